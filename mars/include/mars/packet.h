@@ -1,0 +1,59 @@
+// mars/packet.h: how MARS sees packet buffers, and how it gets and sends them.
+//
+// MARS never allocates or frees frame memory itself and never knows what kind
+// of buffer it holds. The engine (ppe/) maps DPDK's rte_mbuf onto PacketRef
+// with no copy and no wrapper allocation: `handle` is the rte_mbuf pointer,
+// `data` is rte_pktmbuf_mtod(), `len` is the frame length. Unit tests map a
+// plain in-memory buffer onto the same struct. PacketRefs travel in arrays
+// (bursts) that the caller owns, usually on its stack.
+#pragma once
+
+#include <cstdint>
+
+namespace mars {
+
+struct PacketRef {
+    void *handle;   // the owner's buffer object (rte_mbuf *), opaque to MARS
+    uint8_t *data;  // first byte of the Ethernet header
+    uint16_t len;   // bytes of frame at data
+    uint16_t room;  // bytes writable at data (tx buffers; 0 for received frames)
+    uint32_t flags; // PacketFlags
+};
+
+enum PacketFlags : uint32_t {
+    // Receive: the NIC verified these checksums (skip the software check).
+    kRxIpCsumGood = 1u << 0,
+    kRxL4CsumGood = 1u << 1,
+    // Transmit: ask the NIC to fill these checksums (only set when the port
+    // reported the offload in PacketIo::offloads()).
+    kTxIpCsum = 1u << 8,
+    kTxTcpCsum = 1u << 9,
+};
+
+// Offloads a port provides, as reported by PacketIo::offloads().
+enum Offloads : uint32_t {
+    kOffloadRxCsum = 1u << 0,
+    kOffloadTxIpCsum = 1u << 1,
+    kOffloadTxTcpCsum = 1u << 2,
+};
+
+// The engine's side of packet I/O. One per stack instance; never shared
+// between engine cores. All calls are non-blocking, burst-oriented, and make
+// no syscalls beyond what the underlying driver needs.
+class PacketIo {
+  public:
+    virtual ~PacketIo() = default;
+    // Fills up to n tx buffers (data/room set, len 0). Returns how many it got;
+    // fewer than n means the pool is short and the caller backs off.
+    virtual uint16_t alloc(PacketRef *out, uint16_t n) = 0;
+    // Hands n finished frames to the wire. Ownership passes to the callee for
+    // every frame, sent or not: frames the NIC did not take are freed and
+    // counted by the callee. Returns how many were taken.
+    virtual uint16_t transmit(PacketRef *frames, uint16_t n) = 0;
+    // Returns buffers to their pool (received frames once consumed, and
+    // allocated buffers that were not used).
+    virtual void release(PacketRef *frames, uint16_t n) = 0;
+    virtual uint32_t offloads() const { return 0; }
+};
+
+} // namespace mars

@@ -1,0 +1,254 @@
+// mars/stack.h: the public interface of one MARS stack instance.
+//
+// One Stack per engine core, shared with nothing (no locks, no atomics). The
+// engine drives it with bursts:
+//
+//   n = rx_burst(...);            stack.input(frames, n, now);
+//   ...commands from applications: stack.open/connect/send/...
+//   stack.poll(now);              // timers, deferred ACKs, flushes output
+//   k = stack.events(evs, max);   // coalesced per-socket events for the DTI
+//
+// Errors are returned errno-style: a negative errno value (-EAGAIN, -EINVAL,
+// ...), never an exception, never a crash on bad arguments.
+//
+// Socket data lives in two byte rings per connection (receive and send) whose
+// memory the owner supplies through a BufferProvider. In eta the rings are
+// the socket data areas inside an application's DTI shared region: MARS
+// copies received payload from the frame straight into the receive ring and
+// builds segments straight from the send ring, so there is one copy each way
+// between the wire and application-visible memory.
+#pragma once
+
+#include <mars/packet.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mars {
+
+// IPv4 addresses and ports are in host byte order throughout this API.
+struct Endpoint {
+    uint32_t ip = 0;
+    uint16_t port = 0;
+};
+
+struct MacAddr {
+    uint8_t b[6] = {};
+};
+
+struct Route {
+    uint32_t dest = 0;    // network
+    uint8_t prefix = 0;   // 0 with dest 0: the default route
+    uint32_t gateway = 0; // 0: on-link
+};
+
+enum class CongestionControl : uint8_t { kCubic, kNewReno };
+
+struct TcpConfig {
+    uint32_t rcvbuf = 256 * 1024; // receive ring size (power of two)
+    uint32_t sndbuf = 256 * 1024; // send ring size (power of two)
+    CongestionControl cc = CongestionControl::kCubic;
+    bool sack = true;
+    bool timestamps = true;
+    bool window_scaling = true;
+    bool syncookies = true;       // used only when the SYN queue overflows
+    uint32_t syn_backlog = 1024;  // half-open connections per listener, at most
+    uint64_t rto_initial_ns = 1'000'000'000;
+    uint64_t rto_min_ns = 200'000'000;
+    uint64_t rto_max_ns = 60'000'000'000;
+    uint64_t delack_ns = 40'000'000;
+    uint64_t time_wait_ns = 60'000'000'000; // 2*MSL
+    uint64_t keepalive_idle_ns = 7200'000'000'000;
+    uint64_t keepalive_intvl_ns = 75'000'000'000;
+    uint32_t keepalive_probes = 9;
+    uint32_t max_retries = 15; // retransmissions before the connection fails
+    uint32_t syn_retries = 6;
+};
+
+struct StackConfig {
+    MacAddr mac;
+    uint32_t ip = 0;
+    uint8_t prefix = 24;
+    uint16_t mtu = 1500;
+    static constexpr int kMaxRoutes = 16;
+    Route routes[kMaxRoutes] = {};
+    int n_routes = 0;           // the interface's own subnet is always on-link
+    uint32_t max_sockets = 65536;
+    uint32_t ooo_pool_frames = 4096;  // anonymous buffer pool for out-of-order data
+    uint32_t ooo_frames_per_conn = 256; // one connection's share of that pool
+    uint32_t arp_pending_frames = 64; // frames waiting for ARP resolution, at most
+    uint64_t arp_timeout_ns = 60'000'000'000;
+    uint64_t isn_secret[2] = {};      // RFC 6528 / SYN cookie key; random in production
+    uint16_t ephemeral_lo = 32768, ephemeral_hi = 60999;
+    // Multi-engine steering: an active open takes only a local port for which
+    // steer(4-tuple) == engine. nullptr: any port.
+    uint32_t engine = 0;
+    uint32_t (*steer)(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg) = nullptr;
+    void *steer_arg = nullptr;
+    TcpConfig tcp;
+};
+
+using SockId = uint32_t;
+constexpr SockId kNoSock = 0xffffffffu;
+
+// Per-socket event bits. Events are coalesced: a socket appears at most once
+// per events() drain with the OR of what happened (no event per ACK).
+enum SockEventBits : uint32_t {
+    kEvConnected = 1u << 0,   // active open completed
+    kEvAcceptable = 1u << 1,  // listener has connections waiting
+    kEvReadable = 1u << 2,    // new bytes in the receive ring
+    kEvWritable = 1u << 3,    // send ring space opened up
+    kEvPeerClosed = 1u << 4,  // FIN received: no more data will arrive
+    kEvReset = 1u << 5,       // connection reset (error() says why)
+    kEvError = 1u << 6,       // connection failed (timeout, unreachable, ...)
+    kEvClosed = 1u << 7,      // the stack is done with the socket; its id and buffers are free
+};
+
+struct SockEvent {
+    SockId sock;
+    uint32_t bits;
+    uint64_t user; // the tag given at open/accept
+};
+
+// Memory for a connection's two rings. Sizes are powers of two.
+struct RingMemory {
+    uint8_t *rx = nullptr;
+    uint32_t rx_size = 0;
+    uint8_t *tx = nullptr;
+    uint32_t tx_size = 0;
+};
+
+// Supplies ring memory when a connection comes to exist (active open, or a
+// passive open completing its handshake: data may arrive before anyone
+// accepts it) and takes it back when the stack is done with the socket.
+class BufferProvider {
+  public:
+    virtual ~BufferProvider() = default;
+    // `user` is the tag of the socket that owns the connection (for a passive
+    // open, the listener's tag). Returns false when no memory is available;
+    // the connection is then refused (RST) and counted.
+    virtual bool provide(uint64_t user, RingMemory *out) = 0;
+    virtual void reclaim(uint64_t user, const RingMemory &mem) = 0;
+};
+
+// A contiguous piece of a ring: readable bytes (rx) or writable space (tx).
+// A ring region wraps at most once, so two spans describe it.
+struct RingSpan {
+    uint8_t *p[2];
+    uint32_t n[2];
+    uint32_t total() const { return n[0] + n[1]; }
+};
+
+enum class TcpState : uint8_t {
+    kClosed, kListen, kSynSent, kSynReceived, kEstablished, kFinWait1, kFinWait2,
+    kCloseWait, kClosing, kLastAck, kTimeWait,
+};
+
+enum class SockOpt : uint16_t {
+    kNoDelay, kCork, kKeepAlive, kKeepIdleSec, kKeepIntvlSec, kKeepCnt, kMaxSeg,
+    kUserTimeoutMs, kLingerSec /* -1: off */, kReuseAddr, kReusePort, kTos, kRcvLowat,
+};
+
+struct SockInfo {
+    TcpState state;
+    Endpoint local, remote;
+    uint32_t rx_readable;   // bytes in the receive ring
+    uint32_t tx_space;      // bytes free in the send ring
+    uint32_t tx_unacked;    // bytes sent and not yet acknowledged
+    int error;              // pending socket error (positive errno), 0 if none
+    bool peer_closed;       // FIN received and all data before it is readable
+    uint32_t snd_mss, rcv_mss;
+    uint32_t cwnd, ssthresh; // bytes
+    uint32_t srtt_us, rttvar_us, rto_us;
+    uint32_t snd_wnd, rcv_wnd;
+    uint8_t snd_wscale, rcv_wscale;
+    bool sack_ok, ts_ok;
+    uint64_t retransmits, total_retransmits;
+    uint64_t bytes_in, bytes_out, segs_in, segs_out;
+    uint32_t ooo_frames;    // anonymous pool frames this connection holds
+};
+
+// Counters of one stack. Plain integers: only the owning core writes them.
+struct StackStats {
+    uint64_t rx_frames, rx_bytes, tx_frames, tx_bytes;
+    uint64_t drop_eth, drop_not_ours, drop_arp, drop_ip_header, drop_ip_csum, drop_ip_ttl,
+        drop_ip_fragment, drop_ip_proto, drop_icmp, drop_tcp_header, drop_tcp_csum,
+        drop_tcp_no_socket, drop_tcp_bad_state, drop_tcp_paws, drop_tcp_out_of_window,
+        drop_tcp_ooo_full, drop_tx_no_buffer, drop_arp_queue_full;
+    uint64_t arp_requests_in, arp_replies_in, arp_requests_out, arp_replies_out;
+    uint64_t icmp_echo_in, icmp_unreach_in, icmp_frag_needed_in, icmp_out;
+    uint64_t fastpath_hits, fastpath_misses;
+    uint64_t lookup_cache_hits, lookup_cache_misses;
+    uint64_t tcp_active_opens, tcp_passive_opens, tcp_established, tcp_resets_in,
+        tcp_resets_out, tcp_retransmits, tcp_fast_retransmits, tcp_timeouts,
+        tcp_syncookies_sent, tcp_syncookies_ok, tcp_challenge_acks, tcp_ooo_segments;
+    uint64_t conns_open;       // sockets in use now
+    uint64_t ooo_frames_used;  // anonymous pool frames in use now
+};
+
+class Stack {
+  public:
+    // Returns nullptr and a message in *error when the config is unusable.
+    static std::unique_ptr<Stack> create(const StackConfig &config, PacketIo &io,
+                                         BufferProvider &buffers, std::string *error);
+    virtual ~Stack() = default;
+
+    // ---- packet path -------------------------------------------------
+    // Consumes a burst of received frames. Frames are released to the
+    // PacketIo (or kept in the anonymous pool while out of order).
+    virtual void input(PacketRef *frames, uint16_t n, uint64_t now_ns) = 0;
+    // Runs due timers and sends what is pending. Call once per engine loop.
+    virtual void poll(uint64_t now_ns) = 0;
+    // The earliest time poll() has work to do (UINT64_MAX: none): the engine
+    // may sleep until then when idle.
+    virtual uint64_t next_deadline_ns() const = 0;
+    // Drains coalesced socket events. Returns how many were written.
+    virtual uint16_t events(SockEvent *out, uint16_t max) = 0;
+    // Sends a gratuitous ARP for our address.
+    virtual void announce(uint64_t now_ns) = 0;
+
+    // ---- sockets -----------------------------------------------------
+    // Returns a new socket id, or -errno (-EMFILE when max_sockets are open).
+    virtual int64_t open(uint64_t user) = 0;
+    virtual int bind(SockId s, Endpoint local) = 0;
+    virtual int listen(SockId s, int backlog) = 0;
+    // Takes one established connection from a listener: its id, or -EAGAIN.
+    virtual int64_t accept(SockId listener, uint64_t user) = 0;
+    // Starts an active open; completion is reported with kEvConnected or
+    // kEvError/kEvReset. Returns 0 or -errno (-EINPROGRESS is not used).
+    virtual int connect(SockId s, Endpoint remote, uint64_t now_ns) = 0;
+    virtual int shutdown(SockId s, bool rd, bool wr) = 0;
+    // Graceful close (FIN after pending data); the id stays valid until kEvClosed.
+    virtual int close(SockId s) = 0;
+    // Abortive close: RST to the peer, resources freed at once.
+    virtual int abort(SockId s) = 0;
+    virtual int set_option(SockId s, SockOpt opt, int64_t value) = 0;
+    virtual int get_option(SockId s, SockOpt opt, int64_t *value) const = 0;
+    virtual int info(SockId s, SockInfo *out) const = 0;
+    virtual void set_user(SockId s, uint64_t user) = 0;
+
+    // ---- data: zero-copy views of the rings ---------------------------
+    // Readable bytes in the receive ring, in order.
+    virtual int rx_view(SockId s, RingSpan *out) const = 0;
+    // The application consumed n bytes from the front: frees ring space and
+    // may open the advertised window.
+    virtual int rx_consume(SockId s, uint32_t n) = 0;
+    // Free space at the tail of the send ring.
+    virtual int tx_view(SockId s, RingSpan *out) const = 0;
+    // n bytes were written at the front of tx_view(): queue them for sending.
+    // more=true behaves as MSG_MORE (hold a partial segment).
+    virtual int tx_commit(SockId s, uint32_t n, bool more) = 0;
+
+    // Copying conveniences on top of the views (tests, simple callers).
+    virtual int64_t send(SockId s, const void *data, size_t len) = 0;
+    virtual int64_t recv(SockId s, void *data, size_t len) = 0;
+
+    virtual const StackStats &stats() const = 0;
+    // Visits every socket (for eta-stat's connection table).
+    virtual void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t user, void *arg),
+                                 void *arg) const = 0;
+};
+
+} // namespace mars
