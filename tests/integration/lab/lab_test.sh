@@ -32,6 +32,14 @@ note "second lab down leaves nothing"
 ip netns list | grep -q "^$second_ns\b" && fail "namespace $second_ns survived down"
 ip link show "$second_iface" >/dev/null 2>&1 && fail "links of the second lab survived down"
 
+note "the same lab up and down again"
+again=$("$ETA_LAB" up --name "t$$-second") || fail "the second lab did not come up a second time"
+[ "$(sed -n 's/^ETA_LAB_PPE_IP=//p' <<<"$again")" = "$second_ip" ] || fail "the freed address pair was not reused"
+"$ETA_LAB" down --name "t$$-second" || fail "second down failed"
+ip netns list | grep -q "^$second_ns\b" && fail "namespace $second_ns survived the second down"
+ip link show "$second_iface" >/dev/null 2>&1 && fail "links survived the second down"
+"$ETA_LAB" env --name "t$$-second" >/dev/null 2>&1 && fail "env still answers for a lab that is down"
+
 note "kernel link: socat carries 8 MiB byte for byte"
 payload=$(mktemp) received=$(mktemp)
 on_exit "rm -f $payload $received"
