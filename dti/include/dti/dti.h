@@ -1,0 +1,403 @@
+/* dti/dti.h: libdti, the native API of the eta direct transport interface.
+ *
+ * C11, links libc only. An application attaches to a packet processing engine
+ * (PPE, `eta-ppe`) over its UNIX control socket and receives one shared-memory
+ * region. Inside the region live:
+ *   - queue pairs ("contexts"): a command queue (app -> PPE) and an
+ *     event/completion queue (PPE -> app), one pair per application thread;
+ *   - a socket table the PPE writes (ring positions, state, addresses), so
+ *     readiness, bytes readable/writable and names are read locally with no
+ *     round trip;
+ *   - per-socket receive and send byte rings the TCP stack writes into and
+ *     reads from directly (one copy each way between the wire and memory the
+ *     application can see);
+ *   - a buffer pool the application allocates region buffers from.
+ *
+ * Model (liburing-like): dti_prep_*() queue a command in the calling thread's
+ * context; dti_submit() publishes every queued command at once (one doorbell
+ * at most, and only when the engine sleeps); dti_reap() returns completions
+ * and socket events. Every command except the data-path ones (send commit,
+ * receive release) completes exactly once with an errno-style result. A small
+ * blocking layer (dti_socket(), dti_connect(), dti_accept(), ...) sits on top.
+ *
+ * Errors: functions return a negative value on failure: -errno (e.g.
+ * -EAGAIN, -EINVAL, -ECONNREFUSED) or one of the DTI_E_* codes below.
+ * dti_strerror() names both kinds.
+ *
+ * Threads: a dti_t (attachment) is shared by all threads of a process. Each
+ * thread uses its own dti_ctx_t (dti_ctx_get() creates it on first use);
+ * contexts never share a ring or a lock. Socket handles belong to the
+ * attachment: a socket created or accepted in one thread's context may be used
+ * through any other thread's context (accept in one thread, serve in another).
+ * Completions go to the context that issued the command; socket events go to
+ * the contexts that watch the socket (dti_prep_watch()). Per socket, at most
+ * one thread may send and at most one thread may receive at a time (a sender
+ * and a receiver in two different threads is fine); callers that need more
+ * serialize themselves.
+ *
+ * fork(): the child must not use the parent's dti_t; it detaches nothing and
+ * calls dti_attach() afresh (the parent's attachment stays the parent's).
+ */
+#ifndef DTI_DTI_H
+#define DTI_DTI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ABI version of the shared region and the control protocol. An engine and a
+ * libdti of different versions refuse to attach (DTI_E_VERSION). */
+#define DTI_ABI_VERSION 1u
+
+/* Default control socket of the PPE; the environment variable ETA_SOCKET
+ * overrides it. */
+#define DTI_DEFAULT_SOCKET_PATH "/run/eta/ppe.sock"
+
+/* ---- errors ----------------------------------------------------------- */
+
+/* DTI-specific error codes, returned negated like errno values. They lie
+ * above every errno value Linux defines. */
+enum dti_error {
+    DTI_E_NO_ENGINE = 4096,  /* no PPE listens at the control socket path */
+    DTI_E_DENIED = 4097,     /* the PPE's configuration refuses this user */
+    DTI_E_VERSION = 4098,    /* ABI version mismatch between libdti and the PPE */
+    DTI_E_LIMIT = 4099,      /* a PPE limit was reached (attachments, contexts, sockets, memory) */
+    DTI_E_ENGINE_GONE = 4100,/* the PPE exited or detached us: every pending op fails with this */
+    DTI_E_BROKEN = 4101,     /* the PPE found this region corrupt and stopped serving it */
+    DTI_E_PROTOCOL = 4102,   /* malformed message on the control socket */
+    DTI_E_BAD_HANDLE = 4103, /* stale or unknown socket handle */
+};
+
+/* Text for an error returned by libdti: accepts -errno, errno, -DTI_E_* or
+ * DTI_E_*. Never returns NULL; the string is static. */
+const char *dti_strerror(int err);
+
+/* ---- types ------------------------------------------------------------ */
+
+typedef struct dti dti_t;         /* one attachment of this process to a PPE */
+typedef struct dti_ctx dti_ctx_t; /* one queue pair; one per thread */
+
+/* A socket handle: an index with a generation, always in [0, INT32_MAX], so
+ * it also fits in an int result. Valid in every context of its attachment. */
+typedef uint32_t dti_sock_t;
+#define DTI_SOCK_INVALID ((dti_sock_t)0xffffffffu)
+
+/* An IPv4 endpoint in host byte order (like the stack). */
+struct dti_addr {
+    uint32_t ip;
+    uint16_t port;
+};
+
+/* A piece of memory inside the region (ring data in place, or a pool
+ * buffer). Ring views wrap at most once, so two of them describe one. */
+struct dti_iov {
+    void *base;
+    size_t len;
+};
+
+/* A buffer allocated from the region's pool (dti_buf_alloc()). `offset` is
+ * what commands carry; the engine never follows `ptr`. */
+struct dti_buf {
+    void *ptr;
+    uint64_t offset;
+    uint32_t len;
+};
+
+/* ---- attach / detach --------------------------------------------------- */
+
+struct dti_attach_opts {
+    /* Control socket path; NULL: $ETA_SOCKET, else DTI_DEFAULT_SOCKET_PATH. */
+    const char *socket_path;
+    /* Shown by eta-stat; NULL: the program name. At most 31 bytes are kept. */
+    const char *name;
+};
+
+/* Attaches to the PPE. On failure returns a negative code and, when `why` is
+ * not NULL, writes a sentence saying what went wrong (e.g. "no PPE at
+ * /run/eta/ppe.sock (connect: No such file or directory)" or "ABI version
+ * mismatch: libdti 1, PPE 2"). `opts` may be NULL. */
+int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_t why_len);
+
+/* Detaches: closes every context and the control connection and unmaps the
+ * region. The PPE aborts sockets still open. Call after every thread has
+ * stopped using the attachment. */
+void dti_detach(dti_t *d);
+
+/* 1 while the engine serves this attachment; 0 once it has gone (control
+ * socket hang-up) or declared the region broken. Cheap: a shared-memory read
+ * plus, at most every call to dti_wait()/dti_reap() that finds nothing, a
+ * non-blocking check of the control socket. */
+int dti_engine_alive(dti_t *d);
+
+/* The control socket: readable/hung-up when the PPE goes away. Exposed for
+ * callers that build their own event loops; do not read or write it. */
+int dti_control_fd(dti_t *d);
+
+/* What the engine granted at attach. */
+struct dti_limits {
+    uint32_t max_contexts;   /* queue pairs (threads) per attachment */
+    uint32_t max_sockets;    /* sockets per attachment */
+    uint32_t cmdq_entries;   /* command queue size per context = command credits */
+    uint32_t evq_entries;    /* event queue size per context */
+    uint32_t rx_ring_size;   /* per-socket receive ring bytes (power of two) */
+    uint32_t tx_ring_size;   /* per-socket send ring bytes (power of two) */
+    uint64_t pool_size;      /* bytes of region buffer pool */
+    uint64_t region_size;    /* bytes mapped */
+};
+void dti_get_limits(const dti_t *d, struct dti_limits *out);
+
+/* ---- contexts (one per thread) ----------------------------------------- */
+
+/* Creates a new queue pair (a round trip on the control socket). */
+int dti_ctx_create(dti_t *d, dti_ctx_t **out);
+/* Closes a queue pair; commands not yet completed are dropped (their sockets
+ * are unaffected). The context must not be in use by another thread. */
+void dti_ctx_destroy(dti_ctx_t *c);
+/* The calling thread's context, created on first use and destroyed when the
+ * thread exits (or at dti_detach()). NULL with *err set on failure. */
+dti_ctx_t *dti_ctx_get(dti_t *d, int *err);
+dti_t *dti_ctx_owner(const dti_ctx_t *c);
+
+/* A kernel fd that becomes readable when this context has something to reap
+ * after dti_arm() returned 0, or when the engine goes away. Put it in your own
+ * poll/epoll set (level-triggered is fine); after it fires call dti_disarm()
+ * and reap. It is an epoll fd combining the context's wake eventfd and the
+ * control socket; never read it yourself. */
+int dti_ctx_wait_fd(const dti_ctx_t *c);
+
+/* Arm-then-check sleep protocol (never loses a wakeup):
+ *   r = dti_arm(c);  r == 0: nothing pending, safe to block on the wait fd;
+ *                    r > 0: entries already pending (the context is left
+ *                           disarmed): reap instead of sleeping;
+ *                    r < 0: the engine is gone (-DTI_E_ENGINE_GONE) or broken.
+ *   after waking:    dti_disarm(c) (drains the eventfd), then dti_reap().
+ * The engine wakes only armed contexts, at most once per arming, and batches
+ * its wakeups. A context that never arms costs the engine no syscalls and
+ * makes none itself. */
+int dti_arm(dti_ctx_t *c);
+void dti_disarm(dti_ctx_t *c);
+
+/* Waits until there is something to reap, the engine goes away, or
+ * timeout_ms passes (-1: forever; 0: just check). Spins `spin_ns` (see
+ * dti_ctx_set_spin()) before arming and sleeping. Returns 1 when entries are
+ * pending, 0 on timeout, negative on engine loss. EINTR is retried. */
+int dti_wait(dti_ctx_t *c, int timeout_ms);
+/* How long dti_wait() and the blocking layer poll before sleeping (default
+ * 20000 ns). 0: sleep at once. */
+void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns);
+
+/* ---- commands ----------------------------------------------------------
+ * dti_prep_*() write one command into the context's command queue without
+ * publishing it. They return 0, or -EAGAIN when the queue is full or all
+ * command credits are in flight (reap completions, then retry: never loss),
+ * or -DTI_E_ENGINE_GONE. user_data comes back in the completion; values with
+ * the top bit set are reserved for libdti's blocking layer.
+ * dti_submit() publishes what was prepared and returns how many commands it
+ * published (or a negative error). */
+
+enum dti_op {
+    DTI_OP_NOP = 1,        /* completes with 0; a round-trip probe */
+    DTI_OP_SOCKET = 2,     /* res: the new handle */
+    DTI_OP_BIND = 3,
+    DTI_OP_LISTEN = 4,
+    DTI_OP_ACCEPT = 5,     /* res: number of handles in cqe.accepted */
+    DTI_OP_CONNECT = 6,    /* completes when the connection is up or has failed */
+    DTI_OP_SHUTDOWN = 7,
+    DTI_OP_CLOSE = 8,      /* graceful; the handle is invalid once submitted */
+    DTI_OP_ABORT = 9,      /* RST; the handle is invalid once submitted */
+    DTI_OP_SETSOCKOPT = 10,
+    DTI_OP_GETSOCKOPT = 11,/* the value is in cqe.value */
+    DTI_OP_WATCH = 12,     /* sets this context's event interest for a socket */
+    DTI_OP_RECV_INTO = 13, /* copy received bytes into a pool buffer; res: bytes */
+    DTI_OP_SEND_FROM = 14, /* queue bytes from a pool buffer; res: bytes taken */
+    /* data-path commands: no completion, outcome visible in dti_sock_status() */
+    DTI_OP_SEND = 15,      /* dti_send_commit() */
+    DTI_OP_RECV_RELEASE = 16 /* dti_recv_release() */
+};
+
+/* Socket options (values are int64_t; booleans are 0/1). */
+enum dti_sockopt {
+    DTI_SO_NODELAY = 1,      /* TCP_NODELAY */
+    DTI_SO_CORK = 2,         /* TCP_CORK */
+    DTI_SO_KEEPALIVE = 3,    /* SO_KEEPALIVE */
+    DTI_SO_KEEPIDLE = 4,     /* TCP_KEEPIDLE, seconds */
+    DTI_SO_KEEPINTVL = 5,    /* TCP_KEEPINTVL, seconds */
+    DTI_SO_KEEPCNT = 6,      /* TCP_KEEPCNT */
+    DTI_SO_MAXSEG = 7,       /* TCP_MAXSEG */
+    DTI_SO_USER_TIMEOUT = 8, /* TCP_USER_TIMEOUT, ms */
+    DTI_SO_LINGER = 9,       /* SO_LINGER seconds, -1: off */
+    DTI_SO_REUSEADDR = 10,   /* SO_REUSEADDR */
+    DTI_SO_REUSEPORT = 11,   /* SO_REUSEPORT */
+    DTI_SO_TOS = 12,         /* IP_TOS */
+    DTI_SO_RCVLOWAT = 13,    /* SO_RCVLOWAT */
+    DTI_SO_RCVBUF = 14,      /* SO_RCVBUF: read-only here, the ring size */
+    DTI_SO_SNDBUF = 15       /* SO_SNDBUF: read-only here, the ring size */
+};
+
+/* Readiness bits; equal to Linux's POLLIN/POLLOUT/POLLERR/POLLHUP/POLLRDHUP so
+ * a shim can pass them through to poll/epoll unchanged. */
+#define DTI_POLLIN 0x001u    /* readable bytes, EOF, or connections to accept */
+#define DTI_POLLOUT 0x004u   /* connected and send ring space */
+#define DTI_POLLERR 0x008u   /* pending socket error (dti_sock_status().error) */
+#define DTI_POLLHUP 0x010u   /* both directions closed, or reset */
+#define DTI_POLLRDHUP 0x2000u /* peer sent FIN */
+
+#define DTI_SHUT_RD 0
+#define DTI_SHUT_WR 1
+#define DTI_SHUT_RDWR 2
+
+#define DTI_ACCEPT_WAIT 1u   /* complete only when at least one connection is there */
+#define DTI_ACCEPT_MAX 8u    /* handles per accept completion, at most */
+
+#define DTI_SEND_MORE 1u     /* like MSG_MORE: hold a partial segment */
+
+int dti_prep_nop(dti_ctx_t *c, uint64_t user_data);
+int dti_prep_socket(dti_ctx_t *c, uint64_t user_data);
+int dti_prep_bind(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *local, uint64_t user_data);
+int dti_prep_listen(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t user_data);
+/* Takes up to `max` (<= DTI_ACCEPT_MAX) established connections. Without
+ * DTI_ACCEPT_WAIT it completes at once (-EAGAIN when none is waiting); with
+ * it, it completes when one arrives (one waiting accept per listener). */
+int dti_prep_accept(dti_ctx_t *c, dti_sock_t listener, unsigned max, unsigned flags,
+                    uint64_t user_data);
+int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *remote, uint64_t user_data);
+int dti_prep_shutdown(dti_ctx_t *c, dti_sock_t s, int how, uint64_t user_data);
+int dti_prep_close(dti_ctx_t *c, dti_sock_t s, uint64_t user_data);
+int dti_prep_abort(dti_ctx_t *c, dti_sock_t s, uint64_t user_data);
+int dti_prep_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t user_data);
+int dti_prep_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, uint64_t user_data);
+/* Sets which DTI_POLL* conditions of socket `s` post events to this context
+ * (0: stop). Semantics: an event is posted when a watched condition becomes
+ * true, and for DTI_POLLIN again whenever new bytes or connections arrive;
+ * DTI_POLLOUT is one-shot (re-watch after send returns -EAGAIN). When a
+ * watched condition already holds, an event is posted at once. */
+int dti_prep_watch(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t user_data);
+/* Posted receive: the engine copies up to buf->len received bytes into the
+ * pool buffer and completes with the count (0: EOF); waits for data. */
+int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *buf, uint64_t user_data);
+/* Region-buffer send: the engine queues bytes from the pool buffer; completes
+ * with how many it took (fewer when the send ring is short of space); the
+ * buffer is the caller's again once completed. */
+int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *buf, uint32_t len,
+                       unsigned flags, uint64_t user_data);
+
+int dti_submit(dti_ctx_t *c);
+
+/* ---- completions and events ------------------------------------------- */
+
+enum dti_cqe_kind {
+    DTI_CQE_COMPLETION = 1, /* a command finished: op, res, user_data (+ accepted/value) */
+    DTI_CQE_EVENT = 2,      /* a watched socket changed: sock, events */
+    DTI_CQE_RESCAN = 3      /* events were dropped for lack of room: re-check every
+                               watched socket with dti_sock_poll() (state is never lost) */
+};
+
+struct dti_cqe {
+    uint64_t user_data;
+    int64_t value;      /* DTI_OP_GETSOCKOPT: the option's value */
+    int32_t res;        /* >= 0 success, < 0 -errno / -DTI_E_* */
+    uint16_t kind;      /* enum dti_cqe_kind */
+    uint16_t op;        /* enum dti_op (completions) */
+    dti_sock_t sock;    /* the socket the command or event is about */
+    uint32_t events;    /* DTI_CQE_EVENT: DTI_POLL* bits ready now */
+    dti_sock_t accepted[DTI_ACCEPT_MAX]; /* DTI_OP_ACCEPT: res handles */
+};
+
+/* Non-blocking: copies up to `max` pending entries, returns how many. When
+ * the engine is gone, commands still in flight complete here with
+ * -DTI_E_ENGINE_GONE. */
+unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max);
+
+/* Commands submitted and not yet reaped (credits in use). */
+unsigned dti_inflight(const dti_ctx_t *c);
+
+/* ---- local socket state (no round trip) ------------------------------- */
+
+#define DTI_STATE_CONNECTING 0x01u
+#define DTI_STATE_CONNECTED 0x02u
+#define DTI_STATE_LISTENING 0x04u
+#define DTI_STATE_RD_CLOSED 0x08u  /* peer FIN seen */
+#define DTI_STATE_WR_CLOSED 0x10u  /* our side shut down for writing */
+#define DTI_STATE_RESET 0x20u
+#define DTI_STATE_FAILED 0x40u     /* connection failed: error says why */
+#define DTI_STATE_BOUND 0x80u
+
+struct dti_sock_status {
+    uint32_t readable;     /* bytes that dti_recv() would return now */
+    uint32_t writable;     /* bytes dti_send() would take now */
+    uint32_t accept_ready; /* listeners: connections waiting */
+    uint32_t events;       /* DTI_POLL* ready now */
+    uint32_t state;        /* DTI_STATE_* */
+    int32_t error;         /* pending error as -errno, 0 if none */
+};
+
+/* Fills *out from the region. -DTI_E_BAD_HANDLE for an unknown/stale handle. */
+int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_status *out);
+/* DTI_POLL* ready now (0 for a bad handle: check dti_sock_status()). */
+uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s);
+/* Takes the pending error (SO_ERROR semantics: reading clears it locally). */
+int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s);
+int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out);
+int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out); /* -ENOTCONN */
+
+/* ---- data path (no completions; the command is published at once) ----- */
+
+/* Zero-copy receive: describes the readable bytes in place (up to two
+ * pieces). Returns the total (> 0), 0 at EOF, -EAGAIN when nothing is there
+ * yet, or the socket's error. The bytes stay valid until released. */
+ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2]);
+/* Gives back the first n borrowed bytes (n <= what borrow reported). */
+int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n);
+/* Copying receive: up to len bytes; 0 at EOF; -EAGAIN when none yet. */
+ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len);
+
+/* Zero-copy send: describes free space in the send ring (up to two pieces)
+ * for the caller to fill. Returns the total (> 0), -EAGAIN when full, or an
+ * error (-EPIPE after shutdown, -ENOTCONN, the socket's error). */
+ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2]);
+/* Queues the first n reserved bytes for sending (flags: DTI_SEND_MORE). */
+int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags);
+/* Copying send: takes as much as fits, returns it, or -EAGAIN when full. */
+ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags);
+
+/* ---- region buffers ---------------------------------------------------- */
+
+/* Allocates len bytes (rounded up to 2 KiB) of the region's pool; -ENOMEM
+ * when none is left. Thread-safe; meant for setup, not for every request. */
+int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out);
+void dti_buf_free(dti_t *d, const struct dti_buf *buf);
+
+/* ---- blocking convenience layer ---------------------------------------
+ * Each submits one command and waits for its completion (other entries
+ * reaped meanwhile are kept and returned by later dti_reap() calls).
+ * timeout_ms: -1 forever. -ETIMEDOUT on timeout (the command stays in
+ * flight and its completion is dropped when it comes). */
+
+int dti_socket(dti_ctx_t *c);   /* returns the handle or a negative error */
+int dti_bind(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *local);
+int dti_listen(dti_ctx_t *c, dti_sock_t s, int backlog);
+/* Waits for one connection; returns its handle, stores the peer if asked. */
+int dti_accept(dti_ctx_t *c, dti_sock_t listener, struct dti_addr *peer, int timeout_ms);
+int dti_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *remote, int timeout_ms);
+int dti_shutdown(dti_ctx_t *c, dti_sock_t s, int how);
+int dti_close(dti_ctx_t *c, dti_sock_t s);
+int dti_abort(dti_ctx_t *c, dti_sock_t s);
+int dti_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value);
+int dti_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t *value);
+/* Blocks until at least one byte (or EOF / error); returns like dti_recv(). */
+ssize_t dti_recv_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, int timeout_ms);
+/* Blocks until all len bytes are queued; returns len or an error. */
+ssize_t dti_send_all(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, int timeout_ms);
+/* Waits for a specific completion (by user_data) of an already submitted
+ * command. 1: found, 0: timeout, < 0: error. */
+int dti_wait_cqe(dti_ctx_t *c, uint64_t user_data, struct dti_cqe *out, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTI_DTI_H */
