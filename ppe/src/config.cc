@@ -1,0 +1,637 @@
+// ppe/src/config.cc: TOML → Config, with one clear message per error.
+#include "config.h"
+
+#include <toml++/toml.h>
+
+#include <arpa/inet.h>
+#include <pwd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace ppe {
+
+const char *to_string(IdlePolicy p)
+{
+    switch (p) {
+    case IdlePolicy::kSpin: return "spin";
+    case IdlePolicy::kAdaptive: return "adaptive";
+    case IdlePolicy::kSleep: return "sleep";
+    }
+    return "?";
+}
+
+const char *to_string(MemoryMode m)
+{
+    switch (m) {
+    case MemoryMode::kAuto: return "auto";
+    case MemoryMode::kHuge: return "huge";
+    case MemoryMode::kNoHuge: return "no-huge";
+    }
+    return "?";
+}
+
+const char *to_string(LogLevel l)
+{
+    switch (l) {
+    case LogLevel::kError: return "error";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kDebug: return "debug";
+    }
+    return "?";
+}
+
+bool parse_ipv4(const std::string &s, uint32_t *ip)
+{
+    in_addr a;
+    if (inet_pton(AF_INET, s.c_str(), &a) != 1) return false;
+    *ip = ntohl(a.s_addr);
+    return true;
+}
+
+std::string format_ipv4(uint32_t ip)
+{
+    char buf[INET_ADDRSTRLEN];
+    in_addr a;
+    a.s_addr = htonl(ip);
+    inet_ntop(AF_INET, &a, buf, sizeof buf);
+    return buf;
+}
+
+namespace {
+
+struct ConfigError {
+    std::string message;
+};
+
+// Walks one TOML table: typed getters that check the range, and a final
+// check that every key in the table was one we know.
+class Section {
+  public:
+    Section(const std::string &file, const toml::table &table, std::string prefix)
+        : file_(file), table_(table), prefix_(std::move(prefix))
+    {}
+
+    [[noreturn]] void fail(const std::string &key, const std::string &what) const
+    {
+        const toml::node *n = table_.get(key);
+        fail_at(n ? n->source() : table_.source(), full(key), what);
+    }
+
+    [[noreturn]] void fail_at(const toml::source_region &where, const std::string &key,
+                              const std::string &what) const
+    {
+        std::ostringstream os;
+        os << file_;
+        if (where.begin.line != 0) os << ':' << where.begin.line;
+        os << ": " << key << ": " << what;
+        throw ConfigError{os.str()};
+    }
+
+    std::string full(const std::string &key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+
+    const toml::node *node(const std::string &key)
+    {
+        known_.insert(key);
+        return table_.get(key);
+    }
+
+    bool has(const std::string &key)
+    {
+        known_.insert(key);
+        return table_.contains(key);
+    }
+
+    int64_t integer(const std::string &key, int64_t dflt, int64_t lo, int64_t hi)
+    {
+        const toml::node *n = node(key);
+        if (!n) return dflt;
+        auto v = n->value<int64_t>();
+        if (!n->is_integer() || !v)
+            fail(key, "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                          ", got " + type_name(*n));
+        if (*v < lo || *v > hi)
+            fail(key, std::to_string(*v) + " is out of range; allowed " + std::to_string(lo) + " to " +
+                          std::to_string(hi));
+        return *v;
+    }
+
+    bool boolean(const std::string &key, bool dflt)
+    {
+        const toml::node *n = node(key);
+        if (!n) return dflt;
+        if (!n->is_boolean()) fail(key, "expected true or false, got " + type_name(*n));
+        return *n->value<bool>();
+    }
+
+    std::string string(const std::string &key, const std::string &dflt, bool required = false)
+    {
+        const toml::node *n = node(key);
+        if (!n) {
+            if (required) fail(key, "is required");
+            return dflt;
+        }
+        if (!n->is_string()) fail(key, "expected a string, got " + type_name(*n));
+        return *n->value<std::string>();
+    }
+
+    // One of a fixed set of words.
+    template <typename E>
+    E choice(const std::string &key, E dflt, const std::vector<std::pair<const char *, E>> &allowed)
+    {
+        const toml::node *n = node(key);
+        std::string list;
+        for (auto &[name, _] : allowed) list += (list.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+        if (!n) return dflt;
+        if (!n->is_string()) fail(key, "expected one of " + list + ", got " + type_name(*n));
+        std::string s = *n->value<std::string>();
+        for (auto &[name, e] : allowed)
+            if (s == name) return e;
+        fail(key, "\"" + s + "\" is not allowed; allowed: " + list);
+    }
+
+    // A byte count: an integer, or a string with a K/M/G suffix ("256M").
+    uint64_t size(const std::string &key, uint64_t dflt, uint64_t lo, uint64_t hi)
+    {
+        const toml::node *n = node(key);
+        if (!n) return dflt;
+        const std::string range = "allowed " + human(lo) + " to " + human(hi) +
+                                  " (an integer in bytes, or a string such as \"256K\", \"4M\", \"1G\")";
+        uint64_t v = 0;
+        if (n->is_integer()) {
+            int64_t i = *n->value<int64_t>();
+            if (i < 0) fail(key, "negative size; " + range);
+            v = uint64_t(i);
+        } else if (n->is_string()) {
+            std::string s = *n->value<std::string>();
+            if (!parse_size(s, &v)) fail(key, "\"" + s + "\" is not a size; " + range);
+        } else {
+            fail(key, "expected a size, got " + type_name(*n) + "; " + range);
+        }
+        if (v < lo || v > hi) fail(key, human(v) + " is out of range; " + range);
+        return v;
+    }
+
+    // Array of strings.
+    std::vector<std::pair<std::string, toml::source_region>> strings(const std::string &key, bool *present)
+    {
+        std::vector<std::pair<std::string, toml::source_region>> out;
+        const toml::node *n = node(key);
+        *present = n != nullptr;
+        if (!n) return out;
+        const toml::array *arr = n->as_array();
+        if (!arr) fail(key, "expected an array of strings, got " + type_name(*n));
+        for (const toml::node &e : *arr) {
+            if (!e.is_string()) fail_at(e.source(), full(key), "expected strings in the array, got " + type_name(e));
+            out.emplace_back(*e.value<std::string>(), e.source());
+        }
+        return out;
+    }
+
+    // Fails on the first key nobody asked for.
+    void reject_unknown(const std::string &allowed_list) const
+    {
+        for (auto &&[k, v] : table_) {
+            std::string key(k.str());
+            if (!known_.count(key))
+                fail_at(v.source(), full(key), "unknown key; allowed here: " + allowed_list);
+        }
+    }
+
+    static std::string type_name(const toml::node &n)
+    {
+        switch (n.type()) {
+        case toml::node_type::string: return "a string";
+        case toml::node_type::integer: return "an integer";
+        case toml::node_type::floating_point: return "a number with a fraction";
+        case toml::node_type::boolean: return "a boolean";
+        case toml::node_type::array: return "an array";
+        case toml::node_type::table: return "a table";
+        default: return "a date or time";
+        }
+    }
+
+    static std::string human(uint64_t v)
+    {
+        if (v >= (1ull << 30) && v % (1ull << 30) == 0) return std::to_string(v >> 30) + "G";
+        if (v >= (1ull << 20) && v % (1ull << 20) == 0) return std::to_string(v >> 20) + "M";
+        if (v >= (1ull << 10) && v % (1ull << 10) == 0) return std::to_string(v >> 10) + "K";
+        return std::to_string(v);
+    }
+
+    static bool parse_size(const std::string &s, uint64_t *out)
+    {
+        if (s.empty()) return false;
+        size_t i = 0;
+        uint64_t v = 0;
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+            if (v > (UINT64_MAX - 9) / 10) return false;
+            v = v * 10 + uint64_t(s[i++] - '0');
+        }
+        if (i == 0) return false;
+        std::string unit = s.substr(i);
+        int shift = 0;
+        if (unit.empty() || unit == "B") shift = 0;
+        else if (unit == "K" || unit == "KiB" || unit == "k") shift = 10;
+        else if (unit == "M" || unit == "MiB") shift = 20;
+        else if (unit == "G" || unit == "GiB") shift = 30;
+        else return false;
+        if (shift && v > (UINT64_MAX >> shift)) return false;
+        *out = v << shift;
+        return true;
+    }
+
+    const toml::table &table() const { return table_; }
+
+    uint32_t line(const std::string &key) const
+    {
+        const toml::node *n = table_.get(key);
+        return uint32_t((n ? n->source() : table_.source()).begin.line);
+    }
+
+  private:
+    const std::string &file_;
+    const toml::table &table_;
+    std::string prefix_;
+    std::set<std::string> known_;
+};
+
+// A sub-table of the document, or an empty one when absent.
+const toml::table &subtable(Section &root, const std::string &key, const toml::table &empty)
+{
+    const toml::node *n = root.node(key);
+    if (!n) return empty;
+    const toml::table *t = n->as_table();
+    if (!t) root.fail(key, "expected a table [" + key + "], got " + Section::type_name(*n));
+    return *t;
+}
+
+// "A.B.C.D/P"
+void parse_cidr(Section &s, const std::string &key, const std::string &text, uint32_t *ip, uint8_t *prefix)
+{
+    size_t slash = text.find('/');
+    std::string addr = slash == std::string::npos ? text : text.substr(0, slash);
+    if (slash == std::string::npos)
+        s.fail(key, "\"" + text + "\" has no prefix length; write ADDRESS/PREFIX such as \"198.18.0.1/24\"");
+    if (!parse_ipv4(addr, ip))
+        s.fail(key, "\"" + addr + "\" is not an IPv4 address; write ADDRESS/PREFIX such as \"198.18.0.1/24\"");
+    std::string p = text.substr(slash + 1);
+    char *end = nullptr;
+    errno = 0;
+    long v = std::strtol(p.c_str(), &end, 10);
+    if (p.empty() || *end != '\0' || errno || v < 0 || v > 32)
+        s.fail(key, "prefix length \"" + p + "\" is not allowed; allowed 0 to 32");
+    *prefix = uint8_t(v);
+}
+
+uint32_t netmask(uint8_t prefix) { return prefix == 0 ? 0 : ~0u << (32 - prefix); }
+
+bool is_unicast_host(uint32_t ip)
+{
+    return ip != 0 && ip != 0xffffffffu && (ip >> 28) != 0xe /* multicast */ && (ip >> 24) != 127;
+}
+
+void parse_engine(Section &e, Config *c)
+{
+    bool present = false;
+    auto cores = e.strings("cores", &present);
+    if (present) {
+        if (cores.empty()) e.fail("cores", "is empty; name at least one engine core (\"core:N\", \"pu:N\" or \"auto:N\")");
+        c->cores.clear();
+        for (auto &[text, where] : cores) {
+            CoreSpec spec{};
+            size_t colon = text.find(':');
+            std::string kind = text.substr(0, colon);
+            std::string num = colon == std::string::npos ? "" : text.substr(colon + 1);
+            char *end = nullptr;
+            unsigned long n = num.empty() ? 0 : std::strtoul(num.c_str(), &end, 10);
+            bool num_ok = !num.empty() && *end == '\0' && num[0] != '-' && n < 4096;
+            if (kind == "core") spec.kind = CoreSpec::kCore;
+            else if (kind == "pu") spec.kind = CoreSpec::kPu;
+            else if (kind == "auto") spec.kind = CoreSpec::kAuto;
+            else num_ok = false;
+            if (!num_ok || (spec.kind == CoreSpec::kAuto && n == 0))
+                e.fail_at(where, e.full("cores"),
+                          "\"" + text + "\" is not a core location; allowed \"core:N\" (hwloc core index), "
+                          "\"pu:N\" (hwloc processing unit index) or \"auto:N\" (N >= 1 cores near the NIC)");
+            spec.n = uint32_t(n);
+            spec.text = text;
+            spec.line = uint32_t(where.begin.line);
+            c->cores.push_back(spec);
+        }
+        bool has_auto = false;
+        for (auto &s : c->cores) has_auto |= s.kind == CoreSpec::kAuto;
+        if (has_auto && c->cores.size() > 1)
+            e.fail("cores", "\"auto:N\" must be the only entry; it picks all N engine cores itself");
+    }
+    c->idle = e.choice<IdlePolicy>("idle", c->idle,
+                                   {{"spin", IdlePolicy::kSpin}, {"adaptive", IdlePolicy::kAdaptive},
+                                    {"sleep", IdlePolicy::kSleep}});
+    c->cores_line = e.line("cores");
+    c->spin_us = uint32_t(e.integer("spin_us", c->spin_us, 0, 10'000'000));
+    c->max_sleep_us = uint32_t(e.integer("max_sleep_us", c->max_sleep_us, 10, 100'000));
+    c->burst = uint32_t(e.integer("burst", c->burst, 1, 256));
+    e.reject_unknown("cores, idle, spin_us, max_sleep_us, burst");
+}
+
+void parse_dpdk(Section &d, Config *c)
+{
+    c->memory = d.choice<MemoryMode>("memory", c->memory,
+                                     {{"auto", MemoryMode::kAuto}, {"huge", MemoryMode::kHuge},
+                                      {"no-huge", MemoryMode::kNoHuge}});
+    c->memory_line = d.line("memory");
+    c->memory_mb = uint32_t(d.integer("memory_mb", c->memory_mb, 64, 1 << 20));
+    c->file_prefix = d.string("file_prefix", "");
+    if (c->file_prefix.size() > 64)
+        d.fail("file_prefix", "is longer than 64 characters");
+    for (char ch : c->file_prefix)
+        if (!(isalnum(uint8_t(ch)) || ch == '-' || ch == '_' || ch == '.'))
+            d.fail("file_prefix", "\"" + c->file_prefix + "\" has characters other than A-Z a-z 0-9 - _ .");
+    bool present = false;
+    for (auto &[arg, where] : d.strings("eal_args", &present)) {
+        (void)where;
+        c->eal_args.push_back(arg);
+    }
+    d.reject_unknown("memory, memory_mb, file_prefix, eal_args");
+}
+
+bool looks_like_pci(const std::string &s)
+{
+    // DDDD:BB:DD.F or BB:DD.F
+    auto hex = [](char ch) { return isxdigit(uint8_t(ch)) != 0; };
+    std::string t = s;
+    if (t.size() == 12 && t[4] == ':') t = t.substr(5);
+    return t.size() == 7 && hex(t[0]) && hex(t[1]) && t[2] == ':' && hex(t[3]) && hex(t[4]) && t[5] == '.' &&
+           t[6] >= '0' && t[6] <= '7';
+}
+
+void parse_port(Section &p, size_t index, Config *c)
+{
+    PortConfig port;
+    port.name = p.string("name", "port" + std::to_string(index));
+    port.device = p.string("device", "", true);
+    port.line = p.line("device");
+    std::string dev_name = port.device.substr(0, port.device.find(','));
+    if (!looks_like_pci(port.device) && dev_name.rfind("net_", 0) != 0)
+        p.fail("device", "\"" + port.device + "\" is not a DPDK device; allowed a PCI address (\"0000:03:00.0\") "
+                         "or a virtual device (\"net_af_packet0,iface=eth1\", \"net_af_xdp0,iface=eth1\", "
+                         "\"net_tap0\", \"net_memif0,...\")");
+    std::string addr = p.string("address", "", true);
+    parse_cidr(p, "address", addr, &port.ip, &port.prefix);
+    if (!is_unicast_host(port.ip) || port.prefix == 0 || port.prefix > 31 ||
+        (port.ip & ~netmask(port.prefix)) == 0 || (port.ip | netmask(port.prefix)) == 0xffffffffu)
+        p.fail("address", "\"" + addr + "\" is not a usable host address with a prefix from 1 to 31");
+    if (p.has("gateway")) {
+        std::string gw = p.string("gateway", "");
+        if (!parse_ipv4(gw, &port.gateway) || !is_unicast_host(port.gateway))
+            p.fail("gateway", "\"" + gw + "\" is not a unicast IPv4 address");
+        if ((port.gateway & netmask(port.prefix)) != (port.ip & netmask(port.prefix)))
+            p.fail("gateway", gw + " is not inside the port's subnet " + addr);
+    }
+    port.mtu = uint16_t(p.integer("mtu", 1500, 576, 9600));
+    port.rx_desc = uint16_t(p.integer("rx_desc", port.rx_desc, 64, 16384));
+    port.tx_desc = uint16_t(p.integer("tx_desc", port.tx_desc, 64, 16384));
+    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc");
+    for (auto &other : c->ports) {
+        if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");
+        if (other.device == port.device) p.fail("device", "\"" + port.device + "\" is used by two ports");
+        if (other.ip == port.ip) p.fail("address", "the address " + addr + " is given to two ports");
+    }
+    c->ports.push_back(port);
+}
+
+void parse_route(Section &r, Config *c)
+{
+    RouteConfig route;
+    std::string dest = r.string("dest", "", true);
+    if (dest == "default") {
+        route.dest = 0;
+        route.prefix = 0;
+    } else {
+        parse_cidr(r, "dest", dest, &route.dest, &route.prefix);
+        if ((route.dest & ~netmask(route.prefix)) != 0)
+            r.fail("dest", "\"" + dest + "\" has host bits set; write the network, e.g. \"" +
+                               format_ipv4(route.dest & netmask(route.prefix)) + "/" +
+                               std::to_string(route.prefix) + "\"");
+    }
+    std::string gw = r.string("gateway", "", true);
+    if (!parse_ipv4(gw, &route.gateway) || !is_unicast_host(route.gateway))
+        r.fail("gateway", "\"" + gw + "\" is not a unicast IPv4 address");
+    route.port = r.string("port", "");
+    r.reject_unknown("dest, gateway, port");
+    c->routes.push_back(route);
+}
+
+void parse_tcp(Section &t, Config *c)
+{
+    mars::TcpConfig &tcp = c->tcp;
+    auto ring = [&](const char *key, uint32_t dflt) {
+        uint64_t v = t.size(key, dflt, 4096, 64u << 20);
+        if (v & (v - 1)) t.fail(key, Section::human(v) + " is not a power of two; allowed 4K, 8K, ... 64M");
+        return uint32_t(v);
+    };
+    tcp.rcvbuf = ring("rcvbuf", tcp.rcvbuf);
+    tcp.sndbuf = ring("sndbuf", tcp.sndbuf);
+    tcp.cc = t.choice<mars::CongestionControl>(
+        "congestion", tcp.cc, {{"cubic", mars::CongestionControl::kCubic}, {"newreno", mars::CongestionControl::kNewReno}});
+    tcp.sack = t.boolean("sack", tcp.sack);
+    tcp.timestamps = t.boolean("timestamps", tcp.timestamps);
+    tcp.window_scaling = t.boolean("window_scaling", tcp.window_scaling);
+    tcp.syncookies = t.boolean("syncookies", tcp.syncookies);
+    tcp.syn_backlog = uint32_t(t.integer("syn_backlog", tcp.syn_backlog, 1, 1 << 20));
+    auto ms = [&](const char *key, uint64_t dflt_ns, int64_t lo, int64_t hi) {
+        return uint64_t(t.integer(key, int64_t(dflt_ns / 1'000'000), lo, hi)) * 1'000'000;
+    };
+    tcp.rto_initial_ns = ms("rto_initial_ms", tcp.rto_initial_ns, 10, 600'000);
+    tcp.rto_min_ns = ms("rto_min_ms", tcp.rto_min_ns, 1, 600'000);
+    tcp.rto_max_ns = ms("rto_max_ms", tcp.rto_max_ns, 10, 3'600'000);
+    tcp.delack_ns = ms("delayed_ack_ms", tcp.delack_ns, 0, 500);
+    tcp.time_wait_ns = ms("time_wait_ms", tcp.time_wait_ns, 0, 600'000);
+    tcp.keepalive_idle_ns = uint64_t(t.integer("keepalive_idle_s", int64_t(tcp.keepalive_idle_ns / 1'000'000'000), 1,
+                                               32767)) * 1'000'000'000;
+    tcp.keepalive_intvl_ns = uint64_t(t.integer("keepalive_interval_s",
+                                                int64_t(tcp.keepalive_intvl_ns / 1'000'000'000), 1, 32767)) *
+                             1'000'000'000;
+    tcp.keepalive_probes = uint32_t(t.integer("keepalive_probes", tcp.keepalive_probes, 1, 127));
+    tcp.max_retries = uint32_t(t.integer("max_retries", tcp.max_retries, 1, 255));
+    tcp.syn_retries = uint32_t(t.integer("syn_retries", tcp.syn_retries, 1, 127));
+    if (tcp.rto_min_ns > tcp.rto_max_ns) t.fail("rto_min_ms", "is larger than rto_max_ms");
+    if (tcp.rto_initial_ns < tcp.rto_min_ns || tcp.rto_initial_ns > tcp.rto_max_ns)
+        t.fail("rto_initial_ms", "must lie between rto_min_ms and rto_max_ms");
+    c->max_sockets = uint32_t(t.integer("max_sockets", c->max_sockets, 16, 1 << 22));
+    c->ooo_pool_frames = uint32_t(t.integer("ooo_pool_frames", c->ooo_pool_frames, 0, 1 << 20));
+    c->ooo_frames_per_conn = uint32_t(t.integer("ooo_frames_per_conn", c->ooo_frames_per_conn, 0, 1 << 16));
+    t.reject_unknown("rcvbuf, sndbuf, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
+                     "rto_initial_ms, rto_min_ms, rto_max_ms, delayed_ack_ms, time_wait_ms, keepalive_idle_s, "
+                     "keepalive_interval_s, keepalive_probes, max_retries, syn_retries, max_sockets, "
+                     "ooo_pool_frames, ooo_frames_per_conn");
+}
+
+void parse_limits(Section &l, Config *c)
+{
+    LimitsConfig &lim = c->limits;
+    lim.max_apps = uint32_t(l.integer("max_apps", lim.max_apps, 1, 4096));
+    lim.sockets_per_app = uint32_t(l.integer("sockets_per_app", lim.sockets_per_app, 1, 1 << 20));
+    lim.memory_per_app = l.size("memory_per_app", lim.memory_per_app, 1u << 20, 1ull << 40);
+    bool present = false;
+    for (auto &[user, where] : l.strings("allowed_users", &present)) {
+        uint32_t uid = 0;
+        char *end = nullptr;
+        unsigned long v = std::strtoul(user.c_str(), &end, 10);
+        if (!user.empty() && *end == '\0' && user[0] != '-' && v < 0xffffffffu) {
+            uid = uint32_t(v);
+        } else {
+            errno = 0;
+            passwd *pw = getpwnam(user.c_str());
+            if (!pw)
+                l.fail_at(where, l.full("allowed_users"),
+                          "no user named \"" + user + "\" on this machine; allowed user names or numeric uids");
+            uid = pw->pw_uid;
+        }
+        lim.allowed_uids.push_back(uid);
+        lim.allowed_users.push_back(user);
+    }
+    l.reject_unknown("max_apps, sockets_per_app, memory_per_app, allowed_users");
+}
+
+void parse_control(Section &s, Config *c)
+{
+    c->socket = s.string("socket", c->socket);
+    if (c->socket.empty() || c->socket[0] != '/')
+        s.fail("socket", "\"" + c->socket + "\" is not an absolute path");
+    if (c->socket.size() + sizeof(".stats") > 107)
+        s.fail("socket", "path is longer than 100 characters (UNIX socket paths are limited)");
+    if (c->socket.back() == '/') s.fail("socket", "\"" + c->socket + "\" names a directory, not a socket file");
+    c->socket_line = s.line("socket");
+    c->socket_mode = uint32_t(s.integer("mode", c->socket_mode, 0, 0777));
+    s.reject_unknown("socket, mode");
+}
+
+void cross_check(Section &root, Config *c)
+{
+    if (c->ports.empty())
+        root.fail_at(root.table().source(), "port",
+                     "no [[port]] is configured; at least one is needed, e.g. [[port]] with "
+                     "device = \"net_af_packet0,iface=eth1\" and address = \"198.18.0.1/24\"");
+    if (c->routes.size() > size_t(mars::StackConfig::kMaxRoutes))
+        root.fail("route", std::to_string(c->routes.size()) + " routes; at most " +
+                               std::to_string(mars::StackConfig::kMaxRoutes) + " are allowed");
+    for (size_t i = 0; i < c->routes.size(); i++) {
+        RouteConfig &r = c->routes[i];
+        const PortConfig *via = nullptr;
+        for (auto &p : c->ports) {
+            bool named = !r.port.empty() && p.name == r.port;
+            bool holds = (r.gateway & netmask(p.prefix)) == (p.ip & netmask(p.prefix));
+            if (named || (r.port.empty() && holds)) { via = &p; break; }
+        }
+        std::string key = "route[" + std::to_string(i) + "]";
+        if (!via && !r.port.empty()) root.fail("route", key + ".port: no port is named \"" + r.port + "\"");
+        if (!via) root.fail("route", key + ".gateway: " + format_ipv4(r.gateway) + " is on no port's subnet");
+        if ((r.gateway & netmask(via->prefix)) != (via->ip & netmask(via->prefix)))
+            root.fail("route", key + ".gateway: " + format_ipv4(r.gateway) + " is not on port \"" + via->name +
+                                   "\"'s subnet");
+        r.port = via->name;
+    }
+}
+
+void parse_document(const std::string &path, const toml::table &doc, Config *c)
+{
+    Section root(path, doc, "");
+    static const toml::table empty;
+    {
+        Section s(path, subtable(root, "engine", empty), "engine");
+        parse_engine(s, c);
+    }
+    {
+        Section s(path, subtable(root, "dpdk", empty), "dpdk");
+        parse_dpdk(s, c);
+    }
+    if (const toml::node *n = root.node("port")) {
+        const toml::array *arr = n->as_array();
+        if (!arr || !arr->is_array_of_tables())
+            root.fail("port", "expected [[port]] tables (an array of tables)");
+        size_t i = 0;
+        for (const toml::node &e : *arr) {
+            Section s(path, *e.as_table(), "port[" + std::to_string(i) + "]");
+            parse_port(s, i, c);
+            i++;
+        }
+    }
+    if (const toml::node *n = root.node("route")) {
+        const toml::array *arr = n->as_array();
+        if (!arr || !arr->is_array_of_tables())
+            root.fail("route", "expected [[route]] tables (an array of tables)");
+        size_t i = 0;
+        for (const toml::node &e : *arr) {
+            Section s(path, *e.as_table(), "route[" + std::to_string(i++) + "]");
+            parse_route(s, c);
+        }
+    }
+    {
+        Section s(path, subtable(root, "tcp", empty), "tcp");
+        parse_tcp(s, c);
+    }
+    {
+        Section s(path, subtable(root, "limits", empty), "limits");
+        parse_limits(s, c);
+    }
+    {
+        Section s(path, subtable(root, "control", empty), "control");
+        parse_control(s, c);
+    }
+    {
+        Section s(path, subtable(root, "log", empty), "log");
+        c->log_level = s.choice<LogLevel>("level", c->log_level,
+                                          {{"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
+                                           {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}});
+        s.reject_unknown("level");
+    }
+    root.reject_unknown("[engine], [dpdk], [[port]], [[route]], [tcp], [limits], [control], [log]");
+    cross_check(root, c);
+}
+
+} // namespace
+
+bool parse_config(const std::string &path, const std::string &text, Config *out, std::string *error)
+{
+    Config c;
+    c.path = path;
+    try {
+        toml::table doc = toml::parse(text, path);
+        parse_document(path, doc, &c);
+    } catch (const toml::parse_error &e) {
+        std::ostringstream os;
+        os << path << ':' << e.source().begin.line << ": not valid TOML: " << e.description();
+        *error = os.str();
+        return false;
+    } catch (const ConfigError &e) {
+        *error = e.message;
+        return false;
+    }
+    *out = std::move(c);
+    return true;
+}
+
+bool load_config(const std::string &path, Config *out, std::string *error)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        *error = path + ": cannot read the config file: " + std::strerror(errno);
+        return false;
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) {
+        *error = path + ": error reading the config file: " + std::strerror(errno);
+        return false;
+    }
+    return parse_config(path, ss.str(), out, error);
+}
+
+} // namespace ppe

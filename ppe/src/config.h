@@ -1,0 +1,116 @@
+// ppe/src/config.h: eta-ppe's configuration, parsed from TOML.
+//
+// Two stages, so that `eta-ppe --check` and the unit tests can run each:
+//   parse_config()     syntax and meaning of every key (no system access);
+//   check_environment() what needs the machine: cores exist (hwloc), devices
+//                      exist, permissions, hugepages when forced.
+// Every error is one line: "FILE:LINE: KEY: what is wrong; what is allowed".
+#pragma once
+
+#include <mars/stack.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ppe {
+
+enum class IdlePolicy : uint8_t { kSpin, kAdaptive, kSleep };
+enum class MemoryMode : uint8_t { kAuto, kHuge, kNoHuge };
+enum class LogLevel : uint8_t { kError, kWarn, kInfo, kDebug };
+
+const char *to_string(IdlePolicy p);
+const char *to_string(MemoryMode m);
+const char *to_string(LogLevel l);
+
+// One entry of engine.cores as written: "core:N", "pu:N" or "auto:N".
+struct CoreSpec {
+    enum Kind : uint8_t { kCore, kPu, kAuto } kind;
+    uint32_t n;
+    std::string text; // as written, for messages
+    uint32_t line = 0; // where, for messages
+};
+
+struct PortConfig {
+    std::string name;
+    std::string device;   // DPDK device: PCI address or vdev string
+    uint32_t ip = 0;      // host byte order
+    uint8_t prefix = 24;
+    uint32_t gateway = 0; // 0: none
+    uint16_t mtu = 1500;
+    uint16_t rx_desc = 1024, tx_desc = 1024;
+    uint32_t line = 0; // of its device key, for messages
+};
+
+struct RouteConfig {
+    uint32_t dest = 0;
+    uint8_t prefix = 0;
+    uint32_t gateway = 0;
+    std::string port; // which port it goes out of; empty: the one whose subnet holds the gateway
+};
+
+struct LimitsConfig {
+    uint32_t max_apps = 64;
+    uint32_t sockets_per_app = 4096;
+    uint64_t memory_per_app = 256ull << 20; // bytes
+    // Users allowed to attach (checked with SO_PEERCRED). Empty: everyone.
+    std::vector<uint32_t> allowed_uids;
+    std::vector<std::string> allowed_users; // as written, for messages
+};
+
+
+struct Config {
+    std::string path; // the file it came from
+
+    // [engine]
+    std::vector<CoreSpec> cores{CoreSpec{CoreSpec::kAuto, 1, "auto:1"}};
+    IdlePolicy idle = IdlePolicy::kAdaptive;
+    uint32_t spin_us = 200;         // adaptive: busy-poll this long after the last work
+    uint32_t max_sleep_us = 1000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
+    uint32_t burst = 32;            // rx/tx burst size
+
+    // [dpdk]
+    MemoryMode memory = MemoryMode::kAuto;
+    uint32_t memory_mb = 512;       // EAL memory (-m)
+    std::string file_prefix;        // empty: "eta-ppe-<pid>"
+    std::vector<std::string> eal_args; // extra EAL arguments, for experts
+
+    // [[port]] and [[route]]
+    std::vector<PortConfig> ports;
+    std::vector<RouteConfig> routes;
+
+    // [tcp], [stack]
+    mars::TcpConfig tcp;
+    uint32_t max_sockets = 65536;
+    uint32_t ooo_pool_frames = 4096;
+    uint32_t ooo_frames_per_conn = 256;
+
+    // [limits]
+    LimitsConfig limits;
+
+    // [control]
+    std::string socket = "/run/eta/ppe.sock";
+    uint32_t socket_mode = 0666;
+
+    // [log]
+    LogLevel log_level = LogLevel::kInfo;
+    uint32_t cores_line = 0, memory_line = 0, socket_line = 0; // for messages
+
+    // Derived paths next to the control socket.
+    std::string stats_path() const { return socket + ".stats"; }
+    std::string cores_path() const { return socket + ".cores"; }
+};
+
+// Parses `text` (the contents of `path`). Returns false and one message in
+// *error when anything is wrong.
+bool parse_config(const std::string &path, const std::string &text, Config *out, std::string *error);
+
+// Reads and parses a file.
+bool load_config(const std::string &path, Config *out, std::string *error);
+
+// Parses "A.B.C.D" into host byte order.
+bool parse_ipv4(const std::string &s, uint32_t *ip);
+std::string format_ipv4(uint32_t ip);
+
+} // namespace ppe

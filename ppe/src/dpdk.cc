@@ -1,0 +1,326 @@
+// ppe/src/dpdk.cc: EAL bring-up, port configuration, and MbufIo.
+#include "dpdk.h"
+
+#include "log.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_thash.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace ppe {
+
+std::string device_name(const std::string &device)
+{
+    std::string name = device.substr(0, device.find(','));
+    if (name.rfind("net_", 0) != 0 && name.size() == 7) name = "0000:" + name;
+    return name;
+}
+
+namespace {
+
+// af_packet's default frame of 2048 bytes cannot carry jumbo frames; give it
+// frames large enough for the MTU unless the device string says otherwise.
+std::string device_args(const PortConfig &p)
+{
+    std::string dev = p.device;
+    if (dev.rfind("net_af_packet", 0) == 0 && p.mtu > 1900 && dev.find("framesz=") == std::string::npos)
+        dev += ",framesz=16384,blocksz=16384,framecnt=512";
+    return dev;
+}
+
+const char *eal_log_level(LogLevel l)
+{
+    switch (l) {
+    case LogLevel::kDebug: return "*:info";
+    case LogLevel::kInfo: return "*:warning";
+    default: return "*:error";
+    }
+}
+
+} // namespace
+
+bool Eal::init(const Config &c, bool use_huge, const std::vector<int> &control_pus, std::string *error)
+{
+    prefix_ = c.file_prefix.empty() ? "eta-ppe-" + std::to_string(getpid()) : c.file_prefix;
+    huge_ = use_huge;
+    std::vector<std::string> args = {"eta-ppe", "--file-prefix", prefix_, "--log-level", eal_log_level(c.log_level),
+                                     "--lcores", "0@(" + format_cpu_list(control_pus) + ")",
+                                     "-m", std::to_string(c.memory_mb)};
+    if (use_huge) {
+        args.push_back("--in-memory");
+    } else {
+        // --in-memory cannot be combined with --no-huge; --no-shconf keeps
+        // the runtime state private, and cleanup() removes its directory.
+        args.insert(args.end(), {"--no-huge", "--no-shconf", "--no-telemetry"});
+    }
+    bool any_pci = false;
+    for (auto &p : c.ports) {
+        if (p.device.rfind("net_", 0) == 0) {
+            args.insert(args.end(), {"--vdev", device_args(p)});
+        } else {
+            any_pci = true;
+            args.insert(args.end(), {"-a", p.device});
+        }
+    }
+    if (!any_pci) args.push_back("--no-pci");
+    args.insert(args.end(), c.eal_args.begin(), c.eal_args.end());
+
+    std::string line;
+    for (auto &a : args) line += " " + a;
+    log(LogLevel::kDebug, "EAL arguments:%s", line.c_str());
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (rte_eal_init(int(args.size()), argv.data()) < 0) {
+        *error = "DPDK could not start (EAL arguments:" + line + "): " + rte_strerror(rte_errno);
+        cleanup();
+        return false;
+    }
+    up_ = true;
+    return true;
+}
+
+void Eal::cleanup()
+{
+    if (up_) rte_eal_cleanup();
+    up_ = false;
+    if (!prefix_.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
+    }
+}
+
+bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
+                std::string *error)
+{
+    config = pc;
+    const std::string name = device_name(pc.device);
+    const std::string what = "port \"" + pc.name + "\" (" + pc.device + ")";
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
+        *error = what + ": DPDK found no such device after start; check the device string";
+        return false;
+    }
+    if (rte_eth_dev_info_get(id, &info) != 0) {
+        *error = what + ": cannot query the device";
+        return false;
+    }
+    queues = uint16_t(engines.size());
+    if (info.max_rx_queues < queues || info.max_tx_queues < queues) {
+        *error = what + ": " + std::to_string(engines.size()) + " engines need as many queues but the device offers " +
+                 std::to_string(info.max_rx_queues) + " rx / " + std::to_string(info.max_tx_queues) +
+                 " tx (for net_af_packet add qpairs=N to the device string)";
+        return false;
+    }
+    if (info.max_mtu < pc.mtu || (info.min_mtu && info.min_mtu > pc.mtu)) {
+        *error = what + ": mtu " + std::to_string(pc.mtu) + " is outside what the device allows (" +
+                 std::to_string(info.min_mtu) + " to " + std::to_string(info.max_mtu) + ")";
+        return false;
+    }
+
+    rte_eth_conf conf{};
+    conf.rxmode.mtu = pc.mtu;
+    // Checksums: take every one the device offers; MARS skips what the NIC did.
+    const uint64_t rx_csum = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+    if ((info.rx_offload_capa & rx_csum) == rx_csum) {
+        conf.rxmode.offloads |= rx_csum;
+        offloads |= mars::kOffloadRxCsum;
+    }
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+        offloads |= mars::kOffloadTxIpCsum;
+    }
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+        offloads |= mars::kOffloadTxTcpCsum;
+    }
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE; // one pool per queue, refcnt 1
+    // More than one engine: RSS spreads flows, with our own key so active
+    // opens can compute which queue a 4-tuple lands on.
+    if (queues > 1) {
+        const uint64_t hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_IPV4);
+        if (!(hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) || info.reta_size == 0) {
+            *error = what + ": " + std::to_string(queues) +
+                     " engines need RSS over TCP/IPv4 4-tuples, which this device does not report";
+            return false;
+        }
+        for (size_t i = 0; i < sizeof rss_key; i++) rss_key[i] = uint8_t(0x6d + 0x5a * (i & 1));
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_key = rss_key;
+        conf.rx_adv_conf.rss_conf.rss_key_len = sizeof rss_key;
+        conf.rx_adv_conf.rss_conf.rss_hf = hf;
+        rss = true;
+    }
+    int rc = rte_eth_dev_configure(id, queues, queues, &conf);
+    if (rc < 0) {
+        *error = what + ": configure failed: " + rte_strerror(-rc);
+        return false;
+    }
+    uint16_t rx_desc = pc.rx_desc, tx_desc = pc.tx_desc;
+    rte_eth_dev_adjust_nb_rx_tx_desc(id, &rx_desc, &tx_desc);
+
+    // mbufs large enough for a whole frame of this MTU: one segment each,
+    // which is what PacketRef describes.
+    const uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, uint32_t(pc.mtu) + 18u + 64u);
+    for (uint16_t q = 0; q < queues; q++) {
+        const int socket = engines[q].numa_node >= 0 ? engines[q].numa_node : SOCKET_ID_ANY;
+        const std::string pool_name = "p" + std::to_string(id) + "q" + std::to_string(q);
+        const uint32_t n = mbufs_per_queue + rx_desc + tx_desc;
+        rte_mempool *pool = rte_pktmbuf_pool_create(pool_name.c_str(), n, 256, 0,
+                                                    uint16_t(room + RTE_PKTMBUF_HEADROOM), socket);
+        if (!pool) {
+            *error = what + ": cannot allocate " + std::to_string(n) + " packet buffers of " + std::to_string(room) +
+                     " bytes: " + rte_strerror(rte_errno) + " (raise dpdk.memory_mb)";
+            return false;
+        }
+        pools.push_back(pool);
+        rc = rte_eth_rx_queue_setup(id, q, rx_desc, unsigned(socket), nullptr, pool);
+        if (rc == 0) rc = rte_eth_tx_queue_setup(id, q, tx_desc, unsigned(socket), nullptr);
+        if (rc < 0) {
+            *error = what + ": queue " + std::to_string(q) + " setup failed: " + rte_strerror(-rc);
+            return false;
+        }
+    }
+    rc = rte_eth_dev_set_mtu(id, pc.mtu);
+    if (rc < 0 && rc != -ENOTSUP) {
+        *error = what + ": cannot set mtu " + std::to_string(pc.mtu) + ": " + rte_strerror(-rc);
+        return false;
+    }
+    if (rss) {
+        reta.resize(info.reta_size);
+        std::vector<rte_eth_rss_reta_entry64> conf64((info.reta_size + 63) / 64);
+        for (uint32_t i = 0; i < info.reta_size; i++) {
+            reta[i] = uint16_t(i % queues);
+            conf64[i / 64].mask |= 1ull << (i % 64);
+            conf64[i / 64].reta[i % 64] = reta[i];
+        }
+        rc = rte_eth_dev_rss_reta_update(id, conf64.data(), info.reta_size);
+        if (rc < 0) {
+            *error = what + ": cannot program the RSS table: " + rte_strerror(-rc);
+            return false;
+        }
+    }
+    rc = rte_eth_dev_start(id);
+    if (rc < 0) {
+        *error = what + ": start failed: " + rte_strerror(-rc);
+        return false;
+    }
+    rte_ether_addr addr;
+    rte_eth_macaddr_get(id, &addr);
+    std::memcpy(mac.b, addr.addr_bytes, 6);
+    return true;
+}
+
+void Port::close()
+{
+    rte_eth_dev_stop(id);
+    rte_eth_dev_close(id);
+    for (rte_mempool *p : pools) rte_mempool_free(p);
+    pools.clear();
+}
+
+uint32_t Port::queue_of(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport) const
+{
+    if (!rss || reta.empty()) return 0;
+    // The NIC hashes the received direction: source = remote, dest = local.
+    rte_ipv4_tuple t{};
+    t.src_addr = rip;
+    t.dst_addr = lip;
+    t.sport = rport;
+    t.dport = lport;
+    uint32_t h = rte_softrss(reinterpret_cast<uint32_t *>(&t), RTE_THASH_V4_L4_LEN, rss_key);
+    return reta[h % reta.size()];
+}
+
+MbufIo::MbufIo(const Port &port, uint16_t queue, uint16_t burst)
+    : port_(port.id), queue_(queue), burst_(burst), pool_(port.pools[queue]), offloads_(port.offloads)
+{}
+
+uint16_t MbufIo::receive(mars::PacketRef *out, uint16_t n)
+{
+    rte_mbuf *m[256];
+    if (n > 256) n = 256;
+    const uint16_t got = rte_eth_rx_burst(port_, queue_, m, n);
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < got; i++) {
+        if (m[i]->nb_segs != 1) {
+            // Larger than one mbuf: cannot happen with buffers sized for the
+            // MTU, but a PacketRef is contiguous, so never hand one up.
+            rx_dropped_multiseg++;
+            rte_pktmbuf_free(m[i]);
+            continue;
+        }
+        uint32_t flags = 0;
+        const uint64_t ol = m[i]->ol_flags;
+        if ((ol & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD) flags |= mars::kRxIpCsumGood;
+        if ((ol & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD) flags |= mars::kRxL4CsumGood;
+        out[k++] = mars::PacketRef{m[i], rte_pktmbuf_mtod(m[i], uint8_t *), m[i]->data_len, 0, flags};
+    }
+    rx_packets += k;
+    return k;
+}
+
+uint16_t MbufIo::alloc(mars::PacketRef *out, uint16_t n)
+{
+    rte_mbuf *m[256];
+    if (n > 256) n = 256;
+    // Bulk is all-or-nothing; when the pool runs short fall back to what is left.
+    uint16_t got = n;
+    if (rte_pktmbuf_alloc_bulk(pool_, m, n) != 0) {
+        got = 0;
+        while (got < n && (m[got] = rte_pktmbuf_alloc(pool_)) != nullptr) got++;
+    }
+    for (uint16_t i = 0; i < got; i++)
+        out[i] = mars::PacketRef{m[i], rte_pktmbuf_mtod(m[i], uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m[i])), 0};
+    return got;
+}
+
+uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
+{
+    rte_mbuf *m[256];
+    if (n > 256) n = 256;
+    for (uint16_t i = 0; i < n; i++) {
+        rte_mbuf *mb = static_cast<rte_mbuf *>(frames[i].handle);
+        mb->data_len = frames[i].len;
+        mb->pkt_len = frames[i].len;
+        mb->ol_flags = 0;
+        if (frames[i].flags & (mars::kTxIpCsum | mars::kTxTcpCsum)) {
+            const uint8_t *ip = frames[i].data + 14;
+            mb->l2_len = 14;
+            mb->l3_len = uint16_t((ip[0] & 0x0f) * 4);
+            mb->ol_flags |= RTE_MBUF_F_TX_IPV4;
+            if (frames[i].flags & mars::kTxIpCsum) mb->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+            if (frames[i].flags & mars::kTxTcpCsum) mb->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+        }
+        m[i] = mb;
+    }
+    const uint16_t sent = rte_eth_tx_burst(port_, queue_, m, n);
+    if (sent < n) {
+        rte_pktmbuf_free_bulk(m + sent, n - sent);
+        tx_dropped += n - sent;
+    }
+    tx_packets += sent;
+    return sent;
+}
+
+void MbufIo::release(mars::PacketRef *frames, uint16_t n)
+{
+    rte_mbuf *m[256];
+    while (n > 0) {
+        const uint16_t k = n > 256 ? 256 : n;
+        for (uint16_t i = 0; i < k; i++) m[i] = static_cast<rte_mbuf *>(frames[i].handle);
+        rte_pktmbuf_free_bulk(m, k);
+        frames += k;
+        n = uint16_t(n - k);
+    }
+}
+
+} // namespace ppe

@@ -1,0 +1,80 @@
+// ppe/src/dpdk.h: DPDK in eta-ppe — the EAL, ports, and the mbuf PacketIo.
+#pragma once
+
+#include "config.h"
+#include "system.h"
+
+#include <mars/packet.h>
+#include <mars/stack.h>
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ppe {
+
+// The EAL, set up in-process with a unique file prefix. cleanup() also
+// removes the runtime directory the EAL leaves behind without --in-memory.
+class Eal {
+  public:
+    // `control_pus`: where the EAL main thread (our control thread) may run.
+    bool init(const Config &c, bool use_huge, const std::vector<int> &control_pus, std::string *error);
+    void cleanup();
+    const std::string &prefix() const { return prefix_; }
+    bool huge() const { return huge_; }
+
+  private:
+    std::string prefix_;
+    bool huge_ = false;
+    bool up_ = false;
+};
+
+// One configured and started port, with one rx/tx queue pair per engine.
+struct Port {
+    uint16_t id = 0;
+    PortConfig config;
+    mars::MacAddr mac;
+    uint32_t offloads = 0; // mars::Offloads
+    uint16_t queues = 1;
+    std::vector<rte_mempool *> pools; // one per queue, on its engine's NUMA node
+    bool rss = false;
+    uint8_t rss_key[40] = {};
+    std::vector<uint16_t> reta;       // redirection table (RSS), queue per entry
+    rte_eth_dev_info info{};
+
+    // Configures queues, offloads and MTU, and starts the port.
+    bool open(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
+              std::string *error);
+    void close();
+    // The queue (engine) RSS puts a flow on, for active-open port steering.
+    uint32_t queue_of(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport) const;
+};
+
+// The DPDK device name in a device string ("net_af_packet0" of
+// "net_af_packet0,iface=x"), as rte_eth_dev_get_port_by_name wants it.
+std::string device_name(const std::string &device);
+
+// mars::PacketIo over one (port, queue): rte_mbuf is the PacketRef handle,
+// mtod() its data. No copies, no wrapper allocation; bursts end to end.
+class MbufIo final : public mars::PacketIo {
+  public:
+    MbufIo(const Port &port, uint16_t queue, uint16_t burst);
+    // Receives up to n frames straight into PacketRefs.
+    uint16_t receive(mars::PacketRef *out, uint16_t n);
+    uint16_t alloc(mars::PacketRef *out, uint16_t n) override;
+    uint16_t transmit(mars::PacketRef *frames, uint16_t n) override;
+    void release(mars::PacketRef *frames, uint16_t n) override;
+    uint32_t offloads() const override { return offloads_; }
+
+    uint64_t rx_packets = 0, tx_packets = 0, tx_dropped = 0, rx_dropped_multiseg = 0;
+
+  private:
+    uint16_t port_, queue_, burst_;
+    rte_mempool *pool_;
+    uint32_t offloads_;
+};
+
+} // namespace ppe

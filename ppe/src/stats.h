@@ -1,0 +1,205 @@
+// ppe/src/stats.h: the PPE's published counters, a read-only shared region.
+//
+// eta-ppe creates `<control socket>.stats` (tmpfs under /run), sizes it once
+// and maps it; readers (eta-stat) map it read-only, so they can never disturb
+// an engine. Engines count in private memory and publish snapshots here
+// every few milliseconds, each block under its own seqlock: the writer makes
+// `seq` odd, copies, makes it even; a reader copies and retries while `seq`
+// was odd or changed. No locks, no syscalls, and a reader's cache misses
+// touch only this region.
+#pragma once
+
+#include <mars/stack.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ppe::stats {
+
+constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMaxEngines = 64;
+constexpr uint32_t kMaxPorts = 8;
+
+enum class State : uint32_t { kStarting = 0, kRunning = 1, kStopping = 2, kStopped = 3 };
+
+// Seqlock-protected block of plain data T.
+template <typename T>
+struct alignas(64) Published {
+    std::atomic<uint32_t> seq;
+    uint32_t pad_;
+    T data;
+
+    void write(const T &v)
+    {
+        uint32_t s = seq.load(std::memory_order_relaxed);
+        seq.store(s + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        std::memcpy(static_cast<void *>(&data), &v, sizeof(T));
+        seq.store(s + 2, std::memory_order_release);
+    }
+    // Copies a consistent snapshot; false when the writer kept it busy.
+    bool read(T *out) const
+    {
+        for (int attempt = 0; attempt < 1000; attempt++) {
+            uint32_t s0 = seq.load(std::memory_order_acquire);
+            if (s0 & 1) continue;
+            std::memcpy(static_cast<void *>(out), &data, sizeof(T));
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (seq.load(std::memory_order_relaxed) == s0) return true;
+        }
+        return false;
+    }
+};
+
+struct EngineCounters {
+    int32_t pu;            // the CPU the engine runs on
+    uint32_t apps;         // contexts it serves now
+    uint64_t loops;        // engine loop iterations
+    uint64_t busy_polls;   // iterations that found work
+    uint64_t idle_polls;   // iterations that found none
+    uint64_t sleeps;       // idle sleeps taken
+    uint64_t busy_cycles;  // TSC cycles spent in busy iterations
+    uint64_t total_cycles; // TSC cycles since the engine started
+    uint64_t rx_packets, tx_packets;
+    uint64_t tx_dropped;   // frames the NIC did not take
+    uint64_t wakeups;      // application wakeups issued
+    uint64_t wake_submits; // io_uring submissions that carried them
+    uint64_t doorbells;    // command batches taken from applications
+    uint64_t commands;     // commands executed
+    uint64_t events;       // events delivered to applications
+    uint64_t published_ns; // when this snapshot was taken (CLOCK_MONOTONIC)
+};
+
+// One MARS stack: one per (engine, port).
+struct StackCounters {
+    mars::StackStats stack;
+};
+
+struct PortInfo {
+    char name[32];
+    char device[160];
+    uint8_t mac[6];
+    uint16_t mtu;
+    uint32_t ip, prefix, gateway;
+    uint32_t rx_queues, tx_queues;
+    uint32_t offloads;      // mars::Offloads the port gave us
+    uint32_t link_up;
+    uint64_t link_speed_mbps;
+    // From the device (rte_eth_stats), refreshed by the control thread.
+    uint64_t ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf;
+};
+
+struct AppCounters {
+    uint32_t in_use;
+    int32_t pid;
+    uint32_t uid;
+    uint32_t engine;
+    char comm[16];
+    uint64_t attached_unix_ns;
+    uint64_t sockets;       // open now
+    uint64_t memory_bytes;  // region memory in use (socket rings, buffers)
+    uint64_t region_bytes;  // size of its shared region
+    uint64_t commands, doorbells, wakeups, events;
+    uint64_t bytes_in, bytes_out;
+};
+
+struct ConnEntry {
+    int32_t app_pid;        // 0: not tied to an application (e.g. closing)
+    uint32_t sock;
+    uint8_t state;          // mars::TcpState
+    uint8_t pad_[3];
+    uint32_t local_ip, remote_ip;
+    uint16_t local_port, remote_port;
+    uint32_t rx_readable, tx_unacked, tx_space;
+    uint32_t cwnd, srtt_us;
+    uint32_t ooo_frames;
+    uint32_t memory_bytes;  // its two rings
+    uint64_t retransmits, bytes_in, bytes_out;
+};
+
+struct ConnTableHeader {
+    uint32_t count;         // valid entries that follow
+    uint32_t total;         // connections the engine has (may exceed capacity)
+    uint64_t published_ns;
+};
+
+struct Header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t header_size;
+    std::atomic<uint32_t> state; // State
+    int32_t pid;
+    uint32_t n_engines, n_ports, max_apps, conn_capacity; // conn_capacity: entries per engine table
+    uint64_t tsc_hz;
+    uint64_t started_unix_ns;
+    uint64_t size;               // bytes of the whole region
+    uint64_t engines_off, stacks_off, ports_off, apps_off, conns_off, conn_stride;
+    int32_t engine_pus[kMaxEngines];
+    char engine_cpus[256];       // "1" or "2-3,6": the CPUs reserved for engines
+    char config_path[256];
+    char socket_path[128];
+    char idle_policy[16];
+    char memory_mode[16];
+};
+
+// Offsets of each block, computed the same way by writer and reader.
+struct Layout {
+    uint64_t engines_off, stacks_off, ports_off, apps_off, conns_off, conn_stride, size;
+
+    static constexpr uint64_t align(uint64_t v) { return (v + 4095) & ~uint64_t(4095); }
+
+    static Layout compute(uint32_t n_engines, uint32_t n_ports, uint32_t max_apps, uint32_t conn_capacity)
+    {
+        Layout l{};
+        l.engines_off = align(sizeof(Header));
+        l.stacks_off = align(l.engines_off + n_engines * sizeof(Published<EngineCounters>));
+        l.ports_off = align(l.stacks_off + uint64_t(n_engines) * n_ports * sizeof(Published<StackCounters>));
+        l.apps_off = align(l.ports_off + n_ports * sizeof(Published<PortInfo>));
+        l.conns_off = align(l.apps_off + max_apps * sizeof(Published<AppCounters>));
+        // Each engine's table: a seqlock word, its header, then entries.
+        l.conn_stride = align(64 + sizeof(ConnTableHeader) + uint64_t(conn_capacity) * sizeof(ConnEntry));
+        l.size = l.conns_off + n_engines * l.conn_stride;
+        return l;
+    }
+};
+
+// Typed views of a mapped region.
+struct View {
+    uint8_t *base = nullptr;
+
+    Header *header() const { return reinterpret_cast<Header *>(base); }
+    Published<EngineCounters> *engine(uint32_t e) const
+    {
+        return reinterpret_cast<Published<EngineCounters> *>(base + header()->engines_off) + e;
+    }
+    Published<StackCounters> *stack(uint32_t e, uint32_t p) const
+    {
+        return reinterpret_cast<Published<StackCounters> *>(base + header()->stacks_off) + e * header()->n_ports + p;
+    }
+    Published<PortInfo> *port(uint32_t p) const
+    {
+        return reinterpret_cast<Published<PortInfo> *>(base + header()->ports_off) + p;
+    }
+    Published<AppCounters> *app(uint32_t a) const
+    {
+        return reinterpret_cast<Published<AppCounters> *>(base + header()->apps_off) + a;
+    }
+    // The connection table of engine e: seqlock word, header, entries.
+    std::atomic<uint32_t> *conn_seq(uint32_t e) const
+    {
+        return reinterpret_cast<std::atomic<uint32_t> *>(base + header()->conns_off + e * header()->conn_stride);
+    }
+    ConnTableHeader *conn_header(uint32_t e) const
+    {
+        return reinterpret_cast<ConnTableHeader *>(base + header()->conns_off + e * header()->conn_stride + 64);
+    }
+    ConnEntry *conns(uint32_t e) const
+    {
+        return reinterpret_cast<ConnEntry *>(reinterpret_cast<uint8_t *>(conn_header(e)) + sizeof(ConnTableHeader));
+    }
+};
+
+} // namespace ppe::stats

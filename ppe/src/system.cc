@@ -1,0 +1,398 @@
+// ppe/src/system.cc: hwloc core resolution and the pre-start environment checks.
+#include "system.h"
+
+#include <hwloc.h>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace ppe {
+
+namespace {
+
+std::string at(const Config &c, uint32_t line)
+{
+    return line ? c.path + ":" + std::to_string(line) : c.path;
+}
+
+// A hwloc topology for the lifetime of one call.
+struct Topology {
+    hwloc_topology_t t = nullptr;
+    Topology()
+    {
+        if (hwloc_topology_init(&t) == 0 && hwloc_topology_load(t) == 0) return;
+        if (t) hwloc_topology_destroy(t);
+        t = nullptr;
+    }
+    ~Topology()
+    {
+        if (t) hwloc_topology_destroy(t);
+    }
+};
+
+int numa_of(hwloc_topology_t t, hwloc_const_cpuset_t set)
+{
+    hwloc_obj_t node = nullptr;
+    while ((node = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, node)) != nullptr)
+        if (node->cpuset && hwloc_bitmap_intersects(node->cpuset, set)) return int(node->os_index);
+    return -1;
+}
+
+std::string read_first_line(const std::string &path)
+{
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+// The value of key=... in a DPDK devargs string ("net_af_packet0,iface=x").
+std::string devarg(const std::string &device, const std::string &key)
+{
+    std::stringstream ss(device);
+    std::string part;
+    std::getline(ss, part, ','); // the driver name
+    while (std::getline(ss, part, ','))
+        if (part.rfind(key + "=", 0) == 0) return part.substr(key.size() + 1);
+    return "";
+}
+
+bool is_pci(const std::string &device) { return device.rfind("net_", 0) != 0; }
+
+std::string pci_full(const std::string &device)
+{
+    return device.size() == 7 ? "0000:" + device : device;
+}
+
+bool has_capability(int cap)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("CapEff:", 0) != 0) continue;
+        uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+        return (caps >> cap) & 1;
+    }
+    return false;
+}
+
+} // namespace
+
+Machine Machine::detect()
+{
+    Machine m;
+    Topology topo;
+    if (!topo.t) {
+        // Without hwloc's view every online CPU is its own core.
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        for (int i = 0; i < n; i++) {
+            m.cores.push_back(Core{{i}, -1});
+            m.pus.push_back(i);
+        }
+        return m;
+    }
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topo.t);
+    int ncores = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_CORE);
+    for (int i = 0; i < ncores; i++) {
+        hwloc_obj_t core = hwloc_get_obj_by_type(topo.t, HWLOC_OBJ_CORE, unsigned(i));
+        Core c;
+        c.numa_node = numa_of(topo.t, core->cpuset);
+        unsigned pu;
+        hwloc_bitmap_foreach_begin(pu, core->cpuset)
+        {
+            if (hwloc_bitmap_isset(allowed, pu)) c.pus.push_back(int(pu));
+        }
+        hwloc_bitmap_foreach_end();
+        m.cores.push_back(c); // a core with no allowed PU stays, empty, to keep the indexes
+    }
+    int npus = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU);
+    for (int i = 0; i < npus; i++) {
+        hwloc_obj_t pu = hwloc_get_obj_by_type(topo.t, HWLOC_OBJ_PU, unsigned(i));
+        if (hwloc_bitmap_isset(allowed, pu->os_index)) m.pus.push_back(int(pu->os_index));
+    }
+    m.boot_pu = 0;
+    return m;
+}
+
+bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<EngineCore> *out,
+                   std::string *error)
+{
+    out->clear();
+    auto core_of_pu = [&](int pu) -> int {
+        for (size_t i = 0; i < m.cores.size(); i++)
+            if (std::find(m.cores[i].pus.begin(), m.cores[i].pus.end(), pu) != m.cores[i].pus.end())
+                return int(i);
+        return -1;
+    };
+    auto range = [](size_t n) { return n == 0 ? std::string("none") : n == 1 ? std::string("0") : "0-" + std::to_string(n - 1); };
+
+    for (const CoreSpec &spec : c.cores) {
+        const std::string where = at(c, spec.line) + ": engine.cores: ";
+        if (spec.kind == CoreSpec::kCore) {
+            if (spec.n >= m.cores.size() || m.cores[spec.n].pus.empty()) {
+                *error = where + "\"" + spec.text + "\" does not exist or may not be used here; this machine has cores " +
+                         range(m.cores.size()) + " (hwloc logical indexes, see lstopo)";
+                return false;
+            }
+            const auto &core = m.cores[spec.n];
+            out->push_back(EngineCore{core.pus[0], core.pus, core.numa_node, spec.text});
+        } else if (spec.kind == CoreSpec::kPu) {
+            if (spec.n >= m.pus.size()) {
+                *error = where + "\"" + spec.text + "\" does not exist or may not be used here; this machine has PUs " +
+                         range(m.pus.size()) + " (hwloc logical indexes, see lstopo)";
+                return false;
+            }
+            int pu = m.pus[spec.n];
+            int ci = core_of_pu(pu);
+            out->push_back(EngineCore{pu, std::vector<int>{pu}, ci >= 0 ? m.cores[size_t(ci)].numa_node : -1, spec.text});
+        } else {
+            // auto:N — cores on the NIC's node first, the boot core last, and
+            // among equals the highest index (furthest from housekeeping).
+            std::vector<size_t> order;
+            for (size_t i = 0; i < m.cores.size(); i++)
+                if (!m.cores[i].pus.empty()) order.push_back(i);
+            auto rank = [&](size_t i) {
+                const auto &core = m.cores[i];
+                bool boot = std::find(core.pus.begin(), core.pus.end(), m.boot_pu) != core.pus.end();
+                bool near = nic_numa < 0 || core.numa_node == nic_numa;
+                return (boot ? 2 : 0) + (near ? 0 : 1);
+            };
+            std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+                int ra = rank(a), rb = rank(b);
+                return ra != rb ? ra < rb : a > b;
+            });
+            if (spec.n >= order.size()) {
+                *error = where + "\"" + spec.text + "\" asks for " + std::to_string(spec.n) +
+                         " engine cores but this machine has " + std::to_string(order.size()) +
+                         " usable cores, and at least one must stay for the control thread and applications";
+                return false;
+            }
+            for (uint32_t k = 0; k < spec.n; k++) {
+                const auto &core = m.cores[order[k]];
+                out->push_back(EngineCore{core.pus[0], core.pus, core.numa_node, spec.text});
+            }
+        }
+    }
+    // No two engines on one PU, and something left for everyone else.
+    std::set<int> taken;
+    for (size_t i = 0; i < out->size(); i++) {
+        for (size_t j = 0; j < i; j++) {
+            if ((*out)[j].pu == (*out)[i].pu ||
+                std::find((*out)[j].core_pus.begin(), (*out)[j].core_pus.end(), (*out)[i].pu) != (*out)[j].core_pus.end()) {
+                *error = at(c, c.cores_line) + ": engine.cores: \"" + (*out)[j].spec + "\" and \"" + (*out)[i].spec +
+                         "\" overlap (both use PU " + std::to_string((*out)[i].pu) + "); each engine needs its own core";
+                return false;
+            }
+        }
+        taken.insert((*out)[i].core_pus.begin(), (*out)[i].core_pus.end());
+    }
+    bool left = false;
+    for (int pu : m.pus) left |= !taken.count(pu);
+    if (!left) {
+        *error = at(c, c.cores_line) + ": engine.cores: the engines take every PU (" + format_cpu_list(m.pus) +
+                 "); leave at least one for the control thread and applications";
+        return false;
+    }
+    return true;
+}
+
+int device_numa_node(const std::string &device)
+{
+    std::string path;
+    if (is_pci(device)) {
+        path = "/sys/bus/pci/devices/" + pci_full(device.substr(0, device.find(','))) + "/numa_node";
+    } else {
+        std::string iface = devarg(device, "iface");
+        if (iface.empty()) return -1;
+        path = "/sys/class/net/" + iface + "/device/numa_node";
+    }
+    std::string v = read_first_line(path);
+    if (v.empty()) return -1;
+    return std::atoi(v.c_str());
+}
+
+uint64_t free_hugepage_mb()
+{
+    uint64_t total_kb = 0;
+    for (const char *size : {"2048kB", "1048576kB"}) {
+        std::string v = read_first_line(std::string("/sys/kernel/mm/hugepages/hugepages-") + size + "/free_hugepages");
+        if (!v.empty()) total_kb += std::strtoull(v.c_str(), nullptr, 10) * std::strtoull(size, nullptr, 10);
+    }
+    return total_kb / 1024;
+}
+
+namespace {
+
+bool hugetlbfs_mounted()
+{
+    std::ifstream in("/proc/mounts");
+    std::string dev, dir, type;
+    std::string rest;
+    while (in >> dev >> dir >> type) {
+        std::getline(in, rest);
+        if (type == "hugetlbfs") return true;
+    }
+    return false;
+}
+
+bool check_devices(const Config &c, std::string *error)
+{
+    const bool root = geteuid() == 0;
+    for (size_t i = 0; i < c.ports.size(); i++) {
+        const PortConfig &p = c.ports[i];
+        const std::string where = at(c, p.line) + ": port[" + std::to_string(i) + "].device: ";
+        const std::string driver = p.device.substr(0, p.device.find(','));
+        if (is_pci(p.device)) {
+            std::string dir = "/sys/bus/pci/devices/" + pci_full(driver);
+            if (access(dir.c_str(), F_OK) != 0) {
+                *error = where + "no PCI device " + pci_full(driver) + " on this machine (lspci lists them)";
+                return false;
+            }
+            if (!root) {
+                *error = where + "opening PCI device " + pci_full(driver) + " needs root";
+                return false;
+            }
+            continue;
+        }
+        if (driver.rfind("net_af_packet", 0) == 0 || driver.rfind("net_af_xdp", 0) == 0) {
+            std::string iface = devarg(p.device, "iface");
+            if (iface.empty()) {
+                *error = where + "\"" + p.device + "\" names no interface; add \",iface=NAME\"";
+                return false;
+            }
+            if (access(("/sys/class/net/" + iface).c_str(), F_OK) != 0) {
+                *error = where + "interface \"" + iface + "\" does not exist (ip link lists the interfaces)";
+                return false;
+            }
+            if (!root && !has_capability(13 /* CAP_NET_RAW */)) {
+                *error = where + "opening interface \"" + iface +
+                         "\" needs root or CAP_NET_RAW (run eta-ppe from its systemd unit or with sudo)";
+                return false;
+            }
+            continue;
+        }
+        if (driver.rfind("net_tap", 0) == 0 && !root && !has_capability(12 /* CAP_NET_ADMIN */)) {
+            *error = where + "creating a tap device needs root or CAP_NET_ADMIN";
+            return false;
+        }
+    }
+    return true;
+}
+
+bool check_control_socket(const Config &c, std::string *error)
+{
+    const std::string where = at(c, c.socket_line) + ": control.socket: ";
+    std::string dir = c.socket.substr(0, c.socket.rfind('/'));
+    if (dir.empty()) dir = "/";
+    // mkdir -p, one level at a time.
+    for (size_t pos = 1; pos <= dir.size(); pos++) {
+        if (pos != dir.size() && dir[pos] != '/') continue;
+        std::string part = dir.substr(0, pos);
+        if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+            *error = where + "cannot create directory " + part + ": " + std::strerror(errno);
+            return false;
+        }
+    }
+    if (access(dir.c_str(), W_OK | X_OK) != 0) {
+        *error = where + "no permission to create the socket in " + dir + ": " + std::strerror(errno);
+        return false;
+    }
+    // Another PPE already serving this socket?
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        sockaddr_un sa{};
+        sa.sun_family = AF_UNIX;
+        std::strncpy(sa.sun_path, c.socket.c_str(), sizeof sa.sun_path - 1);
+        bool live = connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0;
+        close(fd);
+        if (live) {
+            *error = where + "another eta-ppe is already serving " + c.socket + "; stop it or choose another socket";
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+bool check_environment(const Config &c, bool *use_huge, std::string *error)
+{
+    if (!check_devices(c, error)) return false;
+    if (!check_control_socket(c, error)) return false;
+    const uint64_t free_mb = free_hugepage_mb();
+    const bool huge_ok = hugetlbfs_mounted() && free_mb >= c.memory_mb;
+    switch (c.memory) {
+    case MemoryMode::kHuge:
+        if (!huge_ok) {
+            *error = at(c, c.memory_line) + ": dpdk.memory: \"huge\" is forced but " +
+                     (hugetlbfs_mounted() ? std::to_string(free_mb) + " MiB of hugepages are free and dpdk.memory_mb = " +
+                                                std::to_string(c.memory_mb) + " are needed"
+                                          : std::string("no hugetlbfs is mounted")) +
+                     "; reserve hugepages (tools/eta setup --hugepages N) or allow \"auto\" or \"no-huge\"";
+            return false;
+        }
+        *use_huge = true;
+        break;
+    case MemoryMode::kNoHuge: *use_huge = false; break;
+    case MemoryMode::kAuto: *use_huge = huge_ok; break;
+    }
+    return true;
+}
+
+bool pin_thread(int pu, std::string *error)
+{
+    Topology topo;
+    if (!topo.t) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(pu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) {
+            *error = "cannot pin to CPU " + std::to_string(pu) + ": " + std::strerror(errno);
+            return false;
+        }
+        return true;
+    }
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    hwloc_bitmap_only(set, unsigned(pu));
+    int rc = hwloc_set_cpubind(topo.t, set, HWLOC_CPUBIND_THREAD | HWLOC_CPUBIND_STRICT);
+    if (rc != 0) rc = hwloc_set_cpubind(topo.t, set, HWLOC_CPUBIND_THREAD);
+    if (rc != 0) {
+        *error = "cannot pin to CPU " + std::to_string(pu) + ": " + std::strerror(errno);
+        hwloc_bitmap_free(set);
+        return false;
+    }
+    // Memory local to the engine's node; machines without NUMA support
+    // refuse, which changes nothing about placement, so it is not an error.
+    hwloc_set_membind(topo.t, set, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_THREAD);
+    hwloc_bitmap_free(set);
+    return true;
+}
+
+std::string format_cpu_list(std::vector<int> cpus)
+{
+    std::sort(cpus.begin(), cpus.end());
+    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    std::string s;
+    for (size_t i = 0; i < cpus.size();) {
+        size_t j = i;
+        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) j++;
+        if (!s.empty()) s += ',';
+        s += std::to_string(cpus[i]);
+        if (j > i) s += "-" + std::to_string(cpus[j]);
+        i = j + 1;
+    }
+    return s;
+}
+
+} // namespace ppe

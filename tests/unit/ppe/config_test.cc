@@ -1,0 +1,325 @@
+// Config parser and core resolution: good configs give the values they say;
+// every bad config gives one message naming the file, line, key and what is
+// allowed.
+#include "config.h"
+#include "system.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+using ppe::Config;
+using testing::HasSubstr;
+
+namespace {
+
+const char *kPort = R"(
+[[port]]
+device = "net_af_packet0,iface=eta0a"
+address = "198.18.0.1/24"
+)";
+
+Config parse_ok(const std::string &text)
+{
+    Config c;
+    std::string err;
+    EXPECT_TRUE(ppe::parse_config("test.toml", text, &c, &err)) << err;
+    return c;
+}
+
+std::string parse_err(const std::string &text)
+{
+    Config c;
+    std::string err;
+    EXPECT_FALSE(ppe::parse_config("test.toml", text, &c, &err)) << "accepted:\n" << text;
+    return err;
+}
+
+TEST(PpeConfig, MinimalConfigTakesDefaults)
+{
+    Config c = parse_ok(kPort);
+    ASSERT_EQ(c.ports.size(), 1u);
+    EXPECT_EQ(c.ports[0].ip, 0xc6120001u);
+    EXPECT_EQ(c.ports[0].prefix, 24);
+    EXPECT_EQ(c.ports[0].mtu, 1500);
+    EXPECT_EQ(c.ports[0].name, "port0");
+    EXPECT_EQ(c.idle, ppe::IdlePolicy::kAdaptive);
+    ASSERT_EQ(c.cores.size(), 1u);
+    EXPECT_EQ(c.cores[0].kind, ppe::CoreSpec::kAuto);
+    EXPECT_EQ(c.cores[0].n, 1u);
+    EXPECT_EQ(c.socket, "/run/eta/ppe.sock");
+    EXPECT_EQ(c.stats_path(), "/run/eta/ppe.sock.stats");
+    EXPECT_EQ(c.memory, ppe::MemoryMode::kAuto);
+}
+
+TEST(PpeConfig, FullConfigMapsOntoTcpConfig)
+{
+    Config c = parse_ok(std::string(R"(
+[engine]
+cores = ["core:1", "pu:3"]
+idle = "spin"
+spin_us = 50
+[dpdk]
+memory = "no-huge"
+memory_mb = 256
+file_prefix = "eta-x"
+[tcp]
+rcvbuf = "1M"
+sndbuf = 65536
+congestion = "newreno"
+sack = false
+rto_min_ms = 5
+rto_initial_ms = 300
+time_wait_ms = 1000
+[limits]
+max_apps = 3
+sockets_per_app = 10
+memory_per_app = "64M"
+allowed_users = ["root", "1234"]
+[control]
+socket = "/tmp/x/ppe.sock"
+mode = 0o600
+[log]
+level = "debug"
+[[route]]
+dest = "10.0.0.0/8"
+gateway = "198.18.0.254"
+)") + kPort);
+    ASSERT_EQ(c.cores.size(), 2u);
+    EXPECT_EQ(c.cores[0].kind, ppe::CoreSpec::kCore);
+    EXPECT_EQ(c.cores[1].kind, ppe::CoreSpec::kPu);
+    EXPECT_EQ(c.cores[1].n, 3u);
+    EXPECT_EQ(c.idle, ppe::IdlePolicy::kSpin);
+    EXPECT_EQ(c.memory, ppe::MemoryMode::kNoHuge);
+    EXPECT_EQ(c.tcp.rcvbuf, 1u << 20);
+    EXPECT_EQ(c.tcp.sndbuf, 65536u);
+    EXPECT_EQ(c.tcp.cc, mars::CongestionControl::kNewReno);
+    EXPECT_FALSE(c.tcp.sack);
+    EXPECT_EQ(c.tcp.rto_min_ns, 5'000'000u);
+    EXPECT_EQ(c.tcp.time_wait_ns, 1'000'000'000u);
+    EXPECT_EQ(c.limits.memory_per_app, 64u << 20);
+    EXPECT_THAT(c.limits.allowed_uids, testing::ElementsAre(0u, 1234u));
+    EXPECT_EQ(c.socket_mode, 0600u);
+    EXPECT_EQ(c.log_level, ppe::LogLevel::kDebug);
+    ASSERT_EQ(c.routes.size(), 1u);
+    EXPECT_EQ(c.routes[0].port, "port0");
+    EXPECT_EQ(c.routes[0].prefix, 8);
+}
+
+struct BadCase {
+    const char *name;
+    std::string text;
+    std::vector<std::string> expect; // substrings of the one message
+};
+
+class PpeConfigBad : public testing::TestWithParam<BadCase> {};
+
+TEST_P(PpeConfigBad, IsRejectedWithItsMessage)
+{
+    const BadCase &b = GetParam();
+    std::string err = parse_err(b.text);
+    EXPECT_THAT(err, HasSubstr("test.toml")) << err;
+    for (auto &s : b.expect) EXPECT_THAT(err, HasSubstr(s));
+    EXPECT_EQ(err.find('\n'), std::string::npos) << "more than one line: " << err;
+}
+
+std::string with_port(const std::string &s) { return s + kPort; }
+
+const BadCase kBad[] = {
+    {"not_toml", "[engine\ncores = 1", {"test.toml:1", "not valid TOML"}},
+    {"unknown_section", with_port("[engin]\ncores = [\"auto:1\"]\n"), {"engin", "unknown key", "[engine]"}},
+    {"unknown_key", with_port("[engine]\ncorez = [\"auto:1\"]\n"), {"test.toml:2", "engine.corez", "unknown key", "cores, idle"}},
+    {"wrong_type_cores", with_port("[engine]\ncores = 1\n"), {"engine.cores", "expected an array of strings", "an integer"}},
+    {"wrong_type_idle", with_port("[engine]\nidle = 3\n"), {"engine.idle", "\"spin\", \"adaptive\", \"sleep\""}},
+    {"bad_idle", with_port("[engine]\nidle = \"lazy\"\n"), {"test.toml:2", "engine.idle", "\"lazy\" is not allowed", "adaptive"}},
+    {"bad_core_kind", with_port("[engine]\ncores = [\"cpu:1\"]\n"), {"engine.cores", "\"cpu:1\"", "core:N", "auto:N"}},
+    {"bad_core_number", with_port("[engine]\ncores = [\"core:-1\"]\n"), {"engine.cores", "core:-1"}},
+    {"auto_zero", with_port("[engine]\ncores = [\"auto:0\"]\n"), {"engine.cores", "auto:0"}},
+    {"auto_mixed", with_port("[engine]\ncores = [\"auto:1\", \"core:1\"]\n"), {"engine.cores", "only entry"}},
+    {"empty_cores", with_port("[engine]\ncores = []\n"), {"engine.cores", "is empty"}},
+    {"spin_range", with_port("[engine]\nspin_us = -5\n"), {"engine.spin_us", "out of range", "allowed 0 to"}},
+    {"spin_float", with_port("[engine]\nspin_us = 2.5\n"), {"engine.spin_us", "expected an integer", "fraction"}},
+    {"no_port", "[engine]\nidle = \"spin\"\n", {"port", "no [[port]] is configured"}},
+    {"port_no_device", "[[port]]\naddress = \"198.18.0.1/24\"\n", {"port[0].device", "is required"}},
+    {"port_no_address", "[[port]]\ndevice = \"net_tap0\"\n", {"port[0].address", "is required"}},
+    {"port_bad_device", "[[port]]\ndevice = \"eth0\"\naddress = \"198.18.0.1/24\"\n", {"port[0].device", "not a DPDK device", "PCI address"}},
+    {"bad_address", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.300/24\"\n", {"test.toml:3", "port[0].address", "not an IPv4 address"}},
+    {"no_prefix", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1\"\n", {"port[0].address", "no prefix length"}},
+    {"bad_prefix", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1/33\"\n", {"port[0].address", "allowed 0 to 32"}},
+    {"network_address", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.0/24\"\n", {"port[0].address", "not a usable host address"}},
+    {"gateway_off_subnet", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1/24\"\ngateway = \"10.0.0.1\"\n", {"port[0].gateway", "not inside"}},
+    {"mtu_range", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1/24\"\nmtu = 20000\n", {"port[0].mtu", "allowed 576 to 9600"}},
+    {"port_unknown_key", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1/24\"\nspeed = 10\n", {"port[0].speed", "unknown key", "device, address"}},
+    {"two_ports_same_name", "[[port]]\nname=\"a\"\ndevice = \"net_tap0\"\naddress = \"198.18.0.1/24\"\n[[port]]\nname=\"a\"\ndevice = \"net_tap1\"\naddress = \"198.18.1.1/24\"\n", {"port[1].name", "names two ports"}},
+    {"two_ports_same_ip", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1/24\"\n[[port]]\ndevice = \"net_tap1\"\naddress = \"198.18.0.1/24\"\n", {"port[1].address", "two ports"}},
+    {"port_not_array", "[port]\ndevice = \"net_tap0\"\n", {"port", "[[port]]"}},
+    {"route_host_bits", with_port("[[route]]\ndest = \"10.0.0.1/8\"\ngateway = \"198.18.0.254\"\n"), {"route[0].dest", "host bits", "10.0.0.0/8"}},
+    {"route_gateway_unreachable", with_port("[[route]]\ndest = \"default\"\ngateway = \"10.1.1.1\"\n"), {"route[0].gateway", "on no port's subnet"}},
+    {"route_bad_port", with_port("[[route]]\ndest = \"default\"\ngateway = \"198.18.0.254\"\nport = \"x\"\n"), {"route[0].port", "no port is named"}},
+    {"rcvbuf_not_pow2", with_port("[tcp]\nrcvbuf = 100000\n"), {"tcp.rcvbuf", "not a power of two"}},
+    {"rcvbuf_bad_unit", with_port("[tcp]\nrcvbuf = \"1T\"\n"), {"tcp.rcvbuf", "not a size"}},
+    {"rcvbuf_too_big", with_port("[tcp]\nrcvbuf = \"1G\"\n"), {"tcp.rcvbuf", "out of range", "4K to 64M"}},
+    {"bad_cc", with_port("[tcp]\ncongestion = \"bbr\"\n"), {"tcp.congestion", "\"cubic\", \"newreno\""}},
+    {"sack_not_bool", with_port("[tcp]\nsack = \"yes\"\n"), {"tcp.sack", "expected true or false"}},
+    {"rto_order", with_port("[tcp]\nrto_min_ms = 5000\nrto_max_ms = 1000\n"), {"tcp.rto_min_ms", "larger than rto_max_ms"}},
+    {"bad_memory_mode", with_port("[dpdk]\nmemory = \"lots\"\n"), {"dpdk.memory", "\"auto\", \"huge\", \"no-huge\""}},
+    {"bad_prefix_chars", with_port("[dpdk]\nfile_prefix = \"a/b\"\n"), {"dpdk.file_prefix", "characters"}},
+    {"unknown_user", with_port("[limits]\nallowed_users = [\"no-such-user-eta\"]\n"), {"limits.allowed_users", "no user named"}},
+    {"max_apps_zero", with_port("[limits]\nmax_apps = 0\n"), {"limits.max_apps", "allowed 1 to"}},
+    {"socket_relative", with_port("[control]\nsocket = \"ppe.sock\"\n"), {"control.socket", "not an absolute path"}},
+    {"socket_too_long", with_port("[control]\nsocket = \"/" + std::string(120, 'a') + "\"\n"), {"control.socket", "longer than"}},
+    {"bad_log_level", with_port("[log]\nlevel = \"verbose\"\n"), {"log.level", "\"error\", \"warn\", \"info\", \"debug\""}},
+    {"section_wrong_type", with_port("engine = 5\n"), {"engine", "expected a table"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(All, PpeConfigBad, testing::ValuesIn(kBad),
+                         [](const testing::TestParamInfo<BadCase> &i) { return std::string(i.param.name); });
+
+TEST(PpeConfig, MissingFileSaysSo)
+{
+    Config c;
+    std::string err;
+    EXPECT_FALSE(ppe::load_config("/nonexistent/ppe.toml", &c, &err));
+    EXPECT_THAT(err, HasSubstr("/nonexistent/ppe.toml"));
+    EXPECT_THAT(err, HasSubstr("No such file"));
+}
+
+TEST(PpeConfig, ExampleConfigParses)
+{
+    Config c;
+    std::string err;
+    ASSERT_TRUE(ppe::load_config(PPE_EXAMPLE_CONFIG, &c, &err)) << err;
+    EXPECT_EQ(c.ports.size(), 1u);
+    EXPECT_EQ(c.tcp.rcvbuf, 256u * 1024);
+}
+
+// The config eta-lab writes must parse: run its write_ppe_config function.
+TEST(PpeConfig, LabConfigParses)
+{
+    char dir[] = "/tmp/eta-ppe-lab-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string out = std::string(dir) + "/lab.toml";
+    const std::string cmd =
+        "bash -c 'eval \"$(sed -n \"/^write_ppe_config()/,/^}/p\" \"$0\")\"; "
+        "ETA_LAB_NAME=t ETA_LAB_INDEX=3 ETA_LAB_PPE_IFACE=eta3a ETA_LAB_PPE_IP=198.18.3.1 ETA_LAB_PREFIX=24 "
+        "ETA_LAB_PEER_IP=198.18.3.2 ETA_LAB_MTU=9000 ETA_LAB_SOCKET=/run/eta/lab-t/ppe.sock ETA_LAB_CONFIG=$1 "
+        "write_ppe_config' " ETA_LAB_SCRIPT " " + out;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    Config c;
+    std::string err;
+    ASSERT_TRUE(ppe::load_config(out, &c, &err)) << err;
+    std::remove(out.c_str());
+    rmdir(dir);
+    ASSERT_EQ(c.ports.size(), 1u);
+    EXPECT_EQ(c.ports[0].device, "net_af_packet_3,iface=eta3a");
+    EXPECT_EQ(c.ports[0].mtu, 9000);
+    EXPECT_EQ(c.idle, ppe::IdlePolicy::kAdaptive);
+    EXPECT_EQ(c.memory, ppe::MemoryMode::kNoHuge);
+    EXPECT_EQ(c.socket, "/run/eta/lab-t/ppe.sock");
+}
+
+// ---- core resolution on synthetic machines -----------------------------
+
+ppe::Machine machine(int cores, int pus_per_core, int numa_split = -1)
+{
+    ppe::Machine m;
+    int pu = 0;
+    for (int i = 0; i < cores; i++) {
+        ppe::Machine::Core c;
+        for (int k = 0; k < pus_per_core; k++) c.pus.push_back(pu + k * cores);
+        c.numa_node = numa_split < 0 ? 0 : (i < numa_split ? 0 : 1);
+        m.cores.push_back(c);
+        pu++;
+    }
+    for (auto &c : m.cores)
+        for (int p : c.pus) m.pus.push_back(p);
+    return m;
+}
+
+Config cores_config(const std::string &cores)
+{
+    return parse_ok("[engine]\ncores = [" + cores + "]\n" + kPort);
+}
+
+TEST(PpeCores, AutoOneOnTwoCoresPicksCoreOne)
+{
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    ASSERT_TRUE(ppe::resolve_cores(cores_config("\"auto:1\""), machine(2, 1), -1, &e, &err)) << err;
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].pu, 1);
+}
+
+TEST(PpeCores, AutoPrefersTheNicNode)
+{
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    // Cores 0-3 on node 0, 4-7 on node 1; NIC on node 0: cores 3 and 2.
+    ASSERT_TRUE(ppe::resolve_cores(cores_config("\"auto:2\""), machine(8, 1, 4), 0, &e, &err)) << err;
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].numa_node, 0);
+    EXPECT_EQ(e[1].numa_node, 0);
+    EXPECT_NE(e[0].pu, 0);
+    EXPECT_NE(e[1].pu, 0);
+}
+
+TEST(PpeCores, CoreKeepsItsHyperthreads)
+{
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    ASSERT_TRUE(ppe::resolve_cores(cores_config("\"core:1\""), machine(2, 2), -1, &e, &err)) << err;
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].pu, 1);
+    EXPECT_THAT(e[0].core_pus, testing::ElementsAre(1, 3));
+}
+
+TEST(PpeCores, NonexistentCoreIsRejected)
+{
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    EXPECT_FALSE(ppe::resolve_cores(cores_config("\"core:7\""), machine(2, 1), -1, &e, &err));
+    EXPECT_THAT(err, HasSubstr("engine.cores"));
+    EXPECT_THAT(err, HasSubstr("\"core:7\" does not exist"));
+    EXPECT_THAT(err, HasSubstr("cores 0-1"));
+}
+
+TEST(PpeCores, OverlappingCoresAreRejected)
+{
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    EXPECT_FALSE(ppe::resolve_cores(cores_config("\"core:1\", \"pu:3\""), machine(4, 2), -1, &e, &err));
+    EXPECT_THAT(err, HasSubstr("overlap"));
+    EXPECT_THAT(err, HasSubstr("test.toml:2"));
+}
+
+TEST(PpeCores, AllCoresLeaveNothingAndAreRejected)
+{
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    EXPECT_FALSE(ppe::resolve_cores(cores_config("\"auto:2\""), machine(2, 1), -1, &e, &err));
+    EXPECT_THAT(err, HasSubstr("auto:2"));
+    EXPECT_FALSE(ppe::resolve_cores(cores_config("\"core:0\", \"core:1\""), machine(2, 1), -1, &e, &err));
+    EXPECT_THAT(err, HasSubstr("leave at least one"));
+}
+
+TEST(PpeCores, ThisMachineResolvesAuto)
+{
+    ppe::Machine m = ppe::Machine::detect();
+    ASSERT_FALSE(m.pus.empty());
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    if (m.cores.size() < 2) GTEST_SKIP() << "needs two cores";
+    ASSERT_TRUE(ppe::resolve_cores(cores_config("\"auto:1\""), m, -1, &e, &err)) << err;
+    EXPECT_NE(e[0].pu, m.boot_pu);
+}
+
+TEST(PpeCores, CpuListFormat)
+{
+    EXPECT_EQ(ppe::format_cpu_list({3, 1, 2, 7, 5, 6}), "1-3,5-7");
+    EXPECT_EQ(ppe::format_cpu_list({1}), "1");
+}
+
+} // namespace
