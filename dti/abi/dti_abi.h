@@ -1,0 +1,161 @@
+/* dti_abi.h: the wire format of the DTI shared region and control protocol.
+ *
+ * Shared by libdti (C11) and the engine side (C++20); not installed. Fields
+ * that the other side reads concurrently are accessed only through the
+ * __atomic builtins (GCC/Clang) on both sides: plain integers in the structs
+ * keep the layout identical in C and C++.
+ *
+ * Ownership (who writes what) is the safety contract: the engine treats every
+ * byte the application can write as hostile. App-written fields are marked
+ * [app]; engine-written ones [eng]. Every offset is from the region start.
+ */
+#ifndef DTI_ABI_H
+#define DTI_ABI_H
+
+#include <stdint.h>
+
+#define DTI_REGION_MAGIC 0x31305254444154ull /* "ETADTR01" little-endian-ish tag */
+#define DTI_CACHELINE 64u
+
+/* ---- control protocol (SOCK_SEQPACKET on the PPE's UNIX socket) -------- */
+
+enum dti_ctl_type {
+    DTI_CTL_HELLO = 1,      /* app -> PPE: attach request */
+    DTI_CTL_WELCOME = 2,    /* PPE -> app: ok + fds [region memfd, doorbell eventfd] */
+    DTI_CTL_REFUSED = 3,    /* PPE -> app: error code + reason text */
+    DTI_CTL_OPEN_CTX = 4,   /* app -> PPE: new queue pair */
+    DTI_CTL_CTX_OPENED = 5, /* PPE -> app: index + fd [wake eventfd] */
+    DTI_CTL_CLOSE_CTX = 6,  /* app -> PPE: queue pair index (no reply) */
+};
+
+struct dti_ctl_msg {
+    uint32_t magic;       /* DTI_CTL_MAGIC */
+    uint32_t type;        /* enum dti_ctl_type */
+    uint32_t abi_version; /* sender's DTI_ABI_VERSION */
+    int32_t status;       /* REFUSED: positive DTI_E_* / errno */
+    uint32_t index;       /* OPEN/CLOSE/CTX_OPENED: queue pair index */
+    uint32_t pid;         /* HELLO: informational (SO_PEERCRED is what counts) */
+    uint64_t region_size; /* WELCOME */
+    char text[96];        /* HELLO: app name; REFUSED: reason */
+};
+#define DTI_CTL_MAGIC 0x4c544344u /* "DCTL" */
+
+/* ---- region header (offset 0) ------------------------------------------ */
+
+enum dti_engine_state {
+    DTI_ENGINE_ALIVE = 1,
+    DTI_ENGINE_GONE = 2,   /* engine detached this region (shutdown) */
+    DTI_ENGINE_BROKEN = 3, /* engine found the region corrupt; broken_reason says why */
+};
+
+struct dti_region_header {
+    /* [eng] written once before the fd is handed over; read-only after. */
+    uint64_t magic;
+    uint32_t abi_version;
+    uint32_t header_size;
+    uint64_t region_size;
+    uint32_t max_contexts;
+    uint32_t cmdq_entries; /* power of two */
+    uint32_t evq_entries;  /* power of two, >= 2 * cmdq_entries */
+    uint32_t max_sockets;
+    uint32_t rx_ring_size; /* power of two */
+    uint32_t tx_ring_size; /* power of two */
+    uint64_t ctx_offset;   /* first queue pair */
+    uint64_t ctx_stride;
+    uint64_t sock_offset;  /* socket table: max_sockets * sizeof(dti_sock_shared) */
+    uint64_t data_offset;  /* slot i: rx ring at data_offset + i*data_stride, tx after it */
+    uint64_t data_stride;
+    uint64_t pool_offset;  /* region buffer pool (app-managed) */
+    uint64_t pool_size;
+    uint8_t pad0[DTI_CACHELINE * 2 - 104];
+    /* [eng] live state, own cache line */
+    uint32_t engine_state;   /* enum dti_engine_state */
+    int32_t broken_reason;   /* positive DTI_E_* / errno */
+    uint32_t engine_sleeping;/* 1: engine sleeps; ring the doorbell after publishing */
+    uint8_t pad1[DTI_CACHELINE - 12];
+};
+
+/* ---- queue pair ---------------------------------------------------------- */
+
+struct dti_qp_header {
+    uint32_t cmd_prod;  /* [app] commands published (free-running) */
+    uint8_t pad0[DTI_CACHELINE - 4];
+    uint32_t cmd_cons;  /* [eng] commands consumed */
+    uint8_t pad1[DTI_CACHELINE - 4];
+    uint32_t ev_prod;   /* [eng] entries published */
+    uint32_t ev_overflow; /* [eng] count of events dropped for room (app compares) */
+    uint8_t pad2[DTI_CACHELINE - 8];
+    uint32_t ev_cons;   /* [app] entries consumed */
+    uint8_t pad3[DTI_CACHELINE - 4];
+    uint32_t armed;     /* [app sets 1, eng swaps to 0 when it wakes] wake word */
+    uint8_t pad4[DTI_CACHELINE - 4];
+};
+/* Followed by cmdq_entries * dti_cmd, then evq_entries * dti_ev. */
+
+struct dti_cmd { /* 64 bytes, [app] */
+    uint64_t user_data;
+    uint16_t op;        /* enum dti_op */
+    uint16_t flags;
+    uint32_t sock;      /* handle */
+    uint32_t arg0;      /* ip / backlog / max / how / opt / n / len */
+    uint32_t arg1;      /* port / flags / buffer length */
+    int64_t value;      /* setsockopt value */
+    uint64_t offset;    /* pool buffer offset */
+    uint32_t tag;       /* libdti's in-flight slot, echoed in the completion */
+    uint8_t pad[20];
+};
+
+struct dti_ev { /* 64 bytes, [eng] */
+    uint64_t user_data;
+    int64_t value;
+    int32_t res;
+    uint16_t kind;      /* enum dti_cqe_kind */
+    uint16_t op;
+    uint32_t sock;
+    uint32_t events;    /* events: DTI_POLL*; completions: the command's tag */
+    uint32_t accepted[8];
+};
+
+/* ---- socket table --------------------------------------------------------- */
+
+/* One cache line per socket slot, written by the engine only. The app pairs
+ * it with its private rx_head / tx_tail. */
+struct dti_sock_shared {
+    uint32_t gen;          /* generation of the live handle; 0: slot free */
+    uint32_t rx_tail;      /* bytes the engine produced into the rx ring (free-running) */
+    uint32_t tx_head;      /* send ring bytes the engine released (free-running) */
+    uint32_t state;        /* DTI_STATE_* */
+    int32_t error;         /* -errno, 0 if none */
+    uint32_t accept_ready; /* listeners */
+    uint32_t local_ip;
+    uint32_t remote_ip;
+    uint16_t local_port;
+    uint16_t remote_port;
+    uint32_t seq;          /* bumped after every change */
+    uint32_t rx_base;      /* value rx positions start from when handed to the app */
+    uint32_t tx_base;
+    uint8_t pad[DTI_CACHELINE - 48];
+};
+
+/* Handle = gen << DTI_SLOT_BITS | slot; gen in [1, DTI_GEN_MAX]. */
+#define DTI_SLOT_BITS 20u
+#define DTI_SLOT_MASK ((1u << DTI_SLOT_BITS) - 1u)
+#define DTI_GEN_MAX ((1u << (31u - DTI_SLOT_BITS)) - 1u)
+
+#define DTI_POOL_BLOCK 2048u
+
+#ifdef __cplusplus
+static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
+static_assert(sizeof(struct dti_qp_header) == 5 * DTI_CACHELINE, "qp layout");
+static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
+static_assert(sizeof(struct dti_ev) == 64, "ev layout");
+static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
+#else
+_Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
+_Static_assert(sizeof(struct dti_qp_header) == 5 * DTI_CACHELINE, "qp layout");
+_Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
+_Static_assert(sizeof(struct dti_ev) == 64, "ev layout");
+_Static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
+#endif
+
+#endif /* DTI_ABI_H */

@@ -1,0 +1,580 @@
+/* libdti core: attach/detach, contexts, the wake protocol, engine liveness. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char *program_invocation_short_name;
+
+const char *dti_strerror(int err)
+{
+    if (err < 0)
+        err = -err;
+    switch (err) {
+    case 0: return "success";
+    case DTI_E_NO_ENGINE: return "no PPE is listening at the control socket";
+    case DTI_E_DENIED: return "the PPE refuses this user";
+    case DTI_E_VERSION: return "DTI ABI version mismatch between libdti and the PPE";
+    case DTI_E_LIMIT: return "a PPE limit was reached";
+    case DTI_E_ENGINE_GONE: return "the PPE has gone away";
+    case DTI_E_BROKEN: return "the PPE found this application's shared region corrupt";
+    case DTI_E_PROTOCOL: return "malformed DTI control message";
+    case DTI_E_BAD_HANDLE: return "unknown or stale DTI socket handle";
+    default: break;
+    }
+    /* strerror() is not thread-safe in general, but glibc returns static
+     * strings for known values; unknown values get a fixed text. */
+    if (err < 4096)
+        return strerrordesc_np(err) ? strerrordesc_np(err) : "unknown error";
+    return "unknown error";
+}
+
+uint64_t dti__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void say(char *why, size_t len, const char *fmt, ...)
+{
+    if (!why || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- control socket messages ------------------------------------------ */
+
+static int ctl_send(int fd, const struct dti_ctl_msg *m)
+{
+    for (;;) {
+        ssize_t n = send(fd, m, sizeof *m, MSG_NOSIGNAL);
+        if (n == (ssize_t)sizeof *m)
+            return 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 ? -errno : -DTI_E_PROTOCOL;
+    }
+}
+
+/* Receives one message and up to max_fds descriptors. Returns the number of
+ * fds received, or a negative error (-DTI_E_ENGINE_GONE on EOF). */
+static int ctl_recv(int fd, struct dti_ctl_msg *m, int *fds, int max_fds)
+{
+    char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    struct iovec iov = {m, sizeof *m};
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n == 0)
+        return -DTI_E_ENGINE_GONE;
+    if (n < 0)
+        return -errno;
+    int got = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int *in = (int *)CMSG_DATA(cm);
+        for (size_t i = 0; i < k; i++) {
+            if (got < max_fds)
+                fds[got++] = in[i];
+            else
+                close(in[i]);
+        }
+    }
+    if ((size_t)n != sizeof *m || m->magic != DTI_CTL_MAGIC || (mh.msg_flags & MSG_TRUNC)) {
+        for (int i = 0; i < got; i++)
+            close(fds[i]);
+        return -DTI_E_PROTOCOL;
+    }
+    return got;
+}
+
+/* ---- attach -------------------------------------------------------------- */
+
+static bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
+
+static bool in_region(uint64_t size, uint64_t off, uint64_t len)
+{
+    return off <= size && len <= size - off;
+}
+
+/* The engine wrote the header, but a bad header must not make us read outside
+ * the mapping: check the geometry before trusting it. */
+static int check_header(const struct dti_region_header *h, uint64_t size, char *why, size_t wl)
+{
+    if (h->magic != DTI_REGION_MAGIC) {
+        say(why, wl, "the PPE's shared region has a bad magic number");
+        return -DTI_E_PROTOCOL;
+    }
+    if (h->abi_version != DTI_ABI_VERSION) {
+        say(why, wl, "DTI ABI version mismatch: libdti %u, PPE region %u", DTI_ABI_VERSION,
+            h->abi_version);
+        return -DTI_E_VERSION;
+    }
+    uint64_t ctx_bytes = sizeof(struct dti_qp_header) + (uint64_t)h->cmdq_entries * sizeof(struct dti_cmd) +
+                         (uint64_t)h->evq_entries * sizeof(struct dti_ev);
+    bool ok = h->region_size == size && h->header_size == sizeof *h && pow2(h->cmdq_entries) &&
+              pow2(h->evq_entries) && h->evq_entries >= 2 * h->cmdq_entries && pow2(h->rx_ring_size) &&
+              pow2(h->tx_ring_size) && h->max_contexts > 0 && h->max_contexts <= 1024 &&
+              h->max_sockets > 0 && h->max_sockets <= DTI_SLOT_MASK && h->ctx_stride >= ctx_bytes &&
+              in_region(size, h->ctx_offset, h->ctx_stride * h->max_contexts) &&
+              in_region(size, h->sock_offset, (uint64_t)h->max_sockets * sizeof(struct dti_sock_shared)) &&
+              h->data_stride >= (uint64_t)h->rx_ring_size + h->tx_ring_size &&
+              in_region(size, h->data_offset, h->data_stride * h->max_sockets) &&
+              in_region(size, h->pool_offset, h->pool_size) && h->ctx_offset % DTI_CACHELINE == 0 &&
+              h->ctx_stride % DTI_CACHELINE == 0 && h->sock_offset % DTI_CACHELINE == 0;
+    if (!ok) {
+        say(why, wl, "the PPE's shared region has an inconsistent layout");
+        return -DTI_E_PROTOCOL;
+    }
+    return 0;
+}
+
+static void destroy_tls_ctx(void *p);
+
+static int map_region(struct dti *d, int memfd, char *why, size_t wl)
+{
+    struct stat st;
+    if (fstat(memfd, &st) < 0 || st.st_size < (off_t)sizeof(struct dti_region_header)) {
+        say(why, wl, "the PPE sent an unusable shared region");
+        return -DTI_E_PROTOCOL;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        say(why, wl, "cannot map the PPE's shared region: %s", strerror(e));
+        return -e;
+    }
+    d->base = p;
+    d->size = (uint64_t)st.st_size;
+    d->hdr = p;
+    int rc = check_header(d->hdr, d->size, why, wl);
+    if (rc < 0)
+        return rc;
+    const struct dti_region_header *h = d->hdr;
+    d->socks = (struct dti_sock_shared *)(d->base + h->sock_offset);
+    d->limits = (struct dti_limits){h->max_contexts, h->max_sockets, h->cmdq_entries, h->evq_entries,
+                                    h->rx_ring_size, h->tx_ring_size, h->pool_size, h->region_size};
+    d->priv = aligned_alloc(DTI_CACHELINE, sizeof(struct dti_sock_priv) * h->max_sockets);
+    d->pool_blocks = (uint32_t)(h->pool_size / DTI_POOL_BLOCK);
+    d->pool_bitmap = calloc((d->pool_blocks + 63) / 64 + 1, sizeof(uint64_t));
+    if (!d->priv || !d->pool_bitmap) {
+        say(why, wl, "out of memory");
+        return -ENOMEM;
+    }
+    memset(d->priv, 0, sizeof(struct dti_sock_priv) * h->max_sockets);
+    return 0;
+}
+
+static int refused(const struct dti_ctl_msg *m, char *why, size_t wl)
+{
+    int code = m->status > 0 ? m->status : DTI_E_PROTOCOL;
+    char text[sizeof m->text + 1];
+    memcpy(text, m->text, sizeof m->text);
+    text[sizeof m->text] = 0;
+    if (code == DTI_E_VERSION)
+        say(why, wl, "DTI ABI version mismatch: libdti %u, PPE %u (%s)", DTI_ABI_VERSION,
+            m->abi_version, text);
+    else
+        say(why, wl, "the PPE refused to attach: %s (%s)", text, dti_strerror(code));
+    return -code;
+}
+
+static int handshake(struct dti *d, const char *name, char *why, size_t wl)
+{
+    struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_HELLO,
+                            .abi_version = DTI_ABI_VERSION, .pid = (uint32_t)getpid()};
+    snprintf(m.text, sizeof m.text, "%s", name ? name : program_invocation_short_name);
+    int rc = ctl_send(d->ctl_fd, &m);
+    if (rc < 0) {
+        say(why, wl, "cannot talk to the PPE: %s", dti_strerror(rc));
+        return rc;
+    }
+    int fds[2] = {-1, -1};
+    struct dti_ctl_msg r;
+    int nfd = ctl_recv(d->ctl_fd, &r, fds, 2);
+    if (nfd < 0) {
+        say(why, wl, "the PPE closed the connection during attach (%s)", dti_strerror(nfd));
+        return nfd;
+    }
+    if (r.type == DTI_CTL_REFUSED) {
+        for (int i = 0; i < nfd; i++)
+            close(fds[i]);
+        return refused(&r, why, wl);
+    }
+    if (r.type != DTI_CTL_WELCOME || nfd != 2 || r.abi_version != DTI_ABI_VERSION) {
+        for (int i = 0; i < nfd; i++)
+            close(fds[i]);
+        if (r.type == DTI_CTL_WELCOME && r.abi_version != DTI_ABI_VERSION) {
+            say(why, wl, "DTI ABI version mismatch: libdti %u, PPE %u", DTI_ABI_VERSION, r.abi_version);
+            return -DTI_E_VERSION;
+        }
+        say(why, wl, "unexpected answer from the PPE during attach");
+        return -DTI_E_PROTOCOL;
+    }
+    d->doorbell_fd = fds[1];
+    rc = map_region(d, fds[0], why, wl);
+    close(fds[0]);
+    return rc;
+}
+
+int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_t why_len)
+{
+    const char *path = opts && opts->socket_path ? opts->socket_path : getenv("ETA_SOCKET");
+    if (!path || !*path)
+        path = DTI_DEFAULT_SOCKET_PATH;
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        say(why, why_len, "control socket path is too long: %s", path);
+        return -ENAMETOOLONG;
+    }
+    strcpy(sa.sun_path, path);
+    struct dti *d = calloc(1, sizeof *d);
+    if (!d)
+        return -ENOMEM;
+    d->ctl_fd = d->doorbell_fd = -1;
+    pthread_mutex_init(&d->lock, NULL);
+    int rc;
+    d->ctl_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (d->ctl_fd < 0) {
+        rc = -errno;
+        say(why, why_len, "socket(AF_UNIX): %s", strerror(errno));
+        goto fail;
+    }
+    if (connect(d->ctl_fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        rc = (e == EACCES || e == EPERM) ? -DTI_E_DENIED : -DTI_E_NO_ENGINE;
+        say(why, why_len, "%s at %s (connect: %s)",
+            rc == -DTI_E_DENIED ? "no permission to reach the PPE" : "no PPE", path, strerror(e));
+        goto fail;
+    }
+    rc = handshake(d, opts ? opts->name : NULL, why, why_len);
+    if (rc < 0)
+        goto fail;
+    if (pthread_key_create(&d->tls_key, destroy_tls_ctx) == 0)
+        d->tls_key_ok = true;
+    *out = d;
+    return 0;
+fail:
+    dti_detach(d);
+    return rc;
+}
+
+void dti_detach(dti_t *d)
+{
+    if (!d)
+        return;
+    while (d->contexts)
+        dti_ctx_destroy(d->contexts);
+    if (d->tls_key_ok)
+        pthread_key_delete(d->tls_key);
+    if (d->base)
+        munmap(d->base, d->size);
+    if (d->ctl_fd >= 0)
+        close(d->ctl_fd);
+    if (d->doorbell_fd >= 0)
+        close(d->doorbell_fd);
+    free(d->priv);
+    free(d->pool_bitmap);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+int dti_control_fd(dti_t *d) { return d->ctl_fd; }
+
+void dti_get_limits(const dti_t *d, struct dti_limits *out) { *out = d->limits; }
+
+/* ---- liveness -------------------------------------------------------------- */
+
+static void mark_dead(struct dti *d, int reason)
+{
+    if (!__atomic_load_n(&d->dead, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&d->dead_reason, reason, __ATOMIC_RELAXED);
+        __atomic_store_n(&d->dead, true, __ATOMIC_RELEASE);
+    }
+}
+
+/* The region flag is free to read; the control socket check is one poll()
+ * and is done only when the caller is idle anyway. */
+bool dti__check_alive(struct dti *d, bool allow_syscall)
+{
+    if (__atomic_load_n(&d->dead, __ATOMIC_ACQUIRE))
+        return false;
+    uint32_t st = DTI_LOAD(&d->hdr->engine_state);
+    if (st != DTI_ENGINE_ALIVE) {
+        mark_dead(d, st == DTI_ENGINE_BROKEN ? DTI_E_BROKEN : DTI_E_ENGINE_GONE);
+        return false;
+    }
+    if (allow_syscall) {
+        struct pollfd p = {.fd = d->ctl_fd, .events = POLLRDHUP};
+        if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+            mark_dead(d, DTI_E_ENGINE_GONE);
+            return false;
+        }
+    }
+    return true;
+}
+
+int dti_engine_alive(dti_t *d) { return dti__check_alive(d, true) ? 1 : 0; }
+
+void dti__ring_doorbell(struct dti *d)
+{
+    /* Pairs with the engine's "set sleeping, fence, re-check queues". */
+    DTI_FENCE();
+    if (DTI_LOAD_RELAXED(&d->hdr->engine_sleeping)) {
+        uint64_t one = 1;
+        ssize_t n = write(d->doorbell_fd, &one, sizeof one);
+        (void)n; /* EAGAIN: the counter is saturated, the engine wakes anyway */
+    }
+}
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+static int open_queue_pair(struct dti *d, uint32_t *index, int *wake_fd)
+{
+    struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_OPEN_CTX,
+                            .abi_version = DTI_ABI_VERSION};
+    pthread_mutex_lock(&d->lock);
+    int rc = ctl_send(d->ctl_fd, &m);
+    struct dti_ctl_msg r;
+    int fd = -1;
+    if (rc == 0)
+        rc = ctl_recv(d->ctl_fd, &r, &fd, 1);
+    pthread_mutex_unlock(&d->lock);
+    if (rc < 0) {
+        if (rc == -DTI_E_ENGINE_GONE || rc == -EPIPE || rc == -ECONNRESET) {
+            mark_dead(d, DTI_E_ENGINE_GONE);
+            return -DTI_E_ENGINE_GONE;
+        }
+        return rc;
+    }
+    if (r.type == DTI_CTL_REFUSED) {
+        if (rc == 1)
+            close(fd);
+        return r.status > 0 ? -r.status : -DTI_E_PROTOCOL;
+    }
+    if (r.type != DTI_CTL_CTX_OPENED || rc != 1 || r.index >= d->limits.max_contexts) {
+        if (rc == 1)
+            close(fd);
+        return -DTI_E_PROTOCOL;
+    }
+    *index = r.index;
+    *wake_fd = fd;
+    return 0;
+}
+
+int dti_ctx_create(dti_t *d, dti_ctx_t **out)
+{
+    *out = NULL;
+    if (!dti__check_alive(d, false))
+        return -d->dead_reason;
+    struct dti_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->d = d;
+    c->wake_fd = c->wait_fd = -1;
+    c->spin_ns = 20000;
+    int rc = open_queue_pair(d, &c->index, &c->wake_fd);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    fcntl(c->wake_fd, F_SETFL, fcntl(c->wake_fd, F_GETFL) | O_NONBLOCK);
+    c->wait_fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN};
+    struct epoll_event hup = {.events = EPOLLRDHUP | EPOLLHUP};
+    if (c->wait_fd < 0 || epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, c->wake_fd, &ev) < 0 ||
+        epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, d->ctl_fd, &hup) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    uint8_t *qp = d->base + d->hdr->ctx_offset + d->hdr->ctx_stride * c->index;
+    c->qp = (struct dti_qp_header *)qp;
+    c->cmds = (struct dti_cmd *)(qp + sizeof(struct dti_qp_header));
+    c->evs = (struct dti_ev *)(qp + sizeof(struct dti_qp_header) +
+                               (size_t)d->hdr->cmdq_entries * sizeof(struct dti_cmd));
+    rc = dti__ctx_init_queues(c);
+    if (rc < 0)
+        goto fail;
+    pthread_mutex_lock(&d->lock);
+    c->next_all = d->contexts;
+    d->contexts = c;
+    pthread_mutex_unlock(&d->lock);
+    *out = c;
+    return 0;
+fail:
+    dti__ctx_free_queues(c);
+    if (c->wait_fd >= 0)
+        close(c->wait_fd);
+    close(c->wake_fd);
+    free(c);
+    return rc;
+}
+
+void dti_ctx_destroy(dti_ctx_t *c)
+{
+    if (!c)
+        return;
+    struct dti *d = c->d;
+    pthread_mutex_lock(&d->lock);
+    for (struct dti_ctx **pp = &d->contexts; *pp; pp = &(*pp)->next_all) {
+        if (*pp == c) {
+            *pp = c->next_all;
+            break;
+        }
+    }
+    if (!d->dead) {
+        struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_CLOSE_CTX,
+                                .abi_version = DTI_ABI_VERSION, .index = c->index};
+        (void)ctl_send(d->ctl_fd, &m);
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (d->tls_key_ok && pthread_getspecific(d->tls_key) == c)
+        pthread_setspecific(d->tls_key, NULL);
+    dti__ctx_free_queues(c);
+    close(c->wait_fd);
+    close(c->wake_fd);
+    free(c);
+}
+
+static void destroy_tls_ctx(void *p) { dti_ctx_destroy(p); }
+
+dti_ctx_t *dti_ctx_get(dti_t *d, int *err)
+{
+    if (!d->tls_key_ok) {
+        if (err)
+            *err = -ENOMEM;
+        return NULL;
+    }
+    struct dti_ctx *c = pthread_getspecific(d->tls_key);
+    if (c)
+        return c;
+    int rc = dti_ctx_create(d, &c);
+    if (rc < 0) {
+        if (err)
+            *err = rc;
+        return NULL;
+    }
+    pthread_setspecific(d->tls_key, c);
+    return c;
+}
+
+dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
+int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
+void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = spin_ns; }
+
+/* ---- wake protocol ------------------------------------------------------------ */
+
+static bool ring_has_entries(struct dti_ctx *c)
+{
+    return DTI_LOAD(&c->qp->ev_prod) != c->ev_cons ||
+           DTI_LOAD_RELAXED(&c->qp->ev_overflow) != c->overflow_seen;
+}
+
+static bool has_entries(struct dti_ctx *c, bool with_stash)
+{
+    return (with_stash && (c->stash_len > 0 || c->stash_rescan)) || ring_has_entries(c);
+}
+
+static int arm(struct dti_ctx *c, bool with_stash)
+{
+    if (!dti__check_alive(c->d, false))
+        return -c->d->dead_reason;
+    if (has_entries(c, with_stash))
+        return 1;
+    /* Arm, then check: the engine publishes, fences, then reads `armed`. One
+     * of us must see the other's store, so no wakeup is lost. */
+    __atomic_store_n(&c->qp->armed, 1u, __ATOMIC_SEQ_CST);
+    DTI_FENCE();
+    if (has_entries(c, with_stash)) {
+        __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
+        return 1;
+    }
+    if (DTI_LOAD(&c->d->hdr->engine_state) != DTI_ENGINE_ALIVE) {
+        __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
+        dti__check_alive(c->d, false);
+        return -c->d->dead_reason;
+    }
+    return 0;
+}
+
+int dti_arm(dti_ctx_t *c) { return arm(c, true); }
+
+void dti_disarm(dti_ctx_t *c)
+{
+    __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
+    uint64_t v;
+    while (read(c->wake_fd, &v, sizeof v) == (ssize_t)sizeof v) {
+    }
+}
+
+/* 1: something to look at (entries, or the engine died: reap says which),
+ * 0: timeout, < 0: a wait error. */
+static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
+{
+    if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
+        return 1;
+    uint64_t start = dti__now_ns();
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t spin_end = start + c->spin_ns;
+    for (uint64_t now = start; now < spin_end && now < deadline; now = dti__now_ns()) {
+        if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
+            return 1;
+        __builtin_ia32_pause();
+    }
+    for (;;) {
+        if (arm(c, with_stash) != 0)
+            return 1;
+        uint64_t now = dti__now_ns();
+        if (now >= deadline) {
+            dti_disarm(c);
+            return 0;
+        }
+        int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+        struct epoll_event ev;
+        int n = epoll_wait(c->wait_fd, &ev, 1, ms);
+        dti_disarm(c);
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        if (!dti__check_alive(c->d, true) || has_entries(c, with_stash))
+            return 1;
+    }
+}
+
+int dti__wait_ring(struct dti_ctx *c, int timeout_ms) { return wait_impl(c, timeout_ms, false); }
+
+int dti_wait(dti_ctx_t *c, int timeout_ms)
+{
+    int r = wait_impl(c, timeout_ms, true);
+    if (r == 1 && !dti__check_alive(c->d, false) && c->inflight == 0 && c->stash_len == 0 &&
+        !ring_has_entries(c))
+        return -c->d->dead_reason;
+    return r;
+}

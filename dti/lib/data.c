@@ -1,0 +1,362 @@
+/* libdti data path and local socket state: reads the engine-written socket
+ * table and the rings in place; no round trip, no syscall (unless the engine
+ * sleeps and needs its doorbell). */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct dti_sock_shared *dti__sock(struct dti *d, dti_sock_t s, uint32_t *slot_out)
+{
+    uint32_t slot = dti__slot(s), gen = dti__gen(s);
+    if (s == DTI_SOCK_INVALID || slot >= d->limits.max_sockets || gen == 0)
+        return NULL;
+    struct dti_sock_shared *sh = &d->socks[slot];
+    if (DTI_LOAD(&sh->gen) != gen || d->priv[slot].closed_gen == gen)
+        return NULL;
+    if (slot_out)
+        *slot_out = slot;
+    return sh;
+}
+
+/* Positions start at 0 for every new handle in a slot. */
+static struct dti_sock_priv *rx_side(struct dti *d, uint32_t slot, uint32_t gen)
+{
+    struct dti_sock_priv *p = &d->priv[slot];
+    if (p->rx_gen != gen) {
+        p->rx_gen = gen;
+        p->rx_head = 0;
+    }
+    return p;
+}
+
+static struct dti_sock_priv *tx_side(struct dti *d, uint32_t slot, uint32_t gen)
+{
+    struct dti_sock_priv *p = &d->priv[slot];
+    if (p->tx_gen != gen) {
+        p->tx_gen = gen;
+        p->tx_tail = 0;
+    }
+    return p;
+}
+
+/* Readable bytes; clamped so a confused engine cannot make us read past the ring. */
+static uint32_t readable(struct dti *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
+{
+    uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
+    return n > d->limits.rx_ring_size ? 0 : n;
+}
+
+static uint32_t writable(struct dti *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
+{
+    uint32_t used = p->tx_tail - DTI_LOAD(&sh->tx_head);
+    return used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
+}
+
+static uint32_t events_of(uint32_t state, int32_t err, uint32_t rd, uint32_t wr, uint32_t acc)
+{
+    uint32_t ev = 0;
+    if (rd > 0 || acc > 0 || (state & DTI_STATE_RD_CLOSED))
+        ev |= DTI_POLLIN;
+    if ((state & DTI_STATE_CONNECTED) && !(state & DTI_STATE_WR_CLOSED) && wr > 0)
+        ev |= DTI_POLLOUT;
+    if (state & DTI_STATE_RD_CLOSED)
+        ev |= DTI_POLLRDHUP;
+    if (state & (DTI_STATE_RESET | DTI_STATE_FAILED))
+        ev |= DTI_POLLIN | DTI_POLLRDHUP | DTI_POLLHUP;
+    if ((state & DTI_STATE_RD_CLOSED) && (state & DTI_STATE_WR_CLOSED))
+        ev |= DTI_POLLHUP;
+    if (err)
+        ev |= DTI_POLLERR;
+    return ev;
+}
+
+int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_status *out)
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t gen = dti__gen(s);
+    struct dti_sock_priv *p = &c->d->priv[slot];
+    uint32_t rx_head = p->rx_gen == gen ? p->rx_head : 0;
+    uint32_t tx_tail = p->tx_gen == gen ? p->tx_tail : 0;
+    uint32_t rd = DTI_LOAD(&sh->rx_tail) - rx_head;
+    uint32_t used = tx_tail - DTI_LOAD(&sh->tx_head);
+    out->readable = rd > c->d->limits.rx_ring_size ? 0 : rd;
+    out->writable = used > c->d->limits.tx_ring_size ? 0 : c->d->limits.tx_ring_size - used;
+    out->state = DTI_LOAD(&sh->state);
+    if (p->wr_shut_gen == gen)
+        out->state |= DTI_STATE_WR_CLOSED;
+    out->error = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
+    out->accept_ready = DTI_LOAD(&sh->accept_ready);
+    out->events = events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
+    return 0;
+}
+
+uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
+{
+    struct dti_sock_status st;
+    return dti_sock_status(c, s, &st) < 0 ? 0 : st.events;
+}
+
+int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = &c->d->priv[slot];
+    if (p->err_taken_gen == dti__gen(s))
+        return 0;
+    int32_t e = DTI_LOAD(&sh->error);
+    if (e)
+        p->err_taken_gen = dti__gen(s);
+    return e;
+}
+
+int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
+{
+    struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t seq;
+    do { /* the engine bumps seq after writing: retry a torn read */
+        seq = DTI_LOAD(&sh->seq);
+        out->ip = DTI_LOAD_RELAXED(&sh->local_ip);
+        out->port = DTI_LOAD_RELAXED(&sh->local_port);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
+    return 0;
+}
+
+int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
+{
+    struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t seq;
+    do {
+        seq = DTI_LOAD(&sh->seq);
+        out->ip = DTI_LOAD_RELAXED(&sh->remote_ip);
+        out->port = DTI_LOAD_RELAXED(&sh->remote_port);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
+    return out->port == 0 && out->ip == 0 ? -ENOTCONN : 0;
+}
+
+/* ---- receive --------------------------------------------------------------- */
+
+static uint8_t *rx_ring(struct dti *d, uint32_t slot)
+{
+    return d->base + d->hdr->data_offset + d->hdr->data_stride * slot;
+}
+
+static uint8_t *tx_ring(struct dti *d, uint32_t slot)
+{
+    return rx_ring(d, slot) + d->limits.rx_ring_size;
+}
+
+/* Splits [pos, pos+n) of a ring into at most two pieces. */
+static void ring_iov(uint8_t *ring, uint32_t size, uint32_t base, uint32_t pos, uint32_t n,
+                     struct dti_iov iov[2])
+{
+    uint32_t off = (base + pos) & (size - 1);
+    uint32_t first = size - off < n ? size - off : n;
+    iov[0] = (struct dti_iov){ring + off, first};
+    iov[1] = (struct dti_iov){ring, n - first};
+}
+
+static ssize_t rx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uint32_t gen)
+{
+    uint32_t st = DTI_LOAD(&sh->state);
+    int32_t err = DTI_LOAD(&sh->error);
+    if (err && p->err_taken_gen != gen) {
+        p->err_taken_gen = gen;
+        return err;
+    }
+    if (st & (DTI_STATE_RD_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED))
+        return 0;
+    if (st & DTI_STATE_LISTENING)
+        return -EINVAL;
+    if (!(st & (DTI_STATE_CONNECTED | DTI_STATE_CONNECTING)))
+        return -ENOTCONN;
+    return -EAGAIN;
+}
+
+ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
+    uint32_t n = readable(c->d, sh, p);
+    if (n == 0) {
+        iov[0] = iov[1] = (struct dti_iov){NULL, 0};
+        return rx_error(sh, p, dti__gen(s));
+    }
+    ring_iov(rx_ring(c->d, slot), c->d->limits.rx_ring_size, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head,
+             n, iov);
+    return n;
+}
+
+int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
+    if (n > readable(c->d, sh, p))
+        return -EINVAL;
+    if (n == 0)
+        return 0;
+    int rc = dti__prep_data(c, DTI_OP_RECV_RELEASE, s, (uint32_t)n, 0);
+    if (rc < 0)
+        return rc; /* ring full: nothing released, the caller may retry */
+    p->rx_head += (uint32_t)n;
+    dti_submit(c);
+    return 0;
+}
+
+ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
+{
+    struct dti_iov iov[2];
+    ssize_t n = dti_recv_borrow(c, s, iov);
+    if (n <= 0)
+        return n;
+    if (len == 0)
+        return 0;
+    size_t a = iov[0].len < len ? iov[0].len : len;
+    size_t b = iov[1].len < len - a ? iov[1].len : len - a;
+    memcpy(buf, iov[0].base, a);
+    if (b)
+        memcpy((uint8_t *)buf + a, iov[1].base, b);
+    int rc = dti_recv_release(c, s, a + b);
+    return rc < 0 ? rc : (ssize_t)(a + b);
+}
+
+/* ---- send ---------------------------------------------------------------------- */
+
+static ssize_t tx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uint32_t gen)
+{
+    uint32_t st = DTI_LOAD(&sh->state);
+    int32_t err = DTI_LOAD(&sh->error);
+    if (err && p->err_taken_gen != gen) {
+        p->err_taken_gen = gen;
+        return err;
+    }
+    if (p->wr_shut_gen == gen || (st & (DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED)))
+        return -EPIPE;
+    if (st & DTI_STATE_CONNECTING)
+        return -EAGAIN;
+    if (!(st & DTI_STATE_CONNECTED))
+        return -ENOTCONN;
+    return 0;
+}
+
+ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t gen = dti__gen(s);
+    struct dti_sock_priv *p = tx_side(c->d, slot, gen);
+    iov[0] = iov[1] = (struct dti_iov){NULL, 0};
+    ssize_t e = tx_error(sh, p, gen);
+    if (e < 0)
+        return e;
+    uint32_t n = writable(c->d, sh, p);
+    if (n == 0)
+        return -EAGAIN;
+    ring_iov(tx_ring(c->d, slot), c->d->limits.tx_ring_size, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n,
+             iov);
+    return n;
+}
+
+int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = tx_side(c->d, slot, dti__gen(s));
+    if (n > writable(c->d, sh, p))
+        return -EINVAL;
+    if (n == 0)
+        return 0;
+    int rc = dti__prep_data(c, DTI_OP_SEND, s, (uint32_t)n, flags & DTI_SEND_MORE);
+    if (rc < 0)
+        return rc;
+    p->tx_tail += (uint32_t)n;
+    dti_submit(c);
+    return 0;
+}
+
+ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
+{
+    struct dti_iov iov[2];
+    ssize_t n = dti_send_reserve(c, s, iov);
+    if (n < 0)
+        return n;
+    if (len == 0)
+        return 0;
+    size_t a = iov[0].len < len ? iov[0].len : len;
+    size_t b = iov[1].len < len - a ? iov[1].len : len - a;
+    memcpy(iov[0].base, buf, a);
+    if (b)
+        memcpy(iov[1].base, (const uint8_t *)buf + a, b);
+    int rc = dti_send_commit(c, s, a + b, flags);
+    return rc < 0 ? rc : (ssize_t)(a + b);
+}
+
+/* ---- region buffer pool ------------------------------------------------------------- */
+
+static bool block_used(const struct dti *d, uint32_t i) { return d->pool_bitmap[i / 64] >> (i % 64) & 1; }
+
+static void set_blocks(struct dti *d, uint32_t first, uint32_t n, bool used)
+{
+    for (uint32_t i = first; i < first + n; i++) {
+        if (used)
+            d->pool_bitmap[i / 64] |= 1ull << (i % 64);
+        else
+            d->pool_bitmap[i / 64] &= ~(1ull << (i % 64));
+    }
+}
+
+int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out)
+{
+    if (len == 0 || !out)
+        return -EINVAL;
+    uint32_t need = (len + DTI_POOL_BLOCK - 1) / DTI_POOL_BLOCK;
+    pthread_mutex_lock(&d->lock);
+    uint32_t run = 0;
+    for (uint32_t i = 0; i < d->pool_blocks; i++) {
+        run = block_used(d, i) ? 0 : run + 1;
+        if (run == need) {
+            uint32_t first = i + 1 - need;
+            set_blocks(d, first, need, true);
+            pthread_mutex_unlock(&d->lock);
+            uint64_t off = d->hdr->pool_offset + (uint64_t)first * DTI_POOL_BLOCK;
+            *out = (struct dti_buf){d->base + off, off, need * DTI_POOL_BLOCK};
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return -ENOMEM;
+}
+
+void dti_buf_free(dti_t *d, const struct dti_buf *b)
+{
+    if (!b || b->offset < d->hdr->pool_offset)
+        return;
+    uint64_t first = (b->offset - d->hdr->pool_offset) / DTI_POOL_BLOCK;
+    uint64_t n = (b->len + DTI_POOL_BLOCK - 1) / DTI_POOL_BLOCK;
+    if (first + n > d->pool_blocks)
+        return;
+    pthread_mutex_lock(&d->lock);
+    set_blocks(d, (uint32_t)first, (uint32_t)n, false);
+    pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,114 @@
+/* libdti internals: shared by the C files of the library only. */
+#ifndef DTI_LIB_INTERNAL_H
+#define DTI_LIB_INTERNAL_H
+
+#include <dti/dti.h>
+
+#include "dti_abi.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define DTI_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define DTI_LOAD_RELAXED(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define DTI_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define DTI_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+/* Blocking-layer user_data values carry this bit. */
+#define DTI_UD_INTERNAL (1ull << 63)
+
+/* App-private state of one socket slot. The receive side and the send side
+ * are used by (at most) one thread each, so they live on separate lines and
+ * carry their own generation tag: a new handle in the slot resets them. */
+struct dti_sock_priv {
+    uint32_t rx_gen;
+    uint32_t rx_head;      /* bytes consumed (free-running, from the slot's rx_base) */
+    uint32_t err_taken_gen;/* SO_ERROR was read for this generation */
+    uint8_t pad0[DTI_CACHELINE - 12];
+    uint32_t tx_gen;
+    uint32_t tx_tail;      /* bytes written into the send ring */
+    uint32_t wr_shut_gen;  /* shutdown(WR) submitted for this generation */
+    uint32_t closed_gen;   /* close/abort submitted for this generation */
+    uint8_t pad1[DTI_CACHELINE - 16];
+};
+
+struct dti_ctx_pending {
+    uint64_t user_data;
+    uint32_t sock;
+    uint16_t op;
+    uint8_t used;
+    uint8_t drop; /* the blocking caller gave up: discard the completion */
+};
+
+struct dti_ctx {
+    struct dti *d;
+    uint32_t index;
+    struct dti_qp_header *qp;
+    struct dti_cmd *cmds;
+    struct dti_ev *evs;
+    uint32_t cmd_mask, ev_mask;
+    uint32_t prepared;      /* local producer index (published <= prepared) */
+    uint32_t published;
+    uint32_t ev_cons;       /* local copy of what we consumed */
+    uint32_t overflow_seen;
+    int wake_fd;            /* eventfd the engine writes */
+    int wait_fd;            /* epoll over wake_fd + control fd */
+    uint64_t spin_ns;
+    uint64_t last_alive_check_ns;
+    /* in-flight signaled commands; index = tag; free list threaded by next */
+    struct dti_ctx_pending *pending;
+    uint32_t *free_tags;
+    uint32_t n_free;
+    uint32_t inflight;
+    bool gone_flushed;      /* synthetic ENGINE_GONE completions were produced */
+    /* entries reaped by the blocking layer while waiting for another */
+    struct dti_cqe *stash;
+    uint32_t stash_cap, stash_head, stash_len;
+    bool stash_rescan;
+    uint64_t internal_seq;
+    struct dti_ctx *next_all; /* d->contexts list */
+};
+
+struct dti {
+    int ctl_fd;
+    int doorbell_fd;
+    uint8_t *base;
+    uint64_t size;
+    struct dti_region_header *hdr;
+    struct dti_sock_shared *socks;
+    struct dti_sock_priv *priv;
+    struct dti_limits limits;
+    pthread_mutex_t lock;   /* control socket requests, context list, pool */
+    pthread_key_t tls_key;
+    bool tls_key_ok;
+    struct dti_ctx *contexts;
+    bool dead;              /* sticky once the engine is gone */
+    int dead_reason;        /* positive DTI_E_* */
+    uint64_t *pool_bitmap;
+    uint32_t pool_blocks;
+};
+
+#pragma GCC visibility push(hidden)
+
+/* core.c */
+bool dti__check_alive(struct dti *d, bool allow_syscall);
+uint64_t dti__now_ns(void);
+void dti__ring_doorbell(struct dti *d);
+/* Like dti_wait() but ignores the stash: waits for the ring itself. */
+int dti__wait_ring(struct dti_ctx *c, int timeout_ms);
+
+/* ops.c */
+int dti__ctx_init_queues(struct dti_ctx *c);
+void dti__ctx_free_queues(struct dti_ctx *c);
+
+/* data.c */
+struct dti_sock_shared *dti__sock(struct dti *d, dti_sock_t s, uint32_t *slot_out);
+int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags);
+
+#pragma GCC visibility pop
+
+static inline uint32_t dti__slot(dti_sock_t s) { return s & DTI_SLOT_MASK; }
+static inline uint32_t dti__gen(dti_sock_t s) { return s >> DTI_SLOT_BITS; }
+
+#endif

@@ -1,0 +1,649 @@
+/* libdti commands: preparing, publishing, reaping, and the blocking layer. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dti__ctx_init_queues(struct dti_ctx *c)
+{
+    uint32_t n = c->d->hdr->cmdq_entries;
+    c->cmd_mask = n - 1;
+    c->ev_mask = c->d->hdr->evq_entries - 1;
+    /* The engine may have left indices from a previous user of this queue
+     * pair; it resets them before handing it out, so start from its values. */
+    c->prepared = c->published = DTI_LOAD(&c->qp->cmd_prod);
+    c->ev_cons = DTI_LOAD(&c->qp->ev_cons);
+    c->overflow_seen = DTI_LOAD(&c->qp->ev_overflow);
+    c->pending = calloc(n, sizeof *c->pending);
+    c->free_tags = calloc(n, sizeof *c->free_tags);
+    c->stash_cap = n + 64;
+    c->stash = calloc(c->stash_cap, sizeof *c->stash);
+    if (!c->pending || !c->free_tags || !c->stash)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        c->free_tags[i] = n - 1 - i;
+    c->n_free = n;
+    return 0;
+}
+
+void dti__ctx_free_queues(struct dti_ctx *c)
+{
+    free(c->pending);
+    free(c->free_tags);
+    free(c->stash);
+}
+
+unsigned dti_inflight(const dti_ctx_t *c) { return c->inflight; }
+
+/* Room for one more command in the ring (data-path commands need only this). */
+static bool ring_has_room(struct dti_ctx *c)
+{
+    uint32_t cons = DTI_LOAD(&c->qp->cmd_cons);
+    return c->prepared - cons < c->cmd_mask + 1;
+}
+
+static struct dti_cmd *next_cmd(struct dti_ctx *c)
+{
+    struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
+    memset(cmd, 0, sizeof *cmd);
+    return cmd;
+}
+
+/* Reserves a slot and a credit for a command that will complete. */
+static int prep(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint64_t ud, struct dti_cmd **out)
+{
+    if (!dti__check_alive(c->d, false))
+        return -c->d->dead_reason;
+    if (c->n_free == 0 || !ring_has_room(c))
+        return -EAGAIN;
+    uint32_t tag = c->free_tags[--c->n_free];
+    c->pending[tag] = (struct dti_ctx_pending){ud, s, op, 1, 0};
+    c->inflight++;
+    struct dti_cmd *cmd = next_cmd(c);
+    cmd->user_data = ud;
+    cmd->op = op;
+    cmd->sock = s;
+    cmd->tag = tag;
+    *out = cmd;
+    return 0;
+}
+
+static void commit(struct dti_ctx *c) { c->prepared++; }
+
+int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags)
+{
+    if (!ring_has_room(c))
+        return -EAGAIN;
+    struct dti_cmd *cmd = next_cmd(c);
+    cmd->op = op;
+    cmd->sock = s;
+    cmd->arg0 = n;
+    cmd->arg1 = flags;
+    commit(c);
+    return 0;
+}
+
+int dti_submit(dti_ctx_t *c)
+{
+    uint32_t n = c->prepared - c->published;
+    if (n == 0)
+        return 0;
+    DTI_STORE(&c->qp->cmd_prod, c->prepared);
+    c->published = c->prepared;
+    dti__ring_doorbell(c->d);
+    return (int)n;
+}
+
+int dti_prep_nop(dti_ctx_t *c, uint64_t ud)
+{
+    struct dti_cmd *cmd;
+    int rc = prep(c, DTI_OP_NOP, DTI_SOCK_INVALID, ud, &cmd);
+    if (rc == 0)
+        commit(c);
+    return rc;
+}
+
+int dti_prep_socket(dti_ctx_t *c, uint64_t ud)
+{
+    struct dti_cmd *cmd;
+    int rc = prep(c, DTI_OP_SOCKET, DTI_SOCK_INVALID, ud, &cmd);
+    if (rc == 0)
+        commit(c);
+    return rc;
+}
+
+static int prep_addr(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_addr *a, uint64_t ud)
+{
+    if (!a)
+        return -EFAULT;
+    struct dti_cmd *cmd;
+    int rc = prep(c, op, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = a->ip;
+        cmd->arg1 = a->port;
+        commit(c);
+    }
+    return rc;
+}
+
+int dti_prep_bind(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint64_t ud)
+{
+    return prep_addr(c, DTI_OP_BIND, s, a, ud);
+}
+
+int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint64_t ud)
+{
+    return prep_addr(c, DTI_OP_CONNECT, s, a, ud);
+}
+
+static int prep_args(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint32_t a0, uint32_t a1, int64_t v,
+                     uint64_t ud)
+{
+    struct dti_cmd *cmd;
+    int rc = prep(c, op, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = a0;
+        cmd->arg1 = a1;
+        cmd->value = v;
+        commit(c);
+    }
+    return rc;
+}
+
+int dti_prep_listen(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud)
+{
+    return prep_args(c, DTI_OP_LISTEN, s, backlog < 0 ? 0u : (uint32_t)backlog, 0, 0, ud);
+}
+
+int dti_prep_accept(dti_ctx_t *c, dti_sock_t s, unsigned max, unsigned flags, uint64_t ud)
+{
+    if (max == 0 || max > DTI_ACCEPT_MAX)
+        return -EINVAL;
+    return prep_args(c, DTI_OP_ACCEPT, s, max, flags, 0, ud);
+}
+
+int dti_prep_shutdown(dti_ctx_t *c, dti_sock_t s, int how, uint64_t ud)
+{
+    if (how != DTI_SHUT_RD && how != DTI_SHUT_WR && how != DTI_SHUT_RDWR)
+        return -EINVAL;
+    int rc = prep_args(c, DTI_OP_SHUTDOWN, s, (uint32_t)how, 0, 0, ud);
+    if (rc == 0 && how != DTI_SHUT_RD && dti__sock(c->d, s, NULL))
+        c->d->priv[dti__slot(s)].wr_shut_gen = dti__gen(s);
+    return rc;
+}
+
+static int prep_release_handle(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud)
+{
+    int rc = prep_args(c, op, s, 0, 0, 0, ud);
+    if (rc == 0 && dti__sock(c->d, s, NULL))
+        c->d->priv[dti__slot(s)].closed_gen = dti__gen(s);
+    return rc;
+}
+
+int dti_prep_close(dti_ctx_t *c, dti_sock_t s, uint64_t ud)
+{
+    return prep_release_handle(c, DTI_OP_CLOSE, s, ud);
+}
+
+int dti_prep_abort(dti_ctx_t *c, dti_sock_t s, uint64_t ud)
+{
+    return prep_release_handle(c, DTI_OP_ABORT, s, ud);
+}
+
+int dti_prep_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t ud)
+{
+    return prep_args(c, DTI_OP_SETSOCKOPT, s, (uint32_t)opt, 0, value, ud);
+}
+
+int dti_prep_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, uint64_t ud)
+{
+    return prep_args(c, DTI_OP_GETSOCKOPT, s, (uint32_t)opt, 0, 0, ud);
+}
+
+int dti_prep_watch(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud)
+{
+    return prep_args(c, DTI_OP_WATCH, s, events, 0, 0, ud);
+}
+
+static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_buf *b, uint32_t len,
+                    unsigned flags, uint64_t ud)
+{
+    if (!b || len > b->len)
+        return -EINVAL;
+    struct dti_cmd *cmd;
+    int rc = prep(c, op, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = len;
+        cmd->arg1 = flags;
+        cmd->offset = b->offset;
+        commit(c);
+    }
+    return rc;
+}
+
+int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint64_t ud)
+{
+    return prep_buf(c, DTI_OP_RECV_INTO, s, b, b ? b->len : 0, 0, ud);
+}
+
+int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint32_t len, unsigned flags,
+                       uint64_t ud)
+{
+    return prep_buf(c, DTI_OP_SEND_FROM, s, b, len, flags, ud);
+}
+
+/* ---- reaping ---------------------------------------------------------------- */
+
+static void release_tag(struct dti_ctx *c, uint32_t tag)
+{
+    c->pending[tag].used = 0;
+    c->free_tags[c->n_free++] = tag;
+    c->inflight--;
+}
+
+/* Converts one queue entry; false when it is to be dropped. */
+static bool decode(struct dti_ctx *c, const struct dti_ev *e, struct dti_cqe *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = e->kind;
+    out->sock = e->sock;
+    out->res = e->res;
+    if (e->kind == DTI_CQE_EVENT) {
+        out->events = e->events;
+        return true;
+    }
+    if (e->kind != DTI_CQE_COMPLETION)
+        return false;
+    uint32_t tag = e->events;
+    if (tag > c->cmd_mask || !c->pending[tag].used)
+        return false; /* not ours: ignore rather than corrupt our credits */
+    struct dti_ctx_pending p = c->pending[tag];
+    release_tag(c, tag);
+    if (p.drop)
+        return false;
+    out->user_data = p.user_data;
+    out->op = p.op;
+    out->value = e->value;
+    if (p.op == DTI_OP_ACCEPT && e->res > 0) {
+        uint32_t n = (uint32_t)e->res > DTI_ACCEPT_MAX ? DTI_ACCEPT_MAX : (uint32_t)e->res;
+        out->res = (int32_t)n;
+        memcpy(out->accepted, e->accepted, n * sizeof(uint32_t));
+    }
+    return true;
+}
+
+/* After the engine is gone: every command still in flight completes with the
+ * reason, so no caller waits for an answer that will not come. */
+static unsigned flush_gone(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    unsigned got = 0;
+    int reason = c->d->dead_reason ? c->d->dead_reason : DTI_E_ENGINE_GONE;
+    for (uint32_t t = 0; t <= c->cmd_mask && got < max; t++) {
+        if (!c->pending[t].used)
+            continue;
+        struct dti_ctx_pending p = c->pending[t];
+        release_tag(c, t);
+        if (p.drop)
+            continue;
+        out[got++] = (struct dti_cqe){.user_data = p.user_data, .res = -reason,
+                                      .kind = DTI_CQE_COMPLETION, .op = p.op, .sock = p.sock};
+    }
+    return got;
+}
+
+static unsigned reap_ring(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    unsigned got = 0;
+    uint32_t ovf = DTI_LOAD_RELAXED(&c->qp->ev_overflow);
+    if (ovf != c->overflow_seen && max > 0) {
+        c->overflow_seen = ovf;
+        out[got++] = (struct dti_cqe){.kind = DTI_CQE_RESCAN, .sock = DTI_SOCK_INVALID};
+    }
+    uint32_t prod = DTI_LOAD(&c->qp->ev_prod);
+    uint32_t cons = c->ev_cons;
+    /* A producer index that ran more than a ring ahead is engine corruption:
+     * take at most one ring's worth. */
+    if (prod - cons > c->ev_mask + 1)
+        prod = cons + c->ev_mask + 1;
+    while (cons != prod && got < max) {
+        struct dti_ev e = c->evs[cons & c->ev_mask];
+        cons++;
+        if (decode(c, &e, &out[got]))
+            got++;
+    }
+    if (cons != c->ev_cons) {
+        c->ev_cons = cons;
+        DTI_STORE(&c->qp->ev_cons, cons);
+    }
+    return got;
+}
+
+static unsigned take_stash(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    unsigned got = 0;
+    if (c->stash_rescan && max > 0) {
+        c->stash_rescan = false;
+        out[got++] = (struct dti_cqe){.kind = DTI_CQE_RESCAN, .sock = DTI_SOCK_INVALID};
+    }
+    while (c->stash_len > 0 && got < max) {
+        out[got++] = c->stash[c->stash_head];
+        c->stash_head = (c->stash_head + 1) % c->stash_cap;
+        c->stash_len--;
+    }
+    return got;
+}
+
+unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max)
+{
+    unsigned got = take_stash(c, out, max);
+    got += reap_ring(c, out + got, max - got);
+    if (got == 0) {
+        /* Idle: look for engine death now and then (a vDSO clock read per
+         * empty reap, one poll() every 10 ms at most). */
+        uint64_t now = dti__now_ns();
+        bool syscall_ok = now - c->last_alive_check_ns > 10000000ull;
+        if (syscall_ok)
+            c->last_alive_check_ns = now;
+        if (!dti__check_alive(c->d, syscall_ok))
+            got = flush_gone(c, out, max);
+    }
+    return got;
+}
+
+static void stash_push(struct dti_ctx *c, const struct dti_cqe *e)
+{
+    if (c->stash_len == c->stash_cap) {
+        /* Full only of events (completions are bounded by credits): events
+         * are hints over state kept in the socket table, so ask for a rescan. */
+        c->stash_rescan = true;
+        return;
+    }
+    if (e->kind == DTI_CQE_EVENT && c->stash_len >= c->stash_cap - (c->cmd_mask + 1)) {
+        c->stash_rescan = true;
+        return;
+    }
+    c->stash[(c->stash_head + c->stash_len) % c->stash_cap] = *e;
+    c->stash_len++;
+}
+
+static bool stash_find(struct dti_ctx *c, uint64_t ud, struct dti_cqe *out)
+{
+    for (uint32_t i = 0; i < c->stash_len; i++) {
+        uint32_t at = (c->stash_head + i) % c->stash_cap;
+        if (c->stash[at].kind == DTI_CQE_COMPLETION && c->stash[at].user_data == ud) {
+            *out = c->stash[at];
+            /* close the gap, keeping order */
+            for (uint32_t j = i; j + 1 < c->stash_len; j++)
+                c->stash[(c->stash_head + j) % c->stash_cap] = c->stash[(c->stash_head + j + 1) % c->stash_cap];
+            c->stash_len--;
+            return true;
+        }
+    }
+    return false;
+}
+
+int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
+{
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : dti__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        if (stash_find(c, ud, out))
+            return 1;
+        /* Pull everything from the ring into the stash, then look again. */
+        struct dti_cqe buf[16];
+        unsigned n;
+        bool found = false;
+        while ((n = reap_ring(c, buf, 16)) > 0 || (!dti__check_alive(c->d, false) &&
+                                                   (n = flush_gone(c, buf, 16)) > 0)) {
+            for (unsigned i = 0; i < n; i++) {
+                if (!found && buf[i].kind == DTI_CQE_COMPLETION && buf[i].user_data == ud) {
+                    *out = buf[i];
+                    found = true;
+                } else if (buf[i].kind == DTI_CQE_RESCAN) {
+                    c->stash_rescan = true;
+                } else {
+                    stash_push(c, &buf[i]);
+                }
+            }
+        }
+        if (found)
+            return 1;
+        if (!dti__check_alive(c->d, false))
+            return -c->d->dead_reason;
+        uint64_t now = dti__now_ns();
+        if (now >= deadline)
+            return 0;
+        int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+        int w = dti__wait_ring(c, ms);
+        if (w < 0)
+            return w;
+    }
+}
+
+/* Drops the completion of a command the blocking layer gave up on. */
+static void forget(struct dti_ctx *c, uint64_t ud)
+{
+    for (uint32_t t = 0; t <= c->cmd_mask; t++)
+        if (c->pending[t].used && c->pending[t].user_data == ud)
+            c->pending[t].drop = 1;
+}
+
+/* Submits what `rc` prepared and waits for it. Returns the completion's
+ * result (value/accepted in *out when asked). */
+static int run_sync(dti_ctx_t *c, int rc, uint64_t ud, struct dti_cqe *out, int timeout_ms)
+{
+    if (rc < 0)
+        return rc;
+    dti_submit(c);
+    struct dti_cqe tmp;
+    if (!out)
+        out = &tmp;
+    int w = dti_wait_cqe(c, ud, out, timeout_ms);
+    if (w == 1)
+        return out->res;
+    if (w == 0) {
+        forget(c, ud);
+        return -ETIMEDOUT;
+    }
+    return w;
+}
+
+/* Credits or ring slots exhausted: publish, then pull finished entries into
+ * the stash (that frees credits). Fails when the engine is gone. */
+static int make_room(dti_ctx_t *c)
+{
+    dti_submit(c);
+    struct dti_cqe buf[16];
+    unsigned n = reap_ring(c, buf, 16);
+    for (unsigned i = 0; i < n; i++)
+        stash_push(c, &buf[i]);
+    if (n == 0 && dti__wait_ring(c, 1) < 0)
+        return -1;
+    return dti__check_alive(c->d, false) ? 0 : -1;
+}
+
+/* Runs `call` (a dti_prep_*) until it gets a slot; bounded. */
+#define SYNC_PREP(rc, c, call)                                                                      \
+    do {                                                                                            \
+        for (int tries_ = 0;; tries_++) {                                                           \
+            (rc) = (call);                                                                          \
+            if ((rc) != -EAGAIN || tries_ > 10000 || make_room(c) < 0)                              \
+                break;                                                                              \
+        }                                                                                           \
+    } while (0)
+
+static uint64_t next_ud(dti_ctx_t *c) { return DTI_UD_INTERNAL | ++c->internal_seq; }
+
+int dti_socket(dti_ctx_t *c)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_socket(c, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_bind(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_bind(c, s, a, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_listen(dti_ctx_t *c, dti_sock_t s, int backlog)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_listen(c, s, backlog, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_accept(dti_ctx_t *c, dti_sock_t l, struct dti_addr *peer, int timeout_ms)
+{
+    uint64_t ud = next_ud(c);
+    struct dti_cqe e;
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_accept(c, l, 1, DTI_ACCEPT_WAIT, ud));
+    int rc = run_sync(c, prc, ud, &e,
+                      timeout_ms);
+    if (rc < 0)
+        return rc;
+    if (rc != 1)
+        return -DTI_E_PROTOCOL;
+    if (peer)
+        dti_getpeername(c, e.accepted[0], peer);
+    return (int)e.accepted[0];
+}
+
+int dti_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, int timeout_ms)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_connect(c, s, a, ud));
+    return run_sync(c, prc, ud, NULL, timeout_ms);
+}
+
+int dti_shutdown(dti_ctx_t *c, dti_sock_t s, int how)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_shutdown(c, s, how, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_close(dti_ctx_t *c, dti_sock_t s)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_close(c, s, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_abort(dti_ctx_t *c, dti_sock_t s)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_abort(c, s, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t v)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_setsockopt(c, s, opt, v, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t *v)
+{
+    uint64_t ud = next_ud(c);
+    struct dti_cqe e;
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_getsockopt(c, s, opt, ud));
+    int rc = run_sync(c, prc, ud, &e, -1);
+    if (rc >= 0 && v)
+        *v = e.value;
+    return rc < 0 ? rc : 0;
+}
+
+/* Waits until socket s shows one of `mask`, using a watch registration. */
+static int wait_ready(dti_ctx_t *c, dti_sock_t s, uint32_t mask, uint64_t deadline)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_watch(c, s, mask, ud));
+    int rc = run_sync(c, prc, ud, NULL, -1);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        uint32_t ev = dti_sock_poll(c, s);
+        if (ev & (mask | DTI_POLLERR | DTI_POLLHUP))
+            break;
+        uint64_t now = dti__now_ns();
+        if (now >= deadline) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+        int w = dti__wait_ring(c, ms);
+        if (w < 0) {
+            rc = w;
+            break;
+        }
+        /* Move events into the stash so the ring drains; the state itself
+         * is read from the socket table above. */
+        struct dti_cqe buf[16];
+        unsigned n;
+        while ((n = reap_ring(c, buf, 16)) > 0)
+            for (unsigned i = 0; i < n; i++)
+                if (!(buf[i].kind == DTI_CQE_EVENT && buf[i].sock == s))
+                    stash_push(c, &buf[i]);
+        if (!dti__check_alive(c->d, false)) {
+            rc = -c->d->dead_reason;
+            break;
+        }
+    }
+    uint64_t ud2 = next_ud(c);
+    int prc2;
+    SYNC_PREP(prc2, c, dti_prep_watch(c, s, 0, ud2));
+    int rc2 = run_sync(c, prc2, ud2, NULL, -1);
+    return rc < 0 ? rc : (rc2 < 0 && rc2 != -DTI_E_BAD_HANDLE ? rc2 : 0);
+}
+
+static uint64_t deadline_of(int timeout_ms)
+{
+    return timeout_ms < 0 ? UINT64_MAX : dti__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
+ssize_t dti_recv_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, int timeout_ms)
+{
+    uint64_t deadline = deadline_of(timeout_ms);
+    for (;;) {
+        ssize_t n = dti_recv(c, s, buf, len);
+        if (n != -EAGAIN)
+            return n;
+        int rc = wait_ready(c, s, DTI_POLLIN, deadline);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+ssize_t dti_send_all(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, int timeout_ms)
+{
+    uint64_t deadline = deadline_of(timeout_ms);
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = dti_send(c, s, (const uint8_t *)buf + done, len - done, 0);
+        if (n > 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (n != -EAGAIN)
+            return n;
+        int rc = wait_ready(c, s, DTI_POLLOUT, deadline);
+        if (rc < 0)
+            return rc;
+    }
+    return (ssize_t)done;
+}
