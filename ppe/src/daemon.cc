@@ -1,0 +1,518 @@
+// ppe/src/daemon.cc: eta-ppe, the packet processing engine daemon.
+//
+// Start-up is all-or-nothing: config, machine checks, stats region, EAL,
+// ports, engines, control socket — any failure undoes what was made and
+// exits non-zero with one message. Then the main thread becomes the control
+// thread: one io_uring for signals (signalfd), the control socket and a
+// periodic refresh of the device counters.
+#include "config.h"
+#include "dpdk.h"
+#include "engine.h"
+#include "log.h"
+#include "stats.h"
+#include "system.h"
+
+#include "dti_abi.h"
+
+#include <CLI/CLI.hpp>
+#include <liburing.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <set>
+
+namespace ppe {
+namespace {
+
+constexpr uint32_t kConnCapacity = 65536; // connection table entries per engine in eta-stat
+
+uint64_t realtime_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+void copy_str(char *dst, size_t n, const std::string &s)
+{
+    std::strncpy(dst, s.c_str(), n - 1);
+    dst[n - 1] = '\0';
+}
+
+// The shared counters region and the cores file next to the control socket.
+class Published {
+  public:
+    ~Published() { remove(); }
+
+    bool create(const Config &c, const std::vector<EngineCore> &engines, const std::string &cpus, std::string *error)
+    {
+        path_ = c.stats_path();
+        cores_path_ = c.cores_path();
+        const auto l = stats::Layout::compute(uint32_t(engines.size()), uint32_t(c.ports.size()), c.limits.max_apps,
+                                              kConnCapacity);
+        ::unlink(path_.c_str());
+        int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 || ftruncate(fd, off_t(l.size)) != 0) {
+            *error = "cannot create the stats region " + path_ + ": " + std::strerror(errno);
+            if (fd >= 0) ::close(fd);
+            return false;
+        }
+        void *p = mmap(nullptr, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        if (p == MAP_FAILED) {
+            *error = "cannot map the stats region " + path_ + ": " + std::strerror(errno);
+            return false;
+        }
+        base_ = static_cast<uint8_t *>(p);
+        size_ = l.size;
+        view.base = base_;
+        stats::Header *h = view.header();
+        h->version = stats::kVersion;
+        h->header_size = sizeof(stats::Header);
+        h->pid = getpid();
+        h->n_engines = uint32_t(engines.size());
+        h->n_ports = uint32_t(c.ports.size());
+        h->max_apps = c.limits.max_apps;
+        h->conn_capacity = kConnCapacity;
+        h->started_unix_ns = realtime_ns();
+        h->size = l.size;
+        h->engines_off = l.engines_off;
+        h->stacks_off = l.stacks_off;
+        h->ports_off = l.ports_off;
+        h->apps_off = l.apps_off;
+        h->conns_off = l.conns_off;
+        h->conn_stride = l.conn_stride;
+        for (size_t i = 0; i < engines.size() && i < stats::kMaxEngines; i++) h->engine_pus[i] = engines[i].pu;
+        copy_str(h->engine_cpus, sizeof h->engine_cpus, cpus);
+        copy_str(h->config_path, sizeof h->config_path, c.path);
+        copy_str(h->socket_path, sizeof h->socket_path, c.socket);
+        copy_str(h->idle_policy, sizeof h->idle_policy, to_string(c.idle));
+        h->state.store(uint32_t(stats::State::kStarting), std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        __atomic_store_n(&h->magic, stats::kMagic, __ATOMIC_RELEASE); // readers check it last
+
+        // The engine CPUs, for eta-run: "1" or "2-3,6", one line.
+        const std::string tmp = cores_path_ + ".tmp";
+        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        const std::string line = cpus + "\n";
+        if (fd < 0 || write(fd, line.data(), line.size()) != ssize_t(line.size()) || ::close(fd) != 0 ||
+            rename(tmp.c_str(), cores_path_.c_str()) != 0) {
+            *error = "cannot write " + cores_path_ + ": " + std::strerror(errno);
+            return false;
+        }
+        return true;
+    }
+
+    void set_state(stats::State s)
+    {
+        if (base_) view.header()->state.store(uint32_t(s), std::memory_order_release);
+    }
+
+    void remove()
+    {
+        if (base_) munmap(base_, size_);
+        base_ = nullptr;
+        if (!path_.empty()) ::unlink(path_.c_str());
+        if (!cores_path_.empty()) ::unlink(cores_path_.c_str());
+        path_.clear();
+        cores_path_.clear();
+    }
+
+    stats::View view;
+
+  private:
+    std::string path_, cores_path_;
+    uint8_t *base_ = nullptr;
+    size_t size_ = 0;
+};
+
+void publish_port(const stats::View &v, uint32_t i, const Port &p)
+{
+    stats::PortInfo info{};
+    copy_str(info.name, sizeof info.name, p.config.name);
+    copy_str(info.device, sizeof info.device, p.config.device);
+    std::memcpy(info.mac, p.mac.b, 6);
+    info.mtu = p.config.mtu;
+    info.ip = p.config.ip;
+    info.prefix = p.config.prefix;
+    info.gateway = p.config.gateway;
+    info.rx_queues = p.queues;
+    info.tx_queues = p.queues;
+    info.offloads = p.offloads;
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(p.id, &link) == 0) {
+        info.link_up = link.link_status;
+        info.link_speed_mbps = link.link_speed;
+    }
+    rte_eth_stats st{};
+    if (rte_eth_stats_get(p.id, &st) == 0) {
+        info.ipackets = st.ipackets;
+        info.opackets = st.opackets;
+        info.ibytes = st.ibytes;
+        info.obytes = st.obytes;
+        info.imissed = st.imissed;
+        info.ierrors = st.ierrors;
+        info.oerrors = st.oerrors;
+        info.rx_nombuf = st.rx_nombuf;
+    }
+    v.port(i)->write(info);
+}
+
+// What a SIGHUP can change in place, and what needs a restart.
+void reload(Config &live, const std::string &path)
+{
+    Config next;
+    std::string err;
+    if (!load_config(path, &next, &err)) {
+        log(LogLevel::kError, "reload: %s; keeping the running configuration", err.c_str());
+        return;
+    }
+    std::vector<std::string> restart;
+    auto cores_text = [](const Config &c) {
+        std::string s;
+        for (auto &x : c.cores) s += x.text + ",";
+        return s;
+    };
+    if (cores_text(next) != cores_text(live)) restart.push_back("engine.cores");
+    if (next.idle != live.idle || next.spin_us != live.spin_us || next.max_sleep_us != live.max_sleep_us ||
+        next.burst != live.burst)
+        restart.push_back("[engine]");
+    if (next.memory != live.memory || next.memory_mb != live.memory_mb || next.file_prefix != live.file_prefix ||
+        next.eal_args != live.eal_args)
+        restart.push_back("[dpdk]");
+    bool ports_same = next.ports.size() == live.ports.size();
+    for (size_t i = 0; ports_same && i < next.ports.size(); i++) {
+        const PortConfig &a = next.ports[i], &b = live.ports[i];
+        ports_same = a.name == b.name && a.device == b.device && a.ip == b.ip && a.prefix == b.prefix &&
+                     a.gateway == b.gateway && a.mtu == b.mtu && a.rx_desc == b.rx_desc && a.tx_desc == b.tx_desc;
+    }
+    if (!ports_same) restart.push_back("[[port]]");
+    bool routes_same = next.routes.size() == live.routes.size();
+    for (size_t i = 0; routes_same && i < next.routes.size(); i++)
+        routes_same = next.routes[i].dest == live.routes[i].dest && next.routes[i].prefix == live.routes[i].prefix &&
+                      next.routes[i].gateway == live.routes[i].gateway && next.routes[i].port == live.routes[i].port;
+    if (!routes_same) restart.push_back("[[route]]");
+    if (std::memcmp(&next.tcp, &live.tcp, sizeof next.tcp) != 0 || next.max_sockets != live.max_sockets ||
+        next.ooo_pool_frames != live.ooo_pool_frames || next.ooo_frames_per_conn != live.ooo_frames_per_conn)
+        restart.push_back("[tcp]");
+    if (next.socket != live.socket || next.socket_mode != live.socket_mode) restart.push_back("[control]");
+    if (next.limits.max_apps != live.limits.max_apps) restart.push_back("limits.max_apps (sizes the stats region)");
+
+    // Applied now: log level and the per-application limits.
+    live.log_level = next.log_level;
+    g_log_level.store(next.log_level);
+    live.limits.sockets_per_app = next.limits.sockets_per_app;
+    live.limits.memory_per_app = next.limits.memory_per_app;
+    live.limits.allowed_uids = next.limits.allowed_uids;
+    live.limits.allowed_users = next.limits.allowed_users;
+    log(LogLevel::kInfo, "reload: applied log.level = %s and [limits] (sockets_per_app, memory_per_app, "
+                         "allowed_users; they apply to the next attach)",
+        to_string(live.log_level));
+    for (auto &r : restart) log(LogLevel::kWarn, "reload: %s changed in %s; that needs a restart of eta-ppe", r.c_str(), path.c_str());
+}
+
+class ControlSocket {
+  public:
+    ~ControlSocket() { close(); }
+    bool open(const Config &c, std::string *error)
+    {
+        path_ = c.socket;
+        fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        sockaddr_un sa{};
+        sa.sun_family = AF_UNIX;
+        copy_str(sa.sun_path, sizeof sa.sun_path, c.socket);
+        ::unlink(c.socket.c_str()); // stale: check_environment found no live PPE behind it
+        if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 ||
+            chmod(c.socket.c_str(), c.socket_mode) != 0 || listen(fd_, 128) != 0) {
+            *error = "control socket " + c.socket + ": " + std::strerror(errno);
+            close();
+            return false;
+        }
+        return true;
+    }
+    void close()
+    {
+        if (fd_ >= 0) {
+            ::close(fd_);
+            ::unlink(path_.c_str());
+        }
+        fd_ = -1;
+    }
+    int fd() const { return fd_; }
+
+  private:
+    int fd_ = -1;
+    std::string path_;
+};
+
+// Answers an attach request. This engine does not serve DTI contexts yet, so
+// every application is refused with a reason it can print, never left hanging.
+void refuse_attach(int fd)
+{
+    dti_ctl_msg msg{};
+    msg.magic = DTI_CTL_MAGIC;
+    msg.type = DTI_CTL_REFUSED;
+    msg.abi_version = 1;
+    msg.status = EOPNOTSUPP;
+    copy_str(msg.text, sizeof msg.text, "this eta-ppe does not serve DTI applications yet");
+    ssize_t r = send(fd, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)r;
+    ::close(fd);
+}
+
+enum : uint64_t { kTagSignal = 1, kTagAccept = 2, kTagTimer = 3 };
+
+int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, Published &pub)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    io_uring ring;
+    if (sfd < 0 || io_uring_queue_init(32, &ring, 0) < 0) {
+        log(LogLevel::kError, "control thread: cannot set up signalfd/io_uring: %s", std::strerror(errno));
+        return 1;
+    }
+    signalfd_siginfo si{};
+    __kernel_timespec tick{0, 100'000'000};
+    auto arm_signal = [&] {
+        io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        io_uring_prep_read(sqe, sfd, &si, sizeof si, 0);
+        io_uring_sqe_set_data64(sqe, kTagSignal);
+    };
+    auto arm_accept = [&] {
+        io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        io_uring_prep_multishot_accept(sqe, ctl.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+        io_uring_sqe_set_data64(sqe, kTagAccept);
+    };
+    auto arm_timer = [&] {
+        io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        io_uring_prep_timeout(sqe, &tick, 0, 0);
+        io_uring_sqe_set_data64(sqe, kTagTimer);
+    };
+    arm_signal();
+    arm_accept();
+    arm_timer();
+    bool running = true;
+    while (running) {
+        io_uring_cqe *cqe = nullptr;
+        int rc = io_uring_submit_and_wait(&ring, 1);
+        if (rc < 0 && rc != -EINTR) {
+            log(LogLevel::kError, "control thread: io_uring: %s", std::strerror(-rc));
+            break;
+        }
+        unsigned head, n = 0;
+        io_uring_for_each_cqe(&ring, head, cqe)
+        {
+            n++;
+            switch (io_uring_cqe_get_data64(cqe)) {
+            case kTagSignal:
+                if (cqe->res == int(sizeof si)) {
+                    if (si.ssi_signo == SIGHUP) {
+                        log(LogLevel::kInfo, "SIGHUP: re-reading %s", config.path.c_str());
+                        reload(config, config.path);
+                    } else {
+                        log(LogLevel::kInfo, "%s: shutting down", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                        running = false;
+                    }
+                }
+                if (running) arm_signal();
+                break;
+            case kTagAccept:
+                if (cqe->res >= 0) refuse_attach(cqe->res);
+                if (!(cqe->flags & IORING_CQE_F_MORE) && running) arm_accept();
+                break;
+            case kTagTimer:
+                for (uint32_t i = 0; i < ports.size(); i++) publish_port(pub.view, i, ports[i]);
+                if (running) arm_timer();
+                break;
+            }
+        }
+        io_uring_cq_advance(&ring, n);
+    }
+    io_uring_queue_exit(&ring);
+    ::close(sfd);
+    return 0;
+}
+
+// Forks into the background; the parent exits with the child's start-up
+// result, so `eta-ppe` without --foreground still fails loudly.
+int daemonize(int *report_fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid > 0) {
+        ::close(p[1]);
+        char ok = 0;
+        ssize_t r = read(p[0], &ok, 1);
+        _exit(r == 1 && ok == '1' ? 0 : 1);
+    }
+    ::close(p[0]);
+    setsid();
+    *report_fd = p[1];
+    return 0;
+}
+
+} // namespace
+
+int daemon_main(int argc, char **argv)
+{
+    CLI::App app{"eta-ppe: the eta packet processing engine (owns the NIC and the engine cores, serves DTI applications)"};
+    std::string config_path = "/etc/eta/ppe.toml";
+    bool foreground = false, check = false;
+    int ready_fd = -1;
+    app.add_option("-c,--config", config_path, "configuration file (TOML)")->capture_default_str();
+    app.add_flag("-f,--foreground", foreground, "stay in the foreground (systemd, tests)");
+    app.add_option("--ready-fd", ready_fd, "write \"READY\\n\" to this fd once serving, then close it")
+        ->check(CLI::NonNegativeNumber);
+    app.add_flag("--check", check, "validate the configuration and the machine, then exit");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
+
+    Config config;
+    std::string err;
+    if (!load_config(config_path, &config, &err)) {
+        std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
+        return 1;
+    }
+    g_log_level.store(config.log_level);
+    Machine machine = Machine::detect();
+    std::vector<EngineCore> engines;
+    if (!resolve_cores(config, machine, device_numa_node(config.ports[0].device), &engines, &err)) {
+        std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
+        return 1;
+    }
+    bool use_huge = false;
+    if (!check_environment(config, &use_huge, &err)) {
+        std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
+        return 1;
+    }
+    std::vector<int> engine_pus, control_pus;
+    for (auto &e : engines) engine_pus.insert(engine_pus.end(), e.core_pus.begin(), e.core_pus.end());
+    for (int pu : machine.pus)
+        if (std::find(engine_pus.begin(), engine_pus.end(), pu) == engine_pus.end()) control_pus.push_back(pu);
+    const std::string cpus = format_cpu_list(engine_pus);
+    if (check) {
+        std::printf("%s: configuration OK: %zu engine(s) on CPU %s (idle %s), control thread on CPU %s, %zu port(s), "
+                    "memory %s, control socket %s\n",
+                    config.path.c_str(), engines.size(), cpus.c_str(), to_string(config.idle),
+                    format_cpu_list(control_pus).c_str(), config.ports.size(), use_huge ? "hugepages" : "no-huge",
+                    config.socket.c_str());
+        return 0;
+    }
+
+    int daemon_fd = -1;
+    if (!foreground && daemonize(&daemon_fd) != 0) {
+        std::fprintf(stderr, "eta-ppe: cannot go to the background: %s\n", std::strerror(errno));
+        return 1;
+    }
+    // Signals are taken by the control thread's signalfd; every thread
+    // (EAL's included) inherits the mask set here.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    Published pub;
+    Eal eal;
+    std::vector<Port> ports;
+    std::vector<std::unique_ptr<Engine>> running;
+    ControlSocket ctl;
+    TscClock clock;
+    auto fail = [&](const std::string &msg) {
+        log(LogLevel::kError, "%s", msg.c_str());
+        for (auto &e : running) e->stop();
+        running.clear();
+        for (auto &p : ports) p.close();
+        ctl.close();
+        eal.cleanup();
+        pub.remove();
+        return 1;
+    };
+    if (!pub.create(config, engines, cpus, &err)) return fail(err);
+    copy_str(pub.view.header()->memory_mode, sizeof pub.view.header()->memory_mode, use_huge ? "huge" : "no-huge");
+    if (!eal.init(config, use_huge, control_pus, &err)) return fail(err);
+    pub.view.header()->tsc_hz = rte_get_tsc_hz();
+    ports.reserve(config.ports.size()); // engines keep pointers into it
+    const uint32_t mbufs = config.ooo_pool_frames + 64 /* ARP queue */ + 4 * config.burst + 1024;
+    for (auto &pc : config.ports) {
+        ports.emplace_back();
+        if (!ports.back().open(pc, engines, mbufs, &err)) {
+            ports.pop_back();
+            return fail(err);
+        }
+    }
+    clock.init();
+    for (uint32_t i = 0; i < engines.size(); i++) {
+        auto e = std::make_unique<Engine>(i, engines[i], config, ports, pub.view, clock);
+        if (!e->start(&err)) return fail(err);
+        running.push_back(std::move(e));
+    }
+    for (uint32_t i = 0; i < ports.size(); i++) publish_port(pub.view, i, ports[i]);
+    if (!ctl.open(config, &err)) return fail(err);
+
+    pub.set_state(stats::State::kRunning);
+    for (auto &p : ports)
+        log(LogLevel::kInfo, "port %s (%s) up: %s/%u mtu %u, %02x:%02x:%02x:%02x:%02x:%02x", p.config.name.c_str(),
+            p.config.device.c_str(), format_ipv4(p.config.ip).c_str(), p.config.prefix, p.config.mtu, p.mac.b[0],
+            p.mac.b[1], p.mac.b[2], p.mac.b[3], p.mac.b[4], p.mac.b[5]);
+    log(LogLevel::kInfo, "serving on %s: %zu engine(s) on CPU %s, idle %s, memory %s, EAL prefix %s",
+        config.socket.c_str(), engines.size(), cpus.c_str(), to_string(config.idle), use_huge ? "huge" : "no-huge",
+        eal.prefix().c_str());
+    if (ready_fd >= 0) {
+        ssize_t r = write(ready_fd, "READY\n", 6);
+        (void)r;
+        ::close(ready_fd);
+    }
+    if (daemon_fd >= 0) {
+        ssize_t r = write(daemon_fd, "1", 1);
+        (void)r;
+        ::close(daemon_fd);
+        int null = ::open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            ::close(null);
+        }
+    }
+
+    const int rc = control_loop(config, ctl, ports, pub);
+
+    // Graceful stop: no new attaches, engines reset what is left and stop,
+    // then the NIC is released and the runtime files go.
+    pub.set_state(stats::State::kStopping);
+    ctl.close();
+    for (auto &e : running) e->stop();
+    running.clear();
+    for (auto &p : ports) p.close();
+    ports.clear();
+    eal.cleanup();
+    pub.set_state(stats::State::kStopped);
+    pub.remove();
+    log(LogLevel::kInfo, "stopped");
+    return rc;
+}
+
+} // namespace ppe

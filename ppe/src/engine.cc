@@ -1,0 +1,376 @@
+// ppe/src/engine.cc: the engine loop.
+//
+//   rx burst (each port) → stack.input
+//   application command queues → stack (AppHost::poll)
+//   stack.poll (timers, deferred ACKs, output) → tx burst inside PacketIo
+//   stack.events → application event queues, wakeups collected
+//   one io_uring submission for all wakeups of this iteration
+//   idle: spin, or (adaptive/sleep) one io_uring wait until a doorbell, a
+//   kick from the control thread, the next stack timer, or max_sleep_us.
+#include "engine.h"
+
+#include "log.h"
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace ppe {
+
+namespace {
+
+uint64_t clock_ns(clockid_t id)
+{
+    timespec ts;
+    clock_gettime(id, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+// user_data tags of the engine's own io_uring requests.
+constexpr uint64_t kTagKick = 1;
+
+uint32_t steer_fn(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg)
+{
+    return static_cast<const Port *>(arg)->queue_of(lip, lport, rip, rport);
+}
+
+} // namespace
+
+void TscClock::init()
+{
+    hz_ = rte_get_tsc_hz();
+    tsc0_ = rte_rdtsc();
+    ns0_ = clock_ns(CLOCK_MONOTONIC);
+    mult_ = (static_cast<u128>(1'000'000'000ull) << 32) / hz_;
+}
+
+uint64_t TscClock::now_ns() const
+{
+    const uint64_t d = rte_rdtsc() - tsc0_;
+    return ns0_ + uint64_t((static_cast<u128>(d) * mult_) >> 32);
+}
+
+Engine::Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
+               const stats::View &stats, const TscClock &clock)
+    : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock)
+{}
+
+Engine::~Engine()
+{
+    stop();
+    if (ring_up_) io_uring_queue_exit(&ring_);
+    if (kick_fd_ >= 0) close(kick_fd_);
+}
+
+bool Engine::start(std::string *error)
+{
+    kick_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (kick_fd_ < 0) {
+        *error = std::string("eventfd: ") + std::strerror(errno);
+        return false;
+    }
+    thread_ = std::thread([this] { thread_main(); });
+    while (setup_state_.load(std::memory_order_acquire) == 0) usleep(1000); // bounded by setup itself
+    if (setup_state_.load() < 0) {
+        *error = setup_error_;
+        thread_.join();
+        return false;
+    }
+    return true;
+}
+
+void Engine::stop()
+{
+    if (!thread_.joinable()) return;
+    stop_.store(true, std::memory_order_release);
+    kick();
+    thread_.join();
+}
+
+void Engine::kick()
+{
+    // Only a sleeping engine needs the syscall; a spinning one sees the
+    // mailbox or the stop flag on its next iteration.
+    if (sleeping_.load(std::memory_order_acquire)) {
+        uint64_t one = 1;
+        ssize_t r = write(kick_fd_, &one, sizeof one);
+        (void)r; // EAGAIN: the counter is already non-zero, the engine will wake
+    }
+}
+
+void Engine::thread_main()
+{
+    std::string err;
+    if (!setup(&err)) {
+        setup_error_ = err;
+        setup_state_.store(-1, std::memory_order_release);
+        return;
+    }
+    setup_state_.store(1, std::memory_order_release);
+    loop();
+    rte_thread_unregister();
+}
+
+bool Engine::setup(std::string *error)
+{
+    const std::string name = "engine " + std::to_string(index_) + " (CPU " + std::to_string(core_.pu) + ")";
+    if (!pin_thread(core_.pu, error)) {
+        *error = name + ": " + *error;
+        return false;
+    }
+    if (rte_thread_register() != 0) {
+        *error = name + ": DPDK has no free lcore slot for the engine thread";
+        return false;
+    }
+    int rc = io_uring_queue_init(256, &ring_, 0);
+    if (rc < 0) {
+        *error = name + ": io_uring: " + std::strerror(-rc);
+        return false;
+    }
+    ring_up_ = true;
+
+    for (size_t p = 0; p < ports_.size(); p++) {
+        Port &port = ports_[p];
+        ios_.push_back(std::make_unique<MbufIo>(port, uint16_t(index_), uint16_t(config_.burst)));
+        mars::StackConfig sc;
+        sc.mac = port.mac;
+        sc.ip = port.config.ip;
+        sc.prefix = port.config.prefix;
+        sc.mtu = port.config.mtu;
+        if (port.config.gateway) sc.routes[sc.n_routes++] = mars::Route{0, 0, port.config.gateway};
+        for (const RouteConfig &r : config_.routes)
+            if (r.port == port.config.name && sc.n_routes < mars::StackConfig::kMaxRoutes)
+                sc.routes[sc.n_routes++] = mars::Route{r.dest, r.prefix, r.gateway};
+        sc.max_sockets = config_.max_sockets;
+        sc.ooo_pool_frames = config_.ooo_pool_frames;
+        sc.ooo_frames_per_conn = config_.ooo_frames_per_conn;
+        if (getrandom(sc.isn_secret, sizeof sc.isn_secret, 0) != sizeof sc.isn_secret) {
+            *error = name + ": getrandom failed";
+            return false;
+        }
+        sc.engine = index_;
+        if (port.queues > 1) {
+            sc.steer = steer_fn;
+            sc.steer_arg = &port;
+        }
+        sc.tcp = config_.tcp;
+        std::string serr;
+        auto stack = mars::Stack::create(sc, *ios_.back(), buffers_, &serr);
+        if (!stack) {
+            *error = name + ": port \"" + port.config.name + "\": the TCP/IP stack refused its config: " + serr;
+            return false;
+        }
+        stacks_.push_back(std::move(stack));
+    }
+    counters_.pu = core_.pu;
+    return true;
+}
+
+void Engine::arm_kick_read()
+{
+    if (kick_read_armed_) return;
+    io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) return;
+    io_uring_prep_read(sqe, kick_fd_, &kick_buf_, sizeof kick_buf_, 0);
+    io_uring_sqe_set_data64(sqe, kTagKick);
+    kick_read_armed_ = true;
+}
+
+void Engine::drain_completions()
+{
+    io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe)
+    {
+        const uint64_t tag = io_uring_cqe_get_data64(cqe);
+        if (tag == kTagKick) kick_read_armed_ = false;
+        n++;
+    }
+    io_uring_cq_advance(&ring_, n);
+}
+
+uint32_t Engine::poll_once(uint64_t now)
+{
+    uint32_t work = 0;
+    mars::PacketRef burst[256];
+    const uint16_t bsz = uint16_t(config_.burst);
+    for (size_t p = 0; p < stacks_.size(); p++) {
+        const uint16_t n = ios_[p]->receive(burst, bsz);
+        if (n) {
+            stacks_[p]->input(burst, n, now);
+            work += n;
+        }
+    }
+    for (auto &s : stacks_) s->poll(now);
+    // Socket events go to the applications' event queues once DTI contexts
+    // are served here; until then they only drain the stack's queue.
+    mars::SockEvent evs[64];
+    for (auto &s : stacks_) work += s->events(evs, 64);
+    return work;
+}
+
+void Engine::idle_sleep(uint64_t now)
+{
+    // Arm, then check: announce the sleep (kick() writes the wake fd only
+    // while we sleep), then look once more before blocking so a stop
+    // request published meanwhile is not missed.
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (stop_.load(std::memory_order_acquire)) {
+        sleeping_.store(false, std::memory_order_relaxed);
+        return;
+    }
+    arm_kick_read();
+    uint64_t until = now + uint64_t(config_.max_sleep_us) * 1000;
+    for (auto &s : stacks_) until = std::min(until, s->next_deadline_ns());
+    if (until > now) {
+        const uint64_t d = until - now;
+        __kernel_timespec ts{int64_t(d / 1'000'000'000), int64_t(d % 1'000'000'000)};
+        io_uring_cqe *cqe = nullptr;
+        // One syscall: submits what is queued and waits for the first
+        // completion or the timeout.
+        int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+        (void)rc; // -ETIME: the timer; -EINTR: a signal; both mean "poll again"
+        counters_.sleeps++;
+    }
+    drain_completions();
+    sleeping_.store(false, std::memory_order_relaxed);
+}
+
+void Engine::loop()
+{
+    for (size_t p = 0; p < stacks_.size(); p++) stacks_[p]->announce(clock_.now_ns());
+    uint64_t last_work = clock_.now_ns();
+    uint64_t next_publish = 0, next_conn_publish = 0;
+    const uint64_t spin_ns = uint64_t(config_.spin_us) * 1000;
+    const uint64_t start_tsc = rte_rdtsc();
+    while (!stop_.load(std::memory_order_acquire)) {
+        const uint64_t t0 = rte_rdtsc();
+        const uint64_t now = clock_.now_ns();
+        const uint32_t work = poll_once(now);
+        counters_.loops++;
+        const uint64_t t1 = rte_rdtsc();
+        if (work) {
+            counters_.busy_polls++;
+            counters_.busy_cycles += t1 - t0;
+            last_work = now;
+        } else {
+            counters_.idle_polls++;
+        }
+        if (now >= next_publish) {
+            counters_.total_cycles = t1 - start_tsc;
+            const bool conns = now >= next_conn_publish;
+            publish(now, conns);
+            next_publish = now + 10'000'000; // 10 ms
+            if (conns) next_conn_publish = now + 250'000'000;
+        }
+        if (!work) {
+            if (config_.idle == IdlePolicy::kSleep ||
+                (config_.idle == IdlePolicy::kAdaptive && now - last_work >= spin_ns))
+                idle_sleep(now);
+            else
+                rte_pause();
+        }
+        // Completions of wakeup writes and re-armed reads are collected
+        // without a syscall.
+        if (io_uring_cq_ready(&ring_)) drain_completions();
+    }
+    shutdown_all(clock_.now_ns());
+}
+
+void Engine::shutdown_all(uint64_t now)
+{
+    // Reset every connection that is left, then let the RSTs leave: a few
+    // bounded rounds of output.
+    for (auto &s : stacks_) {
+        std::vector<mars::SockId> open;
+        s->for_each_socket(
+            [](mars::SockId id, const mars::SockInfo &, uint64_t, void *arg) {
+                static_cast<std::vector<mars::SockId> *>(arg)->push_back(id);
+            },
+            &open);
+        for (mars::SockId id : open) s->abort(id);
+    }
+    mars::SockEvent evs[64];
+    for (int i = 0; i < 8; i++)
+        for (auto &s : stacks_) {
+            s->poll(now);
+            while (s->events(evs, 64)) {}
+        }
+    publish(clock_.now_ns(), true);
+}
+
+void Engine::publish(uint64_t now, bool with_conns)
+{
+    counters_.published_ns = now;
+    uint64_t rx = 0, tx = 0, dropped = 0;
+    for (auto &io : ios_) {
+        rx += io->rx_packets;
+        tx += io->tx_packets;
+        dropped += io->tx_dropped;
+    }
+    counters_.rx_packets = rx;
+    counters_.tx_packets = tx;
+    counters_.tx_dropped = dropped;
+    stats_.engine(index_)->write(counters_);
+    for (size_t p = 0; p < stacks_.size(); p++) {
+        stats::StackCounters sc;
+        sc.stack = stacks_[p]->stats();
+        stats_.stack(index_, uint32_t(p))->write(sc);
+    }
+    if (!with_conns) return;
+    // Connection table: gathered privately, then copied under the seqlock.
+    conn_scratch_.clear();
+    uint32_t total = 0;
+    for (auto &s : stacks_) {
+        struct Ctx {
+            std::vector<stats::ConnEntry> *out;
+            uint32_t *total;
+        } ctx{&conn_scratch_, &total};
+        s->for_each_socket(
+            [](mars::SockId id, const mars::SockInfo &i, uint64_t user, void *arg) {
+                auto *c = static_cast<Ctx *>(arg);
+                (*c->total)++;
+                stats::ConnEntry e{};
+                (void)user;
+                e.sock = id;
+                e.state = uint8_t(i.state);
+                e.local_ip = i.local.ip;
+                e.local_port = i.local.port;
+                e.remote_ip = i.remote.ip;
+                e.remote_port = i.remote.port;
+                e.rx_readable = i.rx_readable;
+                e.tx_unacked = i.tx_unacked;
+                e.tx_space = i.tx_space;
+                e.cwnd = i.cwnd;
+                e.srtt_us = i.srtt_us;
+                e.ooo_frames = i.ooo_frames;
+                e.retransmits = i.total_retransmits;
+                e.bytes_in = i.bytes_in;
+                e.bytes_out = i.bytes_out;
+                c->out->push_back(e);
+            },
+            &ctx);
+    }
+    const stats::Header *h = stats_.header();
+    const uint32_t count = uint32_t(std::min<size_t>(conn_scratch_.size(), h->conn_capacity));
+    std::atomic<uint32_t> *seq = stats_.conn_seq(index_);
+    const uint32_t s0 = seq->load(std::memory_order_relaxed);
+    seq->store(s0 + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    stats::ConnTableHeader *th = stats_.conn_header(index_);
+    th->count = count;
+    th->total = total;
+    th->published_ns = now;
+    std::memcpy(static_cast<void *>(stats_.conns(index_)), conn_scratch_.data(), count * sizeof(stats::ConnEntry));
+    seq->store(s0 + 2, std::memory_order_release);
+}
+
+} // namespace ppe

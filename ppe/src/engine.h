@@ -1,0 +1,137 @@
+// ppe/src/engine.h: one engine — a thread pinned to a reserved core that
+// owns one MARS stack per port (its queue of each port) and the DTI contexts
+// of the applications assigned to it. Share-nothing: no locks; the control
+// thread talks to it only through a single-producer mailbox and a wake fd.
+#pragma once
+
+#include "config.h"
+#include "dpdk.h"
+#include "stats.h"
+#include "system.h"
+
+#include <mars/stack.h>
+
+#include <liburing.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ppe {
+
+// Ring memory for connections. Until DTI contexts are served by this engine
+// no application owns memory here, so passive opens are refused (RST).
+class NoAppBuffers final : public mars::BufferProvider {
+  public:
+    bool provide(uint64_t, mars::RingMemory *) override { return false; }
+    void reclaim(uint64_t, const mars::RingMemory &) override {}
+};
+
+// Single-producer single-consumer mailbox of pointers (control → engine and
+// engine → control). Bounded; push fails when full and the producer retries
+// later, so nothing is ever lost.
+template <size_t N>
+class Mailbox {
+  public:
+    bool push(void *p)
+    {
+        const uint32_t t = tail_.load(std::memory_order_relaxed);
+        if (t - head_.load(std::memory_order_acquire) == N) return false;
+        slots_[t % N] = p;
+        tail_.store(t + 1, std::memory_order_release);
+        return true;
+    }
+    void *pop()
+    {
+        const uint32_t h = head_.load(std::memory_order_relaxed);
+        if (h == tail_.load(std::memory_order_acquire)) return nullptr;
+        void *p = slots_[h % N];
+        head_.store(h + 1, std::memory_order_release);
+        return p;
+    }
+    bool empty() const
+    {
+        return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+    }
+
+  private:
+    alignas(64) std::atomic<uint32_t> head_{0};
+    alignas(64) std::atomic<uint32_t> tail_{0};
+    void *slots_[N] = {};
+};
+
+__extension__ typedef unsigned __int128 u128;
+
+// Monotonic nanoseconds from the TSC: one rdtsc and a multiply.
+class TscClock {
+  public:
+    void init();
+    uint64_t now_ns() const;
+    uint64_t tsc_hz() const { return hz_; }
+
+  private:
+    uint64_t tsc0_ = 0, ns0_ = 0, hz_ = 1;
+    u128 mult_ = 0; // ns per tick << 32
+};
+
+class Engine {
+  public:
+    Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
+           const stats::View &stats, const TscClock &clock);
+    ~Engine();
+
+    // Starts the thread; returns once the stacks exist (or failed to).
+    bool start(std::string *error);
+    // Asks the loop to shut down gracefully and waits for it.
+    void stop();
+    // Wakes the engine if it sleeps (mailbox messages, stop).
+    void kick();
+
+    uint32_t index() const { return index_; }
+    int pu() const { return core_.pu; }
+    mars::Stack *stack(size_t port) { return stacks_[port].get(); }
+
+
+  private:
+    void thread_main();
+    bool setup(std::string *error);
+    void loop();
+    uint32_t poll_once(uint64_t now);
+    void idle_sleep(uint64_t now);
+    void arm_kick_read();
+    void drain_completions();
+    void publish(uint64_t now, bool with_conns);
+    void shutdown_all(uint64_t now);
+
+
+    const uint32_t index_;
+    const EngineCore core_;
+    const Config &config_;
+    std::vector<Port> &ports_;
+    const stats::View stats_;
+    const TscClock &clock_;
+
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    std::atomic<int> setup_state_{0}; // 0 pending, 1 ok, -1 failed
+    std::string setup_error_;
+
+    std::vector<std::unique_ptr<MbufIo>> ios_;
+    std::vector<std::unique_ptr<mars::Stack>> stacks_;
+    NoAppBuffers buffers_;
+
+    io_uring ring_{};
+    bool ring_up_ = false;
+    int kick_fd_ = -1;
+    uint64_t kick_buf_ = 0;
+    bool kick_read_armed_ = false;
+    std::atomic<bool> sleeping_{false};
+
+    stats::EngineCounters counters_{};
+    std::vector<stats::ConnEntry> conn_scratch_;
+};
+
+} // namespace ppe
