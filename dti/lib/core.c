@@ -156,7 +156,7 @@ static int check_header(const struct dti_region_header *h, uint64_t size, char *
 
 static void destroy_tls_ctx(void *p);
 
-static int map_region(struct dti *d, int memfd, char *why, size_t wl)
+static int map_region(struct dti_attachment *d, int memfd, char *why, size_t wl)
 {
     struct stat st;
     if (fstat(memfd, &st) < 0 || st.st_size < (off_t)sizeof(struct dti_region_header)) {
@@ -204,7 +204,7 @@ static int refused(const struct dti_ctl_msg *m, char *why, size_t wl)
     return -code;
 }
 
-static int handshake(struct dti *d, const char *name, char *why, size_t wl)
+static int handshake(struct dti_attachment *d, const char *name, char *why, size_t wl)
 {
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_HELLO,
                             .abi_version = DTI_ABI_VERSION, .pid = (uint32_t)getpid()};
@@ -256,7 +256,7 @@ int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
-    struct dti *d = calloc(1, sizeof *d);
+    struct dti_attachment *d = calloc(1, sizeof *d);
     if (!d)
         return -ENOMEM;
     d->ctl_fd = d->doorbell_fd = -1;
@@ -313,7 +313,7 @@ void dti_get_limits(const dti_t *d, struct dti_limits *out) { *out = d->limits; 
 
 /* ---- liveness -------------------------------------------------------------- */
 
-static void mark_dead(struct dti *d, int reason)
+static void mark_dead(struct dti_attachment *d, int reason)
 {
     if (!__atomic_load_n(&d->dead, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&d->dead_reason, reason, __ATOMIC_RELAXED);
@@ -323,7 +323,7 @@ static void mark_dead(struct dti *d, int reason)
 
 /* The region flag is free to read; the control socket check is one poll()
  * and is done only when the caller is idle anyway. */
-bool dti__check_alive(struct dti *d, bool allow_syscall)
+bool dti__check_alive(struct dti_attachment *d, bool allow_syscall)
 {
     if (__atomic_load_n(&d->dead, __ATOMIC_ACQUIRE))
         return false;
@@ -344,7 +344,7 @@ bool dti__check_alive(struct dti *d, bool allow_syscall)
 
 int dti_engine_alive(dti_t *d) { return dti__check_alive(d, true) ? 1 : 0; }
 
-void dti__ring_doorbell(struct dti *d)
+void dti__ring_doorbell(struct dti_attachment *d)
 {
     /* Pairs with the engine's "set sleeping, fence, re-check queues". */
     DTI_FENCE();
@@ -357,7 +357,7 @@ void dti__ring_doorbell(struct dti *d)
 
 /* ---- contexts ---------------------------------------------------------------- */
 
-static int open_queue_pair(struct dti *d, uint32_t *index, int *wake_fd)
+static int open_queue_pair(struct dti_attachment *d, uint32_t *index, int *wake_fd)
 {
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_OPEN_CTX,
                             .abi_version = DTI_ABI_VERSION};
@@ -442,7 +442,7 @@ void dti_ctx_destroy(dti_ctx_t *c)
 {
     if (!c)
         return;
-    struct dti *d = c->d;
+    struct dti_attachment *d = c->d;
     pthread_mutex_lock(&d->lock);
     for (struct dti_ctx **pp = &d->contexts; *pp; pp = &(*pp)->next_all) {
         if (*pp == c) {

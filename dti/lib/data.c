@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-struct dti_sock_shared *dti__sock(struct dti *d, dti_sock_t s, uint32_t *slot_out)
+struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out)
 {
     uint32_t slot = dti__slot(s), gen = dti__gen(s);
     if (s == DTI_SOCK_INVALID || slot >= d->limits.max_sockets || gen == 0)
@@ -20,7 +20,7 @@ struct dti_sock_shared *dti__sock(struct dti *d, dti_sock_t s, uint32_t *slot_ou
 }
 
 /* Positions start at 0 for every new handle in a slot. */
-static struct dti_sock_priv *rx_side(struct dti *d, uint32_t slot, uint32_t gen)
+static struct dti_sock_priv *rx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
 {
     struct dti_sock_priv *p = &d->priv[slot];
     if (p->rx_gen != gen) {
@@ -30,7 +30,7 @@ static struct dti_sock_priv *rx_side(struct dti *d, uint32_t slot, uint32_t gen)
     return p;
 }
 
-static struct dti_sock_priv *tx_side(struct dti *d, uint32_t slot, uint32_t gen)
+static struct dti_sock_priv *tx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
 {
     struct dti_sock_priv *p = &d->priv[slot];
     if (p->tx_gen != gen) {
@@ -41,13 +41,13 @@ static struct dti_sock_priv *tx_side(struct dti *d, uint32_t slot, uint32_t gen)
 }
 
 /* Readable bytes; clamped so a confused engine cannot make us read past the ring. */
-static uint32_t readable(struct dti *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
+static uint32_t readable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
 {
     uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
     return n > d->limits.rx_ring_size ? 0 : n;
 }
 
-static uint32_t writable(struct dti *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
+static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
 {
     uint32_t used = p->tx_tail - DTI_LOAD(&sh->tx_head);
     return used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
@@ -147,12 +147,12 @@ int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
 
 /* ---- receive --------------------------------------------------------------- */
 
-static uint8_t *rx_ring(struct dti *d, uint32_t slot)
+static uint8_t *rx_ring(struct dti_attachment *d, uint32_t slot)
 {
     return d->base + d->hdr->data_offset + d->hdr->data_stride * slot;
 }
 
-static uint8_t *tx_ring(struct dti *d, uint32_t slot)
+static uint8_t *tx_ring(struct dti_attachment *d, uint32_t slot)
 {
     return rx_ring(d, slot) + d->limits.rx_ring_size;
 }
@@ -314,9 +314,9 @@ ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsign
 
 /* ---- region buffer pool ------------------------------------------------------------- */
 
-static bool block_used(const struct dti *d, uint32_t i) { return d->pool_bitmap[i / 64] >> (i % 64) & 1; }
+static bool block_used(const struct dti_attachment *d, uint32_t i) { return d->pool_bitmap[i / 64] >> (i % 64) & 1; }
 
-static void set_blocks(struct dti *d, uint32_t first, uint32_t n, bool used)
+static void set_blocks(struct dti_attachment *d, uint32_t first, uint32_t n, bool used)
 {
     for (uint32_t i = first; i < first + n; i++) {
         if (used)

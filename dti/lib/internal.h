@@ -42,7 +42,7 @@ struct dti_ctx_pending {
 };
 
 struct dti_ctx {
-    struct dti *d;
+    struct dti_attachment *d;
     uint32_t index;
     struct dti_qp_header *qp;
     struct dti_cmd *cmds;
@@ -70,7 +70,7 @@ struct dti_ctx {
     struct dti_ctx *next_all; /* d->contexts list */
 };
 
-struct dti {
+struct dti_attachment {
     int ctl_fd;
     int doorbell_fd;
     uint8_t *base;
@@ -92,9 +92,9 @@ struct dti {
 #pragma GCC visibility push(hidden)
 
 /* core.c */
-bool dti__check_alive(struct dti *d, bool allow_syscall);
+bool dti__check_alive(struct dti_attachment *d, bool allow_syscall);
 uint64_t dti__now_ns(void);
-void dti__ring_doorbell(struct dti *d);
+void dti__ring_doorbell(struct dti_attachment *d);
 /* Like dti_wait() but ignores the stash: waits for the ring itself. */
 int dti__wait_ring(struct dti_ctx *c, int timeout_ms);
 
@@ -103,7 +103,7 @@ int dti__ctx_init_queues(struct dti_ctx *c);
 void dti__ctx_free_queues(struct dti_ctx *c);
 
 /* data.c */
-struct dti_sock_shared *dti__sock(struct dti *d, dti_sock_t s, uint32_t *slot_out);
+struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out);
 int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags);
 
 #pragma GCC visibility pop

@@ -78,7 +78,7 @@ const char *dti_strerror(int err);
 
 /* ---- types ------------------------------------------------------------ */
 
-typedef struct dti dti_t;         /* one attachment of this process to a PPE */
+typedef struct dti_attachment dti_t; /* one attachment of this process to a PPE */
 typedef struct dti_ctx dti_ctx_t; /* one queue pair; one per thread */
 
 /* A socket handle: an index with a generation, always in [0, INT32_MAX], so

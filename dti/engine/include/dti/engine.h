@@ -1,0 +1,217 @@
+// dti/engine.h: the engine side of the DTI, the half eta-ppe links.
+//
+// One Engine per engine thread; it is single-threaded (no locks, no atomics
+// except on the shared region) and owns the attachments the PPE gives it.
+// It never depends on DPDK or on MARS: it drives a dti::engine::Transport,
+// a small interface that mirrors mars::Stack's socket calls; the PPE adapts
+// its mars::Stack to it (forwarding calls one to one) and forwards MARS's
+// BufferProvider hook to Engine::provide()/reclaim().
+//
+// Loop the PPE runs on the engine thread:
+//
+//   for (;;) {
+//     transport input/timers ...           (mars: input(), poll())
+//     engine.poll();                       // commands -> transport, transport events -> apps
+//     for (int fd : engine.wakeups()) ...  // eventfd writes: one io_uring submission
+//     engine.clear_wakeups();
+//     if idle: if (engine.prepare_sleep()) { wait on doorbell_fds()/control fds/timers;
+//                                             engine.end_sleep(); }
+//   }
+//   control fd of an attachment readable or hung up -> engine.control(id)
+//   new connection on the PPE's UNIX socket, readable -> engine.attach(fd, &why)
+//
+// Everything an application can write is treated as hostile: commands are
+// copied once into private memory and validated; indices, handles, offsets
+// and lengths are checked; app pointers are never followed; a corrupt region
+// breaks only its own attachment (DTI_ENGINE_BROKEN, then detach).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dti::engine {
+
+// ---- the transport the engine drives (mirrors mars::Stack) --------------
+
+using SockId = uint32_t;
+constexpr SockId kNoSock = 0xffffffffu;
+
+struct Endpoint { // host byte order
+    uint32_t ip = 0;
+    uint16_t port = 0;
+};
+
+struct RingMemory {
+    uint8_t *rx = nullptr;
+    uint32_t rx_size = 0;
+    uint8_t *tx = nullptr;
+    uint32_t tx_size = 0;
+};
+
+struct RingSpan {
+    uint8_t *p[2] = {nullptr, nullptr};
+    uint32_t n[2] = {0, 0};
+    uint32_t total() const { return n[0] + n[1]; }
+};
+
+// Same values as mars::SockEventBits.
+enum EventBits : uint32_t {
+    kEvConnected = 1u << 0,
+    kEvAcceptable = 1u << 1,
+    kEvReadable = 1u << 2,
+    kEvWritable = 1u << 3,
+    kEvPeerClosed = 1u << 4,
+    kEvReset = 1u << 5,
+    kEvError = 1u << 6,
+    kEvClosed = 1u << 7,
+};
+
+struct TransportEvent {
+    SockId sock;
+    uint32_t bits;
+    uint64_t user;
+};
+
+// Same order as mars::SockOpt.
+enum class Option : uint16_t {
+    kNoDelay, kCork, kKeepAlive, kKeepIdleSec, kKeepIntvlSec, kKeepCnt, kMaxSeg,
+    kUserTimeoutMs, kLingerSec, kReuseAddr, kReusePort, kTos, kRcvLowat,
+};
+
+struct SockInfo {
+    Endpoint local, remote;
+    int error = 0;          // positive errno, 0 if none
+    bool peer_closed = false;
+};
+
+// Contract (what the engine relies on; mars::Stack's documented behaviour):
+//  - errors are negative errno values;
+//  - ring memory is obtained through the engine's provide() when a connection
+//    comes to exist (active open at connect(), passive open before accept) and
+//    returned through reclaim() before the id is freed;
+//  - rx_view() points p[0] at the read position even when nothing is readable,
+//    and tx_view() at the write position (so ring offsets can be derived);
+//  - close() is followed, eventually, by an event with kEvClosed for that id;
+//    abort() frees the id at once (no kEvClosed);
+//  - events() coalesces: a socket appears at most once per drain.
+class Transport {
+  public:
+    virtual ~Transport() = default;
+    virtual int64_t open(uint64_t user) = 0;
+    virtual int bind(SockId s, Endpoint local) = 0;
+    virtual int listen(SockId s, int backlog) = 0;
+    virtual int64_t accept(SockId listener, uint64_t user) = 0;
+    virtual int connect(SockId s, Endpoint remote) = 0;
+    virtual int shutdown(SockId s, bool rd, bool wr) = 0;
+    virtual int close(SockId s) = 0;
+    virtual int abort(SockId s) = 0;
+    virtual int set_option(SockId s, Option opt, int64_t value) = 0;
+    virtual int get_option(SockId s, Option opt, int64_t *value) = 0;
+    virtual int info(SockId s, SockInfo *out) = 0;
+    virtual void set_user(SockId s, uint64_t user) = 0;
+    virtual int rx_view(SockId s, RingSpan *out) = 0;
+    virtual int rx_consume(SockId s, uint32_t n) = 0;
+    virtual int tx_view(SockId s, RingSpan *out) = 0;
+    virtual int tx_commit(SockId s, uint32_t n, bool more) = 0;
+    virtual uint16_t events(TransportEvent *out, uint16_t max) = 0;
+};
+
+// ---- configuration and counters -----------------------------------------
+
+struct Limits {
+    uint32_t max_attachments = 256;     // per Engine
+    uint32_t max_contexts = 64;         // queue pairs per attachment (<= 64)
+    uint32_t max_sockets = 1024;        // per attachment
+    uint32_t cmdq_entries = 256;        // power of two
+    uint32_t evq_entries = 512;         // power of two, >= 2 * cmdq_entries
+    uint32_t rx_ring_size = 64 * 1024;  // power of two
+    uint32_t tx_ring_size = 64 * 1024;  // power of two
+    uint64_t pool_size = 1 << 20;       // region buffer pool bytes
+    uint64_t max_region_bytes = 1ull << 30; // memory per attachment
+    std::vector<uint32_t> allowed_uids; // empty: anyone who can reach the socket
+    uint32_t commands_per_poll = 64;    // per context per poll(), for fairness
+};
+
+struct Stats {
+    uint64_t commands = 0, completions = 0, events_posted = 0, events_dropped = 0;
+    uint64_t doorbells_seen = 0, wakeups = 0, polls = 0;
+    uint64_t rejected_commands = 0; // failed validation (counted, answered -EINVAL)
+    uint64_t broken_regions = 0, attaches = 0, refusals = 0, detaches = 0;
+};
+
+struct AttachmentInfo {
+    int id;
+    uint32_t uid, pid;
+    std::string name;
+    uint32_t contexts, sockets;
+    uint64_t region_bytes;
+    bool broken;
+};
+
+// ---- the engine -----------------------------------------------------------
+
+class Engine {
+  public:
+    // Returns nullptr and a message when the limits are unusable.
+    static std::unique_ptr<Engine> create(Transport &transport, const Limits &limits,
+                                          std::string *error);
+    virtual ~Engine() = default;
+
+    // -- control plane (engine thread) --
+    // `fd` is a connected SOCK_SEQPACKET UNIX socket whose HELLO is readable
+    // (or will be: -EAGAIN means call again when it is). Checks SO_PEERCRED
+    // and the limits, creates the region, answers WELCOME or REFUSED.
+    // Returns the attachment id (>= 0; the engine now owns fd) or a negative
+    // error with *why set (the caller closes fd).
+    virtual int attach(int fd, std::string *why) = 0;
+    // The attachment's control fd is readable or hung up: handles context
+    // open/close requests; on EOF detaches. Never blocks.
+    virtual void control(int id) = 0;
+    // Aborts every socket of the attachment, reclaims its memory (once the
+    // transport has returned every ring) and closes its fds.
+    virtual void detach(int id) = 0;
+    // Engine shutdown: marks every region GONE and detaches everything.
+    virtual void shutdown() = 0;
+    virtual int control_fd(int id) const = 0;
+    virtual std::vector<AttachmentInfo> attachments() const = 0;
+
+    // -- data plane --
+    // One pass: each context's command queue (bounded burst), transport
+    // events, socket table updates, completions and events. Returns the
+    // amount of work done (0: idle).
+    virtual unsigned poll() = 0;
+    // Eventfds of armed contexts that got entries since the last clear,
+    // deduplicated: write 1 (8 bytes) to each, e.g. in one io_uring submit.
+    virtual std::span<const int> wakeups() const = 0;
+    virtual void clear_wakeups() = 0;
+    // Convenience: write() each wakeup, then clear.
+    virtual void flush_wakeups() = 0;
+    // Sleep protocol: sets "engine sleeping" in every region, fences and
+    // re-checks; false (and the flags cleared) when commands arrived meanwhile.
+    virtual bool prepare_sleep() = 0;
+    virtual void end_sleep() = 0;
+    // Doorbell eventfds apps write while the engine sleeps (one per attachment).
+    virtual std::vector<int> doorbell_fds() const = 0;
+
+    // -- MARS BufferProvider hook: forward mars::BufferProvider here --
+    virtual bool provide(uint64_t user, RingMemory *out) = 0;
+    virtual void reclaim(uint64_t user, const RingMemory &mem) = 0;
+
+    virtual const Stats &stats() const = 0;
+
+    // -- tests and the fuzzer: serve a region in caller-owned memory, laid
+    // out by layout_region(), with `contexts` queue pairs open, no fds and no
+    // control socket. Returns the attachment id or a negative error.
+    virtual int attach_memory(void *region, uint64_t size, uint32_t contexts) = 0;
+};
+
+// Size of a region for these limits (0 if they are unusable).
+uint64_t region_bytes(const Limits &limits);
+// Writes the header (engine-owned fields) of a fresh region of that size.
+void layout_region(void *region, uint64_t size, const Limits &limits);
+
+} // namespace dti::engine
