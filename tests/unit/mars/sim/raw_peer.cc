@@ -12,10 +12,10 @@ RawPeer::RawPeer(const Options &o) : opt_(o), pool_(o.pool_frames)
 {
     stack_mac = o.stack.mac;
     stack_ip = o.stack.ip;
-    rings_ = std::make_unique<RingPool>(o.ring_slots, o.stack.tcp.rcvbuf, o.stack.tcp.sndbuf);
+    rings_ = std::make_unique<RingPool>(o.provider ? 0 : o.ring_slots, o.stack.tcp.rcvbuf, o.stack.tcp.sndbuf);
     port_ = std::make_unique<SimPort>(pool_, [this](const PacketRef &f) { on_transmit(f); }, o.offloads);
     std::string err;
-    stack_ = Stack::create(o.stack, *port_, *rings_, &err);
+    stack_ = Stack::create(o.stack, *port_, o.provider ? *o.provider : static_cast<BufferProvider &>(*rings_), &err);
     if (!stack_) throw std::runtime_error("Stack::create failed: " + err);
     if (o.introduce) {
         inject(build_arp(ArpSpec{peer_mac, MacAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, 1, peer_mac, MacAddr{}, peer_ip, stack_ip}));
@@ -30,8 +30,10 @@ void RawPeer::on_transmit(const PacketRef &f)
     if (opt_.capture) {
         Parsed p;
         parse_frame(f.data, f.len, &p);
-        if (opt_.auto_arp && p.is_arp && p.arp_op == 1 && p.arp_tpa == peer_ip) {
-            pending_.push_back(build_arp(ArpSpec{peer_mac, p.arp_sha, 2, peer_mac, p.arp_sha, peer_ip, p.arp_spa}));
+        // The peer answers for every address but the stack's own (benchmarks
+        // use many peer addresses behind the one peer MAC).
+        if (opt_.auto_arp && p.is_arp && p.arp_op == 1 && p.arp_tpa != stack_ip) {
+            pending_.push_back(build_arp(ArpSpec{peer_mac, p.arp_sha, 2, peer_mac, p.arp_sha, p.arp_tpa, p.arp_spa}));
         } else {
             out_.push_back(std::move(p));
         }

@@ -27,14 +27,21 @@ class RawPeer {
         bool introduce = true;
         // Parse captured frames (off for benchmarks: they are just released).
         bool capture = true;
+        // Ring memory from elsewhere (benchmarks with very many idle
+        // connections); nullptr: a RingPool of ring_slots slots.
+        BufferProvider *provider = nullptr;
     };
     RawPeer();
     explicit RawPeer(const Options &o);
     ~RawPeer();
 
     Stack &stack() { return *stack_; }
+    // Destroys the stack now (to check that it returned every frame and ring).
+    void destroy_stack() { stack_.reset(); }
     FramePool &pool() { return pool_; }
-    RingPool &rings() { return *rings_; }
+    RingPool &rings() { return *rings_; } // only without Options::provider
+    // Stops (or resumes) parsing what the stack sends; frames are released at once.
+    void set_capture(bool on) { opt_.capture = on; }
     SimPort &port() { return *port_; }
     uint64_t now = 1'000'000'000;
 

@@ -114,7 +114,7 @@ uint16_t SimPort::transmit(PacketRef *frames, uint16_t n)
             pool_.put(f);
             continue;
         }
-        apply_tx_offload(f);
+        if (emulate_offload_) apply_tx_offload(f);
         tx_frames++;
         sink_(f);
     }

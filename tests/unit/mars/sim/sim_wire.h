@@ -108,6 +108,9 @@ class SimPort : public PacketIo {
     void set_offloads(uint32_t o) { offloads_ = o; }
     // When set, alloc() fails (as a drained mempool would).
     void set_alloc_fails(bool f) { alloc_fails_ = f; }
+    // Off: frames that ask for tx checksum offload are passed on without the
+    // port filling the checksums (benchmarks: a NIC does it for free).
+    void set_offload_emulation(bool on) { emulate_offload_ = on; }
 
     uint64_t tx_frames = 0;
     // Frames handed to transmit() that no real NIC could send: empty, longer
@@ -119,6 +122,7 @@ class SimPort : public PacketIo {
     Sink sink_;
     uint32_t offloads_;
     bool alloc_fails_ = false;
+    bool emulate_offload_ = true;
 };
 
 // Fills in checksums the way a NIC with tx offload would (the stack asked by

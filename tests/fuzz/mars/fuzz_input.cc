@@ -1,0 +1,307 @@
+// tests/fuzz/mars/fuzz_input.cc: see fuzz_input.h.
+#include "fuzz_input.h"
+
+#include "malformed.h"
+#include "raw_peer.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace mars::fuzz {
+
+namespace {
+
+using sim::RawPeer;
+
+constexpr uint64_t kMs = 1'000'000;
+
+RawPeer::Options fuzz_options()
+{
+    RawPeer::Options o;
+    o.stack.max_sockets = 32;
+    o.stack.ooo_pool_frames = 64;
+    o.stack.ooo_frames_per_conn = 16;
+    o.stack.arp_pending_frames = 8;
+    o.stack.tcp.rcvbuf = 16384;
+    o.stack.tcp.sndbuf = 16384;
+    o.stack.tcp.syn_backlog = 4;
+    o.stack.tcp.time_wait_ns = 2'000'000'000ull;
+    o.ring_slots = 16;
+    o.pool_frames = 256;
+    return o;
+}
+
+void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = uint8_t(v >> 24);
+    p[1] = uint8_t(v >> 16);
+    p[2] = uint8_t(v >> 8);
+    p[3] = uint8_t(v);
+}
+uint32_t get32(const uint8_t *p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3]; }
+
+// Rewrites addresses (and ports, and relative seq/ack) so the frame reaches
+// the chosen socket. Touches only bytes the frame has.
+void aim(std::vector<uint8_t> &f, const RawPeer &peer, uint16_t peer_port, uint16_t stack_port, uint32_t seq_base,
+         uint32_t ack_base)
+{
+    if (f.size() < 12) return;
+    std::memcpy(f.data(), peer.stack_mac.b, 6);
+    std::memcpy(f.data() + 6, peer.peer_mac.b, 6);
+    if (f.size() < sim::kEthLen + 20) return;
+    put32(f.data() + sim::kEthLen + 12, peer.peer_ip);
+    put32(f.data() + sim::kEthLen + 16, peer.stack_ip);
+    size_t ihl = size_t(f[sim::kEthLen] & 0xf) * 4;
+    size_t t = sim::kEthLen + (ihl < 20 ? 20 : ihl);
+    if (f.size() < t + 12) return;
+    f[t] = uint8_t(peer_port >> 8);
+    f[t + 1] = uint8_t(peer_port);
+    f[t + 2] = uint8_t(stack_port >> 8);
+    f[t + 3] = uint8_t(stack_port);
+    put32(&f[t + 4], get32(&f[t + 4]) + seq_base);
+    put32(&f[t + 8], get32(&f[t + 8]) + ack_base);
+}
+
+[[noreturn]] void invariant_broken(const char *what, uint64_t a, uint64_t b)
+{
+    std::fprintf(stderr, "mars fuzz: invariant broken: %s (%llu vs %llu)\n", what, (unsigned long long)a, (unsigned long long)b);
+    std::abort();
+}
+
+struct World {
+    RawPeer peer{fuzz_options()};
+    SockId listener = kNoSock;
+    RawPeer::Conn est, syn_sent;
+    std::vector<SockId> accepted;
+    uint32_t syn_sent_iss = 0;
+
+    bool setup()
+    {
+        listener = peer.listen(80, 8);
+        std::string why;
+        if (peer.open_passive(listener, 80, 40000, &est, RawPeer::full_syn_options(0), &why) == kNoSock) return false;
+        int64_t s = peer.stack().open(77);
+        if (s < 0 || peer.stack().connect(SockId(s), Endpoint{peer.peer_ip, 9000}, peer.now) != 0) return false;
+        peer.poll();
+        for (auto &p : peer.take_tcp()) {
+            if (p.flags == sim::kSyn && p.dport == 9000) {
+                syn_sent.sock = SockId(s);
+                syn_sent.peer_port = 9000;
+                syn_sent.stack_port = p.sport;
+                syn_sent_iss = p.seq;
+            }
+        }
+        peer.take();
+        return syn_sent.sock != kNoSock;
+    }
+
+    // Follows the stack's view of the established connection from what it sends.
+    void observe()
+    {
+        for (auto &p : peer.take_conn(est)) {
+            if (p.has(sim::kAck)) est.peer_nxt = p.ack;
+        }
+        peer.take();
+    }
+
+    void app_acts()
+    {
+        Stack &st = peer.stack();
+        for (int i = 0; i < 8; i++) {
+            int64_t a = st.accept(listener, 500 + uint64_t(i));
+            if (a < 0) break;
+            accepted.push_back(SockId(a));
+        }
+        std::vector<SockId> socks = accepted;
+        socks.push_back(est.sock);
+        socks.push_back(syn_sent.sock);
+        uint8_t buf[4096];
+        for (SockId s : socks) {
+            for (int i = 0; i < 8 && st.recv(s, buf, sizeof buf) > 0; i++) {
+            }
+            std::memset(buf, 0x61, sizeof buf);
+            st.send(s, buf, 3000);
+        }
+    }
+};
+
+} // namespace
+
+void add_record(std::vector<uint8_t> *input, uint8_t ctl, const std::vector<uint8_t> &frame)
+{
+    size_t n = frame.size() > 0xffff ? 0xffff : frame.size();
+    input->push_back(ctl);
+    input->push_back(uint8_t(n));
+    input->push_back(uint8_t(n >> 8));
+    input->insert(input->end(), frame.begin(), frame.begin() + long(n));
+}
+
+int run_one(const uint8_t *data, size_t size)
+{
+    World w;
+    if (!w.setup()) invariant_broken("fixture setup failed", 0, 0);
+    size_t i = 0;
+    for (int records = 0; i + 3 <= size && records < 256; records++) {
+        uint8_t ctl = data[i];
+        size_t len = size_t(data[i + 1]) | size_t(data[i + 2]) << 8;
+        i += 3;
+        if (len > size - i) len = size - i;
+        std::vector<uint8_t> f(data + i, data + i + len);
+        i += len;
+        if (ctl & kAdvanceTime) w.peer.advance(250 * kMs);
+        if (ctl & kAimEstablished) {
+            aim(f, w.peer, w.est.peer_port, w.est.stack_port, w.est.peer_nxt, w.est.stack_nxt);
+        } else if (ctl & kAimSynSent) {
+            aim(f, w.peer, 9000, w.syn_sent.stack_port, 0, w.syn_sent_iss + 1);
+        } else if (ctl & kAimListener) {
+            aim(f, w.peer, f.size() >= 36 ? uint16_t(f[34] << 8 | f[35]) : 1234, 80, 0, 0);
+        }
+        if (ctl & kFixIpCsum) sim::fix_ip_checksum(f.data(), f.size());
+        if (ctl & kFixL4Csum) sim::fix_l4_checksum(f.data(), f.size());
+        w.peer.input_only({f}, (ctl & kMarkCsumGood) ? (kRxIpCsumGood | kRxL4CsumGood) : 0);
+        w.peer.poll();
+        if (ctl & kAppActs) w.app_acts();
+        w.observe();
+        const StackStats &st = w.peer.stack().stats();
+        if (st.ooo_frames_used > fuzz_options().stack.ooo_pool_frames)
+            invariant_broken("anonymous pool over its size", st.ooo_frames_used, fuzz_options().stack.ooo_pool_frames);
+    }
+    // Let timers run (retransmissions, TIME-WAIT, keepalive), then tear down.
+    w.peer.advance(3000 * kMs);
+    w.peer.take();
+    w.peer.destroy_stack();
+    if (w.peer.pool().in_use() != 0) invariant_broken("frames not returned after the stack was destroyed", w.peer.pool().in_use(), 0);
+    if (w.peer.pool().bad_releases() != 0) invariant_broken("frames released twice or never given", w.peer.pool().bad_releases(), 0);
+    if (w.peer.rings().outstanding() != 0) invariant_broken("rings not reclaimed", w.peer.rings().outstanding(), 0);
+    if (w.peer.rings().bad_reclaims() != 0) invariant_broken("rings reclaimed twice", w.peer.rings().bad_reclaims(), 0);
+    return 0;
+}
+
+std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
+{
+    using namespace sim;
+    World w;
+    if (!w.setup()) invariant_broken("fixture setup failed", 0, 0);
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> seeds;
+    const uint8_t fix = kFixIpCsum | kFixL4Csum;
+    // Relative segments on the established connection: seq/ack 0 mean
+    // "exactly what the connection expects".
+    RawPeer::Conn rel = w.est;
+    rel.peer_nxt = 0;
+    rel.stack_nxt = 0;
+    rel.ts = false;
+    auto est = [&](uint8_t flags, size_t n, uint32_t dseq = 0, uint16_t window = 65535) {
+        RawPeer::Conn c = rel;
+        c.peer_nxt += dseq;
+        c.window = window;
+        std::vector<uint8_t> payload(n);
+        for (size_t i = 0; i < n; i++) payload[i] = uint8_t(i * 7);
+        return build_tcp(w.peer.seg(c, flags, payload));
+    };
+    auto one = [&](const std::string &name, uint8_t ctl, const std::vector<uint8_t> &f) {
+        std::vector<uint8_t> in;
+        add_record(&in, ctl, f);
+        seeds.push_back({name, in});
+    };
+    one("est-data", fix | kAimEstablished | kAppActs, est(kAck | kPsh, 100));
+    one("est-data-csum-flagged-good", kAimEstablished | kMarkCsumGood | kAppActs, est(kAck | kPsh, 1448));
+    one("est-fin", fix | kAimEstablished | kAppActs, est(kAck | kFin, 0));
+    one("est-fin-with-data", fix | kAimEstablished, est(kAck | kFin | kPsh, 500));
+    one("est-rst-exact", fix | kAimEstablished, est(kRst, 0));
+    one("est-rst-in-window", fix | kAimEstablished, est(kRst, 0, 100));
+    one("est-syn", fix | kAimEstablished, est(kSyn, 0, 10));
+    one("est-zero-window", fix | kAimEstablished | kAppActs, est(kAck, 0, 0, 0));
+    {
+        std::vector<uint8_t> in;
+        add_record(&in, fix | kAimEstablished, est(kAck, 500, 1000));
+        add_record(&in, fix | kAimEstablished, est(kAck, 500, 2000));
+        add_record(&in, fix | kAimEstablished | kAppActs, est(kAck, 1000, 0));
+        seeds.push_back({"est-out-of-order-then-fill", in});
+    }
+    {
+        std::vector<uint8_t> in;
+        add_record(&in, fix | kAimEstablished | kAppActs, est(kAck, 0, 0, 0));
+        for (int i = 0; i < 8; i++) add_record(&in, fix | kAimEstablished | kAdvanceTime, est(kAck, 0, 0, 0));
+        add_record(&in, fix | kAimEstablished, est(kAck, 0));
+        seeds.push_back({"est-persist-then-open", in});
+    }
+    {
+        std::vector<uint8_t> in;
+        add_record(&in, fix | kAimEstablished | kAppActs, est(kAck, 0));
+        for (int i = 0; i < 3; i++) add_record(&in, fix | kAimEstablished, est(kAck, 0));
+        seeds.push_back({"est-dup-acks", in});
+    }
+    {
+        std::vector<uint8_t> in;
+        add_record(&in, fix | kAimEstablished | kAppActs, est(kAck | kFin, 0));
+        add_record(&in, fix | kAimEstablished | kAdvanceTime, est(kAck, 0, 1));
+        seeds.push_back({"est-close-both", in});
+    }
+    {
+        TcpSpec s = w.peer.seg(rel, kAck);
+        s.opts.sack = {{1000, 2000}, {3000, 4000}};
+        s.opts.ts = {5, 0};
+        one("est-ack-with-sack-ts", fix | kAimEstablished, build_tcp(s));
+    }
+    // SYN-SENT: SYN-ACK, RST, plain SYN (simultaneous open).
+    {
+        RawPeer::Conn c;
+        c.peer_port = 9000;
+        c.stack_port = w.syn_sent.stack_port;
+        c.peer_nxt = 5555;
+        c.stack_nxt = 0;
+        TcpSpec sa = w.peer.seg(c, kSyn | kAck);
+        sa.opts = RawPeer::full_syn_options(10);
+        one("synsent-synack", fix | kAimSynSent | kAppActs, build_tcp(sa));
+        one("synsent-rst-ack", fix | kAimSynSent, build_tcp(w.peer.seg(c, kRst | kAck)));
+        TcpSpec syn = w.peer.seg(c, kSyn);
+        syn.opts = RawPeer::full_syn_options(10);
+        one("synsent-simultaneous-syn", fix | kAimSynSent, build_tcp(syn));
+    }
+    // Listener: SYN with options, SYN flood (cookies), stray ACK.
+    {
+        RawPeer::Conn c;
+        c.stack_port = 80;
+        c.peer_port = 41000;
+        c.peer_nxt = 1000;
+        TcpSpec syn = w.peer.seg(c, kSyn);
+        syn.opts = RawPeer::full_syn_options(1);
+        one("listener-syn", fix | kAimListener | kAppActs, build_tcp(syn));
+        std::vector<uint8_t> flood;
+        for (uint16_t i = 0; i < 10; i++) {
+            syn.sport = uint16_t(41000 + i);
+            add_record(&flood, fix | kAimListener, build_tcp(syn));
+        }
+        c.peer_nxt = 1001;
+        add_record(&flood, fix | kAimListener | kAppActs, build_tcp(w.peer.seg(c, kAck)));
+        seeds.push_back({"listener-syn-flood-cookies", flood});
+        one("listener-stray-ack", fix | kAimListener, build_tcp(w.peer.seg(c, kAck)));
+    }
+    // ARP and ICMP.
+    const MacAddr bcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+    one("arp-request", 0, build_arp(ArpSpec{w.peer.peer_mac, bcast, 1, w.peer.peer_mac, MacAddr{}, w.peer.peer_ip, w.peer.stack_ip}));
+    one("arp-reply", 0, build_arp(ArpSpec{w.peer.peer_mac, w.peer.stack_mac, 2, w.peer.peer_mac, w.peer.stack_mac, w.peer.peer_ip, w.peer.stack_ip}));
+    one("arp-gratuitous", 0, build_arp(ArpSpec{mac(9), bcast, 1, mac(9), MacAddr{}, ipv4(198, 18, 0, 9), ipv4(198, 18, 0, 9)}));
+    one("icmp-echo", 0, build_icmp(IcmpSpec{w.peer.peer_mac, w.peer.stack_mac, w.peer.peer_ip, w.peer.stack_ip, 8, 0, 0x10001, std::vector<uint8_t>(56, 1)}));
+    {
+        TcpSpec q = w.peer.seg(w.est, kAck);
+        std::swap(q.src_ip, q.dst_ip);
+        std::swap(q.sport, q.dport);
+        auto qf = build_tcp(q);
+        std::vector<uint8_t> quoted(qf.begin() + 14, qf.begin() + 14 + 28);
+        one("icmp-frag-needed", 0, build_icmp(IcmpSpec{w.peer.peer_mac, w.peer.stack_mac, ipv4(198, 18, 0, 254), w.peer.stack_ip, 3, 4, 576, quoted}));
+        one("icmp-port-unreachable", 0, build_icmp(IcmpSpec{w.peer.peer_mac, w.peer.stack_mac, w.peer.peer_ip, w.peer.stack_ip, 3, 3, 0, quoted}));
+    }
+    // Every malformed class, raw (absolute numbers from this fixture).
+    TcpSpec syn = w.peer.seg(w.est, kSyn);
+    syn.sport = 41999;
+    syn.opts = RawPeer::full_syn_options(3);
+    for (auto &mc : malformed_cases(w.peer.seg(w.est, kAck | kPsh, std::vector<uint8_t>(100, 0x5a)), syn)) {
+        one("malformed-" + mc.name, 0, mc.frame);
+    }
+    return seeds;
+}
+
+} // namespace mars::fuzz

@@ -1,0 +1,49 @@
+// tests/fuzz/mars/fuzz_input.h: the fuzz entry for the mars input path, shared
+// by the libFuzzer target, the plain corpus replayer and the seed generator.
+//
+// Each input drives a fresh stack (fixed secret, virtual time) that has a
+// listener on port 80 (small SYN queue, so SYN cookies come into play), one
+// established connection (peer port 40000 -> 80, every option negotiated)
+// and one connection in SYN-SENT (to peer port 9000). The input is a list of
+// records:
+//
+//   u8 ctl | u16 len (little endian) | len bytes of frame (cut at the input's end)
+//
+// ctl bits (they let the fuzzer reach deep states instead of dying on checksums):
+//   0x01 recompute the IPv4 header checksum     0x02 recompute the TCP/ICMP checksum
+//   0x04 mark the frame kRxIpCsumGood|kRxL4CsumGood (as a NIC with rx offload)
+//   0x08 aim at the established connection: addresses and ports rewritten,
+//        seq/ack taken as offsets from the connection's current rcv.nxt/snd.nxt
+//   0x10 aim at the SYN-SENT connection (ack offset from its ISS + 1)
+//   0x20 aim at the listener (addresses and destination port rewritten)
+//   0x40 advance virtual time by 250 ms before the frame (fires timers)
+//   0x80 after the frame, act as the application: accept, read all, send 3000 bytes
+//
+// Invariants checked after each input (abort() on violation, so libFuzzer
+// reports it): every frame and every ring is returned once the stack is
+// destroyed, the anonymous pool never exceeds its size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mars::fuzz {
+
+enum Ctl : uint8_t {
+    kFixIpCsum = 0x01, kFixL4Csum = 0x02, kMarkCsumGood = 0x04, kAimEstablished = 0x08, kAimSynSent = 0x10,
+    kAimListener = 0x20, kAdvanceTime = 0x40, kAppActs = 0x80,
+};
+
+int run_one(const uint8_t *data, size_t size);
+
+// Appends one record to an input.
+void add_record(std::vector<uint8_t> *input, uint8_t ctl, const std::vector<uint8_t> &frame);
+
+// The seed corpus: named inputs covering every frame class the stack handles
+// and every malformed class (see tests/fuzz/mars/corpus/).
+std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs();
+
+} // namespace mars::fuzz
