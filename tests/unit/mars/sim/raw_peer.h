@@ -113,7 +113,6 @@ class RawPeer {
     std::vector<Parsed> out_;
     std::vector<std::vector<uint8_t>> pending_; // ARP replies to feed after the current call
     std::map<SockId, uint32_t> events_;
-    bool in_stack_ = false;
     bool stalled_ = false;
 };
 

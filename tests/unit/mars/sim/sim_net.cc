@@ -3,6 +3,8 @@
 // wire, pools and frame tools build and self-test without the stack.
 #include "sim_wire.h"
 
+#include "frame.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
