@@ -82,6 +82,7 @@ struct Slot {
 
 struct Ctx {
     bool open = false;
+    bool draining = false; // closing: run what is queued, answer nothing
     bool published = false;
     bool wake_listed = false;
     int wake_fd = -1;
@@ -562,7 +563,7 @@ void EngineImpl::control(int id)
             Ctx &c = a.ctxs[i];
             // Reset the queue pair: its previous user is gone.
             std::memset(c.qp, 0, sizeof *c.qp);
-            c = Ctx{true, false, false, efd, 0, 0, 0, c.qp, c.cmds, c.evs};
+            c = Ctx{true, false, false, false, efd, 0, 0, 0, c.qp, c.cmds, c.evs};
             dti_ctl_msg o{};
             o.magic = DTI_CTL_MAGIC;
             o.type = DTI_CTL_CTX_OPENED;
@@ -575,6 +576,13 @@ void EngineImpl::control(int id)
             }
         } else if (m.type == DTI_CTL_CLOSE_CTX && m.index < a.ctxs.size() && a.ctxs[m.index].open) {
             Ctx &c = a.ctxs[m.index];
+            // Commands published before the close request still count (a
+            // thread's last send before it exits): run them, unanswered.
+            c.draining = true;
+            unsigned work = 0;
+            for (uint32_t k = 0; k <= a.lim.cmdq_entries / a.lim.commands_per_poll + 1 && !a.broken; k++)
+                process_ctx(a, uint16_t(m.index), &work);
+            c.draining = false;
             c.open = false;
             if (c.wake_fd >= 0)
                 close(c.wake_fd);
@@ -752,7 +760,8 @@ void EngineImpl::reclaim(uint64_t user, const RingMemory &mem)
         mark(a, s.parent);
     }
     maybe_free(a, si);
-    maybe_finish(a);
+    // A dying attachment is finalized from poll() or detach(), never from
+    // inside a transport call that may be iterating over it.
 }
 
 void EngineImpl::maybe_free(Attachment &a, uint32_t si)
@@ -772,7 +781,11 @@ unsigned EngineImpl::poll()
     unsigned work = 0;
     for (size_t i = 0; i < atts_.size(); i++) {
         Attachment *a = atts_[i].get();
-        if (!a || a->broken || a->dying)
+        if (a && a->dying) {
+            maybe_finish(*a);
+            continue;
+        }
+        if (!a || a->broken)
             continue;
         for (uint16_t ci = 0; ci < a->ctxs.size() && !a->broken; ci++)
             if (a->ctxs[ci].open)
@@ -814,7 +827,7 @@ void EngineImpl::process_ctx(Attachment &a, uint16_t ci, unsigned *work)
     for (; done < n && !a.broken; done++) {
         // Room for the completion is guaranteed by credits for an honest app;
         // if the app broke that rule, stop here (it reaps, we continue).
-        uint32_t used = ev_used(a, c);
+        uint32_t used = c.draining ? 0 : ev_used(a, c);
         if (a.broken || used >= a.lim.evq_entries)
             break;
         dti_cmd cmd = read_cmd(&c.cmds[c.cmd_cons & (a.lim.cmdq_entries - 1)]);
@@ -1225,7 +1238,7 @@ uint32_t EngineImpl::ev_used(Attachment &a, Ctx &c)
 bool EngineImpl::complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res, uint32_t sock,
                           int64_t value, const uint32_t *accepted)
 {
-    if (ci >= a.ctxs.size() || !a.ctxs[ci].open || a.broken)
+    if (ci >= a.ctxs.size() || !a.ctxs[ci].open || a.broken || a.ctxs[ci].draining)
         return false;
     Ctx &c = a.ctxs[ci];
     if (ev_used(a, c) >= a.lim.evq_entries) {
@@ -1267,7 +1280,7 @@ void EngineImpl::cancel_pending(Attachment &a, Slot &s, int32_t res, uint32_t so
 void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t mask)
 {
     Ctx &c = a.ctxs[ci];
-    if (!c.open)
+    if (!c.open || c.draining)
         return;
     // Keep cmdq_entries slots free for completions: events never take a
     // completion's room; when they do not fit, the app is told to rescan.
@@ -1545,7 +1558,7 @@ std::unique_ptr<Engine> Engine::create(Transport &transport, const Limits &limit
     Geometry g;
     if (!geometry(limits, &g)) {
         if (error)
-            *error = "unusable DTI limits: queue and ring sizes must be powers of two, "
+            *error = "unusable DTI limits: each queue and ring size must be a power of two, "
                      "evq_entries >= 2 * cmdq_entries, 1..64 contexts, 1..1048575 sockets";
         return nullptr;
     }

@@ -71,7 +71,7 @@ static uint32_t events_of(uint32_t state, int32_t err, uint32_t rd, uint32_t wr,
     return ev;
 }
 
-int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_status *out)
+int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
 {
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
@@ -96,7 +96,7 @@ int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_status *out)
 
 uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
 {
-    struct dti_sock_status st;
+    struct dti_sock_info st;
     return dti_sock_status(c, s, &st) < 0 ? 0 : st.events;
 }
 
@@ -191,6 +191,8 @@ ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
     if (!sh)
         return -DTI_E_BAD_HANDLE;
     struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
+    if (p->rx_busy_gen == dti__gen(s))
+        return -EBUSY;
     uint32_t n = readable(c->d, sh, p);
     if (n == 0) {
         iov[0] = iov[1] = (struct dti_iov){NULL, 0};
@@ -265,6 +267,8 @@ ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
     uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = tx_side(c->d, slot, gen);
     iov[0] = iov[1] = (struct dti_iov){NULL, 0};
+    if (p->tx_busy_gen == gen)
+        return -EBUSY;
     ssize_t e = tx_error(sh, p, gen);
     if (e < 0)
         return e;

@@ -25,12 +25,14 @@ struct dti_sock_priv {
     uint32_t rx_gen;
     uint32_t rx_head;      /* bytes consumed (free-running, from the slot's rx_base) */
     uint32_t err_taken_gen;/* SO_ERROR was read for this generation */
-    uint8_t pad0[DTI_CACHELINE - 12];
+    uint32_t rx_busy_gen;  /* a posted receive (RECV_INTO) is in flight */
+    uint8_t pad0[DTI_CACHELINE - 16];
     uint32_t tx_gen;
     uint32_t tx_tail;      /* bytes written into the send ring */
     uint32_t wr_shut_gen;  /* shutdown(WR) submitted for this generation */
     uint32_t closed_gen;   /* close/abort submitted for this generation */
-    uint8_t pad1[DTI_CACHELINE - 16];
+    uint32_t tx_busy_gen;  /* a region-buffer send (SEND_FROM) is in flight */
+    uint8_t pad1[DTI_CACHELINE - 20];
 };
 
 struct dti_ctx_pending {
@@ -67,6 +69,7 @@ struct dti_ctx {
     uint32_t stash_cap, stash_head, stash_len;
     bool stash_rescan;
     uint64_t internal_seq;
+    uint32_t *watch;        /* this context's watch mask per socket slot */
     struct dti_ctx *next_all; /* d->contexts list */
 };
 

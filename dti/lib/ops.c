@@ -19,7 +19,8 @@ int dti__ctx_init_queues(struct dti_ctx *c)
     c->free_tags = calloc(n, sizeof *c->free_tags);
     c->stash_cap = n + 64;
     c->stash = calloc(c->stash_cap, sizeof *c->stash);
-    if (!c->pending || !c->free_tags || !c->stash)
+    c->watch = calloc(c->d->limits.max_sockets, sizeof *c->watch);
+    if (!c->pending || !c->free_tags || !c->stash || !c->watch)
         return -ENOMEM;
     for (uint32_t i = 0; i < n; i++)
         c->free_tags[i] = n - 1 - i;
@@ -32,6 +33,7 @@ void dti__ctx_free_queues(struct dti_ctx *c)
     free(c->pending);
     free(c->free_tags);
     free(c->stash);
+    free(c->watch);
 }
 
 unsigned dti_inflight(const dti_ctx_t *c) { return c->inflight; }
@@ -203,7 +205,10 @@ int dti_prep_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, uint64_t ud)
 
 int dti_prep_watch(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud)
 {
-    return prep_args(c, DTI_OP_WATCH, s, events, 0, 0, ud);
+    int rc = prep_args(c, DTI_OP_WATCH, s, events, 0, 0, ud);
+    if (rc == 0 && dti__slot(s) < c->d->limits.max_sockets)
+        c->watch[dti__slot(s)] = events;
+    return rc;
 }
 
 static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_buf *b, uint32_t len,
@@ -222,15 +227,64 @@ static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_bu
     return rc;
 }
 
+/* While a posted receive or a region-buffer send is in flight, the engine
+ * moves that side's ring position itself; the app learns by how much from
+ * the completion. Until then the side is busy for in-place calls. */
 int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint64_t ud)
 {
-    return prep_buf(c, DTI_OP_RECV_INTO, s, b, b ? b->len : 0, 0, ud);
+    uint32_t slot;
+    if (!dti__sock(c->d, s, &slot))
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = &c->d->priv[slot];
+    if (p->rx_busy_gen == dti__gen(s))
+        return -EBUSY;
+    int rc = prep_buf(c, DTI_OP_RECV_INTO, s, b, b ? b->len : 0, 0, ud);
+    if (rc == 0) {
+        if (p->rx_gen != dti__gen(s)) {
+            p->rx_gen = dti__gen(s);
+            p->rx_head = 0;
+        }
+        p->rx_busy_gen = dti__gen(s);
+    }
+    return rc;
 }
 
 int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint32_t len, unsigned flags,
                        uint64_t ud)
 {
-    return prep_buf(c, DTI_OP_SEND_FROM, s, b, len, flags, ud);
+    uint32_t slot;
+    if (!dti__sock(c->d, s, &slot))
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = &c->d->priv[slot];
+    if (p->tx_busy_gen == dti__gen(s))
+        return -EBUSY;
+    int rc = prep_buf(c, DTI_OP_SEND_FROM, s, b, len, flags, ud);
+    if (rc == 0) {
+        if (p->tx_gen != dti__gen(s)) {
+            p->tx_gen = dti__gen(s);
+            p->tx_tail = 0;
+        }
+        p->tx_busy_gen = dti__gen(s);
+    }
+    return rc;
+}
+
+/* The engine moved a ring position on our behalf: follow it. */
+static void engine_moved(struct dti_ctx *c, const struct dti_ctx_pending *p, int32_t res)
+{
+    uint32_t slot = dti__slot(p->sock), gen = dti__gen(p->sock);
+    if (slot >= c->d->limits.max_sockets)
+        return;
+    struct dti_sock_priv *sp = &c->d->priv[slot];
+    if (p->op == DTI_OP_RECV_INTO && sp->rx_gen == gen) {
+        if (res > 0)
+            sp->rx_head += (uint32_t)res;
+        sp->rx_busy_gen = 0;
+    } else if (p->op == DTI_OP_SEND_FROM && sp->tx_gen == gen) {
+        if (res > 0)
+            sp->tx_tail += (uint32_t)res;
+        sp->tx_busy_gen = 0;
+    }
 }
 
 /* ---- reaping ---------------------------------------------------------------- */
@@ -260,6 +314,8 @@ static bool decode(struct dti_ctx *c, const struct dti_ev *e, struct dti_cqe *ou
         return false; /* not ours: ignore rather than corrupt our credits */
     struct dti_ctx_pending p = c->pending[tag];
     release_tag(c, tag);
+    if (p.op == DTI_OP_RECV_INTO || p.op == DTI_OP_SEND_FROM)
+        engine_moved(c, &p, e->res);
     if (p.drop)
         return false;
     out->user_data = p.user_data;
@@ -570,9 +626,10 @@ int dti_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t *v)
 /* Waits until socket s shows one of `mask`, using a watch registration. */
 static int wait_ready(dti_ctx_t *c, dti_sock_t s, uint32_t mask, uint64_t deadline)
 {
+    uint32_t before = dti__slot(s) < c->d->limits.max_sockets ? c->watch[dti__slot(s)] : 0;
     uint64_t ud = next_ud(c);
     int prc;
-    SYNC_PREP(prc, c, dti_prep_watch(c, s, mask, ud));
+    SYNC_PREP(prc, c, dti_prep_watch(c, s, before | mask, ud));
     int rc = run_sync(c, prc, ud, NULL, -1);
     if (rc < 0)
         return rc;
@@ -606,7 +663,7 @@ static int wait_ready(dti_ctx_t *c, dti_sock_t s, uint32_t mask, uint64_t deadli
     }
     uint64_t ud2 = next_ud(c);
     int prc2;
-    SYNC_PREP(prc2, c, dti_prep_watch(c, s, 0, ud2));
+    SYNC_PREP(prc2, c, dti_prep_watch(c, s, before, ud2));
     int rc2 = run_sync(c, prc2, ud2, NULL, -1);
     return rc < 0 ? rc : (rc2 < 0 && rc2 != -DTI_E_BAD_HANDLE ? rc2 : 0);
 }

@@ -326,7 +326,7 @@ unsigned dti_inflight(const dti_ctx_t *c);
 #define DTI_STATE_FAILED 0x40u     /* connection failed: error says why */
 #define DTI_STATE_BOUND 0x80u
 
-struct dti_sock_status {
+struct dti_sock_info {
     uint32_t readable;     /* bytes that dti_recv() would return now */
     uint32_t writable;     /* bytes dti_send() would take now */
     uint32_t accept_ready; /* listeners: connections waiting */
@@ -336,7 +336,7 @@ struct dti_sock_status {
 };
 
 /* Fills *out from the region. -DTI_E_BAD_HANDLE for an unknown/stale handle. */
-int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_status *out);
+int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out);
 /* DTI_POLL* ready now (0 for a bad handle: check dti_sock_status()). */
 uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s);
 /* Takes the pending error (SO_ERROR semantics: reading clears it locally). */

@@ -1,0 +1,547 @@
+// libdti through the fixture engine: attach, commands, data, events, death.
+#include "test_util.h"
+
+#include "dti_abi.h"
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+namespace dti::test {
+namespace {
+
+TEST(DtiAttach, NoEngineSaysWhereItLooked)
+{
+    std::string path = temp_socket_path();
+    dti_attach_opts o{path.c_str(), nullptr};
+    dti_t *d = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(dti_attach(&o, &d, why, sizeof why), -DTI_E_NO_ENGINE);
+    EXPECT_EQ(d, nullptr);
+    EXPECT_NE(std::string(why).find(path), std::string::npos) << why;
+    EXPECT_STREQ(dti_strerror(-DTI_E_NO_ENGINE), "no PPE is listening at the control socket");
+    EXPECT_STREQ(dti_strerror(-ECONNREFUSED), "Connection refused");
+}
+
+// Talks the control protocol by hand (what an old or foreign libdti would do).
+static dti_ctl_msg raw_hello(const std::string &path, uint32_t version)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa), 0);
+    dti_ctl_msg m{};
+    m.magic = DTI_CTL_MAGIC;
+    m.type = DTI_CTL_HELLO;
+    m.abi_version = version;
+    EXPECT_EQ(send(fd, &m, sizeof m, 0), ssize_t(sizeof m));
+    dti_ctl_msg r{};
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    EXPECT_EQ(recv(fd, &r, sizeof r, 0), ssize_t(sizeof r));
+    close(fd);
+    return r;
+}
+
+TEST(DtiAttach, VersionMismatchNamesBothVersions)
+{
+    std::string path = temp_socket_path();
+    fixture::TestPpe ppe(path, {small_limits()});
+    std::string why;
+    ASSERT_TRUE(ppe.start(&why)) << why;
+    dti_ctl_msg r = raw_hello(path, 99);
+    EXPECT_EQ(r.type, uint32_t(DTI_CTL_REFUSED));
+    EXPECT_EQ(r.status, DTI_E_VERSION);
+    std::string text(r.text);
+    EXPECT_NE(text.find("99"), std::string::npos) << text;
+    EXPECT_NE(text.find("PPE " + std::to_string(DTI_ABI_VERSION)), std::string::npos) << text;
+}
+
+TEST(DtiAttach, UidNotAllowedIsDenied)
+{
+    std::string path = temp_socket_path();
+    fixture::TestPpe::Options o{small_limits()};
+    o.limits.allowed_uids = {getuid() + 4242};
+    fixture::TestPpe ppe(path, o);
+    std::string why;
+    ASSERT_TRUE(ppe.start(&why)) << why;
+    dti_attach_opts opts{path.c_str(), nullptr};
+    dti_t *d = nullptr;
+    char msg[256] = "";
+    EXPECT_EQ(dti_attach(&opts, &d, msg, sizeof msg), -DTI_E_DENIED);
+    EXPECT_NE(std::string(msg).find("not allowed"), std::string::npos) << msg;
+}
+
+TEST(DtiAttach, AttachmentLimitIsRefusedClearly)
+{
+    std::string path = temp_socket_path();
+    fixture::TestPpe::Options o{small_limits()};
+    o.limits.max_attachments = 1;
+    fixture::TestPpe ppe(path, o);
+    std::string why;
+    ASSERT_TRUE(ppe.start(&why)) << why;
+    dti_attach_opts opts{path.c_str(), nullptr};
+    dti_t *d1 = nullptr, *d2 = nullptr;
+    char msg[256] = "";
+    ASSERT_EQ(dti_attach(&opts, &d1, msg, sizeof msg), 0) << msg;
+    EXPECT_EQ(dti_attach(&opts, &d2, msg, sizeof msg), -DTI_E_LIMIT);
+    EXPECT_NE(std::string(msg).find("limit"), std::string::npos) << msg;
+    dti_detach(d1);
+    // Once the first one left, there is room again.
+    bool attached = false;
+    for (int i = 0; i < 200 && !attached; i++) {
+        attached = dti_attach(&opts, &d2, msg, sizeof msg) == 0;
+        if (!attached)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10)); // detach is asynchronous
+    }
+    EXPECT_TRUE(attached) << msg;
+    dti_detach(d2);
+}
+
+TEST(DtiAttach, MemoryLimitIsRefused)
+{
+    std::string path = temp_socket_path();
+    fixture::TestPpe::Options o{small_limits()};
+    o.limits.max_region_bytes = 4096;
+    fixture::TestPpe ppe(path, o);
+    std::string why;
+    ASSERT_TRUE(ppe.start(&why)) << why;
+    dti_attach_opts opts{path.c_str(), nullptr};
+    dti_t *d = nullptr;
+    char msg[256] = "";
+    EXPECT_EQ(dti_attach(&opts, &d, msg, sizeof msg), -DTI_E_LIMIT);
+    EXPECT_NE(std::string(msg).find("memory limit"), std::string::npos) << msg;
+}
+
+using DtiApi = Attached;
+
+TEST_F(DtiApi, LimitsAreWhatTheEngineGranted)
+{
+    dti_limits l;
+    dti_get_limits(d_, &l);
+    EXPECT_EQ(l.max_sockets, 64u);
+    EXPECT_EQ(l.cmdq_entries, 64u);
+    EXPECT_EQ(l.rx_ring_size, 16u * 1024);
+    EXPECT_EQ(dti_engine_alive(d_), 1);
+}
+
+TEST_F(DtiApi, NopRoundTripCompletesWithUserData)
+{
+    ASSERT_EQ(dti_prep_nop(c_, 7), 0);
+    ASSERT_EQ(dti_prep_nop(c_, 8), 0);
+    EXPECT_EQ(dti_submit(c_), 2);
+    dti_cqe e[4];
+    unsigned got = 0;
+    while (got < 2) {
+        ASSERT_EQ(dti_wait(c_, 5000), 1);
+        got += dti_reap(c_, e + got, 4 - got);
+    }
+    EXPECT_EQ(e[0].user_data, 7u);
+    EXPECT_EQ(e[1].user_data, 8u);
+    EXPECT_EQ(e[0].op, DTI_OP_NOP);
+    EXPECT_EQ(e[0].res, 0);
+    EXPECT_EQ(dti_inflight(c_), 0u);
+}
+
+TEST_F(DtiApi, CreditsRunOutAsEagainNotLoss)
+{
+    unsigned n = 0;
+    while (dti_prep_nop(c_, n) == 0)
+        n++;
+    EXPECT_EQ(n, 64u); // cmdq_entries credits
+    EXPECT_EQ(dti_prep_nop(c_, 999), -EAGAIN);
+    dti_submit(c_);
+    std::vector<uint64_t> seen;
+    dti_cqe e[16];
+    while (seen.size() < n) {
+        ASSERT_EQ(dti_wait(c_, 5000), 1);
+        unsigned k = dti_reap(c_, e, 16);
+        for (unsigned i = 0; i < k; i++)
+            seen.push_back(e[i].user_data);
+    }
+    for (unsigned i = 0; i < n; i++)
+        EXPECT_EQ(seen[i], i);
+    EXPECT_EQ(dti_prep_nop(c_, 1000), 0);
+    dti_submit(c_);
+    ASSERT_EQ(dti_wait_cqe(c_, 1000, e, 5000), 1);
+}
+
+TEST_F(DtiApi, EchoWithAcceptInOneThreadServeInAnother)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    std::atomic<int> accepted{-1};
+    std::thread acceptor([&] {
+        dti_ctx_t *c = dti_ctx_get(d_, nullptr);
+        ASSERT_NE(c, nullptr);
+        EXPECT_NE(c, c_); // its own queue pair
+        accepted = dti_accept(c, l, nullptr, 5000);
+    });
+    int cs = dti_socket(c_);
+    ASSERT_GE(cs, 0);
+    dti_addr to{0x7f000001, port};
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+    acceptor.join();
+    ASSERT_GE(accepted.load(), 0) << dti_strerror(accepted.load());
+    dti_sock_t srv = dti_sock_t(accepted.load());
+    std::thread server([&] {
+        dti_ctx_t *c = dti_ctx_get(d_, nullptr);
+        char buf[100];
+        ssize_t n = dti_recv_wait(c, srv, buf, sizeof buf, 5000);
+        ASSERT_EQ(n, 5);
+        EXPECT_EQ(dti_send_all(c, srv, buf, size_t(n), 5000), n);
+    });
+    EXPECT_EQ(dti_send_all(c_, dti_sock_t(cs), "hello", 5, 5000), 5);
+    char back[16] = {};
+    EXPECT_EQ(dti_recv_wait(c_, dti_sock_t(cs), back, sizeof back, 5000), 5);
+    EXPECT_STREQ(back, "hello");
+    server.join();
+    dti_addr peer{}, name{};
+    EXPECT_EQ(dti_getpeername(c_, dti_sock_t(cs), &peer), 0);
+    EXPECT_EQ(peer.port, port);
+    EXPECT_EQ(dti_getsockname(c_, srv, &name), 0);
+    EXPECT_EQ(name.port, port);
+    EXPECT_EQ(dti_getpeername(c_, l, &peer), -ENOTCONN);
+}
+
+// Bytes through rings smaller than the transfer, in both copy and in-place
+// styles, must arrive intact and in order across every wrap-around.
+TEST_F(DtiApi, LargeTransferWrapsRingsIntact)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    const size_t total = 1 << 20; // 64 ring lengths
+    std::thread rx([&] {
+        dti_ctx_t *c = dti_ctx_get(d_, nullptr);
+        size_t got = 0;
+        bool ok = true;
+        while (got < total && ok) {
+            dti_iov iov[2];
+            ssize_t n = dti_recv_borrow(c, sv, iov);
+            if (n == -EAGAIN) {
+                uint8_t one;
+                ssize_t r = dti_recv_wait(c, sv, &one, 1, 5000); // copy path too
+                ASSERT_EQ(r, 1);
+                ok = one == uint8_t(got * 7 + 3);
+                got++;
+                continue;
+            }
+            ASSERT_GT(n, 0);
+            for (int k = 0; k < 2; k++)
+                for (size_t i = 0; i < iov[k].len; i++, got++)
+                    ok = ok && static_cast<uint8_t *>(iov[k].base)[i] == uint8_t(got * 7 + 3);
+            ASSERT_EQ(dti_recv_release(c, sv, size_t(n)), 0);
+        }
+        EXPECT_TRUE(ok) << "corrupt at byte " << got;
+        EXPECT_EQ(got, total);
+    });
+    size_t sent = 0;
+    while (sent < total) {
+        dti_iov iov[2];
+        ssize_t n = dti_send_reserve(c_, cl, iov);
+        if (n == -EAGAIN) {
+            uint8_t b = uint8_t(sent * 7 + 3);
+            ASSERT_EQ(dti_send_all(c_, cl, &b, 1, 5000), 1);
+            sent++;
+            continue;
+        }
+        ASSERT_GT(n, 0);
+        size_t put = 0;
+        for (int k = 0; k < 2 && sent + put < total; k++)
+            for (size_t i = 0; i < iov[k].len && sent + put < total; i++, put++)
+                static_cast<uint8_t *>(iov[k].base)[i] = uint8_t((sent + put) * 7 + 3);
+        ASSERT_EQ(dti_send_commit(c_, cl, put, 0), 0);
+        sent += put;
+    }
+    rx.join();
+}
+
+TEST_F(DtiApi, ShutdownWriteGivesPeerEofAndRefusesSends)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    EXPECT_EQ(dti_send_all(c_, cl, "abc", 3, 5000), 3);
+    EXPECT_EQ(dti_shutdown(c_, cl, DTI_SHUT_WR), 0);
+    EXPECT_EQ(dti_send(c_, cl, "x", 1, 0), -EPIPE);
+    char buf[8];
+    EXPECT_EQ(dti_recv_wait(c_, sv, buf, sizeof buf, 5000), 3);
+    EXPECT_EQ(dti_recv_wait(c_, sv, buf, sizeof buf, 5000), 0); // EOF
+    uint32_t ev = dti_sock_poll(c_, sv);
+    EXPECT_TRUE(ev & DTI_POLLIN);
+    EXPECT_TRUE(ev & DTI_POLLRDHUP);
+    EXPECT_TRUE(ev & DTI_POLLOUT); // our direction is still open
+}
+
+TEST_F(DtiApi, AbortResetsPeerAndCloseInvalidatesHandle)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    EXPECT_EQ(dti_abort(c_, cl), 0);
+    EXPECT_EQ(dti_send(c_, cl, "x", 1, 0), -DTI_E_BAD_HANDLE);
+    char buf[4];
+    EXPECT_EQ(dti_recv_wait(c_, sv, buf, sizeof buf, 5000), -ECONNRESET);
+    EXPECT_TRUE(dti_sock_poll(c_, sv) & DTI_POLLHUP);
+    EXPECT_EQ(dti_close(c_, sv), 0);
+    dti_sock_info st;
+    EXPECT_EQ(dti_sock_status(c_, sv, &st), -DTI_E_BAD_HANDLE);
+    EXPECT_EQ(dti_close(c_, sv), -DTI_E_BAD_HANDLE);
+}
+
+TEST_F(DtiApi, ConnectToNobodyIsRefused)
+{
+    int s = dti_socket(c_);
+    ASSERT_GE(s, 0);
+    dti_addr to{0x7f000001, 9};
+    EXPECT_EQ(dti_connect(c_, dti_sock_t(s), &to, 5000), -ECONNREFUSED);
+    EXPECT_TRUE(dti_sock_poll(c_, dti_sock_t(s)) & DTI_POLLERR);
+    EXPECT_EQ(dti_sock_take_error(c_, dti_sock_t(s)), -ECONNREFUSED);
+    EXPECT_EQ(dti_sock_take_error(c_, dti_sock_t(s)), 0);
+}
+
+TEST_F(DtiApi, AcceptBatchesSeveralConnections)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    dti_addr to{0x7f000001, port};
+    for (int i = 0; i < 5; i++) {
+        int s = dti_socket(c_);
+        ASSERT_GE(s, 0);
+        ASSERT_EQ(dti_connect(c_, dti_sock_t(s), &to, 5000), 0);
+    }
+    dti_sock_info st;
+    ASSERT_EQ(dti_sock_status(c_, l, &st), 0);
+    EXPECT_EQ(st.accept_ready, 5u);
+    EXPECT_TRUE(st.events & DTI_POLLIN);
+    ASSERT_EQ(dti_prep_accept(c_, l, DTI_ACCEPT_MAX, 0, 42), 0);
+    dti_submit(c_);
+    dti_cqe e;
+    ASSERT_EQ(dti_wait_cqe(c_, 42, &e, 5000), 1);
+    ASSERT_EQ(e.res, 5);
+    for (int i = 0; i < 5; i++)
+        EXPECT_EQ(dti_sock_poll(c_, e.accepted[i]) & DTI_POLLOUT, DTI_POLLOUT);
+    ASSERT_EQ(dti_prep_accept(c_, l, 1, 0, 43), 0);
+    dti_submit(c_);
+    ASSERT_EQ(dti_wait_cqe(c_, 43, &e, 5000), 1);
+    EXPECT_EQ(e.res, -EAGAIN);
+}
+
+TEST_F(DtiApi, OptionsRoundTripAndUnknownOptionFails)
+{
+    int s = dti_socket(c_);
+    ASSERT_GE(s, 0);
+    EXPECT_EQ(dti_setsockopt(c_, dti_sock_t(s), DTI_SO_NODELAY, 1), 0);
+    int64_t v = -1;
+    EXPECT_EQ(dti_getsockopt(c_, dti_sock_t(s), DTI_SO_NODELAY, &v), 0);
+    EXPECT_EQ(v, 1);
+    EXPECT_EQ(dti_getsockopt(c_, dti_sock_t(s), DTI_SO_RCVBUF, &v), 0);
+    EXPECT_EQ(v, 16 * 1024);
+    EXPECT_EQ(dti_setsockopt(c_, dti_sock_t(s), 999, 1), -ENOPROTOOPT);
+}
+
+TEST_F(DtiApi, WatchPostsEventsWithoutOnePerAck)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    ASSERT_EQ(dti_prep_watch(c_, sv, DTI_POLLIN, 1), 0);
+    ASSERT_EQ(dti_prep_watch(c_, cl, DTI_POLLIN, 2), 0);
+    dti_submit(c_);
+    dti_cqe e;
+    ASSERT_EQ(dti_wait_cqe(c_, 1, &e, 5000), 1);
+    ASSERT_EQ(dti_wait_cqe(c_, 2, &e, 5000), 1);
+    engine::Stats before = ppe_->stats();
+    // 50 sends the server drains: ACKs free the client's ring each time, but
+    // the client watches only POLLIN, so it hears nothing.
+    int server_events = 0, client_events = 0;
+    for (int i = 0; i < 50; i++) {
+        ASSERT_EQ(dti_send(c_, cl, "ping", 4, 0), 4);
+        char buf[8];
+        bool got = false;
+        while (!got) {
+            ASSERT_EQ(dti_wait(c_, 5000), 1);
+            dti_cqe ev[8];
+            unsigned n = dti_reap(c_, ev, 8);
+            for (unsigned k = 0; k < n; k++) {
+                ASSERT_EQ(ev[k].kind, DTI_CQE_EVENT);
+                if (ev[k].sock == sv) {
+                    server_events++;
+                    EXPECT_TRUE(ev[k].events & DTI_POLLIN);
+                    got = true;
+                } else {
+                    client_events++;
+                }
+            }
+        }
+        ASSERT_EQ(dti_recv(c_, sv, buf, sizeof buf), 4);
+    }
+    engine::Stats after = ppe_->stats();
+    EXPECT_EQ(client_events, 0);
+    EXPECT_EQ(server_events, 50);
+    EXPECT_EQ(after.events_posted - before.events_posted, 50u);
+}
+
+TEST_F(DtiApi, PollOutIsOneShotAndFiresWhenSpaceReturns)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    std::vector<char> big(64 * 1024, 'x');
+    // Fill our send ring and the peer's receive ring.
+    ssize_t n;
+    size_t queued = 0;
+    for (int i = 0; i < 1000; i++) {
+        n = dti_send(c_, cl, big.data(), big.size(), 0);
+        if (n == -EAGAIN) {
+            ppe_->stats(); // one more engine pass: make sure it is truly full
+            n = dti_send(c_, cl, big.data(), big.size(), 0);
+            if (n == -EAGAIN)
+                break;
+        }
+        ASSERT_GT(n, 0);
+        queued += size_t(n);
+    }
+    ASSERT_EQ(n, -EAGAIN);
+    EXPECT_FALSE(dti_sock_poll(c_, cl) & DTI_POLLOUT);
+    ASSERT_EQ(dti_prep_watch(c_, cl, DTI_POLLOUT, 5), 0);
+    dti_submit(c_);
+    dti_cqe e;
+    ASSERT_EQ(dti_wait_cqe(c_, 5, &e, 5000), 1);
+    char sink[4096];
+    ASSERT_GT(dti_recv(c_, sv, sink, sizeof sink), 0);
+    bool out = false;
+    while (!out) {
+        ASSERT_EQ(dti_wait(c_, 5000), 1);
+        dti_cqe ev[4];
+        unsigned k = dti_reap(c_, ev, 4);
+        for (unsigned i = 0; i < k; i++)
+            out = out || (ev[i].kind == DTI_CQE_EVENT && ev[i].sock == cl && (ev[i].events & DTI_POLLOUT));
+    }
+    EXPECT_TRUE(dti_sock_poll(c_, cl) & DTI_POLLOUT);
+    EXPECT_GT(queued, 16u * 1024);
+}
+
+TEST_F(DtiApi, PostedReceiveAndRegionBufferSend)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    dti_buf out{}, in{};
+    ASSERT_EQ(dti_buf_alloc(d_, 3000, &out), 0);
+    ASSERT_EQ(dti_buf_alloc(d_, 100, &in), 0);
+    EXPECT_EQ(out.len, 4096u); // two pool blocks
+    EXPECT_NE(out.offset, in.offset);
+    std::memset(out.ptr, 'q', 3000);
+    ASSERT_EQ(dti_prep_recv_into(c_, sv, &in, 10), 0); // waits for data
+    ASSERT_EQ(dti_prep_send_from(c_, cl, &out, 3000, 0, 11), 0);
+    EXPECT_EQ(dti_send(c_, cl, "x", 1, 0), -EBUSY); // send side is busy meanwhile
+    dti_submit(c_);
+    dti_cqe e;
+    ASSERT_EQ(dti_wait_cqe(c_, 11, &e, 5000), 1);
+    EXPECT_EQ(e.res, 3000);
+    ASSERT_EQ(dti_wait_cqe(c_, 10, &e, 5000), 1);
+    ASSERT_EQ(e.res, int32_t(in.len));
+    EXPECT_EQ(std::memcmp(in.ptr, std::string(in.len, 'q').data(), in.len), 0);
+    // The copy path continues exactly after what the posted receive took.
+    std::vector<char> rest(4000);
+    size_t got = 0;
+    while (got < 3000 - in.len) {
+        ssize_t n = dti_recv_wait(c_, sv, rest.data() + got, rest.size() - got, 5000);
+        ASSERT_GT(n, 0);
+        got += size_t(n);
+    }
+    EXPECT_EQ(got, 3000 - in.len);
+    EXPECT_EQ(dti_send_all(c_, cl, "z", 1, 5000), 1);
+    char z = 0;
+    EXPECT_EQ(dti_recv_wait(c_, sv, &z, 1, 5000), 1);
+    EXPECT_EQ(z, 'z');
+    dti_buf_free(d_, &out);
+    dti_buf_free(d_, &in);
+    dti_buf big{};
+    EXPECT_EQ(dti_buf_alloc(d_, 64 * 1024, &big), 0); // all of it is free again
+    EXPECT_EQ(dti_buf_alloc(d_, 1, &in), -ENOMEM);
+}
+
+TEST_F(DtiApi, BadHandlesAreRefused)
+{
+    EXPECT_EQ(dti_close(c_, 12345), -DTI_E_BAD_HANDLE);
+    EXPECT_EQ(dti_send(c_, DTI_SOCK_INVALID, "x", 1, 0), -DTI_E_BAD_HANDLE);
+    // A handle the app forged (right slot, wrong generation) is refused by
+    // the engine as well, not only by libdti.
+    int s = dti_socket(c_);
+    ASSERT_GE(s, 0);
+    dti_sock_t forged = dti_sock_t(s) + (1u << DTI_SLOT_BITS);
+    ASSERT_EQ(dti_prep_listen(c_, forged, 1, 77), 0);
+    dti_submit(c_);
+    dti_cqe e;
+    ASSERT_EQ(dti_wait_cqe(c_, 77, &e, 5000), 1);
+    EXPECT_EQ(e.res, -DTI_E_BAD_HANDLE);
+}
+
+TEST_F(DtiApi, SocketTableLimitGivesEmfile)
+{
+    int n = 0, s;
+    while ((s = dti_socket(c_)) >= 0)
+        n++;
+    EXPECT_EQ(s, -EMFILE);
+    EXPECT_EQ(n, 64);
+}
+
+TEST_F(DtiApi, GracefulStopFailsPendingOpsAndWakesSleepers)
+{
+    uint16_t port;
+    dti_sock_t l = listener(&port);
+    ASSERT_EQ(dti_prep_accept(c_, l, 1, DTI_ACCEPT_WAIT, 9), 0);
+    dti_submit(c_);
+    dti_ctx_set_spin(c_, 0);
+    std::thread stopper([&] { ppe_->stop(); });
+    dti_cqe e;
+    EXPECT_EQ(dti_wait_cqe(c_, 9, &e, 10000), 1);
+    EXPECT_EQ(e.res, -DTI_E_ENGINE_GONE);
+    stopper.join();
+    EXPECT_EQ(dti_engine_alive(d_), 0);
+    EXPECT_EQ(dti_prep_nop(c_, 1), -DTI_E_ENGINE_GONE);
+    EXPECT_EQ(dti_wait(c_, 1000), -DTI_E_ENGINE_GONE);
+}
+
+TEST_F(DtiApi, CrashedEngineIsDetectedByHangUp)
+{
+    uint16_t port;
+    dti_sock_t l = listener(&port);
+    ASSERT_EQ(dti_prep_accept(c_, l, 1, DTI_ACCEPT_WAIT, 9), 0);
+    ASSERT_EQ(dti_prep_nop(c_, 10), 0); // may or may not be answered before the crash
+    dti_submit(c_);
+    dti_ctx_set_spin(c_, 0);
+    std::thread crasher([&] { ppe_->crash(); });
+    dti_cqe e;
+    EXPECT_EQ(dti_wait_cqe(c_, 9, &e, 10000), 1);
+    EXPECT_EQ(e.res, -DTI_E_ENGINE_GONE);
+    crasher.join();
+    EXPECT_EQ(dti_engine_alive(d_), 0);
+    // Whatever else was in flight completes too: nothing waits forever.
+    dti_cqe rest[4];
+    (void)dti_reap(c_, rest, 4);
+    EXPECT_EQ(dti_inflight(c_), 0u);
+}
+
+TEST_F(DtiApi, DetachAbortsSocketsAndFreesEverything)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    ASSERT_EQ(dti_send_all(c_, cl, "data", 4, 5000), 4);
+    EXPECT_EQ(ppe_->attachments(), 1u);
+    dti_detach(d_);
+    d_ = nullptr;
+    size_t left = 1;
+    for (int i = 0; i < 500 && left; i++) { // the engine notices the hang-up asynchronously
+        left = ppe_->attachments();
+        if (left)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(left, 0u);
+    EXPECT_GE(ppe_->stats().detaches, 1u);
+}
+
+} // namespace
+} // namespace dti::test

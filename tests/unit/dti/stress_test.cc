@@ -1,0 +1,186 @@
+// Multi-threaded stress of the queues and the wake protocol. Meant to run
+// under ThreadSanitizer too: tools/eta test --suite unit --sanitize tsan
+#include "test_util.h"
+
+#include <cerrno>
+#include <thread>
+#include <vector>
+
+#if defined(__SANITIZE_THREAD__)
+#define DTI_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DTI_UNDER_TSAN 1
+#endif
+#endif
+#ifndef DTI_UNDER_TSAN
+#define DTI_UNDER_TSAN 0
+#endif
+
+namespace dti::test {
+namespace {
+
+constexpr unsigned kScale = DTI_UNDER_TSAN ? 10 : 1;
+
+class DtiStress : public Attached {
+  protected:
+    void SetUp() override {}
+    void start_engine(bool busy)
+    {
+        path_ = temp_socket_path();
+        fixture::TestPpe::Options o;
+        o.limits = small_limits();
+        o.busy_poll = busy;
+        ppe_ = std::make_unique<fixture::TestPpe>(path_, o);
+        std::string why;
+        ASSERT_TRUE(ppe_->start(&why)) << why;
+        dti_attach_opts opts{path_.c_str(), "stress"};
+        char msg[256] = "";
+        ASSERT_EQ(dti_attach(&opts, &d_, msg, sizeof msg), 0) << msg;
+        c_ = dti_ctx_get(d_, nullptr);
+        ASSERT_NE(c_, nullptr);
+    }
+};
+
+// Producer/consumer on both rings at full speed: every command completes
+// exactly once, in order, with its own user_data; the queues wrap many times.
+TEST_F(DtiStress, QueuesUnderLoadLoseNothing)
+{
+    start_engine(true);
+    const uint64_t total = 100000 / kScale;
+    uint64_t next_submit = 0, next_expect = 0;
+    dti_cqe e[32];
+    while (next_expect < total) {
+        while (next_submit < total && dti_prep_nop(c_, next_submit) == 0)
+            next_submit++;
+        dti_submit(c_);
+        ASSERT_EQ(dti_wait(c_, 10000), 1);
+        unsigned n = dti_reap(c_, e, 32);
+        for (unsigned i = 0; i < n; i++) {
+            ASSERT_EQ(e[i].kind, DTI_CQE_COMPLETION);
+            ASSERT_EQ(e[i].user_data, next_expect);
+            next_expect++;
+        }
+    }
+    EXPECT_EQ(dti_inflight(c_), 0u);
+}
+
+// The app sleeps (no spinning) after every command and the engine sleeps
+// when idle: a lost wakeup would leave dti_wait_cqe() waiting into its
+// timeout, which fails the test instead of hanging it.
+TEST_F(DtiStress, NoLostWakeupsWhenBothSidesSleep)
+{
+    start_engine(false);
+    dti_ctx_set_spin(c_, 0);
+    const unsigned rounds = 3000 / kScale;
+    for (unsigned i = 0; i < rounds; i++) {
+        ASSERT_EQ(dti_prep_nop(c_, i), 0);
+        dti_submit(c_);
+        dti_cqe e;
+        ASSERT_EQ(dti_wait_cqe(c_, i, &e, 10000), 1) << "lost wakeup at round " << i;
+        ASSERT_EQ(e.res, 0);
+    }
+    engine::Stats st = ppe_->stats();
+    EXPECT_GT(st.wakeups, 0u); // the app really did sleep and get woken
+}
+
+// Several threads, each with its own context, sleeping and waking at once.
+TEST_F(DtiStress, ManySleepingThreads)
+{
+    start_engine(false);
+    const unsigned threads = 4, rounds = 500 / kScale;
+    std::vector<std::thread> ts;
+    std::atomic<unsigned> failures{0};
+    for (unsigned t = 0; t < threads; t++)
+        ts.emplace_back([&, t] {
+            dti_ctx_t *c = dti_ctx_get(d_, nullptr);
+            if (!c) {
+                failures++;
+                return;
+            }
+            dti_ctx_set_spin(c, t % 2 ? 0 : 5000);
+            for (unsigned i = 0; i < rounds; i++) {
+                uint64_t ud = uint64_t(t) << 32 | i;
+                dti_cqe e;
+                if (dti_prep_nop(c, ud) != 0 || dti_submit(c) != 1 || dti_wait_cqe(c, ud, &e, 10000) != 1)
+                    failures++;
+            }
+        });
+    for (auto &t : ts)
+        t.join();
+    EXPECT_EQ(failures.load(), 0u);
+}
+
+// Connections accepted by one thread and served by others, data both ways.
+TEST_F(DtiStress, AcceptHereServeThere)
+{
+    start_engine(false);
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    const unsigned conns = 4, msgs = 200 / kScale;
+    std::vector<std::thread> servers;
+    std::vector<std::thread> clients;
+    std::atomic<unsigned> bad{0};
+    for (unsigned i = 0; i < conns; i++) {
+        clients.emplace_back([&] {
+            dti_ctx_t *c = dti_ctx_get(d_, nullptr);
+            int s = dti_socket(c);
+            dti_addr to{0x7f000001, port};
+            if (s < 0 || dti_connect(c, dti_sock_t(s), &to, 10000) != 0) {
+                bad++;
+                return;
+            }
+            for (unsigned m = 0; m < msgs; m++) {
+                uint32_t v = m * 2654435761u, back = 0;
+                if (dti_send_all(c, dti_sock_t(s), &v, 4, 10000) != 4) {
+                    bad++;
+                    return;
+                }
+                size_t got = 0;
+                while (got < 4) {
+                    ssize_t n = dti_recv_wait(c, dti_sock_t(s), reinterpret_cast<char *>(&back) + got, 4 - got, 10000);
+                    if (n <= 0) {
+                        bad++;
+                        return;
+                    }
+                    got += size_t(n);
+                }
+                if (back != v + 1)
+                    bad++;
+            }
+            dti_close(c, dti_sock_t(s));
+        });
+        int a = dti_accept(c_, l, nullptr, 10000);
+        ASSERT_GE(a, 0) << dti_strerror(a);
+        servers.emplace_back([&, a] {
+            dti_ctx_t *c = dti_ctx_get(d_, nullptr);
+            for (unsigned m = 0; m < msgs; m++) {
+                uint32_t v = 0;
+                size_t got = 0;
+                while (got < 4) {
+                    ssize_t n = dti_recv_wait(c, dti_sock_t(a), reinterpret_cast<char *>(&v) + got, 4 - got, 10000);
+                    if (n <= 0) {
+                        bad++;
+                        return;
+                    }
+                    got += size_t(n);
+                }
+                v++;
+                if (dti_send_all(c, dti_sock_t(a), &v, 4, 10000) != 4)
+                    bad++;
+            }
+            char eof;
+            if (dti_recv_wait(c, dti_sock_t(a), &eof, 1, 10000) != 0)
+                bad++;
+            dti_close(c, dti_sock_t(a));
+        });
+    }
+    for (auto &t : clients)
+        t.join();
+    for (auto &t : servers)
+        t.join();
+    EXPECT_EQ(bad.load(), 0u);
+}
+
+} // namespace
+} // namespace dti::test

@@ -1,0 +1,97 @@
+// Helpers shared by the dti unit tests.
+#pragma once
+
+#include "loopback.h"
+
+#include <dti/dti.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <unistd.h>
+
+namespace dti::test {
+
+inline std::string temp_socket_path()
+{
+    static std::atomic<int> n{0};
+    return "/tmp/dti-test-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".sock";
+}
+
+inline engine::Limits small_limits()
+{
+    engine::Limits l;
+    l.max_contexts = 16;
+    l.max_sockets = 64;
+    l.cmdq_entries = 64;
+    l.evq_entries = 128;
+    l.rx_ring_size = 16 * 1024;
+    l.tx_ring_size = 16 * 1024;
+    l.pool_size = 64 * 1024;
+    return l;
+}
+
+// A running fixture engine and one attachment to it.
+class Attached : public ::testing::Test {
+  protected:
+    void SetUp() override { start(small_limits()); }
+    void start(const engine::Limits &l)
+    {
+        path_ = temp_socket_path();
+        fixture::TestPpe::Options o;
+        o.limits = l;
+        ppe_ = std::make_unique<fixture::TestPpe>(path_, o);
+        std::string why;
+        ASSERT_TRUE(ppe_->start(&why)) << why;
+        dti_attach_opts opts{path_.c_str(), "unit-test"};
+        char msg[256] = "";
+        ASSERT_EQ(dti_attach(&opts, &d_, msg, sizeof msg), 0) << msg;
+        int err = 0;
+        c_ = dti_ctx_get(d_, &err);
+        ASSERT_NE(c_, nullptr) << dti_strerror(err);
+    }
+    void TearDown() override
+    {
+        if (d_)
+            dti_detach(d_);
+        d_ = nullptr;
+        if (ppe_)
+            ppe_->stop();
+    }
+    // A listener on an ephemeral port; returns it and its port.
+    dti_sock_t listener(uint16_t *port)
+    {
+        int l = dti_socket(c_);
+        EXPECT_GE(l, 0) << dti_strerror(l);
+        dti_addr any{0, 0};
+        EXPECT_EQ(dti_bind(c_, dti_sock_t(l), &any), 0);
+        EXPECT_EQ(dti_listen(c_, dti_sock_t(l), 16), 0);
+        dti_addr name{};
+        EXPECT_EQ(dti_getsockname(c_, dti_sock_t(l), &name), 0);
+        *port = name.port;
+        return dti_sock_t(l);
+    }
+    // A connected pair (client, server) through the fixture.
+    void pair(dti_sock_t *client, dti_sock_t *server)
+    {
+        uint16_t port = 0;
+        dti_sock_t l = listener(&port);
+        int cs = dti_socket(c_);
+        ASSERT_GE(cs, 0);
+        dti_addr to{0x7f000001, port};
+        ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+        int s = dti_accept(c_, l, nullptr, 5000);
+        ASSERT_GE(s, 0) << dti_strerror(s);
+        ASSERT_EQ(dti_close(c_, l), 0);
+        *client = dti_sock_t(cs);
+        *server = dti_sock_t(s);
+    }
+
+    std::string path_;
+    std::unique_ptr<fixture::TestPpe> ppe_;
+    dti_t *d_ = nullptr;
+    dti_ctx_t *c_ = nullptr;
+};
+
+} // namespace dti::test
