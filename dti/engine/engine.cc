@@ -1288,7 +1288,7 @@ void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t 
         if (a.broken)
             return;
         c.ev_overflow++;
-        store_rlx(&c.qp->ev_overflow, c.ev_overflow);
+        store_rel(&c.qp->ev_overflow, c.ev_overflow);
         c.published = true;
         stats_.events_dropped++;
         return;
@@ -1310,11 +1310,11 @@ void EngineImpl::publish(Attachment &a)
         if (!c.published)
             continue;
         c.published = false;
-        store_rel(&c.qp->ev_prod, c.ev_prod);
-        // Publish, fence, then look at the wake word (the app arms, fences,
-        // then looks at ev_prod): one of the two sees the other.
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&c.qp->armed, __ATOMIC_RELAXED) &&
+        // Publish, then look at the wake word; the app arms, then looks at
+        // ev_prod. Both pairs are sequentially consistent, so one of the two
+        // sees the other's store: no lost wakeup.
+        __atomic_store_n(&c.qp->ev_prod, c.ev_prod, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&c.qp->armed, __ATOMIC_SEQ_CST) &&
             __atomic_exchange_n(&c.qp->armed, 0u, __ATOMIC_SEQ_CST) && c.wake_fd >= 0 &&
             !c.wake_listed) {
             c.wake_listed = true;
@@ -1349,12 +1349,13 @@ bool EngineImpl::prepare_sleep()
         if (a && a->hdr && !a->broken && !a->dying)
             __atomic_store_n(&a->hdr->engine_sleeping, 1u, __ATOMIC_SEQ_CST);
     sleeping_ = true;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    // Sleeping flag stored (SC), then every queue re-checked (SC); apps store
+    // cmd_prod (SC), then read the flag (SC): a command is never stranded.
     for (auto &a : atts_) {
         if (!a || !a->hdr || a->broken || a->dying)
             continue;
         for (Ctx &c : a->ctxs) {
-            if (c.open && load_acq(&c.qp->cmd_prod) != c.cmd_cons) {
+            if (c.open && __atomic_load_n(&c.qp->cmd_prod, __ATOMIC_SEQ_CST) != c.cmd_cons) {
                 end_sleep();
                 return false;
             }

@@ -346,9 +346,9 @@ int dti_engine_alive(dti_t *d) { return dti__check_alive(d, true) ? 1 : 0; }
 
 void dti__ring_doorbell(struct dti_attachment *d)
 {
-    /* Pairs with the engine's "set sleeping, fence, re-check queues". */
-    DTI_FENCE();
-    if (DTI_LOAD_RELAXED(&d->hdr->engine_sleeping)) {
+    /* The caller stored cmd_prod with DTI_STORE_SC; pairs with the engine's
+     * "store sleeping, then re-check every cmd_prod" (both SC). */
+    if (DTI_LOAD_SC(&d->hdr->engine_sleeping)) {
         uint64_t one = 1;
         ssize_t n = write(d->doorbell_fd, &one, sizeof one);
         (void)n; /* EAGAIN: the counter is saturated, the engine wakes anyway */
@@ -494,8 +494,10 @@ void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = spin_ns; }
 
 static bool ring_has_entries(struct dti_ctx *c)
 {
-    return DTI_LOAD(&c->qp->ev_prod) != c->ev_cons ||
-           DTI_LOAD_RELAXED(&c->qp->ev_overflow) != c->overflow_seen;
+    /* ev_prod first: the engine writes ev_overflow before it (re)publishes
+     * ev_prod, so seeing ev_prod makes the overflow count visible too. */
+    bool prod = DTI_LOAD_SC(&c->qp->ev_prod) != c->ev_cons;
+    return prod || DTI_LOAD(&c->qp->ev_overflow) != c->overflow_seen;
 }
 
 static bool has_entries(struct dti_ctx *c, bool with_stash)
@@ -511,13 +513,12 @@ static int arm(struct dti_ctx *c, bool with_stash)
         return 1;
     /* Arm, then check: the engine publishes, fences, then reads `armed`. One
      * of us must see the other's store, so no wakeup is lost. */
-    __atomic_store_n(&c->qp->armed, 1u, __ATOMIC_SEQ_CST);
-    DTI_FENCE();
+    DTI_STORE_SC(&c->qp->armed, 1u);
     if (has_entries(c, with_stash)) {
         __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
         return 1;
     }
-    if (DTI_LOAD(&c->d->hdr->engine_state) != DTI_ENGINE_ALIVE) {
+    if (DTI_LOAD_SC(&c->d->hdr->engine_state) != DTI_ENGINE_ALIVE) {
         __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
         dti__check_alive(c->d, false);
         return -c->d->dead_reason;

@@ -123,9 +123,8 @@ int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
     uint32_t seq;
     do { /* the engine bumps seq after writing: retry a torn read */
         seq = DTI_LOAD(&sh->seq);
-        out->ip = DTI_LOAD_RELAXED(&sh->local_ip);
-        out->port = DTI_LOAD_RELAXED(&sh->local_port);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        out->ip = DTI_LOAD(&sh->local_ip);
+        out->port = DTI_LOAD(&sh->local_port);
     } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
     return 0;
 }
@@ -138,9 +137,8 @@ int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
     uint32_t seq;
     do {
         seq = DTI_LOAD(&sh->seq);
-        out->ip = DTI_LOAD_RELAXED(&sh->remote_ip);
-        out->port = DTI_LOAD_RELAXED(&sh->remote_port);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        out->ip = DTI_LOAD(&sh->remote_ip);
+        out->port = DTI_LOAD(&sh->remote_port);
     } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
     return out->port == 0 && out->ip == 0 ? -ENOTCONN : 0;
 }

@@ -13,7 +13,11 @@
 #define DTI_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define DTI_LOAD_RELAXED(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define DTI_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define DTI_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+/* Dekker-style handshakes (wake word, doorbell) use sequentially consistent
+ * stores and loads on both sides rather than fences: same guarantee, and
+ * ThreadSanitizer understands them. */
+#define DTI_STORE_SC(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define DTI_LOAD_SC(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 
 /* Blocking-layer user_data values carry this bit. */
 #define DTI_UD_INTERNAL (1ull << 63)

@@ -91,7 +91,7 @@ int dti_submit(dti_ctx_t *c)
     uint32_t n = c->prepared - c->published;
     if (n == 0)
         return 0;
-    DTI_STORE(&c->qp->cmd_prod, c->prepared);
+    DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
     c->published = c->prepared;
     dti__ring_doorbell(c->d);
     return (int)n;

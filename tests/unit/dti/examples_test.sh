@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The native examples end to end: dti-echo-server and dti-echo-client attach
+# to a fixture engine (dti-test-engine, loopback transport) and echo data.
+set -euo pipefail
+engine_bin=$1 server_bin=$2 client_bin=$3
+dir=$(mktemp -d /tmp/dti-examples.XXXXXX)
+sock=$dir/ppe.sock
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+"$engine_bin" --socket "$sock" > "$dir/engine.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.05; done
+[ -S "$sock" ] || { echo "engine did not come up"; cat "$dir/engine.out"; exit 1; }
+
+timeout 30 "$server_bin" --socket "$sock" --port 7007 --count 3 > "$dir/server.out" 2>&1 &
+server=$!
+pids+=($server)
+for _ in $(seq 1 100); do grep -q listening "$dir/server.out" && break; sleep 0.05; done
+grep -q listening "$dir/server.out" || { echo "server did not start"; cat "$dir/server.out"; exit 1; }
+
+timeout 30 "$client_bin" --socket "$sock" --port 7007 --messages 200 --size 3000
+timeout 30 "$client_bin" --socket "$sock" --port 7007 --messages 10 --size 100000
+timeout 30 "$client_bin" --socket "$sock" --port 7007 --messages 1 --size 1
+# Nothing listens on 7008: a clear refusal, not a hang.
+if out=$(timeout 30 "$client_bin" --socket "$sock" --port 7008 --messages 1 2>&1); then
+    echo "connect to a closed port succeeded?"; exit 1
+fi
+echo "$out" | grep -q "Connection refused" || { echo "unexpected: $out"; exit 1; }
+wait "$server"
+grep -q "served 3 connections" "$dir/server.out" || { cat "$dir/server.out"; exit 1; }
+echo "examples: ok"
