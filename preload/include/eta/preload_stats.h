@@ -1,0 +1,58 @@
+/* eta/preload_stats.h: what libeta-preload.so publishes for eta-stat.
+ *
+ * Every process running under the shim that creates a socket keeps one file
+ *     <control socket path>.preload/<pid>
+ * (default /run/eta/ppe.sock.preload/1234), a fixed-size binary struct
+ * below, mapped shared. The shim updates the counters with relaxed atomic
+ * adds; readers map the file read-only and may see values mid-update but
+ * never torn 64-bit words. The process removes its file when it exits
+ * normally; a reader skips (and may delete) files whose pid no longer
+ * exists (kill(pid, 0) fails with ESRCH).
+ *
+ * C11 and C++ compatible; no dependency.
+ */
+#ifndef ETA_PRELOAD_STATS_H
+#define ETA_PRELOAD_STATS_H
+
+#include <stdint.h>
+
+#define ETA_PRELOAD_STATS_MAGIC 0x31444c5250415445ull /* "ETAPRLD1" */
+#define ETA_PRELOAD_STATS_VERSION 1u
+
+/* Reasons a socket went to the kernel; index into `fallbacks`. Same order as
+ * enum eta_reason in preload/src/decide.h. */
+#define ETA_PRELOAD_REASONS(X) \
+    X(0, "accelerated")        \
+    X(1, "not-inet")           \
+    X(2, "ipv6")               \
+    X(3, "not-stream")         \
+    X(4, "not-tcp")            \
+    X(5, "no-ppe")             \
+    X(6, "not-routed")         \
+    X(7, "loopback")           \
+    X(8, "kernel-address")     \
+    X(9, "ppe-refused")        \
+    X(10, "fd-range")          \
+    X(11, "fork-child")        \
+    X(12, "disabled")
+#define ETA_PRELOAD_N_REASONS 16
+
+struct eta_preload_stats {
+    uint64_t magic;
+    uint32_t version;
+    int32_t pid;
+    char comm[16];
+    /* 1 while attached to a PPE, 0 when not (never attached, or it went). */
+    uint32_t attached;
+    uint32_t pad_;
+    /* fallbacks[0] counts sockets that went to the PPE; the rest count
+     * sockets sent to the kernel, by reason. */
+    uint64_t fallbacks[ETA_PRELOAD_N_REASONS];
+    uint64_t accel_open;      /* accelerated sockets open now */
+    uint64_t accepted;        /* connections accepted through the PPE */
+    uint64_t kernel_accepted; /* connections accepted from the kernel half of an INADDR_ANY listener */
+    uint64_t sleeps;          /* waits that went to sleep after spinning */
+    uint64_t spins;           /* waits that ended while spinning */
+};
+
+#endif

@@ -1,0 +1,505 @@
+/* Configuration, logging, counters, the PPE attachment, the descriptor table
+ * and the socket objects. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+struct eta_config eta_cfg;
+ETA_TLS int eta_in_shim;
+struct eta_net eta_net;
+uint32_t eta_generation = 1;
+
+/* Counters live in private memory until the file is mapped, so updates never
+ * need a check. */
+static struct eta_preload_stats private_stats;
+struct eta_preload_stats *eta_stats = &private_stats;
+
+uint64_t eta_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- configuration ----------------------------------------------------- */
+
+static bool env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0 && strcmp(v, "no") != 0;
+}
+
+static bool log_has(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if ((len == n && strncmp(p, word, n) == 0) || (len == 3 && strncmp(p, "all", 3) == 0) ||
+            (len == 1 && *p == '1'))
+            return true;
+        p += len;
+        if (*p)
+            p++;
+    }
+    return false;
+}
+
+static void read_config(void)
+{
+    const char *sock = getenv("ETA_SOCKET");
+    snprintf(eta_cfg.socket_path, sizeof eta_cfg.socket_path, "%s",
+             sock && *sock ? sock : DTI_DEFAULT_SOCKET_PATH);
+    eta_cfg.require = env_flag("ETA_REQUIRE");
+    eta_cfg.disabled = env_flag("ETA_DISABLE");
+    const char *log = getenv("ETA_LOG");
+    eta_cfg.log_fallback = log_has(log, "fallback");
+    eta_cfg.log_accel = log_has(log, "accel");
+    eta_cfg.log_debug = log_has(log, "debug");
+    eta_cfg.spin_ns = 50000;
+    const char *spin = getenv("ETA_SPIN_US");
+    if (spin && *spin) {
+        char *end;
+        unsigned long us = strtoul(spin, &end, 10);
+        if (*end == 0 && us <= 1000000)
+            eta_cfg.spin_ns = us * 1000ull;
+        else
+            eta_log("ETA_SPIN_US='%s' is not a number of microseconds (0 to 1000000); using %llu",
+                    spin, (unsigned long long)(eta_cfg.spin_ns / 1000));
+    }
+    const char *net = getenv("ETA_NET");
+    if (net)
+        snprintf(eta_cfg.net_override, sizeof eta_cfg.net_override, "%s", net);
+}
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static void init_table(void);
+static void do_init(void)
+{
+    eta_real_resolve();
+    read_config();
+    init_table();
+}
+
+void eta_init(void)
+{
+    pthread_once(&init_once, do_init);
+}
+
+/* ---- logging ----------------------------------------------------------- */
+
+void eta_log(const char *fmt, ...)
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "eta[%d]: ", (int)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        m = 0;
+    size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
+    buf[len++] = '\n';
+    int saved = errno;
+    ssize_t w = real_write(2, buf, len);
+    (void)w;
+    errno = saved;
+}
+
+/* ---- counters published for eta-stat ----------------------------------- */
+
+static char stats_file[320];
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void stats_remove(void)
+{
+    if (stats_file[0] && eta_stats->pid == (int32_t)getpid())
+        unlink(stats_file);
+}
+
+/* Maps <socket>.preload/<pid> and moves the counters there. Best effort: a
+ * directory the process may not write leaves them private (ETA_LOG still
+ * shows every fallback). */
+static void stats_publish(void)
+{
+    char dir[290];
+    snprintf(dir, sizeof dir, "%s.preload", eta_cfg.socket_path);
+    eta_in_shim++;
+    if (mkdir(dir, 01777) == 0)
+        chmod(dir, 01777); /* the umask must not keep other users out */
+    snprintf(stats_file, sizeof stats_file, "%s/%d", dir, (int)getpid());
+    int fd = open(stats_file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, sizeof(struct eta_preload_stats)) == 0)
+        p = mmap(NULL, sizeof(struct eta_preload_stats), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+        real_close(fd);
+    eta_in_shim--;
+    if (p == MAP_FAILED) {
+        ETA_DEBUG("cannot publish counters at %s: %s", stats_file, strerror(errno));
+        stats_file[0] = 0;
+        return;
+    }
+    struct eta_preload_stats *s = p;
+    memcpy(s, &private_stats, sizeof *s);
+    s->magic = ETA_PRELOAD_STATS_MAGIC;
+    s->version = ETA_PRELOAD_STATS_VERSION;
+    s->pid = (int32_t)getpid();
+    FILE *f = fopen("/proc/self/comm", "re");
+    if (f) {
+        if (fgets(s->comm, sizeof s->comm, f))
+            s->comm[strcspn(s->comm, "\n")] = 0;
+        fclose(f);
+    }
+    __atomic_store_n(&eta_stats, s, __ATOMIC_RELEASE);
+    static bool registered;
+    if (!registered) {
+        registered = true;
+        atexit(stats_remove);
+    }
+}
+
+void eta_count(enum eta_reason r, int fd, const char *detail)
+{
+    ETA_STAT_ADD(fallbacks[r], 1);
+    if (r == ETA_R_NONE) {
+        if (eta_cfg.log_accel)
+            eta_log("fd %d: accelerated (%s)", fd, detail ? detail : "");
+    } else if (eta_cfg.log_fallback) {
+        eta_log("fd %d: kernel socket, reason %s%s%s", fd, eta_reason_name(r), detail ? ": " : "",
+                detail ? detail : "");
+    }
+}
+
+/* ---- the attachment ---------------------------------------------------- */
+
+enum { ATTACH_NONE, ATTACH_OK, ATTACH_FAILED };
+static _Atomic int attach_state = ATTACH_NONE;
+static dti_t *attachment;
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void load_net(void)
+{
+    char why[160];
+    char text[4096];
+    const char *src = eta_cfg.net_override;
+    char path[300];
+    if (!src[0]) {
+        snprintf(path, sizeof path, "%s.net", eta_cfg.socket_path);
+        eta_in_shim++;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? real_read(fd, text, sizeof text - 1) : -1;
+        if (fd >= 0)
+            real_close(fd);
+        eta_in_shim--;
+        if (n < 0) {
+            eta_log("warning: the PPE publishes no addresses at %s (%s): no socket can be accelerated; "
+                    "set ETA_NET='port A.B.C.D/P' to name them",
+                    path, strerror(errno));
+            return;
+        }
+        text[n] = 0;
+        src = text;
+    }
+    if (eta_net_parse(src, &eta_net, why, sizeof why) != 0) {
+        eta_log("warning: bad PPE network description %s: %s; no socket will be accelerated",
+                eta_cfg.net_override[0] ? "in ETA_NET" : path, why);
+        memset(&eta_net, 0, sizeof eta_net);
+    }
+}
+
+static void attach_locked(void)
+{
+    char why[256] = "";
+    struct dti_attach_opts opts = {.socket_path = eta_cfg.socket_path, .name = NULL};
+    dti_t *d = NULL;
+    eta_in_shim++;
+    int rc = dti_attach(&opts, &d, why, sizeof why);
+    eta_in_shim--;
+    if (rc < 0) {
+        if (eta_cfg.require) {
+            eta_log("ETA_REQUIRE is set and the PPE cannot be used: %s", why[0] ? why : dti_strerror(rc));
+            _exit(1);
+        }
+        eta_log("warning: no PPE (%s): this program runs on kernel sockets", why[0] ? why : dti_strerror(rc));
+        atomic_store(&attach_state, ATTACH_FAILED);
+        return;
+    }
+    attachment = d;
+    /* libdti's own descriptors are not the program's: close() on them is
+     * refused so a program closing "all" its descriptors cannot cut us off. */
+    int cfd = dti_control_fd(d);
+    if (cfd >= 0 && eta_fd_in_range(cfd)) {
+        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
+        eta_fd_set(cfd, &internal);
+    }
+    load_net();
+    eta_stats->attached = 1;
+    ETA_DEBUG("attached to the PPE at %s", eta_cfg.socket_path);
+    atomic_store(&attach_state, ATTACH_OK);
+}
+
+dti_t *eta_dti(void)
+{
+    int st = atomic_load_explicit(&attach_state, memory_order_acquire);
+    if (ETA_LIKELY(st == ATTACH_OK))
+        return attachment;
+    if (st == ATTACH_FAILED)
+        return NULL;
+    eta_init();
+    pthread_mutex_lock(&attach_lock);
+    if (atomic_load(&attach_state) == ATTACH_NONE) {
+        pthread_mutex_lock(&stats_lock);
+        if (!stats_file[0])
+            stats_publish();
+        pthread_mutex_unlock(&stats_lock);
+        attach_locked();
+    }
+    pthread_mutex_unlock(&attach_lock);
+    return atomic_load(&attach_state) == ATTACH_OK ? attachment : NULL;
+}
+
+bool eta_ppe_usable(void)
+{
+    return eta_dti() != NULL;
+}
+
+dti_ctx_t *eta_ctx(void)
+{
+    dti_t *d = eta_dti();
+    if (!d) {
+        errno = ENETDOWN;
+        return NULL;
+    }
+    int err = 0;
+    eta_in_shim++;
+    dti_ctx_t *c = dti_ctx_get(d, &err);
+    eta_in_shim--;
+    if (!c) {
+        errno = eta_errno_from_dti(err);
+        return NULL;
+    }
+    return c;
+}
+
+int eta_errno_from_dti(int res)
+{
+    int e = res < 0 ? -res : res;
+    switch (e) {
+    case DTI_E_ENGINE_GONE:
+    case DTI_E_BROKEN:
+        eta_mark_engine_dead();
+        return ECONNRESET;
+    case DTI_E_NO_ENGINE:
+    case DTI_E_PROTOCOL:
+        return ECONNRESET;
+    case DTI_E_DENIED:
+        return EACCES;
+    case DTI_E_LIMIT:
+        return ENOBUFS;
+    case DTI_E_BAD_HANDLE:
+        return EBADF;
+    case DTI_E_VERSION:
+        return EPROTO;
+    default:
+        return e > 0 && e < 4096 ? e : EIO;
+    }
+}
+
+/* In a fork child the parent's attachment is the parent's (dti.h): forget it
+ * without telling the PPE, and attach afresh on the next socket. The
+ * control socket copy is closed so the PPE still sees the parent's hang-up
+ * when the parent exits. */
+void eta_after_fork_child(void)
+{
+    pthread_mutex_init(&attach_lock, NULL);
+    pthread_mutex_init(&stats_lock, NULL);
+    if (atomic_load(&attach_state) == ATTACH_OK && attachment) {
+        int cfd = dti_control_fd(attachment);
+        if (cfd >= 0) {
+            eta_fd_clear(cfd);
+            real_close(cfd);
+        }
+    }
+    attachment = NULL;
+    eta_stats->attached = 0;
+    atomic_store(&attach_state, ATTACH_NONE);
+    eta_generation++;
+    /* The parent's counters stay the parent's. */
+    if (eta_stats != &private_stats) {
+        memset(&private_stats, 0, sizeof private_stats);
+        eta_stats = &private_stats;
+        stats_file[0] = 0;
+    }
+}
+
+/* ---- descriptor table and objects -------------------------------------- */
+
+struct eta_obj *_Atomic *eta_fds;
+_Atomic long eta_tracked;
+
+/* Objects come from one reserved mapping with a lock-free free list, so the
+ * wrappers never call malloc (socket(), accept() and close() are
+ * async-signal-safe in POSIX and must stay so). */
+#define SLOT_SIZE 256
+static unsigned char *slab;
+static _Atomic uint32_t slab_next = 1; /* slot 0 is never used */
+static _Atomic uint64_t slab_free;     /* (tag << 32) | slot index, 0: empty */
+
+static void init_table(void)
+{
+    void *t = mmap(NULL, sizeof(void *) * (size_t)ETA_FD_MAX, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *s = mmap(NULL, (size_t)SLOT_SIZE * ETA_FD_MAX, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t == MAP_FAILED || s == MAP_FAILED) {
+        eta_log("cannot reserve the descriptor table (%s): every socket goes to the kernel", strerror(errno));
+        return;
+    }
+    slab = s;
+    eta_fds = t;
+}
+
+bool eta_fd_in_range(int fd)
+{
+    eta_init();
+    return fd >= 0 && fd < ETA_FD_MAX && eta_fds;
+}
+
+static void *slot_alloc(void)
+{
+    uint64_t head = atomic_load(&slab_free);
+    while (head & 0xffffffffu) {
+        uint32_t idx = (uint32_t)head;
+        uint32_t next = *(uint32_t *)(slab + (size_t)idx * SLOT_SIZE);
+        uint64_t repl = ((head >> 32) + 1) << 32 | next;
+        if (atomic_compare_exchange_weak(&slab_free, &head, repl))
+            return memset(slab + (size_t)idx * SLOT_SIZE, 0, SLOT_SIZE);
+    }
+    uint32_t idx = atomic_fetch_add(&slab_next, 1);
+    if (idx >= ETA_FD_MAX)
+        return NULL;
+    return slab + (size_t)idx * SLOT_SIZE;
+}
+
+static void slot_free(void *p)
+{
+    uint32_t idx = (uint32_t)(((unsigned char *)p - slab) / SLOT_SIZE);
+    uint64_t head = atomic_load(&slab_free);
+    for (;;) {
+        *(uint32_t *)p = (uint32_t)head;
+        uint64_t repl = ((head >> 32) + 1) << 32 | idx;
+        if (atomic_compare_exchange_weak(&slab_free, &head, repl))
+            return;
+    }
+}
+
+_Static_assert(sizeof(struct eta_sock) <= SLOT_SIZE, "socket object outgrew its slot");
+
+struct eta_sock *eta_sock_new(void)
+{
+    if (!slab)
+        return NULL;
+    struct eta_sock *s = slot_alloc();
+    if (!s)
+        return NULL;
+    s->obj.kind = ETA_OBJ_SOCK;
+    atomic_init(&s->obj.refs, 0);
+    s->h = DTI_SOCK_INVALID;
+    s->rcvtimeo_ms = -1;
+    s->sndtimeo_ms = -1;
+    return s;
+}
+
+void *eta_obj_alloc(void);
+void *eta_obj_alloc(void)
+{
+    return slab ? slot_alloc() : NULL;
+}
+
+void eta_epoll_destroy(struct eta_obj *o);
+
+void eta_obj_put(struct eta_obj *o)
+{
+    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    switch (o->kind) {
+    case ETA_OBJ_SOCK:
+        eta_sock_release((struct eta_sock *)o);
+        slot_free(o);
+        break;
+    case ETA_OBJ_EPOLL:
+        eta_epoll_destroy(o);
+        slot_free(o);
+        break;
+    default:
+        break; /* internal markers are static */
+    }
+}
+
+struct eta_obj *eta_fd_get(int fd)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (!o)
+        return NULL;
+    /* A concurrent close may drop the last reference between the load and
+     * the increment; take a reference only while it is non-zero. */
+    uint32_t r = atomic_load(&o->refs);
+    do {
+        if (r == 0)
+            return NULL;
+    } while (!atomic_compare_exchange_weak(&o->refs, &r, r + 1));
+    return o;
+}
+
+struct eta_sock *eta_sock_get(int fd)
+{
+    struct eta_obj *o = eta_fd_get(fd);
+    if (o && o->kind != ETA_OBJ_SOCK) {
+        eta_obj_put(o);
+        return NULL;
+    }
+    return (struct eta_sock *)o;
+}
+
+void eta_fd_set(int fd, struct eta_obj *o)
+{
+    if (!eta_fd_in_range(fd))
+        return;
+    eta_obj_ref(o);
+    struct eta_obj *old = atomic_exchange(&eta_fds[fd], o);
+    if (old)
+        eta_obj_put(old);
+    else
+        atomic_fetch_add(&eta_tracked, 1);
+}
+
+void eta_fd_clear(int fd)
+{
+    if ((unsigned)fd >= ETA_FD_MAX || !eta_fds)
+        return;
+    struct eta_obj *old = atomic_exchange(&eta_fds[fd], NULL);
+    if (old) {
+        atomic_fetch_sub(&eta_tracked, 1);
+        eta_obj_put(old);
+    }
+}
+
+__attribute__((constructor)) static void eta_constructor(void)
+{
+    eta_init();
+    /* In a fork child the parent's attachment is the parent's. glibc runs
+     * this also for its internal forks (daemon(), system()). */
+    pthread_atfork(NULL, NULL, eta_after_fork_child);
+    /* ETA_REQUIRE: fail at start, not at the first socket. */
+    if (eta_cfg.require && !eta_cfg.disabled)
+        (void)eta_dti();
+}

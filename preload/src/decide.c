@@ -1,0 +1,199 @@
+/* Decision logic: which sockets the PPE carries. See decide.h. */
+#include "decide.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const reason_names[ETA_R_COUNT] = {
+    [ETA_R_NONE] = "accelerated",
+    [ETA_R_NOT_INET] = "not-inet",
+    [ETA_R_INET6] = "ipv6",
+    [ETA_R_NOT_STREAM] = "not-stream",
+    [ETA_R_PROTOCOL] = "not-tcp",
+    [ETA_R_NO_PPE] = "no-ppe",
+    [ETA_R_NOT_ROUTED] = "not-routed",
+    [ETA_R_LOOPBACK] = "loopback",
+    [ETA_R_KERNEL_ADDR] = "kernel-address",
+    [ETA_R_PPE_REFUSED] = "ppe-refused",
+    [ETA_R_FD_RANGE] = "fd-range",
+    [ETA_R_FORK_CHILD] = "fork-child",
+    [ETA_R_DISABLED] = "disabled",
+};
+
+const char *eta_reason_name(enum eta_reason r)
+{
+    return (unsigned)r < ETA_R_COUNT ? reason_names[r] : "unknown";
+}
+
+static uint32_t prefix_mask(uint8_t prefix)
+{
+    return prefix == 0 ? 0 : ~(uint32_t)0 << (32 - prefix);
+}
+
+static bool in_prefix(uint32_t ip, uint32_t net, uint8_t prefix)
+{
+    uint32_t m = prefix_mask(prefix);
+    return (ip & m) == (net & m);
+}
+
+bool eta_net_is_local(const struct eta_net *n, uint32_t ip)
+{
+    for (unsigned i = 0; i < n->n_ports; i++)
+        if (n->port[i].ip == ip)
+            return true;
+    return false;
+}
+
+bool eta_net_routes(const struct eta_net *n, uint32_t ip)
+{
+    if ((ip >> 24) == 127 || ip == 0 || ip == 0xffffffffu || (ip >> 28) == 0xe)
+        return false; /* loopback, unspecified, broadcast, multicast */
+    for (unsigned i = 0; i < n->n_ports; i++)
+        if (in_prefix(ip, n->port[i].ip, n->port[i].prefix))
+            return true;
+    for (unsigned i = 0; i < n->n_routes; i++)
+        if (in_prefix(ip, n->route[i].dest, n->route[i].prefix))
+            return true;
+    return false;
+}
+
+/* Parses "A.B.C.D/P" (P defaults to 32). */
+static int parse_prefix(const char *s, uint32_t *ip, uint8_t *prefix)
+{
+    char buf[32];
+    size_t len = strcspn(s, "/");
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    struct in_addr a;
+    if (inet_pton(AF_INET, buf, &a) != 1)
+        return -1;
+    *ip = ntohl(a.s_addr);
+    *prefix = 32;
+    if (s[len] == '/') {
+        const char *p = s + len + 1;
+        if (!isdigit((unsigned char)p[0]))
+            return -1;
+        unsigned v = 0;
+        for (; isdigit((unsigned char)*p); p++)
+            v = v * 10 + (unsigned)(*p - '0');
+        if (*p != 0 || v > 32)
+            return -1;
+        *prefix = (uint8_t)v;
+    }
+    return 0;
+}
+
+static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len)
+{
+    char *hash = strchr(item, '#');
+    if (hash)
+        *hash = 0;
+    char *words[4];
+    int n = 0;
+    for (char *save = NULL, *w = strtok_r(item, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
+        if (n == 4) {
+            snprintf(why, why_len, "too many words in '%s ...'", words[0]);
+            return -1;
+        }
+        words[n++] = w;
+    }
+    if (n == 0)
+        return 0;
+    uint32_t ip;
+    uint8_t prefix;
+    if (n < 2 || parse_prefix(words[1], &ip, &prefix) != 0) {
+        snprintf(why, why_len, "'%s' needs an address A.B.C.D/P", words[0]);
+        return -1;
+    }
+    if (strcmp(words[0], "port") == 0 && n == 2) {
+        if (out->n_ports == ETA_NET_MAX_PORTS) {
+            snprintf(why, why_len, "more than %d ports", ETA_NET_MAX_PORTS);
+            return -1;
+        }
+        out->port[out->n_ports].ip = ip;
+        out->port[out->n_ports++].prefix = prefix;
+        return 0;
+    }
+    /* "route D/P" or "route D/P via G": the gateway is the PPE's business. */
+    if (strcmp(words[0], "route") == 0 && (n == 2 || (n == 4 && strcmp(words[2], "via") == 0))) {
+        if (out->n_routes == ETA_NET_MAX_ROUTES) {
+            snprintf(why, why_len, "more than %d routes", ETA_NET_MAX_ROUTES);
+            return -1;
+        }
+        out->route[out->n_routes].dest = ip;
+        out->route[out->n_routes++].prefix = prefix;
+        return 0;
+    }
+    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P' and 'route A.B.C.D/P [via G]'", words[0]);
+    return -1;
+}
+
+int eta_net_parse(const char *text, struct eta_net *out, char *why, size_t why_len)
+{
+    memset(out, 0, sizeof *out);
+    char item[256];
+    const char *p = text;
+    while (*p) {
+        size_t len = strcspn(p, "\n;");
+        if (len >= sizeof item) {
+            snprintf(why, why_len, "line too long");
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (parse_item(item, out, why, why_len) != 0)
+            return -1;
+        p += len;
+        if (*p)
+            p++;
+    }
+    return 0;
+}
+
+enum eta_reason eta_decide_socket(int domain, int type, int protocol)
+{
+    if (domain == AF_INET6)
+        return ETA_R_INET6;
+    if (domain != AF_INET)
+        return ETA_R_NOT_INET;
+    if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != SOCK_STREAM)
+        return ETA_R_NOT_STREAM;
+    if (protocol != 0 && protocol != IPPROTO_TCP)
+        return ETA_R_PROTOCOL;
+    return ETA_R_NONE;
+}
+
+enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockaddr *addr, socklen_t len)
+{
+    if (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
+        return ETA_R_NOT_INET; /* AF_UNSPEC (dissolve) and bad input: the kernel answers */
+    struct sockaddr_in in;
+    memcpy(&in, addr, sizeof in);
+    uint32_t ip = ntohl(in.sin_addr.s_addr);
+    if ((ip >> 24) == 127)
+        return ETA_R_LOOPBACK;
+    return eta_net_routes(n, ip) ? ETA_R_NONE : ETA_R_NOT_ROUTED;
+}
+
+enum eta_bind_target eta_decide_bind(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,
+                                     enum eta_reason *why)
+{
+    *why = ETA_R_NONE;
+    if (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET) {
+        *why = ETA_R_NOT_INET;
+        return ETA_BIND_KERNEL;
+    }
+    struct sockaddr_in in;
+    memcpy(&in, addr, sizeof in);
+    uint32_t ip = ntohl(in.sin_addr.s_addr);
+    if (ip == INADDR_ANY)
+        return ETA_BIND_BOTH;
+    if (eta_net_is_local(n, ip))
+        return ETA_BIND_PPE;
+    *why = (ip >> 24) == 127 ? ETA_R_LOOPBACK : ETA_R_KERNEL_ADDR;
+    return ETA_BIND_KERNEL;
+}

@@ -1,0 +1,88 @@
+/* Which sockets go to the PPE and which to the kernel: pure functions over
+ * the PPE's addresses and routes, so they can be tested on their own. */
+#ifndef ETA_PRELOAD_DECIDE_H
+#define ETA_PRELOAD_DECIDE_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Why a socket went to the kernel. ETA_R_NONE: it did not. The names (for
+ * logs and eta-stat) are in eta_reason_name(); keep both in step with
+ * preload/include/eta/preload_stats.h. */
+enum eta_reason {
+    ETA_R_NONE = 0,
+    ETA_R_NOT_INET,        /* AF_UNIX, AF_NETLINK, AF_PACKET, ... */
+    ETA_R_INET6,           /* IPv6 is not accelerated yet */
+    ETA_R_NOT_STREAM,      /* UDP, raw, SEQPACKET */
+    ETA_R_PROTOCOL,        /* SOCK_STREAM with a protocol other than TCP (e.g. MPTCP, SCTP) */
+    ETA_R_NO_PPE,          /* no PPE could be attached */
+    ETA_R_NOT_ROUTED,      /* connect() to a destination the PPE does not route */
+    ETA_R_LOOPBACK,        /* connect()/bind() to 127.0.0.0/8 */
+    ETA_R_KERNEL_ADDR,     /* bind() to an address that is not the PPE's */
+    ETA_R_PPE_REFUSED,     /* the PPE refused the socket (limit reached, engine gone) */
+    ETA_R_FD_RANGE,        /* descriptor number beyond the shim's table */
+    ETA_R_FORK_CHILD,      /* inherited across fork: this PPE cannot share it (see README) */
+    ETA_R_DISABLED,        /* ETA_DISABLE=1 */
+    ETA_R_COUNT
+};
+
+const char *eta_reason_name(enum eta_reason r);
+
+#define ETA_NET_MAX_PORTS 8
+#define ETA_NET_MAX_ROUTES 32
+
+/* The PPE's view of the network: its own addresses (one per port, with the
+ * subnet directly reachable through it) and extra routes through gateways.
+ * Addresses in host byte order. */
+struct eta_net {
+    unsigned n_ports;
+    struct {
+        uint32_t ip;
+        uint8_t prefix;
+    } port[ETA_NET_MAX_PORTS];
+    unsigned n_routes;
+    struct {
+        uint32_t dest;
+        uint8_t prefix;
+    } route[ETA_NET_MAX_ROUTES];
+};
+
+/* Parses the PPE's network description: lines (or ';'-separated items) of
+ *   port A.B.C.D/P        an address the PPE owns and the subnet behind it
+ *   route A.B.C.D/P       a destination prefix the PPE routes (via a gateway)
+ * '#' starts a comment. Returns 0, or -1 with a message in `why`. */
+int eta_net_parse(const char *text, struct eta_net *out, char *why, size_t why_len);
+
+/* True when `ip` (host order) is one of the PPE's own addresses. */
+bool eta_net_is_local(const struct eta_net *n, uint32_t ip);
+/* True when traffic to `ip` (host order) leaves through a PPE port. */
+bool eta_net_routes(const struct eta_net *n, uint32_t ip);
+
+/* socket(domain, type, protocol): ETA_R_NONE when it may be accelerated
+ * later (an AF_INET stream socket), else why it is the kernel's for good. */
+enum eta_reason eta_decide_socket(int domain, int type, int protocol);
+
+/* connect(): ETA_R_NONE to go through the PPE, else why not. */
+enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
+
+enum eta_bind_target {
+    ETA_BIND_KERNEL, /* bind in the kernel only */
+    ETA_BIND_PPE,    /* a PPE address: the PPE only */
+    ETA_BIND_BOTH,   /* INADDR_ANY: the PPE and the kernel */
+};
+/* bind(): where the socket is bound; *why says why it is the kernel's. An
+ * address that is not AF_INET is the kernel's (it will refuse it). */
+enum eta_bind_target eta_decide_bind(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,
+                                     enum eta_reason *why);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

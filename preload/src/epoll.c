@@ -1,0 +1,445 @@
+/* epoll over sets that mix accelerated sockets with kernel descriptors.
+ *
+ * The program's epoll instance stays a real kernel epoll holding its kernel
+ * descriptors (and the kernel half of INADDR_ANY listeners), untouched: its
+ * data words are the program's and never collide with ours. Accelerated
+ * members live in a shadow interest list beside it. To sleep on both, the
+ * shim keeps a private epoll ("inner") holding the program's epoll fd and
+ * the waiting thread's DTI wait fd: nested epoll, as the kernel allows.
+ * Readiness of accelerated members is read from shared memory (level), with
+ * the per-socket event sequence for edge triggering. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+void *eta_obj_alloc(void);
+extern _Atomic uint32_t eta_rescan_seq;
+
+struct epent {
+    int fd;
+    struct eta_sock *s;  /* not referenced: release removes the entry */
+    uint32_t events;     /* EPOLLIN | ... | EPOLLET | EPOLLONESHOT ... */
+    epoll_data_t data;
+    uint32_t last_ev;    /* edge triggering: what was reported */
+    uint64_t last_rx;    /* the socket's arrival total when last reported */
+    uint64_t last_tx;    /* its send-space total when last reported */
+    uint32_t last_rescan;
+    bool disabled;       /* EPOLLONESHOT fired */
+};
+
+struct eta_epoll {
+    struct eta_obj obj;
+    int epfd;
+    int inner;              /* -1 until first needed */
+    uint32_t inner_gen;     /* eta_generation it was made in (fork) */
+    dti_ctx_t *inner_ctx;   /* whose wait fd is in inner */
+    dti_ctx_t *watch_ctx;   /* the context every member is watched from */
+    pthread_mutex_t lock;
+    struct epent *ents;
+    unsigned n, cap;
+    unsigned cursor;        /* where the next scan starts: fairness */
+};
+_Static_assert(sizeof(struct eta_epoll) <= 256, "epoll object outgrew its slot");
+
+/* Every shadow, so a closed socket can leave them all. */
+#define MAX_SHADOWS 1024
+static struct eta_epoll *shadows[MAX_SHADOWS];
+static pthread_mutex_t shadows_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int fail(int err)
+{
+    errno = err;
+    return -1;
+}
+
+static struct eta_epoll *shadow_get(int epfd)
+{
+    struct eta_obj *o = eta_fd_get(epfd);
+    if (o && o->kind != ETA_OBJ_EPOLL) {
+        eta_obj_put(o);
+        return NULL;
+    }
+    return (struct eta_epoll *)o;
+}
+
+static struct eta_epoll *shadow_create(int epfd)
+{
+    if (!eta_fd_in_range(epfd))
+        return NULL;
+    struct eta_epoll *e = eta_obj_alloc();
+    if (!e)
+        return NULL;
+    e->obj.kind = ETA_OBJ_EPOLL;
+    atomic_init(&e->obj.refs, 1); /* the caller's */
+    e->epfd = epfd;
+    e->inner = -1;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_lock(&shadows_lock);
+    bool placed = false;
+    for (int i = 0; i < MAX_SHADOWS && !placed; i++)
+        if (!shadows[i]) {
+            shadows[i] = e;
+            placed = true;
+        }
+    pthread_mutex_unlock(&shadows_lock);
+    if (!placed) {
+        atomic_store(&e->obj.refs, 0);
+        return NULL;
+    }
+    eta_fd_set(epfd, &e->obj);
+    return e;
+}
+
+void eta_epoll_destroy(struct eta_obj *o);
+void eta_epoll_destroy(struct eta_obj *o)
+{
+    struct eta_epoll *e = (struct eta_epoll *)o;
+    pthread_mutex_lock(&shadows_lock);
+    for (int i = 0; i < MAX_SHADOWS; i++)
+        if (shadows[i] == e)
+            shadows[i] = NULL;
+    pthread_mutex_unlock(&shadows_lock);
+    if (e->inner >= 0 && e->inner_gen == eta_generation)
+        real_close(e->inner);
+    free(e->ents);
+}
+
+void eta_epoll_forget_fd(int fd, struct eta_sock *s)
+{
+    (void)fd;
+    pthread_mutex_lock(&shadows_lock);
+    for (int i = 0; i < MAX_SHADOWS; i++) {
+        struct eta_epoll *e = shadows[i];
+        if (!e)
+            continue;
+        pthread_mutex_lock(&e->lock);
+        for (unsigned j = 0; j < e->n;) {
+            if (e->ents[j].s == s)
+                e->ents[j] = e->ents[--e->n];
+            else
+                j++;
+        }
+        pthread_mutex_unlock(&e->lock);
+    }
+    pthread_mutex_unlock(&shadows_lock);
+}
+
+static struct epent *find(struct eta_epoll *e, int fd, struct eta_sock *s)
+{
+    for (unsigned i = 0; i < e->n; i++)
+        if (e->ents[i].fd == fd && e->ents[i].s == s)
+            return &e->ents[i];
+    return NULL;
+}
+
+static uint32_t dti_mask(uint32_t events)
+{
+    uint32_t m = 0;
+    if (events & (EPOLLIN | EPOLLRDNORM))
+        m |= DTI_POLLIN;
+    if (events & EPOLLRDHUP)
+        m |= DTI_POLLRDHUP;
+    if (events & (EPOLLOUT | EPOLLWRNORM))
+        m |= DTI_POLLOUT;
+    return m;
+}
+
+ETA_EXPORT int epoll_create(int size)
+{
+    return real_epoll_create(size);
+}
+
+ETA_EXPORT int epoll_create1(int flags)
+{
+    return real_epoll_create1(flags);
+}
+
+ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    struct eta_sock *s = eta_sock_get(fd);
+    if (ETA_LIKELY(!s))
+        return real_epoll_ctl(epfd, op, fd, ev);
+    uint32_t st = atomic_load(&s->state);
+    if (st != ETA_SOCK_ACCEL && st != ETA_SOCK_ORPHAN) {
+        eta_obj_put(&s->obj);
+        return real_epoll_ctl(epfd, op, fd, ev);
+    }
+    if (epfd == fd) {
+        eta_obj_put(&s->obj);
+        return fail(EINVAL);
+    }
+    if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
+    if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL) {
+        eta_obj_put(&s->obj);
+        return fail(EINVAL);
+    }
+    if (real_fcntl(epfd, F_GETFD) < 0) {
+        eta_obj_put(&s->obj);
+        return fail(EBADF);
+    }
+    struct eta_epoll *e = shadow_get(epfd);
+    if (!e && op == EPOLL_CTL_ADD)
+        e = shadow_create(epfd);
+    if (!e) {
+        eta_obj_put(&s->obj);
+        return fail(op == EPOLL_CTL_ADD ? ENOMEM : ENOENT);
+    }
+    int rc = 0;
+    pthread_mutex_lock(&e->lock);
+    struct epent *ent = find(e, fd, s);
+    if (op == EPOLL_CTL_ADD) {
+        if (ent) {
+            rc = fail(EEXIST);
+        } else if (s->hybrid && real_epoll_ctl(epfd, op, fd, ev) != 0) {
+            rc = -1; /* the kernel half's answer (e.g. EINVAL for a bad flag) */
+        } else {
+            if (e->n == e->cap) {
+                unsigned cap = e->cap ? e->cap * 2 : 16;
+                struct epent *n = realloc(e->ents, cap * sizeof *n);
+                if (!n) {
+                    pthread_mutex_unlock(&e->lock);
+                    eta_obj_put(&e->obj);
+                    eta_obj_put(&s->obj);
+                    return fail(ENOMEM);
+                }
+                e->ents = n;
+                e->cap = cap;
+            }
+            e->ents[e->n++] = (struct epent){fd, s, ev->events, ev->data, 0, 0, 0, 0, false};
+            e->watch_ctx = NULL; /* watch the newcomer at the next wait */
+        }
+    } else if (!ent) {
+        rc = fail(ENOENT);
+    } else if (op == EPOLL_CTL_MOD) {
+        if (s->hybrid && real_epoll_ctl(epfd, op, fd, ev) != 0) {
+            rc = -1;
+        } else if ((ev->events & EPOLLEXCLUSIVE) || (ent->events & EPOLLEXCLUSIVE)) {
+            rc = fail(EINVAL); /* as the kernel: EXCLUSIVE cannot be modified */
+        } else {
+            ent->events = ev->events;
+            ent->data = ev->data;
+            ent->last_ev = 0;
+            ent->disabled = false;
+            e->watch_ctx = NULL;
+        }
+    } else {
+        if (s->hybrid)
+            real_epoll_ctl(epfd, op, fd, ev);
+        *ent = e->ents[--e->n];
+    }
+    pthread_mutex_unlock(&e->lock);
+    eta_obj_put(&e->obj);
+    eta_obj_put(&s->obj);
+    return rc;
+}
+
+/* Collects ready accelerated members into out[0..max). Lock held. */
+static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max)
+{
+    int n = 0;
+    uint32_t rescan = atomic_load(&eta_rescan_seq);
+    unsigned count = e->n;
+    for (unsigned k = 0; k < count && n < max; k++) {
+        struct epent *ent = &e->ents[(e->cursor + k) % count];
+        if (ent->disabled)
+            continue;
+        uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
+                        EPOLLERR | EPOLLHUP;
+        uint32_t ev = (c ? eta_sock_events(c, ent->s) : (EPOLLERR | EPOLLHUP));
+        if (ev & POLLIN)
+            ev |= EPOLLRDNORM;
+        if (ev & POLLOUT)
+            ev |= EPOLLWRNORM;
+        ev &= want;
+        if (ent->events & EPOLLET) {
+            /* An edge: a condition newly true, more bytes (or connections)
+             * arrived, or more send space offered than at the last report,
+             * exactly as the kernel reports every arrival. */
+            struct dti_sock_info si = {0};
+            if (c && !eta_sock_orphaned(ent->s))
+                dti_sock_status(c, ent->s->h, &si);
+            uint64_t rx = atomic_load_explicit(&ent->s->rx_taken, memory_order_relaxed) + si.readable + si.accept_ready;
+            uint64_t tx = atomic_load_explicit(&ent->s->tx_committed, memory_order_relaxed) + si.writable;
+            bool fresh = (ev & ~ent->last_ev) || ((ev & EPOLLIN) && rx > ent->last_rx) ||
+                         ((ev & EPOLLOUT) && tx > ent->last_tx) || (rescan != ent->last_rescan && ev);
+            ent->last_ev = ev;
+            ent->last_rescan = rescan;
+            if (!fresh)
+                continue;
+            ent->last_rx = rx;
+            ent->last_tx = tx;
+        }
+        if (!ev)
+            continue;
+        out[n].events = ev;
+        out[n].data = ent->data;
+        n++;
+        if (ent->events & EPOLLONESHOT)
+            ent->disabled = true;
+    }
+    if (count)
+        e->cursor = (e->cursor + 1) % count;
+    return n;
+}
+
+/* Makes the waiting thread's context watch every member, and puts its wait
+ * fd in the inner epoll. Lock held. Returns 0 or -1 with errno. */
+static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
+{
+    if (e->inner < 0 || e->inner_gen != eta_generation) {
+        e->inner = real_epoll_create1(EPOLL_CLOEXEC);
+        if (e->inner < 0)
+            return -1;
+        e->inner_gen = eta_generation;
+        e->inner_ctx = NULL;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+        if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, e->epfd, &ev) != 0)
+            return -1;
+    }
+    if (e->inner_ctx != c) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
+        if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, dti_ctx_wait_fd(c), &ev) != 0 && errno != EEXIST)
+            return -1;
+        e->inner_ctx = c;
+    }
+    for (unsigned i = 0; i < e->n; i++) {
+        struct epent *ent = &e->ents[i];
+        if (ent->disabled || ent->s->generation != eta_generation)
+            continue;
+        uint32_t m = dti_mask(ent->events);
+        /* POLLOUT is one-shot in the DTI: ask again only when not writable. */
+        if ((m & DTI_POLLOUT) && (eta_sock_events(c, ent->s) & POLLOUT))
+            m &= ~DTI_POLLOUT;
+        if (e->watch_ctx != c || (m & DTI_POLLOUT))
+            eta_watch(c, ent->s, m);
+    }
+    e->watch_ctx = c;
+    return 0;
+}
+
+static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
+                      const sigset_t *mask)
+{
+    dti_ctx_t *c = eta_ctx();
+    uint64_t start = eta_now_ns();
+    uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
+    uint64_t spin_end = start + eta_cfg.spin_ns;
+    unsigned iter = 0;
+    for (;;) {
+        if (c)
+            eta_pump(c);
+        pthread_mutex_lock(&e->lock);
+        int n = collect(e, c, out, max);
+        pthread_mutex_unlock(&e->lock);
+        /* The kernel members: at once, then every 64 rounds while spinning. */
+        if (n < max && (iter == 0 || (iter & 63) == 0 || n > 0)) {
+            int k = real_epoll_wait(e->epfd, out + n, max - n, 0);
+            if (k > 0)
+                n += k;
+            else if (k < 0 && n == 0)
+                return -1;
+        }
+        if (n > 0 || timeout_ns == 0)
+            return n;
+        iter++;
+        uint64_t now = eta_now_ns();
+        if (deadline && now >= deadline)
+            return 0;
+        if (now < spin_end)
+            continue;
+        /* Sleep in the inner epoll: the program's epoll fd and our wait fd. */
+        int armed = 0;
+        pthread_mutex_lock(&e->lock);
+        int prc = c ? prepare_sleep(e, c) : 0;
+        pthread_mutex_unlock(&e->lock);
+        if (prc != 0)
+            return -1;
+        if (c) {
+            eta_in_shim++;
+            armed = dti_arm(c);
+            eta_in_shim--;
+            if (armed != 0) {
+                if (armed < 0) {
+                    eta_engine_check(dti_ctx_owner(c));
+                    c = NULL;
+                }
+                iter = 0;
+                continue;
+            }
+        }
+        int ms = -1;
+        if (deadline) {
+            now = eta_now_ns();
+            ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+        }
+        ETA_STAT_ADD(sleeps, 1);
+        struct epoll_event got[2];
+        int rc = c ? real_epoll_pwait(e->inner, got, 2, ms, mask) : real_epoll_pwait(e->epfd, out, max, ms, mask);
+        int err = errno;
+        if (c) {
+            eta_in_shim++;
+            dti_disarm(c);
+            eta_in_shim--;
+            if (!eta_engine_check(dti_ctx_owner(c)))
+                c = NULL;
+        } else {
+            return rc; /* no engine: the kernel members are all there is to wait for */
+        }
+        if (rc < 0) {
+            errno = err;
+            return -1;
+        }
+        iter = 0;
+        spin_end = 0;
+    }
+}
+
+static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout_ns, const sigset_t *mask,
+                     int ms, const struct timespec *ts, int which)
+{
+    struct eta_epoll *e = NULL;
+    if (atomic_load_explicit(&eta_tracked, memory_order_relaxed))
+        e = shadow_get(epfd);
+    if (ETA_LIKELY(!e || e->n == 0)) {
+        if (e)
+            eta_obj_put(&e->obj);
+        if (which == 0)
+            return real_epoll_wait(epfd, out, max, ms);
+        if (which == 1)
+            return real_epoll_pwait(epfd, out, max, ms, mask);
+        return real_epoll_pwait2(epfd, out, max, ts, mask);
+    }
+    if (max <= 0 || !out) {
+        eta_obj_put(&e->obj);
+        return fail(max <= 0 ? EINVAL : EFAULT);
+    }
+    int rc = wait_mixed(e, out, max, timeout_ns, mask);
+    int saved = errno;
+    eta_obj_put(&e->obj);
+    errno = saved;
+    return rc;
+}
+
+ETA_EXPORT int epoll_wait(int epfd, struct epoll_event *out, int max, int ms)
+{
+    return wait_impl(epfd, out, max, ms < 0 ? -1 : (int64_t)ms * 1000000, NULL, ms, NULL, 0);
+}
+
+ETA_EXPORT int epoll_pwait(int epfd, struct epoll_event *out, int max, int ms, const sigset_t *mask)
+{
+    return wait_impl(epfd, out, max, ms < 0 ? -1 : (int64_t)ms * 1000000, mask, ms, NULL, 1);
+}
+
+ETA_EXPORT int epoll_pwait2(int epfd, struct epoll_event *out, int max, const struct timespec *ts,
+                            const sigset_t *mask)
+{
+    int64_t t = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
+    return wait_impl(epfd, out, max, t, mask, 0, ts, 2);
+}

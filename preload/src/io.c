@@ -1,0 +1,494 @@
+/* The data path: read/write and all their socket cousins, sendfile. Every
+ * call on an accelerated socket copies once between the program's buffer and
+ * the socket's ring in shared memory; no system call unless it must wait. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+static ssize_t fail(int err)
+{
+    errno = err;
+    return -1;
+}
+
+/* EPIPE raises SIGPIPE in the calling thread, as the kernel's send does. */
+static ssize_t fail_pipe(int flags)
+{
+    if (!(flags & MSG_NOSIGNAL))
+        raise(SIGPIPE);
+    return fail(EPIPE);
+}
+
+static size_t iov_total(const struct iovec *iov, int n, bool *bad)
+{
+    size_t total = 0;
+    *bad = n < 0 || n > IOV_MAX;
+    for (int i = 0; i < n && !*bad; i++) {
+        if (iov[i].iov_len > SSIZE_MAX - total)
+            *bad = true;
+        else
+            total += iov[i].iov_len;
+    }
+    return total;
+}
+
+/* Copies len bytes between src/dst memory and the iovec at byte offset off. */
+static void iov_put(const struct iovec *iov, int n, size_t off, const char *src, size_t len)
+{
+    for (int i = 0; i < n && len; i++) {
+        if (off >= iov[i].iov_len) {
+            off -= iov[i].iov_len;
+            continue;
+        }
+        size_t k = iov[i].iov_len - off < len ? iov[i].iov_len - off : len;
+        memcpy((char *)iov[i].iov_base + off, src, k);
+        src += k;
+        len -= k;
+        off = 0;
+    }
+}
+
+static void iov_get(const struct iovec *iov, int n, size_t off, char *dst, size_t len)
+{
+    for (int i = 0; i < n && len; i++) {
+        if (off >= iov[i].iov_len) {
+            off -= iov[i].iov_len;
+            continue;
+        }
+        size_t k = iov[i].iov_len - off < len ? iov[i].iov_len - off : len;
+        memcpy(dst, (const char *)iov[i].iov_base + off, k);
+        dst += k;
+        len -= k;
+        off = 0;
+    }
+}
+
+static bool readable(void *arg)
+{
+    struct eta_sock *s = arg;
+    dti_ctx_t *c = eta_ctx();
+    return !c || (eta_sock_events(c, s) & (POLLIN | POLLERR | POLLHUP | POLLRDHUP));
+}
+
+static bool writable(void *arg)
+{
+    struct eta_sock *s = arg;
+    dti_ctx_t *c = eta_ctx();
+    return !c || (eta_sock_events(c, s) & (POLLOUT | POLLERR | POLLHUP));
+}
+
+static uint64_t deadline_after(int ms)
+{
+    return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
+}
+
+/* Receives into iov. Returns bytes, 0 at EOF, or -1 with errno. */
+static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags)
+{
+    if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return fail(ECONNRESET);
+    if (s->listening || !s->connect_started)
+        return fail(ENOTCONN);
+    if (flags & MSG_OOB)
+        return fail(EINVAL); /* eta carries no urgent data */
+    bool bad;
+    size_t want = iov_total(iov, iovcnt, &bad);
+    if (bad)
+        return fail(EINVAL);
+    dti_ctx_t *c = eta_ctx();
+    if (!c)
+        return fail(ECONNRESET);
+    bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
+    bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+    uint64_t deadline = 0;
+    size_t got = 0;
+    if (want == 0)
+        return 0;
+    for (;;) {
+        if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
+            return (ssize_t)got;
+        struct dti_iov piece[2];
+        ssize_t n = dti_recv_borrow(c, s->h, piece);
+        if (n > 0) {
+            size_t take = (size_t)n < want - got ? (size_t)n : want - got;
+            if (!(flags & MSG_TRUNC)) {
+                size_t first = take < piece[0].len ? take : piece[0].len;
+                iov_put(iov, iovcnt, got, piece[0].base, first);
+                if (take > first)
+                    iov_put(iov, iovcnt, got + first, piece[1].base, take - first);
+            }
+            if (!(flags & MSG_PEEK)) {
+                dti_recv_release(c, s->h, take);
+                atomic_fetch_add_explicit(&s->rx_taken, take, memory_order_relaxed);
+            }
+            got += take;
+            if (waitall && got < want)
+                continue;
+            return (ssize_t)got;
+        }
+        if (n == 0)
+            return (ssize_t)got; /* EOF */
+        if (n != -EAGAIN) {
+            if (got)
+                return (ssize_t)got;
+            return fail(eta_errno_from_dti((int)n));
+        }
+        if (got && !waitall)
+            return (ssize_t)got;
+        if (nonblock)
+            return got ? (ssize_t)got : fail(EAGAIN);
+        if (!deadline && s->rcvtimeo_ms >= 0)
+            deadline = deadline_after(s->rcvtimeo_ms);
+        eta_watch(c, s, DTI_POLLIN | DTI_POLLRDHUP);
+        int w = eta_wait(c, readable, s, deadline, -1);
+        if (w == -ETIMEDOUT)
+            return got ? (ssize_t)got : fail(EAGAIN);
+        if (w == -EINTR)
+            return got ? (ssize_t)got : fail(EINTR);
+        if (w == -EPIPE)
+            return got ? (ssize_t)got : fail(ECONNRESET);
+    }
+}
+
+/* True while a connect is still under way (send waits for it, as the
+ * kernel's does). */
+static bool connecting(dti_ctx_t *c, struct eta_sock *s)
+{
+    struct dti_sock_info ss;
+    return dti_sock_status(c, s->h, &ss) == 0 && (ss.state & DTI_STATE_CONNECTING);
+}
+
+/* Sends from iov (or, when `in_fd` >= 0, from that file: sendfile). */
+static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
+                         off_t *offset, size_t file_count)
+{
+    if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return fail_pipe(flags);
+    if (s->listening || !s->connect_started)
+        return fail(ENOTCONN);
+    if (atomic_load_explicit(&s->shut_wr, memory_order_relaxed))
+        return fail_pipe(flags);
+    if (flags & MSG_OOB)
+        return fail(EOPNOTSUPP);
+    bool bad = false;
+    size_t total = in_fd >= 0 ? file_count : iov_total(iov, iovcnt, &bad);
+    if (bad)
+        return fail(EINVAL);
+    dti_ctx_t *c = eta_ctx();
+    if (!c)
+        return fail_pipe(flags);
+    bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
+    uint64_t deadline = 0;
+    size_t sent = 0;
+    off_t file_off = offset ? *offset : 0;
+    while (sent < total) {
+        struct dti_iov piece[2];
+        ssize_t n = dti_send_reserve(c, s->h, piece);
+        if (n > 0) {
+            size_t take = (size_t)n < total - sent ? (size_t)n : total - sent;
+            size_t first = take < piece[0].len ? take : piece[0].len;
+            if (in_fd >= 0) {
+                /* sendfile: the file's bytes land in the send ring directly. */
+                size_t done = 0;
+                for (int p = 0; p < 2 && done < take; p++) {
+                    size_t want = p == 0 ? first : take - first;
+                    ssize_t r = offset ? pread(in_fd, piece[p].base, want, file_off + (off_t)done)
+                                       : real_read(in_fd, piece[p].base, want);
+                    if (r < 0) {
+                        if (done == 0 && sent == 0)
+                            return -1; /* errno from the file */
+                        break;
+                    }
+                    done += (size_t)r;
+                    if ((size_t)r < want)
+                        break;
+                }
+                if (done) {
+                    dti_send_commit(c, s->h, done, (flags & MSG_MORE) ? DTI_SEND_MORE : 0);
+                    atomic_fetch_add_explicit(&s->tx_committed, done, memory_order_relaxed);
+                }
+                sent += done;
+                file_off += (off_t)done;
+                if (offset)
+                    *offset = file_off;
+                if (done < take)
+                    break; /* end of file */
+                continue;
+            }
+            iov_get(iov, iovcnt, sent, piece[0].base, first);
+            if (take > first)
+                iov_get(iov, iovcnt, sent + first, piece[1].base, take - first);
+            /* MSG_MORE only for the last piece of what the program gave; a
+             * piece cut short by a full ring goes out at once. */
+            unsigned more = (flags & MSG_MORE) && sent + take == total ? DTI_SEND_MORE : 0;
+            int rc = dti_send_commit(c, s->h, take, more);
+            if (rc < 0)
+                return sent ? (ssize_t)sent : fail(eta_errno_from_dti(rc));
+            atomic_fetch_add_explicit(&s->tx_committed, take, memory_order_relaxed);
+            sent += take;
+            continue;
+        }
+        if (n != -EAGAIN && !(n == -ENOTCONN && connecting(c, s))) {
+            if (sent)
+                return (ssize_t)sent;
+            int e = eta_errno_from_dti((int)n);
+            return e == EPIPE ? fail_pipe(flags) : fail(e);
+        }
+        if (nonblock)
+            return sent ? (ssize_t)sent : fail(EAGAIN);
+        if (!deadline && s->sndtimeo_ms >= 0)
+            deadline = deadline_after(s->sndtimeo_ms);
+        eta_watch(c, s, DTI_POLLOUT);
+        int w = eta_wait(c, writable, s, deadline, -1);
+        if (w == -ETIMEDOUT)
+            return sent ? (ssize_t)sent : fail(EAGAIN);
+        if (w == -EINTR)
+            return sent ? (ssize_t)sent : fail(EINTR);
+        if (w == -EPIPE)
+            return sent ? (ssize_t)sent : fail_pipe(flags);
+    }
+    return (ssize_t)sent;
+}
+
+/* The accelerated socket behind fd (referenced), or NULL for the kernel. */
+static struct eta_sock *accel(int fd)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return NULL;
+    struct eta_sock *s = eta_sock_get(fd);
+    if (s && atomic_load_explicit(&s->state, memory_order_acquire) != ETA_SOCK_ACCEL &&
+        atomic_load(&s->state) != ETA_SOCK_ORPHAN) {
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    return s;
+}
+
+ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_read(fd, buf, len);
+    struct iovec v = {buf, len};
+    ssize_t r = sock_recv(s, &v, 1, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_recv(fd, buf, len, flags);
+    struct iovec v = {buf, len};
+    ssize_t r = sock_recv(s, &v, 1, flags);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr_arg, socklen_t *alen)
+{
+    struct sockaddr *addr = ETA_SA(addr_arg);
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_recvfrom(fd, buf, len, flags, addr, alen);
+    struct iovec v = {buf, len};
+    ssize_t r = sock_recv(s, &v, 1, flags);
+    eta_obj_put(&s->obj);
+    if (r >= 0 && alen)
+        *alen = 0; /* a TCP socket reports no source address */
+    return r;
+}
+
+ETA_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_readv(fd, iov, cnt);
+    ssize_t r = sock_recv(s, iov, cnt, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_recvmsg(fd, msg, flags);
+    ssize_t r = sock_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+    eta_obj_put(&s->obj);
+    if (r >= 0) {
+        msg->msg_namelen = 0;
+        msg->msg_controllen = 0;
+        msg->msg_flags = 0;
+    }
+    return r;
+}
+
+ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_recvmmsg(fd, vec, vlen, flags, timeout);
+    /* A stream has no message boundaries: fill entries while bytes are there. */
+    int done = 0;
+    for (unsigned i = 0; i < vlen; i++) {
+        int f = (flags & ~MSG_WAITFORONE) | ((done && (flags & MSG_WAITFORONE)) ? MSG_DONTWAIT : 0);
+        ssize_t r = sock_recv(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen, i ? f | MSG_DONTWAIT : f);
+        if (r < 0) {
+            if (!done) {
+                eta_obj_put(&s->obj);
+                return -1;
+            }
+            break;
+        }
+        vec[i].msg_len = (unsigned)r;
+        vec[i].msg_hdr.msg_namelen = 0;
+        vec[i].msg_hdr.msg_controllen = 0;
+        vec[i].msg_hdr.msg_flags = 0;
+        done++;
+        if (r == 0)
+            break;
+    }
+    eta_obj_put(&s->obj);
+    return done;
+}
+
+ETA_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_write(fd, buf, len);
+    struct iovec v = {(void *)buf, len};
+    ssize_t r = sock_send(s, &v, 1, 0, -1, NULL, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_send(fd, buf, len, flags);
+    struct iovec v = {(void *)buf, len};
+    ssize_t r = sock_send(s, &v, 1, flags, -1, NULL, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG addr_arg,
+                          socklen_t alen)
+{
+    const struct sockaddr *addr = ETA_SA(addr_arg);
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_sendto(fd, buf, len, flags, addr, alen);
+    struct iovec v = {(void *)buf, len};
+    ssize_t r = sock_send(s, &v, 1, flags, -1, NULL, 0); /* a connected stream ignores the address */
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_writev(fd, iov, cnt);
+    ssize_t r = sock_send(s, iov, cnt, 0, -1, NULL, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_sendmsg(fd, msg, flags);
+    ssize_t r = sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags, -1, NULL, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_sendmmsg(fd, vec, vlen, flags);
+    int done = 0;
+    for (unsigned i = 0; i < vlen; i++) {
+        ssize_t r = sock_send(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen, flags, -1, NULL, 0);
+        if (r < 0) {
+            if (!done) {
+                eta_obj_put(&s->obj);
+                return -1;
+            }
+            break;
+        }
+        vec[i].msg_len = (unsigned)r;
+        done++;
+    }
+    eta_obj_put(&s->obj);
+    return done;
+}
+
+static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+    struct eta_sock *s = accel(out_fd);
+    if (ETA_LIKELY(!s)) {
+        struct eta_sock *in = accel(in_fd);
+        if (in) { /* the kernel cannot read a PPE socket */
+            eta_obj_put(&in->obj);
+            return fail(EINVAL);
+        }
+        return real_sendfile(out_fd, in_fd, offset, count);
+    }
+    ssize_t r = sock_send(s, NULL, 0, 0, in_fd, offset, count);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t eta_sendfile_export(int out_fd, int in_fd, off_t *offset, size_t count) __asm__("sendfile");
+ETA_EXPORT ssize_t eta_sendfile_export(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+    return sendfile_impl(out_fd, in_fd, offset, count);
+}
+
+ETA_EXPORT ssize_t eta_sendfile64_export(int out_fd, int in_fd, off_t *offset, size_t count) __asm__("sendfile64");
+ETA_EXPORT ssize_t eta_sendfile64_export(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+    return sendfile_impl(out_fd, in_fd, offset, count);
+}
+
+/* _FORTIFY_SOURCE builds (Debian's) call these instead of read/recv. */
+extern void __chk_fail(void) __attribute__((noreturn));
+
+ETA_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+ETA_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+    if (len > buflen)
+        __chk_fail();
+    return read(fd, buf, len);
+}
+
+ETA_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ETA_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+    if (len > buflen)
+        __chk_fail();
+    return recv(fd, buf, len, flags);
+}
+
+ETA_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, struct sockaddr *addr,
+                                  socklen_t *alen);
+ETA_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, struct sockaddr *addr,
+                                  socklen_t *alen)
+{
+    if (len > buflen)
+        __chk_fail();
+    return recvfrom(fd, buf, len, flags, addr, alen);
+}

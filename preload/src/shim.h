@@ -1,0 +1,199 @@
+/* Internals of libeta-preload.so shared by its source files. */
+#ifndef ETA_PRELOAD_SHIM_H
+#define ETA_PRELOAD_SHIM_H
+
+#include <dti/dti.h>
+#include <eta/preload_stats.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "decide.h"
+#include "real.h"
+
+#define ETA_EXPORT __attribute__((visibility("default")))
+#define ETA_TLS __thread __attribute__((tls_model("initial-exec")))
+/* glibc declares the sockaddr arguments as transparent unions in GNU C;
+ * definitions must match, then take the pointer out. */
+#if defined(__USE_GNU) && !defined(__cplusplus) && defined(__GNUC__)
+#define ETA_SA(a) ((a).__sockaddr__)
+#else
+#define ETA_SA(a) (a)
+#endif
+#define ETA_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ETA_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- configuration (environment, read once) ---------------------------- */
+
+struct eta_config {
+    char socket_path[256]; /* ETA_SOCKET or /run/eta/ppe.sock */
+    bool require;          /* ETA_REQUIRE=1 */
+    bool disabled;         /* ETA_DISABLE=1: everything to the kernel (counted) */
+    bool log_fallback;     /* ETA_LOG has "fallback" (or "all") */
+    bool log_accel;        /* ETA_LOG has "accel" (or "all") */
+    bool log_debug;        /* ETA_LOG has "debug" (or "all") */
+    uint64_t spin_ns;      /* ETA_SPIN_US * 1000 */
+    char net_override[512];/* ETA_NET: the PPE's addresses/routes, else <socket>.net */
+};
+extern struct eta_config eta_cfg;
+
+/* Reads the environment once; safe from any wrapper at any time. */
+void eta_init(void);
+
+/* ---- logging and counters --------------------------------------------- */
+
+void eta_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define ETA_DEBUG(...)             \
+    do {                           \
+        if (eta_cfg.log_debug)     \
+            eta_log(__VA_ARGS__);  \
+    } while (0)
+
+/* Counts one socket sent to the kernel (ETA_R_NONE: one accelerated). */
+void eta_count(enum eta_reason r, int fd, const char *detail);
+extern struct eta_preload_stats *eta_stats;
+#define ETA_STAT_ADD(field, n) __atomic_fetch_add(&eta_stats->field, (n), __ATOMIC_RELAXED)
+
+/* ---- the PPE attachment ------------------------------------------------ */
+
+/* The attachment of this process, or NULL when there is none (no PPE, or a
+ * fork child before it attached). Attaches on first call. Never blocks for
+ * long: one connect to the control socket. */
+dti_t *eta_dti(void);
+/* The calling thread's context, NULL when not attached (errno set). */
+dti_ctx_t *eta_ctx(void);
+/* Generation of the attachment: bumped in a fork child, so that sockets
+ * made under the parent's attachment are recognised. */
+extern uint32_t eta_generation;
+extern struct eta_net eta_net;
+/* Set once the PPE is known to be gone (control socket hang-up, region
+ * marked gone): accelerated sockets then fail, new ones go to the kernel.
+ * A flag, because dti_engine_alive() makes a system call. */
+extern _Atomic bool eta_engine_dead;
+/* dti_engine_alive() that also sets eta_engine_dead. */
+bool eta_engine_check(dti_t *d);
+void eta_mark_engine_dead(void);
+/* True when the PPE has been attached, or an attach is still possible. */
+bool eta_ppe_usable(void);
+
+/* Thread-local: set while the shim itself runs libc calls (libdti's control
+ * socket, eventfds) so the wrappers pass them straight through uncounted. */
+extern ETA_TLS int eta_in_shim;
+
+/* Monotonic time in ns (vDSO; no system call). */
+uint64_t eta_now_ns(void);
+
+/* ---- objects behind descriptors ---------------------------------------- */
+
+enum eta_kind {
+    ETA_OBJ_SOCK = 1,    /* an AF_INET stream socket the shim tracks */
+    ETA_OBJ_EPOLL = 2,   /* an epoll instance with accelerated members */
+    ETA_OBJ_INTERNAL = 3 /* a descriptor libdti uses: not the program's */
+};
+
+struct eta_obj {
+    uint32_t kind;
+    _Atomic uint32_t refs; /* descriptors naming it + calls using it */
+};
+
+enum eta_sock_state {
+    ETA_SOCK_CANDIDATE = 0, /* kernel socket; may still go to the PPE at bind/connect/listen */
+    ETA_SOCK_ACCEL,         /* carried by the PPE (fd is a placeholder kernel socket) */
+    ETA_SOCK_ORPHAN,        /* accelerated in a parent process; unusable here */
+    ETA_SOCK_KERNEL,        /* decided: the kernel's (dups may still name the object) */
+};
+
+struct eta_sock {
+    struct eta_obj obj;
+    _Atomic uint32_t state;
+    uint32_t generation;      /* eta_generation when it became accelerated */
+    dti_sock_t h;             /* the PPE's handle */
+    _Atomic int nonblock;     /* the program's O_NONBLOCK (file description level) */
+    bool listening;
+    bool hybrid;              /* INADDR_ANY listener: the kernel socket listens too */
+    bool bound_kernel;        /* bind(INADDR_ANY) done in the kernel */
+    bool connect_started;     /* a connect was issued (non-blocking in progress or done) */
+    bool connect_reported;    /* the outcome of a non-blocking connect was reported */
+    _Atomic bool shut_wr;
+    _Atomic bool shut_rd;
+    _Atomic int pending_error;/* SO_ERROR kept by the shim (positive errno) */
+    int rcvtimeo_ms;          /* SO_RCVTIMEO, -1: none */
+    int sndtimeo_ms;          /* SO_SNDTIMEO, -1: none */
+    struct dti_addr local;    /* host order; as bound */
+    uint16_t kernel_port;     /* the port of bind(INADDR_ANY) */
+    _Atomic uint32_t ev_seq;  /* bumped for every PPE event on this socket */
+    /* Totals for edge triggering: bytes (or connections) that ever arrived
+     * = taken + still waiting; send space ever offered = committed + free. */
+    _Atomic uint64_t rx_taken;
+    _Atomic uint64_t tx_committed;
+    dti_ctx_t *_Atomic watch_ctx; /* last context that asked for events, and for what */
+    _Atomic uint32_t watch_mask;
+};
+
+/* The table from descriptor number to object. Descriptors beyond it are
+ * never accelerated (counted as ETA_R_FD_RANGE). */
+#define ETA_FD_MAX (1 << 20)
+extern struct eta_obj *_Atomic *eta_fds;
+extern _Atomic long eta_tracked; /* entries in use: 0 means every fd is the kernel's */
+
+static inline struct eta_obj *eta_fd_peek(int fd)
+{
+    if (ETA_LIKELY(atomic_load_explicit(&eta_tracked, memory_order_relaxed) == 0))
+        return NULL;
+    if ((unsigned)fd >= ETA_FD_MAX || !eta_fds)
+        return NULL;
+    return atomic_load_explicit(&eta_fds[fd], memory_order_acquire);
+}
+
+/* Takes a reference on the object of fd (NULL: a plain kernel fd). */
+struct eta_obj *eta_fd_get(int fd);
+void eta_obj_put(struct eta_obj *o);
+static inline struct eta_obj *eta_obj_ref(struct eta_obj *o)
+{
+    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+    return o;
+}
+/* Binds fd to o (taking a reference); drops whatever fd named before. */
+void eta_fd_set(int fd, struct eta_obj *o);
+/* Forgets fd (after the kernel closed it); drops its reference. */
+void eta_fd_clear(int fd);
+bool eta_fd_in_range(int fd);
+
+struct eta_sock *eta_sock_new(void);
+/* The socket behind fd with a reference, or NULL when fd is not one. */
+struct eta_sock *eta_sock_get(int fd);
+/* Releases what the PPE holds when the last reference goes (close). */
+void eta_sock_release(struct eta_sock *s);
+
+/* ---- waiting ----------------------------------------------------------- */
+
+/* Makes the context report `mask` events of socket s (cached per socket). */
+void eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask);
+/* Reaps and dispatches everything pending in the context (events bump the
+ * sockets' ev_seq). Returns entries reaped. */
+unsigned eta_pump(dti_ctx_t *c);
+
+/* True (and counted once) for a socket accelerated under a parent's
+ * attachment: the PPE cannot share it with this process (see README). */
+bool eta_sock_orphaned(struct eta_sock *s);
+
+/* Readiness of an accelerated socket as poll bits (POLLIN, ...). */
+uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s);
+
+/* Waits until `ready(arg)` is true, the deadline passes (ns, 0: none) or a
+ * signal arrives. Also wakes for `kfd` (a kernel fd, -1: none) becoming
+ * readable. Spins eta_cfg.spin_ns first, then sleeps on the context's wait fd.
+ * Returns 0 when ready, -ETIMEDOUT, -EINTR, or -EPIPE when the PPE went. */
+int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd);
+
+/* Converts a libdti result (-errno or -DTI_E_*) to an errno value. */
+int eta_errno_from_dti(int res);
+
+/* ---- the fork hooks ---------------------------------------------------- */
+void eta_after_fork_child(void);
+
+/* ---- epoll ------------------------------------------------------------- */
+/* Called when an accelerated fd is closed: it leaves every epoll set. */
+void eta_epoll_forget_fd(int fd, struct eta_sock *s);
+
+#endif

@@ -1,0 +1,304 @@
+/* Waiting for accelerated sockets: the event pump, watches, the spin-then-
+ * sleep waiter, and the map from PPE handles to socket objects that events
+ * are dispatched through. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+
+#include "shim.h"
+
+/* ---- handle -> socket map (open addressing, lock-free lookups) ---------- */
+
+#define HMAP_SIZE (1u << 17)
+struct hslot {
+    _Atomic uint32_t h; /* DTI_SOCK_INVALID: empty; HMAP_TOMB: deleted */
+    struct eta_sock *_Atomic s;
+};
+#define HMAP_TOMB 0xfffffffeu
+static struct hslot hmap[HMAP_SIZE];
+static _Atomic int hmap_lock;
+static _Atomic int hmap_ready;
+
+static void hmap_init(void)
+{
+    if (atomic_load_explicit(&hmap_ready, memory_order_acquire))
+        return;
+    while (atomic_exchange(&hmap_lock, 1))
+        ;
+    if (!atomic_load(&hmap_ready)) {
+        for (unsigned i = 0; i < HMAP_SIZE; i++)
+            atomic_store(&hmap[i].h, DTI_SOCK_INVALID);
+        atomic_store(&hmap_ready, 1);
+    }
+    atomic_store(&hmap_lock, 0);
+}
+
+static unsigned hmap_hash(dti_sock_t h)
+{
+    return (h * 2654435761u) & (HMAP_SIZE - 1);
+}
+
+void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
+void eta_hmap_put(dti_sock_t h, struct eta_sock *s)
+{
+    hmap_init();
+    while (atomic_exchange_explicit(&hmap_lock, 1, memory_order_acquire))
+        ;
+    for (unsigned i = hmap_hash(h), n = 0; n < HMAP_SIZE; i = (i + 1) & (HMAP_SIZE - 1), n++) {
+        uint32_t cur = atomic_load(&hmap[i].h);
+        if (cur == DTI_SOCK_INVALID || cur == HMAP_TOMB || cur == h) {
+            atomic_store(&hmap[i].s, s);
+            atomic_store(&hmap[i].h, h);
+            break;
+        }
+    }
+    atomic_store_explicit(&hmap_lock, 0, memory_order_release);
+}
+
+void eta_hmap_del(dti_sock_t h);
+void eta_hmap_del(dti_sock_t h)
+{
+    hmap_init();
+    while (atomic_exchange_explicit(&hmap_lock, 1, memory_order_acquire))
+        ;
+    for (unsigned i = hmap_hash(h), n = 0; n < HMAP_SIZE; i = (i + 1) & (HMAP_SIZE - 1), n++) {
+        uint32_t cur = atomic_load(&hmap[i].h);
+        if (cur == DTI_SOCK_INVALID)
+            break;
+        if (cur == h) {
+            atomic_store(&hmap[i].s, NULL);
+            atomic_store(&hmap[i].h, HMAP_TOMB);
+            break;
+        }
+    }
+    atomic_store_explicit(&hmap_lock, 0, memory_order_release);
+}
+
+static struct eta_sock *hmap_find(dti_sock_t h)
+{
+    if (!atomic_load_explicit(&hmap_ready, memory_order_acquire))
+        return NULL;
+    for (unsigned i = hmap_hash(h), n = 0; n < HMAP_SIZE; i = (i + 1) & (HMAP_SIZE - 1), n++) {
+        uint32_t cur = atomic_load_explicit(&hmap[i].h, memory_order_acquire);
+        if (cur == DTI_SOCK_INVALID)
+            return NULL;
+        if (cur == h)
+            return atomic_load_explicit(&hmap[i].s, memory_order_acquire);
+    }
+    return NULL;
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+/* Bumped when the PPE says events were dropped: everybody re-checks. */
+_Atomic uint32_t eta_rescan_seq;
+
+unsigned eta_pump(dti_ctx_t *c)
+{
+    struct dti_cqe cqe[32];
+    unsigned total = 0, n;
+    eta_in_shim++;
+    do {
+        n = dti_reap(c, cqe, 32);
+        for (unsigned i = 0; i < n; i++) {
+            if (cqe[i].kind == DTI_CQE_EVENT) {
+                struct eta_sock *s = hmap_find(cqe[i].sock);
+                if (s)
+                    atomic_fetch_add_explicit(&s->ev_seq, 1, memory_order_release);
+            } else if (cqe[i].kind == DTI_CQE_RESCAN) {
+                atomic_fetch_add(&eta_rescan_seq, 1);
+            }
+            /* Completions reaching here belong to fire-and-forget commands
+             * (watch, close, shutdown, setsockopt); their outcome shows in the
+             * socket's status. */
+        }
+        total += n;
+    } while (n == 32);
+    eta_in_shim--;
+    return total;
+}
+
+void eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
+{
+    if (atomic_load_explicit(&s->watch_ctx, memory_order_relaxed) == c &&
+        (atomic_load_explicit(&s->watch_mask, memory_order_relaxed) & mask) == mask && !(mask & DTI_POLLOUT))
+        return;
+    uint32_t want = mask | DTI_POLLERR | DTI_POLLHUP;
+    if (atomic_load_explicit(&s->watch_ctx, memory_order_relaxed) == c)
+        want |= atomic_load_explicit(&s->watch_mask, memory_order_relaxed);
+    eta_in_shim++;
+    int rc = dti_prep_watch(c, s->h, want, 0);
+    if (rc == -EAGAIN) { /* queue full: make room and retry once */
+        eta_in_shim--;
+        eta_pump(c);
+        eta_in_shim++;
+        rc = dti_prep_watch(c, s->h, want, 0);
+    }
+    if (rc == 0)
+        dti_submit(c);
+    eta_in_shim--;
+    if (rc == 0) {
+        atomic_store(&s->watch_ctx, c);
+        atomic_store(&s->watch_mask, want & ~DTI_POLLOUT);
+    }
+}
+
+_Atomic bool eta_engine_dead;
+
+bool eta_sock_orphaned(struct eta_sock *s)
+{
+    if (ETA_LIKELY(s->generation == eta_generation && atomic_load(&s->state) != ETA_SOCK_ORPHAN))
+        return false;
+    if (atomic_exchange(&s->state, ETA_SOCK_ORPHAN) != ETA_SOCK_ORPHAN)
+        eta_count(ETA_R_FORK_CHILD, -1, "an accelerated socket inherited across fork cannot be used in the child");
+    return true;
+}
+
+bool eta_engine_check(dti_t *d)
+{
+    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return false;
+    eta_in_shim++;
+    bool alive = dti_engine_alive(d);
+    eta_in_shim--;
+    if (!alive)
+        eta_mark_engine_dead();
+    return alive;
+}
+
+void eta_mark_engine_dead(void)
+{
+    if (!atomic_exchange(&eta_engine_dead, true)) {
+        eta_stats->attached = 0;
+        eta_log("warning: the PPE has gone: accelerated sockets fail, new sockets go to the kernel");
+    }
+}
+
+uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
+{
+    if (eta_sock_orphaned(s))
+        return POLLERR | POLLHUP;
+    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return POLLIN | POLLOUT | POLLERR | POLLHUP;
+    uint32_t ev = dti_sock_poll(c, s->h);
+    if (atomic_load_explicit(&s->pending_error, memory_order_relaxed))
+        ev |= POLLERR;
+    if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
+        ev |= POLLIN | POLLRDHUP;
+    if (s->listening)
+        ev &= ~(uint32_t)(POLLOUT | POLLHUP);
+    else if (!s->connect_started && !s->listening)
+        ev = (ev & ~(uint32_t)POLLIN) | POLLOUT | POLLHUP; /* a fresh socket: like the kernel's */
+    return ev;
+}
+
+/* ---- signals: restart or EINTR ---------------------------------------- */
+
+/* A wait the shim makes is a poll(), which the kernel never restarts. The
+ * kernel would restart the call the program made (accept, recv, send,
+ * connect without a timeout) when the handler that ran had SA_RESTART. The
+ * shim cannot tell which signal arrived, so it restarts only when every
+ * installed handler asks for it; a program that installs one handler without
+ * SA_RESTART sees EINTR, which it must already handle. */
+static bool handlers_all_restart(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) != 0)
+            continue;
+        if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+            continue;
+        if (!(sa.sa_flags & SA_RESTART))
+            return false;
+    }
+    return true;
+}
+
+/* ---- the waiter -------------------------------------------------------- */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd)
+{
+    dti_t *d = dti_ctx_owner(c);
+    uint64_t start = eta_now_ns();
+    uint64_t spin_end = start + eta_cfg.spin_ns;
+    unsigned iter = 0;
+    /* Spin: the common case for a busy program, no system call at all. */
+    while (eta_cfg.spin_ns) {
+        eta_pump(c);
+        if (ready(arg)) {
+            ETA_STAT_ADD(spins, 1);
+            return 0;
+        }
+        if ((++iter & 63) == 0) {
+            if (!eta_engine_check(d))
+                return -EPIPE;
+            uint64_t now = eta_now_ns();
+            if (deadline_ns && now >= deadline_ns)
+                return -ETIMEDOUT;
+            if (now >= spin_end)
+                break;
+            if (kfd >= 0) {
+                struct pollfd p = {kfd, POLLIN, 0};
+                if (real_poll(&p, 1, 0) > 0)
+                    return 0;
+            }
+        }
+        cpu_relax();
+    }
+    /* Sleep: arm, check, block on the context's wait fd (and kfd). */
+    ETA_STAT_ADD(sleeps, 1);
+    for (;;) {
+        eta_in_shim++;
+        int armed = dti_arm(c);
+        eta_in_shim--;
+        if (armed > 0) {
+            eta_pump(c);
+            if (ready(arg))
+                return 0;
+            continue;
+        }
+        if (ready(arg)) {
+            if (armed == 0)
+                dti_disarm(c);
+            return 0;
+        }
+        if (armed < 0) {
+            eta_engine_check(d);
+            return -EPIPE;
+        }
+        int timeout = -1;
+        if (deadline_ns) {
+            uint64_t now = eta_now_ns();
+            if (now >= deadline_ns) {
+                dti_disarm(c);
+                return -ETIMEDOUT;
+            }
+            timeout = (int)((deadline_ns - now + 999999) / 1000000);
+        }
+        struct pollfd p[2] = {{dti_ctx_wait_fd(c), POLLIN, 0}, {kfd, POLLIN, 0}};
+        int rc = real_poll(p, kfd >= 0 ? 2 : 1, timeout);
+        int err = errno;
+        eta_in_shim++;
+        dti_disarm(c);
+        eta_in_shim--;
+        eta_pump(c);
+        if (ready(arg))
+            return 0;
+        if (rc > 0 && kfd >= 0 && p[1].revents)
+            return 0;
+        if (rc < 0 && err == EINTR) {
+            if (deadline_ns || !handlers_all_restart())
+                return -EINTR;
+        }
+        if (!eta_engine_check(d))
+            return -EPIPE;
+    }
+}

@@ -1,0 +1,113 @@
+// Decision logic of the shim: which sockets the PPE carries.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include "decide.h"
+
+namespace {
+
+sockaddr_in in4(const char *ip, uint16_t port)
+{
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+}
+
+eta_net lab_net()
+{
+    eta_net n{};
+    char why[128];
+    EXPECT_EQ(eta_net_parse("port 198.18.0.1/24\nroute 10.0.0.0/8 via 198.18.0.254 # lab\n", &n, why, sizeof why), 0)
+        << why;
+    return n;
+}
+
+TEST(Decide, SocketAcceptsOnlyInetStreamTcp)
+{
+    EXPECT_EQ(eta_decide_socket(AF_INET, SOCK_STREAM, 0), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_socket(AF_INET, SOCK_DGRAM, 0), ETA_R_NOT_STREAM);
+    EXPECT_EQ(eta_decide_socket(AF_INET, SOCK_SEQPACKET, 0), ETA_R_NOT_STREAM);
+    EXPECT_EQ(eta_decide_socket(AF_INET6, SOCK_STREAM, 0), ETA_R_INET6);
+    EXPECT_EQ(eta_decide_socket(AF_UNIX, SOCK_STREAM, 0), ETA_R_NOT_INET);
+    EXPECT_EQ(eta_decide_socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP), ETA_R_PROTOCOL);
+}
+
+TEST(Decide, ConnectFollowsThePpeRoutes)
+{
+    eta_net n = lab_net();
+    auto peer = in4("198.18.0.2", 80), routed = in4("10.1.2.3", 80), other = in4("198.19.0.2", 80),
+         lo = in4("127.0.0.1", 80);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&peer, sizeof peer), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&routed, sizeof routed), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&other, sizeof other), ETA_R_NOT_ROUTED);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&lo, sizeof lo), ETA_R_LOOPBACK);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&peer, 4), ETA_R_NOT_INET); // short: the kernel answers
+    EXPECT_EQ(eta_decide_connect(&n, nullptr, 0), ETA_R_NOT_INET);
+    sockaddr unspec{};
+    unspec.sa_family = AF_UNSPEC;
+    EXPECT_EQ(eta_decide_connect(&n, &unspec, sizeof unspec), ETA_R_NOT_INET);
+    auto mc = in4("224.0.0.1", 80), bc = in4("255.255.255.255", 80);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&mc, sizeof mc), ETA_R_NOT_ROUTED);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&bc, sizeof bc), ETA_R_NOT_ROUTED);
+}
+
+TEST(Decide, ConnectWithNoPpeNetworkGoesToTheKernel)
+{
+    eta_net empty{};
+    auto peer = in4("198.18.0.2", 80);
+    EXPECT_EQ(eta_decide_connect(&empty, (sockaddr *)&peer, sizeof peer), ETA_R_NOT_ROUTED);
+}
+
+TEST(Decide, BindTargets)
+{
+    eta_net n = lab_net();
+    eta_reason why;
+    auto any = in4("0.0.0.0", 80), ppe = in4("198.18.0.1", 80), kern = in4("198.19.0.1", 80),
+         lo = in4("127.0.0.1", 80);
+    EXPECT_EQ(eta_decide_bind(&n, (sockaddr *)&any, sizeof any, &why), ETA_BIND_BOTH);
+    EXPECT_EQ(eta_decide_bind(&n, (sockaddr *)&ppe, sizeof ppe, &why), ETA_BIND_PPE);
+    EXPECT_EQ(eta_decide_bind(&n, (sockaddr *)&kern, sizeof kern, &why), ETA_BIND_KERNEL);
+    EXPECT_EQ(why, ETA_R_KERNEL_ADDR);
+    EXPECT_EQ(eta_decide_bind(&n, (sockaddr *)&lo, sizeof lo, &why), ETA_BIND_KERNEL);
+    EXPECT_EQ(why, ETA_R_LOOPBACK);
+    EXPECT_EQ(eta_decide_bind(&n, nullptr, 0, &why), ETA_BIND_KERNEL);
+    EXPECT_EQ(why, ETA_R_NOT_INET);
+}
+
+TEST(Decide, NetParsingRejectsBadInputClearly)
+{
+    eta_net n;
+    char why[160];
+    EXPECT_EQ(eta_net_parse("port 198.18.0.1/24; route 10.0.0.0/8", &n, why, sizeof why), 0);
+    EXPECT_EQ(n.n_ports, 1u);
+    EXPECT_EQ(n.n_routes, 1u);
+    EXPECT_EQ(n.port[0].prefix, 24);
+    EXPECT_EQ(eta_net_parse("", &n, why, sizeof why), 0);
+    EXPECT_EQ(n.n_ports, 0u);
+    EXPECT_NE(eta_net_parse("port 198.18.0.1/33", &n, why, sizeof why), 0);
+    EXPECT_NE(std::string(why).find("port"), std::string::npos);
+    EXPECT_NE(eta_net_parse("port banana", &n, why, sizeof why), 0);
+    EXPECT_NE(eta_net_parse("gateway 1.2.3.4/32", &n, why, sizeof why), 0);
+    EXPECT_NE(std::string(why).find("unknown line"), std::string::npos);
+    EXPECT_NE(eta_net_parse("route 10.0.0.0/8 through 1.2.3.4", &n, why, sizeof why), 0);
+    std::string many;
+    for (int i = 0; i < ETA_NET_MAX_PORTS + 1; i++)
+        many += "port 10.0." + std::to_string(i) + ".1/24\n";
+    EXPECT_NE(eta_net_parse(many.c_str(), &n, why, sizeof why), 0);
+    std::string longline(300, 'x');
+    EXPECT_NE(eta_net_parse(longline.c_str(), &n, why, sizeof why), 0);
+}
+
+TEST(Decide, ReasonNamesMatchThePublishedList)
+{
+    EXPECT_STREQ(eta_reason_name(ETA_R_NONE), "accelerated");
+    EXPECT_STREQ(eta_reason_name(ETA_R_NO_PPE), "no-ppe");
+    EXPECT_STREQ(eta_reason_name(ETA_R_FORK_CHILD), "fork-child");
+    EXPECT_STREQ(eta_reason_name(ETA_R_COUNT), "unknown");
+    static_assert(ETA_R_COUNT <= 16, "eta_preload_stats has 16 reason slots");
+}
+
+} // namespace

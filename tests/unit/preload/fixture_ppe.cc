@@ -1,0 +1,47 @@
+// TEST FIXTURE, not product code: runs dti's in-process loopback engine
+// (tests/unit/dti/fixture) behind a control socket, so programs under the
+// shim can attach and run accelerated sockets without a PPE, a NIC or root.
+// Connections go to listeners inside the fixture by port.
+//
+//   preload_fixture_ppe SOCKET_PATH
+// Prints "READY" when it serves. SIGTERM/SIGINT: graceful stop and exit 0.
+// SIGUSR1: abrupt stop (as a PPE crash), then wait for SIGTERM.
+#include "loopback.h"
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: %s SOCKET_PATH\n", argv[0]);
+        return 2;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr); // the engine thread inherits it
+    dti::fixture::TestPpe::Options opt;
+    opt.limits.max_sockets = 4096;
+    dti::fixture::TestPpe ppe(argv[1], opt);
+    std::string why;
+    if (!ppe.start(&why)) {
+        std::fprintf(stderr, "fixture PPE: %s\n", why.c_str());
+        return 1;
+    }
+    std::printf("READY\n");
+    std::fflush(stdout);
+    for (;;) {
+        int sig = 0;
+        sigwait(&set, &sig);
+        if (sig == SIGUSR1) {
+            ppe.crash();
+            continue;
+        }
+        ppe.stop();
+        return 0;
+    }
+}
