@@ -1,0 +1,94 @@
+// Input format (everything is optional; short input just ends the run):
+//   byte 0: how many sockets the fake app creates first (x % 8, half listen)
+//   then repeated chunks: [where:1][offset:2][len:1][len bytes]
+//     where % 3 == 0: queue pair (where/3 % 2) header (its app-written words)
+//     where % 3 == 1: command ring of that queue pair
+//     where % 3 == 2: publish: cmd_prod += offset % 64 (may exceed the ring)
+//   after each chunk the engine polls once.
+// The app side here is hostile by construction; the engine must survive,
+// answer or refuse, and never touch memory outside the region.
+#include "fuzz_region.h"
+
+#include "dti_abi.h"
+#include "loopback.h"
+
+#include <dti/dti.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace dti::fuzz {
+
+void run_one(const uint8_t *data, size_t size)
+{
+    engine::Limits l;
+    l.max_contexts = 2;
+    l.max_sockets = 16;
+    l.cmdq_entries = 16;
+    l.evq_entries = 32;
+    l.rx_ring_size = 4096;
+    l.tx_ring_size = 4096;
+    l.pool_size = 8192;
+    l.commands_per_poll = 8;
+    fixture::LoopbackTransport tr;
+    auto e = engine::Engine::create(tr, l, nullptr);
+    tr.set_provider(e.get());
+    uint64_t bytes = engine::region_bytes(l);
+    std::vector<uint64_t> mem(bytes / 8 + 1, 0);
+    auto *base = reinterpret_cast<uint8_t *>(mem.data());
+    engine::layout_region(base, bytes, l);
+    auto *hdr = reinterpret_cast<dti_region_header *>(base);
+    if (e->attach_memory(base, bytes, 2) < 0)
+        return;
+    auto qp = [&](unsigned i) {
+        return reinterpret_cast<dti_qp_header *>(base + hdr->ctx_offset + hdr->ctx_stride * i);
+    };
+    auto cmds = [&](unsigned i) { return reinterpret_cast<dti_cmd *>(reinterpret_cast<uint8_t *>(qp(i)) + sizeof(dti_qp_header)); };
+    size_t pos = 0;
+    // Some valid state first, so that garbage meets live sockets.
+    unsigned nsock = size > 0 ? data[pos++] % 8 : 0;
+    for (unsigned k = 0; k < nsock; k++) {
+        dti_cmd c{};
+        c.op = DTI_OP_SOCKET;
+        c.tag = k;
+        cmds(0)[qp(0)->cmd_prod % l.cmdq_entries] = c;
+        qp(0)->cmd_prod++;
+    }
+    e->poll();
+    qp(0)->ev_cons = __atomic_load_n(&qp(0)->ev_prod, __ATOMIC_ACQUIRE);
+    for (int rounds = 0; pos + 4 <= size && rounds < 4096; rounds++) {
+        uint8_t where = data[pos];
+        uint16_t off = uint16_t(data[pos + 1] | data[pos + 2] << 8);
+        uint8_t len = data[pos + 3];
+        pos += 4;
+        size_t n = std::min<size_t>(len, size - pos);
+        unsigned q = (where / 3) % 2;
+        if (where % 3 == 0) {
+            // Only the app-written words of the queue pair header.
+            uint32_t *words[] = {&qp(q)->cmd_prod, &qp(q)->ev_cons, &qp(q)->armed};
+            for (size_t k = 0; k + 4 <= n; k += 4) {
+                uint32_t v;
+                std::memcpy(&v, data + pos + k, 4);
+                *words[(off + k / 4) % 3] = v;
+            }
+        } else if (where % 3 == 1) {
+            size_t ring = sizeof(dti_cmd) * l.cmdq_entries;
+            auto *r = reinterpret_cast<uint8_t *>(cmds(q));
+            for (size_t k = 0; k < n; k++)
+                r[(off + k) % ring] = data[pos + k];
+        } else {
+            qp(q)->cmd_prod += off % 64;
+        }
+        pos += n;
+        e->poll();
+        e->clear_wakeups();
+        // Consume events now and then like an app would.
+        if (where & 0x80)
+            qp(q)->ev_cons = __atomic_load_n(&qp(q)->ev_prod, __ATOMIC_ACQUIRE);
+    }
+    e->shutdown();
+    e->poll();
+}
+
+} // namespace dti::fuzz
