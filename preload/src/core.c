@@ -229,7 +229,7 @@ static void attach_locked(void)
             eta_log("ETA_REQUIRE is set and the PPE cannot be used: %s", why[0] ? why : dti_strerror(rc));
             _exit(1);
         }
-        eta_log("warning: no PPE (%s): this program runs on kernel sockets", why[0] ? why : dti_strerror(rc));
+        eta_log("warning: the PPE cannot be used (%s): this program runs on kernel sockets", why[0] ? why : dti_strerror(rc));
         atomic_store(&attach_state, ATTACH_FAILED);
         return;
     }
