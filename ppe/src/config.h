@@ -52,8 +52,8 @@ struct RouteConfig {
 
 struct LimitsConfig {
     uint32_t max_apps = 64;
-    uint32_t sockets_per_app = 4096;
-    uint64_t memory_per_app = 256ull << 20; // bytes
+    uint32_t sockets_per_app = 1024;
+    uint64_t memory_per_app = 1ull << 30; // bytes of shared region (sparse: pages are used as sockets are)
     // Users allowed to attach (checked with SO_PEERCRED). Empty: everyone.
     std::vector<uint32_t> allowed_uids;
     std::vector<std::string> allowed_users; // as written, for messages
@@ -67,7 +67,7 @@ struct Config {
     std::vector<CoreSpec> cores{CoreSpec{CoreSpec::kAuto, 1, "auto:1"}};
     IdlePolicy idle = IdlePolicy::kAdaptive;
     uint32_t spin_us = 200;         // adaptive: busy-poll this long after the last work
-    uint32_t max_sleep_us = 1000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
+    uint32_t max_sleep_us = 5000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
     uint32_t burst = 32;            // rx/tx burst size
 
     // [dpdk]

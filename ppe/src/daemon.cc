@@ -13,6 +13,7 @@
 #include "system.h"
 
 #include "dti_abi.h"
+#include <dti/dti.h>
 
 #include <CLI/CLI.hpp>
 #include <liburing.h>
@@ -257,24 +258,28 @@ class ControlSocket {
     std::string path_;
 };
 
-// Answers an attach request. This engine does not serve DTI contexts yet, so
-// every application is refused with a reason it can print, never left hanging.
-void refuse_attach(int fd)
+// A new connection on the control socket goes to an engine, which runs the
+// attach protocol (the DTI engine is single-threaded, on its engine thread).
+void hand_over(int fd, std::vector<std::unique_ptr<Engine>> &engines, size_t *next)
 {
-    dti_ctl_msg msg{};
-    msg.magic = DTI_CTL_MAGIC;
-    msg.type = DTI_CTL_REFUSED;
-    msg.abi_version = 1;
-    msg.status = EOPNOTSUPP;
-    copy_str(msg.text, sizeof msg.text, "this eta-ppe does not serve DTI applications yet");
-    ssize_t r = send(fd, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)r;
-    ::close(fd);
+    Engine &e = *engines[(*next)++ % engines.size()];
+    if (!e.offer_connection(fd)) {
+        dti_ctl_msg msg{};
+        msg.magic = DTI_CTL_MAGIC;
+        msg.type = DTI_CTL_REFUSED;
+        msg.abi_version = DTI_ABI_VERSION;
+        msg.status = EAGAIN;
+        copy_str(msg.text, sizeof msg.text, "the PPE is busy with other attaches; try again");
+        ssize_t r = send(fd, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)r;
+        ::close(fd);
+    }
 }
 
 enum : uint64_t { kTagSignal = 1, kTagAccept = 2, kTagTimer = 3 };
 
-int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, Published &pub)
+int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, Published &pub,
+                 std::vector<std::unique_ptr<Engine>> &engines)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -308,6 +313,7 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
     arm_accept();
     arm_timer();
     bool running = true;
+    size_t next_engine = 0;
     while (running) {
         io_uring_cqe *cqe = nullptr;
         int rc = io_uring_submit_and_wait(&ring, 1);
@@ -333,7 +339,7 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
                 if (running) arm_signal();
                 break;
             case kTagAccept:
-                if (cqe->res >= 0) refuse_attach(cqe->res);
+                if (cqe->res >= 0) hand_over(cqe->res, engines, &next_engine);
                 if (!(cqe->flags & IORING_CQE_F_MORE) && running) arm_accept();
                 break;
             case kTagTimer:
@@ -400,6 +406,28 @@ int daemon_main(int argc, char **argv)
     if (!resolve_cores(config, machine, device_numa_node(config.ports[0].device), &engines, &err)) {
         std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
         return 1;
+    }
+    if (engines.size() > 1) {
+        std::fprintf(stderr,
+                     "eta-ppe: %s:%u: engine.cores: %zu engines were asked for; this version runs one engine "
+                     "(a listener's connections must reach the engine that holds it, which needs flow steering "
+                     "eta-ppe does not program yet); use one core, e.g. \"auto:1\"\n",
+                     config.path.c_str(), config.cores_line, engines.size());
+        return 1;
+    }
+    {
+        // Every application's region holds a slot (two rings) per socket.
+        const uint64_t need = dti::engine::region_bytes(dti_limits(config));
+        if (need == 0 || need > config.limits.memory_per_app) {
+            std::fprintf(stderr,
+                         "eta-ppe: %s: limits.memory_per_app: %llu MiB cannot hold a region for sockets_per_app = %u "
+                         "sockets with tcp.rcvbuf + tcp.sndbuf = %u KiB each (needs %llu MiB); raise memory_per_app or "
+                         "lower sockets_per_app or the ring sizes\n",
+                         config.path.c_str(), static_cast<unsigned long long>(config.limits.memory_per_app >> 20),
+                         config.limits.sockets_per_app, (config.tcp.rcvbuf + config.tcp.sndbuf) >> 10,
+                         static_cast<unsigned long long>((need + (1 << 20) - 1) >> 20));
+            return 1;
+        }
     }
     bool use_huge = false;
     if (!check_environment(config, &use_huge, &err)) {
@@ -498,7 +526,7 @@ int daemon_main(int argc, char **argv)
         }
     }
 
-    const int rc = control_loop(config, ctl, ports, pub);
+    const int rc = control_loop(config, ctl, ports, pub, running);
 
     // Graceful stop: no new attaches, engines reset what is left and stop,
     // then the NIC is released and the runtime files go.

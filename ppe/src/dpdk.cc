@@ -9,6 +9,7 @@
 #include <rte_lcore.h>
 #include <rte_thash.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,6 +77,16 @@ bool Eal::init(const Config &c, bool use_huge, const std::vector<int> &control_p
     std::string line;
     for (auto &a : args) line += " " + a;
     log(LogLevel::kDebug, "EAL arguments:%s", line.c_str());
+    // EAL's own threads (interrupts, control) take the process affinity
+    // minus the lcores' CPUs; restricting it to the control CPUs first keeps
+    // them off the engine cores. Engine threads pin themselves explicitly.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int pu : control_pus) CPU_SET(pu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        *error = "cannot restrict the control thread to CPU " + format_cpu_list(control_pus) + ": " + std::strerror(errno);
+        return false;
+    }
     std::vector<char *> argv;
     for (auto &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -14,6 +14,7 @@
 #include <rte_cycles.h>
 #include <rte_lcore.h>
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <time.h>
@@ -34,8 +35,25 @@ uint64_t clock_ns(clockid_t id)
     return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
-// user_data tags of the engine's own io_uring requests.
-constexpr uint64_t kTagKick = 1;
+// user_data of the engine's io_uring requests: kind in the low byte,
+// a sequence number above it where one request must be told from another.
+constexpr uint64_t kTagKick = 1;    // read of the kick eventfd
+constexpr uint64_t kTagControl = 2; // multishot poll of an attachment's control socket
+constexpr uint64_t kTagHello = 3;   // poll of a new connection that has not said HELLO yet
+constexpr uint64_t kTagDoorbell = 4; // multishot poll of an attachment's doorbell eventfd
+constexpr uint64_t kTagWake = 5;    // application wakeup writes (fire and forget)
+constexpr uint64_t kTagCancel = 6;  // cancellations
+const uint64_t kOne = 1;            // what a wakeup writes
+
+io_uring_sqe *get_sqe(io_uring *ring)
+{
+    io_uring_sqe *sqe = io_uring_get_sqe(ring);
+    if (!sqe) { // full: hand what is queued to the kernel first
+        io_uring_submit(ring);
+        sqe = io_uring_get_sqe(ring);
+    }
+    return sqe;
+}
 
 uint32_t steer_fn(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg)
 {
@@ -43,6 +61,18 @@ uint32_t steer_fn(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, vo
 }
 
 } // namespace
+
+dti::engine::Limits dti_limits(const Config &c)
+{
+    dti::engine::Limits lim;
+    lim.max_attachments = c.limits.max_apps;
+    lim.max_sockets = c.limits.sockets_per_app;
+    lim.rx_ring_size = c.tcp.rcvbuf;
+    lim.tx_ring_size = c.tcp.sndbuf;
+    lim.max_region_bytes = c.limits.memory_per_app;
+    lim.allowed_uids = c.limits.allowed_uids;
+    return lim;
+}
 
 void TscClock::init()
 {
@@ -170,6 +200,17 @@ bool Engine::setup(std::string *error)
         }
         stacks_.push_back(std::move(stack));
     }
+    // DTI: applications' sockets live on the first port's stack.
+    dti_stack_ = stacks_[0].get();
+    transport_ = std::make_unique<MarsTransport>(dti_stack_, now_);
+    const dti::engine::Limits lim = dti_limits(config_);
+    std::string derr;
+    dti_ = dti::engine::Engine::create(*transport_, lim, &derr);
+    if (!dti_) {
+        *error = name + ": the DTI limits are unusable ([limits] and [tcp] rcvbuf/sndbuf): " + derr;
+        return false;
+    }
+    buffers_.engine = dti_.get();
     counters_.pu = core_.pu;
     return true;
 }
@@ -191,7 +232,22 @@ void Engine::drain_completions()
     io_uring_for_each_cqe(&ring_, head, cqe)
     {
         const uint64_t tag = io_uring_cqe_get_data64(cqe);
-        if (tag == kTagKick) kick_read_armed_ = false;
+        const uint64_t kind = tag & 0xff;
+        if (kind == kTagKick) {
+            kick_read_armed_ = false;
+        } else if (kind == kTagControl || kind == kTagDoorbell) {
+            // Doorbells only need to wake us; the DTI engine reads them.
+            if (kind == kTagControl) on_control_ready(tag >> 8);
+            if (!(cqe->flags & IORING_CQE_F_MORE) && cqe->res != -ECANCELED) rearm(tag);
+        } else if (kind == kTagHello) {
+            for (size_t i = 0; i < hellos_.size(); i++)
+                if (hellos_[i].second == tag >> 8) {
+                    const int fd = hellos_[i].first;
+                    hellos_.erase(hellos_.begin() + long(i));
+                    try_attach(fd);
+                    break;
+                }
+        }
         n++;
     }
     io_uring_cq_advance(&ring_, n);
@@ -209,11 +265,32 @@ uint32_t Engine::poll_once(uint64_t now)
             work += n;
         }
     }
+    // Commands in, then transport events and completions out.
+    work += dti_->poll();
+    // An attachment detached inside poll() (broken region): drop its polls
+    // before anything can reuse its fd numbers.
+    if (dti_->stats().detaches != seen_detaches_) {
+        seen_detaches_ = dti_->stats().detaches;
+        reconcile_watches();
+    }
     for (auto &s : stacks_) s->poll(now);
-    // Socket events go to the applications' event queues once DTI contexts
-    // are served here; until then they only drain the stack's queue.
+    // Stacks of other ports carry no application sockets; drain their queue.
     mars::SockEvent evs[64];
-    for (auto &s : stacks_) work += s->events(evs, 64);
+    for (auto &s : stacks_)
+        if (s.get() != dti_stack_) work += s->events(evs, 64);
+    // Wakeups of sleeping applications: one submission for all of them.
+    const auto wake = dti_->wakeups();
+    if (!wake.empty()) {
+        for (int fd : wake) {
+            io_uring_sqe *sqe = get_sqe(&ring_);
+            io_uring_prep_write(sqe, fd, &kOne, sizeof kOne, 0);
+            io_uring_sqe_set_data64(sqe, kTagWake);
+        }
+        io_uring_submit(&ring_);
+        counters_.wakeups += wake.size();
+        counters_.wake_submits++;
+        dti_->clear_wakeups();
+    }
     return work;
 }
 
@@ -223,12 +300,23 @@ void Engine::idle_sleep(uint64_t now)
     // while we sleep), then look once more before blocking so a stop
     // request published meanwhile is not missed.
     sleeping_.store(true, std::memory_order_seq_cst);
-    if (stop_.load(std::memory_order_acquire)) {
+    if (stop_.load(std::memory_order_acquire) || !inbox_.empty()) {
+        sleeping_.store(false, std::memory_order_relaxed);
+        return;
+    }
+    // The same for applications: "engine sleeping" in every region, then a
+    // last look at their command queues.
+    if (!dti_->prepare_sleep()) {
         sleeping_.store(false, std::memory_order_relaxed);
         return;
     }
     arm_kick_read();
-    uint64_t until = now + uint64_t(config_.max_sleep_us) * 1000;
+
+    // The NIC cannot wake us (af_packet and most vdevs have no rx
+    // interrupt), so naps are bounded; they double while nothing happens,
+    // from 50 us up to max_sleep_us, so a long-idle engine wakes rarely.
+    nap_ns_ = std::min<uint64_t>(nap_ns_ ? nap_ns_ * 2 : 50'000, uint64_t(config_.max_sleep_us) * 1000);
+    uint64_t until = now + nap_ns_;
     for (auto &s : stacks_) until = std::min(until, s->next_deadline_ns());
     if (until > now) {
         const uint64_t d = until - now;
@@ -241,6 +329,7 @@ void Engine::idle_sleep(uint64_t now)
         counters_.sleeps++;
     }
     drain_completions();
+    dti_->end_sleep();
     sleeping_.store(false, std::memory_order_relaxed);
 }
 
@@ -254,6 +343,8 @@ void Engine::loop()
     while (!stop_.load(std::memory_order_acquire)) {
         const uint64_t t0 = rte_rdtsc();
         const uint64_t now = clock_.now_ns();
+        now_ = now;
+        if (!inbox_.empty()) accept_connections();
         const uint32_t work = poll_once(now);
         counters_.loops++;
         const uint64_t t1 = rte_rdtsc();
@@ -261,6 +352,7 @@ void Engine::loop()
             counters_.busy_polls++;
             counters_.busy_cycles += t1 - t0;
             last_work = now;
+            nap_ns_ = 0;
         } else {
             counters_.idle_polls++;
         }
@@ -287,6 +379,16 @@ void Engine::loop()
 
 void Engine::shutdown_all(uint64_t now)
 {
+    // Applications first: pending commands complete with an error, their
+    // sockets are aborted (RST), regions are marked gone and detached.
+    now_ = now;
+    dti_->shutdown();
+    for (int fd; !inbox_.empty();) {
+        fd = int(reinterpret_cast<intptr_t>(inbox_.pop()));
+        close(fd);
+    }
+    for (auto &h : hellos_) close(h.first);
+    hellos_.clear();
     // Reset every connection that is left, then let the RSTs leave: a few
     // bounded rounds of output.
     for (auto &s : stacks_) {
@@ -307,9 +409,155 @@ void Engine::shutdown_all(uint64_t now)
     publish(clock_.now_ns(), true);
 }
 
+bool Engine::offer_connection(int fd)
+{
+    if (!inbox_.push(reinterpret_cast<void *>(intptr_t(fd)))) return false;
+    kick();
+    return true;
+}
+
+void Engine::accept_connections()
+{
+    while (void *p = inbox_.pop()) try_attach(int(reinterpret_cast<intptr_t>(p)));
+}
+
+// Attach: the DTI engine reads HELLO, checks the peer and the limits, and
+// answers WELCOME or REFUSED itself. Not yet readable: poll and come back.
+void Engine::try_attach(int fd)
+{
+    std::string why;
+    const int id = dti_->attach(fd, &why);
+    if (id == -EAGAIN) {
+        const uint64_t seq = next_seq_++;
+        io_uring_sqe *sqe = get_sqe(&ring_);
+        io_uring_prep_poll_add(sqe, fd, POLLIN | POLLRDHUP);
+        io_uring_sqe_set_data64(sqe, seq << 8 | kTagHello);
+        hellos_.emplace_back(fd, seq);
+        io_uring_submit(&ring_);
+        return;
+    }
+    if (id < 0) {
+        log(LogLevel::kInfo, "engine %u: attach refused: %s", index_, why.c_str());
+        close(fd);
+        return;
+    }
+    reconcile_watches(); // first: a doorbell fd number may have been reused
+    watch_control(id);
+    for (const auto &a : dti_->attachments())
+        if (a.id == id)
+            log(LogLevel::kInfo, "engine %u: attached %s (pid %u, uid %u), region %llu bytes", index_, a.name.c_str(),
+                a.pid, a.uid, static_cast<unsigned long long>(a.region_bytes));
+}
+
+// Multishot polls on the attachment's control socket (context requests,
+// and the hang-up that says the application is gone) and on its doorbell
+// (which wakes a sleeping engine). Both are removed when it detaches.
+void Engine::watch_control(int id)
+{
+    Watch w{id, dti_->control_fd(id), -1, next_seq_++};
+    // Its doorbell is the one no other live attachment has.
+    for (int fd : dti_->doorbell_fds()) {
+        bool known = false;
+        for (const Watch &o : watches_) known |= o.bell_fd == fd;
+        if (!known) w.bell_fd = fd;
+    }
+    watches_.push_back(w);
+    arm_poll(w.ctl_fd, w.seq << 8 | kTagControl, POLLIN | POLLRDHUP | POLLHUP);
+    if (w.bell_fd >= 0) arm_poll(w.bell_fd, w.seq << 8 | kTagDoorbell, POLLIN);
+    io_uring_submit(&ring_);
+}
+
+void Engine::arm_poll(int fd, uint64_t tag, unsigned mask)
+{
+    io_uring_sqe *sqe = get_sqe(&ring_);
+    io_uring_prep_poll_multishot(sqe, fd, mask);
+    io_uring_sqe_set_data64(sqe, tag);
+}
+
+// A multishot poll ended on its own (the kernel may end one at any time).
+void Engine::rearm(uint64_t tag)
+{
+    for (const Watch &w : watches_) {
+        if (w.seq != tag >> 8 || dti_->control_fd(w.id) != w.ctl_fd) continue;
+        if ((tag & 0xff) == kTagControl) arm_poll(w.ctl_fd, tag, POLLIN | POLLRDHUP | POLLHUP);
+        else arm_poll(w.bell_fd, tag, POLLIN);
+        io_uring_submit(&ring_);
+    }
+}
+
+void Engine::on_control_ready(uint64_t seq)
+{
+    for (const Watch &w : watches_) {
+        if (w.seq != seq) continue;
+        if (dti_->control_fd(w.id) == w.ctl_fd) {
+            dti_->control(w.id); // on hang-up: RST every socket, reclaim, close
+            if (dti_->control_fd(w.id) != w.ctl_fd)
+                log(LogLevel::kInfo, "engine %u: application %d detached; its connections were reset", index_, w.id);
+        }
+        break;
+    }
+    reconcile_watches();
+}
+
+// Drops the polls of attachments that are gone (hang-up, broken region,
+// shutdown): io_uring holds a reference to the socket until the poll is
+// removed, and the application must see the socket close.
+void Engine::reconcile_watches()
+{
+    bool removed = false;
+    for (Watch &w : watches_) {
+        if (dti_->control_fd(w.id) == w.ctl_fd) continue;
+        for (uint64_t kind : {kTagControl, kTagDoorbell}) {
+            io_uring_sqe *sqe = get_sqe(&ring_);
+            io_uring_prep_poll_remove(sqe, w.seq << 8 | kind);
+            io_uring_sqe_set_data64(sqe, kTagCancel);
+        }
+        w.seq = 0;
+        removed = true;
+    }
+    if (!removed) return;
+    std::erase_if(watches_, [](const Watch &w) { return w.seq == 0; });
+    io_uring_submit(&ring_);
+}
+
+void Engine::publish_apps()
+{
+    if (!dti_) return;
+    const auto atts = dti_->attachments();
+    const uint32_t max = stats_.header()->max_apps;
+    if (published_apps_.size() != max) published_apps_.assign(max, false);
+    std::vector<bool> used(max, false);
+    for (const auto &a : atts) {
+        if (a.id < 0 || uint32_t(a.id) >= max) continue;
+        stats::AppCounters ac{};
+        ac.in_use = 1;
+        ac.pid = int32_t(a.pid);
+        ac.uid = a.uid;
+        ac.engine = index_;
+        std::strncpy(ac.comm, a.name.c_str(), sizeof ac.comm - 1);
+        ac.sockets = a.sockets;
+        ac.region_bytes = a.region_bytes;
+        ac.memory_bytes = a.broken ? 0 : a.region_bytes;
+        stats_.app(uint32_t(a.id))->write(ac);
+        used[uint32_t(a.id)] = true;
+    }
+    for (uint32_t i = 0; i < max; i++) {
+        if (used[i] || !published_apps_[i]) continue;
+        stats::AppCounters none{};
+        stats_.app(i)->write(none);
+    }
+    published_apps_ = std::move(used);
+}
+
 void Engine::publish(uint64_t now, bool with_conns)
 {
     counters_.published_ns = now;
+    const dti::engine::Stats &ds = dti_->stats();
+    counters_.doorbells = ds.doorbells_seen;
+    counters_.commands = ds.commands;
+    counters_.events = ds.events_posted;
+    reconcile_watches();
+    publish_apps();
     uint64_t rx = 0, tx = 0, dropped = 0;
     for (auto &io : ios_) {
         rx += io->rx_packets;
@@ -333,7 +581,8 @@ void Engine::publish(uint64_t now, bool with_conns)
         struct Ctx {
             std::vector<stats::ConnEntry> *out;
             uint32_t *total;
-        } ctx{&conn_scratch_, &total};
+            uint32_t ring_bytes;
+        } ctx{&conn_scratch_, &total, config_.tcp.rcvbuf + config_.tcp.sndbuf};
         s->for_each_socket(
             [](mars::SockId id, const mars::SockInfo &i, uint64_t user, void *arg) {
                 auto *c = static_cast<Ctx *>(arg);
@@ -352,6 +601,9 @@ void Engine::publish(uint64_t now, bool with_conns)
                 e.cwnd = i.cwnd;
                 e.srtt_us = i.srtt_us;
                 e.ooo_frames = i.ooo_frames;
+                // Listeners and closed sockets hold no rings.
+                const bool rings = i.state != mars::TcpState::kListen && i.state != mars::TcpState::kClosed;
+                e.memory_bytes = rings ? c->ring_bytes : 0;
                 e.retransmits = i.total_retransmits;
                 e.bytes_in = i.bytes_in;
                 e.bytes_out = i.bytes_out;

@@ -8,6 +8,9 @@
 #include "dpdk.h"
 #include "stats.h"
 #include "system.h"
+#include "transport.h"
+
+#include <dti/engine.h>
 
 #include <mars/stack.h>
 
@@ -21,14 +24,6 @@
 #include <vector>
 
 namespace ppe {
-
-// Ring memory for connections. Until DTI contexts are served by this engine
-// no application owns memory here, so passive opens are refused (RST).
-class NoAppBuffers final : public mars::BufferProvider {
-  public:
-    bool provide(uint64_t, mars::RingMemory *) override { return false; }
-    void reclaim(uint64_t, const mars::RingMemory &) override {}
-};
 
 // Single-producer single-consumer mailbox of pointers (control → engine and
 // engine → control). Bounded; push fails when full and the producer retries
@@ -63,6 +58,9 @@ class Mailbox {
     void *slots_[N] = {};
 };
 
+// What the DTI engine enforces per application, from [limits] and [tcp].
+dti::engine::Limits dti_limits(const Config &c);
+
 __extension__ typedef unsigned __int128 u128;
 
 // Monotonic nanoseconds from the TSC: one rdtsc and a multiply.
@@ -89,6 +87,9 @@ class Engine {
     void stop();
     // Wakes the engine if it sleeps (mailbox messages, stop).
     void kick();
+    // Hands a freshly accepted control connection to this engine (control
+    // thread). False when the mailbox is full: the caller refuses it.
+    bool offer_connection(int fd);
 
     uint32_t index() const { return index_; }
     int pu() const { return core_.pu; }
@@ -121,7 +122,33 @@ class Engine {
 
     std::vector<std::unique_ptr<MbufIo>> ios_;
     std::vector<std::unique_ptr<mars::Stack>> stacks_;
-    NoAppBuffers buffers_;
+    // DTI: the applications this engine serves.
+    void accept_connections();
+    void try_attach(int fd);
+    void watch_control(int id);
+    void arm_poll(int fd, uint64_t tag, unsigned mask);
+    void rearm(uint64_t tag);
+    void reconcile_watches();
+    void on_control_ready(uint64_t seq);
+    void publish_apps();
+
+    Mailbox<256> inbox_; // accepted control connections (fds), control → engine
+    uint64_t now_ = 0;   // the loop's time, for the transport's connect()
+    mars::Stack *dti_stack_ = nullptr; // the stack applications use (port 0)
+    std::unique_ptr<MarsTransport> transport_;
+    DtiBuffers buffers_;
+    std::unique_ptr<dti::engine::Engine> dti_;
+    struct Watch {
+        int id;         // attachment
+        int ctl_fd;     // its control socket
+        int bell_fd;    // its doorbell eventfd (-1: none)
+        uint64_t seq;   // io_uring tag sequence of its polls
+    };
+    std::vector<Watch> watches_;
+    std::vector<std::pair<int, uint64_t>> hellos_; // connections waiting for their HELLO, with tags
+    uint64_t next_seq_ = 1;
+    uint64_t seen_detaches_ = 0;
+    std::vector<bool> published_apps_; // app slots this engine filled in the stats region
 
     io_uring ring_{};
     bool ring_up_ = false;
@@ -129,6 +156,7 @@ class Engine {
     uint64_t kick_buf_ = 0;
     bool kick_read_armed_ = false;
     std::atomic<bool> sleeping_{false};
+    uint64_t nap_ns_ = 0; // current idle nap (0: not napping yet)
 
     stats::EngineCounters counters_{};
     std::vector<stats::ConnEntry> conn_scratch_;

@@ -1,0 +1,105 @@
+// ppe/src/transport.h: MARS as the DTI engine's transport. Calls forward one
+// to one (the two interfaces mirror each other); the only additions are the
+// engine clock for connect() and the BufferProvider hook, which hands the
+// stack's ring requests to the DTI engine (rings live in the app's region).
+#pragma once
+
+#include <dti/engine.h>
+#include <mars/stack.h>
+
+#include <functional>
+
+namespace ppe {
+
+class MarsTransport final : public dti::engine::Transport {
+  public:
+    MarsTransport(mars::Stack *&stack, const uint64_t &now_ns) : stack_(stack), now_(now_ns) {}
+
+    int64_t open(uint64_t user) override { return stack_->open(user); }
+    int bind(dti::engine::SockId s, dti::engine::Endpoint l) override { return stack_->bind(s, {l.ip, l.port}); }
+    int listen(dti::engine::SockId s, int backlog) override { return stack_->listen(s, backlog); }
+    int64_t accept(dti::engine::SockId l, uint64_t user) override { return stack_->accept(l, user); }
+    int connect(dti::engine::SockId s, dti::engine::Endpoint r) override
+    {
+        return stack_->connect(s, {r.ip, r.port}, now_);
+    }
+    int shutdown(dti::engine::SockId s, bool rd, bool wr) override { return stack_->shutdown(s, rd, wr); }
+    int close(dti::engine::SockId s) override { return stack_->close(s); }
+    int abort(dti::engine::SockId s) override { return stack_->abort(s); }
+    int set_option(dti::engine::SockId s, dti::engine::Option o, int64_t v) override
+    {
+        return stack_->set_option(s, mars::SockOpt(uint16_t(o)), v);
+    }
+    int get_option(dti::engine::SockId s, dti::engine::Option o, int64_t *v) override
+    {
+        return stack_->get_option(s, mars::SockOpt(uint16_t(o)), v);
+    }
+    int info(dti::engine::SockId s, dti::engine::SockInfo *out) override
+    {
+        mars::SockInfo i;
+        int r = stack_->info(s, &i);
+        if (r < 0) return r;
+        out->local = {i.local.ip, i.local.port};
+        out->remote = {i.remote.ip, i.remote.port};
+        out->error = i.error;
+        out->peer_closed = i.peer_closed;
+        return 0;
+    }
+    void set_user(dti::engine::SockId s, uint64_t user) override { stack_->set_user(s, user); }
+    int rx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override { return view(stack_->rx_view(s, &span_), out); }
+    int rx_consume(dti::engine::SockId s, uint32_t n) override { return stack_->rx_consume(s, n); }
+    int tx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override { return view(stack_->tx_view(s, &span_), out); }
+    int tx_commit(dti::engine::SockId s, uint32_t n, bool more) override { return stack_->tx_commit(s, n, more); }
+    uint16_t events(dti::engine::TransportEvent *out, uint16_t max) override
+    {
+        // Same layout by contract (sock, bits, user); copied field by field
+        // so a change on either side fails to compile instead of corrupting.
+        mars::SockEvent evs[64];
+        if (max > 64) max = 64;
+        const uint16_t n = stack_->events(evs, max);
+        for (uint16_t i = 0; i < n; i++) out[i] = {evs[i].sock, evs[i].bits, evs[i].user};
+        return n;
+    }
+
+  private:
+    int view(int r, dti::engine::RingSpan *out)
+    {
+        if (r < 0) return r;
+        out->p[0] = span_.p[0];
+        out->p[1] = span_.p[1];
+        out->n[0] = span_.n[0];
+        out->n[1] = span_.n[1];
+        return r;
+    }
+
+    mars::Stack *&stack_;
+    const uint64_t &now_;
+    mars::RingSpan span_{};
+};
+
+// MARS asks for ring memory; the DTI engine takes it from the app's region.
+class DtiBuffers final : public mars::BufferProvider {
+  public:
+    dti::engine::Engine *engine = nullptr;
+    bool provide(uint64_t user, mars::RingMemory *out) override
+    {
+        if (!engine) return false;
+        dti::engine::RingMemory m;
+        if (!engine->provide(user, &m)) return false;
+        *out = {m.rx, m.rx_size, m.tx, m.tx_size};
+        return true;
+    }
+    void reclaim(uint64_t user, const mars::RingMemory &mem) override
+    {
+        if (engine) engine->reclaim(user, {mem.rx, mem.rx_size, mem.tx, mem.tx_size});
+    }
+};
+
+static_assert(uint32_t(dti::engine::kEvClosed) == uint32_t(mars::kEvClosed) &&
+                  uint32_t(dti::engine::kEvReset) == uint32_t(mars::kEvReset) &&
+                  uint32_t(dti::engine::kEvConnected) == uint32_t(mars::kEvConnected),
+              "DTI and MARS event bits agree");
+static_assert(uint16_t(dti::engine::Option::kRcvLowat) == uint16_t(mars::SockOpt::kRcvLowat),
+              "DTI and MARS socket options agree");
+
+} // namespace ppe
