@@ -87,7 +87,8 @@ if want iperf3; then
             "$work/ip.json" || fail "iperf3 $args moved no data"
     done
     note "iperf3: eta server, peer client"
-    start_bg ipe runlog "$work/l6" iperf3 -s -p 5202
+    # -4: iperf3 otherwise listens on [::], and IPv6 is not accelerated (README).
+    start_bg ipe runlog "$work/l6" iperf3 -4 -s -p 5202
     wait_until 20 grep -q "0.0.0.0:5202" "$work/l6" || { cat "$work/l6"; fail "iperf3 server under eta-run did not listen"; }
     for args in "" "-R" "-P 4"; do
         # shellcheck disable=SC2086
