@@ -1,0 +1,704 @@
+// eta-perf: a ttcp/netperf-style traffic tool for eta's native API, with the
+// same exchange over kernel sockets (--transport kernel) so both can be
+// measured side by side against the same kernel peer.
+//
+//   eta-perf server [--transport dti|kernel] [--port P] [--once] [--json]
+//   eta-perf client --connect IP [--port P] [--transport dti|kernel]
+//            [--mode stream|rr|crr] [--direction send|recv] [--size N]
+//            [--duration S | --bytes N] [--verify] [--json]
+//
+// Wire protocol: the client opens with a 32-byte Hello (what to do). Stream
+// client→server: the client writes a deterministic pattern and shuts down
+// its write side; the server answers its byte count and CRC32C (ISA-L
+// crc32_iscsi) over everything it received; the client compares. Stream
+// server→client: the server writes the pattern, then its own count and
+// CRC as the last 16 bytes, and shuts down; the client checks them and
+// answers with what it counted, so both sides report.
+// rr: the client sends `size` bytes, the server echoes them, repeated. crr:
+// one connection per request/response. A server serves any number of
+// connections at once; the dti server runs one event loop over them all.
+#include <dti/dti.h>
+#include <isa-l/crc.h>
+
+#include <CLI/CLI.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x46524550; // "PERF"
+enum Mode : uint8_t { kSink = 0, kSource = 1, kEcho = 2 };
+
+struct Hello {
+    uint32_t magic;
+    uint8_t mode; // what the server does
+    uint8_t pad[3];
+    uint32_t size;
+    uint32_t duration_ms;
+    uint64_t bytes; // kSource: how much to send (0: until duration_ms)
+    uint64_t seed;
+};
+static_assert(sizeof(Hello) == 32);
+
+struct Trailer {
+    uint64_t bytes;
+    uint32_t crc;
+    uint32_t pad;
+};
+
+uint64_t now_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+double cpu_seconds()
+{
+    rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// The data every sender writes: a 64 KiB block of seeded pseudo-random
+// bytes, repeated; position-deterministic so any offset can be produced.
+class Pattern {
+  public:
+    explicit Pattern(uint64_t seed) : block_(kSize)
+    {
+        uint64_t x = seed | 1;
+        for (size_t i = 0; i < kSize; i += 8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            std::memcpy(&block_[i], &x, 8);
+        }
+    }
+    void fill(uint64_t offset, uint8_t *out, size_t n) const
+    {
+        while (n) {
+            const size_t at = offset % kSize, k = std::min(n, kSize - at);
+            std::memcpy(out, &block_[at], k);
+            out += k;
+            offset += k;
+            n -= k;
+        }
+    }
+    static constexpr size_t kSize = 64 * 1024;
+
+  private:
+    std::vector<uint8_t> block_;
+};
+
+[[noreturn]] void die(const std::string &msg)
+{
+    std::fprintf(stderr, "eta-perf: %s\n", msg.c_str());
+    std::exit(1);
+}
+
+// ---- one blocking connection, over either transport ------------------------
+
+class Conn {
+  public:
+    virtual ~Conn() = default;
+    virtual ssize_t send(const void *p, size_t n) = 0; // all of it, or < 0
+    virtual ssize_t recv(void *p, size_t n) = 0;       // some, 0 at EOF, < 0 error
+    virtual void shutdown_write() = 0;
+    bool recv_all(void *p, size_t n)
+    {
+        auto *b = static_cast<uint8_t *>(p);
+        while (n) {
+            ssize_t r = recv(b, n);
+            if (r <= 0) return false;
+            b += r;
+            n -= size_t(r);
+        }
+        return true;
+    }
+};
+
+class KernelConn final : public Conn {
+  public:
+    explicit KernelConn(int fd) : fd_(fd)
+    {
+        int one = 1;
+        setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    ~KernelConn() override { close(fd_); }
+    ssize_t send(const void *p, size_t n) override
+    {
+        size_t done = 0;
+        while (done < n) {
+            ssize_t r = ::send(fd_, static_cast<const uint8_t *>(p) + done, n - done, MSG_NOSIGNAL);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) return -errno;
+            done += size_t(r);
+        }
+        return ssize_t(n);
+    }
+    ssize_t recv(void *p, size_t n) override
+    {
+        for (;;) {
+            ssize_t r = ::recv(fd_, p, n, 0);
+            if (r < 0 && errno == EINTR) continue;
+            return r < 0 ? -errno : r;
+        }
+    }
+    void shutdown_write() override { ::shutdown(fd_, SHUT_WR); }
+
+  private:
+    int fd_;
+};
+
+class DtiConn final : public Conn {
+  public:
+    DtiConn(dti_ctx_t *c, dti_sock_t s) : c_(c), s_(s) {}
+    ~DtiConn() override { dti_close(c_, s_); }
+    ssize_t send(const void *p, size_t n) override { return dti_send_all(c_, s_, p, n, 60'000); }
+    ssize_t recv(void *p, size_t n) override { return dti_recv_wait(c_, s_, p, n, 60'000); }
+    void shutdown_write() override { dti_shutdown(c_, s_, DTI_SHUT_WR); }
+
+  private:
+    dti_ctx_t *c_;
+    dti_sock_t s_;
+};
+
+struct Options {
+    std::string transport = "dti", mode = "stream", direction = "send", connect, socket;
+    uint16_t port = 5201;
+    uint32_t size = 64 * 1024;
+    double duration = 5;
+    uint64_t bytes = 0;
+    bool verify = false, json = false, once = false;
+};
+
+dti_t *g_dti = nullptr;
+
+dti_ctx_t *dti_context()
+{
+    if (!g_dti) {
+        dti_attach_opts o{nullptr, "eta-perf"};
+        char why[256];
+        int r = dti_attach(&o, &g_dti, why, sizeof why);
+        if (r < 0) die(std::string("cannot attach to the PPE: ") + why);
+    }
+    int err = 0;
+    dti_ctx_t *c = dti_ctx_get(g_dti, &err);
+    if (!c) die(std::string("no DTI context: ") + dti_strerror(err));
+    return c;
+}
+
+std::unique_ptr<Conn> open_conn(const Options &o, uint32_t ip)
+{
+    if (o.transport == "kernel") {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(o.port);
+        sa.sin_addr.s_addr = htonl(ip);
+        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0)
+            die("connect " + o.connect + ": " + std::strerror(errno));
+        return std::make_unique<KernelConn>(fd);
+    }
+    dti_ctx_t *c = dti_context();
+    int s = dti_socket(c);
+    if (s < 0) die(std::string("socket: ") + dti_strerror(s));
+    dti_addr a{ip, o.port};
+    int r = dti_connect(c, dti_sock_t(s), &a, 10'000);
+    if (r < 0) die("connect " + o.connect + ": " + dti_strerror(r));
+    return std::make_unique<DtiConn>(c, dti_sock_t(s));
+}
+
+// ---- client ---------------------------------------------------------------
+
+struct Result {
+    uint64_t bytes = 0, transactions = 0;
+    double seconds = 0, cpu = 0;
+    std::vector<uint64_t> lat_ns;
+    bool verified = false, mismatch = false;
+    uint32_t crc = 0, peer_crc = 0;
+    uint64_t peer_bytes = 0;
+};
+
+void client_stream(const Options &o, uint32_t ip, Result *res)
+{
+    auto conn = open_conn(o, ip);
+    const bool send_side = o.direction == "send";
+    Hello h{kHelloMagic, send_side ? kSink : kSource, {}, o.size, uint32_t(o.duration * 1000), o.bytes, now_ns()};
+    if (conn->send(&h, sizeof h) < 0) die("send hello failed");
+    std::vector<uint8_t> buf(o.size);
+    Pattern pat(h.seed);
+    const uint64_t t0 = now_ns(), deadline = t0 + uint64_t(o.duration * 1e9);
+    const double c0 = cpu_seconds();
+    uint32_t crc = 0;
+    if (send_side) {
+        uint64_t off = 0;
+        while (o.bytes ? off < o.bytes : now_ns() < deadline) {
+            size_t n = o.bytes ? size_t(std::min<uint64_t>(o.size, o.bytes - off)) : o.size;
+            pat.fill(off, buf.data(), n);
+            if (o.verify) crc = crc32_iscsi(buf.data(), int(n), crc);
+            if (conn->send(buf.data(), n) < 0) die("send failed after " + std::to_string(off) + " bytes");
+            off += n;
+        }
+        conn->shutdown_write();
+        Trailer t{};
+        if (!conn->recv_all(&t, sizeof t)) die("the server did not report what it received");
+        res->bytes = off;
+        res->peer_bytes = t.bytes;
+        res->peer_crc = t.crc;
+    } else {
+        // The last 16 bytes are the sender's trailer: CRC everything but
+        // the 16 most recent bytes, which wait in `tail`.
+        uint64_t got = 0;
+        uint8_t tail[sizeof(Trailer)];
+        size_t tail_n = 0;
+        for (;;) {
+            ssize_t n = conn->recv(buf.data(), buf.size());
+            if (n < 0) die("recv failed after " + std::to_string(got) + " bytes");
+            if (n == 0) break;
+            const size_t total = tail_n + size_t(n), keep = std::min(total, sizeof tail);
+            size_t flush = total - keep; // bytes leaving the lag window: tail first, then buf
+            const size_t from_tail = std::min(flush, tail_n);
+            if (o.verify && from_tail) crc = crc32_iscsi(tail, int(from_tail), crc);
+            const size_t from_buf = flush - from_tail;
+            if (o.verify && from_buf) crc = crc32_iscsi(buf.data(), int(from_buf), crc);
+            got += flush;
+            uint8_t next[sizeof tail];
+            const size_t old_keep = tail_n - from_tail;
+            std::memcpy(next, tail + from_tail, old_keep);
+            std::memcpy(next + old_keep, buf.data() + from_buf, size_t(n) - from_buf);
+            tail_n = keep;
+            std::memcpy(tail, next, keep);
+        }
+        if (tail_n != sizeof(Trailer)) die("the stream ended without the sender's trailer");
+        Trailer t{};
+        std::memcpy(&t, tail, sizeof t);
+        Trailer mine{got, crc, 0};
+        conn->send(&mine, sizeof mine);
+        res->bytes = got;
+        res->peer_bytes = t.bytes;
+        res->peer_crc = t.crc;
+    }
+    res->seconds = double(now_ns() - t0) / 1e9;
+    res->cpu = cpu_seconds() - c0;
+    res->crc = crc;
+    res->verified = o.verify;
+    res->mismatch = res->peer_bytes != res->bytes || (o.verify && res->peer_crc != crc);
+}
+
+void client_rr(const Options &o, uint32_t ip, bool crr, Result *res)
+{
+    std::vector<uint8_t> req(o.size), rsp(o.size);
+    Pattern pat(now_ns());
+    const uint64_t t0 = now_ns(), deadline = t0 + uint64_t(o.duration * 1e9);
+    const double c0 = cpu_seconds();
+    std::unique_ptr<Conn> conn;
+    uint64_t off = 0;
+    auto hello = [&](Conn &c) {
+        Hello h{kHelloMagic, kEcho, {}, o.size, 0, 0, 0};
+        if (c.send(&h, sizeof h) < 0) die("send hello failed");
+    };
+    while (now_ns() < deadline && (!o.bytes || res->transactions < o.bytes)) {
+        const uint64_t s = now_ns();
+        if (crr || !conn) {
+            conn = open_conn(o, ip);
+            hello(*conn);
+        }
+        pat.fill(off, req.data(), req.size());
+        if (conn->send(req.data(), req.size()) < 0 || !conn->recv_all(rsp.data(), rsp.size()))
+            die("request " + std::to_string(res->transactions) + " failed");
+        if (o.verify && crc32_iscsi(req.data(), int(req.size()), 0) != crc32_iscsi(rsp.data(), int(rsp.size()), 0))
+            res->mismatch = true;
+        if (crr) conn.reset();
+        res->lat_ns.push_back(now_ns() - s);
+        res->transactions++;
+        off += o.size;
+    }
+    res->bytes = res->transactions * o.size;
+    res->seconds = double(now_ns() - t0) / 1e9;
+    res->cpu = cpu_seconds() - c0;
+    res->verified = o.verify;
+}
+
+double pct(std::vector<uint64_t> &v, double p)
+{
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return double(v[std::min(v.size() - 1, size_t(p * double(v.size())))]) / 1000.0;
+}
+
+int run_client(const Options &o)
+{
+    in_addr a;
+    if (inet_pton(AF_INET, o.connect.c_str(), &a) != 1) die("--connect: \"" + o.connect + "\" is not an IPv4 address");
+    const uint32_t ip = ntohl(a.s_addr);
+    Result r;
+    if (o.mode == "stream") client_stream(o, ip, &r);
+    else client_rr(o, ip, o.mode == "crr", &r);
+    const double gbps = r.seconds > 0 ? double(r.bytes) * 8 / r.seconds / 1e9 : 0;
+    const double gib = double(r.bytes) / double(1ull << 30);
+    const double p50 = pct(r.lat_ns, 0.5), p99 = pct(r.lat_ns, 0.99);
+    if (o.json) {
+        std::printf("{\"transport\":\"%s\",\"mode\":\"%s\",\"direction\":\"%s\",\"size\":%u,\"bytes\":%" PRIu64
+                    ",\"seconds\":%.3f,\"gbit_per_s\":%.3f,\"transactions\":%" PRIu64 ",\"tps\":%.1f,\"p50_us\":%.1f,"
+                    "\"p99_us\":%.1f,\"cpu_s\":%.3f,\"cpu_s_per_gib\":%.4f,\"cpu_us_per_txn\":%.2f,\"verified\":%s,"
+                    "\"ok\":%s,\"crc32c\":\"%08x\",\"peer_crc32c\":\"%08x\",\"peer_bytes\":%" PRIu64 "}\n",
+                    o.transport.c_str(), o.mode.c_str(), o.direction.c_str(), o.size, r.bytes, r.seconds, gbps,
+                    r.transactions, r.seconds > 0 ? double(r.transactions) / r.seconds : 0, p50, p99, r.cpu,
+                    gib > 0 ? r.cpu / gib : 0, r.transactions ? r.cpu * 1e6 / double(r.transactions) : 0,
+                    r.verified ? "true" : "false", r.mismatch ? "false" : "true", r.crc, r.peer_crc, r.peer_bytes);
+    } else if (o.mode == "stream") {
+        std::printf("%s stream %s: %" PRIu64 " bytes in %.2f s = %.3f Gbit/s, app CPU %.3f s (%.3f s/GiB)%s\n",
+                    o.transport.c_str(), o.direction.c_str(), r.bytes, r.seconds, gbps, r.cpu, gib > 0 ? r.cpu / gib : 0,
+                    r.mismatch ? "  MISMATCH" : "");
+        if (o.verify)
+            std::printf("crc32c %08x, peer %08x over %" PRIu64 " bytes: %s\n", r.crc, r.peer_crc, r.peer_bytes,
+                        r.mismatch ? "MISMATCH" : "verified");
+    } else {
+        std::printf("%s %s size %u: %" PRIu64 " transactions in %.2f s = %.0f/s, p50 %.1f us, p99 %.1f us, app CPU "
+                    "%.2f us/txn%s\n",
+                    o.transport.c_str(), o.mode.c_str(), o.size, r.transactions, r.seconds,
+                    r.seconds > 0 ? double(r.transactions) / r.seconds : 0, p50, p99,
+                    r.transactions ? r.cpu * 1e6 / double(r.transactions) : 0, r.mismatch ? "  MISMATCH" : "");
+    }
+    return r.mismatch ? 3 : 0;
+}
+
+// ---- kernel server: one thread per connection -----------------------------
+
+void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
+{
+    Hello h{};
+    if (!conn->recv_all(&h, sizeof h) || h.magic != kHelloMagic) return;
+    std::vector<uint8_t> buf(std::max<uint32_t>(h.size, 4096));
+    if (h.mode == kEcho) {
+        while (conn->recv_all(buf.data(), h.size) && conn->send(buf.data(), h.size) >= 0) {}
+    } else if (h.mode == kSink) {
+        uint64_t got = 0;
+        uint32_t crc = 0;
+        for (ssize_t n; (n = conn->recv(buf.data(), buf.size())) > 0;) {
+            crc = crc32_iscsi(buf.data(), int(n), crc);
+            got += uint64_t(n);
+        }
+        Trailer t{got, crc, 0};
+        conn->send(&t, sizeof t);
+        if (verbose) std::printf("received %" PRIu64 " bytes crc32c %08x\n", got, crc);
+    } else {
+        Pattern pat(h.seed);
+        const uint64_t deadline = now_ns() + uint64_t(h.duration_ms) * 1'000'000;
+        uint64_t off = 0;
+        uint32_t crc = 0;
+        while (h.bytes ? off < h.bytes : now_ns() < deadline) {
+            size_t n = h.bytes ? size_t(std::min<uint64_t>(h.size, h.bytes - off)) : h.size;
+            pat.fill(off, buf.data(), n);
+            crc = crc32_iscsi(buf.data(), int(n), crc);
+            if (conn->send(buf.data(), n) < 0) return;
+            off += n;
+        }
+        Trailer t{off, crc, 0};
+        conn->send(&t, sizeof t);
+        conn->shutdown_write();
+        Trailer peer{};
+        conn->recv_all(&peer, sizeof peer);
+        if (verbose)
+            std::printf("sent %" PRIu64 " bytes crc32c %08x; peer got %" PRIu64 " crc32c %08x: %s\n", off, crc,
+                        peer.bytes, peer.crc, peer.bytes == off && peer.crc == crc ? "verified" : "MISMATCH");
+    }
+    std::fflush(stdout);
+}
+
+int run_kernel_server(const Options &o)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(o.port);
+    if (bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 || listen(l, 4096) != 0)
+        die("listen on port " + std::to_string(o.port) + ": " + std::strerror(errno));
+    std::printf("listening on port %u (kernel)\n", o.port);
+    std::fflush(stdout);
+    for (;;) {
+        int fd = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        auto conn = std::make_unique<KernelConn>(fd);
+        if (o.once) {
+            serve_kernel_conn(std::move(conn), true);
+            return 0;
+        }
+        std::thread(serve_kernel_conn, std::move(conn), !o.json).detach();
+    }
+}
+
+// ---- dti server: one event loop over every connection ---------------------
+
+struct DtiSession {
+    Hello h{};
+    size_t hello_got = 0;
+    uint64_t off = 0, deadline = 0;
+    uint32_t crc = 0;
+    bool sending_done = false, trailer_sent = false;
+    Trailer peer{};
+    size_t peer_got = 0, trailer_off = 0;
+    std::unique_ptr<Pattern> pat;
+};
+
+class DtiServer {
+  public:
+    DtiServer(const Options &o) : o_(o), c_(dti_context()) {}
+
+    int run()
+    {
+        int l = dti_socket(c_);
+        if (l < 0) die(std::string("socket: ") + dti_strerror(l));
+        listener_ = dti_sock_t(l);
+        dti_addr any{0, o_.port};
+        int r = dti_bind(c_, listener_, &any);
+        if (r == 0) r = dti_listen(c_, listener_, 4096);
+        if (r < 0) die("listen on port " + std::to_string(o_.port) + ": " + dti_strerror(r));
+        dti_prep_watch(c_, listener_, DTI_POLLIN, 0);
+        dti_submit(c_);
+        std::printf("listening on port %u (dti)\n", o_.port);
+        std::fflush(stdout);
+        for (;;) {
+            int w = dti_wait(c_, 1000);
+            if (w < 0) die(std::string("the PPE went away: ") + dti_strerror(w));
+            dti_cqe ev[64];
+            unsigned n = dti_reap(c_, ev, 64);
+            for (unsigned i = 0; i < n; i++) handle(ev[i]);
+            if (!pending_.empty()) {
+                // Sources keep sending while they have ring space.
+                auto ids = pending_;
+                pending_.clear();
+                for (dti_sock_t s : ids) step(s);
+            }
+            if (dti_submit(c_) < 0) {}
+            if (o_.once && served_ > 0 && sessions_.empty()) return 0;
+        }
+    }
+
+  private:
+    void handle(const dti_cqe &e)
+    {
+        if (e.kind == DTI_CQE_COMPLETION) {
+            if (e.op == DTI_OP_ACCEPT && e.res > 0)
+                for (int k = 0; k < e.res; k++) {
+                    sessions_[e.accepted[k]] = std::make_unique<DtiSession>();
+                    dti_prep_watch(c_, e.accepted[k], DTI_POLLIN, 0);
+                    step(e.accepted[k]);
+                }
+            return;
+        }
+        if (e.kind == DTI_CQE_RESCAN) {
+            for (auto &[s, _] : sessions_) pending_.push_back(s);
+            dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0);
+            return;
+        }
+        if (e.sock == listener_) {
+            dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0);
+            return;
+        }
+        step(e.sock);
+    }
+
+    void finish(dti_sock_t s)
+    {
+        dti_prep_close(c_, s, 0);
+        sessions_.erase(s);
+        served_++;
+    }
+
+    // Advances one connection as far as its rings allow.
+    void step(dti_sock_t s)
+    {
+        auto it = sessions_.find(s);
+        if (it == sessions_.end()) return;
+        DtiSession &d = *it->second;
+        dti_iov in[2], out[2];
+        while (d.hello_got < sizeof d.h) {
+            ssize_t n = dti_recv(c_, s, reinterpret_cast<uint8_t *>(&d.h) + d.hello_got, sizeof d.h - d.hello_got);
+            if (n == -EAGAIN) return;
+            if (n <= 0) return finish(s);
+            d.hello_got += size_t(n);
+            if (d.hello_got == sizeof d.h) {
+                if (d.h.magic != kHelloMagic) return finish(s);
+                d.deadline = now_ns() + uint64_t(d.h.duration_ms) * 1'000'000;
+                if (d.h.mode == kSource) d.pat = std::make_unique<Pattern>(d.h.seed);
+            }
+        }
+        if (d.h.mode == kEcho || d.h.mode == kSink) {
+            for (;;) {
+                ssize_t n = dti_recv_borrow(c_, s, in);
+                if (n == -EAGAIN) return;
+                if (n == 0 && d.h.mode == kSink && !d.trailer_sent) {
+                    Trailer t{d.off, d.crc, 0};
+                    dti_send(c_, s, &t, sizeof t, 0);
+                    d.trailer_sent = true;
+                    if (!o_.json) std::printf("received %" PRIu64 " bytes crc32c %08x\n", d.off, d.crc);
+                    std::fflush(stdout);
+                }
+                if (n <= 0) return finish(s);
+                size_t take = size_t(n);
+                if (d.h.mode == kEcho) {
+                    ssize_t room = dti_send_reserve(c_, s, out);
+                    if (room == -EAGAIN) {
+                        dti_prep_watch(c_, s, DTI_POLLIN | DTI_POLLOUT, 0);
+                        return;
+                    }
+                    if (room < 0) return finish(s);
+                    take = std::min(take, size_t(room));
+                    copy(in, out, take);
+                    dti_send_commit(c_, s, take, 0);
+                } else {
+                    size_t left = take;
+                    for (int k = 0; k < 2 && left; k++) {
+                        size_t m = std::min(left, in[k].len);
+                        d.crc = crc32_iscsi(static_cast<uint8_t *>(in[k].base), int(m), d.crc);
+                        left -= m;
+                    }
+                    d.off += take;
+                }
+                dti_recv_release(c_, s, take);
+            }
+        }
+        // Source: fill the send ring straight from the pattern.
+        while (!d.sending_done) {
+            if (d.h.bytes ? d.off >= d.h.bytes : now_ns() >= d.deadline) {
+                // Our count and CRC as the stream's last 16 bytes.
+                const Trailer t{d.off, d.crc, 0};
+                while (d.trailer_off < sizeof t) {
+                    ssize_t n = dti_send(c_, s, reinterpret_cast<const uint8_t *>(&t) + d.trailer_off,
+                                         sizeof t - d.trailer_off, 0);
+                    if (n == -EAGAIN) {
+                        dti_prep_watch(c_, s, DTI_POLLIN | DTI_POLLOUT, 0);
+                        return;
+                    }
+                    if (n < 0) return finish(s);
+                    d.trailer_off += size_t(n);
+                }
+                dti_shutdown(c_, s, DTI_SHUT_WR);
+                d.sending_done = true;
+                break;
+            }
+            ssize_t room = dti_send_reserve(c_, s, out);
+            if (room == -EAGAIN) {
+                dti_prep_watch(c_, s, DTI_POLLIN | DTI_POLLOUT, 0);
+                return;
+            }
+            if (room < 0) return finish(s);
+            size_t n = size_t(room);
+            if (d.h.bytes) n = size_t(std::min<uint64_t>(n, d.h.bytes - d.off));
+            size_t left = n;
+            uint64_t at = d.off;
+            for (int k = 0; k < 2 && left; k++) {
+                size_t m = std::min(left, out[k].len);
+                d.pat->fill(at, static_cast<uint8_t *>(out[k].base), m);
+                d.crc = crc32_iscsi(static_cast<uint8_t *>(out[k].base), int(m), d.crc);
+                at += m;
+                left -= m;
+            }
+            dti_send_commit(c_, s, n, 0);
+            d.off += n;
+            if (!d.h.bytes) {
+                pending_.push_back(s); // come back for the deadline even without events
+                return;
+            }
+        }
+        // Sent everything: read the receiver's report.
+        while (d.peer_got < sizeof d.peer) {
+            ssize_t n = dti_recv(c_, s, reinterpret_cast<uint8_t *>(&d.peer) + d.peer_got, sizeof d.peer - d.peer_got);
+            if (n == -EAGAIN) return;
+            if (n <= 0) return finish(s);
+            d.peer_got += size_t(n);
+        }
+        if (!o_.json)
+            std::printf("sent %" PRIu64 " bytes crc32c %08x; peer got %" PRIu64 " crc32c %08x: %s\n", d.off, d.crc,
+                        d.peer.bytes, d.peer.crc, d.peer.bytes == d.off && d.peer.crc == d.crc ? "verified" : "MISMATCH");
+        std::fflush(stdout);
+        finish(s);
+    }
+
+    static void copy(const dti_iov *in, const dti_iov *out, size_t n)
+    {
+        size_t ii = 0, io = 0, oi = 0, oo = 0;
+        while (n) {
+            size_t k = std::min({n, in[ii].len - io, out[oi].len - oo});
+            std::memcpy(static_cast<uint8_t *>(out[oi].base) + oo, static_cast<uint8_t *>(in[ii].base) + io, k);
+            n -= k;
+            io += k;
+            oo += k;
+            if (io == in[ii].len) ii++, io = 0;
+            if (oo == out[oi].len) oi++, oo = 0;
+        }
+    }
+
+    const Options &o_;
+    dti_ctx_t *c_;
+    dti_sock_t listener_ = DTI_SOCK_INVALID;
+    std::unordered_map<dti_sock_t, std::unique_ptr<DtiSession>> sessions_;
+    std::vector<dti_sock_t> pending_;
+    uint64_t served_ = 0;
+};
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    CLI::App app{"eta-perf: traffic over eta's native API (dti) or kernel sockets, against any eta-perf peer"};
+    app.require_subcommand(1);
+    Options o;
+    auto common = [&](CLI::App *sub) {
+        sub->add_option("-t,--transport", o.transport, "dti (through eta-ppe) or kernel")
+            ->check(CLI::IsMember({"dti", "kernel"}))
+            ->capture_default_str();
+        sub->add_option("-p,--port", o.port, "TCP port")->capture_default_str();
+        sub->add_flag("-j,--json", o.json, "machine-readable output");
+    };
+    CLI::App *server = app.add_subcommand("server", "serve any number of clients");
+    common(server);
+    server->add_flag("--once", o.once, "exit after the first connection (after every accepted one is done, for dti)");
+    CLI::App *client = app.add_subcommand("client", "run one test against a server");
+    common(client);
+    client->add_option("-c,--connect", o.connect, "server IPv4 address")->required();
+    client->add_option("-m,--mode", o.mode, "stream, rr (request/response) or crr (connect/request/response)")
+        ->check(CLI::IsMember({"stream", "rr", "crr"}))
+        ->capture_default_str();
+    client->add_option("-d,--direction", o.direction, "stream: send (client to server) or recv")
+        ->check(CLI::IsMember({"send", "recv"}))
+        ->capture_default_str();
+    client->add_option("-s,--size", o.size, "bytes per write (stream) or per request (rr, crr)")
+        ->check(CLI::Range(1u, 16u << 20))
+        ->capture_default_str();
+    client->add_option("--duration", o.duration, "seconds")->check(CLI::Range(0.01, 3600.0))->capture_default_str();
+    client->add_option("-n,--bytes", o.bytes, "stream: exact bytes instead of a duration; rr/crr: transactions");
+    client->add_flag("--verify", o.verify, "CRC32C (ISA-L) over every byte, compared end to end");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
+    int rc;
+    if (*client) rc = run_client(o);
+    else if (o.transport == "kernel") rc = run_kernel_server(o);
+    else rc = DtiServer(o).run();
+    if (g_dti) dti_detach(g_dti);
+    return rc;
+}
