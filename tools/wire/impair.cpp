@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 
-namespace eta::wire {
+namespace eta::wire
+{
 
-namespace {
+namespace
+{
 
 std::uint64_t splitmix64(std::uint64_t &x)
 {
@@ -16,7 +18,10 @@ std::uint64_t splitmix64(std::uint64_t &x)
     return z ^ (z >> 31);
 }
 
-std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+std::uint64_t rotl(std::uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 // The standard normal quantile, by the rational approximations P. J. Acklam
 // published (relative error below 1.2e-9), which is far finer than a timer.
@@ -49,7 +54,8 @@ double normal_quantile(double p)
 
 void Rng::reseed(std::uint64_t seed)
 {
-    for (auto &s : s_) s = splitmix64(seed);
+    for (auto &s : s_)
+        s = splitmix64(seed);
 }
 
 std::uint64_t Rng::next()
@@ -82,7 +88,8 @@ void Impairer::reconfigure(const NetemConfig &config)
 {
     config_ = config;
     if (config.has_seed) rng_.reseed(config.seed);
-    for (Correlated *c : {&loss_state_, &dup_state_, &corrupt_state_, &reorder_state_, &delay_state_})
+    for (Correlated *c :
+         {&loss_state_, &dup_state_, &corrupt_state_, &reorder_state_, &delay_state_})
         c->reset();
     since_reorder_ = 0;
 }
@@ -117,7 +124,8 @@ std::uint64_t Impairer::serialization_ns(std::uint32_t frame_len) const
     if (config_.rate_bits_per_s == 0) return 0;
     std::int64_t len = static_cast<std::int64_t>(frame_len) + config_.packet_overhead;
     if (config_.cell_size > 0) {
-        std::int64_t cells = (std::max<std::int64_t>(len, 0) + config_.cell_size - 1) / config_.cell_size;
+        std::int64_t cells =
+            (std::max<std::int64_t>(len, 0) + config_.cell_size - 1) / config_.cell_size;
         len = cells * (static_cast<std::int64_t>(config_.cell_size) + config_.cell_overhead);
     }
     if (len <= 0) return 0;
@@ -204,7 +212,8 @@ void FramePool::grow(std::size_t slots)
     storage_ = std::move(bigger);
     free_.reserve(slots);
     // Hand out low slot numbers first so few pages are touched when idle.
-    for (std::size_t s = slots; s-- > capacity_;) free_.push_back(static_cast<std::uint32_t>(s));
+    for (std::size_t s = slots; s-- > capacity_;)
+        free_.push_back(static_cast<std::uint32_t>(s));
     capacity_ = slots;
 }
 

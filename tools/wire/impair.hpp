@@ -14,11 +14,13 @@
 #include <span>
 #include <vector>
 
-namespace eta::wire {
+namespace eta::wire
+{
 
 // xoshiro256** seeded through splitmix64: fast, and the same seed gives the
 // same decisions on every machine.
-class Rng {
+class Rng
+{
   public:
     explicit Rng(std::uint64_t seed) { reseed(seed); }
     void reseed(std::uint64_t seed);
@@ -37,7 +39,8 @@ class Rng {
 
 // netem's correlated random numbers: each draw leans on the previous one by
 // the correlation, next = (1 - c) * fresh + c * last.
-class Correlated {
+class Correlated
+{
   public:
     double draw(Rng &rng, double correlation);
     void reset() { last_ = 0; }
@@ -67,7 +70,8 @@ struct WireCounters {
     std::uint64_t reordered = 0;
 };
 
-class Impairer {
+class Impairer
+{
   public:
     Impairer(const NetemConfig &config, std::uint64_t seed);
 
@@ -99,14 +103,16 @@ class Impairer {
     NetemConfig config_;
     Rng rng_;
     Correlated loss_state_, dup_state_, corrupt_state_, reorder_state_, delay_state_;
-    std::uint32_t since_reorder_ = 0; // frames delayed since the last reordered one (netem's counter)
-    std::uint64_t link_free_ns_ = 0;  // when the rate-limited link finishes its last frame
+    std::uint32_t since_reorder_ =
+        0; // frames delayed since the last reordered one (netem's counter)
+    std::uint64_t link_free_ns_ = 0; // when the rate-limited link finishes its last frame
     WireCounters counters_;
 };
 
 // Fixed-size frame buffers, handed out from a free stack. Growing is for the
 // control path (a larger limit); taking and returning never allocate.
-class FramePool {
+class FramePool
+{
   public:
     FramePool(std::size_t slot_bytes, std::size_t slots);
     void grow(std::size_t slots);
@@ -131,7 +137,8 @@ class FramePool {
 
 // Frames waiting for their departure time: a binary min-heap on (due, arrival
 // order), so frames due at the same time leave in the order they came.
-class DelayQueue {
+class DelayQueue
+{
   public:
     struct Entry {
         std::uint64_t due_ns;

@@ -8,15 +8,17 @@
 #include <strings.h>
 #include <vector>
 
-namespace eta::wire {
+namespace eta::wire
+{
 
 bool NetemConfig::is_transparent() const
 {
-    return delay_ns == 0 && jitter_ns == 0 && loss.probability == 0 &&
-           duplicate.probability == 0 && corrupt.probability == 0 && rate_bits_per_s == 0;
+    return delay_ns == 0 && jitter_ns == 0 && loss.probability == 0 && duplicate.probability == 0 &&
+           corrupt.probability == 0 && rate_bits_per_s == 0;
 }
 
-namespace {
+namespace
+{
 
 struct Unit {
     std::string_view name;
@@ -123,7 +125,8 @@ bool looks_numeric(std::string_view word)
     return !word.empty() && ((word[0] >= '0' && word[0] <= '9') || word[0] == '.');
 }
 
-class Parser {
+class Parser
+{
   public:
     Parser(std::span<const std::string_view> args, NetemConfig &out, std::string &error)
         : args_(args), out_(out), error_(error)
@@ -159,8 +162,9 @@ class Parser {
             } else if (key == "seed") {
                 ok = seed();
             } else if (key == "slot" || key == "ecn") {
-                return fail("'" + std::string(key) +
-                            "' is not implemented by eta-wire (only the kernel's sch_netem has it)");
+                return fail(
+                    "'" + std::string(key) +
+                    "' is not implemented by eta-wire (only the kernel's sch_netem has it)");
             } else {
                 return fail("unknown netem argument '" + std::string(key) +
                             "' (allowed: delay, distribution, loss, duplicate, corrupt, reorder, "
@@ -203,7 +207,8 @@ class Parser {
         ++pos_;
         if (has_numeric_next()) {
             if (!parse_time_ns(args_[pos_], out_.jitter_ns))
-                return fail("bad jitter '" + std::string(args_[pos_]) + "': give a time such as 1ms");
+                return fail("bad jitter '" + std::string(args_[pos_]) +
+                            "': give a time such as 1ms");
             ++pos_;
             if (has_numeric_next()) {
                 if (!parse_percent(args_[pos_], out_.delay_correlation))
@@ -361,9 +366,11 @@ bool parse_netem_line(std::string_view line, NetemConfig &out, std::string &erro
     std::vector<std::string_view> words;
     std::size_t i = 0;
     while (i < line.size()) {
-        while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+        while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i])))
+            ++i;
         std::size_t start = i;
-        while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+        while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i])))
+            ++i;
         if (i > start) words.push_back(line.substr(start, i - start));
     }
     return parse_netem(words, out, error);
@@ -387,7 +394,8 @@ std::string describe(const NetemConfig &c)
     if (c.gap > 1) s += " gap " + std::to_string(c.gap);
     if (c.rate_bits_per_s > 0) {
         s += " rate " + std::to_string(c.rate_bits_per_s) + "bit";
-        if (c.packet_overhead != 0 || c.cell_size != 0) s += ' ' + std::to_string(c.packet_overhead);
+        if (c.packet_overhead != 0 || c.cell_size != 0)
+            s += ' ' + std::to_string(c.packet_overhead);
         if (c.cell_size != 0) {
             s += ' ' + std::to_string(c.cell_size);
             if (c.cell_overhead != 0) s += ' ' + std::to_string(c.cell_overhead);

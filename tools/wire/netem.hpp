@@ -8,7 +8,8 @@
 #include <string>
 #include <string_view>
 
-namespace eta::wire {
+namespace eta::wire
+{
 
 // A random event with netem's optional correlation to the previous draw.
 struct Chance {

@@ -41,14 +41,16 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace
+{
 
 using namespace eta::wire;
 
 constexpr std::size_t max_pool_bytes = 512u << 20;
 constexpr unsigned tx_batch = 64;
-constexpr unsigned rx_budget = 256;                // frames per pass before timers get a turn
-constexpr std::uint64_t signal_check_ns = 10'000'000; // under constant load, look at signals this often
+constexpr unsigned rx_budget = 256; // frames per pass before timers get a turn
+constexpr std::uint64_t signal_check_ns =
+    10'000'000; // under constant load, look at signals this often
 
 void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_line(const char *fmt, ...)
@@ -97,13 +99,20 @@ Options parse_options(int argc, char **argv)
         }
         if (i + 1 >= argc) usage_error("'" + k + "' needs a value");
         std::string v = argv[++i];
-        if (k == "--from") o.from = v;
-        else if (k == "--to") o.to = v;
-        else if (k == "--config") o.config = v;
-        else if (k == "--status") o.status = v;
-        else if (k == "--pidfile") o.pidfile = v;
-        else if (k == "--log") o.log = v;
-        else usage_error("unknown option '" + k + "'");
+        if (k == "--from")
+            o.from = v;
+        else if (k == "--to")
+            o.to = v;
+        else if (k == "--config")
+            o.config = v;
+        else if (k == "--status")
+            o.status = v;
+        else if (k == "--pidfile")
+            o.pidfile = v;
+        else if (k == "--log")
+            o.log = v;
+        else
+            usage_error("unknown option '" + k + "'");
     }
     if (o.from.empty() || o.to.empty() || o.config.empty())
         usage_error("--from, --to and --config are required");
@@ -121,7 +130,8 @@ bool read_file(const std::string &path, std::string &out, std::string &error)
     out.clear();
     char buf[4096];
     std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && out.size() < (1u << 16)) out.append(buf, n);
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && out.size() < (1u << 16))
+        out.append(buf, n);
     std::fclose(f);
     return true;
 }
@@ -161,22 +171,26 @@ int interface_mtu(int fd, const std::string &name)
 }
 
 // The TPACKET_V2 receive ring on the --from interface.
-class RxRing {
+class RxRing
+{
   public:
     void open(const std::string &iface, std::size_t max_frame)
     {
-        fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0); // protocol 0: nothing arrives before bind
+        fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC,
+                     0); // protocol 0: nothing arrives before bind
         if (fd_ < 0) die_errno("AF_PACKET socket (needs root or CAP_NET_RAW)");
         int version = TPACKET_V2;
         if (setsockopt(fd_, SOL_PACKET, PACKET_VERSION, &version, sizeof version) < 0)
             die_errno("PACKET_VERSION");
         int one = 1;
         // Frames the peer's own stack might send out of this interface are not ours.
-        ignore_outgoing_ = setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) == 0;
+        ignore_outgoing_ =
+            setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) == 0;
         frame_size_ = TPACKET_ALIGN(TPACKET_ALIGN(TPACKET2_HDRLEN) + 16 + max_frame + 64);
         long page = sysconf(_SC_PAGESIZE);
         block_size_ = static_cast<std::size_t>(page);
-        while (block_size_ < frame_size_ * 8) block_size_ *= 2;
+        while (block_size_ < frame_size_ * 8)
+            block_size_ *= 2;
         frames_per_block_ = block_size_ / frame_size_;
         std::size_t blocks = std::max<std::size_t>((4u << 20) / block_size_, 2);
         frame_count_ = blocks * frames_per_block_;
@@ -205,8 +219,9 @@ class RxRing {
     // The frame at the head when the kernel has handed it to us, else null.
     tpacket2_hdr *head()
     {
-        auto *h = reinterpret_cast<tpacket2_hdr *>(
-            ring_ + (head_ / frames_per_block_) * block_size_ + (head_ % frames_per_block_) * frame_size_);
+        auto *h =
+            reinterpret_cast<tpacket2_hdr *>(ring_ + (head_ / frames_per_block_) * block_size_ +
+                                             (head_ % frames_per_block_) * frame_size_);
         if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)) return nullptr;
         return h;
     }
@@ -239,10 +254,12 @@ struct Counters {
     std::uint64_t ring_drops = 0, csum_not_ready = 0;
 };
 
-class Wire {
+class Wire
+{
   public:
     Wire(const Options &opts, const NetemConfig &config, std::uint64_t seed, std::size_t slot_bytes)
-        : opts_(opts), impairer_(config, seed), pool_(slot_bytes, config.limit), queue_(config.limit)
+        : opts_(opts), impairer_(config, seed), pool_(slot_bytes, config.limit),
+          queue_(config.limit)
     {
     }
 
@@ -278,7 +295,9 @@ class Wire {
         counters_.ring_drops += rx_.ring_drops();
         const WireCounters &w = impairer_.counters();
         std::string s;
-        auto kv = [&s](const char *k, const std::string &v) { s += std::string(k) + "=" + v + "\n"; };
+        auto kv = [&s](const char *k, const std::string &v) {
+            s += std::string(k) + "=" + v + "\n";
+        };
         kv("generation", std::to_string(generation_));
         kv("report", std::to_string(++reports_));
         kv("config", describe(impairer_.config()));
@@ -323,7 +342,8 @@ class Wire {
 
     bool fits_memory(const NetemConfig &config, std::string &error) const
     {
-        if (static_cast<std::size_t>(config.limit) * pool_.slot_bytes() <= max_pool_bytes) return true;
+        if (static_cast<std::size_t>(config.limit) * pool_.slot_bytes() <= max_pool_bytes)
+            return true;
         error = "limit " + std::to_string(config.limit) + " with frames of " +
                 std::to_string(pool_.slot_bytes()) + " bytes needs more than the " +
                 std::to_string(max_pool_bytes >> 20) + " MiB the wire allows; lower the limit";
@@ -382,7 +402,8 @@ class Wire {
     {
         const auto *base = reinterpret_cast<const std::uint8_t *>(h);
         if (!rx_.ignores_outgoing()) {
-            const auto *sll = reinterpret_cast<const sockaddr_ll *>(base + TPACKET_ALIGN(sizeof *h));
+            const auto *sll =
+                reinterpret_cast<const sockaddr_ll *>(base + TPACKET_ALIGN(sizeof *h));
             if (sll->sll_pkttype == PACKET_OUTGOING) return;
         }
         // The ring hands VLAN tags over separately; put them back so the
@@ -404,8 +425,8 @@ class Wire {
             std::uint8_t *dst = pool_.data(slot);
             const std::uint8_t *src = base + h->tp_mac;
             if (tagged) {
-                std::uint16_t tpid = (h->tp_status & TP_STATUS_VLAN_TPID_VALID) ? h->tp_vlan_tpid
-                                                                                 : ETH_P_8021Q;
+                std::uint16_t tpid =
+                    (h->tp_status & TP_STATUS_VLAN_TPID_VALID) ? h->tp_vlan_tpid : ETH_P_8021Q;
                 std::uint16_t tag[2] = {htons(tpid), htons(h->tp_vlan_tci)};
                 std::memcpy(dst, src, 12);
                 std::memcpy(dst + 12, tag, 4);
@@ -450,7 +471,8 @@ class Wire {
             ++counters_.tx_errors;
             ++i;
         }
-        for (unsigned k = 0; k < n; ++k) pool_.give(batch_slots_[k]);
+        for (unsigned k = 0; k < n; ++k)
+            pool_.give(batch_slots_[k]);
     }
 
     bool handle_signal()
@@ -458,8 +480,12 @@ class Wire {
         signalfd_siginfo si;
         while (read(sig_fd_, &si, sizeof si) == sizeof si) {
             switch (si.ssi_signo) {
-            case SIGHUP: reload(); break;
-            case SIGUSR1: write_status(); break;
+            case SIGHUP:
+                reload();
+                break;
+            case SIGUSR1:
+                write_status();
+                break;
             default:
                 write_status();
                 log_line("stopping on signal %u", si.ssi_signo);
@@ -477,7 +503,8 @@ class Wire {
         socklen_t len = sizeof err;
         getsockopt(rx_.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
         if (if_nametoindex(opts_.from.c_str()) == 0 || if_nametoindex(opts_.to.c_str()) == 0) {
-            log_line("interface %s or %s went away; stopping", opts_.from.c_str(), opts_.to.c_str());
+            log_line("interface %s or %s went away; stopping", opts_.from.c_str(),
+                     opts_.to.c_str());
             write_status("interface went away");
             return false;
         }
@@ -523,7 +550,8 @@ void become_daemon(const Options &opts)
     if (pid > 0) {
         // The parent reports the child's PID and leaves: everything that can
         // fail has been set up, so the caller may rely on the wire now.
-        if (!opts.pidfile.empty() && !write_file_atomically(opts.pidfile, std::to_string(pid) + "\n")) {
+        if (!opts.pidfile.empty() &&
+            !write_file_atomically(opts.pidfile, std::to_string(pid) + "\n")) {
             log_line("cannot write %s: %s", opts.pidfile.c_str(), std::strerror(errno));
             kill(pid, SIGTERM);
             std::exit(1);
@@ -532,7 +560,9 @@ void become_daemon(const Options &opts)
     }
     setsid();
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    int log_fd = opts.log.empty() ? -1 : open(opts.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int log_fd = opts.log.empty()
+                     ? -1
+                     : open(opts.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (null_fd >= 0) {
         dup2(null_fd, STDIN_FILENO);
         dup2(null_fd, STDOUT_FILENO);
@@ -565,7 +595,8 @@ int main(int argc, char **argv)
 
     sigset_t sigs;
     sigemptyset(&sigs);
-    for (int s : {SIGHUP, SIGTERM, SIGINT, SIGUSR1}) sigaddset(&sigs, s);
+    for (int s : {SIGHUP, SIGTERM, SIGINT, SIGUSR1})
+        sigaddset(&sigs, s);
     sigprocmask(SIG_BLOCK, &sigs, nullptr);
     int sig_fd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sig_fd < 0) die_errno("signalfd");
@@ -581,7 +612,8 @@ int main(int argc, char **argv)
     wire.open(sig_fd);
     wire.write_status();
     log_line("%s -> %s: %s", opts.from.c_str(), opts.to.c_str(), describe(config).c_str());
-    if (opts.daemon) become_daemon(opts);
+    if (opts.daemon)
+        become_daemon(opts);
     else if (!opts.pidfile.empty())
         write_file_atomically(opts.pidfile, std::to_string(getpid()) + "\n");
     return wire.run();

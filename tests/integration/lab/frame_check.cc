@@ -23,7 +23,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-namespace {
+namespace
+{
 
 struct Counts {
     unsigned long frames = 0, ipv4 = 0, bad_ip = 0, bad_l4 = 0, unchecked = 0;
@@ -34,14 +35,16 @@ struct Counts {
 // RFC 1071 one's complement sum over 16-bit words.
 std::uint32_t sum16(const std::uint8_t *p, std::size_t n, std::uint32_t acc = 0)
 {
-    for (; n > 1; p += 2, n -= 2) acc += static_cast<std::uint32_t>(p[0] << 8 | p[1]);
+    for (; n > 1; p += 2, n -= 2)
+        acc += static_cast<std::uint32_t>(p[0] << 8 | p[1]);
     if (n) acc += static_cast<std::uint32_t>(p[0] << 8);
     return acc;
 }
 
 std::uint16_t fold(std::uint32_t acc)
 {
-    while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+    while (acc >> 16)
+        acc = (acc & 0xffff) + (acc >> 16);
     return static_cast<std::uint16_t>(acc);
 }
 
@@ -93,7 +96,8 @@ bool parse_mac(const std::string &s, std::uint8_t mac[6])
     unsigned v[6];
     if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
         return false;
-    for (int i = 0; i < 6; ++i) mac[i] = static_cast<std::uint8_t>(v[i]);
+    for (int i = 0; i < 6; ++i)
+        mac[i] = static_cast<std::uint8_t>(v[i]);
     return true;
 }
 
@@ -106,10 +110,14 @@ int main(int argc, char **argv)
     double timeout_s = 10;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string k = argv[i], v = argv[i + 1];
-        if (k == "--iface") iface = v;
-        else if (k == "--src-mac") mac_text = v;
-        else if (k == "--frames") want = std::stoul(v);
-        else if (k == "--timeout") timeout_s = std::stod(v);
+        if (k == "--iface")
+            iface = v;
+        else if (k == "--src-mac")
+            mac_text = v;
+        else if (k == "--frames")
+            want = std::stoul(v);
+        else if (k == "--timeout")
+            timeout_s = std::stod(v);
         else {
             std::fprintf(stderr, "frame_check: unknown option %s\n", k.c_str());
             return 2;
@@ -117,7 +125,8 @@ int main(int argc, char **argv)
     }
     std::uint8_t src_mac[6];
     if (iface.empty() || !parse_mac(mac_text, src_mac)) {
-        std::fprintf(stderr, "usage: frame_check --iface IF --src-mac MAC [--frames N] [--timeout S]\n");
+        std::fprintf(stderr,
+                     "usage: frame_check --iface IF --src-mac MAC [--frames N] [--timeout S]\n");
         return 2;
     }
     int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
@@ -132,7 +141,8 @@ int main(int argc, char **argv)
     sll.sll_protocol = htons(ETH_P_ALL);
     sll.sll_ifindex = static_cast<int>(if_nametoindex(iface.c_str()));
     if (sll.sll_ifindex == 0 || bind(fd, reinterpret_cast<sockaddr *>(&sll), sizeof sll) < 0) {
-        std::fprintf(stderr, "frame_check: cannot capture on %s: %s\n", iface.c_str(), std::strerror(errno));
+        std::fprintf(stderr, "frame_check: cannot capture on %s: %s\n", iface.c_str(),
+                     std::strerror(errno));
         return 2;
     }
     std::printf("READY\n");
@@ -143,7 +153,8 @@ int main(int argc, char **argv)
     std::uint8_t frame[65536];
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(tpacket_auxdata))];
     while (c.frames < want) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) break;
         pollfd p{fd, POLLIN, 0};
         if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -171,7 +182,9 @@ int main(int argc, char **argv)
         if ((frame[12] << 8 | frame[13]) == ETH_P_IP)
             check_ipv4(frame + 14, static_cast<std::size_t>(n) - 14, csum_ready, c);
     }
-    std::printf("frames=%lu ipv4=%lu bad_ip=%lu bad_l4=%lu unchecked=%lu echo_replies=%lu seq_inversions=%lu\n",
-                c.frames, c.ipv4, c.bad_ip, c.bad_l4, c.unchecked, c.echo_replies, c.seq_inversions);
+    std::printf("frames=%lu ipv4=%lu bad_ip=%lu bad_l4=%lu unchecked=%lu echo_replies=%lu "
+                "seq_inversions=%lu\n",
+                c.frames, c.ipv4, c.bad_ip, c.bad_l4, c.unchecked, c.echo_replies,
+                c.seq_inversions);
     return 0;
 }

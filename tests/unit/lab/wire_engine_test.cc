@@ -13,7 +13,8 @@
 
 using namespace eta::wire;
 
-namespace {
+namespace
+{
 
 constexpr std::uint64_t ms = 1'000'000;
 
@@ -46,8 +47,9 @@ void expect_binomial(std::uint64_t hits, std::uint64_t n, double p)
 
 TEST(NetemParse, FullSyntax)
 {
-    NetemConfig c = parsed("limit 500 delay 5ms 1ms 25% distribution normal loss random 1% 10% "
-                           "duplicate 2% corrupt 0.1% reorder 10% 50% gap 3 rate 100mbit 20 64 4 seed 7");
+    NetemConfig c =
+        parsed("limit 500 delay 5ms 1ms 25% distribution normal loss random 1% 10% "
+               "duplicate 2% corrupt 0.1% reorder 10% 50% gap 3 rate 100mbit 20 64 4 seed 7");
     EXPECT_EQ(c.limit, 500u);
     EXPECT_EQ(c.delay_ns, 5 * static_cast<std::int64_t>(ms));
     EXPECT_EQ(c.jitter_ns, 1 * static_cast<std::int64_t>(ms));
@@ -71,7 +73,7 @@ TEST(NetemParse, FullSyntax)
 
 TEST(NetemParse, UnitsAsTcReadsThem)
 {
-    EXPECT_EQ(parsed("delay 100").delay_ns, 100'000);  // bare time: microseconds
+    EXPECT_EQ(parsed("delay 100").delay_ns, 100'000); // bare time: microseconds
     EXPECT_EQ(parsed("delay 1.5ms").delay_ns, 1'500'000);
     EXPECT_EQ(parsed("delay 2s").delay_ns, 2'000'000'000);
     EXPECT_EQ(parsed("delay 250usec").delay_ns, 250'000);
@@ -98,7 +100,8 @@ TEST(NetemParse, RejectsWithReasons)
     EXPECT_NE(rejection("bandwidth 1mbit").find("unknown netem argument"), std::string::npos);
     EXPECT_NE(rejection("reorder 10%").find("without some delay"), std::string::npos);
     EXPECT_NE(rejection("delay 5ms distribution normal").find("jitter"), std::string::npos);
-    EXPECT_NE(rejection("delay 5ms 1ms distribution pareto").find("not implemented"), std::string::npos);
+    EXPECT_NE(rejection("delay 5ms 1ms distribution pareto").find("not implemented"),
+              std::string::npos);
     EXPECT_NE(rejection("loss gemodel 1%").find("not implemented"), std::string::npos);
     EXPECT_NE(rejection("ecn").find("not implemented"), std::string::npos);
     EXPECT_NE(rejection("limit 0").find("bad limit"), std::string::npos);
@@ -157,23 +160,27 @@ TEST(Impairer, LossRateMatchesAndSeedRepeats)
     auto run = [&](std::uint64_t seed) {
         Impairer imp(parsed("loss 10%"), seed);
         std::vector<std::uint32_t> kept;
-        for (std::uint64_t i = 0; i < n; ++i) kept.push_back(imp.admit(i, 100).count);
+        for (std::uint64_t i = 0; i < n; ++i)
+            kept.push_back(imp.admit(i, 100).count);
         EXPECT_EQ(imp.counters().lost, std::count(kept.begin(), kept.end(), 0u));
         return kept;
     };
     std::vector<std::uint32_t> first = run(5);
-    expect_binomial(static_cast<std::uint64_t>(std::count(first.begin(), first.end(), 0u)), n, 0.10);
+    expect_binomial(static_cast<std::uint64_t>(std::count(first.begin(), first.end(), 0u)), n,
+                    0.10);
     EXPECT_EQ(first, run(5));
     EXPECT_NE(first, run(6));
     // A seed in the settings overrides the one the wire picks.
     Impairer a(parsed("loss 50% seed 11"), 1), b(parsed("loss 50% seed 11"), 2);
-    for (int i = 0; i < 1000; ++i) ASSERT_EQ(a.admit(0, 60).count, b.admit(0, 60).count);
+    for (int i = 0; i < 1000; ++i)
+        ASSERT_EQ(a.admit(0, 60).count, b.admit(0, 60).count);
 }
 
 TEST(Impairer, AllLostAtHundredPercent)
 {
     Impairer imp(parsed("loss 100%"), 1);
-    for (int i = 0; i < 1000; ++i) ASSERT_EQ(imp.admit(0, 60).count, 0u);
+    for (int i = 0; i < 1000; ++i)
+        ASSERT_EQ(imp.admit(0, 60).count, 0u);
 }
 
 TEST(Impairer, DuplicatesBothCopiesLeave)
@@ -195,7 +202,8 @@ TEST(Impairer, DuplicatesBothCopiesLeave)
 TEST(Impairer, FixedDelayIsExact)
 {
     Impairer imp(parsed("delay 7ms"), 1);
-    for (std::uint64_t t = 0; t < 100; ++t) EXPECT_EQ(imp.admit(t * ms, 100).copies[0].due_ns, t * ms + 7 * ms);
+    for (std::uint64_t t = 0; t < 100; ++t)
+        EXPECT_EQ(imp.admit(t * ms, 100).copies[0].due_ns, t * ms + 7 * ms);
 }
 
 TEST(Impairer, UniformJitterStaysInRange)
@@ -235,7 +243,8 @@ TEST(Impairer, NormalJitterHasTheGivenSpread)
 TEST(Impairer, NegativeJitteredDelayClampsToNow)
 {
     Impairer imp(parsed("delay 1ms 10ms"), 2);
-    for (int i = 0; i < 1000; ++i) ASSERT_GE(imp.admit(5 * ms, 100).copies[0].due_ns, 5 * ms);
+    for (int i = 0; i < 1000; ++i)
+        ASSERT_GE(imp.admit(5 * ms, 100).copies[0].due_ns, 5 * ms);
 }
 
 TEST(Impairer, ReorderSendsSomeAtOnceOthersDelayed)
@@ -270,7 +279,8 @@ TEST(Impairer, RateSerializesBackToBackFrames)
     // 8 Mbit/s: 1000 bytes take 1 ms on the wire.
     Impairer imp(parsed("rate 8mbit"), 1);
     EXPECT_EQ(imp.serialization_ns(1000), 1 * ms);
-    for (std::uint64_t i = 1; i <= 10; ++i) EXPECT_EQ(imp.admit(0, 1000).copies[0].due_ns, i * ms);
+    for (std::uint64_t i = 1; i <= 10; ++i)
+        EXPECT_EQ(imp.admit(0, 1000).copies[0].due_ns, i * ms);
     // After the link went idle, a frame waits only its own serialization.
     EXPECT_EQ(imp.admit(100 * ms, 1000).copies[0].due_ns, 101 * ms);
     // Delay and rate: the frame leaves when both allow.
@@ -319,17 +329,20 @@ TEST(Impairer, CorruptRateMatches)
     const std::uint64_t n = 50000;
     Impairer imp(parsed("corrupt 5%"), 21);
     std::uint64_t corrupt = 0;
-    for (std::uint64_t i = 0; i < n; ++i) corrupt += imp.admit(0, 100).copies[0].corrupt;
+    for (std::uint64_t i = 0; i < n; ++i)
+        corrupt += imp.admit(0, 100).copies[0].corrupt;
     expect_binomial(corrupt, n, 0.05);
 }
 
 TEST(Impairer, ReconfigureWithSeedRestartsTheStream)
 {
     Impairer a(parsed("loss 30%"), 1), b(parsed("loss 30%"), 99);
-    for (int i = 0; i < 100; ++i) a.admit(0, 60);
+    for (int i = 0; i < 100; ++i)
+        a.admit(0, 60);
     a.reconfigure(parsed("loss 40% seed 5"));
     b.reconfigure(parsed("loss 40% seed 5"));
-    for (int i = 0; i < 1000; ++i) ASSERT_EQ(a.admit(0, 60).count, b.admit(0, 60).count);
+    for (int i = 0; i < 1000; ++i)
+        ASSERT_EQ(a.admit(0, 60).count, b.admit(0, 60).count);
     EXPECT_DOUBLE_EQ(a.config().loss.probability, 0.40);
 }
 
@@ -359,7 +372,8 @@ TEST(DelayQueue, OrdersByDueThenArrival)
     q.push(10, 3, 1);
     q.push(0, 4, 1);
     std::vector<std::uint32_t> order;
-    while (!q.empty()) order.push_back(q.pop().slot);
+    while (!q.empty())
+        order.push_back(q.pop().slot);
     EXPECT_EQ(order, (std::vector<std::uint32_t>{4, 1, 3, 2, 0}));
 }
 
@@ -376,7 +390,8 @@ TEST(FramePool, TakeGiveAndGrowKeepFrames)
     EXPECT_EQ(pool.data(a)[0], 0x42);
     EXPECT_EQ(pool.data(b)[63], 0x24);
     std::vector<std::uint32_t> got;
-    while (!pool.empty()) got.push_back(pool.take());
+    while (!pool.empty())
+        got.push_back(pool.take());
     EXPECT_EQ(got.size(), 6u);
     pool.give(a);
     EXPECT_EQ(pool.take(), a);
