@@ -78,19 +78,26 @@ struct dti_region_header {
 /* ---- queue pair ---------------------------------------------------------- */
 
 struct dti_qp_header {
-    uint32_t cmd_prod;  /* [app] commands published (free-running) */
+    uint32_t cmd_prod;  /* [app] commands published (free-running); read by the
+                           engine only before it sleeps: entries carry stamps */
     uint8_t pad0[DTI_CACHELINE - 4];
     uint32_t cmd_cons;  /* [eng] commands consumed */
     uint8_t pad1[DTI_CACHELINE - 4];
-    uint32_t ev_prod;   /* [eng] entries published */
-    uint32_t ev_overflow; /* [eng] count of events dropped for room (app compares) */
-    uint8_t pad2[DTI_CACHELINE - 8];
+    uint32_t ev_prod;   /* [eng] entries published (for the wake protocol) */
+    uint8_t pad2[DTI_CACHELINE - 4];
     uint32_t ev_cons;   /* [app] entries consumed */
     uint8_t pad3[DTI_CACHELINE - 4];
     uint32_t armed;     /* [app sets 1, eng swaps to 0 when it wakes] wake word */
     uint8_t pad4[DTI_CACHELINE - 4];
+    uint32_t ev_overflow; /* [eng] count of events dropped for room (rarely written) */
+    uint8_t pad5[DTI_CACHELINE - 4];
 };
-/* Followed by cmdq_entries * dti_cmd, then evq_entries * dti_ev. */
+/* Followed by cmdq_entries * dti_cmd, then evq_entries * dti_ev.
+ * Consumers poll the stamp of the next entry, not the producer index: one
+ * cache line crosses per entry instead of two. evq_entries <= 32768 so a
+ * stale 16-bit stamp from the previous lap never matches. */
+#define DTI_EVQ_MAX 32768u
+#define DTI_CMDQ_MAX 32768u
 
 struct dti_cmd { /* 64 bytes, [app] */
     uint64_t user_data;
@@ -102,15 +109,17 @@ struct dti_cmd { /* 64 bytes, [app] */
     int64_t value;      /* setsockopt value */
     uint64_t offset;    /* pool buffer offset */
     uint32_t tag;       /* libdti's in-flight slot, echoed in the completion */
-    uint8_t pad[20];
+    uint8_t pad[16];
+    uint32_t stamp;     /* index + 1, stored last (release): "this entry is published" */
 };
 
 struct dti_ev { /* 64 bytes, [eng] */
     uint64_t user_data;
     int64_t value;
     int32_t res;
-    uint16_t kind;      /* enum dti_cqe_kind */
-    uint16_t op;
+    uint8_t kind;       /* enum dti_cqe_kind */
+    uint8_t op;
+    uint16_t stamp;     /* (index + 1) mod 2^16, stored last (release) */
     uint32_t sock;
     uint32_t events;    /* events: DTI_POLL*; completions: the command's tag */
     uint32_t accepted[8];
@@ -146,13 +155,13 @@ struct dti_sock_shared {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
-static_assert(sizeof(struct dti_qp_header) == 5 * DTI_CACHELINE, "qp layout");
+static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 static_assert(sizeof(struct dti_ev) == 64, "ev layout");
 static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
 #else
 _Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
-_Static_assert(sizeof(struct dti_qp_header) == 5 * DTI_CACHELINE, "qp layout");
+_Static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 _Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 _Static_assert(sizeof(struct dti_ev) == 64, "ev layout");
 _Static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include <sys/eventfd.h>
@@ -32,7 +33,7 @@ struct Geometry {
 bool geometry(const Limits &l, Geometry *g)
 {
     if (!pow2(l.cmdq_entries) || !pow2(l.evq_entries) || l.evq_entries < 2 * l.cmdq_entries ||
-        l.cmdq_entries > (1u << 16) || !pow2(l.rx_ring_size) || !pow2(l.tx_ring_size) ||
+        l.cmdq_entries > DTI_CMDQ_MAX || l.evq_entries > DTI_EVQ_MAX || !pow2(l.rx_ring_size) || !pow2(l.tx_ring_size) ||
         l.rx_ring_size > (1u << 30) || l.tx_ring_size > (1u << 30) || l.max_contexts == 0 ||
         l.max_contexts > kMaxContexts || l.max_sockets == 0 || l.max_sockets > DTI_SLOT_MASK)
         return false;
@@ -87,6 +88,8 @@ struct Ctx {
     bool wake_listed = false;
     int wake_fd = -1;
     uint32_t cmd_cons = 0, ev_prod = 0, ev_overflow = 0;
+    uint32_t ev_cons_seen = 0; // last ev_cons read (validated); reread only when short of room
+    uint32_t ev_stamped = 0;   // entries below this are visible to the app
     dti_qp_header *qp = nullptr;
     dti_cmd *cmds = nullptr;
     dti_ev *evs = nullptr;
@@ -240,7 +243,7 @@ class EngineImpl final : public Engine {
     bool try_recv_into(Attachment &a, uint32_t si);
 
     // completions and events
-    uint32_t ev_used(Attachment &a, Ctx &c);
+    uint32_t ev_used(Attachment &a, Ctx &c, uint32_t want);
     bool complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res, uint32_t sock,
                   int64_t value = 0, const uint32_t *accepted = nullptr);
     void finish_pending(Attachment &a, Pending &p, int32_t res, uint32_t sock);
@@ -561,9 +564,10 @@ void EngineImpl::control(int id)
                 continue;
             }
             Ctx &c = a.ctxs[i];
-            // Reset the queue pair: its previous user is gone.
-            std::memset(c.qp, 0, sizeof *c.qp);
-            c = Ctx{true, false, false, false, efd, 0, 0, 0, c.qp, c.cmds, c.evs};
+            // Reset the queue pair and its rings (stale stamps would read as
+            // fresh entries): its previous user is gone.
+            std::memset(c.qp, 0, a.geo.ctx_stride);
+            c = Ctx{true, false, false, false, efd, 0, 0, 0, 0, 0, c.qp, c.cmds, c.evs};
             dti_ctl_msg o{};
             o.magic = DTI_CTL_MAGIC;
             o.type = DTI_CTL_CTX_OPENED;
@@ -814,28 +818,26 @@ unsigned EngineImpl::poll()
 void EngineImpl::process_ctx(Attachment &a, uint16_t ci, unsigned *work)
 {
     Ctx &c = a.ctxs[ci];
-    uint32_t prod = load_acq(&c.qp->cmd_prod);
-    uint32_t avail = prod - c.cmd_cons;
-    if (avail == 0)
-        return;
-    if (avail > a.lim.cmdq_entries) {
-        break_region(a, DTI_E_BROKEN);
-        return;
-    }
-    uint32_t n = std::min(avail, a.lim.commands_per_poll);
+    uint32_t mask = a.lim.cmdq_entries - 1;
     uint32_t done = 0;
-    for (; done < n && !a.broken; done++) {
+    // A command is there when its slot carries the stamp cmd_cons + 1: the
+    // engine reads one cache line per command, never the app's producer
+    // index. A wrong stamp just means "nothing yet": only that app waits.
+    for (; done < a.lim.commands_per_poll && !a.broken; done++) {
+        const dti_cmd *slot = &c.cmds[c.cmd_cons & mask];
+        if (load_acq(&slot->stamp) != c.cmd_cons + 1)
+            break;
         // Room for the completion is guaranteed by credits for an honest app;
         // if the app broke that rule, stop here (it reaps, we continue).
-        uint32_t used = c.draining ? 0 : ev_used(a, c);
+        uint32_t used = c.draining ? 0 : ev_used(a, c, 1);
         if (a.broken || used >= a.lim.evq_entries)
             break;
-        dti_cmd cmd = read_cmd(&c.cmds[c.cmd_cons & (a.lim.cmdq_entries - 1)]);
+        dti_cmd cmd = read_cmd(slot);
         c.cmd_cons++;
         stats_.commands++;
         execute(a, ci, cmd);
     }
-    if (!a.broken)
+    if (done > 0 && !a.broken)
         store_rel(&c.qp->cmd_cons, c.cmd_cons);
     *work += done;
 }
@@ -1224,15 +1226,35 @@ void EngineImpl::cmd_watch(Attachment &a, uint16_t ci, uint32_t si, uint32_t eve
 
 // ---- completions, events, wakeups ----------------------------------------------------------
 
-uint32_t EngineImpl::ev_used(Attachment &a, Ctx &c)
+// Entries of the event queue the app has not consumed. The app's ev_cons is
+// on its own cache line; the last value read is an upper bound on what is
+// used, so it is reread (and validated) only when that bound leaves less
+// than `want` entries free.
+uint32_t EngineImpl::ev_used(Attachment &a, Ctx &c, uint32_t want)
 {
+    uint32_t used = c.ev_prod - c.ev_cons_seen;
+    if (used + want <= a.lim.evq_entries)
+        return used;
     uint32_t cons = load_acq(&c.qp->ev_cons);
-    uint32_t used = c.ev_prod - cons;
-    if (used > a.lim.evq_entries) {
+    used = c.ev_prod - cons;
+    // Hostile value: it may not run ahead of what we produced, nor move back.
+    if (used > a.lim.evq_entries || cons - c.ev_cons_seen > c.ev_prod - c.ev_cons_seen) {
         break_region(a, DTI_E_BROKEN);
         return a.lim.evq_entries;
     }
+    c.ev_cons_seen = cons;
     return used;
+}
+
+// Writes an entry's body at ev_prod. Its stamp is stored by publish(), after
+// the socket table is up to date: an app that sees a completion (say, of
+// connect) must also see the socket state that goes with it.
+static void put_entry(dti_ev *slot, const dti_ev &v)
+{
+    auto *d = reinterpret_cast<uint8_t *>(slot);
+    auto *s = reinterpret_cast<const uint8_t *>(&v);
+    std::memcpy(d, s, offsetof(dti_ev, stamp));
+    std::memcpy(d + offsetof(dti_ev, sock), s + offsetof(dti_ev, sock), sizeof v - offsetof(dti_ev, sock));
 }
 
 bool EngineImpl::complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res, uint32_t sock,
@@ -1241,12 +1263,11 @@ bool EngineImpl::complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res,
     if (ci >= a.ctxs.size() || !a.ctxs[ci].open || a.broken || a.ctxs[ci].draining)
         return false;
     Ctx &c = a.ctxs[ci];
-    if (ev_used(a, c) >= a.lim.evq_entries) {
+    if (ev_used(a, c, 1) >= a.lim.evq_entries) {
         // Only an app that ignored its credits gets here.
         break_region(a, DTI_E_BROKEN);
         return false;
     }
-    dti_ev &e = c.evs[c.ev_prod & (a.lim.evq_entries - 1)];
     dti_ev v{};
     v.kind = DTI_CQE_COMPLETION;
     v.res = res;
@@ -1255,7 +1276,7 @@ bool EngineImpl::complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res,
     v.value = value;
     if (accepted && res > 0)
         std::memcpy(v.accepted, accepted, sizeof(uint32_t) * uint32_t(res));
-    std::memcpy(&e, &v, sizeof v);
+    put_entry(&c.evs[c.ev_prod & (a.lim.evq_entries - 1)], v);
     c.ev_prod++;
     c.published = true;
     stats_.completions++;
@@ -1284,7 +1305,7 @@ void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t 
         return;
     // Keep cmdq_entries slots free for completions: events never take a
     // completion's room; when they do not fit, the app is told to rescan.
-    if (ev_used(a, c) + a.lim.cmdq_entries >= a.lim.evq_entries) {
+    if (ev_used(a, c, a.lim.cmdq_entries + 1) + a.lim.cmdq_entries >= a.lim.evq_entries) {
         if (a.broken)
             return;
         c.ev_overflow++;
@@ -1297,7 +1318,7 @@ void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t 
     v.kind = DTI_CQE_EVENT;
     v.sock = sock;
     v.events = mask;
-    std::memcpy(&c.evs[c.ev_prod & (a.lim.evq_entries - 1)], &v, sizeof v);
+    put_entry(&c.evs[c.ev_prod & (a.lim.evq_entries - 1)], v);
     c.ev_prod++;
     c.published = true;
     stats_.events_posted++;
@@ -1310,6 +1331,8 @@ void EngineImpl::publish(Attachment &a)
         if (!c.published)
             continue;
         c.published = false;
+        for (; c.ev_stamped != c.ev_prod; c.ev_stamped++)
+            store_rel(&c.evs[c.ev_stamped & (a.lim.evq_entries - 1)].stamp, uint16_t(c.ev_stamped + 1));
         // Publish, then look at the wake word; the app arms, then looks at
         // ev_prod. Both pairs are sequentially consistent, so one of the two
         // sees the other's store: no lost wakeup.
@@ -1355,7 +1378,10 @@ bool EngineImpl::prepare_sleep()
         if (!a || !a->hdr || a->broken || a->dying)
             continue;
         for (Ctx &c : a->ctxs) {
-            if (c.open && __atomic_load_n(&c.qp->cmd_prod, __ATOMIC_SEQ_CST) != c.cmd_cons) {
+            // A producer index that moved but no stamped entry behind it is
+            // garbage from a hostile app: it must not keep the engine awake.
+            if (c.open && __atomic_load_n(&c.qp->cmd_prod, __ATOMIC_SEQ_CST) != c.cmd_cons &&
+                load_acq(&c.cmds[c.cmd_cons & (a->lim.cmdq_entries - 1)].stamp) == c.cmd_cons + 1) {
                 end_sleep();
                 return false;
             }

@@ -138,7 +138,8 @@ static int check_header(const struct dti_region_header *h, uint64_t size, char *
     uint64_t ctx_bytes = sizeof(struct dti_qp_header) + (uint64_t)h->cmdq_entries * sizeof(struct dti_cmd) +
                          (uint64_t)h->evq_entries * sizeof(struct dti_ev);
     bool ok = h->region_size == size && h->header_size == sizeof *h && pow2(h->cmdq_entries) &&
-              pow2(h->evq_entries) && h->evq_entries >= 2 * h->cmdq_entries && pow2(h->rx_ring_size) &&
+              pow2(h->evq_entries) && h->evq_entries >= 2 * h->cmdq_entries &&
+              h->evq_entries <= DTI_EVQ_MAX && pow2(h->rx_ring_size) &&
               pow2(h->tx_ring_size) && h->max_contexts > 0 && h->max_contexts <= 1024 &&
               h->max_sockets > 0 && h->max_sockets <= DTI_SLOT_MASK && h->ctx_stride >= ctx_bytes &&
               in_region(size, h->ctx_offset, h->ctx_stride * h->max_contexts) &&
@@ -492,12 +493,13 @@ void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = spin_ns; }
 
 /* ---- wake protocol ------------------------------------------------------------ */
 
+/* The next entry's stamp says whether it is there (one cache line); the
+ * producer index is read too in the wake protocol (see arm()). */
 static bool ring_has_entries(struct dti_ctx *c)
 {
-    /* ev_prod first: the engine writes ev_overflow before it (re)publishes
-     * ev_prod, so seeing ev_prod makes the overflow count visible too. */
-    bool prod = DTI_LOAD_SC(&c->qp->ev_prod) != c->ev_cons;
-    return prod || DTI_LOAD(&c->qp->ev_overflow) != c->overflow_seen;
+    const struct dti_ev *next = &c->evs[c->ev_cons & c->ev_mask];
+    return DTI_LOAD(&next->stamp) == (uint16_t)(c->ev_cons + 1) ||
+           DTI_LOAD(&c->qp->ev_overflow) != c->overflow_seen;
 }
 
 static bool has_entries(struct dti_ctx *c, bool with_stash)
@@ -514,7 +516,9 @@ static int arm(struct dti_ctx *c, bool with_stash)
     /* Arm, then check: the engine publishes, fences, then reads `armed`. One
      * of us must see the other's store, so no wakeup is lost. */
     DTI_STORE_SC(&c->qp->armed, 1u);
-    if (has_entries(c, with_stash)) {
+    /* ev_prod is what the engine stores (SC) after stamping entries and
+     * before it looks at `armed` (SC): the Dekker pair of this protocol. */
+    if (DTI_LOAD_SC(&c->qp->ev_prod) != c->ev_cons || has_entries(c, with_stash)) {
         __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
         return 1;
     }

@@ -55,6 +55,7 @@ struct dti_ctx {
     struct dti_ev *evs;
     uint32_t cmd_mask, ev_mask;
     uint32_t prepared;      /* local producer index (published <= prepared) */
+    uint32_t cmd_cons_seen; /* last cmd_cons read: reread only when it says full */
     uint32_t published;
     uint32_t ev_cons;       /* local copy of what we consumed */
     uint32_t overflow_seen;

@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ int dti__ctx_init_queues(struct dti_ctx *c)
     /* The engine may have left indices from a previous user of this queue
      * pair; it resets them before handing it out, so start from its values. */
     c->prepared = c->published = DTI_LOAD(&c->qp->cmd_prod);
+    c->cmd_cons_seen = DTI_LOAD(&c->qp->cmd_cons);
     c->ev_cons = DTI_LOAD(&c->qp->ev_cons);
     c->overflow_seen = DTI_LOAD(&c->qp->ev_overflow);
     c->pending = calloc(n, sizeof *c->pending);
@@ -41,14 +43,20 @@ unsigned dti_inflight(const dti_ctx_t *c) { return c->inflight; }
 /* Room for one more command in the ring (data-path commands need only this). */
 static bool ring_has_room(struct dti_ctx *c)
 {
-    uint32_t cons = DTI_LOAD(&c->qp->cmd_cons);
-    return c->prepared - cons < c->cmd_mask + 1;
+    /* The engine's consumer index lives on its own cache line; reading it
+     * costs a transfer, so trust the last value until it says "full". */
+    if (c->prepared - c->cmd_cons_seen < c->cmd_mask + 1)
+        return true;
+    c->cmd_cons_seen = DTI_LOAD(&c->qp->cmd_cons);
+    return c->prepared - c->cmd_cons_seen < c->cmd_mask + 1;
 }
 
 static struct dti_cmd *next_cmd(struct dti_ctx *c)
 {
     struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
-    memset(cmd, 0, sizeof *cmd);
+    /* Everything but the stamp, which the engine may be polling: dti_submit()
+     * stores it last. */
+    memset(cmd, 0, offsetof(struct dti_cmd, stamp));
     return cmd;
 }
 
@@ -91,6 +99,8 @@ int dti_submit(dti_ctx_t *c)
     uint32_t n = c->prepared - c->published;
     if (n == 0)
         return 0;
+    for (uint32_t i = c->published; i != c->prepared; i++)
+        DTI_STORE(&c->cmds[i & c->cmd_mask].stamp, i + 1);
     DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
     c->published = c->prepared;
     dti__ring_doorbell(c->d);
@@ -351,19 +361,21 @@ static unsigned flush_gone(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
 static unsigned reap_ring(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
 {
     unsigned got = 0;
-    uint32_t ovf = DTI_LOAD_RELAXED(&c->qp->ev_overflow);
+    uint32_t ovf = DTI_LOAD(&c->qp->ev_overflow);
     if (ovf != c->overflow_seen && max > 0) {
         c->overflow_seen = ovf;
         out[got++] = (struct dti_cqe){.kind = DTI_CQE_RESCAN, .sock = DTI_SOCK_INVALID};
     }
-    uint32_t prod = DTI_LOAD(&c->qp->ev_prod);
     uint32_t cons = c->ev_cons;
-    /* A producer index that ran more than a ring ahead is engine corruption:
-     * take at most one ring's worth. */
-    if (prod - cons > c->ev_mask + 1)
-        prod = cons + c->ev_mask + 1;
-    while (cons != prod && got < max) {
-        struct dti_ev e = c->evs[cons & c->ev_mask];
+    /* At most one ring's worth per call, whatever the stamps say. */
+    for (uint32_t k = 0; k <= c->ev_mask && got < max; k++) {
+        struct dti_ev *slot = &c->evs[cons & c->ev_mask];
+        if (DTI_LOAD(&slot->stamp) != (uint16_t)(cons + 1))
+            break;
+        struct dti_ev e;
+        memcpy(&e, slot, offsetof(struct dti_ev, stamp));
+        memcpy((char *)&e + offsetof(struct dti_ev, sock), (char *)slot + offsetof(struct dti_ev, sock),
+               sizeof e - offsetof(struct dti_ev, sock));
         cons++;
         if (decode(c, &e, &out[got]))
             got++;

@@ -3,7 +3,8 @@
 //   then repeated chunks: [where:1][offset:2][len:1][len bytes]
 //     where % 3 == 0: queue pair (where/3 % 2) header (its app-written words)
 //     where % 3 == 1: command ring of that queue pair
-//     where % 3 == 2: publish: cmd_prod += offset % 64 (may exceed the ring)
+//     where % 3 == 2: publish offset % 64 entries: stamp them and move
+//                     cmd_prod (past what was written, the ring, anything)
 //   after each chunk the engine polls once.
 // The app side here is hostile by construction; the engine must survive,
 // answer or refuse, and never touch memory outside the region.
@@ -48,13 +49,19 @@ void run_one(const uint8_t *data, size_t size)
     size_t pos = 0;
     // Some valid state first, so that garbage meets live sockets.
     unsigned nsock = size > 0 ? data[pos++] % 8 : 0;
+    uint32_t prod[2] = {0, 0};
+    auto publish = [&](unsigned q, unsigned n) {
+        for (unsigned k = 0; k < n; k++, prod[q]++)
+            __atomic_store_n(&cmds(q)[prod[q] % l.cmdq_entries].stamp, prod[q] + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&qp(q)->cmd_prod, prod[q], __ATOMIC_SEQ_CST);
+    };
     for (unsigned k = 0; k < nsock; k++) {
         dti_cmd c{};
         c.op = DTI_OP_SOCKET;
         c.tag = k;
-        cmds(0)[qp(0)->cmd_prod % l.cmdq_entries] = c;
-        qp(0)->cmd_prod++;
+        cmds(0)[k % l.cmdq_entries] = c;
     }
+    publish(0, nsock);
     e->poll();
     qp(0)->ev_cons = __atomic_load_n(&qp(0)->ev_prod, __ATOMIC_ACQUIRE);
     for (int rounds = 0; pos + 4 <= size && rounds < 4096; rounds++) {
@@ -66,7 +73,7 @@ void run_one(const uint8_t *data, size_t size)
         unsigned q = (where / 3) % 2;
         if (where % 3 == 0) {
             // Only the app-written words of the queue pair header.
-            uint32_t *words[] = {&qp(q)->cmd_prod, &qp(q)->ev_cons, &qp(q)->armed};
+            uint32_t *words[] = {&prod[q], &qp(q)->ev_cons, &qp(q)->armed};
             for (size_t k = 0; k + 4 <= n; k += 4) {
                 uint32_t v;
                 std::memcpy(&v, data + pos + k, 4);
@@ -78,7 +85,7 @@ void run_one(const uint8_t *data, size_t size)
             for (size_t k = 0; k < n; k++)
                 r[(off + k) % ring] = data[pos + k];
         } else {
-            qp(q)->cmd_prod += off % 64;
+            publish(q, off % 64);
         }
         pos += n;
         e->poll();

@@ -44,8 +44,11 @@ struct FakeApp {
         if (c.op != DTI_OP_SEND && c.op != DTI_OP_RECV_RELEASE)
             c.tag = tag++ % hdr->cmdq_entries;
         dti_qp_header *h = qp(q);
-        cmds(q)[h->cmd_prod & (hdr->cmdq_entries - 1)] = c;
-        __atomic_store_n(&h->cmd_prod, h->cmd_prod + 1, __ATOMIC_RELEASE);
+        dti_cmd *slot = &cmds(q)[h->cmd_prod & (hdr->cmdq_entries - 1)];
+        c.stamp = 0;
+        *slot = c;
+        __atomic_store_n(&slot->stamp, h->cmd_prod + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->cmd_prod, h->cmd_prod + 1, __ATOMIC_SEQ_CST);
     }
     // Takes every entry the engine published.
     std::vector<dti_ev> take(uint32_t q)
@@ -150,13 +153,17 @@ TEST_F(EngineRegion, GarbageCommandsAreAnsweredNotObeyed)
     EXPECT_EQ(engine_->stats().rejected_commands, rejected + 2);
 }
 
-TEST_F(EngineRegion, ProducerIndexBeyondTheRingBreaksOnlyThatApp)
+TEST_F(EngineRegion, CorruptConsumerIndexBreaksOnlyThatApp)
 {
     FakeApp a(*engine_, lim_), b(*engine_, lim_);
-    uint32_t sb = socket_in(b);
-    (void)sb;
-    __atomic_store_n(&a.qp(0)->cmd_prod, 0x12345678u, __ATOMIC_RELEASE);
-    engine_->poll();
+    socket_in(b);
+    // a claims to have consumed entries that were never produced; the engine
+    // finds out when it next needs room, and stops serving a alone.
+    a.qp(0)->ev_cons = 0x80000000u;
+    for (uint32_t i = 0; i < lim_.evq_entries + 1 && a.state() == DTI_ENGINE_ALIVE; i++) {
+        a.push(0, cmd(DTI_OP_NOP));
+        engine_->poll();
+    }
     EXPECT_EQ(a.state(), uint32_t(DTI_ENGINE_BROKEN));
     EXPECT_EQ(a.hdr->broken_reason, DTI_E_BROKEN);
     EXPECT_EQ(engine_->stats().broken_regions, 1u);
@@ -169,13 +176,19 @@ TEST_F(EngineRegion, ProducerIndexBeyondTheRingBreaksOnlyThatApp)
     EXPECT_EQ(b.state(), uint32_t(DTI_ENGINE_ALIVE));
 }
 
-TEST_F(EngineRegion, ConsumerIndexBeyondTheRingBreaksTheRegion)
+TEST_F(EngineRegion, ForgedProducerIndexOrStampsAreIgnored)
 {
     FakeApp a(*engine_, lim_);
-    a.qp(0)->ev_cons = 0x80000000u;
-    a.push(0, cmd(DTI_OP_NOP));
+    uint64_t before = engine_->stats().commands;
+    // A producer index far ahead, and a slot whose stamp is from nowhere.
+    __atomic_store_n(&a.qp(0)->cmd_prod, 0x12345678u, __ATOMIC_SEQ_CST);
+    a.cmds(0)[1].stamp = 2;
     engine_->poll();
-    EXPECT_EQ(a.state(), uint32_t(DTI_ENGINE_BROKEN));
+    EXPECT_EQ(engine_->stats().commands, before);
+    EXPECT_EQ(a.state(), uint32_t(DTI_ENGINE_ALIVE));
+    // Nor does it keep the engine from sleeping.
+    EXPECT_TRUE(engine_->prepare_sleep());
+    engine_->end_sleep();
 }
 
 TEST_F(EngineRegion, IgnoringCreditsIsBackpressureNotLoss)
