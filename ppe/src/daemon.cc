@@ -61,6 +61,7 @@ class Published {
     {
         path_ = c.stats_path();
         cores_path_ = c.cores_path();
+        net_path_ = c.socket + ".net";
         const auto l = stats::Layout::compute(uint32_t(engines.size()), uint32_t(c.ports.size()), c.limits.max_apps,
                                               kConnCapacity);
         ::unlink(path_.c_str());
@@ -105,12 +106,25 @@ class Published {
         __atomic_store_n(&h->magic, stats::kMagic, __ATOMIC_RELEASE); // readers check it last
 
         // The engine CPUs, for eta-run: "1" or "2-3,6", one line.
-        const std::string tmp = cores_path_ + ".tmp";
-        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        const std::string line = cpus + "\n";
-        if (fd < 0 || write(fd, line.data(), line.size()) != ssize_t(line.size()) || ::close(fd) != 0 ||
-            rename(tmp.c_str(), cores_path_.c_str()) != 0) {
-            *error = "cannot write " + cores_path_ + ": " + std::strerror(errno);
+        if (!write_file(cores_path_, cpus + "\n", error)) return false;
+        // The network applications reach through the PPE (the shim decides
+        // per destination): the first port carries application sockets.
+        const PortConfig &port = c.ports[0];
+        std::string net = "port " + format_ipv4(port.ip) + "/" + std::to_string(port.prefix) + "\n";
+        if (port.gateway) net += "route 0.0.0.0/0 via " + format_ipv4(port.gateway) + "\n";
+        for (const RouteConfig &r : c.routes)
+            if (r.port == port.name)
+                net += "route " + format_ipv4(r.dest) + "/" + std::to_string(r.prefix) + " via " + format_ipv4(r.gateway) + "\n";
+        return write_file(net_path_, net, error);
+    }
+
+    static bool write_file(const std::string &path, const std::string &text, std::string *error)
+    {
+        const std::string tmp = path + ".tmp";
+        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, text.data(), text.size()) != ssize_t(text.size()) || ::close(fd) != 0 ||
+            rename(tmp.c_str(), path.c_str()) != 0) {
+            *error = "cannot write " + path + ": " + std::strerror(errno);
             return false;
         }
         return true;
@@ -127,14 +141,16 @@ class Published {
         base_ = nullptr;
         if (!path_.empty()) ::unlink(path_.c_str());
         if (!cores_path_.empty()) ::unlink(cores_path_.c_str());
+        if (!net_path_.empty()) ::unlink(net_path_.c_str());
         path_.clear();
+        net_path_.clear();
         cores_path_.clear();
     }
 
     stats::View view;
 
   private:
-    std::string path_, cores_path_;
+    std::string path_, cores_path_, net_path_;
     uint8_t *base_ = nullptr;
     size_t size_ = 0;
 };

@@ -309,7 +309,7 @@ bool check_control_socket(const Config &c, std::string *error)
         return false;
     }
     // Another PPE already serving this socket?
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0); // what eta-ppe listens with
     if (fd >= 0) {
         sockaddr_un sa{};
         sa.sun_family = AF_UNIX;

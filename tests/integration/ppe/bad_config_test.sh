@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Bad configs of each kind are rejected before anything starts: one message
+# naming the file, the key and what is allowed; non-zero exit; nothing left
+# behind (no control socket, no stats, no DPDK runtime files).
+#   bad_config_test.sh ETA_PPE
+ETA_PPE=$1
+. "$(dirname "$0")/../lib.sh"
+[ -x "$ETA_PPE" ] || { echo "SKIP: eta-ppe is not built ($ETA_PPE)"; exit 77; }
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+sock=$work/run/ppe.sock
+iface=lo # exists everywhere; no traffic is sent (every case fails before DPDK starts)
+
+good() {
+    cat <<TOML
+[engine]
+cores = ["auto:1"]
+idle = "adaptive"
+[dpdk]
+memory = "no-huge"
+file_prefix = "eta-badcfg-$$"
+[[port]]
+device = "net_af_packet0,iface=$iface"
+address = "198.18.250.1/24"
+[control]
+socket = "$sock"
+TOML
+}
+
+# expect NAME EXPECTED-TEXT... < config: both --check and a real start fail with it.
+expect() {
+    local name=$1 out rc mode
+    shift
+    cat > "$work/$name.toml"
+    for mode in --check --foreground; do
+        rc=0
+        out=$(timeout 30 "$ETA_PPE" --config "$work/$name.toml" $mode 2>&1) || rc=$?
+        [ "$rc" -ne 0 ] || fail "$name ($mode): accepted"
+        [ "$rc" -ne 124 ] || fail "$name ($mode): hung"
+        [ "$(wc -l <<<"$out")" -eq 1 ] || fail "$name ($mode): more than one line: $out"
+        grep -q "$work/$name.toml" <<<"$out" || fail "$name ($mode): the message does not name the file: $out"
+        local want
+        for want in "$@"; do
+            grep -qF -- "$want" <<<"$out" || fail "$name ($mode): '$want' missing from: $out"
+        done
+        [ ! -e "$sock" ] && [ ! -e "$sock.stats" ] && [ ! -e "/var/run/dpdk/eta-badcfg-$$" ] ||
+            fail "$name ($mode): left files behind"
+    done
+    echo "ok  $name: $out"
+}
+
+good > "$work/good.toml"
+timeout 30 "$ETA_PPE" --config "$work/good.toml" --check >/dev/null || fail "the good config is rejected"
+
+good | sed 's/^idle = .*/idle = "lazy"/' | expect bad_value 'engine.idle' '"spin", "adaptive", "sleep"'
+good | sed 's/^idle = "adaptive"/&\nspinn_us = 3/' | expect unknown_key 'unknown key' 'spinn_us'
+good | sed 's/^idle = .*/idle = 5/' | expect wrong_type 'engine.idle' 'expected one of'
+good | sed 's|^address = .*|address = "198.18.250.300/24"|' | expect bad_address 'port[0].address' 'not an IPv4 address'
+good | sed 's/^cores = .*/cores = ["core:1", "pu:1"]/' | expect overlapping_cores 'engine.cores' 'overlap'
+good | sed 's/^cores = .*/cores = ["core:4000"]/' | expect missing_core 'engine.cores' '"core:4000" does not exist'
+good | sed 's/^cores = .*/cores = ["auto:64"]/' | expect too_many_cores 'engine.cores' 'auto:64'
+good | sed "s|iface=$iface|iface=eta-no-such0|" | expect no_device 'port[0].device' 'interface "eta-no-such0" does not exist'
+good | sed 's/^memory = .*/memory = "huge"/' | sed 's/^\[dpdk\]/[dpdk]\nmemory_mb = 1048576/' |
+    expect no_hugepages 'dpdk.memory' '"huge" is forced'
+good | sed '/^\[\[port\]\]/,$d' | expect no_port 'no [[port]] is configured'
+good | sed 's/^\[control\]/[limits]\nsockets_per_app = 100000\n[control]/' | expect region_too_big 'limits.memory_per_app'
+
+note "no permission: an unprivileged user cannot open the interface"
+command -v setpriv >/dev/null || fail "setpriv (util-linux) is missing"
+good | sed "s|^socket = .*|socket = \"$work/nobody/ppe.sock\"|" > "$work/nobody.toml"
+mkdir -p "$work/nobody" && chmod 777 "$work/nobody" && chmod 755 "$work" && chmod 644 "$work/nobody.toml"
+rc=0
+out=$(timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$ETA_PPE" \
+    --config "$work/nobody.toml" --check 2>&1) || rc=$?
+[ "$rc" -ne 0 ] || fail "an unprivileged user was allowed to open $iface"
+grep -qF 'needs root or CAP_NET_RAW' <<<"$out" || fail "no permission message: $out"
+echo "ok  no_permission: $out"
+
+note "a second eta-ppe on a live socket is refused"
+# A listening UNIX socket stands in for a running PPE.
+python3 - "$sock" <<'PY' &
+import os, socket, sys, time
+os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.bind(sys.argv[1]); s.listen(1)
+print("up", flush=True); time.sleep(20)
+PY
+holder=$!
+on_exit "kill $holder"
+wait_until 10 test -S "$sock" || fail "the stand-in socket did not appear"
+rc=0
+out=$(timeout 30 "$ETA_PPE" --config "$work/good.toml" --check 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && grep -qF 'another eta-ppe is already serving' <<<"$out" || fail "live socket not detected: $out"
+kill "$holder"
+echo "PASS"

@@ -1,0 +1,44 @@
+# tests/integration/ppe/ppe_lib.sh: starting and stopping eta-ppe in tests.
+# Source after ../lib.sh.  Needs ETA_PPE (the binary).
+#
+#   ppe_config [EXTRA_TOML]     writes $work/ppe.toml: the lab's config plus EXTRA_TOML
+#   ppe_start CONFIG            starts eta-ppe (adaptive idle, from the config) and waits
+#                               until it is ready; PPE_PID (its timeout wrapper) and
+#                               PPE_REAL_PID; killed by PID at exit
+#   ppe_stop                    SIGTERM, bounded wait; fails unless it exits 0
+#   ppe_stat ARGS...            eta-stat for the lab's socket
+# eta-ppe's log goes to $work/ppe.log.
+[ -x "$ETA_PPE" ] || { echo "SKIP: eta-ppe is not built ($ETA_PPE)"; exit 77; }
+
+ppe_config() {
+    cp "$ETA_LAB_CONFIG" "$work/ppe.toml"
+    [ $# -eq 0 ] || printf '%s\n' "$1" >> "$work/ppe.toml"
+    grep -q '^idle = "adaptive"' "$work/ppe.toml" || fail "the lab's config must use the adaptive idle policy"
+}
+
+ppe_start() {
+    local config=$1 prefix
+    prefix=$(sed -n 's/^file_prefix = "\(.*\)".*/\1/p' "$config")
+    on_exit "rm -rf /var/run/dpdk/$prefix"
+    rm -f "$work/ready"
+    start_bg ppe timeout 900 "$ETA_PPE" --config "$config" --foreground --ready-fd 3 3>"$work/ready" 2>>"$work/ppe.log"
+    PPE_PID=$ppe_pid # the `timeout` wrapper: it passes SIGTERM on and returns eta-ppe's status
+    wait_until 60 grep -qx READY "$work/ready" || { cat "$work/ppe.log"; fail "eta-ppe did not become ready"; }
+    PPE_REAL_PID=$(pgrep -P "$PPE_PID" | head -1)
+    [ -n "$PPE_REAL_PID" ] || fail "cannot find eta-ppe under its timeout wrapper"
+    [ -S "$ETA_LAB_SOCKET" ] || fail "eta-ppe is ready but $ETA_LAB_SOCKET is not a socket"
+}
+
+ppe_stop() {
+    kill -TERM "$PPE_PID"
+    local rc=0
+    for _ in $(seq 1 100); do kill -0 "$PPE_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$PPE_PID" 2>/dev/null && fail "eta-ppe did not stop within 10 s of SIGTERM"
+    wait "$PPE_PID" || rc=$?
+    [ "$rc" -eq 0 ] || fail "eta-ppe exited with $rc after SIGTERM"
+}
+
+ppe_stat() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" "$@"; }
+
+# Reads one value from eta-stat --json with a python expression over `d`.
+ppe_json() { ppe_stat --json | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }

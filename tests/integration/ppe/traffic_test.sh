@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Native applications behind eta-ppe talk TCP to the real kernel in the peer:
+#  - the libdti echo server (dti-echo-server) serves socat in the peer, byte for byte;
+#  - eta-perf over dti, both as server (kernel client in the peer) and as
+#    client (kernel server in the peer), 256 MiB each way verified with CRC32C;
+#  - the same under `eta-lab netem` loss and duplication.
+#   traffic_test.sh ETA_PPE ETA_STAT ETA_PERF DTI_ECHO_SERVER
+ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3 ECHO=$4
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/ppe_lib.sh"
+BYTES=$((256 << 20))
+
+lab_up
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+ppe_config
+ppe_start "$work/ppe.toml"
+export ETA_SOCKET=$ETA_LAB_SOCKET
+H=$ETA_LAB_PPE_IP P=$ETA_LAB_PEER_IP
+
+note "dti-echo-server behind the PPE, socat in the peer"
+start_bg echo timeout 120 "$ECHO" --socket "$ETA_LAB_SOCKET" --port 7007 --count 1
+wait_until 10 bash -c "[ \"\$(\"$ETA_STAT\" --socket \"$ETA_LAB_SOCKET\" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)[\"apps\"]))')\" -ge 1 ]" ||
+    fail "the echo server did not attach"
+head -c $((8 << 20)) /dev/urandom > "$work/blob"
+# socat sends the blob and writes what comes back; closing the command's
+# stdout after the blob makes socat shut down its sending side.
+peer timeout 60 socat -t 30 "TCP:$H:7007" "SYSTEM:cat > $work/echoed & cat $work/blob; exec >&-; wait" 2>"$work/socat.err" ||
+    { cat "$work/socat.err"; fail "socat through the PPE failed"; }
+cmp "$work/blob" "$work/echoed" || fail "the echo differs from what was sent"
+wait "$echo_pid" || fail "dti-echo-server failed"
+
+# transfer LABEL: 256 MiB each way in both roles, verified end to end.
+transfer() {
+    local label=$1 out
+    note "$label: eta-perf (dti) server <- kernel client in the peer, both directions"
+    start_bg srv timeout 300 "$ETA_PERF" server --transport dti --port 5301 > "$work/srv.log"
+    wait_until 10 grep -q listening "$work/srv.log" || fail "the dti eta-perf server did not listen"
+    for dir in send recv; do
+        out=$(peer timeout 240 "$ETA_PERF" client --transport kernel --connect "$H" --port 5301 \
+            --mode stream --direction $dir --bytes $BYTES --verify --json) || fail "$label: kernel client ($dir) failed: $out"
+        python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['ok'] and d['verified'] and d['bytes']==$BYTES and d['peer_bytes']==$BYTES, d" "$out" ||
+            fail "$label: $dir through the PPE not verified: $out"
+        echo "$label peer->dti $dir: $out"
+    done
+    out=$(peer timeout 60 "$ETA_PERF" client --transport kernel --connect "$H" --port 5301 --mode rr --size 1000 \
+        --bytes 2000 --duration 60 --verify --json) || fail "$label: rr failed: $out"
+    python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['ok'] and d['transactions']==2000, d" "$out" || fail "$label: rr: $out"
+    kill "$srv_pid"; wait "$srv_pid" 2>/dev/null || true
+
+    note "$label: eta-perf (dti) client -> kernel server in the peer, both directions"
+    start_bg ksrv peer timeout 300 "$ETA_PERF" server --transport kernel --port 5302
+    wait_until 10 peer bash -c "ss -ltn | grep -q ':5302'" || fail "kernel eta-perf server did not listen"
+    for dir in send recv; do
+        out=$(timeout 240 "$ETA_PERF" client --transport dti --connect "$P" --port 5302 \
+            --mode stream --direction $dir --bytes $BYTES --verify --json) || fail "$label: dti client ($dir) failed: $out"
+        python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['ok'] and d['verified'] and d['bytes']==$BYTES and d['peer_bytes']==$BYTES, d" "$out" ||
+            fail "$label: dti client $dir not verified: $out"
+        echo "$label dti->peer $dir: $out"
+    done
+    kill "$ksrv_pid"; wait "$ksrv_pid" 2>/dev/null || true
+}
+
+transfer clean
+note "impairments: loss and duplication on the peer's side of the accelerated link"
+"$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel loss 1% duplicate 1% || fail "eta-lab netem failed"
+on_exit "\"$ETA_LAB\" netem --name $ETA_LAB_NAME --link accel off"
+transfer netem
+"$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel off
+retrans=$(ppe_json "d['engines'][0]['stacks'][0]['tcp_retransmits']")
+echo "PPE retransmissions: $retrans"
+[ "$retrans" -gt 0 ] || fail "1% loss caused no retransmissions: the impairment did not reach the PPE's traffic"
+ppe_stop
+echo "PASS"
