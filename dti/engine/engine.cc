@@ -112,6 +112,8 @@ struct Attachment {
     std::vector<Slot> slots;
     std::vector<uint32_t> free_slots;
     std::vector<Ctx> ctxs;
+    std::vector<uint16_t> live_ctxs;  // indices of open contexts: the poll loop visits only these
+    std::vector<uint16_t> to_publish; // contexts with entries not yet stamped
     std::vector<uint32_t> dirty;
     uint32_t rings_out = 0;
     uint32_t open_sockets = 0;
@@ -249,6 +251,13 @@ class EngineImpl final : public Engine {
     void finish_pending(Attachment &a, Pending &p, int32_t res, uint32_t sock);
     void cancel_pending(Attachment &a, Slot &s, int32_t res, uint32_t sock);
     void publish(Attachment &a);
+    static void to_publish(Attachment &a, uint16_t ci)
+    {
+        if (!a.ctxs[ci].published) {
+            a.ctxs[ci].published = true;
+            a.to_publish.push_back(ci);
+        }
+    }
     void post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t mask);
 
     // socket state
@@ -528,8 +537,10 @@ int EngineImpl::attach_memory(void *region, uint64_t size, uint32_t contexts)
     }
     ap->base = static_cast<uint8_t *>(region);
     init_region(*ap);
-    for (uint32_t i = 0; i < contexts; i++)
+    for (uint32_t i = 0; i < contexts; i++) {
         ap->ctxs[i].open = true;
+        ap->live_ctxs.push_back(uint16_t(i));
+    }
     return ap->id;
 }
 
@@ -568,6 +579,7 @@ void EngineImpl::control(int id)
             // fresh entries): its previous user is gone.
             std::memset(c.qp, 0, a.geo.ctx_stride);
             c = Ctx{true, false, false, false, efd, 0, 0, 0, 0, 0, c.qp, c.cmds, c.evs};
+            a.live_ctxs.push_back(uint16_t(i));
             dti_ctl_msg o{};
             o.magic = DTI_CTL_MAGIC;
             o.type = DTI_CTL_CTX_OPENED;
@@ -577,6 +589,7 @@ void EngineImpl::control(int id)
                 close(efd);
                 c.open = false;
                 c.wake_fd = -1;
+                std::erase(a.live_ctxs, uint16_t(i));
             }
         } else if (m.type == DTI_CTL_CLOSE_CTX && m.index < a.ctxs.size() && a.ctxs[m.index].open) {
             Ctx &c = a.ctxs[m.index];
@@ -588,6 +601,8 @@ void EngineImpl::control(int id)
                 process_ctx(a, uint16_t(m.index), &work);
             c.draining = false;
             c.open = false;
+            std::erase(a.live_ctxs, uint16_t(m.index));
+            std::erase(a.to_publish, uint16_t(m.index));
             if (c.wake_fd >= 0)
                 close(c.wake_fd);
             c.wake_fd = -1;
@@ -791,9 +806,8 @@ unsigned EngineImpl::poll()
         }
         if (!a || a->broken)
             continue;
-        for (uint16_t ci = 0; ci < a->ctxs.size() && !a->broken; ci++)
-            if (a->ctxs[ci].open)
-                process_ctx(*a, ci, &work);
+        for (size_t k = 0; k < a->live_ctxs.size() && !a->broken; k++)
+            process_ctx(*a, a->live_ctxs[k], &work);
     }
     transport_events(&work);
     for (size_t i = 0; i < atts_.size(); i++) {
@@ -1278,7 +1292,7 @@ bool EngineImpl::complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res,
         std::memcpy(v.accepted, accepted, sizeof(uint32_t) * uint32_t(res));
     put_entry(&c.evs[c.ev_prod & (a.lim.evq_entries - 1)], v);
     c.ev_prod++;
-    c.published = true;
+    to_publish(a, ci);
     stats_.completions++;
     return true;
 }
@@ -1310,7 +1324,7 @@ void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t 
             return;
         c.ev_overflow++;
         store_rel(&c.qp->ev_overflow, c.ev_overflow);
-        c.published = true;
+        to_publish(a, ci);
         stats_.events_dropped++;
         return;
     }
@@ -1320,16 +1334,14 @@ void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t 
     v.events = mask;
     put_entry(&c.evs[c.ev_prod & (a.lim.evq_entries - 1)], v);
     c.ev_prod++;
-    c.published = true;
+    to_publish(a, ci);
     stats_.events_posted++;
 }
 
 void EngineImpl::publish(Attachment &a)
 {
-    for (uint16_t ci = 0; ci < a.ctxs.size(); ci++) {
+    for (uint16_t ci : a.to_publish) {
         Ctx &c = a.ctxs[ci];
-        if (!c.published)
-            continue;
         c.published = false;
         for (; c.ev_stamped != c.ev_prod; c.ev_stamped++)
             store_rel(&c.evs[c.ev_stamped & (a.lim.evq_entries - 1)].stamp, uint16_t(c.ev_stamped + 1));
@@ -1345,6 +1357,7 @@ void EngineImpl::publish(Attachment &a)
             wake_ctxs_.emplace_back(&a, ci);
         }
     }
+    a.to_publish.clear();
 }
 
 void EngineImpl::clear_wakeups()

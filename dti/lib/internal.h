@@ -63,6 +63,7 @@ struct dti_ctx {
     int wait_fd;            /* epoll over wake_fd + control fd */
     uint64_t spin_ns;
     uint64_t last_alive_check_ns;
+    uint32_t empty_reaps;
     /* in-flight signaled commands; index = tag; free list threaded by next */
     struct dti_ctx_pending *pending;
     uint32_t *free_tags;
