@@ -102,8 +102,7 @@ class Published {
         copy_str(h->socket_path, sizeof h->socket_path, c.socket);
         copy_str(h->idle_policy, sizeof h->idle_policy, to_string(c.idle));
         h->state.store(uint32_t(stats::State::kStarting), std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_release);
-        __atomic_store_n(&h->magic, stats::kMagic, __ATOMIC_RELEASE); // readers check it last
+        __atomic_store_n(&h->magic, stats::kMagic, __ATOMIC_RELEASE); // readers check it first
 
         // The engine CPUs, for eta-run: "1" or "2-3,6", one line.
         if (!write_file(cores_path_, cpus + "\n", error)) return false;

@@ -614,14 +614,10 @@ void Engine::publish(uint64_t now, bool with_conns)
     const stats::Header *h = stats_.header();
     const uint32_t count = uint32_t(std::min<size_t>(conn_scratch_.size(), h->conn_capacity));
     std::atomic<uint32_t> *seq = stats_.conn_seq(index_);
-    const uint32_t s0 = seq->load(std::memory_order_relaxed);
-    seq->store(s0 + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    stats::ConnTableHeader *th = stats_.conn_header(index_);
-    th->count = count;
-    th->total = total;
-    th->published_ns = now;
-    std::memcpy(static_cast<void *>(stats_.conns(index_)), conn_scratch_.data(), count * sizeof(stats::ConnEntry));
+    const uint32_t s0 = seq->fetch_add(1, std::memory_order_acquire); // odd: readers retry
+    const stats::ConnTableHeader th{count, total, now};
+    stats::store_words(stats_.conn_header(index_), &th, sizeof th);
+    stats::store_words(stats_.conns(index_), conn_scratch_.data(), count * sizeof(stats::ConnEntry));
     seq->store(s0 + 2, std::memory_order_release);
 }
 

@@ -136,11 +136,11 @@ class Region {
             for (int attempt = 0; attempt < 1000; attempt++) {
                 const uint32_t s0 = v.conn_seq(e)->load(std::memory_order_acquire);
                 if (s0 & 1) continue;
-                const ConnTableHeader th = *v.conn_header(e);
+                ConnTableHeader th;
+                load_words(&th, v.conn_header(e), sizeof th);
                 const uint32_t n = std::min(th.count, h.conn_capacity);
                 std::vector<ConnEntry> tmp(n);
-                std::memcpy(static_cast<void *>(tmp.data()), v.conns(e), n * sizeof(ConnEntry));
-                std::atomic_thread_fence(std::memory_order_acquire);
+                load_words(tmp.data(), v.conns(e), n * sizeof(ConnEntry));
                 if (v.conn_seq(e)->load(std::memory_order_relaxed) != s0) continue;
                 s->conns.insert(s->conns.end(), tmp.begin(), tmp.end());
                 s->conns_total += th.total;
