@@ -129,7 +129,10 @@ void Engine::kick()
 {
     // Only a sleeping engine needs the syscall; a spinning one sees the
     // mailbox or the stop flag on its next iteration.
-    if (sleeping_.load(std::memory_order_acquire)) {
+    // A read-modify-write (a full barrier) orders our mailbox push or stop
+    // flag before this check, against the engine's "sleeping, then look
+    // again" on the other side: one of the two always sees the other.
+    if (sleeping_.fetch_add(0, std::memory_order_seq_cst)) {
         uint64_t one = 1;
         ssize_t r = write(kick_fd_, &one, sizeof one);
         (void)r; // EAGAIN: the counter is already non-zero, the engine will wake
@@ -299,15 +302,15 @@ void Engine::idle_sleep(uint64_t now)
     // Arm, then check: announce the sleep (kick() writes the wake fd only
     // while we sleep), then look once more before blocking so a stop
     // request published meanwhile is not missed.
-    sleeping_.store(true, std::memory_order_seq_cst);
+    sleeping_.exchange(1, std::memory_order_seq_cst);
     if (stop_.load(std::memory_order_acquire) || !inbox_.empty()) {
-        sleeping_.store(false, std::memory_order_relaxed);
+        sleeping_.store(0, std::memory_order_relaxed);
         return;
     }
     // The same for applications: "engine sleeping" in every region, then a
     // last look at their command queues.
     if (!dti_->prepare_sleep()) {
-        sleeping_.store(false, std::memory_order_relaxed);
+        sleeping_.store(0, std::memory_order_relaxed);
         return;
     }
     arm_kick_read();
@@ -330,7 +333,7 @@ void Engine::idle_sleep(uint64_t now)
     }
     drain_completions();
     dti_->end_sleep();
-    sleeping_.store(false, std::memory_order_relaxed);
+    sleeping_.store(0, std::memory_order_relaxed);
 }
 
 void Engine::loop()

@@ -155,7 +155,7 @@ class Engine {
     int kick_fd_ = -1;
     uint64_t kick_buf_ = 0;
     bool kick_read_armed_ = false;
-    std::atomic<bool> sleeping_{false};
+    std::atomic<uint32_t> sleeping_{0};
     uint64_t nap_ns_ = 0; // current idle nap (0: not napping yet)
 
     stats::EngineCounters counters_{};
