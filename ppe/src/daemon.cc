@@ -401,7 +401,7 @@ int daemon_main(int argc, char **argv)
     app.add_option("-c,--config", config_path, "configuration file (TOML)")->capture_default_str();
     app.add_flag("-f,--foreground", foreground, "stay in the foreground (systemd, tests)");
     app.add_option("--ready-fd", ready_fd, "write \"READY\\n\" to this fd once serving, then close it")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 1 << 20));
     app.add_flag("--check", check, "validate the configuration and the machine, then exit");
     try {
         app.parse(argc, argv);
