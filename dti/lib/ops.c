@@ -569,21 +569,34 @@ int dti_listen(dti_ctx_t *c, dti_sock_t s, int backlog)
     return run_sync(c, prc, ud, NULL, -1);
 }
 
+static int wait_ready(dti_ctx_t *c, dti_sock_t s, uint32_t mask, uint64_t deadline);
+static uint64_t deadline_of(int timeout_ms);
+
+/* Takes one connection without leaving a waiting accept behind in the
+ * engine: non-waiting accepts, sleeping on the listener's POLLIN between
+ * them. Several threads may block in dti_accept() on one listener. */
 int dti_accept(dti_ctx_t *c, dti_sock_t l, struct dti_addr *peer, int timeout_ms)
 {
-    uint64_t ud = next_ud(c);
-    struct dti_cqe e;
-    int prc;
-    SYNC_PREP(prc, c, dti_prep_accept(c, l, 1, DTI_ACCEPT_WAIT, ud));
-    int rc = run_sync(c, prc, ud, &e,
-                      timeout_ms);
-    if (rc < 0)
-        return rc;
-    if (rc != 1)
-        return -DTI_E_PROTOCOL;
-    if (peer)
-        dti_getpeername(c, e.accepted[0], peer);
-    return (int)e.accepted[0];
+    uint64_t deadline = deadline_of(timeout_ms);
+    for (;;) {
+        uint64_t ud = next_ud(c);
+        struct dti_cqe e;
+        int prc;
+        SYNC_PREP(prc, c, dti_prep_accept(c, l, 1, 0, ud));
+        int rc = run_sync(c, prc, ud, &e, -1);
+        if (rc > 0) {
+            if (peer)
+                dti_getpeername(c, e.accepted[0], peer);
+            return (int)e.accepted[0];
+        }
+        if (rc == 0)
+            return -DTI_E_PROTOCOL;
+        if (rc != -EAGAIN)
+            return rc;
+        rc = wait_ready(c, l, DTI_POLLIN, deadline);
+        if (rc < 0)
+            return rc;
+    }
 }
 
 int dti_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, int timeout_ms)

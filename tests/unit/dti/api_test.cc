@@ -330,6 +330,35 @@ TEST_F(DtiApi, AcceptBatchesSeveralConnections)
     EXPECT_EQ(e.res, -EAGAIN);
 }
 
+TEST_F(DtiApi, SeveralThreadsBlockInAcceptOnOneListener)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    std::vector<std::thread> acceptors;
+    std::atomic<int> ok{0};
+    for (int i = 0; i < 3; i++)
+        acceptors.emplace_back([&] {
+            dti_ctx_t *c = dti_ctx_get(d_, nullptr);
+            int s = c ? dti_accept(c, l, nullptr, 10000) : -1;
+            if (s >= 0)
+                ok++;
+        });
+    dti_addr to{0x7f000001, port};
+    for (int i = 0; i < 3; i++) {
+        int s = dti_socket(c_);
+        ASSERT_GE(s, 0);
+        ASSERT_EQ(dti_connect(c_, dti_sock_t(s), &to, 5000), 0);
+    }
+    for (auto &t : acceptors)
+        t.join();
+    EXPECT_EQ(ok.load(), 3);
+    // A timed-out accept leaves nothing behind: the next one works.
+    EXPECT_EQ(dti_accept(c_, l, nullptr, 10), -ETIMEDOUT);
+    int s = dti_socket(c_);
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(s), &to, 5000), 0);
+    EXPECT_GE(dti_accept(c_, l, nullptr, 5000), 0);
+}
+
 TEST_F(DtiApi, OptionsRoundTripAndUnknownOptionFails)
 {
     int s = dti_socket(c_);
