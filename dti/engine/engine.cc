@@ -90,6 +90,7 @@ struct Ctx {
     uint32_t cmd_cons = 0, ev_prod = 0, ev_overflow = 0;
     uint32_t ev_cons_seen = 0; // last ev_cons read (validated); reread only when short of room
     uint32_t ev_stamped = 0;   // entries below this are visible to the app
+    std::vector<dti_ev> shadow; // entries are built here and copied out at publish
     dti_qp_header *qp = nullptr;
     dti_cmd *cmds = nullptr;
     dti_ev *evs = nullptr;
@@ -539,6 +540,7 @@ int EngineImpl::attach_memory(void *region, uint64_t size, uint32_t contexts)
     init_region(*ap);
     for (uint32_t i = 0; i < contexts; i++) {
         ap->ctxs[i].open = true;
+        ap->ctxs[i].shadow.assign(ap->lim.evq_entries, dti_ev{});
         ap->live_ctxs.push_back(uint16_t(i));
     }
     return ap->id;
@@ -578,7 +580,8 @@ void EngineImpl::control(int id)
             // Reset the queue pair and its rings (stale stamps would read as
             // fresh entries): its previous user is gone.
             std::memset(c.qp, 0, a.geo.ctx_stride);
-            c = Ctx{true, false, false, false, efd, 0, 0, 0, 0, 0, c.qp, c.cmds, c.evs};
+            c = Ctx{true, false, false, false, efd, 0, 0, 0, 0, 0, {}, c.qp, c.cmds, c.evs};
+            c.shadow.assign(a.lim.evq_entries, dti_ev{});
             a.live_ctxs.push_back(uint16_t(i));
             dti_ctl_msg o{};
             o.magic = DTI_CTL_MAGIC;
@@ -1260,15 +1263,18 @@ uint32_t EngineImpl::ev_used(Attachment &a, Ctx &c, uint32_t want)
     return used;
 }
 
-// Writes an entry's body at ev_prod. Its stamp is stored by publish(), after
-// the socket table is up to date: an app that sees a completion (say, of
-// connect) must also see the socket state that goes with it.
-static void put_entry(dti_ev *slot, const dti_ev &v)
+// Copies a finished entry into the ring, body then stamp back to back (the
+// app polls that very slot: a body written long before its stamp would make
+// the line cross twice). Called by publish(), after the socket table is up to
+// date: an app that sees a completion (say, of connect) must also see the
+// socket state that goes with it.
+static void put_entry(dti_ev *slot, const dti_ev &v, uint32_t index)
 {
     auto *d = reinterpret_cast<uint8_t *>(slot);
     auto *s = reinterpret_cast<const uint8_t *>(&v);
     std::memcpy(d, s, offsetof(dti_ev, stamp));
     std::memcpy(d + offsetof(dti_ev, sock), s + offsetof(dti_ev, sock), sizeof v - offsetof(dti_ev, sock));
+    store_rel(&slot->stamp, uint16_t(index + 1));
 }
 
 bool EngineImpl::complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res, uint32_t sock,
@@ -1290,7 +1296,7 @@ bool EngineImpl::complete(Attachment &a, uint16_t ci, uint32_t tag, int32_t res,
     v.value = value;
     if (accepted && res > 0)
         std::memcpy(v.accepted, accepted, sizeof(uint32_t) * uint32_t(res));
-    put_entry(&c.evs[c.ev_prod & (a.lim.evq_entries - 1)], v);
+    c.shadow[c.ev_prod & (a.lim.evq_entries - 1)] = v;
     c.ev_prod++;
     to_publish(a, ci);
     stats_.completions++;
@@ -1332,7 +1338,7 @@ void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t 
     v.kind = DTI_CQE_EVENT;
     v.sock = sock;
     v.events = mask;
-    put_entry(&c.evs[c.ev_prod & (a.lim.evq_entries - 1)], v);
+    c.shadow[c.ev_prod & (a.lim.evq_entries - 1)] = v;
     c.ev_prod++;
     to_publish(a, ci);
     stats_.events_posted++;
@@ -1343,8 +1349,9 @@ void EngineImpl::publish(Attachment &a)
     for (uint16_t ci : a.to_publish) {
         Ctx &c = a.ctxs[ci];
         c.published = false;
+        uint32_t mask = a.lim.evq_entries - 1;
         for (; c.ev_stamped != c.ev_prod; c.ev_stamped++)
-            store_rel(&c.evs[c.ev_stamped & (a.lim.evq_entries - 1)].stamp, uint16_t(c.ev_stamped + 1));
+            put_entry(&c.evs[c.ev_stamped & mask], c.shadow[c.ev_stamped & mask], c.ev_stamped);
         // Publish, then look at the wake word; the app arms, then looks at
         // ev_prod. Both pairs are sequentially consistent, so one of the two
         // sees the other's store: no lost wakeup.

@@ -52,6 +52,7 @@ struct dti_ctx {
     uint32_t index;
     struct dti_qp_header *qp;
     struct dti_cmd *cmds;
+    struct dti_cmd *staging; /* commands are built here, copied out at submit */
     struct dti_ev *evs;
     uint32_t cmd_mask, ev_mask;
     uint32_t prepared;      /* local producer index (published <= prepared) */

@@ -22,7 +22,8 @@ int dti__ctx_init_queues(struct dti_ctx *c)
     c->stash_cap = n + 64;
     c->stash = calloc(c->stash_cap, sizeof *c->stash);
     c->watch = calloc(c->d->limits.max_sockets, sizeof *c->watch);
-    if (!c->pending || !c->free_tags || !c->stash || !c->watch)
+    c->staging = calloc(n, sizeof *c->staging);
+    if (!c->pending || !c->free_tags || !c->stash || !c->watch || !c->staging)
         return -ENOMEM;
     for (uint32_t i = 0; i < n; i++)
         c->free_tags[i] = n - 1 - i;
@@ -36,6 +37,7 @@ void dti__ctx_free_queues(struct dti_ctx *c)
     free(c->free_tags);
     free(c->stash);
     free(c->watch);
+    free(c->staging);
 }
 
 unsigned dti_inflight(const dti_ctx_t *c) { return c->inflight; }
@@ -51,12 +53,13 @@ static bool ring_has_room(struct dti_ctx *c)
     return c->prepared - c->cmd_cons_seen < c->cmd_mask + 1;
 }
 
+/* Commands are built in private memory and copied into the ring at submit,
+ * body then stamp back to back: the engine polls that very slot, and a body
+ * written long before its stamp would make the line cross twice. */
 static struct dti_cmd *next_cmd(struct dti_ctx *c)
 {
-    struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
-    /* Everything but the stamp, which the engine may be polling: dti_submit()
-     * stores it last. */
-    memset(cmd, 0, offsetof(struct dti_cmd, stamp));
+    struct dti_cmd *cmd = &c->staging[c->prepared & c->cmd_mask];
+    memset(cmd, 0, sizeof *cmd);
     return cmd;
 }
 
@@ -99,8 +102,11 @@ int dti_submit(dti_ctx_t *c)
     uint32_t n = c->prepared - c->published;
     if (n == 0)
         return 0;
-    for (uint32_t i = c->published; i != c->prepared; i++)
-        DTI_STORE(&c->cmds[i & c->cmd_mask].stamp, i + 1);
+    for (uint32_t i = c->published; i != c->prepared; i++) {
+        struct dti_cmd *slot = &c->cmds[i & c->cmd_mask];
+        memcpy(slot, &c->staging[i & c->cmd_mask], offsetof(struct dti_cmd, stamp));
+        DTI_STORE(&slot->stamp, i + 1);
+    }
     DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
     c->published = c->prepared;
     dti__ring_doorbell(c->d);
