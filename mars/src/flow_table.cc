@@ -1,0 +1,1 @@
+#include "flow_table.h"

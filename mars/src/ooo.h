@@ -1,0 +1,75 @@
+// ooo.h: out-of-order segments in the anonymous buffer pool (ETA's term).
+//
+// A segment that arrives beyond rcv.nxt is kept as the received frame itself
+// (no copy) in a per-connection queue, sorted by sequence number with
+// overlaps trimmed. The frames are counted against a stack-wide pool and a
+// per-connection share, so no input can make the stack hold more than
+// ooo_pool_frames frames. When the gap fills, the queued payload is copied
+// into the receive ring in order and the frames are released.
+#pragma once
+
+#include "sack.h"
+
+#include <mars/packet.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace mars {
+
+struct OooSeg {
+    uint32_t seq;      // sequence number of payload[0]
+    uint32_t len;      // payload bytes (after trimming)
+    uint8_t *payload;  // inside frame.data
+    PacketRef frame;
+    bool fin;          // FIN follows the last payload byte
+    uint32_t next;     // pool index of the next segment in the queue, or kNil
+};
+
+// The stack-wide pool of segment slots (one slot per held frame).
+class OooPool {
+  public:
+    static constexpr uint32_t kNil = 0xffffffffu;
+    bool init(uint32_t frames); // allocates (setup only)
+    uint32_t capacity() const;
+    uint32_t used() const;
+    // (slot allocation is used by OooQueue; fields chosen by the implementation)
+};
+
+class OooQueue {
+  public:
+    enum class Insert : uint8_t {
+        kQueued,    // the frame is now held by the queue (do not release it)
+        kDuplicate, // everything in it is already queued: caller releases the frame
+        kNoRoom,    // pool or this connection's share is full: caller drops and counts
+    };
+    // Queues [seq, seq+len) (+FIN). rcv_nxt < seq must hold. Overlaps with
+    // queued data keep the older bytes; a segment whose new bytes are only a
+    // part is trimmed, a queued segment fully covered by the new one is freed
+    // (its frame goes to io.release()).
+    Insert insert(OooPool &pool, PacketIo &io, uint32_t seq, uint8_t *payload, uint32_t len,
+                  bool fin, const PacketRef &frame, uint32_t max_frames);
+
+    // Delivers everything now contiguous with rcv_nxt: calls
+    // deliver(const uint8_t *p, uint32_t n) for each in-order piece (bytes
+    // before rcv_nxt are skipped), releases the frames, and returns the new
+    // rcv_nxt. *fin is set when a FIN became in order.
+    template <class F>
+    uint32_t drain(OooPool &pool, PacketIo &io, uint32_t rcv_nxt, bool *fin, F &&deliver);
+
+    // Frees everything (connection gone).
+    void clear(OooPool &pool, PacketIo &io);
+
+    bool empty() const { return head_ == OooPool::kNil; }
+    uint32_t frames() const { return frames_; }
+    // Up to max SACK blocks for our ACKs: the block containing the most
+    // recently queued segment first (RFC 2018 section 4), then the others.
+    int sack_blocks(const OooPool &pool, SeqRange *out, int max) const;
+
+  private:
+    uint32_t head_ = OooPool::kNil;
+    uint32_t frames_ = 0;
+    uint32_t last_seq_ = 0; // start of the most recently queued segment
+};
+
+} // namespace mars
