@@ -44,7 +44,8 @@ class TimerWheel {
     uint32_t armed_count() const { return count_; }
 
   private:
-    // (fields chosen by the implementation)
+    uint32_t count_ = 0;
+    // (other fields chosen by the implementation)
 };
 
 } // namespace mars
