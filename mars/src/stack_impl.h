@@ -1,0 +1,316 @@
+// stack_impl.h: the inside of one MARS stack instance.
+//
+// Module map (one concern per file):
+//   stack.cc     creation, the socket table, the socket API, events, poll()
+//   net.cc       Ethernet, ARP, IPv4 and ICMP: input demux, output framing
+//   tcp_in.cc    TCP input: header prediction fast path, then the RFC 9293
+//                segment-arrival state machine
+//   tcp_out.cc   TCP output: segment building from the send ring, the
+//                sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
+//   tcp_timer.cc retransmission, persist, delayed ACK, keepalive, TIME-WAIT
+// Building blocks with their own tests: checksum, timer_wheel, flow_table,
+// secret (ISN, SYN cookies), cc (NewReno, CUBIC), sack, ooo.
+#pragma once
+
+#include "cc.h"
+#include "checksum.h"
+#include "flow_table.h"
+#include "ooo.h"
+#include "sack.h"
+#include "secret.h"
+#include "tcp_options.h"
+#include "timer_wheel.h"
+#include "wire.h"
+
+#include <mars/stack.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace mars {
+
+// Per-socket flag bits.
+enum SockFlag : uint32_t {
+    kFNoDelay = 1u << 0,
+    kFCork = 1u << 1,
+    kFKeepAlive = 1u << 2,
+    kFReuseAddr = 1u << 3,
+    kFReusePort = 1u << 4,
+    kFSackOk = 1u << 5,     // both sides agreed on SACK
+    kFTsOk = 1u << 6,       // both sides agreed on timestamps
+    kFWscaleOk = 1u << 7,   // both sides agreed on window scaling
+    kFFinQueued = 1u << 8,  // the application is done sending: FIN after the data
+    kFRdShut = 1u << 9,     // shutdown(SHUT_RD)
+    kFUserClosed = 1u << 10, // close()/abort() called: the id belongs to the stack
+    kFInEvents = 1u << 11,  // queued in the event list
+    kFAckNow = 1u << 12,    // send an ACK at the next flush
+    kFInRecovery = 1u << 13, // fast recovery (RFC 6582 / RFC 6675)
+    kFBound = 1u << 14,     // has a local address from bind()
+    kFHasRings = 1u << 15,  // ring memory from the BufferProvider
+    kFInFlush = 1u << 16,   // queued in the flush list (output pending)
+    kFMore = 1u << 17,      // last commit said MSG_MORE
+    kFAccepted = 1u << 18,  // taken by accept(), or an active open
+    kFRtoRecovery = 1u << 20, // retransmitting after a timeout (go-back-N)
+    kFFinReceived = 1u << 21,
+    kFSynCookie = 1u << 22,  // created from a SYN cookie
+    kFPmtuLowered = 1u << 23,
+};
+
+enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux };
+
+struct Sock {
+    // ---- hot: looked at by every segment (first cache lines) -----------
+    FlowNode flow;
+    TcpState state = TcpState::kClosed;
+    uint8_t snd_wscale = 0, rcv_wscale = 0;
+    uint8_t dupacks = 0;
+    uint32_t flags = 0;
+    uint32_t rcv_nxt = 0, rcv_adv = 0; // rcv_adv: right edge of the window we advertised
+    uint32_t snd_una = 0, snd_nxt = 0, snd_max = 0, snd_wnd = 0;
+    uint32_t ts_recent = 0;
+    uint8_t *rx = nullptr;
+    uint32_t rx_mask = 0, rx_head = 0, rx_tail = 0; // free-running positions
+    uint8_t *tx = nullptr;
+    uint32_t tx_mask = 0, tx_head = 0, tx_tail = 0; // tx position of data seq s: s - iss - 1
+    uint32_t irs = 0, iss = 0;
+    uint32_t mss = 536;     // what we send per segment (payload, options not included)
+    uint32_t segs_unacked = 0; // segments received since our last ACK
+    uint32_t last_ack_sent = 0; // rcv_nxt in our last ACK (RFC 7323 Last.ACK.sent)
+    uint32_t keep_probes = 0;
+    uint32_t snd_wl1 = 0, snd_wl2 = 0, max_snd_wnd = 0;
+    uint64_t ts_recent_ns = 0;
+    uint64_t last_recv_ns = 0, last_send_ns = 0;
+    CcVars cc;
+    const CcAlgo *cca = nullptr;
+
+    // ---- the rest -------------------------------------------------------
+    uint32_t gen = 0;
+    uint32_t index = 0;
+    bool used = false;
+    uint32_t recover = 0, high_rxt = 0;
+    uint32_t peer_mss = 536, user_mss = 0, path_mtu = 1500;
+    uint64_t srtt_ns = 0, rttvar_ns = 0, rto_ns = 0, min_rtt_ns = 0;
+    uint32_t rtt_seq = 0;
+    uint64_t rtt_start_ns = 0; // 0: not timing a segment
+    uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
+    uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
+    uint32_t probes = 0;       // keepalive or zero-window probes without answer
+    Timer rtx_timer, delack_timer, aux_timer;
+    SackScoreboard sack;
+    OooQueue ooo;
+    uint32_t next_hop = 0;
+    uint32_t arp_gen = 0;   // hdr's destination MAC is valid while this matches the stack's
+    alignas(8) uint8_t hdr[wire::kHeadersLen] = {}; // prebuilt Ethernet+IPv4+TCP header
+
+    // listener
+    uint32_t parent = UINT32_MAX;      // listener index, for connections not yet accepted
+    uint32_t queue_next = UINT32_MAX;  // accept queue link
+    uint32_t accept_head = UINT32_MAX, accept_tail = UINT32_MAX;
+    uint32_t accept_len = 0, backlog = 0, syn_queue_len = 0;
+
+    // application side
+    uint64_t user = 0;
+    uint32_t ev_bits = 0;
+    int error = 0;
+    RingMemory mem;
+    uint32_t rcv_buf = 0, snd_buf = 0;
+    uint64_t keep_idle_ns = 0, keep_intvl_ns = 0;
+    uint32_t keep_cnt = 0;
+    uint64_t user_timeout_ns = 0;
+    int32_t linger_sec = -1;
+    uint8_t tos = 0;
+    uint32_t rcv_lowat = 1;
+    Endpoint local, remote;
+
+    // per-connection counters
+    uint64_t total_retransmits = 0, bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
+
+    uint32_t rx_readable() const { return rx_tail - rx_head; }
+    uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() : 0; }
+    uint32_t tx_queued() const { return tx_tail - tx_head; }
+    uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - tx_queued() : 0; }
+    uint32_t in_flight() const { return snd_max - snd_una; }
+};
+
+// ARP: a small open-addressed cache plus a bounded queue of frames waiting
+// for a resolution.
+struct ArpEntry {
+    uint32_t ip = 0; // 0: free
+    MacAddr mac;
+    bool resolved = false;
+    uint64_t expires_ns = 0;
+    uint64_t requested_ns = 0; // last request sent (rate limit: one per second)
+    uint32_t requests = 0;
+};
+
+struct PendingFrame {
+    uint32_t next_hop;
+    PacketRef frame;
+};
+
+class StackImpl final : public Stack {
+  public:
+    StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
+    ~StackImpl() override;
+    bool init(std::string *error);
+
+    // Stack interface
+    void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
+    void poll(uint64_t now_ns) override;
+    uint64_t next_deadline_ns() const override;
+    uint16_t events(SockEvent *out, uint16_t max) override;
+    void announce(uint64_t now_ns) override;
+    int64_t open(uint64_t user) override;
+    int bind(SockId s, Endpoint local) override;
+    int listen(SockId s, int backlog) override;
+    int64_t accept(SockId listener, uint64_t user) override;
+    int connect(SockId s, Endpoint remote, uint64_t now_ns) override;
+    int shutdown(SockId s, bool rd, bool wr) override;
+    int close(SockId s) override;
+    int abort(SockId s) override;
+    int set_option(SockId s, SockOpt opt, int64_t value) override;
+    int get_option(SockId s, SockOpt opt, int64_t *value) const override;
+    int info(SockId s, SockInfo *out) const override;
+    void set_user(SockId s, uint64_t user) override;
+    int rx_view(SockId s, RingSpan *out) const override;
+    int rx_consume(SockId s, uint32_t n) override;
+    int tx_view(SockId s, RingSpan *out) const override;
+    int tx_commit(SockId s, uint32_t n, bool more) override;
+    int64_t send(SockId s, const void *data, size_t len) override;
+    int64_t recv(SockId s, void *data, size_t len) override;
+    const StackStats &stats() const override { return stats_; }
+    void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, void *), void *arg) const override;
+
+    // ---- net.cc ----------------------------------------------------------
+    void input_frame(PacketRef &f);
+    void input_arp(PacketRef &f);
+    void input_ipv4(PacketRef &f);
+    void input_icmp(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
+    // Next hop for a destination; 0 when unroutable.
+    uint32_t route(uint32_t dst) const;
+    // Destination MAC for a next hop, or nullptr (a request is sent and the
+    // caller queues its frame with hold_for_arp()).
+    const MacAddr *arp_lookup(uint32_t next_hop);
+    ArpEntry *arp_find(uint32_t ip);
+    ArpEntry *arp_insert(uint32_t ip);
+    void arp_learn(uint32_t ip, const MacAddr &mac, bool create);
+    void arp_request(uint32_t ip);
+    void hold_for_arp(uint32_t next_hop, PacketRef &frame);
+    void arp_expire();
+    // Finishes the Ethernet header of an IPv4 frame for next_hop and queues it
+    // for transmission (or for ARP). Takes ownership of the frame.
+    void send_ipv4_frame(PacketRef &frame, uint32_t next_hop);
+    // Queues a finished frame for the next transmit burst.
+    void queue_tx(PacketRef &frame);
+    void flush_tx();
+    bool alloc_frame(PacketRef *out);
+    void release(PacketRef &f) { io_.release(&f, 1); }
+    void send_icmp_unreach(const uint8_t *ip_packet, unsigned len, uint8_t code);
+
+    // ---- tcp_in.cc -------------------------------------------------------
+    void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
+    bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, const uint8_t *payload, uint32_t len,
+                       uint32_t sum);
+    void tcp_listen_input(Sock &l, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
+                          const TcpOptions &opt, uint32_t len);
+    void tcp_syn_sent_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
+    void tcp_sync_input(Sock &s, PacketRef &f, const wire::Tcp *th, const TcpOptions &opt, uint8_t *payload,
+                        uint32_t len, uint32_t sum, bool *held);
+    bool tcp_ack(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
+    void tcp_ack_sack(Sock &s, const TcpOptions &opt);
+    void tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
+    void tcp_fin(Sock &s);
+    uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
+    void time_wait_input(Sock &s, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
+                         const TcpOptions &opt, uint32_t len, bool *reopen);
+    void rtt_sample(Sock &s, uint64_t rtt_ns);
+    void established(Sock &s);
+    void negotiate(Sock &s, const TcpOptions &opt);
+
+    // ---- tcp_out.cc ------------------------------------------------------
+    void tcp_output(Sock &s);
+    bool send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx);
+    void send_ack(Sock &s) { send_segment(s, s.snd_nxt, 0, wire::kAck, false); }
+    void send_rst_reply(const wire::Ipv4 *ip, const wire::Tcp *th, uint32_t len);
+    void send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
+                  uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len);
+    void build_template(Sock &s);
+    uint16_t window_to_advertise(Sock &s);
+    uint32_t rcv_window(const Sock &s) const;
+    void ack_now(Sock &s);
+    void want_output(Sock &s);
+    void flush_output();
+    void update_mss(Sock &s);
+    uint32_t tsval() const { return uint32_t(now_ns_ / 1000000); } // 1 ms clock (RFC 7323 5.4)
+
+    // ---- tcp_timer.cc ----------------------------------------------------
+    void timer_fire(Timer *t);
+    static Sock *sock_of(FlowNode *n) { return reinterpret_cast<Sock *>(n); } // flow is Sock's first member
+    void rtx_timeout(Sock &s);
+    void aux_timeout(Sock &s);
+    void arm_rtx(Sock &s);
+    void arm_keepalive(Sock &s);
+    void enter_time_wait(Sock &s);
+
+    // ---- stack.cc --------------------------------------------------------
+    Sock *lookup_id(SockId id) const;
+    SockId id_of(const Sock &s) const { return (s.gen << kIndexBits) | s.index; }
+    Sock *sock_alloc(uint64_t user);
+    void sock_free(Sock &s);
+    void raise(Sock &s, uint32_t bits);
+    void set_state(Sock &s, TcpState st);
+    // The connection is over (reset, error, or closed): unhook it, tell the
+    // application, free what can be freed.
+    void conn_drop(Sock &s, int err, uint32_t ev);
+    void conn_closed(Sock &s);
+    void detach(Sock &s);
+    bool attach_rings(Sock &s, uint64_t user);
+    void release_rings(Sock &s);
+    void unlink_flow(Sock &s);
+    int pick_port(Sock &s, uint32_t rip, uint16_t rport);
+    bool port_in_use(uint32_t lip, uint16_t port, const Sock *except) const;
+    Sock *find_listener(uint32_t lip, uint16_t lport);
+    void abort_children(Sock &l);
+    void conn_init(Sock &s);
+
+    static constexpr uint32_t kIndexBits = 22;
+    static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
+
+    StackConfig cfg_;
+    PacketIo &io_;
+    BufferProvider &buffers_;
+    uint64_t now_ns_ = 0;
+    StackStats stats_{};
+    uint32_t offloads_ = 0;
+
+    std::vector<Sock> socks_;
+    std::vector<uint32_t> free_socks_;
+    FlowTable flows_;
+    std::vector<uint32_t> listeners_; // indices of listening sockets (few)
+    TimerWheel wheel_;
+    OooPool ooo_pool_;
+
+    std::vector<uint32_t> event_list_;
+    std::vector<SockEvent> closed_events_; // kEvClosed (the id is gone once it is queued)
+    size_t event_pos_ = 0;
+    std::vector<uint32_t> flush_list_;
+
+    // ARP
+    std::vector<ArpEntry> arp_;
+    uint32_t arp_mask_ = 0;
+    uint32_t arp_gen_ = 1;
+    std::vector<PendingFrame> arp_pending_;
+    uint64_t arp_next_expire_ns_ = 0;
+
+    // transmit burst
+    static constexpr uint16_t kTxBurst = 64;
+    PacketRef tx_burst_[kTxBurst];
+    uint16_t tx_n_ = 0;
+
+    uint16_t next_ephemeral_ = 0;
+    uint32_t subnet_mask_ = 0;
+};
+
+} // namespace mars

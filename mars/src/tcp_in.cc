@@ -1,0 +1,899 @@
+// tcp_in.cc: TCP input.
+//
+// Every segment is validated against its frame first (lengths, data offset,
+// option lengths, checksum). Then a connection lookup (last-flow cache, then
+// the hash table) and Van Jacobson's header prediction: an ESTABLISHED
+// connection getting the next in-order data segment with only ACK (and PSH)
+// set, or a pure ACK that advances snd.una, takes a short path that verifies
+// the checksum in the same pass as the copy into the receive ring. Anything
+// else goes through the RFC 9293 3.10.7 segment-arrival rules.
+#include "stack_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mars {
+
+using namespace wire;
+
+namespace {
+
+inline uint32_t load32(const void *p)
+{
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+constexpr uint64_t kPawsIdleNs = 24ull * 24 * 3600 * 1'000'000'000ull; // RFC 7323 5.5
+
+} // namespace
+
+void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
+{
+    const unsigned len = total - ihl;
+    uint8_t *tp = f.data + kEthLen + ihl;
+    if (len < kTcpLen) {
+        stats_.drop_tcp_header++;
+        release(f);
+        return;
+    }
+    const Tcp *th = reinterpret_cast<const Tcp *>(tp);
+    const unsigned doff = (th->doff >> 4) * 4u;
+    if (doff < kTcpLen || doff > len) {
+        stats_.drop_tcp_header++;
+        release(f);
+        return;
+    }
+    uint8_t *payload = tp + doff;
+    const uint32_t plen = len - doff;
+    const uint32_t src = be32(ip->src);
+    FlowKey key{cfg_.ip, src, be16(th->dport), be16(th->sport)};
+    FlowNode *node = flows_.lookup(key);
+    Sock *s = node ? sock_of(node) : nullptr;
+    const uint32_t sum = pseudo_sum(src, cfg_.ip, kProtoTcp, uint16_t(len));
+
+    if (s) {
+        // Header prediction (seed 002): the common case costs a few compares.
+        if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
+            be32(th->seq) == s->rcv_nxt && (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe))) &&
+            s->snd_nxt == s->snd_max && uint32_t(be16(th->win)) << s->snd_wscale == s->snd_wnd &&
+            !(s->flags & (kFInRecovery | kFRtoRecovery)) && s->sack.empty()) {
+            if (tcp_fast_path(*s, f, th, payload, plen, sum)) {
+                stats_.fastpath_hits++;
+                return;
+            }
+        }
+        stats_.fastpath_misses++;
+    }
+
+    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(sum, tp, len))) {
+        stats_.drop_tcp_csum++;
+        release(f);
+        return;
+    }
+    const uint8_t flags = th->flags;
+    TcpOptions opt;
+    if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, flags & kSyn, &opt)) {
+        stats_.drop_tcp_header++;
+        release(f);
+        return;
+    }
+    // Flag combinations no correct TCP sends (RFC 9293 3.10.7: segments
+    // without ACK other than SYN or RST are dropped in every state).
+    if (((flags & kSyn) && (flags & (kFin | kRst))) || !(flags & (kAck | kSyn | kRst))) {
+        stats_.drop_tcp_header++;
+        release(f);
+        return;
+    }
+
+    if (s && s->state == TcpState::kTimeWait) {
+        bool reopen = false;
+        time_wait_input(*s, f, ip, th, opt, plen, &reopen);
+        if (!reopen) {
+            release(f);
+            return;
+        }
+        s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
+    }
+    if (!s) {
+        Sock *l = find_listener(cfg_.ip, key.local_port);
+        if (l) {
+            tcp_listen_input(*l, f, ip, th, opt, plen);
+        } else {
+            stats_.drop_tcp_no_socket++;
+            if (!(flags & kRst)) send_rst_reply(ip, th, plen);
+        }
+        release(f);
+        return;
+    }
+    s->segs_in++;
+    s->last_recv_ns = now_ns_;
+    s->keep_probes = 0;
+    if (s->state == TcpState::kSynSent) {
+        tcp_syn_sent_input(*s, th, opt, plen);
+        release(f);
+        return;
+    }
+    bool held = false;
+    tcp_sync_input(*s, f, th, opt, payload, plen, sum, &held);
+    if (!held) release(f);
+}
+
+// ---- fast path ---------------------------------------------------------------
+
+bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th, const uint8_t *payload, uint32_t len,
+                              uint32_t sum)
+{
+    const unsigned doff = (th->doff >> 4) * 4u;
+    uint32_t tsval = 0;
+    if (doff != kTcpLen) {
+        if (!(s.flags & kFTsOk)) return false;
+        tsval = be32(load32(reinterpret_cast<const uint8_t *>(th) + kTcpLen + 4));
+        if (seq_lt(tsval, s.ts_recent)) return false; // PAWS: the slow path decides
+    }
+    const uint32_t ack = be32(th->ack);
+    const bool csum_done = f.flags & kRxL4CsumGood;
+    if (len == 0) {
+        // A pure ACK for new data.
+        if (!seq_gt(ack, s.snd_una) || seq_gt(ack, s.snd_max)) return false;
+        if (!csum_done && !csum_ok(csum_add(sum, th, doff))) return false;
+        const uint32_t acked = ack - s.snd_una;
+        const uint32_t in_flight = s.snd_max - s.snd_una;
+        s.tx_head += acked;
+        s.snd_una = ack;
+        uint64_t rtt = 0;
+        if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
+            rtt = now_ns_ - s.rtt_start_ns;
+            s.rtt_start_ns = 0;
+            rtt_sample(s, rtt);
+        }
+        s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, now_ns_);
+        s.dupacks = 0;
+        s.rtx_count = 0;
+        if (s.snd_una == s.snd_max) {
+            TimerWheel::cancel(&s.rtx_timer);
+            s.first_rtx_ns = 0;
+        } else {
+            s.first_rtx_ns = now_ns_;
+            wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+        }
+        if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
+            s.ts_recent = tsval;
+            s.ts_recent_ns = now_ns_;
+        }
+        s.segs_in++;
+        s.last_recv_ns = now_ns_;
+        raise(s, kEvWritable);
+        if (s.tx_tail != s.snd_nxt - s.iss - 1) want_output(s);
+        release(f);
+        return true;
+    }
+    // In-order data that fits, acking nothing new.
+    if (ack != s.snd_una || !s.ooo.empty() || len > s.rcv_adv - s.rcv_nxt || len > s.rx_free() ||
+        (s.flags & kFRdShut))
+        return false;
+    const uint32_t off = s.rx_tail & s.rx_mask;
+    const uint32_t first = std::min(len, s.rx_mask + 1 - off);
+    if (csum_done) {
+        std::memcpy(s.rx + off, payload, first);
+        std::memcpy(s.rx, payload + first, len - first);
+    } else {
+        // Copy into free ring space and sum in the same pass; the bytes only
+        // become readable (rx_tail) once the checksum holds.
+        uint32_t c = csum_add(sum, th, doff);
+        c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
+        if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
+        if (!csum_ok(c)) {
+            stats_.drop_tcp_csum++;
+            release(f);
+            return true;
+        }
+    }
+    s.rx_tail += len;
+    s.rcv_nxt += len;
+    s.bytes_in += len;
+    s.segs_in++;
+    s.last_recv_ns = now_ns_;
+    if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
+        s.ts_recent = tsval;
+        s.ts_recent_ns = now_ns_;
+    }
+    raise(s, kEvReadable);
+    // Delayed ACK: at least every second segment (RFC 5681 4.2), else the timer.
+    if (++s.segs_unacked >= 2) ack_now(s);
+    else if (!TimerWheel::armed(&s.delack_timer)) wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+    release(f);
+    return true;
+}
+
+// ---- LISTEN ----------------------------------------------------------------
+
+void StackImpl::negotiate(Sock &s, const TcpOptions &opt)
+{
+    const TcpConfig &t = cfg_.tcp;
+    s.peer_mss = opt.has_mss && opt.mss ? opt.mss : 536;
+    if (opt.has_wscale && t.window_scaling) {
+        s.flags |= kFWscaleOk;
+        s.snd_wscale = opt.wscale;
+    } else {
+        s.snd_wscale = 0;
+        s.rcv_wscale = 0;
+    }
+    if (opt.sack_permitted && t.sack) s.flags |= kFSackOk;
+    if (opt.has_ts && t.timestamps) {
+        s.flags |= kFTsOk;
+        s.ts_recent = opt.tsval;
+        s.ts_recent_ns = now_ns_;
+    }
+}
+
+void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tcp *th, const TcpOptions &opt,
+                                 uint32_t len)
+{
+    (void)f;
+    const uint8_t flags = th->flags;
+    const uint32_t seq = be32(th->seq), ack = be32(th->ack);
+    const uint32_t src = be32(ip->src);
+    const FlowKey key{cfg_.ip, src, be16(th->dport), be16(th->sport)};
+    if (flags & kRst) {
+        stats_.drop_tcp_bad_state++;
+        return;
+    }
+    if (!(flags & kSyn)) {
+        // Possibly the ACK completing a SYN-cookie handshake (RFC 4987 3.6).
+        const int idx = cfg_.tcp.syncookies && (flags & kAck) && !(flags & kFin)
+                            ? syncookie_decode(cfg_.isn_secret, key, seq - 1, ack - 1, now_ns_)
+                            : -1;
+        if (idx < 0 || l.accept_len >= l.backlog) {
+            stats_.drop_tcp_bad_state++;
+            send_rst_reply(ip, th, len);
+            return;
+        }
+        Sock *c = sock_alloc(l.user);
+        if (!c) {
+            stats_.drop_tcp_bad_state++;
+            return;
+        }
+        c->parent = l.index;
+        c->local = Endpoint{cfg_.ip, key.local_port};
+        c->remote = Endpoint{src, key.remote_port};
+        c->next_hop = route(src);
+        c->flow.key = key;
+        flows_.insert(&c->flow);
+        c->irs = seq - 1;
+        c->rcv_nxt = seq;
+        c->iss = ack - 1;
+        c->snd_una = c->snd_nxt = c->snd_max = ack;
+        // Options the cookie SYN-ACK promised: encoded in our echoed TSval.
+        TcpOptions o;
+        o.has_mss = true;
+        o.mss = kCookieMss[idx];
+        if (opt.has_ts && (opt.tsecr & 0x3f) != 0x3f) {
+            o.has_ts = true;
+            o.tsval = opt.tsval;
+            const uint32_t ws = opt.tsecr & 0xf;
+            if (ws != 0xf) {
+                o.has_wscale = true;
+                o.wscale = uint8_t(ws);
+            }
+            o.sack_permitted = (opt.tsecr >> 4) & 1;
+        }
+        conn_init(*c);
+        negotiate(*c, o);
+        if (!(c->flags & kFWscaleOk)) c->rcv_wscale = 0;
+        c->flags |= kFSynCookie;
+        c->state = TcpState::kSynReceived;
+        c->snd_wnd = uint32_t(be16(th->win)) << c->snd_wscale;
+        c->snd_wl1 = seq;
+        c->snd_wl2 = ack;
+        c->max_snd_wnd = c->snd_wnd;
+        update_mss(*c);
+        build_template(*c);
+        stats_.tcp_syncookies_ok++;
+        stats_.tcp_passive_opens++;
+        established(*c);
+        return;
+    }
+    if (flags & kAck) {
+        // A SYN-ACK to a listener: RFC 9293 says reset it.
+        stats_.drop_tcp_bad_state++;
+        send_rst_reply(ip, th, len);
+        return;
+    }
+    if (l.accept_len >= l.backlog) {
+        stats_.drop_tcp_bad_state++; // the application is not accepting: the peer retries
+        return;
+    }
+    const bool queue_full = l.syn_queue_len >= std::min<uint32_t>(cfg_.tcp.syn_backlog, l.backlog * 2 + 8);
+    Sock *c = queue_full ? nullptr : sock_alloc(l.user);
+    if (!c) {
+        if (!cfg_.tcp.syncookies) {
+            stats_.drop_tcp_bad_state++;
+            return;
+        }
+        // Stateless answer (RFC 4987 3.6): everything we must remember is in
+        // our ISN and, with timestamps, in the low bits of our TSval.
+        const uint16_t our_max = uint16_t(cfg_.mtu - 40);
+        const uint16_t mss = std::min<uint16_t>(opt.has_mss && opt.mss ? opt.mss : 536, our_max);
+        const int idx = cookie_mss_index(mss);
+        const uint32_t cookie = syncookie_encode(cfg_.isn_secret, key, seq, idx, now_ns_);
+        uint8_t o[24];
+        uint8_t *p = o;
+        *p++ = kOptMss;
+        *p++ = 4;
+        *p++ = uint8_t(our_max >> 8);
+        *p++ = uint8_t(our_max);
+        const bool ts = opt.has_ts && cfg_.tcp.timestamps;
+        uint8_t rws = 0;
+        if (ts) {
+            const uint32_t ws = opt.has_wscale && cfg_.tcp.window_scaling ? opt.wscale : 0xf;
+            const uint32_t sack = opt.sack_permitted && cfg_.tcp.sack;
+            const uint32_t tsv = (tsval() & ~0x3fu) | (sack << 4) | ws;
+            p = write_ts_option(p, tsv, opt.tsval);
+            if (ws != 0xf) {
+                while (rws < 14 && (cfg_.tcp.rcvbuf >> rws) > 65535) rws++;
+                *p++ = kOptNop;
+                *p++ = kOptWscale;
+                *p++ = 3;
+                *p++ = rws;
+            }
+            if (sack) {
+                *p++ = kOptNop;
+                *p++ = kOptNop;
+                *p++ = kOptSackOk;
+                *p++ = 2;
+            }
+        }
+        const uint16_t win = uint16_t(std::min<uint32_t>(cfg_.tcp.rcvbuf, 65535));
+        send_raw(cfg_.ip, key.local_port, src, key.remote_port, cookie, seq + 1, kSyn | kAck, win, o,
+                 unsigned(p - o));
+        stats_.tcp_syncookies_sent++;
+        return;
+    }
+    c->parent = l.index;
+    c->local = Endpoint{cfg_.ip, key.local_port};
+    c->remote = Endpoint{src, key.remote_port};
+    c->next_hop = route(src);
+    c->flow.key = key;
+    flows_.insert(&c->flow);
+    c->irs = seq;
+    c->rcv_nxt = seq + 1;
+    c->iss = isn_generate(cfg_.isn_secret, key, now_ns_);
+    c->snd_una = c->snd_nxt = c->snd_max = c->iss;
+    conn_init(*c);
+    negotiate(*c, opt);
+    c->snd_wnd = be16(th->win); // never scaled in a SYN
+    c->snd_wl1 = seq;
+    c->max_snd_wnd = c->snd_wnd;
+    c->state = TcpState::kSynReceived;
+    update_mss(*c);
+    build_template(*c);
+    l.syn_queue_len++;
+    stats_.tcp_passive_opens++;
+    send_segment(*c, c->iss, 0, kSyn | kAck, false);
+    c->snd_nxt = c->snd_max = c->iss + 1;
+    c->rtt_start_ns = now_ns_;
+    c->rtt_seq = c->snd_nxt;
+    arm_rtx(*c);
+}
+
+// ---- SYN-SENT --------------------------------------------------------------
+
+void StackImpl::tcp_syn_sent_input(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t len)
+{
+    (void)len;
+    const uint8_t flags = th->flags;
+    const uint32_t seq = be32(th->seq), ack = be32(th->ack);
+    if (flags & kAck) {
+        if (seq_le(ack, s.iss) || seq_gt(ack, s.snd_max)) {
+            stats_.drop_tcp_bad_state++;
+            if (!(flags & kRst))
+                send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, ack, 0, kRst, 0, nullptr, 0);
+            return;
+        }
+    }
+    if (flags & kRst) {
+        if (flags & kAck) {
+            stats_.tcp_resets_in++;
+            conn_drop(s, ECONNREFUSED, kEvReset);
+        } else {
+            stats_.drop_tcp_bad_state++;
+        }
+        return;
+    }
+    if (!(flags & kSyn)) {
+        stats_.drop_tcp_bad_state++;
+        return;
+    }
+    s.irs = seq;
+    s.rcv_nxt = seq + 1;
+    negotiate(s, opt);
+    update_mss(s);
+    s.snd_wnd = be16(th->win);
+    s.snd_wl1 = seq;
+    s.snd_wl2 = ack;
+    s.max_snd_wnd = s.snd_wnd;
+    if (flags & kAck) {
+        s.snd_una = ack;
+        if (seq_lt(s.snd_nxt, ack)) s.snd_nxt = ack;
+        if (s.rtt_start_ns && s.rtx_count == 0) rtt_sample(s, now_ns_ - s.rtt_start_ns);
+        s.rtt_start_ns = 0;
+        established(s);
+        ack_now(s);
+        return;
+    }
+    // Simultaneous open (RFC 9293 3.5, figure 8): SYN-RECEIVED, answer SYN-ACK.
+    s.state = TcpState::kSynReceived;
+    send_segment(s, s.iss, 0, kSyn | kAck, true);
+    arm_rtx(s);
+}
+
+// ---- the synchronized states ---------------------------------------------------
+
+void StackImpl::established(Sock &s)
+{
+    const bool passive = s.parent != UINT32_MAX;
+    s.state = TcpState::kEstablished;
+    update_mss(s);
+    s.cca->init(s.cc, s.mss, now_ns_);
+    s.last_recv_ns = now_ns_;
+    s.rtx_count = 0;
+    s.first_rtx_ns = 0;
+    stats_.tcp_established++;
+    TimerWheel::cancel(&s.rtx_timer);
+    if (passive) {
+        Sock &l = socks_[s.parent];
+        if (!(s.flags & kFSynCookie) && l.syn_queue_len) l.syn_queue_len--;
+        if (!attach_rings(s, l.user)) {
+            // No memory for this connection: refuse it rather than stall.
+            stats_.tcp_resets_out++;
+            send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, s.snd_nxt, 0, kRst, 0, nullptr, 0);
+            sock_free(s);
+            return;
+        }
+        s.queue_next = UINT32_MAX;
+        if (l.accept_tail == UINT32_MAX) l.accept_head = s.index;
+        else socks_[l.accept_tail].queue_next = s.index;
+        l.accept_tail = s.index;
+        l.accept_len++;
+        raise(l, kEvAcceptable);
+    } else {
+        raise(s, kEvConnected | kEvWritable);
+    }
+    arm_keepalive(s);
+}
+
+void StackImpl::rtt_sample(Sock &s, uint64_t r)
+{
+    if (r == 0) r = 1000; // below our clock's resolution: call it 1 us
+    if (!s.min_rtt_ns || r < s.min_rtt_ns) s.min_rtt_ns = r;
+    if (s.srtt_ns == 0) {
+        s.srtt_ns = r;
+        s.rttvar_ns = r / 2;
+    } else {
+        const uint64_t diff = s.srtt_ns > r ? s.srtt_ns - r : r - s.srtt_ns;
+        s.rttvar_ns = (3 * s.rttvar_ns + diff) / 4;
+        s.srtt_ns = (7 * s.srtt_ns + r) / 8;
+    }
+    // RFC 6298 2.3 with G = 1 ms (our timer granularity).
+    const uint64_t rto = s.srtt_ns + std::max<uint64_t>(1'000'000, 4 * s.rttvar_ns);
+    s.rto_ns = std::clamp(rto, cfg_.tcp.rto_min_ns, cfg_.tcp.rto_max_ns);
+}
+
+// RFC 5961 3.2 / 4.2 / 5.2: an ACK that tells a blind attacker nothing.
+static inline void challenge_ack(StackImpl &st, Sock &s)
+{
+    st.stats_.tcp_challenge_acks++;
+    st.ack_now(s);
+}
+
+void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOptions &opt, uint8_t *payload,
+                               uint32_t len, uint32_t sum, bool *held)
+{
+    (void)sum;
+    uint8_t flags = th->flags;
+    uint32_t seq = be32(th->seq);
+
+    // PAWS (RFC 7323 5.3).
+    if ((s.flags & kFTsOk) && opt.has_ts && !(flags & kRst) && seq_lt(opt.tsval, s.ts_recent)) {
+        if (now_ns_ - s.ts_recent_ns > kPawsIdleNs) {
+            s.ts_recent = opt.tsval; // idle for 24 days: the old value means nothing
+        } else {
+            stats_.drop_tcp_paws++;
+            ack_now(s);
+            return;
+        }
+    }
+
+    // Acceptability (RFC 9293 3.10.7.4, first check).
+    const uint32_t wnd = s.rcv_adv - s.rcv_nxt;
+    const uint32_t seglen = len + ((flags & kSyn) ? 1 : 0) + ((flags & kFin) ? 1 : 0);
+    bool ok;
+    if (seglen == 0) {
+        ok = wnd == 0 ? seq == s.rcv_nxt : (seq_ge(seq, s.rcv_nxt) && seq_lt(seq, s.rcv_nxt + wnd));
+        // An ACK exactly at rcv_nxt is always fine (window updates while closed).
+        ok = ok || seq == s.rcv_nxt;
+    } else if (wnd == 0) {
+        ok = false;
+        // A zero window still takes ACKs and RSTs: handle the control part.
+        if (seq == s.rcv_nxt && !(flags & kSyn)) ok = true;
+    } else {
+        const uint32_t end = seq + seglen - 1;
+        ok = (seq_ge(seq, s.rcv_nxt) && seq_lt(seq, s.rcv_nxt + wnd)) ||
+             (seq_ge(end, s.rcv_nxt) && seq_lt(end, s.rcv_nxt + wnd));
+    }
+    if (!ok) {
+        if (!(flags & kRst)) {
+            stats_.drop_tcp_out_of_window++;
+            ack_now(s);
+        } else {
+            stats_.drop_tcp_out_of_window++;
+        }
+        return;
+    }
+
+    // RST (RFC 5961 3.2): exactly rcv_nxt resets, elsewhere in the window
+    // gets a challenge ACK.
+    if (flags & kRst) {
+        if (seq != s.rcv_nxt) {
+            stats_.drop_tcp_bad_state++;
+            challenge_ack(*this, s);
+            return;
+        }
+        stats_.tcp_resets_in++;
+        switch (s.state) {
+        case TcpState::kSynReceived:
+            if (s.parent != UINT32_MAX) conn_drop(s, ECONNREFUSED, 0); // back to LISTEN: just forget it
+            else conn_drop(s, ECONNREFUSED, kEvReset);
+            return;
+        case TcpState::kClosing:
+        case TcpState::kLastAck:
+            conn_closed(s);
+            if (s.used && s.state == TcpState::kClosed) s.error = 0;
+            return;
+        default:
+            conn_drop(s, ECONNRESET, kEvReset);
+            return;
+        }
+    }
+
+    // SYN in a synchronized state (RFC 5961 4.2): challenge ACK. A passive
+    // SYN-RECEIVED connection seeing its SYN again resends the SYN-ACK.
+    if (flags & kSyn) {
+        if (s.state == TcpState::kSynReceived && seq == s.irs) {
+            send_segment(s, s.iss, 0, kSyn | kAck, true);
+            return;
+        }
+        stats_.drop_tcp_bad_state++;
+        challenge_ack(*this, s);
+        return;
+    }
+    if (!(flags & kAck)) {
+        stats_.drop_tcp_bad_state++;
+        return;
+    }
+
+    // Trim what we already have and what is beyond the window.
+    if (seq_lt(seq, s.rcv_nxt)) {
+        const uint32_t dup = s.rcv_nxt - seq;
+        if (dup >= len) {
+            if (dup > len) flags &= uint8_t(~kFin); // an old FIN
+            payload += len;
+            len = 0;
+        } else {
+            payload += dup;
+            len -= dup;
+        }
+        seq = s.rcv_nxt;
+        ack_now(s); // a duplicate: tell the peer where we are (RFC 5681 4.2)
+    }
+    const uint32_t room = std::min(s.rcv_adv - seq, s.rx_free() - std::min(s.rx_free(), seq - s.rcv_nxt));
+    if (len > room) {
+        len = room;
+        flags &= uint8_t(~kFin);
+        ack_now(s);
+    }
+
+    // ACK processing.
+    if (s.state == TcpState::kSynReceived) {
+        const uint32_t ack = be32(th->ack);
+        if (seq_le(ack, s.snd_una) || seq_gt(ack, s.snd_max)) {
+            stats_.drop_tcp_bad_state++;
+            send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, ack, 0, kRst, 0, nullptr, 0);
+            return;
+        }
+        s.snd_una = ack;
+        s.snd_wnd = uint32_t(be16(th->win)) << s.snd_wscale;
+        s.snd_wl1 = seq;
+        s.snd_wl2 = ack;
+        s.max_snd_wnd = s.snd_wnd;
+        if (s.rtt_start_ns && s.rtx_count == 0) rtt_sample(s, now_ns_ - s.rtt_start_ns);
+        s.rtt_start_ns = 0;
+        established(s);
+        if (!s.used || s.state != TcpState::kEstablished) return; // refused for lack of memory
+        ack_now(s); // opens the real window
+    } else if (!tcp_ack(s, th, opt, len)) {
+        return;
+    }
+    if (!s.used) return;
+
+    // Data and FIN.
+    const bool fin = flags & kFin;
+    switch (s.state) {
+    case TcpState::kEstablished:
+    case TcpState::kFinWait1:
+    case TcpState::kFinWait2:
+        if (len || fin) {
+            if ((s.flags & kFUserClosed) && len) {
+                // Data for an application that has closed: nobody will read
+                // it (RFC 9293 3.10.7.4 / RFC 2525 2.17): reset.
+                stats_.tcp_resets_out++;
+                send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, s.snd_nxt, 0, kRst, 0, nullptr, 0);
+                conn_drop(s, ECONNRESET, kEvReset);
+                return;
+            }
+            tcp_data(s, f, seq, payload, len, fin, held);
+        }
+        break;
+    default:
+        // CLOSE-WAIT, CLOSING, LAST-ACK: the peer already sent its FIN.
+        if (len) stats_.drop_tcp_bad_state++;
+        if (fin) ack_now(s);
+        break;
+    }
+}
+
+bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t len)
+{
+    const uint32_t ack = be32(th->ack), seq = be32(th->seq);
+    if (seq_gt(ack, s.snd_max)) {
+        stats_.drop_tcp_bad_state++;
+        ack_now(s);
+        return false;
+    }
+    const uint32_t horizon = std::max<uint32_t>(s.max_snd_wnd, 65535);
+    if (seq_lt(ack, s.snd_una - horizon)) {
+        // Too old to be real (RFC 5961 5.2): challenge, drop.
+        stats_.drop_tcp_bad_state++;
+        challenge_ack(*this, s);
+        return false;
+    }
+    const uint32_t win = uint32_t(be16(th->win)) << s.snd_wscale;
+    if ((s.flags & kFSackOk) && opt.n_sack) s.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack);
+
+    const uint32_t fin_seq = s.iss + 1 + s.tx_tail; // where our FIN sits (if sent)
+    const bool fin_sent = (s.flags & kFFinQueued) && seq_gt(s.snd_max, fin_seq);
+    if (seq_gt(ack, s.snd_una)) {
+        const uint32_t in_flight = s.snd_max - s.snd_una;
+        uint32_t acked = ack - s.snd_una;
+        uint32_t data = acked;
+        if (fin_sent && seq_gt(ack, fin_seq)) data--;
+        s.tx_head += data;
+        s.snd_una = ack;
+        if (seq_lt(s.snd_nxt, ack)) s.snd_nxt = ack;
+        s.sack.advance(ack);
+        uint64_t rtt = 0;
+        if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
+            rtt = now_ns_ - s.rtt_start_ns;
+            s.rtt_start_ns = 0;
+            rtt_sample(s, rtt);
+        }
+        if (s.flags & kFInRecovery) {
+            if (seq_ge(ack, s.recover)) {
+                s.flags &= ~kFInRecovery;
+                s.cca->on_recovery_exit(s.cc, now_ns_);
+                // RFC 6582 3.2 step 6: deflate to min(ssthresh, FlightSize + SMSS).
+                s.cc.cwnd = std::min(s.cc.ssthresh, (s.snd_max - s.snd_una) + s.mss);
+                s.cc.cwnd = std::max(s.cc.cwnd, s.mss);
+            } else if (!(s.flags & kFSackOk)) {
+                // NewReno partial ACK: the next hole is lost too; resend it,
+                // deflate by what was acked, add back one segment.
+                send_segment(s, s.snd_una, std::min(s.mss, s.snd_max - s.snd_una), kAck, true);
+                s.cc.cwnd = s.cc.cwnd > acked ? s.cc.cwnd - acked : s.mss;
+                if (acked >= s.mss) s.cc.cwnd += s.mss;
+                wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+            }
+        } else {
+            s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, now_ns_);
+        }
+        if ((s.flags & kFRtoRecovery) && seq_ge(ack, s.recover)) s.flags &= ~kFRtoRecovery;
+        s.dupacks = 0;
+        s.rtx_count = 0;
+        s.probes = 0;
+        if (s.snd_una == s.snd_max) {
+            TimerWheel::cancel(&s.rtx_timer);
+            s.first_rtx_ns = 0;
+        } else if (!(s.flags & kFInRecovery) || (s.flags & kFSackOk)) {
+            s.first_rtx_ns = now_ns_;
+            wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+        }
+        raise(s, kEvWritable);
+        want_output(s);
+    } else if (ack == s.snd_una && len == 0 && !(th->flags & kFin) && win == s.snd_wnd && s.snd_max != s.snd_una) {
+        // A duplicate ACK (RFC 5681 2 definition).
+        s.dupacks++;
+        if (!(s.flags & kFInRecovery)) {
+            const bool lost = s.dupacks >= 3 || ((s.flags & kFSackOk) && s.sack.is_lost(s.snd_una, s.mss));
+            if (lost && !((s.flags & kFRtoRecovery) && seq_lt(s.snd_una, s.recover))) {
+                // Fast retransmit, then fast recovery (RFC 5681 3.2, RFC 6582, RFC 6675 5).
+                s.flags |= kFInRecovery;
+                s.recover = s.snd_max;
+                s.cca->on_congestion(s.cc, s.snd_max - s.snd_una, now_ns_);
+                stats_.tcp_fast_retransmits++;
+                s.rtt_start_ns = 0;
+                const uint32_t n = std::min(s.mss, s.snd_max - s.snd_una);
+                send_segment(s, s.snd_una, n, kAck, true);
+                s.high_rxt = s.snd_una + n;
+                if (!(s.flags & kFSackOk)) s.cc.cwnd = s.cc.ssthresh + 3 * s.mss;
+                wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+            } else if (s.dupacks <= 2) {
+                want_output(s); // limited transmit (RFC 3042)
+            }
+        } else {
+            if (!(s.flags & kFSackOk)) s.cc.cwnd += s.mss; // NewReno inflation
+            want_output(s);
+        }
+    } else if ((s.flags & kFInRecovery) && (s.flags & kFSackOk) && opt.n_sack) {
+        want_output(s);
+    }
+
+    // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
+    if (seq_lt(s.snd_wl1, seq) || (s.snd_wl1 == seq && seq_le(s.snd_wl2, ack))) {
+        const bool opened = win > s.snd_wnd;
+        s.snd_wnd = win;
+        s.snd_wl1 = seq;
+        s.snd_wl2 = ack;
+        s.max_snd_wnd = std::max(s.max_snd_wnd, win);
+        if (opened) {
+            s.probes = 0;
+            want_output(s);
+        }
+    }
+
+    // Our FIN acknowledged?
+    if (fin_sent && seq_gt(ack, fin_seq)) {
+        switch (s.state) {
+        case TcpState::kFinWait1:
+            s.state = TcpState::kFinWait2;
+            TimerWheel::cancel(&s.rtx_timer);
+            // An orphaned FIN-WAIT-2 (the application closed) does not wait forever.
+            if (s.flags & kFUserClosed) wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);
+            break;
+        case TcpState::kClosing:
+            enter_time_wait(s);
+            return false;
+        case TcpState::kLastAck:
+            conn_closed(s);
+            return false;
+        default:
+            break;
+        }
+    }
+    return true;
+}
+
+uint32_t StackImpl::deliver(Sock &s, const uint8_t *p, uint32_t n)
+{
+    const uint32_t off = s.rx_tail & s.rx_mask;
+    const uint32_t first = std::min(n, s.rx_mask + 1 - off);
+    std::memcpy(s.rx + off, p, first);
+    std::memcpy(s.rx, p + first, n - first);
+    s.rx_tail += n;
+    s.bytes_in += n;
+    return n;
+}
+
+void StackImpl::tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held)
+{
+    if (seq == s.rcv_nxt) {
+        bool got_fin = fin;
+        if (len) {
+            deliver(s, payload, len);
+            s.rcv_nxt += len;
+        }
+        if (!s.ooo.empty()) {
+            bool ooo_fin = false;
+            s.rcv_nxt = s.ooo.drain(ooo_pool_, io_, s.rcv_nxt, &ooo_fin,
+                                    [&](const uint8_t *p, uint32_t n) { deliver(s, p, n); });
+            stats_.ooo_frames_used = ooo_pool_.used();
+            got_fin = got_fin || ooo_fin;
+            ack_now(s); // a gap filled: ACK at once (RFC 5681 4.2)
+        }
+        if (len) raise(s, kEvReadable);
+        if (got_fin) {
+            tcp_fin(s);
+        } else if (len) {
+            if (++s.segs_unacked >= 2) ack_now(s);
+            else if (!TimerWheel::armed(&s.delack_timer)) wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+        }
+        return;
+    }
+    // Out of order: keep the frame itself in the anonymous pool.
+    if (len) {
+        const uint32_t share = cfg_.ooo_frames_per_conn;
+        switch (s.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, f, share)) {
+        case OooQueue::Insert::kQueued:
+            *held = true;
+            stats_.tcp_ooo_segments++;
+            break;
+        case OooQueue::Insert::kDuplicate:
+            break;
+        case OooQueue::Insert::kNoRoom:
+            stats_.drop_tcp_ooo_full++;
+            break;
+        }
+        stats_.ooo_frames_used = ooo_pool_.used();
+    }
+    ack_now(s); // duplicate ACK with SACK blocks: the sender learns of the hole
+}
+
+void StackImpl::tcp_fin(Sock &s)
+{
+    s.rcv_nxt++;
+    s.flags |= kFFinReceived;
+    raise(s, kEvPeerClosed | kEvReadable);
+    ack_now(s);
+    switch (s.state) {
+    case TcpState::kEstablished:
+        s.state = TcpState::kCloseWait;
+        break;
+    case TcpState::kFinWait1: {
+        // Has our FIN been acked by this very segment? tcp_ack moved us on if so.
+        s.state = TcpState::kClosing;
+        break;
+    }
+    case TcpState::kFinWait2:
+        enter_time_wait(s);
+        break;
+    default:
+        break;
+    }
+}
+
+void StackImpl::time_wait_input(Sock &s, PacketRef &f, const Ipv4 *ip, const Tcp *th, const TcpOptions &opt,
+                                uint32_t len, bool *reopen)
+{
+    (void)f;
+    (void)ip;
+    (void)len;
+    const uint8_t flags = th->flags;
+    const uint32_t seq = be32(th->seq);
+    if (flags & kRst) {
+        if (seq == s.rcv_nxt) conn_closed(s);
+        else stats_.drop_tcp_bad_state++;
+        if (s.used && s.state == TcpState::kClosed && !(s.flags & kFUserClosed)) s.error = 0;
+        return;
+    }
+    if (flags & kSyn) {
+        // RFC 6191: a newer timestamp, or without timestamps a higher ISN,
+        // lets the SYN reopen the connection.
+        const bool newer = ((s.flags & kFTsOk) && opt.has_ts) ? seq_gt(opt.tsval, s.ts_recent) : seq_gt(seq, s.rcv_nxt);
+        if (newer && find_listener(cfg_.ip, s.local.port)) {
+            const bool user_closed = s.flags & kFUserClosed;
+            conn_closed(s);
+            if (!user_closed) {
+                // The application still holds the id: keep it, unlinked.
+            }
+            *reopen = true;
+            return;
+        }
+        stats_.drop_tcp_bad_state++;
+        ack_now(s);
+        return;
+    }
+    if ((s.flags & kFTsOk) && opt.has_ts && seq_lt(opt.tsval, s.ts_recent)) {
+        stats_.drop_tcp_paws++;
+        ack_now(s);
+        return;
+    }
+    if (flags & kFin) {
+        // The peer did not hear our last ACK: ACK again, restart 2MSL.
+        ack_now(s);
+        wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);
+        return;
+    }
+    stats_.drop_tcp_bad_state++;
+}
+
+} // namespace mars
