@@ -48,6 +48,10 @@ class SackScoreboard {
     const SeqRange &range(int i) const { return r_[i]; }
 
   private:
+    uint32_t merge(uint32_t start, uint32_t end);
+    uint32_t lost_boundary(uint32_t snd_una, uint32_t mss) const;
+    uint32_t unsacked_between(uint32_t snd_una, uint32_t from, uint32_t to) const;
+
     SeqRange r_[kMaxRanges];
     int n_ = 0;
     uint32_t sacked_ = 0;
