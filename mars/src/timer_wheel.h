@@ -12,12 +12,17 @@
 
 namespace mars {
 
+class TimerWheel;
+
 struct Timer {
     Timer *next = nullptr;
     Timer **pprev = nullptr; // nullptr when not armed
     uint64_t due_ns = 0;
     void *owner = nullptr;   // set by the owner once; the wheel never reads it
     uint32_t kind = 0;       // likewise: lets one callback tell timers apart
+    // Set by arm(): the wheel holding this timer, so that the static cancel()
+    // can keep that wheel's count. Owners leave it alone.
+    TimerWheel *wheel = nullptr;
 };
 
 class TimerWheel {
@@ -43,9 +48,121 @@ class TimerWheel {
 
     uint32_t armed_count() const { return count_; }
 
+    // How many slots next_due_ns() looks at, at most, past the current tick.
+    static constexpr uint32_t kScanSlots = 256;
+
   private:
     uint32_t count_ = 0;
-    // (other fields chosen by the implementation)
+    // Slot heads. A timer's effective tick is max(due tick, current tick when
+    // armed); it sits in slot (effective tick & mask_). Every armed timer has
+    // effective tick >= tick_ (advance() keeps this true).
+    std::unique_ptr<Timer *[]> slots_;
+    uint64_t mask_ = 0;
+    uint64_t tick_ns_ = 1;
+    int tick_shift_ = -1; // log2(tick_ns_) when it is a power of two
+    uint64_t tick_ = 0;   // the current tick: every earlier one was swept
+    // next_due_ns() result, kept while valid: a lower bound on every armed
+    // timer's due time that arm() lowers and advance()/cancel() invalidate.
+    mutable uint64_t next_due_cache_ = UINT64_MAX;
+    mutable bool next_due_valid_ = false;
+
+    uint64_t tick_of(uint64_t ns) const {
+        return tick_shift_ >= 0 ? ns >> tick_shift_ : ns / tick_ns_;
+    }
+    void link(Timer *t, Timer **head) {
+        t->next = *head;
+        if (t->next)
+            t->next->pprev = &t->next;
+        *head = t;
+        t->pprev = head;
+    }
+    static void unlink(Timer *t) {
+        *t->pprev = t->next;
+        if (t->next)
+            t->next->pprev = t->pprev;
+        t->next = nullptr;
+        t->pprev = nullptr;
+    }
+    static void detach(Timer **head, Timer *&list);
+    template <class F> void sweep_list(Timer *&list, Timer **home, uint64_t now_ns, F &fire);
 };
+
+inline void TimerWheel::arm(Timer *t, uint64_t due_ns) {
+    cancel(t);
+    uint64_t tick = tick_of(due_ns);
+    if (tick < tick_)
+        tick = tick_; // in the past: the next advance() sweeps this slot
+    t->due_ns = due_ns;
+    t->wheel = this;
+    link(t, &slots_[tick & mask_]);
+    ++count_;
+    if (next_due_valid_ && due_ns < next_due_cache_)
+        next_due_cache_ = due_ns;
+}
+
+inline void TimerWheel::cancel(Timer *t) {
+    if (!t->pprev)
+        return;
+    unlink(t);
+    TimerWheel *w = t->wheel;
+    --w->count_;
+    // The cached lower bound stays a lower bound, but once the earliest timer
+    // is gone it would make the caller wake up for nothing: recompute.
+    if (t->due_ns <= w->next_due_cache_)
+        w->next_due_valid_ = false;
+}
+
+// Takes a slot's whole list out, so that fire() may arm or cancel anything
+// (timers still waiting in the detached list included) while it is walked.
+// The detached list's first pprev points at `list`, which must stay put.
+inline void TimerWheel::detach(Timer **head, Timer *&list) {
+    list = *head;
+    *head = nullptr;
+    if (list)
+        list->pprev = &list;
+}
+
+// Fires the due timers of a detached list and puts the others back in their
+// slot. Every step takes the current first element again, so whatever fire()
+// unlinked is never visited; timers that fire() arms go to the real slots.
+template <class F> void TimerWheel::sweep_list(Timer *&list, Timer **home, uint64_t now_ns, F &fire) {
+    while (list) {
+        Timer *t = list;
+        unlink(t); // list now holds the next one
+        if (t->due_ns <= now_ns) {
+            --count_;
+            fire(t);
+        } else {
+            link(t, home); // a later rotation, or later within the current tick
+        }
+    }
+}
+
+template <class F> void TimerWheel::advance(uint64_t now_ns, F &&fire) {
+    const uint64_t first = tick_;
+    const uint64_t now_tick = tick_of(now_ns);
+    if (now_tick > tick_)
+        tick_ = now_tick; // first, so that timers armed by fire() keep the invariant
+    next_due_valid_ = false;
+    // The current tick's slot is taken out before anything fires: past-due
+    // timers that fire() arms land there and must wait for the next advance().
+    Timer **current = &slots_[tick_ & mask_];
+    Timer *current_list;
+    detach(current, current_list);
+    // Ticks first..tick_ in order, each slot at most once (now may have jumped
+    // ahead by any number of rotations).
+    const uint64_t ticks = tick_ - first;
+    const uint64_t n = ticks > mask_ ? mask_ + 1 : ticks + 1;
+    for (uint64_t i = 0; i < n; ++i) {
+        Timer **head = &slots_[(first + i) & mask_];
+        if (head == current)
+            continue;
+        Timer *list;
+        detach(head, list);
+        sweep_list(list, head, now_ns, fire);
+    }
+    sweep_list(current_list, current, now_ns, fire);
+    next_due_valid_ = false; // fire() may have armed timers mid-sweep
+}
 
 } // namespace mars
