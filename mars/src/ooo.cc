@@ -1,1 +1,193 @@
+// ooo.cc: the out-of-order segment pool and per-connection queue.
+//
+// The queue is a singly linked list of pool slots sorted by sequence number
+// with no two segments overlapping: overlapping arrivals are trimmed to their
+// new bytes (never split, so one segment holds exactly one frame), and queued
+// segments that a new one covers completely are freed. A FIN that arrives on
+// its own is kept as a zero-length segment until data reaches it.
 #include "ooo.h"
+
+#include <new>
+
+namespace mars {
+
+namespace {
+
+bool before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+bool at_or_before(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
+
+} // namespace
+
+bool OooPool::init(uint32_t frames) {
+    segs_.reset(new (std::nothrow) OooSeg[frames ? frames : 1]);
+    if (!segs_) return false;
+    capacity_ = frames;
+    used_ = 0;
+    free_ = kNil;
+    for (uint32_t i = frames; i-- > 0;) {
+        segs_[i].next = free_;
+        free_ = i;
+    }
+    return true;
+}
+
+uint32_t OooPool::alloc() {
+    uint32_t slot = free_;
+    if (slot == kNil) return kNil;
+    free_ = segs_[slot].next;
+    ++used_;
+    return slot;
+}
+
+void OooPool::free(uint32_t slot) {
+    segs_[slot].next = free_;
+    free_ = slot;
+    --used_;
+}
+
+bool OooQueue::has_room(const OooPool &pool, uint32_t freed, uint32_t max_frames) const {
+    if (frames_ - freed + 1 > max_frames) return false;
+    return freed > 0 || !pool.full();
+}
+
+void OooQueue::link_new(OooPool &pool, uint32_t slot, uint32_t prev, uint32_t next) {
+    pool.seg(slot).next = next;
+    if (prev == OooPool::kNil) head_ = slot;
+    else pool.seg(prev).next = slot;
+    ++frames_;
+}
+
+PacketRef OooQueue::pop_head(OooPool &pool) {
+    uint32_t slot = head_;
+    PacketRef frame = pool.seg(slot).frame;
+    head_ = pool.seg(slot).next;
+    pool.free(slot);
+    --frames_;
+    return frame;
+}
+
+// Marks the FIN on the queued segment whose data ends at fin_seq.
+bool OooQueue::attach_fin(OooPool &pool, uint32_t fin_seq) {
+    for (uint32_t i = head_; i != OooPool::kNil; i = pool.seg(i).next) {
+        OooSeg &s = pool.seg(i);
+        if (s.seq + s.len == fin_seq) {
+            s.fin = true;
+            return true;
+        }
+        if (before(fin_seq, s.seq)) break;
+    }
+    return false;
+}
+
+OooQueue::Insert OooQueue::insert_fin_only(OooPool &pool, uint32_t seq, const PacketRef &frame,
+                                           uint32_t max_frames) {
+    if (attach_fin(pool, seq)) return Insert::kDuplicate;
+    uint32_t prev = OooPool::kNil, cur = head_;
+    while (cur != OooPool::kNil && at_or_before(pool.seg(cur).seq + pool.seg(cur).len, seq)) {
+        prev = cur;
+        cur = pool.seg(cur).next;
+    }
+    // A FIN inside queued data contradicts it: ignore the FIN.
+    if (cur != OooPool::kNil && before(pool.seg(cur).seq, seq)) return Insert::kDuplicate;
+    if (!has_room(pool, 0, max_frames)) return Insert::kNoRoom;
+    uint32_t slot = pool.alloc();
+    pool.seg(slot) = OooSeg{seq, 0, nullptr, frame, true, OooPool::kNil};
+    link_new(pool, slot, prev, cur);
+    last_seq_ = seq;
+    return Insert::kQueued;
+}
+
+OooQueue::Insert OooQueue::insert(OooPool &pool, PacketIo &io, uint32_t seq, uint8_t *payload,
+                                  uint32_t len, bool fin, const PacketRef &frame,
+                                  uint32_t max_frames) {
+    if (len == 0) {
+        if (!fin) return Insert::kDuplicate;
+        return insert_fin_only(pool, seq, frame, max_frames);
+    }
+    uint32_t start = seq, end = seq + len;
+    // Skip the segments wholly before the new one.
+    uint32_t prev = OooPool::kNil, cur = head_;
+    while (cur != OooPool::kNil && at_or_before(pool.seg(cur).seq + pool.seg(cur).len, start)) {
+        prev = cur;
+        cur = pool.seg(cur).next;
+    }
+    // One queued segment may hold our first bytes: keep its copy.
+    if (cur != OooPool::kNil && at_or_before(pool.seg(cur).seq, start)) {
+        start = pool.seg(cur).seq + pool.seg(cur).len;
+        prev = cur;
+        cur = pool.seg(cur).next;
+    }
+    // Queued segments that fit inside what is left are replaced by it.
+    uint32_t covered = 0;
+    bool covered_fin = false;
+    uint32_t after = cur;
+    while (before(start, end) && after != OooPool::kNil &&
+           at_or_before(pool.seg(after).seq + pool.seg(after).len, end)) {
+        covered_fin = pool.seg(after).fin && pool.seg(after).seq + pool.seg(after).len == end;
+        ++covered;
+        after = pool.seg(after).next;
+    }
+    // The next one may hold our last bytes: keep its copy.
+    bool keep_fin = fin;
+    if (after != OooPool::kNil && before(pool.seg(after).seq, end)) {
+        end = pool.seg(after).seq;
+        keep_fin = false; // data after our FIN: the FIN cannot be right
+        covered_fin = false;
+    }
+    if (!before(start, end)) {
+        if (fin) attach_fin(pool, seq + len);
+        last_seq_ = seq; // the ACK's first SACK block should cover this arrival
+        return Insert::kDuplicate;
+    }
+    if (!has_room(pool, covered, max_frames)) return Insert::kNoRoom;
+
+    ReleaseBatch freed;
+    for (uint32_t i = 0; i < covered; ++i) {
+        uint32_t next = pool.seg(cur).next;
+        freed.add(io, pool.seg(cur).frame);
+        pool.free(cur);
+        --frames_;
+        cur = next;
+    }
+    freed.flush(io);
+    uint32_t slot = pool.alloc();
+    pool.seg(slot) = OooSeg{start, end - start, payload + (start - seq), frame,
+                            keep_fin || covered_fin, OooPool::kNil};
+    link_new(pool, slot, prev, cur);
+    last_seq_ = start;
+    return Insert::kQueued;
+}
+
+void OooQueue::clear(OooPool &pool, PacketIo &io) {
+    ReleaseBatch done;
+    while (head_ != OooPool::kNil) done.add(io, pop_head(pool));
+    done.flush(io);
+}
+
+int OooQueue::sack_blocks(const OooPool &pool, SeqRange *out, int max) const {
+    if (max <= 0) return 0;
+    // Maximal runs of contiguous queued data, in sequence order. Pass 0
+    // emits the run holding the latest arrival, pass 1 the others.
+    int n = 0;
+    bool first_found = false;
+    for (int pass = 0; pass < 2 && n < max; ++pass) {
+        uint32_t i = head_;
+        while (i != OooPool::kNil && n < max) {
+            SeqRange run{pool.seg(i).seq, pool.seg(i).seq + pool.seg(i).len};
+            for (i = pool.seg(i).next; i != OooPool::kNil && pool.seg(i).seq == run.end;
+                 i = pool.seg(i).next)
+                run.end += pool.seg(i).len;
+            if (run.start == run.end) continue; // a lone FIN marker
+            bool latest = at_or_before(run.start, last_seq_) && before(last_seq_, run.end);
+            if (pass == 0 && latest) {
+                out[n++] = run;
+                first_found = true;
+                break;
+            }
+            if (pass == 1 && !(latest && first_found)) out[n++] = run;
+        }
+    }
+    return n;
+}
+
+} // namespace mars

@@ -31,9 +31,22 @@ class OooPool {
   public:
     static constexpr uint32_t kNil = 0xffffffffu;
     bool init(uint32_t frames); // allocates (setup only)
-    uint32_t capacity() const;
-    uint32_t used() const;
+    uint32_t capacity() const { return capacity_; }
+    uint32_t used() const { return used_; }
     // (slot allocation is used by OooQueue; fields chosen by the implementation)
+
+  private:
+    friend class OooQueue;
+    bool full() const { return used_ == capacity_; }
+    uint32_t alloc(); // a free slot, or kNil
+    void free(uint32_t slot);
+    OooSeg &seg(uint32_t slot) { return segs_[slot]; }
+    const OooSeg &seg(uint32_t slot) const { return segs_[slot]; }
+
+    std::unique_ptr<OooSeg[]> segs_;
+    uint32_t capacity_ = 0;
+    uint32_t used_ = 0;
+    uint32_t free_ = kNil; // free slots, linked through OooSeg::next
 };
 
 class OooQueue {
@@ -67,9 +80,56 @@ class OooQueue {
     int sack_blocks(const OooPool &pool, SeqRange *out, int max) const;
 
   private:
+    // Collects frames for io.release() in bursts.
+    struct ReleaseBatch {
+        static constexpr uint16_t kMax = 32;
+        PacketRef frames[kMax];
+        uint16_t n = 0;
+        void add(PacketIo &io, const PacketRef &f) {
+            if (n == kMax) flush(io);
+            frames[n++] = f;
+        }
+        void flush(PacketIo &io) {
+            if (n > 0) io.release(frames, n);
+            n = 0;
+        }
+    };
+    static bool seq_before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+    // Unlinks the first segment, frees its slot and returns its frame.
+    PacketRef pop_head(OooPool &pool);
+    Insert insert_fin_only(OooPool &pool, uint32_t seq, const PacketRef &frame,
+                           uint32_t max_frames);
+    bool attach_fin(OooPool &pool, uint32_t fin_seq);
+    bool has_room(const OooPool &pool, uint32_t freed, uint32_t max_frames) const;
+    void link_new(OooPool &pool, uint32_t slot, uint32_t prev, uint32_t next);
+
     uint32_t head_ = OooPool::kNil;
     uint32_t frames_ = 0;
     uint32_t last_seq_ = 0; // start of the most recently queued segment
 };
+
+template <class F>
+uint32_t OooQueue::drain(OooPool &pool, PacketIo &io, uint32_t rcv_nxt, bool *fin, F &&deliver) {
+    *fin = false;
+    ReleaseBatch done;
+    while (head_ != OooPool::kNil) {
+        const OooSeg &s = pool.seg(head_);
+        if (seq_before(rcv_nxt, s.seq)) break; // still a gap before it
+        uint32_t end = s.seq + s.len;
+        if (seq_before(rcv_nxt, end)) {
+            uint32_t skip = rcv_nxt - s.seq;
+            deliver(static_cast<const uint8_t *>(s.payload + skip), s.len - skip);
+            rcv_nxt = end;
+        }
+        bool fin_in_order = s.fin && end == rcv_nxt;
+        done.add(io, pop_head(pool));
+        if (fin_in_order) {
+            *fin = true; // nothing after a FIN can be in order
+            break;
+        }
+    }
+    done.flush(io);
+    return rcv_nxt;
+}
 
 } // namespace mars
