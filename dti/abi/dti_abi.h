@@ -26,7 +26,12 @@ enum dti_ctl_type {
     DTI_CTL_OPEN_CTX = 4,   /* app -> PPE: new queue pair */
     DTI_CTL_CTX_OPENED = 5, /* PPE -> app: index + fd [wake eventfd] */
     DTI_CTL_CLOSE_CTX = 6,  /* app -> PPE: queue pair index (no reply) */
+    DTI_CTL_FORK = 7,       /* app -> PPE: fd [the child's control socket]: a new
+                               member of this app's group holding what the sender holds */
+    DTI_CTL_FORKED = 8,     /* PPE -> app: the member exists (index: its id) */
 };
+/* HELLO sent on a connection that is already a member (a fork child's) only
+ * updates the pid shown by eta-stat; no reply. */
 
 struct dti_ctl_msg {
     uint32_t magic;       /* DTI_CTL_MAGIC */
@@ -143,7 +148,9 @@ struct dti_sock_shared {
     uint32_t seq;          /* bumped after every change */
     uint32_t rx_base;      /* value rx positions start from when handed to the app */
     uint32_t tx_base;
-    uint8_t pad[DTI_CACHELINE - 48];
+    uint32_t rx_consumed;  /* receive ring bytes released by any process of the group */
+    uint32_t tx_committed; /* send ring bytes committed by any process of the group */
+    uint8_t pad[DTI_CACHELINE - 56];
 };
 
 /* Handle = gen << DTI_SLOT_BITS | slot; gen in [1, DTI_GEN_MAX]. */

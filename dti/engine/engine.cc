@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 #include <cstddef>
 #include <cstring>
 
@@ -60,7 +61,7 @@ struct Pending {
 
 struct Slot {
     uint32_t gen = 0;
-    bool app_open = false;  // the application holds a handle
+    uint32_t holders = 0;   // members of the group that hold the handle (kernel: open files)
     bool has_sid = false;   // the transport knows this socket
     bool rings_out = false; // the transport holds this slot's rings
     bool embryo = false;    // passive open not yet accepted
@@ -82,6 +83,7 @@ struct Slot {
 };
 
 struct Ctx {
+    int member = -1;       // the process (member) the queue pair belongs to
     bool open = false;
     bool draining = false; // closing: run what is queued, answer nothing
     bool published = false;
@@ -96,10 +98,14 @@ struct Ctx {
     dti_ev *evs = nullptr;
 };
 
+// One shared region and the sockets in it: the group of an application
+// process and the children it forked (they inherit the mapping). Each of
+// those processes is a Member with its own control connection, contexts and
+// holds; public attachment ids are member ids.
 struct Attachment {
     int id = -1;
     uint16_t epoch = 0;
-    int fd = -1;
+    uint32_t members = 0;
     int doorbell = -1;
     bool owns_mapping = false;
     bool broken = false;
@@ -118,11 +124,23 @@ struct Attachment {
     std::vector<uint32_t> dirty;
     uint32_t rings_out = 0;
     uint32_t open_sockets = 0;
-    uint32_t uid = 0, pid = 0;
-    std::string name;
 
     uint8_t *rx_ring(uint32_t slot) const { return base + geo.data_offset + geo.data_stride * slot; }
     uint8_t *tx_ring(uint32_t slot) const { return rx_ring(slot) + lim.rx_ring_size; }
+};
+
+// One process attached to a group: the creator of the region, or a child
+// that joined it at fork. Holds are per member and per socket slot: a socket
+// stays open while any member holds it (kernel file semantics).
+struct Member {
+    int id = -1;
+    int fd = -1;   // control connection (-1: attach_memory)
+    int group = -1;
+    uint32_t uid = 0, pid = 0;
+    std::string name;
+    std::vector<bool> holds;
+    uint32_t held = 0;
+    uint64_t ctx_mask = 0; // its queue pairs
 };
 
 // Copies a command with word-sized relaxed atomic loads: the application may
@@ -192,9 +210,15 @@ class EngineImpl final : public Engine {
     void shutdown() override;
     int control_fd(int id) const override
     {
-        const Attachment *a = get(id);
-        return a ? a->fd : -1;
+        const Member *m = member(id);
+        return m ? m->fd : -1;
     }
+    int doorbell_fd(int id) const override
+    {
+        const Member *m = member(id);
+        return m ? group(*m).doorbell : -1;
+    }
+    std::vector<int> take_joined() override { return std::exchange(joined_, {}); }
     std::vector<AttachmentInfo> attachments() const override;
     unsigned poll() override;
     std::span<const int> wakeups() const override { return wake_fds_; }
@@ -213,6 +237,12 @@ class EngineImpl final : public Engine {
     {
         return id >= 0 && size_t(id) < atts_.size() ? atts_[size_t(id)].get() : nullptr;
     }
+    Member *member(int id) const
+    {
+        return id >= 0 && size_t(id) < members_.size() ? members_[size_t(id)].get() : nullptr;
+    }
+    Attachment &group(const Member &m) const { return *atts_[size_t(m.group)]; }
+    Member &owner(const Attachment &a, uint16_t ci) const { return *members_[size_t(a.ctxs[ci].member)]; }
     uint64_t tag_of(const Attachment &a, uint32_t slot) const
     {
         return uint64_t{a.epoch} << 48 | uint64_t(uint32_t(a.id)) << 32 | slot;
@@ -223,6 +253,12 @@ class EngineImpl final : public Engine {
         return a && a->epoch == uint16_t(user >> 48) ? a : nullptr;
     }
     Attachment *new_attachment(std::string *why, int *err);
+    Member *new_member(Attachment &a, int fd, std::string *why, int *err);
+    void release_member(Member &m);
+    void leave(Member &m);
+    void close_ctx(Attachment &a, uint16_t ci);
+    void drain_member(Attachment &a, const Member &m);
+    void fork_member(Member &parent, int child_fd);
     void init_region(Attachment &a);
     void release_id(Attachment &a);
     void finalize(Attachment &a);
@@ -233,11 +269,12 @@ class EngineImpl final : public Engine {
     // commands
     void process_ctx(Attachment &a, uint16_t ci, unsigned *work);
     void execute(Attachment &a, uint16_t ci, const dti_cmd &c);
-    Slot *slot_of(Attachment &a, uint32_t handle, uint32_t *index);
-    int32_t cmd_socket(Attachment &a);
+    Slot *slot_of(Attachment &a, const Member &m, uint32_t handle, uint32_t *index);
+    int32_t cmd_socket(Attachment &a, Member &m);
     void cmd_accept(Attachment &a, uint16_t ci, uint32_t ls, const dti_cmd &c);
-    int32_t accept_some(Attachment &a, uint32_t ls, uint32_t max, uint32_t *out);
-    void cmd_close(Attachment &a, uint32_t si, bool abortive);
+    int32_t accept_some(Attachment &a, Member &m, uint32_t ls, uint32_t max, uint32_t *out);
+    void take_hold(Attachment &a, Member &m, uint32_t si);
+    void drop_hold(Attachment &a, Member &m, uint32_t si, bool abortive);
     void cmd_send(Attachment &a, uint32_t si, const dti_cmd &c);
     void cmd_release(Attachment &a, uint32_t si, const dti_cmd &c);
     int32_t cmd_send_from(Attachment &a, uint32_t si, const dti_cmd &c);
@@ -277,7 +314,9 @@ class EngineImpl final : public Engine {
     Transport &tr_;
     Limits lim_;
     Stats stats_;
-    std::vector<std::unique_ptr<Attachment>> atts_;
+    std::vector<std::unique_ptr<Attachment>> atts_; // groups (regions), by internal id
+    std::vector<std::unique_ptr<Member>> members_;  // by public id
+    std::vector<int> joined_;                       // members made by FORK, not yet taken
     uint16_t next_epoch_ = 1;
     std::vector<int> wake_fds_;
     std::vector<std::pair<Attachment *, uint16_t>> wake_ctxs_;
@@ -289,8 +328,8 @@ class EngineImpl final : public Engine {
 Attachment *EngineImpl::new_attachment(std::string *why, int *err)
 {
     size_t live = 0;
-    for (auto &a : atts_)
-        live += a != nullptr;
+    for (auto &m : members_)
+        live += m != nullptr;
     if (live >= lim_.max_attachments) {
         *why = "attachment limit reached (" + std::to_string(lim_.max_attachments) + ")";
         *err = DTI_E_LIMIT;
@@ -322,6 +361,41 @@ Attachment *EngineImpl::new_attachment(std::string *why, int *err)
     a.geo = g;
     a.size = g.size;
     return &a;
+}
+
+// A process of group `a`; counts against max_attachments (one connection each).
+Member *EngineImpl::new_member(Attachment &a, int fd, std::string *why, int *err)
+{
+    size_t id = 0, live = 0;
+    for (auto &m : members_)
+        live += m != nullptr;
+    if (live >= lim_.max_attachments) {
+        *why = "attachment limit reached (" + std::to_string(lim_.max_attachments) + ")";
+        *err = DTI_E_LIMIT;
+        return nullptr;
+    }
+    while (id < members_.size() && members_[id])
+        id++;
+    if (id == members_.size())
+        members_.emplace_back();
+    members_[id] = std::make_unique<Member>();
+    Member &m = *members_[id];
+    m.id = int(id);
+    m.fd = fd;
+    m.group = a.id;
+    m.holds.assign(a.lim.max_sockets, false);
+    a.members++;
+    return &m;
+}
+
+void EngineImpl::release_member(Member &m)
+{
+    Attachment &a = group(m);
+    a.members--;
+    if (m.fd >= 0)
+        close(m.fd);
+    std::erase(joined_, m.id);
+    members_[size_t(m.id)].reset();
 }
 
 void EngineImpl::init_region(Attachment &a)
@@ -400,10 +474,13 @@ void refuse(int fd, int code, const std::string &why)
     send_msg(fd, m, nullptr, 0);
 }
 
-// Reads one message without blocking; descriptors sent to us are closed
-// (apps have no business sending any). 1: got one, 0: EOF, -EAGAIN, -errno.
-int recv_msg(int fd, dti_ctl_msg *m)
+// Reads one message without blocking. The first descriptor sent with it is
+// stored in *passed when the caller takes one (FORK); every other one is
+// closed. 1: got one, 0: EOF, -EAGAIN, -errno.
+int recv_msg(int fd, dti_ctl_msg *m, int *passed = nullptr)
 {
+    if (passed)
+        *passed = -1;
     iovec iov{m, sizeof *m};
     msghdr mh{};
     mh.msg_iov = &iov;
@@ -420,7 +497,10 @@ int recv_msg(int fd, dti_ctl_msg *m)
             for (size_t i = 0; i < k; i++) {
                 int f;
                 std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
-                close(f);
+                if (passed && *passed < 0)
+                    *passed = f;
+                else
+                    close(f);
             }
         }
     }
@@ -502,10 +582,17 @@ int EngineImpl::attach(int fd, std::string *why)
     a.owns_mapping = true;
     layout_region_impl(a.base, a.lim, a.geo);
     init_region(a);
-    a.uid = uint32_t(cred.uid);
-    a.pid = uint32_t(cred.pid);
+    Member *mem = new_member(a, -1, why, &err);
+    if (!mem) {
+        ctl::refuse(fd, err, *why);
+        close(memfd);
+        finalize(a);
+        return -err;
+    }
+    mem->uid = uint32_t(cred.uid);
+    mem->pid = uint32_t(cred.pid);
     m.text[sizeof m.text - 1] = 0;
-    a.name = m.text;
+    mem->name = m.text;
     dti_ctl_msg w{};
     w.magic = DTI_CTL_MAGIC;
     w.type = DTI_CTL_WELCOME;
@@ -516,13 +603,14 @@ int EngineImpl::attach(int fd, std::string *why)
     close(memfd);
     if (!sent) {
         *why = "cannot answer the application";
+        release_member(*mem);
         finalize(a);
         return -EPIPE;
     }
-    a.fd = fd;
+    mem->fd = fd;
     stats_.refusals--;
     stats_.attaches++;
-    return a.id;
+    return mem->id;
 }
 
 int EngineImpl::attach_memory(void *region, uint64_t size, uint32_t contexts)
@@ -538,63 +626,82 @@ int EngineImpl::attach_memory(void *region, uint64_t size, uint32_t contexts)
     }
     ap->base = static_cast<uint8_t *>(region);
     init_region(*ap);
+    Member *m = new_member(*ap, -1, &why, &err);
+    if (!m) {
+        release_id(*ap);
+        return -err;
+    }
     for (uint32_t i = 0; i < contexts; i++) {
         ap->ctxs[i].open = true;
+        ap->ctxs[i].member = m->id;
+        m->ctx_mask |= uint64_t{1} << i;
         ap->ctxs[i].shadow.assign(ap->lim.evq_entries, dti_ev{});
         ap->live_ctxs.push_back(uint16_t(i));
     }
-    return ap->id;
+    return m->id;
 }
 
 void EngineImpl::control(int id)
 {
-    Attachment *ap = get(id);
-    if (!ap || ap->fd < 0)
+    Member *mp = member(id);
+    if (!mp || mp->fd < 0)
         return;
-    Attachment &a = *ap;
+    Member &me = *mp;
+    Attachment &a = group(me);
     for (int budget = 0; budget < 16; budget++) {
         dti_ctl_msg m{};
-        int r = ctl::recv_msg(a.fd, &m);
+        int passed = -1;
+        int r = ctl::recv_msg(me.fd, &m, &passed);
         if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINTR)
             return;
         if (r <= 0 && r != -EPROTO) {
             detach(id);
             return;
         }
-        if (r == -EPROTO || a.broken)
+        if (r == -EPROTO || a.broken || a.dying) {
+            if (passed >= 0)
+                close(passed);
+            // Requests that wait for an answer get one: nobody hangs.
+            if (r == 1 && (m.type == DTI_CTL_FORK || m.type == DTI_CTL_OPEN_CTX))
+                ctl::refuse(me.fd, DTI_E_BROKEN, "this application's shared region is broken");
             continue;
+        }
+        if (m.type == DTI_CTL_FORK) {
+            fork_member(me, passed); // takes the fd
+            continue;
+        }
+        if (passed >= 0)
+            close(passed);
         if (m.type == DTI_CTL_OPEN_CTX) {
             uint32_t i = 0;
             while (i < a.ctxs.size() && a.ctxs[i].open)
                 i++;
             if (i == a.ctxs.size()) {
-                ctl::refuse(a.fd, DTI_E_LIMIT, "context limit reached (" + std::to_string(i) + ")");
+                ctl::refuse(me.fd, DTI_E_LIMIT, "context limit reached (" + std::to_string(i) + ")");
                 continue;
             }
             int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
             if (efd < 0) {
-                ctl::refuse(a.fd, ENOMEM, "cannot create a wake eventfd");
+                ctl::refuse(me.fd, ENOMEM, "cannot create a wake eventfd");
                 continue;
             }
             Ctx &c = a.ctxs[i];
             // Reset the queue pair and its rings (stale stamps would read as
             // fresh entries): its previous user is gone.
             std::memset(c.qp, 0, a.geo.ctx_stride);
-            c = Ctx{true, false, false, false, efd, 0, 0, 0, 0, 0, {}, c.qp, c.cmds, c.evs};
+            c = Ctx{id, true, false, false, false, efd, 0, 0, 0, 0, 0, {}, c.qp, c.cmds, c.evs};
             c.shadow.assign(a.lim.evq_entries, dti_ev{});
             a.live_ctxs.push_back(uint16_t(i));
+            me.ctx_mask |= uint64_t{1} << i;
             dti_ctl_msg o{};
             o.magic = DTI_CTL_MAGIC;
             o.type = DTI_CTL_CTX_OPENED;
             o.abi_version = DTI_ABI_VERSION;
             o.index = i;
-            if (!ctl::send_msg(a.fd, o, &efd, 1)) {
-                close(efd);
-                c.open = false;
-                c.wake_fd = -1;
-                std::erase(a.live_ctxs, uint16_t(i));
-            }
-        } else if (m.type == DTI_CTL_CLOSE_CTX && m.index < a.ctxs.size() && a.ctxs[m.index].open) {
+            if (!ctl::send_msg(me.fd, o, &efd, 1))
+                close_ctx(a, uint16_t(i));
+        } else if (m.type == DTI_CTL_CLOSE_CTX && m.index < a.ctxs.size() && a.ctxs[m.index].open &&
+                   a.ctxs[m.index].member == id) {
             Ctx &c = a.ctxs[m.index];
             // Commands published before the close request still count (a
             // thread's last send before it exits): run them, unanswered.
@@ -603,31 +710,118 @@ void EngineImpl::control(int id)
             for (uint32_t k = 0; k <= a.lim.cmdq_entries / a.lim.commands_per_poll + 1 && !a.broken; k++)
                 process_ctx(a, uint16_t(m.index), &work);
             c.draining = false;
-            c.open = false;
-            std::erase(a.live_ctxs, uint16_t(m.index));
-            std::erase(a.to_publish, uint16_t(m.index));
-            if (c.wake_fd >= 0)
-                close(c.wake_fd);
-            c.wake_fd = -1;
-            uint64_t bit = uint64_t{1} << m.index;
-            for (Slot &s : a.slots) {
-                s.watchers &= ~bit;
-                for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
-                    if (p->used && p->ctx == m.index)
-                        p->used = false;
-            }
-            std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &a && w.second == m.index; });
+            close_ctx(a, uint16_t(m.index));
+        } else if (m.type == DTI_CTL_HELLO) {
+            me.pid = m.pid; // a fork child telling who it is (informational)
         }
     }
 }
 
+// Closes a queue pair: its watches and waiting commands go with it.
+void EngineImpl::close_ctx(Attachment &a, uint16_t ci)
+{
+    Ctx &c = a.ctxs[ci];
+    if (Member *m = member(c.member))
+        m->ctx_mask &= ~(uint64_t{1} << ci);
+    c.open = false;
+    c.member = -1;
+    std::erase(a.live_ctxs, ci);
+    std::erase(a.to_publish, ci);
+    c.published = false;
+    if (c.wake_fd >= 0)
+        close(c.wake_fd);
+    c.wake_fd = -1;
+    uint64_t bit = uint64_t{1} << ci;
+    for (Slot &s : a.slots) {
+        s.watchers &= ~bit;
+        for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
+            if (p->used && p->ctx == ci)
+                p->used = false;
+    }
+    std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &a && w.second == ci; });
+    if (c.wake_listed) {
+        c.wake_listed = false;
+        wake_fds_.clear();
+        for (auto &w : wake_ctxs_)
+            wake_fds_.push_back(w.first->ctxs[w.second].wake_fd);
+    }
+}
+
+// Runs what the member's contexts have published, so that a snapshot of its
+// holds (fork) reflects every close it issued before asking.
+void EngineImpl::drain_member(Attachment &a, const Member &m)
+{
+    unsigned work = 0;
+    for (uint16_t ci : std::vector<uint16_t>(a.live_ctxs))
+        if (a.ctxs[ci].member == m.id)
+            for (uint32_t k = 0; k <= a.lim.cmdq_entries / a.lim.commands_per_poll + 1 && !a.broken; k++)
+                process_ctx(a, ci, &work);
+}
+
+// FORK: `child_fd` (a SOCK_SEQPACKET socket the parent made and its child
+// inherits) becomes the control connection of a new member of the parent's
+// group, holding every socket the parent holds. The member ends when every
+// copy of the other end is closed: the child's exit, or the parent's close
+// when fork() failed. The answer goes to the parent.
+void EngineImpl::fork_member(Member &parent, int child_fd)
+{
+    Attachment &a = group(parent);
+    int type = 0, domain = 0;
+    socklen_t tl = sizeof type, dl = sizeof domain;
+    if (child_fd < 0 || getsockopt(child_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+        getsockopt(child_fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 || type != SOCK_SEQPACKET ||
+        domain != AF_UNIX) {
+        if (child_fd >= 0)
+            close(child_fd);
+        stats_.rejected_commands++;
+        ctl::refuse(parent.fd, DTI_E_PROTOCOL, "FORK needs a SOCK_SEQPACKET UNIX socket");
+        return;
+    }
+    std::string why;
+    int err = 0;
+    Member *child = new_member(a, child_fd, &why, &err);
+    if (!child) {
+        close(child_fd);
+        ctl::refuse(parent.fd, err, why);
+        return;
+    }
+    drain_member(a, parent);
+    if (a.broken) {
+        release_member(*child);
+        ctl::refuse(parent.fd, DTI_E_BROKEN, "this application's shared region is broken");
+        return;
+    }
+    child->uid = parent.uid;
+    child->pid = parent.pid;
+    child->name = parent.name;
+    for (uint32_t si = 0; si < a.slots.size(); si++)
+        if (parent.holds[si])
+            take_hold(a, *child, si);
+    dti_ctl_msg o{};
+    o.magic = DTI_CTL_MAGIC;
+    o.type = DTI_CTL_FORKED;
+    o.abi_version = DTI_ABI_VERSION;
+    o.index = uint32_t(child->id);
+    if (!ctl::send_msg(parent.fd, o, nullptr, 0)) {
+        leave(*child);
+        return;
+    }
+    stats_.forks++;
+    joined_.push_back(child->id);
+}
+
 void EngineImpl::abort_all(Attachment &a)
 {
+    for (auto &m : members_)
+        if (m && m->group == a.id) {
+            m->holds.assign(m->holds.size(), false);
+            m->held = 0;
+        }
     for (uint32_t i = 0; i < a.slots.size(); i++) {
         Slot &s = a.slots[i];
         s.connect.used = s.accept.used = s.recv_into.used = false;
-        if (s.app_open) {
-            s.app_open = false;
+        if (s.holders) {
+            s.holders = 0;
             a.open_sockets--;
         }
         if (s.has_sid) {
@@ -659,16 +853,38 @@ void EngineImpl::break_region(Attachment &a, int reason)
 
 void EngineImpl::detach(int id)
 {
-    Attachment *ap = get(id);
-    if (!ap || ap->dying)
+    Member *m = member(id);
+    if (!m)
         return;
-    Attachment &a = *ap;
     stats_.detaches++;
-    a.dying = true;
-    if (a.hdr && !a.broken)
-        store_rel(&a.hdr->engine_state, uint32_t{DTI_ENGINE_GONE});
-    abort_all(a);
-    maybe_finish(a);
+    leave(*m);
+}
+
+// A process leaves its group (hang-up, detach). Its contexts close and its
+// holds drop: sockets other members still hold stay as they are; sockets
+// nobody holds any more are closed, as the kernel does at exit. The last
+// member takes the region with it: every socket left is aborted.
+void EngineImpl::leave(Member &m)
+{
+    Attachment &a = group(m);
+    if (a.members == 1) {
+        for (Ctx &c : a.ctxs)
+            c.member = -1; // the id may be reused by another group's member
+        release_member(m);
+        a.dying = true;
+        if (a.hdr && !a.broken)
+            store_rel(&a.hdr->engine_state, uint32_t{DTI_ENGINE_GONE});
+        abort_all(a);
+        maybe_finish(a);
+        return;
+    }
+    for (uint16_t ci = 0; ci < a.ctxs.size(); ci++)
+        if (a.ctxs[ci].open && a.ctxs[ci].member == m.id)
+            close_ctx(a, ci);
+    for (uint32_t si = 0; si < a.slots.size() && m.held > 0; si++)
+        if (m.holds[si])
+            drop_hold(a, m, si, false);
+    release_member(m);
 }
 
 void EngineImpl::maybe_finish(Attachment &a)
@@ -681,6 +897,9 @@ void EngineImpl::maybe_finish(Attachment &a)
 
 void EngineImpl::finalize(Attachment &a)
 {
+    for (auto &m : members_)
+        if (m && m->group == a.id)
+            release_member(*m);
     for (Ctx &c : a.ctxs)
         if (c.wake_fd >= 0)
             close(c.wake_fd);
@@ -688,8 +907,6 @@ void EngineImpl::finalize(Attachment &a)
     wake_fds_.clear();
     for (auto &w : wake_ctxs_)
         wake_fds_.push_back(w.first->ctxs[w.second].wake_fd);
-    if (a.fd >= 0)
-        close(a.fd);
     if (a.doorbell >= 0)
         close(a.doorbell);
     if (a.owns_mapping && a.base)
@@ -701,21 +918,20 @@ void EngineImpl::release_id(Attachment &a) { atts_[size_t(a.id)].reset(); }
 
 void EngineImpl::shutdown()
 {
-    for (size_t i = 0; i < atts_.size(); i++)
-        if (atts_[i])
+    for (size_t i = 0; i < members_.size(); i++)
+        if (members_[i])
             detach(int(i));
 }
 
 std::vector<AttachmentInfo> EngineImpl::attachments() const
 {
     std::vector<AttachmentInfo> out;
-    for (auto &a : atts_) {
-        if (!a)
+    for (auto &m : members_) {
+        if (!m)
             continue;
-        uint32_t n = 0;
-        for (auto &c : a->ctxs)
-            n += c.open;
-        out.push_back({a->id, a->uid, a->pid, a->name, n, a->open_sockets, a->size, a->broken});
+        const Attachment &a = group(*m);
+        out.push_back({m->id, m->uid, m->pid, m->name, uint32_t(__builtin_popcountll(m->ctx_mask)), m->held,
+                       a.size, a.broken, a.id});
     }
     return out;
 }
@@ -747,7 +963,7 @@ bool EngineImpl::provide(uint64_t user, RingMemory *out)
         e.parent = si;
         owner.embryos++;
         mark(a, si);
-    } else if (owner.rings_out || !owner.app_open) {
+    } else if (owner.rings_out || !owner.holders) {
         return false;
     }
     Slot &r = a.slots[ri];
@@ -789,7 +1005,7 @@ void EngineImpl::reclaim(uint64_t user, const RingMemory &mem)
 void EngineImpl::maybe_free(Attachment &a, uint32_t si)
 {
     Slot &s = a.slots[si];
-    if (s.app_open || s.has_sid || s.rings_out || s.embryo || s.in_free_list)
+    if (s.holders || s.has_sid || s.rings_out || s.embryo || s.in_free_list)
         return;
     s.in_free_list = true;
     a.free_slots.push_back(si);
@@ -859,10 +1075,12 @@ void EngineImpl::process_ctx(Attachment &a, uint16_t ci, unsigned *work)
     *work += done;
 }
 
-Slot *EngineImpl::slot_of(Attachment &a, uint32_t h, uint32_t *index)
+// The slot of a handle the issuing member holds: a process may use only the
+// sockets it created, accepted or inherited (and has not closed).
+Slot *EngineImpl::slot_of(Attachment &a, const Member &m, uint32_t h, uint32_t *index)
 {
     uint32_t si = h & DTI_SLOT_MASK, gen = h >> DTI_SLOT_BITS;
-    if (si >= a.slots.size() || gen == 0 || a.slots[si].gen != gen || !a.slots[si].app_open)
+    if (si >= a.slots.size() || gen == 0 || a.slots[si].gen != gen || !a.slots[si].holders || !m.holds[si])
         return nullptr;
     *index = si;
     return &a.slots[si];
@@ -880,13 +1098,14 @@ void EngineImpl::execute(Attachment &a, uint16_t ci, const dti_cmd &c)
         complete(a, ci, tag, 0, c.sock);
         return;
     }
+    Member &m = owner(a, ci);
     if (c.op == DTI_OP_SOCKET) {
-        int32_t r = cmd_socket(a);
+        int32_t r = cmd_socket(a, m);
         complete(a, ci, tag, r, r >= 0 ? uint32_t(r) : c.sock);
         return;
     }
     uint32_t si = 0;
-    Slot *s = slot_of(a, c.sock, &si);
+    Slot *s = slot_of(a, m, c.sock, &si);
     if (!s) {
         stats_.rejected_commands++;
         if (signaled)
@@ -945,7 +1164,7 @@ void EngineImpl::execute(Attachment &a, uint16_t ci, const dti_cmd &c)
     }
     case DTI_OP_CLOSE:
     case DTI_OP_ABORT:
-        cmd_close(a, si, c.op == DTI_OP_ABORT);
+        drop_hold(a, m, si, c.op == DTI_OP_ABORT);
         break;
     case DTI_OP_SETSOCKOPT:
     case DTI_OP_GETSOCKOPT: {
@@ -997,7 +1216,7 @@ void EngineImpl::execute(Attachment &a, uint16_t ci, const dti_cmd &c)
     complete(a, ci, tag, r, c.sock);
 }
 
-int32_t EngineImpl::cmd_socket(Attachment &a)
+int32_t EngineImpl::cmd_socket(Attachment &a, Member &m)
 {
     if (a.free_slots.empty())
         return -EMFILE;
@@ -1011,10 +1230,9 @@ int32_t EngineImpl::cmd_socket(Attachment &a)
     s = Slot{};
     s.gen = gen;
     s.in_free_list = false;
-    s.app_open = true;
     s.has_sid = true;
     s.sid = SockId(sid);
-    a.open_sockets++;
+    take_hold(a, m, si);
     write_shared(a, si);
     store_rel(&a.socks[si].gen, gen);
     return int32_t(handle(a, si));
@@ -1033,7 +1251,7 @@ void EngineImpl::cmd_accept(Attachment &a, uint16_t ci, uint32_t ls, const dti_c
         return;
     }
     uint32_t got[DTI_ACCEPT_MAX] = {};
-    int32_t n = accept_some(a, ls, max, got);
+    int32_t n = accept_some(a, owner(a, ci), ls, max, got);
     if (n > 0 || !(c.arg1 & DTI_ACCEPT_WAIT)) {
         complete(a, ci, c.tag, n > 0 ? n : -EAGAIN, c.sock, 0, got);
         return;
@@ -1042,8 +1260,9 @@ void EngineImpl::cmd_accept(Attachment &a, uint16_t ci, uint32_t ls, const dti_c
 }
 
 // Takes up to max connections from the transport and turns their embryo slots
-// into sockets the application can use.
-int32_t EngineImpl::accept_some(Attachment &a, uint32_t ls, uint32_t max, uint32_t *out)
+// into sockets the accepting member holds (a listener shared by several
+// processes hands each connection to the one that accepted it).
+int32_t EngineImpl::accept_some(Attachment &a, Member &m, uint32_t ls, uint32_t max, uint32_t *out)
 {
     int32_t n = 0;
     while (uint32_t(n) < max) {
@@ -1075,7 +1294,6 @@ int32_t EngineImpl::accept_some(Attachment &a, uint32_t ls, uint32_t max, uint32
         if (l.embryos > 0)
             l.embryos--;
         s.embryo = false;
-        s.app_open = true;
         s.has_sid = true;
         s.sid = SockId(sid);
         s.gen = s.gen % DTI_GEN_MAX + 1;
@@ -1086,7 +1304,7 @@ int32_t EngineImpl::accept_some(Attachment &a, uint32_t ls, uint32_t max, uint32
         s.rx_tail = rv.total();
         s.tx_committed = 0;
         s.tx_head = 0;
-        a.open_sockets++;
+        take_hold(a, m, ri);
         tr_.set_user(SockId(sid), tag_of(a, ri));
         SockInfo info;
         if (tr_.info(SockId(sid), &info) == 0) {
@@ -1104,11 +1322,37 @@ int32_t EngineImpl::accept_some(Attachment &a, uint32_t ls, uint32_t max, uint32
     return n;
 }
 
-void EngineImpl::cmd_close(Attachment &a, uint32_t si, bool abortive)
+void EngineImpl::take_hold(Attachment &a, Member &m, uint32_t si)
 {
     Slot &s = a.slots[si];
+    if (m.holds[si])
+        return;
+    m.holds[si] = true;
+    m.held++;
+    if (s.holders++ == 0)
+        a.open_sockets++;
+}
+
+// CLOSE/ABORT from a member, or its exit: its hold goes. The transport
+// close (or abort) happens when the last hold goes, as for a kernel file;
+// until then only the member's own watches and waiting commands end.
+void EngineImpl::drop_hold(Attachment &a, Member &m, uint32_t si, bool abortive)
+{
+    Slot &s = a.slots[si];
+    if (!m.holds[si])
+        return;
+    m.holds[si] = false;
+    m.held--;
+    if (--s.holders > 0) {
+        s.watchers &= ~m.ctx_mask;
+        for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
+            if (p->used && ((m.ctx_mask >> p->ctx) & 1))
+                finish_pending(a, *p, -ECANCELED, handle(a, si));
+        if (s.watchers == 0)
+            s.interest = 0;
+        return;
+    }
     cancel_pending(a, s, -ECANCELED, handle(a, si));
-    s.app_open = false;
     a.open_sockets--;
     s.watchers = 0;
     store_rel(&a.socks[si].gen, 0u); // the handle is dead at once
@@ -1467,14 +1711,14 @@ void EngineImpl::refresh(Attachment &a, uint32_t si)
         try_recv_into(a, si);
     if (s.accept.used && s.embryos > 0) {
         uint32_t got[DTI_ACCEPT_MAX] = {};
-        int32_t n = accept_some(a, si, s.accept.arg, got);
+        int32_t n = accept_some(a, owner(a, s.accept.ctx), si, s.accept.arg, got);
         if (n > 0) {
             Pending p = s.accept;
             s.accept.used = false;
             complete(a, p.ctx, p.tag, n, handle(a, si), 0, got);
         }
     }
-    if (s.app_open)
+    if (s.holders)
         write_shared(a, si);
 }
 
@@ -1490,6 +1734,8 @@ void EngineImpl::write_shared(Attachment &a, uint32_t si)
     store_rlx(&sh.tx_base, s.tx_base);
     store_rlx(&sh.error, s.error);
     store_rlx(&sh.accept_ready, s.embryos);
+    store_rlx(&sh.rx_consumed, s.rx_consumed);
+    store_rlx(&sh.tx_committed, s.tx_committed);
     store_rel(&sh.rx_tail, s.rx_tail);
     store_rel(&sh.tx_head, s.tx_head);
     store_rel(&sh.state, s.state);
@@ -1502,7 +1748,7 @@ void EngineImpl::write_shared(Attachment &a, uint32_t si)
 void EngineImpl::notify(Attachment &a, uint32_t si)
 {
     Slot &s = a.slots[si];
-    if (!s.app_open || s.watchers == 0)
+    if (!s.holders || s.watchers == 0)
         return;
     uint32_t readable = s.rx_tail - s.rx_consumed;
     uint32_t writable = a.lim.tx_ring_size - (s.tx_committed - s.tx_head);

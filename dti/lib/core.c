@@ -73,6 +73,32 @@ static int ctl_send(int fd, const struct dti_ctl_msg *m)
     }
 }
 
+/* Sends one message carrying one descriptor. */
+static int ctl_send_fd(int fd, const struct dti_ctl_msg *m, int pass)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof cbuf);
+    struct iovec iov = {(void *)m, sizeof *m};
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &pass, sizeof pass);
+    for (;;) {
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n == (ssize_t)sizeof *m)
+            return 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 ? -errno : -DTI_E_PROTOCOL;
+    }
+}
+
 /* Receives one message and up to max_fds descriptors. Returns the number of
  * fds received, or a negative error (-DTI_E_ENGINE_GONE on EOF). */
 static int ctl_recv(int fd, struct dti_ctl_msg *m, int *fds, int max_fds)
@@ -260,7 +286,7 @@ int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_
     struct dti_attachment *d = calloc(1, sizeof *d);
     if (!d)
         return -ENOMEM;
-    d->ctl_fd = d->doorbell_fd = -1;
+    d->ctl_fd = d->doorbell_fd = d->fork_fd = -1;
     pthread_mutex_init(&d->lock, NULL);
     int rc;
     d->ctl_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -354,6 +380,95 @@ void dti__ring_doorbell(struct dti_attachment *d)
         ssize_t n = write(d->doorbell_fd, &one, sizeof one);
         (void)n; /* EAGAIN: the counter is saturated, the engine wakes anyway */
     }
+}
+
+/* ---- fork --------------------------------------------------------------------- */
+
+/* The child's control connection is one end of a socketpair the parent makes
+ * here; the PPE gets the other end with FORK and turns it into a member of
+ * our group holding what we hold. Only the child keeps a copy after fork, so
+ * the PPE sees the member go when the child exits or execs, or at once when
+ * fork() failed and the parent closes its copy. */
+static int fork_request(struct dti_attachment *d)
+{
+    if (!dti__check_alive(d, false))
+        return -d->dead_reason;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_FORK, .abi_version = DTI_ABI_VERSION,
+                            .pid = (uint32_t)getpid()};
+    int rc = ctl_send_fd(d->ctl_fd, &m, sv[1]);
+    close(sv[1]);
+    struct dti_ctl_msg r;
+    int fd = -1;
+    if (rc == 0)
+        rc = ctl_recv(d->ctl_fd, &r, &fd, 1);
+    if (rc > 0)
+        close(fd); /* the PPE sends none with this answer */
+    if (rc >= 0 && r.type == DTI_CTL_FORKED) {
+        d->fork_fd = sv[0];
+        return 0;
+    }
+    close(sv[0]);
+    if (rc == -DTI_E_ENGINE_GONE || rc == -EPIPE || rc == -ECONNRESET) {
+        mark_dead(d, DTI_E_ENGINE_GONE);
+        return -DTI_E_ENGINE_GONE;
+    }
+    if (rc < 0)
+        return rc;
+    return r.type == DTI_CTL_REFUSED && r.status > 0 ? -r.status : -DTI_E_PROTOCOL;
+}
+
+int dti_fork_prepare(dti_t *d)
+{
+    /* Held across fork(): no other thread is halfway through a request on
+     * the control socket, or through the context list, when the child is
+     * copied. */
+    pthread_mutex_lock(&d->lock);
+    d->fork_fd = -1;
+    d->fork_rc = fork_request(d);
+    return d->fork_rc;
+}
+
+void dti_fork_parent(dti_t *d)
+{
+    if (d->fork_fd >= 0)
+        close(d->fork_fd);
+    d->fork_fd = -1;
+    pthread_mutex_unlock(&d->lock);
+}
+
+int dti_fork_child(dti_t *d)
+{
+    pthread_mutex_init(&d->lock, NULL);
+    /* The parent's contexts are the parent's: this process forgets them. Its
+     * copies of their descriptors are closed; the structures are left
+     * allocated, so no context of the child ever has the address of one of
+     * the parent's (callers may cache context pointers). */
+    for (struct dti_ctx *c = d->contexts; c; c = c->next_all) {
+        close(c->wait_fd);
+        close(c->wake_fd);
+        c->wait_fd = c->wake_fd = -1;
+    }
+    d->contexts = NULL;
+    if (d->tls_key_ok)
+        pthread_setspecific(d->tls_key, NULL);
+    d->pool_blocks = 0; /* the pool's allocation map is the parent's */
+    if (d->ctl_fd >= 0)
+        close(d->ctl_fd); /* the parent's connection: the parent keeps its copy */
+    d->ctl_fd = d->fork_fd;
+    d->fork_fd = -1;
+    if (d->ctl_fd < 0) {
+        int rc = d->fork_rc < 0 ? d->fork_rc : -DTI_E_ENGINE_GONE;
+        mark_dead(d, -rc);
+        return rc;
+    }
+    /* Tells the PPE (eta-stat) who we are; no answer. */
+    struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_HELLO, .abi_version = DTI_ABI_VERSION,
+                            .pid = (uint32_t)getpid()};
+    (void)send(d->ctl_fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return 0;
 }
 
 /* ---- contexts ---------------------------------------------------------------- */

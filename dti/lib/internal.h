@@ -97,6 +97,8 @@ struct dti_attachment {
     int dead_reason;        /* positive DTI_E_* */
     uint64_t *pool_bitmap;
     uint32_t pool_blocks;
+    int fork_fd;            /* between dti_fork_prepare() and parent/child: the child's connection */
+    int fork_rc;            /* what dti_fork_prepare() returned */
 };
 
 #pragma GCC visibility push(hidden)

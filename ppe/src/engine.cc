@@ -457,13 +457,9 @@ void Engine::try_attach(int fd)
 // (which wakes a sleeping engine). Both are removed when it detaches.
 void Engine::watch_control(int id)
 {
-    Watch w{id, dti_->control_fd(id), -1, next_seq_++};
-    // Its doorbell is the one no other live attachment has.
-    for (int fd : dti_->doorbell_fds()) {
-        bool known = false;
-        for (const Watch &o : watches_) known |= o.bell_fd == fd;
-        if (!known) w.bell_fd = fd;
-    }
+    // Processes forked from an application share its doorbell: each watch
+    // polls it, so it stays watched while any of them lives.
+    Watch w{id, dti_->control_fd(id), dti_->doorbell_fd(id), next_seq_++};
     watches_.push_back(w);
     arm_poll(w.ctl_fd, w.seq << 8 | kTagControl, POLLIN | POLLRDHUP | POLLHUP);
     if (w.bell_fd >= 0) arm_poll(w.bell_fd, w.seq << 8 | kTagDoorbell, POLLIN);
@@ -493,13 +489,14 @@ void Engine::on_control_ready(uint64_t seq)
     for (const Watch &w : watches_) {
         if (w.seq != seq) continue;
         if (dti_->control_fd(w.id) == w.ctl_fd) {
-            dti_->control(w.id); // on hang-up: RST every socket, reclaim, close
+            dti_->control(w.id); // on hang-up: drop its holds (last of its group: RST every socket, reclaim, close)
             if (dti_->control_fd(w.id) != w.ctl_fd)
-                log(LogLevel::kInfo, "engine %u: application %d detached; its connections were reset", index_, w.id);
+                log(LogLevel::kInfo, "engine %u: application %d detached", index_, w.id);
         }
         break;
     }
     reconcile_watches();
+    for (int id : dti_->take_joined()) watch_control(id); // fork children of that application
 }
 
 // Drops the polls of attachments that are gone (hang-up, broken region,

@@ -35,8 +35,9 @@
  * and a receiver in two different threads is fine); callers that need more
  * serialize themselves.
  *
- * fork(): the child must not use the parent's dti_t; it detaches nothing and
- * calls dti_attach() afresh (the parent's attachment stays the parent's).
+ * fork(): with dti_fork_prepare()/dti_fork_parent()/dti_fork_child() around
+ * it (see below), the child keeps using the same dti_t and every socket it
+ * inherited; without them the child must not use the parent's dti_t.
  */
 #ifndef DTI_DTI_H
 #define DTI_DTI_H
@@ -51,7 +52,7 @@ extern "C" {
 
 /* ABI version of the shared region and the control protocol. An engine and a
  * libdti of different versions refuse to attach (DTI_E_VERSION). */
-#define DTI_ABI_VERSION 1u
+#define DTI_ABI_VERSION 2u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -149,6 +150,33 @@ struct dti_limits {
     uint64_t region_size;    /* bytes mapped */
 };
 void dti_get_limits(const dti_t *d, struct dti_limits *out);
+
+/* ---- fork ---------------------------------------------------------------
+ * Sockets survive fork() with kernel file semantics when these run around it
+ * (e.g. as pthread_atfork handlers):
+ *   dti_fork_prepare(d)  in the parent, just before fork(): a round trip that
+ *                        makes the child a member of this process's group
+ *                        holding every socket the parent holds now;
+ *   dti_fork_parent(d)   in the parent after fork(), whether it succeeded or
+ *                        failed (a child that never came to be is dropped);
+ *   dti_fork_child(d)    in the child: it gets its own control connection;
+ *                        the parent's contexts stay the parent's (the child's
+ *                        threads get new ones on first use).
+ * Both processes then use the same handles: a socket closes (FIN) when the
+ * last process holding it closes it or exits; a listener accepts in any of
+ * them (each connection belongs to the process that accepted it); data of a
+ * connected socket can be read and written from either, one process per
+ * direction at a time, as for threads. A process that exits drops only its
+ * own holds. The region buffer pool stays the parent's: dti_buf_alloc()
+ * fails in the child. prepare returns 0 or a negative error; whatever it
+ * returned, parent/child must follow (prepare holds the attachment's lock
+ * until then). dti_fork_child() returns 0, or the error that left the child
+ * without an attachment (it then behaves as after engine loss; the child may
+ * dti_detach() and attach afresh). exec() ends the child's membership (the
+ * connection is close-on-exec). */
+int dti_fork_prepare(dti_t *d);
+void dti_fork_parent(dti_t *d);
+int dti_fork_child(dti_t *d);
 
 /* ---- contexts (one per thread) ----------------------------------------- */
 

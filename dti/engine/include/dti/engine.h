@@ -141,15 +141,19 @@ struct Stats {
     uint64_t doorbells_seen = 0, wakeups = 0, polls = 0;
     uint64_t rejected_commands = 0; // failed validation (counted, answered -EINVAL)
     uint64_t broken_regions = 0, attaches = 0, refusals = 0, detaches = 0;
+    uint64_t forks = 0; // members that joined a group at fork
 };
 
+// One per attached process. Processes forked from an attached one share its
+// region (group) and show the same `group`.
 struct AttachmentInfo {
     int id;
     uint32_t uid, pid;
     std::string name;
-    uint32_t contexts, sockets;
+    uint32_t contexts, sockets; // its queue pairs; the sockets it holds
     uint64_t region_bytes;
     bool broken;
+    int group;
 };
 
 // ---- the engine -----------------------------------------------------------
@@ -169,10 +173,17 @@ class Engine {
     // error with *why set (the caller closes fd).
     virtual int attach(int fd, std::string *why) = 0;
     // The attachment's control fd is readable or hung up: handles context
-    // open/close requests; on EOF detaches. Never blocks.
+    // open/close and fork requests; on EOF detaches. Never blocks. A fork
+    // request creates a new attachment (the child process) in the same
+    // group: take_joined() returns its id, so its control fd gets watched.
     virtual void control(int id) = 0;
-    // Aborts every socket of the attachment, reclaims its memory (once the
-    // transport has returned every ring) and closes its fds.
+    // Ids of attachments that control() created since the last call.
+    virtual std::vector<int> take_joined() = 0;
+    // The attachment (process) leaves its group: its contexts close and its
+    // holds on sockets drop; a socket nobody holds any more is closed. The
+    // group's last attachment takes the region with it: every socket left is
+    // aborted and the memory reclaimed (once the transport has returned
+    // every ring); its fds are closed.
     virtual void detach(int id) = 0;
     // Engine shutdown: marks every region GONE and detaches everything.
     virtual void shutdown() = 0;
@@ -194,8 +205,11 @@ class Engine {
     // re-checks; false (and the flags cleared) when commands arrived meanwhile.
     virtual bool prepare_sleep() = 0;
     virtual void end_sleep() = 0;
-    // Doorbell eventfds apps write while the engine sleeps (one per attachment).
+    // Doorbell eventfds apps write while the engine sleeps (one per group).
     virtual std::vector<int> doorbell_fds() const = 0;
+    // The doorbell of this attachment's group (shared with the processes
+    // forked from it); -1 for an unknown id.
+    virtual int doorbell_fd(int id) const = 0;
 
     // -- MARS BufferProvider hook: forward mars::BufferProvider here --
     virtual bool provide(uint64_t user, RingMemory *out) = 0;
