@@ -148,9 +148,7 @@ struct dti_sock_shared {
     uint32_t seq;          /* bumped after every change */
     uint32_t rx_base;      /* value rx positions start from when handed to the app */
     uint32_t tx_base;
-    uint32_t rx_consumed;  /* receive ring bytes released by any process of the group */
-    uint32_t tx_committed; /* send ring bytes committed by any process of the group */
-    uint8_t pad[DTI_CACHELINE - 56];
+    uint8_t pad[DTI_CACHELINE - 48];
 };
 
 /* Handle = gen << DTI_SLOT_BITS | slot; gen in [1, DTI_GEN_MAX]. */

@@ -258,6 +258,7 @@ class EngineImpl final : public Engine {
     void leave(Member &m);
     void close_ctx(Attachment &a, uint16_t ci);
     void drain_member(Attachment &a, const Member &m);
+    void drain_ctx(Attachment &a, uint16_t ci, bool answer);
     void fork_member(Member &parent, int child_fd);
     void init_region(Attachment &a);
     void release_id(Attachment &a);
@@ -702,14 +703,9 @@ void EngineImpl::control(int id)
                 close_ctx(a, uint16_t(i));
         } else if (m.type == DTI_CTL_CLOSE_CTX && m.index < a.ctxs.size() && a.ctxs[m.index].open &&
                    a.ctxs[m.index].member == id) {
-            Ctx &c = a.ctxs[m.index];
             // Commands published before the close request still count (a
             // thread's last send before it exits): run them, unanswered.
-            c.draining = true;
-            unsigned work = 0;
-            for (uint32_t k = 0; k <= a.lim.cmdq_entries / a.lim.commands_per_poll + 1 && !a.broken; k++)
-                process_ctx(a, uint16_t(m.index), &work);
-            c.draining = false;
+            drain_ctx(a, uint16_t(m.index), false);
             close_ctx(a, uint16_t(m.index));
         } else if (m.type == DTI_CTL_HELLO) {
             me.pid = m.pid; // a fork child telling who it is (informational)
@@ -747,15 +743,25 @@ void EngineImpl::close_ctx(Attachment &a, uint16_t ci)
     }
 }
 
+// Runs every command the context has published; `answer`: with completions
+// (else it is closing and nobody would read them).
+void EngineImpl::drain_ctx(Attachment &a, uint16_t ci, bool answer)
+{
+    Ctx &c = a.ctxs[ci];
+    c.draining = !answer;
+    unsigned work = 0;
+    for (uint32_t k = 0; k <= a.lim.cmdq_entries / a.lim.commands_per_poll + 1 && !a.broken; k++)
+        process_ctx(a, ci, &work);
+    c.draining = false;
+}
+
 // Runs what the member's contexts have published, so that a snapshot of its
 // holds (fork) reflects every close it issued before asking.
 void EngineImpl::drain_member(Attachment &a, const Member &m)
 {
-    unsigned work = 0;
     for (uint16_t ci : std::vector<uint16_t>(a.live_ctxs))
         if (a.ctxs[ci].member == m.id)
-            for (uint32_t k = 0; k <= a.lim.cmdq_entries / a.lim.commands_per_poll + 1 && !a.broken; k++)
-                process_ctx(a, ci, &work);
+            drain_ctx(a, ci, true);
 }
 
 // FORK: `child_fd` (a SOCK_SEQPACKET socket the parent made and its child
@@ -878,9 +884,12 @@ void EngineImpl::leave(Member &m)
         maybe_finish(a);
         return;
     }
+    // What it published before it went still counts (its last send).
     for (uint16_t ci = 0; ci < a.ctxs.size(); ci++)
-        if (a.ctxs[ci].open && a.ctxs[ci].member == m.id)
+        if (a.ctxs[ci].open && a.ctxs[ci].member == m.id) {
+            drain_ctx(a, ci, false);
             close_ctx(a, ci);
+        }
     for (uint32_t si = 0; si < a.slots.size() && m.held > 0; si++)
         if (m.holds[si])
             drop_hold(a, m, si, false);
@@ -1734,8 +1743,6 @@ void EngineImpl::write_shared(Attachment &a, uint32_t si)
     store_rlx(&sh.tx_base, s.tx_base);
     store_rlx(&sh.error, s.error);
     store_rlx(&sh.accept_ready, s.embryos);
-    store_rlx(&sh.rx_consumed, s.rx_consumed);
-    store_rlx(&sh.tx_committed, s.tx_committed);
     store_rel(&sh.rx_tail, s.rx_tail);
     store_rel(&sh.tx_head, s.tx_head);
     store_rel(&sh.state, s.state);

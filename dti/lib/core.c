@@ -206,14 +206,18 @@ static int map_region(struct dti_attachment *d, int memfd, char *why, size_t wl)
     d->socks = (struct dti_sock_shared *)(d->base + h->sock_offset);
     d->limits = (struct dti_limits){h->max_contexts, h->max_sockets, h->cmdq_entries, h->evq_entries,
                                     h->rx_ring_size, h->tx_ring_size, h->pool_size, h->region_size};
-    d->priv = aligned_alloc(DTI_CACHELINE, sizeof(struct dti_sock_priv) * h->max_sockets);
+    /* Shared, so that processes forked from this one see the same ring
+     * positions (zero-filled by the kernel). */
+    void *priv = mmap(NULL, sizeof(struct dti_sock_priv) * h->max_sockets, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    d->priv = priv == MAP_FAILED ? NULL : priv;
+    d->closed_gen = calloc(h->max_sockets, sizeof(uint32_t));
     d->pool_blocks = (uint32_t)(h->pool_size / DTI_POOL_BLOCK);
     d->pool_bitmap = calloc((d->pool_blocks + 63) / 64 + 1, sizeof(uint64_t));
-    if (!d->priv || !d->pool_bitmap) {
+    if (!d->priv || !d->closed_gen || !d->pool_bitmap) {
         say(why, wl, "out of memory");
         return -ENOMEM;
     }
-    memset(d->priv, 0, sizeof(struct dti_sock_priv) * h->max_sockets);
     return 0;
 }
 
@@ -328,7 +332,9 @@ void dti_detach(dti_t *d)
         close(d->ctl_fd);
     if (d->doorbell_fd >= 0)
         close(d->doorbell_fd);
-    free(d->priv);
+    if (d->priv)
+        munmap(d->priv, sizeof(struct dti_sock_priv) * d->limits.max_sockets);
+    free(d->closed_gen);
     free(d->pool_bitmap);
     pthread_mutex_destroy(&d->lock);
     free(d);

@@ -12,58 +12,31 @@ struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32
     if (s == DTI_SOCK_INVALID || slot >= d->limits.max_sockets || gen == 0)
         return NULL;
     struct dti_sock_shared *sh = &d->socks[slot];
-    if (DTI_LOAD(&sh->gen) != gen || d->priv[slot].closed_gen == gen)
+    if (DTI_LOAD(&sh->gen) != gen || d->closed_gen[slot] == gen)
         return NULL;
     if (slot_out)
         *slot_out = slot;
     return sh;
 }
 
-/* Our position, or the group's when it is ahead: after fork another process
- * may have received or sent on the socket (the engine publishes what the
- * group released/committed). Our own position is never behind the engine's
- * otherwise, except while a posted receive/send moves it for us (busy). */
-static uint32_t ahead(uint32_t mine, uint32_t group, bool busy)
-{
-    return !busy && (int32_t)(group - mine) > 0 ? group : mine;
-}
-
-static uint32_t rx_pos(const struct dti_sock_shared *sh, const struct dti_sock_priv *p, uint32_t gen)
-{
-    if (p->rx_gen != gen)
-        return 0;
-    return ahead(p->rx_head, DTI_LOAD_RELAXED(&sh->rx_consumed), p->rx_busy_gen == gen);
-}
-
-static uint32_t tx_pos(const struct dti_sock_shared *sh, const struct dti_sock_priv *p, uint32_t gen)
-{
-    if (p->tx_gen != gen)
-        return 0;
-    return ahead(p->tx_tail, DTI_LOAD_RELAXED(&sh->tx_committed), p->tx_busy_gen == gen);
-}
-
 /* Positions start at 0 for every new handle in a slot. */
-static struct dti_sock_priv *rx_side(struct dti_attachment *d, struct dti_sock_shared *sh, uint32_t slot,
-                                     uint32_t gen)
+static struct dti_sock_priv *rx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
 {
     struct dti_sock_priv *p = &d->priv[slot];
     if (p->rx_gen != gen) {
         p->rx_gen = gen;
         p->rx_head = 0;
     }
-    p->rx_head = rx_pos(sh, p, gen);
     return p;
 }
 
-static struct dti_sock_priv *tx_side(struct dti_attachment *d, struct dti_sock_shared *sh, uint32_t slot,
-                                     uint32_t gen)
+static struct dti_sock_priv *tx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
 {
     struct dti_sock_priv *p = &d->priv[slot];
     if (p->tx_gen != gen) {
         p->tx_gen = gen;
         p->tx_tail = 0;
     }
-    p->tx_tail = tx_pos(sh, p, gen);
     return p;
 }
 
@@ -106,8 +79,8 @@ int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
         return -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = &c->d->priv[slot];
-    uint32_t rx_head = rx_pos(sh, p, gen);
-    uint32_t tx_tail = tx_pos(sh, p, gen);
+    uint32_t rx_head = p->rx_gen == gen ? p->rx_head : 0;
+    uint32_t tx_tail = p->tx_gen == gen ? p->tx_tail : 0;
     uint32_t rd = DTI_LOAD(&sh->rx_tail) - rx_head;
     uint32_t used = tx_tail - DTI_LOAD(&sh->tx_head);
     out->readable = rd > c->d->limits.rx_ring_size ? 0 : rd;
@@ -215,7 +188,7 @@ ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = rx_side(c->d, sh, slot, dti__gen(s));
+    struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
     if (p->rx_busy_gen == dti__gen(s))
         return -EBUSY;
     uint32_t n = readable(c->d, sh, p);
@@ -234,7 +207,7 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = rx_side(c->d, sh, slot, dti__gen(s));
+    struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
     if (n > readable(c->d, sh, p))
         return -EINVAL;
     if (n == 0)
@@ -290,7 +263,7 @@ ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
     if (!sh)
         return -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s);
-    struct dti_sock_priv *p = tx_side(c->d, sh, slot, gen);
+    struct dti_sock_priv *p = tx_side(c->d, slot, gen);
     iov[0] = iov[1] = (struct dti_iov){NULL, 0};
     if (p->tx_busy_gen == gen)
         return -EBUSY;
@@ -311,7 +284,7 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = tx_side(c->d, sh, slot, dti__gen(s));
+    struct dti_sock_priv *p = tx_side(c->d, slot, dti__gen(s));
     if (n > writable(c->d, sh, p))
         return -EINVAL;
     if (n == 0)

@@ -22,9 +22,12 @@
 /* Blocking-layer user_data values carry this bit. */
 #define DTI_UD_INTERNAL (1ull << 63)
 
-/* App-private state of one socket slot. The receive side and the send side
+/* App-side state of one socket slot. The receive side and the send side
  * are used by (at most) one thread each, so they live on separate lines and
- * carry their own generation tag: a new handle in the slot resets them. */
+ * carry their own generation tag: a new handle in the slot resets them.
+ * The array is in memory shared with the process's fork children (a
+ * MAP_SHARED anonymous mapping made at attach): ring positions, shutdown and
+ * SO_ERROR belong to the socket, not to one process, as in the kernel. */
 struct dti_sock_priv {
     uint32_t rx_gen;
     uint32_t rx_head;      /* bytes consumed (free-running, from the slot's rx_base) */
@@ -34,9 +37,8 @@ struct dti_sock_priv {
     uint32_t tx_gen;
     uint32_t tx_tail;      /* bytes written into the send ring */
     uint32_t wr_shut_gen;  /* shutdown(WR) submitted for this generation */
-    uint32_t closed_gen;   /* close/abort submitted for this generation */
     uint32_t tx_busy_gen;  /* a region-buffer send (SEND_FROM) is in flight */
-    uint8_t pad1[DTI_CACHELINE - 20];
+    uint8_t pad1[DTI_CACHELINE - 16];
 };
 
 struct dti_ctx_pending {
@@ -87,7 +89,8 @@ struct dti_attachment {
     uint64_t size;
     struct dti_region_header *hdr;
     struct dti_sock_shared *socks;
-    struct dti_sock_priv *priv;
+    struct dti_sock_priv *priv; /* shared with fork children */
+    uint32_t *closed_gen;       /* per process: this process closed that generation */
     struct dti_limits limits;
     pthread_mutex_t lock;   /* control socket requests, context list, pool */
     pthread_key_t tls_key;

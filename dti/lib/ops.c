@@ -195,7 +195,7 @@ static int prep_release_handle(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t
 {
     int rc = prep_args(c, op, s, 0, 0, 0, ud);
     if (rc == 0 && dti__sock(c->d, s, NULL))
-        c->d->priv[dti__slot(s)].closed_gen = dti__gen(s);
+        c->d->closed_gen[dti__slot(s)] = dti__gen(s);
     return rc;
 }
 
