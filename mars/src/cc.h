@@ -48,4 +48,14 @@ const CcAlgo &cc_newreno();
 const CcAlgo &cc_cubic(); // RFC 9438, with the Reno-friendly region
 const CcAlgo &cc_algo(CongestionControl which);
 
+// CUBIC's private state, for statistics and tests (cc must belong to CUBIC).
+struct CubicView {
+    double w_max;      // bytes; 0 until the first congestion avoidance epoch
+    double k_sec;      // time from the epoch start to reach w_max again
+    double w_est;      // the Reno-friendly estimate, bytes
+    bool in_epoch;     // a congestion avoidance epoch has started
+    uint64_t epoch_ns; // when it started
+};
+CubicView cc_cubic_view(const CcVars &cc);
+
 } // namespace mars
