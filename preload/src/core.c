@@ -17,6 +17,7 @@ struct eta_config eta_cfg;
 ETA_TLS int eta_in_shim;
 struct eta_net eta_net;
 uint32_t eta_generation = 1;
+uint32_t eta_fork_epoch = 1;
 
 /* Counters live in private memory until the file is mapped, so updates never
  * need a check. */
@@ -314,14 +315,89 @@ int eta_errno_from_dti(int res)
     }
 }
 
-/* In a fork child the parent's attachment is the parent's (dti.h): forget it
- * without telling the PPE, and attach afresh on the next socket. The
- * control socket copy is closed so the PPE still sees the parent's hang-up
- * when the parent exits. */
+/* fork: the child joins the parent's group in the PPE and keeps every
+ * accelerated socket it inherited (dti_fork_prepare/parent/child). The
+ * attach lock is held across fork() so the attachment cannot change under
+ * it. */
+static bool forking;
+
+static void fork_prepare(void)
+{
+    eta_init();
+    pthread_mutex_lock(&attach_lock);
+    forking = atomic_load(&attach_state) == ATTACH_OK && attachment &&
+              !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+    if (forking) {
+        eta_listeners_shared = true;
+        eta_in_shim++;
+        if (dti_fork_prepare(attachment) != 0)
+            ETA_DEBUG("fork: the PPE cannot take the child into this process's group");
+        eta_in_shim--;
+    }
+}
+
+static void fork_parent(void)
+{
+    if (forking) {
+        eta_in_shim++;
+        dti_fork_parent(attachment);
+        eta_in_shim--;
+    }
+    forking = false;
+    pthread_mutex_unlock(&attach_lock);
+}
+
+/* The child's side; true when it joined (its inherited sockets work). */
+static bool fork_join(void)
+{
+    if (!forking)
+        return false;
+    forking = false;
+    eta_in_shim++;
+    int rc = dti_fork_child(attachment); /* closes the parent's control socket copy */
+    eta_in_shim--;
+    if (rc != 0) {
+        ETA_DEBUG("fork: the child could not join the PPE group (%s)", dti_strerror(rc));
+        return false;
+    }
+    int cfd = dti_control_fd(attachment);
+    if (cfd >= 0 && eta_fd_in_range(cfd)) {
+        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
+        eta_fd_set(cfd, &internal);
+    }
+    return true;
+}
+
+/* The child's counters are its own; the sockets it inherited are open in it. */
+static void fork_child_stats(bool joined)
+{
+    uint64_t open = eta_stats->accel_open;
+    if (eta_stats != &private_stats) {
+        memset(&private_stats, 0, sizeof private_stats);
+        eta_stats = &private_stats;
+        stats_file[0] = 0;
+    }
+    if (joined) {
+        private_stats.accel_open = open;
+        private_stats.attached = 1;
+        stats_publish();
+    }
+}
+
+/* In a fork child that could not join the parent's group (no PPE, a PPE
+ * limit), the parent's attachment is the parent's: forget it without
+ * telling the PPE and attach afresh on the next socket; inherited sockets
+ * are then orphans. */
 void eta_after_fork_child(void)
 {
     pthread_mutex_init(&attach_lock, NULL);
     pthread_mutex_init(&stats_lock, NULL);
+    eta_fork_epoch++; /* per-process caches (epoll's inner set) are the parent's */
+    if (fork_join()) {
+        fork_child_stats(true);
+        eta_stash_after_fork_child();
+        return;
+    }
     if (atomic_load(&attach_state) == ATTACH_OK && attachment) {
         int cfd = dti_control_fd(attachment);
         if (cfd >= 0) {
@@ -333,12 +409,7 @@ void eta_after_fork_child(void)
     eta_stats->attached = 0;
     atomic_store(&attach_state, ATTACH_NONE);
     eta_generation++;
-    /* The parent's counters stay the parent's. */
-    if (eta_stats != &private_stats) {
-        memset(&private_stats, 0, sizeof private_stats);
-        eta_stats = &private_stats;
-        stats_file[0] = 0;
-    }
+    fork_child_stats(false);
 }
 
 /* ---- descriptor table and objects -------------------------------------- */
@@ -496,9 +567,9 @@ void eta_fd_clear(int fd)
 __attribute__((constructor)) static void eta_constructor(void)
 {
     eta_init();
-    /* In a fork child the parent's attachment is the parent's. glibc runs
-     * this also for its internal forks (daemon(), system()). */
-    pthread_atfork(NULL, NULL, eta_after_fork_child);
+    /* fork: the child joins the parent's PPE group. glibc runs these for
+     * its internal forks too (daemon()); posix_spawn/system do not fork. */
+    pthread_atfork(fork_prepare, fork_parent, eta_after_fork_child);
     /* ETA_REQUIRE: fail at start, not at the first socket. */
     if (eta_cfg.require && !eta_cfg.disabled)
         (void)eta_dti();

@@ -35,7 +35,7 @@ struct eta_epoll {
     struct eta_obj obj;
     int epfd;
     int inner;              /* -1 until first needed */
-    uint32_t inner_gen;     /* eta_generation it was made in (fork) */
+    uint32_t inner_gen;     /* eta_fork_epoch it was made in (fork) */
     dti_ctx_t *inner_ctx;   /* whose wait fd is in inner */
     dti_ctx_t *watch_ctx;   /* the context every member is watched from */
     pthread_mutex_t lock;
@@ -103,7 +103,7 @@ void eta_epoll_destroy(struct eta_obj *o)
         if (shadows[i] == e)
             shadows[i] = NULL;
     pthread_mutex_unlock(&shadows_lock);
-    if (e->inner >= 0 && e->inner_gen == eta_generation)
+    if (e->inner >= 0 && e->inner_gen == eta_fork_epoch)
         real_close(e->inner);
     free(e->ents);
 }
@@ -293,11 +293,11 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
  * fd in the inner epoll. Lock held. Returns 0 or -1 with errno. */
 static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
 {
-    if (e->inner < 0 || e->inner_gen != eta_generation) {
+    if (e->inner < 0 || e->inner_gen != eta_fork_epoch) {
         e->inner = real_epoll_create1(EPOLL_CLOEXEC);
         if (e->inner < 0)
             return -1;
-        e->inner_gen = eta_generation;
+        e->inner_gen = eta_fork_epoch;
         e->inner_ctx = NULL;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
         if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, e->epfd, &ev) != 0)

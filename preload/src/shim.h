@@ -62,9 +62,13 @@ extern struct eta_preload_stats *eta_stats;
 dti_t *eta_dti(void);
 /* The calling thread's context, NULL when not attached (errno set). */
 dti_ctx_t *eta_ctx(void);
-/* Generation of the attachment: bumped in a fork child, so that sockets
- * made under the parent's attachment are recognised. */
+/* Generation of the attachment: bumped in a fork child that could not join
+ * the parent's group, so that sockets made under the parent's attachment are
+ * recognised (orphans). */
 extern uint32_t eta_generation;
+/* Bumped in every fork child: caches of kernel objects shared with the
+ * parent after fork (epoll's inner set) are rebuilt. */
+extern uint32_t eta_fork_epoch;
 extern struct eta_net eta_net;
 /* Set once the PPE is known to be gone (control socket hang-up, region
  * marked gone): accelerated sockets then fail, new ones go to the kernel.
@@ -191,6 +195,10 @@ int eta_errno_from_dti(int res);
 
 /* ---- the fork hooks ---------------------------------------------------- */
 void eta_after_fork_child(void);
+/* Accept one connection at a time (listeners may be shared after fork). */
+extern bool eta_listeners_shared;
+/* Child, after joining: drops its holds on the parent's stashed connections. */
+void eta_stash_after_fork_child(void);
 
 /* ---- epoll ------------------------------------------------------------- */
 /* Called when an accelerated fd is closed: it leaves every epoll set. */

@@ -331,6 +331,31 @@ static struct stash *stash_of(struct eta_sock *s)
 {
     return &stashes[((uintptr_t)s / 256) % STASH_SLOTS];
 }
+
+/* Set once this process forked or is a fork child: its listeners may be
+ * shared with other processes, which must not find connections hidden in
+ * this one's stash, so accept takes one at a time. */
+bool eta_listeners_shared;
+
+/* In a fork child: connections in the parent's stash were accepted by the
+ * parent, not by the program; the child gives up its holds on them. */
+void eta_stash_after_fork_child(void)
+{
+    dti_ctx_t *c = NULL;
+    for (unsigned k = 0; k < STASH_SLOTS; k++) {
+        struct stash *st = &stashes[k];
+        atomic_store(&st->lock, 0);
+        for (unsigned i = 0; i + 1 < st->n; i += 2) {
+            if (!c && !(c = eta_ctx()))
+                break;
+            eta_in_shim++;
+            if (dti_prep_close(c, st->h[i + 1], 0) == 0)
+                dti_submit(c);
+            eta_in_shim--;
+        }
+        st->n = 0;
+    }
+}
 static void stash_lock(struct stash *st)
 {
     while (atomic_exchange_explicit(&st->lock, 1, memory_order_acquire))
@@ -362,13 +387,14 @@ static int take_accepted(dti_ctx_t *c, struct eta_sock *s, dti_sock_t *out)
     if (dti_sock_status(c, s->h, &ss) == 0 && ss.accept_ready == 0)
         return -EAGAIN;
     uint64_t ud = 0x4000000000000000ull | s->h;
+    unsigned batch = eta_listeners_shared ? 1 : DTI_ACCEPT_MAX / 2;
     eta_in_shim++;
-    int rc = dti_prep_accept(c, s->h, DTI_ACCEPT_MAX / 2, 0, ud);
+    int rc = dti_prep_accept(c, s->h, batch, 0, ud);
     if (rc == -EAGAIN) {
         eta_in_shim--;
         eta_pump(c);
         eta_in_shim++;
-        rc = dti_prep_accept(c, s->h, DTI_ACCEPT_MAX / 2, 0, ud);
+        rc = dti_prep_accept(c, s->h, batch, 0, ud);
     }
     struct dti_cqe cqe;
     if (rc == 0 && (rc = dti_submit(c)) >= 0)

@@ -482,6 +482,17 @@ static int sc_accel_epoll(void)
     return 0;
 }
 
+static int child_status(pid_t pid)
+{
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+/* Sockets survive fork with kernel file semantics: the child uses what it
+ * inherited, the parent keeps its own, and a forking server (accept, fork,
+ * close in the parent, serve in the child) closes the connection when the
+ * child is done. */
 static int sc_accel_fork(void)
 {
     int c, s;
@@ -490,24 +501,76 @@ static int sc_accel_fork(void)
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        /* The inherited socket is the parent's: a clear error, no hang. */
+        alarm(20);
         char b;
-        if (read(c, &b, 1) != -1)
+        /* Inherited: both ends work here. */
+        if (write(c, "k", 1) != 1 || read(s, &b, 1) != 1 || b != 'k')
             _exit(10);
         /* New sockets in the child work through the PPE. */
         int c2, s2;
         pair(ppe_ip, &c2, &s2);
-        if (write(c2, "k", 1) != 1 || read(s2, &b, 1) != 1 || b != 'k')
+        if (write(c2, "n", 1) != 1 || read(s2, &b, 1) != 1 || b != 'n')
             _exit(11);
         _exit(0);
     }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    /* The parent's sockets are untouched by the child. */
+    CHECK(child_status(pid) == 0);
+    /* The parent's sockets are untouched by the child's exit. */
     CHECK(write(c, "p", 1) == 1);
     char b;
     CHECK(read(s, &b, 1) == 1 && b == 'p');
+
+    int port;
+    int l = listener(&port);
+    int c3 = connect_to(ppe_ip, port, 0);
+    int s3 = accept(l, NULL, NULL);
+    CHECK(s3 >= 0);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        if (read(s3, &b, 1) != 1 || b != 'q' || write(s3, "r", 1) != 1)
+            _exit(12);
+        _exit(0); /* no close: exit closes it, as in the kernel */
+    }
+    close(s3);
+    CHECK(write(c3, "q", 1) == 1);
+    CHECK(read(c3, &b, 1) == 1 && b == 'r');
+    CHECK(read(c3, &b, 1) == 0); /* EOF once the child, the last holder, is gone */
+    CHECK(child_status(pid) == 0);
+    close(c3);
+    close(l);
+    return 0;
+}
+
+/* Workers inherit a listener (nginx's master/worker model): the parent and
+ * the child both accept from it. */
+static int sc_accel_fork_accept(void)
+{
+    int port;
+    int l = listener(&port);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        int s = accept(l, NULL, NULL);
+        if (s < 0 || write(s, "C", 1) != 1)
+            _exit(10);
+        close(s);
+        _exit(0);
+    }
+    int c1 = connect_to(ppe_ip, port, 0);
+    int c2 = connect_to(ppe_ip, port, 0);
+    int s = accept(l, NULL, NULL);
+    CHECK(s >= 0);
+    CHECK(write(s, "P", 1) == 1);
+    char b1 = 0, b2 = 0;
+    CHECK(read(c1, &b1, 1) == 1 && read(c2, &b2, 1) == 1);
+    CHECK((b1 == 'C' && b2 == 'P') || (b1 == 'P' && b2 == 'C'));
+    CHECK(child_status(pid) == 0);
+    close(s);
+    close(c1);
+    close(c2);
+    close(l);
     return 0;
 }
 
@@ -580,6 +643,8 @@ int main(int argc, char **argv)
         rc = sc_dup(ppe_ip);
     else if (!strcmp(sc, "accel_fork"))
         rc = sc_accel_fork();
+    else if (!strcmp(sc, "accel_fork_accept"))
+        rc = sc_accel_fork_accept();
     else if (!strcmp(sc, "accel_engine_gone"))
         rc = sc_accel_engine_gone();
     else
