@@ -428,9 +428,10 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     s->flow.key = FlowKey{cfg_.ip, remote.ip, s->local.port, remote.port};
     flows_.insert(&s->flow);
     s->iss = isn_generate(cfg_.isn_secret, s->flow.key, now_ns_);
-    s->snd_una = s->snd_nxt = s->snd_max = s->iss;
+    s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
     s->flags |= kFAccepted;
     conn_init(*s);
+    build_template(*s);
     s->state = TcpState::kSynSent;
     stats_.tcp_active_opens++;
     s->first_rtx_ns = 0;
@@ -513,7 +514,7 @@ int StackImpl::abort(SockId id)
     case TcpState::kCloseWait:
     case TcpState::kClosing:
     case TcpState::kLastAck:
-        send_raw(s->local.ip, s->local.port, s->remote.ip, s->remote.port, s->snd_nxt, 0, wire::kRst, 0,
+        send_raw(s->local.ip, s->local.port, s->remote.ip, s->remote.port, s->snd_max, 0, wire::kRst, 0,
                  nullptr, 0);
         stats_.tcp_resets_out++;
         break;
@@ -530,7 +531,7 @@ void StackImpl::abort_children(Sock &l)
     for (Sock &c : socks_) {
         if (!c.used || c.parent != l.index) continue;
         if (c.state != TcpState::kClosed) {
-            send_raw(c.local.ip, c.local.port, c.remote.ip, c.remote.port, c.snd_nxt, 0, wire::kRst, 0, nullptr, 0);
+            send_raw(c.local.ip, c.local.port, c.remote.ip, c.remote.port, c.snd_max, 0, wire::kRst, 0, nullptr, 0);
             stats_.tcp_resets_out++;
         }
         sock_free(c);

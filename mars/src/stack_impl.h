@@ -90,6 +90,7 @@ struct Sock {
     uint32_t index = 0;
     bool used = false;
     uint32_t recover = 0, high_rxt = 0;
+    uint32_t snd_sml = 0; // end of the last small segment sent (Minshall's Nagle)
     uint32_t peer_mss = 536, user_mss = 0, path_mtu = 1500;
     uint64_t srtt_ns = 0, rttvar_ns = 0, rto_ns = 0, min_rtt_ns = 0;
     uint32_t rtt_seq = 0;
@@ -232,7 +233,10 @@ class StackImpl final : public Stack {
     // ---- tcp_out.cc ------------------------------------------------------
     void tcp_output(Sock &s);
     bool send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx);
-    void send_ack(Sock &s) { send_segment(s, s.snd_nxt, 0, wire::kAck, false); }
+    // A pure ACK carries the highest sequence number sent (RFC 9293's SND.NXT;
+    // our snd_nxt goes back after a timeout, and an older sequence number
+    // would make the peer drop the ACK as unacceptable).
+    void send_ack(Sock &s) { send_segment(s, s.snd_max, 0, wire::kAck, false); }
     void send_rst_reply(const wire::Ipv4 *ip, const wire::Tcp *th, uint32_t len);
     void send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
                   uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len);

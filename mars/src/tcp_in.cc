@@ -110,6 +110,7 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
     s->segs_in++;
     s->last_recv_ns = now_ns_;
     s->keep_probes = 0;
+    s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
     if (s->state == TcpState::kSynSent) {
         tcp_syn_sent_input(*s, th, opt, plen);
         release(f);
@@ -264,7 +265,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
         c->irs = seq - 1;
         c->rcv_nxt = seq;
         c->iss = ack - 1;
-        c->snd_una = c->snd_nxt = c->snd_max = ack;
+        c->snd_una = c->snd_nxt = c->snd_max = c->snd_sml = ack;
         // Options the cookie SYN-ACK promised: encoded in our echoed TSval.
         TcpOptions o;
         o.has_mss = true;
@@ -360,7 +361,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
     c->irs = seq;
     c->rcv_nxt = seq + 1;
     c->iss = isn_generate(cfg_.isn_secret, key, now_ns_);
-    c->snd_una = c->snd_nxt = c->snd_max = c->iss;
+    c->snd_una = c->snd_nxt = c->snd_max = c->snd_sml = c->iss;
     conn_init(*c);
     negotiate(*c, opt);
     c->snd_wnd = be16(th->win); // never scaled in a SYN
@@ -408,6 +409,7 @@ void StackImpl::tcp_syn_sent_input(Sock &s, const Tcp *th, const TcpOptions &opt
     }
     s.irs = seq;
     s.rcv_nxt = seq + 1;
+    s.rcv_adv = s.rcv_nxt + std::min<uint32_t>(rcv_window(s), 65535); // as our SYN said
     negotiate(s, opt);
     update_mss(s);
     s.snd_wnd = be16(th->win);
@@ -448,7 +450,7 @@ void StackImpl::established(Sock &s)
         if (!attach_rings(s, l.user)) {
             // No memory for this connection: refuse it rather than stall.
             stats_.tcp_resets_out++;
-            send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, s.snd_nxt, 0, kRst, 0, nullptr, 0);
+            send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, s.snd_max, 0, kRst, 0, nullptr, 0);
             sock_free(s);
             return;
         }
@@ -494,6 +496,13 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     (void)sum;
     uint8_t flags = th->flags;
     uint32_t seq = be32(th->seq);
+    // Simultaneous open (RFC 9293 figure 8): in SYN-RECEIVED the peer's
+    // SYN-ACK repeats its SYN and acks ours; treat it as the ACK it carries.
+    if (s.state == TcpState::kSynReceived && s.parent == UINT32_MAX && (flags & (kSyn | kAck)) == (kSyn | kAck) &&
+        seq == s.irs) {
+        flags &= uint8_t(~kSyn);
+        seq++;
+    }
 
     // PAWS (RFC 7323 5.3).
     if ((s.flags & kFTsOk) && opt.has_ts && !(flags & kRst) && seq_lt(opt.tsval, s.ts_recent)) {
@@ -612,7 +621,6 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
         s.rtt_start_ns = 0;
         established(s);
         if (!s.used || s.state != TcpState::kEstablished) return; // refused for lack of memory
-        ack_now(s); // opens the real window
     } else if (!tcp_ack(s, th, opt, len)) {
         return;
     }
@@ -625,15 +633,10 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     case TcpState::kFinWait1:
     case TcpState::kFinWait2:
         if (len || fin) {
-            if ((s.flags & kFUserClosed) && len) {
-                // Data for an application that has closed: nobody will read
-                // it (RFC 9293 3.10.7.4 / RFC 2525 2.17): reset.
-                stats_.tcp_resets_out++;
-                send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, s.snd_nxt, 0, kRst, 0, nullptr, 0);
-                conn_drop(s, ECONNRESET, kEvReset);
-                return;
-            }
             tcp_data(s, f, seq, payload, len, fin, held);
+            // RFC 9293 3.10.4: CLOSE means "no more to send"; the peer may
+            // still send. Nobody reads it any more: acknowledge and discard.
+            if ((s.flags & kFUserClosed) && s.used) s.rx_head = s.rx_tail;
         }
         break;
     default:

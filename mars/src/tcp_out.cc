@@ -326,7 +326,9 @@ void StackImpl::tcp_output(Sock &s)
                 if (len < s.max_snd_wnd / 2 || by_cwnd < by_wnd) break;
             } else {
                 // The tail of the queued data.
-                const bool nagle = !(s.flags & kFNoDelay) && s.snd_nxt != s.snd_una;
+                // Nagle with Minshall's refinement: hold a small segment
+                // only while an earlier small segment is unacknowledged.
+                const bool nagle = !(s.flags & kFNoDelay) && seq_gt(s.snd_sml, s.snd_una);
                 const bool corked = (s.flags & (kFCork | kFMore)) && !fin_wanted;
                 if (nagle || corked) break;
             }
@@ -343,6 +345,7 @@ void StackImpl::tcp_output(Sock &s)
             s.rtt_seq = s.snd_nxt + len;
         }
         if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
+        if (len < s.mss) s.snd_sml = s.snd_nxt + len;
         s.snd_nxt += len + (fin ? 1 : 0);
         if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
         if (first_fin) {

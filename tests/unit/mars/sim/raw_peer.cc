@@ -165,7 +165,9 @@ void RawPeer::observe(Conn &c, const Parsed &p) const
 {
     if (!p.is_tcp || p.dport != c.peer_port || p.sport != c.stack_port) return;
     uint32_t end = p.seq + p.seg_len();
-    if (int32_t(end - c.stack_nxt) > 0) c.stack_nxt = end;
+    // A SYN starts the stack's sequence space (its ISN may be anywhere
+    // relative to a zero-initialised Conn); after that, only forward.
+    if (p.has(kSyn) || int32_t(end - c.stack_nxt) > 0) c.stack_nxt = end;
     if (p.opts.ts) c.stack_tsval = p.opts.ts->first;
     c.stack_window = p.window;
 }

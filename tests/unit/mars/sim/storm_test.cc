@@ -154,6 +154,9 @@ TEST(Storm, ListenerClosedWithUnacceptedConnections)
             return true;
         },
         30 * kSec));
+    // A client is connected when the SYN-ACK arrives; its ACK reaches the
+    // listener one delay later. Virtual time: this wait is deterministic.
+    net.run_for(kSec);
     EXPECT_TRUE(log.of(1, l) & kEvAcceptable);
     // Nobody accepts; closing the listener resets what waits in its queue.
     EXPECT_EQ(net.stack(1).close(l), 0);
@@ -188,6 +191,9 @@ TEST(Storm, RingMemoryExhaustionRefusesAndCounts)
             return true;
         },
         120 * kSec));
+    // Refusals happen when the handshake's last ACK reaches b (rings are
+    // taken then, not at the SYN): let those ACKs and the RSTs cross.
+    net.run_for(kSec);
     int connected = 0, refused = 0;
     for (SockId s : clients) {
         uint32_t b = log.of(0, s);

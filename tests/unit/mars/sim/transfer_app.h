@@ -29,7 +29,9 @@ class TransferApp {
     // One end of one connection.
     struct End {
         SockId sock = kNoSock;
-        uint64_t seed = 0, to_send = 0, sent = 0, expect = 0, received = 0;
+        uint64_t seed = 0;      // the stream this end sends
+        uint64_t peer_seed = 0; // the stream it receives (the other end's seed)
+        uint64_t to_send = 0, sent = 0, expect = 0, received = 0;
         bool shut = false, peer_fin = false, close_called = false, closed = false;
     };
     struct Conn {
@@ -52,6 +54,8 @@ class TransferApp {
             Conn &c = conns_[i];
             c.end[0].seed = 1000 + i * 2;
             c.end[1].seed = 1001 + i * 2;
+            c.end[0].peer_seed = c.end[1].seed;
+            c.end[1].peer_seed = c.end[0].seed;
             c.end[0].to_send = c.end[1].expect = o_.bytes_a_to_b;
             c.end[1].to_send = c.end[0].expect = o_.bytes_b_to_a;
             int64_t s = net_.stack(0).open(tag(i, 0));
@@ -259,9 +263,9 @@ class TransferApp {
             fail("received " + std::to_string(e.received + n) + " bytes, more than the " + std::to_string(e.expect) + " sent");
             return false;
         }
-        size_t bad = pattern_check(e.seed, e.received, p, n);
+        size_t bad = pattern_check(e.peer_seed, e.received, p, n);
         if (bad != n) {
-            fail("byte " + std::to_string(e.received + bad) + " of stream " + std::to_string(e.seed) + " differs");
+            fail("byte " + std::to_string(e.received + bad) + " of stream " + std::to_string(e.peer_seed) + " differs");
             return false;
         }
         e.received += n;
