@@ -121,6 +121,7 @@ class Conn {
     virtual ssize_t send(const void *p, size_t n) = 0; // all of it, or < 0
     virtual ssize_t recv(void *p, size_t n) = 0;       // some, 0 at EOF, < 0 error
     virtual void shutdown_write() = 0;
+    virtual std::string error_text(ssize_t r) const = 0; // for a negative send/recv result
     bool recv_all(void *p, size_t n)
     {
         auto *b = static_cast<uint8_t *>(p);
@@ -162,6 +163,7 @@ class KernelConn final : public Conn {
         }
     }
     void shutdown_write() override { ::shutdown(fd_, SHUT_WR); }
+    std::string error_text(ssize_t r) const override { return std::strerror(int(-r)); }
 
   private:
     int fd_;
@@ -174,6 +176,7 @@ class DtiConn final : public Conn {
     ssize_t send(const void *p, size_t n) override { return dti_send_all(c_, s_, p, n, 60'000); }
     ssize_t recv(void *p, size_t n) override { return dti_recv_wait(c_, s_, p, n, 60'000); }
     void shutdown_write() override { dti_shutdown(c_, s_, DTI_SHUT_WR); }
+    std::string error_text(ssize_t r) const override { return dti_strerror(int(r)); }
 
   private:
     dti_ctx_t *c_;
@@ -254,7 +257,8 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
             size_t n = o.bytes ? size_t(std::min<uint64_t>(o.size, o.bytes - off)) : o.size;
             pat.fill(off, buf.data(), n);
             if (o.verify) crc = crc32_iscsi(buf.data(), int(n), crc);
-            if (conn->send(buf.data(), n) < 0) die("send failed after " + std::to_string(off) + " bytes");
+            if (ssize_t r = conn->send(buf.data(), n); r < 0)
+                die("send failed after " + std::to_string(off) + " bytes: " + conn->error_text(r));
             off += n;
         }
         conn->shutdown_write();
@@ -271,7 +275,7 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
         size_t tail_n = 0;
         for (;;) {
             ssize_t n = conn->recv(buf.data(), buf.size());
-            if (n < 0) die("recv failed after " + std::to_string(got) + " bytes");
+            if (n < 0) die("recv failed after " + std::to_string(got) + " bytes: " + conn->error_text(n));
             if (n == 0) break;
             const size_t total = tail_n + size_t(n), keep = std::min(total, sizeof tail);
             size_t flush = total - keep; // bytes leaving the lag window: tail first, then buf

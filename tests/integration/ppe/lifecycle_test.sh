@@ -20,7 +20,7 @@ ppe_start "$work/ppe.toml"
 peer timeout 10 ping -c 3 -i 0.2 -W 2 "$ETA_LAB_PPE_IP" || fail "the peer cannot ping the PPE"
 peer ip neigh show "$ETA_LAB_PPE_IP" | grep -qi "$ETA_LAB_PPE_MAC" ||
     fail "the peer did not learn the PPE's MAC by ARP: $(peer ip neigh show "$ETA_LAB_PPE_IP")"
-wait_until 5 test "$(ppe_json "d['engines'][0]['stacks'][0]['icmp_echo_in']")" -ge 3 ||
+wait_until 5 ppe_true "d['engines'][0]['stacks'][0]['icmp_echo_in'] >= 3" ||
     fail "eta-stat does not count the echo requests"
 [ "$(ppe_json "d['engines'][0]['stacks'][0]['arp_replies_out'] + d['engines'][0]['stacks'][0]['arp_requests_in']")" -ge 1 ] ||
     fail "eta-stat shows no ARP traffic"

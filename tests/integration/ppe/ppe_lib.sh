@@ -7,6 +7,7 @@
 #                               PPE_REAL_PID; killed by PID at exit
 #   ppe_stop                    SIGTERM, bounded wait; fails unless it exits 0
 #   ppe_stat ARGS...            eta-stat for the lab's socket
+#   ppe_json EXPR / ppe_true COND   a value of / a condition over eta-stat --json (as d)
 # eta-ppe's log goes to $work/ppe.log.
 [ -x "$ETA_PPE" ] || { echo "SKIP: eta-ppe is not built ($ETA_PPE)"; exit 77; }
 
@@ -42,3 +43,7 @@ ppe_stat() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" "$@"; }
 
 # Reads one value from eta-stat --json with a python expression over `d`.
 ppe_json() { ppe_stat --json | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# Succeeds when a python condition over `d` (eta-stat --json) holds; for
+# wait_until, which must re-read the counters on every try.
+ppe_true() { ppe_stat --json | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($1) else 1)"; }

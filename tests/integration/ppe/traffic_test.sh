@@ -20,7 +20,7 @@ H=$ETA_LAB_PPE_IP P=$ETA_LAB_PEER_IP
 
 note "dti-echo-server behind the PPE, socat in the peer"
 start_bg echo timeout 120 "$ECHO" --socket "$ETA_LAB_SOCKET" --port 7007 --count 1
-wait_until 10 bash -c "[ \"\$(\"$ETA_STAT\" --socket \"$ETA_LAB_SOCKET\" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)[\"apps\"]))')\" -ge 1 ]" ||
+wait_until 10 ppe_true "len(d['apps']) >= 1" ||
     fail "the echo server did not attach"
 head -c $((8 << 20)) /dev/urandom > "$work/blob"
 # socat sends the blob and writes what comes back; closing the command's
