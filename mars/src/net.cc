@@ -33,6 +33,9 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
         stats_.rx_bytes += frames[i].len;
         input_frame(frames[i]);
     }
+    // The flow table counts its last-flow cache; publish once per burst.
+    stats_.lookup_cache_hits = flows_.cache_hits;
+    stats_.lookup_cache_misses = flows_.cache_misses;
     // ACKs and data the burst made due go out together.
     flush_output();
     flush_tx();

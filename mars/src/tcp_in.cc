@@ -143,6 +143,8 @@ bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th, const uint8_
         const uint32_t in_flight = s.snd_max - s.snd_una;
         s.tx_head += acked;
         s.snd_una = ack;
+        s.snd_wl2 = ack; // the window is unchanged; keep WL1/WL2 current (they are compared mod 2^32)
+        s.snd_wl1 = be32(th->seq);
         uint64_t rtt = 0;
         if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
             rtt = now_ns_ - s.rtt_start_ns;
@@ -191,6 +193,7 @@ bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th, const uint8_
             return true;
         }
     }
+    s.snd_wl1 = s.rcv_nxt;
     s.rx_tail += len;
     s.rcv_nxt += len;
     s.bytes_in += len;
@@ -581,6 +584,14 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     if (!(flags & kAck)) {
         stats_.drop_tcp_bad_state++;
         return;
+    }
+
+    // RFC 7323 4.3 (3): remember the newest timestamp of a segment that
+    // starts at or before what we last acknowledged (not one past a hole),
+    // so our TSecr gives the peer true RTT samples and PAWS a current bound.
+    if ((s.flags & kFTsOk) && opt.has_ts && seq_le(seq, s.last_ack_sent) && seq_ge(opt.tsval, s.ts_recent)) {
+        s.ts_recent = opt.tsval;
+        s.ts_recent_ns = now_ns_;
     }
 
     // Trim what we already have and what is beyond the window.

@@ -729,6 +729,42 @@ TEST_F(Tcp, TimestampEchoedInAcks)
     EXPECT_EQ(acks.back().opts.ts->second, c.peer_tsval + uint32_t(p().now / kMs));
 }
 
+TEST_F(Tcp, TimestampOfSlowPathSegmentIsEchoed)
+{
+    // RFC 7323 4.3: TS.Recent follows every acceptable segment at the ACK
+    // point, not only those the header prediction takes.
+    Conn c;
+    passive(&c);
+    p().advance(7 * kMs);
+    c.window = 30000; // a window change: not header-predicted
+    const uint32_t tsval = c.peer_tsval + uint32_t(p().now / kMs);
+    p().send(c, kAck | kPsh, bytes(100, 19));
+    p().advance(100 * kMs); // the delayed ACK
+    auto acks = p().take_conn(c);
+    ASSERT_FALSE(acks.empty());
+    ASSERT_TRUE(acks.back().opts.ts);
+    EXPECT_EQ(acks.back().ack, c.peer_nxt);
+    EXPECT_EQ(acks.back().opts.ts->second, tsval);
+}
+
+TEST_F(Tcp, FastPathAndLookupCacheAreCounted)
+{
+    Conn c;
+    passive(&c);
+    const StackStats before = st().stats();
+    p().send(c, kAck | kPsh, bytes(1000, 20));
+    p().send(c, kAck | kPsh, bytes(1000, 21));
+    const StackStats &after = st().stats();
+    EXPECT_EQ(after.fastpath_hits, before.fastpath_hits + 2);
+    EXPECT_EQ(after.lookup_cache_hits, before.lookup_cache_hits + 2) << "the same flow twice: the cache hits";
+    // Another connection's segment misses the one-entry cache.
+    Conn d;
+    passive(&d, 40001);
+    const uint64_t misses = st().stats().lookup_cache_misses;
+    p().send(c, kAck | kPsh, bytes(10, 22));
+    EXPECT_EQ(st().stats().lookup_cache_misses, misses + 1);
+}
+
 // ---- SYN cookies (RFC 4987) --------------------------------------------------
 
 TEST_F(Tcp, SynCookieHandshakeWhenSynQueueOverflows)
