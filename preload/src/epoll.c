@@ -248,8 +248,8 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
     unsigned count = e->n;
     for (unsigned k = 0; k < count && n < max; k++) {
         struct epent *ent = &e->ents[(e->cursor + k) % count];
-        if (ent->disabled)
-            continue;
+        if (ent->disabled || eta_hybrid_kernel_only(ent->s))
+            continue; /* a hybrid's kernel half is in the program's epoll */
         uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
                         EPOLLERR | EPOLLHUP;
         uint32_t ev = (c ? eta_sock_events(c, ent->s) : (EPOLLERR | EPOLLHUP));

@@ -181,6 +181,14 @@ unsigned eta_pump(dti_ctx_t *c);
  * attachment: the PPE cannot share it with this process (see README). */
 bool eta_sock_orphaned(struct eta_sock *s);
 
+/* True when the PPE half of an INADDR_ANY listener can no longer accept
+ * (the PPE went, or the listener is an orphan here): the listener then is its
+ * kernel half alone, as if eta had never been there. */
+bool eta_hybrid_kernel_only(struct eta_sock *s);
+/* True when every installed signal handler has SA_RESTART: a blocking call
+ * the shim emulates restarts after a signal, as the kernel's would. */
+bool eta_signals_restart(void);
+
 /* Readiness of an accelerated socket as poll bits (POLLIN, ...). */
 uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s);
 

@@ -2,6 +2,7 @@
  * dup, fcntl, ioctl, names and options. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -460,6 +461,39 @@ static int install_accepted(dti_ctx_t *c, dti_sock_t h, struct sockaddr *addr, s
     return fd;
 }
 
+bool eta_hybrid_kernel_only(struct eta_sock *s)
+{
+    return s->hybrid && (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed) || eta_sock_orphaned(s));
+}
+
+/* accept() on the kernel half of an INADDR_ANY listener whose PPE half is
+ * gone. The kernel socket is non-blocking (the shim keeps it so); a blocking
+ * accept waits in poll, restarting after signals as the kernel would. */
+static int accept_kernel_half(int fd, struct eta_sock *s, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    uint64_t deadline = deadline_after(s->rcvtimeo_ms);
+    for (;;) {
+        int k = real_accept4(fd, addr, len, flags);
+        if (k >= 0) {
+            ETA_STAT_ADD(kernel_accepted, 1);
+            eta_count(ETA_R_KERNEL_ADDR, k, "accepted by the kernel half of an INADDR_ANY listener");
+            return k;
+        }
+        if ((errno != EAGAIN && errno != EWOULDBLOCK) || atomic_load(&s->nonblock))
+            return -1;
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = eta_now_ns();
+            if (now >= deadline)
+                return fail(EAGAIN);
+            ms = (int)((deadline - now + 999999) / 1000000);
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (real_poll(&p, 1, ms) < 0 && errno == EINTR && (deadline || !eta_signals_restart()))
+            return -1;
+    }
+}
+
 static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     struct eta_sock *s = eta_sock_get(fd);
@@ -473,6 +507,11 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
     if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
         eta_obj_put(&s->obj);
         return fail(EINVAL);
+    }
+    if (eta_hybrid_kernel_only(s)) {
+        int k = accept_kernel_half(fd, s, addr, len, flags);
+        eta_obj_put(&s->obj);
+        return k;
     }
     int err = usable(s, EINVAL);
     dti_ctx_t *c = err ? NULL : eta_ctx();
@@ -516,6 +555,11 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
         }
         eta_watch(c, s, DTI_POLLIN);
         int w = eta_wait(c, accept_ready, s, deadline, s->hybrid ? fd : -1);
+        if (w == -EPIPE && s->hybrid) {
+            int k = accept_kernel_half(fd, s, addr, len, flags);
+            eta_obj_put(&s->obj);
+            return k;
+        }
         if (w == -ETIMEDOUT || w == -EINTR || w == -EPIPE) {
             eta_obj_put(&s->obj);
             return fail(w == -ETIMEDOUT ? EAGAIN : w == -EINTR ? EINTR : ECONNABORTED);

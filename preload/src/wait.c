@@ -201,7 +201,7 @@ uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
  * shim cannot tell which signal arrived, so it restarts only when every
  * installed handler asks for it; a program that installs one handler without
  * SA_RESTART sees EINTR, which it must already handle. */
-static bool handlers_all_restart(void)
+bool eta_signals_restart(void)
 {
     for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction sa;
@@ -295,7 +295,7 @@ int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_n
         if (rc > 0 && kfd >= 0 && p[1].revents)
             return 0;
         if (rc < 0 && err == EINTR) {
-            if (deadline_ns || !handlers_all_restart())
+            if (deadline_ns || !eta_signals_restart())
                 return -EINTR;
         }
         if (!eta_engine_check(d))

@@ -14,6 +14,7 @@ ONLY=("$@")
 lab_up
 work=$(mktemp -d)
 on_exit "rm -rf $work"
+chmod 755 "$work"   # nginx's workers run as nobody and serve from here
 mkdir -p "$(dirname "$ETA_LAB_SOCKET")"
 start_bg ppe timeout 880 "$ETA_PPE" --config "$ETA_LAB_CONFIG" --foreground
 on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
@@ -26,6 +27,13 @@ H=$ETA_LAB_PPE_IP         # this host as the peer sees it through the PPE
 run() { timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --log fallback -- "$@"; }
 # Every socket that reached the PPE is logged "accelerated" with ETA_LOG=accel.
 runlog() { local log=$1; shift; ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"; }
+# The same in the background: start_bg's PID is the program's timeout itself
+# (not a subshell), so the cleanup's SIGTERM reaches the program.
+bglog() {
+    local name=$1 log=$2
+    shift 2
+    start_bg "$name" env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
+}
 accelerated() { grep -q "accelerated" "$1" || { cat "$1" >&2; fail "$2: nothing went through the PPE"; }; }
 
 head -c $((64 << 20)) /dev/urandom > "$work/blob"
@@ -33,14 +41,14 @@ sum=$(sha256sum < "$work/blob" | cut -d' ' -f1)
 
 if want socat; then
     note "socat: eta client -> kernel server in the peer"
-    start_bg sink peer timeout 60 socat -u "TCP-LISTEN:7001,bind=$P,reuseaddr" "OPEN:$work/got1,creat,trunc"
+    start_bg sink ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP-LISTEN:7001,bind=$P,reuseaddr" "OPEN:$work/got1,creat,trunc"
     wait_until 10 peer bash -c "ss -ltn | grep -q ':7001'" || fail "peer socat did not listen"
     runlog "$work/l1" socat -u "OPEN:$work/blob" "TCP:$P:7001" || fail "socat client under eta-run failed"
     wait "$sink_pid" || fail "peer socat failed"
     accelerated "$work/l1" "socat client"
     [ "$(sha256sum < "$work/got1" | cut -d' ' -f1)" = "$sum" ] || fail "socat: bytes differ (eta -> kernel)"
     note "socat: kernel client in the peer -> eta server"
-    start_bg src runlog "$work/l2" socat -u "TCP-LISTEN:7002,reuseaddr" "OPEN:$work/got2,creat,trunc"
+    bglog src "$work/l2" socat -u "TCP-LISTEN:7002,reuseaddr" "OPEN:$work/got2,creat,trunc"
     wait_until 20 grep -q "listening on 0.0.0.0:7002" "$work/l2" || { cat "$work/l2"; fail "socat server under eta-run did not listen"; }
     peer timeout 60 socat -u "OPEN:$work/blob" "TCP:$H:7002" || fail "peer socat client failed"
     wait "$src_pid" || fail "socat server under eta-run failed"
@@ -49,7 +57,7 @@ fi
 
 if want curl; then
     note "curl and wget download from a kernel web server in the peer"
-    start_bg web peer timeout 120 python3 -m http.server 8080 --bind "$P" --directory "$work"
+    start_bg web ip netns exec "$ETA_LAB_NS" timeout 120 python3 -m http.server 8080 --bind "$P" --directory "$work"
     wait_until 20 peer bash -c "ss -ltn | grep -q ':8080'" || fail "peer web server did not listen"
     runlog "$work/l3" curl -sS -o "$work/curl.out" "http://$P:8080/blob" || fail "curl failed"
     accelerated "$work/l3" curl
@@ -61,13 +69,16 @@ fi
 
 if want python; then
     note "python3 -m http.server under eta-run, a Python socket client in the peer"
-    start_bg pyweb runlog "$work/l5" python3 -m http.server 8081 --directory "$work"
+    # The interpreter itself, not a wrapper script (pyenv's shim would run
+    # several programs under the shim before python starts).
+    py=$(python3 -c 'import sys; print(sys.executable)')
+    bglog pyweb "$work/l5" "$py" -m http.server 8081 --directory "$work"
     wait_until 20 grep -q "0.0.0.0:8081" "$work/l5" || { cat "$work/l5"; fail "http.server did not listen"; }
     got=$(peer timeout 60 python3 -c "
 import socket, hashlib, sys
 s = socket.create_connection(('$H', 8081))
 s.sendall(b'GET /blob HTTP/1.0\r\nHost: x\r\n\r\n')
-data = b''
+data = bytearray()
 while True:
     b = s.recv(1 << 16)
     if not b: break
@@ -78,7 +89,7 @@ fi
 
 if want iperf3; then
     note "iperf3: eta client -> peer server, both directions, -P 4"
-    start_bg ips peer timeout 200 iperf3 -s -B "$P" -p 5201
+    start_bg ips ip netns exec "$ETA_LAB_NS" timeout 200 iperf3 -s -B "$P" -p 5201
     wait_until 10 peer bash -c "ss -ltn | grep -q ':5201'" || fail "peer iperf3 did not listen"
     for args in "" "-R" "-P 4"; do
         # shellcheck disable=SC2086
@@ -88,7 +99,7 @@ if want iperf3; then
     done
     note "iperf3: eta server, peer client"
     # -4: iperf3 otherwise listens on [::], and IPv6 is not accelerated (README).
-    start_bg ipe runlog "$work/l6" iperf3 -4 -s -p 5202
+    bglog ipe "$work/l6" iperf3 -4 -s -p 5202
     wait_until 20 grep -q "0.0.0.0:5202" "$work/l6" || { cat "$work/l6"; fail "iperf3 server under eta-run did not listen"; }
     for args in "" "-R" "-P 4"; do
         # shellcheck disable=SC2086
@@ -98,7 +109,7 @@ fi
 
 if want sockperf; then
     note "sockperf server under eta-run: ping-pong and throughput from the peer"
-    start_bg sp runlog "$work/l7" sockperf server --tcp -p 11111
+    bglog sp "$work/l7" sockperf server --tcp -p 11111
     wait_until 20 grep -q "0.0.0.0:11111" "$work/l7" || { cat "$work/l7"; fail "sockperf server did not listen"; }
     peer timeout 60 sockperf ping-pong --tcp -i "$H" -p 11111 -t 2 -m 64 > "$work/sp.out" || fail "sockperf ping-pong failed"
     grep -q "percentile 50.000" "$work/sp.out" || fail "sockperf ping-pong reported no latency"
@@ -107,7 +118,7 @@ fi
 
 if want redis; then
     note "redis-server under eta-run, redis-benchmark -n 100000 from the peer"
-    start_bg rs runlog "$work/l8" redis-server --port 6390 --save "" --appendonly no --protected-mode no
+    bglog rs "$work/l8" redis-server --port 6390 --save "" --appendonly no --protected-mode no
     wait_until 20 grep -q "0.0.0.0:6390" "$work/l8" || { cat "$work/l8"; fail "redis-server did not listen"; }
     peer timeout 180 redis-benchmark -h "$H" -p 6390 -n 100000 -c 50 -t set,get -q > "$work/rb.out" 2>&1 ||
         { cat "$work/rb.out"; fail "redis-benchmark failed"; }
