@@ -25,22 +25,6 @@ uint32_t load_be32(const void *p)
 
 } // namespace
 
-void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
-{
-    if (now_ns > now_ns_) now_ns_ = now_ns;
-    for (uint16_t i = 0; i < n; i++) {
-        stats_.rx_frames++;
-        stats_.rx_bytes += frames[i].len;
-        input_frame(frames[i]);
-    }
-    // The flow table counts its last-flow cache; publish once per burst.
-    stats_.lookup_cache_hits = flows_.cache_hits;
-    stats_.lookup_cache_misses = flows_.cache_misses;
-    // ACKs and data the burst made due go out together.
-    flush_output();
-    flush_tx();
-}
-
 void StackImpl::input_frame(PacketRef &f)
 {
     if (f.len < kEthLen || !f.data) {

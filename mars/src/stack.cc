@@ -41,6 +41,7 @@ StackImpl::~StackImpl()
 {
     // Give every buffer back: frames waiting for ARP or in the transmit
     // burst, out-of-order frames, ring memory.
+    flush_rx_done();
     for (auto &p : arp_pending_) release(p.frame);
     if (tx_n_) io_.release(tx_burst_, tx_n_);
     for (Sock &s : socks_) {
@@ -73,6 +74,9 @@ bool StackImpl::init(std::string *error)
         return fail("rto_min_ns must be > 0 and <= rto_max_ns, rto_initial_ns > 0");
     if (t.syn_backlog == 0) return fail("syn_backlog must be at least 1");
 
+    std::memcpy(&wire_mac_lo_, c.mac.b, 4);
+    std::memcpy(&wire_mac_hi_, c.mac.b + 4, 2);
+    wire_ip_ = wire::be32(c.ip);
     subnet_mask_ = c.prefix == 32 ? ~0u : ~((1u << (32 - c.prefix)) - 1);
     offloads_ = io_.offloads();
     socks_.resize(c.max_sockets);
@@ -194,22 +198,13 @@ void StackImpl::unlink_flow(Sock &s)
     if (s.flow.linked) flows_.remove(&s.flow);
 }
 
-void StackImpl::raise(Sock &s, uint32_t bits)
-{
-    s.ev_bits |= bits;
-    if (!(s.flags & kFInEvents)) {
-        s.flags |= kFInEvents;
-        event_list_.push_back(s.index);
-    }
-}
-
 uint16_t StackImpl::events(SockEvent *out, uint16_t max)
 {
     uint16_t n = 0;
     while (n < max && event_pos_ < event_list_.size()) {
         Sock &s = socks_[event_list_[event_pos_++]];
         s.flags &= ~kFInEvents;
-        if (!s.used || !s.ev_bits) continue;
+        if (!s.used || !s.ev_bits || (s.flags & kFDetached)) continue;
         // Connections still in a listener's queues belong to the listener.
         if (s.parent != UINT32_MAX) {
             s.ev_bits = 0;
@@ -232,7 +227,7 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
 // pending. Connections nobody accepted yet were never visible: no event.
 void StackImpl::detach(Sock &s)
 {
-    if (s.parent != UINT32_MAX) return;
+    if (s.parent != UINT32_MAX || (s.flags & kFDetached)) return;
     closed_events_.push_back(SockEvent{id_of(s), s.ev_bits | kEvClosed, s.user});
     s.ev_bits = 0;
 }
@@ -240,6 +235,19 @@ void StackImpl::detach(Sock &s)
 void StackImpl::set_state(Sock &s, TcpState st)
 {
     s.state = st;
+}
+
+// Like the kernel, which frees the descriptor at close() and keeps TIME-WAIT
+// in a small bucket: the application's id (and, in eta, its DTI socket slot)
+// must not be held for 2MSL.
+void StackImpl::release_user(Sock &s)
+{
+    release_rings(s);
+    detach(s);
+    s.flags |= kFDetached;
+    s.user = 0; // the tag named the application's socket, which is gone (for_each_socket shows 0)
+    s.gen = (s.gen + 1) & ((1u << (32 - kIndexBits)) - 1); // the old id stops working
+    if (s.gen == 0) s.gen = 1;
 }
 
 // The connection ended abnormally: reset by the peer, timed out, refused.
@@ -425,8 +433,7 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     if (!attach_rings(*s, s->user)) return -ENOBUFS;
     s->remote = remote;
     s->next_hop = hop;
-    s->flow.key = FlowKey{cfg_.ip, remote.ip, s->local.port, remote.port};
-    flows_.insert(&s->flow);
+    link_flow(*s, FlowKey{cfg_.ip, remote.ip, s->local.port, remote.port});
     s->iss = isn_generate(cfg_.isn_secret, s->flow.key, now_ns_);
     s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
     s->flags |= kFAccepted;
@@ -479,7 +486,7 @@ int StackImpl::close(SockId id)
         sock_free(*s);
         break;
     case TcpState::kTimeWait:
-        release_rings(*s); // kEvClosed when TIME-WAIT ends
+        release_user(*s);
         break;
     default:
         // Unread data or SO_LINGER 0: reset instead of a graceful close

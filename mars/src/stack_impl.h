@@ -52,6 +52,7 @@ enum SockFlag : uint32_t {
     kFInFlush = 1u << 16,   // queued in the flush list (output pending)
     kFMore = 1u << 17,      // last commit said MSG_MORE
     kFAccepted = 1u << 18,  // taken by accept(), or an active open
+    kFDetached = 1u << 19,  // closed by the user and in TIME-WAIT: kEvClosed sent, the id is gone
     kFRtoRecovery = 1u << 20, // retransmitting after a timeout (go-back-N)
     kFFinReceived = 1u << 21,
     kFSynCookie = 1u << 22,  // created from a SYN cookie
@@ -63,6 +64,9 @@ enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux };
 struct Sock {
     // ---- hot: looked at by every segment (first cache lines) -----------
     FlowNode flow;
+    // The 4-tuple as the peer's frames carry it (network order), for the
+    // express path's compare against the last-flow cache without swapping.
+    uint32_t wire_rip = 0, wire_ports = 0;
     TcpState state = TcpState::kClosed;
     uint8_t snd_wscale = 0, rcv_wscale = 0;
     uint8_t dupacks = 0;
@@ -211,9 +215,24 @@ class StackImpl final : public Stack {
     void send_icmp_unreach(const uint8_t *ip_packet, unsigned len, uint8_t code);
 
     // ---- tcp_in.cc -------------------------------------------------------
+    // Header prediction straight from the frame for the last flow seen;
+    // false: not predicted, the frame goes through input_frame().
+    bool tcp_express(PacketRef &f);
+    void link_flow(Sock &s, const FlowKey &key);
+    // Consumed received frames go back to the owner in one call per burst.
+    __attribute__((always_inline)) void release_rx(PacketRef &f)
+    {
+        rx_done_[rx_done_n_++] = f;
+        if (rx_done_n_ == kRxDoneMax) flush_rx_done();
+    }
+    void flush_rx_done()
+    {
+        if (rx_done_n_) io_.release(rx_done_, rx_done_n_);
+        rx_done_n_ = 0;
+    }
     void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
-    bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, const uint8_t *payload, uint32_t len,
-                       uint32_t sum);
+    bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff, const uint8_t *payload,
+                       uint32_t len, uint32_t src_ip);
     void tcp_listen_input(Sock &l, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
                           const TcpOptions &opt, uint32_t len);
     void tcp_syn_sent_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
@@ -263,13 +282,23 @@ class StackImpl final : public Stack {
     SockId id_of(const Sock &s) const { return (s.gen << kIndexBits) | s.index; }
     Sock *sock_alloc(uint64_t user);
     void sock_free(Sock &s);
-    void raise(Sock &s, uint32_t bits);
+    __attribute__((always_inline)) void raise(Sock &s, uint32_t bits)
+    {
+        s.ev_bits |= bits;
+        if (!(s.flags & kFInEvents)) {
+            s.flags |= kFInEvents;
+            event_list_.push_back(s.index); // capacity reserved at creation
+        }
+    }
     void set_state(Sock &s, TcpState st);
     // The connection is over (reset, error, or closed): unhook it, tell the
     // application, free what can be freed.
     void conn_drop(Sock &s, int err, uint32_t ev);
     void conn_closed(Sock &s);
     void detach(Sock &s);
+    // A user-closed connection entering TIME-WAIT: hand the id and the rings
+    // back now (kEvClosed); the stack keeps the TIME-WAIT state to itself.
+    void release_user(Sock &s);
     bool attach_rings(Sock &s, uint64_t user);
     void release_rings(Sock &s);
     void unlink_flow(Sock &s);
@@ -312,6 +341,14 @@ class StackImpl final : public Stack {
     static constexpr uint16_t kTxBurst = 64;
     PacketRef tx_burst_[kTxBurst];
     uint16_t tx_n_ = 0;
+
+    // received frames consumed by the fast path, released once per burst
+    static constexpr uint16_t kRxDoneMax = 64;
+    PacketRef rx_done_[kRxDoneMax];
+    uint16_t rx_done_n_ = 0;
+    // our MAC and IPv4 address as they appear in frames
+    uint32_t wire_mac_lo_ = 0, wire_ip_ = 0;
+    uint16_t wire_mac_hi_ = 0;
 
     uint16_t next_ephemeral_ = 0;
     uint32_t subnet_mask_ = 0;

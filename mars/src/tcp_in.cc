@@ -27,7 +27,87 @@ inline uint32_t load32(const void *p)
 
 constexpr uint64_t kPawsIdleNs = 24ull * 24 * 3600 * 1'000'000'000ull; // RFC 7323 5.5
 
+inline uint16_t load16(const void *p)
+{
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+
+// Byte patterns of a frame's fixed fields as loaded little-endian from the wire.
+constexpr uint32_t kWireIpv4NoOptions = 0x00450008; // ethertype 08 00, version 4 / IHL 5 (byte 3: TOS, any)
+constexpr uint32_t kWireIpv4Mask = 0x00ffffff;
+constexpr uint16_t kWireFragMask = 0xff3f;          // MF and the offset, network order
+constexpr uint16_t kWireProtoTcp = uint16_t(kProtoTcp) << 8; // TTL byte, then protocol
+constexpr uint32_t kWireTsPrefix = 0x0a080101;      // NOP NOP TS 10
+
 } // namespace
+
+// The receive entry: each frame first tries header prediction on the flow the
+// last segment belonged to (tcp_express); everything else goes through the
+// full demux (net.cc input_frame: Ethernet, ARP, IPv4, ICMP, TCP).
+void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
+{
+    if (now_ns > now_ns_) now_ns_ = now_ns;
+    stats_.rx_frames += n;
+    for (uint16_t i = 0; i < n; i++) {
+        PacketRef &f = frames[i];
+        stats_.rx_bytes += f.len;
+        if (!tcp_express(f)) input_frame(f);
+    }
+    flush_rx_done();
+    // The flow table counts its last-flow cache; publish once per burst.
+    stats_.lookup_cache_hits = flows_.cache_hits;
+    stats_.lookup_cache_misses = flows_.cache_misses;
+    // ACKs and data the burst made due go out together.
+    flush_output();
+    flush_tx();
+}
+
+void StackImpl::link_flow(Sock &s, const FlowKey &key)
+{
+    s.flow.key = key;
+    s.wire_rip = be32(key.remote_ip);
+    s.wire_ports = uint32_t(be16(key.remote_port)) | uint32_t(be16(key.local_port)) << 16;
+    flows_.insert(&s.flow);
+}
+
+// Van Jacobson's header prediction taken one step further: for a frame of the
+// last flow seen, every check the demux would make is done on the frame's
+// bytes as loaded (no byte swapping, no per-layer calls), then the prediction
+// proper. Any doubt returns false and the frame takes the full path, which
+// repeats the checks and counts what it drops.
+__attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
+{
+    const FlowNode *node = flows_.cached();
+    const uint8_t *d = f.data;
+    if (!node || f.len < kHeadersLen) return false;
+    Sock &s = *sock_of(const_cast<FlowNode *>(node));
+    if (load32(d) != wire_mac_lo_ || load16(d + 4) != wire_mac_hi_ ||
+        (load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions)
+        return false;
+    const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
+    const unsigned total = be16(ip->total_len);
+    const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
+    if (ip->dst != wire_ip_ || ip->src != s.wire_rip || load32(th) != s.wire_ports ||
+        total + kEthLen > f.len || (ip->frag & kWireFragMask) || (load16(&ip->ttl) & 0xff00) != kWireProtoTcp ||
+        ip->ttl == 0)
+        return false;
+    const unsigned doff = (th->doff >> 4) * 4u;
+    const unsigned len = total - kIpLen;
+    if (!(doff == kTcpLen || (doff == kTcpLen + 12 && load32(th + 1) == kWireTsPrefix)) || doff > len) return false;
+    if (!(f.flags & kRxIpCsumGood) && !csum_ok(csum_add(0, ip, kIpLen))) return false;
+    if (s.state != TcpState::kEstablished || (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) != kAck ||
+        be32(th->seq) != s.rcv_nxt || s.snd_nxt != s.snd_max ||
+        uint32_t(be16(th->win)) << s.snd_wscale != s.snd_wnd ||
+        (s.flags & (kFInRecovery | kFRtoRecovery | kFRdShut | kFHasRings)) != kFHasRings || !s.sack.empty() ||
+        !s.ooo.empty())
+        return false;
+    if (!tcp_fast_path(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src))) return false;
+    flows_.cache_hits++;
+    stats_.fastpath_hits++;
+    return true;
+}
 
 void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
 {
@@ -58,8 +138,9 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
         if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
             be32(th->seq) == s->rcv_nxt && (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe))) &&
             s->snd_nxt == s->snd_max && uint32_t(be16(th->win)) << s->snd_wscale == s->snd_wnd &&
-            !(s->flags & (kFInRecovery | kFRtoRecovery)) && s->sack.empty()) {
-            if (tcp_fast_path(*s, f, th, payload, plen, sum)) {
+            (s->flags & (kFInRecovery | kFRtoRecovery | kFRdShut | kFHasRings)) == kFHasRings && s->sack.empty() &&
+            s->ooo.empty()) {
+            if (tcp_fast_path(*s, f, th, doff, payload, plen, src)) {
                 stats_.fastpath_hits++;
                 return;
             }
@@ -123,10 +204,14 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
 
 // ---- fast path ---------------------------------------------------------------
 
-bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th, const uint8_t *payload, uint32_t len,
-                              uint32_t sum)
+// The prediction held (the caller checked state, flags, sequence number,
+// options layout, window and recovery). Returns false to send the segment on
+// through the full rules; true once the frame is consumed (queued, or dropped
+// for a bad checksum).
+__attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th,
+                                                                    unsigned doff, const uint8_t *payload,
+                                                                    uint32_t len, uint32_t src_ip)
 {
-    const unsigned doff = (th->doff >> 4) * 4u;
     uint32_t tsval = 0;
     if (doff != kTcpLen) {
         if (!(s.flags & kFTsOk)) return false;
@@ -138,7 +223,8 @@ bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th, const uint8_
     if (len == 0) {
         // A pure ACK for new data.
         if (!seq_gt(ack, s.snd_una) || seq_gt(ack, s.snd_max)) return false;
-        if (!csum_done && !csum_ok(csum_add(sum, th, doff))) return false;
+        if (!csum_done && !csum_ok(csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff)), th, doff)))
+            return false;
         const uint32_t acked = ack - s.snd_una;
         const uint32_t in_flight = s.snd_max - s.snd_una;
         s.tx_head += acked;
@@ -169,22 +255,21 @@ bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th, const uint8_
         s.last_recv_ns = now_ns_;
         raise(s, kEvWritable);
         if (s.tx_tail != s.snd_nxt - s.iss - 1) want_output(s);
-        release(f);
+        release_rx(f);
         return true;
     }
     // In-order data that fits, acking nothing new.
-    if (ack != s.snd_una || !s.ooo.empty() || len > s.rcv_adv - s.rcv_nxt || len > s.rx_free() ||
-        (s.flags & kFRdShut))
-        return false;
+    // (the caller checked kFHasRings: rx_free() without its test)
+    if (ack != s.snd_una || len > s.rcv_adv - s.rcv_nxt || len > s.rx_mask + 1 - s.rx_readable()) return false;
     const uint32_t off = s.rx_tail & s.rx_mask;
     const uint32_t first = std::min(len, s.rx_mask + 1 - off);
     if (csum_done) {
         std::memcpy(s.rx + off, payload, first);
-        std::memcpy(s.rx, payload + first, len - first);
+        if (len > first) std::memcpy(s.rx, payload + first, len - first);
     } else {
         // Copy into free ring space and sum in the same pass; the bytes only
         // become readable (rx_tail) once the checksum holds.
-        uint32_t c = csum_add(sum, th, doff);
+        uint32_t c = csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
         c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
         if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
         if (!csum_ok(c)) {
@@ -204,10 +289,14 @@ bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th, const uint8_
         s.ts_recent_ns = now_ns_;
     }
     raise(s, kEvReadable);
-    // Delayed ACK: at least every second segment (RFC 5681 4.2), else the timer.
-    if (++s.segs_unacked >= 2) ack_now(s);
-    else if (!TimerWheel::armed(&s.delack_timer)) wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
-    release(f);
+    // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
+    // timer. Segments of one burst share the ACK sent at its end.
+    if (++s.segs_unacked >= 2) {
+        if (!(s.flags & kFAckNow)) ack_now(s);
+    } else if (!TimerWheel::armed(&s.delack_timer)) {
+        wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+    }
+    release_rx(f);
     return true;
 }
 
@@ -263,8 +352,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
         c->local = Endpoint{cfg_.ip, key.local_port};
         c->remote = Endpoint{src, key.remote_port};
         c->next_hop = route(src);
-        c->flow.key = key;
-        flows_.insert(&c->flow);
+        link_flow(*c, key);
         c->irs = seq - 1;
         c->rcv_nxt = seq;
         c->iss = ack - 1;
@@ -359,8 +447,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
     c->local = Endpoint{cfg_.ip, key.local_port};
     c->remote = Endpoint{src, key.remote_port};
     c->next_hop = route(src);
-    c->flow.key = key;
-    flows_.insert(&c->flow);
+    link_flow(*c, key);
     c->irs = seq;
     c->rcv_nxt = seq + 1;
     c->iss = isn_generate(cfg_.isn_secret, key, now_ns_);

@@ -155,7 +155,7 @@ void StackImpl::enter_time_wait(Sock &s)
     TimerWheel::cancel(&s.delack_timer);
     s.ooo.clear(ooo_pool_, io_);
     stats_.ooo_frames_used = ooo_pool_.used();
-    if (s.flags & kFUserClosed) release_rings(s);
+    if (s.flags & kFUserClosed) release_user(s);
     wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);
 }
 

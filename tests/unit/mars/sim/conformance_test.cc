@@ -35,6 +35,22 @@ class Tcp : public ::testing::Test {
         EXPECT_EQ(st().info(s, &in), 0);
         return in.state;
     }
+    // The state of c's connection as the stack's table has it (also after the
+    // application closed it and its id is gone); kClosed when not there.
+    TcpState conn_state(const Conn &c)
+    {
+        struct Find {
+            const Conn *c;
+            TcpState st = TcpState::kClosed;
+        } find{&c};
+        st().for_each_socket(
+            [](SockId, const SockInfo &in, uint64_t, void *arg) {
+                auto *f = static_cast<Find *>(arg);
+                if (in.remote.port == f->c->peer_port && in.local.port == f->c->stack_port) f->st = in.state;
+            },
+            &find);
+        return find.st;
+    }
     SockInfo info(SockId s)
     {
         SockInfo in{};
@@ -596,7 +612,7 @@ TEST_F(Tcp, ActiveCloseGoesThroughFinWaitToTimeWait)
     auto last = p().take_conn(c);
     ASSERT_FALSE(last.empty());
     EXPECT_EQ(last.back().ack, c.peer_nxt);
-    EXPECT_EQ(state(s), TcpState::kTimeWait);
+    EXPECT_EQ(conn_state(c), TcpState::kTimeWait);
     // A retransmitted FIN in TIME-WAIT is acked again.
     Conn again = c;
     again.peer_nxt = c.peer_nxt - 1;
@@ -615,11 +631,13 @@ TEST_F(Tcp, TimeWaitExpiresAfterConfiguredTime)
     p().take_conn(c);
     p().send(c, kAck | kFin);
     p().take_conn(c);
-    ASSERT_EQ(state(s), TcpState::kTimeWait);
+    ASSERT_EQ(conn_state(c), TcpState::kTimeWait);
     p().advance(test_stack_config(1).tcp.time_wait_ns - 100 * kMs);
-    EXPECT_EQ(state(s), TcpState::kTimeWait) << "left TIME-WAIT early";
+    EXPECT_TRUE(p().events_of(s) & kEvClosed) << "the closed id is handed back at once, not after 2MSL";
+    EXPECT_EQ(st().info(s, nullptr), -EBADF);
+    EXPECT_EQ(conn_state(c), TcpState::kTimeWait) << "left TIME-WAIT early";
     p().advance(200 * kMs);
-    EXPECT_TRUE(p().events_of(s) & kEvClosed);
+    EXPECT_EQ(conn_state(c), TcpState::kClosed);
     EXPECT_EQ(st().stats().conns_open, 1u) << "only the listener is left";
     p().send(c, kAck);
     auto out = p().take_conn(c);
@@ -645,7 +663,7 @@ TEST_F(Tcp, SimultaneousCloseThroughClosing)
     ASSERT_FALSE(ack.empty());
     EXPECT_EQ(ack.back().ack, c.peer_nxt);
     p().send(c, kAck);
-    EXPECT_EQ(state(s), TcpState::kTimeWait);
+    EXPECT_EQ(conn_state(c), TcpState::kTimeWait);
 }
 
 TEST_F(Tcp, TimeWaitReusedByNewerSyn)
@@ -659,7 +677,7 @@ TEST_F(Tcp, TimeWaitReusedByNewerSyn)
     p().take_conn(c);
     p().send(c, kAck | kFin);
     p().take_conn(c);
-    ASSERT_EQ(state(s), TcpState::kTimeWait);
+    ASSERT_EQ(conn_state(c), TcpState::kTimeWait);
     p().advance(100 * kMs);
     Conn fresh = c;
     fresh.peer_nxt = c.peer_nxt + 100000;
@@ -682,7 +700,7 @@ TEST_F(Tcp, TimeWaitRejectsOldSyn)
     p().take_conn(c);
     p().send(c, kAck | kFin);
     p().take_conn(c);
-    ASSERT_EQ(state(s), TcpState::kTimeWait);
+    ASSERT_EQ(conn_state(c), TcpState::kTimeWait);
     Conn old = c;
     old.peer_nxt = c.peer_nxt - 50000; // an ISN below what we saw
     TcpSpec syn = p().seg(old, kSyn);
@@ -690,7 +708,7 @@ TEST_F(Tcp, TimeWaitRejectsOldSyn)
     syn.ack = 0;
     p().inject(syn);
     for (auto &g : p().take_conn(c)) EXPECT_FALSE(g.has(kSyn)) << "an old SYN must not reopen: " << g.describe();
-    EXPECT_EQ(state(s), TcpState::kTimeWait);
+    EXPECT_EQ(conn_state(c), TcpState::kTimeWait);
 }
 
 // ---- Timestamps and PAWS (RFC 7323) ------------------------------------------
