@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Side by side in one run, against the same server process: a server under
-# eta-run listens on INADDR_ANY, so the peer reaches it through the PPE
-# (accelerated link) and through the kernel (kernel link).
+# Side by side in one run, the same server program twice: one process under
+# eta-run bound to the PPE's address (its TCP goes through the PPE), one plain
+# process bound to the kernel link's address (no shim at all). The same client
+# in the lab's peer namespace drives both.
 #   sockperf ping-pong, 64 B: p50 / p99 latency
 #   iperf3 peer -> server (the server receives): throughput and the server's
 #   CPU seconds per GiB (utime+stime from /proc, ETA's "host CPU")
@@ -22,27 +23,38 @@ start_bg ppe timeout 600 "$ppe_bin" --config "$ETA_LAB_CONFIG" --foreground
 on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
 wait_until 60 test -S "$ETA_LAB_SOCKET" || fail "eta-ppe did not start"
 [ -f "$ETA_LAB_SOCKET.net" ] || export ETA_NET="port $ETA_LAB_PPE_IP/$ETA_LAB_PREFIX"
-out=$(mktemp -d)
-on_exit "rm -rf $out"
-eta_run() { "$top/tools/eta-run" --require --socket "$ETA_LAB_SOCKET" -- "$@"; }
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 
-start_bg sp eta_run sockperf server --tcp -p 11111
-start_bg ip eta_run iperf3 -s -p 5201
-wait_until 20 bash -c "ss -ltnp | grep -q ':11111' && ss -ltnp | grep -q ':5201'" || fail "servers did not start"
-ip_server=$(pgrep -P "$ip_pid" -x iperf3 || echo "$ip_pid")
-
-printf '%-8s %12s %12s %14s %16s\n' path "p50 (us)" "p99 (us)" "recv (Gbit/s)" "server CPU s/GiB"
+# Background programs are started as commands (not shell functions), so the
+# PID start_bg records is the program's own and cleanup reaches it.
+out=$(mktemp -d)
+on_exit "rm -rf $out"
+eta_run=("$top/tools/eta-run" --require --socket "$ETA_LAB_SOCKET" --)
+start_bg sp_eta timeout 600 "${eta_run[@]}" sockperf server --tcp -i "$ETA_LAB_PPE_IP" -p 11111 > "$out/sp_eta.log" 2>&1
+start_bg sp_kernel timeout 600 sockperf server --tcp -i "$ETA_LAB_KERNEL_IP" -p 11111 > "$out/sp_kernel.log" 2>&1
+start_bg ip_eta timeout 600 "${eta_run[@]}" iperf3 -s --forceflush -B "$ETA_LAB_PPE_IP" -p 5201 > "$out/ip_eta.log" 2>&1
+start_bg ip_kernel timeout 600 iperf3 -s --forceflush -B "$ETA_LAB_KERNEL_IP" -p 5201 > "$out/ip_kernel.log" 2>&1
+# The PPE's address is not the kernel's, so ss cannot see those listeners:
+# wait for the programs to say they are listening.
 for path in eta kernel; do
-    dst=$ETA_LAB_PPE_IP
-    [ $path = kernel ] && dst=$ETA_LAB_KERNEL_IP
+    wait_until 20 grep -q "to block on socket" "$out/sp_$path.log" || { cat "$out/sp_$path.log"; fail "sockperf server ($path) did not start"; }
+    wait_until 20 grep -q "Server listening on 5201" "$out/ip_$path.log" || { cat "$out/ip_$path.log"; fail "iperf3 server ($path) did not start"; }
+done
+
+engine=$(pgrep -P "$ppe_pid" -x eta-ppe) || fail "eta-ppe exited"
+printf '%-8s %12s %12s %14s %16s %16s\n' path "p50 (us)" "p99 (us)" "recv (Gbit/s)" "server CPU s/GiB" "engine CPU s/GiB"
+for path in eta kernel; do
+    dst=$ETA_LAB_PPE_IP ip_server=$(pgrep -P "$ip_eta_pid" -x iperf3)
+    [ $path = kernel ] && dst=$ETA_LAB_KERNEL_IP ip_server=$(pgrep -P "$ip_kernel_pid" -x iperf3)
     peer timeout $((secs + 30)) sockperf ping-pong --tcp -i "$dst" -p 11111 -t "$secs" -m 64 > "$out/sp.$path"
     p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
-    c0=$(cpu_s "$ip_server")
+    c0=$(cpu_s "$ip_server") e0=$(cpu_s "$engine")
     peer timeout $((secs + 30)) iperf3 -c "$dst" -p 5201 -t "$secs" --json > "$out/ip.$path"
-    c1=$(cpu_s "$ip_server")
+    c1=$(cpu_s "$ip_server") e1=$(cpu_s "$engine")
     read -r bps bytes < <(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['end']['sum_received']; print(d['bits_per_second'], d['bytes'])" "$out/ip.$path")
     awk -v p="$path" -v a="$p50" -v b="$p99" -v bps="$bps" -v by="$bytes" -v c0="$c0" -v c1="$c1" \
-        'BEGIN { printf "%-8s %12s %12s %14.2f %16.3f\n", p, a, b, bps / 1e9, (c1 - c0) / (by / 2^30) }'
+        -v e0="$e0" -v e1="$e1" \
+        'BEGIN { gib = by / 2^30; e = p == "eta" ? sprintf("%.3f", (e1 - e0) / gib) : "-"
+                 printf "%-8s %12s %12s %14.2f %16.3f %16s\n", p, a, b, bps / 1e9, (c1 - c0) / gib, e }'
 done
