@@ -3,8 +3,9 @@
 // Module map (one concern per file):
 //   stack.cc     creation, the socket table, the socket API, events, poll()
 //   net.cc       Ethernet, ARP, IPv4 and ICMP: input demux, output framing
-//   tcp_in.cc    TCP input: header prediction fast path, then the RFC 9293
-//                segment-arrival state machine
+//   tcp_in.cc    input() (the receive entry), TCP input: header prediction
+//                (express path on the frame bytes, or after a table lookup),
+//                then the RFC 9293 segment-arrival state machine
 //   tcp_out.cc   TCP output: segment building from the send ring, the
 //                sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
 //   tcp_timer.cc retransmission, persist, delayed ACK, keepalive, TIME-WAIT
