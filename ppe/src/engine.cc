@@ -577,18 +577,30 @@ void Engine::publish(uint64_t now, bool with_conns)
     // Connection table: gathered privately, then copied under the seqlock.
     conn_scratch_.clear();
     uint32_t total = 0;
+    // A socket's user tag names its DTI group (bits 32..47, dti/engine);
+    // a group's first member is the process that attached.
+    std::vector<int32_t> group_pid;
+    if (dti_) {
+        for (const auto &a : dti_->attachments()) {
+            if (a.group < 0) continue;
+            if (size_t(a.group) >= group_pid.size()) group_pid.resize(size_t(a.group) + 1, 0);
+            if (!group_pid[size_t(a.group)]) group_pid[size_t(a.group)] = int32_t(a.pid);
+        }
+    }
     for (auto &s : stacks_) {
         struct Ctx {
             std::vector<stats::ConnEntry> *out;
             uint32_t *total;
             uint32_t ring_bytes;
-        } ctx{&conn_scratch_, &total, config_.tcp.rcvbuf + config_.tcp.sndbuf};
+            const std::vector<int32_t> *group_pid;
+        } ctx{&conn_scratch_, &total, config_.tcp.rcvbuf + config_.tcp.sndbuf, &group_pid};
         s->for_each_socket(
             [](mars::SockId id, const mars::SockInfo &i, uint64_t user, void *arg) {
                 auto *c = static_cast<Ctx *>(arg);
                 (*c->total)++;
                 stats::ConnEntry e{};
-                (void)user;
+                const size_t group = size_t((user >> 32) & 0xffff);
+                e.app_pid = user && group < c->group_pid->size() ? (*c->group_pid)[group] : 0;
                 e.sock = id;
                 e.state = uint8_t(i.state);
                 e.local_ip = i.local.ip;
@@ -601,8 +613,10 @@ void Engine::publish(uint64_t now, bool with_conns)
                 e.cwnd = i.cwnd;
                 e.srtt_us = i.srtt_us;
                 e.ooo_frames = i.ooo_frames;
-                // Listeners and closed sockets hold no rings.
-                const bool rings = i.state != mars::TcpState::kListen && i.state != mars::TcpState::kClosed;
+                // Listeners, closed sockets and those the application has
+                // let go of (user 0: TIME-WAIT after close) hold no rings.
+                const bool rings =
+                    user && i.state != mars::TcpState::kListen && i.state != mars::TcpState::kClosed;
                 e.memory_bytes = rings ? c->ring_bytes : 0;
                 e.retransmits = i.total_retransmits;
                 e.bytes_in = i.bytes_in;

@@ -3,7 +3,7 @@
 #  - the libdti echo server (dti-echo-server) serves socat in the peer, byte for byte;
 #  - eta-perf over dti, both as server (kernel client in the peer) and as
 #    client (kernel server in the peer), 256 MiB each way verified with CRC32C;
-#  - the same under `eta-lab netem` loss and duplication.
+#  - the same under `eta-lab netem` loss, duplication and reordering.
 #   traffic_test.sh ETA_PPE ETA_STAT ETA_PERF DTI_ECHO_SERVER
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3 ECHO=$4
 . "$(dirname "$0")/../lib.sh"
@@ -23,9 +23,9 @@ start_bg echo timeout 120 "$ECHO" --socket "$ETA_LAB_SOCKET" --port 7007 --count
 wait_until 10 ppe_true "len(d['apps']) >= 1" ||
     fail "the echo server did not attach"
 head -c $((8 << 20)) /dev/urandom > "$work/blob"
-# socat sends the blob and writes what comes back; closing the command's
-# stdout after the blob makes socat shut down its sending side.
-peer timeout 60 socat -t 30 "TCP:$H:7007" "SYSTEM:cat > $work/echoed & cat $work/blob; exec >&-; wait" 2>"$work/socat.err" ||
+# socat sends the blob and writes what comes back; at the blob's end it
+# shuts down its sending side and exits once the echo has ended too.
+peer timeout 60 socat -t 30 "TCP:$H:7007" STDIO < "$work/blob" > "$work/echoed" 2>"$work/socat.err" ||
     { cat "$work/socat.err"; fail "socat through the PPE failed"; }
 cmp "$work/blob" "$work/echoed" || fail "the echo differs from what was sent"
 wait "$echo_pid" || fail "dti-echo-server failed"
@@ -49,7 +49,9 @@ transfer() {
     kill "$srv_pid"; wait "$srv_pid" 2>/dev/null || true
 
     note "$label: eta-perf (dti) client -> kernel server in the peer, both directions"
-    start_bg ksrv peer timeout 300 "$ETA_PERF" server --transport kernel --port 5302
+    # Started without the peer() function so that ksrv_pid is the server's
+    # timeout wrapper (ip netns exec execs it) and killing it ends the server.
+    start_bg ksrv ip netns exec "$ETA_LAB_NS" timeout 300 "$ETA_PERF" server --transport kernel --port 5302
     wait_until 10 peer bash -c "ss -ltn | grep -q ':5302'" || fail "kernel eta-perf server did not listen"
     for dir in send recv; do
         out=$(timeout 240 "$ETA_PERF" client --transport dti --connect "$P" --port 5302 \
@@ -62,8 +64,9 @@ transfer() {
 }
 
 transfer clean
-note "impairments: loss and duplication on the peer's side of the accelerated link"
-"$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel loss 1% duplicate 1% || fail "eta-lab netem failed"
+note "impairments: loss, duplication and reordering on the peer's side of the accelerated link"
+"$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel loss 1% duplicate 1% delay 1ms reorder 5% ||
+    fail "eta-lab netem failed"
 on_exit "\"$ETA_LAB\" netem --name $ETA_LAB_NAME --link accel off"
 transfer netem
 "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel off
