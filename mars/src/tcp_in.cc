@@ -90,12 +90,13 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
     const unsigned total = be16(ip->total_len);
     const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
     if (ip->dst != wire_ip_ || ip->src != s.wire_rip || load32(th) != s.wire_ports ||
-        total + kEthLen > f.len || (ip->frag & kWireFragMask) || (load16(&ip->ttl) & 0xff00) != kWireProtoTcp ||
-        ip->ttl == 0)
+        total + kEthLen > f.len || total < kIpLen + kTcpLen || (ip->frag & kWireFragMask) ||
+        (load16(&ip->ttl) & 0xff00) != kWireProtoTcp || ip->ttl == 0)
         return false;
     const unsigned doff = (th->doff >> 4) * 4u;
     const unsigned len = total - kIpLen;
-    if (!(doff == kTcpLen || (doff == kTcpLen + 12 && load32(th + 1) == kWireTsPrefix)) || doff > len) return false;
+    // The data offset must lie inside the segment before the options are read.
+    if (doff > len || (doff != kTcpLen && (doff != kTcpLen + 12 || load32(th + 1) != kWireTsPrefix))) return false;
     if (!(f.flags & kRxIpCsumGood) && !csum_ok(csum_add(0, ip, kIpLen))) return false;
     if (s.state != TcpState::kEstablished || (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) != kAck ||
         be32(th->seq) != s.rcv_nxt || s.snd_nxt != s.snd_max ||

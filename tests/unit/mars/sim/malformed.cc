@@ -162,6 +162,9 @@ std::vector<MalformedCase> malformed_cases(const TcpSpec &data, const TcpSpec &s
         add("tcp_data_offset_past_end", with_doff(build_tcp(s), 15), &S::drop_tcp_header);
         s.payload.clear();
         add("tcp_data_offset_past_end_no_payload", with_doff(build_tcp(s), 6), &S::drop_tcp_header);
+        // The timestamp layout (32 bytes) claimed by a bare 20-byte header at
+        // the very end of the frame: the options must not be read.
+        add("tcp_data_offset_8_past_end_of_frame", with_doff(build_tcp(s), 8), &S::drop_tcp_header);
     }
     {
         auto f = good;
