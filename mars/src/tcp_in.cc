@@ -575,8 +575,15 @@ void StackImpl::rtt_sample(Sock &s, uint64_t r)
 }
 
 // RFC 5961 3.2 / 4.2 / 5.2: an ACK that tells a blind attacker nothing.
+// Throttled (RFC 5961 7) per connection, not per stack: a shared counter
+// is itself a side channel (CVE-2016-5696). One per millisecond still lets
+// a peer that lost its state resynchronise at once.
+constexpr uint64_t kChallengeAckGapNs = 1'000'000;
+
 static inline void challenge_ack(StackImpl &st, Sock &s)
 {
+    if (s.last_challenge_ns && st.now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
+    s.last_challenge_ns = st.now_ns_;
     st.stats_.tcp_challenge_acks++;
     st.ack_now(s);
 }

@@ -861,6 +861,42 @@ TEST_F(Tcp, InWindowRstNotExactGetsChallengeAck)
     EXPECT_EQ(info(s).error, ECONNRESET);
 }
 
+TEST_F(Tcp, ChallengeAcksAreThrottledPerConnection)
+{
+    // RFC 5961 7: a flood of in-window RSTs does not become a flood of ACKs.
+    Conn c;
+    SockId s = passive(&c);
+    Conn d;
+    passive(&d, 40001);
+    const uint64_t ch = st().stats().tcp_challenge_acks;
+    Conn blind = c;
+    for (uint32_t i = 0; i < 50; i++) {
+        blind.peer_nxt = c.peer_nxt + 100 + i;
+        TcpSpec rst = p().seg(blind, kRst);
+        rst.opts = TcpOptions{};
+        p().inject(rst);
+    }
+    EXPECT_EQ(state(s), TcpState::kEstablished);
+    EXPECT_EQ(st().stats().tcp_challenge_acks, ch + 1);
+    EXPECT_EQ(p().take_conn(c).size(), 1u);
+    // Another connection is not starved by the first one's flood.
+    Conn blind_d = d;
+    blind_d.peer_nxt = d.peer_nxt + 100;
+    TcpSpec rst = p().seg(blind_d, kRst);
+    rst.opts = TcpOptions{};
+    p().inject(rst);
+    EXPECT_EQ(p().take_conn(d).size(), 1u);
+    // A little later the first connection may challenge again.
+    p().advance(2 * kMs);
+    p().take_conn(c);
+    blind.peer_nxt = c.peer_nxt + 7;
+    rst = p().seg(blind, kRst);
+    rst.opts = TcpOptions{};
+    p().inject(rst);
+    EXPECT_EQ(st().stats().tcp_challenge_acks, ch + 3);
+    EXPECT_EQ(p().take_conn(c).size(), 1u);
+}
+
 TEST_F(Tcp, SynInEstablishedGetsChallengeAck)
 {
     Conn c;
