@@ -503,12 +503,16 @@ class DtiServer {
     void handle(const dti_cqe &e)
     {
         if (e.kind == DTI_CQE_COMPLETION) {
-            if (e.op == DTI_OP_ACCEPT && e.res > 0)
+            if (e.op == DTI_OP_ACCEPT && e.res > 0) {
                 for (int k = 0; k < e.res; k++) {
                     sessions_[e.accepted[k]] = std::make_unique<DtiSession>();
                     dti_prep_watch(c_, e.accepted[k], DTI_POLLIN, 0);
                     step(e.accepted[k]);
                 }
+                // The listener's event is edge-triggered and one event may
+                // stand for many arrivals: a full batch means take more.
+                if (unsigned(e.res) == DTI_ACCEPT_MAX) dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0);
+            }
             return;
         }
         if (e.kind == DTI_CQE_RESCAN) {

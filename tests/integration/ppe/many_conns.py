@@ -5,9 +5,15 @@ to disappear, and closes them. Bounded in time; exits non-zero on any error.
 
     many_conns.py HOST PORT N HOLD_FILE
 """
-import os, selectors, socket, struct, sys, time
+import os, resource, selectors, socket, struct, sys, time
 
 host, port, n, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+# One descriptor per connection: raise the soft limit as far as allowed.
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = n + 64
+if hard != resource.RLIM_INFINITY and hard < want:
+    sys.exit(f"many_conns: {n} connections need {want} open files; the hard limit is {hard}")
+resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 SIZE = 100
 deadline = time.monotonic() + 240
 hello = struct.pack("<IB3xIIQQ", 0x46524550, 2, SIZE, 0, 0, 0)  # echo mode, SIZE-byte messages

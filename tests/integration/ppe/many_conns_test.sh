@@ -19,9 +19,13 @@ export ETA_SOCKET=$ETA_LAB_SOCKET
 start_bg srv timeout 400 "$ETA_PERF" server --transport dti --port 5501 > "$work/srv.log"
 wait_until 10 grep -q listening "$work/srv.log" || fail "the dti server did not listen"
 touch "$work/hold"
-start_bg cli peer timeout 300 bash -c "ulimit -n 65536 && exec python3 '$(dirname "$0")/many_conns.py' '$ETA_LAB_PPE_IP' 5501 $N '$work/hold'" \
+# ip netns exec (not the peer function) so that cli_pid is the client's own
+# timeout wrapper: killing it at exit ends the client.
+start_bg cli ip netns exec "$ETA_LAB_NS" timeout 300 python3 "$(dirname "$0")/many_conns.py" "$ETA_LAB_PPE_IP" 5501 $N "$work/hold" \
     > "$work/cli.log" 2>&1
-wait_until 280 grep -q "round 1 exchanged" "$work/cli.log" || { cat "$work/cli.log"; fail "the peer could not open and use $N connections"; }
+round1_or_gone() { grep -q "round 1 exchanged" "$work/cli.log" || ! kill -0 "$cli_pid" 2>/dev/null; }
+wait_until 280 round1_or_gone
+grep -q "round 1 exchanged" "$work/cli.log" || { cat "$work/cli.log"; fail "the peer could not open and use $N connections"; }
 # The connection table is published every 250 ms.
 wait_until 5 ppe_true "d['connections_total'] > $N" || fail "eta-stat does not count $N connections"
 ppe_json "'connections %d, established %d, per-connection ring memory %s bytes, app region %d bytes' % (d['connections_total'], sum(1 for c in d['connections'] if c['state']=='ESTABLISHED'), sorted(set(c['memory_bytes'] for c in d['connections'] if c['state']=='ESTABLISHED')), d['apps'][0]['region_bytes'])"
