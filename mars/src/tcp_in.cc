@@ -769,7 +769,8 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
         return false;
     }
     const uint32_t win = uint32_t(be16(th->win)) << s.snd_wscale;
-    if ((s.flags & kFSackOk) && opt.n_sack) s.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack);
+    const uint32_t newly_sacked =
+        ((s.flags & kFSackOk) && opt.n_sack) ? s.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack) : 0;
 
     const uint32_t fin_seq = s.iss + 1 + s.tx_tail; // where our FIN sits (if sent)
     const bool fin_sent = (s.flags & kFFinQueued) && seq_gt(s.snd_max, fin_seq);
@@ -819,8 +820,10 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
         }
         raise(s, kEvWritable);
         want_output(s);
-    } else if (ack == s.snd_una && len == 0 && !(th->flags & kFin) && win == s.snd_wnd && s.snd_max != s.snd_una) {
-        // A duplicate ACK (RFC 5681 2 definition).
+    } else if (ack == s.snd_una && len == 0 && !(th->flags & kFin) && s.snd_max != s.snd_una &&
+               (win == s.snd_wnd || newly_sacked)) {
+        // A duplicate ACK: RFC 5681 2 (same window), or RFC 6675 2 (it SACKs
+        // new data, whatever its window: receivers move their window often).
         s.dupacks++;
         if (!(s.flags & kFInRecovery)) {
             const bool lost = s.dupacks >= 3 || ((s.flags & kFSackOk) && s.sack.is_lost(s.snd_una, s.mss));

@@ -7,6 +7,9 @@
 //                [--send-to IP:PORT FILE]...   connect, send FILE, half-close, wait for the peer's FIN
 //                [--recv-on PORT FILE]...      listen, accept one, write all it sends to FILE until FIN
 //                [--timeout SECONDS]
+//                [--tx-loss PERCENT]   drop that share of the stack's own frames before the
+//                                      wire (seeded), so the stack's loss recovery meets the
+//                                      kernel too (eta-lab netem impairs only the peer's egress)
 //
 // Prints READY once the port is up and listeners are open, then one line per
 // finished job, and exits 0 when every job finished byte-complete, 1 on a
@@ -45,7 +48,7 @@ volatile sig_atomic_t g_stop = 0;
 // The harness's PacketIo: PacketRef.handle is the rte_mbuf itself.
 class MbufIo : public mars::PacketIo {
   public:
-    MbufIo(rte_mempool *pool, uint16_t port) : pool_(pool), port_(port) {}
+    MbufIo(rte_mempool *pool, uint16_t port, double tx_loss) : pool_(pool), port_(port), tx_loss_(tx_loss) {}
     uint16_t alloc(mars::PacketRef *out, uint16_t n) override
     {
         rte_mbuf *m[64];
@@ -67,17 +70,26 @@ class MbufIo : public mars::PacketIo {
         uint16_t sent = 0;
         while (sent < n) {
             uint16_t k = uint16_t(std::min<uint16_t>(256, uint16_t(n - sent)));
+            uint16_t kept = 0;
             for (uint16_t i = 0; i < k; i++) {
-                m[i] = static_cast<rte_mbuf *>(frames[sent + i].handle);
-                m[i]->data_len = frames[sent + i].len;
-                m[i]->pkt_len = frames[sent + i].len;
+                rte_mbuf *mb = static_cast<rte_mbuf *>(frames[sent + i].handle);
+                if (tx_loss_ > 0 && loss_(rng_) < tx_loss_) {
+                    rte_pktmbuf_free(mb); // impaired on purpose: the stack must recover
+                    tx_impaired++;
+                    continue;
+                }
+                mb->data_len = frames[sent + i].len;
+                mb->pkt_len = frames[sent + i].len;
+                m[kept++] = mb;
             }
+            const uint16_t offered = k;
+            k = kept;
             uint16_t done = 0;
             // A full tx ring drains quickly; retry a bounded number of times.
             for (int tries = 0; tries < 1000 && done < k; tries++) done = uint16_t(done + rte_eth_tx_burst(port_, 0, m + done, uint16_t(k - done)));
             for (uint16_t i = done; i < k; i++) rte_pktmbuf_free(m[i]);
             tx_dropped += uint64_t(k - done);
-            sent = uint16_t(sent + k);
+            sent = uint16_t(sent + offered);
         }
         return n;
     }
@@ -85,11 +97,14 @@ class MbufIo : public mars::PacketIo {
     {
         for (uint16_t i = 0; i < n; i++) rte_pktmbuf_free(static_cast<rte_mbuf *>(frames[i].handle));
     }
-    uint64_t tx_dropped = 0;
+    uint64_t tx_dropped = 0, tx_impaired = 0;
 
   private:
     rte_mempool *pool_;
     uint16_t port_;
+    double tx_loss_;
+    std::mt19937 rng_{20261123};
+    std::uniform_real_distribution<double> loss_{0.0, 100.0};
 };
 
 // Ring memory from the ordinary heap, one block per connection.
@@ -206,6 +221,7 @@ int main(int argc, char **argv)
     uint32_t ip = 0;
     uint8_t prefix_len = 24;
     double timeout_s = 60;
+    double tx_loss = 0;
     std::vector<Job> jobs;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -220,6 +236,8 @@ int main(int argc, char **argv)
             prefix_len = uint8_t(std::atoi(argv[++i]));
         } else if (a == "--timeout" && need(1)) {
             timeout_s = std::atof(argv[++i]);
+        } else if (a == "--tx-loss" && need(1)) {
+            tx_loss = std::atof(argv[++i]);
         } else if (a == "--send-to" && need(2)) {
             Job j;
             j.sending = true;
@@ -238,7 +256,7 @@ int main(int argc, char **argv)
     }
     if (vdev.empty() || prefix.empty() || ip == 0 || jobs.empty() || timeout_s <= 0) {
         std::fprintf(stderr, "usage: mars_interop --vdev DEVARGS --prefix P --ip A.B.C.D [--prefix-len N] "
-                             "[--send-to IP:PORT FILE]... [--recv-on PORT FILE]... [--timeout S]\n");
+                             "[--send-to IP:PORT FILE]... [--recv-on PORT FILE]... [--timeout S] [--tx-loss PERCENT]\n");
         return 2;
     }
     for (auto &j : jobs) {
@@ -273,7 +291,7 @@ int main(int argc, char **argv)
         return 2;
     }
     {
-        MbufIo io(pool, port);
+        MbufIo io(pool, port, tx_loss);
         HeapRings rings(1u << 20);
         mars::StackConfig cfg;
         rte_ether_addr mac;
@@ -408,12 +426,14 @@ int main(int argc, char **argv)
                 }
                 const mars::StackStats &s = st.stats();
                 std::printf("stats: rx_frames %llu tx_frames %llu retransmits %llu fast_retransmits %llu timeouts %llu "
-                            "fastpath_hits %llu misses %llu drop_tcp_csum %llu ooo_segments %llu tx_dropped %llu\n",
+                            "fastpath_hits %llu misses %llu drop_tcp_csum %llu ooo_segments %llu tx_dropped %llu "
+                            "tx_impaired %llu\n",
                             (unsigned long long)s.rx_frames, (unsigned long long)s.tx_frames,
                             (unsigned long long)s.tcp_retransmits, (unsigned long long)s.tcp_fast_retransmits,
                             (unsigned long long)s.tcp_timeouts, (unsigned long long)s.fastpath_hits,
                             (unsigned long long)s.fastpath_misses, (unsigned long long)s.drop_tcp_csum,
-                            (unsigned long long)s.tcp_ooo_segments, (unsigned long long)io.tx_dropped);
+                            (unsigned long long)s.tcp_ooo_segments, (unsigned long long)io.tx_dropped,
+                            (unsigned long long)io.tx_impaired);
                 if (g_stop) std::fprintf(stderr, "mars_interop: stopped by signal\n");
                 else if (rc != 0 && now_ns() >= deadline) std::fprintf(stderr, "mars_interop: timed out\n");
             }

@@ -991,6 +991,34 @@ TEST_F(Tcp, FastRetransmitOnThreeDuplicateAcks)
     EXPECT_GE(st().stats().tcp_fast_retransmits, 1u);
 }
 
+TEST_F(Tcp, SackRecoveryStartsWhileThePeersWindowChanges)
+{
+    // RFC 6675 2: an ACK that SACKs new data counts as a duplicate ACK even
+    // when its window differs (a Linux receiver grows its window all the
+    // time); otherwise a loss waits for the retransmission timer.
+    Conn c;
+    SockId s = passive(&c);
+    uint32_t first_byte = c.stack_nxt;
+    auto data = bytes(10 * 1448, 24);
+    ASSERT_EQ(st().send(s, data.data(), data.size()), int64_t(data.size()));
+    p().poll();
+    auto segs = p().take_conn(c);
+    ASSERT_GE(segs.size(), 4u);
+    Conn dup = c;
+    dup.stack_nxt = first_byte;
+    for (int i = 1; i <= 3; i++) {
+        dup.window = uint16_t(1000 + 100 * i); // scaled by 2^7: always more than in flight
+        TcpSpec a = p().seg(dup, kAck);
+        a.opts.sack = {{segs[1].seq, segs[size_t(i)].seq + uint32_t(segs[size_t(i)].payload.size())}};
+        p().inject(a);
+    }
+    bool resent = false;
+    for (auto &g : p().take_conn(c)) resent |= g.seq == first_byte && !g.payload.empty();
+    EXPECT_TRUE(resent) << "no fast retransmit: the changing window hid the duplicate ACKs";
+    EXPECT_EQ(st().stats().tcp_fast_retransmits, 1u);
+    EXPECT_EQ(st().stats().tcp_timeouts, 0u);
+}
+
 // ---- Nagle ------------------------------------------------------------------
 
 TEST_F(Tcp, NagleHoldsSmallSegmentsUnlessNoDelay)
