@@ -495,6 +495,7 @@ class DtiServer {
                 for (dti_sock_t s : ids) step(s);
             }
             if (dti_submit(c_) < 0) {}
+            if (!deferred_.empty() || accept_deferred_) retry_deferred();
             if (o_.once && served_ > 0 && sessions_.empty()) return 0;
         }
     }
@@ -506,30 +507,64 @@ class DtiServer {
             if (e.op == DTI_OP_ACCEPT && e.res > 0) {
                 for (int k = 0; k < e.res; k++) {
                     sessions_[e.accepted[k]] = std::make_unique<DtiSession>();
-                    dti_prep_watch(c_, e.accepted[k], DTI_POLLIN, 0);
+                    watch(e.accepted[k], DTI_POLLIN);
                     step(e.accepted[k]);
                 }
                 // The listener's event is edge-triggered and one event may
                 // stand for many arrivals: a full batch means take more.
-                if (unsigned(e.res) == DTI_ACCEPT_MAX) dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0);
+                if (unsigned(e.res) == DTI_ACCEPT_MAX) accept_more();
             }
             return;
         }
         if (e.kind == DTI_CQE_RESCAN) {
             for (auto &[s, _] : sessions_) pending_.push_back(s);
-            dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0);
+            accept_more();
             return;
         }
         if (e.sock == listener_) {
-            dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0);
+            accept_more();
             return;
         }
         step(e.sock);
     }
 
+    // Commands that found the queue full or every credit in flight
+    // (-EAGAIN) wait here and go out after the next reap: a watch that never
+    // reached the engine would leave its socket without events.
+    struct Deferred {
+        dti_sock_t sock;
+        uint32_t events;
+        bool close;
+    };
+    void watch(dti_sock_t s, uint32_t events)
+    {
+        if (dti_prep_watch(c_, s, events, 0) == -EAGAIN) deferred_.push_back({s, events, false});
+    }
+    void accept_more()
+    {
+        if (dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0) == -EAGAIN) accept_deferred_ = true;
+    }
+    void retry_deferred()
+    {
+        dti_submit(c_);
+        if (accept_deferred_) {
+            accept_deferred_ = false;
+            accept_more();
+        }
+        auto todo = std::move(deferred_);
+        deferred_.clear();
+        for (const Deferred &d : todo) {
+            if (d.close) {
+                if (dti_prep_close(c_, d.sock, 0) == -EAGAIN) deferred_.push_back(d);
+            } else if (sessions_.count(d.sock)) {
+                watch(d.sock, d.events);
+            }
+        }
+    }
+
     void finish(dti_sock_t s)
     {
-        dti_prep_close(c_, s, 0);
+        if (dti_prep_close(c_, s, 0) == -EAGAIN) deferred_.push_back({s, 0, true});
         sessions_.erase(s);
         served_++;
     }
@@ -568,7 +603,7 @@ class DtiServer {
                 if (d.h.mode == kEcho) {
                     ssize_t room = dti_send_reserve(c_, s, out);
                     if (room == -EAGAIN) {
-                        dti_prep_watch(c_, s, DTI_POLLIN | DTI_POLLOUT, 0);
+                        watch(s, DTI_POLLIN | DTI_POLLOUT);
                         return;
                     }
                     if (room < 0) return finish(s);
@@ -596,7 +631,7 @@ class DtiServer {
                     ssize_t n = dti_send(c_, s, reinterpret_cast<const uint8_t *>(&t) + d.trailer_off,
                                          sizeof t - d.trailer_off, 0);
                     if (n == -EAGAIN) {
-                        dti_prep_watch(c_, s, DTI_POLLIN | DTI_POLLOUT, 0);
+                        watch(s, DTI_POLLIN | DTI_POLLOUT);
                         return;
                     }
                     if (n < 0) return finish(s);
@@ -608,7 +643,7 @@ class DtiServer {
             }
             ssize_t room = dti_send_reserve(c_, s, out);
             if (room == -EAGAIN) {
-                dti_prep_watch(c_, s, DTI_POLLIN | DTI_POLLOUT, 0);
+                watch(s, DTI_POLLIN | DTI_POLLOUT);
                 return;
             }
             if (room < 0) return finish(s);
@@ -663,6 +698,8 @@ class DtiServer {
     dti_sock_t listener_ = DTI_SOCK_INVALID;
     std::unordered_map<dti_sock_t, std::unique_ptr<DtiSession>> sessions_;
     std::vector<dti_sock_t> pending_;
+    std::vector<Deferred> deferred_;
+    bool accept_deferred_ = false;
     uint64_t served_ = 0;
 };
 
