@@ -527,6 +527,10 @@ void StackImpl::tcp_syn_sent_input(Sock &s, const Tcp *th, const TcpOptions &opt
 void StackImpl::established(Sock &s)
 {
     const bool passive = s.parent != UINT32_MAX;
+    // RFC 6298 5.7: the SYN (or SYN-ACK) timed out and left no RTT sample:
+    // data starts with 3 s, not the backed-off handshake timer.
+    if (s.srtt_ns == 0 && s.rtx_count > 0)
+        s.rto_ns = std::clamp<uint64_t>(3'000'000'000ull, cfg_.tcp.rto_min_ns, cfg_.tcp.rto_max_ns);
     s.state = TcpState::kEstablished;
     update_mss(s);
     s.cca->init(s.cc, s.mss, now_ns_);

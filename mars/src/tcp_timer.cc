@@ -126,8 +126,13 @@ void StackImpl::aux_timeout(Sock &s)
     case TcpState::kEstablished:
     case TcpState::kCloseWait: {
         if (!(s.flags & kFKeepAlive)) return;
+        // Probing starts only after keep_idle without a segment, so anything
+        // received within keep_idle is newer than our first probe: the peer is
+        // alive, whatever it answered with (data takes the fast path, which
+        // does not look at the probe count).
         const uint64_t idle_since = s.last_recv_ns;
-        if (s.keep_probes == 0 && now_ns_ - idle_since < s.keep_idle_ns) {
+        if (now_ns_ - idle_since < s.keep_idle_ns) {
+            s.keep_probes = 0;
             wheel_.arm(&s.aux_timer, idle_since + s.keep_idle_ns);
             return;
         }

@@ -1066,6 +1066,55 @@ TEST_F(Tcp, KeepaliveProbesAndFailsWhenPeerSilent)
     EXPECT_EQ(info(s).error, ETIMEDOUT);
 }
 
+TEST_F(Tcp, KeepaliveAnsweredByDataKeepsTheConnection)
+{
+    // The peer answers a probe with data (header-predicted) instead of a bare
+    // ACK: it is alive, and the probe count starts over.
+    Conn c;
+    SockId s = passive(&c);
+    ASSERT_EQ(st().set_option(s, SockOpt::kKeepAlive, 1), 0);
+    ASSERT_EQ(st().set_option(s, SockOpt::kKeepIdleSec, 10), 0);
+    ASSERT_EQ(st().set_option(s, SockOpt::kKeepIntvlSec, 2), 0);
+    ASSERT_EQ(st().set_option(s, SockOpt::kKeepCnt, 2), 0);
+    p().advance(11 * kSec);
+    ASSERT_EQ(p().take_conn(c).size(), 1u) << "the first probe";
+    for (int i = 0; i < 4; i++) {
+        p().send(c, kAck | kPsh, bytes(100, uint8_t(30 + i)));
+        p().advance(1 * kSec);
+    }
+    EXPECT_EQ(state(s), TcpState::kEstablished);
+    EXPECT_FALSE(p().events_of(s) & kEvError) << "dropped while the peer was sending";
+    for (auto &g : p().take_conn(c)) EXPECT_TRUE(g.payload.empty() && g.seq == c.stack_nxt) << g.describe();
+}
+
+TEST_F(Tcp, RtoIsThreeSecondsAfterTheSynTimedOut)
+{
+    // RFC 6298 5.7: the SYN's retransmission leaves no RTT sample; data
+    // starts with RTO = 3 s, not the backed-off SYN timer.
+    // A SYN lost once: answer only the retransmission.
+    int64_t id = st().open(9);
+    ASSERT_GE(id, 0);
+    ASSERT_EQ(st().connect(SockId(id), Endpoint{p().peer_ip, 9000}, p().now), 0);
+    auto syn = p().take_tcp();
+    ASSERT_EQ(syn.size(), 1u);
+    p().advance(1100 * kMs);
+    auto again = p().take_tcp();
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_TRUE(again[0].has(kSyn));
+    Conn d;
+    d.peer_port = 9000;
+    d.stack_port = again[0].sport;
+    d.peer_nxt = 777;
+    d.stack_nxt = again[0].seq + 1;
+    TcpSpec sa = p().seg(d, kSyn | kAck);
+    sa.opts = RawPeer::full_syn_options(0);
+    sa.opts.ts.reset();
+    p().inject(sa);
+    SockInfo after = info(SockId(id));
+    ASSERT_EQ(after.state, TcpState::kEstablished);
+    EXPECT_EQ(after.rto_us, 3'000'000u);
+}
+
 TEST_F(Tcp, UserTimeoutFailsUnackedConnection)
 {
     Conn c;
