@@ -27,6 +27,13 @@ inline uint32_t load32(const void *p)
 
 constexpr uint64_t kPawsIdleNs = 24ull * 24 * 3600 * 1'000'000'000ull; // RFC 7323 5.5
 
+// RFC 7323 5.3 R1 with one tick of tolerance, as Linux (TCP_PAWS_WINDOW):
+// an original that was reordered or duplicated behind a fresh retransmission
+// carries a TSval a tick older than TS.Recent and is still good data. A
+// sequence-number wrap, which PAWS is for, is far older than that.
+constexpr uint32_t kPawsWindow = 1;
+inline bool paws_old(uint32_t tsval, uint32_t ts_recent) { return int32_t(ts_recent - tsval) > int32_t(kPawsWindow); }
+
 inline uint16_t load16(const void *p)
 {
     uint16_t v;
@@ -607,7 +614,7 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     }
 
     // PAWS (RFC 7323 5.3).
-    if ((s.flags & kFTsOk) && opt.has_ts && !(flags & kRst) && seq_lt(opt.tsval, s.ts_recent)) {
+    if ((s.flags & kFTsOk) && opt.has_ts && !(flags & kRst) && paws_old(opt.tsval, s.ts_recent)) {
         if (now_ns_ - s.ts_recent_ns > kPawsIdleNs) {
             s.ts_recent = opt.tsval; // idle for 24 days: the old value means nothing
         } else {
@@ -998,7 +1005,7 @@ void StackImpl::time_wait_input(Sock &s, PacketRef &f, const Ipv4 *ip, const Tcp
         ack_now(s);
         return;
     }
-    if ((s.flags & kFTsOk) && opt.has_ts && seq_lt(opt.tsval, s.ts_recent)) {
+    if ((s.flags & kFTsOk) && opt.has_ts && paws_old(opt.tsval, s.ts_recent)) {
         stats_.drop_tcp_paws++;
         ack_now(s);
         return;

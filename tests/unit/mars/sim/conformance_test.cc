@@ -732,6 +732,15 @@ TEST_F(Tcp, PawsRejectsOldTimestamp)
     // A current timestamp is fine.
     p().send(c, kAck | kPsh, bytes(100, 16));
     EXPECT_EQ(info(s).rx_readable, 200u);
+    // One tick older is tolerated (a reordered original behind a retransmission).
+    p().advance(5 * kMs);
+    p().send(c, kAck | kPsh, bytes(100, 17));
+    ASSERT_EQ(info(s).rx_readable, 300u);
+    TcpSpec late = p().seg(c, kAck | kPsh, bytes(100, 18));
+    late.opts.ts->first -= 1;
+    p().inject(late);
+    EXPECT_EQ(info(s).rx_readable, 400u) << "a TSval one tick behind TS.Recent must be accepted";
+    EXPECT_EQ(st().stats().drop_tcp_paws, paws + 1);
 }
 
 TEST_F(Tcp, TimestampEchoedInAcks)
