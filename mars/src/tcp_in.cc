@@ -393,6 +393,18 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
         stats_.tcp_syncookies_ok++;
         stats_.tcp_passive_opens++;
         established(*c);
+        // The handshake's pure ACK may have been lost and this be the first
+        // data segment (or a FIN): it is in order, take it now rather than
+        // make the peer wait for its retransmission timer.
+        if (c->used && c->state == TcpState::kEstablished && (len || (flags & kFin))) {
+            c->segs_in++;
+            bool held = false;
+            const unsigned doff = (th->doff >> 4) * 4u;
+            uint8_t *payload = const_cast<uint8_t *>(reinterpret_cast<const uint8_t *>(th)) + doff;
+            const uint32_t room = std::min(len, c->rx_free());
+            // In order by construction (rcv_nxt = seq): tcp_data never holds it.
+            tcp_data(*c, f, seq, payload, room, (flags & kFin) && room == len, &held);
+        }
         return;
     }
     if (flags & kAck) {

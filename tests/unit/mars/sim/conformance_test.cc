@@ -830,11 +830,19 @@ TEST_F(Tcp, SynCookieHandshakeWhenSynQueueOverflows)
     // Data flows on it.
     p().send(last, kAck | kPsh, bytes(100, 19));
     EXPECT_EQ(info(SockId(s)).rx_readable, 100u);
+    // The handshake's pure ACK lost: the first data segment completes it and
+    // its payload is taken at once.
+    Conn &other = flood[flood.size() - 3];
+    p().send(other, kAck | kPsh, bytes(100, 21));
+    EXPECT_EQ(st().stats().tcp_syncookies_ok, 2u);
+    int64_t s2 = st().accept(l, 6);
+    ASSERT_GE(s2, 0) << "the cookie data segment did not create a connection";
+    EXPECT_EQ(info(SockId(s2)).rx_readable, 100u) << "the data that completed the handshake was dropped";
     // A forged ACK (wrong cookie) creates nothing.
     Conn forged = flood[flood.size() - 2];
     forged.stack_nxt += 12345;
     p().send(forged, kAck);
-    EXPECT_EQ(st().stats().tcp_syncookies_ok, 1u);
+    EXPECT_EQ(st().stats().tcp_syncookies_ok, 2u);
 }
 
 // ---- RFC 5961 blind in-window attacks -----------------------------------------
