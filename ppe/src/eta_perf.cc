@@ -18,6 +18,7 @@
 // one connection per request/response. A server serves any number of
 // connections at once; the dti server runs one event loop over them all.
 #include <dti/dti.h>
+#include "dti_echo.h"
 #include <isa-l/crc.h>
 
 #include <CLI/CLI.hpp>
@@ -463,6 +464,7 @@ struct DtiSession {
     Trailer peer{};
     size_t peer_got = 0, trailer_off = 0;
     std::unique_ptr<Pattern> pat;
+    ppe::EchoState echo; // a release that found the command queue full
 };
 
 class DtiServer {
@@ -483,11 +485,16 @@ class DtiServer {
         std::printf("listening on port %u (dti)\n", o_.port);
         std::fflush(stdout);
         for (;;) {
-            int w = dti_wait(c_, 1000);
+            // Steps stopped by a full command queue go on once the engine took some.
+            int w = dti_wait(c_, retry_.empty() ? 1000 : 1);
             if (w < 0) die(std::string("the PPE went away: ") + dti_strerror(w));
             dti_cqe ev[64];
             unsigned n = dti_reap(c_, ev, 64);
             for (unsigned i = 0; i < n; i++) handle(ev[i]);
+            if (!retry_.empty()) {
+                pending_.insert(pending_.end(), retry_.begin(), retry_.end());
+                retry_.clear();
+            }
             if (!pending_.empty()) {
                 // Sources keep sending while they have ring space.
                 auto ids = pending_;
@@ -576,8 +583,11 @@ class DtiServer {
         if (it == sessions_.end()) return;
         DtiSession &d = *it->second;
         dti_iov in[2], out[2];
+        int err = 0;
+        if (!ppe::settle_release(c_, s, d.echo, &err)) return retry_.push_back(s);
+        if (err < 0) return finish(s);
         while (d.hello_got < sizeof d.h) {
-            ssize_t n = dti_recv(c_, s, reinterpret_cast<uint8_t *>(&d.h) + d.hello_got, sizeof d.h - d.hello_got);
+            ssize_t n = take(s, d, reinterpret_cast<uint8_t *>(&d.h) + d.hello_got, sizeof d.h - d.hello_got);
             if (n == -EAGAIN) return;
             if (n <= 0) return finish(s);
             d.hello_got += size_t(n);
@@ -586,12 +596,22 @@ class DtiServer {
                 d.deadline = now_ns() + uint64_t(d.h.duration_ms) * 1'000'000;
                 if (d.h.mode == kSource) d.pat = std::make_unique<Pattern>(d.h.seed);
             }
+            if (d.echo.release_owed) return retry_.push_back(s);
         }
-        if (d.h.mode == kEcho || d.h.mode == kSink) {
+        if (d.h.mode == kEcho) {
+            switch (ppe::echo_some(c_, s, d.echo)) {
+            case ppe::EchoStatus::kDrained: return;
+            case ppe::EchoStatus::kSendFull: return watch(s, DTI_POLLIN | DTI_POLLOUT);
+            case ppe::EchoStatus::kQueueFull: return retry_.push_back(s);
+            case ppe::EchoStatus::kEof:
+            case ppe::EchoStatus::kError: return finish(s);
+            }
+        }
+        if (d.h.mode == kSink) {
             for (;;) {
                 ssize_t n = dti_recv_borrow(c_, s, in);
                 if (n == -EAGAIN) return;
-                if (n == 0 && d.h.mode == kSink && !d.trailer_sent) {
+                if (n == 0 && !d.trailer_sent) {
                     Trailer t{d.off, d.crc, 0};
                     dti_send(c_, s, &t, sizeof t, 0);
                     d.trailer_sent = true;
@@ -599,27 +619,17 @@ class DtiServer {
                     std::fflush(stdout);
                 }
                 if (n <= 0) return finish(s);
-                size_t take = size_t(n);
-                if (d.h.mode == kEcho) {
-                    ssize_t room = dti_send_reserve(c_, s, out);
-                    if (room == -EAGAIN) {
-                        watch(s, DTI_POLLIN | DTI_POLLOUT);
-                        return;
-                    }
-                    if (room < 0) return finish(s);
-                    take = std::min(take, size_t(room));
-                    copy(in, out, take);
-                    dti_send_commit(c_, s, take, 0);
-                } else {
-                    size_t left = take;
-                    for (int k = 0; k < 2 && left; k++) {
-                        size_t m = std::min(left, in[k].len);
-                        d.crc = crc32_iscsi(static_cast<uint8_t *>(in[k].base), int(m), d.crc);
-                        left -= m;
-                    }
-                    d.off += take;
+                size_t left = size_t(n);
+                for (int k = 0; k < 2 && left; k++) {
+                    size_t m = std::min(left, in[k].len);
+                    d.crc = crc32_iscsi(static_cast<uint8_t *>(in[k].base), int(m), d.crc);
+                    left -= m;
                 }
-                dti_recv_release(c_, s, take);
+                d.off += size_t(n);
+                // Counted: a release that does not fit now is owed, not redone.
+                d.echo.release_owed = size_t(n);
+                if (!ppe::settle_release(c_, s, d.echo, &err)) return retry_.push_back(s);
+                if (err < 0) return finish(s);
             }
         }
         // Source: fill the send ring straight from the pattern.
@@ -651,14 +661,18 @@ class DtiServer {
             if (d.h.bytes) n = size_t(std::min<uint64_t>(n, d.h.bytes - d.off));
             size_t left = n;
             uint64_t at = d.off;
+            uint32_t crc = d.crc;
             for (int k = 0; k < 2 && left; k++) {
                 size_t m = std::min(left, out[k].len);
                 d.pat->fill(at, static_cast<uint8_t *>(out[k].base), m);
-                d.crc = crc32_iscsi(static_cast<uint8_t *>(out[k].base), int(m), d.crc);
+                crc = crc32_iscsi(static_cast<uint8_t *>(out[k].base), int(m), crc);
                 at += m;
                 left -= m;
             }
-            dti_send_commit(c_, s, n, 0);
+            int rc = dti_send_commit(c_, s, n, 0);
+            if (rc == -EAGAIN) return retry_.push_back(s); // not queued: refilled next time
+            if (rc < 0) return finish(s);
+            d.crc = crc;
             d.off += n;
             if (!d.h.bytes) {
                 pending_.push_back(s); // come back for the deadline even without events
@@ -667,10 +681,11 @@ class DtiServer {
         }
         // Sent everything: read the receiver's report.
         while (d.peer_got < sizeof d.peer) {
-            ssize_t n = dti_recv(c_, s, reinterpret_cast<uint8_t *>(&d.peer) + d.peer_got, sizeof d.peer - d.peer_got);
+            ssize_t n = take(s, d, reinterpret_cast<uint8_t *>(&d.peer) + d.peer_got, sizeof d.peer - d.peer_got);
             if (n == -EAGAIN) return;
             if (n <= 0) return finish(s);
             d.peer_got += size_t(n);
+            if (d.echo.release_owed) return retry_.push_back(s);
         }
         if (!o_.json)
             std::printf("sent %" PRIu64 " bytes crc32c %08x; peer got %" PRIu64 " crc32c %08x: %s\n", d.off, d.crc,
@@ -679,18 +694,22 @@ class DtiServer {
         finish(s);
     }
 
-    static void copy(const dti_iov *in, const dti_iov *out, size_t n)
+    // Copying receive whose release may not fit the command queue: the
+    // bytes count anyway and d.echo.release_owed says what is still owed
+    // (the caller stops until the next reap, or it would take them twice).
+    ssize_t take(dti_sock_t s, DtiSession &d, uint8_t *dst, size_t len)
     {
-        size_t ii = 0, io = 0, oi = 0, oo = 0;
-        while (n) {
-            size_t k = std::min({n, in[ii].len - io, out[oi].len - oo});
-            std::memcpy(static_cast<uint8_t *>(out[oi].base) + oo, static_cast<uint8_t *>(in[ii].base) + io, k);
-            n -= k;
-            io += k;
-            oo += k;
-            if (io == in[ii].len) ii++, io = 0;
-            if (oo == out[oi].len) oi++, oo = 0;
-        }
+        dti_iov in[2];
+        ssize_t n = dti_recv_borrow(c_, s, in);
+        if (n <= 0) return n;
+        size_t got = std::min(size_t(n), len);
+        size_t first = std::min(got, in[0].len);
+        std::memcpy(dst, in[0].base, first);
+        if (got > first) std::memcpy(dst + first, in[1].base, got - first);
+        d.echo.release_owed = got;
+        int err = 0;
+        ppe::settle_release(c_, s, d.echo, &err);
+        return err < 0 ? err : ssize_t(got);
     }
 
     const Options &o_;
@@ -698,6 +717,7 @@ class DtiServer {
     dti_sock_t listener_ = DTI_SOCK_INVALID;
     std::unordered_map<dti_sock_t, std::unique_ptr<DtiSession>> sessions_;
     std::vector<dti_sock_t> pending_;
+    std::vector<dti_sock_t> retry_; // stepped again after the next reap
     std::vector<Deferred> deferred_;
     bool accept_deferred_ = false;
     uint64_t served_ = 0;

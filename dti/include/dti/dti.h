@@ -378,7 +378,9 @@ int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out); /* -ENOTC
  * pieces). Returns the total (> 0), 0 at EOF, -EAGAIN when nothing is there
  * yet, or the socket's error. The bytes stay valid until released. */
 ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2]);
-/* Gives back the first n borrowed bytes (n <= what borrow reported). */
+/* Gives back the first n borrowed bytes (n <= what borrow reported).
+ * -EAGAIN: the command queue is full and nothing was released (the bytes
+ * stay borrowed); call again after dti_reap()/dti_wait(). */
 int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n);
 /* Copying receive: up to len bytes; 0 at EOF; -EAGAIN when none yet. */
 ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len);
@@ -387,7 +389,9 @@ ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len);
  * for the caller to fill. Returns the total (> 0), -EAGAIN when full, or an
  * error (-EPIPE after shutdown, -ENOTCONN, the socket's error). */
 ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2]);
-/* Queues the first n reserved bytes for sending (flags: DTI_SEND_MORE). */
+/* Queues the first n reserved bytes for sending (flags: DTI_SEND_MORE).
+ * -EAGAIN: the command queue is full and nothing was queued (the space stays
+ * reserved, its bytes unsent); call again after dti_reap()/dti_wait(). */
 int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags);
 /* Copying send: takes as much as fits, returns it, or -EAGAIN when full. */
 ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags);
