@@ -264,7 +264,7 @@ class EngineImpl final : public Engine {
     void release_id(Attachment &a);
     void finalize(Attachment &a);
     void break_region(Attachment &a, int reason);
-    void abort_all(Attachment &a);
+    void abort_all(Attachment &a, bool keep_closing);
     void maybe_finish(Attachment &a);
 
     // commands
@@ -816,7 +816,13 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
     joined_.push_back(child->id);
 }
 
-void EngineImpl::abort_all(Attachment &a)
+// Aborts every socket of the region (a dead application's connections get a
+// RST). With keep_closing, sockets the application had already closed (no
+// holder, the transport still sending the rest and the FIN) or shut down for
+// writing are left to finish, as the kernel finishes them after its process
+// exits; the region stays mapped until the transport hands their rings back
+// (maybe_finish).
+void EngineImpl::abort_all(Attachment &a, bool keep_closing)
 {
     for (auto &m : members_)
         if (m && m->group == a.id) {
@@ -826,11 +832,21 @@ void EngineImpl::abort_all(Attachment &a)
     for (uint32_t i = 0; i < a.slots.size(); i++) {
         Slot &s = a.slots[i];
         s.connect.used = s.accept.used = s.recv_into.used = false;
+        // A socket the application shut down for writing (it said it was
+        // done: socat and many tools shutdown(SHUT_WR) and then exit
+        // without close()) finishes like a closed one instead of losing
+        // the unsent tail to a reset.
+        const bool done_sending = s.holders && (s.state & DTI_STATE_WR_CLOSED) && s.has_sid &&
+                                  !(s.state & (DTI_STATE_LISTENING | DTI_STATE_RESET | DTI_STATE_FAILED));
+        const bool closing = s.holders == 0 && s.has_sid && !(s.state & DTI_STATE_LISTENING);
         if (s.holders) {
             s.holders = 0;
             a.open_sockets--;
         }
-        if (s.has_sid) {
+        if (keep_closing && done_sending) {
+            if (tr_.close(s.sid) < 0)
+                s.has_sid = false; // refused: the transport has already let it go
+        } else if (s.has_sid && !(keep_closing && closing)) {
             tr_.abort(s.sid);
             s.has_sid = false;
         }
@@ -846,7 +862,7 @@ void EngineImpl::break_region(Attachment &a, int reason)
     stats_.broken_regions++;
     store_rlx(&a.hdr->broken_reason, int32_t(reason));
     store_rel(&a.hdr->engine_state, uint32_t{DTI_ENGINE_BROKEN});
-    abort_all(a);
+    abort_all(a, false);
     // Wake sleepers so they see the state; the app detaches, and its hang-up
     // brings us to detach().
     for (uint16_t i = 0; i < a.ctxs.size(); i++)
@@ -874,13 +890,17 @@ void EngineImpl::leave(Member &m)
 {
     Attachment &a = group(m);
     if (a.members == 1) {
+        // What it published before it went still counts: a close() just
+        // before exit is a graceful close, not an abort.
+        if (!a.broken)
+            drain_member(a, m);
         for (Ctx &c : a.ctxs)
             c.member = -1; // the id may be reused by another group's member
         release_member(m);
         a.dying = true;
         if (a.hdr && !a.broken)
             store_rel(&a.hdr->engine_state, uint32_t{DTI_ENGINE_GONE});
-        abort_all(a);
+        abort_all(a, !a.broken);
         maybe_finish(a);
         return;
     }

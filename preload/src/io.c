@@ -81,6 +81,49 @@ static bool writable(void *arg)
     return !c || (eta_sock_events(c, s) & (POLLOUT | POLLERR | POLLHUP));
 }
 
+/* dti_recv_release() and dti_send_commit() refuse with -EAGAIN when the
+ * context's command queue is full (a burst of work the engine has not caught
+ * up with), and then nothing happened: the bytes stay borrowed / reserved.
+ * Dropping that result would deliver received bytes twice or lose sent ones.
+ * So publish what is queued, reap, and try again until the engine makes
+ * room; a queue that stays full for a second means the engine is not
+ * serving us, which the caller reports as a broken connection. */
+#define ETA_QUEUE_FULL_NS 1000000000ull
+
+static bool queue_stuck(dti_ctx_t *c, uint64_t *since)
+{
+    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return true;
+    uint64_t now = eta_now_ns();
+    if (!*since)
+        *since = now;
+    else if (now - *since > ETA_QUEUE_FULL_NS)
+        return true;
+    dti_submit(c);
+    eta_pump(c);
+    return false;
+}
+
+static int release_retrying(dti_ctx_t *c, dti_sock_t h, size_t n)
+{
+    uint64_t since = 0;
+    int rc;
+    while ((rc = dti_recv_release(c, h, n)) == -EAGAIN)
+        if (queue_stuck(c, &since))
+            return -ECONNRESET;
+    return rc;
+}
+
+static int commit_retrying(dti_ctx_t *c, dti_sock_t h, size_t n, unsigned flags)
+{
+    uint64_t since = 0;
+    int rc;
+    while ((rc = dti_send_commit(c, h, n, flags)) == -EAGAIN)
+        if (queue_stuck(c, &since))
+            return -ECONNRESET;
+    return rc;
+}
+
 static uint64_t deadline_after(int ms)
 {
     return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
@@ -122,7 +165,9 @@ static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt
                     iov_put(iov, iovcnt, got + first, piece[1].base, take - first);
             }
             if (!(flags & MSG_PEEK)) {
-                dti_recv_release(c, s->h, take);
+                int rc = release_retrying(c, s->h, take);
+                if (rc < 0)
+                    return got ? (ssize_t)got : fail(eta_errno_from_dti(rc));
                 atomic_fetch_add_explicit(&s->rx_taken, take, memory_order_relaxed);
             }
             got += take;
@@ -208,7 +253,9 @@ static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt
                         break;
                 }
                 if (done) {
-                    dti_send_commit(c, s->h, done, (flags & MSG_MORE) ? DTI_SEND_MORE : 0);
+                    int rc = commit_retrying(c, s->h, done, (flags & MSG_MORE) ? DTI_SEND_MORE : 0);
+                    if (rc < 0)
+                        return sent ? (ssize_t)sent : fail(eta_errno_from_dti(rc));
                     atomic_fetch_add_explicit(&s->tx_committed, done, memory_order_relaxed);
                 }
                 sent += done;
@@ -225,7 +272,7 @@ static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt
             /* MSG_MORE only for the last piece of what the program gave; a
              * piece cut short by a full ring goes out at once. */
             unsigned more = (flags & MSG_MORE) && sent + take == total ? DTI_SEND_MORE : 0;
-            int rc = dti_send_commit(c, s->h, take, more);
+            int rc = commit_retrying(c, s->h, take, more);
             if (rc < 0)
                 return sent ? (ssize_t)sent : fail(eta_errno_from_dti(rc));
             atomic_fetch_add_explicit(&s->tx_committed, take, memory_order_relaxed);

@@ -286,5 +286,59 @@ TEST_F(DtiFork, FailedForkDropsTheMemberAndItsHolds)
     EXPECT_EQ(dti_recv_wait(c_, client, &b, 1, 5000), 0);
 }
 
+// An application that is done sending and exits (the last process of its
+// group) must not lose its unsent tail: a socket it closed, or shut down for
+// writing and then left open at exit (socat does that), is finished like the
+// kernel finishes it: the data, then EOF, no reset. The child attaches on its
+// own (a plain fork without the hooks), so its exit is its group's end. It
+// sends more than our receive ring holds and we read only after the engine
+// has seen it go, so part of the data is still unsent at its exit.
+TEST_F(DtiFork, LastProcessExitFinishesSocketsItWasDoneWith)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    for (int how = 0; how < 2; how++) { // 0: close() then exit; 1: shutdown(WR), exit without close
+        pid_t pid = fork();
+        if (pid == 0) {
+            dti_attach_opts opts{path_.c_str(), "exit-test"};
+            dti_t *d = nullptr;
+            if (dti_attach(&opts, &d, nullptr, 0) != 0)
+                _exit(1);
+            int err = 0;
+            dti_ctx_t *c = dti_ctx_get(d, &err);
+            int s = c ? dti_socket(c) : -1;
+            dti_addr to{0x7f000001, port};
+            if (s < 0 || dti_connect(c, dti_sock_t(s), &to, 5000) != 0)
+                _exit(2);
+            static char buf[24 * 1024]; // 16 KiB receive ring here + 8 KiB left in its send ring
+            for (size_t i = 0; i < sizeof buf; i++)
+                buf[i] = char('a' + i % 23);
+            if (dti_send_all(c, dti_sock_t(s), buf, sizeof buf, 5000) != ssize_t(sizeof buf))
+                _exit(3);
+            if (how == 0 ? dti_close(c, dti_sock_t(s)) != 0 : dti_shutdown(c, dti_sock_t(s), DTI_SHUT_WR) != 0)
+                _exit(4);
+            _exit(0); // no detach, no close: the engine sees the hang-up
+        }
+        ASSERT_GT(pid, 0);
+        int a = dti_accept(c_, l, nullptr, 5000);
+        ASSERT_GE(a, 0) << dti_strerror(a);
+        EXPECT_EQ(exit_code(pid), 0) << "how " << how;
+        ASSERT_TRUE(attachments_become(1)) << "the engine did not see the child go";
+        std::string got;
+        char b[65536];
+        for (;;) {
+            ssize_t n = dti_recv_wait(c_, dti_sock_t(a), b, sizeof b, 5000);
+            ASSERT_GE(n, 0) << "how " << how << ": " << dti_strerror(int(n)) << " after " << got.size() << " bytes";
+            if (n == 0)
+                break;
+            got.append(b, size_t(n));
+        }
+        ASSERT_EQ(got.size(), sizeof(char[24 * 1024])) << "how " << how;
+        for (size_t i = 0; i < got.size(); i++)
+            ASSERT_EQ(got[i], char('a' + i % 23)) << "how " << how << " byte " << i;
+        dti_close(c_, dti_sock_t(a));
+    }
+}
+
 } // namespace
 } // namespace dti::test
