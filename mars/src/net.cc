@@ -457,7 +457,6 @@ void StackImpl::input_icmp(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned 
                     mtu = std::max<uint32_t>(mtu, 576);
                     if (mtu < s->path_mtu) {
                         s->path_mtu = mtu;
-                        s->flags |= kFPmtuLowered;
                         update_mss(*s);
                         // Resend what was lost to the smaller path at once.
                         s->snd_nxt = s->snd_una;

@@ -232,11 +232,6 @@ void StackImpl::detach(Sock &s)
     s.ev_bits = 0;
 }
 
-void StackImpl::set_state(Sock &s, TcpState st)
-{
-    s.state = st;
-}
-
 // Like the kernel, which frees the descriptor at close() and keeps TIME-WAIT
 // in a small bucket: the application's id (and, in eta, its DTI socket slot)
 // must not be held for 2MSL.

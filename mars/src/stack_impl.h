@@ -57,7 +57,6 @@ enum SockFlag : uint32_t {
     kFRtoRecovery = 1u << 20, // retransmitting after a timeout (go-back-N)
     kFFinReceived = 1u << 21,
     kFSynCookie = 1u << 22,  // created from a SYN cookie
-    kFPmtuLowered = 1u << 23,
 };
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux };
@@ -292,7 +291,6 @@ class StackImpl final : public Stack {
             event_list_.push_back(s.index); // capacity reserved at creation
         }
     }
-    void set_state(Sock &s, TcpState st);
     // The connection is over (reset, error, or closed): unhook it, tell the
     // application, free what can be freed.
     void conn_drop(Sock &s, int err, uint32_t ev);

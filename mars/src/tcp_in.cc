@@ -1005,11 +1005,9 @@ void StackImpl::time_wait_input(Sock &s, PacketRef &f, const Ipv4 *ip, const Tcp
         // lets the SYN reopen the connection.
         const bool newer = ((s.flags & kFTsOk) && opt.has_ts) ? seq_gt(opt.tsval, s.ts_recent) : seq_gt(seq, s.rcv_nxt);
         if (newer && find_listener(cfg_.ip, s.local.port)) {
-            const bool user_closed = s.flags & kFUserClosed;
+            // Frees a closed socket; one the application still holds stays,
+            // unlinked, in CLOSED.
             conn_closed(s);
-            if (!user_closed) {
-                // The application still holds the id: keep it, unlinked.
-            }
             *reopen = true;
             return;
         }
