@@ -140,37 +140,19 @@ void StackImpl::input_arp(PacketRef &f)
     // RFC 826 merge: update a known sender; add it when the packet is for us.
     if (spa != 0) arp_learn(spa, sha, for_us);
     if (op == kArpRequest && for_us) {
-        // Answer in place: the request frame becomes the reply.
-        PacketRef out;
-        if (alloc_frame(&out)) {
-            Eth *eth = reinterpret_cast<Eth *>(out.data);
-            std::memcpy(eth->dst, a->sha, 6);
-            std::memcpy(eth->src, cfg_.mac.b, 6);
-            eth->type = be16(kEtherArp);
-            Arp *r = reinterpret_cast<Arp *>(out.data + kEthLen);
-            r->htype = be16(1);
-            r->ptype = be16(kEtherIpv4);
-            r->hlen = 6;
-            r->plen = 4;
-            r->op = be16(kArpReply);
-            std::memcpy(r->sha, cfg_.mac.b, 6);
-            r->spa = be32(cfg_.ip);
-            std::memcpy(r->tha, a->sha, 6);
-            r->tpa = a->spa;
-            out.len = uint16_t(kEthLen + sizeof(Arp));
-            queue_tx(out);
-            stats_.arp_replies_out++;
-        }
+        if (send_arp(kArpReply, sha.b, sha, spa)) stats_.arp_replies_out++;
     }
     release(f);
 }
 
-void StackImpl::arp_request(uint32_t ip)
+// One ARP frame from us: an op for target (tha, tpa), to the Ethernet
+// destination dst.
+bool StackImpl::send_arp(uint16_t op, const uint8_t *dst, const MacAddr &tha, uint32_t tpa)
 {
     PacketRef out;
-    if (!alloc_frame(&out)) return;
+    if (!alloc_frame(&out)) return false;
     Eth *eth = reinterpret_cast<Eth *>(out.data);
-    std::memcpy(eth->dst, kBroadcast, 6);
+    std::memcpy(eth->dst, dst, 6);
     std::memcpy(eth->src, cfg_.mac.b, 6);
     eth->type = be16(kEtherArp);
     Arp *r = reinterpret_cast<Arp *>(out.data + kEthLen);
@@ -178,14 +160,19 @@ void StackImpl::arp_request(uint32_t ip)
     r->ptype = be16(kEtherIpv4);
     r->hlen = 6;
     r->plen = 4;
-    r->op = be16(kArpRequest);
+    r->op = be16(op);
     std::memcpy(r->sha, cfg_.mac.b, 6);
     r->spa = be32(cfg_.ip);
-    std::memset(r->tha, 0, 6);
-    r->tpa = be32(ip);
+    std::memcpy(r->tha, tha.b, 6);
+    r->tpa = be32(tpa);
     out.len = uint16_t(kEthLen + sizeof(Arp));
     queue_tx(out);
-    stats_.arp_requests_out++;
+    return true;
+}
+
+void StackImpl::arp_request(uint32_t ip)
+{
+    if (send_arp(kArpRequest, kBroadcast, MacAddr{}, ip)) stats_.arp_requests_out++;
 }
 
 void StackImpl::announce(uint64_t now_ns)

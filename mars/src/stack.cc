@@ -139,14 +139,22 @@ Sock *StackImpl::sock_alloc(uint64_t user)
     return &s;
 }
 
-void StackImpl::sock_free(Sock &s)
+// The connection stops: no timers, no flow entry, no held frames.
+void StackImpl::quiesce(Sock &s)
 {
     TimerWheel::cancel(&s.rtx_timer);
     TimerWheel::cancel(&s.delack_timer);
     TimerWheel::cancel(&s.aux_timer);
     unlink_flow(s);
-    s.ooo.clear(ooo_pool_, io_);
-    stats_.ooo_frames_used = ooo_pool_.used();
+    if (!s.ooo.empty()) {
+        s.ooo.clear(ooo_pool_, io_);
+        stats_.ooo_frames_used = ooo_pool_.used();
+    }
+}
+
+void StackImpl::sock_free(Sock &s)
+{
+    quiesce(s);
     release_rings(s);
     detach(s);
     s.parent = UINT32_MAX;
@@ -248,12 +256,7 @@ void StackImpl::release_user(Sock &s)
 // The connection ended abnormally: reset by the peer, timed out, refused.
 void StackImpl::conn_drop(Sock &s, int err, uint32_t ev)
 {
-    TimerWheel::cancel(&s.rtx_timer);
-    TimerWheel::cancel(&s.delack_timer);
-    TimerWheel::cancel(&s.aux_timer);
-    unlink_flow(s);
-    s.ooo.clear(ooo_pool_, io_);
-    stats_.ooo_frames_used = ooo_pool_.used();
+    quiesce(s);
     s.state = TcpState::kClosed;
     if (s.parent != UINT32_MAX) {
         // Not accepted yet: nobody knows this connection; it just goes away.
@@ -287,10 +290,7 @@ void StackImpl::conn_drop(Sock &s, int err, uint32_t ev)
 // The connection reached CLOSED the orderly way.
 void StackImpl::conn_closed(Sock &s)
 {
-    TimerWheel::cancel(&s.rtx_timer);
-    TimerWheel::cancel(&s.delack_timer);
-    TimerWheel::cancel(&s.aux_timer);
-    unlink_flow(s);
+    quiesce(s);
     s.state = TcpState::kClosed;
     if (s.flags & kFUserClosed) sock_free(s);
 }

@@ -203,6 +203,7 @@ class StackImpl final : public Stack {
     ArpEntry *arp_insert(uint32_t ip);
     void arp_learn(uint32_t ip, const MacAddr &mac, bool create);
     void arp_request(uint32_t ip);
+    bool send_arp(uint16_t op, const uint8_t *dst, const MacAddr &tha, uint32_t tpa);
     void hold_for_arp(uint32_t next_hop, PacketRef &frame);
     void arp_expire();
     // Finishes the Ethernet header of an IPv4 frame for next_hop and queues it
@@ -249,6 +250,7 @@ class StackImpl final : public Stack {
     void rtt_sample(Sock &s, uint64_t rtt_ns);
     void established(Sock &s);
     void negotiate(Sock &s, const TcpOptions &opt);
+    void adopt_child(Sock &l, Sock &c, const FlowKey &key);
 
     // ---- tcp_out.cc ------------------------------------------------------
     void tcp_output(Sock &s);
@@ -302,6 +304,7 @@ class StackImpl final : public Stack {
     bool attach_rings(Sock &s, uint64_t user);
     void release_rings(Sock &s);
     void unlink_flow(Sock &s);
+    void quiesce(Sock &s);
     int pick_port(Sock &s, uint32_t rip, uint16_t rport);
     bool port_in_use(uint32_t lip, uint16_t port, const Sock *except) const;
     Sock *find_listener(uint32_t lip, uint16_t lport);

@@ -329,6 +329,17 @@ void StackImpl::negotiate(Sock &s, const TcpOptions &opt)
     }
 }
 
+// A connection born on listener l for the 4-tuple key: addresses, next hop,
+// and its place in the flow table.
+void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
+{
+    c.parent = l.index;
+    c.local = Endpoint{cfg_.ip, key.local_port};
+    c.remote = Endpoint{key.remote_ip, key.remote_port};
+    c.next_hop = route(key.remote_ip);
+    link_flow(c, key);
+}
+
 void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tcp *th, const TcpOptions &opt,
                                  uint32_t len)
 {
@@ -356,11 +367,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
             stats_.drop_tcp_bad_state++;
             return;
         }
-        c->parent = l.index;
-        c->local = Endpoint{cfg_.ip, key.local_port};
-        c->remote = Endpoint{src, key.remote_port};
-        c->next_hop = route(src);
-        link_flow(*c, key);
+        adopt_child(l, *c, key);
         c->irs = seq - 1;
         c->rcv_nxt = seq;
         c->iss = ack - 1;
@@ -463,11 +470,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
         stats_.tcp_syncookies_sent++;
         return;
     }
-    c->parent = l.index;
-    c->local = Endpoint{cfg_.ip, key.local_port};
-    c->remote = Endpoint{src, key.remote_port};
-    c->next_hop = route(src);
-    link_flow(*c, key);
+    adopt_child(l, *c, key);
     c->irs = seq;
     c->rcv_nxt = seq + 1;
     c->iss = isn_generate(cfg_.isn_secret, key, now_ns_);
