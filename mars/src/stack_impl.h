@@ -237,16 +237,15 @@ class StackImpl final : public Stack {
                        uint32_t len, uint32_t src_ip);
     void tcp_listen_input(Sock &l, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
                           const TcpOptions &opt, uint32_t len);
-    void tcp_syn_sent_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
+    void tcp_syn_sent_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt);
     void tcp_sync_input(Sock &s, PacketRef &f, const wire::Tcp *th, const TcpOptions &opt, uint8_t *payload,
-                        uint32_t len, uint32_t sum, bool *held);
+                        uint32_t len, bool *held);
     bool tcp_ack(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
     void tcp_ack_sack(Sock &s, const TcpOptions &opt);
     void tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
     void tcp_fin(Sock &s);
     uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
-    void time_wait_input(Sock &s, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
-                         const TcpOptions &opt, uint32_t len, bool *reopen);
+    void time_wait_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, bool *reopen);
     void rtt_sample(Sock &s, uint64_t rtt_ns);
     void established(Sock &s);
     void negotiate(Sock &s, const TcpOptions &opt);

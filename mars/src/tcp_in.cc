@@ -178,7 +178,7 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
 
     if (s && s->state == TcpState::kTimeWait) {
         bool reopen = false;
-        time_wait_input(*s, f, ip, th, opt, plen, &reopen);
+        time_wait_input(*s, th, opt, &reopen);
         if (!reopen) {
             release(f);
             return;
@@ -201,12 +201,12 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
     s->keep_probes = 0;
     s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
     if (s->state == TcpState::kSynSent) {
-        tcp_syn_sent_input(*s, th, opt, plen);
+        tcp_syn_sent_input(*s, th, opt);
         release(f);
         return;
     }
     bool held = false;
-    tcp_sync_input(*s, f, th, opt, payload, plen, sum, &held);
+    tcp_sync_input(*s, f, th, opt, payload, plen, &held);
     if (!held) release(f);
 }
 
@@ -343,7 +343,6 @@ void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
 void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tcp *th, const TcpOptions &opt,
                                  uint32_t len)
 {
-    (void)f;
     const uint8_t flags = th->flags;
     const uint32_t seq = be32(th->seq), ack = be32(th->ack);
     const uint32_t src = be32(ip->src);
@@ -494,9 +493,8 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
 
 // ---- SYN-SENT --------------------------------------------------------------
 
-void StackImpl::tcp_syn_sent_input(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t len)
+void StackImpl::tcp_syn_sent_input(Sock &s, const Tcp *th, const TcpOptions &opt)
 {
-    (void)len;
     const uint8_t flags = th->flags;
     const uint32_t seq = be32(th->seq), ack = be32(th->ack);
     if (flags & kAck) {
@@ -615,9 +613,8 @@ static inline void challenge_ack(StackImpl &st, Sock &s)
 }
 
 void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOptions &opt, uint8_t *payload,
-                               uint32_t len, uint32_t sum, bool *held)
+                               uint32_t len, bool *held)
 {
-    (void)sum;
     uint8_t flags = th->flags;
     uint32_t seq = be32(th->seq);
     // Simultaneous open (RFC 9293 figure 8): in SYN-RECEIVED the peer's
@@ -989,12 +986,8 @@ void StackImpl::tcp_fin(Sock &s)
     }
 }
 
-void StackImpl::time_wait_input(Sock &s, PacketRef &f, const Ipv4 *ip, const Tcp *th, const TcpOptions &opt,
-                                uint32_t len, bool *reopen)
+void StackImpl::time_wait_input(Sock &s, const Tcp *th, const TcpOptions &opt, bool *reopen)
 {
-    (void)f;
-    (void)ip;
-    (void)len;
     const uint8_t flags = th->flags;
     const uint32_t seq = be32(th->seq);
     if (flags & kRst) {
