@@ -139,8 +139,6 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
     FlowKey key{cfg_.ip, src, be16(th->dport), be16(th->sport)};
     FlowNode *node = flows_.lookup(key);
     Sock *s = node ? sock_of(node) : nullptr;
-    const uint32_t sum = pseudo_sum(src, cfg_.ip, kProtoTcp, uint16_t(len));
-
     if (s) {
         // Header prediction (seed 002): the common case costs a few compares.
         if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
@@ -156,7 +154,7 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
         stats_.fastpath_misses++;
     }
 
-    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(sum, tp, len))) {
+    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(pseudo_sum(src, cfg_.ip, kProtoTcp, uint16_t(len)), tp, len))) {
         stats_.drop_tcp_csum++;
         release(f);
         return;
