@@ -240,6 +240,17 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     return rc;
 }
 
+/* Totals an edge-triggered member compares with its last report: bytes (and
+ * connections) ever offered to read, send space ever offered. */
+static void edge_marks(struct epent *ent, dti_ctx_t *c, uint64_t *rx, uint64_t *tx)
+{
+    struct dti_sock_info si = {0};
+    if (c && !eta_sock_orphaned(ent->s))
+        dti_sock_status(c, ent->s->h, &si);
+    *rx = atomic_load_explicit(&ent->s->rx_taken, memory_order_relaxed) + si.readable + si.accept_ready;
+    *tx = atomic_load_explicit(&ent->s->tx_committed, memory_order_relaxed) + si.writable;
+}
+
 /* Collects ready accelerated members into out[0..max). Lock held. */
 static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max)
 {
@@ -262,11 +273,8 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
             /* An edge: a condition newly true, more bytes (or connections)
              * arrived, or more send space offered than at the last report,
              * exactly as the kernel reports every arrival. */
-            struct dti_sock_info si = {0};
-            if (c && !eta_sock_orphaned(ent->s))
-                dti_sock_status(c, ent->s->h, &si);
-            uint64_t rx = atomic_load_explicit(&ent->s->rx_taken, memory_order_relaxed) + si.readable + si.accept_ready;
-            uint64_t tx = atomic_load_explicit(&ent->s->tx_committed, memory_order_relaxed) + si.writable;
+            uint64_t rx, tx;
+            edge_marks(ent, c, &rx, &tx);
             bool fresh = (ev & ~ent->last_ev) || ((ev & EPOLLIN) && rx > ent->last_rx) ||
                          ((ev & EPOLLOUT) && tx > ent->last_tx) || (rescan != ent->last_rescan && ev);
             ent->last_ev = ev;
@@ -290,7 +298,10 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
 }
 
 /* Makes the waiting thread's context watch every member, and puts its wait
- * fd in the inner epoll. Lock held. Returns 0 or -1 with errno. */
+ * fd in the inner epoll. Lock held. Returns 0, 1 when a member became
+ * writable since collect() looked (it must be reported, not slept on: the
+ * DTI's POLLOUT is one-shot and is not armed for a writable socket), or -1
+ * with errno. */
 static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
 {
     if (e->inner < 0 || e->inner_gen != eta_fork_epoch) {
@@ -309,19 +320,32 @@ static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
             return -1;
         e->inner_ctx = c;
     }
+    int due = 0;
     for (unsigned i = 0; i < e->n; i++) {
         struct epent *ent = &e->ents[i];
         if (ent->disabled || ent->s->generation != eta_generation)
             continue;
         uint32_t m = dti_mask(ent->events);
-        /* POLLOUT is one-shot in the DTI: ask again only when not writable. */
-        if ((m & DTI_POLLOUT) && (eta_sock_events(c, ent->s) & POLLOUT))
+        /* POLLOUT is one-shot in the DTI: ask again only when not writable.
+         * Writable now but not when collect() looked means a report is due. */
+        if ((m & DTI_POLLOUT) && (eta_sock_events(c, ent->s) & POLLOUT)) {
             m &= ~DTI_POLLOUT;
+            if (eta_hybrid_kernel_only(ent->s)) {
+                /* collect() leaves it to the kernel half */
+            } else if (!(ent->events & EPOLLET) || !(ent->last_ev & EPOLLOUT)) {
+                due = 1; /* level-triggered, or a new edge: collect() reports it */
+            } else {
+                uint64_t rx, tx;
+                edge_marks(ent, c, &rx, &tx);
+                if (tx > ent->last_tx)
+                    due = 1; /* more space than last reported: an edge */
+            }
+        }
         if (e->watch_ctx != c || (m & DTI_POLLOUT))
             eta_watch(c, ent->s, m);
     }
     e->watch_ctx = c;
-    return 0;
+    return due;
 }
 
 static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
@@ -359,8 +383,12 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
         pthread_mutex_lock(&e->lock);
         int prc = c ? prepare_sleep(e, c) : 0;
         pthread_mutex_unlock(&e->lock);
-        if (prc != 0)
+        if (prc < 0)
             return -1;
+        if (prc > 0) {
+            iter = 0;
+            continue;
+        }
         if (c) {
             eta_in_shim++;
             armed = dti_arm(c);
