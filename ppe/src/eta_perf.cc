@@ -58,11 +58,23 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 32);
 
+// The last 16 bytes of a stream, and the receiver's answer to it. `crc`
+// means something only with kTrailerHasCrc: a client run without --verify
+// does not digest what it received, and says so instead of sending 0.
 struct Trailer {
     uint64_t bytes;
     uint32_t crc;
-    uint32_t pad;
+    uint32_t flags;
 };
+constexpr uint32_t kTrailerHasCrc = 1;
+
+// What a sender prints about the receiver's report.
+const char *peer_verdict(const Trailer &peer, uint64_t sent, uint32_t crc)
+{
+    if (peer.bytes != sent) return "MISMATCH (byte count)";
+    if (!(peer.flags & kTrailerHasCrc)) return "bytes match (the peer did not digest them)";
+    return peer.crc == crc ? "verified" : "MISMATCH (crc32c)";
+}
 
 uint64_t now_ns()
 {
@@ -295,7 +307,7 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
         if (tail_n != sizeof(Trailer)) die("the stream ended without the sender's trailer");
         Trailer t{};
         std::memcpy(&t, tail, sizeof t);
-        Trailer mine{got, crc, 0};
+        Trailer mine{got, crc, o.verify ? kTrailerHasCrc : 0};
         conn->send(&mine, sizeof mine);
         res->bytes = got;
         res->peer_bytes = t.bytes;
@@ -402,7 +414,7 @@ void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
             crc = crc32_iscsi(buf.data(), int(n), crc);
             got += uint64_t(n);
         }
-        Trailer t{got, crc, 0};
+        Trailer t{got, crc, kTrailerHasCrc};
         conn->send(&t, sizeof t);
         if (verbose) std::printf("received %" PRIu64 " bytes crc32c %08x\n", got, crc);
     } else {
@@ -417,14 +429,14 @@ void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
             if (conn->send(buf.data(), n) < 0) return;
             off += n;
         }
-        Trailer t{off, crc, 0};
+        Trailer t{off, crc, kTrailerHasCrc};
         conn->send(&t, sizeof t);
         conn->shutdown_write();
         Trailer peer{};
         conn->recv_all(&peer, sizeof peer);
         if (verbose)
             std::printf("sent %" PRIu64 " bytes crc32c %08x; peer got %" PRIu64 " crc32c %08x: %s\n", off, crc,
-                        peer.bytes, peer.crc, peer.bytes == off && peer.crc == crc ? "verified" : "MISMATCH");
+                        peer.bytes, peer.crc, peer_verdict(peer, off, crc));
     }
     std::fflush(stdout);
 }
@@ -612,7 +624,7 @@ class DtiServer {
                 ssize_t n = dti_recv_borrow(c_, s, in);
                 if (n == -EAGAIN) return;
                 if (n == 0 && !d.trailer_sent) {
-                    Trailer t{d.off, d.crc, 0};
+                    Trailer t{d.off, d.crc, kTrailerHasCrc};
                     dti_send(c_, s, &t, sizeof t, 0);
                     d.trailer_sent = true;
                     if (!o_.json) std::printf("received %" PRIu64 " bytes crc32c %08x\n", d.off, d.crc);
@@ -636,7 +648,7 @@ class DtiServer {
         while (!d.sending_done) {
             if (d.h.bytes ? d.off >= d.h.bytes : now_ns() >= d.deadline) {
                 // Our count and CRC as the stream's last 16 bytes.
-                const Trailer t{d.off, d.crc, 0};
+                const Trailer t{d.off, d.crc, kTrailerHasCrc};
                 while (d.trailer_off < sizeof t) {
                     ssize_t n = dti_send(c_, s, reinterpret_cast<const uint8_t *>(&t) + d.trailer_off,
                                          sizeof t - d.trailer_off, 0);
@@ -689,7 +701,7 @@ class DtiServer {
         }
         if (!o_.json)
             std::printf("sent %" PRIu64 " bytes crc32c %08x; peer got %" PRIu64 " crc32c %08x: %s\n", d.off, d.crc,
-                        d.peer.bytes, d.peer.crc, d.peer.bytes == d.off && d.peer.crc == d.crc ? "verified" : "MISMATCH");
+                        d.peer.bytes, d.peer.crc, peer_verdict(d.peer, d.off, d.crc));
         std::fflush(stdout);
         finish(s);
     }
