@@ -1784,6 +1784,11 @@ void EngineImpl::notify(Attachment &a, uint32_t si)
     if ((s.interest & DTI_POLLIN) &&
         ((s.rx_tail != s.last_rx_tail && readable > 0) || s.embryos > s.last_accept))
         post = true;
+    // End of stream is news to a POLLIN watcher even while POLLIN already
+    // holds here: the app releases consumed bytes in batches, so our
+    // `readable` may count bytes it has taken and it may be waiting for more.
+    if ((s.interest & DTI_POLLIN) && (mask & ~s.last_mask & DTI_POLLRDHUP))
+        post = true;
     if (s.out_armed && (mask & DTI_POLLOUT))
         post = true;
     s.last_mask = mask;

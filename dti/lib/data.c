@@ -26,6 +26,7 @@ static struct dti_sock_priv *rx_side(struct dti_attachment *d, uint32_t slot, ui
     if (p->rx_gen != gen) {
         p->rx_gen = gen;
         p->rx_head = 0;
+        p->rx_owed = 0;
     }
     return p;
 }
@@ -201,6 +202,39 @@ ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
     return n;
 }
 
+/* Released bytes are told to the engine in batches: once they add up to this
+ * much, and before any other command on the socket (a watch must not see
+ * stale data, a close must not look like one with unread bytes). A small
+ * read then costs no command and no doorbell; the engine's view of free
+ * space lags by less than a quarter of the ring, so the peer's window never
+ * closes on bytes the application has already taken. */
+static uint32_t release_batch(const struct dti_attachment *d) { return d->limits.rx_ring_size / 4; }
+
+/* rx_owed is updated atomically: a thread reading the socket may add to it
+ * while another thread's command on the same socket flushes it. */
+int dti__flush_release(struct dti_ctx *c, dti_sock_t s)
+{
+    struct dti_sock_priv *p = &c->d->priv[dti__slot(s)];
+    if (p->rx_gen != dti__gen(s) || DTI_LOAD_RELAXED(&p->rx_owed) == 0)
+        return 0;
+    uint32_t n = __atomic_exchange_n(&p->rx_owed, 0u, __ATOMIC_RELAXED);
+    if (n == 0)
+        return 0;
+    int rc = dti__prep_data(c, DTI_OP_RECV_RELEASE, s, n, 0);
+    if (rc < 0)
+        __atomic_fetch_add(&p->rx_owed, n, __ATOMIC_RELAXED); /* still owed */
+    return rc;
+}
+
+/* The caller has taken n readable bytes: owe them to the engine. */
+static inline void consume(dti_ctx_t *c, dti_sock_t s, struct dti_sock_priv *p, uint32_t n)
+{
+    p->rx_head += n; /* consumed first: nothing is released before it is taken */
+    uint32_t owed = __atomic_add_fetch(&p->rx_owed, n, __ATOMIC_RELAXED);
+    if (owed >= release_batch(c->d) && dti__flush_release(c, s) == 0)
+        dti_submit(c); /* a full command ring: stays owed, the next release or command retries */
+}
+
 int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
 {
     uint32_t slot;
@@ -210,31 +244,37 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
     struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
     if (n > readable(c->d, sh, p))
         return -EINVAL;
-    if (n == 0)
-        return 0;
-    int rc = dti__prep_data(c, DTI_OP_RECV_RELEASE, s, (uint32_t)n, 0);
-    if (rc < 0)
-        return rc; /* ring full: nothing released, the caller may retry */
-    p->rx_head += (uint32_t)n;
-    dti_submit(c);
+    if (n > 0)
+        consume(c, s, p, (uint32_t)n);
     return 0;
 }
 
+/* borrow + copy + release with one handle check: the common read. */
 ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
 {
-    struct dti_iov iov[2];
-    ssize_t n = dti_recv_borrow(c, s, iov);
-    if (n <= 0)
-        return n;
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t gen = dti__gen(s);
+    struct dti_sock_priv *p = rx_side(c->d, slot, gen);
+    if (p->rx_busy_gen == gen)
+        return -EBUSY;
+    uint32_t n = readable(c->d, sh, p);
+    if (n == 0)
+        return rx_error(sh, p, gen);
     if (len == 0)
         return 0;
-    size_t a = iov[0].len < len ? iov[0].len : len;
-    size_t b = iov[1].len < len - a ? iov[1].len : len - a;
-    memcpy(buf, iov[0].base, a);
-    if (b)
-        memcpy((uint8_t *)buf + a, iov[1].base, b);
-    int rc = dti_recv_release(c, s, a + b);
-    return rc < 0 ? rc : (ssize_t)(a + b);
+    if (len < n)
+        n = (uint32_t)len;
+    struct dti_iov iov[2];
+    ring_iov(rx_ring(c->d, slot), c->d->limits.rx_ring_size, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head, n,
+             iov);
+    memcpy(buf, iov[0].base, iov[0].len);
+    if (iov[1].len)
+        memcpy((uint8_t *)buf + iov[0].len, iov[1].base, iov[1].len);
+    consume(c, s, p, n);
+    return n;
 }
 
 /* ---- send ---------------------------------------------------------------------- */
@@ -297,21 +337,39 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
     return 0;
 }
 
+/* reserve + copy + commit with one handle check: the common write. */
 ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
 {
-    struct dti_iov iov[2];
-    ssize_t n = dti_send_reserve(c, s, iov);
-    if (n < 0)
-        return n;
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t gen = dti__gen(s);
+    struct dti_sock_priv *p = tx_side(c->d, slot, gen);
+    if (p->tx_busy_gen == gen)
+        return -EBUSY;
+    ssize_t e = tx_error(sh, p, gen);
+    if (e < 0)
+        return e;
+    uint32_t n = writable(c->d, sh, p);
+    if (n == 0)
+        return -EAGAIN;
     if (len == 0)
         return 0;
-    size_t a = iov[0].len < len ? iov[0].len : len;
-    size_t b = iov[1].len < len - a ? iov[1].len : len - a;
-    memcpy(iov[0].base, buf, a);
-    if (b)
-        memcpy(iov[1].base, (const uint8_t *)buf + a, b);
-    int rc = dti_send_commit(c, s, a + b, flags);
-    return rc < 0 ? rc : (ssize_t)(a + b);
+    if (len < n)
+        n = (uint32_t)len;
+    struct dti_iov iov[2];
+    ring_iov(tx_ring(c->d, slot), c->d->limits.tx_ring_size, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n,
+             iov);
+    memcpy(iov[0].base, buf, iov[0].len);
+    if (iov[1].len)
+        memcpy(iov[1].base, (const uint8_t *)buf + iov[0].len, iov[1].len);
+    int rc = dti__prep_data(c, DTI_OP_SEND, s, n, flags & DTI_SEND_MORE);
+    if (rc < 0)
+        return rc; /* command ring full: nothing queued, the space stays free */
+    p->tx_tail += n;
+    dti_submit(c);
+    return n;
 }
 
 /* ---- region buffer pool ------------------------------------------------------------- */

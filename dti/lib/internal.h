@@ -33,7 +33,8 @@ struct dti_sock_priv {
     uint32_t rx_head;      /* bytes consumed (free-running, from the slot's rx_base) */
     uint32_t err_taken_gen;/* SO_ERROR was read for this generation */
     uint32_t rx_busy_gen;  /* a posted receive (RECV_INTO) is in flight */
-    uint8_t pad0[DTI_CACHELINE - 16];
+    uint32_t rx_owed;      /* consumed, not yet told to the engine (batched releases) */
+    uint8_t pad0[DTI_CACHELINE - 20];
     uint32_t tx_gen;
     uint32_t tx_tail;      /* bytes written into the send ring */
     uint32_t wr_shut_gen;  /* shutdown(WR) submitted for this generation */
@@ -115,6 +116,9 @@ int dti__wait_ring(struct dti_ctx *c, int timeout_ms);
 
 /* ops.c */
 int dti__ctx_init_queues(struct dti_ctx *c);
+/* Queues the release of socket s's owed receive bytes (see data.c).
+ * -EAGAIN: no room in the command ring; they stay owed. */
+int dti__flush_release(struct dti_ctx *c, dti_sock_t s);
 void dti__ctx_free_queues(struct dti_ctx *c);
 
 /* data.c */

@@ -70,6 +70,11 @@ static int prep(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint64_t ud, struc
         return -c->d->dead_reason;
     if (c->n_free == 0 || !ring_has_room(c))
         return -EAGAIN;
+    /* Owed releases go first: the engine acts on this command (watch, close,
+     * shutdown, posted receive) knowing what the application consumed. */
+    if (s != DTI_SOCK_INVALID && dti__slot(s) < c->d->limits.max_sockets &&
+        (dti__flush_release(c, s) < 0 || !ring_has_room(c)))
+        return -EAGAIN;
     uint32_t tag = c->free_tags[--c->n_free];
     c->pending[tag] = (struct dti_ctx_pending){ud, s, op, 1, 0};
     c->inflight++;

@@ -273,6 +273,16 @@ bool eta_ppe_usable(void)
     return eta_dti() != NULL;
 }
 
+/* The calling thread's context, cached per thread: dti_ctx_get() is a
+ * thread-specific lookup in another library, paid once per thread instead
+ * of once per call. A fork (the epoch) or a new attachment makes the cache
+ * stale: the child's thread must get a context of its own. (Whatever comes
+ * to replace the attachment in a running process must bump
+ * eta_fork_epoch too, or a recycled dti_t address would match.) */
+static ETA_TLS dti_ctx_t *tls_ctx;
+static ETA_TLS dti_t *tls_ctx_owner;
+static ETA_TLS uint32_t tls_ctx_epoch;
+
 dti_ctx_t *eta_ctx(void)
 {
     dti_t *d = eta_dti();
@@ -280,6 +290,8 @@ dti_ctx_t *eta_ctx(void)
         errno = ENETDOWN;
         return NULL;
     }
+    if (ETA_LIKELY(tls_ctx && tls_ctx_owner == d && tls_ctx_epoch == eta_fork_epoch))
+        return tls_ctx;
     int err = 0;
     eta_in_shim++;
     dti_ctx_t *c = dti_ctx_get(d, &err);
@@ -288,6 +300,9 @@ dti_ctx_t *eta_ctx(void)
         errno = eta_errno_from_dti(err);
         return NULL;
     }
+    tls_ctx = c;
+    tls_ctx_owner = d;
+    tls_ctx_epoch = eta_fork_epoch;
     return c;
 }
 

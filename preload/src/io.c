@@ -147,6 +147,7 @@ static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt
         return fail(ECONNRESET);
     bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
     bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+    bool simple = iovcnt == 1 && !(flags & (MSG_PEEK | MSG_TRUNC));
     uint64_t deadline = 0;
     size_t got = 0;
     if (want == 0)
@@ -155,8 +156,17 @@ static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt
         if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
             return (ssize_t)got;
         struct dti_iov piece[2];
-        ssize_t n = dti_recv_borrow(c, s->h, piece);
-        if (n > 0) {
+        ssize_t n;
+        if (simple) { /* one buffer, bytes taken: libdti copies and releases in one call */
+            n = dti_recv(c, s->h, (char *)iov[0].iov_base + got, want - got);
+            if (n > 0) {
+                atomic_fetch_add_explicit(&s->rx_taken, (size_t)n, memory_order_relaxed);
+                got += (size_t)n;
+                if (waitall && got < want)
+                    continue;
+                return (ssize_t)got;
+            }
+        } else if ((n = dti_recv_borrow(c, s->h, piece)) > 0) {
             size_t take = (size_t)n < want - got ? (size_t)n : want - got;
             if (!(flags & MSG_TRUNC)) {
                 size_t first = take < piece[0].len ? take : piece[0].len;
@@ -230,7 +240,19 @@ static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt
     uint64_t deadline = 0;
     size_t sent = 0;
     off_t file_off = offset ? *offset : 0;
+    /* One buffer, no MSG_MORE: libdti reserves, copies and commits in one
+     * call. A full ring or command queue, and errors, take the general path
+     * below, which tells them apart. */
+    const bool simple = in_fd < 0 && iovcnt == 1 && !(flags & MSG_MORE);
     while (sent < total) {
+        if (simple) {
+            ssize_t k = dti_send(c, s->h, (const char *)iov[0].iov_base + sent, total - sent, 0);
+            if (k > 0) {
+                atomic_fetch_add_explicit(&s->tx_committed, (size_t)k, memory_order_relaxed);
+                sent += (size_t)k;
+                continue;
+            }
+        }
         struct dti_iov piece[2];
         ssize_t n = dti_send_reserve(c, s->h, piece);
         if (n > 0) {

@@ -378,9 +378,13 @@ int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out); /* -ENOTC
  * pieces). Returns the total (> 0), 0 at EOF, -EAGAIN when nothing is there
  * yet, or the socket's error. The bytes stay valid until released. */
 ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2]);
-/* Gives back the first n borrowed bytes (n <= what borrow reported).
- * -EAGAIN: the command queue is full and nothing was released (the bytes
- * stay borrowed); call again after dti_reap()/dti_wait(). */
+/* Gives back the first n borrowed bytes (n <= what borrow reported). The
+ * bytes are the caller's no longer at once; the engine hears of released
+ * bytes in batches (a quarter of the receive ring, or sooner with the next
+ * other command on the socket), so a small read costs no command and no
+ * doorbell. Never fails for a full command queue (what cannot be queued now
+ * goes with a later command); errors: a bad handle, n beyond what is
+ * readable (-EINVAL). */
 int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n);
 /* Copying receive: up to len bytes; 0 at EOF; -EAGAIN when none yet. */
 ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len);

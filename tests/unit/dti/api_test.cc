@@ -413,6 +413,74 @@ TEST_F(DtiApi, WatchPostsEventsWithoutOnePerAck)
     EXPECT_EQ(after.events_posted - before.events_posted, 50u);
 }
 
+// Small reads cost no command: consumed bytes are told to the engine in
+// batches. The batch goes ahead of the socket's next other command, so a
+// new watch does not report the bytes already taken, and the end of the
+// stream still wakes a watcher while the engine counts taken bytes.
+TEST_F(DtiApi, SmallReadsReleaseInBatchesWithoutStaleReadiness)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    ASSERT_EQ(dti_prep_watch(c_, sv, DTI_POLLIN, 1), 0);
+    dti_submit(c_);
+    dti_cqe e;
+    ASSERT_EQ(dti_wait_cqe(c_, 1, &e, 5000), 1);
+    char msg[64];
+    std::memset(msg, 'm', sizeof msg);
+    for (int i = 0; i < 10; i++) { // well under a quarter of the 16 KiB ring
+        ASSERT_EQ(dti_send(c_, cl, msg, sizeof msg, 0), ssize_t(sizeof msg));
+        char buf[sizeof msg];
+        ssize_t n;
+        while ((n = dti_recv(c_, sv, buf, sizeof buf)) == -EAGAIN)
+            ASSERT_EQ(dti_wait(c_, 5000), 1) << "no POLLIN event for message " << i;
+        ASSERT_EQ(n, ssize_t(sizeof msg));
+        dti_cqe drain[8];
+        while (dti_reap(c_, drain, 8) > 0) {
+        }
+    }
+    // Round trip with a NOP: every command we published has run by its completion.
+    auto commands_after_nop = [&](uint64_t ud) {
+        EXPECT_EQ(dti_prep_nop(c_, ud), 0);
+        dti_submit(c_);
+        dti_cqe done;
+        EXPECT_EQ(dti_wait_cqe(c_, ud, &done, 5000), 1);
+        return ppe_->stats().commands;
+    };
+    uint64_t before = commands_after_nop(2);
+    char buf[sizeof msg];
+    ASSERT_EQ(dti_recv(c_, sv, buf, sizeof buf), -EAGAIN);
+    EXPECT_EQ(commands_after_nop(3), before + 1) << "a read of nothing, or the reads before it, sent a command";
+
+    // Re-watching: the owed release goes first, so the engine reports nothing readable.
+    ASSERT_EQ(dti_prep_watch(c_, sv, DTI_POLLIN, 4), 0);
+    dti_submit(c_);
+    ASSERT_EQ(dti_wait_cqe(c_, 4, &e, 5000), 1);
+    EXPECT_EQ(commands_after_nop(5), before + 1 + 3) << "expected the release, the watch and the NOP";
+    dti_cqe ev[8];
+    unsigned got = dti_reap(c_, ev, 8);
+    for (unsigned k = 0; k < got; k++)
+        EXPECT_FALSE(ev[k].kind == DTI_CQE_EVENT && ev[k].sock == sv) << "stale POLLIN after a re-watch";
+
+    // One more small read, left owed; then the peer ends the stream.
+    ASSERT_EQ(dti_send(c_, cl, msg, sizeof msg, 0), ssize_t(sizeof msg));
+    ssize_t n;
+    while ((n = dti_recv(c_, sv, buf, sizeof buf)) == -EAGAIN)
+        ASSERT_EQ(dti_wait(c_, 5000), 1);
+    ASSERT_EQ(n, ssize_t(sizeof msg));
+    while (dti_reap(c_, ev, 8) > 0) {
+    }
+    ASSERT_EQ(dti_shutdown(c_, cl, DTI_SHUT_WR), 0);
+    bool eof_event = false;
+    while (!eof_event) {
+        ASSERT_EQ(dti_wait(c_, 5000), 1) << "the end of the stream woke nobody";
+        got = dti_reap(c_, ev, 8);
+        for (unsigned k = 0; k < got; k++)
+            eof_event = eof_event || (ev[k].kind == DTI_CQE_EVENT && ev[k].sock == sv &&
+                                      (ev[k].events & DTI_POLLRDHUP));
+    }
+    EXPECT_EQ(dti_recv(c_, sv, buf, sizeof buf), 0);
+}
+
 TEST_F(DtiApi, PollOutIsOneShotAndFiresWhenSpaceReturns)
 {
     dti_sock_t cl, sv;
