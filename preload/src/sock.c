@@ -367,6 +367,24 @@ static void stash_unlock(struct stash *st)
     atomic_store_explicit(&st->lock, 0, memory_order_release);
 }
 
+/* Connections the PPE already handed to this process for listener s that
+ * accept has not returned yet. They are invisible in the socket table's
+ * accept_ready, so readiness (poll, epoll, select) must count them: a server
+ * that accepts one connection per wakeup (memcached) would otherwise never
+ * hear of them again. */
+unsigned eta_stash_count(struct eta_sock *s)
+{
+    struct stash *st = stash_of(s);
+    if (!__atomic_load_n(&st->n, __ATOMIC_RELAXED))
+        return 0;
+    unsigned n = 0;
+    stash_lock(st);
+    for (unsigned i = 0; i + 1 < st->n; i += 2)
+        n += st->h[i] == s->h;
+    stash_unlock(st);
+    return n;
+}
+
 /* One connection from the PPE half, or -EAGAIN. Stash entries carry the
  * listener's handle in the top of a pair so slots shared by two listeners
  * (hash collision) are told apart. */

@@ -186,8 +186,11 @@ uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
         ev |= POLLERR;
     if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
         ev |= POLLIN | POLLRDHUP;
-    if (s->listening)
+    if (s->listening) {
         ev &= ~(uint32_t)(POLLOUT | POLLHUP);
+        if (eta_stash_count(s))
+            ev |= POLLIN;
+    }
     else if (!s->connect_started && !s->listening)
         ev = (ev & ~(uint32_t)POLLIN) | POLLOUT | POLLHUP; /* a fresh socket: like the kernel's */
     return ev;

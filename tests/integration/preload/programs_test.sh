@@ -2,7 +2,8 @@
 # Unmodified programs through the PPE under eta-run, against kernel peers in
 # the lab's peer namespace; data checked byte for byte where it is data.
 #   programs_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN [ONLY...]
-# ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx).
+# ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx
+# memcached).
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3
 shift 3
 . "$(dirname "$0")/../lib.sh"
@@ -153,4 +154,18 @@ CONF
     got=$(peer timeout 30 curl -s "http://$H:8082/blob" | sha256sum | cut -d' ' -f1)
     [ "$got" = "$sum" ] || fail "nginx: checksum differs"
 fi
+stat_of() { peer timeout 10 memcstat --servers="$1" | awk -v k="$2" '$1 == k":" { print $2 }'; }
+
+if want memcached; then
+    # memcached's main thread accepts and hands each connection to a worker
+    # thread, which adds it to its own epoll: every connection must be served.
+    note "memcached -t 4 under eta-run, memcslap --concurrency=16 --execute-number=5000 from the peer"
+    bglog mc "$work/l9" memcached -u root -t 4 -p 11311 -l 0.0.0.0 -U 0
+    wait_until 20 grep -q "0.0.0.0:11311" "$work/l9" || { cat "$work/l9"; fail "memcached did not listen"; }
+    peer timeout 120 memcslap --servers="$H:11311" --concurrency=16 --execute-number=5000 --test=set \
+        > "$work/ms.out" 2>&1 || { cat "$work/ms.out"; fail "memcslap failed or timed out (connections not served)"; }
+    sets=$(stat_of "$H:11311" cmd_set)
+    [ "$sets" = 80000 ] || { cat "$work/ms.out"; fail "memcached set $sets of 80000 keys"; }
+fi
+
 echo "preload programs test passed"
