@@ -351,7 +351,7 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
             continue; /* a hybrid's kernel half is in the program's epoll */
         uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
                         EPOLLERR | EPOLLHUP;
-        uint32_t ev = (c ? eta_sock_events(c, ent->s) : (EPOLLERR | EPOLLHUP));
+        uint32_t ev = eta_sock_events(c, ent->s);
         if (ev & POLLIN)
             ev |= EPOLLRDNORM;
         if (ev & POLLOUT)

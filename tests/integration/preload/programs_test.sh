@@ -3,7 +3,7 @@
 # the lab's peer namespace; data checked byte for byte where it is data.
 #   programs_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN [ONLY...]
 # ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx
-# memcached).
+# memcached ppe_death; ppe_death kills the PPE, so it must come last).
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3
 shift 3
 . "$(dirname "$0")/../lib.sh"
@@ -154,6 +154,10 @@ CONF
     got=$(peer timeout 30 curl -s "http://$H:8082/blob" | sha256sum | cut -d' ' -f1)
     [ "$got" = "$sum" ] || fail "nginx: checksum differs"
 fi
+# The PID of the program a start_bg'd `timeout` runs (eta-run execs it).
+child_of() { ps -o pid= --ppid "$1" | tr -d ' ' | head -n1; }
+# CPU time (user + system, clock ticks) of a process, from /proc.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 stat_of() { peer timeout 10 memcstat --servers="$1" | awk -v k="$2" '$1 == k":" { print $2 }'; }
 
 if want memcached; then
@@ -168,4 +172,37 @@ if want memcached; then
     [ "$sets" = 80000 ] || { cat "$work/ms.out"; fail "memcached set $sets of 80000 keys"; }
 fi
 
+if want ppe_death; then
+    # After the PPE is killed, servers neither die nor spin: a listener on the
+    # PPE address reports nothing, an INADDR_ANY listener is its kernel half.
+    note "PPE killed under memcached (INADDR_ANY and PPE-address listeners, an open connection)"
+    bglog mca "$work/l10" memcached -u root -t 4 -p 11312 -l 0.0.0.0 -U 0
+    bglog mcp "$work/l11" memcached -u root -t 4 -p 11313 -l "$H" -U 0
+    wait_until 20 grep -q "0.0.0.0:11312" "$work/l10" || { cat "$work/l10"; fail "memcached (any) did not listen"; }
+    wait_until 20 grep -q "$H:11313" "$work/l11" || { cat "$work/l11"; fail "memcached ($H) did not listen"; }
+    [ "$(stat_of "$H:11313" curr_connections)" != "" ] || fail "memcached ($H) does not answer through the PPE"
+    # Connections open through the PPE when it dies (closed by the cleanup).
+    for port in 11312 11313; do
+        start_bg hold ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP:$H:$port" OPEN:/dev/null
+    done
+    wait_until 10 peer bash -c "ss -tn state established | grep -q ':11313'" || fail "held connection did not open"
+    ppe_real=$(child_of "$ppe_pid")
+    kill -KILL "$ppe_real"
+    wait_until 20 grep -q "the PPE has gone" "$work/l11" || { cat "$work/l11"; fail "memcached did not notice the PPE going"; }
+    a_pid=$(child_of "$mca_pid") p_pid=$(child_of "$mcp_pid")
+    a0=$(cpu_ticks "$a_pid") p0=$(cpu_ticks "$p_pid") t0=$(date +%s%N)
+    sleep 3 # the interval CPU time is measured over, not a wait for an event
+    a1=$(cpu_ticks "$a_pid") p1=$(cpu_ticks "$p_pid") t1=$(date +%s%N)
+    wall=$(( (t1 - t0) * $(getconf CLK_TCK) / 1000000000 ))
+    note "CPU after the PPE went: memcached(any) $((a1 - a0)), memcached(PPE address) $((p1 - p0)) of $wall ticks"
+    # Spinning takes a CPU (on a machine busy with other work, still a good
+    # share of wall time); asleep, memcached uses ~0 (its 1 s clock tick).
+    limit=$(( wall / 50 > 2 ? wall / 50 : 2 ))
+    [ $((a1 - a0)) -le "$limit" ] || fail "memcached (INADDR_ANY) spins after the PPE went"
+    [ $((p1 - p0)) -le "$limit" ] || fail "memcached ($H) spins after the PPE went"
+    kill -0 "$a_pid" && kill -0 "$p_pid" || fail "memcached died with the PPE"
+    # The INADDR_ANY listener still serves local clients through its kernel half.
+    [ -n "$(timeout 10 memcstat --servers=127.0.0.1:11312 | grep curr_connections)" ] ||
+        fail "memcached (INADDR_ANY) does not serve 127.0.0.1 after the PPE went"
+fi
 echo "preload programs test passed"

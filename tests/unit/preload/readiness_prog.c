@@ -501,6 +501,110 @@ static int sc_fork_shared(void)
     return 0;
 }
 
+/* ---- the PPE goes (run last: the fixture engine crashes) --------------- */
+
+/* CPU time (user + system) of this process in clock ticks, from /proc. */
+static long cpu_ticks(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    CHECK(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    CHECK(p);
+    long utime = 0, stime = 0;
+    /* fields after the command: state(3) ... utime(14) stime(15) */
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime, &stime) == 2);
+    return utime + stime;
+}
+
+/* After the PPE is killed: a listener on the PPE's address reports nothing
+ * (never POLLERR/POLLHUP without POLLIN) and a non-blocking accept answers
+ * EAGAIN, so an event loop sleeps instead of spinning; an INADDR_ANY
+ * listener is its kernel half; established connections fail with
+ * ECONNRESET/EPIPE. */
+static int sc_engine_gone_listeners(void)
+{
+    const char *pid = getenv("ETA_TEST_FIXTURE_PID");
+    CHECK(pid);
+    int c, s;
+    pair(&c, &s);
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, ppe_ip, &a.sin_addr);
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(listen(l, 16) == 0);
+    int hport;
+    int h = listener(&hport, 16);
+    set_nonblock(h);
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev) == 0);
+    ev.data.u64 = 2;
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, h, &ev) == 0);
+    int ep_conn = epoll_create1(0);
+    ev.data.u64 = 3;
+    CHECK(epoll_ctl(ep_conn, EPOLL_CTL_ADD, s, &ev) == 0);
+
+    CHECK(kill(atoi(pid), SIGUSR1) == 0);
+    /* The established connection hears of it (bounded wait for the event). */
+    struct epoll_event out[4];
+    CHECK(epoll_wait(ep_conn, out, 4, WAIT_MS) == 1 && (out[0].events & (EPOLLERR | EPOLLHUP)));
+    char b;
+    CHECK(read(s, &b, 1) == -1 && errno == ECONNRESET);
+    CHECK(write(c, "x", 1) == -1 && (errno == EPIPE || errno == ECONNRESET));
+
+    /* The listeners: nothing ready, accept EAGAIN. */
+    struct pollfd p[2] = {{l, POLLIN, 0}, {h, POLLIN, 0}};
+    int n = poll(p, 2, 0);
+    if (n != 0)
+        printf("FAIL: listeners after the PPE went: poll %d, revents %#x %#x\n", n, p[0].revents, p[1].revents);
+    CHECK(n == 0);
+    CHECK(epoll_wait(ep, out, 4, 0) == 0);
+    CHECK(accept(l, NULL, NULL) == -1 && errno == EAGAIN);
+    CHECK(accept(h, NULL, NULL) == -1 && errno == EAGAIN);
+    /* An event loop over them sleeps: 20 waits of 50 ms take far less CPU
+     * than wall time (a spinning loop would take all of it). */
+    long t0 = cpu_ticks();
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    for (int i = 0; i < 20; i++) {
+        CHECK(epoll_wait(ep, out, 4, 50) == 0);
+        CHECK(poll(p, 2, 0) == 0 || (p[0].revents == 0 && p[1].revents == 0));
+    }
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    long wall_ticks = (long)((w1.tv_sec - w0.tv_sec) * sysconf(_SC_CLK_TCK) +
+                             (w1.tv_nsec - w0.tv_nsec) * sysconf(_SC_CLK_TCK) / 1000000000L);
+    long used = cpu_ticks() - t0;
+    if (used * 4 > wall_ticks)
+        printf("FAIL: the event loop used %ld of %ld ticks after the PPE went\n", used, wall_ticks);
+    CHECK(used * 4 <= wall_ticks);
+    /* A blocking accept with SO_RCVTIMEO times out as the kernel's would. */
+    CHECK(fcntl(l, F_SETFL, 0) == 0);
+    struct timeval tv = {0, 100000};
+    CHECK(setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    CHECK(accept(l, NULL, NULL) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    /* The INADDR_ANY listener's kernel half still serves local clients. */
+    int k = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_port = htons((uint16_t)hport),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(connect(k, (struct sockaddr *)&lo, sizeof lo) == 0);
+    CHECK(epoll_wait(ep, out, 4, WAIT_MS) == 1 && out[0].data.u64 == 2);
+    int ka = accept(h, NULL, NULL);
+    CHECK(ka >= 0);
+    close(ka);
+    close(k);
+    close(ep);
+    close(ep_conn);
+    close(l);
+    close(h);
+    close(c);
+    close(s);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -523,6 +627,8 @@ int main(int argc, char **argv)
         rc = sc_many();
     else if (!strcmp(sc, "fork_shared"))
         rc = sc_fork_shared();
+    else if (!strcmp(sc, "engine_gone_listeners"))
+        rc = sc_engine_gone_listeners();
     else
         fprintf(stderr, "unknown scenario %s\n", sc);
     if (rc == 0)

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import tempfile
 
-SCENARIOS = ["handoff", "handoff_poll", "add_while_sleeping", "epollout", "many", "fork_shared"]
+SCENARIOS = ["handoff", "handoff_poll", "add_while_sleeping", "epollout", "many", "fork_shared",
+             "engine_gone_listeners"]  # last: it crashes the fixture engine
 
 
 def main():
