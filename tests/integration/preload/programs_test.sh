@@ -3,7 +3,7 @@
 # the lab's peer namespace; data checked byte for byte where it is data.
 #   programs_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN [ONLY...]
 # ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx
-# memcached ppe_death; ppe_death kills the PPE, so it must come last).
+# memcached privileged ppe_death; ppe_death kills the PPE, so it must come last).
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3
 shift 3
 . "$(dirname "$0")/../lib.sh"
@@ -170,6 +170,35 @@ if want memcached; then
         > "$work/ms.out" 2>&1 || { cat "$work/ms.out"; fail "memcslap failed or timed out (connections not served)"; }
     sets=$(stat_of "$H:11311" cmd_set)
     [ "$sets" = 80000 ] || { cat "$work/ms.out"; fail "memcached set $sets of 80000 keys"; }
+fi
+
+if want privileged; then
+    # The kernel's rule, applied by the PPE: ports below
+    # net.ipv4.ip_unprivileged_port_start need CAP_NET_BIND_SERVICE.
+    note "privileged ports: nobody cannot bind $H:80 through the PPE, root can"
+    py=/usr/bin/python3 # Debian's (the package list's): other users may run it
+    cat > "$work/bind.py" <<PY
+import socket
+s = socket.socket()
+try:
+    s.bind(("$H", 80))
+    print("bound 80")
+except PermissionError:
+    print("EACCES 80")
+h = socket.socket()
+h.bind(("$H", 8090))
+h.listen()
+print("bound 8090")
+PY
+    chmod 644 "$work/bind.py"
+    ETA_LOG=accel timeout 30 runuser -u nobody -- "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$work/bind.py" > "$work/priv.out" 2> "$work/priv.err" || { cat "$work/priv.err"; fail "python as nobody failed"; }
+    grep -qx "EACCES 80" "$work/priv.out" || { cat "$work/priv.out"; fail "nobody bound port 80 on the PPE address"; }
+    grep -qx "bound 8090" "$work/priv.out" || { cat "$work/priv.out"; fail "nobody could not bind port 8090"; }
+    accelerated "$work/priv.err" "python as nobody"
+    ETA_LOG=accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$work/bind.py" \
+        > "$work/priv.out" 2> "$work/priv.err" || { cat "$work/priv.err"; fail "python as root failed"; }
+    grep -qx "bound 80" "$work/priv.out" || { cat "$work/priv.out" "$work/priv.err"; fail "root could not bind port 80 on the PPE address"; }
 fi
 
 if want ppe_death; then
