@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <utility>
 #include <cstddef>
 #include <cstring>
 
+#include <linux/capability.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -137,11 +139,53 @@ struct Member {
     int fd = -1;   // control connection (-1: attach_memory)
     int group = -1;
     uint32_t uid = 0, pid = 0;
+    // The kernel's rule for ports below net.ipv4.ip_unprivileged_port_start:
+    // binding them needs CAP_NET_BIND_SERVICE. Taken at attach from the
+    // process the control socket's SO_PEERCRED names (never from the region).
+    bool bind_service = false;
+    uint32_t unprivileged_port_start = 1024;
     std::string name;
     std::vector<bool> holds;
     uint32_t held = 0;
     uint64_t ctx_mask = 0; // its queue pairs
 };
+
+// Whether the process that connected the control socket may bind ports
+// below net.ipv4.ip_unprivileged_port_start: CAP_NET_BIND_SERVICE in its
+// effective set (/proc/<pid>/status CapEff, as the kernel checks). Where its
+// /proc entry cannot be read (another pid namespace), uid 0 decides.
+bool may_bind_service(const ucred &cred)
+{
+    std::string path = "/proc/" + std::to_string(cred.pid) + "/status";
+    FILE *f = std::fopen(path.c_str(), "re");
+    if (!f)
+        return cred.uid == 0;
+    char line[256];
+    bool found = false, cap = false;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long long eff = 0;
+        if (std::sscanf(line, "CapEff: %llx", &eff) == 1) {
+            found = true;
+            cap = (eff >> CAP_NET_BIND_SERVICE) & 1;
+            break;
+        }
+    }
+    std::fclose(f);
+    return found ? cap : cred.uid == 0;
+}
+
+// The first port anyone may bind (1024 unless the sysctl says otherwise).
+uint32_t unprivileged_port_start()
+{
+    FILE *f = std::fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "re");
+    unsigned v = 1024;
+    if (f) {
+        if (std::fscanf(f, "%u", &v) != 1)
+            v = 1024;
+        std::fclose(f);
+    }
+    return v;
+}
 
 // Copies a command with word-sized relaxed atomic loads: the application may
 // be scribbling on it concurrently; we read each word exactly once.
@@ -592,6 +636,8 @@ int EngineImpl::attach(int fd, std::string *why)
     }
     mem->uid = uint32_t(cred.uid);
     mem->pid = uint32_t(cred.pid);
+    mem->bind_service = may_bind_service(cred);
+    mem->unprivileged_port_start = unprivileged_port_start();
     m.text[sizeof m.text - 1] = 0;
     mem->name = m.text;
     dti_ctl_msg w{};
@@ -632,6 +678,7 @@ int EngineImpl::attach_memory(void *region, uint64_t size, uint32_t contexts)
         release_id(*ap);
         return -err;
     }
+    m->bind_service = true; // in the engine's own process (benchmarks, tests): its privileges
     for (uint32_t i = 0; i < contexts; i++) {
         ap->ctxs[i].open = true;
         ap->ctxs[i].member = m->id;
@@ -799,6 +846,8 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
     }
     child->uid = parent.uid;
     child->pid = parent.pid;
+    child->bind_service = parent.bind_service; // a fork child has its parent's capabilities
+    child->unprivileged_port_start = parent.unprivileged_port_start;
     child->name = parent.name;
     for (uint32_t si = 0; si < a.slots.size(); si++)
         if (parent.holds[si])
@@ -1146,6 +1195,8 @@ void EngineImpl::execute(Attachment &a, uint16_t ci, const dti_cmd &c)
     case DTI_OP_BIND:
         if (c.arg1 > 0xffff) {
             r = -EINVAL;
+        } else if (c.arg1 != 0 && c.arg1 < m.unprivileged_port_start && !m.bind_service) {
+            r = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
         } else {
             r = tr_.bind(s->sid, Endpoint{c.arg0, uint16_t(c.arg1)});
             if (r == 0)

@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/eventfd.h>
 
 #include "shim.h"
 
@@ -42,6 +44,8 @@ struct eta_epoll {
     struct epent *ents;
     unsigned n, cap;
     unsigned cursor;        /* where the next scan starts: fairness */
+    int kick;               /* eventfd in the program's epoll (see kick_sleepers), -1: none */
+    _Atomic int sleepers;   /* threads asleep in this epoll (either way) */
 };
 _Static_assert(sizeof(struct eta_epoll) <= 256, "epoll object outgrew its slot");
 
@@ -54,6 +58,74 @@ static int fail(int err)
 {
     errno = err;
     return -1;
+}
+
+/* ---- waking threads already asleep when a member is added ---------------
+ * The kernel wakes a thread sleeping in epoll_wait when another thread adds a
+ * ready descriptor. An accelerated member is not in the kernel's set, and the
+ * sleeper may be in the kernel's epoll_wait on the program's epoll (the set
+ * had no accelerated member when it went to sleep) or in the inner epoll
+ * watching only its own context. So each shadow owns an eventfd registered in
+ * the program's epoll (edge-triggered) with a data word no program uses: a
+ * 64-bit value from the kernel's AT_RANDOM bytes. Adding a member writes it;
+ * whatever epoll_wait harvests it drops the event and looks again. */
+static uint64_t kick_cookie(void)
+{
+    static uint64_t cookie;
+    uint64_t c = __atomic_load_n(&cookie, __ATOMIC_RELAXED);
+    if (ETA_UNLIKELY(!c)) {
+        const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+        if (r)
+            memcpy(&c, r + 8, sizeof c);
+        c |= 1; /* never 0, the value programs use most */
+        __atomic_store_n(&cookie, c, __ATOMIC_RELAXED);
+    }
+    return c;
+}
+
+static void kick_register(struct eta_epoll *e)
+{
+    eta_in_shim++;
+    int k = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    eta_in_shim--;
+    if (k < 0)
+        return; /* no cross-thread wake-up: a sleeper finds the member at its next call */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = kick_cookie()};
+    if (real_epoll_ctl(e->epfd, EPOLL_CTL_ADD, k, &ev) != 0) {
+        real_close(k);
+        return;
+    }
+    if (eta_fd_in_range(k)) { /* the program's close() must not take it */
+        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
+        eta_fd_set(k, &internal);
+    }
+    e->kick = k;
+}
+
+static void kick_sleepers(struct eta_epoll *e)
+{
+    uint64_t one = 1;
+    if (e->kick >= 0 && write(e->kick, &one, sizeof one) < 0 && errno != EAGAIN)
+        ETA_DEBUG("epoll: waking sleepers of epoll %d failed: %s", e->epfd, strerror(errno));
+}
+
+/* Drops our wake-ups from what the kernel's epoll_wait returned (and resets
+ * their counter). Returns the events left; *kicked tells whether one was
+ * dropped. */
+static int drop_kicks(struct epoll_event *out, int n, bool *kicked)
+{
+    if (n <= 0)
+        return n;
+    uint64_t cookie = kick_cookie();
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (ETA_UNLIKELY(out[i].data.u64 == cookie && out[i].events == EPOLLIN)) {
+            *kicked = true;
+            continue;
+        }
+        out[k++] = out[i];
+    }
+    return k;
 }
 
 static struct eta_epoll *shadow_get(int epfd)
@@ -77,6 +149,8 @@ static struct eta_epoll *shadow_create(int epfd)
     atomic_init(&e->obj.refs, 1); /* the caller's */
     e->epfd = epfd;
     e->inner = -1;
+    e->kick = -1;
+    atomic_init(&e->sleepers, 0);
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_lock(&shadows_lock);
     bool placed = false;
@@ -90,6 +164,7 @@ static struct eta_epoll *shadow_create(int epfd)
         atomic_store(&e->obj.refs, 0);
         return NULL;
     }
+    kick_register(e);
     eta_fd_set(epfd, &e->obj);
     return e;
 }
@@ -105,6 +180,10 @@ void eta_epoll_destroy(struct eta_obj *o)
     pthread_mutex_unlock(&shadows_lock);
     if (e->inner >= 0 && e->inner_gen == eta_fork_epoch)
         real_close(e->inner);
+    if (e->kick >= 0) {
+        eta_fd_clear(e->kick);
+        real_close(e->kick);
+    }
     free(e->ents);
 }
 
@@ -185,8 +264,9 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         return fail(EBADF);
     }
     struct eta_epoll *e = shadow_get(epfd);
+    bool created = false;
     if (!e && op == EPOLL_CTL_ADD)
-        e = shadow_create(epfd);
+        created = (e = shadow_create(epfd)) != NULL;
     if (!e) {
         eta_obj_put(&s->obj);
         return fail(op == EPOLL_CTL_ADD ? ENOMEM : ENOENT);
@@ -235,6 +315,12 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         *ent = e->ents[--e->n];
     }
     pthread_mutex_unlock(&e->lock);
+    /* A thread asleep in this epoll must look at the new member (seq-cst
+     * against its sleepers increment: it either sees the member before it
+     * sleeps or is counted here). A new shadow's sleepers were not counted. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (rc == 0 && op != EPOLL_CTL_DEL && (created || atomic_load(&e->sleepers) > 0))
+        kick_sleepers(e);
     eta_obj_put(&e->obj);
     eta_obj_put(&s->obj);
     return rc;
@@ -248,6 +334,8 @@ static void edge_marks(struct epent *ent, dti_ctx_t *c, uint64_t *rx, uint64_t *
     if (c && !eta_sock_orphaned(ent->s))
         dti_sock_status(c, ent->s->h, &si);
     *rx = atomic_load_explicit(&ent->s->rx_taken, memory_order_relaxed) + si.readable + si.accept_ready;
+    if (ent->s->listening)
+        *rx += eta_stash_count(ent->s); /* handed to us, not yet accepted */
     *tx = atomic_load_explicit(&ent->s->tx_committed, memory_order_relaxed) + si.writable;
 }
 
@@ -263,7 +351,7 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
             continue; /* a hybrid's kernel half is in the program's epoll */
         uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
                         EPOLLERR | EPOLLHUP;
-        uint32_t ev = (c ? eta_sock_events(c, ent->s) : (EPOLLERR | EPOLLHUP));
+        uint32_t ev = eta_sock_events(c, ent->s);
         if (ev & POLLIN)
             ev |= EPOLLRDNORM;
         if (ev & POLLOUT)
@@ -364,7 +452,8 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
         pthread_mutex_unlock(&e->lock);
         /* The kernel members: at once, then every 64 rounds while spinning. */
         if (n < max && (iter == 0 || (iter & 63) == 0 || n > 0)) {
-            int k = real_epoll_wait(e->epfd, out + n, max - n, 0);
+            bool kicked = false;
+            int k = drop_kicks(out + n, real_epoll_wait(e->epfd, out + n, max - n, 0), &kicked);
             if (k > 0)
                 n += k;
             else if (k < 0 && n == 0)
@@ -380,9 +469,12 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
             continue;
         /* Sleep in the inner epoll: the program's epoll fd and our wait fd. */
         int armed = 0;
+        atomic_fetch_add(&e->sleepers, 1);
         pthread_mutex_lock(&e->lock);
         int prc = c ? prepare_sleep(e, c) : 0;
         pthread_mutex_unlock(&e->lock);
+        if (prc != 0)
+            atomic_fetch_sub(&e->sleepers, 1);
         if (prc < 0)
             return -1;
         if (prc > 0) {
@@ -394,6 +486,7 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
             armed = dti_arm(c);
             eta_in_shim--;
             if (armed != 0) {
+                atomic_fetch_sub(&e->sleepers, 1);
                 if (armed < 0) {
                     eta_engine_check(dti_ctx_owner(c));
                     c = NULL;
@@ -409,16 +502,21 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
         }
         ETA_STAT_ADD(sleeps, 1);
         struct epoll_event got[2];
-        int rc = c ? real_epoll_pwait(e->inner, got, 2, ms, mask) : real_epoll_pwait(e->epfd, out, max, ms, mask);
+        bool kicked = false;
+        int rc = c ? real_epoll_pwait(e->inner, got, 2, ms, mask)
+                   : drop_kicks(out, real_epoll_pwait(e->epfd, out, max, ms, mask), &kicked);
         int err = errno;
+        atomic_fetch_sub(&e->sleepers, 1);
         if (c) {
             eta_in_shim++;
             dti_disarm(c);
             eta_in_shim--;
             if (!eta_engine_check(dti_ctx_owner(c)))
                 c = NULL;
-        } else {
+        } else if (rc != 0 || !kicked) {
             return rc; /* no engine: the kernel members are all there is to wait for */
+        } else {
+            continue; /* only our wake-up: look again (the deadline still holds) */
         }
         if (rc < 0) {
             errno = err;
@@ -429,20 +527,68 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
     }
 }
 
+/* The kernel's epoll_wait on a set with no accelerated member (yet). Our
+ * wake-up means another thread added one: then look again, through the
+ * shadow, with what is left of the timeout. */
+static int wait_kernel(int epfd, struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
+                       const sigset_t *mask, int ms, const struct timespec *ts, int which, bool *kicked)
+{
+    if (e) {
+        atomic_fetch_add(&e->sleepers, 1);
+        if (__atomic_load_n(&e->n, __ATOMIC_SEQ_CST) != 0) { /* added before we were counted */
+            atomic_fetch_sub(&e->sleepers, 1);
+            *kicked = true;
+            return 0;
+        }
+    }
+    int rc;
+    if (which == 0)
+        rc = real_epoll_wait(epfd, out, max, ms);
+    else if (which == 1)
+        rc = real_epoll_pwait(epfd, out, max, ms, mask);
+    else
+        rc = real_epoll_pwait2(epfd, out, max, ts, mask);
+    int err = errno;
+    if (e)
+        atomic_fetch_sub(&e->sleepers, 1);
+    rc = drop_kicks(out, rc, kicked);
+    errno = err;
+    (void)timeout_ns;
+    return rc;
+}
+
 static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout_ns, const sigset_t *mask,
                      int ms, const struct timespec *ts, int which)
 {
     struct eta_epoll *e = NULL;
     if (atomic_load_explicit(&eta_tracked, memory_order_relaxed))
         e = shadow_get(epfd);
-    if (ETA_LIKELY(!e || e->n == 0)) {
+    uint64_t start = timeout_ns > 0 ? eta_now_ns() : 0;
+    while (ETA_LIKELY(!e || __atomic_load_n(&e->n, __ATOMIC_SEQ_CST) == 0)) {
+        bool kicked = false;
+        int rc = wait_kernel(epfd, e, out, max, timeout_ns, mask, ms, ts, which, &kicked);
+        int err = errno;
         if (e)
             eta_obj_put(&e->obj);
-        if (which == 0)
-            return real_epoll_wait(epfd, out, max, ms);
-        if (which == 1)
-            return real_epoll_pwait(epfd, out, max, ms, mask);
-        return real_epoll_pwait2(epfd, out, max, ts, mask);
+        if (rc != 0 || !kicked) {
+            errno = err;
+            return rc;
+        }
+        /* Woken for a member another thread added: the rest of the timeout. */
+        if (timeout_ns == 0)
+            return 0;
+        if (timeout_ns > 0) {
+            uint64_t now = eta_now_ns();
+            timeout_ns -= (int64_t)(now - start);
+            start = now;
+            if (timeout_ns <= 0)
+                return 0;
+            ms = (int)((timeout_ns + 999999) / 1000000);
+        }
+        which = which == 0 ? 0 : 1; /* pwait2's timespec becomes ms, rounded up */
+        e = shadow_get(epfd);
+        if (!e)
+            return 0; /* closed meanwhile */
     }
     if (max <= 0 || !out) {
         eta_obj_put(&e->obj);

@@ -70,7 +70,7 @@ static short accel_revents(dti_ctx_t *c, struct eta_sock *s, short events)
 {
     if (eta_hybrid_kernel_only(s))
         return 0; /* its kernel half answers, in the kernel's poll */
-    uint32_t ev = c ? eta_sock_events(c, s) : (POLLERR | POLLHUP);
+    uint32_t ev = eta_sock_events(c, s);
     uint32_t want = (uint32_t)(unsigned short)events | POLLERR | POLLHUP;
     if (events & POLLRDNORM)
         want |= POLLIN;

@@ -189,7 +189,13 @@ bool eta_hybrid_kernel_only(struct eta_sock *s);
  * the shim emulates restarts after a signal, as the kernel's would. */
 bool eta_signals_restart(void);
 
-/* Readiness of an accelerated socket as poll bits (POLLIN, ...). */
+/* Connections accepted from the PPE for listener s and stashed, not yet
+ * returned by accept (they make the listener readable). */
+unsigned eta_stash_count(struct eta_sock *s);
+
+/* Readiness of an accelerated socket as poll bits (POLLIN, ...); c may be
+ * NULL (no context: the PPE went), then only errors, and nothing for a
+ * listener. */
 uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s);
 
 /* Waits until `ready(arg)` is true, the deadline passes (ns, 0: none) or a

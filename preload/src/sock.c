@@ -367,6 +367,24 @@ static void stash_unlock(struct stash *st)
     atomic_store_explicit(&st->lock, 0, memory_order_release);
 }
 
+/* Connections the PPE already handed to this process for listener s that
+ * accept has not returned yet. They are invisible in the socket table's
+ * accept_ready, so readiness (poll, epoll, select) must count them: a server
+ * that accepts one connection per wakeup (memcached) would otherwise never
+ * hear of them again. */
+unsigned eta_stash_count(struct eta_sock *s)
+{
+    struct stash *st = stash_of(s);
+    if (!__atomic_load_n(&st->n, __ATOMIC_RELAXED))
+        return 0;
+    unsigned n = 0;
+    stash_lock(st);
+    for (unsigned i = 0; i + 1 < st->n; i += 2)
+        n += st->h[i] == s->h;
+    stash_unlock(st);
+    return n;
+}
+
 /* One connection from the PPE half, or -EAGAIN. Stash entries carry the
  * listener's handle in the top of a pair so slots shared by two listeners
  * (hash collision) are told apart. */
@@ -494,6 +512,29 @@ static int accept_kernel_half(int fd, struct eta_sock *s, struct sockaddr *addr,
     }
 }
 
+/* accept() on a listener that cannot accept any more (the PPE went, or it
+ * is an orphan in a fork child) and has no kernel half: as a kernel listener
+ * nobody connects to. EAGAIN when non-blocking; a blocking accept sleeps
+ * until SO_RCVTIMEO (EAGAIN) or a signal (EINTR, or sleeps on when every
+ * handler restarts). Never an error an event loop would retry at once. */
+static int accept_nothing(struct eta_sock *s)
+{
+    if (atomic_load(&s->nonblock))
+        return fail(EAGAIN);
+    uint64_t deadline = deadline_after(s->rcvtimeo_ms);
+    for (;;) {
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = eta_now_ns();
+            if (now >= deadline)
+                return fail(EAGAIN);
+            ms = (int)((deadline - now + 999999) / 1000000);
+        }
+        if (real_poll(NULL, 0, ms) < 0 && errno == EINTR && (deadline || !eta_signals_restart()))
+            return -1;
+    }
+}
+
 static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     struct eta_sock *s = eta_sock_get(fd);
@@ -516,8 +557,9 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
     int err = usable(s, EINVAL);
     dti_ctx_t *c = err ? NULL : eta_ctx();
     if (!c) {
+        int k = accept_nothing(s);
         eta_obj_put(&s->obj);
-        return fail(err ? err : ECONNABORTED);
+        return k;
     }
     uint64_t deadline = deadline_after(s->rcvtimeo_ms);
     bool turn_kernel = false;
@@ -543,6 +585,11 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
             eta_obj_put(&s->obj);
             return nfd;
         }
+        if (rc != -EAGAIN && !eta_engine_check(dti_ctx_owner(c))) {
+            int k = s->hybrid ? accept_kernel_half(fd, s, addr, len, flags) : accept_nothing(s);
+            eta_obj_put(&s->obj);
+            return k;
+        }
         if (rc != -EAGAIN) {
             eta_obj_put(&s->obj);
             return fail(eta_errno_from_dti(rc));
@@ -560,9 +607,14 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
             eta_obj_put(&s->obj);
             return k;
         }
-        if (w == -ETIMEDOUT || w == -EINTR || w == -EPIPE) {
+        if (w == -EPIPE) { /* the PPE went while we waited */
+            int k = accept_nothing(s);
             eta_obj_put(&s->obj);
-            return fail(w == -ETIMEDOUT ? EAGAIN : w == -EINTR ? EINTR : ECONNABORTED);
+            return k;
+        }
+        if (w == -ETIMEDOUT || w == -EINTR) {
+            eta_obj_put(&s->obj);
+            return fail(w == -ETIMEDOUT ? EAGAIN : EINTR);
         }
     }
 }

@@ -177,17 +177,27 @@ void eta_mark_engine_dead(void)
 
 uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
 {
-    if (eta_sock_orphaned(s))
-        return POLLERR | POLLHUP;
-    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
-        return POLLIN | POLLOUT | POLLERR | POLLHUP;
+    /* A listener that can no longer accept (the PPE went, or it is a fork
+     * child's orphan) reports nothing, as a kernel listener nobody connects
+     * to: POLLERR/POLLHUP there would make event loops spin on accept or
+     * abort (libuv asserts on a listener reported without POLLIN). Its
+     * accept answers EAGAIN, or blocks. */
+    bool gone = !c || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+    if (eta_sock_orphaned(s) || gone) {
+        if (s->listening)
+            return 0;
+        return !c || eta_sock_orphaned(s) ? POLLERR | POLLHUP : POLLIN | POLLOUT | POLLERR | POLLHUP;
+    }
     uint32_t ev = dti_sock_poll(c, s->h);
     if (atomic_load_explicit(&s->pending_error, memory_order_relaxed))
         ev |= POLLERR;
     if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
         ev |= POLLIN | POLLRDHUP;
-    if (s->listening)
+    if (s->listening) {
         ev &= ~(uint32_t)(POLLOUT | POLLHUP);
+        if (eta_stash_count(s))
+            ev |= POLLIN;
+    }
     else if (!s->connect_started && !s->listening)
         ev = (ev & ~(uint32_t)POLLIN) | POLLOUT | POLLHUP; /* a fresh socket: like the kernel's */
     return ev;

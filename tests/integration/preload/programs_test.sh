@@ -2,7 +2,8 @@
 # Unmodified programs through the PPE under eta-run, against kernel peers in
 # the lab's peer namespace; data checked byte for byte where it is data.
 #   programs_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN [ONLY...]
-# ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx).
+# ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx
+# memcached privileged ppe_death; ppe_death kills the PPE, so it must come last).
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3
 shift 3
 . "$(dirname "$0")/../lib.sh"
@@ -152,5 +153,85 @@ CONF
     [ "$(sort -u "$work/nginx/logs/workers.log" | wc -l)" -ge 2 ] || fail "not both nginx workers served"
     got=$(peer timeout 30 curl -s "http://$H:8082/blob" | sha256sum | cut -d' ' -f1)
     [ "$got" = "$sum" ] || fail "nginx: checksum differs"
+fi
+# The PID of the program a start_bg'd `timeout` runs (eta-run execs it).
+child_of() { ps -o pid= --ppid "$1" | tr -d ' ' | head -n1; }
+# CPU time (user + system, clock ticks) of a process, from /proc.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+stat_of() { peer timeout 10 memcstat --servers="$1" | awk -v k="$2" '$1 == k":" { print $2 }'; }
+
+if want memcached; then
+    # memcached's main thread accepts and hands each connection to a worker
+    # thread, which adds it to its own epoll: every connection must be served.
+    note "memcached -t 4 under eta-run, memcslap --concurrency=16 --execute-number=5000 from the peer"
+    bglog mc "$work/l9" memcached -u root -t 4 -p 11311 -l 0.0.0.0 -U 0
+    wait_until 20 grep -q "0.0.0.0:11311" "$work/l9" || { cat "$work/l9"; fail "memcached did not listen"; }
+    peer timeout 120 memcslap --servers="$H:11311" --concurrency=16 --execute-number=5000 --test=set \
+        > "$work/ms.out" 2>&1 || { cat "$work/ms.out"; fail "memcslap failed or timed out (connections not served)"; }
+    sets=$(stat_of "$H:11311" cmd_set)
+    [ "$sets" = 80000 ] || { cat "$work/ms.out"; fail "memcached set $sets of 80000 keys"; }
+fi
+
+if want privileged; then
+    # The kernel's rule, applied by the PPE: ports below
+    # net.ipv4.ip_unprivileged_port_start need CAP_NET_BIND_SERVICE.
+    note "privileged ports: nobody cannot bind $H:80 through the PPE, root can"
+    py=/usr/bin/python3 # Debian's (the package list's): other users may run it
+    cat > "$work/bind.py" <<PY
+import socket
+s = socket.socket()
+try:
+    s.bind(("$H", 80))
+    print("bound 80")
+except PermissionError:
+    print("EACCES 80")
+h = socket.socket()
+h.bind(("$H", 8090))
+h.listen()
+print("bound 8090")
+PY
+    chmod 644 "$work/bind.py"
+    ETA_LOG=accel timeout 30 runuser -u nobody -- "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$work/bind.py" > "$work/priv.out" 2> "$work/priv.err" || { cat "$work/priv.err"; fail "python as nobody failed"; }
+    grep -qx "EACCES 80" "$work/priv.out" || { cat "$work/priv.out"; fail "nobody bound port 80 on the PPE address"; }
+    grep -qx "bound 8090" "$work/priv.out" || { cat "$work/priv.out"; fail "nobody could not bind port 8090"; }
+    accelerated "$work/priv.err" "python as nobody"
+    ETA_LOG=accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$work/bind.py" \
+        > "$work/priv.out" 2> "$work/priv.err" || { cat "$work/priv.err"; fail "python as root failed"; }
+    grep -qx "bound 80" "$work/priv.out" || { cat "$work/priv.out" "$work/priv.err"; fail "root could not bind port 80 on the PPE address"; }
+fi
+
+if want ppe_death; then
+    # After the PPE is killed, servers neither die nor spin: a listener on the
+    # PPE address reports nothing, an INADDR_ANY listener is its kernel half.
+    note "PPE killed under memcached (INADDR_ANY and PPE-address listeners, an open connection)"
+    bglog mca "$work/l10" memcached -u root -t 4 -p 11312 -l 0.0.0.0 -U 0
+    bglog mcp "$work/l11" memcached -u root -t 4 -p 11313 -l "$H" -U 0
+    wait_until 20 grep -q "0.0.0.0:11312" "$work/l10" || { cat "$work/l10"; fail "memcached (any) did not listen"; }
+    wait_until 20 grep -q "$H:11313" "$work/l11" || { cat "$work/l11"; fail "memcached ($H) did not listen"; }
+    [ "$(stat_of "$H:11313" curr_connections)" != "" ] || fail "memcached ($H) does not answer through the PPE"
+    # Connections open through the PPE when it dies (closed by the cleanup).
+    for port in 11312 11313; do
+        start_bg hold ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP:$H:$port" OPEN:/dev/null
+    done
+    wait_until 10 peer bash -c "ss -tn state established | grep -q ':11313'" || fail "held connection did not open"
+    ppe_real=$(child_of "$ppe_pid")
+    kill -KILL "$ppe_real"
+    wait_until 20 grep -q "the PPE has gone" "$work/l11" || { cat "$work/l11"; fail "memcached did not notice the PPE going"; }
+    a_pid=$(child_of "$mca_pid") p_pid=$(child_of "$mcp_pid")
+    a0=$(cpu_ticks "$a_pid") p0=$(cpu_ticks "$p_pid") t0=$(date +%s%N)
+    sleep 3 # the interval CPU time is measured over, not a wait for an event
+    a1=$(cpu_ticks "$a_pid") p1=$(cpu_ticks "$p_pid") t1=$(date +%s%N)
+    wall=$(( (t1 - t0) * $(getconf CLK_TCK) / 1000000000 ))
+    note "CPU after the PPE went: memcached(any) $((a1 - a0)), memcached(PPE address) $((p1 - p0)) of $wall ticks"
+    # Spinning takes a CPU (on a machine busy with other work, still a good
+    # share of wall time); asleep, memcached uses ~0 (its 1 s clock tick).
+    limit=$(( wall / 50 > 2 ? wall / 50 : 2 ))
+    [ $((a1 - a0)) -le "$limit" ] || fail "memcached (INADDR_ANY) spins after the PPE went"
+    [ $((p1 - p0)) -le "$limit" ] || fail "memcached ($H) spins after the PPE went"
+    kill -0 "$a_pid" && kill -0 "$p_pid" || fail "memcached died with the PPE"
+    # The INADDR_ANY listener still serves local clients through its kernel half.
+    [ -n "$(timeout 10 memcstat --servers=127.0.0.1:11312 | grep curr_connections)" ] ||
+        fail "memcached (INADDR_ANY) does not serve 127.0.0.1 after the PPE went"
 fi
 echo "preload programs test passed"
