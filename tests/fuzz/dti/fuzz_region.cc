@@ -7,7 +7,11 @@
 //                     cmd_prod (past what was written, the ring, anything)
 //   after each chunk the engine polls once.
 // The app side here is hostile by construction; the engine must survive,
-// answer or refuse, and never touch memory outside the region.
+// answer or refuse, and never touch memory outside the region. Checked after
+// every input: the region sits between PROT_NONE guard pages (a touch
+// outside it faults in any build), the engine-owned layout words of the
+// header are unchanged, and shutdown leaves the region marked GONE with no
+// attachment left.
 #include "fuzz_region.h"
 
 #include "dti_abi.h"
@@ -15,11 +19,50 @@
 
 #include <dti/dti.h>
 
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace dti::fuzz {
+namespace {
+
+[[noreturn]] void broken(const char *what)
+{
+    std::fprintf(stderr, "dti fuzz: invariant broken: %s\n", what);
+    std::abort();
+}
+
+// Region memory whose end abuts an inaccessible page, with another before
+// its start: the engine's reads and writes past either end fault.
+class GuardedRegion {
+  public:
+    explicit GuardedRegion(uint64_t bytes)
+    {
+        const size_t page = size_t(sysconf(_SC_PAGESIZE));
+        inner_ = (bytes + page - 1) / page * page;
+        total_ = inner_ + 2 * page;
+        map_ = static_cast<uint8_t *>(mmap(nullptr, total_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        if (map_ == MAP_FAILED) broken("cannot map the guarded region");
+        if (mprotect(map_ + page, inner_, PROT_READ | PROT_WRITE) != 0) broken("cannot open the region's pages");
+        // bytes is a multiple of the cache line (the layout's unit), so the
+        // start stays aligned.
+        base_ = map_ + page + (inner_ - bytes);
+    }
+    ~GuardedRegion() { munmap(map_, total_); }
+    uint8_t *base() const { return base_; }
+
+  private:
+    uint8_t *map_ = nullptr, *base_ = nullptr;
+    size_t inner_ = 0, total_ = 0;
+};
+
+} // namespace
 
 void run_one(const uint8_t *data, size_t size)
 {
@@ -36,12 +79,16 @@ void run_one(const uint8_t *data, size_t size)
     auto e = engine::Engine::create(tr, l, nullptr);
     tr.set_provider(e.get());
     uint64_t bytes = engine::region_bytes(l);
-    std::vector<uint64_t> mem(bytes / 8 + 1, 0);
-    auto *base = reinterpret_cast<uint8_t *>(mem.data());
+    if (bytes == 0 || bytes % 64) broken("region size is not a whole number of cache lines");
+    GuardedRegion mem(bytes);
+    auto *base = mem.base();
     engine::layout_region(base, bytes, l);
     auto *hdr = reinterpret_cast<dti_region_header *>(base);
+    // The engine-owned layout words: written once, read-only afterwards.
+    uint8_t layout[offsetof(dti_region_header, pad0)];
+    std::memcpy(layout, hdr, sizeof layout);
     if (e->attach_memory(base, bytes, 2) < 0)
-        return;
+        broken("a fresh region was refused");
     auto qp = [&](unsigned i) {
         return reinterpret_cast<dti_qp_header *>(base + hdr->ctx_offset + hdr->ctx_stride * i);
     };
@@ -94,8 +141,16 @@ void run_one(const uint8_t *data, size_t size)
         if (where & 0x80)
             qp(q)->ev_cons = __atomic_load_n(&qp(q)->ev_prod, __ATOMIC_ACQUIRE);
     }
+    if (std::memcmp(layout, hdr, sizeof layout) != 0) broken("the engine changed the region's layout words");
     e->shutdown();
     e->poll();
+    // GONE, or BROKEN when the engine found the hostile region corrupt (and
+    // counted it): never still ALIVE.
+    const uint32_t state = __atomic_load_n(&hdr->engine_state, __ATOMIC_ACQUIRE);
+    if (state != DTI_ENGINE_GONE && !(state == DTI_ENGINE_BROKEN && e->stats().broken_regions > 0))
+        broken("after shutdown the region is neither GONE nor counted BROKEN");
+    if (!e->attachments().empty()) broken("an attachment survived shutdown");
+    if (std::memcmp(layout, hdr, sizeof layout) != 0) broken("shutdown changed the region's layout words");
 }
 
 } // namespace dti::fuzz

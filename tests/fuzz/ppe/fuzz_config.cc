@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ppe::Config c;
     std::string err;
     if (!ppe::parse_config("fuzz.toml", text, &c, &err)) {
-        if (err.rfind("fuzz.toml", 0) != 0) std::abort(); // every message names the file
+        if (err.rfind("fuzz.toml", 0) != 0) std::abort();     // every message names the file
+        if (err.find('\n') != std::string::npos) std::abort(); // in one line
     } else if (c.ports.empty()) {
         std::abort(); // an accepted config always has a port
     }

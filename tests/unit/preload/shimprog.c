@@ -20,8 +20,12 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "eta/preload_stats.h"
 
 #define CHECK(cond)                                                                        \
     do {                                                                                   \
@@ -239,43 +243,108 @@ static void feed_eventfd(int w)
     CHECK(write(w, &one, sizeof one) == sizeof one);
 }
 
+/* ---- knowing that a thread sleeps --------------------------------------- */
+
+/* This process's counters as the shim publishes them (eta/preload_stats.h),
+ * read from the file; false when there is none (no socket made yet, or the
+ * directory is not writable). */
+static int own_stats(struct eta_preload_stats *out)
+{
+    const char *sock = getenv("ETA_SOCKET");
+    char path[512];
+    snprintf(path, sizeof path, "%s.preload/%d", sock ? sock : "/run/eta/ppe.sock", (int)getpid());
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = pread(fd, out, sizeof *out, 0);
+    close(fd);
+    return n == (ssize_t)sizeof *out && out->magic == ETA_PRELOAD_STATS_MAGIC;
+}
+
+static uint64_t own_sleeps(void)
+{
+    struct eta_preload_stats st;
+    return own_stats(&st) ? __atomic_load_n(&st.sleeps, __ATOMIC_RELAXED) : 0;
+}
+
+/* True while thread TID is blocked in a waiting system call (what the
+ * kernel shows in /proc/self/task/TID/syscall and its state 'S'). */
+static int blocked_in_wait(pid_t tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    CHECK(n > 0);
+    buf[n] = 0;
+    const char *state = strrchr(buf, ')');
+    if (!state || state[1] != ' ' || state[2] != 'S')
+        return 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    CHECK(n > 0);
+    buf[n] = 0;
+    long nr = strtol(buf, NULL, 10); /* "running" reads as 0 (read): not a wait */
+    /* The calls a wait ends in: epoll_wait and poll in the kernel, and the
+     * shim's sleep (poll on the context's wait fd, epoll on its inner set). */
+    return nr == SYS_epoll_wait || nr == SYS_epoll_pwait || nr == SYS_ppoll || nr == SYS_poll;
+}
+
+/* Waits (bounded: 10 s) until thread TID sleeps: blocked in a waiting call,
+ * and, where the shim counts its sleeps (attached to a PPE), past the
+ * increment of the sleep counter that it makes after arming its wakeup and
+ * before it blocks. Returns 0 if it never did. */
+static int wait_until_asleep(pid_t tid, uint64_t sleeps_before, int count_sleeps)
+{
+    struct timespec tick = {0, 1000000};
+    for (int i = 0; i < 10000; i++) {
+        if ((!count_sleeps || own_sleeps() > sleeps_before) && blocked_in_wait(tid))
+            return 1;
+        nanosleep(&tick, NULL);
+    }
+    return 0;
+}
+
 struct delayed {
     int fd;
-    int pipe_rd; /* the writer waits for a byte here before it writes */
+    pid_t waiter;          /* the thread that must be asleep before the write */
+    uint64_t sleeps_before;
+    int count_sleeps;
+    int saw_sleep;
 };
 
 static void *delayed_writer(void *p)
 {
     struct delayed *d = p;
-    char go;
-    CHECK(read(d->pipe_rd, &go, 1) == 1);
+    d->saw_sleep = wait_until_asleep(d->waiter, d->sleeps_before, d->count_sleeps);
+    /* Written either way, so the waiter cannot hang; it checks saw_sleep. */
     CHECK(write(d->fd, "late", 4) == 4);
     return NULL;
 }
 
-/* A blocking epoll_wait/poll is woken by data that arrives while it sleeps
- * (the sleep path, not the spin). */
-static void wake_from_sleep(int reader, int writer)
+/* A blocking epoll_wait is woken by data that arrives while it sleeps (the
+ * sleep path, not the spin): the writer writes only once the waiter is known
+ * to be asleep. COUNT_SLEEPS: the shim is attached and counts its sleeps. */
+static void wake_from_sleep(int reader, int writer, int count_sleeps)
 {
-    int go[2];
-    CHECK(pipe(go) == 0);
-    struct delayed d = {writer, go[0]};
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, delayed_writer, &d) == 0);
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1}, out;
     CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, reader, &ev) == 0);
-    /* Let the waiter pass its spin and sleep first: a 100 ms timed wait
-     * must time out with nothing, then the writer is released. */
-    CHECK(epoll_wait(ep, &out, 1, 100) == 0);
-    CHECK(write(go[1], "g", 1) == 1);
-    CHECK(epoll_wait(ep, &out, 1, 10000) == 1 && out.data.u64 == 1);
+    struct delayed d = {writer, (pid_t)syscall(SYS_gettid), own_sleeps(), count_sleeps, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, delayed_writer, &d) == 0);
+    int n = epoll_wait(ep, &out, 1, 20000);
+    pthread_join(t, NULL);
+    CHECK(d.saw_sleep); /* else the wait ended before it slept */
+    CHECK(n == 1 && out.data.u64 == 1);
     char buf[8];
     CHECK(read(reader, buf, sizeof buf) == 4 && memcmp(buf, "late", 4) == 0);
-    pthread_join(t, NULL);
     close(ep);
-    close(go[0]);
-    close(go[1]);
 }
 
 static int sc_epoll_kernel(void)
@@ -286,7 +355,7 @@ static int sc_epoll_kernel(void)
     int efd = eventfd(0, EFD_NONBLOCK);
     CHECK(efd >= 0);
     epoll_semantics(efd, efd, feed_eventfd);
-    wake_from_sleep(sp[0], sp[1]);
+    wake_from_sleep(sp[0], sp[1], 0);
     return 0;
 }
 
@@ -467,7 +536,7 @@ static int sc_accel_epoll(void)
     int c, s;
     pair(ppe_ip, &c, &s);
     epoll_semantics(s, c, feed_byte);
-    wake_from_sleep(s, c);
+    wake_from_sleep(s, c, 1);
     /* EPOLLRDHUP when the peer shuts down its sending side. */
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = 9}, out;
@@ -576,6 +645,7 @@ static int sc_accel_fork_accept(void)
 
 struct blocked {
     int fd;
+    pid_t tid; /* set by the reader before it reads */
     ssize_t rc;
     int err;
 };
@@ -583,23 +653,43 @@ struct blocked {
 static void *blocked_reader(void *p)
 {
     struct blocked *b = p;
+    __atomic_store_n(&b->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     char buf[4];
     b->rc = read(b->fd, buf, sizeof buf);
     b->err = errno;
     return NULL;
 }
 
-/* The PPE crashes while a read is blocked: it returns, nothing hangs, and
- * new sockets go to the kernel. */
+/* The index of a fallback reason in eta_preload_stats.fallbacks, by name. */
+static int reason(const char *name)
+{
+#define REASON_INDEX(i, n) \
+    if (!strcmp(name, n))  \
+        return i;
+    ETA_PRELOAD_REASONS(REASON_INDEX)
+#undef REASON_INDEX
+    CHECK(!"a reason eta/preload_stats.h names");
+    return -1;
+}
+
+/* The PPE crashes while a read is blocked in its sleep: it returns, nothing
+ * hangs, and new sockets go to the kernel (and work there). */
 static int sc_accel_engine_gone(void)
 {
     const char *pid = getenv("ETA_TEST_FIXTURE_PID");
     CHECK(pid);
     int c, s;
     pair(ppe_ip, &c, &s);
-    struct blocked b = {s, 0, 0};
+    struct blocked b = {s, 0, 0, 0};
+    uint64_t sleeps = own_sleeps();
     pthread_t t;
     CHECK(pthread_create(&t, NULL, blocked_reader, &b) == 0);
+    struct timespec tick = {0, 1000000};
+    for (int i = 0; i < 10000 && !__atomic_load_n(&b.tid, __ATOMIC_ACQUIRE); i++)
+        nanosleep(&tick, NULL);
+    CHECK(b.tid);
+    /* The crash comes only once the reader sleeps, not while it spins. */
+    CHECK(wait_until_asleep(b.tid, sleeps, 1));
     CHECK(kill(atoi(pid), SIGUSR1) == 0);
     pthread_join(t, NULL);
     CHECK(b.rc <= 0);
@@ -608,6 +698,66 @@ static int sc_accel_engine_gone(void)
     CHECK(write(c, "x", 1) == -1 && (errno == EPIPE || errno == ECONNRESET));
     struct pollfd p = {c, POLLIN, 0};
     CHECK(poll(&p, 1, 1000) == 1 && (p.revents & (POLLERR | POLLHUP)));
+
+    /* New sockets go to the kernel: a listener on INADDR_ANY (on the PPE
+     * and the kernel while one serves) is a kernel socket now, counted as
+     * such, and a connection through it works. */
+    struct eta_preload_stats before, after;
+    CHECK(own_stats(&before));
+    int port;
+    int l = listener(&port);
+    int k = connect_to("127.0.0.1", port, 0);
+    int ks = accept(l, NULL, NULL);
+    CHECK(ks >= 0);
+    char ch;
+    CHECK(write(k, "K", 1) == 1 && read(ks, &ch, 1) == 1 && ch == 'K');
+    CHECK(own_stats(&after));
+    CHECK(after.attached == 0);
+    CHECK(after.fallbacks[reason("accelerated")] == before.fallbacks[reason("accelerated")]);
+    CHECK(after.fallbacks[reason("no-ppe")] >= before.fallbacks[reason("no-ppe")] + 1);
+    close(k);
+    close(ks);
+    close(l);
+    return 0;
+}
+
+/* Attached to a PPE whose network is not 127.0.0.0/8: a connection to
+ * 127.0.0.1 goes to the kernel and is counted as a loopback fallback. */
+static int sc_accel_loopback_counted(void)
+{
+    struct eta_preload_stats before, after;
+    int c0 = socket(AF_INET, SOCK_STREAM, 0); /* makes the counters file */
+    CHECK(c0 >= 0);
+    close(c0);
+    CHECK(own_stats(&before));
+    CHECK(before.attached == 1);
+    int c, s;
+    pair("127.0.0.1", &c, &s);
+    CHECK(write(c, "L", 1) == 1);
+    char ch;
+    CHECK(read(s, &ch, 1) == 1 && ch == 'L');
+    CHECK(own_stats(&after));
+    CHECK(after.fallbacks[reason("loopback")] >= before.fallbacks[reason("loopback")] + 1);
+    close(c);
+    close(s);
+    return 0;
+}
+
+/* The counters file exists while the program runs (its path is printed
+ * for the runner, which checks that exit removed it) and counts the
+ * accelerated sockets. */
+static int sc_accel_counters(void)
+{
+    int c, s;
+    pair(ppe_ip, &c, &s);
+    struct eta_preload_stats st;
+    CHECK(own_stats(&st));
+    CHECK(st.pid == getpid() && st.attached == 1);
+    CHECK(st.fallbacks[reason("accelerated")] >= 2); /* the listener and the client */
+    CHECK(st.accepted >= 1);
+    printf("counters %s.preload/%d\n", getenv("ETA_SOCKET"), (int)getpid());
+    close(c);
+    close(s);
     return 0;
 }
 
@@ -647,6 +797,10 @@ int main(int argc, char **argv)
         rc = sc_accel_fork_accept();
     else if (!strcmp(sc, "accel_engine_gone"))
         rc = sc_accel_engine_gone();
+    else if (!strcmp(sc, "accel_loopback_counted"))
+        rc = sc_accel_loopback_counted();
+    else if (!strcmp(sc, "accel_counters"))
+        rc = sc_accel_counters();
     else
         fprintf(stderr, "unknown scenario %s\n", sc);
     if (rc == 0)

@@ -78,6 +78,7 @@ bool SimNet::step_once()
     for (auto &h : hosts_) h.stack->poll(now_);
     SockEvent evs[64];
     for (int h = 0; h < 2; h++) {
+        if (own_events[h]) continue;
         uint16_t n;
         int rounds = 0;
         while ((n = hosts_[h].stack->events(evs, 64)) > 0 && rounds++ < 1000) {

@@ -237,6 +237,9 @@ class SimNet {
     std::function<void(int host, const SockEvent &)> on_event;
     // Called once per loop iteration after events (apps that poll).
     std::function<void()> on_tick;
+    // True for a host whose events the test drains itself (through an
+    // adapter such as ppe::MarsTransport); the loop then leaves them queued.
+    bool own_events[2] = {false, false};
 
     // Runs until done() is true or `budget_ns` of virtual time passed.
     // Returns done()'s last value. Fails the current test (gtest) if the
