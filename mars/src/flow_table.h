@@ -68,6 +68,18 @@ class FlowTable {
     uint32_t bucket_count() const { return mask_ + 1; }
     const FlowNode *cached() const { return cache_; }
 
+    // The receive pipeline's split lookup (strands.h): the bucket a hash
+    // falls in (to prefetch, then read its head), a chain walk from that head
+    // with no effect on the cache or its counters, and making a node found
+    // that way the cached entry.
+    FlowNode *const *bucket(uint32_t hash) const { return &buckets_[hash & mask_]; }
+    static FlowNode *find_from(FlowNode *head, const FlowKey &key, uint32_t hash) {
+        for (FlowNode *n = head; n; n = n->next)
+            if (n->hash == hash && n->key == key) return n;
+        return nullptr;
+    }
+    void remember(FlowNode *node) { cache_ = node; }
+
   private:
     std::unique_ptr<FlowNode *[]> buckets_;
     uint32_t mask_ = 0;

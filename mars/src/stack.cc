@@ -73,6 +73,10 @@ bool StackImpl::init(std::string *error)
     if (t.rto_min_ns == 0 || t.rto_min_ns > t.rto_max_ns || t.rto_initial_ns == 0)
         return fail("rto_min_ns must be > 0 and <= rto_max_ns, rto_initial_ns > 0");
     if (t.syn_backlog == 0) return fail("syn_backlog must be at least 1");
+    if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
+        return fail("strands must be 1..64 (1: run every frame to completion)");
+    stats_.strands = strands_ = c.strands;
+    prefetch_ = c.prefetch;
 
     std::memcpy(&wire_mac_lo_, c.mac.b, 4);
     std::memcpy(&wire_mac_hi_, c.mac.b + 4, 2);
@@ -826,6 +830,20 @@ uint64_t StackImpl::next_deadline_ns() const
     if (!arp_pending_.empty()) d = std::min(d, arp_next_expire_ns_);
     if (!flush_list_.empty() || tx_n_) d = now_ns_;
     return d;
+}
+
+} // namespace mars
+
+namespace mars {
+
+int StackImpl::set_receive_pipeline(uint32_t strands, bool prefetch)
+{
+    if (strands == 0 || strands > StackConfig::kMaxStrands) return -EINVAL;
+    cfg_.strands = strands;
+    cfg_.prefetch = prefetch;
+    stats_.strands = strands_ = strands;
+    prefetch_ = prefetch;
+    return 0;
 }
 
 } // namespace mars

@@ -188,6 +188,7 @@ class StackImpl final : public Stack {
     int64_t recv(SockId s, void *data, size_t len) override;
     const StackStats &stats() const override { return stats_; }
     void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, void *), void *arg) const override;
+    int set_receive_pipeline(uint32_t strands, bool prefetch) override;
 
     // ---- net.cc ----------------------------------------------------------
     void input_frame(PacketRef &f);
@@ -220,6 +221,16 @@ class StackImpl final : public Stack {
     // Header prediction straight from the frame for the last flow seen;
     // false: not predicted, the frame goes through input_frame().
     bool tcp_express(PacketRef &f);
+    // The express checks and fast path for a frame of connection s (found by
+    // the last-flow cache or by a strand's lookup).
+    bool tcp_express_on(PacketRef &f, Sock &s);
+    // input() with several frames in flight (strands.h) or with prefetching.
+    void input_strands(PacketRef *frames, uint16_t n);
+    void input_prefetch_ahead(PacketRef *frames, uint16_t n);
+    // The 4-tuple hash of a TCP/IPv4 frame without IP options; false for any
+    // other frame (the demux decides what it is).
+    bool frame_flow(const PacketRef &f, FlowKey *key) const;
+    void prefetch_conn(const Sock &s);
     void link_flow(Sock &s, const FlowKey &key);
     // Consumed received frames go back to the owner in one call per burst.
     __attribute__((always_inline)) void release_rx(PacketRef &f)
@@ -351,6 +362,10 @@ class StackImpl final : public Stack {
     // our MAC and IPv4 address as they appear in frames
     uint32_t wire_mac_lo_ = 0, wire_ip_ = 0;
     uint16_t wire_mac_hi_ = 0;
+
+    // receive pipeline (StackConfig::strands / prefetch)
+    uint32_t strands_ = 1;
+    bool prefetch_ = false;
 
     uint16_t next_ephemeral_ = 0;
     uint32_t subnet_mask_ = 0;

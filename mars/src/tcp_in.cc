@@ -8,6 +8,7 @@
 // the checksum in the same pass as the copy into the receive ring. Anything
 // else goes through the RFC 9293 3.10.7 segment-arrival rules.
 #include "stack_impl.h"
+#include "strands.h"
 
 #include <algorithm>
 #include <cstring>
@@ -50,17 +51,39 @@ constexpr uint32_t kWireTsPrefix = 0x0a080101;      // NOP NOP TS 10
 
 } // namespace
 
-// The receive entry: each frame first tries header prediction on the flow the
-// last segment belonged to (tcp_express); everything else goes through the
-// full demux (net.cc input_frame: Ethernet, ARP, IPv4, ICMP, TCP).
+// The receive entry. Run to completion (strands = 1, no prefetch): each
+// frame first tries header prediction on the flow the last segment belonged
+// to (tcp_express); everything else goes through the full demux (net.cc
+// input_frame: Ethernet, ARP, IPv4, ICMP, TCP). With strands or prefetching,
+// the same per-frame work runs behind a pipeline that hides the memory waits
+// of the lookup (input_strands, input_prefetch_ahead).
 void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
 {
     if (now_ns > now_ns_) now_ns_ = now_ns;
     stats_.rx_frames += n;
-    for (uint16_t i = 0; i < n; i++) {
-        PacketRef &f = frames[i];
-        stats_.rx_bytes += f.len;
-        if (!tcp_express(f)) input_frame(f);
+    if (strands_ > 1 || prefetch_) {
+        // Frames of the flow in the last-flow cache have no memory wait to
+        // hide: they run to completion until the first frame that is not
+        // predicted there; the pipeline takes the rest of the burst.
+        uint16_t i = 0;
+        for (; i < n; i++) {
+            const uint16_t len = frames[i].len;
+            if (!tcp_express(frames[i])) break;
+            stats_.rx_bytes += len;
+        }
+        if (i < n) {
+            if (strands_ > 1) {
+                input_strands(frames + i, uint16_t(n - i));
+            } else {
+                input_prefetch_ahead(frames + i, uint16_t(n - i));
+            }
+        }
+    } else {
+        for (uint16_t i = 0; i < n; i++) {
+            PacketRef &f = frames[i];
+            stats_.rx_bytes += f.len;
+            if (!tcp_express(f)) input_frame(f);
+        }
     }
     flush_rx_done();
     // The flow table counts its last-flow cache; publish once per burst.
@@ -69,6 +92,147 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
     // ACKs and data the burst made due go out together.
     flush_output();
     flush_tx();
+}
+
+bool StackImpl::frame_flow(const PacketRef &f, FlowKey *key) const
+{
+    const uint8_t *d = f.data;
+    if (f.len < kHeadersLen || (load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions) return false;
+    const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
+    if (ip->proto != kProtoTcp) return false;
+    const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
+    *key = FlowKey{cfg_.ip, be32(ip->src), be16(th->dport), be16(th->sport)};
+    return true;
+}
+
+// The lines of a connection block (944 bytes) the fast path touches: the hot
+// head of Sock (flow node, sequence state, ring positions: three lines), the
+// SACK scoreboard's and out-of-order queue's emptiness, the delayed-ACK timer,
+// the event bits and the per-connection counters.
+void StackImpl::prefetch_conn(const Sock &s)
+{
+    const char *p = reinterpret_cast<const char *>(&s);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(p + 128);
+    __builtin_prefetch(&s.sack);
+    __builtin_prefetch(&s.ooo);
+    __builtin_prefetch(&s.delack_timer);
+    __builtin_prefetch(&s.ev_bits);
+    __builtin_prefetch(&s.bytes_in);
+}
+constexpr uint64_t kConnPrefetches = 8;
+
+// Strands (strands.h): each frame is a strand of four stages, each ending
+// where the next would wait for memory:
+//   0  parse the frame's 4-tuple, hash it, prefetch the flow-table bucket
+//   1  read the bucket head, prefetch that connection block
+//   2  find the connection in the chain, prefetch the receive ring's tail line
+//   3  ready; retire (in arrival order) runs the run-to-completion code with
+//      the connection already found and its lines in cache
+// A connection found by stages 1-2 is re-checked at retirement: it must
+// still be in the table, and the express path compares the frame's 4-tuple
+// and state against the connection itself, so an older frame of the burst
+// that closed or replaced it only sends this frame to the full path.
+void StackImpl::input_strands(PacketRef *frames, uint16_t n)
+{
+    struct Ops {
+        StackImpl &st;
+        PacketRef *frames;
+        uint16_t n;
+        unsigned width;
+        bool prefetch;
+        uint64_t prefetches = 0;
+        struct State {
+            FlowKey key;
+            uint32_t hash;
+            FlowNode *node;
+        };
+        bool step(uint16_t item, uint8_t stage, State &x)
+        {
+            switch (stage) {
+            case 0: {
+                x.node = nullptr;
+                // The frame `width` ahead is the next to start: bring its headers in.
+                if (prefetch && item + width < n) {
+                    __builtin_prefetch(frames[item + width].data);
+                    prefetches++;
+                }
+                if (!st.frame_flow(frames[item], &x.key)) return true;
+                x.hash = flow_hash(x.key);
+                if (prefetch) {
+                    __builtin_prefetch(st.flows_.bucket(x.hash));
+                    prefetches++;
+                }
+                return false;
+            }
+            case 1:
+                x.node = *st.flows_.bucket(x.hash);
+                if (!x.node) return true;
+                if (prefetch) {
+                    st.prefetch_conn(*sock_of(x.node));
+                    prefetches += kConnPrefetches;
+                }
+                return false;
+            case 2: {
+                x.node = FlowTable::find_from(x.node, x.key, x.hash);
+                if (!x.node) return true;
+                const Sock &s = *sock_of(x.node);
+                if (!prefetch || !s.rx) return true;
+                __builtin_prefetch(s.rx + (s.rx_tail & s.rx_mask), 1);
+                prefetches++;
+                return false;
+            }
+            default:
+                return true;
+            }
+        }
+        void retire(uint16_t item, State &x)
+        {
+            PacketRef &f = frames[item];
+            st.stats_.rx_bytes += f.len;
+            FlowNode *node = x.node;
+            if (node && node->linked && st.tcp_express_on(f, *sock_of(node))) {
+                // What the last-flow cache and the table would have counted.
+                if (node == st.flows_.cached()) {
+                    st.flows_.cache_hits++;
+                } else {
+                    st.flows_.cache_misses++;
+                    st.flows_.remember(node);
+                }
+                return;
+            }
+            st.input_frame(f);
+        }
+    };
+    Ops ops{*this, frames, n, strands_, prefetch_};
+    StrandCounters counters;
+    run_strands<StackConfig::kMaxStrands>(ops, n, strands_, counters);
+    stats_.strand_yields += counters.yields;
+    stats_.prefetches += ops.prefetches;
+}
+
+// Prefetching without strands: run to completion, but while frame i is
+// processed the flow-table bucket of frame i+1 and the headers of frame i+2
+// are already on their way.
+void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
+{
+    uint64_t prefetches = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        if (i + 2 < n) {
+            __builtin_prefetch(frames[i + 2].data);
+            prefetches++;
+        }
+        FlowKey key;
+        if (i + 1 < n && frame_flow(frames[i + 1], &key)) {
+            __builtin_prefetch(flows_.bucket(flow_hash(key)));
+            prefetches++;
+        }
+        PacketRef &f = frames[i];
+        stats_.rx_bytes += f.len;
+        if (!tcp_express(f)) input_frame(f);
+    }
+    stats_.prefetches += prefetches;
 }
 
 void StackImpl::link_flow(Sock &s, const FlowKey &key)
@@ -87,9 +251,15 @@ void StackImpl::link_flow(Sock &s, const FlowKey &key)
 __attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
 {
     const FlowNode *node = flows_.cached();
+    if (!node || !tcp_express_on(f, *sock_of(const_cast<FlowNode *>(node)))) return false;
+    flows_.cache_hits++;
+    return true;
+}
+
+__attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &f, Sock &s)
+{
     const uint8_t *d = f.data;
-    if (!node || f.len < kHeadersLen) return false;
-    Sock &s = *sock_of(const_cast<FlowNode *>(node));
+    if (f.len < kHeadersLen) return false;
     if (load32(d) != wire_mac_lo_ || load16(d + 4) != wire_mac_hi_ ||
         (load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions)
         return false;
@@ -112,7 +282,6 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
         !s.ooo.empty())
         return false;
     if (!tcp_fast_path(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src))) return false;
-    flows_.cache_hits++;
     stats_.fastpath_hits++;
     return true;
 }

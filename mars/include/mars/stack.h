@@ -87,6 +87,15 @@ struct StackConfig {
     uint32_t engine = 0;
     uint32_t (*steer)(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg) = nullptr;
     void *steer_arg = nullptr;
+    // Receive latency hiding (seed 003, MARS; mars/README.md "Strands"):
+    // `strands` frames of a burst are in flight in the receive pipeline at
+    // once, each yielding where it would wait for memory (1: every frame runs
+    // to completion, today's path); `prefetch` issues the software prefetches
+    // those yields wait for. strands = 1 with prefetch = false is exactly the
+    // run-to-completion path.
+    static constexpr uint32_t kMaxStrands = 64;
+    uint32_t strands = 1;
+    bool prefetch = false;
     TcpConfig tcp;
 };
 
@@ -186,6 +195,10 @@ struct StackStats {
         tcp_syncookies_sent, tcp_syncookies_ok, tcp_challenge_acks, tcp_ooo_segments;
     uint64_t conns_open;       // sockets in use now
     uint64_t ooo_frames_used;  // anonymous pool frames in use now
+    // Receive pipeline (StackConfig::strands / prefetch).
+    uint64_t strands;          // configured strands (1: run to completion)
+    uint64_t strand_yields;    // stages a strand ended by yielding to another
+    uint64_t prefetches;       // software prefetches issued on the receive path
 };
 
 class Stack {
@@ -246,6 +259,9 @@ class Stack {
     virtual int64_t recv(SockId s, void *data, size_t len) = 0;
 
     virtual const StackStats &stats() const = 0;
+    // Changes StackConfig::strands / prefetch between bursts (ablation,
+    // tuning). -EINVAL when strands is not 1..kMaxStrands.
+    virtual int set_receive_pipeline(uint32_t strands, bool prefetch) = 0;
     // Visits every socket (for eta-stat's connection table).
     virtual void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t user, void *arg),
                                  void *arg) const = 0;

@@ -1,6 +1,8 @@
 // tests/unit/mars/sim/raw_peer.cc: TEST FIXTURE. See raw_peer.h.
 #include "raw_peer.h"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <stdexcept>
 
@@ -71,6 +73,20 @@ void RawPeer::input_only(const std::vector<std::vector<uint8_t>> &frames, uint32
         PacketRef p = pool_.get_exact(fr.data(), fr.size());
         p.flags = flags;
         stack_->input(&p, 1, now);
+    }
+}
+
+void RawPeer::input_burst(const std::vector<std::vector<uint8_t>> &frames, uint32_t flags)
+{
+    constexpr size_t kMax = 64;
+    for (size_t at = 0; at < frames.size(); at += kMax) {
+        PacketRef burst[kMax];
+        const size_t n = std::min(kMax, frames.size() - at);
+        for (size_t i = 0; i < n; i++) {
+            burst[i] = pool_.get_exact(frames[at + i].data(), frames[at + i].size());
+            burst[i].flags = flags;
+        }
+        stack_->input(burst, uint16_t(n), now);
     }
 }
 

@@ -55,6 +55,8 @@ class RawPeer {
     void inject(const TcpSpec &s, uint32_t flags = 0) { inject(build_tcp(s), flags); }
     // Feeds frames without polling (burst input).
     void input_only(const std::vector<std::vector<uint8_t>> &frames, uint32_t flags = 0);
+    // Feeds frames as received bursts (one input() call per 64 frames), without polling.
+    void input_burst(const std::vector<std::vector<uint8_t>> &frames, uint32_t flags = 0);
     void poll();
     // Moves virtual time forward by ns, firing the stack's timers in order.
     void advance(uint64_t ns);

@@ -7,9 +7,30 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace mars::sim {
+
+namespace {
+
+// The receive pipeline the suites run with: meson registers each sim suite
+// again with MARS_TEST_STRANDS / MARS_TEST_PREFETCH set, so the same
+// byte-exact and conformance checks cover the strand path.
+void apply_pipeline_env(StackConfig &c)
+{
+    if (const char *v = std::getenv("MARS_TEST_STRANDS")) {
+        char *end = nullptr;
+        const unsigned long n = std::strtoul(v, &end, 10);
+        if (!*v || *end || n == 0 || n > StackConfig::kMaxStrands)
+            throw std::invalid_argument("MARS_TEST_STRANDS must be 1..64");
+        c.strands = uint32_t(n);
+    }
+    if (const char *v = std::getenv("MARS_TEST_PREFETCH")) c.prefetch = std::string(v) == "1";
+}
+
+} // namespace
 
 StackConfig test_stack_config(uint8_t host_octet)
 {
@@ -23,6 +44,7 @@ StackConfig test_stack_config(uint8_t host_octet)
     c.isn_secret[0] = 0x243f6a8885a308d3ull + host_octet;
     c.isn_secret[1] = 0x13198a2e03707344ull;
     c.tcp.time_wait_ns = 2'000'000'000ull;
+    apply_pipeline_env(c);
     return c;
 }
 

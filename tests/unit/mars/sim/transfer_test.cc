@@ -143,6 +143,13 @@ TEST_P(Transfer, BothDirectionsByteExact)
         EXPECT_EQ(net.host(h).rings->outstanding(), 0u) << "host " << h;
         EXPECT_EQ(net.host(h).rings->bad_reclaims(), 0u);
         EXPECT_EQ(net.host(h).port->tx_invalid, 0u);
+        // The _strands registration of this suite really ran the pipeline.
+        if (net.config(h).strands > 1) {
+            EXPECT_GT(st.strand_yields, 0u) << "host " << h;
+        }
+        if (net.config(h).prefetch) {
+            EXPECT_GT(st.prefetches, 0u) << "host " << h;
+        }
     }
     EXPECT_EQ(net.pool().in_use(), 0u) << "frames held after every connection closed";
     EXPECT_EQ(net.pool().bad_releases(), 0u);
