@@ -522,7 +522,7 @@ int dti_ctx_create(dti_t *d, dti_ctx_t **out)
         return -ENOMEM;
     c->d = d;
     c->wake_fd = c->wait_fd = -1;
-    c->spin_ns = 20000;
+    c->spin_ns = c->spin_budget = 20000;
     int rc = open_queue_pair(d, &c->index, &c->wake_fd);
     if (rc < 0) {
         free(c);
@@ -610,7 +610,38 @@ dti_ctx_t *dti_ctx_get(dti_t *d, int *err)
 
 dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
 int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
-void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = spin_ns; }
+void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = c->spin_budget = spin_ns; }
+
+/* Adaptive spinning: a context spins only while spinning has recently paid
+ * off. A wait answered while spinning restores the full spin_ns; one that
+ * spun in vain and slept halves the budget, down to none; without a budget,
+ * one wait in kProbeEvery spins spin_ns again, to notice answers that got
+ * fast. A program sharing its core with what it waits for (the peer in a
+ * 2-core lab) would only delay the answer by spinning: it stops within a few
+ * waits, and sleeps at once. */
+enum { kProbeEvery = 32, kMinSpinNs = 1000 };
+
+uint64_t dti_spin_begin(dti_ctx_t *c)
+{
+    if (c->spin_budget || !c->spin_ns)
+        return c->spin_budget;
+    if (++c->spin_skipped < kProbeEvery)
+        return 0;
+    c->spin_skipped = 0;
+    return c->spin_ns;
+}
+
+void dti_spin_end(dti_ctx_t *c, uint64_t budget_ns, int paid)
+{
+    if (budget_ns == 0)
+        return;
+    if (paid)
+        c->spin_budget = c->spin_ns;
+    else if (c->spin_budget) /* a failed probe leaves the budget at none */
+        c->spin_budget = c->spin_budget / 2 < kMinSpinNs ? 0 : c->spin_budget / 2;
+}
+
+uint64_t dti_ctx_spin_budget(const dti_ctx_t *c) { return c->spin_budget; }
 
 /* ---- wake protocol ------------------------------------------------------------ */
 
@@ -656,9 +687,12 @@ int dti_arm(dti_ctx_t *c) { return arm(c, true); }
 void dti_disarm(dti_ctx_t *c)
 {
     __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
+    /* One read empties an eventfd (not a semaphore one); a write that lands
+     * after it only makes the next sleep return at once, and that wait
+     * looks again. */
     uint64_t v;
-    while (read(c->wake_fd, &v, sizeof v) == (ssize_t)sizeof v) {
-    }
+    ssize_t n = read(c->wake_fd, &v, sizeof v);
+    (void)n;
 }
 
 /* 1: something to look at (entries, or the engine died: reap says which),
@@ -669,12 +703,16 @@ static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
         return 1;
     uint64_t start = dti__now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
-    uint64_t spin_end = start + c->spin_ns;
-    for (uint64_t now = start; now < spin_end && now < deadline; now = dti__now_ns()) {
-        if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
+    uint64_t budget = dti_spin_begin(c);
+    uint64_t until = start + budget;
+    for (uint64_t now = start; now < until && now < deadline; now = dti__now_ns()) {
+        if (has_entries(c, with_stash) || !dti__check_alive(c->d, false)) {
+            dti_spin_end(c, budget, 1);
             return 1;
+        }
         __builtin_ia32_pause();
     }
+    dti_spin_end(c, budget, 0);
     for (;;) {
         if (arm(c, with_stash) != 0)
             return 1;

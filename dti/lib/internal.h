@@ -65,7 +65,9 @@ struct dti_ctx {
     uint32_t overflow_seen;
     int wake_fd;            /* eventfd the engine writes */
     int wait_fd;            /* epoll over wake_fd + control fd */
-    uint64_t spin_ns;
+    uint64_t spin_ns;      /* the most a wait spins (dti_ctx_set_spin) */
+    uint64_t spin_budget;  /* what the next wait spins: adaptive, <= spin_ns */
+    uint32_t spin_skipped; /* waits without a spin since the budget fell to none */
     uint64_t last_alive_check_ns;
     uint32_t empty_reaps;
     /* in-flight signaled commands; index = tag; free list threaded by next */

@@ -300,6 +300,7 @@ dti_ctx_t *eta_ctx(void)
         errno = eta_errno_from_dti(err);
         return NULL;
     }
+    dti_ctx_set_spin(c, eta_cfg.spin_ns); /* ETA_SPIN_US: the most a wait spins */
     tls_ctx = c;
     tls_ctx_owner = d;
     tls_ctx_epoch = eta_fork_epoch;

@@ -442,7 +442,8 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
     dti_ctx_t *c = eta_ctx();
     uint64_t start = eta_now_ns();
     uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
-    uint64_t spin_end = start + eta_cfg.spin_ns;
+    uint64_t budget = c ? dti_spin_begin(c) : 0; /* adaptive: see dti_ctx_set_spin() */
+    uint64_t spin_end = start + budget;
     unsigned iter = 0;
     for (;;) {
         if (c)
@@ -459,14 +460,20 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
             else if (k < 0 && n == 0)
                 return -1;
         }
-        if (n > 0 || timeout_ns == 0)
+        if (n > 0 || timeout_ns == 0) {
+            if (n > 0 && iter > 0 && spin_end && c)
+                dti_spin_end(c, budget, 1);
             return n;
+        }
         iter++;
         uint64_t now = eta_now_ns();
         if (deadline && now >= deadline)
             return 0;
         if (now < spin_end)
             continue;
+        if (spin_end && c) /* spun in vain (once: spin_end is 0 after a sleep) */
+            dti_spin_end(c, budget, 0);
+        spin_end = 0;
         /* Sleep in the inner epoll: the program's epoll fd and our wait fd. */
         int armed = 0;
         atomic_fetch_add(&e->sleepers, 1);

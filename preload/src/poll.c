@@ -117,7 +117,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
     dti_ctx_t *c = eta_ctx();
     uint64_t start = eta_now_ns();
     uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
-    uint64_t spin_end = start + eta_cfg.spin_ns;
+    uint64_t budget = c ? dti_spin_begin(c) : 0; /* adaptive: see dti_ctx_set_spin() */
+    uint64_t spin_end = start + budget;
     unsigned iter = 0;
     int result;
     for (;;) {
@@ -150,6 +151,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
                 ready++;
         }
         if (ready || timeout_ns == 0) {
+            if (ready && iter > 0 && spin_end && c)
+                dti_spin_end(c, budget, 1);
             result = ready;
             goto out;
         }
@@ -161,6 +164,9 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         }
         if (now < spin_end)
             continue;
+        if (spin_end && c) /* spun in vain (once: spin_end is 0 after a sleep) */
+            dti_spin_end(c, budget, 0);
+        spin_end = 0;
         /* Sleep: watch, arm, re-check, then one ppoll for everything. */
         if (c) {
             for (nfds_t i = 0; i < n; i++) {

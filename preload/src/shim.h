@@ -200,7 +200,8 @@ uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s);
 
 /* Waits until `ready(arg)` is true, the deadline passes (ns, 0: none) or a
  * signal arrives. Also wakes for `kfd` (a kernel fd, -1: none) becoming
- * readable. Spins eta_cfg.spin_ns first, then sleeps on the context's wait fd.
+ * readable. Spins as the context's adaptive policy allows (dti_spin_begin(),
+ * at most ETA_SPIN_US), then sleeps on the context's wait fd.
  * Returns 0 when ready, -ETIMEDOUT, -EINTR, or -EPIPE when the PPE went. */
 int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd);
 

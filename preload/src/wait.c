@@ -238,12 +238,14 @@ int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_n
 {
     dti_t *d = dti_ctx_owner(c);
     uint64_t start = eta_now_ns();
-    uint64_t spin_end = start + eta_cfg.spin_ns;
+    uint64_t budget = dti_spin_begin(c); /* adaptive: see dti_ctx_set_spin() */
+    uint64_t spin_end = start + budget;
     unsigned iter = 0;
     /* Spin: the common case for a busy program, no system call at all. */
-    while (eta_cfg.spin_ns) {
+    while (budget) {
         eta_pump(c);
         if (ready(arg)) {
+            dti_spin_end(c, budget, 1);
             ETA_STAT_ADD(spins, 1);
             return 0;
         }
@@ -253,12 +255,17 @@ int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_n
             uint64_t now = eta_now_ns();
             if (deadline_ns && now >= deadline_ns)
                 return -ETIMEDOUT;
-            if (now >= spin_end)
+            if (now >= spin_end) {
+                dti_spin_end(c, budget, 0);
                 break;
+            }
             if (kfd >= 0) {
                 struct pollfd p = {kfd, POLLIN, 0};
-                if (real_poll(&p, 1, 0) > 0)
+                if (real_poll(&p, 1, 0) > 0) {
+                    dti_spin_end(c, budget, 1);
+                    ETA_STAT_ADD(spins, 1);
                     return 0;
+                }
             }
         }
         cpu_relax();

@@ -214,9 +214,20 @@ void dti_disarm(dti_ctx_t *c);
  * dti_ctx_set_spin()) before arming and sleeping. Returns 1 when entries are
  * pending, 0 on timeout, negative on engine loss. EINTR is retried. */
 int dti_wait(dti_ctx_t *c, int timeout_ms);
-/* How long dti_wait() and the blocking layer poll before sleeping (default
- * 20000 ns). 0: sleep at once. */
+/* The most dti_wait() and the blocking layer poll before sleeping (default
+ * 20000 ns; 0: sleep at once). Adaptive per context: a wait spins only while
+ * spinning has recently paid off (full budget after a wait answered while
+ * spinning, half after one that spun in vain, none below 1 us, and then one
+ * probing spin every 32 waits). */
 void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns);
+/* The same policy for waits an application makes itself (an event loop over
+ * several sources): how long this wait may spin (0: sleep at once), and,
+ * after a wait that spun, whether it was answered while spinning (paid != 0)
+ * or went to sleep. */
+uint64_t dti_spin_begin(dti_ctx_t *c);
+void dti_spin_end(dti_ctx_t *c, uint64_t budget_ns, int paid);
+/* What the next wait of this context will spin, in ns. */
+uint64_t dti_ctx_spin_budget(const dti_ctx_t *c);
 
 /* ---- commands ----------------------------------------------------------
  * dti_prep_*() write one command into the context's command queue without

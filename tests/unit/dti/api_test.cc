@@ -481,6 +481,51 @@ TEST_F(DtiApi, SmallReadsReleaseInBatchesWithoutStaleReadiness)
     EXPECT_EQ(dti_recv(c_, sv, buf, sizeof buf), 0);
 }
 
+// Adaptive spinning: waits that spin in vain halve the budget down to none
+// (then the context sleeps at once), one wait in 32 probes with the full
+// budget, and a wait answered while spinning restores it.
+TEST_F(DtiApi, SpinningStopsWhenItDoesNotPayAndReturnsWhenItDoes)
+{
+    const uint64_t max = 2'000'000'000;
+    dti_ctx_set_spin(c_, max);
+    EXPECT_EQ(dti_ctx_spin_budget(c_), max);
+    // Nothing ever arrives: each 1 ms wait spins until its deadline, in vain.
+    uint64_t last = max;
+    int waits = 0;
+    while (dti_ctx_spin_budget(c_) != 0 && waits < 64) {
+        ASSERT_EQ(dti_wait(c_, 1), 0);
+        uint64_t now = dti_ctx_spin_budget(c_);
+        EXPECT_TRUE(now == last / 2 || now == 0) << "budget " << last << " -> " << now;
+        last = now;
+        waits++;
+    }
+    ASSERT_EQ(dti_ctx_spin_budget(c_), 0u) << "still spinning after " << waits << " waits that never paid";
+    // Without a budget: 31 waits do not spin at all.
+    for (int i = 0; i < 31; i++) {
+        EXPECT_EQ(dti_spin_begin(c_), 0u);
+        dti_spin_end(c_, 0, 0);
+    }
+    // The 32nd probes with the full budget; answered while spinning, it
+    // restores the budget. (Called directly: an engine answer may also come
+    // before a wait starts to spin, which says nothing either way.)
+    uint64_t probe = dti_spin_begin(c_);
+    EXPECT_EQ(probe, max);
+    dti_spin_end(c_, probe, 1);
+    EXPECT_EQ(dti_ctx_spin_budget(c_), max) << "an answered probe restores the full budget";
+    EXPECT_EQ(dti_spin_begin(c_), max);
+    // A failed probe leaves no budget (it does not start halving from the top).
+    dti_ctx_set_spin(c_, 4000);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(dti_wait(c_, 1), 0);
+    ASSERT_EQ(dti_ctx_spin_budget(c_), 0u);
+    for (int i = 0; i < 31; i++)
+        EXPECT_EQ(dti_spin_begin(c_), 0u);
+    probe = dti_spin_begin(c_);
+    EXPECT_EQ(probe, 4000u);
+    dti_spin_end(c_, probe, 0);
+    EXPECT_EQ(dti_ctx_spin_budget(c_), 0u);
+}
+
 TEST_F(DtiApi, PollOutIsOneShotAndFiresWhenSpaceReturns)
 {
     dti_sock_t cl, sv;
