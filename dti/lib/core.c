@@ -612,17 +612,26 @@ dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
 int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
 void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = c->spin_budget = spin_ns; }
 
-/* Adaptive spinning: a context spins only while spinning has recently paid
- * off. A wait answered while spinning restores the full spin_ns; one that
- * spun in vain and slept halves the budget, down to none; without a budget,
- * one wait in kProbeEvery spins spin_ns again, to notice answers that got
- * fast. A program sharing its core with what it waits for (the peer in a
- * 2-core lab) would only delay the answer by spinning: it stops within a few
- * waits, and sleeps at once. */
-enum { kProbeEvery = 32, kMinSpinNs = 1000 };
+/* Adaptive spinning: a context spins only while spinning pays. A wait
+ * answered within spin_ns (while spinning, or soon after it slept) sets the
+ * full budget; one that took over kLongWait times spin_ns (an idle peer, a
+ * program waiting for work) halves it, down to none below kMinSpinNs; waits
+ * in between change nothing. Without a budget, one wait in kProbeEvery spins
+ * spin_ns anyway, to notice answers that got fast. So an idle program sleeps
+ * at once (about 0% CPU) and a busy request/response loop makes no system
+ * call; dti_ctx_set_spin_fixed() turns the adaptation off. */
+enum { kProbeEvery = 32, kMinSpinNs = 1000, kLongWait = 4 };
+
+void dti_ctx_set_spin_fixed(dti_ctx_t *c, int fixed)
+{
+    c->spin_fixed = fixed != 0;
+    c->spin_budget = c->spin_ns;
+}
 
 uint64_t dti_spin_begin(dti_ctx_t *c)
 {
+    if (c->spin_fixed)
+        return c->spin_ns;
     if (c->spin_budget || !c->spin_ns)
         return c->spin_budget;
     if (++c->spin_skipped < kProbeEvery)
@@ -631,13 +640,11 @@ uint64_t dti_spin_begin(dti_ctx_t *c)
     return c->spin_ns;
 }
 
-void dti_spin_end(dti_ctx_t *c, uint64_t budget_ns, int paid)
+void dti_spin_end(dti_ctx_t *c, uint64_t waited_ns)
 {
-    if (budget_ns == 0)
-        return;
-    if (paid)
+    if (waited_ns <= c->spin_ns)
         c->spin_budget = c->spin_ns;
-    else if (c->spin_budget) /* a failed probe leaves the budget at none */
+    else if (waited_ns / kLongWait > c->spin_ns)
         c->spin_budget = c->spin_budget / 2 < kMinSpinNs ? 0 : c->spin_budget / 2;
 }
 
@@ -697,22 +704,15 @@ void dti_disarm(dti_ctx_t *c)
 
 /* 1: something to look at (entries, or the engine died: reap says which),
  * 0: timeout, < 0: a wait error. */
-static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
+static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, uint64_t start)
 {
-    if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
-        return 1;
-    uint64_t start = dti__now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
-    uint64_t budget = dti_spin_begin(c);
-    uint64_t until = start + budget;
+    uint64_t until = start + dti_spin_begin(c);
     for (uint64_t now = start; now < until && now < deadline; now = dti__now_ns()) {
-        if (has_entries(c, with_stash) || !dti__check_alive(c->d, false)) {
-            dti_spin_end(c, budget, 1);
+        if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
             return 1;
-        }
         __builtin_ia32_pause();
     }
-    dti_spin_end(c, budget, 0);
     for (;;) {
         if (arm(c, with_stash) != 0)
             return 1;
@@ -727,9 +727,25 @@ static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
         dti_disarm(c);
         if (n < 0 && errno != EINTR)
             return -errno;
-        if (!dti__check_alive(c->d, true) || has_entries(c, with_stash))
+        /* Entries first: the liveness check costs a system call. */
+        if (has_entries(c, with_stash) || !dti__check_alive(c->d, true))
             return 1;
     }
+}
+
+/* 1: something to look at (entries, or the engine died: reap says which),
+ * 0: timeout, < 0: a wait error. */
+static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
+{
+    if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
+        return 1;
+    if (timeout_ms == 0)
+        return 0;
+    uint64_t start = dti__now_ns();
+    int r = wait_spin_sleep(c, timeout_ms, with_stash, start);
+    if (r >= 0)
+        dti_spin_end(c, dti__now_ns() - start);
+    return r;
 }
 
 int dti__wait_ring(struct dti_ctx *c, int timeout_ms) { return wait_impl(c, timeout_ms, false); }

@@ -68,6 +68,7 @@ struct dti_ctx {
     uint64_t spin_ns;      /* the most a wait spins (dti_ctx_set_spin) */
     uint64_t spin_budget;  /* what the next wait spins: adaptive, <= spin_ns */
     uint32_t spin_skipped; /* waits without a spin since the budget fell to none */
+    bool spin_fixed;       /* dti_ctx_set_spin_fixed(): always spin spin_ns */
     uint64_t last_alive_check_ns;
     uint32_t empty_reaps;
     /* in-flight signaled commands; index = tag; free list threaded by next */

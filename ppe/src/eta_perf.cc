@@ -206,6 +206,10 @@ struct Options {
 };
 
 dti_t *g_dti = nullptr;
+// --spin-us / --spin-fixed: how this program's DTI contexts wait (libdti's
+// adaptive policy by default).
+int64_t g_spin_us = -1;
+bool g_spin_fixed = false;
 
 dti_ctx_t *dti_context()
 {
@@ -218,6 +222,12 @@ dti_ctx_t *dti_context()
     int err = 0;
     dti_ctx_t *c = dti_ctx_get(g_dti, &err);
     if (!c) die(std::string("no DTI context: ") + dti_strerror(err));
+    thread_local bool spin_set = false; // once per context: setting it resets the adaptive budget
+    if (!spin_set) {
+        if (g_spin_us >= 0) dti_ctx_set_spin(c, uint64_t(g_spin_us) * 1000);
+        dti_ctx_set_spin_fixed(c, g_spin_fixed);
+        spin_set = true;
+    }
     return c;
 }
 
@@ -748,6 +758,9 @@ int main(int argc, char **argv)
             ->capture_default_str();
         sub->add_option("-p,--port", o.port, "TCP port")->capture_default_str();
         sub->add_flag("-j,--json", o.json, "machine-readable output");
+        sub->add_option("--spin-us", g_spin_us, "dti: the most a wait spins before it sleeps (default: libdti's)")
+            ->check(CLI::Range(0, 1000000));
+        sub->add_flag("--spin-fixed", g_spin_fixed, "dti: always spin the whole --spin-us (default: adaptive)");
     };
     CLI::App *server = app.add_subcommand("server", "serve any number of clients");
     common(server);

@@ -436,14 +436,13 @@ static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
     return due;
 }
 
-static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
-                      const sigset_t *mask)
+static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
+                           const sigset_t *mask)
 {
     dti_ctx_t *c = eta_ctx();
     uint64_t start = eta_now_ns();
     uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
-    uint64_t budget = c ? dti_spin_begin(c) : 0; /* adaptive: see dti_ctx_set_spin() */
-    uint64_t spin_end = start + budget;
+    uint64_t spin_end = start + (c ? dti_spin_begin(c) : 0); /* adaptive: see dti_ctx_set_spin() */
     unsigned iter = 0;
     for (;;) {
         if (c)
@@ -461,8 +460,6 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
                 return -1;
         }
         if (n > 0 || timeout_ns == 0) {
-            if (n > 0 && iter > 0 && spin_end && c)
-                dti_spin_end(c, budget, 1);
             return n;
         }
         iter++;
@@ -471,9 +468,6 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
             return 0;
         if (now < spin_end)
             continue;
-        if (spin_end && c) /* spun in vain (once: spin_end is 0 after a sleep) */
-            dti_spin_end(c, budget, 0);
-        spin_end = 0;
         /* Sleep in the inner epoll: the program's epoll fd and our wait fd. */
         int armed = 0;
         atomic_fetch_add(&e->sleepers, 1);
@@ -532,6 +526,17 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
         iter = 0;
         spin_end = 0;
     }
+}
+
+static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
+                      const sigset_t *mask)
+{
+    uint64_t start = eta_now_ns();
+    int n = spin_then_sleep(e, out, max, timeout_ns, mask);
+    dti_ctx_t *c = eta_ctx();
+    if (c && timeout_ns != 0 && n >= 0)
+        dti_spin_end(c, eta_now_ns() - start); /* how long it took teaches the spin policy */
+    return n;
 }
 
 /* The kernel's epoll_wait on a set with no accelerated member (yet). Our

@@ -117,8 +117,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
     dti_ctx_t *c = eta_ctx();
     uint64_t start = eta_now_ns();
     uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
-    uint64_t budget = c ? dti_spin_begin(c) : 0; /* adaptive: see dti_ctx_set_spin() */
-    uint64_t spin_end = start + budget;
+    uint64_t spin_end = start + (c ? dti_spin_begin(c) : 0); /* adaptive: see dti_ctx_set_spin() */
     unsigned iter = 0;
     int result;
     for (;;) {
@@ -151,8 +150,6 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
                 ready++;
         }
         if (ready || timeout_ns == 0) {
-            if (ready && iter > 0 && spin_end && c)
-                dti_spin_end(c, budget, 1);
             result = ready;
             goto out;
         }
@@ -164,9 +161,6 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         }
         if (now < spin_end)
             continue;
-        if (spin_end && c) /* spun in vain (once: spin_end is 0 after a sleep) */
-            dti_spin_end(c, budget, 0);
-        spin_end = 0;
         /* Sleep: watch, arm, re-check, then one ppoll for everything. */
         if (c) {
             for (nfds_t i = 0; i < n; i++) {
@@ -222,6 +216,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
     }
 out:;
     int saved = errno;
+    if (c && timeout_ns != 0 && result >= 0)
+        dti_spin_end(c, eta_now_ns() - start); /* how long it took teaches the spin policy */
     scratch_put(k, n + 1);
     errno = saved;
     return result;

@@ -234,10 +234,10 @@ static inline void cpu_relax(void)
 #endif
 }
 
-int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd)
+static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
+                           uint64_t start)
 {
     dti_t *d = dti_ctx_owner(c);
-    uint64_t start = eta_now_ns();
     uint64_t budget = dti_spin_begin(c); /* adaptive: see dti_ctx_set_spin() */
     uint64_t spin_end = start + budget;
     unsigned iter = 0;
@@ -245,7 +245,6 @@ int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_n
     while (budget) {
         eta_pump(c);
         if (ready(arg)) {
-            dti_spin_end(c, budget, 1);
             ETA_STAT_ADD(spins, 1);
             return 0;
         }
@@ -255,14 +254,11 @@ int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_n
             uint64_t now = eta_now_ns();
             if (deadline_ns && now >= deadline_ns)
                 return -ETIMEDOUT;
-            if (now >= spin_end) {
-                dti_spin_end(c, budget, 0);
+            if (now >= spin_end)
                 break;
-            }
             if (kfd >= 0) {
                 struct pollfd p = {kfd, POLLIN, 0};
                 if (real_poll(&p, 1, 0) > 0) {
-                    dti_spin_end(c, budget, 1);
                     ETA_STAT_ADD(spins, 1);
                     return 0;
                 }
@@ -318,4 +314,13 @@ int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_n
         if (!eta_engine_check(d))
             return -EPIPE;
     }
+}
+
+int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd)
+{
+    uint64_t start = eta_now_ns();
+    int rc = spin_then_sleep(c, ready, arg, deadline_ns, kfd, start);
+    if (rc == 0 || rc == -ETIMEDOUT)
+        dti_spin_end(c, eta_now_ns() - start); /* how long it took teaches the spin policy */
+    return rc;
 }

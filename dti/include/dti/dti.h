@@ -215,17 +215,22 @@ void dti_disarm(dti_ctx_t *c);
  * pending, 0 on timeout, negative on engine loss. EINTR is retried. */
 int dti_wait(dti_ctx_t *c, int timeout_ms);
 /* The most dti_wait() and the blocking layer poll before sleeping (default
- * 20000 ns; 0: sleep at once). Adaptive per context: a wait spins only while
- * spinning has recently paid off (full budget after a wait answered while
- * spinning, half after one that spun in vain, none below 1 us, and then one
- * probing spin every 32 waits). */
+ * 20000 ns; 0: sleep at once). Adaptive per context: the full budget after a
+ * wait answered within spin_ns, half after one that took over four times
+ * spin_ns (none below 1 us; then one probing spin every 32 waits), unchanged
+ * in between. An idle program sleeps at once; a busy request/response loop
+ * spins and makes no system call. */
 void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns);
 /* The same policy for waits an application makes itself (an event loop over
  * several sources): how long this wait may spin (0: sleep at once), and,
- * after a wait that spun, whether it was answered while spinning (paid != 0)
- * or went to sleep. */
+ * when it is over (answered or timed out; not for a zero-timeout check), how
+ * long it took. */
 uint64_t dti_spin_begin(dti_ctx_t *c);
-void dti_spin_end(dti_ctx_t *c, uint64_t budget_ns, int paid);
+void dti_spin_end(dti_ctx_t *c, uint64_t waited_ns);
+/* fixed != 0: every wait spins the whole spin_ns, paid or not (a program
+ * that owns its core and wants the lowest latency; also the ablation of the
+ * adaptive policy). */
+void dti_ctx_set_spin_fixed(dti_ctx_t *c, int fixed);
 /* What the next wait of this context will spin, in ns. */
 uint64_t dti_ctx_spin_budget(const dti_ctx_t *c);
 

@@ -481,15 +481,16 @@ TEST_F(DtiApi, SmallReadsReleaseInBatchesWithoutStaleReadiness)
     EXPECT_EQ(dti_recv(c_, sv, buf, sizeof buf), 0);
 }
 
-// Adaptive spinning: waits that spin in vain halve the budget down to none
-// (then the context sleeps at once), one wait in 32 probes with the full
-// budget, and a wait answered while spinning restores it.
+// Adaptive spinning: waits that take long (over 4x the spin limit: nobody
+// is answering soon) halve the budget down to none, so an idle program sleeps
+// at once; then one wait in 32 probes with the full budget; a wait answered
+// within the limit restores it; waits in between change nothing.
 TEST_F(DtiApi, SpinningStopsWhenItDoesNotPayAndReturnsWhenItDoes)
 {
-    const uint64_t max = 2'000'000'000;
+    const uint64_t max = 100'000; // 100 us: a 1 ms timeout is a long wait
     dti_ctx_set_spin(c_, max);
     EXPECT_EQ(dti_ctx_spin_budget(c_), max);
-    // Nothing ever arrives: each 1 ms wait spins until its deadline, in vain.
+    // Nothing ever arrives: each 1 ms wait spins in vain, then times out.
     uint64_t last = max;
     int waits = 0;
     while (dti_ctx_spin_budget(c_) != 0 && waits < 64) {
@@ -499,31 +500,30 @@ TEST_F(DtiApi, SpinningStopsWhenItDoesNotPayAndReturnsWhenItDoes)
         last = now;
         waits++;
     }
-    ASSERT_EQ(dti_ctx_spin_budget(c_), 0u) << "still spinning after " << waits << " waits that never paid";
-    // Without a budget: 31 waits do not spin at all.
+    ASSERT_EQ(dti_ctx_spin_budget(c_), 0u) << "still spinning after " << waits << " long waits";
+    EXPECT_EQ(waits, 7) << "100 us halves to under 1 us in 7 steps";
+    // Without a budget, 31 waits do not spin; the 32nd probes with the full budget.
     for (int i = 0; i < 31; i++) {
         EXPECT_EQ(dti_spin_begin(c_), 0u);
-        dti_spin_end(c_, 0, 0);
+        dti_spin_end(c_, 5 * max); // still long
     }
-    // The 32nd probes with the full budget; answered while spinning, it
-    // restores the budget. (Called directly: an engine answer may also come
-    // before a wait starts to spin, which says nothing either way.)
-    uint64_t probe = dti_spin_begin(c_);
-    EXPECT_EQ(probe, max);
-    dti_spin_end(c_, probe, 1);
-    EXPECT_EQ(dti_ctx_spin_budget(c_), max) << "an answered probe restores the full budget";
     EXPECT_EQ(dti_spin_begin(c_), max);
-    // A failed probe leaves no budget (it does not start halving from the top).
-    dti_ctx_set_spin(c_, 4000);
-    for (int i = 0; i < 3; i++)
-        ASSERT_EQ(dti_wait(c_, 1), 0);
-    ASSERT_EQ(dti_ctx_spin_budget(c_), 0u);
-    for (int i = 0; i < 31; i++)
-        EXPECT_EQ(dti_spin_begin(c_), 0u);
-    probe = dti_spin_begin(c_);
-    EXPECT_EQ(probe, 4000u);
-    dti_spin_end(c_, probe, 0);
+    dti_spin_end(c_, 5 * max); // the probe was not answered soon: no budget
     EXPECT_EQ(dti_ctx_spin_budget(c_), 0u);
+    // A wait in between (answered after the limit, before 4x) changes nothing.
+    dti_spin_end(c_, 2 * max);
+    EXPECT_EQ(dti_ctx_spin_budget(c_), 0u);
+    // A wait answered within the limit (here: soon after sleeping) restores it.
+    dti_spin_end(c_, max / 2);
+    EXPECT_EQ(dti_ctx_spin_budget(c_), max);
+    EXPECT_EQ(dti_spin_begin(c_), max);
+    dti_spin_end(c_, 2 * max);
+    EXPECT_EQ(dti_ctx_spin_budget(c_), max) << "a middling wait does not halve";
+    // Fixed spinning ignores what waits take.
+    dti_ctx_set_spin_fixed(c_, 1);
+    for (int i = 0; i < 10; i++)
+        dti_spin_end(c_, 100 * max);
+    EXPECT_EQ(dti_spin_begin(c_), max);
 }
 
 TEST_F(DtiApi, PollOutIsOneShotAndFiresWhenSpaceReturns)
