@@ -2,6 +2,7 @@
  * call on an accelerated socket copies once between the program's buffer and
  * the socket's ring in shared memory; no system call unless it must wait. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
@@ -483,6 +484,54 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     return done;
 }
 
+/* Calls that make the kernel move bytes to or from a descriptor cannot reach
+ * an accelerated socket: its bytes are in the PPE, the kernel holds only a
+ * placeholder. They fail with EINVAL (what Linux answers where a descriptor
+ * does not support the call), counted, with one warning per call name. */
+static int bypass_refused(const char *call, int fd, unsigned which)
+{
+    static _Atomic unsigned warned;
+    ETA_STAT_ADD(bypass_refused, 1);
+    if (!(atomic_fetch_or(&warned, 1u << which) & (1u << which)))
+        eta_log("warning: %s() on accelerated socket fd %d is not supported (the PPE carries its bytes, not "
+                "the kernel): EINVAL; use read()/write() on it",
+                call, fd);
+    return fail(EINVAL);
+}
+
+/* The accelerated one of two descriptors (-1: neither). */
+static int accel_either(int a, int b)
+{
+    struct eta_sock *s = accel(a);
+    if (s) {
+        eta_obj_put(&s->obj);
+        return a;
+    }
+    s = accel(b);
+    if (s) {
+        eta_obj_put(&s->obj);
+        return b;
+    }
+    return -1;
+}
+
+ETA_EXPORT ssize_t splice(int in_fd, loff_t *in_off, int out_fd, loff_t *out_off, size_t len, unsigned int flags)
+{
+    int fd = accel_either(in_fd, out_fd);
+    if (ETA_UNLIKELY(fd >= 0))
+        return bypass_refused("splice", fd, 0);
+    return real_splice(in_fd, in_off, out_fd, out_off, len, flags);
+}
+
+ETA_EXPORT ssize_t copy_file_range(int in_fd, loff_t *in_off, int out_fd, loff_t *out_off, size_t len,
+                                   unsigned int flags)
+{
+    int fd = accel_either(in_fd, out_fd);
+    if (ETA_UNLIKELY(fd >= 0))
+        return bypass_refused("copy_file_range", fd, 1);
+    return real_copy_file_range(in_fd, in_off, out_fd, out_off, len, flags);
+}
+
 static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
 {
     struct eta_sock *s = accel(out_fd);
@@ -490,7 +539,7 @@ static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
         struct eta_sock *in = accel(in_fd);
         if (in) { /* the kernel cannot read a PPE socket */
             eta_obj_put(&in->obj);
-            return fail(EINVAL);
+            return bypass_refused("sendfile", in_fd, 2);
         }
         return real_sendfile(out_fd, in_fd, offset, count);
     }
