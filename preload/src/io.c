@@ -1,10 +1,12 @@
 /* The data path: read/write and all their socket cousins, sendfile. Every
  * call on an accelerated socket copies once between the program's buffer and
  * the socket's ring in shared memory; no system call unless it must wait. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -488,15 +490,45 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
  * an accelerated socket: its bytes are in the PPE, the kernel holds only a
  * placeholder. They fail with EINVAL (what Linux answers where a descriptor
  * does not support the call), counted, with one warning per call name. */
-static int bypass_refused(const char *call, int fd, unsigned which)
+static int bypass_refused_err(const char *call, int fd, unsigned which, int err)
 {
     static _Atomic unsigned warned;
     ETA_STAT_ADD(bypass_refused, 1);
     if (!(atomic_fetch_or(&warned, 1u << which) & (1u << which)))
         eta_log("warning: %s() on accelerated socket fd %d is not supported (the PPE carries its bytes, not "
-                "the kernel): EINVAL; use read()/write() on it",
-                call, fd);
-    return fail(EINVAL);
+                "the kernel): %s; use read()/write() on it",
+                call, fd, strerrorname_np(err));
+    return fail(err);
+}
+
+static int bypass_refused(const char *call, int fd, unsigned which)
+{
+    return bypass_refused_err(call, fd, which, EINVAL);
+}
+
+/* stdio reads and writes through glibc's internal read/write, which no
+ * preload sees: a stream on an accelerated socket would read the placeholder.
+ * fdopen() on one fails (EOPNOTSUPP) instead of a stream that cannot work. */
+ETA_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_UNLIKELY(s != NULL)) {
+        eta_obj_put(&s->obj);
+        bypass_refused_err("fdopen", fd, 3, EOPNOTSUPP);
+        return NULL;
+    }
+    static FILE *(*real_fdopen)(int, const char *);
+    FILE *(*fn)(int, const char *) = __atomic_load_n(&real_fdopen, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        void *sym = dlsym(RTLD_NEXT, "fdopen");
+        memcpy(&fn, &sym, sizeof fn); /* ISO C has no object-to-function pointer cast */
+        if (!fn) {
+            errno = ENOSYS;
+            return NULL;
+        }
+        __atomic_store_n(&real_fdopen, fn, __ATOMIC_RELEASE);
+    }
+    return fn(fd, mode);
 }
 
 /* The accelerated one of two descriptors (-1: neither). */

@@ -2,7 +2,7 @@
  * libeta-preload.so attached to dti's loopback TEST FIXTURE engine (run by
  * run_readiness_tests.py with the scenario "bypass"). splice, sendfile with
  * an accelerated socket as the source and copy_file_range must fail with
- * EINVAL (never a silent read of the placeholder socket), counted in
+ * EINVAL, fdopen with EOPNOTSUPP (never a read of the placeholder socket), counted in
  * <socket>.preload/<pid>, which eta_preload_stats_each() reads back; a file
  * left by a dead process is skipped. ETA_NET must name 10.9.0.1/24. */
 #include <arpa/inet.h>
@@ -74,6 +74,10 @@ static int sc_bypass(const char *socket_path)
     CHECK(splice(p[0], NULL, c, NULL, 1, 0) == -1 && errno == EINVAL);
     CHECK(sendfile(p[1], s, NULL, 4) == -1 && errno == EINVAL);
     CHECK(copy_file_range(s, NULL, p[1], NULL, 4, 0) == -1 && errno == EINVAL);
+    /* A stdio stream would read the placeholder: fdopen refuses. */
+    CHECK(fdopen(s, "r") == NULL && errno == EOPNOTSUPP);
+    FILE *pf = fdopen(p[0], "r"); /* anything else is glibc's */
+    CHECK(pf != NULL);
     /* The bytes are still there for read(): nothing was taken. */
     char b[4];
     CHECK(read(s, b, 4) == 4 && memcmp(b, "data", 4) == 0);
@@ -97,9 +101,11 @@ static int sc_bypass(const char *socket_path)
     unlink(path);
     CHECK(n == 1 && seen.mine == 1 && seen.others == 0);
     CHECK(seen.st.attached == 1 && seen.st.fallbacks[0] >= 2 && seen.st.accepted == 1);
-    if (seen.st.bypass_refused != 4)
-        printf("FAIL: bypass_refused %llu, want 4\n", (unsigned long long)seen.st.bypass_refused);
-    CHECK(seen.st.bypass_refused == 4);
+    if (seen.st.bypass_refused != 5)
+        printf("FAIL: bypass_refused %llu, want 5\n", (unsigned long long)seen.st.bypass_refused);
+    CHECK(seen.st.bypass_refused == 5);
+    fclose(pf);
+    close(p[1]);
     close(c);
     close(s);
     return 0;
