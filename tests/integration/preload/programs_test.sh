@@ -234,6 +234,24 @@ if want ppe_death; then
     note "PPE killed under memcached (INADDR_ANY and PPE-address listeners, an open connection)"
     bglog mca "$work/l10" memcached -u root -t 4 -p 11312 -l 0.0.0.0 -U 0
     bglog mcp "$work/l11" memcached -u root -t 4 -p 11313 -l "$H" -U 0
+    # A libuv event loop (uvloop) listening on the PPE address: libuv asserts
+    # on a listener reported with POLLERR/POLLHUP and no POLLIN.
+    cat > "$work/uv.py" <<'PY'
+import asyncio, sys, uvloop
+async def echo(r, w):
+    w.write(await r.read(100)); await w.drain(); w.close()
+async def main():
+    srv = await asyncio.start_server(echo, sys.argv[1], 8096)
+    print("serving", file=sys.stderr, flush=True)
+    await srv.serve_forever()
+uvloop.install()
+asyncio.run(main())
+PY
+    bglog uv "$work/l13" /usr/bin/python3 "$work/uv.py" "$H"
+    wait_until 20 grep -q "serving" "$work/l13" || { cat "$work/l13"; fail "uvloop server did not start"; }
+    [ "$(peer timeout 10 python3 -c "
+import socket; s = socket.create_connection(('$H', 8096)); s.sendall(b'uv'); print(s.recv(10).decode())")" = uv ] ||
+        fail "uvloop server does not echo through the PPE"
     wait_until 20 grep -q "0.0.0.0:11312" "$work/l10" || { cat "$work/l10"; fail "memcached (any) did not listen"; }
     wait_until 20 grep -q "$H:11313" "$work/l11" || { cat "$work/l11"; fail "memcached ($H) did not listen"; }
     [ "$(stat_of "$H:11313" curr_connections)" != "" ] || fail "memcached ($H) does not answer through the PPE"
@@ -242,21 +260,28 @@ if want ppe_death; then
         start_bg hold ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP:$H:$port" OPEN:/dev/null
     done
     wait_until 10 peer bash -c "ss -tn state established | grep -q ':11313'" || fail "held connection did not open"
+    a_pid=$(child_of "$mca_pid") p_pid=$(child_of "$mcp_pid") u_pid=$(child_of "$uv_pid")
     ppe_real=$(child_of "$ppe_pid")
     kill -KILL "$ppe_real"
     wait_until 20 grep -q "the PPE has gone" "$work/l11" || { cat "$work/l11"; fail "memcached did not notice the PPE going"; }
-    a_pid=$(child_of "$mca_pid") p_pid=$(child_of "$mcp_pid")
-    a0=$(cpu_ticks "$a_pid") p0=$(cpu_ticks "$p_pid") t0=$(date +%s%N)
+    alive() { kill -0 "$1" 2>/dev/null || { cat "$3"; fail "$2 died when the PPE went"; }; }
+    alive "$a_pid" "memcached (INADDR_ANY)" "$work/l10"
+    alive "$p_pid" "memcached ($H)" "$work/l11"
+    alive "$u_pid" "the uvloop server (libuv)" "$work/l13"
+    a0=$(cpu_ticks "$a_pid") p0=$(cpu_ticks "$p_pid") u0=$(cpu_ticks "$u_pid") t0=$(date +%s%N)
     sleep 3 # the interval CPU time is measured over, not a wait for an event
-    a1=$(cpu_ticks "$a_pid") p1=$(cpu_ticks "$p_pid") t1=$(date +%s%N)
+    a1=$(cpu_ticks "$a_pid") p1=$(cpu_ticks "$p_pid") u1=$(cpu_ticks "$u_pid") t1=$(date +%s%N)
     wall=$(( (t1 - t0) * $(getconf CLK_TCK) / 1000000000 ))
-    note "CPU after the PPE went: memcached(any) $((a1 - a0)), memcached(PPE address) $((p1 - p0)) of $wall ticks"
+    note "CPU after the PPE went: memcached(any) $((a1 - a0)), memcached(PPE address) $((p1 - p0)), uvloop $((u1 - u0)) of $wall ticks"
     # Spinning takes a CPU (on a machine busy with other work, still a good
     # share of wall time); asleep, memcached uses ~0 (its 1 s clock tick).
     limit=$(( wall / 50 > 2 ? wall / 50 : 2 ))
     [ $((a1 - a0)) -le "$limit" ] || fail "memcached (INADDR_ANY) spins after the PPE went"
     [ $((p1 - p0)) -le "$limit" ] || fail "memcached ($H) spins after the PPE went"
-    kill -0 "$a_pid" && kill -0 "$p_pid" || fail "memcached died with the PPE"
+    [ $((u1 - u0)) -le "$limit" ] || fail "the uvloop server spins after the PPE went"
+    alive "$a_pid" "memcached (INADDR_ANY)" "$work/l10"
+    alive "$p_pid" "memcached ($H)" "$work/l11"
+    alive "$u_pid" "the uvloop server (libuv)" "$work/l13"
     # The INADDR_ANY listener still serves local clients through its kernel half.
     [ -n "$(timeout 10 memcstat --servers=127.0.0.1:11312 | grep curr_connections)" ] ||
         fail "memcached (INADDR_ANY) does not serve 127.0.0.1 after the PPE went"
