@@ -109,9 +109,10 @@ static void kick_sleepers(struct eta_epoll *e)
         ETA_DEBUG("epoll: waking sleepers of epoll %d failed: %s", e->epfd, strerror(errno));
 }
 
-/* Drops our wake-ups from what the kernel's epoll_wait returned (and resets
- * their counter). Returns the events left; *kicked tells whether one was
- * dropped. */
+/* Drops our wake-ups from what the kernel's epoll_wait returned. Returns the
+ * events left; *kicked tells whether one was dropped. (The eventfd's counter
+ * is never read: edge-triggered, every write is a new event, and 2^64 writes
+ * are out of reach.) */
 static int drop_kicks(struct epoll_event *out, int n, bool *kicked)
 {
     if (n <= 0)
@@ -542,8 +543,8 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
 /* The kernel's epoll_wait on a set with no accelerated member (yet). Our
  * wake-up means another thread added one: then look again, through the
  * shadow, with what is left of the timeout. */
-static int wait_kernel(int epfd, struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
-                       const sigset_t *mask, int ms, const struct timespec *ts, int which, bool *kicked)
+static int wait_kernel(int epfd, struct eta_epoll *e, struct epoll_event *out, int max, const sigset_t *mask,
+                       int ms, const struct timespec *ts, int which, bool *kicked)
 {
     if (e) {
         atomic_fetch_add(&e->sleepers, 1);
@@ -565,7 +566,6 @@ static int wait_kernel(int epfd, struct eta_epoll *e, struct epoll_event *out, i
         atomic_fetch_sub(&e->sleepers, 1);
     rc = drop_kicks(out, rc, kicked);
     errno = err;
-    (void)timeout_ns;
     return rc;
 }
 
@@ -578,7 +578,7 @@ static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout
     uint64_t start = timeout_ns > 0 ? eta_now_ns() : 0;
     while (ETA_LIKELY(!e || __atomic_load_n(&e->n, __ATOMIC_SEQ_CST) == 0)) {
         bool kicked = false;
-        int rc = wait_kernel(epfd, e, out, max, timeout_ns, mask, ms, ts, which, &kicked);
+        int rc = wait_kernel(epfd, e, out, max, mask, ms, ts, which, &kicked);
         int err = errno;
         if (e)
             eta_obj_put(&e->obj);
@@ -586,9 +586,8 @@ static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout
             errno = err;
             return rc;
         }
-        /* Woken for a member another thread added: the rest of the timeout. */
-        if (timeout_ns == 0)
-            return 0;
+        /* Woken for a member another thread added: look at it (also for a
+         * zero timeout), waiting for what is left of the timeout. */
         if (timeout_ns > 0) {
             uint64_t now = eta_now_ns();
             timeout_ns -= (int64_t)(now - start);

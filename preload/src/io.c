@@ -1,9 +1,12 @@
 /* The data path: read/write and all their socket cousins, sendfile. Every
  * call on an accelerated socket copies once between the program's buffer and
  * the socket's ring in shared memory; no system call unless it must wait. */
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -505,6 +508,84 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     return done;
 }
 
+/* Calls that make the kernel move bytes to or from a descriptor cannot reach
+ * an accelerated socket: its bytes are in the PPE, the kernel holds only a
+ * placeholder. They fail with EINVAL (what Linux answers where a descriptor
+ * does not support the call), counted, with one warning per call name. */
+static int bypass_refused_err(const char *call, int fd, unsigned which, int err)
+{
+    static _Atomic unsigned warned;
+    ETA_STAT_ADD(bypass_refused, 1);
+    if (!(atomic_fetch_or(&warned, 1u << which) & (1u << which)))
+        eta_log("warning: %s() on accelerated socket fd %d is not supported (the PPE carries its bytes, not "
+                "the kernel): %s; use read()/write() on it",
+                call, fd, strerrorname_np(err));
+    return fail(err);
+}
+
+static int bypass_refused(const char *call, int fd, unsigned which)
+{
+    return bypass_refused_err(call, fd, which, EINVAL);
+}
+
+/* stdio reads and writes through glibc's internal read/write, which no
+ * preload sees: a stream on an accelerated socket would read the placeholder.
+ * fdopen() on one fails (EOPNOTSUPP) instead of a stream that cannot work. */
+ETA_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+    struct eta_sock *s = accel(fd);
+    if (ETA_UNLIKELY(s != NULL)) {
+        eta_obj_put(&s->obj);
+        bypass_refused_err("fdopen", fd, 3, EOPNOTSUPP);
+        return NULL;
+    }
+    static FILE *(*real_fdopen)(int, const char *);
+    FILE *(*fn)(int, const char *) = __atomic_load_n(&real_fdopen, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        void *sym = dlsym(RTLD_NEXT, "fdopen");
+        memcpy(&fn, &sym, sizeof fn); /* ISO C has no object-to-function pointer cast */
+        if (!fn) {
+            errno = ENOSYS;
+            return NULL;
+        }
+        __atomic_store_n(&real_fdopen, fn, __ATOMIC_RELEASE);
+    }
+    return fn(fd, mode);
+}
+
+/* The accelerated one of two descriptors (-1: neither). */
+static int accel_either(int a, int b)
+{
+    struct eta_sock *s = accel(a);
+    if (s) {
+        eta_obj_put(&s->obj);
+        return a;
+    }
+    s = accel(b);
+    if (s) {
+        eta_obj_put(&s->obj);
+        return b;
+    }
+    return -1;
+}
+
+ETA_EXPORT ssize_t splice(int in_fd, loff_t *in_off, int out_fd, loff_t *out_off, size_t len, unsigned int flags)
+{
+    int fd = accel_either(in_fd, out_fd);
+    if (ETA_UNLIKELY(fd >= 0))
+        return bypass_refused("splice", fd, 0);
+    return real_splice(in_fd, in_off, out_fd, out_off, len, flags);
+}
+
+ETA_EXPORT ssize_t copy_file_range(int in_fd, loff_t *in_off, int out_fd, loff_t *out_off, size_t len,
+                                   unsigned int flags)
+{
+    int fd = accel_either(in_fd, out_fd);
+    if (ETA_UNLIKELY(fd >= 0))
+        return bypass_refused("copy_file_range", fd, 1);
+    return real_copy_file_range(in_fd, in_off, out_fd, out_off, len, flags);
+}
+
 static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
 {
     struct eta_sock *s = accel(out_fd);
@@ -512,7 +593,7 @@ static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
         struct eta_sock *in = accel(in_fd);
         if (in) { /* the kernel cannot read a PPE socket */
             eta_obj_put(&in->obj);
-            return fail(EINVAL);
+            return bypass_refused("sendfile", in_fd, 2);
         }
         return real_sendfile(out_fd, in_fd, offset, count);
     }

@@ -45,6 +45,14 @@ static int raw_recvmmsg(int f, struct mmsghdr *m, unsigned n, int fl, struct tim
 }
 static int raw_sendmmsg(int f, struct mmsghdr *m, unsigned n, int fl) { return (int)syscall(SYS_sendmmsg, f, m, n, fl); }
 static ssize_t raw_sendfile(int o, int i, off_t *off, size_t n) { return syscall(SYS_sendfile, o, i, off, n); }
+static ssize_t raw_splice(int i, loff_t *oi, int o, loff_t *oo, size_t n, unsigned int f)
+{
+    return syscall(SYS_splice, i, oi, o, oo, n, f);
+}
+static ssize_t raw_copy_file_range(int i, loff_t *oi, int o, loff_t *oo, size_t n, unsigned int f)
+{
+    return syscall(SYS_copy_file_range, i, oi, o, oo, n, f);
+}
 static int raw_close(int f) { return (int)syscall(SYS_close, f); }
 static int raw_close_range(unsigned a, unsigned b, int fl) { return (int)syscall(SYS_close_range, a, b, fl); }
 static int raw_shutdown(int f, int h) { return (int)syscall(SYS_shutdown, f, h); }

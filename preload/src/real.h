@@ -42,6 +42,8 @@
     X(int, recvmmsg, (int, struct mmsghdr *, unsigned int, int, struct timespec *))  \
     X(int, sendmmsg, (int, struct mmsghdr *, unsigned int, int))                     \
     X(ssize_t, sendfile, (int, int, off_t *, size_t))                                \
+    X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned int))          \
+    X(ssize_t, copy_file_range, (int, loff_t *, int, loff_t *, size_t, unsigned int)) \
     X(int, close, (int))                                                             \
     X(int, close_range, (unsigned int, unsigned int, int))                           \
     X(int, shutdown, (int, int))                                                     \
@@ -98,6 +100,8 @@ void eta_real_resolve(void);
 #define real_recvmmsg(...) ETA_REAL(recvmmsg)(__VA_ARGS__)
 #define real_sendmmsg(...) ETA_REAL(sendmmsg)(__VA_ARGS__)
 #define real_sendfile(...) ETA_REAL(sendfile)(__VA_ARGS__)
+#define real_splice(...) ETA_REAL(splice)(__VA_ARGS__)
+#define real_copy_file_range(...) ETA_REAL(copy_file_range)(__VA_ARGS__)
 #define real_close(...) ETA_REAL(close)(__VA_ARGS__)
 #define real_close_range(...) ETA_REAL(close_range)(__VA_ARGS__)
 #define real_shutdown(...) ETA_REAL(shutdown)(__VA_ARGS__)

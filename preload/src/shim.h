@@ -115,6 +115,8 @@ struct eta_sock {
     _Atomic int nonblock;     /* the program's O_NONBLOCK (file description level) */
     bool listening;
     bool hybrid;              /* INADDR_ANY listener: the kernel socket listens too */
+    bool v6;                  /* AF_INET6: only a dual-stack listener on [::] is accelerated (its
+                               * IPv4 half); addresses are shown v4-mapped (::ffff:a.b.c.d) */
     bool bound_kernel;        /* bind(INADDR_ANY) done in the kernel */
     bool connect_started;     /* a connect was issued (non-blocking in progress or done) */
     bool connect_reported;    /* the outcome of a non-blocking connect was reported */

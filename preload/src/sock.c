@@ -31,10 +31,21 @@ static struct dti_addr to_dti(const struct sockaddr *a)
     return (struct dti_addr){ntohl(in.sin_addr.s_addr), ntohs(in.sin_port)};
 }
 
-static void from_dti(const struct dti_addr *a, struct sockaddr *out, socklen_t *len)
+static void from_dti(const struct dti_addr *a, struct sockaddr *out, socklen_t *len, bool v6)
 {
     if (!out || !len)
         return;
+    if (v6) { /* an IPv4 peer of a dual-stack socket, as Linux shows it: ::ffff:a.b.c.d */
+        struct sockaddr_in6 in6 = {.sin6_family = AF_INET6, .sin6_port = htons(a->port)};
+        in6.sin6_addr.s6_addr[10] = 0xff;
+        in6.sin6_addr.s6_addr[11] = 0xff;
+        uint32_t ip = htonl(a->ip);
+        memcpy(&in6.sin6_addr.s6_addr[12], &ip, 4);
+        socklen_t n = *len < (socklen_t)sizeof in6 ? *len : (socklen_t)sizeof in6;
+        memcpy(out, &in6, (size_t)n);
+        *len = sizeof in6;
+        return;
+    }
     struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(a->port), .sin_addr = {htonl(a->ip)}};
     socklen_t n = *len < (socklen_t)sizeof in ? *len : (socklen_t)sizeof in;
     memcpy(out, &in, (size_t)n);
@@ -148,6 +159,11 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
     if (fd < 0 || eta_in_shim)
         return fd;
     enum eta_reason r = eta_decide_socket(domain, type, protocol);
+    /* An IPv6 TCP socket stays a candidate: it may become a dual-stack
+     * listener on [::], whose IPv4 half the PPE carries. */
+    bool v6 = r == ETA_R_INET6 && eta_decide_socket(AF_INET, type, protocol) == ETA_R_NONE;
+    if (v6)
+        r = ETA_R_NONE;
     if (r != ETA_R_NONE) {
         eta_count(r, fd, NULL);
         return fd;
@@ -174,8 +190,32 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
         return fd;
     }
     atomic_store(&s->nonblock, (type & SOCK_NONBLOCK) != 0);
+    s->v6 = v6;
     eta_fd_set(fd, &s->obj);
     return fd;
+}
+
+/* bind() of an AF_INET6 candidate: [::] may become a dual-stack listener
+ * (decided at listen(), where IPV6_V6ONLY is final); every other address is
+ * the kernel's. */
+static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    struct sockaddr_in6 in6;
+    bool any = addr && len >= (socklen_t)sizeof in6 && addr->sa_family == AF_INET6 &&
+               (memcpy(&in6, addr, sizeof in6), IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr));
+    if (!any) {
+        to_kernel(fd, s, ETA_R_INET6, "an IPv6 address");
+        return real_bind(fd, addr, len);
+    }
+    int rc = real_bind(fd, addr, len);
+    if (rc == 0) {
+        struct sockaddr_storage ss;
+        socklen_t l = sizeof ss;
+        s->bound_kernel = true;
+        if (real_getsockname(fd, (struct sockaddr *)&ss, &l) == 0)
+            s->kernel_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return rc;
 }
 
 /* ---- bind / listen ----------------------------------------------------- */
@@ -192,6 +232,11 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     if (st != ETA_SOCK_CANDIDATE || s->bound_kernel) {
         eta_obj_put(&s->obj);
         return st == ETA_SOCK_KERNEL ? real_bind(fd, addr, len) : fail(EINVAL);
+    }
+    if (s->v6) {
+        rc = bind6(fd, s, addr, len);
+        eta_obj_put(&s->obj);
+        return rc;
     }
     enum eta_reason why;
     enum eta_bind_target t = eta_decide_bind(&eta_net, addr, len, &why);
@@ -255,15 +300,26 @@ ETA_EXPORT int listen(int fd, int backlog)
     }
     if (st == ETA_SOCK_CANDIDATE) {
         /* INADDR_ANY (bound or not: listen() binds an unbound socket to a
-         * free port): the kernel listens, then the PPE on the same port. */
+         * free port): the kernel listens, then the PPE on the same port.
+         * IPv6 on [::] likewise, when it takes IPv4 too (IPV6_V6ONLY off). */
+        int v6only = 0;
+        socklen_t ol = sizeof v6only;
+        if (s->v6 && (!s->bound_kernel ||
+                      real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0 || v6only)) {
+            to_kernel(fd, s, ETA_R_INET6, s->bound_kernel ? "IPV6_V6ONLY listener" : "IPv6 listener not bound to [::]");
+            eta_obj_put(&s->obj);
+            return real_listen(fd, backlog);
+        }
         rc = real_listen(fd, backlog);
         if (rc != 0) {
             eta_obj_put(&s->obj);
             return rc;
         }
+        struct sockaddr_storage ss;
+        socklen_t l = sizeof ss;
+        real_getsockname(fd, (struct sockaddr *)&ss, &l);
         struct sockaddr_in in;
-        socklen_t l = sizeof in;
-        real_getsockname(fd, (struct sockaddr *)&in, &l);
+        memcpy(&in, &ss, sizeof in); /* the port is at the same place in sockaddr_in6 */
         dti_ctx_t *c = eta_ctx();
         int err = c ? make_accel(c, fd, s) : ENETDOWN;
         struct dti_addr any = {0, ntohs(in.sin_port)};
@@ -297,7 +353,8 @@ ETA_EXPORT int listen(int fd, int backlog)
         int fl = real_fcntl(fd, F_GETFL);
         real_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
         char buf[64];
-        snprintf(buf, sizeof buf, "listening on 0.0.0.0:%u on the PPE and the kernel", any.port);
+        snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u, IPv4 on the PPE and the kernel"
+                                       : "listening on 0.0.0.0:%u on the PPE and the kernel", any.port);
         eta_count(ETA_R_NONE, fd, buf);
         eta_obj_put(&s->obj);
         return 0;
@@ -446,10 +503,10 @@ static bool accept_ready(void *arg)
 }
 
 /* Wraps an accepted PPE connection in a placeholder kernel socket. */
-static int install_accepted(dti_ctx_t *c, dti_sock_t h, struct sockaddr *addr, socklen_t *len, int flags)
+static int install_accepted(dti_ctx_t *c, dti_sock_t h, struct sockaddr *addr, socklen_t *len, int flags, bool v6)
 {
     eta_in_shim++;
-    int fd = real_socket(AF_INET, SOCK_STREAM | (flags & SOCK_CLOEXEC), 0);
+    int fd = real_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | (flags & SOCK_CLOEXEC), 0);
     eta_in_shim--;
     struct eta_sock *n = fd >= 0 && eta_fd_in_range(fd) ? eta_sock_new() : NULL;
     if (!n) {
@@ -466,11 +523,12 @@ static int install_accepted(dti_ctx_t *c, dti_sock_t h, struct sockaddr *addr, s
     n->generation = eta_generation;
     n->connect_started = true;
     n->connect_reported = true;
+    n->v6 = v6;
     atomic_store(&n->nonblock, (flags & SOCK_NONBLOCK) != 0);
     dti_getsockname(c, h, &n->local);
     struct dti_addr peer = {0, 0};
     dti_getpeername(c, h, &peer);
-    from_dti(&peer, addr, len);
+    from_dti(&peer, addr, len, v6);
     eta_hmap_put(h, n);
     atomic_store(&n->state, ETA_SOCK_ACCEL);
     eta_fd_set(fd, &n->obj);
@@ -581,7 +639,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
         int rc = take_accepted(c, s, &h);
         if (rc == 0) {
             atomic_fetch_add_explicit(&s->rx_taken, 1, memory_order_relaxed);
-            int nfd = install_accepted(c, h, addr, len, flags);
+            int nfd = install_accepted(c, h, addr, len, flags, s->v6);
             eta_obj_put(&s->obj);
             return nfd;
         }
@@ -678,9 +736,9 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     }
     dti_ctx_t *c = NULL;
     if (st == ETA_SOCK_CANDIDATE) {
-        enum eta_reason r = eta_decide_connect(&eta_net, addr, len);
+        enum eta_reason r = s->v6 ? ETA_R_INET6 : eta_decide_connect(&eta_net, addr, len);
         if (r != ETA_R_NONE) {
-            to_kernel(fd, s, r, r == ETA_R_NOT_INET ? "connect" : fmt_addr(addr, buf, sizeof buf));
+            to_kernel(fd, s, r, r == ETA_R_NOT_INET || r == ETA_R_INET6 ? "connect" : fmt_addr(addr, buf, sizeof buf));
             eta_obj_put(&s->obj);
             return real_connect(fd, addr, len);
         }
@@ -1027,7 +1085,7 @@ ETA_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr_arg, socklen_t *len)
     dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
     if (c)
         dti_getsockname(c, s->h, &a);
-    from_dti(&a, addr, len);
+    from_dti(&a, addr, len, s->v6);
     eta_obj_put(&s->obj);
     return 0;
 }
@@ -1048,10 +1106,11 @@ ETA_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr_arg, socklen_t *len)
     dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
     struct dti_addr a;
     int rc = c ? dti_getpeername(c, s->h, &a) : -ENOTCONN;
+    bool v6 = s->v6;
     eta_obj_put(&s->obj);
     if (rc < 0)
         return fail(ENOTCONN);
-    from_dti(&a, addr, len);
+    from_dti(&a, addr, len, v6);
     return 0;
 }
 
@@ -1096,6 +1155,8 @@ static bool harmless_option(int level, int name)
     if (level == IPPROTO_TCP)
         return name == TCP_QUICKACK || name == TCP_DEFER_ACCEPT || name == TCP_CONGESTION ||
                name == TCP_NOTSENT_LOWAT;
+    if (level == IPPROTO_IPV6) /* an accepted IPv4 connection of a dual-stack listener */
+        return name == IPV6_V6ONLY || name == IPV6_TCLASS;
     return false;
 }
 

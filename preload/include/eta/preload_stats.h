@@ -53,6 +53,63 @@ struct eta_preload_stats {
     uint64_t kernel_accepted; /* connections accepted from the kernel half of an INADDR_ANY listener */
     uint64_t sleeps;          /* waits that went to sleep after spinning */
     uint64_t spins;           /* waits that ended while spinning */
+    /* Appended in version 1 (older files end before it): calls refused on an
+     * accelerated socket because the kernel would have to move its bytes
+     * (splice, sendfile or copy_file_range with it as the source). */
+    uint64_t bypass_refused;
 };
+
+/* ---- reading them (for eta-stat and other tools) ------------------------
+ * eta_preload_stats_each(socket_path, fn, arg) calls fn once for each live
+ * process publishing counters next to the control socket socket_path (a
+ * snapshot copied out of <socket_path>.preload/<pid>). Files that are short,
+ * of another magic or version, or name another pid are skipped, as are files
+ * of processes that no longer exist. fn returns 0 to go on, anything else to
+ * stop. Returns the number of processes passed to fn, or -errno when the
+ * directory cannot be read (-ENOENT: no process ever published). Needs only
+ * libc; usable from C and C++. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static inline int eta_preload_stats_each(const char *socket_path,
+                                         int (*fn)(const struct eta_preload_stats *st, void *arg), void *arg)
+{
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s.preload", socket_path) >= (int)sizeof dir)
+        return -ENAMETOOLONG;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int listed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end = NULL;
+        long pid = strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || pid <= 0)
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct eta_preload_stats st;
+        ssize_t n = read(fd, &st, sizeof st);
+        close(fd);
+        if (n != (ssize_t)sizeof st || st.magic != ETA_PRELOAD_STATS_MAGIC ||
+            st.version != ETA_PRELOAD_STATS_VERSION || st.pid != (int32_t)pid)
+            continue;
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            continue; /* died without removing its file */
+        st.comm[sizeof st.comm - 1] = '\0';
+        listed++;
+        if (fn(&st, arg) != 0)
+            break;
+    }
+    closedir(d);
+    return listed;
+}
 
 #endif
