@@ -107,13 +107,16 @@ start_bg() {
     eval "${name}_pid=$!"
 }
 
-# Waits (bounded) until CMD succeeds; for readiness checks of servers.
+# Waits until CMD succeeds, at most SECS seconds of wall time (a CMD that
+# itself takes a while, like eta-stat on a loaded machine, cannot stretch the
+# bound); for readiness checks and counters.
 wait_until() {
-    local secs=$1 i
+    local secs=$1 end
     shift
-    for ((i = 0; i < secs * 20; i++)); do
+    end=$((SECONDS + secs))
+    while :; do
         "$@" >/dev/null 2>&1 && return 0
+        [ "$SECONDS" -lt "$end" ] || return 1
         sleep 0.05
     done
-    return 1
 }
