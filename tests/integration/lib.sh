@@ -7,6 +7,14 @@
 #   peer CMD...                 # runs CMD in the lab's peer namespace
 #   start_bg NAME CMD...        # starts CMD in the background; killed (by PID) at exit
 #   fail MESSAGE                # prints and exits 1
+#   skip MESSAGE                # exits 77 (meson: skipped); under CI=true it fails instead
+#   need_built PATH WHAT        # skip (CI: fail) unless PATH is an executable
+#   refused WHY TEXT CMD...     # CMD must fail saying TEXT; fails the test if it succeeds
+#                               # or fails for another reason (the probe did not run)
+#   link_absent IFACE [NETNS]   # true when the link does not exist, false when it does;
+#   netns_absent NAME           # ... the namespace; both fail the test when the probe breaks
+#   json_true JSON COND         # a python condition over the parsed JSON (as d); never `assert`,
+#                               # which PYTHONOPTIMIZE removes
 set -euo pipefail
 
 ETA_LAB=${ETA_LAB:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tools" && pwd)/eta-lab}
@@ -36,7 +44,47 @@ trap 'exit 130' INT TERM
 fail() { echo "FAIL: $*" >&2; exit 1; }
 note() { echo "--- $*"; }
 
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 77; }
+# A test that cannot run says why. On a developer's machine that is a skip;
+# under CI (CI=true) it is a failure, so that a green CI run cannot hide a
+# test that never ran.
+skip() {
+    [ "${CI:-}" != true ] || fail "$* (under CI=true a test that cannot run fails)"
+    echo "SKIP: $*"
+    exit 77
+}
+need_built() { [ -x "$1" ] || skip "$2 is not built ($1)"; }
+
+# Negative checks must tell "refused as it should be" from "the probe did not
+# run" (namespace gone, tool missing): each looks for the specific answer.
+refused() {
+    local why=$1 text=$2 out rc=0
+    shift 2
+    out=$("$@" 2>&1) || rc=$?
+    [ $rc -ne 0 ] || fail "$why: '$*' succeeded"
+    [ $rc -ne 124 ] || fail "$why: '$*' timed out instead of answering"
+    [[ "$out" == *"$text"* ]] || fail "$why: '$*' failed, but not with '$text' (rc $rc): $out"
+}
+
+link_absent() {
+    local out rc=0
+    if [ -n "${2:-}" ]; then
+        out=$(ip -n "$2" link show "$1" 2>&1) || rc=$?
+    else
+        out=$(ip link show "$1" 2>&1) || rc=$?
+    fi
+    [ $rc -ne 0 ] || return 1
+    [[ "$out" == *"does not exist"* ]] || fail "cannot tell whether link $1 exists${2:+ in $2}: $out"
+}
+
+netns_absent() {
+    local list
+    list=$(ip netns list) || fail "ip netns list failed"
+    ! grep -q "^$1\b" <<<"$list"
+}
+
+json_true() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if ($2) else 1)" "$1"; }
+
+[ "$(id -u)" -eq 0 ] || skip "needs root"
 
 lab_up() {
     local name
@@ -59,13 +107,16 @@ start_bg() {
     eval "${name}_pid=$!"
 }
 
-# Waits (bounded) until CMD succeeds; for readiness checks of servers.
+# Waits until CMD succeeds, at most SECS seconds of wall time (a CMD that
+# itself takes a while, like eta-stat on a loaded machine, cannot stretch the
+# bound); for readiness checks and counters.
 wait_until() {
-    local secs=$1 i
+    local secs=$1 end
     shift
-    for ((i = 0; i < secs * 20; i++)); do
+    end=$((SECONDS + secs))
+    while :; do
         "$@" >/dev/null 2>&1 && return 0
+        [ "$SECONDS" -lt "$end" ] || return 1
         sleep 0.05
     done
-    return 1
 }

@@ -22,23 +22,27 @@ for ip in "$first_ip" "$second_ip" "$first_kip" "$second_kip"; do
     [[ "$ip" == 198.18.* || "$ip" == 198.19.* ]] || fail "address $ip is outside 198.18.0.0/15"
 done
 [ "$("$ETA_LAB" env --name "$first_name")" = "$("$ETA_LAB" env --name "$first_name")" ] || fail "env is not stable"
-"$ETA_LAB" env --name "$first_name" | grep -qx "ETA_LAB_PPE_IP=$first_ip" || fail "env does not repeat up's lines"
+# Captured first: under pipefail, grep -q ending the pipe early can make
+# the writer's SIGPIPE fail the check.
+env_out=$("$ETA_LAB" env --name "$first_name") || fail "eta-lab env failed for a lab that is up"
+grep -qx "ETA_LAB_PPE_IP=$first_ip" <<<"$env_out" || fail "env does not repeat up's lines: $env_out"
 [ -f "$ETA_LAB_CONFIG" ] || fail "the lab wrote no PPE config at $ETA_LAB_CONFIG"
-if "$ETA_LAB" up --name "$first_name" >/dev/null 2>&1; then fail "a second 'up' of the same lab succeeded"; fi
-ip -o addr show dev "$ETA_LAB_PPE_IFACE" | grep -q 'inet ' && fail "the accelerated link has a kernel address"
+refused "a second 'up' of the same lab" "is already up" "$ETA_LAB" up --name "$first_name"
+addrs=$(ip -o addr show dev "$ETA_LAB_PPE_IFACE") || fail "cannot read the addresses of $ETA_LAB_PPE_IFACE"
+[[ "$addrs" != *"inet "* ]] || fail "the accelerated link has a kernel address: $addrs"
 
 note "second lab down leaves nothing"
 "$ETA_LAB" down --name "t$$-second"
-ip netns list | grep -q "^$second_ns\b" && fail "namespace $second_ns survived down"
-ip link show "$second_iface" >/dev/null 2>&1 && fail "links of the second lab survived down"
+netns_absent "$second_ns" || fail "namespace $second_ns survived down"
+link_absent "$second_iface" || fail "links of the second lab survived down"
 
 note "the same lab up and down again"
 again=$("$ETA_LAB" up --name "t$$-second") || fail "the second lab did not come up a second time"
 [ "$(sed -n 's/^ETA_LAB_PPE_IP=//p' <<<"$again")" = "$second_ip" ] || fail "the freed address pair was not reused"
 "$ETA_LAB" down --name "t$$-second" || fail "second down failed"
-ip netns list | grep -q "^$second_ns\b" && fail "namespace $second_ns survived the second down"
-ip link show "$second_iface" >/dev/null 2>&1 && fail "links survived the second down"
-"$ETA_LAB" env --name "t$$-second" >/dev/null 2>&1 && fail "env still answers for a lab that is down"
+netns_absent "$second_ns" || fail "namespace $second_ns survived the second down"
+link_absent "$second_iface" || fail "links survived the second down"
+refused "env for a lab that is down" "no lab named 't$$-second' is up" "$ETA_LAB" env --name "t$$-second"
 
 note "kernel link: socat carries 8 MiB byte for byte"
 payload=$(mktemp) received=$(mktemp)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Killing a native application mid-transfer: the peer sees the connection
-# reset, eta-stat shows the application, its connections and its memory
-# gone, and the PPE serves the next application normally.
+# Killing a native application mid-transfer, beside another attached one:
+# the peer sees the connection reset, eta-stat shows the application, its
+# connections and its memory gone, the other application keeps its
+# connection (its transfer across the kill is verified), and the PPE serves
+# the next application normally.
 #   app_death_test.sh ETA_PPE ETA_STAT ETA_PERF
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3
 . "$(dirname "$0")/../lib.sh"
@@ -15,21 +17,30 @@ ppe_start "$work/ppe.toml"
 export ETA_SOCKET=$ETA_LAB_SOCKET
 H=$ETA_LAB_PPE_IP
 
-note "a dti server streams to a kernel client in the peer; kill -9 the server"
+note "two dti servers attached at once, each with a kernel client in the peer; kill -9 one"
 start_bg srv timeout 120 "$ETA_PERF" server --transport dti --port 5401 > "$work/srv.log"
+start_bg other timeout 120 "$ETA_PERF" server --transport dti --port 5403 > "$work/other.log"
 wait_until 10 grep -q listening "$work/srv.log" || fail "the dti server did not listen"
+wait_until 10 grep -q listening "$work/other.log" || fail "the second dti server did not listen"
+# srv_pid and other_pid are `timeout` wrappers; the applications are their children.
+srv_real=$(pgrep -P "$srv_pid" | head -1)
+other_real=$(pgrep -P "$other_pid" | head -1)
+[ -n "$srv_real" ] && [ -n "$other_real" ] || fail "cannot find eta-perf under its timeout wrappers"
+wait_until 10 ppe_true "sorted(a['pid'] for a in d['apps']) == sorted([$srv_real, $other_real])" ||
+    fail "eta-stat does not show both applications: $(ppe_stat --json)"
 start_bg cli peer timeout 100 "$ETA_PERF" client --transport kernel --connect "$H" --port 5401 \
     --mode stream --direction recv --duration 60 2>"$work/cli.err" >/dev/null
-wait_until 20 ppe_true "sum(c['bytes_out'] for c in d.get('connections', [])) > $((16 << 20))" ||
+wait_until 20 ppe_true "sum(c['bytes_out'] for c in d.get('connections', []) if c['app_pid'] == $srv_real) > $((16 << 20))" ||
     fail "no data flowed before the kill"
-[ "$(ppe_json "len(d['apps'])")" -eq 1 ] || fail "eta-stat does not show the server"
-mem=$(ppe_json "d['apps'][0]['memory_bytes']")
-conns=$(ppe_json "d['connections_total']")
+# The survivor's transfer runs across the kill: verified end to end at its end.
+start_bg ocli peer timeout 100 "$ETA_PERF" client --transport kernel --connect "$H" --port 5403 \
+    --mode stream --direction send --duration 20 --verify --json >"$work/ocli.json" 2>"$work/ocli.err"
+wait_until 20 ppe_true "any(c['app_pid'] == $other_real and c['bytes_in'] > 0 for c in d.get('connections', []))" ||
+    fail "the second application received nothing before the kill"
+mem=$(ppe_json "[a for a in d['apps'] if a['pid'] == $srv_real][0]['memory_bytes']")
+conns=$(ppe_json "sum(1 for c in d['connections'] if c['app_pid'] == $srv_real)")
 echo "before the kill: app memory $mem bytes, $conns connections (listener included)"
 [ "$mem" -gt 0 ] && [ "$conns" -ge 2 ] || fail "eta-stat shows no memory or connections for the live app"
-# srv_pid is the `timeout` wrapper; the application is its child.
-srv_real=$(pgrep -P "$srv_pid" | head -1)
-[ -n "$srv_real" ] || fail "cannot find eta-perf under its timeout wrapper"
 kill -KILL "$srv_real"
 rc=0
 wait "$cli_pid" || rc=$?
@@ -37,15 +48,31 @@ wait "$cli_pid" || rc=$?
 [ "$rc" -ne 124 ] || fail "the peer's client hung instead of seeing the connection end"
 grep -qi "reset" "$work/cli.err" || fail "the peer did not see a reset: $(cat "$work/cli.err")"
 echo "peer saw: $(cat "$work/cli.err")"
-wait_until 10 ppe_true "len(d['apps']) == 0" || fail "eta-stat still lists the dead application"
-wait_until 10 ppe_true "d['connections_total'] == 0" || fail "the dead application's connections remain"
+# Right after the kill, while its 20 s transfer still runs.
+kill -0 "$ocli_pid" 2>/dev/null ||
+    fail "the surviving application's client ended at the kill: $(cat "$work/ocli.json" "$work/ocli.err")"
+ppe_true "any(c['app_pid'] == $other_real and c['state'] == 'ESTABLISHED' for c in d['connections'])" ||
+    fail "the surviving application's connection is gone: $(ppe_stat --json) $(cat "$work/ocli.json" "$work/ocli.err")"
+wait_until 10 ppe_true "[a['pid'] for a in d['apps']] == [$other_real]" ||
+    fail "eta-stat does not show the dead application gone and the other one left: $(ppe_stat --json)"
+wait_until 10 ppe_true "not any(c['app_pid'] == $srv_real for c in d['connections'])" ||
+    fail "the dead application's connections remain"
 [ "$(ppe_json "d['engines'][0]['stacks'][0]['tcp_resets_out']")" -ge 1 ] || fail "the PPE sent no RST"
+
+note "the other application kept its connection and finishes its transfer"
+rc=0
+wait "$ocli_pid" || rc=$?
+out=$(cat "$work/ocli.json")
+[ "$rc" -eq 0 ] || fail "the surviving application's client failed (rc $rc): $out $(cat "$work/ocli.err")"
+json_true "$out" "d['ok'] and d['verified'] and d['bytes'] > 0 and d['bytes'] == d['peer_bytes']" ||
+    fail "the surviving application's transfer is not verified: $out"
+echo "survivor: $out"
 
 note "the next application is served normally"
 start_bg srv2 timeout 120 "$ETA_PERF" server --transport dti --port 5402 > "$work/srv2.log"
 wait_until 10 grep -q listening "$work/srv2.log" || fail "the second dti server did not listen"
 out=$(peer timeout 60 "$ETA_PERF" client --transport kernel --connect "$H" --port 5402 --mode stream \
     --direction send --bytes $((32 << 20)) --verify --json) || fail "transfer to the next app failed: $out"
-python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['ok'] and d['verified'], d" "$out" || fail "not verified: $out"
+json_true "$out" "d['ok'] and d['verified'] and d['bytes'] == $((32 << 20))" || fail "not verified: $out"
 ppe_stop
 echo "PASS"

@@ -5,7 +5,7 @@
 #   bad_config_test.sh ETA_PPE
 ETA_PPE=$1
 . "$(dirname "$0")/../lib.sh"
-[ -x "$ETA_PPE" ] || { echo "SKIP: eta-ppe is not built ($ETA_PPE)"; exit 77; }
+need_built "$ETA_PPE" eta-ppe
 work=$(mktemp -d)
 on_exit "rm -rf $work"
 sock=$work/run/ppe.sock

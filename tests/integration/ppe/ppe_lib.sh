@@ -9,7 +9,7 @@
 #   ppe_stat ARGS...            eta-stat for the lab's socket
 #   ppe_json EXPR / ppe_true COND   a value of / a condition over eta-stat --json (as d)
 # eta-ppe's log goes to $work/ppe.log.
-[ -x "$ETA_PPE" ] || { echo "SKIP: eta-ppe is not built ($ETA_PPE)"; exit 77; }
+need_built "$ETA_PPE" eta-ppe
 
 ppe_config() {
     cp "$ETA_LAB_CONFIG" "$work/ppe.toml"
@@ -38,6 +38,7 @@ ppe_stop() {
     wait "$PPE_PID" || rc=$?
     [ "$rc" -eq 0 ] || fail "eta-ppe exited with $rc after SIGTERM"
 }
+
 
 ppe_stat() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" "$@"; }
 

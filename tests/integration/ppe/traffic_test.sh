@@ -39,13 +39,13 @@ transfer() {
     for dir in send recv; do
         out=$(peer timeout 240 "$ETA_PERF" client --transport kernel --connect "$H" --port 5301 \
             --mode stream --direction $dir --bytes $BYTES --verify --json) || fail "$label: kernel client ($dir) failed: $out"
-        python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['ok'] and d['verified'] and d['bytes']==$BYTES and d['peer_bytes']==$BYTES, d" "$out" ||
+        json_true "$out" "d['ok'] and d['verified'] and d['bytes'] == $BYTES and d['peer_bytes'] == $BYTES" ||
             fail "$label: $dir through the PPE not verified: $out"
         echo "$label peer->dti $dir: $out"
     done
     out=$(peer timeout 60 "$ETA_PERF" client --transport kernel --connect "$H" --port 5301 --mode rr --size 1000 \
         --bytes 2000 --duration 60 --verify --json) || fail "$label: rr failed: $out"
-    python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['ok'] and d['transactions']==2000, d" "$out" || fail "$label: rr: $out"
+    json_true "$out" "d['ok'] and d['transactions'] == 2000" || fail "$label: rr: $out"
     kill "$srv_pid"; wait "$srv_pid" 2>/dev/null || true
 
     note "$label: eta-perf (dti) client -> kernel server in the peer, both directions"
@@ -56,7 +56,7 @@ transfer() {
     for dir in send recv; do
         out=$(timeout 240 "$ETA_PERF" client --transport dti --connect "$P" --port 5302 \
             --mode stream --direction $dir --bytes $BYTES --verify --json) || fail "$label: dti client ($dir) failed: $out"
-        python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['ok'] and d['verified'] and d['bytes']==$BYTES and d['peer_bytes']==$BYTES, d" "$out" ||
+        json_true "$out" "d['ok'] and d['verified'] and d['bytes'] == $BYTES and d['peer_bytes'] == $BYTES" ||
             fail "$label: dti client $dir not verified: $out"
         echo "$label dti->peer $dir: $out"
     done

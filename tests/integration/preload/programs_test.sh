@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Unmodified programs through the PPE under eta-run, against kernel peers in
 # the lab's peer namespace; data checked byte for byte where it is data.
-#   programs_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN [ONLY...]
+#   programs_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT [ONLY...]
 # ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx
 # memcached privileged dualstack ppe_death; ppe_death kills the PPE, so it must come last).
-ETA_PPE=$1 SHIM=$2 ETA_RUN=$3
-shift 3
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+shift 4
 . "$(dirname "$0")/../lib.sh"
-[ -x "$ETA_PPE" ] || { echo "SKIP: eta-ppe is not built ($ETA_PPE)"; exit 77; }
+need_built "$ETA_PPE" eta-ppe
+need_built "$ETA_STAT" eta-stat
 export ETA_PRELOAD_LIB=$SHIM
 want() { [ $# -eq 0 ] || [ ${#ONLY[@]} -eq 0 ] || printf '%s\n' "${ONLY[@]}" | grep -qx "$1"; }
 ONLY=("$@")
@@ -17,12 +18,24 @@ work=$(mktemp -d)
 on_exit "rm -rf $work"
 chmod 755 "$work"   # nginx's workers run as nobody and serve from here
 mkdir -p "$(dirname "$ETA_LAB_SOCKET")"
-start_bg ppe timeout 880 "$ETA_PPE" --config "$ETA_LAB_CONFIG" --foreground
 on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
-wait_until 60 test -S "$ETA_LAB_SOCKET" || fail "eta-ppe did not serve $ETA_LAB_SOCKET"
-# The PPE's network for the shim: eta-ppe should publish <socket>.net; until
-# it does, name the lab's port here.
-[ -f "$ETA_LAB_SOCKET.net" ] || export ETA_NET="port $ETA_LAB_PPE_IP/$ETA_LAB_PREFIX"
+# Ready means eta-ppe said so (--ready-fd), not that its socket file exists.
+start_bg ppe timeout 880 "$ETA_PPE" --config "$ETA_LAB_CONFIG" --foreground --ready-fd 3 3>"$work/ready"
+wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not become ready"
+# The shim learns the PPE's network from <socket>.net, published before READY.
+[ -f "$ETA_LAB_SOCKET.net" ] || fail "eta-ppe is ready but published no $ETA_LAB_SOCKET.net"
+
+# What eta-stat (--json, as d) says; opens ACTIVE|PASSIVE sums the PPE's TCP opens.
+stat_py() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+opens() { stat_py "sum(s['tcp_$1_opens'] for e in d['engines'] for s in e['stacks'])"; }
+stack_rx_bytes() { stat_py "sum(s['rx_bytes'] for e in d['engines'] for s in e['stacks'])"; }
+# at_least WHAT GOT WANT: GOT >= WANT, both numbers.
+at_least() { [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] || fail "$1: $2, expected at least $3"; }
+# iperf3_moved LABEL JSON-FILE: the receiver got data, no more than was sent.
+iperf3_moved() {
+    python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['end']; r=e['sum_received']['bytes']; s=e['sum_sent']['bytes']; print('received', r, 'of', s, 'bytes sent'); sys.exit(0 if 0 < r <= s else 1)" \
+        "$2" || fail "iperf3 $1: no data moved, or more received than sent"
+}
 P=$ETA_LAB_PEER_IP        # the peer, reached through the PPE
 H=$ETA_LAB_PPE_IP         # this host as the peer sees it through the PPE
 run() { timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --log fallback -- "$@"; }
@@ -35,7 +48,9 @@ bglog() {
     shift 2
     start_bg "$name" env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
 }
-accelerated() { grep -q "accelerated" "$1" || { cat "$1" >&2; fail "$2: nothing went through the PPE"; }; }
+# The shim's own line for a socket that reached the PPE (preload/src/core.c);
+# the bare word would also match its warnings ("... can be accelerated").
+accelerated() { grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(' "$1" || { cat "$1" >&2; fail "$2: nothing went through the PPE"; }; }
 
 head -c $((64 << 20)) /dev/urandom > "$work/blob"
 sum=$(sha256sum < "$work/blob" | cut -d' ' -f1)
@@ -93,18 +108,25 @@ if want iperf3; then
     start_bg ips ip netns exec "$ETA_LAB_NS" timeout 200 iperf3 -s -B "$P" -p 5201
     wait_until 10 peer bash -c "ss -ltn | grep -q ':5201'" || fail "peer iperf3 did not listen"
     for args in "" "-R" "-P 4"; do
+        before=$(opens active)
         # shellcheck disable=SC2086
         run iperf3 -c "$P" -p 5201 -t 2 $args --json > "$work/ip.json" || fail "iperf3 client $args failed"
-        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['end']['sum_received']['bytes']>0 else 1)" \
-            "$work/ip.json" || fail "iperf3 $args moved no data"
+        iperf3_moved "client $args" "$work/ip.json"
+        # The control connection and each stream went through the PPE.
+        at_least "iperf3 client $args: connections the PPE opened" $(($(opens active) - before)) \
+            $((2 + $([ "$args" = "-P 4" ] && echo 3 || echo 0)))
     done
     note "iperf3: eta server, peer client"
     # -4: the IPv4 listener this case has always measured (on [::] it would be dual-stack, see README).
     bglog ipe "$work/l6" iperf3 -4 -s -p 5202
     wait_until 20 grep -q "0.0.0.0:5202" "$work/l6" || { cat "$work/l6"; fail "iperf3 server under eta-run did not listen"; }
     for args in "" "-R" "-P 4"; do
+        before=$(opens passive)
         # shellcheck disable=SC2086
         peer timeout 60 iperf3 -c "$H" -p 5202 -t 2 $args --json > "$work/ip.json" || fail "peer iperf3 client $args failed"
+        iperf3_moved "server, peer client $args" "$work/ip.json"
+        at_least "iperf3 server $args: connections the PPE accepted" $(($(opens passive) - before)) \
+            $((2 + $([ "$args" = "-P 4" ] && echo 3 || echo 0)))
     done
 fi
 
@@ -112,9 +134,26 @@ if want sockperf; then
     note "sockperf server under eta-run: ping-pong and throughput from the peer"
     bglog sp "$work/l7" sockperf server --tcp -p 11111
     wait_until 20 grep -q "0.0.0.0:11111" "$work/l7" || { cat "$work/l7"; fail "sockperf server did not listen"; }
+    before=$(opens passive)
     peer timeout 60 sockperf ping-pong --tcp -i "$H" -p 11111 -t 2 -m 64 > "$work/sp.out" || fail "sockperf ping-pong failed"
     grep -q "percentile 50.000" "$work/sp.out" || fail "sockperf ping-pong reported no latency"
+    # Every message of the measured run answered, none dropped or out of order.
+    counts=$(sed -n 's/.*\[Valid Duration\].*SentMessages=\([0-9]*\); ReceivedMessages=\([0-9]*\).*/\1 \2/p' "$work/sp.out")
+    read -r sent recvd <<<"$counts"
+    at_least "sockperf ping-pong messages answered" "${recvd:-none}" 1
+    [ "$recvd" -eq "$sent" ] || fail "sockperf ping-pong: $recvd answers to $sent messages"
+    grep -q "# dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0" "$work/sp.out" ||
+        { cat "$work/sp.out"; fail "sockperf ping-pong saw dropped, duplicated or reordered messages"; }
+    at_least "sockperf ping-pong: connections the PPE accepted" $(($(opens passive) - before)) 1
+    in0=$(stack_rx_bytes)
     peer timeout 60 sockperf throughput --tcp -i "$H" -p 11111 -t 2 -m 1024 > "$work/sp.out" || fail "sockperf throughput failed"
+    msgs=$(sed -n 's/.*Total of \([0-9]*\) messages sent.*/\1/p' "$work/sp.out")
+    at_least "sockperf throughput messages sent" "${msgs:-none}" 1
+    # They all went through the PPE: its stack received at least their bytes
+    # (eta-stat's counters are published every 250 ms).
+    carried_all() { [ $(($(stack_rx_bytes) - in0)) -ge $((msgs * 1024)) ]; }
+    wait_until 10 carried_all ||
+        fail "sockperf throughput: the PPE received $(($(stack_rx_bytes) - in0)) bytes, $msgs messages of 1024 were sent"
 fi
 
 if want redis; then
