@@ -28,6 +28,8 @@
 
 namespace mars {
 
+class CopyEngine;
+
 // IPv4 addresses and ports are in host byte order throughout this API.
 struct Endpoint {
     uint32_t ip = 0;
@@ -96,6 +98,12 @@ struct StackConfig {
     static constexpr uint32_t kMaxStrands = 64;
     uint32_t strands = 1;
     bool prefetch = false;
+    // Asynchronous receive copy offload (mars/copy.h): in-order payloads of
+    // at least copy_threshold bytes (frames whose checksum the NIC verified)
+    // go to this engine; nullptr: the core copies (today's path). The engine
+    // belongs to the caller and must outlive the stack.
+    CopyEngine *copy_engine = nullptr;
+    uint32_t copy_threshold = 256;
     TcpConfig tcp;
 };
 
@@ -199,6 +207,9 @@ struct StackStats {
     uint64_t strands;          // configured strands (1: run to completion)
     uint64_t strand_yields;    // stages a strand ended by yielding to another
     uint64_t prefetches;       // software prefetches issued on the receive path
+    // Asynchronous copies (StackConfig::copy_engine).
+    uint64_t copies_offloaded, copy_bytes_offloaded;
+    uint64_t copy_fallback_ring_full, copy_fallback_device_gone, copy_fallback_error, copy_fallback_stalled;
 };
 
 class Stack {
