@@ -59,7 +59,7 @@ const char *ppe_state(uint32_t s)
     X(fastpath_misses) X(lookup_cache_hits) X(lookup_cache_misses) X(tcp_active_opens) X(tcp_passive_opens)        \
     X(tcp_established) X(tcp_resets_in) X(tcp_resets_out) X(tcp_retransmits) X(tcp_fast_retransmits)              \
     X(tcp_timeouts) X(tcp_syncookies_sent) X(tcp_syncookies_ok) X(tcp_challenge_acks) X(tcp_ooo_segments)          \
-    X(conns_open) X(ooo_frames_used)
+    X(conns_open) X(ooo_frames_used) X(strands) X(strand_yields) X(prefetches)
 
 struct Snapshot {
     Header h;
@@ -279,6 +279,9 @@ void print_text(const Snapshot &s, bool conns)
             DROP_FIELDS(D)
 #undef D
             std::printf("  drops:%s\n", drops.empty() ? " none" : drops.c_str());
+            std::printf("  receive pipeline: strands %" PRIu64 "%s  yields %" PRIu64 "  prefetches %" PRIu64
+                        "  copy engine cpu\n",
+                        st.strands, st.strands <= 1 ? " (run to completion)" : "", st.strand_yields, st.prefetches);
         }
     }
     std::printf("\napps: %zu\n", s.apps.size());
