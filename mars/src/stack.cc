@@ -858,4 +858,13 @@ int StackImpl::set_receive_pipeline(uint32_t strands, bool prefetch)
     return 0;
 }
 
+void StackImpl::set_copy_engine(CopyEngine *engine, uint32_t threshold)
+{
+    if (copies_in_flight()) reap_copies(true);
+    flush_rx_done();
+    cfg_.copy_engine = copy_ = engine;
+    cfg_.copy_threshold = copy_threshold_ = threshold;
+    if (copy_ && pending_.empty()) pending_.resize(kMaxPendingCopies); // setup, not the packet path
+}
+
 } // namespace mars

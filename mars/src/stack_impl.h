@@ -191,6 +191,7 @@ class StackImpl final : public Stack {
     const StackStats &stats() const override { return stats_; }
     void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, void *), void *arg) const override;
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
+    void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
     // ---- net.cc ----------------------------------------------------------
     void input_frame(PacketRef &f);

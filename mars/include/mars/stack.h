@@ -273,6 +273,9 @@ class Stack {
     // Changes StackConfig::strands / prefetch between bursts (ablation,
     // tuning). -EINVAL when strands is not 1..kMaxStrands.
     virtual int set_receive_pipeline(uint32_t strands, bool prefetch) = 0;
+    // Changes StackConfig::copy_engine / copy_threshold between bursts (every
+    // copy in flight on the old engine lands first). nullptr: core copies.
+    virtual void set_copy_engine(CopyEngine *engine, uint32_t threshold) = 0;
     // Visits every socket (for eta-stat's connection table).
     virtual void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t user, void *arg),
                                  void *arg) const = 0;

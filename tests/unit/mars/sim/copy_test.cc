@@ -175,6 +175,23 @@ TEST(StackCopyEngine, StalledDeviceIsTakenOverWhenTheStackMustDrain)
     EXPECT_EQ(f.readable(), std::vector<uint8_t>{});
 }
 
+TEST(StackCopyEngine, SwitchingEnginesLandsCopiesInFlight)
+{
+    Fixture f(64, 1000);
+    f.peer->input_burst({f.seg(0, 300)}, kNicChecked);
+    EXPECT_EQ(f.engine.outstanding(), 1u);
+    CpuCopyEngine cpu;
+    f.st().set_copy_engine(&cpu, 1);
+    EXPECT_EQ(f.engine.outstanding(), 0u) << "the old engine's copy landed before the switch";
+    SockInfo in{};
+    f.st().info(f.c.sock, &in);
+    EXPECT_EQ(in.rx_readable, 300u);
+    f.peer->input_burst({f.seg(1, 300)}, kNicChecked);
+    f.st().set_copy_engine(nullptr, 0);
+    f.peer->input_burst({f.seg(2, 300)}, kNicChecked);
+    EXPECT_EQ(f.readable(), f.want);
+}
+
 TEST(StackCopyEngine, CloseAndDestroyWaitForCopies)
 {
     Fixture f(64, 1000);
