@@ -27,6 +27,9 @@ uint32_t load_be32(const void *p)
 
 void StackImpl::input_frame(PacketRef &f)
 {
+    // The full path may read or write any receive ring: asynchronous copies
+    // land first (mars/copy.h).
+    if (copies_in_flight()) reap_copies(true);
     if (f.len < kEthLen || !f.data) {
         stats_.drop_eth++;
         release(f);

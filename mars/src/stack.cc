@@ -41,6 +41,7 @@ StackImpl::~StackImpl()
 {
     // Give every buffer back: frames waiting for ARP or in the transmit
     // burst, out-of-order frames, ring memory.
+    if (copies_in_flight()) reap_copies(true);
     flush_rx_done();
     for (auto &p : arp_pending_) release(p.frame);
     if (tx_n_) io_.release(tx_burst_, tx_n_);
@@ -77,6 +78,9 @@ bool StackImpl::init(std::string *error)
         return fail("strands must be 1..64 (1: run every frame to completion)");
     stats_.strands = strands_ = c.strands;
     prefetch_ = c.prefetch;
+    copy_ = c.copy_engine;
+    copy_threshold_ = c.copy_threshold;
+    if (copy_) pending_.resize(kMaxPendingCopies);
 
     std::memcpy(&wire_mac_lo_, c.mac.b, 4);
     std::memcpy(&wire_mac_hi_, c.mac.b + 4, 2);
@@ -197,6 +201,7 @@ bool StackImpl::attach_rings(Sock &s, uint64_t user)
 void StackImpl::release_rings(Sock &s)
 {
     if (!(s.flags & kFHasRings)) return;
+    if (s.rx_inflight) reap_copies(true); // no engine may write into memory handed back
     s.flags &= ~kFHasRings;
     buffers_.reclaim(s.user, s.mem);
     s.mem = RingMemory{};
@@ -453,6 +458,7 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
 
 int StackImpl::shutdown(SockId id, bool rd, bool wr)
 {
+    if (copies_in_flight()) reap_copies(true); // the socket's bytes land before it changes
     Sock *s = lookup_id(id);
     if (!s) return -EBADF;
     if (s->state == TcpState::kListen || s->state == TcpState::kClosed) {
@@ -471,6 +477,7 @@ int StackImpl::shutdown(SockId id, bool rd, bool wr)
 
 int StackImpl::close(SockId id)
 {
+    if (copies_in_flight()) reap_copies(true); // the socket's bytes land before it changes
     Sock *s = lookup_id(id);
     if (!s) return -EBADF;
     if (s->flags & kFUserClosed) return -EBADF;
@@ -506,6 +513,7 @@ int StackImpl::close(SockId id)
 
 int StackImpl::abort(SockId id)
 {
+    if (copies_in_flight()) reap_copies(true); // the socket's bytes land before it changes
     Sock *s = lookup_id(id);
     if (!s) return -EBADF;
     s->flags |= kFUserClosed;
@@ -818,6 +826,10 @@ int64_t StackImpl::recv(SockId id, void *data, size_t len)
 void StackImpl::poll(uint64_t now_ns)
 {
     if (now_ns > now_ns_) now_ns_ = now_ns;
+    if (copies_in_flight()) {
+        reap_copies(false);
+        flush_rx_done();
+    }
     wheel_.advance(now_ns_, [this](Timer *t) { timer_fire(t); });
     if (now_ns_ >= arp_next_expire_ns_) arp_expire();
     flush_output();
@@ -844,6 +856,15 @@ int StackImpl::set_receive_pipeline(uint32_t strands, bool prefetch)
     stats_.strands = strands_ = strands;
     prefetch_ = prefetch;
     return 0;
+}
+
+void StackImpl::set_copy_engine(CopyEngine *engine, uint32_t threshold)
+{
+    if (copies_in_flight()) reap_copies(true);
+    flush_rx_done();
+    cfg_.copy_engine = copy_ = engine;
+    cfg_.copy_threshold = copy_threshold_ = threshold;
+    if (copy_ && pending_.empty()) pending_.resize(kMaxPendingCopies); // setup, not the packet path
 }
 
 } // namespace mars

@@ -23,6 +23,7 @@
 #include "timer_wheel.h"
 #include "wire.h"
 
+#include <mars/copy.h>
 #include <mars/stack.h>
 
 #include <cerrno>
@@ -76,6 +77,7 @@ struct Sock {
     uint32_t ts_recent = 0;
     uint8_t *rx = nullptr;
     uint32_t rx_mask = 0, rx_head = 0, rx_tail = 0; // free-running positions
+    uint32_t rx_inflight = 0; // bytes past rx_tail a copy engine is still writing
     uint8_t *tx = nullptr;
     uint32_t tx_mask = 0, tx_head = 0, tx_tail = 0; // tx position of data seq s: s - iss - 1
     uint32_t irs = 0, iss = 0;
@@ -134,7 +136,7 @@ struct Sock {
     uint64_t total_retransmits = 0, bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
 
     uint32_t rx_readable() const { return rx_tail - rx_head; }
-    uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() : 0; }
+    uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() - rx_inflight : 0; }
     uint32_t tx_queued() const { return tx_tail - tx_head; }
     uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - tx_queued() : 0; }
     uint32_t in_flight() const { return snd_max - snd_una; }
@@ -189,6 +191,7 @@ class StackImpl final : public Stack {
     const StackStats &stats() const override { return stats_; }
     void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, void *), void *arg) const override;
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
+    void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
     // ---- net.cc ----------------------------------------------------------
     void input_frame(PacketRef &f);
@@ -220,13 +223,18 @@ class StackImpl final : public Stack {
     // ---- tcp_in.cc -------------------------------------------------------
     // Header prediction straight from the frame for the last flow seen;
     // false: not predicted, the frame goes through input_frame().
-    bool tcp_express(PacketRef &f);
+    // kAsyncCopy (here and below): in-order payloads go to the copy engine
+    // (StackConfig::copy_engine); false is the plain path, which the full
+    // path also takes once every copy has landed.
+    template <bool kAsyncCopy> __attribute__((always_inline)) bool tcp_express(PacketRef &f);
     // The express checks and fast path for a frame of connection s (found by
     // the last-flow cache or by a strand's lookup).
-    bool tcp_express_on(PacketRef &f, Sock &s);
-    // input() with several frames in flight (strands.h) or with prefetching.
-    void input_strands(PacketRef *frames, uint16_t n);
-    void input_prefetch_ahead(PacketRef *frames, uint16_t n);
+    template <bool kAsyncCopy> __attribute__((always_inline)) bool tcp_express_on(PacketRef &f, Sock &s);
+    // input()'s per-frame work: run to completion, or with several frames in
+    // flight (strands.h), or with prefetching.
+    template <bool kAsyncCopy> __attribute__((always_inline)) void input_burst(PacketRef *frames, uint16_t n);
+    template <bool kAsyncCopy> void input_strands(PacketRef *frames, uint16_t n);
+    template <bool kAsyncCopy> void input_prefetch_ahead(PacketRef *frames, uint16_t n);
     // The 4-tuple hash of a TCP/IPv4 frame without IP options; false for any
     // other frame (the demux decides what it is).
     bool frame_flow(const PacketRef &f, FlowKey *key) const;
@@ -244,7 +252,8 @@ class StackImpl final : public Stack {
         rx_done_n_ = 0;
     }
     void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
-    bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff, const uint8_t *payload,
+    template <bool kAsyncCopy>
+    __attribute__((always_inline)) bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff, const uint8_t *payload,
                        uint32_t len, uint32_t src_ip);
     void tcp_listen_input(Sock &l, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
                           const TcpOptions &opt, uint32_t len);
@@ -256,6 +265,18 @@ class StackImpl final : public Stack {
     void tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
     void tcp_fin(Sock &s);
     uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
+    // ---- copy.cc: asynchronous receive copies (mars/copy.h) --------------
+    // Takes an in-order payload for the copy engine (or, behind earlier
+    // copies of the socket still in flight, copies it now but keeps it
+    // invisible until they complete). False: not taken, copy it at once.
+    bool rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t len);
+    // Rings the doorbell, applies completions in order (bytes visible,
+    // readable event, frame released). wait: until nothing is in flight
+    // (before the slow path, a close, or the rings going back), with a
+    // bound after which the core redoes what the engine did not finish.
+    void reap_copies(bool wait);
+    void count_fallback(CopyFallback why);
+    bool copies_in_flight() const { return pending_head_ != pending_tail_ || doorbell_due_; }
     void time_wait_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, bool *reopen);
     void rtt_sample(Sock &s, uint64_t rtt_ns);
     void established(Sock &s);
@@ -362,6 +383,22 @@ class StackImpl final : public Stack {
     // our MAC and IPv4 address as they appear in frames
     uint32_t wire_mac_lo_ = 0, wire_ip_ = 0;
     uint16_t wire_mac_hi_ = 0;
+
+    // asynchronous copies (StackConfig::copy_engine), oldest first, in a
+    // ring indexed by marker (the submission sequence number)
+    struct PendingCopy {
+        PacketRef frame;       // released when the copy completes
+        const uint8_t *src;    // the payload in frame, for a redo by the core
+        uint32_t sock, gen;    // whose ring
+        uint32_t off, len;     // where in the ring (off: ring offset)
+        bool done, ok;
+    };
+    static constexpr uint32_t kMaxPendingCopies = 1024;
+    CopyEngine *copy_ = nullptr;
+    uint32_t copy_threshold_ = 0;
+    std::vector<PendingCopy> pending_;
+    uint64_t pending_head_ = 0, pending_tail_ = 0; // markers
+    bool doorbell_due_ = false;
 
     // receive pipeline (StackConfig::strands / prefetch)
     uint32_t strands_ = 1;

@@ -61,30 +61,12 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
 {
     if (now_ns > now_ns_) now_ns_ = now_ns;
     stats_.rx_frames += n;
-    if (strands_ > 1 || prefetch_) {
-        // Frames of the flow in the last-flow cache have no memory wait to
-        // hide: they run to completion until the first frame that is not
-        // predicted there; the pipeline takes the rest of the burst.
-        uint16_t i = 0;
-        for (; i < n; i++) {
-            const uint16_t len = frames[i].len;
-            if (!tcp_express(frames[i])) break;
-            stats_.rx_bytes += len;
-        }
-        if (i < n) {
-            if (strands_ > 1) {
-                input_strands(frames + i, uint16_t(n - i));
-            } else {
-                input_prefetch_ahead(frames + i, uint16_t(n - i));
-            }
-        }
+    if (copy_) {
+        input_burst<true>(frames, n);
     } else {
-        for (uint16_t i = 0; i < n; i++) {
-            PacketRef &f = frames[i];
-            stats_.rx_bytes += f.len;
-            if (!tcp_express(f)) input_frame(f);
-        }
+        input_burst<false>(frames, n);
     }
+    if (copies_in_flight()) reap_copies(false); // the burst's copies start; earlier ones may be done
     flush_rx_done();
     // The flow table counts its last-flow cache; publish once per burst.
     stats_.lookup_cache_hits = flows_.cache_hits;
@@ -92,6 +74,36 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
     // ACKs and data the burst made due go out together.
     flush_output();
     flush_tx();
+}
+
+// The per-frame loops; kAsyncCopy: in-order payloads go to the copy engine.
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *frames, uint16_t n)
+{
+    if (strands_ > 1 || prefetch_) {
+        // Frames of the flow in the last-flow cache have no memory wait to
+        // hide: they run to completion until the first frame that is not
+        // predicted there; the pipeline takes the rest of the burst.
+        uint16_t i = 0;
+        for (; i < n; i++) {
+            const uint16_t len = frames[i].len;
+            if (!tcp_express<kAsyncCopy>(frames[i])) break;
+            stats_.rx_bytes += len;
+        }
+        if (i < n) {
+            if (strands_ > 1) {
+                input_strands<kAsyncCopy>(frames + i, uint16_t(n - i));
+            } else {
+                input_prefetch_ahead<kAsyncCopy>(frames + i, uint16_t(n - i));
+            }
+        }
+    } else {
+        for (uint16_t i = 0; i < n; i++) {
+            PacketRef &f = frames[i];
+            stats_.rx_bytes += f.len;
+            if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
+        }
+    }
 }
 
 bool StackImpl::frame_flow(const PacketRef &f, FlowKey *key) const
@@ -134,6 +146,7 @@ constexpr uint64_t kConnPrefetches = 8;
 // still be in the table, and the express path compares the frame's 4-tuple
 // and state against the connection itself, so an older frame of the burst
 // that closed or replaced it only sends this frame to the full path.
+template <bool kAsyncCopy>
 void StackImpl::input_strands(PacketRef *frames, uint16_t n)
 {
     struct Ops {
@@ -192,7 +205,7 @@ void StackImpl::input_strands(PacketRef *frames, uint16_t n)
             PacketRef &f = frames[item];
             st.stats_.rx_bytes += f.len;
             FlowNode *node = x.node;
-            if (node && node->linked && st.tcp_express_on(f, *sock_of(node))) {
+            if (node && node->linked && st.template tcp_express_on<kAsyncCopy>(f, *sock_of(node))) {
                 // What the last-flow cache and the table would have counted.
                 if (node == st.flows_.cached()) {
                     st.flows_.cache_hits++;
@@ -215,6 +228,7 @@ void StackImpl::input_strands(PacketRef *frames, uint16_t n)
 // Prefetching without strands: run to completion, but while frame i is
 // processed the flow-table bucket of frame i+1 and the headers of frame i+2
 // are already on their way.
+template <bool kAsyncCopy>
 void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
 {
     uint64_t prefetches = 0;
@@ -230,7 +244,7 @@ void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
         }
         PacketRef &f = frames[i];
         stats_.rx_bytes += f.len;
-        if (!tcp_express(f)) input_frame(f);
+        if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
     }
     stats_.prefetches += prefetches;
 }
@@ -248,14 +262,16 @@ void StackImpl::link_flow(Sock &s, const FlowKey &key)
 // bytes as loaded (no byte swapping, no per-layer calls), then the prediction
 // proper. Any doubt returns false and the frame takes the full path, which
 // repeats the checks and counts what it drops.
+template <bool kAsyncCopy>
 __attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
 {
     const FlowNode *node = flows_.cached();
-    if (!node || !tcp_express_on(f, *sock_of(const_cast<FlowNode *>(node)))) return false;
+    if (!node || !tcp_express_on<kAsyncCopy>(f, *sock_of(const_cast<FlowNode *>(node)))) return false;
     flows_.cache_hits++;
     return true;
 }
 
+template <bool kAsyncCopy>
 __attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &f, Sock &s)
 {
     const uint8_t *d = f.data;
@@ -281,7 +297,8 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &
         (s.flags & (kFInRecovery | kFRtoRecovery | kFRdShut | kFHasRings)) != kFHasRings || !s.sack.empty() ||
         !s.ooo.empty())
         return false;
-    if (!tcp_fast_path(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src))) return false;
+    if (!tcp_fast_path<kAsyncCopy>(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src)))
+        return false;
     stats_.fastpath_hits++;
     return true;
 }
@@ -315,7 +332,8 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
             s->snd_nxt == s->snd_max && uint32_t(be16(th->win)) << s->snd_wscale == s->snd_wnd &&
             (s->flags & (kFInRecovery | kFRtoRecovery | kFRdShut | kFHasRings)) == kFHasRings && s->sack.empty() &&
             s->ooo.empty()) {
-            if (tcp_fast_path(*s, f, th, doff, payload, plen, src)) {
+            // (input_frame let every asynchronous copy land: the plain path)
+            if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
                 stats_.fastpath_hits++;
                 return;
             }
@@ -383,6 +401,7 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
 // options layout, window and recovery). Returns false to send the segment on
 // through the full rules; true once the frame is consumed (queued, or dropped
 // for a bad checksum).
+template <bool kAsyncCopy>
 __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th,
                                                                     unsigned doff, const uint8_t *payload,
                                                                     uint32_t len, uint32_t src_ip)
@@ -434,27 +453,51 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
         return true;
     }
     // In-order data that fits, acking nothing new.
-    // (the caller checked kFHasRings: rx_free() without its test)
-    if (ack != s.snd_una || len > s.rcv_adv - s.rcv_nxt || len > s.rx_mask + 1 - s.rx_readable()) return false;
-    const uint32_t off = s.rx_tail & s.rx_mask;
-    const uint32_t first = std::min(len, s.rx_mask + 1 - off);
-    if (csum_done) {
-        std::memcpy(s.rx + off, payload, first);
-        if (len > first) std::memcpy(s.rx, payload + first, len - first);
-    } else {
-        // Copy into free ring space and sum in the same pass; the bytes only
-        // become readable (rx_tail) once the checksum holds.
-        uint32_t c = csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
-        c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
-        if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
-        if (!csum_ok(c)) {
+    if (ack != s.snd_una || len > s.rcv_adv - s.rcv_nxt) return false;
+    bool deferred = false;
+    if constexpr (kAsyncCopy) {
+        // Through the copy engine (copy.cc): the checksum, where the NIC did
+        // not verify it, is checked before any byte can be delivered; the
+        // bytes become visible when the copy completes, after those of
+        // earlier deliveries.
+        if (len > s.rx_free()) return false;
+        if (!csum_done &&
+            !csum_ok(csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff + len))) {
             stats_.drop_tcp_csum++;
             release(f);
             return true;
         }
+        deferred = rx_copy(s, f, payload, len);
+        if (!deferred) {
+            const uint32_t off = s.rx_tail & s.rx_mask;
+            const uint32_t first = std::min(len, s.rx_mask + 1 - off);
+            std::memcpy(s.rx + off, payload, first);
+            if (len > first) std::memcpy(s.rx, payload + first, len - first);
+        }
+    } else {
+        // (the caller checked kFHasRings: rx_free() without its test; no
+        // copies are in flight on this path)
+        if (len > s.rx_mask + 1 - s.rx_readable()) return false;
+        const uint32_t off = s.rx_tail & s.rx_mask;
+        const uint32_t first = std::min(len, s.rx_mask + 1 - off);
+        if (csum_done) {
+            std::memcpy(s.rx + off, payload, first);
+            if (len > first) std::memcpy(s.rx, payload + first, len - first);
+        } else {
+            // Copy into free ring space and sum in the same pass; the bytes only
+            // become readable (rx_tail) once the checksum holds.
+            uint32_t c = csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+            c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
+            if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
+            if (!csum_ok(c)) {
+                stats_.drop_tcp_csum++;
+                release(f);
+                return true;
+            }
+        }
     }
     s.snd_wl1 = s.rcv_nxt;
-    s.rx_tail += len;
+    if (!deferred) s.rx_tail += len;
     s.rcv_nxt += len;
     s.bytes_in += len;
     s.segs_in++;
@@ -463,7 +506,6 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
         s.ts_recent = tsval;
         s.ts_recent_ns = now_ns_;
     }
-    raise(s, kEvReadable);
     // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
     // timer. Segments of one burst share the ACK sent at its end.
     if (++s.segs_unacked >= 2) {
@@ -471,6 +513,8 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     } else if (!TimerWheel::armed(&s.delack_timer)) {
         wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
     }
+    if (deferred) return true; // readable and released at completion
+    raise(s, kEvReadable);
     release_rx(f);
     return true;
 }

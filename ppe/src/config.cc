@@ -337,7 +337,9 @@ void parse_engine(Section &e, Config *c)
     c->spin_us = uint32_t(e.integer("spin_us", c->spin_us, 0, 10'000'000));
     c->max_sleep_us = uint32_t(e.integer("max_sleep_us", c->max_sleep_us, 10, 100'000));
     c->burst = uint32_t(e.integer("burst", c->burst, 1, 256));
-    e.reject_unknown("cores, idle, spin_us, max_sleep_us, burst");
+    c->strands = uint32_t(e.integer("strands", c->strands, 1, mars::StackConfig::kMaxStrands));
+    c->prefetch = e.boolean("prefetch", c->prefetch);
+    e.reject_unknown("cores, idle, spin_us, max_sleep_us, burst, strands, prefetch");
 }
 
 void parse_dpdk(Section &d, Config *c)

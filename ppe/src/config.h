@@ -69,6 +69,11 @@ struct Config {
     uint32_t spin_us = 200;         // adaptive: busy-poll this long after the last work
     uint32_t max_sleep_us = 5000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
     uint32_t burst = 32;            // rx/tx burst size
+    // Receive latency hiding in each engine's MARS stacks (mars/README.md,
+    // "Strands"): frames of a burst in flight (1: run to completion) and
+    // software prefetching. Defaults from benchmarks/README.md's ablation.
+    uint32_t strands = 16;
+    bool prefetch = true;
 
     // [dpdk]
     MemoryMode memory = MemoryMode::kAuto;

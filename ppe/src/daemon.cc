@@ -203,7 +203,7 @@ void reload(Config &live, const std::string &path)
     };
     if (cores_text(next) != cores_text(live)) restart.push_back("engine.cores");
     if (next.idle != live.idle || next.spin_us != live.spin_us || next.max_sleep_us != live.max_sleep_us ||
-        next.burst != live.burst)
+        next.burst != live.burst || next.strands != live.strands || next.prefetch != live.prefetch)
         restart.push_back("[engine]");
     if (next.memory != live.memory || next.memory_mb != live.memory_mb || next.file_prefix != live.file_prefix ||
         next.eal_args != live.eal_args)

@@ -195,6 +195,8 @@ bool Engine::setup(std::string *error)
             sc.steer_arg = &port;
         }
         sc.tcp = config_.tcp;
+        sc.strands = config_.strands;
+        sc.prefetch = config_.prefetch;
         std::string serr;
         auto stack = mars::Stack::create(sc, *ios_.back(), buffers_, &serr);
         if (!stack) {

@@ -59,7 +59,9 @@ const char *ppe_state(uint32_t s)
     X(fastpath_misses) X(lookup_cache_hits) X(lookup_cache_misses) X(tcp_active_opens) X(tcp_passive_opens)        \
     X(tcp_established) X(tcp_resets_in) X(tcp_resets_out) X(tcp_retransmits) X(tcp_fast_retransmits)              \
     X(tcp_timeouts) X(tcp_syncookies_sent) X(tcp_syncookies_ok) X(tcp_challenge_acks) X(tcp_ooo_segments)          \
-    X(conns_open) X(ooo_frames_used)
+    X(conns_open) X(ooo_frames_used) X(strands) X(strand_yields) X(prefetches) X(copies_offloaded)                 \
+    X(copy_bytes_offloaded) X(copy_fallback_ring_full) X(copy_fallback_device_gone) X(copy_fallback_error)           \
+    X(copy_fallback_stalled)
 
 struct Snapshot {
     Header h;
@@ -279,6 +281,13 @@ void print_text(const Snapshot &s, bool conns)
             DROP_FIELDS(D)
 #undef D
             std::printf("  drops:%s\n", drops.empty() ? " none" : drops.c_str());
+            std::printf("  receive pipeline: strands %" PRIu64 "%s  yields %" PRIu64 "  prefetches %" PRIu64
+                        "\n  copy engine: none, the core copies (eta-ppe has no [copy] engine yet); offloaded %" PRIu64
+                        " copies, %" PRIu64 " bytes; fallbacks ring_full %" PRIu64 " device_gone %" PRIu64
+                        " error %" PRIu64 " stalled %" PRIu64 "\n",
+                        st.strands, st.strands <= 1 ? " (run to completion)" : "", st.strand_yields, st.prefetches,
+                        st.copies_offloaded, st.copy_bytes_offloaded, st.copy_fallback_ring_full,
+                        st.copy_fallback_device_gone, st.copy_fallback_error, st.copy_fallback_stalled);
         }
     }
     std::printf("\napps: %zu\n", s.apps.size());

@@ -28,6 +28,8 @@
 
 namespace mars {
 
+class CopyEngine;
+
 // IPv4 addresses and ports are in host byte order throughout this API.
 struct Endpoint {
     uint32_t ip = 0;
@@ -96,6 +98,12 @@ struct StackConfig {
     static constexpr uint32_t kMaxStrands = 64;
     uint32_t strands = 1;
     bool prefetch = false;
+    // Asynchronous receive copy offload (mars/copy.h): in-order payloads of
+    // at least copy_threshold bytes (frames whose checksum the NIC verified)
+    // go to this engine; nullptr: the core copies (today's path). The engine
+    // belongs to the caller and must outlive the stack.
+    CopyEngine *copy_engine = nullptr;
+    uint32_t copy_threshold = 256;
     TcpConfig tcp;
 };
 
@@ -199,6 +207,9 @@ struct StackStats {
     uint64_t strands;          // configured strands (1: run to completion)
     uint64_t strand_yields;    // stages a strand ended by yielding to another
     uint64_t prefetches;       // software prefetches issued on the receive path
+    // Asynchronous copies (StackConfig::copy_engine).
+    uint64_t copies_offloaded, copy_bytes_offloaded;
+    uint64_t copy_fallback_ring_full, copy_fallback_device_gone, copy_fallback_error, copy_fallback_stalled;
 };
 
 class Stack {
@@ -262,6 +273,9 @@ class Stack {
     // Changes StackConfig::strands / prefetch between bursts (ablation,
     // tuning). -EINVAL when strands is not 1..kMaxStrands.
     virtual int set_receive_pipeline(uint32_t strands, bool prefetch) = 0;
+    // Changes StackConfig::copy_engine / copy_threshold between bursts (every
+    // copy in flight on the old engine lands first). nullptr: core copies.
+    virtual void set_copy_engine(CopyEngine *engine, uint32_t threshold) = 0;
     // Visits every socket (for eta-stat's connection table).
     virtual void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t user, void *arg),
                                  void *arg) const = 0;

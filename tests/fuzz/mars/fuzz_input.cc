@@ -17,9 +17,13 @@ using sim::RawPeer;
 
 constexpr uint64_t kMs = 1'000'000;
 
-RawPeer::Options fuzz_options()
+// strands > 1: the receive pipeline (mars/src/strands.h) with prefetching,
+// and frames reach the stack in bursts (see run_one).
+RawPeer::Options fuzz_options(uint32_t strands = 1)
 {
     RawPeer::Options o;
+    o.stack.strands = strands;
+    o.stack.prefetch = strands > 1;
     o.stack.max_sockets = 32;
     o.stack.ooo_pool_frames = 64;
     o.stack.ooo_frames_per_conn = 16;
@@ -71,7 +75,8 @@ void aim(std::vector<uint8_t> &f, const RawPeer &peer, uint16_t peer_port, uint1
 }
 
 struct World {
-    RawPeer peer{fuzz_options()};
+    explicit World(uint32_t strands) : peer(fuzz_options(strands)) {}
+    RawPeer peer;
     SockId listener = kNoSock;
     RawPeer::Conn est, syn_sent;
     std::vector<SockId> accepted;
@@ -140,8 +145,24 @@ void add_record(std::vector<uint8_t> *input, uint8_t ctl, const std::vector<uint
 
 int run_one(const uint8_t *data, size_t size)
 {
-    World w;
+    // Inputs of odd length run the strand pipeline: their frames go to the
+    // stack in bursts of up to 8, cut at a record that advances time or lets
+    // the application act; even ones run each frame to completion, one by one.
+    const bool strands = size & 1;
+    World w(strands ? 4 : 1);
     if (!w.setup()) invariant_broken("fixture setup failed", 0, 0);
+    std::vector<std::vector<uint8_t>> burst;
+    uint32_t burst_flags = 0;
+    auto deliver = [&]() {
+        if (burst.empty()) return;
+        w.peer.input_burst(burst, burst_flags);
+        burst.clear();
+        w.peer.poll();
+        w.observe();
+        const StackStats &st = w.peer.stack().stats();
+        if (st.ooo_frames_used > fuzz_options().stack.ooo_pool_frames)
+            invariant_broken("anonymous pool over its size", st.ooo_frames_used, fuzz_options().stack.ooo_pool_frames);
+    };
     size_t i = 0;
     for (int records = 0; i + 3 <= size && records < 256; records++) {
         uint8_t ctl = data[i];
@@ -150,7 +171,10 @@ int run_one(const uint8_t *data, size_t size)
         if (len > size - i) len = size - i;
         std::vector<uint8_t> f(data + i, data + i + len);
         i += len;
-        if (ctl & kAdvanceTime) w.peer.advance(250 * kMs);
+        if (ctl & kAdvanceTime) {
+            deliver();
+            w.peer.advance(250 * kMs);
+        }
         if (ctl & kAimEstablished) {
             aim(f, w.peer, w.est.peer_port, w.est.stack_port, w.est.peer_nxt, w.est.stack_nxt);
         } else if (ctl & kAimSynSent) {
@@ -160,14 +184,14 @@ int run_one(const uint8_t *data, size_t size)
         }
         if (ctl & kFixIpCsum) sim::fix_ip_checksum(f.data(), f.size());
         if (ctl & kFixL4Csum) sim::fix_l4_checksum(f.data(), f.size());
-        w.peer.input_only({f}, (ctl & kMarkCsumGood) ? (kRxIpCsumGood | kRxL4CsumGood) : 0);
-        w.peer.poll();
+        const uint32_t flags = (ctl & kMarkCsumGood) ? (kRxIpCsumGood | kRxL4CsumGood) : 0;
+        if (!burst.empty() && flags != burst_flags) deliver(); // one flag set per burst
+        burst_flags = flags;
+        burst.push_back(std::move(f));
+        if (!strands || burst.size() == 8 || (ctl & kAppActs)) deliver();
         if (ctl & kAppActs) w.app_acts();
-        w.observe();
-        const StackStats &st = w.peer.stack().stats();
-        if (st.ooo_frames_used > fuzz_options().stack.ooo_pool_frames)
-            invariant_broken("anonymous pool over its size", st.ooo_frames_used, fuzz_options().stack.ooo_pool_frames);
     }
+    deliver();
     // Let timers run (retransmissions, TIME-WAIT, keepalive), then tear down.
     w.peer.advance(3000 * kMs);
     w.peer.take();
@@ -182,7 +206,7 @@ int run_one(const uint8_t *data, size_t size)
 std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
 {
     using namespace sim;
-    World w;
+    World w(1);
     if (!w.setup()) invariant_broken("fixture setup failed", 0, 0);
     std::vector<std::pair<std::string, std::vector<uint8_t>>> seeds;
     const uint8_t fix = kFixIpCsum | kFixL4Csum;

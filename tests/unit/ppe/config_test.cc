@@ -53,6 +53,17 @@ TEST(PpeConfig, MinimalConfigTakesDefaults)
     EXPECT_EQ(c.socket, "/run/eta/ppe.sock");
     EXPECT_EQ(c.stats_path(), "/run/eta/ppe.sock.stats");
     EXPECT_EQ(c.memory, ppe::MemoryMode::kAuto);
+    EXPECT_EQ(c.strands, 16u) << "the default the ablation chose (benchmarks/README.md)";
+    EXPECT_TRUE(c.prefetch);
+}
+
+TEST(PpeConfig, EngineStrandsAndPrefetch)
+{
+    Config c = parse_ok("[engine]\nstrands = 1\nprefetch = false\n" + std::string(kPort));
+    EXPECT_EQ(c.strands, 1u) << "run to completion";
+    EXPECT_FALSE(c.prefetch);
+    c = parse_ok("[engine]\nstrands = 64\n" + std::string(kPort));
+    EXPECT_EQ(c.strands, 64u);
 }
 
 TEST(PpeConfig, FullConfigMapsOntoTcpConfig)
@@ -172,6 +183,10 @@ const BadCase kBad[] = {
     {"socket_relative", with_port("[control]\nsocket = \"ppe.sock\"\n"), {"control.socket", "not an absolute path"}},
     {"socket_too_long", with_port("[control]\nsocket = \"/" + std::string(120, 'a') + "\"\n"), {"control.socket", "longer than"}},
     {"bad_log_level", with_port("[log]\nlevel = \"verbose\"\n"), {"log.level", "\"error\", \"warn\", \"info\", \"debug\""}},
+    {"strands_zero", with_port("[engine]\nstrands = 0\n"), {"test.toml:2", "engine.strands", "out of range", "allowed 1 to 64"}},
+    {"strands_too_many", with_port("[engine]\nstrands = 65\n"), {"engine.strands", "allowed 1 to 64"}},
+    {"strands_not_int", with_port("[engine]\nstrands = \"8\"\n"), {"engine.strands", "expected an integer"}},
+    {"prefetch_not_bool", with_port("[engine]\nprefetch = 1\n"), {"engine.prefetch", "expected true or false"}},
     {"section_wrong_type", with_port("engine = 5\n"), {"engine", "expected a table"}},
 };
 

@@ -3,11 +3,14 @@
 // wire, pools and frame tools build and self-test without the stack.
 #include "sim_wire.h"
 
+#include "copy_engines.h"
 #include "frame.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -16,8 +19,9 @@ namespace mars::sim {
 namespace {
 
 // The receive pipeline the suites run with: meson registers each sim suite
-// again with MARS_TEST_STRANDS / MARS_TEST_PREFETCH set, so the same
-// byte-exact and conformance checks cover the strand path.
+// again with MARS_TEST_STRANDS / MARS_TEST_PREFETCH / MARS_TEST_COPY set, so
+// the same byte-exact and conformance checks cover the strand path and the
+// asynchronous copy path.
 void apply_pipeline_env(StackConfig &c)
 {
     if (const char *v = std::getenv("MARS_TEST_STRANDS")) {
@@ -28,6 +32,15 @@ void apply_pipeline_env(StackConfig &c)
         c.strands = uint32_t(n);
     }
     if (const char *v = std::getenv("MARS_TEST_PREFETCH")) c.prefetch = std::string(v) == "1";
+    // MARS_TEST_COPY=deferred: every stack copies received payload through a
+    // copy engine that completes a poll later (threshold 1 byte: all of it).
+    if (const char *v = std::getenv("MARS_TEST_COPY")) {
+        if (std::string(v) != "deferred") throw std::invalid_argument("MARS_TEST_COPY must be \"deferred\"");
+        static std::vector<std::unique_ptr<DeferredCopyEngine>> engines; // outlive every stack of the process
+        engines.push_back(std::make_unique<DeferredCopyEngine>(64, 1));
+        c.copy_engine = engines.back().get();
+        c.copy_threshold = 1;
+    }
 }
 
 } // namespace

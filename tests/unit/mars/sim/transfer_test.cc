@@ -150,6 +150,9 @@ TEST_P(Transfer, BothDirectionsByteExact)
         if (net.config(h).prefetch) {
             EXPECT_GT(st.prefetches, 0u) << "host " << h;
         }
+        if (net.config(h).copy_engine) {
+            EXPECT_GT(st.copies_offloaded, 0u) << "host " << h;
+        }
     }
     EXPECT_EQ(net.pool().in_use(), 0u) << "frames held after every connection closed";
     EXPECT_EQ(net.pool().bad_releases(), 0u);
