@@ -235,9 +235,9 @@ def bench_mars(ctx, res):
     binary = os.path.join(ctx.build, "benchmarks/mars/mars_bench")
     if not os.path.exists(binary):
         raise Failed(f"{binary} is not built (tools/eta build)")
-    reps = 3
+    reps = 2 if ctx.quick else 3
     cmd = [binary, "--benchmark_format=json", f"--benchmark_repetitions={reps}",
-           f"--benchmark_min_time={0.02 if ctx.quick else 0.2}"]
+           f"--benchmark_min_time={0.01 if ctx.quick else 0.2}"]
     if ctx.quick:  # 1M connections take ~10 s of setup each
         cmd.append("--benchmark_filter=^(BM_RxData|BM_RxPureAck|BM_TxSegments|BM_Lookup/conns:(1|10000)/)")
     runs = gbench_json(run_cmd(cmd, 900))
@@ -255,7 +255,7 @@ def bench_mars(ctx, res):
         rows.append([name, f"{fig['series']['value']['value']:.1f}", f"{1e3 / fig['series']['value']['value']:.1f}",
                      fmt_noise(noise)])
     p = plt()
-    fig, ax = p.subplots(figsize=(8, 0.35 * len(names) + 1.2))
+    fig, ax = p.subplots(figsize=(9, 0.35 * len(names) + 1.2))
     vals = [res.value(f"mars.{n}.ns_per_frame") for n in names]
     errs = [statistics.stdev(samples[n]) if len(samples[n]) > 1 else 0 for n in names]
     ax.barh(range(len(names)), vals, xerr=errs, color=COLORS["eta"], capsize=2)
@@ -264,7 +264,7 @@ def bench_mars(ctx, res):
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("ns per frame (log; mean of %d repetitions, bar = stdev)" % reps)
-    ax.set_title("MARS microbenchmarks (test fixture RawPeer, nothing leaves the process)")
+    ax.set_title("MARS microbenchmarks (test fixture, in process)")
     plot = save(fig, ctx.out, "mars_micro.png")
     return {"text": f"`{' '.join(os.path.relpath(c, ROOT) if c.startswith('/') else c for c in cmd)}`. "
                     "Time per frame from items_per_second; bursts of 32 frames; see benchmarks/README.md.",
@@ -386,7 +386,7 @@ def bench_dti(ctx, res):
     if not os.path.exists(binary):
         raise Failed(f"{binary} is not built")
     reps = 2 if ctx.quick else 3
-    iters = "50000" if ctx.quick else "200000"
+    iters = "20000" if ctx.quick else "200000"
     pp, rtt, ratio, signal = [], [], [], {}
     for _ in range(reps):
         out = run_cmd([binary, "--iters", iters], 300)
@@ -636,7 +636,7 @@ def bench_scaling(ctx, res):
 
 
 SECTIONS = [
-    ("mars", "MARS microbenchmarks", bench_mars, 20, 90),
+    ("mars", "MARS microbenchmarks", bench_mars, 20, 150),
     ("ablation", "MARS latency-hiding ablation", bench_ablation, 15, 300),
     ("fastpath", "Receive fast path: instructions per segment", bench_fastpath, 25, 40),
     ("dti", "DTI round trip and signalling", bench_dti, 20, 45),
@@ -686,7 +686,7 @@ def write_page(ctx, sections, elapsed):
            "Benchmarks report; they assert nothing. Noise is the spread between repetitions "
            "(coefficient of variation); compare two runs with <code>tools/eta bench compare A.json B.json</code>. "
            "All figures with units: <a href='results.json'>results.json</a>.</p>",
-           "<h2>What ran where</h2>", table_html([["", ""]] + info), "<h2>Contents</h2><ul>"]
+           "<h2>What ran where</h2>", table_html([["what", "value"]] + info), "<h2>Contents</h2><ul>"]
     for s in sections:
         out.append(f"<li><a href='#{s['id']}'>{html.escape(s['title'])}</a> — {s['status']}</li>")
     out.append("</ul>")
