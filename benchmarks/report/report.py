@@ -641,7 +641,7 @@ SECTIONS = [
     ("fastpath", "Receive fast path: instructions per segment", bench_fastpath, 25, 40),
     ("dti", "DTI round trip and signalling", bench_dti, 20, 45),
     ("shim", "Shim: per-call instruction counts", bench_shim, 1, 1),
-    ("ppe", "eta-perf: eta vs the kernel link", bench_ppe, 45, 200),
+    ("ppe", "eta-perf: eta vs the kernel link", bench_ppe, 45, 260),
     ("programs", "Unmodified programs under eta-run vs the kernel link", bench_programs, 45, 120),
     ("scaling", "Scaling with engines", bench_scaling, 1, 1),
 ]
@@ -742,7 +742,8 @@ def cmd_run(args):
     remove_earlier_report(ctx.out)
     ctx.machine = machine_info()
     todo = [s for s in SECTIONS if not only or s[0] in only]
-    expect = sum(s[3] if ctx.quick else s[4] for s in todo)
+    ablation_built = os.path.exists(os.path.join(ctx.build, "benchmarks/mars/mars_ablation"))
+    expect = sum(s[3] if ctx.quick else s[4] for s in todo if s[0] != "ablation" or ablation_built)
     print(f"eta bench report: {len(todo)} benchmarks, {'quick' if ctx.quick else 'full'} mode; expect about "
           f"{expect // 60} min {expect % 60} s on a 2-core VM (longer when it is busy). Output: {ctx.out}",
           flush=True)
