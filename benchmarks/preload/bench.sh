@@ -8,6 +8,10 @@
 #   CPU seconds per GiB (utime+stime from /proc, ETA's "host CPU")
 # Needs root and a built eta-ppe. Reports; asserts nothing.
 #   benchmarks/preload/bench.sh [BUILD_DIR] [SECONDS]
+# ETA_BENCH_REPEAT=N measures N times in the same lab (eta, kernel, eta, ...).
+# With ETA_BENCH_JSON=FILE it also writes one JSON object per path to FILE
+# (the table's figures plus the distribution of sockperf's per-message latencies,
+# µs at fixed quantiles, for CDFs).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build}
@@ -43,10 +47,12 @@ done
 
 engine=$(pgrep -P "$ppe_pid" -x eta-ppe) || fail "eta-ppe exited"
 printf '%-8s %12s %12s %14s %16s %16s\n' path "p50 (us)" "p99 (us)" "recv (Gbit/s)" "server CPU s/GiB" "engine CPU s/GiB"
+for rep in $(seq 1 "${ETA_BENCH_REPEAT:-1}"); do
 for path in eta kernel; do
     dst=$ETA_LAB_PPE_IP ip_server=$(pgrep -P "$ip_eta_pid" -x iperf3)
     [ $path = kernel ] && dst=$ETA_LAB_KERNEL_IP ip_server=$(pgrep -P "$ip_kernel_pid" -x iperf3)
-    peer timeout $((secs + 30)) sockperf ping-pong --tcp -i "$dst" -p 11111 -t "$secs" -m 64 > "$out/sp.$path"
+    peer timeout $((secs + 30)) sockperf ping-pong --tcp -i "$dst" -p 11111 -t "$secs" -m 64 \
+        --full-log "$out/sp-full.$path" > "$out/sp.$path"
     p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     c0=$(cpu_s "$ip_server") e0=$(cpu_s "$engine")
@@ -57,4 +63,28 @@ for path in eta kernel; do
         -v e0="$e0" -v e1="$e1" \
         'BEGIN { gib = by / 2^30; e = p == "eta" ? sprintf("%.3f", (e1 - e0) / gib) : "-"
                  printf "%-8s %12s %12s %14.2f %16.3f %16s\n", p, a, b, bps / 1e9, (c1 - c0) / gib, e }'
+    if [ -n "${ETA_BENCH_JSON:-}" ]; then
+        python3 - "$path" "$p50" "$p99" "$bps" "$bytes" "$c0" "$c1" "$e0" "$e1" "$out/sp-full.$path" "$rep" >> "$ETA_BENCH_JSON" <<'PY'
+import json, sys
+path, p50, p99, bps, nbytes, c0, c1, e0, e1, full, rep = sys.argv[1:]
+gib = float(nbytes) / 2**30
+lat = []
+for line in open(full):  # "packet, txTime (s), rxTime (s), latency (µs, RTT / 2 as sockperf reports it)"
+    parts = [p.strip() for p in line.split(",")]
+    try:
+        if len(parts) == 4:
+            lat.append(float(parts[3]))
+    except ValueError:
+        continue
+lat.sort()
+# The distribution at fixed quantiles (as eta-perf --json gives it): small, and enough for a CDF.
+grid = [i / 100 for i in range(1, 100)] + [0.995, 0.999, 0.9995, 0.9999, 1.0]
+quantiles = [[q, round(lat[min(len(lat) - 1, int(q * len(lat)))], 2)] for q in grid] if lat else []
+print(json.dumps({"path": path, "rep": int(rep), "p50_us": float(p50 or 0), "p99_us": float(p99 or 0),
+                  "recv_gbit_per_s": float(bps) / 1e9, "server_cpu_s_per_gib": (float(c1) - float(c0)) / gib,
+                  "engine_cpu_s_per_gib": (float(e1) - float(e0)) / gib if path == "eta" else None,
+                  "latency_samples": len(lat), "latency_us_quantiles": quantiles}))
+PY
+    fi
+done
 done

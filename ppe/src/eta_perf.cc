@@ -383,7 +383,18 @@ int run_client(const Options &o)
     const double gib = double(r.bytes) / double(1ull << 30);
     const double p50 = pct(r.lat_ns, 0.5), p99 = pct(r.lat_ns, 0.99);
     if (o.json) {
-        std::printf("{\"transport\":\"%s\",\"mode\":\"%s\",\"direction\":\"%s\",\"size\":%u,\"bytes\":%" PRIu64
+        // The latency distribution at fixed quantiles (1.0: the slowest), for
+        // CDF plots (benchmarks/report); pct() has sorted lat_ns above.
+        std::string quantiles;
+        for (double q : {0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999,
+                         0.9999, 1.0}) {
+            if (r.lat_ns.empty()) break;
+            char b[64];
+            std::snprintf(b, sizeof b, "%s[%g,%.1f]", quantiles.empty() ? "" : ",", q, pct(r.lat_ns, q));
+            quantiles += b;
+        }
+        std::printf("{\"latency_us_quantiles\":[%s],", quantiles.c_str());
+        std::printf("\"transport\":\"%s\",\"mode\":\"%s\",\"direction\":\"%s\",\"size\":%u,\"bytes\":%" PRIu64
                     ",\"seconds\":%.3f,\"gbit_per_s\":%.3f,\"transactions\":%" PRIu64 ",\"tps\":%.1f,\"p50_us\":%.1f,"
                     "\"p99_us\":%.1f,\"cpu_s\":%.3f,\"cpu_s_per_gib\":%.4f,\"cpu_us_per_txn\":%.2f,\"verified\":%s,"
                     "\"ok\":%s,\"crc32c\":\"%08x\",\"peer_crc32c\":\"%08x\",\"peer_bytes\":%" PRIu64 "}\n",

@@ -1,0 +1,411 @@
+// ppe/src/stat_format.cc: JSON and Prometheus renderings of a stats snapshot.
+#include "stat_format.h"
+
+#include <arpa/inet.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+namespace ppe::stats {
+
+// The other counters of mars::StackStats, each with its help text.
+#define COUNTER_FIELDS(X)                                                                                           \
+    X(rx_frames, "frames the stack received") X(rx_bytes, "bytes the stack received")                             \
+    X(tx_frames, "frames the stack sent") X(tx_bytes, "bytes the stack sent")                                     \
+    X(arp_requests_in, "ARP requests received") X(arp_replies_in, "ARP replies received")                         \
+    X(arp_requests_out, "ARP requests sent") X(arp_replies_out, "ARP replies sent")                               \
+    X(icmp_echo_in, "ICMP echo requests received") X(icmp_unreach_in, "ICMP destination unreachable received")    \
+    X(icmp_frag_needed_in, "ICMP fragmentation needed received") X(icmp_out, "ICMP messages sent")               \
+    X(fastpath_hits, "segments taken by the receive fast path")                                                   \
+    X(fastpath_misses, "segments that needed the slow path")                                                      \
+    X(lookup_cache_hits, "connection lookups answered by the last-flow cache")                                   \
+    X(lookup_cache_misses, "connection lookups that walked the hash table")                                      \
+    X(tcp_active_opens, "connections opened by connect()") X(tcp_passive_opens, "connections accepted")          \
+    X(tcp_established, "connections that reached ESTABLISHED") X(tcp_resets_in, "TCP resets received")           \
+    X(tcp_resets_out, "TCP resets sent") X(tcp_retransmits, "TCP segments retransmitted")                         \
+    X(tcp_fast_retransmits, "TCP fast retransmits") X(tcp_timeouts, "TCP retransmission timeouts")                \
+    X(tcp_syncookies_sent, "SYN cookies sent") X(tcp_syncookies_ok, "SYN cookies validated")                      \
+    X(tcp_challenge_acks, "challenge ACKs sent (RFC 5961)")                                                       \
+    X(tcp_ooo_segments, "out-of-order segments received")                                                       \
+    X(strand_yields, "receive strands that yielded to wait for memory")                                          \
+    X(prefetches, "prefetches the receive pipeline issued")                                                      \
+    X(copies_offloaded, "payload copies handed to a copy engine")                                                \
+    X(copy_bytes_offloaded, "payload bytes handed to a copy engine")                                             \
+    X(copy_fallback_ring_full, "copies the core made: the copy engine's ring was full")                          \
+    X(copy_fallback_device_gone, "copies the core made: the copy device was gone")                               \
+    X(copy_fallback_error, "copies the core made: the copy engine reported an error")                            \
+    X(copy_fallback_stalled, "copies the core made: the copy engine stalled")
+
+const char *tcp_state_name(uint8_t s)
+{
+    static const char *const names[] = {"CLOSED", "LISTEN", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT1",
+                                        "FIN_WAIT2", "CLOSE_WAIT", "CLOSING", "LAST_ACK", "TIME_WAIT"};
+    return s < 11 ? names[s] : "?";
+}
+
+const char *ppe_state_name(uint32_t s)
+{
+    static const char *const names[] = {"starting", "running", "stopping", "stopped"};
+    return s < 4 ? names[s] : "?";
+}
+
+std::string ip_string(uint32_t ip)
+{
+    char b[INET_ADDRSTRLEN];
+    in_addr a;
+    a.s_addr = htonl(ip);
+    inet_ntop(AF_INET, &a, b, sizeof b);
+    return b;
+}
+
+namespace {
+
+// Fixed-size char arrays from the region may lack their terminator when a
+// writer filled them; never read past the array.
+template <size_t N>
+std::string c_str(const char (&a)[N])
+{
+    size_t n = 0;
+    while (n < N && a[n]) n++;
+    return std::string(a, n);
+}
+
+std::string mac_string(const uint8_t m[6])
+{
+    char b[18];
+    std::snprintf(b, sizeof b, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+    return b;
+}
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+// Collects samples per metric family so that each family is written once,
+// all its samples together, as the exposition format requires.
+class Exposition {
+  public:
+    explicit Exposition(std::string prefix) : prefix_(std::move(prefix)) {}
+
+    void counter(const std::string &name, const char *help, const Labels &labels, uint64_t value)
+    {
+        family(name + "_total", "counter", help).push_back(line(name + "_total", labels, std::to_string(value)));
+    }
+    // A counter whose unit makes it fractional (seconds).
+    void counter(const std::string &name, const char *help, const Labels &labels, double value)
+    {
+        family(name + "_total", "counter", help).push_back(line(name + "_total", labels, number(value)));
+    }
+    void gauge(const std::string &name, const char *help, const Labels &labels, double value)
+    {
+        family(name, "gauge", help).push_back(line(name, labels, number(value)));
+    }
+    void gauge(const std::string &name, const char *help, const Labels &labels, uint64_t value)
+    {
+        family(name, "gauge", help).push_back(line(name, labels, std::to_string(value)));
+    }
+
+    std::string text() const
+    {
+        std::string out;
+        for (const std::string &name : order_) {
+            const Family &f = families_.at(name);
+            out += "# HELP " + prefix_ + f.base + " " + f.help + "\n";
+            out += "# TYPE " + prefix_ + f.base + " " + f.type + "\n";
+            for (const std::string &l : f.samples) out += l;
+        }
+        return out;
+    }
+
+  private:
+    struct Family {
+        std::string base, type, help;
+        std::vector<std::string> samples;
+    };
+
+    std::vector<std::string> &family(const std::string &sample_name, const char *type, const char *help)
+    {
+        auto it = families_.find(sample_name);
+        if (it == families_.end()) {
+            // The text format (0.0.4) names the family exactly as its samples,
+            // counters' _total included.
+            it = families_.emplace(sample_name, Family{sample_name, type, help, {}}).first;
+            order_.push_back(sample_name);
+        }
+        return it->second.samples;
+    }
+
+    static std::string number(double v)
+    {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.17g", v);
+        return b;
+    }
+
+    static std::string escape(const std::string &v)
+    {
+        std::string out;
+        for (char c : v) {
+            if (c == '\\') out += "\\\\";
+            else if (c == '"') out += "\\\"";
+            else if (c == '\n') out += "\\n";
+            else out += c;
+        }
+        return out;
+    }
+
+    std::string line(const std::string &name, const Labels &labels, const std::string &value) const
+    {
+        std::string out = prefix_ + name;
+        if (!labels.empty()) {
+            out += "{";
+            for (size_t i = 0; i < labels.size(); i++)
+                out += (i ? "," : "") + labels[i].first + "=\"" + escape(labels[i].second) + "\"";
+            out += "}";
+        }
+        return out + " " + value + "\n";
+    }
+
+    std::string prefix_;
+    std::map<std::string, Family> families_;
+    std::vector<std::string> order_;
+};
+
+void engines_prometheus(const Snapshot &s, Exposition &x)
+{
+    for (size_t e = 0; e < s.engines.size(); e++) {
+        const EngineCounters &c = s.engines[e];
+        const Labels l{{"engine", std::to_string(e)}, {"cpu", std::to_string(c.pu)}};
+        x.gauge("engine_apps", "applications the engine serves now", l, uint64_t(c.apps));
+        x.counter("engine_loops", "engine loop iterations", l, c.loops);
+        x.counter("engine_busy_polls", "engine loop iterations that found work", l, c.busy_polls);
+        x.counter("engine_idle_polls", "engine loop iterations that found none", l, c.idle_polls);
+        x.counter("engine_sleeps", "idle sleeps the engine took", l, c.sleeps);
+        x.counter("engine_busy_cycles", "TSC cycles spent in busy loop iterations", l, c.busy_cycles);
+        x.counter("engine_cycles", "TSC cycles since the engine started", l, c.total_cycles);
+        if (s.h.tsc_hz) {
+            x.counter("engine_busy_seconds", "seconds spent in busy loop iterations (busy cycles / TSC Hz)", l,
+                      double(c.busy_cycles) / double(s.h.tsc_hz));
+        }
+        x.counter("engine_rx_packets", "frames the engine received from its ports", l, c.rx_packets);
+        x.counter("engine_tx_packets", "frames the engine handed to its ports", l, c.tx_packets);
+        x.counter("engine_tx_dropped", "frames the NIC did not take", l, c.tx_dropped);
+        x.counter("engine_wakeups", "application wakeups the engine issued", l, c.wakeups);
+        x.counter("engine_wake_submits", "io_uring submissions that carried wakeups", l, c.wake_submits);
+        x.counter("engine_doorbells", "command batches taken from applications", l, c.doorbells);
+        x.counter("engine_commands", "DTI commands executed", l, c.commands);
+        x.counter("engine_events", "events delivered to applications", l, c.events);
+    }
+}
+
+void stacks_prometheus(const Snapshot &s, Exposition &x)
+{
+    const uint32_t n_ports = s.h.n_ports;
+    for (size_t e = 0; e < s.engines.size(); e++) {
+        for (uint32_t p = 0; p < n_ports; p++) {
+            const mars::StackStats &st = s.stacks[e * n_ports + p].stack;
+            const Labels l{{"engine", std::to_string(e)}, {"port", std::to_string(p)}};
+#define DROP(f)                                                                                                    \
+    {                                                                                                              \
+        Labels r = l;                                                                                              \
+        r.emplace_back("reason", std::string(#f).substr(5));                                                       \
+        x.counter("stack_drops", "frames the TCP/IP stack dropped, by reason", r, st.f);                          \
+    }
+            PPE_STATS_DROP_FIELDS(DROP)
+#undef DROP
+#define COUNT(f, help) x.counter("stack_" #f, help, l, st.f);
+            COUNTER_FIELDS(COUNT)
+#undef COUNT
+            x.gauge("stack_conns_open", "sockets the stack has in use now", l, st.conns_open);
+            x.gauge("stack_ooo_frames_used", "frames held for out-of-order data now", l, st.ooo_frames_used);
+            x.gauge("stack_strands", "receive strands per burst (1: run to completion)", l, st.strands);
+        }
+    }
+}
+
+void ports_prometheus(const Snapshot &s, Exposition &x)
+{
+    for (size_t p = 0; p < s.ports.size(); p++) {
+        const PortInfo &pi = s.ports[p];
+        const Labels l{{"port", std::to_string(p)}, {"name", c_str(pi.name)}};
+        Labels info = l;
+        info.emplace_back("device", c_str(pi.device));
+        info.emplace_back("mac", mac_string(pi.mac));
+        info.emplace_back("address", ip_string(pi.ip) + "/" + std::to_string(pi.prefix));
+        x.gauge("port_info", "a port the PPE owns (always 1; identity in the labels)", info, uint64_t(1));
+        x.gauge("port_mtu_bytes", "the port's MTU", l, uint64_t(pi.mtu));
+        x.gauge("port_link_up", "1 when the port's link is up", l, uint64_t(pi.link_up));
+        x.gauge("port_link_speed_mbps", "the port's link speed", l, pi.link_speed_mbps);
+        x.gauge("port_rx_queues", "receive queues in use", l, uint64_t(pi.rx_queues));
+        x.gauge("port_tx_queues", "transmit queues in use", l, uint64_t(pi.tx_queues));
+        x.gauge("port_offloads", "mars::Offloads bit mask the port provides", l, uint64_t(pi.offloads));
+        x.counter("port_rx_packets", "packets the device received", l, pi.ipackets);
+        x.counter("port_tx_packets", "packets the device sent", l, pi.opackets);
+        x.counter("port_rx_bytes", "bytes the device received", l, pi.ibytes);
+        x.counter("port_tx_bytes", "bytes the device sent", l, pi.obytes);
+        x.counter("port_rx_missed", "packets the device dropped for lack of receive descriptors", l, pi.imissed);
+        x.counter("port_rx_errors", "receive errors the device reported", l, pi.ierrors);
+        x.counter("port_tx_errors", "transmit errors the device reported", l, pi.oerrors);
+        x.counter("port_rx_nombuf", "receive failures for lack of mbufs", l, pi.rx_nombuf);
+    }
+}
+
+void apps_prometheus(const Snapshot &s, Exposition &x)
+{
+    for (const AppCounters &a : s.apps) {
+        const Labels l{{"pid", std::to_string(a.pid)}, {"name", c_str(a.comm)}, {"engine", std::to_string(a.engine)}};
+        x.gauge("app_attached_time_seconds", "when the application attached (Unix time)", l,
+                double(a.attached_unix_ns) / 1e9);
+        x.gauge("app_sockets", "sockets the application has open now", l, a.sockets);
+        x.gauge("app_memory_bytes", "region memory in use by the application's sockets", l, a.memory_bytes);
+        x.gauge("app_region_bytes", "size of the application's shared region", l, a.region_bytes);
+        x.counter("app_commands", "DTI commands the application submitted", l, a.commands);
+        x.counter("app_doorbells", "doorbells the application rang", l, a.doorbells);
+        x.counter("app_wakeups", "wakeups the engine sent the application", l, a.wakeups);
+        x.counter("app_events", "events delivered to the application", l, a.events);
+        x.counter("app_rx_bytes", "bytes the application received", l, a.bytes_in);
+        x.counter("app_tx_bytes", "bytes the application sent", l, a.bytes_out);
+    }
+}
+
+} // namespace
+
+std::string to_prometheus(const Snapshot &s)
+{
+    Exposition x("eta_");
+    const Header &h = s.h;
+    x.gauge("ppe_info", "the running eta-ppe (always 1; identity in the labels)",
+            Labels{{"pid", std::to_string(h.pid)},
+                   {"state", ppe_state_name(h.state.load())},
+                   {"engine_cpus", c_str(h.engine_cpus)},
+                   {"idle_policy", c_str(h.idle_policy)},
+                   {"memory", c_str(h.memory_mode)}},
+            uint64_t(1));
+    x.gauge("ppe_start_time_seconds", "when eta-ppe started (Unix time)", {}, double(h.started_unix_ns) / 1e9);
+    x.gauge("ppe_engines", "engines the PPE runs", {}, uint64_t(h.n_engines));
+    x.gauge("ppe_tsc_hz", "the TSC frequency engine cycle counters use", {}, h.tsc_hz);
+    engines_prometheus(s, x);
+    stacks_prometheus(s, x);
+    ports_prometheus(s, x);
+    apps_prometheus(s, x);
+    x.gauge("connections", "TCP connections the engines hold now", {}, uint64_t(s.conns_total));
+    std::map<std::string, uint64_t> by_state;
+    for (const char *name : {"LISTEN", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT1", "FIN_WAIT2", "CLOSE_WAIT",
+                             "CLOSING", "LAST_ACK", "TIME_WAIT"})
+        by_state[name] = 0;
+    for (const ConnEntry &c : s.conns) by_state[tcp_state_name(c.state)]++;
+    for (const auto &[state, n] : by_state)
+        x.gauge("connections_by_state", "connections in the published tables, by TCP state", {{"state", state}}, n);
+    return x.text();
+}
+
+nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
+{
+    using json = nlohmann::ordered_json;
+    const Header &h = s.h;
+    json out{{"pid", h.pid},
+             {"state", ppe_state_name(h.state.load())},
+             {"engine_cpus", c_str(h.engine_cpus)},
+             {"idle_policy", c_str(h.idle_policy)},
+             {"memory", c_str(h.memory_mode)},
+             {"socket", c_str(h.socket_path)},
+             {"config", c_str(h.config_path)},
+             {"tsc_hz", h.tsc_hz},
+             {"started_unix_ns", h.started_unix_ns}};
+    json engines = json::array();
+    for (size_t e = 0; e < s.engines.size(); e++) {
+        const EngineCounters &c = s.engines[e];
+        json je{{"engine", e},           {"cpu", c.pu},
+                {"apps", c.apps},        {"loops", c.loops},
+                {"busy_polls", c.busy_polls}, {"idle_polls", c.idle_polls},
+                {"sleeps", c.sleeps},    {"busy_cycles", c.busy_cycles},
+                {"total_cycles", c.total_cycles}, {"rx_packets", c.rx_packets},
+                {"tx_packets", c.tx_packets}, {"tx_dropped", c.tx_dropped},
+                {"wakeups", c.wakeups},  {"wake_submits", c.wake_submits},
+                {"doorbells", c.doorbells}, {"commands", c.commands},
+                {"events", c.events}};
+        json stacks = json::array();
+        for (uint32_t p = 0; p < h.n_ports; p++) {
+            const mars::StackStats &st = s.stacks[e * h.n_ports + p].stack;
+            json js{{"port", p}};
+#define J(f) js[#f] = uint64_t(st.f);
+#define JC(f, help) J(f)
+            PPE_STATS_DROP_FIELDS(J)
+            COUNTER_FIELDS(JC)
+            J(conns_open)
+            J(ooo_frames_used)
+            J(strands)
+#undef JC
+#undef J
+            stacks.push_back(std::move(js));
+        }
+        je["stacks"] = std::move(stacks);
+        engines.push_back(std::move(je));
+    }
+    out["engines"] = std::move(engines);
+    json ports = json::array();
+    for (const PortInfo &pi : s.ports) {
+        ports.push_back({{"name", c_str(pi.name)},
+                         {"device", c_str(pi.device)},
+                         {"mac", mac_string(pi.mac)},
+                         {"address", ip_string(pi.ip) + "/" + std::to_string(pi.prefix)},
+                         {"mtu", pi.mtu},
+                         {"link_up", pi.link_up},
+                         {"link_speed_mbps", pi.link_speed_mbps},
+                         {"queues", pi.rx_queues},
+                         {"tx_queues", pi.tx_queues},
+                         {"offloads", pi.offloads},
+                         {"ipackets", pi.ipackets},
+                         {"opackets", pi.opackets},
+                         {"ibytes", pi.ibytes},
+                         {"obytes", pi.obytes},
+                         {"imissed", pi.imissed},
+                         {"ierrors", pi.ierrors},
+                         {"oerrors", pi.oerrors},
+                         {"rx_nombuf", pi.rx_nombuf}});
+    }
+    out["ports"] = std::move(ports);
+    json apps = json::array();
+    for (const AppCounters &a : s.apps) {
+        apps.push_back({{"pid", a.pid},
+                        {"uid", a.uid},
+                        {"name", c_str(a.comm)},
+                        {"engine", a.engine},
+                        {"attached_unix_ns", a.attached_unix_ns},
+                        {"sockets", a.sockets},
+                        {"memory_bytes", a.memory_bytes},
+                        {"region_bytes", a.region_bytes},
+                        {"commands", a.commands},
+                        {"doorbells", a.doorbells},
+                        {"wakeups", a.wakeups},
+                        {"events", a.events},
+                        {"bytes_in", a.bytes_in},
+                        {"bytes_out", a.bytes_out}});
+    }
+    out["apps"] = std::move(apps);
+    out["connections_total"] = s.conns_total;
+    if (with_conns) {
+        json conns = json::array();
+        for (const ConnEntry &c : s.conns) {
+            conns.push_back({{"sock", c.sock},
+                             {"app_pid", c.app_pid},
+                             {"state", tcp_state_name(c.state)},
+                             {"local", ip_string(c.local_ip) + ":" + std::to_string(c.local_port)},
+                             {"remote", ip_string(c.remote_ip) + ":" + std::to_string(c.remote_port)},
+                             {"rx_readable", c.rx_readable},
+                             {"tx_unacked", c.tx_unacked},
+                             {"tx_space", c.tx_space},
+                             {"cwnd", c.cwnd},
+                             {"srtt_us", c.srtt_us},
+                             {"ooo_frames", c.ooo_frames},
+                             {"memory_bytes", c.memory_bytes},
+                             {"retransmits", c.retransmits},
+                             {"bytes_in", c.bytes_in},
+                             {"bytes_out", c.bytes_out}});
+        }
+        out["connections"] = std::move(conns);
+    }
+    return out;
+}
+
+} // namespace ppe::stats

@@ -1,0 +1,47 @@
+// ppe/src/stat_format.h: eta-stat's machine-readable outputs of one snapshot
+// of the PPE's stats region: JSON (for scripts) and the Prometheus text
+// exposition format (for node_exporter's textfile collector). Kept apart
+// from eta_stat.cc so a unit test can format a fixture snapshot without a
+// running PPE.
+#pragma once
+
+#include "stats.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+// The drop counters of mars::StackStats, in declaration order; the reason a
+// frame was dropped is the name without "drop_".
+#define PPE_STATS_DROP_FIELDS(X)                                                                                   \
+    X(drop_eth) X(drop_not_ours) X(drop_arp) X(drop_ip_header) X(drop_ip_csum) X(drop_ip_ttl) X(drop_ip_fragment) \
+    X(drop_ip_proto) X(drop_icmp) X(drop_tcp_header) X(drop_tcp_csum) X(drop_tcp_no_socket) X(drop_tcp_bad_state) \
+    X(drop_tcp_paws) X(drop_tcp_out_of_window) X(drop_tcp_ooo_full) X(drop_tx_no_buffer) X(drop_arp_queue_full)
+
+namespace ppe::stats {
+
+// A consistent copy of everything eta-stat reads from the region.
+struct Snapshot {
+    Header h;
+    std::vector<EngineCounters> engines;
+    std::vector<StackCounters> stacks; // [engine * n_ports + port]
+    std::vector<PortInfo> ports;
+    std::vector<AppCounters> apps;
+    std::vector<ConnEntry> conns;
+    uint32_t conns_total = 0;
+};
+
+const char *tcp_state_name(uint8_t state);
+const char *ppe_state_name(uint32_t state);
+std::string ip_string(uint32_t ip_host_order);
+
+// One JSON object (keys in a fixed order); the connection table only when
+// with_conns.
+nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns);
+
+// Every counter and gauge of the snapshot, one metric family per quantity,
+// each with `# HELP` and `# TYPE`; labels engine, port, pid, reason, ...
+std::string to_prometheus(const Snapshot &s);
+
+} // namespace ppe::stats

@@ -1,0 +1,107 @@
+// TEST FIXTURE: prints eta-stat's JSON or Prometheus rendering of a made-up
+// stats snapshot (two engines, two ports, two applications, three
+// connections; every counter a distinct value), so that
+// stat_format_test.py can parse the output with real parsers without a
+// running eta-ppe. The values mean nothing; they are distinct so that a
+// counter shown under the wrong name or labels is caught.
+//
+//   stat_format_fixture json|prometheus
+#include "stat_format.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using namespace ppe::stats;
+
+namespace {
+
+void fill_fixture(Snapshot &s)
+{
+    std::memset(static_cast<void *>(&s.h), 0, sizeof s.h);
+    s.h.magic = kMagic;
+    s.h.version = kVersion;
+    s.h.pid = 4242;
+    s.h.state.store(uint32_t(State::kRunning));
+    s.h.n_engines = 2;
+    s.h.n_ports = 2;
+    s.h.tsc_hz = 2'000'000'000;
+    s.h.started_unix_ns = 1'700'000'000'000'000'000ull;
+    std::strcpy(s.h.engine_cpus, "1-2");
+    std::strcpy(s.h.idle_policy, "adaptive");
+    std::strcpy(s.h.memory_mode, "hugepages");
+    std::strcpy(s.h.socket_path, "/run/eta/ppe.sock");
+    std::strcpy(s.h.config_path, "/etc/eta/\"odd\\name\".toml"); // label escaping
+    uint64_t next = 1000;
+    for (uint32_t e = 0; e < 2; e++) {
+        EngineCounters c{};
+        c.pu = int32_t(e + 1);
+        c.apps = 1;
+        uint64_t *first = &c.loops, *last = &c.published_ns;
+        for (uint64_t *f = first; f <= last; f++) *f = next++;
+        c.busy_cycles = 4'000'000'000ull * (e + 1); // 2 s, 4 s at 2 GHz
+        s.engines.push_back(c);
+        for (uint32_t p = 0; p < 2; p++) {
+            StackCounters st{};
+            uint64_t *w = reinterpret_cast<uint64_t *>(&st.stack);
+            for (size_t i = 0; i < sizeof st.stack / 8; i++) w[i] = next++;
+            s.stacks.push_back(st);
+        }
+    }
+    for (uint32_t p = 0; p < 2; p++) {
+        PortInfo pi{};
+        std::snprintf(pi.name, sizeof pi.name, "port%u", p);
+        std::strcpy(pi.device, "net_af_packet0,iface=veth-eta");
+        const uint8_t mac[6] = {0x02, 0, 0, 0, 0, uint8_t(p)};
+        std::memcpy(pi.mac, mac, 6);
+        pi.mtu = 1500;
+        pi.ip = (198u << 24) | (18u << 16) | (1 + p);
+        pi.prefix = 24;
+        pi.rx_queues = pi.tx_queues = 2;
+        pi.link_up = 1;
+        pi.link_speed_mbps = 10000;
+        uint64_t *first = &pi.ipackets, *last = &pi.rx_nombuf;
+        for (uint64_t *f = first; f <= last; f++) *f = next++;
+        s.ports.push_back(pi);
+    }
+    for (int a = 0; a < 2; a++) {
+        AppCounters ac{};
+        ac.in_use = 1;
+        ac.pid = 100 + a;
+        ac.engine = uint32_t(a);
+        std::strcpy(ac.comm, a ? "nginx" : "redis-server");
+        ac.attached_unix_ns = 1'700'000'001'000'000'000ull;
+        uint64_t *first = &ac.sockets, *last = &ac.bytes_out;
+        for (uint64_t *f = first; f <= last; f++) *f = next++;
+        s.apps.push_back(ac);
+    }
+    for (uint8_t state : {uint8_t(1), uint8_t(4), uint8_t(4)}) {
+        ConnEntry c{};
+        c.app_pid = 100;
+        c.sock = uint32_t(s.conns.size());
+        c.state = state;
+        c.local_ip = s.ports[0].ip;
+        c.local_port = 6379;
+        c.remote_ip = (198u << 24) | (18u << 16) | 9;
+        c.remote_port = uint16_t(40000 + s.conns.size());
+        c.bytes_in = next++;
+        s.conns.push_back(c);
+    }
+    s.conns_total = 3;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    const std::string what = argc == 2 ? argv[1] : "";
+    Snapshot s; // holds an atomic: filled in place, never copied
+    fill_fixture(s);
+    if (what == "json") std::fputs((to_json(s, true).dump() + "\n").c_str(), stdout);
+    else if (what == "prometheus") std::fputs(to_prometheus(s).c_str(), stdout);
+    else {
+        std::fprintf(stderr, "usage: stat_format_fixture json|prometheus\n");
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""eta-stat's machine-readable outputs, parsed by real parsers.
+
+Runs the stat_format_fixture program (a TEST FIXTURE: a made-up snapshot,
+every counter a distinct value) and checks that
+  - the Prometheus output parses with the Prometheus Python client's text
+    parser, every family has HELP and TYPE, names/types/labels are as
+    documented, and values are the fixture's;
+  - the JSON output parses with Python's json and carries the same values.
+Usage: stat_format_test.py FIXTURE_BINARY
+"""
+import json
+import subprocess
+import sys
+import unittest
+
+from prometheus_client.parser import text_string_to_metric_families
+
+FIXTURE = sys.argv.pop(1) if len(sys.argv) > 1 else None
+
+
+def run(fmt):
+    return subprocess.run([FIXTURE, fmt], check=True, capture_output=True, text=True, timeout=30).stdout
+
+
+class Prometheus(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.text = run("prometheus")
+        cls.families = {f.name: f for f in text_string_to_metric_families(cls.text)}
+        cls.snap = json.loads(run("json"))
+
+    def sample(self, family, **labels):
+        f = self.families[family]
+        hits = [s for s in f.samples if all(s.labels.get(k) == v for k, v in labels.items())]
+        self.assertEqual(len(hits), 1, f"{family} {labels}: {len(hits)} samples")
+        return hits[0]
+
+    def test_every_family_has_help_and_type(self):
+        helps = {l.split()[2] for l in self.text.splitlines() if l.startswith("# HELP ")}
+        types = {l.split()[2]: l.split()[3] for l in self.text.splitlines() if l.startswith("# TYPE ")}
+        self.assertEqual(helps, set(types))
+        # The text format names a counter's family with its _total; the parser drops it.
+        types = {(n[:-6] if t == "counter" and n.endswith("_total") else n): t for n, t in types.items()}
+        self.assertEqual(set(types), set(self.families))
+        for name, t in types.items():
+            if t == "counter":
+                self.assertIn(f"# TYPE {name}_total counter", self.text)
+        for name, f in self.families.items():
+            self.assertTrue(f.documentation, name)
+            self.assertEqual(types[name], f.type, name)
+            self.assertTrue(name.startswith("eta_"), name)
+
+    def test_counters_end_in_total(self):
+        for f in self.families.values():
+            for s in f.samples:
+                if f.type == "counter":
+                    self.assertTrue(s.name.endswith("_total"), s.name)
+                else:
+                    self.assertEqual(s.name, f.name)
+
+    def test_engine_counters_per_engine(self):
+        for e, eng in enumerate(self.snap["engines"]):
+            labels = {"engine": str(e), "cpu": str(eng["cpu"])}
+            for key in ("loops", "busy_polls", "idle_polls", "sleeps", "rx_packets", "tx_packets", "tx_dropped",
+                        "wakeups", "wake_submits", "doorbells", "commands", "events"):
+                self.assertEqual(self.families["eta_engine_" + key].type, "counter")
+                self.assertEqual(self.sample("eta_engine_" + key, **labels).value, eng[key], key)
+            self.assertEqual(self.sample("eta_engine_cycles", **labels).value, eng["total_cycles"])
+            self.assertEqual(self.sample("eta_engine_apps", **labels).value, eng["apps"])
+            self.assertAlmostEqual(self.sample("eta_engine_busy_seconds", **labels).value, 2.0 * (e + 1))
+
+    def test_drops_by_reason(self):
+        f = self.families["eta_stack_drops"]
+        self.assertEqual(f.type, "counter")
+        reasons = {s.labels["reason"] for s in f.samples}
+        self.assertIn("tcp_csum", reasons)
+        self.assertIn("arp_queue_full", reasons)
+        self.assertEqual(len(reasons), 18)  # every drop counter of mars::StackStats
+        for e, eng in enumerate(self.snap["engines"]):
+            for p, st in enumerate(eng["stacks"]):
+                for reason in reasons:
+                    s = self.sample("eta_stack_drops", engine=str(e), port=str(p), reason=reason)
+                    self.assertEqual(s.value, st["drop_" + reason])
+                self.assertEqual(self.sample("eta_stack_rx_frames", engine=str(e), port=str(p)).value,
+                                 st["rx_frames"])
+                self.assertEqual(self.families["eta_stack_conns_open"].type, "gauge")
+                self.assertEqual(self.sample("eta_stack_conns_open", engine=str(e), port=str(p)).value,
+                                 st["conns_open"])
+
+    def test_every_stack_counter_is_exported(self):
+        st = self.snap["engines"][0]["stacks"][0]
+        for key in st:
+            if key == "port":
+                continue
+            if key.startswith("drop_"):
+                self.sample("eta_stack_drops", engine="0", port="0", reason=key[5:])
+            else:
+                self.assertIn("eta_stack_" + key, self.families, key)
+
+    def test_ports(self):
+        for p, port in enumerate(self.snap["ports"]):
+            info = self.sample("eta_port_info", port=str(p))
+            self.assertEqual(info.labels["name"], port["name"])
+            self.assertEqual(info.labels["mac"], port["mac"])
+            self.assertEqual(info.labels["address"], port["address"])
+            for prom, key in (("rx_packets", "ipackets"), ("tx_packets", "opackets"), ("rx_bytes", "ibytes"),
+                              ("tx_bytes", "obytes"), ("rx_missed", "imissed"), ("rx_errors", "ierrors"),
+                              ("tx_errors", "oerrors"), ("rx_nombuf", "rx_nombuf")):
+                self.assertEqual(self.sample("eta_port_" + prom, port=str(p)).value, port[key], prom)
+            self.assertEqual(self.sample("eta_port_mtu_bytes", port=str(p)).value, 1500)
+
+    def test_apps_by_pid(self):
+        self.assertEqual(len(self.snap["apps"]), 2)
+        for app in self.snap["apps"]:
+            pid = str(app["pid"])
+            self.assertEqual(self.sample("eta_app_sockets", pid=pid).labels["name"], app["name"])
+            for key in ("commands", "doorbells", "wakeups", "events"):
+                self.assertEqual(self.sample("eta_app_" + key, pid=pid).value, app[key])
+            self.assertEqual(self.sample("eta_app_rx_bytes", pid=pid).value, app["bytes_in"])
+            self.assertEqual(self.sample("eta_app_memory_bytes", pid=pid).value, app["memory_bytes"])
+
+    def test_ppe_info_and_connections(self):
+        info = self.sample("eta_ppe_info")
+        self.assertEqual(info.labels["pid"], "4242")
+        self.assertEqual(info.labels["state"], "running")
+        self.assertEqual(self.sample("eta_connections").value, 3)
+        self.assertEqual(self.sample("eta_connections_by_state", state="ESTABLISHED").value, 2)
+        self.assertEqual(self.sample("eta_connections_by_state", state="LISTEN").value, 1)
+
+
+class Json(unittest.TestCase):
+    def test_parses_with_the_fixture_values(self):
+        d = json.loads(run("json"))
+        self.assertEqual(d["pid"], 4242)
+        self.assertEqual(d["config"], '/etc/eta/"odd\\name".toml')  # escaped by the library, read back intact
+        self.assertEqual(len(d["engines"]), 2)
+        self.assertEqual(len(d["engines"][1]["stacks"]), 2)
+        self.assertEqual(d["engines"][0]["busy_cycles"], 4_000_000_000)
+        self.assertEqual(d["ports"][1]["address"], "198.18.0.2/24")
+        self.assertEqual([a["name"] for a in d["apps"]], ["redis-server", "nginx"])
+        self.assertEqual([c["state"] for c in d["connections"]], ["LISTEN", "ESTABLISHED", "ESTABLISHED"])
+        self.assertEqual(d["connections"][0]["local"], "198.18.0.1:6379")
+        values = [v for e in d["engines"] for s in e["stacks"] for k, v in s.items() if k != "port"]
+        self.assertEqual(len(values), len(set(values)), "each stack counter read from its own field")
+
+    def test_rejects_unknown_format(self):
+        r = subprocess.run([FIXTURE, "xml"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("usage", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
