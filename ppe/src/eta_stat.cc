@@ -190,6 +190,19 @@ std::string text_view(const Snapshot &s, bool conns)
     for (const AppCounters &a : s.apps)
         appendf(&out, "%7d  %-16s %6u %8" PRIu64 " %10" PRIu64 " %12" PRIu64 " %12" PRIu64 " %9" PRIu64 "\n", a.pid,
                     a.comm, a.engine, a.sockets, a.memory_bytes, a.commands, a.doorbells, a.wakeups);
+    appendf(&out, "\nprograms under the shim: %zu\n", s.programs.size());
+    if (!s.programs.empty())
+        appendf(&out, "    pid  name             attached  accel-open  accepted ppe/kernel  waits spun/slept  "
+                      "refused  sockets by where they went\n");
+    for (const eta_preload_stats &pr : s.programs) {
+        std::string where;
+        for (unsigned r = 0; r < ETA_PRELOAD_N_REASONS; r++)
+            if (pr.fallbacks[r]) where += std::string(" ") + preload_reason_name(r) + " " + std::to_string(pr.fallbacks[r]);
+        appendf(&out, "%7d  %-16s %8s %11" PRIu64 " %10" PRIu64 "/%-8" PRIu64 " %8" PRIu64 "/%-8" PRIu64 " %7" PRIu64
+                      " %s\n",
+                pr.pid, pr.comm, pr.attached ? "yes" : "no", pr.accel_open, pr.accepted, pr.kernel_accepted, pr.spins,
+                pr.sleeps, pr.bypass_refused, where.empty() ? " none" : where.c_str());
+    }
     appendf(&out, "\nconnections: %u", s.conns_total);
     if (s.conns_total > s.conns.size()) appendf(&out, " (%zu shown)", s.conns.size());
     appendf(&out, "\n");
@@ -277,6 +290,7 @@ int main(int argc, char **argv)
             if (!output.empty()) std::remove(output.c_str());
             return 1;
         }
+        read_programs(socket, &snap); // none is fine: no program under the shim has run
         if (json || prometheus || !output.empty()) {
             std::string text;
             if (json) text = to_json(snap, !no_conns).dump() + "\n";

@@ -268,7 +268,62 @@ void apps_prometheus(const Snapshot &s, Exposition &x)
     }
 }
 
+void programs_prometheus(const Snapshot &s, Exposition &x)
+{
+    for (const eta_preload_stats &pr : s.programs) {
+        const Labels l{{"pid", std::to_string(pr.pid)}, {"name", c_str(pr.comm)}};
+        x.gauge("program_attached", "1 while the program under the shim is attached to the PPE", l,
+                uint64_t(pr.attached));
+        for (unsigned r = 0; r < ETA_PRELOAD_N_REASONS; r++) {
+            if (!pr.fallbacks[r] && r != 0) continue;
+            Labels rl = l;
+            rl.emplace_back("reason", preload_reason_name(r));
+            x.counter("program_sockets", "sockets the program made, by where they went (reason accelerated: the PPE)",
+                      rl, pr.fallbacks[r]);
+        }
+        x.gauge("program_accelerated_open", "accelerated sockets the program has open now", l, pr.accel_open);
+        Labels ppe = l, kernel = l;
+        ppe.emplace_back("from", "ppe");
+        kernel.emplace_back("from", "kernel");
+        x.counter("program_accepted", "connections the program accepted, by which half of its listener", ppe,
+                  pr.accepted);
+        x.counter("program_accepted", "connections the program accepted, by which half of its listener", kernel,
+                  pr.kernel_accepted);
+        Labels spun = l, slept = l;
+        spun.emplace_back("ended", "spinning");
+        slept.emplace_back("ended", "sleeping");
+        x.counter("program_waits", "blocking waits of the program, by how they ended", spun, pr.spins);
+        x.counter("program_waits", "blocking waits of the program, by how they ended", slept, pr.sleeps);
+        x.counter("program_bypass_refused", "calls refused on an accelerated socket (splice, sendfile, ...)", l,
+                  pr.bypass_refused);
+    }
+}
+
 } // namespace
+
+const char *preload_reason_name(unsigned reason)
+{
+    switch (reason) {
+#define NAME(i, text)                                                                                              \
+    case i: return text;
+        ETA_PRELOAD_REASONS(NAME)
+#undef NAME
+    default: return "other";
+    }
+}
+
+bool read_programs(const std::string &socket_path, Snapshot *s)
+{
+    s->programs.clear();
+    int n = eta_preload_stats_each(
+        socket_path.c_str(),
+        [](const eta_preload_stats *st, void *arg) {
+            static_cast<std::vector<eta_preload_stats> *>(arg)->push_back(*st);
+            return 0;
+        },
+        &s->programs);
+    return n >= 0;
+}
 
 std::string to_prometheus(const Snapshot &s)
 {
@@ -288,6 +343,7 @@ std::string to_prometheus(const Snapshot &s)
     stacks_prometheus(s, x);
     ports_prometheus(s, x);
     apps_prometheus(s, x);
+    programs_prometheus(s, x);
     x.gauge("connections", "TCP connections the engines hold now", {}, uint64_t(s.conns_total));
     std::map<std::string, uint64_t> by_state;
     for (const char *name : {"LISTEN", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT1", "FIN_WAIT2", "CLOSE_WAIT",
@@ -383,6 +439,23 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                         {"bytes_out", a.bytes_out}});
     }
     out["apps"] = std::move(apps);
+    json programs = json::array();
+    for (const eta_preload_stats &pr : s.programs) {
+        json by_reason = json::object();
+        for (unsigned r = 0; r < ETA_PRELOAD_N_REASONS; r++)
+            if (pr.fallbacks[r] || r == 0) by_reason[preload_reason_name(r)] = pr.fallbacks[r];
+        programs.push_back({{"pid", pr.pid},
+                            {"name", c_str(pr.comm)},
+                            {"attached", pr.attached != 0},
+                            {"sockets", std::move(by_reason)},
+                            {"accelerated_open", pr.accel_open},
+                            {"accepted", pr.accepted},
+                            {"kernel_accepted", pr.kernel_accepted},
+                            {"spins", pr.spins},
+                            {"sleeps", pr.sleeps},
+                            {"bypass_refused", pr.bypass_refused}});
+    }
+    out["programs"] = std::move(programs);
     out["connections_total"] = s.conns_total;
     if (with_conns) {
         json conns = json::array();

@@ -7,6 +7,8 @@
 
 #include "stats.h"
 
+#include <eta/preload_stats.h>
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -30,7 +32,18 @@ struct Snapshot {
     std::vector<AppCounters> apps;
     std::vector<ConnEntry> conns;
     uint32_t conns_total = 0;
+    // What each program under libeta-preload.so publishes beside the control
+    // socket (<socket>.preload/<pid>): its sockets by where they went, accepts,
+    // waits, calls refused. Read apart from the region (read_programs()).
+    std::vector<eta_preload_stats> programs;
 };
+
+// Fills s->programs from <socket_path>.preload/; false when none is there
+// (no program under the shim ever ran with this control socket).
+bool read_programs(const std::string &socket_path, Snapshot *s);
+
+// The name of a reason a socket went where it went (0: "accelerated").
+const char *preload_reason_name(unsigned reason);
 
 const char *tcp_state_name(uint8_t state);
 const char *ppe_state_name(uint32_t state);

@@ -164,6 +164,10 @@ if want redis; then
         { cat "$work/rb.out"; fail "redis-benchmark failed"; }
     grep -qi "error" "$work/rb.out" && { cat "$work/rb.out"; fail "redis-benchmark reported errors"; }
     [ "$(peer timeout 10 redis-cli -h "$H" -p 6390 ping)" = PONG ] || fail "redis does not answer PING"
+    # eta-stat shows the program under the shim: its accelerated sockets and accepts.
+    shown=$(stat_py "[(p['sockets'].get('accelerated', 0), p['accepted']) for p in d['programs'] if p['name'] == 'redis-server' and p['attached']]")
+    python3 -c "import sys; v=eval(sys.argv[1]); sys.exit(0 if len(v) == 1 and v[0][0] >= 1 and v[0][1] >= 50 else 1)" "$shown" ||
+        fail "eta-stat does not show redis-server under the shim with its sockets and 50+ accepts: $shown"
 fi
 
 if want nginx; then

@@ -1,6 +1,7 @@
 // TEST FIXTURE: prints eta-stat's JSON or Prometheus rendering of a made-up
 // stats snapshot (two engines, two ports, two applications, three
-// connections; every counter a distinct value), so that
+// connections, one program under the shim; every counter a distinct
+// value), so that
 // stat_format_test.py can parse the output with real parsers without a
 // running eta-ppe. The values mean nothing; they are distinct so that a
 // counter shown under the wrong name or labels is caught.
@@ -88,6 +89,21 @@ void fill_fixture(Snapshot &s)
         s.conns.push_back(c);
     }
     s.conns_total = 3;
+    eta_preload_stats pr{}; // one program under the shim
+    pr.magic = ETA_PRELOAD_STATS_MAGIC;
+    pr.version = ETA_PRELOAD_STATS_VERSION;
+    pr.pid = 300;
+    std::strcpy(pr.comm, "memcached");
+    pr.attached = 1;
+    pr.fallbacks[0] = next++; // accelerated
+    pr.fallbacks[7] = next++; // loopback
+    pr.accel_open = next++;
+    pr.accepted = next++;
+    pr.kernel_accepted = next++;
+    pr.sleeps = next++;
+    pr.spins = next++;
+    pr.bypass_refused = next++;
+    s.programs.push_back(pr);
 }
 
 } // namespace

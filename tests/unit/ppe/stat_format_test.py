@@ -120,6 +120,22 @@ class Prometheus(unittest.TestCase):
             self.assertEqual(self.sample("eta_app_rx_bytes", pid=pid).value, app["bytes_in"])
             self.assertEqual(self.sample("eta_app_memory_bytes", pid=pid).value, app["memory_bytes"])
 
+    def test_programs_under_the_shim(self):
+        pr = self.snap["programs"][0]
+        l = {"pid": str(pr["pid"]), "name": pr["name"]}
+        self.assertEqual(self.families["eta_program_sockets"].type, "counter")
+        self.assertEqual(self.sample("eta_program_sockets", reason="accelerated", **l).value,
+                         pr["sockets"]["accelerated"])
+        self.assertEqual(self.sample("eta_program_sockets", reason="loopback", **l).value, pr["sockets"]["loopback"])
+        self.assertEqual(self.sample("eta_program_accepted", **{"from": "ppe"}, **l).value, pr["accepted"])
+        self.assertEqual(self.sample("eta_program_accepted", **{"from": "kernel"}, **l).value,
+                         pr["kernel_accepted"])
+        self.assertEqual(self.sample("eta_program_waits", ended="spinning", **l).value, pr["spins"])
+        self.assertEqual(self.sample("eta_program_waits", ended="sleeping", **l).value, pr["sleeps"])
+        self.assertEqual(self.sample("eta_program_accelerated_open", **l).value, pr["accelerated_open"])
+        self.assertEqual(self.sample("eta_program_bypass_refused", **l).value, pr["bypass_refused"])
+        self.assertEqual(self.sample("eta_program_attached", **l).value, 1)
+
     def test_ppe_info_and_connections(self):
         info = self.sample("eta_ppe_info")
         self.assertEqual(info.labels["pid"], "4242")
@@ -141,6 +157,8 @@ class Json(unittest.TestCase):
         self.assertEqual([a["name"] for a in d["apps"]], ["redis-server", "nginx"])
         self.assertEqual([c["state"] for c in d["connections"]], ["LISTEN", "ESTABLISHED", "ESTABLISHED"])
         self.assertEqual(d["connections"][0]["local"], "198.18.0.1:6379")
+        self.assertEqual([(p["pid"], p["name"], p["attached"]) for p in d["programs"]], [(300, "memcached", True)])
+        self.assertEqual(sorted(d["programs"][0]["sockets"]), ["accelerated", "loopback"])
         values = [v for e in d["engines"] for s in e["stacks"] for k, v in s.items() if k != "port"]
         self.assertEqual(len(values), len(set(values)), "each stack counter read from its own field")
 
