@@ -32,7 +32,13 @@ addrs=$(ip -o addr show dev "$ETA_LAB_PPE_IFACE") || fail "cannot read the addre
 [[ "$addrs" != *"inet "* ]] || fail "the accelerated link has a kernel address: $addrs"
 
 note "second lab down leaves nothing"
+# What an eta-ppe and programs under the shim leave in the lab's socket
+# directory must go with the lab.
+second_sock=$(sed -n 's/^ETA_LAB_SOCKET=//p' <<<"$second")
+mkdir -p "$second_sock.preload"
+touch "$second_sock" "$second_sock.stats" "$second_sock.net" "$second_sock.preload/1"
 "$ETA_LAB" down --name "t$$-second"
+[ ! -e "$(dirname "$second_sock")" ] || fail "the lab's socket directory $(dirname "$second_sock") survived down"
 netns_absent "$second_ns" || fail "namespace $second_ns survived down"
 link_absent "$second_iface" || fail "links of the second lab survived down"
 
