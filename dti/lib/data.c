@@ -183,23 +183,33 @@ static ssize_t rx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uin
     return -EAGAIN;
 }
 
-ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
+/* The readable bytes of s in place (at most two pieces) and, through *pp,
+ * its private receive side: one handle check for borrow and for dti_recv(). */
+static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2], struct dti_sock_priv **pp)
 {
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
-    if (p->rx_busy_gen == dti__gen(s))
+    uint32_t gen = dti__gen(s);
+    struct dti_sock_priv *p = rx_side(c->d, slot, gen);
+    if (p->rx_busy_gen == gen)
         return -EBUSY;
     uint32_t n = readable(c->d, sh, p);
     if (n == 0) {
         iov[0] = iov[1] = (struct dti_iov){NULL, 0};
-        return rx_error(sh, p, dti__gen(s));
+        return rx_error(sh, p, gen);
     }
     ring_iov(rx_ring(c->d, slot), c->d->limits.rx_ring_size, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head,
              n, iov);
+    *pp = p;
     return n;
+}
+
+ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
+{
+    struct dti_sock_priv *p;
+    return rx_span(c, s, iov, &p);
 }
 
 /* Released bytes are told to the engine in batches: once they add up to this
@@ -252,29 +262,19 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
 /* borrow + copy + release with one handle check: the common read. */
 ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
 {
-    uint32_t slot;
-    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
-    if (!sh)
-        return -DTI_E_BAD_HANDLE;
-    uint32_t gen = dti__gen(s);
-    struct dti_sock_priv *p = rx_side(c->d, slot, gen);
-    if (p->rx_busy_gen == gen)
-        return -EBUSY;
-    uint32_t n = readable(c->d, sh, p);
-    if (n == 0)
-        return rx_error(sh, p, gen);
-    if (len == 0)
-        return 0;
-    if (len < n)
-        n = (uint32_t)len;
     struct dti_iov iov[2];
-    ring_iov(rx_ring(c->d, slot), c->d->limits.rx_ring_size, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head, n,
-             iov);
-    memcpy(buf, iov[0].base, iov[0].len);
-    if (iov[1].len)
-        memcpy((uint8_t *)buf + iov[0].len, iov[1].base, iov[1].len);
-    consume(c, s, p, n);
-    return n;
+    struct dti_sock_priv *p;
+    ssize_t n = rx_span(c, s, iov, &p);
+    if (n <= 0)
+        return n;
+    size_t take = len < (size_t)n ? len : (size_t)n;
+    size_t first = take < iov[0].len ? take : iov[0].len;
+    memcpy(buf, iov[0].base, first);
+    if (take > first)
+        memcpy((uint8_t *)buf + first, iov[1].base, take - first);
+    if (take)
+        consume(c, s, p, (uint32_t)take);
+    return (ssize_t)take;
 }
 
 /* ---- send ---------------------------------------------------------------------- */
@@ -296,7 +296,9 @@ static ssize_t tx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uin
     return 0;
 }
 
-ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
+/* Free send-ring space of s in place (at most two pieces) and, through *pp,
+ * its private send side: one handle check for reserve and for dti_send(). */
+static inline ssize_t tx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2], struct dti_sock_priv **pp)
 {
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
@@ -315,7 +317,14 @@ ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
         return -EAGAIN;
     ring_iov(tx_ring(c->d, slot), c->d->limits.tx_ring_size, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n,
              iov);
+    *pp = p;
     return n;
+}
+
+ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
+{
+    struct dti_sock_priv *p;
+    return tx_span(c, s, iov, &p);
 }
 
 int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
@@ -340,36 +349,22 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
 /* reserve + copy + commit with one handle check: the common write. */
 ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
 {
-    uint32_t slot;
-    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
-    if (!sh)
-        return -DTI_E_BAD_HANDLE;
-    uint32_t gen = dti__gen(s);
-    struct dti_sock_priv *p = tx_side(c->d, slot, gen);
-    if (p->tx_busy_gen == gen)
-        return -EBUSY;
-    ssize_t e = tx_error(sh, p, gen);
-    if (e < 0)
-        return e;
-    uint32_t n = writable(c->d, sh, p);
-    if (n == 0)
-        return -EAGAIN;
-    if (len == 0)
-        return 0;
-    if (len < n)
-        n = (uint32_t)len;
     struct dti_iov iov[2];
-    ring_iov(tx_ring(c->d, slot), c->d->limits.tx_ring_size, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n,
-             iov);
-    memcpy(iov[0].base, buf, iov[0].len);
-    if (iov[1].len)
-        memcpy(iov[1].base, (const uint8_t *)buf + iov[0].len, iov[1].len);
-    int rc = dti__prep_data(c, DTI_OP_SEND, s, n, flags & DTI_SEND_MORE);
+    struct dti_sock_priv *p;
+    ssize_t n = tx_span(c, s, iov, &p);
+    if (n <= 0 || len == 0)
+        return n < 0 ? n : 0;
+    uint32_t take = len < (size_t)n ? (uint32_t)len : (uint32_t)n;
+    uint32_t first = take < iov[0].len ? take : (uint32_t)iov[0].len;
+    memcpy(iov[0].base, buf, first);
+    if (take > first)
+        memcpy(iov[1].base, (const uint8_t *)buf + first, take - first);
+    int rc = dti__prep_data(c, DTI_OP_SEND, s, take, flags & DTI_SEND_MORE);
     if (rc < 0)
         return rc; /* command ring full: nothing queued, the space stays free */
-    p->tx_tail += n;
+    p->tx_tail += take;
     dti_submit(c);
-    return n;
+    return take;
 }
 
 /* ---- region buffer pool ------------------------------------------------------------- */
