@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include <dti/dti.h> /* DTI_STATE_*, DTI_POLL*: the readiness rule below */
+
 #define DTI_REGION_MAGIC 0x31305254444154ull /* "ETADTR01" little-endian-ish tag */
 #define DTI_CACHELINE 64u
 
@@ -157,6 +159,30 @@ struct dti_sock_shared {
 #define DTI_GEN_MAX ((1u << (31u - DTI_SLOT_BITS)) - 1u)
 
 #define DTI_POOL_BLOCK 2048u
+
+/* The readiness rule, the one both sides apply: poll bits (DTI_POLL*) of a
+ * socket in `state` with `err` pending, `readable` bytes, `writable` bytes of
+ * send space and `acc` connections waiting to be accepted. libdti computes
+ * it from its own view (what the app has consumed); the engine from its own
+ * (what it was told) to decide which events to post. */
+static inline uint32_t dti_events_of(uint32_t state, int32_t err, uint32_t readable, uint32_t writable,
+                                     uint32_t acc)
+{
+    uint32_t ev = 0;
+    if (readable > 0 || acc > 0 || (state & DTI_STATE_RD_CLOSED))
+        ev |= DTI_POLLIN;
+    if ((state & DTI_STATE_CONNECTED) && !(state & DTI_STATE_WR_CLOSED) && writable > 0)
+        ev |= DTI_POLLOUT;
+    if (state & DTI_STATE_RD_CLOSED)
+        ev |= DTI_POLLRDHUP;
+    if (state & (DTI_STATE_RESET | DTI_STATE_FAILED))
+        ev |= DTI_POLLIN | DTI_POLLRDHUP | DTI_POLLHUP;
+    if ((state & DTI_STATE_RD_CLOSED) && (state & DTI_STATE_WR_CLOSED))
+        ev |= DTI_POLLHUP;
+    if (err)
+        ev |= DTI_POLLERR;
+    return ev;
+}
 
 #ifdef __cplusplus
 static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");

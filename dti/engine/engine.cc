@@ -200,24 +200,6 @@ dti_cmd read_cmd(const dti_cmd *src)
     return c;
 }
 
-uint32_t events_of(uint32_t state, int32_t err, uint32_t readable, uint32_t writable, uint32_t acc)
-{
-    uint32_t ev = 0;
-    if (readable > 0 || acc > 0 || (state & DTI_STATE_RD_CLOSED))
-        ev |= DTI_POLLIN;
-    if ((state & DTI_STATE_CONNECTED) && !(state & DTI_STATE_WR_CLOSED) && writable > 0)
-        ev |= DTI_POLLOUT;
-    if (state & DTI_STATE_RD_CLOSED)
-        ev |= DTI_POLLRDHUP;
-    if (state & (DTI_STATE_RESET | DTI_STATE_FAILED))
-        ev |= DTI_POLLIN | DTI_POLLRDHUP | DTI_POLLHUP;
-    if ((state & DTI_STATE_RD_CLOSED) && (state & DTI_STATE_WR_CLOSED))
-        ev |= DTI_POLLHUP;
-    if (err)
-        ev |= DTI_POLLERR;
-    return ev;
-}
-
 bool option_of(uint32_t opt, Option *out)
 {
     switch (opt) {
@@ -1830,7 +1812,7 @@ void EngineImpl::notify(Attachment &a, uint32_t si)
         return;
     uint32_t readable = s.rx_tail - s.rx_consumed;
     uint32_t writable = a.lim.tx_ring_size - (s.tx_committed - s.tx_head);
-    uint32_t mask = events_of(s.state, s.error, readable, writable, s.embryos);
+    uint32_t mask = dti_events_of(s.state, s.error, readable, writable, s.embryos);
     bool post = (s.interest & mask & ~s.last_mask) != 0;
     if ((s.interest & DTI_POLLIN) &&
         ((s.rx_tail != s.last_rx_tail && readable > 0) || s.embryos > s.last_accept))

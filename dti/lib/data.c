@@ -54,24 +54,6 @@ static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, s
     return used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
 }
 
-static uint32_t events_of(uint32_t state, int32_t err, uint32_t rd, uint32_t wr, uint32_t acc)
-{
-    uint32_t ev = 0;
-    if (rd > 0 || acc > 0 || (state & DTI_STATE_RD_CLOSED))
-        ev |= DTI_POLLIN;
-    if ((state & DTI_STATE_CONNECTED) && !(state & DTI_STATE_WR_CLOSED) && wr > 0)
-        ev |= DTI_POLLOUT;
-    if (state & DTI_STATE_RD_CLOSED)
-        ev |= DTI_POLLRDHUP;
-    if (state & (DTI_STATE_RESET | DTI_STATE_FAILED))
-        ev |= DTI_POLLIN | DTI_POLLRDHUP | DTI_POLLHUP;
-    if ((state & DTI_STATE_RD_CLOSED) && (state & DTI_STATE_WR_CLOSED))
-        ev |= DTI_POLLHUP;
-    if (err)
-        ev |= DTI_POLLERR;
-    return ev;
-}
-
 int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
 {
     uint32_t slot;
@@ -91,7 +73,7 @@ int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
         out->state |= DTI_STATE_WR_CLOSED;
     out->error = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
     out->accept_ready = DTI_LOAD(&sh->accept_ready);
-    out->events = events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
+    out->events = dti_events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
     return 0;
 }
 

@@ -170,7 +170,7 @@ std::string text_view(const Snapshot &s, bool conns)
                         e, p, st.conns_open, st.rx_frames, st.tx_frames, st.fastpath_hits, st.fastpath_misses,
                         st.tcp_retransmits, st.ooo_frames_used, st.tcp_resets_in, st.tcp_resets_out);
             std::string drops;
-#define D(f) if (st.f) drops += std::string("  ") + (#f + 5) + " " + std::to_string(st.f);
+#define D(f) if (st.f) drops += std::string("  ") + std::string(#f).substr(5) + " " + std::to_string(st.f);
             PPE_STATS_DROP_FIELDS(D)
 #undef D
             appendf(&out, "  drops:%s\n", drops.empty() ? " none" : drops.c_str());
