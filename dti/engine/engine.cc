@@ -1911,6 +1911,8 @@ void layout_region(void *region, uint64_t size, const Limits &limits)
         layout_region_impl(region, limits, g);
 }
 
+void refuse_connection(int fd, int code, const std::string &why) { ctl::refuse(fd, code, why); }
+
 std::unique_ptr<Engine> Engine::create(Transport &transport, const Limits &limits, std::string *error)
 {
     Geometry g;

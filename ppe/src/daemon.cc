@@ -12,7 +12,6 @@
 #include "stats.h"
 #include "system.h"
 
-#include "dti_abi.h"
 #include <dti/dti.h>
 
 #include <CLI/CLI.hpp>
@@ -279,14 +278,7 @@ void hand_over(int fd, std::vector<std::unique_ptr<Engine>> &engines, size_t *ne
 {
     Engine &e = *engines[(*next)++ % engines.size()];
     if (!e.offer_connection(fd)) {
-        dti_ctl_msg msg{};
-        msg.magic = DTI_CTL_MAGIC;
-        msg.type = DTI_CTL_REFUSED;
-        msg.abi_version = DTI_ABI_VERSION;
-        msg.status = EAGAIN;
-        copy_str(msg.text, sizeof msg.text, "the PPE is busy with other attaches; try again");
-        ssize_t r = send(fd, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)r;
+        dti::engine::refuse_connection(fd, EAGAIN, "the PPE is busy with other attaches; try again");
         ::close(fd);
     }
 }

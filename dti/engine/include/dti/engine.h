@@ -156,6 +156,12 @@ struct AttachmentInfo {
     int group;
 };
 
+// Answers a control connection no engine will take (all busy, shutting
+// down) with the protocol's REFUSED message: `code` (an errno or DTI_E_*
+// value) and `why`, which the application's dti_attach() reports. Does not
+// close fd. Callers outside the engine need not know the wire format.
+void refuse_connection(int fd, int code, const std::string &why);
+
 // ---- the engine -----------------------------------------------------------
 
 class Engine {
