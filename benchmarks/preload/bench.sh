@@ -51,8 +51,13 @@ for rep in $(seq 1 "${ETA_BENCH_REPEAT:-1}"); do
 for path in eta kernel; do
     dst=$ETA_LAB_PPE_IP ip_server=$(pgrep -P "$ip_eta_pid" -x iperf3)
     [ $path = kernel ] && dst=$ETA_LAB_KERNEL_IP ip_server=$(pgrep -P "$ip_kernel_pid" -x iperf3)
+    sp_server=$(pgrep -P "$sp_eta_pid" -x sockperf)
+    [ $path = kernel ] && sp_server=$(pgrep -P "$sp_kernel_pid" -x sockperf)
+    s0=$(cpu_s "$sp_server")
     peer timeout $((secs + 30)) sockperf ping-pong --tcp -i "$dst" -p 11111 -t "$secs" -m 64 \
         --full-log "$out/sp-full.$path" > "$out/sp.$path"
+    s1=$(cpu_s "$sp_server")
+    txns=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' "$out/sp.$path" | head -1)
     p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     c0=$(cpu_s "$ip_server") e0=$(cpu_s "$engine")
@@ -63,6 +68,9 @@ for path in eta kernel; do
         -v e0="$e0" -v e1="$e1" \
         'BEGIN { gib = by / 2^30; e = p == "eta" ? sprintf("%.3f", (e1 - e0) / gib) : "-"
                  printf "%-8s %12s %12s %14.2f %16.3f %16s\n", p, a, b, bps / 1e9, (c1 - c0) / gib, e }'
+    # For the closing lines: the servers' own CPU per sockperf transaction and per GiB iperf3 sent them.
+    echo "$path $(awk -v s0="$s0" -v s1="$s1" -v n="${txns:-0}" -v c0="$c0" -v c1="$c1" -v by="$bytes" \
+        'BEGIN { printf "%.3f %.4f", (n > 0 ? (s1 - s0) * 1e6 / n : 0), (c1 - c0) / (by / 2^30) }')" >> "$out/host_cpu"
     if [ -n "${ETA_BENCH_JSON:-}" ]; then
         python3 - "$path" "$p50" "$p99" "$bps" "$bytes" "$c0" "$c1" "$e0" "$e1" "$out/sp-full.$path" "$rep" >> "$ETA_BENCH_JSON" <<'PY'
 import json, sys
@@ -88,3 +96,9 @@ PY
     fi
 done
 done
+# The issue-13 lines, means over repetitions (the programs' own CPU, not the PPE's: the engine's is in the table).
+awk '{ t[$1] += $2; g[$1] += $3; n[$1]++ }
+     END { if (n["eta"] && n["kernel"] && t["kernel"] > 0 && g["kernel"] > 0) {
+               printf "host CPU per transaction (rr 64 B): eta/kernel = %.2fx  (sockperf server: eta %.2f us, kernel %.2f us)\n", (t["eta"] / n["eta"]) / (t["kernel"] / n["kernel"]), t["eta"] / n["eta"], t["kernel"] / n["kernel"]
+               printf "host CPU per GiB received: eta/kernel = %.2fx  (iperf3 server: eta %.3f s, kernel %.3f s)\n", (g["eta"] / n["eta"]) / (g["kernel"] / n["kernel"]), g["eta"] / n["eta"], g["kernel"] / n["kernel"] } }' "$out/host_cpu"
+
