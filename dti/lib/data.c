@@ -197,9 +197,9 @@ ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
 /* Released bytes are told to the engine in batches: once they add up to this
  * much, and before any other command on the socket (a watch must not see
  * stale data, a close must not look like one with unread bytes). A small
- * read then costs no command and no doorbell; the engine's view of free
- * space lags by less than a quarter of the ring, so the peer's window never
- * closes on bytes the application has already taken. */
+ * read then costs no command and no doorbell. The engine's view of free
+ * space lags by less than a quarter of the ring, so an application that has
+ * emptied its ring and waits for more always leaves the peer a window. */
 static uint32_t release_batch(const struct dti_attachment *d) { return d->limits.rx_ring_size / 4; }
 
 /* rx_owed is updated atomically: a thread reading the socket may add to it
