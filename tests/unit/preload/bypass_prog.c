@@ -18,15 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            printf("FAIL %s:%d: %s (errno %d: %s)\n", __FILE__, __LINE__, #cond, errno,  \
-                   strerror(errno));                                                       \
-            fflush(stdout);                                                                \
-            _exit(1);                                                                      \
-        }                                                                                  \
-    } while (0)
+#include "check.h"
 
 static void pair(int *client, int *server)
 {

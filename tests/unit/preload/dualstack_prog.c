@@ -14,15 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            printf("FAIL %s:%d: %s (errno %d: %s)\n", __FILE__, __LINE__, #cond, errno,  \
-                   strerror(errno));                                                       \
-            fflush(stdout);                                                                \
-            _exit(1);                                                                      \
-        }                                                                                  \
-    } while (0)
+#include "check.h"
 
 static int listener6(int v6only, int *port)
 {

@@ -27,15 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            printf("FAIL %s:%d: %s (errno %d: %s)\n", __FILE__, __LINE__, #cond, errno,  \
-                   strerror(errno));                                                       \
-            fflush(stdout);                                                                \
-            _exit(1);                                                                      \
-        }                                                                                  \
-    } while (0)
+#include "check.h"
 
 /* How long a readiness that must come may take before it counts as lost. */
 #define WAIT_MS 10000

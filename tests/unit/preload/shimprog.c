@@ -27,15 +27,7 @@
 
 #include "eta/preload_stats.h"
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            printf("FAIL %s:%d: %s (errno %d: %s)\n", __FILE__, __LINE__, #cond, errno,  \
-                   strerror(errno));                                                       \
-            fflush(stdout);                                                                \
-            _exit(1);                                                                      \
-        }                                                                                  \
-    } while (0)
+#include "check.h"
 
 static const char *ppe_ip = "10.9.0.1";
 
