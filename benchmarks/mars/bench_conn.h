@@ -79,4 +79,16 @@ inline bool prepare(sim::FramePool &pool, const std::vector<uint8_t> &tmpl, uint
     return true;
 }
 
+// The same for a frame of another flow than the template's: the peer's
+// address and port are set too; flagged NIC-verified (no checksum to redo).
+inline bool prepare_flow(sim::FramePool &pool, const std::vector<uint8_t> &tmpl, uint32_t peer_ip, uint16_t peer_port,
+                         uint32_t seq, uint32_t ack, PacketRef *out)
+{
+    if (!prepare(pool, tmpl, seq, ack, false, 0, true, out)) return false;
+    set_be32(out->data + sim::kEthLen + 12, peer_ip);
+    out->data[kTcpOff] = uint8_t(peer_port >> 8);
+    out->data[kTcpOff + 1] = uint8_t(peer_port);
+    return true;
+}
+
 } // namespace mars::bench

@@ -170,17 +170,7 @@ struct World {
 
     bool prepare(const Flow &f, const std::vector<uint8_t> &t, PacketRef *out)
     {
-        if (!peer->pool().get(out)) return false;
-        std::memcpy(out->data, t.data(), t.size());
-        out->len = uint16_t(t.size());
-        out->room = 0;
-        out->flags = kRxIpCsumGood | kRxL4CsumGood;
-        set_be32(out->data + sim::kEthLen + 12, f.peer_ip);
-        out->data[kTcpOff] = uint8_t(f.peer_port >> 8);
-        out->data[kTcpOff + 1] = uint8_t(f.peer_port);
-        set_be32(out->data + kTcpOff + 4, f.seq);
-        set_be32(out->data + kTcpOff + 8, f.ack);
-        return true;
+        return prepare_flow(peer->pool(), t, f.peer_ip, f.peer_port, f.seq, f.ack, out);
     }
 };
 

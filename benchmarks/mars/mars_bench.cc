@@ -239,17 +239,7 @@ struct LookupWorld {
 
     bool prepare(const Flow &f, PacketRef *out)
     {
-        if (!peer->pool().get(out)) return false;
-        std::memcpy(out->data, tmpl.data(), tmpl.size());
-        out->len = uint16_t(tmpl.size());
-        out->room = 0;
-        out->flags = kRxIpCsumGood | kRxL4CsumGood;
-        set_be32(out->data + sim::kEthLen + 12, f.peer_ip);
-        out->data[kTcpOff] = uint8_t(f.peer_port >> 8);
-        out->data[kTcpOff + 1] = uint8_t(f.peer_port);
-        set_be32(out->data + kTcpOff + 4, f.seq);
-        set_be32(out->data + kTcpOff + 8, f.ack);
-        return true;
+        return prepare_flow(peer->pool(), tmpl, f.peer_ip, f.peer_port, f.seq, f.ack, out);
     }
 };
 
