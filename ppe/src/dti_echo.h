@@ -1,10 +1,11 @@
 // ppe/src/dti_echo.h: eta-perf's dti echo step, apart so unit tests can run it.
 //
-// dti_send_commit() and dti_recv_release() return -EAGAIN when the context's
-// command queue is full (many connections served in one burst): nothing was
-// queued. Ignoring that loses an echo (bytes released, never sent) or sends
-// one twice (sent, not released, taken again). The step keeps what it still
-// owes the engine and tells the caller to come back after reaping.
+// dti_send_commit() returns -EAGAIN when the context's command queue is full
+// (many connections served in one burst): nothing was queued. Ignoring that
+// sends an echo twice or never. The step keeps what it still owes the engine
+// and tells the caller to come back after reaping. (dti_recv_release() now
+// batches and never fails for a full queue; the owed release stays as the
+// guard should that contract change.)
 #pragma once
 
 #include <dti/dti.h>

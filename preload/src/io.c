@@ -107,16 +107,6 @@ static bool queue_stuck(dti_ctx_t *c, uint64_t *since)
     return false;
 }
 
-static int release_retrying(dti_ctx_t *c, dti_sock_t h, size_t n)
-{
-    uint64_t since = 0;
-    int rc;
-    while ((rc = dti_recv_release(c, h, n)) == -EAGAIN)
-        if (queue_stuck(c, &since))
-            return -ECONNRESET;
-    return rc;
-}
-
 static int commit_retrying(dti_ctx_t *c, dti_sock_t h, size_t n, unsigned flags)
 {
     uint64_t since = 0;
@@ -178,7 +168,7 @@ static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt
                     iov_put(iov, iovcnt, got + first, piece[1].base, take - first);
             }
             if (!(flags & MSG_PEEK)) {
-                int rc = release_retrying(c, s->h, take);
+                int rc = dti_recv_release(c, s->h, take); /* batched in libdti: never refused for a full queue */
                 if (rc < 0)
                     return got ? (ssize_t)got : fail(eta_errno_from_dti(rc));
                 atomic_fetch_add_explicit(&s->rx_taken, take, memory_order_relaxed);
