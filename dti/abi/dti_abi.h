@@ -43,8 +43,12 @@ struct dti_ctl_msg {
     uint32_t index;       /* OPEN/CLOSE/CTX_OPENED: queue pair index */
     uint32_t pid;         /* HELLO: informational (SO_PEERCRED is what counts) */
     uint64_t region_size; /* WELCOME */
-    char text[96];        /* HELLO: app name; REFUSED: reason */
+    uint32_t engine;      /* HELLO: the engine wanted (DTI_ENGINE_ANY: any); WELCOME: the engine serving it */
+    uint32_t n_engines;   /* WELCOME: engines the PPE runs; an app attaches to each of them */
+    char text[88];        /* HELLO: app name; REFUSED: reason */
 };
+#define DTI_ENGINE_ANY 0xffffffffu
+#define DTI_MAX_ENGINES 8u
 #define DTI_CTL_MAGIC 0x4c544344u /* "DCTL" */
 
 /* ---- region header (offset 0) ------------------------------------------ */
@@ -184,13 +188,40 @@ static inline uint32_t dti_events_of(uint32_t state, int32_t err, uint32_t reada
     return ev;
 }
 
+/* ---- flow steering ------------------------------------------------------ */
+
+/* The engine that owns a TCP flow when the PPE runs n engines: a symmetric
+ * hash of the 4-tuple (host byte order), so both directions agree, reduced
+ * to an engine index. The PPE steers every received segment to its owner,
+ * its stacks pick ephemeral ports whose flows they own, and libdti places an
+ * explicitly bound socket on the owner of the flow it connects: one
+ * function on every side, so nobody needs shared state to agree. */
+static inline uint32_t dti_flow_hash(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b)
+{
+    uint32_t h = (ip_a ^ ip_b) * 0x9e3779b1u;
+    h ^= ((uint32_t)port_a ^ (uint32_t)port_b) * 0x85ebca6bu;
+    h ^= (ip_a + ip_b) + ((uint32_t)port_a + (uint32_t)port_b) * 0xc2b2ae35u;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 13;
+    return h;
+}
+
+static inline uint32_t dti_flow_owner(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b,
+                                      uint32_t n_engines)
+{
+    return n_engines <= 1 ? 0 : dti_flow_hash(ip_a, port_a, ip_b, port_b) % n_engines;
+}
+
 #ifdef __cplusplus
+static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
 static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
 static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 static_assert(sizeof(struct dti_ev) == 64, "ev layout");
 static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
 #else
+_Static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
 _Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
 _Static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 _Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");

@@ -627,6 +627,8 @@ int EngineImpl::attach(int fd, std::string *why)
     w.type = DTI_CTL_WELCOME;
     w.abi_version = DTI_ABI_VERSION;
     w.region_size = a.size;
+    w.engine = lim_.engine_index;
+    w.n_engines = lim_.n_engines;
     int fds[2] = {memfd, a.doorbell};
     bool sent = ctl::send_msg(fd, w, fds, 2);
     close(memfd);

@@ -238,7 +238,8 @@ static int refused(const struct dti_ctl_msg *m, char *why, size_t wl)
 static int handshake(struct dti_attachment *d, const char *name, char *why, size_t wl)
 {
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_HELLO,
-                            .abi_version = DTI_ABI_VERSION, .pid = (uint32_t)getpid()};
+                            .abi_version = DTI_ABI_VERSION, .pid = (uint32_t)getpid(),
+                            .engine = DTI_ENGINE_ANY};
     snprintf(m.text, sizeof m.text, "%s", name ? name : program_invocation_short_name);
     int rc = ctl_send(d->ctl_fd, &m);
     if (rc < 0) {

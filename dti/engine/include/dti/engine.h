@@ -134,6 +134,10 @@ struct Limits {
     uint64_t max_region_bytes = 1ull << 30; // memory per attachment
     std::vector<uint32_t> allowed_uids; // empty: anyone who can reach the socket
     uint32_t commands_per_poll = 64;    // per context per poll(), for fairness
+    // Which engine of the PPE this DTI engine is, and how many there are:
+    // told to each application in WELCOME (it attaches to every engine).
+    uint32_t engine_index = 0;
+    uint32_t n_engines = 1;
 };
 
 struct Stats {
