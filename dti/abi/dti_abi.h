@@ -157,10 +157,15 @@ struct dti_sock_shared {
     uint8_t pad[DTI_CACHELINE - 48];
 };
 
-/* Handle = gen << DTI_SLOT_BITS | slot; gen in [1, DTI_GEN_MAX]. */
+/* An engine's handle = gen << DTI_SLOT_BITS | slot, gen in [1, DTI_GEN_MAX]:
+ * what commands and events carry. What the application holds adds the
+ * engine: app handle = engine << DTI_ENGINE_SHIFT | engine's handle (engine 0:
+ * the same value), always below 2^31. */
 #define DTI_SLOT_BITS 20u
 #define DTI_SLOT_MASK ((1u << DTI_SLOT_BITS) - 1u)
-#define DTI_GEN_MAX ((1u << (31u - DTI_SLOT_BITS)) - 1u)
+#define DTI_ENGINE_SHIFT 28u
+#define DTI_GEN_MAX ((1u << (DTI_ENGINE_SHIFT - DTI_SLOT_BITS)) - 1u)
+#define DTI_LOCAL_MASK ((1u << DTI_ENGINE_SHIFT) - 1u)
 
 #define DTI_POOL_BLOCK 2048u
 

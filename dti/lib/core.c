@@ -235,11 +235,14 @@ static int refused(const struct dti_ctl_msg *m, char *why, size_t wl)
     return -code;
 }
 
-static int handshake(struct dti_attachment *d, const char *name, char *why, size_t wl)
+/* HELLO to `engine`, WELCOME back: maps the region. *n_engines: how many
+ * engines the PPE runs (this link's WELCOME says). */
+int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, uint32_t *n_engines,
+                   char *why, size_t wl)
 {
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_HELLO,
                             .abi_version = DTI_ABI_VERSION, .pid = (uint32_t)getpid(),
-                            .engine = DTI_ENGINE_ANY};
+                            .engine = engine};
     snprintf(m.text, sizeof m.text, "%s", name ? name : program_invocation_short_name);
     int rc = ctl_send(d->ctl_fd, &m);
     if (rc < 0) {
@@ -268,10 +271,45 @@ static int handshake(struct dti_attachment *d, const char *name, char *why, size
         say(why, wl, "unexpected answer from the PPE during attach");
         return -DTI_E_PROTOCOL;
     }
+    if (r.engine != engine || r.n_engines == 0 || r.n_engines > DTI_MAX_ENGINES) {
+        close(fds[0]);
+        close(fds[1]);
+        say(why, wl, "the PPE answered for engine %u of %u when engine %u was asked for (a PPE with "
+            "several engines must route each attach to the engine it names)", r.engine, r.n_engines, engine);
+        return -DTI_E_PROTOCOL;
+    }
+    d->engine = engine;
+    *n_engines = r.n_engines;
     d->doorbell_fd = fds[1];
     rc = map_region(d, fds[0], why, wl);
     close(fds[0]);
     return rc;
+}
+
+int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        say(why, wl, "control socket path is too long: %s", path);
+        return -ENAMETOOLONG;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        say(why, wl, "socket(AF_UNIX): %s", strerror(e));
+        return -e;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        int rc = (e == EACCES || e == EPERM) ? -DTI_E_DENIED : -DTI_E_NO_ENGINE;
+        say(why, wl, "%s at %s (connect: %s)",
+            rc == -DTI_E_DENIED ? "no permission to reach the PPE" : "no PPE", path, strerror(e));
+        close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    return 0;
 }
 
 int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_t why_len)
@@ -282,32 +320,20 @@ int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_
     if (!out)
         return -EINVAL;
     *out = NULL;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path) {
-        say(why, why_len, "control socket path is too long: %s", path);
-        return -ENAMETOOLONG;
-    }
-    strcpy(sa.sun_path, path);
     struct dti_attachment *d = calloc(1, sizeof *d);
     if (!d)
         return -ENOMEM;
     d->ctl_fd = d->doorbell_fd = d->fork_fd = -1;
+    d->n_links = 1;
+    d->links[0] = d;
     pthread_mutex_init(&d->lock, NULL);
-    int rc;
-    d->ctl_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (d->ctl_fd < 0) {
-        rc = -errno;
-        say(why, why_len, "socket(AF_UNIX): %s", strerror(errno));
-        goto fail;
-    }
-    if (connect(d->ctl_fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        int e = errno;
-        rc = (e == EACCES || e == EPERM) ? -DTI_E_DENIED : -DTI_E_NO_ENGINE;
-        say(why, why_len, "%s at %s (connect: %s)",
-            rc == -DTI_E_DENIED ? "no permission to reach the PPE" : "no PPE", path, strerror(e));
-        goto fail;
-    }
-    rc = handshake(d, opts ? opts->name : NULL, why, why_len);
+    const char *name = opts ? opts->name : NULL;
+    uint32_t n_engines = 1;
+    int rc = dti__connect_control(path, &d->ctl_fd, why, why_len);
+    if (rc == 0)
+        rc = dti__handshake(d, name, 0, &n_engines, why, why_len);
+    if (rc == 0 && n_engines > 1)
+        rc = dti__attach_links(d, path, name, n_engines, why, why_len);
     if (rc < 0)
         goto fail;
     if (pthread_key_create(&d->tls_key, destroy_tls_ctx) == 0)
@@ -325,6 +351,8 @@ void dti_detach(dti_t *d)
         return;
     while (d->contexts)
         dti_ctx_destroy(d->contexts);
+    dti__detach_links(d);
+    free(d->alias);
     if (d->tls_key_ok)
         pthread_key_delete(d->tls_key);
     if (d->base)
@@ -376,7 +404,15 @@ bool dti__check_alive(struct dti_attachment *d, bool allow_syscall)
     return true;
 }
 
-int dti_engine_alive(dti_t *d) { return dti__check_alive(d, true) ? 1 : 0; }
+/* Alive while every engine serves us: losing one engine is losing the PPE
+ * (its sockets are gone), so the application hears it at once. */
+int dti_engine_alive(dti_t *d)
+{
+    bool alive = true;
+    for (uint32_t e = 0; e < d->n_links; e++)
+        alive &= dti__check_alive(d->links[e], true);
+    return alive ? 1 : 0;
+}
 
 void dti__ring_doorbell(struct dti_attachment *d)
 {
@@ -431,22 +467,49 @@ int dti_fork_prepare(dti_t *d)
 {
     /* Held across fork(): no other thread is halfway through a request on
      * the control socket, or through the context list, when the child is
-     * copied. */
-    pthread_mutex_lock(&d->lock);
-    d->fork_fd = -1;
-    d->fork_rc = fork_request(d);
-    return d->fork_rc;
+     * copied. Every engine makes the child a member (links lock in order). */
+    int rc = 0;
+    for (uint32_t e = 0; e < d->n_links; e++) {
+        struct dti_attachment *l = d->links[e];
+        pthread_mutex_lock(&l->lock);
+        l->fork_fd = -1;
+        l->fork_rc = rc < 0 ? rc : fork_request(l);
+        if (l->fork_rc < 0 && rc == 0)
+            rc = l->fork_rc;
+    }
+    for (uint32_t e = 0; e < d->n_links; e++)
+        d->links[e]->fork_rc = rc;
+    return rc;
 }
 
 void dti_fork_parent(dti_t *d)
 {
-    if (d->fork_fd >= 0)
-        close(d->fork_fd);
-    d->fork_fd = -1;
-    pthread_mutex_unlock(&d->lock);
+    for (uint32_t e = d->n_links; e-- > 0;) {
+        struct dti_attachment *l = d->links[e];
+        if (l->fork_fd >= 0)
+            close(l->fork_fd);
+        l->fork_fd = -1;
+        pthread_mutex_unlock(&l->lock);
+    }
 }
 
+static int fork_child_link(struct dti_attachment *d);
+
 int dti_fork_child(dti_t *d)
+{
+    int rc = 0;
+    for (uint32_t e = 0; e < d->n_links; e++) {
+        int r = fork_child_link(d->links[e]);
+        if (r < 0 && rc == 0)
+            rc = r;
+    }
+    if (rc < 0) /* one engine without us is the PPE without us */
+        for (uint32_t e = 0; e < d->n_links; e++)
+            mark_dead(d->links[e], -rc);
+    return rc;
+}
+
+static int fork_child_link(struct dti_attachment *d)
 {
     pthread_mutex_init(&d->lock, NULL);
     /* The parent's contexts are the parent's: this process forgets them. Its
@@ -515,6 +578,20 @@ static int open_queue_pair(struct dti_attachment *d, uint32_t *index, int *wake_
 
 int dti_ctx_create(dti_t *d, dti_ctx_t **out)
 {
+    int rc = dti__ctx_create_one(d, out);
+    if (rc < 0 || d->n_links <= 1)
+        return rc;
+    rc = dti__ctx_open_subs(*out);
+    if (rc < 0) {
+        dti_ctx_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* One queue pair on one engine (link d). */
+int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out)
+{
     *out = NULL;
     if (!dti__check_alive(d, false))
         return -d->dead_reason;
@@ -565,6 +642,12 @@ void dti_ctx_destroy(dti_ctx_t *c)
 {
     if (!c)
         return;
+    dti__ctx_close_subs(c);
+    dti__ctx_destroy_one(c);
+}
+
+void dti__ctx_destroy_one(struct dti_ctx *c)
+{
     struct dti_attachment *d = c->d;
     pthread_mutex_lock(&d->lock);
     for (struct dti_ctx **pp = &d->contexts; *pp; pp = &(*pp)->next_all) {
@@ -662,30 +745,71 @@ static bool ring_has_entries(struct dti_ctx *c)
            DTI_LOAD(&c->qp->ev_overflow) != c->overflow_seen;
 }
 
+/* The queue pairs of context c: itself on one engine, else one per engine. */
+static uint32_t n_qps(const struct dti_ctx *c) { return c->n_sub ? c->n_sub : 1; }
+static struct dti_ctx *qp_of(struct dti_ctx *c, uint32_t i) { return c->n_sub ? c->sub[i] : c; }
+
 static bool has_entries(struct dti_ctx *c, bool with_stash)
 {
-    return (with_stash && (c->stash_len > 0 || c->stash_rescan)) || ring_has_entries(c);
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        if ((with_stash && (q->stash_len > 0 || q->stash_rescan)) || ring_has_entries(q))
+            return true;
+    }
+    return false;
+}
+
+/* Every engine of context c's attachment still serves it. */
+static bool all_alive(struct dti_ctx *c, bool allow_syscall)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        if (!dti__check_alive(qp_of(c, i)->d, allow_syscall))
+            return false;
+    return true;
+}
+
+/* The reason the first engine that left gave. */
+static int dead_reason(struct dti_ctx *c)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        if (qp_of(c, i)->d->dead)
+            return qp_of(c, i)->d->dead_reason;
+    return DTI_E_ENGINE_GONE;
+}
+
+static void disarm_all(struct dti_ctx *c)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        __atomic_store_n(&qp_of(c, i)->qp->armed, 0u, __ATOMIC_RELAXED);
 }
 
 static int arm(struct dti_ctx *c, bool with_stash)
 {
-    if (!dti__check_alive(c->d, false))
-        return -c->d->dead_reason;
+    if (!all_alive(c, false))
+        return -dead_reason(c);
     if (has_entries(c, with_stash))
         return 1;
     /* Arm, then check: the engine publishes, fences, then reads `armed`. One
      * of us must see the other's store, so no wakeup is lost. */
-    DTI_STORE_SC(&c->qp->armed, 1u);
-    /* ev_prod is what the engine stores (SC) after stamping entries and
-     * before it looks at `armed` (SC): the Dekker pair of this protocol. */
-    if (DTI_LOAD_SC(&c->qp->ev_prod) != c->ev_cons || has_entries(c, with_stash)) {
-        __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
+    bool pending = false;
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        DTI_STORE_SC(&q->qp->armed, 1u);
+        /* ev_prod is what the engine stores (SC) after stamping entries and
+         * before it looks at `armed` (SC): the Dekker pair of this protocol. */
+        pending |= DTI_LOAD_SC(&q->qp->ev_prod) != q->ev_cons;
+    }
+    if (pending || has_entries(c, with_stash)) {
+        disarm_all(c);
         return 1;
     }
-    if (DTI_LOAD_SC(&c->d->hdr->engine_state) != DTI_ENGINE_ALIVE) {
-        __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
-        dti__check_alive(c->d, false);
-        return -c->d->dead_reason;
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        if (DTI_LOAD_SC(&q->d->hdr->engine_state) != DTI_ENGINE_ALIVE) {
+            disarm_all(c);
+            dti__check_alive(q->d, false);
+            return -q->d->dead_reason;
+        }
     }
     return 0;
 }
@@ -694,13 +818,15 @@ int dti_arm(dti_ctx_t *c) { return arm(c, true); }
 
 void dti_disarm(dti_ctx_t *c)
 {
-    __atomic_store_n(&c->qp->armed, 0u, __ATOMIC_RELAXED);
+    disarm_all(c);
     /* One read empties an eventfd (not a semaphore one); a write that lands
      * after it only makes the next sleep return at once, and that wait
      * looks again. */
-    uint64_t v;
-    ssize_t n = read(c->wake_fd, &v, sizeof v);
-    (void)n;
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        uint64_t v;
+        ssize_t n = read(qp_of(c, i)->wake_fd, &v, sizeof v);
+        (void)n;
+    }
 }
 
 /* 1: something to look at (entries, or the engine died: reap says which),
@@ -710,7 +836,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t until = start + dti_spin_begin(c);
     for (uint64_t now = start; now < until && now < deadline; now = dti__now_ns()) {
-        if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
+        if (has_entries(c, with_stash) || !all_alive(c, false))
             return 1;
         __builtin_ia32_pause();
     }
@@ -729,7 +855,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         if (n < 0 && errno != EINTR)
             return -errno;
         /* Entries first: the liveness check costs a system call. */
-        if (has_entries(c, with_stash) || !dti__check_alive(c->d, true))
+        if (has_entries(c, with_stash) || !all_alive(c, true))
             return 1;
     }
 }
@@ -738,7 +864,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
  * 0: timeout, < 0: a wait error. */
 static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
 {
-    if (has_entries(c, with_stash) || !dti__check_alive(c->d, false))
+    if (has_entries(c, with_stash) || !all_alive(c, false))
         return 1;
     if (timeout_ms == 0)
         return 0;
@@ -754,8 +880,7 @@ int dti__wait_ring(struct dti_ctx *c, int timeout_ms) { return wait_impl(c, time
 int dti_wait(dti_ctx_t *c, int timeout_ms)
 {
     int r = wait_impl(c, timeout_ms, true);
-    if (r == 1 && !dti__check_alive(c->d, false) && c->inflight == 0 && c->stash_len == 0 &&
-        !ring_has_entries(c))
-        return -c->d->dead_reason;
+    if (r == 1 && !all_alive(c, false) && dti_inflight(c) == 0 && !has_entries(c, true))
+        return -dead_reason(c);
     return r;
 }

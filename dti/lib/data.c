@@ -56,6 +56,15 @@ static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, s
 
 int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
 {
+    struct dti_group *g = dti__group_find(c, s);
+    if (g)
+        return dti__group_status(c, g, out);
+    return dti__sock_status_one(c, s, out);
+}
+
+int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
+{
+    c = dti__route(c, &s);
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
@@ -85,6 +94,7 @@ uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
 
 int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
 {
+    c = dti__route(c, &s);
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
@@ -100,6 +110,7 @@ int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
 
 int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
 {
+    c = dti__route(c, &s);
     struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
@@ -114,6 +125,7 @@ int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
 
 int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
 {
+    c = dti__route(c, &s);
     struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
@@ -190,6 +202,7 @@ static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
 
 ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
 {
+    c = dti__route(c, &s);
     struct dti_sock_priv *p;
     return rx_span(c, s, iov, &p);
 }
@@ -229,6 +242,7 @@ static inline void consume(dti_ctx_t *c, dti_sock_t s, struct dti_sock_priv *p, 
 
 int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
 {
+    c = dti__route(c, &s);
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
@@ -244,6 +258,7 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
 /* borrow + copy + release with one handle check: the common read. */
 ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
 {
+    c = dti__route(c, &s);
     struct dti_iov iov[2];
     struct dti_sock_priv *p;
     ssize_t n = rx_span(c, s, iov, &p);
@@ -305,12 +320,14 @@ static inline ssize_t tx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
 
 ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
 {
+    c = dti__route(c, &s);
     struct dti_sock_priv *p;
     return tx_span(c, s, iov, &p);
 }
 
 int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
 {
+    c = dti__route(c, &s);
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
@@ -331,6 +348,7 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
 /* reserve + copy + commit with one handle check: the common write. */
 ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
 {
+    c = dti__route(c, &s);
     struct dti_iov iov[2];
     struct dti_sock_priv *p;
     ssize_t n = tx_span(c, s, iov, &p);

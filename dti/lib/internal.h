@@ -84,6 +84,33 @@ struct dti_ctx {
     uint64_t internal_seq;
     uint32_t *watch;        /* this context's watch mask per socket slot */
     struct dti_ctx *next_all; /* d->contexts list */
+    /* Several engines: the context the application holds has one queue pair
+     * on every engine; sub[0] is itself, sub[e] a context of link e (whose
+     * own n_sub is 0). Commands go to the queue pair of the socket's engine;
+     * dti_reap()/dti_wait() take from all of them. */
+    uint32_t n_sub;
+    struct dti_ctx *sub[DTI_MAX_ENGINES];
+    uint32_t next_engine;   /* where this context's next new socket lives */
+    uint32_t reap_next;     /* which queue pair dti_reap() looks at first */
+};
+
+/* A listener on a PPE with several engines is a group: the socket the
+ * application created plus one sibling listening on each other engine, so a
+ * connection is accepted by whichever engine owns its flow. The application
+ * sees one handle (`app`); events and accepts of siblings are reported as
+ * its own. Process-private: made and dropped in this process. */
+struct dti_group {
+    dti_sock_t app;                        /* the application's handle */
+    uint32_t n;                            /* members, app's own included */
+    dti_sock_t member[DTI_MAX_ENGINES];    /* app handles (engine bits set) */
+    uint32_t next;                         /* accept round robin */
+};
+
+/* Which group a socket slot stands for (listener siblings and the group's
+ * own socket): valid while gen matches. */
+struct dti_alias {
+    uint32_t gen;
+    struct dti_group *group;
 };
 
 struct dti_attachment {
@@ -106,12 +133,25 @@ struct dti_attachment {
     uint32_t pool_blocks;
     int fork_fd;            /* between dti_fork_prepare() and parent/child: the child's connection */
     int fork_rc;            /* what dti_fork_prepare() returned */
+    /* Several engines: the application's dti_t is the link to engine 0 and
+     * holds a link (an attachment of its own: region, control connection,
+     * doorbell) to every engine; links[0] is itself. A link's own n_links
+     * is 0. */
+    uint32_t engine;        /* the engine this link talks to */
+    uint32_t n_links;
+    struct dti_attachment *links[DTI_MAX_ENGINES];
+    struct dti_alias *alias; /* per slot: listener groups (NULL until one is made) */
 };
 
 #pragma GCC visibility push(hidden)
 
 /* core.c */
 bool dti__check_alive(struct dti_attachment *d, bool allow_syscall);
+int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl);
+int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, uint32_t *n_engines,
+                   char *why, size_t wl);
+int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out);
+void dti__ctx_destroy_one(struct dti_ctx *c);
 uint64_t dti__now_ns(void);
 void dti__ring_doorbell(struct dti_attachment *d);
 /* Like dti_wait() but ignores the stash: waits for the ring itself. */
@@ -119,12 +159,39 @@ int dti__wait_ring(struct dti_ctx *c, int timeout_ms);
 
 /* ops.c */
 int dti__ctx_init_queues(struct dti_ctx *c);
+/* One engine's command, no listener-group handling (the group code's own). */
+int dti__prep_socket_on(dti_ctx_t *c, uint32_t engine, uint64_t ud);
+int dti__prep_listen_one(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud);
+int dti__prep_accept_one(dti_ctx_t *c, dti_sock_t s, unsigned max, unsigned flags, uint64_t ud);
+int dti__prep_release_one(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud);
+int dti__prep_setsockopt_one(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t ud);
+int dti__prep_watch_one(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud);
+/* Blocking: prepares with `prep` (retrying while the queue is full),
+ * submits and waits for the completion; returns its result. */
+typedef int (*dti__prep_fn)(dti_ctx_t *c, dti_sock_t s, uint32_t a0, int64_t v, uint64_t ud);
+int dti__run_blocking(dti_ctx_t *c, dti__prep_fn prep, dti_sock_t s, uint32_t a0, int64_t v);
 /* Queues the release of socket s's owed receive bytes (see data.c).
  * -EAGAIN: no room in the command ring; they stay owed. */
 int dti__flush_release(struct dti_ctx *c, dti_sock_t s);
 void dti__ctx_free_queues(struct dti_ctx *c);
 
+/* engines.c: links to every engine, listener groups */
+int dti__attach_links(struct dti_attachment *d, const char *path, const char *name, uint32_t n_engines,
+                      char *why, size_t wl);
+void dti__detach_links(struct dti_attachment *d);
+int dti__ctx_open_subs(struct dti_ctx *c);
+void dti__ctx_close_subs(struct dti_ctx *c);
+int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud);
+int dti__group_accept(struct dti_ctx *c, struct dti_group *g, unsigned max, unsigned flags, uint64_t ud);
+int dti__group_drop(struct dti_ctx *c, struct dti_group *g, uint16_t op);
+/* The application's handle for engine handle s of context c's engine. */
+dti_sock_t dti__app_handle(struct dti_ctx *c, dti_sock_t s);
+struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local);
+int dti__group_each(struct dti_ctx *c, struct dti_group *g, uint16_t op, uint32_t a0, int64_t v);
+int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_info *out);
+
 /* data.c */
+int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out);
 struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out);
 int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags);
 
@@ -132,5 +199,30 @@ int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uin
 
 static inline uint32_t dti__slot(dti_sock_t s) { return s & DTI_SLOT_MASK; }
 static inline uint32_t dti__gen(dti_sock_t s) { return s >> DTI_SLOT_BITS; }
+static inline uint32_t dti__engine_of(dti_sock_t s) { return s >> DTI_ENGINE_SHIFT; }
+
+/* The queue pair for application handle *s, which becomes the engine's
+ * handle. On one engine (and for handles already local) nothing changes; a
+ * handle naming an engine we do not have is left as it is and fails the
+ * generation check like any stale handle. */
+static inline struct dti_ctx *dti__route(struct dti_ctx *c, dti_sock_t *s)
+{
+    uint32_t e = dti__engine_of(*s);
+    if (e == 0 || e >= c->n_sub)
+        return c;
+    *s &= DTI_LOCAL_MASK;
+    return c->sub[e];
+}
+
+/* The listener group application handle s stands for; NULL on one engine. */
+static inline struct dti_group *dti__group_find(struct dti_ctx *c, dti_sock_t s)
+{
+    if (c->n_sub <= 1)
+        return NULL;
+    dti_sock_t local = s;
+    struct dti_ctx *q = dti__route(c, &local);
+    struct dti_group *g = dti__group_of(q->d, local);
+    return g && g->app == s ? g : NULL; /* siblings are the group code's own */
+}
 
 #endif

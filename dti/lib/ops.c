@@ -40,7 +40,19 @@ void dti__ctx_free_queues(struct dti_ctx *c)
     free(c->staging);
 }
 
-unsigned dti_inflight(const dti_ctx_t *c) { return c->inflight; }
+unsigned dti_inflight(const dti_ctx_t *c)
+{
+    if (c->n_sub == 0)
+        return c->inflight;
+    unsigned n = 0;
+    for (uint32_t i = 0; i < c->n_sub; i++)
+        n += c->sub[i]->inflight;
+    return n;
+}
+
+/* The queue pairs of context c: itself on one engine, else one per engine. */
+static uint32_t n_qps(const struct dti_ctx *c) { return c->n_sub ? c->n_sub : 1; }
+static struct dti_ctx *qp_of(struct dti_ctx *c, uint32_t i) { return c->n_sub ? c->sub[i] : c; }
 
 /* Room for one more command in the ring (data-path commands need only this). */
 static bool ring_has_room(struct dti_ctx *c)
@@ -102,7 +114,19 @@ int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uin
     return 0;
 }
 
+static int submit_one(struct dti_ctx *c);
+
 int dti_submit(dti_ctx_t *c)
+{
+    if (c->n_sub <= 1)
+        return submit_one(c);
+    int n = 0;
+    for (uint32_t i = 0; i < c->n_sub; i++)
+        n += submit_one(c->sub[i]);
+    return n;
+}
+
+static int submit_one(struct dti_ctx *c)
 {
     uint32_t n = c->prepared - c->published;
     if (n == 0)
@@ -129,6 +153,16 @@ int dti_prep_nop(dti_ctx_t *c, uint64_t ud)
 
 int dti_prep_socket(dti_ctx_t *c, uint64_t ud)
 {
+    /* Several engines: a context spreads its new sockets over them (where a
+     * connection lives does not matter to the wire: each engine picks local
+     * ports whose flows it owns; a listener becomes a group on all). */
+    return dti__prep_socket_on(c, c->n_sub > 1 ? c->next_engine++ % c->n_sub : 0, ud);
+}
+
+int dti__prep_socket_on(dti_ctx_t *c, uint32_t engine, uint64_t ud)
+{
+    if (c->n_sub > 1)
+        c = c->sub[engine % c->n_sub];
     struct dti_cmd *cmd;
     int rc = prep(c, DTI_OP_SOCKET, DTI_SOCK_INVALID, ud, &cmd);
     if (rc == 0)
@@ -140,6 +174,7 @@ static int prep_addr(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_a
 {
     if (!a)
         return -EFAULT;
+    c = dti__route(c, &s);
     struct dti_cmd *cmd;
     int rc = prep(c, op, s, ud, &cmd);
     if (rc == 0) {
@@ -163,6 +198,7 @@ int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint6
 static int prep_args(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint32_t a0, uint32_t a1, int64_t v,
                      uint64_t ud)
 {
+    c = dti__route(c, &s);
     struct dti_cmd *cmd;
     int rc = prep(c, op, s, ud, &cmd);
     if (rc == 0) {
@@ -174,34 +210,70 @@ static int prep_args(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint32_t a0, uint3
     return rc;
 }
 
-int dti_prep_listen(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud)
+int dti__prep_listen_one(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud)
 {
     return prep_args(c, DTI_OP_LISTEN, s, backlog < 0 ? 0u : (uint32_t)backlog, 0, 0, ud);
 }
 
-int dti_prep_accept(dti_ctx_t *c, dti_sock_t s, unsigned max, unsigned flags, uint64_t ud)
+int dti_prep_listen(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud)
+{
+    if (c->n_sub > 1)
+        return dti__group_listen(c, s, backlog, ud);
+    return dti__prep_listen_one(c, s, backlog, ud);
+}
+
+int dti__prep_accept_one(dti_ctx_t *c, dti_sock_t s, unsigned max, unsigned flags, uint64_t ud)
 {
     if (max == 0 || max > DTI_ACCEPT_MAX)
         return -EINVAL;
     return prep_args(c, DTI_OP_ACCEPT, s, max, flags, 0, ud);
 }
 
+int dti_prep_accept(dti_ctx_t *c, dti_sock_t s, unsigned max, unsigned flags, uint64_t ud)
+{
+    struct dti_group *g = dti__group_find(c, s);
+    if (g)
+        return dti__group_accept(c, g, max, flags, ud);
+    return dti__prep_accept_one(c, s, max, flags, ud);
+}
+
 int dti_prep_shutdown(dti_ctx_t *c, dti_sock_t s, int how, uint64_t ud)
 {
     if (how != DTI_SHUT_RD && how != DTI_SHUT_WR && how != DTI_SHUT_RDWR)
         return -EINVAL;
+    struct dti_group *g = dti__group_find(c, s);
+    if (g) {
+        int grc = dti__group_each(c, g, DTI_OP_SHUTDOWN, (uint32_t)how, 0);
+        if (grc < 0)
+            return grc;
+    }
+    c = dti__route(c, &s);
     int rc = prep_args(c, DTI_OP_SHUTDOWN, s, (uint32_t)how, 0, 0, ud);
     if (rc == 0 && how != DTI_SHUT_RD && dti__sock(c->d, s, NULL))
         c->d->priv[dti__slot(s)].wr_shut_gen = dti__gen(s);
     return rc;
 }
 
-static int prep_release_handle(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud)
+int dti__prep_release_one(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud)
 {
+    c = dti__route(c, &s);
     int rc = prep_args(c, op, s, 0, 0, 0, ud);
     if (rc == 0 && dti__sock(c->d, s, NULL))
         c->d->closed_gen[dti__slot(s)] = dti__gen(s);
     return rc;
+}
+
+/* Closing a listener group closes its siblings first (the application's
+ * handle goes last, with the caller's user_data). */
+static int prep_release_handle(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud)
+{
+    struct dti_group *g = dti__group_find(c, s);
+    if (g) {
+        int rc = dti__group_drop(c, g, op);
+        if (rc < 0)
+            return rc;
+    }
+    return dti__prep_release_one(c, op, s, ud);
 }
 
 int dti_prep_close(dti_ctx_t *c, dti_sock_t s, uint64_t ud)
@@ -214,9 +286,20 @@ int dti_prep_abort(dti_ctx_t *c, dti_sock_t s, uint64_t ud)
     return prep_release_handle(c, DTI_OP_ABORT, s, ud);
 }
 
-int dti_prep_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t ud)
+int dti__prep_setsockopt_one(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t ud)
 {
     return prep_args(c, DTI_OP_SETSOCKOPT, s, (uint32_t)opt, 0, value, ud);
+}
+
+int dti_prep_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t ud)
+{
+    struct dti_group *g = dti__group_find(c, s);
+    if (g) {
+        int rc = dti__group_each(c, g, DTI_OP_SETSOCKOPT, (uint32_t)opt, value);
+        if (rc < 0)
+            return rc;
+    }
+    return dti__prep_setsockopt_one(c, s, opt, value, ud);
 }
 
 int dti_prep_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, uint64_t ud)
@@ -224,12 +307,26 @@ int dti_prep_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, uint64_t ud)
     return prep_args(c, DTI_OP_GETSOCKOPT, s, (uint32_t)opt, 0, 0, ud);
 }
 
-int dti_prep_watch(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud)
+int dti__prep_watch_one(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud)
 {
+    c = dti__route(c, &s);
     int rc = prep_args(c, DTI_OP_WATCH, s, events, 0, 0, ud);
     if (rc == 0 && dti__slot(s) < c->d->limits.max_sockets)
         c->watch[dti__slot(s)] = events;
     return rc;
+}
+
+/* A listener group is watched on every engine: a connection that comes to
+ * any of them wakes the watcher, reported as the group's own handle. */
+int dti_prep_watch(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud)
+{
+    struct dti_group *g = dti__group_find(c, s);
+    if (g) {
+        int rc = dti__group_each(c, g, DTI_OP_WATCH, events, 0);
+        if (rc < 0)
+            return rc;
+    }
+    return dti__prep_watch_one(c, s, events, ud);
 }
 
 static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_buf *b, uint32_t len,
@@ -237,6 +334,8 @@ static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_bu
 {
     if (!b || len > b->len)
         return -EINVAL;
+    if (c->d->engine != 0)
+        return -EXDEV; /* pool buffers live in engine 0's region */
     struct dti_cmd *cmd;
     int rc = prep(c, op, s, ud, &cmd);
     if (rc == 0) {
@@ -253,6 +352,7 @@ static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_bu
  * the completion. Until then the side is busy for in-place calls. */
 int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint64_t ud)
 {
+    c = dti__route(c, &s);
     uint32_t slot;
     if (!dti__sock(c->d, s, &slot))
         return -DTI_E_BAD_HANDLE;
@@ -273,6 +373,7 @@ int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint
 int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint32_t len, unsigned flags,
                        uint64_t ud)
 {
+    c = dti__route(c, &s);
     uint32_t slot;
     if (!dti__sock(c->d, s, &slot))
         return -DTI_E_BAD_HANDLE;
@@ -322,7 +423,7 @@ static bool decode(struct dti_ctx *c, const struct dti_ev *e, struct dti_cqe *ou
 {
     memset(out, 0, sizeof *out);
     out->kind = e->kind;
-    out->sock = e->sock;
+    out->sock = dti__app_handle(c, e->sock);
     out->res = e->res;
     if (e->kind == DTI_CQE_EVENT) {
         out->events = e->events;
@@ -342,10 +443,13 @@ static bool decode(struct dti_ctx *c, const struct dti_ev *e, struct dti_cqe *ou
     out->user_data = p.user_data;
     out->op = p.op;
     out->value = e->value;
+    if (p.op == DTI_OP_SOCKET && e->res >= 0)
+        out->res = (int32_t)dti__app_handle(c, (dti_sock_t)e->res);
     if (p.op == DTI_OP_ACCEPT && e->res > 0) {
         uint32_t n = (uint32_t)e->res > DTI_ACCEPT_MAX ? DTI_ACCEPT_MAX : (uint32_t)e->res;
         out->res = (int32_t)n;
-        memcpy(out->accepted, e->accepted, n * sizeof(uint32_t));
+        for (uint32_t i = 0; i < n; i++)
+            out->accepted[i] = dti__app_handle(c, e->accepted[i]);
     }
     return true;
 }
@@ -363,8 +467,8 @@ static unsigned flush_gone(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
         release_tag(c, t);
         if (p.drop)
             continue;
-        out[got++] = (struct dti_cqe){.user_data = p.user_data, .res = -reason,
-                                      .kind = DTI_CQE_COMPLETION, .op = p.op, .sock = p.sock};
+        out[got++] = (struct dti_cqe){.user_data = p.user_data, .res = -reason, .kind = DTI_CQE_COMPLETION,
+                                      .op = p.op, .sock = dti__app_handle(c, p.sock)};
     }
     return got;
 }
@@ -413,10 +517,64 @@ static unsigned take_stash(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
     return got;
 }
 
+/* Every queue pair of context c, the first one looked at turning round so
+ * that one busy engine does not starve the others. */
+static unsigned reap_rings(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    if (c->n_sub <= 1)
+        return reap_ring(c, out, max);
+    unsigned got = 0;
+    uint32_t first = c->reap_next++ % c->n_sub;
+    for (uint32_t i = 0; i < c->n_sub && got < max; i++)
+        got += reap_ring(c->sub[(first + i) % c->n_sub], out + got, max - got);
+    return got;
+}
+
+/* Sub-contexts stash what blocking calls made on them reaped meanwhile. */
+static unsigned take_stashes(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    unsigned got = 0;
+    for (uint32_t i = 0; i < n_qps(c) && got < max; i++)
+        got += take_stash(qp_of(c, i), out + got, max - got);
+    return got;
+}
+
+static bool all_alive(struct dti_ctx *c)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        if (!dti__check_alive(qp_of(c, i)->d, false))
+            return false;
+    return true;
+}
+
+static int dead_reason(struct dti_ctx *c)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        if (qp_of(c, i)->d->dead)
+            return qp_of(c, i)->d->dead_reason;
+    return DTI_E_ENGINE_GONE;
+}
+
+/* Once any engine is gone, commands in flight on every queue pair complete
+ * with its reason: the PPE is gone for this application. */
+static unsigned flush_all_gone(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    unsigned got = 0;
+    for (uint32_t i = 0; i < n_qps(c) && got < max; i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        if (!q->d->dead) {
+            q->d->dead_reason = dead_reason(c);
+            q->d->dead = true;
+        }
+        got += flush_gone(q, out + got, max - got);
+    }
+    return got;
+}
+
 unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max)
 {
-    unsigned got = take_stash(c, out, max);
-    got += reap_ring(c, out + got, max - got);
+    unsigned got = take_stashes(c, out, max);
+    got += reap_rings(c, out + got, max - got);
     if (got == 0) {
         /* Idle: the region's state word is free to read; the control socket
          * is polled at most every 10 ms, the clock read every 64 empty reaps. */
@@ -427,8 +585,11 @@ unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max)
             if (syscall_ok)
                 c->last_alive_check_ns = now;
         }
-        if (!dti__check_alive(c->d, syscall_ok))
-            got = flush_gone(c, out, max);
+        bool alive = true;
+        for (uint32_t i = 0; i < n_qps(c); i++)
+            alive &= dti__check_alive(qp_of(c, i)->d, syscall_ok);
+        if (!alive)
+            got = flush_all_gone(c, out, max);
     }
     return got;
 }
@@ -447,6 +608,15 @@ static void stash_push(struct dti_ctx *c, const struct dti_cqe *e)
     }
     c->stash[(c->stash_head + c->stash_len) % c->stash_cap] = *e;
     c->stash_len++;
+}
+
+/* Entries the sub-contexts stashed (blocking calls made on them directly). */
+static unsigned take_sub_stashes(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    unsigned got = 0;
+    for (uint32_t i = 1; i < c->n_sub && got < max; i++)
+        got += take_stash(c->sub[i], out + got, max - got);
+    return got;
 }
 
 static bool stash_find(struct dti_ctx *c, uint64_t ud, struct dti_cqe *out)
@@ -475,8 +645,8 @@ int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
         struct dti_cqe buf[16];
         unsigned n;
         bool found = false;
-        while ((n = reap_ring(c, buf, 16)) > 0 || (!dti__check_alive(c->d, false) &&
-                                                   (n = flush_gone(c, buf, 16)) > 0)) {
+        while ((n = take_sub_stashes(c, buf, 16)) > 0 || (n = reap_rings(c, buf, 16)) > 0 ||
+               (!all_alive(c) && (n = flush_all_gone(c, buf, 16)) > 0)) {
             for (unsigned i = 0; i < n; i++) {
                 if (!found && buf[i].kind == DTI_CQE_COMPLETION && buf[i].user_data == ud) {
                     *out = buf[i];
@@ -490,8 +660,8 @@ int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
         }
         if (found)
             return 1;
-        if (!dti__check_alive(c->d, false))
-            return -c->d->dead_reason;
+        if (!all_alive(c))
+            return -dead_reason(c);
         uint64_t now = dti__now_ns();
         if (now >= deadline)
             return 0;
@@ -505,9 +675,12 @@ int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
 /* Drops the completion of a command the blocking layer gave up on. */
 static void forget(struct dti_ctx *c, uint64_t ud)
 {
-    for (uint32_t t = 0; t <= c->cmd_mask; t++)
-        if (c->pending[t].used && c->pending[t].user_data == ud)
-            c->pending[t].drop = 1;
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        for (uint32_t t = 0; t <= q->cmd_mask; t++)
+            if (q->pending[t].used && q->pending[t].user_data == ud)
+                q->pending[t].drop = 1;
+    }
 }
 
 /* Submits what `rc` prepared and waits for it. Returns the completion's
@@ -536,12 +709,12 @@ static int make_room(dti_ctx_t *c)
 {
     dti_submit(c);
     struct dti_cqe buf[16];
-    unsigned n = reap_ring(c, buf, 16);
+    unsigned n = reap_rings(c, buf, 16);
     for (unsigned i = 0; i < n; i++)
         stash_push(c, &buf[i]);
     if (n == 0 && dti__wait_ring(c, 1) < 0)
         return -1;
-    return dti__check_alive(c->d, false) ? 0 : -1;
+    return all_alive(c) ? 0 : -1;
 }
 
 /* Runs `call` (a dti_prep_*) until it gets a slot; bounded. */
@@ -555,6 +728,14 @@ static int make_room(dti_ctx_t *c)
     } while (0)
 
 static uint64_t next_ud(dti_ctx_t *c) { return DTI_UD_INTERNAL | ++c->internal_seq; }
+
+int dti__run_blocking(dti_ctx_t *c, dti__prep_fn prep, dti_sock_t s, uint32_t a0, int64_t v)
+{
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, prep(c, s, a0, v, ud));
+    return run_sync(c, prc, ud, NULL, -1);
+}
 
 int dti_socket(dti_ctx_t *c)
 {
@@ -665,7 +846,9 @@ int dti_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t *v)
 /* Waits until socket s shows one of `mask`, using a watch registration. */
 static int wait_ready(dti_ctx_t *c, dti_sock_t s, uint32_t mask, uint64_t deadline)
 {
-    uint32_t before = dti__slot(s) < c->d->limits.max_sockets ? c->watch[dti__slot(s)] : 0;
+    dti_sock_t local = s;
+    struct dti_ctx *q = dti__route(c, &local);
+    uint32_t before = dti__slot(local) < q->d->limits.max_sockets ? q->watch[dti__slot(local)] : 0;
     uint64_t ud = next_ud(c);
     int prc;
     SYNC_PREP(prc, c, dti_prep_watch(c, s, before | mask, ud));
@@ -691,12 +874,12 @@ static int wait_ready(dti_ctx_t *c, dti_sock_t s, uint32_t mask, uint64_t deadli
          * is read from the socket table above. */
         struct dti_cqe buf[16];
         unsigned n;
-        while ((n = reap_ring(c, buf, 16)) > 0)
+        while ((n = reap_rings(c, buf, 16)) > 0)
             for (unsigned i = 0; i < n; i++)
                 if (!(buf[i].kind == DTI_CQE_EVENT && buf[i].sock == s))
                     stash_push(c, &buf[i]);
-        if (!dti__check_alive(c->d, false)) {
-            rc = -c->d->dead_reason;
+        if (!all_alive(c)) {
+            rc = -dead_reason(c);
             break;
         }
     }

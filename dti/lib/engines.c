@@ -1,0 +1,323 @@
+/* libdti on a PPE with several engines.
+ *
+ * Each engine owns the flows the steering function gives it (dti_flow_owner()
+ * in dti_abi.h) and serves applications on its own: its own region, control
+ * connection, doorbell and queue pairs. So an application attaches to every
+ * engine (one link each), each of its contexts has a queue pair on every
+ * engine, and its handles carry the engine they live on (DTI_ENGINE_SHIFT).
+ * A listener is a group: the application's socket plus a sibling listening on
+ * each other engine, so a connection is accepted by whichever engine owns its
+ * flow and reaches the application through its one listening handle. Nothing
+ * here runs on one engine (the common case costs one compare per call).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* ---- links ------------------------------------------------------------------ */
+
+int dti__attach_links(struct dti_attachment *d, const char *path, const char *name, uint32_t n_engines,
+                      char *why, size_t wl)
+{
+    for (uint32_t e = 1; e < n_engines; e++) {
+        struct dti_attachment *l = calloc(1, sizeof *l);
+        if (!l)
+            return -ENOMEM;
+        l->ctl_fd = l->doorbell_fd = l->fork_fd = -1;
+        pthread_mutex_init(&l->lock, NULL);
+        d->links[e] = l;
+        d->n_links = e + 1;
+        uint32_t n = 0;
+        int rc = dti__connect_control(path, &l->ctl_fd, why, wl);
+        if (rc == 0)
+            rc = dti__handshake(l, name, e, &n, why, wl);
+        if (rc == 0 && n != n_engines) {
+            if (why && wl)
+                snprintf(why, wl, "the PPE's engine count changed during attach (%u, then %u); attach again",
+                         n_engines, n);
+            rc = -DTI_E_PROTOCOL;
+        }
+        if (rc < 0)
+            return rc; /* dti_detach() of the caller undoes every link made */
+    }
+    return 0;
+}
+
+void dti__detach_links(struct dti_attachment *d)
+{
+    for (uint32_t e = 1; e < d->n_links; e++) {
+        dti_detach(d->links[e]);
+        d->links[e] = NULL;
+    }
+    if (d->n_links > 1)
+        d->n_links = 1;
+}
+
+/* ---- contexts: one queue pair per engine --------------------------------------- */
+
+int dti__ctx_open_subs(struct dti_ctx *c)
+{
+    struct dti_attachment *d = c->d;
+    c->sub[0] = c;
+    c->n_sub = 1;
+    for (uint32_t e = 1; e < d->n_links; e++) {
+        struct dti_ctx *q;
+        int rc = dti__ctx_create_one(d->links[e], &q);
+        if (rc < 0)
+            return rc;
+        c->sub[e] = q;
+        c->n_sub = e + 1;
+        /* The application sleeps on one fd: this context's epoll set gets
+         * every engine's wake eventfd and control connection. */
+        struct epoll_event ev = {.events = EPOLLIN};
+        struct epoll_event hup = {.events = EPOLLRDHUP | EPOLLHUP};
+        if (epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, q->wake_fd, &ev) < 0 ||
+            epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, q->d->ctl_fd, &hup) < 0)
+            return -errno;
+    }
+    /* Contexts start their sockets on different engines. */
+    c->next_engine = c->index;
+    return 0;
+}
+
+void dti__ctx_close_subs(struct dti_ctx *c)
+{
+    for (uint32_t e = c->n_sub; e-- > 1;)
+        dti__ctx_destroy_one(c->sub[e]);
+    c->n_sub = 0;
+}
+
+/* ---- handles ---------------------------------------------------------------------- */
+
+dti_sock_t dti__app_handle(struct dti_ctx *c, dti_sock_t s)
+{
+    if (s == DTI_SOCK_INVALID)
+        return s;
+    struct dti_attachment *l = c->d;
+    struct dti_group *g = dti__group_of(l, s);
+    if (g)
+        return g->app;
+    return s | l->engine << DTI_ENGINE_SHIFT;
+}
+
+struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local)
+{
+    if (!link->alias)
+        return NULL;
+    uint32_t slot = dti__slot(local);
+    if (slot >= link->limits.max_sockets)
+        return NULL;
+    const struct dti_alias *a = &link->alias[slot];
+    return a->group && a->gen == dti__gen(local) ? a->group : NULL;
+}
+
+static int set_alias(struct dti_ctx *c, dti_sock_t member, struct dti_group *g)
+{
+    struct dti_ctx *q = dti__route(c, &member);
+    struct dti_attachment *l = q->d;
+    if (!l->alias) {
+        l->alias = calloc(l->limits.max_sockets, sizeof *l->alias);
+        if (!l->alias)
+            return -ENOMEM;
+    }
+    uint32_t slot = dti__slot(member);
+    if (slot >= l->limits.max_sockets)
+        return -DTI_E_BAD_HANDLE;
+    l->alias[slot] = (struct dti_alias){g ? dti__gen(member) : 0, g};
+    return 0;
+}
+
+/* ---- listener groups ---------------------------------------------------------------- */
+
+/* Options a sibling takes over from the application's socket before it binds
+ * (SO_REUSEPORT/SO_REUSEADDR decide whether the bind succeeds) and that its
+ * accepted connections inherit. */
+static const int kInherited[] = {
+    DTI_SO_REUSEADDR, DTI_SO_REUSEPORT, DTI_SO_NODELAY,      DTI_SO_KEEPALIVE, DTI_SO_KEEPIDLE,
+    DTI_SO_KEEPINTVL, DTI_SO_KEEPCNT,   DTI_SO_USER_TIMEOUT, DTI_SO_LINGER,    DTI_SO_TOS,
+};
+#define N_INHERITED (sizeof kInherited / sizeof kInherited[0])
+
+static int socket_fn(dti_ctx_t *c, dti_sock_t s, uint32_t engine, int64_t v, uint64_t ud)
+{
+    (void)s;
+    (void)v;
+    return dti__prep_socket_on(c, engine, ud);
+}
+
+static int listen_fn(dti_ctx_t *c, dti_sock_t s, uint32_t backlog, int64_t v, uint64_t ud)
+{
+    (void)v;
+    return dti__prep_listen_one(c, s, (int)backlog, ud);
+}
+
+static int setsockopt_fn(dti_ctx_t *c, dti_sock_t s, uint32_t opt, int64_t v, uint64_t ud)
+{
+    return dti__prep_setsockopt_one(c, s, (int)opt, v, ud);
+}
+
+static int watch_fn(dti_ctx_t *c, dti_sock_t s, uint32_t events, int64_t v, uint64_t ud)
+{
+    (void)v;
+    return dti__prep_watch_one(c, s, events, ud);
+}
+
+static int shutdown_fn(dti_ctx_t *c, dti_sock_t s, uint32_t how, int64_t v, uint64_t ud)
+{
+    (void)v;
+    return dti_prep_shutdown(c, s, (int)how, ud); /* a sibling is no group: plain shutdown */
+}
+
+static int release_fn(dti_ctx_t *c, dti_sock_t s, uint32_t op, int64_t v, uint64_t ud)
+{
+    (void)v;
+    return dti__prep_release_one(c, (uint16_t)op, s, ud);
+}
+
+/* Listens on one more engine: a new socket there with the application
+ * socket's options, bound to its address. Returns the sibling's handle. */
+static int make_sibling(struct dti_ctx *c, uint32_t engine, const struct dti_addr *at, int backlog,
+                        const int64_t *opt_value, const bool *opt_known)
+{
+    int sib = dti__run_blocking(c, socket_fn, DTI_SOCK_INVALID, engine, 0);
+    if (sib < 0)
+        return sib;
+    int rc = 0;
+    for (size_t i = 0; i < N_INHERITED && rc == 0; i++)
+        if (opt_known[i] && opt_value[i] != 0)
+            rc = dti__run_blocking(c, setsockopt_fn, (dti_sock_t)sib, (uint32_t)kInherited[i], opt_value[i]);
+    if (rc == 0)
+        rc = dti_bind(c, (dti_sock_t)sib, at);
+    if (rc == 0)
+        rc = dti__run_blocking(c, listen_fn, (dti_sock_t)sib, (uint32_t)backlog, 0);
+    if (rc < 0) {
+        dti__run_blocking(c, release_fn, (dti_sock_t)sib, DTI_OP_CLOSE, 0);
+        return rc;
+    }
+    return sib;
+}
+
+static void drop_members(struct dti_ctx *c, struct dti_group *g, uint16_t op)
+{
+    for (uint32_t i = 1; i < g->n; i++) {
+        set_alias(c, g->member[i], NULL);
+        dti__run_blocking(c, release_fn, g->member[i], op, 0);
+    }
+    set_alias(c, g->app, NULL);
+    g->n = 1;
+}
+
+/* The application's socket listens first (an error there is the caller's
+ * answer, so its LISTEN is prepared as usual and fails the same way), then a
+ * sibling on every other engine; the caller's LISTEN then completes as a
+ * listen again. A sibling that cannot listen fails the call. */
+int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
+{
+    struct dti_group *g = dti__group_find(c, s);
+    if (g) { /* listen again (a new backlog): every member */
+        for (uint32_t i = 1; i < g->n; i++) {
+            int rc = dti__run_blocking(c, listen_fn, g->member[i], (uint32_t)backlog, 0);
+            if (rc < 0)
+                return rc;
+        }
+        return dti__prep_listen_one(c, s, backlog, ud);
+    }
+    if (dti__run_blocking(c, listen_fn, s, (uint32_t)backlog, 0) < 0)
+        return dti__prep_listen_one(c, s, backlog, ud);
+    struct dti_addr at;
+    int rc = dti_getsockname(c, s, &at);
+    if (rc < 0)
+        return rc;
+    int64_t value[N_INHERITED];
+    bool known[N_INHERITED];
+    for (size_t i = 0; i < N_INHERITED; i++)
+        known[i] = dti_getsockopt(c, s, kInherited[i], &value[i]) == 0;
+    g = calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    g->app = s;
+    g->member[g->n++] = s;
+    rc = set_alias(c, s, g);
+    for (uint32_t e = 0; e < c->n_sub && rc == 0; e++) {
+        if (e == dti__engine_of(s))
+            continue;
+        int sib = make_sibling(c, e, &at, backlog, value, known);
+        if (sib < 0) {
+            rc = sib;
+            break;
+        }
+        g->member[g->n++] = (dti_sock_t)sib;
+        rc = set_alias(c, (dti_sock_t)sib, g);
+    }
+    if (rc < 0) {
+        drop_members(c, g, DTI_OP_CLOSE);
+        free(g);
+        return rc;
+    }
+    return dti__prep_listen_one(c, s, backlog, ud);
+}
+
+/* Takes connections from a member that has some (round robin, so no engine's
+ * queue waits behind another's); with none waiting anywhere, the
+ * application's own socket answers (-EAGAIN, or a connection that came
+ * meanwhile). */
+int dti__group_accept(struct dti_ctx *c, struct dti_group *g, unsigned max, unsigned flags, uint64_t ud)
+{
+    for (uint32_t i = 0; i < g->n; i++) {
+        uint32_t k = (g->next + i) % g->n;
+        struct dti_sock_info st;
+        if (dti__sock_status_one(c, g->member[k], &st) == 0 && st.accept_ready > 0) {
+            g->next = k + 1;
+            return dti__prep_accept_one(c, g->member[k], max, flags, ud);
+        }
+    }
+    /* A waiting accept would wait on one engine while connections come to
+     * another: watch the listener (dti_prep_watch, DTI_POLLIN) and accept
+     * without DTI_ACCEPT_WAIT instead. */
+    if (flags & DTI_ACCEPT_WAIT)
+        return -EOPNOTSUPP;
+    return dti__prep_accept_one(c, g->app, max, flags, ud);
+}
+
+/* Applies a watch, an option or a shutdown to every sibling (blocking: these
+ * are set-up calls); the caller then prepares it for the application's own
+ * socket with its user_data. */
+int dti__group_each(struct dti_ctx *c, struct dti_group *g, uint16_t op, uint32_t a0, int64_t v)
+{
+    dti__prep_fn fn = op == DTI_OP_WATCH ? watch_fn : op == DTI_OP_SETSOCKOPT ? setsockopt_fn : shutdown_fn;
+    for (uint32_t i = 1; i < g->n; i++) {
+        int rc = dti__run_blocking(c, fn, g->member[i], a0, v);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Closing (or aborting) the application's handle closes every sibling. */
+int dti__group_drop(struct dti_ctx *c, struct dti_group *g, uint16_t op)
+{
+    drop_members(c, g, op);
+    free(g);
+    return 0;
+}
+
+/* The group's readiness: the application's socket, with the connections
+ * waiting on every engine. */
+int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_info *out)
+{
+    int rc = dti__sock_status_one(c, g->app, out);
+    if (rc < 0)
+        return rc;
+    for (uint32_t i = 1; i < g->n; i++) {
+        struct dti_sock_info st;
+        if (dti__sock_status_one(c, g->member[i], &st) == 0)
+            out->accept_ready += st.accept_ready;
+    }
+    out->events = dti_events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
+    return 0;
+}
