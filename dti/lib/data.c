@@ -381,7 +381,11 @@ static void set_blocks(struct dti_attachment *d, uint32_t first, uint32_t n, boo
     }
 }
 
-int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out)
+/* Offsets name the engine whose region holds the buffer in their top bits
+ * (engine 0: the plain offset); commands carry the plain offset. */
+#define BUF_ENGINE_SHIFT 56
+
+static int buf_alloc(struct dti_attachment *d, uint32_t len, struct dti_buf *out)
 {
     if (len == 0 || !out)
         return -EINVAL;
@@ -395,7 +399,8 @@ int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out)
             set_blocks(d, first, need, true);
             pthread_mutex_unlock(&d->lock);
             uint64_t off = d->hdr->pool_offset + (uint64_t)first * DTI_POOL_BLOCK;
-            *out = (struct dti_buf){d->base + off, off, need * DTI_POOL_BLOCK};
+            *out = (struct dti_buf){d->base + off, off | (uint64_t)d->engine << BUF_ENGINE_SHIFT,
+                                    need * DTI_POOL_BLOCK};
             return 0;
         }
     }
@@ -403,11 +408,35 @@ int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out)
     return -ENOMEM;
 }
 
+int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out) { return buf_alloc(d, len, out); }
+
+int dti_buf_alloc_for(dti_t *d, dti_sock_t s, uint32_t len, struct dti_buf *out)
+{
+    uint32_t e = dti__engine_of(s);
+    if (s == DTI_SOCK_INVALID || e >= (d->n_links ? d->n_links : 1))
+        return -DTI_E_BAD_HANDLE;
+    return buf_alloc(d->links[e], len, out);
+}
+
+uint64_t dti__buf_offset(const struct dti_attachment *link, const struct dti_buf *b)
+{
+    if (b->offset >> BUF_ENGINE_SHIFT != link->engine)
+        return UINT64_MAX;
+    return b->offset & ((1ull << BUF_ENGINE_SHIFT) - 1);
+}
+
 void dti_buf_free(dti_t *d, const struct dti_buf *b)
 {
-    if (!b || b->offset < d->hdr->pool_offset)
+    if (!b)
         return;
-    uint64_t first = (b->offset - d->hdr->pool_offset) / DTI_POOL_BLOCK;
+    uint64_t e = b->offset >> BUF_ENGINE_SHIFT;
+    if (e >= (d->n_links ? d->n_links : 1))
+        return;
+    d = d->links[e];
+    uint64_t off = b->offset & ((1ull << BUF_ENGINE_SHIFT) - 1);
+    if (off < d->hdr->pool_offset)
+        return;
+    uint64_t first = (off - d->hdr->pool_offset) / DTI_POOL_BLOCK;
     uint64_t n = (b->len + DTI_POOL_BLOCK - 1) / DTI_POOL_BLOCK;
     if (first + n > d->pool_blocks)
         return;

@@ -266,8 +266,92 @@ int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
  * queue waits behind another's); with none waiting anywhere, the
  * application's own socket answers (-EAGAIN, or a connection that came
  * meanwhile). */
+/* Connections a waiting accept took after its caller was answered go first,
+ * answered at once from this process. */
+static int accept_from_backlog(struct dti_ctx *c, struct dti_group *g, unsigned max, uint64_t ud)
+{
+    struct dti_cqe e = {.user_data = ud, .kind = DTI_CQE_COMPLETION, .op = DTI_OP_ACCEPT, .sock = g->app};
+    uint32_t n = g->backlog_len < max ? g->backlog_len : max;
+    memcpy(e.accepted, g->backlog, n * sizeof g->backlog[0]);
+    memmove(g->backlog, g->backlog + n, (g->backlog_len - n) * sizeof g->backlog[0]);
+    g->backlog_len -= n;
+    e.res = (int32_t)n;
+    dti__stash_push(c, &e);
+    return 0;
+}
+
+/* Nothing waits on any engine: a waiting accept on every member; the first
+ * to answer answers the caller (dti__group_wait_answer()). */
+static int wait_on_every_engine(struct dti_ctx *c, struct dti_group *g, unsigned max, uint64_t ud)
+{
+    if (g->waiting && !g->wait_done)
+        return -EBUSY; /* one waiting accept per listener, as on one engine */
+    if (g->waiting && g->wait_ctx != c)
+        return -EBUSY; /* the last one's accepts still wait for another context */
+    /* Members whose accept from the last wait still waits keep waiting for
+     * this one; the others get one. */
+    int rc = 0;
+    for (uint32_t i = 0; i < g->n; i++) {
+        dti_sock_t local = g->member[i];
+        struct dti_ctx *q = dti__route(c, &local);
+        uint32_t bit = 1u << q->d->engine;
+        if (g->waiting & bit)
+            continue;
+        q->prep_group = g;
+        rc = dti__prep_accept_one(c, g->member[i], max, DTI_ACCEPT_WAIT, dti__next_ud(c));
+        q->prep_group = NULL;
+        if (rc < 0)
+            break;
+        g->waiting |= bit;
+    }
+    if (!g->waiting)
+        return rc;
+    /* A member left out (its queue was full) only delays connections that
+     * come to it until the next accept. */
+    g->wait_ud = ud;
+    g->wait_ctx = c;
+    g->wait_done = false;
+    return 0;
+}
+
+bool dti__group_wait_answer(struct dti_ctx *q, struct dti_group *g, struct dti_cqe *out)
+{
+    g->waiting &= ~(1u << q->d->engine);
+    bool answer = false;
+    if (!g->wait_done && !g->dropped && (out->res > 0 || g->waiting == 0)) {
+        out->user_data = g->wait_ud;
+        out->sock = g->app;
+        g->wait_done = true;
+        answer = true;
+    } else if (out->res > 0) {
+        for (int32_t i = 0; i < out->res && g->backlog_len < DTI_ACCEPT_MAX * DTI_MAX_ENGINES; i++)
+            g->backlog[g->backlog_len++] = out->accepted[i];
+        /* Readiness changed without an engine event: a watcher hears it. */
+        dti_sock_t local = g->app;
+        struct dti_ctx *a = dti__route(g->wait_ctx, &local);
+        if (!g->dropped && dti__slot(local) < a->d->limits.max_sockets && (a->watch[dti__slot(local)] & DTI_POLLIN)) {
+            struct dti_cqe ev = {.kind = DTI_CQE_EVENT, .sock = g->app, .events = DTI_POLLIN};
+            dti__stash_push(g->wait_ctx, &ev);
+        }
+    }
+    if (g->waiting == 0 && g->dropped) {
+        /* closed meanwhile: what the last answers took nobody will accept */
+        for (uint32_t i = 0; i < g->backlog_len; i++) {
+            uint64_t ud = dti__next_ud(g->wait_ctx);
+            if (dti__prep_release_one(g->wait_ctx, DTI_OP_ABORT, g->backlog[i], ud) == 0)
+                dti__forget(g->wait_ctx, ud);
+        }
+        free(g);
+    }
+    return answer;
+}
+
 int dti__group_accept(struct dti_ctx *c, struct dti_group *g, unsigned max, unsigned flags, uint64_t ud)
 {
+    if (max == 0 || max > DTI_ACCEPT_MAX)
+        return -EINVAL;
+    if (g->backlog_len > 0)
+        return accept_from_backlog(c, g, max, ud);
     for (uint32_t i = 0; i < g->n; i++) {
         uint32_t k = (g->next + i) % g->n;
         struct dti_sock_info st;
@@ -276,11 +360,8 @@ int dti__group_accept(struct dti_ctx *c, struct dti_group *g, unsigned max, unsi
             return dti__prep_accept_one(c, g->member[k], max, flags, ud);
         }
     }
-    /* A waiting accept would wait on one engine while connections come to
-     * another: watch the listener (dti_prep_watch, DTI_POLLIN) and accept
-     * without DTI_ACCEPT_WAIT instead. */
     if (flags & DTI_ACCEPT_WAIT)
-        return -EOPNOTSUPP;
+        return wait_on_every_engine(c, g, max, ud);
     return dti__prep_accept_one(c, g->app, max, flags, ud);
 }
 
@@ -301,8 +382,14 @@ int dti__group_each(struct dti_ctx *c, struct dti_group *g, uint16_t op, uint32_
 /* Closing (or aborting) the application's handle closes every sibling. */
 int dti__group_drop(struct dti_ctx *c, struct dti_group *g, uint16_t op)
 {
+    for (uint32_t i = 0; i < g->backlog_len; i++)
+        dti__run_blocking(c, release_fn, g->backlog[i], DTI_OP_ABORT, 0);
+    g->backlog_len = 0;
     drop_members(c, g, op);
-    free(g);
+    if (g->waiting)
+        g->dropped = true; /* its waiting accepts still answer: they free it */
+    else
+        free(g);
     return 0;
 }
 
@@ -318,6 +405,7 @@ int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_in
         if (dti__sock_status_one(c, g->member[i], &st) == 0)
             out->accept_ready += st.accept_ready;
     }
+    out->accept_ready += g->backlog_len;
     out->events = dti_events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
     return 0;
 }

@@ -48,6 +48,7 @@ struct dti_ctx_pending {
     uint16_t op;
     uint8_t used;
     uint8_t drop; /* the blocking caller gave up: discard the completion */
+    struct dti_group *group; /* a listener group's waiting accept (engines.c) */
 };
 
 struct dti_ctx {
@@ -91,6 +92,7 @@ struct dti_ctx {
     uint32_t n_sub;
     struct dti_ctx *sub[DTI_MAX_ENGINES];
     uint32_t next_engine;   /* where this context's next new socket lives */
+    struct dti_group *prep_group; /* set around a group's waiting accept: its pending entry says so */
     uint32_t reap_next;     /* which queue pair dti_reap() looks at first */
 };
 
@@ -104,6 +106,16 @@ struct dti_group {
     uint32_t n;                            /* members, app's own included */
     dti_sock_t member[DTI_MAX_ENGINES];    /* app handles (engine bits set) */
     uint32_t next;                         /* accept round robin */
+    /* A waiting accept (DTI_ACCEPT_WAIT) with nothing waiting anywhere waits
+     * on every engine; the first answer is the caller's, connections that
+     * come with later ones are kept here for the next accept. */
+    uint64_t wait_ud;
+    struct dti_ctx *wait_ctx;              /* the caller's context */
+    uint32_t waiting;                      /* engines (bits) whose member accept is in flight */
+    bool wait_done;                        /* the caller has its answer */
+    bool dropped;                          /* closed: freed by the last answer */
+    uint32_t backlog_len;
+    dti_sock_t backlog[DTI_ACCEPT_MAX * DTI_MAX_ENGINES];
 };
 
 /* Which group a socket slot stands for (listener siblings and the group's
@@ -168,6 +180,10 @@ int dti__prep_setsockopt_one(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value,
 int dti__prep_watch_one(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud);
 /* Blocking: prepares with `prep` (retrying while the queue is full),
  * submits and waits for the completion; returns its result. */
+uint64_t dti__next_ud(dti_ctx_t *c);
+/* The completion of the command with user_data ud will be dropped. */
+void dti__forget(dti_ctx_t *c, uint64_t ud);
+void dti__stash_push(struct dti_ctx *c, const struct dti_cqe *e);
 typedef int (*dti__prep_fn)(dti_ctx_t *c, dti_sock_t s, uint32_t a0, int64_t v, uint64_t ud);
 int dti__run_blocking(dti_ctx_t *c, dti__prep_fn prep, dti_sock_t s, uint32_t a0, int64_t v);
 /* Queues the release of socket s's owed receive bytes (see data.c).
@@ -189,9 +205,15 @@ dti_sock_t dti__app_handle(struct dti_ctx *c, dti_sock_t s);
 struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local);
 int dti__group_each(struct dti_ctx *c, struct dti_group *g, uint16_t op, uint32_t a0, int64_t v);
 int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_info *out);
+/* A member's answer to a group's waiting accept (out: decoded with an
+ * internal user_data); false: not for the application. */
+bool dti__group_wait_answer(struct dti_ctx *q, struct dti_group *g, struct dti_cqe *out);
 
 /* data.c */
 int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out);
+/* The offset a command carries for pool buffer b on link's engine;
+ * UINT64_MAX when b lives in another engine's region. */
+uint64_t dti__buf_offset(const struct dti_attachment *link, const struct dti_buf *b);
 struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out);
 int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags);
 

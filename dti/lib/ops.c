@@ -88,7 +88,7 @@ static int prep(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint64_t ud, struc
         (dti__flush_release(c, s) < 0 || !ring_has_room(c)))
         return -EAGAIN;
     uint32_t tag = c->free_tags[--c->n_free];
-    c->pending[tag] = (struct dti_ctx_pending){ud, s, op, 1, 0};
+    c->pending[tag] = (struct dti_ctx_pending){ud, s, op, 1, 0, c->prep_group};
     c->inflight++;
     struct dti_cmd *cmd = next_cmd(c);
     cmd->user_data = ud;
@@ -334,14 +334,15 @@ static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_bu
 {
     if (!b || len > b->len)
         return -EINVAL;
-    if (c->d->engine != 0)
-        return -EXDEV; /* pool buffers live in engine 0's region */
+    uint64_t offset = dti__buf_offset(c->d, b);
+    if (offset == UINT64_MAX)
+        return -EXDEV; /* a buffer of another engine's region: dti_buf_alloc_for() */
     struct dti_cmd *cmd;
     int rc = prep(c, op, s, ud, &cmd);
     if (rc == 0) {
         cmd->arg0 = len;
         cmd->arg1 = flags;
-        cmd->offset = b->offset;
+        cmd->offset = offset;
         commit(c);
     }
     return rc;
@@ -451,6 +452,8 @@ static bool decode(struct dti_ctx *c, const struct dti_ev *e, struct dti_cqe *ou
         for (uint32_t i = 0; i < n; i++)
             out->accepted[i] = dti__app_handle(c, e->accepted[i]);
     }
+    if (p.group)
+        return dti__group_wait_answer(c, p.group, out);
     return true;
 }
 
@@ -467,8 +470,10 @@ static unsigned flush_gone(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
         release_tag(c, t);
         if (p.drop)
             continue;
-        out[got++] = (struct dti_cqe){.user_data = p.user_data, .res = -reason, .kind = DTI_CQE_COMPLETION,
-                                      .op = p.op, .sock = dti__app_handle(c, p.sock)};
+        out[got] = (struct dti_cqe){.user_data = p.user_data, .res = -reason, .kind = DTI_CQE_COMPLETION,
+                                    .op = p.op, .sock = dti__app_handle(c, p.sock)};
+        if (!p.group || dti__group_wait_answer(c, p.group, &out[got]))
+            got++;
     }
     return got;
 }
@@ -594,7 +599,10 @@ unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max)
     return got;
 }
 
-static void stash_push(struct dti_ctx *c, const struct dti_cqe *e)
+void dti__stash_push(struct dti_ctx *c, const struct dti_cqe *e);
+static void stash_push(struct dti_ctx *c, const struct dti_cqe *e) { dti__stash_push(c, e); }
+
+void dti__stash_push(struct dti_ctx *c, const struct dti_cqe *e)
 {
     if (c->stash_len == c->stash_cap) {
         /* Full only of events (completions are bounded by credits): events
@@ -673,7 +681,9 @@ int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
 }
 
 /* Drops the completion of a command the blocking layer gave up on. */
-static void forget(struct dti_ctx *c, uint64_t ud)
+static void forget(struct dti_ctx *c, uint64_t ud) { dti__forget(c, ud); }
+
+void dti__forget(struct dti_ctx *c, uint64_t ud)
 {
     for (uint32_t i = 0; i < n_qps(c); i++) {
         struct dti_ctx *q = qp_of(c, i);
@@ -728,6 +738,7 @@ static int make_room(dti_ctx_t *c)
     } while (0)
 
 static uint64_t next_ud(dti_ctx_t *c) { return DTI_UD_INTERNAL | ++c->internal_seq; }
+uint64_t dti__next_ud(dti_ctx_t *c) { return next_ud(c); }
 
 int dti__run_blocking(dti_ctx_t *c, dti__prep_fn prep, dti_sock_t s, uint32_t a0, int64_t v)
 {

@@ -421,6 +421,12 @@ ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsign
 /* Allocates len bytes (rounded up to 2 KiB) of the region's pool; -ENOMEM
  * when none is left. Thread-safe; meant for setup, not for every request. */
 int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out);
+/* The same, in the region of the engine that serves socket s: what posted
+ * receives and region-buffer sends on s need when the PPE runs several
+ * engines (dti_buf_alloc() gives engine 0's; a buffer of another engine's
+ * region makes dti_prep_recv_into()/dti_prep_send_from() fail with -EXDEV).
+ * On one engine both are the same. */
+int dti_buf_alloc_for(dti_t *d, dti_sock_t s, uint32_t len, struct dti_buf *out);
 void dti_buf_free(dti_t *d, const struct dti_buf *buf);
 
 /* ---- blocking convenience layer ---------------------------------------

@@ -54,7 +54,7 @@ class DtiFork : public Attached {
     bool attachments_become(size_t n)
     {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (ppe_->attachments() != n)
+        while (processes() != n)
             if (std::chrono::steady_clock::now() > until)
                 return false;
         return true;
@@ -267,7 +267,7 @@ TEST_F(DtiFork, ForkRequestWithoutASocketIsRefused)
     EXPECT_EQ(r.status, DTI_E_PROTOCOL);
     close(p[0]);
     close(p[1]);
-    EXPECT_EQ(ppe_->attachments(), 1u);
+    EXPECT_EQ(processes(), 1u);
     int s = dti_socket(c_); // the attachment still works
     EXPECT_GE(s, 0) << dti_strerror(s);
 }
@@ -277,7 +277,7 @@ TEST_F(DtiFork, FailedForkDropsTheMemberAndItsHolds)
     dti_sock_t client, server;
     pair(&client, &server);
     ASSERT_EQ(dti_fork_prepare(d_), 0);
-    EXPECT_EQ(ppe_->attachments(), 2u);
+    EXPECT_EQ(processes(), 2u);
     dti_fork_parent(d_); // as when fork() returned -1
     EXPECT_TRUE(attachments_become(1));
     // The snapshot's hold went with it: closing the server really closes.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <unistd.h>
 
@@ -17,6 +18,14 @@ inline std::string temp_socket_path()
 {
     static std::atomic<int> n{0};
     return "/tmp/dti-test-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".sock";
+}
+
+// Engines of the fixture PPE: 1, or what $DTI_TEST_ENGINES says (the suite
+// runs once with each: libdti must behave the same on several engines).
+inline uint32_t test_engines()
+{
+    const char *e = getenv("DTI_TEST_ENGINES");
+    return e && atoi(e) > 0 ? uint32_t(atoi(e)) : 1u;
 }
 
 inline engine::Limits small_limits()
@@ -41,6 +50,7 @@ class Attached : public ::testing::Test {
         path_ = temp_socket_path();
         fixture::TestPpe::Options o;
         o.limits = l;
+        o.engines = test_engines();
         ppe_ = std::make_unique<fixture::TestPpe>(path_, o);
         std::string why;
         ASSERT_TRUE(ppe_->start(&why)) << why;
@@ -58,6 +68,16 @@ class Attached : public ::testing::Test {
         d_ = nullptr;
         if (ppe_)
             ppe_->stop();
+    }
+    // Processes the fixture PPE serves: each is attached to every engine, so
+    // all engines must agree (SIZE_MAX while they do not).
+    size_t processes()
+    {
+        size_t n = ppe_->attachments(0);
+        for (uint32_t e = 1; e < test_engines(); e++)
+            if (ppe_->attachments(e) != n)
+                return SIZE_MAX;
+        return n;
     }
     // A listener on an ephemeral port; returns it and its port.
     dti_sock_t listener(uint16_t *port)
