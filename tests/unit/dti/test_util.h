@@ -45,12 +45,12 @@ inline engine::Limits small_limits()
 class Attached : public ::testing::Test {
   protected:
     void SetUp() override { start(small_limits()); }
-    void start(const engine::Limits &l)
+    void start(const engine::Limits &l, uint32_t engines = test_engines())
     {
         path_ = temp_socket_path();
         fixture::TestPpe::Options o;
         o.limits = l;
-        o.engines = test_engines();
+        o.engines = engines;
         ppe_ = std::make_unique<fixture::TestPpe>(path_, o);
         std::string why;
         ASSERT_TRUE(ppe_->start(&why)) << why;
