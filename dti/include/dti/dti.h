@@ -38,6 +38,16 @@
  * fork(): with dti_fork_prepare()/dti_fork_parent()/dti_fork_child() around
  * it (see below), the child keeps using the same dti_t and every socket it
  * inherited; without them the child must not use the parent's dti_t.
+ *
+ * Several engines: when the PPE runs N engines (each owns the flows the
+ * steering function gives it), dti_attach() attaches to every one of them
+ * and each context gets a queue pair on each; none of this shows in the API.
+ * New sockets of a context go to the engines in turn; a listener listens on
+ * every engine under its one handle (connections come from any engine;
+ * watches, accepts, DTI_ACCEPT_WAIT and close cover them all); dti_reap()
+ * and dti_wait() serve every engine's queue. Limits (dti_get_limits()) are
+ * per engine. Pool buffers belong to one engine's region: use
+ * dti_buf_alloc_for() for posted receives and region-buffer sends.
  */
 #ifndef DTI_DTI_H
 #define DTI_DTI_H
@@ -82,8 +92,9 @@ const char *dti_strerror(int err);
 typedef struct dti_attachment dti_t; /* one attachment of this process to a PPE */
 typedef struct dti_ctx dti_ctx_t; /* one queue pair; one per thread */
 
-/* A socket handle: an index with a generation, always in [0, INT32_MAX], so
- * it also fits in an int result. Valid in every context of its attachment. */
+/* A socket handle: the engine that serves it, an index and a generation,
+ * always in [0, INT32_MAX], so it also fits in an int result. Valid in every
+ * context of its attachment. */
 typedef uint32_t dti_sock_t;
 #define DTI_SOCK_INVALID ((dti_sock_t)0xffffffffu)
 
