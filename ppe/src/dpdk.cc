@@ -27,13 +27,29 @@ std::string device_name(const std::string &device)
 
 namespace {
 
+bool is_af_packet(const PortConfig &p) { return p.device.rfind("net_af_packet", 0) == 0; }
+
+// af_packet's ring frame: the device string's framesz, else 2048 (its
+// default), or for jumbo MTUs the frame plus af_packet's header rounded up to
+// 2 KiB (9000 -> 10240).
+uint32_t af_packet_frame(const PortConfig &p)
+{
+    const size_t at = p.device.find("framesz=");
+    if (at != std::string::npos) return uint32_t(std::strtoul(p.device.c_str() + at + 8, nullptr, 10));
+    if (p.mtu <= 1900) return 2048;
+    return (uint32_t(p.mtu) + 18u + 128u + 2047u) / 2048u * 2048u;
+}
+
 // af_packet's default frame of 2048 bytes cannot carry jumbo frames; give it
-// frames large enough for the MTU unless the device string says otherwise.
+// frames large enough for the MTU unless the device string says otherwise
+// (a block holds two frames: a multiple of the page size).
 std::string device_args(const PortConfig &p)
 {
     std::string dev = p.device;
-    if (dev.rfind("net_af_packet", 0) == 0 && p.mtu > 1900 && dev.find("framesz=") == std::string::npos)
-        dev += ",framesz=16384,blocksz=16384,framecnt=512";
+    if (is_af_packet(p) && p.mtu > 1900 && dev.find("framesz=") == std::string::npos) {
+        const uint32_t frame = af_packet_frame(p);
+        dev += ",framesz=" + std::to_string(frame) + ",blocksz=" + std::to_string(2 * frame) + ",framecnt=512";
+    }
     return dev;
 }
 
@@ -137,7 +153,13 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     }
 
     rte_eth_conf conf{};
-    conf.rxmode.mtu = pc.mtu;
+    // Some vdevs (net_af_packet) report the Ethernet maximum as their largest
+    // frame yet take a larger MTU through rte_eth_dev_set_mtu() once their
+    // frames are big enough: configure within what the device reports, then
+    // raise the MTU (below).
+    const uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    conf.rxmode.mtu = info.max_rx_pktlen > overhead ? std::min<uint32_t>(pc.mtu, info.max_rx_pktlen - overhead)
+                                                    : pc.mtu;
     // Checksums: take every one the device offers; MARS skips what the NIC did.
     const uint64_t rx_csum = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
     if ((info.rx_offload_capa & rx_csum) == rx_csum) {
@@ -180,7 +202,9 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
 
     // mbufs large enough for a whole frame of this MTU: one segment each,
     // which is what PacketRef describes.
-    const uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, uint32_t(pc.mtu) + 18u + 64u);
+    // (af_packet copies a whole ring frame into one mbuf: room for that.)
+    uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, uint32_t(pc.mtu) + 18u + 64u);
+    if (is_af_packet(pc)) room = std::max(room, af_packet_frame(pc));
     for (uint16_t q = 0; q < queues; q++) {
         const int socket = engines[q].numa_node >= 0 ? engines[q].numa_node : SOCKET_ID_ANY;
         const std::string pool_name = "p" + std::to_string(id) + "q" + std::to_string(q);
@@ -201,7 +225,13 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
         }
     }
     rc = rte_eth_dev_set_mtu(id, pc.mtu);
-    if (rc < 0 && rc != -ENOTSUP) {
+    // net_af_packet (DPDK 22.11) reports the Ethernet maximum to ethdev and
+    // refuses a larger MTU there, but its data path is bounded only by its
+    // ring frames, sized for the MTU above: the interface's own MTU (set in
+    // the kernel) and the stack's MSS do the rest.
+    const bool ring_carries_mtu = is_af_packet(pc) && af_packet_frame(pc) >= uint32_t(pc.mtu) + 18u + 64u;
+    if (rc < 0 && ring_carries_mtu) rc = 0;
+    if (rc < 0 && (rc != -ENOTSUP || conf.rxmode.mtu < pc.mtu)) {
         *error = what + ": cannot set mtu " + std::to_string(pc.mtu) + ": " + rte_strerror(-rc);
         return false;
     }

@@ -5,12 +5,19 @@
 #    client (kernel server in the peer), 256 MiB each way verified with CRC32C;
 #  - the same under `eta-lab netem` loss, duplication and reordering.
 #   traffic_test.sh ETA_PPE ETA_STAT ETA_PERF DTI_ECHO_SERVER
+# ETA_TEST_MTU=N runs it all on a lab whose links (eta's and the kernel's)
+# have MTU N (jumbo frames), with ETA_TEST_MIB MiB each way (default 256).
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3 ECHO=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/ppe_lib.sh"
-BYTES=$((256 << 20))
+BYTES=$((${ETA_TEST_MIB:-256} << 20))
 
-lab_up
+lab_up ${ETA_TEST_MTU:+--mtu "$ETA_TEST_MTU"}
+if [ -n "${ETA_TEST_MTU:-}" ]; then
+    # the PPE's port and the peer's link both carry the MTU asked for
+    grep -qx "mtu = $ETA_TEST_MTU" "$ETA_LAB_CONFIG" || fail "the lab's PPE config does not say mtu = $ETA_TEST_MTU"
+    peer ip link show | grep -q "mtu $ETA_TEST_MTU " || fail "the peer's links are not at mtu $ETA_TEST_MTU"
+fi
 work=$(mktemp -d)
 on_exit "rm -rf $work"
 ppe_config
@@ -73,5 +80,14 @@ transfer netem
 retrans=$(ppe_json "d['engines'][0]['stacks'][0]['tcp_retransmits']")
 echo "PPE retransmissions: $retrans"
 [ "$retrans" -gt 0 ] || fail "1% loss caused no retransmissions: the impairment did not reach the PPE's traffic"
+if [ -n "${ETA_TEST_MTU:-}" ]; then
+    # Frames larger than Ethernet's 1514 bytes went both ways: the stream
+    # moved in jumbo frames (on average well above 1514 bytes per frame).
+    for dir in i o; do
+        avg=$(ppe_json "d['ports'][0]['${dir}bytes'] // max(1, d['ports'][0]['${dir}packets'])")
+        echo "port average ${dir}-frame: $avg bytes"
+        [ "$avg" -gt 2000 ] || fail "the port's average frame ($dir) is $avg bytes: no jumbo frames at mtu $ETA_TEST_MTU"
+    done
+fi
 ppe_stop
 echo "PASS"
