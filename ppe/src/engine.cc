@@ -55,11 +55,6 @@ io_uring_sqe *get_sqe(io_uring *ring)
     return sqe;
 }
 
-uint32_t steer_fn(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg)
-{
-    return static_cast<const Port *>(arg)->queue_of(lip, lport, rip, rport);
-}
-
 } // namespace
 
 dti::engine::Limits dti_limits(const Config &c)
@@ -89,8 +84,9 @@ uint64_t TscClock::now_ns() const
 }
 
 Engine::Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
-               const stats::View &stats, const TscClock &clock)
-    : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock)
+               const stats::View &stats, const TscClock &clock, const SteerMesh &mesh)
+    : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock),
+      n_engines_(mesh.engines()), steering_(mesh, index)
 {}
 
 Engine::~Engine()
@@ -189,10 +185,12 @@ bool Engine::setup(std::string *error)
             *error = name + ": getrandom failed";
             return false;
         }
+        // Several engines: active opens take local ports whose flows this
+        // engine owns, so their segments never need a steering hop.
         sc.engine = index_;
-        if (port.queues > 1) {
-            sc.steer = steer_fn;
-            sc.steer_arg = &port;
+        if (n_engines_ > 1) {
+            sc.steer = flow_owner_hook;
+            sc.steer_arg = const_cast<uint32_t *>(&n_engines_);
         }
         sc.tcp = config_.tcp;
         sc.strands = config_.strands;
@@ -208,7 +206,9 @@ bool Engine::setup(std::string *error)
     // DTI: applications' sockets live on the first port's stack.
     dti_stack_ = stacks_[0].get();
     transport_ = std::make_unique<MarsTransport>(dti_stack_, now_);
-    const dti::engine::Limits lim = dti_limits(config_);
+    dti::engine::Limits lim = dti_limits(config_);
+    lim.engine_index = index_;
+    lim.n_engines = n_engines_;
     std::string derr;
     dti_ = dti::engine::Engine::create(*transport_, lim, &derr);
     if (!dti_) {
@@ -258,18 +258,48 @@ void Engine::drain_completions()
     io_uring_cq_advance(&ring_, n);
 }
 
-uint32_t Engine::poll_once(uint64_t now)
+// Frames other engines handed us, to the stack of the port they came in on
+// (mbuf->port), in runs so each stack still gets bursts.
+void Engine::input_steered(mars::PacketRef *frames, uint16_t n, uint64_t now)
+{
+    for (uint16_t i = 0; i < n;) {
+        const uint16_t port = static_cast<rte_mbuf *>(frames[i].handle)->port;
+        uint16_t j = i + 1;
+        while (j < n && static_cast<rte_mbuf *>(frames[j].handle)->port == port) j++;
+        size_t p = 0;
+        while (p < ports_.size() && ports_[p].id != port) p++;
+        if (p < stacks_.size()) stacks_[p]->input(frames + i, uint16_t(j - i), now);
+        else ios_[0]->release(frames + i, uint16_t(j - i)); // cannot happen: every port has a stack
+        i = j;
+    }
+}
+
+// Receive: first what other engines steered to us (older than our own
+// queue's frames), then each port's burst, sorted by flow owner.
+uint32_t Engine::receive_all(uint64_t now)
 {
     uint32_t work = 0;
     mars::PacketRef burst[256];
     const uint16_t bsz = uint16_t(config_.burst);
+    if (steering_.active()) {
+        const uint16_t n = steering_.drain(burst, bsz);
+        if (n) input_steered(burst, n, now);
+        work += n;
+    }
     for (size_t p = 0; p < stacks_.size(); p++) {
         const uint16_t n = ios_[p]->receive(burst, bsz);
-        if (n) {
-            stacks_[p]->input(burst, n, now);
-            work += n;
-        }
+        if (!n) continue;
+        work += n;
+        const uint16_t mine = steering_.sort(burst, n);
+        if (mine) stacks_[p]->input(burst, mine, now);
     }
+    steering_.flush();
+    return work;
+}
+
+uint32_t Engine::poll_once(uint64_t now)
+{
+    uint32_t work = receive_all(now);
     // Commands in, then transport events and completions out.
     work += dti_->poll();
     // An attachment detached inside poll() (broken region): drop its polls
@@ -569,6 +599,12 @@ void Engine::publish(uint64_t now, bool with_conns)
     counters_.rx_packets = rx;
     counters_.tx_packets = tx;
     counters_.tx_dropped = dropped;
+    const SteerCounters &st = steering_.counters();
+    counters_.steered_out = st.out;
+    counters_.steered_in = st.in;
+    counters_.steer_drops = st.drops;
+    counters_.arp_shared_out = st.arp_out;
+    counters_.arp_shared_in = st.arp_in;
     stats_.engine(index_)->write(counters_);
     for (size_t p = 0; p < stacks_.size(); p++) {
         stats::StackCounters sc;

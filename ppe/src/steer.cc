@@ -39,6 +39,24 @@ uint32_t frame_owner(const uint8_t *f, uint32_t len, uint32_t n_engines)
     return dti_flow_owner(load_be32(ip + 12), load_be16(tcp), load_be32(ip + 16), load_be16(tcp + 2), n_engines);
 }
 
+uint32_t flow_owner_hook(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg)
+{
+    return dti_flow_owner(lip, lport, rip, rport, *static_cast<const uint32_t *>(arg));
+}
+
+HelloRoute route_hello(const void *msg, size_t len, uint32_t n_engines)
+{
+    dti_ctl_msg m;
+    if (len < sizeof m) return {HelloRoute::kNotHello, 0};
+    std::memcpy(&m, msg, sizeof m);
+    // Anything but a HELLO goes to an engine as today, whose DTI engine
+    // reads it and answers with the protocol's own refusal.
+    if (m.magic != DTI_CTL_MAGIC || m.type != DTI_CTL_HELLO) return {HelloRoute::kNotHello, 0};
+    if (m.engine == DTI_ENGINE_ANY) return {HelloRoute::kAny, 0};
+    if (m.engine >= n_engines) return {HelloRoute::kNoSuchEngine, m.engine};
+    return {HelloRoute::kEngine, m.engine};
+}
+
 mars::PacketRef packet_of(rte_mbuf *m)
 {
     uint32_t flags = 0;

@@ -35,6 +35,19 @@ constexpr uint32_t kSteerEvery = 0xfffffffeu; // every engine (ARP)
 // and drops them). Reads only what the length covers.
 uint32_t frame_owner(const uint8_t *frame, uint32_t len, uint32_t n_engines);
 
+// mars::StackConfig::steer for an engine's stacks: the owner of a flow
+// (host byte order), `arg` points to the number of engines (a uint32_t that
+// outlives the stack). MARS then picks ephemeral ports its engine owns.
+uint32_t flow_owner_hook(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg);
+
+// Where the control thread sends a new control connection, from the first
+// message it peeked (HELLO names the engine wanted).
+struct HelloRoute {
+    enum Kind { kAny, kEngine, kNoSuchEngine, kNotHello } kind;
+    uint32_t engine; // kEngine, kNoSuchEngine: the index asked for
+};
+HelloRoute route_hello(const void *msg, size_t len, uint32_t n_engines);
+
 // The PacketRef MARS gets for a received mbuf (checksum flags from the NIC).
 mars::PacketRef packet_of(rte_mbuf *m);
 

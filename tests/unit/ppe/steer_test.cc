@@ -254,6 +254,39 @@ TEST(SteerMesh, RejectsASizeThatIsNotAPowerOfTwo)
     EXPECT_NE(err.find("power of two"), std::string::npos) << err;
 }
 
+// The control thread's routing of a new attach by its peeked HELLO.
+TEST(RouteHello, ByTheEngineItNames)
+{
+    dti_ctl_msg m{};
+    m.magic = DTI_CTL_MAGIC;
+    m.type = DTI_CTL_HELLO;
+    m.engine = DTI_ENGINE_ANY;
+    EXPECT_EQ(ppe::route_hello(&m, sizeof m, 2).kind, ppe::HelloRoute::kAny);
+    m.engine = 1;
+    auto r = ppe::route_hello(&m, sizeof m, 2);
+    EXPECT_EQ(r.kind, ppe::HelloRoute::kEngine);
+    EXPECT_EQ(r.engine, 1u);
+    m.engine = 2;
+    r = ppe::route_hello(&m, sizeof m, 2);
+    EXPECT_EQ(r.kind, ppe::HelloRoute::kNoSuchEngine) << "an index >= N is refused";
+    EXPECT_EQ(r.engine, 2u);
+    m.engine = 0;
+    EXPECT_EQ(ppe::route_hello(&m, sizeof m, 1).kind, ppe::HelloRoute::kEngine);
+    EXPECT_EQ(ppe::route_hello(&m, sizeof m - 1, 2).kind, ppe::HelloRoute::kNotHello) << "short message";
+    m.type = DTI_CTL_OPEN_CTX;
+    EXPECT_EQ(ppe::route_hello(&m, sizeof m, 2).kind, ppe::HelloRoute::kNotHello);
+    m.type = DTI_CTL_HELLO;
+    m.magic = 0;
+    EXPECT_EQ(ppe::route_hello(&m, sizeof m, 2).kind, ppe::HelloRoute::kNotHello);
+}
+
+TEST(SteerOwner, HookForMarsIsTheSameFunction)
+{
+    uint32_t n = 2;
+    for (uint16_t p = 32768; p < 32868; p++)
+        EXPECT_EQ(ppe::flow_owner_hook(kLocal, p, kRemote, 80, &n), dti_flow_owner(kRemote, 80, kLocal, p, 2));
+}
+
 } // namespace
 
 int main(int argc, char **argv)
