@@ -510,6 +510,9 @@ int daemon_main(int argc, char **argv)
     for (auto &e : engines) engine_pus.insert(engine_pus.end(), e.core_pus.begin(), e.core_pus.end());
     for (int pu : machine.pus)
         if (std::find(engine_pus.begin(), engine_pus.end(), pu) == engine_pus.end()) control_pus.push_back(pu);
+    // Engines on every core (allowed when they nap: adaptive or sleep): the
+    // control thread and DPDK's threads share them.
+    if (control_pus.empty()) control_pus = machine.pus;
     const std::string cpus = format_cpu_list(engine_pus);
     if (check) {
         std::printf("%s: configuration OK: %zu engine(s) on CPU %s (idle %s), control thread on CPU %s, %zu port(s), "
