@@ -192,6 +192,8 @@ bool Engine::setup(std::string *error)
             sc.steer = flow_owner_hook;
             sc.steer_arg = const_cast<uint32_t *>(&n_engines_);
         }
+        sc.owner_of = owner_uid;
+        sc.owner_arg = this;
         sc.tcp = config_.tcp;
         sc.strands = config_.strands;
         sc.prefetch = config_.prefetch;
@@ -478,6 +480,7 @@ void Engine::try_attach(int fd)
     }
     reconcile_watches(); // first: a doorbell fd number may have been reused
     watch_control(id);
+    refresh_owners();
     for (const auto &a : dti_->attachments())
         if (a.id == id)
             log(LogLevel::kInfo, "engine %u: attached %s (pid %u, uid %u), region %llu bytes", index_, a.name.c_str(),
@@ -529,6 +532,24 @@ void Engine::on_control_ready(uint64_t seq)
     }
     reconcile_watches();
     for (int id : dti_->take_joined()) watch_control(id); // fork children of that application
+    refresh_owners();
+}
+
+uint32_t Engine::owner_uid(uint64_t user, void *engine)
+{
+    const auto *e = static_cast<const Engine *>(engine);
+    const size_t group = size_t((user >> 32) & 0xffff);
+    return group < e->group_uid_.size() ? e->group_uid_[group] : UINT32_MAX;
+}
+
+// Attach and fork time only (attachments() allocates): binds read the table.
+void Engine::refresh_owners()
+{
+    for (const auto &a : dti_->attachments()) {
+        if (a.group < 0) continue;
+        if (size_t(a.group) >= group_uid_.size()) group_uid_.resize(size_t(a.group) + 1, UINT32_MAX);
+        group_uid_[size_t(a.group)] = a.uid;
+    }
 }
 
 // Drops the polls of attachments that are gone (hang-up, broken region,

@@ -137,6 +137,11 @@ class Engine {
     void reconcile_watches();
     void on_control_ready(uint64_t seq);
     void publish_apps();
+    // MARS's owner_of hook: a socket's user tag names its DTI group (bits
+    // 32..47); the group's uid decides who may share a SO_REUSEPORT port.
+    static uint32_t owner_uid(uint64_t user, void *engine);
+    void refresh_owners();
+    std::vector<uint32_t> group_uid_; // by DTI group id, refreshed at attach
 
     Mailbox<256> inbox_; // accepted control connections (fds), control → engine
     uint64_t now_ = 0;   // the loop's time, for the transport's connect()
