@@ -278,12 +278,21 @@ class ControlSocket {
 
 // A new connection on the control socket goes to an engine, which runs the
 // attach protocol (the DTI engine is single-threaded, on its engine thread).
+// Refuses a connection whose HELLO the control thread peeked: the message is
+// read first, because closing a UNIX socket with unread data resets it and
+// the application would see ECONNRESET instead of the reason.
+void refuse_peeked(int fd, int code, const std::string &why)
+{
+    uint8_t msg[128];
+    ssize_t r = recv(fd, msg, sizeof msg, MSG_DONTWAIT);
+    (void)r;
+    dti::engine::refuse_connection(fd, code, why);
+    ::close(fd);
+}
+
 void hand_to(int fd, Engine &e)
 {
-    if (!e.offer_connection(fd)) {
-        dti::engine::refuse_connection(fd, EAGAIN, "the PPE is busy with other attaches; try again");
-        ::close(fd);
-    }
+    if (!e.offer_connection(fd)) refuse_peeked(fd, EAGAIN, "the PPE is busy with other attaches; try again");
 }
 
 // Which engine: the one its HELLO names (libdti attaches to each engine by
@@ -303,8 +312,7 @@ void route_connection(int fd, const uint8_t *msg, int len, std::vector<std::uniq
         const std::string why = "engine " + std::to_string(r.engine) + " does not exist: this eta-ppe runs " +
                                 std::to_string(n) + " engine(s), 0 to " + std::to_string(n - 1);
         log(LogLevel::kInfo, "attach refused: %s", why.c_str());
-        dti::engine::refuse_connection(fd, EINVAL, why);
-        ::close(fd);
+        refuse_peeked(fd, EINVAL, why);
         return;
     }
     case HelloRoute::kAny:
