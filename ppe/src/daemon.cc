@@ -65,7 +65,9 @@ class Published {
         path_ = c.stats_path();
         cores_path_ = c.cores_path();
         net_path_ = c.socket + ".net";
-        const auto l = stats::Layout::compute(uint32_t(engines.size()), uint32_t(c.ports.size()), c.limits.max_apps,
+        // Application slots: limits.max_apps per engine, each engine its own range.
+        const uint32_t app_slots = c.limits.max_apps * uint32_t(engines.size());
+        const auto l = stats::Layout::compute(uint32_t(engines.size()), uint32_t(c.ports.size()), app_slots,
                                               kConnCapacity);
         ::unlink(path_.c_str());
         int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -89,7 +91,7 @@ class Published {
         h->pid = getpid();
         h->n_engines = uint32_t(engines.size());
         h->n_ports = uint32_t(c.ports.size());
-        h->max_apps = c.limits.max_apps;
+        h->max_apps = app_slots;
         h->conn_capacity = kConnCapacity;
         h->started_unix_ns = realtime_ns();
         h->size = l.size;

@@ -337,7 +337,7 @@ void Engine::idle_sleep(uint64_t now)
     // while we sleep), then look once more before blocking so a stop
     // request published meanwhile is not missed.
     sleeping_.exchange(1, std::memory_order_seq_cst);
-    if (stop_.load(std::memory_order_acquire) || !inbox_.empty()) {
+    if (stop_.load(std::memory_order_acquire) || !inbox_.empty() || steering_.has_incoming()) {
         sleeping_.store(0, std::memory_order_relaxed);
         return;
     }
@@ -577,7 +577,10 @@ void Engine::publish_apps()
 {
     if (!dti_) return;
     const auto atts = dti_->attachments();
-    const uint32_t max = stats_.header()->max_apps;
+    // Every engine has its own attachment ids: engine e owns the slots
+    // [e * max, (e + 1) * max) of the shared table, so no two write one slot.
+    const uint32_t max = stats_.header()->max_apps / stats_.header()->n_engines;
+    const uint32_t base = index_ * max;
     if (published_apps_.size() != max) published_apps_.assign(max, false);
     std::vector<bool> used(max, false);
     for (const auto &a : atts) {
@@ -591,13 +594,13 @@ void Engine::publish_apps()
         ac.sockets = a.sockets;
         ac.region_bytes = a.region_bytes;
         ac.memory_bytes = a.broken ? 0 : a.region_bytes;
-        stats_.app(uint32_t(a.id))->write(ac);
+        stats_.app(base + uint32_t(a.id))->write(ac);
         used[uint32_t(a.id)] = true;
     }
     for (uint32_t i = 0; i < max; i++) {
         if (used[i] || !published_apps_[i]) continue;
         stats::AppCounters none{};
-        stats_.app(i)->write(none);
+        stats_.app(base + i)->write(none);
     }
     published_apps_ = std::move(used);
 }

@@ -165,7 +165,9 @@ struct Header {
     uint32_t header_size;
     std::atomic<uint32_t> state; // State
     int32_t pid;
-    uint32_t n_engines, n_ports, max_apps, conn_capacity; // conn_capacity: entries per engine table
+    // max_apps: application slots of all engines (engine e: the e-th of
+    // n_engines equal ranges); conn_capacity: entries per engine table.
+    uint32_t n_engines, n_ports, max_apps, conn_capacity;
     uint64_t tsc_hz;
     uint64_t started_unix_ns;
     uint64_t size;               // bytes of the whole region

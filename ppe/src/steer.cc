@@ -146,6 +146,13 @@ void Steering::flush()
     }
 }
 
+bool Steering::has_incoming() const
+{
+    for (uint32_t from = 0; from < n_; from++)
+        if (from != self_ && !rte_ring_empty(mesh_.ring(from, self_))) return true;
+    return false;
+}
+
 uint16_t Steering::drain(mars::PacketRef *out, uint16_t max)
 {
     if (n_ <= 1) return 0;

@@ -96,6 +96,9 @@ class Steering {
     // Takes up to max frames other engines handed to us.
     uint16_t drain(mars::PacketRef *out, uint16_t max);
 
+    // Whether other engines left frames for us (the loop must not nap then).
+    bool has_incoming() const;
+
     const SteerCounters &counters() const { return counters_; }
     bool active() const { return n_ > 1; }
 

@@ -41,6 +41,18 @@ a=$(probe any) b=$(probe any)
 [ "$(printf '%s\n%s\n' "$a" "$b" | sort | tr '\n' ' ')" = "WELCOME engine=0 n_engines=2 WELCOME engine=1 n_engines=2 " ] ||
     fail "two ANY attaches did not go to both engines: '$a' '$b'"
 
+note "two applications attached ANY: one on each engine, both in eta-stat"
+start_bg s1 env ETA_SOCKET="$ETA_LAB_SOCKET" timeout 120 "$ETA_PERF" server --transport dti --port 5621
+wait_until 10 ppe_true "len(d['apps']) == 1" || fail "the first server did not attach"
+start_bg s2 env ETA_SOCKET="$ETA_LAB_SOCKET" timeout 120 "$ETA_PERF" server --transport dti --port 5622
+wait_until 10 ppe_true "len(d['apps']) == 2" ||
+    fail "eta-stat does not show both applications: $(ppe_json "[(a['pid'], a['engine']) for a in d['apps']]")"
+ppe_true "sorted(a['engine'] for a in d['apps']) == [0, 1] and len(set(a['pid'] for a in d['apps'])) == 2" ||
+    fail "the two applications are not one per engine: $(ppe_json "[(a['pid'], a['engine']) for a in d['apps']]")"
+kill -TERM "$s1_pid" "$s2_pid"
+wait "$s1_pid" "$s2_pid" 2>/dev/null || true
+wait_until 10 ppe_true "len(d['apps']) == 0" || fail "the servers' attachments did not go away"
+
 note "ARP to every engine"
 peer ip neigh flush dev "$ETA_LAB_PEER_IFACE"
 peer ping -c 3 -i 0.2 -W 2 "$ETA_LAB_PPE_IP" > "$work/ping.log" || { cat "$work/ping.log"; fail "the peer cannot ping the PPE"; }

@@ -166,7 +166,10 @@ TEST(Steering, HandsSegmentsToTheirOwnerInOrder)
     EXPECT_EQ(rte_mbuf_refcnt_read(a), 2) << "ARP: one reference per engine, no copy";
     mars::PacketRef got[64];
     EXPECT_EQ(e1.drain(got, 64), 0) << "nothing moves before flush()";
+    EXPECT_FALSE(e1.has_incoming());
     e0.flush();
+    EXPECT_TRUE(e1.has_incoming()) << "engine 1 must not nap now";
+    EXPECT_FALSE(e0.has_incoming());
     const uint16_t moved = e1.drain(got, 64);
     ASSERT_EQ(moved, want_moved.size() + 1);
     for (size_t i = 0; i < want_moved.size(); i++) EXPECT_EQ(got[i].handle, want_moved[i]) << "arrival order kept";
