@@ -551,7 +551,7 @@ int daemon_main(int argc, char **argv)
     Published pub;
     Eal eal;
     std::vector<Port> ports;
-    SteerMesh mesh; // before `running`: engines use its rings until they stop
+    SteerMesh mesh; // before `running`: engines use its rings and bells until they stop
     std::vector<std::unique_ptr<Engine>> running;
     ControlSocket ctl;
     TscClock clock;

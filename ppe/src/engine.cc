@@ -84,8 +84,8 @@ uint64_t TscClock::now_ns() const
 }
 
 Engine::Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
-               const stats::View &stats, const TscClock &clock, const SteerMesh &mesh)
-    : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock),
+               const stats::View &stats, const TscClock &clock, SteerMesh &mesh)
+    : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock), mesh_(mesh),
       n_engines_(mesh.engines()), steering_(mesh, index)
 {}
 
@@ -103,6 +103,9 @@ bool Engine::start(std::string *error)
         *error = std::string("eventfd: ") + std::strerror(errno);
         return false;
     }
+    // Other engines ring it when they steer frames to us while we nap.
+    mesh_.bell(index_).fd.store(kick_fd_, std::memory_order_relaxed);
+    mesh_.bell(index_).sleeping.store(&sleeping_, std::memory_order_release);
     thread_ = std::thread([this] { thread_main(); });
     while (setup_state_.load(std::memory_order_acquire) == 0) usleep(1000); // bounded by setup itself
     if (setup_state_.load() < 0) {
@@ -295,8 +298,28 @@ uint32_t Engine::receive_all(uint64_t now)
         const uint16_t mine = steering_.sort(burst, n);
         if (mine) stacks_[p]->input(burst, mine, now);
     }
-    steering_.flush();
+    if (const uint32_t owners = steering_.flush()) wake_owners(owners);
     return work;
+}
+
+// An owner that naps would find our frames only at the end of its nap (up to
+// max_sleep_us): ring its kick fd, through our io_uring, submitted with this
+// loop's application wakeups. The fence orders our ring enqueue before the
+// look at its flag, against its "sleeping, then look at the rings"
+// (idle_sleep): one of the two always sees the other.
+void Engine::wake_owners(uint32_t engines)
+{
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (uint32_t e = 0; e < n_engines_; e++) {
+        if (!(engines >> e & 1)) continue;
+        const std::atomic<uint32_t> *sleeping = mesh_.bell(e).sleeping.load(std::memory_order_acquire);
+        if (!sleeping || !sleeping->load(std::memory_order_relaxed)) continue;
+        io_uring_sqe *sqe = get_sqe(&ring_);
+        io_uring_prep_write(sqe, mesh_.bell(e).fd.load(std::memory_order_relaxed), &kOne, sizeof kOne, 0);
+        io_uring_sqe_set_data64(sqe, kTagWake);
+        kicks_queued_ = true;
+        counters_.owner_kicks++;
+    }
 }
 
 uint32_t Engine::poll_once(uint64_t now)
@@ -323,10 +346,15 @@ uint32_t Engine::poll_once(uint64_t now)
             io_uring_prep_write(sqe, fd, &kOne, sizeof kOne, 0);
             io_uring_sqe_set_data64(sqe, kTagWake);
         }
-        io_uring_submit(&ring_);
+        io_uring_submit(&ring_); // also carries this loop's owner kicks
+        kicks_queued_ = false;
         counters_.wakeups += wake.size();
         counters_.wake_submits++;
         dti_->clear_wakeups();
+    }
+    if (kicks_queued_) {
+        io_uring_submit(&ring_);
+        kicks_queued_ = false;
     }
     return work;
 }

@@ -80,7 +80,7 @@ class Engine {
   public:
     // `mesh`: the steering rings between all engines (outlives the engine).
     Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
-           const stats::View &stats, const TscClock &clock, const SteerMesh &mesh);
+           const stats::View &stats, const TscClock &clock, SteerMesh &mesh);
     ~Engine();
 
     // Starts the thread; returns once the stacks exist (or failed to).
@@ -124,8 +124,11 @@ class Engine {
     std::atomic<int> setup_state_{0}; // 0 pending, 1 ok, -1 failed
     std::string setup_error_;
 
+    SteerMesh &mesh_;
     const uint32_t n_engines_;
     Steering steering_;
+    bool kicks_queued_ = false; // io_uring writes to napping owners' kick fds, not yet submitted
+    void wake_owners(uint32_t engines);
     std::vector<std::unique_ptr<MbufIo>> ios_;
     std::vector<std::unique_ptr<mars::Stack>> stacks_;
     // DTI: the applications this engine serves.

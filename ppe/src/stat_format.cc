@@ -214,6 +214,8 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_steer_drops", "segments dropped because the owning engine's ring was full", l, c.steer_drops);
         x.counter("engine_arp_shared_out", "ARP frames the engine shared with the other engines", l, c.arp_shared_out);
         x.counter("engine_arp_shared_in", "ARP frames other engines shared with this engine", l, c.arp_shared_in);
+        x.counter("engine_owner_kicks", "napping engines this engine woke after steering frames to them", l,
+                  c.owner_kicks);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
                 busy_share(c));
         x.gauge("engine_connections", "TCP sockets the engine's stacks hold now", l, engine_connections(s, e));
@@ -404,7 +406,8 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"events", c.events},
                 {"steered_out", c.steered_out}, {"steered_in", c.steered_in},
                 {"steer_drops", c.steer_drops}, {"arp_shared_out", c.arp_shared_out},
-                {"arp_shared_in", c.arp_shared_in}, {"busy_share", busy_share(c)},
+                {"arp_shared_in", c.arp_shared_in}, {"owner_kicks", c.owner_kicks},
+                {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};
         json stacks = json::array();
         for (uint32_t p = 0; p < h.n_ports; p++) {

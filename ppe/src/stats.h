@@ -102,6 +102,7 @@ struct EngineCounters {
     uint64_t steered_in;   // TCP segments other engines handed to this one
     uint64_t steer_drops;  // segments dropped because the owner's ring was full
     uint64_t arp_shared_out, arp_shared_in; // ARP frames shared with / from other engines
+    uint64_t owner_kicks;  // napping owners woken after frames were steered to them
 };
 
 // One MARS stack: one per (engine, port).

@@ -75,6 +75,7 @@ bool SteerMesh::create(uint32_t n_engines, uint32_t entries, std::string *error)
 {
     n_ = n_engines;
     rings_.assign(size_t(n_) * n_, nullptr);
+    bells_ = std::make_unique<EngineBell[]>(n_);
     if (n_ <= 1) return true;
     const ssize_t size = rte_ring_get_memsize(entries);
     if (size < 0) {
@@ -101,7 +102,7 @@ Steering::Steering(const SteerMesh &mesh, uint32_t self) : mesh_(mesh), self_(se
 
 void Steering::queue(uint32_t to, rte_mbuf *m)
 {
-    if (pending_n_[to] == kBurst) flush();
+    if (pending_n_[to] == kBurst) flush_one(to);
     pending_[to][pending_n_[to]++] = m;
 }
 
@@ -132,18 +133,26 @@ uint16_t Steering::sort(mars::PacketRef *frames, uint16_t n)
     return keep;
 }
 
-void Steering::flush()
+void Steering::flush_one(uint32_t to)
 {
-    for (uint32_t to = 0; to < n_; to++) {
-        const uint16_t k = pending_n_[to];
-        if (!k) continue;
-        pending_n_[to] = 0;
-        const unsigned sent = rte_ring_sp_enqueue_burst(mesh_.ring(self_, to), reinterpret_cast<void **>(pending_[to]), k, nullptr);
-        if (sent < k) {
-            rte_pktmbuf_free_bulk(pending_[to] + sent, k - sent);
-            counters_.drops += k - sent;
-        }
+    const uint16_t k = pending_n_[to];
+    if (!k) return;
+    pending_n_[to] = 0;
+    const unsigned sent =
+        rte_ring_sp_enqueue_burst(mesh_.ring(self_, to), reinterpret_cast<void **>(pending_[to]), k, nullptr);
+    if (sent < k) {
+        rte_pktmbuf_free_bulk(pending_[to] + sent, k - sent);
+        counters_.drops += k - sent;
     }
+    if (sent) delivered_ |= 1u << to;
+}
+
+uint32_t Steering::flush()
+{
+    for (uint32_t to = 0; to < n_; to++) flush_one(to);
+    const uint32_t got = delivered_;
+    delivered_ = 0;
+    return got;
 }
 
 bool Steering::has_incoming() const

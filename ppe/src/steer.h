@@ -19,7 +19,9 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,14 @@ HelloRoute route_hello(const void *msg, size_t len, uint32_t n_engines);
 // The PacketRef MARS gets for a received mbuf (checksum flags from the NIC).
 mars::PacketRef packet_of(rte_mbuf *m);
 
+// How to wake an engine that naps (ppe/src/engine.h): its "sleeping" flag
+// and its kick eventfd. Each engine fills its own before its thread starts;
+// others read it while running, hence atomics.
+struct alignas(64) EngineBell {
+    std::atomic<std::atomic<uint32_t> *> sleeping{nullptr};
+    std::atomic<int> fd{-1};
+};
+
 // The rings between n engines: ring(from, to) carries mbufs from engine
 // `from` to engine `to`. Created before the engines start, freed after they
 // stopped. Ring memory is plain aligned memory (rte_ring_init), so it needs
@@ -65,10 +75,12 @@ class SteerMesh {
     bool create(uint32_t n_engines, uint32_t entries, std::string *error);
     uint32_t engines() const { return n_; }
     rte_ring *ring(uint32_t from, uint32_t to) const { return rings_[from * n_ + to]; }
+    EngineBell &bell(uint32_t engine) const { return bells_[engine]; }
 
   private:
     uint32_t n_ = 0;
     std::vector<rte_ring *> rings_;
+    std::unique_ptr<EngineBell[]> bells_;
 };
 
 struct SteerCounters {
@@ -91,8 +103,9 @@ class Steering {
     // queues the others for their owners. Call flush() after.
     uint16_t sort(mars::PacketRef *frames, uint16_t n);
     // Enqueues what sort() queued, one burst per ring; frames a full ring
-    // does not take are freed and counted as drops.
-    void flush();
+    // does not take are freed and counted as drops. Returns a bit mask of
+    // the engines that got frames (to wake those that nap).
+    uint32_t flush();
     // Takes up to max frames other engines handed to us.
     uint16_t drain(mars::PacketRef *out, uint16_t max);
 
@@ -104,6 +117,7 @@ class Steering {
 
   private:
     void queue(uint32_t to, rte_mbuf *m);
+    void flush_one(uint32_t to);
 
     const SteerMesh &mesh_;
     const uint32_t self_, n_;
@@ -113,6 +127,7 @@ class Steering {
     static constexpr uint32_t kMaxEngines = 8; // DTI_MAX_ENGINES
     rte_mbuf *pending_[kMaxEngines][kBurst];
     uint16_t pending_n_[kMaxEngines] = {};
+    uint32_t delivered_ = 0; // engines that got frames since the last flush()
     SteerCounters counters_;
 };
 

@@ -167,7 +167,7 @@ TEST(Steering, HandsSegmentsToTheirOwnerInOrder)
     mars::PacketRef got[64];
     EXPECT_EQ(e1.drain(got, 64), 0) << "nothing moves before flush()";
     EXPECT_FALSE(e1.has_incoming());
-    e0.flush();
+    EXPECT_EQ(e0.flush(), 1u << 1) << "flush() names the engines that got frames";
     EXPECT_TRUE(e1.has_incoming()) << "engine 1 must not nap now";
     EXPECT_FALSE(e0.has_incoming());
     const uint16_t moved = e1.drain(got, 64);
@@ -202,7 +202,8 @@ TEST(Steering, ArpReachesEveryEngine)
     rte_mbuf *a = arp();
     mars::PacketRef burst[1] = {ppe::packet_of(a)};
     ASSERT_EQ(e[2].sort(burst, 1), 1) << "the receiver handles ARP too";
-    e[2].flush();
+    EXPECT_EQ(e[2].flush(), 0b1011u);
+    EXPECT_EQ(e[2].flush(), 0u) << "nothing new";
     EXPECT_EQ(rte_mbuf_refcnt_read(a), 4);
     for (uint32_t i : {0u, 1u, 3u}) {
         mars::PacketRef got[4];
