@@ -63,6 +63,9 @@ grep -qx "ETA_LAB_ENGINES=1" <<<"$env_out" || fail "a lab without --engines does
 refused "--engines 0" "bad --engines '0'" "$ETA_LAB" up --name "t$$-bad" --engines 0
 refused "--engines 9" "bad --engines '9'" "$ETA_LAB" up --name "t$$-bad" --engines 9
 refused "--engines x" "bad --engines 'x'" "$ETA_LAB" up --name "t$$-bad" --engines x
+refused "--driver af_xdp with 2 engines" "runs one engine" "$ETA_LAB" up --name "t$$-bad" --engines 2 --driver af_xdp
+refused "--driver other" "bad --driver 'tap'" "$ETA_LAB" up --name "t$$-bad" --driver tap
+grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$env_out" || fail "the default lab does not say ETA_LAB_DRIVER=af_packet"
 
 note "kernel link: socat carries 8 MiB byte for byte"
 payload=$(mktemp) received=$(mktemp)
