@@ -304,16 +304,32 @@ void StackImpl::conn_closed(Sock &s)
     if (s.flags & kFUserClosed) sock_free(s);
 }
 
-Sock *StackImpl::find_listener(uint32_t lip, uint16_t lport)
+Sock *StackImpl::find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
 {
-    Sock *wild = nullptr;
-    for (uint32_t i : listeners_) {
-        Sock &l = socks_[i];
-        if (l.local.port != lport) continue;
-        if (l.local.ip == lip) return &l;
-        if (l.local.ip == 0) wild = &l;
+    // Keyed with the stack's secret and mixed differently from the engines'
+    // flow owner hash, so members are chosen evenly on every engine.
+    uint32_t h = (rip ^ uint32_t(cfg_.isn_secret[1])) * 0x2545f491u;
+    h ^= (uint32_t(rport) << 16 | lport) ^ uint32_t(cfg_.isn_secret[1] >> 32);
+    h *= 0x27d4eb2fu;
+    h ^= h >> 16;
+    h *= 0x165667b1u;
+    h ^= h >> 13;
+    for (const bool exact : {true, false}) {
+        const uint32_t want_ip = exact ? lip : 0;
+        uint32_t members = 0;
+        for (uint32_t i : listeners_)
+            if (socks_[i].local.port == lport && socks_[i].local.ip == want_ip) members++;
+        if (members == 0) continue;
+        uint32_t pick = members == 1 ? 0 : h % members;
+        for (uint32_t i : listeners_)
+            if (socks_[i].local.port == lport && socks_[i].local.ip == want_ip && pick-- == 0) return &socks_[i];
     }
-    return wild;
+    return nullptr;
+}
+
+bool StackImpl::same_owner(const Sock &a, const Sock &b) const
+{
+    return !cfg_.owner_of || cfg_.owner_of(a.user, cfg_.owner_arg) == cfg_.owner_of(b.user, cfg_.owner_arg);
 }
 
 bool StackImpl::port_in_use(uint32_t lip, uint16_t port, const Sock *except) const
@@ -322,7 +338,7 @@ bool StackImpl::port_in_use(uint32_t lip, uint16_t port, const Sock *except) con
         const Sock &l = socks_[i];
         if (&l == except || l.local.port != port) continue;
         if (l.local.ip == 0 || lip == 0 || l.local.ip == lip) {
-            if ((l.flags & kFReusePort) && except && (except->flags & kFReusePort)) continue;
+            if ((l.flags & kFReusePort) && except && (except->flags & kFReusePort) && same_owner(l, *except)) continue;
             return true;
         }
     }

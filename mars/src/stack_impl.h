@@ -338,7 +338,11 @@ class StackImpl final : public Stack {
     void quiesce(Sock &s);
     int pick_port(Sock &s, uint32_t rip, uint16_t rport);
     bool port_in_use(uint32_t lip, uint16_t port, const Sock *except) const;
-    Sock *find_listener(uint32_t lip, uint16_t lport);
+    // The listener a SYN for (lip, lport) from (rip, rport) goes to: the exact
+    // address before the wildcard; within a SO_REUSEPORT group, the member
+    // a keyed hash of the 4-tuple picks (as Linux spreads connections).
+    Sock *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+    bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
     void conn_init(Sock &s);
 

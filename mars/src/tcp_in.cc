@@ -371,7 +371,7 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
         s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
     }
     if (!s) {
-        Sock *l = find_listener(cfg_.ip, key.local_port);
+        Sock *l = find_listener(cfg_.ip, key.local_port, key.remote_ip, key.remote_port);
         if (l) {
             tcp_listen_input(*l, f, ip, th, opt, plen);
         } else {
@@ -1211,7 +1211,7 @@ void StackImpl::time_wait_input(Sock &s, const Tcp *th, const TcpOptions &opt, b
         // RFC 6191: a newer timestamp, or without timestamps a higher ISN,
         // lets the SYN reopen the connection.
         const bool newer = ((s.flags & kFTsOk) && opt.has_ts) ? seq_gt(opt.tsval, s.ts_recent) : seq_gt(seq, s.rcv_nxt);
-        if (newer && find_listener(cfg_.ip, s.local.port)) {
+        if (newer && find_listener(cfg_.ip, s.local.port, s.remote.ip, s.remote.port)) {
             // Frees a closed socket; one the application still holds stays,
             // unlinked, in CLOSED.
             conn_closed(s);

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "log.h"
 #include "stats.h"
+#include "steer.h"
 #include "system.h"
 
 #include <dti/dti.h>
@@ -32,11 +33,14 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 namespace ppe {
 namespace {
 
 constexpr uint32_t kConnCapacity = 65536; // connection table entries per engine in eta-stat
+constexpr uint32_t kSteerRingEntries = 1024; // per (from, to) engine pair: 32 full bursts of 32 in flight
+constexpr size_t kMaxPeeks = 256;            // control connections waiting for their HELLO
 
 uint64_t realtime_ns()
 {
@@ -61,7 +65,9 @@ class Published {
         path_ = c.stats_path();
         cores_path_ = c.cores_path();
         net_path_ = c.socket + ".net";
-        const auto l = stats::Layout::compute(uint32_t(engines.size()), uint32_t(c.ports.size()), c.limits.max_apps,
+        // Application slots: limits.max_apps per engine, each engine its own range.
+        const uint32_t app_slots = c.limits.max_apps * uint32_t(engines.size());
+        const auto l = stats::Layout::compute(uint32_t(engines.size()), uint32_t(c.ports.size()), app_slots,
                                               kConnCapacity);
         ::unlink(path_.c_str());
         int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -85,7 +91,7 @@ class Published {
         h->pid = getpid();
         h->n_engines = uint32_t(engines.size());
         h->n_ports = uint32_t(c.ports.size());
-        h->max_apps = c.limits.max_apps;
+        h->max_apps = app_slots;
         h->conn_capacity = kConnCapacity;
         h->started_unix_ns = realtime_ns();
         h->size = l.size;
@@ -274,16 +280,57 @@ class ControlSocket {
 
 // A new connection on the control socket goes to an engine, which runs the
 // attach protocol (the DTI engine is single-threaded, on its engine thread).
-void hand_over(int fd, std::vector<std::unique_ptr<Engine>> &engines, size_t *next)
+// Refuses a connection whose HELLO the control thread peeked: the message is
+// read first, because closing a UNIX socket with unread data resets it and
+// the application would see ECONNRESET instead of the reason.
+void refuse_peeked(int fd, int code, const std::string &why)
 {
-    Engine &e = *engines[(*next)++ % engines.size()];
-    if (!e.offer_connection(fd)) {
-        dti::engine::refuse_connection(fd, EAGAIN, "the PPE is busy with other attaches; try again");
-        ::close(fd);
+    uint8_t msg[128];
+    ssize_t r = recv(fd, msg, sizeof msg, MSG_DONTWAIT);
+    (void)r;
+    dti::engine::refuse_connection(fd, code, why);
+    ::close(fd);
+}
+
+void hand_to(int fd, Engine &e)
+{
+    if (!e.offer_connection(fd)) refuse_peeked(fd, EAGAIN, "the PPE is busy with other attaches; try again");
+}
+
+// Which engine: the one its HELLO names (libdti attaches to each engine by
+// index), or the next in turn for DTI_ENGINE_ANY. The control thread only
+// peeks at the message (MSG_PEEK); the engine's DTI engine reads it as if
+// the connection had come straight to it.
+void route_connection(int fd, const uint8_t *msg, int len, std::vector<std::unique_ptr<Engine>> &engines,
+                      size_t *next)
+{
+    const uint32_t n = uint32_t(engines.size());
+    const HelloRoute r = route_hello(msg, size_t(len), n);
+    switch (r.kind) {
+    case HelloRoute::kEngine:
+        hand_to(fd, *engines[r.engine]);
+        return;
+    case HelloRoute::kNoSuchEngine: {
+        const std::string why = "engine " + std::to_string(r.engine) + " does not exist: this eta-ppe runs " +
+                                std::to_string(n) + " engine(s), 0 to " + std::to_string(n - 1);
+        log(LogLevel::kInfo, "attach refused: %s", why.c_str());
+        refuse_peeked(fd, EINVAL, why);
+        return;
+    }
+    case HelloRoute::kAny:
+    case HelloRoute::kNotHello: // the DTI engine answers it with the protocol's refusal
+        hand_to(fd, *engines[(*next)++ % n]);
+        return;
     }
 }
 
-enum : uint64_t { kTagSignal = 1, kTagAccept = 2, kTagTimer = 3 };
+// A connection whose first message the control thread is peeking at.
+struct Peek {
+    int fd;
+    uint8_t msg[128]; // sizeof(dti_ctl_msg)
+};
+
+enum : uint64_t { kTagSignal = 1, kTagAccept = 2, kTagTimer = 3, kTagPeek = 4 }; // kTagPeek: seq << 8 | kind
 
 int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, Published &pub,
                  std::vector<std::unique_ptr<Engine>> &engines)
@@ -316,6 +363,36 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
         io_uring_prep_timeout(sqe, &tick, 0, 0);
         io_uring_sqe_set_data64(sqe, kTagTimer);
     };
+    // Connections waiting for their first message: one io_uring recv with
+    // MSG_PEEK each (the thread never blocks on one), bounded in number.
+    std::unordered_map<uint64_t, std::unique_ptr<Peek>> peeks;
+    uint64_t next_peek = 1;
+    auto start_peek = [&](int fd) {
+        if (peeks.size() >= kMaxPeeks) {
+            dti::engine::refuse_connection(fd, EAGAIN, "too many attaches are waiting for their HELLO; try again");
+            ::close(fd);
+            return;
+        }
+        auto p = std::make_unique<Peek>();
+        p->fd = fd;
+        io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        if (!sqe) {
+            io_uring_submit(&ring);
+            sqe = io_uring_get_sqe(&ring);
+        }
+        io_uring_prep_recv(sqe, fd, p->msg, sizeof p->msg, MSG_PEEK);
+        const uint64_t seq = next_peek++;
+        io_uring_sqe_set_data64(sqe, seq << 8 | kTagPeek);
+        peeks.emplace(seq, std::move(p));
+    };
+    auto end_peek = [&](uint64_t seq, int res, size_t *next) {
+        auto it = peeks.find(seq);
+        if (it == peeks.end()) return;
+        std::unique_ptr<Peek> p = std::move(it->second);
+        peeks.erase(it);
+        if (res <= 0) ::close(p->fd); // hung up (or failed) before saying anything
+        else route_connection(p->fd, p->msg, res, engines, next);
+    };
     arm_signal();
     arm_accept();
     arm_timer();
@@ -332,7 +409,12 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
         io_uring_for_each_cqe(&ring, head, cqe)
         {
             n++;
-            switch (io_uring_cqe_get_data64(cqe)) {
+            const uint64_t tag = io_uring_cqe_get_data64(cqe);
+            if ((tag & 0xff) == kTagPeek) {
+                end_peek(tag >> 8, cqe->res, &next_engine);
+                continue;
+            }
+            switch (tag) {
             case kTagSignal:
                 if (cqe->res == int(sizeof si)) {
                     if (si.ssi_signo == SIGHUP) {
@@ -346,7 +428,7 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
                 if (running) arm_signal();
                 break;
             case kTagAccept:
-                if (cqe->res >= 0) hand_over(cqe->res, engines, &next_engine);
+                if (cqe->res >= 0) start_peek(cqe->res);
                 if (!(cqe->flags & IORING_CQE_F_MORE) && running) arm_accept();
                 break;
             case kTagTimer:
@@ -357,7 +439,8 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
         }
         io_uring_cq_advance(&ring, n);
     }
-    io_uring_queue_exit(&ring);
+    io_uring_queue_exit(&ring); // cancels the peeks still waiting
+    for (auto &p : peeks) ::close(p.second->fd);
     ::close(sfd);
     return 0;
 }
@@ -414,14 +497,6 @@ int daemon_main(int argc, char **argv)
         std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
         return 1;
     }
-    if (engines.size() > 1) {
-        std::fprintf(stderr,
-                     "eta-ppe: %s:%u: engine.cores: %zu engines were asked for; this version runs one engine "
-                     "(a listener's connections must reach the engine that holds it, which needs flow steering "
-                     "eta-ppe does not program yet); use one core, e.g. \"auto:1\"\n",
-                     config.path.c_str(), config.cores_line, engines.size());
-        return 1;
-    }
     {
         // Every application's region holds a slot (two rings) per socket.
         const uint64_t need = dti::engine::region_bytes(dti_limits(config));
@@ -445,6 +520,9 @@ int daemon_main(int argc, char **argv)
     for (auto &e : engines) engine_pus.insert(engine_pus.end(), e.core_pus.begin(), e.core_pus.end());
     for (int pu : machine.pus)
         if (std::find(engine_pus.begin(), engine_pus.end(), pu) == engine_pus.end()) control_pus.push_back(pu);
+    // Engines on every core (allowed when they nap: adaptive or sleep): the
+    // control thread and DPDK's threads share them.
+    if (control_pus.empty()) control_pus = machine.pus;
     const std::string cpus = format_cpu_list(engine_pus);
     if (check) {
         std::printf("%s: configuration OK: %zu engine(s) on CPU %s (idle %s), control thread on CPU %s, %zu port(s), "
@@ -473,6 +551,7 @@ int daemon_main(int argc, char **argv)
     Published pub;
     Eal eal;
     std::vector<Port> ports;
+    SteerMesh mesh; // before `running`: engines use its rings and bells until they stop
     std::vector<std::unique_ptr<Engine>> running;
     ControlSocket ctl;
     TscClock clock;
@@ -488,10 +567,12 @@ int daemon_main(int argc, char **argv)
     };
     if (!pub.create(config, engines, cpus, &err)) return fail(err);
     copy_str(pub.view.header()->memory_mode, sizeof pub.view.header()->memory_mode, use_huge ? "huge" : "no-huge");
-    if (!eal.init(config, use_huge, control_pus, &err)) return fail(err);
+    if (!eal.init(config, use_huge, control_pus, uint32_t(engines.size()), &err)) return fail(err);
     pub.view.header()->tsc_hz = rte_get_tsc_hz();
     ports.reserve(config.ports.size()); // engines keep pointers into it
-    const uint32_t mbufs = config.ooo_pool_frames + 64 /* ARP queue */ + 4 * config.burst + 1024;
+    // A pool also lends frames that wait in other engines' steering rings.
+    const uint32_t mbufs = config.ooo_pool_frames + 64 /* ARP queue */ + 4 * config.burst + 1024 +
+                           uint32_t(engines.size() - 1) * kSteerRingEntries;
     for (auto &pc : config.ports) {
         ports.emplace_back();
         if (!ports.back().open(pc, engines, mbufs, &err)) {
@@ -500,8 +581,9 @@ int daemon_main(int argc, char **argv)
         }
     }
     clock.init();
+    if (!mesh.create(uint32_t(engines.size()), kSteerRingEntries, &err)) return fail(err);
     for (uint32_t i = 0; i < engines.size(); i++) {
-        auto e = std::make_unique<Engine>(i, engines[i], config, ports, pub.view, clock);
+        auto e = std::make_unique<Engine>(i, engines[i], config, ports, pub.view, clock, mesh);
         if (!e->start(&err)) return fail(err);
         running.push_back(std::move(e));
     }

@@ -2,12 +2,12 @@
 #include "dpdk.h"
 
 #include "log.h"
+#include "steer.h"
 
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ip.h>
 #include <rte_lcore.h>
-#include <rte_thash.h>
 
 #include <sched.h>
 #include <unistd.h>
@@ -43,12 +43,21 @@ uint32_t af_packet_frame(const PortConfig &p)
 // af_packet's default frame of 2048 bytes cannot carry jumbo frames; give it
 // frames large enough for the MTU unless the device string says otherwise
 // (a block holds two frames: a multiple of the page size).
-std::string device_args(const PortConfig &p)
+// Several engines: one queue pair per engine (af_packet: one socket each in
+// a fanout group; af_xdp: one AF_XDP socket per netdev queue), unless the
+// device string names its own count.
+std::string device_args(const PortConfig &p, uint32_t n_engines)
 {
     std::string dev = p.device;
     if (is_af_packet(p) && p.mtu > 1900 && dev.find("framesz=") == std::string::npos) {
         const uint32_t frame = af_packet_frame(p);
         dev += ",framesz=" + std::to_string(frame) + ",blocksz=" + std::to_string(2 * frame) + ",framecnt=512";
+    }
+    if (n_engines > 1) {
+        if (is_af_packet(p) && dev.find("qpairs=") == std::string::npos)
+            dev += ",qpairs=" + std::to_string(n_engines);
+        if (dev.rfind("net_af_xdp", 0) == 0 && dev.find("queue_count=") == std::string::npos)
+            dev += ",queue_count=" + std::to_string(n_engines);
     }
     return dev;
 }
@@ -64,7 +73,8 @@ const char *eal_log_level(LogLevel l)
 
 } // namespace
 
-bool Eal::init(const Config &c, bool use_huge, const std::vector<int> &control_pus, std::string *error)
+bool Eal::init(const Config &c, bool use_huge, const std::vector<int> &control_pus, uint32_t n_engines,
+               std::string *error)
 {
     prefix_ = c.file_prefix.empty() ? "eta-ppe-" + std::to_string(getpid()) : c.file_prefix;
     huge_ = use_huge;
@@ -81,7 +91,7 @@ bool Eal::init(const Config &c, bool use_huge, const std::vector<int> &control_p
     bool any_pci = false;
     for (auto &p : c.ports) {
         if (p.device.rfind("net_", 0) == 0) {
-            args.insert(args.end(), {"--vdev", device_args(p)});
+            args.insert(args.end(), {"--vdev", device_args(p, n_engines)});
         } else {
             any_pci = true;
             args.insert(args.end(), {"-a", p.device});
@@ -174,23 +184,27 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
         offloads |= mars::kOffloadTxTcpCsum;
     }
+    // Fast free: a queue only ever sends mbufs its engine allocated from its
+    // own pool, refcnt 1 (received frames, steered or shared ARP ones
+    // included, are released, never sent).
     if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
-        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE; // one pool per queue, refcnt 1
-    // More than one engine: RSS spreads flows, with our own key so active
-    // opens can compute which queue a 4-tuple lands on.
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
+    // More than one engine: RSS spreads flows over the queues where the
+    // device has it. Correctness does not depend on it: every engine steers
+    // segments of flows it does not own to their owner (steer.h), so a
+    // device without RSS (net_af_packet spreads by its fanout instead) works.
     if (queues > 1) {
         const uint64_t hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_IPV4);
-        if (!(hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) || info.reta_size == 0) {
-            *error = what + ": " + std::to_string(queues) +
-                     " engines need RSS over TCP/IPv4 4-tuples, which this device does not report";
-            return false;
+        if ((hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) && info.reta_size != 0) {
+            // 0x6d5a repeated: the symmetric Toeplitz key (both directions
+            // of a flow hash alike).
+            for (size_t i = 0; i < sizeof rss_key; i++) rss_key[i] = uint8_t(0x6d + 0x5a * (i & 1));
+            conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_key = rss_key;
+            conf.rx_adv_conf.rss_conf.rss_key_len = sizeof rss_key;
+            conf.rx_adv_conf.rss_conf.rss_hf = hf;
+            rss = true;
         }
-        for (size_t i = 0; i < sizeof rss_key; i++) rss_key[i] = uint8_t(0x6d + 0x5a * (i & 1));
-        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-        conf.rx_adv_conf.rss_conf.rss_key = rss_key;
-        conf.rx_adv_conf.rss_conf.rss_key_len = sizeof rss_key;
-        conf.rx_adv_conf.rss_conf.rss_hf = hf;
-        rss = true;
     }
     int rc = rte_eth_dev_configure(id, queues, queues, &conf);
     if (rc < 0) {
@@ -268,19 +282,6 @@ void Port::close()
     pools.clear();
 }
 
-uint32_t Port::queue_of(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport) const
-{
-    if (!rss || reta.empty()) return 0;
-    // The NIC hashes the received direction: source = remote, dest = local.
-    rte_ipv4_tuple t{};
-    t.src_addr = rip;
-    t.dst_addr = lip;
-    t.sport = rport;
-    t.dport = lport;
-    uint32_t h = rte_softrss(reinterpret_cast<uint32_t *>(&t), RTE_THASH_V4_L4_LEN, rss_key);
-    return reta[h % reta.size()];
-}
-
 MbufIo::MbufIo(const Port &port, uint16_t queue, uint16_t burst)
     : port_(port.id), queue_(queue), burst_(burst), pool_(port.pools[queue]), offloads_(port.offloads)
 {}
@@ -299,11 +300,7 @@ uint16_t MbufIo::receive(mars::PacketRef *out, uint16_t n)
             rte_pktmbuf_free(m[i]);
             continue;
         }
-        uint32_t flags = 0;
-        const uint64_t ol = m[i]->ol_flags;
-        if ((ol & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD) flags |= mars::kRxIpCsumGood;
-        if ((ol & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD) flags |= mars::kRxL4CsumGood;
-        out[k++] = mars::PacketRef{m[i], rte_pktmbuf_mtod(m[i], uint8_t *), m[i]->data_len, 0, flags};
+        out[k++] = packet_of(m[i]);
     }
     rx_packets += k;
     return k;

@@ -21,7 +21,9 @@ namespace ppe {
 class Eal {
   public:
     // `control_pus`: where the EAL main thread (our control thread) may run.
-    bool init(const Config &c, bool use_huge, const std::vector<int> &control_pus, std::string *error);
+    // `n_engines`: queue pairs each vdev port is created with.
+    bool init(const Config &c, bool use_huge, const std::vector<int> &control_pus, uint32_t n_engines,
+              std::string *error);
     void cleanup();
     const std::string &prefix() const { return prefix_; }
     bool huge() const { return huge_; }
@@ -42,15 +44,14 @@ struct Port {
     std::vector<rte_mempool *> pools; // one per queue, on its engine's NUMA node
     bool rss = false;
     uint8_t rss_key[40] = {};
-    std::vector<uint16_t> reta;       // redirection table (RSS), queue per entry
+    std::vector<uint16_t> reta;       // redirection table (RSS), queue per entry (spreading only:
+                                      // the owner of a flow is dti_flow_owner, steer.h)
     rte_eth_dev_info info{};
 
     // Configures queues, offloads and MTU, and starts the port.
     bool open(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
               std::string *error);
     void close();
-    // The queue (engine) RSS puts a flow on, for active-open port steering.
-    uint32_t queue_of(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport) const;
 };
 
 // The DPDK device name in a device string ("net_af_packet0" of

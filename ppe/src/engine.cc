@@ -55,11 +55,6 @@ io_uring_sqe *get_sqe(io_uring *ring)
     return sqe;
 }
 
-uint32_t steer_fn(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg)
-{
-    return static_cast<const Port *>(arg)->queue_of(lip, lport, rip, rport);
-}
-
 } // namespace
 
 dti::engine::Limits dti_limits(const Config &c)
@@ -89,8 +84,9 @@ uint64_t TscClock::now_ns() const
 }
 
 Engine::Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
-               const stats::View &stats, const TscClock &clock)
-    : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock)
+               const stats::View &stats, const TscClock &clock, SteerMesh &mesh)
+    : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock), mesh_(mesh),
+      n_engines_(mesh.engines()), steering_(mesh, index)
 {}
 
 Engine::~Engine()
@@ -107,6 +103,9 @@ bool Engine::start(std::string *error)
         *error = std::string("eventfd: ") + std::strerror(errno);
         return false;
     }
+    // Other engines ring it when they steer frames to us while we nap.
+    mesh_.bell(index_).fd.store(kick_fd_, std::memory_order_relaxed);
+    mesh_.bell(index_).sleeping.store(&sleeping_, std::memory_order_release);
     thread_ = std::thread([this] { thread_main(); });
     while (setup_state_.load(std::memory_order_acquire) == 0) usleep(1000); // bounded by setup itself
     if (setup_state_.load() < 0) {
@@ -189,11 +188,15 @@ bool Engine::setup(std::string *error)
             *error = name + ": getrandom failed";
             return false;
         }
+        // Several engines: active opens take local ports whose flows this
+        // engine owns, so their segments never need a steering hop.
         sc.engine = index_;
-        if (port.queues > 1) {
-            sc.steer = steer_fn;
-            sc.steer_arg = &port;
+        if (n_engines_ > 1) {
+            sc.steer = flow_owner_hook;
+            sc.steer_arg = const_cast<uint32_t *>(&n_engines_);
         }
+        sc.owner_of = owner_uid;
+        sc.owner_arg = this;
         sc.tcp = config_.tcp;
         sc.strands = config_.strands;
         sc.prefetch = config_.prefetch;
@@ -208,7 +211,9 @@ bool Engine::setup(std::string *error)
     // DTI: applications' sockets live on the first port's stack.
     dti_stack_ = stacks_[0].get();
     transport_ = std::make_unique<MarsTransport>(dti_stack_, now_);
-    const dti::engine::Limits lim = dti_limits(config_);
+    dti::engine::Limits lim = dti_limits(config_);
+    lim.engine_index = index_;
+    lim.n_engines = n_engines_;
     std::string derr;
     dti_ = dti::engine::Engine::create(*transport_, lim, &derr);
     if (!dti_) {
@@ -258,18 +263,68 @@ void Engine::drain_completions()
     io_uring_cq_advance(&ring_, n);
 }
 
-uint32_t Engine::poll_once(uint64_t now)
+// Frames other engines handed us, to the stack of the port they came in on
+// (mbuf->port), in runs so each stack still gets bursts.
+void Engine::input_steered(mars::PacketRef *frames, uint16_t n, uint64_t now)
+{
+    for (uint16_t i = 0; i < n;) {
+        const uint16_t port = static_cast<rte_mbuf *>(frames[i].handle)->port;
+        uint16_t j = i + 1;
+        while (j < n && static_cast<rte_mbuf *>(frames[j].handle)->port == port) j++;
+        size_t p = 0;
+        while (p < ports_.size() && ports_[p].id != port) p++;
+        if (p < stacks_.size()) stacks_[p]->input(frames + i, uint16_t(j - i), now);
+        else ios_[0]->release(frames + i, uint16_t(j - i)); // cannot happen: every port has a stack
+        i = j;
+    }
+}
+
+// Receive: first what other engines steered to us (older than our own
+// queue's frames), then each port's burst, sorted by flow owner.
+uint32_t Engine::receive_all(uint64_t now)
 {
     uint32_t work = 0;
     mars::PacketRef burst[256];
     const uint16_t bsz = uint16_t(config_.burst);
+    if (steering_.active()) {
+        const uint16_t n = steering_.drain(burst, bsz);
+        if (n) input_steered(burst, n, now);
+        work += n;
+    }
     for (size_t p = 0; p < stacks_.size(); p++) {
         const uint16_t n = ios_[p]->receive(burst, bsz);
-        if (n) {
-            stacks_[p]->input(burst, n, now);
-            work += n;
-        }
+        if (!n) continue;
+        work += n;
+        const uint16_t mine = steering_.sort(burst, n);
+        if (mine) stacks_[p]->input(burst, mine, now);
     }
+    if (const uint32_t owners = steering_.flush()) wake_owners(owners);
+    return work;
+}
+
+// An owner that naps would find our frames only at the end of its nap (up to
+// max_sleep_us): ring its kick fd, through our io_uring, submitted with this
+// loop's application wakeups. The fence orders our ring enqueue before the
+// look at its flag, against its "sleeping, then look at the rings"
+// (idle_sleep): one of the two always sees the other.
+void Engine::wake_owners(uint32_t engines)
+{
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (uint32_t e = 0; e < n_engines_; e++) {
+        if (!(engines >> e & 1)) continue;
+        const std::atomic<uint32_t> *sleeping = mesh_.bell(e).sleeping.load(std::memory_order_acquire);
+        if (!sleeping || !sleeping->load(std::memory_order_relaxed)) continue;
+        io_uring_sqe *sqe = get_sqe(&ring_);
+        io_uring_prep_write(sqe, mesh_.bell(e).fd.load(std::memory_order_relaxed), &kOne, sizeof kOne, 0);
+        io_uring_sqe_set_data64(sqe, kTagWake);
+        kicks_queued_ = true;
+        counters_.owner_kicks++;
+    }
+}
+
+uint32_t Engine::poll_once(uint64_t now)
+{
+    uint32_t work = receive_all(now);
     // Commands in, then transport events and completions out.
     work += dti_->poll();
     // An attachment detached inside poll() (broken region): drop its polls
@@ -291,10 +346,15 @@ uint32_t Engine::poll_once(uint64_t now)
             io_uring_prep_write(sqe, fd, &kOne, sizeof kOne, 0);
             io_uring_sqe_set_data64(sqe, kTagWake);
         }
-        io_uring_submit(&ring_);
+        io_uring_submit(&ring_); // also carries this loop's owner kicks
+        kicks_queued_ = false;
         counters_.wakeups += wake.size();
         counters_.wake_submits++;
         dti_->clear_wakeups();
+    }
+    if (kicks_queued_) {
+        io_uring_submit(&ring_);
+        kicks_queued_ = false;
     }
     return work;
 }
@@ -305,7 +365,7 @@ void Engine::idle_sleep(uint64_t now)
     // while we sleep), then look once more before blocking so a stop
     // request published meanwhile is not missed.
     sleeping_.exchange(1, std::memory_order_seq_cst);
-    if (stop_.load(std::memory_order_acquire) || !inbox_.empty()) {
+    if (stop_.load(std::memory_order_acquire) || !inbox_.empty() || steering_.has_incoming()) {
         sleeping_.store(0, std::memory_order_relaxed);
         return;
     }
@@ -448,6 +508,7 @@ void Engine::try_attach(int fd)
     }
     reconcile_watches(); // first: a doorbell fd number may have been reused
     watch_control(id);
+    refresh_owners();
     for (const auto &a : dti_->attachments())
         if (a.id == id)
             log(LogLevel::kInfo, "engine %u: attached %s (pid %u, uid %u), region %llu bytes", index_, a.name.c_str(),
@@ -499,6 +560,24 @@ void Engine::on_control_ready(uint64_t seq)
     }
     reconcile_watches();
     for (int id : dti_->take_joined()) watch_control(id); // fork children of that application
+    refresh_owners();
+}
+
+uint32_t Engine::owner_uid(uint64_t user, void *engine)
+{
+    const auto *e = static_cast<const Engine *>(engine);
+    const size_t group = size_t((user >> 32) & 0xffff);
+    return group < e->group_uid_.size() ? e->group_uid_[group] : UINT32_MAX;
+}
+
+// Attach and fork time only (attachments() allocates): binds read the table.
+void Engine::refresh_owners()
+{
+    for (const auto &a : dti_->attachments()) {
+        if (a.group < 0) continue;
+        if (size_t(a.group) >= group_uid_.size()) group_uid_.resize(size_t(a.group) + 1, UINT32_MAX);
+        group_uid_[size_t(a.group)] = a.uid;
+    }
 }
 
 // Drops the polls of attachments that are gone (hang-up, broken region,
@@ -526,7 +605,10 @@ void Engine::publish_apps()
 {
     if (!dti_) return;
     const auto atts = dti_->attachments();
-    const uint32_t max = stats_.header()->max_apps;
+    // Every engine has its own attachment ids: engine e owns the slots
+    // [e * max, (e + 1) * max) of the shared table, so no two write one slot.
+    const uint32_t max = stats_.header()->max_apps / stats_.header()->n_engines;
+    const uint32_t base = index_ * max;
     if (published_apps_.size() != max) published_apps_.assign(max, false);
     std::vector<bool> used(max, false);
     for (const auto &a : atts) {
@@ -540,13 +622,13 @@ void Engine::publish_apps()
         ac.sockets = a.sockets;
         ac.region_bytes = a.region_bytes;
         ac.memory_bytes = a.broken ? 0 : a.region_bytes;
-        stats_.app(uint32_t(a.id))->write(ac);
+        stats_.app(base + uint32_t(a.id))->write(ac);
         used[uint32_t(a.id)] = true;
     }
     for (uint32_t i = 0; i < max; i++) {
         if (used[i] || !published_apps_[i]) continue;
         stats::AppCounters none{};
-        stats_.app(i)->write(none);
+        stats_.app(base + i)->write(none);
     }
     published_apps_ = std::move(used);
 }
@@ -569,6 +651,12 @@ void Engine::publish(uint64_t now, bool with_conns)
     counters_.rx_packets = rx;
     counters_.tx_packets = tx;
     counters_.tx_dropped = dropped;
+    const SteerCounters &st = steering_.counters();
+    counters_.steered_out = st.out;
+    counters_.steered_in = st.in;
+    counters_.steer_drops = st.drops;
+    counters_.arp_shared_out = st.arp_out;
+    counters_.arp_shared_in = st.arp_in;
     stats_.engine(index_)->write(counters_);
     for (size_t p = 0; p < stacks_.size(); p++) {
         stats::StackCounters sc;

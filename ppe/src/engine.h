@@ -7,6 +7,7 @@
 #include "config.h"
 #include "dpdk.h"
 #include "stats.h"
+#include "steer.h"
 #include "system.h"
 #include "transport.h"
 
@@ -77,8 +78,9 @@ class TscClock {
 
 class Engine {
   public:
+    // `mesh`: the steering rings between all engines (outlives the engine).
     Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
-           const stats::View &stats, const TscClock &clock);
+           const stats::View &stats, const TscClock &clock, SteerMesh &mesh);
     ~Engine();
 
     // Starts the thread; returns once the stacks exist (or failed to).
@@ -101,6 +103,8 @@ class Engine {
     bool setup(std::string *error);
     void loop();
     uint32_t poll_once(uint64_t now);
+    uint32_t receive_all(uint64_t now);
+    void input_steered(mars::PacketRef *frames, uint16_t n, uint64_t now);
     void idle_sleep(uint64_t now);
     void arm_kick_read();
     void drain_completions();
@@ -120,6 +124,11 @@ class Engine {
     std::atomic<int> setup_state_{0}; // 0 pending, 1 ok, -1 failed
     std::string setup_error_;
 
+    SteerMesh &mesh_;
+    const uint32_t n_engines_;
+    Steering steering_;
+    bool kicks_queued_ = false; // io_uring writes to napping owners' kick fds, not yet submitted
+    void wake_owners(uint32_t engines);
     std::vector<std::unique_ptr<MbufIo>> ios_;
     std::vector<std::unique_ptr<mars::Stack>> stacks_;
     // DTI: the applications this engine serves.
@@ -131,6 +140,11 @@ class Engine {
     void reconcile_watches();
     void on_control_ready(uint64_t seq);
     void publish_apps();
+    // MARS's owner_of hook: a socket's user tag names its DTI group (bits
+    // 32..47); the group's uid decides who may share a SO_REUSEPORT port.
+    static uint32_t owner_uid(uint64_t user, void *engine);
+    void refresh_owners();
+    std::vector<uint32_t> group_uid_; // by DTI group id, refreshed at attach
 
     Mailbox<256> inbox_; // accepted control connections (fds), control → engine
     uint64_t now_ = 0;   // the loop's time, for the transport's connect()

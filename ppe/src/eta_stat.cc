@@ -141,17 +141,18 @@ std::string text_view(const Snapshot &s, bool conns)
     appendf(&out, "eta-ppe pid %d  %s  up %.0f s  engines on CPU %s  idle %s  memory %s\n", h.pid,
                 ppe_state_name(h.state.load()), up, h.engine_cpus, h.idle_policy, h.memory_mode);
     appendf(&out, "  config %s  socket %s\n\n", h.config_path, h.socket_path);
-    appendf(&out, "engine cpu  apps        loops   busy%%   sleeps  cyc/busy-loop  cyc/pkt      rx pkts      tx pkts  "
-                "wakeups  cmds/doorbell\n");
+    appendf(&out, "engine cpu  apps  conns        loops   busy%%   sleeps  cyc/busy-loop  cyc/pkt      rx pkts      tx pkts  "
+                "wakeups  cmds/doorbell   steered in/out    drops\n");
     for (size_t e = 0; e < s.engines.size(); e++) {
         const EngineCounters &c = s.engines[e];
         const uint64_t pkts = c.rx_packets + c.tx_packets;
-        appendf(&out, "%6zu %3d %5u %12" PRIu64 " %6.2f %8" PRIu64 " %14.0f %8.0f %12" PRIu64 " %12" PRIu64 " %8" PRIu64
-                    " %14.2f\n",
-                    e, c.pu, c.apps, c.loops, c.total_cycles ? 100.0 * double(c.busy_cycles) / double(c.total_cycles) : 0.0,
-                    c.sleeps, c.busy_polls ? double(c.busy_cycles) / double(c.busy_polls) : 0.0,
+        appendf(&out, "%6zu %3d %5u %6" PRIu64 " %12" PRIu64 " %6.2f %8" PRIu64 " %14.0f %8.0f %12" PRIu64 " %12" PRIu64
+                    " %8" PRIu64 " %14.2f %8" PRIu64 "/%-8" PRIu64 " %8" PRIu64 "\n",
+                    e, c.pu, c.apps, engine_connections(s, e), c.loops, 100.0 * busy_share(c), c.sleeps,
+                    c.busy_polls ? double(c.busy_cycles) / double(c.busy_polls) : 0.0,
                     pkts ? double(c.busy_cycles) / double(pkts) : 0.0, c.rx_packets, c.tx_packets, c.wakeups,
-                    c.doorbells ? double(c.commands) / double(c.doorbells) : 0.0);
+                    c.doorbells ? double(c.commands) / double(c.doorbells) : 0.0, c.steered_in, c.steered_out,
+                    c.steer_drops);
     }
     appendf(&out, "\nport  name       device                               address             mtu  link     "
                 "rx pkts      tx pkts   missed  errors\n");

@@ -38,6 +38,18 @@ namespace ppe::stats {
     X(copy_fallback_error, "copies the core made: the copy engine reported an error")                            \
     X(copy_fallback_stalled, "copies the core made: the copy engine stalled")
 
+double busy_share(const EngineCounters &c)
+{
+    return c.total_cycles ? double(c.busy_cycles) / double(c.total_cycles) : 0.0;
+}
+
+uint64_t engine_connections(const Snapshot &s, size_t e)
+{
+    uint64_t n = 0;
+    for (uint32_t p = 0; p < s.h.n_ports; p++) n += s.stacks[e * s.h.n_ports + p].stack.conns_open;
+    return n;
+}
+
 const char *tcp_state_name(uint8_t s)
 {
     static const char *const names[] = {"CLOSED", "LISTEN", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT1",
@@ -195,6 +207,18 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_doorbells", "command batches taken from applications", l, c.doorbells);
         x.counter("engine_commands", "DTI commands executed", l, c.commands);
         x.counter("engine_events", "events delivered to applications", l, c.events);
+        x.counter("engine_steered_out", "TCP segments the engine received for another engine's flow and handed over", l,
+                  c.steered_out);
+        x.counter("engine_steered_in", "TCP segments other engines handed to this engine (flows it owns)", l,
+                  c.steered_in);
+        x.counter("engine_steer_drops", "segments dropped because the owning engine's ring was full", l, c.steer_drops);
+        x.counter("engine_arp_shared_out", "ARP frames the engine shared with the other engines", l, c.arp_shared_out);
+        x.counter("engine_arp_shared_in", "ARP frames other engines shared with this engine", l, c.arp_shared_in);
+        x.counter("engine_owner_kicks", "napping engines this engine woke after steering frames to them", l,
+                  c.owner_kicks);
+        x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
+                busy_share(c));
+        x.gauge("engine_connections", "TCP sockets the engine's stacks hold now", l, engine_connections(s, e));
     }
 }
 
@@ -379,7 +403,12 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"tx_packets", c.tx_packets}, {"tx_dropped", c.tx_dropped},
                 {"wakeups", c.wakeups},  {"wake_submits", c.wake_submits},
                 {"doorbells", c.doorbells}, {"commands", c.commands},
-                {"events", c.events}};
+                {"events", c.events},
+                {"steered_out", c.steered_out}, {"steered_in", c.steered_in},
+                {"steer_drops", c.steer_drops}, {"arp_shared_out", c.arp_shared_out},
+                {"arp_shared_in", c.arp_shared_in}, {"owner_kicks", c.owner_kicks},
+                {"busy_share", busy_share(c)},
+                {"connections", engine_connections(s, e)}};
         json stacks = json::array();
         for (uint32_t p = 0; p < h.n_ports; p++) {
             const mars::StackStats &st = s.stacks[e * h.n_ports + p].stack;

@@ -45,6 +45,11 @@ bool read_programs(const std::string &socket_path, Snapshot *s);
 // The name of a reason a socket went where it went (0: "accelerated").
 const char *preload_reason_name(unsigned reason);
 
+// An engine's share of its cycles spent in busy loop iterations (0..1), and
+// the sockets its stacks hold (every port).
+double busy_share(const EngineCounters &c);
+uint64_t engine_connections(const Snapshot &s, size_t engine);
+
 const char *tcp_state_name(uint8_t state);
 const char *ppe_state_name(uint32_t state);
 std::string ip_string(uint32_t ip_host_order);

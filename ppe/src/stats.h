@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 2; // 2: mars::StackStats gained the receive pipeline counters
+constexpr uint32_t kVersion = 3; // 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -97,6 +97,12 @@ struct EngineCounters {
     uint64_t commands;     // commands executed
     uint64_t events;       // events delivered to applications
     uint64_t published_ns; // when this snapshot was taken (CLOCK_MONOTONIC)
+    // Flow steering between engines (ppe/src/steer.h).
+    uint64_t steered_out;  // TCP segments this engine received for another engine's flow
+    uint64_t steered_in;   // TCP segments other engines handed to this one
+    uint64_t steer_drops;  // segments dropped because the owner's ring was full
+    uint64_t arp_shared_out, arp_shared_in; // ARP frames shared with / from other engines
+    uint64_t owner_kicks;  // napping owners woken after frames were steered to them
 };
 
 // One MARS stack: one per (engine, port).
@@ -160,7 +166,9 @@ struct Header {
     uint32_t header_size;
     std::atomic<uint32_t> state; // State
     int32_t pid;
-    uint32_t n_engines, n_ports, max_apps, conn_capacity; // conn_capacity: entries per engine table
+    // max_apps: application slots of all engines (engine e: the e-th of
+    // n_engines equal ranges); conn_capacity: entries per engine table.
+    uint32_t n_engines, n_ports, max_apps, conn_capacity;
     uint64_t tsc_hz;
     uint64_t started_unix_ns;
     uint64_t size;               // bytes of the whole region

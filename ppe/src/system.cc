@@ -129,6 +129,7 @@ bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<
                    std::string *error)
 {
     out->clear();
+    const bool shared_ok = c.idle != IdlePolicy::kSpin; // engines that nap may share their cores
     auto core_of_pu = [&](int pu) -> int {
         for (size_t i = 0; i < m.cores.size(); i++)
             if (std::find(m.cores[i].pus.begin(), m.cores[i].pus.end(), pu) != m.cores[i].pus.end())
@@ -172,10 +173,17 @@ bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<
                 int ra = rank(a), rb = rank(b);
                 return ra != rb ? ra < rb : a > b;
             });
-            if (spec.n >= order.size()) {
+            // An engine that naps when idle (adaptive, sleep) can share its
+            // core with the control thread and applications, so every core may
+            // be an engine (a 2-core machine with 2 engines); a spinning one
+            // cannot: it would starve them.
+            const size_t usable = shared_ok || order.empty() ? order.size() : order.size() - 1;
+            if (spec.n > usable) {
                 *error = where + "\"" + spec.text + "\" asks for " + std::to_string(spec.n) +
                          " engine cores but this machine has " + std::to_string(order.size()) +
-                         " usable cores, and at least one must stay for the control thread and applications";
+                         " usable cores" +
+                         (shared_ok ? std::string() : ", and with idle = \"spin\" at least one must stay for the control "
+                                                      "thread and applications (adaptive or sleep engines share theirs)");
                 return false;
             }
             for (uint32_t k = 0; k < spec.n; k++) {
@@ -199,9 +207,10 @@ bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<
     }
     bool left = false;
     for (int pu : m.pus) left |= !taken.count(pu);
-    if (!left) {
+    if (!left && !shared_ok) {
         *error = at(c, c.cores_line) + ": engine.cores: the engines take every PU (" + format_cpu_list(m.pus) +
-                 "); leave at least one for the control thread and applications";
+                 ") and idle = \"spin\" never lets go of them; leave at least one for the control thread and "
+                 "applications, or use idle = \"adaptive\" or \"sleep\" (engines then share their cores)";
         return false;
     }
     return true;

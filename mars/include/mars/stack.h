@@ -89,6 +89,11 @@ struct StackConfig {
     uint32_t engine = 0;
     uint32_t (*steer)(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg) = nullptr;
     void *steer_arg = nullptr;
+    // Who owns a socket, from its user tag (in eta: the application's uid).
+    // SO_REUSEPORT lets sockets share a port only when their owners match,
+    // as Linux requires of one effective uid. nullptr: one owner for all.
+    uint32_t (*owner_of)(uint64_t user, void *arg) = nullptr;
+    void *owner_arg = nullptr;
     // Receive latency hiding (seed 003, MARS; mars/README.md "Strands"):
     // `strands` frames of a burst are in flight in the receive pipeline at
     // once, each yielding where it would wait for memory (1: every frame runs

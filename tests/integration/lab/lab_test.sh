@@ -50,6 +50,23 @@ netns_absent "$second_ns" || fail "namespace $second_ns survived the second down
 link_absent "$second_iface" || fail "links survived the second down"
 refused "env for a lab that is down" "no lab named 't$$-second' is up" "$ETA_LAB" env --name "t$$-second"
 
+note "up --engines: the config's engines and the PPE veth's queues"
+eng=$("$ETA_LAB" up --name "t$$-eng" --engines 2) || fail "eta-lab up --engines 2 failed"
+on_exit "\"$ETA_LAB\" down --name t$$-eng"
+grep -qx "ETA_LAB_ENGINES=2" <<<"$eng" || fail "env does not say ETA_LAB_ENGINES=2: $eng"
+eng_iface=$(sed -n 's/^ETA_LAB_PPE_IFACE=//p' <<<"$eng")
+grep -q '^cores = \["auto:2"\]' "$(sed -n 's/^ETA_LAB_CONFIG=//p' <<<"$eng")" || fail "the config does not ask for auto:2"
+[ -d "/sys/class/net/$eng_iface/queues/rx-1" ] && [ -d "/sys/class/net/$eng_iface/queues/tx-1" ] &&
+    [ ! -d "/sys/class/net/$eng_iface/queues/rx-2" ] || fail "$eng_iface does not have exactly 2 rx/tx queues"
+grep -qx "ETA_LAB_ENGINES=1" <<<"$env_out" || fail "a lab without --engines does not say ETA_LAB_ENGINES=1"
+"$ETA_LAB" down --name "t$$-eng" || fail "down of the 2-engine lab failed"
+refused "--engines 0" "bad --engines '0'" "$ETA_LAB" up --name "t$$-bad" --engines 0
+refused "--engines 9" "bad --engines '9'" "$ETA_LAB" up --name "t$$-bad" --engines 9
+refused "--engines x" "bad --engines 'x'" "$ETA_LAB" up --name "t$$-bad" --engines x
+refused "--driver af_xdp with 2 engines" "runs one engine" "$ETA_LAB" up --name "t$$-bad" --engines 2 --driver af_xdp
+refused "--driver other" "bad --driver 'tap'" "$ETA_LAB" up --name "t$$-bad" --driver tap
+grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$env_out" || fail "the default lab does not say ETA_LAB_DRIVER=af_packet"
+
 note "kernel link: socat carries 8 MiB byte for byte"
 payload=$(mktemp) received=$(mktemp)
 on_exit "rm -f $payload $received"

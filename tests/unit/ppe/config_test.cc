@@ -220,7 +220,7 @@ TEST(PpeConfig, LabConfigParses)
     const std::string cmd =
         "bash -c 'eval \"$(sed -n \"/^write_ppe_config()/,/^}/p\" \"$0\")\"; "
         "ETA_LAB_NAME=t ETA_LAB_INDEX=3 ETA_LAB_PPE_IFACE=eta3a ETA_LAB_PPE_IP=198.18.3.1 ETA_LAB_PREFIX=24 "
-        "ETA_LAB_PEER_IP=198.18.3.2 ETA_LAB_MTU=9000 ETA_LAB_SOCKET=/run/eta/lab-t/ppe.sock ETA_LAB_CONFIG=$1 "
+        "ETA_LAB_PEER_IP=198.18.3.2 ETA_LAB_MTU=9000 ETA_LAB_ENGINES=2 ETA_LAB_SOCKET=/run/eta/lab-t/ppe.sock ETA_LAB_CONFIG=$1 "
         "write_ppe_config' " ETA_LAB_SCRIPT " " + out;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     Config c;
@@ -234,6 +234,8 @@ TEST(PpeConfig, LabConfigParses)
     EXPECT_EQ(c.idle, ppe::IdlePolicy::kAdaptive);
     EXPECT_EQ(c.memory, ppe::MemoryMode::kNoHuge);
     EXPECT_EQ(c.socket, "/run/eta/lab-t/ppe.sock");
+    ASSERT_EQ(c.cores.size(), 1u);
+    EXPECT_EQ(c.cores[0].text, "auto:2") << "eta-lab up --engines 2";
 }
 
 // ---- core resolution on synthetic machines -----------------------------
@@ -310,14 +312,31 @@ TEST(PpeCores, OverlappingCoresAreRejected)
     EXPECT_THAT(err, HasSubstr("test.toml:2"));
 }
 
-TEST(PpeCores, AllCoresLeaveNothingAndAreRejected)
+TEST(PpeCores, AllCoresLeaveNothingAndAreRejectedWhenSpinning)
 {
     std::vector<ppe::EngineCore> e;
     std::string err;
-    EXPECT_FALSE(ppe::resolve_cores(cores_config("\"auto:2\""), machine(2, 1), -1, &e, &err));
+    Config spin = parse_ok(std::string("[engine]\ncores = [\"auto:2\"]\nidle = \"spin\"\n") + kPort);
+    EXPECT_FALSE(ppe::resolve_cores(spin, machine(2, 1), -1, &e, &err));
     EXPECT_THAT(err, HasSubstr("auto:2"));
-    EXPECT_FALSE(ppe::resolve_cores(cores_config("\"core:0\", \"core:1\""), machine(2, 1), -1, &e, &err));
+    EXPECT_THAT(err, HasSubstr("spin"));
+    spin = parse_ok(std::string("[engine]\ncores = [\"core:0\", \"core:1\"]\nidle = \"spin\"\n") + kPort);
+    EXPECT_FALSE(ppe::resolve_cores(spin, machine(2, 1), -1, &e, &err));
     EXPECT_THAT(err, HasSubstr("leave at least one"));
+}
+
+// Engines that nap (adaptive, the default, or sleep) share their cores with
+// the control thread and applications: a 2-core machine runs 2 engines.
+TEST(PpeCores, AllCoresAreAllowedWhenEnginesNap)
+{
+    std::vector<ppe::EngineCore> e;
+    std::string err;
+    ASSERT_TRUE(ppe::resolve_cores(cores_config("\"auto:2\""), machine(2, 1), -1, &e, &err)) << err;
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].pu, 1) << "the boot core comes last";
+    EXPECT_EQ(e[1].pu, 0);
+    EXPECT_FALSE(ppe::resolve_cores(cores_config("\"auto:3\""), machine(2, 1), -1, &e, &err));
+    EXPECT_THAT(err, HasSubstr("asks for 3"));
 }
 
 TEST(PpeCores, ThisMachineResolvesAuto)

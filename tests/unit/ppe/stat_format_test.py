@@ -63,12 +63,19 @@ class Prometheus(unittest.TestCase):
         for e, eng in enumerate(self.snap["engines"]):
             labels = {"engine": str(e), "cpu": str(eng["cpu"])}
             for key in ("loops", "busy_polls", "idle_polls", "sleeps", "rx_packets", "tx_packets", "tx_dropped",
-                        "wakeups", "wake_submits", "doorbells", "commands", "events"):
+                        "wakeups", "wake_submits", "doorbells", "commands", "events", "steered_out",
+                        "steered_in", "steer_drops", "arp_shared_out", "arp_shared_in", "owner_kicks"):
                 self.assertEqual(self.families["eta_engine_" + key].type, "counter")
                 self.assertEqual(self.sample("eta_engine_" + key, **labels).value, eng[key], key)
             self.assertEqual(self.sample("eta_engine_cycles", **labels).value, eng["total_cycles"])
             self.assertEqual(self.sample("eta_engine_apps", **labels).value, eng["apps"])
             self.assertAlmostEqual(self.sample("eta_engine_busy_seconds", **labels).value, 2.0 * (e + 1))
+            self.assertGreater(eng["steered_in"], 0, "the fixture fills every engine counter")
+            self.assertAlmostEqual(self.sample("eta_engine_busy_share", **labels).value, eng["busy_share"])
+            self.assertAlmostEqual(eng["busy_share"], eng["busy_cycles"] / eng["total_cycles"])
+            conns = sum(s["conns_open"] for s in eng["stacks"])
+            self.assertEqual(eng["connections"], conns)
+            self.assertEqual(self.sample("eta_engine_connections", **labels).value, conns)
 
     def test_drops_by_reason(self):
         f = self.families["eta_stack_drops"]
