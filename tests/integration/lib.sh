@@ -4,6 +4,7 @@
 #
 #   . "$(dirname "$0")/../lib.sh"
 #   lab_up [--mtu N]            # brings up a lab named after this test; sets ETA_LAB_*
+#                               # ($ETA_TEST_ENGINES=N: the PPE runs N engines)
 #   peer CMD...                 # runs CMD in the lab's peer namespace
 #   start_bg NAME CMD...        # starts CMD in the background; killed (by PID) at exit
 #   fail MESSAGE                # prints and exits 1
@@ -91,7 +92,9 @@ lab_up() {
     name=t$$-$(basename "$0" .sh | tr -c 'a-z0-9\n' '-' | cut -c1-12)
     name=${name%-}
     local out
-    out=$("$ETA_LAB" up --name "$name" "$@") || fail "eta-lab up failed"
+    # ETA_TEST_ENGINES=N runs a test on a lab whose PPE has N engines.
+    out=$("$ETA_LAB" up --name "$name" ${ETA_TEST_ENGINES:+--engines "$ETA_TEST_ENGINES"} "$@") ||
+        fail "eta-lab up failed"
     on_exit "\"$ETA_LAB\" down --name $name"
     eval "$out"
     export "${!ETA_LAB_@}"
