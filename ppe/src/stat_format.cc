@@ -195,6 +195,11 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_doorbells", "command batches taken from applications", l, c.doorbells);
         x.counter("engine_commands", "DTI commands executed", l, c.commands);
         x.counter("engine_events", "events delivered to applications", l, c.events);
+        x.counter("engine_digest_rx_bytes", "received bytes the engine ran through CRC32C digests", l,
+                  c.digest_rx_bytes);
+        x.counter("engine_digest_tx_bytes", "sent bytes the engine ran through CRC32C digests", l, c.digest_tx_bytes);
+        x.counter("engine_digest_ranges", "digest ranges applications asked for", l, c.digest_ranges);
+        x.counter("engine_digest_mismatches", "checked digests that did not match", l, c.digest_mismatches);
     }
 }
 
@@ -379,7 +384,9 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"tx_packets", c.tx_packets}, {"tx_dropped", c.tx_dropped},
                 {"wakeups", c.wakeups},  {"wake_submits", c.wake_submits},
                 {"doorbells", c.doorbells}, {"commands", c.commands},
-                {"events", c.events}};
+                {"events", c.events},    {"digest_rx_bytes", c.digest_rx_bytes},
+                {"digest_tx_bytes", c.digest_tx_bytes}, {"digest_ranges", c.digest_ranges},
+                {"digest_mismatches", c.digest_mismatches}};
         json stacks = json::array();
         for (uint32_t p = 0; p < h.n_ports; p++) {
             const mars::StackStats &st = s.stacks[e * h.n_ports + p].stack;

@@ -63,7 +63,8 @@ class Prometheus(unittest.TestCase):
         for e, eng in enumerate(self.snap["engines"]):
             labels = {"engine": str(e), "cpu": str(eng["cpu"])}
             for key in ("loops", "busy_polls", "idle_polls", "sleeps", "rx_packets", "tx_packets", "tx_dropped",
-                        "wakeups", "wake_submits", "doorbells", "commands", "events"):
+                        "wakeups", "wake_submits", "doorbells", "commands", "events", "digest_rx_bytes",
+                        "digest_tx_bytes", "digest_ranges", "digest_mismatches"):
                 self.assertEqual(self.families["eta_engine_" + key].type, "counter")
                 self.assertEqual(self.sample("eta_engine_" + key, **labels).value, eng[key], key)
             self.assertEqual(self.sample("eta_engine_cycles", **labels).value, eng["total_cycles"])
