@@ -70,6 +70,11 @@ struct Trailer {
     uint32_t flags;
 };
 constexpr uint32_t kTrailerHasCrc = 1;
+// Digests run ISA-L's crc32_iscsi from CRC32C's standard initial value, so
+// a running state is the complement of the standard CRC32C of the bytes so
+// far: the value the engine's digest (DTI_OP_DIGEST) reports, complemented.
+// States travel and print as they are.
+constexpr uint32_t kCrcSeed = 0xffffffffu;
 
 // What a sender prints about the receiver's report.
 const char *peer_verdict(const Trailer &peer, uint64_t sent, uint32_t crc)
@@ -143,6 +148,13 @@ class Conn {
     // waits for it. Only the DTI transport has one.
     virtual int digest_begin(bool, uint64_t) { return -EOPNOTSUPP; }
     virtual int digest_end(uint32_t *) { return -EOPNOTSUPP; }
+    // Takes up to max received bytes off the stream without looking at them
+    // (with the engine's digest the application need not); 0 at EOF.
+    virtual ssize_t consume(size_t max)
+    {
+        uint8_t scratch[65536];
+        return recv(scratch, std::min(max, sizeof scratch));
+    }
     bool recv_all(void *p, size_t n)
     {
         auto *b = static_cast<uint8_t *>(p);
@@ -220,19 +232,53 @@ class DtiConn final : public Conn {
     {
         for (uint64_t ud : digest_uds_) {
             dti_cqe e{};
-            int w = dti_wait_cqe(c_, ud, &e, 60'000);
-            if (w != 1) return w < 0 ? w : -ETIMEDOUT;
+            if (auto it = digest_done_.find(ud); it != digest_done_.end()) {
+                e = it->second;
+            } else {
+                int w = dti_wait_cqe(c_, ud, &e, 60'000);
+                if (w != 1) return w < 0 ? w : -ETIMEDOUT;
+            }
             if (e.res < 0) return e.res;
-            *crc = uint32_t(e.value);
+            *crc = ~uint32_t(e.value); // the standard CRC32C; our states are its complement
         }
         digest_uds_.clear();
+        digest_done_.clear();
         return 0;
+    }
+    // Zero-copy: borrow and release in place. Waits on a standing POLLIN
+    // watch; digest completions reaped meanwhile are kept for digest_end().
+    ssize_t consume(size_t max) override
+    {
+        for (;;) {
+            dti_iov in[2];
+            ssize_t n = dti_recv_borrow(c_, s_, in);
+            if (n > 0) {
+                const size_t k = std::min(size_t(n), max);
+                int r = dti_recv_release(c_, s_, k);
+                return r < 0 ? r : ssize_t(k);
+            }
+            if (n != -EAGAIN) return n;
+            if (!watching_) {
+                if (int r = dti_prep_watch(c_, s_, DTI_POLLIN, 0); r < 0) return r;
+                dti_submit(c_);
+                watching_ = true;
+            }
+            int w = dti_wait(c_, 60'000);
+            if (w <= 0) return w < 0 ? w : -ETIMEDOUT;
+            dti_cqe e[16];
+            unsigned got;
+            while ((got = dti_reap(c_, e, 16)) > 0)
+                for (unsigned i = 0; i < got; i++)
+                    if (e[i].kind == DTI_CQE_COMPLETION && e[i].op == DTI_OP_DIGEST) digest_done_[e[i].user_data] = e[i];
+        }
     }
 
   private:
     dti_ctx_t *c_;
     dti_sock_t s_;
     std::vector<uint64_t> digest_uds_;
+    std::unordered_map<uint64_t, dti_cqe> digest_done_;
+    bool watching_ = false;
 };
 
 struct Options {
@@ -313,7 +359,7 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
     Pattern pat(h.seed);
     const uint64_t t0 = now_ns(), deadline = t0 + uint64_t(o.duration * 1e9);
     const double c0 = cpu_seconds();
-    uint32_t crc = 0;
+    uint32_t crc = kCrcSeed;
     // The engine's digest instead of our own pass over the bytes.
     const bool engine_digest = o.verify && o.digest == "engine";
     if (engine_digest) {
@@ -346,6 +392,13 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
         uint64_t got = 0;
         uint8_t tail[sizeof(Trailer)];
         size_t tail_n = 0;
+        // With the engine's digest the length is known (--bytes): the data
+        // is taken in place, unseen, and the trailer read after it.
+        while (engine_digest && got < o.bytes) {
+            ssize_t n = conn->consume(size_t(std::min<uint64_t>(o.bytes - got, SIZE_MAX)));
+            if (n <= 0) die("recv failed after " + std::to_string(got) + " bytes: " + conn->error_text(n ? n : -EPIPE));
+            got += uint64_t(n);
+        }
         for (;;) {
             ssize_t n = conn->recv(buf.data(), buf.size());
             if (n < 0) die("recv failed after " + std::to_string(got) + " bytes: " + conn->error_text(n));
@@ -487,7 +540,7 @@ void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
         while (conn->recv_all(buf.data(), h.size) && conn->send(buf.data(), h.size) >= 0) {}
     } else if (h.mode == kSink) {
         uint64_t got = 0;
-        uint32_t crc = 0;
+        uint32_t crc = kCrcSeed;
         for (ssize_t n; (n = conn->recv(buf.data(), buf.size())) > 0;) {
             crc = crc32_iscsi(buf.data(), int(n), crc);
             got += uint64_t(n);
@@ -499,7 +552,7 @@ void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
         Pattern pat(h.seed);
         const uint64_t deadline = now_ns() + uint64_t(h.duration_ms) * 1'000'000;
         uint64_t off = 0;
-        uint32_t crc = 0;
+        uint32_t crc = kCrcSeed;
         while (h.bytes ? off < h.bytes : now_ns() < deadline) {
             size_t n = h.bytes ? size_t(std::min<uint64_t>(h.size, h.bytes - off)) : h.size;
             pat.fill(off, buf.data(), n);
@@ -549,7 +602,7 @@ struct DtiSession {
     Hello h{};
     size_t hello_got = 0;
     uint64_t off = 0, deadline = 0;
-    uint32_t crc = 0;
+    uint32_t crc = kCrcSeed;
     bool sending_done = false, trailer_sent = false;
     Trailer peer{};
     size_t peer_got = 0, trailer_off = 0;
