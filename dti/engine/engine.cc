@@ -779,6 +779,11 @@ void EngineImpl::close_ctx(Attachment &a, uint16_t ci)
         for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
             if (p->used && p->ctx == ci)
                 p->used = false;
+        // Its digest ranges go unanswered too: a later context at this
+        // index must never get their completions.
+        digest::Done gone[digest::kMaxRanges];
+        s.dg.rx.cancel(bit, 0, gone);
+        s.dg.tx.cancel(bit, 0, gone);
     }
     std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &a && w.second == ci; });
     if (c.wake_listed) {

@@ -264,6 +264,33 @@ TEST_F(Digest, RangesEndWhenTheStreamDoes)
     EXPECT_EQ(wait(72).res, -ECANCELED);
 }
 
+// A context closed with a range waiting takes it along: a new context that
+// gets the same queue pair (and the same tags) sees only its own answer.
+TEST_F(Digest, ClosedContextsRangesNeverReachItsSuccessor)
+{
+    dti_ctx_t *old_ctx = nullptr;
+    ASSERT_EQ(dti_ctx_create(d_, &old_ctx), 0);
+    ASSERT_EQ(dti_prep_digest(old_ctx, server_, DTI_DIGEST_RX, 0, 5, 0, 1), 0);
+    dti_submit(old_ctx);
+    // Commands of a context run in order: once the NOP is answered the range waits in the engine.
+    ASSERT_EQ(dti_prep_nop(old_ctx, 3), 0);
+    dti_submit(old_ctx);
+    dti_cqe nop{};
+    ASSERT_EQ(dti_wait_cqe(old_ctx, 3, &nop, 5000), 1);
+    dti_ctx_destroy(old_ctx);
+    dti_ctx_t *next = nullptr;
+    ASSERT_EQ(dti_ctx_create(d_, &next), 0);
+    ASSERT_EQ(dti_prep_digest(next, server_, DTI_DIGEST_RX, 0, 10, 0, 2), 0);
+    dti_submit(next);
+    ASSERT_EQ(dti_send_all(c_, client_, "0123456789", 10, 5000), 10);
+    dti_cqe e{};
+    ASSERT_EQ(dti_wait_cqe(next, 2, &e, 5000), 1);
+    EXPECT_EQ(e.res, 0);
+    EXPECT_EQ(uint32_t(e.value), isal_crc32c(reinterpret_cast<const uint8_t *>("0123456789"), 10))
+        << "the closed context's 5-byte range answered in its place";
+    dti_ctx_destroy(next);
+}
+
 TEST_F(Digest, BadRequestsAreRefused)
 {
     uint32_t crc;
