@@ -136,6 +136,8 @@ TEST_F(Digest, PeekDoesNotDisturbAndSkipNamesThePayload)
     const uint32_t len = uint32_t(body.size());
     ASSERT_EQ(dti_send_all(c_, client_, &len, 4, 5000), 4);
     ASSERT_EQ(dti_send_all(c_, client_, body.data(), body.size(), 5000), ssize_t(body.size()));
+    ASSERT_EQ(dti_prep_watch(c_, server_, DTI_POLLIN, 9), 0); // wakes the waits below as bytes arrive
+    dti_submit(c_);
     dti_iov iov[2];
     ssize_t have = 0;
     for (int i = 0; i < 1000 && have < ssize_t(4 + body.size()); i++) {
