@@ -5,13 +5,16 @@
 # with the one the engine computed. Byte-exact (payload streams compared)
 # and digest-exact (per-PDU digest lists compared), plain and under
 # `eta-lab netem` loss, duplication and reordering; a PDU sent with a wrong
-# digest is the one reported; eta-stat counts the bytes digested.
-#   pdu_digest_test.sh ETA_PPE ETA_STAT DTI_PDU_SERVER PDU_PEER
-ETA_PPE=$1 ETA_STAT=$2 SERVER=$3 PEER_TOOL=$4
+# digest is the one reported; eta-stat counts the bytes digested. Then
+# eta-perf --verify --digest engine both ways against a kernel eta-perf in
+# the peer: the engine's send and receive digests equal the peer's CRC32C.
+#   pdu_digest_test.sh ETA_PPE ETA_STAT DTI_PDU_SERVER PDU_PEER ETA_PERF
+ETA_PPE=$1 ETA_STAT=$2 SERVER=$3 PEER_TOOL=$4 PERF=$5
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../ppe/ppe_lib.sh"
 need_built "$SERVER" dti-pdu-server
 need_built "$PEER_TOOL" pdu-peer
+need_built "$PERF" eta-perf
 
 lab_up
 work=$(mktemp -d)
@@ -60,5 +63,19 @@ total=$(python3 -c "import sys; print(sum(int(l.split()[1]) for f in sys.argv[1:
     "$work/srv.digests")
 ppe_true "sum(e['digest_rx_bytes'] for e in d['engines']) >= $total" ||
     fail "eta-stat does not show the digested bytes: $(ppe_stat --json | head -c 2000)"
+
+note "eta-perf --digest engine, both directions, kernel eta-perf in the peer"
+start_bg perfsrv ip netns exec "$ETA_LAB_NS" timeout 240 "$PERF" server --transport kernel --port 5303
+wait_until 10 peer bash -c "ss -ltn | grep -q ':5303'" || fail "the peer's eta-perf server did not listen"
+tx0=$(ppe_json "sum(e['digest_tx_bytes'] for e in d['engines'])")
+for dir in send recv; do
+    out=$(ETA_SOCKET=$ETA_LAB_SOCKET timeout 120 "$PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" \
+        --port 5303 --direction "$dir" --bytes $((64 << 20)) --verify --digest engine --json) ||
+        fail "eta-perf --digest engine ($dir) failed: $out"
+    json_true "$out" "d['ok'] and d['verified'] and d['digest'] == 'engine' and d['peer_bytes'] == 64 << 20" ||
+        fail "eta-perf --digest engine ($dir) did not verify: $out"
+done
+ppe_true "sum(e['digest_tx_bytes'] for e in d['engines']) >= $tx0 + (64 << 20)" ||
+    fail "the send digest's bytes do not show in eta-stat"
 ppe_stop
 note "ok"
