@@ -308,4 +308,35 @@ TEST_F(DigestOverMars, SendRunningDigestExactUnderLoss)
     EXPECT_GT(net_.link(0).stats().lost, 0u);
 }
 
+// Hostile digest commands written straight into the region: refused with
+// an error, never a read outside the socket's ring, never a completion lost.
+TEST_F(DigestOverMars, HostileRequestsAreRefused)
+{
+    uint32_t h = 0;
+    mars::SockId peer = 0;
+    connect_peer(&h, &peer);
+    std::vector<uint8_t> data(5000);
+    mars::sim::pattern_fill(5, 0, data.data(), data.size());
+    ASSERT_EQ(net_.stack(1).send(peer, data.data(), data.size()), int64_t(data.size()));
+    ASSERT_TRUE(net_.run_until([&] { return app_.sock(h)->rx_tail == 5000; }, 5 * kSec));
+    app_.push(cmd(DTI_OP_RECV_RELEASE, h, 1000)); // the engine holds [1000, 5000) now
+    auto digest = [&](uint32_t flags, uint64_t start, uint32_t len) {
+        dti_cmd c = cmd(DTI_OP_DIGEST, h, flags, len, 7);
+        c.offset = start;
+        return run(c);
+    };
+    EXPECT_EQ(digest(0x80, 1000, 10).res, -EINVAL) << "unknown flag";
+    EXPECT_EQ(digest(DTI_DIGEST_RX, 1000, 0).res, -EINVAL) << "empty";
+    EXPECT_EQ(digest(DTI_DIGEST_RX, 1000, 0x80000001u).res, -EINVAL) << "too long";
+    EXPECT_EQ(digest(DTI_DIGEST_RX, 999, 10).res, -ERANGE) << "released already";
+    EXPECT_EQ(digest(DTI_DIGEST_RX, 0xfffffff0u, 10).res, -ERANGE) << "far behind (wrapped)";
+    EXPECT_EQ(digest(DTI_DIGEST_RX, 0x7fffffffu, 0x7fffffffu).res, -EINVAL) << "end beyond half the counter";
+    dti_cmd bad_handle = cmd(DTI_OP_DIGEST, h ^ (1u << DTI_SLOT_BITS), DTI_DIGEST_RX, 10, 8);
+    EXPECT_EQ(run(bad_handle).res, -DTI_E_BAD_HANDLE);
+    // The high bits of the 64-bit offset are ignored: positions are 32-bit.
+    const dti_ev ok = digest(DTI_DIGEST_RX, (uint64_t{0xdead} << 32) | 1000, 4000);
+    EXPECT_EQ(ok.res, 0);
+    EXPECT_EQ(uint32_t(ok.value), isal_crc32c(data.data() + 1000, 4000));
+}
+
 } // namespace
