@@ -3,6 +3,7 @@
 #include <dti/engine.h>
 
 #include "dti_abi.h"
+#include "digest.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -82,6 +83,7 @@ struct Slot {
     bool dirty = false;
     Endpoint local, remote;
     Pending connect, accept, recv_into;
+    digest::SocketDigests dg; // CRC32C ranges waiting for bytes (DTI_OP_DIGEST)
 };
 
 struct Ctx {
@@ -308,6 +310,19 @@ class EngineImpl final : public Engine {
     void cmd_watch(Attachment &a, uint16_t ci, uint32_t si, uint32_t events);
     bool pool_range(const Attachment &a, uint64_t off, uint32_t len) const;
     bool try_recv_into(Attachment &a, uint32_t si);
+    void cmd_digest(Attachment &a, uint16_t ci, uint32_t si, const dti_cmd &c);
+    digest::Ring rx_digest_ring(const Attachment &a, uint32_t si) const
+    {
+        return digest::Ring{a.rx_ring(si), a.lim.rx_ring_size - 1, a.slots[si].rx_base};
+    }
+    digest::Ring tx_digest_ring(const Attachment &a, uint32_t si) const
+    {
+        return digest::Ring{a.tx_ring(si), a.lim.tx_ring_size - 1, a.slots[si].tx_base};
+    }
+    void digest_rx(Attachment &a, uint32_t si);
+    void digest_tx(Attachment &a, uint32_t si);
+    void digest_ends(Attachment &a, uint32_t si);
+    void digests_done(Attachment &a, uint32_t si, const digest::Done *d, uint32_t n);
 
     // completions and events
     uint32_t ev_used(Attachment &a, Ctx &c, uint32_t want);
@@ -764,6 +779,11 @@ void EngineImpl::close_ctx(Attachment &a, uint16_t ci)
         for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
             if (p->used && p->ctx == ci)
                 p->used = false;
+        // Its digest ranges go unanswered too: a later context at this
+        // index must never get their completions.
+        digest::Done gone[digest::kMaxRanges];
+        s.dg.rx.cancel(bit, 0, gone);
+        s.dg.tx.cancel(bit, 0, gone);
     }
     std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &a && w.second == ci; });
     if (c.wake_listed) {
@@ -1271,6 +1291,9 @@ void EngineImpl::execute(Attachment &a, uint16_t ci, const dti_cmd &c)
     case DTI_OP_RECV_RELEASE:
         cmd_release(a, si, c);
         return;
+    case DTI_OP_DIGEST:
+        cmd_digest(a, ci, si, c);
+        return;
     default:
         stats_.rejected_commands++;
         r = -EOPNOTSUPP;
@@ -1412,6 +1435,12 @@ void EngineImpl::drop_hold(Attachment &a, Member &m, uint32_t si, bool abortive)
         for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
             if (p->used && ((m.ctx_mask >> p->ctx) & 1))
                 finish_pending(a, *p, -ECANCELED, handle(a, si));
+        digest::Done d[digest::kMaxRanges];
+        for (digest::Direction *dir : {&s.dg.rx, &s.dg.tx}) {
+            uint32_t n = dir->cancel(m.ctx_mask, -ECANCELED, d);
+            for (uint32_t i = 0; i < n; i++)
+                complete(a, d[i].ctx, d[i].tag, d[i].res, handle(a, si));
+        }
         if (s.watchers == 0)
             s.interest = 0;
         return;
@@ -1438,8 +1467,11 @@ void EngineImpl::cmd_send(Attachment &a, uint32_t si, const dti_cmd &c)
         stats_.rejected_commands++;
         return; // not sendable or more than was free: the app lied; drop it
     }
-    if (tr_.tx_commit(s.sid, c.arg0, c.arg1 & DTI_SEND_MORE) == 0)
+    if (tr_.tx_commit(s.sid, c.arg0, c.arg1 & DTI_SEND_MORE) == 0) {
         s.tx_committed += c.arg0;
+        if (s.dg.tx.pending())
+            digest_tx(a, si);
+    }
     mark(a, si);
 }
 
@@ -1480,9 +1512,98 @@ int32_t EngineImpl::cmd_send_from(Attachment &a, uint32_t si, const dti_cmd &c)
     std::memcpy(v.p[0], src, first);
     if (n > first)
         std::memcpy(v.p[1], src + first, n - first);
-    if (n > 0 && tr_.tx_commit(s.sid, n, c.arg1 & DTI_SEND_MORE) == 0)
+    if (n > 0 && tr_.tx_commit(s.sid, n, c.arg1 & DTI_SEND_MORE) == 0) {
         s.tx_committed += n;
+        if (s.dg.tx.pending())
+            digest_tx(a, si);
+    }
     return int32_t(n);
+}
+
+// ---- payload digests (digest.h) ---------------------------------------------
+
+void EngineImpl::cmd_digest(Attachment &a, uint16_t ci, uint32_t si, const dti_cmd &c)
+{
+    Slot &s = a.slots[si];
+    const uint32_t h = handle(a, si);
+    if (c.arg0 & ~uint32_t(DTI_DIGEST_TX | DTI_DIGEST_CHECK | DTI_DIGEST_CHAIN)) {
+        complete(a, ci, c.tag, -EINVAL, h);
+        return;
+    }
+    if (!(s.state & DTI_STATE_CONNECTED) || !s.has_sid) {
+        complete(a, ci, c.tag, s.error ? s.error : -ENOTCONN, h);
+        return;
+    }
+    const bool tx = c.arg0 & DTI_DIGEST_TX;
+    uint32_t flags = 0;
+    if (c.arg0 & DTI_DIGEST_CHECK)
+        flags |= digest::kCheck;
+    if (c.arg0 & DTI_DIGEST_CHAIN)
+        flags |= digest::kChain;
+    const digest::Request q{ci, c.tag, uint32_t(c.offset), c.arg1, flags, uint32_t(c.value)};
+    digest::Done d{};
+    uint64_t bytes = 0;
+    int r;
+    if (tx) {
+        r = s.dg.tx.add(q, tx_digest_ring(a, si), s.tx_head, s.tx_committed, &d, &bytes);
+        stats_.digest_tx_bytes += bytes;
+    } else {
+        r = s.dg.rx.add(q, rx_digest_ring(a, si), s.rx_consumed, s.rx_tail, &d, &bytes);
+        stats_.digest_rx_bytes += bytes;
+    }
+    if (r < 0) {
+        complete(a, ci, c.tag, r, h);
+        return;
+    }
+    stats_.digest_ranges++;
+    if (r == 1)
+        digests_done(a, si, &d, 1);
+    else
+        mark(a, si); // the stream may already have ended: refresh decides
+}
+
+void EngineImpl::digest_rx(Attachment &a, uint32_t si)
+{
+    digest::Done d[digest::kMaxRanges];
+    uint64_t bytes = 0;
+    uint32_t n = a.slots[si].dg.rx.advance(rx_digest_ring(a, si), a.slots[si].rx_tail, d, &bytes);
+    stats_.digest_rx_bytes += bytes;
+    digests_done(a, si, d, n);
+}
+
+void EngineImpl::digest_tx(Attachment &a, uint32_t si)
+{
+    digest::Done d[digest::kMaxRanges];
+    uint64_t bytes = 0;
+    uint32_t n = a.slots[si].dg.tx.advance(tx_digest_ring(a, si), a.slots[si].tx_committed, d, &bytes);
+    stats_.digest_tx_bytes += bytes;
+    digests_done(a, si, d, n);
+}
+
+// Ranges that can no longer fill: the receive stream ended (FIN, reset,
+// failure) or the send side was shut down.
+void EngineImpl::digest_ends(Attachment &a, uint32_t si)
+{
+    Slot &s = a.slots[si];
+    digest::Done d[digest::kMaxRanges];
+    const bool broken = s.state & (DTI_STATE_RESET | DTI_STATE_FAILED);
+    if (s.dg.rx.pending() && (broken || (s.state & DTI_STATE_RD_CLOSED))) {
+        uint32_t n = s.dg.rx.end_beyond(s.rx_tail, s.error ? s.error : -ENODATA, d);
+        digests_done(a, si, d, n);
+    }
+    if (s.dg.tx.pending() && (broken || (s.state & DTI_STATE_WR_CLOSED))) {
+        uint32_t n = s.dg.tx.end_beyond(s.tx_committed, s.error ? s.error : -EPIPE, d);
+        digests_done(a, si, d, n);
+    }
+}
+
+void EngineImpl::digests_done(Attachment &a, uint32_t si, const digest::Done *d, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (d[i].res == -EBADMSG)
+            stats_.digest_mismatches++;
+        complete(a, d[i].ctx, d[i].tag, d[i].res, handle(a, si), int64_t(d[i].crc));
+    }
 }
 
 // Copies readable bytes into a posted pool buffer; true when it completed.
@@ -1500,6 +1621,8 @@ bool EngineImpl::try_recv_into(Attachment &a, uint32_t si)
             readable = v.total();
         }
     }
+    if (s.dg.rx.pending())
+        digest_rx(a, si); // before the copy releases the bytes
     int32_t res;
     if (readable > 0) {
         uint32_t n = std::min(readable, p.arg);
@@ -1624,6 +1747,12 @@ void EngineImpl::cancel_pending(Attachment &a, Slot &s, int32_t res, uint32_t so
     finish_pending(a, s.connect, res, sock);
     finish_pending(a, s.accept, res, sock);
     finish_pending(a, s.recv_into, res, sock);
+    digest::Done d[digest::kMaxRanges];
+    for (digest::Direction *dir : {&s.dg.rx, &s.dg.tx}) {
+        uint32_t n = dir->cancel(~0ull, res, d);
+        for (uint32_t i = 0; i < n; i++)
+            complete(a, d[i].ctx, d[i].tag, d[i].res, sock);
+    }
 }
 
 void EngineImpl::post_event(Attachment &a, uint16_t ci, uint32_t sock, uint32_t mask)
@@ -1764,6 +1893,12 @@ void EngineImpl::refresh(Attachment &a, uint32_t si)
         if (tr_.tx_view(s.sid, &v) == 0 && v.total() <= a.lim.tx_ring_size)
             s.tx_head = s.tx_committed - (a.lim.tx_ring_size - v.total());
     }
+    // Digest the bytes that just became readable before the app can see
+    // (and release) them: the same engine pass that placed them in the ring.
+    if (s.dg.rx.pending())
+        digest_rx(a, si);
+    if (s.dg.rx.pending() || s.dg.tx.pending())
+        digest_ends(a, si);
     if (s.has_sid) {
         SockInfo info;
         if (tr_.info(s.sid, &info) == 0) {

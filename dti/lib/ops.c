@@ -392,6 +392,36 @@ int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint
     return rc;
 }
 
+/* Digest range: the wire carries the start as an absolute position of the
+ * direction's free-running counter (the one rx_head / tx_tail count in), so
+ * the engine needs no idea of where the application is. */
+int dti_prep_digest(dti_ctx_t *c, dti_sock_t s, unsigned flags, uint32_t skip, uint32_t len,
+                    uint32_t expected, uint64_t ud)
+{
+    c = dti__route(c, &s);
+    uint32_t slot;
+    if (flags & ~(DTI_DIGEST_TX | DTI_DIGEST_CHECK | DTI_DIGEST_CHAIN))
+        return -EINVAL;
+    if (len == 0 || len > (1u << 31))
+        return -EINVAL;
+    if (!dti__sock(c->d, s, &slot))
+        return -DTI_E_BAD_HANDLE;
+    const struct dti_sock_priv *p = &c->d->priv[slot];
+    uint32_t gen = dti__gen(s);
+    uint32_t pos = (flags & DTI_DIGEST_TX) ? (p->tx_gen == gen ? p->tx_tail : 0)
+                                           : (p->rx_gen == gen ? p->rx_head : 0);
+    struct dti_cmd *cmd;
+    int rc = prep(c, DTI_OP_DIGEST, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = flags;
+        cmd->arg1 = len;
+        cmd->offset = (uint32_t)(pos + skip);
+        cmd->value = expected;
+        commit(c);
+    }
+    return rc;
+}
+
 /* The engine moved a ring position on our behalf: follow it. */
 static void engine_moved(struct dti_ctx *c, const struct dti_ctx_pending *p, int32_t res)
 {
@@ -852,6 +882,19 @@ int dti_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t *v)
     if (rc >= 0 && v)
         *v = e.value;
     return rc < 0 ? rc : 0;
+}
+
+int dti_digest(dti_ctx_t *c, dti_sock_t s, unsigned flags, uint32_t skip, uint32_t len, uint32_t expected,
+               uint32_t *crc, int timeout_ms)
+{
+    uint64_t ud = next_ud(c);
+    struct dti_cqe e;
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_digest(c, s, flags, skip, len, expected, ud));
+    int rc = run_sync(c, prc, ud, &e, timeout_ms);
+    if ((rc == 0 || rc == -EBADMSG) && crc)
+        *crc = (uint32_t)e.value;
+    return rc;
 }
 
 /* Waits until socket s shows one of `mask`, using a watch registration. */

@@ -640,6 +640,10 @@ void Engine::publish(uint64_t now, bool with_conns)
     counters_.doorbells = ds.doorbells_seen;
     counters_.commands = ds.commands;
     counters_.events = ds.events_posted;
+    counters_.digest_rx_bytes = ds.digest_rx_bytes;
+    counters_.digest_tx_bytes = ds.digest_tx_bytes;
+    counters_.digest_ranges = ds.digest_ranges;
+    counters_.digest_mismatches = ds.digest_mismatches;
     reconcile_watches();
     publish_apps();
     uint64_t rx = 0, tx = 0, dropped = 0;

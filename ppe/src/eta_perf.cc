@@ -5,7 +5,7 @@
 //   eta-perf server [--transport dti|kernel] [--port P] [--once] [--json]
 //   eta-perf client --connect IP [--port P] [--transport dti|kernel]
 //            [--mode stream|rr|crr] [--direction send|recv] [--size N]
-//            [--duration S | --bytes N] [--verify] [--json]
+//            [--duration S | --bytes N] [--verify [--digest app|engine]] [--json]
 //
 // Wire protocol: the client opens with a 32-byte Hello (what to do). Stream
 // client→server: the client writes a deterministic pattern and shuts down
@@ -17,6 +17,9 @@
 // rr: the client sends `size` bytes, the server echoes them, repeated. crr:
 // one connection per request/response. A server serves any number of
 // connections at once; the dti server runs one event loop over them all.
+// --verify --digest engine (dti client, stream, --bytes): the client takes
+// the engine's CRC32C of the bytes (DTI_OP_DIGEST, chained ranges asked
+// before the data moves) instead of running its own pass over them.
 #include <dti/dti.h>
 #include "dti_echo.h"
 #include <isa-l/crc.h>
@@ -67,6 +70,11 @@ struct Trailer {
     uint32_t flags;
 };
 constexpr uint32_t kTrailerHasCrc = 1;
+// Digests run ISA-L's crc32_iscsi from CRC32C's standard initial value, so
+// a running state is the complement of the standard CRC32C of the bytes so
+// far: the value the engine's digest (DTI_OP_DIGEST) reports, complemented.
+// States travel and print as they are.
+constexpr uint32_t kCrcSeed = 0xffffffffu;
 
 // What a sender prints about the receiver's report.
 const char *peer_verdict(const Trailer &peer, uint64_t sent, uint32_t crc)
@@ -135,6 +143,18 @@ class Conn {
     virtual ssize_t recv(void *p, size_t n) = 0;       // some, 0 at EOF, < 0 error
     virtual void shutdown_write() = 0;
     virtual std::string error_text(ssize_t r) const = 0; // for a negative send/recv result
+    // --digest engine: the engine's CRC32C of the next n bytes this side will
+    // receive (tx false) or send (tx true), asked before they move; end()
+    // waits for it. Only the DTI transport has one.
+    virtual int digest_begin(bool, uint64_t) { return -EOPNOTSUPP; }
+    virtual int digest_end(uint32_t *) { return -EOPNOTSUPP; }
+    // Takes up to max received bytes off the stream without looking at them
+    // (with the engine's digest the application need not); 0 at EOF.
+    virtual ssize_t consume(size_t max)
+    {
+        uint8_t scratch[65536];
+        return recv(scratch, std::min(max, sizeof scratch));
+    }
     bool recv_all(void *p, size_t n)
     {
         auto *b = static_cast<uint8_t *>(p);
@@ -190,10 +210,75 @@ class DtiConn final : public Conn {
     ssize_t recv(void *p, size_t n) override { return dti_recv_wait(c_, s_, p, n, 60'000); }
     void shutdown_write() override { dti_shutdown(c_, s_, DTI_SHUT_WR); }
     std::string error_text(ssize_t r) const override { return dti_strerror(int(r)); }
+    // Chained ranges of up to 1 GiB (at most 8 wait per direction): the last
+    // completion carries the CRC32C of all n bytes.
+    int digest_begin(bool tx, uint64_t n) override
+    {
+        constexpr uint64_t kPiece = 1ull << 30;
+        if (n == 0 || n > 8 * kPiece) return -E2BIG;
+        uint64_t at = 0;
+        while (at < n) {
+            const uint32_t len = uint32_t(std::min(kPiece, n - at));
+            const uint64_t ud = 0xd16e57000000ull + digest_uds_.size();
+            int r = dti_prep_digest(c_, s_, (tx ? DTI_DIGEST_TX : DTI_DIGEST_RX) | DTI_DIGEST_CHAIN, uint32_t(at),
+                                    len, 0, ud);
+            if (r < 0) return r;
+            digest_uds_.push_back(ud);
+            at += len;
+        }
+        return dti_submit(c_) < 0 ? -EIO : 0;
+    }
+    int digest_end(uint32_t *crc) override
+    {
+        for (uint64_t ud : digest_uds_) {
+            dti_cqe e{};
+            if (auto it = digest_done_.find(ud); it != digest_done_.end()) {
+                e = it->second;
+            } else {
+                int w = dti_wait_cqe(c_, ud, &e, 60'000);
+                if (w != 1) return w < 0 ? w : -ETIMEDOUT;
+            }
+            if (e.res < 0) return e.res;
+            *crc = ~uint32_t(e.value); // the standard CRC32C; our states are its complement
+        }
+        digest_uds_.clear();
+        digest_done_.clear();
+        return 0;
+    }
+    // Zero-copy: borrow and release in place. Waits on a standing POLLIN
+    // watch; digest completions reaped meanwhile are kept for digest_end().
+    ssize_t consume(size_t max) override
+    {
+        for (;;) {
+            dti_iov in[2];
+            ssize_t n = dti_recv_borrow(c_, s_, in);
+            if (n > 0) {
+                const size_t k = std::min(size_t(n), max);
+                int r = dti_recv_release(c_, s_, k);
+                return r < 0 ? r : ssize_t(k);
+            }
+            if (n != -EAGAIN) return n;
+            if (!watching_) {
+                if (int r = dti_prep_watch(c_, s_, DTI_POLLIN, 0); r < 0) return r;
+                dti_submit(c_);
+                watching_ = true;
+            }
+            int w = dti_wait(c_, 60'000);
+            if (w <= 0) return w < 0 ? w : -ETIMEDOUT;
+            dti_cqe e[16];
+            unsigned got;
+            while ((got = dti_reap(c_, e, 16)) > 0)
+                for (unsigned i = 0; i < got; i++)
+                    if (e[i].kind == DTI_CQE_COMPLETION && e[i].op == DTI_OP_DIGEST) digest_done_[e[i].user_data] = e[i];
+        }
+    }
 
   private:
     dti_ctx_t *c_;
     dti_sock_t s_;
+    std::vector<uint64_t> digest_uds_;
+    std::unordered_map<uint64_t, dti_cqe> digest_done_;
+    bool watching_ = false;
 };
 
 struct Options {
@@ -203,6 +288,7 @@ struct Options {
     double duration = 5;
     uint64_t bytes = 0;
     bool verify = false, json = false, once = false;
+    std::string digest = "app"; // --verify: who computes the CRC32C (app: this program, engine: eta-ppe)
 };
 
 dti_t *g_dti = nullptr;
@@ -273,16 +359,26 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
     Pattern pat(h.seed);
     const uint64_t t0 = now_ns(), deadline = t0 + uint64_t(o.duration * 1e9);
     const double c0 = cpu_seconds();
-    uint32_t crc = 0;
+    uint32_t crc = kCrcSeed;
+    // The engine's digest instead of our own pass over the bytes.
+    const bool engine_digest = o.verify && o.digest == "engine";
+    if (engine_digest) {
+        if (int r = conn->digest_begin(send_side, o.bytes); r < 0)
+            die(std::string("--digest engine: ") + dti_strerror(r));
+    }
+    const bool app_crc = o.verify && !engine_digest;
     if (send_side) {
         uint64_t off = 0;
         while (o.bytes ? off < o.bytes : now_ns() < deadline) {
             size_t n = o.bytes ? size_t(std::min<uint64_t>(o.size, o.bytes - off)) : o.size;
             pat.fill(off, buf.data(), n);
-            if (o.verify) crc = crc32_iscsi(buf.data(), int(n), crc);
+            if (app_crc) crc = crc32_iscsi(buf.data(), int(n), crc);
             if (ssize_t r = conn->send(buf.data(), n); r < 0)
                 die("send failed after " + std::to_string(off) + " bytes: " + conn->error_text(r));
             off += n;
+        }
+        if (engine_digest) {
+            if (int r = conn->digest_end(&crc); r < 0) die(std::string("--digest engine: ") + dti_strerror(r));
         }
         conn->shutdown_write();
         Trailer t{};
@@ -296,6 +392,13 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
         uint64_t got = 0;
         uint8_t tail[sizeof(Trailer)];
         size_t tail_n = 0;
+        // With the engine's digest the length is known (--bytes): the data
+        // is taken in place, unseen, and the trailer read after it.
+        while (engine_digest && got < o.bytes) {
+            ssize_t n = conn->consume(size_t(std::min<uint64_t>(o.bytes - got, SIZE_MAX)));
+            if (n <= 0) die("recv failed after " + std::to_string(got) + " bytes: " + conn->error_text(n ? n : -EPIPE));
+            got += uint64_t(n);
+        }
         for (;;) {
             ssize_t n = conn->recv(buf.data(), buf.size());
             if (n < 0) die("recv failed after " + std::to_string(got) + " bytes: " + conn->error_text(n));
@@ -303,9 +406,9 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
             const size_t total = tail_n + size_t(n), keep = std::min(total, sizeof tail);
             size_t flush = total - keep; // bytes leaving the lag window: tail first, then buf
             const size_t from_tail = std::min(flush, tail_n);
-            if (o.verify && from_tail) crc = crc32_iscsi(tail, int(from_tail), crc);
+            if (app_crc && from_tail) crc = crc32_iscsi(tail, int(from_tail), crc);
             const size_t from_buf = flush - from_tail;
-            if (o.verify && from_buf) crc = crc32_iscsi(buf.data(), int(from_buf), crc);
+            if (app_crc && from_buf) crc = crc32_iscsi(buf.data(), int(from_buf), crc);
             got += flush;
             uint8_t next[sizeof tail];
             const size_t old_keep = tail_n - from_tail;
@@ -315,6 +418,10 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
             std::memcpy(tail, next, keep);
         }
         if (tail_n != sizeof(Trailer)) die("the stream ended without the sender's trailer");
+        if (engine_digest) {
+            if (got != o.bytes) die("--digest engine: received " + std::to_string(got) + " bytes, not --bytes");
+            if (int r = conn->digest_end(&crc); r < 0) die(std::string("--digest engine: ") + dti_strerror(r));
+        }
         Trailer t{};
         std::memcpy(&t, tail, sizeof t);
         Trailer mine{got, crc, o.verify ? kTrailerHasCrc : 0};
@@ -397,17 +504,20 @@ int run_client(const Options &o)
         std::printf("\"transport\":\"%s\",\"mode\":\"%s\",\"direction\":\"%s\",\"size\":%u,\"bytes\":%" PRIu64
                     ",\"seconds\":%.3f,\"gbit_per_s\":%.3f,\"transactions\":%" PRIu64 ",\"tps\":%.1f,\"p50_us\":%.1f,"
                     "\"p99_us\":%.1f,\"cpu_s\":%.3f,\"cpu_s_per_gib\":%.4f,\"cpu_us_per_txn\":%.2f,\"verified\":%s,"
-                    "\"ok\":%s,\"crc32c\":\"%08x\",\"peer_crc32c\":\"%08x\",\"peer_bytes\":%" PRIu64 "}\n",
+                    "\"ok\":%s,\"crc32c\":\"%08x\",\"peer_crc32c\":\"%08x\",\"peer_bytes\":%" PRIu64
+                    ",\"digest\":\"%s\"}\n",
                     o.transport.c_str(), o.mode.c_str(), o.direction.c_str(), o.size, r.bytes, r.seconds, gbps,
                     r.transactions, r.seconds > 0 ? double(r.transactions) / r.seconds : 0, p50, p99, r.cpu,
                     gib > 0 ? r.cpu / gib : 0, r.transactions ? r.cpu * 1e6 / double(r.transactions) : 0,
-                    r.verified ? "true" : "false", r.mismatch ? "false" : "true", r.crc, r.peer_crc, r.peer_bytes);
+                    r.verified ? "true" : "false", r.mismatch ? "false" : "true", r.crc, r.peer_crc, r.peer_bytes,
+                    o.verify ? o.digest.c_str() : "none");
     } else if (o.mode == "stream") {
         std::printf("%s stream %s: %" PRIu64 " bytes in %.2f s = %.3f Gbit/s, app CPU %.3f s (%.3f s/GiB)%s\n",
                     o.transport.c_str(), o.direction.c_str(), r.bytes, r.seconds, gbps, r.cpu, gib > 0 ? r.cpu / gib : 0,
                     r.mismatch ? "  MISMATCH" : "");
         if (o.verify)
-            std::printf("crc32c %08x, peer %08x over %" PRIu64 " bytes: %s\n", r.crc, r.peer_crc, r.peer_bytes,
+            std::printf("crc32c %08x (%s), peer %08x over %" PRIu64 " bytes: %s\n", r.crc,
+                        o.digest == "engine" ? "the engine's digest" : "computed here", r.peer_crc, r.peer_bytes,
                         r.mismatch ? "MISMATCH" : "verified");
     } else {
         std::printf("%s %s size %u: %" PRIu64 " transactions in %.2f s = %.0f/s, p50 %.1f us, p99 %.1f us, app CPU "
@@ -430,7 +540,7 @@ void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
         while (conn->recv_all(buf.data(), h.size) && conn->send(buf.data(), h.size) >= 0) {}
     } else if (h.mode == kSink) {
         uint64_t got = 0;
-        uint32_t crc = 0;
+        uint32_t crc = kCrcSeed;
         for (ssize_t n; (n = conn->recv(buf.data(), buf.size())) > 0;) {
             crc = crc32_iscsi(buf.data(), int(n), crc);
             got += uint64_t(n);
@@ -442,7 +552,7 @@ void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
         Pattern pat(h.seed);
         const uint64_t deadline = now_ns() + uint64_t(h.duration_ms) * 1'000'000;
         uint64_t off = 0;
-        uint32_t crc = 0;
+        uint32_t crc = kCrcSeed;
         while (h.bytes ? off < h.bytes : now_ns() < deadline) {
             size_t n = h.bytes ? size_t(std::min<uint64_t>(h.size, h.bytes - off)) : h.size;
             pat.fill(off, buf.data(), n);
@@ -492,7 +602,7 @@ struct DtiSession {
     Hello h{};
     size_t hello_got = 0;
     uint64_t off = 0, deadline = 0;
-    uint32_t crc = 0;
+    uint32_t crc = kCrcSeed;
     bool sending_done = false, trailer_sent = false;
     Trailer peer{};
     size_t peer_got = 0, trailer_off = 0;
@@ -791,10 +901,20 @@ int main(int argc, char **argv)
     client->add_option("--duration", o.duration, "seconds")->check(CLI::Range(0.01, 3600.0))->capture_default_str();
     client->add_option("-n,--bytes", o.bytes, "stream: exact bytes instead of a duration; rr/crr: transactions");
     client->add_flag("--verify", o.verify, "CRC32C (ISA-L) over every byte, compared end to end");
+    client->add_option("--digest", o.digest,
+                       "--verify: app (this program runs CRC32C over the bytes) or engine (eta-ppe's digest of "
+                       "them, DTI_OP_DIGEST; needs --transport dti, --mode stream and --bytes)")
+        ->check(CLI::IsMember({"app", "engine"}))
+        ->capture_default_str();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
+    }
+    if (*client && o.digest == "engine" &&
+        (!o.verify || o.transport != "dti" || o.mode != "stream" || o.bytes == 0)) {
+        std::fprintf(stderr, "eta-perf: --digest engine needs --verify, --transport dti, --mode stream and --bytes N\n");
+        return 2;
     }
     int rc;
     if (*client) rc = run_client(o);

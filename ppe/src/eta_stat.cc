@@ -154,6 +154,13 @@ std::string text_view(const Snapshot &s, bool conns)
                     c.doorbells ? double(c.commands) / double(c.doorbells) : 0.0, c.steered_in, c.steered_out,
                     c.steer_drops);
     }
+    // Payload digests (CRC32C the engine computes for DTI_OP_DIGEST).
+    for (size_t e = 0; e < s.engines.size(); e++) {
+        const EngineCounters &c = s.engines[e];
+        appendf(&out, "digests e%zu: rx %" PRIu64 " bytes  tx %" PRIu64 " bytes  ranges %" PRIu64
+                    "  mismatches %" PRIu64 "\n",
+                    e, c.digest_rx_bytes, c.digest_tx_bytes, c.digest_ranges, c.digest_mismatches);
+    }
     appendf(&out, "\nport  name       device                               address             mtu  link     "
                 "rx pkts      tx pkts   missed  errors\n");
     for (size_t p = 0; p < s.ports.size(); p++) {

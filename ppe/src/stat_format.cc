@@ -207,6 +207,11 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_doorbells", "command batches taken from applications", l, c.doorbells);
         x.counter("engine_commands", "DTI commands executed", l, c.commands);
         x.counter("engine_events", "events delivered to applications", l, c.events);
+        x.counter("engine_digest_rx_bytes", "received bytes the engine ran through CRC32C digests", l,
+                  c.digest_rx_bytes);
+        x.counter("engine_digest_tx_bytes", "sent bytes the engine ran through CRC32C digests", l, c.digest_tx_bytes);
+        x.counter("engine_digest_ranges", "digest ranges applications asked for", l, c.digest_ranges);
+        x.counter("engine_digest_mismatches", "checked digests that did not match", l, c.digest_mismatches);
         x.counter("engine_steered_out", "TCP segments the engine received for another engine's flow and handed over", l,
                   c.steered_out);
         x.counter("engine_steered_in", "TCP segments other engines handed to this engine (flows it owns)", l,
@@ -404,6 +409,8 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"wakeups", c.wakeups},  {"wake_submits", c.wake_submits},
                 {"doorbells", c.doorbells}, {"commands", c.commands},
                 {"events", c.events},
+                {"digest_rx_bytes", c.digest_rx_bytes}, {"digest_tx_bytes", c.digest_tx_bytes},
+                {"digest_ranges", c.digest_ranges}, {"digest_mismatches", c.digest_mismatches},
                 {"steered_out", c.steered_out}, {"steered_in", c.steered_in},
                 {"steer_drops", c.steer_drops}, {"arp_shared_out", c.arp_shared_out},
                 {"arp_shared_in", c.arp_shared_in}, {"owner_kicks", c.owner_kicks},

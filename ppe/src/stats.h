@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 3; // 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine
+constexpr uint32_t kVersion = 4; // 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -96,6 +96,9 @@ struct EngineCounters {
     uint64_t doorbells;    // command batches taken from applications
     uint64_t commands;     // commands executed
     uint64_t events;       // events delivered to applications
+    // Payload digests (DTI_OP_DIGEST): bytes run through CRC32C per
+    // direction, ranges asked for, checked ranges that did not match.
+    uint64_t digest_rx_bytes, digest_tx_bytes, digest_ranges, digest_mismatches;
     uint64_t published_ns; // when this snapshot was taken (CLOCK_MONOTONIC)
     // Flow steering between engines (ppe/src/steer.h).
     uint64_t steered_out;  // TCP segments this engine received for another engine's flow

@@ -271,7 +271,8 @@ enum dti_op {
     DTI_OP_SEND_FROM = 14, /* queue bytes from a pool buffer; res: bytes taken */
     /* data-path commands: no completion, outcome visible in dti_sock_status() */
     DTI_OP_SEND = 15,      /* dti_send_commit() */
-    DTI_OP_RECV_RELEASE = 16 /* dti_recv_release() */
+    DTI_OP_RECV_RELEASE = 16, /* dti_recv_release() */
+    DTI_OP_DIGEST = 17     /* CRC32C of a stream range; the digest is in cqe.value */
 };
 
 /* Socket options (values are int64_t; booleans are 0/1). */
@@ -340,6 +341,38 @@ int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *buf, ui
 int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *buf, uint32_t len,
                        unsigned flags, uint64_t user_data);
 
+/* ---- payload digests (CRC32C computed by the engine) -------------------
+ * The engine computes the CRC32C of a range of a connection's byte stream
+ * where it already handles the bytes, so the application need not read them
+ * a second time: received bytes when they become in-order and readable (in
+ * the engine pass that placed them in the receive ring), sent bytes when
+ * they are committed. The digest is the standard CRC32C (Castagnoli, as the
+ * iSCSI and NVMe/TCP data digests: initial value ~0, final complement; the
+ * CRC32C of "123456789" is 0xe3069283).
+ *
+ * A range is `len` bytes (1 .. 2^31) starting `skip` bytes after the
+ * application's current position in that direction: receive, the next byte
+ * dti_recv()/dti_recv_borrow() would return (borrowed bytes not yet released
+ * and MSG_PEEK-style looks count as not consumed); send, the next byte
+ * dti_send()/dti_send_commit() will queue. Bytes already there are digested
+ * at once; the command completes when the whole range has arrived (receive)
+ * or been committed (send), with cqe.value = the digest (low 32 bits) and
+ * cqe.res = 0. With DTI_DIGEST_CHECK the engine compares it with `expected`:
+ * a mismatch completes with -EBADMSG (cqe.value still the digest) and counts
+ * in eta-stat. Errors: -ERANGE (the start was already released), -EINVAL
+ * (empty or too long range, bad flags, a chain gap), -EBUSY (8 ranges wait
+ * per direction already), -ENODATA (the stream ended before the range),
+ * -ECANCELED (the socket was closed), the socket's error (reset).
+ * DTI_DIGEST_CHAIN: a running digest. Each chained range must start where the
+ * previous chained range of that direction ended; it reports the CRC32C of
+ * all bytes from the first chained range's start through its own end.
+ * A range request holds a command credit until it completes. */
+#define DTI_DIGEST_RX 0u    /* the receive direction (default) */
+#define DTI_DIGEST_TX 1u    /* the send direction */
+#define DTI_DIGEST_CHECK 2u /* compare with `expected`: -EBADMSG on mismatch */
+#define DTI_DIGEST_CHAIN 4u /* continue the direction's running digest */
+int dti_prep_digest(dti_ctx_t *c, dti_sock_t s, unsigned flags, uint32_t skip, uint32_t len,
+                    uint32_t expected, uint64_t user_data);
 int dti_submit(dti_ctx_t *c);
 
 /* ---- completions and events ------------------------------------------- */
@@ -461,6 +494,10 @@ int dti_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t *value);
 ssize_t dti_recv_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, int timeout_ms);
 /* Blocks until all len bytes are queued; returns len or an error. */
 ssize_t dti_send_all(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, int timeout_ms);
+/* Submits a digest request (see dti_prep_digest()) and waits for it:
+ * 0 (digest matches or no check) or -EBADMSG with *crc set; else an error. */
+int dti_digest(dti_ctx_t *c, dti_sock_t s, unsigned flags, uint32_t skip, uint32_t len, uint32_t expected,
+               uint32_t *crc, int timeout_ms);
 /* Waits for a specific completion (by user_data) of an already submitted
  * command. 1: found, 0: timeout, < 0: error. */
 int dti_wait_cqe(dti_ctx_t *c, uint64_t user_data, struct dti_cqe *out, int timeout_ms);

@@ -64,7 +64,8 @@ class Prometheus(unittest.TestCase):
             labels = {"engine": str(e), "cpu": str(eng["cpu"])}
             for key in ("loops", "busy_polls", "idle_polls", "sleeps", "rx_packets", "tx_packets", "tx_dropped",
                         "wakeups", "wake_submits", "doorbells", "commands", "events", "steered_out",
-                        "steered_in", "steer_drops", "arp_shared_out", "arp_shared_in", "owner_kicks"):
+                        "steered_in", "steer_drops", "arp_shared_out", "arp_shared_in", "owner_kicks",
+                        "digest_rx_bytes", "digest_tx_bytes", "digest_ranges", "digest_mismatches"):
                 self.assertEqual(self.families["eta_engine_" + key].type, "counter")
                 self.assertEqual(self.sample("eta_engine_" + key, **labels).value, eng[key], key)
             self.assertEqual(self.sample("eta_engine_cycles", **labels).value, eng["total_cycles"])

@@ -146,6 +146,10 @@ struct Stats {
     uint64_t rejected_commands = 0; // failed validation (counted, answered -EINVAL)
     uint64_t broken_regions = 0, attaches = 0, refusals = 0, detaches = 0;
     uint64_t forks = 0; // members that joined a group at fork
+    // Payload digests (DTI_OP_DIGEST): bytes run through CRC32C per
+    // direction (a byte counts once per range covering it), ranges asked
+    // for, and checked ranges whose digest did not match.
+    uint64_t digest_rx_bytes = 0, digest_tx_bytes = 0, digest_ranges = 0, digest_mismatches = 0;
 };
 
 // One per attached process. Processes forked from an attached one share its

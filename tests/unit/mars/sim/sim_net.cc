@@ -82,7 +82,7 @@ SimNet::SimNet(const SimNetConfig &c) : pool_(c.pool_frames)
         Link *out = links_[h].get();
         host.port = std::make_unique<SimPort>(pool_, [this, out](const PacketRef &f) { out->send(f, now_); }, hc.offloads);
         std::string err;
-        host.stack = Stack::create(hc.stack, *host.port, *host.rings, &err);
+        host.stack = Stack::create(hc.stack, *host.port, hc.rings ? *hc.rings : *host.rings, &err);
         if (!host.stack) throw std::runtime_error("Stack::create failed: " + err);
     }
     for (auto &h : hosts_) h.stack->announce(now_);

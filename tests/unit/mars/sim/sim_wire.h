@@ -201,6 +201,9 @@ struct HostConfig {
     StackConfig stack;
     uint32_t ring_slots = 64;
     uint32_t offloads = 0;
+    // Where the stack's rings come from; null: a RingPool of ring_slots
+    // (tests of the DTI engine hand it the engine's provider hook).
+    BufferProvider *rings = nullptr;
 };
 
 struct Host {
