@@ -637,17 +637,30 @@ def bench_programs(ctx, res):
 def bench_scaling(ctx, res):
     need_root()
     secs = 1 if ctx.quick else 5
+    reps = 2 if ctx.quick else 3
     counts = [n for n in (1, 2, 4, 8) if n <= min(os.cpu_count() or 1, 8)]
     out = run_cmd([os.path.join(ROOT, "benchmarks/ppe/scale"), "--build", ctx.build, "--engines",
-                   " ".join(map(str, counts)), "--duration", str(secs), "--json"], 120 + 40 * secs * len(counts))
+                   " ".join(map(str, counts)), "--duration", str(secs), "--repeat", str(reps), "--json"],
+                  120 + 20 * reps * secs * len(counts))
     rows_in = [json.loads(l) for l in out.splitlines() if l.strip().startswith("{")]
-    by = {(r["engines"], r["mode"], r["path"]): r for r in rows_in}
+    # Every repetition is a sample; tables and plots show the means.
+    samples = {}
+    for r in rows_in:
+        samples.setdefault((r["engines"], r["mode"], r["path"]), []).append(r)
+    by = {}
+    for key, rs in samples.items():
+        m = dict(rs[0])
+        for k in ("gbit_s", "trans_s", "gbit_s_per_engine", "trans_s_per_engine", "busy_cores", "steered_in"):
+            if k in m:
+                m[k] = statistics.fmean(x[k] for x in rs)
+        by[key] = m
     rows = [["engines", "path", "stream recv Gbit/s", "per engine core", "rr 64 B trans/s", "per engine core",
              "busy cores (stream)", "steered in (stream)"]]
     for n in counts:
         for key, mode, field, label, unit in (("stream_gbit_per_s", "stream", "gbit_s", "stream recv 64 KiB", "Gbit/s"),
                                               ("rr_trans_per_s", "rr", "trans_s", "rr 64 B", "trans/s")):
-            series = {path: [by[(n, mode, path)][field]] for path in ("eta", "kernel") if (n, mode, path) in by}
+            series = {path: [x[field] for x in samples[(n, mode, path)]] for path in ("eta", "kernel")
+                      if (n, mode, path) in samples}
             if series:
                 res.add(f"scaling.{n}_engines.{key}", "scaling", f"{label} with {n} engine(s), {n} client(s)", unit,
                         "higher", series)
@@ -658,7 +671,7 @@ def bench_scaling(ctx, res):
             rows.append([str(n), path, f"{st['gbit_s']:.2f}",
                          f"{st['gbit_s_per_engine']:.2f}" if path == "eta" else "–", f"{rr['trans_s']:.0f}",
                          f"{rr['trans_s_per_engine']:.0f}" if path == "eta" else "–", f"{st['busy_cores']:.2f}",
-                         str(st.get("steered_in", "–"))])
+                         f"{st['steered_in']:.0f}" if "steered_in" in st else "–"])
     p = plt()
     fig, (a1, a2) = p.subplots(1, 2, figsize=(9, 3.5))
     for ax, mode, key, title in ((a1, "stream", "gbit_s", "stream recv 64 KiB (Gbit/s)"),
@@ -672,7 +685,8 @@ def bench_scaling(ctx, res):
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
     plot = save(fig, ctx.out, "scaling.png")
-    return {"text": f"`benchmarks/ppe/scale --engines \"{' '.join(map(str, counts))}\" --duration {secs} --json` "
+    return {"text": f"`benchmarks/ppe/scale --engines \"{' '.join(map(str, counts))}\" --duration {secs} --repeat {reps} "
+                    "--json` "
                     "(root; a lab per engine count): N native eta-perf clients at once, one per engine (attached "
                     "with DTI_ENGINE_ANY), against the peer's kernel server, beside the same N clients on the "
                     f"kernel link. This machine has {os.cpu_count()} CPUs shared by the peer, the clients and the "

@@ -53,7 +53,7 @@ res = json.load(open(os.path.join(out, "results.json")))
 sections = {s["id"]: s for s in res["sections"]}
 
 expected = {"mars": "ok", "ablation": "ok" if ablation else "not_available", "fastpath": "ok", "dti": "ok",
-            "shim": "ok" if shim else "not_available", "ppe": "ok", "programs": "ok", "scaling": "partial"}
+            "shim": "ok" if shim else "not_available", "ppe": "ok", "programs": "ok", "scaling": "ok"}
 for sid, status in expected.items():
     check(f"<section id='{sid}'" in page, f"section {sid} missing from index.html")
     s = sections.get(sid)

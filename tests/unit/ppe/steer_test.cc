@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,7 +30,7 @@ class EalEnv : public ::testing::Environment {
   public:
     void SetUp() override
     {
-        const std::string prefix = "steer-test-" + std::to_string(getpid());
+        prefix = "steer-test-" + std::to_string(getpid());
         std::vector<std::string> args = {"steer_test", "--no-huge", "--no-shconf", "--no-pci", "--no-telemetry",
                                          "--in-memory", "-m", "64", "--iova-mode=va", "--log-level=*:error",
                                          "--file-prefix", prefix, "-l", "0"};
@@ -41,7 +42,16 @@ class EalEnv : public ::testing::Environment {
         g_pool = rte_pktmbuf_pool_create("steer_test", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
         ASSERT_NE(g_pool, nullptr);
     }
-    void TearDown() override { rte_eal_cleanup(); }
+    void TearDown() override
+    {
+        rte_eal_cleanup();
+        // The EAL leaves its runtime directory behind even with --no-shconf.
+        std::error_code ec;
+        std::filesystem::remove_all("/var/run/dpdk/" + prefix, ec);
+    }
+
+  private:
+    std::string prefix;
 };
 
 constexpr uint32_t kLocal = 0xc6120001u;  // 198.18.0.1 (host order)
