@@ -9,11 +9,8 @@
 #   - a SO_REUSEPORT group of 4 sockets receives connections on every member;
 #   - an eta-run client's 16 outgoing connections to a peer server are all
 #     opened without a reset or a "no socket" drop (each on its own engine).
-# Until libdti attaches to every engine this test exits 77 with the reason
-# (an application then sits on one engine and the other engine's flows get
-# RSTs); it is registered in the suite 'integration-engines', which
-# tools/eta test does not run yet: the lead moves it to 'integration' when
-# the libdti half lands.
+# libdti attaches the program to every engine (one link each, a listener
+# group over both): a program found on one engine only fails the test.
 # ENGINES=1 runs the same program checks on a 1-engine lab (what can be
 # checked before libdti's half lands: python under the shim, the reuseport
 # spread); the per-engine checks need 2.
@@ -47,8 +44,7 @@ wait_until 20 grep -q listening "$work/srv.log" || { cat "$work/srv.log"; fail "
 srv_real=$(pgrep -P "$srv_pid" | head -1)
 wait_until 5 ppe_true "len(set(a['engine'] for a in d['apps'])) >= 1" || fail "the server did not attach"
 if [ "$ENGINES" = 2 ] && [ "$(engines_of "$srv_real")" != "[0, 1]" ]; then
-    echo "SKIP: the application is attached to engine(s) $(engines_of "$srv_real") only: libdti does not attach to every engine yet (issue 11, libdti half)"
-    exit 77
+    fail "the application is attached to engine(s) $(engines_of "$srv_real") only: libdti must attach it to every engine"
 fi
 touch "$work/hold"
 start_bg cli peer timeout 150 python3 "$APP" client "$ETA_LAB_PPE_IP" 7301 $N 65536 "$work/hold"
