@@ -58,6 +58,7 @@ enum SockFlag : uint32_t {
     kFRtoRecovery = 1u << 20, // retransmitting after a timeout (go-back-N)
     kFFinReceived = 1u << 21,
     kFSynCookie = 1u << 22,  // created from a SYN cookie
+    kFDsack = 1u << 23,      // our next ACK reports Sock::dsack first (RFC 2883; only with SACK)
 };
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux };
@@ -108,6 +109,7 @@ struct Sock {
     Timer rtx_timer, delack_timer, aux_timer;
     SackScoreboard sack;
     OooQueue ooo;
+    SeqRange dsack{}; // a duplicate we received, for the next ACK's first SACK block (kFDsack)
     uint32_t next_hop = 0;
     uint32_t arp_gen = 0;   // hdr's destination MAC is valid while this matches the stack's
     alignas(8) uint8_t hdr[wire::kHeadersLen] = {}; // prebuilt Ethernet+IPv4+TCP header
@@ -297,6 +299,11 @@ class StackImpl final : public Stack {
     uint16_t window_to_advertise(Sock &s);
     uint32_t rcv_window(const Sock &s) const;
     void ack_now(Sock &s);
+    // Remembers a duplicate [start, end) for the next ACK's D-SACK block.
+    static void note_dsack(Sock &s, uint32_t start, uint32_t end) {
+        s.dsack = SeqRange{start, end};
+        s.flags |= kFDsack;
+    }
     void want_output(Sock &s);
     void flush_output();
     void update_mss(Sock &s);

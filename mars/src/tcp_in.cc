@@ -926,6 +926,11 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     // Trim what we already have and what is beyond the window.
     if (seq_lt(seq, s.rcv_nxt)) {
         const uint32_t dup = s.rcv_nxt - seq;
+        // Data we already have: the ACK reports it as a D-SACK (RFC 2883),
+        // so a sender can tell a spurious retransmission (reordering, a
+        // probe that crossed its original) from a loss and undo its
+        // reaction. Zero-length probes carry no byte to report.
+        if (len && (s.flags & kFSackOk)) note_dsack(s, seq, seq + std::min(dup, len));
         if (dup >= len) {
             if (dup > len) flags &= uint8_t(~kFin); // an old FIN
             payload += len;
@@ -1164,6 +1169,7 @@ void StackImpl::tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, 
             stats_.tcp_ooo_segments++;
             break;
         case OooQueue::Insert::kDuplicate:
+            if (s.flags & kFSackOk) note_dsack(s, seq, seq + len); // all of it was queued already
             break;
         case OooQueue::Insert::kNoRoom:
             stats_.drop_tcp_ooo_full++;

@@ -170,13 +170,19 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     } else {
         uint8_t *q = o;
         if (s.flags & kFTsOk) q = write_ts_option(q, tsval(), s.ts_recent);
-        if ((s.flags & kFSackOk) && !s.ooo.empty()) {
-            // SACK blocks, as many as fit beside the payload in our MTU.
+        if ((s.flags & kFSackOk) && (!s.ooo.empty() || (s.flags & kFDsack))) {
+            // SACK blocks, as many as fit beside the payload in our MTU; a
+            // D-SACK (RFC 2883 4) first, then the out-of-order data.
             const int room = int(s.path_mtu) - 40 - int(q - o) - int(len) - 4;
             int max = std::min(room / 8, (s.flags & kFTsOk) ? 3 : 4);
             if (max > 0) {
                 SeqRange b[4];
-                const int n = s.ooo.sack_blocks(ooo_pool_, b, max);
+                int n = 0;
+                if ((s.flags & kFDsack) && (flags & kAck)) {
+                    b[n++] = s.dsack;
+                    s.flags &= ~kFDsack; // reported once (RFC 2883 4.1)
+                }
+                n += s.ooo.sack_blocks(ooo_pool_, b + n, max - n);
                 if (n > 0) q = write_sack_option(q, b, n);
             }
         }
