@@ -138,7 +138,8 @@ Sock *StackImpl::sock_alloc(uint64_t user)
     s.keep_idle_ns = t.keepalive_idle_ns;
     s.keep_intvl_ns = t.keepalive_intvl_ns;
     s.keep_cnt = t.keepalive_probes;
-    s.rtx_timer.owner = s.delack_timer.owner = s.aux_timer.owner = &s;
+    s.rtx_timer.owner = s.delack_timer.owner = s.aux_timer.owner = s.rack_timer.owner = &s;
+    s.rack_timer.kind = kTimerRack;
     s.rtx_timer.kind = kTimerRtx;
     s.delack_timer.kind = kTimerDelack;
     s.aux_timer.kind = kTimerAux;
@@ -153,6 +154,7 @@ void StackImpl::quiesce(Sock &s)
     TimerWheel::cancel(&s.rtx_timer);
     TimerWheel::cancel(&s.delack_timer);
     TimerWheel::cancel(&s.aux_timer);
+    TimerWheel::cancel(&s.rack_timer);
     unlink_flow(s);
     if (!s.ooo.empty()) {
         s.ooo.clear(ooo_pool_, io_);

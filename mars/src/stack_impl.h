@@ -17,6 +17,7 @@
 #include "checksum.h"
 #include "flow_table.h"
 #include "ooo.h"
+#include "rack.h"
 #include "sack.h"
 #include "secret.h"
 #include "tcp_options.h"
@@ -59,9 +60,10 @@ enum SockFlag : uint32_t {
     kFFinReceived = 1u << 21,
     kFSynCookie = 1u << 22,  // created from a SYN cookie
     kFDsack = 1u << 23,      // our next ACK reports Sock::dsack first (RFC 2883; only with SACK)
+    kFTlpOut = 1u << 24,     // a tail loss probe is unanswered (RFC 8985 7.4)
 };
 
-enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux };
+enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
 
 struct Sock {
     // ---- hot: looked at by every segment (first cache lines) -----------
@@ -110,6 +112,8 @@ struct Sock {
     SackScoreboard sack;
     OooQueue ooo;
     SeqRange dsack{}; // a duplicate we received, for the next ACK's first SACK block (kFDsack)
+    Timer rack_timer; // RACK's reordering timer, or the tail loss probe (rack.timer_is_pto)
+    RackVars rack;    // RACK-TLP and PRR (rack.h); SACK connections only
     uint32_t next_hop = 0;
     uint32_t arp_gen = 0;   // hdr's destination MAC is valid while this matches the stack's
     alignas(8) uint8_t hdr[wire::kHeadersLen] = {}; // prebuilt Ethernet+IPv4+TCP header
@@ -317,6 +321,25 @@ class StackImpl final : public Stack {
     void arm_rtx(Sock &s);
     void arm_keepalive(Sock &s);
     void enter_time_wait(Sock &s);
+
+    // ---- rack.cc: RACK-TLP (RFC 8985) and PRR (RFC 6937), SACK only ---------
+    uint32_t now_us() const { return uint32_t(now_ns_ / 1000); }
+    void rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx);
+    uint64_t rack_reo_wnd(const Sock &s) const;
+    void rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt);
+    bool rack_detect(Sock &s);
+    uint32_t rack_lost_bytes(const Sock &s) const;
+    uint32_t rack_pipe(const Sock &s) const;
+    bool rack_next_lost(const Sock &s, SeqRange *out) const;
+    void enter_sack_recovery(Sock &s);
+    void prr_on_ack(Sock &s, uint32_t delivered, bool entering);
+    void rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack);
+    void rack_timeout(Sock &s);
+    uint64_t tlp_pto(const Sock &s) const;
+    bool tlp_allowed(const Sock &s) const;
+    void tlp_arm(Sock &s);
+    void tlp_fire(Sock &s);
+    void tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack);
 
     // ---- stack.cc --------------------------------------------------------
     Sock *lookup_id(SockId id) const;
