@@ -104,6 +104,24 @@ bool TxLog::piece(int i, uint32_t from, uint32_t snd_una, const SackScoreboard &
     return false;
 }
 
+bool TxLog::split(int i, uint32_t seq, uint32_t snd_una) {
+    if (n_ == kMax) {
+        prune(snd_una);
+        if (n_ == kMax) return false; // (merging could undo the split)
+        if (i >= n_ || !(before(m_[i].start, seq) && before(seq, m_[i].end))) return false;
+    }
+    for (int j = n_; j > i + 1; --j) m_[j] = m_[j - 1];
+    // Bits above i move up by one; the new entry i+1 copies entry i's.
+    const uint16_t low = uint16_t((1u << (i + 1)) - 1);
+    rtx_ = uint16_t((rtx_ & low) | ((rtx_ & ~low) << 1) | (is_rtx(i) ? (1u << (i + 1)) : 0));
+    lost_ = uint16_t((lost_ & low) | ((lost_ & ~low) << 1) | (is_lost(i) ? (1u << (i + 1)) : 0));
+    m_[i + 1] = m_[i];
+    m_[i + 1].start = seq;
+    m_[i].end = seq;
+    ++n_;
+    return true;
+}
+
 int TxLog::latest_overlapping(uint32_t start, uint32_t end) const {
     for (int i = n_ - 1; i >= 0; --i)
         if (before(m_[i].start, end) && before(start, m_[i].end)) return i;
@@ -151,14 +169,19 @@ void StackImpl::rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt)
         // A retransmission answered sooner than the path's minimum RTT was
         // the original's delivery (RFC 8985 6.2 step 2).
         if (r.log.is_rtx(i) && uint64_t(uint32_t(now - e.first_us)) * 1000 < s.min_rtt_ns) return;
-        if (!r.log.is_rtx(i) && before(end, r.fack) && r.valid) r.reordering_seen = true;
         if (!r.valid || us_after(e.first_us, r.xmit_us) || (e.first_us == r.xmit_us && before(r.end_seq, e.end))) {
             r.xmit_us = e.first_us;
-            r.end_seq = e.end;
+            r.end_seq = before(end, e.end) ? end : e.end; // what was delivered of it
             r.rtt_ns = uint64_t(uint32_t(now - e.first_us)) * 1000;
             r.valid = true;
         }
     };
+    // The byte at the old snd_una was never SACKed: if it was sent once and
+    // something above it had been delivered already, it came late.
+    if (before(old_una, s.snd_una) && before(old_una, r.fack) && r.valid) {
+        const int i = r.log.latest_overlapping(old_una, old_una + 1);
+        if (i >= 0 && !r.log.is_rtx(i)) r.reordering_seen = true;
+    }
     consider(old_una, s.snd_una);
     for (int k = 0; k < opt.n_sack; ++k) consider(opt.sack[k].start, opt.sack[k].end);
     if (before(r.fack, s.snd_una)) r.fack = s.snd_una;
@@ -181,12 +204,18 @@ bool StackImpl::rack_detect(Sock &s)
     for (int i = 0; i < log.size(); ++i) {
         if (log.is_lost(i)) continue;
         const TxMark &e = log.at(i);
-        const bool sent_before = us_after(r.xmit_us, e.last_us) || (e.last_us == r.xmit_us && at_or_before(e.end, r.end_seq));
+        // Sent before RACK's reference: earlier, or in the same burst below
+        // its end (RFC 8985 RACK_sent_after's tie-break on sequence).
+        const bool same_time = e.last_us == r.xmit_us;
+        const bool sent_before = us_after(r.xmit_us, e.last_us) || (same_time && before(e.start, r.end_seq));
         if (!sent_before) continue;
         SeqRange p;
         if (!log.piece(i, e.start, s.snd_una, s.sack, &p)) continue;
+        if (same_time && !before(p.start, r.end_seq)) continue;
         const int64_t remaining = int64_t(int32_t(e.last_us - now)) + int64_t((r.rtt_ns + reo) / 1000);
         if (remaining <= 0) {
+            // Only the part below the reference is lost.
+            if (same_time && before(r.end_seq, e.end) && !log.split(i, r.end_seq, s.snd_una)) continue;
             log.mark_lost(i);
             stats_.tcp_rack_lost++;
             newly = true;
@@ -296,8 +325,8 @@ void StackImpl::rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, ui
         }
     }
     if (s.flags & kFTlpOut) tlp_on_ack(s, opt, dsack);
-    r.log.prune(s.snd_una);
     rack_update(s, old_una, opt);
+    r.log.prune(s.snd_una);
     const bool lost = rack_detect(s);
     bool entering = false;
     if (lost && !(s.flags & kFInRecovery) && !((s.flags & kFRtoRecovery) && before(s.snd_una, s.recover))) {

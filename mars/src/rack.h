@@ -52,6 +52,9 @@ class TxLog {
     // entry's to answer for: not below snd_una, not SACKed, not sent again by
     // a later entry. [a, b) ends at the next SACKed or resent byte.
     bool piece(int i, uint32_t from, uint32_t snd_una, const SackScoreboard &sb, SeqRange *out) const;
+    // Splits entry i at seq (inside it) into two with the same times.
+    // False when there is no room.
+    bool split(int i, uint32_t seq, uint32_t snd_una);
     // Index of the latest entry holding a byte of [start, end), or -1.
     int latest_overlapping(uint32_t start, uint32_t end) const;
 

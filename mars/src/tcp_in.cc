@@ -876,6 +876,9 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     if (!ok) {
         if (!(flags & kRst)) {
             stats_.drop_tcp_out_of_window++;
+            // All of it is old: report it as a D-SACK (RFC 2883 4.1).
+            if (len && (s.flags & kFSackOk) && seq_lt(seq, s.rcv_nxt))
+                note_dsack(s, seq, seq + std::min(len, s.rcv_nxt - seq));
             ack_now(s);
         } else {
             stats_.drop_tcp_out_of_window++;
