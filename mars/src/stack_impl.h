@@ -112,8 +112,6 @@ struct Sock {
     SackScoreboard sack;
     OooQueue ooo;
     SeqRange dsack{}; // a duplicate we received, for the next ACK's first SACK block (kFDsack)
-    Timer rack_timer; // RACK's reordering timer, or the tail loss probe (rack.timer_is_pto)
-    RackVars rack;    // RACK-TLP and PRR (rack.h); SACK connections only
     uint32_t next_hop = 0;
     uint32_t arp_gen = 0;   // hdr's destination MAC is valid while this matches the stack's
     alignas(8) uint8_t hdr[wire::kHeadersLen] = {}; // prebuilt Ethernet+IPv4+TCP header
@@ -140,6 +138,11 @@ struct Sock {
 
     // per-connection counters
     uint64_t total_retransmits = 0, bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
+
+    // loss recovery (cold: the slow path and timers only; last, so the
+    // fields the fast path touches keep their cache lines)
+    Timer rack_timer; // RACK's reordering timer, or the tail loss probe (rack.timer_is_pto)
+    RackVars rack;    // RACK-TLP and PRR (rack.h); SACK connections only
 
     uint32_t rx_readable() const { return rx_tail - rx_head; }
     uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() - rx_inflight : 0; }
