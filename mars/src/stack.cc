@@ -100,6 +100,8 @@ bool StackImpl::init(std::string *error)
     if (!flows_.init(c.max_sockets)) return fail("cannot allocate the connection table");
     if (!wheel_.init(kWheelSlots, kTickNs, 0)) return fail("cannot allocate the timer wheel");
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");
+    ooo_window_cap_ = c.ooo_frames_per_conn ? uint32_t(std::min<uint64_t>(uint64_t(c.ooo_frames_per_conn) * (c.mtu - 40), UINT32_MAX))
+                                           : UINT32_MAX; // no queue: nothing to protect
     arp_.resize(kArpSlots);
     arp_mask_ = kArpSlots - 1;
     arp_pending_.reserve(c.arp_pending_frames);

@@ -379,6 +379,13 @@ class StackImpl final : public Stack {
     static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
 
     StackConfig cfg_;
+    // The most window a connection offers: what its share of the
+    // out-of-order pool holds in full segments. A sender may fill the whole
+    // window past a hole; segments beyond the share would be dropped, and
+    // every drop costs the sender a retransmission round (with tcp.rcvbuf
+    // 1M and 256 frames, a peer sending through 1% loss fell from 0.85 to
+    // 0.13 Gbit/s in the lab).
+    uint32_t ooo_window_cap_ = UINT32_MAX;
     PacketIo &io_;
     BufferProvider &buffers_;
     uint64_t now_ns_ = 0;

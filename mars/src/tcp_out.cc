@@ -72,7 +72,7 @@ void StackImpl::build_template(Sock &s)
 
 uint32_t StackImpl::rcv_window(const Sock &s) const
 {
-    return (s.flags & kFHasRings) ? s.rx_free() : s.rcv_buf;
+    return std::min((s.flags & kFHasRings) ? s.rx_free() : s.rcv_buf, ooo_window_cap_);
 }
 
 // The window field for the next segment. Receiver SWS avoidance (RFC 9293

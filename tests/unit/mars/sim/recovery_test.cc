@@ -294,5 +294,40 @@ TEST_F(Recovery, DuplicateDataIsReportedAsADsack)
     for (auto &a : p().take_conn(c)) EXPECT_TRUE(a.opts.sack.empty());
 }
 
+TEST(RecoveryWindow, NeverOffersMoreThanTheOutOfOrderShareHolds)
+{
+    // A sender may fill the whole window behind one hole; the window must
+    // not offer more than the connection's out-of-order share can keep, or
+    // the segments past it are dropped and each costs a retransmission.
+    RawPeer::Options o;
+    o.stack.ooo_frames_per_conn = 8;
+    RawPeer p(o);
+    SockId l = p.listen(80);
+    RawPeer::Conn c;
+    std::string why;
+    SockId s = p.open_passive(l, 80, 40000, &c, RawPeer::full_syn_options(0), &why);
+    ASSERT_NE(s, kNoSock) << why;
+    const uint32_t cap = 8 * (o.stack.mtu - 40);
+    // Data makes the stack advertise its window (an ACK after two segments).
+    p.send(c, kAck, bytes(1000, 9));
+    p.send(c, kAck, bytes(1000, 10));
+    auto acks = p.take_conn(c);
+    ASSERT_FALSE(acks.empty());
+    const uint64_t offered = uint64_t(acks.back().window) << c.stack_wscale;
+    EXPECT_LE(offered, cap);
+    EXPECT_GE(offered, cap - (1u << c.stack_wscale)) << "the window is the share, not less";
+    // And a window's worth past a hole is all kept.
+    const uint32_t hole = c.peer_nxt;
+    c.peer_nxt += 1000;
+    for (int i = 0; i < 8; i++) p.send(c, kAck, bytes(1000, uint8_t(11 + i)));
+    EXPECT_EQ(p.stack().stats().drop_tcp_ooo_full, 0u);
+    RawPeer::Conn fill = c;
+    fill.peer_nxt = hole;
+    p.send(fill, kAck, bytes(1000, 20));
+    SockInfo in{};
+    ASSERT_EQ(p.stack().info(s, &in), 0);
+    EXPECT_EQ(in.rx_readable, 2000u + 1000u + 8 * 1000u);
+}
+
 } // namespace
 } // namespace mars::sim
