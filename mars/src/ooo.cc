@@ -54,6 +54,7 @@ void OooQueue::link_new(OooPool &pool, uint32_t slot, uint32_t prev, uint32_t ne
     pool.seg(slot).next = next;
     if (prev == OooPool::kNil) head_ = slot;
     else pool.seg(prev).next = slot;
+    if (next == OooPool::kNil) tail_ = slot;
     ++frames_;
 }
 
@@ -61,6 +62,7 @@ PacketRef OooQueue::pop_head(OooPool &pool) {
     uint32_t slot = head_;
     PacketRef frame = pool.seg(slot).frame;
     head_ = pool.seg(slot).next;
+    if (head_ == OooPool::kNil) tail_ = OooPool::kNil;
     pool.free(slot);
     --frames_;
     return frame;
@@ -105,8 +107,14 @@ OooQueue::Insert OooQueue::insert(OooPool &pool, PacketIo &io, uint32_t seq, uin
         return insert_fin_only(pool, seq, frame, max_frames);
     }
     uint32_t start = seq, end = seq + len;
-    // Skip the segments wholly before the new one.
+    // Skip the segments wholly before the new one. While a hole waits for
+    // its retransmission, a window's worth of segments arrives in order
+    // behind it: those go after the last one without a walk.
     uint32_t prev = OooPool::kNil, cur = head_;
+    if (tail_ != OooPool::kNil && at_or_before(pool.seg(tail_).seq + pool.seg(tail_).len, start)) {
+        prev = tail_;
+        cur = OooPool::kNil;
+    }
     while (cur != OooPool::kNil && at_or_before(pool.seg(cur).seq + pool.seg(cur).len, start)) {
         prev = cur;
         cur = pool.seg(cur).next;

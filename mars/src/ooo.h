@@ -104,6 +104,7 @@ class OooQueue {
     void link_new(OooPool &pool, uint32_t slot, uint32_t prev, uint32_t next);
 
     uint32_t head_ = OooPool::kNil;
+    uint32_t tail_ = OooPool::kNil; // last segment: after a loss, arrivals append here in O(1)
     uint32_t frames_ = 0;
     uint32_t last_seq_ = 0; // start of the most recently queued segment
 };

@@ -100,6 +100,8 @@ bool StackImpl::init(std::string *error)
     if (!flows_.init(c.max_sockets)) return fail("cannot allocate the connection table");
     if (!wheel_.init(kWheelSlots, kTickNs, 0)) return fail("cannot allocate the timer wheel");
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");
+    ooo_window_cap_ = c.ooo_frames_per_conn ? uint32_t(std::min<uint64_t>(uint64_t(c.ooo_frames_per_conn) * (c.mtu - 40), UINT32_MAX))
+                                           : UINT32_MAX; // no queue: nothing to protect
     arp_.resize(kArpSlots);
     arp_mask_ = kArpSlots - 1;
     arp_pending_.reserve(c.arp_pending_frames);
@@ -138,7 +140,8 @@ Sock *StackImpl::sock_alloc(uint64_t user)
     s.keep_idle_ns = t.keepalive_idle_ns;
     s.keep_intvl_ns = t.keepalive_intvl_ns;
     s.keep_cnt = t.keepalive_probes;
-    s.rtx_timer.owner = s.delack_timer.owner = s.aux_timer.owner = &s;
+    s.rtx_timer.owner = s.delack_timer.owner = s.aux_timer.owner = s.rack_timer.owner = &s;
+    s.rack_timer.kind = kTimerRack;
     s.rtx_timer.kind = kTimerRtx;
     s.delack_timer.kind = kTimerDelack;
     s.aux_timer.kind = kTimerAux;
@@ -153,6 +156,7 @@ void StackImpl::quiesce(Sock &s)
     TimerWheel::cancel(&s.rtx_timer);
     TimerWheel::cancel(&s.delack_timer);
     TimerWheel::cancel(&s.aux_timer);
+    TimerWheel::cancel(&s.rack_timer);
     unlink_flow(s);
     if (!s.ooo.empty()) {
         s.ooo.clear(ooo_pool_, io_);

@@ -35,6 +35,15 @@ constexpr uint64_t kPawsIdleNs = 24ull * 24 * 3600 * 1'000'000'000ull; // RFC 73
 constexpr uint32_t kPawsWindow = 1;
 inline bool paws_old(uint32_t tsval, uint32_t ts_recent) { return int32_t(ts_recent - tsval) > int32_t(kPawsWindow); }
 
+// RFC 2883 4: the first SACK block reports a duplicate when it lies below
+// the cumulative ACK or inside the second block.
+inline bool is_dsack(const TcpOptions &opt, uint32_t ack)
+{
+    const SeqRange &d = opt.sack[0];
+    if (int32_t(d.end - ack) <= 0) return true;
+    return opt.n_sack > 1 && int32_t(opt.sack[1].start - d.start) <= 0 && int32_t(d.end - opt.sack[1].end) <= 0;
+}
+
 inline uint16_t load16(const void *p)
 {
     uint16_t v;
@@ -294,7 +303,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &
     if (s.state != TcpState::kEstablished || (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) != kAck ||
         be32(th->seq) != s.rcv_nxt || s.snd_nxt != s.snd_max ||
         uint32_t(be16(th->win)) << s.snd_wscale != s.snd_wnd ||
-        (s.flags & (kFInRecovery | kFRtoRecovery | kFRdShut | kFHasRings)) != kFHasRings || !s.sack.empty() ||
+        (s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) != kFHasRings || !s.sack.empty() ||
         !s.ooo.empty())
         return false;
     if (!tcp_fast_path<kAsyncCopy>(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src)))
@@ -330,7 +339,7 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
         if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
             be32(th->seq) == s->rcv_nxt && (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe))) &&
             s->snd_nxt == s->snd_max && uint32_t(be16(th->win)) << s->snd_wscale == s->snd_wnd &&
-            (s->flags & (kFInRecovery | kFRtoRecovery | kFRdShut | kFHasRings)) == kFHasRings && s->sack.empty() &&
+            (s->flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) == kFHasRings && s->sack.empty() &&
             s->ooo.empty()) {
             // (input_frame let every asynchronous copy land: the plain path)
             if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
@@ -867,6 +876,9 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     if (!ok) {
         if (!(flags & kRst)) {
             stats_.drop_tcp_out_of_window++;
+            // All of it is old: report it as a D-SACK (RFC 2883 4.1).
+            if (len && (s.flags & kFSackOk) && seq_lt(seq, s.rcv_nxt))
+                note_dsack(s, seq, seq + std::min(len, s.rcv_nxt - seq));
             ack_now(s);
         } else {
             stats_.drop_tcp_out_of_window++;
@@ -926,6 +938,11 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     // Trim what we already have and what is beyond the window.
     if (seq_lt(seq, s.rcv_nxt)) {
         const uint32_t dup = s.rcv_nxt - seq;
+        // Data we already have: the ACK reports it as a D-SACK (RFC 2883),
+        // so a sender can tell a spurious retransmission (reordering, a
+        // probe that crossed its original) from a loss and undo its
+        // reaction. Zero-length probes carry no byte to report.
+        if (len && (s.flags & kFSackOk)) note_dsack(s, seq, seq + std::min(dup, len));
         if (dup >= len) {
             if (dup > len) flags &= uint8_t(~kFin); // an old FIN
             payload += len;
@@ -1003,8 +1020,10 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
         return false;
     }
     const uint32_t win = uint32_t(be16(th->win)) << s.snd_wscale;
-    const uint32_t newly_sacked =
-        ((s.flags & kFSackOk) && opt.n_sack) ? s.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack) : 0;
+    const bool sack_ok = s.flags & kFSackOk;
+    const uint32_t old_una = s.snd_una, sacked_before = s.sack.sacked_bytes();
+    const bool dsack = sack_ok && opt.n_sack && is_dsack(opt, ack);
+    const uint32_t newly_sacked = (sack_ok && opt.n_sack) ? s.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack) : 0;
 
     const uint32_t fin_seq = s.iss + 1 + s.tx_tail; // where our FIN sits (if sent)
     const bool fin_sent = (s.flags & kFFinQueued) && seq_gt(s.snd_max, fin_seq);
@@ -1030,7 +1049,7 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
                 // RFC 6582 3.2 step 6: deflate to min(ssthresh, FlightSize + SMSS).
                 s.cc.cwnd = std::min(s.cc.ssthresh, (s.snd_max - s.snd_una) + s.mss);
                 s.cc.cwnd = std::max(s.cc.cwnd, s.mss);
-            } else if (!(s.flags & kFSackOk)) {
+            } else if (!sack_ok) {
                 // NewReno partial ACK: the next hole is lost too; resend it,
                 // deflate by what was acked, add back one segment.
                 send_segment(s, s.snd_una, std::min(s.mss, s.snd_max - s.snd_una), kAck, true);
@@ -1059,8 +1078,12 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
         // A duplicate ACK: RFC 5681 2 (same window), or RFC 6675 2 (it SACKs
         // new data, whatever its window: receivers move their window often).
         s.dupacks++;
-        if (!(s.flags & kFInRecovery)) {
-            const bool lost = s.dupacks >= 3 || ((s.flags & kFSackOk) && s.sack.is_lost(s.snd_una, s.mss));
+        if (sack_ok) {
+            // Loss detection is RACK's (rack_on_ack below); the first two
+            // duplicates still let new data out (RFC 3042).
+            if (!(s.flags & kFInRecovery) && s.dupacks <= 2) want_output(s);
+        } else if (!(s.flags & kFInRecovery)) {
+            const bool lost = s.dupacks >= 3;
             if (lost && !((s.flags & kFRtoRecovery) && seq_lt(s.snd_una, s.recover))) {
                 // Fast retransmit, then fast recovery (RFC 5681 3.2, RFC 6582, RFC 6675 5).
                 s.flags |= kFInRecovery;
@@ -1071,17 +1094,23 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
                 const uint32_t n = std::min(s.mss, s.snd_max - s.snd_una);
                 send_segment(s, s.snd_una, n, kAck, true);
                 s.high_rxt = s.snd_una + n;
-                if (!(s.flags & kFSackOk)) s.cc.cwnd = s.cc.ssthresh + 3 * s.mss;
+                s.cc.cwnd = s.cc.ssthresh + 3 * s.mss;
                 wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
             } else if (s.dupacks <= 2) {
                 want_output(s); // limited transmit (RFC 3042)
             }
         } else {
-            if (!(s.flags & kFSackOk)) s.cc.cwnd += s.mss; // NewReno inflation
+            s.cc.cwnd += s.mss; // NewReno inflation
             want_output(s);
         }
-    } else if ((s.flags & kFInRecovery) && (s.flags & kFSackOk) && opt.n_sack) {
-        want_output(s);
+    }
+    // RACK-TLP and PRR look at every ACK of a SACK connection with data out
+    // (or just acknowledged).
+    if (sack_ok && (s.snd_una != old_una || opt.n_sack || (s.flags & kFTlpOut)))
+    {
+        // RFC 6937 DeliveredData: what snd_una and the SACKed bytes moved by.
+        const int64_t delivered = int64_t(s.snd_una - old_una) + int64_t(s.sack.sacked_bytes()) - sacked_before;
+        rack_on_ack(s, old_una, opt, uint32_t(std::max<int64_t>(delivered, 0)), dsack);
     }
 
     // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
@@ -1164,6 +1193,7 @@ void StackImpl::tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, 
             stats_.tcp_ooo_segments++;
             break;
         case OooQueue::Insert::kDuplicate:
+            if (s.flags & kFSackOk) note_dsack(s, seq, seq + len); // all of it was queued already
             break;
         case OooQueue::Insert::kNoRoom:
             stats_.drop_tcp_ooo_full++;

@@ -72,7 +72,7 @@ void StackImpl::build_template(Sock &s)
 
 uint32_t StackImpl::rcv_window(const Sock &s) const
 {
-    return (s.flags & kFHasRings) ? s.rx_free() : s.rcv_buf;
+    return std::min((s.flags & kFHasRings) ? s.rx_free() : s.rcv_buf, ooo_window_cap_);
 }
 
 // The window field for the next segment. Receiver SWS avoidance (RFC 9293
@@ -170,13 +170,20 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     } else {
         uint8_t *q = o;
         if (s.flags & kFTsOk) q = write_ts_option(q, tsval(), s.ts_recent);
-        if ((s.flags & kFSackOk) && !s.ooo.empty()) {
-            // SACK blocks, as many as fit beside the payload in our MTU.
+        if ((s.flags & kFSackOk) && (!s.ooo.empty() || (s.flags & kFDsack))) {
+            // SACK blocks, as many as fit beside the payload in our MTU; a
+            // D-SACK (RFC 2883 4) first, then the out-of-order data.
             const int room = int(s.path_mtu) - 40 - int(q - o) - int(len) - 4;
             int max = std::min(room / 8, (s.flags & kFTsOk) ? 3 : 4);
             if (max > 0) {
                 SeqRange b[4];
-                const int n = s.ooo.sack_blocks(ooo_pool_, b, max);
+                int n = 0;
+                if ((s.flags & kFDsack) && (flags & kAck)) {
+                    b[n++] = s.dsack;
+                    stats_.tcp_dsacks_sent++;
+                    s.flags &= ~kFDsack; // reported once (RFC 2883 4.1)
+                }
+                n += s.ooo.sack_blocks(ooo_pool_, b + n, max - n);
                 if (n > 0) q = write_sack_option(q, b, n);
             }
         }
@@ -239,6 +246,7 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     } else {
         s.bytes_out += len;
     }
+    if (len && (s.flags & kFSackOk)) rack_sent(s, seq, len, rtx);
     s.last_send_ns = now_ns_;
     // The template's destination MAC is good while ARP has not changed.
     if (s.arp_gen != arp_gen_) {
@@ -276,18 +284,23 @@ void StackImpl::tcp_output(Sock &s)
     }
     const uint32_t data_end = s.iss + 1 + s.tx_tail; // sequence number after the last queued byte
     const bool sack_recovery = (s.flags & (kFInRecovery | kFSackOk)) == (kFInRecovery | kFSackOk);
+    uint32_t pipe = 0;
+    bool sent_new = false;
     if (sack_recovery) {
-        // RFC 6675 5 (C): retransmit what the scoreboard says is lost, while
-        // the pipe leaves room.
+        // RFC 6675 5 (C) with RACK's lost set (rack.cc): resend what RACK
+        // declared lost, lowest first, while PRR's cwnd (pipe + sndcnt)
+        // leaves room.
+        pipe = rack_pipe(s);
         for (int guard = 0; guard < 256; guard++) {
-            const uint32_t pipe = s.sack.pipe(s.snd_una, s.snd_max, s.high_rxt, s.mss);
             if (pipe + s.mss > s.cc.cwnd) break;
             SeqRange r;
-            if (!s.sack.next_lost(s.snd_una, s.snd_max, s.high_rxt, s.mss, &r)) break;
+            if (!rack_next_lost(s, &r)) break;
             if (seq_ge(r.start, data_end)) break; // only the FIN is left: rule (3) below
+            if (!s.rack.log.has_room(s.snd_una)) break; // wait for ACKs to free the log
             const uint32_t n = std::min(r.end - r.start, data_end - r.start);
             if (!send_segment(s, r.start, n, kAck, true)) break;
-            s.high_rxt = r.start + n;
+            pipe += n;
+            if (seq_gt(r.start + n, s.high_rxt)) s.high_rxt = r.start + n;
         }
     }
     for (int guard = 0; guard < 4096; guard++) {
@@ -308,8 +321,7 @@ void StackImpl::tcp_output(Sock &s)
             }
             break;
         }
-        const uint32_t flight = sack_recovery ? s.sack.pipe(s.snd_una, s.snd_max, s.high_rxt, s.mss)
-                                              : s.snd_nxt - s.snd_una;
+        const uint32_t flight = sack_recovery ? pipe : s.snd_nxt - s.snd_una;
         uint32_t cwnd = s.cc.cwnd;
         if (!(s.flags & kFInRecovery) && s.dupacks && s.dupacks <= 2) cwnd += s.dupacks * s.mss; // RFC 3042
         const uint32_t by_cwnd = cwnd > flight ? cwnd - flight : 0;
@@ -340,6 +352,8 @@ void StackImpl::tcp_output(Sock &s)
         if (fin) flags |= kFin;
         const bool first_fin = fin && !seq_gt(s.snd_max, data_end);
         if (!send_segment(s, s.snd_nxt, len, flags, rtx)) break;
+        pipe += len;
+        sent_new = sent_new || !rtx;
         if (!rtx && s.rtt_start_ns == 0) {
             s.rtt_start_ns = now_ns_;
             s.rtt_seq = s.snd_nxt + len;
@@ -358,6 +372,7 @@ void StackImpl::tcp_output(Sock &s)
     // Data waits and nothing is in flight to clock it out: the persist timer
     // probes a zero window (RFC 9293 3.8.6.1) and overrides SWS avoidance.
     if (s.snd_una == s.snd_max && seq_lt(s.snd_nxt, data_end) && !TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+    if (sent_new && (s.flags & kFSackOk)) tlp_arm(s);
     if (s.flags & kFAckNow) send_ack(s);
 }
 

@@ -25,6 +25,9 @@ void StackImpl::timer_fire(Timer *t)
     case kTimerAux:
         aux_timeout(s);
         break;
+    case kTimerRack:
+        rack_timeout(s);
+        break;
     default:
         break;
     }
@@ -97,6 +100,10 @@ void StackImpl::rtx_timeout(Sock &s)
     s.flags |= kFRtoRecovery;
     s.recover = s.snd_max;
     s.sack.clear(); // the receiver may have reneged (RFC 2018 8)
+    // Go-back-N resends everything: RACK starts over from those sends.
+    s.rack.log.clear();
+    s.flags &= ~kFTlpOut;
+    TimerWheel::cancel(&s.rack_timer);
     s.dupacks = 0;
     s.rtt_start_ns = 0;
     s.snd_nxt = s.snd_una; // go back N, paced by slow start

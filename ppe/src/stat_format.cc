@@ -29,6 +29,11 @@ namespace ppe::stats {
     X(tcp_syncookies_sent, "SYN cookies sent") X(tcp_syncookies_ok, "SYN cookies validated")                      \
     X(tcp_challenge_acks, "challenge ACKs sent (RFC 5961)")                                                       \
     X(tcp_ooo_segments, "out-of-order segments received")                                                       \
+    X(tcp_rack_lost, "transmissions RACK declared lost (RFC 8985)")                                             \
+    X(tcp_tlp_probes, "tail loss probes sent")                                                                  \
+    X(tcp_tlp_recoveries, "tail loss probes that repaired a loss")                                              \
+    X(tcp_dsacks_in, "ACKs received with a D-SACK")                                                             \
+    X(tcp_dsacks_sent, "ACKs sent with a D-SACK")                                                               \
     X(strand_yields, "receive strands that yielded to wait for memory")                                          \
     X(prefetches, "prefetches the receive pipeline issued")                                                      \
     X(copies_offloaded, "payload copies handed to a copy engine")                                                \

@@ -206,6 +206,12 @@ struct StackStats {
     uint64_t tcp_active_opens, tcp_passive_opens, tcp_established, tcp_resets_in,
         tcp_resets_out, tcp_retransmits, tcp_fast_retransmits, tcp_timeouts,
         tcp_syncookies_sent, tcp_syncookies_ok, tcp_challenge_acks, tcp_ooo_segments;
+    // Loss recovery (RFC 8985 RACK-TLP, RFC 2883 D-SACK).
+    uint64_t tcp_rack_lost;       // transmissions RACK declared lost
+    uint64_t tcp_tlp_probes;      // tail loss probes sent
+    uint64_t tcp_tlp_recoveries;  // probes that repaired a loss (congestion response taken)
+    uint64_t tcp_dsacks_in;       // ACKs with a D-SACK received
+    uint64_t tcp_dsacks_sent;     // ACKs we sent with a D-SACK
     uint64_t conns_open;       // sockets in use now
     uint64_t ooo_frames_used;  // anonymous pool frames in use now
     // Receive pipeline (StackConfig::strands / prefetch).

@@ -427,13 +427,15 @@ int main(int argc, char **argv)
                 const mars::StackStats &s = st.stats();
                 std::printf("stats: rx_frames %llu tx_frames %llu retransmits %llu fast_retransmits %llu timeouts %llu "
                             "fastpath_hits %llu misses %llu drop_tcp_csum %llu ooo_segments %llu tx_dropped %llu "
-                            "tx_impaired %llu\n",
+                            "tx_impaired %llu rack_lost %llu tlp_probes %llu dsacks_in %llu dsacks_sent %llu\n",
                             (unsigned long long)s.rx_frames, (unsigned long long)s.tx_frames,
                             (unsigned long long)s.tcp_retransmits, (unsigned long long)s.tcp_fast_retransmits,
                             (unsigned long long)s.tcp_timeouts, (unsigned long long)s.fastpath_hits,
                             (unsigned long long)s.fastpath_misses, (unsigned long long)s.drop_tcp_csum,
                             (unsigned long long)s.tcp_ooo_segments, (unsigned long long)io.tx_dropped,
-                            (unsigned long long)io.tx_impaired);
+                            (unsigned long long)io.tx_impaired, (unsigned long long)s.tcp_rack_lost,
+                            (unsigned long long)s.tcp_tlp_probes, (unsigned long long)s.tcp_dsacks_in,
+                            (unsigned long long)s.tcp_dsacks_sent);
                 if (g_stop) std::fprintf(stderr, "mars_interop: stopped by signal\n");
                 else if (rc != 0 && now_ns() >= deadline) std::fprintf(stderr, "mars_interop: timed out\n");
             }

@@ -241,6 +241,7 @@ SockId RawPeer::open_passive(SockId listener, uint16_t stack_port, uint16_t peer
     c->stack_wscale = sa.opts.wscale.value_or(0);
     c->stack_mss = sa.opts.mss.value_or(536);
     if (!syn_opts.wscale) c->stack_wscale = 0;
+    if (opt_.handshake_rtt_ns) advance(opt_.handshake_rtt_ns);
     send(*c, kAck);
     int64_t a = stack_->accept(listener, 100 + peer_port);
     if (a < 0) {

@@ -27,6 +27,9 @@ class RawPeer {
         bool introduce = true;
         // Parse captured frames (off for benchmarks: they are just released).
         bool capture = true;
+        // open_passive() waits this long before its final ACK, so the stack's
+        // first RTT sample (and min RTT) is this round trip.
+        uint64_t handshake_rtt_ns = 0;
         // Ring memory from elsewhere (benchmarks with very many idle
         // connections); nullptr: a RingPool of ring_slots slots.
         BufferProvider *provider = nullptr;
