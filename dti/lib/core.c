@@ -745,10 +745,6 @@ static bool ring_has_entries(struct dti_ctx *c)
            DTI_LOAD(&c->qp->ev_overflow) != c->overflow_seen;
 }
 
-/* The queue pairs of context c: itself on one engine, else one per engine. */
-static uint32_t n_qps(const struct dti_ctx *c) { return c->n_sub ? c->n_sub : 1; }
-static struct dti_ctx *qp_of(struct dti_ctx *c, uint32_t i) { return c->n_sub ? c->sub[i] : c; }
-
 static bool has_entries(struct dti_ctx *c, bool with_stash)
 {
     for (uint32_t i = 0; i < n_qps(c); i++) {
@@ -759,8 +755,7 @@ static bool has_entries(struct dti_ctx *c, bool with_stash)
     return false;
 }
 
-/* Every engine of context c's attachment still serves it. */
-static bool all_alive(struct dti_ctx *c, bool allow_syscall)
+bool dti__all_alive(struct dti_ctx *c, bool allow_syscall)
 {
     for (uint32_t i = 0; i < n_qps(c); i++)
         if (!dti__check_alive(qp_of(c, i)->d, allow_syscall))
@@ -768,14 +763,16 @@ static bool all_alive(struct dti_ctx *c, bool allow_syscall)
     return true;
 }
 
-/* The reason the first engine that left gave. */
-static int dead_reason(struct dti_ctx *c)
+int dti__dead_reason(struct dti_ctx *c)
 {
     for (uint32_t i = 0; i < n_qps(c); i++)
         if (qp_of(c, i)->d->dead)
             return qp_of(c, i)->d->dead_reason;
     return DTI_E_ENGINE_GONE;
 }
+
+static bool all_alive(struct dti_ctx *c, bool allow_syscall) { return dti__all_alive(c, allow_syscall); }
+static int dead_reason(struct dti_ctx *c) { return dti__dead_reason(c); }
 
 static void disarm_all(struct dti_ctx *c)
 {

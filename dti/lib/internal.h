@@ -163,6 +163,11 @@ int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl);
 int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, uint32_t *n_engines,
                    char *why, size_t wl);
 int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out);
+/* Every engine of context c's attachment still serves it (on several
+ * engines, losing one is losing the PPE); the reason the first one that left
+ * gave. */
+bool dti__all_alive(struct dti_ctx *c, bool allow_syscall);
+int dti__dead_reason(struct dti_ctx *c);
 void dti__ctx_destroy_one(struct dti_ctx *c);
 uint64_t dti__now_ns(void);
 void dti__ring_doorbell(struct dti_attachment *d);
@@ -235,6 +240,10 @@ static inline struct dti_ctx *dti__route(struct dti_ctx *c, dti_sock_t *s)
     *s &= DTI_LOCAL_MASK;
     return c->sub[e];
 }
+
+/* The queue pairs of context c: itself on one engine, else one per engine. */
+static inline uint32_t n_qps(const struct dti_ctx *c) { return c->n_sub ? c->n_sub : 1; }
+static inline struct dti_ctx *qp_of(struct dti_ctx *c, uint32_t i) { return c->n_sub ? c->sub[i] : c; }
 
 /* The listener group application handle s stands for; NULL on one engine. */
 static inline struct dti_group *dti__group_find(struct dti_ctx *c, dti_sock_t s)

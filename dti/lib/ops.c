@@ -50,9 +50,7 @@ unsigned dti_inflight(const dti_ctx_t *c)
     return n;
 }
 
-/* The queue pairs of context c: itself on one engine, else one per engine. */
-static uint32_t n_qps(const struct dti_ctx *c) { return c->n_sub ? c->n_sub : 1; }
-static struct dti_ctx *qp_of(struct dti_ctx *c, uint32_t i) { return c->n_sub ? c->sub[i] : c; }
+
 
 /* Room for one more command in the ring (data-path commands need only this). */
 static bool ring_has_room(struct dti_ctx *c)
@@ -574,21 +572,8 @@ static unsigned take_stashes(struct dti_ctx *c, struct dti_cqe *out, unsigned ma
     return got;
 }
 
-static bool all_alive(struct dti_ctx *c)
-{
-    for (uint32_t i = 0; i < n_qps(c); i++)
-        if (!dti__check_alive(qp_of(c, i)->d, false))
-            return false;
-    return true;
-}
-
-static int dead_reason(struct dti_ctx *c)
-{
-    for (uint32_t i = 0; i < n_qps(c); i++)
-        if (qp_of(c, i)->d->dead)
-            return qp_of(c, i)->d->dead_reason;
-    return DTI_E_ENGINE_GONE;
-}
+static bool all_alive(struct dti_ctx *c) { return dti__all_alive(c, false); }
+static int dead_reason(struct dti_ctx *c) { return dti__dead_reason(c); }
 
 /* Once any engine is gone, commands in flight on every queue pair complete
  * with its reason: the PPE is gone for this application. */
