@@ -54,15 +54,9 @@ static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, s
     return used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
 }
 
-int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
-{
-    struct dti_group *g = dti__group_find(c, s);
-    if (g)
-        return dti__group_status(c, g, out);
-    return dti__sock_status_one(c, s, out);
-}
-
-int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
+/* One socket's state from the table (no group). Inlined into the callers:
+ * readiness checks are what poll/epoll loops make per member. */
+static inline int sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
 {
     c = dti__route(c, &s);
     uint32_t slot;
@@ -86,10 +80,22 @@ int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
     return 0;
 }
 
+int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return sock_status(c, s, out); }
+
+static inline int status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
+{
+    struct dti_group *g = dti__group_find(c, s);
+    if (__builtin_expect(g != NULL, 0))
+        return dti__group_status(c, g, out);
+    return sock_status(c, s, out);
+}
+
+int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return status(c, s, out); }
+
 uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
 {
     struct dti_sock_info st;
-    return dti_sock_status(c, s, &st) < 0 ? 0 : st.events;
+    return status(c, s, &st) < 0 ? 0 : st.events;
 }
 
 int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
