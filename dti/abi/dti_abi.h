@@ -78,7 +78,8 @@ struct dti_region_header {
     uint64_t data_stride;
     uint64_t pool_offset;  /* region buffer pool (app-managed) */
     uint64_t pool_size;
-    uint8_t pad0[DTI_CACHELINE * 2 - 104];
+    uint32_t app_ip;       /* the IPv4 address application sockets use (host order; 0: unknown) */
+    uint8_t pad0[DTI_CACHELINE * 2 - 108];
     /* [eng] live state, own cache line */
     uint32_t engine_state;   /* enum dti_engine_state */
     int32_t broken_reason;   /* positive DTI_E_* / errno */

@@ -479,6 +479,7 @@ void layout_region_impl(void *region, const Limits &l, const Geometry &g)
     h->data_stride = g.data_stride;
     h->pool_offset = g.pool_offset;
     h->pool_size = l.pool_size;
+    h->app_ip = l.app_ip;
     store_rel(&h->engine_state, uint32_t{DTI_ENGINE_ALIVE});
 }
 

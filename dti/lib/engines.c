@@ -99,10 +99,34 @@ dti_sock_t dti__app_handle(struct dti_ctx *c, dti_sock_t s)
     if (s == DTI_SOCK_INVALID)
         return s;
     struct dti_attachment *l = c->d;
-    struct dti_group *g = dti__group_of(l, s);
-    if (g)
-        return g->app;
+    if (l->alias && dti__slot(s) < l->limits.max_sockets) {
+        const struct dti_alias *a = &l->alias[dti__slot(s)];
+        if (a->gen == dti__gen(s) && a->group)
+            return a->group->app;
+        if (a->gen == dti__gen(s) && a->app)
+            return a->app;
+    }
     return s | l->engine << DTI_ENGINE_SHIFT;
+}
+
+/* dti__route() on several engines: the engine the handle names, or the one
+ * its socket moved to. */
+struct dti_ctx *dti__route_engines(struct dti_ctx *c, dti_sock_t *s)
+{
+    uint32_t e = dti__engine_of(*s);
+    if (*s == DTI_SOCK_INVALID || e >= c->n_sub)
+        return c; /* fails the generation check like any stale handle */
+    dti_sock_t local = *s & DTI_LOCAL_MASK;
+    const struct dti_attachment *l = c->sub[e]->d;
+    if (l->alias && dti__slot(local) < l->limits.max_sockets) {
+        const struct dti_alias *a = &l->alias[dti__slot(local)];
+        if (a->fwd_to && a->fwd_gen == dti__gen(local)) {
+            e = dti__engine_of(a->fwd_to);
+            local = a->fwd_to & DTI_LOCAL_MASK;
+        }
+    }
+    *s = local;
+    return c->sub[e];
 }
 
 struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local)
@@ -116,19 +140,31 @@ struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local)
     return a->group && a->gen == dti__gen(local) ? a->group : NULL;
 }
 
-static int set_alias(struct dti_ctx *c, dti_sock_t member, struct dti_group *g)
+/* The alias entry of application handle h's own slot (no move followed);
+ * NULL for a bad handle or no memory. */
+static struct dti_alias *alias_of(struct dti_ctx *c, dti_sock_t h)
 {
-    struct dti_ctx *q = dti__route(c, &member);
-    struct dti_attachment *l = q->d;
+    uint32_t e = dti__engine_of(h);
+    if (h == DTI_SOCK_INVALID || e >= c->n_sub)
+        return NULL;
+    struct dti_attachment *l = c->sub[e]->d;
     if (!l->alias) {
         l->alias = calloc(l->limits.max_sockets, sizeof *l->alias);
         if (!l->alias)
-            return -ENOMEM;
+            return NULL;
     }
-    uint32_t slot = dti__slot(member);
-    if (slot >= l->limits.max_sockets)
-        return -DTI_E_BAD_HANDLE;
-    l->alias[slot] = (struct dti_alias){g ? dti__gen(member) : 0, g};
+    uint32_t slot = dti__slot(h);
+    return slot < l->limits.max_sockets ? &l->alias[slot] : NULL;
+}
+
+static int set_alias(struct dti_ctx *c, dti_sock_t member, struct dti_group *g)
+{
+    struct dti_alias *a = alias_of(c, member);
+    if (!a)
+        return -ENOMEM;
+    a->gen = g ? dti__gen(member & DTI_LOCAL_MASK) : 0;
+    a->group = g;
+    a->app = 0;
     return 0;
 }
 
@@ -408,4 +444,110 @@ int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_in
     out->accept_ready += g->backlog_len;
     out->events = dti_events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
     return 0;
+}
+
+/* ---- a bound socket connecting: placed on its flow's owner ------------------------ */
+
+/* Options a socket keeps when it moves to another engine. */
+static const int kKept[] = {
+    DTI_SO_NODELAY,  DTI_SO_CORK,         DTI_SO_KEEPALIVE, DTI_SO_KEEPIDLE,  DTI_SO_KEEPINTVL,
+    DTI_SO_KEEPCNT,  DTI_SO_MAXSEG,       DTI_SO_USER_TIMEOUT, DTI_SO_LINGER, DTI_SO_REUSEADDR,
+    DTI_SO_REUSEPORT, DTI_SO_TOS,         DTI_SO_RCVLOWAT,
+};
+#define N_KEPT (sizeof kKept / sizeof kKept[0])
+
+/* The socket's options, replayed where the new one differs. */
+static int copy_options(struct dti_ctx *c, dti_sock_t from, dti_sock_t to)
+{
+    for (size_t i = 0; i < N_KEPT; i++) {
+        int64_t want, have;
+        if (dti_getsockopt(c, from, kKept[i], &want) < 0 || dti_getsockopt(c, to, kKept[i], &have) < 0 ||
+            want == have)
+            continue;
+        int rc = dti__run_blocking(c, setsockopt_fn, to, (uint32_t)kKept[i], want);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Each engine owns the flows dti_flow_owner() gives it and picks the ports of
+ * its own connections accordingly; a socket bound to a port before it
+ * connects has its flow decided by that port, so it may belong elsewhere:
+ * its segments would be steered to an engine that does not know it. Such a
+ * socket (not yet connected: nothing to lose) is made again on the owner,
+ * with its options, address and watch, and the application's handle follows
+ * it there (dti__route()). */
+int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_addr *remote)
+{
+    dti_sock_t local = s;
+    struct dti_ctx *q = dti__route(c, &local);
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(q->d, local, &slot);
+    if (!sh || DTI_LOAD(&sh->state) & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED | DTI_STATE_LISTENING))
+        return 0; /* the CONNECT itself says what is wrong */
+    struct dti_addr at;
+    if (dti_getsockname(c, s, &at) < 0 || at.port == 0)
+        return 0; /* unbound: the engine picks a port whose flow it owns */
+    uint32_t ip = at.ip ? at.ip : q->d->hdr->app_ip;
+    if (!ip)
+        return 0;
+    uint32_t owner = dti_flow_owner(ip, at.port, remote->ip, remote->port, c->n_sub);
+    if (owner == q->d->engine)
+        return 0;
+    uint32_t watched = q->watch[slot];
+    int moved = dti__run_blocking(c, socket_fn, DTI_SOCK_INVALID, owner, 0);
+    if (moved < 0)
+        return moved;
+    dti_sock_t real = local | q->d->engine << DTI_ENGINE_SHIFT; /* where s lives now */
+    int rc = copy_options(c, real, (dti_sock_t)moved);
+    if (rc == 0)
+        rc = dti_bind(c, (dti_sock_t)moved, &at);
+    if (rc == 0 && watched)
+        rc = dti__run_blocking(c, watch_fn, (dti_sock_t)moved, watched, 0);
+    if (rc < 0) {
+        dti__run_blocking(c, release_fn, (dti_sock_t)moved, DTI_OP_CLOSE, 0);
+        return rc;
+    }
+    /* The socket the handle names stays, unused, until the application
+     * closes the handle: it keeps the handle's slot (no other socket can
+     * take that slot and be confused with it) and its port. A socket that
+     * had moved before (connect again) is simply replaced. */
+    if (dti__is_moved(c, s)) {
+        dti__forget_move(c, s);
+        dti__run_blocking(c, release_fn, real, DTI_OP_CLOSE, 0);
+    }
+    struct dti_alias *from = alias_of(c, s), *to = alias_of(c, (dti_sock_t)moved);
+    if (!from || !to)
+        return -ENOMEM;
+    from->fwd_gen = dti__gen(s & DTI_LOCAL_MASK);
+    from->fwd_to = (dti_sock_t)moved;
+    to->gen = dti__gen((dti_sock_t)moved & DTI_LOCAL_MASK);
+    to->group = NULL;
+    to->app = s;
+    return 0;
+}
+
+bool dti__is_moved(struct dti_ctx *c, dti_sock_t s)
+{
+    uint32_t e = dti__engine_of(s);
+    if (s == DTI_SOCK_INVALID || e >= c->n_sub || !c->sub[e]->d->alias)
+        return false;
+    const struct dti_alias *a = alias_of(c, s);
+    return a && a->fwd_to && a->fwd_gen == dti__gen(s & DTI_LOCAL_MASK);
+}
+
+void dti__forget_move(struct dti_ctx *c, dti_sock_t s)
+{
+    uint32_t e = dti__engine_of(s);
+    if (s == DTI_SOCK_INVALID || e >= c->n_sub || !c->sub[e]->d->alias)
+        return;
+    struct dti_alias *from = alias_of(c, s);
+    if (!from || !from->fwd_to || from->fwd_gen != dti__gen(s & DTI_LOCAL_MASK))
+        return;
+    struct dti_alias *to = alias_of(c, from->fwd_to);
+    if (to && to->app == s)
+        to->app = 0;
+    from->fwd_to = 0;
+    from->fwd_gen = 0;
 }

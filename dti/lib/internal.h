@@ -118,11 +118,17 @@ struct dti_group {
     dti_sock_t backlog[DTI_ACCEPT_MAX * DTI_MAX_ENGINES];
 };
 
-/* Which group a socket slot stands for (listener siblings and the group's
- * own socket): valid while gen matches. */
+/* Per engine slot, what libdti made of it: valid while the generation
+ * matches. A listener group's member (reported as the group's handle); a
+ * socket that moved to the engine owning its flow (a bound socket
+ * connecting), reported as the handle the application keeps (`app`); and,
+ * on the slot that handle names, where it moved (`fwd_to`). */
 struct dti_alias {
     uint32_t gen;
     struct dti_group *group;
+    dti_sock_t app;     /* a moved socket: the application's handle for it */
+    uint32_t fwd_gen;   /* the application's handle of this slot moved ... */
+    dti_sock_t fwd_to;  /* ... to this socket (an app handle: engine bits set) */
 };
 
 struct dti_attachment {
@@ -205,6 +211,14 @@ void dti__ctx_close_subs(struct dti_ctx *c);
 int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud);
 int dti__group_accept(struct dti_ctx *c, struct dti_group *g, unsigned max, unsigned flags, uint64_t ud);
 int dti__group_drop(struct dti_ctx *c, struct dti_group *g, uint16_t op);
+/* A socket bound to a port whose flow to `remote` another engine owns moves
+ * there (a new socket with its options and address; the application keeps
+ * its handle). 0 when nothing had to move. */
+int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_addr *remote);
+/* Whether application handle s moved; forgetting where (it then names its
+ * own slot again: the socket left there when it moved). */
+bool dti__is_moved(struct dti_ctx *c, dti_sock_t s);
+void dti__forget_move(struct dti_ctx *c, dti_sock_t s);
 /* The application's handle for engine handle s of context c's engine. */
 dti_sock_t dti__app_handle(struct dti_ctx *c, dti_sock_t s);
 struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local);
@@ -232,13 +246,12 @@ static inline uint32_t dti__engine_of(dti_sock_t s) { return s >> DTI_ENGINE_SHI
  * handle. On one engine (and for handles already local) nothing changes; a
  * handle naming an engine we do not have is left as it is and fails the
  * generation check like any stale handle. */
+struct dti_ctx *dti__route_engines(struct dti_ctx *c, dti_sock_t *s);
 static inline struct dti_ctx *dti__route(struct dti_ctx *c, dti_sock_t *s)
 {
-    uint32_t e = dti__engine_of(*s);
-    if (e == 0 || e >= c->n_sub)
-        return c;
-    *s &= DTI_LOCAL_MASK;
-    return c->sub[e];
+    if (c->n_sub <= 1)
+        return c; /* one engine (or a queue pair of one): the handle is the engine's */
+    return dti__route_engines(c, s);
 }
 
 /* The queue pairs of context c: itself on one engine, else one per engine. */

@@ -190,6 +190,11 @@ int dti_prep_bind(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint64_t
 
 int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint64_t ud)
 {
+    if (c->n_sub > 1 && a) {
+        int rc = dti__place_for_connect(c, s, a);
+        if (rc < 0)
+            return rc;
+    }
     return prep_addr(c, DTI_OP_CONNECT, s, a, ud);
 }
 
@@ -254,10 +259,26 @@ int dti_prep_shutdown(dti_ctx_t *c, dti_sock_t s, int how, uint64_t ud)
 
 int dti__prep_release_one(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud)
 {
-    c = dti__route(c, &s);
+    dti_ctx_t *app_ctx = c;
+    dti_sock_t app = s;
+    bool moved = c->n_sub > 1 && dti__is_moved(c, app);
+    c = dti__route(c, &s); /* follows a move */
     int rc = prep_args(c, op, s, 0, 0, 0, ud);
     if (rc == 0 && dti__sock(c->d, s, NULL))
         c->d->closed_gen[dti__slot(s)] = dti__gen(s);
+    if (rc == 0 && moved) {
+        /* the socket left where the handle was made goes too (its
+         * completion is not the caller's); a full queue leaves it to detach */
+        dti__forget_move(app_ctx, app);
+        dti_sock_t left = app;
+        struct dti_ctx *q = dti__route(app_ctx, &left);
+        uint64_t iud = dti__next_ud(app_ctx);
+        if (prep_args(q, DTI_OP_CLOSE, left, 0, 0, 0, iud) == 0) {
+            dti__forget(app_ctx, iud);
+            if (dti__sock(q->d, left, NULL))
+                q->d->closed_gen[dti__slot(left)] = dti__gen(left);
+        }
+    }
     return rc;
 }
 

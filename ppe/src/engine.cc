@@ -214,6 +214,7 @@ bool Engine::setup(std::string *error)
     dti::engine::Limits lim = dti_limits(config_);
     lim.engine_index = index_;
     lim.n_engines = n_engines_;
+    lim.app_ip = ports_[0].config.ip;
     std::string derr;
     dti_ = dti::engine::Engine::create(*transport_, lim, &derr);
     if (!dti_) {

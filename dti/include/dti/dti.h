@@ -42,7 +42,9 @@
  * Several engines: when the PPE runs N engines (each owns the flows the
  * steering function gives it), dti_attach() attaches to every one of them
  * and each context gets a queue pair on each; none of this shows in the API.
- * New sockets of a context go to the engines in turn; a listener listens on
+ * New sockets of a context go to the engines in turn (a socket bound to a
+ * port moves, at connect, to the engine that owns its flow: its handle stays
+ * valid); a listener listens on
  * every engine under its one handle (connections come from any engine;
  * watches, accepts, DTI_ACCEPT_WAIT and close cover them all); dti_reap()
  * and dti_wait() serve every engine's queue. Limits (dti_get_limits()) are

@@ -63,10 +63,12 @@ def server(port, conns, members):
     print(f"accepted {accepted} per member {per_member}", flush=True)
 
 
-def client(host, port, conns, size, hold):
+def client(host, port, conns, size, hold, first_port=0):
     socks = []
-    for _ in range(conns):
-        s = socket.create_connection((host, port), timeout=30)
+    for i in range(conns):
+        # first_port: each connection from its own bound source port
+        src = ("", first_port + i) if first_port else None
+        s = socket.create_connection((host, port), timeout=30, source_address=src)
         socks.append(s)
     for s in socks:
         data = os.urandom(size)
@@ -91,4 +93,5 @@ def client(host, port, conns, size, hold):
 if sys.argv[1] == "server":
     server(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
 else:
-    client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
+           int(sys.argv[7]) if len(sys.argv) > 7 else 0)

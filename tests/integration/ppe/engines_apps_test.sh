@@ -8,7 +8,9 @@
 #     back exactly (both directions);
 #   - a SO_REUSEPORT group of 4 sockets receives connections on every member;
 #   - an eta-run client's 16 outgoing connections to a peer server are all
-#     opened without a reset or a "no socket" drop (each on its own engine).
+#     opened without a reset or a "no socket" drop (each on its own engine),
+#     and 16 more from bound source ports (41000..41015: libdti places each
+#     on the engine that owns its flow).
 # libdti attaches the program to every engine (one link each, a listener
 # group over both): a program found on one engine only fails the test.
 # ENGINES=1 runs the same program checks on a 1-engine lab (what can be
@@ -81,5 +83,16 @@ timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- python3 "$APP" cl
 wait "$psrv_pid" || fail "the peer's server failed"
 ppe_true "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks']) == $before" ||
     fail "an outgoing connection was reset or its segments found no socket"
+
+note "outgoing connections from bound source ports (each placed on its flow's owner)"
+start_bg bsrv peer timeout 150 python3 "$APP" server 7304 16 1
+wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7304' | grep -q ." || fail "the peer's server did not listen"
+before=$(ppe_json "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks'])")
+timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    python3 "$APP" client "$ETA_LAB_PEER_IP" 7304 16 65536 "$work/none" 41000 ||
+    fail "the eta-run client's connections from bound ports failed"
+wait "$bsrv_pid" || fail "the peer's server (bound clients) failed"
+ppe_true "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks']) == $before" ||
+    fail "a connection from a bound port was reset or its segments found no socket"
 ppe_stop
 echo "PASS"

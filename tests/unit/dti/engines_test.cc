@@ -200,6 +200,84 @@ TEST_F(DtiEngines, ListenerSiblingsTakeTheSocketsOptions)
     EXPECT_EQ(rc, -EADDRINUSE);
 }
 
+// A socket bound to a port before it connects has its flow, and so its
+// engine, decided by that port: libdti makes it again on the owner (options
+// and address kept) and the application's handle follows it.
+TEST_F(DtiEngines, BoundSocketConnectsFromTheEngineThatOwnsItsFlow)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    for (uint32_t creator = 0; creator < 2; creator++) {
+        for (uint32_t owner = 0; owner < 2; owner++) {
+            dti_sock_t s = socket_on(creator);
+            uint16_t lport = 0;
+            for (uint16_t p = 50000 + uint16_t(creator * 1000 + owner * 100); p < 60000 && !lport; p++)
+                if (dti_flow_owner(0x7f000001, p, 0x7f000001, port, 2) == owner)
+                    lport = p;
+            ASSERT_NE(lport, 0);
+            ASSERT_EQ(dti_setsockopt(c_, s, DTI_SO_NODELAY, 1), 0);
+            dti_addr at{0, lport};
+            ASSERT_EQ(dti_bind(c_, s, &at), 0);
+            dti_addr to{0x7f000001, port};
+            ASSERT_EQ(dti_connect(c_, s, &to, 5000), 0) << "creator " << creator << " owner " << owner;
+            dti_addr peer{};
+            int srv = dti_accept(c_, l, &peer, 5000);
+            ASSERT_GE(srv, 0) << dti_strerror(srv);
+            EXPECT_EQ(engine_of(dti_sock_t(srv)), owner) << "the connection lives on its flow's owner";
+            EXPECT_EQ(peer.port, lport);
+            dti_addr name{};
+            ASSERT_EQ(dti_getsockname(c_, s, &name), 0);
+            EXPECT_EQ(name.port, lport);
+            int64_t nodelay = 0;
+            ASSERT_EQ(dti_getsockopt(c_, s, DTI_SO_NODELAY, &nodelay), 0);
+            EXPECT_EQ(nodelay, 1) << "options move with the socket";
+            // The application's handle carries the connection both ways.
+            ASSERT_EQ(dti_send_all(c_, s, "ping", 4, 5000), 4);
+            char buf[8] = {};
+            ASSERT_EQ(dti_recv_wait(c_, dti_sock_t(srv), buf, sizeof buf, 5000), 4);
+            ASSERT_EQ(dti_send_all(c_, dti_sock_t(srv), "pong", 4, 5000), 4);
+            ASSERT_EQ(dti_recv_wait(c_, s, buf, sizeof buf, 5000), 4);
+            EXPECT_EQ(std::string(buf, 4), "pong");
+            ASSERT_EQ(dti_close(c_, s), 0);
+            EXPECT_EQ(dti_recv_wait(c_, dti_sock_t(srv), buf, sizeof buf, 5000), 0); // EOF
+            ASSERT_EQ(dti_close(c_, dti_sock_t(srv)), 0);
+        }
+    }
+}
+
+// Several moved sockets alive at once: each keeps its own handle (the slot
+// each was made in stays taken until it is closed).
+TEST_F(DtiEngines, ManyBoundSocketsMoveAndKeepTheirHandles)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    std::vector<dti_sock_t> clients, served;
+    uint16_t p = 52000;
+    for (int i = 0; i < 6; i++) {
+        dti_sock_t s = socket_on(0);
+        while (dti_flow_owner(0x7f000001, p, 0x7f000001, port, 2) != 1)
+            p++;
+        dti_addr at{0, p++};
+        ASSERT_EQ(dti_bind(c_, s, &at), 0);
+        dti_addr to{0x7f000001, port};
+        ASSERT_EQ(dti_connect(c_, s, &to, 5000), 0);
+        int srv = dti_accept(c_, l, nullptr, 5000);
+        ASSERT_GE(srv, 0);
+        EXPECT_EQ(engine_of(dti_sock_t(srv)), 1u);
+        clients.push_back(s);
+        served.push_back(dti_sock_t(srv));
+    }
+    for (size_t i = 0; i < clients.size(); i++) {
+        std::string msg = "moved " + std::to_string(i);
+        ASSERT_EQ(dti_send_all(c_, clients[i], msg.data(), msg.size(), 5000), ssize_t(msg.size())) << i;
+        char buf[32] = {};
+        ssize_t n = dti_recv_wait(c_, served[i], buf, sizeof buf, 5000);
+        EXPECT_EQ(std::string(buf, size_t(n > 0 ? n : 0)), msg);
+    }
+    for (dti_sock_t s : clients)
+        EXPECT_EQ(dti_close(c_, s), 0);
+}
+
 TEST_F(DtiEngines, HandlesAndBuffersNameTheirEngine)
 {
     dti_sock_t bogus = (5u << DTI_ENGINE_SHIFT) | 1u << DTI_SLOT_BITS;

@@ -138,6 +138,9 @@ struct Limits {
     // told to each application in WELCOME (it attaches to every engine).
     uint32_t engine_index = 0;
     uint32_t n_engines = 1;
+    // The address applications' sockets use (host order), told in the region
+    // header: libdti computes flow owners with it (a bound socket connecting).
+    uint32_t app_ip = 0;
 };
 
 struct Stats {
