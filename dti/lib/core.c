@@ -771,8 +771,6 @@ int dti__dead_reason(struct dti_ctx *c)
     return DTI_E_ENGINE_GONE;
 }
 
-static bool all_alive(struct dti_ctx *c, bool allow_syscall) { return dti__all_alive(c, allow_syscall); }
-static int dead_reason(struct dti_ctx *c) { return dti__dead_reason(c); }
 
 static void disarm_all(struct dti_ctx *c)
 {
@@ -782,8 +780,8 @@ static void disarm_all(struct dti_ctx *c)
 
 static int arm(struct dti_ctx *c, bool with_stash)
 {
-    if (!all_alive(c, false))
-        return -dead_reason(c);
+    if (!dti__all_alive(c, false))
+        return -dti__dead_reason(c);
     if (has_entries(c, with_stash))
         return 1;
     /* Arm, then check: the engine publishes, fences, then reads `armed`. One
@@ -833,7 +831,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t until = start + dti_spin_begin(c);
     for (uint64_t now = start; now < until && now < deadline; now = dti__now_ns()) {
-        if (has_entries(c, with_stash) || !all_alive(c, false))
+        if (has_entries(c, with_stash) || !dti__all_alive(c, false))
             return 1;
         __builtin_ia32_pause();
     }
@@ -852,7 +850,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         if (n < 0 && errno != EINTR)
             return -errno;
         /* Entries first: the liveness check costs a system call. */
-        if (has_entries(c, with_stash) || !all_alive(c, true))
+        if (has_entries(c, with_stash) || !dti__all_alive(c, true))
             return 1;
     }
 }
@@ -861,7 +859,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
  * 0: timeout, < 0: a wait error. */
 static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
 {
-    if (has_entries(c, with_stash) || !all_alive(c, false))
+    if (has_entries(c, with_stash) || !dti__all_alive(c, false))
         return 1;
     if (timeout_ms == 0)
         return 0;
@@ -877,7 +875,7 @@ int dti__wait_ring(struct dti_ctx *c, int timeout_ms) { return wait_impl(c, time
 int dti_wait(dti_ctx_t *c, int timeout_ms)
 {
     int r = wait_impl(c, timeout_ms, true);
-    if (r == 1 && !all_alive(c, false) && dti_inflight(c) == 0 && !has_entries(c, true))
-        return -dead_reason(c);
+    if (r == 1 && !dti__all_alive(c, false) && dti_inflight(c) == 0 && !has_entries(c, true))
+        return -dti__dead_reason(c);
     return r;
 }

@@ -593,8 +593,6 @@ static unsigned take_stashes(struct dti_ctx *c, struct dti_cqe *out, unsigned ma
     return got;
 }
 
-static bool all_alive(struct dti_ctx *c) { return dti__all_alive(c, false); }
-static int dead_reason(struct dti_ctx *c) { return dti__dead_reason(c); }
 
 /* Once any engine is gone, commands in flight on every queue pair complete
  * with its reason: the PPE is gone for this application. */
@@ -604,7 +602,7 @@ static unsigned flush_all_gone(struct dti_ctx *c, struct dti_cqe *out, unsigned 
     for (uint32_t i = 0; i < n_qps(c) && got < max; i++) {
         struct dti_ctx *q = qp_of(c, i);
         if (!q->d->dead) {
-            q->d->dead_reason = dead_reason(c);
+            q->d->dead_reason = dti__dead_reason(c);
             q->d->dead = true;
         }
         got += flush_gone(q, out + got, max - got);
@@ -634,9 +632,6 @@ unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max)
     }
     return got;
 }
-
-void dti__stash_push(struct dti_ctx *c, const struct dti_cqe *e);
-static void stash_push(struct dti_ctx *c, const struct dti_cqe *e) { dti__stash_push(c, e); }
 
 void dti__stash_push(struct dti_ctx *c, const struct dti_cqe *e)
 {
@@ -690,7 +685,7 @@ int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
         unsigned n;
         bool found = false;
         while ((n = take_sub_stashes(c, buf, 16)) > 0 || (n = reap_rings(c, buf, 16)) > 0 ||
-               (!all_alive(c) && (n = flush_all_gone(c, buf, 16)) > 0)) {
+               (!dti__all_alive(c, false) && (n = flush_all_gone(c, buf, 16)) > 0)) {
             for (unsigned i = 0; i < n; i++) {
                 if (!found && buf[i].kind == DTI_CQE_COMPLETION && buf[i].user_data == ud) {
                     *out = buf[i];
@@ -698,14 +693,14 @@ int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
                 } else if (buf[i].kind == DTI_CQE_RESCAN) {
                     c->stash_rescan = true;
                 } else {
-                    stash_push(c, &buf[i]);
+                    dti__stash_push(c, &buf[i]);
                 }
             }
         }
         if (found)
             return 1;
-        if (!all_alive(c))
-            return -dead_reason(c);
+        if (!dti__all_alive(c, false))
+            return -dti__dead_reason(c);
         uint64_t now = dti__now_ns();
         if (now >= deadline)
             return 0;
@@ -717,8 +712,6 @@ int dti_wait_cqe(dti_ctx_t *c, uint64_t ud, struct dti_cqe *out, int timeout_ms)
 }
 
 /* Drops the completion of a command the blocking layer gave up on. */
-static void forget(struct dti_ctx *c, uint64_t ud) { dti__forget(c, ud); }
-
 void dti__forget(struct dti_ctx *c, uint64_t ud)
 {
     for (uint32_t i = 0; i < n_qps(c); i++) {
@@ -743,7 +736,7 @@ static int run_sync(dti_ctx_t *c, int rc, uint64_t ud, struct dti_cqe *out, int 
     if (w == 1)
         return out->res;
     if (w == 0) {
-        forget(c, ud);
+        dti__forget(c, ud);
         return -ETIMEDOUT;
     }
     return w;
@@ -757,10 +750,10 @@ static int make_room(dti_ctx_t *c)
     struct dti_cqe buf[16];
     unsigned n = reap_rings(c, buf, 16);
     for (unsigned i = 0; i < n; i++)
-        stash_push(c, &buf[i]);
+        dti__stash_push(c, &buf[i]);
     if (n == 0 && dti__wait_ring(c, 1) < 0)
         return -1;
-    return all_alive(c) ? 0 : -1;
+    return dti__all_alive(c, false) ? 0 : -1;
 }
 
 /* Runs `call` (a dti_prep_*) until it gets a slot; bounded. */
@@ -937,9 +930,9 @@ static int wait_ready(dti_ctx_t *c, dti_sock_t s, uint32_t mask, uint64_t deadli
         while ((n = reap_rings(c, buf, 16)) > 0)
             for (unsigned i = 0; i < n; i++)
                 if (!(buf[i].kind == DTI_CQE_EVENT && buf[i].sock == s))
-                    stash_push(c, &buf[i]);
-        if (!all_alive(c)) {
-            rc = -dead_reason(c);
+                    dti__stash_push(c, &buf[i]);
+        if (!dti__all_alive(c, false)) {
+            rc = -dti__dead_reason(c);
             break;
         }
     }
