@@ -204,6 +204,8 @@ static int map_region(struct dti_attachment *d, int memfd, char *why, size_t wl)
         return rc;
     const struct dti_region_header *h = d->hdr;
     d->socks = (struct dti_sock_shared *)(d->base + h->sock_offset);
+    d->data_base = d->base + h->data_offset;
+    d->data_stride = h->data_stride;
     d->limits = (struct dti_limits){h->max_contexts, h->max_sockets, h->cmdq_entries, h->evq_entries,
                                     h->rx_ring_size, h->tx_ring_size, h->pool_size, h->region_size};
     /* Shared, so that processes forked from this one see the same ring
@@ -414,15 +416,11 @@ int dti_engine_alive(dti_t *d)
     return alive ? 1 : 0;
 }
 
-void dti__ring_doorbell(struct dti_attachment *d)
+void dti__doorbell_write(struct dti_attachment *d)
 {
-    /* The caller stored cmd_prod with DTI_STORE_SC; pairs with the engine's
-     * "store sleeping, then re-check every cmd_prod" (both SC). */
-    if (DTI_LOAD_SC(&d->hdr->engine_sleeping)) {
-        uint64_t one = 1;
-        ssize_t n = write(d->doorbell_fd, &one, sizeof one);
-        (void)n; /* EAGAIN: the counter is saturated, the engine wakes anyway */
-    }
+    uint64_t one = 1;
+    ssize_t n = write(d->doorbell_fd, &one, sizeof one);
+    (void)n; /* EAGAIN: the counter is saturated, the engine wakes anyway */
 }
 
 /* ---- fork --------------------------------------------------------------------- */

@@ -6,15 +6,26 @@
 #include <errno.h>
 #include <string.h>
 
-struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out)
+/* The table entry of engine-local handle s, or NULL for a stale or foreign
+ * handle: the data path's one handle check, inlined where it is hot. */
+static inline __attribute__((always_inline)) struct dti_sock_shared *sock_of(struct dti_attachment *d, dti_sock_t s,
+                                                                              uint32_t *slot_out)
 {
     uint32_t slot = dti__slot(s), gen = dti__gen(s);
-    if (s == DTI_SOCK_INVALID || slot >= d->limits.max_sockets || gen == 0)
-        return NULL;
+    if (__builtin_expect(slot >= d->limits.max_sockets || gen == 0, 0))
+        return NULL; /* also DTI_SOCK_INVALID: its slot bits exceed any table */
     struct dti_sock_shared *sh = &d->socks[slot];
-    if (DTI_LOAD(&sh->gen) != gen || d->closed_gen[slot] == gen)
+    if (__builtin_expect(DTI_LOAD(&sh->gen) != gen || d->closed_gen[slot] == gen, 0))
         return NULL;
-    if (slot_out)
+    *slot_out = slot;
+    return sh;
+}
+
+struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out)
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    if (sh && slot_out)
         *slot_out = slot;
     return sh;
 }
@@ -148,12 +159,39 @@ int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
 
 static uint8_t *rx_ring(struct dti_attachment *d, uint32_t slot)
 {
-    return d->base + d->hdr->data_offset + d->hdr->data_stride * slot;
+    return d->data_base + d->data_stride * slot;
 }
 
 static uint8_t *tx_ring(struct dti_attachment *d, uint32_t slot)
 {
     return rx_ring(d, slot) + d->limits.rx_ring_size;
+}
+
+/* Copies n bytes. Up to 64 inline, as two overlapping moves of the largest
+ * power of two not above n: request/response messages are small, and a call
+ * into libc's memcpy costs as much as copying them. Larger: memcpy. */
+static inline __attribute__((always_inline)) void copy_bytes(void *dst, const void *src, uint32_t n)
+{
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    if (n > 64) {
+        memcpy(d, s, n);
+    } else if (n >= 32) {
+        memcpy(d, s, 32);
+        memcpy(d + n - 32, s + n - 32, 32);
+    } else if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            d[i] = s[i];
+    }
 }
 
 /* Splits [pos, pos+n) of a ring into at most two pieces. */
@@ -209,7 +247,7 @@ static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
 ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
 {
     c = dti__route(c, &s);
-    struct dti_sock_priv *p;
+    struct dti_sock_priv *p = NULL;
     return rx_span(c, s, iov, &p);
 }
 
@@ -261,12 +299,12 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
     return 0;
 }
 
-/* borrow + copy + release with one handle check: the common read. */
-ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
+/* borrow + copy + release: the general read (first use of a slot, errors,
+ * end of stream, a posted receive in flight). */
+static __attribute__((noinline)) ssize_t recv_general(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
 {
-    c = dti__route(c, &s);
     struct dti_iov iov[2];
-    struct dti_sock_priv *p;
+    struct dti_sock_priv *p = NULL;
     ssize_t n = rx_span(c, s, iov, &p);
     if (n <= 0)
         return n;
@@ -278,6 +316,36 @@ ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
     if (take)
         consume(c, s, p, (uint32_t)take);
     return (ssize_t)take;
+}
+
+/* The common read: bytes are waiting in a warm socket's ring. One handle
+ * check, one copy (two at the ring's end), the release owed in batches;
+ * anything else takes recv_general(). */
+ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
+{
+    c = dti__route(c, &s);
+    struct dti_attachment *d = c->d;
+    uint32_t slot;
+    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    if (__builtin_expect(!sh, 0))
+        return -DTI_E_BAD_HANDLE;
+    uint32_t gen = dti__gen(s), size = d->limits.rx_ring_size;
+    struct dti_sock_priv *p = &d->priv[slot];
+    uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
+    /* n - 1 >= size: nothing to read (0) or a confused engine (> size). */
+    if (__builtin_expect(p->rx_gen != gen || p->rx_busy_gen == gen || n - 1 >= size || len == 0, 0))
+        return recv_general(c, s, buf, len);
+    uint32_t take = len < n ? (uint32_t)len : n;
+    uint32_t off = (DTI_LOAD_RELAXED(&sh->rx_base) + p->rx_head) & (size - 1);
+    const uint8_t *ring = rx_ring(d, slot);
+    if (__builtin_expect(take <= size - off, 1)) {
+        copy_bytes(buf, ring + off, take);
+    } else {
+        memcpy(buf, ring + off, size - off);
+        memcpy((uint8_t *)buf + (size - off), ring, take - (size - off));
+    }
+    consume(c, s, p, take);
+    return take;
 }
 
 /* ---- send ---------------------------------------------------------------------- */
@@ -327,7 +395,7 @@ static inline ssize_t tx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
 ssize_t dti_send_reserve(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
 {
     c = dti__route(c, &s);
-    struct dti_sock_priv *p;
+    struct dti_sock_priv *p = NULL;
     return tx_span(c, s, iov, &p);
 }
 
@@ -351,12 +419,13 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
     return 0;
 }
 
-/* reserve + copy + commit with one handle check: the common write. */
-ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
+/* reserve + copy + commit: the general write (first use of a slot, errors,
+ * a connect under way, a full ring, commands already staged). */
+static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len,
+                                                      unsigned flags)
 {
-    c = dti__route(c, &s);
     struct dti_iov iov[2];
-    struct dti_sock_priv *p;
+    struct dti_sock_priv *p = NULL;
     ssize_t n = tx_span(c, s, iov, &p);
     if (n <= 0 || len == 0)
         return n < 0 ? n : 0;
@@ -370,6 +439,57 @@ ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsign
         return rc; /* command ring full: nothing queued, the space stays free */
     p->tx_tail += take;
     dti_submit(c);
+    return take;
+}
+
+/* The common write: a connected socket with room in its send ring and in
+ * the command ring, nothing staged. One handle check, one copy, the SEND
+ * command written straight into the ring (no staging copy) and published. */
+ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
+{
+    c = dti__route(c, &s);
+    struct dti_attachment *d = c->d;
+    uint32_t slot;
+    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    if (__builtin_expect(!sh, 0))
+        return -DTI_E_BAD_HANDLE;
+    uint32_t gen = dti__gen(s), size = d->limits.tx_ring_size;
+    struct dti_sock_priv *p = &d->priv[slot];
+    uint32_t st = DTI_LOAD(&sh->state);
+    uint32_t used = p->tx_tail - DTI_LOAD(&sh->tx_head);
+    const uint32_t not_sending = DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED | DTI_STATE_CONNECTING;
+    if (__builtin_expect(p->tx_gen != gen || p->tx_busy_gen == gen || p->wr_shut_gen == gen ||
+                             (st & not_sending) || !(st & DTI_STATE_CONNECTED) || DTI_LOAD_RELAXED(&sh->error) ||
+                             used >= size || len == 0 || c->prepared != c->published ||
+                             c->prepared - c->cmd_cons_seen > c->cmd_mask,
+                         0))
+        return send_general(c, s, buf, len, flags);
+    uint32_t take = len < size - used ? (uint32_t)len : size - used;
+    uint32_t off = (DTI_LOAD_RELAXED(&sh->tx_base) + p->tx_tail) & (size - 1);
+    uint8_t *ring = tx_ring(d, slot);
+    if (__builtin_expect(take <= size - off, 1)) {
+        copy_bytes(ring + off, buf, take);
+    } else {
+        memcpy(ring + off, buf, size - off);
+        memcpy(ring, (const uint8_t *)buf + (size - off), take - (size - off));
+    }
+    p->tx_tail += take;
+    /* Body then stamp, back to back (see next_cmd() in ops.c). */
+    struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
+    cmd->user_data = 0;
+    cmd->op = DTI_OP_SEND;
+    cmd->flags = 0;
+    cmd->sock = s;
+    cmd->arg0 = take;
+    cmd->arg1 = flags & DTI_SEND_MORE;
+    cmd->value = 0;
+    cmd->offset = 0;
+    cmd->tag = 0;
+    c->prepared++;
+    DTI_STORE(&cmd->stamp, c->prepared);
+    DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
+    c->published = c->prepared;
+    dti__ring_doorbell(d);
     return take;
 }
 

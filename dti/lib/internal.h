@@ -159,6 +159,10 @@ struct dti_attachment {
     uint32_t n_links;
     struct dti_attachment *links[DTI_MAX_ENGINES];
     struct dti_alias *alias; /* per slot: listener groups (NULL until one is made) */
+    /* Copied from the region header at attach: the data path computes ring
+     * addresses without reading the engine's header line. */
+    uint8_t *data_base;     /* base + hdr->data_offset: slot 0's receive ring */
+    uint64_t data_stride;   /* hdr->data_stride: one slot's rings */
 };
 
 #pragma GCC visibility push(hidden)
@@ -176,7 +180,8 @@ bool dti__all_alive(struct dti_ctx *c, bool allow_syscall);
 int dti__dead_reason(struct dti_ctx *c);
 void dti__ctx_destroy_one(struct dti_ctx *c);
 uint64_t dti__now_ns(void);
-void dti__ring_doorbell(struct dti_attachment *d);
+/* The doorbell's system call (dti__ring_doorbell() decides). */
+void dti__doorbell_write(struct dti_attachment *d);
 /* Like dti_wait() but ignores the stash: waits for the ring itself. */
 int dti__wait_ring(struct dti_ctx *c, int timeout_ms);
 
@@ -252,6 +257,15 @@ static inline struct dti_ctx *dti__route(struct dti_ctx *c, dti_sock_t *s)
     if (c->n_sub <= 1)
         return c; /* one engine (or a queue pair of one): the handle is the engine's */
     return dti__route_engines(c, s);
+}
+
+/* After publishing commands (cmd_prod stored with DTI_STORE_SC): wakes the
+ * engine if it sleeps. Pairs with the engine's "store sleeping, then
+ * re-check every cmd_prod" (both SC). */
+static inline void dti__ring_doorbell(struct dti_attachment *d)
+{
+    if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
+        dti__doorbell_write(d);
 }
 
 /* The queue pairs of context c: itself on one engine, else one per engine. */

@@ -279,9 +279,9 @@ bool eta_ppe_usable(void)
  * stale: the child's thread must get a context of its own. (Whatever comes
  * to replace the attachment in a running process must bump
  * eta_fork_epoch too, or a recycled dti_t address would match.) */
-static ETA_TLS dti_ctx_t *tls_ctx;
+ETA_TLS dti_ctx_t *eta_tls_ctx;
 static ETA_TLS dti_t *tls_ctx_owner;
-static ETA_TLS uint32_t tls_ctx_epoch;
+ETA_TLS uint32_t eta_tls_ctx_epoch;
 
 dti_ctx_t *eta_ctx(void)
 {
@@ -290,8 +290,8 @@ dti_ctx_t *eta_ctx(void)
         errno = ENETDOWN;
         return NULL;
     }
-    if (ETA_LIKELY(tls_ctx && tls_ctx_owner == d && tls_ctx_epoch == eta_fork_epoch))
-        return tls_ctx;
+    if (ETA_LIKELY(eta_tls_ctx && tls_ctx_owner == d && eta_tls_ctx_epoch == eta_fork_epoch))
+        return eta_tls_ctx;
     int err = 0;
     eta_in_shim++;
     dti_ctx_t *c = dti_ctx_get(d, &err);
@@ -301,9 +301,9 @@ dti_ctx_t *eta_ctx(void)
         return NULL;
     }
     dti_ctx_set_spin(c, eta_cfg.spin_ns); /* ETA_SPIN_US: the most a wait spins */
-    tls_ctx = c;
+    eta_tls_ctx = c;
     tls_ctx_owner = d;
-    tls_ctx_epoch = eta_fork_epoch;
+    eta_tls_ctx_epoch = eta_fork_epoch;
     return c;
 }
 
@@ -514,10 +514,10 @@ void *eta_obj_alloc(void)
 
 void eta_epoll_destroy(struct eta_obj *o);
 
-void eta_obj_put(struct eta_obj *o)
+void eta_obj_put(struct eta_obj *o) { eta_obj_unref(o); }
+
+void eta_obj_destroy(struct eta_obj *o)
 {
-    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
-        return;
     switch (o->kind) {
     case ETA_OBJ_SOCK:
         eta_sock_release((struct eta_sock *)o);

@@ -316,6 +316,107 @@ static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt
     return (ssize_t)sent;
 }
 
+/* ---- the fast path -----------------------------------------------------
+ * A one-buffer read or write on a connected accelerated socket of this
+ * process, from a thread whose DTI context is cached, with no flag but
+ * MSG_DONTWAIT (MSG_NOSIGNAL for writes): what a server does per request.
+ * It costs one peek at the descriptor table, one reference, a few flag
+ * tests and libdti's dti_recv()/dti_send(). Bytes moved, end of stream,
+ * EAGAIN on a non-blocking socket and errors are answered here; whatever
+ * must wait (or is unusual) returns 0 and takes the general path, which
+ * starts again from the beginning: nothing was consumed. */
+
+/* The socket behind o, referenced, when the fast path may use it. */
+static inline __attribute__((always_inline)) struct eta_sock *fast_sock(struct eta_obj *o)
+{
+    if (ETA_UNLIKELY(o->kind != ETA_OBJ_SOCK) || !eta_obj_tryref(o))
+        return NULL;
+    struct eta_sock *s = (struct eta_sock *)o;
+    if (ETA_LIKELY(atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
+                   s->generation == eta_generation && s->connect_started && !s->listening &&
+                   !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)))
+        return s;
+    eta_obj_put(o);
+    return NULL;
+}
+
+static inline bool nonblocking(struct eta_sock *s, int flags)
+{
+    return (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+}
+
+/* 1 with *out set (and errno when *out is -1); 0: take the general path. */
+static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, void *buf, size_t len, int flags, ssize_t *out)
+{
+    dti_ctx_t *c = eta_ctx_cached();
+    if (ETA_UNLIKELY(!c || (flags & ~MSG_DONTWAIT) || len == 0))
+        return 0;
+    struct eta_sock *s = fast_sock(o);
+    if (ETA_UNLIKELY(!s))
+        return 0;
+    int done = 0;
+    if (ETA_LIKELY(!atomic_load_explicit(&s->shut_rd, memory_order_relaxed))) {
+        ssize_t n = dti_recv(c, s->h, buf, len);
+        if (ETA_LIKELY(n > 0)) {
+            atomic_fetch_add_explicit(&s->rx_taken, (size_t)n, memory_order_relaxed);
+            *out = n;
+            done = 1;
+        } else if (n == 0) {
+            *out = 0; /* end of stream */
+            done = 1;
+        } else if (n != -EAGAIN) {
+            *out = fail(eta_errno_from_dti((int)n)); /* an error libdti reports once: report it now */
+            done = 1;
+        } else if (nonblocking(s, flags)) {
+            *out = fail(EAGAIN);
+            done = 1;
+        }
+    }
+    eta_obj_unref(&s->obj);
+    return done;
+}
+
+static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
+                         off_t *offset, size_t file_count);
+
+/* As recv_fast(). A blocking write the ring cannot take whole sends the rest
+ * the general way. */
+static inline __attribute__((always_inline)) int send_fast(struct eta_obj *o, const void *buf, size_t len, int flags, ssize_t *out)
+{
+    dti_ctx_t *c = eta_ctx_cached();
+    if (ETA_UNLIKELY(!c || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || len == 0))
+        return 0;
+    struct eta_sock *s = fast_sock(o);
+    if (ETA_UNLIKELY(!s))
+        return 0;
+    int done = 0;
+    if (ETA_LIKELY(!atomic_load_explicit(&s->shut_wr, memory_order_relaxed))) {
+        ssize_t n = dti_send(c, s->h, buf, len, 0);
+        if (ETA_LIKELY(n > 0)) {
+            atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
+            *out = n;
+            if (ETA_UNLIKELY((size_t)n < len) && !nonblocking(s, flags)) {
+                struct iovec rest = {(char *)buf + n, len - (size_t)n};
+                ssize_t more = sock_send(s, &rest, 1, flags, -1, NULL, 0);
+                if (more > 0)
+                    *out += more;
+            }
+            done = 1;
+        } else if (n == -EPIPE) {
+            *out = fail_pipe(flags);
+            done = 1;
+        } else if (n < 0 && n != -EAGAIN && n != -ENOTCONN) {
+            *out = fail(eta_errno_from_dti((int)n)); /* reported once by libdti */
+            done = 1;
+        } else if (n == -EAGAIN && nonblocking(s, flags)) {
+            *out = fail(EAGAIN);
+            done = 1;
+        }
+    }
+    eta_obj_unref(&s->obj);
+    return done;
+}
+
 /* The accelerated socket behind fd (referenced), or NULL for the kernel. */
 static struct eta_sock *accel(int fd)
 {
@@ -333,6 +434,12 @@ static struct eta_sock *accel(int fd)
 
 ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return real_read(fd, buf, len);
+    ssize_t fast;
+    if (ETA_LIKELY(recv_fast(o, buf, len, 0, &fast)))
+        return fast;
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s))
         return real_read(fd, buf, len);
@@ -344,6 +451,12 @@ ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)
 
 ETA_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return real_recv(fd, buf, len, flags);
+    ssize_t fast;
+    if (ETA_LIKELY(recv_fast(o, buf, len, flags, &fast)))
+        return fast;
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s))
         return real_recv(fd, buf, len, flags);
@@ -417,12 +530,18 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
         if (r == 0)
             break;
     }
-    eta_obj_put(&s->obj);
+    eta_obj_unref(&s->obj);
     return done;
 }
 
 ETA_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return real_write(fd, buf, len);
+    ssize_t fast;
+    if (ETA_LIKELY(send_fast(o, buf, len, 0, &fast)))
+        return fast;
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s))
         return real_write(fd, buf, len);
@@ -434,6 +553,12 @@ ETA_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 
 ETA_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return real_send(fd, buf, len, flags);
+    ssize_t fast;
+    if (ETA_LIKELY(send_fast(o, buf, len, flags, &fast)))
+        return fast;
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s))
         return real_send(fd, buf, len, flags);
@@ -494,7 +619,7 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
         vec[i].msg_len = (unsigned)r;
         done++;
     }
-    eta_obj_put(&s->obj);
+    eta_obj_unref(&s->obj);
     return done;
 }
 

@@ -84,6 +84,16 @@ bool eta_ppe_usable(void);
  * socket, eventfds) so the wrappers pass them straight through uncounted. */
 extern ETA_TLS int eta_in_shim;
 
+/* The calling thread's context as eta_ctx() cached it, while the cache is
+ * current: eta_ctx()'s fast half, inlined into the data path. NULL: call
+ * eta_ctx(). (Anything that replaces the attachment bumps eta_fork_epoch.) */
+extern ETA_TLS dti_ctx_t *eta_tls_ctx;
+extern ETA_TLS uint32_t eta_tls_ctx_epoch;
+static inline dti_ctx_t *eta_ctx_cached(void)
+{
+    return ETA_LIKELY(eta_tls_ctx_epoch == eta_fork_epoch) ? eta_tls_ctx : NULL;
+}
+
 /* Monotonic time in ns (vDSO; no system call). */
 uint64_t eta_now_ns(void);
 
@@ -154,6 +164,26 @@ static inline struct eta_obj *eta_fd_peek(int fd)
 /* Takes a reference on the object of fd (NULL: a plain kernel fd). */
 struct eta_obj *eta_fd_get(int fd);
 void eta_obj_put(struct eta_obj *o);
+/* A reference on o unless its last one is already gone (a concurrent close):
+ * eta_fd_get()'s second half, for callers that peeked first. */
+static inline bool eta_obj_tryref(struct eta_obj *o)
+{
+    uint32_t r = atomic_load_explicit(&o->refs, memory_order_relaxed);
+    do {
+        if (r == 0)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&o->refs, &r, r + 1, memory_order_acquire,
+                                                    memory_order_relaxed));
+    return true;
+}
+/* What eta_obj_put() does when the last reference went. */
+void eta_obj_destroy(struct eta_obj *o);
+/* eta_obj_put(), inlined where it is hot. */
+static inline void eta_obj_unref(struct eta_obj *o)
+{
+    if (ETA_UNLIKELY(atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1))
+        eta_obj_destroy(o);
+}
 static inline struct eta_obj *eta_obj_ref(struct eta_obj *o)
 {
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
