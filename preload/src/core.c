@@ -282,6 +282,8 @@ bool eta_ppe_usable(void)
 ETA_TLS dti_ctx_t *eta_tls_ctx;
 static ETA_TLS dti_t *tls_ctx_owner;
 ETA_TLS uint32_t eta_tls_ctx_epoch;
+ETA_TLS uint64_t eta_tls_ctx_serial;
+static _Atomic uint64_t ctx_serials;
 
 dti_ctx_t *eta_ctx(void)
 {
@@ -304,6 +306,7 @@ dti_ctx_t *eta_ctx(void)
     eta_tls_ctx = c;
     tls_ctx_owner = d;
     eta_tls_ctx_epoch = eta_fork_epoch;
+    eta_tls_ctx_serial = atomic_fetch_add(&ctx_serials, 1) + 1;
     return c;
 }
 

@@ -7,7 +7,18 @@
  * shim keeps a private epoll ("inner") holding the program's epoll fd and
  * the waiting thread's DTI wait fd: nested epoll, as the kernel allows.
  * Readiness of accelerated members is read from shared memory (level), with
- * the per-socket event sequence for edge triggering. */
+ * per-socket totals for edge triggering.
+ *
+ * A wait looks only at members that may be ready: the set's ready queue.
+ * Every member is either queued or watched (a DTI watch) by the context of
+ * each thread that waits in the set, and any thread's eta_pump() turns an
+ * engine event into a queued entry (eta_epoll_touch()). So epoll_wait costs
+ * O(ready members), not O(members), as the kernel's does. Queued are: new and
+ * modified members, members an event names, a listener whose stash grew, and
+ * every member after lost events or the PPE's death (eta_rescan_seq), a fork,
+ * or a thread that had not waited in the set before. A level-triggered member
+ * stays queued while it is ready; one found not ready leaves the queue (its
+ * one-shot POLLOUT watch armed first when it waits for send space). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,11 +30,17 @@
 #include "shim.h"
 
 void *eta_obj_alloc(void);
-extern _Atomic uint32_t eta_rescan_seq;
+
+/* Contexts (threads) that have watched members of one set: a member carries
+ * one bit per slot, so a thread coming back costs no watch command. */
+#define WAITER_SLOTS 4
 
 struct epent {
     int fd;
     struct eta_sock *s;  /* not referenced: release removes the entry */
+    int32_t rq;          /* position in the ready queue, -1: not queued */
+    uint8_t watched;     /* bit k: watched from e->waiters[k] */
+    uint32_t stamp;      /* e->look_stamp of the last collect() that looked at it */
     uint32_t events;     /* EPOLLIN | ... | EPOLLET | EPOLLONESHOT ... */
     epoll_data_t data;
     uint32_t last_ev;    /* edge triggering: what was reported */
@@ -38,12 +55,18 @@ struct eta_epoll {
     int epfd;
     int inner;              /* -1 until first needed */
     uint32_t inner_gen;     /* eta_fork_epoch it was made in (fork) */
-    dti_ctx_t *inner_ctx;   /* whose wait fd is in inner */
-    dti_ctx_t *watch_ctx;   /* the context every member is watched from */
+    uint64_t inner_ctx;     /* whose wait fd is in inner (eta_ctx_serial()) */
     pthread_mutex_t lock;
     struct epent *ents;
     unsigned n, cap;
-    unsigned cursor;        /* where the next scan starts: fairness */
+    unsigned cursor;        /* where the next look at the ready queue starts: fairness */
+    uint32_t *rq;           /* the ready queue: entry indices (capacity: cap) */
+    unsigned n_rq;
+    uint32_t seen_rescan;   /* eta_rescan_seq when every member was last queued */
+    uint32_t seen_epoch;    /* eta_fork_epoch likewise (a fork child looks at all) */
+    uint64_t waiters[WAITER_SLOTS]; /* contexts that waited here (eta_ctx_serial(); see epent.watched) */
+    unsigned next_waiter;   /* the slot a new waiter takes */
+    uint32_t look_stamp;    /* bumped by every collect() */
     int kick;               /* eventfd in the program's epoll (see kick_sleepers), -1: none */
     _Atomic int sleepers;   /* threads asleep in this epoll (either way) */
 };
@@ -53,6 +76,9 @@ _Static_assert(sizeof(struct eta_epoll) <= 256, "epoll object outgrew its slot")
 #define MAX_SHADOWS 1024
 static struct eta_epoll *shadows[MAX_SHADOWS];
 static pthread_mutex_t shadows_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void link_del(struct eta_sock *s, struct eta_epoll *e, uint32_t idx);
+static void remove_entry(struct eta_epoll *e, uint32_t idx);
 
 static int fail(int err)
 {
@@ -185,7 +211,12 @@ void eta_epoll_destroy(struct eta_obj *o)
         eta_fd_clear(e->kick);
         real_close(e->kick);
     }
+    pthread_mutex_lock(&e->lock);
+    for (unsigned i = 0; i < e->n; i++)
+        link_del(e->ents[i].s, e, i);
+    pthread_mutex_unlock(&e->lock);
     free(e->ents);
+    free(e->rq);
 }
 
 void eta_epoll_forget_fd(int fd, struct eta_sock *s)
@@ -199,13 +230,133 @@ void eta_epoll_forget_fd(int fd, struct eta_sock *s)
         pthread_mutex_lock(&e->lock);
         for (unsigned j = 0; j < e->n;) {
             if (e->ents[j].s == s)
-                e->ents[j] = e->ents[--e->n];
+                remove_entry(e, j);
             else
                 j++;
         }
         pthread_mutex_unlock(&e->lock);
     }
     pthread_mutex_unlock(&shadows_lock);
+}
+
+/* ---- membership and the ready queue (the set's lock held) ----------------- */
+
+/* The set whose lock this thread holds, if any: an event dispatched while
+ * it looks at its members (eta_watch() may pump) queues without locking. */
+static ETA_TLS struct eta_epoll *tls_locked;
+
+static void set_lock(struct eta_epoll *e)
+{
+    pthread_mutex_lock(&e->lock);
+    tls_locked = e;
+}
+
+static void set_unlock(struct eta_epoll *e)
+{
+    tls_locked = NULL;
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void link_add(struct eta_sock *s, struct eta_epoll *e, uint32_t idx)
+{
+    for (int k = 0; k < 2; k++) {
+        struct eta_epoll *none = NULL;
+        atomic_store(&s->ep[k].idx, idx);
+        if (atomic_compare_exchange_strong(&s->ep[k].set, &none, e))
+            return;
+    }
+    atomic_fetch_add(&s->ep_more, 1);
+}
+
+/* Finds the link of (e, idx); NULL when it is one of the `ep_more`. */
+static struct eta_ep_link *link_of(struct eta_sock *s, struct eta_epoll *e, uint32_t idx)
+{
+    for (int k = 0; k < 2; k++)
+        if (atomic_load(&s->ep[k].set) == e && atomic_load(&s->ep[k].idx) == idx)
+            return &s->ep[k];
+    return NULL;
+}
+
+static void link_del(struct eta_sock *s, struct eta_epoll *e, uint32_t idx)
+{
+    struct eta_ep_link *l = link_of(s, e, idx);
+    if (l)
+        atomic_store(&l->set, NULL);
+    else if (atomic_load(&s->ep_more))
+        atomic_fetch_sub(&s->ep_more, 1);
+}
+
+static void rq_push(struct eta_epoll *e, uint32_t idx)
+{
+    if (e->ents[idx].rq >= 0)
+        return;
+    e->ents[idx].rq = (int32_t)e->n_rq;
+    e->rq[e->n_rq++] = idx;
+}
+
+static void rq_drop(struct eta_epoll *e, uint32_t idx)
+{
+    int32_t pos = e->ents[idx].rq;
+    if (pos < 0)
+        return;
+    uint32_t last = e->rq[--e->n_rq];
+    e->rq[pos] = last;
+    e->ents[last].rq = pos;
+    e->ents[idx].rq = -1;
+}
+
+static void rq_push_all(struct eta_epoll *e)
+{
+    for (uint32_t i = 0; i < e->n; i++)
+        rq_push(e, i);
+}
+
+/* Removes entry idx; the last entry takes its place (index, queue, link). */
+static void remove_entry(struct eta_epoll *e, uint32_t idx)
+{
+    rq_drop(e, idx);
+    link_del(e->ents[idx].s, e, idx);
+    uint32_t last = --e->n;
+    if (idx == last)
+        return;
+    e->ents[idx] = e->ents[last];
+    if (e->ents[idx].rq >= 0)
+        e->rq[e->ents[idx].rq] = idx;
+    struct eta_ep_link *l = link_of(e->ents[idx].s, e, last);
+    if (l)
+        atomic_store(&l->idx, idx);
+}
+
+static void queue_linked(struct eta_epoll *e, struct eta_sock *s, struct eta_ep_link *l)
+{
+    uint32_t idx = atomic_load(&l->idx);
+    if (atomic_load(&l->set) == e && idx < e->n && e->ents[idx].s == s)
+        rq_push(e, idx);
+}
+
+void eta_epoll_touch(struct eta_sock *s)
+{
+    if (ETA_UNLIKELY(atomic_load_explicit(&s->ep_more, memory_order_relaxed)))
+        atomic_fetch_add(&eta_rescan_seq, 1); /* a member of many sets: every set looks again */
+    for (int k = 0; k < 2; k++) {
+        struct eta_epoll *e = atomic_load_explicit(&s->ep[k].set, memory_order_acquire);
+        if (!e)
+            continue;
+        if (e == tls_locked) {
+            queue_linked(e, s, &s->ep[k]);
+            continue;
+        }
+        /* The set may be closing: hold it, and check it is still a set
+         * with this member once its lock is ours. */
+        if (!eta_obj_tryref(&e->obj))
+            continue;
+        if (e->obj.kind == ETA_OBJ_EPOLL) {
+            pthread_mutex_lock(&e->lock);
+            queue_linked(e, s, &s->ep[k]);
+            pthread_mutex_unlock(&e->lock);
+        }
+        eta_obj_put(&e->obj);
+    }
 }
 
 static struct epent *find(struct eta_epoll *e, int fd, struct eta_sock *s)
@@ -226,6 +377,21 @@ static uint32_t dti_mask(uint32_t events)
     if (events & (EPOLLOUT | EPOLLWRNORM))
         m |= DTI_POLLOUT;
     return m;
+}
+
+static int grow(struct eta_epoll *e)
+{
+    unsigned cap = e->cap ? e->cap * 2 : 16;
+    struct epent *n = realloc(e->ents, cap * sizeof *n);
+    if (!n)
+        return -1;
+    e->ents = n;
+    uint32_t *q = realloc(e->rq, cap * sizeof *q);
+    if (!q)
+        return -1; /* ents grew, cap did not: harmless */
+    e->rq = q;
+    e->cap = cap;
+    return 0;
 }
 
 ETA_EXPORT int epoll_create(int size)
@@ -273,7 +439,7 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         return fail(op == EPOLL_CTL_ADD ? ENOMEM : ENOENT);
     }
     int rc = 0;
-    pthread_mutex_lock(&e->lock);
+    set_lock(e);
     struct epent *ent = find(e, fd, s);
     if (op == EPOLL_CTL_ADD) {
         if (ent) {
@@ -281,20 +447,16 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         } else if (s->hybrid && real_epoll_ctl(epfd, op, fd, ev) != 0) {
             rc = -1; /* the kernel half's answer (e.g. EINVAL for a bad flag) */
         } else {
-            if (e->n == e->cap) {
-                unsigned cap = e->cap ? e->cap * 2 : 16;
-                struct epent *n = realloc(e->ents, cap * sizeof *n);
-                if (!n) {
-                    pthread_mutex_unlock(&e->lock);
-                    eta_obj_put(&e->obj);
-                    eta_obj_put(&s->obj);
-                    return fail(ENOMEM);
-                }
-                e->ents = n;
-                e->cap = cap;
+            if (e->n == e->cap && grow(e) != 0) {
+                set_unlock(e);
+                eta_obj_put(&e->obj);
+                eta_obj_put(&s->obj);
+                return fail(ENOMEM);
             }
-            e->ents[e->n++] = (struct epent){fd, s, ev->events, ev->data, 0, 0, 0, 0, false};
-            e->watch_ctx = NULL; /* watch the newcomer at the next wait */
+            uint32_t idx = e->n++;
+            e->ents[idx] = (struct epent){.fd = fd, .s = s, .rq = -1, .events = ev->events, .data = ev->data};
+            link_add(s, e, idx);
+            rq_push(e, idx); /* looked at (and watched) by the next wait */
         }
     } else if (!ent) {
         rc = fail(ENOENT);
@@ -308,14 +470,15 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
             ent->data = ev->data;
             ent->last_ev = 0;
             ent->disabled = false;
-            e->watch_ctx = NULL;
+            ent->watched = 0; /* the new interest is asked for at the next wait */
+            rq_push(e, (uint32_t)(ent - e->ents));
         }
     } else {
         if (s->hybrid)
             real_epoll_ctl(epfd, op, fd, ev);
-        *ent = e->ents[--e->n];
+        remove_entry(e, (uint32_t)(ent - e->ents));
     }
-    pthread_mutex_unlock(&e->lock);
+    set_unlock(e);
     /* A thread asleep in this epoll must look at the new member (seq-cst
      * against its sleepers increment: it either sees the member before it
      * sleeps or is counted here). A new shadow's sleepers were not counted. */
@@ -340,57 +503,138 @@ static void edge_marks(struct epent *ent, dti_ctx_t *c, uint64_t *rx, uint64_t *
     *tx = atomic_load_explicit(&ent->s->tx_committed, memory_order_relaxed) + si.writable;
 }
 
-/* Collects ready accelerated members into out[0..max). Lock held. */
-static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max)
+/* The waiter slot of context c, taking one (and queueing every member, which
+ * c has not watched) when c has not waited here before. */
+static unsigned waiter_slot(struct eta_epoll *e, dti_ctx_t *c)
 {
-    int n = 0;
-    uint32_t rescan = atomic_load(&eta_rescan_seq);
-    unsigned count = e->n;
-    for (unsigned k = 0; k < count && n < max; k++) {
-        struct epent *ent = &e->ents[(e->cursor + k) % count];
-        if (ent->disabled || eta_hybrid_kernel_only(ent->s))
-            continue; /* a hybrid's kernel half is in the program's epoll */
-        uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
-                        EPOLLERR | EPOLLHUP;
-        uint32_t ev = eta_sock_events(c, ent->s);
-        if (ev & POLLIN)
-            ev |= EPOLLRDNORM;
-        if (ev & POLLOUT)
-            ev |= EPOLLWRNORM;
-        ev &= want;
-        if (ent->events & EPOLLET) {
-            /* An edge: a condition newly true, more bytes (or connections)
-             * arrived, or more send space offered than at the last report,
-             * exactly as the kernel reports every arrival. */
-            uint64_t rx, tx;
-            edge_marks(ent, c, &rx, &tx);
-            bool fresh = (ev & ~ent->last_ev) || ((ev & EPOLLIN) && rx > ent->last_rx) ||
-                         ((ev & EPOLLOUT) && tx > ent->last_tx) || (rescan != ent->last_rescan && ev);
-            ent->last_ev = ev;
-            ent->last_rescan = rescan;
-            if (!fresh)
-                continue;
+    uint64_t serial = eta_ctx_serial(c);
+    for (unsigned k = 0; serial && k < WAITER_SLOTS; k++)
+        if (e->waiters[k] == serial)
+            return k;
+    unsigned k = e->next_waiter++ % WAITER_SLOTS;
+    e->waiters[k] = serial;
+    for (unsigned i = 0; i < e->n; i++)
+        e->ents[i].watched &= (uint8_t)~(1u << k);
+    rq_push_all(e);
+    return k;
+}
+
+/* Poll bits of entry ent that it asked for (EPOLL* values). */
+static uint32_t member_events(struct epent *ent, dti_ctx_t *c)
+{
+    uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
+                    EPOLLERR | EPOLLHUP;
+    uint32_t ev = eta_sock_events(c, ent->s);
+    if (ev & POLLIN)
+        ev |= EPOLLRDNORM;
+    if (ev & POLLOUT)
+        ev |= EPOLLWRNORM;
+    return ev & want;
+}
+
+/* Whether a member waiting for send space must arm the DTI's one-shot
+ * POLLOUT: it asked for EPOLLOUT and the socket is not writable now. */
+static bool waits_for_space(struct epent *ent, dti_ctx_t *c)
+{
+    return c && (ent->events & (EPOLLOUT | EPOLLWRNORM)) && !(eta_sock_events(c, ent->s) & POLLOUT);
+}
+
+enum { MEMBER_DROP, MEMBER_REPORT };
+
+/* Looks at queued member ent for waiter c (slot k): MEMBER_REPORT with *out
+ * filled, or MEMBER_DROP (nothing to report: it leaves the queue, and an
+ * event will queue it again). */
+static int look(struct epent *ent, dti_ctx_t *c, unsigned k, uint32_t rescan, struct epoll_event *out)
+{
+    if (ent->disabled || eta_hybrid_kernel_only(ent->s))
+        return MEMBER_DROP; /* EPOLLONESHOT fired; a hybrid's kernel half is in the program's epoll */
+    bool usable = c && ent->s->generation == eta_generation;
+    if (usable && !(ent->watched & (1u << k))) {
+        eta_watch(c, ent->s, dti_mask(ent->events) & ~DTI_POLLOUT);
+        ent->watched |= (uint8_t)(1u << k);
+    }
+    uint32_t ev = member_events(ent, c);
+    bool edge = ent->events & EPOLLET;
+    if (edge) {
+        /* An edge: a condition newly true, more bytes (or connections)
+         * arrived, or more send space offered than at the last report,
+         * exactly as the kernel reports every arrival. */
+        uint64_t rx, tx;
+        edge_marks(ent, c, &rx, &tx);
+        bool fresh = (ev & ~ent->last_ev) || ((ev & EPOLLIN) && rx > ent->last_rx) ||
+                     ((ev & EPOLLOUT) && tx > ent->last_tx) || (rescan != ent->last_rescan && ev);
+        ent->last_ev = ev;
+        ent->last_rescan = rescan;
+        if (fresh) {
             ent->last_rx = rx;
             ent->last_tx = tx;
+        } else {
+            ev = 0;
         }
-        if (!ev)
-            continue;
-        out[n].events = ev;
-        out[n].data = ent->data;
-        n++;
-        if (ent->events & EPOLLONESHOT)
-            ent->disabled = true;
     }
-    if (count)
-        e->cursor = (e->cursor + 1) % count;
+    if (!ev && usable && waits_for_space(ent, c)) {
+        /* Arm, then look again: space that came meanwhile is not missed. */
+        eta_watch(c, ent->s, dti_mask(ent->events));
+        uint32_t again = member_events(ent, c);
+        if (!edge || (again & ~ent->last_ev))
+            ev = again;
+        if (edge)
+            ent->last_ev |= again;
+    }
+    if (!ev)
+        return MEMBER_DROP;
+    out->events = ev;
+    out->data = ent->data;
+    if (ent->events & EPOLLONESHOT)
+        ent->disabled = true;
+    return MEMBER_REPORT;
+}
+
+/* Collects ready accelerated members into out[0..max) from the ready queue.
+ * Lock held. A level-triggered member that was reported stays queued; an
+ * edge-triggered one stays until a look finds no new edge. Each queued
+ * member is looked at once per call (the stamp): a member is never
+ * reported twice in one call, and none that is ready is missed while there
+ * is room in out[]. The start moves on each call: ready members take turns
+ * when out[] is small. */
+static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max)
+{
+    uint32_t rescan = atomic_load(&eta_rescan_seq);
+    if (ETA_UNLIKELY(rescan != e->seen_rescan || e->seen_epoch != eta_fork_epoch)) {
+        e->seen_rescan = rescan;
+        e->seen_epoch = eta_fork_epoch;
+        rq_push_all(e);
+    }
+    unsigned k = c ? waiter_slot(e, c) : 0;
+    uint32_t stamp = ++e->look_stamp;
+    int n = 0;
+    unsigned p = e->cursor;
+    /* Each step looks at a new member or passes one already looked at;
+     * members queued by events while we look (look() may pump) count too. */
+    for (unsigned steps = 0; n < max && e->n_rq > 0 && steps < 3 * e->n + 3; steps++) {
+        if (p >= e->n_rq)
+            p = 0;
+        uint32_t idx = e->rq[p];
+        struct epent *ent = &e->ents[idx];
+        if (ent->stamp == stamp) {
+            p++;
+            continue;
+        }
+        ent->stamp = stamp;
+        int r = look(ent, c, k, rescan, &out[n]);
+        if (r == MEMBER_REPORT)
+            n++;
+        if (r == MEMBER_DROP || (r == MEMBER_REPORT && ent->disabled))
+            rq_drop(e, idx); /* the last queued member moves to p: it is next */
+        else
+            p++;
+    }
+    e->cursor = p;
     return n;
 }
 
-/* Makes the waiting thread's context watch every member, and puts its wait
- * fd in the inner epoll. Lock held. Returns 0, 1 when a member became
- * writable since collect() looked (it must be reported, not slept on: the
- * DTI's POLLOUT is one-shot and is not armed for a writable socket), or -1
- * with errno. */
+/* Puts the waiting thread's wait fd in the inner epoll. Lock held. Every
+ * member that is not queued is watched from c (collect() saw to it). */
 static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
 {
     if (e->inner < 0 || e->inner_gen != eta_fork_epoch) {
@@ -398,43 +642,22 @@ static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
         if (e->inner < 0)
             return -1;
         e->inner_gen = eta_fork_epoch;
-        e->inner_ctx = NULL;
+        e->inner_ctx = 0;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
         if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, e->epfd, &ev) != 0)
             return -1;
     }
-    if (e->inner_ctx != c) {
+    uint64_t serial = eta_ctx_serial(c);
+    if (!serial || e->inner_ctx != serial) {
+        /* (The wait fd of a thread that ended left the set when it closed.) */
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
         if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, dti_ctx_wait_fd(c), &ev) != 0 && errno != EEXIST)
             return -1;
-        e->inner_ctx = c;
+        e->inner_ctx = serial;
     }
-    int due = 0;
-    for (unsigned i = 0; i < e->n; i++) {
-        struct epent *ent = &e->ents[i];
-        if (ent->disabled || ent->s->generation != eta_generation)
-            continue;
-        uint32_t m = dti_mask(ent->events);
-        /* POLLOUT is one-shot in the DTI: ask again only when not writable.
-         * Writable now but not when collect() looked means a report is due. */
-        if ((m & DTI_POLLOUT) && (eta_sock_events(c, ent->s) & POLLOUT)) {
-            m &= ~DTI_POLLOUT;
-            if (eta_hybrid_kernel_only(ent->s)) {
-                /* collect() leaves it to the kernel half */
-            } else if (!(ent->events & EPOLLET) || !(ent->last_ev & EPOLLOUT)) {
-                due = 1; /* level-triggered, or a new edge: collect() reports it */
-            } else {
-                uint64_t rx, tx;
-                edge_marks(ent, c, &rx, &tx);
-                if (tx > ent->last_tx)
-                    due = 1; /* more space than last reported: an edge */
-            }
-        }
-        if (e->watch_ctx != c || (m & DTI_POLLOUT))
-            eta_watch(c, ent->s, m);
-    }
-    e->watch_ctx = c;
-    return due;
+    /* Queued meanwhile (an event pumped while we looked, a member added):
+     * look before sleeping. */
+    return e->n_rq > 0 ? 1 : 0;
 }
 
 static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
@@ -448,9 +671,9 @@ static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max
     for (;;) {
         if (c)
             eta_pump(c);
-        pthread_mutex_lock(&e->lock);
+        set_lock(e);
         int n = collect(e, c, out, max);
-        pthread_mutex_unlock(&e->lock);
+        set_unlock(e);
         /* The kernel members: at once, then every 64 rounds while spinning. */
         if (n < max && (iter == 0 || (iter & 63) == 0 || n > 0)) {
             bool kicked = false;
@@ -472,9 +695,9 @@ static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max
         /* Sleep in the inner epoll: the program's epoll fd and our wait fd. */
         int armed = 0;
         atomic_fetch_add(&e->sleepers, 1);
-        pthread_mutex_lock(&e->lock);
+        set_lock(e);
         int prc = c ? prepare_sleep(e, c) : 0;
-        pthread_mutex_unlock(&e->lock);
+        set_unlock(e);
         if (prc != 0)
             atomic_fetch_sub(&e->sleepers, 1);
         if (prc < 0)

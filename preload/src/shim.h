@@ -89,6 +89,15 @@ extern ETA_TLS int eta_in_shim;
  * eta_ctx(). (Anything that replaces the attachment bumps eta_fork_epoch.) */
 extern ETA_TLS dti_ctx_t *eta_tls_ctx;
 extern ETA_TLS uint32_t eta_tls_ctx_epoch;
+extern ETA_TLS uint64_t eta_tls_ctx_serial;
+/* A number naming context c for as long as it lives, never reused (a
+ * thread's context is freed when the thread ends, and the next thread's may
+ * get its address); 0 when c is not the calling thread's cached context.
+ * Caches of "already watched from this context" key on it. */
+static inline uint64_t eta_ctx_serial(dti_ctx_t *c)
+{
+    return c && c == eta_tls_ctx ? eta_tls_ctx_serial : 0;
+}
 static inline dti_ctx_t *eta_ctx_cached(void)
 {
     return ETA_LIKELY(eta_tls_ctx_epoch == eta_fork_epoch) ? eta_tls_ctx : NULL;
@@ -142,8 +151,17 @@ struct eta_sock {
      * = taken + still waiting; send space ever offered = committed + free. */
     _Atomic uint64_t rx_taken;
     _Atomic uint64_t tx_committed;
-    dti_ctx_t *_Atomic watch_ctx; /* last context that asked for events, and for what */
+    _Atomic uint64_t watch_ctx;   /* last context that asked for events (eta_ctx_serial()), and for what */
     _Atomic uint32_t watch_mask;
+    /* The epoll sets this socket is a member of, with its entry's index in
+     * each (kept by epoll.c under the set's lock), so that an event queues
+     * the entry on the set's ready queue. Members of more than two sets
+     * (`ep_more`) make each of their events a rescan of every set. */
+    struct eta_ep_link {
+        struct eta_epoll *_Atomic set;
+        _Atomic uint32_t idx;
+    } ep[2];
+    _Atomic uint32_t ep_more;
 };
 
 /* The table from descriptor number to object. Descriptors beyond it are
@@ -248,7 +266,14 @@ extern bool eta_listeners_shared;
 void eta_stash_after_fork_child(void);
 
 /* ---- epoll ------------------------------------------------------------- */
+struct eta_epoll;
 /* Called when an accelerated fd is closed: it leaves every epoll set. */
 void eta_epoll_forget_fd(int fd, struct eta_sock *s);
+/* The readiness of s may have changed (an engine event, a connection
+ * stashed, a shutdown): its epoll entries go on their sets' ready queues. */
+void eta_epoll_touch(struct eta_sock *s);
+/* Bumped when readiness may have changed anywhere (events were lost, the
+ * PPE went): every epoll set looks at all of its members again. */
+extern _Atomic uint32_t eta_rescan_seq;
 
 #endif

@@ -488,6 +488,7 @@ static int take_accepted(dti_ctx_t *c, struct eta_sock *s, dti_sock_t *out)
             st->h[st->n++] = cqe.accepted[i];
         }
         stash_unlock(st);
+        eta_epoll_touch(s); /* readable while the stash holds connections: no engine event says so */
     }
     return 0;
 }
@@ -805,6 +806,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return fail(eta_errno_from_dti(rc));
     }
     s->connect_started = true;
+    eta_epoll_touch(s); /* no longer a fresh socket's POLLOUT | POLLHUP */
     if (atomic_load(&s->nonblock)) {
         eta_obj_put(&s->obj);
         return fail(EINPROGRESS);
@@ -927,6 +929,7 @@ ETA_EXPORT int shutdown(int fd, int how)
         atomic_store(&s->shut_rd, true);
     if (how != SHUT_RD)
         atomic_store(&s->shut_wr, true);
+    eta_epoll_touch(s);
     eta_in_shim++;
     int rc = dti_shutdown(c, s->h, how);
     eta_in_shim--;

@@ -104,8 +104,10 @@ unsigned eta_pump(dti_ctx_t *c)
         for (unsigned i = 0; i < n; i++) {
             if (cqe[i].kind == DTI_CQE_EVENT) {
                 struct eta_sock *s = hmap_find(cqe[i].sock);
-                if (s)
+                if (s) {
                     atomic_fetch_add_explicit(&s->ev_seq, 1, memory_order_release);
+                    eta_epoll_touch(s);
+                }
             } else if (cqe[i].kind == DTI_CQE_RESCAN) {
                 atomic_fetch_add(&eta_rescan_seq, 1);
             }
@@ -121,11 +123,12 @@ unsigned eta_pump(dti_ctx_t *c)
 
 void eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
 {
-    if (atomic_load_explicit(&s->watch_ctx, memory_order_relaxed) == c &&
-        (atomic_load_explicit(&s->watch_mask, memory_order_relaxed) & mask) == mask && !(mask & DTI_POLLOUT))
+    uint64_t serial = eta_ctx_serial(c);
+    bool same = serial && atomic_load_explicit(&s->watch_ctx, memory_order_relaxed) == serial;
+    if (same && (atomic_load_explicit(&s->watch_mask, memory_order_relaxed) & mask) == mask && !(mask & DTI_POLLOUT))
         return;
     uint32_t want = mask | DTI_POLLERR | DTI_POLLHUP;
-    if (atomic_load_explicit(&s->watch_ctx, memory_order_relaxed) == c)
+    if (same)
         want |= atomic_load_explicit(&s->watch_mask, memory_order_relaxed);
     eta_in_shim++;
     int rc = dti_prep_watch(c, s->h, want, 0);
@@ -139,7 +142,7 @@ void eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
         dti_submit(c);
     eta_in_shim--;
     if (rc == 0) {
-        atomic_store(&s->watch_ctx, c);
+        atomic_store(&s->watch_ctx, serial);
         atomic_store(&s->watch_mask, want & ~DTI_POLLOUT);
     }
 }
@@ -170,6 +173,7 @@ bool eta_engine_check(dti_t *d)
 void eta_mark_engine_dead(void)
 {
     if (!atomic_exchange(&eta_engine_dead, true)) {
+        atomic_fetch_add(&eta_rescan_seq, 1); /* every member's readiness changed */
         eta_stats->attached = 0;
         eta_log("warning: the PPE has gone: accelerated sockets fail, new sockets go to the kernel");
     }
