@@ -539,18 +539,20 @@ static bool waits_for_space(struct epent *ent, dti_ctx_t *c)
     return c && (ent->events & (EPOLLOUT | EPOLLWRNORM)) && !(eta_sock_events(c, ent->s) & POLLOUT);
 }
 
-enum { MEMBER_DROP, MEMBER_REPORT };
+enum { MEMBER_DROP, MEMBER_REPORT, MEMBER_RETRY };
 
 /* Looks at queued member ent for waiter c (slot k): MEMBER_REPORT with *out
- * filled, or MEMBER_DROP (nothing to report: it leaves the queue, and an
- * event will queue it again). */
+ * filled, MEMBER_DROP (nothing to report: it leaves the queue, and an event
+ * will queue it again) or MEMBER_RETRY (its watch could not be asked for
+ * yet: it stays queued, so the waiter looks again before it sleeps). */
 static int look(struct epent *ent, dti_ctx_t *c, unsigned k, uint32_t rescan, struct epoll_event *out)
 {
     if (ent->disabled || eta_hybrid_kernel_only(ent->s))
         return MEMBER_DROP; /* EPOLLONESHOT fired; a hybrid's kernel half is in the program's epoll */
     bool usable = c && ent->s->generation == eta_generation;
     if (usable && !(ent->watched & (1u << k))) {
-        eta_watch(c, ent->s, dti_mask(ent->events) & ~DTI_POLLOUT);
+        if (eta_watch(c, ent->s, dti_mask(ent->events) & ~DTI_POLLOUT) == -EAGAIN)
+            return MEMBER_RETRY; /* the command queue is full: stay queued, unwatched */
         ent->watched |= (uint8_t)(1u << k);
     }
     uint32_t ev = member_events(ent, c);
@@ -574,7 +576,8 @@ static int look(struct epent *ent, dti_ctx_t *c, unsigned k, uint32_t rescan, st
     }
     if (!ev && usable && waits_for_space(ent, c)) {
         /* Arm, then look again: space that came meanwhile is not missed. */
-        eta_watch(c, ent->s, dti_mask(ent->events));
+        if (eta_watch(c, ent->s, dti_mask(ent->events)) == -EAGAIN)
+            return MEMBER_RETRY;
         uint32_t again = member_events(ent, c);
         if (!edge || (again & ~ent->last_ev))
             ev = again;

@@ -221,8 +221,9 @@ void eta_sock_release(struct eta_sock *s);
 
 /* ---- waiting ----------------------------------------------------------- */
 
-/* Makes the context report `mask` events of socket s (cached per socket). */
-void eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask);
+/* Makes the context report `mask` events of socket s (cached per socket).
+ * 0, or libdti's error: -EAGAIN when the command queue stayed full. */
+int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask);
 /* Reaps and dispatches everything pending in the context (events bump the
  * sockets' ev_seq). Returns entries reaped. */
 unsigned eta_pump(dti_ctx_t *c);

@@ -121,12 +121,12 @@ unsigned eta_pump(dti_ctx_t *c)
     return total;
 }
 
-void eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
+int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
 {
     uint64_t serial = eta_ctx_serial(c);
     bool same = serial && atomic_load_explicit(&s->watch_ctx, memory_order_relaxed) == serial;
     if (same && (atomic_load_explicit(&s->watch_mask, memory_order_relaxed) & mask) == mask && !(mask & DTI_POLLOUT))
-        return;
+        return 0;
     uint32_t want = mask | DTI_POLLERR | DTI_POLLHUP;
     if (same)
         want |= atomic_load_explicit(&s->watch_mask, memory_order_relaxed);
@@ -145,6 +145,7 @@ void eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
         atomic_store(&s->watch_ctx, serial);
         atomic_store(&s->watch_mask, want & ~DTI_POLLOUT);
     }
+    return rc;
 }
 
 _Atomic bool eta_engine_dead;
