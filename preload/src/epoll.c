@@ -541,6 +541,18 @@ static bool waits_for_space(struct epent *ent, dti_ctx_t *c)
 
 enum { MEMBER_DROP, MEMBER_REPORT, MEMBER_RETRY };
 
+/* Asks for member ent's events in waiter c's context (slot k) unless it did
+ * already. -EAGAIN: the command queue is full (ask again later). */
+static int watch_member(struct epent *ent, dti_ctx_t *c, unsigned k)
+{
+    if (!c || ent->s->generation != eta_generation || (ent->watched & (1u << k)))
+        return 0;
+    if (eta_watch(c, ent->s, dti_mask(ent->events) & ~DTI_POLLOUT) == -EAGAIN)
+        return -EAGAIN;
+    ent->watched |= (uint8_t)(1u << k);
+    return 0;
+}
+
 /* Looks at queued member ent for waiter c (slot k): MEMBER_REPORT with *out
  * filled, MEMBER_DROP (nothing to report: it leaves the queue, and an event
  * will queue it again) or MEMBER_RETRY (its watch could not be asked for
@@ -550,11 +562,8 @@ static int look(struct epent *ent, dti_ctx_t *c, unsigned k, uint32_t rescan, st
     if (ent->disabled || eta_hybrid_kernel_only(ent->s))
         return MEMBER_DROP; /* EPOLLONESHOT fired; a hybrid's kernel half is in the program's epoll */
     bool usable = c && ent->s->generation == eta_generation;
-    if (usable && !(ent->watched & (1u << k))) {
-        if (eta_watch(c, ent->s, dti_mask(ent->events) & ~DTI_POLLOUT) == -EAGAIN)
-            return MEMBER_RETRY; /* the command queue is full: stay queued, unwatched */
-        ent->watched |= (uint8_t)(1u << k);
-    }
+    if (watch_member(ent, c, k) == -EAGAIN)
+        return MEMBER_RETRY; /* stays queued, unwatched */
     uint32_t ev = member_events(ent, c);
     bool edge = ent->events & EPOLLET;
     if (edge) {
@@ -612,18 +621,36 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
     uint32_t stamp = ++e->look_stamp;
     int n = 0;
     unsigned p = e->cursor;
-    /* Each step looks at a new member or passes one already looked at;
-     * members queued by events while we look (look() may pump) count too. */
-    for (unsigned steps = 0; n < max && e->n_rq > 0 && steps < 3 * e->n + 3; steps++) {
+    /* Each step looks at a new member or passes one already looked at
+     * (members queued by events while we look count too), until a lap
+     * passes only members already looked at. */
+    for (unsigned steps = 0, passed = 0; e->n_rq > 0 && passed < e->n_rq && steps < 3 * e->n + 3; steps++) {
         if (p >= e->n_rq)
             p = 0;
         uint32_t idx = e->rq[p];
         struct epent *ent = &e->ents[idx];
         if (ent->stamp == stamp) {
             p++;
+            passed++; /* a whole lap of members already looked at: done */
             continue;
         }
+        passed = 0;
         ent->stamp = stamp;
+        if (n == max) {
+            /* out[] is full: no more reports, but the queue is cleared of
+             * members that are not ready (watched first), so that the next
+             * call looks at the ready ones only. Edge-triggered members
+             * stay: looking at them moves their marks. */
+            if (watch_member(ent, c, k) == -EAGAIN)
+                break; /* the command queue is full: the rest next time */
+            if (!(ent->events & EPOLLET) && !ent->disabled && !waits_for_space(ent, c) &&
+                !member_events(ent, c)) {
+                rq_drop(e, idx);
+                continue;
+            }
+            p++;
+            continue;
+        }
         int r = look(ent, c, k, rescan, &out[n]);
         if (r == MEMBER_REPORT)
             n++;
