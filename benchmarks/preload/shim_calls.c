@@ -202,7 +202,11 @@ int main(int argc, char **argv)
         wait_readable_bytes(server, kMsg);
         b.fd = server;
     }
-    warmup_call(&b, call);
+    /* epoll: a set filled at once asks for its members' watches over its
+     * first waits (as many per wait as the command queue takes); the budget
+     * is about the wait after that. */
+    for (int w = 0; w < (call == 'e' ? 64 : 1); w++)
+        warmup_call(&b, call);
     b.good = 0;
     for (long i = 0; i < n; i++) measured_call(&b, call);
     if (b.good != n) {

@@ -67,11 +67,11 @@ static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, s
 
 /* One socket's state from the table (no group). Inlined into the callers:
  * readiness checks are what poll/epoll loops make per member. */
-static inline int sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
+static inline __attribute__((always_inline)) int sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
 {
     c = dti__route(c, &s);
     uint32_t slot;
-    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    struct dti_sock_shared *sh = sock_of(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s);
@@ -93,7 +93,7 @@ static inline int sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *
 
 int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return sock_status(c, s, out); }
 
-static inline int status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
+static inline __attribute__((always_inline)) int status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
 {
     struct dti_group *g = dti__group_find(c, s);
     if (__builtin_expect(g != NULL, 0))

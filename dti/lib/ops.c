@@ -610,27 +610,48 @@ static unsigned flush_all_gone(struct dti_ctx *c, struct dti_cqe *out, unsigned 
     return got;
 }
 
+/* Nothing to reap: the engine may have gone. The region's state word is
+ * free to read; the control socket is polled at most every 10 ms, the clock
+ * read every 64 empty reaps. */
+static unsigned reap_idle(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
+{
+    bool syscall_ok = false;
+    if ((++c->empty_reaps & 63) == 0) {
+        uint64_t now = dti__now_ns();
+        syscall_ok = now - c->last_alive_check_ns > 10000000ull;
+        if (syscall_ok)
+            c->last_alive_check_ns = now;
+    }
+    bool alive = true;
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        alive &= dti__check_alive(qp_of(c, i)->d, syscall_ok);
+    return alive ? 0 : flush_all_gone(c, out, max);
+}
+
+static bool qp_has_entries(const struct dti_ctx *c)
+{
+    return c->stash_len || c->stash_rescan ||
+           DTI_LOAD(&c->evs[c->ev_cons & c->ev_mask].stamp) == (uint16_t)(c->ev_cons + 1) ||
+           DTI_LOAD_RELAXED(&c->qp->ev_overflow) != c->overflow_seen;
+}
+
+int dti_cq_ready(const dti_ctx_t *c)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        if (qp_has_entries(c->n_sub ? c->sub[i] : c))
+            return 1;
+    return 0;
+}
+
 unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max)
 {
+    /* The common answer to a poll, on one engine: nothing stashed, the next
+     * event slot not stamped, no events lost. */
+    if (c->n_sub <= 1 && !qp_has_entries(c))
+        return reap_idle(c, out, max);
     unsigned got = take_stashes(c, out, max);
     got += reap_rings(c, out + got, max - got);
-    if (got == 0) {
-        /* Idle: the region's state word is free to read; the control socket
-         * is polled at most every 10 ms, the clock read every 64 empty reaps. */
-        bool syscall_ok = false;
-        if ((++c->empty_reaps & 63) == 0) {
-            uint64_t now = dti__now_ns();
-            syscall_ok = now - c->last_alive_check_ns > 10000000ull;
-            if (syscall_ok)
-                c->last_alive_check_ns = now;
-        }
-        bool alive = true;
-        for (uint32_t i = 0; i < n_qps(c); i++)
-            alive &= dti__check_alive(qp_of(c, i)->d, syscall_ok);
-        if (!alive)
-            got = flush_all_gone(c, out, max);
-    }
-    return got;
+    return got ? got : reap_idle(c, out, max);
 }
 
 void dti__stash_push(struct dti_ctx *c, const struct dti_cqe *e)

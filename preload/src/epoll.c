@@ -690,16 +690,22 @@ static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
     return e->n_rq > 0 ? 1 : 0;
 }
 
+static ETA_TLS unsigned pump_skips;
+
+/* *waited: when it started to wait (0: answered by the first look, the
+ * clock never read). */
 static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
-                           const sigset_t *mask)
+                           const sigset_t *mask, uint64_t *waited)
 {
-    dti_ctx_t *c = eta_ctx();
-    uint64_t start = eta_now_ns();
-    uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
-    uint64_t spin_end = start + (c ? dti_spin_begin(c) : 0); /* adaptive: see dti_ctx_set_spin() */
+    dti_ctx_t *c = eta_ctx_cached();
+    if (!c)
+        c = eta_ctx();
+    uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
     for (;;) {
-        if (c)
+        /* Events queue members: reap when some came (and now and then
+         * regardless, which is how a departed engine is noticed). */
+        if (c && (dti_cq_ready(c) || (++pump_skips & 63) == 0))
             eta_pump(c);
         set_lock(e);
         int n = collect(e, c, out, max);
@@ -715,6 +721,11 @@ static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max
         }
         if (n > 0 || timeout_ns == 0) {
             return n;
+        }
+        if (!start) { /* nothing at the first look: from now on, time counts */
+            *waited = start = eta_now_ns();
+            deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
+            spin_end = start + (c ? dti_spin_begin(c) : 0); /* adaptive: see dti_ctx_set_spin() */
         }
         iter++;
         uint64_t now = eta_now_ns();
@@ -785,11 +796,13 @@ static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max
 static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
                       const sigset_t *mask)
 {
-    uint64_t start = eta_now_ns();
-    int n = spin_then_sleep(e, out, max, timeout_ns, mask);
-    dti_ctx_t *c = eta_ctx();
-    if (c && timeout_ns != 0 && n >= 0)
-        dti_spin_end(c, eta_now_ns() - start); /* how long it took teaches the spin policy */
+    uint64_t waited = 0;
+    int n = spin_then_sleep(e, out, max, timeout_ns, mask, &waited);
+    dti_ctx_t *c = eta_ctx_cached();
+    if (!c && waited)
+        c = eta_ctx();
+    if (c && timeout_ns != 0 && n >= 0) /* how long it took teaches the spin policy */
+        dti_spin_end(c, waited ? eta_now_ns() - waited : 0);
     return n;
 }
 
@@ -828,7 +841,7 @@ static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout
     struct eta_epoll *e = NULL;
     if (atomic_load_explicit(&eta_tracked, memory_order_relaxed))
         e = shadow_get(epfd);
-    uint64_t start = timeout_ns > 0 ? eta_now_ns() : 0;
+    uint64_t start = timeout_ns > 0 && (!e || __atomic_load_n(&e->n, __ATOMIC_SEQ_CST) == 0) ? eta_now_ns() : 0;
     while (ETA_LIKELY(!e || __atomic_load_n(&e->n, __ATOMIC_SEQ_CST) == 0)) {
         bool kicked = false;
         int rc = wait_kernel(epfd, e, out, max, mask, ms, ts, which, &kicked);

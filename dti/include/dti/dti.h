@@ -402,6 +402,12 @@ struct dti_cqe {
  * -DTI_E_ENGINE_GONE. */
 unsigned dti_reap(dti_ctx_t *c, struct dti_cqe *out, unsigned max);
 
+/* Whether dti_reap() has entries to return, read without a system call or
+ * a write (for a poll loop that looks at socket state first and reaps only
+ * when something came). It does not look for a departed engine: keep calling
+ * dti_reap() (or dti_wait()) now and then to learn of that. */
+int dti_cq_ready(const dti_ctx_t *c);
+
 /* Commands submitted and not yet reaped (credits in use). */
 unsigned dti_inflight(const dti_ctx_t *c);
 

@@ -148,6 +148,22 @@ TEST_F(DtiApi, NopRoundTripCompletesWithUserData)
     EXPECT_EQ(dti_inflight(c_), 0u);
 }
 
+// dti_cq_ready() says whether dti_reap() has something: nothing before a
+// command, something once its completion is there (dti_wait() says when),
+// nothing again once it is reaped. On several engines too (any queue pair).
+TEST_F(DtiApi, CqReadyTellsWhetherReapHasEntries)
+{
+    EXPECT_EQ(dti_cq_ready(c_), 0);
+    ASSERT_EQ(dti_prep_nop(c_, 9), 0);
+    EXPECT_EQ(dti_submit(c_), 1);
+    ASSERT_EQ(dti_wait(c_, 5000), 1);
+    EXPECT_EQ(dti_cq_ready(c_), 1);
+    dti_cqe e[2];
+    ASSERT_EQ(dti_reap(c_, e, 2), 1u);
+    EXPECT_EQ(e[0].user_data, 9u);
+    EXPECT_EQ(dti_cq_ready(c_), 0);
+}
+
 TEST_F(DtiApi, CreditsRunOutAsEagainNotLoss)
 {
     unsigned n = 0;
