@@ -1,5 +1,6 @@
 /* libdti core: attach/detach, contexts, the wake protocol, engine liveness. */
 #include "internal.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -398,7 +399,7 @@ bool dti__check_alive(struct dti_attachment *d, bool allow_syscall)
     }
     if (allow_syscall) {
         struct pollfd p = {.fd = d->ctl_fd, .events = POLLRDHUP};
-        if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+        if (dti__sys_poll0(&p, 1) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
             mark_dead(d, DTI_E_ENGINE_GONE);
             return false;
         }
@@ -419,7 +420,7 @@ int dti_engine_alive(dti_t *d)
 void dti__doorbell_write(struct dti_attachment *d)
 {
     uint64_t one = 1;
-    ssize_t n = write(d->doorbell_fd, &one, sizeof one);
+    ssize_t n = dti__sys_write(d->doorbell_fd, &one, sizeof one);
     (void)n; /* EAGAIN: the counter is saturated, the engine wakes anyway */
 }
 
@@ -817,7 +818,7 @@ void dti_disarm(dti_ctx_t *c)
      * looks again. */
     for (uint32_t i = 0; i < n_qps(c); i++) {
         uint64_t v;
-        ssize_t n = read(qp_of(c, i)->wake_fd, &v, sizeof v);
+        ssize_t n = dti__sys_read(qp_of(c, i)->wake_fd, &v, sizeof v);
         (void)n;
     }
 }
@@ -843,7 +844,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         }
         int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
         struct epoll_event ev;
-        int n = epoll_wait(c->wait_fd, &ev, 1, ms);
+        int n = dti__sys_epoll_wait(c->wait_fd, &ev, 1, ms);
         dti_disarm(c);
         if (n < 0 && errno != EINTR)
             return -errno;

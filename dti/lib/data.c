@@ -299,6 +299,14 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
     return 0;
 }
 
+/* A batch of releases is due: tell the engine (see consume()). */
+static __attribute__((noinline)) ssize_t release_owed(dti_ctx_t *c, dti_sock_t s, uint32_t taken)
+{
+    if (dti__flush_release(c, s) == 0)
+        dti_submit(c);
+    return taken;
+}
+
 /* borrow + copy + release: the general read (first use of a slot, errors,
  * end of stream, a posted receive in flight). */
 static __attribute__((noinline)) ssize_t recv_general(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
@@ -337,14 +345,15 @@ ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
         return recv_general(c, s, buf, len);
     uint32_t take = len < n ? (uint32_t)len : n;
     uint32_t off = (DTI_LOAD_RELAXED(&sh->rx_base) + p->rx_head) & (size - 1);
-    const uint8_t *ring = rx_ring(d, slot);
-    if (__builtin_expect(take <= size - off, 1)) {
-        copy_bytes(buf, ring + off, take);
-    } else {
-        memcpy(buf, ring + off, size - off);
-        memcpy((uint8_t *)buf + (size - off), ring, take - (size - off));
-    }
-    consume(c, s, p, take);
+    /* Larger reads and reads across the ring's end take the general path:
+     * their copy costs more than looking again, and this one then makes no
+     * call that needs a stack frame. */
+    if (__builtin_expect(take > 64 || take > size - off, 0))
+        return recv_general(c, s, buf, len);
+    copy_bytes(buf, rx_ring(d, slot) + off, take);
+    p->rx_head += take; /* consumed first: nothing is released before it is taken */
+    if (__builtin_expect(__atomic_add_fetch(&p->rx_owed, take, __ATOMIC_RELAXED) >= release_batch(d), 0))
+        return release_owed(c, s, take);
     return take;
 }
 
@@ -419,6 +428,13 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
     return 0;
 }
 
+/* The engine sleeps: ring its doorbell (dti__ring_doorbell()). */
+static __attribute__((noinline)) ssize_t wake_engine(struct dti_attachment *d, uint32_t sent)
+{
+    dti__doorbell_write(d);
+    return sent;
+}
+
 /* reserve + copy + commit: the general write (first use of a slot, errors,
  * a connect under way, a full ring, commands already staged). */
 static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len,
@@ -466,13 +482,10 @@ ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsign
         return send_general(c, s, buf, len, flags);
     uint32_t take = len < size - used ? (uint32_t)len : size - used;
     uint32_t off = (DTI_LOAD_RELAXED(&sh->tx_base) + p->tx_tail) & (size - 1);
-    uint8_t *ring = tx_ring(d, slot);
-    if (__builtin_expect(take <= size - off, 1)) {
-        copy_bytes(ring + off, buf, take);
-    } else {
-        memcpy(ring + off, buf, size - off);
-        memcpy(ring, (const uint8_t *)buf + (size - off), take - (size - off));
-    }
+    /* As in dti_recv(): large and wrapping copies go the general way. */
+    if (__builtin_expect(take > 64 || take > size - off, 0))
+        return send_general(c, s, buf, len, flags);
+    copy_bytes(tx_ring(d, slot) + off, buf, take);
     p->tx_tail += take;
     /* Body then stamp, back to back (see next_cmd() in ops.c). */
     struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
@@ -489,7 +502,8 @@ ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsign
     DTI_STORE(&cmd->stamp, c->prepared);
     DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
     c->published = c->prepared;
-    dti__ring_doorbell(d);
+    if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
+        return wake_engine(d, take);
     return take;
 }
 
