@@ -329,9 +329,8 @@ static __attribute__((noinline)) ssize_t recv_general(dti_ctx_t *c, dti_sock_t s
 /* The common read: bytes are waiting in a warm socket's ring. One handle
  * check, one copy (two at the ring's end), the release owed in batches;
  * anything else takes recv_general(). */
-ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
+static inline __attribute__((always_inline)) ssize_t recv_local(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
 {
-    c = dti__route(c, &s);
     struct dti_attachment *d = c->d;
     uint32_t slot;
     struct dti_sock_shared *sh = sock_of(d, s, &slot);
@@ -355,6 +354,22 @@ ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
     if (__builtin_expect(__atomic_add_fetch(&p->rx_owed, take, __ATOMIC_RELAXED) >= release_batch(d), 0))
         return release_owed(c, s, take);
     return take;
+}
+
+/* Several engines: the handle names its engine's queue pair. */
+static __attribute__((noinline)) ssize_t recv_routed(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
+{
+    c = dti__route_engines(c, &s);
+    return recv_local(c, s, buf, len);
+}
+
+/* The routing is a tail call of its own, so that the common case (one
+ * engine) is a leaf that needs no stack frame. */
+ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
+{
+    if (__builtin_expect(c->n_sub > 1, 0))
+        return recv_routed(c, s, buf, len);
+    return recv_local(c, s, buf, len);
 }
 
 /* ---- send ---------------------------------------------------------------------- */
@@ -461,9 +476,9 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
 /* The common write: a connected socket with room in its send ring and in
  * the command ring, nothing staged. One handle check, one copy, the SEND
  * command written straight into the ring (no staging copy) and published. */
-ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
+static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dti_sock_t s, const void *buf,
+                                                                 size_t len, unsigned flags)
 {
-    c = dti__route(c, &s);
     struct dti_attachment *d = c->d;
     uint32_t slot;
     struct dti_sock_shared *sh = sock_of(d, s, &slot);
@@ -505,6 +520,21 @@ ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsign
     if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
         return wake_engine(d, take);
     return take;
+}
+
+static __attribute__((noinline)) ssize_t send_routed(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len,
+                                                     unsigned flags)
+{
+    c = dti__route_engines(c, &s);
+    return send_local(c, s, buf, len, flags);
+}
+
+/* As dti_recv(): one engine is a leaf. */
+ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsigned flags)
+{
+    if (__builtin_expect(c->n_sub > 1, 0))
+        return send_routed(c, s, buf, len, flags);
+    return send_local(c, s, buf, len, flags);
 }
 
 /* ---- region buffer pool ------------------------------------------------------------- */
