@@ -372,6 +372,35 @@ ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
     return recv_local(c, s, buf, len);
 }
 
+int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v)
+{
+    c = dti__route(c, &s);
+    struct dti_attachment *d = c->d;
+    uint32_t slot;
+    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    if (!sh || !v)
+        return sh ? -EFAULT : -DTI_E_BAD_HANDLE;
+    uint32_t gen = dti__gen(s);
+    struct dti_sock_priv *p = rx_side(d, slot, gen);
+    if (p->rx_busy_gen == gen)
+        return -EBUSY;
+    *v = (struct dti_rx_view){.live_gen = &sh->gen, .tail = &sh->rx_tail, .head = &p->rx_head,
+                              .owed = &p->rx_owed, .ring = rx_ring(d, slot), .size = d->limits.rx_ring_size,
+                              .base = DTI_LOAD_RELAXED(&sh->rx_base), .batch = release_batch(d), .gen = gen};
+    return 0;
+}
+
+int dti_recv_flush(dti_ctx_t *c, dti_sock_t s)
+{
+    c = dti__route(c, &s);
+    uint32_t slot;
+    if (!sock_of(c->d, s, &slot))
+        return -DTI_E_BAD_HANDLE;
+    if (dti__flush_release(c, s) == 0)
+        dti_submit(c);
+    return 0;
+}
+
 /* ---- send ---------------------------------------------------------------------- */
 
 static ssize_t tx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uint32_t gen)

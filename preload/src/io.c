@@ -345,6 +345,17 @@ static inline bool nonblocking(struct eta_sock *s, int flags)
     return (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 }
 
+/* Bytes came through dti_recv(): the socket is connected and its ring's
+ * base fixed, so its receive view can be taken (once, by one thread). */
+static void take_rx_view(dti_ctx_t *c, struct eta_sock *s)
+{
+    uint32_t none = 0;
+    if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_relaxed) != 0) ||
+        !atomic_compare_exchange_strong(&s->rxv_state, &none, 1))
+        return;
+    atomic_store_explicit(&s->rxv_state, dti_rx_view(c, s->h, &s->rxv) == 0 ? 2 : 0, memory_order_release);
+}
+
 /* 1 with *out set (and errno when *out is -1); 0: take the general path. */
 static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, void *buf, size_t len, int flags, ssize_t *out)
 {
@@ -356,7 +367,18 @@ static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, vo
         return 0;
     int done = 0;
     if (ETA_LIKELY(!atomic_load_explicit(&s->shut_rd, memory_order_relaxed))) {
-        ssize_t n = dti_recv(c, s->h, buf, len);
+        ssize_t n = 0;
+        int flush = 0;
+        if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_acquire) == 2))
+            n = dti_recv_view(&s->rxv, buf, len, &flush);
+        if (ETA_LIKELY(n > 0)) {
+            if (ETA_UNLIKELY(flush))
+                dti_recv_flush(c, s->h);
+        } else {
+            n = dti_recv(c, s->h, buf, len);
+            if (n > 0)
+                take_rx_view(c, s);
+        }
         if (ETA_LIKELY(n > 0)) {
             atomic_fetch_add_explicit(&s->rx_taken, (size_t)n, memory_order_relaxed);
             *out = n;

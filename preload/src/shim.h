@@ -162,6 +162,11 @@ struct eta_sock {
         _Atomic uint32_t idx;
     } ep[2];
     _Atomic uint32_t ep_more;
+    /* libdti's receive view (dti_rx_view()), taken once bytes have come (the
+     * ring's base is fixed by then): small reads are inlined in the shim.
+     * rxv_state: 0 none, 1 being filled (by one thread), 2 usable. */
+    _Atomic uint32_t rxv_state;
+    struct dti_rx_view rxv;
 };
 
 /* The table from descriptor number to object. Descriptors beyond it are

@@ -457,6 +457,74 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n);
 /* Copying receive: up to len bytes; 0 at EOF; -EAGAIN when none yet. */
 ssize_t dti_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len);
 
+/* Receive view: the words dti_recv() reads and writes for a socket, for
+ * callers that inline the common small read into their own per-call code (a
+ * sockets shim pays for its own descriptor lookup; a second library call
+ * that checks the handle again costs as much as the read). Valid from a
+ * successful dti_rx_view() until the socket is closed; not while a posted
+ * receive (dti_prep_recv_into) is in flight on it. dti_recv_view() takes only
+ * what it can take cheaply (bytes there, up to 64 at a time, not across the
+ * ring's end) and returns 0 otherwise: then call dti_recv(), which does the
+ * rest (end of stream, errors, waiting). The view holds no lock and needs
+ * none: one reader per socket at a time, as for dti_recv(). */
+struct dti_rx_view {
+    const uint32_t *live_gen; /* the slot's live generation: == gen while the handle lives */
+    const uint32_t *tail;     /* bytes the engine produced (load with acquire) */
+    uint32_t *head;           /* bytes consumed */
+    uint32_t *owed;           /* consumed, not yet released (atomic add) */
+    const uint8_t *ring;
+    uint32_t size;            /* a power of two */
+    uint32_t base;            /* ring offset of position p: (base + p) & (size - 1) */
+    uint32_t batch;           /* owed bytes that make a release due (dti_recv_flush()) */
+    uint32_t gen;
+};
+int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v);
+/* Tells the engine of the bytes consumed through a view (dti_recv_view()
+ * says when it is due). Never fails for a full command queue (they stay owed
+ * and go with a later command). */
+int dti_recv_flush(dti_ctx_t *c, dti_sock_t s);
+
+/* Up to len bytes from the view: > 0 taken (and *flush set when a release
+ * is due: call dti_recv_flush()), 0 when this call cannot take them. */
+#if defined(__GNUC__)
+#define DTI_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define DTI_ALWAYS_INLINE inline
+#endif
+static DTI_ALWAYS_INLINE ssize_t dti_recv_view(const struct dti_rx_view *v, void *buf, size_t len, int *flush)
+{
+    uint32_t head = *v->head;
+    uint32_t n = __atomic_load_n(v->tail, __ATOMIC_ACQUIRE) - head;
+    if (n - 1 >= v->size || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0)
+        return 0; /* nothing (or a confused engine), or the handle went */
+    uint32_t take = len < n ? (uint32_t)len : n;
+    uint32_t off = (v->base + head) & (v->size - 1);
+    if (take > 64 || take > v->size - off)
+        return 0;
+    /* Two overlapping moves of the largest power of two not above take. */
+    const uint8_t *src = v->ring + off;
+    uint8_t *dst = (uint8_t *)buf;
+    if (take >= 32) {
+        __builtin_memcpy(dst, src, 32);
+        __builtin_memcpy(dst + take - 32, src + take - 32, 32);
+    } else if (take >= 16) {
+        __builtin_memcpy(dst, src, 16);
+        __builtin_memcpy(dst + take - 16, src + take - 16, 16);
+    } else if (take >= 8) {
+        __builtin_memcpy(dst, src, 8);
+        __builtin_memcpy(dst + take - 8, src + take - 8, 8);
+    } else if (take >= 4) {
+        __builtin_memcpy(dst, src, 4);
+        __builtin_memcpy(dst + take - 4, src + take - 4, 4);
+    } else {
+        for (uint32_t i = 0; i < take; i++)
+            dst[i] = src[i];
+    }
+    *v->head = head + take;
+    *flush = __atomic_add_fetch(v->owed, take, __ATOMIC_RELAXED) >= v->batch;
+    return take;
+}
+
 /* Zero-copy send: describes free space in the send ring (up to two pieces)
  * for the caller to fill. Returns the total (> 0), -EAGAIN when full, or an
  * error (-EPIPE after shutdown, -ENOTCONN, the socket's error). */
