@@ -148,4 +148,5 @@ for cycle in $(seq 1 "$CYCLES"); do
     done
     [ "$CYCLES" -eq 1 ] || echo "restart cycle $cycle of $CYCLES: served through the new PPE ($opens connections)"
 done
-echo "PPE restart test passed ($CYCLES cycle(s))"
+echo "restart: $CYCLES of $CYCLES kill -9 + restart cycles of eta-ppe: redis (epoll), a blocking accept and" \
+    "http.server (poll, INADDR_ANY) lived on, re-attached once each time and served through every new PPE - held"
