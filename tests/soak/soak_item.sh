@@ -48,11 +48,14 @@ item_transfer() {
         done
     done
     "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel off >/dev/null || true
+    # What the impairment did, as eta-ppe saw it over the whole run.
     local rtx
-    rtx=$(stacks_sum tcp_retransmits)
+    rtx=$(ppe_json "'%d out-of-order segments, %d D-SACKs sent, %d corrupt segments dropped, %d retransmits' % tuple(
+        sum(s[k] for e in d['engines'] for s in e['stacks']) for k in
+        ('tcp_ooo_segments', 'tcp_dsacks_sent', 'drop_tcp_csum', 'tcp_retransmits'))")
     echo "transfer: $rounds of $rounds rounds, $(numfmt --to=iec "$bytes")B each way under netem $impair:" \
         "byte-exact (CRC32C), $(python3 -c "import sys; x=[float(v) for v in sys.argv[1:]]; print('%.3f-%.3f Gbit/s' % (min(x), max(x)))" $rates)," \
-        "longest $longest s (bound $bound s), $rtx retransmits - held"
+        "longest $longest s (bound $bound s); eta-ppe: $rtx - held"
 }
 
 # APPS native applications, BATCH at a time, each killed with SIGKILL while
