@@ -413,6 +413,13 @@ int dti_retire(dti_t *d)
         return -EBUSY;
     for (uint32_t e = 0; e < d->n_links; e++)
         retire_link(d->links[e]);
+    /* Thread-specific keys are few (PTHREAD_KEYS_MAX): a program that
+     * re-attaches again and again must not run out. Threads' old contexts
+     * then stay allocated at their exit, like the rest of a retired one. */
+    if (d->tls_key_ok) {
+        d->tls_key_ok = false;
+        pthread_key_delete(d->tls_key);
+    }
     return 0;
 }
 

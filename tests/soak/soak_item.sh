@@ -53,7 +53,7 @@ item_transfer() {
     rtx=$(ppe_json "'%d out-of-order segments, %d D-SACKs sent, %d corrupt segments dropped, %d retransmits' % tuple(
         sum(s[k] for e in d['engines'] for s in e['stacks']) for k in
         ('tcp_ooo_segments', 'tcp_dsacks_sent', 'drop_tcp_csum', 'tcp_retransmits'))")
-    echo "transfer: $rounds of $rounds rounds, $(numfmt --to=iec "$bytes")B each way under netem $impair:" \
+    echo "transfer: $rounds of $rounds rounds, $(numfmt --to=iec-i "$bytes")B each way under netem $impair:" \
         "byte-exact (CRC32C), $(python3 -c "import sys; x=[float(v) for v in sys.argv[1:]]; print('%.3f-%.3f Gbit/s' % (min(x), max(x)))" $rates)," \
         "longest $longest s (bound $bound s); eta-ppe: $rtx - held"
 }
