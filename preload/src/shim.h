@@ -90,9 +90,14 @@ bool eta_reattach_try(void);
  * until the next try: a wait that has nothing else to wake it for a new PPE
  * sleeps at most this long, then calls eta_reattach_try(). */
 int eta_reattach_wait_ms(void);
-/* sock.c: makes every listening socket of an older generation listen again
+/* relisten.c: makes every listening socket of an older generation listen again
  * on the current attachment. Returns how many; *failed counts refusals. */
 unsigned eta_relisten_all(unsigned *failed);
+struct eta_sock;
+/* sock.c: carries the options the kernel placeholder holds to s's PPE
+ * socket; drops listener s's stashed connections without telling the PPE. */
+void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s);
+void eta_stash_forget(struct eta_sock *s);
 /* wait.c: forgets every handle -> socket entry (handles of a dead PPE). */
 void eta_hmap_clear(void);
 /* eta_generation set by the last fork child that could not join its parent's
