@@ -372,6 +372,60 @@ void dti_detach(dti_t *d)
     free(d);
 }
 
+static void mark_dead(struct dti_attachment *d, int reason);
+
+/* Replaces a mapping with private zero pages at the same address: threads
+ * that still read it see no engine (engine_state 0 is not ALIVE), writes land
+ * in memory of their own, and the shared pages are released. */
+static void unpin(void *base, uint64_t size)
+{
+    if (base && size)
+        (void)mmap(base, (size_t)size, PROT_READ | PROT_WRITE,
+                   MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static void retire_link(struct dti_attachment *l)
+{
+    mark_dead(l, DTI_E_ENGINE_GONE);
+    pthread_mutex_lock(&l->lock);
+    for (struct dti_ctx *c = l->contexts; c; c = c->next_all) {
+        close_fd(&c->wait_fd);
+        close_fd(&c->wake_fd);
+    }
+    close_fd(&l->ctl_fd);
+    close_fd(&l->doorbell_fd);
+    close_fd(&l->fork_fd);
+    unpin(l->base, l->size);
+    if (l->priv)
+        unpin(l->priv, sizeof(struct dti_sock_priv) * l->limits.max_sockets);
+    pthread_mutex_unlock(&l->lock);
+}
+
+int dti_retire(dti_t *d)
+{
+    if (!d)
+        return -EINVAL;
+    if (dti_engine_alive(d))
+        return -EBUSY;
+    for (uint32_t e = 0; e < d->n_links; e++)
+        retire_link(d->links[e]);
+    /* Thread-specific keys are few (PTHREAD_KEYS_MAX): a program that
+     * re-attaches again and again must not run out. Threads' old contexts
+     * then stay allocated at their exit, like the rest of a retired one. */
+    if (d->tls_key_ok) {
+        d->tls_key_ok = false;
+        pthread_key_delete(d->tls_key);
+    }
+    return 0;
+}
+
 int dti_control_fd(dti_t *d) { return d->ctl_fd; }
 
 void dti_get_limits(const dti_t *d, struct dti_limits *out) { *out = d->limits; }

@@ -488,6 +488,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
         programs.push_back({{"pid", pr.pid},
                             {"name", c_str(pr.comm)},
                             {"attached", pr.attached != 0},
+                            {"reattaches", pr.reattaches},
                             {"sockets", std::move(by_reason)},
                             {"accelerated_open", pr.accel_open},
                             {"accepted", pr.accepted},

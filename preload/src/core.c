@@ -252,7 +252,7 @@ dti_t *eta_dti(void)
 {
     int st = atomic_load_explicit(&attach_state, memory_order_acquire);
     if (ETA_LIKELY(st == ATTACH_OK))
-        return attachment;
+        return __atomic_load_n(&attachment, __ATOMIC_ACQUIRE); /* a re-attach replaces it */
     if (st == ATTACH_FAILED)
         return NULL;
     eta_init();
@@ -266,6 +266,108 @@ dti_t *eta_dti(void)
     }
     pthread_mutex_unlock(&attach_lock);
     return atomic_load(&attach_state) == ATTACH_OK ? attachment : NULL;
+}
+
+/* ---- re-attach: a PPE that comes back ----------------------------------- */
+
+/* After the PPE went, the next thread that calls into the shim where a new
+ * PPE matters (a new socket, a wait in accept/poll/epoll with a listener) tries
+ * to attach again: a timed retry with backoff, at most one connect() to the
+ * control socket per interval for the whole process, from a thread that was
+ * going to wake anyway. No helper thread (nothing to survive fork or to mask
+ * signals for) and no extra descriptor in the program's sets; waits that could
+ * otherwise sleep forever sleep at most until the next try
+ * (eta_reattach_wait_ms). What the new PPE needs is then made again: every
+ * listening socket, with its address, port, options and backlog
+ * (eta_relisten_all); established connections stay reset. */
+#define REATTACH_FIRST_NS 50000000ull    /* 50 ms after the PPE went */
+#define REATTACH_MAX_NS 1000000000ull    /* then doubling, to one try a second */
+static _Atomic uint64_t reattach_next_ns; /* the earliest next try */
+static uint64_t reattach_backoff_ns;      /* attach lock */
+uint32_t eta_fork_generation;
+
+static void mark_internal(int cfd)
+{
+    if (cfd >= 0 && eta_fd_in_range(cfd)) {
+        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
+        eta_fd_set(cfd, &internal);
+    }
+}
+
+static bool reattach_pending(void)
+{
+    return atomic_load_explicit(&eta_engine_dead, memory_order_relaxed) &&
+           atomic_load_explicit(&attach_state, memory_order_acquire) == ATTACH_OK && !eta_cfg.disabled;
+}
+
+int eta_reattach_wait_ms(void)
+{
+    if (!reattach_pending())
+        return -1;
+    uint64_t next = atomic_load_explicit(&reattach_next_ns, memory_order_relaxed), now = eta_now_ns();
+    return next <= now ? 1 : (int)((next - now + 999999) / 1000000);
+}
+
+static bool reattach_locked(void)
+{
+    if (!atomic_load(&eta_engine_dead))
+        return true; /* another thread did it */
+    uint64_t now = eta_now_ns();
+    if (now < atomic_load(&reattach_next_ns))
+        return false;
+    reattach_backoff_ns = reattach_backoff_ns ? reattach_backoff_ns * 2 : REATTACH_FIRST_NS;
+    if (reattach_backoff_ns > REATTACH_MAX_NS)
+        reattach_backoff_ns = REATTACH_MAX_NS;
+    atomic_store(&reattach_next_ns, now + reattach_backoff_ns);
+    char why[256] = "";
+    struct dti_attach_opts opts = {.socket_path = eta_cfg.socket_path, .name = NULL};
+    dti_t *d = NULL;
+    eta_in_shim++;
+    int rc = dti_attach(&opts, &d, why, sizeof why);
+    eta_in_shim--;
+    if (rc < 0) {
+        ETA_DEBUG("re-attach: %s", why[0] ? why : dti_strerror(rc));
+        return false;
+    }
+    dti_t *old = attachment;
+    /* Everything made on the old PPE is now of an older generation: its
+     * connections stay reset; its listeners are made again below. The old
+     * dti_t stays allocated (retired), so contexts cached per thread
+     * (tls_ctx_owner) and epoll's inner sets see a new owner and context. */
+    eta_generation++;
+    eta_hmap_clear();
+    mark_internal(dti_control_fd(d));
+    __atomic_store_n(&attachment, d, __ATOMIC_RELEASE);
+    atomic_store(&eta_engine_dead, false);
+    eta_stats->attached = 1;
+    eta_stats->reattaches++;
+    int old_cfd = dti_control_fd(old);
+    if (old_cfd >= 0)
+        eta_fd_clear(old_cfd); /* the number is about to be free for the program */
+    eta_in_shim++;
+    dti_retire(old); /* its memory and descriptors; threads may still hold its contexts */
+    eta_in_shim--;
+    unsigned failed = 0;
+    unsigned made = eta_relisten_all(&failed);
+    reattach_backoff_ns = 0;
+    atomic_store(&reattach_next_ns, 0);
+    eta_log("re-attached to the PPE at %s: %u listening socket%s made again%s", eta_cfg.socket_path, made,
+            made == 1 ? "" : "s", failed ? ", some could not be (see above)" : "");
+    return true;
+}
+
+bool eta_reattach_try(void)
+{
+    if (!reattach_pending())
+        return !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed) &&
+               atomic_load_explicit(&attach_state, memory_order_acquire) == ATTACH_OK;
+    if (eta_now_ns() < atomic_load_explicit(&reattach_next_ns, memory_order_relaxed))
+        return false;
+    if (pthread_mutex_trylock(&attach_lock) != 0)
+        return false; /* another thread is at it (or forking) */
+    bool ok = reattach_locked();
+    pthread_mutex_unlock(&attach_lock);
+    return ok;
 }
 
 bool eta_ppe_usable(void)
@@ -428,6 +530,7 @@ void eta_after_fork_child(void)
     eta_stats->attached = 0;
     atomic_store(&attach_state, ATTACH_NONE);
     eta_generation++;
+    eta_fork_generation = eta_generation; /* older sockets are the parent's (counted fork-child) */
     fork_child_stats(false);
 }
 

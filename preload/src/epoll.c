@@ -769,8 +769,11 @@ static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max
         ETA_STAT_ADD(sleeps, 1);
         struct epoll_event got[2];
         bool kicked = false;
+        /* No engine: sleep at most until the next try to re-attach. */
+        int cap = c ? ms : eta_reattach_wait_ms();
+        bool capped = !c && cap >= 0 && (ms < 0 || cap < ms);
         int rc = c ? real_epoll_pwait(e->inner, got, 2, ms, mask)
-                   : drop_kicks(out, real_epoll_pwait(e->epfd, out, max, ms, mask), &kicked);
+                   : drop_kicks(out, real_epoll_pwait(e->epfd, out, max, capped ? cap : ms, mask), &kicked);
         int err = errno;
         atomic_fetch_sub(&e->sleepers, 1);
         if (c) {
@@ -779,6 +782,10 @@ static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max
             eta_in_shim--;
             if (!eta_engine_check(dti_ctx_owner(c)))
                 c = NULL;
+        } else if (rc == 0 && capped) {
+            if (eta_reattach_try()) /* the PPE is back: its members count again */
+                c = eta_ctx();
+            continue;
         } else if (rc != 0 || !kicked) {
             return rc; /* no engine: the kernel members are all there is to wait for */
         } else {

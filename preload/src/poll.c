@@ -190,8 +190,15 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
             k[nk] = (struct pollfd){dti_ctx_wait_fd(c), POLLIN, 0};
         }
         struct timespec ts, *tsp = NULL;
-        if (deadline) {
-            uint64_t left = eta_now_ns() < deadline ? deadline - eta_now_ns() : 0;
+        uint64_t left = UINT64_MAX;
+        if (deadline)
+            left = eta_now_ns() < deadline ? deadline - eta_now_ns() : 0;
+        /* No engine: sleep at most until the next try to re-attach. */
+        int cap = c ? -1 : eta_reattach_wait_ms();
+        bool capped = cap >= 0 && (uint64_t)cap * 1000000ull < left;
+        if (capped)
+            left = (uint64_t)cap * 1000000ull;
+        if (left != UINT64_MAX) {
             ts.tv_sec = (time_t)(left / 1000000000ull);
             ts.tv_nsec = (long)(left % 1000000000ull);
             tsp = &ts;
@@ -211,6 +218,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
             result = -1;
             goto out;
         }
+        if (rc == 0 && capped && eta_reattach_try())
+            c = eta_ctx(); /* the PPE is back: its sockets count again */
         iter = 0;
         spin_end = 0; /* after a sleep, re-check once and sleep again */
     }

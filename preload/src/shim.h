@@ -80,6 +80,31 @@ void eta_mark_engine_dead(void);
 /* True when the PPE has been attached, or an attach is still possible. */
 bool eta_ppe_usable(void);
 
+/* Re-attach after the PPE went (core.c): tries dti_attach() again when the
+ * backoff allows (50 ms, doubling to 1 s); on success the attachment is
+ * replaced, eta_generation and eta_fork_epoch are bumped, listeners are made
+ * again on the new PPE and the old attachment is retired. True when attached
+ * to a live PPE now. Never blocks on another thread (try-lock). */
+bool eta_reattach_try(void);
+/* -1 when no re-attach is due (the PPE serves us, or never did); else the ms
+ * until the next try: a wait that has nothing else to wake it for a new PPE
+ * sleeps at most this long, then calls eta_reattach_try(). */
+int eta_reattach_wait_ms(void);
+/* relisten.c: makes every listening socket of an older generation listen again
+ * on the current attachment. Returns how many; *failed counts refusals. */
+unsigned eta_relisten_all(unsigned *failed);
+struct eta_sock;
+/* sock.c: carries the options the kernel placeholder holds to s's PPE
+ * socket; drops listener s's stashed connections without telling the PPE. */
+void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s);
+void eta_stash_forget(struct eta_sock *s);
+/* wait.c: forgets every handle -> socket entry (handles of a dead PPE). */
+void eta_hmap_clear(void);
+/* eta_generation set by the last fork child that could not join its parent's
+ * group: sockets older than it are the parent's (fork-child orphans); older
+ * ones of a later generation were made on a PPE that went (re-attach). */
+extern uint32_t eta_fork_generation;
+
 /* Thread-local: set while the shim itself runs libc calls (libdti's control
  * socket, eventfds) so the wrappers pass them straight through uncounted. */
 extern ETA_TLS int eta_in_shim;
@@ -133,6 +158,7 @@ struct eta_sock {
     dti_sock_t h;             /* the PPE's handle */
     _Atomic int nonblock;     /* the program's O_NONBLOCK (file description level) */
     bool listening;
+    int backlog;              /* listen()'s, to listen again on a new PPE */
     bool hybrid;              /* INADDR_ANY listener: the kernel socket listens too */
     bool v6;                  /* AF_INET6: only a dual-stack listener on [::] is accelerated (its
                                * IPv4 half); addresses are shown v4-mapped (::ffff:a.b.c.d) */

@@ -80,7 +80,7 @@ static void to_kernel(int fd, struct eta_sock *s, enum eta_reason r, const char 
 
 /* Options the program set on the kernel socket before it was accelerated
  * are carried over (read back from the kernel, which validated them). */
-static void carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
+void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
     static const struct {
         int level, name, dti;
@@ -139,7 +139,7 @@ static int make_accel(dti_ctx_t *c, int fd, struct eta_sock *s)
     l = sizeof tv;
     if (real_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
         s->sndtimeo_ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
-    carry_options(c, fd, s);
+    eta_carry_options(c, fd, s);
     eta_hmap_put(s->h, s);
     atomic_store(&s->state, ETA_SOCK_ACCEL);
     ETA_STAT_ADD(accel_open, 1);
@@ -178,6 +178,8 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
         return fd;
     }
     int saved = errno;
+    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        (void)eta_reattach_try(); /* a PPE that came back takes new sockets at once */
     if (!eta_ppe_usable() || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)) {
         errno = saved;
         eta_count(ETA_R_NO_PPE, fd, NULL);
@@ -348,6 +350,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         }
         s->local = any;
         s->hybrid = true;
+        s->backlog = backlog;
         s->listening = true;
         /* The kernel half is only ever polled by the shim. */
         int fl = real_fcntl(fd, F_GETFL);
@@ -368,8 +371,10 @@ ETA_EXPORT int listen(int fd, int backlog)
     eta_in_shim++;
     rc = dti_listen(c, s->h, backlog);
     eta_in_shim--;
-    if (rc == 0)
+    if (rc == 0) {
+        s->backlog = backlog;
         s->listening = true;
+    }
     eta_obj_put(&s->obj);
     return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
 }
@@ -422,6 +427,23 @@ static void stash_lock(struct stash *st)
 static void stash_unlock(struct stash *st)
 {
     atomic_store_explicit(&st->lock, 0, memory_order_release);
+}
+
+/* Drops what the stash holds for listener s without telling any PPE (the
+ * one that made those connections went). */
+void eta_stash_forget(struct eta_sock *s)
+{
+    struct stash *st = stash_of(s);
+    stash_lock(st);
+    for (unsigned i = 0; i + 1 < st->n;) {
+        if (st->h[i] == s->h) {
+            memmove(&st->h[i], &st->h[i + 2], (st->n - i - 2) * sizeof st->h[0]);
+            st->n -= 2;
+        } else {
+            i += 2;
+        }
+    }
+    stash_unlock(st);
 }
 
 /* Connections the PPE already handed to this process for listener s that
@@ -543,6 +565,24 @@ bool eta_hybrid_kernel_only(struct eta_sock *s)
     return s->hybrid && (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed) || eta_sock_orphaned(s));
 }
 
+/* What accept_kernel_half/accept_nothing return when the listener works on
+ * a PPE that came back: accept starts over. */
+#define ACCEPT_AGAIN (-2)
+
+/* While the PPE is away, a wait sleeps at most until the next re-attach try
+ * (ms: the caller's timeout, -1 none). */
+static int cap_for_reattach(int ms)
+{
+    int r = eta_reattach_wait_ms();
+    return r >= 0 && (ms < 0 || r < ms) ? r : ms;
+}
+
+/* After such a wait: the PPE is back and s listens on it. */
+static bool back_on_ppe(struct eta_sock *s)
+{
+    return eta_reattach_try() && !eta_sock_orphaned(s) && eta_ctx();
+}
+
 /* accept() on the kernel half of an INADDR_ANY listener whose PPE half is
  * gone. The kernel socket is non-blocking (the shim keeps it so); a blocking
  * accept waits in poll, restarting after signals as the kernel would. */
@@ -550,6 +590,8 @@ static int accept_kernel_half(int fd, struct eta_sock *s, struct sockaddr *addr,
 {
     uint64_t deadline = deadline_after(s->rcvtimeo_ms);
     for (;;) {
+        if (back_on_ppe(s))
+            return ACCEPT_AGAIN;
         int k = real_accept4(fd, addr, len, flags);
         if (k >= 0) {
             ETA_STAT_ADD(kernel_accepted, 1);
@@ -566,7 +608,7 @@ static int accept_kernel_half(int fd, struct eta_sock *s, struct sockaddr *addr,
             ms = (int)((deadline - now + 999999) / 1000000);
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (real_poll(&p, 1, ms) < 0 && errno == EINTR && (deadline || !eta_signals_restart()))
+        if (real_poll(&p, 1, cap_for_reattach(ms)) < 0 && errno == EINTR && (deadline || !eta_signals_restart()))
             return -1;
     }
 }
@@ -578,10 +620,14 @@ static int accept_kernel_half(int fd, struct eta_sock *s, struct sockaddr *addr,
  * handler restarts). Never an error an event loop would retry at once. */
 static int accept_nothing(struct eta_sock *s)
 {
+    if (back_on_ppe(s))
+        return ACCEPT_AGAIN;
     if (atomic_load(&s->nonblock))
         return fail(EAGAIN);
     uint64_t deadline = deadline_after(s->rcvtimeo_ms);
     for (;;) {
+        if (back_on_ppe(s))
+            return ACCEPT_AGAIN;
         int ms = -1;
         if (deadline) {
             uint64_t now = eta_now_ns();
@@ -589,12 +635,12 @@ static int accept_nothing(struct eta_sock *s)
                 return fail(EAGAIN);
             ms = (int)((deadline - now + 999999) / 1000000);
         }
-        if (real_poll(NULL, 0, ms) < 0 && errno == EINTR && (deadline || !eta_signals_restart()))
+        if (real_poll(NULL, 0, cap_for_reattach(ms)) < 0 && errno == EINTR && (deadline || !eta_signals_restart()))
             return -1;
     }
 }
 
-static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+static int accept_once(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     struct eta_sock *s = eta_sock_get(fd);
     if (!s)
@@ -676,6 +722,16 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
             return fail(w == -ETIMEDOUT ? EAGAIN : EINTR);
         }
     }
+}
+
+/* A blocking accept that slept across a PPE restart starts over on the new
+ * PPE (the listener was made again there). */
+static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    int k;
+    while ((k = accept_once(fd, addr, len, flags)) == ACCEPT_AGAIN)
+        ;
+    return k;
 }
 
 ETA_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
@@ -827,7 +883,16 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 
 void eta_sock_release(struct eta_sock *s)
 {
-    if (atomic_load(&s->state) != ETA_SOCK_ACCEL || s->generation != eta_generation)
+    uint32_t st0 = atomic_load(&s->state);
+    if (st0 == ETA_SOCK_ORPHAN || (st0 == ETA_SOCK_ACCEL && s->generation != eta_generation)) {
+        /* Of a PPE that went (or a parent's): nothing to tell the PPE, but
+         * epoll sets must not keep a pointer to an object about to be freed. */
+        eta_epoll_forget_fd(-1, s);
+        if (st0 == ETA_SOCK_ACCEL)
+            ETA_STAT_ADD(accel_open, (uint64_t)-1);
+        return;
+    }
+    if (st0 != ETA_SOCK_ACCEL)
         return;
     eta_epoll_forget_fd(-1, s);
     eta_hmap_del(s->h);

@@ -56,6 +56,18 @@ void eta_hmap_put(dti_sock_t h, struct eta_sock *s)
     atomic_store_explicit(&hmap_lock, 0, memory_order_release);
 }
 
+void eta_hmap_clear(void)
+{
+    hmap_init();
+    while (atomic_exchange_explicit(&hmap_lock, 1, memory_order_acquire))
+        ;
+    for (unsigned i = 0; i < HMAP_SIZE; i++) {
+        atomic_store(&hmap[i].s, NULL);
+        atomic_store(&hmap[i].h, DTI_SOCK_INVALID);
+    }
+    atomic_store_explicit(&hmap_lock, 0, memory_order_release);
+}
+
 void eta_hmap_del(dti_sock_t h);
 void eta_hmap_del(dti_sock_t h)
 {
@@ -152,8 +164,14 @@ _Atomic bool eta_engine_dead;
 
 bool eta_sock_orphaned(struct eta_sock *s)
 {
-    if (ETA_LIKELY(s->generation == eta_generation && atomic_load(&s->state) != ETA_SOCK_ORPHAN))
+    uint32_t gen = __atomic_load_n(&s->generation, __ATOMIC_ACQUIRE);
+    if (ETA_LIKELY(gen == eta_generation && atomic_load(&s->state) != ETA_SOCK_ORPHAN))
         return false;
+    /* Made on a PPE that went before this process re-attached: reset for
+     * good, or (a listener) silent until it listens again on the new PPE
+     * (eta_relisten_all). Its state is left alone so that can happen. */
+    if (gen != eta_generation && gen >= eta_fork_generation && atomic_load(&s->state) == ETA_SOCK_ACCEL)
+        return true;
     if (atomic_exchange(&s->state, ETA_SOCK_ORPHAN) != ETA_SOCK_ORPHAN)
         eta_count(ETA_R_FORK_CHILD, -1, "an accelerated socket inherited across fork cannot be used in the child");
     return true;

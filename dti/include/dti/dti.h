@@ -141,6 +141,19 @@ int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_
  * stopped using the attachment. */
 void dti_detach(dti_t *d);
 
+/* After the PPE went (dti_engine_alive() == 0): gives back what the dead
+ * attachment still holds -- the shared regions' memory (their mappings become
+ * private zero pages, so nothing of the old PPE stays pinned), the control
+ * connections, doorbells and every context's eventfd and wait fd -- while its
+ * structures stay allocated: threads that still hold its contexts see a dead
+ * engine (every call answers -DTI_E_ENGINE_GONE, nothing sleeps on a closed
+ * descriptor) instead of freed memory. For a program that re-attaches to a new
+ * PPE in a running process (dti_attach() again) and cannot know when every
+ * thread has let go of the old one. A few KiB of bookkeeping stay allocated;
+ * dti_detach() may still be called once no thread uses it. -EBUSY while the
+ * engine is alive. */
+int dti_retire(dti_t *d);
+
 /* 1 while the engine serves this attachment; 0 once it has gone (control
  * socket hang-up) or declared the region broken. Cheap: a shared-memory read
  * plus, at most every call to dti_wait()/dti_reap() that finds nothing, a

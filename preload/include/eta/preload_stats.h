@@ -44,7 +44,9 @@ struct eta_preload_stats {
     char comm[16];
     /* 1 while attached to a PPE, 0 when not (never attached, or it went). */
     uint32_t attached;
-    uint32_t pad_;
+    /* Times this process attached again to a PPE that came back (it was the
+     * padding word before: older files read 0). */
+    uint32_t reattaches;
     /* fallbacks[0] counts sockets that went to the PPE; the rest count
      * sockets sent to the kernel, by reason. */
     uint64_t fallbacks[ETA_PRELOAD_N_REASONS];

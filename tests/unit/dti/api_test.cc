@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -792,6 +793,43 @@ TEST_F(DtiApi, CrashedEngineIsDetectedByHangUp)
     dti_cqe rest[4];
     (void)dti_reap(c_, rest, 4);
     EXPECT_EQ(dti_inflight(c_), 0u);
+}
+
+// A program that re-attaches to a new PPE retires the old attachment while
+// other threads may still hold its contexts: descriptors and shared memory go,
+// the structures stay and every call answers "engine gone".
+static size_t open_fds()
+{
+    size_t n = 0;
+    if (DIR *dir = opendir("/proc/self/fd")) {
+        while (readdir(dir))
+            n++;
+        closedir(dir);
+    }
+    return n;
+}
+
+TEST_F(DtiApi, RetireGivesBackDescriptorsAndMemoryOfADeadAttachment)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    EXPECT_EQ(dti_retire(d_), -EBUSY); // alive: nothing to give back
+    ppe_->crash();
+    EXPECT_EQ(dti_wait(c_, 1000), -DTI_E_ENGINE_GONE);
+    size_t before = open_fds();
+    ASSERT_EQ(dti_retire(d_), 0);
+    // control socket, doorbell, and per queue pair a wake eventfd and a wait epoll: per engine
+    EXPECT_LE(open_fds() + 4 * test_engines(), before);
+    EXPECT_EQ(dti_control_fd(d_), -1);
+    EXPECT_EQ(dti_engine_alive(d_), 0);
+    EXPECT_EQ(dti_prep_nop(c_, 1), -DTI_E_ENGINE_GONE);
+    EXPECT_EQ(dti_wait(c_, 1000), -DTI_E_ENGINE_GONE);
+    EXPECT_LT(dti_arm(c_), 0); // never sleeps on a closed descriptor
+    dti_sock_info info;
+    (void)dti_sock_status(c_, cl, &info); // reads private zero pages now: no fault
+    char buf[8];
+    EXPECT_LT(dti_recv(c_, sv, buf, sizeof buf), 0);
+    EXPECT_EQ(dti_retire(d_), 0); // again: nothing left, no double close
 }
 
 TEST_F(DtiApi, DetachAbortsSocketsAndFreesEverything)
