@@ -338,6 +338,10 @@ static bool reattach_locked(void)
     eta_hmap_clear();
     mark_internal(dti_control_fd(d));
     __atomic_store_n(&attachment, d, __ATOMIC_RELEASE);
+    /* Per-process caches go stale as after a fork: the contexts cached per
+     * thread for the data path (eta_ctx_cached()), epoll's inner sets and
+     * ready queues (every member is looked at again). */
+    __atomic_fetch_add(&eta_fork_epoch, 1, __ATOMIC_RELEASE);
     atomic_store(&eta_engine_dead, false);
     eta_stats->attached = 1;
     eta_stats->reattaches++;

@@ -38,7 +38,7 @@ static int relisten(dti_ctx_t *c, int fd, struct eta_sock *s)
         s->h = old;
         return eta_errno_from_dti(r);
     }
-    atomic_store(&s->watch_ctx, NULL); /* watched in a context of the old PPE */
+    atomic_store(&s->watch_ctx, 0); /* watched in a context of the old PPE */
     atomic_store(&s->watch_mask, 0);
     eta_hmap_put(s->h, s);
     atomic_fetch_add(&s->ev_seq, 1);
