@@ -23,6 +23,8 @@ const char *to_string(CopyFallback r)
     case CopyFallback::kDeviceGone: return "device_gone";
     case CopyFallback::kError: return "error";
     case CopyFallback::kStalled: return "stalled";
+    case CopyFallback::kBelowThreshold: return "below_threshold";
+    case CopyFallback::kRingWrap: return "ring_wrap";
     default: return "?";
     }
 }
@@ -47,6 +49,8 @@ void StackImpl::count_fallback(CopyFallback why)
     case CopyFallback::kDeviceGone: stats_.copy_fallback_device_gone++; break;
     case CopyFallback::kError: stats_.copy_fallback_error++; break;
     case CopyFallback::kStalled: stats_.copy_fallback_stalled++; break;
+    case CopyFallback::kBelowThreshold: stats_.copy_fallback_below_threshold++; break;
+    case CopyFallback::kRingWrap: stats_.copy_fallback_ring_wrap++; break;
     default: break;
     }
 }
@@ -54,6 +58,7 @@ void StackImpl::count_fallback(CopyFallback why)
 bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t len)
 {
     const bool offload = len >= copy_threshold_;
+    if (!offload) stats_.copy_fallback_below_threshold++;
     if (!offload && s.rx_inflight == 0) return false; // nothing to wait behind: copy now, visible now
     if (pending_tail_ - pending_head_ == kMaxPendingCopies) {
         reap_copies(true); // the queue is full: finish the oldest (all) first
@@ -66,7 +71,9 @@ bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t 
     bool queued = false;
     // A payload that wraps around the ring end stays with the core (two
     // descriptors for one delivery are not worth it).
-    if (offload && off + len <= s.rx_mask + 1) {
+    if (offload && off + len > s.rx_mask + 1) {
+        stats_.copy_fallback_ring_wrap++;
+    } else if (offload) {
         CopyFallback why = CopyFallback::kRingFull;
         queued = copy_->submit(s.rx + off, payload, len, marker, &why);
         if (queued) {

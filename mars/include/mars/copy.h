@@ -29,7 +29,9 @@ enum class CopyFallback : uint8_t {
     kDeviceGone = 1, // the engine refused every submission (device stopped or removed)
     kError = 2,      // the engine completed the copy with an error
     kStalled = 3,    // the engine did not complete within the drain bound
-    kCount = 4,
+    kBelowThreshold = 4, // shorter than StackConfig::copy_threshold (a descriptor costs more)
+    kRingWrap = 5,   // the payload wraps around the receive ring's end
+    kCount = 6,
 };
 
 const char *to_string(CopyFallback r);

@@ -221,6 +221,10 @@ struct StackStats {
     // Asynchronous copies (StackConfig::copy_engine).
     uint64_t copies_offloaded, copy_bytes_offloaded;
     uint64_t copy_fallback_ring_full, copy_fallback_device_gone, copy_fallback_error, copy_fallback_stalled;
+    // Payloads the core copied although an engine is set: shorter than
+    // copy_threshold, or wrapping around the receive ring's end (one
+    // delivery would need two descriptors).
+    uint64_t copy_fallback_below_threshold, copy_fallback_ring_wrap;
 };
 
 class Stack {
