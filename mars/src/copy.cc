@@ -30,9 +30,6 @@ const char *to_string(CopyFallback r)
 }
 
 namespace {
-// How many empty polls a draining wait allows before the core takes over
-// what the engine has not finished (a stalled or vanished device).
-constexpr uint32_t kDrainPolls = 1u << 20;
 
 void ring_write(uint8_t *ring, uint32_t mask, uint32_t off, const uint8_t *src, uint32_t len)
 {
@@ -128,10 +125,13 @@ void StackImpl::reap_copies(bool wait)
             pending_head_++;
         }
         if (!wait || pending_head_ == pending_tail_) return;
-        if (k == 0 && ++idle_polls >= kDrainPolls) break;
+        if (k == 0 && ++idle_polls >= cfg_.copy_drain_polls) break;
     }
-    // The engine did not finish in time: the core copies what is left. A
-    // completion that still comes later for these markers is ignored.
+    // The engine did not finish in time: it is abandoned (stopped, so none
+    // of these copies can land later, on ring space the application may have
+    // consumed and we reused, from frames we released), and the core copies
+    // what is left. A completion that still comes is ignored.
+    copy_->abandon();
     for (uint64_t m = pending_head_; m != pending_tail_; m++) {
         PendingCopy &p = pending_[m % kMaxPendingCopies];
         if (!p.done) {

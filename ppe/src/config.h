@@ -94,6 +94,11 @@ struct Config {
     uint32_t copy_threshold = 256;         // bytes; smaller payloads stay on the core
     uint32_t copy_ring = 1024;             // descriptors per device (power of two)
     uint32_t copy_line = 0;                // of [copy] device, for messages
+    // Empty completion polls before a wait for the device gives up, stops it
+    // and lets the core copy (mars::StackConfig::copy_drain_polls): about a
+    // second, since dma_skeleton is a thread that a busy core may deschedule
+    // for tens of ms, and giving up stops the device for good. Not a key.
+    uint32_t copy_drain_polls = 1u << 26;
 
     // [dpdk]
     MemoryMode memory = MemoryMode::kAuto;

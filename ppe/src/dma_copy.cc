@@ -114,12 +114,25 @@ DmaCopyEngine::DmaCopyEngine(int16_t dev, std::string label, uint32_t ring)
 
 DmaCopyEngine::~DmaCopyEngine()
 {
-    rte_dma_stop(dev_);
+    if (!gone_) rte_dma_stop(dev_);
     rte_dma_close(dev_);
+}
+
+void DmaCopyEngine::abandon()
+{
+    if (gone_) return;
+    rte_dma_stop(dev_);
+    gone_ = true;
+    head_ = tail_; // the stack redoes them; nothing of theirs comes back
+    unsubmitted_ = false;
 }
 
 bool DmaCopyEngine::submit(void *dst, const void *src, uint32_t len, uint64_t marker, mars::CopyFallback *why)
 {
+    if (gone_) {
+        *why = mars::CopyFallback::kDeviceGone;
+        return false;
+    }
     if (tail_ - head_ >= capacity_) {
         *why = mars::CopyFallback::kRingFull;
         return false;
@@ -137,7 +150,7 @@ bool DmaCopyEngine::submit(void *dst, const void *src, uint32_t len, uint64_t ma
 
 void DmaCopyEngine::doorbell()
 {
-    if (!unsubmitted_) return;
+    if (!unsubmitted_ || gone_) return;
     rte_dma_submit(dev_, 0);
     unsubmitted_ = false;
 }

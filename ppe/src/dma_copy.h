@@ -42,6 +42,11 @@ class DmaCopyEngine final : public mars::CopyEngine {
     void doorbell() override;
     uint16_t poll(mars::CopyCompletion *out, uint16_t max) override;
     uint32_t outstanding() const override { return tail_ - head_; }
+    // Stops the device (rte_dma_stop: dma_skeleton joins its thread; a DSA
+    // work queue is disabled), so no copy in flight can land later; from
+    // then on every submission is refused as kDeviceGone.
+    void abandon() override;
+    bool abandoned() const { return gone_; }
 
     uint32_t ring_size() const { return mask_ + 1; }
 
@@ -55,6 +60,7 @@ class DmaCopyEngine final : public mars::CopyEngine {
     uint32_t capacity_;             // copies the device holds at once
     uint32_t head_ = 0, tail_ = 0;  // markers_[head_..tail_) are in flight
     bool unsubmitted_ = false;      // copies enqueued since the last doorbell
+    bool gone_ = false;             // abandoned: stopped, refuses everything
 };
 
 // Every dmadev DPDK found, "name (driver capabilities)" joined by ", ", or

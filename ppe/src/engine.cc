@@ -204,6 +204,7 @@ bool Engine::setup(std::string *error)
         if (p == 0) { // application sockets live on the first port's stack
             sc.copy_engine = copy_engine_;
             sc.copy_threshold = config_.copy_threshold;
+            sc.copy_drain_polls = config_.copy_drain_polls;
         }
         std::string serr;
         auto stack = mars::Stack::create(sc, *ios_.back(), buffers_, &serr);

@@ -35,7 +35,7 @@ namespace ppe::stats {
     X(tcp_dsacks_in, "ACKs received with a D-SACK")                                                             \
     X(tcp_dsacks_sent, "ACKs sent with a D-SACK")                                                               \
     X(strand_yields, "receive strands that yielded to wait for memory")                                          \
-    X(prefetches, "prefetches the receive pipeline issued")                                                      \
+    X(prefetches, "software prefetches the stack issued (receive pipeline, transmit)")                                                      \
     X(copies_offloaded, "payload copies handed to a copy engine")                                                \
     X(copy_bytes_offloaded, "payload bytes handed to a copy engine")                                             \
     X(copy_fallback_ring_full, "copies the core made: the copy engine's ring was full")                          \

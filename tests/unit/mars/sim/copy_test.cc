@@ -186,11 +186,16 @@ TEST(StackCopyEngine, StalledDeviceIsTakenOverWhenTheStackMustDrain)
     ahead.peer_nxt += 1000;
     f.peer->input_burst({build_tcp(f.peer->seg(ahead, kAck, std::vector<uint8_t>(10, 1)))}, kNicChecked);
     EXPECT_EQ(f.st().stats().copy_fallback_stalled, 2u);
+    EXPECT_EQ(f.engine.abandoned, 1u) << "the engine must be stopped before the core reuses its frames and ring";
+    EXPECT_EQ(f.engine.outstanding(), 0u);
     EXPECT_EQ(f.readable(), f.want);
-    // A completion that comes after all is ignored.
+    // Nothing comes after all; later payloads are the core's.
     f.engine.stalled = false;
     f.st().poll(f.peer->now);
     EXPECT_EQ(f.readable(), std::vector<uint8_t>{});
+    f.peer->input_burst({f.seg(2, 300)}, kNicChecked);
+    EXPECT_EQ(f.engine.submitted, 2u) << "nothing more went to the abandoned engine";
+    EXPECT_EQ(f.readable(), std::vector<uint8_t>(f.want.end() - 300, f.want.end()));
 }
 
 TEST(StackCopyEngine, SwitchingEnginesLandsCopiesInFlight)
