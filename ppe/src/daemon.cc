@@ -542,6 +542,13 @@ int daemon_main(int argc, char **argv)
                     config.path.c_str(), engines.size(), cpus.c_str(), to_string(config.idle),
                     format_cpu_list(control_pus).c_str(), config.ports.size(), use_huge ? "hugepages" : "no-huge",
                     config.socket.c_str());
+        if (config.copy_engine == CopyKind::kDmadev) {
+            std::string devs;
+            for (const std::string &d : config.copy_devices) devs += (devs.empty() ? "" : ", ") + d;
+            std::printf("%s: receive copies of %u bytes or more on DMA device(s) %s (found and checked at start, "
+                        "once DPDK is up)\n",
+                        config.path.c_str(), config.copy_threshold, devs.c_str());
+        }
         return 0;
     }
 
