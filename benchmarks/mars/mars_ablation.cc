@@ -13,6 +13,13 @@
 //               with mars::CpuCopyEngine: this machine has no DMA engine, so
 //               the core still copies; what is measured is the cost of the
 //               deferral (completions, in-order visibility)
+//   async_dmadev the asynchronous copy path (strands 1, no prefetch) on a
+//               real DPDK dmadev, ppe::DmaCopyEngine on the dma_skeleton
+//               software device (its thread pinned to the other CPU): what
+//               the engine core still spends when the copy leaves it
+//               (descriptors, doorbell, completions). Untimed after each
+//               burst: the copies are waited for before the application
+//               reads. Skipped when the EAL or the device cannot start.
 //   all         strands + prefetch, the core copying synchronously ("CPU
 //               copy": with no DMA engine, the deferral only costs; this is
 //               also what eta-ppe runs by default)
@@ -31,8 +38,13 @@
 // Frames are prepared outside the timed region; after each burst, outside
 // it too, the application consumes what arrived (window updates go out).
 #include "bench_conn.h"
+#include "dma_copy.h"
 
 #include <mars/copy.h>
+
+#include <rte_eal.h>
+
+#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
@@ -41,6 +53,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -53,6 +66,36 @@ constexpr int kBurst = 32;
 constexpr uint32_t kDefaultStrands = 16;
 constexpr uint32_t kMaxDistinctRings = 65536;
 constexpr uint32_t kCopyThreshold = 0; // every payload through the copy engine
+
+// The dmadev of async_dmadev (nullptr: not available here).
+std::unique_ptr<ppe::DmaCopyEngine> g_dma;
+std::string g_eal_prefix;
+
+// EAL without hugepages and the dma_skeleton vdev, its copy thread on the
+// second CPU (lcore 1) while the benchmark runs on the first.
+void open_dmadev()
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+    g_eal_prefix = "mars-ablation-" + std::to_string(getpid());
+    std::vector<std::string> args = {"mars_ablation", "--no-huge", "--no-shconf", "--no-pci", "--no-telemetry",
+                                     "-m", "64", "--log-level=*:error", "--file-prefix", g_eal_prefix,
+                                     "-l", "0,1", "--vdev", "dma_skeleton,lcore=1"};
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    if (rte_eal_init(int(argv.size()), argv.data()) < 0) return;
+    std::string err;
+    g_dma = ppe::DmaCopyEngine::open("dma_skeleton", 1024, &err);
+    if (!g_dma) std::fprintf(stderr, "mars_ablation: async_dmadev skipped: %s\n", err.c_str());
+}
+
+void close_dmadev()
+{
+    if (g_eal_prefix.empty()) return;
+    g_dma.reset();
+    rte_eal_cleanup();
+    std::error_code ec;
+    std::filesystem::remove_all("/var/run/dpdk/" + g_eal_prefix, ec);
+}
 
 uint32_t ablation_strands()
 {
@@ -176,9 +219,11 @@ struct World {
 
 // One world at a time (the largest needs about a gigabyte): benchmarks are
 // registered connections-major, so each size is built once.
+std::unique_ptr<World> g_world;
+
 World *world(uint32_t conns, std::string *err)
 {
-    static std::unique_ptr<World> w;
+    std::unique_ptr<World> &w = g_world;
     if (!w || w->n != conns) {
         w.reset();
         try {
@@ -190,11 +235,14 @@ World *world(uint32_t conns, std::string *err)
     return w.get();
 }
 
+void release_worlds() { g_world.reset(); }
+
 struct Config {
     const char *name;
     uint32_t strands;
     bool prefetch;
     bool async_copy;
+    bool dmadev = false;
 };
 
 void BM_RxAblation(benchmark::State &state, Config cfg, uint32_t conns, uint32_t seg)
@@ -210,7 +258,12 @@ void BM_RxAblation(benchmark::State &state, Config cfg, uint32_t conns, uint32_t
         state.SkipWithError("set_receive_pipeline refused the configuration");
         return;
     }
-    st.set_copy_engine(cfg.async_copy ? &w->cpu_copy : nullptr, kCopyThreshold);
+    if (cfg.dmadev && !g_dma) {
+        state.SkipWithError("no dmadev (EAL or dma_skeleton did not start)");
+        return;
+    }
+    CopyEngine *engine = cfg.dmadev ? static_cast<CopyEngine *>(g_dma.get()) : cfg.async_copy ? &w->cpu_copy : nullptr;
+    st.set_copy_engine(engine, kCopyThreshold);
     const std::vector<uint8_t> &tmpl = w->tmpl[seg == 64 ? 0 : seg == 512 ? 1 : 2];
     std::mt19937 rng(11);
     std::vector<uint32_t> order(size_t(std::min<uint32_t>(conns, 1u << 16)) * 4);
@@ -239,6 +292,11 @@ void BM_RxAblation(benchmark::State &state, Config cfg, uint32_t conns, uint32_t
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
         burst_s.push_back(dt);
         frames += kBurst;
+        // The device's copies land before the application reads (not timed).
+        if (cfg.dmadev) {
+            for (uint32_t k = 0; k < (1u << 24) && g_dma->outstanding(); k++) st.poll(w->peer->now);
+            st.poll(w->peer->now);
+        }
         // The application reads what arrived (not timed).
         for (int i = 0; i < kBurst; i++) {
             RingSpan sp{};
@@ -263,7 +321,7 @@ void register_all()
     const uint32_t s = ablation_strands();
     const Config configs[] = {
         {"rtc", 1, false, false},  {"prefetch", 1, true, false}, {"strands", s, false, false},
-        {"async_copy", 1, false, true}, {"all", s, true, false},
+        {"async_copy", 1, false, true}, {"async_dmadev", 1, false, true, true}, {"all", s, true, false},
     };
     for (uint32_t conns : {1u, 10000u, 1000000u}) {
         for (uint32_t seg : {64u, 512u, 1460u}) {
@@ -288,7 +346,11 @@ int main(int argc, char **argv)
     mars::bench::register_all();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    mars::bench::open_dmadev();
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    // Every stack (they live in static worlds) is gone before the device.
+    mars::bench::release_worlds();
+    mars::bench::close_dmadev();
     return 0;
 }

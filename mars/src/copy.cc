@@ -23,14 +23,13 @@ const char *to_string(CopyFallback r)
     case CopyFallback::kDeviceGone: return "device_gone";
     case CopyFallback::kError: return "error";
     case CopyFallback::kStalled: return "stalled";
+    case CopyFallback::kBelowThreshold: return "below_threshold";
+    case CopyFallback::kRingWrap: return "ring_wrap";
     default: return "?";
     }
 }
 
 namespace {
-// How many empty polls a draining wait allows before the core takes over
-// what the engine has not finished (a stalled or vanished device).
-constexpr uint32_t kDrainPolls = 1u << 20;
 
 void ring_write(uint8_t *ring, uint32_t mask, uint32_t off, const uint8_t *src, uint32_t len)
 {
@@ -47,6 +46,8 @@ void StackImpl::count_fallback(CopyFallback why)
     case CopyFallback::kDeviceGone: stats_.copy_fallback_device_gone++; break;
     case CopyFallback::kError: stats_.copy_fallback_error++; break;
     case CopyFallback::kStalled: stats_.copy_fallback_stalled++; break;
+    case CopyFallback::kBelowThreshold: stats_.copy_fallback_below_threshold++; break;
+    case CopyFallback::kRingWrap: stats_.copy_fallback_ring_wrap++; break;
     default: break;
     }
 }
@@ -54,6 +55,7 @@ void StackImpl::count_fallback(CopyFallback why)
 bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t len)
 {
     const bool offload = len >= copy_threshold_;
+    if (!offload) stats_.copy_fallback_below_threshold++;
     if (!offload && s.rx_inflight == 0) return false; // nothing to wait behind: copy now, visible now
     if (pending_tail_ - pending_head_ == kMaxPendingCopies) {
         reap_copies(true); // the queue is full: finish the oldest (all) first
@@ -66,7 +68,9 @@ bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t 
     bool queued = false;
     // A payload that wraps around the ring end stays with the core (two
     // descriptors for one delivery are not worth it).
-    if (offload && off + len <= s.rx_mask + 1) {
+    if (offload && off + len > s.rx_mask + 1) {
+        stats_.copy_fallback_ring_wrap++;
+    } else if (offload) {
         CopyFallback why = CopyFallback::kRingFull;
         queued = copy_->submit(s.rx + off, payload, len, marker, &why);
         if (queued) {
@@ -121,10 +125,13 @@ void StackImpl::reap_copies(bool wait)
             pending_head_++;
         }
         if (!wait || pending_head_ == pending_tail_) return;
-        if (k == 0 && ++idle_polls >= kDrainPolls) break;
+        if (k == 0 && ++idle_polls >= cfg_.copy_drain_polls) break;
     }
-    // The engine did not finish in time: the core copies what is left. A
-    // completion that still comes later for these markers is ignored.
+    // The engine did not finish in time: it is abandoned (stopped, so none
+    // of these copies can land later, on ring space the application may have
+    // consumed and we reused, from frames we released), and the core copies
+    // what is left. A completion that still comes is ignored.
+    copy_->abandon();
     for (uint64_t m = pending_head_; m != pending_tail_; m++) {
         PendingCopy &p = pending_[m % kMaxPendingCopies];
         if (!p.done) {

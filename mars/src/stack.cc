@@ -76,6 +76,7 @@ bool StackImpl::init(std::string *error)
     if (t.syn_backlog == 0) return fail("syn_backlog must be at least 1");
     if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
         return fail("strands must be 1..64 (1: run every frame to completion)");
+    if (c.copy_engine && c.copy_drain_polls == 0) return fail("copy_drain_polls must be at least 1");
     stats_.strands = strands_ = c.strands;
     prefetch_ = c.prefetch;
     copy_ = c.copy_engine;

@@ -248,6 +248,7 @@ class StackImpl final : public Stack {
     // other frame (the demux decides what it is).
     bool frame_flow(const PacketRef &f, FlowKey *key) const;
     void prefetch_conn(const Sock &s);
+    void prefetch_output(const Sock &s);
     void link_flow(Sock &s, const FlowKey &key);
     // Consumed received frames go back to the owner in one call per burst.
     __attribute__((always_inline)) void release_rx(PacketRef &f)

@@ -47,6 +47,19 @@ const char *to_string(LogLevel l)
     return "?";
 }
 
+const char *to_string(CopyKind k)
+{
+    switch (k) {
+    case CopyKind::kCpu: return "cpu";
+    case CopyKind::kDmadev: return "dmadev";
+    }
+    return "?";
+}
+
+std::string dmadev_name(const std::string &device) { return device.substr(0, device.find(',')); }
+
+bool dmadev_is_vdev(const std::string &device) { return device.rfind("dma_", 0) == 0; }
+
 bool parse_ipv4(const std::string &s, uint32_t *ip)
 {
     in_addr a;
@@ -363,6 +376,60 @@ void parse_dpdk(Section &d, Config *c)
     d.reject_unknown("memory, memory_mb, file_prefix, eal_args");
 }
 
+// [copy]: engine = "cpu" | "dmadev" (or "dmadev:DEVICE"), device (a string,
+// or an array with one device per engine), threshold, ring.
+void parse_copy(Section &s, Config *c)
+{
+    const std::string allowed = "allowed \"cpu\" (the engine core copies) or \"dmadev\" with device = \"NAME\" "
+                                "(or \"dmadev:NAME\"; NAME e.g. \"dma_skeleton\", a DSA work queue \"wq0.0\")";
+    std::string engine = s.string("engine", "cpu");
+    std::string inline_device;
+    if (engine.rfind("dmadev:", 0) == 0) {
+        inline_device = engine.substr(7);
+        engine = "dmadev";
+        if (inline_device.empty()) s.fail("engine", "\"dmadev:\" names no device; " + allowed);
+    }
+    if (engine == "cpu") c->copy_engine = CopyKind::kCpu;
+    else if (engine == "dmadev") c->copy_engine = CopyKind::kDmadev;
+    else s.fail("engine", "\"" + engine + "\" is not a copy engine; " + allowed);
+    c->copy_line = s.line("engine");
+    if (s.has("device")) {
+        if (c->copy_engine != CopyKind::kDmadev)
+            s.fail("device", "is only used with engine = \"dmadev\" (the engine is \"cpu\")");
+        if (!inline_device.empty())
+            s.fail("device", "the device is named twice (engine = \"dmadev:" + inline_device + "\" and device); keep one");
+        const toml::node *n = s.node("device");
+        if (n->is_string()) {
+            c->copy_devices.push_back(*n->value<std::string>());
+        } else {
+            bool present = false;
+            for (auto &[d, where] : s.strings("device", &present)) c->copy_devices.push_back(d);
+            if (c->copy_devices.empty()) s.fail("device", "the array is empty; name one DMA device per engine");
+        }
+        c->copy_line = s.line("device");
+    } else if (!inline_device.empty()) {
+        c->copy_devices.push_back(inline_device);
+    } else if (c->copy_engine == CopyKind::kDmadev) {
+        s.fail("engine", "\"dmadev\" needs device = \"NAME\" (one per engine, e.g. \"dma_skeleton\" for the "
+                         "software test device, \"wq0.0\" for a DSA work queue), or engine = \"cpu\"");
+    }
+    for (const std::string &d : c->copy_devices) {
+        bool ok = !d.empty() && dmadev_name(d).size() <= 64;
+        for (char ch : d) ok &= isalnum(uint8_t(ch)) || strchr("_-.:,=", ch) != nullptr;
+        if (!ok)
+            s.fail("device", "\"" + d + "\" is not a DMA device name (letters, digits and _-.:,= up to 64 before any ','); "
+                             "e.g. \"dma_skeleton\", \"dma_skeleton,lcore=0\", \"wq0.0\", \"0000:00:04.0\"");
+        for (const std::string &p : c->copy_devices)
+            if (&p != &d && dmadev_name(p) == dmadev_name(d))
+                s.fail("device", "\"" + dmadev_name(d) + "\" is named twice; each engine needs a device of its own");
+    }
+    c->copy_threshold = uint32_t(s.integer("threshold", c->copy_threshold, 1, 65536));
+    c->copy_ring = uint32_t(s.integer("ring", c->copy_ring, 32, 8192));
+    if (c->copy_ring & (c->copy_ring - 1))
+        s.fail("ring", std::to_string(c->copy_ring) + " is not a power of two; allowed 32, 64, ... 8192");
+    s.reject_unknown("engine, device, threshold, ring");
+}
+
 bool looks_like_pci(const std::string &s)
 {
     // DDDD:BB:DD.F or BB:DD.F
@@ -517,6 +584,16 @@ void parse_control(Section &s, Config *c)
 
 void cross_check(Section &root, Config *c)
 {
+    if (c->copy_engine == CopyKind::kDmadev) {
+        const size_t engines = c->cores[0].kind == CoreSpec::kAuto ? c->cores[0].n : c->cores.size();
+        if (c->copy_devices.size() != engines) {
+            std::ostringstream os;
+            os << c->path << ':' << c->copy_line << ": copy.device: " << c->copy_devices.size()
+               << " DMA device(s) for " << engines << " engine(s); each engine needs one of its own "
+               << "(device = [\"...\", ...], one per engine), or engine = \"cpu\"";
+            throw ConfigError{os.str()};
+        }
+    }
     if (c->ports.empty())
         root.fail_at(root.table().source(), "port",
                      "no [[port]] is configured; at least one is needed, e.g. [[port]] with "
@@ -576,6 +653,10 @@ void parse_document(const std::string &path, const toml::table &doc, Config *c)
         }
     }
     {
+        Section s(path, subtable(root, "copy", empty), "copy");
+        parse_copy(s, c);
+    }
+    {
         Section s(path, subtable(root, "tcp", empty), "tcp");
         parse_tcp(s, c);
     }
@@ -594,11 +675,13 @@ void parse_document(const std::string &path, const toml::table &doc, Config *c)
                                            {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}});
         s.reject_unknown("level");
     }
-    root.reject_unknown("[engine], [dpdk], [[port]], [[route]], [tcp], [limits], [control], [log]");
+    root.reject_unknown("[engine], [dpdk], [copy], [[port]], [[route]], [tcp], [limits], [control], [log]");
     cross_check(root, c);
 }
 
 } // namespace
+
+bool looks_like_pci_address(const std::string &s) { return looks_like_pci(s); }
 
 bool parse_config(const std::string &path, const std::string &text, Config *out, std::string *error)
 {

@@ -19,10 +19,21 @@ namespace ppe {
 enum class IdlePolicy : uint8_t { kSpin, kAdaptive, kSleep };
 enum class MemoryMode : uint8_t { kAuto, kHuge, kNoHuge };
 enum class LogLevel : uint8_t { kError, kWarn, kInfo, kDebug };
+// Who copies received payload into the applications' rings ([copy] engine).
+enum class CopyKind : uint8_t { kCpu, kDmadev };
 
 const char *to_string(IdlePolicy p);
 const char *to_string(MemoryMode m);
 const char *to_string(LogLevel l);
+const char *to_string(CopyKind k);
+
+// A [copy] device as written ("dma_skeleton,lcore=0", "wq0.0",
+// "0000:00:04.0"): the dmadev name DPDK registers it under (before any ','),
+// and whether eta-ppe must create it as a virtual device (names "dma_*").
+std::string dmadev_name(const std::string &device);
+bool dmadev_is_vdev(const std::string &device);
+// "DDDD:BB:DD.F" or "BB:DD.F".
+bool looks_like_pci_address(const std::string &s);
 
 // One entry of engine.cores as written: "core:N", "pu:N" or "auto:N".
 struct CoreSpec {
@@ -74,6 +85,20 @@ struct Config {
     // software prefetching. Defaults from benchmarks/README.md's ablation.
     uint32_t strands = 16;
     bool prefetch = true;
+
+    // [copy]: the receive copy (frame -> application ring). kCpu: the engine
+    // core copies inline; kDmadev: payloads of at least copy_threshold bytes
+    // go to a DPDK dmadev, one device per engine (ppe/src/dma_copy.h).
+    CopyKind copy_engine = CopyKind::kCpu;
+    std::vector<std::string> copy_devices; // as written, one per engine
+    uint32_t copy_threshold = 256;         // bytes; smaller payloads stay on the core
+    uint32_t copy_ring = 1024;             // descriptors per device (power of two)
+    uint32_t copy_line = 0;                // of [copy] device, for messages
+    // Empty completion polls before a wait for the device gives up, stops it
+    // and lets the core copy (mars::StackConfig::copy_drain_polls): about a
+    // second, since dma_skeleton is a thread that a busy core may deschedule
+    // for tens of ms, and giving up stops the device for good. Not a key.
+    uint32_t copy_drain_polls = 1u << 26;
 
     // [dpdk]
     MemoryMode memory = MemoryMode::kAuto;

@@ -6,6 +6,7 @@
 // thread: one io_uring for signals (signalfd), the control socket and a
 // periodic refresh of the device counters.
 #include "config.h"
+#include "dma_copy.h"
 #include "dpdk.h"
 #include "engine.h"
 #include "log.h"
@@ -106,6 +107,14 @@ class Published {
         copy_str(h->config_path, sizeof h->config_path, c.path);
         copy_str(h->socket_path, sizeof h->socket_path, c.socket);
         copy_str(h->idle_policy, sizeof h->idle_policy, to_string(c.idle));
+        std::string copy = "cpu";
+        if (c.copy_engine == CopyKind::kDmadev) {
+            copy = "dmadev:";
+            for (size_t i = 0; i < c.copy_devices.size(); i++)
+                copy += (i ? "," : "") + dmadev_name(c.copy_devices[i]);
+        }
+        copy_str(h->copy_engine, sizeof h->copy_engine, copy);
+        h->copy_threshold = c.copy_engine == CopyKind::kDmadev ? c.copy_threshold : 0;
         h->state.store(uint32_t(stats::State::kStarting), std::memory_order_relaxed);
         __atomic_store_n(&h->magic, stats::kMagic, __ATOMIC_RELEASE); // readers check it first
 
@@ -213,6 +222,9 @@ void reload(Config &live, const std::string &path)
     if (next.memory != live.memory || next.memory_mb != live.memory_mb || next.file_prefix != live.file_prefix ||
         next.eal_args != live.eal_args)
         restart.push_back("[dpdk]");
+    if (next.copy_engine != live.copy_engine || next.copy_devices != live.copy_devices ||
+        next.copy_threshold != live.copy_threshold || next.copy_ring != live.copy_ring)
+        restart.push_back("[copy]");
     bool ports_same = next.ports.size() == live.ports.size();
     for (size_t i = 0; ports_same && i < next.ports.size(); i++) {
         const PortConfig &a = next.ports[i], &b = live.ports[i];
@@ -530,6 +542,13 @@ int daemon_main(int argc, char **argv)
                     config.path.c_str(), engines.size(), cpus.c_str(), to_string(config.idle),
                     format_cpu_list(control_pus).c_str(), config.ports.size(), use_huge ? "hugepages" : "no-huge",
                     config.socket.c_str());
+        if (config.copy_engine == CopyKind::kDmadev) {
+            std::string devs;
+            for (const std::string &d : config.copy_devices) devs += (devs.empty() ? "" : ", ") + d;
+            std::printf("%s: receive copies of %u bytes or more on DMA device(s) %s (found and checked at start, "
+                        "once DPDK is up)\n",
+                        config.path.c_str(), config.copy_threshold, devs.c_str());
+        }
         return 0;
     }
 
@@ -551,6 +570,7 @@ int daemon_main(int argc, char **argv)
     Published pub;
     Eal eal;
     std::vector<Port> ports;
+    std::vector<std::unique_ptr<DmaCopyEngine>> copies; // [copy] dmadev: one per engine, outlive them
     SteerMesh mesh; // before `running`: engines use its rings and bells until they stop
     std::vector<std::unique_ptr<Engine>> running;
     ControlSocket ctl;
@@ -559,6 +579,7 @@ int daemon_main(int argc, char **argv)
         log(LogLevel::kError, "%s", msg.c_str());
         for (auto &e : running) e->stop();
         running.clear();
+        copies.clear();
         for (auto &p : ports) p.close();
         ctl.close();
         eal.cleanup();
@@ -569,6 +590,15 @@ int daemon_main(int argc, char **argv)
     copy_str(pub.view.header()->memory_mode, sizeof pub.view.header()->memory_mode, use_huge ? "huge" : "no-huge");
     if (!eal.init(config, use_huge, control_pus, uint32_t(engines.size()), &err)) return fail(err);
     pub.view.header()->tsc_hz = rte_get_tsc_hz();
+    if (config.copy_engine == CopyKind::kDmadev) {
+        for (const std::string &d : config.copy_devices) {
+            auto e = DmaCopyEngine::open(dmadev_name(d), config.copy_ring, &err);
+            if (!e) return fail(config.path + ":" + std::to_string(config.copy_line) + ": copy.device: " + err);
+            log(LogLevel::kInfo, "copy engine %s: %u descriptors, payloads of %u bytes or more", e->name(),
+                e->ring_size(), config.copy_threshold);
+            copies.push_back(std::move(e));
+        }
+    }
     ports.reserve(config.ports.size()); // engines keep pointers into it
     // A pool also lends frames that wait in other engines' steering rings.
     const uint32_t mbufs = config.ooo_pool_frames + 64 /* ARP queue */ + 4 * config.burst + 1024 +
@@ -584,6 +614,7 @@ int daemon_main(int argc, char **argv)
     if (!mesh.create(uint32_t(engines.size()), kSteerRingEntries, &err)) return fail(err);
     for (uint32_t i = 0; i < engines.size(); i++) {
         auto e = std::make_unique<Engine>(i, engines[i], config, ports, pub.view, clock, mesh);
+        if (i < copies.size()) e->set_copy_engine(copies[i].get());
         if (!e->start(&err)) return fail(err);
         running.push_back(std::move(e));
     }
@@ -623,6 +654,7 @@ int daemon_main(int argc, char **argv)
     ctl.close();
     for (auto &e : running) e->stop();
     running.clear();
+    copies.clear();
     for (auto &p : ports) p.close();
     ports.clear();
     eal.cleanup();

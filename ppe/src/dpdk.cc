@@ -8,6 +8,7 @@
 #include <rte_errno.h>
 #include <rte_ip.h>
 #include <rte_lcore.h>
+#include <rte_prefetch.h>
 
 #include <sched.h>
 #include <unistd.h>
@@ -95,6 +96,21 @@ bool Eal::init(const Config &c, bool use_huge, const std::vector<int> &control_p
         } else {
             any_pci = true;
             args.insert(args.end(), {"-a", p.device});
+        }
+    }
+    // [copy] devices: "dma_*" names are virtual devices we create; a PCI
+    // address (an idxd one may carry the dmadev's "-qN" queue suffix) is
+    // allowed for probing; other names (a DSA work queue, "wq0.0") come from
+    // DPDK's dsa bus scan of /dev/dsa, with nothing to add here.
+    if (c.copy_engine == CopyKind::kDmadev) {
+        for (const std::string &d : c.copy_devices) {
+            const std::string bdf = dmadev_name(d).substr(0, dmadev_name(d).find("-q"));
+            if (dmadev_is_vdev(d)) {
+                args.insert(args.end(), {"--vdev", d});
+            } else if (looks_like_pci_address(bdf)) {
+                any_pci = true;
+                args.insert(args.end(), {"-a", bdf});
+            }
         }
     }
     if (!any_pci) args.push_back("--no-pci");
@@ -291,8 +307,18 @@ uint16_t MbufIo::receive(mars::PacketRef *out, uint16_t n)
     rte_mbuf *m[256];
     if (n > 256) n = 256;
     const uint16_t got = rte_eth_rx_burst(port_, queue_, m, n);
+    // A NIC writes descriptors and frames by DMA, so the mbufs' first lines
+    // and the frames' headers are cold: ask for them kAhead mbufs before
+    // this loop reads them (and one frame before the stack does).
+    constexpr uint16_t kAhead = 4;
+    if (prefetch_)
+        for (uint16_t i = 0; i < got && i < kAhead; i++) rte_prefetch0(m[i]);
     uint16_t k = 0;
     for (uint16_t i = 0; i < got; i++) {
+        if (prefetch_) {
+            if (i + kAhead < got) rte_prefetch0(m[i + kAhead]);
+            if (i + 1 < got) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));
+        }
         if (m[i]->nb_segs != 1) {
             // Larger than one mbuf: cannot happen with buffers sized for the
             // MTU, but a PacketRef is contiguous, so never hand one up.

@@ -69,6 +69,10 @@ class MbufIo final : public mars::PacketIo {
     uint16_t transmit(mars::PacketRef *frames, uint16_t n) override;
     void release(mars::PacketRef *frames, uint16_t n) override;
     uint32_t offloads() const override { return offloads_; }
+    // [engine] prefetch: receive() prefetches the mbufs of a burst ahead of
+    // the loop that reads them, and each frame's first data line (its
+    // headers) for the stack.
+    void set_prefetch(bool on) { prefetch_ = on; }
 
     uint64_t rx_packets = 0, tx_packets = 0, tx_dropped = 0, rx_dropped_multiseg = 0;
 
@@ -76,6 +80,7 @@ class MbufIo final : public mars::PacketIo {
     uint16_t port_, queue_, burst_;
     rte_mempool *pool_;
     uint32_t offloads_;
+    bool prefetch_ = false;
 };
 
 } // namespace ppe

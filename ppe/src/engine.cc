@@ -172,6 +172,7 @@ bool Engine::setup(std::string *error)
     for (size_t p = 0; p < ports_.size(); p++) {
         Port &port = ports_[p];
         ios_.push_back(std::make_unique<MbufIo>(port, uint16_t(index_), uint16_t(config_.burst)));
+        ios_.back()->set_prefetch(config_.prefetch);
         mars::StackConfig sc;
         sc.mac = port.mac;
         sc.ip = port.config.ip;
@@ -200,6 +201,11 @@ bool Engine::setup(std::string *error)
         sc.tcp = config_.tcp;
         sc.strands = config_.strands;
         sc.prefetch = config_.prefetch;
+        if (p == 0) { // application sockets live on the first port's stack
+            sc.copy_engine = copy_engine_;
+            sc.copy_threshold = config_.copy_threshold;
+            sc.copy_drain_polls = config_.copy_drain_polls;
+        }
         std::string serr;
         auto stack = mars::Stack::create(sc, *ios_.back(), buffers_, &serr);
         if (!stack) {

@@ -96,6 +96,9 @@ class Engine {
     uint32_t index() const { return index_; }
     int pu() const { return core_.pu; }
     mars::Stack *stack(size_t port) { return stacks_[port].get(); }
+    // [copy] engine = "dmadev": this engine's device (owned by the caller,
+    // outlives the engine; used by this engine's thread only). Before start().
+    void set_copy_engine(mars::CopyEngine *engine) { copy_engine_ = engine; }
 
 
   private:
@@ -149,6 +152,7 @@ class Engine {
     Mailbox<256> inbox_; // accepted control connections (fds), control → engine
     uint64_t now_ = 0;   // the loop's time, for the transport's connect()
     mars::Stack *dti_stack_ = nullptr; // the stack applications use (port 0)
+    mars::CopyEngine *copy_engine_ = nullptr; // its receive copies (nullptr: the core copies)
     std::unique_ptr<MarsTransport> transport_;
     DtiBuffers buffers_;
     std::unique_ptr<dti::engine::Engine> dti_;

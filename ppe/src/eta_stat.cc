@@ -131,6 +131,14 @@ __attribute__((format(printf, 2, 3))) void appendf(std::string *out, const char 
     va_end(ap2);
 }
 
+// "cpu, the core copies" or "dmadev:NAME, payloads of N bytes or more".
+std::string copy_engine_label(const Header &h, size_t e, uint32_t p)
+{
+    const std::string name = copy_engine_of(h, e, p);
+    if (name == "cpu") return "cpu, the core copies";
+    return name + ", payloads of " + std::to_string(h.copy_threshold) + " bytes or more";
+}
+
 std::string text_view(const Snapshot &s, bool conns)
 {
     std::string out;
@@ -184,11 +192,12 @@ std::string text_view(const Snapshot &s, bool conns)
             appendf(&out, "  drops:%s\n", drops.empty() ? " none" : drops.c_str());
             appendf(&out,
                     "  receive pipeline: strands %" PRIu64 "%s  yields %" PRIu64 "  prefetches %" PRIu64
-                    "\n  copy engine: none, the core copies (eta-ppe has no [copy] engine yet); offloaded %" PRIu64
-                    " copies, %" PRIu64 " bytes; fallbacks ring_full %" PRIu64 " device_gone %" PRIu64
-                    " error %" PRIu64 " stalled %" PRIu64 "\n",
+                    "\n  copy engine: %s; offloaded %" PRIu64 " copies, %" PRIu64
+                    " bytes; core copies instead: below_threshold %" PRIu64 " ring_wrap %" PRIu64
+                    " ring_full %" PRIu64 " device_gone %" PRIu64 " error %" PRIu64 " stalled %" PRIu64 "\n",
                     st.strands, st.strands <= 1 ? " (run to completion)" : "", st.strand_yields, st.prefetches,
-                    st.copies_offloaded, st.copy_bytes_offloaded, st.copy_fallback_ring_full,
+                    copy_engine_label(h, e, p).c_str(), st.copies_offloaded, st.copy_bytes_offloaded,
+                    st.copy_fallback_below_threshold, st.copy_fallback_ring_wrap, st.copy_fallback_ring_full,
                     st.copy_fallback_device_gone, st.copy_fallback_error, st.copy_fallback_stalled);
         }
     }

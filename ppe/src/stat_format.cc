@@ -35,13 +35,29 @@ namespace ppe::stats {
     X(tcp_dsacks_in, "ACKs received with a D-SACK")                                                             \
     X(tcp_dsacks_sent, "ACKs sent with a D-SACK")                                                               \
     X(strand_yields, "receive strands that yielded to wait for memory")                                          \
-    X(prefetches, "prefetches the receive pipeline issued")                                                      \
+    X(prefetches, "software prefetches the stack issued (receive pipeline, transmit)")                                                      \
     X(copies_offloaded, "payload copies handed to a copy engine")                                                \
     X(copy_bytes_offloaded, "payload bytes handed to a copy engine")                                             \
     X(copy_fallback_ring_full, "copies the core made: the copy engine's ring was full")                          \
     X(copy_fallback_device_gone, "copies the core made: the copy device was gone")                               \
     X(copy_fallback_error, "copies the core made: the copy engine reported an error")                            \
-    X(copy_fallback_stalled, "copies the core made: the copy engine stalled")
+    X(copy_fallback_stalled, "copies the core made: the copy engine stalled")                                  \
+    X(copy_fallback_below_threshold, "copies the core made: shorter than the copy threshold")                   \
+    X(copy_fallback_ring_wrap, "copies the core made: the payload wraps around the receive ring's end")
+
+std::string copy_engine_of(const Header &h, size_t e, uint32_t p)
+{
+    const std::string all(h.copy_engine, strnlen(h.copy_engine, sizeof h.copy_engine));
+    if (p != 0 || all.rfind("dmadev:", 0) != 0) return "cpu";
+    // "dmadev:A,B,...": the e-th name is engine e's.
+    size_t start = 7;
+    for (size_t i = 0; i < e; i++) {
+        start = all.find(',', start);
+        if (start == std::string::npos) return "cpu";
+        start++;
+    }
+    return "dmadev:" + all.substr(start, all.find(',', start) - start);
+}
 
 double busy_share(const EngineCounters &c)
 {
@@ -253,6 +269,10 @@ void stacks_prometheus(const Snapshot &s, Exposition &x)
             x.gauge("stack_conns_open", "sockets the stack has in use now", l, st.conns_open);
             x.gauge("stack_ooo_frames_used", "frames held for out-of-order data now", l, st.ooo_frames_used);
             x.gauge("stack_strands", "receive strands per burst (1: run to completion)", l, st.strands);
+            Labels ce = l;
+            ce.emplace_back("device", copy_engine_of(s.h, e, p));
+            x.gauge("stack_copy_engine_info", "the receive copy engine (cpu: the core copies; dmadev:NAME)", ce,
+                    uint64_t(1));
         }
     }
 }
@@ -398,6 +418,8 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
              {"engine_cpus", c_str(h.engine_cpus)},
              {"idle_policy", c_str(h.idle_policy)},
              {"memory", c_str(h.memory_mode)},
+             {"copy_engine", c_str(h.copy_engine)},
+             {"copy_threshold", h.copy_threshold},
              {"socket", c_str(h.socket_path)},
              {"config", c_str(h.config_path)},
              {"tsc_hz", h.tsc_hz},
@@ -432,6 +454,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
             J(conns_open)
             J(ooo_frames_used)
             J(strands)
+            js["copy_engine"] = copy_engine_of(h, e, p);
 #undef JC
 #undef J
             stacks.push_back(std::move(js));

@@ -48,6 +48,9 @@ const char *preload_reason_name(unsigned reason);
 // An engine's share of its cycles spent in busy loop iterations (0..1), and
 // the sockets its stacks hold (every port).
 double busy_share(const EngineCounters &c);
+// The copy engine of engine e's stack on port p: "cpu" (the core copies),
+// or "dmadev:NAME" (the engine's own device; applications use port 0 only).
+std::string copy_engine_of(const Header &h, size_t e, uint32_t p);
 uint64_t engine_connections(const Snapshot &s, size_t engine);
 
 const char *tcp_state_name(uint8_t state);

@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 4; // 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters
+constexpr uint32_t kVersion = 5; // 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -182,6 +182,9 @@ struct Header {
     char socket_path[128];
     char idle_policy[16];
     char memory_mode[16];
+    char copy_engine[96];        // [copy]: "cpu" or "dmadev:NAME[,NAME...]" (one device per engine)
+    uint32_t copy_threshold;     // dmadev: smallest payload offloaded (bytes); 0 with "cpu"
+    uint32_t pad_;
 };
 
 // Offsets of each block, computed the same way by writer and reader.

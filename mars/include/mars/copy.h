@@ -14,8 +14,9 @@
 // Failures never lose or reorder data: a refused submit (ring full, device
 // gone) is copied by the core at once; a completion with an error, or a
 // device that does not finish within the stack's bound when it must drain,
-// is redone by the core from the frame, which the stack still holds. Each
-// fallback is counted by reason (StackStats::copy_fallbacks).
+// is redone by the core from the frame, which the stack still holds (after a
+// stall the engine is abandoned first, so a late write cannot land on ring
+// space already reused). Each fallback is counted by reason (StackStats).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,9 @@ enum class CopyFallback : uint8_t {
     kDeviceGone = 1, // the engine refused every submission (device stopped or removed)
     kError = 2,      // the engine completed the copy with an error
     kStalled = 3,    // the engine did not complete within the drain bound
-    kCount = 4,
+    kBelowThreshold = 4, // shorter than StackConfig::copy_threshold (a descriptor costs more)
+    kRingWrap = 5,   // the payload wraps around the receive ring's end
+    kCount = 6,
 };
 
 const char *to_string(CopyFallback r);
@@ -54,6 +57,12 @@ class CopyEngine {
     virtual uint16_t poll(CopyCompletion *out, uint16_t max) = 0;
     // Copies submitted and not yet returned by poll().
     virtual uint32_t outstanding() const = 0;
+    // The stack gave up waiting (a stalled device) and redoes every copy in
+    // flight with the core; it will release their frames and may reuse their
+    // ring space at once. From here on the engine must never write any of
+    // them (a DMA device is stopped) and should refuse further submissions
+    // (kDeviceGone). Engines that complete at submit need do nothing.
+    virtual void abandon() {}
 };
 
 // The core copies at submit time; poll() returns the completions.

@@ -109,6 +109,11 @@ struct StackConfig {
     // belongs to the caller and must outlive the stack.
     CopyEngine *copy_engine = nullptr;
     uint32_t copy_threshold = 256;
+    // How many empty completion polls a wait for copies in flight allows
+    // before the core takes them over and abandons the engine
+    // (CopyEngine::abandon, counted as stalled). 2^20 polls is a few ms; a
+    // PPE whose device is a thread on a shared core wants more.
+    uint32_t copy_drain_polls = 1u << 20;
     TcpConfig tcp;
 };
 
@@ -217,10 +222,14 @@ struct StackStats {
     // Receive pipeline (StackConfig::strands / prefetch).
     uint64_t strands;          // configured strands (1: run to completion)
     uint64_t strand_yields;    // stages a strand ended by yielding to another
-    uint64_t prefetches;       // software prefetches issued on the receive path
+    uint64_t prefetches;       // software prefetches issued (receive pipeline; transmit: next connection's header and send-ring line)
     // Asynchronous copies (StackConfig::copy_engine).
     uint64_t copies_offloaded, copy_bytes_offloaded;
     uint64_t copy_fallback_ring_full, copy_fallback_device_gone, copy_fallback_error, copy_fallback_stalled;
+    // Payloads the core copied although an engine is set: shorter than
+    // copy_threshold, or wrapping around the receive ring's end (one
+    // delivery would need two descriptors).
+    uint64_t copy_fallback_below_threshold, copy_fallback_ring_wrap;
 };
 
 class Stack {

@@ -64,6 +64,21 @@ good | sed 's/^memory = .*/memory = "huge"/' | sed 's/^\[dpdk\]/[dpdk]\nmemory_m
     expect no_hugepages 'dpdk.memory' '"huge" is forced'
 good | sed '/^\[\[port\]\]/,$d' | expect no_port 'no [[port]] is configured'
 good | sed 's/^\[control\]/[limits]\nsockets_per_app = 100000\n[control]/' | expect region_too_big 'limits.memory_per_app'
+good | sed 's/^\[control\]/[copy]\nengine = "dsa"\n[control]/' | expect bad_copy_engine 'copy.engine' '"dsa" is not a copy engine' '"cpu"' '"dmadev"'
+good | sed 's/^\[control\]/[copy]\nengine = "dmadev"\n[control]/' | expect copy_without_device 'copy.engine' 'needs device = '
+
+note "a missing DMA device: the config is fine, the start (DPDK up) refuses it and says what to do"
+good | sed 's/^\[control\]/[copy]\nengine = "dmadev"\ndevice = "wq9.9"\n[control]/' > "$work/no_dma.toml"
+timeout 30 "$ETA_PPE" --config "$work/no_dma.toml" --check >/dev/null || fail "no_dma: --check rejects a well-formed [copy]"
+rc=0
+out=$(timeout 60 "$ETA_PPE" --config "$work/no_dma.toml" --foreground 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "no_dma: eta-ppe started (or hung: $rc) without its DMA device: $out"
+line=$(grep -F 'no DMA device' <<<"$out") || fail "no_dma: no 'no DMA device' message in: $out"
+for want in "$work/no_dma.toml:" 'copy.device: no DMA device "wq9.9"' 'DPDK found: ' 'dma_skeleton' 'engine = "cpu"'; do
+    grep -qF -- "$want" <<<"$line" || fail "no_dma: '$want' missing from: $line"
+done
+[ ! -e "$sock" ] && [ ! -e "$sock.stats" ] && [ ! -e "/var/run/dpdk/eta-badcfg-$$" ] || fail "no_dma: left files behind"
+echo "ok  no_dma: $line"
 
 note "no permission: an unprivileged user cannot open the interface"
 command -v setpriv >/dev/null || fail "setpriv (util-linux) is missing"

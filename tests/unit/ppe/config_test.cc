@@ -66,6 +66,67 @@ TEST(PpeConfig, EngineStrandsAndPrefetch)
     EXPECT_EQ(c.strands, 64u);
 }
 
+TEST(PpeConfig, CopyEngineDefaultsToTheCore)
+{
+    Config c = parse_ok(kPort);
+    EXPECT_EQ(c.copy_engine, ppe::CopyKind::kCpu);
+    EXPECT_TRUE(c.copy_devices.empty());
+    c = parse_ok("[copy]\nengine = \"cpu\"\nthreshold = 1024\n" + std::string(kPort));
+    EXPECT_EQ(c.copy_engine, ppe::CopyKind::kCpu);
+    EXPECT_EQ(c.copy_threshold, 1024u);
+}
+
+TEST(PpeConfig, CopyEngineDmadevWithItsDevice)
+{
+    Config c = parse_ok("[copy]\nengine = \"dmadev\"\ndevice = \"dma_skeleton,lcore=0\"\nthreshold = 512\nring = 256\n" +
+                        std::string(kPort));
+    EXPECT_EQ(c.copy_engine, ppe::CopyKind::kDmadev);
+    ASSERT_EQ(c.copy_devices.size(), 1u);
+    EXPECT_EQ(ppe::dmadev_name(c.copy_devices[0]), "dma_skeleton");
+    EXPECT_TRUE(ppe::dmadev_is_vdev(c.copy_devices[0]));
+    EXPECT_EQ(c.copy_threshold, 512u);
+    EXPECT_EQ(c.copy_ring, 256u);
+    EXPECT_EQ(c.copy_line, 3u) << "messages about the device point at its line";
+    // The issue's short form, and one device per engine as an array.
+    c = parse_ok("[copy]\nengine = \"dmadev:wq0.0\"\n" + std::string(kPort));
+    ASSERT_EQ(c.copy_devices.size(), 1u);
+    EXPECT_EQ(c.copy_devices[0], "wq0.0");
+    EXPECT_FALSE(ppe::dmadev_is_vdev(c.copy_devices[0]));
+    c = parse_ok("[engine]\ncores = [\"auto:2\"]\nidle = \"adaptive\"\n[copy]\nengine = \"dmadev\"\n"
+                 "device = [\"wq0.0\", \"wq0.1\"]\n" + std::string(kPort));
+    EXPECT_EQ(c.copy_devices.size(), 2u);
+}
+
+TEST(PpeConfig, BadCopyConfigsSayWhatIsAllowed)
+{
+    std::string e = parse_err("[copy]\nengine = \"dsa\"\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("test.toml:2: copy.engine: \"dsa\" is not a copy engine"));
+    EXPECT_THAT(e, HasSubstr("\"cpu\""));
+    EXPECT_THAT(e, HasSubstr("\"dmadev\""));
+    e = parse_err("[copy]\nengine = \"dmadev\"\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("copy.engine: \"dmadev\" needs device = "));
+    e = parse_err("[copy]\nengine = \"dmadev:\"\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("names no device"));
+    e = parse_err("[copy]\ndevice = \"dma_skeleton\"\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("copy.device: is only used with engine = \"dmadev\""));
+    e = parse_err("[copy]\nengine = \"dmadev\"\ndevice = \"dma skeleton\"\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("is not a DMA device name"));
+    e = parse_err("[copy]\nengine = \"dmadev\"\ndevice = []\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("the array is empty"));
+    e = parse_err("[engine]\ncores = [\"auto:2\"]\n[copy]\nengine = \"dmadev\"\ndevice = [\"wq0.0\", \"wq0.0\"]\n" +
+                  std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("\"wq0.0\" is named twice"));
+    e = parse_err("[engine]\ncores = [\"auto:2\"]\n[copy]\nengine = \"dmadev\"\ndevice = \"dma_skeleton\"\n" +
+                  std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("test.toml:5: copy.device: 1 DMA device(s) for 2 engine(s)"));
+    e = parse_err("[copy]\nthreshold = 0\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("copy.threshold: 0 is out of range; allowed 1 to 65536"));
+    e = parse_err("[copy]\nengine = \"dmadev:wq0.0\"\nring = 1000\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("copy.ring: 1000 is not a power of two"));
+    e = parse_err("[copy]\nengines = \"cpu\"\n" + std::string(kPort));
+    EXPECT_THAT(e, HasSubstr("engines"));
+}
+
 TEST(PpeConfig, FullConfigMapsOntoTcpConfig)
 {
     Config c = parse_ok(std::string(R"(

@@ -31,6 +31,8 @@ void fill_fixture(Snapshot &s)
     std::strcpy(s.h.engine_cpus, "1-2");
     std::strcpy(s.h.idle_policy, "adaptive");
     std::strcpy(s.h.memory_mode, "hugepages");
+    std::strcpy(s.h.copy_engine, "dmadev:wq0.0,wq2.1"); // one device per engine
+    s.h.copy_threshold = 512;
     std::strcpy(s.h.socket_path, "/run/eta/ppe.sock");
     std::strcpy(s.h.config_path, "/etc/eta/\"odd\\name\".toml"); // label escaping
     uint64_t next = 1000;

@@ -103,6 +103,9 @@ class Prometheus(unittest.TestCase):
                 continue
             if key.startswith("drop_"):
                 self.sample("eta_stack_drops", engine="0", port="0", reason=key[5:])
+            elif key == "copy_engine":
+                self.assertEqual(self.sample("eta_stack_copy_engine_info", engine="1", port="0").labels["device"],
+                                 "dmadev:wq2.1")
             else:
                 self.assertIn("eta_stack_" + key, self.families, key)
 
@@ -167,7 +170,13 @@ class Json(unittest.TestCase):
         self.assertEqual(d["connections"][0]["local"], "198.18.0.1:6379")
         self.assertEqual([(p["pid"], p["name"], p["attached"]) for p in d["programs"]], [(300, "memcached", True)])
         self.assertEqual(sorted(d["programs"][0]["sockets"]), ["accelerated", "loopback"])
-        values = [v for e in d["engines"] for s in e["stacks"] for k, v in s.items() if k != "port"]
+        # Each engine's port-0 stack names its own device; other ports copy with the core.
+        self.assertEqual(d["copy_engine"], "dmadev:wq0.0,wq2.1")
+        self.assertEqual(d["copy_threshold"], 512)
+        self.assertEqual([[s["copy_engine"] for s in e["stacks"]] for e in d["engines"]],
+                         [["dmadev:wq0.0", "cpu"], ["dmadev:wq2.1", "cpu"]])
+        values = [v for e in d["engines"] for s in e["stacks"] for k, v in s.items()
+                  if k not in ("port", "copy_engine")]
         self.assertEqual(len(values), len(set(values)), "each stack counter read from its own field")
 
     def test_rejects_unknown_format(self):

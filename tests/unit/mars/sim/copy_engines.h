@@ -66,6 +66,14 @@ class DeferredCopyEngine final : public CopyEngine {
         return k;
     }
     uint32_t outstanding() const override { return uint32_t(q_.size()); }
+    // The stack took the copies over: none of them may be written later.
+    void abandon() override
+    {
+        abandoned++;
+        q_.clear();
+        gone = true;
+    }
+    uint32_t abandoned = 0;
 
   private:
     struct Op {

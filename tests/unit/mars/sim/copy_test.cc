@@ -113,11 +113,29 @@ TEST(StackCopyEngine, SmallPayloadWaitsBehindEarlierCopiesOfItsConnection)
     Fixture f(64, 2, 256);
     f.peer->input_burst({f.seg(0, 1000), f.seg(1, 10), f.seg(2, 1000)}, kNicChecked);
     EXPECT_EQ(f.st().stats().copies_offloaded, 2u) << "the 10-byte payload is under the threshold";
+    EXPECT_EQ(f.st().stats().copy_fallback_below_threshold, 1u);
     SockInfo in{};
     f.st().info(f.c.sock, &in);
     EXPECT_EQ(in.rx_readable, 0u) << "the small payload overtook the copy before it";
     for (int i = 0; i < 2; i++) f.st().poll(f.peer->now);
     EXPECT_EQ(f.readable(), f.want);
+}
+
+TEST(StackCopyEngine, PayloadWrappingTheRingEndIsCopiedByTheCoreAndCounted)
+{
+    Fixture f;
+    std::vector<uint8_t> got;
+    // 1000-byte segments over a 256 KiB ring: some straddle its end.
+    for (uint32_t k = 0; k < 300; k++) {
+        f.peer->input_burst({f.seg(k, 1000)}, kNicChecked);
+        f.st().poll(f.peer->now);
+        std::vector<uint8_t> r = f.readable();
+        got.insert(got.end(), r.begin(), r.end());
+    }
+    const StackStats &s = f.st().stats();
+    EXPECT_EQ(s.copy_fallback_ring_wrap, 1u) << "300,000 bytes cross the 262,144-byte ring's end once";
+    EXPECT_EQ(s.copies_offloaded + s.copy_fallback_ring_wrap, 300u);
+    EXPECT_EQ(got, f.want);
 }
 
 TEST(StackCopyEngine, FullRingFallsBackToTheCoreInOrder)
@@ -168,11 +186,16 @@ TEST(StackCopyEngine, StalledDeviceIsTakenOverWhenTheStackMustDrain)
     ahead.peer_nxt += 1000;
     f.peer->input_burst({build_tcp(f.peer->seg(ahead, kAck, std::vector<uint8_t>(10, 1)))}, kNicChecked);
     EXPECT_EQ(f.st().stats().copy_fallback_stalled, 2u);
+    EXPECT_EQ(f.engine.abandoned, 1u) << "the engine must be stopped before the core reuses its frames and ring";
+    EXPECT_EQ(f.engine.outstanding(), 0u);
     EXPECT_EQ(f.readable(), f.want);
-    // A completion that comes after all is ignored.
+    // Nothing comes after all; later payloads are the core's.
     f.engine.stalled = false;
     f.st().poll(f.peer->now);
     EXPECT_EQ(f.readable(), std::vector<uint8_t>{});
+    f.peer->input_burst({f.seg(2, 300)}, kNicChecked);
+    EXPECT_EQ(f.engine.submitted, 2u) << "nothing more went to the abandoned engine";
+    EXPECT_EQ(f.readable(), std::vector<uint8_t>(f.want.end() - 300, f.want.end()));
 }
 
 TEST(StackCopyEngine, SwitchingEnginesLandsCopiesInFlight)
