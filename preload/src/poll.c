@@ -90,6 +90,8 @@ static short accel_revents(dti_ctx_t *c, struct eta_sock *s, short events)
 
 /* The emulation, once the set is known to hold accelerated sockets.
  * timeout_ns < 0: forever. */
+static ETA_TLS unsigned pump_skips;
+
 static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask)
 {
     struct pollfd *k = scratch_get(n + 1);
@@ -114,14 +116,17 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         k[nk].revents = 0;
         nk++;
     }
-    dti_ctx_t *c = eta_ctx();
-    uint64_t start = eta_now_ns();
-    uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
-    uint64_t spin_end = start + (c ? dti_spin_begin(c) : 0); /* adaptive: see dti_ctx_set_spin() */
+    dti_ctx_t *c = eta_ctx_cached();
+    if (!c)
+        c = eta_ctx();
+    /* Time counts only once the first look found nothing (as in epoll). */
+    uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
     int result;
     for (;;) {
-        if (c)
+        /* Reap when something came (and now and then regardless, which is
+         * how a departed engine is noticed). */
+        if (c && (dti_cq_ready(c) || (++pump_skips & 63) == 0))
             eta_pump(c);
         /* Accelerated readiness, then the kernel's (at once, or every 64
          * rounds while spinning: one system call per round would be the
@@ -152,6 +157,11 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         if (ready || timeout_ns == 0) {
             result = ready;
             goto out;
+        }
+        if (!start) {
+            start = eta_now_ns();
+            deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
+            spin_end = start + (c ? dti_spin_begin(c) : 0); /* adaptive: see dti_ctx_set_spin() */
         }
         iter++;
         uint64_t now = eta_now_ns();
@@ -225,8 +235,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
     }
 out:;
     int saved = errno;
-    if (c && timeout_ns != 0 && result >= 0)
-        dti_spin_end(c, eta_now_ns() - start); /* how long it took teaches the spin policy */
+    if (c && timeout_ns != 0 && result >= 0) /* how long it took teaches the spin policy */
+        dti_spin_end(c, start ? eta_now_ns() - start : 0);
     scratch_put(k, n + 1);
     errno = saved;
     return result;
