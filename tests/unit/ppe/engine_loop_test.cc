@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -462,6 +464,42 @@ class EngineLoop : public ::testing::Test {
         const std::atomic<uint32_t> *s = mesh_.bell(0).sleeping.load();
         return s && s->load() != 0;
     }
+    // Waits (bounded) until the idle engine is blocked in a nap that lasts at
+    // least `min_ns`, given that it did its last work no later than `since`
+    // (the engine's clock). Naps double from 50 us while there is no work,
+    // so the nap that starts after a publish at P lasts about as long as all
+    // earlier naps together: at least P - since (less the 50 us spin).
+    bool wait_for_long_nap(uint64_t min_ns, uint64_t since)
+    {
+        return wait_until(
+            [&] {
+                const ppe::stats::EngineCounters ec = stats_->engine();
+                return ec.published_ns > since && ec.published_ns - since >= min_ns + 50'000 &&
+                       engine_blocked_in_kernel();
+            },
+            std::chrono::seconds(60));
+    }
+    // When the loop began (its first publish), as an upper bound of when its
+    // naps started growing.
+    uint64_t loop_began()
+    {
+        uint64_t p = 0;
+        wait_until([&] { return (p = stats_->engine().published_ns) != 0; }, std::chrono::seconds(10));
+        return p;
+    }
+    // Asleep and past its last look at the applications: the engine thread
+    // is blocked in io_uring_enter (no other thread of this test makes that
+    // call), so only a doorbell, a kick or the nap's end can wake it.
+    bool engine_blocked_in_kernel() const
+    {
+        if (!engine_asleep()) return false;
+        for (const auto &task : std::filesystem::directory_iterator("/proc/self/task")) {
+            std::ifstream f(task.path() / "syscall");
+            long nr = -1;
+            if (f >> nr && nr == SYS_io_uring_enter) return true;
+        }
+        return false;
+    }
     // An established connection: the application listens on the engine,
     // the peer connects. Fills app_sock_ and peer_sock_.
     void connect_peer_to_app(uint16_t port)
@@ -556,8 +594,10 @@ TEST_F(EngineLoop, PeerConnectsToAnApplicationAndBytesArriveExactBothWays)
     ASSERT_NO_FATAL_FAILURE(connect_peer_to_app(5000));
     ASSERT_NO_FATAL_FAILURE(transfer_both_ways(2u << 20, 7));
     // The loop counted what crossed its port and published it.
-    ASSERT_TRUE(wait_until([&] { return stats_->engine().rx_packets >= 1400; }, std::chrono::seconds(5)));
-    EXPECT_GT(stats_->engine().tx_packets, 1400u);
+    // 2 MiB each way is at least 1,437 full segments each way.
+    EXPECT_TRUE(wait_until([&] { return stats_->engine().rx_packets >= 1437 && stats_->engine().tx_packets >= 1437; },
+                           std::chrono::seconds(5)))
+        << "rx " << stats_->engine().rx_packets << ", tx " << stats_->engine().tx_packets;
     EXPECT_GT(stats_->engine().commands, 0u);
     EXPECT_GT(stats_->engine().events, 0u);
     // The application's close reaches the peer as a FIN.
@@ -599,38 +639,44 @@ TEST_F(EngineLoop, ApplicationConnectsOutThroughTheEngine)
     ASSERT_NO_FATAL_FAILURE(transfer_both_ways(512u << 10, 21));
 }
 
-// Adaptive idle: with nothing to do the engine naps (here up to 120 s, so
-// a nap never ends in time by itself); what an application does must wake
-// it at once: a new control connection (the control thread's kick) and a
-// command (the application's doorbell, polled by io_uring).
+// Adaptive idle: with nothing to do the engine naps, each nap twice the
+// last (from 50 us, capped here at 120 s). What an application does must
+// wake it at once: a new control connection (the control thread's kick)
+// and a command (the application's doorbell, which io_uring polls). Each is
+// made while a nap of several seconds has just begun, and must be served in
+// less than half of it: long enough for a loaded machine, far too short for
+// a nap that ends by itself (the check tells "woken" from "slept it out").
 TEST_F(EngineLoop, IdleEngineSleepsAndApplicationsWakeIt)
 {
+    constexpr uint64_t kNap = 4'000'000'000ull; // at least this long when the event comes
+    const auto bound = std::chrono::nanoseconds(kNap / 2);
     ASSERT_NO_FATAL_FAILURE(start(adaptive(120'000'000)));
-    ASSERT_TRUE(wait_until([&] { return engine_asleep(); }, std::chrono::seconds(10)))
-        << "an idle engine with the adaptive policy never went to sleep";
-    ASSERT_NO_FATAL_FAILURE(attach()); // dti_attach waits for the engine's WELCOME: the kick woke it
-    EXPECT_EQ(control_->offered(), 1);
-    ASSERT_TRUE(wait_until([&] { return engine_asleep(); }, std::chrono::seconds(10)))
-        << "the engine did not go back to sleep after the attach";
-    for (uint64_t round = 1; round <= 3; round++) {
-        ASSERT_TRUE(wait_until([&] { return engine_asleep(); }, std::chrono::seconds(10)));
-        ASSERT_EQ(dti_prep_nop(c_, round), 0);
-        ASSERT_GE(dti_submit(c_), 0);
-        dti_cqe cqe{};
-        // 20 s: far less than the 120 s nap, so only the doorbell can have
-        // ended it.
-        ASSERT_EQ(dti_wait_cqe(c_, round, &cqe, 20000), 1) << "round " << round << ": the sleeping engine "
-                                                               "did not wake for the application's command";
-        EXPECT_EQ(cqe.res, 0);
-    }
-    ppe::stats::EngineCounters ec{};
-    ASSERT_TRUE(wait_until(
-        [&] {
-            ec = stats_->engine();
-            return ec.sleeps >= 4;
-        },
-        std::chrono::seconds(10)));
-    EXPECT_GE(ec.doorbells, 3u);
+    const uint64_t began = loop_began();
+    ASSERT_NE(began, 0u) << "the engine loop never published its counters";
+    ASSERT_NO_FATAL_FAILURE(attach()); // an attach is no work: the naps keep growing
+
+    ASSERT_TRUE(wait_for_long_nap(kNap, began)) << "the idle engine never took long naps";
+    const uint64_t doorbells_before = stats_->engine().doorbells;
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(dti_prep_nop(c_, 1), 0);
+    ASSERT_GE(dti_submit(c_), 0);
+    dti_cqe cqe{};
+    ASSERT_EQ(dti_wait_cqe(c_, 1, &cqe, 20000), 1) << "the sleeping engine never served the command";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, bound) << "the command waited for the nap to end (no doorbell)";
+    EXPECT_EQ(cqe.res, 0);
+    const uint64_t served = clock_.now_ns(); // after the engine's work for it
+
+    // A second application attaches while the engine is in a long nap again.
+    ASSERT_TRUE(wait_for_long_nap(kNap, served)) << "the engine did not go back to long naps after the command";
+    EXPECT_GT(stats_->engine().doorbells, doorbells_before) << "the engine counted no doorbell";
+    dti_attach_opts o{path_.c_str(), "engine-loop-test-2"};
+    char why[256] = "";
+    dti_t *second = nullptr;
+    t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(dti_attach(&o, &second, why, sizeof why), 0) << why; // returns once the engine answered WELCOME
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, bound) << "the attach waited for the nap to end (no kick)";
+    EXPECT_EQ(control_->offered(), 2);
+    dti_detach(second);
 }
 
 // The spin policy never sleeps: the loop keeps polling.
