@@ -300,8 +300,8 @@ class ControlAcceptor {
             if (p[1].revents) return;
             const int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
             if (c < 0) continue;
-            if (engine_.offer_connection(c)) offered_++;
-            else close(c);
+            offered_++; // before: the engine may answer the attach before offer_connection returns
+            if (!engine_.offer_connection(c)) close(c);
         }
     }
     std::string path_;
