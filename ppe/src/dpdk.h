@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config.h"
+#include "port_io.h"
 #include "system.h"
 
 #include <mars/packet.h>
@@ -58,13 +59,12 @@ struct Port {
 // "net_af_packet0,iface=x"), as rte_eth_dev_get_port_by_name wants it.
 std::string device_name(const std::string &device);
 
-// mars::PacketIo over one (port, queue): rte_mbuf is the PacketRef handle,
-// mtod() its data. No copies, no wrapper allocation; bursts end to end.
-class MbufIo final : public mars::PacketIo {
+// The engine's PortIo over one DPDK (port, queue): rte_mbuf is the PacketRef
+// handle, mtod() its data. No copies, no wrapper allocation; bursts end to end.
+class MbufIo final : public PortIo {
   public:
     MbufIo(const Port &port, uint16_t queue, uint16_t burst);
-    // Receives up to n frames straight into PacketRefs.
-    uint16_t receive(mars::PacketRef *out, uint16_t n);
+    uint16_t receive(mars::PacketRef *out, uint16_t n) override;
     uint16_t alloc(mars::PacketRef *out, uint16_t n) override;
     uint16_t transmit(mars::PacketRef *frames, uint16_t n) override;
     void release(mars::PacketRef *frames, uint16_t n) override;
@@ -74,7 +74,7 @@ class MbufIo final : public mars::PacketIo {
     // headers) for the stack.
     void set_prefetch(bool on) { prefetch_ = on; }
 
-    uint64_t rx_packets = 0, tx_packets = 0, tx_dropped = 0, rx_dropped_multiseg = 0;
+    uint64_t rx_dropped_multiseg = 0;
 
   private:
     uint16_t port_, queue_, burst_;

@@ -84,9 +84,9 @@ uint64_t TscClock::now_ns() const
 }
 
 Engine::Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
-               const stats::View &stats, const TscClock &clock, SteerMesh &mesh)
+               const stats::View &stats, const TscClock &clock, SteerMesh &mesh, PortIoMaker make_io)
     : index_(index), core_(core), config_(config), ports_(ports), stats_(stats), clock_(clock), mesh_(mesh),
-      n_engines_(mesh.engines()), steering_(mesh, index)
+      n_engines_(mesh.engines()), steering_(mesh, index), make_io_(std::move(make_io))
 {}
 
 Engine::~Engine()
@@ -171,8 +171,17 @@ bool Engine::setup(std::string *error)
 
     for (size_t p = 0; p < ports_.size(); p++) {
         Port &port = ports_[p];
-        ios_.push_back(std::make_unique<MbufIo>(port, uint16_t(index_), uint16_t(config_.burst)));
-        ios_.back()->set_prefetch(config_.prefetch);
+        if (make_io_) {
+            ios_.push_back(make_io_(port, uint16_t(index_), uint16_t(config_.burst)));
+        } else {
+            auto io = std::make_unique<MbufIo>(port, uint16_t(index_), uint16_t(config_.burst));
+            io->set_prefetch(config_.prefetch);
+            ios_.push_back(std::move(io));
+        }
+        if (!ios_.back()) {
+            *error = name + ": port \"" + port.config.name + "\": no packet I/O for its queue";
+            return false;
+        }
         mars::StackConfig sc;
         sc.mac = port.mac;
         sc.ip = port.config.ip;

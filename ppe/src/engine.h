@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "dpdk.h"
+#include "port_io.h"
 #include "stats.h"
 #include "steer.h"
 #include "system.h"
@@ -19,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,11 +78,16 @@ class TscClock {
     u128 mult_ = 0; // ns per tick << 32
 };
 
+// Makes the engine's PortIo for (port, its queue); unset: MbufIo (DPDK).
+// Unit tests make one wired to a simulated peer. Frames steered between
+// engines are mbufs, so a maker other than MbufIo serves one engine only.
+using PortIoMaker = std::function<std::unique_ptr<PortIo>(const Port &port, uint16_t queue, uint16_t burst)>;
+
 class Engine {
   public:
     // `mesh`: the steering rings between all engines (outlives the engine).
     Engine(uint32_t index, const EngineCore &core, const Config &config, std::vector<Port> &ports,
-           const stats::View &stats, const TscClock &clock, SteerMesh &mesh);
+           const stats::View &stats, const TscClock &clock, SteerMesh &mesh, PortIoMaker make_io = {});
     ~Engine();
 
     // Starts the thread; returns once the stacks exist (or failed to).
@@ -132,7 +139,8 @@ class Engine {
     Steering steering_;
     bool kicks_queued_ = false; // io_uring writes to napping owners' kick fds, not yet submitted
     void wake_owners(uint32_t engines);
-    std::vector<std::unique_ptr<MbufIo>> ios_;
+    PortIoMaker make_io_;
+    std::vector<std::unique_ptr<PortIo>> ios_;
     std::vector<std::unique_ptr<mars::Stack>> stacks_;
     // DTI: the applications this engine serves.
     void accept_connections();

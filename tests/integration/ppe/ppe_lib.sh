@@ -5,7 +5,8 @@
 #   ppe_start CONFIG            starts eta-ppe (adaptive idle, from the config) and waits
 #                               until it is ready; PPE_PID (its timeout wrapper) and
 #                               PPE_REAL_PID; killed by PID at exit
-#   ppe_stop                    SIGTERM, bounded wait; fails unless it exits 0
+#   ppe_stop                    SIGTERM, bounded wait; fails unless it exits 0 with no
+#                               sanitizer report (UBSan, ASan) in its log
 #   ppe_stat ARGS...            eta-stat for the lab's socket
 #   ppe_json EXPR / ppe_true COND   a value of / a condition over eta-stat --json (as d)
 # eta-ppe's log goes to $work/ppe.log.
@@ -37,6 +38,12 @@ ppe_stop() {
     kill -0 "$PPE_PID" 2>/dev/null && fail "eta-ppe did not stop within 10 s of SIGTERM"
     wait "$PPE_PID" || rc=$?
     [ "$rc" -eq 0 ] || fail "eta-ppe exited with $rc after SIGTERM"
+    # A sanitizer build: UBSan reports and goes on (exit status 0), so its
+    # report in the log is the only trace of undefined behaviour.
+    if grep -qE 'runtime error:|ERROR: [A-Za-z]+Sanitizer' "$work/ppe.log"; then
+        grep -E -A3 'runtime error:|ERROR: [A-Za-z]+Sanitizer' "$work/ppe.log" >&2
+        fail "eta-ppe's log has a sanitizer report"
+    fi
 }
 
 

@@ -44,10 +44,12 @@ class EalEnv : public ::testing::Environment {
     }
     void TearDown() override
     {
+        // The EAL leaves its runtime directory behind even with --no-shconf
+        // (/var/run/dpdk/<prefix> as root, under $XDG_RUNTIME_DIR or /tmp otherwise).
+        const std::string runtime_dir = rte_eal_get_runtime_dir();
         rte_eal_cleanup();
-        // The EAL leaves its runtime directory behind even with --no-shconf.
         std::error_code ec;
-        std::filesystem::remove_all("/var/run/dpdk/" + prefix, ec);
+        if (runtime_dir.find(prefix) != std::string::npos) std::filesystem::remove_all(runtime_dir, ec);
     }
 
   private:
