@@ -257,13 +257,16 @@ static void set_unlock(struct eta_epoll *e)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* The link's index is written after the slot is taken: whoever reads a
+ * link of set e holds e's lock, as the caller does. */
 static void link_add(struct eta_sock *s, struct eta_epoll *e, uint32_t idx)
 {
     for (int k = 0; k < 2; k++) {
         struct eta_epoll *none = NULL;
-        atomic_store(&s->ep[k].idx, idx);
-        if (atomic_compare_exchange_strong(&s->ep[k].set, &none, e))
+        if (atomic_compare_exchange_strong(&s->ep[k].set, &none, e)) {
+            atomic_store(&s->ep[k].idx, idx);
             return;
+        }
     }
     atomic_fetch_add(&s->ep_more, 1);
 }

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 
-SCENARIOS = ["handoff", "handoff_poll", "add_while_sleeping", "epollout", "many", "fork_shared",
+SCENARIOS = ["handoff", "handoff_poll", "add_while_sleeping", "epollout", "many", "two_sets", "fork_shared",
              "engine_gone_listeners"]  # last: it crashes the fixture engine
 
 EXPECTED_WARNINGS = {
