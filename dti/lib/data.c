@@ -167,33 +167,6 @@ static uint8_t *tx_ring(struct dti_attachment *d, uint32_t slot)
     return rx_ring(d, slot) + d->limits.rx_ring_size;
 }
 
-/* Copies n bytes. Up to 64 inline, as two overlapping moves of the largest
- * power of two not above n: request/response messages are small, and a call
- * into libc's memcpy costs as much as copying them. Larger: memcpy. */
-static inline __attribute__((always_inline)) void copy_bytes(void *dst, const void *src, uint32_t n)
-{
-    uint8_t *d = dst;
-    const uint8_t *s = src;
-    if (n > 64) {
-        memcpy(d, s, n);
-    } else if (n >= 32) {
-        memcpy(d, s, 32);
-        memcpy(d + n - 32, s + n - 32, 32);
-    } else if (n >= 16) {
-        memcpy(d, s, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 8) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else if (n >= 4) {
-        memcpy(d, s, 4);
-        memcpy(d + n - 4, s + n - 4, 4);
-    } else {
-        for (uint32_t i = 0; i < n; i++)
-            d[i] = s[i];
-    }
-}
-
 /* Splits [pos, pos+n) of a ring into at most two pieces. */
 static void ring_iov(uint8_t *ring, uint32_t size, uint32_t base, uint32_t pos, uint32_t n,
                      struct dti_iov iov[2])
@@ -349,7 +322,7 @@ static inline __attribute__((always_inline)) ssize_t recv_local(dti_ctx_t *c, dt
      * call that needs a stack frame. */
     if (__builtin_expect(take > 64 || take > size - off, 0))
         return recv_general(c, s, buf, len);
-    copy_bytes(buf, rx_ring(d, slot) + off, take);
+    dti__copy_small(buf, rx_ring(d, slot) + off, take);
     p->rx_head += take; /* consumed first: nothing is released before it is taken */
     if (__builtin_expect(__atomic_add_fetch(&p->rx_owed, take, __ATOMIC_RELAXED) >= release_batch(d), 0))
         return release_owed(c, s, take);
@@ -529,7 +502,7 @@ static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dt
     /* As in dti_recv(): large and wrapping copies go the general way. */
     if (__builtin_expect(take > 64 || take > size - off, 0))
         return send_general(c, s, buf, len, flags);
-    copy_bytes(tx_ring(d, slot) + off, buf, take);
+    dti__copy_small(tx_ring(d, slot) + off, buf, take);
     p->tx_tail += take;
     /* Body then stamp, back to back (see next_cmd() in ops.c). */
     struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];

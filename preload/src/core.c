@@ -217,14 +217,22 @@ static void load_net(void)
     }
 }
 
+/* dti_attach() to the configured PPE: 0 with *d, or the error with why. */
+static int attach_ppe(dti_t **d, char *why, size_t wl)
+{
+    struct dti_attach_opts opts = {.socket_path = eta_cfg.socket_path, .name = NULL};
+    *d = NULL;
+    eta_in_shim++;
+    int rc = dti_attach(&opts, d, why, wl);
+    eta_in_shim--;
+    return rc;
+}
+
 static void attach_locked(void)
 {
     char why[256] = "";
-    struct dti_attach_opts opts = {.socket_path = eta_cfg.socket_path, .name = NULL};
     dti_t *d = NULL;
-    eta_in_shim++;
-    int rc = dti_attach(&opts, &d, why, sizeof why);
-    eta_in_shim--;
+    int rc = attach_ppe(&d, why, sizeof why);
     if (rc < 0) {
         if (eta_cfg.require) {
             eta_log("ETA_REQUIRE is set and the PPE cannot be used: %s", why[0] ? why : dti_strerror(rc));
@@ -320,11 +328,8 @@ static bool reattach_locked(void)
         reattach_backoff_ns = REATTACH_MAX_NS;
     atomic_store(&reattach_next_ns, now + reattach_backoff_ns);
     char why[256] = "";
-    struct dti_attach_opts opts = {.socket_path = eta_cfg.socket_path, .name = NULL};
     dti_t *d = NULL;
-    eta_in_shim++;
-    int rc = dti_attach(&opts, &d, why, sizeof why);
-    eta_in_shim--;
+    int rc = attach_ppe(&d, why, sizeof why);
     if (rc < 0) {
         ETA_DEBUG("re-attach: %s", why[0] ? why : dti_strerror(rc));
         return false;

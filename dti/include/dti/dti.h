@@ -504,6 +504,31 @@ int dti_recv_flush(dti_ctx_t *c, dti_sock_t s);
 #else
 #define DTI_ALWAYS_INLINE inline
 #endif
+/* Copies n <= 64 bytes as two overlapping moves of the largest power of two
+ * not above n (libdti's and the view's small copies: a call into memcpy
+ * costs as much as copying a request). */
+static DTI_ALWAYS_INLINE void dti__copy_small(void *dst, const void *src, uint32_t n)
+{
+    uint8_t *d = (uint8_t *)dst;
+    const uint8_t *s = (const uint8_t *)src;
+    if (n >= 32) {
+        __builtin_memcpy(d, s, 32);
+        __builtin_memcpy(d + n - 32, s + n - 32, 32);
+    } else if (n >= 16) {
+        __builtin_memcpy(d, s, 16);
+        __builtin_memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        __builtin_memcpy(d, s, 8);
+        __builtin_memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        __builtin_memcpy(d, s, 4);
+        __builtin_memcpy(d + n - 4, s + n - 4, 4);
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            d[i] = s[i];
+    }
+}
+
 static DTI_ALWAYS_INLINE ssize_t dti_recv_view(const struct dti_rx_view *v, void *buf, size_t len, int *flush)
 {
     uint32_t head = *v->head;
@@ -514,25 +539,7 @@ static DTI_ALWAYS_INLINE ssize_t dti_recv_view(const struct dti_rx_view *v, void
     uint32_t off = (v->base + head) & (v->size - 1);
     if (take > 64 || take > v->size - off)
         return 0;
-    /* Two overlapping moves of the largest power of two not above take. */
-    const uint8_t *src = v->ring + off;
-    uint8_t *dst = (uint8_t *)buf;
-    if (take >= 32) {
-        __builtin_memcpy(dst, src, 32);
-        __builtin_memcpy(dst + take - 32, src + take - 32, 32);
-    } else if (take >= 16) {
-        __builtin_memcpy(dst, src, 16);
-        __builtin_memcpy(dst + take - 16, src + take - 16, 16);
-    } else if (take >= 8) {
-        __builtin_memcpy(dst, src, 8);
-        __builtin_memcpy(dst + take - 8, src + take - 8, 8);
-    } else if (take >= 4) {
-        __builtin_memcpy(dst, src, 4);
-        __builtin_memcpy(dst + take - 4, src + take - 4, 4);
-    } else {
-        for (uint32_t i = 0; i < take; i++)
-            dst[i] = src[i];
-    }
+    dti__copy_small(buf, v->ring + off, take);
     *v->head = head + take;
     *flush = __atomic_add_fetch(v->owed, take, __ATOMIC_RELAXED) >= v->batch;
     return take;
