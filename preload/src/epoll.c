@@ -350,11 +350,20 @@ void eta_epoll_touch(struct eta_sock *s)
             continue;
         }
         /* The set may be closing: hold it, and check it is still a set
-         * with this member once its lock is ours. */
+         * with this member once its lock is ours. A thread that already
+         * holds another set's lock (an event reaped while it looks at that
+         * set's members) must not wait for this one: two threads could wait
+         * for each other. It asks every set to look again instead. */
         if (!eta_obj_tryref(&e->obj))
             continue;
         if (e->obj.kind == ETA_OBJ_EPOLL) {
-            pthread_mutex_lock(&e->lock);
+            if (!tls_locked) {
+                pthread_mutex_lock(&e->lock);
+            } else if (pthread_mutex_trylock(&e->lock) != 0) {
+                atomic_fetch_add(&eta_rescan_seq, 1);
+                eta_obj_put(&e->obj);
+                continue;
+            }
             queue_linked(e, s, &s->ep[k]);
             pthread_mutex_unlock(&e->lock);
         }
