@@ -299,9 +299,9 @@ static __attribute__((noinline)) ssize_t recv_general(dti_ctx_t *c, dti_sock_t s
     return (ssize_t)take;
 }
 
-/* The common read: bytes are waiting in a warm socket's ring. One handle
- * check, one copy (two at the ring's end), the release owed in batches;
- * anything else takes recv_general(). */
+/* The common read: up to 64 bytes waiting in a warm socket's ring, not
+ * across its end. One handle check, one inline copy, the release owed in
+ * batches; anything else takes recv_general(). */
 static inline __attribute__((always_inline)) ssize_t recv_local(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
 {
     struct dti_attachment *d = c->d;
