@@ -103,10 +103,30 @@ static inline __attribute__((always_inline)) int status(dti_ctx_t *c, dti_sock_t
 
 int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return status(c, s, out); }
 
+/* What poll/epoll ask of every member they look at: the events alone, with
+ * no dti_sock_info filled on the way (one engine, no group: the common
+ * case; half the instructions of dti_sock_status()). */
 uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
 {
-    struct dti_sock_info st;
-    return status(c, s, &st) < 0 ? 0 : st.events;
+    if (__builtin_expect(c->n_sub > 1, 0)) {
+        struct dti_sock_info st;
+        return status(c, s, &st) < 0 ? 0 : st.events;
+    }
+    struct dti_attachment *d = c->d;
+    uint32_t slot;
+    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    if (__builtin_expect(!sh, 0))
+        return 0;
+    uint32_t gen = dti__gen(s);
+    const struct dti_sock_priv *p = &d->priv[slot];
+    uint32_t state = DTI_LOAD(&sh->state);
+    if (p->wr_shut_gen == gen)
+        state |= DTI_STATE_WR_CLOSED;
+    uint32_t rd = DTI_LOAD(&sh->rx_tail) - (p->rx_gen == gen ? p->rx_head : 0);
+    uint32_t used = (p->tx_gen == gen ? p->tx_tail : 0) - DTI_LOAD(&sh->tx_head);
+    uint32_t wr = used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
+    int32_t err = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
+    return dti_events_of(state, err, rd > d->limits.rx_ring_size ? 0 : rd, wr, DTI_LOAD(&sh->accept_ready));
 }
 
 int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
@@ -475,6 +495,27 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
     return take;
 }
 
+/* Writes SEND for n bytes straight into the command ring and publishes it
+ * (the caller checked that nothing is staged and the ring has room). Body
+ * then stamp, back to back (see next_cmd() in ops.c). */
+static inline __attribute__((always_inline)) void put_send(dti_ctx_t *c, dti_sock_t s, uint32_t n, unsigned flags)
+{
+    struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
+    cmd->user_data = 0;
+    cmd->op = DTI_OP_SEND;
+    cmd->flags = 0;
+    cmd->sock = s;
+    cmd->arg0 = n;
+    cmd->arg1 = flags & DTI_SEND_MORE;
+    cmd->value = 0;
+    cmd->offset = 0;
+    cmd->tag = 0;
+    c->prepared++;
+    DTI_STORE(&cmd->stamp, c->prepared);
+    DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
+    c->published = c->prepared;
+}
+
 /* The common write: a connected socket with room in its send ring and in
  * the command ring, nothing staged. One handle check, one copy, the SEND
  * command written straight into the ring (no staging copy) and published. */
@@ -504,21 +545,7 @@ static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dt
         return send_general(c, s, buf, len, flags);
     dti__copy_small(tx_ring(d, slot) + off, buf, take);
     p->tx_tail += take;
-    /* Body then stamp, back to back (see next_cmd() in ops.c). */
-    struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
-    cmd->user_data = 0;
-    cmd->op = DTI_OP_SEND;
-    cmd->flags = 0;
-    cmd->sock = s;
-    cmd->arg0 = take;
-    cmd->arg1 = flags & DTI_SEND_MORE;
-    cmd->value = 0;
-    cmd->offset = 0;
-    cmd->tag = 0;
-    c->prepared++;
-    DTI_STORE(&cmd->stamp, c->prepared);
-    DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
-    c->published = c->prepared;
+    put_send(c, s, take, flags);
     if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
         return wake_engine(d, take);
     return take;
@@ -537,6 +564,54 @@ ssize_t dti_send(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, unsign
     if (__builtin_expect(c->n_sub > 1, 0))
         return send_routed(c, s, buf, len, flags);
     return send_local(c, s, buf, len, flags);
+}
+
+/* ---- send view (dti.h: the shim inlines the copy; this queues it) ---------------- */
+
+int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v)
+{
+    c = dti__route(c, &s);
+    struct dti_attachment *d = c->d;
+    uint32_t slot;
+    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    if (!sh || !v)
+        return sh ? -EFAULT : -DTI_E_BAD_HANDLE;
+    if (!(DTI_LOAD(&sh->state) & DTI_STATE_CONNECTED))
+        return -ENOTCONN; /* the ring's base is fixed at connect */
+    uint32_t gen = dti__gen(s);
+    struct dti_sock_priv *p = tx_side(d, slot, gen);
+    *v = (struct dti_tx_view){.live_gen = &sh->gen, .state = &sh->state, .error = &sh->error,
+                              .head = &sh->tx_head, .tail = &p->tx_tail, .shut_gen = &p->wr_shut_gen,
+                              .busy_gen = &p->tx_busy_gen, .ring = tx_ring(d, slot),
+                              .size = d->limits.tx_ring_size, .base = DTI_LOAD_RELAXED(&sh->tx_base), .gen = gen};
+    return 0;
+}
+
+/* No handle check: the view checked the slot's generation, and the engine
+ * checks every command it takes (a forged SEND fails there, not here). */
+static inline __attribute__((always_inline)) int note_local(dti_ctx_t *c, dti_sock_t s, uint32_t n)
+{
+    if (__builtin_expect(c->prepared != c->published || c->prepared - c->cmd_cons_seen > c->cmd_mask, 0))
+        return -EAGAIN; /* commands staged (order) or no room: the general path */
+    put_send(c, s, n, 0);
+    if (__builtin_expect(DTI_LOAD_SC(&c->d->hdr->engine_sleeping), 0))
+        wake_engine(c->d, n);
+    return 0;
+}
+
+static __attribute__((noinline)) int note_routed(dti_ctx_t *c, dti_sock_t s, uint32_t n)
+{
+    dti_ctx_t *q = dti__route_engines(c, &s);
+    if (q == c)
+        return -EAGAIN; /* not a handle of any engine: dti_send() reports it */
+    return note_local(q, s, n);
+}
+
+int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n)
+{
+    if (__builtin_expect(c->n_sub > 1, 0))
+        return note_routed(c, s, n);
+    return note_local(c, s, n);
 }
 
 /* ---- region buffer pool ------------------------------------------------------------- */

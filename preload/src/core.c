@@ -551,7 +551,7 @@ _Atomic long eta_tracked;
 /* Objects come from one reserved mapping with a lock-free free list, so the
  * wrappers never call malloc (socket(), accept() and close() are
  * async-signal-safe in POSIX and must stay so). */
-#define SLOT_SIZE 256
+#define SLOT_SIZE 384
 static unsigned char *slab;
 static _Atomic uint32_t slab_next = 1; /* slot 0 is never used */
 static _Atomic uint64_t slab_free;     /* (tag << 32) | slot index, 0: empty */

@@ -27,6 +27,7 @@
 #include <sys/auxv.h>
 #include <sys/eventfd.h>
 
+#include "lock.h"
 #include "shim.h"
 
 void *eta_obj_alloc(void);
@@ -56,7 +57,7 @@ struct eta_epoll {
     int inner;              /* -1 until first needed */
     uint32_t inner_gen;     /* eta_fork_epoch it was made in (fork) */
     uint64_t inner_ctx;     /* whose wait fd is in inner (eta_ctx_serial()) */
-    pthread_mutex_t lock;
+    struct eta_lock lock;   /* the members, the ready queue, the waiters */
     struct epent *ents;
     unsigned n, cap;
     unsigned cursor;        /* where the next look at the ready queue starts: fairness */
@@ -178,7 +179,7 @@ static struct eta_epoll *shadow_create(int epfd)
     e->inner = -1;
     e->kick = -1;
     atomic_init(&e->sleepers, 0);
-    pthread_mutex_init(&e->lock, NULL);
+    e->lock = (struct eta_lock)ETA_LOCK_INIT;
     pthread_mutex_lock(&shadows_lock);
     bool placed = false;
     for (int i = 0; i < MAX_SHADOWS && !placed; i++)
@@ -211,10 +212,10 @@ void eta_epoll_destroy(struct eta_obj *o)
         eta_fd_clear(e->kick);
         real_close(e->kick);
     }
-    pthread_mutex_lock(&e->lock);
+    eta_lock(&e->lock);
     for (unsigned i = 0; i < e->n; i++)
         link_del(e->ents[i].s, e, i);
-    pthread_mutex_unlock(&e->lock);
+    eta_unlock(&e->lock);
     free(e->ents);
     free(e->rq);
 }
@@ -227,14 +228,14 @@ void eta_epoll_forget_fd(int fd, struct eta_sock *s)
         struct eta_epoll *e = shadows[i];
         if (!e)
             continue;
-        pthread_mutex_lock(&e->lock);
+        eta_lock(&e->lock);
         for (unsigned j = 0; j < e->n;) {
             if (e->ents[j].s == s)
                 remove_entry(e, j);
             else
                 j++;
         }
-        pthread_mutex_unlock(&e->lock);
+        eta_unlock(&e->lock);
     }
     pthread_mutex_unlock(&shadows_lock);
 }
@@ -247,14 +248,14 @@ static ETA_TLS struct eta_epoll *tls_locked;
 
 static void set_lock(struct eta_epoll *e)
 {
-    pthread_mutex_lock(&e->lock);
+    eta_lock(&e->lock);
     tls_locked = e;
 }
 
 static void set_unlock(struct eta_epoll *e)
 {
     tls_locked = NULL;
-    pthread_mutex_unlock(&e->lock);
+    eta_unlock(&e->lock);
 }
 
 /* The link's index is written after the slot is taken: whoever reads a
@@ -358,14 +359,14 @@ void eta_epoll_touch(struct eta_sock *s)
             continue;
         if (e->obj.kind == ETA_OBJ_EPOLL) {
             if (!tls_locked) {
-                pthread_mutex_lock(&e->lock);
-            } else if (pthread_mutex_trylock(&e->lock) != 0) {
+                eta_lock(&e->lock);
+            } else if (!eta_trylock(&e->lock)) {
                 atomic_fetch_add(&eta_rescan_seq, 1);
                 eta_obj_put(&e->obj);
                 continue;
             }
             queue_linked(e, s, &s->ep[k]);
-            pthread_mutex_unlock(&e->lock);
+            eta_unlock(&e->lock);
         }
         eta_obj_put(&e->obj);
     }
@@ -555,14 +556,19 @@ enum { MEMBER_DROP, MEMBER_REPORT, MEMBER_RETRY };
 
 /* Asks for member ent's events in waiter c's context (slot k) unless it did
  * already. -EAGAIN: the command queue is full (ask again later). */
-static int watch_member(struct epent *ent, dti_ctx_t *c, unsigned k)
+static __attribute__((noinline)) int watch_member_now(struct epent *ent, dti_ctx_t *c, unsigned k)
 {
-    if (!c || ent->s->generation != eta_generation || (ent->watched & (1u << k)))
-        return 0;
     if (eta_watch(c, ent->s, dti_mask(ent->events) & ~DTI_POLLOUT) == -EAGAIN)
         return -EAGAIN;
     ent->watched |= (uint8_t)(1u << k);
     return 0;
+}
+
+static inline int watch_member(struct epent *ent, dti_ctx_t *c, unsigned k)
+{
+    if (ETA_LIKELY(ent->watched & (1u << k)) || !c || ent->s->generation != eta_generation)
+        return 0;
+    return watch_member_now(ent, c, k);
 }
 
 /* Looks at queued member ent for waiter c (slot k): MEMBER_REPORT with *out
@@ -571,7 +577,7 @@ static int watch_member(struct epent *ent, dti_ctx_t *c, unsigned k)
  * yet: it stays queued, so the waiter looks again before it sleeps). */
 static int look(struct epent *ent, dti_ctx_t *c, unsigned k, uint32_t rescan, struct epoll_event *out)
 {
-    if (ent->disabled || eta_hybrid_kernel_only(ent->s))
+    if (ent->disabled || (ent->s->hybrid && eta_hybrid_kernel_only(ent->s)))
         return MEMBER_DROP; /* EPOLLONESHOT fired; a hybrid's kernel half is in the program's epoll */
     bool usable = c && ent->s->generation == eta_generation;
     if (watch_member(ent, c, k) == -EAGAIN)
@@ -891,6 +897,10 @@ static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout
         return fail(max <= 0 ? EINVAL : EFAULT);
     }
     int rc = wait_mixed(e, out, max, timeout_ns, mask);
+    if (ETA_LIKELY(rc >= 0)) {
+        eta_obj_put(&e->obj);
+        return rc;
+    }
     int saved = errno;
     eta_obj_put(&e->obj);
     errno = saved;

@@ -356,6 +356,17 @@ static void take_rx_view(dti_ctx_t *c, struct eta_sock *s)
     atomic_store_explicit(&s->rxv_state, dti_rx_view(c, s->h, &s->rxv) == 0 ? 2 : 0, memory_order_release);
 }
 
+/* Bytes went through dti_send(): the socket is connected, so its send view
+ * can be taken (once, by one thread). */
+static void take_tx_view(dti_ctx_t *c, struct eta_sock *s)
+{
+    uint32_t none = 0;
+    if (ETA_LIKELY(atomic_load_explicit(&s->txv_state, memory_order_relaxed) != 0) ||
+        !atomic_compare_exchange_strong(&s->txv_state, &none, 1))
+        return;
+    atomic_store_explicit(&s->txv_state, dti_tx_view(c, s->h, &s->txv) == 0 ? 2 : 0, memory_order_release);
+}
+
 /* 1 with *out set (and errno when *out is -1); 0: take the general path. */
 static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, void *buf, size_t len, int flags, ssize_t *out)
 {
@@ -401,19 +412,22 @@ static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, vo
 static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
                          off_t *offset, size_t file_count);
 
-/* As recv_fast(). A blocking write the ring cannot take whole sends the rest
- * the general way. */
-static inline __attribute__((always_inline)) int send_fast(struct eta_obj *o, const void *buf, size_t len, int flags, ssize_t *out)
+/* send_fast()'s every other case: n bytes (maybe 0) already went through
+ * the send view. Drops the reference send_fast() took. */
+static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s, const char *buf, size_t len,
+                                               int flags, ssize_t n, ssize_t *out)
 {
-    dti_ctx_t *c = eta_ctx_cached();
-    if (ETA_UNLIKELY(!c || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || len == 0))
-        return 0;
-    struct eta_sock *s = fast_sock(o);
-    if (ETA_UNLIKELY(!s))
-        return 0;
     int done = 0;
     if (ETA_LIKELY(!atomic_load_explicit(&s->shut_wr, memory_order_relaxed))) {
-        ssize_t n = dti_send(c, s->h, buf, len, 0);
+        if (n == 0) {
+            n = dti_send(c, s->h, buf, len, 0);
+            if (n > 0)
+                take_tx_view(c, s);
+        } else {
+            ssize_t more = dti_send(c, s->h, buf + n, len - (size_t)n, 0); /* the view took a part */
+            if (more > 0)
+                n += more;
+        }
         if (ETA_LIKELY(n > 0)) {
             atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
             *out = n;
@@ -437,6 +451,30 @@ static inline __attribute__((always_inline)) int send_fast(struct eta_obj *o, co
     }
     eta_obj_unref(&s->obj);
     return done;
+}
+
+/* As recv_fast(): a small write the send view takes whole is inlined here;
+ * everything else is send_rest()'s (a blocking write the ring cannot take
+ * whole sends the rest the general way). */
+static inline __attribute__((always_inline)) int send_fast(struct eta_obj *o, const void *buf, size_t len, int flags, ssize_t *out)
+{
+    dti_ctx_t *c = eta_ctx_cached();
+    if (ETA_UNLIKELY(!c || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || len == 0))
+        return 0;
+    struct eta_sock *s = fast_sock(o);
+    if (ETA_UNLIKELY(!s))
+        return 0;
+    ssize_t n = 0;
+    if (ETA_LIKELY(atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2 &&
+                   !atomic_load_explicit(&s->shut_wr, memory_order_relaxed)))
+        n = dti_send_view(c, s->h, &s->txv, buf, len);
+    if (ETA_LIKELY((size_t)n == len)) {
+        atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
+        eta_obj_unref(&s->obj);
+        *out = n;
+        return 1;
+    }
+    return send_rest(c, s, buf, len, flags, n, out);
 }
 
 /* The accelerated socket behind fd (referenced), or NULL for the kernel. */

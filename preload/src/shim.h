@@ -193,6 +193,10 @@ struct eta_sock {
      * rxv_state: 0 none, 1 being filled (by one thread), 2 usable. */
     _Atomic uint32_t rxv_state;
     struct dti_rx_view rxv;
+    /* Its send view (dti_tx_view()), taken once a send went through the
+     * connected socket; txv_state as rxv_state. */
+    _Atomic uint32_t txv_state;
+    struct dti_tx_view txv;
 };
 
 /* The table from descriptor number to object. Descriptors beyond it are
@@ -278,7 +282,19 @@ unsigned eta_stash_count(struct eta_sock *s);
 /* Readiness of an accelerated socket as poll bits (POLLIN, ...); c may be
  * NULL (no context: the PPE went), then only errors, and nothing for a
  * listener. */
-uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s);
+uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s);
+static inline uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
+{
+    /* Inline, the case poll and epoll loops meet most: a connected socket
+     * of this attachment with nothing the shim keeps on its side. */
+    if (ETA_LIKELY(c && s->generation == eta_generation &&
+                   atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
+                   s->connect_started && !s->listening && !atomic_load_explicit(&s->pending_error, memory_order_relaxed) &&
+                   !atomic_load_explicit(&s->shut_rd, memory_order_relaxed) &&
+                   !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)))
+        return dti_sock_poll(c, s->h);
+    return eta_sock_events_general(c, s);
+}
 
 /* Waits until `ready(arg)` is true, the deadline passes (ns, 0: none) or a
  * signal arrives. Also wakes for `kfd` (a kernel fd, -1: none) becoming

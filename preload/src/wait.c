@@ -198,7 +198,7 @@ void eta_mark_engine_dead(void)
     }
 }
 
-uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
+uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s)
 {
     /* A listener that can no longer accept (the PPE went, or it is a fork
      * child's orphan) reports nothing, as a kernel listener nobody connects

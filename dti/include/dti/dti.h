@@ -545,6 +545,59 @@ static DTI_ALWAYS_INLINE ssize_t dti_recv_view(const struct dti_rx_view *v, void
     return take;
 }
 
+/* Send view: the words dti_send() reads and writes for a socket, for the
+ * same callers as the receive view. Valid from a successful dti_tx_view()
+ * (the socket connected) until the socket is closed. dti_send_view() takes
+ * only what it can take cheaply (a connected socket with no error, up to 64
+ * bytes, not across the ring's end, the command queue with room) and returns
+ * 0 otherwise: then call dti_send(), which does the rest. One writer per
+ * socket at a time, as for dti_send(). */
+struct dti_tx_view {
+    const uint32_t *live_gen; /* the slot's live generation: == gen while the handle lives */
+    const uint32_t *state;    /* DTI_STATE_* (engine-written) */
+    const int32_t *error;     /* the socket's pending error (engine-written) */
+    const uint32_t *head;     /* bytes the engine took from the ring (load with acquire) */
+    uint32_t *tail;           /* bytes written into the ring */
+    const uint32_t *shut_gen; /* == gen: shut down for writing */
+    const uint32_t *busy_gen; /* == gen: a region-buffer send is in flight */
+    uint8_t *ring;
+    uint32_t size;            /* a power of two */
+    uint32_t base;            /* ring offset of position p: (base + p) & (size - 1) */
+    uint32_t gen;
+};
+int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v);
+/* Queues SEND for the n bytes a view wrote at its tail (which the caller
+ * then advances). -EAGAIN when the command queue cannot take it now (nothing
+ * is queued; the bytes beyond the tail are not sent). */
+int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n);
+
+/* Up to len bytes into the view's ring and queued: > 0 taken, 0 when this
+ * call cannot take them (dti_send() can). */
+static DTI_ALWAYS_INLINE ssize_t dti_send_view(dti_ctx_t *c, dti_sock_t s, const struct dti_tx_view *v,
+                                               const void *buf, size_t len)
+{
+    const uint32_t stop = DTI_STATE_CONNECTED | DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED |
+                          DTI_STATE_CONNECTING;
+    uint32_t state = __atomic_load_n(v->state, __ATOMIC_ACQUIRE);
+    if ((state & stop) != DTI_STATE_CONNECTED || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen ||
+        __atomic_load_n(v->error, __ATOMIC_RELAXED) || *v->shut_gen == v->gen || *v->busy_gen == v->gen ||
+        len == 0)
+        return 0;
+    uint32_t tail = *v->tail;
+    uint32_t room = v->size - (tail - __atomic_load_n(v->head, __ATOMIC_ACQUIRE));
+    if (room - 1 >= v->size)
+        return 0; /* full (or a confused engine) */
+    uint32_t take = len < room ? (uint32_t)len : room;
+    uint32_t off = (v->base + tail) & (v->size - 1);
+    if (take > 64 || take > v->size - off)
+        return 0;
+    dti__copy_small(v->ring + off, buf, take);
+    if (dti_send_note(c, s, take) != 0)
+        return 0;
+    *v->tail = tail + take;
+    return take;
+}
+
 /* Zero-copy send: describes free space in the send ring (up to two pieces)
  * for the caller to fill. Returns the total (> 0), -EAGAIN when full, or an
  * error (-EPIPE after shutdown, -ENOTCONN, the socket's error). */
