@@ -125,8 +125,12 @@ uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
     uint32_t rd = DTI_LOAD(&sh->rx_tail) - (p->rx_gen == gen ? p->rx_head : 0);
     uint32_t used = (p->tx_gen == gen ? p->tx_tail : 0) - DTI_LOAD(&sh->tx_head);
     uint32_t wr = used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
+    if (rd > d->limits.rx_ring_size)
+        rd = 0;
     int32_t err = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
-    return dti_events_of(state, err, rd > d->limits.rx_ring_size ? 0 : rd, wr, DTI_LOAD(&sh->accept_ready));
+    if (__builtin_expect((state & ~DTI_STATE_BOUND) == DTI_STATE_CONNECTED && !err, 1))
+        return (rd ? DTI_POLLIN : 0) | (wr ? DTI_POLLOUT : 0); /* dti_events_of()'s answer there */
+    return dti_events_of(state, err, rd, wr, DTI_LOAD(&sh->accept_ready));
 }
 
 int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)

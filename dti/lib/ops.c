@@ -637,6 +637,8 @@ static bool qp_has_entries(const struct dti_ctx *c)
 
 int dti_cq_ready(const dti_ctx_t *c)
 {
+    if (__builtin_expect(c->n_sub == 0, 1))
+        return qp_has_entries(c); /* one engine: asked on every poll/epoll look */
     for (uint32_t i = 0; i < n_qps(c); i++)
         if (qp_has_entries(c->n_sub ? c->sub[i] : c))
             return 1;

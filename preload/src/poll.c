@@ -88,9 +88,44 @@ static short accel_revents(dti_ctx_t *c, struct eta_sock *s, short events)
     return (short)r;
 }
 
+static ETA_TLS unsigned pump_skips;
+
+/* The first look at a set of accelerated sockets only (negative fds
+ * allowed): one descriptor lookup each, no kernel poll, no clock. Returns
+ * true with *ready set when that answers the call (some ready, or none and
+ * timeout 0); false: the general path (a kernel descriptor, a hybrid
+ * listener, an orphan, no context yet, or nothing ready and time to wait). */
+static bool poll_accel_only(struct pollfd *fds, nfds_t n, int timeout, int *ready)
+{
+    dti_ctx_t *c = eta_ctx_cached();
+    if (!c)
+        return false;
+    if (dti_cq_ready(c) || (++pump_skips & 63) == 0)
+        eta_pump(c);
+    int got = 0;
+    for (nfds_t i = 0; i < n; i++) {
+        if (fds[i].fd < 0) {
+            fds[i].revents = 0;
+            continue;
+        }
+        struct eta_obj *o = eta_fd_peek(fds[i].fd);
+        if (!o || o->kind != ETA_OBJ_SOCK || !eta_obj_tryref(o))
+            return false;
+        struct eta_sock *s = (struct eta_sock *)o;
+        bool plain = atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL && !s->hybrid;
+        short r = plain ? accel_revents(c, s, fds[i].events) : 0;
+        eta_obj_unref(o);
+        if (!plain)
+            return false; /* (the general path sets every revents again) */
+        fds[i].revents = r;
+        got += r != 0;
+    }
+    *ready = got;
+    return got > 0 || timeout == 0;
+}
+
 /* The emulation, once the set is known to hold accelerated sockets.
  * timeout_ns < 0: forever. */
-static ETA_TLS unsigned pump_skips;
 
 static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask)
 {
@@ -258,6 +293,9 @@ static bool set_has_accel(const struct pollfd *fds, nfds_t n)
 
 ETA_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+    int ready;
+    if (atomic_load_explicit(&eta_tracked, memory_order_relaxed) && poll_accel_only(fds, n, timeout, &ready))
+        return ready;
     if (ETA_LIKELY(!set_has_accel(fds, n)))
         return real_poll(fds, n, timeout);
     return poll_mixed(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL);
