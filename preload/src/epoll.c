@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -70,6 +71,8 @@ struct eta_epoll {
     uint32_t look_stamp;    /* bumped by every collect() */
     int kick;               /* eventfd in the program's epoll (see kick_sleepers), -1: none */
     _Atomic int sleepers;   /* threads asleep in this epoll (either way) */
+    _Atomic unsigned n_kernel; /* kernel descriptors in the program's epoll (never fewer than
+                                * there are; 0: a wait need not ask the kernel) */
 };
 _Static_assert(sizeof(struct eta_epoll) <= 256, "epoll object outgrew its slot");
 
@@ -166,6 +169,37 @@ static struct eta_epoll *shadow_get(int epfd)
     return (struct eta_epoll *)o;
 }
 
+/* Descriptors already in the program's epoll when its shadow is made
+ * (its "tfd:" lines in /proc/self/fdinfo); 1 when that cannot be read, so
+ * waits keep asking the kernel. Once per set. */
+static unsigned kernel_members(int epfd)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", epfd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    unsigned n = 0;
+    uint64_t last = 0; /* the last five bytes read, across reads: "\ntfd:" starts a member's line */
+    const uint64_t mark = (uint64_t)'\n' << 32 | (uint64_t)'t' << 24 | (uint64_t)'f' << 16 | (uint64_t)'d' << 8 | ':';
+    ssize_t got;
+    while ((got = real_read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < got; i++) {
+            last = (last << 8 | (unsigned char)buf[i]) & 0xffffffffffull;
+            n += last == mark;
+        }
+    real_close(fd);
+    return got < 0 ? 1 : n;
+}
+
+/* One kernel descriptor fewer (never below 0). */
+static void kernel_dec(struct eta_epoll *e)
+{
+    unsigned n = atomic_load(&e->n_kernel);
+    while (n > 0 && !atomic_compare_exchange_weak(&e->n_kernel, &n, n - 1)) {
+    }
+}
+
 static struct eta_epoll *shadow_create(int epfd)
 {
     if (!eta_fd_in_range(epfd))
@@ -192,9 +226,35 @@ static struct eta_epoll *shadow_create(int epfd)
         atomic_store(&e->obj.refs, 0);
         return NULL;
     }
+    atomic_init(&e->n_kernel, kernel_members(epfd)); /* before our own eventfd joins */
     kick_register(e);
     eta_fd_set(epfd, &e->obj);
     return e;
+}
+
+/* Keeps the count of the program's kernel descriptors in a set with a
+ * shadow, after a successful epoll_ctl of one. A descriptor closed while in
+ * the set leaves it uncounted (the count stays high: waits ask the kernel). */
+static void kernel_count(int epfd, int op)
+{
+    if (op == EPOLL_CTL_MOD)
+        return;
+    struct eta_epoll *e = shadow_get(epfd);
+    if (!e)
+        return;
+    if (op == EPOLL_CTL_ADD)
+        atomic_fetch_add(&e->n_kernel, 1);
+    else
+        kernel_dec(e);
+    eta_obj_put(&e->obj);
+}
+
+static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    int rc = real_epoll_ctl(epfd, op, fd, ev);
+    if (rc == 0 && atomic_load_explicit(&eta_tracked, memory_order_relaxed))
+        kernel_count(epfd, op);
+    return rc;
 }
 
 void eta_epoll_destroy(struct eta_obj *o);
@@ -421,11 +481,11 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     struct eta_sock *s = eta_sock_get(fd);
     if (ETA_LIKELY(!s))
-        return real_epoll_ctl(epfd, op, fd, ev);
+        return kernel_ctl(epfd, op, fd, ev);
     uint32_t st = atomic_load(&s->state);
     if (st != ETA_SOCK_ACCEL && st != ETA_SOCK_ORPHAN) {
         eta_obj_put(&s->obj);
-        return real_epoll_ctl(epfd, op, fd, ev);
+        return kernel_ctl(epfd, op, fd, ev);
     }
     if (epfd == fd) {
         eta_obj_put(&s->obj);
@@ -460,6 +520,8 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         } else if (s->hybrid && real_epoll_ctl(epfd, op, fd, ev) != 0) {
             rc = -1; /* the kernel half's answer (e.g. EINVAL for a bad flag) */
         } else {
+            if (s->hybrid)
+                atomic_fetch_add(&e->n_kernel, 1);
             if (e->n == e->cap && grow(e) != 0) {
                 set_unlock(e);
                 eta_obj_put(&e->obj);
@@ -487,8 +549,8 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
             rq_push(e, (uint32_t)(ent - e->ents));
         }
     } else {
-        if (s->hybrid)
-            real_epoll_ctl(epfd, op, fd, ev);
+        if (s->hybrid && real_epoll_ctl(epfd, op, fd, ev) == 0)
+            kernel_dec(e);
         remove_entry(e, (uint32_t)(ent - e->ents));
     }
     set_unlock(e);
@@ -712,12 +774,9 @@ static ETA_TLS unsigned pump_skips;
 
 /* *waited: when it started to wait (0: answered by the first look, the
  * clock never read). */
-static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
+static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max, int64_t timeout_ns,
                            const sigset_t *mask, uint64_t *waited)
 {
-    dti_ctx_t *c = eta_ctx_cached();
-    if (!c)
-        c = eta_ctx();
     uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
     for (;;) {
@@ -728,8 +787,14 @@ static int spin_then_sleep(struct eta_epoll *e, struct epoll_event *out, int max
         set_lock(e);
         int n = collect(e, c, out, max);
         set_unlock(e);
-        /* The kernel members: at once, then every 64 rounds while spinning. */
-        if (n < max && (iter == 0 || (iter & 63) == 0 || n > 0)) {
+        /* The kernel members: at once, then every 64 rounds while spinning.
+         * Beside ready accelerated members, only if the set has kernel
+         * members (a system call per wait is what eta exists to remove);
+         * with none ready, always: that look also takes our own wake-ups
+         * (kicks), which would otherwise keep the sleep below from
+         * sleeping. */
+        if (n < max && (n > 0 ? atomic_load_explicit(&e->n_kernel, memory_order_relaxed) != 0
+                              : iter == 0 || (iter & 63) == 0)) {
             bool kicked = false;
             int k = drop_kicks(out + n, real_epoll_wait(e->epfd, out + n, max - n, 0), &kicked);
             if (k > 0)
@@ -822,11 +887,16 @@ static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int
                       const sigset_t *mask)
 {
     uint64_t waited = 0;
-    int n = spin_then_sleep(e, out, max, timeout_ns, mask, &waited);
     dti_ctx_t *c = eta_ctx_cached();
+    if (!c)
+        c = eta_ctx();
+    int n = spin_then_sleep(e, c, out, max, timeout_ns, mask, &waited);
+    if (timeout_ns == 0 || n < 0)
+        return n;
+    c = eta_ctx_cached(); /* (the PPE may have gone, or come back, meanwhile) */
     if (!c && waited)
         c = eta_ctx();
-    if (c && timeout_ns != 0 && n >= 0) /* how long it took teaches the spin policy */
+    if (c) /* how long it took teaches the spin policy */
         dti_spin_end(c, waited ? eta_now_ns() - waited : 0);
     return n;
 }

@@ -367,6 +367,16 @@ static void take_tx_view(dti_ctx_t *c, struct eta_sock *s)
     atomic_store_explicit(&s->txv_state, dti_tx_view(c, s->h, &s->txv) == 0 ? 2 : 0, memory_order_release);
 }
 
+/* For readiness checks: the send view first (it is refused until the socket
+ * is connected, which also fixes the receive ring's base), then the receive
+ * view. */
+__attribute__((noinline)) void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s)
+{
+    take_tx_view(c, s);
+    if (atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2)
+        take_rx_view(c, s);
+}
+
 /* 1 with *out set (and errno when *out is -1); 0: take the general path. */
 static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, void *buf, size_t len, int flags, ssize_t *out)
 {

@@ -283,6 +283,9 @@ unsigned eta_stash_count(struct eta_sock *s);
  * NULL (no context: the PPE went), then only errors, and nothing for a
  * listener. */
 uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s);
+/* Takes the socket's receive and send views (io.c) once it is connected;
+ * nothing when it is not yet, or another thread is taking them. */
+void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s);
 static inline uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
 {
     /* Inline, the case poll and epoll loops meet most: a connected socket
@@ -291,8 +294,18 @@ static inline uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
                    atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
                    s->connect_started && !s->listening && !atomic_load_explicit(&s->pending_error, memory_order_relaxed) &&
                    !atomic_load_explicit(&s->shut_rd, memory_order_relaxed) &&
-                   !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)))
+                   !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))) {
+        /* Read in place through the socket's views when it has both. */
+        if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_acquire) == 2 &&
+                       atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2)) {
+            uint32_t ev = dti_view_events(&s->rxv, &s->txv);
+            if (ETA_LIKELY(ev != DTI_VIEW_ASK))
+                return ev;
+        } else {
+            eta_sock_take_views(c, s);
+        }
         return dti_sock_poll(c, s->h);
+    }
     return eta_sock_events_general(c, s);
 }
 

@@ -598,6 +598,23 @@ static DTI_ALWAYS_INLINE ssize_t dti_send_view(dti_ctx_t *c, dti_sock_t s, const
     return take;
 }
 
+/* Readiness from the two views of one socket: what dti_sock_poll() answers
+ * (DTI_POLLIN, DTI_POLLOUT) for a socket connected both ways with no error,
+ * read in place; DTI_VIEW_ASK for every other case (closing, reset, an
+ * error, a stale view): then ask dti_sock_poll(). */
+#define DTI_VIEW_ASK 0x80000000u
+static DTI_ALWAYS_INLINE uint32_t dti_view_events(const struct dti_rx_view *r, const struct dti_tx_view *t)
+{
+    uint32_t state = __atomic_load_n(t->state, __ATOMIC_ACQUIRE);
+    if ((state & ~DTI_STATE_BOUND) != DTI_STATE_CONNECTED || r->gen != t->gen ||
+        __atomic_load_n(t->live_gen, __ATOMIC_RELAXED) != t->gen || __atomic_load_n(t->error, __ATOMIC_RELAXED) ||
+        *t->shut_gen == t->gen)
+        return DTI_VIEW_ASK;
+    uint32_t rd = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE) - *r->head;
+    uint32_t room = t->size - (*t->tail - __atomic_load_n(t->head, __ATOMIC_ACQUIRE));
+    return (rd - 1 < r->size ? DTI_POLLIN : 0) | (room - 1 < t->size ? DTI_POLLOUT : 0);
+}
+
 /* Zero-copy send: describes free space in the send ring (up to two pieces)
  * for the caller to fill. Returns the total (> 0), -EAGAIN when full, or an
  * error (-EPIPE after shutdown, -ENOTCONN, the socket's error). */

@@ -224,6 +224,40 @@ static void epoll_semantics(int a, int w, void (*feed)(int))
     close(p[1]);
 }
 
+/* A set's kernel members are reported beside a ready accelerated one
+ * whether they joined before the set had an accelerated member (the shim
+ * counts them then) or after, and again after the last one left and a new
+ * one came. */
+static void epoll_kernel_members(int a, int w)
+{
+    int p[2], q[2];
+    CHECK(pipe(p) == 0 && pipe(q) == 0);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0xb}, out[4];
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) == 0); /* before any accelerated member */
+    ev.data.u64 = 0xa;
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev) == 0);
+    CHECK(write(w, "y", 1) == 1 && write(p[1], "x", 1) == 1);
+    struct pollfd pa = {a, POLLIN, 0};
+    CHECK(poll(&pa, 1, 5000) == 1);
+    CHECK(epoll_wait(ep, out, 4, 5000) == 2);
+    CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, p[0], NULL) == 0);
+    CHECK(epoll_wait(ep, out, 4, 0) == 1 && out[0].data.u64 == 0xa);
+    ev.data.u64 = 0xc;
+    CHECK(write(q[1], "z", 1) == 1);
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, q[0], &ev) == 0); /* after: the count comes back */
+    CHECK(epoll_wait(ep, out, 4, 0) == 2);
+    CHECK((out[0].data.u64 == 0xc) != (out[1].data.u64 == 0xc));
+    char buf[8];
+    CHECK(read(a, buf, sizeof buf) == 1);
+    close(ep);
+    close(p[0]);
+    close(p[1]);
+    close(q[0]);
+    close(q[1]);
+}
+
 static void feed_byte(int w)
 {
     CHECK(write(w, "y", 1) == 1);
@@ -528,6 +562,7 @@ static int sc_accel_epoll(void)
     int c, s;
     pair(ppe_ip, &c, &s);
     epoll_semantics(s, c, feed_byte);
+    epoll_kernel_members(s, c);
     wake_from_sleep(s, c, 1);
     /* EPOLLRDHUP when the peer shuts down its sending side. */
     int ep = epoll_create1(0);
