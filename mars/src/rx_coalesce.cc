@@ -72,11 +72,38 @@ bool flow_key(const PacketRef &f, uint64_t *key)
     return true;
 }
 
+inline uint64_t load64(const void *p)
+{
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+// The header bytes two consecutive members of a group must share, compared
+// as 64-bit words of the frames as loaded (little-endian): everything from
+// the Ethernet header to the end of the TCP options except the IP total
+// length, id and checksum, the TCP sequence number and checksum, the PSH bit
+// and the TSval. Equal words mean equal MACs, IP version/length/TOS,
+// fragment field, TTL, protocol, addresses, ports, ACK number, data offset,
+// flags (but PSH), window, urgent pointer, option layout and TSecr. Both
+// frames hold at least kFastCompareLen bytes.
+constexpr unsigned kFastCompareLen = 66;
+bool same_header(const uint8_t *a, const uint8_t *b, bool ts)
+{
+    auto diff = [&](unsigned off) { return load64(a + off) ^ load64(b + off); };
+    uint64_t d = diff(0) | diff(8) | (diff(16) & 0xffffffff00000000ull) | (diff(24) & 0xffffffffffff0000ull) |
+                 (diff(32) & 0x0000ffffffffffffull) | (diff(40) & 0xf7ffffffffff0000ull);
+    if (ts) return !(d | (diff(48) & 0xffffffff0000ffffull) | (diff(56) & 0xffff00000000ffffull) | (load16(a + 64) ^ load16(b + 64)));
+    return !(d | (diff(48) & 0x0000ffff0000ffffull));
+}
+
 struct OpenGroup {
     uint64_t key;
     uint32_t next_seq; // the sequence number the next member must carry
     uint32_t bytes;
+    uint32_t tsval;    // the last member's (timestamps only)
     uint8_t head, tail;
+    bool ts;           // NOP NOP TS layout
 };
 
 } // namespace
@@ -112,48 +139,86 @@ static bool gro_continues(const OpenGroup &o, const PacketRef &p, const PacketRe
         be32(ft->seq) != o.next_seq || o.bytes + payload_len(f) > StackImpl::kGroMaxBytes)
         return false;
     if (doff_of(ft) == kTcpLen) return true;
-    return tsecr_wire(pt) == tsecr_wire(ft) && seq_ge(tsval_of(ft), tsval_of(pt));
+    return tsecr_wire(pt) == tsecr_wire(ft) && seq_ge(tsval_of(ft), o.tsval);
+}
+
+// The common case, checked first: f continues the group the frame before it
+// joined or opened (a flow's segments back to back). Every rule of
+// gro_candidate and gro_continues, with the header compared as a whole
+// against the last member's (which passed them). Returns f's payload length,
+// 0 when the full classification must decide.
+static uint32_t gro_next_in_run(const OpenGroup &o, const PacketRef &p, const PacketRef &f)
+{
+    if (f.len < kFastCompareLen || p.len < kFastCompareLen || !same_header(p.data, f.data, o.ts)) return 0;
+    const unsigned total = be16(ip_of(f)->total_len);
+    const unsigned hdr = kIpLen + (o.ts ? kTcpLen + 12 : kTcpLen);
+    if (total + kEthLen > f.len || total <= hdr || be32(tcp_of(f)->seq) != o.next_seq) return 0;
+    const uint32_t len = total - hdr;
+    if (o.bytes + len > StackImpl::kGroMaxBytes) return 0;
+    if (o.ts && !seq_ge(tsval_of(tcp_of(f)), o.tsval)) return 0;
+    if (!(f.flags & kRxIpCsumGood) && !csum_ok(csum_add(0, ip_of(f), kIpLen))) return 0;
+    return len;
 }
 
 void StackImpl::gro_build(PacketRef *frames, uint16_t n)
 {
+    constexpr unsigned kNone = ~0u;
     OpenGroup open[kGroOpenFlows];
-    unsigned n_open = 0;
+    unsigned n_open = 0, last = kNone; // last: the group the previous frame joined or opened
     bool any = false;
     std::memset(gro_role_, kGroSingle, n);
     for (uint16_t j = 0; j < n; j++) {
         const PacketRef &f = frames[j];
-        uint64_t key;
-        if (!flow_key(f, &key)) continue; // not TCP: no flow order to keep
-        unsigned g = 0;
-        while (g < n_open && open[g].key != key) g++;
-        const bool candidate = gro_candidate(f, wire_mac_lo_, wire_mac_hi_, wire_ip_);
-        const bool push = candidate && (tcp_of(f)->flags & kPsh);
-        if (g < n_open) {
-            OpenGroup &o = open[g];
-            if (candidate && gro_continues(o, frames[o.tail], f)) {
-                const uint32_t len = payload_len(f);
-                gro_next_[o.tail] = uint8_t(j);
+        unsigned g = last;
+        uint32_t len = g != kNone ? gro_next_in_run(open[g], frames[open[g].tail], f) : 0;
+        bool push = false;
+        if (!len) {
+            uint64_t key;
+            last = kNone;
+            if (!flow_key(f, &key)) continue; // not TCP: no flow order to keep
+            g = 0;
+            while (g < n_open && open[g].key != key) g++;
+            const bool candidate = gro_candidate(f, wire_mac_lo_, wire_mac_hi_, wire_ip_);
+            push = candidate && (tcp_of(f)->flags & kPsh);
+            if (g < n_open && !(candidate && gro_continues(open[g], frames[open[g].tail], f))) {
+                open[g] = open[--n_open]; // closed: nothing later of this flow may join it
+                g = n_open;
+            }
+            if (g == n_open) { // no open group of this flow: f may open one
+                if (!candidate || push) continue;
+                if (n_open == kGroOpenFlows) { // too many flows at once: the oldest group is closed
+                    std::copy(open + 1, open + n_open, open);
+                    n_open--;
+                }
+                const Tcp *th = tcp_of(f);
+                const bool ts = doff_of(th) != kTcpLen;
+                len = payload_len(f);
+                open[n_open] = OpenGroup{key, be32(th->seq) + len, len, ts ? tsval_of(th) : 0, uint8_t(j), uint8_t(j), ts};
                 gro_next_[j] = kGroEnd;
-                gro_role_[o.head] = kGroHead;
-                gro_role_[j] = kGroMember;
-                o.tail = uint8_t(j);
-                o.bytes += len;
-                o.next_seq += len;
-                any = true;
-                if (push) open[g] = open[--n_open]; // a PSH ends the group
+                gro_len_[j] = uint16_t(len);
+                last = n_open++;
                 continue;
             }
-            open[g] = open[--n_open]; // closed: nothing later of this flow may join it
+            len = payload_len(f);
+        } else {
+            push = tcp_of(f)->flags & kPsh;
         }
-        if (!candidate || push) continue;
-        if (n_open == kGroOpenFlows) { // too many flows at once: the oldest group is closed
-            std::copy(open + 1, open + n_open, open);
-            n_open--;
-        }
-        const uint32_t len = payload_len(f);
-        open[n_open++] = OpenGroup{key, be32(tcp_of(f)->seq) + len, len, uint8_t(j), uint8_t(j)};
+        OpenGroup &o = open[g];
+        gro_next_[o.tail] = uint8_t(j);
         gro_next_[j] = kGroEnd;
+        gro_len_[j] = uint16_t(len);
+        gro_role_[o.head] = kGroHead;
+        gro_role_[j] = kGroMember;
+        o.tail = uint8_t(j);
+        o.bytes += len;
+        o.next_seq += len;
+        if (o.ts) o.tsval = tsval_of(tcp_of(f));
+        any = true;
+        last = g;
+        if (push) { // a PSH ends the group
+            open[g] = open[--n_open];
+            last = kNone;
+        }
     }
     gro_frames_ = frames;
     gro_active_ = any;
@@ -190,7 +255,8 @@ uint16_t StackImpl::group_fast(const uint8_t *idx, uint16_t c)
     Sock &s = *sock_of(node);
     if (!predicts(first, s)) return 0;
     const Tcp *th0 = tcp_of(first);
-    const bool ts = doff_of(th0) != kTcpLen;
+    const unsigned doff = doff_of(th0); // the same in every member
+    const bool ts = doff != kTcpLen;
     // As tcp_fast_path: timestamps only when agreed, PAWS left to the full
     // path, in-order data acking nothing new. (Members' TSvals do not go
     // down, so if the first passes PAWS, all do.)
@@ -206,8 +272,7 @@ uint16_t StackImpl::group_fast(const uint8_t *idx, uint16_t c)
     for (; taken < c; taken++) {
         PacketRef &f = gro_frames_[idx[taken]];
         const Tcp *th = tcp_of(f);
-        const unsigned doff = doff_of(th);
-        const uint32_t len = payload_len(f);
+        const uint32_t len = gro_len_[idx[taken]];
         if (len > room - bytes) break; // the rest one by one: the full path trims or drops it
         const uint8_t *payload = f.data + kEthLen + kIpLen + doff;
         const uint32_t off = (s.rx_tail + bytes) & s.rx_mask;

@@ -489,6 +489,7 @@ class StackImpl final : public Stack {
     PacketRef *gro_frames_ = nullptr;
     uint8_t gro_role_[kGroChunk] = {};
     uint8_t gro_next_[kGroChunk] = {};
+    uint16_t gro_len_[kGroChunk] = {}; // payload bytes of each member
 
     // receive pipeline (StackConfig::strands / prefetch)
     uint32_t strands_ = 1;
