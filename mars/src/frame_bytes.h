@@ -42,7 +42,8 @@ using namespace wire;
 // Every check the demux would make on a frame of connection s, done on the
 // frame's bytes as loaded, then header prediction proper (state, flags,
 // sequence number, options layout, window, nothing in recovery or held).
-__attribute__((always_inline)) inline bool StackImpl::predicts(const PacketRef &f, const Sock &s) const
+__attribute__((always_inline)) inline bool StackImpl::predicts(const PacketRef &f, const Sock &s, unsigned *doff_out,
+                                                                unsigned *len_out) const
 {
     const uint8_t *d = f.data;
     if (f.len < kHeadersLen) return false;
@@ -67,6 +68,8 @@ __attribute__((always_inline)) inline bool StackImpl::predicts(const PacketRef &
         (s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) != kFHasRings || !s.sack.empty() ||
         !s.ooo.empty())
         return false;
+    *doff_out = doff;
+    *len_out = len;
     return true;
 }
 

@@ -241,9 +241,11 @@ class StackImpl final : public Stack {
     template <bool kAsyncCopy> __attribute__((always_inline)) bool tcp_express_on(PacketRef &f, Sock &s);
     // The express path's checks and header prediction, without acting on
     // the frame (frame_bytes.h).
-    __attribute__((always_inline)) bool predicts(const PacketRef &f, const Sock &s) const;
-    // A frame on its own: the express path, else input_frame().
-    void input_one(PacketRef &f);
+    // *doff: the TCP header length, *len: the TCP segment length.
+    __attribute__((always_inline)) bool predicts(const PacketRef &f, const Sock &s, unsigned *doff,
+                                                 unsigned *len) const;
+    // input_run() when receive coalescing applies, else 0.
+    template <bool kAsyncCopy> __attribute__((always_inline)) uint16_t coalesce_run(PacketRef *frames, uint16_t n);
     // input()'s per-frame work: run to completion, or with several frames in
     // flight (strands.h), or with prefetching.
     template <bool kAsyncCopy> __attribute__((always_inline)) void input_burst(PacketRef *frames, uint16_t n);
@@ -299,38 +301,13 @@ class StackImpl final : public Stack {
     void adopt_child(Sock &l, Sock &c, const FlowKey &key);
 
     // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
-    // Frames of a burst are grouped in chunks of kGroChunk; a group's
-    // payload is at most kGroMaxBytes; while a chunk is scanned at most
-    // kGroOpenFlows flows have a group still open to new members.
-    static constexpr uint16_t kGroChunk = 64;
+    // A group's payload is at most kGroMaxBytes.
     static constexpr uint32_t kGroMaxBytes = 64 * 1024;
-    static constexpr unsigned kGroOpenFlows = 8;
-    enum GroRole : uint8_t { kGroSingle, kGroHead, kGroMember };
-    static constexpr uint8_t kGroEnd = 0xff; // end of a group's member chain
-    // Finds the groups of one chunk (gro_role_, gro_next_); gro_active_ is
-    // false when it has none.
-    void gro_build(PacketRef *frames, uint16_t n);
-    // Takes the group whose first frame is chunk index head: as many of its
-    // segments as the fast path allows at once, the rest one by one.
-    void input_group(uint16_t head);
-    // Tries the fast path for the c members at idx as one unit. Returns how
-    // many frames it consumed (0: the first takes the per-frame path).
-    uint16_t group_fast(const uint8_t *idx, uint16_t c);
-    bool gro_grouped(const PacketRef &f) const
-    {
-        return gro_active_ && gro_role_[&f - gro_frames_] != kGroSingle;
-    }
-    // True when frame f was taken by coalescing: a group's first frame
-    // (the group is processed now) or a later member (done already).
-    __attribute__((always_inline)) bool coalesced(PacketRef &f)
-    {
-        if (!gro_active_) return false;
-        const uint16_t j = uint16_t(&f - gro_frames_);
-        const uint8_t role = gro_role_[j];
-        if (role == kGroSingle) return false;
-        if (role == kGroHead) input_group(j);
-        return true;
-    }
+    // Takes frames[0] and the frames right after it that continue it (same
+    // connection, next sequence number, same ACK, window and options) as one
+    // group through the fast path. Returns how many frames it consumed; 0:
+    // none, frames[0] takes the per-frame path.
+    uint16_t input_run(PacketRef *frames, uint16_t n);
 
     // ---- tcp_out.cc ------------------------------------------------------
     void tcp_output(Sock &s);
@@ -483,13 +460,6 @@ class StackImpl final : public Stack {
     std::vector<PendingCopy> pending_;
     uint64_t pending_head_ = 0, pending_tail_ = 0; // markers
     bool doorbell_due_ = false;
-
-    // receive coalescing: the chunk being processed and its groups
-    bool gro_active_ = false;
-    PacketRef *gro_frames_ = nullptr;
-    uint8_t gro_role_[kGroChunk] = {};
-    uint8_t gro_next_[kGroChunk] = {};
-    uint16_t gro_len_[kGroChunk] = {}; // payload bytes of each member
 
     // receive pipeline (StackConfig::strands / prefetch)
     uint32_t strands_ = 1;

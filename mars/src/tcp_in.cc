@@ -52,16 +52,6 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
     stats_.rx_frames += n;
     if (copy_) {
         input_burst<true>(frames, n); // no coalescing: each payload is one copy of its own (rx_coalesce.cc)
-    } else if (cfg_.tcp.rx_coalesce && n > 1) {
-        // Receive coalescing (rx_coalesce.cc): the groups of a chunk are
-        // found first; the per-frame loops then take a group at its first
-        // frame and skip its later members.
-        for (uint16_t at = 0; at < n; at = uint16_t(at + kGroChunk)) {
-            const uint16_t m = uint16_t(std::min<unsigned>(kGroChunk, n - at));
-            gro_build(frames + at, m);
-            input_burst<false>(frames + at, m);
-        }
-        gro_active_ = false;
     } else {
         input_burst<false>(frames, n);
     }
@@ -84,10 +74,15 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
         // hide: they run to completion until the first frame that is not
         // predicted there; the pipeline takes the rest of the burst.
         uint16_t i = 0;
-        for (; i < n; i++) {
+        while (i < n) {
+            if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+                i = uint16_t(i + k);
+                continue;
+            }
             const uint16_t len = frames[i].len;
-            if (!coalesced(frames[i]) && !tcp_express<kAsyncCopy>(frames[i])) break;
+            if (!tcp_express<kAsyncCopy>(frames[i])) break;
             stats_.rx_bytes += len;
+            i++;
         }
         if (i < n) {
             if (strands_ > 1) {
@@ -97,19 +92,36 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
             }
         }
     } else {
+        if (!kAsyncCopy && cfg_.tcp.rx_coalesce && n > 1) {
+            for (uint16_t i = 0; i < n;) {
+                if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+                    i = uint16_t(i + k);
+                    continue;
+                }
+                PacketRef &f = frames[i++];
+                stats_.rx_bytes += f.len;
+                if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
+            }
+            return;
+        }
         for (uint16_t i = 0; i < n; i++) {
             PacketRef &f = frames[i];
             stats_.rx_bytes += f.len;
-            if (!coalesced(f) && !tcp_express<kAsyncCopy>(f)) input_frame(f);
+            if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
         }
     }
 }
 
-// One frame on its own: express path, else the full demux (for a group's
-// members that could not be taken together).
-void StackImpl::input_one(PacketRef &f)
+// Receive coalescing (rx_coalesce.cc) where it applies: on, and no copy
+// engine (each asynchronous copy has its own completion and frame).
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline uint16_t StackImpl::coalesce_run(PacketRef *frames, uint16_t n)
 {
-    if (!tcp_express<false>(f)) input_frame(f);
+    if constexpr (kAsyncCopy) {
+        return 0;
+    } else {
+        return cfg_.tcp.rx_coalesce && n > 1 ? input_run(frames, n) : 0;
+    }
 }
 
 bool StackImpl::frame_flow(const PacketRef &f, FlowKey *key) const
@@ -172,8 +184,6 @@ void StackImpl::input_strands(PacketRef *frames, uint16_t n)
             switch (stage) {
             case 0: {
                 x.node = nullptr;
-                // A coalesced group is taken whole at its first frame's retirement.
-                if (st.gro_grouped(frames[item])) return true;
                 // The frame `width` ahead is the next to start: bring its headers in.
                 if (prefetch && item + width < n) {
                     __builtin_prefetch(frames[item + width].data);
@@ -212,7 +222,6 @@ void StackImpl::input_strands(PacketRef *frames, uint16_t n)
         {
             PacketRef &f = frames[item];
             st.stats_.rx_bytes += f.len;
-            if (st.coalesced(f)) return;
             FlowNode *node = x.node;
             if (node && node->linked && st.template tcp_express_on<kAsyncCopy>(f, *sock_of(node))) {
                 // What the last-flow cache and the table would have counted.
@@ -251,9 +260,13 @@ void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
             __builtin_prefetch(flows_.bucket(flow_hash(key)));
             prefetches++;
         }
+        if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+            i = uint16_t(i + k - 1);
+            continue;
+        }
         PacketRef &f = frames[i];
         stats_.rx_bytes += f.len;
-        if (!coalesced(f) && !tcp_express<kAsyncCopy>(f)) input_frame(f);
+        if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
     }
     stats_.prefetches += prefetches;
 }
@@ -283,12 +296,11 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
 template <bool kAsyncCopy>
 __attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &f, Sock &s)
 {
-    if (!predicts(f, s)) return false;
+    unsigned doff, len;
+    if (!predicts(f, s, &doff, &len)) return false;
     const uint8_t *d = f.data;
     const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
     const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
-    const unsigned doff = (th->doff >> 4) * 4u;
-    const unsigned len = be16(ip->total_len) - kIpLen;
     if (!tcp_fast_path<kAsyncCopy>(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src)))
         return false;
     stats_.fastpath_hits++;

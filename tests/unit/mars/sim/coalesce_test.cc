@@ -43,10 +43,16 @@ std::vector<uint8_t> pattern(uint32_t conn, uint32_t k, size_t n)
 // One stack and a few connections the test plays the peer of.
 class Bench {
   public:
-    Bench(bool coalesce, int conns, bool timestamps = true)
+    // strands 0: the pipeline from the environment (MARS_TEST_STRANDS, the
+    // _strands registration); else that many, with prefetching when > 1.
+    Bench(bool coalesce, int conns, bool timestamps = true, uint32_t strands = 0)
     {
         RawPeer::Options o;
         o.stack.tcp.rx_coalesce = coalesce;
+        if (strands) {
+            o.stack.strands = strands;
+            o.stack.prefetch = strands > 1;
+        }
         peer_ = std::make_unique<RawPeer>(o);
         SockId l = peer_->listen(80, 16);
         conns_.resize(size_t(conns));
@@ -109,10 +115,12 @@ class Bench {
 };
 
 // ---- what merges -------------------------------------------------------------
+// (Run to completion: with strands, frames the pipeline takes are not
+// coalesced; see StrandsCoalesceTheRunToCompletionPrefix.)
 
 TEST(RxCoalesce, InOrderSegmentsOfOneFlowAreOneGroupAndOneAck)
 {
-    Bench b(true, 1);
+    Bench b(true, 1, true, 1);
     std::vector<std::vector<uint8_t>> burst;
     for (uint32_t k = 0; k < 32; k++) burst.push_back(b.data(0, k, 1448));
     b.peer().input_burst(burst, kNicChecked);
@@ -129,7 +137,7 @@ TEST(RxCoalesce, InOrderSegmentsOfOneFlowAreOneGroupAndOneAck)
 
 TEST(RxCoalesce, NeverAcrossAGap)
 {
-    Bench b(true, 1);
+    Bench b(true, 1, true, 1);
     std::vector<std::vector<uint8_t>> burst;
     burst.push_back(b.data(0, 0, 500));
     burst.push_back(b.data(0, 1, 500));
@@ -151,7 +159,7 @@ TEST(RxCoalesce, FlagsEndOrBreakGroups)
 {
     // PSH may end a group: 0 1(PSH) | 2 3.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100, kAck | kPsh), b.data(0, 2, 100),
                                                 b.data(0, 3, 100)};
         b.peer().input_burst(burst, kNicChecked);
@@ -160,7 +168,7 @@ TEST(RxCoalesce, FlagsEndOrBreakGroups)
     }
     // A PSH never starts one: 0(PSH) | 1 2.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100, kAck | kPsh), b.data(0, 1, 100), b.data(0, 2, 100)};
         b.peer().input_burst(burst, kNicChecked);
         EXPECT_EQ(b.stats().rx_coalesce_groups, 1u);
@@ -168,14 +176,14 @@ TEST(RxCoalesce, FlagsEndOrBreakGroups)
     }
     // URG in the middle: nothing merges around it (0 | 1 URG | 2).
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100, kAck | kUrg), b.data(0, 2, 100)};
         b.peer().input_burst(burst, kNicChecked);
         EXPECT_EQ(b.stats().rx_coalesce_groups, 0u);
     }
     // FIN never merges: 0 1 | 2 FIN; the FIN is still seen.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100), b.data(0, 2, 100, kAck | kFin)};
         b.peer().input_burst(burst, kNicChecked);
         EXPECT_EQ(b.stats().rx_coalesce_segments, 2u);
@@ -186,7 +194,7 @@ TEST(RxCoalesce, FlagsEndOrBreakGroups)
     }
     // RST in the middle: the two before it merge, nothing after it is taken.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100)};
         burst.push_back(build_tcp(b.peer().seg(b.conn(0), kRst | kAck)));
         burst.push_back(b.data(0, 2, 100));
@@ -202,7 +210,7 @@ TEST(RxCoalesce, OptionWindowOrAckChangeBreaksGroups)
 {
     // TSecr changes between 1 and 2: 0 1 | 2 3.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         auto ecr = [](TcpSpec &s) { s.opts.ts->second += 1; };
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100), b.data(0, 2, 100, kAck, ecr),
                                                 b.data(0, 3, 100, kAck, ecr)};
@@ -212,7 +220,7 @@ TEST(RxCoalesce, OptionWindowOrAckChangeBreaksGroups)
     }
     // TSval going back ends a group; going forward does not.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         auto later = [](TcpSpec &s) { s.opts.ts->first += 5; };
         auto earlier = [](TcpSpec &s) { s.opts.ts->first += 2; };
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100, kAck, later),
@@ -223,7 +231,7 @@ TEST(RxCoalesce, OptionWindowOrAckChangeBreaksGroups)
     }
     // A segment without the timestamp option on a timestamp connection.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         auto no_ts = [](TcpSpec &s) { s.opts.ts.reset(); };
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100), b.data(0, 2, 100, kAck, no_ts)};
         b.peer().input_burst(burst, kNicChecked);
@@ -232,7 +240,7 @@ TEST(RxCoalesce, OptionWindowOrAckChangeBreaksGroups)
     // The window field changes: 0 1 | 2 3 4, where 2 (a window update)
     // takes the full rules and 3 4 are predicted again.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         const uint64_t misses = b.stats().fastpath_misses;
         auto win = [](TcpSpec &s) { s.window = 1000; };
         std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(0, 1, 100), b.data(0, 2, 100, kAck, win),
@@ -245,7 +253,7 @@ TEST(RxCoalesce, OptionWindowOrAckChangeBreaksGroups)
     // The ACK number changes (the peer acknowledges our data): 0 1 | 2 3, and
     // the group acknowledging new data goes through the full rules first.
     {
-        Bench b(true, 1);
+        Bench b(true, 1, true, 1);
         std::vector<uint8_t> msg(300, 7);
         ASSERT_EQ(b.peer().stack().send(b.conn(0).sock, msg.data(), msg.size()), 300);
         b.peer().poll();
@@ -265,15 +273,20 @@ TEST(RxCoalesce, OptionWindowOrAckChangeBreaksGroups)
     }
 }
 
-TEST(RxCoalesce, FlowsInterleavedGroupPerFlowInOrder)
+TEST(RxCoalesce, OnlyConsecutiveFramesOfOneFlowMerge)
 {
-    Bench b(true, 3);
+    Bench b(true, 3, true, 1);
     std::vector<std::vector<uint8_t>> burst;
-    for (uint32_t k = 0; k < 6; k++)
+    // Interleaved (0 1 2 0 1 2 ...): nothing merges.
+    for (uint32_t k = 0; k < 3; k++)
         for (int i = 0; i < 3; i++) burst.push_back(b.data(i, k, 200 + 10 * size_t(i)));
+    // Back to back (0 0 0 1 1 1 2 2 2): one group per flow.
+    for (int i = 0; i < 3; i++)
+        for (uint32_t k = 3; k < 6; k++) burst.push_back(b.data(i, k, 200 + 10 * size_t(i)));
     b.peer().input_burst(burst, kNicChecked);
     EXPECT_EQ(b.stats().rx_coalesce_groups, 3u);
-    EXPECT_EQ(b.stats().rx_coalesce_segments, 18u);
+    EXPECT_EQ(b.stats().rx_coalesce_segments, 9u);
+    EXPECT_EQ(b.stats().fastpath_hits, 18u);
     for (int i = 0; i < 3; i++) {
         std::vector<uint8_t> want;
         for (uint32_t k = 0; k < 6; k++) {
@@ -289,7 +302,7 @@ TEST(RxCoalesce, FlowsInterleavedGroupPerFlowInOrder)
 
 TEST(RxCoalesce, GroupsStopAt64KiB)
 {
-    Bench b(true, 1);
+    Bench b(true, 1, true, 1);
     // Two segments first: their ACK opens the window past the SYN-ACK's 64 KiB.
     b.peer().input_burst({b.data(0, 0, 1448), b.data(0, 100, 1448)}, kNicChecked);
     b.peer().poll();
@@ -305,7 +318,7 @@ TEST(RxCoalesce, GroupsStopAt64KiB)
 
 TEST(RxCoalesce, BadChecksumEndsTheGroupAndIsDropped)
 {
-    Bench b(true, 1);
+    Bench b(true, 1, true, 1);
     std::vector<std::vector<uint8_t>> burst;
     for (uint32_t k = 0; k < 6; k++) burst.push_back(b.data(0, k, 300));
     burst[3].back() ^= 0x5a; // segment 3's payload no longer matches its checksum
@@ -316,6 +329,30 @@ TEST(RxCoalesce, BadChecksumEndsTheGroupAndIsDropped)
     SockInfo si{};
     ASSERT_EQ(b.peer().stack().info(b.conn(0).sock, &si), 0);
     EXPECT_EQ(si.rx_readable, 900u);
+}
+
+TEST(RxCoalesce, StrandsCoalesceTheRunToCompletionPrefix)
+{
+    Bench b(true, 2, true, 8);
+    std::vector<std::vector<uint8_t>> burst;
+    // The burst runs to completion while frames are taken by a group or the
+    // express path: connection 0's run, then connection 1's (found by a
+    // table lookup); the pipeline starts at the first frame neither takes
+    // (connection 0 after a gap: not coalesced, held out of order).
+    b.peer().input_burst({b.data(0, 0, 100)}, kNicChecked);
+    for (uint32_t k = 1; k <= 16; k++) burst.push_back(b.data(0, k, 1000));
+    for (uint32_t k = 0; k < 4; k++) burst.push_back(b.data(1, k, 1000));
+    b.conn(0).peer_nxt += 1000;
+    for (uint32_t k = 0; k < 3; k++) burst.push_back(b.data(0, 30 + k, 1000));
+    b.peer().input_burst(burst, kNicChecked);
+    EXPECT_EQ(b.stats().rx_coalesce_groups, 2u);
+    EXPECT_EQ(b.stats().rx_coalesce_segments, 20u);
+    EXPECT_EQ(b.stats().fastpath_hits, 21u);
+    EXPECT_EQ(b.stats().tcp_ooo_segments, 3u);
+    EXPECT_GT(b.stats().strand_yields, 0u) << "the pipeline took the rest";
+    SockInfo si{};
+    ASSERT_EQ(b.peer().stack().info(b.conn(1).sock, &si), 0);
+    EXPECT_EQ(si.rx_readable, 4000u);
 }
 
 // ---- same result as one by one -------------------------------------------------
