@@ -72,7 +72,8 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
     if (strands_ > 1 || prefetch_) {
         // Frames of the flow in the last-flow cache have no memory wait to
         // hide: they run to completion until the first frame that is not
-        // predicted there; the pipeline takes the rest of the burst.
+        // predicted there (nor taken by a coalesced group, rx_coalesce.cc);
+        // the pipeline takes the rest of the burst.
         uint16_t i = 0;
         while (i < n) {
             if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
