@@ -6,7 +6,8 @@
 // transmit checksum offload (the ACKs' checksums are the NIC's); the script
 // subtracts the payload copy.
 //
-//   mars_fastpath_driver N [timestamps 0|1] [burst]
+//   mars_fastpath_driver N [timestamps 0|1] [burst] [coalesce 0|1]
+// (coalesce: TcpConfig::rx_coalesce, receive coalescing; default 1 as in the stack)
 // Prints the fast-path hit count so the script can check every segment took it.
 #include "bench_conn.h"
 
@@ -29,12 +30,13 @@ int main(int argc, char **argv)
     using namespace mars;
     using namespace mars::bench;
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst] [coalesce 0|1]\n", argv[0]);
         return 2;
     }
     const uint32_t n = uint32_t(std::strtoul(argv[1], nullptr, 10));
     const bool ts = argc > 2 && std::atoi(argv[2]) != 0;
     const uint16_t burst = uint16_t(argc > 3 ? std::max(1, std::atoi(argv[3])) : 32);
+    const bool coalesce = argc > 4 ? std::atoi(argv[4]) != 0 : true;
     const size_t payload = ts ? 1448 : 1460;
     // The receive ring holds all N segments: nothing is consumed while measuring.
     uint32_t ring = 1u << 16;
@@ -43,6 +45,7 @@ int main(int argc, char **argv)
     // the ACKs' header checksums are left to it (the count excludes checksums).
     RawPeer::Options opts = bench_options(ring, n + 256, ts);
     opts.offloads = kOffloadRxCsum | kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    opts.stack.tcp.rx_coalesce = coalesce;
     RawPeer peer(opts);
     RawPeer::Conn c = establish(peer, ts);
     peer.set_capture(false);
@@ -61,8 +64,12 @@ int main(int argc, char **argv)
     const StackStats &after = st.stats();
     SockInfo in{};
     st.info(c.sock, &in);
-    std::printf("segments %u fastpath_hits %llu fastpath_misses %llu readable %u expected %zu\n", n,
+    std::printf("segments %u fastpath_hits %llu fastpath_misses %llu coalesced %llu in %llu groups readable %u expected %zu\n", n,
                 (unsigned long long)(after.fastpath_hits - before.fastpath_hits),
-                (unsigned long long)(after.fastpath_misses - before.fastpath_misses), in.rx_readable, size_t(n) * payload);
+                (unsigned long long)(after.fastpath_misses - before.fastpath_misses),
+                (unsigned long long)(after.rx_coalesce_segments - before.rx_coalesce_segments),
+                (unsigned long long)(after.rx_coalesce_groups - before.rx_coalesce_groups), in.rx_readable,
+                size_t(n) * payload);
+    std::printf("payload %zu\n", payload);
     return in.rx_readable == n * payload ? 0 : 1;
 }

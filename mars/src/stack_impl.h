@@ -239,6 +239,13 @@ class StackImpl final : public Stack {
     // The express checks and fast path for a frame of connection s (found by
     // the last-flow cache or by a strand's lookup).
     template <bool kAsyncCopy> __attribute__((always_inline)) bool tcp_express_on(PacketRef &f, Sock &s);
+    // The express path's checks and header prediction, without acting on
+    // the frame (frame_bytes.h).
+    // *doff: the TCP header length, *len: the TCP segment length.
+    __attribute__((always_inline)) bool predicts(const PacketRef &f, const Sock &s, unsigned *doff,
+                                                 unsigned *len) const;
+    // input_run() when receive coalescing applies, else 0.
+    template <bool kAsyncCopy> __attribute__((always_inline)) uint16_t coalesce_run(PacketRef *frames, uint16_t n);
     // input()'s per-frame work: run to completion, or with several frames in
     // flight (strands.h), or with prefetching.
     template <bool kAsyncCopy> __attribute__((always_inline)) void input_burst(PacketRef *frames, uint16_t n);
@@ -292,6 +299,15 @@ class StackImpl final : public Stack {
     void established(Sock &s);
     void negotiate(Sock &s, const TcpOptions &opt);
     void adopt_child(Sock &l, Sock &c, const FlowKey &key);
+
+    // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
+    // A group's payload is at most kGroMaxBytes.
+    static constexpr uint32_t kGroMaxBytes = 64 * 1024;
+    // Takes frames[0] and the frames right after it that continue it (same
+    // connection, next sequence number, same ACK, window and options) as one
+    // group through the fast path. Returns how many frames it consumed; 0:
+    // none, frames[0] takes the per-frame path.
+    uint16_t input_run(PacketRef *frames, uint16_t n);
 
     // ---- tcp_out.cc ------------------------------------------------------
     void tcp_output(Sock &s);

@@ -7,6 +7,7 @@
 // set, or a pure ACK that advances snd.una, takes a short path that verifies
 // the checksum in the same pass as the copy into the receive ring. Anything
 // else goes through the RFC 9293 3.10.7 segment-arrival rules.
+#include "frame_bytes.h"
 #include "stack_impl.h"
 #include "strands.h"
 
@@ -18,13 +19,6 @@ namespace mars {
 using namespace wire;
 
 namespace {
-
-inline uint32_t load32(const void *p)
-{
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
 
 constexpr uint64_t kPawsIdleNs = 24ull * 24 * 3600 * 1'000'000'000ull; // RFC 7323 5.5
 
@@ -44,20 +38,6 @@ inline bool is_dsack(const TcpOptions &opt, uint32_t ack)
     return opt.n_sack > 1 && int32_t(opt.sack[1].start - d.start) <= 0 && int32_t(d.end - opt.sack[1].end) <= 0;
 }
 
-inline uint16_t load16(const void *p)
-{
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-}
-
-// Byte patterns of a frame's fixed fields as loaded little-endian from the wire.
-constexpr uint32_t kWireIpv4NoOptions = 0x00450008; // ethertype 08 00, version 4 / IHL 5 (byte 3: TOS, any)
-constexpr uint32_t kWireIpv4Mask = 0x00ffffff;
-constexpr uint16_t kWireFragMask = 0xff3f;          // MF and the offset, network order
-constexpr uint16_t kWireProtoTcp = uint16_t(kProtoTcp) << 8; // TTL byte, then protocol
-constexpr uint32_t kWireTsPrefix = 0x0a080101;      // NOP NOP TS 10
-
 } // namespace
 
 // The receive entry. Run to completion (strands = 1, no prefetch): each
@@ -71,7 +51,7 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
     if (now_ns > now_ns_) now_ns_ = now_ns;
     stats_.rx_frames += n;
     if (copy_) {
-        input_burst<true>(frames, n);
+        input_burst<true>(frames, n); // no coalescing: each payload is one copy of its own (rx_coalesce.cc)
     } else {
         input_burst<false>(frames, n);
     }
@@ -92,12 +72,18 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
     if (strands_ > 1 || prefetch_) {
         // Frames of the flow in the last-flow cache have no memory wait to
         // hide: they run to completion until the first frame that is not
-        // predicted there; the pipeline takes the rest of the burst.
+        // predicted there (nor taken by a coalesced group, rx_coalesce.cc);
+        // the pipeline takes the rest of the burst.
         uint16_t i = 0;
-        for (; i < n; i++) {
+        while (i < n) {
+            if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+                i = uint16_t(i + k);
+                continue;
+            }
             const uint16_t len = frames[i].len;
             if (!tcp_express<kAsyncCopy>(frames[i])) break;
             stats_.rx_bytes += len;
+            i++;
         }
         if (i < n) {
             if (strands_ > 1) {
@@ -107,11 +93,35 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
             }
         }
     } else {
+        if (!kAsyncCopy && cfg_.tcp.rx_coalesce && n > 1) {
+            for (uint16_t i = 0; i < n;) {
+                if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+                    i = uint16_t(i + k);
+                    continue;
+                }
+                PacketRef &f = frames[i++];
+                stats_.rx_bytes += f.len;
+                if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
+            }
+            return;
+        }
         for (uint16_t i = 0; i < n; i++) {
             PacketRef &f = frames[i];
             stats_.rx_bytes += f.len;
             if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
         }
+    }
+}
+
+// Receive coalescing (rx_coalesce.cc) where it applies: on, and no copy
+// engine (each asynchronous copy has its own completion and frame).
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline uint16_t StackImpl::coalesce_run(PacketRef *frames, uint16_t n)
+{
+    if constexpr (kAsyncCopy) {
+        return 0;
+    } else {
+        return cfg_.tcp.rx_coalesce && n > 1 ? input_run(frames, n) : 0;
     }
 }
 
@@ -251,6 +261,10 @@ void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
             __builtin_prefetch(flows_.bucket(flow_hash(key)));
             prefetches++;
         }
+        if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+            i = uint16_t(i + k - 1);
+            continue;
+        }
         PacketRef &f = frames[i];
         stats_.rx_bytes += f.len;
         if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
@@ -283,29 +297,11 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
 template <bool kAsyncCopy>
 __attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &f, Sock &s)
 {
+    unsigned doff, len;
+    if (!predicts(f, s, &doff, &len)) return false;
     const uint8_t *d = f.data;
-    if (f.len < kHeadersLen) return false;
-    if (load32(d) != wire_mac_lo_ || load16(d + 4) != wire_mac_hi_ ||
-        (load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions)
-        return false;
     const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
-    const unsigned total = be16(ip->total_len);
     const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
-    if (ip->dst != wire_ip_ || ip->src != s.wire_rip || load32(th) != s.wire_ports ||
-        total + kEthLen > f.len || total < kIpLen + kTcpLen || (ip->frag & kWireFragMask) ||
-        (load16(&ip->ttl) & 0xff00) != kWireProtoTcp || ip->ttl == 0)
-        return false;
-    const unsigned doff = (th->doff >> 4) * 4u;
-    const unsigned len = total - kIpLen;
-    // The data offset must lie inside the segment before the options are read.
-    if (doff > len || (doff != kTcpLen && (doff != kTcpLen + 12 || load32(th + 1) != kWireTsPrefix))) return false;
-    if (!(f.flags & kRxIpCsumGood) && !csum_ok(csum_add(0, ip, kIpLen))) return false;
-    if (s.state != TcpState::kEstablished || (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) != kAck ||
-        be32(th->seq) != s.rcv_nxt || s.snd_nxt != s.snd_max ||
-        uint32_t(be16(th->win)) << s.snd_wscale != s.snd_wnd ||
-        (s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) != kFHasRings || !s.sack.empty() ||
-        !s.ooo.empty())
-        return false;
     if (!tcp_fast_path<kAsyncCopy>(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src)))
         return false;
     stats_.fastpath_hits++;

@@ -513,6 +513,7 @@ void parse_tcp(Section &t, Config *c)
     tcp.timestamps = t.boolean("timestamps", tcp.timestamps);
     tcp.window_scaling = t.boolean("window_scaling", tcp.window_scaling);
     tcp.syncookies = t.boolean("syncookies", tcp.syncookies);
+    tcp.rx_coalesce = t.boolean("rx_coalesce", tcp.rx_coalesce);
     tcp.syn_backlog = uint32_t(t.integer("syn_backlog", tcp.syn_backlog, 1, 1 << 20));
     auto ms = [&](const char *key, uint64_t dflt_ns, int64_t lo, int64_t hi) {
         return uint64_t(t.integer(key, int64_t(dflt_ns / 1'000'000), lo, hi)) * 1'000'000;
@@ -539,7 +540,7 @@ void parse_tcp(Section &t, Config *c)
     t.reject_unknown("rcvbuf, sndbuf, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
                      "rto_initial_ms, rto_min_ms, rto_max_ms, delayed_ack_ms, time_wait_ms, keepalive_idle_s, "
                      "keepalive_interval_s, keepalive_probes, max_retries, syn_retries, max_sockets, "
-                     "ooo_pool_frames, ooo_frames_per_conn");
+                     "ooo_pool_frames, ooo_frames_per_conn, rx_coalesce");
 }
 
 void parse_limits(Section &l, Config *c)

@@ -43,7 +43,9 @@ namespace ppe::stats {
     X(copy_fallback_error, "copies the core made: the copy engine reported an error")                            \
     X(copy_fallback_stalled, "copies the core made: the copy engine stalled")                                  \
     X(copy_fallback_below_threshold, "copies the core made: shorter than the copy threshold")                   \
-    X(copy_fallback_ring_wrap, "copies the core made: the payload wraps around the receive ring's end")
+    X(copy_fallback_ring_wrap, "copies the core made: the payload wraps around the receive ring's end")        \
+    X(rx_coalesce_groups, "receive coalescing: groups of two or more segments taken at once")                  \
+    X(rx_coalesce_segments, "receive coalescing: segments taken in those groups")
 
 std::string copy_engine_of(const Header &h, size_t e, uint32_t p)
 {

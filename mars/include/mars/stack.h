@@ -67,6 +67,11 @@ struct TcpConfig {
     uint32_t keepalive_probes = 9;
     uint32_t max_retries = 15; // retransmissions before the connection fails
     uint32_t syn_retries = 6;
+    // Receive coalescing (software GRO, mars/README.md "Receive coalescing"):
+    // in-order data segments of one connection within one input() burst are
+    // taken as one group (one prediction, one ACK decision, one ring update).
+    // The bytes and ACKs a peer sees are the same either way.
+    bool rx_coalesce = true;
 };
 
 struct StackConfig {
@@ -230,6 +235,9 @@ struct StackStats {
     // copy_threshold, or wrapping around the receive ring's end (one
     // delivery would need two descriptors).
     uint64_t copy_fallback_below_threshold, copy_fallback_ring_wrap;
+    // Receive coalescing (TcpConfig::rx_coalesce): groups of two or more
+    // segments taken at once, and the segments in them.
+    uint64_t rx_coalesce_groups, rx_coalesce_segments;
 };
 
 class Stack {

@@ -55,6 +55,7 @@ TEST(PpeConfig, MinimalConfigTakesDefaults)
     EXPECT_EQ(c.memory, ppe::MemoryMode::kAuto);
     EXPECT_EQ(c.strands, 16u) << "the default the ablation chose (benchmarks/README.md)";
     EXPECT_TRUE(c.prefetch);
+    EXPECT_TRUE(c.tcp.rx_coalesce) << "receive coalescing is on by default";
 }
 
 TEST(PpeConfig, EngineStrandsAndPrefetch)
@@ -143,6 +144,7 @@ rcvbuf = "1M"
 sndbuf = 65536
 congestion = "newreno"
 sack = false
+rx_coalesce = false
 rto_min_ms = 5
 rto_initial_ms = 300
 time_wait_ms = 1000
@@ -170,6 +172,7 @@ gateway = "198.18.0.254"
     EXPECT_EQ(c.tcp.sndbuf, 65536u);
     EXPECT_EQ(c.tcp.cc, mars::CongestionControl::kNewReno);
     EXPECT_FALSE(c.tcp.sack);
+    EXPECT_FALSE(c.tcp.rx_coalesce);
     EXPECT_EQ(c.tcp.rto_min_ns, 5'000'000u);
     EXPECT_EQ(c.tcp.time_wait_ns, 1'000'000'000u);
     EXPECT_EQ(c.limits.memory_per_app, 64u << 20);
@@ -236,6 +239,7 @@ const BadCase kBad[] = {
     {"rcvbuf_too_big", with_port("[tcp]\nrcvbuf = \"1G\"\n"), {"tcp.rcvbuf", "out of range", "4K to 64M"}},
     {"bad_cc", with_port("[tcp]\ncongestion = \"bbr\"\n"), {"tcp.congestion", "\"cubic\", \"newreno\""}},
     {"sack_not_bool", with_port("[tcp]\nsack = \"yes\"\n"), {"tcp.sack", "expected true or false"}},
+    {"rx_coalesce_not_bool", with_port("[tcp]\nrx_coalesce = 1\n"), {"tcp.rx_coalesce", "expected true or false"}},
     {"rto_order", with_port("[tcp]\nrto_min_ms = 5000\nrto_max_ms = 1000\n"), {"tcp.rto_min_ms", "larger than rto_max_ms"}},
     {"bad_memory_mode", with_port("[dpdk]\nmemory = \"lots\"\n"), {"dpdk.memory", "\"auto\", \"huge\", \"no-huge\""}},
     {"bad_prefix_chars", with_port("[dpdk]\nfile_prefix = \"a/b\"\n"), {"dpdk.file_prefix", "characters"}},
