@@ -10,7 +10,9 @@
 #   - with allowed_users = ["root"], nobody reaches the socket but is refused
 #     by uid, with a clear message;
 #   - with allowed_users = ["root", "nobody"]: nobody's SO_REUSEPORT bind to
-#     the port root's SO_REUSEPORT listener holds fails with EADDRINUSE (Linux
+#     the PPE address and port root's SO_REUSEPORT listener holds fails with
+#     EADDRINUSE, from the PPE (a bind to the PPE's address has no kernel
+#     half; one to 0.0.0.0 would be answered by the kernel first) (Linux
 #     groups reuseport sockets of one effective uid only); a second root
 #     server's succeeds, and both root servers receive connections from the
 #     peer;
@@ -89,15 +91,16 @@ note "SO_REUSEPORT across users: nobody cannot join root's group, root can"
 config_with "mode = 0o666" '["root", "nobody"]'
 ppe_start "$work/ppe.toml"
 touch "$work/hold" && chmod 644 "$work/hold"
-start_bg srv1 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --log accel -- "$PY" "$work/server.py" $PORT "$work/hold" \
+start_bg srv1 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --log accel -- "$PY" "$work/server.py" "$ETA_LAB_PPE_IP" $PORT "$work/hold" \
     > "$work/srv1.out" 2> "$work/srv1.err"
 wait_until 20 grep -q listening "$work/srv1.out" || { cat "$work/srv1.out" "$work/srv1.err"; fail "root's first server did not listen"; }
 grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(' "$work/srv1.err" || { cat "$work/srv1.err"; fail "root's server is not accelerated"; }
-as_nobody "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --log accel -- "$PY" "$work/server.py" $PORT "$work/hold" \
+# (Its hold file does not exist: should it get the port, it stops at once.)
+as_nobody "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --log accel -- "$PY" "$work/server.py" "$ETA_LAB_PPE_IP" $PORT "$work/no-hold" \
     > "$work/nobody.out" 2> "$work/nobody.err" || { cat "$work/nobody.out" "$work/nobody.err"; fail "nobody's server failed"; }
 grep -qx EADDRINUSE "$work/nobody.out" || { cat "$work/nobody.out" "$work/nobody.err"; fail "nobody joined root's SO_REUSEPORT group on port $PORT"; }
-grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(' "$work/nobody.err" || { cat "$work/nobody.err"; fail "nobody's server was not accelerated (the refusal proves nothing)"; }
-start_bg srv2 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$PY" "$work/server.py" $PORT "$work/hold" \
+grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(' "$work/nobody.err" || { cat "$work/nobody.err"; fail "nobody's server could not bind a free port on the PPE (the refusal proves nothing)"; }
+start_bg srv2 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$PY" "$work/server.py" "$ETA_LAB_PPE_IP" $PORT "$work/hold" \
     > "$work/srv2.out" 2> "$work/srv2.err"
 wait_until 20 grep -q 'listening\|EADDRINUSE' "$work/srv2.out" || { cat "$work/srv2.out" "$work/srv2.err"; fail "root's second server did not start"; }
 grep -qx listening "$work/srv2.out" || { cat "$work/srv2.out"; fail "root's second SO_REUSEPORT server could not join the group"; }
