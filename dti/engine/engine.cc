@@ -828,9 +828,12 @@ void EngineImpl::control(int id)
             drain_ctx(a, uint16_t(m.index), false);
             close_ctx(a, uint16_t(m.index));
         } else if (m.type == DTI_CTL_HELLO) {
-            // A fork child telling who it is. What it writes is shown only;
-            // the kernel's credentials (SO_PASSCRED, set at FORK) are trusted.
-            me.pid = m.pid;
+            // A fork child telling who it is. What it writes is shown only
+            // while nothing better is known; the kernel's credentials
+            // (SO_PASSCRED, set at FORK) are trusted and replace it. A process
+            // that attached keeps its SO_PEERCRED pid.
+            if (me.cred_pid == 0)
+                me.pid = m.pid;
             learn_pid(me, cred);
         }
     }

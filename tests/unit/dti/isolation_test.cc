@@ -35,12 +35,17 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <csignal>
 
 namespace dti::test {
 namespace {
 
 constexpr uint32_t kRounds = 150;
 constexpr uint32_t kIdleCheckEvery = 25;
+
+// Where B is, for the watchdog's message when a round takes too long.
+volatile const char *b_phase = "start";
+int b_answer_fd = -1;
 
 uint64_t fuzz_seed()
 {
@@ -180,7 +185,9 @@ void scribble(RawApp &b, const std::vector<uint32_t> &a_handles, std::mt19937_64
         }
         default: { // control messages: contexts it does not have, forks without a socket
             uint32_t type = uint32_t(rng() % 10);
+            b_phase = "scribble: control message";
             b.send_msg(type, uint32_t(rng() % 70), uint32_t(rng() % 3));
+            b_phase = "scribble";
             break;
         }
         }
@@ -188,6 +195,18 @@ void scribble(RawApp &b, const std::vector<uint32_t> &a_handles, std::mt19937_64
             b.ring();
     }
     b.ring();
+}
+
+void b_watchdog(int)
+{
+    const char *p = const_cast<const char *>(b_phase);
+    static const char head[] = "B stuck for 20 s in: ";
+    const char *q = const_cast<const char *>(raw_app_phase);
+    if (write(b_answer_fd, head, sizeof head - 1) < 0 || write(b_answer_fd, p, std::strlen(p)) < 0 ||
+        write(b_answer_fd, " / ", 3) < 0 || write(b_answer_fd, q, std::strlen(q)) < 0 ||
+        write(b_answer_fd, "\n", 1) < 0)
+        _exit(113);
+    _exit(114);
 }
 
 // B's process: one round per byte from `go` ('q' ends), one answer line per
@@ -200,24 +219,33 @@ void scribble(RawApp &b, const std::vector<uint32_t> &a_handles, std::mt19937_64
         _exit(110);
     std::mt19937_64 rng(seed ^ 0xb);
     RawApp b;
+    b_answer_fd = answer;
+    signal(SIGALRM, b_watchdog);
     for (uint32_t round = 0;; round++) {
         char cmd = 0;
+        b_phase = "waiting for the test";
         if (read(go, &cmd, 1) != 1 || cmd == 'q')
             _exit(0);
+        alarm(20);
         std::string result;
         // A broken or hung-up attachment, or now and then a healthy one, is
         // replaced by a new one (on an engine of the round's choosing).
         pollfd p{b.ctl, POLLIN, 0};
         bool gone = b.ctl < 0 || (::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)));
         if (gone || !b.honest || rng() % 4 == 0) {
+            b_phase = "drop";
             b.drop();
+            b_phase = "attach";
             if (!b.attach(path, round % engines, 2))
                 result = "B could not attach (round " + std::to_string(round) + ")";
         }
+        b_phase = "hostile handles";
         if (result.empty() && b.honest)
             result = hostile_handles(b, a_handles, a_port, rng, round % 10 == 0);
+        b_phase = "scribble";
         if (result.empty())
             scribble(b, a_handles, rng);
+        alarm(0);
         if (result.empty())
             result = "ok";
         result += "\n";
@@ -351,6 +379,9 @@ TEST_F(DtiIsolation, AnotherUsersRegionCannotReachOurSockets)
             EXPECT_LT(passes, 20000u) << "the engine spins on B's region";
         }
     }
+    EXPECT_EQ(dti_close(c_, client), 0);
+    EXPECT_EQ(dti_close(c_, server), 0);
+    EXPECT_EQ(dti_close(c_, l), 0);
     ASSERT_EQ(write(go[1], "q", 1), 1);
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);

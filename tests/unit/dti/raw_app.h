@@ -19,6 +19,9 @@
 
 namespace dti::test {
 
+// What the raw application is doing (for a watchdog's message).
+inline volatile const char *raw_app_phase = "";
+
 struct RawApp {
     int ctl = -1, doorbell = -1;
     uint8_t *base = nullptr;
@@ -92,6 +95,7 @@ struct RawApp {
 
     bool attach(const std::string &path, uint32_t engine, uint32_t contexts)
     {
+        raw_app_phase = "attach: connect";
         ctl = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         sockaddr_un sa{};
         sa.sun_family = AF_UNIX;
@@ -99,6 +103,7 @@ struct RawApp {
         if (ctl < 0 || connect(ctl, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 ||
             !send_msg(DTI_CTL_HELLO, 0, engine))
             return false;
+        raw_app_phase = "attach: WELCOME";
         dti_ctl_msg w{};
         int fds[2] = {-1, -1};
         if (!recv_with_fds(ctl, &w, fds, 2) || w.type != DTI_CTL_WELCOME)
@@ -111,6 +116,7 @@ struct RawApp {
             return false;
         base = static_cast<uint8_t *>(p);
         std::memcpy(&hdr, base, sizeof hdr);
+        raw_app_phase = "attach: OPEN_CTX";
         for (uint32_t i = 0; i < contexts; i++) {
             dti_ctl_msg o{};
             int wake = -1;
@@ -175,12 +181,15 @@ struct RawApp {
         // The engine answers with the command's tag (libdti's in-flight slot).
         c.tag = cmd_next[k] & (hdr.cmdq_entries - 1);
         publish(k, c);
+        raw_app_phase = "call: ring";
         ring();
+        raw_app_phase = "call: completion";
         dti_ev e{};
         while (next_event(k, &e, 3000)) {
             if (e.kind == DTI_CQE_COMPLETION && e.events == c.tag) {
                 if (value)
                     *value = e.value;
+                raw_app_phase = "";
                 return e.res;
             }
         }
