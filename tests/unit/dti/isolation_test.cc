@@ -209,14 +209,26 @@ void b_watchdog(int)
     _exit(114);
 }
 
-// B's process: one round per byte from `go` ('q' ends), one answer line per
-// round on `answer` ("ok" or what went wrong). Exit code 0 unless set-up failed.
-[[noreturn]] void run_b(const std::string &path, int go, int answer, uint64_t seed,
-                        std::vector<uint32_t> a_handles, uint16_t a_port, uint32_t engines)
+std::string read_line(int fd, int timeout_ms);
+
+// B's process, forked before the test has any thread (a child of a
+// threaded process may find an allocator lock held forever, ASan's
+// notably). First line on `go`: "PATH PORT ENGINES HANDLE..." (what A made);
+// then one round per byte ('q' ends), one answer line per round on `answer`
+// ("ok" or what went wrong). Exit code 0 unless set-up failed.
+[[noreturn]] void run_b(int go, int answer, uint64_t seed)
 {
     if (getuid() == 0 && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
                           setresuid(65534, 65534, 65534) != 0))
         _exit(110);
+    std::string setup = read_line(go, 120000);
+    char path_buf[256] = "";
+    unsigned port = 0, engines = 0, h[3] = {};
+    if (std::sscanf(setup.c_str(), "%255s %u %u %u %u %u", path_buf, &port, &engines, &h[0], &h[1], &h[2]) != 6)
+        _exit(setup.empty() ? 0 : 111); // empty: the test ended before it needed B
+    const std::string path = path_buf;
+    const uint16_t a_port = uint16_t(port);
+    const std::vector<uint32_t> a_handles = {h[0], h[1], h[2]};
     std::mt19937_64 rng(seed ^ 0xb);
     RawApp b;
     b_answer_fd = answer;
@@ -273,7 +285,39 @@ std::string read_line(int fd, int timeout_ms)
     }
 }
 
-class DtiIsolation : public Attached {};
+class DtiIsolation : public Attached {
+  protected:
+    // B first, while this process has no thread; then the engine and A.
+    void SetUp() override
+    {
+        ASSERT_EQ(pipe2(go_, O_CLOEXEC), 0);
+        ASSERT_EQ(pipe2(answer_, O_CLOEXEC), 0);
+        pid_ = fork();
+        ASSERT_GE(pid_, 0);
+        if (pid_ == 0) {
+            close(go_[1]);
+            close(answer_[0]);
+            run_b(go_[0], answer_[1], fuzz_seed());
+        }
+        close(go_[0]);
+        close(answer_[1]);
+        Attached::SetUp();
+    }
+    // B ends with the test, also when an assertion failed.
+    void TearDown() override
+    {
+        close(go_[1]);
+        close(answer_[0]);
+        int status = 0;
+        if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, &status, 0);
+        }
+        Attached::TearDown();
+    }
+    int go_[2] = {-1, -1}, answer_[2] = {-1, -1};
+    pid_t pid_ = -1;
+};
 
 TEST_F(DtiIsolation, AnotherUsersRegionCannotReachOurSockets)
 {
@@ -281,6 +325,7 @@ TEST_F(DtiIsolation, AnotherUsersRegionCannotReachOurSockets)
     SCOPED_TRACE("DTI_FUZZ_SEED=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
     ASSERT_EQ(chmod(path_.c_str(), 0666), 0); // B (uid 65534) must reach the socket
+    const int go = go_[1], answer = answer_[0];
 
     // A: a listener (kept) and a connection through it.
     uint16_t port = 0;
@@ -294,37 +339,22 @@ TEST_F(DtiIsolation, AnotherUsersRegionCannotReachOurSockets)
     const dti_sock_t client = dti_sock_t(cs), server = dti_sock_t(ss);
     const std::vector<uint32_t> a_handles = {uint32_t(l), uint32_t(cs), uint32_t(ss)};
 
-    int go[2], answer[2];
-    ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
-    ASSERT_EQ(pipe2(answer, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        close(go[1]);
-        close(answer[0]);
-        run_b(path_, go[0], answer[1], seed, a_handles, port, test_engines());
-    }
-    close(go[0]);
-    close(answer[1]);
-    struct Reaper { // B ends with the test, also when an assertion fails
-        pid_t pid; int go, answer;
-        ~Reaper()
-        {
-            close(go);
-            close(answer);
-            int status = 0;
-            if (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-            }
-        }
-    } reaper{pid, go[1], answer[0]};
+    std::string setup = path_ + " " + std::to_string(port) + " " + std::to_string(test_engines());
+    for (uint32_t h : a_handles)
+        setup += " " + std::to_string(h);
+    setup += "\n";
+    ASSERT_EQ(write(go, setup.data(), setup.size()), ssize_t(setup.size()));
 
     std::vector<uint8_t> out(8192), back(8192);
     for (uint32_t round = 0; round < kRounds; round++) {
         SCOPED_TRACE("round " + std::to_string(round));
-        ASSERT_EQ(write(go[1], "r", 1), 1);
-        std::string said = read_line(answer[0], 60000);
+        ASSERT_EQ(write(go, "r", 1), 1);
+        std::string said;
+        {
+            SlowStep slow{"B's round"};
+            said = read_line(answer, 60000);
+        }
+        SlowStep slow_checks{"A's checks"};
         ASSERT_EQ(said, "ok") << "B: " << (said.empty() ? "no answer (B died or hung)" : said);
 
         // A's sockets: still what they were.
@@ -382,10 +412,10 @@ TEST_F(DtiIsolation, AnotherUsersRegionCannotReachOurSockets)
     EXPECT_EQ(dti_close(c_, client), 0);
     EXPECT_EQ(dti_close(c_, server), 0);
     EXPECT_EQ(dti_close(c_, l), 0);
-    ASSERT_EQ(write(go[1], "q", 1), 1);
+    ASSERT_EQ(write(go, "q", 1), 1);
     int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    reaper.pid = -1;
+    ASSERT_EQ(waitpid(pid_, &status, 0), pid_);
+    pid_ = -1;
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "B's exit status " << status;
 }
 

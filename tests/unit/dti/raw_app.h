@@ -22,6 +22,18 @@ namespace dti::test {
 // What the raw application is doing (for a watchdog's message).
 inline volatile const char *raw_app_phase = "";
 
+// Reports on stderr a step that took over 5 s (a slow engine shows).
+struct SlowStep {
+    const char *what;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~SlowStep()
+    {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        if (ms > 5000)
+            std::fprintf(stderr, "raw app: %s took %lld ms\n", what, (long long)ms);
+    }
+};
+
 struct RawApp {
     int ctl = -1, doorbell = -1;
     uint8_t *base = nullptr;
@@ -96,6 +108,7 @@ struct RawApp {
     bool attach(const std::string &path, uint32_t engine, uint32_t contexts)
     {
         raw_app_phase = "attach: connect";
+        SlowStep slow{"attach"};
         ctl = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         sockaddr_un sa{};
         sa.sun_family = AF_UNIX;
@@ -181,6 +194,7 @@ struct RawApp {
         // The engine answers with the command's tag (libdti's in-flight slot).
         c.tag = cmd_next[k] & (hdr.cmdq_entries - 1);
         publish(k, c);
+        SlowStep slow{"a call"};
         raw_app_phase = "call: ring";
         ring();
         raw_app_phase = "call: completion";
