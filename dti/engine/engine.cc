@@ -140,12 +140,19 @@ struct Member {
     int id = -1;
     int fd = -1;   // control connection (-1: attach_memory)
     int group = -1;
-    uint32_t uid = 0, pid = 0;
+    uint32_t uid = 0, pid = 0; // pid: what eta-stat shows (a fork child's HELLO may set it)
     // The kernel's rule for ports below net.ipv4.ip_unprivileged_port_start:
     // binding them needs CAP_NET_BIND_SERVICE. Taken at attach from the
-    // process the control socket's SO_PEERCRED names (never from the region).
+    // process the control socket's SO_PEERCRED names (never from the region),
+    // and again at each such BIND from the process the kernel vouches for:
+    // cred_pid (SO_PEERCRED at attach; a fork child's SCM_CREDENTIALS, which
+    // the kernel fills in for the sender), with its start time so a reused
+    // pid is not mistaken for it. 0: not known (the rule taken at attach or
+    // inherited at fork applies).
     bool bind_service = false;
     uint32_t unprivileged_port_start = 1024;
+    uint32_t cred_pid = 0;
+    uint64_t cred_start = 0;
     std::string name;
     std::vector<bool> holds;
     uint32_t held = 0;
@@ -174,6 +181,59 @@ bool may_bind_service(const ucred &cred)
     }
     std::fclose(f);
     return found ? cap : cred.uid == 0;
+}
+
+// The start time (clock ticks after boot, /proc/<pid>/stat field 22) of a
+// process: with the pid it names one process over the machine's uptime.
+// 0 when it cannot be read.
+uint64_t process_start_time(uint32_t pid)
+{
+    std::string path = "/proc/" + std::to_string(pid) + "/stat";
+    FILE *f = std::fopen(path.c_str(), "re");
+    if (!f)
+        return 0;
+    char buf[1024];
+    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    // The command name (field 2) may hold spaces and parentheses: count
+    // fields from the last ')'.
+    const char *p = std::strrchr(buf, ')');
+    if (!p)
+        return 0;
+    unsigned long long start = 0;
+    int field = 2;
+    for (p++; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    if (field != 22 || std::sscanf(p, "%llu", &start) != 1)
+        return 0;
+    return start;
+}
+
+// CAP_NET_BIND_SERVICE of the process now: 1 or 0, or -1 when it cannot
+// be told (gone, another pid namespace, its pid reused by another process).
+int bind_service_now(uint32_t pid, uint64_t start)
+{
+    if (pid == 0 || start == 0)
+        return -1;
+    std::string path = "/proc/" + std::to_string(pid) + "/status";
+    FILE *f = std::fopen(path.c_str(), "re");
+    if (!f)
+        return -1;
+    char line[256];
+    int cap = -1;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long long eff = 0;
+        if (std::sscanf(line, "CapEff: %llx", &eff) == 1) {
+            cap = int((eff >> CAP_NET_BIND_SERVICE) & 1);
+            break;
+        }
+    }
+    std::fclose(f);
+    // Checked after reading: had the pid been reused meanwhile, the start
+    // time tells.
+    return process_start_time(pid) == start ? cap : -1;
 }
 
 // The first port anyone may bind (1024 unless the sysctl says otherwise).
@@ -288,6 +348,8 @@ class EngineImpl final : public Engine {
     void drain_member(Attachment &a, const Member &m);
     void drain_ctx(Attachment &a, uint16_t ci, bool answer);
     void fork_member(Member &parent, int child_fd);
+    void learn_pid(Member &m, const ucred &cred);
+    bool may_bind_privileged(Member &m);
     void init_region(Attachment &a);
     void release_id(Attachment &a);
     void finalize(Attachment &a);
@@ -520,21 +582,29 @@ void refuse(int fd, int code, const std::string &why)
 // Reads one message without blocking. The first descriptor sent with it is
 // stored in *passed when the caller takes one (FORK); every other one is
 // closed. 1: got one, 0: EOF, -EAGAIN, -errno.
-int recv_msg(int fd, dti_ctl_msg *m, int *passed = nullptr)
+// Receives one message; a passed fd goes to *passed (others are closed) and,
+// on a socket with SO_PASSCRED, the sender's kernel-given credentials to
+// *cred (pid 0 when none came). `flags`: MSG_PEEK to leave it queued.
+int recv_msg(int fd, dti_ctl_msg *m, int *passed = nullptr, ucred *cred = nullptr, int flags = 0)
 {
     if (passed)
         *passed = -1;
+    if (cred)
+        *cred = ucred{};
     iovec iov{m, sizeof *m};
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8) + CMSG_SPACE(sizeof(ucred))];
     mh.msg_control = cbuf;
     mh.msg_controllen = sizeof cbuf;
-    ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | flags);
     if (n < 0)
         return -errno;
     for (cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(ucred)) && cred)
+            std::memcpy(cred, CMSG_DATA(cm), sizeof *cred);
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
             size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
             for (size_t i = 0; i < k; i++) {
@@ -636,6 +706,8 @@ int EngineImpl::attach(int fd, std::string *why)
     mem->pid = uint32_t(cred.pid);
     mem->bind_service = may_bind_service(cred);
     mem->unprivileged_port_start = unprivileged_port_start();
+    mem->cred_pid = uint32_t(cred.pid);
+    mem->cred_start = process_start_time(uint32_t(cred.pid));
     m.text[sizeof m.text - 1] = 0;
     mem->name = m.text;
     dti_ctl_msg w{};
@@ -699,7 +771,8 @@ void EngineImpl::control(int id)
     for (int budget = 0; budget < 16; budget++) {
         dti_ctl_msg m{};
         int passed = -1;
-        int r = ctl::recv_msg(me.fd, &m, &passed);
+        ucred cred{};
+        int r = ctl::recv_msg(me.fd, &m, &passed, &cred);
         if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINTR)
             return;
         if (r <= 0 && r != -EPROTO) {
@@ -755,7 +828,13 @@ void EngineImpl::control(int id)
             drain_ctx(a, uint16_t(m.index), false);
             close_ctx(a, uint16_t(m.index));
         } else if (m.type == DTI_CTL_HELLO) {
-            me.pid = m.pid; // a fork child telling who it is (informational)
+            // A fork child telling who it is. What it writes is shown only
+            // while nothing better is known; the kernel's credentials
+            // (SO_PASSCRED, set at FORK) are trusted and replace it. A process
+            // that attached keeps its SO_PEERCRED pid.
+            if (me.cred_pid == 0)
+                me.pid = m.pid;
+            learn_pid(me, cred);
         }
     }
 }
@@ -821,6 +900,38 @@ void EngineImpl::drain_member(Attachment &a, const Member &m)
 // group, holding every socket the parent holds. The member ends when every
 // copy of the other end is closed: the child's exit, or the parent's close
 // when fork() failed. The answer goes to the parent.
+// A fork child's own pid, as the kernel gave it with its first message.
+void EngineImpl::learn_pid(Member &m, const ucred &cred)
+{
+    if (cred.pid <= 0 || m.cred_pid != 0)
+        return;
+    m.pid = m.cred_pid = uint32_t(cred.pid);
+    m.cred_start = process_start_time(m.cred_pid);
+}
+
+// The kernel's rule, applied when the BIND comes: CAP_NET_BIND_SERVICE in
+// the process's effective set now (a process that dropped it after
+// attaching is refused). A control-path command: two small /proc reads,
+// only for ports below ip_unprivileged_port_start. Where the process cannot
+// be read (another pid namespace, or a fork child that has not said who it
+// is) the rule taken at attach, or inherited at fork, applies.
+bool EngineImpl::may_bind_privileged(Member &m)
+{
+    if (m.cred_pid == 0 && m.fd >= 0) {
+        // A fork child's HELLO may still be queued on its control socket
+        // (commands and control messages are read on separate paths): look.
+        dti_ctl_msg msg{};
+        int passed = -1;
+        ucred cred{};
+        if (ctl::recv_msg(m.fd, &msg, &passed, &cred, MSG_PEEK) == 1 && msg.type == DTI_CTL_HELLO)
+            learn_pid(m, cred);
+        if (passed >= 0)
+            close(passed); // a peek installs passed fds too; the real read takes them again
+    }
+    int now = bind_service_now(m.cred_pid, m.cred_start);
+    return now >= 0 ? now == 1 : m.bind_service;
+}
+
 void EngineImpl::fork_member(Member &parent, int child_fd)
 {
     Attachment &a = group(parent);
@@ -849,6 +960,10 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
         ctl::refuse(parent.fd, DTI_E_BROKEN, "this application's shared region is broken");
         return;
     }
+    // The child's first message (libdti's HELLO after fork) will carry its
+    // own pid, from the kernel: privileged binds are then checked against it.
+    int on = 1;
+    setsockopt(child_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
     child->uid = parent.uid;
     child->pid = parent.pid;
     child->bind_service = parent.bind_service; // a fork child has its parent's capabilities
@@ -1200,7 +1315,7 @@ void EngineImpl::execute(Attachment &a, uint16_t ci, const dti_cmd &c)
     case DTI_OP_BIND:
         if (c.arg1 > 0xffff) {
             r = -EINVAL;
-        } else if (c.arg1 != 0 && c.arg1 < m.unprivileged_port_start && !m.bind_service) {
+        } else if (c.arg1 != 0 && c.arg1 < m.unprivileged_port_start && !may_bind_privileged(m)) {
             r = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
         } else {
             r = tr_.bind(s->sid, Endpoint{c.arg0, uint16_t(c.arg1)});

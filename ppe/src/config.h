@@ -65,9 +65,12 @@ struct LimitsConfig {
     uint32_t max_apps = 64;
     uint32_t sockets_per_app = 1024;
     uint64_t memory_per_app = 1ull << 30; // bytes of shared region (sparse: pages are used as sockets are)
-    // Users allowed to attach (checked with SO_PEERCRED). Empty: everyone.
+    // Users allowed to attach (checked with SO_PEERCRED). Empty: everyone
+    // who can reach the control socket ([control] mode: by default root and
+    // eta-ppe's own group).
     std::vector<uint32_t> allowed_uids;
     std::vector<std::string> allowed_users; // as written, for messages
+    uint32_t allowed_users_line = 0;        // for messages
 };
 
 
@@ -121,7 +124,9 @@ struct Config {
 
     // [control]
     std::string socket = "/run/eta/ppe.sock";
-    uint32_t socket_mode = 0666;
+    // Who may connect: by default eta-ppe's user (root) and its group. The
+    // files beside it (.stats, .cores, .net) are readable by the same classes.
+    uint32_t socket_mode = 0660;
 
     // [log]
     LogLevel log_level = LogLevel::kInfo;
@@ -130,7 +135,20 @@ struct Config {
     // Derived paths next to the control socket.
     std::string stats_path() const { return socket + ".stats"; }
     std::string cores_path() const { return socket + ".cores"; }
+    // The mode of those files: written by eta-ppe, read by whoever may connect.
+    uint32_t published_mode() const
+    {
+        uint32_t m = 0600;
+        for (uint32_t shift : {3u, 0u})
+            if (socket_mode & (02u << shift)) m |= 04u << shift;
+        return m;
+    }
 };
+
+// Whether user `uid` can connect to a socket file of `mode` owned by
+// `owner`:`group` (write permission, as the kernel checks connect()); root
+// always can. When not, *why says who can.
+bool user_reaches_socket(uint32_t uid, uint32_t mode, uint32_t owner, uint32_t group, std::string *why);
 
 // Parses `text` (the contents of `path`). Returns false and one message in
 // *error when anything is wrong.

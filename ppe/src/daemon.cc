@@ -71,8 +71,9 @@ class Published {
         const auto l = stats::Layout::compute(uint32_t(engines.size()), uint32_t(c.ports.size()), app_slots,
                                               kConnCapacity);
         ::unlink(path_.c_str());
-        int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 || ftruncate(fd, off_t(l.size)) != 0) {
+        mode_ = c.published_mode();
+        int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || fchmod(fd, mode_) != 0 || ftruncate(fd, off_t(l.size)) != 0) {
             *error = "cannot create the stats region " + path_ + ": " + std::strerror(errno);
             if (fd >= 0) ::close(fd);
             return false;
@@ -119,7 +120,7 @@ class Published {
         __atomic_store_n(&h->magic, stats::kMagic, __ATOMIC_RELEASE); // readers check it first
 
         // The engine CPUs, for eta-run: "1" or "2-3,6", one line.
-        if (!write_file(cores_path_, cpus + "\n", error)) return false;
+        if (!write_file(cores_path_, cpus + "\n", mode_, error)) return false;
         // The network applications reach through the PPE (the shim decides
         // per destination): the first port carries application sockets.
         const PortConfig &port = c.ports[0];
@@ -128,13 +129,19 @@ class Published {
         for (const RouteConfig &r : c.routes)
             if (r.port == port.name)
                 net += "route " + format_ipv4(r.dest) + "/" + std::to_string(r.prefix) + " via " + format_ipv4(r.gateway) + "\n";
-        return write_file(net_path_, net, error);
+        return write_file(net_path_, net, mode_, error);
     }
 
-    static bool write_file(const std::string &path, const std::string &text, std::string *error)
+    // Readable by whoever may connect to the control socket (published_mode).
+    static bool write_file(const std::string &path, const std::string &text, uint32_t mode, std::string *error)
     {
         const std::string tmp = path + ".tmp";
-        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ::unlink(tmp.c_str());
+        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 && fchmod(fd, mode) != 0) {
+            ::close(fd);
+            fd = -1;
+        }
         if (fd < 0 || write(fd, text.data(), text.size()) != ssize_t(text.size()) || ::close(fd) != 0 ||
             rename(tmp.c_str(), path.c_str()) != 0) {
             *error = "cannot write " + path + ": " + std::strerror(errno);
@@ -166,6 +173,7 @@ class Published {
     std::string path_, cores_path_, net_path_;
     uint8_t *base_ = nullptr;
     size_t size_ = 0;
+    uint32_t mode_ = 0644;
 };
 
 void publish_port(const stats::View &v, uint32_t i, const Port &p)
@@ -250,6 +258,12 @@ void reload(Config &live, const std::string &path)
     live.limits.memory_per_app = next.limits.memory_per_app;
     live.limits.allowed_uids = next.limits.allowed_uids;
     live.limits.allowed_users = next.limits.allowed_users;
+    for (size_t i = 0; i < live.limits.allowed_uids.size(); i++) {
+        std::string who;
+        if (!user_reaches_socket(live.limits.allowed_uids[i], live.socket_mode, geteuid(), getegid(), &who))
+            log(LogLevel::kWarn, "reload: limits.allowed_users names \"%s\", who cannot connect to %s: %s",
+                live.limits.allowed_users[i].c_str(), live.socket.c_str(), who.c_str());
+    }
     log(LogLevel::kInfo, "reload: applied log.level = %s and [limits] (sockets_per_app, memory_per_app, "
                          "allowed_users; they apply to the next attach)",
         to_string(live.log_level));
@@ -267,8 +281,12 @@ class ControlSocket {
         sa.sun_family = AF_UNIX;
         copy_str(sa.sun_path, sizeof sa.sun_path, c.socket);
         ::unlink(c.socket.c_str()); // stale: check_environment found no live PPE behind it
-        if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 ||
-            chmod(c.socket.c_str(), c.socket_mode) != 0 || listen(fd_, 128) != 0) {
+        // Created with no more than its final permissions (no moment in which
+        // others may connect), then set exactly.
+        const mode_t old_mask = umask(~mode_t(c.socket_mode) & 0777);
+        const bool bound = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0;
+        umask(old_mask);
+        if (!bound || chmod(c.socket.c_str(), c.socket_mode) != 0 || listen(fd_, 128) != 0) {
             *error = "control socket " + c.socket + ": " + std::strerror(errno);
             close();
             return false;

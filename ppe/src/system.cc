@@ -317,6 +317,19 @@ bool check_control_socket(const Config &c, std::string *error)
         *error = where + "no permission to create the socket in " + dir + ": " + std::strerror(errno);
         return false;
     }
+    // Every user allowed_users names must be able to reach the socket: its
+    // mode decides who may connect before eta-ppe sees anyone.
+    for (size_t i = 0; i < c.limits.allowed_uids.size(); i++) {
+        std::string who;
+        if (!user_reaches_socket(c.limits.allowed_uids[i], c.socket_mode, geteuid(), getegid(), &who)) {
+            *error = at(c, c.limits.allowed_users_line) + ": limits.allowed_users: user \"" +
+                     c.limits.allowed_users[i] + "\" (uid " + std::to_string(c.limits.allowed_uids[i]) +
+                     ") could not connect to " + c.socket + ": " + who +
+                     "; allowed: a [control] mode that lets the user connect (0o666: allowed_users is checked on "
+                     "top), or the user in eta-ppe's group";
+            return false;
+        }
+    }
     // Another PPE already serving this socket?
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0); // what eta-ppe listens with
     if (fd >= 0) {
