@@ -297,6 +297,19 @@ extern bool eta_listeners_shared;
 /* Child, after joining: drops its holds on the parent's stashed connections. */
 void eta_stash_after_fork_child(void);
 
+/* ---- exec (exec.c) ------------------------------------------------------- */
+/* In the constructor: adopts the sockets the previous image handed over
+ * (ETA_EXEC_STATE), if any; warns once and goes on without them when the
+ * handover is stale or forged. */
+void eta_exec_adopt(void);
+/* core.c: makes d (adopted after exec) this process's attachment. */
+void eta_attach_adopted(dti_t *d);
+/* sock.c: listener s's stashed connections (copied), and one put back. */
+unsigned eta_stash_export(struct eta_sock *s, dti_sock_t *out, unsigned max);
+bool eta_stash_import(struct eta_sock *s, dti_sock_t h);
+/* wait.c */
+void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
+
 /* ---- epoll ------------------------------------------------------------- */
 struct eta_epoll;
 /* Called when an accelerated fd is closed: it leaves every epoll set. */

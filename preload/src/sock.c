@@ -446,6 +446,33 @@ void eta_stash_forget(struct eta_sock *s)
     stash_unlock(st);
 }
 
+/* exec: the connections listener s's stash holds (copied, not taken), and
+ * putting one back in the new image. */
+unsigned eta_stash_export(struct eta_sock *s, dti_sock_t *out, unsigned max)
+{
+    struct stash *st = stash_of(s);
+    unsigned n = 0;
+    stash_lock(st);
+    for (unsigned i = 0; i + 1 < st->n && n < max; i += 2)
+        if (st->h[i] == s->h)
+            out[n++] = st->h[i + 1];
+    stash_unlock(st);
+    return n;
+}
+
+bool eta_stash_import(struct eta_sock *s, dti_sock_t h)
+{
+    struct stash *st = stash_of(s);
+    stash_lock(st);
+    bool room = st->n + 2 <= DTI_ACCEPT_MAX;
+    if (room) {
+        st->h[st->n++] = s->h;
+        st->h[st->n++] = h;
+    }
+    stash_unlock(st);
+    return room;
+}
+
 /* Connections the PPE already handed to this process for listener s that
  * accept has not returned yet. They are invisible in the socket table's
  * accept_ready, so readiness (poll, epoll, select) must count them: a server
