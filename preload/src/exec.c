@@ -65,6 +65,49 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
     e->kernel_port = s->kernel_port;
 }
 
+/* Calls fn for every descriptor naming an accelerated socket of the current
+ * attachment (not an orphan of a parent's, not one of a PPE that went). */
+static void each_accel(void (*fn)(int fd, struct eta_sock *s, void *arg), void *arg)
+{
+    long tracked = atomic_load(&eta_tracked), seen = 0;
+    for (int fd = 0; fd < ETA_FD_MAX && seen < tracked; fd++) {
+        struct eta_obj *o = eta_fd_peek(fd);
+        if (!o)
+            continue;
+        seen++;
+        struct eta_sock *s = (struct eta_sock *)o;
+        if (o->kind == ETA_OBJ_SOCK && atomic_load(&s->state) == ETA_SOCK_ACCEL &&
+            s->generation == eta_generation && s->h != DTI_SOCK_INVALID)
+            fn(fd, s, arg);
+    }
+}
+
+static void release_one(int fd, struct eta_sock *s, void *arg)
+{
+    (void)fd;
+    dti_recv_flush(arg, s->h);
+}
+
+/* libdti tells the engine of consumed receive bytes in batches. A process
+ * that leaves without closing its sockets (exit, or an exec where some are
+ * close-on-exec) tells it first: otherwise the engine, when the last process
+ * holding such a socket is gone, sees bytes never taken and resets the
+ * connection instead of finishing it (FIN) — inetd-style programs (cat under
+ * socat's EXEC:...,nofork) exit without closing stdin and stdout. */
+static void release_owed(void)
+{
+    if (!atomic_load(&eta_tracked) || atomic_load(&eta_engine_dead) || !eta_dti())
+        return;
+    dti_ctx_t *c = eta_ctx();
+    if (!c)
+        return;
+    eta_in_shim++;
+    each_accel(release_one, c);
+    eta_in_shim--;
+}
+
+__attribute__((destructor)) static void release_owed_at_exit(void) { release_owed(); }
+
 /* The accelerated descriptors exec keeps (not FD_CLOEXEC), and connections
  * their listeners' stashes hold. Entries go to a mmap'd array. */
 static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
@@ -149,6 +192,7 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
     dti_t *d = atomic_load(&eta_tracked) ? eta_dti() : NULL;
     if (!d || eta_cfg.disabled || atomic_load(&eta_engine_dead) || !env_preloads_us(envp))
         return envp;
+    release_owed(); /* close-on-exec sockets end with this image; the rest carry on */
     uint32_t n = 0;
     size_t size = 0;
     eta_in_shim++;

@@ -32,7 +32,7 @@ passive_opens() {
 bg() {
     local name=$1 log=$2
     shift 2
-    start_bg "$name" env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
+    start_bg "$name" env ETA_LOG=${ETA_TEST_LOG:-fallback,accel} timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
 }
 
 for opts in ",nofork" ""; do
