@@ -281,6 +281,23 @@ dti_t *eta_dti(void)
     return atomic_load(&attach_state) == ATTACH_OK ? attachment : NULL;
 }
 
+/* The process the shim's memory belongs to: set at load and in every fork
+ * child. A vfork() child (CPython's subprocess, for one) runs in its
+ * parent's memory with a descriptor table of its own until it execs. */
+static pid_t memory_pid;
+
+bool eta_vfork_child(void)
+{
+    return getpid() != __atomic_load_n(&memory_pid, __ATOMIC_RELAXED);
+}
+
+dti_t *eta_dti_attached(void)
+{
+    if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
+        return NULL;
+    return __atomic_load_n(&attachment, __ATOMIC_ACQUIRE);
+}
+
 /* ---- re-attach: a PPE that comes back ----------------------------------- */
 
 /* After the PPE went, the next thread that calls into the shim where a new
@@ -543,6 +560,7 @@ static void fork_child_stats(bool joined)
  * are then orphans. */
 void eta_after_fork_child(void)
 {
+    __atomic_store_n(&memory_pid, getpid(), __ATOMIC_RELAXED);
     pthread_mutex_init(&attach_lock, NULL);
     pthread_mutex_init(&stats_lock, NULL);
     eta_fork_epoch++; /* per-process caches (epoll's inner set) are the parent's */
@@ -552,10 +570,11 @@ void eta_after_fork_child(void)
         return;
     }
     if (atomic_load(&attach_state) == ATTACH_OK && attachment) {
-        int cfd = dti_control_fd(attachment);
-        if (cfd >= 0) {
-            eta_fd_clear(cfd);
-            real_close(cfd);
+        int fds[32];
+        int n = dti_own_fds(attachment, fds, 32);
+        for (int i = 0; i < n && i < 32; i++) {
+            eta_fd_clear(fds[i]);
+            real_close(fds[i]);
         }
     }
     attachment = NULL;
@@ -720,6 +739,7 @@ void eta_fd_clear(int fd)
 
 __attribute__((constructor)) static void eta_constructor(void)
 {
+    memory_pid = getpid();
     eta_init();
     /* fork: the child joins the parent's PPE group. glibc runs these for
      * its internal forks too (daemon()); posix_spawn/system do not fork. */

@@ -94,11 +94,11 @@ static void release_one(int fd, struct eta_sock *s, void *arg)
  * holding such a socket is gone, sees bytes never taken and resets the
  * connection instead of finishing it (FIN) — inetd-style programs (cat under
  * socat's EXEC:...,nofork) exit without closing stdin and stdout. */
-static void release_owed(void)
+static void release_owed(bool may_make_context)
 {
-    if (!atomic_load(&eta_tracked) || atomic_load(&eta_engine_dead) || !eta_dti())
+    if (!atomic_load(&eta_tracked) || atomic_load(&eta_engine_dead) || !eta_dti_attached())
         return;
-    dti_ctx_t *c = eta_ctx();
+    dti_ctx_t *c = may_make_context ? eta_ctx() : eta_ctx_cached();
     if (!c)
         return;
     eta_in_shim++;
@@ -106,14 +106,89 @@ static void release_owed(void)
     eta_in_shim--;
 }
 
-__attribute__((destructor)) static void release_owed_at_exit(void) { release_owed(); }
+__attribute__((destructor)) static void release_owed_at_exit(void) { release_owed(true); }
+
+/* ---- a vfork() child's own descriptors ---------------------------------- */
+
+/* A vfork child (CPython's subprocess) shares the shim's memory with its
+ * parent, so its dup2()s and close()s leave the descriptor map alone
+ * (sock.c). What it did is noted here instead, for its exec to hand over the
+ * right sockets (subprocess.Popen(stdin=conn) dup2s the connection onto 0).
+ * Keyed by the child's pid: a later vfork child starts afresh. */
+#define VFORK_NOTES 32
+static struct {
+    pid_t pid;
+    unsigned n;
+    struct {
+        int fd;
+        struct eta_obj *o; /* NULL: not one of ours (closed, or another file) */
+    } d[VFORK_NOTES];
+} vfork_notes;
+
+static bool vfork_noted(int fd, struct eta_obj **o)
+{
+    if (vfork_notes.pid != getpid())
+        return false;
+    for (unsigned i = 0; i < vfork_notes.n; i++)
+        if (vfork_notes.d[i].fd == fd) {
+            *o = vfork_notes.d[i].o;
+            return true;
+        }
+    return false;
+}
+
+/* The object descriptor fd names in this process (a vfork child's notes first). */
+static struct eta_obj *obj_at(int fd)
+{
+    struct eta_obj *o;
+    return vfork_noted(fd, &o) ? o : eta_fd_peek(fd);
+}
+
+void eta_vfork_note(int fd, int from)
+{
+    pid_t me = getpid();
+    if (vfork_notes.pid != me) {
+        vfork_notes.n = 0;
+        vfork_notes.pid = me;
+    }
+    struct eta_obj *o = from >= 0 ? obj_at(from) : NULL;
+    for (unsigned i = 0; i < vfork_notes.n; i++)
+        if (vfork_notes.d[i].fd == fd) {
+            vfork_notes.d[i].o = o;
+            return;
+        }
+    if (vfork_notes.n < VFORK_NOTES)
+        vfork_notes.d[vfork_notes.n++].fd = fd, vfork_notes.d[vfork_notes.n - 1].o = o;
+}
 
 /* The accelerated descriptors exec keeps (not FD_CLOEXEC), and connections
  * their listeners' stashes hold. Entries go to a mmap'd array. */
+static bool keep_fd(int fd, struct eta_obj *o, struct eta_exec_entry *v, uint32_t *n, size_t cap)
+{
+    if (!o || o->kind != ETA_OBJ_SOCK)
+        return false;
+    struct eta_sock *s = (struct eta_sock *)o;
+    if (atomic_load(&s->state) != ETA_SOCK_ACCEL || s->generation != eta_generation || s->h == DTI_SOCK_INVALID)
+        return false;
+    int fl = real_fcntl(fd, F_GETFD);
+    struct stat st;
+    if (fl < 0 || (fl & FD_CLOEXEC) || *n + 1 + DTI_ACCEPT_MAX > cap || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return false;
+    fill_entry(&v[(*n)++], fd, s);
+    if (s->listening) {
+        dti_sock_t stashed[DTI_ACCEPT_MAX];
+        unsigned k = eta_stash_export(s, stashed, DTI_ACCEPT_MAX);
+        for (unsigned i = 0; i < k; i++)
+            v[(*n)++] = (struct eta_exec_entry){.fd = -1, .handle = stashed[i], .kind = ETA_EXEC_STASHED,
+                                                .listener_fd = fd};
+    }
+    return true;
+}
+
 static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
 {
     long tracked = atomic_load(&eta_tracked);
-    size_t cap = (size_t)(tracked > 0 ? tracked : 1) * (1 + DTI_ACCEPT_MAX);
+    size_t cap = (size_t)(tracked + VFORK_NOTES) * (1 + DTI_ACCEPT_MAX);
     size_t size = sizeof(struct eta_exec_entry) * cap;
     struct eta_exec_entry *v = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (v == MAP_FAILED)
@@ -125,24 +200,12 @@ static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
         if (!o)
             continue;
         seen++;
-        if (o->kind != ETA_OBJ_SOCK)
-            continue;
-        struct eta_sock *s = (struct eta_sock *)o;
-        if (atomic_load(&s->state) != ETA_SOCK_ACCEL || s->generation != eta_generation ||
-            s->h == DTI_SOCK_INVALID)
-            continue;
-        int fl = real_fcntl(fd, F_GETFD);
-        if (fl < 0 || (fl & FD_CLOEXEC) || n + 1 + DTI_ACCEPT_MAX > cap)
-            continue;
-        fill_entry(&v[n++], fd, s);
-        if (s->listening) {
-            dti_sock_t stashed[DTI_ACCEPT_MAX];
-            unsigned k = eta_stash_export(s, stashed, DTI_ACCEPT_MAX);
-            for (unsigned i = 0; i < k; i++)
-                v[n++] = (struct eta_exec_entry){.fd = -1, .handle = stashed[i], .kind = ETA_EXEC_STASHED,
-                                                 .listener_fd = fd};
-        }
+        keep_fd(fd, obj_at(fd), v, &n, cap);
     }
+    /* A vfork child's descriptors the map does not name (dup2 targets). */
+    for (unsigned i = 0; vfork_notes.pid == getpid() && i < vfork_notes.n; i++)
+        if (!eta_fd_peek(vfork_notes.d[i].fd))
+            keep_fd(vfork_notes.d[i].fd, vfork_notes.d[i].o, v, &n, cap);
     *n_out = n;
     *size_out = size;
     return v;
@@ -155,7 +218,7 @@ static void undo(struct exec_prep *p)
     int saved = errno;
     if (p->state_fd >= 0)
         real_close(p->state_fd);
-    dti_exec_abort(eta_dti(), &p->fds);
+    dti_exec_abort(eta_dti_attached(), &p->fds);
     if (p->envp)
         munmap(p->envp, p->envp_size);
     p->active = false;
@@ -189,10 +252,15 @@ static bool build_env(struct exec_prep *p, char *const envp[])
 static char *const *prepare(struct exec_prep *p, char *const envp[])
 {
     *p = (struct exec_prep){.state_fd = -1, .fds = {-1, -1, -1, -1}};
-    dti_t *d = atomic_load(&eta_tracked) ? eta_dti() : NULL;
+    /* Nothing here attaches or makes a context: in a vfork() child (Python's
+     * subprocess, for one) this runs in the parent's memory with the child's
+     * descriptor table, and either would leave the parent with descriptors
+     * it does not have. Everything made here is either handed to the new
+     * image or undone. */
+    dti_t *d = atomic_load(&eta_tracked) ? eta_dti_attached() : NULL;
     if (!d || eta_cfg.disabled || atomic_load(&eta_engine_dead) || !env_preloads_us(envp))
         return envp;
-    release_owed(); /* close-on-exec sockets end with this image; the rest carry on */
+    release_owed(false); /* close-on-exec sockets end with this image; the rest carry on */
     uint32_t n = 0;
     size_t size = 0;
     eta_in_shim++;

@@ -60,6 +60,12 @@ extern struct eta_preload_stats *eta_stats;
  * fork child before it attached). Attaches on first call. Never blocks for
  * long: one connect to the control socket. */
 dti_t *eta_dti(void);
+/* True in a vfork() child before it execs: the shim's memory is its
+ * parent's, the descriptor table its own, so wrappers that would change the
+ * descriptor table's map (close, dup) leave it alone. A system call. */
+bool eta_vfork_child(void);
+/* The attachment if there is one now; never attaches. */
+dti_t *eta_dti_attached(void);
 /* The calling thread's context, NULL when not attached (errno set). */
 dti_ctx_t *eta_ctx(void);
 /* Generation of the attachment: bumped in a fork child that could not join
@@ -302,6 +308,9 @@ void eta_stash_after_fork_child(void);
  * (ETA_EXEC_STATE), if any; warns once and goes on without them when the
  * handover is stale or forged. */
 void eta_exec_adopt(void);
+/* exec.c: in a vfork child, descriptor fd now names what `from` names (-1:
+ * nothing of ours: closed); its exec hands over what these notes say. */
+void eta_vfork_note(int fd, int from);
 /* core.c: makes d (adopted after exec) this process's attachment. */
 void eta_attach_adopted(dti_t *d);
 /* sock.c: listener s's stashed connections (copied), and one put back. */

@@ -961,6 +961,10 @@ ETA_EXPORT int close(int fd)
         return real_close(fd);
     if (o->kind == ETA_OBJ_INTERNAL && !eta_in_shim)
         return fail(EBADF); /* libdti's, not the program's */
+    if (eta_vfork_child()) {
+        eta_vfork_note(fd, -1); /* the parent's map and sockets stay the parent's */
+        return real_close(fd);
+    }
     /* Forget it before the kernel frees the number for reuse. */
     eta_fd_clear(fd);
     return real_close(fd);
@@ -970,7 +974,9 @@ ETA_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     if (atomic_load(&eta_tracked) == 0 || (flags & CLOSE_RANGE_CLOEXEC))
         return real_close_range(first, last, flags);
-    /* Close around libdti's descriptors, and forget the shim's entries. */
+    /* Close around libdti's descriptors, and forget the shim's entries
+     * (not in a vfork child: they are its parent's). */
+    const bool vfork_child = eta_vfork_child();
     unsigned hi = last < ETA_FD_MAX - 1 ? last : ETA_FD_MAX - 1;
     unsigned from = first;
     for (unsigned fd = first; fd <= hi && fd >= first; fd++) {
@@ -979,7 +985,7 @@ ETA_EXPORT int close_range(unsigned first, unsigned last, int flags)
             if (fd > from && real_close_range(from, fd - 1, flags) != 0)
                 return -1;
             from = fd + 1;
-        } else if (o) {
+        } else if (o && !vfork_child) {
             eta_fd_clear((int)fd);
         }
         if (fd == UINT32_MAX)
@@ -1032,6 +1038,10 @@ ETA_EXPORT int shutdown(int fd, int how)
 /* A new descriptor names the same object as the old one. */
 static int dup_result(int oldfd, int newfd)
 {
+    if (newfd >= 0 && atomic_load(&eta_tracked) && eta_vfork_child()) {
+        eta_vfork_note(newfd, oldfd); /* the map is its parent's */
+        return newfd;
+    }
     if (newfd < 0)
         return newfd;
     struct eta_obj *o = eta_fd_get(oldfd);

@@ -6,6 +6,7 @@ scenarios of run_exec_tests.py; prints OK when every check held.
              and a client across os.execv of itself; a connection whose server
              side is close-on-exec sees EOF; then it goes on serving
   exec_fail  os.execv of a path that does not exist: ENOENT, nothing changed
+  spawn      subprocess (vfork + exec) hands a connection to a child program
   plain      an accelerated echo (after a forged ETA_EXEC_STATE)
   client     PORT SIZE: sends SIZE bytes (seeded) to 10.9.0.1:PORT, reads
              the echo until EOF, compares
@@ -137,6 +138,53 @@ def exec_fail():
     print("OK", flush=True)
 
 
+def spawn():
+    """subprocess (vfork + execve in CPython) hands a connection to a child
+    program. The sockets are made on a worker thread, so the main thread that
+    spawns has no DTI context of its own: the exec in the vfork child must not
+    make one (it would live in the parent's memory with the child's
+    descriptors)."""
+    made = {}
+
+    def make():
+        l = socket.socket()
+        l.bind((PPE, 0))
+        l.listen(8)
+        c = socket.create_connection((PPE, l.getsockname()[1]))
+        s, _ = l.accept()
+        c.sendall(b"ping")
+        made.update(l=l, c=c, s=s)
+
+    t = threading.Thread(target=make)
+    t.start()
+    t.join(10)
+    c, s = made["c"], made["s"]
+    import subprocess
+    p = subprocess.run([sys.executable, __file__, "spawn_child", str(s.fileno())], pass_fds=[s.fileno()],
+                       timeout=30, capture_output=True, text=True)
+    check(p.returncode == 0 and "OK" in p.stdout, f"child: rc={p.returncode} {p.stdout!r} {p.stderr!r}")
+    check(recv_exact(c, 4) == b"pong", "the child's answer")  # the main thread waits here
+    echo_through(c, s, 100000, 10)
+    # inetd style: the connection as the child's stdin and stdout (dup2 in the vfork child).
+    c.sendall(b"ping")
+    p = subprocess.run([sys.executable, __file__, "spawn_child", "0"], stdin=s, stdout=s, stderr=subprocess.PIPE,
+                       timeout=30, text=True)
+    check(p.returncode == 0, f"stdio child: rc={p.returncode} {p.stderr!r}")
+    check(recv_exact(c, 6) == b"pongOK", "the stdio child's answer")
+    echo_through(c, s, 100000, 11)
+    print("OK", flush=True)
+
+
+def spawn_child(fd):
+    s = socket.socket(fileno=fd)
+    check(recv_exact(s, 4) == b"ping", "what arrived before the spawn")
+    s.sendall(b"pong")
+    if fd == 0:
+        s.sendall(b"OK")  # stdout is the connection itself
+    else:
+        print("OK", flush=True)  # exits without closing: the parent still holds it
+
+
 def plain():
     check("ETA_EXEC_STATE" not in os.environ, "ETA_EXEC_STATE left in the environment")
     l = socket.socket()
@@ -173,6 +221,10 @@ if __name__ == "__main__":
         self_exec_2(sys.argv[2], sys.argv[3])
     elif what == "exec_fail":
         exec_fail()
+    elif what == "spawn":
+        spawn()
+    elif what == "spawn_child":
+        spawn_child(int(sys.argv[2]))
     elif what == "plain":
         plain()
     elif what == "client":
