@@ -771,6 +771,9 @@ void EngineImpl::control(int id)
             exec_hold(me, m);
         } else if (m.type == DTI_CTL_HELLO) {
             me.pid = m.pid; // a fork child telling who it is (informational)
+            m.text[sizeof m.text - 1] = 0;
+            if (m.text[0])
+                me.name = m.text; // an exec'd image: its program's name
             // An exec'd image speaking for itself: it can be given no more.
             if (Member *p = member(me.exec_parent); p && p->exec_child == me.id)
                 p->exec_child = -1;

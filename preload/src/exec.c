@@ -163,7 +163,7 @@ void eta_vfork_note(int fd, int from)
 
 /* The accelerated descriptors exec keeps (not FD_CLOEXEC), and connections
  * their listeners' stashes hold. Entries go to a mmap'd array. */
-static bool keep_fd(int fd, struct eta_obj *o, struct eta_exec_entry *v, uint32_t *n, size_t cap)
+static bool keep_fd(int fd, struct eta_obj *o, struct eta_exec_entry *v, uint32_t *n, size_t cap, bool vfork)
 {
     if (!o || o->kind != ETA_OBJ_SOCK)
         return false;
@@ -175,7 +175,12 @@ static bool keep_fd(int fd, struct eta_obj *o, struct eta_exec_entry *v, uint32_
     if (fl < 0 || (fl & FD_CLOEXEC) || *n + 1 + DTI_ACCEPT_MAX > cap || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
         return false;
     fill_entry(&v[(*n)++], fd, s);
-    if (s->listening) {
+    if (s->listening && vfork) {
+        /* The parent lives on and keeps accepting on it: from now on both
+         * take one connection at a time (as after fork), and what its stash
+         * holds stays its own. */
+        eta_listeners_shared = true;
+    } else if (s->listening) {
         dti_sock_t stashed[DTI_ACCEPT_MAX];
         unsigned k = eta_stash_export(s, stashed, DTI_ACCEPT_MAX);
         for (unsigned i = 0; i < k; i++)
@@ -195,17 +200,18 @@ static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
         return NULL;
     uint32_t n = 0;
     long seen = 0;
+    const bool vfork = eta_vfork_child();
     for (int fd = 0; fd < ETA_FD_MAX && seen < tracked; fd++) {
         struct eta_obj *o = eta_fd_peek(fd);
         if (!o)
             continue;
         seen++;
-        keep_fd(fd, obj_at(fd), v, &n, cap);
+        keep_fd(fd, obj_at(fd), v, &n, cap, vfork);
     }
     /* A vfork child's descriptors the map does not name (dup2 targets). */
-    for (unsigned i = 0; vfork_notes.pid == getpid() && i < vfork_notes.n; i++)
+    for (unsigned i = 0; vfork && vfork_notes.pid == getpid() && i < vfork_notes.n; i++)
         if (!eta_fd_peek(vfork_notes.d[i].fd))
-            keep_fd(vfork_notes.d[i].fd, vfork_notes.d[i].o, v, &n, cap);
+            keep_fd(vfork_notes.d[i].fd, vfork_notes.d[i].o, v, &n, cap, vfork);
     *n_out = n;
     *size_out = size;
     return v;

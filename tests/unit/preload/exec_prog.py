@@ -172,6 +172,21 @@ def spawn():
     check(p.returncode == 0, f"stdio child: rc={p.returncode} {p.stderr!r}")
     check(recv_exact(c, 6) == b"pongOK", "the stdio child's answer")
     echo_through(c, s, 100000, 11)
+    # The listener too: the child accepts one connection on it, then the parent
+    # goes on accepting on it.
+    l = made["l"]
+    port = l.getsockname()[1]
+    child = subprocess.Popen([sys.executable, __file__, "accept_child", str(l.fileno())], pass_fds=[l.fileno()],
+                             stdout=subprocess.PIPE, text=True)
+    c1 = socket.create_connection((PPE, port))
+    c1.sendall(b"abc")
+    check(recv_exact(c1, 3) == b"xyz", "the child served a connection on the inherited listener")
+    out, _ = child.communicate(timeout=30)
+    check(child.returncode == 0 and "OK" in out, f"listener child: rc={child.returncode} {out!r}")
+    c2 = socket.create_connection((PPE, port))
+    l.settimeout(10)
+    a2, _ = l.accept()
+    echo_through(c2, a2, 1000, 12)
     print("OK", flush=True)
 
 
@@ -183,6 +198,16 @@ def spawn_child(fd):
         s.sendall(b"OK")  # stdout is the connection itself
     else:
         print("OK", flush=True)  # exits without closing: the parent still holds it
+
+
+def accept_child(fd):
+    l = socket.socket(fileno=fd)
+    l.settimeout(10)
+    a, _ = l.accept()
+    check(recv_exact(a, 3) == b"abc", "what the first client sent")
+    a.sendall(b"xyz")
+    a.close()
+    print("OK", flush=True)
 
 
 def plain():
@@ -223,6 +248,8 @@ if __name__ == "__main__":
         exec_fail()
     elif what == "spawn":
         spawn()
+    elif what == "accept_child":
+        accept_child(int(sys.argv[2]))
     elif what == "spawn_child":
         spawn_child(int(sys.argv[2]))
     elif what == "plain":
