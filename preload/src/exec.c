@@ -304,8 +304,12 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
             ETA_DEBUG("exec: the PPE gave the new image %d of %u sockets", rc, n);
         }
     } else {
-        ETA_DEBUG("exec: the PPE cannot take the new image into this group (%s): sockets arrive unconnected",
-                  dti_strerror(rc));
+        static _Atomic bool warned;
+        if (!atomic_exchange(&warned, true))
+            eta_log("warning: exec: %u accelerated socket%s cannot be handed to the new image (%s): %s "
+                    "there as unconnected kernel sockets", n, n == 1 ? "" : "s",
+                    rc == -EOPNOTSUPP ? "the PPE runs several engines" : dti_strerror(rc),
+                    n == 1 ? "it arrives" : "they arrive");
     }
     munmap(v, size);
     eta_in_shim--;
