@@ -453,6 +453,8 @@ static struct eta_sock *adopted_for(const struct eta_exec_entry *v, uint32_t upt
 static void adopt_entries(const struct eta_exec_entry *v, uint32_t n, unsigned *adopted, unsigned *refused)
 {
     dti_ctx_t *c = eta_ctx();
+    for (uint32_t i = 0; !c && i < n; i++)
+        *refused += v[i].kind == ETA_EXEC_SOCKET; /* no context: none can be used */
     for (uint32_t i = 0; c && i < n; i++) {
         if (v[i].kind != ETA_EXEC_SOCKET)
             continue;
