@@ -31,7 +31,16 @@ enum dti_ctl_type {
     DTI_CTL_FORK = 7,       /* app -> PPE: fd [the child's control socket]: a new
                                member of this app's group holding what the sender holds */
     DTI_CTL_FORKED = 8,     /* PPE -> app: the member exists (index: its id) */
+    DTI_CTL_EXEC = 9,       /* app -> PPE: fd [the new image's control socket]: a new member of
+                               this app's group holding only the handles listed (index: how many,
+                               text: up to DTI_CTL_HANDLES of them, each one the sender holds) */
+    DTI_CTL_EXEC_HOLD = 10, /* app -> PPE: more handles (index: count, text) for the member the
+                               sender's last EXEC made, before that member spoke (its HELLO) */
+    DTI_CTL_EXECED = 11,    /* PPE -> app: EXEC/EXEC_HOLD done (index: the member's id,
+                               status: how many of the handles listed it now holds) */
 };
+/* Handles one EXEC/EXEC_HOLD message carries in its text. */
+#define DTI_CTL_HANDLES 22u
 /* HELLO sent on a connection that is already a member (a fork child's) only
  * updates the pid shown by eta-stat; no reply. */
 

@@ -157,6 +157,10 @@ struct Member {
     std::vector<bool> holds;
     uint32_t held = 0;
     uint64_t ctx_mask = 0; // its queue pairs
+    // exec: the member this one's last EXEC made, which may still be given
+    // holds (EXEC_HOLD) until it speaks; and, on that member, who made it.
+    int exec_child = -1;
+    int exec_parent = -1;
 };
 
 // Whether the process that connected the control socket may bind ports
@@ -350,6 +354,10 @@ class EngineImpl final : public Engine {
     void fork_member(Member &parent, int child_fd);
     void learn_pid(Member &m, const ucred &cred);
     bool may_bind_privileged(Member &m);
+    void exec_member(Member &parent, int child_fd, const dti_ctl_msg &m);
+    void exec_hold(Member &parent, const dti_ctl_msg &m);
+    uint32_t grant_holds(Member &parent, Member &child, const dti_ctl_msg &m);
+    void answer_exec(Member &parent, const Member &child, uint32_t granted);
     void init_region(Attachment &a);
     void release_id(Attachment &a);
     void finalize(Attachment &a);
@@ -783,12 +791,17 @@ void EngineImpl::control(int id)
             if (passed >= 0)
                 close(passed);
             // Requests that wait for an answer get one: nobody hangs.
-            if (r == 1 && (m.type == DTI_CTL_FORK || m.type == DTI_CTL_OPEN_CTX))
+            if (r == 1 && (m.type == DTI_CTL_FORK || m.type == DTI_CTL_OPEN_CTX ||
+                           m.type == DTI_CTL_EXEC || m.type == DTI_CTL_EXEC_HOLD))
                 ctl::refuse(me.fd, DTI_E_BROKEN, "this application's shared region is broken");
             continue;
         }
         if (m.type == DTI_CTL_FORK) {
             fork_member(me, passed); // takes the fd
+            continue;
+        }
+        if (m.type == DTI_CTL_EXEC) {
+            exec_member(me, passed, m); // takes the fd
             continue;
         }
         if (passed >= 0)
@@ -827,14 +840,23 @@ void EngineImpl::control(int id)
             // thread's last send before it exits): run them, unanswered.
             drain_ctx(a, uint16_t(m.index), false);
             close_ctx(a, uint16_t(m.index));
+        } else if (m.type == DTI_CTL_EXEC_HOLD) {
+            exec_hold(me, m);
         } else if (m.type == DTI_CTL_HELLO) {
-            // A fork child telling who it is. What it writes is shown only
-            // while nothing better is known; the kernel's credentials
-            // (SO_PASSCRED, set at FORK) are trusted and replace it. A process
-            // that attached keeps its SO_PEERCRED pid.
+            // A fork child (or an exec'd image) telling who it is. What it
+            // writes is shown only while nothing better is known; the kernel's
+            // credentials (SO_PASSCRED, set at FORK) are trusted and replace it.
+            // A process that attached keeps its SO_PEERCRED pid.
             if (me.cred_pid == 0)
                 me.pid = m.pid;
             learn_pid(me, cred);
+            m.text[sizeof m.text - 1] = 0;
+            if (m.text[0])
+                me.name = m.text; // an exec'd image: its program's name
+            // An exec'd image speaking for itself: it can be given no more.
+            if (Member *p = member(me.exec_parent); p && p->exec_child == me.id)
+                p->exec_child = -1;
+            me.exec_parent = -1;
         }
     }
 }
@@ -983,6 +1005,102 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
     }
     stats_.forks++;
     joined_.push_back(child->id);
+}
+
+// EXEC: like FORK, but the new member (the process's image after exec())
+// holds only the sockets the request lists, each of which the sender must
+// hold: descriptors that are close-on-exec do not reach the new image, and
+// a forged handle grants nothing. More come with EXEC_HOLD until the new
+// member speaks. The answer says how many holds the member got.
+void EngineImpl::exec_member(Member &parent, int child_fd, const dti_ctl_msg &m)
+{
+    Attachment &a = group(parent);
+    int type = 0, domain = 0;
+    socklen_t tl = sizeof type, dl = sizeof domain;
+    if (child_fd < 0 || getsockopt(child_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+        getsockopt(child_fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 || type != SOCK_SEQPACKET ||
+        domain != AF_UNIX || m.index > DTI_CTL_HANDLES) {
+        if (child_fd >= 0)
+            close(child_fd);
+        stats_.rejected_commands++;
+        ctl::refuse(parent.fd, DTI_E_PROTOCOL, "EXEC needs a SOCK_SEQPACKET UNIX socket and at most " +
+                                                   std::to_string(DTI_CTL_HANDLES) + " handles");
+        return;
+    }
+    std::string why;
+    int err = 0;
+    Member *child = new_member(a, child_fd, &why, &err);
+    if (!child) {
+        close(child_fd);
+        ctl::refuse(parent.fd, err, why);
+        return;
+    }
+    drain_member(a, parent); // a close issued before exec counts
+    if (a.broken) {
+        release_member(*child);
+        ctl::refuse(parent.fd, DTI_E_BROKEN, "this application's shared region is broken");
+        return;
+    }
+    // As for FORK: the new image's HELLO carries its pid from the kernel, and
+    // privileged binds are checked against that process's capabilities then.
+    int on = 1;
+    setsockopt(child_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+    child->uid = parent.uid;
+    child->pid = parent.pid;
+    child->bind_service = parent.bind_service; // exec keeps the process (setuid images aside: see README)
+    child->unprivileged_port_start = parent.unprivileged_port_start;
+    child->name = parent.name;
+    child->exec_parent = parent.id;
+    parent.exec_child = child->id;
+    const int id = child->id;
+    answer_exec(parent, *child, grant_holds(parent, *child, m));
+    if (member(id) == child) { // the answer could be sent
+        stats_.forks++;
+        joined_.push_back(id);
+    }
+}
+
+void EngineImpl::exec_hold(Member &parent, const dti_ctl_msg &m)
+{
+    Member *child = member(parent.exec_child);
+    if (!child || child->exec_parent != parent.id || child->group != parent.group ||
+        m.index > DTI_CTL_HANDLES) {
+        stats_.rejected_commands++;
+        ctl::refuse(parent.fd, DTI_E_PROTOCOL, "EXEC_HOLD without a new member waiting for holds");
+        return;
+    }
+    drain_member(group(parent), parent);
+    answer_exec(parent, *child, grant_holds(parent, *child, m));
+}
+
+// Gives `child` a hold on each listed handle that `parent` holds.
+uint32_t EngineImpl::grant_holds(Member &parent, Member &child, const dti_ctl_msg &m)
+{
+    Attachment &a = group(parent);
+    uint32_t granted = 0;
+    for (uint32_t i = 0; i < m.index && i < DTI_CTL_HANDLES; i++) {
+        uint32_t h = 0, si = 0;
+        std::memcpy(&h, m.text + i * sizeof h, sizeof h);
+        if (slot_of(a, parent, h, &si)) {
+            take_hold(a, child, si);
+            granted++;
+        } else {
+            stats_.rejected_commands++;
+        }
+    }
+    return granted;
+}
+
+void EngineImpl::answer_exec(Member &parent, const Member &child, uint32_t granted)
+{
+    dti_ctl_msg o{};
+    o.magic = DTI_CTL_MAGIC;
+    o.type = DTI_CTL_EXECED;
+    o.abi_version = DTI_ABI_VERSION;
+    o.index = uint32_t(child.id);
+    o.status = int32_t(granted);
+    if (!ctl::send_msg(parent.fd, o, nullptr, 0))
+        leave(*members_[size_t(child.id)]);
 }
 
 // Aborts every socket of the region (a dead application's connections get a

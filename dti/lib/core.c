@@ -184,7 +184,11 @@ static int check_header(const struct dti_region_header *h, uint64_t size, char *
 
 static void destroy_tls_ctx(void *p);
 
-static int map_region(struct dti_attachment *d, int memfd, char *why, size_t wl)
+/* Maps the region the engine made (memfd) and the app-side socket state:
+ * `priv_fd` is that state's memfd when it exists already (an image adopting
+ * its sockets after exec), -1 to make it. Both descriptors are kept
+ * (close-on-exec) so that exec can hand them to the next image. */
+int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why, size_t wl)
 {
     struct stat st;
     if (fstat(memfd, &st) < 0 || st.st_size < (off_t)sizeof(struct dti_region_header)) {
@@ -209,10 +213,22 @@ static int map_region(struct dti_attachment *d, int memfd, char *why, size_t wl)
     d->data_stride = h->data_stride;
     d->limits = (struct dti_limits){h->max_contexts, h->max_sockets, h->cmdq_entries, h->evq_entries,
                                     h->rx_ring_size, h->tx_ring_size, h->pool_size, h->region_size};
-    /* Shared, so that processes forked from this one see the same ring
-     * positions (zero-filled by the kernel). */
-    void *priv = mmap(NULL, sizeof(struct dti_sock_priv) * h->max_sockets, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    /* Shared, so that processes forked from this one (and the image an exec
+     * starts) see the same ring positions (zero-filled by the kernel). */
+    const size_t priv_size = sizeof(struct dti_sock_priv) * h->max_sockets;
+    if (priv_fd < 0) {
+        priv_fd = memfd_create("dti-sock-state", MFD_CLOEXEC);
+        if (priv_fd >= 0 && ftruncate(priv_fd, (off_t)priv_size) < 0) {
+            close(priv_fd);
+            priv_fd = -1;
+        }
+    } else if (fstat(priv_fd, &st) < 0 || (uint64_t)st.st_size != priv_size) {
+        say(why, wl, "the socket state handed over at exec does not fit the region");
+        return -DTI_E_PROTOCOL;
+    }
+    void *priv = priv_fd < 0 ? MAP_FAILED
+                             : mmap(NULL, priv_size, PROT_READ | PROT_WRITE, MAP_SHARED, priv_fd, 0);
+    d->priv_fd = priv_fd;
     d->priv = priv == MAP_FAILED ? NULL : priv;
     d->closed_gen = calloc(h->max_sockets, sizeof(uint32_t));
     d->pool_blocks = (uint32_t)(h->pool_size / DTI_POOL_BLOCK);
@@ -284,9 +300,8 @@ int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, 
     d->engine = engine;
     *n_engines = r.n_engines;
     d->doorbell_fd = fds[1];
-    rc = map_region(d, fds[0], why, wl);
-    close(fds[0]);
-    return rc;
+    d->region_fd = fds[0];
+    return dti__map_region(d, fds[0], -1, why, wl);
 }
 
 int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl)
@@ -326,7 +341,7 @@ int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_
     struct dti_attachment *d = calloc(1, sizeof *d);
     if (!d)
         return -ENOMEM;
-    d->ctl_fd = d->doorbell_fd = d->fork_fd = -1;
+    d->ctl_fd = d->doorbell_fd = d->fork_fd = d->region_fd = d->priv_fd = -1;
     d->n_links = 1;
     d->links[0] = d;
     pthread_mutex_init(&d->lock, NULL);
@@ -364,6 +379,10 @@ void dti_detach(dti_t *d)
         close(d->ctl_fd);
     if (d->doorbell_fd >= 0)
         close(d->doorbell_fd);
+    if (d->region_fd >= 0)
+        close(d->region_fd);
+    if (d->priv_fd >= 0)
+        close(d->priv_fd);
     if (d->priv)
         munmap(d->priv, sizeof(struct dti_sock_priv) * d->limits.max_sockets);
     free(d->closed_gen);
@@ -402,6 +421,8 @@ static void retire_link(struct dti_attachment *l)
     close_fd(&l->ctl_fd);
     close_fd(&l->doorbell_fd);
     close_fd(&l->fork_fd);
+    close_fd(&l->region_fd);
+    close_fd(&l->priv_fd);
     unpin(l->base, l->size);
     if (l->priv)
         unpin(l->priv, sizeof(struct dti_sock_priv) * l->limits.max_sockets);
@@ -932,3 +953,14 @@ int dti_wait(dti_ctx_t *c, int timeout_ms)
         return -dti__dead_reason(c);
     return r;
 }
+
+/* For exec.c: the control protocol's helpers. */
+void dti__init_tls(struct dti_attachment *d)
+{
+    if (pthread_key_create(&d->tls_key, destroy_tls_ctx) == 0)
+        d->tls_key_ok = true;
+}
+int dti__ctl_send(int fd, const struct dti_ctl_msg *m) { return ctl_send(fd, m); }
+int dti__ctl_send_fd(int fd, const struct dti_ctl_msg *m, int pass) { return ctl_send_fd(fd, m, pass); }
+int dti__ctl_recv(int fd, struct dti_ctl_msg *m, int *fds, int max_fds) { return ctl_recv(fd, m, fds, max_fds); }
+void dti__mark_dead(struct dti_attachment *d, int reason) { mark_dead(d, reason); }

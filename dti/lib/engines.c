@@ -28,7 +28,7 @@ int dti__attach_links(struct dti_attachment *d, const char *path, const char *na
         struct dti_attachment *l = calloc(1, sizeof *l);
         if (!l)
             return -ENOMEM;
-        l->ctl_fd = l->doorbell_fd = l->fork_fd = -1;
+        l->ctl_fd = l->doorbell_fd = l->fork_fd = l->region_fd = l->priv_fd = -1;
         pthread_mutex_init(&l->lock, NULL);
         d->links[e] = l;
         d->n_links = e + 1;

@@ -151,6 +151,8 @@ struct dti_attachment {
     uint32_t pool_blocks;
     int fork_fd;            /* between dti_fork_prepare() and parent/child: the child's connection */
     int fork_rc;            /* what dti_fork_prepare() returned */
+    int region_fd;          /* the region's memfd (close-on-exec; exec hands it on) */
+    int priv_fd;            /* the memfd behind `priv` (likewise) */
     /* Several engines: the application's dti_t is the link to engine 0 and
      * holds a link (an attachment of its own: region, control connection,
      * doorbell) to every engine; links[0] is itself. A link's own n_links
@@ -168,6 +170,12 @@ struct dti_attachment {
 #pragma GCC visibility push(hidden)
 
 /* core.c */
+int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why, size_t wl);
+int dti__ctl_send(int fd, const struct dti_ctl_msg *m);
+int dti__ctl_send_fd(int fd, const struct dti_ctl_msg *m, int pass);
+int dti__ctl_recv(int fd, struct dti_ctl_msg *m, int *fds, int max_fds);
+void dti__mark_dead(struct dti_attachment *d, int reason);
+void dti__init_tls(struct dti_attachment *d);
 bool dti__check_alive(struct dti_attachment *d, bool allow_syscall);
 int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl);
 int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, uint32_t *n_engines,

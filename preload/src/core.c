@@ -228,6 +228,15 @@ static int attach_ppe(dti_t **d, char *why, size_t wl)
     return rc;
 }
 
+static void mark_internal(int cfd);
+static void mark_internal_all(dti_t *d)
+{
+    int fds[32];
+    int n = dti_own_fds(d, fds, (int)(sizeof fds / sizeof fds[0]));
+    for (int i = 0; i < n && i < (int)(sizeof fds / sizeof fds[0]); i++)
+        mark_internal(fds[i]);
+}
+
 static void attach_locked(void)
 {
     char why[256] = "";
@@ -245,11 +254,7 @@ static void attach_locked(void)
     attachment = d;
     /* libdti's own descriptors are not the program's: close() on them is
      * refused so a program closing "all" its descriptors cannot cut us off. */
-    int cfd = dti_control_fd(d);
-    if (cfd >= 0 && eta_fd_in_range(cfd)) {
-        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
-        eta_fd_set(cfd, &internal);
-    }
+    mark_internal_all(d);
     load_net();
     eta_stats->attached = 1;
     ETA_DEBUG("attached to the PPE at %s", eta_cfg.socket_path);
@@ -274,6 +279,23 @@ dti_t *eta_dti(void)
     }
     pthread_mutex_unlock(&attach_lock);
     return atomic_load(&attach_state) == ATTACH_OK ? attachment : NULL;
+}
+
+/* The process the shim's memory belongs to: set at load and in every fork
+ * child. A vfork() child (CPython's subprocess, for one) runs in its
+ * parent's memory with a descriptor table of its own until it execs. */
+static pid_t memory_pid;
+
+bool eta_vfork_child(void)
+{
+    return getpid() != __atomic_load_n(&memory_pid, __ATOMIC_RELAXED);
+}
+
+dti_t *eta_dti_attached(void)
+{
+    if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
+        return NULL;
+    return __atomic_load_n(&attachment, __ATOMIC_ACQUIRE);
 }
 
 /* ---- re-attach: a PPE that comes back ----------------------------------- */
@@ -341,7 +363,7 @@ static bool reattach_locked(void)
      * (tls_ctx_owner) and epoll's inner sets see a new owner and context. */
     eta_generation++;
     eta_hmap_clear();
-    mark_internal(dti_control_fd(d));
+    mark_internal_all(d);
     __atomic_store_n(&attachment, d, __ATOMIC_RELEASE);
     /* Per-process caches go stale as after a fork: the contexts cached per
      * thread for the data path (eta_ctx_cached()), epoll's inner sets and
@@ -350,9 +372,10 @@ static bool reattach_locked(void)
     atomic_store(&eta_engine_dead, false);
     eta_stats->attached = 1;
     eta_stats->reattaches++;
-    int old_cfd = dti_control_fd(old);
-    if (old_cfd >= 0)
-        eta_fd_clear(old_cfd); /* the number is about to be free for the program */
+    int old_fds[32];
+    int n_old = dti_own_fds(old, old_fds, (int)(sizeof old_fds / sizeof old_fds[0]));
+    for (int i = 0; i < n_old && i < (int)(sizeof old_fds / sizeof old_fds[0]); i++)
+        eta_fd_clear(old_fds[i]); /* the numbers are about to be free for the program */
     eta_in_shim++;
     dti_retire(old); /* its memory and descriptors; threads may still hold its contexts */
     eta_in_shim--;
@@ -377,6 +400,23 @@ bool eta_reattach_try(void)
     bool ok = reattach_locked();
     pthread_mutex_unlock(&attach_lock);
     return ok;
+}
+
+/* The constructor adopting the sockets an exec handed over: d is the
+ * attachment from here on, as if eta_dti() had made it. */
+void eta_attach_adopted(dti_t *d)
+{
+    pthread_mutex_lock(&attach_lock);
+    pthread_mutex_lock(&stats_lock);
+    if (!stats_file[0])
+        stats_publish();
+    pthread_mutex_unlock(&stats_lock);
+    attachment = d;
+    mark_internal_all(d);
+    load_net();
+    eta_stats->attached = 1;
+    atomic_store(&attach_state, ATTACH_OK);
+    pthread_mutex_unlock(&attach_lock);
 }
 
 bool eta_ppe_usable(void)
@@ -520,6 +560,7 @@ static void fork_child_stats(bool joined)
  * are then orphans. */
 void eta_after_fork_child(void)
 {
+    __atomic_store_n(&memory_pid, getpid(), __ATOMIC_RELAXED);
     pthread_mutex_init(&attach_lock, NULL);
     pthread_mutex_init(&stats_lock, NULL);
     eta_fork_epoch++; /* per-process caches (epoll's inner set) are the parent's */
@@ -529,10 +570,11 @@ void eta_after_fork_child(void)
         return;
     }
     if (atomic_load(&attach_state) == ATTACH_OK && attachment) {
-        int cfd = dti_control_fd(attachment);
-        if (cfd >= 0) {
-            eta_fd_clear(cfd);
-            real_close(cfd);
+        int fds[32];
+        int n = dti_own_fds(attachment, fds, 32);
+        for (int i = 0; i < n && i < 32; i++) {
+            eta_fd_clear(fds[i]);
+            real_close(fds[i]);
         }
     }
     attachment = NULL;
@@ -697,10 +739,13 @@ void eta_fd_clear(int fd)
 
 __attribute__((constructor)) static void eta_constructor(void)
 {
+    memory_pid = getpid();
     eta_init();
     /* fork: the child joins the parent's PPE group. glibc runs these for
      * its internal forks too (daemon()); posix_spawn/system do not fork. */
     pthread_atfork(fork_prepare, fork_parent, eta_after_fork_child);
+    /* exec: the previous image's sockets, when it handed them over. */
+    eta_exec_adopt();
     /* ETA_REQUIRE: fail at start, not at the first socket. */
     if (eta_cfg.require && !eta_cfg.disabled)
         (void)eta_dti();

@@ -115,6 +115,17 @@ static int raw_epoll_pwait2(int e, struct epoll_event *ev, int n, const struct t
     return (int)syscall(SYS_epoll_pwait2, e, ev, n, t, m, _NSIG / 8);
 }
 static pid_t raw_fork(void) { return (pid_t)syscall(SYS_fork); }
+static int raw_execve(const char *p, char *const a[], char *const e[]) { return (int)syscall(SYS_execve, p, a, e); }
+static int raw_execveat(int d, const char *p, char *const a[], char *const e[], int fl)
+{
+    return (int)syscall(SYS_execveat, d, p, a, e, fl);
+}
+static int raw_fexecve(int fd, char *const a[], char *const e[]) { return raw_execveat(fd, "", a, e, AT_EMPTY_PATH); }
+/* No system call searches PATH; only used while dlsym itself runs. */
+static int raw_execvpe(const char *f, char *const a[], char *const e[])
+{
+    return strchr(f, '/') ? raw_execve(f, a, e) : (errno = ENOSYS, -1);
+}
 
 /* ISO C gives no conversion from a data pointer to a function pointer; copy
  * the representation, as POSIX guarantees dlsym's result may be used so. */

@@ -66,7 +66,11 @@
     X(int, epoll_wait, (int, struct epoll_event *, int, int))                        \
     X(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *))     \
     X(int, epoll_pwait2, (int, struct epoll_event *, int, const struct timespec *, const sigset_t *)) \
-    X(pid_t, fork, (void))
+    X(pid_t, fork, (void))                                                           \
+    X(int, execve, (const char *, char *const[], char *const[]))                     \
+    X(int, execvpe, (const char *, char *const[], char *const[]))                    \
+    X(int, fexecve, (int, char *const[], char *const[]))                             \
+    X(int, execveat, (int, const char *, char *const[], char *const[], int))
 
 #define ETA_REAL_DECLARE(ret, name, params) \
     typedef ret(*eta_real_##name##_fn) params; \

@@ -60,6 +60,12 @@ extern struct eta_preload_stats *eta_stats;
  * fork child before it attached). Attaches on first call. Never blocks for
  * long: one connect to the control socket. */
 dti_t *eta_dti(void);
+/* True in a vfork() child before it execs: the shim's memory is its
+ * parent's, the descriptor table its own, so wrappers that would change the
+ * descriptor table's map (close, dup) leave it alone. A system call. */
+bool eta_vfork_child(void);
+/* The attachment if there is one now; never attaches. */
+dti_t *eta_dti_attached(void);
 /* The calling thread's context, NULL when not attached (errno set). */
 dti_ctx_t *eta_ctx(void);
 /* Generation of the attachment: bumped in a fork child that could not join
@@ -325,6 +331,22 @@ void eta_after_fork_child(void);
 extern bool eta_listeners_shared;
 /* Child, after joining: drops its holds on the parent's stashed connections. */
 void eta_stash_after_fork_child(void);
+
+/* ---- exec (exec.c) ------------------------------------------------------- */
+/* In the constructor: adopts the sockets the previous image handed over
+ * (ETA_EXEC_STATE), if any; warns once and goes on without them when the
+ * handover is stale or forged. */
+void eta_exec_adopt(void);
+/* exec.c: in a vfork child, descriptor fd now names what `from` names (-1:
+ * nothing of ours: closed); its exec hands over what these notes say. */
+void eta_vfork_note(int fd, int from);
+/* core.c: makes d (adopted after exec) this process's attachment. */
+void eta_attach_adopted(dti_t *d);
+/* sock.c: listener s's stashed connections (copied), and one put back. */
+unsigned eta_stash_export(struct eta_sock *s, dti_sock_t *out, unsigned max);
+bool eta_stash_import(struct eta_sock *s, dti_sock_t h);
+/* wait.c */
+void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
 
 /* ---- epoll ------------------------------------------------------------- */
 struct eta_epoll;

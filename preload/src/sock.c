@@ -446,6 +446,33 @@ void eta_stash_forget(struct eta_sock *s)
     stash_unlock(st);
 }
 
+/* exec: the connections listener s's stash holds (copied, not taken), and
+ * putting one back in the new image. */
+unsigned eta_stash_export(struct eta_sock *s, dti_sock_t *out, unsigned max)
+{
+    struct stash *st = stash_of(s);
+    unsigned n = 0;
+    stash_lock(st);
+    for (unsigned i = 0; i + 1 < st->n && n < max; i += 2)
+        if (st->h[i] == s->h)
+            out[n++] = st->h[i + 1];
+    stash_unlock(st);
+    return n;
+}
+
+bool eta_stash_import(struct eta_sock *s, dti_sock_t h)
+{
+    struct stash *st = stash_of(s);
+    stash_lock(st);
+    bool room = st->n + 2 <= DTI_ACCEPT_MAX;
+    if (room) {
+        st->h[st->n++] = s->h;
+        st->h[st->n++] = h;
+    }
+    stash_unlock(st);
+    return room;
+}
+
 /* Connections the PPE already handed to this process for listener s that
  * accept has not returned yet. They are invisible in the socket table's
  * accept_ready, so readiness (poll, epoll, select) must count them: a server
@@ -934,6 +961,10 @@ ETA_EXPORT int close(int fd)
         return real_close(fd);
     if (o->kind == ETA_OBJ_INTERNAL && !eta_in_shim)
         return fail(EBADF); /* libdti's, not the program's */
+    if (eta_vfork_child()) {
+        eta_vfork_note(fd, -1); /* the parent's map and sockets stay the parent's */
+        return real_close(fd);
+    }
     /* Forget it before the kernel frees the number for reuse. */
     eta_fd_clear(fd);
     return real_close(fd);
@@ -943,7 +974,9 @@ ETA_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     if (atomic_load(&eta_tracked) == 0 || (flags & CLOSE_RANGE_CLOEXEC))
         return real_close_range(first, last, flags);
-    /* Close around libdti's descriptors, and forget the shim's entries. */
+    /* Close around libdti's descriptors, and forget the shim's entries
+     * (not in a vfork child: they are its parent's). */
+    const bool vfork_child = eta_vfork_child();
     unsigned hi = last < ETA_FD_MAX - 1 ? last : ETA_FD_MAX - 1;
     unsigned from = first;
     for (unsigned fd = first; fd <= hi && fd >= first; fd++) {
@@ -952,7 +985,7 @@ ETA_EXPORT int close_range(unsigned first, unsigned last, int flags)
             if (fd > from && real_close_range(from, fd - 1, flags) != 0)
                 return -1;
             from = fd + 1;
-        } else if (o) {
+        } else if (o && !vfork_child) {
             eta_fd_clear((int)fd);
         }
         if (fd == UINT32_MAX)
@@ -1005,6 +1038,10 @@ ETA_EXPORT int shutdown(int fd, int how)
 /* A new descriptor names the same object as the old one. */
 static int dup_result(int oldfd, int newfd)
 {
+    if (newfd >= 0 && atomic_load(&eta_tracked) && eta_vfork_child()) {
+        eta_vfork_note(newfd, oldfd); /* the map is its parent's */
+        return newfd;
+    }
     if (newfd < 0)
         return newfd;
     struct eta_obj *o = eta_fd_get(oldfd);

@@ -64,7 +64,7 @@ extern "C" {
 
 /* ABI version of the shared region and the control protocol. An engine and a
  * libdti of different versions refuse to attach (DTI_E_VERSION). */
-#define DTI_ABI_VERSION 3u
+#define DTI_ABI_VERSION 4u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -203,6 +203,36 @@ void dti_get_limits(const dti_t *d, struct dti_limits *out);
 int dti_fork_prepare(dti_t *d);
 void dti_fork_parent(dti_t *d);
 int dti_fork_child(dti_t *d);
+
+/* ---- exec ---------------------------------------------------------------
+ * Sockets can outlive exec(), as kernel sockets do. Just before it:
+ *   dti_exec_prepare(d, keep, n, &fds)  a round trip (or one per 22 handles)
+ *       that makes the image exec will start a member of this process's group
+ *       holding the n sockets listed (each must be one this process holds:
+ *       the PPE grants nothing else), and fills fds with what that image
+ *       needs: its control connection, the region, the app-side socket state
+ *       (ring positions) and the doorbell, all made inheritable (FD_CLOEXEC
+ *       cleared). Returns how many of the n the member holds, or an error
+ *       (nothing to undo then). One engine only: -EOPNOTSUPP on several.
+ *   dti_exec_abort(d, &fds)  when exec() failed: the member goes (its control
+ *       connection is closed), the process's own descriptors are close-on-exec
+ *       again. The sockets stay this process's.
+ * In the new image, dti_adopt_exec(&fds, &d, why, len) builds the dti_t from
+ * them (validating each: a forged or stale set gives an error and touches
+ * nothing else); every socket handle the old image held and listed works
+ * unchanged, with the data that arrived before and during the exec. The old
+ * image's membership ends with its control connection (close-on-exec). */
+struct dti_exec_fds {
+    int ctl_fd, region_fd, priv_fd, doorbell_fd;
+};
+int dti_exec_prepare(dti_t *d, const dti_sock_t *keep, unsigned n, struct dti_exec_fds *out);
+void dti_exec_abort(dti_t *d, const struct dti_exec_fds *fds);
+int dti_adopt_exec(const struct dti_exec_fds *fds, dti_t **out, char *why, size_t why_len);
+/* libdti's own descriptors of this attachment (control connections,
+ * doorbells, region and state memfds of every engine): up to max of them in
+ * fds; returns how many there are. A program's "close everything" must spare
+ * them. */
+int dti_own_fds(dti_t *d, int *fds, int max);
 
 /* ---- contexts (one per thread) ----------------------------------------- */
 

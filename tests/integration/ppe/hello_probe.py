@@ -14,7 +14,7 @@ engine = 0xFFFFFFFF if want == "any" else int(want)
 # index, pid, region_size, engine, n_engines, text[88]; 128 bytes.
 FMT = "<IIIiIIQII88s"
 MAGIC, HELLO, WELCOME, REFUSED = 0x4C544344, 1, 2, 3
-ABI = 3  # DTI_ABI_VERSION (dti/include/dti/dti.h)
+ABI = 4  # DTI_ABI_VERSION (dti/include/dti/dti.h)
 assert struct.calcsize(FMT) == 128
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.settimeout(5)

@@ -1,0 +1,543 @@
+/* exec: accelerated sockets that are not close-on-exec outlive exec(), as
+ * kernel sockets do (inetd-style launchers, socat EXEC:, CGI, a server that
+ * re-executes itself).
+ *
+ * Before the exec, the wrappers below make the new image a member of this
+ * process's group in the PPE holding exactly those sockets
+ * (dti_exec_prepare) and write a handover into an inheritable memfd named by
+ * ETA_EXEC_STATE=<fd> in the new environment: libdti's descriptors, and per
+ * descriptor its socket handle and what the shim keeps privately (listening,
+ * non-blocking, hybrid, timeouts...). The shim of the new image reads it once
+ * in its constructor (eta_exec_adopt), removes the variable, and adopts. If
+ * exec fails, everything is undone and the error returned unchanged. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exec_state.h"
+#include "shim.h"
+
+extern char **environ;
+
+/* ---- the old image: before exec ----------------------------------------- */
+
+struct exec_prep {
+    bool active;
+    int state_fd;
+    struct dti_exec_fds fds;
+    char **envp;      /* the environment handed to exec (mmap'd) */
+    size_t envp_size;
+    char var[48];     /* "ETA_EXEC_STATE=<fd>" */
+};
+
+/* The new image will load the shim only if its environment says so. */
+static bool env_preloads_us(char *const envp[])
+{
+    for (size_t i = 0; envp && envp[i]; i++)
+        if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0)
+            return strstr(envp[i] + 11, "libeta-preload") != NULL;
+    return false;
+}
+
+static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
+{
+    *e = (struct eta_exec_entry){.fd = fd, .handle = s->h, .kind = ETA_EXEC_SOCKET, .listener_fd = -1};
+    e->flags = (s->listening ? ETA_EXEC_LISTENING : 0) | (atomic_load(&s->nonblock) ? ETA_EXEC_NONBLOCK : 0) |
+               (s->hybrid ? ETA_EXEC_HYBRID : 0) | (s->v6 ? ETA_EXEC_V6 : 0) |
+               (s->bound_kernel ? ETA_EXEC_BOUND_KERNEL : 0) |
+               (s->connect_started ? ETA_EXEC_CONNECT_STARTED : 0) |
+               (s->connect_reported ? ETA_EXEC_CONNECT_REPORTED : 0) |
+               (atomic_load(&s->shut_wr) ? ETA_EXEC_SHUT_WR : 0) |
+               (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0);
+    e->backlog = s->backlog;
+    e->pending_error = atomic_load(&s->pending_error);
+    e->rcvtimeo_ms = s->rcvtimeo_ms;
+    e->sndtimeo_ms = s->sndtimeo_ms;
+    e->local_ip = s->local.ip;
+    e->local_port = s->local.port;
+    e->kernel_port = s->kernel_port;
+}
+
+/* Calls fn for every descriptor naming an accelerated socket of the current
+ * attachment (not an orphan of a parent's, not one of a PPE that went). */
+static void each_accel(void (*fn)(int fd, struct eta_sock *s, void *arg), void *arg)
+{
+    long tracked = atomic_load(&eta_tracked), seen = 0;
+    for (int fd = 0; fd < ETA_FD_MAX && seen < tracked; fd++) {
+        struct eta_obj *o = eta_fd_peek(fd);
+        if (!o)
+            continue;
+        seen++;
+        struct eta_sock *s = (struct eta_sock *)o;
+        if (o->kind == ETA_OBJ_SOCK && atomic_load(&s->state) == ETA_SOCK_ACCEL &&
+            s->generation == eta_generation && s->h != DTI_SOCK_INVALID)
+            fn(fd, s, arg);
+    }
+}
+
+static void release_one(int fd, struct eta_sock *s, void *arg)
+{
+    (void)fd;
+    dti_recv_flush(arg, s->h);
+}
+
+/* libdti tells the engine of consumed receive bytes in batches. A process
+ * that leaves without closing its sockets (exit, or an exec where some are
+ * close-on-exec) tells it first: otherwise the engine, when the last process
+ * holding such a socket is gone, sees bytes never taken and resets the
+ * connection instead of finishing it (FIN) — inetd-style programs (cat under
+ * socat's EXEC:...,nofork) exit without closing stdin and stdout. */
+static void release_owed(bool may_make_context)
+{
+    if (!atomic_load(&eta_tracked) || atomic_load(&eta_engine_dead) || !eta_dti_attached())
+        return;
+    dti_ctx_t *c = may_make_context ? eta_ctx() : eta_ctx_cached();
+    if (!c)
+        return;
+    eta_in_shim++;
+    each_accel(release_one, c);
+    eta_in_shim--;
+}
+
+__attribute__((destructor)) static void release_owed_at_exit(void) { release_owed(true); }
+
+/* ---- a vfork() child's own descriptors ---------------------------------- */
+
+/* A vfork child (CPython's subprocess) shares the shim's memory with its
+ * parent, so its dup2()s and close()s leave the descriptor map alone
+ * (sock.c). What it did is noted here instead, for its exec to hand over the
+ * right sockets (subprocess.Popen(stdin=conn) dup2s the connection onto 0).
+ * Keyed by the child's pid: a later vfork child starts afresh. */
+#define VFORK_NOTES 32
+static struct {
+    pid_t pid;
+    unsigned n;
+    struct {
+        int fd;
+        struct eta_obj *o; /* NULL: not one of ours (closed, or another file) */
+    } d[VFORK_NOTES];
+} vfork_notes;
+
+static bool vfork_noted(int fd, struct eta_obj **o)
+{
+    if (vfork_notes.pid != getpid())
+        return false;
+    for (unsigned i = 0; i < vfork_notes.n; i++)
+        if (vfork_notes.d[i].fd == fd) {
+            *o = vfork_notes.d[i].o;
+            return true;
+        }
+    return false;
+}
+
+/* The object descriptor fd names in this process (a vfork child's notes first). */
+static struct eta_obj *obj_at(int fd)
+{
+    struct eta_obj *o;
+    return vfork_noted(fd, &o) ? o : eta_fd_peek(fd);
+}
+
+void eta_vfork_note(int fd, int from)
+{
+    pid_t me = getpid();
+    if (vfork_notes.pid != me) {
+        vfork_notes.n = 0;
+        vfork_notes.pid = me;
+    }
+    struct eta_obj *o = from >= 0 ? obj_at(from) : NULL;
+    for (unsigned i = 0; i < vfork_notes.n; i++)
+        if (vfork_notes.d[i].fd == fd) {
+            vfork_notes.d[i].o = o;
+            return;
+        }
+    if (vfork_notes.n < VFORK_NOTES)
+        vfork_notes.d[vfork_notes.n++].fd = fd, vfork_notes.d[vfork_notes.n - 1].o = o;
+}
+
+/* The accelerated descriptors exec keeps (not FD_CLOEXEC), and connections
+ * their listeners' stashes hold. Entries go to a mmap'd array. */
+static bool keep_fd(int fd, struct eta_obj *o, struct eta_exec_entry *v, uint32_t *n, size_t cap, bool vfork)
+{
+    if (!o || o->kind != ETA_OBJ_SOCK)
+        return false;
+    struct eta_sock *s = (struct eta_sock *)o;
+    if (atomic_load(&s->state) != ETA_SOCK_ACCEL || s->generation != eta_generation || s->h == DTI_SOCK_INVALID)
+        return false;
+    int fl = real_fcntl(fd, F_GETFD);
+    struct stat st;
+    if (fl < 0 || (fl & FD_CLOEXEC) || *n + 1 + DTI_ACCEPT_MAX > cap || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return false;
+    fill_entry(&v[(*n)++], fd, s);
+    if (s->listening && vfork) {
+        /* The parent lives on and keeps accepting on it: from now on both
+         * take one connection at a time (as after fork), and what its stash
+         * holds stays its own. */
+        eta_listeners_shared = true;
+    } else if (s->listening) {
+        dti_sock_t stashed[DTI_ACCEPT_MAX];
+        unsigned k = eta_stash_export(s, stashed, DTI_ACCEPT_MAX);
+        for (unsigned i = 0; i < k; i++)
+            v[(*n)++] = (struct eta_exec_entry){.fd = -1, .handle = stashed[i], .kind = ETA_EXEC_STASHED,
+                                                .listener_fd = fd};
+    }
+    return true;
+}
+
+static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
+{
+    long tracked = atomic_load(&eta_tracked);
+    size_t cap = (size_t)(tracked + VFORK_NOTES) * (1 + DTI_ACCEPT_MAX);
+    size_t size = sizeof(struct eta_exec_entry) * cap;
+    struct eta_exec_entry *v = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (v == MAP_FAILED)
+        return NULL;
+    uint32_t n = 0;
+    long seen = 0;
+    const bool vfork = eta_vfork_child();
+    for (int fd = 0; fd < ETA_FD_MAX && seen < tracked; fd++) {
+        struct eta_obj *o = eta_fd_peek(fd);
+        if (!o)
+            continue;
+        seen++;
+        keep_fd(fd, obj_at(fd), v, &n, cap, vfork);
+    }
+    /* A vfork child's descriptors the map does not name (dup2 targets). */
+    for (unsigned i = 0; vfork && vfork_notes.pid == getpid() && i < vfork_notes.n; i++)
+        if (!eta_fd_peek(vfork_notes.d[i].fd))
+            keep_fd(vfork_notes.d[i].fd, vfork_notes.d[i].o, v, &n, cap, vfork);
+    *n_out = n;
+    *size_out = size;
+    return v;
+}
+
+static void undo(struct exec_prep *p)
+{
+    if (!p->active)
+        return;
+    int saved = errno;
+    if (p->state_fd >= 0)
+        real_close(p->state_fd);
+    dti_exec_abort(eta_dti_attached(), &p->fds);
+    if (p->envp)
+        munmap(p->envp, p->envp_size);
+    p->active = false;
+    errno = saved;
+}
+
+/* The environment for the new image: envp without any ETA_EXEC_STATE, plus ours. */
+static bool build_env(struct exec_prep *p, char *const envp[])
+{
+    size_t n = 0;
+    while (envp && envp[n])
+        n++;
+    p->envp_size = (n + 2) * sizeof(char *);
+    char **v = mmap(NULL, p->envp_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (v == MAP_FAILED)
+        return false;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], ETA_EXEC_ENV "=", sizeof ETA_EXEC_ENV) != 0)
+            v[k++] = envp[i];
+    snprintf(p->var, sizeof p->var, ETA_EXEC_ENV "=%d", p->state_fd);
+    v[k++] = p->var;
+    v[k] = NULL;
+    p->envp = v;
+    return true;
+}
+
+/* Everything the new image needs, or nothing (then exec goes on as before:
+ * accelerated descriptors arrive as plain placeholders). Returns the
+ * environment to pass to exec. */
+static char *const *prepare(struct exec_prep *p, char *const envp[])
+{
+    *p = (struct exec_prep){.state_fd = -1, .fds = {-1, -1, -1, -1}};
+    /* Nothing here attaches or makes a context: in a vfork() child (Python's
+     * subprocess, for one) this runs in the parent's memory with the child's
+     * descriptor table, and either would leave the parent with descriptors
+     * it does not have. Everything made here is either handed to the new
+     * image or undone. */
+    dti_t *d = atomic_load(&eta_tracked) ? eta_dti_attached() : NULL;
+    if (!d || eta_cfg.disabled || atomic_load(&eta_engine_dead) || !env_preloads_us(envp))
+        return envp;
+    release_owed(false); /* close-on-exec sockets end with this image; the rest carry on */
+    uint32_t n = 0;
+    size_t size = 0;
+    eta_in_shim++;
+    struct eta_exec_entry *v = collect(&n, &size);
+    if (!v || n == 0) {
+        if (v)
+            munmap(v, size);
+        eta_in_shim--;
+        return envp;
+    }
+    dti_sock_t *handles = mmap(NULL, sizeof *handles * n, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int rc = -ENOMEM;
+    if (handles != MAP_FAILED) {
+        for (uint32_t i = 0; i < n; i++)
+            handles[i] = v[i].handle;
+        rc = dti_exec_prepare(d, handles, n, &p->fds);
+        munmap(handles, sizeof *handles * n);
+    }
+    if (rc >= 0) {
+        p->active = true;
+        p->state_fd = memfd_create(ETA_EXEC_MEMFD, 0); /* inherited by the new image */
+        struct eta_exec_head h = {.magic = ETA_EXEC_MAGIC, .version = ETA_EXEC_VERSION,
+                                  .entry_size = sizeof(struct eta_exec_entry), .pid = getpid(), .n = n,
+                                  .ctl_fd = p->fds.ctl_fd, .region_fd = p->fds.region_fd,
+                                  .priv_fd = p->fds.priv_fd, .doorbell_fd = p->fds.doorbell_fd,
+                                  .flags = eta_listeners_shared ? ETA_EXEC_LISTENERS_SHARED : 0};
+        bool ok = p->state_fd >= 0 && pwrite(p->state_fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+                  pwrite(p->state_fd, v, sizeof *v * n, sizeof h) == (ssize_t)(sizeof *v * n) &&
+                  build_env(p, envp);
+        if (!ok) {
+            ETA_DEBUG("exec: cannot write the handover (%s): sockets arrive unconnected", strerror(errno));
+            undo(p);
+        } else if ((uint32_t)rc < n) {
+            ETA_DEBUG("exec: the PPE gave the new image %d of %u sockets", rc, n);
+        }
+    } else {
+        static _Atomic bool warned;
+        if (!atomic_exchange(&warned, true))
+            eta_log("warning: exec: %u accelerated socket%s cannot be handed to the new image (%s): %s "
+                    "there as unconnected kernel sockets", n, n == 1 ? "" : "s",
+                    rc == -EOPNOTSUPP ? "the PPE runs several engines" : dti_strerror(rc),
+                    n == 1 ? "it arrives" : "they arrive");
+    }
+    munmap(v, size);
+    eta_in_shim--;
+    return p->active ? p->envp : envp;
+}
+
+ETA_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    struct exec_prep p;
+    char *const *env = prepare(&p, envp);
+    int rc = ETA_REAL(execve)(path, argv, env);
+    undo(&p);
+    return rc;
+}
+
+ETA_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    struct exec_prep p;
+    char *const *env = prepare(&p, envp);
+    int rc = ETA_REAL(execvpe)(file, argv, env);
+    undo(&p);
+    return rc;
+}
+
+ETA_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    struct exec_prep p;
+    char *const *env = prepare(&p, envp);
+    int rc = ETA_REAL(fexecve)(fd, argv, env);
+    undo(&p);
+    return rc;
+}
+
+ETA_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+    struct exec_prep p;
+    char *const *env = prepare(&p, envp);
+    int rc = ETA_REAL(execveat)(dirfd, path, argv, env, flags);
+    undo(&p);
+    return rc;
+}
+
+ETA_EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+
+ETA_EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+
+/* execl, execlp, execle: the list into an array, bounded as the kernel
+ * bounds arguments (E2BIG beyond). */
+#define EXEC_MAX_ARGS 4096
+static int collect_args(const char *arg0, va_list ap, char **argv)
+{
+    int n = 0;
+    argv[n++] = (char *)arg0;
+    while (argv[n - 1]) {
+        if (n == EXEC_MAX_ARGS) {
+            errno = E2BIG;
+            return -1;
+        }
+        argv[n++] = va_arg(ap, char *);
+    }
+    return n;
+}
+
+ETA_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    char *argv[EXEC_MAX_ARGS];
+    va_list ap;
+    va_start(ap, arg);
+    int n = collect_args(arg, ap, argv);
+    va_end(ap);
+    return n < 0 ? -1 : execve(path, argv, environ);
+}
+
+ETA_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    char *argv[EXEC_MAX_ARGS];
+    va_list ap;
+    va_start(ap, arg);
+    int n = collect_args(arg, ap, argv);
+    va_end(ap);
+    return n < 0 ? -1 : execvpe(file, argv, environ);
+}
+
+ETA_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    char *argv[EXEC_MAX_ARGS];
+    va_list ap;
+    va_start(ap, arg);
+    int n = collect_args(arg, ap, argv);
+    char *const *envp = n < 0 ? NULL : va_arg(ap, char *const *);
+    va_end(ap);
+    return n < 0 ? -1 : execve(path, argv, envp);
+}
+
+/* ---- the new image: adopting ------------------------------------------- */
+
+static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
+{
+    struct stat st;
+    struct dti_sock_info info;
+    if (!eta_fd_in_range(e->fd) || eta_fd_peek(e->fd) || fstat(e->fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+        dti_sock_status(c, e->handle, &info) < 0)
+        return NULL;
+    struct eta_sock *s = eta_sock_new();
+    if (!s)
+        return NULL;
+    s->h = e->handle;
+    s->generation = eta_generation;
+    s->listening = e->flags & ETA_EXEC_LISTENING;
+    s->backlog = e->backlog;
+    s->hybrid = e->flags & ETA_EXEC_HYBRID;
+    s->v6 = e->flags & ETA_EXEC_V6;
+    s->bound_kernel = e->flags & ETA_EXEC_BOUND_KERNEL;
+    s->connect_started = e->flags & ETA_EXEC_CONNECT_STARTED;
+    s->connect_reported = e->flags & ETA_EXEC_CONNECT_REPORTED;
+    atomic_store(&s->nonblock, (e->flags & ETA_EXEC_NONBLOCK) != 0);
+    atomic_store(&s->shut_wr, (e->flags & ETA_EXEC_SHUT_WR) != 0);
+    atomic_store(&s->shut_rd, (e->flags & ETA_EXEC_SHUT_RD) != 0);
+    atomic_store(&s->pending_error, e->pending_error);
+    s->rcvtimeo_ms = e->rcvtimeo_ms;
+    s->sndtimeo_ms = e->sndtimeo_ms;
+    s->local = (struct dti_addr){e->local_ip, e->local_port};
+    s->kernel_port = e->kernel_port;
+    eta_hmap_put(s->h, s);
+    atomic_store(&s->state, ETA_SOCK_ACCEL);
+    return s;
+}
+
+/* Descriptor fd names the socket adopted for handle h already (a dup). */
+static struct eta_sock *adopted_for(const struct eta_exec_entry *v, uint32_t upto, dti_sock_t h)
+{
+    for (uint32_t i = 0; i < upto; i++)
+        if (v[i].kind == ETA_EXEC_SOCKET && v[i].handle == h) {
+            struct eta_obj *o = eta_fd_peek(v[i].fd);
+            if (o && o->kind == ETA_OBJ_SOCK)
+                return (struct eta_sock *)o;
+        }
+    return NULL;
+}
+
+static void adopt_entries(const struct eta_exec_entry *v, uint32_t n, unsigned *adopted, unsigned *refused)
+{
+    dti_ctx_t *c = eta_ctx();
+    for (uint32_t i = 0; !c && i < n; i++)
+        *refused += v[i].kind == ETA_EXEC_SOCKET; /* no context: none can be used */
+    for (uint32_t i = 0; c && i < n; i++) {
+        if (v[i].kind != ETA_EXEC_SOCKET)
+            continue;
+        struct eta_sock *s = adopted_for(v, i, v[i].handle);
+        if (!s && (s = adopt_one(c, &v[i])) != NULL)
+            ETA_STAT_ADD(accel_open, 1);
+        if (s) {
+            eta_fd_set(v[i].fd, &s->obj);
+            ++*adopted;
+        } else {
+            ++*refused; /* stays the plain kernel socket it is */
+        }
+    }
+    for (uint32_t i = 0; c && i < n; i++) {
+        if (v[i].kind != ETA_EXEC_STASHED)
+            continue;
+        struct eta_obj *o = eta_fd_peek(v[i].listener_fd);
+        if (!o || o->kind != ETA_OBJ_SOCK || !eta_stash_import((struct eta_sock *)o, v[i].handle)) {
+            eta_in_shim++;
+            if (dti_prep_close(c, v[i].handle, 0) == 0) /* nobody can accept it here: let it go */
+                dti_submit(c);
+            eta_in_shim--;
+        }
+    }
+}
+
+void eta_exec_adopt(void)
+{
+    const char *var = getenv(ETA_EXEC_ENV);
+    if (!var)
+        return;
+    char text[32];
+    snprintf(text, sizeof text, "%s", var);
+    unsetenv(ETA_EXEC_ENV); /* the program and what it starts never see it */
+    char why[200] = "";
+    char *end = NULL;
+    errno = 0;
+    long fd = strtol(text, &end, 10);
+    if (errno || end == text || *end || fd < 0 || fd >= ETA_FD_MAX) {
+        eta_log("warning: ignoring %s='%s': not a descriptor number; inherited sockets stay unconnected",
+                ETA_EXEC_ENV, text);
+        return;
+    }
+    char link[64], target[96] = "";
+    snprintf(link, sizeof link, "/proc/self/fd/%ld", fd);
+    ssize_t tl = readlink(link, target, sizeof target - 1);
+    if (tl > 0)
+        target[tl] = 0;
+    if (tl <= 0 || strncmp(target, "/memfd:" ETA_EXEC_MEMFD, sizeof "/memfd:" ETA_EXEC_MEMFD - 1) != 0) {
+        eta_log("warning: ignoring %s=%ld: that descriptor is not a handover from exec; inherited sockets "
+                "stay unconnected", ETA_EXEC_ENV, fd);
+        return; /* not ours: left alone */
+    }
+    struct eta_exec_head h;
+    struct eta_exec_entry *v = NULL;
+    int rc = eta_exec_state_read((int)fd, getpid(), ETA_FD_MAX, &h, &v, why, sizeof why);
+    real_close((int)fd);
+    if (rc < 0) {
+        eta_log("warning: ignoring the handover from exec (%s): inherited sockets stay unconnected", why);
+        return;
+    }
+    if (eta_cfg.disabled) {
+        free(v);
+        return;
+    }
+    struct dti_exec_fds fds = {h.ctl_fd, h.region_fd, h.priv_fd, h.doorbell_fd};
+    dti_t *d = NULL;
+    eta_in_shim++;
+    rc = dti_adopt_exec(&fds, &d, why, sizeof why);
+    eta_in_shim--;
+    if (rc < 0) {
+        eta_log("warning: cannot adopt the sockets handed over at exec (%s): they stay unconnected", why);
+        free(v);
+        return;
+    }
+    eta_attach_adopted(d);
+    if (h.flags & ETA_EXEC_LISTENERS_SHARED)
+        eta_listeners_shared = true;
+    unsigned adopted = 0, refused = 0;
+    adopt_entries(v, h.n, &adopted, &refused);
+    free(v);
+    if (refused)
+        eta_log("warning: %u descriptor%s handed over at exec could not be adopted (not a socket, or not "
+                "one the PPE gave this image): they stay unconnected", refused, refused == 1 ? "" : "s");
+    ETA_DEBUG("exec: adopted %u accelerated descriptor%s", adopted, adopted == 1 ? "" : "s");
+}

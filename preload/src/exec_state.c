@@ -1,0 +1,103 @@
+/* Reading the exec handover (exec_state.h). The environment variable and the
+ * memfd may be stale (a program passed its environment on to another) or
+ * forged: everything is checked before anything is used. */
+#include "exec_state.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int bad(char *why, size_t wl, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, wl, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static bool fd_ok(int32_t fd, int max_fd) { return fd >= 0 && fd < max_fd; }
+
+/* Some socket entry is listener fd l. */
+static bool is_listener(const struct eta_exec_entry *v, uint32_t n, int32_t l)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i].kind == ETA_EXEC_SOCKET && v[i].fd == l && (v[i].flags & ETA_EXEC_LISTENING))
+            return true;
+    return false;
+}
+
+static int check_entries(const struct eta_exec_head *h, const struct eta_exec_entry *v, int state_fd,
+                         int max_fd, char *why, size_t wl)
+{
+    const int32_t own[] = {h->ctl_fd, h->region_fd, h->priv_fd, h->doorbell_fd, state_fd};
+    for (unsigned i = 0; i < 5; i++) {
+        if (!fd_ok(own[i], max_fd))
+            return bad(why, wl, "descriptor %d is out of range", (int)own[i]);
+        for (unsigned j = 0; j < i; j++)
+            if (own[i] == own[j])
+                return bad(why, wl, "descriptor %d is named twice", (int)own[i]);
+    }
+    for (uint32_t i = 0; i < h->n; i++) {
+        const struct eta_exec_entry *e = &v[i];
+        if (e->kind == ETA_EXEC_STASHED) {
+            if (e->fd != -1 || !is_listener(v, h->n, e->listener_fd))
+                return bad(why, wl, "entry %u: a stashed connection without its listener", i);
+            continue;
+        }
+        if (e->kind != ETA_EXEC_SOCKET)
+            return bad(why, wl, "entry %u: unknown kind %u", i, e->kind);
+        if (!fd_ok(e->fd, max_fd))
+            return bad(why, wl, "entry %u: descriptor %d is out of range", i, (int)e->fd);
+        for (unsigned j = 0; j < 5; j++)
+            if (e->fd == own[j])
+                return bad(why, wl, "entry %u: descriptor %d is libdti's", i, (int)e->fd);
+        for (uint32_t j = 0; j < i; j++)
+            if (v[j].kind == ETA_EXEC_SOCKET && v[j].fd == e->fd)
+                return bad(why, wl, "entry %u: descriptor %d is named twice", i, (int)e->fd);
+        if (e->rcvtimeo_ms < -1 || e->sndtimeo_ms < -1 || e->pending_error < 0 || e->pending_error > 4095)
+            return bad(why, wl, "entry %u: options out of range", i);
+    }
+    return 0;
+}
+
+int eta_exec_state_read(int fd, pid_t pid, int max_fd, struct eta_exec_head *head,
+                        struct eta_exec_entry **entries, char *why, size_t wl)
+{
+    *entries = NULL;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return bad(why, wl, "descriptor %d: %s", fd, strerror(errno));
+    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof *head)
+        return bad(why, wl, "descriptor %d is not a handover (size %lld)", fd, (long long)st.st_size);
+    if (pread(fd, head, sizeof *head, 0) != (ssize_t)sizeof *head)
+        return bad(why, wl, "cannot read the handover");
+    if (head->magic != ETA_EXEC_MAGIC || head->version != ETA_EXEC_VERSION ||
+        head->entry_size != sizeof(struct eta_exec_entry))
+        return bad(why, wl, "not a handover of this shim (magic %#x, version %u)", head->magic,
+                   (unsigned)head->version);
+    if (head->pid != (int32_t)pid)
+        return bad(why, wl, "stale: written by process %d, this is %d", (int)head->pid, (int)pid);
+    if (head->n == 0 || head->n > ETA_EXEC_MAX_ENTRIES ||
+        (uint64_t)st.st_size != sizeof *head + (uint64_t)head->n * sizeof(struct eta_exec_entry))
+        return bad(why, wl, "%u entries do not fit its size %lld", head->n, (long long)st.st_size);
+    size_t bytes = sizeof(struct eta_exec_entry) * head->n;
+    struct eta_exec_entry *v = malloc(bytes);
+    if (!v)
+        return bad(why, wl, "out of memory");
+    if (pread(fd, v, bytes, sizeof *head) != (ssize_t)bytes) {
+        free(v);
+        return bad(why, wl, "cannot read the handover's entries");
+    }
+    if (check_entries(head, v, fd, max_fd, why, wl) < 0) {
+        free(v);
+        return -1;
+    }
+    *entries = v;
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* The exec handover: what an image that execs writes for the next one (an
+ * inheritable memfd named by ETA_EXEC_STATE=<fd>), and its validation. libc
+ * only, no shim state: unit-tested alone. */
+#ifndef ETA_PRELOAD_EXEC_STATE_H
+#define ETA_PRELOAD_EXEC_STATE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define ETA_EXEC_ENV "ETA_EXEC_STATE"
+#define ETA_EXEC_MEMFD "eta-exec-state"
+#define ETA_EXEC_MAGIC 0x43584541u /* "AEXC" */
+#define ETA_EXEC_VERSION 1u
+#define ETA_EXEC_MAX_ENTRIES 65536u
+
+enum { ETA_EXEC_LISTENERS_SHARED = 1 };
+
+enum eta_exec_kind {
+    ETA_EXEC_SOCKET = 1,  /* descriptor fd names socket handle */
+    ETA_EXEC_STASHED = 2, /* a connection listener_fd's accept had taken, not yet returned */
+};
+
+enum {
+    ETA_EXEC_LISTENING = 1u << 0,
+    ETA_EXEC_NONBLOCK = 1u << 1,
+    ETA_EXEC_HYBRID = 1u << 2,
+    ETA_EXEC_V6 = 1u << 3,
+    ETA_EXEC_BOUND_KERNEL = 1u << 4,
+    ETA_EXEC_CONNECT_STARTED = 1u << 5,
+    ETA_EXEC_CONNECT_REPORTED = 1u << 6,
+    ETA_EXEC_SHUT_WR = 1u << 7,
+    ETA_EXEC_SHUT_RD = 1u << 8,
+};
+
+struct eta_exec_head {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t entry_size;
+    int32_t pid;          /* exec keeps the pid: another process's handover is stale */
+    uint32_t n;           /* entries that follow */
+    int32_t ctl_fd, region_fd, priv_fd, doorbell_fd; /* libdti's (struct dti_exec_fds) */
+    uint32_t flags;       /* ETA_EXEC_LISTENERS_SHARED */
+    uint32_t reserved;
+};
+
+struct eta_exec_entry {
+    int32_t fd;           /* ETA_EXEC_SOCKET: the descriptor; else -1 */
+    uint32_t handle;      /* the PPE's socket handle */
+    uint32_t kind;
+    int32_t listener_fd;  /* ETA_EXEC_STASHED: its listener's descriptor */
+    uint32_t flags;       /* ETA_EXEC_LISTENING ... */
+    int32_t backlog;
+    int32_t pending_error;
+    int32_t rcvtimeo_ms, sndtimeo_ms;
+    uint32_t local_ip;
+    uint16_t local_port;
+    uint16_t kernel_port;
+};
+
+/* Reads and checks the handover in memfd `fd` for process `pid`: sizes,
+ * magic, version, pid, counts, descriptor numbers (distinct, in range,
+ * libdti's apart from the sockets'), kinds, each stashed connection's
+ * listener. 0 with *head and *entries (malloc'd; free() it), or -1 with a
+ * reason in why. max_fd: descriptor numbers must be below it. */
+int eta_exec_state_read(int fd, pid_t pid, int max_fd, struct eta_exec_head *head,
+                        struct eta_exec_entry **entries, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# exec keeps accelerated sockets (issue 12), with a real eta-ppe in the lab and
+# kernel clients in the peer namespace:
+#   - socat TCP4-LISTEN:...,fork,reuseaddr EXEC:cat,nofork under eta-run: each
+#     connection's child execs cat on the connection itself (inetd style);
+#     and EXEC:cat (cat behind a socketpair); echoes of 1 B to 4 MiB, sha256;
+#   - a python server that execs itself keeping its listener and a connection
+#     with unread bytes (after an exec that failed), then serves a new one.
+#   exec_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+. "$(dirname "$0")/../lib.sh"
+need_built "$ETA_PPE" eta-ppe
+need_built "$ETA_STAT" eta-stat
+export ETA_PRELOAD_LIB=$SHIM
+here=$(cd "$(dirname "$0")" && pwd)
+# The real interpreter: a wrapper script would attach to the PPE first.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+
+lab_up
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+mkdir -p "$(dirname "$ETA_LAB_SOCKET")"
+on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
+start_bg ppe timeout 280 "$ETA_PPE" --config "$ETA_LAB_CONFIG" --foreground --ready-fd 3 3>"$work/ready"
+wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not become ready"
+H=$ETA_LAB_PPE_IP
+passive_opens() {
+    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json |
+        "$PY" -c "import json,sys; d=json.load(sys.stdin); print(sum(s['tcp_passive_opens'] for e in d['engines'] for s in e['stacks']))"
+}
+bg() {
+    local name=$1 log=$2
+    shift 2
+    start_bg "$name" env ETA_LOG=${ETA_TEST_LOG:-fallback,accel} timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
+}
+
+for opts in ",nofork" ""; do
+    port=7110
+    [ -z "$opts" ] && port=7111
+    note "socat TCP4-LISTEN:$port,fork,reuseaddr EXEC:cat$opts under eta-run, clients in the peer"
+    before=$(passive_opens)
+    bg socat "$work/socat$port.log" socat -d -d "TCP4-LISTEN:$port,fork,reuseaddr" "EXEC:cat$opts" >/dev/null
+    wait_until 20 grep -q "listening on" "$work/socat$port.log" || { cat "$work/socat$port.log"; fail "socat did not listen"; }
+    for size in 1 1000 100000 $((4 << 20)); do
+        peer timeout 60 "$PY" "$here/exec_peer.py" echo "$H" "$port" "$size" ||
+            { tail -20 "$work/socat$port.log"; fail "socat EXEC:cat$opts: the echo of $size bytes"; }
+    done
+    after=$(passive_opens)
+    [ "$after" -ge $((before + 4)) ] || fail "socat EXEC:cat$opts: the PPE took $((after - before)) connections, not 4 (the kernel served them?)"
+    grep -q "warning" "$work/socat$port.log" && { cat "$work/socat$port.log"; fail "socat EXEC:cat$opts warned"; }
+    kill -TERM "$socat_pid"
+    wait "$socat_pid" || true
+done
+
+note "a python server execs itself keeping its listener and a connection with unread data"
+before=$(passive_opens)
+bg server "$work/server.log" "$PY" "$here/exec_server.py" 7120 300000 >"$work/server.out"
+wait_until 20 grep -q listening "$work/server.out" || { cat "$work/server.log"; fail "the python server did not listen"; }
+peer timeout 60 "$PY" "$here/exec_peer.py" self_exec "$H" 7120 300000 ||
+    { cat "$work/server.log" "$work/server.out"; fail "the server that execs itself"; }
+wait "$server_pid" || { cat "$work/server.log"; fail "the python server failed"; }
+grep -q "served a new connection" "$work/server.out" || fail "the exec'd image did not serve"
+after=$(passive_opens)
+[ "$after" -ge $((before + 2)) ] || fail "the PPE took $((after - before)) connections, not 2"
+grep -q "warning" "$work/server.log" && { cat "$work/server.log"; fail "the python server warned"; }
+note "exec: all passed"

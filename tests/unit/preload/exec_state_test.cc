@@ -1,0 +1,208 @@
+// The exec handover (preload/src/exec_state.c): what a new image accepts
+// from ETA_EXEC_STATE. A stale or forged handover is refused with a reason,
+// never used.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern "C" {
+#include "exec_state.h"
+}
+
+namespace {
+
+constexpr int kMaxFd = 1 << 20;
+
+struct Handover {
+    eta_exec_head head{};
+    std::vector<eta_exec_entry> entries;
+
+    Handover()
+    {
+        head.magic = ETA_EXEC_MAGIC;
+        head.version = ETA_EXEC_VERSION;
+        head.entry_size = sizeof(eta_exec_entry);
+        head.pid = int32_t(getpid());
+        head.ctl_fd = 100;
+        head.region_fd = 101;
+        head.priv_fd = 102;
+        head.doorbell_fd = 103;
+        entries.push_back(socket_entry(5, 0x00100001, ETA_EXEC_LISTENING | ETA_EXEC_NONBLOCK));
+        entries.push_back(socket_entry(6, 0x00100002, 0));
+        eta_exec_entry st{};
+        st.fd = -1;
+        st.handle = 0x00100003;
+        st.kind = ETA_EXEC_STASHED;
+        st.listener_fd = 5;
+        entries.push_back(st);
+    }
+    static eta_exec_entry socket_entry(int fd, uint32_t h, uint32_t flags)
+    {
+        eta_exec_entry e{};
+        e.fd = fd;
+        e.handle = h;
+        e.kind = ETA_EXEC_SOCKET;
+        e.listener_fd = -1;
+        e.flags = flags;
+        e.rcvtimeo_ms = e.sndtimeo_ms = -1;
+        return e;
+    }
+    // The handover in a memfd; `trim` bytes cut off its end.
+    int write(size_t trim = 0)
+    {
+        head.n = uint32_t(entries.size());
+        std::string bytes(reinterpret_cast<const char *>(&head), sizeof head);
+        bytes.append(reinterpret_cast<const char *>(entries.data()), entries.size() * sizeof(eta_exec_entry));
+        bytes.resize(bytes.size() - trim);
+        int fd = memfd_create(ETA_EXEC_MEMFD, MFD_CLOEXEC);
+        EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), ssize_t(bytes.size()));
+        return fd;
+    }
+    // Reads it back; the reason when refused ("" when accepted).
+    std::string read(size_t trim = 0)
+    {
+        int fd = write(trim);
+        eta_exec_head h{};
+        eta_exec_entry *v = nullptr;
+        char why[200] = "";
+        int rc = eta_exec_state_read(fd, getpid(), kMaxFd, &h, &v, why, sizeof why);
+        close(fd);
+        if (rc == 0) {
+            EXPECT_NE(v, nullptr);
+            EXPECT_EQ(h.n, entries.size());
+            EXPECT_EQ(std::memcmp(v, entries.data(), entries.size() * sizeof *v), 0);
+            std::free(v);
+            return "";
+        }
+        EXPECT_EQ(v, nullptr);
+        EXPECT_NE(why[0], 0) << "a refusal says why";
+        return why;
+    }
+};
+
+TEST(ExecState, AcceptsWhatTheShimWrites) { EXPECT_EQ(Handover().read(), ""); }
+
+TEST(ExecState, RefusesStaleHandoverOfAnotherProcess)
+{
+    Handover h;
+    h.head.pid = int32_t(getpid()) + 1;
+    EXPECT_NE(h.read().find("stale"), std::string::npos);
+}
+
+TEST(ExecState, RefusesForeignOrDamagedFiles)
+{
+    {
+        Handover h;
+        h.head.magic ^= 1;
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.head.version = ETA_EXEC_VERSION + 1;
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.head.entry_size = sizeof(eta_exec_entry) + 4;
+        EXPECT_NE(h.read(), "");
+    }
+    EXPECT_NE(Handover().read(1), "") << "truncated";
+    EXPECT_NE(Handover().read(sizeof(eta_exec_entry) * 3), "") << "entries missing";
+    {
+        Handover h;
+        h.entries.clear();
+        EXPECT_NE(h.read(), "") << "no entries";
+    }
+    // Not a regular file at all.
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    eta_exec_head hd{};
+    eta_exec_entry *v = nullptr;
+    char why[200] = "";
+    EXPECT_EQ(eta_exec_state_read(p[0], getpid(), kMaxFd, &hd, &v, why, sizeof why), -1);
+    EXPECT_EQ(eta_exec_state_read(-1, getpid(), kMaxFd, &hd, &v, why, sizeof why), -1);
+    close(p[0]);
+    close(p[1]);
+}
+
+TEST(ExecState, RefusesBadDescriptorNumbers)
+{
+    {
+        Handover h;
+        h.head.ctl_fd = -1;
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.head.region_fd = kMaxFd;
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.head.priv_fd = h.head.region_fd;
+        EXPECT_NE(h.read(), "") << "libdti's descriptors named twice";
+    }
+    {
+        Handover h;
+        h.entries[1].fd = 5;
+        EXPECT_NE(h.read(), "") << "two sockets on one descriptor";
+    }
+    {
+        Handover h;
+        h.entries[1].fd = h.head.ctl_fd;
+        EXPECT_NE(h.read(), "") << "a socket on libdti's descriptor";
+    }
+    {
+        Handover h;
+        h.entries[0].fd = -3;
+        EXPECT_NE(h.read(), "");
+    }
+}
+
+TEST(ExecState, RefusesBadEntries)
+{
+    {
+        Handover h;
+        h.entries[0].kind = 7;
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.entries[2].listener_fd = 6; // a connection, not a listener
+        EXPECT_NE(h.read(), "") << "stash of a non-listener";
+    }
+    {
+        Handover h;
+        h.entries[2].listener_fd = 42; // nothing there
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.entries[1].pending_error = -5;
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.entries[1].rcvtimeo_ms = -2;
+        EXPECT_NE(h.read(), "");
+    }
+    {
+        Handover h;
+        h.head.n = ETA_EXEC_MAX_ENTRIES + 1; // more than allowed (and than the file holds)
+        int fd = memfd_create(ETA_EXEC_MEMFD, MFD_CLOEXEC);
+        ASSERT_EQ(::write(fd, &h.head, sizeof h.head), ssize_t(sizeof h.head));
+        eta_exec_head hd{};
+        eta_exec_entry *v = nullptr;
+        char why[200] = "";
+        EXPECT_EQ(eta_exec_state_read(fd, getpid(), kMaxFd, &hd, &v, why, sizeof why), -1);
+        close(fd);
+    }
+}
+
+} // namespace
