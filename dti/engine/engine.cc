@@ -954,14 +954,21 @@ bool EngineImpl::may_bind_privileged(Member &m)
     return now >= 0 ? now == 1 : m.bind_service;
 }
 
+// Whether fd is what FORK and EXEC must pass: one end of a SOCK_SEQPACKET
+// UNIX socket pair (the new member's control connection).
+static bool is_seqpacket_unix(int fd)
+{
+    int type = 0, domain = 0;
+    socklen_t tl = sizeof type, dl = sizeof domain;
+    return fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 &&
+           getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) == 0 && type == SOCK_SEQPACKET &&
+           domain == AF_UNIX;
+}
+
 void EngineImpl::fork_member(Member &parent, int child_fd)
 {
     Attachment &a = group(parent);
-    int type = 0, domain = 0;
-    socklen_t tl = sizeof type, dl = sizeof domain;
-    if (child_fd < 0 || getsockopt(child_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
-        getsockopt(child_fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 || type != SOCK_SEQPACKET ||
-        domain != AF_UNIX) {
+    if (!is_seqpacket_unix(child_fd)) {
         if (child_fd >= 0)
             close(child_fd);
         stats_.rejected_commands++;
@@ -1015,11 +1022,7 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
 void EngineImpl::exec_member(Member &parent, int child_fd, const dti_ctl_msg &m)
 {
     Attachment &a = group(parent);
-    int type = 0, domain = 0;
-    socklen_t tl = sizeof type, dl = sizeof domain;
-    if (child_fd < 0 || getsockopt(child_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
-        getsockopt(child_fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 || type != SOCK_SEQPACKET ||
-        domain != AF_UNIX || m.index > DTI_CTL_HANDLES) {
+    if (!is_seqpacket_unix(child_fd) || m.index > DTI_CTL_HANDLES) {
         if (child_fd >= 0)
             close(child_fd);
         stats_.rejected_commands++;
