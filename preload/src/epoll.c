@@ -226,9 +226,16 @@ static struct eta_epoll *shadow_create(int epfd)
         atomic_store(&e->obj.refs, 0);
         return NULL;
     }
-    atomic_init(&e->n_kernel, kernel_members(epfd)); /* before our own eventfd joins */
+    atomic_init(&e->n_kernel, 0);
     kick_register(e);
     eta_fd_set(epfd, &e->obj);
+    /* Counted once the shadow is visible: a kernel descriptor another
+     * thread adds meanwhile is either in what /proc shows now or counted by
+     * its own epoll_ctl (which finds the shadow); never missed (counted
+     * twice at worst: waits then ask the kernel). Our eventfd is not the
+     * program's. */
+    unsigned members = kernel_members(epfd);
+    atomic_fetch_add(&e->n_kernel, members - (e->kick >= 0 && members > 0));
     return e;
 }
 

@@ -126,7 +126,6 @@ static bool poll_accel_only(struct pollfd *fds, nfds_t n, int timeout, int *read
 
 /* The emulation, once the set is known to hold accelerated sockets.
  * timeout_ns < 0: forever. */
-
 static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask)
 {
     struct pollfd *k = scratch_get(n + 1);

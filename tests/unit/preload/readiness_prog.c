@@ -377,15 +377,25 @@ static int sc_epollout(void)
         char buf[65536];
         memset(buf, 'o', sizeof buf);
         size_t sent = 0;
-        for (;;) {
-            ssize_t w = write(c, buf, sizeof buf);
-            if (w < 0) {
-                CHECK(errno == EAGAIN);
-                break;
+        /* Full, and staying full: the engine moves bytes on until the
+         * peer's window closes, so fill again each time space came within
+         * 50 ms (bounded), until it stays not writable. */
+        int settle = 0;
+        do {
+            for (;;) {
+                ssize_t w = write(c, buf, sizeof buf);
+                if (w < 0) {
+                    CHECK(errno == EAGAIN);
+                    break;
+                }
+                sent += (size_t)w;
+                CHECK(sent < (1u << 30));
             }
-            sent += (size_t)w;
-            CHECK(sent < (1u << 30));
-        }
+            struct pollfd pc = {c, POLLOUT, 0};
+            if (poll(&pc, 1, 50) == 0)
+                break;
+        } while (++settle < 200);
+        CHECK(settle < 200);
         int ep = epoll_create1(0);
         struct epoll_event ev = {.events = EPOLLOUT | (edge ? EPOLLET : 0), .data.u64 = 7}, out;
         CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
