@@ -352,6 +352,7 @@ class EngineImpl final : public Engine {
     void drain_member(Attachment &a, const Member &m);
     void drain_ctx(Attachment &a, uint16_t ci, bool answer);
     void fork_member(Member &parent, int child_fd);
+    Member *member_like(Member &parent, int child_fd);
     void learn_pid(Member &m, const ucred &cred);
     bool may_bind_privileged(Member &m);
     void exec_member(Member &parent, int child_fd, const dti_ctl_msg &m);
@@ -965,6 +966,39 @@ static bool is_seqpacket_unix(int fd)
            domain == AF_UNIX;
 }
 
+// A new member of parent's group on control connection child_fd (a fork
+// child, or the image after exec), with the parent's identity and rights;
+// NULL once the parent was told why not. Commands the parent issued before
+// count first (a close before fork or exec). Its first message (libdti's
+// HELLO) will carry its own pid from the kernel: privileged binds are then
+// checked against that process's capabilities.
+Member *EngineImpl::member_like(Member &parent, int child_fd)
+{
+    Attachment &a = group(parent);
+    std::string why;
+    int err = 0;
+    Member *child = new_member(a, child_fd, &why, &err);
+    if (!child) {
+        close(child_fd);
+        ctl::refuse(parent.fd, err, why);
+        return nullptr;
+    }
+    drain_member(a, parent);
+    if (a.broken) {
+        release_member(*child);
+        ctl::refuse(parent.fd, DTI_E_BROKEN, "this application's shared region is broken");
+        return nullptr;
+    }
+    int on = 1;
+    setsockopt(child_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+    child->uid = parent.uid;
+    child->pid = parent.pid;
+    child->bind_service = parent.bind_service;
+    child->unprivileged_port_start = parent.unprivileged_port_start;
+    child->name = parent.name;
+    return child;
+}
+
 void EngineImpl::fork_member(Member &parent, int child_fd)
 {
     Attachment &a = group(parent);
@@ -975,29 +1009,9 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
         ctl::refuse(parent.fd, DTI_E_PROTOCOL, "FORK needs a SOCK_SEQPACKET UNIX socket");
         return;
     }
-    std::string why;
-    int err = 0;
-    Member *child = new_member(a, child_fd, &why, &err);
-    if (!child) {
-        close(child_fd);
-        ctl::refuse(parent.fd, err, why);
+    Member *child = member_like(parent, child_fd);
+    if (!child)
         return;
-    }
-    drain_member(a, parent);
-    if (a.broken) {
-        release_member(*child);
-        ctl::refuse(parent.fd, DTI_E_BROKEN, "this application's shared region is broken");
-        return;
-    }
-    // The child's first message (libdti's HELLO after fork) will carry its
-    // own pid, from the kernel: privileged binds are then checked against it.
-    int on = 1;
-    setsockopt(child_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
-    child->uid = parent.uid;
-    child->pid = parent.pid;
-    child->bind_service = parent.bind_service; // a fork child has its parent's capabilities
-    child->unprivileged_port_start = parent.unprivileged_port_start;
-    child->name = parent.name;
     for (uint32_t si = 0; si < a.slots.size(); si++)
         if (parent.holds[si])
             take_hold(a, *child, si);
@@ -1021,7 +1035,6 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
 // member speaks. The answer says how many holds the member got.
 void EngineImpl::exec_member(Member &parent, int child_fd, const dti_ctl_msg &m)
 {
-    Attachment &a = group(parent);
     if (!is_seqpacket_unix(child_fd) || m.index > DTI_CTL_HANDLES) {
         if (child_fd >= 0)
             close(child_fd);
@@ -1030,29 +1043,9 @@ void EngineImpl::exec_member(Member &parent, int child_fd, const dti_ctl_msg &m)
                                                    std::to_string(DTI_CTL_HANDLES) + " handles");
         return;
     }
-    std::string why;
-    int err = 0;
-    Member *child = new_member(a, child_fd, &why, &err);
-    if (!child) {
-        close(child_fd);
-        ctl::refuse(parent.fd, err, why);
+    Member *child = member_like(parent, child_fd); // exec keeps the process (setuid images aside: see README)
+    if (!child)
         return;
-    }
-    drain_member(a, parent); // a close issued before exec counts
-    if (a.broken) {
-        release_member(*child);
-        ctl::refuse(parent.fd, DTI_E_BROKEN, "this application's shared region is broken");
-        return;
-    }
-    // As for FORK: the new image's HELLO carries its pid from the kernel, and
-    // privileged binds are checked against that process's capabilities then.
-    int on = 1;
-    setsockopt(child_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
-    child->uid = parent.uid;
-    child->pid = parent.pid;
-    child->bind_service = parent.bind_service; // exec keeps the process (setuid images aside: see README)
-    child->unprivileged_port_start = parent.unprivileged_port_start;
-    child->name = parent.name;
     child->exec_parent = parent.id;
     parent.exec_child = child->id;
     const int id = child->id;
