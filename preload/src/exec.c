@@ -35,15 +35,90 @@ struct exec_prep {
     char **envp;      /* the environment handed to exec (mmap'd) */
     size_t envp_size;
     char var[48];     /* "ETA_EXEC_STATE=<fd>" */
+    char *preload;    /* "LD_PRELOAD=..." put back for the new image (mmap'd), or NULL */
+    size_t preload_size;
 };
+
+/* envp's "NAME=..." entry, or NULL. */
+static const char *env_entry(char *const envp[], const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; envp && envp[i]; i++)
+        if (strncmp(envp[i], name, len) == 0 && envp[i][len] == '=')
+            return envp[i];
+    return NULL;
+}
 
 /* The new image will load the shim only if its environment says so. */
 static bool env_preloads_us(char *const envp[])
 {
-    for (size_t i = 0; envp && envp[i]; i++)
-        if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0)
-            return strstr(envp[i] + 11, "libeta-preload") != NULL;
-    return false;
+    const char *e = env_entry(envp, "LD_PRELOAD");
+    return e && strstr(e + 11, "libeta-preload") != NULL;
+}
+
+/* ---- what the new image needs from this one's start-up environment ------- */
+
+/* A program may exec with an environment of its own making: nginx's binary
+ * upgrade passes only NGINX=<listeners> and TZ. Handing sockets to an image
+ * that does not load the shim would leave them dead placeholders there, so
+ * when there are sockets to hand over, the shim's LD_PRELOAD entry and the
+ * ETA_* settings this process started with go back into what the program
+ * passes (its own values win). Without sockets to hand over, the program's
+ * environment is left exactly as given. Recorded at load, before the
+ * program can change its environment. */
+static const char *const carried_names[] = {"ETA_SOCKET", "ETA_NET", "ETA_LOG", "ETA_REQUIRE", "ETA_SPIN_US"};
+#define N_CARRIED (sizeof carried_names / sizeof carried_names[0])
+static char *carried[N_CARRIED]; /* "NAME=value" as at load, or NULL */
+static char shim_path[4096];     /* our entry of LD_PRELOAD at load, or "" */
+
+/* The LD_PRELOAD word (':' or ' ' separated) naming this library. */
+static void remember_shim_path(const char *list)
+{
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ": ");
+        if (len > 0 && len < sizeof shim_path && memmem(p, len, "libeta-preload", 14)) {
+            memcpy(shim_path, p, len);
+            shim_path[len] = 0;
+            return;
+        }
+        p += len + (p[len] != 0);
+    }
+}
+
+__attribute__((constructor)) static void remember_start_env(void)
+{
+    remember_shim_path(getenv("LD_PRELOAD"));
+    for (size_t i = 0; i < N_CARRIED; i++) {
+        const char *v = getenv(carried_names[i]);
+        if (v && asprintf(&carried[i], "%s=%s", carried_names[i], v) < 0)
+            carried[i] = NULL;
+    }
+}
+
+/* Entries build_env() adds beside envp's own (the ETA_* ones it lacks, and
+ * LD_PRELOAD when it does not name the shim). */
+static size_t env_additions(char *const envp[])
+{
+    size_t n = env_preloads_us(envp) ? 0 : 1;
+    for (size_t i = 0; i < N_CARRIED; i++)
+        n += carried[i] && !env_entry(envp, carried_names[i]);
+    return n;
+}
+
+/* "LD_PRELOAD=<shim>" before whatever envp preloads, in mmap'd memory (this
+ * may run in a vfork child, which must not touch the parent's heap). */
+static bool make_preload(struct exec_prep *p, char *const envp[])
+{
+    const char *theirs = env_entry(envp, "LD_PRELOAD");
+    const char *rest = theirs && theirs[11] ? theirs + 11 : NULL;
+    p->preload_size = 12 + strlen(shim_path) + (rest ? 1 + strlen(rest) : 0);
+    p->preload = mmap(NULL, p->preload_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p->preload == MAP_FAILED) {
+        p->preload = NULL;
+        return false;
+    }
+    snprintf(p->preload, p->preload_size, "LD_PRELOAD=%s%s%s", shim_path, rest ? ":" : "", rest ? rest : "");
+    return true;
 }
 
 static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
@@ -227,28 +302,43 @@ static void undo(struct exec_prep *p)
     dti_exec_abort(eta_dti_attached(), &p->fds);
     if (p->envp)
         munmap(p->envp, p->envp_size);
+    if (p->preload)
+        munmap(p->preload, p->preload_size);
     p->active = false;
     errno = saved;
 }
 
-/* The environment for the new image: envp without any ETA_EXEC_STATE, plus ours. */
+/* The environment for the new image: envp without any ETA_EXEC_STATE, plus
+ * ours, plus what it needs to load the shim (env_additions()). */
 static bool build_env(struct exec_prep *p, char *const envp[])
 {
     size_t n = 0;
     while (envp && envp[n])
         n++;
-    p->envp_size = (n + 2) * sizeof(char *);
+    bool add_preload = !env_preloads_us(envp);
+    if (add_preload && !make_preload(p, envp))
+        return false;
+    p->envp_size = (n + 2 + env_additions(envp)) * sizeof(char *);
     char **v = mmap(NULL, p->envp_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (v == MAP_FAILED)
         return false;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(envp[i], ETA_EXEC_ENV "=", sizeof ETA_EXEC_ENV) != 0)
+        if (strncmp(envp[i], ETA_EXEC_ENV "=", sizeof ETA_EXEC_ENV) != 0 &&
+            !(add_preload && strncmp(envp[i], "LD_PRELOAD=", 11) == 0))
             v[k++] = envp[i];
+    if (add_preload)
+        v[k++] = p->preload;
+    for (size_t i = 0; i < N_CARRIED; i++)
+        if (carried[i] && !env_entry(envp, carried_names[i]))
+            v[k++] = carried[i];
     snprintf(p->var, sizeof p->var, ETA_EXEC_ENV "=%d", p->state_fd);
     v[k++] = p->var;
     v[k] = NULL;
     p->envp = v;
+    if (add_preload)
+        ETA_DEBUG("exec: the program's environment for the new image does not load the shim; "
+                  "%s put back so the sockets handed over stay accelerated", p->preload);
     return true;
 }
 
@@ -264,7 +354,7 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
      * it does not have. Everything made here is either handed to the new
      * image or undone. */
     dti_t *d = atomic_load(&eta_tracked) ? eta_dti_attached() : NULL;
-    if (!d || eta_cfg.disabled || atomic_load(&eta_engine_dead) || !env_preloads_us(envp))
+    if (!d || eta_cfg.disabled || atomic_load(&eta_engine_dead) || (!env_preloads_us(envp) && !shim_path[0]))
         return envp;
     release_owed(false); /* close-on-exec sockets end with this image; the rest carry on */
     uint32_t n = 0;

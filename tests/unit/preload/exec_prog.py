@@ -5,6 +5,11 @@ scenarios of run_exec_tests.py; prints OK when every check held.
              stash or backlog), an established connection with unread data,
              and a client across os.execv of itself; a connection whose server
              side is close-on-exec sees EOF; then it goes on serving
+  bare_env   os.execve of itself with an environment of its own making (only
+             PATH, as nginx's binary upgrade passes only NGINX= and TZ): the
+             new image still loads the shim, keeps its listener and a
+             connection with unread data, and serves; an exec handing over
+             no socket leaves such an environment as given
   exec_fail  os.execv of a path that does not exist: ENOENT, nothing changed
   spawn      subprocess (vfork + exec) hands a connection to a child program
   plain      an accelerated echo (after a forged ETA_EXEC_STATE)
@@ -108,6 +113,45 @@ def self_exec_2(fds, port):
     a4, _ = l.accept()
     echo_through(c4, a4, 100000, 5)
     for o in (s, c, x, c2, c3, a2, a3, a4, c4, l):
+        o.close()
+    print("OK", flush=True)
+
+
+def bare_env():
+    l = socket.socket()
+    l.bind((PPE, 0))
+    l.listen(8)
+    port = l.getsockname()[1]
+    c = socket.create_connection((PPE, port))
+    s, _ = l.accept()
+    c.sendall(payload(6, 5000))  # unread across the exec
+    for o in (l, s, c):
+        o.set_inheritable(True)
+    fds = ",".join(str(o.fileno()) for o in (l, s, c))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    os.execve(sys.executable, [sys.executable, __file__, "bare_env_2", fds, str(port)], env)
+
+
+def bare_env_2(fds, port):
+    check("libeta-preload" in os.environ.get("LD_PRELOAD", ""), "the shim is preloaded in the new image")
+    check("ETA_SOCKET" in os.environ, "ETA_SOCKET came along")
+    check("ETA_EXEC_STATE" not in os.environ, "ETA_EXEC_STATE left in the environment")
+    l, s, c = (socket.socket(fileno=int(f)) for f in fds.split(","))
+    check(recv_exact(s, 5000) == payload(6, 5000), "what arrived before exec")
+    echo_through(c, s, 100000, 7)
+    # A new connection to the fixture's address: only the PPE has it, so
+    # this works only if the new image's listener and client are accelerated.
+    c2 = socket.create_connection((PPE, int(port)), timeout=10)
+    l.settimeout(10)
+    a2, _ = l.accept()
+    echo_through(c2, a2, 3000, 8)
+    # No socket to hand over (every one is close-on-exec): the environment
+    # the program gives is left exactly as it is.
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('LD_PRELOAD', '-'))"],
+                         env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=30)
+    check(out.stdout.strip() == "-", f"an exec with nothing to hand over kept its environment ({out.stdout!r})")
+    for o in (c2, a2, s, c, l):
         o.close()
     print("OK", flush=True)
 
@@ -244,6 +288,10 @@ if __name__ == "__main__":
         self_exec()
     elif what == "self_exec_2":
         self_exec_2(sys.argv[2], sys.argv[3])
+    elif what == "bare_env":
+        bare_env()
+    elif what == "bare_env_2":
+        bare_env_2(sys.argv[2], sys.argv[3])
     elif what == "exec_fail":
         exec_fail()
     elif what == "spawn":

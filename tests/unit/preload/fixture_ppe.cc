@@ -3,7 +3,9 @@
 // shim can attach and run accelerated sockets without a PPE, a NIC or root.
 // Connections go to listeners inside the fixture by port.
 //
-//   preload_fixture_ppe SOCKET_PATH
+//   preload_fixture_ppe SOCKET_PATH [--busy-poll]
+// --busy-poll: the engine never sleeps (as the PPE on a dedicated core under
+// load); by default it sleeps when idle, as the PPE's adaptive policy does.
 // Prints "READY" when it serves. SIGTERM/SIGINT: graceful stop and exit 0.
 // SIGUSR1: abrupt stop (as a PPE crash), then wait for SIGTERM.
 #include "loopback.h"
@@ -14,8 +16,9 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: %s SOCKET_PATH\n", argv[0]);
+    bool busy_poll = argc == 3 && std::string(argv[2]) == "--busy-poll";
+    if (argc != 2 && !busy_poll) {
+        std::fprintf(stderr, "usage: %s SOCKET_PATH [--busy-poll]\n", argv[0]);
         return 2;
     }
     sigset_t set;
@@ -26,6 +29,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, nullptr); // the engine thread inherits it
     dti::fixture::TestPpe::Options opt;
     opt.limits.max_sockets = 4096;
+    opt.busy_poll = busy_poll;
     dti::fixture::TestPpe ppe(argv[1], opt);
     std::string why;
     if (!ppe.start(&why)) {

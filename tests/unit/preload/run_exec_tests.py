@@ -4,6 +4,8 @@ to dti's loopback TEST FIXTURE engine (ETA_NET names 10.9.0.1/24 as its port):
 
   self_exec   python3 re-executes itself keeping its listener, an established
               connection with unread data and a client (exec_prog.py)
+  bare_env    the same through an environment of the program's own making
+              (nginx's binary upgrade): the shim comes back for the new image
   exec_fail   an exec that fails leaves everything as it was
   spawn       subprocess (vfork + exec) hands a connection to a child program;
               the spawning thread had no context and gets none from the child
@@ -119,7 +121,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shim", required=True)
     ap.add_argument("--fixture", required=True)
-    ap.add_argument("scenarios", nargs="*", default=["self_exec", "exec_fail", "spawn", "forged", "socat"])
+    ap.add_argument("scenarios", nargs="*", default=["self_exec", "bare_env", "exec_fail", "spawn", "forged", "socat"])
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="eta-exec-test-")
     sock = os.path.join(tmp, "ppe.sock")
@@ -134,7 +136,7 @@ def main():
         for k in ("ETA_REQUIRE", "ETA_DISABLE", "ETA_EXEC_STATE"):
             env.pop(k, None)
         for name in a.scenarios:
-            if name in ("self_exec", "exec_fail", "spawn"):
+            if name in ("self_exec", "bare_env", "exec_fail", "spawn"):
                 run_prog(name, [name], env)
             elif name == "forged":
                 forged(env)
