@@ -661,11 +661,16 @@ ETA_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
     return r;
 }
 
+static bool passes_accelerated(const struct msghdr *msg);
+
 ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct eta_sock *s = accel(fd);
-    if (ETA_LIKELY(!s))
+    if (ETA_LIKELY(!s)) {
+        if (ETA_UNLIKELY(msg && msg->msg_controllen) && passes_accelerated(msg))
+            return -1;
         return real_sendmsg(fd, msg, flags);
+    }
     ssize_t r = sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags, -1, NULL, 0);
     eta_obj_put(&s->obj);
     return r;
@@ -674,8 +679,15 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
     struct eta_sock *s = accel(fd);
-    if (ETA_LIKELY(!s))
+    if (ETA_LIKELY(!s)) {
+        for (unsigned i = 0; vec && i < vlen; i++)
+            if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen) && passes_accelerated(&vec[i].msg_hdr)) {
+                if (i == 0)
+                    return -1;
+                return real_sendmmsg(fd, vec, i, flags); /* the messages before it go, as the kernel would */
+            }
         return real_sendmmsg(fd, vec, vlen, flags);
+    }
     int done = 0;
     for (unsigned i = 0; i < vlen; i++) {
         ssize_t r = sock_send(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen, flags, -1, NULL, 0);
@@ -711,6 +723,42 @@ static int bypass_refused_err(const char *call, int fd, unsigned which, int err)
 static int bypass_refused(const char *call, int fd, unsigned which)
 {
     return bypass_refused_err(call, fd, which, EINVAL);
+}
+
+/* An accelerated socket passed to another process (SCM_RIGHTS over a Unix
+ * socket: Node.js's cluster module, servers that hand connections to
+ * workers) would arrive there as its placeholder, a kernel socket that never
+ * connected: the receiver would read nothing and the connection would hang.
+ * Until the PPE can move a socket to another process, sendmsg() refuses it
+ * (EOPNOTSUPP), counted, with one warning; nothing is sent. */
+static bool passes_accelerated(const struct msghdr *msg)
+{
+    if (!atomic_load_explicit(&eta_tracked, memory_order_relaxed) || !msg->msg_control ||
+        msg->msg_controllen < sizeof(struct cmsghdr))
+        return false;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+            continue;
+        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const unsigned char *data = CMSG_DATA(cm);
+        for (size_t i = 0; i < n; i++) {
+            int passed;
+            memcpy(&passed, data + i * sizeof(int), sizeof passed); /* CMSG_DATA may be unaligned */
+            struct eta_sock *s = accel(passed);
+            if (!s)
+                continue;
+            eta_obj_put(&s->obj);
+            static _Atomic bool warned;
+            ETA_STAT_ADD(bypass_refused, 1);
+            if (!atomic_exchange(&warned, true))
+                eta_log("warning: sendmsg() passing accelerated socket fd %d to another process (SCM_RIGHTS) is "
+                        "not supported (it would arrive there unconnected): EOPNOTSUPP; nothing was sent",
+                        passed);
+            errno = EOPNOTSUPP;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* stdio reads and writes through glibc's internal read/write, which no

@@ -2,7 +2,8 @@
  * libeta-preload.so attached to dti's loopback TEST FIXTURE engine (run by
  * run_readiness_tests.py with the scenario "bypass"). splice, sendfile with
  * an accelerated socket as the source and copy_file_range must fail with
- * EINVAL, fdopen with EOPNOTSUPP (never a read of the placeholder socket), counted in
+ * EINVAL, fdopen and passing one over a Unix socket (SCM_RIGHTS) with
+ * EOPNOTSUPP (never a read of the placeholder socket), counted in
  * <socket>.preload/<pid>, which eta_preload_stats_each() reads back; a file
  * left by a dead process is skipped. ETA_NET must name 10.9.0.1/24. */
 #include <arpa/inet.h>
@@ -70,6 +71,45 @@ static int sc_bypass(const char *socket_path)
     CHECK(fdopen(s, "r") == NULL && errno == EOPNOTSUPP);
     FILE *pf = fdopen(p[0], "r"); /* anything else is glibc's */
     CHECK(pf != NULL);
+    /* Passing it to another process over a Unix socket would hand over its
+     * placeholder: refused, nothing sent; a kernel descriptor still passes. */
+    int u[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0);
+    char one = 'x';
+    struct iovec iov = {&one, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                       .msg_controllen = CMSG_SPACE(2 * sizeof(int))};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    int fds[2] = {p[0], s};
+    memcpy(CMSG_DATA(cm), fds, sizeof fds);
+    errno = 0;
+    CHECK(sendmsg(u[0], &m, 0) == -1 && errno == EOPNOTSUPP);
+    m.msg_controllen = CMSG_SPACE(sizeof(int));
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    CHECK(sendmsg(u[0], &m, 0) == 1); /* the pipe alone */
+    char got;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } rctl;
+    struct iovec riov = {&got, 1};
+    struct msghdr rm = {.msg_iov = &riov, .msg_iovlen = 1, .msg_control = rctl.buf, .msg_controllen = sizeof rctl.buf};
+    CHECK(recvmsg(u[1], &rm, 0) == 1 && got == 'x'); /* exactly one message went */
+    struct cmsghdr *rc = CMSG_FIRSTHDR(&rm);
+    CHECK(rc && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int)));
+    int passed;
+    memcpy(&passed, CMSG_DATA(rc), sizeof passed);
+    close(passed);
+    close(u[0]);
+    close(u[1]);
     /* The bytes are still there for read(): nothing was taken. */
     char b[4];
     CHECK(read(s, b, 4) == 4 && memcmp(b, "data", 4) == 0);
@@ -93,9 +133,9 @@ static int sc_bypass(const char *socket_path)
     unlink(path);
     CHECK(n == 1 && seen.mine == 1 && seen.others == 0);
     CHECK(seen.st.attached == 1 && seen.st.fallbacks[0] >= 2 && seen.st.accepted == 1);
-    if (seen.st.bypass_refused != 5)
-        printf("FAIL: bypass_refused %llu, want 5\n", (unsigned long long)seen.st.bypass_refused);
-    CHECK(seen.st.bypass_refused == 5);
+    if (seen.st.bypass_refused != 6)
+        printf("FAIL: bypass_refused %llu, want 6\n", (unsigned long long)seen.st.bypass_refused);
+    CHECK(seen.st.bypass_refused == 6);
     fclose(pf);
     close(p[1]);
     close(c);

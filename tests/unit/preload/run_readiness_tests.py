@@ -16,7 +16,8 @@ SCENARIOS = ["handoff", "handoff_poll", "add_while_sleeping", "epollout", "many"
 EXPECTED_WARNINGS = {
     "engine_gone_listeners": ["the PPE has gone"],
     "bypass": ["splice() on accelerated socket", "copy_file_range() on accelerated socket",
-               "sendfile() on accelerated socket", "fdopen() on accelerated socket"],
+               "sendfile() on accelerated socket", "fdopen() on accelerated socket",
+               "sendmsg() passing accelerated socket"],
 }
 
 
