@@ -10,6 +10,7 @@
 #include "engine.h"
 
 #include "log.h"
+#include "rx_wake.h"
 
 #include <rte_cycles.h>
 #include <rte_lcore.h>
@@ -43,6 +44,7 @@ constexpr uint64_t kTagHello = 3;   // poll of a new connection that has not sai
 constexpr uint64_t kTagDoorbell = 4; // multishot poll of an attachment's doorbell eventfd
 constexpr uint64_t kTagWake = 5;    // application wakeup writes (fire and forget)
 constexpr uint64_t kTagCancel = 6;  // cancellations
+constexpr uint64_t kTagRxWake = 7;  // poll of a queue's kernel socket (rx_wake.h); index above
 const uint64_t kOne = 1;            // what a wakeup writes
 
 io_uring_sqe *get_sqe(io_uring *ring)
@@ -238,7 +240,33 @@ bool Engine::setup(std::string *error)
     }
     buffers_.engine = dti_.get();
     counters_.pu = core_.pu;
+    if (!make_io_) find_rx_wakes();
     return true;
+}
+
+void Engine::find_rx_wakes()
+{
+    for (const Port &port : ports_) {
+        RxWakeFds w = find_rx_wake_fds(port.info.driver_name, port.info.if_index, uint16_t(index_), port.queues);
+        for (int fd : w.fds) rx_wakes_.push_back(RxWake{fd, false});
+        if (!w.fds.empty())
+            log(LogLevel::kInfo, "engine %u: port \"%s\": frames wake the engine when it sleeps (%zu %s socket%s)", index_,
+                     port.config.name.c_str(), w.fds.size(), w.kind.c_str(), w.fds.size() == 1 ? "" : "s");
+    }
+}
+
+// One poll per queue socket, armed only while none is outstanding: it
+// completes at the first frame (or at once when frames wait already).
+void Engine::arm_rx_wakes()
+{
+    for (size_t i = 0; i < rx_wakes_.size(); i++) {
+        if (rx_wakes_[i].armed) continue;
+        io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
+        if (!sqe) return; // full: this nap stays bounded as before
+        io_uring_prep_poll_add(sqe, rx_wakes_[i].fd, POLLIN);
+        io_uring_sqe_set_data64(sqe, uint64_t(i) << 8 | kTagRxWake);
+        rx_wakes_[i].armed = true;
+    }
 }
 
 void Engine::arm_kick_read()
@@ -261,6 +289,9 @@ void Engine::drain_completions()
         const uint64_t kind = tag & 0xff;
         if (kind == kTagKick) {
             kick_read_armed_ = false;
+        } else if (kind == kTagRxWake) {
+            if ((tag >> 8) < rx_wakes_.size()) rx_wakes_[tag >> 8].armed = false;
+            if (cqe->res > 0 && draining_sleep_) counters_.rx_wakes++;
         } else if (kind == kTagControl || kind == kTagDoorbell) {
             // Doorbells only need to wake us; the DTI engine reads them.
             if (kind == kTagControl) on_control_ready(tag >> 8);
@@ -392,10 +423,13 @@ void Engine::idle_sleep(uint64_t now)
         return;
     }
     arm_kick_read();
+    arm_rx_wakes();
 
-    // The NIC cannot wake us (af_packet and most vdevs have no rx
-    // interrupt), so naps are bounded; they double while nothing happens,
-    // from 50 us up to max_sleep_us, so a long-idle engine wakes rarely.
+    // Most NICs cannot wake us (no rx interrupt DPDK hands out), so naps
+    // are bounded; they double while nothing happens, from 50 us up to
+    // max_sleep_us, so a long-idle engine wakes rarely. Where the port sits
+    // on a kernel socket (af_packet, af_xdp) its poll above ends the nap at
+    // the first frame.
     nap_ns_ = std::min<uint64_t>(nap_ns_ ? nap_ns_ * 2 : 50'000, uint64_t(config_.max_sleep_us) * 1000);
     uint64_t until = now + nap_ns_;
     for (auto &s : stacks_) until = std::min(until, s->next_deadline_ns());
@@ -409,7 +443,9 @@ void Engine::idle_sleep(uint64_t now)
         (void)rc; // -ETIME: the timer; -EINTR: a signal; both mean "poll again"
         counters_.sleeps++;
     }
+    draining_sleep_ = true; // what ended this sleep
     drain_completions();
+    draining_sleep_ = false;
     dti_->end_sleep();
     sleeping_.store(0, std::memory_order_relaxed);
 }

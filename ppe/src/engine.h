@@ -183,6 +183,16 @@ class Engine {
     bool kick_read_armed_ = false;
     std::atomic<uint32_t> sleeping_{0};
     uint64_t nap_ns_ = 0; // current idle nap (0: not napping yet)
+    // Sockets that turn readable when frames reach this engine's queues
+    // (rx_wake.h), polled while it sleeps; armed: a poll is outstanding.
+    struct RxWake {
+        int fd;
+        bool armed;
+    };
+    std::vector<RxWake> rx_wakes_;
+    bool draining_sleep_ = false; // drain_completions() right after an idle sleep
+    void find_rx_wakes();
+    void arm_rx_wakes();
 
     stats::EngineCounters counters_{};
     std::vector<stats::ConnEntry> conn_scratch_;

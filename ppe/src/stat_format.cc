@@ -244,6 +244,8 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_arp_shared_in", "ARP frames other engines shared with this engine", l, c.arp_shared_in);
         x.counter("engine_owner_kicks", "napping engines this engine woke after steering frames to them", l,
                   c.owner_kicks);
+        x.counter("engine_rx_wakes", "idle sleeps a received frame ended (the port's kernel socket polled)", l,
+                  c.rx_wakes);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
                 busy_share(c));
         x.gauge("engine_connections", "TCP sockets the engine's stacks hold now", l, engine_connections(s, e));
@@ -442,7 +444,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"digest_ranges", c.digest_ranges}, {"digest_mismatches", c.digest_mismatches},
                 {"steered_out", c.steered_out}, {"steered_in", c.steered_in},
                 {"steer_drops", c.steer_drops}, {"arp_shared_out", c.arp_shared_out},
-                {"arp_shared_in", c.arp_shared_in}, {"owner_kicks", c.owner_kicks},
+                {"arp_shared_in", c.arp_shared_in}, {"owner_kicks", c.owner_kicks}, {"rx_wakes", c.rx_wakes},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};
         json stacks = json::array();

@@ -19,6 +19,10 @@ ppe_config
 ppe_start "$work/ppe.toml"
 ppe_true "d['ports'][0]['device'].startswith('net_af_xdp')" || fail "eta-stat does not show the net_af_xdp port"
 peer ping -c 3 -i 0.2 -W 2 "$ETA_LAB_PPE_IP" > "$work/ping.log" || { cat "$work/ping.log"; fail "the peer cannot ping the PPE over net_af_xdp"; }
+# The engine sleeps between pings (idle adaptive); its queue's XSK, polled
+# while it sleeps, must be what wakes it (ppe/src/rx_wake.h).
+wait_until 10 ppe_true "d['engines'][0]['rx_wakes'] > 0" ||
+    fail "no received frame woke the sleeping engine over net_af_xdp: $(ppe_stat --json | head -c 400)"
 start_bg srv ip netns exec "$ETA_LAB_NS" timeout 120 "$ETA_PERF" server --transport kernel --port 5631
 wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5631' | grep -q ." || fail "the peer's server did not listen"
 export ETA_SOCKET=$ETA_LAB_SOCKET

@@ -33,6 +33,11 @@ ppe_start "$work/ppe.toml"
 export ETA_SOCKET=$ETA_LAB_SOCKET
 H=$ETA_LAB_PPE_IP P=$ETA_LAB_PEER_IP
 
+note "frames wake the sleeping engine: pings 200 ms apart, each arriving while it sleeps"
+peer ping -c 3 -i 0.2 -W 2 "$H" > "$work/ping.log" || { cat "$work/ping.log"; fail "the peer cannot ping the PPE"; }
+wait_until 10 ppe_true "d['engines'][0]['rx_wakes'] > 0" ||
+    fail "no received frame woke the sleeping engine (its af_packet socket is not polled): $(ppe_stat --json | head -c 400)"
+
 note "dti-echo-server behind the PPE, socat in the peer"
 start_bg echo timeout 120 "$ECHO" --socket "$ETA_LAB_SOCKET" --port 7007 --count 1
 wait_until 10 ppe_true "len(d['apps']) >= 1" ||
