@@ -65,7 +65,7 @@ static void say(char *why, size_t len, const char *fmt, ...)
 static int ctl_send(int fd, const struct dti_ctl_msg *m)
 {
     for (;;) {
-        ssize_t n = send(fd, m, sizeof *m, MSG_NOSIGNAL);
+        ssize_t n = dti__sys_send(fd, m, sizeof *m, MSG_NOSIGNAL);
         if (n == (ssize_t)sizeof *m)
             return 0;
         if (n < 0 && errno == EINTR)
@@ -91,7 +91,7 @@ static int ctl_send_fd(int fd, const struct dti_ctl_msg *m, int pass)
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &pass, sizeof pass);
     for (;;) {
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        ssize_t n = dti__sys_sendmsg(fd, &mh, MSG_NOSIGNAL);
         if (n == (ssize_t)sizeof *m)
             return 0;
         if (n < 0 && errno == EINTR)
@@ -113,7 +113,7 @@ static int ctl_recv(int fd, struct dti_ctl_msg *m, int *fds, int max_fds)
     mh.msg_controllen = sizeof cbuf;
     ssize_t n;
     do {
-        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        n = dti__sys_recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     if (n == 0)
         return -DTI_E_ENGINE_GONE;
@@ -129,12 +129,12 @@ static int ctl_recv(int fd, struct dti_ctl_msg *m, int *fds, int max_fds)
             if (got < max_fds)
                 fds[got++] = in[i];
             else
-                close(in[i]);
+                dti__sys_close(in[i]);
         }
     }
     if ((size_t)n != sizeof *m || m->magic != DTI_CTL_MAGIC || (mh.msg_flags & MSG_TRUNC)) {
         for (int i = 0; i < got; i++)
-            close(fds[i]);
+            dti__sys_close(fds[i]);
         return -DTI_E_PROTOCOL;
     }
     return got;
@@ -219,7 +219,7 @@ int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why,
     if (priv_fd < 0) {
         priv_fd = memfd_create("dti-sock-state", MFD_CLOEXEC);
         if (priv_fd >= 0 && ftruncate(priv_fd, (off_t)priv_size) < 0) {
-            close(priv_fd);
+            dti__sys_close(priv_fd);
             priv_fd = -1;
         }
     } else if (fstat(priv_fd, &st) < 0 || (uint64_t)st.st_size != priv_size) {
@@ -277,12 +277,12 @@ int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, 
     }
     if (r.type == DTI_CTL_REFUSED) {
         for (int i = 0; i < nfd; i++)
-            close(fds[i]);
+            dti__sys_close(fds[i]);
         return refused(&r, why, wl);
     }
     if (r.type != DTI_CTL_WELCOME || nfd != 2 || r.abi_version != DTI_ABI_VERSION) {
         for (int i = 0; i < nfd; i++)
-            close(fds[i]);
+            dti__sys_close(fds[i]);
         if (r.type == DTI_CTL_WELCOME && r.abi_version != DTI_ABI_VERSION) {
             say(why, wl, "DTI ABI version mismatch: libdti %u, PPE %u", DTI_ABI_VERSION, r.abi_version);
             return -DTI_E_VERSION;
@@ -291,8 +291,8 @@ int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, 
         return -DTI_E_PROTOCOL;
     }
     if (r.engine != engine || r.n_engines == 0 || r.n_engines > DTI_MAX_ENGINES) {
-        close(fds[0]);
-        close(fds[1]);
+        dti__sys_close(fds[0]);
+        dti__sys_close(fds[1]);
         say(why, wl, "the PPE answered for engine %u of %u when engine %u was asked for (a PPE with "
             "several engines must route each attach to the engine it names)", r.engine, r.n_engines, engine);
         return -DTI_E_PROTOCOL;
@@ -312,18 +312,18 @@ int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl)
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    int fd = dti__sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
         say(why, wl, "socket(AF_UNIX): %s", strerror(e));
         return -e;
     }
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    if (dti__sys_connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int e = errno;
         int rc = (e == EACCES || e == EPERM) ? -DTI_E_DENIED : -DTI_E_NO_ENGINE;
         say(why, wl, "%s at %s (connect: %s)",
             rc == -DTI_E_DENIED ? "no permission to reach the PPE" : "no PPE", path, strerror(e));
-        close(fd);
+        dti__sys_close(fd);
         return rc;
     }
     *fd_out = fd;
@@ -376,13 +376,13 @@ void dti_detach(dti_t *d)
     if (d->base)
         munmap(d->base, d->size);
     if (d->ctl_fd >= 0)
-        close(d->ctl_fd);
+        dti__sys_close(d->ctl_fd);
     if (d->doorbell_fd >= 0)
-        close(d->doorbell_fd);
+        dti__sys_close(d->doorbell_fd);
     if (d->region_fd >= 0)
-        close(d->region_fd);
+        dti__sys_close(d->region_fd);
     if (d->priv_fd >= 0)
-        close(d->priv_fd);
+        dti__sys_close(d->priv_fd);
     if (d->priv)
         munmap(d->priv, sizeof(struct dti_sock_priv) * d->limits.max_sockets);
     free(d->closed_gen);
@@ -406,7 +406,7 @@ static void unpin(void *base, uint64_t size)
 static void close_fd(int *fd)
 {
     if (*fd >= 0)
-        close(*fd);
+        dti__sys_close(*fd);
     *fd = -1;
 }
 
@@ -516,18 +516,18 @@ static int fork_request(struct dti_attachment *d)
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_FORK, .abi_version = DTI_ABI_VERSION,
                             .pid = (uint32_t)getpid()};
     int rc = ctl_send_fd(d->ctl_fd, &m, sv[1]);
-    close(sv[1]);
+    dti__sys_close(sv[1]);
     struct dti_ctl_msg r;
     int fd = -1;
     if (rc == 0)
         rc = ctl_recv(d->ctl_fd, &r, &fd, 1);
     if (rc > 0)
-        close(fd); /* the PPE sends none with this answer */
+        dti__sys_close(fd); /* the PPE sends none with this answer */
     if (rc >= 0 && r.type == DTI_CTL_FORKED) {
         d->fork_fd = sv[0];
         return 0;
     }
-    close(sv[0]);
+    dti__sys_close(sv[0]);
     if (rc == -DTI_E_ENGINE_GONE || rc == -EPIPE || rc == -ECONNRESET) {
         mark_dead(d, DTI_E_ENGINE_GONE);
         return -DTI_E_ENGINE_GONE;
@@ -561,7 +561,7 @@ void dti_fork_parent(dti_t *d)
     for (uint32_t e = d->n_links; e-- > 0;) {
         struct dti_attachment *l = d->links[e];
         if (l->fork_fd >= 0)
-            close(l->fork_fd);
+            dti__sys_close(l->fork_fd);
         l->fork_fd = -1;
         pthread_mutex_unlock(&l->lock);
     }
@@ -591,8 +591,8 @@ static int fork_child_link(struct dti_attachment *d)
      * allocated, so no context of the child ever has the address of one of
      * the parent's (callers may cache context pointers). */
     for (struct dti_ctx *c = d->contexts; c; c = c->next_all) {
-        close(c->wait_fd);
-        close(c->wake_fd);
+        dti__sys_close(c->wait_fd);
+        dti__sys_close(c->wake_fd);
         c->wait_fd = c->wake_fd = -1;
     }
     d->contexts = NULL;
@@ -600,7 +600,7 @@ static int fork_child_link(struct dti_attachment *d)
         pthread_setspecific(d->tls_key, NULL);
     d->pool_blocks = 0; /* the pool's allocation map is the parent's */
     if (d->ctl_fd >= 0)
-        close(d->ctl_fd); /* the parent's connection: the parent keeps its copy */
+        dti__sys_close(d->ctl_fd); /* the parent's connection: the parent keeps its copy */
     d->ctl_fd = d->fork_fd;
     d->fork_fd = -1;
     if (d->ctl_fd < 0) {
@@ -611,7 +611,7 @@ static int fork_child_link(struct dti_attachment *d)
     /* Tells the PPE (eta-stat) who we are; no answer. */
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_HELLO, .abi_version = DTI_ABI_VERSION,
                             .pid = (uint32_t)getpid()};
-    (void)send(d->ctl_fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)dti__sys_send(d->ctl_fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
     return 0;
 }
 
@@ -637,12 +637,12 @@ static int open_queue_pair(struct dti_attachment *d, uint32_t *index, int *wake_
     }
     if (r.type == DTI_CTL_REFUSED) {
         if (rc == 1)
-            close(fd);
+            dti__sys_close(fd);
         return r.status > 0 ? -r.status : -DTI_E_PROTOCOL;
     }
     if (r.type != DTI_CTL_CTX_OPENED || rc != 1 || r.index >= d->limits.max_contexts) {
         if (rc == 1)
-            close(fd);
+            dti__sys_close(fd);
         return -DTI_E_PROTOCOL;
     }
     *index = r.index;
@@ -680,12 +680,12 @@ int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out)
         free(c);
         return rc;
     }
-    fcntl(c->wake_fd, F_SETFL, fcntl(c->wake_fd, F_GETFL) | O_NONBLOCK);
-    c->wait_fd = epoll_create1(EPOLL_CLOEXEC);
+    dti__sys_fcntl(c->wake_fd, F_SETFL, dti__sys_fcntl(c->wake_fd, F_GETFL, 0) | O_NONBLOCK);
+    c->wait_fd = dti__sys_epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN};
     struct epoll_event hup = {.events = EPOLLRDHUP | EPOLLHUP};
-    if (c->wait_fd < 0 || epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, c->wake_fd, &ev) < 0 ||
-        epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, d->ctl_fd, &hup) < 0) {
+    if (c->wait_fd < 0 || dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, c->wake_fd, &ev) < 0 ||
+        dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, d->ctl_fd, &hup) < 0) {
         rc = -errno;
         goto fail;
     }
@@ -706,8 +706,8 @@ int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out)
 fail:
     dti__ctx_free_queues(c);
     if (c->wait_fd >= 0)
-        close(c->wait_fd);
-    close(c->wake_fd);
+        dti__sys_close(c->wait_fd);
+    dti__sys_close(c->wake_fd);
     free(c);
     return rc;
 }
@@ -739,8 +739,8 @@ void dti__ctx_destroy_one(struct dti_ctx *c)
     if (d->tls_key_ok && pthread_getspecific(d->tls_key) == c)
         pthread_setspecific(d->tls_key, NULL);
     dti__ctx_free_queues(c);
-    close(c->wait_fd);
-    close(c->wake_fd);
+    dti__sys_close(c->wait_fd);
+    dti__sys_close(c->wake_fd);
     free(c);
 }
 
