@@ -111,10 +111,6 @@ void eta_hmap_clear(void);
  * ones of a later generation were made on a PPE that went (re-attach). */
 extern uint32_t eta_fork_generation;
 
-/* Thread-local: set while the shim itself runs libc calls (libdti's control
- * socket, eventfds) so the wrappers pass them straight through uncounted. */
-extern ETA_TLS int eta_in_shim;
-
 /* The calling thread's context as eta_ctx() cached it, while the cache is
  * current: eta_ctx()'s fast half, inlined into the data path. NULL: call
  * eta_ctx(). (Anything that replaces the attachment bumps eta_fork_epoch.) */

@@ -91,7 +91,6 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
         {IPPROTO_TCP, TCP_CORK, DTI_SO_CORK, 0},         {IPPROTO_IP, IP_TOS, DTI_SO_TOS, 0},
         {SOL_SOCKET, SO_RCVLOWAT, DTI_SO_RCVLOWAT, 1},   {IPPROTO_TCP, TCP_USER_TIMEOUT, DTI_SO_USER_TIMEOUT, 0},
     };
-    eta_in_shim++;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         int v = 0;
         socklen_t l = sizeof v;
@@ -117,15 +116,12 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
     if (real_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0 && lg.l_onoff)
         dti_prep_setsockopt(c, s->h, DTI_SO_LINGER, lg.l_linger, 0);
     dti_submit(c);
-    eta_in_shim--;
 }
 
 /* Creates the PPE socket behind a candidate. Returns 0 or an errno value. */
 static int make_accel(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
-    eta_in_shim++;
     int h = dti_socket(c);
-    eta_in_shim--;
     if (h < 0)
         return eta_errno_from_dti(h);
     s->h = (dti_sock_t)h;
@@ -156,7 +152,7 @@ static uint64_t deadline_after(int ms)
 ETA_EXPORT int socket(int domain, int type, int protocol)
 {
     int fd = real_socket(domain, type, protocol);
-    if (fd < 0 || eta_in_shim)
+    if (fd < 0)
         return fd;
     enum eta_reason r = eta_decide_socket(domain, type, protocol);
     /* An IPv6 TCP socket stays a candidate: it may become a dual-stack
@@ -272,9 +268,7 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return fail(EADDRNOTAVAIL); /* the kernel has no such address */
     }
     struct dti_addr a = to_dti(addr);
-    eta_in_shim++;
     rc = dti_bind(c, s->h, &a);
-    eta_in_shim--;
     if (rc < 0) {
         eta_obj_put(&s->obj);
         return fail(eta_errno_from_dti(rc));
@@ -326,7 +320,6 @@ ETA_EXPORT int listen(int fd, int backlog)
         int err = c ? make_accel(c, fd, s) : ENETDOWN;
         struct dti_addr any = {0, ntohs(in.sin_port)};
         if (!err) {
-            eta_in_shim++;
             int r = dti_bind(c, s->h, &any);
             if (r == 0)
                 r = dti_listen(c, s->h, backlog);
@@ -334,7 +327,6 @@ ETA_EXPORT int listen(int fd, int backlog)
                 dti_prep_close(c, s->h, 0);
                 dti_submit(c);
             }
-            eta_in_shim--;
             if (r < 0) {
                 eta_hmap_del(s->h);
                 ETA_STAT_ADD(accel_open, (uint64_t)-1);
@@ -368,9 +360,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         eta_obj_put(&s->obj);
         return fail(ENETDOWN);
     }
-    eta_in_shim++;
     rc = dti_listen(c, s->h, backlog);
-    eta_in_shim--;
     if (rc == 0) {
         s->backlog = backlog;
         s->listening = true;
@@ -411,10 +401,8 @@ void eta_stash_after_fork_child(void)
         for (unsigned i = 0; i + 1 < st->n; i += 2) {
             if (!c && !(c = eta_ctx()))
                 break;
-            eta_in_shim++;
             if (dti_prep_close(c, st->h[i + 1], 0) == 0)
                 dti_submit(c);
-            eta_in_shim--;
         }
         st->n = 0;
     }
@@ -513,18 +501,14 @@ static int take_accepted(dti_ctx_t *c, struct eta_sock *s, dti_sock_t *out)
         return -EAGAIN;
     uint64_t ud = 0x4000000000000000ull | s->h;
     unsigned batch = eta_listeners_shared ? 1 : DTI_ACCEPT_MAX / 2;
-    eta_in_shim++;
     int rc = dti_prep_accept(c, s->h, batch, 0, ud);
     if (rc == -EAGAIN) {
-        eta_in_shim--;
         eta_pump(c);
-        eta_in_shim++;
         rc = dti_prep_accept(c, s->h, batch, 0, ud);
     }
     struct dti_cqe cqe;
     if (rc == 0 && (rc = dti_submit(c)) >= 0)
         rc = dti_wait_cqe(c, ud, &cqe, -1);
-    eta_in_shim--;
     if (rc < 0)
         return rc;
     if (cqe.res <= 0)
@@ -555,18 +539,14 @@ static bool accept_ready(void *arg)
 /* Wraps an accepted PPE connection in a placeholder kernel socket. */
 static int install_accepted(dti_ctx_t *c, dti_sock_t h, struct sockaddr *addr, socklen_t *len, int flags, bool v6)
 {
-    eta_in_shim++;
     int fd = real_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | (flags & SOCK_CLOEXEC), 0);
-    eta_in_shim--;
     struct eta_sock *n = fd >= 0 && eta_fd_in_range(fd) ? eta_sock_new() : NULL;
     if (!n) {
         int err = fd < 0 ? errno : EMFILE;
         if (fd >= 0)
             real_close(fd);
-        eta_in_shim++;
         dti_prep_abort(c, h, 0);
         dti_submit(c);
-        eta_in_shim--;
         return fail(err);
     }
     n->h = h;
@@ -835,9 +815,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         }
         if (s->bound_kernel && s->kernel_port) {
             struct dti_addr local = {0, s->kernel_port};
-            eta_in_shim++;
             int rc = dti_bind(c, s->h, &local);
-            eta_in_shim--;
             if (rc < 0) {
                 eta_obj_put(&s->obj);
                 return fail(eta_errno_from_dti(rc));
@@ -873,17 +851,13 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return fail(addr && addr->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL);
     }
     struct dti_addr remote = to_dti(addr);
-    eta_in_shim++;
     int rc = dti_prep_connect(c, s->h, &remote, 0);
     if (rc == -EAGAIN) {
-        eta_in_shim--;
         eta_pump(c);
-        eta_in_shim++;
         rc = dti_prep_connect(c, s->h, &remote, 0);
     }
     if (rc == 0)
         rc = dti_submit(c) < 0 ? -ECONNREFUSED : 0;
-    eta_in_shim--;
     if (rc < 0) {
         eta_obj_put(&s->obj);
         return fail(eta_errno_from_dti(rc));
@@ -932,9 +906,7 @@ void eta_sock_release(struct eta_sock *s)
     stash_lock(st);
     for (unsigned i = 0; i + 1 < st->n;) {
         if (st->h[i] == s->h) {
-            eta_in_shim++;
             dti_prep_abort(c, st->h[i + 1], 0);
-            eta_in_shim--;
             memmove(&st->h[i], &st->h[i + 2], (st->n - i - 2) * sizeof st->h[0]);
             st->n -= 2;
         } else {
@@ -942,16 +914,12 @@ void eta_sock_release(struct eta_sock *s)
         }
     }
     stash_unlock(st);
-    eta_in_shim++;
     int rc = dti_prep_close(c, s->h, 0);
     if (rc == -EAGAIN) {
-        eta_in_shim--;
         eta_pump(c);
-        eta_in_shim++;
         rc = dti_prep_close(c, s->h, 0);
     }
     dti_submit(c);
-    eta_in_shim--;
 }
 
 ETA_EXPORT int close(int fd)
@@ -959,7 +927,7 @@ ETA_EXPORT int close(int fd)
     struct eta_obj *o = eta_fd_peek(fd);
     if (!o)
         return real_close(fd);
-    if (o->kind == ETA_OBJ_INTERNAL && !eta_in_shim)
+    if (o->kind == ETA_OBJ_INTERNAL)
         return fail(EBADF); /* libdti's, not the program's */
     if (eta_vfork_child()) {
         eta_vfork_note(fd, -1); /* the parent's map and sockets stay the parent's */
@@ -1028,9 +996,7 @@ ETA_EXPORT int shutdown(int fd, int how)
     if (how != SHUT_RD)
         atomic_store(&s->shut_wr, true);
     eta_epoll_touch(s);
-    eta_in_shim++;
     int rc = dti_shutdown(c, s->h, how);
-    eta_in_shim--;
     eta_obj_put(&s->obj);
     return rc < 0 && rc != -ENOTCONN ? fail(eta_errno_from_dti(rc)) : 0;
 }
@@ -1058,7 +1024,7 @@ static int dup_result(int oldfd, int newfd)
 static bool is_internal(int fd)
 {
     struct eta_obj *o = eta_fd_peek(fd);
-    return o && o->kind == ETA_OBJ_INTERNAL && !eta_in_shim;
+    return o && o->kind == ETA_OBJ_INTERNAL;
 }
 
 ETA_EXPORT int dup(int fd)
@@ -1314,9 +1280,7 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
     }
     dti_ctx_t *c = opt && !usable(s, 0) ? eta_ctx() : NULL;
     if (c) {
-        eta_in_shim++;
         int r = dti_setsockopt(c, s->h, opt, v);
-        eta_in_shim--;
         if (r < 0 && r != -ENOTCONN) {
             eta_obj_put(&s->obj);
             return fail(eta_errno_from_dti(r));
@@ -1369,9 +1333,7 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
         rc = put_int(val, len, (int)(name == SO_RCVBUF ? lim.rx_ring_size : lim.tx_ring_size));
     } else if (level == IPPROTO_TCP && name == TCP_MAXSEG && c) {
         int64_t v = 0;
-        eta_in_shim++;
         int r = dti_getsockopt(c, s->h, DTI_SO_MAXSEG, &v);
-        eta_in_shim--;
         rc = r < 0 ? real_getsockopt(fd, level, name, val, len) : put_int(val, len, (int)v);
     } else if (level == IPPROTO_TCP && name == TCP_INFO) {
         /* The kernel's placeholder knows nothing of the connection: report
