@@ -5,8 +5,8 @@
  * shim neither sees nor pays for libdti's own descriptors and needs no
  * re-entrancy guard for them (liburing keeps its own syscall layer for the
  * same reason). What no one interposes (mmap, memfd_create, fstat,
- * socketpair, pthread, ...) stays libc's. `allowed_imports.txt` (beside this file) lists
- * the dynamic imports libdti may have; the dti_imports test checks it.
+ * socketpair, pthread, ...) stays libc's. allowed_imports.txt, beside this
+ * file, lists the dynamic imports libdti may have (the dti_imports test).
  *
  * x86-64 and AArch64 use the instruction itself; elsewhere syscall(2), which
  * no one interposes (and socketcall(2) where the socket calls have no numbers
