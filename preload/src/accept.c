@@ -392,7 +392,6 @@ ETA_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
     return do_accept(fd, ETA_SA(addr), len, flags);
 }
 
-
 /* The connections stashed for listener s are aborted: it is closing (no one
  * can accept them any more). */
 void eta_stash_abort(dti_ctx_t *c, struct eta_sock *s)
