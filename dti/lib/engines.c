@@ -11,6 +11,7 @@
  * here runs on one engine (the common case costs one compare per call).
  */
 #include "internal.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -76,8 +77,8 @@ int dti__ctx_open_subs(struct dti_ctx *c)
          * every engine's wake eventfd and control connection. */
         struct epoll_event ev = {.events = EPOLLIN};
         struct epoll_event hup = {.events = EPOLLRDHUP | EPOLLHUP};
-        if (epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, q->wake_fd, &ev) < 0 ||
-            epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, q->d->ctl_fd, &hup) < 0)
+        if (dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, q->wake_fd, &ev) < 0 ||
+            dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, q->d->ctl_fd, &hup) < 0)
             return -errno;
     }
     /* Contexts start their sockets on different engines. */

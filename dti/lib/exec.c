@@ -4,6 +4,7 @@
  * the same memory; what was private to the old image (contexts, the closed
  * handles, the pool's allocation map) starts empty, as in a fork child. */
 #include "internal.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,11 +28,11 @@ static void say(char *why, size_t wl, const char *fmt, ...)
 
 static int set_cloexec(int fd, bool on)
 {
-    int fl = fcntl(fd, F_GETFD);
+    int fl = dti__sys_fcntl(fd, F_GETFD, 0);
     if (fl < 0)
         return -errno;
     fl = on ? fl | FD_CLOEXEC : fl & ~FD_CLOEXEC;
-    return fcntl(fd, F_SETFD, fl) < 0 ? -errno : 0;
+    return dti__sys_fcntl(fd, F_SETFD, fl) < 0 ? -errno : 0;
 }
 
 /* One EXEC (first batch, with the member's end) or EXEC_HOLD message and
@@ -48,7 +49,7 @@ static int exec_batch(struct dti_attachment *d, uint32_t type, int pass, const d
     if (rc == 0)
         rc = dti__ctl_recv(d->ctl_fd, &r, &fd, 1);
     if (rc > 0)
-        close(fd); /* the PPE sends none with this answer */
+        dti__sys_close(fd); /* the PPE sends none with this answer */
     if (rc == -DTI_E_ENGINE_GONE || rc == -EPIPE || rc == -ECONNRESET) {
         dti__mark_dead(d, DTI_E_ENGINE_GONE);
         return -DTI_E_ENGINE_GONE;
@@ -78,7 +79,7 @@ int dti_exec_prepare(dti_t *d, const dti_sock_t *keep, unsigned n, struct dti_ex
     pthread_mutex_lock(&d->lock);
     unsigned first = n < DTI_CTL_HANDLES ? n : DTI_CTL_HANDLES;
     int rc = exec_batch(d, DTI_CTL_EXEC, sv[1], keep, first);
-    close(sv[1]);
+    dti__sys_close(sv[1]);
     int granted = rc;
     for (unsigned at = first; rc >= 0 && at < n; at += DTI_CTL_HANDLES) {
         unsigned k = n - at < DTI_CTL_HANDLES ? n - at : DTI_CTL_HANDLES;
@@ -87,7 +88,7 @@ int dti_exec_prepare(dti_t *d, const dti_sock_t *keep, unsigned n, struct dti_ex
     }
     pthread_mutex_unlock(&d->lock);
     if (rc < 0) {
-        close(sv[0]); /* the member, if made, leaves */
+        dti__sys_close(sv[0]); /* the member, if made, leaves */
         return rc;
     }
     *out = (struct dti_exec_fds){sv[0], d->region_fd, d->priv_fd, d->doorbell_fd};
@@ -105,7 +106,7 @@ void dti_exec_abort(dti_t *d, const struct dti_exec_fds *fds)
     if (!d || !fds)
         return;
     if (fds->ctl_fd >= 0)
-        close(fds->ctl_fd);
+        dti__sys_close(fds->ctl_fd);
     int own[] = {d->region_fd, d->priv_fd, d->doorbell_fd};
     for (unsigned i = 0; i < 3; i++)
         if (own[i] >= 0)
@@ -117,8 +118,8 @@ static bool is_seqpacket(int fd)
 {
     int type = 0, domain = 0;
     socklen_t tl = sizeof type, dl = sizeof domain;
-    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 &&
-           getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) == 0 && type == SOCK_SEQPACKET &&
+    return dti__sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 &&
+           dti__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) == 0 && type == SOCK_SEQPACKET &&
            domain == AF_UNIX;
 }
 
@@ -193,7 +194,7 @@ int dti_adopt_exec(const struct dti_exec_fds *fds, dti_t **out, char *why, size_
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_HELLO, .abi_version = DTI_ABI_VERSION,
                             .pid = (uint32_t)getpid()};
     snprintf(m.text, sizeof m.text, "%s", program_invocation_short_name);
-    (void)send(d->ctl_fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)dti__sys_send(d->ctl_fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
     dti__init_tls(d);
     *out = d;
     return 0;

@@ -14,7 +14,6 @@
 #include "shim.h"
 
 struct eta_config eta_cfg;
-ETA_TLS int eta_in_shim;
 struct eta_net eta_net;
 uint32_t eta_generation = 1;
 uint32_t eta_fork_epoch = 1;
@@ -133,7 +132,6 @@ static void stats_publish(void)
 {
     char dir[290];
     snprintf(dir, sizeof dir, "%s.preload", eta_cfg.socket_path);
-    eta_in_shim++;
     if (mkdir(dir, 01777) == 0)
         chmod(dir, 01777); /* the umask must not keep other users out */
     snprintf(stats_file, sizeof stats_file, "%s/%d", dir, (int)getpid());
@@ -143,7 +141,6 @@ static void stats_publish(void)
         p = mmap(NULL, sizeof(struct eta_preload_stats), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (fd >= 0)
         real_close(fd);
-    eta_in_shim--;
     if (p == MAP_FAILED) {
         ETA_DEBUG("cannot publish counters at %s: %s", stats_file, strerror(errno));
         stats_file[0] = 0;
@@ -195,12 +192,10 @@ static void load_net(void)
     char path[300];
     if (!src[0]) {
         snprintf(path, sizeof path, "%s.net", eta_cfg.socket_path);
-        eta_in_shim++;
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         ssize_t n = fd >= 0 ? real_read(fd, text, sizeof text - 1) : -1;
         if (fd >= 0)
             real_close(fd);
-        eta_in_shim--;
         if (n < 0) {
             eta_log("warning: the PPE publishes no addresses at %s (%s): no socket can be accelerated; "
                     "set ETA_NET='port A.B.C.D/P' to name them",
@@ -222,9 +217,7 @@ static int attach_ppe(dti_t **d, char *why, size_t wl)
 {
     struct dti_attach_opts opts = {.socket_path = eta_cfg.socket_path, .name = NULL};
     *d = NULL;
-    eta_in_shim++;
     int rc = dti_attach(&opts, d, why, wl);
-    eta_in_shim--;
     return rc;
 }
 
@@ -376,9 +369,7 @@ static bool reattach_locked(void)
     int n_old = dti_own_fds(old, old_fds, (int)(sizeof old_fds / sizeof old_fds[0]));
     for (int i = 0; i < n_old && i < (int)(sizeof old_fds / sizeof old_fds[0]); i++)
         eta_fd_clear(old_fds[i]); /* the numbers are about to be free for the program */
-    eta_in_shim++;
     dti_retire(old); /* its memory and descriptors; threads may still hold its contexts */
-    eta_in_shim--;
     unsigned failed = 0;
     unsigned made = eta_relisten_all(&failed);
     reattach_backoff_ns = 0;
@@ -446,9 +437,7 @@ dti_ctx_t *eta_ctx(void)
     if (ETA_LIKELY(eta_tls_ctx && tls_ctx_owner == d && eta_tls_ctx_epoch == eta_fork_epoch))
         return eta_tls_ctx;
     int err = 0;
-    eta_in_shim++;
     dti_ctx_t *c = dti_ctx_get(d, &err);
-    eta_in_shim--;
     if (!c) {
         errno = eta_errno_from_dti(err);
         return NULL;
@@ -499,33 +488,46 @@ static void fork_prepare(void)
               !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
     if (forking) {
         eta_listeners_shared = true;
-        eta_in_shim++;
         if (dti_fork_prepare(attachment) != 0)
             ETA_DEBUG("fork: the PPE cannot take the child into this process's group");
-        eta_in_shim--;
     }
 }
 
 static void fork_parent(void)
 {
     if (forking) {
-        eta_in_shim++;
         dti_fork_parent(attachment);
-        eta_in_shim--;
     }
     forking = false;
     pthread_mutex_unlock(&attach_lock);
 }
 
 /* The child's side; true when it joined (its inherited sockets work). */
+/* libdti closes its descriptors with its own system calls, which the shim's
+ * close() never sees: numbers among `before` that libdti no longer holds are
+ * forgotten here, so the program may use them again. */
+static void forget_closed_own_fds(const int *before, int n)
+{
+    int now[32];
+    int n_now = dti_own_fds(attachment, now, 32);
+    for (int i = 0; i < n; i++) {
+        bool kept = false;
+        for (int j = 0; j < n_now && j < 32 && !kept; j++)
+            kept = now[j] == before[i];
+        if (!kept)
+            eta_fd_clear(before[i]);
+    }
+}
+
 static bool fork_join(void)
 {
     if (!forking)
         return false;
     forking = false;
-    eta_in_shim++;
+    int before[32];
+    int n_before = dti_own_fds(attachment, before, 32);
     int rc = dti_fork_child(attachment); /* closes the parent's control socket copy */
-    eta_in_shim--;
+    forget_closed_own_fds(before, n_before < 32 ? n_before : 32);
     if (rc != 0) {
         ETA_DEBUG("fork: the child could not join the PPE group (%s)", dti_strerror(rc));
         return false;

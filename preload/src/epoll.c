@@ -115,9 +115,7 @@ static uint64_t kick_cookie(void)
 
 static void kick_register(struct eta_epoll *e)
 {
-    eta_in_shim++;
     int k = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    eta_in_shim--;
     if (k < 0)
         return; /* no cross-thread wake-up: a sleeper finds the member at its next call */
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = kick_cookie()};
@@ -838,9 +836,7 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
             continue;
         }
         if (c) {
-            eta_in_shim++;
             armed = dti_arm(c);
-            eta_in_shim--;
             if (armed != 0) {
                 atomic_fetch_sub(&e->sleepers, 1);
                 if (armed < 0) {
@@ -867,9 +863,7 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
         int err = errno;
         atomic_fetch_sub(&e->sleepers, 1);
         if (c) {
-            eta_in_shim++;
             dti_disarm(c);
-            eta_in_shim--;
             if (!eta_engine_check(dti_ctx_owner(c)))
                 c = NULL;
         } else if (rc == 0 && capped) {

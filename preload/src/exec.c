@@ -176,9 +176,7 @@ static void release_owed(bool may_make_context)
     dti_ctx_t *c = may_make_context ? eta_ctx() : eta_ctx_cached();
     if (!c)
         return;
-    eta_in_shim++;
     each_accel(release_one, c);
-    eta_in_shim--;
 }
 
 __attribute__((destructor)) static void release_owed_at_exit(void) { release_owed(true); }
@@ -359,12 +357,10 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
     release_owed(false); /* close-on-exec sockets end with this image; the rest carry on */
     uint32_t n = 0;
     size_t size = 0;
-    eta_in_shim++;
     struct eta_exec_entry *v = collect(&n, &size);
     if (!v || n == 0) {
         if (v)
             munmap(v, size);
-        eta_in_shim--;
         return envp;
     }
     dti_sock_t *handles = mmap(NULL, sizeof *handles * n, PROT_READ | PROT_WRITE,
@@ -402,7 +398,6 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
                     n == 1 ? "it arrives" : "they arrive");
     }
     munmap(v, size);
-    eta_in_shim--;
     return p->active ? p->envp : envp;
 }
 
@@ -563,10 +558,8 @@ static void adopt_entries(const struct eta_exec_entry *v, uint32_t n, unsigned *
             continue;
         struct eta_obj *o = eta_fd_peek(v[i].listener_fd);
         if (!o || o->kind != ETA_OBJ_SOCK || !eta_stash_import((struct eta_sock *)o, v[i].handle)) {
-            eta_in_shim++;
             if (dti_prep_close(c, v[i].handle, 0) == 0) /* nobody can accept it here: let it go */
                 dti_submit(c);
-            eta_in_shim--;
         }
     }
 }
@@ -612,9 +605,7 @@ void eta_exec_adopt(void)
     }
     struct dti_exec_fds fds = {h.ctl_fd, h.region_fd, h.priv_fd, h.doorbell_fd};
     dti_t *d = NULL;
-    eta_in_shim++;
     rc = dti_adopt_exec(&fds, &d, why, sizeof why);
-    eta_in_shim--;
     if (rc < 0) {
         eta_log("warning: cannot adopt the sockets handed over at exec (%s): they stay unconnected", why);
         free(v);

@@ -220,9 +220,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
                     eta_obj_put(&s->obj);
                 }
             }
-            eta_in_shim++;
             int armed = dti_arm(c);
-            eta_in_shim--;
             if (armed != 0) {
                 iter = 0;
                 if (armed < 0) { /* the engine went: sockets now report errors */
@@ -251,9 +249,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         int rc = real_ppoll(k, nk + (c ? 1 : 0), tsp, mask);
         int err = errno;
         if (c) {
-            eta_in_shim++;
             dti_disarm(c);
-            eta_in_shim--;
             if (!eta_engine_check(dti_ctx_owner(c)))
                 c = NULL;
         }

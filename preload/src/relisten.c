@@ -16,16 +16,13 @@ void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
  * value; on failure s stays as it was (silent, or its kernel half). */
 static int relisten(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
-    eta_in_shim++;
     int h = dti_socket(c);
-    eta_in_shim--;
     if (h < 0)
         return eta_errno_from_dti(h);
     eta_stash_forget(s); /* connections of the old PPE: their handles mean nothing now */
     dti_sock_t old = s->h;
     s->h = (dti_sock_t)h;
     eta_carry_options(c, fd, s);
-    eta_in_shim++;
     int r = dti_bind(c, s->h, &s->local);
     if (r == 0)
         r = dti_listen(c, s->h, s->backlog);
@@ -33,7 +30,6 @@ static int relisten(dti_ctx_t *c, int fd, struct eta_sock *s)
         dti_prep_close(c, s->h, 0);
         dti_submit(c);
     }
-    eta_in_shim--;
     if (r < 0) {
         s->h = old;
         return eta_errno_from_dti(r);

@@ -100,8 +100,9 @@ int eta_reattach_wait_ms(void);
  * on the current attachment. Returns how many; *failed counts refusals. */
 unsigned eta_relisten_all(unsigned *failed);
 struct eta_sock;
-/* sock.c: carries the options the kernel placeholder holds to s's PPE
- * socket; drops listener s's stashed connections without telling the PPE. */
+/* sockopt.c: carries the options the kernel placeholder holds to s's PPE
+ * socket; accept.c: drops listener s's stashed connections without telling
+ * the PPE. */
 void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s);
 void eta_stash_forget(struct eta_sock *s);
 /* wait.c: forgets every handle -> socket entry (handles of a dead PPE). */
@@ -110,10 +111,6 @@ void eta_hmap_clear(void);
  * group: sockets older than it are the parent's (fork-child orphans); older
  * ones of a later generation were made on a PPE that went (re-attach). */
 extern uint32_t eta_fork_generation;
-
-/* Thread-local: set while the shim itself runs libc calls (libdti's control
- * socket, eventfds) so the wrappers pass them straight through uncounted. */
-extern ETA_TLS int eta_in_shim;
 
 /* The calling thread's context as eta_ctx() cached it, while the cache is
  * current: eta_ctx()'s fast half, inlined into the data path. NULL: call
@@ -342,7 +339,7 @@ void eta_exec_adopt(void);
 void eta_vfork_note(int fd, int from);
 /* core.c: makes d (adopted after exec) this process's attachment. */
 void eta_attach_adopted(dti_t *d);
-/* sock.c: listener s's stashed connections (copied), and one put back. */
+/* accept.c: listener s's stashed connections (copied), and one put back. */
 unsigned eta_stash_export(struct eta_sock *s, dti_sock_t *out, unsigned max);
 bool eta_stash_import(struct eta_sock *s, dti_sock_t h);
 /* wait.c */

@@ -110,7 +110,6 @@ unsigned eta_pump(dti_ctx_t *c)
 {
     struct dti_cqe cqe[32];
     unsigned total = 0, n;
-    eta_in_shim++;
     do {
         n = dti_reap(c, cqe, 32);
         for (unsigned i = 0; i < n; i++) {
@@ -129,7 +128,6 @@ unsigned eta_pump(dti_ctx_t *c)
         }
         total += n;
     } while (n == 32);
-    eta_in_shim--;
     return total;
 }
 
@@ -142,17 +140,13 @@ int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
     uint32_t want = mask | DTI_POLLERR | DTI_POLLHUP;
     if (same)
         want |= atomic_load_explicit(&s->watch_mask, memory_order_relaxed);
-    eta_in_shim++;
     int rc = dti_prep_watch(c, s->h, want, 0);
     if (rc == -EAGAIN) { /* queue full: make room and retry once */
-        eta_in_shim--;
         eta_pump(c);
-        eta_in_shim++;
         rc = dti_prep_watch(c, s->h, want, 0);
     }
     if (rc == 0)
         dti_submit(c);
-    eta_in_shim--;
     if (rc == 0) {
         atomic_store(&s->watch_ctx, serial);
         atomic_store(&s->watch_mask, want & ~DTI_POLLOUT);
@@ -181,9 +175,7 @@ bool eta_engine_check(dti_t *d)
 {
     if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return false;
-    eta_in_shim++;
     bool alive = dti_engine_alive(d);
-    eta_in_shim--;
     if (!alive)
         eta_mark_engine_dead();
     return alive;
@@ -292,9 +284,7 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
     /* Sleep: arm, check, block on the context's wait fd (and kfd). */
     ETA_STAT_ADD(sleeps, 1);
     for (;;) {
-        eta_in_shim++;
         int armed = dti_arm(c);
-        eta_in_shim--;
         if (armed > 0) {
             eta_pump(c);
             if (ready(arg))
@@ -322,9 +312,7 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
         struct pollfd p[2] = {{dti_ctx_wait_fd(c), POLLIN, 0}, {kfd, POLLIN, 0}};
         int rc = real_poll(p, kfd >= 0 ? 2 : 1, timeout);
         int err = errno;
-        eta_in_shim++;
         dti_disarm(c);
-        eta_in_shim--;
         eta_pump(c);
         if (ready(arg))
             return 0;

@@ -1,0 +1,352 @@
+/* libdti contexts (one queue pair per thread and engine), the adaptive spin
+ * policy and the wake protocol (arm, disarm, wait). Split from core.c, which
+ * keeps attach/detach, the control socket and engine liveness. */
+#include "internal.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+static int open_queue_pair(struct dti_attachment *d, uint32_t *index, int *wake_fd)
+{
+    struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_OPEN_CTX,
+                            .abi_version = DTI_ABI_VERSION};
+    pthread_mutex_lock(&d->lock);
+    int rc = dti__ctl_send(d->ctl_fd, &m);
+    struct dti_ctl_msg r;
+    int fd = -1;
+    if (rc == 0)
+        rc = dti__ctl_recv(d->ctl_fd, &r, &fd, 1);
+    pthread_mutex_unlock(&d->lock);
+    if (rc < 0) {
+        if (rc == -DTI_E_ENGINE_GONE || rc == -EPIPE || rc == -ECONNRESET) {
+            dti__mark_dead(d, DTI_E_ENGINE_GONE);
+            return -DTI_E_ENGINE_GONE;
+        }
+        return rc;
+    }
+    if (r.type == DTI_CTL_REFUSED) {
+        if (rc == 1)
+            dti__sys_close(fd);
+        return r.status > 0 ? -r.status : -DTI_E_PROTOCOL;
+    }
+    if (r.type != DTI_CTL_CTX_OPENED || rc != 1 || r.index >= d->limits.max_contexts) {
+        if (rc == 1)
+            dti__sys_close(fd);
+        return -DTI_E_PROTOCOL;
+    }
+    *index = r.index;
+    *wake_fd = fd;
+    return 0;
+}
+
+int dti_ctx_create(dti_t *d, dti_ctx_t **out)
+{
+    int rc = dti__ctx_create_one(d, out);
+    if (rc < 0 || d->n_links <= 1)
+        return rc;
+    rc = dti__ctx_open_subs(*out);
+    if (rc < 0) {
+        dti_ctx_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* One queue pair on one engine (link d). */
+int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out)
+{
+    *out = NULL;
+    if (!dti__check_alive(d, false))
+        return -d->dead_reason;
+    struct dti_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->d = d;
+    c->wake_fd = c->wait_fd = -1;
+    c->spin_ns = c->spin_budget = 20000;
+    int rc = open_queue_pair(d, &c->index, &c->wake_fd);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    dti__sys_fcntl(c->wake_fd, F_SETFL, dti__sys_fcntl(c->wake_fd, F_GETFL, 0) | O_NONBLOCK);
+    c->wait_fd = dti__sys_epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN};
+    struct epoll_event hup = {.events = EPOLLRDHUP | EPOLLHUP};
+    if (c->wait_fd < 0 || dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, c->wake_fd, &ev) < 0 ||
+        dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, d->ctl_fd, &hup) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    uint8_t *qp = d->base + d->hdr->ctx_offset + d->hdr->ctx_stride * c->index;
+    c->qp = (struct dti_qp_header *)qp;
+    c->cmds = (struct dti_cmd *)(qp + sizeof(struct dti_qp_header));
+    c->evs = (struct dti_ev *)(qp + sizeof(struct dti_qp_header) +
+                               (size_t)d->hdr->cmdq_entries * sizeof(struct dti_cmd));
+    rc = dti__ctx_init_queues(c);
+    if (rc < 0)
+        goto fail;
+    pthread_mutex_lock(&d->lock);
+    c->next_all = d->contexts;
+    d->contexts = c;
+    pthread_mutex_unlock(&d->lock);
+    *out = c;
+    return 0;
+fail:
+    dti__ctx_free_queues(c);
+    if (c->wait_fd >= 0)
+        dti__sys_close(c->wait_fd);
+    dti__sys_close(c->wake_fd);
+    free(c);
+    return rc;
+}
+
+void dti_ctx_destroy(dti_ctx_t *c)
+{
+    if (!c)
+        return;
+    dti__ctx_close_subs(c);
+    dti__ctx_destroy_one(c);
+}
+
+void dti__ctx_destroy_one(struct dti_ctx *c)
+{
+    struct dti_attachment *d = c->d;
+    pthread_mutex_lock(&d->lock);
+    for (struct dti_ctx **pp = &d->contexts; *pp; pp = &(*pp)->next_all) {
+        if (*pp == c) {
+            *pp = c->next_all;
+            break;
+        }
+    }
+    if (!d->dead) {
+        struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_CLOSE_CTX,
+                                .abi_version = DTI_ABI_VERSION, .index = c->index};
+        (void)dti__ctl_send(d->ctl_fd, &m);
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (d->tls_key_ok && pthread_getspecific(d->tls_key) == c)
+        pthread_setspecific(d->tls_key, NULL);
+    dti__ctx_free_queues(c);
+    dti__sys_close(c->wait_fd);
+    dti__sys_close(c->wake_fd);
+    free(c);
+}
+
+dti_ctx_t *dti_ctx_get(dti_t *d, int *err)
+{
+    if (!d->tls_key_ok) {
+        if (err)
+            *err = -ENOMEM;
+        return NULL;
+    }
+    struct dti_ctx *c = pthread_getspecific(d->tls_key);
+    if (c)
+        return c;
+    int rc = dti_ctx_create(d, &c);
+    if (rc < 0) {
+        if (err)
+            *err = rc;
+        return NULL;
+    }
+    pthread_setspecific(d->tls_key, c);
+    return c;
+}
+
+dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
+int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
+void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = c->spin_budget = spin_ns; }
+
+/* Adaptive spinning: a context spins only while spinning pays. A wait
+ * answered within spin_ns (while spinning, or soon after it slept) sets the
+ * full budget; one that took over kLongWait times spin_ns (an idle peer, a
+ * program waiting for work) halves it, down to none below kMinSpinNs; waits
+ * in between change nothing. Without a budget, one wait in kProbeEvery spins
+ * spin_ns anyway, to notice answers that got fast. So an idle program sleeps
+ * at once (about 0% CPU) and a busy request/response loop makes no system
+ * call; dti_ctx_set_spin_fixed() turns the adaptation off. */
+enum { kProbeEvery = 32, kMinSpinNs = 1000, kLongWait = 4 };
+
+void dti_ctx_set_spin_fixed(dti_ctx_t *c, int fixed)
+{
+    c->spin_fixed = fixed != 0;
+    c->spin_budget = c->spin_ns;
+}
+
+uint64_t dti_spin_begin(dti_ctx_t *c)
+{
+    if (c->spin_fixed)
+        return c->spin_ns;
+    if (c->spin_budget || !c->spin_ns)
+        return c->spin_budget;
+    if (++c->spin_skipped < kProbeEvery)
+        return 0;
+    c->spin_skipped = 0;
+    return c->spin_ns;
+}
+
+void dti_spin_end(dti_ctx_t *c, uint64_t waited_ns)
+{
+    if (waited_ns <= c->spin_ns)
+        c->spin_budget = c->spin_ns;
+    else if (waited_ns / kLongWait > c->spin_ns)
+        c->spin_budget = c->spin_budget / 2 < kMinSpinNs ? 0 : c->spin_budget / 2;
+}
+
+uint64_t dti_ctx_spin_budget(const dti_ctx_t *c) { return c->spin_budget; }
+
+/* ---- wake protocol ------------------------------------------------------------ */
+
+/* The next entry's stamp says whether it is there (one cache line); the
+ * producer index is read too in the wake protocol (see arm()). */
+static bool ring_has_entries(struct dti_ctx *c)
+{
+    const struct dti_ev *next = &c->evs[c->ev_cons & c->ev_mask];
+    return DTI_LOAD(&next->stamp) == (uint16_t)(c->ev_cons + 1) ||
+           DTI_LOAD(&c->qp->ev_overflow) != c->overflow_seen;
+}
+
+static bool has_entries(struct dti_ctx *c, bool with_stash)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        if ((with_stash && (q->stash_len > 0 || q->stash_rescan)) || ring_has_entries(q))
+            return true;
+    }
+    return false;
+}
+
+bool dti__all_alive(struct dti_ctx *c, bool allow_syscall)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        if (!dti__check_alive(qp_of(c, i)->d, allow_syscall))
+            return false;
+    return true;
+}
+
+int dti__dead_reason(struct dti_ctx *c)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        if (qp_of(c, i)->d->dead)
+            return qp_of(c, i)->d->dead_reason;
+    return DTI_E_ENGINE_GONE;
+}
+
+
+static void disarm_all(struct dti_ctx *c)
+{
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        __atomic_store_n(&qp_of(c, i)->qp->armed, 0u, __ATOMIC_RELAXED);
+}
+
+static int arm(struct dti_ctx *c, bool with_stash)
+{
+    if (!dti__all_alive(c, false))
+        return -dti__dead_reason(c);
+    if (has_entries(c, with_stash))
+        return 1;
+    /* Arm, then check: the engine publishes, fences, then reads `armed`. One
+     * of us must see the other's store, so no wakeup is lost. */
+    bool pending = false;
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        DTI_STORE_SC(&q->qp->armed, 1u);
+        /* ev_prod is what the engine stores (SC) after stamping entries and
+         * before it looks at `armed` (SC): the Dekker pair of this protocol. */
+        pending |= DTI_LOAD_SC(&q->qp->ev_prod) != q->ev_cons;
+    }
+    if (pending || has_entries(c, with_stash)) {
+        disarm_all(c);
+        return 1;
+    }
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        if (DTI_LOAD_SC(&q->d->hdr->engine_state) != DTI_ENGINE_ALIVE) {
+            disarm_all(c);
+            dti__check_alive(q->d, false);
+            return -q->d->dead_reason;
+        }
+    }
+    return 0;
+}
+
+int dti_arm(dti_ctx_t *c) { return arm(c, true); }
+
+void dti_disarm(dti_ctx_t *c)
+{
+    disarm_all(c);
+    /* One read empties an eventfd (not a semaphore one); a write that lands
+     * after it only makes the next sleep return at once, and that wait
+     * looks again. */
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        uint64_t v;
+        ssize_t n = dti__sys_read(qp_of(c, i)->wake_fd, &v, sizeof v);
+        (void)n;
+    }
+}
+
+/* 1: something to look at (entries, or the engine died: reap says which),
+ * 0: timeout, < 0: a wait error. */
+static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, uint64_t start)
+{
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t until = start + dti_spin_begin(c);
+    for (uint64_t now = start; now < until && now < deadline; now = dti__now_ns()) {
+        if (has_entries(c, with_stash) || !dti__all_alive(c, false))
+            return 1;
+        __builtin_ia32_pause();
+    }
+    for (;;) {
+        if (arm(c, with_stash) != 0)
+            return 1;
+        uint64_t now = dti__now_ns();
+        if (now >= deadline) {
+            dti_disarm(c);
+            return 0;
+        }
+        int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+        struct epoll_event ev;
+        int n = dti__sys_epoll_wait(c->wait_fd, &ev, 1, ms);
+        dti_disarm(c);
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        /* Entries first: the liveness check costs a system call. */
+        if (has_entries(c, with_stash) || !dti__all_alive(c, true))
+            return 1;
+    }
+}
+
+/* 1: something to look at (entries, or the engine died: reap says which),
+ * 0: timeout, < 0: a wait error. */
+static int wait_impl(struct dti_ctx *c, int timeout_ms, bool with_stash)
+{
+    if (has_entries(c, with_stash) || !dti__all_alive(c, false))
+        return 1;
+    if (timeout_ms == 0)
+        return 0;
+    uint64_t start = dti__now_ns();
+    int r = wait_spin_sleep(c, timeout_ms, with_stash, start);
+    if (r >= 0)
+        dti_spin_end(c, dti__now_ns() - start);
+    return r;
+}
+
+int dti__wait_ring(struct dti_ctx *c, int timeout_ms) { return wait_impl(c, timeout_ms, false); }
+
+int dti_wait(dti_ctx_t *c, int timeout_ms)
+{
+    int r = wait_impl(c, timeout_ms, true);
+    if (r == 1 && !dti__all_alive(c, false) && dti_inflight(c) == 0 && !has_entries(c, true))
+        return -dti__dead_reason(c);
+    return r;
+}
+

@@ -1,0 +1,92 @@
+/* The socket calls' shared helpers (sock.c: lifecycle; accept.c: accept
+ * and the listener stash; sockopt.c: options, fcntl, ioctl, names). Internal
+ * to preload/src. */
+#ifndef ETA_PRELOAD_SOCK_H
+#define ETA_PRELOAD_SOCK_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shim.h"
+
+void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
+void eta_hmap_del(dti_sock_t h);
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static inline int fail(int err)
+{
+    errno = err;
+    return -1;
+}
+
+static inline struct dti_addr to_dti(const struct sockaddr *a)
+{
+    struct sockaddr_in in;
+    memcpy(&in, a, sizeof in);
+    return (struct dti_addr){ntohl(in.sin_addr.s_addr), ntohs(in.sin_port)};
+}
+
+static inline void from_dti(const struct dti_addr *a, struct sockaddr *out, socklen_t *len, bool v6)
+{
+    if (!out || !len)
+        return;
+    if (v6) { /* an IPv4 peer of a dual-stack socket, as Linux shows it: ::ffff:a.b.c.d */
+        struct sockaddr_in6 in6 = {.sin6_family = AF_INET6, .sin6_port = htons(a->port)};
+        in6.sin6_addr.s6_addr[10] = 0xff;
+        in6.sin6_addr.s6_addr[11] = 0xff;
+        uint32_t ip = htonl(a->ip);
+        memcpy(&in6.sin6_addr.s6_addr[12], &ip, 4);
+        socklen_t n = *len < (socklen_t)sizeof in6 ? *len : (socklen_t)sizeof in6;
+        memcpy(out, &in6, (size_t)n);
+        *len = sizeof in6;
+        return;
+    }
+    struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(a->port), .sin_addr = {htonl(a->ip)}};
+    socklen_t n = *len < (socklen_t)sizeof in ? *len : (socklen_t)sizeof in;
+    memcpy(out, &in, (size_t)n);
+    *len = sizeof in;
+}
+
+static inline const char *fmt_addr(const struct sockaddr *a, char *buf, size_t len)
+{
+    struct dti_addr d = to_dti(a);
+    snprintf(buf, len, "%u.%u.%u.%u:%u", d.ip >> 24, (d.ip >> 16) & 255, (d.ip >> 8) & 255, d.ip & 255, d.port);
+    return buf;
+}
+
+/* The socket must be accelerated and this process's; orphans are refused
+ * with err. Returns 0 or an errno value. */
+static inline int usable(struct eta_sock *s, int orphan_err)
+{
+    if (eta_sock_orphaned(s))
+        return orphan_err;
+    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return orphan_err == EBADF ? ECONNRESET : orphan_err;
+    return 0;
+}
+
+/* Drops the table entry of fd: the socket is the kernel's for good. */
+static inline void to_kernel(int fd, struct eta_sock *s, enum eta_reason r, const char *detail)
+{
+    atomic_store(&s->state, ETA_SOCK_KERNEL);
+    eta_count(r, fd, detail);
+    eta_fd_clear(fd);
+}
+
+static inline uint64_t deadline_after(int ms)
+{
+    return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
+}
+/* sock.c: the outcome of a connect: 0, EINPROGRESS, or an errno value. */
+int eta_connect_result(dti_ctx_t *c, struct eta_sock *s);
+/* sock.c: a new descriptor (dup, dup2, dup3, F_DUPFD) names the same object
+ * as the old one. */
+int eta_dup_result(int oldfd, int newfd);
+/* accept.c: aborts the connections stashed for listener s (it is closing). */
+void eta_stash_abort(dti_ctx_t *c, struct eta_sock *s);
+
+#endif

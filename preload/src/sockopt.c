@@ -1,0 +1,370 @@
+/* Socket calls: options (setsockopt, getsockopt, and those carried to the
+ * PPE when a socket is accelerated), fcntl, ioctl, getsockname and
+ * getpeername. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <arpa/inet.h>
+
+#include "sock.h"
+
+/* Options the program set on the kernel socket before it was accelerated
+ * are carried over (read back from the kernel, which validated them). */
+void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
+{
+    static const struct {
+        int level, name, dti;
+        int dflt;
+    } map[] = {
+        {SOL_SOCKET, SO_REUSEADDR, DTI_SO_REUSEADDR, 0}, {SOL_SOCKET, SO_REUSEPORT, DTI_SO_REUSEPORT, 0},
+        {SOL_SOCKET, SO_KEEPALIVE, DTI_SO_KEEPALIVE, 0}, {IPPROTO_TCP, TCP_NODELAY, DTI_SO_NODELAY, 0},
+        {IPPROTO_TCP, TCP_CORK, DTI_SO_CORK, 0},         {IPPROTO_IP, IP_TOS, DTI_SO_TOS, 0},
+        {SOL_SOCKET, SO_RCVLOWAT, DTI_SO_RCVLOWAT, 1},   {IPPROTO_TCP, TCP_USER_TIMEOUT, DTI_SO_USER_TIMEOUT, 0},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        int v = 0;
+        socklen_t l = sizeof v;
+        if (real_getsockopt(fd, map[i].level, map[i].name, &v, &l) == 0 && v != map[i].dflt)
+            dti_prep_setsockopt(c, s->h, map[i].dti, v, 0);
+    }
+    int keep = 0;
+    socklen_t l = sizeof keep;
+    if (real_getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keep, &l) == 0 && keep) {
+        int v;
+        l = sizeof v;
+        if (real_getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &l) == 0)
+            dti_prep_setsockopt(c, s->h, DTI_SO_KEEPIDLE, v, 0);
+        l = sizeof v;
+        if (real_getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &v, &l) == 0)
+            dti_prep_setsockopt(c, s->h, DTI_SO_KEEPINTVL, v, 0);
+        l = sizeof v;
+        if (real_getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &v, &l) == 0)
+            dti_prep_setsockopt(c, s->h, DTI_SO_KEEPCNT, v, 0);
+    }
+    struct linger lg;
+    l = sizeof lg;
+    if (real_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0 && lg.l_onoff)
+        dti_prep_setsockopt(c, s->h, DTI_SO_LINGER, lg.l_linger, 0);
+    dti_submit(c);
+}
+
+/* ---- fcntl, ioctl ------------------------------------------------------ */
+
+static int fcntl_impl(int fd, int cmd, long arg)
+{
+    if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+        return eta_dup_result(fd, real_fcntl(fd, cmd, arg));
+    if (cmd != F_GETFL && cmd != F_SETFL)
+        return real_fcntl(fd, cmd, arg);
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
+        if (s)
+            eta_obj_put(&s->obj);
+        return real_fcntl(fd, cmd, arg);
+    }
+    int rc;
+    if (cmd == F_GETFL) {
+        rc = real_fcntl(fd, F_GETFL);
+        if (rc >= 0)
+            rc = (rc & ~O_NONBLOCK) | (atomic_load(&s->nonblock) ? O_NONBLOCK : 0);
+    } else {
+        rc = real_fcntl(fd, F_SETFL, s->hybrid ? (arg | O_NONBLOCK) : arg);
+        if (rc == 0)
+            atomic_store(&s->nonblock, (arg & O_NONBLOCK) != 0);
+    }
+    eta_obj_put(&s->obj);
+    return rc;
+}
+
+/* fcntl's third argument is an int or a pointer; both fit a long on the
+ * ABIs eta supports, and the kernel reads it as such. Programs built with
+ * _FILE_OFFSET_BITS=64 call fcntl64, the others fcntl: both are exported,
+ * under explicit names because the headers rename one to the other. */
+ETA_EXPORT int eta_fcntl_export(int fd, int cmd, ...) __asm__("fcntl");
+ETA_EXPORT int eta_fcntl_export(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    return fcntl_impl(fd, cmd, arg);
+}
+
+ETA_EXPORT int eta_fcntl64_export(int fd, int cmd, ...) __asm__("fcntl64");
+ETA_EXPORT int eta_fcntl64_export(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    return fcntl_impl(fd, cmd, arg);
+}
+
+ETA_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+    va_list ap;
+    va_start(ap, req);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    if (req != FIONBIO && req != FIONREAD)
+        return real_ioctl(fd, req, arg);
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
+        if (s)
+            eta_obj_put(&s->obj);
+        return real_ioctl(fd, req, arg);
+    }
+    int rc = 0;
+    if (!arg) {
+        rc = fail(EFAULT);
+    } else if (req == FIONBIO) {
+        int on;
+        memcpy(&on, arg, sizeof on);
+        if (s->hybrid)
+            real_ioctl(fd, FIONBIO, arg);
+        atomic_store(&s->nonblock, on != 0);
+    } else if (s->listening) {
+        rc = fail(EINVAL);
+    } else {
+        dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
+        struct dti_sock_info ss = {0};
+        if (c)
+            dti_sock_status(c, s->h, &ss);
+        int n = (int)ss.readable;
+        memcpy(arg, &n, sizeof n);
+    }
+    eta_obj_put(&s->obj);
+    return rc;
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+ETA_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr_arg, socklen_t *len)
+{
+    struct sockaddr *addr = ETA_SA(addr_arg);
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL || s->hybrid) {
+        if (s)
+            eta_obj_put(&s->obj);
+        return real_getsockname(fd, addr, len);
+    }
+    if (!addr || !len) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
+    struct dti_addr a = s->local;
+    dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
+    if (c)
+        dti_getsockname(c, s->h, &a);
+    from_dti(&a, addr, len, s->v6);
+    eta_obj_put(&s->obj);
+    return 0;
+}
+
+ETA_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr_arg, socklen_t *len)
+{
+    struct sockaddr *addr = ETA_SA(addr_arg);
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
+        if (s)
+            eta_obj_put(&s->obj);
+        return real_getpeername(fd, addr, len);
+    }
+    if (!addr || !len) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
+    dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
+    struct dti_addr a;
+    int rc = c ? dti_getpeername(c, s->h, &a) : -ENOTCONN;
+    bool v6 = s->v6;
+    eta_obj_put(&s->obj);
+    if (rc < 0)
+        return fail(ENOTCONN);
+    from_dti(&a, addr, len, v6);
+    return 0;
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+/* The DTI option for a (level, name) the PPE honours, 0 when none. */
+static int dti_option(int level, int name)
+{
+    if (level == SOL_SOCKET) {
+        switch (name) {
+        case SO_REUSEADDR: return DTI_SO_REUSEADDR;
+        case SO_REUSEPORT: return DTI_SO_REUSEPORT;
+        case SO_KEEPALIVE: return DTI_SO_KEEPALIVE;
+        case SO_RCVLOWAT: return DTI_SO_RCVLOWAT;
+        default: return 0;
+        }
+    }
+    if (level == IPPROTO_TCP) {
+        switch (name) {
+        case TCP_NODELAY: return DTI_SO_NODELAY;
+        case TCP_CORK: return DTI_SO_CORK;
+        case TCP_KEEPIDLE: return DTI_SO_KEEPIDLE;
+        case TCP_KEEPINTVL: return DTI_SO_KEEPINTVL;
+        case TCP_KEEPCNT: return DTI_SO_KEEPCNT;
+        case TCP_MAXSEG: return DTI_SO_MAXSEG;
+        case TCP_USER_TIMEOUT: return DTI_SO_USER_TIMEOUT;
+        default: return 0;
+        }
+    }
+    if (level == IPPROTO_IP && name == IP_TOS)
+        return DTI_SO_TOS;
+    return 0;
+}
+
+/* Options that change nothing the program can observe through the PPE and
+ * are accepted as the kernel would (recorded on the kernel socket). */
+static bool harmless_option(int level, int name)
+{
+    if (level == SOL_SOCKET)
+        return name == SO_RCVBUF || name == SO_SNDBUF || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
+               name == SO_LINGER || name == SO_PRIORITY || name == SO_OOBINLINE;
+    if (level == IPPROTO_TCP)
+        return name == TCP_QUICKACK || name == TCP_DEFER_ACCEPT || name == TCP_CONGESTION ||
+               name == TCP_NOTSENT_LOWAT;
+    if (level == IPPROTO_IPV6) /* an accepted IPv4 connection of a dual-stack listener */
+        return name == IPV6_V6ONLY || name == IPV6_TCLASS;
+    return false;
+}
+
+static int timeo_ms(const void *val, socklen_t len)
+{
+    struct timeval tv;
+    if (len < (socklen_t)sizeof tv)
+        return -1;
+    memcpy(&tv, val, sizeof tv);
+    if (tv.tv_sec == 0 && tv.tv_usec == 0)
+        return -1;
+    return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
+        if (s)
+            eta_obj_put(&s->obj);
+        return real_setsockopt(fd, level, name, val, len);
+    }
+    int opt = dti_option(level, name);
+    if (!opt && !harmless_option(level, name)) {
+        eta_obj_put(&s->obj);
+        return fail(ENOPROTOOPT); /* never a silent no-op */
+    }
+    /* The kernel validates the value and keeps it for getsockopt. Some it
+     * refuses on an unconnected socket (TCP_MAXSEG below 88, for one): its
+     * answer is the one the program would have had. */
+    int rc = real_setsockopt(fd, level, name, val, len);
+    if (rc != 0) {
+        eta_obj_put(&s->obj);
+        return rc;
+    }
+    if (level == SOL_SOCKET && name == SO_RCVTIMEO)
+        s->rcvtimeo_ms = timeo_ms(val, len);
+    if (level == SOL_SOCKET && name == SO_SNDTIMEO)
+        s->sndtimeo_ms = timeo_ms(val, len);
+    int64_t v = 0;
+    if (level == SOL_SOCKET && name == SO_LINGER) {
+        struct linger lg;
+        memcpy(&lg, val, sizeof lg);
+        opt = DTI_SO_LINGER;
+        v = lg.l_onoff ? lg.l_linger : -1;
+    } else if (opt) {
+        int iv = 0;
+        memcpy(&iv, val, len < sizeof iv ? len : sizeof iv);
+        v = iv;
+    }
+    dti_ctx_t *c = opt && !usable(s, 0) ? eta_ctx() : NULL;
+    if (c) {
+        int r = dti_setsockopt(c, s->h, opt, v);
+        if (r < 0 && r != -ENOTCONN) {
+            eta_obj_put(&s->obj);
+            return fail(eta_errno_from_dti(r));
+        }
+    }
+    eta_obj_put(&s->obj);
+    return 0;
+}
+
+static int put_int(void *val, socklen_t *len, int v)
+{
+    if (!val || !len || *len < (socklen_t)sizeof(int))
+        return fail(EINVAL);
+    memcpy(val, &v, sizeof v);
+    *len = sizeof v;
+    return 0;
+}
+
+ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
+        if (s)
+            eta_obj_put(&s->obj);
+        return real_getsockopt(fd, level, name, val, len);
+    }
+    int rc;
+    dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
+    if (level == SOL_SOCKET && name == SO_ERROR) {
+        int e = atomic_exchange(&s->pending_error, 0);
+        if (!e && c && s->connect_started && !s->connect_reported) {
+            int res = eta_connect_result(c, s);
+            if (res != EINPROGRESS) {
+                s->connect_reported = true;
+                e = res;
+            }
+        } else if (!e && c) {
+            int r = dti_sock_take_error(c, s->h);
+            e = r < 0 ? -r : 0;
+        } else if (!c && !e) {
+            e = ECONNRESET;
+        }
+        rc = put_int(val, len, e);
+    } else if (level == SOL_SOCKET && name == SO_ACCEPTCONN) {
+        rc = put_int(val, len, s->listening);
+    } else if (level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && !s->hybrid) {
+        struct dti_limits lim = {0};
+        if (c)
+            dti_get_limits(dti_ctx_owner(c), &lim);
+        rc = put_int(val, len, (int)(name == SO_RCVBUF ? lim.rx_ring_size : lim.tx_ring_size));
+    } else if (level == IPPROTO_TCP && name == TCP_MAXSEG && c) {
+        int64_t v = 0;
+        int r = dti_getsockopt(c, s->h, DTI_SO_MAXSEG, &v);
+        rc = r < 0 ? real_getsockopt(fd, level, name, val, len) : put_int(val, len, (int)v);
+    } else if (level == IPPROTO_TCP && name == TCP_INFO) {
+        /* The kernel's placeholder knows nothing of the connection: report
+         * its state from the PPE and zeros for what eta does not export. */
+        struct tcp_info ti;
+        memset(&ti, 0, sizeof ti);
+        struct dti_sock_info ss = {0};
+        if (c)
+            dti_sock_status(c, s->h, &ss);
+        ti.tcpi_state = s->listening ? TCP_LISTEN
+                        : (ss.state & DTI_STATE_CONNECTED) ? ((ss.state & DTI_STATE_RD_CLOSED) ? TCP_CLOSE_WAIT : TCP_ESTABLISHED)
+                        : (ss.state & DTI_STATE_CONNECTING) ? TCP_SYN_SENT : TCP_CLOSE;
+        if (!val || !len) {
+            rc = fail(EFAULT);
+        } else {
+            socklen_t n = *len < (socklen_t)sizeof ti ? *len : (socklen_t)sizeof ti;
+            memcpy(val, &ti, (size_t)n);
+            *len = n;
+            rc = 0;
+        }
+    } else if (dti_option(level, name) || harmless_option(level, name) ||
+               (level == SOL_SOCKET && (name == SO_TYPE || name == SO_DOMAIN || name == SO_PROTOCOL))) {
+        rc = real_getsockopt(fd, level, name, val, len); /* the kernel keeps what was set */
+    } else {
+        rc = fail(ENOPROTOOPT);
+    }
+    eta_obj_put(&s->obj);
+    return rc;
+}
