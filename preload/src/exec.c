@@ -515,6 +515,7 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
     atomic_store(&s->shut_rd, (e->flags & ETA_EXEC_SHUT_RD) != 0);
     atomic_store(&s->pending_error, e->pending_error);
     s->rcvtimeo_ms = e->rcvtimeo_ms;
+    atomic_store(&s->opts_set, ETA_OPT_ALL); /* set in the old image: a re-listen reads them all back */
     s->sndtimeo_ms = e->sndtimeo_ms;
     s->local = (struct dti_addr){e->local_ip, e->local_port};
     s->kernel_port = e->kernel_port;

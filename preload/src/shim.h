@@ -154,6 +154,15 @@ enum eta_sock_state {
     ETA_SOCK_KERNEL,        /* decided: the kernel's (dups may still name the object) */
 };
 
+/* Options the program set on a socket, so that making it accelerated reads
+ * back from the kernel only those (a connect with none set costs no
+ * getsockopt). Bits 0..7: eta_carry_options()'s table, in its order. */
+#define ETA_OPT_KEEPALIVE_TUNING (1u << 8) /* TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT */
+#define ETA_OPT_LINGER (1u << 9)
+#define ETA_OPT_TIMEOUTS (1u << 10) /* SO_RCVTIMEO, SO_SNDTIMEO */
+#define ETA_OPT_ALL 0xffffffffu     /* unknown history (a socket adopted across exec) */
+uint32_t eta_opt_bit(int level, int name);
+
 struct eta_sock {
     struct eta_obj obj;
     _Atomic uint32_t state;
@@ -171,6 +180,7 @@ struct eta_sock {
     _Atomic bool shut_wr;
     _Atomic bool shut_rd;
     _Atomic int pending_error;/* SO_ERROR kept by the shim (positive errno) */
+    _Atomic uint32_t opts_set;/* ETA_OPT_* of options the program set (what eta_carry_options() reads back) */
     int rcvtimeo_ms;          /* SO_RCVTIMEO, -1: none */
     int sndtimeo_ms;          /* SO_SNDTIMEO, -1: none */
     struct dti_addr local;    /* host order; as bound */

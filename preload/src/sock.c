@@ -25,10 +25,11 @@ static int make_accel(dti_ctx_t *c, int fd, struct eta_sock *s)
     atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
     struct timeval tv;
     socklen_t l = sizeof tv;
-    if (real_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
+    const bool timeouts = atomic_load(&s->opts_set) & ETA_OPT_TIMEOUTS;
+    if (timeouts && real_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
         s->rcvtimeo_ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
     l = sizeof tv;
-    if (real_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
+    if (timeouts && real_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
         s->sndtimeo_ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
     eta_carry_options(c, fd, s);
     eta_hmap_put(s->h, s);

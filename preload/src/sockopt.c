@@ -13,28 +13,52 @@
 
 #include "sock.h"
 
+/* Options carried to the PPE when a socket is accelerated; the index is the
+ * option's ETA_OPT_* bit. */
+static const struct {
+    int level, name, dti;
+    int dflt;
+} carried[] = {
+    {SOL_SOCKET, SO_REUSEADDR, DTI_SO_REUSEADDR, 0}, {SOL_SOCKET, SO_REUSEPORT, DTI_SO_REUSEPORT, 0},
+    {SOL_SOCKET, SO_KEEPALIVE, DTI_SO_KEEPALIVE, 0}, {IPPROTO_TCP, TCP_NODELAY, DTI_SO_NODELAY, 0},
+    {IPPROTO_TCP, TCP_CORK, DTI_SO_CORK, 0},         {IPPROTO_IP, IP_TOS, DTI_SO_TOS, 0},
+    {SOL_SOCKET, SO_RCVLOWAT, DTI_SO_RCVLOWAT, 1},   {IPPROTO_TCP, TCP_USER_TIMEOUT, DTI_SO_USER_TIMEOUT, 0},
+};
+enum { CARRIED_KEEPALIVE = 2 }; /* its index in carried[] */
+
+uint32_t eta_opt_bit(int level, int name)
+{
+    for (size_t i = 0; i < sizeof carried / sizeof carried[0]; i++)
+        if (carried[i].level == level && carried[i].name == name)
+            return 1u << i;
+    if (level == IPPROTO_TCP && (name == TCP_KEEPIDLE || name == TCP_KEEPINTVL || name == TCP_KEEPCNT))
+        return ETA_OPT_KEEPALIVE_TUNING;
+    if (level == SOL_SOCKET && name == SO_LINGER)
+        return ETA_OPT_LINGER;
+    if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO))
+        return ETA_OPT_TIMEOUTS;
+    return 0;
+}
+
 /* Options the program set on the kernel socket before it was accelerated
- * are carried over (read back from the kernel, which validated them). */
+ * are carried over (read back from the kernel, which validated them); only
+ * those it set (s->opts_set) are read. */
 void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
-    static const struct {
-        int level, name, dti;
-        int dflt;
-    } map[] = {
-        {SOL_SOCKET, SO_REUSEADDR, DTI_SO_REUSEADDR, 0}, {SOL_SOCKET, SO_REUSEPORT, DTI_SO_REUSEPORT, 0},
-        {SOL_SOCKET, SO_KEEPALIVE, DTI_SO_KEEPALIVE, 0}, {IPPROTO_TCP, TCP_NODELAY, DTI_SO_NODELAY, 0},
-        {IPPROTO_TCP, TCP_CORK, DTI_SO_CORK, 0},         {IPPROTO_IP, IP_TOS, DTI_SO_TOS, 0},
-        {SOL_SOCKET, SO_RCVLOWAT, DTI_SO_RCVLOWAT, 1},   {IPPROTO_TCP, TCP_USER_TIMEOUT, DTI_SO_USER_TIMEOUT, 0},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+    const uint32_t set = atomic_load(&s->opts_set);
+    if (!set)
+        return;
+    for (size_t i = 0; i < sizeof carried / sizeof carried[0]; i++) {
         int v = 0;
         socklen_t l = sizeof v;
-        if (real_getsockopt(fd, map[i].level, map[i].name, &v, &l) == 0 && v != map[i].dflt)
-            dti_prep_setsockopt(c, s->h, map[i].dti, v, 0);
+        if ((set & (1u << i)) && real_getsockopt(fd, carried[i].level, carried[i].name, &v, &l) == 0 &&
+            v != carried[i].dflt)
+            dti_prep_setsockopt(c, s->h, carried[i].dti, v, 0);
     }
     int keep = 0;
     socklen_t l = sizeof keep;
-    if (real_getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keep, &l) == 0 && keep) {
+    if ((set & ((1u << CARRIED_KEEPALIVE) | ETA_OPT_KEEPALIVE_TUNING)) &&
+        real_getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keep, &l) == 0 && keep) {
         int v;
         l = sizeof v;
         if (real_getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &l) == 0)
@@ -48,7 +72,7 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
     }
     struct linger lg;
     l = sizeof lg;
-    if (real_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0 && lg.l_onoff)
+    if ((set & ETA_OPT_LINGER) && real_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0 && lg.l_onoff)
         dti_prep_setsockopt(c, s->h, DTI_SO_LINGER, lg.l_linger, 0);
     dti_submit(c);
 }
@@ -250,6 +274,8 @@ static int timeo_ms(const void *val, socklen_t len)
 ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
     struct eta_sock *s = eta_sock_get(fd);
+    if (s) /* set: read back when it is accelerated, or listens again on a new PPE */
+        atomic_fetch_or(&s->opts_set, eta_opt_bit(level, name));
     if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
         if (s)
             eta_obj_put(&s->obj);

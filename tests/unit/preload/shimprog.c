@@ -480,6 +480,29 @@ static int sc_accel_basics(void)
     CHECK(getsockopt(c, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 && v == 1);
     char ifname[16] = "lo";
     CHECK(setsockopt(c, SOL_SOCKET, SO_BINDTODEVICE, ifname, sizeof ifname) == -1 && errno == ENOPROTOOPT);
+    /* Options set while a socket is still the kernel's are read back when it
+     * is accelerated (only those set: eta_carry_options): a receive timeout
+     * set before connect, on a dup, ends a recv with nothing to read. */
+    {
+        int port;
+        int l = listener(&port);
+        int t = socket(AF_INET, SOCK_STREAM, 0);
+        int td = dup(t);
+        struct timeval tv = {0, 50000};
+        CHECK(t >= 0 && td >= 0 && setsockopt(td, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        inet_pton(AF_INET, ppe_ip, &to.sin_addr);
+        CHECK(connect(t, (struct sockaddr *)&to, sizeof to) == 0);
+        int ta = accept(l, NULL, NULL);
+        CHECK(ta >= 0);
+        char b;
+        errno = 0;
+        CHECK(recv(t, &b, 1, 0) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+        close(ta);
+        close(td);
+        close(t);
+        close(l);
+    }
     struct sockaddr_in a;
     len = sizeof a;
     CHECK(getpeername(c, (struct sockaddr *)&a, &len) == 0 && a.sin_family == AF_INET);
