@@ -255,7 +255,7 @@ void StackImpl::rack_timeout(Sock &s)
         if (entering && !((s.flags & kFRtoRecovery) && before(s.snd_una, s.recover))) enter_sack_recovery(s);
         if (s.flags & kFInRecovery) prr_on_ack(s, 0, entering);
         tcp_output(s);
-        flush_tx();
+        link_.flush();
     }
 }
 
@@ -319,7 +319,7 @@ void StackImpl::tlp_fire(Sock &s)
     s.flags |= kFTlpOut;
     stats_.tcp_tlp_probes++;
     arm_rtx(s); // the probe restarts the retransmission timer
-    flush_tx();
+    link_.flush();
 }
 
 // RFC 8985 7.4.2: did the probe repair a loss? Then react as to a loss.

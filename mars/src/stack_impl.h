@@ -14,10 +14,14 @@
 #pragma once
 
 #include "cc.h"
+#include "arp.h"
 #include "checksum.h"
 #include "flow_table.h"
+#include "ipv4.h"
+#include "link.h"
 #include "ooo.h"
 #include "rack.h"
+#include "route.h"
 #include "sack.h"
 #include "secret.h"
 #include "tcp_options.h"
@@ -151,23 +155,7 @@ struct Sock {
     uint32_t in_flight() const { return snd_max - snd_una; }
 };
 
-// ARP: a small open-addressed cache plus a bounded queue of frames waiting
-// for a resolution.
-struct ArpEntry {
-    uint32_t ip = 0; // 0: free
-    MacAddr mac;
-    bool resolved = false;
-    uint64_t expires_ns = 0;
-    uint64_t requested_ns = 0; // last request sent (rate limit: one per second)
-    uint32_t requests = 0;
-};
-
-struct PendingFrame {
-    uint32_t next_hop;
-    PacketRef frame;
-};
-
-class StackImpl final : public Stack {
+class StackImpl final : public Stack, private Ipv4Upper {
   public:
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
@@ -202,32 +190,11 @@ class StackImpl final : public Stack {
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
     void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
-    // ---- net.cc ----------------------------------------------------------
+    // ---- tcp_in.cc: the Ethernet demux (everything the express path did not
+    // take): IPv4 to ip_ (ipv4.cc), which hands TCP back (tcp_input), ARP to
+    // arp_ (arp.cc).
     void input_frame(PacketRef &f);
-    void input_arp(PacketRef &f);
-    void input_ipv4(PacketRef &f);
-    void input_icmp(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
-    // Next hop for a destination; 0 when unroutable.
-    uint32_t route(uint32_t dst) const;
-    // Destination MAC for a next hop, or nullptr (a request is sent and the
-    // caller queues its frame with hold_for_arp()).
-    const MacAddr *arp_lookup(uint32_t next_hop);
-    ArpEntry *arp_find(uint32_t ip);
-    ArpEntry *arp_insert(uint32_t ip);
-    void arp_learn(uint32_t ip, const MacAddr &mac, bool create);
-    void arp_request(uint32_t ip);
-    bool send_arp(uint16_t op, const uint8_t *dst, const MacAddr &tha, uint32_t tpa);
-    void hold_for_arp(uint32_t next_hop, PacketRef &frame);
-    void arp_expire();
-    // Finishes the Ethernet header of an IPv4 frame for next_hop and queues it
-    // for transmission (or for ARP). Takes ownership of the frame.
-    void send_ipv4_frame(PacketRef &frame, uint32_t next_hop);
-    // Queues a finished frame for the next transmit burst.
-    void queue_tx(PacketRef &frame);
-    void flush_tx();
-    bool alloc_frame(PacketRef *out);
-    void release(PacketRef &f) { io_.release(&f, 1); }
-    void send_icmp_unreach(const uint8_t *ip_packet, unsigned len, uint8_t code);
+    void release(PacketRef &f) { link_.release(f); }
 
     // ---- tcp_in.cc -------------------------------------------------------
     // Header prediction straight from the frame for the last flow seen;
@@ -268,7 +235,9 @@ class StackImpl final : public Stack {
         if (rx_done_n_) io_.release(rx_done_, rx_done_n_);
         rx_done_n_ = 0;
     }
-    void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
+    // Ipv4Upper: TCP segments and ICMP errors about our segments (tcp_sync.cc).
+    void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
+    void tcp_icmp_error(const IcmpTcpError &e) override;
     template <bool kAsyncCopy>
     __attribute__((always_inline)) bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff, const uint8_t *payload,
                        uint32_t len, uint32_t src_ip);
@@ -412,6 +381,11 @@ class StackImpl final : public Stack {
     uint64_t now_ns_ = 0;
     StackStats stats_{};
     uint32_t offloads_ = 0;
+    // The layers below TCP (in this order: each refers to those before it).
+    Link link_;          // transmit burst, frame allocation and release
+    ArpResolver arp_;    // neighbours, frames waiting for them
+    Router router_;      // next-hop choice
+    Ipv4Layer ip_;       // IPv4 and ICMP
 
     std::vector<Sock> socks_;
     std::vector<uint32_t> free_socks_;
@@ -424,18 +398,6 @@ class StackImpl final : public Stack {
     std::vector<SockEvent> closed_events_; // kEvClosed (the id is gone once it is queued)
     size_t event_pos_ = 0;
     std::vector<uint32_t> flush_list_;
-
-    // ARP
-    std::vector<ArpEntry> arp_;
-    uint32_t arp_mask_ = 0;
-    uint32_t arp_gen_ = 1;
-    std::vector<PendingFrame> arp_pending_;
-    uint64_t arp_next_expire_ns_ = 0;
-
-    // transmit burst
-    static constexpr uint16_t kTxBurst = 64;
-    PacketRef tx_burst_[kTxBurst];
-    uint16_t tx_n_ = 0;
 
     // received frames consumed by the fast path, released once per burst
     static constexpr uint16_t kRxDoneMax = 64;
@@ -466,7 +428,6 @@ class StackImpl final : public Stack {
     bool prefetch_ = false;
 
     uint16_t next_ephemeral_ = 0;
-    uint32_t subnet_mask_ = 0;
 };
 
 } // namespace mars
