@@ -190,6 +190,11 @@ class StackImpl final : public Stack, private Ipv4Upper {
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
     void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
+  private:
+    // Everything below is the stack's own: the layers (link_, arp_, router_,
+    // ip_) are reached through their types' interfaces, the TCP code's state
+    // through these members, and nothing outside the stack sees any of it.
+
     // ---- tcp_in.cc: the Ethernet demux (everything the express path did not
     // take): IPv4 to ip_ (ipv4.cc), which hands TCP back (tcp_input), ARP to
     // arp_ (arp.cc).
@@ -247,7 +252,8 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void tcp_sync_input(Sock &s, PacketRef &f, const wire::Tcp *th, const TcpOptions &opt, uint8_t *payload,
                         uint32_t len, bool *held);
     bool tcp_ack(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
-    void tcp_ack_sack(Sock &s, const TcpOptions &opt);
+    // RFC 5961's challenge ACK, throttled per connection (tcp_sync.cc).
+    void challenge_ack(Sock &s);
     void tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
     void tcp_fin(Sock &s);
     uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);

@@ -19,12 +19,12 @@ using namespace wire;
 // a peer that lost its state resynchronise at once.
 constexpr uint64_t kChallengeAckGapNs = 1'000'000;
 
-static inline void challenge_ack(StackImpl &st, Sock &s)
+void StackImpl::challenge_ack(Sock &s)
 {
-    if (s.last_challenge_ns && st.now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
-    s.last_challenge_ns = st.now_ns_;
-    st.stats_.tcp_challenge_acks++;
-    st.ack_now(s);
+    if (s.last_challenge_ns && now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
+    s.last_challenge_ns = now_ns_;
+    stats_.tcp_challenge_acks++;
+    ack_now(s);
 }
 
 void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOptions &opt, uint8_t *payload,
@@ -86,7 +86,7 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     if (flags & kRst) {
         if (seq != s.rcv_nxt) {
             stats_.drop_tcp_bad_state++;
-            challenge_ack(*this, s);
+            challenge_ack(s);
             return;
         }
         stats_.tcp_resets_in++;
@@ -114,7 +114,7 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
             return;
         }
         stats_.drop_tcp_bad_state++;
-        challenge_ack(*this, s);
+        challenge_ack(s);
         return;
     }
     if (!(flags & kAck)) {
@@ -211,7 +211,7 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
     if (seq_lt(ack, s.snd_una - horizon)) {
         // Too old to be real (RFC 5961 5.2): challenge, drop.
         stats_.drop_tcp_bad_state++;
-        challenge_ack(*this, s);
+        challenge_ack(s);
         return false;
     }
     const uint32_t win = uint32_t(be16(th->win)) << s.snd_wscale;
