@@ -1,16 +1,23 @@
 // stack_impl.h: the inside of one MARS stack instance.
 //
 // Module map (one concern per file):
-//   stack.cc     creation, the socket table, the socket API, events, poll()
-//   net.cc       Ethernet, ARP, IPv4 and ICMP: input demux, output framing
-//   tcp_in.cc    input() (the receive entry), TCP input: header prediction
-//                (express path on the frame bytes, or after a table lookup),
-//                then the RFC 9293 segment-arrival state machine
-//   tcp_out.cc   TCP output: segment building from the send ring, the
-//                sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
-//   tcp_timer.cc retransmission, persist, delayed ACK, keepalive, TIME-WAIT
+//   stack.cc      creation, the socket table, events, poll()
+//   socket_api.cc the socket API and the data API on the rings
+//   link.h        Link: transmit burst, frame allocation and release
+//   arp.*         ArpResolver: neighbours, frames waiting for them
+//   route.*       Router: next-hop choice
+//   ipv4.*        Ipv4Layer: IPv4 and ICMP input, output framing
+//   tcp_in.cc     input() (the receive entry), the Ethernet demux, TCP input:
+//                 header prediction (express path on the frame bytes, or
+//                 after a table lookup) -- the hot path, top to bottom
+//   tcp_handshake.cc  LISTEN, SYN-SENT, entering ESTABLISHED
+//   tcp_sync.cc   the RFC 9293 3.10.7.4 rules, ACK processing, ICMP errors
+//   tcp_data.cc   data, out-of-order queueing, FIN, TIME-WAIT
+//   tcp_out.cc    TCP output: segment building from the send ring, the
+//                 sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
+//   tcp_timer.cc  retransmission, persist, delayed ACK, keepalive, TIME-WAIT
 // Building blocks with their own tests: checksum, timer_wheel, flow_table,
-// secret (ISN, SYN cookies), cc (NewReno, CUBIC), sack, ooo.
+// secret (ISN, SYN cookies), cc (NewReno, CUBIC), sack, ooo, arp, route.
 #pragma once
 
 #include "cc.h"
