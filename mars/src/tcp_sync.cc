@@ -52,23 +52,7 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     }
 
     // Acceptability (RFC 9293 3.10.7.4, first check).
-    const uint32_t wnd = s.rcv_adv - s.rcv_nxt;
-    const uint32_t seglen = len + ((flags & kSyn) ? 1 : 0) + ((flags & kFin) ? 1 : 0);
-    bool ok;
-    if (seglen == 0) {
-        ok = wnd == 0 ? seq == s.rcv_nxt : (seq_ge(seq, s.rcv_nxt) && seq_lt(seq, s.rcv_nxt + wnd));
-        // An ACK exactly at rcv_nxt is always fine (window updates while closed).
-        ok = ok || seq == s.rcv_nxt;
-    } else if (wnd == 0) {
-        ok = false;
-        // A zero window still takes ACKs and RSTs: handle the control part.
-        if (seq == s.rcv_nxt && !(flags & kSyn)) ok = true;
-    } else {
-        const uint32_t end = seq + seglen - 1;
-        ok = (seq_ge(seq, s.rcv_nxt) && seq_lt(seq, s.rcv_nxt + wnd)) ||
-             (seq_ge(end, s.rcv_nxt) && seq_lt(end, s.rcv_nxt + wnd));
-    }
-    if (!ok) {
+    if (!segment_acceptable(s.rcv_nxt, s.rcv_adv - s.rcv_nxt, seq, len, flags)) {
         if (!(flags & kRst)) {
             stats_.drop_tcp_out_of_window++;
             // All of it is old: report it as a D-SACK (RFC 2883 4.1).
