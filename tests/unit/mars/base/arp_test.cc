@@ -6,17 +6,18 @@
 // (test fixture): frames it hands out come from a small pool, frames sent
 // are kept for the test to read, and every buffer must come back.
 #include "arp.h"
+#include "recording_io.h"
 #include "wire.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <memory>
 #include <vector>
 
 namespace {
 
 using namespace mars;
+using mars::test::RecordingIo;
 using wire::be16;
 using wire::be32;
 
@@ -26,41 +27,6 @@ constexpr uint32_t kPeerIp = 0xC6120002;  // 198.18.0.2
 constexpr uint32_t kOtherIp = 0xC6120003; // 198.18.0.3
 const MacAddr kOurMac{{0x02, 0, 0, 0, 0, 1}};
 const MacAddr kPeerMac{{0x02, 0, 0, 0, 0, 2}};
-
-// Test fixture: a PacketIo that records what is sent and counts buffers.
-class RecordingIo final : public PacketIo {
-  public:
-    uint16_t alloc(PacketRef *out, uint16_t n) override
-    {
-        uint16_t got = 0;
-        for (; got < n && allocatable > 0; got++, allocatable--) {
-            buffers.push_back(std::make_unique<uint8_t[]>(kRoom));
-            out[got] = PacketRef{buffers.back().get(), buffers.back().get(), 0, kRoom, 0};
-            outstanding++;
-        }
-        return got;
-    }
-    uint16_t transmit(PacketRef *frames, uint16_t n) override
-    {
-        for (uint16_t i = 0; i < n; i++) {
-            sent.emplace_back(frames[i].data, frames[i].data + frames[i].len);
-            outstanding--;
-        }
-        return n;
-    }
-    void release(PacketRef *, uint16_t n) override
-    {
-        released += n;
-        outstanding -= n;
-    }
-
-    static constexpr uint16_t kRoom = 256;
-    int allocatable = 1000;
-    int outstanding = 0; // buffers handed out and not yet transmitted or released
-    int released = 0;
-    std::vector<std::unique_ptr<uint8_t[]>> buffers;
-    std::vector<std::vector<uint8_t>> sent;
-};
 
 StackConfig config()
 {
