@@ -1,7 +1,7 @@
 // rack.cc: loss recovery of a SACK connection. RACK-TLP (RFC 8985):
 // time-based loss detection with a reordering window, and the tail loss
 // probe; Proportional Rate Reduction (RFC 6937, PRR-SSRB) paces what
-// recovery sends. Connections without SACK keep NewReno (tcp_in.cc).
+// recovery sends. Connections without SACK keep NewReno (tcp_sync.cc).
 //
 // The lost set is not stored byte by byte: an entry of the transmission log
 // (rack.h) is marked lost as a whole (its bytes share one send time), and

@@ -253,14 +253,17 @@ class StackImpl final : public Stack, private Ipv4Upper {
     template <bool kAsyncCopy>
     __attribute__((always_inline)) bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff, const uint8_t *payload,
                        uint32_t len, uint32_t src_ip);
+    // ---- tcp_handshake.cc --------------------------------------------------
     void tcp_listen_input(Sock &l, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
                           const TcpOptions &opt, uint32_t len);
     void tcp_syn_sent_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt);
+    // ---- tcp_sync.cc -------------------------------------------------------
     void tcp_sync_input(Sock &s, PacketRef &f, const wire::Tcp *th, const TcpOptions &opt, uint8_t *payload,
                         uint32_t len, bool *held);
     bool tcp_ack(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
-    // RFC 5961's challenge ACK, throttled per connection (tcp_sync.cc).
+    // RFC 5961's challenge ACK, throttled per connection.
     void challenge_ack(Sock &s);
+    // ---- tcp_data.cc -------------------------------------------------------
     void tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
     void tcp_fin(Sock &s);
     uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
@@ -276,11 +279,11 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void reap_copies(bool wait);
     void count_fallback(CopyFallback why);
     bool copies_in_flight() const { return pending_head_ != pending_tail_ || doorbell_due_; }
-    void time_wait_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, bool *reopen);
-    void rtt_sample(Sock &s, uint64_t rtt_ns);
-    void established(Sock &s);
-    void negotiate(Sock &s, const TcpOptions &opt);
-    void adopt_child(Sock &l, Sock &c, const FlowKey &key);
+    void time_wait_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, bool *reopen); // tcp_data.cc
+    void rtt_sample(Sock &s, uint64_t rtt_ns);                                                 // tcp_in.cc
+    void established(Sock &s);                                                                 // tcp_handshake.cc
+    void negotiate(Sock &s, const TcpOptions &opt);                                            // tcp_handshake.cc
+    void adopt_child(Sock &l, Sock &c, const FlowKey &key);                                    // tcp_handshake.cc
 
     // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
     // A group's payload is at most kGroMaxBytes.
@@ -343,7 +346,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void tlp_fire(Sock &s);
     void tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack);
 
-    // ---- stack.cc --------------------------------------------------------
+    // ---- stack.cc (abort_children: socket_api.cc; conn_init: tcp_out.cc) ---
     Sock *lookup_id(SockId id) const;
     SockId id_of(const Sock &s) const { return (s.gen << kIndexBits) | s.index; }
     Sock *sock_alloc(uint64_t user);
