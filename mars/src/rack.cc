@@ -1,7 +1,7 @@
 // rack.cc: loss recovery of a SACK connection. RACK-TLP (RFC 8985):
 // time-based loss detection with a reordering window, and the tail loss
 // probe; Proportional Rate Reduction (RFC 6937, PRR-SSRB) paces what
-// recovery sends. Connections without SACK keep NewReno (tcp_in.cc).
+// recovery sends. Connections without SACK keep NewReno (tcp_sync.cc).
 //
 // The lost set is not stored byte by byte: an entry of the transmission log
 // (rack.h) is marked lost as a whole (its bytes share one send time), and
@@ -255,7 +255,7 @@ void StackImpl::rack_timeout(Sock &s)
         if (entering && !((s.flags & kFRtoRecovery) && before(s.snd_una, s.recover))) enter_sack_recovery(s);
         if (s.flags & kFInRecovery) prr_on_ack(s, 0, entering);
         tcp_output(s);
-        flush_tx();
+        link_.flush();
     }
 }
 
@@ -319,7 +319,7 @@ void StackImpl::tlp_fire(Sock &s)
     s.flags |= kFTlpOut;
     stats_.tcp_tlp_probes++;
     arm_rtx(s); // the probe restarts the retransmission timer
-    flush_tx();
+    link_.flush();
 }
 
 // RFC 8985 7.4.2: did the probe repair a loss? Then react as to a loss.

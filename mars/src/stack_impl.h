@@ -1,23 +1,34 @@
 // stack_impl.h: the inside of one MARS stack instance.
 //
 // Module map (one concern per file):
-//   stack.cc     creation, the socket table, the socket API, events, poll()
-//   net.cc       Ethernet, ARP, IPv4 and ICMP: input demux, output framing
-//   tcp_in.cc    input() (the receive entry), TCP input: header prediction
-//                (express path on the frame bytes, or after a table lookup),
-//                then the RFC 9293 segment-arrival state machine
-//   tcp_out.cc   TCP output: segment building from the send ring, the
-//                sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
-//   tcp_timer.cc retransmission, persist, delayed ACK, keepalive, TIME-WAIT
+//   stack.cc      creation, the socket table, events, poll()
+//   socket_api.cc the socket API and the data API on the rings
+//   link.h        Link: transmit burst, frame allocation and release
+//   arp.*         ArpResolver: neighbours, frames waiting for them
+//   route.*       Router: next-hop choice
+//   ipv4.*        Ipv4Layer: IPv4 and ICMP input, output framing
+//   tcp_in.cc     input() (the receive entry), the Ethernet demux, TCP input:
+//                 header prediction (express path on the frame bytes, or
+//                 after a table lookup) -- the hot path, top to bottom
+//   tcp_handshake.cc  LISTEN, SYN-SENT, entering ESTABLISHED
+//   tcp_sync.cc   the RFC 9293 3.10.7.4 rules, ACK processing, ICMP errors
+//   tcp_data.cc   data, out-of-order queueing, FIN, TIME-WAIT
+//   tcp_out.cc    TCP output: segment building from the send ring, the
+//                 sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
+//   tcp_timer.cc  retransmission, persist, delayed ACK, keepalive, TIME-WAIT
 // Building blocks with their own tests: checksum, timer_wheel, flow_table,
-// secret (ISN, SYN cookies), cc (NewReno, CUBIC), sack, ooo.
+// secret (ISN, SYN cookies), cc (NewReno, CUBIC), sack, ooo, arp, route.
 #pragma once
 
 #include "cc.h"
+#include "arp.h"
 #include "checksum.h"
 #include "flow_table.h"
+#include "ipv4.h"
+#include "link.h"
 #include "ooo.h"
 #include "rack.h"
+#include "route.h"
 #include "sack.h"
 #include "secret.h"
 #include "tcp_options.h"
@@ -151,23 +162,7 @@ struct Sock {
     uint32_t in_flight() const { return snd_max - snd_una; }
 };
 
-// ARP: a small open-addressed cache plus a bounded queue of frames waiting
-// for a resolution.
-struct ArpEntry {
-    uint32_t ip = 0; // 0: free
-    MacAddr mac;
-    bool resolved = false;
-    uint64_t expires_ns = 0;
-    uint64_t requested_ns = 0; // last request sent (rate limit: one per second)
-    uint32_t requests = 0;
-};
-
-struct PendingFrame {
-    uint32_t next_hop;
-    PacketRef frame;
-};
-
-class StackImpl final : public Stack {
+class StackImpl final : public Stack, private Ipv4Upper {
   public:
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
@@ -202,32 +197,16 @@ class StackImpl final : public Stack {
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
     void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
-    // ---- net.cc ----------------------------------------------------------
+  private:
+    // Everything below is the stack's own: the layers (link_, arp_, router_,
+    // ip_) are reached through their types' interfaces, the TCP code's state
+    // through these members, and nothing outside the stack sees any of it.
+
+    // ---- tcp_in.cc: the Ethernet demux (everything the express path did not
+    // take): IPv4 to ip_ (ipv4.cc), which hands TCP back (tcp_input), ARP to
+    // arp_ (arp.cc).
     void input_frame(PacketRef &f);
-    void input_arp(PacketRef &f);
-    void input_ipv4(PacketRef &f);
-    void input_icmp(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
-    // Next hop for a destination; 0 when unroutable.
-    uint32_t route(uint32_t dst) const;
-    // Destination MAC for a next hop, or nullptr (a request is sent and the
-    // caller queues its frame with hold_for_arp()).
-    const MacAddr *arp_lookup(uint32_t next_hop);
-    ArpEntry *arp_find(uint32_t ip);
-    ArpEntry *arp_insert(uint32_t ip);
-    void arp_learn(uint32_t ip, const MacAddr &mac, bool create);
-    void arp_request(uint32_t ip);
-    bool send_arp(uint16_t op, const uint8_t *dst, const MacAddr &tha, uint32_t tpa);
-    void hold_for_arp(uint32_t next_hop, PacketRef &frame);
-    void arp_expire();
-    // Finishes the Ethernet header of an IPv4 frame for next_hop and queues it
-    // for transmission (or for ARP). Takes ownership of the frame.
-    void send_ipv4_frame(PacketRef &frame, uint32_t next_hop);
-    // Queues a finished frame for the next transmit burst.
-    void queue_tx(PacketRef &frame);
-    void flush_tx();
-    bool alloc_frame(PacketRef *out);
-    void release(PacketRef &f) { io_.release(&f, 1); }
-    void send_icmp_unreach(const uint8_t *ip_packet, unsigned len, uint8_t code);
+    void release(PacketRef &f) { link_.release(f); }
 
     // ---- tcp_in.cc -------------------------------------------------------
     // Header prediction straight from the frame for the last flow seen;
@@ -268,17 +247,23 @@ class StackImpl final : public Stack {
         if (rx_done_n_) io_.release(rx_done_, rx_done_n_);
         rx_done_n_ = 0;
     }
-    void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total);
+    // Ipv4Upper: TCP segments and ICMP errors about our segments (tcp_sync.cc).
+    void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
+    void tcp_icmp_error(const IcmpTcpError &e) override;
     template <bool kAsyncCopy>
     __attribute__((always_inline)) bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff, const uint8_t *payload,
                        uint32_t len, uint32_t src_ip);
+    // ---- tcp_handshake.cc --------------------------------------------------
     void tcp_listen_input(Sock &l, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
                           const TcpOptions &opt, uint32_t len);
     void tcp_syn_sent_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt);
+    // ---- tcp_sync.cc -------------------------------------------------------
     void tcp_sync_input(Sock &s, PacketRef &f, const wire::Tcp *th, const TcpOptions &opt, uint8_t *payload,
                         uint32_t len, bool *held);
     bool tcp_ack(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
-    void tcp_ack_sack(Sock &s, const TcpOptions &opt);
+    // RFC 5961's challenge ACK, throttled per connection.
+    void challenge_ack(Sock &s);
+    // ---- tcp_data.cc -------------------------------------------------------
     void tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
     void tcp_fin(Sock &s);
     uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
@@ -294,11 +279,11 @@ class StackImpl final : public Stack {
     void reap_copies(bool wait);
     void count_fallback(CopyFallback why);
     bool copies_in_flight() const { return pending_head_ != pending_tail_ || doorbell_due_; }
-    void time_wait_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, bool *reopen);
-    void rtt_sample(Sock &s, uint64_t rtt_ns);
-    void established(Sock &s);
-    void negotiate(Sock &s, const TcpOptions &opt);
-    void adopt_child(Sock &l, Sock &c, const FlowKey &key);
+    void time_wait_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, bool *reopen); // tcp_data.cc
+    void rtt_sample(Sock &s, uint64_t rtt_ns);                                                 // tcp_in.cc
+    void established(Sock &s);                                                                 // tcp_handshake.cc
+    void negotiate(Sock &s, const TcpOptions &opt);                                            // tcp_handshake.cc
+    void adopt_child(Sock &l, Sock &c, const FlowKey &key);                                    // tcp_handshake.cc
 
     // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
     // A group's payload is at most kGroMaxBytes.
@@ -361,7 +346,7 @@ class StackImpl final : public Stack {
     void tlp_fire(Sock &s);
     void tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack);
 
-    // ---- stack.cc --------------------------------------------------------
+    // ---- stack.cc (abort_children: socket_api.cc; conn_init: tcp_out.cc) ---
     Sock *lookup_id(SockId id) const;
     SockId id_of(const Sock &s) const { return (s.gen << kIndexBits) | s.index; }
     Sock *sock_alloc(uint64_t user);
@@ -412,6 +397,11 @@ class StackImpl final : public Stack {
     uint64_t now_ns_ = 0;
     StackStats stats_{};
     uint32_t offloads_ = 0;
+    // The layers below TCP (in this order: each refers to those before it).
+    Link link_;          // transmit burst, frame allocation and release
+    ArpResolver arp_;    // neighbours, frames waiting for them
+    Router router_;      // next-hop choice
+    Ipv4Layer ip_;       // IPv4 and ICMP
 
     std::vector<Sock> socks_;
     std::vector<uint32_t> free_socks_;
@@ -424,18 +414,6 @@ class StackImpl final : public Stack {
     std::vector<SockEvent> closed_events_; // kEvClosed (the id is gone once it is queued)
     size_t event_pos_ = 0;
     std::vector<uint32_t> flush_list_;
-
-    // ARP
-    std::vector<ArpEntry> arp_;
-    uint32_t arp_mask_ = 0;
-    uint32_t arp_gen_ = 1;
-    std::vector<PendingFrame> arp_pending_;
-    uint64_t arp_next_expire_ns_ = 0;
-
-    // transmit burst
-    static constexpr uint16_t kTxBurst = 64;
-    PacketRef tx_burst_[kTxBurst];
-    uint16_t tx_n_ = 0;
 
     // received frames consumed by the fast path, released once per burst
     static constexpr uint16_t kRxDoneMax = 64;
@@ -466,7 +444,6 @@ class StackImpl final : public Stack {
     bool prefetch_ = false;
 
     uint16_t next_ephemeral_ = 0;
-    uint32_t subnet_mask_ = 0;
 };
 
 } // namespace mars

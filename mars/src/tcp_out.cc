@@ -54,10 +54,9 @@ void StackImpl::build_template(Sock &s)
 {
     uint8_t *p = s.hdr;
     Eth *eth = reinterpret_cast<Eth *>(p);
-    ArpEntry *e = arp_find(s.next_hop);
-    if (e && e->resolved) {
-        std::memcpy(eth->dst, e->mac.b, 6);
-        s.arp_gen = arp_gen_;
+    if (const MacAddr *mac = arp_.peek(s.next_hop)) {
+        std::memcpy(eth->dst, mac->b, 6);
+        s.arp_gen = arp_.generation();
     } else {
         std::memset(eth->dst, 0, 6);
         s.arp_gen = 0;
@@ -170,7 +169,7 @@ static unsigned syn_options(uint8_t *o, const StackConfig &c, const Sock &s, boo
 bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx)
 {
     PacketRef fr;
-    if (!alloc_frame(&fr)) return false;
+    if (!link_.alloc(&fr)) return false;
     uint8_t *p = fr.data;
     std::memcpy(p, s.hdr, kHeadersLen);
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(p + kEthLen);
@@ -261,18 +260,18 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     if (len && (s.flags & kFSackOk)) rack_sent(s, seq, len, rtx);
     s.last_send_ns = now_ns_;
     // The template's destination MAC is good while ARP has not changed.
-    if (s.arp_gen != arp_gen_) {
-        const MacAddr *mac = arp_lookup(s.next_hop);
+    if (s.arp_gen != arp_.generation()) {
+        const MacAddr *mac = arp_.lookup(s.next_hop, now_ns_);
         if (!mac) {
             std::memcpy(reinterpret_cast<Eth *>(p)->src, cfg_.mac.b, 6);
-            hold_for_arp(s.next_hop, fr);
+            arp_.hold(s.next_hop, fr, now_ns_);
             return true;
         }
         std::memcpy(reinterpret_cast<Eth *>(s.hdr)->dst, mac->b, 6);
         std::memcpy(reinterpret_cast<Eth *>(p)->dst, mac->b, 6);
-        s.arp_gen = arp_gen_;
+        s.arp_gen = arp_.generation();
     }
-    queue_tx(fr);
+    link_.queue(fr);
     return true;
 }
 
@@ -391,10 +390,10 @@ void StackImpl::tcp_output(Sock &s)
 void StackImpl::send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
                          uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len)
 {
-    const uint32_t hop = route(rip);
+    const uint32_t hop = router_.next_hop(rip);
     if (!hop) return;
     PacketRef fr;
-    if (!alloc_frame(&fr)) return;
+    if (!link_.alloc(&fr)) return;
     const unsigned hlen = kTcpLen + opt_len;
     if (kEthLen + kIpLen + hlen > fr.room) {
         release(fr);
@@ -409,7 +408,7 @@ void StackImpl::send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rp
     if (opt_len) std::memcpy(th + 1, opts, opt_len);
     th->csum = csum_finish(csum_add(pseudo_sum(be32(ip->src), rip, kProtoTcp, uint16_t(hlen)), th, hlen));
     fr.len = uint16_t(kEthLen + kIpLen + hlen);
-    send_ipv4_frame(fr, hop);
+    ip_.send(fr, hop, now_ns_);
 }
 
 // RFC 9293 3.10.7.1: the reset for a segment nobody wants.

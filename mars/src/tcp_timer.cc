@@ -55,7 +55,7 @@ void StackImpl::rtx_timeout(Sock &s)
         s.rtt_start_ns = 0; // Karn: no sample from a retransmitted SYN
         send_segment(s, s.iss, 0, s.state == TcpState::kSynSent ? kSyn : (kSyn | kAck), true);
         arm_rtx(s);
-        flush_tx();
+        link_.flush();
         return;
     }
     const uint32_t data_end = s.iss + 1 + s.tx_tail;
@@ -83,7 +83,7 @@ void StackImpl::rtx_timeout(Sock &s)
             if (s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
             arm_rtx(s);
         }
-        flush_tx();
+        link_.flush();
         return;
     }
     // Retransmission timeout (RFC 6298 5.4-5.7, RFC 5681 3.1).
@@ -109,7 +109,7 @@ void StackImpl::rtx_timeout(Sock &s)
     s.snd_nxt = s.snd_una; // go back N, paced by slow start
     tcp_output(s);
     if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
-    flush_tx();
+    link_.flush();
 }
 
 void StackImpl::arm_keepalive(Sock &s)
@@ -152,7 +152,7 @@ void StackImpl::aux_timeout(Sock &s)
         s.keep_probes++;
         send_segment(s, s.snd_una - 1, 0, kAck, false);
         wheel_.arm(&s.aux_timer, now_ns_ + s.keep_intvl_ns);
-        flush_tx();
+        link_.flush();
         return;
     }
     default:

@@ -1,0 +1,487 @@
+// socket_api.cc: the socket API of a stack (open, bind, listen, accept,
+// connect, shutdown, close, abort, options, info) and the data API on the
+// two rings (rx_view/rx_consume, tx_view/tx_commit, send/recv). Ids are
+// checked (generation and slot) before anything is touched; bad arguments
+// return -errno.
+#include "stack_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mars {
+
+// ---- socket API --------------------------------------------------------
+
+int64_t StackImpl::open(uint64_t user)
+{
+    Sock *s = sock_alloc(user);
+    if (!s) return -EMFILE;
+    return id_of(*s);
+}
+
+int StackImpl::bind(SockId id, Endpoint local)
+{
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (s->state != TcpState::kClosed || (s->flags & (kFBound | kFUserClosed))) return -EINVAL;
+    if (local.ip != 0 && local.ip != cfg_.ip) return -EADDRNOTAVAIL;
+    if (local.port == 0) {
+        if (int rc = pick_port(*s, 0, 0); rc != 0) return rc;
+    } else {
+        if (port_in_use(local.ip, local.port, s)) return -EADDRINUSE;
+        s->local.port = local.port;
+    }
+    s->local.ip = local.ip;
+    s->flags |= kFBound;
+    return 0;
+}
+
+int StackImpl::listen(SockId id, int backlog)
+{
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (s->state == TcpState::kListen) {
+        s->backlog = uint32_t(std::clamp(backlog, 1, 65535));
+        return 0;
+    }
+    if (s->state != TcpState::kClosed || (s->flags & kFUserClosed)) return -EINVAL;
+    if (!(s->flags & kFBound)) {
+        if (int rc = bind(id, Endpoint{0, 0}); rc != 0) return rc;
+    }
+    if (port_in_use(s->local.ip, s->local.port, s)) return -EADDRINUSE;
+    s->backlog = uint32_t(std::clamp(backlog, 1, 65535));
+    s->state = TcpState::kListen;
+    listeners_.push_back(s->index);
+    return 0;
+}
+
+int64_t StackImpl::accept(SockId id, uint64_t user)
+{
+    Sock *l = lookup_id(id);
+    if (!l) return -EBADF;
+    if (l->state != TcpState::kListen) return -EINVAL;
+    if (l->accept_head == UINT32_MAX) return -EAGAIN;
+    Sock &c = socks_[l->accept_head];
+    l->accept_head = c.queue_next;
+    if (l->accept_head == UINT32_MAX) l->accept_tail = UINT32_MAX;
+    l->accept_len--;
+    c.queue_next = UINT32_MAX;
+    c.parent = UINT32_MAX;
+    c.user = user;
+    c.flags |= kFAccepted;
+    // Whatever happened before the accept is reported now.
+    uint32_t bits = kEvWritable;
+    if (c.rx_readable()) bits |= kEvReadable;
+    if (c.flags & kFFinReceived) bits |= kEvPeerClosed | kEvReadable;
+    if (c.state == TcpState::kClosed) bits |= c.error == ECONNRESET ? kEvReset : kEvError;
+    raise(c, bits);
+    return id_of(c);
+}
+
+int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
+{
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (s->state == TcpState::kListen) return -EINVAL;
+    if (s->state == TcpState::kSynSent) return -EALREADY;
+    if (s->state != TcpState::kClosed || (s->flags & kFUserClosed)) return -EISCONN;
+    if (s->flags & kFAccepted) return -EISCONN; // one connection per socket
+    if (remote.ip == 0 || remote.port == 0) return -EINVAL;
+    if (remote.ip == 0xffffffffu || (remote.ip >> 28) == 14) return -ENETUNREACH; // broadcast, multicast
+    if (now_ns > now_ns_) now_ns_ = now_ns;
+    const uint32_t hop = router_.next_hop(remote.ip);
+    if (hop == 0) return -ENETUNREACH;
+    s->local.ip = cfg_.ip;
+    if (s->flags & kFBound) {
+        if (flows_.lookup(FlowKey{cfg_.ip, remote.ip, s->local.port, remote.port})) return -EADDRINUSE;
+    } else if (int rc = pick_port(*s, remote.ip, remote.port); rc != 0) {
+        return rc;
+    }
+    if (!attach_rings(*s, s->user)) return -ENOBUFS;
+    s->remote = remote;
+    s->next_hop = hop;
+    link_flow(*s, FlowKey{cfg_.ip, remote.ip, s->local.port, remote.port});
+    s->iss = isn_generate(cfg_.isn_secret, s->flow.key, now_ns_);
+    s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
+    s->flags |= kFAccepted;
+    conn_init(*s);
+    build_template(*s);
+    s->state = TcpState::kSynSent;
+    stats_.tcp_active_opens++;
+    s->first_rtx_ns = 0;
+    send_segment(*s, s->iss, 0, wire::kSyn, false);
+    s->snd_nxt = s->snd_max = s->iss + 1;
+    s->rtt_start_ns = now_ns_;
+    s->rtt_seq = s->snd_nxt;
+    s->last_recv_ns = now_ns_;
+    arm_rtx(*s);
+    link_.flush();
+    return 0;
+}
+
+int StackImpl::shutdown(SockId id, bool rd, bool wr)
+{
+    if (copies_in_flight()) reap_copies(true); // the socket's bytes land before it changes
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (s->state == TcpState::kListen || s->state == TcpState::kClosed) {
+        if (s->state == TcpState::kClosed && !(s->flags & kFAccepted)) return -ENOTCONN;
+        if (s->state == TcpState::kListen) return -ENOTCONN;
+    }
+    if (rd) s->flags |= kFRdShut;
+    if (wr && !(s->flags & kFFinQueued)) {
+        s->flags |= kFFinQueued;
+        want_output(*s);
+        flush_output();
+        link_.flush();
+    }
+    return 0;
+}
+
+int StackImpl::close(SockId id)
+{
+    if (copies_in_flight()) reap_copies(true); // the socket's bytes land before it changes
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (s->flags & kFUserClosed) return -EBADF;
+    s->flags |= kFUserClosed;
+    switch (s->state) {
+    case TcpState::kListen:
+        abort_children(*s);
+        sock_free(*s);
+        break;
+    case TcpState::kClosed:
+    case TcpState::kSynSent:
+        sock_free(*s);
+        break;
+    case TcpState::kTimeWait:
+        release_user(*s);
+        break;
+    default:
+        // Unread data or SO_LINGER 0: reset instead of a graceful close
+        // (RFC 9293 3.10.4 permits it; data would be lost silently otherwise).
+        if (s->rx_readable() || s->linger_sec == 0) {
+            s->flags &= ~kFUserClosed;
+            return abort(id);
+        }
+        s->flags |= kFFinQueued;
+        s->flags |= kFRdShut;
+        want_output(*s);
+        flush_output();
+        link_.flush();
+        break;
+    }
+    return 0;
+}
+
+int StackImpl::abort(SockId id)
+{
+    if (copies_in_flight()) reap_copies(true); // the socket's bytes land before it changes
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    s->flags |= kFUserClosed;
+    switch (s->state) {
+    case TcpState::kListen:
+        abort_children(*s);
+        break;
+    case TcpState::kSynReceived:
+    case TcpState::kEstablished:
+    case TcpState::kFinWait1:
+    case TcpState::kFinWait2:
+    case TcpState::kCloseWait:
+    case TcpState::kClosing:
+    case TcpState::kLastAck:
+        send_raw(s->local.ip, s->local.port, s->remote.ip, s->remote.port, s->snd_max, 0, wire::kRst, 0,
+                 nullptr, 0);
+        stats_.tcp_resets_out++;
+        break;
+    default:
+        break;
+    }
+    sock_free(*s);
+    link_.flush();
+    return 0;
+}
+
+void StackImpl::abort_children(Sock &l)
+{
+    for (Sock &c : socks_) {
+        if (!c.used || c.parent != l.index) continue;
+        if (c.state != TcpState::kClosed) {
+            send_raw(c.local.ip, c.local.port, c.remote.ip, c.remote.port, c.snd_max, 0, wire::kRst, 0, nullptr, 0);
+            stats_.tcp_resets_out++;
+        }
+        sock_free(c);
+    }
+    l.accept_head = l.accept_tail = UINT32_MAX;
+    l.accept_len = l.syn_queue_len = 0;
+}
+
+int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
+{
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    auto flag = [&](uint32_t f) {
+        if (v) s->flags |= f;
+        else s->flags &= ~f;
+    };
+    switch (opt) {
+    case SockOpt::kNoDelay:
+        flag(kFNoDelay);
+        if (v) want_output(*s);
+        break;
+    case SockOpt::kCork:
+        flag(kFCork);
+        if (!v) want_output(*s);
+        break;
+    case SockOpt::kKeepAlive:
+        flag(kFKeepAlive);
+        arm_keepalive(*s);
+        break;
+    case SockOpt::kKeepIdleSec:
+        if (v < 1 || v > 32767) return -EINVAL;
+        s->keep_idle_ns = uint64_t(v) * 1'000'000'000ull;
+        arm_keepalive(*s);
+        break;
+    case SockOpt::kKeepIntvlSec:
+        if (v < 1 || v > 32767) return -EINVAL;
+        s->keep_intvl_ns = uint64_t(v) * 1'000'000'000ull;
+        break;
+    case SockOpt::kKeepCnt:
+        if (v < 1 || v > 127) return -EINVAL;
+        s->keep_cnt = uint32_t(v);
+        break;
+    case SockOpt::kMaxSeg:
+        if (v != 0 && (v < 88 || v > 65535)) return -EINVAL;
+        s->user_mss = uint32_t(v);
+        if (s->state != TcpState::kClosed && s->state != TcpState::kListen) update_mss(*s);
+        break;
+    case SockOpt::kUserTimeoutMs:
+        if (v < 0) return -EINVAL;
+        s->user_timeout_ns = uint64_t(v) * 1'000'000ull;
+        break;
+    case SockOpt::kLingerSec:
+        if (v < -1 || v > 65535) return -EINVAL;
+        s->linger_sec = int32_t(v);
+        break;
+    case SockOpt::kReuseAddr:
+        flag(kFReuseAddr);
+        break;
+    case SockOpt::kReusePort:
+        flag(kFReusePort);
+        break;
+    case SockOpt::kTos:
+        if (v < 0 || v > 255) return -EINVAL;
+        s->tos = uint8_t(v & 0xfc);
+        if (s->flags & kFHasRings) build_template(*s);
+        break;
+    case SockOpt::kRcvLowat:
+        if (v < 1) return -EINVAL;
+        s->rcv_lowat = uint32_t(std::min<int64_t>(v, INT32_MAX));
+        break;
+    default:
+        return -ENOPROTOOPT;
+    }
+    flush_output();
+    link_.flush();
+    return 0;
+}
+
+int StackImpl::get_option(SockId id, SockOpt opt, int64_t *v) const
+{
+    const Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (!v) return -EINVAL;
+    switch (opt) {
+    case SockOpt::kNoDelay: *v = (s->flags & kFNoDelay) != 0; break;
+    case SockOpt::kCork: *v = (s->flags & kFCork) != 0; break;
+    case SockOpt::kKeepAlive: *v = (s->flags & kFKeepAlive) != 0; break;
+    case SockOpt::kKeepIdleSec: *v = int64_t(s->keep_idle_ns / 1'000'000'000ull); break;
+    case SockOpt::kKeepIntvlSec: *v = int64_t(s->keep_intvl_ns / 1'000'000'000ull); break;
+    case SockOpt::kKeepCnt: *v = s->keep_cnt; break;
+    case SockOpt::kMaxSeg: *v = s->state == TcpState::kClosed || s->state == TcpState::kListen
+                                    ? (s->user_mss ? s->user_mss : 536) : s->mss;
+        break;
+    case SockOpt::kUserTimeoutMs: *v = int64_t(s->user_timeout_ns / 1'000'000ull); break;
+    case SockOpt::kLingerSec: *v = s->linger_sec; break;
+    case SockOpt::kReuseAddr: *v = (s->flags & kFReuseAddr) != 0; break;
+    case SockOpt::kReusePort: *v = (s->flags & kFReusePort) != 0; break;
+    case SockOpt::kTos: *v = s->tos; break;
+    case SockOpt::kRcvLowat: *v = s->rcv_lowat; break;
+    default: return -ENOPROTOOPT;
+    }
+    return 0;
+}
+
+static void fill_info(const Sock &s, SockInfo *o)
+{
+    *o = SockInfo{};
+    o->state = s.state;
+    o->local = s.local;
+    o->remote = s.remote;
+    o->rx_readable = s.rx_readable();
+    o->tx_space = s.tx_free();
+    o->tx_unacked = s.snd_max - s.snd_una;
+    o->error = s.error;
+    o->peer_closed = (s.flags & kFFinReceived) != 0;
+    o->snd_mss = s.mss;
+    o->rcv_mss = s.peer_mss;
+    o->cwnd = s.cc.cwnd;
+    o->ssthresh = s.cc.ssthresh;
+    o->srtt_us = uint32_t(s.srtt_ns / 1000);
+    o->rttvar_us = uint32_t(s.rttvar_ns / 1000);
+    o->rto_us = uint32_t(s.rto_ns / 1000);
+    o->snd_wnd = s.snd_wnd;
+    o->rcv_wnd = s.rcv_adv - s.rcv_nxt;
+    o->snd_wscale = s.snd_wscale;
+    o->rcv_wscale = s.rcv_wscale;
+    o->sack_ok = (s.flags & kFSackOk) != 0;
+    o->ts_ok = (s.flags & kFTsOk) != 0;
+    o->retransmits = s.rtx_count;
+    o->total_retransmits = s.total_retransmits;
+    o->bytes_in = s.bytes_in;
+    o->bytes_out = s.bytes_out;
+    o->segs_in = s.segs_in;
+    o->segs_out = s.segs_out;
+    o->ooo_frames = s.ooo.frames();
+}
+
+int StackImpl::info(SockId id, SockInfo *out) const
+{
+    const Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (!out) return -EINVAL;
+    fill_info(*s, out);
+    return 0;
+}
+
+void StackImpl::set_user(SockId id, uint64_t user)
+{
+    if (Sock *s = lookup_id(id)) s->user = user;
+}
+
+void StackImpl::for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, void *), void *arg) const
+{
+    for (const Sock &s : socks_) {
+        if (!s.used) continue;
+        SockInfo in;
+        fill_info(s, &in);
+        fn(id_of(s), in, s.user, arg);
+    }
+}
+
+// ---- data ----------------------------------------------------------------
+
+static void ring_span(uint8_t *base, uint32_t mask, uint32_t pos, uint32_t n, RingSpan *out)
+{
+    const uint32_t off = pos & mask;
+    const uint32_t first = std::min(n, mask + 1 - off);
+    out->p[0] = base + off;
+    out->n[0] = first;
+    out->p[1] = base;
+    out->n[1] = n - first;
+}
+
+int StackImpl::rx_view(SockId id, RingSpan *out) const
+{
+    const Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (!out) return -EINVAL;
+    *out = RingSpan{{nullptr, nullptr}, {0, 0}};
+    if (!(s->flags & kFHasRings)) return s->state == TcpState::kListen ? -EINVAL : 0;
+    ring_span(s->rx, s->rx_mask, s->rx_head, s->rx_readable(), out);
+    return 0;
+}
+
+int StackImpl::rx_consume(SockId id, uint32_t n)
+{
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (n > s->rx_readable()) return -EINVAL;
+    if (n == 0) return 0;
+    const uint32_t before = rcv_window(*s);
+    s->rx_head += n;
+    // Window update (RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3): tell the peer
+    // once the window has opened by two segments or half the buffer.
+    const uint32_t after = rcv_window(*s);
+    const uint32_t adv = s->rcv_adv - s->rcv_nxt;
+    if (s->state == TcpState::kEstablished || s->state == TcpState::kFinWait1 || s->state == TcpState::kFinWait2) {
+        if (after > adv && (after - adv >= 2 * s->peer_mss || after - adv >= (s->rx_mask + 1) / 2) &&
+            after > before) {
+            ack_now(*s);
+            flush_output();
+            link_.flush();
+        }
+    }
+    return 0;
+}
+
+int StackImpl::tx_view(SockId id, RingSpan *out) const
+{
+    const Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (!out) return -EINVAL;
+    *out = RingSpan{{nullptr, nullptr}, {0, 0}};
+    if (s->error) return -s->error;
+    if (s->flags & kFFinQueued) return -EPIPE;
+    if (!(s->flags & kFHasRings)) return s->state == TcpState::kClosed ? -ENOTCONN : -EINVAL;
+    ring_span(s->tx, s->tx_mask, s->tx_tail, s->tx_free(), out);
+    return 0;
+}
+
+int StackImpl::tx_commit(SockId id, uint32_t n, bool more)
+{
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (s->error) return -s->error;
+    if (s->flags & kFFinQueued) return -EPIPE;
+    if (!(s->flags & kFHasRings)) return -ENOTCONN;
+    if (n > s->tx_free()) return -EINVAL;
+    s->tx_tail += n;
+    if (more) s->flags |= kFMore;
+    else s->flags &= ~kFMore;
+    if (n && (s->state == TcpState::kEstablished || s->state == TcpState::kCloseWait)) {
+        tcp_output(*s);
+        link_.flush();
+    }
+    return 0;
+}
+
+int64_t StackImpl::send(SockId id, const void *data, size_t len)
+{
+    RingSpan sp;
+    if (int rc = tx_view(id, &sp); rc != 0) return rc;
+    const auto *src = static_cast<const uint8_t *>(data);
+    size_t done = 0;
+    for (int i = 0; i < 2 && done < len; i++) {
+        const size_t k = std::min<size_t>(sp.n[i], len - done);
+        std::memcpy(sp.p[i], src + done, k);
+        done += k;
+    }
+    if (done == 0) return len == 0 ? 0 : -EAGAIN;
+    if (int rc = tx_commit(id, uint32_t(done), false); rc != 0) return rc;
+    return int64_t(done);
+}
+
+int64_t StackImpl::recv(SockId id, void *data, size_t len)
+{
+    RingSpan sp;
+    if (int rc = rx_view(id, &sp); rc != 0) return rc;
+    auto *dst = static_cast<uint8_t *>(data);
+    size_t done = 0;
+    for (int i = 0; i < 2 && done < len; i++) {
+        const size_t k = std::min<size_t>(sp.n[i], len - done);
+        std::memcpy(dst + done, sp.p[i], k);
+        done += k;
+    }
+    if (done) {
+        rx_consume(id, uint32_t(done));
+        return int64_t(done);
+    }
+    const Sock *s = lookup_id(id);
+    if (s->flags & kFFinReceived) return 0;
+    if (s->error) return -s->error;
+    return len == 0 ? 0 : -EAGAIN;
+}
+
+} // namespace mars
