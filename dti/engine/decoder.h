@@ -33,7 +33,7 @@ struct CommandBounds {
     uint32_t cmdq_entries = 0; // tags are indices into the command queue
     uint32_t max_sockets = 0;  // slot indices are below this
     uint64_t pool_offset = 0;  // the buffer pool: region bytes [pool_offset, pool_offset + pool_size)
-    uint64_t pool_size = 0;
+    uint64_t pool_size = 0;    // (memory: pool_offset + pool_size does not pass 2^64 - 1)
 };
 
 // Why a command was refused. The order of the checks is the order below.

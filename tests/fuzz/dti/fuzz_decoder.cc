@@ -3,6 +3,7 @@
 
 #include "decoder.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,14 +23,13 @@ using engine::Reject;
     std::abort();
 }
 
-// Sums that overflow are seen as such: a range ending past 2^64 is outside
-// any pool; a pool ending past 2^64 holds every range that does not.
+// A sum that overflows is seen as such: a range ending past 2^64 is outside
+// the pool (which, being memory, ends below 2^64: decode_one sees to it).
 bool in_pool(const CommandBounds &b, uint64_t offset, uint32_t length)
 {
-    uint64_t range_end = 0, pool_end = 0;
+    uint64_t range_end = 0;
     const bool range_wraps = __builtin_add_overflow(offset, uint64_t{length}, &range_end);
-    const bool pool_wraps = __builtin_add_overflow(b.pool_offset, b.pool_size, &pool_end);
-    return offset >= b.pool_offset && !range_wraps && (pool_wraps || range_end <= pool_end);
+    return offset >= b.pool_offset && !range_wraps && range_end <= b.pool_offset + b.pool_size;
 }
 
 // The rules of decoder.h, spelled out without the decoder's code.
@@ -107,7 +107,8 @@ void decode_one(const uint8_t *data, size_t size)
     std::memcpy(&b.pool_offset, head + 4, 8);
     uint32_t pool = 0;
     std::memcpy(&pool, head + 12, 4);
-    b.pool_size = pool;
+    // A pool is memory: it ends at 2^64 - 1 at most (decoder.h).
+    b.pool_size = std::min<uint64_t>(pool, ~uint64_t{0} - b.pool_offset);
     for (size_t at = sizeof head; at < size; at += sizeof(dti_cmd)) {
         dti_cmd c{};
         std::memcpy(&c, data + at, size - at < sizeof c ? size - at : sizeof c);

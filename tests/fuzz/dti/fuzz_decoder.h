@@ -7,7 +7,7 @@
 //   byte 0        log2 of the command queue's entries (mod 16: 1 .. 32768)
 //   bytes 1..3    max_sockets - 1 (little endian, mod 2^20: 1 .. 1,048,576)
 //   bytes 4..11   the pool's offset in the region (any 64-bit value)
-//   bytes 12..15  the pool's size
+//   bytes 12..15  the pool's size (cut so that the pool ends below 2^64)
 #pragma once
 
 #include <cstddef>
