@@ -353,7 +353,6 @@ void EngineImpl::cmd_release(Group &group, uint32_t si, const Command &c)
     mark(group, si);
 }
 
-
 // SEND_FROM a pool buffer: [c.offset, c.offset + c.length) is inside the
 // pool (decoder).
 int32_t EngineImpl::cmd_send_from(Group &group, uint32_t si, const Command &c)

@@ -108,7 +108,6 @@ uint32_t unprivileged_port_start()
 
 // ---- control messages ----------------------------------------------------------------------
 
-
 namespace ctl {
 
 bool send_msg(int fd, const dti_ctl_msg &m, const int *fds, int nfds)
@@ -191,7 +190,6 @@ int recv_msg(int fd, dti_ctl_msg *m, int *passed, ucred *cred, int flags)
 } // namespace ctl
 
 // ---- attach and control --------------------------------------------------------------------
-
 
 int EngineImpl::attach(int fd, std::string *why)
 {

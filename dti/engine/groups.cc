@@ -12,7 +12,6 @@ namespace dti::engine::detail {
 
 // ---- groups and members --------------------------------------------------------------------
 
-
 Group *EngineImpl::new_group(std::string *why, int *err)
 {
     size_t live = 0;
@@ -144,7 +143,6 @@ void EngineImpl::drain_member(Group &group, const Member &m)
 
 // ---- holds ---------------------------------------------------------------------------------
 
-
 void EngineImpl::take_hold(Group &group, Member &m, uint32_t si)
 {
     Slot &s = group.slots[si];
@@ -195,7 +193,6 @@ void EngineImpl::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
 }
 
 // ---- leaving -------------------------------------------------------------------------------
-
 
 // Aborts every socket of the region (a dead application's connections get a
 // RST). With keep_closing, sockets the application had already closed (no

@@ -70,7 +70,6 @@ void layout_region_impl(void *region, const Limits &l, const Geometry &g)
 
 // ---- buffer provider -----------------------------------------------------------------------
 
-
 bool EngineImpl::provide(uint64_t user, RingMemory *out)
 {
     Group *gp = group_of_tag(user);
