@@ -67,63 +67,63 @@ Slot *EngineImpl::slot_of(Group &group, const Member &m, uint32_t h, uint32_t *i
 void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
 {
     const Decoded decoded = decode_command(raw, bounds_of(group));
-    const Command &c = decoded.cmd;
+    const Command &cmd = decoded.cmd;
     if (decoded.reject == Reject::kBadTag) {
         stats_.rejected_commands++;
         return; // no valid tag to answer with: the app's own bookkeeping is corrupt
     }
-    if (c.op == DTI_OP_NOP) {
-        complete(group, ctx_index, c.tag, 0, c.handle);
+    if (cmd.op == DTI_OP_NOP) {
+        complete(group, ctx_index, cmd.tag, 0, cmd.handle);
         return;
     }
     Member &member = owner(group, ctx_index);
-    if (c.op == DTI_OP_SOCKET) {
-        int32_t r = cmd_socket(group, member);
-        complete(group, ctx_index, c.tag, r, r >= 0 ? uint32_t(r) : c.handle);
+    if (cmd.op == DTI_OP_SOCKET) {
+        int32_t result = cmd_socket(group, member);
+        complete(group, ctx_index, cmd.tag, result, result >= 0 ? uint32_t(result) : cmd.handle);
         return;
     }
     uint32_t slot_index = 0;
-    Slot *slot = decoded.reject == Reject::kBadSocket ? nullptr : slot_of(group, member, c.handle, &slot_index);
+    Slot *slot = decoded.reject == Reject::kBadSocket ? nullptr : slot_of(group, member, cmd.handle, &slot_index);
     if (!slot) {
         stats_.rejected_commands++;
-        if (c.signaled)
-            complete(group, ctx_index, c.tag, -DTI_E_BAD_HANDLE, c.handle);
+        if (cmd.signaled)
+            complete(group, ctx_index, cmd.tag, -DTI_E_BAD_HANDLE, cmd.handle);
         return;
     }
     if (!decoded.ok()) {
         refuse_command(group, ctx_index, slot_index, decoded);
         return;
     }
-    int32_t r = 0;
-    switch (c.op) {
+    int32_t result = 0;
+    switch (cmd.op) {
     case DTI_OP_BIND:
-        if (c.address.port != 0 && c.address.port < member.unprivileged_port_start &&
+        if (cmd.address.port != 0 && cmd.address.port < member.unprivileged_port_start &&
             !may_bind_privileged(member)) {
-            r = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
+            result = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
         } else {
-            r = tr_.bind(slot->sid, c.address);
-            if (r == 0)
+            result = tr_.bind(slot->sid, cmd.address);
+            if (result == 0)
                 slot->state |= DTI_STATE_BOUND;
         }
         break;
     case DTI_OP_LISTEN:
-        r = tr_.listen(slot->sid, int(c.count));
-        if (r == 0)
+        result = tr_.listen(slot->sid, int(cmd.count));
+        if (result == 0)
             slot->state = (slot->state | DTI_STATE_LISTENING) & ~DTI_STATE_CONNECTING;
         break;
     case DTI_OP_ACCEPT:
-        cmd_accept(group, ctx_index, slot_index, c);
+        cmd_accept(group, ctx_index, slot_index, cmd);
         return;
     case DTI_OP_CONNECT:
         if (slot->state & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED)) {
-            r = (slot->state & DTI_STATE_CONNECTED) ? -EISCONN : -EALREADY;
+            result = (slot->state & DTI_STATE_CONNECTED) ? -EISCONN : -EALREADY;
         } else if (slot->state & DTI_STATE_LISTENING) {
-            r = -EINVAL;
+            result = -EINVAL;
         } else {
-            r = tr_.connect(slot->sid, c.address);
-            if (r == 0) {
+            result = tr_.connect(slot->sid, cmd.address);
+            if (result == 0) {
                 slot->state |= DTI_STATE_CONNECTING;
-                slot->connect = Pending{true, ctx_index, c.tag, 0, 0};
+                slot->connect = Pending{true, ctx_index, cmd.tag, 0, 0};
                 mark(group, slot_index);
                 return; // completes on kEvConnected / kEvError / kEvReset
             }
@@ -131,71 +131,71 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         break;
     case DTI_OP_SHUTDOWN:
         if (!(slot->state & DTI_STATE_CONNECTED)) {
-            r = -ENOTCONN;
+            result = -ENOTCONN;
         } else {
-            r = slot->has_sid ? tr_.shutdown(slot->sid, c.shut_rd, c.shut_wr) : 0;
-            if (r == 0 && c.shut_wr)
+            result = slot->has_sid ? tr_.shutdown(slot->sid, cmd.shut_rd, cmd.shut_wr) : 0;
+            if (result == 0 && cmd.shut_wr)
                 slot->state |= DTI_STATE_WR_CLOSED;
         }
         break;
     case DTI_OP_CLOSE:
     case DTI_OP_ABORT:
-        drop_hold(group, member, slot_index, c.op == DTI_OP_ABORT);
+        drop_hold(group, member, slot_index, cmd.op == DTI_OP_ABORT);
         break;
     case DTI_OP_SETSOCKOPT:
     case DTI_OP_GETSOCKOPT: {
         int64_t v = 0;
-        if (c.ring_option) {
+        if (cmd.ring_option) {
             // Ring sizes are fixed per attachment: setting is accepted and
             // has no effect (programs tune these routinely), reading tells the truth.
-            v = c.option == DTI_SO_RCVBUF ? group.lim.rx_ring_size : group.lim.tx_ring_size;
-        } else if (c.op == DTI_OP_SETSOCKOPT) {
-            r = tr_.set_option(slot->sid, c.transport_option, c.value);
+            v = cmd.option == DTI_SO_RCVBUF ? group.lim.rx_ring_size : group.lim.tx_ring_size;
+        } else if (cmd.op == DTI_OP_SETSOCKOPT) {
+            result = tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
         } else {
-            r = tr_.get_option(slot->sid, c.transport_option, &v);
+            result = tr_.get_option(slot->sid, cmd.transport_option, &v);
         }
-        complete(group, ctx_index, c.tag, r, c.handle, v);
+        complete(group, ctx_index, cmd.tag, result, cmd.handle, v);
         return;
     }
     case DTI_OP_WATCH:
-        cmd_watch(group, ctx_index, slot_index, c.flags);
+        cmd_watch(group, ctx_index, slot_index, cmd.flags);
         break;
     case DTI_OP_RECV_INTO:
         if (slot->recv_into.used) {
-            r = -EBUSY;
+            result = -EBUSY;
         } else {
-            slot->recv_into = Pending{true, ctx_index, c.tag, c.length, c.offset};
+            slot->recv_into = Pending{true, ctx_index, cmd.tag, cmd.length, cmd.offset};
             try_recv_into(group, slot_index);
             return;
         }
         break;
     case DTI_OP_SEND_FROM:
-        r = cmd_send_from(group, slot_index, c);
+        result = cmd_send_from(group, slot_index, cmd);
         break;
     case DTI_OP_SEND:
-        cmd_send(group, slot_index, c);
+        cmd_send(group, slot_index, cmd);
         return;
     case DTI_OP_RECV_RELEASE:
-        cmd_release(group, slot_index, c);
+        cmd_release(group, slot_index, cmd);
         return;
     case DTI_OP_DIGEST:
-        cmd_digest(group, ctx_index, slot_index, c);
+        cmd_digest(group, ctx_index, slot_index, cmd);
         return;
     default: // the decoder lets no other opcode through
         stats_.rejected_commands++;
-        r = -EOPNOTSUPP;
+        result = -EOPNOTSUPP;
         break;
     }
     mark(group, slot_index);
-    complete(group, ctx_index, c.tag, r, c.handle);
+    complete(group, ctx_index, cmd.tag, result, cmd.handle);
 }
 
 // A command the decoder refused, from a member that holds its socket: the
 // answer each command got when its own case checked its arguments.
 void EngineImpl::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_index, const Decoded &d)
 {
-    const Command &c = d.cmd;
-    switch (c.op) {
+    const Command &cmd = d.cmd;
+    switch (cmd.op) {
     case DTI_OP_SEND:
     case DTI_OP_RECV_RELEASE:
         stats_.rejected_commands++;
@@ -204,13 +204,13 @@ void EngineImpl::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_
     case DTI_OP_GETSOCKOPT:
     case DTI_OP_ACCEPT:
     case DTI_OP_DIGEST:
-        complete(group, ctx_index, c.tag, reject_result(d.reject), c.handle);
+        complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
         return; // nothing changed on the socket
     default:
         if (d.reject == Reject::kUnknownOp)
             stats_.rejected_commands++;
         mark(group, slot_index);
-        complete(group, ctx_index, c.tag, reject_result(d.reject), c.handle);
+        complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
         return;
     }
 }
