@@ -7,10 +7,11 @@
 #include <cstring>
 
 namespace dti::engine::detail {
+namespace {
 
 // Copies a command with word-sized relaxed atomic loads: the application may
 // be scribbling on it concurrently; we read each word exactly once.
-dti_cmd read_cmd(const dti_cmd *src)
+static dti_cmd read_cmd(const dti_cmd *src)
 {
     uint64_t w[sizeof(dti_cmd) / 8];
     const uint64_t *s = reinterpret_cast<const uint64_t *>(src);
@@ -82,8 +83,8 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         complete(group, ctx_index, cmd.tag, result, result >= 0 ? uint32_t(result) : cmd.handle);
         return;
     }
-    uint32_t slot_index = 0;
-    Slot *slot = decoded.reject == Reject::kBadSocket ? nullptr : slot_of(group, member, cmd.handle, &slot_index);
+    const uint32_t slot_index = cmd.slot;
+    Slot *slot = decoded.reject == Reject::kBadSocket ? nullptr : held_slot(group, member, cmd);
     if (!slot) {
         stats_.rejected_commands++;
         if (cmd.signaled)
@@ -529,4 +530,5 @@ void EngineImpl::cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t even
     mark(group, si);
 }
 
+} // namespace
 } // namespace dti::engine::detail

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 namespace dti::engine::detail {
+namespace {
 
 // Entries of the event queue the app has not consumed. The app's ev_cons is
 // on its own cache line; the last value read is an upper bound on what is
@@ -209,4 +210,5 @@ std::vector<int> EngineImpl::doorbell_fds() const
     return out;
 }
 
+} // namespace
 } // namespace dti::engine::detail

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 namespace dti::engine::detail {
+namespace {
 
 // Whether the process that connected the control socket may bind ports
 // below net.ipv4.ip_unprivileged_port_start: CAP_NET_BIND_SERVICE in its
@@ -599,6 +600,7 @@ void EngineImpl::answer_exec(Member &parent, const Member &child, uint32_t grant
         leave(*members_[size_t(child.id)]);
 }
 
+} // namespace
 } // namespace dti::engine::detail
 
 namespace dti::engine {

@@ -4,6 +4,7 @@
 #include "engine_impl.h"
 
 namespace dti::engine::detail {
+namespace {
 
 unsigned EngineImpl::poll()
 {
@@ -40,6 +41,7 @@ unsigned EngineImpl::poll()
     return work;
 }
 
+} // namespace
 } // namespace dti::engine::detail
 
 namespace dti::engine {

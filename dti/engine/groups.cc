@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 namespace dti::engine::detail {
+namespace {
 
 // ---- groups and members --------------------------------------------------------------------
 
@@ -343,4 +344,5 @@ std::vector<AttachmentInfo> EngineImpl::attachments() const
     return out;
 }
 
+} // namespace
 } // namespace dti::engine::detail

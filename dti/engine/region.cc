@@ -5,6 +5,7 @@
 #include <cstring>
 
 namespace dti::engine::detail {
+namespace {
 
 bool geometry(const Limits &l, Geometry *g)
 {
@@ -143,6 +144,7 @@ void EngineImpl::maybe_free(Group &group, uint32_t si)
     group.free_slots.push_back(si);
 }
 
+} // namespace
 } // namespace dti::engine::detail
 
 namespace dti::engine {

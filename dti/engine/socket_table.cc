@@ -5,6 +5,7 @@
 #include <cerrno>
 
 namespace dti::engine::detail {
+namespace {
 
 void EngineImpl::mark(Group &group, uint32_t si)
 {
@@ -164,4 +165,5 @@ void EngineImpl::on_event(const TransportEvent &e)
     mark(group, si);
 }
 
+} // namespace
 } // namespace dti::engine::detail
