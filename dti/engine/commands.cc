@@ -1,0 +1,534 @@
+// Commands: taken from each context's queue, copied once, checked by the
+// decoder (decoder.h), then executed against the transport.
+#include "engine_impl.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace dti::engine::detail {
+namespace {
+
+// Copies a command with word-sized relaxed atomic loads: the application may
+// be scribbling on it concurrently; we read each word exactly once.
+static dti_cmd read_cmd(const dti_cmd *src)
+{
+    uint64_t w[sizeof(dti_cmd) / 8];
+    const uint64_t *s = reinterpret_cast<const uint64_t *>(src);
+    for (size_t i = 0; i < sizeof w / 8; i++)
+        w[i] = __atomic_load_n(s + i, __ATOMIC_RELAXED);
+    dti_cmd c;
+    std::memcpy(&c, w, sizeof c);
+    return c;
+}
+
+void EngineImpl::process_ctx(Group &group, uint16_t ci, unsigned *work)
+{
+    Ctx &c = group.ctxs[ci];
+    uint32_t mask = group.lim.cmdq_entries - 1;
+    uint32_t done = 0;
+    // A command is there when its slot carries the stamp cmd_cons + 1: the
+    // engine reads one cache line per command, never the app's producer
+    // index. A wrong stamp just means "nothing yet": only that app waits.
+    for (; done < group.lim.commands_per_poll && !group.broken; done++) {
+        const dti_cmd *slot = &c.cmds[c.cmd_cons & mask];
+        if (load_acq(&slot->stamp) != c.cmd_cons + 1)
+            break;
+        // Room for the completion is guaranteed by credits for an honest app;
+        // if the app broke that rule, stop here (it reaps, we continue).
+        uint32_t used = c.draining ? 0 : ev_used(group, c, 1);
+        if (group.broken || used >= group.lim.evq_entries)
+            break;
+        dti_cmd cmd = read_cmd(slot);
+        c.cmd_cons++;
+        stats_.commands++;
+        execute(group, ci, cmd);
+    }
+    if (done > 0 && !group.broken)
+        store_rel(&c.qp->cmd_cons, c.cmd_cons);
+    *work += done;
+}
+
+// The slot of a handle the issuing member holds: a process may use only the
+// sockets it created, accepted or inherited (and has not closed).
+Slot *EngineImpl::slot_of(Group &group, const Member &m, uint32_t h, uint32_t *index)
+{
+    uint32_t si = h & DTI_SLOT_MASK, gen = h >> DTI_SLOT_BITS;
+    if (si >= group.slots.size() || gen == 0 || group.slots[si].gen != gen || !group.slots[si].holders || !m.holds[si])
+        return nullptr;
+    *index = si;
+    return &group.slots[si];
+}
+
+// Runs one command copied out of a queue. The decoder has checked what needs
+// no state (decoder.h); here the handle is checked against the issuing
+// member's holds, then the command acts on its socket. A command the decoder
+// refused is answered only after that check: an application sees the handle
+// judged first, then the arguments, as always.
+void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
+{
+    const Decoded decoded = decode_command(raw, bounds_of(group));
+    const Command &cmd = decoded.cmd;
+    if (decoded.reject == Reject::kBadTag) {
+        stats_.rejected_commands++;
+        return; // no valid tag to answer with: the app's own bookkeeping is corrupt
+    }
+    if (cmd.op == DTI_OP_NOP) {
+        complete(group, ctx_index, cmd.tag, 0, cmd.handle);
+        return;
+    }
+    Member &member = owner(group, ctx_index);
+    if (cmd.op == DTI_OP_SOCKET) {
+        int32_t result = cmd_socket(group, member);
+        complete(group, ctx_index, cmd.tag, result, result >= 0 ? uint32_t(result) : cmd.handle);
+        return;
+    }
+    const uint32_t slot_index = cmd.slot;
+    Slot *slot = decoded.reject == Reject::kBadSocket ? nullptr : held_slot(group, member, cmd);
+    if (!slot) {
+        stats_.rejected_commands++;
+        if (cmd.signaled)
+            complete(group, ctx_index, cmd.tag, -DTI_E_BAD_HANDLE, cmd.handle);
+        return;
+    }
+    if (!decoded.ok()) {
+        refuse_command(group, ctx_index, slot_index, decoded);
+        return;
+    }
+    int32_t result = 0;
+    switch (cmd.op) {
+    case DTI_OP_BIND:
+        if (cmd.address.port != 0 && cmd.address.port < member.unprivileged_port_start &&
+            !may_bind_privileged(member)) {
+            result = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
+        } else {
+            result = tr_.bind(slot->sid, cmd.address);
+            if (result == 0)
+                slot->state |= DTI_STATE_BOUND;
+        }
+        break;
+    case DTI_OP_LISTEN:
+        result = tr_.listen(slot->sid, int(cmd.count));
+        if (result == 0)
+            slot->state = (slot->state | DTI_STATE_LISTENING) & ~DTI_STATE_CONNECTING;
+        break;
+    case DTI_OP_ACCEPT:
+        cmd_accept(group, ctx_index, slot_index, cmd);
+        return;
+    case DTI_OP_CONNECT:
+        if (slot->state & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED)) {
+            result = (slot->state & DTI_STATE_CONNECTED) ? -EISCONN : -EALREADY;
+        } else if (slot->state & DTI_STATE_LISTENING) {
+            result = -EINVAL;
+        } else {
+            result = tr_.connect(slot->sid, cmd.address);
+            if (result == 0) {
+                slot->state |= DTI_STATE_CONNECTING;
+                slot->connect = Pending{true, ctx_index, cmd.tag, 0, 0};
+                mark(group, slot_index);
+                return; // completes on kEvConnected / kEvError / kEvReset
+            }
+        }
+        break;
+    case DTI_OP_SHUTDOWN:
+        if (!(slot->state & DTI_STATE_CONNECTED)) {
+            result = -ENOTCONN;
+        } else {
+            result = slot->has_sid ? tr_.shutdown(slot->sid, cmd.shut_rd, cmd.shut_wr) : 0;
+            if (result == 0 && cmd.shut_wr)
+                slot->state |= DTI_STATE_WR_CLOSED;
+        }
+        break;
+    case DTI_OP_CLOSE:
+    case DTI_OP_ABORT:
+        drop_hold(group, member, slot_index, cmd.op == DTI_OP_ABORT);
+        break;
+    case DTI_OP_SETSOCKOPT:
+    case DTI_OP_GETSOCKOPT: {
+        int64_t v = 0;
+        if (cmd.ring_option) {
+            // Ring sizes are fixed per attachment: setting is accepted and
+            // has no effect (programs tune these routinely), reading tells the truth.
+            v = cmd.option == DTI_SO_RCVBUF ? group.lim.rx_ring_size : group.lim.tx_ring_size;
+        } else if (cmd.op == DTI_OP_SETSOCKOPT) {
+            result = tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
+        } else {
+            result = tr_.get_option(slot->sid, cmd.transport_option, &v);
+        }
+        complete(group, ctx_index, cmd.tag, result, cmd.handle, v);
+        return;
+    }
+    case DTI_OP_WATCH:
+        cmd_watch(group, ctx_index, slot_index, cmd.flags);
+        break;
+    case DTI_OP_RECV_INTO:
+        if (slot->recv_into.used) {
+            result = -EBUSY;
+        } else {
+            slot->recv_into = Pending{true, ctx_index, cmd.tag, cmd.length, cmd.offset};
+            try_recv_into(group, slot_index);
+            return;
+        }
+        break;
+    case DTI_OP_SEND_FROM:
+        result = cmd_send_from(group, slot_index, cmd);
+        break;
+    case DTI_OP_SEND:
+        cmd_send(group, slot_index, cmd);
+        return;
+    case DTI_OP_RECV_RELEASE:
+        cmd_release(group, slot_index, cmd);
+        return;
+    case DTI_OP_DIGEST:
+        cmd_digest(group, ctx_index, slot_index, cmd);
+        return;
+    default: // the decoder lets no other opcode through
+        stats_.rejected_commands++;
+        result = -EOPNOTSUPP;
+        break;
+    }
+    mark(group, slot_index);
+    complete(group, ctx_index, cmd.tag, result, cmd.handle);
+}
+
+// A command the decoder refused, from a member that holds its socket: the
+// answer each command got when its own case checked its arguments.
+void EngineImpl::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_index, const Decoded &d)
+{
+    const Command &cmd = d.cmd;
+    switch (cmd.op) {
+    case DTI_OP_SEND:
+    case DTI_OP_RECV_RELEASE:
+        stats_.rejected_commands++;
+        return; // not signaled: the app lied about a length; drop it
+    case DTI_OP_SETSOCKOPT:
+    case DTI_OP_GETSOCKOPT:
+    case DTI_OP_ACCEPT:
+    case DTI_OP_DIGEST:
+        complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
+        return; // nothing changed on the socket
+    default:
+        if (d.reject == Reject::kUnknownOp)
+            stats_.rejected_commands++;
+        mark(group, slot_index);
+        complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
+        return;
+    }
+}
+
+int32_t EngineImpl::cmd_socket(Group &group, Member &m)
+{
+    if (group.free_slots.empty())
+        return -EMFILE;
+    uint32_t si = group.free_slots.back();
+    Slot &s = group.slots[si];
+    int64_t sid = tr_.open(tag_of(group, si));
+    if (sid < 0)
+        return int32_t(sid);
+    group.free_slots.pop_back();
+    uint32_t gen = s.gen % DTI_GEN_MAX + 1;
+    s = Slot{};
+    s.gen = gen;
+    s.in_free_list = false;
+    s.has_sid = true;
+    s.sid = SockId(sid);
+    take_hold(group, m, si);
+    write_shared(group, si);
+    store_rel(&group.socks[si].gen, gen);
+    return int32_t(handle(group, si));
+}
+
+void EngineImpl::cmd_accept(Group &group, uint16_t ci, uint32_t ls, const Command &c)
+{
+    Slot &l = group.slots[ls];
+    uint32_t max = c.count; // 1..DTI_ACCEPT_MAX (decoder)
+    if (!(l.state & DTI_STATE_LISTENING)) {
+        complete(group, ci, c.tag, -EINVAL, c.handle);
+        return;
+    }
+    if (l.accept.used) {
+        complete(group, ci, c.tag, -EBUSY, c.handle);
+        return;
+    }
+    uint32_t got[DTI_ACCEPT_MAX] = {};
+    int32_t n = accept_some(group, owner(group, ci), ls, max, got);
+    if (n > 0 || !(c.flags & DTI_ACCEPT_WAIT)) {
+        complete(group, ci, c.tag, n > 0 ? n : -EAGAIN, c.handle, 0, got);
+        return;
+    }
+    l.accept = Pending{true, ci, c.tag, max, 0};
+}
+
+// Takes up to max connections from the transport and turns their embryo slots
+// into sockets the accepting member holds (a listener shared by several
+// processes hands each connection to the one that accepted it).
+int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max, uint32_t *out)
+{
+    int32_t n = 0;
+    while (uint32_t(n) < max) {
+        int64_t sid = tr_.accept(group.slots[ls].sid, tag_of(group, ls));
+        if (sid < 0)
+            break;
+        // Which embryo is it? Its (untouched) send ring is all free space,
+        // so tx_view() spans the whole ring and gives us its base.
+        RingSpan tv, rv;
+        uint32_t ri = UINT32_MAX;
+        if (tr_.tx_view(SockId(sid), &tv) == 0 && tv.total() == group.lim.tx_ring_size &&
+            tr_.rx_view(SockId(sid), &rv) == 0) {
+            uint8_t *base = tv.n[1] ? tv.p[1] : tv.p[0];
+            uint8_t *data = group.base + group.geo.data_offset;
+            if (base >= data) {
+                uint64_t off = uint64_t(base - data) - group.lim.rx_ring_size;
+                uint64_t idx = off / group.geo.data_stride;
+                if (off % group.geo.data_stride == 0 && idx < group.slots.size() && group.slots[idx].embryo &&
+                    group.slots[idx].parent == ls)
+                    ri = uint32_t(idx);
+            }
+        }
+        if (ri == UINT32_MAX) {
+            tr_.abort(SockId(sid)); // the transport broke its contract; drop the connection
+            continue;
+        }
+        Slot &s = group.slots[ri];
+        Slot &l = group.slots[ls];
+        if (l.embryos > 0)
+            l.embryos--;
+        s.embryo = false;
+        s.has_sid = true;
+        s.sid = SockId(sid);
+        s.gen = s.gen % DTI_GEN_MAX + 1;
+        s.state = DTI_STATE_CONNECTED | DTI_STATE_BOUND;
+        s.tx_base = uint32_t(tv.p[0] - group.tx_ring(ri));
+        s.rx_base = rv.p[0] ? uint32_t(rv.p[0] - group.rx_ring(ri)) & (group.lim.rx_ring_size - 1) : 0;
+        s.rx_consumed = 0;
+        s.rx_tail = rv.total();
+        s.tx_committed = 0;
+        s.tx_head = 0;
+        take_hold(group, m, ri);
+        tr_.set_user(SockId(sid), tag_of(group, ri));
+        SockInfo info;
+        if (tr_.info(SockId(sid), &info) == 0) {
+            s.local = info.local;
+            s.remote = info.remote;
+            if (info.peer_closed)
+                s.state |= DTI_STATE_RD_CLOSED;
+        }
+        write_shared(group, ri);
+        store_rel(&group.socks[ri].gen, s.gen);
+        out[n++] = handle(group, ri);
+        mark(group, ri);
+    }
+    mark(group, ls);
+    return n;
+}
+
+// SEND of c.length > 0 bytes (decoder) the app wrote into the send ring.
+void EngineImpl::cmd_send(Group &group, uint32_t si, const Command &c)
+{
+    Slot &s = group.slots[si];
+    RingSpan v;
+    if (!s.has_sid || !(s.state & DTI_STATE_CONNECTED) || (s.state & DTI_STATE_WR_CLOSED) ||
+        tr_.tx_view(s.sid, &v) != 0 || c.length > v.total()) {
+        stats_.rejected_commands++;
+        return; // not sendable or more than was free: the app lied; drop it
+    }
+    if (tr_.tx_commit(s.sid, c.length, c.flags & DTI_SEND_MORE) == 0) {
+        s.tx_committed += c.length;
+        if (s.dg.tx.pending())
+            digest_tx(group, si);
+    }
+    mark(group, si);
+}
+
+// RECV_RELEASE of c.length > 0 bytes (decoder) the app has read.
+void EngineImpl::cmd_release(Group &group, uint32_t si, const Command &c)
+{
+    Slot &s = group.slots[si];
+    if (c.length > s.rx_tail - s.rx_consumed || s.recv_into.used) {
+        stats_.rejected_commands++;
+        return;
+    }
+    if (s.has_sid)
+        tr_.rx_consume(s.sid, c.length);
+    s.rx_consumed += c.length;
+    mark(group, si);
+}
+
+// SEND_FROM a pool buffer: [c.offset, c.offset + c.length) is inside the
+// pool (decoder).
+int32_t EngineImpl::cmd_send_from(Group &group, uint32_t si, const Command &c)
+{
+    Slot &s = group.slots[si];
+    if (!s.has_sid || !(s.state & DTI_STATE_CONNECTED))
+        return s.error ? s.error : -ENOTCONN;
+    if (s.state & DTI_STATE_WR_CLOSED)
+        return -EPIPE;
+    RingSpan v;
+    if (tr_.tx_view(s.sid, &v) != 0)
+        return -EPIPE;
+    uint32_t n = std::min(c.length, v.total());
+    const uint8_t *src = group.base + c.offset;
+    uint32_t first = std::min(n, v.n[0]);
+    std::memcpy(v.p[0], src, first);
+    if (n > first)
+        std::memcpy(v.p[1], src + first, n - first);
+    if (n > 0 && tr_.tx_commit(s.sid, n, c.flags & DTI_SEND_MORE) == 0) {
+        s.tx_committed += n;
+        if (s.dg.tx.pending())
+            digest_tx(group, si);
+    }
+    return int32_t(n);
+}
+
+// ---- payload digests (digest.h) ---------------------------------------------
+
+// DIGEST with known flags (decoder); its start and length are checked
+// against the stream by the direction's add().
+void EngineImpl::cmd_digest(Group &group, uint16_t ci, uint32_t si, const Command &c)
+{
+    Slot &s = group.slots[si];
+    const uint32_t h = handle(group, si);
+    if (!(s.state & DTI_STATE_CONNECTED) || !s.has_sid) {
+        complete(group, ci, c.tag, s.error ? s.error : -ENOTCONN, h);
+        return;
+    }
+    const bool tx = c.flags & DTI_DIGEST_TX;
+    uint32_t flags = 0;
+    if (c.flags & DTI_DIGEST_CHECK)
+        flags |= digest::kCheck;
+    if (c.flags & DTI_DIGEST_CHAIN)
+        flags |= digest::kChain;
+    const digest::Request q{ci, c.tag, uint32_t(c.offset), c.length, flags, uint32_t(c.value)};
+    digest::Done d{};
+    uint64_t bytes = 0;
+    int r;
+    if (tx) {
+        r = s.dg.tx.add(q, tx_digest_ring(group, si), s.tx_head, s.tx_committed, &d, &bytes);
+        stats_.digest_tx_bytes += bytes;
+    } else {
+        r = s.dg.rx.add(q, rx_digest_ring(group, si), s.rx_consumed, s.rx_tail, &d, &bytes);
+        stats_.digest_rx_bytes += bytes;
+    }
+    if (r < 0) {
+        complete(group, ci, c.tag, r, h);
+        return;
+    }
+    stats_.digest_ranges++;
+    if (r == 1)
+        digests_done(group, si, &d, 1);
+    else
+        mark(group, si); // the stream may already have ended: refresh decides
+}
+
+void EngineImpl::digest_rx(Group &group, uint32_t si)
+{
+    digest::Done d[digest::kMaxRanges];
+    uint64_t bytes = 0;
+    uint32_t n = group.slots[si].dg.rx.advance(rx_digest_ring(group, si), group.slots[si].rx_tail, d, &bytes);
+    stats_.digest_rx_bytes += bytes;
+    digests_done(group, si, d, n);
+}
+
+void EngineImpl::digest_tx(Group &group, uint32_t si)
+{
+    digest::Done d[digest::kMaxRanges];
+    uint64_t bytes = 0;
+    uint32_t n = group.slots[si].dg.tx.advance(tx_digest_ring(group, si), group.slots[si].tx_committed, d, &bytes);
+    stats_.digest_tx_bytes += bytes;
+    digests_done(group, si, d, n);
+}
+
+// Ranges that can no longer fill: the receive stream ended (FIN, reset,
+// failure) or the send side was shut down.
+void EngineImpl::digest_ends(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    digest::Done d[digest::kMaxRanges];
+    const bool broken = s.state & (DTI_STATE_RESET | DTI_STATE_FAILED);
+    if (s.dg.rx.pending() && (broken || (s.state & DTI_STATE_RD_CLOSED))) {
+        uint32_t n = s.dg.rx.end_beyond(s.rx_tail, s.error ? s.error : -ENODATA, d);
+        digests_done(group, si, d, n);
+    }
+    if (s.dg.tx.pending() && (broken || (s.state & DTI_STATE_WR_CLOSED))) {
+        uint32_t n = s.dg.tx.end_beyond(s.tx_committed, s.error ? s.error : -EPIPE, d);
+        digests_done(group, si, d, n);
+    }
+}
+
+void EngineImpl::digests_done(Group &group, uint32_t si, const digest::Done *d, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (d[i].res == -EBADMSG)
+            stats_.digest_mismatches++;
+        complete(group, d[i].ctx, d[i].tag, d[i].res, handle(group, si), int64_t(d[i].crc));
+    }
+}
+
+// Copies readable bytes into a posted pool buffer; true when it completed.
+bool EngineImpl::try_recv_into(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    Pending &p = s.recv_into;
+    if (!p.used)
+        return false;
+    uint32_t readable = s.rx_tail - s.rx_consumed;
+    if (readable == 0 && s.has_sid) {
+        RingSpan v;
+        if (tr_.rx_view(s.sid, &v) == 0) {
+            s.rx_tail = s.rx_consumed + v.total();
+            readable = v.total();
+        }
+    }
+    if (s.dg.rx.pending())
+        digest_rx(group, si); // before the copy releases the bytes
+    int32_t res;
+    if (readable > 0) {
+        uint32_t n = std::min(readable, p.arg);
+        uint32_t mask = group.lim.rx_ring_size - 1;
+        uint32_t off = (s.rx_base + s.rx_consumed) & mask;
+        uint32_t first = std::min(n, group.lim.rx_ring_size - off);
+        uint8_t *dst = group.base + p.offset;
+        std::memcpy(dst, group.rx_ring(si) + off, first);
+        if (n > first)
+            std::memcpy(dst + first, group.rx_ring(si), n - first);
+        if (s.has_sid)
+            tr_.rx_consume(s.sid, n);
+        s.rx_consumed += n;
+        res = int32_t(n);
+    } else if (s.error) {
+        res = s.error;
+    } else if (s.state & (DTI_STATE_RD_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED)) {
+        res = 0;
+    } else {
+        return false;
+    }
+    Pending done = p;
+    p.used = false;
+    complete(group, done.ctx, done.tag, res, handle(group, si));
+    mark(group, si);
+    return true;
+}
+
+void EngineImpl::cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events)
+{
+    Slot &s = group.slots[si];
+    uint64_t bit = uint64_t{1} << ci;
+    // events: only DTI_POLL* bits (the decoder masked the rest)
+    if (events == 0) {
+        s.watchers &= ~bit;
+        if (s.watchers == 0)
+            s.interest = 0;
+        return;
+    }
+    s.watchers |= bit;
+    s.interest |= events | DTI_POLLERR | DTI_POLLHUP;
+    if (events & DTI_POLLOUT)
+        s.out_armed = true;
+    // Report what already holds: forget what we last told, then notify().
+    s.last_mask &= ~events;
+    s.last_rx_tail = s.rx_tail - 1;
+    mark(group, si);
+}
+
+} // namespace
+} // namespace dti::engine::detail

@@ -1,0 +1,165 @@
+// The region: its layout (what the application maps) and the ring memory
+// the transport borrows for each socket (mars::BufferProvider forwards here).
+#include "engine_impl.h"
+
+#include <cstring>
+
+namespace dti::engine::detail {
+namespace {
+
+bool geometry(const Limits &l, Geometry *g)
+{
+    if (!pow2(l.cmdq_entries) || !pow2(l.evq_entries) || l.evq_entries < 2 * l.cmdq_entries ||
+        l.cmdq_entries > DTI_CMDQ_MAX || l.evq_entries > DTI_EVQ_MAX || !pow2(l.rx_ring_size) || !pow2(l.tx_ring_size) ||
+        l.rx_ring_size > (1u << 30) || l.tx_ring_size > (1u << 30) || l.max_contexts == 0 ||
+        l.max_contexts > kMaxContexts || l.max_sockets == 0 || l.max_sockets > DTI_SLOT_MASK)
+        return false;
+    g->ctx_offset = 4096;
+    g->ctx_stride = align_up(sizeof(dti_qp_header) + uint64_t{l.cmdq_entries} * sizeof(dti_cmd) +
+                                 uint64_t{l.evq_entries} * sizeof(dti_ev),
+                             DTI_CACHELINE);
+    g->sock_offset = align_up(g->ctx_offset + g->ctx_stride * l.max_contexts, 4096);
+    g->data_offset = align_up(g->sock_offset + uint64_t{l.max_sockets} * sizeof(dti_sock_shared), 4096);
+    g->data_stride = uint64_t{l.rx_ring_size} + l.tx_ring_size;
+    g->pool_offset = align_up(g->data_offset + g->data_stride * l.max_sockets, 4096);
+    g->size = align_up(g->pool_offset + l.pool_size, 4096);
+    return true;
+}
+
+void EngineImpl::init_region(Group &group)
+{
+    group.hdr = reinterpret_cast<dti_region_header *>(group.base);
+    group.socks = reinterpret_cast<dti_sock_shared *>(group.base + group.geo.sock_offset);
+    group.slots.assign(group.lim.max_sockets, Slot{});
+    group.free_slots.clear();
+    for (uint32_t i = group.lim.max_sockets; i-- > 0;)
+        group.free_slots.push_back(i);
+    group.ctxs.assign(group.lim.max_contexts, Ctx{});
+    for (uint32_t i = 0; i < group.lim.max_contexts; i++) {
+        uint8_t *qp = group.base + group.geo.ctx_offset + group.geo.ctx_stride * i;
+        Ctx &c = group.ctxs[i];
+        c.qp = reinterpret_cast<dti_qp_header *>(qp);
+        c.cmds = reinterpret_cast<dti_cmd *>(qp + sizeof(dti_qp_header));
+        c.evs = reinterpret_cast<dti_ev *>(qp + sizeof(dti_qp_header) + size_t{group.lim.cmdq_entries} * sizeof(dti_cmd));
+    }
+}
+
+void layout_region_impl(void *region, const Limits &l, const Geometry &g)
+{
+    auto *h = static_cast<dti_region_header *>(region);
+    std::memset(h, 0, sizeof *h);
+    h->magic = DTI_REGION_MAGIC;
+    h->abi_version = DTI_ABI_VERSION;
+    h->header_size = sizeof *h;
+    h->region_size = g.size;
+    h->max_contexts = l.max_contexts;
+    h->cmdq_entries = l.cmdq_entries;
+    h->evq_entries = l.evq_entries;
+    h->max_sockets = l.max_sockets;
+    h->rx_ring_size = l.rx_ring_size;
+    h->tx_ring_size = l.tx_ring_size;
+    h->ctx_offset = g.ctx_offset;
+    h->ctx_stride = g.ctx_stride;
+    h->sock_offset = g.sock_offset;
+    h->data_offset = g.data_offset;
+    h->data_stride = g.data_stride;
+    h->pool_offset = g.pool_offset;
+    h->pool_size = l.pool_size;
+    h->app_ip = l.app_ip;
+    store_rel(&h->engine_state, uint32_t{DTI_ENGINE_ALIVE});
+}
+
+// ---- buffer provider -----------------------------------------------------------------------
+
+bool EngineImpl::provide(uint64_t user, RingMemory *out)
+{
+    Group *gp = group_of_tag(user);
+    uint32_t si = uint32_t(user);
+    if (!gp || gp->dying || gp->broken || si >= gp->slots.size())
+        return false;
+    Group &group = *gp;
+    Slot &owner = group.slots[si];
+    uint32_t ri = si;
+    if (owner.state & DTI_STATE_LISTENING) {
+        // Passive open: a new slot of the listener's application, not yet
+        // visible to it (an embryo) until accepted.
+        if (group.free_slots.empty())
+            return false;
+        ri = group.free_slots.back();
+        group.free_slots.pop_back();
+        Slot &e = group.slots[ri];
+        uint32_t gen = e.gen;
+        e = Slot{};
+        e.gen = gen;
+        e.in_free_list = false;
+        e.embryo = true;
+        e.parent = si;
+        owner.embryos++;
+        mark(group, si);
+    } else if (owner.rings_out || !owner.holders) {
+        return false;
+    }
+    Slot &r = group.slots[ri];
+    r.rings_out = true;
+    group.rings_out++;
+    *out = RingMemory{group.rx_ring(ri), group.lim.rx_ring_size, group.tx_ring(ri), group.lim.tx_ring_size};
+    return true;
+}
+
+void EngineImpl::reclaim(uint64_t user, const RingMemory &mem)
+{
+    Group *gp = group_of_tag(user);
+    if (!gp || !gp->base)
+        return;
+    Group &group = *gp;
+    uint8_t *data = group.base + group.geo.data_offset;
+    if (mem.rx < data)
+        return;
+    uint64_t off = uint64_t(mem.rx - data);
+    uint32_t si = uint32_t(off / group.geo.data_stride);
+    if (off % group.geo.data_stride != 0 || si >= group.slots.size() || !group.slots[si].rings_out)
+        return;
+    Slot &s = group.slots[si];
+    s.rings_out = false;
+    group.rings_out--;
+    if (s.embryo) {
+        // Died before anyone accepted it.
+        s.embryo = false;
+        Slot &l = group.slots[s.parent];
+        if (l.embryos > 0)
+            l.embryos--;
+        mark(group, s.parent);
+    }
+    maybe_free(group, si);
+    // A dying attachment is finalized from poll() or detach(), never from
+    // inside a transport call that may be iterating over it.
+}
+
+void EngineImpl::maybe_free(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    if (s.holders || s.has_sid || s.rings_out || s.embryo || s.in_free_list)
+        return;
+    s.in_free_list = true;
+    group.free_slots.push_back(si);
+}
+
+} // namespace
+} // namespace dti::engine::detail
+
+namespace dti::engine {
+
+uint64_t region_bytes(const Limits &limits)
+{
+    detail::Geometry g;
+    return detail::geometry(limits, &g) ? g.size : 0;
+}
+
+void layout_region(void *region, uint64_t size, const Limits &limits)
+{
+    detail::Geometry g;
+    if (detail::geometry(limits, &g) && size >= g.size)
+        detail::layout_region_impl(region, limits, g);
+}
+
+} // namespace dti::engine
