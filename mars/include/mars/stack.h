@@ -248,7 +248,8 @@ class Stack {
     virtual ~Stack() = default;
 
     // Returns the stack to the state create() left it in, with the same
-    // config, keeping the memory of its tables: every socket is gone without
+    // config (as last changed by set_receive_pipeline() / set_copy_engine();
+    // copies in flight are waited for), keeping the memory of its tables: every socket is gone without
     // a segment sent (its rings handed back through BufferProvider::reclaim),
     // every held frame is released, and timers, the ARP cache, counters,
     // ephemeral ports and the clock start over. Afterwards it behaves exactly
