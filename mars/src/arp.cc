@@ -3,6 +3,8 @@
 // hostile until proven otherwise).
 #include "arp.h"
 
+#include <algorithm>
+
 #include "wire.h"
 
 #include <cstring>
@@ -34,6 +36,14 @@ void ArpResolver::discard_waiting()
 {
     for (auto &p : pending_) link_.release(p.frame);
     pending_.clear();
+}
+
+void ArpResolver::clear()
+{
+    discard_waiting();
+    std::fill(cache_.begin(), cache_.end(), ArpEntry{});
+    gen_ = 1;
+    next_expire_ns_ = 0;
 }
 
 const ArpEntry *ArpResolver::find(uint32_t ip) const

@@ -60,6 +60,9 @@ class ArpResolver {
     size_t frames_waiting() const { return pending_.size(); }
     // Frames still waiting go back to their owner (the stack going away).
     void discard_waiting();
+    // As constructed: no neighbour known, nothing waiting, generation 1
+    // (Stack::reset()).
+    void clear();
 
   private:
     struct PendingFrame {

@@ -3,6 +3,7 @@
 // are inline in flow_table.h.
 #include "flow_table.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <new>
@@ -141,6 +142,13 @@ bool FlowTable::init(uint32_t capacity) {
     mask_ = buckets - 1;
     cache_ = nullptr;
     return true;
+}
+
+void FlowTable::clear() {
+    std::fill(buckets_.get(), buckets_.get() + mask_ + 1, nullptr);
+    size_ = 0;
+    cache_ = nullptr;
+    cache_hits = cache_misses = 0;
 }
 
 void FlowTable::insert(FlowNode *node) {

@@ -49,6 +49,9 @@ class FlowTable {
     // buckets = the next power of two >= capacity. Allocates (setup only).
     // (Fails for capacity > 2^31, or when nodes are still linked.)
     bool init(uint32_t capacity);
+    // Empty again, on the same buckets, counters zeroed (the nodes belong
+    // to their owners, who are reset with it). For Stack::reset().
+    void clear();
 
     // The node with this key, or nullptr. Checks the last-flow cache first;
     // a hit or miss is counted in cache_hits / cache_misses. A successful

@@ -22,13 +22,18 @@ bool OooPool::init(uint32_t frames) {
     segs_.reset(new (std::nothrow) OooSeg[frames ? frames : 1]);
     if (!segs_) return false;
     capacity_ = frames;
+    clear();
+    return true;
+}
+
+void OooPool::clear() {
     used_ = 0;
     free_ = kNil;
-    for (uint32_t i = frames; i-- > 0;) {
+    for (uint32_t i = capacity_; i-- > 0;) {
+        segs_[i] = OooSeg{};
         segs_[i].next = free_;
         free_ = i;
     }
-    return true;
 }
 
 uint32_t OooPool::alloc() {

@@ -31,6 +31,9 @@ class OooPool {
   public:
     static constexpr uint32_t kNil = 0xffffffffu;
     bool init(uint32_t frames); // allocates (setup only)
+    // Every slot free again, as init() left them, on the same memory (the
+    // frames they held were released by their queues). For Stack::reset().
+    void clear();
     uint32_t capacity() const { return capacity_; }
     uint32_t used() const { return used_; }
     // (slot allocation is used by OooQueue; fields chosen by the implementation)

@@ -37,7 +37,9 @@ StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &bu
 {
 }
 
-StackImpl::~StackImpl()
+StackImpl::~StackImpl() { release_buffers(); }
+
+void StackImpl::release_buffers()
 {
     // Give every buffer back: frames waiting for ARP or in the transmit
     // burst, out-of-order frames, ring memory.
@@ -50,6 +52,28 @@ StackImpl::~StackImpl()
         s.ooo.clear(ooo_pool_, io_);
         release_rings(s);
     }
+}
+
+void StackImpl::reset()
+{
+    release_buffers();
+    // Tables keep their memory and are emptied; everything else is set as
+    // init() sets it (start_state() is the part they share).
+    flows_.clear();
+    wheel_.clear(0);
+    ooo_pool_.clear();
+    listeners_.clear();
+    event_list_.clear();
+    closed_events_.clear();
+    flush_list_.clear();
+    arp_.clear();
+    now_ns_ = 0;
+    stats_ = StackStats{};
+    event_pos_ = 0;
+    rx_done_n_ = 0;
+    pending_head_ = pending_tail_ = 0;
+    doorbell_due_ = false;
+    start_state();
 }
 
 bool StackImpl::init(std::string *error)
@@ -77,11 +101,7 @@ bool StackImpl::init(std::string *error)
     if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
         return fail("strands must be 1..64 (1: run every frame to completion)");
     if (c.copy_engine && c.copy_drain_polls == 0) return fail("copy_drain_polls must be at least 1");
-    stats_.strands = strands_ = c.strands;
-    prefetch_ = c.prefetch;
-    copy_ = c.copy_engine;
-    copy_threshold_ = c.copy_threshold;
-    if (copy_) pending_.resize(kMaxPendingCopies);
+    if (c.copy_engine) pending_.resize(kMaxPendingCopies);
 
     std::memcpy(&wire_mac_lo_, c.mac.b, 4);
     std::memcpy(&wire_mac_hi_, c.mac.b + 4, 2);
@@ -89,11 +109,6 @@ bool StackImpl::init(std::string *error)
     offloads_ = io_.offloads();
     socks_.resize(c.max_sockets);
     free_socks_.reserve(c.max_sockets);
-    for (uint32_t i = c.max_sockets; i-- > 0;) {
-        socks_[i].index = i;
-        socks_[i].gen = 1;
-        free_socks_.push_back(i);
-    }
     event_list_.reserve(c.max_sockets);
     closed_events_.reserve(c.max_sockets);
     flush_list_.reserve(c.max_sockets);
@@ -102,8 +117,27 @@ bool StackImpl::init(std::string *error)
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");
     ooo_window_cap_ = c.ooo_frames_per_conn ? uint32_t(std::min<uint64_t>(uint64_t(c.ooo_frames_per_conn) * (c.mtu - 40), UINT32_MAX))
                                            : UINT32_MAX; // no queue: nothing to protect
-    next_ephemeral_ = uint16_t(c.ephemeral_lo + (c.isn_secret[0] % (c.ephemeral_hi - c.ephemeral_lo + 1u)));
+    start_state();
     return true;
+}
+
+void StackImpl::start_state()
+{
+    const StackConfig &c = cfg_;
+    stats_.strands = strands_ = c.strands;
+    prefetch_ = c.prefetch;
+    copy_ = c.copy_engine;
+    copy_threshold_ = c.copy_threshold;
+    free_socks_.clear();
+    for (uint32_t i = c.max_sockets; i-- > 0;) {
+        Sock &s = socks_[i];
+        s.~Sock();
+        new (&s) Sock();
+        s.index = i;
+        s.gen = 1;
+        free_socks_.push_back(i);
+    }
+    next_ephemeral_ = uint16_t(c.ephemeral_lo + (c.isn_secret[0] % (c.ephemeral_hi - c.ephemeral_lo + 1u)));
 }
 
 // ---- socket table ------------------------------------------------------

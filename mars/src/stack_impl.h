@@ -167,6 +167,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
     bool init(std::string *error);
+    void reset() override;
 
     // Stack interface
     void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
@@ -380,6 +381,11 @@ class StackImpl final : public Stack, private Ipv4Upper {
     bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
     void conn_init(Sock &s);
+    // Gives every buffer back (the destructor, and reset()).
+    void release_buffers();
+    // The state init() sets up once its tables are allocated (and reset()
+    // sets up again on the same tables).
+    void start_state();
 
     static constexpr uint32_t kIndexBits = 22;
     static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;

@@ -9,6 +9,8 @@
 // (RFC 9293 3.8.6.2.1), SACK-based recovery (RFC 6675) and the persist timer.
 #include "stack_impl.h"
 
+#include <mars/checksum_offload.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -225,7 +227,7 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
             std::memcpy(dst, s.tx + off, first);
             std::memcpy(dst + first, s.tx, len - first);
         }
-        th->csum = csum_fold(pseudo); // the NIC adds the rest (DPDK convention)
+        th->csum = csum_fold(pseudo); // the sender adds the rest: mars/checksum_offload.h
         fr.flags |= kTxTcpCsum;
     } else {
         uint32_t sum = csum_add(pseudo, th, hlen);

@@ -21,6 +21,14 @@ bool TimerWheel::init(uint32_t slots, uint64_t tick_ns, uint64_t now_ns) {
     return true;
 }
 
+void TimerWheel::clear(uint64_t now_ns) {
+    std::fill(slots_.get(), slots_.get() + mask_ + 1, nullptr);
+    count_ = 0;
+    tick_ = tick_of(now_ns);
+    next_due_cache_ = UINT64_MAX;
+    next_due_valid_ = false;
+}
+
 // Scans ticks from the current one on. A timer in the slot of tick t whose due
 // tick is <= t has effective tick exactly t (effective ticks are >= tick_ and
 // congruent to the slot within one rotation), and timers of later effective

@@ -29,6 +29,10 @@ class TimerWheel {
   public:
     // slots must be a power of two. Allocates the slot array (setup only).
     bool init(uint32_t slots, uint64_t tick_ns, uint64_t now_ns);
+    // Back to the state init() left, on the same slot array: every timer is
+    // forgotten (not unlinked: their owners are reset with it), the clock
+    // is now_ns. For Stack::reset().
+    void clear(uint64_t now_ns);
 
     // Arms (or re-arms) t to fire at due_ns. A due time in the past fires at
     // the next advance().

@@ -4,6 +4,8 @@
 #include "log.h"
 #include "steer.h"
 
+#include <mars/checksum_offload.h>
+
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ip.h>
@@ -357,8 +359,10 @@ uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
         mb->pkt_len = frames[i].len;
         mb->ol_flags = 0;
         if (frames[i].flags & (mars::kTxIpCsum | mars::kTxTcpCsum)) {
-            const uint8_t *ip = frames[i].data + 14;
-            mb->l2_len = 14;
+            // The fields are as DPDK wants them (mars/checksum_offload.h):
+            // only the offsets and flags are ours to set.
+            const uint8_t *ip = frames[i].data + mars::checksum_offload::kL2Len;
+            mb->l2_len = mars::checksum_offload::kL2Len;
             mb->l3_len = uint16_t((ip[0] & 0x0f) * 4);
             mb->ol_flags |= RTE_MBUF_F_TX_IPV4;
             if (frames[i].flags & mars::kTxIpCsum) mb->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;

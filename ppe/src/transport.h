@@ -95,11 +95,39 @@ class DtiBuffers final : public mars::BufferProvider {
     }
 };
 
-static_assert(uint32_t(dti::engine::kEvClosed) == uint32_t(mars::kEvClosed) &&
-                  uint32_t(dti::engine::kEvReset) == uint32_t(mars::kEvReset) &&
-                  uint32_t(dti::engine::kEvConnected) == uint32_t(mars::kEvConnected),
-              "DTI and MARS event bits agree");
-static_assert(uint16_t(dti::engine::Option::kRcvLowat) == uint16_t(mars::SockOpt::kRcvLowat),
-              "DTI and MARS socket options agree");
+// The two interfaces mirror each other's enumerations value by value (the
+// calls above convert by number), so every enumerator is checked here: an
+// enumerator added, removed or reordered on one side fails to compile.
+#define ETA_SAME_EVENT_BIT(name) \
+    static_assert(uint32_t(dti::engine::name) == uint32_t(mars::name), "DTI and MARS event bit " #name " agree")
+ETA_SAME_EVENT_BIT(kEvConnected);
+ETA_SAME_EVENT_BIT(kEvAcceptable);
+ETA_SAME_EVENT_BIT(kEvReadable);
+ETA_SAME_EVENT_BIT(kEvWritable);
+ETA_SAME_EVENT_BIT(kEvPeerClosed);
+ETA_SAME_EVENT_BIT(kEvReset);
+ETA_SAME_EVENT_BIT(kEvError);
+ETA_SAME_EVENT_BIT(kEvClosed);
+#undef ETA_SAME_EVENT_BIT
+static_assert(sizeof(dti::engine::EventBits) == sizeof(mars::SockEventBits), "DTI and MARS event bits have one width");
+
+#define ETA_SAME_OPTION(name) \
+    static_assert(uint16_t(dti::engine::Option::name) == uint16_t(mars::SockOpt::name), \
+                  "DTI and MARS socket option " #name " agree")
+ETA_SAME_OPTION(kNoDelay);
+ETA_SAME_OPTION(kCork);
+ETA_SAME_OPTION(kKeepAlive);
+ETA_SAME_OPTION(kKeepIdleSec);
+ETA_SAME_OPTION(kKeepIntvlSec);
+ETA_SAME_OPTION(kKeepCnt);
+ETA_SAME_OPTION(kMaxSeg);
+ETA_SAME_OPTION(kUserTimeoutMs);
+ETA_SAME_OPTION(kLingerSec);
+ETA_SAME_OPTION(kReuseAddr);
+ETA_SAME_OPTION(kReusePort);
+ETA_SAME_OPTION(kTos);
+ETA_SAME_OPTION(kRcvLowat);
+#undef ETA_SAME_OPTION
+static_assert(sizeof(dti::engine::Option) == sizeof(mars::SockOpt), "DTI and MARS socket options have one width");
 
 } // namespace ppe

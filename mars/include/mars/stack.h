@@ -247,6 +247,16 @@ class Stack {
                                          BufferProvider &buffers, std::string *error);
     virtual ~Stack() = default;
 
+    // Returns the stack to the state create() left it in, with the same
+    // config (as last changed by set_receive_pipeline() / set_copy_engine();
+    // copies in flight are waited for), keeping the memory of its tables: every socket is gone without
+    // a segment sent (its rings handed back through BufferProvider::reclaim),
+    // every held frame is released, and timers, the ARP cache, counters,
+    // ephemeral ports and the clock start over. Afterwards it behaves exactly
+    // as a newly created stack. Not for the packet path: it is for harnesses
+    // that run one stack through many independent inputs (the fuzz target).
+    virtual void reset() = 0;
+
     // ---- packet path -------------------------------------------------
     // Consumes a burst of received frames. Frames are released to the
     // PacketIo (or kept in the anonymous pool while out of order).

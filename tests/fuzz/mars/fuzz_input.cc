@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace mars::fuzz {
 
@@ -34,6 +35,7 @@ RawPeer::Options fuzz_options(uint32_t strands = 1)
     o.stack.tcp.time_wait_ns = 2'000'000'000ull;
     o.ring_slots = 16;
     o.pool_frames = 256;
+    o.digest = true;
     return o;
 }
 
@@ -81,6 +83,18 @@ struct World {
     RawPeer::Conn est, syn_sent;
     std::vector<SockId> accepted;
     uint32_t syn_sent_iss = 0;
+
+    // Back to the fixture's initial state: the peer starts over (its stack
+    // reset, on the same frame pool and rings), then the sockets are opened again.
+    bool restart()
+    {
+        peer.restart();
+        listener = kNoSock;
+        est = syn_sent = RawPeer::Conn{};
+        accepted.clear();
+        syn_sent_iss = 0;
+        return setup();
+    }
 
     bool setup()
     {
@@ -143,14 +157,44 @@ void add_record(std::vector<uint8_t> *input, uint8_t ctl, const std::vector<uint
     input->insert(input->end(), frame.begin(), frame.begin() + long(n));
 }
 
-int run_one(const uint8_t *data, size_t size)
+namespace {
+
+// One world per receive path, made on first use and reused by every input
+// after it: building a RawPeer (frame pool, rings) costs far more under the
+// sanitizers than the input itself. discard_worlds() drops them.
+std::unique_ptr<World> g_worlds[2];
+
+World &world_for(bool strands)
+{
+    std::unique_ptr<World> &w = g_worlds[strands];
+    if (!w) w = std::make_unique<World>(strands ? 4 : 1);
+    return *w;
+}
+
+// FNV-1a over the bytes of a plain struct (the stack's counters).
+uint64_t mix(uint64_t h, const void *p, size_t n)
+{
+    const auto *b = static_cast<const uint8_t *>(p);
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+} // namespace
+
+void discard_worlds()
+{
+    g_worlds[0].reset();
+    g_worlds[1].reset();
+}
+
+uint64_t run_one_digest(const uint8_t *data, size_t size)
 {
     // Inputs of odd length run the strand pipeline: their frames go to the
     // stack in bursts of up to 8, cut at a record that advances time or lets
     // the application act; even ones run each frame to completion, one by one.
     const bool strands = size & 1;
-    World w(strands ? 4 : 1);
-    if (!w.setup()) invariant_broken("fixture setup failed", 0, 0);
+    World &w = world_for(strands);
+    if (!w.restart()) invariant_broken("fixture setup failed", 0, 0);
     std::vector<std::vector<uint8_t>> burst;
     uint32_t burst_flags = 0;
     auto deliver = [&]() {
@@ -195,11 +239,19 @@ int run_one(const uint8_t *data, size_t size)
     // Let timers run (retransmissions, TIME-WAIT, keepalive), then tear down.
     w.peer.advance(3000 * kMs);
     w.peer.take();
-    w.peer.destroy_stack();
-    if (w.peer.pool().in_use() != 0) invariant_broken("frames not returned after the stack was destroyed", w.peer.pool().in_use(), 0);
+    const StackStats final_stats = w.peer.stack().stats();
+    const uint64_t digest = mix(w.peer.tx_digest(), &final_stats, sizeof final_stats);
+    w.peer.reset_stack(); // as destroying it: every frame and ring must come back
+    if (w.peer.pool().in_use() != 0) invariant_broken("frames not returned after the stack was reset", w.peer.pool().in_use(), 0);
     if (w.peer.pool().bad_releases() != 0) invariant_broken("frames released twice or never given", w.peer.pool().bad_releases(), 0);
     if (w.peer.rings().outstanding() != 0) invariant_broken("rings not reclaimed", w.peer.rings().outstanding(), 0);
     if (w.peer.rings().bad_reclaims() != 0) invariant_broken("rings reclaimed twice", w.peer.rings().bad_reclaims(), 0);
+    return digest;
+}
+
+int run_one(const uint8_t *data, size_t size)
+{
+    run_one_digest(data, size);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 // tests/fuzz/mars/fuzz_input.h: the fuzz entry for the mars input path, shared
 // by the libFuzzer target, the plain corpus replayer and the seed generator.
 //
-// Each input drives a fresh stack (fixed secret, virtual time) that has a
+// Each input drives a stack in its initial state (fixed secret, virtual time;
+// the stack of the previous input, reset: Stack::reset, see discard_worlds) that has a
 // listener on port 80 (small SYN queue, so SYN cookies come into play), one
 // established connection (peer port 40000 -> 80, every option negotiated)
 // and one connection in SYN-SENT (to peer port 9000). The input is a list of
@@ -21,7 +22,8 @@
 //
 // Invariants checked after each input (abort() on violation, so libFuzzer
 // reports it): every frame and every ring is returned once the stack is
-// destroyed, the anonymous pool never exceeds its size.
+// reset (as when it is destroyed: the same release path), the anonymous pool
+// never exceeds its size.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +40,17 @@ enum Ctl : uint8_t {
 };
 
 int run_one(const uint8_t *data, size_t size);
+
+// run_one, returning a digest of what the input made the stack do (every
+// byte it transmitted, and its counters at the end). One input gives one
+// digest whether it runs first or after any others: the world is reused
+// across inputs (see below) and must start each one in the same state.
+uint64_t run_one_digest(const uint8_t *data, size_t size);
+
+// The worlds (one per receive path) are built on first use and reset, not
+// rebuilt, for every later input. This drops them: the next input builds
+// a fresh one (the replayer uses it to check determinism).
+void discard_worlds();
 
 // Appends one record to an input.
 void add_record(std::vector<uint8_t> *input, uint8_t ctl, const std::vector<uint8_t> &frame);

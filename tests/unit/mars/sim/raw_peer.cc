@@ -16,19 +16,44 @@ RawPeer::RawPeer(const Options &o) : opt_(o), pool_(o.pool_frames)
     stack_ip = o.stack.ip;
     rings_ = std::make_unique<RingPool>(o.provider ? 0 : o.ring_slots, o.stack.tcp.rcvbuf, o.stack.tcp.sndbuf);
     port_ = std::make_unique<SimPort>(pool_, [this](const PacketRef &f) { on_transmit(f); }, o.offloads);
-    std::string err;
-    stack_ = Stack::create(o.stack, *port_, o.provider ? *o.provider : static_cast<BufferProvider &>(*rings_), &err);
-    if (!stack_) throw std::runtime_error("Stack::create failed: " + err);
-    if (o.introduce) {
+    start();
+}
+
+RawPeer::~RawPeer() { stack_.reset(); }
+
+void RawPeer::start()
+{
+    if (stack_) {
+        stack_->reset();
+    } else {
+        std::string err;
+        stack_ = Stack::create(opt_.stack, *port_, opt_.provider ? *opt_.provider : static_cast<BufferProvider &>(*rings_), &err);
+        if (!stack_) throw std::runtime_error("Stack::create failed: " + err);
+    }
+    if (opt_.introduce) {
         inject(build_arp(ArpSpec{peer_mac, MacAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, 1, peer_mac, MacAddr{}, peer_ip, stack_ip}));
         take(); // the stack's reply, and anything it announced
     }
 }
 
-RawPeer::~RawPeer() { stack_.reset(); }
+void RawPeer::restart()
+{
+    now = kStartNs;
+    out_.clear();
+    pending_.clear();
+    events_.clear();
+    stalled_ = false;
+    digest_ = kFnvOffset;
+    start();
+}
 
 void RawPeer::on_transmit(const PacketRef &f)
 {
+    if (opt_.digest) {
+        uint64_t h = digest_;
+        for (uint16_t i = 0; i < f.len; i++) h = (h ^ f.data[i]) * 0x100000001b3ull;
+        digest_ = (h ^ f.len) * 0x100000001b3ull; // frame boundaries count too
+    }
     if (opt_.capture) {
         Parsed p;
         parse_frame(f.data, f.len, &p);

@@ -33,6 +33,9 @@ class RawPeer {
         // Ring memory from elsewhere (benchmarks with very many idle
         // connections); nullptr: a RingPool of ring_slots slots.
         BufferProvider *provider = nullptr;
+        // Keep tx_digest(): a hash of every byte the stack transmits (the
+        // fuzz target's determinism check).
+        bool digest = false;
     };
     RawPeer();
     explicit RawPeer(const Options &o);
@@ -41,12 +44,24 @@ class RawPeer {
     Stack &stack() { return *stack_; }
     // Destroys the stack now (to check that it returned every frame and ring).
     void destroy_stack() { stack_.reset(); }
+    // Starts over as the constructor left things, keeping the frame pool, the
+    // rings and the port (so one RawPeer serves many fuzz inputs): the stack
+    // is reset (Stack::reset; created again after destroy_stack()), virtual
+    // time, captured frames, events and tx_digest() start over, and the peer
+    // introduces itself again.
+    void restart();
+    // Resets the stack now (Stack::reset): every frame and ring goes back.
+    void reset_stack() { stack_->reset(); }
+    // FNV-1a over the bytes of every frame transmitted since construction or
+    // restart() (Options::digest; without it, a constant).
+    uint64_t tx_digest() const { return digest_; }
     FramePool &pool() { return pool_; }
     RingPool &rings() { return *rings_; } // only without Options::provider
     // Stops (or resumes) parsing what the stack sends; frames are released at once.
     void set_capture(bool on) { opt_.capture = on; }
     SimPort &port() { return *port_; }
-    uint64_t now = 1'000'000'000;
+    static constexpr uint64_t kStartNs = 1'000'000'000;
+    uint64_t now = kStartNs;
 
     MacAddr peer_mac = mac(2);
     uint32_t peer_ip = ipv4(198, 18, 0, 2);
@@ -107,6 +122,7 @@ class RawPeer {
     SockId open_active(uint16_t peer_port, Conn *c, const TcpOptions &synack_opts, std::string *why);
 
   private:
+    void start();
     void on_transmit(const PacketRef &f);
     void drain_pending();
     void drain_events();
@@ -119,6 +135,8 @@ class RawPeer {
     std::vector<std::vector<uint8_t>> pending_; // ARP replies to feed after the current call
     std::map<SockId, uint32_t> events_;
     bool stalled_ = false;
+    static constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+    uint64_t digest_ = kFnvOffset;
 };
 
 } // namespace mars::sim

@@ -1,0 +1,48 @@
+// mars/checksum_offload.h: the transmit checksum-offload contract between
+// MARS and whoever sends its frames (the PPE's DPDK port, the test wire).
+//
+// MARS asks for an offload only when the port reported it in
+// PacketIo::offloads() (kOffloadTxIpCsum, kOffloadTxTcpCsum, packet.h), and
+// then marks each frame that needs it with kTxIpCsum / kTxTcpCsum in
+// PacketRef::flags. Such a frame is Ethernet (14 bytes, no VLAN tag), IPv4
+// (header length from IHL) and TCP, and its checksum fields hold:
+//
+//   kTxIpCsum:  the IPv4 header checksum field is 0; the sender computes it.
+//   kTxTcpCsum: the TCP checksum field holds the ones-complement sum of the
+//               IPv4 pseudo-header (source, destination, zero, protocol 6,
+//               TCP length = header + payload), folded to 16 bits and NOT
+//               inverted, in memory (network) order; the TCP header and
+//               payload are not in it. The sender adds them and inverts.
+//
+// That is what DPDK expects of a frame sent with RTE_MBUF_F_TX_TCP_CKSUM
+// (rte_ipv4_phdr_cksum(): the pseudo-header sum pre-filled), so the PPE
+// (ppe/src/dpdk.cc) only sets the mbuf's ol_flags, l2_len and l3_len and
+// never touches the bytes. A sender that completes the checksum in software
+// (tests/unit/mars/sim SimPort) may recompute it from scratch instead.
+//
+// Without the offload MARS fills both fields completely (computed in the same
+// pass as the payload copy), and the flags are clear.
+#pragma once
+
+#include <cstdint>
+
+namespace mars::checksum_offload {
+
+// Where the fields are in an offloaded frame.
+constexpr uint32_t kL2Len = 14;            // Ethernet header, no VLAN tag
+constexpr uint32_t kIpCsumOffset = 10;     // in the IPv4 header
+constexpr uint32_t kTcpCsumOffset = 16;    // in the TCP header
+constexpr uint8_t kProtoTcp = 6;
+
+// The value a kTxTcpCsum frame carries in its TCP checksum field, as a
+// number (read the field big-endian to compare): the folded, uninverted
+// pseudo-header sum. Addresses in host order; tcp_len is header + payload.
+constexpr uint16_t tcp_pseudo_header_seed(uint32_t src_ip, uint32_t dst_ip, uint16_t tcp_len)
+{
+    uint32_t sum = (src_ip >> 16) + (src_ip & 0xffff) + (dst_ip >> 16) + (dst_ip & 0xffff) + kProtoTcp + tcp_len;
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<uint16_t>(sum);
+}
+
+} // namespace mars::checksum_offload
