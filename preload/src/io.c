@@ -1,7 +1,6 @@
 /* The data path: read/write and all their socket cousins, sendfile. Every
  * call on an accelerated socket copies once between the program's buffer and
  * the socket's ring in shared memory; no system call unless it must wait. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -502,6 +501,8 @@ static struct eta_sock *accel(int fd)
     return s;
 }
 
+struct eta_sock *eta_sock_accel(int fd) { return accel(fd); }
+
 ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
     struct eta_obj *o = eta_fd_peek(fd);
@@ -661,13 +662,11 @@ ETA_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
     return r;
 }
 
-static bool passes_accelerated(const struct msghdr *msg);
-
 ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s)) {
-        if (ETA_UNLIKELY(msg && msg->msg_controllen) && passes_accelerated(msg))
+        if (ETA_UNLIKELY(msg && msg->msg_controllen) && eta_passes_accelerated(msg))
             return -1;
         return real_sendmsg(fd, msg, flags);
     }
@@ -681,7 +680,7 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s)) {
         for (unsigned i = 0; vec && i < vlen; i++)
-            if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen) && passes_accelerated(&vec[i].msg_hdr)) {
+            if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen) && eta_passes_accelerated(&vec[i].msg_hdr)) {
                 if (i == 0)
                     return -1;
                 return real_sendmmsg(fd, vec, i, flags); /* the messages before it go, as the kernel would */
@@ -705,120 +704,6 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     return done;
 }
 
-/* Calls that make the kernel move bytes to or from a descriptor cannot reach
- * an accelerated socket: its bytes are in the PPE, the kernel holds only a
- * placeholder. They fail with EINVAL (what Linux answers where a descriptor
- * does not support the call), counted, with one warning per call name. */
-static int bypass_refused_err(const char *call, int fd, unsigned which, int err)
-{
-    static _Atomic unsigned warned;
-    ETA_STAT_ADD(bypass_refused, 1);
-    if (!(atomic_fetch_or(&warned, 1u << which) & (1u << which)))
-        eta_log("warning: %s() on accelerated socket fd %d is not supported (the PPE carries its bytes, not "
-                "the kernel): %s; use read()/write() on it",
-                call, fd, strerrorname_np(err));
-    return fail(err);
-}
-
-static int bypass_refused(const char *call, int fd, unsigned which)
-{
-    return bypass_refused_err(call, fd, which, EINVAL);
-}
-
-/* An accelerated socket passed to another process (SCM_RIGHTS over a Unix
- * socket: Node.js's cluster module, servers that hand connections to
- * workers) would arrive there as its placeholder, a kernel socket that never
- * connected: the receiver would read nothing and the connection would hang.
- * Until the PPE can move a socket to another process, sendmsg() refuses it
- * (EOPNOTSUPP), counted, with one warning; nothing is sent. */
-static bool passes_accelerated(const struct msghdr *msg)
-{
-    if (!atomic_load_explicit(&eta_tracked, memory_order_relaxed) || !msg->msg_control ||
-        msg->msg_controllen < sizeof(struct cmsghdr))
-        return false;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
-            continue;
-        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        const unsigned char *data = CMSG_DATA(cm);
-        for (size_t i = 0; i < n; i++) {
-            int passed;
-            memcpy(&passed, data + i * sizeof(int), sizeof passed); /* CMSG_DATA may be unaligned */
-            struct eta_sock *s = accel(passed);
-            if (!s)
-                continue;
-            eta_obj_put(&s->obj);
-            static _Atomic bool warned;
-            ETA_STAT_ADD(bypass_refused, 1);
-            if (!atomic_exchange(&warned, true))
-                eta_log("warning: sendmsg() passing accelerated socket fd %d to another process (SCM_RIGHTS) is "
-                        "not supported (it would arrive there unconnected): EOPNOTSUPP; nothing was sent",
-                        passed);
-            errno = EOPNOTSUPP;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* stdio reads and writes through glibc's internal read/write, which no
- * preload sees: a stream on an accelerated socket would read the placeholder.
- * fdopen() on one fails (EOPNOTSUPP) instead of a stream that cannot work. */
-ETA_EXPORT FILE *fdopen(int fd, const char *mode)
-{
-    struct eta_sock *s = accel(fd);
-    if (ETA_UNLIKELY(s != NULL)) {
-        eta_obj_put(&s->obj);
-        bypass_refused_err("fdopen", fd, 3, EOPNOTSUPP);
-        return NULL;
-    }
-    static FILE *(*real_fdopen)(int, const char *);
-    FILE *(*fn)(int, const char *) = __atomic_load_n(&real_fdopen, __ATOMIC_ACQUIRE);
-    if (!fn) {
-        void *sym = dlsym(RTLD_NEXT, "fdopen");
-        memcpy(&fn, &sym, sizeof fn); /* ISO C has no object-to-function pointer cast */
-        if (!fn) {
-            errno = ENOSYS;
-            return NULL;
-        }
-        __atomic_store_n(&real_fdopen, fn, __ATOMIC_RELEASE);
-    }
-    return fn(fd, mode);
-}
-
-/* The accelerated one of two descriptors (-1: neither). */
-static int accel_either(int a, int b)
-{
-    struct eta_sock *s = accel(a);
-    if (s) {
-        eta_obj_put(&s->obj);
-        return a;
-    }
-    s = accel(b);
-    if (s) {
-        eta_obj_put(&s->obj);
-        return b;
-    }
-    return -1;
-}
-
-ETA_EXPORT ssize_t splice(int in_fd, loff_t *in_off, int out_fd, loff_t *out_off, size_t len, unsigned int flags)
-{
-    int fd = accel_either(in_fd, out_fd);
-    if (ETA_UNLIKELY(fd >= 0))
-        return bypass_refused("splice", fd, 0);
-    return real_splice(in_fd, in_off, out_fd, out_off, len, flags);
-}
-
-ETA_EXPORT ssize_t copy_file_range(int in_fd, loff_t *in_off, int out_fd, loff_t *out_off, size_t len,
-                                   unsigned int flags)
-{
-    int fd = accel_either(in_fd, out_fd);
-    if (ETA_UNLIKELY(fd >= 0))
-        return bypass_refused("copy_file_range", fd, 1);
-    return real_copy_file_range(in_fd, in_off, out_fd, out_off, len, flags);
-}
-
 static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
 {
     struct eta_sock *s = accel(out_fd);
@@ -826,7 +711,7 @@ static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
         struct eta_sock *in = accel(in_fd);
         if (in) { /* the kernel cannot read a PPE socket */
             eta_obj_put(&in->obj);
-            return bypass_refused("sendfile", in_fd, 2);
+            return eta_bypass_refused("sendfile", in_fd, 2);
         }
         return real_sendfile(out_fd, in_fd, offset, count);
     }

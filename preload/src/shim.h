@@ -332,6 +332,16 @@ int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_n
 /* Converts a libdti result (-errno or -DTI_E_*) to an errno value. */
 int eta_errno_from_dti(int res);
 
+/* ---- calls that bypass the data path (bypass.c) --------------------------- */
+/* The accelerated socket behind fd (referenced), or NULL (io.c). */
+struct eta_sock *eta_sock_accel(int fd);
+/* Refuses call on accelerated socket fd: EINVAL, counted, one warning per
+ * `which` (0..31, one per call name). Returns -1. */
+int eta_bypass_refused(const char *call, int fd, unsigned which);
+/* Whether msg passes an accelerated socket (SCM_RIGHTS): then refused
+ * (errno EOPNOTSUPP, counted, one warning) and nothing must be sent. */
+bool eta_passes_accelerated(const struct msghdr *msg);
+
 /* ---- the fork hooks ---------------------------------------------------- */
 void eta_after_fork_child(void);
 /* Accept one connection at a time (listeners may be shared after fork). */
