@@ -1,33 +1,9 @@
-// Replays every file of a corpus directory through the fuzz target's code
-// (built with any compiler, run as a unit test so default builds cover it).
+// Replays a corpus through the region fuzz target's code (replay_corpus.h).
 #include "fuzz_region.h"
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <vector>
+#include "replay_corpus.h"
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: dti_fuzz_replay CORPUS_DIR\n");
-        return 2;
-    }
-    size_t n = 0;
-    std::error_code ec;
-    for (auto &entry : std::filesystem::directory_iterator(argv[1], ec)) {
-        if (!entry.is_regular_file())
-            continue;
-        std::ifstream in(entry.path(), std::ios::binary);
-        std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        dti::fuzz::run_one(bytes.data(), bytes.size());
-        n++;
-    }
-    if (ec || n == 0) {
-        std::fprintf(stderr, "dti_fuzz_replay: no corpus in %s\n", argv[1]);
-        return 1;
-    }
-    std::printf("replayed %zu inputs\n", n);
-    return 0;
+    return dti::fuzz::replay_corpus("dti_fuzz_replay", argc, argv,
+                                    [](const uint8_t *data, size_t size) { dti::fuzz::run_one(data, size); });
 }
