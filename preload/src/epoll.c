@@ -1,11 +1,6 @@
 /* epoll over sets that mix accelerated sockets with kernel descriptors.
- *
- * (One file of ~1000 lines, over the ~800 the tree keeps to, on purpose for
- * now: the shadow set, its ready queue, the member looks and the waits share
- * one lock and one set of invariants — which member is queued when, who may
- * sleep and who must be kicked — and reading them in one place is what keeps
- * them right. The waits, spin_then_sleep() down, are the seam to split on
- * when it grows.)
+ * (One file over the tree's ~800 lines on purpose: set, ready queue, looks and
+ * waits share one lock and its invariants; the waits are the seam to split.)
  *
  * The program's epoll instance stays a real kernel epoll holding its kernel
  * descriptors (and the kernel half of INADDR_ANY listeners), untouched: its
