@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace dti::engine::detail {
@@ -117,7 +118,7 @@ bool send_msg(int fd, const dti_ctl_msg &m, const int *fds, int nfds)
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 2)];
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 3)];
     if (nfds > 0) {
         mh.msg_control = cbuf;
         mh.msg_controllen = CMSG_SPACE(sizeof(int) * size_t(nfds));
@@ -143,16 +144,17 @@ void refuse(int fd, int code, const std::string &why)
     send_msg(fd, m, nullptr, 0);
 }
 
-// Reads one message without blocking. The first descriptor sent with it is
-// stored in *passed when the caller takes one (FORK); every other one is
-// closed. 1: got one, 0: EOF, -EAGAIN, -errno.
-// Receives one message; a passed fd goes to *passed (others are closed) and,
+// Receives one message without blocking; the first passed fd goes to
+// *passed, the next n_more to more[] (others are closed) and,
 // on a socket with SO_PASSCRED, the sender's kernel-given credentials to
 // *cred (pid 0 when none came). `flags`: MSG_PEEK to leave it queued.
-int recv_msg(int fd, dti_ctl_msg *m, int *passed, ucred *cred, int flags)
+int recv_msg(int fd, dti_ctl_msg *m, int *passed, ucred *cred, int flags, int *more, int n_more)
 {
     if (passed)
         *passed = -1;
+    for (int i = 0; i < n_more; i++)
+        more[i] = -1;
+    int n_taken = 0;
     if (cred)
         *cred = ucred{};
     iovec iov{m, sizeof *m};
@@ -176,6 +178,8 @@ int recv_msg(int fd, dti_ctl_msg *m, int *passed, ucred *cred, int flags)
                 std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
                 if (passed && *passed < 0)
                     *passed = f;
+                else if (passed && n_taken < n_more)
+                    more[n_taken++] = f;
                 else
                     close(f);
             }
@@ -259,6 +263,11 @@ int EngineImpl::attach(int fd, std::string *why)
     }
     group.base = static_cast<uint8_t *>(p);
     group.owns_mapping = true;
+    struct stat st;
+    if (fstat(memfd, &st) == 0) { // what a PASS must show to hand the region on
+        group.region_dev = st.st_dev;
+        group.region_ino = st.st_ino;
+    }
     layout_region_impl(group.base, group.lim, group.geo);
     init_region(group);
     Member *mem = new_member(group, -1, why, &err);
@@ -336,21 +345,30 @@ void EngineImpl::control(int id)
     Group &group = group_of(me);
     for (int budget = 0; budget < 16; budget++) {
         dti_ctl_msg m{};
-        int passed = -1;
+        int passed = -1, more[2];
         ucred cred{};
-        int r = ctl::recv_msg(me.fd, &m, &passed, &cred);
+        int r = ctl::recv_msg(me.fd, &m, &passed, &cred, 0, more, 2);
         if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINTR)
             return;
         if (r <= 0 && r != -EPROTO) {
             detach(id);
             return;
         }
+        if (m.type != DTI_CTL_PASS && m.type != DTI_CTL_CLAIM)
+            for (int f : more)
+                if (f >= 0)
+                    close(f); // only PASS and CLAIM carry more than one
         if (r == -EPROTO || group.broken || group.dying) {
             if (passed >= 0)
                 close(passed);
+            if (m.type == DTI_CTL_PASS || m.type == DTI_CTL_CLAIM)
+                for (int f : more)
+                    if (f >= 0)
+                        close(f);
             // Requests that wait for an answer get one: nobody hangs.
             if (r == 1 && (m.type == DTI_CTL_FORK || m.type == DTI_CTL_OPEN_CTX ||
-                           m.type == DTI_CTL_EXEC || m.type == DTI_CTL_EXEC_HOLD))
+                           m.type == DTI_CTL_EXEC || m.type == DTI_CTL_EXEC_HOLD || m.type == DTI_CTL_PASS ||
+                           m.type == DTI_CTL_CLAIM))
                 ctl::refuse(me.fd, DTI_E_BROKEN, "this application's shared region is broken");
             continue;
         }
@@ -360,6 +378,19 @@ void EngineImpl::control(int id)
         }
         if (m.type == DTI_CTL_EXEC) {
             exec_member(me, passed, m); // takes the fd
+            continue;
+        }
+        if (m.type == DTI_CTL_PASS) {
+            const int fds[3] = {passed, more[0], more[1]};
+            pass_socket(me, fds, m); // takes the fds
+            continue;
+        }
+        if (m.type == DTI_CTL_CLAIM) {
+            if (more[1] >= 0)
+                close(more[1]);
+            claim_socket(me, passed, more[0]); // takes both; may join another group
+            if (!member(id))
+                return;
             continue;
         }
         if (passed >= 0)

@@ -27,6 +27,7 @@
 #include "dti_abi.h"
 
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -104,6 +105,17 @@ struct Ctx {
     dti_ev *evs = nullptr;
 };
 
+// A socket one member sent to another process with SCM_RIGHTS, until that
+// process claims it by showing the PPE the same open file (pass.cc).
+struct Pass {
+    uint32_t slot = 0;
+    uint32_t handle = 0;
+    uint32_t uid = 0; // the sender's: only that user or root may claim it
+    dev_t dev = 0;    // the placeholder's identity: st_dev/st_ino of a socket
+    ino_t ino = 0;    // name one socket while the PPE keeps `fd` open
+    int fd = -1;      // the PPE's copy: the inode cannot be reused meanwhile
+};
+
 // One shared region and the sockets in it: the group of an application
 // process and the children it forked (they inherit the mapping). Each of
 // those processes is a Member with its own control connection, contexts and
@@ -130,6 +142,13 @@ struct Group {
     std::vector<uint32_t> dirty;
     uint32_t rings_out = 0;
     uint32_t open_sockets = 0;
+    // Sockets in flight to another process (SCM_RIGHTS; pass.cc): each holds
+    // its socket open, as the kernel's in-flight file does, until claimed.
+    std::vector<Pass> passes;
+    dev_t region_dev = 0;  // the region memfd's identity (fstat at attach): a
+    ino_t region_ino = 0;  // PASS must send this file to be handed on
+    int region_fd = -1;    // for a claimant joining the group (from the first PASS)
+    int priv_fd = -1;      // libdti's app-state memfd (idem)
 
     uint8_t *rx_ring(uint32_t slot) const { return base + geo.data_offset + geo.data_stride * slot; }
     uint8_t *tx_ring(uint32_t slot) const { return rx_ring(slot) + lim.rx_ring_size; }
@@ -175,7 +194,8 @@ uint32_t unprivileged_port_start();
 namespace ctl {
 bool send_msg(int fd, const dti_ctl_msg &m, const int *fds, int nfds);
 void refuse(int fd, int code, const std::string &why);
-int recv_msg(int fd, dti_ctl_msg *m, int *passed = nullptr, ucred *cred = nullptr, int flags = 0);
+int recv_msg(int fd, dti_ctl_msg *m, int *passed = nullptr, ucred *cred = nullptr, int flags = 0,
+             int *more = nullptr, int n_more = 0);
 } // namespace ctl
 
 class EngineImpl final : public Engine {
@@ -251,6 +271,12 @@ class EngineImpl final : public Engine {
     void exec_hold(Member &parent, const dti_ctl_msg &m);
     uint32_t grant_holds(Member &parent, Member &child, const dti_ctl_msg &m);
     void answer_exec(Member &parent, const Member &child, uint32_t granted);
+    // Passing sockets between processes (pass.cc).
+    void pass_socket(Member &sender, const int fds[3], const dti_ctl_msg &m);
+    void claim_socket(Member &claimant, int fd, int join_fd);
+    void drop_pass(Group &group, size_t i);
+    void drop_passes(Group &group);
+    void last_hold_gone(Group &group, uint32_t si, bool abortive);
     void init_region(Group &group);
     void release_id(Group &group);
     void finalize(Group &group);

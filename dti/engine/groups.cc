@@ -180,6 +180,14 @@ void EngineImpl::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
             s.interest = 0;
         return;
     }
+    last_hold_gone(group, si, abortive);
+}
+
+// Nobody holds socket si any more (no member, no pass in flight): closed
+// (or aborted) as the kernel closes a file at its last close.
+void EngineImpl::last_hold_gone(Group &group, uint32_t si, bool abortive)
+{
+    Slot &s = group.slots[si];
     cancel_pending(group, s, -ECANCELED, handle(group, si));
     group.open_sockets--;
     s.watchers = 0;
@@ -203,6 +211,7 @@ void EngineImpl::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
 // (maybe_finish).
 void EngineImpl::abort_all(Group &group, bool keep_closing)
 {
+    drop_passes(group); // their holds go with every other below
     for (auto &m : members_)
         if (m && m->group == group.id) {
             m->holds.assign(m->holds.size(), false);
@@ -317,6 +326,12 @@ void EngineImpl::finalize(Group &group)
         wake_fds_.push_back(w.first->ctxs[w.second].wake_fd);
     if (group.doorbell >= 0)
         close(group.doorbell);
+    drop_passes(group);
+    for (int *fd : {&group.region_fd, &group.priv_fd})
+        if (*fd >= 0) {
+            close(*fd);
+            *fd = -1;
+        }
     if (group.owns_mapping && group.base)
         munmap(group.base, group.size);
     release_id(group);

@@ -1,9 +1,9 @@
 /* Calls that bypass the shim's data path: the kernel would move an
  * accelerated socket's bytes (splice, copy_file_range, sendfile from it),
- * stdio would read its placeholder (fdopen), or another process would get its
- * placeholder (SCM_RIGHTS). Each fails loudly instead: a clear errno, one
- * warning per call, the bypass_refused counter. (sendfile onto an accelerated
- * socket works: io.c.) */
+ * or stdio would read its placeholder (fdopen). Each fails loudly instead: a
+ * clear errno, one warning per call, the bypass_refused counter. (sendfile
+ * onto an accelerated socket works: io.c; passing one to another process
+ * works: pass.c.) */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -30,42 +30,6 @@ static int bypass_refused_err(const char *call, int fd, unsigned which, int err)
 int eta_bypass_refused(const char *call, int fd, unsigned which)
 {
     return bypass_refused_err(call, fd, which, EINVAL);
-}
-
-/* An accelerated socket passed to another process (SCM_RIGHTS over a Unix
- * socket: Node.js's cluster module, servers that hand connections to
- * workers) would arrive there as its placeholder, a kernel socket that never
- * connected: the receiver would read nothing and the connection would hang.
- * Until the PPE can move a socket to another process, sendmsg() refuses it
- * (EOPNOTSUPP), counted, with one warning; nothing is sent. */
-bool eta_passes_accelerated(const struct msghdr *msg)
-{
-    if (!atomic_load_explicit(&eta_tracked, memory_order_relaxed) || !msg->msg_control ||
-        msg->msg_controllen < sizeof(struct cmsghdr))
-        return false;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
-            continue;
-        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        const unsigned char *data = CMSG_DATA(cm);
-        for (size_t i = 0; i < n; i++) {
-            int passed;
-            memcpy(&passed, data + i * sizeof(int), sizeof passed); /* CMSG_DATA may be unaligned */
-            struct eta_sock *s = eta_sock_accel(passed);
-            if (!s)
-                continue;
-            eta_obj_put(&s->obj);
-            static _Atomic bool warned;
-            ETA_STAT_ADD(bypass_refused, 1);
-            if (!atomic_exchange(&warned, true))
-                eta_log("warning: sendmsg() passing accelerated socket fd %d to another process (SCM_RIGHTS) is "
-                        "not supported (it would arrive there unconnected): EOPNOTSUPP; nothing was sent",
-                        passed);
-            errno = EOPNOTSUPP;
-            return true;
-        }
-    }
-    return false;
 }
 
 /* stdio reads and writes through glibc's internal read/write, which no

@@ -393,6 +393,32 @@ bool eta_reattach_try(void)
     return ok;
 }
 
+/* A claim joined another process's group (pass.c): d replaces the
+ * attachment, which held no accelerated socket. As in a re-attach, what was
+ * made under the old one is of an older generation and the caches go stale;
+ * the old attachment is retired (its membership ends). */
+bool eta_attach_join(dti_t *d)
+{
+    if (pthread_mutex_trylock(&attach_lock) != 0)
+        return false;
+    dti_t *old = attachment;
+    eta_generation++;
+    eta_hmap_clear();
+    mark_internal_all(d);
+    __atomic_store_n(&attachment, d, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&eta_fork_epoch, 1, __ATOMIC_RELEASE);
+    eta_stats->attached = 1;
+    if (old) {
+        int old_fds[32];
+        int n_old = dti_own_fds(old, old_fds, (int)(sizeof old_fds / sizeof old_fds[0]));
+        for (int i = 0; i < n_old && i < (int)(sizeof old_fds / sizeof old_fds[0]); i++)
+            eta_fd_clear(old_fds[i]);
+        dti_retire(old);
+    }
+    pthread_mutex_unlock(&attach_lock);
+    return true;
+}
+
 /* The constructor adopting the sockets an exec handed over: d is the
  * attachment from here on, as if eta_dti() had made it. */
 void eta_attach_adopted(dti_t *d)

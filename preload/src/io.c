@@ -564,8 +564,12 @@ ETA_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
     struct eta_sock *s = accel(fd);
-    if (ETA_LIKELY(!s))
-        return real_recvmsg(fd, msg, flags);
+    if (ETA_LIKELY(!s)) {
+        ssize_t r = real_recvmsg(fd, msg, flags);
+        if (ETA_UNLIKELY(r >= 0 && msg->msg_controllen)) /* sockets passed to us (pass.c) */
+            eta_claim_passed(msg);
+        return r;
+    }
     ssize_t r = sock_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
     eta_obj_put(&s->obj);
     if (r >= 0) {
@@ -666,8 +670,14 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s)) {
-        if (ETA_UNLIKELY(msg && msg->msg_controllen) && eta_passes_accelerated(msg))
-            return -1;
+        if (ETA_UNLIKELY(msg && msg->msg_controllen)) { /* passing sockets (pass.c) */
+            if (eta_passes_accelerated(msg))
+                return -1;
+            ssize_t r = real_sendmsg(fd, msg, flags);
+            if (r < 0)
+                eta_pass_withdraw(msg);
+            return r;
+        }
         return real_sendmsg(fd, msg, flags);
     }
     ssize_t r = sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags, -1, NULL, 0);
@@ -679,13 +689,19 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
 {
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s)) {
+        unsigned n = vlen;
         for (unsigned i = 0; vec && i < vlen; i++)
             if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen) && eta_passes_accelerated(&vec[i].msg_hdr)) {
                 if (i == 0)
                     return -1;
-                return real_sendmmsg(fd, vec, i, flags); /* the messages before it go, as the kernel would */
+                n = i; /* the messages before it go, as the kernel would */
+                break;
             }
-        return real_sendmmsg(fd, vec, vlen, flags);
+        int r = real_sendmmsg(fd, vec, n, flags);
+        for (unsigned i = r < 0 ? 0 : (unsigned)r; vec && i < n; i++)
+            if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen))
+                eta_pass_withdraw(&vec[i].msg_hdr); /* not sent: not in flight (pass.c) */
+        return r;
     }
     int done = 0;
     for (unsigned i = 0; i < vlen; i++) {

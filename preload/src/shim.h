@@ -338,9 +338,21 @@ struct eta_sock *eta_sock_accel(int fd);
 /* Refuses call on accelerated socket fd: EINVAL, counted, one warning per
  * `which` (0..31, one per call name). Returns -1. */
 int eta_bypass_refused(const char *call, int fd, unsigned which);
-/* Whether msg passes an accelerated socket (SCM_RIGHTS): then refused
- * (errno EOPNOTSUPP, counted, one warning) and nothing must be sent. */
+/* ---- passing sockets to another process (pass.c) --------------------------- */
+/* Before sendmsg: registers with the PPE each accelerated socket msg passes
+ * (SCM_RIGHTS). True when one cannot be passed: then nothing is registered,
+ * errno is EOPNOTSUPP (counted, one warning) and nothing must be sent. */
 bool eta_passes_accelerated(const struct msghdr *msg);
+/* The sendmsg after eta_passes_accelerated() failed: nothing is in flight. */
+void eta_pass_withdraw(const struct msghdr *msg);
+/* After a recvmsg of the kernel's with control data: every received
+ * descriptor that is an accelerated socket another process passed becomes
+ * one here (claimed from the PPE), or is refused loudly. */
+void eta_claim_passed(struct msghdr *msg);
+/* core.c: makes d (a member of another process's group, joined by a claim)
+ * this process's attachment, as a re-attach does. False when another thread
+ * holds the attachment lock. */
+bool eta_attach_join(dti_t *d);
 
 /* ---- the fork hooks ---------------------------------------------------- */
 void eta_after_fork_child(void);

@@ -64,7 +64,7 @@ extern "C" {
 
 /* ABI version of the shared region and the control protocol. An engine and a
  * libdti of different versions refuse to attach (DTI_E_VERSION). */
-#define DTI_ABI_VERSION 4u
+#define DTI_ABI_VERSION 5u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -233,6 +233,24 @@ int dti_adopt_exec(const struct dti_exec_fds *fds, dti_t **out, char *why, size_
  * fds; returns how many there are. A program's "close everything" must spare
  * them. */
 int dti_own_fds(dti_t *d, int *fds, int max);
+
+/* ---- passing sockets to another process (SCM_RIGHTS) -------------------
+ * A socket sent over a UNIX socket arrives as its kernel placeholder. The
+ * sender, before its sendmsg: dti_pass(d, s, fd) registers socket s, whose
+ * descriptor fd it sends (a round trip; the PPE keeps s open while it is in
+ * flight, even if the sender closes it); if the sendmsg then fails,
+ * dti_pass_withdraw(d, s, fd). The receiver, for a descriptor it received:
+ * dti_claim(d, fd, may_join, &h, &joined) (a round trip): the PPE compares
+ * the open file with the ones in flight (nothing the application writes names
+ * the socket) and the receiver holds handle h too, as after fork. Same user
+ * or root only (-EPERM); not in flight: -ENOENT. Returns 0: h is a handle of
+ * d; 1: the socket is of another process's group, which this process joined
+ * (may_join: it has no sockets of its own; -EXDEV when it may not): *joined
+ * is a new attachment to that group (the caller's d is no longer needed).
+ * One engine only (-EOPNOTSUPP on several). */
+int dti_pass(dti_t *d, dti_sock_t s, int fd, char *why, size_t why_len);
+int dti_pass_withdraw(dti_t *d, dti_sock_t s, int fd);
+int dti_claim(dti_t *d, int fd, int may_join, dti_sock_t *h, dti_t **joined, char *why, size_t why_len);
 
 /* ---- contexts (one per thread) ----------------------------------------- */
 

@@ -2,8 +2,10 @@
  * libeta-preload.so attached to dti's loopback TEST FIXTURE engine (run by
  * run_readiness_tests.py with the scenario "bypass"). splice, sendfile with
  * an accelerated socket as the source and copy_file_range must fail with
- * EINVAL, fdopen and passing one over a Unix socket (SCM_RIGHTS) with
- * EOPNOTSUPP (never a read of the placeholder socket), counted in
+ * EINVAL, fdopen with EOPNOTSUPP (never a read of the placeholder socket);
+ * passing one over a Unix socket (SCM_RIGHTS) works, and where it cannot
+ * (a receiver of another group with sockets of its own) the receiver is
+ * warned and the placeholder reads ENOTCONN; each refusal counted in
  * <socket>.preload/<pid>, which eta_preload_stats_each() reads back; a file
  * left by a dead process is skipped. ETA_NET must name 10.9.0.1/24. */
 #include <arpa/inet.h>
@@ -54,6 +56,64 @@ static int note(const struct eta_preload_stats *st, void *arg)
     return 0;
 }
 
+/* Sends one byte with n descriptors (SCM_RIGHTS); recv_fds takes up to n. */
+static ssize_t send_fds(int u, const int *fds, int n)
+{
+    char one = 'x';
+    struct iovec iov = {&one, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+    return sendmsg(u, &m, 0);
+}
+
+static int recv_fds(int u, int *fds, int n)
+{
+    char got;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {&got, 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    if (recvmsg(u, &m, 0) != 1)
+        return -1;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (!cm || cm->cmsg_type != SCM_RIGHTS)
+        return 0;
+    int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    memcpy(fds, CMSG_DATA(cm), (k < n ? k : n) * sizeof(int));
+    return k;
+}
+
+/* The unrelated process of sc_bypass: with a listener of its own on the PPE,
+ * it receives an accelerated socket of another group. */
+static int sc_receiver(int u)
+{
+    int own = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "10.9.0.1", &a.sin_addr);
+    CHECK(own >= 0 && bind(own, (struct sockaddr *)&a, sizeof a) == 0 && listen(own, 4) == 0);
+    int fd = -1;
+    CHECK(recv_fds(u, &fd, 1) == 1);
+    char b;
+    errno = 0;
+    CHECK(read(fd, &b, 1) == -1 && errno == ENOTCONN); /* the placeholder, said loudly */
+    struct seen seen = {0};
+    CHECK(eta_preload_stats_each(getenv("ETA_SOCKET"), note, &seen) >= 1 && seen.mine == 1);
+    CHECK(seen.st.bypass_refused == 1);
+    return 0;
+}
+
 static int sc_bypass(const char *socket_path)
 {
     int c, s;
@@ -71,47 +131,39 @@ static int sc_bypass(const char *socket_path)
     CHECK(fdopen(s, "r") == NULL && errno == EOPNOTSUPP);
     FILE *pf = fdopen(p[0], "r"); /* anything else is glibc's */
     CHECK(pf != NULL);
-    /* Passing it to another process over a Unix socket would hand over its
-     * placeholder: refused, nothing sent; a kernel descriptor still passes. */
+    /* Passed over a Unix socket (to itself here): it arrives as the same
+     * accelerated socket, with a kernel descriptor beside it. */
     int u[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0);
-    char one = 'x';
-    struct iovec iov = {&one, 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                       .msg_controllen = CMSG_SPACE(2 * sizeof(int))};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
     int fds[2] = {p[0], s};
-    memcpy(CMSG_DATA(cm), fds, sizeof fds);
-    errno = 0;
-    CHECK(sendmsg(u[0], &m, 0) == -1 && errno == EOPNOTSUPP);
-    m.msg_controllen = CMSG_SPACE(sizeof(int));
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    CHECK(sendmsg(u[0], &m, 0) == 1); /* the pipe alone */
-    char got;
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } rctl;
-    struct iovec riov = {&got, 1};
-    struct msghdr rm = {.msg_iov = &riov, .msg_iovlen = 1, .msg_control = rctl.buf, .msg_controllen = sizeof rctl.buf};
-    CHECK(recvmsg(u[1], &rm, 0) == 1 && got == 'x'); /* exactly one message went */
-    struct cmsghdr *rc = CMSG_FIRSTHDR(&rm);
-    CHECK(rc && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int)));
-    int passed;
-    memcpy(&passed, CMSG_DATA(rc), sizeof passed);
-    close(passed);
+    CHECK(send_fds(u[0], fds, 2) == 1);
+    int got[2] = {-1, -1};
+    CHECK(recv_fds(u[1], got, 2) == 2);
+    char b[4];
+    CHECK(read(got[1], b, 4) == 4 && memcmp(b, "data", 4) == 0); /* through the PPE, not the placeholder */
+    close(got[0]);
+    close(got[1]); /* one name of two: the socket stays open */
+    CHECK(write(c, "more", 4) == 4);
+    CHECK(read(s, b, 4) == 4 && memcmp(b, "more", 4) == 0);
+    /* An unrelated process (exec'd, nothing handed over: a group of its
+     * own) that has accelerated sockets of its own cannot use it: warned
+     * there, counted there; the sender's sendmsg succeeds. */
+    CHECK(fcntl(s, F_SETFD, FD_CLOEXEC) == 0 && fcntl(c, F_SETFD, FD_CLOEXEC) == 0);
+    CHECK(send_fds(u[0], &s, 1) == 1);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        char arg[16];
+        snprintf(arg, sizeof arg, "%d", u[1]);
+        execl("/proc/self/exe", "bypass_prog", "receiver", arg, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close(u[0]);
     close(u[1]);
     /* The bytes are still there for read(): nothing was taken. */
-    char b[4];
+    CHECK(write(c, "data", 4) == 4);
     CHECK(read(s, b, 4) == 4 && memcmp(b, "data", 4) == 0);
 
     /* A counters file left by a process that died: skipped. */
@@ -133,9 +185,9 @@ static int sc_bypass(const char *socket_path)
     unlink(path);
     CHECK(n == 1 && seen.mine == 1 && seen.others == 0);
     CHECK(seen.st.attached == 1 && seen.st.fallbacks[0] >= 2 && seen.st.accepted == 1);
-    if (seen.st.bypass_refused != 6)
-        printf("FAIL: bypass_refused %llu, want 6\n", (unsigned long long)seen.st.bypass_refused);
-    CHECK(seen.st.bypass_refused == 6);
+    if (seen.st.bypass_refused != 5)
+        printf("FAIL: bypass_refused %llu, want 5\n", (unsigned long long)seen.st.bypass_refused);
+    CHECK(seen.st.bypass_refused == 5);
     fclose(pf);
     close(p[1]);
     close(c);
@@ -146,6 +198,8 @@ static int sc_bypass(const char *socket_path)
 int main(int argc, char **argv)
 {
     const char *sock = getenv("ETA_SOCKET");
+    if (argc == 3 && strcmp(argv[1], "receiver") == 0 && sock)
+        return sc_receiver(atoi(argv[2]));
     if (argc != 2 || strcmp(argv[1], "bypass") != 0 || !sock) {
         fprintf(stderr, "usage: ETA_SOCKET=PATH %s bypass\n", argv[0]);
         return 2;

@@ -17,7 +17,7 @@ EXPECTED_WARNINGS = {
     "engine_gone_listeners": ["the PPE has gone"],
     "bypass": ["splice() on accelerated socket", "copy_file_range() on accelerated socket",
                "sendfile() on accelerated socket", "fdopen() on accelerated socket",
-               "sendmsg() passing accelerated socket"],
+               "received from another process is an accelerated socket that cannot be used here"],
 }
 
 

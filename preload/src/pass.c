@@ -1,0 +1,271 @@
+/* Accelerated sockets passed to another process over a UNIX socket
+ * (SCM_RIGHTS): Node.js's cluster module, prefork masters handing
+ * connections or listeners to workers, systemd-style socket passing.
+ *
+ * The kernel moves only the placeholder. So the sender's sendmsg first tells
+ * the PPE which socket is in flight (dti_pass: the PPE keeps it open until
+ * it is claimed, as the kernel keeps an in-flight file), and the receiver's
+ * recvmsg, for each stream socket it received, asks the PPE whether it is one
+ * (dti_claim: the PPE compares the open files; the application names
+ * nothing). The receiver then holds the socket too, as after fork: both may
+ * use it, it lives until the last close. A receiver of another process
+ * group joins the sender's group when it has no accelerated sockets of its
+ * own; otherwise the socket cannot be used there, and that is said loudly. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "shim.h"
+
+/* Calls fn(fd, arg) for each descriptor msg carries in SCM_RIGHTS; stops
+ * when fn returns false. */
+static void each_passed(const struct msghdr *msg, bool (*fn)(int fd, void *arg), void *arg)
+{
+    if (!msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+        return;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+            continue;
+        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const unsigned char *data = CMSG_DATA(cm);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, data + i * sizeof(int), sizeof fd); /* CMSG_DATA may be unaligned */
+            if (!fn(fd, arg))
+                return;
+        }
+    }
+}
+
+/* ---- the sender ----------------------------------------------------------- */
+
+struct pass_run {
+    dti_t *d;
+    int failed_fd; /* the one the PPE refused, -1: none */
+    int err;
+    char why[160];
+    unsigned registered;
+};
+
+static bool register_one(int fd, void *arg)
+{
+    struct pass_run *p = arg;
+    struct eta_sock *s = eta_sock_accel(fd);
+    if (!s)
+        return true;
+    int rc = p->d ? dti_pass(p->d, s->h, fd, p->why, sizeof p->why) : -ENETDOWN;
+    if (rc == 0 && s->listening)
+        eta_listeners_shared = true; /* two processes accept on it now: one connection at a time */
+    eta_obj_put(&s->obj);
+    if (rc < 0) {
+        p->failed_fd = fd;
+        p->err = rc;
+        return false;
+    }
+    p->registered++;
+    return true;
+}
+
+struct withdraw_run {
+    dti_t *d;
+    unsigned left; /* how many were registered: only those are withdrawn */
+};
+
+static bool withdraw_one(int fd, void *arg)
+{
+    struct withdraw_run *w = arg;
+    if (w->left == 0)
+        return false;
+    struct eta_sock *s = eta_sock_accel(fd);
+    if (!s)
+        return true;
+    (void)dti_pass_withdraw(w->d, s->h, fd);
+    eta_obj_put(&s->obj);
+    w->left--;
+    return true;
+}
+
+static void withdraw(dti_t *d, const struct msghdr *msg, unsigned n)
+{
+    struct withdraw_run w = {d, n};
+    if (d && n)
+        each_passed(msg, withdraw_one, &w);
+}
+
+bool eta_passes_accelerated(const struct msghdr *msg)
+{
+    if (!atomic_load_explicit(&eta_tracked, memory_order_relaxed))
+        return false;
+    struct pass_run p = {.d = eta_dti_attached(), .failed_fd = -1};
+    each_passed(msg, register_one, &p);
+    if (p.failed_fd < 0)
+        return false;
+    withdraw(p.d, msg, p.registered);
+    static _Atomic bool warned;
+    ETA_STAT_ADD(bypass_refused, 1);
+    if (!atomic_exchange(&warned, true))
+        eta_log("warning: sendmsg() passing accelerated socket fd %d to another process (SCM_RIGHTS) is not "
+                "possible here (%s): EOPNOTSUPP; nothing was sent",
+                p.failed_fd, p.why[0] ? p.why : dti_strerror(p.err));
+    errno = EOPNOTSUPP;
+    return true;
+}
+
+void eta_pass_withdraw(const struct msghdr *msg)
+{
+    if (!atomic_load_explicit(&eta_tracked, memory_order_relaxed))
+        return;
+    int saved = errno;
+    withdraw(eta_dti_attached(), msg, ~0u);
+    errno = saved;
+}
+
+/* ---- the receiver --------------------------------------------------------- */
+
+/* A TCP socket of the kernel's: what a passed accelerated socket arrives as. */
+static bool is_inet_stream(int fd, int *domain)
+{
+    struct stat st;
+    int type = 0;
+    socklen_t tl = sizeof type, dl = sizeof *domain;
+    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+           real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
+           real_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, domain, &dl) == 0 &&
+           (*domain == AF_INET || *domain == AF_INET6);
+}
+
+/* An accelerated socket of the current attachment that a descriptor of
+ * this process names, referenced: any one (h == DTI_SOCK_INVALID) or the one
+ * of handle h. NULL: none. */
+static struct eta_sock *own_socket(dti_sock_t h)
+{
+    long tracked = atomic_load(&eta_tracked), seen = 0;
+    for (int fd = 0; fd < ETA_FD_MAX && seen < tracked; fd++) {
+        struct eta_obj *o = eta_fd_peek(fd);
+        if (!o)
+            continue;
+        seen++;
+        struct eta_sock *s = (struct eta_sock *)o;
+        if (o->kind == ETA_OBJ_SOCK && atomic_load(&s->state) == ETA_SOCK_ACCEL && s->generation == eta_generation &&
+            (h == DTI_SOCK_INVALID || s->h == h) && eta_obj_tryref(o))
+            return s;
+    }
+    return NULL;
+}
+
+static bool has_own_sockets(void)
+{
+    struct eta_sock *s = own_socket(DTI_SOCK_INVALID);
+    if (s)
+        eta_obj_put(&s->obj);
+    return s != NULL;
+}
+
+static int timeout_ms(int fd, int name)
+{
+    struct timeval tv = {0, 0};
+    socklen_t l = sizeof tv;
+    if (real_getsockopt(fd, SOL_SOCKET, name, &tv, &l) < 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+        return -1;
+    return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+}
+
+/* Descriptor fd, just received, names socket h from now on. What the
+ * sender's shim kept privately is read back from the PPE and the kernel
+ * placeholder (which shares the sender's file description). */
+static bool adopt_claimed(int fd, int domain, dti_sock_t h)
+{
+    /* Passed to a process that has it already (to itself, or to a fork child
+     * of the sender): one more name of the same socket, as after dup(). */
+    struct eta_sock *same = own_socket(h);
+    if (same) {
+        eta_fd_set(fd, &same->obj);
+        eta_obj_put(&same->obj);
+        return true;
+    }
+    dti_ctx_t *c = eta_ctx();
+    struct dti_sock_info info;
+    if (!c || dti_sock_status(c, h, &info) < 0)
+        return false;
+    struct eta_sock *s = eta_sock_new();
+    if (!s)
+        return false;
+    int accepting = 0;
+    socklen_t al = sizeof accepting;
+    int fl = real_fcntl(fd, F_GETFL);
+    s->h = h;
+    s->generation = eta_generation;
+    s->listening = (info.state & DTI_STATE_LISTENING) != 0;
+    s->backlog = SOMAXCONN; /* only read to listen again on a new PPE */
+    /* The kernel half of an INADDR_ANY listener listens on this very file. */
+    s->hybrid = s->listening && real_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &al) == 0 && accepting;
+    s->bound_kernel = s->hybrid;
+    s->v6 = domain == AF_INET6;
+    s->connect_started = !s->listening;
+    s->connect_reported = true;
+    atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
+    s->rcvtimeo_ms = timeout_ms(fd, SO_RCVTIMEO);
+    s->sndtimeo_ms = timeout_ms(fd, SO_SNDTIMEO);
+    atomic_store(&s->opts_set, ETA_OPT_ALL); /* set by the sender: a re-listen reads them all back */
+    struct dti_addr local = {0, 0};
+    if (dti_getsockname(c, h, &local) == 0)
+        s->local = local;
+    s->kernel_port = s->hybrid ? local.port : 0;
+    if (s->listening)
+        eta_listeners_shared = true;
+    eta_hmap_put(h, s);
+    atomic_store(&s->state, ETA_SOCK_ACCEL);
+    eta_fd_set(fd, &s->obj);
+    ETA_STAT_ADD(accel_open, 1);
+    return true;
+}
+
+static void refuse_received(int fd, int rc, const char *why)
+{
+    static _Atomic bool warned;
+    ETA_STAT_ADD(bypass_refused, 1);
+    if (!atomic_exchange(&warned, true))
+        eta_log("warning: fd %d received from another process is an accelerated socket that cannot be used "
+                "here (%s): it stays an unconnected kernel socket", fd, why[0] ? why : dti_strerror(rc));
+}
+
+static bool claim_one(int fd, void *arg)
+{
+    (void)arg;
+    int domain = 0;
+    if (!eta_fd_in_range(fd) || eta_fd_peek(fd) || !is_inet_stream(fd, &domain))
+        return true;
+    dti_t *d = eta_dti();
+    if (!d || atomic_load(&eta_engine_dead))
+        return true; /* no PPE here: nothing can be told apart or used */
+    dti_sock_t h = DTI_SOCK_INVALID;
+    dti_t *joined = NULL;
+    char why[160] = "";
+    int rc = dti_claim(d, fd, !has_own_sockets(), &h, &joined, why, sizeof why);
+    if (rc == -ENOENT)
+        return true; /* a kernel socket of the sender's, not one of the PPE's */
+    if (rc == 1 && !eta_attach_join(joined)) {
+        dti_detach(joined);
+        rc = -EBUSY;
+        snprintf(why, sizeof why, "another thread changed the attachment meanwhile");
+    }
+    if (rc < 0) {
+        refuse_received(fd, rc, why);
+        return true;
+    }
+    if (!adopt_claimed(fd, domain, h))
+        refuse_received(fd, -EIO, "its state could not be read from the PPE");
+    else
+        ETA_DEBUG("fd %d received from another process: accelerated socket %#x%s", fd, h,
+                  rc == 1 ? " (joined the sender's process group)" : "");
+    return true;
+}
+
+void eta_claim_passed(struct msghdr *msg)
+{
+    if (eta_cfg.disabled || (msg->msg_flags & MSG_CTRUNC && !msg->msg_controllen))
+        return;
+    each_passed(msg, claim_one, NULL);
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Accelerated sockets passed to another process (SCM_RIGHTS; issue 12), with a
+# real eta-ppe in the lab and kernel clients in the peer namespace:
+#   - Node.js cluster under eta-run: the primary accepts every connection and
+#     passes it to one of 4 workers (fork+exec'd, each its own process); 200
+#     connections, 16 at a time, echoed byte-exact by the workers; the PPE
+#     took them all (eta-stat), every worker served some;
+#   - python: an accepted connection, then the listener itself, passed over a
+#     UNIX datagram socket to an unrelated process (not a child of the
+#     sender), which echoes the connection and accepts on the listener after
+#     the sender has exited.
+#   pass_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+. "$(dirname "$0")/../lib.sh"
+need_built "$ETA_PPE" eta-ppe
+need_built "$ETA_STAT" eta-stat
+export ETA_PRELOAD_LIB=$SHIM
+here=$(cd "$(dirname "$0")" && pwd)
+# The real interpreter: a wrapper script would attach to the PPE first.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+NODE=$(command -v node || command -v nodejs || true)
+
+lab_up
+work=$(mktemp -d)
+chmod 755 "$work"
+on_exit "rm -rf $work"
+mkdir -p "$(dirname "$ETA_LAB_SOCKET")"
+on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
+start_bg ppe timeout 170 "$ETA_PPE" --config "$ETA_LAB_CONFIG" --foreground --ready-fd 3 3>"$work/ready"
+wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not become ready"
+H=$ETA_LAB_PPE_IP
+passive_opens() {
+    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json |
+        "$PY" -c "import json,sys; d=json.load(sys.stdin); print(sum(s['tcp_passive_opens'] for e in d['engines'] for s in e['stacks']))"
+}
+bg() {
+    local name=$1 log=$2
+    shift 2
+    start_bg "$name" env ETA_LOG=${ETA_TEST_LOG:-fallback} timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
+}
+no_warning() { ! grep -q "warning" "$1" || { cat "$1"; fail "$2 warned"; }; }
+
+if [ -z "$NODE" ]; then
+    [ "${CI:-}" = true ] && fail "nodejs is not installed (tools/eta setup installs it)"
+    note "nodejs is not installed: the cluster part is skipped"
+else
+    note "Node.js cluster (4 workers) under eta-run: the primary passes each connection to a worker"
+    before=$(passive_opens)
+    bg cluster "$work/cluster.log" "$NODE" "$here/pass_cluster.js" 7130 4 >"$work/cluster.out"
+    wait_until 30 grep -q listening "$work/cluster.out" || { cat "$work/cluster.log" "$work/cluster.out"; fail "the cluster did not listen"; }
+    peer timeout 90 "$PY" "$here/pass_peer.py" echo "$H" 7130 200 65536 16 ||
+        { tail -30 "$work/cluster.log"; fail "cluster: the echoes"; }
+    peer timeout 60 "$PY" "$here/pass_peer.py" echo "$H" 7130 4 $((4 << 20)) 4 ||
+        { tail -30 "$work/cluster.log"; fail "cluster: 4 MiB echoes"; }
+    after=$(passive_opens)
+    [ "$after" -ge $((before + 204)) ] || fail "cluster: the PPE took $((after - before)) connections, not 204 (the kernel served them?)"
+    kill -TERM "$cluster_pid"
+    wait "$cluster_pid" || true
+    served=$(grep -c "^worker [0-9]* served [1-9]" "$work/cluster.out")
+    [ "$served" -eq 4 ] || { cat "$work/cluster.out"; fail "cluster: $served of 4 workers served connections"; }
+    no_warning "$work/cluster.log" "the cluster"
+fi
+
+note "python: a connection and then the listener passed to an unrelated process"
+before=$(passive_opens)
+bg receiver "$work/recv.log" "$PY" "$here/pass_fds.py" recv "$work/pass.sock" >"$work/recv.out"
+wait_until 20 grep -q ready "$work/recv.out" || { cat "$work/recv.log"; fail "the receiver did not start"; }
+bg sender "$work/send.log" "$PY" "$here/pass_fds.py" send "$work/pass.sock" "$H" 7140 >"$work/send.out"
+wait_until 20 grep -q listening "$work/send.out" || { cat "$work/send.log"; fail "the sender did not listen"; }
+peer timeout 60 "$PY" "$here/pass_peer.py" echo "$H" 7140 1 300000 1 ||
+    { cat "$work/send.log" "$work/recv.log"; fail "the passed connection"; }
+wait "$sender_pid" || { cat "$work/send.log"; fail "the sender failed"; }
+grep -q "passed both" "$work/send.out" || fail "the sender did not pass the listener"
+peer timeout 60 "$PY" "$here/pass_peer.py" echo "$H" 7140 2 100000 1 ||
+    { cat "$work/recv.log"; fail "connections on the passed listener (its sender has exited)"; }
+wait "$receiver_pid" || { cat "$work/recv.log" "$work/recv.out"; fail "the receiver failed"; }
+grep -q done "$work/recv.out" || fail "the receiver did not finish"
+after=$(passive_opens)
+[ "$after" -ge $((before + 3)) ] || fail "python: the PPE took $((after - before)) connections, not 3"
+no_warning "$work/send.log" "the sender"
+no_warning "$work/recv.log" "the receiver"
+note "pass: all passed"

@@ -1,0 +1,280 @@
+// Passing a socket to another process (SCM_RIGHTS): the sender registers it
+// with the descriptor it sends (dti_pass), the receiver claims it with the
+// descriptor it received (dti_claim); the PPE matches the open files.
+//
+// The "other process" is a second attachment in this process (a group of
+// its own, as an unrelated process's), claiming with a dup of the sender's
+// descriptor (the same open file, as SCM_RIGHTS delivers it); the other user
+// is a real child process (uid 65534) speaking the control protocol itself.
+#include "raw_app.h"
+#include "test_util.h"
+
+#include "dti_abi.h"
+
+#include <cstring>
+
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dti::test {
+namespace {
+
+class DtiPass : public Attached {
+  protected:
+    void SetUp() override
+    {
+        Attached::SetUp();
+        if (test_engines() > 1)
+            GTEST_SKIP() << "passing needs one engine (dti_pass: -EOPNOTSUPP on several)";
+        // What the shim would send: the socket's kernel placeholder.
+        placeholder_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_GE(placeholder_, 0);
+    }
+    void TearDown() override
+    {
+        if (joined_)
+            dti_detach(joined_);
+        if (other_)
+            dti_detach(other_);
+        joined_ = other_ = nullptr;
+        if (placeholder_ >= 0)
+            close(placeholder_);
+        Attached::TearDown();
+    }
+    // An attachment of its own: another process's, to the PPE.
+    dti_t *other()
+    {
+        if (!other_) {
+            dti_attach_opts opts{path_.c_str(), "receiver"};
+            char msg[256] = "";
+            EXPECT_EQ(dti_attach(&opts, &other_, msg, sizeof msg), 0) << msg;
+        }
+        return other_;
+    }
+    // The receiver claims what it got (a dup: the same open file).
+    int claim(dti_t *d, int fd, bool may_join, dti_sock_t *h)
+    {
+        int got = dup(fd);
+        char why[200] = "";
+        int rc = dti_claim(d, got, may_join, h, &joined_, why, sizeof why);
+        close(got);
+        why_ = why;
+        return rc;
+    }
+    dti_ctx_t *joined_ctx()
+    {
+        int err = 0;
+        dti_ctx_t *c = joined_ ? dti_ctx_get(joined_, &err) : nullptr;
+        EXPECT_NE(c, nullptr) << dti_strerror(err);
+        return c;
+    }
+    int placeholder_ = -1;
+    dti_t *other_ = nullptr, *joined_ = nullptr;
+    std::string why_;
+};
+
+TEST_F(DtiPass, ReceiverOfAnotherGroupJoinsAndServesTheConnection)
+{
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_send_all(c_, client, "before", 6, 5000), 6);
+    char why[200] = "";
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, why, sizeof why), 0) << why;
+    dti_sock_t h = DTI_SOCK_INVALID;
+    ASSERT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+    EXPECT_EQ(h, server);
+    dti_ctx_t *rc = joined_ctx();
+    ASSERT_NE(rc, nullptr);
+    char buf[16] = {};
+    ASSERT_EQ(dti_recv_wait(rc, h, buf, 6, 5000), 6);
+    EXPECT_EQ(std::string(buf, 6), "before");
+    // Both hold it, as after fork: the sender's close leaves it open.
+    ASSERT_EQ(dti_close(c_, server), 0);
+    ASSERT_EQ(dti_send_all(c_, client, "after", 5, 5000), 5);
+    ASSERT_EQ(dti_recv_wait(rc, h, buf, 5, 5000), 5);
+    EXPECT_EQ(std::string(buf, 5), "after");
+    ASSERT_EQ(dti_send_all(rc, h, "reply", 5, 5000), 5);
+    ASSERT_EQ(dti_recv_wait(c_, client, buf, 5, 5000), 5);
+    EXPECT_EQ(std::string(buf, 5), "reply");
+    // The receiver's close is the last: FIN.
+    ASSERT_EQ(dti_close(rc, h), 0);
+    EXPECT_EQ(dti_recv_wait(c_, client, buf, 1, 5000), 0);
+}
+
+TEST_F(DtiPass, ListenerPassedAcceptsInTheReceiver)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    char why[200] = "";
+    ASSERT_EQ(dti_pass(d_, l, placeholder_, why, sizeof why), 0) << why;
+    dti_sock_t h = DTI_SOCK_INVALID;
+    ASSERT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+    dti_ctx_t *rc = joined_ctx();
+    ASSERT_NE(rc, nullptr);
+    int cs = dti_socket(c_);
+    ASSERT_GE(cs, 0);
+    dti_addr to{0x7f000001, port};
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+    int s = dti_accept(rc, h, nullptr, 5000);
+    ASSERT_GE(s, 0) << dti_strerror(s);
+    ASSERT_EQ(dti_send_all(rc, dti_sock_t(s), "hi", 2, 5000), 2);
+    char buf[2];
+    ASSERT_EQ(dti_recv_wait(c_, dti_sock_t(cs), buf, 2, 5000), 2);
+    EXPECT_EQ(std::string(buf, 2), "hi");
+}
+
+TEST_F(DtiPass, SenderClosedBeforeTheClaimKeepsItOpen)
+{
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    ASSERT_EQ(dti_close(c_, server), 0); // in flight: the PPE keeps it, as the kernel keeps the file
+    ASSERT_EQ(dti_send_all(c_, client, "x", 1, 5000), 1);
+    dti_sock_t h = DTI_SOCK_INVALID;
+    ASSERT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+    char b = 0;
+    ASSERT_EQ(dti_recv_wait(joined_ctx(), h, &b, 1, 5000), 1);
+    EXPECT_EQ(b, 'x');
+}
+
+TEST_F(DtiPass, WrongFileIsRefused)
+{
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    int another = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); // a socket, not the one in flight
+    dti_sock_t h = DTI_SOCK_INVALID;
+    EXPECT_EQ(claim(other(), another, true, &h), -ENOENT) << why_;
+    EXPECT_EQ(h, DTI_SOCK_INVALID);
+    close(another);
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    EXPECT_EQ(claim(other(), p[0], true, &h), -EBADF) << "not a socket";
+    close(p[0]);
+    close(p[1]);
+    EXPECT_EQ(dti_close(dti_ctx_get(other(), nullptr), server), -DTI_E_BAD_HANDLE) << "nothing was granted";
+    // The one in flight is still there for the right file.
+    EXPECT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+}
+
+TEST_F(DtiPass, ClaimTwiceIsRefused)
+{
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    dti_sock_t h = DTI_SOCK_INVALID;
+    ASSERT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+    dti_t *first = std::exchange(joined_, nullptr);
+    EXPECT_EQ(claim(other(), placeholder_, true, &h), -ENOENT) << "one pass, one claim";
+    EXPECT_EQ(claim(first, placeholder_, false, &h), -ENOENT);
+    dti_detach(first);
+    // Passed twice (to two workers): two claims.
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    EXPECT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+    dti_detach(std::exchange(joined_, nullptr));
+    EXPECT_EQ(claim(d_, placeholder_, false, &h), 0) << "the sender's own group: a hold, no join";
+    EXPECT_EQ(joined_, nullptr);
+}
+
+TEST_F(DtiPass, WithdrawnPassIsGoneAndClosesWhatNobodyHolds)
+{
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    ASSERT_EQ(dti_close(c_, server), 0);
+    ASSERT_EQ(dti_pass_withdraw(d_, server, placeholder_), 0); // the sendmsg failed
+    dti_sock_t h = DTI_SOCK_INVALID;
+    EXPECT_EQ(claim(other(), placeholder_, true, &h), -ENOENT);
+    char b;
+    EXPECT_EQ(dti_recv_wait(c_, client, &b, 1, 5000), 0) << "the last hold went: FIN";
+}
+
+TEST_F(DtiPass, OnlySocketsTheSenderHoldsPass)
+{
+    char why[200] = "";
+    EXPECT_EQ(dti_pass(d_, dti_sock_t(0x00f00123), placeholder_, why, sizeof why), -DTI_E_BAD_HANDLE);
+    int s = dti_socket(c_);
+    ASSERT_GE(s, 0);
+    ASSERT_EQ(dti_close(c_, dti_sock_t(s)), 0);
+    EXPECT_EQ(dti_pass(d_, dti_sock_t(s), placeholder_, nullptr, 0), -DTI_E_BAD_HANDLE) << "closed";
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    s = dti_socket(c_);
+    EXPECT_EQ(dti_pass(d_, dti_sock_t(s), p[0], nullptr, 0), -EBADF) << "the descriptor must be a socket";
+    close(p[0]);
+    close(p[1]);
+}
+
+TEST_F(DtiPass, ReceiverWithSocketsOfItsOwnCannotJoin)
+{
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    dti_sock_t h = DTI_SOCK_INVALID;
+    EXPECT_EQ(claim(other(), placeholder_, false, &h), -EXDEV) << why_;
+    EXPECT_EQ(claim(other(), placeholder_, true, &h), 1) << "still in flight: " << why_;
+}
+
+// Sends m with one descriptor.
+bool send_with_fd(int ctl, const dti_ctl_msg &m, int fd)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{const_cast<dti_ctl_msg *>(&m), sizeof m};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    return sendmsg(ctl, &mh, MSG_NOSIGNAL) == ssize_t(sizeof m);
+}
+
+TEST_F(DtiPass, ReceiverOfAnotherUserIsRefused)
+{
+    if (getuid() != 0)
+        GTEST_SKIP() << "needs root to run a child as another user";
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    ASSERT_EQ(chmod(path_.c_str(), 0666), 0); // the child (uid 65534) must reach the socket
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        // uid 65534 with the socket in its hands (as SCM_RIGHTS would give it).
+        if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+            setresuid(65534, 65534, 65534) != 0)
+            _exit(90);
+        RawApp b;
+        if (!b.attach(path_, 0, 1))
+            _exit(91);
+        dti_ctl_msg m{};
+        m.magic = DTI_CTL_MAGIC;
+        m.type = DTI_CTL_CLAIM;
+        m.abi_version = DTI_ABI_VERSION;
+        if (!send_with_fd(b.ctl, m, placeholder_))
+            _exit(92);
+        dti_ctl_msg r{};
+        if (!RawApp::recv_with_fds(b.ctl, &r, nullptr, 0))
+            _exit(93);
+        _exit(r.type == DTI_CTL_REFUSED && r.status == EPERM ? 0 : 94);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 0) << "90: could not drop to 65534, 91: attach, 92/93: the exchange, 94: not "
+                                     "refused with EPERM";
+    // The owner's own user still may.
+    dti_sock_t h = DTI_SOCK_INVALID;
+    EXPECT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+}
+
+} // namespace
+} // namespace dti::test
