@@ -53,10 +53,11 @@ def send(path, host, port):
     lst.listen(8)
     print("listening", flush=True)
     u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    u.connect(path)  # Python 3.11's send_fds drops its address argument
     c, _ = lst.accept()
-    socket.send_fds(u, [b"conn"], [c.fileno()], address=path)
+    socket.send_fds(u, [b"conn"], [c.fileno()])
     c.close()  # the receiver's copy keeps it open
-    socket.send_fds(u, [b"listener"], [lst.fileno()], address=path)
+    socket.send_fds(u, [b"listener"], [lst.fileno()])
     lst.close()
     print("passed both", flush=True)
 

@@ -57,8 +57,10 @@ else
     [ "$after" -ge $((before + 204)) ] || fail "cluster: the PPE took $((after - before)) connections, not 204 (the kernel served them?)"
     kill -TERM "$cluster_pid"
     wait "$cluster_pid" || true
-    served=$(grep -c "^worker [0-9]* served [1-9]" "$work/cluster.out")
-    [ "$served" -eq 4 ] || { cat "$work/cluster.out"; fail "cluster: $served of 4 workers served connections"; }
+    conns=$(grep -c "^served by " "$work/cluster.out")
+    [ "$conns" -eq 204 ] || fail "cluster: the workers took $conns connections, not 204"
+    served=$(grep "^served by " "$work/cluster.out" | sort -u | wc -l)
+    [ "$served" -eq 4 ] || { sort "$work/cluster.out" | uniq -c; fail "cluster: $served of 4 workers served connections"; }
     no_warning "$work/cluster.log" "the cluster"
 fi
 
