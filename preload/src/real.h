@@ -21,6 +21,15 @@
 #include <sys/uio.h>
 #include <time.h>
 
+/* A system call made with the instruction, never through libc's syscall():
+ * the shim interposes that one (syscall.c), and its own raw calls must not
+ * come back into the shim. -1 and errno as libc's syscall() reports. */
+long eta_raw_syscall6(long n, long a, long b, long c, long d, long e, long f);
+#define ETA_RAW_SYSCALL7_(n, a, b, c, d, e, f, ...) \
+    eta_raw_syscall6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+/* eta_raw_syscall(SYS_x, args...): up to six arguments, the rest zero. */
+#define eta_raw_syscall(...) ETA_RAW_SYSCALL7_(__VA_ARGS__, 0, 0, 0, 0, 0, 0)
+
 /* X(return type, name, parameter list) for every function the shim wraps. */
 #define ETA_REAL_FUNCTIONS(X)                                                        \
     X(int, socket, (int, int, int))                                                  \
