@@ -601,8 +601,9 @@ static unsigned waiter_slot(struct eta_epoll *e, dti_ctx_t *c)
     return k;
 }
 
-/* Poll bits of entry ent that it asked for (EPOLL* values). */
-static uint32_t member_events(struct epent *ent, dti_ctx_t *c)
+/* Poll bits of entry ent that it asked for (EPOLL* values). Inlined in
+ * the first look; a call elsewhere. */
+static inline __attribute__((always_inline)) uint32_t member_events_inline(struct epent *ent, dti_ctx_t *c)
 {
     uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
                     EPOLLERR | EPOLLHUP;
@@ -612,6 +613,11 @@ static uint32_t member_events(struct epent *ent, dti_ctx_t *c)
     if (ev & POLLOUT)
         ev |= EPOLLWRNORM;
     return ev & want;
+}
+
+static __attribute__((noinline)) uint32_t member_events(struct epent *ent, dti_ctx_t *c)
+{
+    return member_events_inline(ent, c);
 }
 
 /* Whether a member waiting for send space must arm the DTI's one-shot
@@ -933,8 +939,74 @@ static int wait_kernel(int epfd, struct eta_epoll *e, struct epoll_event *out, i
     return rc;
 }
 
-static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout_ns, const sigset_t *mask,
-                     int ms, const struct timespec *ts, int which)
+/* The first look for the call a busy event loop makes most: a set this
+ * thread has waited in before, nothing to look at again (no lost events, no
+ * fork), its ready queue holding only level-triggered members this thread
+ * watches, every one of them ready and all fitting in out[]. Then each is
+ * reported and stays queued, exactly what collect() would do, without its
+ * bookkeeping (stamps, laps, the cursor: with every queued member reported
+ * there is nothing to take turns over). Anything else (a member not ready,
+ * to be dropped or watched; edge-triggered or one-shot members; kernel
+ * members to ask; more ready than fits) changes nothing here and returns
+ * -1: collect() does it. Lock held. */
+static inline __attribute__((always_inline)) int first_look(struct eta_epoll *e, dti_ctx_t *c,
+                                                            struct epoll_event *out, int max)
+{
+    unsigned n_rq = e->n_rq;
+    if (n_rq == 0 || n_rq > (unsigned)max || atomic_load_explicit(&e->n_kernel, memory_order_relaxed) ||
+        atomic_load_explicit(&eta_rescan_seq, memory_order_relaxed) != e->seen_rescan ||
+        e->seen_epoch != eta_fork_epoch)
+        return -1;
+    uint64_t serial = eta_tls_ctx_serial; /* c is this thread's cached context (eta_ctx_serial()) */
+    unsigned k = 0;
+    while (e->waiters[k] != serial || !serial)
+        if (++k == WAITER_SLOTS)
+            return -1; /* a thread new to this set: it must watch every member first */
+    const uint32_t plain = EPOLLET | EPOLLONESHOT;
+    for (unsigned i = 0; i < n_rq; i++) {
+        struct epent *ent = &e->ents[e->rq[i]];
+        if ((ent->events & plain) || ent->disabled || !(ent->watched & (1u << k)) || ent->s->hybrid)
+            return -1;
+        uint32_t ev = member_events_inline(ent, c);
+        if (!ev)
+            return -1;
+        out[i].events = ev;
+        out[i].data = ent->data;
+    }
+    return (int)n_rq;
+}
+
+/* epoll_wait()'s way in when the set has accelerated members and the
+ * thread a context: the pump and first_look(); -2 when the general way
+ * must answer (it starts again from the beginning: nothing was changed). */
+static inline __attribute__((always_inline)) int wait_first(int epfd, struct epoll_event *out, int max,
+                                                            int64_t timeout_ns)
+{
+    dti_ctx_t *c = eta_ctx_cached();
+    /* eta_fd_peek() less its eta_tracked test, which the caller made. */
+    struct eta_obj *o = (unsigned)epfd < ETA_FD_MAX && eta_fds ? atomic_load_explicit(&eta_fds[epfd], memory_order_acquire)
+                                                               : NULL;
+    if (!c || !o || o->kind != ETA_OBJ_EPOLL || max <= 0 || !out || !eta_obj_tryref(o))
+        return -2;
+    struct eta_epoll *e = (struct eta_epoll *)o;
+    /* As spin_then_sleep(): reap when something came, and now and then. */
+    if (dti_cq_ready(c) || (++pump_skips & 63) == 0)
+        eta_pump(c);
+    set_lock(e);
+    int n = first_look(e, c, out, max);
+    set_unlock(e);
+    eta_obj_unref(o);
+    if (n < 0)
+        return -2;
+    if (timeout_ns != 0)
+        dti_spin_end(c, 0); /* answered at once: the spin policy learns it (as wait_mixed()) */
+    return n;
+}
+
+/* The general way (after wait_first() declined, or for a program with no
+ * accelerated socket). */
+static __attribute__((noinline)) int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout_ns,
+                                               const sigset_t *mask, int ms, const struct timespec *ts, int which)
 {
     struct eta_epoll *e = NULL;
     if (atomic_load_explicit(&eta_tracked, memory_order_relaxed))
@@ -980,19 +1052,36 @@ static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout
     return rc;
 }
 
+/* Each entry point tries wait_first() before the general way. (The signal
+ * mask of the pwait forms matters only to a sleep, which the first look
+ * never makes.) */
+#define WAIT_FIRST(epfd, out, max, t)                                       \
+    do {                                                                    \
+        if (ETA_LIKELY(atomic_load_explicit(&eta_tracked, memory_order_relaxed))) { \
+            int first_ = wait_first(epfd, out, max, t);                     \
+            if (ETA_LIKELY(first_ != -2))                                   \
+                return first_;                                              \
+        }                                                                   \
+    } while (0)
+
 ETA_EXPORT int epoll_wait(int epfd, struct epoll_event *out, int max, int ms)
 {
-    return wait_impl(epfd, out, max, ms < 0 ? -1 : (int64_t)ms * 1000000, NULL, ms, NULL, 0);
+    int64_t t = ms < 0 ? -1 : (int64_t)ms * 1000000;
+    WAIT_FIRST(epfd, out, max, t);
+    return wait_impl(epfd, out, max, t, NULL, ms, NULL, 0);
 }
 
 ETA_EXPORT int epoll_pwait(int epfd, struct epoll_event *out, int max, int ms, const sigset_t *mask)
 {
-    return wait_impl(epfd, out, max, ms < 0 ? -1 : (int64_t)ms * 1000000, mask, ms, NULL, 1);
+    int64_t t = ms < 0 ? -1 : (int64_t)ms * 1000000;
+    WAIT_FIRST(epfd, out, max, t);
+    return wait_impl(epfd, out, max, t, mask, ms, NULL, 1);
 }
 
 ETA_EXPORT int epoll_pwait2(int epfd, struct epoll_event *out, int max, const struct timespec *ts,
                             const sigset_t *mask)
 {
     int64_t t = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
+    WAIT_FIRST(epfd, out, max, t);
     return wait_impl(epfd, out, max, t, mask, 0, ts, 2);
 }
