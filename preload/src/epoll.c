@@ -713,7 +713,7 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
     unsigned k = c ? waiter_slot(e, c) : 0;
     uint32_t stamp = ++e->look_stamp;
     int n = 0;
-    unsigned p = e->cursor;
+    unsigned p = e->cursor, resume = 0;
     /* Each step looks at a new member or passes one already looked at
      * (members queued by events while we look count too), until a lap
      * passes only members already looked at. */
@@ -751,8 +751,13 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
             rq_drop(e, idx); /* the last queued member moves to p: it is next */
         else
             p++;
+        if (r == MEMBER_REPORT && n == max)
+            resume = p; /* the next call starts after the last member reported */
     }
-    e->cursor = p;
+    /* With out[] filled, the lap above went on past the last report (and
+     * round to where it started): the next call starts where the reports
+     * stopped, so ready members take turns. */
+    e->cursor = n == max ? resume : p;
     return n;
 }
 
