@@ -35,7 +35,6 @@
 
 void *eta_obj_alloc(void);
 
-
 /* Every shadow, so a closed socket can leave them all. */
 #define MAX_SHADOWS 1024
 static struct eta_epoll *shadows[MAX_SHADOWS];

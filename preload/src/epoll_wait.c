@@ -201,8 +201,8 @@ static int wait_kernel(int epfd, struct eta_epoll *e, struct epoll_event *out, i
  * thread has waited in before, nothing to look at again (no lost events, no
  * fork), its ready queue holding only level-triggered members this thread
  * watches, every one of them ready and all fitting in out[]. Then each is
- * reported and stays queued, exactly what eta_ep_collect() would do, without its
- * bookkeeping (stamps, laps, the cursor: with every queued member reported
+ * reported and stays queued, exactly what eta_ep_collect() would do,
+ * without its bookkeeping (stamps, laps, the cursor: with every queued member reported
  * there is nothing to take turns over). Anything else (a member not ready,
  * to be dropped or watched; edge-triggered or one-shot members; kernel
  * members to ask; more ready than fits) changes nothing here and returns
@@ -242,8 +242,9 @@ static inline __attribute__((always_inline)) int wait_first(int epfd, struct epo
 {
     dti_ctx_t *c = eta_ctx_cached();
     /* eta_fd_peek() less its eta_tracked test, which the caller made. */
-    struct eta_obj *o = (unsigned)epfd < ETA_FD_MAX && eta_fds ? atomic_load_explicit(&eta_fds[epfd], memory_order_acquire)
-                                                               : NULL;
+    struct eta_obj *o = NULL;
+    if ((unsigned)epfd < ETA_FD_MAX && eta_fds)
+        o = atomic_load_explicit(&eta_fds[epfd], memory_order_acquire);
     if (!c || !o || o->kind != ETA_OBJ_EPOLL || max <= 0 || !out || !eta_obj_tryref(o))
         return -2;
     struct eta_epoll *e = (struct eta_epoll *)o;
