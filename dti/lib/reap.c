@@ -195,7 +195,7 @@ static unsigned reap_idle(struct dti_ctx *c, struct dti_cqe *out, unsigned max)
     return alive ? 0 : flush_all_gone(c, out, max);
 }
 
-static bool qp_has_entries(const struct dti_ctx *c)
+static inline __attribute__((always_inline)) bool qp_has_entries(const struct dti_ctx *c)
 {
     return c->stash_len || c->stash_rescan ||
            DTI_LOAD(&c->evs[c->ev_cons & c->ev_mask].stamp) == (uint16_t)(c->ev_cons + 1) ||

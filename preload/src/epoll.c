@@ -1,6 +1,7 @@
-/* epoll over sets that mix accelerated sockets with kernel descriptors.
- * (One file over the tree's ~800 lines on purpose: set, ready queue, looks and
- * waits share one lock and its invariants; the waits are the seam to split.)
+/* epoll over sets that mix accelerated sockets with kernel descriptors: the
+ * set, its members, the ready queue and the looks. The waits are in
+ * epoll_wait.c; what both share (the set's structures, its lock) in
+ * epoll_set.h.
  *
  * The program's epoll instance stays a real kernel epoll holding its kernel
  * descriptors (and the kernel half of INADDR_ANY listeners), untouched: its
@@ -30,53 +31,9 @@
 #include <sys/auxv.h>
 #include <sys/eventfd.h>
 
-#include "lock.h"
-#include "shim.h"
+#include "epoll_set.h"
 
 void *eta_obj_alloc(void);
-
-/* Contexts (threads) that have watched members of one set: a member carries
- * one bit per slot, so a thread coming back costs no watch command. */
-#define WAITER_SLOTS 4
-
-struct epent {
-    int fd;
-    struct eta_sock *s;  /* not referenced: release removes the entry */
-    int32_t rq;          /* position in the ready queue, -1: not queued */
-    uint8_t watched;     /* bit k: watched from e->waiters[k] */
-    uint32_t stamp;      /* e->look_stamp of the last collect() that looked at it */
-    uint32_t events;     /* EPOLLIN | ... | EPOLLET | EPOLLONESHOT ... */
-    epoll_data_t data;
-    uint32_t last_ev;    /* edge triggering: what was reported */
-    uint64_t last_rx;    /* the socket's arrival total when last reported */
-    uint64_t last_tx;    /* its send-space total when last reported */
-    uint32_t last_rescan;
-    bool disabled;       /* EPOLLONESHOT fired */
-};
-
-struct eta_epoll {
-    struct eta_obj obj;
-    int epfd;
-    int inner;              /* -1 until first needed */
-    uint32_t inner_gen;     /* eta_fork_epoch it was made in (fork) */
-    uint64_t inner_ctx;     /* whose wait fd is in inner (eta_ctx_serial()) */
-    struct eta_lock lock;   /* the members, the ready queue, the waiters */
-    struct epent *ents;
-    unsigned n, cap;
-    unsigned cursor;        /* where the next look at the ready queue starts: fairness */
-    uint32_t *rq;           /* the ready queue: entry indices (capacity: cap) */
-    unsigned n_rq;
-    uint32_t seen_rescan;   /* eta_rescan_seq when every member was last queued */
-    uint32_t seen_epoch;    /* eta_fork_epoch likewise (a fork child looks at all) */
-    uint64_t waiters[WAITER_SLOTS]; /* contexts that waited here (eta_ctx_serial(); see epent.watched) */
-    unsigned next_waiter;   /* the slot a new waiter takes */
-    uint32_t look_stamp;    /* bumped by every collect() */
-    int kick;               /* eventfd in the program's epoll (see kick_sleepers), -1: none */
-    _Atomic int sleepers;   /* threads asleep in this epoll (either way) */
-    _Atomic unsigned n_kernel; /* kernel descriptors in the program's epoll (never fewer than
-                                * there are; 0: a wait need not ask the kernel) */
-};
-_Static_assert(sizeof(struct eta_epoll) <= 256, "epoll object outgrew its slot");
 
 /* Every shadow, so a closed socket can leave them all. */
 #define MAX_SHADOWS 1024
@@ -143,7 +100,7 @@ static void kick_sleepers(struct eta_epoll *e)
  * events left; *kicked tells whether one was dropped. (The eventfd's counter
  * is never read: edge-triggered, every write is a new event, and 2^64 writes
  * are out of reach.) */
-static int drop_kicks(struct epoll_event *out, int n, bool *kicked)
+int eta_ep_drop_kicks(struct epoll_event *out, int n, bool *kicked)
 {
     if (n <= 0)
         return n;
@@ -159,7 +116,7 @@ static int drop_kicks(struct epoll_event *out, int n, bool *kicked)
     return k;
 }
 
-static struct eta_epoll *shadow_get(int epfd)
+struct eta_epoll *eta_ep_get(int epfd)
 {
     struct eta_obj *o = eta_fd_get(epfd);
     if (o && o->kind != ETA_OBJ_EPOLL) {
@@ -246,7 +203,7 @@ static void kernel_count(int epfd, int op)
 {
     if (op == EPOLL_CTL_MOD)
         return;
-    struct eta_epoll *e = shadow_get(epfd);
+    struct eta_epoll *e = eta_ep_get(epfd);
     if (!e)
         return;
     if (op == EPOLL_CTL_ADD)
@@ -309,21 +266,7 @@ void eta_epoll_forget_fd(int fd, struct eta_sock *s)
 
 /* ---- membership and the ready queue (the set's lock held) ----------------- */
 
-/* The set whose lock this thread holds, if any: an event dispatched while
- * it looks at its members (eta_watch() may pump) queues without locking. */
-static ETA_TLS struct eta_epoll *tls_locked;
-
-static void set_lock(struct eta_epoll *e)
-{
-    eta_lock(&e->lock);
-    tls_locked = e;
-}
-
-static void set_unlock(struct eta_epoll *e)
-{
-    tls_locked = NULL;
-    eta_unlock(&e->lock);
-}
+ETA_TLS struct eta_epoll *eta_ep_locked;
 
 /* The link's index is written after the slot is taken: whoever reads a
  * link of set e holds e's lock, as the caller does. */
@@ -413,7 +356,7 @@ void eta_epoll_touch(struct eta_sock *s)
         struct eta_epoll *e = atomic_load_explicit(&s->ep[k].set, memory_order_acquire);
         if (!e)
             continue;
-        if (e == tls_locked) {
+        if (e == eta_ep_locked) {
             queue_linked(e, s, &s->ep[k]);
             continue;
         }
@@ -425,7 +368,7 @@ void eta_epoll_touch(struct eta_sock *s)
         if (!eta_obj_tryref(&e->obj))
             continue;
         if (e->obj.kind == ETA_OBJ_EPOLL) {
-            if (!tls_locked) {
+            if (!eta_ep_locked) {
                 eta_lock(&e->lock);
             } else if (!eta_trylock(&e->lock)) {
                 atomic_fetch_add(&eta_rescan_seq, 1);
@@ -510,7 +453,7 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         eta_obj_put(&s->obj);
         return fail(EBADF);
     }
-    struct eta_epoll *e = shadow_get(epfd);
+    struct eta_epoll *e = eta_ep_get(epfd);
     bool created = false;
     if (!e && op == EPOLL_CTL_ADD)
         created = (e = shadow_create(epfd)) != NULL;
@@ -601,17 +544,9 @@ static unsigned waiter_slot(struct eta_epoll *e, dti_ctx_t *c)
     return k;
 }
 
-/* Poll bits of entry ent that it asked for (EPOLL* values). */
-static uint32_t member_events(struct epent *ent, dti_ctx_t *c)
+static __attribute__((noinline)) uint32_t member_events(struct epent *ent, dti_ctx_t *c)
 {
-    uint32_t want = (ent->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM)) |
-                    EPOLLERR | EPOLLHUP;
-    uint32_t ev = eta_sock_events(c, ent->s);
-    if (ev & POLLIN)
-        ev |= EPOLLRDNORM;
-    if (ev & POLLOUT)
-        ev |= EPOLLWRNORM;
-    return ev & want;
+    return member_events_inline(ent, c);
 }
 
 /* Whether a member waiting for send space must arm the DTI's one-shot
@@ -696,7 +631,7 @@ static int look(struct epent *ent, dti_ctx_t *c, unsigned k, uint32_t rescan, st
  * reported twice in one call, and none that is ready is missed while there
  * is room in out[]. The start moves on each call: ready members take turns
  * when out[] is small. */
-static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max)
+int eta_ep_collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max)
 {
     uint32_t rescan = atomic_load(&eta_rescan_seq);
     if (ETA_UNLIKELY(rescan != e->seen_rescan || e->seen_epoch != eta_fork_epoch)) {
@@ -707,7 +642,7 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
     unsigned k = c ? waiter_slot(e, c) : 0;
     uint32_t stamp = ++e->look_stamp;
     int n = 0;
-    unsigned p = e->cursor;
+    unsigned p = e->cursor, resume = 0;
     /* Each step looks at a new member or passes one already looked at
      * (members queued by events while we look count too), until a lap
      * passes only members already looked at. */
@@ -745,254 +680,12 @@ static int collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, i
             rq_drop(e, idx); /* the last queued member moves to p: it is next */
         else
             p++;
+        if (r == MEMBER_REPORT && n == max)
+            resume = p; /* the next call starts after the last member reported */
     }
-    e->cursor = p;
+    /* With out[] filled, the lap above went on past the last report (and
+     * round to where it started): the next call starts where the reports
+     * stopped, so ready members take turns. */
+    e->cursor = n == max ? resume : p;
     return n;
-}
-
-/* Puts the waiting thread's wait fd in the inner epoll. Lock held. Every
- * member that is not queued is watched from c (collect() saw to it). */
-static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
-{
-    if (e->inner < 0 || e->inner_gen != eta_fork_epoch) {
-        e->inner = real_epoll_create1(EPOLL_CLOEXEC);
-        if (e->inner < 0)
-            return -1;
-        e->inner_gen = eta_fork_epoch;
-        e->inner_ctx = 0;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
-        if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, e->epfd, &ev) != 0)
-            return -1;
-    }
-    uint64_t serial = eta_ctx_serial(c);
-    if (!serial || e->inner_ctx != serial) {
-        /* (The wait fd of a thread that ended left the set when it closed.) */
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
-        if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, dti_ctx_wait_fd(c), &ev) != 0 && errno != EEXIST)
-            return -1;
-        e->inner_ctx = serial;
-    }
-    /* Queued meanwhile (an event pumped while we looked, a member added):
-     * look before sleeping. */
-    return e->n_rq > 0 ? 1 : 0;
-}
-
-static ETA_TLS unsigned pump_skips;
-
-/* *waited: when it started to wait (0: answered by the first look, the
- * clock never read). */
-static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max, int64_t timeout_ns,
-                           const sigset_t *mask, uint64_t *waited)
-{
-    uint64_t start = 0, deadline = 0, spin_end = 0;
-    unsigned iter = 0;
-    for (;;) {
-        /* Events queue members: reap when some came (and now and then
-         * regardless, which is how a departed engine is noticed). */
-        if (c && (dti_cq_ready(c) || (++pump_skips & 63) == 0))
-            eta_pump(c);
-        set_lock(e);
-        int n = collect(e, c, out, max);
-        set_unlock(e);
-        /* The kernel members: at once, then every 64 rounds while spinning.
-         * Beside ready accelerated members, only if the set has kernel
-         * members (a system call per wait is what eta exists to remove);
-         * with none ready, always: that look also takes our own wake-ups
-         * (kicks), which would otherwise keep the sleep below from
-         * sleeping. */
-        if (n < max && (n > 0 ? atomic_load_explicit(&e->n_kernel, memory_order_relaxed) != 0
-                              : iter == 0 || (iter & 63) == 0)) {
-            bool kicked = false;
-            int k = drop_kicks(out + n, real_epoll_wait(e->epfd, out + n, max - n, 0), &kicked);
-            if (k > 0)
-                n += k;
-            else if (k < 0 && n == 0)
-                return -1;
-        }
-        if (n > 0 || timeout_ns == 0) {
-            return n;
-        }
-        if (!start) { /* nothing at the first look: from now on, time counts */
-            *waited = start = eta_now_ns();
-            deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
-            spin_end = start + (c ? dti_spin_begin(c) : 0); /* adaptive: see dti_ctx_set_spin() */
-        }
-        iter++;
-        uint64_t now = eta_now_ns();
-        if (deadline && now >= deadline)
-            return 0;
-        if (now < spin_end)
-            continue;
-        /* Sleep in the inner epoll: the program's epoll fd and our wait fd. */
-        int armed = 0;
-        atomic_fetch_add(&e->sleepers, 1);
-        set_lock(e);
-        int prc = c ? prepare_sleep(e, c) : 0;
-        set_unlock(e);
-        if (prc != 0)
-            atomic_fetch_sub(&e->sleepers, 1);
-        if (prc < 0)
-            return -1;
-        if (prc > 0) {
-            iter = 0;
-            continue;
-        }
-        if (c) {
-            armed = dti_arm(c);
-            if (armed != 0) {
-                atomic_fetch_sub(&e->sleepers, 1);
-                if (armed < 0) {
-                    eta_engine_check(dti_ctx_owner(c));
-                    c = NULL;
-                }
-                iter = 0;
-                continue;
-            }
-        }
-        int ms = -1;
-        if (deadline) {
-            now = eta_now_ns();
-            ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-        }
-        ETA_STAT_ADD(sleeps, 1);
-        struct epoll_event got[2];
-        bool kicked = false;
-        /* No engine: sleep at most until the next try to re-attach. */
-        int cap = c ? ms : eta_reattach_wait_ms();
-        bool capped = !c && cap >= 0 && (ms < 0 || cap < ms);
-        int rc = c ? real_epoll_pwait(e->inner, got, 2, ms, mask)
-                   : drop_kicks(out, real_epoll_pwait(e->epfd, out, max, capped ? cap : ms, mask), &kicked);
-        int err = errno;
-        atomic_fetch_sub(&e->sleepers, 1);
-        if (c) {
-            dti_disarm(c);
-            if (!eta_engine_check(dti_ctx_owner(c)))
-                c = NULL;
-        } else if (rc == 0 && capped) {
-            if (eta_reattach_try()) /* the PPE is back: its members count again */
-                c = eta_ctx();
-            continue;
-        } else if (rc != 0 || !kicked) {
-            return rc; /* no engine: the kernel members are all there is to wait for */
-        } else {
-            continue; /* only our wake-up: look again (the deadline still holds) */
-        }
-        if (rc < 0) {
-            errno = err;
-            return -1;
-        }
-        iter = 0;
-        spin_end = 0;
-    }
-}
-
-static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
-                      const sigset_t *mask)
-{
-    uint64_t waited = 0;
-    dti_ctx_t *c = eta_ctx_cached();
-    if (!c)
-        c = eta_ctx();
-    int n = spin_then_sleep(e, c, out, max, timeout_ns, mask, &waited);
-    if (timeout_ns == 0 || n < 0)
-        return n;
-    c = eta_ctx_cached(); /* (the PPE may have gone, or come back, meanwhile) */
-    if (!c && waited)
-        c = eta_ctx();
-    if (c) /* how long it took teaches the spin policy */
-        dti_spin_end(c, waited ? eta_now_ns() - waited : 0);
-    return n;
-}
-
-/* The kernel's epoll_wait on a set with no accelerated member (yet). Our
- * wake-up means another thread added one: then look again, through the
- * shadow, with what is left of the timeout. */
-static int wait_kernel(int epfd, struct eta_epoll *e, struct epoll_event *out, int max, const sigset_t *mask,
-                       int ms, const struct timespec *ts, int which, bool *kicked)
-{
-    if (e) {
-        atomic_fetch_add(&e->sleepers, 1);
-        if (__atomic_load_n(&e->n, __ATOMIC_SEQ_CST) != 0) { /* added before we were counted */
-            atomic_fetch_sub(&e->sleepers, 1);
-            *kicked = true;
-            return 0;
-        }
-    }
-    int rc;
-    if (which == 0)
-        rc = real_epoll_wait(epfd, out, max, ms);
-    else if (which == 1)
-        rc = real_epoll_pwait(epfd, out, max, ms, mask);
-    else
-        rc = real_epoll_pwait2(epfd, out, max, ts, mask);
-    int err = errno;
-    if (e)
-        atomic_fetch_sub(&e->sleepers, 1);
-    rc = drop_kicks(out, rc, kicked);
-    errno = err;
-    return rc;
-}
-
-static int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout_ns, const sigset_t *mask,
-                     int ms, const struct timespec *ts, int which)
-{
-    struct eta_epoll *e = NULL;
-    if (atomic_load_explicit(&eta_tracked, memory_order_relaxed))
-        e = shadow_get(epfd);
-    uint64_t start = timeout_ns > 0 && (!e || __atomic_load_n(&e->n, __ATOMIC_SEQ_CST) == 0) ? eta_now_ns() : 0;
-    while (ETA_LIKELY(!e || __atomic_load_n(&e->n, __ATOMIC_SEQ_CST) == 0)) {
-        bool kicked = false;
-        int rc = wait_kernel(epfd, e, out, max, mask, ms, ts, which, &kicked);
-        int err = errno;
-        if (e)
-            eta_obj_put(&e->obj);
-        if (rc != 0 || !kicked) {
-            errno = err;
-            return rc;
-        }
-        /* Woken for a member another thread added: look at it (also for a
-         * zero timeout), waiting for what is left of the timeout. */
-        if (timeout_ns > 0) {
-            uint64_t now = eta_now_ns();
-            timeout_ns -= (int64_t)(now - start);
-            start = now;
-            if (timeout_ns <= 0)
-                return 0;
-            ms = (int)((timeout_ns + 999999) / 1000000);
-        }
-        which = which == 0 ? 0 : 1; /* pwait2's timespec becomes ms, rounded up */
-        e = shadow_get(epfd);
-        if (!e)
-            return 0; /* closed meanwhile */
-    }
-    if (max <= 0 || !out) {
-        eta_obj_put(&e->obj);
-        return fail(max <= 0 ? EINVAL : EFAULT);
-    }
-    int rc = wait_mixed(e, out, max, timeout_ns, mask);
-    if (ETA_LIKELY(rc >= 0)) {
-        eta_obj_put(&e->obj);
-        return rc;
-    }
-    int saved = errno;
-    eta_obj_put(&e->obj);
-    errno = saved;
-    return rc;
-}
-
-ETA_EXPORT int epoll_wait(int epfd, struct epoll_event *out, int max, int ms)
-{
-    return wait_impl(epfd, out, max, ms < 0 ? -1 : (int64_t)ms * 1000000, NULL, ms, NULL, 0);
-}
-
-ETA_EXPORT int epoll_pwait(int epfd, struct epoll_event *out, int max, int ms, const sigset_t *mask)
-{
-    return wait_impl(epfd, out, max, ms < 0 ? -1 : (int64_t)ms * 1000000, mask, ms, NULL, 1);
-}
-
-ETA_EXPORT int epoll_pwait2(int epfd, struct epoll_event *out, int max, const struct timespec *ts,
-                            const sigset_t *mask)
-{
-    int64_t t = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
-    return wait_impl(epfd, out, max, t, mask, 0, ts, 2);
 }

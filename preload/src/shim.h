@@ -299,7 +299,7 @@ uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s);
 /* Takes the socket's receive and send views (io.c) once it is connected;
  * nothing when it is not yet, or another thread is taking them. */
 void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s);
-static inline uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
+static inline __attribute__((always_inline)) uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
 {
     /* Inline, the case poll and epoll loops meet most: a connected socket
      * of this attachment with nothing the shim keeps on its side. */

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 SCENARIOS = ["handoff", "handoff_poll", "add_while_sleeping", "epollout", "many", "two_sets", "fork_shared",
-             "engine_gone_listeners"]  # last: it crashes the fixture engine
+             "first_look", "engine_gone_listeners"]  # last: it crashes the fixture engine
 
 EXPECTED_WARNINGS = {
     "engine_gone_listeners": ["the PPE has gone"],
