@@ -9,7 +9,10 @@
 //   ipv4.*        Ipv4Layer: IPv4 and ICMP input, output framing
 //   tcp_in.cc     input() (the receive entry), the Ethernet demux, TCP input:
 //                 header prediction (express path on the frame bytes, or
-//                 after a table lookup) -- the hot path, top to bottom
+//                 after a table lookup) -- the hot path, top to bottom --
+//                 then the parsed TcpSegment to tcp_dispatch() (by state)
+//   tcp_segment.h TcpSegment: what the slow-path handlers below take (tests
+//                 feed them through segment_input(): mars_tcp_core)
 //   tcp_handshake.cc  LISTEN, SYN-SENT, entering ESTABLISHED
 //   tcp_sync.cc   the RFC 9293 3.10.7.4 rules, ACK processing, ICMP errors
 //   tcp_data.cc   data, out-of-order queueing, FIN, TIME-WAIT
