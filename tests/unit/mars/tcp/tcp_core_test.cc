@@ -453,6 +453,36 @@ TEST_F(TcpCore, AckOfUnsentDataIsAckedAndDropped)
     EXPECT_EQ(conn()->snd_una, iss + 1);
 }
 
+TEST_F(TcpCore, WindowUpdatesComeFromNewerSegmentsOnly)
+{
+    established();
+    send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck, .win = 1000});
+    EXPECT_EQ(conn()->snd_wnd, 1000u) << "no window scaling was offered: taken as carried";
+    send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck, .win = 2000, .payload = data(10)});
+    EXPECT_EQ(conn()->snd_wnd, 2000u);
+    send({.seq = kIrs + 11, .ack = iss + 1, .flags = kAck, .win = 3000});
+    EXPECT_EQ(conn()->snd_wnd, 3000u);
+    EXPECT_EQ(conn()->snd_wl1, kIrs + 11);
+    peer.take_tcp();
+    // A segment that starts before (RFC 9293 3.10.7.4: SND.WL1 < SEG.SEQ)
+    // does not move it back, though its new part is taken.
+    send({.seq = kIrs + 6, .ack = iss + 1, .flags = kAck, .win = 500, .payload = data(10)});
+    EXPECT_EQ(conn()->rcv_nxt, kIrs + 16);
+    EXPECT_EQ(conn()->snd_wnd, 3000u);
+}
+
+TEST_F(TcpCore, PawsDropsAnOldTimestampAndAcks)
+{
+    established(true);
+    send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck, .payload = data(10), .opt = ts(true, 500)});
+    EXPECT_EQ(conn()->ts_recent, 500u);
+    peer.take_tcp();
+    send({.seq = kIrs + 11, .ack = iss + 1, .flags = kAck, .payload = data(10), .opt = ts(true, 400)});
+    recv_one(iss + 1, kIrs + 11, kAck); // RFC 7323 5.3: drop, and acknowledge
+    EXPECT_EQ(st().stats().drop_tcp_paws, 1u);
+    EXPECT_EQ(conn()->rcv_nxt, kIrs + 11);
+}
+
 // ---- RFC 5961: blind RST, SYN and ACK ---------------------------------------------
 
 TEST_F(TcpCore, RstAtRcvNxtResetsTheConnection)
