@@ -271,7 +271,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // The slow path: a segment the fast path did not take, for connection s
     // (nullptr: none; a listener may take it). Returns true when
     // seg.frame was kept (the out-of-order queue holds it).
-    bool tcp_dispatch(Sock *s, TcpSegment &seg);
+    __attribute__((always_inline)) bool tcp_dispatch(Sock *s, TcpSegment &seg);
     void tcp_listen_input(Sock &l, const TcpSegment &seg);
     void tcp_syn_sent_input(Sock &s, const TcpSegment &seg);
     // ---- tcp_sync.cc -------------------------------------------------------

@@ -397,7 +397,7 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
 // by state: TIME-WAIT (tcp_data.cc), no connection (a listener,
 // tcp_handshake.cc, or a RST), SYN-SENT (tcp_handshake.cc), the
 // synchronized states (tcp_sync.cc).
-bool StackImpl::tcp_dispatch(Sock *s, TcpSegment &seg)
+__attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpSegment &seg)
 {
     const uint8_t flags = seg.flags;
     // Flag combinations no correct TCP sends (RFC 9293 3.10.7: segments
