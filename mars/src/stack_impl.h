@@ -9,7 +9,10 @@
 //   ipv4.*        Ipv4Layer: IPv4 and ICMP input, output framing
 //   tcp_in.cc     input() (the receive entry), the Ethernet demux, TCP input:
 //                 header prediction (express path on the frame bytes, or
-//                 after a table lookup) -- the hot path, top to bottom
+//                 after a table lookup) -- the hot path, top to bottom --
+//                 then the parsed TcpSegment to tcp_dispatch() (by state)
+//   tcp_segment.h TcpSegment: what the slow-path handlers below take (tests
+//                 feed them through segment_input(): mars_tcp_core)
 //   tcp_handshake.cc  LISTEN, SYN-SENT, entering ESTABLISHED
 //   tcp_sync.cc   the RFC 9293 3.10.7.4 rules, ACK processing, ICMP errors
 //   tcp_data.cc   data, out-of-order queueing, FIN, TIME-WAIT
@@ -32,6 +35,7 @@
 #include "sack.h"
 #include "secret.h"
 #include "tcp_options.h"
+#include "tcp_segment.h"
 #include "timer_wheel.h"
 #include "wire.h"
 
@@ -198,6 +202,15 @@ class StackImpl final : public Stack, private Ipv4Upper {
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
     void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
+    // ---- for tests of the TCP rules (tests/unit/mars/tcp/tcp_core_test.cc) --
+    // A segment that passed every check on its frame, straight into the TCP
+    // rules (connection lookup and dispatch by state, as tcp_input() does
+    // after a missed header prediction), then the output it made due is
+    // sent. seg.frame, when set, is consumed (released or held).
+    void segment_input(TcpSegment &seg, uint64_t now_ns);
+    // The connection of a 4-tuple (TIME-WAIT included), or nullptr.
+    const Sock *find_conn(uint32_t remote_ip, uint16_t local_port, uint16_t remote_port) const;
+
   private:
     // Everything below is the stack's own: the layers (link_, arp_, router_,
     // ip_) are reached through their types' interfaces, the TCP code's state
@@ -255,17 +268,21 @@ class StackImpl final : public Stack, private Ipv4Upper {
     __attribute__((always_inline)) bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff, const uint8_t *payload,
                        uint32_t len, uint32_t src_ip);
     // ---- tcp_handshake.cc --------------------------------------------------
-    void tcp_listen_input(Sock &l, PacketRef &f, const wire::Ipv4 *ip, const wire::Tcp *th,
-                          const TcpOptions &opt, uint32_t len);
-    void tcp_syn_sent_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt);
+    // The slow path: a segment the fast path did not take, for connection s
+    // (nullptr: none; a listener may take it). Returns true when
+    // seg.frame was kept (the out-of-order queue holds it).
+    __attribute__((always_inline)) bool tcp_dispatch(Sock *s, TcpSegment &seg);
+    void tcp_listen_input(Sock &l, const TcpSegment &seg);
+    void tcp_syn_sent_input(Sock &s, const TcpSegment &seg);
     // ---- tcp_sync.cc -------------------------------------------------------
-    void tcp_sync_input(Sock &s, PacketRef &f, const wire::Tcp *th, const TcpOptions &opt, uint8_t *payload,
-                        uint32_t len, bool *held);
-    bool tcp_ack(Sock &s, const wire::Tcp *th, const TcpOptions &opt, uint32_t len);
+    void tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held);
+    // len: the payload left after trimming to the window.
+    bool tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len);
     // RFC 5961's challenge ACK, throttled per connection.
     void challenge_ack(Sock &s);
     // ---- tcp_data.cc -------------------------------------------------------
-    void tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
+    // frame: where payload lies (kept when out of order); may be null when len is 0.
+    void tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
     void tcp_fin(Sock &s);
     uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
     // ---- copy.cc: asynchronous receive copies (mars/copy.h) --------------
@@ -280,7 +297,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void reap_copies(bool wait);
     void count_fallback(CopyFallback why);
     bool copies_in_flight() const { return pending_head_ != pending_tail_ || doorbell_due_; }
-    void time_wait_input(Sock &s, const wire::Tcp *th, const TcpOptions &opt, bool *reopen); // tcp_data.cc
+    void time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen);                     // tcp_data.cc
     void rtt_sample(Sock &s, uint64_t rtt_ns);                                                 // tcp_in.cc
     void established(Sock &s);                                                                 // tcp_handshake.cc
     void negotiate(Sock &s, const TcpOptions &opt);                                            // tcp_handshake.cc
@@ -302,7 +319,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // our snd_nxt goes back after a timeout, and an older sequence number
     // would make the peer drop the ACK as unacceptable).
     void send_ack(Sock &s) { send_segment(s, s.snd_max, 0, wire::kAck, false); }
-    void send_rst_reply(const wire::Ipv4 *ip, const wire::Tcp *th, uint32_t len);
+    void send_rst_reply(const TcpSegment &seg);
     void send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
                   uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len);
     void build_template(Sock &s);

@@ -24,7 +24,7 @@ uint32_t StackImpl::deliver(Sock &s, const uint8_t *p, uint32_t n)
     return n;
 }
 
-void StackImpl::tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held)
+void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held)
 {
     if (seq == s.rcv_nxt) {
         bool got_fin = fin;
@@ -52,7 +52,7 @@ void StackImpl::tcp_data(Sock &s, PacketRef &f, uint32_t seq, uint8_t *payload, 
     // Out of order: keep the frame itself in the anonymous pool.
     if (len) {
         const uint32_t share = cfg_.ooo_frames_per_conn;
-        switch (s.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, f, share)) {
+        switch (s.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, *frame, share)) {
         case OooQueue::Insert::kQueued:
             *held = true;
             stats_.tcp_ooo_segments++;
@@ -92,10 +92,11 @@ void StackImpl::tcp_fin(Sock &s)
     }
 }
 
-void StackImpl::time_wait_input(Sock &s, const Tcp *th, const TcpOptions &opt, bool *reopen)
+void StackImpl::time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen)
 {
-    const uint8_t flags = th->flags;
-    const uint32_t seq = be32(th->seq);
+    const uint8_t flags = seg.flags;
+    const uint32_t seq = seg.seq;
+    const TcpOptions &opt = seg.opt;
     if (flags & kRst) {
         if (seq == s.rcv_nxt) conn_closed(s);
         else stats_.drop_tcp_bad_state++;

@@ -44,13 +44,13 @@ void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
     link_flow(c, key);
 }
 
-void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tcp *th, const TcpOptions &opt,
-                                 uint32_t len)
+void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
 {
-    const uint8_t flags = th->flags;
-    const uint32_t seq = be32(th->seq), ack = be32(th->ack);
-    const uint32_t src = be32(ip->src);
-    const FlowKey key{cfg_.ip, src, be16(th->dport), be16(th->sport)};
+    const uint8_t flags = seg.flags;
+    const uint32_t seq = seg.seq, ack = seg.ack, len = seg.len;
+    const uint32_t src = seg.src_ip;
+    const TcpOptions &opt = seg.opt;
+    const FlowKey key{cfg_.ip, src, seg.dport, seg.sport};
     if (flags & kRst) {
         stats_.drop_tcp_bad_state++;
         return;
@@ -62,7 +62,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
                             : -1;
         if (idx < 0 || l.accept_len >= l.backlog) {
             stats_.drop_tcp_bad_state++;
-            send_rst_reply(ip, th, len);
+            send_rst_reply(seg);
             return;
         }
         Sock *c = sock_alloc(l.user);
@@ -94,7 +94,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
         if (!(c->flags & kFWscaleOk)) c->rcv_wscale = 0;
         c->flags |= kFSynCookie;
         c->state = TcpState::kSynReceived;
-        c->snd_wnd = uint32_t(be16(th->win)) << c->snd_wscale;
+        c->snd_wnd = uint32_t(seg.win) << c->snd_wscale;
         c->snd_wl1 = seq;
         c->snd_wl2 = ack;
         c->max_snd_wnd = c->snd_wnd;
@@ -109,18 +109,16 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
         if (c->used && c->state == TcpState::kEstablished && (len || (flags & kFin))) {
             c->segs_in++;
             bool held = false;
-            const unsigned doff = (th->doff >> 4) * 4u;
-            uint8_t *payload = const_cast<uint8_t *>(reinterpret_cast<const uint8_t *>(th)) + doff;
             const uint32_t room = std::min(len, c->rx_free());
             // In order by construction (rcv_nxt = seq): tcp_data never holds it.
-            tcp_data(*c, f, seq, payload, room, (flags & kFin) && room == len, &held);
+            tcp_data(*c, seg.frame, seq, seg.payload, room, (flags & kFin) && room == len, &held);
         }
         return;
     }
     if (flags & kAck) {
         // A SYN-ACK to a listener: RFC 9293 says reset it.
         stats_.drop_tcp_bad_state++;
-        send_rst_reply(ip, th, len);
+        send_rst_reply(seg);
         return;
     }
     if (l.accept_len >= l.backlog) {
@@ -180,7 +178,7 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
     c->snd_una = c->snd_nxt = c->snd_max = c->snd_sml = c->iss;
     conn_init(*c);
     negotiate(*c, opt);
-    c->snd_wnd = be16(th->win); // never scaled in a SYN
+    c->snd_wnd = seg.win; // never scaled in a SYN
     c->snd_wl1 = seq;
     c->max_snd_wnd = c->snd_wnd;
     c->state = TcpState::kSynReceived;
@@ -197,10 +195,11 @@ void StackImpl::tcp_listen_input(Sock &l, PacketRef &f, const Ipv4 *ip, const Tc
 
 // ---- SYN-SENT --------------------------------------------------------------
 
-void StackImpl::tcp_syn_sent_input(Sock &s, const Tcp *th, const TcpOptions &opt)
+void StackImpl::tcp_syn_sent_input(Sock &s, const TcpSegment &seg)
 {
-    const uint8_t flags = th->flags;
-    const uint32_t seq = be32(th->seq), ack = be32(th->ack);
+    const uint8_t flags = seg.flags;
+    const uint32_t seq = seg.seq, ack = seg.ack;
+    const TcpOptions &opt = seg.opt;
     if (flags & kAck) {
         if (seq_le(ack, s.iss) || seq_gt(ack, s.snd_max)) {
             stats_.drop_tcp_bad_state++;
@@ -227,7 +226,7 @@ void StackImpl::tcp_syn_sent_input(Sock &s, const Tcp *th, const TcpOptions &opt
     s.rcv_adv = s.rcv_nxt + std::min<uint32_t>(rcv_window(s), 65535); // as our SYN said
     negotiate(s, opt);
     update_mss(s);
-    s.snd_wnd = be16(th->win);
+    s.snd_wnd = seg.win;
     s.snd_wl1 = seq;
     s.snd_wl2 = ack;
     s.max_snd_wnd = s.snd_wnd;

@@ -373,53 +373,87 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
         release(f);
         return;
     }
-    const uint8_t flags = th->flags;
-    TcpOptions opt;
-    if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, flags & kSyn, &opt)) {
+    TcpSegment seg;
+    seg.flags = th->flags;
+    if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, seg.flags & kSyn, &seg.opt)) {
         stats_.drop_tcp_header++;
         release(f);
         return;
     }
+    seg.src_ip = src;
+    seg.dst_ip = cfg_.ip;
+    seg.sport = key.remote_port;
+    seg.dport = key.local_port;
+    seg.seq = be32(th->seq);
+    seg.ack = be32(th->ack);
+    seg.win = be16(th->win);
+    seg.payload = payload;
+    seg.len = plen;
+    seg.frame = &f;
+    if (!tcp_dispatch(s, seg)) release(f);
+}
+
+// The TCP rules for a segment the fast path did not take: flag sanity, then
+// by state: TIME-WAIT (tcp_data.cc), no connection (a listener,
+// tcp_handshake.cc, or a RST), SYN-SENT (tcp_handshake.cc), the
+// synchronized states (tcp_sync.cc).
+__attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpSegment &seg)
+{
+    const uint8_t flags = seg.flags;
     // Flag combinations no correct TCP sends (RFC 9293 3.10.7: segments
     // without ACK other than SYN or RST are dropped in every state).
     if (((flags & kSyn) && (flags & (kFin | kRst))) || !(flags & (kAck | kSyn | kRst))) {
         stats_.drop_tcp_header++;
-        release(f);
-        return;
+        return false;
     }
-
     if (s && s->state == TcpState::kTimeWait) {
         bool reopen = false;
-        time_wait_input(*s, th, opt, &reopen);
-        if (!reopen) {
-            release(f);
-            return;
-        }
+        time_wait_input(*s, seg, &reopen);
+        if (!reopen) return false;
         s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
     }
     if (!s) {
-        Sock *l = find_listener(cfg_.ip, key.local_port, key.remote_ip, key.remote_port);
+        Sock *l = find_listener(cfg_.ip, seg.dport, seg.src_ip, seg.sport);
         if (l) {
-            tcp_listen_input(*l, f, ip, th, opt, plen);
+            tcp_listen_input(*l, seg);
         } else {
             stats_.drop_tcp_no_socket++;
-            if (!(flags & kRst)) send_rst_reply(ip, th, plen);
+            if (!(flags & kRst)) send_rst_reply(seg);
         }
-        release(f);
-        return;
+        return false;
     }
     s->segs_in++;
     s->last_recv_ns = now_ns_;
     s->keep_probes = 0;
     s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
     if (s->state == TcpState::kSynSent) {
-        tcp_syn_sent_input(*s, th, opt);
-        release(f);
-        return;
+        tcp_syn_sent_input(*s, seg);
+        return false;
     }
     bool held = false;
-    tcp_sync_input(*s, f, th, opt, payload, plen, &held);
-    if (!held) release(f);
+    tcp_sync_input(*s, seg, &held);
+    return held;
+}
+
+void StackImpl::segment_input(TcpSegment &seg, uint64_t now_ns)
+{
+    if (now_ns > now_ns_) now_ns_ = now_ns;
+    if (copies_in_flight()) reap_copies(true); // as input_frame: the rules see every byte landed
+    FlowNode *node = flows_.lookup(FlowKey{cfg_.ip, seg.src_ip, seg.dport, seg.sport});
+    const bool held = tcp_dispatch(node ? sock_of(node) : nullptr, seg);
+    if (!held && seg.frame) release(*seg.frame);
+    flush_rx_done();
+    flush_output();
+    link_.flush();
+}
+
+const Sock *StackImpl::find_conn(uint32_t remote_ip, uint16_t local_port, uint16_t remote_port) const
+{
+    // The walk that leaves the last-flow cache and its counters alone.
+    const FlowKey key{cfg_.ip, remote_ip, local_port, remote_port};
+    const uint32_t hash = flow_hash(key);
+    FlowNode *node = FlowTable::find_from(*flows_.bucket(hash), key, hash);
+    return node ? sock_of(node) : nullptr;
 }
 
 // ---- fast path ---------------------------------------------------------------

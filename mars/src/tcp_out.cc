@@ -414,17 +414,15 @@ void StackImpl::send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rp
 }
 
 // RFC 9293 3.10.7.1: the reset for a segment nobody wants.
-void StackImpl::send_rst_reply(const Ipv4 *ip, const Tcp *th, uint32_t len)
+void StackImpl::send_rst_reply(const TcpSegment &seg)
 {
-    const uint32_t src = be32(ip->src);
+    const uint32_t src = seg.src_ip;
     if (src == 0 || src == 0xffffffffu || (src >> 28) == 14) return;
     stats_.tcp_resets_out++;
-    if (th->flags & kAck) {
-        send_raw(cfg_.ip, be16(th->dport), src, be16(th->sport), be32(th->ack), 0, kRst, 0, nullptr, 0);
+    if (seg.flags & kAck) {
+        send_raw(cfg_.ip, seg.dport, src, seg.sport, seg.ack, 0, kRst, 0, nullptr, 0);
     } else {
-        const uint32_t seglen = len + ((th->flags & kSyn) ? 1 : 0) + ((th->flags & kFin) ? 1 : 0);
-        send_raw(cfg_.ip, be16(th->dport), src, be16(th->sport), 0, be32(th->seq) + seglen, kRst | kAck, 0,
-                 nullptr, 0);
+        send_raw(cfg_.ip, seg.dport, src, seg.sport, 0, seg.seq + seg.seq_space(), kRst | kAck, 0, nullptr, 0);
     }
 }
 

@@ -27,11 +27,14 @@ void StackImpl::challenge_ack(Sock &s)
     ack_now(s);
 }
 
-void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOptions &opt, uint8_t *payload,
-                               uint32_t len, bool *held)
+void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
 {
-    uint8_t flags = th->flags;
-    uint32_t seq = be32(th->seq);
+    // Trimming below changes these; seg keeps the segment as received (tcp_ack reads it).
+    uint8_t flags = seg.flags;
+    uint32_t seq = seg.seq;
+    uint8_t *payload = seg.payload;
+    uint32_t len = seg.len;
+    const TcpOptions &opt = seg.opt;
     // Simultaneous open (RFC 9293 figure 8): in SYN-RECEIVED the peer's
     // SYN-ACK repeats its SYN and acks ours; treat it as the ACK it carries.
     if (s.state == TcpState::kSynReceived && s.parent == UINT32_MAX && (flags & (kSyn | kAck)) == (kSyn | kAck) &&
@@ -142,14 +145,14 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
 
     // ACK processing.
     if (s.state == TcpState::kSynReceived) {
-        const uint32_t ack = be32(th->ack);
+        const uint32_t ack = seg.ack;
         if (seq_le(ack, s.snd_una) || seq_gt(ack, s.snd_max)) {
             stats_.drop_tcp_bad_state++;
             send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, ack, 0, kRst, 0, nullptr, 0);
             return;
         }
         s.snd_una = ack;
-        s.snd_wnd = uint32_t(be16(th->win)) << s.snd_wscale;
+        s.snd_wnd = uint32_t(seg.win) << s.snd_wscale;
         s.snd_wl1 = seq;
         s.snd_wl2 = ack;
         s.max_snd_wnd = s.snd_wnd;
@@ -157,7 +160,7 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
         s.rtt_start_ns = 0;
         established(s);
         if (!s.used || s.state != TcpState::kEstablished) return; // refused for lack of memory
-    } else if (!tcp_ack(s, th, opt, len)) {
+    } else if (!tcp_ack(s, seg, len)) {
         return;
     }
     if (!s.used) return;
@@ -169,7 +172,7 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     case TcpState::kFinWait1:
     case TcpState::kFinWait2:
         if (len || fin) {
-            tcp_data(s, f, seq, payload, len, fin, held);
+            tcp_data(s, seg.frame, seq, payload, len, fin, held);
             // RFC 9293 3.10.4: CLOSE means "no more to send"; the peer may
             // still send. Nobody reads it any more: acknowledge and discard.
             if ((s.flags & kFUserClosed) && s.used) s.rx_head = s.rx_tail;
@@ -183,9 +186,10 @@ void StackImpl::tcp_sync_input(Sock &s, PacketRef &f, const Tcp *th, const TcpOp
     }
 }
 
-bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t len)
+bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
 {
-    const uint32_t ack = be32(th->ack), seq = be32(th->seq);
+    const uint32_t ack = seg.ack, seq = seg.seq;
+    const TcpOptions &opt = seg.opt;
     if (seq_gt(ack, s.snd_max)) {
         stats_.drop_tcp_bad_state++;
         ack_now(s);
@@ -198,7 +202,7 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
         challenge_ack(s);
         return false;
     }
-    const uint32_t win = uint32_t(be16(th->win)) << s.snd_wscale;
+    const uint32_t win = uint32_t(seg.win) << s.snd_wscale;
     const bool sack_ok = s.flags & kFSackOk;
     const uint32_t old_una = s.snd_una, sacked_before = s.sack.sacked_bytes();
     const bool dsack = sack_ok && opt.n_sack && is_dsack(opt, ack);
@@ -252,7 +256,7 @@ bool StackImpl::tcp_ack(Sock &s, const Tcp *th, const TcpOptions &opt, uint32_t 
         }
         raise(s, kEvWritable);
         want_output(s);
-    } else if (ack == s.snd_una && len == 0 && !(th->flags & kFin) && s.snd_max != s.snd_una &&
+    } else if (ack == s.snd_una && len == 0 && !(seg.flags & kFin) && s.snd_max != s.snd_una &&
                (win == s.snd_wnd || newly_sacked)) {
         // A duplicate ACK: RFC 5681 2 (same window), or RFC 6675 2 (it SACKs
         // new data, whatever its window: receivers move their window often).
