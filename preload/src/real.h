@@ -28,7 +28,7 @@ long eta_raw_syscall6(long n, long a, long b, long c, long d, long e, long f);
 #define ETA_RAW_SYSCALL7_(n, a, b, c, d, e, f, ...) \
     eta_raw_syscall6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
 /* eta_raw_syscall(SYS_x, args...): up to six arguments, the rest zero. */
-#define eta_raw_syscall(...) ETA_RAW_SYSCALL7_(__VA_ARGS__, 0, 0, 0, 0, 0, 0)
+#define eta_raw_syscall(...) ETA_RAW_SYSCALL7_(__VA_ARGS__, 0, 0, 0, 0, 0, 0, 0)
 
 /* X(return type, name, parameter list) for every function the shim wraps. */
 #define ETA_REAL_FUNCTIONS(X)                                                        \

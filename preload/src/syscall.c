@@ -14,7 +14,6 @@
  * syscall() makes it: the instruction, six argument words, -1 and errno for
  * -4095..-1. An instruction executed by the program itself (inline assembly,
  * io_uring) is beyond any preload: preload/README.md lists it as a limit. */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>

@@ -168,10 +168,23 @@ static int sc_bypass(const char *socket_path)
     CHECK(write(c, "data", 4) == 4);
     CHECK(read(s, b, 4) == 4 && memcmp(b, "data", 4) == 0);
 
-    /* libuv closes with syscall(SYS_close, fd): that is a close too (the
-     * peer sees the FIN). */
     int c2, s2;
     pair(&c2, &s2);
+    /* Other calls through syscall() on an accelerated connection act on the
+     * connection, as their wrappers do, not on its placeholder (which would
+     * answer ENOTCONN/EPIPE). */
+    CHECK(syscall(SYS_write, c2, "raw!", 4) == 4);
+    struct pollfd pr = {.fd = s2, .events = POLLIN};
+    CHECK(syscall(SYS_ppoll, &pr, 1, NULL, NULL, 8) == 1 && (pr.revents & POLLIN));
+    CHECK(syscall(SYS_read, s2, b, 4) == 4 && memcmp(b, "raw!", 4) == 0);
+    CHECK(syscall(SYS_sendto, s2, "back", 4, 0, NULL, 0) == 4);
+    CHECK(syscall(SYS_recvfrom, c2, b, 4, MSG_WAITALL, NULL, NULL) == 4 && memcmp(b, "back", 4) == 0);
+    struct sockaddr_in peer;
+    socklen_t plen = sizeof peer;
+    CHECK(syscall(SYS_getpeername, s2, &peer, &plen) == 0 && peer.sin_family == AF_INET && peer.sin_port != 0);
+    CHECK(syscall(SYS_fcntl, s2, F_GETFL) >= 0);
+    /* libuv closes with syscall(SYS_close, fd): that is a close too (the
+     * peer sees the FIN). */
     CHECK(syscall(SYS_close, s2) == 0);
     struct pollfd pc = {.fd = c2, .events = POLLIN};
     CHECK(poll(&pc, 1, 5000) == 1 && read(c2, b, 1) == 0);
