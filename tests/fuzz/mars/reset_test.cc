@@ -73,10 +73,13 @@ void dirty(RawPeer &p)
     p.send(queued, kAck);
     // A neighbour in the ARP cache.
     p.inject(build_arp(ArpSpec{kNeighbourMac, kBroadcast, 1, kNeighbourMac, MacAddr{}, kNeighbour, kNeighbour}));
-    // Out-of-order data held in the anonymous pool.
+    // Out-of-order data held in the anonymous pool (two segments: given back,
+    // they leave the pool's free list in another order than a new pool's).
     RawPeer::Conn ahead = est;
     ahead.peer_nxt += 1000;
     p.inject(p.seg(ahead, kAck, bytes(300, 1)));
+    ahead.peer_nxt += 1000;
+    p.inject(p.seg(ahead, kAck, bytes(300, 5)));
     // Data in flight (ring in use, retransmission timer armed), an active
     // open to the learned neighbour, an active open to an unresolved address
     // (a frame waiting for ARP).
@@ -98,6 +101,8 @@ void dirty(RawPeer &p)
     p.input_only({build_tcp(p.seg(queued, kAck | kPsh, bytes(100, 4)))});
     SockEvent ev[1];
     EXPECT_EQ(st.events(ev, 1), 1);
+    // A socket closed, its kEvClosed not drained yet.
+    ASSERT_EQ(st.abort(SockId(b)), 0);
 }
 
 StackImpl &impl(RawPeer &p) { return static_cast<StackImpl &>(p.stack()); }
