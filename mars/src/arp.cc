@@ -49,7 +49,8 @@ void ArpResolver::clear()
 bool ArpResolver::is_clear() const
 {
     for (const ArpEntry &e : cache_) {
-        if (e.ip != 0 || e.resolved || e.expires_ns != 0 || e.requested_ns != 0 || e.requests != 0 || std::any_of(e.mac.b, e.mac.b + 6, [](uint8_t b) { return b != 0; }))
+        const bool has_mac = std::any_of(e.mac.b, e.mac.b + 6, [](uint8_t b) { return b != 0; });
+        if (e.ip != 0 || e.resolved || e.expires_ns != 0 || e.requested_ns != 0 || e.requests != 0 || has_mac)
             return false;
     }
     return pending_.empty() && gen_ == 1 && next_expire_ns_ == 0;

@@ -79,7 +79,7 @@ void StackImpl::reset()
 // Everything reset() must put back, compared with what init() leaves: a
 // list of what differs ("" when nothing). Checks Stack::reset() in
 // tests/fuzz/mars/reset_test.cc; allocates, never on the packet path.
-std::string StackImpl::stale_state()
+std::string StackImpl::stale_state() const
 {
     std::string stale;
     auto check = [&](bool as_new, const char *what) {

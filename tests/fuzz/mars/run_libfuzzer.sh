@@ -24,8 +24,10 @@ exec_rc=0
 start=$(date +%s.%N)
 "$fuzzer" "$work" "$corpus" -artifact_prefix="$work/" -print_final_stats=1 -entropic=0 "$@" 2>&1 | tee "$work/log" || exec_rc=${PIPESTATUS[0]}
 end=$(date +%s.%N)
-# CPU seconds of this shell's children (the fuzzer; tee is negligible).
-cpu=$(times | tail -1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.1f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+# CPU seconds of this shell's children (the fuzzer; tee is negligible). Not
+# inside $(...): a subshell has no children of its own to count.
+times > "$work/times"
+cpu=$(tail -1 "$work/times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.1f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
 if [ $exec_rc -ne 0 ]; then
     for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
         [ -f "$f" ] && { echo "reproducer (base64) $(basename "$f"):"; base64 -w0 "$f"; echo; }
