@@ -46,6 +46,16 @@ void ArpResolver::clear()
     next_expire_ns_ = 0;
 }
 
+bool ArpResolver::is_clear() const
+{
+    for (const ArpEntry &e : cache_) {
+        const bool has_mac = std::any_of(e.mac.b, e.mac.b + 6, [](uint8_t b) { return b != 0; });
+        if (e.ip != 0 || e.resolved || e.expires_ns != 0 || e.requested_ns != 0 || e.requests != 0 || has_mac)
+            return false;
+    }
+    return pending_.empty() && gen_ == 1 && next_expire_ns_ == 0;
+}
+
 const ArpEntry *ArpResolver::find(uint32_t ip) const
 {
     uint32_t h = home_slot(ip);

@@ -63,6 +63,8 @@ class ArpResolver {
     // As constructed: no neighbour known, nothing waiting, generation 1
     // (Stack::reset()).
     void clear();
+    // As constructed (what clear() leaves): Stack::reset()'s check.
+    bool is_clear() const;
 
   private:
     struct PendingFrame {

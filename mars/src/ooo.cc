@@ -36,6 +36,14 @@ void OooPool::clear() {
     }
 }
 
+bool OooPool::as_new() const {
+    uint32_t expect = 0;
+    for (uint32_t slot = free_; slot != kNil; slot = segs_[slot].next, ++expect) {
+        if (slot != expect || expect >= capacity_) return false;
+    }
+    return used_ == 0 && expect == capacity_;
+}
+
 uint32_t OooPool::alloc() {
     uint32_t slot = free_;
     if (slot == kNil) return kNil;

@@ -36,6 +36,9 @@ class OooPool {
     void clear();
     uint32_t capacity() const { return capacity_; }
     uint32_t used() const { return used_; }
+    // As clear() leaves it: every slot free, listed in index order
+    // (Stack::reset()'s check; walks the whole list).
+    bool as_new() const;
     // (slot allocation is used by OooQueue; fields chosen by the implementation)
 
   private:

@@ -172,6 +172,8 @@ class StackImpl final : public Stack, private Ipv4Upper {
     ~StackImpl() override;
     bool init(std::string *error);
     void reset() override;
+    // What reset() left different from a new stack ("" when nothing; tests only).
+    std::string stale_state() const;
 
     // Stack interface
     void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;

@@ -1,6 +1,7 @@
 // tests/fuzz/mars/fuzz_input.cc: see fuzz_input.h.
 #include "fuzz_input.h"
 
+#include "fuzz_world.h"
 #include "malformed.h"
 #include "raw_peer.h"
 
@@ -50,15 +51,15 @@ uint32_t get32(const uint8_t *p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1
 
 // Rewrites addresses (and ports, and relative seq/ack) so the frame reaches
 // the chosen socket. Touches only bytes the frame has.
-void aim(std::vector<uint8_t> &f, const RawPeer &peer, uint16_t peer_port, uint16_t stack_port, uint32_t seq_base,
+void aim(std::vector<uint8_t> &f, const FuzzWorld &w, uint16_t peer_port, uint16_t stack_port, uint32_t seq_base,
          uint32_t ack_base)
 {
     if (f.size() < 12) return;
-    std::memcpy(f.data(), peer.stack_mac.b, 6);
-    std::memcpy(f.data() + 6, peer.peer_mac.b, 6);
+    std::memcpy(f.data(), w.stack_mac().b, 6);
+    std::memcpy(f.data() + 6, w.peer_mac.b, 6);
     if (f.size() < sim::kEthLen + 20) return;
-    put32(f.data() + sim::kEthLen + 12, peer.peer_ip);
-    put32(f.data() + sim::kEthLen + 16, peer.stack_ip);
+    put32(f.data() + sim::kEthLen + 12, w.peer_ip);
+    put32(f.data() + sim::kEthLen + 16, w.stack_ip());
     size_t ihl = size_t(f[sim::kEthLen] & 0xf) * 4;
     size_t t = sim::kEthLen + (ihl < 20 ? 20 : ihl);
     if (f.size() < t + 12) return;
@@ -76,25 +77,13 @@ void aim(std::vector<uint8_t> &f, const RawPeer &peer, uint16_t peer_port, uint1
     std::abort();
 }
 
-struct World {
-    explicit World(uint32_t strands) : peer(fuzz_options(strands)) {}
+// The fixture's sockets on a sim::RawPeer, for building the seed inputs
+// (their frames carry numbers from this setup, which FuzzWorld repeats).
+struct SeedWorld {
+    SeedWorld() : peer(fuzz_options()) {}
     RawPeer peer;
     SockId listener = kNoSock;
     RawPeer::Conn est, syn_sent;
-    std::vector<SockId> accepted;
-    uint32_t syn_sent_iss = 0;
-
-    // Back to the fixture's initial state: the peer starts over (its stack
-    // reset, on the same frame pool and rings), then the sockets are opened again.
-    bool restart()
-    {
-        peer.restart();
-        listener = kNoSock;
-        est = syn_sent = RawPeer::Conn{};
-        accepted.clear();
-        syn_sent_iss = 0;
-        return setup();
-    }
 
     bool setup()
     {
@@ -109,40 +98,10 @@ struct World {
                 syn_sent.sock = SockId(s);
                 syn_sent.peer_port = 9000;
                 syn_sent.stack_port = p.sport;
-                syn_sent_iss = p.seq;
             }
         }
         peer.take();
         return syn_sent.sock != kNoSock;
-    }
-
-    // Follows the stack's view of the established connection from what it sends.
-    void observe()
-    {
-        for (auto &p : peer.take_conn(est)) {
-            if (p.has(sim::kAck)) est.peer_nxt = p.ack;
-        }
-        peer.take();
-    }
-
-    void app_acts()
-    {
-        Stack &st = peer.stack();
-        for (int i = 0; i < 8; i++) {
-            int64_t a = st.accept(listener, 500 + uint64_t(i));
-            if (a < 0) break;
-            accepted.push_back(SockId(a));
-        }
-        std::vector<SockId> socks = accepted;
-        socks.push_back(est.sock);
-        socks.push_back(syn_sent.sock);
-        uint8_t buf[4096];
-        for (SockId s : socks) {
-            for (int i = 0; i < 8 && st.recv(s, buf, sizeof buf) > 0; i++) {
-            }
-            std::memset(buf, 0x61, sizeof buf);
-            st.send(s, buf, 3000);
-        }
     }
 };
 
@@ -162,12 +121,15 @@ namespace {
 // One world per receive path, made on first use and reused by every input
 // after it: building a RawPeer (frame pool, rings) costs far more under the
 // sanitizers than the input itself. discard_worlds() drops them.
-std::unique_ptr<World> g_worlds[2];
+std::unique_ptr<FuzzWorld> g_worlds[2];
 
-World &world_for(bool strands)
+FuzzWorld &world_for(bool strands)
 {
-    std::unique_ptr<World> &w = g_worlds[strands];
-    if (!w) w = std::make_unique<World>(strands ? 4 : 1);
+    std::unique_ptr<FuzzWorld> &w = g_worlds[strands];
+    if (!w) {
+        const RawPeer::Options o = fuzz_options(strands ? 4 : 1);
+        w = std::make_unique<FuzzWorld>(o.stack, o.ring_slots, o.pool_frames);
+    }
     return *w;
 }
 
@@ -187,23 +149,25 @@ void discard_worlds()
     g_worlds[1].reset();
 }
 
-uint64_t run_one_digest(const uint8_t *data, size_t size)
+namespace {
+
+uint64_t run_input(const uint8_t *data, size_t size, bool digest)
 {
     // Inputs of odd length run the strand pipeline: their frames go to the
     // stack in bursts of up to 8, cut at a record that advances time or lets
     // the application act; even ones run each frame to completion, one by one.
     const bool strands = size & 1;
-    World &w = world_for(strands);
-    if (!w.restart()) invariant_broken("fixture setup failed", 0, 0);
+    FuzzWorld &w = world_for(strands);
+    if (!w.restart(digest)) invariant_broken("fixture setup failed (or not the same as the first time)", 0, 0);
     std::vector<std::vector<uint8_t>> burst;
     uint32_t burst_flags = 0;
     auto deliver = [&]() {
         if (burst.empty()) return;
-        w.peer.input_burst(burst, burst_flags);
+        w.input_burst(burst, burst_flags);
         burst.clear();
-        w.peer.poll();
+        w.poll();
         w.observe();
-        const StackStats &st = w.peer.stack().stats();
+        const StackStats &st = w.stack().stats();
         if (st.ooo_frames_used > fuzz_options().stack.ooo_pool_frames)
             invariant_broken("anonymous pool over its size", st.ooo_frames_used, fuzz_options().stack.ooo_pool_frames);
     };
@@ -217,14 +181,14 @@ uint64_t run_one_digest(const uint8_t *data, size_t size)
         i += len;
         if (ctl & kAdvanceTime) {
             deliver();
-            w.peer.advance(250 * kMs);
+            w.advance(250 * kMs);
         }
         if (ctl & kAimEstablished) {
-            aim(f, w.peer, w.est.peer_port, w.est.stack_port, w.est.peer_nxt, w.est.stack_nxt);
+            aim(f, w, w.est.peer_port, w.est.stack_port, w.est.peer_nxt, w.est.stack_nxt);
         } else if (ctl & kAimSynSent) {
-            aim(f, w.peer, 9000, w.syn_sent.stack_port, 0, w.syn_sent_iss + 1);
+            aim(f, w, 9000, w.syn_sent.stack_port, 0, w.syn_sent_iss + 1);
         } else if (ctl & kAimListener) {
-            aim(f, w.peer, f.size() >= 36 ? uint16_t(f[34] << 8 | f[35]) : 1234, 80, 0, 0);
+            aim(f, w, f.size() >= 36 ? uint16_t(f[34] << 8 | f[35]) : 1234, 80, 0, 0);
         }
         if (ctl & kFixIpCsum) sim::fix_ip_checksum(f.data(), f.size());
         if (ctl & kFixL4Csum) sim::fix_l4_checksum(f.data(), f.size());
@@ -237,28 +201,34 @@ uint64_t run_one_digest(const uint8_t *data, size_t size)
     }
     deliver();
     // Let timers run (retransmissions, TIME-WAIT, keepalive), then tear down.
-    w.peer.advance(3000 * kMs);
-    w.peer.take();
-    const StackStats final_stats = w.peer.stack().stats();
-    const uint64_t digest = mix(w.peer.tx_digest(), &final_stats, sizeof final_stats);
-    w.peer.reset_stack(); // as destroying it: every frame and ring must come back
-    if (w.peer.pool().in_use() != 0) invariant_broken("frames not returned after the stack was reset", w.peer.pool().in_use(), 0);
-    if (w.peer.pool().bad_releases() != 0) invariant_broken("frames released twice or never given", w.peer.pool().bad_releases(), 0);
-    if (w.peer.rings().outstanding() != 0) invariant_broken("rings not reclaimed", w.peer.rings().outstanding(), 0);
-    if (w.peer.rings().bad_reclaims() != 0) invariant_broken("rings reclaimed twice", w.peer.rings().bad_reclaims(), 0);
-    return digest;
+    w.advance(3000 * kMs);
+    uint64_t result = 0;
+    if (digest) {
+        const StackStats final_stats = w.stack().stats();
+        result = mix(w.tx_digest(), &final_stats, sizeof final_stats);
+    }
+    w.reset_stack(); // as destroying it: every frame and ring must come back
+    if (w.pool().in_use() != 0) invariant_broken("frames not returned after the stack was reset", w.pool().in_use(), 0);
+    if (w.pool().bad_releases() != 0) invariant_broken("frames released twice or never given", w.pool().bad_releases(), 0);
+    if (w.rings().outstanding() != 0) invariant_broken("rings not reclaimed", w.rings().outstanding(), 0);
+    if (w.rings().bad_reclaims() != 0) invariant_broken("rings reclaimed twice", w.rings().bad_reclaims(), 0);
+    return result;
 }
+
+} // namespace
+
+uint64_t run_one_digest(const uint8_t *data, size_t size) { return run_input(data, size, true); }
 
 int run_one(const uint8_t *data, size_t size)
 {
-    run_one_digest(data, size);
+    run_input(data, size, false); // libFuzzer: no digest (the replayer checks determinism)
     return 0;
 }
 
 std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
 {
     using namespace sim;
-    World w(1);
+    SeedWorld w;
     if (!w.setup()) invariant_broken("fixture setup failed", 0, 0);
     std::vector<std::pair<std::string, std::vector<uint8_t>>> seeds;
     const uint8_t fix = kFixIpCsum | kFixL4Csum;

@@ -2,7 +2,8 @@
 // by the libFuzzer target, the plain corpus replayer and the seed generator.
 //
 // Each input drives a stack in its initial state (fixed secret, virtual time;
-// the stack of the previous input, reset: Stack::reset, see discard_worlds) that has a
+// the stack of the previous input, reset: Stack::reset, see discard_worlds;
+// the world it runs in is fuzz_world.h's FuzzWorld) that has a
 // listener on port 80 (small SYN queue, so SYN cookies come into play), one
 // established connection (peer port 40000 -> 80, every option negotiated)
 // and one connection in SYN-SENT (to peer port 9000). The input is a list of
@@ -39,6 +40,7 @@ enum Ctl : uint8_t {
     kAimListener = 0x20, kAdvanceTime = 0x40, kAppActs = 0x80,
 };
 
+// One input (libFuzzer's entry): no digest is computed.
 int run_one(const uint8_t *data, size_t size);
 
 // run_one, returning a digest of what the input made the stack do (every

@@ -7,11 +7,16 @@
 // input (fuzz_input.h): each input runs once after all those before it (the
 // way libFuzzer runs them), then once more in a freshly built world, and
 // both runs must give the same digest.
+//
+// With MARS_FUZZ_PRINT_DIGESTS=1 it prints each input's digest (run in
+// order) as "DIGEST FILE", to compare two builds of the fixture: a fixture
+// that plays the peer the same way gives the same digests.
 #include "fuzz_input.h"
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -50,6 +55,9 @@ int main(int argc, char **argv)
     // In order, each after all the others before it.
     std::vector<uint64_t> digests;
     for (auto &data : inputs) digests.push_back(mars::fuzz::run_one_digest(data.data(), data.size()));
+    if (const char *e = std::getenv("MARS_FUZZ_PRINT_DIGESTS"); e && *e == '1') {
+        for (size_t i = 0; i < inputs.size(); i++) std::printf("%016" PRIx64 " %s\n", digests[i], files[i].filename().c_str());
+    }
     // Each first, in a world built for it alone.
     size_t differing = 0;
     for (size_t i = 0; i < inputs.size(); i++) {

@@ -1,0 +1,290 @@
+// tests/fuzz/mars/fuzz_world.cc: see fuzz_world.h. Every step mirrors
+// sim::RawPeer (raw_peer.cc) as the fuzz target used it, so that the stack
+// sees the same frames and calls in the same order.
+#include "fuzz_world.h"
+
+#include "raw_peer.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace mars::fuzz {
+
+namespace {
+
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+constexpr uint16_t kEstStackPort = 80, kEstPeerPort = 40000, kSynSentPeerPort = 9000;
+const MacAddr kBroadcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+
+uint16_t get16(const uint8_t *p) { return uint16_t(p[0] << 8 | p[1]); }
+uint32_t get32(const uint8_t *p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
+} // namespace
+
+FuzzWorld::FuzzWorld(const StackConfig &config, uint32_t ring_slots, uint32_t pool_frames)
+    : config_(config), pool_(pool_frames), rings_(ring_slots, config.tcp.rcvbuf, config.tcp.sndbuf),
+      port_(pool_, [this](const PacketRef &f) { on_transmit(f); })
+{
+    std::string err;
+    stack_ = Stack::create(config_, port_, rings_, &err);
+    if (!stack_) throw std::runtime_error("Stack::create failed: " + err);
+    seen_.reserve(1024);
+    arp_replies_.reserve(16);
+    accepted_.reserve(64);
+}
+
+FuzzWorld::~FuzzWorld() { stack_.reset(); }
+
+void FuzzWorld::on_transmit(const PacketRef &f)
+{
+    if (hashing_) {
+        uint64_t h = digest_;
+        for (uint16_t i = 0; i < f.len; i++) h = (h ^ f.data[i]) * kFnvPrime;
+        digest_ = (h ^ f.len) * kFnvPrime; // frame boundaries count too
+    }
+    if (capturing_) captured_.emplace_back(f.data, f.data + f.len);
+    const uint8_t *p = f.data;
+    const size_t len = f.len;
+    if (len >= sim::kEthLen + 28 && get16(p + 12) == sim::kEtherArp) {
+        // The peer answers every ARP request but one for the stack's own address.
+        const uint8_t *a = p + sim::kEthLen;
+        MacAddr sha;
+        std::memcpy(sha.b, a + 8, 6);
+        const uint32_t spa = get32(a + 14), tpa = get32(a + 24);
+        if (get16(a + 6) == 1 && tpa != config_.ip)
+            arp_replies_.push_back(sim::build_arp(sim::ArpSpec{peer_mac, sha, 2, peer_mac, sha, tpa, spa}));
+    } else if (len >= sim::kEthLen + 20 && get16(p + 12) == sim::kEtherIpv4) {
+        // A TCP segment on the established connection: its numbers.
+        const uint8_t *ip = p + sim::kEthLen;
+        const size_t ihl = size_t(ip[0] & 0xf) * 4, total = get16(ip + 2);
+        if ((ip[0] >> 4) == 4 && ihl >= 20 && total >= ihl && sim::kEthLen + total <= len && ip[9] == 6 && total - ihl >= 20) {
+            const uint8_t *tcp = ip + ihl;
+            const size_t doff = size_t(tcp[12] >> 4) * 4;
+            if (doff >= 20 && doff <= total - ihl && get16(tcp) == kEstStackPort && get16(tcp + 2) == kEstPeerPort) {
+                const uint8_t flags = tcp[13];
+                const uint32_t seg_len = uint32_t(total - ihl - doff) + ((flags & sim::kSyn) ? 1 : 0) + ((flags & sim::kFin) ? 1 : 0);
+                seen_.push_back(Seen{flags, get32(tcp + 4), get32(tcp + 8), seg_len});
+            }
+        }
+    }
+    pool_.put(f);
+}
+
+void FuzzWorld::input_one(const uint8_t *bytes, size_t len)
+{
+    PacketRef p = pool_.get_exact(bytes, len);
+    stack_->input(&p, 1, now);
+}
+
+void FuzzWorld::input_burst(const std::vector<std::vector<uint8_t>> &frames, uint32_t flags)
+{
+    constexpr size_t kMax = 64;
+    for (size_t at = 0; at < frames.size(); at += kMax) {
+        PacketRef burst[kMax];
+        const size_t n = std::min(kMax, frames.size() - at);
+        for (size_t i = 0; i < n; i++) {
+            burst[i] = pool_.get_exact(frames[at + i].data(), frames[at + i].size());
+            burst[i].flags = flags;
+        }
+        stack_->input(burst, uint16_t(n), now);
+    }
+}
+
+void FuzzWorld::drain_events()
+{
+    SockEvent evs[64];
+    int rounds = 0;
+    while (stack_->events(evs, 64) > 0 && rounds++ < 1000) {
+    }
+}
+
+void FuzzWorld::poll()
+{
+    stack_->poll(now);
+    // ARP replies queued while the stack was transmitting (never re-enter it).
+    for (int rounds = 0; !arp_replies_.empty() && rounds < 16; rounds++) {
+        arp_batch_.swap(arp_replies_);
+        arp_replies_.clear();
+        for (auto &f : arp_batch_) input_one(f.data(), f.size());
+        arp_batch_.clear();
+        stack_->poll(now);
+    }
+    drain_events();
+}
+
+void FuzzWorld::advance(uint64_t ns)
+{
+    const uint64_t target = now + ns;
+    int same = 0;
+    for (int i = 0; i < 10'000'000; i++) {
+        const uint64_t d = stack_->next_deadline_ns();
+        if (d > target) break;
+        if (d <= now) {
+            if (++same > 1000) break;
+        } else {
+            same = 0;
+            now = d;
+        }
+        poll();
+    }
+    now = target;
+    poll();
+}
+
+void FuzzWorld::observe()
+{
+    for (const Seen &s : seen_) {
+        const uint32_t end = s.seq + s.seg_len;
+        if ((s.flags & sim::kSyn) || int32_t(end - est.stack_nxt) > 0) est.stack_nxt = end;
+        if (s.flags & sim::kAck) est.peer_nxt = s.ack;
+    }
+    seen_.clear();
+}
+
+void FuzzWorld::app_acts()
+{
+    Stack &st = *stack_;
+    for (int i = 0; i < 8; i++) {
+        const int64_t a = st.accept(listener, 500 + uint64_t(i));
+        if (a < 0) break;
+        accepted_.push_back(SockId(a));
+    }
+    uint8_t buf[4096];
+    auto serve = [&](SockId s) {
+        for (int i = 0; i < 8 && st.recv(s, buf, sizeof buf) > 0; i++) {
+        }
+        std::memset(buf, 0x61, sizeof buf);
+        st.send(s, buf, 3000);
+    };
+    for (SockId s : accepted_) serve(s);
+    serve(est.sock);
+    serve(syn_sent.sock);
+}
+
+void FuzzWorld::reset_stack()
+{
+    stack_->reset();
+    stack_clean_ = true;
+}
+
+bool FuzzWorld::restart(bool digest)
+{
+    now = kStartNs;
+    arp_replies_.clear();
+    seen_.clear();
+    accepted_.clear();
+    if (!stack_clean_) stack_->reset();
+    stack_clean_ = false;
+    digest_ = kFnvOffset;
+    hashing_ = true; // the setup is always hashed: that is its check
+    const bool ok = recorded_ ? replay_setup() : first_setup();
+    seen_.clear();
+    hashing_ = digest;
+    if (!digest) digest_ = kFnvOffset;
+    return ok;
+}
+
+// As RawPeer's constructor (introduce), listen(80, 8) and open_passive(...,
+// full_syn_options(0)), then the target's active open, with every frame
+// built and every answer parsed; the frames and the outcome are kept for
+// replay_setup().
+bool FuzzWorld::first_setup()
+{
+    using namespace sim;
+    Stack &st = *stack_;
+    introduce_ = build_arp(ArpSpec{peer_mac, kBroadcast, 1, peer_mac, MacAddr{}, peer_ip, config_.ip});
+    input_one(introduce_.data(), introduce_.size());
+    poll();
+    const int64_t l = st.open(1);
+    if (l < 0 || st.bind(SockId(l), Endpoint{config_.ip, kEstStackPort}) != 0 || st.listen(SockId(l), 8) != 0) return false;
+    listener = SockId(l);
+    // The peer's SYN.
+    TcpSpec syn;
+    syn.src_mac = peer_mac;
+    syn.dst_mac = config_.mac;
+    syn.src_ip = peer_ip;
+    syn.dst_ip = config_.ip;
+    syn.sport = kEstPeerPort;
+    syn.dport = kEstStackPort;
+    syn.seq = 0x10000000u + kEstPeerPort * 7919u;
+    syn.flags = kSyn;
+    syn.window = 65535;
+    syn.opts = RawPeer::full_syn_options(0);
+    const uint32_t peer_tsval = 1000 + uint32_t(now / 1'000'000);
+    syn.opts.ts = {peer_tsval, 0};
+    syn_ = build_tcp(syn);
+    capturing_ = true;
+    captured_.clear();
+    input_one(syn_.data(), syn_.size());
+    poll();
+    capturing_ = false;
+    Parsed sa;
+    if (captured_.size() != 1 || !parse_frame(captured_[0].data(), captured_[0].size(), &sa) || !sa.has(kSyn | kAck) ||
+        sa.ack != syn.seq + 1 || !sa.opts.ts)
+        return false;
+    // The peer's ACK of the SYN-ACK.
+    TcpSpec ack = syn;
+    ack.seq = syn.seq + 1;
+    ack.ack = sa.seq + 1;
+    ack.flags = kAck;
+    ack.opts = TcpOptions{};
+    ack.opts.ts = {peer_tsval, sa.opts.ts->first};
+    ack_ = build_tcp(ack);
+    input_one(ack_.data(), ack_.size());
+    poll();
+    const int64_t e = st.accept(listener, 100 + kEstPeerPort);
+    if (e < 0) return false;
+    est = Conn{kEstPeerPort, kEstStackPort, ack.seq, ack.ack, SockId(e)};
+    // The active open.
+    const int64_t s = st.open(77);
+    if (s < 0) return false;
+    capturing_ = true;
+    captured_.clear();
+    if (st.connect(SockId(s), Endpoint{peer_ip, kSynSentPeerPort}, now) != 0) return false;
+    poll();
+    capturing_ = false;
+    for (auto &f : captured_) {
+        Parsed p;
+        if (parse_frame(f.data(), f.size(), &p) && p.is_tcp && p.flags == kSyn && p.dport == kSynSentPeerPort) {
+            syn_sent = Conn{kSynSentPeerPort, p.sport, 0, 0, SockId(s)};
+            syn_sent_iss = p.seq;
+        }
+    }
+    captured_.clear();
+    if (syn_sent.sock == kNoSock) return false;
+    setup_digest_ = digest_;
+    listener0_ = listener;
+    est0_ = est;
+    syn_sent0_ = syn_sent;
+    syn_sent_iss0_ = syn_sent_iss;
+    recorded_ = true;
+    return true;
+}
+
+// The same steps with the recorded frames; the stack must answer with the
+// same bytes (setup_digest_) and give the same socket ids.
+bool FuzzWorld::replay_setup()
+{
+    Stack &st = *stack_;
+    input_one(introduce_.data(), introduce_.size());
+    poll();
+    const int64_t l = st.open(1);
+    if (l < 0 || st.bind(SockId(l), Endpoint{config_.ip, kEstStackPort}) != 0 || st.listen(SockId(l), 8) != 0) return false;
+    input_one(syn_.data(), syn_.size());
+    poll();
+    input_one(ack_.data(), ack_.size());
+    poll();
+    const int64_t e = st.accept(SockId(l), 100 + kEstPeerPort);
+    const int64_t s = st.open(77);
+    if (e < 0 || s < 0 || st.connect(SockId(s), Endpoint{peer_ip, kSynSentPeerPort}, now) != 0) return false;
+    poll();
+    listener = listener0_;
+    est = est0_;
+    syn_sent = syn_sent0_;
+    syn_sent_iss = syn_sent_iss0_;
+    return digest_ == setup_digest_ && SockId(l) == listener0_ && SockId(e) == est0_.sock && SockId(s) == syn_sent0_.sock;
+}
+
+} // namespace mars::fuzz

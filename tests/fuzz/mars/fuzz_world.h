@@ -1,0 +1,114 @@
+// tests/fuzz/mars/fuzz_world.h: the world one fuzz input runs in — one
+// mars::Stack, its frame pool, rings and port, and the peer's side of the
+// fixture's three sockets (fuzz_input.h) — made cheap to start over.
+//
+// It plays the peer exactly as sim::RawPeer does for the fuzz target (same
+// frames, same calls, in the same order: the stack cannot tell them apart,
+// and the replayer's digests are the same), without RawPeer's per-frame
+// costs, which dominate under the sanitizers:
+//   - what the stack transmits is not parsed into sim::Parsed; only the
+//     numbers the target follows (the established connection's seq/ack) are
+//     read, and the bytes are hashed only when a digest is asked for;
+//   - events are drained into a fixed array (the target reads none);
+//   - the setup (ARP, the peer's SYN and ACK, the active open) is built and
+//     checked once; after that each restart() resets the stack and feeds it
+//     the same frames, and checks that the stack answered with the same
+//     bytes as the first time (so the three sockets are in the same state).
+#pragma once
+
+#include "frame.h"
+#include "sim_wire.h"
+
+#include <memory>
+#include <vector>
+
+namespace mars::fuzz {
+
+class FuzzWorld {
+  public:
+    // The peer's view of one of the fixture's connections.
+    struct Conn {
+        uint16_t peer_port = 0, stack_port = 0;
+        uint32_t peer_nxt = 0;  // next sequence number the peer sends
+        uint32_t stack_nxt = 0; // next sequence number expected from the stack
+        SockId sock = kNoSock;
+    };
+    static constexpr uint64_t kStartNs = 1'000'000'000; // as sim::RawPeer
+    const MacAddr peer_mac = sim::mac(2);
+    const uint32_t peer_ip = sim::ipv4(198, 18, 0, 2);
+
+    FuzzWorld(const StackConfig &config, uint32_t ring_slots, uint32_t pool_frames);
+    ~FuzzWorld();
+    FuzzWorld(const FuzzWorld &) = delete;
+    FuzzWorld &operator=(const FuzzWorld &) = delete;
+
+    // The fixture's initial state: the stack as created (reset when it ran
+    // an input before), virtual time at kStartNs, the peer introduced by
+    // ARP, a listener on port 80, an established connection (peer port
+    // 40000, every option) and one in SYN-SENT (to peer port 9000).
+    // digest: hash every byte transmitted from now on (tx_digest()).
+    // false when the stack did not answer as it did the first time.
+    bool restart(bool digest);
+
+    Stack &stack() { return *stack_; }
+    const StackConfig &config() const { return config_; }
+    MacAddr stack_mac() const { return config_.mac; }
+    uint32_t stack_ip() const { return config_.ip; }
+    uint64_t now = kStartNs;
+    SockId listener = kNoSock;
+    Conn est, syn_sent;
+    uint32_t syn_sent_iss = 0;
+
+    // Frames as received bursts (one Stack::input per 64), each in a heap
+    // block of its exact size (AddressSanitizer sees reads past its end).
+    void input_burst(const std::vector<std::vector<uint8_t>> &frames, uint32_t flags);
+    // Stack::poll, then the peer's ARP replies, then the events drained.
+    void poll();
+    // Virtual time forward by ns, every timer fired at its due time.
+    void advance(uint64_t ns);
+    // Follows the established connection from what the stack sent on it
+    // since the last call (as RawPeer's take_conn + the target's observe).
+    void observe();
+    // The application: accept, read all, send 3000 bytes on every socket.
+    void app_acts();
+    // Stack::reset() now: every frame and ring must come back.
+    void reset_stack();
+    uint64_t tx_digest() const { return digest_; }
+    sim::FramePool &pool() { return pool_; }
+    sim::RingPool &rings() { return rings_; }
+
+  private:
+    struct Seen { // one TCP segment the stack sent on the established connection
+        uint8_t flags;
+        uint32_t seq, ack, seg_len;
+    };
+    void on_transmit(const PacketRef &f);
+    void input_one(const uint8_t *bytes, size_t len);
+    void drain_events();
+    bool first_setup();
+    bool replay_setup();
+
+    const StackConfig config_;
+    sim::FramePool pool_;
+    sim::RingPool rings_;
+    sim::SimPort port_;
+    std::unique_ptr<Stack> stack_;
+    bool stack_clean_ = true; // as created or just reset
+    bool hashing_ = true;
+    uint64_t digest_ = 0;
+    std::vector<Seen> seen_;
+    std::vector<std::vector<uint8_t>> arp_replies_; // to feed after the current call
+    std::vector<std::vector<uint8_t>> arp_batch_;
+    std::vector<SockId> accepted_;
+    std::vector<std::vector<uint8_t>> captured_; // the stack's frames, during first_setup() only
+    bool capturing_ = false;
+    // The setup, recorded by first_setup().
+    std::vector<uint8_t> introduce_, syn_, ack_;
+    uint64_t setup_digest_ = 0;
+    SockId listener0_ = kNoSock;
+    Conn est0_, syn_sent0_;
+    uint32_t syn_sent_iss0_ = 0;
+    bool recorded_ = false;
+};
+
+} // namespace mars::fuzz
