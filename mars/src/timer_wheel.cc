@@ -11,7 +11,8 @@ bool TimerWheel::init(uint32_t slots, uint64_t tick_ns, uint64_t now_ns) {
     if (slots == 0 || (slots & (slots - 1)) != 0 || tick_ns == 0 || count_ != 0)
         return false;
     slots_.reset(new (std::nothrow) Timer *[slots]());
-    if (!slots_)
+    occupied_.reset(new (std::nothrow) uint64_t[(slots + 63) / 64]());
+    if (!slots_ || !occupied_)
         return false;
     mask_ = slots - 1;
     tick_ns_ = tick_ns;
@@ -23,6 +24,7 @@ bool TimerWheel::init(uint32_t slots, uint64_t tick_ns, uint64_t now_ns) {
 
 void TimerWheel::clear(uint64_t now_ns) {
     std::fill(slots_.get(), slots_.get() + mask_ + 1, nullptr);
+    std::fill(occupied_.get(), occupied_.get() + (mask_ + 64) / 64, 0);
     count_ = 0;
     tick_ = tick_of(now_ns);
     next_due_cache_ = UINT64_MAX;
@@ -41,7 +43,8 @@ uint64_t TimerWheel::next_due_ns() const {
         return next_due_cache_;
     const uint64_t window = std::min<uint64_t>(mask_ + 1, kScanSlots);
     uint64_t result = UINT64_MAX;
-    for (uint64_t i = 0; i < window && result == UINT64_MAX; ++i) {
+    for (uint64_t i = unmarked_run(tick_, window); i < window && result == UINT64_MAX;
+         i += 1 + unmarked_run(tick_ + i + 1, window - i - 1)) {
         const uint64_t tick = tick_ + i;
         for (const Timer *t = slots_[tick & mask_]; t; t = t->next)
             if (tick_of(t->due_ns) <= tick)
