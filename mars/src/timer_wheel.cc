@@ -23,8 +23,13 @@ bool TimerWheel::init(uint32_t slots, uint64_t tick_ns, uint64_t now_ns) {
 }
 
 void TimerWheel::clear(uint64_t now_ns) {
-    std::fill(slots_.get(), slots_.get() + mask_ + 1, nullptr);
-    std::fill(occupied_.get(), occupied_.get() + (mask_ + 64) / 64, 0);
+    // Only marked slots can hold timers (a link always marks): clear those,
+    // not the whole array (a reset per fuzz input cleared 32 KiB).
+    for (uint64_t w = 0; w < (mask_ + 64) / 64; ++w) {
+        for (uint64_t bits = occupied_[w]; bits; bits &= bits - 1)
+            slots_[w * 64 + __builtin_ctzll(bits)] = nullptr;
+        occupied_[w] = 0;
+    }
     count_ = 0;
     tick_ = tick_of(now_ns);
     next_due_cache_ = UINT64_MAX;

@@ -11,7 +11,8 @@
 // engine (or a fuzz input) that advances a second of idle time looks at
 // 1,000 slot heads otherwise. The bit is set when a timer is linked into the
 // slot and cleared when a sweep finds the slot empty; a cancel leaves it set
-// (a stale bit costs one look, never a missed timer).
+// (a stale bit costs one look, never a missed timer). So a slot that holds
+// timers is always marked, and clear() empties only the marked ones.
 #pragma once
 
 #include <algorithm>

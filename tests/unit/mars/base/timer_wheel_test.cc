@@ -55,6 +55,40 @@ TEST(TimerWheel, FiresAtDueNeverEarly) {
     }
 }
 
+// clear() forgets every timer (Stack::reset's way: the owners are reset
+// with it), wherever it sits, including slots whose timers were cancelled or
+// swept back for a later rotation; the wheel then works as a new one.
+TEST(TimerWheel, ClearForgetsEveryTimerAndTheWheelWorksAfter) {
+    for (uint32_t slots : {1u, 8u, 64u, 256u}) {
+        TimerWheel w;
+        ASSERT_TRUE(w.init(slots, 100, 0));
+        std::vector<Timer> timers(300);
+        for (size_t i = 0; i < timers.size(); ++i)
+            w.arm(&timers[i], 100 * (i * 7 % 251) + 50 * slots * (i % 3));
+        TimerWheel::cancel(&timers[5]);
+        Recorder r;
+        w.advance(2000, r); // sweeps some slots; later rotations go back
+        ASSERT_GT(w.armed_count(), 0u);
+        w.clear(3000);
+        EXPECT_EQ(w.armed_count(), 0u);
+        EXPECT_EQ(w.next_due_ns(), UINT64_MAX);
+        r.fired.clear();
+        w.advance(1000000, r);
+        EXPECT_TRUE(r.fired.empty()) << slots << " slots: a cleared timer fired";
+        // A new timer in any slot fires once, on time.
+        for (uint64_t due : {3050u, 3000u + 100u * slots + 70u}) {
+            Timer t;
+            w.arm(&t, due + 1000000);
+            EXPECT_LE(w.next_due_ns(), due + 1000000); // may be early (a bounded scan), never late
+            w.advance(due + 999999, r);
+            EXPECT_TRUE(r.fired.empty());
+            w.advance(due + 1000000, r);
+            ASSERT_EQ(r.fired.size(), 1u);
+            r.fired.clear();
+        }
+    }
+}
+
 TEST(TimerWheel, TimersSeveralRotationsOutWaitTheirTurn) {
     TimerWheel w;
     ASSERT_TRUE(w.init(16, 100, 0));
