@@ -279,8 +279,8 @@ TEST(DtiDecoder, PostedReceiveAddressLengthAndLeast)
     EXPECT_EQ(d.cmd.least, 65536u);
     EXPECT_EQ(decode_command(post(4096, 100, 0), kBounds).cmd.least, 1u);     // 0 means 1
     EXPECT_EQ(decode_command(post(4096, 100, 5000), kBounds).cmd.least, 100u); // at most the length
-    EXPECT_EQ(reject_of(post(top - 99, 100, 1)), Reject::kNone);  // ends at 2^64 - 1
-    EXPECT_EQ(reject_of(post(top - 98, 100, 1)), Reject::kBadAddress);
+    EXPECT_EQ(reject_of(post(top - 100, 100, 1)), Reject::kNone); // end (exclusive) 2^64 - 1
+    EXPECT_EQ(reject_of(post(top - 99, 100, 1)), Reject::kBadAddress); // end 2^64: wraps
     EXPECT_EQ(reject_of(post(top, 0xffffffffu, 1)), Reject::kBadAddress);
     EXPECT_EQ(reject_of(post(0, 100, 1)), Reject::kBadAddress);
     EXPECT_EQ(reject_of(post(4096, 0, 1)), Reject::kZeroLength);
