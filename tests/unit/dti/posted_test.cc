@@ -206,7 +206,8 @@ TEST_F(DtiPosted, CancelWithNothingLandedIsCanceled)
     ASSERT_EQ(dti_wait_cqe(c_, 9, &e, 5000), 1);
     EXPECT_EQ(e.res, -ECANCELED);
     // The blocking form times out the same way and keeps the stream whole.
-    EXPECT_EQ(dti_recv_posted(c_, sv, buf, DTI_RECV_POST_MIN, 1, 20), -ETIMEDOUT);
+    std::vector<uint8_t> big(DTI_RECV_POST_MIN);
+    EXPECT_EQ(dti_recv_posted(c_, sv, big.data(), big.size(), 1, 20), -ETIMEDOUT);
     send_pattern(cl, 0, 64);
     ASSERT_EQ(dti_recv_wait(c_, sv, buf, sizeof buf, 5000), 64);
     EXPECT_EQ(std::memcmp(buf, pattern(0, 64).data(), 64), 0);
