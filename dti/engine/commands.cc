@@ -161,8 +161,14 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     case DTI_OP_WATCH:
         cmd_watch(group, ctx_index, slot_index, cmd.flags);
         break;
+    case DTI_OP_RECV_POST:
+        cmd_post(group, ctx_index, slot_index, cmd);
+        return;
+    case DTI_OP_RECV_CANCEL:
+        cmd_cancel_post(group, slot_index);
+        return;
     case DTI_OP_RECV_INTO:
-        if (slot->recv_into.used) {
+        if (slot->recv_into.used || slot->post.used) {
             result = -EBUSY;
         } else {
             slot->recv_into = Pending{true, ctx_index, cmd.tag, cmd.length, cmd.offset};
@@ -199,6 +205,7 @@ void EngineImpl::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_
     switch (cmd.op) {
     case DTI_OP_SEND:
     case DTI_OP_RECV_RELEASE:
+    case DTI_OP_RECV_CANCEL:
         stats_.rejected_commands++;
         return; // not signaled: the app lied about a length; drop it
     case DTI_OP_SETSOCKOPT:
@@ -344,7 +351,7 @@ void EngineImpl::cmd_send(Group &group, uint32_t si, const Command &c)
 void EngineImpl::cmd_release(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
-    if (c.length > s.rx_tail - s.rx_consumed || s.recv_into.used) {
+    if (c.length > s.rx_tail - s.rx_consumed || s.recv_into.used || s.post.used) {
         stats_.rejected_commands++;
         return;
     }

@@ -76,7 +76,9 @@ void EngineImpl::finish_pending(Group &group, Pending &p, int32_t res, uint32_t 
     if (!p.used)
         return;
     p.used = false;
-    complete(group, p.ctx, p.tag, res, sock);
+    // A post that already wrote bytes into the process answers with their
+    // count whatever ended it: the application must learn where it stands.
+    complete(group, p.ctx, p.tag, p.landed ? int32_t(p.landed) : res, sock);
 }
 
 void EngineImpl::cancel_pending(Group &group, Slot &s, int32_t res, uint32_t sock)
@@ -84,6 +86,7 @@ void EngineImpl::cancel_pending(Group &group, Slot &s, int32_t res, uint32_t soc
     finish_pending(group, s.connect, res, sock);
     finish_pending(group, s.accept, res, sock);
     finish_pending(group, s.recv_into, res, sock);
+    finish_pending(group, s.post, res, sock);
     digest::Done d[digest::kMaxRanges];
     for (digest::Direction *dir : {&s.dg.rx, &s.dg.tx}) {
         uint32_t n = dir->cancel(~0ull, res, d);

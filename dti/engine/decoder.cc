@@ -21,6 +21,7 @@ const char *reject_text(Reject r)
     case Reject::kZeroLength: return "length is 0";
     case Reject::kBadPoolRange: return "offset + length is not inside the buffer pool";
     case Reject::kBadDigestFlags: return "digest flags other than TX, CHECK, CHAIN";
+    case Reject::kBadAddress: return "posted address is 0 or address + length wraps";
     }
     return "unknown reason";
 }
@@ -39,6 +40,7 @@ int32_t reject_result(Reject r)
     case Reject::kZeroLength:
     case Reject::kBadPoolRange:
     case Reject::kBadDigestFlags: return -EINVAL;
+    case Reject::kBadAddress: return -EFAULT;
     }
     return -EINVAL;
 }

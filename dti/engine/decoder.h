@@ -47,9 +47,11 @@ enum class Reject : uint8_t {
     kBadShutdown,    // SHUTDOWN how is none of RD, WR, RDWR
     kUnknownOption,  // SETSOCKOPT/GETSOCKOPT of an option id the engine does not know
     kNoAcceptCount,  // ACCEPT of 0 connections
-    kZeroLength,     // SEND, RECV_RELEASE or RECV_INTO of no bytes
+    kZeroLength,     // SEND, RECV_RELEASE, RECV_INTO or RECV_POST of no bytes
     kBadPoolRange,   // RECV_INTO/SEND_FROM: offset + length not inside the pool
     kBadDigestFlags, // DIGEST with flags other than TX, CHECK, CHAIN
+    kBadAddress,     // RECV_POST: address 0, or address + length past 2^64 (the process's
+                     // memory is checked by the kernel when the engine writes: -EFAULT then)
 };
 
 // Short text for logs and test messages ("ok" for kNone).
@@ -64,7 +66,7 @@ int32_t reject_result(Reject r);
 // depends on op (the comments name the ops).
 struct Command {
     uint16_t op = 0;        // DTI_OP_*: a known opcode
-    bool signaled = false;  // answered with a completion (all but SEND and RECV_RELEASE)
+    bool signaled = false;  // answered with a completion (all but SEND, RECV_RELEASE, RECV_CANCEL)
     uint32_t tag = 0;       // < cmdq_entries when signaled
     uint32_t handle = 0;    // as written: completions name it
     uint32_t slot = 0;      // the handle's slot index, < max_sockets (not NOP, SOCKET)
@@ -79,9 +81,11 @@ struct Command {
     bool ring_option = false; // DTI_SO_RCVBUF/SNDBUF: fixed per region, answered by the engine
     Option transport_option = Option::kNoDelay; // the others: the transport's option
     int64_t value = 0;      // SETSOCKOPT: the value; DIGEST: the expected digest (low 32 bits)
-    uint32_t length = 0;    // SEND, RECV_RELEASE, RECV_INTO, SEND_FROM: bytes (> 0 but SEND_FROM);
+    uint32_t length = 0;    // SEND, RECV_RELEASE, RECV_INTO, RECV_POST, SEND_FROM: bytes (> 0 but SEND_FROM);
                             // DIGEST: the range's length (digest.cc checks it with the position)
-    uint64_t offset = 0;    // RECV_INTO, SEND_FROM: region offset inside the pool; DIGEST: start position
+    uint64_t offset = 0;    // RECV_INTO, SEND_FROM: region offset inside the pool; DIGEST: start position;
+                            // RECV_POST: the address in the issuing process (not 0, no wrap)
+    uint32_t least = 0;     // RECV_POST: complete once this many bytes landed (1..length)
 };
 
 struct Decoded {
@@ -171,6 +175,15 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
         if (!in_pool(b, raw.offset, raw.arg0))
             return Reject::kBadPoolRange;
         return raw.arg0 == 0 ? Reject::kZeroLength : Reject::kNone;
+    case DTI_OP_RECV_POST:
+        c->length = raw.arg0;
+        c->offset = raw.offset;
+        c->least = std::clamp<uint32_t>(raw.arg1, 1, std::max<uint32_t>(raw.arg0, 1));
+        if (raw.arg0 == 0)
+            return Reject::kZeroLength;
+        return raw.offset == 0 || raw.offset > ~uint64_t{0} - raw.arg0 ? Reject::kBadAddress : Reject::kNone;
+    case DTI_OP_RECV_CANCEL:
+        return Reject::kNone;
     case DTI_OP_SEND_FROM:
         c->length = raw.arg0; // 0 is a send of nothing: completes with 0
         c->offset = raw.offset;
@@ -203,9 +216,10 @@ inline Decoded decode_command(const dti_cmd &raw, const CommandBounds &bounds)
     c.op = raw.op;
     c.tag = raw.tag;
     c.handle = raw.sock;
-    // SEND and RECV_RELEASE are the data path's unsignaled commands: no
-    // completion, so their tag means nothing.
-    c.signaled = raw.op != DTI_OP_SEND && raw.op != DTI_OP_RECV_RELEASE;
+    // SEND and RECV_RELEASE are the data path's unsignaled commands, and
+    // RECV_CANCEL, whose answer is the post's own completion: no completion,
+    // so their tag means nothing.
+    c.signaled = raw.op != DTI_OP_SEND && raw.op != DTI_OP_RECV_RELEASE && raw.op != DTI_OP_RECV_CANCEL;
     if (c.signaled && raw.tag >= bounds.cmdq_entries) {
         d.reject = Reject::kBadTag; // no valid tag to answer with: the app's own bookkeeping is corrupt
         return d;

@@ -8,6 +8,7 @@
 //   region.cc        region layout and the ring memory given to the transport
 //   commands.cc      taking commands from the queues and executing them
 //                    (decoder.h checks each one first)
+//   posted.cc        posted receives into the process's memory (RECV_POST)
 //   completions.cc   completions, events, wakeups and the sleep protocol
 //   socket_table.cc  the socket table the application reads, transport events
 //   engine.cc        the poll loop and Engine::create
@@ -61,8 +62,11 @@ struct Pending {
     bool used = false;
     uint16_t ctx = 0;
     uint32_t tag = 0;
-    uint32_t arg = 0;    // accept: max; recv_into: length
-    uint64_t offset = 0; // recv_into: pool offset
+    uint32_t arg = 0;    // accept: max; recv_into, post: length
+    uint64_t offset = 0; // recv_into: pool offset; post: address in the process
+    uint32_t least = 0;  // post: complete once this many bytes landed
+    uint32_t landed = 0; // post: bytes already written into the process
+    uint32_t pid = 0;    // post: the process written into (its member's SO_PEERCRED pid)
 };
 
 struct Slot {
@@ -86,6 +90,7 @@ struct Slot {
     bool dirty = false;
     Endpoint local, remote;
     Pending connect, accept, recv_into;
+    Pending post; // RECV_POST: received bytes go straight into the process's memory (posted.cc)
     digest::SocketDigests dg; // CRC32C ranges waiting for bytes (DTI_OP_DIGEST)
 };
 
@@ -312,6 +317,11 @@ class EngineImpl final : public Engine {
     int32_t cmd_send_from(Group &group, uint32_t si, const Command &c);
     void cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events);
     bool try_recv_into(Group &group, uint32_t si);
+    // Posted receive into the process's own memory (posted.cc).
+    void cmd_post(Group &group, uint16_t ci, uint32_t si, const Command &c);
+    void cmd_cancel_post(Group &group, uint32_t si);
+    void try_post(Group &group, uint32_t si);
+    void end_post(Group &group, uint32_t si, int32_t res);
     void cmd_digest(Group &group, uint16_t ci, uint32_t si, const Command &c);
     digest::Ring rx_digest_ring(const Group &group, uint32_t si) const
     {

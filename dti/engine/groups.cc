@@ -103,7 +103,7 @@ void EngineImpl::close_ctx(Group &group, uint16_t ci)
     uint64_t bit = uint64_t{1} << ci;
     for (Slot &s : group.slots) {
         s.watchers &= ~bit;
-        for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
+        for (Pending *p : {&s.connect, &s.accept, &s.recv_into, &s.post})
             if (p->used && p->ctx == ci)
                 p->used = false;
         // Its digest ranges go unanswered too: a later context at this
@@ -167,7 +167,7 @@ void EngineImpl::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
     m.held--;
     if (--s.holders > 0) {
         s.watchers &= ~m.ctx_mask;
-        for (Pending *p : {&s.connect, &s.accept, &s.recv_into})
+        for (Pending *p : {&s.connect, &s.accept, &s.recv_into, &s.post})
             if (p->used && ((m.ctx_mask >> p->ctx) & 1))
                 finish_pending(group, *p, -ECANCELED, handle(group, si));
         digest::Done d[digest::kMaxRanges];
@@ -219,7 +219,7 @@ void EngineImpl::abort_all(Group &group, bool keep_closing)
         }
     for (uint32_t i = 0; i < group.slots.size(); i++) {
         Slot &s = group.slots[i];
-        s.connect.used = s.accept.used = s.recv_into.used = false;
+        s.connect.used = s.accept.used = s.recv_into.used = s.post.used = false;
         // A socket the application shut down for writing (it said it was
         // done: socat and many tools shutdown(SHUT_WR) and then exit
         // without close()) finishes like a closed one instead of losing

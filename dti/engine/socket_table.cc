@@ -40,6 +40,8 @@ void EngineImpl::refresh(Group &group, uint32_t si)
     }
     if (s.recv_into.used)
         try_recv_into(group, si);
+    if (s.post.used)
+        try_post(group, si);
     if (s.accept.used && s.embryos > 0) {
         uint32_t got[DTI_ACCEPT_MAX] = {};
         int32_t n = accept_some(group, owner(group, s.accept.ctx), si, s.accept.arg, got);

@@ -32,7 +32,7 @@ struct dti_sock_priv {
     uint32_t rx_gen;
     uint32_t rx_head;      /* bytes consumed (free-running, from the slot's rx_base) */
     uint32_t err_taken_gen;/* SO_ERROR was read for this generation */
-    uint32_t rx_busy_gen;  /* a posted receive (RECV_INTO) is in flight */
+    uint32_t rx_busy_gen;  /* a posted receive (RECV_INTO, RECV_POST) is in flight */
     uint32_t rx_owed;      /* consumed, not yet told to the engine (batched releases) */
     uint8_t pad0[DTI_CACHELINE - 20];
     uint32_t tx_gen;
@@ -147,6 +147,7 @@ struct dti_attachment {
     struct dti_ctx *contexts;
     bool dead;              /* sticky once the engine is gone */
     int dead_reason;        /* positive DTI_E_* */
+    bool post_refused;      /* the engine cannot write into this process: copy from the ring */
     uint64_t *pool_bitmap;
     uint32_t pool_blocks;
     int fork_fd;            /* between dti_fork_prepare() and parent/child: the child's connection */

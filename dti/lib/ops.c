@@ -391,6 +391,44 @@ int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint
     return rc;
 }
 
+/* Posted receive into the caller's memory: the engine writes, the side is
+ * busy until the completion (engine_moved() in reap.c follows it). */
+int dti_prep_recv_post(dti_ctx_t *c, dti_sock_t s, void *buf, uint32_t len, uint32_t min, uint64_t ud)
+{
+    c = dti__route(c, &s);
+    uint32_t slot;
+    if (!buf || len == 0)
+        return -EINVAL;
+    if (!dti__sock(c->d, s, &slot))
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = &c->d->priv[slot];
+    if (p->rx_busy_gen == dti__gen(s))
+        return -EBUSY;
+    struct dti_cmd *cmd;
+    int rc = prep(c, DTI_OP_RECV_POST, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = len;
+        cmd->arg1 = min;
+        cmd->offset = (uint64_t)(uintptr_t)buf;
+        commit(c);
+        if (p->rx_gen != dti__gen(s)) {
+            p->rx_gen = dti__gen(s);
+            p->rx_head = 0;
+        }
+        p->rx_busy_gen = dti__gen(s);
+    }
+    return rc;
+}
+
+/* No completion of its own and no credit: the post's completion answers. */
+int dti_prep_recv_cancel(dti_ctx_t *c, dti_sock_t s)
+{
+    c = dti__route(c, &s);
+    if (!dti__sock(c->d, s, NULL))
+        return -DTI_E_BAD_HANDLE;
+    return dti__prep_data(c, DTI_OP_RECV_CANCEL, s, 0, 0);
+}
+
 int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint32_t len, unsigned flags,
                        uint64_t ud)
 {

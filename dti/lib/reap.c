@@ -15,7 +15,7 @@ static void engine_moved(struct dti_ctx *c, const struct dti_ctx_pending *p, int
     if (slot >= c->d->limits.max_sockets)
         return;
     struct dti_sock_priv *sp = &c->d->priv[slot];
-    if (p->op == DTI_OP_RECV_INTO && sp->rx_gen == gen) {
+    if ((p->op == DTI_OP_RECV_INTO || p->op == DTI_OP_RECV_POST) && sp->rx_gen == gen) {
         if (res > 0)
             sp->rx_head += (uint32_t)res;
         sp->rx_busy_gen = 0;
@@ -53,7 +53,7 @@ static bool decode(struct dti_ctx *c, const struct dti_ev *e, struct dti_cqe *ou
         return false; /* not ours: ignore rather than corrupt our credits */
     struct dti_ctx_pending p = c->pending[tag];
     release_tag(c, tag);
-    if (p.op == DTI_OP_RECV_INTO || p.op == DTI_OP_SEND_FROM)
+    if (p.op == DTI_OP_RECV_INTO || p.op == DTI_OP_SEND_FROM || p.op == DTI_OP_RECV_POST)
         engine_moved(c, &p, e->res);
     if (p.drop)
         return false;
@@ -549,6 +549,50 @@ ssize_t dti_recv_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, int tim
         if (rc < 0)
             return rc;
     }
+}
+
+/* Ends a post early (timeout, interruption): the engine answers the post at
+ * once with what landed. Returns that completion's result. */
+static int cancel_post(dti_ctx_t *c, dti_sock_t s, uint64_t ud, struct dti_cqe *e)
+{
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_recv_cancel(c, s));
+    dti_submit(c);
+    int w = dti_wait_cqe(c, ud, e, -1);
+    return w == 1 ? e->res : w;
+}
+
+ssize_t dti_recv_posted(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_t min, int timeout_ms)
+{
+    if (len < DTI_RECV_POST_MIN || c->d->post_refused)
+        return dti_recv_wait(c, s, buf, len, timeout_ms);
+    if (len > (1u << 30))
+        len = 1u << 30;
+    uint64_t ud = next_ud(c);
+    int prc;
+    SYNC_PREP(prc, c, dti_prep_recv_post(c, s, buf, (uint32_t)len, (uint32_t)(min < len ? min : len), ud));
+    if (prc < 0)
+        return prc;
+    dti_submit(c);
+    struct dti_cqe e;
+    int w = dti_wait_cqe(c, ud, &e, timeout_ms);
+    if (w == 0 || (w < 0 && dti__all_alive(c, false))) {
+        /* Gave up waiting: cancel, and learn how many bytes already landed
+         * (they count: a byte the engine wrote is never offered again). */
+        int r = cancel_post(c, s, ud, &e);
+        if (r > 0)
+            return r;
+        if (r != -ECANCELED)
+            return r;
+        return w == 0 ? -ETIMEDOUT : w;
+    }
+    if (w < 0)
+        return w;
+    if (e.res == -EOPNOTSUPP) {
+        c->d->post_refused = true; /* counted by the engine (post_fallbacks) */
+        return dti_recv_wait(c, s, buf, len, timeout_ms);
+    }
+    return e.res;
 }
 
 ssize_t dti_send_all(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, int timeout_ms)

@@ -8,7 +8,8 @@
 //   eta-perf server [--transport dti|kernel] [--port P] [--once] [--json]
 //   eta-perf client --connect IP [--port P] [--transport dti|kernel]
 //            [--mode stream|rr|crr] [--direction send|recv] [--size N]
-//            [--duration S | --bytes N] [--verify [--digest app|engine]] [--json]
+//            [--duration S | --bytes N] [--verify [--digest app|engine]]
+//            [--recv posted|copy] [--json]
 //
 // Wire protocol: the client opens with a 32-byte Hello (what to do). Stream
 // client→server: the client writes a deterministic pattern and shuts down
@@ -205,12 +206,22 @@ class KernelConn final : public Conn {
     int fd_;
 };
 
+bool g_recv_posted = true; // --recv posted|copy
+
 class DtiConn final : public Conn {
   public:
     DtiConn(dti_ctx_t *c, dti_sock_t s) : c_(c), s_(s) {}
     ~DtiConn() override { dti_close(c_, s_); }
     ssize_t send(const void *p, size_t n) override { return dti_send_all(c_, s_, p, n, 60'000); }
-    ssize_t recv(void *p, size_t n) override { return dti_recv_wait(c_, s_, p, n, 60'000); }
+    // --recv posted (default): a read of DTI_RECV_POST_MIN bytes or more is
+    // posted, and eta-ppe writes the bytes into our buffer (this core copies
+    // nothing); it completes when the buffer is full or the stream ends, as
+    // MSG_WAITALL would. --recv copy: we copy them out of the ring.
+    ssize_t recv(void *p, size_t n) override
+    {
+        if (g_recv_posted) return dti_recv_posted(c_, s_, p, n, n, 60'000);
+        return dti_recv_wait(c_, s_, p, n, 60'000);
+    }
     void shutdown_write() override { dti_shutdown(c_, s_, DTI_SHUT_WR); }
     std::string error_text(ssize_t r) const override { return dti_strerror(int(r)); }
     // Chained ranges of up to 1 GiB (at most 8 wait per direction): the last
@@ -885,6 +896,11 @@ int main(int argc, char **argv)
         sub->add_option("--spin-us", g_spin_us, "dti: the most a wait spins before it sleeps (default: libdti's)")
             ->check(CLI::Range(0, 1000000));
         sub->add_flag("--spin-fixed", g_spin_fixed, "dti: always spin the whole --spin-us (default: adaptive)");
+        sub->add_option_function<std::string>(
+               "--recv", [](const std::string &v) { g_recv_posted = v == "posted"; },
+               "dti client: posted (eta-ppe writes large reads into our buffer; default) or copy (we copy from the "
+               "receive ring)")
+            ->check(CLI::IsMember({"posted", "copy"}));
     };
     CLI::App *server = app.add_subcommand("server", "serve any number of clients");
     common(server);

@@ -335,7 +335,9 @@ enum dti_op {
     /* data-path commands: no completion, outcome visible in dti_sock_status() */
     DTI_OP_SEND = 15,      /* dti_send_commit() */
     DTI_OP_RECV_RELEASE = 16, /* dti_recv_release() */
-    DTI_OP_DIGEST = 17     /* CRC32C of a stream range; the digest is in cqe.value */
+    DTI_OP_DIGEST = 17,    /* CRC32C of a stream range; the digest is in cqe.value */
+    DTI_OP_RECV_POST = 18, /* the engine writes received bytes into the caller's memory; res: bytes */
+    DTI_OP_RECV_CANCEL = 19 /* ends the socket's post now (no completion of its own) */
 };
 
 /* Socket options (values are int64_t; booleans are 0/1). */
@@ -398,6 +400,36 @@ int dti_prep_watch(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t user_da
 /* Posted receive: the engine copies up to buf->len received bytes into the
  * pool buffer and completes with the count (0: EOF); waits for data. */
 int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *buf, uint64_t user_data);
+/* Posted receive into the caller's own memory (any address, not the pool):
+ * the engine writes received bytes straight into [buf, buf + len) of the
+ * calling process (process_vm_writev on the engine's core), consumes them
+ * from the receive ring in order, and completes with the count once at least
+ * `min` bytes landed (min 0 counts as 1; larger than len counts as len), or
+ * with what landed when the stream ends or fails (then 0 at EOF, the
+ * socket's error after a reset, as dti_recv() would answer). One post per
+ * socket at a time (a second: -EBUSY); while it is out the receive side is
+ * busy for dti_recv()/borrow/view (-EBUSY). Errors: -EFAULT (an address the
+ * process cannot be written at), -EOPNOTSUPP (the engine cannot write into
+ * this process: another pid namespace, ptrace refused; libdti's callers then
+ * copy from the ring themselves). dti_prep_recv_cancel() ends it early: the
+ * post completes at once with the bytes that landed (-ECANCELED when none);
+ * a post that already completed is not touched. Either way the post's own
+ * completion is the one answer; no byte is lost or duplicated. */
+int dti_prep_recv_post(dti_ctx_t *c, dti_sock_t s, void *buf, uint32_t len, uint32_t min, uint64_t user_data);
+int dti_prep_recv_cancel(dti_ctx_t *c, dti_sock_t s);
+/* The blocking form: posts buf (when len >= the threshold and the engine
+ * can write into this process; otherwise dti_recv_wait()), waits for the
+ * completion (timeout_ms < 0: forever) and returns the bytes received (0:
+ * EOF) or a negative error. On timeout it cancels: returns the bytes that
+ * landed, or -ETIMEDOUT. */
+ssize_t dti_recv_posted(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_t min, int timeout_ms);
+/* Posts below this many bytes are not worth a round trip through the engine
+ * (measured: a post costs the program a wakeup, ~27 us on the 2-core lab VM,
+ * against ~0.5 ns a byte for reading from the ring; 16 KiB posts cost 3x the
+ * copy, 64 KiB about break even, 256 KiB a quarter: dti/README.md "Posted
+ * receive into the program's memory"): dti_recv_posted() copies below it. */
+#define DTI_RECV_POST_MIN 65536u
+
 /* Region-buffer send: the engine queues bytes from the pool buffer; completes
  * with how many it took (fewer when the send ring is short of space); the
  * buffer is the caller's again once completed. */

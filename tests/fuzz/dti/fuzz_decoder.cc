@@ -35,7 +35,7 @@ bool in_pool(const CommandBounds &b, uint64_t offset, uint32_t length)
 // The rules of decoder.h, spelled out without the decoder's code.
 Reject model(const dti_cmd &c, const CommandBounds &b)
 {
-    const bool signaled = c.op != DTI_OP_SEND && c.op != DTI_OP_RECV_RELEASE;
+    const bool signaled = c.op != DTI_OP_SEND && c.op != DTI_OP_RECV_RELEASE && c.op != DTI_OP_RECV_CANCEL;
     if (signaled && c.tag >= b.cmdq_entries)
         return Reject::kBadTag;
     if (c.op == DTI_OP_NOP || c.op == DTI_OP_SOCKET)
@@ -58,6 +58,14 @@ Reject model(const dti_cmd &c, const CommandBounds &b)
         if (!in_pool(b, c.offset, c.arg0))
             return Reject::kBadPoolRange;
         return c.arg0 ? Reject::kNone : Reject::kZeroLength;
+    case DTI_OP_RECV_POST: {
+        uint64_t end = 0;
+        if (c.arg0 == 0)
+            return Reject::kZeroLength;
+        return c.offset != 0 && !__builtin_add_overflow(c.offset, uint64_t{c.arg0}, &end) ? Reject::kNone
+                                                                                          : Reject::kBadAddress;
+    }
+    case DTI_OP_RECV_CANCEL: return Reject::kNone;
     case DTI_OP_SEND_FROM: return in_pool(b, c.offset, c.arg0) ? Reject::kNone : Reject::kBadPoolRange;
     case DTI_OP_SEND:
     case DTI_OP_RECV_RELEASE: return c.arg0 ? Reject::kNone : Reject::kZeroLength;
@@ -84,6 +92,8 @@ void check_accepted(const dti_cmd &c, const CommandBounds &b, const Decoded &d)
         fail("pool range outside the pool", c, d);
     if ((k.op == DTI_OP_RECV_INTO || k.op == DTI_OP_SEND || k.op == DTI_OP_RECV_RELEASE) && k.length == 0)
         fail("zero length accepted", c, d);
+    if (k.op == DTI_OP_RECV_POST && (k.length == 0 || k.offset == 0 || k.least == 0 || k.least > k.length))
+        fail("posted receive without a length, an address or a sane least", c, d);
     if (k.op == DTI_OP_ACCEPT && (k.count == 0 || k.count > DTI_ACCEPT_MAX))
         fail("accept count out of range", c, d);
     if (k.op == DTI_OP_LISTEN && k.count > 65535)

@@ -103,7 +103,7 @@ TEST(DtiDecoder, HandleSlotAndGeneration)
 
 TEST(DtiDecoder, UnknownOpcodeAfterTheHandle)
 {
-    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_DIGEST + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
+    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_RECV_CANCEL + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
         EXPECT_EQ(reject_of(cmd(op)), Reject::kUnknownOp) << op;
         EXPECT_EQ(reject_of(cmd(op, handle_of(kSockets))), Reject::kBadSocket) << op;
     }
@@ -261,6 +261,40 @@ TEST(DtiDecoder, PoolRangesStayInsideThePool)
     EXPECT_EQ(decode_command(pool_cmd(DTI_OP_SEND_FROM, kPoolOffset, 1), kBounds).cmd.flags, DTI_SEND_MORE);
 }
 
+// RECV_POST names memory of the issuing process: any address but 0, no
+// wrap past 2^64 (the kernel checks the rest when the engine writes).
+TEST(DtiDecoder, PostedReceiveAddressLengthAndLeast)
+{
+    const uint64_t top = std::numeric_limits<uint64_t>::max();
+    auto post = [](uint64_t addr, uint32_t len, uint32_t least) {
+        dti_cmd c = cmd(DTI_OP_RECV_POST, handle_of(3), len, least);
+        c.offset = addr;
+        return c;
+    };
+    Decoded d = decode_command(post(0x7f0000001000, 65536, 65536), kBounds);
+    ASSERT_TRUE(d.ok());
+    EXPECT_TRUE(d.cmd.signaled);
+    EXPECT_EQ(d.cmd.offset, 0x7f0000001000u);
+    EXPECT_EQ(d.cmd.length, 65536u);
+    EXPECT_EQ(d.cmd.least, 65536u);
+    EXPECT_EQ(decode_command(post(4096, 100, 0), kBounds).cmd.least, 1u);     // 0 means 1
+    EXPECT_EQ(decode_command(post(4096, 100, 5000), kBounds).cmd.least, 100u); // at most the length
+    EXPECT_EQ(reject_of(post(top - 100, 100, 1)), Reject::kNone); // end (exclusive) 2^64 - 1
+    EXPECT_EQ(reject_of(post(top - 99, 100, 1)), Reject::kBadAddress); // end 2^64: wraps
+    EXPECT_EQ(reject_of(post(top, 0xffffffffu, 1)), Reject::kBadAddress);
+    EXPECT_EQ(reject_of(post(0, 100, 1)), Reject::kBadAddress);
+    EXPECT_EQ(reject_of(post(4096, 0, 1)), Reject::kZeroLength);
+    EXPECT_EQ(reject_of(post(0, 0, 1)), Reject::kZeroLength); // the length first
+    EXPECT_EQ(dti::engine::reject_result(Reject::kBadAddress), -EFAULT);
+    // The cancel carries nothing and is never answered (the post is).
+    dti_cmd cancel = cmd(DTI_OP_RECV_CANCEL);
+    cancel.tag = 0xffffffffu;
+    d = decode_command(cancel, kBounds);
+    EXPECT_TRUE(d.ok());
+    EXPECT_FALSE(d.cmd.signaled);
+    EXPECT_EQ(reject_of(cmd(DTI_OP_RECV_CANCEL, handle_of(kSockets))), Reject::kBadSocket);
+}
+
 TEST(DtiDecoder, PoolAtTheTopOfTheAddressRangeDoesNotWrap)
 {
     const uint64_t top = std::numeric_limits<uint64_t>::max();
@@ -318,7 +352,7 @@ TEST(DtiDecoder, EveryReasonHasAResultAndAText)
     for (Reject r : {Reject::kBadPort, Reject::kBadShutdown, Reject::kNoAcceptCount, Reject::kZeroLength,
                      Reject::kBadPoolRange, Reject::kBadDigestFlags})
         EXPECT_EQ(dti::engine::reject_result(r), -EINVAL) << dti::engine::reject_text(r);
-    for (int r = 0; r <= int(Reject::kBadDigestFlags); r++)
+    for (int r = 0; r <= int(Reject::kBadAddress); r++)
         EXPECT_GT(std::string(dti::engine::reject_text(Reject(r))).size(), 1u) << r;
     EXPECT_STREQ(dti::engine::reject_text(Reject::kNone), "ok");
 }

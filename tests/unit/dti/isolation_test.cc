@@ -73,7 +73,7 @@ std::string hostile_handles(RawApp &b, const std::vector<uint32_t> &a_handles, u
     static const uint16_t ops[] = {DTI_OP_CLOSE,      DTI_OP_ABORT,      DTI_OP_SHUTDOWN, DTI_OP_SETSOCKOPT,
                                    DTI_OP_GETSOCKOPT, DTI_OP_WATCH,      DTI_OP_ACCEPT,   DTI_OP_CONNECT,
                                    DTI_OP_BIND,       DTI_OP_LISTEN,     DTI_OP_DIGEST,   DTI_OP_RECV_INTO,
-                                   DTI_OP_SEND_FROM};
+                                   DTI_OP_SEND_FROM,  DTI_OP_RECV_POST};
     const uint32_t k = uint32_t(rng() % b.qps.size());
     for (uint32_t h : handles) {
         // Unsignaled data-path commands first: they must change nothing.
@@ -81,6 +81,7 @@ std::string hostile_handles(RawApp &b, const std::vector<uint32_t> &a_handles, u
         b.publish(k, s);
         dti_cmd r = command(DTI_OP_RECV_RELEASE, h, 1 + uint32_t(rng() % 4096));
         b.publish(k, r);
+        b.publish(k, command(DTI_OP_RECV_CANCEL, h, 0));
         for (uint16_t op : ops) {
             if (!every_pair && rng() % 8 != 0)
                 continue; // most rounds: a sample of the (handle, op) pairs
@@ -91,6 +92,10 @@ std::string hostile_handles(RawApp &b, const std::vector<uint32_t> &a_handles, u
             }
             if (op == DTI_OP_DIGEST)
                 c.arg1 = 16;
+            if (op == DTI_OP_RECV_POST) { // A's bytes must never be written into B's memory
+                c.arg0 = 64;
+                c.offset = uint64_t(uintptr_t(&c));
+            }
             int32_t res = b.call(k, c);
             if (res != -DTI_E_BAD_HANDLE)
                 return "op " + std::to_string(op) + " on handle " + std::to_string(h) + " B never owned answered " +

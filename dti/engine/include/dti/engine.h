@@ -141,6 +141,10 @@ struct Limits {
     // The address applications' sockets use (host order), told in the region
     // header: libdti computes flow owners with it (a bound socket connecting).
     uint32_t app_ip = 0;
+    // Posted receives into the process's memory (DTI_OP_RECV_POST): false
+    // answers every post -EOPNOTSUPP (counted as a fallback; libdti then
+    // copies from the ring), as when the engine may not write into a process.
+    bool posted_receive = true;
 };
 
 struct Stats {
@@ -153,6 +157,11 @@ struct Stats {
     // direction (a byte counts once per range covering it), ranges asked
     // for, and checked ranges whose digest did not match.
     uint64_t digest_rx_bytes = 0, digest_tx_bytes = 0, digest_ranges = 0, digest_mismatches = 0;
+    // Posted receives into the process's memory (DTI_OP_RECV_POST): posts
+    // taken, bytes written, process_vm_writev calls, posts answered
+    // -EOPNOTSUPP (the engine cannot write into that process: the app copies
+    // from the ring instead) and -EFAULT (bad address).
+    uint64_t posts = 0, posted_bytes = 0, posted_writes = 0, post_fallbacks = 0, post_faults = 0;
 };
 
 // One per attached process. Processes forked from an attached one share its
