@@ -6,7 +6,7 @@ the control thread's routing without libdti.
 
     hello_probe.py SOCKET ENGINE     (ENGINE: an index, or "any")
 """
-import array, os, socket, struct, sys
+import array, os, re, socket, struct, sys
 
 path, want = sys.argv[1], sys.argv[2]
 engine = 0xFFFFFFFF if want == "any" else int(want)
@@ -14,7 +14,11 @@ engine = 0xFFFFFFFF if want == "any" else int(want)
 # index, pid, region_size, engine, n_engines, text[88]; 128 bytes.
 FMT = "<IIIiIIQII88s"
 MAGIC, HELLO, WELCOME, REFUSED = 0x4C544344, 1, 2, 3
-ABI = 4  # DTI_ABI_VERSION (dti/include/dti/dti.h)
+# DTI_ABI_VERSION, read from the header it is defined in (a number written
+# here went stale when the ABI moved on).
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "dti", "include", "dti", "dti.h")
+with open(HEADER) as h:
+    ABI = int(re.search(r"^#define DTI_ABI_VERSION (\d+)u?$", h.read(), re.M).group(1))
 assert struct.calcsize(FMT) == 128
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.settimeout(5)
