@@ -696,6 +696,10 @@ void Engine::publish(uint64_t now, bool with_conns)
     counters_.digest_tx_bytes = ds.digest_tx_bytes;
     counters_.digest_ranges = ds.digest_ranges;
     counters_.digest_mismatches = ds.digest_mismatches;
+    counters_.posts = ds.posts;
+    counters_.posted_bytes = ds.posted_bytes;
+    counters_.post_fallbacks = ds.post_fallbacks;
+    counters_.post_faults = ds.post_faults;
     reconcile_watches();
     publish_apps();
     uint64_t rx = 0, tx = 0, dropped = 0;

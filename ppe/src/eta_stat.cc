@@ -169,6 +169,13 @@ std::string text_view(const Snapshot &s, bool conns)
                     "  mismatches %" PRIu64 "\n",
                     e, c.digest_rx_bytes, c.digest_tx_bytes, c.digest_ranges, c.digest_mismatches);
     }
+    // Posted receives (the engine writing received bytes into the program's memory).
+    for (size_t e = 0; e < s.engines.size(); e++) {
+        const EngineCounters &c = s.engines[e];
+        appendf(&out, "posted receives e%zu: posts %" PRIu64 "  bytes %" PRIu64 "  fallbacks %" PRIu64
+                    "  faults %" PRIu64 "\n",
+                    e, c.posts, c.posted_bytes, c.post_fallbacks, c.post_faults);
+    }
     appendf(&out, "\nport  name       device                               address             mtu  link     "
                 "rx pkts      tx pkts   missed  errors\n");
     for (size_t p = 0; p < s.ports.size(); p++) {

@@ -246,6 +246,13 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
                   c.owner_kicks);
         x.counter("engine_rx_wakes", "idle sleeps a received frame ended (the port's kernel socket polled)", l,
                   c.rx_wakes);
+        x.counter("engine_posts", "posted receives applications made into their own memory", l, c.posts);
+        x.counter("engine_posted_bytes", "received bytes the engine wrote straight into application memory", l,
+                  c.posted_bytes);
+        x.counter("engine_post_fallbacks", "posted receives refused (the engine cannot write into that process)", l,
+                  c.post_fallbacks);
+        x.counter("engine_post_faults", "posted receives ended by an address the process cannot be written at", l,
+                  c.post_faults);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
                 busy_share(c));
         x.gauge("engine_connections", "TCP sockets the engine's stacks hold now", l, engine_connections(s, e));
@@ -445,6 +452,8 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"steered_out", c.steered_out}, {"steered_in", c.steered_in},
                 {"steer_drops", c.steer_drops}, {"arp_shared_out", c.arp_shared_out},
                 {"arp_shared_in", c.arp_shared_in}, {"owner_kicks", c.owner_kicks}, {"rx_wakes", c.rx_wakes},
+                {"posts", c.posts}, {"posted_bytes", c.posted_bytes},
+                {"post_fallbacks", c.post_fallbacks}, {"post_faults", c.post_faults},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};
         json stacks = json::array();

@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 7; // 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 8; // 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -107,6 +107,11 @@ struct EngineCounters {
     uint64_t arp_shared_out, arp_shared_in; // ARP frames shared with / from other engines
     uint64_t owner_kicks;  // napping owners woken after frames were steered to them
     uint64_t rx_wakes;     // idle sleeps a frame ended (a queue's kernel socket turned readable: rx_wake.h)
+    // Posted receives into application memory (DTI_OP_RECV_POST): posts
+    // taken, bytes written into the programs, posts refused because the
+    // engine cannot write into that process (the program copies instead),
+    // posts ended by an address the process cannot be written at.
+    uint64_t posts, posted_bytes, post_fallbacks, post_faults;
 };
 
 // One MARS stack: one per (engine, port).

@@ -25,6 +25,14 @@ note "traffic through the PPE (eta-perf rr over DTI, 1 s)"
 ETA_SOCKET=$ETA_LAB_SOCKET timeout 60 "$PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" --port 5601 \
     --mode rr --size 64 --duration 1 --json > "$work/perf.json" || fail "eta-perf client failed"
 
+note "a stream received through the PPE in 1 MiB reads (eta-perf posts them: the engine writes into its memory)"
+ETA_SOCKET=$ETA_LAB_SOCKET timeout 60 "$PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" --port 5601 \
+    --mode stream --direction recv --size 1048576 --bytes 67108864 --verify --json > "$work/recv.json" ||
+    fail "eta-perf stream recv failed"
+ppe_stat > "$work/now.txt" || fail "eta-stat failed"
+grep -Eq '^posted receives e0: posts [1-9][0-9]*  bytes [1-9][0-9]*  fallbacks 0  faults 0$' "$work/now.txt" ||
+    fail "eta-stat's text shows no posted receives: $(grep -i posted "$work/now.txt")"
+
 note "--prometheus and --json of the same PPE"
 start_bg watcher timeout 120 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --prometheus --watch 0.2 --output "$work/eta.prom"
 wait_until 10 test -s "$work/eta.prom" || fail "eta-stat --output did not write $work/eta.prom"
@@ -58,6 +66,10 @@ info = one("eta_port_info", port="0")
 check(info.labels["device"] == port["device"] and info.labels["address"] == port["address"], "port identity differs")
 check(one("eta_port_mtu_bytes", port="0").value == port["mtu"], "MTU differs")
 check(perf["transactions"] > 0, "eta-perf made no transactions")
+posted = sum(e["posted_bytes"] for e in snap["engines"])
+check(sum(e["posts"] for e in snap["engines"]) > 0 and posted >= 1 << 20, "no posted receive counted after the recv stream")
+check(one("eta_engine_posted_bytes", engine="0").value == eng["posted_bytes"], "posted bytes differ between the formats")
+check(one("eta_engine_post_faults", engine="0").value == 0, "a posted receive faulted")
 for line in prom_text.splitlines():
     if line.startswith("eta_"):
         name = line.split("{")[0].split()[0]

@@ -40,7 +40,7 @@ void fill_fixture(Snapshot &s)
         EngineCounters c{};
         c.pu = int32_t(e + 1);
         c.apps = 1;
-        uint64_t *first = &c.loops, *last = &c.owner_kicks;
+        uint64_t *first = &c.loops, *last = &c.post_faults;
         for (uint64_t *f = first; f <= last; f++) *f = next++;
         c.busy_cycles = 4'000'000'000ull * (e + 1); // 2 s, 4 s at 2 GHz
         s.engines.push_back(c);

@@ -65,7 +65,8 @@ class Prometheus(unittest.TestCase):
             for key in ("loops", "busy_polls", "idle_polls", "sleeps", "rx_packets", "tx_packets", "tx_dropped",
                         "wakeups", "wake_submits", "doorbells", "commands", "events", "steered_out",
                         "steered_in", "steer_drops", "arp_shared_out", "arp_shared_in", "owner_kicks",
-                        "digest_rx_bytes", "digest_tx_bytes", "digest_ranges", "digest_mismatches"):
+                        "digest_rx_bytes", "digest_tx_bytes", "digest_ranges", "digest_mismatches", "rx_wakes",
+                        "posts", "posted_bytes", "post_fallbacks", "post_faults"):
                 self.assertEqual(self.families["eta_engine_" + key].type, "counter")
                 self.assertEqual(self.sample("eta_engine_" + key, **labels).value, eng[key], key)
             self.assertEqual(self.sample("eta_engine_cycles", **labels).value, eng["total_cycles"])
