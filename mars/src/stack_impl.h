@@ -282,6 +282,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     bool tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len);
     // RFC 5961's challenge ACK, throttled per connection.
     void challenge_ack(Sock &s);
+    void resend_syn_ack(Sock &s);
     // ---- tcp_data.cc -------------------------------------------------------
     // frame: where payload lies (kept when out of order); may be null when len is 0.
     void tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
