@@ -122,7 +122,7 @@ struct Sock {
     uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
     uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
     uint32_t probes = 0;       // keepalive or zero-window probes without answer
-    uint64_t last_challenge_ns = 0; // RFC 5961 challenge ACK throttle
+    uint64_t last_challenge_ns = 0; // throttle: RFC 5961 challenge ACKs, SYN-ACKs resent for a repeated SYN
     Timer rtx_timer, delack_timer, aux_timer;
     SackScoreboard sack;
     OooQueue ooo;
