@@ -122,7 +122,7 @@ struct Sock {
     uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
     uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
     uint32_t probes = 0;       // keepalive or zero-window probes without answer
-    uint64_t last_challenge_ns = 0; // RFC 5961 challenge ACK throttle
+    uint64_t last_challenge_ns = 0; // throttle: RFC 5961 challenge ACKs, SYN-ACKs resent for a repeated SYN
     Timer rtx_timer, delack_timer, aux_timer;
     SackScoreboard sack;
     OooQueue ooo;
@@ -282,6 +282,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     bool tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len);
     // RFC 5961's challenge ACK, throttled per connection.
     void challenge_ack(Sock &s);
+    void resend_syn_ack(Sock &s);
     // ---- tcp_data.cc -------------------------------------------------------
     // frame: where payload lies (kept when out of order); may be null when len is 0.
     void tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);

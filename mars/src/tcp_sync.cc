@@ -27,6 +27,19 @@ void StackImpl::challenge_ack(Sock &s)
     ack_now(s);
 }
 
+// A passive SYN-RECEIVED connection sees the peer's SYN again (same ISN,
+// no ACK): our SYN-ACK was lost, so send it again now rather than leave the
+// peer waiting for our retransmission timer (Linux does the same). Shares
+// the challenge ACK's per-connection throttle: a stream of copies of the
+// SYN draws at most one SYN-ACK a millisecond.
+void StackImpl::resend_syn_ack(Sock &s)
+{
+    if (s.last_challenge_ns && now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
+    s.last_challenge_ns = now_ns_;
+    s.rtt_start_ns = 0; // Karn: the ACK may answer either SYN-ACK
+    send_segment(s, s.iss, 0, kSyn | kAck, true);
+}
+
 void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
 {
     // Trimming below changes these; seg keeps the segment as received (tcp_ack reads it).
@@ -52,6 +65,17 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
             ack_now(s);
             return;
         }
+    }
+
+    // The peer's SYN again in passive SYN-RECEIVED. It lies just before
+    // rcv_nxt, so the acceptability check below would answer a bare ACK.
+    // A SYN with any other sequence number is not a retransmission: it goes
+    // on to the checks below (an ACK if outside the window, RFC 5961 4.2's
+    // throttled challenge ACK inside it).
+    if (s.state == TcpState::kSynReceived && s.parent != UINT32_MAX && (flags & (kSyn | kAck | kRst)) == kSyn &&
+        seq == s.irs) {
+        resend_syn_ack(s);
+        return;
     }
 
     // Acceptability (RFC 9293 3.10.7.4, first check).
@@ -93,13 +117,8 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
         }
     }
 
-    // SYN in a synchronized state (RFC 5961 4.2): challenge ACK. A passive
-    // SYN-RECEIVED connection seeing its SYN again resends the SYN-ACK.
+    // SYN in a synchronized state (RFC 5961 4.2): challenge ACK.
     if (flags & kSyn) {
-        if (s.state == TcpState::kSynReceived && seq == s.irs) {
-            send_segment(s, s.iss, 0, kSyn | kAck, true);
-            return;
-        }
         stats_.drop_tcp_bad_state++;
         challenge_ack(s);
         return;

@@ -255,18 +255,49 @@ TEST_F(TcpCore, SynReceivedUnacceptableAckIsAnsweredWithRst)
     EXPECT_EQ(state(), TcpState::kSynReceived);
 }
 
-// What the code does today, pinned (not what Linux does): the SYN lies just
-// before rcv_nxt, so RFC 9293's first check finds it unacceptable and
-// answers with an ACK. tcp_sync_input's "resend the SYN-ACK" branch is not
-// reached by an exact retransmission; the SYN-ACK comes again only when
-// our retransmission timer fires. Linux resends the SYN-ACK at once.
-TEST_F(TcpCore, SynReceivedRepeatedSynIsAnsweredWithAck)
+// The peer's SYN again (our SYN-ACK was lost): the SYN-ACK goes again at
+// once, as Linux does, not after our 1 s retransmission timer; copies of
+// the SYN within a millisecond draw no more of them.
+TEST_F(TcpCore, SynReceivedRepeatedSynResendsSynAckThrottled)
 {
     syn_received();
+    const uint64_t rtx_due = due(conn()->rtx_timer);
+    peer.now += 10 * kMs;
     send({.seq = kIrs, .flags = kSyn, .opt = syn_options(false)});
-    recv_one(iss + 1, kIrs + 1, kAck);
+    Seg sa = recv_one(iss, kIrs + 1, kSyn | kAck);
+    EXPECT_TRUE(sa.got.mss.has_value()) << "the SYN-ACK carries its options again";
     EXPECT_EQ(state(), TcpState::kSynReceived);
+    EXPECT_EQ(st().stats().tcp_retransmits, 1u);
+    EXPECT_EQ(st().stats().drop_tcp_out_of_window, 0u);
+    EXPECT_EQ(due(conn()->rtx_timer), rtx_due) << "the timer's backoff is its own";
+    send({.seq = kIrs, .flags = kSyn, .opt = syn_options(false)}); // the same millisecond
+    recv_nothing();
+    peer.now += kMs;
+    send({.seq = kIrs, .flags = kSyn, .opt = syn_options(false)});
+    recv_one(iss, kIrs + 1, kSyn | kAck);
+    send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck}); // the handshake still completes
+    ASSERT_EQ(state(), TcpState::kEstablished);
+}
+
+// A SYN with another ISN is no retransmission (RFC 5961 4.2): outside the
+// window it draws a bare ACK, inside it a throttled challenge ACK; neither
+// sends a SYN-ACK or ends the half-open connection.
+TEST_F(TcpCore, SynReceivedSynWithAnotherIsnGetsAckNotSynAck)
+{
+    syn_received();
+    send({.seq = kIrs + 100'000'000, .flags = kSyn, .opt = syn_options(false)});
+    recv_one(iss + 1, kIrs + 1, kAck);
     EXPECT_EQ(st().stats().drop_tcp_out_of_window, 1u);
+    peer.now += kMs;
+    send({.seq = kIrs + 5, .flags = kSyn, .opt = syn_options(false)});
+    recv_one(iss + 1, kIrs + 1, kAck);
+    EXPECT_EQ(st().stats().tcp_challenge_acks, 1u);
+    send({.seq = kIrs + 6, .flags = kSyn, .opt = syn_options(false)}); // the same millisecond
+    recv_nothing();
+    EXPECT_EQ(state(), TcpState::kSynReceived);
+    EXPECT_EQ(st().stats().tcp_retransmits, 0u);
+    send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck});
+    ASSERT_EQ(state(), TcpState::kEstablished);
 }
 
 TEST_F(TcpCore, SynReceivedRstAtRcvNxtForgetsTheConnection)
