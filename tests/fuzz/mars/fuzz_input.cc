@@ -159,12 +159,14 @@ uint64_t run_input(const uint8_t *data, size_t size, bool digest)
     const bool strands = size & 1;
     FuzzWorld &w = world_for(strands);
     if (!w.restart(digest)) invariant_broken("fixture setup failed (or not the same as the first time)", 0, 0);
-    std::vector<std::vector<uint8_t>> burst;
+    // The burst's frames live in w.record_buffers[0, burst_n), reused.
+    std::vector<std::vector<uint8_t>> &burst = w.record_buffers;
+    size_t burst_n = 0;
     uint32_t burst_flags = 0;
     auto deliver = [&]() {
-        if (burst.empty()) return;
-        w.input_burst(burst, burst_flags);
-        burst.clear();
+        if (burst_n == 0) return;
+        w.input_burst(burst, burst_n, burst_flags);
+        burst_n = 0;
         w.poll();
         w.observe();
         const StackStats &st = w.stack().stats();
@@ -177,7 +179,8 @@ uint64_t run_input(const uint8_t *data, size_t size, bool digest)
         size_t len = size_t(data[i + 1]) | size_t(data[i + 2]) << 8;
         i += 3;
         if (len > size - i) len = size - i;
-        std::vector<uint8_t> f(data + i, data + i + len);
+        std::vector<uint8_t> &f = w.current_record;
+        f.assign(data + i, data + i + len);
         i += len;
         if (ctl & kAdvanceTime) {
             deliver();
@@ -193,10 +196,11 @@ uint64_t run_input(const uint8_t *data, size_t size, bool digest)
         if (ctl & kFixIpCsum) sim::fix_ip_checksum(f.data(), f.size());
         if (ctl & kFixL4Csum) sim::fix_l4_checksum(f.data(), f.size());
         const uint32_t flags = (ctl & kMarkCsumGood) ? (kRxIpCsumGood | kRxL4CsumGood) : 0;
-        if (!burst.empty() && flags != burst_flags) deliver(); // one flag set per burst
+        if (burst_n != 0 && flags != burst_flags) deliver(); // one flag set per burst
         burst_flags = flags;
-        burst.push_back(std::move(f));
-        if (!strands || burst.size() == 8 || (ctl & kAppActs)) deliver();
+        if (burst_n == burst.size()) burst.emplace_back();
+        burst[burst_n++].swap(f); // buffers change places, none is allocated
+        if (!strands || burst_n == 8 || (ctl & kAppActs)) deliver();
         if (ctl & kAppActs) w.app_acts();
     }
     deliver();

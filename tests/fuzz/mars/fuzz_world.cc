@@ -78,12 +78,12 @@ void FuzzWorld::input_one(const uint8_t *bytes, size_t len)
     stack_->input(&p, 1, now);
 }
 
-void FuzzWorld::input_burst(const std::vector<std::vector<uint8_t>> &frames, uint32_t flags)
+void FuzzWorld::input_burst(const std::vector<std::vector<uint8_t>> &frames, size_t count, uint32_t flags)
 {
     constexpr size_t kMax = 64;
-    for (size_t at = 0; at < frames.size(); at += kMax) {
+    for (size_t at = 0; at < count; at += kMax) {
         PacketRef burst[kMax];
-        const size_t n = std::min(kMax, frames.size() - at);
+        const size_t n = std::min(kMax, count - at);
         for (size_t i = 0; i < n; i++) {
             burst[i] = pool_.get_exact(frames[at + i].data(), frames[at + i].size());
             burst[i].flags = flags;

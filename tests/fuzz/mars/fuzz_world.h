@@ -59,9 +59,16 @@ class FuzzWorld {
     Conn est, syn_sent;
     uint32_t syn_sent_iss = 0;
 
-    // Frames as received bursts (one Stack::input per 64), each in a heap
-    // block of its exact size (AddressSanitizer sees reads past its end).
-    void input_burst(const std::vector<std::vector<uint8_t>> &frames, uint32_t flags);
+    // The first n frames of `frames` as received bursts (one Stack::input per
+    // 64), each in a heap block of its exact size (AddressSanitizer sees
+    // reads past its end).
+    void input_burst(const std::vector<std::vector<uint8_t>> &frames, size_t n, uint32_t flags);
+    // Buffers for an input's records, kept from one input to the next: under
+    // the sanitizers every allocation costs (a fill, fresh pages while the
+    // quarantine holds the freed ones), and these copies need no exact size
+    // (input_burst copies each frame into a block of its own).
+    std::vector<std::vector<uint8_t>> record_buffers;
+    std::vector<uint8_t> current_record;
     // Stack::poll, then the peer's ARP replies, then the events drained.
     void poll();
     // Virtual time forward by ns, every timer fired at its due time.
