@@ -8,9 +8,9 @@
  * socketpair, pthread, ...) stays libc's. allowed_imports.txt, beside this
  * file, lists the dynamic imports libdti may have (the dti_imports test).
  *
- * x86-64 and AArch64 use the instruction itself; elsewhere syscall(2), which
- * no one interposes (and socketcall(2) where the socket calls have no numbers
- * of their own). Each wrapper answers as libc's does: -1 with errno on
+ * x86-64 and AArch64 use the instruction itself; elsewhere libc's syscall(2),
+ * found past the shim, which interposes syscall() as well (and socketcall(2)
+ * where the socket calls have no numbers of their own). Each wrapper answers as libc's does: -1 with errno on
  * failure, and no retry on EINTR (callers that loop on EINTR still do). */
 #ifndef DTI_LIB_SYS_H
 #define DTI_LIB_SYS_H
@@ -50,9 +50,24 @@ static inline long dti__raw6(long nr, long a, long b, long c, long d, long e, lo
     return x0;
 }
 #else
+#include <dlfcn.h>
+#include <string.h>
+/* libc's syscall(), looked up past the shim: libeta-preload.so interposes
+ * syscall() too (preload/src/syscall.c routes calls on descriptors it tracks,
+ * libdti's own among them, through itself). This path imports dlsym, which
+ * allowed_imports.txt (checked on x86-64) does not list. */
 static inline long dti__raw6(long nr, long a, long b, long c, long d, long e, long f)
 {
-    long r = syscall(nr, a, b, c, d, e, f);
+    static long (*libc_syscall)(long, ...);
+    long (*fn)(long, ...) = __atomic_load_n(&libc_syscall, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        void *sym = dlsym(RTLD_NEXT, "syscall");
+        memcpy(&fn, &sym, sizeof fn);
+        if (!fn)
+            return -ENOSYS;
+        __atomic_store_n(&libc_syscall, fn, __ATOMIC_RELEASE);
+    }
+    long r = fn(nr, a, b, c, d, e, f);
     return r < 0 ? -errno : r;
 }
 #endif
