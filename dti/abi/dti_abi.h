@@ -214,27 +214,49 @@ static inline uint32_t dti_events_of(uint32_t state, int32_t err, uint32_t reada
 
 /* ---- flow steering ------------------------------------------------------ */
 
-/* The engine that owns a TCP flow when the PPE runs n engines: a symmetric
- * hash of the 4-tuple (host byte order), so both directions agree, reduced
- * to an engine index. The PPE steers every received segment to its owner,
- * its stacks pick ephemeral ports whose flows they own, and libdti places an
- * explicitly bound socket on the owner of the flow it connects: one
- * function on every side, so nobody needs shared state to agree. */
+/* The engine that owns a TCP flow when the PPE runs n engines. The PPE steers
+ * every received segment to its owner, its stacks pick ephemeral ports whose
+ * flows they own, and libdti places an explicitly bound socket on the owner
+ * of the flow it connects: one function on every side, so nobody needs
+ * shared state to agree.
+ *
+ * It is the NIC's own choice where the NIC has RSS, so that no segment needs
+ * a hop between engines there: the Toeplitz hash (Microsoft RSS) of
+ * (source address, destination address, source port, destination port) with
+ * the key 0x6d5a repeated, which eta-ppe programs into every RSS device, and
+ * an indirection table whose entry i is (i mod 64) mod n (DTI_FLOW_RETA_SPAN).
+ * That key repeats every 16 bits, so the 32-bit window of the key that an
+ * input bit selects depends only on the bit's position modulo 16: the hash
+ * of the 96-bit input equals the hash of its six 16-bit words XORed together
+ * (dti_flow_fold). The fold is the same in both directions, so the hash is
+ * symmetric, as the steering needs. Devices without RSS (net_af_packet
+ * spreads by the kernel's fanout hash, which no one outside the kernel can
+ * compute) get their segments steered to the owner in software.
+ * Host byte order throughout. */
+#define DTI_FLOW_RETA_SPAN 64u
+
+static inline uint16_t dti_flow_fold(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b)
+{
+    return (uint16_t)((ip_a >> 16) ^ ip_a ^ (ip_b >> 16) ^ ip_b ^ port_a ^ port_b);
+}
+
+/* Toeplitz with the 0x6d5a key over a folded input: each set bit j (from the
+ * most significant) selects the key's 32 bits starting at bit j. */
 static inline uint32_t dti_flow_hash(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b)
 {
-    uint32_t h = (ip_a ^ ip_b) * 0x9e3779b1u;
-    h ^= ((uint32_t)port_a ^ (uint32_t)port_b) * 0x85ebca6bu;
-    h ^= (ip_a + ip_b) + ((uint32_t)port_a + (uint32_t)port_b) * 0xc2b2ae35u;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6du;
-    h ^= h >> 13;
+    const uint64_t key48 = 0x6d5a6d5a6d5aull;
+    const uint32_t v = dti_flow_fold(ip_a, port_a, ip_b, port_b);
+    uint32_t h = 0;
+    for (unsigned j = 0; j < 16; j++)
+        h ^= (uint32_t)(key48 >> (16 - j)) & (0u - ((v >> (15 - j)) & 1u));
     return h;
 }
 
 static inline uint32_t dti_flow_owner(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b,
                                       uint32_t n_engines)
 {
-    return n_engines <= 1 ? 0 : dti_flow_hash(ip_a, port_a, ip_b, port_b) % n_engines;
+    if (n_engines <= 1) return 0;
+    return (dti_flow_hash(ip_a, port_a, ip_b, port_b) % DTI_FLOW_RETA_SPAN) % n_engines;
 }
 
 #ifdef __cplusplus

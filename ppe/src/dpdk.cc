@@ -4,6 +4,8 @@
 #include "log.h"
 #include "steer.h"
 
+#include <dti_abi.h>
+
 #include <mars/checksum_offload.h>
 
 #include <rte_eal.h>
@@ -207,19 +209,25 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     // included, are released, never sent).
     if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
-    // More than one engine: RSS spreads flows over the queues where the
-    // device has it. Correctness does not depend on it: every engine steers
-    // segments of flows it does not own to their owner (steer.h), so a
-    // device without RSS (net_af_packet spreads by its fanout instead) works.
+    // More than one engine: RSS puts each flow on its owner's queue where the
+    // device has it (the key and table below are what dti_flow_owner()
+    // computes, dti_abi.h), so no segment needs a hop between engines.
+    // Correctness does not depend on it: every engine steers segments of
+    // flows it does not own to their owner (steer.h), so a device without
+    // RSS (net_af_packet spreads by the kernel's fanout hash) works.
     if (queues > 1) {
         const uint64_t hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_IPV4);
         if ((hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) && info.reta_size != 0) {
             // 0x6d5a repeated: the symmetric Toeplitz key (both directions
-            // of a flow hash alike).
-            for (size_t i = 0; i < sizeof rss_key; i++) rss_key[i] = uint8_t(0x6d + 0x5a * (i & 1));
+            // of a flow hash alike), of the length the device takes (40
+            // bytes on most, 52 on i40e); a key of another length would be
+            // ignored and the device's own, asymmetric one used.
+            const size_t key_len = info.hash_key_size ? std::min<size_t>(info.hash_key_size, sizeof rss_key)
+                                                      : 40;
+            rss_fill_key(rss_key, key_len);
             conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
             conf.rx_adv_conf.rss_conf.rss_key = rss_key;
-            conf.rx_adv_conf.rss_conf.rss_key_len = sizeof rss_key;
+            conf.rx_adv_conf.rss_conf.rss_key_len = uint8_t(key_len);
             conf.rx_adv_conf.rss_conf.rss_hf = hf;
             rss = true;
         }
@@ -271,7 +279,7 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
         reta.resize(info.reta_size);
         std::vector<rte_eth_rss_reta_entry64> conf64((info.reta_size + 63) / 64);
         for (uint32_t i = 0; i < info.reta_size; i++) {
-            reta[i] = uint16_t(i % queues);
+            reta[i] = rss_queue_of_entry(i, queues);
             conf64[i / 64].mask |= 1ull << (i % 64);
             conf64[i / 64].reta[i % 64] = reta[i];
         }
@@ -280,6 +288,11 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
             *error = what + ": cannot program the RSS table: " + rte_strerror(-rc);
             return false;
         }
+        if (!rss_table_matches_owner(info.reta_size))
+            log(LogLevel::kWarn,
+                "%s: its RSS table has %u entries, not a multiple of %u: some flows arrive on another "
+                "engine's queue and are steered in software (eta-stat: steered in/out)",
+                what.c_str(), unsigned(info.reta_size), DTI_FLOW_RETA_SPAN);
     }
     rc = rte_eth_dev_start(id);
     if (rc < 0) {

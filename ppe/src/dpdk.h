@@ -44,9 +44,9 @@ struct Port {
     uint16_t queues = 1;
     std::vector<rte_mempool *> pools; // one per queue, on its engine's NUMA node
     bool rss = false;
-    uint8_t rss_key[40] = {};
-    std::vector<uint16_t> reta;       // redirection table (RSS), queue per entry (spreading only:
-                                      // the owner of a flow is dti_flow_owner, steer.h)
+    uint8_t rss_key[64] = {};
+    std::vector<uint16_t> reta;       // redirection table (RSS), queue per entry: with rss_key,
+                                      // the NIC picks dti_flow_owner()'s engine (steer.h)
     rte_eth_dev_info info{};
 
     // Configures queues, offloads and MTU, and starts the port.

@@ -39,6 +39,21 @@ uint32_t frame_owner(const uint8_t *f, uint32_t len, uint32_t n_engines)
     return dti_flow_owner(load_be32(ip + 12), load_be16(tcp), load_be32(ip + 16), load_be16(tcp + 2), n_engines);
 }
 
+void rss_fill_key(uint8_t *key, size_t len)
+{
+    for (size_t i = 0; i < len; i++) key[i] = (i & 1) ? 0x5a : 0x6d;
+}
+
+uint16_t rss_queue_of_entry(uint32_t entry, uint16_t queues)
+{
+    return uint16_t((entry % DTI_FLOW_RETA_SPAN) % queues);
+}
+
+bool rss_table_matches_owner(uint32_t reta_size)
+{
+    return reta_size >= DTI_FLOW_RETA_SPAN && reta_size % DTI_FLOW_RETA_SPAN == 0;
+}
+
 uint32_t flow_owner_hook(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg)
 {
     return dti_flow_owner(lip, lport, rip, rport, *static_cast<const uint32_t *>(arg));

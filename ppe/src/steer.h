@@ -37,6 +37,17 @@ constexpr uint32_t kSteerEvery = 0xfffffffeu; // every engine (ARP)
 // and drops them). Reads only what the length covers.
 uint32_t frame_owner(const uint8_t *frame, uint32_t len, uint32_t n_engines);
 
+// RSS programmed so that the NIC's choice of queue is dti_flow_owner()'s
+// (dti_abi.h): the key is 0x6d5a repeated (len bytes: the device's key
+// size), and entry i of the indirection table holds queue
+// (i mod DTI_FLOW_RETA_SPAN) mod queues. Exact for tables whose size is a
+// multiple of DTI_FLOW_RETA_SPAN (every NIC with RSS we know: 64 to 2048
+// entries); a smaller table still spreads, and software steering corrects
+// the rest.
+void rss_fill_key(uint8_t *key, size_t len);
+uint16_t rss_queue_of_entry(uint32_t entry, uint16_t queues);
+bool rss_table_matches_owner(uint32_t reta_size);
+
 // mars::StackConfig::steer for an engine's stacks: the owner of a flow
 // (host byte order), `arg` points to the number of engines (a uint32_t that
 // outlives the stack). MARS then picks ephemeral ports its engine owns.

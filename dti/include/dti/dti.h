@@ -64,7 +64,7 @@ extern "C" {
 
 /* ABI version of the shared region and the control protocol. An engine and a
  * libdti of different versions refuse to attach (DTI_E_VERSION). */
-#define DTI_ABI_VERSION 5u
+#define DTI_ABI_VERSION 6u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */

@@ -11,6 +11,7 @@
 
 #include <rte_eal.h>
 #include <rte_mbuf.h>
+#include <rte_thash.h>
 
 #include <gtest/gtest.h>
 
@@ -114,6 +115,39 @@ TEST(SteerOwner, SymmetricAndSpread)
     }
     // Ephemeral ports of one client spread over the engines (each >= 15%).
     for (uint32_t e = 0; e < 4; e++) EXPECT_GT(per_engine[e], 600u) << "engine " << e;
+}
+
+// What an RSS NIC does with the key and table eta-ppe programs (steer.h):
+// DPDK's software Toeplitz (rte_softrss, the reference for the NICs' hash)
+// indexes the table by the hash's low bits. Its choice of queue must be the
+// flow's owner for every table size a NIC has, every engine count, and both
+// directions, so that no segment needs a hop between engines.
+TEST(SteerOwner, RssNicPutsEveryFlowOnItsOwnersQueue)
+{
+    for (size_t key_len : {40u, 52u}) {
+        uint8_t key[64];
+        ppe::rss_fill_key(key, key_len);
+        std::mt19937 rng(11);
+        for (uint32_t reta_size : {64u, 128u, 512u, 2048u}) {
+            ASSERT_TRUE(ppe::rss_table_matches_owner(reta_size));
+            for (uint16_t queues : {2, 3, 4, 8}) {
+                for (int i = 0; i < 2000; i++) {
+                    const uint32_t src = rng(), dst = rng();
+                    const uint16_t sport = uint16_t(rng()), dport = uint16_t(rng());
+                    uint32_t tuple[3] = {src, dst, uint32_t(sport) << 16 | dport};
+                    const uint32_t hash = rte_softrss(tuple, 3, key);
+                    ASSERT_EQ(hash, dti_flow_hash(src, sport, dst, dport)) << "key " << key_len;
+                    const uint16_t nic_queue = ppe::rss_queue_of_entry(hash % reta_size, queues);
+                    ASSERT_EQ(nic_queue, dti_flow_owner(src, sport, dst, dport, queues))
+                        << "table " << reta_size << ", " << queues << " queues";
+                    uint32_t back[3] = {dst, src, uint32_t(dport) << 16 | sport};
+                    ASSERT_EQ(rte_softrss(back, 3, key), hash) << "the key is not symmetric";
+                }
+            }
+        }
+    }
+    EXPECT_FALSE(ppe::rss_table_matches_owner(32));
+    EXPECT_FALSE(ppe::rss_table_matches_owner(100));
 }
 
 TEST(SteerOwner, ClassifiesFrames)
