@@ -26,7 +26,8 @@ class DtiExec : public Attached {
     {
         Attached::SetUp();
         if (test_engines() > 1)
-            GTEST_SKIP() << "exec hands over one engine's sockets only (dti_exec_prepare: -EOPNOTSUPP)";
+            GTEST_SKIP() << "in one process the new image cannot take over the other engines' descriptors "
+                            "(the handover names the old image's own); exec on two engines: preload_exec_2engines";
     }
     void TearDown() override
     {
