@@ -113,6 +113,7 @@ static int link_inheritable(struct dti_attachment *l, int ctl, bool inherit)
  * per listener group (its members) and per moved socket (where it went):
  * what libdti kept in process memory only. */
 #define EXEC_LINKS_MAGIC 0x4b4e4c44u /* "DLNK" */
+#define EXEC_LINKS_MIN_FD 3
 enum { EXEC_REC_GROUP = 1, EXEC_REC_MOVE = 2 };
 struct exec_links_head {
     uint32_t magic, n_engines, n_records, reserved;
@@ -165,9 +166,16 @@ static uint32_t sort_keep(struct dti_attachment *d, const dti_sock_t *keep, unsi
 static int write_links(struct dti_attachment *d, const int *ctl, const struct exec_links_rec *recs, uint32_t n_rec)
 {
     size_t size = sizeof(struct exec_links_head) + sizeof *recs * n_rec;
-    int fd = memfd_create("dti-exec-links", 0); /* inherited by the new image */
-    if (fd < 0)
+    int made = memfd_create("dti-exec-links", 0);
+    if (made < 0)
         return -errno;
+    /* Never 0..2, which a four-value struct dti_exec_fds initializer
+     * leaves in links_fd: the new image takes those for "one engine". */
+    int fd = made >= EXEC_LINKS_MIN_FD ? made : dti__sys_fcntl(made, F_DUPFD, EXEC_LINKS_MIN_FD);
+    if (fd != made)
+        dti__sys_close(made);
+    if (fd < 0)
+        return -EMFILE;
     uint8_t *m = ftruncate(fd, (off_t)size) == 0
                      ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
                      : MAP_FAILED;
@@ -285,13 +293,13 @@ void dti_exec_abort(dti_t *d, const struct dti_exec_fds *fds)
     if (!d || !fds)
         return;
     size_t size = 0;
-    const struct exec_links_head *h = fds->links_fd >= 0 ? map_links(fds->links_fd, &size) : NULL;
+    const struct exec_links_head *h = fds->links_fd >= EXEC_LINKS_MIN_FD ? map_links(fds->links_fd, &size) : NULL;
     for (uint32_t e = 1; h && e < h->n_engines && e < d->n_links; e++)
         if (h->fds[e][0] >= 0)
             dti__sys_close(h->fds[e][0]); /* that engine's member leaves */
     if (h)
         munmap((void *)h, size);
-    if (fds->links_fd >= 0)
+    if (fds->links_fd >= EXEC_LINKS_MIN_FD)
         dti__sys_close(fds->links_fd);
     if (fds->ctl_fd >= 0)
         dti__sys_close(fds->ctl_fd);
@@ -440,7 +448,7 @@ int dti_adopt_exec(const struct dti_exec_fds *fds, dti_t **out, char *why, size_
     *out = NULL;
     size_t size = 0;
     const struct exec_links_head *h = NULL;
-    if (fds->links_fd >= 0 && !(h = map_links(fds->links_fd, &size))) {
+    if (fds->links_fd >= EXEC_LINKS_MIN_FD && !(h = map_links(fds->links_fd, &size))) {
         say(why, wl, "descriptor %d is not the engines' handover", fds->links_fd);
         return -EBADF;
     }

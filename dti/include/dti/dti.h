@@ -226,7 +226,8 @@ int dti_fork_child(dti_t *d);
 struct dti_exec_fds {
     int ctl_fd, region_fd, priv_fd, doorbell_fd;
     /* Several engines: a memfd with every other engine's four descriptors and
-     * the listener groups and moved sockets to make again; -1: one engine. */
+     * the listener groups and moved sockets to make again; -1 (or 0..2,
+     * never its number): one engine. */
     int links_fd;
 };
 int dti_exec_prepare(dti_t *d, const dti_sock_t *keep, unsigned n, struct dti_exec_fds *out);

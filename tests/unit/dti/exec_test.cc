@@ -41,7 +41,7 @@ class DtiExec : public Attached {
     // because both images live in this one process.
     static dti_exec_fds as_new_image(const dti_exec_fds &f)
     {
-        return {f.ctl_fd, dup(f.region_fd), dup(f.priv_fd), dup(f.doorbell_fd)};
+        return {f.ctl_fd, dup(f.region_fd), dup(f.priv_fd), dup(f.doorbell_fd), f.links_fd};
     }
     bool processes_become(size_t n)
     {

@@ -119,6 +119,14 @@ def self_exec_2(fds, port):
     c4 = socket.create_connection((PPE, port))
     a4, _ = l.accept()
     echo_through(c4, a4, 100000, 5)
+    # New connections alternate between engines when the PPE runs several:
+    # the listener's siblings came across the exec too.
+    for i in range(8):
+        k = socket.create_connection((PPE, port), timeout=10)
+        ka, _ = l.accept()
+        echo_through(k, ka, 1000, 20 + i)
+        k.close()
+        ka.close()
     for o in (s, c, x, c2, c3, a2, a3, a4, c4, l):
         o.close()
     print("OK", flush=True)
