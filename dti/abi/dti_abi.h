@@ -40,13 +40,17 @@ enum dti_ctl_type {
                                status: how many of the handles listed it now holds) */
     DTI_CTL_PASS = 12,      /* app -> PPE: fds [the socket's descriptor, region memfd, app-state
                                memfd]: socket `index` (a handle the sender holds) is in flight to
-                               another process (SCM_RIGHTS); status 1: withdraw (the send failed) */
+                               another process (SCM_RIGHTS); status 1: withdraw (the send failed);
+                               status 2 (several engines): a ticket, no socket of this engine, only
+                               the way into the sender's group here; engine: the engine of the
+                               application's own socket, echoed in CLAIMED */
     DTI_CTL_PASSED = 13,    /* PPE -> app: PASS registered (or withdrawn) */
     DTI_CTL_CLAIM = 14,     /* app -> PPE: fds [a descriptor it received, optionally the end of a
                                new control connection to join the sender's group] */
     DTI_CTL_CLAIMED = 15,   /* PPE -> app: index: the handle, now held; status 0: in the claimant's
                                own group; 1: in the sender's group, joined through the end it sent:
-                               fds [region memfd, app-state memfd, doorbell], region_size */
+                               fds [region memfd, app-state memfd, doorbell], region_size;
+                               index 0xffffffff: a ticket's (no socket here); engine: PASS's */
 };
 /* Handles one EXEC/EXEC_HOLD message carries in its text. */
 #define DTI_CTL_HANDLES 22u

@@ -119,6 +119,12 @@ struct Pass {
     dev_t dev = 0;    // the placeholder's identity: st_dev/st_ino of a socket
     ino_t ino = 0;    // name one socket while the PPE keeps `fd` open
     int fd = -1;      // the PPE's copy: the inode cannot be reused meanwhile
+    // Several engines: one descriptor is passed on every engine. A ticket
+    // (PASS status 2) carries no socket of this engine, only the way into
+    // the sender's group here; `engine` (echoed in CLAIMED) names the engine
+    // of the application's own socket.
+    bool ticket = false;
+    uint32_t engine = 0;
 };
 
 // One shared region and the sockets in it: the group of an application

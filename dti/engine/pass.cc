@@ -23,6 +23,9 @@ namespace {
 // shim) cannot make the engine keep more than this.
 constexpr size_t kMaxPasses = 64;
 
+// CLAIMED's index for a ticket: no socket of this engine (DTI_SOCK_INVALID).
+constexpr uint32_t kNoSocket = 0xffffffffu;
+
 bool socket_identity(int fd, dev_t *dev, ino_t *ino)
 {
     struct stat st;
@@ -62,6 +65,8 @@ void EngineImpl::drop_pass(Group &group, size_t i)
     Pass p = group.passes[i];
     group.passes.erase(group.passes.begin() + std::ptrdiff_t(i));
     close(p.fd);
+    if (p.ticket)
+        return; // no socket of this engine
     Slot &s = group.slots[p.slot];
     if (s.holders > 0 && --s.holders == 0)
         last_hold_gone(group, p.slot, false);
@@ -106,7 +111,8 @@ void EngineImpl::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg
             }
         return passed();
     }
-    if (!slot_of(group, sender, m.index, &si)) {
+    const bool ticket = m.status == 2; // several engines: no socket here, the group's door
+    if (!ticket && !slot_of(group, sender, m.index, &si)) {
         close_passed(fds, 3);
         stats_.rejected_commands++;
         ctl::refuse(sender.fd, DTI_E_BAD_HANDLE, "PASS of a socket this process does not hold");
@@ -127,8 +133,9 @@ void EngineImpl::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg
     } else {
         close_passed(fds + 1, 2);
     }
-    group.passes.push_back(Pass{si, m.index, sender.uid, dev, ino, fds[0]});
-    group.slots[si].holders++; // in flight: open even if the sender closes it now
+    group.passes.push_back(Pass{si, m.index, sender.uid, dev, ino, fds[0], ticket, m.engine});
+    if (!ticket)
+        group.slots[si].holders++; // in flight: open even if the sender closes it now
     passed();
 }
 
@@ -170,10 +177,12 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
     if (claimant.uid != 0 && claimant.uid != p.uid)
         return refuse(EPERM, "passed by uid " + std::to_string(p.uid) + ": only that user or root may take it");
     dti_ctl_msg o = pass_reply(DTI_CTL_CLAIMED);
-    o.index = p.handle;
+    o.index = p.ticket ? kNoSocket : p.handle;
+    o.engine = p.engine;
     if (from->id == claimant.group) {
         close_passed(&join_fd, 1);
-        take_hold(*from, claimant, p.slot);
+        if (!p.ticket)
+            take_hold(*from, claimant, p.slot);
         drop_pass(*from, pi); // the claimant's hold keeps it open
         o.status = 0;
         ctl::send_msg(claimant.fd, o, nullptr, 0);
@@ -197,7 +206,8 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
     m->cred_pid = claim_src.cred_pid;
     m->cred_start = claim_src.cred_start;
     m->name = claim_src.name;
-    take_hold(*from, *m, p.slot);
+    if (!p.ticket)
+        take_hold(*from, *m, p.slot);
     drop_pass(*from, pi);
     o.status = 1;
     o.region_size = from->size;

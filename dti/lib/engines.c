@@ -552,3 +552,123 @@ void dti__forget_move(struct dti_ctx *c, dti_sock_t s)
     from->fwd_to = 0;
     from->fwd_gen = 0;
 }
+
+/* ---- passing and exec: what an application handle stands for ------------------ */
+
+int dti__release_now(struct dti_ctx *c, dti_sock_t s)
+{
+    return dti__run_blocking(c, release_fn, s, DTI_OP_CLOSE, 0);
+}
+
+/* The alias entry of slot `slot` on link l (made on first use); NULL: no memory
+ * or out of range. */
+static struct dti_alias *link_alias(struct dti_attachment *l, uint32_t slot)
+{
+    if (slot >= l->limits.max_sockets)
+        return NULL;
+    if (!l->alias) {
+        l->alias = calloc(l->limits.max_sockets, sizeof *l->alias);
+        if (!l->alias)
+            return NULL;
+    }
+    return &l->alias[slot];
+}
+
+/* The alias entry application handle s names, if libdti made one for it. */
+static const struct dti_alias *alias_peek(struct dti_attachment *d, dti_sock_t s)
+{
+    uint32_t e = dti__engine_of(s);
+    if (s == DTI_SOCK_INVALID || e >= d->n_links)
+        return NULL;
+    const struct dti_attachment *l = d->links[e];
+    uint32_t slot = dti__slot(s);
+    if (!l->alias || slot >= l->limits.max_sockets)
+        return NULL;
+    return &l->alias[slot];
+}
+
+struct dti_group *dti__group_of_app(struct dti_attachment *d, dti_sock_t s)
+{
+    const struct dti_alias *a = alias_peek(d, s);
+    return a && a->group && a->gen == dti__gen(s & DTI_LOCAL_MASK) && a->group->app == s ? a->group : NULL;
+}
+
+dti_sock_t dti__moved_to(struct dti_attachment *d, dti_sock_t s)
+{
+    const struct dti_alias *a = alias_peek(d, s);
+    return a && a->fwd_to && a->fwd_gen == dti__gen(s & DTI_LOCAL_MASK) ? a->fwd_to : DTI_SOCK_INVALID;
+}
+
+uint32_t dti__parts_of(struct dti_attachment *d, dti_sock_t s, dti_sock_t part[DTI_MAX_ENGINES])
+{
+    for (uint32_t e = 0; e < DTI_MAX_ENGINES; e++)
+        part[e] = DTI_SOCK_INVALID;
+    struct dti_group *g = dti__group_of_app(d, s);
+    if (g) {
+        for (uint32_t i = 0; i < g->n; i++)
+            part[dti__engine_of(g->member[i])] = g->member[i] & DTI_LOCAL_MASK;
+        return dti__engine_of(g->app);
+    }
+    dti_sock_t to = dti__moved_to(d, s);
+    dti_sock_t real = to != DTI_SOCK_INVALID ? to : s;
+    uint32_t e = dti__engine_of(real);
+    part[e < DTI_MAX_ENGINES ? e : 0] = real & DTI_LOCAL_MASK;
+    return e < DTI_MAX_ENGINES ? e : 0;
+}
+
+int dti__group_restore(struct dti_attachment *d, dti_sock_t app, const dti_sock_t *members, uint32_t n)
+{
+    if (n < 2 || dti__group_of_app(d, app))
+        return 0; /* a socket of one engine, or a group this process knows */
+    if (n > d->n_links)
+        return -EINVAL;
+    uint32_t seen = 0;
+    bool has_app = false;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t e = dti__engine_of(members[i]);
+        if (members[i] == DTI_SOCK_INVALID || e >= d->n_links || (seen & 1u << e))
+            return -EINVAL;
+        seen |= 1u << e;
+        has_app |= members[i] == app;
+    }
+    if (!has_app)
+        return -EINVAL;
+    struct dti_group *g = calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    g->app = app;
+    g->member[g->n++] = app; /* the application's own socket first, as listen makes it */
+    for (uint32_t i = 0; i < n; i++)
+        if (members[i] != app)
+            g->member[g->n++] = members[i];
+    for (uint32_t i = 0; i < g->n; i++) {
+        struct dti_alias *a = link_alias(d->links[dti__engine_of(g->member[i])], dti__slot(g->member[i]));
+        if (!a) {
+            for (uint32_t k = 0; k < i; k++)
+                link_alias(d->links[dti__engine_of(g->member[k])], dti__slot(g->member[k]))->group = NULL;
+            free(g);
+            return -ENOMEM;
+        }
+        a->gen = dti__gen(g->member[i] & DTI_LOCAL_MASK);
+        a->group = g;
+        a->app = 0;
+    }
+    return 0;
+}
+
+int dti__move_restore(struct dti_attachment *d, dti_sock_t app, dti_sock_t to)
+{
+    uint32_t e = dti__engine_of(app), f = dti__engine_of(to);
+    if (app == DTI_SOCK_INVALID || to == DTI_SOCK_INVALID || e >= d->n_links || f >= d->n_links || e == f)
+        return -EINVAL;
+    struct dti_alias *from = link_alias(d->links[e], dti__slot(app));
+    struct dti_alias *at = link_alias(d->links[f], dti__slot(to));
+    if (!from || !at)
+        return -ENOMEM;
+    from->fwd_gen = dti__gen(app & DTI_LOCAL_MASK);
+    from->fwd_to = to;
+    at->gen = dti__gen(to & DTI_LOCAL_MASK);
+    at->group = NULL;
+    at->app = app;
+    return 0;
+}

@@ -238,6 +238,34 @@ dti_sock_t dti__app_handle(struct dti_ctx *c, dti_sock_t s);
 struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local);
 int dti__group_each(struct dti_ctx *c, struct dti_group *g, uint16_t op, uint32_t a0, int64_t v);
 int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_info *out);
+/* Passing and exec on several engines (engines.c). The listener group whose
+ * application handle is s, or NULL; where handle s moved (DTI_SOCK_INVALID:
+ * it did not). */
+struct dti_group *dti__group_of_app(struct dti_attachment *d, dti_sock_t s);
+dti_sock_t dti__moved_to(struct dti_attachment *d, dti_sock_t s);
+/* The engine sockets application handle s stands for, per engine (engine
+ * handles, DTI_SOCK_INVALID where none): a listener group's members, the
+ * socket a moved handle names, or s. Returns the engine of the
+ * application's own socket. */
+uint32_t dti__parts_of(struct dti_attachment *d, dti_sock_t s, dti_sock_t part[DTI_MAX_ENGINES]);
+/* Makes again, in another process's attachment d, the listener group of
+ * application handle app with these members (app handles, app among them;
+ * 0 when it exists already), or the move of handle app to socket `to`. */
+int dti__group_restore(struct dti_attachment *d, dti_sock_t app, const dti_sock_t *members, uint32_t n);
+int dti__move_restore(struct dti_attachment *d, dti_sock_t app, dti_sock_t to);
+/* Closes engine socket s (an application handle of one engine, no group
+ * handling): a blocking round trip. */
+int dti__release_now(struct dti_ctx *c, dti_sock_t s);
+/* exec.c: the attachment of a new member of a group on one engine, from
+ * what its maker handed over (dti_adopt_exec without the links); main: the
+ * application's dti_t (thread contexts), else a link of it. */
+/* Adopts engines 1..n-1 of per[] as links of d (each handed-over set is
+ * taken: closed when its adoption fails). */
+int dti__adopt_links(struct dti_attachment *d, const struct dti_exec_fds *per, uint32_t n_engines, char *why,
+                     size_t wl);
+int dti__adopt_one(const struct dti_exec_fds *fds, uint32_t engine, bool main, struct dti_attachment **out,
+                   char *why, size_t wl);
+
 /* A member's answer to a group's waiting accept (out: decoded with an
  * internal user_data); false: not for the application. */
 bool dti__group_wait_answer(struct dti_ctx *q, struct dti_group *g, struct dti_cqe *out);

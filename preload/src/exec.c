@@ -345,7 +345,7 @@ static bool build_env(struct exec_prep *p, char *const envp[])
  * environment to pass to exec. */
 static char *const *prepare(struct exec_prep *p, char *const envp[])
 {
-    *p = (struct exec_prep){.state_fd = -1, .fds = {-1, -1, -1, -1}};
+    *p = (struct exec_prep){.state_fd = -1, .fds = {-1, -1, -1, -1, -1}};
     /* Nothing here attaches or makes a context: in a vfork() child (Python's
      * subprocess, for one) this runs in the parent's memory with the child's
      * descriptor table, and either would leave the parent with descriptors
@@ -379,7 +379,9 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
                                   .entry_size = sizeof(struct eta_exec_entry), .pid = getpid(), .n = n,
                                   .ctl_fd = p->fds.ctl_fd, .region_fd = p->fds.region_fd,
                                   .priv_fd = p->fds.priv_fd, .doorbell_fd = p->fds.doorbell_fd,
-                                  .flags = eta_listeners_shared ? ETA_EXEC_LISTENERS_SHARED : 0};
+                                  .flags = (eta_listeners_shared ? ETA_EXEC_LISTENERS_SHARED : 0) |
+                                           (p->fds.links_fd >= 0 ? ETA_EXEC_LINKS : 0),
+                                  .links_fd = p->fds.links_fd >= 0 ? p->fds.links_fd : 0};
         bool ok = p->state_fd >= 0 && pwrite(p->state_fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
                   pwrite(p->state_fd, v, sizeof *v * n, sizeof h) == (ssize_t)(sizeof *v * n) &&
                   build_env(p, envp);
@@ -394,7 +396,7 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
         if (!atomic_exchange(&warned, true))
             eta_log("warning: exec: %u accelerated socket%s cannot be handed to the new image (%s): %s "
                     "there as unconnected kernel sockets", n, n == 1 ? "" : "s",
-                    rc == -EOPNOTSUPP ? "the PPE runs several engines" : dti_strerror(rc),
+                    dti_strerror(rc),
                     n == 1 ? "it arrives" : "they arrive");
     }
     munmap(v, size);
@@ -604,7 +606,8 @@ void eta_exec_adopt(void)
         free(v);
         return;
     }
-    struct dti_exec_fds fds = {h.ctl_fd, h.region_fd, h.priv_fd, h.doorbell_fd};
+    struct dti_exec_fds fds = {h.ctl_fd, h.region_fd, h.priv_fd, h.doorbell_fd,
+                               h.flags & ETA_EXEC_LINKS ? h.links_fd : -1};
     dti_t *d = NULL;
     rc = dti_adopt_exec(&fds, &d, why, sizeof why);
     if (rc < 0) {

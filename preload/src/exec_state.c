@@ -35,8 +35,9 @@ static bool is_listener(const struct eta_exec_entry *v, uint32_t n, int32_t l)
 static int check_entries(const struct eta_exec_head *h, const struct eta_exec_entry *v, int state_fd,
                          int max_fd, char *why, size_t wl)
 {
-    const int32_t own[] = {h->ctl_fd, h->region_fd, h->priv_fd, h->doorbell_fd, state_fd};
-    for (unsigned i = 0; i < 5; i++) {
+    const int32_t own[] = {h->ctl_fd, h->region_fd, h->priv_fd, h->doorbell_fd, state_fd, h->links_fd};
+    const unsigned n_own = h->flags & ETA_EXEC_LINKS ? 6 : 5;
+    for (unsigned i = 0; i < n_own; i++) {
         if (!fd_ok(own[i], max_fd))
             return bad(why, wl, "descriptor %d is out of range", (int)own[i]);
         for (unsigned j = 0; j < i; j++)
@@ -54,7 +55,7 @@ static int check_entries(const struct eta_exec_head *h, const struct eta_exec_en
             return bad(why, wl, "entry %u: unknown kind %u", i, e->kind);
         if (!fd_ok(e->fd, max_fd))
             return bad(why, wl, "entry %u: descriptor %d is out of range", i, (int)e->fd);
-        for (unsigned j = 0; j < 5; j++)
+        for (unsigned j = 0; j < n_own; j++)
             if (e->fd == own[j])
                 return bad(why, wl, "entry %u: descriptor %d is libdti's", i, (int)e->fd);
         for (uint32_t j = 0; j < i; j++)

@@ -14,7 +14,10 @@
 #define ETA_EXEC_VERSION 1u
 #define ETA_EXEC_MAX_ENTRIES 65536u
 
-enum { ETA_EXEC_LISTENERS_SHARED = 1 };
+enum {
+    ETA_EXEC_LISTENERS_SHARED = 1,
+    ETA_EXEC_LINKS = 2, /* several engines: links_fd is libdti's (struct dti_exec_fds.links_fd) */
+};
 
 enum eta_exec_kind {
     ETA_EXEC_SOCKET = 1,  /* descriptor fd names socket handle */
@@ -40,8 +43,8 @@ struct eta_exec_head {
     int32_t pid;          /* exec keeps the pid: another process's handover is stale */
     uint32_t n;           /* entries that follow */
     int32_t ctl_fd, region_fd, priv_fd, doorbell_fd; /* libdti's (struct dti_exec_fds) */
-    uint32_t flags;       /* ETA_EXEC_LISTENERS_SHARED */
-    uint32_t reserved;
+    uint32_t flags;       /* ETA_EXEC_LISTENERS_SHARED, ETA_EXEC_LINKS */
+    int32_t links_fd;     /* ETA_EXEC_LINKS: the other engines and the listener groups (0 otherwise) */
 };
 
 struct eta_exec_entry {

@@ -583,8 +583,13 @@ ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
 {
     struct eta_sock *s = accel(fd);
-    if (ETA_LIKELY(!s))
-        return real_recvmmsg(fd, vec, vlen, flags, timeout);
+    if (ETA_LIKELY(!s)) {
+        int n = real_recvmmsg(fd, vec, vlen, flags, timeout);
+        for (int i = 0; i < n; i++) /* sockets passed to us, as recvmsg claims them (pass.c) */
+            if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen))
+                eta_claim_passed(&vec[i].msg_hdr);
+        return n;
+    }
     /* A stream has no message boundaries: fill entries while bytes are there. */
     int done = 0;
     for (unsigned i = 0; i < vlen; i++) {

@@ -338,6 +338,9 @@ struct eta_sock *eta_sock_accel(int fd);
 /* Refuses call on accelerated socket fd: EINVAL, counted, one warning per
  * `which` (0..31, one per call name). Returns -1. */
 int eta_bypass_refused(const char *call, int fd, unsigned which);
+/* uring.c: descriptors registered with io_uring (fds[n]) that are
+ * accelerated sockets are counted and said, once per program. */
+void eta_uring_check_files(const int *fds, unsigned n, const char *what);
 /* ---- passing sockets to another process (pass.c) --------------------------- */
 /* Before sendmsg: registers with the PPE each accelerated socket msg passes
  * (SCM_RIGHTS). True when one cannot be passed: then nothing is registered,

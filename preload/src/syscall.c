@@ -201,6 +201,14 @@ static bool through_shim(long n, long a, long b, long c, long d, long e, long f,
                        sig ? sig->set : NULL);
         return true;
     }
+#ifdef SYS_io_uring_register
+    /* io_uring made by hand: registered files that are accelerated sockets
+     * are said (uring.c); the call itself is made unchanged. */
+    case SYS_io_uring_register:
+        if (b == 2 /* IORING_REGISTER_FILES */)
+            eta_uring_check_files((const int *)c, (unsigned)d, "syscall(SYS_io_uring_register)");
+        return false;
+#endif
     default:
         return false;
     }

@@ -213,7 +213,8 @@ int dti_fork_child(dti_t *d);
  *       needs: its control connection, the region, the app-side socket state
  *       (ring positions) and the doorbell, all made inheritable (FD_CLOEXEC
  *       cleared). Returns how many of the n the member holds, or an error
- *       (nothing to undo then). One engine only: -EOPNOTSUPP on several.
+ *       (nothing to undo then). On several engines a member is made on
+ *       each, and listener groups and moved sockets travel too (links_fd).
  *   dti_exec_abort(d, &fds)  when exec() failed: the member goes (its control
  *       connection is closed), the process's own descriptors are close-on-exec
  *       again. The sockets stay this process's.
@@ -224,6 +225,10 @@ int dti_fork_child(dti_t *d);
  * image's membership ends with its control connection (close-on-exec). */
 struct dti_exec_fds {
     int ctl_fd, region_fd, priv_fd, doorbell_fd;
+    /* Several engines: a memfd with every other engine's four descriptors and
+     * the listener groups and moved sockets to make again; -1 (or 0..2,
+     * never its number): one engine. */
+    int links_fd;
 };
 int dti_exec_prepare(dti_t *d, const dti_sock_t *keep, unsigned n, struct dti_exec_fds *out);
 void dti_exec_abort(dti_t *d, const struct dti_exec_fds *fds);
@@ -247,7 +252,9 @@ int dti_own_fds(dti_t *d, int *fds, int max);
  * d; 1: the socket is of another process's group, which this process joined
  * (may_join: it has no sockets of its own; -EXDEV when it may not): *joined
  * is a new attachment to that group (the caller's d is no longer needed).
- * One engine only (-EOPNOTSUPP on several). */
+ * On several engines both speak to every engine: a connection is claimed on
+ * its own, a listener group on all of them (every sibling), and a joining
+ * receiver becomes a member of the sender's group on each. */
 int dti_pass(dti_t *d, dti_sock_t s, int fd, char *why, size_t why_len);
 int dti_pass_withdraw(dti_t *d, dti_sock_t s, int fd);
 int dti_claim(dti_t *d, int fd, int may_join, dti_sock_t *h, dti_t **joined, char *why, size_t why_len);

@@ -4,7 +4,8 @@
 #   - Node.js cluster under eta-run: the primary accepts every connection and
 #     passes it to one of 4 workers (fork+exec'd, each its own process); 200
 #     connections, 16 at a time, echoed byte-exact by the workers; the PPE
-#     took them all (eta-stat), every worker served some;
+#     took them all (eta-stat), every worker served some (and with
+#     ETA_TEST_ENGINES=2, every engine carried some);
 #   - python: an accepted connection, then the listener itself, passed over a
 #     UNIX datagram socket to an unrelated process (not a child of the
 #     sender), which echoes the connection and accepts on the listener after
@@ -34,12 +35,30 @@ passive_opens() {
     timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json |
         "$PY" -c "import json,sys; d=json.load(sys.stdin); print(sum(s['tcp_passive_opens'] for e in d['engines'] for s in e['stacks']))"
 }
+# Warnings of the shim in log $1 (eta-run's own, that a PPE with as many
+# engines as this machine has CPUs leaves the program none of its own, is
+# the lab's, not the program's).
+warnings_in() { grep "warning" "$1" | grep -v "every allowed CPU is a PPE engine core"; }
+# Connections each engine took, one number per engine (ETA_TEST_ENGINES=2:
+# passed and exec'd listeners must serve the connections of every engine).
+engine_opens() {
+    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json |
+        "$PY" -c "import json,sys; d=json.load(sys.stdin); print(' '.join(str(sum(s['tcp_passive_opens'] for s in e['stacks'])) for e in d['engines']))"
+}
+# Every engine took more connections than at the start ($1: engine_opens then).
+every_engine_took() {
+    local now
+    now=$(engine_opens)
+    "$PY" -c "import sys; b, a = sys.argv[1].split(), sys.argv[2].split(); sys.exit(0 if len(a) == len(b) and all(int(y) > int(x) for x, y in zip(b, a)) else 1)" "$1" "$now" ||
+        fail "$2: connections per engine went from '$1' to '$now': not every engine carried some"
+    note "$2: connections per engine '$1' -> '$now'"
+}
 bg() {
     local name=$1 log=$2
     shift 2
     start_bg "$name" env ETA_LOG=${ETA_TEST_LOG:-fallback} timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
 }
-no_warning() { ! grep -q "warning" "$1" || { cat "$1"; fail "$2 warned"; }; }
+no_warning() { ! warnings_in "$1" >/dev/null || { cat "$1"; fail "$2 warned"; }; }
 
 if [ -z "$NODE" ]; then
     [ "${CI:-}" = true ] && fail "nodejs is not installed (tools/eta setup installs it)"
@@ -47,12 +66,14 @@ if [ -z "$NODE" ]; then
 else
     note "Node.js cluster (4 workers) under eta-run: the primary passes each connection to a worker"
     before=$(passive_opens)
+    per_engine=$(engine_opens)
     bg cluster "$work/cluster.log" "$NODE" "$here/pass_cluster.js" 7130 4 >"$work/cluster.out"
     wait_until 30 grep -q listening "$work/cluster.out" || { cat "$work/cluster.log" "$work/cluster.out"; fail "the cluster did not listen"; }
     peer timeout 90 "$PY" "$here/pass_peer.py" echo "$H" 7130 200 65536 16 ||
         { tail -30 "$work/cluster.log"; fail "cluster: the echoes"; }
     peer timeout 60 "$PY" "$here/pass_peer.py" echo "$H" 7130 4 $((4 << 20)) 4 ||
         { tail -30 "$work/cluster.log"; fail "cluster: 4 MiB echoes"; }
+    [ "${ETA_TEST_ENGINES:-1}" -gt 1 ] && every_engine_took "$per_engine" "cluster"
     after=$(passive_opens)
     [ "$after" -ge $((before + 204)) ] || fail "cluster: the PPE took $((after - before)) connections, not 204 (the kernel served them?)"
     kill -TERM "$cluster_pid"

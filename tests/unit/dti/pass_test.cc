@@ -2,6 +2,9 @@
 // with the descriptor it sends (dti_pass), the receiver claims it with the
 // descriptor it received (dti_claim); the PPE matches the open files.
 //
+// In dti_unit_2engines every test runs on two engines: a connection is
+// claimed on its own engine, a listener group on both (every sibling).
+//
 // The "other process" is a second attachment in this process (a group of
 // its own, as an unrelated process's), claiming with a dup of the sender's
 // descriptor (the same open file, as SCM_RIGHTS delivers it); the other user
@@ -27,8 +30,6 @@ class DtiPass : public Attached {
     void SetUp() override
     {
         Attached::SetUp();
-        if (test_engines() > 1)
-            GTEST_SKIP() << "passing needs one engine (dti_pass: -EOPNOTSUPP on several)";
         // What the shim would send: the socket's kernel placeholder.
         placeholder_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         ASSERT_GE(placeholder_, 0);
@@ -124,6 +125,41 @@ TEST_F(DtiPass, ListenerPassedAcceptsInTheReceiver)
     char buf[2];
     ASSERT_EQ(dti_recv_wait(c_, dti_sock_t(cs), buf, 2, 5000), 2);
     EXPECT_EQ(std::string(buf, 2), "hi");
+}
+
+// The sender closes its listener once it is in flight: the receiver alone
+// accepts, also connections landing on other engines than the listener's
+// own (a context's sockets alternate between engines), so on several
+// engines every sibling of the group must have been claimed.
+TEST_F(DtiPass, ListenerPassedAcceptsOnEveryEngineAfterTheSenderClosed)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    ASSERT_EQ(dti_pass(d_, l, placeholder_, nullptr, 0), 0);
+    ASSERT_EQ(dti_close(c_, l), 0);
+    dti_sock_t h = DTI_SOCK_INVALID;
+    ASSERT_EQ(claim(other(), placeholder_, true, &h), 1) << why_;
+    dti_ctx_t *rc = joined_ctx();
+    ASSERT_NE(rc, nullptr);
+    uint32_t engines_seen = 0;
+    for (int i = 0; i < 8; i++) {
+        int cs = dti_socket(c_);
+        ASSERT_GE(cs, 0);
+        engines_seen |= 1u << (uint32_t(cs) >> DTI_ENGINE_SHIFT);
+        dti_addr to{0x7f000001, port};
+        ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0) << i;
+        int s = dti_accept(rc, h, nullptr, 5000);
+        ASSERT_GE(s, 0) << i << ": " << dti_strerror(s);
+        char b = char('a' + i);
+        ASSERT_EQ(dti_send_all(rc, dti_sock_t(s), &b, 1, 5000), 1);
+        char got = 0;
+        ASSERT_EQ(dti_recv_wait(c_, dti_sock_t(cs), &got, 1, 5000), 1);
+        EXPECT_EQ(got, b);
+        ASSERT_EQ(dti_close(rc, dti_sock_t(s)), 0);
+        ASSERT_EQ(dti_close(c_, dti_sock_t(cs)), 0);
+    }
+    EXPECT_EQ(engines_seen, (1u << test_engines()) - 1) << "connections from every engine";
+    ASSERT_EQ(dti_close(rc, h), 0);
 }
 
 TEST_F(DtiPass, SenderClosedBeforeTheClaimKeepsItOpen)

@@ -3,7 +3,8 @@
  * run_readiness_tests.py with the scenario "bypass"). splice, sendfile with
  * an accelerated socket as the source and copy_file_range must fail with
  * EINVAL, fdopen with EOPNOTSUPP (never a read of the placeholder socket);
- * passing one over a Unix socket (SCM_RIGHTS) works, and where it cannot
+ * passing one over a Unix socket (SCM_RIGHTS, received with recvmsg or
+ * recvmmsg) works, and where it cannot
  * (a receiver of another group with sockets of its own) the receiver is
  * warned and the placeholder reads ENOTCONN; each refusal counted in
  * <socket>.preload/<pid>, which eta_preload_stats_each() reads back; a file
@@ -97,6 +98,27 @@ static int recv_fds(int u, int *fds, int n)
     return k;
 }
 
+/* One descriptor received with recvmmsg (one message); -1: none. */
+static int recv_fd_mmsg(int u)
+{
+    char got;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov = {&got, 1};
+    struct mmsghdr mm = {.msg_hdr = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                                     .msg_controllen = sizeof ctl.buf}};
+    if (recvmmsg(u, &mm, 1, 0, NULL) != 1 || mm.msg_len != 1)
+        return -1;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mm.msg_hdr);
+    if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    return fd;
+}
+
 /* The unrelated process of sc_bypass: with a listener of its own on the PPE,
  * it receives an accelerated socket of another group. */
 static int sc_receiver(int u)
@@ -147,6 +169,14 @@ static int sc_bypass(const char *socket_path)
     close(got[1]); /* one name of two: the socket stays open */
     CHECK(write(c, "more", 4) == 4);
     CHECK(read(s, b, 4) == 4 && memcmp(b, "more", 4) == 0);
+    /* recvmmsg claims what it receives as recvmsg does: the same socket,
+     * not its placeholder (ENOTCONN). */
+    CHECK(send_fds(u[0], &s, 1) == 1);
+    int via_mmsg = recv_fd_mmsg(u[1]);
+    CHECK(via_mmsg >= 0 && via_mmsg != s);
+    CHECK(write(c, "mmsg", 4) == 4);
+    CHECK(read(via_mmsg, b, 4) == 4 && memcmp(b, "mmsg", 4) == 0);
+    close(via_mmsg);
     /* An unrelated process (exec'd, nothing handed over: a group of its
      * own) that has accelerated sockets of its own cannot use it: warned
      * there, counted there; the sender's sendmsg succeeds. */

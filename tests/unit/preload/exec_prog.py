@@ -13,8 +13,15 @@ scenarios of run_exec_tests.py; prints OK when every check held.
   exec_fail  os.execv of a path that does not exist: ENOENT, nothing changed
   spawn      subprocess (vfork + exec) hands a connection to a child program
   plain      an accelerated echo (after a forged ETA_EXEC_STATE)
-  client     PORT SIZE: sends SIZE bytes (seeded) to 10.9.0.1:PORT, reads
-             the echo until EOF, compares
+  client     PORT SIZE [N]: N times (default 1, one connection after the
+             other) sends SIZE bytes (seeded) to 10.9.0.1:PORT, reads the echo
+             until EOF, compares
+  pass       socket.send_fds (SCM_RIGHTS) hands an established connection,
+             then the listener, to another program (pass_child), which joins
+             this process's group; this process closes both, and the child
+             serves 64 connections on the listener. A process's sockets
+             alternate between engines when the PPE runs several, so both
+             engines' siblings of the listener must have reached the child.
 """
 import errno
 import fcntl
@@ -112,6 +119,14 @@ def self_exec_2(fds, port):
     c4 = socket.create_connection((PPE, port))
     a4, _ = l.accept()
     echo_through(c4, a4, 100000, 5)
+    # New connections alternate between engines when the PPE runs several:
+    # the listener's siblings came across the exec too.
+    for i in range(8):
+        k = socket.create_connection((PPE, port), timeout=10)
+        ka, _ = l.accept()
+        echo_through(k, ka, 1000, 20 + i)
+        k.close()
+        ka.close()
     for o in (s, c, x, c2, c3, a2, a3, a4, c4, l):
         o.close()
     print("OK", flush=True)
@@ -265,20 +280,79 @@ def plain():
     print("OK", flush=True)
 
 
-def client(port, size):
+def client(port, size, n=1):
     data = payload(size, size)
-    c = socket.create_connection((PPE, port), timeout=10)
-    t = threading.Thread(target=lambda: (c.sendall(data), c.shutdown(socket.SHUT_WR)))
-    t.start()
-    got = b""
-    while True:
-        b = c.recv(1 << 16)
-        if not b:
-            break
-        got += b
-    t.join(10)
-    check(len(got) == size, f"echo of {size} bytes: {len(got)} came back")
-    check(hashlib.sha256(got).digest() == hashlib.sha256(data).digest(), f"echo of {size} bytes differs")
+    for i in range(n):
+        c = socket.create_connection((PPE, port), timeout=10)
+        t = threading.Thread(target=lambda: (c.sendall(data), c.shutdown(socket.SHUT_WR)))
+        t.start()
+        got = b""
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            got += b
+        t.join(10)
+        c.close()
+        check(len(got) == size, f"echo {i} of {size} bytes: {len(got)} came back")
+        check(hashlib.sha256(got).digest() == hashlib.sha256(data).digest(), f"echo {i} of {size} bytes differs")
+    print("OK", flush=True)
+
+
+PASSED_CONNECTIONS = 64
+
+
+def pass_sockets():
+    import subprocess
+    l = socket.socket()
+    l.bind((PPE, 0))
+    l.listen(PASSED_CONNECTIONS)
+    port = l.getsockname()[1]
+    c = socket.create_connection((PPE, port))
+    s, _ = l.accept()
+    c.sendall(b"before")
+    mine, theirs = socket.socketpair()
+    child = subprocess.Popen([sys.executable, __file__, "pass_child", str(theirs.fileno())],
+                             pass_fds=[theirs.fileno()], stdout=subprocess.PIPE, text=True)
+    theirs.close()
+    socket.send_fds(mine, [b"C"], [s.fileno()])
+    s.close()  # in flight: the PPE keeps it for the child
+    check(recv_exact(c, 5) == b"after", "the child's answer on the passed connection")
+    c.settimeout(10)
+    check(c.recv(1) == b"", "the child's close is the last: EOF")
+    socket.send_fds(mine, [b"L"], [l.fileno()])
+    l.close()  # the child alone accepts from here
+    mine.settimeout(20)
+    check(mine.recv(1) == b"R", "the child took the listener")
+    for i in range(PASSED_CONNECTIONS):
+        k = socket.create_connection((PPE, port), timeout=10)
+        data = payload(100 + i, 1000 + i)
+        k.sendall(data)
+        check(recv_exact(k, len(data)) == data, f"connection {i}: the echo differs")
+        k.close()
+    out, _ = child.communicate(timeout=30)
+    check(child.returncode == 0 and "OK" in out, f"receiver: rc={child.returncode} {out!r}")
+    print("OK", flush=True)
+
+
+def pass_child(fd):
+    u = socket.socket(fileno=fd)
+    u.settimeout(20)
+    _, fds, _, _ = socket.recv_fds(u, 16, 1)
+    check(len(fds) == 1, "a connection arrived")
+    conn = socket.socket(fileno=fds[0])
+    check(recv_exact(conn, 6) == b"before", "bytes sent before the pass")
+    conn.sendall(b"after")
+    conn.close()
+    _, fds, _, _ = socket.recv_fds(u, 16, 1)
+    check(len(fds) == 1, "the listener arrived")
+    l = socket.socket(fileno=fds[0])
+    l.settimeout(20)
+    u.sendall(b"R")
+    for i in range(PASSED_CONNECTIONS):
+        a, _ = l.accept()
+        a.sendall(recv_exact(a, 1000 + i))
+        a.close()
     print("OK", flush=True)
 
 
@@ -303,6 +377,10 @@ if __name__ == "__main__":
     elif what == "plain":
         plain()
     elif what == "client":
-        client(int(sys.argv[2]), int(sys.argv[3]))
+        client(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+    elif what == "pass":
+        pass_sockets()
+    elif what == "pass_child":
+        pass_child(int(sys.argv[2]))
     else:
         sys.exit("unknown scenario " + what)

@@ -3,22 +3,35 @@
 // shim can attach and run accelerated sockets without a PPE, a NIC or root.
 // Connections go to listeners inside the fixture by port.
 //
-//   preload_fixture_ppe SOCKET_PATH [--busy-poll]
+//   preload_fixture_ppe SOCKET_PATH [--busy-poll] [--engines N]
 // --busy-poll: the engine never sleeps (as the PPE on a dedicated core under
 // load); by default it sleeps when idle, as the PPE's adaptive policy does.
+// --engines N: N engines, each owning the flows dti_flow_owner() gives it
+// (as eta-ppe with N `[engine] cores`).
 // Prints "READY" when it serves. SIGTERM/SIGINT: graceful stop and exit 0.
 // SIGUSR1: abrupt stop (as a PPE crash), then wait for SIGTERM.
 #include "loopback.h"
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 int main(int argc, char **argv)
 {
-    bool busy_poll = argc == 3 && std::string(argv[2]) == "--busy-poll";
-    if (argc != 2 && !busy_poll) {
-        std::fprintf(stderr, "usage: %s SOCKET_PATH [--busy-poll]\n", argv[0]);
+    bool busy_poll = false, usage = argc < 2;
+    uint32_t engines = 1;
+    for (int i = 2; i < argc && !usage; i++) {
+        std::string a = argv[i];
+        if (a == "--busy-poll")
+            busy_poll = true;
+        else if (a == "--engines" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1 && std::atoi(argv[i + 1]) <= 8)
+            engines = uint32_t(std::atoi(argv[++i]));
+        else
+            usage = true;
+    }
+    if (usage) {
+        std::fprintf(stderr, "usage: %s SOCKET_PATH [--busy-poll] [--engines N (1..8)]\n", argv[0]);
         return 2;
     }
     sigset_t set;
@@ -30,6 +43,7 @@ int main(int argc, char **argv)
     dti::fixture::TestPpe::Options opt;
     opt.limits.max_sockets = 4096;
     opt.busy_poll = busy_poll;
+    opt.engines = engines;
     dti::fixture::TestPpe ppe(argv[1], opt);
     std::string why;
     if (!ppe.start(&why)) {

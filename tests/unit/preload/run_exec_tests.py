@@ -12,7 +12,14 @@ to dti's loopback TEST FIXTURE engine (ETA_NET names 10.9.0.1/24 as its port):
   forged      a stale or forged ETA_EXEC_STATE: one warning, the program runs
   socat       socat TCP4-LISTEN:...,fork,reuseaddr EXEC:cat (and EXEC:cat,nofork:
               cat exec'd on the connection itself) echoes byte-exact (1 B to
-              4 MiB, more than the 64 KiB rings)
+              4 MiB, more than the 64 KiB rings; 4 connections each, which
+              alternate between engines when there are several)
+  pass        socket.send_fds (SCM_RIGHTS) hands a connection, then the
+              listener, to another program, which serves 64 connections
+
+--engines N runs the fixture with N engines (each owning its flows, as
+eta-ppe with N engine cores): listener groups and connections on every
+engine go through exec and passing.
 
 Every process is started here and ended by its own PID, under a timeout."""
 import argparse
@@ -106,7 +113,8 @@ def socat(env, tmp, exec_opts, port):
         drain = threading.Thread(target=lambda: [log.write(ln) for ln in srv.stderr], daemon=True)
         drain.start()
         for size in (1, 1000, 100000, 4 << 20):
-            run_prog(f"socat EXEC:cat{exec_opts} echoes {size} bytes", ["client", str(port), str(size)], env)
+            run_prog(f"socat EXEC:cat{exec_opts} echoes {size} bytes", ["client", str(port), str(size), "4"],
+                     env)
     finally:
         srv.send_signal(signal.SIGTERM)
         try:
@@ -121,11 +129,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shim", required=True)
     ap.add_argument("--fixture", required=True)
-    ap.add_argument("scenarios", nargs="*", default=["self_exec", "bare_env", "exec_fail", "spawn", "forged", "socat"])
+    ap.add_argument("--engines", type=int, default=1)
+    ap.add_argument("scenarios", nargs="*",
+                    default=["self_exec", "bare_env", "exec_fail", "spawn", "forged", "socat", "pass"])
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="eta-exec-test-")
     sock = os.path.join(tmp, "ppe.sock")
-    ppe = subprocess.Popen([a.fixture, sock], stdout=subprocess.PIPE, text=True)
+    ppe = subprocess.Popen([a.fixture, sock, "--engines", str(a.engines)], stdout=subprocess.PIPE, text=True)
     try:
         line = ppe.stdout.readline()
         if line.strip() != "READY":
@@ -136,7 +146,7 @@ def main():
         for k in ("ETA_REQUIRE", "ETA_DISABLE", "ETA_EXEC_STATE"):
             env.pop(k, None)
         for name in a.scenarios:
-            if name in ("self_exec", "bare_env", "exec_fail", "spawn"):
+            if name in ("self_exec", "bare_env", "exec_fail", "spawn", "pass"):
                 run_prog(name, [name], env)
             elif name == "forged":
                 forged(env)

@@ -18,6 +18,7 @@ EXPECTED_WARNINGS = {
     "bypass": ["splice() on accelerated socket", "copy_file_range() on accelerated socket",
                "sendfile() on accelerated socket", "fdopen() on accelerated socket",
                "received from another process is an accelerated socket that cannot be used here"],
+    "uring": ["io_uring request (opcode"],
 }
 
 
