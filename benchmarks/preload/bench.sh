@@ -28,6 +28,12 @@ on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
 wait_until 60 test -S "$ETA_LAB_SOCKET" || fail "eta-ppe did not start"
 [ -f "$ETA_LAB_SOCKET.net" ] || export ETA_NET="port $ETA_LAB_PPE_IP/$ETA_LAB_PREFIX"
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+# The engine's posted receives (eta-stat; issue 13): "posts posted_bytes", summed over engines.
+posted() {
+    "$build/ppe/eta-stat" --socket "$ETA_LAB_SOCKET" --json 2>/dev/null |
+        python3 -c "import json,sys; e=json.load(sys.stdin)['engines']; print(sum(x.get('posts',0) for x in e), sum(x.get('posted_bytes',0) for x in e))" ||
+        echo "0 0"
+}
 
 # Background programs are started as commands (not shell functions), so the
 # PID start_bg records is the program's own and cleanup reaches it.
@@ -61,13 +67,46 @@ for path in eta kernel; do
     p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     c0=$(cpu_s "$ip_server") e0=$(cpu_s "$engine")
+    read -r posts0 pbytes0 < <(posted)
     peer timeout $((secs + 30)) iperf3 -c "$dst" -p 5201 -t "$secs" --json > "$out/ip.$path"
     c1=$(cpu_s "$ip_server") e1=$(cpu_s "$engine")
+    sleep 0.3 # eta-stat's counters are published every 250 ms (a report, not a test: no assertion waits on it)
+    read -r posts1 pbytes1 < <(posted)
     read -r bps bytes < <(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['end']['sum_received']; print(d['bits_per_second'], d['bytes'])" "$out/ip.$path")
     awk -v p="$path" -v a="$p50" -v b="$p99" -v bps="$bps" -v by="$bytes" -v c0="$c0" -v c1="$c1" \
         -v e0="$e0" -v e1="$e1" \
         'BEGIN { gib = by / 2^30; e = p == "eta" ? sprintf("%.3f", (e1 - e0) / gib) : "-"
                  printf "%-8s %12s %12s %14.2f %16.3f %16s\n", p, a, b, bps / 1e9, (c1 - c0) / gib, e }'
+    [ $path = eta ] && awk -v n=$((posts1 - posts0)) -v pb=$((pbytes1 - pbytes0)) -v by="$bytes" \
+        'BEGIN { printf "         (iperf3 server under eta-run: %d posted reads, %.0f%% of its bytes written by the engine)\n", n, (by > 0 ? 100 * pb / by : 0) }'
+    # A blocking reader (issue 13): python3 recv_into() of 1 MiB, 512 MiB from the peer; its CPU from
+    # accept to end of stream (getrusage), as "path cpu_s bytes posts posted_bytes" for the closing line.
+    port=$((5301 + rep * 2)); [ $path = eta ] || port=$((port + 1))
+    reader=(python3 -c "
+import resource, socket, sys
+l = socket.create_server((sys.argv[1], int(sys.argv[2])))
+print('listening', flush=True)
+c, _ = l.accept()  # blocking: recv_into() blocks (and posts, under eta-run)
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+buf = bytearray(1 << 20)
+total = 0
+while True:
+    n = c.recv_into(buf)
+    if n == 0:
+        break
+    total += n
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, total)" "$dst" "$port")
+    [ $path = eta ] && reader=("${eta_run[@]}" "${reader[@]}")
+    coproc RD { timeout 120 "${reader[@]}" 2>/dev/null; }
+    read -r -t 20 ready <&"${RD[0]}" || true
+    read -r posts0 pbytes0 < <(posted)
+    peer timeout 60 bash -c "head -c $((512 << 20)) /dev/zero | socat -u - TCP:$dst:$port" || true
+    read -r -t 60 rcpu rbytes <&"${RD[0]}" || true
+    wait "$RD_PID" 2>/dev/null || true
+    sleep 0.3 # eta-stat's counters are published every 250 ms
+    read -r posts1 pbytes1 < <(posted)
+    echo "$path ${rcpu:-0} ${rbytes:-0} $((posts1 - posts0)) $((pbytes1 - pbytes0))" >> "$out/reader"
     # For the closing lines: the servers' own CPU per sockperf transaction and per GiB iperf3 sent them.
     echo "$path $(awk -v s0="$s0" -v s1="$s1" -v n="${txns:-0}" -v c0="$c0" -v c1="$c1" -v by="$bytes" \
         'BEGIN { printf "%.3f %.4f", (n > 0 ? (s1 - s0) * 1e6 / n : 0), (c1 - c0) / (by / 2^30) }')" >> "$out/host_cpu"
@@ -101,4 +140,10 @@ awk '{ t[$1] += $2; g[$1] += $3; n[$1]++ }
      END { if (n["eta"] && n["kernel"] && t["kernel"] > 0 && g["kernel"] > 0) {
                printf "host CPU per transaction (rr 64 B): eta/kernel = %.2fx  (sockperf server: eta %.2f us, kernel %.2f us)\n", (t["eta"] / n["eta"]) / (t["kernel"] / n["kernel"]), t["eta"] / n["eta"], t["kernel"] / n["kernel"]
                printf "host CPU per GiB received: eta/kernel = %.2fx  (iperf3 server: eta %.3f s, kernel %.3f s)\n", (g["eta"] / n["eta"]) / (g["kernel"] / n["kernel"]), g["eta"] / n["eta"], g["kernel"] / n["kernel"] } }' "$out/host_cpu"
+# iperf3 reads non-blocking sockets (it sets O_NONBLOCK and select()s), which never post; a blocking
+# reader's large reads do (issue 13).
+awk '$3 > 0 { c[$1] += $2; b[$1] += $3; p[$1] += $4; pb[$1] += $5 }
+     END { if (b["eta"] && b["kernel"] && c["kernel"] > 0) {
+               e = c["eta"] / (b["eta"] / 2^30); k = c["kernel"] / (b["kernel"] / 2^30)
+               printf "blocking reader (python3 recv_into 1 MiB) CPU per GiB: eta/kernel = %.2fx  (eta %.3f s, kernel %.3f s; %d posts, %.0f%% of the bytes written by the engine)\n", e / k, e, k, p["eta"], 100 * pb["eta"] / b["eta"] } }' "$out/reader"
 

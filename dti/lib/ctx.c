@@ -165,6 +165,7 @@ dti_ctx_t *dti_ctx_get(dti_t *d, int *err)
 dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
 int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
 void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = c->spin_budget = spin_ns; }
+void dti_ctx_set_interruptible(dti_ctx_t *c, int on) { c->interruptible = on != 0; }
 
 /* Adaptive spinning: a context spins only while spinning pays. A wait
  * answered within spin_ns (while spinning, or soon after it slept) sets the
@@ -316,9 +317,12 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
         struct epoll_event ev;
         int n = dti__sys_epoll_wait(c->wait_fd, &ev, 1, ms);
+        int err = n < 0 ? errno : 0;
         dti_disarm(c);
-        if (n < 0 && errno != EINTR)
-            return -errno;
+        if (err == EINTR && c->interruptible)
+            return -EINTR; /* the caller answers the signal (dti_ctx_set_interruptible) */
+        if (err && err != EINTR)
+            return -err;
         /* Entries first: the liveness check costs a system call. */
         if (has_entries(c, with_stash) || !dti__all_alive(c, true))
             return 1;

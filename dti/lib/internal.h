@@ -70,6 +70,7 @@ struct dti_ctx {
     uint64_t spin_budget;  /* what the next wait spins: adaptive, <= spin_ns */
     uint32_t spin_skipped; /* waits without a spin since the budget fell to none */
     bool spin_fixed;       /* dti_ctx_set_spin_fixed(): always spin spin_ns */
+    bool interruptible;    /* dti_ctx_set_interruptible(): a signal ends a sleep with -EINTR */
     uint64_t last_alive_check_ns;
     uint32_t empty_reaps;
     /* in-flight signaled commands; index = tag; free list threaded by next */

@@ -555,10 +555,15 @@ ssize_t dti_recv_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, int tim
  * once with what landed. Returns that completion's result. */
 static int cancel_post(dti_ctx_t *c, dti_sock_t s, uint64_t ud, struct dti_cqe *e)
 {
+    /* No signal ends this wait: the answer says how many bytes landed, and
+     * it comes at once. */
+    bool intr = c->interruptible;
+    c->interruptible = false;
     int prc;
     SYNC_PREP(prc, c, dti_prep_recv_cancel(c, s));
     dti_submit(c);
     int w = dti_wait_cqe(c, ud, e, -1);
+    c->interruptible = intr;
     return w == 1 ? e->res : w;
 }
 

@@ -121,6 +121,122 @@ static uint64_t deadline_after(int ms)
     return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
 }
 
+/* ---- posted reads ---------------------------------------------------------
+ * A blocking read of at least DTI_RECV_POST_MIN bytes into one buffer, with
+ * nothing in the ring, posts the buffer (dti/README.md, "Posted receive"):
+ * the engine writes the bytes straight into it on its own core and answers
+ * once, so the program's core copies nothing. Semantics stay the kernel's:
+ * the post completes with the first bytes (MSG_WAITALL: with all of them),
+ * at end of stream or with the socket's error; a timeout, a signal that ends
+ * the call or shutdown(SHUT_RD) cancels it, and the answer to the cancel says
+ * how many bytes landed before it (they are returned; none is lost or given
+ * twice). The answer comes back through eta_pump(), whichever call of this
+ * thread reaps it. Where the engine may not write into this process
+ * (-EOPNOTSUPP) reads copy from the ring, as before. */
+
+#define POST_NOT_MADE (-2)
+static _Atomic uint64_t post_serial;
+/* The attachment that refused posts (they are not tried again on it). */
+static dti_t *_Atomic post_refused_by;
+
+static bool post_answered_or_shut(void *arg)
+{
+    struct eta_sock *s = arg;
+    /* Sequentially consistent with eta_recv_shutdown(): a post made as the
+     * socket is shut down is cancelled by one side or the other. */
+    return atomic_load_explicit(&s->post_state, memory_order_acquire) == 2 || atomic_load(&s->shut_rd);
+}
+
+/* shutdown(SHUT_RD), from any thread: a read waiting on a post returns (with
+ * the bytes that landed before, or 0), as the kernel wakes its readers. */
+void eta_recv_shutdown(dti_ctx_t *c, struct eta_sock *s)
+{
+    if (atomic_load(&s->post_state) == 1 && dti_prep_recv_cancel(c, s->h) == 0)
+        dti_submit(c);
+}
+
+static bool post_answered(void *arg)
+{
+    struct eta_sock *s = arg;
+    return atomic_load_explicit(&s->post_state, memory_order_acquire) == 2;
+}
+
+/* Cancels the post and waits for its answer, which the engine gives at once.
+ * No signal ends this wait: the answer says how many bytes the engine wrote
+ * into the buffer, and the call must return them. False: the PPE went. */
+static bool post_cancel(dti_ctx_t *c, struct eta_sock *s)
+{
+    uint64_t since = 0;
+    while (dti_prep_recv_cancel(c, s->h) == -EAGAIN)
+        if (queue_stuck(c, &since))
+            return false;
+    dti_submit(c);
+    for (;;) {
+        int w = eta_wait(c, post_answered, s, 0, -1);
+        if (w == 0)
+            return true;
+        if (w != -EINTR)
+            return false;
+    }
+}
+
+/* Returns bytes (> 0), 0 at end of stream, -1 with errno (EINTR, EAGAIN on
+ * SO_RCVTIMEO, as the copying wait answers), or POST_NOT_MADE (the caller
+ * copies from the ring). *cut: the wait was cut short (a signal, the
+ * timeout, shutdown): MSG_WAITALL returns what came. */
+static ssize_t recv_posted(dti_ctx_t *c, struct eta_sock *s, char *buf, size_t len, size_t min, uint64_t deadline,
+                           bool *cut)
+{
+    dti_t *d = dti_ctx_owner(c);
+    if (atomic_load_explicit(&post_refused_by, memory_order_relaxed) == d)
+        return POST_NOT_MADE;
+    if (len > (1u << 30))
+        len = 1u << 30;
+    uint64_t ud = atomic_fetch_add_explicit(&post_serial, 1, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->post_ud, ud, memory_order_relaxed);
+    atomic_store(&s->post_state, 1);
+    int rc = dti_prep_recv_post(c, s->h, buf, (uint32_t)len, (uint32_t)(min < len ? min : len), ud);
+    if (rc == -EAGAIN) { /* the command queue is full: make room once */
+        dti_submit(c);
+        eta_pump(c);
+        rc = dti_prep_recv_post(c, s->h, buf, (uint32_t)len, (uint32_t)(min < len ? min : len), ud);
+    }
+    if (rc < 0) {
+        atomic_store_explicit(&s->post_state, 0, memory_order_relaxed);
+        return POST_NOT_MADE;
+    }
+    dti_submit(c);
+    ETA_STAT_ADD(posted_reads, 1);
+    int w = eta_wait(c, post_answered_or_shut, s, deadline, -1);
+    *cut = !post_answered(s);
+    if (*cut && (w == -EPIPE || !post_cancel(c, s))) {
+        atomic_store_explicit(&s->post_state, 0, memory_order_relaxed); /* a late answer is dropped */
+        return fail(ECONNRESET);
+    }
+    int32_t res = atomic_load_explicit(&s->post_res, memory_order_relaxed);
+    atomic_store_explicit(&s->post_state, 0, memory_order_relaxed);
+    if (res > 0) {
+        ETA_STAT_ADD(posted_bytes, (uint64_t)res);
+        atomic_fetch_add_explicit(&s->rx_taken, (size_t)res, memory_order_relaxed);
+        return res;
+    }
+    if (res == 0)
+        return 0;
+    if (res == -EOPNOTSUPP) {
+        atomic_store_explicit(&post_refused_by, d, memory_order_relaxed);
+        ETA_STAT_ADD(post_refused, 1);
+        return POST_NOT_MADE;
+    }
+    if (res == -ECANCELED) { /* nothing landed: the wait's own answer */
+        if (w == -ETIMEDOUT)
+            return fail(EAGAIN);
+        if (w == -EINTR)
+            return fail(EINTR);
+        return 0; /* shut down for reading */
+    }
+    return fail(eta_errno_from_dti(res));
+}
+
 /* Receives into iov. Returns bytes, 0 at EOF, or -1 with errno. */
 static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
@@ -140,6 +256,7 @@ static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt
     bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
     bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
     bool simple = iovcnt == 1 && !(flags & (MSG_PEEK | MSG_TRUNC));
+    bool postable = simple; /* one buffer the engine may write: large blocking reads are posted */
     uint64_t deadline = 0;
     size_t got = 0;
     if (want == 0)
@@ -190,6 +307,19 @@ static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt
             return got ? (ssize_t)got : fail(EAGAIN);
         if (!deadline && s->rcvtimeo_ms >= 0)
             deadline = deadline_after(s->rcvtimeo_ms);
+        if (postable && want - got >= DTI_RECV_POST_MIN) {
+            bool cut = false;
+            ssize_t r = recv_posted(c, s, (char *)iov[0].iov_base + got, want - got, waitall ? want - got : 1,
+                                    deadline, &cut);
+            if (r > 0) {
+                got += (size_t)r;
+                if (waitall && got < want && !cut)
+                    continue;
+                return (ssize_t)got;
+            }
+            if (r != POST_NOT_MADE) /* end of stream, or an end after the bytes that came */
+                return r == 0 || got ? (ssize_t)got : -1;
+        }
         eta_watch(c, s, DTI_POLLIN | DTI_POLLRDHUP);
         int w = eta_wait(c, readable, s, deadline, -1);
         if (w == -ETIMEDOUT)

@@ -210,6 +210,13 @@ struct eta_sock {
      * connected socket; txv_state as rxv_state. */
     _Atomic uint32_t txv_state;
     struct dti_tx_view txv;
+    /* A posted receive in flight (io.c, "posted reads"): the engine writes
+     * into the reading thread's buffer. post_ud names the post (its
+     * completion carries it back through eta_pump(), whichever call of the
+     * thread reaps it); post_state 0 none, 1 out, 2 answered with post_res. */
+    _Atomic uint64_t post_ud;
+    _Atomic int32_t post_res;
+    _Atomic uint32_t post_state;
 };
 
 /* The table from descriptor number to object. Descriptors beyond it are
@@ -275,6 +282,8 @@ int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask);
 /* Reaps and dispatches everything pending in the context (events bump the
  * sockets' ev_seq). Returns entries reaped. */
 unsigned eta_pump(dti_ctx_t *c);
+/* io.c: shutdown(SHUT_RD) ends a read waiting on a posted receive. */
+void eta_recv_shutdown(dti_ctx_t *c, struct eta_sock *s);
 
 /* True (and counted once) for a socket accelerated under a parent's
  * attachment: the PPE cannot share it with this process (see README). */

@@ -489,8 +489,10 @@ ETA_EXPORT int shutdown(int fd, int how)
         eta_obj_put(&s->obj);
         return fail(ENOTCONN);
     }
-    if (how != SHUT_WR)
+    if (how != SHUT_WR) {
         atomic_store(&s->shut_rd, true);
+        eta_recv_shutdown(c, s); /* a read waiting on a posted receive returns */
+    }
     if (how != SHUT_RD)
         atomic_store(&s->shut_wr, true);
     eta_epoll_touch(s);

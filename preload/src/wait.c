@@ -106,6 +106,21 @@ static struct eta_sock *hmap_find(dti_sock_t h)
 /* Bumped when the PPE says events were dropped: everybody re-checks. */
 _Atomic uint32_t eta_rescan_seq;
 
+/* A posted read's answer (io.c): whichever call of the thread reaped it (its
+ * own wait, a poll or an epoll_wait in a signal handler, a full command
+ * queue being drained), it goes to the socket, where the waiting read finds
+ * it. A stale one (the read gave up when the PPE went) names a post no
+ * longer out and is dropped. */
+static void post_answered(const struct dti_cqe *e)
+{
+    struct eta_sock *s = hmap_find(e->sock);
+    if (!s || atomic_load_explicit(&s->post_state, memory_order_acquire) != 1 ||
+        atomic_load_explicit(&s->post_ud, memory_order_relaxed) != e->user_data)
+        return;
+    atomic_store_explicit(&s->post_res, e->res, memory_order_relaxed);
+    atomic_store_explicit(&s->post_state, 2, memory_order_release);
+}
+
 unsigned eta_pump(dti_ctx_t *c)
 {
     struct dti_cqe cqe[32];
@@ -121,10 +136,12 @@ unsigned eta_pump(dti_ctx_t *c)
                 }
             } else if (cqe[i].kind == DTI_CQE_RESCAN) {
                 atomic_fetch_add(&eta_rescan_seq, 1);
+            } else if (cqe[i].kind == DTI_CQE_COMPLETION && cqe[i].op == DTI_OP_RECV_POST) {
+                post_answered(&cqe[i]);
             }
-            /* Completions reaching here belong to fire-and-forget commands
-             * (watch, close, shutdown, setsockopt); their outcome shows in the
-             * socket's status. */
+            /* Other completions reaching here belong to fire-and-forget
+             * commands (watch, close, shutdown, setsockopt); their outcome
+             * shows in the socket's status. */
         }
         total += n;
     } while (n == 32);

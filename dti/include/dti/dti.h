@@ -293,8 +293,16 @@ void dti_disarm(dti_ctx_t *c);
 /* Waits until there is something to reap, the engine goes away, or
  * timeout_ms passes (-1: forever; 0: just check). Spins `spin_ns` (see
  * dti_ctx_set_spin()) before arming and sleeping. Returns 1 when entries are
- * pending, 0 on timeout, negative on engine loss. EINTR is retried. */
+ * pending, 0 on timeout, negative on engine loss. EINTR is retried, unless
+ * the context is interruptible (below). */
 int dti_wait(dti_ctx_t *c, int timeout_ms);
+/* on != 0: a signal that interrupts this context's sleep ends the wait with
+ * -EINTR (dti_wait(), dti_wait_cqe() and the blocking layer built on them),
+ * for callers that must answer EINTR as a system call would (a sockets
+ * shim). dti_recv_posted() then cancels its post and returns the bytes that
+ * landed before the cancel, or -EINTR when none did. Default: off (the wait
+ * goes back to sleep after the handler ran). */
+void dti_ctx_set_interruptible(dti_ctx_t *c, int on);
 /* The most dti_wait() and the blocking layer poll before sleeping (default
  * 20000 ns; 0: sleep at once). Adaptive per context: the full budget after a
  * wait answered within spin_ns, half after one that took over four times

@@ -59,6 +59,13 @@ struct eta_preload_stats {
      * accelerated socket because the kernel would have to move its bytes
      * (splice, sendfile or copy_file_range with it as the source). */
     uint64_t bypass_refused;
+    /* Appended after it (older files end before them): large blocking reads
+     * the engine wrote straight into the program's buffer (posted receive),
+     * the bytes it wrote so, and posts it refused (it may not write into this
+     * process: those reads copy from the ring). */
+    uint64_t posted_reads;
+    uint64_t posted_bytes;
+    uint64_t post_refused;
 };
 
 /* ---- reading them (for eta-stat and other tools) ------------------------

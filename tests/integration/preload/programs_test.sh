@@ -2,7 +2,7 @@
 # Unmodified programs through the PPE under eta-run, against kernel peers in
 # the lab's peer namespace; data checked byte for byte where it is data.
 #   programs_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT [ONLY...]
-# ONLY: run just the named cases (socat curl python iperf3 sockperf redis nginx
+# ONLY: run just the named cases (socat curl python posted iperf3 sockperf redis nginx
 # memcached privileged dualstack ppe_death; ppe_death kills the PPE, so it must come last).
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 shift 4
@@ -101,6 +101,47 @@ while True:
     data += b
 print(hashlib.sha256(data.split(b'\r\n\r\n', 1)[1]).hexdigest())") || fail "python client failed"
     [ "$got" = "$sum" ] || fail "python: checksum differs"
+fi
+
+if want posted; then
+    note "posted receive: a Python reader under eta-run, 1 MiB blocking reads, the engine writes into its buffer"
+    # The peer's kernel socat sends the blob; the reader (recv_into, recv and
+    # recv(MSG_WAITALL) in turn) reports bytes, CRC-32 and SHA-256.
+    start_bg blobsrc ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "OPEN:$work/blob" "TCP-LISTEN:7003,bind=$P,reuseaddr"
+    wait_until 10 peer bash -c "ss -ltn | grep -q ':7003'" || fail "peer socat did not listen"
+    engine_posts() { stat_py "sum(e['$1'] for e in d['engines'])"; }
+    posts0=$(engine_posts posts) pbytes0=$(engine_posts posted_bytes)
+    py=$(python3 -c 'import sys; print(sys.executable)')
+    got=$(runlog "$work/l9" "$py" -c "
+import hashlib, socket, sys, zlib
+s = socket.create_connection(('$P', 7003))  # blocking: recv() blocks in the shim
+buf = bytearray(1 << 20)
+mv = memoryview(buf)
+crc, h, total, i = 0, hashlib.sha256(), 0, 0
+while True:
+    if i % 3 == 0:
+        n = s.recv_into(mv, 1 << 20)
+    else:
+        b = s.recv(1 << 20, socket.MSG_WAITALL if i % 3 == 2 else 0)
+        n = len(b)
+        mv[:n] = b
+    if n == 0:
+        break
+    crc = zlib.crc32(mv[:n], crc)
+    h.update(mv[:n])
+    total += n
+    i += 1
+print(total, format(crc, '08x'), h.hexdigest())") || { cat "$work/l9"; fail "python reader under eta-run failed"; }
+    wait "$blobsrc_pid" || fail "peer socat failed"
+    accelerated "$work/l9" "python reader"
+    want_crc=$(python3 -c "import zlib,sys; print(format(zlib.crc32(open(sys.argv[1],'rb').read()), '08x'))" "$work/blob")
+    [ "$got" = "$((64 << 20)) $want_crc $sum" ] || fail "posted receive: got '$got', want '$((64 << 20)) $want_crc $sum'"
+    # The engine wrote part of them straight into the reader's buffer
+    # (eta-stat's counters are published every 250 ms).
+    posted_some() { [ $(($(engine_posts posts) - posts0)) -ge 1 ] && [ $(($(engine_posts posted_bytes) - pbytes0)) -ge $((1 << 20)) ]; }
+    wait_until 10 posted_some ||
+        fail "posted receive: the engine made $(($(engine_posts posts) - posts0)) posts, wrote $(($(engine_posts posted_bytes) - pbytes0)) bytes"
+    note "posted receive: $(($(engine_posts posts) - posts0)) posts, $(($(engine_posts posted_bytes) - pbytes0)) of $((64 << 20)) bytes written by the engine"
 fi
 
 if want iperf3; then

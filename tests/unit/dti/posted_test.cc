@@ -3,11 +3,21 @@
 #include "test_util.h"
 
 #include <cerrno>
+#include <functional>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <csignal>
+#include <fstream>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace dti::test {
 namespace {
@@ -321,6 +331,83 @@ TEST_F(DtiPosted, BlockingFormReceivesAStreamExactly)
     buf.resize(total);
     EXPECT_TRUE(buf == pattern(0, total));
     EXPECT_GT(posted_bytes(), 0u);
+}
+
+// dti_ctx_set_interruptible(): a signal ends a posted wait with -EINTR when
+// nothing landed, and with the bytes that landed when some did (the cancel's
+// answer); nothing is lost or given twice. The kicker signals the waiting
+// thread while it sleeps (state 'S'), again until the wait returned.
+namespace {
+std::atomic<int> signals_seen{0};
+void on_usr1(int) { signals_seen++; }
+
+bool sleeping(pid_t tid)
+{
+    std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+    std::string line;
+    std::getline(f, line);
+    size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S';
+}
+
+// Signals `waiter` whenever it sleeps (and `ready()` holds) until `done`.
+std::thread kicker(pthread_t waiter, pid_t tid, std::atomic<bool> *done, std::function<bool()> ready)
+{
+    return std::thread([=] {
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!*done && std::chrono::steady_clock::now() < end) {
+            if (ready() && sleeping(tid))
+                pthread_kill(waiter, SIGUSR1);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    });
+}
+} // namespace
+
+TEST_F(DtiPosted, SignalEndsAnInterruptibleWait)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    struct sigaction sa{}, old{};
+    sa.sa_handler = on_usr1; // no SA_RESTART: the call is to end
+    sigemptyset(&sa.sa_mask);
+    ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+    dti_ctx_set_interruptible(c_, 1);
+    dti_ctx_set_spin(c_, 0); // sleep at once: the signal finds the wait asleep
+    const pid_t tid = pid_t(syscall(SYS_gettid));
+    std::vector<uint8_t> buf(1 << 20, 0);
+
+    // Nothing landed: -EINTR (not the timeout).
+    std::atomic<bool> done{false};
+    auto k = kicker(pthread_self(), tid, &done, [] { return true; });
+    auto t0 = std::chrono::steady_clock::now();
+    ssize_t n = dti_recv_posted(c_, sv, buf.data(), buf.size(), 1, 3000);
+    done = true;
+    k.join();
+    EXPECT_EQ(n, -EINTR);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+    EXPECT_GT(signals_seen.load(), 0);
+
+    // 20,000 bytes landed (what the rings hold) of a 1 MiB post waiting for all of it: the signal
+    // ends it with them; the stream goes on after them.
+    send_pattern(cl, 0, 20000);
+    std::fill(buf.begin(), buf.end(), uint8_t(0));
+    const std::vector<uint8_t> want = pattern(0, 20000);
+    done = false;
+    const uint8_t *p = buf.data();
+    k = kicker(pthread_self(), tid, &done, [p, &want] { return std::memcmp(p, want.data(), want.size()) == 0; });
+    t0 = std::chrono::steady_clock::now();
+    n = dti_recv_posted(c_, sv, buf.data(), buf.size(), buf.size(), 3000);
+    done = true;
+    k.join();
+    EXPECT_EQ(n, 20000);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+    EXPECT_EQ(std::memcmp(buf.data(), want.data(), want.size()), 0);
+    send_pattern(cl, 20000, 5000);
+    ASSERT_EQ(dti_recv_wait(c_, sv, buf.data(), buf.size(), 5000), 5000);
+    EXPECT_EQ(std::memcmp(buf.data(), pattern(20000, 5000).data(), 5000), 0);
+    dti_ctx_set_interruptible(c_, 0);
+    sigaction(SIGUSR1, &old, nullptr);
 }
 
 } // namespace
