@@ -18,6 +18,9 @@ struct PacketRef {
     uint16_t len;   // bytes of frame at data
     uint16_t room;  // bytes writable at data (tx buffers; 0 for received frames)
     uint32_t flags; // PacketFlags
+    // Transmit with kTxTcpSeg: TCP payload bytes per segment the port cuts
+    // the frame into (the MSS). 0 otherwise.
+    uint16_t seg_size;
 };
 
 enum PacketFlags : uint32_t {
@@ -28,6 +31,11 @@ enum PacketFlags : uint32_t {
     // reported the offload in PacketIo::offloads()).
     kTxIpCsum = 1u << 8,
     kTxTcpCsum = 1u << 9,
+    // Transmit: a TCP segmentation offload frame (only when the port reported
+    // kOffloadTxTcpSeg): one header and up to PacketIo::tso_max_frame() bytes,
+    // which the port sends as segments of seg_size payload bytes each
+    // (mars/checksum_offload.h says what the header fields hold).
+    kTxTcpSeg = 1u << 10,
 };
 
 // Offloads a port provides, as reported by PacketIo::offloads().
@@ -35,6 +43,7 @@ enum Offloads : uint32_t {
     kOffloadRxCsum = 1u << 0,
     kOffloadTxIpCsum = 1u << 1,
     kOffloadTxTcpCsum = 1u << 2,
+    kOffloadTxTcpSeg = 1u << 3, // TSO: see tso_max_frame() / alloc_tso()
 };
 
 // The engine's side of packet I/O. One per stack instance; never shared
@@ -54,6 +63,17 @@ class PacketIo {
     // allocated buffers that were not used).
     virtual void release(PacketRef *frames, uint16_t n) = 0;
     virtual uint32_t offloads() const { return 0; }
+    // TCP segmentation offload (with kOffloadTxTcpSeg): the largest frame,
+    // headers included, the port takes with kTxTcpSeg (at most 65535), and
+    // buffers with at least that much room (alloc() gives MTU-sized ones).
+    // A port without TSO keeps these defaults.
+    virtual uint32_t tso_max_frame() const { return 0; }
+    virtual uint16_t alloc_tso(PacketRef *out, uint16_t n)
+    {
+        (void)out;
+        (void)n;
+        return 0;
+    }
 };
 
 } // namespace mars
