@@ -37,7 +37,6 @@ class Link {
         }
         out->flags = 0;
         out->len = 0;
-        out->seg_size = 0;
         return true;
     }
     // Up to n frames to fill, in one call to the owner (a run of segments);
@@ -52,7 +51,6 @@ class Link {
         for (uint16_t i = 0; i < got; i++) {
             out[i].flags = 0;
             out[i].len = 0;
-            out[i].seg_size = 0;
         }
         return got;
     }
@@ -63,7 +61,6 @@ class Link {
         if (io_.alloc_tso(out, 1) != 1) return false;
         out->flags = 0;
         out->len = 0;
-        out->seg_size = 0;
         return true;
     }
     // Queues a finished frame for the next transmit burst (a full burst

@@ -30,6 +30,9 @@ namespace mars {
 
 using namespace wire;
 
+// The largest header of a run: Ethernet, IPv4, TCP and 40 bytes of options.
+constexpr unsigned kRunHeaderMax = kHeadersLen + 40;
+
 // The header every segment of a run carries, with payload bytes each: the
 // template, the timestamp option and SACK blocks as send_segment() writes
 // them, ACK, window, IPv4 length and checksum. Returns its length. The
@@ -71,7 +74,11 @@ void StackImpl::run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_
                          uint32_t pseudo)
 {
     uint8_t *p = fr.data;
-    std::memcpy(p, h, hdr_len);
+    // A fixed size, so the copy is a few vector moves rather than a call; the
+    // bytes past hdr_len are overwritten by the payload (a segment carries
+    // at least 64 bytes, and the caller checked the frame's room).
+    static_assert(kRunHeaderMax <= kHeadersLen + 64);
+    std::memcpy(p, h, kRunHeaderMax);
     Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
     th->seq = be32(seq);
     uint8_t *dst = p + hdr_len;
@@ -115,7 +122,7 @@ uint32_t StackImpl::send_run(Sock &s, uint32_t n, uint8_t last_flags)
     constexpr uint32_t kTsoNeeds = kOffloadTxTcpSeg | kOffloadTxIpCsum | kOffloadTxTcpCsum;
     if (cfg_.tcp.tso && (offloads_ & kTsoNeeds) == kTsoNeeds) {
         const uint32_t max_frame = std::min<uint32_t>(io_.tso_max_frame(), 65535);
-        const uint32_t hdr_max = kHeadersLen + 40;
+        const uint32_t hdr_max = kRunHeaderMax;
         const uint32_t per_frame = max_frame > hdr_max ? (max_frame - hdr_max) / s.mss : 0;
         if (per_frame >= 2) return send_tso(s, n, last_flags, per_frame);
     }
@@ -129,7 +136,7 @@ uint32_t StackImpl::send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_
     PacketRef fr[kRunMax];
     const uint32_t got = link_.alloc_run(fr, uint16_t(n));
     if (got == 0) return 0;
-    alignas(8) uint8_t h[kHeadersLen + 40];
+    alignas(8) uint8_t h[kRunHeaderMax] = {};
     const unsigned hdr_len = run_header(s, h, mss);
     const unsigned tcp_len = hdr_len - kEthLen - kIpLen + mss;
     const uint32_t pseudo = pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, uint16_t(tcp_len));
@@ -156,7 +163,7 @@ uint32_t StackImpl::send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t p
 {
     const uint32_t mss = s.mss;
     uint32_t sent = 0;
-    alignas(8) uint8_t h[kHeadersLen + 40];
+    alignas(8) uint8_t h[kRunHeaderMax] = {};
     unsigned hdr_len = 0;
     while (n - sent >= 2) {
         const uint32_t k = std::min(per_frame, n - sent);
@@ -173,8 +180,7 @@ uint32_t StackImpl::send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t p
         ip->csum = 0;
         th->flags = sent + k == n ? last_flags : kAck;
         run_fill(s, fr, h, hdr_len, s.snd_nxt + sent * mss, k * mss, pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, 0));
-        fr.flags |= kTxTcpSeg | kTxIpCsum | kTxTcpCsum;
-        fr.seg_size = uint16_t(mss);
+        fr.flags |= kTxTcpSeg | kTxIpCsum | kTxTcpCsum | tx_seg_flags(uint16_t(mss));
         link_.queue(fr, k, k * (hdr_len + mss));
         stats_.tx_tso_frames++;
         sent += k;

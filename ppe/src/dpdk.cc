@@ -340,7 +340,7 @@ uint16_t MbufIo::alloc_tso(mars::PacketRef *out, uint16_t n)
     for (; tso_pool_ && got < n; got++) {
         rte_mbuf *m = rte_pktmbuf_alloc(tso_pool_);
         if (!m) break;
-        out[got] = mars::PacketRef{m, rte_pktmbuf_mtod(m, uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m)), 0, 0};
+        out[got] = mars::PacketRef{m, rte_pktmbuf_mtod(m, uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m)), 0};
     }
     return got;
 }
@@ -413,7 +413,7 @@ uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
                 // without the length, as DPDK wants for TCP_SEG.
                 mb->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
                 mb->l4_len = uint16_t((ip[mb->l3_len + 12] >> 4) * 4);
-                mb->tso_segsz = frames[i].seg_size;
+                mb->tso_segsz = mars::tx_seg_size(frames[i]);
             }
         }
         m[i] = mb;

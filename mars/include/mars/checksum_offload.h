@@ -23,7 +23,8 @@
 // TCP segmentation offload (kTxTcpSeg, only when the port reported
 // kOffloadTxTcpSeg; always together with kTxIpCsum and kTxTcpCsum): one
 // Ethernet + IPv4 + TCP header (options included) and the payload of several
-// segments; PacketRef::seg_size is the payload per segment (the MSS). The
+// segments; tx_seg_size() (the top bits of PacketRef::flags) is the payload per
+// segment (the MSS). The
 // IPv4 total length covers the whole frame (at most 65535), the IPv4
 // checksum is 0, and the TCP checksum field holds the pseudo-header sum
 // WITHOUT the TCP length (tcp_len 0 below), as DPDK's rte_ipv4_phdr_cksum()

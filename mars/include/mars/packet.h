@@ -17,10 +17,7 @@ struct PacketRef {
     uint8_t *data;  // first byte of the Ethernet header
     uint16_t len;   // bytes of frame at data
     uint16_t room;  // bytes writable at data (tx buffers; 0 for received frames)
-    uint32_t flags; // PacketFlags
-    // Transmit with kTxTcpSeg: TCP payload bytes per segment the port cuts
-    // the frame into (the MSS). 0 otherwise.
-    uint16_t seg_size;
+    uint32_t flags; // PacketFlags (with kTxTcpSeg, bits 16-31: the segment size)
 };
 
 enum PacketFlags : uint32_t {
@@ -33,10 +30,18 @@ enum PacketFlags : uint32_t {
     kTxTcpCsum = 1u << 9,
     // Transmit: a TCP segmentation offload frame (only when the port reported
     // kOffloadTxTcpSeg): one header and up to PacketIo::tso_max_frame() bytes,
-    // which the port sends as segments of seg_size payload bytes each
+    // which the port sends as segments of tx_seg_size() payload bytes each
     // (mars/checksum_offload.h says what the header fields hold).
     kTxTcpSeg = 1u << 10,
 };
+
+// A kTxTcpSeg frame's segment size (TCP payload bytes per segment: the MSS)
+// rides in the top 16 bits of PacketRef::flags, so PacketRef stays 24 bytes:
+// it is copied per frame on the receive path, where 8 more bytes cost about
+// one instruction per segment.
+constexpr uint32_t kTxSegSizeShift = 16;
+constexpr uint32_t tx_seg_flags(uint16_t seg_size) { return uint32_t(seg_size) << kTxSegSizeShift; }
+constexpr uint16_t tx_seg_size(const PacketRef &f) { return uint16_t(f.flags >> kTxSegSizeShift); }
 
 // Offloads a port provides, as reported by PacketIo::offloads().
 enum Offloads : uint32_t {

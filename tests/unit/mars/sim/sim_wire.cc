@@ -169,7 +169,7 @@ bool SimPort::segment(PacketRef &big)
     constexpr uint32_t kNeeds = kOffloadTxTcpSeg | kOffloadTxIpCsum | kOffloadTxTcpCsum;
     const uint8_t *ip = big.data + 14;
     bool ok = (offloads_ & kNeeds) == kNeeds && large_ && big.len > 14 + 20 && (ip[0] >> 4) == 4 && ip[9] == 6 &&
-              (big.flags & (kTxIpCsum | kTxTcpCsum)) == (kTxIpCsum | kTxTcpCsum) && big.seg_size > 0 &&
+              (big.flags & (kTxIpCsum | kTxTcpCsum)) == (kTxIpCsum | kTxTcpCsum) && tx_seg_size(big) > 0 &&
               big.len <= tso_max_;
     const uint32_t l3 = ok ? (ip[0] & 0x0f) * 4u : 0;
     const uint8_t *th = ip + l3;
@@ -183,8 +183,8 @@ bool SimPort::segment(PacketRef &big)
     tso_frames++;
     const uint32_t payload = big.len - hdr;
     const uint32_t seq = get32(th + 4);
-    for (uint32_t off = 0; off < payload; off += big.seg_size) {
-        const uint32_t len = std::min<uint32_t>(big.seg_size, payload - off);
+    for (uint32_t off = 0; off < payload; off += tx_seg_size(big)) {
+        const uint32_t len = std::min<uint32_t>(tx_seg_size(big), payload - off);
         const bool last = off + len == payload;
         PacketRef f;
         if (!pool_.get(&f)) break; // a NIC would not lose them; tests size the pool

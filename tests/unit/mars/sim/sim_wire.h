@@ -114,7 +114,7 @@ class SimPort : public PacketIo {
     // TCP segmentation offload, emulated as a NIC does it (TEST FIXTURE):
     // with kOffloadTxTcpSeg in offloads, alloc_tso() takes buffers from
     // `large` and transmit() cuts each kTxTcpSeg frame into segments of
-    // seg_size payload bytes from this port's pool (mars/checksum_offload.h:
+    // tx_seg_size() payload bytes from this port's pool (mars/checksum_offload.h:
     // sequence numbers advanced, IPv4 length and checksums per segment,
     // PSH/FIN on the last only), which then go on as ordinary frames with
     // checksum offload. A TSO frame that breaks the contract is counted in
