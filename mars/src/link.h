@@ -39,13 +39,40 @@ class Link {
         out->len = 0;
         return true;
     }
+    // Up to n frames to fill, in one call to the owner (a run of segments);
+    // when the owner gives fewer, the rest one by one as alloc() would get
+    // them (DPDK's bulk allocation is all or nothing). Returns how many;
+    // fewer than n is counted once, as alloc() failing would be.
+    uint16_t alloc_run(PacketRef *out, uint16_t n)
+    {
+        uint16_t got = io_.alloc(out, n);
+        while (got < n && io_.alloc(out + got, 1) == 1) got++;
+        if (got < n) stats_.drop_tx_no_buffer++;
+        for (uint16_t i = 0; i < got; i++) {
+            out[i].flags = 0;
+            out[i].len = 0;
+        }
+        return got;
+    }
+    // One buffer for a TCP segmentation offload frame (PacketIo::alloc_tso);
+    // false, not counted, when the owner has none (the caller segments).
+    bool alloc_tso(PacketRef *out)
+    {
+        if (io_.alloc_tso(out, 1) != 1) return false;
+        out->flags = 0;
+        out->len = 0;
+        return true;
+    }
     // Queues a finished frame for the next transmit burst (a full burst
     // leaves at once).
-    void queue(PacketRef &frame)
+    void queue(PacketRef &frame) { queue(frame, 1, frame.len); }
+    // The same for a frame the port turns into `frames` frames of
+    // `wire_bytes` in all (TSO): the counters count what goes on the wire.
+    void queue(PacketRef &frame, uint32_t frames, uint32_t wire_bytes)
     {
         if (n_ == kTxBurst) flush();
-        stats_.tx_frames++;
-        stats_.tx_bytes += frame.len;
+        stats_.tx_frames += frames;
+        stats_.tx_bytes += wire_bytes;
         burst_[n_++] = frame;
     }
     void flush()

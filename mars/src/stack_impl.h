@@ -318,6 +318,17 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // ---- tcp_out.cc ------------------------------------------------------
     void tcp_output(Sock &s);
     bool send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx);
+    // A run of n full new segments from snd_nxt built in one pass (tx_run.cc);
+    // returns how many went out.
+    static constexpr uint32_t kRunMax = 64;
+    void new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end);
+    uint32_t send_run(Sock &s, uint32_t n, uint8_t last_flags);
+    unsigned run_header(Sock &s, uint8_t *h, uint32_t payload);
+    void run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
+                  uint32_t pseudo);
+    uint32_t send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame);
+    uint32_t send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags);
+    void run_sent(Sock &s, uint32_t seq, uint32_t sent);
     // A pure ACK carries the highest sequence number sent (RFC 9293's SND.NXT;
     // our snd_nxt goes back after a timeout, and an older sequence number
     // would make the peer drop the ACK as unacceptable).

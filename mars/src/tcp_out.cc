@@ -277,6 +277,26 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     return true;
 }
 
+// The sequence-space bookkeeping after len bytes of new data from snd_nxt
+// (one segment, or a run of full ones) and a FIN after them.
+void StackImpl::new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end)
+{
+    const bool first_fin = fin && !seq_gt(s.snd_max, data_end);
+    if (s.rtt_start_ns == 0) {
+        s.rtt_start_ns = now_ns_;
+        s.rtt_seq = s.snd_nxt + std::min(len, s.mss); // the first segment's end
+    }
+    if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
+    if (len < s.mss) s.snd_sml = s.snd_nxt + len;
+    s.snd_nxt += len + (fin ? 1 : 0);
+    if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
+    if (first_fin) {
+        if (s.state == TcpState::kEstablished) s.state = TcpState::kFinWait1;
+        else if (s.state == TcpState::kCloseWait) s.state = TcpState::kLastAck;
+    }
+    if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+}
+
 void StackImpl::tcp_output(Sock &s)
 {
     switch (s.state) {
@@ -344,6 +364,23 @@ void StackImpl::tcp_output(Sock &s)
         uint32_t len = std::min({s.mss, unsent, usable});
         if (len == 0) break;
         const bool rtx = seq_lt(s.snd_nxt, s.snd_max);
+        if (!rtx && cfg_.tcp.tx_batch && std::min(unsent, usable) >= 2 * s.mss) {
+            // Several full segments of new data: one run (tx_run.cc), when
+            // its segments would all carry the same header.
+            const uint32_t n = std::min({std::min(unsent, usable) / s.mss, kRunMax, uint32_t(4096 - guard)});
+            if (n >= 2 && !(s.flags & kFDsack) && s.arp_gen == arp_.generation()) {
+                const bool fin = n * s.mss == unsent && fin_wanted;
+                const uint8_t last_flags = uint8_t(kAck | (n * s.mss == unsent ? kPsh : 0) | (fin ? kFin : 0));
+                const uint32_t sent = send_run(s, n, last_flags);
+                if (sent == 0) break;
+                sent_new = true;
+                new_data_sent(s, sent * s.mss, fin && sent == n, data_end);
+                pipe += sent * s.mss;
+                guard += int(sent) - 1;
+                if (sent < n || fin) break;
+                continue;
+            }
+        }
         if (len < s.mss && !rtx) {
             if (len < unsent) {
                 // Window-limited: sender SWS avoidance. Send only a useful
@@ -363,23 +400,18 @@ void StackImpl::tcp_output(Sock &s)
         uint8_t flags = kAck;
         if (last) flags |= kPsh;
         if (fin) flags |= kFin;
-        const bool first_fin = fin && !seq_gt(s.snd_max, data_end);
         if (!send_segment(s, s.snd_nxt, len, flags, rtx)) break;
         pipe += len;
         sent_new = sent_new || !rtx;
-        if (!rtx && s.rtt_start_ns == 0) {
-            s.rtt_start_ns = now_ns_;
-            s.rtt_seq = s.snd_nxt + len;
+        if (rtx) {
+            if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
+            if (len < s.mss) s.snd_sml = s.snd_nxt + len;
+            s.snd_nxt += len + (fin ? 1 : 0);
+            if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
+            if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+        } else {
+            new_data_sent(s, len, fin, data_end);
         }
-        if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
-        if (len < s.mss) s.snd_sml = s.snd_nxt + len;
-        s.snd_nxt += len + (fin ? 1 : 0);
-        if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
-        if (first_fin) {
-            if (s.state == TcpState::kEstablished) s.state = TcpState::kFinWait1;
-            else if (s.state == TcpState::kCloseWait) s.state = TcpState::kLastAck;
-        }
-        if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
         if (fin) break;
     }
     // Data waits and nothing is in flight to clock it out: the persist timer

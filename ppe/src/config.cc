@@ -353,7 +353,8 @@ void parse_engine(Section &e, Config *c)
     c->burst = uint32_t(e.integer("burst", c->burst, 1, 256));
     c->strands = uint32_t(e.integer("strands", c->strands, 1, mars::StackConfig::kMaxStrands));
     c->prefetch = e.boolean("prefetch", c->prefetch);
-    e.reject_unknown("cores, idle, spin_us, max_sleep_us, burst, strands, prefetch");
+    c->allow_smt = e.boolean("allow_smt", c->allow_smt);
+    e.reject_unknown("cores, idle, spin_us, max_sleep_us, burst, strands, prefetch, allow_smt");
 }
 
 void parse_dpdk(Section &d, Config *c)
@@ -467,7 +468,8 @@ void parse_port(Section &p, size_t index, Config *c)
     port.mtu = uint16_t(p.integer("mtu", 1500, 576, 9600));
     port.rx_desc = uint16_t(p.integer("rx_desc", port.rx_desc, 64, 16384));
     port.tx_desc = uint16_t(p.integer("tx_desc", port.tx_desc, 64, 16384));
-    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc");
+    port.tso = p.boolean("tso", port.tso);
+    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc, tso");
     for (auto &other : c->ports) {
         if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");
         if (other.device == port.device) p.fail("device", "\"" + port.device + "\" is used by two ports");
@@ -515,6 +517,7 @@ void parse_tcp(Section &t, Config *c)
     tcp.window_scaling = t.boolean("window_scaling", tcp.window_scaling);
     tcp.syncookies = t.boolean("syncookies", tcp.syncookies);
     tcp.rx_coalesce = t.boolean("rx_coalesce", tcp.rx_coalesce);
+    tcp.tx_batch = t.boolean("tx_batch", tcp.tx_batch);
     tcp.syn_backlog = uint32_t(t.integer("syn_backlog", tcp.syn_backlog, 1, 1 << 20));
     auto ms = [&](const char *key, uint64_t dflt_ns, int64_t lo, int64_t hi) {
         return uint64_t(t.integer(key, int64_t(dflt_ns / 1'000'000), lo, hi)) * 1'000'000;
@@ -541,7 +544,7 @@ void parse_tcp(Section &t, Config *c)
     t.reject_unknown("rcvbuf, sndbuf, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
                      "rto_initial_ms, rto_min_ms, rto_max_ms, delayed_ack_ms, time_wait_ms, keepalive_idle_s, "
                      "keepalive_interval_s, keepalive_probes, max_retries, syn_retries, max_sockets, "
-                     "ooo_pool_frames, ooo_frames_per_conn, rx_coalesce");
+                     "ooo_pool_frames, ooo_frames_per_conn, rx_coalesce, tx_batch");
 }
 
 void parse_limits(Section &l, Config *c)

@@ -51,6 +51,9 @@ struct PortConfig {
     uint32_t gateway = 0; // 0: none
     uint16_t mtu = 1500;
     uint16_t rx_desc = 1024, tx_desc = 1024;
+    // TCP segmentation offload where the device offers it (ppe/src/dpdk.cc);
+    // false: MARS segments (in one pass, [tcp] tx_batch).
+    bool tso = true;
     uint32_t line = 0; // of its device key, for messages
 };
 
@@ -83,6 +86,10 @@ struct Config {
     uint32_t spin_us = 200;         // adaptive: busy-poll this long after the last work
     uint32_t max_sleep_us = 5000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
     uint32_t burst = 32;            // rx/tx burst size
+    // Engines on two hardware threads (SMT siblings) of one physical core
+    // share its execution units and caches: refused unless allowed; auto:N
+    // then also uses siblings once every core has an engine.
+    bool allow_smt = false;
     // Receive latency hiding in each engine's MARS stacks (mars/README.md,
     // "Strands"): frames of a burst in flight (1: run to completion) and
     // software prefetching. Defaults from benchmarks/README.md's ablation.

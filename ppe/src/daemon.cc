@@ -560,6 +560,8 @@ int daemon_main(int argc, char **argv)
                     config.path.c_str(), engines.size(), cpus.c_str(), to_string(config.idle),
                     format_cpu_list(control_pus).c_str(), config.ports.size(), use_huge ? "hugepages" : "no-huge",
                     config.socket.c_str());
+        std::printf("%s: %s\n", config.path.c_str(),
+                    describe_placement(config, machine, device_numa_node(config.ports[0].device), engines).c_str());
         if (config.copy_engine == CopyKind::kDmadev) {
             std::string devs;
             for (const std::string &d : config.copy_devices) devs += (devs.empty() ? "" : ", ") + d;

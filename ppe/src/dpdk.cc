@@ -204,10 +204,21 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
         offloads |= mars::kOffloadTxTcpCsum;
     }
+    // TCP segmentation offload where the device has it with both checksum
+    // offloads (a TSO frame always needs them). net_af_packet and net_af_xdp
+    // (DPDK 22.11) do not report it, so the lab's ports never take this.
+    // MARS then hands over frames of several segments (mars/checksum_offload.h)
+    // in large single-segment mbufs from a pool of their own (tso_pools).
+    const uint64_t tso_needs = RTE_ETH_TX_OFFLOAD_TCP_TSO | RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+    if (pc.tso && (info.tx_offload_capa & tso_needs) == tso_needs) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_TCP_TSO;
+        offloads |= mars::kOffloadTxTcpSeg;
+    }
     // Fast free: a queue only ever sends mbufs its engine allocated from its
     // own pool, refcnt 1 (received frames, steered or shared ARP ones
-    // included, are released, never sent).
-    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
+    // included, are released, never sent). Not with TSO: its large mbufs
+    // come from a second pool, and fast free needs one pool per queue.
+    if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) && !(offloads & mars::kOffloadTxTcpSeg))
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
     // More than one engine: RSS puts each flow on its owner's queue where the
     // device has it (the key and table below are what dti_flow_owner()
@@ -257,6 +268,17 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
             return false;
         }
         pools.push_back(pool);
+        if (offloads & mars::kOffloadTxTcpSeg) {
+            // Buffers for whole TSO frames (at most 64 KiB: an IPv4 packet).
+            const std::string tso_name = "t" + std::to_string(id) + "q" + std::to_string(q);
+            rte_mempool *tp = rte_pktmbuf_pool_create(tso_name.c_str(), kTsoBuffers, 32, 0, UINT16_MAX, socket);
+            if (!tp) {
+                *error = what + ": cannot allocate " + std::to_string(kTsoBuffers) + " TSO buffers of 64 KiB: " +
+                         rte_strerror(rte_errno) + " (raise dpdk.memory_mb, or set tso = false in [[port]])";
+                return false;
+            }
+            tso_pools.push_back(tp);
+        }
         rc = rte_eth_rx_queue_setup(id, q, rx_desc, unsigned(socket), nullptr, pool);
         if (rc == 0) rc = rte_eth_tx_queue_setup(id, q, tx_desc, unsigned(socket), nullptr);
         if (rc < 0) {
@@ -311,11 +333,30 @@ void Port::close()
     rte_eth_dev_close(id);
     for (rte_mempool *p : pools) rte_mempool_free(p);
     pools.clear();
+    for (rte_mempool *p : tso_pools) rte_mempool_free(p);
+    tso_pools.clear();
 }
 
 MbufIo::MbufIo(const Port &port, uint16_t queue, uint16_t burst)
-    : port_(port.id), queue_(queue), burst_(burst), pool_(port.pools[queue]), offloads_(port.offloads)
+    : port_(port.id), queue_(queue), burst_(burst), pool_(port.pools[queue]),
+      tso_pool_(queue < port.tso_pools.size() ? port.tso_pools[queue] : nullptr), offloads_(port.offloads)
 {}
+
+uint32_t MbufIo::tso_max_frame() const
+{
+    return tso_pool_ ? std::min<uint32_t>(UINT16_MAX - RTE_PKTMBUF_HEADROOM, UINT16_MAX) : 0;
+}
+
+uint16_t MbufIo::alloc_tso(mars::PacketRef *out, uint16_t n)
+{
+    uint16_t got = 0;
+    for (; tso_pool_ && got < n; got++) {
+        rte_mbuf *m = rte_pktmbuf_alloc(tso_pool_);
+        if (!m) break;
+        out[got] = mars::PacketRef{m, rte_pktmbuf_mtod(m, uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m)), 0};
+    }
+    return got;
+}
 
 uint16_t MbufIo::receive(mars::PacketRef *out, uint16_t n)
 {
@@ -380,6 +421,13 @@ uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
             mb->ol_flags |= RTE_MBUF_F_TX_IPV4;
             if (frames[i].flags & mars::kTxIpCsum) mb->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
             if (frames[i].flags & mars::kTxTcpCsum) mb->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+            if (frames[i].flags & mars::kTxTcpSeg) {
+                // TSO: the TCP checksum field holds the pseudo-header sum
+                // without the length, as DPDK wants for TCP_SEG.
+                mb->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+                mb->l4_len = uint16_t((ip[mb->l3_len + 12] >> 4) * 4);
+                mb->tso_segsz = mars::tx_seg_size(frames[i]);
+            }
         }
         m[i] = mb;
     }

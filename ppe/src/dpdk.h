@@ -43,6 +43,8 @@ struct Port {
     uint32_t offloads = 0; // mars::Offloads
     uint16_t queues = 1;
     std::vector<rte_mempool *> pools; // one per queue, on its engine's NUMA node
+    std::vector<rte_mempool *> tso_pools; // with TSO: 64 KiB buffers, one pool per queue
+    static constexpr uint32_t kTsoBuffers = 255;
     bool rss = false;
     uint8_t rss_key[64] = {};
     std::vector<uint16_t> reta;       // redirection table (RSS), queue per entry: with rss_key,
@@ -69,6 +71,8 @@ class MbufIo final : public PortIo {
     uint16_t transmit(mars::PacketRef *frames, uint16_t n) override;
     void release(mars::PacketRef *frames, uint16_t n) override;
     uint32_t offloads() const override { return offloads_; }
+    uint32_t tso_max_frame() const override;
+    uint16_t alloc_tso(mars::PacketRef *out, uint16_t n) override;
     // [engine] prefetch: receive() prefetches the mbufs of a burst ahead of
     // the loop that reads them, and each frame's first data line (its
     // headers) for the stack.
@@ -79,6 +83,7 @@ class MbufIo final : public PortIo {
   private:
     uint16_t port_, queue_, burst_;
     rte_mempool *pool_;
+    rte_mempool *tso_pool_;
     uint32_t offloads_;
     bool prefetch_ = false;
 };

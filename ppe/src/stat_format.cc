@@ -45,7 +45,10 @@ namespace ppe::stats {
     X(copy_fallback_below_threshold, "copies the core made: shorter than the copy threshold")                   \
     X(copy_fallback_ring_wrap, "copies the core made: the payload wraps around the receive ring's end")        \
     X(rx_coalesce_groups, "receive coalescing: groups of two or more segments taken at once")                  \
-    X(rx_coalesce_segments, "receive coalescing: segments taken in those groups")
+    X(rx_coalesce_segments, "receive coalescing: segments taken in those groups")                              \
+    X(tx_runs, "transmit runs: two or more full segments built in one pass")                                   \
+    X(tx_run_segments, "transmit runs: segments sent in those runs")                                            \
+    X(tx_tso_frames, "TCP segmentation offload frames handed to the port (several segments each)")
 
 std::string copy_engine_of(const Header &h, size_t e, uint32_t p)
 {

@@ -89,25 +89,17 @@ bool has_capability(int cap)
 
 } // namespace
 
-Machine Machine::detect()
+namespace {
+
+Machine machine_of(hwloc_topology_t t)
 {
     Machine m;
-    Topology topo;
-    if (!topo.t) {
-        // Without hwloc's view every online CPU is its own core.
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        for (int i = 0; i < n; i++) {
-            m.cores.push_back(Core{{i}, -1});
-            m.pus.push_back(i);
-        }
-        return m;
-    }
-    hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topo.t);
-    int ncores = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_CORE);
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(t);
+    int ncores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
     for (int i = 0; i < ncores; i++) {
-        hwloc_obj_t core = hwloc_get_obj_by_type(topo.t, HWLOC_OBJ_CORE, unsigned(i));
-        Core c;
-        c.numa_node = numa_of(topo.t, core->cpuset);
+        hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, unsigned(i));
+        Machine::Core c;
+        c.numa_node = numa_of(t, core->cpuset);
         unsigned pu;
         hwloc_bitmap_foreach_begin(pu, core->cpuset)
         {
@@ -116,13 +108,123 @@ Machine Machine::detect()
         hwloc_bitmap_foreach_end();
         m.cores.push_back(c); // a core with no allowed PU stays, empty, to keep the indexes
     }
-    int npus = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU);
+    int npus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
     for (int i = 0; i < npus; i++) {
-        hwloc_obj_t pu = hwloc_get_obj_by_type(topo.t, HWLOC_OBJ_PU, unsigned(i));
+        hwloc_obj_t pu = hwloc_get_obj_by_type(t, HWLOC_OBJ_PU, unsigned(i));
         if (hwloc_bitmap_isset(allowed, pu->os_index)) m.pus.push_back(int(pu->os_index));
     }
     m.boot_pu = 0;
     return m;
+}
+
+} // namespace
+
+Machine Machine::detect()
+{
+    Topology topo;
+    if (!topo.t) {
+        // Without hwloc's view every online CPU is its own core.
+        Machine m;
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        for (int i = 0; i < n; i++) {
+            m.cores.push_back(Core{{i}, -1});
+            m.pus.push_back(i);
+        }
+        return m;
+    }
+    return machine_of(topo.t);
+}
+
+bool Machine::from_xml(const std::string &xml, Machine *out, std::string *error)
+{
+    hwloc_topology_t t = nullptr;
+    if (hwloc_topology_init(&t) != 0) {
+        *error = "hwloc: cannot create a topology";
+        return false;
+    }
+    if (hwloc_topology_set_xmlbuffer(t, xml.data(), int(xml.size() + 1)) != 0 || hwloc_topology_load(t) != 0) {
+        *error = "hwloc: cannot load the XML topology";
+        hwloc_topology_destroy(t);
+        return false;
+    }
+    *out = machine_of(t);
+    hwloc_topology_destroy(t);
+    return true;
+}
+
+namespace {
+
+// The hwloc core (index into m.cores) a PU belongs to, -1 if none.
+int core_of(const Machine &m, int pu)
+{
+    for (size_t i = 0; i < m.cores.size(); i++)
+        if (std::find(m.cores[i].pus.begin(), m.cores[i].pus.end(), pu) != m.cores[i].pus.end()) return int(i);
+    return -1;
+}
+
+// auto:N with allow_smt and more engines than usable cores: the first PU of
+// every usable core (in `order`), then their second PUs, and so on. Engines
+// sharing a core keep only their own PU from applications.
+bool auto_with_siblings(const Machine &m, const std::vector<size_t> &order, size_t usable, const CoreSpec &spec,
+                        std::vector<EngineCore> *out)
+{
+    const size_t first = out->size();
+    for (size_t level = 0; out->size() - first < spec.n; level++) {
+        bool any = false;
+        for (size_t k = 0; k < usable && out->size() - first < spec.n; k++) {
+            const auto &core = m.cores[order[k]];
+            if (core.pus.size() <= level) continue;
+            any = true;
+            out->push_back(EngineCore{core.pus[level], core.pus, core.numa_node, spec.text});
+        }
+        if (!any) break;
+    }
+    for (size_t i = first; i < out->size(); i++)
+        for (size_t j = first; j < out->size(); j++)
+            if (i != j && core_of(m, (*out)[i].pu) == core_of(m, (*out)[j].pu)) (*out)[i].core_pus = {(*out)[i].pu};
+    return out->size() - first == spec.n;
+}
+
+// Two engines on hardware threads of one physical core (pu:N entries naming
+// siblings): refused unless engine.allow_smt.
+bool check_no_siblings(const Config &c, const Machine &m, const std::vector<EngineCore> &e, std::string *error)
+{
+    for (size_t i = 0; i < e.size(); i++) {
+        for (size_t j = 0; j < i; j++) {
+            const int ci = core_of(m, e[i].pu);
+            if (ci < 0 || ci != core_of(m, e[j].pu)) continue;
+            *error = at(c, c.cores_line) + ": engine.cores: \"" + e[j].spec + "\" and \"" + e[i].spec +
+                     "\" are hardware threads (SMT siblings) of one physical core (core " + std::to_string(ci) +
+                     ", PUs " + format_cpu_list(m.cores[size_t(ci)].pus) +
+                     "): two engines there share its execution units and caches; name PUs of different cores, or "
+                     "set [engine] allow_smt = true";
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+std::string describe_placement(const Config &c, const Machine &m, int nic_numa, const std::vector<EngineCore> &engines)
+{
+    std::string s = "placement:";
+    bool shared = false, far = false;
+    for (size_t i = 0; i < engines.size(); i++) {
+        const EngineCore &e = engines[i];
+        const int ci = core_of(m, e.pu);
+        s += (i ? "; " : " ") + std::string("engine ") + std::to_string(i) + " on PU " + std::to_string(e.pu) +
+             " (core " + (ci < 0 ? std::string("?") : std::to_string(ci)) + ", NUMA node " +
+             (e.numa_node < 0 ? std::string("unknown") : std::to_string(e.numa_node)) + ")";
+        for (size_t j = 0; j < i; j++) shared |= ci >= 0 && ci == core_of(m, engines[j].pu);
+        far |= nic_numa >= 0 && e.numa_node >= 0 && e.numa_node != nic_numa;
+    }
+    s += "; NIC on NUMA node " + (nic_numa < 0 ? std::string("unknown") : std::to_string(nic_numa));
+    if (far) s += " (some engines are on another node)";
+    s += shared ? "; SMT: engines share a physical core (allow_smt = true)"
+                : std::string("; SMT: each engine has its own physical core (allow_smt = ") +
+                      (c.allow_smt ? "true)" : "false)");
+    return s;
 }
 
 bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<EngineCore> *out,
@@ -178,12 +280,26 @@ bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<
             // be an engine (a 2-core machine with 2 engines); a spinning one
             // cannot: it would starve them.
             const size_t usable = shared_ok || order.empty() ? order.size() : order.size() - 1;
+            if (spec.n > usable && c.allow_smt) {
+                if (!auto_with_siblings(m, order, usable, spec, out)) {
+                    *error = where + "\"" + spec.text + "\" asks for " + std::to_string(spec.n) +
+                             " engines but the usable cores have " + std::to_string(out->size()) +
+                             " hardware threads (PUs) in all, siblings included";
+                    return false;
+                }
+                continue;
+            }
             if (spec.n > usable) {
+                size_t threads = 0;
+                for (size_t k = 0; k < usable; k++) threads += m.cores[order[k]].pus.size();
                 *error = where + "\"" + spec.text + "\" asks for " + std::to_string(spec.n) +
                          " engine cores but this machine has " + std::to_string(order.size()) +
                          " usable cores" +
                          (shared_ok ? std::string() : ", and with idle = \"spin\" at least one must stay for the control "
-                                                      "thread and applications (adaptive or sleep engines share theirs)");
+                                                      "thread and applications (adaptive or sleep engines share theirs)") +
+                         (threads >= spec.n ? "; engine.allow_smt = true would also use their hardware threads "
+                                              "(SMT siblings), " + std::to_string(threads) + " in all"
+                                            : std::string());
                 return false;
             }
             for (uint32_t k = 0; k < spec.n; k++) {
@@ -205,6 +321,7 @@ bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<
         }
         taken.insert((*out)[i].core_pus.begin(), (*out)[i].core_pus.end());
     }
+    if (!c.allow_smt && !check_no_siblings(c, m, *out, error)) return false;
     bool left = false;
     for (int pu : m.pus) left |= !taken.count(pu);
     if (!left && !shared_ok) {

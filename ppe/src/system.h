@@ -28,11 +28,18 @@ struct Machine {
     int boot_pu = 0;          // the PU the OS boots on (its core is avoided by auto)
 
     static Machine detect();  // through hwloc
+    // The same from a topology hwloc exported as XML (`lstopo t.xml`): tests
+    // give synthetic machines (SMT siblings) this way. false + *error when
+    // hwloc cannot load it.
+    static bool from_xml(const std::string &xml, Machine *out, std::string *error);
 };
 
 // Resolves engine.cores. `nic_numa` is the NUMA node of the first port's
-// device (-1: unknown). Fails on nonexistent or overlapping cores, or when
+// device (-1: unknown). Fails on nonexistent or overlapping cores, on two
+// engines on hardware threads of one core (unless engine.allow_smt), or when
 // the engines would leave no PU for the control thread and applications.
+// auto:N takes N distinct cores, those on the NIC's node first; with
+// allow_smt, once every core has an engine, their sibling PUs next.
 bool resolve_cores(const Config &c, const Machine &m, int nic_numa, std::vector<EngineCore> *out,
                    std::string *error);
 
@@ -49,6 +56,9 @@ uint64_t free_hugepage_mb();
 
 // Pins the calling thread to one PU and binds its memory to the PU's node.
 bool pin_thread(int pu, std::string *error);
+
+// One line for --check: where the engines are (cores, SMT, NUMA node vs the NIC's).
+std::string describe_placement(const Config &c, const Machine &m, int nic_numa, const std::vector<EngineCore> &engines);
 
 // "1,3-4" style list of OS PU indexes.
 std::string format_cpu_list(std::vector<int> cpus);

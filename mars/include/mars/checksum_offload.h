@@ -20,6 +20,22 @@
 // never touches the bytes. A sender that completes the checksum in software
 // (tests/unit/mars/sim SimPort) may recompute it from scratch instead.
 //
+// TCP segmentation offload (kTxTcpSeg, only when the port reported
+// kOffloadTxTcpSeg; always together with kTxIpCsum and kTxTcpCsum): one
+// Ethernet + IPv4 + TCP header (options included) and the payload of several
+// segments; tx_seg_size() (the top bits of PacketRef::flags) is the payload per
+// segment (the MSS). The
+// IPv4 total length covers the whole frame (at most 65535), the IPv4
+// checksum is 0, and the TCP checksum field holds the pseudo-header sum
+// WITHOUT the TCP length (tcp_len 0 below), as DPDK's rte_ipv4_phdr_cksum()
+// gives for RTE_MBUF_F_TX_TCP_SEG. The header's sequence number is the first
+// segment's; PSH and FIN (set only when the last segment must carry them)
+// belong on the last segment alone. The port sends each segment with the
+// same header bytes but: sequence number advanced by the payload before it,
+// IPv4 total length and both checksums of that segment, PSH/FIN cleared
+// except on the last. (Hardware NICs also advance the IPv4 ID per segment;
+// MARS sends DF with ID 0, which RFC 6864 lets receivers ignore.)
+//
 // Without the offload MARS fills both fields completely (computed in the same
 // pass as the payload copy), and the flags are clear.
 #pragma once

@@ -17,7 +17,7 @@ struct PacketRef {
     uint8_t *data;  // first byte of the Ethernet header
     uint16_t len;   // bytes of frame at data
     uint16_t room;  // bytes writable at data (tx buffers; 0 for received frames)
-    uint32_t flags; // PacketFlags
+    uint32_t flags; // PacketFlags (with kTxTcpSeg, bits 16-31: the segment size)
 };
 
 enum PacketFlags : uint32_t {
@@ -28,13 +28,27 @@ enum PacketFlags : uint32_t {
     // reported the offload in PacketIo::offloads()).
     kTxIpCsum = 1u << 8,
     kTxTcpCsum = 1u << 9,
+    // Transmit: a TCP segmentation offload frame (only when the port reported
+    // kOffloadTxTcpSeg): one header and up to PacketIo::tso_max_frame() bytes,
+    // which the port sends as segments of tx_seg_size() payload bytes each
+    // (mars/checksum_offload.h says what the header fields hold).
+    kTxTcpSeg = 1u << 10,
 };
+
+// A kTxTcpSeg frame's segment size (TCP payload bytes per segment: the MSS)
+// rides in the top 16 bits of PacketRef::flags, so PacketRef stays 24 bytes:
+// it is copied per frame on the receive path, where 8 more bytes cost about
+// one instruction per segment.
+constexpr uint32_t kTxSegSizeShift = 16;
+constexpr uint32_t tx_seg_flags(uint16_t seg_size) { return uint32_t(seg_size) << kTxSegSizeShift; }
+constexpr uint16_t tx_seg_size(const PacketRef &f) { return uint16_t(f.flags >> kTxSegSizeShift); }
 
 // Offloads a port provides, as reported by PacketIo::offloads().
 enum Offloads : uint32_t {
     kOffloadRxCsum = 1u << 0,
     kOffloadTxIpCsum = 1u << 1,
     kOffloadTxTcpCsum = 1u << 2,
+    kOffloadTxTcpSeg = 1u << 3, // TSO: see tso_max_frame() / alloc_tso()
 };
 
 // The engine's side of packet I/O. One per stack instance; never shared
@@ -54,6 +68,17 @@ class PacketIo {
     // allocated buffers that were not used).
     virtual void release(PacketRef *frames, uint16_t n) = 0;
     virtual uint32_t offloads() const { return 0; }
+    // TCP segmentation offload (with kOffloadTxTcpSeg): the largest frame,
+    // headers included, the port takes with kTxTcpSeg (at most 65535), and
+    // buffers with at least that much room (alloc() gives MTU-sized ones).
+    // A port without TSO keeps these defaults.
+    virtual uint32_t tso_max_frame() const { return 0; }
+    virtual uint16_t alloc_tso(PacketRef *out, uint16_t n)
+    {
+        (void)out;
+        (void)n;
+        return 0;
+    }
 };
 
 } // namespace mars

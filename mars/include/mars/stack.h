@@ -72,6 +72,14 @@ struct TcpConfig {
     // taken as one group (one prediction, one ACK decision, one ring update).
     // The bytes and ACKs a peer sees are the same either way.
     bool rx_coalesce = true;
+    // Transmit in runs (mars/README.md "Transmit in runs"): when more than
+    // one full segment may go, tcp_output() builds them in one pass (one
+    // header image, one bulk frame allocation, one transmission-log and
+    // timer update); the frames on the wire are the same as one by one.
+    bool tx_batch = true;
+    // With tx_batch, and where the port offers TCP segmentation offload
+    // (kOffloadTxTcpSeg), a run leaves as one large frame the port segments.
+    bool tso = true;
 };
 
 struct StackConfig {
@@ -238,6 +246,10 @@ struct StackStats {
     // Receive coalescing (TcpConfig::rx_coalesce): groups of two or more
     // segments taken at once, and the segments in them.
     uint64_t rx_coalesce_groups, rx_coalesce_segments;
+    // Transmit runs (TcpConfig::tx_batch): runs of two or more full segments
+    // built in one pass, the segments in them, and TSO frames handed to the
+    // port (each carrying several segments).
+    uint64_t tx_runs, tx_run_segments, tx_tso_frames;
 };
 
 class Stack {

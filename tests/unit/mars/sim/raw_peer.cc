@@ -54,6 +54,7 @@ void RawPeer::on_transmit(const PacketRef &f)
         for (uint16_t i = 0; i < f.len; i++) h = (h ^ f.data[i]) * 0x100000001b3ull;
         digest_ = (h ^ f.len) * 0x100000001b3ull; // frame boundaries count too
     }
+    if (opt_.keep_raw) raw_.emplace_back(f.data, f.data + f.len);
     if (opt_.capture) {
         Parsed p;
         parse_frame(f.data, f.len, &p);

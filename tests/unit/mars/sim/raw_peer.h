@@ -36,6 +36,8 @@ class RawPeer {
         // Keep tx_digest(): a hash of every byte the stack transmits (the
         // fuzz target's determinism check).
         bool digest = false;
+        // Keep every transmitted frame's bytes (take_raw()).
+        bool keep_raw = false;
     };
     RawPeer();
     explicit RawPeer(const Options &o);
@@ -55,6 +57,8 @@ class RawPeer {
     // FNV-1a over the bytes of every frame transmitted since construction or
     // restart() (Options::digest; without it, a constant).
     uint64_t tx_digest() const { return digest_; }
+    // Every frame transmitted since the last take, byte for byte (Options::keep_raw).
+    std::vector<std::vector<uint8_t>> take_raw() { return std::move(raw_); }
     FramePool &pool() { return pool_; }
     RingPool &rings() { return *rings_; } // only without Options::provider
     // Stops (or resumes) parsing what the stack sends; frames are released at once.
@@ -132,6 +136,7 @@ class RawPeer {
     std::unique_ptr<SimPort> port_;
     std::unique_ptr<Stack> stack_;
     std::vector<Parsed> out_;
+    std::vector<std::vector<uint8_t>> raw_;
     std::vector<std::vector<uint8_t>> pending_; // ARP replies to feed after the current call
     std::map<SockId, uint32_t> events_;
     bool stalled_ = false;

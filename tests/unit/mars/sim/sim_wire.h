@@ -111,6 +111,22 @@ class SimPort : public PacketIo {
     // Off: frames that ask for tx checksum offload are passed on without the
     // port filling the checksums (benchmarks: a NIC does it for free).
     void set_offload_emulation(bool on) { emulate_offload_ = on; }
+    // TCP segmentation offload, emulated as a NIC does it (TEST FIXTURE):
+    // with kOffloadTxTcpSeg in offloads, alloc_tso() takes buffers from
+    // `large` and transmit() cuts each kTxTcpSeg frame into segments of
+    // tx_seg_size() payload bytes from this port's pool (mars/checksum_offload.h:
+    // sequence numbers advanced, IPv4 length and checksums per segment,
+    // PSH/FIN on the last only), which then go on as ordinary frames with
+    // checksum offload. A TSO frame that breaks the contract is counted in
+    // tx_invalid and dropped.
+    void enable_tso(FramePool *large, uint32_t max_frame)
+    {
+        large_ = large;
+        tso_max_ = max_frame;
+    }
+    uint32_t tso_max_frame() const override { return large_ ? tso_max_ : 0; }
+    uint16_t alloc_tso(PacketRef *out, uint16_t n) override;
+    uint64_t tso_frames = 0; // kTxTcpSeg frames taken
 
     uint64_t tx_frames = 0;
     // Frames handed to transmit() that no real NIC could send: empty, longer
@@ -123,6 +139,10 @@ class SimPort : public PacketIo {
     uint32_t offloads_;
     bool alloc_fails_ = false;
     bool emulate_offload_ = true;
+    FramePool *large_ = nullptr;
+    uint32_t tso_max_ = 0;
+    void deliver(PacketRef &f);
+    bool segment(PacketRef &big);
 };
 
 // Fills in checksums the way a NIC with tx offload would (the stack asked by

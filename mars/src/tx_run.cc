@@ -1,0 +1,195 @@
+// tx_run.cc: transmit in runs (TcpConfig::tx_batch, mars/README.md
+// "Transmit in runs").
+//
+// When tcp_output() may send several full segments of new data, they are
+// built in one pass instead of one send_segment() call each: the header
+// (template, options, ACK, window, IPv4 length and checksum) is made once
+// into a local image, the frames come from the owner in one call, and each
+// segment is that image copied, its sequence number patched (PSH/FIN on the
+// last), and its payload copied from the send ring (summed in the same pass
+// unless the port offloads TCP checksums). Then one update of the
+// per-connection counters, ACK state and RACK's transmission log for the
+// whole run, and the frames join the transmit burst in order.
+//
+// Where the port offers TCP segmentation offload (kOffloadTxTcpSeg), the run
+// leaves as frames of up to PacketIo::tso_max_frame() bytes that the port
+// cuts into the same segments (mars/checksum_offload.h).
+//
+// The contract (tests/unit/mars/sim/tx_run_test.cc): what goes on the wire,
+// in order, and every counter and state change are exactly what the one by
+// one path makes. So a run is only taken when the one by one path would
+// send the same header in every segment: new data only (no retransmission),
+// full segments, no D-SACK to report (that goes in the first ACK-bearing
+// segment alone), and the template's MAC current (no ARP decision).
+#include "stack_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mars {
+
+using namespace wire;
+
+// The largest header of a run: Ethernet, IPv4, TCP and 40 bytes of options.
+constexpr unsigned kRunHeaderMax = kHeadersLen + 40;
+
+// The header every segment of a run carries, with payload bytes each: the
+// template, the timestamp option and SACK blocks as send_segment() writes
+// them, ACK, window, IPv4 length and checksum. Returns its length. The
+// sequence number and TCP checksum are left for each segment.
+unsigned StackImpl::run_header(Sock &s, uint8_t *h, uint32_t payload)
+{
+    std::memcpy(h, s.hdr, kHeadersLen);
+    Ipv4 *ip = reinterpret_cast<Ipv4 *>(h + kEthLen);
+    Tcp *th = reinterpret_cast<Tcp *>(h + kEthLen + kIpLen);
+    uint8_t *o = h + kHeadersLen;
+    uint8_t *q = o;
+    if (s.flags & kFTsOk) q = write_ts_option(q, tsval(), s.ts_recent);
+    if ((s.flags & kFSackOk) && !s.ooo.empty()) {
+        const int room = int(s.path_mtu) - 40 - int(q - o) - int(payload) - 4;
+        const int max = std::min(room / 8, (s.flags & kFTsOk) ? 3 : 4);
+        if (max > 0) {
+            SeqRange b[4];
+            const int n = s.ooo.sack_blocks(ooo_pool_, b, max);
+            if (n > 0) q = write_sack_option(q, b, n);
+        }
+    }
+    const unsigned optlen = unsigned(q - o);
+    const unsigned hlen = kTcpLen + optlen;
+    th->ack = be32(s.rcv_nxt);
+    th->doff = uint8_t((hlen / 4) << 4);
+    th->flags = kAck;
+    th->win = be16(window_to_advertise(s));
+    th->csum = 0;
+    th->urp = 0;
+    ip->total_len = be16(uint16_t(kIpLen + hlen + payload));
+    ip->csum = (offloads_ & kOffloadTxIpCsum) ? 0 : csum_finish(csum_add(0, ip, kIpLen));
+    return kHeadersLen + optlen;
+}
+
+// One segment of a run into fr: the header image, its sequence number, the
+// payload from the send ring and the TCP checksum (or the offload's seed,
+// `pseudo` folded, mars/checksum_offload.h).
+void StackImpl::run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
+                         uint32_t pseudo)
+{
+    uint8_t *p = fr.data;
+    // A fixed size, so the copy is a few vector moves rather than a call; the
+    // bytes past hdr_len are overwritten by the payload (a segment carries
+    // at least 64 bytes, and the caller checked the frame's room).
+    static_assert(kRunHeaderMax <= kHeadersLen + 64);
+    std::memcpy(p, h, kRunHeaderMax);
+    Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
+    th->seq = be32(seq);
+    uint8_t *dst = p + hdr_len;
+    const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
+    const uint32_t first = std::min(len, s.tx_mask + 1 - off);
+    if (offloads_ & kOffloadTxTcpCsum) {
+        std::memcpy(dst, s.tx + off, first);
+        std::memcpy(dst + first, s.tx, len - first);
+        th->csum = csum_fold(pseudo);
+        fr.flags |= kTxTcpCsum;
+    } else {
+        const unsigned hlen = hdr_len - kEthLen - kIpLen;
+        uint32_t sum = csum_add(pseudo, th, hlen);
+        sum = csum_combine(sum, csum_copy(dst, s.tx + off, first, 0), hlen);
+        if (len > first) sum = csum_combine(sum, csum_copy(dst + first, s.tx, len - first, 0), hlen + first);
+        th->csum = csum_finish(sum);
+    }
+    if (offloads_ & kOffloadTxIpCsum) fr.flags |= kTxIpCsum;
+    fr.len = uint16_t(hdr_len + len);
+}
+
+// What send_segment() does per segment, once for a run of `sent` segments
+// from seq.
+void StackImpl::run_sent(Sock &s, uint32_t seq, uint32_t sent)
+{
+    s.flags &= ~kFAckNow;
+    TimerWheel::cancel(&s.delack_timer);
+    s.segs_unacked = 0;
+    s.last_ack_sent = s.rcv_nxt;
+    s.segs_out += sent;
+    s.bytes_out += uint64_t(sent) * s.mss;
+    if (s.flags & kFSackOk) rack_sent(s, seq, sent * s.mss, false); // back to back: one log entry
+    s.last_send_ns = now_ns_;
+    stats_.tx_runs++;
+    stats_.tx_run_segments += sent;
+}
+
+uint32_t StackImpl::send_run(Sock &s, uint32_t n, uint8_t last_flags)
+{
+    // TSO: the port takes frames of several segments and offloads checksums.
+    constexpr uint32_t kTsoNeeds = kOffloadTxTcpSeg | kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    if (cfg_.tcp.tso && (offloads_ & kTsoNeeds) == kTsoNeeds) {
+        const uint32_t max_frame = std::min<uint32_t>(io_.tso_max_frame(), 65535);
+        const uint32_t hdr_max = kRunHeaderMax;
+        const uint32_t per_frame = max_frame > hdr_max ? (max_frame - hdr_max) / s.mss : 0;
+        if (per_frame >= 2) return send_tso(s, n, last_flags, per_frame);
+    }
+    return send_run_sw(s, s.snd_nxt, n, last_flags);
+}
+
+// n segments from seq, segmented here.
+uint32_t StackImpl::send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags)
+{
+    const uint32_t mss = s.mss;
+    PacketRef fr[kRunMax];
+    const uint32_t got = link_.alloc_run(fr, uint16_t(n));
+    if (got == 0) return 0;
+    alignas(8) uint8_t h[kRunHeaderMax] = {};
+    const unsigned hdr_len = run_header(s, h, mss);
+    const unsigned tcp_len = hdr_len - kEthLen - kIpLen + mss;
+    const uint32_t pseudo = pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, uint16_t(tcp_len));
+    uint32_t sent = 0;
+    for (uint32_t q = seq; sent < got; sent++, q += mss) {
+        if (hdr_len + mss > fr[sent].room) {
+            stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
+            break;
+        }
+        if (sent + 1 == n) reinterpret_cast<Tcp *>(h + kEthLen + kIpLen)->flags = last_flags;
+        run_fill(s, fr[sent], h, hdr_len, q, mss, pseudo);
+    }
+    if (sent < got) io_.release(fr + sent, uint16_t(got - sent));
+    if (sent == 0) return 0;
+    run_sent(s, seq, sent);
+    for (uint32_t i = 0; i < sent; i++) link_.queue(fr[i]);
+    return sent;
+}
+
+// The run as TSO frames of up to per_frame segments each. A last piece of
+// one segment is an ordinary frame; where the port has no large buffer
+// left, the rest is segmented here.
+uint32_t StackImpl::send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame)
+{
+    const uint32_t mss = s.mss;
+    uint32_t sent = 0;
+    alignas(8) uint8_t h[kRunHeaderMax] = {};
+    unsigned hdr_len = 0;
+    while (n - sent >= 2) {
+        const uint32_t k = std::min(per_frame, n - sent);
+        PacketRef fr;
+        if (!link_.alloc_tso(&fr)) break;
+        if (hdr_len == 0) hdr_len = run_header(s, h, mss);
+        if (hdr_len + k * mss > fr.room) {
+            io_.release(&fr, 1);
+            break;
+        }
+        Ipv4 *ip = reinterpret_cast<Ipv4 *>(h + kEthLen);
+        Tcp *th = reinterpret_cast<Tcp *>(h + kEthLen + kIpLen);
+        ip->total_len = be16(uint16_t(hdr_len - kEthLen + k * mss));
+        ip->csum = 0;
+        th->flags = sent + k == n ? last_flags : kAck;
+        run_fill(s, fr, h, hdr_len, s.snd_nxt + sent * mss, k * mss, pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, 0));
+        fr.flags |= kTxTcpSeg | kTxIpCsum | kTxTcpCsum | tx_seg_flags(uint16_t(mss));
+        link_.queue(fr, k, k * (hdr_len + mss));
+        stats_.tx_tso_frames++;
+        sent += k;
+    }
+    if (sent > 0) run_sent(s, s.snd_nxt, sent);
+    const uint32_t seq = s.snd_nxt + sent * mss;
+    if (n - sent == 1) return sent + (send_segment(s, seq, mss, last_flags, false) ? 1 : 0);
+    if (n > sent) sent += send_run_sw(s, seq, n - sent, last_flags);
+    return sent;
+}
+
+} // namespace mars

@@ -1,0 +1,446 @@
+// Transmit in runs (mars/src/tx_run.cc, TcpConfig::tx_batch) and TCP
+// segmentation offload: for many transfers — send sizes and write patterns,
+// peer windows, Nagle and cork, timestamps and SACK on and off, a lost
+// segment (SACK recovery, RACK, retransmissions), D-SACK to report, FIN
+// piggybacked on the last data, send rings that wrap — the frames the stack
+// transmits with one-pass segmentation are byte for byte the ones the one by
+// one path transmits (same headers, payloads and order), and every counter
+// and socket state is the same. With a port that offers TSO (SimPort's
+// emulation of a NIC, a test fixture) the segments the port cuts from the
+// large frames are those same frames too.
+#include "frame.h"
+#include "raw_peer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mars::sim {
+namespace {
+
+// One transfer from the stack to the peer the test plays.
+struct Plan {
+    uint32_t total = 100000;      // bytes the application sends
+    uint32_t chunk = 100000;      // bytes per write
+    uint32_t window = 1 << 20;    // the peer's receive window (bytes)
+    uint32_t sndbuf = 1 << 16;    // the stack's send ring
+    bool ts = true, sack = true;
+    bool nodelay = true, cork = false, more = false; // more: writes with MSG_MORE
+    bool fin = true;              // shutdown after the last write
+    int32_t drop_at = -1;         // the first transmission of the segment at this offset is lost
+    int dsack_round = -1;         // the peer sends a duplicate data segment in this round
+    uint32_t ack_every = 2;       // the peer ACKs every this many segments (and at the end of a round)
+    uint16_t peer_mss = 1460;     // below 1460: SACK blocks fit beside full segments
+    int ooo_round = -1;           // the peer sends data past a gap in this round (SACK blocks from then on)
+    uint64_t round_ns = 1'000'000;
+    std::string name() const
+    {
+        std::ostringstream o;
+        o << "total " << total << " chunk " << chunk << " window " << window << " sndbuf " << sndbuf << " ts " << ts
+          << " sack " << sack << " nodelay " << nodelay << " cork " << cork << " more " << more << " fin " << fin
+          << " drop_at " << drop_at << " dsack_round " << dsack_round << " ack_every " << ack_every << " peer_mss " << peer_mss << " ooo_round " << ooo_round;
+        return o.str();
+    }
+};
+
+// kTsoSmall: a port whose TSO frames hold at most 6000 bytes (4 full
+// segments), so a run leaves as several TSO frames and a last ordinary one.
+enum class Mode { kOneByOne, kRuns, kTso, kTsoSmall };
+
+std::string describe(const Parsed &p)
+{
+    std::ostringstream o;
+    if (!p.is_tcp) return p.is_arp ? "arp" : "other";
+    o << "seq " << p.seq << " ack " << p.ack << " flags " << int(p.flags) << " win " << p.window << " len "
+      << p.payload.size();
+    if (p.opts.ts) o << " ts " << p.opts.ts->first << "/" << p.opts.ts->second;
+    for (const auto &b : p.opts.sack) o << " sack " << b.first << "-" << b.second;
+    return o.str();
+}
+
+struct Outcome {
+    std::vector<std::vector<uint8_t>> frames; // everything transmitted, in order
+    std::string state;                        // counters, socket info, events
+    StackStats stats{};
+    bool delivered = false;                   // the peer got every byte (and the FIN)
+};
+
+// The counters a run changes by design: how the frames were made, not what they are.
+std::string stats_text(StackStats s)
+{
+    s.tx_runs = s.tx_run_segments = s.tx_tso_frames = 0;
+    std::ostringstream o;
+    const uint64_t *w = reinterpret_cast<const uint64_t *>(&s);
+    for (size_t i = 0; i < sizeof s / 8; i++) o << w[i] << (i % 16 == 15 ? "\n" : " ");
+    return o.str();
+}
+
+Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_frames = 8)
+{
+    RawPeer::Options o;
+    o.stack.tcp.tx_batch = mode != Mode::kOneByOne;
+    o.stack.tcp.sndbuf = plan.sndbuf;
+    o.keep_raw = true;
+    const bool tso = mode == Mode::kTso || mode == Mode::kTsoSmall;
+    o.offloads = csum_offloads | (tso ? uint32_t(kOffloadTxTcpSeg) : 0u);
+    auto peer = std::make_unique<RawPeer>(o);
+    FramePool large(large_frames, 65535);
+    if (tso) peer->port().enable_tso(&large, mode == Mode::kTso ? 65535 : 6000);
+    // The exact bytes MARS made: checksum offload seeds are left as they are.
+    peer->port().set_offload_emulation(false);
+
+    RawPeer::Conn c;
+    TcpOptions syn = RawPeer::full_syn_options(0);
+    if (!plan.ts) syn.ts.reset();
+    syn.sack_permitted = plan.sack;
+    syn.mss = plan.peer_mss;
+    std::string why;
+    SockId l = peer->listen(80);
+    SockId s = peer->open_passive(l, 80, 40000, &c, syn, &why);
+    EXPECT_NE(s, kNoSock) << why;
+    Outcome out;
+    if (s == kNoSock) return out;
+    Stack &st = peer->stack();
+    st.set_option(s, SockOpt::kNoDelay, plan.nodelay ? 1 : 0);
+    if (plan.cork) st.set_option(s, SockOpt::kCork, 1);
+    c.window = uint16_t(std::min<uint32_t>(plan.window >> 7, 65535)); // the peer announced wscale 7
+    const uint32_t base = c.stack_nxt;                                // the stack's ISN + 1
+    peer->take();
+    peer->take_raw();
+
+    std::map<uint32_t, uint32_t> got; // received intervals above rcv, relative to base
+    uint32_t rcv = 0;                 // next byte the peer expects (relative)
+    int64_t fin_at = -1;              // relative sequence number of the stack's FIN
+    bool dropped = false, shut = false, ooo_sent = false;
+    uint32_t written = 0, unacked_segs = 0;
+    auto ack = [&]() {
+        TcpSpec a = peer->seg(c, kAck);
+        const bool fin_in = fin_at >= 0 && rcv == uint32_t(fin_at);
+        a.ack = base + rcv + (fin_in ? 1 : 0);
+        if (plan.sack)
+            for (auto it = got.begin(); it != got.end() && a.opts.sack.size() < 3; ++it)
+                a.opts.sack.emplace_back(base + it->first, base + it->second);
+        peer->inject(a);
+        unacked_segs = 0;
+    };
+    for (int round = 0; round < 4000; round++) {
+        // The application writes what the ring takes.
+        while (written < plan.total) {
+            RingSpan span{};
+            if (st.tx_view(s, &span) != 0) break;
+            const uint32_t room = span.total();
+            const uint32_t n = std::min({plan.chunk - written % plan.chunk, plan.total - written, room});
+            if (n == 0) break;
+            for (uint32_t i = 0; i < n; i++) {
+                uint8_t b = pattern_byte(7, written + i);
+                if (i < span.n[0]) span.p[0][i] = b;
+                else span.p[1][i - span.n[0]] = b;
+            }
+            const bool more = plan.more && written + n < plan.total;
+            EXPECT_EQ(st.tx_commit(s, n, more), 0);
+            written += n;
+        }
+        if (written == plan.total && !shut) {
+            if (plan.cork) st.set_option(s, SockOpt::kCork, 0);
+            if (plan.fin) st.shutdown(s, false, true);
+            shut = true;
+        }
+        if (round == plan.dsack_round) {
+            // Data from the peer, then the same segment again: the stack's
+            // next ACK-bearing segment reports the duplicate (RFC 2883).
+            // Both in one burst, and their ACK opens the window: the data
+            // that waited goes out at the end of that burst with the
+            // D-SACK in its first segment.
+            const std::vector<uint8_t> d(10, 0x5a);
+            c.window = uint16_t(std::min<uint32_t>((plan.window * 8) >> 7, 65535));
+            const std::vector<uint8_t> frame = build_tcp(peer->seg(c, kAck, d));
+            c.peer_nxt += 10;
+            if (ooo_sent) c.peer_nxt += 20; // those 10 bytes filled the gap before it
+            peer->input_burst({frame, frame});
+        }
+        if (round == plan.ooo_round) {
+            // Data past a 10-byte gap: the stack holds it out of order and
+            // reports it in SACK blocks on every segment after.
+            TcpSpec ooo = peer->seg(c, kAck, std::vector<uint8_t>(20, 0xa5));
+            ooo.seq += 10;
+            peer->inject(ooo);
+            ooo_sent = true;
+        }
+        peer->poll();
+        // The peer receives what the stack sent.
+        for (const Parsed &p : peer->take_tcp()) {
+            peer->observe(c, p);
+            const uint32_t rel = p.seq - base;
+            const uint32_t len = uint32_t(p.payload.size());
+            if (plan.drop_at >= 0 && !dropped && rel == uint32_t(plan.drop_at) && len) {
+                dropped = true;
+                continue;
+            }
+            if (len) {
+                for (uint32_t i = 0; i < len; i++)
+                    if (p.payload[i] != pattern_byte(7, rel + i)) {
+                        ADD_FAILURE() << "wrong byte at " << rel + i;
+                        return out;
+                    }
+                if (int32_t(rel + len - rcv) > 0) {
+                    auto &end = got[std::max(rel, rcv) == rel ? rel : rcv];
+                    end = std::max(end, rel + len);
+                }
+            }
+            if (p.flags & kFin) fin_at = int64_t(rel + len);
+            // Merge what is now contiguous.
+            for (auto it = got.begin(); it != got.end() && it->first <= rcv;) {
+                rcv = std::max(rcv, it->second);
+                it = got.erase(it);
+            }
+            if (++unacked_segs >= plan.ack_every) ack();
+        }
+        if (unacked_segs) ack();
+        const bool fin_done = !plan.fin || (fin_at >= 0 && rcv == uint32_t(fin_at));
+        if (written == plan.total && rcv == plan.total && fin_done && got.empty()) {
+            out.delivered = true;
+            peer->take_tcp();
+            break;
+        }
+        peer->advance(plan.round_ns);
+    }
+    out.frames = peer->take_raw();
+    SockInfo si{};
+    st.info(s, &si);
+    std::ostringstream state;
+    state << "rcv " << rcv << " state " << int(si.state) << " segs_out " << si.segs_out << " bytes_out " << si.bytes_out
+          << " rtx " << si.retransmits << "/" << si.total_retransmits << " cwnd " << si.cwnd << " srtt " << si.srtt_us
+          << "\n"
+          << stats_text(st.stats());
+    for (const auto &[sock, bits] : peer->take_events()) state << "event " << sock << " " << bits << "\n";
+    out.state = state.str();
+    out.stats = st.stats();
+    EXPECT_EQ(peer->port().tx_invalid, 0u) << "a frame broke the offload contract";
+    return out;
+}
+
+// The first difference between two outcomes, in words ("" when equal).
+std::string difference(const Outcome &a, const Outcome &b)
+{
+    const size_t n = std::min(a.frames.size(), b.frames.size());
+    for (size_t i = 0; i < n; i++) {
+        if (a.frames[i] == b.frames[i]) continue;
+        Parsed pa, pb;
+        parse_frame(a.frames[i].data(), a.frames[i].size(), &pa);
+        parse_frame(b.frames[i].data(), b.frames[i].size(), &pb);
+        size_t at = 0;
+        while (at < std::min(a.frames[i].size(), b.frames[i].size()) && a.frames[i][at] == b.frames[i][at]) at++;
+        return "frame " + std::to_string(i) + " differs at byte " + std::to_string(at) + ": one by one [" +
+               describe(pa) + "], runs [" + describe(pb) + "]";
+    }
+    if (a.frames.size() != b.frames.size())
+        return "frames sent: " + std::to_string(a.frames.size()) + " one by one, " + std::to_string(b.frames.size()) +
+               " with runs";
+    if (a.state != b.state) return "state differs:\none by one:\n" + a.state + "runs:\n" + b.state;
+    return "";
+}
+
+// Runs the plan one by one and with runs (and TSO), software checksums and
+// checksum offload; every variant must equal the one by one path's.
+void check_plan(const Plan &plan, uint64_t *runs_seen = nullptr, uint64_t *tso_seen = nullptr)
+{
+    for (uint32_t offloads : {0u, uint32_t(kOffloadTxIpCsum | kOffloadTxTcpCsum)}) {
+        const Outcome ref = run(plan, Mode::kOneByOne, offloads);
+        EXPECT_TRUE(ref.delivered) << plan.name();
+        EXPECT_EQ(ref.stats.tx_runs, 0u);
+        std::vector<Mode> modes{Mode::kRuns};
+        if (offloads) {
+            modes.push_back(Mode::kTso);
+            modes.push_back(Mode::kTsoSmall);
+        }
+        for (Mode m : modes) {
+            const Outcome got = run(plan, m, offloads);
+            EXPECT_EQ(difference(ref, got), "") << plan.name() << (m == Mode::kRuns ? " (runs)" : " (TSO)")
+                                                << " offloads " << offloads;
+            if (runs_seen) *runs_seen += got.stats.tx_run_segments;
+            if (tso_seen) *tso_seen += got.stats.tx_tso_frames;
+        }
+    }
+}
+
+TEST(MarsTxRun, BulkTransferSameFramesAndUsesRuns)
+{
+    Plan p;
+    uint64_t runs = 0, tso = 0;
+    check_plan(p, &runs, &tso);
+    EXPECT_GT(runs, 0u) << "the runs path was not taken";
+    EXPECT_GT(tso, 0u) << "no TSO frame was made";
+}
+
+TEST(MarsTxRun, SendSizes)
+{
+    for (uint32_t total : {1u, 100u, 1447u, 1448u, 1449u, 2896u, 2897u, 4344u, 14480u, 14481u, 65536u, 300000u}) {
+        Plan p;
+        p.total = total;
+        check_plan(p);
+        p.fin = false;
+        check_plan(p);
+    }
+}
+
+TEST(MarsTxRun, TimestampsAndSackOnAndOff)
+{
+    for (bool ts : {false, true})
+        for (bool sack : {false, true}) {
+            Plan p;
+            p.total = 200000;
+            p.ts = ts;
+            p.sack = sack;
+            check_plan(p);
+        }
+}
+
+TEST(MarsTxRun, PeerWindowLimits)
+{
+    for (uint32_t window : {3000u, 2048u, 4096u, 5888u, 12800u, 40960u}) {
+        Plan p;
+        p.total = 60000;
+        p.window = window;
+        check_plan(p);
+    }
+}
+
+TEST(MarsTxRun, NagleCorkAndMore)
+{
+    for (uint32_t chunk : {100u, 1000u, 3000u, 7000u}) {
+        Plan p;
+        p.total = 40000;
+        p.chunk = chunk;
+        p.nodelay = false;
+        check_plan(p);
+        p.cork = true;
+        check_plan(p);
+        p.cork = false;
+        p.more = true;
+        check_plan(p);
+    }
+}
+
+TEST(MarsTxRun, SackRecoveryAfterALoss)
+{
+    uint64_t runs = 0;
+    for (int32_t drop : {0, 1448, 14480, 28960, 57920}) {
+        for (bool sack : {true, false}) {
+            Plan p;
+            p.total = 150000;
+            p.drop_at = drop;
+            p.sack = sack;
+            p.ack_every = 1;
+            check_plan(p, &runs);
+        }
+    }
+    EXPECT_GT(runs, 0u);
+}
+
+TEST(MarsTxRun, DsackReportedInTheFirstSegment)
+{
+    for (uint16_t mss : {1460, 1000, 536})
+        for (int round : {0, 1, 3}) {
+            Plan p;
+            p.total = 80000;
+            p.window = 8192; // data waits for the window the duplicate's ACK opens
+            p.dsack_round = round;
+            p.peer_mss = mss; // 1460: no room for SACK blocks beside a full segment
+            check_plan(p);
+        }
+    // And the D-SACK really went out.
+    Plan p;
+    p.total = 80000;
+    p.window = 8192;
+    p.dsack_round = 1;
+    p.peer_mss = 1000;
+    const Outcome o = run(p, Mode::kRuns, 0);
+    EXPECT_GT(o.stats.tcp_dsacks_sent, 0u);
+    bool in_data = false;
+    for (const auto &f : o.frames) {
+        Parsed q;
+        parse_frame(f.data(), f.size(), &q);
+        in_data |= q.is_tcp && !q.payload.empty() && !q.opts.sack.empty();
+    }
+    EXPECT_TRUE(in_data) << "the D-SACK went in a data segment";
+}
+
+TEST(MarsTxRun, SendRingWraps)
+{
+    for (uint32_t sndbuf : {4096u, 8192u, 16384u}) {
+        for (uint32_t chunk : {1000u, 5000u, 100000u}) {
+            Plan p;
+            p.total = 100000;
+            p.sndbuf = sndbuf;
+            p.chunk = chunk;
+            check_plan(p);
+        }
+    }
+}
+
+TEST(MarsTxRun, SackBlocksForOutOfOrderData)
+{
+    for (uint16_t mss : {1460, 1200, 536})
+        for (int round : {0, 2}) {
+            Plan p;
+            p.total = 60000;
+            p.ooo_round = round;
+            p.peer_mss = mss;
+            p.dsack_round = round + 1;
+            check_plan(p);
+        }
+}
+
+// Many random plans: every knob at once.
+TEST(MarsTxRun, RandomPlans)
+{
+    Rng rng(11);
+    for (int i = 0; i < 60; i++) {
+        Plan p;
+        p.total = uint32_t(1 + rng.below(120000));
+        p.chunk = uint32_t(1 + rng.below(20000));
+        p.window = uint32_t(1024 + rng.below(200000));
+        p.sndbuf = 4096u << rng.below(5);
+        p.ts = rng.chance(0.5);
+        p.sack = rng.chance(0.7);
+        p.nodelay = rng.chance(0.5);
+        p.cork = rng.chance(0.2);
+        p.more = rng.chance(0.2);
+        p.fin = rng.chance(0.7);
+        p.drop_at = rng.chance(0.4) ? int32_t(rng.below(p.total) / 1448 * 1448) : -1;
+        p.dsack_round = rng.chance(0.3) ? int(rng.below(5)) : -1;
+        p.ack_every = uint32_t(1 + rng.below(3));
+        p.peer_mss = rng.chance(0.5) ? 1460 : uint16_t(536 + rng.below(924));
+        p.ooo_round = rng.chance(0.2) ? int(rng.below(4)) : -1;
+        check_plan(p);
+    }
+}
+
+// A port whose large buffers run out: the rest of a run is segmented in
+// software (with one buffer, the second TSO frame of a run finds none: the
+// first waits in the transmit burst), still the same frames.
+TEST(MarsTxRun, TsoWithoutLargeBuffersFallsBack)
+{
+    Plan p;
+    p.total = 300000;
+    const uint32_t csum = kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    const Outcome ref = run(p, Mode::kOneByOne, csum);
+    const Outcome none = run(p, Mode::kTso, csum, 0);
+    EXPECT_EQ(difference(ref, none), "");
+    EXPECT_EQ(none.stats.tx_tso_frames, 0u);
+    EXPECT_GT(none.stats.tx_run_segments, 0u);
+    const Outcome one = run(p, Mode::kTso, csum, 1);
+    EXPECT_EQ(difference(ref, one), "");
+    EXPECT_GT(one.stats.tx_tso_frames, 0u);
+    const Outcome plenty = run(p, Mode::kTso, csum);
+    EXPECT_LT(plenty.stats.tx_tso_frames * 2, plenty.stats.tx_run_segments) << "each TSO frame carries several segments";
+    EXPECT_GT(one.stats.tx_run_segments - 0, one.stats.tx_tso_frames);
+}
+
+} // namespace
+} // namespace mars::sim
