@@ -12,6 +12,10 @@
 
 Reports numbers; asserts nothing. Called by `tools/eta bench report` and
 `tools/eta bench compare`.
+
+(~900 lines in one file, over the tree's ~800: one pipeline, run -> plot ->
+page, whose sections share the Results type and follow the page's order; the
+benchmarks (the bench_* functions) are the seam to split on if it grows.)
 """
 import argparse
 import base64

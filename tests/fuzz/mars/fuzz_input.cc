@@ -170,8 +170,8 @@ uint64_t run_input(const uint8_t *data, size_t size, bool digest)
         w.poll();
         w.observe();
         const StackStats &st = w.stack().stats();
-        if (st.ooo_frames_used > fuzz_options().stack.ooo_pool_frames)
-            invariant_broken("anonymous pool over its size", st.ooo_frames_used, fuzz_options().stack.ooo_pool_frames);
+        if (st.ooo_frames_used > w.config().ooo_pool_frames)
+            invariant_broken("anonymous pool over its size", st.ooo_frames_used, w.config().ooo_pool_frames);
     };
     size_t i = 0;
     for (int records = 0; i + 3 <= size && records < 256; records++) {

@@ -60,8 +60,8 @@ class FuzzWorld {
     uint32_t syn_sent_iss = 0;
 
     // The first n frames of `frames` as received bursts (one Stack::input per
-    // 64), each in a heap block of its exact size (AddressSanitizer sees
-    // reads past its end).
+    // 64), each in a block that ends, for AddressSanitizer, at the frame's
+    // last byte (sim::FramePool::get_exact: reads past its end are reported).
     void input_burst(const std::vector<std::vector<uint8_t>> &frames, size_t n, uint32_t flags);
     // Buffers for an input's records, kept from one input to the next: under
     // the sanitizers every allocation costs (a fill, fresh pages while the

@@ -7,6 +7,21 @@
 #include "sim_wire.h"
 
 #include <gtest/gtest.h>
+#include <sanitizer/asan_interface.h>
+
+#include <cstring>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define FIXTURE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FIXTURE_ASAN 1
+#endif
+#endif
+#ifndef FIXTURE_ASAN
+#define FIXTURE_ASAN 0
+#endif
 
 #include <map>
 
@@ -193,6 +208,52 @@ TEST(Pools, AccountForEveryBuffer)
     rings.reclaim(1, m1);
     EXPECT_EQ(rings.bad_reclaims(), 1u);
     EXPECT_EQ(rings.outstanding(), 1u);
+}
+
+// get_exact() frames reuse their blocks, yet under AddressSanitizer a frame's
+// memory still ends at its last byte and goes away at put(), as a heap block
+// of its exact size did (what lets the fuzz target catch over-reads).
+TEST(Pools, ExactFramesEndAtTheirLastByte)
+{
+    FramePool pool(2);
+    const uint8_t bytes[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    std::vector<PacketRef> held;
+    std::vector<const uint8_t *> released; // the most recent first
+    for (int round = 0; round < 300; round++) { // past the idle queue: blocks come back
+        const size_t len = 1 + size_t(round) % sizeof bytes;
+        PacketRef e = pool.get_exact(bytes, len);
+        ASSERT_EQ(e.len, len);
+        // A released frame's memory is not handed out again soon (a stale
+        // pointer into it keeps being reported).
+        for (size_t k = 0; k < released.size() && k < 32; k++) EXPECT_NE(e.data, released[k]) << "round " << round;
+        EXPECT_EQ(std::memcmp(e.data, bytes, len), 0);
+        EXPECT_EQ(pool.exact_in_use(), 1u + held.size());
+#if FIXTURE_ASAN
+        EXPECT_FALSE(__asan_address_is_poisoned(e.data + len - 1));
+        EXPECT_TRUE(__asan_address_is_poisoned(e.data + len)) << "round " << round;
+        EXPECT_TRUE(__asan_address_is_poisoned(e.data - 1));
+#endif
+        if (round % 3 == 0) {
+            held.push_back(e); // some stay out a while
+        } else {
+            pool.put(e);
+            released.insert(released.begin(), e.data);
+#if FIXTURE_ASAN
+            EXPECT_TRUE(__asan_address_is_poisoned(e.data));
+#endif
+        }
+        if (held.size() == 5) {
+            for (PacketRef &h : held) pool.put(h);
+            held.clear();
+        }
+    }
+    for (PacketRef &h : held) pool.put(h);
+    EXPECT_EQ(pool.in_use(), 0u);
+    EXPECT_EQ(pool.bad_releases(), 0u);
+    PacketRef again = pool.get_exact(bytes, 3);
+    pool.put(again);
+    pool.put(again);
+    EXPECT_EQ(pool.bad_releases(), 1u); // released twice
 }
 
 TEST(Pattern, DetectsAnyChangedByte)

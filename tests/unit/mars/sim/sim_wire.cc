@@ -3,6 +3,8 @@
 
 #include "frame.h"
 
+#include <sanitizer/asan_interface.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -53,28 +55,60 @@ bool FramePool::get(PacketRef *out)
 
 FramePool::~FramePool()
 {
-    for (void *b : exact_) std::free(b);
+    for (ExactBlock &b : exact_blocks_) {
+        ASAN_UNPOISON_MEMORY_REGION(b.mem, kExactRoom); // the allocator's own checks expect it so
+        std::free(b.mem);
+    }
 }
 
 PacketRef FramePool::get_exact(const uint8_t *bytes, size_t len)
 {
     len = std::min<size_t>(len, 0xffff);
-    auto *block = static_cast<uint8_t *>(std::malloc(len ? len : 1));
-    if (block == nullptr) throw std::bad_alloc();
-    if (len) std::memcpy(block, bytes, len);
-    exact_.insert(block);
-    return PacketRef{block, block, uint16_t(len), 0, 0};
+    uint32_t i;
+    if (exact_free_.size() - exact_free_head_ < kExactIdle) {
+        auto *mem = static_cast<uint8_t *>(std::malloc(kExactRoom));
+        if (mem == nullptr) throw std::bad_alloc();
+        ASAN_POISON_MEMORY_REGION(mem, kExactRoom);
+        i = uint32_t(exact_blocks_.size());
+        exact_blocks_.push_back(ExactBlock{mem, 0, false});
+    } else {
+        i = exact_free_[exact_free_head_++];
+        if (exact_free_head_ >= 4 * kExactIdle) { // drop the taken front (a move, no allocation)
+            exact_free_.erase(exact_free_.begin(), exact_free_.begin() + long(exact_free_head_));
+            exact_free_head_ = 0;
+        }
+    }
+    ExactBlock &b = exact_blocks_[i];
+    // The frame's bytes become readable; the rest of the block stays
+    // poisoned, the granule of the last byte included (ASan's shadow says
+    // how many of a granule's 8 bytes are addressable), and the block's
+    // start is the allocation's (its left redzone catches reads before it).
+    ASAN_UNPOISON_MEMORY_REGION(b.mem, len);
+    if (len) std::memcpy(b.mem, bytes, len);
+    b.len = uint16_t(len);
+    b.busy = true;
+    return PacketRef{reinterpret_cast<void *>(uintptr_t(capacity_) + 1 + i), b.mem, uint16_t(len), 0, 0};
+}
+
+bool FramePool::put_exact(uintptr_t handle)
+{
+    const uintptr_t i = handle - capacity_ - 1;
+    if (handle <= capacity_ || i >= exact_blocks_.size() || !exact_blocks_[i].busy) return false;
+    ExactBlock &b = exact_blocks_[i];
+    ASAN_POISON_MEMORY_REGION(b.mem, b.len); // a read after put() is reported
+    b.busy = false;
+    exact_free_.push_back(uint32_t(i));
+    return true;
 }
 
 void FramePool::put(const PacketRef &f)
 {
-    if (auto it = exact_.find(f.handle); it != exact_.end()) {
-        std::free(*it);
-        exact_.erase(it);
+    uintptr_t h = reinterpret_cast<uintptr_t>(f.handle);
+    if (h > capacity_) {
+        if (!put_exact(h)) bad_releases_++;
         return;
     }
-    uintptr_t h = reinterpret_cast<uintptr_t>(f.handle);
-    if (h == 0 || h > capacity_ || !busy_[h - 1]) {
+    if (h == 0 || !busy_[h - 1]) {
         bad_releases_++;
         return;
     }

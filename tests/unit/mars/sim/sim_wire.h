@@ -29,7 +29,6 @@
 #include <memory>
 #include <queue>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 namespace mars::sim {
@@ -75,17 +74,25 @@ class FramePool {
     FramePool &operator=(const FramePool &) = delete;
     bool get(PacketRef *out);
     void put(const PacketRef &f);
-    uint32_t in_use() const { return capacity_ - uint32_t(free_.size()) + uint32_t(exact_.size()); }
+    uint32_t in_use() const { return capacity_ - uint32_t(free_.size()) + uint32_t(exact_in_use()); }
     uint32_t capacity() const { return capacity_; }
     uint64_t exhausted() const { return exhausted_; }
     // Frames released twice, or released with a handle this pool never gave.
     uint64_t bad_releases() const { return bad_releases_; }
     // A copy of frame f's bytes in a new frame (for duplication). false when empty.
     bool clone(const PacketRef &f, PacketRef *out);
-    // A frame in its own heap block of exactly len bytes (so AddressSanitizer
-    // sees any read past its end), holding a copy of bytes. put() frees it.
+    // A frame holding a copy of bytes whose memory ends exactly after len
+    // bytes: under AddressSanitizer a read past its end (or before its
+    // start, or after put()) is reported. Each frame lies at the start of a
+    // block of its own; the blocks are kept for reuse (so a fuzz input
+    // costs no allocation, which AddressSanitizer makes expensive) and all
+    // of a block but the frame is poisoned (sanitizer/asan_interface.h).
+    // Released blocks wait in a queue, at least kExactIdle of them, before
+    // they are used again, so a read of a released frame is caught as a
+    // read of freed memory would be (ASan's quarantine does the same).
+    // Without the sanitizer the bytes past len are only not the frame's.
     PacketRef get_exact(const uint8_t *bytes, size_t len);
-    size_t exact_in_use() const { return exact_.size(); }
+    size_t exact_in_use() const { return exact_blocks_.size() - (exact_free_.size() - exact_free_head_); }
 
   private:
     uint32_t capacity_;
@@ -93,7 +100,18 @@ class FramePool {
     std::vector<uint8_t> mem_;
     std::vector<uint32_t> free_;
     std::vector<uint8_t> busy_;
-    std::unordered_set<void *> exact_;
+    // get_exact()'s blocks, each kExactRoom bytes; handle: capacity_ + 1 + index.
+    static constexpr size_t kExactRoom = 0x10000;
+    static constexpr size_t kExactIdle = 64;
+    struct ExactBlock {
+        uint8_t *mem;
+        uint16_t len; // the frame's length while busy
+        bool busy;
+    };
+    std::vector<ExactBlock> exact_blocks_;
+    std::vector<uint32_t> exact_free_; // a queue: [exact_free_head_, size()) wait, oldest first
+    size_t exact_free_head_ = 0;
+    bool put_exact(uintptr_t handle);
     uint64_t exhausted_ = 0, bad_releases_ = 0;
 };
 
