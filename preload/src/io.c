@@ -421,12 +421,32 @@ static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, vo
 static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
                          off_t *offset, size_t file_count);
 
+/* The view took bytes but could not queue their SEND (a full command
+ * queue): queue it now, as commit_retrying() does. */
+static int note_retrying(dti_ctx_t *c, dti_sock_t h)
+{
+    uint64_t since = 0;
+    while (dti_send_note(c, h, 0) == -EAGAIN)
+        if (queue_stuck(c, &since))
+            return -ECONNRESET;
+    return 0;
+}
+
 /* send_fast()'s every other case: n bytes (maybe 0) already went through
- * the send view. Drops the reference send_fast() took. */
+ * the send view (-n: taken, their SEND still owed). Drops the reference
+ * send_fast() took. */
 static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s, const char *buf, size_t len,
                                                int flags, ssize_t n, ssize_t *out)
 {
     int done = 0;
+    if (ETA_UNLIKELY(n < 0)) {
+        n = -n;
+        if (note_retrying(c, s->h) != 0) {
+            *out = fail(ECONNRESET); /* the engine does not serve us */
+            eta_obj_unref(&s->obj);
+            return 1;
+        }
+    }
     if (ETA_LIKELY(!atomic_load_explicit(&s->shut_wr, memory_order_relaxed))) {
         if (n == 0) {
             n = dti_send(c, s->h, buf, len, 0);

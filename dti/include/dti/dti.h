@@ -64,7 +64,7 @@ extern "C" {
 
 /* ABI version of the shared region and the control protocol. An engine and a
  * libdti of different versions refuse to attach (DTI_E_VERSION). */
-#define DTI_ABI_VERSION 5u
+#define DTI_ABI_VERSION 6u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -638,6 +638,8 @@ struct dti_tx_view {
     const int32_t *error;     /* the socket's pending error (engine-written) */
     const uint32_t *head;     /* bytes the engine took from the ring (load with acquire) */
     uint32_t *tail;           /* bytes written into the ring */
+    uint32_t *written;        /* the tail as the engine reads it (shared; store seq_cst) */
+    const uint32_t *noted;    /* 1: a SEND not yet taken will take up to *written (load seq_cst) */
     const uint32_t *shut_gen; /* == gen: shut down for writing */
     const uint32_t *busy_gen; /* == gen: a region-buffer send is in flight */
     uint8_t *ring;
@@ -646,13 +648,21 @@ struct dti_tx_view {
     uint32_t gen;
 };
 int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v);
-/* Queues SEND for the n bytes a view wrote at its tail (which the caller
- * then advances). -EAGAIN when the command queue cannot take it now (nothing
- * is queued; the bytes beyond the tail are not sent). */
+/* Moves the tail over the n bytes a view wrote beyond it (0: the view moved
+ * it already) and queues a SEND that takes every byte up to the tail.
+ * -EAGAIN when the command queue cannot take it now; then, for n > 0,
+ * nothing changed (the bytes beyond the tail are not sent); for n == 0 the
+ * bytes stay owed a SEND: call again (reaping between) until it returns 0. */
 int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n);
 
 /* Up to len bytes into the view's ring and queued: > 0 taken, 0 when this
- * call cannot take them (dti_send() can). */
+ * call cannot take them (dti_send() can), -n when n bytes were taken but
+ * their SEND could not be queued (a full command queue, seldom): then call
+ * dti_send_note(c, s, 0) until it returns 0.
+ *
+ * One SEND per burst: while a SEND the engine has not taken is queued for
+ * the socket (*noted), a write only moves the shared tail; the engine takes
+ * every byte up to it when it takes that SEND (dti_abi.h, tx_written). */
 static DTI_ALWAYS_INLINE ssize_t dti_send_view(dti_ctx_t *c, dti_sock_t s, const struct dti_tx_view *v,
                                                const void *buf, size_t len)
 {
@@ -672,10 +682,13 @@ static DTI_ALWAYS_INLINE ssize_t dti_send_view(dti_ctx_t *c, dti_sock_t s, const
     if (take > 64 || take > v->size - off)
         return 0;
     dti__copy_small(v->ring + off, buf, take);
-    if (dti_send_note(c, s, take) != 0)
-        return 0;
+    if (__atomic_load_n(v->noted, __ATOMIC_RELAXED) == 0) /* no SEND queued (probably): queue one */
+        return dti_send_note(c, s, take) == 0 ? (ssize_t)take : 0;
     *v->tail = tail + take;
-    return take;
+    __atomic_store_n(v->written, tail + take, __ATOMIC_SEQ_CST);
+    if (__builtin_expect(__atomic_load_n(v->noted, __ATOMIC_SEQ_CST) != 0, 1))
+        return take; /* still queued: the engine's swap is still to come, its load will see the tail */
+    return dti_send_note(c, s, 0) == 0 ? (ssize_t)take : -(ssize_t)take; /* taken meanwhile */
 }
 
 /* Readiness from the two views of one socket: what dti_sock_poll() answers
