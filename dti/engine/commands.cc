@@ -246,6 +246,7 @@ int32_t EngineImpl::cmd_socket(Group &group, Member &m)
     s.in_free_list = false;
     s.has_sid = true;
     s.sid = SockId(sid);
+    reset_written(group, si);
     take_hold(group, m, si);
     write_shared(group, si);
     store_rel(&group.socks[si].gen, gen);
@@ -318,6 +319,7 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
         s.rx_tail = rv.total();
         s.tx_committed = 0;
         s.tx_head = 0;
+        reset_written(group, ri);
         take_hold(group, m, ri);
         tr_.set_user(SockId(sid), tag_of(group, ri));
         SockInfo info;
@@ -351,6 +353,14 @@ void EngineImpl::cmd_send(Group &group, uint32_t si, const Command &c)
         end = uint32_t(c.offset);
     if (!commit_to(group, si, end, (c.flags & DTI_SEND_MORE) && !(c.flags & DTI_SEND_TAIL)))
         stats_.rejected_commands++; // not sendable or more than was free: the app lied; drop it
+}
+
+// A new handle in a slot: the app's send words start from 0 with it (the
+// last handle's tail must not look like bytes written for this one).
+void EngineImpl::reset_written(Group &group, uint32_t si)
+{
+    store_rlx(&group.socks[si].tx_noted, 0u);
+    store_rel(&group.socks[si].tx_written, 0u);
 }
 
 // The app's tail, after clearing tx_noted: the swap comes first, so a write

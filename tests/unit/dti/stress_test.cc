@@ -235,7 +235,7 @@ TEST_P(DtiSendBurst, SmallWritesRacingTheEngineAllArriveByteExact)
         }
         reader_ok = pos == total;
     });
-    dti_tx_view view{};
+    struct dti_tx_view view {};
     bool have_view = false;
     uint8_t msg[64];
     uint64_t sent = 0;
