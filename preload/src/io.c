@@ -570,6 +570,20 @@ static __attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size
     return r;
 }
 
+/* The view copied all len bytes and no SEND of the socket is queued (the
+ * engine took the last: one SEND per call, as a request/response server's
+ * writes are): publish them with their own SEND. */
+static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags, struct eta_sock *s,
+                                                    uint32_t how)
+{
+    if (ETA_LIKELY(dti_send_note(eta_ctx_cached(), s->h, (uint32_t)len) == 0)) {
+        atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
+        eta_obj_unref(&s->obj);
+        return (ssize_t)len;
+    }
+    return send_slow(fd, buf, len, flags, s, how & ~SLOW_TAKEN); /* nothing published: the general way */
+}
+
 static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct eta_obj *o, const void *buf,
                                                                 size_t len, int flags, uint32_t write)
 {
@@ -588,6 +602,8 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
             return send_last_ref(s, (ssize_t)len);
         return (ssize_t)len;
     }
+    if (r == 0 && take == len)
+        return send_noted(fd, buf, len, flags, s, take | write);
     return send_slow(fd, buf, len, flags, s, take | write | (r > 0 ? SLOW_COVERED : r < 0 ? SLOW_OWED : 0));
 }
 
