@@ -9,7 +9,12 @@
  *
  * CALL is one of
  *   recv    recv() of 64 bytes that are already in the receive ring
- *   send    send() of 64 bytes with room in the send ring
+ *   send    send() of 64 bytes with room in the send ring, back to back (a
+ *           burst: a write that finds its socket's last SEND not yet taken
+ *           by the engine queues no command of its own)
+ *   send1   the same send(), but before each one the engine has taken the
+ *           last (the peer received it, outside the counted function): every
+ *           call queues its own SEND, as a request/response server's does
  *   epoll   epoll_wait() returning one ready socket among 1,000 registered
  *   poll    poll() on one ready socket
  *
@@ -142,19 +147,20 @@ __attribute__((noinline)) void warmup_call(struct bench *b, int call) { one_call
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s recv|send|epoll|poll|none ITERATIONS PEER_IP\n", argv[0]);
+        fprintf(stderr, "usage: %s recv|send|send1|epoll|poll|none ITERATIONS PEER_IP\n", argv[0]);
         return 2;
     }
     const char *what = argv[1];
     const long n = strtol(argv[2], NULL, 10);
-    const int call = strcmp(what, "recv") == 0    ? 'r'
+    int call = strcmp(what, "recv") == 0    ? 'r'
                      : strcmp(what, "send") == 0  ? 's'
+                     : strcmp(what, "send1") == 0 ? 'S'
                      : strcmp(what, "epoll") == 0 ? 'e'
                      : strcmp(what, "poll") == 0  ? 'p'
                      : strcmp(what, "none") == 0  ? 'n'
                                                   : 0;
     if (!call || n <= 0 || n > 100000) {
-        fprintf(stderr, "shim_calls: want recv|send|epoll|poll|none and 1..100000 iterations\n");
+        fprintf(stderr, "shim_calls: want recv|send|send1|epoll|poll|none and 1..100000 iterations\n");
         return 2;
     }
     struct rlimit rl = {4096, 4096};
@@ -171,7 +177,7 @@ int main(int argc, char **argv)
             if (send(client, b.buf, kMsg, 0) != kMsg) die("send (filling)");
         wait_readable_bytes(server, (int)((n + 1) * kMsg));
         b.fd = server;
-    } else if (call == 's') {
+    } else if (call == 's' || call == 'S') {
         b.fd = client;
     } else if (call == 'e') {
         b.epfd = epoll_create1(0);
@@ -208,15 +214,30 @@ int main(int argc, char **argv)
      * waits for a CPU on a busy machine); the budget is about the wait after
      * all that, so the warm-up is 1,000 waits (it was 64: on a loaded
      * machine the last completions were still reaped in counted calls). */
+    /* send1 counts the same send() as send (the same measured_call()). */
+    const int each = call == 'S';
+    if (each)
+        call = 's';
     for (int w = 0; w < (call == 'e' ? 1000 : 1); w++)
         warmup_call(&b, call);
+    char sink[kMsg];
+    if (each) { /* the peer has what was sent: the engine took its SEND */
+        wait_readable_bytes(server, kMsg);
+        if (recv(server, sink, kMsg, 0) != kMsg) die("recv (draining)");
+    }
     b.good = 0;
-    for (long i = 0; i < n; i++) measured_call(&b, call);
+    for (long i = 0; i < n; i++) {
+        measured_call(&b, call);
+        if (each) {
+            wait_readable_bytes(server, kMsg);
+            if (recv(server, sink, kMsg, 0) != kMsg) die("recv (draining)");
+        }
+    }
     if (b.good != n) {
         fprintf(stderr, "shim_calls: only %ld of %ld %s calls did what they should\n", b.good, n, what);
         return 1;
     }
-    if (call == 's') wait_readable_bytes(server, (int)((n + 1) * kMsg)); /* the sends arrived */
+    if (call == 's' && !each) wait_readable_bytes(server, (int)((n + 1) * kMsg)); /* the sends arrived */
     printf("OK %s %ld\n", what, n);
     return 0;
 }

@@ -161,8 +161,8 @@ struct dti_ev { /* 64 bytes, [eng] */
 
 /* ---- socket table --------------------------------------------------------- */
 
-/* One cache line per socket slot, written by the engine only. The app pairs
- * it with its private rx_head / tx_tail. */
+/* One cache line per socket slot, written by the engine, but for the last
+ * two words: the app pairs it with its private rx_head / tx_tail. */
 struct dti_sock_shared {
     uint32_t gen;          /* generation of the live handle; 0: slot free */
     uint32_t rx_tail;      /* bytes the engine produced into the rx ring (free-running) */
@@ -177,8 +177,25 @@ struct dti_sock_shared {
     uint32_t seq;          /* bumped after every change */
     uint32_t rx_base;      /* value rx positions start from when handed to the app */
     uint32_t tx_base;
-    uint8_t pad[DTI_CACHELINE - 48];
+    /* [app] Send coalescing: tx_written is the app's tx_tail (bytes written
+     * into the send ring, free-running from 0 like the engine's count of bytes
+     * taken), stored before the SEND that covers them. tx_noted is 1 while a
+     * SEND with DTI_SEND_TAIL the app queued has not been taken: the app sets
+     * it when it queues one and writes no other SEND while it stays 1; the
+     * engine swaps it to 0 (seq_cst) before it loads tx_written and then takes
+     * every byte up to that. The app stores tx_written (seq_cst) and then loads
+     * tx_noted (seq_cst): it sees 1 only while the engine's swap is still to
+     * come, whose load then sees the bytes. So no byte is left without a SEND
+     * that will take it. */
+    uint32_t tx_written;
+    uint32_t tx_noted;
+    uint8_t pad[DTI_CACHELINE - 56];
 };
+
+/* SEND's arg1 bits beyond DTI_SEND_MORE (dti.h). Without either, SEND takes
+ * arg0 more bytes (native callers that manage the ring themselves). */
+#define DTI_SEND_TAIL 2u /* take every byte up to tx_written (arg0: this call's, for the record); never MORE */
+#define DTI_SEND_END 4u  /* take the bytes up to position `offset` (MORE sends: what follows is not theirs) */
 
 /* An engine's handle = gen << DTI_SLOT_BITS | slot, gen in [1, DTI_GEN_MAX]:
  * what commands and events carry. What the application holds adds the

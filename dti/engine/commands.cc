@@ -134,6 +134,8 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         if (!(slot->state & DTI_STATE_CONNECTED)) {
             result = -ENOTCONN;
         } else {
+            if (cmd.shut_wr)
+                take_unsent(group, slot_index);
             result = slot->has_sid ? tr_.shutdown(slot->sid, cmd.shut_rd, cmd.shut_wr) : 0;
             if (result == 0 && cmd.shut_wr)
                 slot->state |= DTI_STATE_WR_CLOSED;
@@ -141,6 +143,8 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         break;
     case DTI_OP_CLOSE:
     case DTI_OP_ABORT:
+        if (cmd.op == DTI_OP_CLOSE)
+            take_unsent(group, slot_index);
         drop_hold(group, member, slot_index, cmd.op == DTI_OP_ABORT);
         break;
     case DTI_OP_SETSOCKOPT:
@@ -177,6 +181,7 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         }
         break;
     case DTI_OP_SEND_FROM:
+        take_unsent(group, slot_index);
         result = cmd_send_from(group, slot_index, cmd);
         break;
     case DTI_OP_SEND:
@@ -186,6 +191,8 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         cmd_release(group, slot_index, cmd);
         return;
     case DTI_OP_DIGEST:
+        if (cmd.flags & DTI_DIGEST_TX)
+            take_unsent(group, slot_index);
         cmd_digest(group, ctx_index, slot_index, cmd);
         return;
     default: // the decoder lets no other opcode through
@@ -239,6 +246,7 @@ int32_t EngineImpl::cmd_socket(Group &group, Member &m)
     s.in_free_list = false;
     s.has_sid = true;
     s.sid = SockId(sid);
+    reset_written(group, si);
     take_hold(group, m, si);
     write_shared(group, si);
     store_rel(&group.socks[si].gen, gen);
@@ -311,6 +319,7 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
         s.rx_tail = rv.total();
         s.tx_committed = 0;
         s.tx_head = 0;
+        reset_written(group, ri);
         take_hold(group, m, ri);
         tr_.set_user(SockId(sid), tag_of(group, ri));
         SockInfo info;
@@ -330,21 +339,72 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
 }
 
 // SEND of c.length > 0 bytes (decoder) the app wrote into the send ring.
+// SEND: commits the send ring's bytes up to a stream position (dti_abi.h):
+// with DTI_SEND_TAIL the app's tx_written (every byte written so far: one
+// SEND per burst), with DTI_SEND_END the command's own end, else arg0 more.
+// Bytes an earlier SEND already took are not taken twice.
 void EngineImpl::cmd_send(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
+    uint32_t end = s.tx_committed + c.length;
+    if (c.flags & DTI_SEND_TAIL)
+        end = take_written(group, si);
+    else if (c.flags & DTI_SEND_END)
+        end = uint32_t(c.offset);
+    if (!commit_to(group, si, end, (c.flags & DTI_SEND_MORE) && !(c.flags & DTI_SEND_TAIL)))
+        stats_.rejected_commands++; // not sendable or more than was free: the app lied; drop it
+}
+
+// A new handle in a slot: the app's send words start from 0 with it (the
+// last handle's tail must not look like bytes written for this one).
+void EngineImpl::reset_written(Group &group, uint32_t si)
+{
+    store_rlx(&group.socks[si].tx_noted, 0u);
+    store_rel(&group.socks[si].tx_written, 0u);
+}
+
+// The app's tail, after clearing tx_noted: the swap comes first, so a write
+// that saw tx_noted still 1 (and queued no SEND) is seen by this load.
+uint32_t EngineImpl::take_written(Group &group, uint32_t si)
+{
+    dti_sock_shared &sh = group.socks[si];
+    __atomic_exchange_n(&sh.tx_noted, 0u, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&sh.tx_written, __ATOMIC_SEQ_CST);
+}
+
+// Commits the bytes between what was taken and `end`; nothing when `end` is
+// not ahead (an earlier SEND took them). false: the app lied.
+bool EngineImpl::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
+{
+    Slot &s = group.slots[si];
+    const uint32_t n = end - s.tx_committed;
+    if (n == 0 || int32_t(n) < 0)
+        return true;
     RingSpan v;
     if (!s.has_sid || !(s.state & DTI_STATE_CONNECTED) || (s.state & DTI_STATE_WR_CLOSED) ||
-        tr_.tx_view(s.sid, &v) != 0 || c.length > v.total()) {
-        stats_.rejected_commands++;
-        return; // not sendable or more than was free: the app lied; drop it
-    }
-    if (tr_.tx_commit(s.sid, c.length, c.flags & DTI_SEND_MORE) == 0) {
-        s.tx_committed += c.length;
+        tr_.tx_view(s.sid, &v) != 0 || n > v.total())
+        return false;
+    if (tr_.tx_commit(s.sid, n, more) == 0) {
+        s.tx_committed += n;
         if (s.dg.tx.pending())
             digest_tx(group, si);
     }
     mark(group, si);
+    return true;
+}
+
+// Before a command that must come after the bytes written so far (shutdown,
+// close, a region-buffer send, a send digest): take them, in case their
+// SEND waits in another thread's queue (a write that found tx_noted set
+// queued none of its own).
+void EngineImpl::take_unsent(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    if (!s.has_sid || !(s.state & DTI_STATE_CONNECTED) || (s.state & DTI_STATE_WR_CLOSED))
+        return;
+    if (__atomic_load_n(&group.socks[si].tx_written, __ATOMIC_SEQ_CST) == s.tx_committed)
+        return; // nothing unsent (and tx_noted, if set, belongs to a SEND still to come)
+    commit_to(group, si, take_written(group, si), false);
 }
 
 // RECV_RELEASE of c.length > 0 bytes (decoder) the app has read.

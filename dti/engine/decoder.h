@@ -73,7 +73,7 @@ struct Command {
     uint32_t gen = 0;       // the handle's generation bits, != 0 (not NOP, SOCKET)
     Endpoint address;       // BIND: local; CONNECT: remote (port 1..65535)
     uint32_t count = 0;     // LISTEN: backlog (<= 65535); ACCEPT: most connections (1..DTI_ACCEPT_MAX)
-    uint32_t flags = 0;     // ACCEPT: DTI_ACCEPT_*; SEND, SEND_FROM: DTI_SEND_MORE;
+    uint32_t flags = 0;     // ACCEPT: DTI_ACCEPT_*; SEND: DTI_SEND_MORE/TAIL/END; SEND_FROM: DTI_SEND_MORE;
                             // DIGEST: DTI_DIGEST_*; WATCH: the DTI_POLL* events asked for
     bool shut_rd = false;   // SHUTDOWN: at least one of the two
     bool shut_wr = false;
@@ -192,7 +192,8 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
     case DTI_OP_SEND:
     case DTI_OP_RECV_RELEASE:
         c->length = raw.arg0;
-        c->flags = raw.op == DTI_OP_SEND ? raw.arg1 & DTI_SEND_MORE : 0;
+        c->flags = raw.op == DTI_OP_SEND ? raw.arg1 & (DTI_SEND_MORE | DTI_SEND_TAIL | DTI_SEND_END) : 0;
+        c->offset = raw.op == DTI_OP_SEND ? uint32_t(raw.offset) : 0; // DTI_SEND_END: the stream position
         return raw.arg0 == 0 ? Reject::kZeroLength : Reject::kNone;
     case DTI_OP_DIGEST:
         if (raw.arg0 & ~uint32_t(DTI_DIGEST_TX | DTI_DIGEST_CHECK | DTI_DIGEST_CHAIN))

@@ -319,6 +319,10 @@ class EngineImpl final : public Engine {
     void take_hold(Group &group, Member &m, uint32_t si);
     void drop_hold(Group &group, Member &m, uint32_t si, bool abortive);
     void cmd_send(Group &group, uint32_t si, const Command &c);
+    uint32_t take_written(Group &group, uint32_t si);
+    void reset_written(Group &group, uint32_t si);
+    bool commit_to(Group &group, uint32_t si, uint32_t end, bool more);
+    void take_unsent(Group &group, uint32_t si);
     void cmd_release(Group &group, uint32_t si, const Command &c);
     int32_t cmd_send_from(Group &group, uint32_t si, const Command &c);
     void cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events);

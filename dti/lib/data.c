@@ -46,12 +46,31 @@ static struct dti_sock_priv *rx_side(struct dti_attachment *d, uint32_t slot, ui
 static struct dti_sock_priv *tx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
 {
     struct dti_sock_priv *p = &d->priv[slot];
-    if (p->tx_gen != gen) {
-        p->tx_gen = gen;
-        p->tx_tail = 0;
-    }
+    if (p->tx_gen != gen)
+        dti__tx_start(d, slot, gen);
     return p;
 }
+
+void dti__tx_start(struct dti_attachment *d, uint32_t slot, uint32_t gen)
+{
+    struct dti_sock_priv *p = &d->priv[slot];
+    p->tx_gen = gen;
+    p->tx_tail = 0;
+    __atomic_store_n(&d->socks[slot].tx_noted, 0u, __ATOMIC_RELAXED);
+    DTI_STORE_SC(&d->socks[slot].tx_written, 0);
+}
+
+/* The send side of a write that moved p->tx_tail: what the engine reads at
+ * the next SEND with DTI_SEND_TAIL (dti_abi.h, tx_written). seq_cst: it must
+ * be visible before a later load of tx_noted reads a 1 (coalescing). */
+static inline __attribute__((always_inline)) void publish_tail(struct dti_sock_shared *sh, const struct dti_sock_priv *p)
+{
+    DTI_STORE_SC(&sh->tx_written, p->tx_tail);
+}
+
+/* SEND's arg1 for a write of libdti's that ends at `end`: MORE sends take
+ * only up to their own end (what follows is not theirs to hold back). */
+static inline uint32_t send_bits(unsigned flags) { return (flags & DTI_SEND_MORE) ? DTI_SEND_MORE | DTI_SEND_END : DTI_SEND_TAIL; }
 
 /* Readable bytes; clamped so a confused engine cannot make us read past the ring. */
 static uint32_t readable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
@@ -462,10 +481,11 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
         return -EINVAL;
     if (n == 0)
         return 0;
-    int rc = dti__prep_data(c, DTI_OP_SEND, s, (uint32_t)n, flags & DTI_SEND_MORE);
+    int rc = dti__prep_send(c, s, (uint32_t)n, send_bits(flags), p->tx_tail + (uint32_t)n);
     if (rc < 0)
         return rc;
     p->tx_tail += (uint32_t)n;
+    publish_tail(sh, p);
     dti_submit(c);
     return 0;
 }
@@ -496,10 +516,11 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
     memcpy(iov[0].base, buf, first);
     if (take > first)
         memcpy(iov[1].base, (const uint8_t *)buf + first, take - first);
-    int rc = dti__prep_data(c, DTI_OP_SEND, s, take, flags & DTI_SEND_MORE);
+    int rc = dti__prep_send(c, s, take, send_bits(flags), p->tx_tail + take);
     if (rc < 0)
         return rc; /* command ring full: nothing queued, the space stays free */
     p->tx_tail += take;
+    publish_tail(&c->d->socks[dti__slot(s)], p);
     dti_submit(c);
     return take;
 }
@@ -507,7 +528,8 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
 /* Writes SEND for n bytes straight into the command ring and publishes it
  * (the caller checked that nothing is staged and the ring has room). Body
  * then stamp, back to back (see next_cmd() in ops.c). */
-static inline __attribute__((always_inline)) void put_send(dti_ctx_t *c, dti_sock_t s, uint32_t n, unsigned flags)
+static inline __attribute__((always_inline)) void put_send(dti_ctx_t *c, dti_sock_t s, uint32_t n, uint32_t bits,
+                                                           uint32_t end)
 {
     uint32_t next = c->prepared + 1; /* (a local: the atomic stores below make the compiler reload fields) */
     struct dti_cmd *cmd = &c->cmds[c->prepared & c->cmd_mask];
@@ -516,9 +538,9 @@ static inline __attribute__((always_inline)) void put_send(dti_ctx_t *c, dti_soc
     cmd->flags = 0;
     cmd->sock = s;
     cmd->arg0 = n;
-    cmd->arg1 = flags & DTI_SEND_MORE;
+    cmd->arg1 = bits;
     cmd->value = 0;
-    cmd->offset = 0;
+    cmd->offset = end;
     cmd->tag = 0;
     c->prepared = next;
     DTI_STORE(&cmd->stamp, next);
@@ -555,7 +577,13 @@ static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dt
         return send_general(c, s, buf, len, flags);
     dti__copy_small(tx_ring(d, slot) + off, buf, take);
     p->tx_tail += take;
-    put_send(c, s, take, flags);
+    publish_tail(sh, p);
+    if (!(flags & DTI_SEND_MORE)) {
+        if (DTI_LOAD_SC(&sh->tx_noted))
+            return take; /* the SEND queued before, not yet taken, takes these bytes too */
+        __atomic_store_n(&sh->tx_noted, 1u, __ATOMIC_RELAXED);
+    }
+    put_send(c, s, take, send_bits(flags), p->tx_tail);
     if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
         return wake_engine(d, take);
     return take;
@@ -591,21 +619,40 @@ int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v)
     uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = tx_side(d, slot, gen);
     *v = (struct dti_tx_view){.live_gen = &sh->gen, .state = &sh->state, .error = &sh->error,
-                              .head = &sh->tx_head, .tail = &p->tx_tail, .shut_gen = &p->wr_shut_gen,
+                              .head = &sh->tx_head, .tail = &p->tx_tail, .written = &sh->tx_written,
+                              .noted = &sh->tx_noted, .shut_gen = &p->wr_shut_gen,
                               .busy_gen = &p->tx_busy_gen, .ring = tx_ring(d, slot),
                               .size = d->limits.tx_ring_size, .base = DTI_LOAD_RELAXED(&sh->tx_base), .gen = gen};
     return 0;
 }
 
 /* No handle check: the view checked the slot's generation, and the engine
- * checks every command it takes (a forged SEND fails there, not here). */
+ * checks every command it takes (a forged SEND fails there, not here).
+ * Advances the tail by n (0: already advanced by the view), publishes it and
+ * queues SEND with DTI_SEND_TAIL, tx_noted set. */
 static inline __attribute__((always_inline)) int note_local(dti_ctx_t *c, dti_sock_t s, uint32_t n)
 {
-    if (__builtin_expect(c->prepared != c->published || c->prepared - c->cmd_cons_seen > c->cmd_mask, 0))
-        return -EAGAIN; /* commands staged (order) or no room: the general path */
-    put_send(c, s, n, 0);
-    if (__builtin_expect(DTI_LOAD_SC(&c->d->hdr->engine_sleeping), 0))
-        wake_engine(c->d, n);
+    if (__builtin_expect(c->prepared != c->published || c->prepared - c->cmd_cons_seen > c->cmd_mask, 0)) {
+        /* commands staged (they go first) or no room seen: look again */
+        if (!dti__ring_has_room(c))
+            return -EAGAIN;
+    }
+    struct dti_attachment *d = c->d;
+    const uint32_t slot = dti__slot(s);
+    struct dti_sock_priv *p = &d->priv[slot];
+    struct dti_sock_shared *sh = &d->socks[slot];
+    p->tx_tail += n;
+    publish_tail(sh, p);
+    __atomic_store_n(&sh->tx_noted, 1u, __ATOMIC_RELAXED);
+    if (__builtin_expect(c->prepared != c->published, 0)) {
+        int rc = dti__prep_send(c, s, n ? n : 1, DTI_SEND_TAIL, p->tx_tail);
+        if (rc == 0)
+            dti_submit(c);
+        return rc; /* (room was seen above: 0) */
+    }
+    put_send(c, s, n ? n : 1, DTI_SEND_TAIL, p->tx_tail);
+    if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
+        wake_engine(d, n);
     return 0;
 }
 

@@ -278,6 +278,10 @@ int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out);
 uint64_t dti__buf_offset(const struct dti_attachment *link, const struct dti_buf *b);
 struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out);
 int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags);
+int dti__prep_send(struct dti_ctx *c, dti_sock_t s, uint32_t n, uint32_t bits, uint32_t end);
+bool dti__ring_has_room(struct dti_ctx *c);
+/* A new handle's send side: tail, tx_written and tx_noted from 0 (data.c). */
+void dti__tx_start(struct dti_attachment *d, uint32_t slot, uint32_t gen);
 
 #pragma GCC visibility pop
 

@@ -100,6 +100,24 @@ static int prep(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint64_t ud, struc
 
 static void commit(struct dti_ctx *c) { c->prepared++; }
 
+bool dti__ring_has_room(struct dti_ctx *c) { return ring_has_room(c); }
+
+/* SEND of n bytes ending at stream position `end` (arg1: DTI_SEND_TAIL, or
+ * DTI_SEND_MORE | DTI_SEND_END; dti_abi.h), staged like dti__prep_data(). */
+int dti__prep_send(struct dti_ctx *c, dti_sock_t s, uint32_t n, uint32_t bits, uint32_t end)
+{
+    if (!ring_has_room(c))
+        return -EAGAIN;
+    struct dti_cmd *cmd = next_cmd(c);
+    cmd->op = DTI_OP_SEND;
+    cmd->sock = s;
+    cmd->arg0 = n;
+    cmd->arg1 = bits;
+    cmd->offset = end;
+    commit(c);
+    return 0;
+}
+
 int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags)
 {
     if (!ring_has_room(c))
@@ -441,10 +459,8 @@ int dti_prep_send_from(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint
         return -EBUSY;
     int rc = prep_buf(c, DTI_OP_SEND_FROM, s, b, len, flags, ud);
     if (rc == 0) {
-        if (p->tx_gen != dti__gen(s)) {
-            p->tx_gen = dti__gen(s);
-            p->tx_tail = 0;
-        }
+        if (p->tx_gen != dti__gen(s))
+            dti__tx_start(c->d, slot, dti__gen(s));
         p->tx_busy_gen = dti__gen(s);
     }
     return rc;

@@ -551,12 +551,32 @@ static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, vo
 static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
                          off_t *offset, size_t file_count);
 
+/* The view took bytes but could not queue their SEND (a full command
+ * queue): queue it now, as commit_retrying() does. */
+static int note_retrying(dti_ctx_t *c, dti_sock_t h)
+{
+    uint64_t since = 0;
+    while (dti_send_note(c, h, 0) == -EAGAIN)
+        if (queue_stuck(c, &since))
+            return -ECONNRESET;
+    return 0;
+}
+
 /* send_fast()'s every other case: n bytes (maybe 0) already went through
- * the send view. Drops the reference send_fast() took. */
+ * the send view (-n: taken, their SEND still owed). Drops the reference
+ * send_fast() took. */
 static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s, const char *buf, size_t len,
                                                int flags, ssize_t n, ssize_t *out)
 {
     int done = 0;
+    if (ETA_UNLIKELY(n < 0)) {
+        n = -n;
+        if (note_retrying(c, s->h) != 0) {
+            *out = fail(ECONNRESET); /* the engine does not serve us */
+            eta_obj_unref(&s->obj);
+            return 1;
+        }
+    }
     if (ETA_LIKELY(!atomic_load_explicit(&s->shut_wr, memory_order_relaxed))) {
         if (n == 0) {
             n = dti_send(c, s->h, buf, len, 0);
@@ -592,28 +612,129 @@ static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s,
     return done;
 }
 
-/* As recv_fast(): a small write the send view takes whole is inlined here;
- * everything else is send_rest()'s (a blocking write the ring cannot take
- * whole sends the rest the general way). */
-static inline __attribute__((always_inline)) int send_fast(struct eta_obj *o, const void *buf, size_t len, int flags, ssize_t *out)
+static struct eta_sock *accel(int fd);
+
+/* The send fast path, inlined in write() and send(): a small write that the
+ * send view takes whole while a SEND the engine has not taken yet is queued
+ * for the socket (a burst: these bytes ride on it, no command). It makes no
+ * call, so the wrapper saves no registers; every other case is a tail call
+ * to send_slow() with what was done so far. */
+
+/* send_slow()'s `how`: the view copied (how & SLOW_TAKEN) bytes and ... */
+#define SLOW_TAKEN 0xffffu
+#define SLOW_COVERED 0x10000u  /* ... published them under a queued SEND (fewer than asked) */
+#define SLOW_OWED 0x20000u     /* ... published them, their SEND is owed (the engine took that SEND meanwhile) */
+#define SLOW_WRITE 0x40000u    /* write(): the kernel's is real_write() */
+/* (neither flag: copied, not published: dti_send_note() publishes them) */
+
+#define SLOW_PUT 0x80000u      /* s is referenced but not for the view: drop it, go the general way */
+
+/* A referenced socket's send view may be used: what fast_sock() checks, but
+ * that a send view was taken (txv_state 2) already says the socket connected
+ * (connect_started, not listening). */
+static inline __attribute__((always_inline)) bool send_view_usable(struct eta_sock *s)
 {
-    dti_ctx_t *c = eta_ctx_cached();
-    if (ETA_UNLIKELY(!c || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || len == 0))
-        return 0;
-    struct eta_sock *s = fast_sock(o);
-    if (ETA_UNLIKELY(!s))
-        return 0;
-    ssize_t n = 0;
-    if (ETA_LIKELY(atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2 &&
-                   !atomic_load_explicit(&s->shut_wr, memory_order_relaxed)))
-        n = dti_send_view(c, s->h, &s->txv, buf, len);
-    if (ETA_LIKELY((size_t)n == len)) {
-        atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
-        eta_obj_unref(&s->obj);
-        *out = n;
-        return 1;
+    return atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2 &&
+           atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
+           s->generation == eta_generation && !atomic_load_explicit(&s->shut_wr, memory_order_relaxed) &&
+           !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+}
+
+/* The kernel's calls out of line: the wrappers' fast path then makes only
+ * tail calls and saves no registers. */
+static __attribute__((noinline)) ssize_t kernel_send(int fd, const void *buf, size_t len, int flags)
+{
+    return real_send(fd, buf, len, flags);
+}
+
+static __attribute__((noinline)) ssize_t kernel_write(int fd, const void *buf, size_t len)
+{
+    return real_write(fd, buf, len);
+}
+
+static __attribute__((noinline)) ssize_t send_last_ref(struct eta_sock *s, ssize_t n)
+{
+    eta_obj_destroy(&s->obj);
+    return n;
+}
+
+/* Everything send_fast() did not finish. s: NULL (nothing done), or the
+ * referenced socket with the view's result in `how`. */
+static __attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size_t len, int flags, struct eta_sock *s,
+                                                   uint32_t how)
+{
+    if (s && (how & SLOW_PUT)) {
+        /* no send view yet (or something changed): as recv_fast() does,
+         * dti_send() first (it takes the view), else the general way */
+        ssize_t out;
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
+            s->generation == eta_generation && s->connect_started && !s->listening &&
+            !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)) {
+            if (send_rest(eta_ctx_cached(), s, buf, len, flags, 0, &out))
+                return out;
+        } else {
+            eta_obj_put(&s->obj);
+        }
+    } else if (s) {
+        dti_ctx_t *c = eta_ctx_cached(); /* not NULL: send_fast() checked */
+        ssize_t n = how & SLOW_TAKEN;
+        if (how & SLOW_OWED)
+            n = -n;
+        else if (!(how & SLOW_COVERED) && n > 0 && dti_send_note(c, s->h, (uint32_t)n) != 0)
+            n = 0; /* no room for its SEND: nothing was published, the general way sends them */
+        if (n == (ssize_t)len) {
+            atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
+            eta_obj_unref(&s->obj);
+            return n;
+        }
+        ssize_t out;
+        if (send_rest(c, s, buf, len, flags, n, &out))
+            return out;
     }
-    return send_rest(c, s, buf, len, flags, n, out);
+    struct eta_sock *g = accel(fd);
+    if (ETA_LIKELY(!g))
+        return (how & SLOW_WRITE) ? real_write(fd, buf, len) : real_send(fd, buf, len, flags);
+    struct iovec v = {(void *)buf, len};
+    ssize_t r = sock_send(g, &v, 1, flags, -1, NULL, 0);
+    eta_obj_put(&g->obj);
+    return r;
+}
+
+/* The view copied all len bytes and no SEND of the socket is queued (the
+ * engine took the last: one SEND per call, as a request/response server's
+ * writes are): publish them with their own SEND. */
+static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags, struct eta_sock *s,
+                                                    uint32_t how)
+{
+    if (ETA_LIKELY(dti_send_note(eta_ctx_cached(), s->h, (uint32_t)len) == 0)) {
+        atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
+        eta_obj_unref(&s->obj);
+        return (ssize_t)len;
+    }
+    return send_slow(fd, buf, len, flags, s, how & ~SLOW_TAKEN); /* nothing published: the general way */
+}
+
+static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct eta_obj *o, const void *buf,
+                                                                size_t len, int flags, uint32_t write)
+{
+    if (ETA_UNLIKELY(!eta_ctx_cached() || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL))))
+        return send_slow(fd, buf, len, flags, NULL, write);
+    if (ETA_UNLIKELY(o->kind != ETA_OBJ_SOCK) || !eta_obj_tryref(o))
+        return send_slow(fd, buf, len, flags, NULL, write);
+    struct eta_sock *s = (struct eta_sock *)o;
+    if (ETA_UNLIKELY(!send_view_usable(s)))
+        return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
+    uint32_t take = dti_send_view_copy(&s->txv, buf, len);
+    int r = take ? dti_send_view_coalesce(&s->txv, take) : 0;
+    if (ETA_LIKELY(r > 0 && take == len)) {
+        atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
+        if (ETA_UNLIKELY(atomic_fetch_sub_explicit(&s->obj.refs, 1, memory_order_acq_rel) == 1))
+            return send_last_ref(s, (ssize_t)len);
+        return (ssize_t)len;
+    }
+    if (r == 0 && take == len)
+        return send_noted(fd, buf, len, flags, s, take | write);
+    return send_slow(fd, buf, len, flags, s, take | write | (r > 0 ? SLOW_COVERED : r < 0 ? SLOW_OWED : 0));
 }
 
 /* The accelerated socket behind fd (referenced), or NULL for the kernel. */
@@ -748,34 +869,16 @@ ETA_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
     struct eta_obj *o = eta_fd_peek(fd);
     if (ETA_LIKELY(!o))
-        return real_write(fd, buf, len);
-    ssize_t fast;
-    if (ETA_LIKELY(send_fast(o, buf, len, 0, &fast)))
-        return fast;
-    struct eta_sock *s = accel(fd);
-    if (ETA_LIKELY(!s))
-        return real_write(fd, buf, len);
-    struct iovec v = {(void *)buf, len};
-    ssize_t r = sock_send(s, &v, 1, 0, -1, NULL, 0);
-    eta_obj_put(&s->obj);
-    return r;
+        return kernel_write(fd, buf, len);
+    return send_fast(fd, o, buf, len, 0, SLOW_WRITE);
 }
 
 ETA_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     struct eta_obj *o = eta_fd_peek(fd);
     if (ETA_LIKELY(!o))
-        return real_send(fd, buf, len, flags);
-    ssize_t fast;
-    if (ETA_LIKELY(send_fast(o, buf, len, flags, &fast)))
-        return fast;
-    struct eta_sock *s = accel(fd);
-    if (ETA_LIKELY(!s))
-        return real_send(fd, buf, len, flags);
-    struct iovec v = {(void *)buf, len};
-    ssize_t r = sock_send(s, &v, 1, flags, -1, NULL, 0);
-    eta_obj_put(&s->obj);
-    return r;
+        return kernel_send(fd, buf, len, flags);
+    return send_fast(fd, o, buf, len, flags, 0);
 }
 
 ETA_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG addr_arg,

@@ -606,7 +606,10 @@ static DTI_ALWAYS_INLINE void dti__copy_small(void *dst, const void *src, uint32
 {
     uint8_t *d = (uint8_t *)dst;
     const uint8_t *s = (const uint8_t *)src;
-    if (n >= 32) {
+    if (n == 64) { /* the common request: four fixed 16-byte moves (one 64-byte memcpy became eight 8-byte ones) */
+        __builtin_memcpy(d, s, 32);
+        __builtin_memcpy(d + 32, s + 32, 32);
+    } else if (n >= 32) {
         __builtin_memcpy(d, s, 32);
         __builtin_memcpy(d + n - 32, s + n - 32, 32);
     } else if (n >= 16) {
@@ -653,6 +656,8 @@ struct dti_tx_view {
     const int32_t *error;     /* the socket's pending error (engine-written) */
     const uint32_t *head;     /* bytes the engine took from the ring (load with acquire) */
     uint32_t *tail;           /* bytes written into the ring */
+    uint32_t *written;        /* the tail as the engine reads it (shared; store seq_cst) */
+    const uint32_t *noted;    /* 1: a SEND not yet taken will take up to *written (load seq_cst) */
     const uint32_t *shut_gen; /* == gen: shut down for writing */
     const uint32_t *busy_gen; /* == gen: a region-buffer send is in flight */
     uint8_t *ring;
@@ -661,15 +666,30 @@ struct dti_tx_view {
     uint32_t gen;
 };
 int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v);
-/* Queues SEND for the n bytes a view wrote at its tail (which the caller
- * then advances). -EAGAIN when the command queue cannot take it now (nothing
- * is queued; the bytes beyond the tail are not sent). */
+/* Moves the tail over the n bytes a view wrote beyond it (0: the view moved
+ * it already) and queues a SEND that takes every byte up to the tail.
+ * -EAGAIN when the command queue cannot take it now; then, for n > 0,
+ * nothing changed (the bytes beyond the tail are not sent); for n == 0 the
+ * bytes stay owed a SEND: call again (reaping between) until it returns 0. */
 int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n);
 
 /* Up to len bytes into the view's ring and queued: > 0 taken, 0 when this
- * call cannot take them (dti_send() can). */
+ * call cannot take them (dti_send() can), -n when n bytes were taken but
+ * their SEND could not be queued (a full command queue, seldom): then call
+ * dti_send_note(c, s, 0) until it returns 0.
+ *
+ * One SEND per burst: while a SEND the engine has not taken is queued for
+ * the socket (*noted), a write only moves the shared tail; the engine takes
+ * every byte up to it when it takes that SEND (dti_abi.h, tx_written). */
 static DTI_ALWAYS_INLINE ssize_t dti_send_view(dti_ctx_t *c, dti_sock_t s, const struct dti_tx_view *v,
-                                               const void *buf, size_t len)
+                                               const void *buf, size_t len);
+
+/* dti_send_view() in two steps, for callers that keep calls off their
+ * common path (a call makes a shim's wrapper save registers on every send).
+ * dti_send_view_copy(): the checks, then up to len bytes copied beyond the
+ * tail, nothing published: the bytes copied, or 0 when this call cannot
+ * take them. */
+static DTI_ALWAYS_INLINE uint32_t dti_send_view_copy(const struct dti_tx_view *v, const void *buf, size_t len)
 {
     const uint32_t stop = DTI_STATE_CONNECTED | DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED |
                           DTI_STATE_CONNECTING;
@@ -687,10 +707,38 @@ static DTI_ALWAYS_INLINE ssize_t dti_send_view(dti_ctx_t *c, dti_sock_t s, const
     if (take > 64 || take > v->size - off)
         return 0;
     dti__copy_small(v->ring + off, buf, take);
-    if (dti_send_note(c, s, take) != 0)
-        return 0;
-    *v->tail = tail + take;
     return take;
+}
+
+/* Then: the n copied bytes published under the SEND already queued and not
+ * yet taken (one SEND per burst): 1, done. 0: no SEND queued, nothing
+ * published: dti_send_note(c, s, n) publishes them and queues one (or fails,
+ * and they are not sent). -1: published, but the engine took that SEND
+ * meanwhile: their SEND is owed, dti_send_note(c, s, 0) until it returns 0. */
+static DTI_ALWAYS_INLINE int dti_send_view_coalesce(const struct dti_tx_view *v, uint32_t n)
+{
+    if (__atomic_load_n(v->noted, __ATOMIC_RELAXED) == 0)
+        return 0;
+    uint32_t tail = *v->tail + n;
+    *v->tail = tail;
+    __atomic_store_n(v->written, tail, __ATOMIC_SEQ_CST);
+    /* Still queued: the engine's swap of *noted is still to come, and its
+     * load of *written after it sees these bytes. */
+    return __builtin_expect(__atomic_load_n(v->noted, __ATOMIC_SEQ_CST) != 0, 1) ? 1 : -1;
+}
+
+static DTI_ALWAYS_INLINE ssize_t dti_send_view(dti_ctx_t *c, dti_sock_t s, const struct dti_tx_view *v,
+                                               const void *buf, size_t len)
+{
+    uint32_t take = dti_send_view_copy(v, buf, len);
+    if (take == 0)
+        return 0;
+    int r = dti_send_view_coalesce(v, take);
+    if (r > 0)
+        return take;
+    if (r == 0)
+        return dti_send_note(c, s, take) == 0 ? (ssize_t)take : 0;
+    return dti_send_note(c, s, 0) == 0 ? (ssize_t)take : -(ssize_t)take;
 }
 
 /* Readiness from the two views of one socket: what dti_sock_poll() answers

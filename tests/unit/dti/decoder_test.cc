@@ -315,7 +315,8 @@ TEST(DtiDecoder, SendAndReleaseNeedBytes)
             Decoded d = decode_command(cmd(op, handle_of(3), len, 0xffffffffu), kBounds);
             ASSERT_TRUE(d.ok()) << op << " " << len;
             EXPECT_EQ(d.cmd.length, len);
-            EXPECT_EQ(d.cmd.flags, op == DTI_OP_SEND ? DTI_SEND_MORE : 0u);
+            // SEND keeps its known bits (MORE, and TAIL/END: what to take), no others
+            EXPECT_EQ(d.cmd.flags, op == DTI_OP_SEND ? DTI_SEND_MORE | DTI_SEND_TAIL | DTI_SEND_END : 0u);
         }
         EXPECT_EQ(reject_of(cmd(op, handle_of(kSockets), 1)), Reject::kBadSocket) << op;
     }
