@@ -20,7 +20,10 @@ lab_up ${ETA_TEST_MTU:+--mtu "$ETA_TEST_MTU"}
 if [ -n "${ETA_TEST_MTU:-}" ]; then
     # the PPE's port and the peer's link both carry the MTU asked for
     grep -qx "mtu = $ETA_TEST_MTU" "$ETA_LAB_CONFIG" || fail "the lab's PPE config does not say mtu = $ETA_TEST_MTU"
-    peer ip link show | grep -q "mtu $ETA_TEST_MTU " || fail "the peer's links are not at mtu $ETA_TEST_MTU"
+    # Not `ip link show | grep -q`: under pipefail, ip (which writes each link
+    # on its own) gets SIGPIPE when grep has already matched and left.
+    peer_links=$(peer ip link show)
+    grep -q "mtu $ETA_TEST_MTU " <<<"$peer_links" || fail "the peer's links are not at mtu $ETA_TEST_MTU: $peer_links"
 fi
 work=$(mktemp -d)
 on_exit "rm -rf $work"
