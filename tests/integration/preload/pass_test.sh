@@ -35,24 +35,7 @@ passive_opens() {
     timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json |
         "$PY" -c "import json,sys; d=json.load(sys.stdin); print(sum(s['tcp_passive_opens'] for e in d['engines'] for s in e['stacks']))"
 }
-# Warnings of the shim in log $1 (eta-run's own, that a PPE with as many
-# engines as this machine has CPUs leaves the program none of its own, is
-# the lab's, not the program's).
-warnings_in() { grep "warning" "$1" | grep -v "every allowed CPU is a PPE engine core"; }
-# Connections each engine took, one number per engine (ETA_TEST_ENGINES=2:
-# passed and exec'd listeners must serve the connections of every engine).
-engine_opens() {
-    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json |
-        "$PY" -c "import json,sys; d=json.load(sys.stdin); print(' '.join(str(sum(s['tcp_passive_opens'] for s in e['stacks'])) for e in d['engines']))"
-}
-# Every engine took more connections than at the start ($1: engine_opens then).
-every_engine_took() {
-    local now
-    now=$(engine_opens)
-    "$PY" -c "import sys; b, a = sys.argv[1].split(), sys.argv[2].split(); sys.exit(0 if len(a) == len(b) and all(int(y) > int(x) for x, y in zip(b, a)) else 1)" "$1" "$now" ||
-        fail "$2: connections per engine went from '$1' to '$now': not every engine carried some"
-    note "$2: connections per engine '$1' -> '$now'"
-}
+. "$(dirname "$0")/engines_lib.sh"
 bg() {
     local name=$1 log=$2
     shift 2
