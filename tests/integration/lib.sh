@@ -87,8 +87,26 @@ json_true() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(0
 
 [ "$(id -u)" -eq 0 ] || skip "needs root"
 
+# A test killed outright (meson's SIGKILL after a timeout, a lost CI machine's
+# session) runs no cleanup, and its lab stays up holding a lab number. Test
+# labs are named t<PID>-...: one whose test process is gone is taken down
+# before a new one is made. Labs of tests still running, and labs not named
+# by this file, are left alone.
+reap_dead_test_labs() {
+    local name pid
+    while read -r name _; do
+        [[ "$name" =~ ^t([0-9]+)- ]] || continue
+        pid=${BASH_REMATCH[1]}
+        [ "$pid" != "$$" ] || continue
+        kill -0 "$pid" 2>/dev/null && continue
+        echo "--- taking down lab $name left by test process $pid, which is gone" >&2
+        "$ETA_LAB" down --name "$name" >/dev/null 2>&1 || echo "--- could not take down lab $name" >&2
+    done < <("$ETA_LAB" list)
+}
+
 lab_up() {
     local name
+    reap_dead_test_labs
     name=t$$-$(basename "$0" .sh | tr -c 'a-z0-9\n' '-' | cut -c1-12)
     name=${name%-}
     local out
