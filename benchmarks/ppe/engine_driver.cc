@@ -23,16 +23,19 @@
 //
 //   ppe_engine_driver MODE N [offload 0|1]
 //     MODE rr:        N request/response transactions of 64 B each way
-//     MODE rx:        a stream from the peer, N full segments received
-//     MODE tx:        a stream to the peer, N full segments sent
+//     MODE rx:        a stream from the peer, at least N data segments received
+//     MODE tx:        a stream to the peer, at least N data segments sent
+//                     (whole engine polls: the count printed is what they moved)
 //     MODE idle:      N engine polls with nothing to do
 //     offload 1:      the port verifies received checksums and fills sent ones
 //                     (a NIC with offloads); 0 (default): software, as on net_af_packet
 //
 // Every byte is checked at its receiver against the stream it was sent from;
 // any difference, a lost transaction or a stall fails the run (exit 1).
-// Prints what the measured phase did: "polls P frames_in I frames_out O
-// payload_in B payload_out B units U" for the script to divide by.
+// Prints one line, what the measured phase did, for the script to divide by:
+// "mode M offload O units U polls P frames_in F payload_in B frames_out F
+// data_frames_out F payload_out B" (units: transactions, data segments in
+// or out, or polls).
 #include "config.h"
 #include "engine.h"
 #include "sim_wire.h"
