@@ -630,45 +630,96 @@ int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v)
  * checks every command it takes (a forged SEND fails there, not here).
  * Advances the tail by n (0: already advanced by the view), publishes it and
  * queues SEND with DTI_SEND_TAIL, tx_noted set. */
-static inline __attribute__((always_inline)) int note_local(dti_ctx_t *c, dti_sock_t s, uint32_t n)
+static inline __attribute__((always_inline)) void note_publish(dti_ctx_t *c, dti_sock_t s, uint32_t n,
+                                                               uint32_t *end)
 {
-    if (__builtin_expect(c->prepared != c->published || c->prepared - c->cmd_cons_seen > c->cmd_mask, 0)) {
-        /* commands staged (they go first) or no room seen: look again */
-        if (!dti__ring_has_room(c))
-            return -EAGAIN;
-    }
     struct dti_attachment *d = c->d;
     const uint32_t slot = dti__slot(s);
     struct dti_sock_priv *p = &d->priv[slot];
     struct dti_sock_shared *sh = &d->socks[slot];
-    p->tx_tail += n;
-    publish_tail(sh, p);
+    const uint32_t tail = p->tx_tail + n; /* (a local: the atomic store would make the compiler reload it) */
+    p->tx_tail = tail;
+    DTI_STORE_SC(&sh->tx_written, tail); /* publish_tail() */
     __atomic_store_n(&sh->tx_noted, 1u, __ATOMIC_RELAXED);
-    if (__builtin_expect(c->prepared != c->published, 0)) {
-        int rc = dti__prep_send(c, s, n ? n : 1, DTI_SEND_TAIL, p->tx_tail);
+    *end = tail;
+}
+
+/* Everything but the common case: several engines (the handle names the
+ * engine), commands staged (they go first), or no room seen in the ring. */
+static __attribute__((noinline, cold)) int note_rest(dti_ctx_t *c, dti_sock_t s, uint32_t n)
+{
+    if (c->n_sub > 1) {
+        dti_ctx_t *q = dti__route_engines(c, &s);
+        if (q == c)
+            return -EAGAIN; /* not a handle of any engine: dti_send() reports it */
+        c = q;
+    }
+    if (c->prepared != c->published || c->prepared - c->cmd_cons_seen > c->cmd_mask) {
+        if (!dti__ring_has_room(c))
+            return -EAGAIN;
+    }
+    uint32_t end;
+    note_publish(c, s, n, &end);
+    if (c->prepared != c->published) {
+        int rc = dti__prep_send(c, s, n ? n : 1, DTI_SEND_TAIL, end);
         if (rc == 0)
             dti_submit(c);
         return rc; /* (room was seen above: 0) */
     }
-    put_send(c, s, n ? n : 1, DTI_SEND_TAIL, p->tx_tail);
-    if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
-        wake_engine(d, n);
+    put_send(c, s, n ? n : 1, DTI_SEND_TAIL, end);
+    if (__builtin_expect(DTI_LOAD_SC(&c->d->hdr->engine_sleeping), 0))
+        wake_engine(c->d, n);
     return 0;
 }
 
-static __attribute__((noinline)) int note_routed(dti_ctx_t *c, dti_sock_t s, uint32_t n)
+/* The engine sleeps after a noted SEND: its doorbell (as wake_engine(), the
+ * system call made here: under load the engine sleeps before many of a
+ * request/response program's sends, and a second call costs each of them);
+ * the note succeeded. */
+static __attribute__((noinline)) int note_wake(struct dti_attachment *d)
 {
-    dti_ctx_t *q = dti__route_engines(c, &s);
-    if (q == c)
-        return -EAGAIN; /* not a handle of any engine: dti_send() reports it */
-    return note_local(q, s, n);
+    static const uint64_t one = 1;
+    (void)dti__raw6(SYS_write, d->doorbell_fd, (long)&one, sizeof one, 0, 0, 0);
+    return 0;
 }
 
+/* The common case first: one engine, nothing staged, room seen, n > 0 (a
+ * request/response program's every send comes here: issue 13's send1).
+ * Nothing is live across a call, and the SEND's words are written before the
+ * first atomic store so nothing is loaded twice. Of the entry only what the
+ * engine reads for SEND is written (op, sock, arg0, arg1, offset, then the
+ * stamp): user_data, flags, value and tag mean nothing in a SEND
+ * (dti/engine/decoder.h) and may hold an earlier command's. Ordering: the
+ * body and tx_written before the stamp (release) and cmd_prod, as
+ * put_send(). */
 int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n)
 {
-    if (__builtin_expect(c->n_sub > 1, 0))
-        return note_routed(c, s, n);
-    return note_local(c, s, n);
+    const uint32_t prepared = c->prepared;
+    if (__builtin_expect(c->n_sub > 1 || n == 0 || prepared != c->published ||
+                             prepared - c->cmd_cons_seen > c->cmd_mask,
+                         0))
+        return note_rest(c, s, n);
+    struct dti_attachment *d = c->d;
+    const uint32_t slot = dti__slot(s);
+    struct dti_sock_priv *p = &d->priv[slot];
+    struct dti_sock_shared *sh = &d->socks[slot];
+    struct dti_cmd *cmd = &c->cmds[prepared & c->cmd_mask];
+    const uint32_t tail = p->tx_tail + n, next = prepared + 1;
+    cmd->op = DTI_OP_SEND;
+    cmd->sock = s;
+    cmd->arg0 = n;
+    cmd->arg1 = DTI_SEND_TAIL;
+    cmd->offset = tail;
+    p->tx_tail = tail;
+    c->prepared = next;
+    c->published = next;
+    DTI_STORE_SC(&sh->tx_written, tail); /* publish_tail() */
+    __atomic_store_n(&sh->tx_noted, 1u, __ATOMIC_RELAXED);
+    DTI_STORE(&cmd->stamp, next);
+    DTI_STORE_SC(&c->qp->cmd_prod, next);
+    if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
+        return note_wake(d);
+    return 0;
 }
 
 /* ---- region buffer pool ------------------------------------------------------------- */

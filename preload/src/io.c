@@ -704,23 +704,35 @@ static __attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size
     return r;
 }
 
+/* Called through the GOT, not a PLT stub: one jump fewer on send1's path
+ * (the shim is loaded with its libdti bound at load time). */
+extern int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n) __attribute__((noplt));
+
 /* The view copied all len bytes and no SEND of the socket is queued (the
  * engine took the last: one SEND per call, as a request/response server's
- * writes are): publish them with their own SEND. */
-static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags, struct eta_sock *s,
-                                                    uint32_t how)
+ * writes are): publish them with their own SEND. flags_write: the call's
+ * flags (MSG_DONTWAIT and MSG_NOSIGNAL only, on this path) with SLOW_WRITE
+ * for write(): one value fewer to keep across the call. (The context is
+ * read again rather than passed: one more live value in send_fast() would
+ * make send() save registers on every call.) */
+static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags_write,
+                                                    struct eta_sock *s)
 {
-    if (ETA_LIKELY(dti_send_note(eta_ctx_cached(), s->h, (uint32_t)len) == 0)) {
+    /* The context without the epoch check: send_fast() made it an instant
+     * ago on this thread, with nothing in between that could fork. */
+    if (ETA_LIKELY(dti_send_note(eta_tls_ctx, s->h, (uint32_t)len) == 0)) {
         atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
         eta_obj_unref(&s->obj);
         return (ssize_t)len;
     }
-    return send_slow(fd, buf, len, flags, s, how & ~SLOW_TAKEN); /* nothing published: the general way */
+    /* nothing published: the general way */
+    return send_slow(fd, buf, len, flags_write & ~(int)SLOW_WRITE, s, (uint32_t)flags_write & SLOW_WRITE);
 }
 
 static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct eta_obj *o, const void *buf,
                                                                 size_t len, int flags, uint32_t write)
 {
+    _Static_assert(((MSG_DONTWAIT | MSG_NOSIGNAL) & SLOW_WRITE) == 0, "send_noted() carries SLOW_WRITE in flags");
     if (ETA_UNLIKELY(!eta_ctx_cached() || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL))))
         return send_slow(fd, buf, len, flags, NULL, write);
     if (ETA_UNLIKELY(o->kind != ETA_OBJ_SOCK) || !eta_obj_tryref(o))
@@ -737,7 +749,7 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
         return (ssize_t)len;
     }
     if (r == 0 && take == len)
-        return send_noted(fd, buf, len, flags, s, take | write);
+        return send_noted(fd, buf, len, flags | (int)write, s);
     return send_slow(fd, buf, len, flags, s, take | write | (r > 0 ? SLOW_COVERED : r < 0 ? SLOW_OWED : 0));
 }
 
