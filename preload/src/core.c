@@ -587,6 +587,9 @@ static void fork_prepare(void)
     /* A process that slept while the PPE was away (nginx's master in
      * sigsuspend) and now forks (a reload's new workers) re-attaches first,
      * so that the child is born into its group on the new PPE. */
+    if (atomic_load(&attach_state) == ATTACH_OK && attachment &&
+        !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed) && !dti_engine_alive(attachment))
+        eta_mark_engine_dead(); /* it went while this process slept (one poll(): a fork costs more) */
     if (reattach_pending())
         (void)reattach_now_locked();
     forking = atomic_load(&attach_state) == ATTACH_OK && attachment &&

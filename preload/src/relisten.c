@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "shim.h"
 
@@ -93,6 +94,25 @@ static int claim(int fd, struct eta_sock *s, bool *may_join)
     return 1;
 }
 
+/* The listen was refused, the port taken: a process outside this fork tree
+ * (a receiver of the listener over SCM_RIGHTS, which does not take turns
+ * with it) may have just made it again and be about to offer it (one round
+ * trip after its listen). Its offer is waited for, 10 ms at a time, at most
+ * REOFFER_WAIT_NS: in a thread that was going to wait anyway. */
+#define REOFFER_WAIT_NS 1000000000ull
+static int claim_soon(int fd, struct eta_sock *s, bool *may_join)
+{
+    uint64_t until = eta_now_ns() + REOFFER_WAIT_NS;
+    for (;;) {
+        if (claim(fd, s, may_join))
+            return 1;
+        if (eta_now_ns() >= until)
+            return 0;
+        struct timespec tick = {0, 10000000};
+        nanosleep(&tick, NULL);
+    }
+}
+
 static void describe(const struct eta_sock *s, char *addr, size_t len)
 {
     snprintf(addr, len, "%s%u.%u.%u.%u:%u", s->hybrid ? "INADDR_ANY " : "", s->local.ip >> 24,
@@ -145,7 +165,7 @@ static bool make_one(int fd, struct eta_sock *s, void *arg)
     describe(s, addr, sizeof addr);
     eta_stash_forget(s);
     int err = relisten(c, fd, s);
-    if (err == EADDRINUSE && claim(fd, s, &r->may_join)) { /* made meanwhile by one outside the fork tree */
+    if (err == EADDRINUSE && claim_soon(fd, s, &r->may_join)) {
         r->shared++;
         return true;
     }

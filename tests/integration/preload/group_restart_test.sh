@@ -203,8 +203,12 @@ wait_until 30 bash -c "! ps -o pid= --ppid $master | grep -qxF -f '$work/nginx/w
     fail "nginx's old workers did not leave after the reload"
 nginx_workers >> "$work/nginx/workers"
 lines=$(wc -l < "$work/nginx/logs/workers.log")
+opens1=$(passive_opens)
 nginx_served "$lines"
-[ "$(cat "$work/nginx.ok")" -ge 190 ] || fail "after the reload: nginx answered $(cat "$work/nginx.ok") of 200 requests"
+opens2=$(passive_opens)
+[ "$opens2" -ge $((opens1 + 190)) ] || fail "after the reload: the PPE accepted $opens1 -> $opens2 connections"
+[ "$(cat "$work/nginx.ok")" -ge 190 ] ||
+    { tail -n 40 "$work/nginx.log" "$work/nginx/logs/error.log"; fail "after the reload: nginx answered $(cat "$work/nginx.ok") of 200 requests"; }
 [ "$(wc -l < "$work/nginx.pids")" -ge 2 ] || fail "after the reload: $(wc -l < "$work/nginx.pids") new worker(s) accepted"
 grep -q "cannot listen on the new PPE" "$work/nginx.log" && fail "nginx: a listener could not be made again"
 note "after the reload: nginx workers $(tr '\n' ' ' < "$work/nginx.pids")accepted through the new PPE"
