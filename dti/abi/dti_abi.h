@@ -43,7 +43,9 @@ enum dti_ctl_type {
                                another process (SCM_RIGHTS); status 1: withdraw (the send failed);
                                status 2 (several engines): a ticket, no socket of this engine, only
                                the way into the sender's group here; engine: the engine of the
-                               application's own socket, echoed in CLAIMED */
+                               application's own socket, echoed in CLAIMED; status 3: a standing
+                               offer of a listening socket (re-attach after a PPE restart): every
+                               process sharing its descriptor may claim it, until its last close */
     DTI_CTL_PASSED = 13,    /* PPE -> app: PASS registered (or withdrawn) */
     DTI_CTL_CLAIM = 14,     /* app -> PPE: fds [a descriptor it received, optionally the end of a
                                new control connection to join the sender's group] */

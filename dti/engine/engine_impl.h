@@ -125,6 +125,11 @@ struct Pass {
     // of the application's own socket.
     bool ticket = false;
     uint32_t engine = 0;
+    // A standing offer (PASS status 3): a listener made again after a PPE
+    // restart, for the other processes that share its placeholder (a forked
+    // server's workers) to claim, each a hold. Never consumed by a claim, no
+    // hold of its own: it goes when the listener's last hold goes.
+    bool standing = false;
 };
 
 // One shared region and the sockets in it: the group of an application
@@ -287,6 +292,7 @@ class EngineImpl final : public Engine {
     void claim_socket(Member &claimant, int fd, int join_fd);
     void drop_pass(Group &group, size_t i);
     void drop_passes(Group &group);
+    void drop_offers(Group &group, uint32_t si);
     void last_hold_gone(Group &group, uint32_t si, bool abortive);
     void init_region(Group &group);
     void release_id(Group &group);

@@ -192,6 +192,7 @@ void EngineImpl::last_hold_gone(Group &group, uint32_t si, bool abortive)
     group.open_sockets--;
     s.watchers = 0;
     store_rel(&group.socks[si].gen, 0u); // the handle is dead at once
+    drop_offers(group, si);
     if (s.has_sid) {
         int r = abortive ? tr_.abort(s.sid) : tr_.close(s.sid);
         // abort() frees at once; so does a close() the transport refuses.

@@ -9,6 +9,7 @@
 // an exec'd image) if it sent the end of a new control connection.
 #include "engine_impl.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -65,11 +66,22 @@ void EngineImpl::drop_pass(Group &group, size_t i)
     Pass p = group.passes[i];
     group.passes.erase(group.passes.begin() + std::ptrdiff_t(i));
     close(p.fd);
-    if (p.ticket)
-        return; // no socket of this engine
+    if (p.ticket || p.standing)
+        return; // no socket of this engine, or no hold of its own
     Slot &s = group.slots[p.slot];
     if (s.holders > 0 && --s.holders == 0)
         last_hold_gone(group, p.slot, false);
+}
+
+// Socket si is closed (its last hold went): its standing offers go with it,
+// and with them the engine's copies of its placeholder.
+void EngineImpl::drop_offers(Group &group, uint32_t si)
+{
+    for (size_t i = group.passes.size(); i-- > 0;)
+        if (group.passes[i].standing && group.passes[i].slot == si) {
+            close(group.passes[i].fd);
+            group.passes.erase(group.passes.begin() + std::ptrdiff_t(i));
+        }
 }
 
 // Forgets every pass (the group's sockets are being aborted: their holds
@@ -105,20 +117,36 @@ void EngineImpl::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg
     if (m.status == 1) { // withdraw: the sendmsg failed, nothing is in flight
         close_passed(fds, 3);
         for (size_t i = group.passes.size(); i-- > 0;)
-            if (group.passes[i].dev == dev && group.passes[i].ino == ino && group.passes[i].handle == m.index) {
+            if (group.passes[i].dev == dev && group.passes[i].ino == ino && group.passes[i].handle == m.index &&
+                !group.passes[i].standing) {
                 drop_pass(group, i);
                 break;
             }
         return passed();
     }
     const bool ticket = m.status == 2; // several engines: no socket here, the group's door
+    const bool standing = m.status == 3;  // a listener made again after a PPE restart
     if (!ticket && !slot_of(group, sender, m.index, &si)) {
         close_passed(fds, 3);
         stats_.rejected_commands++;
         ctl::refuse(sender.fd, DTI_E_BAD_HANDLE, "PASS of a socket this process does not hold");
         return;
     }
-    if (group.passes.size() >= kMaxPasses) {
+    if (standing && !(group.slots[si].state & DTI_STATE_LISTENING)) {
+        close_passed(fds, 3);
+        stats_.rejected_commands++;
+        ctl::refuse(sender.fd, EINVAL, "only a listening socket can be offered to the processes sharing it");
+        return;
+    }
+    if (standing)
+        for (const Pass &p : group.passes)
+            if (p.standing && p.dev == dev && p.ino == ino) { // offered already (by another member)
+                close_passed(fds, 3);
+                return passed();
+            }
+    // Standing offers do not count: at most one per listening socket.
+    if (!standing && size_t(std::count_if(group.passes.begin(), group.passes.end(),
+                                          [](const Pass &p) { return !p.standing; })) >= kMaxPasses) {
         close_passed(fds, 3);
         ctl::refuse(sender.fd, DTI_E_LIMIT,
                     std::to_string(kMaxPasses) + " sockets already in flight and not claimed by their receivers");
@@ -133,8 +161,8 @@ void EngineImpl::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg
     } else {
         close_passed(fds + 1, 2);
     }
-    group.passes.push_back(Pass{si, m.index, sender.uid, dev, ino, fds[0], ticket, m.engine});
-    if (!ticket)
+    group.passes.push_back(Pass{si, m.index, sender.uid, dev, ino, fds[0], ticket, m.engine, standing});
+    if (!ticket && !standing)
         group.slots[si].holders++; // in flight: open even if the sender closes it now
     passed();
 }
@@ -157,16 +185,23 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
         close(fd);
     if (!ident)
         return refuse(EBADF, "CLAIM needs a socket descriptor");
+    // A socket in flight first (one pass, one claim), then a standing offer
+    // (a listener made again after a PPE restart, claimed by each process
+    // that shares its descriptor).
     Group *from = nullptr;
     size_t pi = 0;
-    for (auto &g : groups_) {
-        if (!g || g->broken || g->dying)
-            continue;
-        for (size_t i = 0; i < g->passes.size() && !from; i++)
-            if (g->passes[i].dev == dev && g->passes[i].ino == ino) {
-                from = g.get();
-                pi = i;
-            }
+    for (bool standing : {false, true}) {
+        for (auto &g : groups_) {
+            if (!g || g->broken || g->dying)
+                continue;
+            for (size_t i = 0; i < g->passes.size() && !from; i++)
+                if (g->passes[i].dev == dev && g->passes[i].ino == ino && g->passes[i].standing == standing) {
+                    from = g.get();
+                    pi = i;
+                }
+            if (from)
+                break;
+        }
         if (from)
             break;
     }
@@ -183,7 +218,8 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
         close_passed(&join_fd, 1);
         if (!p.ticket)
             take_hold(*from, claimant, p.slot);
-        drop_pass(*from, pi); // the claimant's hold keeps it open
+        if (!p.standing)
+            drop_pass(*from, pi); // the claimant's hold keeps it open
         o.status = 0;
         ctl::send_msg(claimant.fd, o, nullptr, 0);
         return;
@@ -208,7 +244,8 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
     m->name = claim_src.name;
     if (!p.ticket)
         take_hold(*from, *m, p.slot);
-    drop_pass(*from, pi);
+    if (!p.standing)
+        drop_pass(*from, pi);
     o.status = 1;
     o.region_size = from->size;
     int out[3] = {from->region_fd, from->priv_fd, from->doorbell};

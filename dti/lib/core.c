@@ -448,6 +448,18 @@ int dti_retire(dti_t *d)
     return 0;
 }
 
+/* dti_retire for an attachment the PPE still serves: its membership ends
+ * (the PPE sees its control connections close) and its memory goes, while
+ * its bookkeeping stays for threads that may still hold its contexts. */
+int dti_leave(dti_t *d)
+{
+    if (!d)
+        return -EINVAL;
+    for (uint32_t e = 0; e < d->n_links; e++)
+        mark_dead(d->links[e], DTI_E_ENGINE_GONE);
+    return dti_retire(d);
+}
+
 int dti_control_fd(dti_t *d) { return d->ctl_fd; }
 
 void dti_get_limits(const dti_t *d, struct dti_limits *out) { *out = d->limits; }

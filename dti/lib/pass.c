@@ -81,15 +81,19 @@ static int round_trip(struct dti_attachment *d, const struct dti_ctl_msg *m, con
  * this engine; a withdraw names it the same way. */
 #define PASS_TICKET DTI_LOCAL_MASK
 
-/* One PASS (or its withdrawal) on link l: socket `local` of its engine, or
- * a ticket (DTI_SOCK_INVALID); primary: the engine of the application's
- * own socket. */
-static int pass_one(struct dti_attachment *l, dti_sock_t local, uint32_t primary, int fd, int withdraw,
+/* PASS's kinds (its status). */
+enum { PASS_IN_FLIGHT = 0, PASS_WITHDRAW = 1, PASS_OFFER = 3 };
+
+/* One PASS (or its withdrawal, or a standing offer) on link l: socket
+ * `local` of its engine, or a ticket (DTI_SOCK_INVALID); primary: the engine
+ * of the application's own socket. */
+static int pass_one(struct dti_attachment *l, dti_sock_t local, uint32_t primary, int fd, int kind,
                     char *why, size_t wl)
 {
     bool ticket = local == DTI_SOCK_INVALID;
     struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_PASS, .abi_version = DTI_ABI_VERSION,
-                            .status = withdraw ? 1 : ticket ? 2 : 0, .index = ticket ? PASS_TICKET : local,
+                            .status = kind == PASS_WITHDRAW ? 1 : kind == PASS_OFFER ? 3 : ticket ? 2 : 0,
+                            .index = ticket ? PASS_TICKET : local,
                             .pid = (uint32_t)getpid(), .engine = primary};
     int fds[3] = {fd, l->region_fd, l->priv_fd};
     struct dti_ctl_msg r;
@@ -107,7 +111,7 @@ static int pass_one(struct dti_attachment *l, dti_sock_t local, uint32_t primary
  * ticket elsewhere, so that a receiver of another group can join the
  * sender's on every engine. The application's own socket goes first: a
  * handle the sender does not hold is refused before anything is in flight. */
-static int pass_msg(dti_t *d, dti_sock_t s, int fd, int withdraw, char *why, size_t wl)
+static int pass_msg(dti_t *d, dti_sock_t s, int fd, int kind, char *why, size_t wl)
 {
     if (!d || fd < 0 || s == DTI_SOCK_INVALID)
         return -EINVAL;
@@ -124,23 +128,34 @@ static int pass_msg(dti_t *d, dti_sock_t s, int fd, int withdraw, char *why, siz
     int first_err = 0;
     for (uint32_t k = 0; k < d->n_links; k++) {
         uint32_t e = (primary + k) % d->n_links;
-        int rc = pass_one(d->links[e], part[e], primary, fd, withdraw, why, wl);
-        if (rc < 0 && !withdraw) {
+        if (kind == PASS_OFFER && part[e] == DTI_SOCK_INVALID) {
+            say(why, wl, "a listener without a member on every engine cannot be offered");
+            return -EINVAL; /* offers made on other engines go with the socket */
+        }
+        int rc = pass_one(d->links[e], part[e], primary, fd, kind, why, wl);
+        if (rc < 0 && kind == PASS_IN_FLIGHT) {
             for (uint32_t j = 0; j < k; j++) { /* nothing half in flight */
                 uint32_t f = (primary + j) % d->n_links;
-                (void)pass_one(d->links[f], part[f], primary, fd, 1, NULL, 0);
+                (void)pass_one(d->links[f], part[f], primary, fd, PASS_WITHDRAW, NULL, 0);
             }
             return rc;
         }
+        if (rc < 0 && kind == PASS_OFFER)
+            return rc;
         if (rc < 0 && !first_err)
             first_err = rc;
     }
     return first_err;
 }
 
-int dti_pass(dti_t *d, dti_sock_t s, int fd, char *why, size_t wl) { return pass_msg(d, s, fd, 0, why, wl); }
+int dti_pass(dti_t *d, dti_sock_t s, int fd, char *why, size_t wl)
+{
+    return pass_msg(d, s, fd, PASS_IN_FLIGHT, why, wl);
+}
 
-int dti_pass_withdraw(dti_t *d, dti_sock_t s, int fd) { return pass_msg(d, s, fd, 1, NULL, 0); }
+int dti_pass_withdraw(dti_t *d, dti_sock_t s, int fd) { return pass_msg(d, s, fd, PASS_WITHDRAW, NULL, 0); }
+
+int dti_offer(dti_t *d, dti_sock_t s, int fd, char *why, size_t wl) { return pass_msg(d, s, fd, PASS_OFFER, why, wl); }
 
 /* What one engine answered a CLAIM. */
 struct claim_answer {

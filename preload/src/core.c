@@ -230,6 +230,56 @@ static void mark_internal_all(dti_t *d)
         mark_internal(fds[i]);
 }
 
+/* ---- the fork tree's re-attach lock ----------------------------------------
+ * After a PPE restart the processes of a forked server re-attach one by one;
+ * the first to make an inherited listener again offers it, the others claim
+ * it and join that process's group (relisten.c). So that two of them never
+ * both find it unoffered and both make it, their re-attaches take turns under
+ * one lock in a page shared with every process forked after the first attach
+ * (MAP_SHARED: no process outside the fork tree maps it). Robust: a holder
+ * killed mid-way leaves it to the next; bounded: a holder stopped (SIGSTOP)
+ * costs the others 2 s, after which they go on without it. */
+static pthread_mutex_t *tree_lock;
+
+static void tree_lock_create(void)
+{
+    if (tree_lock)
+        return;
+    void *p = mmap(NULL, sizeof *tree_lock, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return; /* then re-attaches do not take turns: a race shows as one more claim attempt */
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(p, &a);
+    pthread_mutexattr_destroy(&a);
+    tree_lock = p;
+}
+
+static bool tree_lock_take(void)
+{
+    if (!tree_lock)
+        return false;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    int r = pthread_mutex_timedlock(tree_lock, &until);
+    if (r == EOWNERDEAD) {
+        pthread_mutex_consistent(tree_lock); /* it held nothing the next one needs to repair */
+        return true;
+    }
+    if (r != 0)
+        ETA_DEBUG("re-attach: the process group's lock: %s; going on without it", strerror(r));
+    return r == 0;
+}
+
+static void tree_lock_drop(bool taken)
+{
+    if (taken)
+        pthread_mutex_unlock(tree_lock);
+}
+
 static void attach_locked(void)
 {
     char why[256] = "";
@@ -245,6 +295,7 @@ static void attach_locked(void)
         return;
     }
     attachment = d;
+    tree_lock_create();
     /* libdti's own descriptors are not the program's: close() on them is
      * refused so a program closing "all" its descriptors cannot cut us off. */
     mark_internal_all(d);
@@ -331,13 +382,22 @@ int eta_reattach_wait_ms(void)
     return next <= now ? 1 : (int)((next - now + 999999) / 1000000);
 }
 
+static bool reattach_now_locked(void);
+
 static bool reattach_locked(void)
 {
     if (!atomic_load(&eta_engine_dead))
         return true; /* another thread did it */
-    uint64_t now = eta_now_ns();
-    if (now < atomic_load(&reattach_next_ns))
+    if (eta_now_ns() < atomic_load(&reattach_next_ns))
         return false;
+    return reattach_now_locked();
+}
+
+/* One try now, whatever the backoff says (a fork cannot wait: its child
+ * would be born without a group, its inherited sockets orphans). */
+static bool reattach_now_locked(void)
+{
+    uint64_t now = eta_now_ns();
     reattach_backoff_ns = reattach_backoff_ns ? reattach_backoff_ns * 2 : REATTACH_FIRST_NS;
     if (reattach_backoff_ns > REATTACH_MAX_NS)
         reattach_backoff_ns = REATTACH_MAX_NS;
@@ -370,12 +430,15 @@ static bool reattach_locked(void)
     for (int i = 0; i < n_old && i < (int)(sizeof old_fds / sizeof old_fds[0]); i++)
         eta_fd_clear(old_fds[i]); /* the numbers are about to be free for the program */
     dti_retire(old); /* its memory and descriptors; threads may still hold its contexts */
-    unsigned failed = 0;
-    unsigned made = eta_relisten_all(&failed);
+    unsigned failed = 0, shared = 0;
+    bool turn = tree_lock_take();
+    unsigned made = eta_relisten_all(&failed, &shared);
+    tree_lock_drop(turn);
     reattach_backoff_ns = 0;
     atomic_store(&reattach_next_ns, 0);
-    eta_log("re-attached to the PPE at %s: %u listening socket%s made again%s", eta_cfg.socket_path, made,
-            made == 1 ? "" : "s", failed ? ", some could not be (see above)" : "");
+    eta_log("re-attached to the PPE at %s: %u listening socket%s made again, %u shared with its process "
+            "group%s", eta_cfg.socket_path, made, made == 1 ? "" : "s", shared,
+            failed ? ", some could not be (see above)" : "");
     return true;
 }
 
@@ -401,6 +464,15 @@ bool eta_attach_join(dti_t *d)
 {
     if (pthread_mutex_trylock(&attach_lock) != 0)
         return false;
+    eta_attach_join_locked(d, false);
+    pthread_mutex_unlock(&attach_lock);
+    return true;
+}
+
+/* The same with the attach lock held (a re-attach joining the group of the
+ * process that made a shared listener again: relisten.c). */
+void eta_attach_join_locked(dti_t *d, bool leave_old)
+{
     dti_t *old = attachment;
     eta_generation++;
     eta_hmap_clear();
@@ -413,10 +485,11 @@ bool eta_attach_join(dti_t *d)
         int n_old = dti_own_fds(old, old_fds, (int)(sizeof old_fds / sizeof old_fds[0]));
         for (int i = 0; i < n_old && i < (int)(sizeof old_fds / sizeof old_fds[0]); i++)
             eta_fd_clear(old_fds[i]);
-        dti_retire(old);
+        if (leave_old)
+            dti_leave(old); /* attached a moment ago: it must not stay an empty group on the PPE */
+        else
+            dti_retire(old);
     }
-    pthread_mutex_unlock(&attach_lock);
-    return true;
 }
 
 /* The constructor adopting the sockets an exec handed over: d is the
@@ -429,6 +502,7 @@ void eta_attach_adopted(dti_t *d)
         stats_publish();
     pthread_mutex_unlock(&stats_lock);
     attachment = d;
+    tree_lock_create();
     mark_internal_all(d);
     load_net();
     eta_stats->attached = 1;
@@ -510,6 +584,14 @@ static void fork_prepare(void)
 {
     eta_init();
     pthread_mutex_lock(&attach_lock);
+    /* A process that slept while the PPE was away (nginx's master in
+     * sigsuspend) and now forks (a reload's new workers) re-attaches first,
+     * so that the child is born into its group on the new PPE. */
+    if (atomic_load(&attach_state) == ATTACH_OK && attachment &&
+        !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed) && !dti_engine_alive(attachment))
+        eta_mark_engine_dead(); /* it went while this process slept (one poll(): a fork costs more) */
+    if (reattach_pending())
+        (void)reattach_now_locked();
     forking = atomic_load(&attach_state) == ATTACH_OK && attachment &&
               !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
     if (forking) {

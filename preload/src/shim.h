@@ -98,7 +98,7 @@ bool eta_reattach_try(void);
 int eta_reattach_wait_ms(void);
 /* relisten.c: makes every listening socket of an older generation listen again
  * on the current attachment. Returns how many; *failed counts refusals. */
-unsigned eta_relisten_all(unsigned *failed);
+unsigned eta_relisten_all(unsigned *failed, unsigned *shared);
 struct eta_sock;
 /* sockopt.c: carries the options the kernel placeholder holds to s's PPE
  * socket; accept.c: drops listener s's stashed connections without telling
@@ -365,6 +365,7 @@ void eta_claim_passed(struct msghdr *msg);
  * this process's attachment, as a re-attach does. False when another thread
  * holds the attachment lock. */
 bool eta_attach_join(dti_t *d);
+void eta_attach_join_locked(dti_t *d, bool leave_old);
 
 /* ---- the fork hooks ---------------------------------------------------- */
 void eta_after_fork_child(void);

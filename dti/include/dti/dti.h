@@ -153,6 +153,11 @@ void dti_detach(dti_t *d);
  * dti_detach() may still be called once no thread uses it. -EBUSY while the
  * engine is alive. */
 int dti_retire(dti_t *d);
+/* The same for an attachment the PPE still serves: it leaves the PPE (its
+ * membership ends: the PPE closes the sockets only it held) and is retired.
+ * For a process that joined another group (dti_claim) right after attaching
+ * and must not stay a second, empty member of its own. */
+int dti_leave(dti_t *d);
 
 /* 1 while the engine serves this attachment; 0 once it has gone (control
  * socket hang-up) or declared the region broken. Cheap: a shared-memory read
@@ -258,6 +263,15 @@ int dti_own_fds(dti_t *d, int *fds, int max);
 int dti_pass(dti_t *d, dti_sock_t s, int fd, char *why, size_t why_len);
 int dti_pass_withdraw(dti_t *d, dti_sock_t s, int fd);
 int dti_claim(dti_t *d, int fd, int may_join, dti_sock_t *h, dti_t **joined, char *why, size_t why_len);
+/* A standing offer of listening socket s, whose descriptor is fd (a round
+ * trip per engine): after a PPE restart, the process that made an inherited
+ * listener again offers it, and every other process that shares the same
+ * open file (a forked server's workers, a receiver of it over SCM_RIGHTS)
+ * claims it with dti_claim(), joining the offerer's group: one listener, one
+ * group again. Unlike dti_pass it is never used up and holds nothing: it goes
+ * with the socket's last close. Same user or root only, as for dti_pass.
+ * 0; -EINVAL: not listening; on several engines s must have a member on each. */
+int dti_offer(dti_t *d, dti_sock_t s, int fd, char *why, size_t why_len);
 
 /* ---- contexts (one per thread) ----------------------------------------- */
 
