@@ -28,6 +28,35 @@
 
 namespace ppe {
 
+// A failure to inject on the real dmadev path (tests; eta-ppe's
+// ETA_TEST_DMA_FAULT, see ppe/README.md "Copy offload"). Submissions are
+// counted from inject(); the fault hits submission `at` (0: the next one):
+//  kError    `count` copies in a row: the device copies a poison pattern
+//            instead of the payload and their completions report an error
+//            status (RTE_DMA_STATUS_ERROR_UNKNOWN), as a failed DSA
+//            descriptor would; the stack redoes them with the core.
+//  kStall    from there on the doorbell (rte_dma_submit) is withheld: the
+//            device holds the copies and completes none of them, until the
+//            stack's drain bound abandons it (rte_dma_stop).
+//  kVanish   the device is stopped and closed (rte_dma_stop +
+//            rte_dma_close: DPDK releases it) before that submission; the
+//            rte_dma_* calls that follow fail for real, and the engine
+//            gives the copies in flight back failed as kDeviceGone.
+//  kRingFull `count` submissions in a row get -ENOSPC, rte_dma_copy's
+//            answer when the device's ring is full (not made by filling
+//            the ring: the engine never gives the device more than it
+//            holds), without reaching the device.
+struct DmaFault {
+    enum Kind : uint8_t { kNone, kError, kStall, kVanish, kRingFull };
+    Kind kind = kNone;
+    uint64_t at = 0;
+    uint64_t count = 1; // kError, kRingFull
+};
+
+// "error@AT[xCOUNT]", "stall@AT", "vanish@AT", "ring_full@AT[xCOUNT]"
+// (decimal). false and a sentence in *error for anything else.
+bool parse_dma_fault(const std::string &spec, DmaFault *out, std::string *error);
+
 class DmaCopyEngine final : public mars::CopyEngine {
   public:
     // Opens dmadev `name` (already probed by the EAL), sets up one
@@ -47,11 +76,28 @@ class DmaCopyEngine final : public mars::CopyEngine {
     // then on every submission is refused as kDeviceGone.
     void abandon() override;
     bool abandoned() const { return gone_; }
+    // The device vanished (an rte_dma_* call failed): no copy goes to it
+    // again; those in flight came back failed (kDeviceGone). Like a stall,
+    // this lasts until eta-ppe restarts: no retry.
+    bool lost() const { return lost_; }
+
+    // Test seam (see DmaFault). Off until called: the fast path pays one
+    // predictable branch on slow_. Call before traffic, from the engine's
+    // thread or before it starts.
+    void inject(const DmaFault &fault);
+    uint64_t fault_hits() const { return fault_hits_; } // submissions the fault changed
 
     uint32_t ring_size() const { return mask_ + 1; }
 
   private:
     DmaCopyEngine(int16_t dev, std::string label, uint32_t ring);
+    // The slow path of submit()/poll(): an injected fault, a lost device.
+    bool submit_faulted(void *dst, const void *src, uint32_t len, uint64_t marker, mars::CopyFallback *why);
+    uint16_t poll_slow(mars::CopyCompletion *out, uint16_t max);
+    // rte_dma_copy's answer: the copy is in flight (true), or refused.
+    bool took(int rc, uint64_t marker, mars::CopyFallback *why);
+    uint16_t take_completions(mars::CopyCompletion *out, uint16_t max);
+    void lose_device(); // an rte_dma_* call failed: the device is gone
 
     const int16_t dev_;
     const std::string label_;       // "dmadev:NAME", for eta-stat
@@ -60,7 +106,15 @@ class DmaCopyEngine final : public mars::CopyEngine {
     uint32_t capacity_;             // copies the device holds at once
     uint32_t head_ = 0, tail_ = 0;  // markers_[head_..tail_) are in flight
     bool unsubmitted_ = false;      // copies enqueued since the last doorbell
-    bool gone_ = false;             // abandoned: stopped, refuses everything
+    bool gone_ = false;             // abandoned or lost: stopped, refuses everything
+    bool slow_ = false;             // a fault injected, or the device lost: take the slow path
+    bool lost_ = false;             // vanished: copies in flight go back failed
+    bool withheld_ = false;         // kStall: doorbells are not rung
+    bool closed_ = false;           // kVanish closed the device (not to be closed again)
+    DmaFault fault_{};
+    uint64_t attempts_ = 0, fault_hits_ = 0; // submissions since inject(), those the fault hit
+    std::vector<uint8_t> failed_;   // kError: per ring slot, its completion reports an error
+    std::vector<uint8_t> poison_;   // kError: what the device copies instead of the payload
 };
 
 // Every dmadev DPDK found, "name (driver capabilities)" joined by ", ", or

@@ -40,6 +40,10 @@ const char *to_string(CopyFallback r);
 struct CopyCompletion {
     uint64_t marker; // what submit() was given
     bool ok;         // false: the bytes at dst are not to be trusted; copy again
+    // When !ok, why (counted by the stack): kError for a copy the engine
+    // reported failed, kDeviceGone for a copy in flight when the device
+    // vanished (the engine gives those back itself, failed, once it knows).
+    CopyFallback why = CopyFallback::kError;
 };
 
 class CopyEngine {
