@@ -235,11 +235,14 @@ bool DmaCopyEngine::submit_faulted(void *dst, const void *src, uint32_t len, uin
         }
         break;
     case DmaFault::kVanish:
-        if (from && !closed_) {
+        if (from && !closed_) { // it takes this copy, then goes away with it in flight
             fault_hits_++;
+            const bool taken =
+                took(rte_dma_copy(dev_, 0, rte_iova_t(uintptr_t(src)), rte_iova_t(uintptr_t(dst)), len, 0), marker, why);
             rte_dma_stop(dev_);
             rte_dma_close(dev_); // DPDK releases it: its fast-path calls now fail
             closed_ = true;
+            return taken;
         }
         break;
     case DmaFault::kNone: break;
@@ -253,6 +256,7 @@ uint16_t DmaCopyEngine::poll_slow(mars::CopyCompletion *out, uint16_t max)
         uint16_t k = 0;
         for (; k < max && head_ != tail_; k++)
             out[k] = mars::CopyCompletion{markers_[head_++ & mask_], false, mars::CopyFallback::kDeviceGone};
+        given_back_ += k;
         return k;
     }
     const uint32_t first = head_;

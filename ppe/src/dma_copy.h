@@ -38,10 +38,11 @@ namespace ppe {
 //  kStall    from there on the doorbell (rte_dma_submit) is withheld: the
 //            device holds the copies and completes none of them, until the
 //            stack's drain bound abandons it (rte_dma_stop).
-//  kVanish   the device is stopped and closed (rte_dma_stop +
-//            rte_dma_close: DPDK releases it) before that submission; the
-//            rte_dma_* calls that follow fail for real, and the engine
-//            gives the copies in flight back failed as kDeviceGone.
+//  kVanish   the device takes that submission, then is stopped and closed
+//            (rte_dma_stop + rte_dma_close: DPDK releases it) with it in
+//            flight; the rte_dma_* calls that follow (the doorbell, the next
+//            copy) fail for real, and the engine gives the copies in flight
+//            back failed as kDeviceGone.
 //  kRingFull `count` submissions in a row get -ENOSPC, rte_dma_copy's
 //            answer when the device's ring is full (not made by filling
 //            the ring: the engine never gives the device more than it
@@ -80,6 +81,7 @@ class DmaCopyEngine final : public mars::CopyEngine {
     // again; those in flight came back failed (kDeviceGone). Like a stall,
     // this lasts until eta-ppe restarts: no retry.
     bool lost() const { return lost_; }
+    uint64_t given_back() const { return given_back_; } // copies in flight returned failed after the loss
 
     // Test seam (see DmaFault). Off until called: the fast path pays one
     // predictable branch on slow_. Call before traffic, from the engine's
@@ -112,6 +114,7 @@ class DmaCopyEngine final : public mars::CopyEngine {
     bool withheld_ = false;         // kStall: doorbells are not rung
     bool closed_ = false;           // kVanish closed the device (not to be closed again)
     DmaFault fault_{};
+    uint64_t given_back_ = 0;
     uint64_t attempts_ = 0, fault_hits_ = 0; // submissions since inject(), those the fault hit
     std::vector<uint8_t> failed_;   // kError: per ring slot, its completion reports an error
     std::vector<uint8_t> poison_;   // kError: what the device copies instead of the payload
