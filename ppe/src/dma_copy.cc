@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace ppe {
@@ -306,6 +307,28 @@ bool parse_dma_fault(const std::string &spec, DmaFault *out, std::string *error)
     }
     *error = "DMA fault \"" + spec + "\": unknown kind; " + allowed;
     return false;
+}
+
+bool inject_test_dma_fault(DmaCopyEngine &e, std::string *note, std::string *error)
+{
+    const char *spec = std::getenv("ETA_TEST_DMA_FAULT");
+    if (!spec || !*spec) return true;
+#ifdef NDEBUG
+    (void)e;
+    (void)error;
+    *note = std::string("ETA_TEST_DMA_FAULT=") + spec + " ignored: a release build (NDEBUG) has no test faults";
+    return true;
+#else
+    DmaFault f;
+    if (!parse_dma_fault(spec, &f, error)) {
+        *error = "ETA_TEST_DMA_FAULT: " + *error;
+        return false;
+    }
+    e.inject(f);
+    *note = std::string("ETA_TEST_DMA_FAULT=") + spec + ": injecting this fault into " + e.name() +
+            " (a test seam; unset it outside tests)";
+    return true;
+#endif
 }
 
 } // namespace ppe

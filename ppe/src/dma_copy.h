@@ -120,6 +120,13 @@ class DmaCopyEngine final : public mars::CopyEngine {
     std::vector<uint8_t> poison_;   // kError: what the device copies instead of the payload
 };
 
+// The test seam in eta-ppe: when ETA_TEST_DMA_FAULT holds a DmaFault spec,
+// injects it into e and says so in *note (for the log). Honoured only in
+// builds with assertions (no NDEBUG: `tools/eta build`, the test builds);
+// a release build ignores it and *note says that. false and *error for a
+// bad spec. Control thread, before the engine starts.
+bool inject_test_dma_fault(DmaCopyEngine &e, std::string *note, std::string *error);
+
 // Every dmadev DPDK found, "name (driver capabilities)" joined by ", ", or
 // "none": for the message when a configured device is missing.
 std::string list_dmadevs();
