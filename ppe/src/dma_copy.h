@@ -32,9 +32,10 @@ namespace ppe {
 // ETA_TEST_DMA_FAULT, see ppe/README.md "Copy offload"). Submissions are
 // counted from inject(); the fault hits submission `at` (0: the next one):
 //  kError    `count` copies in a row: the device copies a poison pattern
-//            instead of the payload and their completions report an error
-//            status (RTE_DMA_STATUS_ERROR_UNKNOWN), as a failed DSA
-//            descriptor would; the stack redoes them with the core.
+//            instead of the payload, and poll() returns their completions
+//            failed, as when rte_dma_completed_status reports a status other
+//            than RTE_DMA_STATUS_SUCCESSFUL (a failed DSA descriptor); the
+//            stack redoes them with the core.
 //  kStall    from there on the doorbell (rte_dma_submit) is withheld: the
 //            device holds the copies and completes none of them, until the
 //            stack's drain bound abandons it (rte_dma_stop).
