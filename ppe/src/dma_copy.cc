@@ -123,12 +123,12 @@ void DmaCopyEngine::abandon()
 {
     if (gone_) return;
     rte_dma_stop(dev_);
-    gone_ = true;
+    gone_ = slow_ = true;
     head_ = tail_; // the stack redoes them; nothing of theirs comes back
     unsubmitted_ = false;
 }
 
-void DmaCopyEngine::lose_device()
+__attribute__((cold, noinline)) void DmaCopyEngine::lose_device()
 {
     // Stop it if it still answers, so no copy in flight lands later on ring
     // space the stack reuses once it has redone them.
@@ -137,7 +137,7 @@ void DmaCopyEngine::lose_device()
     unsubmitted_ = false;
 }
 
-bool DmaCopyEngine::took(int rc, uint64_t marker, mars::CopyFallback *why)
+inline __attribute__((always_inline)) bool DmaCopyEngine::took(int rc, uint64_t marker, mars::CopyFallback *why)
 {
     if (rc < 0) {
         if (rc == -ENOSPC) {
@@ -155,15 +155,13 @@ bool DmaCopyEngine::took(int rc, uint64_t marker, mars::CopyFallback *why)
 
 bool DmaCopyEngine::submit(void *dst, const void *src, uint32_t len, uint64_t marker, mars::CopyFallback *why)
 {
-    if (gone_) {
-        *why = mars::CopyFallback::kDeviceGone;
-        return false;
-    }
+    // One flag for everything unusual (abandoned, lost, a fault injected):
+    // the fast path tests as much as it did before the fault seam.
+    if (__builtin_expect(slow_, 0)) return submit_faulted(dst, src, len, marker, why);
     if (tail_ - head_ >= capacity_) {
         *why = mars::CopyFallback::kRingFull;
         return false;
     }
-    if (__builtin_expect(slow_, 0)) return submit_faulted(dst, src, len, marker, why);
     // SVA device: virtual addresses are its addresses (dma_copy.h).
     return took(rte_dma_copy(dev_, 0, rte_iova_t(uintptr_t(src)), rte_iova_t(uintptr_t(dst)), len, 0), marker, why);
 }
@@ -179,7 +177,9 @@ void DmaCopyEngine::doorbell()
     unsubmitted_ = false;
 }
 
-uint16_t DmaCopyEngine::take_completions(mars::CopyCompletion *out, uint16_t max)
+// Inlined into poll(): the fast path costs what it did before the fault seam.
+inline __attribute__((always_inline)) uint16_t DmaCopyEngine::take_completions(mars::CopyCompletion *out,
+                                                                            uint16_t max)
 {
     rte_dma_status_code status[64];
     uint16_t last = 0;
@@ -206,12 +206,20 @@ void DmaCopyEngine::inject(const DmaFault &fault)
         failed_.assign(mask_ + 1, 0);
         poison_.assign(64 * 1024, 0xe7);
     }
-    slow_ = fault.kind != DmaFault::kNone || lost_;
+    slow_ = fault.kind != DmaFault::kNone || gone_;
 }
 
 bool DmaCopyEngine::submit_faulted(void *dst, const void *src, uint32_t len, uint64_t marker,
                                    mars::CopyFallback *why)
 {
+    if (gone_) {
+        *why = mars::CopyFallback::kDeviceGone;
+        return false;
+    }
+    if (tail_ - head_ >= capacity_) {
+        *why = mars::CopyFallback::kRingFull;
+        return false;
+    }
     const uint64_t n = attempts_++;
     const bool from = n >= fault_.at;
     const bool within = from && n - fault_.at < fault_.count;

@@ -84,9 +84,9 @@ class DmaCopyEngine final : public mars::CopyEngine {
     bool lost() const { return lost_; }
     uint64_t given_back() const { return given_back_; } // copies in flight returned failed after the loss
 
-    // Test seam (see DmaFault). Off until called: the fast path pays one
-    // predictable branch on slow_. Call before traffic, from the engine's
-    // thread or before it starts.
+    // Test seam (see DmaFault). Off until called: the fast path's one test
+    // of slow_ (which also stands for gone_) costs what the gone_ test did.
+    // Call before traffic, from the engine's thread or before it starts.
     void inject(const DmaFault &fault);
     uint64_t fault_hits() const { return fault_hits_; } // submissions the fault changed
 
@@ -110,7 +110,7 @@ class DmaCopyEngine final : public mars::CopyEngine {
     uint32_t head_ = 0, tail_ = 0;  // markers_[head_..tail_) are in flight
     bool unsubmitted_ = false;      // copies enqueued since the last doorbell
     bool gone_ = false;             // abandoned or lost: stopped, refuses everything
-    bool slow_ = false;             // a fault injected, or the device lost: take the slow path
+    bool slow_ = false;             // a fault injected, or gone_: submit()/poll() take the slow path
     bool lost_ = false;             // vanished: copies in flight go back failed
     bool withheld_ = false;         // kStall: doorbells are not rung
     bool closed_ = false;           // kVanish closed the device (not to be closed again)
