@@ -64,7 +64,7 @@ bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t 
     const uint64_t marker = pending_tail_++;
     PendingCopy &p = pending_[marker % kMaxPendingCopies];
     const uint32_t off = (s.rx_tail + s.rx_inflight) & s.rx_mask;
-    p = PendingCopy{f, payload, s.index, s.gen, off, len, false, true};
+    p = PendingCopy{f, payload, s.index, s.gen, off, len, false, true, CopyFallback::kError};
     bool queued = false;
     // A payload that wraps around the ring end stays with the core (two
     // descriptors for one delivery are not worth it).
@@ -105,6 +105,7 @@ void StackImpl::reap_copies(bool wait)
             PendingCopy &p = pending_[m % kMaxPendingCopies];
             p.done = true;
             p.ok = done[i].ok;
+            p.redo_why = done[i].why;
         }
         // Apply finished deliveries in order.
         while (pending_head_ != pending_tail_) {
@@ -113,7 +114,7 @@ void StackImpl::reap_copies(bool wait)
             Sock &s = socks_[p.sock];
             const bool live = s.gen == p.gen && s.rx;
             if (!p.ok) {
-                count_fallback(CopyFallback::kError);
+                count_fallback(p.redo_why); // error, or in flight when the device vanished
                 if (live) ring_write(s.rx, s.rx_mask, p.off, p.src, p.len);
             }
             if (live) {

@@ -468,6 +468,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
         uint32_t sock, gen;    // whose ring
         uint32_t off, len;     // where in the ring (off: ring offset)
         bool done, ok;
+        CopyFallback redo_why; // when !ok: the reason the core redoes it
     };
     static constexpr uint32_t kMaxPendingCopies = 1024;
     CopyEngine *copy_ = nullptr;

@@ -616,6 +616,9 @@ int daemon_main(int argc, char **argv)
             if (!e) return fail(config.path + ":" + std::to_string(config.copy_line) + ": copy.device: " + err);
             log(LogLevel::kInfo, "copy engine %s: %u descriptors, payloads of %u bytes or more", e->name(),
                 e->ring_size(), config.copy_threshold);
+            std::string note;
+            if (!inject_test_dma_fault(*e, &note, &err)) return fail(err);
+            if (!note.empty()) log(LogLevel::kWarn, "%s", note.c_str());
             copies.push_back(std::move(e));
         }
     }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace ppe {
@@ -115,19 +116,101 @@ DmaCopyEngine::DmaCopyEngine(int16_t dev, std::string label, uint32_t ring)
 DmaCopyEngine::~DmaCopyEngine()
 {
     if (!gone_) rte_dma_stop(dev_);
-    rte_dma_close(dev_);
+    if (!closed_) rte_dma_close(dev_);
 }
 
 void DmaCopyEngine::abandon()
 {
     if (gone_) return;
     rte_dma_stop(dev_);
-    gone_ = true;
+    gone_ = slow_ = true;
     head_ = tail_; // the stack redoes them; nothing of theirs comes back
     unsubmitted_ = false;
 }
 
+__attribute__((cold, noinline)) void DmaCopyEngine::lose_device()
+{
+    // Stop it if it still answers, so no copy in flight lands later on ring
+    // space the stack reuses once it has redone them.
+    if (!gone_ && !closed_) rte_dma_stop(dev_);
+    gone_ = lost_ = slow_ = true;
+    unsubmitted_ = false;
+}
+
+inline __attribute__((always_inline)) bool DmaCopyEngine::took(int rc, uint64_t marker, mars::CopyFallback *why)
+{
+    if (rc < 0) {
+        if (rc == -ENOSPC) {
+            *why = mars::CopyFallback::kRingFull;
+        } else {
+            lose_device(); // -EINVAL/-ENODEV...: the device is not there any more
+            *why = mars::CopyFallback::kDeviceGone;
+        }
+        return false;
+    }
+    markers_[tail_++ & mask_] = marker;
+    unsubmitted_ = true;
+    return true;
+}
+
 bool DmaCopyEngine::submit(void *dst, const void *src, uint32_t len, uint64_t marker, mars::CopyFallback *why)
+{
+    // One flag for everything unusual (abandoned, lost, a fault injected):
+    // the fast path tests as much as it did before the fault seam.
+    if (__builtin_expect(slow_, 0)) return submit_faulted(dst, src, len, marker, why);
+    if (tail_ - head_ >= capacity_) {
+        *why = mars::CopyFallback::kRingFull;
+        return false;
+    }
+    // SVA device: virtual addresses are its addresses (dma_copy.h).
+    return took(rte_dma_copy(dev_, 0, rte_iova_t(uintptr_t(src)), rte_iova_t(uintptr_t(dst)), len, 0), marker, why);
+}
+
+void DmaCopyEngine::doorbell()
+{
+    if (!unsubmitted_ || gone_) return;
+    if (__builtin_expect(withheld_, 0)) return; // kStall: the device keeps them and never starts
+    if (rte_dma_submit(dev_, 0) < 0) {
+        lose_device();
+        return;
+    }
+    unsubmitted_ = false;
+}
+
+// Inlined into poll(): the fast path costs what it did before the fault seam.
+inline __attribute__((always_inline)) uint16_t DmaCopyEngine::take_completions(mars::CopyCompletion *out,
+                                                                            uint16_t max)
+{
+    rte_dma_status_code status[64];
+    uint16_t last = 0;
+    const uint16_t n = rte_dma_completed_status(dev_, 0, std::min<uint16_t>(max, 64), &last, status);
+    for (uint16_t i = 0; i < n; i++)
+        out[i] = mars::CopyCompletion{markers_[head_++ & mask_], status[i] == RTE_DMA_STATUS_SUCCESSFUL};
+    return n;
+}
+
+uint16_t DmaCopyEngine::poll(mars::CopyCompletion *out, uint16_t max)
+{
+    if (head_ == tail_ || max == 0) return 0;
+    if (__builtin_expect(slow_, 0)) return poll_slow(out, max);
+    return take_completions(out, max);
+}
+
+// ---- the slow path: injected faults, a lost device ------------------------
+
+void DmaCopyEngine::inject(const DmaFault &fault)
+{
+    fault_ = fault;
+    attempts_ = fault_hits_ = 0;
+    if (fault.kind == DmaFault::kError) {
+        failed_.assign(mask_ + 1, 0);
+        poison_.assign(64 * 1024, 0xe7);
+    }
+    slow_ = fault.kind != DmaFault::kNone || gone_;
+}
+
+bool DmaCopyEngine::submit_faulted(void *dst, const void *src, uint32_t len, uint64_t marker,
+                                   mars::CopyFallback *why)
 {
     if (gone_) {
         *why = mars::CopyFallback::kDeviceGone;
@@ -137,33 +220,123 @@ bool DmaCopyEngine::submit(void *dst, const void *src, uint32_t len, uint64_t ma
         *why = mars::CopyFallback::kRingFull;
         return false;
     }
-    // SVA device: virtual addresses are its addresses (dma_copy.h).
-    const int rc = rte_dma_copy(dev_, 0, rte_iova_t(uintptr_t(src)), rte_iova_t(uintptr_t(dst)), len, 0);
-    if (rc < 0) {
-        *why = rc == -ENOSPC ? mars::CopyFallback::kRingFull : mars::CopyFallback::kDeviceGone;
+    const uint64_t n = attempts_++;
+    const bool from = n >= fault_.at;
+    const bool within = from && n - fault_.at < fault_.count;
+    switch (fault_.kind) {
+    case DmaFault::kRingFull:
+        if (within) {
+            fault_hits_++;
+            return took(-ENOSPC, marker, why);
+        }
+        break;
+    case DmaFault::kError:
+        if (within && len <= poison_.size()) {
+            fault_hits_++;
+            failed_[tail_ & mask_] = 1;
+            src = poison_.data(); // the device writes garbage where the payload goes
+        }
+        break;
+    case DmaFault::kStall:
+        if (from) {
+            fault_hits_++;
+            withheld_ = true;
+        }
+        break;
+    case DmaFault::kVanish:
+        if (from && !closed_) { // it takes this copy, then goes away with it in flight
+            fault_hits_++;
+            const bool taken =
+                took(rte_dma_copy(dev_, 0, rte_iova_t(uintptr_t(src)), rte_iova_t(uintptr_t(dst)), len, 0), marker, why);
+            rte_dma_stop(dev_);
+            rte_dma_close(dev_); // DPDK releases it: its fast-path calls now fail
+            closed_ = true;
+            return taken;
+        }
+        break;
+    case DmaFault::kNone: break;
+    }
+    return took(rte_dma_copy(dev_, 0, rte_iova_t(uintptr_t(src)), rte_iova_t(uintptr_t(dst)), len, 0), marker, why);
+}
+
+uint16_t DmaCopyEngine::poll_slow(mars::CopyCompletion *out, uint16_t max)
+{
+    if (lost_) { // nothing will complete: every copy in flight goes back failed, in order
+        uint16_t k = 0;
+        for (; k < max && head_ != tail_; k++)
+            out[k] = mars::CopyCompletion{markers_[head_++ & mask_], false, mars::CopyFallback::kDeviceGone};
+        given_back_ += k;
+        return k;
+    }
+    const uint32_t first = head_;
+    const uint16_t n = take_completions(out, max);
+    if (!failed_.empty())
+        for (uint16_t i = 0; i < n; i++) {
+            uint8_t &f = failed_[(first + i) & mask_];
+            if (f) out[i].ok = false; // the status the device would report for its failed descriptor
+            f = 0;
+        }
+    return n;
+}
+
+bool parse_dma_fault(const std::string &spec, DmaFault *out, std::string *error)
+{
+    static const struct {
+        const char *word;
+        DmaFault::Kind kind;
+        bool counted;
+    } kinds[] = {{"error", DmaFault::kError, true},
+                 {"stall", DmaFault::kStall, false},
+                 {"vanish", DmaFault::kVanish, false},
+                 {"ring_full", DmaFault::kRingFull, true}};
+    const size_t at = spec.find('@');
+    const std::string word = spec.substr(0, at);
+    const std::string allowed = "allowed: error@N[xCOUNT], stall@N, vanish@N, ring_full@N[xCOUNT] (N: the "
+                                "submission it hits, from 0)";
+    auto number = [](const std::string &t, uint64_t *v) {
+        if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+        *v = std::stoull(t);
+        return true;
+    };
+    for (const auto &k : kinds) {
+        if (word != k.word) continue;
+        DmaFault f;
+        f.kind = k.kind;
+        const std::string rest = at == std::string::npos ? "" : spec.substr(at + 1);
+        const size_t x = rest.find('x');
+        if (!number(rest.substr(0, x), &f.at) || (x != std::string::npos && (!k.counted ||
+                                                                               !number(rest.substr(x + 1), &f.count) ||
+                                                                               f.count == 0))) {
+            *error = "DMA fault \"" + spec + "\": bad number; " + allowed;
+            return false;
+        }
+        *out = f;
+        return true;
+    }
+    *error = "DMA fault \"" + spec + "\": unknown kind; " + allowed;
+    return false;
+}
+
+bool inject_test_dma_fault(DmaCopyEngine &e, std::string *note, std::string *error)
+{
+    const char *spec = std::getenv("ETA_TEST_DMA_FAULT");
+    if (!spec || !*spec) return true;
+#ifdef NDEBUG
+    (void)e;
+    (void)error;
+    *note = std::string("ETA_TEST_DMA_FAULT=") + spec + " ignored: a release build (NDEBUG) has no test faults";
+    return true;
+#else
+    DmaFault f;
+    if (!parse_dma_fault(spec, &f, error)) {
+        *error = "ETA_TEST_DMA_FAULT: " + *error;
         return false;
     }
-    markers_[tail_++ & mask_] = marker;
-    unsubmitted_ = true;
+    e.inject(f);
+    *note = std::string("ETA_TEST_DMA_FAULT=") + spec + ": injecting this fault into " + e.name() +
+            " (a test seam; unset it outside tests)";
     return true;
-}
-
-void DmaCopyEngine::doorbell()
-{
-    if (!unsubmitted_ || gone_) return;
-    rte_dma_submit(dev_, 0);
-    unsubmitted_ = false;
-}
-
-uint16_t DmaCopyEngine::poll(mars::CopyCompletion *out, uint16_t max)
-{
-    if (head_ == tail_ || max == 0) return 0;
-    rte_dma_status_code status[64];
-    uint16_t last = 0;
-    const uint16_t n = rte_dma_completed_status(dev_, 0, std::min<uint16_t>(max, 64), &last, status);
-    for (uint16_t i = 0; i < n; i++)
-        out[i] = mars::CopyCompletion{markers_[head_++ & mask_], status[i] == RTE_DMA_STATUS_SUCCESSFUL};
-    return n;
+#endif
 }
 
 } // namespace ppe

@@ -16,7 +16,10 @@
 // device that does not finish within the stack's bound when it must drain,
 // is redone by the core from the frame, which the stack still holds (after a
 // stall the engine is abandoned first, so a late write cannot land on ring
-// space already reused). Each fallback is counted by reason (StackStats).
+// space already reused); an engine that finds its device gone (ppe's dmadev
+// engine, when an rte_dma_* call fails) gives the copies in flight back as
+// failed completions with why = kDeviceGone, redone the same way. Each
+// fallback is counted by reason (StackStats).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,10 @@ const char *to_string(CopyFallback r);
 struct CopyCompletion {
     uint64_t marker; // what submit() was given
     bool ok;         // false: the bytes at dst are not to be trusted; copy again
+    // When !ok, why (counted by the stack): kError for a copy the engine
+    // reported failed, kDeviceGone for a copy in flight when the device
+    // vanished (the engine gives those back itself, failed, once it knows).
+    CopyFallback why = CopyFallback::kError;
 };
 
 class CopyEngine {

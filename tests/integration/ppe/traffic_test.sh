@@ -11,6 +11,10 @@
 # dma_skeleton device (threshold 1024: stream segments go to the device, the
 # 1000-byte rr messages stay on the core) and checks in eta-stat that the
 # device copied and that every fallback was counted by its reason.
+# ETA_TEST_DMA_FAULT=SPEC (with ETA_TEST_COPY=dmadev) has eta-ppe inject that
+# failure into the device mid-transfer (ppe/src/dma_copy.h DmaFault; eta-ppe
+# honours it in builds with assertions): every byte must still arrive, and
+# eta-stat must count the fallback by its reason.
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3 ECHO=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/ppe_lib.sh"
@@ -110,8 +114,26 @@ if [ "${ETA_TEST_COPY:-}" = dmadev ]; then
     # many rr messages take the full path, so not all 2000 are counted.)
     json_true "$st" "d['copy_fallback_below_threshold'] > 0" ||
         fail "no rr message of 1000 bytes was counted below the threshold: $st"
-    json_true "$st" "d['copy_fallback_error'] == 0 and d['copy_fallback_device_gone'] == 0 and d['copy_fallback_stalled'] == 0" ||
-        fail "the software device failed, stalled or went away: $st"
+    fault=${ETA_TEST_DMA_FAULT:-}
+    at=${fault#*@}; at=${at%%x*}
+    case "${fault%%@*}" in
+        "") json_true "$st" "d['copy_fallback_error'] == 0 and d['copy_fallback_device_gone'] == 0 and d['copy_fallback_stalled'] == 0" ||
+                fail "the software device failed, stalled or went away: $st" ;;
+        vanish) # it took copy number $at (from 0) and went: those after are the core's, the ones in flight redone
+            json_true "$st" "d['copies_offloaded'] == $at + 1 and d['copy_fallback_device_gone'] > 1000 and d['copy_fallback_stalled'] == 0 and d['copy_fallback_error'] == 0" ||
+                fail "after the device vanished at copy $at: $st" ;;
+        error) json_true "$st" "d['copy_fallback_error'] > 0 and d['copy_fallback_device_gone'] == 0 and d['copies_offloaded'] > $at" ||
+                fail "injected copy errors not counted, or the device was dropped: $st" ;;
+        stall) json_true "$st" "d['copy_fallback_stalled'] > 0 and d['copy_fallback_device_gone'] > 1000" ||
+                fail "the stalled device was not abandoned for the core: $st" ;;
+        ring_full) json_true "$st" "d['copy_fallback_ring_full'] > 0 and d['copy_fallback_device_gone'] == 0" ||
+                fail "refused copies not counted as ring_full: $st" ;;
+        *) fail "ETA_TEST_DMA_FAULT=$fault: unknown kind" ;;
+    esac
+    if [ -n "$fault" ]; then
+        grep -q "ETA_TEST_DMA_FAULT=$fault: injecting" "$work/ppe.log" || fail "eta-ppe did not log the injected fault"
+        echo "injected $fault mid-transfer: every byte verified; $(grep -c . "$work/ppe.log") log lines"
+    fi
     ppe_stat | grep -q "copy engine: dmadev:dma_skeleton, payloads of 1024 bytes or more" ||
         fail "eta-stat's text view does not name the copy engine"
 fi

@@ -22,6 +22,16 @@ class DeferredCopyEngine final : public CopyEngine {
     bool gone = false;          // every submit is refused (device removed)
     bool stalled = false;       // nothing completes (device hung)
     uint32_t fail_every = 0;    // every Nth copy completes with an error (garbage written)
+    // The device disappears with copies in flight: some of them were
+    // half-written (garbage), none completes; from now on every submit is
+    // refused, and the next poll gives the copies in flight back failed,
+    // as kDeviceGone (what ppe's dmadev engine does when rte_dma_* fail).
+    void vanish()
+    {
+        gone = true;
+        for (Op &o : q_) std::memset(o.dst, 0xdd, o.len);
+        lost_ = true;
+    }
 
     uint64_t submitted = 0, doorbells = 0, completed = 0;
 
@@ -48,6 +58,13 @@ class DeferredCopyEngine final : public CopyEngine {
     uint16_t poll(CopyCompletion *out, uint16_t max) override
     {
         uint16_t k = 0;
+        if (lost_) {
+            while (k < max && !q_.empty()) {
+                out[k++] = CopyCompletion{q_.front().marker, false, CopyFallback::kDeviceGone};
+                q_.pop_front();
+            }
+            return k;
+        }
         if (stalled) return 0;
         for (Op &o : q_)
             if (o.started) o.age++;
@@ -86,6 +103,7 @@ class DeferredCopyEngine final : public CopyEngine {
     };
     std::deque<Op> q_;
     uint32_t capacity_, delay_;
+    bool lost_ = false;
 };
 
 } // namespace mars::sim

@@ -159,6 +159,24 @@ TEST(StackCopyEngine, VanishedDeviceFallsBackToTheCore)
     EXPECT_EQ(f.readable(), f.want) << "core copies of a device-less engine are visible at once";
 }
 
+TEST(StackCopyEngine, CopiesInFlightWhenTheDeviceVanishesAreRedoneByTheCore)
+{
+    Fixture f(64, 3);
+    const size_t frames_before = f.peer->pool().in_use();
+    f.peer->input_burst({f.seg(0, 300), f.seg(1, 400), f.seg(2, 500)}, kNicChecked);
+    EXPECT_EQ(f.st().stats().copies_offloaded, 3u);
+    f.engine.vanish(); // garbage where the copies were going, no completion
+    f.st().poll(f.peer->now);
+    const StackStats &s = f.st().stats();
+    EXPECT_EQ(s.copy_fallback_device_gone, 3u) << "copies in flight are counted as the device's loss";
+    EXPECT_EQ(s.copy_fallback_error, 0u);
+    EXPECT_EQ(f.peer->pool().in_use(), frames_before) << "each frame released once its bytes were redone";
+    EXPECT_EQ(f.peer->pool().bad_releases(), 0u);
+    f.peer->input_burst({f.seg(3, 600)}, kNicChecked);
+    EXPECT_EQ(s.copy_fallback_device_gone, 4u) << "later payloads are the core's";
+    EXPECT_EQ(f.readable(), f.want);
+}
+
 TEST(StackCopyEngine, CompletionWithErrorIsRedoneByTheCore)
 {
     Fixture f;

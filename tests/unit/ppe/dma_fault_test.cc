@@ -1,0 +1,348 @@
+// dmadev is experimental API in DPDK 22.11 (see ppe/src/dma_copy.cc).
+#define ALLOW_EXPERIMENTAL_API 1
+
+// Failures of the dmadev copy engine (ppe/src/dma_copy.h), injected on the
+// real rte_dma_* path of DPDK's dma_skeleton vdev through the engine's fault
+// seam (DmaFault): a completion with an error status, a device that stalls,
+// a device that vanishes (stopped and closed: DPDK releases it), a full
+// device ring (-ENOSPC). For each: the engine's own answer (markers in
+// order, the reason), and MARS receiving through it on the simulated wire
+// with loss and reordering: every byte delivered once, in order, the frames
+// released exactly once, the fallback counted by its reason, and after a
+// stall or a vanished device no copy goes to the device again.
+//
+// Each group runs in a process of its own (meson: ppe_dma_fault_*, with a
+// gtest filter): a stall or a vanish leaves the device stopped or released,
+// and dma_skeleton has one instance per process.
+#include "dma_copy.h"
+
+#include "sim_wire.h"
+#include "transfer_app.h"
+
+#include <rte_dmadev.h>
+#include <rte_eal.h>
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+std::unique_ptr<ppe::DmaCopyEngine> g_dma;
+
+class EalEnv : public ::testing::Environment {
+  public:
+    void SetUp() override
+    {
+        prefix_ = "dma-fault-test-" + std::to_string(getpid());
+        std::vector<std::string> args = {"dma_fault_test", "--no-huge", "--no-shconf", "--no-pci", "--no-telemetry",
+                                         "-m", "64", "--log-level=*:error", "--log-level=lib.dmadev:critical",
+                                         "--file-prefix", prefix_, "-l", "0", "--vdev", "dma_skeleton"};
+        std::vector<char *> argv;
+        for (auto &a : args) argv.push_back(a.data());
+        ASSERT_GE(rte_eal_init(int(argv.size()), argv.data()), 0) << "EAL could not start with dma_skeleton";
+        std::string err;
+        g_dma = ppe::DmaCopyEngine::open("dma_skeleton", 256, &err);
+        ASSERT_NE(g_dma, nullptr) << err;
+    }
+    void TearDown() override
+    {
+        g_dma.reset();
+        rte_eal_cleanup();
+        std::error_code ec;
+        std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
+    }
+
+  private:
+    std::string prefix_;
+};
+
+ppe::DmaFault fault(const char *spec)
+{
+    ppe::DmaFault f;
+    std::string err;
+    EXPECT_TRUE(ppe::parse_dma_fault(spec, &f, &err)) << err;
+    return f;
+}
+
+// Memory the way an application's DTI region is made: a shared memfd
+// mapping, unknown to DPDK.
+struct Region {
+    size_t size;
+    uint8_t *p;
+    explicit Region(size_t n) : size(n)
+    {
+        const int fd = memfd_create("dma-fault-test", MFD_CLOEXEC);
+        EXPECT_GE(fd, 0);
+        EXPECT_EQ(ftruncate(fd, off_t(n)), 0);
+        p = static_cast<uint8_t *>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+        close(fd);
+        EXPECT_NE(p, MAP_FAILED);
+    }
+    ~Region() { munmap(p, size); }
+};
+
+// n copies of 1000 bytes each, copy k from src + k*1000 to dst + k*1000.
+struct Copies {
+    static constexpr uint32_t kLen = 1000;
+    Region dst{1 << 20};
+    std::vector<uint8_t> src = std::vector<uint8_t>(1 << 20);
+    Copies()
+    {
+        for (size_t i = 0; i < src.size(); i++) src[i] = uint8_t(i * 7 + i / 251);
+    }
+    bool submit(uint32_t k, mars::CopyFallback *why)
+    {
+        return g_dma->submit(dst.p + k * kLen, src.data() + k * kLen, kLen, 100 + k, why);
+    }
+    bool exact(uint32_t k) const { return std::memcmp(dst.p + k * kLen, src.data() + k * kLen, kLen) == 0; }
+};
+
+// Polls until n completions came back or `limit` passed.
+std::vector<mars::CopyCompletion> drain(size_t n, std::chrono::milliseconds limit = std::chrono::seconds(10))
+{
+    std::vector<mars::CopyCompletion> got;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    mars::CopyCompletion c[16];
+    while (got.size() < n && std::chrono::steady_clock::now() < deadline) {
+        const uint16_t k = g_dma->poll(c, 16);
+        got.insert(got.end(), c, c + k);
+    }
+    return got;
+}
+
+// MARS on the simulated wire, host b receiving through the device with
+// `spec` injected: 4 connections, 2 MiB each way, loss and reordering (so
+// the slow path drains copies in flight too). Checks what every failure
+// must keep: all bytes, in order, once; every frame released once.
+mars::StackStats transfer_with(const char *spec, uint32_t drain_polls = 1u << 24)
+{
+    using namespace mars::sim;
+    g_dma->inject(fault(spec));
+    SimNetConfig cfg = default_simnet_config();
+    for (LinkParams *l : {&cfg.a_to_b, &cfg.b_to_a}) {
+        l->delay_ns = 50'000;
+        l->rate_bps = 1'000'000'000;
+        l->queue_frames = 0;
+        l->loss = 0.005;
+        l->reorder = 0.01;
+    }
+    cfg.b.stack.copy_engine = g_dma.get();
+    cfg.b.stack.copy_threshold = 256;
+    // Bounded, and long enough that a busy machine descheduling the
+    // device's thread is not taken for a stall (~0.5 s of empty polls).
+    cfg.b.stack.copy_drain_polls = drain_polls;
+    mars::StackStats st{};
+    {
+        SimNet net(cfg);
+        TransferApp::Options o;
+        o.conns = 4;
+        o.bytes_a_to_b = o.bytes_b_to_a = 2 << 20;
+        TransferApp app(net, o);
+        EXPECT_TRUE(app.start()) << app.failure();
+        EXPECT_TRUE(net.run_until([&] { return app.done(); }, 600 * kSec)) << net.stall_report() << app.progress();
+        EXPECT_EQ(app.failure(), "") << app.progress(); // a byte out of place, lost or twice
+        for (auto &c : app.conns())
+            for (auto &end : c.end) EXPECT_EQ(end.received, end.expect);
+        st = net.stack(1).stats();
+        EXPECT_EQ(net.pool().bad_releases(), 0u) << "a frame released twice";
+        net.run_for(kSec / 10); // the last ACKs cross, copies still in flight land
+        EXPECT_EQ(g_dma->outstanding(), 0u);
+        EXPECT_EQ(net.pool().in_use(), 0u) << "frames held after the transfer (a frame never released)";
+    }
+    std::printf("%s: %llu copies offloaded; the core's: error %llu, stalled %llu, device gone %llu, ring full %llu; "
+                "fault hit %llu submissions\n",
+                spec, (unsigned long long)st.copies_offloaded, (unsigned long long)st.copy_fallback_error,
+                (unsigned long long)st.copy_fallback_stalled, (unsigned long long)st.copy_fallback_device_gone,
+                (unsigned long long)st.copy_fallback_ring_full, (unsigned long long)g_dma->fault_hits());
+    return st;
+}
+
+// ---- the fault specs (ETA_TEST_DMA_FAULT) ----------------------------------
+
+TEST(DmaFaultSpec, ParsesEachKindAndRefusesOthers)
+{
+    ppe::DmaFault f = fault("error@10x3");
+    EXPECT_EQ(f.kind, ppe::DmaFault::kError);
+    EXPECT_EQ(f.at, 10u);
+    EXPECT_EQ(f.count, 3u);
+    EXPECT_EQ(fault("stall@0").kind, ppe::DmaFault::kStall);
+    EXPECT_EQ(fault("vanish@7").at, 7u);
+    f = fault("ring_full@2");
+    EXPECT_EQ(f.kind, ppe::DmaFault::kRingFull);
+    EXPECT_EQ(f.count, 1u);
+    for (const char *bad : {"", "error", "error@", "error@x", "error@1x0", "stall@1x2", "melt@1", "error@-1",
+                            "vanish@1 "}) {
+        std::string err;
+        ppe::DmaFault g;
+        EXPECT_FALSE(ppe::parse_dma_fault(bad, &g, &err)) << "'" << bad << "' was taken";
+        EXPECT_NE(err.find("allowed: error@N[xCOUNT], stall@N, vanish@N, ring_full@N[xCOUNT]"), std::string::npos)
+            << err;
+    }
+}
+
+// ---- (a) a completion with an error status ---------------------------------
+
+TEST(DmaFaultError, InjectedCopiesCompleteFailedWithGarbageInOrder)
+{
+    g_dma->inject(fault("error@5x3"));
+    Copies c;
+    mars::CopyFallback why;
+    for (uint32_t k = 0; k < 12; k++) ASSERT_TRUE(c.submit(k, &why)) << k;
+    g_dma->doorbell();
+    std::vector<mars::CopyCompletion> got = drain(12);
+    ASSERT_EQ(got.size(), 12u);
+    for (uint32_t k = 0; k < 12; k++) {
+        const bool failed = k >= 5 && k < 8;
+        EXPECT_EQ(got[k].marker, 100u + k) << "in submission order";
+        EXPECT_EQ(got[k].ok, !failed) << k;
+        EXPECT_EQ(c.exact(k), !failed) << k << ": the device wrote the poison for a failed copy, the payload otherwise";
+        if (failed) {
+            EXPECT_EQ(got[k].why, mars::CopyFallback::kError);
+        }
+    }
+    EXPECT_EQ(g_dma->fault_hits(), 3u);
+}
+
+TEST(DmaFaultError, StackRedoesFailedCopiesAndKeepsTheDevice)
+{
+    const mars::StackStats st = transfer_with("error@1000x100");
+    EXPECT_EQ(g_dma->fault_hits(), 100u) << "the transfer did not reach the fault";
+    EXPECT_EQ(st.copy_fallback_error, 100u) << "each failed completion redone by the core, counted once";
+    EXPECT_EQ(st.copy_fallback_stalled + st.copy_fallback_device_gone, 0u);
+    EXPECT_GT(st.copies_offloaded, 1100u) << "an error is one copy's: the device keeps copying";
+    EXPECT_FALSE(g_dma->abandoned());
+}
+
+// ---- (b) a device that stalls ---------------------------------------------
+
+TEST(DmaFaultStall, DeviceHoldsCopiesUntilAbandoned)
+{
+    g_dma->inject(fault("stall@4"));
+    Copies c;
+    mars::CopyFallback why;
+    for (uint32_t k = 0; k < 4; k++) ASSERT_TRUE(c.submit(k, &why));
+    g_dma->doorbell();
+    std::vector<mars::CopyCompletion> got = drain(4);
+    ASSERT_EQ(got.size(), 4u);
+    for (uint32_t k = 4; k < 10; k++) ASSERT_TRUE(c.submit(k, &why));
+    g_dma->doorbell();
+    // Bounded look for what must not come: the device was never told to start them.
+    got = drain(1, std::chrono::milliseconds(200));
+    EXPECT_EQ(got.size(), 0u) << "a stalled device completed a copy";
+    EXPECT_EQ(g_dma->outstanding(), 6u);
+    for (uint32_t k = 4; k < 10; k++) EXPECT_FALSE(c.exact(k)) << k;
+    g_dma->abandon();
+    EXPECT_EQ(g_dma->outstanding(), 0u);
+    EXPECT_FALSE(c.submit(10, &why));
+    EXPECT_EQ(why, mars::CopyFallback::kDeviceGone);
+    for (uint32_t k = 4; k < 10; k++) EXPECT_FALSE(c.exact(k)) << k << ": landed after the device was stopped";
+}
+
+TEST(DmaFaultStall, StackAbandonsTheDeviceAndStaysOnTheCore)
+{
+    const mars::StackStats st = transfer_with("stall@1000");
+    EXPECT_GT(g_dma->fault_hits(), 0u) << "the transfer did not reach the fault";
+    EXPECT_TRUE(g_dma->abandoned());
+    EXPECT_GT(st.copy_fallback_stalled, 0u) << "copies the device held were redone by the core, counted";
+    EXPECT_GT(st.copy_fallback_device_gone, 500u) << "every later payload is the core's, counted";
+    EXPECT_GE(st.copies_offloaded, 1000u);
+    EXPECT_EQ(st.copy_fallback_error, 0u);
+}
+
+// ---- (c) a device that vanishes -------------------------------------------
+
+TEST(DmaFaultVanish, RteDmaCallsFailAndCopiesInFlightComeBackFailed)
+{
+    g_dma->inject(fault("vanish@3"));
+    Copies c;
+    mars::CopyFallback why = mars::CopyFallback::kError;
+    for (uint32_t k = 0; k < 3; k++) ASSERT_TRUE(c.submit(k, &why));
+    g_dma->doorbell();
+    EXPECT_TRUE(c.submit(3, &why)) << "the device takes copy 3, then goes away";
+    EXPECT_LT(rte_dma_get_dev_id_by_name("dma_skeleton"), 0) << "DPDK still has the device";
+    EXPECT_FALSE(g_dma->lost()) << "nothing has told the engine yet";
+    g_dma->doorbell(); // rte_dma_submit fails on the released device
+    EXPECT_TRUE(g_dma->lost());
+    std::vector<mars::CopyCompletion> got = drain(4);
+    ASSERT_EQ(got.size(), 4u);
+    for (uint32_t k = 0; k < 4; k++) {
+        EXPECT_EQ(got[k].marker, 100u + k) << "in submission order";
+        EXPECT_FALSE(got[k].ok) << "a copy of a vanished device cannot be trusted";
+        EXPECT_EQ(got[k].why, mars::CopyFallback::kDeviceGone);
+    }
+    EXPECT_EQ(g_dma->given_back(), 4u);
+    EXPECT_EQ(g_dma->outstanding(), 0u);
+    EXPECT_FALSE(c.submit(4, &why));
+    EXPECT_EQ(why, mars::CopyFallback::kDeviceGone);
+}
+
+TEST(DmaFaultVanish, StackRedoesCopiesInFlightAndStaysOnTheCore)
+{
+    const mars::StackStats st = transfer_with("vanish@1000");
+    EXPECT_EQ(g_dma->fault_hits(), 1u) << "the transfer did not reach the fault";
+    EXPECT_TRUE(g_dma->lost());
+    EXPECT_GE(g_dma->given_back(), 1u) << "the copy taken as the device went was not given back";
+    EXPECT_EQ(st.copy_fallback_stalled, 0u) << "copies in flight were waited out instead of given back";
+    EXPECT_GT(st.copy_fallback_device_gone, 500u) << "every later payload is the core's, counted";
+    EXPECT_EQ(st.copies_offloaded, 1001u) << "the device took 1001 copies, the last as it went";
+    EXPECT_EQ(st.copy_fallback_error, 0u);
+}
+
+// ---- (d) a full device ring -----------------------------------------------
+
+TEST(DmaFaultRingFull, RefusedWithItsReasonAndTheNextIsTaken)
+{
+    g_dma->inject(fault("ring_full@2x3"));
+    Copies c;
+    mars::CopyFallback why = mars::CopyFallback::kError;
+    std::vector<uint32_t> taken;
+    for (uint32_t k = 0; k < 8; k++) {
+        const bool ok = c.submit(k, &why);
+        EXPECT_EQ(ok, k < 2 || k >= 5) << k;
+        if (ok) {
+            taken.push_back(k);
+        } else {
+            EXPECT_EQ(why, mars::CopyFallback::kRingFull);
+        }
+    }
+    g_dma->doorbell();
+    std::vector<mars::CopyCompletion> got = drain(taken.size());
+    ASSERT_EQ(got.size(), taken.size());
+    for (size_t i = 0; i < taken.size(); i++) {
+        EXPECT_EQ(got[i].marker, 100u + taken[i]);
+        EXPECT_TRUE(got[i].ok);
+        EXPECT_TRUE(c.exact(taken[i]));
+    }
+    EXPECT_FALSE(g_dma->lost());
+}
+
+TEST(DmaFaultRingFull, StackCopiesRefusedPayloadsAndKeepsTheDevice)
+{
+    const mars::StackStats st = transfer_with("ring_full@1000x200");
+    EXPECT_EQ(g_dma->fault_hits(), 200u) << "the transfer did not reach the fault";
+    EXPECT_GE(st.copy_fallback_ring_full, 200u);
+    EXPECT_EQ(st.copy_fallback_stalled + st.copy_fallback_device_gone + st.copy_fallback_error, 0u);
+    EXPECT_GT(st.copies_offloaded, 1100u) << "the device takes copies again once it has room";
+    EXPECT_FALSE(g_dma->lost());
+    EXPECT_FALSE(g_dma->abandoned());
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    ::testing::InitGoogleTest(&argc, argv);
+    ::testing::AddGlobalTestEnvironment(new EalEnv);
+    return RUN_ALL_TESTS();
+}
