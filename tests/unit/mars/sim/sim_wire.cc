@@ -188,8 +188,10 @@ uint16_t SimPort::transmit(PacketRef *frames, uint16_t n)
                 pool_.put(f);
                 continue;
             }
-            std::memcpy(f.data + f.len, e.payload, e.len);
-            f.len = uint16_t(f.len + e.len);
+            if (external_read_) {
+                std::memcpy(f.data + f.len, e.payload, e.len);
+                f.len = uint16_t(f.len + e.len);
+            }
             f.flags &= ~uint32_t(kTxExternal);
             external_frames++;
             if (hold_external_) {

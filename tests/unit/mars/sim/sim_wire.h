@@ -163,6 +163,9 @@ class SimPort : public PacketIo {
     // Lets go of the oldest n held payloads (all with n = SIZE_MAX); returns how many.
     size_t release_external(size_t n = SIZE_MAX);
     size_t external_held() const { return held_.size(); }
+    // Off: transmit() hands on the headers only and does not read attached
+    // payloads (benchmarks: a device's DMA is not the engine's work).
+    void set_external_read(bool on) { external_read_ = on; }
     uint64_t external_frames = 0;  // frames transmitted with a payload by reference
     uint64_t external_changed = 0; // held payloads whose bytes changed before release
 
@@ -191,6 +194,7 @@ class SimPort : public PacketIo {
     std::vector<External> attached_; // attached, not yet transmitted
     std::deque<External> held_;
     bool hold_external_ = false;
+    bool external_read_ = true;
     // The frame's attached payload, taken out of attached_ (false: none).
     bool take_external(const PacketRef &f, External *out);
     void drop_external(const PacketRef &f);
