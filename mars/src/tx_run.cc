@@ -111,7 +111,7 @@ bool StackImpl::run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned 
                              uint32_t pseudo)
 {
     const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
-    if (off + len > s.tx_mask + 1 || hdr_len > fr.room) return false;
+    if (off + len > s.tx_mask + 1 || kRunHeaderMax > fr.room) return false;
     const uint8_t *payload = s.tx + off;
     if (!io_.attach_external(fr, payload, uint16_t(len), s.tx_refs.take(s.tx_head))) return false;
     s.tx_refs.refs[s.tx_refs.current]++;
@@ -120,7 +120,7 @@ bool StackImpl::run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned 
         tx_ref_socks_.push_back(s.index);
     }
     uint8_t *p = fr.data;
-    std::memcpy(p, h, hdr_len);
+    std::memcpy(p, h, kRunHeaderMax); // a fixed size: a few vector moves (run_fill)
     Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
     th->seq = be32(seq);
     if (offloads_ & kOffloadTxTcpCsum) {
