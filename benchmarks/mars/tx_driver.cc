@@ -7,7 +7,12 @@
 // payload copy), and TSO when asked (SimPort's emulation; the port's own
 // segmentation is the NIC's work and is not counted: it runs at transmit).
 //
-//   mars_tx_driver BYTES [timestamps 0|1] [tx_batch 0|1] [ack_every SEGMENTS] [tso 0|1]
+// With zerocopy 1 the port takes payload by reference (kOffloadTxExternal,
+// SimPort not reading it: a device's DMA is not the engine's work); with
+// csum 0 it offers no checksum offload (the lab's net_af_packet), so the
+// stack sums the payload itself (fused with the copy on the copying path).
+//
+//   mars_tx_driver BYTES [timestamps 0|1] [tx_batch 0|1] [ack_every SEGMENTS] [tso 0|1] [zerocopy 0|1] [csum 0|1]
 // The application writes BYTES through the send ring; the peer ACKs every
 // ack_every segments (0: everything outstanding, once per round), each ACK a
 // burst of its own. Prints "payload BYTES" (what was sent), the segments and
@@ -39,12 +44,19 @@ int main(int argc, char **argv)
     const bool batch = argc > 3 ? std::atoi(argv[3]) != 0 : true;
     const uint32_t ack_every = argc > 4 ? uint32_t(std::atoi(argv[4])) : 0;
     const bool tso = argc > 5 && std::atoi(argv[5]) != 0;
+    const bool zerocopy = argc > 6 && std::atoi(argv[6]) != 0;
+    const bool csum = argc > 7 ? std::atoi(argv[7]) != 0 : true;
     RawPeer::Options opts = bench_options(1u << 18, 4096, ts);
-    opts.offloads = kOffloadRxCsum | kOffloadTxIpCsum | kOffloadTxTcpCsum | (tso ? uint32_t(kOffloadTxTcpSeg) : 0u);
+    opts.offloads = kOffloadRxCsum | (csum ? uint32_t(kOffloadTxIpCsum | kOffloadTxTcpCsum) : 0u) |
+                    (tso ? uint32_t(kOffloadTxTcpSeg) : 0u) | (zerocopy ? uint32_t(kOffloadTxExternal) : 0u);
     opts.stack.tcp.tx_batch = batch;
     RawPeer peer(opts);
     sim::FramePool large(64, 65535);
     if (tso) peer.port().enable_tso(&large, 65535);
+    if (zerocopy) {
+        peer.port().enable_external(false);
+        peer.port().set_external_read(false);
+    }
     peer.port().set_offload_emulation(false); // a NIC fills the checksums
     RawPeer::Conn c = establish(peer, ts);
     c.window = 65535; // scaled by 128: 8 MiB, the window never limits
@@ -98,10 +110,11 @@ int main(int argc, char **argv)
         stack_call([&] { st.poll(peer.now); });
     }
     const StackStats &stats = st.stats();
-    std::printf("payload %llu\nsegments %llu\nrun segments %llu in %llu runs, %llu TSO frames\n",
+    std::printf("payload %llu\nsegments %llu\nrun segments %llu in %llu runs, %llu TSO frames, %llu by reference\n",
                 static_cast<unsigned long long>(acked), static_cast<unsigned long long>(si.segs_out),
                 static_cast<unsigned long long>(stats.tx_run_segments), static_cast<unsigned long long>(stats.tx_runs),
-                static_cast<unsigned long long>(stats.tx_tso_frames));
+                static_cast<unsigned long long>(stats.tx_tso_frames),
+                static_cast<unsigned long long>(stats.tx_ref_frames));
     if (acked != total || si.total_retransmits != 0) {
         std::fprintf(stderr, "sent %llu of %llu bytes, %llu retransmissions\n", static_cast<unsigned long long>(acked),
                      static_cast<unsigned long long>(total), static_cast<unsigned long long>(si.total_retransmits));

@@ -52,6 +52,50 @@ void StackImpl::release_buffers()
         s.ooo.clear(ooo_pool_, io_);
         release_rings(s);
     }
+    release_tx_drain();
+}
+
+// The stack goes away or starts over: its owner has stopped the port, so no
+// frame points into a send ring any more.
+void StackImpl::release_tx_drain()
+{
+    for (const TxDrain &d : tx_drain_)
+        if (d.has_mem) buffers_.reclaim(d.user, d.mem);
+    tx_drain_.clear();
+    tx_ref_socks_.clear();
+}
+
+// Transmit by reference: the port let go of frames since the last poll.
+// Sockets whose send ring grew for the application hear kEvWritable; ring
+// memory and slots held back for frames in flight go back once drained.
+void StackImpl::poll_tx_refs()
+{
+    for (size_t i = 0; i < tx_ref_socks_.size();) {
+        Sock &s = socks_[tx_ref_socks_[i]];
+        const uint32_t head = s.tx_refs.app_head(s.tx_head);
+        if (s.used && (s.flags & kFHasRings) && head != s.tx_refs.reported) {
+            s.tx_refs.reported = head;
+            raise(s, kEvWritable);
+        }
+        if (s.tx_refs.any()) {
+            i++;
+            continue;
+        }
+        s.tx_refs.listed = false;
+        tx_ref_socks_[i] = tx_ref_socks_.back();
+        tx_ref_socks_.pop_back();
+    }
+    for (size_t i = 0; i < tx_drain_.size();) {
+        const TxDrain d = tx_drain_[i];
+        if (socks_[d.sock].tx_refs.any()) {
+            i++;
+            continue;
+        }
+        if (d.has_mem) buffers_.reclaim(d.user, d.mem);
+        if (d.slot) free_socks_.push_back(d.sock);
+        tx_drain_[i] = tx_drain_.back();
+        tx_drain_.pop_back();
+    }
 }
 
 void StackImpl::reset()
@@ -248,8 +292,13 @@ void StackImpl::sock_free(Sock &s)
     s.flags &= kFInEvents;
     s.gen = (s.gen + 1) & ((1u << (32 - kIndexBits)) - 1);
     if (s.gen == 0) s.gen = 1;
-    free_socks_.push_back(s.index);
     stats_.conns_open--;
+    if (s.tx_refs.any()) {
+        // The port still decrements this slot's counters: reuse it later.
+        tx_drain_.push_back(TxDrain{s.index, 0, RingMemory{}, false, true});
+        return;
+    }
+    free_socks_.push_back(s.index);
 }
 
 bool StackImpl::attach_rings(Sock &s, uint64_t user)
@@ -276,7 +325,11 @@ void StackImpl::release_rings(Sock &s)
     if (!(s.flags & kFHasRings)) return;
     if (s.rx_inflight) reap_copies(true); // no engine may write into memory handed back
     s.flags &= ~kFHasRings;
-    buffers_.reclaim(s.user, s.mem);
+    // Frames the port still reads point into the send ring: the memory (and
+    // with it, in eta, the application's mapped region) goes back only once
+    // the port has let go of them (poll_tx_refs).
+    if (s.tx_refs.any()) tx_drain_.push_back(TxDrain{s.index, s.user, s.mem, true, false});
+    else buffers_.reclaim(s.user, s.mem);
     s.mem = RingMemory{};
     s.rx = s.tx = nullptr;
     s.rx_mask = s.tx_mask = 0;
@@ -456,6 +509,7 @@ void StackImpl::poll(uint64_t now_ns)
     arp_.poll(now_ns_);
     flush_output();
     link_.flush();
+    if (!tx_ref_socks_.empty() || !tx_drain_.empty()) poll_tx_refs();
 }
 
 uint64_t StackImpl::next_deadline_ns() const

@@ -80,6 +80,38 @@ enum SockFlag : uint32_t {
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
 
+// Transmit by reference (tx_run.cc): which acknowledged send-ring bytes the
+// port may still read. Frames are counted in two epochs. Every frame sent
+// after a moment T points at bytes at or past tx_head(T) (snd_una never goes
+// back), so when the older epoch has drained, the bytes before the current
+// epoch's start (`closed_at`) are free; `released` is the start of the older
+// epoch, free already. A frame sent opens a new epoch when the older one has
+// drained. refs[] are decremented by the port (PacketIo::attach_external).
+struct TxRefs {
+    uint32_t refs[2] = {0, 0};
+    uint32_t closed_at = 0, released = 0; // tx positions (free-running, as tx_head)
+    uint8_t current = 0;
+    bool listed = false;   // in StackImpl::tx_ref_socks_
+    uint32_t reported = 0; // app_head() when kEvWritable was last raised for it
+    bool any() const { return refs[0] | refs[1]; }
+    // The position up to which the application may reuse the send ring.
+    uint32_t app_head(uint32_t tx_head) const
+    {
+        if (!any()) return tx_head;
+        return refs[current ^ 1] == 0 ? closed_at : released;
+    }
+    // The counter a frame sent now takes (before it is attached).
+    uint32_t *take(uint32_t tx_head)
+    {
+        if (refs[current ^ 1] == 0) {
+            released = any() ? closed_at : tx_head;
+            closed_at = tx_head;
+            current ^= 1;
+        }
+        return &refs[current];
+    }
+};
+
 struct Sock {
     // ---- hot: looked at by every segment (first cache lines) -----------
     FlowNode flow;
@@ -98,6 +130,7 @@ struct Sock {
     uint32_t rx_inflight = 0; // bytes past rx_tail a copy engine is still writing
     uint8_t *tx = nullptr;
     uint32_t tx_mask = 0, tx_head = 0, tx_tail = 0; // tx position of data seq s: s - iss - 1
+    TxRefs tx_refs; // frames the port still reads from tx (transmit by reference)
     uint32_t irs = 0, iss = 0;
     uint32_t mss = 536;     // what we send per segment (payload, options not included)
     uint32_t segs_unacked = 0; // segments received since our last ACK
@@ -162,7 +195,9 @@ struct Sock {
     uint32_t rx_readable() const { return rx_tail - rx_head; }
     uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() - rx_inflight : 0; }
     uint32_t tx_queued() const { return tx_tail - tx_head; }
-    uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - tx_queued() : 0; }
+    // Acknowledged bytes a frame in flight may still point at stay the
+    // stack's (TxRefs::app_head).
+    uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - (tx_tail - tx_refs.app_head(tx_head)) : 0; }
     uint32_t in_flight() const { return snd_max - snd_una; }
 };
 
@@ -328,6 +363,20 @@ class StackImpl final : public Stack, private Ipv4Upper {
                   uint32_t pseudo);
     uint32_t send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame);
     uint32_t send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags);
+    bool run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
+                      uint32_t pseudo);
+    // Transmit by reference: sockets with frames the port still reads, and
+    // ring memory (and socket slots) held back for them until it has let go.
+    struct TxDrain {
+        uint32_t sock;
+        uint64_t user;
+        RingMemory mem;
+        bool has_mem, slot;
+    };
+    std::vector<uint32_t> tx_ref_socks_;
+    std::vector<TxDrain> tx_drain_;
+    void poll_tx_refs();
+    void release_tx_drain();
     void run_sent(Sock &s, uint32_t seq, uint32_t sent);
     // A pure ACK carries the highest sequence number sent (RFC 9293's SND.NXT;
     // our snd_nxt goes back after a timeout, and an older sequence number

@@ -100,6 +100,43 @@ void StackImpl::run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_
     fr.len = uint16_t(hdr_len + len);
 }
 
+// One segment of a run into fr with its payload attached from the send ring
+// in place (kOffloadTxExternal): the frame's buffer holds the header image
+// only. The TCP checksum still reads the payload unless the port offloads
+// it. False, with fr untouched, where the payload wraps around the ring's
+// end (two pieces) or the port has nothing to attach it with: the caller
+// copies instead. The frame takes a reference on the socket's TxRefs, which
+// the port drops when it lets go of the frame.
+bool StackImpl::run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
+                             uint32_t pseudo)
+{
+    const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
+    if (off + len > s.tx_mask + 1 || kRunHeaderMax > fr.room) return false;
+    const uint8_t *payload = s.tx + off;
+    if (!io_.attach_external(fr, payload, uint16_t(len), s.tx_refs.take(s.tx_head))) return false;
+    s.tx_refs.refs[s.tx_refs.current]++;
+    if (!s.tx_refs.listed) {
+        s.tx_refs.listed = true;
+        tx_ref_socks_.push_back(s.index);
+    }
+    uint8_t *p = fr.data;
+    std::memcpy(p, h, kRunHeaderMax); // a fixed size: a few vector moves (run_fill)
+    Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
+    th->seq = be32(seq);
+    if (offloads_ & kOffloadTxTcpCsum) {
+        th->csum = csum_fold(pseudo);
+        fr.flags |= kTxTcpCsum;
+    } else {
+        const unsigned hlen = hdr_len - kEthLen - kIpLen;
+        th->csum = csum_finish(csum_combine(csum_add(pseudo, th, hlen), csum_add(0, payload, len), hlen));
+    }
+    if (offloads_ & kOffloadTxIpCsum) fr.flags |= kTxIpCsum;
+    fr.len = uint16_t(hdr_len);
+    stats_.tx_ref_frames++;
+    stats_.tx_ref_bytes += len;
+    return true;
+}
+
 // What send_segment() does per segment, once for a run of `sent` segments
 // from seq.
 void StackImpl::run_sent(Sock &s, uint32_t seq, uint32_t sent)
@@ -140,19 +177,25 @@ uint32_t StackImpl::send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_
     const unsigned hdr_len = run_header(s, h, mss);
     const unsigned tcp_len = hdr_len - kEthLen - kIpLen + mss;
     const uint32_t pseudo = pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, uint16_t(tcp_len));
+    const bool by_ref = cfg_.tcp.tx_zerocopy && (offloads_ & kOffloadTxExternal);
     uint32_t sent = 0;
     for (uint32_t q = seq; sent < got; sent++, q += mss) {
+        if (sent + 1 == n) reinterpret_cast<Tcp *>(h + kEthLen + kIpLen)->flags = last_flags;
+        if (by_ref && run_fill_ref(s, fr[sent], h, hdr_len, q, mss, pseudo)) continue;
         if (hdr_len + mss > fr[sent].room) {
             stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
             break;
         }
-        if (sent + 1 == n) reinterpret_cast<Tcp *>(h + kEthLen + kIpLen)->flags = last_flags;
         run_fill(s, fr[sent], h, hdr_len, q, mss, pseudo);
     }
     if (sent < got) io_.release(fr + sent, uint16_t(got - sent));
     if (sent == 0) return 0;
     run_sent(s, seq, sent);
-    for (uint32_t i = 0; i < sent; i++) link_.queue(fr[i]);
+    for (uint32_t i = 0; i < sent; i++) {
+        // The counters count the wire: a frame by reference is longer than its buffer.
+        const uint32_t wire = fr[i].len + ((fr[i].flags & kTxExternal) ? mss : 0);
+        link_.queue(fr[i], 1, wire);
+    }
     return sent;
 }
 

@@ -469,7 +469,8 @@ void parse_port(Section &p, size_t index, Config *c)
     port.rx_desc = uint16_t(p.integer("rx_desc", port.rx_desc, 64, 16384));
     port.tx_desc = uint16_t(p.integer("tx_desc", port.tx_desc, 64, 16384));
     port.tso = p.boolean("tso", port.tso);
-    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc, tso");
+    port.tx_zerocopy = p.boolean("tx_zerocopy", port.tx_zerocopy);
+    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy");
     for (auto &other : c->ports) {
         if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");
         if (other.device == port.device) p.fail("device", "\"" + port.device + "\" is used by two ports");

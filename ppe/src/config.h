@@ -54,6 +54,10 @@ struct PortConfig {
     // TCP segmentation offload where the device offers it (ppe/src/dpdk.cc);
     // false: MARS segments (in one pass, [tcp] tx_batch).
     bool tso = true;
+    // Transmit by reference where the device takes multi-segment frames
+    // (ppe/src/dpdk.cc): a segment is a header mbuf chained to an mbuf that
+    // points into the application's send ring, not a copy of it.
+    bool tx_zerocopy = false;
     uint32_t line = 0; // of its device key, for messages
 };
 

@@ -214,11 +214,30 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_TCP_TSO;
         offloads |= mars::kOffloadTxTcpSeg;
     }
+    // Transmit by reference (tx_zerocopy): a frame is a header mbuf chained
+    // to one whose buffer is external (the application's send ring), so the
+    // device must take chains. net_af_packet (DPDK 22.11) does: its tx copies
+    // each segment into the kernel's ring and frees the chain in
+    // rte_eth_tx_burst(); net_af_xdp does not report it (its copy-mode tx
+    // reads the first segment only), so there the key has no effect.
+    // Vdevs only: a PCI device would read the payload by DMA, and the
+    // applications' regions are not registered for DMA (see attach_external).
+    const bool vdev = pc.device.rfind("net_", 0) == 0;
+    if (pc.tx_zerocopy && vdev && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+        offloads |= mars::kOffloadTxExternal;
+    } else if (pc.tx_zerocopy) {
+        log(LogLevel::kWarn, "%s: tx_zerocopy = true, but %s: payloads are copied into the frames", what.c_str(),
+            vdev ? "the device does not take multi-segment frames" : "by reference is for virtual devices only");
+    }
     // Fast free: a queue only ever sends mbufs its engine allocated from its
     // own pool, refcnt 1 (received frames, steered or shared ARP ones
     // included, are released, never sent). Not with TSO: its large mbufs
-    // come from a second pool, and fast free needs one pool per queue.
-    if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) && !(offloads & mars::kOffloadTxTcpSeg))
+    // come from a second pool, and fast free needs one pool per queue. Not
+    // by reference either: fast free skips the detach that calls the
+    // external buffer's free callback.
+    if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) &&
+        !(offloads & (mars::kOffloadTxTcpSeg | mars::kOffloadTxExternal)))
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
     // More than one engine: RSS puts each flow on its owner's queue where the
     // device has it (the key and table below are what dti_flow_owner()
@@ -358,6 +377,44 @@ uint16_t MbufIo::alloc_tso(mars::PacketRef *out, uint16_t n)
     return got;
 }
 
+namespace {
+
+void external_done(void *addr, void *refs)
+{
+    (void)addr;
+    --*static_cast<uint32_t *>(refs);
+}
+
+} // namespace
+
+bool MbufIo::attach_external(mars::PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs)
+{
+    if (!(offloads_ & mars::kOffloadTxExternal) || len == 0) return false;
+    rte_mbuf *ext = rte_pktmbuf_alloc(pool_);
+    if (!ext) return false;
+    // The shared info in ext's own data room: not touched by the attach,
+    // and ext goes back to the pool only after the callback has run.
+    auto *shinfo = reinterpret_cast<rte_mbuf_ext_shared_info *>(
+        RTE_PTR_ALIGN_CEIL(static_cast<uint8_t *>(ext->buf_addr), alignof(rte_mbuf_ext_shared_info)));
+    shinfo->free_cb = external_done;
+    shinfo->fcb_opaque = refs;
+    rte_mbuf_ext_refcnt_set(shinfo, 1);
+    // The IOVA without a lookup (rte_mem_virt2iova may read pagemap, a
+    // syscall): in VA mode it is the address; otherwise the region is not
+    // DMA-mapped (a PCI NIC would need rte_extmem_register() and
+    // rte_dev_dma_map() of the application's region first, not done yet), so
+    // the port was not offered by reference (Port::open).
+    void *addr = const_cast<uint8_t *>(payload);
+    rte_pktmbuf_attach_extbuf(ext, addr, rte_iova_t(uintptr_t(addr)), len, shinfo);
+    ext->data_len = len;
+    ext->pkt_len = len;
+    rte_mbuf *head = static_cast<rte_mbuf *>(frame.handle);
+    head->next = ext;
+    head->nb_segs = 2;
+    frame.flags |= mars::kTxExternal;
+    return true;
+}
+
 uint16_t MbufIo::receive(mars::PacketRef *out, uint16_t n)
 {
     rte_mbuf *m[256];
@@ -411,6 +468,7 @@ uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
         rte_mbuf *mb = static_cast<rte_mbuf *>(frames[i].handle);
         mb->data_len = frames[i].len;
         mb->pkt_len = frames[i].len;
+        if (frames[i].flags & mars::kTxExternal) mb->pkt_len += mb->next->data_len;
         mb->ol_flags = 0;
         if (frames[i].flags & (mars::kTxIpCsum | mars::kTxTcpCsum)) {
             // The fields are as DPDK wants them (mars/checksum_offload.h):

@@ -73,6 +73,13 @@ class MbufIo final : public PortIo {
     uint32_t offloads() const override { return offloads_; }
     uint32_t tso_max_frame() const override;
     uint16_t alloc_tso(mars::PacketRef *out, uint16_t n) override;
+    // Transmit by reference (kOffloadTxExternal, [[port]] tx_zerocopy): an
+    // mbuf from the queue's pool is attached to the payload in place and
+    // chained after the frame's header mbuf at transmit(). Its free callback
+    // (on this engine's thread, when the driver frees the chain) decrements
+    // *refs. The callback's shared info lives in that mbuf's own, unused
+    // data room, which stays the mbuf's until the callback has run.
+    bool attach_external(mars::PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs) override;
     // [engine] prefetch: receive() prefetches the mbufs of a burst ahead of
     // the loop that reads them, and each frame's first data line (its
     // headers) for the stack.

@@ -201,13 +201,13 @@ std::string text_view(const Snapshot &s, bool conns)
                     "  receive pipeline: strands %" PRIu64 "%s  yields %" PRIu64 "  prefetches %" PRIu64
                     "  coalesced %" PRIu64 " segments in %" PRIu64 " groups"
                     "\n  transmit: %" PRIu64 " segments in runs of one pass (%" PRIu64 " runs), %" PRIu64
-                    " TSO frames"
+                    " TSO frames, %" PRIu64 " segments by reference (%" PRIu64 " bytes)"
                     "\n  copy engine: %s; offloaded %" PRIu64 " copies, %" PRIu64
                     " bytes; core copies instead: below_threshold %" PRIu64 " ring_wrap %" PRIu64
                     " ring_full %" PRIu64 " device_gone %" PRIu64 " error %" PRIu64 " stalled %" PRIu64 "\n",
                     st.strands, st.strands <= 1 ? " (run to completion)" : "", st.strand_yields, st.prefetches,
                     st.rx_coalesce_segments, st.rx_coalesce_groups, st.tx_run_segments, st.tx_runs,
-                    st.tx_tso_frames, copy_engine_label(h, e, p).c_str(), st.copies_offloaded, st.copy_bytes_offloaded,
+                    st.tx_tso_frames, st.tx_ref_frames, st.tx_ref_bytes, copy_engine_label(h, e, p).c_str(), st.copies_offloaded, st.copy_bytes_offloaded,
                     st.copy_fallback_below_threshold, st.copy_fallback_ring_wrap, st.copy_fallback_ring_full,
                     st.copy_fallback_device_gone, st.copy_fallback_error, st.copy_fallback_stalled);
         }

@@ -48,7 +48,9 @@ namespace ppe::stats {
     X(rx_coalesce_segments, "receive coalescing: segments taken in those groups")                              \
     X(tx_runs, "transmit runs: two or more full segments built in one pass")                                   \
     X(tx_run_segments, "transmit runs: segments sent in those runs")                                            \
-    X(tx_tso_frames, "TCP segmentation offload frames handed to the port (several segments each)")
+    X(tx_tso_frames, "TCP segmentation offload frames handed to the port (several segments each)")          \
+    X(tx_ref_frames, "segments sent with their payload by reference from the send ring (tx_zerocopy)")        \
+    X(tx_ref_bytes, "payload bytes sent by reference from the send ring (tx_zerocopy)")
 
 std::string copy_engine_of(const Header &h, size_t e, uint32_t p)
 {

@@ -33,6 +33,10 @@ enum PacketFlags : uint32_t {
     // which the port sends as segments of tx_seg_size() payload bytes each
     // (mars/checksum_offload.h says what the header fields hold).
     kTxTcpSeg = 1u << 10,
+    // Transmit: the frame's payload is not in its buffer but attached by
+    // reference (PacketIo::attach_external, kOffloadTxExternal); `len`
+    // counts the headers in the buffer only.
+    kTxExternal = 1u << 11,
 };
 
 // A kTxTcpSeg frame's segment size (TCP payload bytes per segment: the MSS)
@@ -49,6 +53,7 @@ enum Offloads : uint32_t {
     kOffloadTxIpCsum = 1u << 1,
     kOffloadTxTcpCsum = 1u << 2,
     kOffloadTxTcpSeg = 1u << 3, // TSO: see tso_max_frame() / alloc_tso()
+    kOffloadTxExternal = 1u << 4, // payload by reference: see attach_external()
 };
 
 // The engine's side of packet I/O. One per stack instance; never shared
@@ -78,6 +83,23 @@ class PacketIo {
         (void)out;
         (void)n;
         return 0;
+    }
+    // Transmit without copying the payload (with kOffloadTxExternal): the
+    // frame (headers in its buffer, `len` bytes) goes out followed by the
+    // `len` bytes at `payload`, which the port reads in place, as late as
+    // the device does (a NIC by DMA after transmit() returned). Until then
+    // that memory must not change: the port decrements *refs by one once no
+    // device reads it any more (the frame sent or dropped, whenever that
+    // is, on the engine's own thread), and the caller counts *refs up by one
+    // for each frame this returns true for. False: nothing attached (no
+    // buffer for it); the caller copies instead. Sets kTxExternal.
+    virtual bool attach_external(PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs)
+    {
+        (void)frame;
+        (void)payload;
+        (void)len;
+        (void)refs;
+        return false;
     }
 };
 

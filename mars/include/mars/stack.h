@@ -80,6 +80,13 @@ struct TcpConfig {
     // With tx_batch, and where the port offers TCP segmentation offload
     // (kOffloadTxTcpSeg), a run leaves as one large frame the port segments.
     bool tso = true;
+    // With tx_batch, and where the port takes payload by reference
+    // (kOffloadTxExternal): a run's full segments leave with their payload
+    // attached from the send ring in place, not copied into the frame
+    // (mars/README.md "Transmit by reference"). Acknowledged bytes go back
+    // to the application only once the port has let go of every frame that
+    // still points at them.
+    bool tx_zerocopy = true;
 };
 
 struct StackConfig {
@@ -250,6 +257,9 @@ struct StackStats {
     // built in one pass, the segments in them, and TSO frames handed to the
     // port (each carrying several segments).
     uint64_t tx_runs, tx_run_segments, tx_tso_frames;
+    // Transmit by reference (TcpConfig::tx_zerocopy): segments whose payload
+    // the port sent from the send ring in place, and their payload bytes.
+    uint64_t tx_ref_frames, tx_ref_bytes;
 };
 
 class Stack {

@@ -15,6 +15,9 @@
 # failure into the device mid-transfer (ppe/src/dma_copy.h DmaFault; eta-ppe
 # honours it in builds with assertions): every byte must still arrive, and
 # eta-stat must count the fallback by its reason.
+# ETA_TEST_TX_ZEROCOPY=1 runs it with tx_zerocopy = true on the port (segments
+# sent with their payload by reference from the send ring; net_af_packet
+# takes multi-segment frames) and checks in eta-stat that they were.
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3 ECHO=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/ppe_lib.sh"
@@ -35,6 +38,10 @@ if [ "${ETA_TEST_COPY:-}" = dmadev ]; then
     ppe_config "$(printf '[copy]\nengine = "dmadev"\ndevice = "dma_skeleton"\nthreshold = 1024\n')"
 else
     ppe_config
+fi
+if [ "${ETA_TEST_TX_ZEROCOPY:-}" = 1 ]; then
+    sed -i '/^device = /a tx_zerocopy = true' "$work/ppe.toml"
+    grep -qx 'tx_zerocopy = true' "$work/ppe.toml" || fail "cannot set tx_zerocopy in the lab's PPE config"
 fi
 ppe_start "$work/ppe.toml"
 export ETA_SOCKET=$ETA_LAB_SOCKET
@@ -136,6 +143,16 @@ if [ "${ETA_TEST_COPY:-}" = dmadev ]; then
     fi
     ppe_stat | grep -q "copy engine: dmadev:dma_skeleton, payloads of 1024 bytes or more" ||
         fail "eta-stat's text view does not name the copy engine"
+fi
+if [ "${ETA_TEST_TX_ZEROCOPY:-}" = 1 ]; then
+    # Every byte above was verified; the segments went by reference (the
+    # stream's full segments; single and retransmitted ones are copied).
+    st=$(ppe_stat --json | python3 -c "import json,sys; d=json.load(sys.stdin); print(json.dumps(d['engines'][0]['stacks'][0]))")
+    echo "by reference: $(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print({k: d[k] for k in ('tx_ref_frames', 'tx_ref_bytes', 'tx_run_segments')})" "$st")"
+    json_true "$st" "d['tx_ref_frames'] > 10000 and d['tx_ref_bytes'] >= 1000 * d['tx_ref_frames']" ||
+        fail "too few segments went by reference: $st"
+    ppe_stat | grep -q "segments by reference" || fail "eta-stat's text view does not show segments by reference"
+    grep -q "tx_zerocopy = true, but" "$work/ppe.log" && fail "the port did not take tx_zerocopy: $(cat "$work/ppe.log")"
 fi
 if [ -n "${ETA_TEST_MTU:-}" ]; then
     # Frames larger than Ethernet's 1514 bytes went both ways: the stream

@@ -67,6 +67,14 @@ TEST(PpeConfig, EngineStrandsAndPrefetch)
     EXPECT_EQ(c.strands, 64u);
 }
 
+TEST(PpeConfig, PortTxZerocopy)
+{
+    EXPECT_FALSE(parse_ok(kPort).ports[0].tx_zerocopy) << "copying is the default (benchmarks/README.md)";
+    EXPECT_TRUE(parse_ok(std::string(kPort) + "tx_zerocopy = true\n").ports[0].tx_zerocopy);
+    const std::string e = parse_err(std::string(kPort) + "tx_zerocopy = \"yes\"\n");
+    EXPECT_THAT(e, HasSubstr("tx_zerocopy"));
+}
+
 TEST(PpeConfig, CopyEngineDefaultsToTheCore)
 {
     Config c = parse_ok(kPort);

@@ -136,10 +136,71 @@ uint16_t SimPort::alloc(PacketRef *out, uint16_t n)
     return got;
 }
 
+bool SimPort::attach_external(PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs)
+{
+    if (!(offloads_ & kOffloadTxExternal) || len == 0 || len > frame.room) return false;
+    attached_.push_back(External{frame.handle, payload, len, refs, {}});
+    frame.flags |= kTxExternal;
+    return true;
+}
+
+bool SimPort::take_external(const PacketRef &f, External *out)
+{
+    for (size_t i = 0; i < attached_.size(); i++) {
+        if (attached_[i].handle != f.handle) continue;
+        *out = std::move(attached_[i]);
+        attached_.erase(attached_.begin() + long(i));
+        return true;
+    }
+    return false;
+}
+
+// A frame with an attached payload dropped or released unsent: the
+// reference goes with it.
+void SimPort::drop_external(const PacketRef &f)
+{
+    External e;
+    if ((f.flags & kTxExternal) && take_external(f, &e)) --*e.refs;
+}
+
+size_t SimPort::release_external(size_t n)
+{
+    size_t done = 0;
+    for (; done < n && !held_.empty(); done++) {
+        External &e = held_.front();
+        if (std::memcmp(e.sent.data(), e.payload, e.len) != 0) external_changed++;
+        --*e.refs;
+        held_.pop_front();
+    }
+    return done;
+}
+
 uint16_t SimPort::transmit(PacketRef *frames, uint16_t n)
 {
     for (uint16_t i = 0; i < n; i++) {
         PacketRef &f = frames[i];
+        if (f.flags & kTxExternal) {
+            // The device reads the payload after the headers in the buffer.
+            External e;
+            if (!take_external(f, &e) || f.len + e.len > f.room) {
+                tx_invalid++;
+                if (e.refs) --*e.refs;
+                pool_.put(f);
+                continue;
+            }
+            if (external_read_) {
+                std::memcpy(f.data + f.len, e.payload, e.len);
+                f.len = uint16_t(f.len + e.len);
+            }
+            f.flags &= ~uint32_t(kTxExternal);
+            external_frames++;
+            if (hold_external_) {
+                e.sent.assign(e.payload, e.payload + e.len);
+                held_.push_back(std::move(e));
+            } else {
+                --*e.refs;
+            }
+        }
         uint32_t asked = f.flags & (kTxIpCsum | kTxTcpCsum);
         bool offload_ok = (!(asked & kTxIpCsum) || (offloads_ & kOffloadTxIpCsum)) &&
                           (!(asked & kTxTcpCsum) || (offloads_ & kOffloadTxTcpCsum));
@@ -239,7 +300,10 @@ bool SimPort::segment(PacketRef &big)
 
 void SimPort::release(PacketRef *frames, uint16_t n)
 {
-    for (uint16_t i = 0; i < n; i++) pool_.put(frames[i]);
+    for (uint16_t i = 0; i < n; i++) {
+        drop_external(frames[i]);
+        pool_.put(frames[i]);
+    }
 }
 
 void apply_tx_offload(PacketRef &f)

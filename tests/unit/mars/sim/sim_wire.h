@@ -146,6 +146,29 @@ class SimPort : public PacketIo {
     uint16_t alloc_tso(PacketRef *out, uint16_t n) override;
     uint64_t tso_frames = 0; // kTxTcpSeg frames taken
 
+    // Transmit by reference (TEST FIXTURE): with kOffloadTxExternal in the
+    // port's offloads (set before the stack is made: it reads them once). transmit() reads each attached payload into
+    // the frame, as a NIC's DMA would, and hands it on. With hold on, the
+    // port keeps the payload's reference after that, as a NIC that frees
+    // its descriptors late, until release_external(): then it reads the
+    // payload again, and a byte that changed meanwhile (the send ring handed
+    // back to the application while a frame still pointed at it) is counted
+    // in external_changed. Without hold, the reference goes at transmit().
+    void enable_external(bool hold)
+    {
+        offloads_ |= kOffloadTxExternal;
+        hold_external_ = hold;
+    }
+    bool attach_external(PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs) override;
+    // Lets go of the oldest n held payloads (all with n = SIZE_MAX); returns how many.
+    size_t release_external(size_t n = SIZE_MAX);
+    size_t external_held() const { return held_.size(); }
+    // Off: transmit() hands on the headers only and does not read attached
+    // payloads (benchmarks: a device's DMA is not the engine's work).
+    void set_external_read(bool on) { external_read_ = on; }
+    uint64_t external_frames = 0;  // frames transmitted with a payload by reference
+    uint64_t external_changed = 0; // held payloads whose bytes changed before release
+
     uint64_t tx_frames = 0;
     // Frames handed to transmit() that no real NIC could send: empty, longer
     // than their buffer, or asking for an offload the port did not offer.
@@ -161,6 +184,20 @@ class SimPort : public PacketIo {
     uint32_t tso_max_ = 0;
     void deliver(PacketRef &f);
     bool segment(PacketRef &big);
+    struct External {
+        const void *handle = nullptr;
+        const uint8_t *payload = nullptr;
+        uint16_t len = 0;
+        uint32_t *refs = nullptr;
+        std::vector<uint8_t> sent; // the bytes read at transmit (hold only)
+    };
+    std::vector<External> attached_; // attached, not yet transmitted
+    std::deque<External> held_;
+    bool hold_external_ = false;
+    bool external_read_ = true;
+    // The frame's attached payload, taken out of attached_ (false: none).
+    bool take_external(const PacketRef &f, External *out);
+    void drop_external(const PacketRef &f);
 };
 
 // Fills in checksums the way a NIC with tx offload would (the stack asked by

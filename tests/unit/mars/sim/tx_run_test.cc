@@ -50,7 +50,12 @@ struct Plan {
 
 // kTsoSmall: a port whose TSO frames hold at most 6000 bytes (4 full
 // segments), so a run leaves as several TSO frames and a last ordinary one.
-enum class Mode { kOneByOne, kRuns, kTso, kTsoSmall };
+// kExternal: runs with the payload attached by reference (SimPort reads it
+// at transmit); kExternalHeld: the port lets go of each frame's payload only
+// a round after it was sent (as a NIC freeing descriptors late), so the
+// frames differ (the application finds less room) but no byte may change
+// under a frame in flight.
+enum class Mode { kOneByOne, kRuns, kTso, kTsoSmall, kExternal, kExternalHeld };
 
 std::string describe(const Parsed &p)
 {
@@ -68,12 +73,14 @@ struct Outcome {
     std::string state;                        // counters, socket info, events
     StackStats stats{};
     bool delivered = false;                   // the peer got every byte (and the FIN)
+    uint32_t rounds_held = 0; // rounds in which acknowledged bytes were held back from the application
 };
 
 // The counters a run changes by design: how the frames were made, not what they are.
 std::string stats_text(StackStats s)
 {
     s.tx_runs = s.tx_run_segments = s.tx_tso_frames = 0;
+    s.tx_ref_frames = s.tx_ref_bytes = 0;
     std::ostringstream o;
     const uint64_t *w = reinterpret_cast<const uint64_t *>(&s);
     for (size_t i = 0; i < sizeof s / 8; i++) o << w[i] << (i % 16 == 15 ? "\n" : " ");
@@ -88,9 +95,12 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
     o.keep_raw = true;
     const bool tso = mode == Mode::kTso || mode == Mode::kTsoSmall;
     o.offloads = csum_offloads | (tso ? uint32_t(kOffloadTxTcpSeg) : 0u);
+    if (mode == Mode::kExternal || mode == Mode::kExternalHeld) o.offloads |= kOffloadTxExternal;
     auto peer = std::make_unique<RawPeer>(o);
     FramePool large(large_frames, 65535);
     if (tso) peer->port().enable_tso(&large, mode == Mode::kTso ? 65535 : 6000);
+    const bool held = mode == Mode::kExternalHeld;
+    if (mode == Mode::kExternal || held) peer->port().enable_external(held);
     // The exact bytes MARS made: checksum offload seeds are left as they are.
     peer->port().set_offload_emulation(false);
 
@@ -103,8 +113,7 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
     SockId l = peer->listen(80);
     SockId s = peer->open_passive(l, 80, 40000, &c, syn, &why);
     EXPECT_NE(s, kNoSock) << why;
-    Outcome out;
-    if (s == kNoSock) return out;
+    if (s == kNoSock) return Outcome{};
     Stack &st = peer->stack();
     st.set_option(s, SockOpt::kNoDelay, plan.nodelay ? 1 : 0);
     if (plan.cork) st.set_option(s, SockOpt::kCork, 1);
@@ -128,7 +137,19 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
         peer->inject(a);
         unacked_segs = 0;
     };
+    Outcome out;
+    size_t held_last_round = 0;
     for (int round = 0; round < 4000; round++) {
+        if (held) {
+            // Acknowledged bytes a held frame points at are not the application's yet.
+            RingSpan span{};
+            const uint32_t unacked = written - std::min(written, rcv);
+            if (st.tx_view(s, &span) == 0 && span.total() < plan.sndbuf - unacked && peer->port().external_held())
+                out.rounds_held++;
+            // The frames of the round before go; the stack hears of it at its next poll.
+            peer->port().release_external(held_last_round);
+            held_last_round = peer->port().external_held();
+        }
         // The application writes what the ring takes.
         while (written < plan.total) {
             RingSpan span{};
@@ -221,6 +242,7 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
     out.state = state.str();
     out.stats = st.stats();
     EXPECT_EQ(peer->port().tx_invalid, 0u) << "a frame broke the offload contract";
+    EXPECT_EQ(peer->port().external_changed, 0u) << "send-ring bytes changed under a frame in flight";
     return out;
 }
 
@@ -253,15 +275,18 @@ void check_plan(const Plan &plan, uint64_t *runs_seen = nullptr, uint64_t *tso_s
         const Outcome ref = run(plan, Mode::kOneByOne, offloads);
         EXPECT_TRUE(ref.delivered) << plan.name();
         EXPECT_EQ(ref.stats.tx_runs, 0u);
-        std::vector<Mode> modes{Mode::kRuns};
+        std::vector<Mode> modes{Mode::kRuns, Mode::kExternal};
         if (offloads) {
             modes.push_back(Mode::kTso);
             modes.push_back(Mode::kTsoSmall);
         }
         for (Mode m : modes) {
             const Outcome got = run(plan, m, offloads);
-            EXPECT_EQ(difference(ref, got), "") << plan.name() << (m == Mode::kRuns ? " (runs)" : " (TSO)")
-                                                << " offloads " << offloads;
+            const char *what = m == Mode::kRuns ? " (runs)" : m == Mode::kExternal ? " (by reference)" : " (TSO)";
+            EXPECT_EQ(difference(ref, got), "") << plan.name() << what << " offloads " << offloads;
+            if (m == Mode::kExternal && got.stats.tx_run_segments > 0) {
+                EXPECT_GT(got.stats.tx_ref_frames, 0u) << plan.name() << ": no payload went by reference";
+            }
             if (runs_seen) *runs_seen += got.stats.tx_run_segments;
             if (tso_seen) *tso_seen += got.stats.tx_tso_frames;
         }
@@ -440,6 +465,58 @@ TEST(MarsTxRun, TsoWithoutLargeBuffersFallsBack)
     const Outcome plenty = run(p, Mode::kTso, csum);
     EXPECT_LT(plenty.stats.tx_tso_frames * 2, plenty.stats.tx_run_segments) << "each TSO frame carries several segments";
     EXPECT_GT(one.stats.tx_run_segments - 0, one.stats.tx_tso_frames);
+}
+
+// Transmit by reference with a port that lets go of frames a round late:
+// every byte arrives, none changed under a frame in flight (SimPort checks
+// each held payload when it lets go), and acknowledged bytes were really
+// held back from the application meanwhile.
+TEST(MarsTxRun, ByReferenceHeldFramesKeepTheRing)
+{
+    for (uint32_t sndbuf : {4096u, 16384u, 65536u})
+        for (int32_t drop : {-1, 14480}) {
+            Plan p;
+            p.total = 200000;
+            p.sndbuf = sndbuf;
+            p.drop_at = drop;
+            const Outcome o = run(p, Mode::kExternalHeld, 0);
+            EXPECT_TRUE(o.delivered) << p.name();
+            EXPECT_GT(o.stats.tx_ref_frames, 0u) << p.name();
+            EXPECT_GT(o.rounds_held, 0u) << p.name() << ": the port held frames, yet the ring was never held back";
+        }
+}
+
+// A socket closed (and its rings released) while the port still reads its
+// send ring: the ring memory goes back to its provider, and the socket slot
+// to the free list, only once the port has let go.
+TEST(MarsTxRun, ByReferenceCloseWaitsForThePort)
+{
+    RawPeer::Options o;
+    o.stack.tcp.sndbuf = 65536;
+    o.stack.max_sockets = 4;
+    o.offloads = kOffloadTxExternal; // the stack reads its port's offloads once, at creation
+    auto peer = std::make_unique<RawPeer>(o);
+    peer->port().enable_external(true);
+    RawPeer::Conn c;
+    std::string why;
+    SockId l = peer->listen(80);
+    SockId s = peer->open_passive(l, 80, 40000, &c, RawPeer::full_syn_options(0), &why);
+    ASSERT_NE(s, kNoSock) << why;
+    Stack &st = peer->stack();
+    c.window = 65535;
+    const uint32_t rings_before = peer->rings().outstanding();
+    std::vector<uint8_t> data(30000, 0x3c);
+    ASSERT_EQ(st.send(s, data.data(), data.size()), int64_t(data.size()));
+    peer->poll();
+    ASSERT_GT(peer->port().external_held(), 0u);
+    ASSERT_EQ(st.abort(s), 0);
+    st.close(s);
+    peer->poll();
+    EXPECT_EQ(peer->rings().outstanding(), rings_before) << "the ring went back while the port read it";
+    peer->port().release_external();
+    peer->poll();
+    EXPECT_EQ(peer->rings().outstanding(), rings_before - 1);
+    EXPECT_EQ(peer->port().external_changed, 0u);
 }
 
 } // namespace
