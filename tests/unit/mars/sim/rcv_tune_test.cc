@@ -69,12 +69,13 @@ struct Plan {
     bool can_grow = true;
     bool lock_rcvbuf = false; // SO_RCVBUF on the accepted socket
     uint32_t ooo_pool_frames = 2048;
+    bool partial_reads = false; // every other read takes half of what is readable: the ring is often not empty
 };
 
 struct Result {
     uint64_t received = 0;
     uint64_t elapsed_ns = 0;
-    uint32_t max_space = 0, max_ring = 0, max_window = 0;
+    uint32_t max_space = 0, max_ring = 0, max_window = 0, max_share = 0;
     uint32_t final_space = 0;
     StackStats stats{};
     uint32_t provider_grows = 0, provider_asks = 0;
@@ -122,6 +123,7 @@ class RcvTune : public ::testing::Test {
             RingSpan v;
             if (b == kNoSock || net.stack(1).rx_view(b, &v) != 0) return;
             uint64_t take = std::min<uint64_t>(v.total(), budget);
+            if (plan.partial_reads && (reads_++ & 1)) take /= 2;
             uint64_t done = 0;
             for (int i = 0; i < 2 && done < take; i++) {
                 const uint32_t n = uint32_t(std::min<uint64_t>(v.n[i], take - done));
@@ -188,6 +190,7 @@ class RcvTune : public ::testing::Test {
         r->max_space = std::max(r->max_space, in.rcv_space);
         r->max_ring = std::max(r->max_ring, in.rx_ring);
         r->max_window = std::max(r->max_window, in.rcv_wnd);
+        r->max_share = std::max(r->max_share, in.ooo_share);
         const uint32_t limit = std::max(plan.rcvbuf, plan.rcvbuf_max);
         if (in.rcv_space > limit || in.rcv_space > in.rx_ring ||
             in.rcv_wnd > in.rx_ring - in.rx_readable ||
@@ -200,6 +203,7 @@ class RcvTune : public ::testing::Test {
         }
     }
     bool failed_ = false;
+    uint64_t reads_ = 0;
 };
 
 LinkParams fast_link()
@@ -223,6 +227,10 @@ TEST_F(RcvTune, GrowsUnderAFastReader)
     EXPECT_GE(r.max_space, 4 * plan.rcvbuf) << "the buffer should grow well past where it started";
     EXPECT_GT(r.max_window, plan.rcvbuf) << "a window past the initial buffer was offered";
     EXPECT_LE(r.max_space, plan.rcvbuf_max);
+    // The out-of-order share grew with the buffer (the pool has room): it
+    // holds the whole buffer in full segments, past the 256 frames it had.
+    EXPECT_GT(r.max_share, 256u);
+    EXPECT_GE(uint64_t(r.max_share) * 1460, r.max_space);
 }
 
 TEST_F(RcvTune, FasterThanWithoutAutotuning)
@@ -298,6 +306,22 @@ TEST_F(RcvTune, RingThatCannotGrowCapsTheBuffer)
     EXPECT_EQ(r.max_space, plan.rcvbuf);
 }
 
+// A pool smaller than the buffer wants: the share stops at the pool and the
+// window at what the share holds, while the buffer goes on growing.
+TEST_F(RcvTune, PoolCapsTheWindow)
+{
+    Plan plan;
+    plan.a_to_b = fast_link();
+    plan.ooo_pool_frames = 200;
+    plan.partial_reads = true;
+    Result r = run(plan);
+    ASSERT_FALSE(failed_);
+    EXPECT_EQ(r.received, plan.bytes);
+    EXPECT_EQ(r.max_share, 200u);
+    EXPECT_GT(r.max_space, 200u * 1460);
+    EXPECT_LE(r.max_window, 200u * 1460);
+}
+
 // Loss, reordering and duplication while the buffer grows: every byte
 // intact, and the window never past the out-of-order share (a share that
 // stops at the pool: 300 frames hold less than rcvbuf_max).
@@ -313,6 +337,7 @@ TEST_F(RcvTune, ByteExactUnderLossAndReorderWhileGrowing)
         plan.a_to_b.seed = seed;
         plan.bytes = 6 << 20;
         plan.ooo_pool_frames = seed == 3 ? 300 : 2048;
+        plan.partial_reads = seed != 1;
         Result r = run(plan);
         ASSERT_FALSE(failed_) << "seed " << seed;
         EXPECT_EQ(r.received, plan.bytes) << "seed " << seed;
