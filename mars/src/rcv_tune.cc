@@ -31,6 +31,13 @@ void StackImpl::ooo_share_for(Sock &s)
         s.ooo_cap = UINT32_MAX;
         return;
     }
+    // Until the buffer has grown past where it started, the configured
+    // share is the share (and caps the window), exactly as without autotuning.
+    if (!autotune(s) || s.rcv_space <= s.rcv_buf) {
+        s.ooo_share = base;
+        s.ooo_cap = ooo_window_cap_;
+        return;
+    }
     const uint64_t need = (uint64_t(s.rcv_space) + ooo_seg_bytes_ - 1) / ooo_seg_bytes_;
     const uint64_t share = std::min<uint64_t>(std::max<uint64_t>(base, need), cfg_.ooo_pool_frames);
     s.ooo_share = uint32_t(share);
