@@ -156,7 +156,9 @@ bool StackImpl::init(std::string *error)
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");
     ooo_window_cap_ = c.ooo_frames_per_conn ? uint32_t(std::min<uint64_t>(uint64_t(c.ooo_frames_per_conn) * (c.mtu - 40), UINT32_MAX))
                                            : UINT32_MAX; // no queue: nothing to protect
-    ooo_seg_bytes_ = c.mtu - 40u;
+    // A full segment's payload: timestamps take 12 bytes of each (a share in
+    // frames must hold the window in the segments a peer really sends).
+    ooo_seg_bytes_ = c.mtu - 40u - (c.tcp.timestamps ? 12u : 0u);
     start_state();
     return true;
 }
