@@ -151,9 +151,14 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     case DTI_OP_GETSOCKOPT: {
         int64_t v = 0;
         if (cmd.ring_option) {
-            // Ring sizes are fixed per attachment: setting is accepted and
-            // has no effect (programs tune these routinely), reading tells the truth.
+            // Ring sizes are fixed per attachment: setting is accepted (programs
+            // tune these routinely), reading tells the ring's size. SO_RCVBUF
+            // set still fixes the receive buffer the transport offers (no
+            // autotuning, as on Linux), clamped to what it accepts.
             v = cmd.option == DTI_SO_RCVBUF ? group.lim.rx_ring_size : group.lim.tx_ring_size;
+            if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_RCVBUF && slot->has_sid)
+                (void)tr_.set_option(slot->sid, Option::kRcvBuf,
+                                     std::clamp<int64_t>(cmd.value, 4096, group.lim.rx_ring_size));
         } else if (cmd.op == DTI_OP_SETSOCKOPT) {
             result = tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
         } else {

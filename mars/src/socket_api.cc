@@ -279,6 +279,20 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         if (v < 1) return -EINVAL;
         s->rcv_lowat = uint32_t(std::min<int64_t>(v, INT32_MAX));
         break;
+    case SockOpt::kRcvBuf:
+        // As on Linux, SO_RCVBUF fixes the size: no autotuning. Set before
+        // the connection exists, it also sets the window scale. The buffer
+        // never shrinks below the window already offered (the right edge
+        // never moves left; window_to_advertise keeps it).
+        if (v < 4096 || v > (1 << 30)) return -EINVAL;
+        s->flags |= kFRcvBufLocked;
+        s->rcv_buf = uint32_t(v);
+        s->rcv_target = 0;
+        if (s->flags & kFHasRings) {
+            s->rcv_space = std::min(s->rcv_buf, s->rx_mask + 1);
+            ooo_share_for(*s);
+        }
+        break;
     default:
         return -ENOPROTOOPT;
     }
@@ -308,6 +322,7 @@ int StackImpl::get_option(SockId id, SockOpt opt, int64_t *v) const
     case SockOpt::kReusePort: *v = (s->flags & kFReusePort) != 0; break;
     case SockOpt::kTos: *v = s->tos; break;
     case SockOpt::kRcvLowat: *v = s->rcv_lowat; break;
+    case SockOpt::kRcvBuf: *v = (s->flags & kFHasRings) ? s->rcv_space : s->rcv_buf; break;
     default: return -ENOPROTOOPT;
     }
     return 0;
@@ -344,6 +359,9 @@ static void fill_info(const Sock &s, SockInfo *o)
     o->segs_in = s.segs_in;
     o->segs_out = s.segs_out;
     o->ooo_frames = s.ooo.frames();
+    o->rcv_space = (s.flags & kFHasRings) ? s.rcv_space : s.rcv_buf;
+    o->rx_ring = (s.flags & kFHasRings) ? s.rx_mask + 1 : 0;
+    o->ooo_share = s.ooo_share;
 }
 
 int StackImpl::info(SockId id, SockInfo *out) const
@@ -401,12 +419,13 @@ int StackImpl::rx_consume(SockId id, uint32_t n)
     if (n == 0) return 0;
     const uint32_t before = rcv_window(*s);
     s->rx_head += n;
+    rcv_tune(*s); // may grow the buffer (and the ring, now empty): the window update below tells the peer
     // Window update (RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3): tell the peer
     // once the window has opened by two segments or half the buffer.
     const uint32_t after = rcv_window(*s);
     const uint32_t adv = s->rcv_adv - s->rcv_nxt;
     if (s->state == TcpState::kEstablished || s->state == TcpState::kFinWait1 || s->state == TcpState::kFinWait2) {
-        if (after > adv && (after - adv >= 2 * s->peer_mss || after - adv >= (s->rx_mask + 1) / 2) &&
+        if (after > adv && (after - adv >= 2 * s->peer_mss || after - adv >= s->rcv_space / 2) &&
             after > before) {
             ack_now(*s);
             flush_output();

@@ -173,6 +173,7 @@ bool StackImpl::init(std::string *error)
     if (c.max_sockets == 0 || c.max_sockets > kIndexMask) return fail("max_sockets must be 1..4194303");
     if (!power_of_two(t.rcvbuf) || t.rcvbuf < 4096 || t.rcvbuf > (1u << 30))
         return fail("tcp.rcvbuf must be a power of two from 4096 to 1 GiB");
+    if (t.rcvbuf_max > (1u << 30)) return fail("tcp.rcvbuf_max must be at most 1 GiB");
     if (!power_of_two(t.sndbuf) || t.sndbuf < 4096 || t.sndbuf > (1u << 30))
         return fail("tcp.sndbuf must be a power of two from 4096 to 1 GiB");
     if (c.ephemeral_lo == 0 || c.ephemeral_lo > c.ephemeral_hi) return fail("ephemeral port range is empty");
@@ -199,6 +200,9 @@ bool StackImpl::init(std::string *error)
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");
     ooo_window_cap_ = c.ooo_frames_per_conn ? uint32_t(std::min<uint64_t>(uint64_t(c.ooo_frames_per_conn) * (c.mtu - 40), UINT32_MAX))
                                            : UINT32_MAX; // no queue: nothing to protect
+    // A full segment's payload: timestamps take 12 bytes of each (a share in
+    // frames must hold the window in the segments a peer really sends).
+    ooo_seg_bytes_ = c.mtu - 40u - (c.tcp.timestamps ? 12u : 0u);
     start_state();
     return true;
 }
@@ -249,6 +253,8 @@ Sock *StackImpl::sock_alloc(uint64_t user)
     s.user = user;
     const TcpConfig &t = cfg_.tcp;
     s.rcv_buf = t.rcvbuf;
+    s.ooo_share = cfg_.ooo_frames_per_conn;
+    s.ooo_cap = ooo_window_cap_;
     s.snd_buf = t.sndbuf;
     s.keep_idle_ns = t.keepalive_idle_ns;
     s.keep_intvl_ns = t.keepalive_intvl_ns;
@@ -317,6 +323,7 @@ bool StackImpl::attach_rings(Sock &s, uint64_t user)
     s.rx_head = s.rx_tail = 0;
     s.tx_head = s.tx_tail = 0;
     s.flags |= kFHasRings;
+    rcv_space_init(s);
     return true;
 }
 

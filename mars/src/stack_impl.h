@@ -76,6 +76,7 @@ enum SockFlag : uint32_t {
     kFSynCookie = 1u << 22,  // created from a SYN cookie
     kFDsack = 1u << 23,      // our next ACK reports Sock::dsack first (RFC 2883; only with SACK)
     kFTlpOut = 1u << 24,     // a tail loss probe is unanswered (RFC 8985 7.4)
+    kFRcvBufLocked = 1u << 25, // SO_RCVBUF set: no receive-buffer autotuning
 };
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
@@ -176,6 +177,17 @@ struct Sock {
     int error = 0;
     RingMemory mem;
     uint32_t rcv_buf = 0, snd_buf = 0;
+    // Receive buffer offered now (<= the ring; the window is what of it is
+    // not held by unread bytes) and the out-of-order share that goes with it
+    // (rcv_tune.cc): ooo_cap is the most window the share holds in full
+    // segments.
+    uint32_t rcv_space = 0, ooo_share = 0, ooo_cap = UINT32_MAX;
+    // Dynamic right-sizing: bytes the application drained since drs_ns
+    // (from position drs_head); the receiver's RTT estimate from how long
+    // rcv_nxt takes to reach an advertised edge (rrtt_seq, from rrtt_ns).
+    uint64_t drs_ns = 0, rrtt_ns = 0, rrtt_est_ns = 0;
+    uint32_t drs_head = 0, rrtt_seq = 0;
+    uint32_t rcv_target = 0; // a size the ring must grow to first (0: none)
     uint64_t keep_idle_ns = 0, keep_intvl_ns = 0;
     uint32_t keep_cnt = 0;
     uint64_t user_timeout_ns = 0;
@@ -194,6 +206,12 @@ struct Sock {
 
     uint32_t rx_readable() const { return rx_tail - rx_head; }
     uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() - rx_inflight : 0; }
+    // What of the offered buffer unread and in-flight bytes leave (<= rx_free()).
+    uint32_t rx_space_free() const
+    {
+        const uint32_t used = rx_readable() + rx_inflight;
+        return rcv_space > used ? rcv_space - used : 0;
+    }
     uint32_t tx_queued() const { return tx_tail - tx_head; }
     // Acknowledged bytes a frame in flight may still point at stay the
     // stack's (TxRefs::app_head).
@@ -388,6 +406,20 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void build_template(Sock &s);
     uint16_t window_to_advertise(Sock &s);
     uint32_t rcv_window(const Sock &s) const;
+    // ---- rcv_tune.cc: receive-buffer autotuning -------------------------
+    bool autotune(const Sock &s) const
+    {
+        return cfg_.tcp.rcvbuf_max > cfg_.tcp.rcvbuf && !(s.flags & kFRcvBufLocked);
+    }
+    // The largest buffer a connection may come to offer (window scale).
+    uint32_t rcv_buf_limit(const Sock &s) const;
+    // Rings attached: the buffer offered and its out-of-order share start.
+    void rcv_space_init(Sock &s);
+    // The application drained bytes (rx_consume): one DRS step.
+    void rcv_tune(Sock &s);
+    void rcv_set_space(Sock &s, uint32_t bytes);
+    bool rx_ring_grow(Sock &s);
+    void ooo_share_for(Sock &s);
     void ack_now(Sock &s);
     // Remembers a duplicate [start, end) for the next ACK's D-SACK block.
     static void note_dsack(Sock &s, uint32_t start, uint32_t end) {
@@ -477,7 +509,8 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // every drop costs the sender a retransmission round (with tcp.rcvbuf
     // 1M and 256 frames, a peer sending through 1% loss fell from 0.85 to
     // 0.13 Gbit/s in the lab).
-    uint32_t ooo_window_cap_ = UINT32_MAX;
+    uint32_t ooo_window_cap_ = UINT32_MAX; // for ooo_frames_per_conn; a connection's own grows with its buffer (Sock::ooo_cap)
+    uint32_t ooo_seg_bytes_ = 1448;        // a full segment's payload (mtu - 40, less 12 with timestamps)
     PacketIo &io_;
     BufferProvider &buffers_;
     uint64_t now_ns_ = 0;

@@ -51,7 +51,7 @@ void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *paylo
     }
     // Out of order: keep the frame itself in the anonymous pool.
     if (len) {
-        const uint32_t share = cfg_.ooo_frames_per_conn;
+        const uint32_t share = s.ooo_share; // grows with the buffer (rcv_tune.cc)
         switch (s.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, *frame, share)) {
         case OooQueue::Insert::kQueued:
             *held = true;

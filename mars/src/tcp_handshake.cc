@@ -152,7 +152,9 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
             const uint32_t tsv = (tsval() & ~0x3fu) | (sack << 4) | ws;
             p = write_ts_option(p, tsv, opt.tsval);
             if (ws != 0xf) {
-                while (rws < 14 && (cfg_.tcp.rcvbuf >> rws) > 65535) rws++;
+                // As conn_init() will for the connection the cookie becomes.
+                const uint32_t buf = cfg_.tcp.rcvbuf_max > cfg_.tcp.rcvbuf ? cfg_.tcp.rcvbuf_max : cfg_.tcp.rcvbuf;
+                while (rws < 14 && (buf >> rws) > 65535) rws++;
                 *p++ = kOptNop;
                 *p++ = kOptWscale;
                 *p++ = 3;

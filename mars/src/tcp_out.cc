@@ -23,7 +23,7 @@ void StackImpl::conn_init(Sock &s)
     s.cca = &cc_algo(cfg_.tcp.cc);
     s.rcv_wscale = 0;
     if (cfg_.tcp.window_scaling) {
-        const uint32_t buf = std::max(s.rcv_buf, (s.flags & kFHasRings) ? s.rx_mask + 1 : 0);
+        const uint32_t buf = std::max(rcv_buf_limit(s), (s.flags & kFHasRings) ? s.rx_mask + 1 : 0);
         while (s.rcv_wscale < 14 && (buf >> s.rcv_wscale) > 65535) s.rcv_wscale++;
     }
     s.rto_ns = cfg_.tcp.rto_initial_ns;
@@ -73,7 +73,7 @@ void StackImpl::build_template(Sock &s)
 
 uint32_t StackImpl::rcv_window(const Sock &s) const
 {
-    return std::min((s.flags & kFHasRings) ? s.rx_free() : s.rcv_buf, ooo_window_cap_);
+    return std::min((s.flags & kFHasRings) ? s.rx_space_free() : s.rcv_buf, s.ooo_cap);
 }
 
 // The window field for the next segment. Receiver SWS avoidance (RFC 9293
@@ -84,7 +84,7 @@ uint16_t StackImpl::window_to_advertise(Sock &s)
     const uint32_t free = rcv_window(s);
     const uint32_t edge = s.rcv_nxt + free;
     if (seq_gt(edge, s.rcv_adv)) {
-        const uint32_t buf = (s.flags & kFHasRings) ? s.rx_mask + 1 : s.rcv_buf;
+        const uint32_t buf = (s.flags & kFHasRings) ? s.rcv_space : s.rcv_buf;
         const uint32_t step = std::min(buf / 2, s.peer_mss);
         if (edge - s.rcv_adv >= step || seq_le(s.rcv_adv, s.rcv_nxt)) s.rcv_adv = edge;
     }

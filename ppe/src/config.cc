@@ -510,6 +510,12 @@ void parse_tcp(Section &t, Config *c)
         return uint32_t(v);
     };
     tcp.rcvbuf = ring("rcvbuf", tcp.rcvbuf);
+    // Receive-buffer autotuning's cap (mars::TcpConfig::rcvbuf_max): 0 = off.
+    // Any size from rcvbuf up; the ring is the power of two that holds it.
+    tcp.rcvbuf_max = uint32_t(t.size("rcvbuf_max", tcp.rcvbuf_max, 0, 64u << 20));
+    if (tcp.rcvbuf_max != 0 && tcp.rcvbuf_max < tcp.rcvbuf)
+        t.fail("rcvbuf_max", Section::human(tcp.rcvbuf_max) + " is below rcvbuf (" + Section::human(tcp.rcvbuf) +
+                                 "); 0 turns autotuning off");
     tcp.sndbuf = ring("sndbuf", tcp.sndbuf);
     tcp.cc = t.choice<mars::CongestionControl>(
         "congestion", tcp.cc, {{"cubic", mars::CongestionControl::kCubic}, {"newreno", mars::CongestionControl::kNewReno}});
@@ -542,7 +548,7 @@ void parse_tcp(Section &t, Config *c)
     c->max_sockets = uint32_t(t.integer("max_sockets", c->max_sockets, 16, 1 << 22));
     c->ooo_pool_frames = uint32_t(t.integer("ooo_pool_frames", c->ooo_pool_frames, 0, 1 << 20));
     c->ooo_frames_per_conn = uint32_t(t.integer("ooo_frames_per_conn", c->ooo_frames_per_conn, 0, 1 << 16));
-    t.reject_unknown("rcvbuf, sndbuf, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
+    t.reject_unknown("rcvbuf, rcvbuf_max, sndbuf, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
                      "rto_initial_ms, rto_min_ms, rto_max_ms, delayed_ack_ms, time_wait_ms, keepalive_idle_s, "
                      "keepalive_interval_s, keepalive_probes, max_retries, syn_retries, max_sockets, "
                      "ooo_pool_frames, ooo_frames_per_conn, rx_coalesce, tx_batch");

@@ -533,10 +533,10 @@ int daemon_main(int argc, char **argv)
         if (need == 0 || need > config.limits.memory_per_app) {
             std::fprintf(stderr,
                          "eta-ppe: %s: limits.memory_per_app: %llu MiB cannot hold a region for sockets_per_app = %u "
-                         "sockets with tcp.rcvbuf + tcp.sndbuf = %u KiB each (needs %llu MiB); raise memory_per_app or "
-                         "lower sockets_per_app or the ring sizes\n",
+                         "sockets with receive + send rings of %u KiB each (tcp.rcvbuf or rcvbuf_max, tcp.sndbuf; "
+                         "needs %llu MiB); raise memory_per_app or lower sockets_per_app or the ring sizes\n",
                          config.path.c_str(), static_cast<unsigned long long>(config.limits.memory_per_app >> 20),
-                         config.limits.sockets_per_app, (config.tcp.rcvbuf + config.tcp.sndbuf) >> 10,
+                         config.limits.sockets_per_app, (rx_ring_bytes(config.tcp) + config.tcp.sndbuf) >> 10,
                          static_cast<unsigned long long>((need + (1 << 20) - 1) >> 20));
             return 1;
         }

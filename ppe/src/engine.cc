@@ -59,12 +59,23 @@ io_uring_sqe *get_sqe(io_uring *ring)
 
 } // namespace
 
+uint32_t rx_ring_bytes(const mars::TcpConfig &t)
+{
+    uint32_t ring = t.rcvbuf;
+    while (ring < t.rcvbuf_max) ring <<= 1;
+    return ring;
+}
+
 dti::engine::Limits dti_limits(const Config &c)
 {
     dti::engine::Limits lim;
     lim.max_attachments = c.limits.max_apps;
     lim.max_sockets = c.limits.sockets_per_app;
-    lim.rx_ring_size = c.tcp.rcvbuf;
+    // The DTI's rings cannot grow yet (mars BufferProvider::grow_rx is not
+    // implemented by the DTI engine): with autotuning on, each socket's
+    // receive ring is laid out for tcp.rcvbuf_max from the start, and the
+    // window starts at tcp.rcvbuf and grows within it.
+    lim.rx_ring_size = rx_ring_bytes(c.tcp);
     lim.tx_ring_size = c.tcp.sndbuf;
     lim.max_region_bytes = c.limits.memory_per_app;
     lim.allowed_uids = c.limits.allowed_uids;

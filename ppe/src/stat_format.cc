@@ -34,6 +34,8 @@ namespace ppe::stats {
     X(tcp_tlp_recoveries, "tail loss probes that repaired a loss")                                              \
     X(tcp_dsacks_in, "ACKs received with a D-SACK")                                                             \
     X(tcp_dsacks_sent, "ACKs sent with a D-SACK")                                                               \
+    X(tcp_rcvbuf_grows, "receive buffers grown by autotuning (tcp.rcvbuf_max)")                                 \
+    X(tcp_rx_ring_grows, "receive rings grown for autotuning")                                                  \
     X(strand_yields, "receive strands that yielded to wait for memory")                                          \
     X(prefetches, "software prefetches the stack issued (receive pipeline, transmit)")                                                      \
     X(copies_offloaded, "payload copies handed to a copy engine")                                                \

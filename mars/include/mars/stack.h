@@ -49,7 +49,14 @@ struct Route {
 enum class CongestionControl : uint8_t { kCubic, kNewReno };
 
 struct TcpConfig {
-    uint32_t rcvbuf = 256 * 1024; // receive ring size (power of two)
+    uint32_t rcvbuf = 256 * 1024; // receive ring size (power of two); with autotuning, the starting buffer
+    // Receive-buffer autotuning (mars/README.md "Receive-buffer autotuning"):
+    // above rcvbuf, the buffer a connection offers grows to about twice what
+    // the application drained per round trip, up to this many bytes (the
+    // ring grows with it through BufferProvider::grow_rx). 0 or <= rcvbuf:
+    // no autotuning (the window is the ring, as before). SO_RCVBUF
+    // (SockOpt::kRcvBuf) fixes one socket's size, as on Linux.
+    uint32_t rcvbuf_max = 0;
     uint32_t sndbuf = 256 * 1024; // send ring size (power of two)
     CongestionControl cc = CongestionControl::kCubic;
     bool sack = true;
@@ -178,6 +185,19 @@ class BufferProvider {
     // the connection is then refused (RST) and counted.
     virtual bool provide(uint64_t user, RingMemory *out) = 0;
     virtual void reclaim(uint64_t user, const RingMemory &mem) = 0;
+    // Receive-buffer autotuning wants a larger receive ring (at least `want`
+    // bytes). Called only while the ring holds no unread byte and no copy is
+    // writing into it, so nothing the application has not read moves. On
+    // true, *mem holds the connection's rings with rx/rx_size replaced (a
+    // larger power of two; the same or another address; tx unchanged); MARS
+    // keeps its free-running positions, so the next byte lands at
+    // position & (rx_size - 1). reclaim() later gets the grown memory. The
+    // default: rings cannot grow (the window stays within the ring).
+    virtual bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want)
+    {
+        (void)user, (void)mem, (void)want;
+        return false;
+    }
 };
 
 // A contiguous piece of a ring: readable bytes (rx) or writable space (tx).
@@ -196,6 +216,7 @@ enum class TcpState : uint8_t {
 enum class SockOpt : uint16_t {
     kNoDelay, kCork, kKeepAlive, kKeepIdleSec, kKeepIntvlSec, kKeepCnt, kMaxSeg,
     kUserTimeoutMs, kLingerSec /* -1: off */, kReuseAddr, kReusePort, kTos, kRcvLowat,
+    kRcvBuf, // receive buffer bytes; setting it stops autotuning for the socket
 };
 
 struct SockInfo {
@@ -215,6 +236,9 @@ struct SockInfo {
     uint64_t retransmits, total_retransmits;
     uint64_t bytes_in, bytes_out, segs_in, segs_out;
     uint32_t ooo_frames;    // anonymous pool frames this connection holds
+    uint32_t rcv_space;     // receive buffer offered now (autotuned, or SO_RCVBUF)
+    uint32_t rx_ring;       // receive ring bytes now
+    uint32_t ooo_share;     // out-of-order frames this connection may hold now
 };
 
 // Counters of one stack. Plain integers: only the owning core writes them.
@@ -260,6 +284,9 @@ struct StackStats {
     // Transmit by reference (TcpConfig::tx_zerocopy): segments whose payload
     // the port sent from the send ring in place, and their payload bytes.
     uint64_t tx_ref_frames, tx_ref_bytes;
+    // Receive-buffer autotuning (TcpConfig::rcvbuf_max): times a connection's
+    // receive buffer grew, and times its ring did (BufferProvider::grow_rx).
+    uint64_t tcp_rcvbuf_grows, tcp_rx_ring_grows;
 };
 
 class Stack {

@@ -149,6 +149,7 @@ memory_mb = 256
 file_prefix = "eta-x"
 [tcp]
 rcvbuf = "1M"
+rcvbuf_max = "3M"
 sndbuf = 65536
 congestion = "newreno"
 sack = false
@@ -177,6 +178,7 @@ gateway = "198.18.0.254"
     EXPECT_EQ(c.idle, ppe::IdlePolicy::kSpin);
     EXPECT_EQ(c.memory, ppe::MemoryMode::kNoHuge);
     EXPECT_EQ(c.tcp.rcvbuf, 1u << 20);
+    EXPECT_EQ(c.tcp.rcvbuf_max, 3u << 20);
     EXPECT_EQ(c.tcp.sndbuf, 65536u);
     EXPECT_EQ(c.tcp.cc, mars::CongestionControl::kNewReno);
     EXPECT_FALSE(c.tcp.sack);
@@ -245,6 +247,9 @@ const BadCase kBad[] = {
     {"rcvbuf_not_pow2", with_port("[tcp]\nrcvbuf = 100000\n"), {"tcp.rcvbuf", "not a power of two"}},
     {"rcvbuf_bad_unit", with_port("[tcp]\nrcvbuf = \"1T\"\n"), {"tcp.rcvbuf", "not a size"}},
     {"rcvbuf_too_big", with_port("[tcp]\nrcvbuf = \"1G\"\n"), {"tcp.rcvbuf", "out of range", "4K to 64M"}},
+    {"rcvbuf_max_below_rcvbuf", with_port("[tcp]\nrcvbuf = \"1M\"\nrcvbuf_max = \"512K\"\n"),
+     {"tcp.rcvbuf_max", "below rcvbuf", "0 turns autotuning off"}},
+    {"rcvbuf_max_too_big", with_port("[tcp]\nrcvbuf_max = \"1G\"\n"), {"tcp.rcvbuf_max", "out of range"}},
     {"bad_cc", with_port("[tcp]\ncongestion = \"bbr\"\n"), {"tcp.congestion", "\"cubic\", \"newreno\""}},
     {"sack_not_bool", with_port("[tcp]\nsack = \"yes\"\n"), {"tcp.sack", "expected true or false"}},
     {"rx_coalesce_not_bool", with_port("[tcp]\nrx_coalesce = 1\n"), {"tcp.rx_coalesce", "expected true or false"}},

@@ -80,6 +80,7 @@ struct TransportEvent {
 enum class Option : uint16_t {
     kNoDelay, kCork, kKeepAlive, kKeepIdleSec, kKeepIntvlSec, kKeepCnt, kMaxSeg,
     kUserTimeoutMs, kLingerSec, kReuseAddr, kReusePort, kTos, kRcvLowat,
+    kRcvBuf, // the receive buffer (SO_RCVBUF set: the transport stops autotuning it)
 };
 
 struct SockInfo {
