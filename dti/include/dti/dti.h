@@ -63,8 +63,9 @@ extern "C" {
 #endif
 
 /* ABI version of the shared region and the control protocol. An engine and a
- * libdti of different versions refuse to attach (DTI_E_VERSION). */
-#define DTI_ABI_VERSION 6u
+ * libdti of different versions refuse to attach (DTI_E_VERSION). 7: PASS
+ * status 3, a standing offer of a listener (re-attach as one group). */
+#define DTI_ABI_VERSION 7u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
