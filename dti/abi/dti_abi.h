@@ -93,7 +93,8 @@ struct dti_region_header {
     uint32_t cmdq_entries; /* power of two */
     uint32_t evq_entries;  /* power of two, >= 2 * cmdq_entries */
     uint32_t max_sockets;
-    uint32_t rx_ring_size; /* power of two */
+    uint32_t rx_ring_size; /* power of two: bytes reserved for each slot's receive ring, its
+                              largest size; the ring itself is dti_sock_shared.rx_size */
     uint32_t tx_ring_size; /* power of two */
     uint64_t ctx_offset;   /* first queue pair */
     uint64_t ctx_stride;
@@ -191,7 +192,14 @@ struct dti_sock_shared {
      * that will take it. */
     uint32_t tx_written;
     uint32_t tx_noted;
-    uint8_t pad[DTI_CACHELINE - 56];
+    /* [eng] The receive ring's size now (a power of two, at most the
+     * header's rx_ring_size, which the slot reserves). The ring grows in
+     * place (same start, larger power of two) only while the app has
+     * released every byte; the engine stores rx_size (and rx_base) before
+     * the rx_tail store (release) that publishes any byte at the new size,
+     * so a reader loads rx_tail (acquire) first, then rx_size and rx_base. */
+    uint32_t rx_size;
+    uint8_t pad[DTI_CACHELINE - 60];
 };
 
 /* SEND's arg1 bits beyond DTI_SEND_MORE (dti.h). Without either, SEND takes

@@ -151,14 +151,16 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     case DTI_OP_GETSOCKOPT: {
         int64_t v = 0;
         if (cmd.ring_option) {
-            // Ring sizes are fixed per attachment: setting is accepted (programs
-            // tune these routinely), reading tells the ring's size. SO_RCVBUF
-            // set still fixes the receive buffer the transport offers (no
-            // autotuning, as on Linux), clamped to what it accepts.
-            v = cmd.option == DTI_SO_RCVBUF ? group.lim.rx_ring_size : group.lim.tx_ring_size;
+            // Rings are not resized on request: setting is accepted (programs
+            // tune these routinely), reading tells the ring's size now (a
+            // receive ring grows with autotuning). SO_RCVBUF set still fixes
+            // the receive buffer the transport offers (no autotuning, as on
+            // Linux), clamped to what a ring of the slot can hold.
+            v = cmd.option == DTI_SO_RCVBUF ? (slot->rx_size ? slot->rx_size : group.lim.rx_ring_size)
+                                            : group.lim.tx_ring_size;
             if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_RCVBUF && slot->has_sid)
                 (void)tr_.set_option(slot->sid, Option::kRcvBuf,
-                                     std::clamp<int64_t>(cmd.value, 4096, group.lim.rx_ring_size));
+                                     std::clamp<int64_t>(cmd.value, 4096, group.geo.rx_reserve));
         } else if (cmd.op == DTI_OP_SETSOCKOPT) {
             result = tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
         } else {
@@ -298,7 +300,7 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
             uint8_t *base = tv.n[1] ? tv.p[1] : tv.p[0];
             uint8_t *data = group.base + group.geo.data_offset;
             if (base >= data) {
-                uint64_t off = uint64_t(base - data) - group.lim.rx_ring_size;
+                uint64_t off = uint64_t(base - data) - group.geo.rx_reserve;
                 uint64_t idx = off / group.geo.data_stride;
                 if (off % group.geo.data_stride == 0 && idx < group.slots.size() && group.slots[idx].embryo &&
                     group.slots[idx].parent == ls)
@@ -319,7 +321,7 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
         s.gen = s.gen % DTI_GEN_MAX + 1;
         s.state = DTI_STATE_CONNECTED | DTI_STATE_BOUND;
         s.tx_base = uint32_t(tv.p[0] - group.tx_ring(ri));
-        s.rx_base = rv.p[0] ? uint32_t(rv.p[0] - group.rx_ring(ri)) & (group.lim.rx_ring_size - 1) : 0;
+        s.rx_base = rv.p[0] ? uint32_t(rv.p[0] - group.rx_ring(ri)) & (s.rx_size - 1) : 0;
         s.rx_consumed = 0;
         s.rx_tail = rv.total();
         s.tx_committed = 0;
@@ -420,9 +422,7 @@ void EngineImpl::cmd_release(Group &group, uint32_t si, const Command &c)
         stats_.rejected_commands++;
         return;
     }
-    if (s.has_sid)
-        tr_.rx_consume(s.sid, c.length);
-    s.rx_consumed += c.length;
+    consume_rx(group, si, c.length);
     mark(group, si);
 }
 
@@ -478,6 +478,7 @@ void EngineImpl::cmd_digest(Group &group, uint16_t ci, uint32_t si, const Comman
         r = s.dg.tx.add(q, tx_digest_ring(group, si), s.tx_head, s.tx_committed, &d, &bytes);
         stats_.digest_tx_bytes += bytes;
     } else {
+        settle_rx(group, si);
         r = s.dg.rx.add(q, rx_digest_ring(group, si), s.rx_consumed, s.rx_tail, &d, &bytes);
         stats_.digest_rx_bytes += bytes;
     }
@@ -496,6 +497,7 @@ void EngineImpl::digest_rx(Group &group, uint32_t si)
 {
     digest::Done d[digest::kMaxRanges];
     uint64_t bytes = 0;
+    settle_rx(group, si);
     uint32_t n = group.slots[si].dg.rx.advance(rx_digest_ring(group, si), group.slots[si].rx_tail, d, &bytes);
     stats_.digest_rx_bytes += bytes;
     digests_done(group, si, d, n);
@@ -556,16 +558,15 @@ bool EngineImpl::try_recv_into(Group &group, uint32_t si)
     int32_t res;
     if (readable > 0) {
         uint32_t n = std::min(readable, p.arg);
-        uint32_t mask = group.lim.rx_ring_size - 1;
+        settle_rx(group, si);
+        uint32_t mask = s.rx_size - 1;
         uint32_t off = (s.rx_base + s.rx_consumed) & mask;
-        uint32_t first = std::min(n, group.lim.rx_ring_size - off);
+        uint32_t first = std::min(n, s.rx_size - off);
         uint8_t *dst = group.base + p.offset;
         std::memcpy(dst, group.rx_ring(si) + off, first);
         if (n > first)
             std::memcpy(dst + first, group.rx_ring(si), n - first);
-        if (s.has_sid)
-            tr_.rx_consume(s.sid, n);
-        s.rx_consumed += n;
+        consume_rx(group, si, n);
         res = int32_t(n);
     } else if (s.error) {
         res = s.error;

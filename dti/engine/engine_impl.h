@@ -50,6 +50,8 @@ constexpr uint32_t kMaxContexts = 64; // watcher sets are 64-bit masks
 
 struct Geometry {
     uint64_t ctx_offset, ctx_stride, sock_offset, data_offset, data_stride, pool_offset, size;
+    uint32_t rx_reserve; // each slot's receive ring at most (Limits::rx_ring_max)
+    uint64_t committed;  // bytes in use with every ring at its starting size
 };
 
 // The region's layout for these limits; false when they are unusable.
@@ -82,6 +84,8 @@ struct Slot {
     int32_t error = 0;
     uint32_t rx_consumed = 0, rx_tail = 0, tx_committed = 0, tx_head = 0;
     uint32_t rx_base = 0, tx_base = 0;
+    uint32_t rx_size = 0;   // the receive ring now (grows in place: grow_rx)
+    bool rx_rebase = false; // grown: rx_base is recomputed for the new size (settle_rx)
     uint32_t embryos = 0;   // listener: connections waiting for accept
     uint64_t watchers = 0;
     uint32_t interest = 0;
@@ -158,6 +162,7 @@ struct Group {
     std::vector<uint32_t> dirty;
     uint32_t rings_out = 0;
     uint32_t open_sockets = 0;
+    uint64_t rx_grown = 0; // bytes live rings have grown beyond their starting size
     // Sockets in flight to another process (SCM_RIGHTS; pass.cc): each holds
     // its socket open, as the kernel's in-flight file does, until claimed.
     std::vector<Pass> passes;
@@ -167,7 +172,7 @@ struct Group {
     int priv_fd = -1;      // libdti's app-state memfd (idem)
 
     uint8_t *rx_ring(uint32_t slot) const { return base + geo.data_offset + geo.data_stride * slot; }
-    uint8_t *tx_ring(uint32_t slot) const { return rx_ring(slot) + lim.rx_ring_size; }
+    uint8_t *tx_ring(uint32_t slot) const { return rx_ring(slot) + geo.rx_reserve; }
 };
 
 // One process attached to a group: the creator of the region, or a child
@@ -249,6 +254,7 @@ class EngineImpl final : public Engine {
     std::vector<int> doorbell_fds() const override;
     bool provide(uint64_t user, RingMemory *out) override;
     void reclaim(uint64_t user, const RingMemory &mem) override;
+    bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want) override;
     const Stats &stats() const override { return stats_; }
     int attach_memory(void *region, uint64_t size, uint32_t contexts) override;
 
@@ -295,6 +301,10 @@ class EngineImpl final : public Engine {
     void drop_offers(Group &group, uint32_t si);
     void last_hold_gone(Group &group, uint32_t si, bool abortive);
     void init_region(Group &group);
+    Slot *ring_owner(Group &group, const uint8_t *rx);
+    void settle_rx(Group &group, uint32_t si);
+    void consume_rx(Group &group, uint32_t si, uint32_t n);
+    void release_growth(Group &group, uint32_t si);
     void release_id(Group &group);
     void finalize(Group &group);
     void break_region(Group &group, int reason);
@@ -341,7 +351,7 @@ class EngineImpl final : public Engine {
     void cmd_digest(Group &group, uint16_t ci, uint32_t si, const Command &c);
     digest::Ring rx_digest_ring(const Group &group, uint32_t si) const
     {
-        return digest::Ring{group.rx_ring(si), group.lim.rx_ring_size - 1, group.slots[si].rx_base};
+        return digest::Ring{group.rx_ring(si), group.slots[si].rx_size - 1, group.slots[si].rx_base};
     }
     digest::Ring tx_digest_ring(const Group &group, uint32_t si) const
     {

@@ -24,8 +24,8 @@ Group *EngineImpl::new_group(std::string *why, int *err)
         return nullptr;
     }
     Geometry g;
-    if (!geometry(lim_, &g) || g.size > lim_.max_region_bytes) {
-        *why = "region of " + std::to_string(g.size) + " bytes exceeds the memory limit per application";
+    if (!geometry(lim_, &g) || g.committed > lim_.max_region_bytes) {
+        *why = "region of " + std::to_string(g.committed) + " bytes exceeds the memory limit per application";
         *err = DTI_E_LIMIT;
         return nullptr;
     }

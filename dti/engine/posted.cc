@@ -83,7 +83,7 @@ void EngineImpl::try_post(Group &group, uint32_t si)
     uint32_t readable = s.rx_tail - s.rx_consumed;
     if (s.has_sid) {
         RingSpan v;
-        if (tr_.rx_view(s.sid, &v) == 0 && v.total() <= group.lim.rx_ring_size) {
+        if (tr_.rx_view(s.sid, &v) == 0 && v.total() <= s.rx_size) {
             s.rx_tail = s.rx_consumed + v.total();
             readable = v.total();
         }
@@ -92,9 +92,10 @@ void EngineImpl::try_post(Group &group, uint32_t si)
         digest_rx(group, si); // before the write releases the bytes
     const uint32_t n = std::min(readable, p.arg - p.landed);
     if (n > 0) {
-        const uint32_t mask = group.lim.rx_ring_size - 1;
+        settle_rx(group, si);
+        const uint32_t mask = s.rx_size - 1;
         const uint32_t off = (s.rx_base + s.rx_consumed) & mask;
-        const uint32_t first = std::min(n, group.lim.rx_ring_size - off);
+        const uint32_t first = std::min(n, s.rx_size - off);
         iovec local[2] = {{group.rx_ring(si) + off, first}, {group.rx_ring(si), n - first}};
         iovec remote{reinterpret_cast<void *>(p.offset + p.landed), n};
         stats_.posted_writes++;
@@ -102,9 +103,7 @@ void EngineImpl::try_post(Group &group, uint32_t si)
         const int err = w < 0 ? errno : 0;
         if (w > 0) {
             const uint32_t got = uint32_t(std::min<ssize_t>(w, n));
-            if (s.has_sid)
-                tr_.rx_consume(s.sid, got);
-            s.rx_consumed += got;
+            consume_rx(group, si, got);
             p.landed += got;
             stats_.posted_bytes += got;
             mark(group, si);

@@ -2,6 +2,10 @@
 // the transport borrows for each socket (mars::BufferProvider forwards here).
 #include "engine_impl.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+
 #include <cstring>
 
 namespace dti::engine::detail {
@@ -12,17 +16,23 @@ bool geometry(const Limits &l, Geometry *g)
     if (!pow2(l.cmdq_entries) || !pow2(l.evq_entries) || l.evq_entries < 2 * l.cmdq_entries ||
         l.cmdq_entries > DTI_CMDQ_MAX || l.evq_entries > DTI_EVQ_MAX || !pow2(l.rx_ring_size) || !pow2(l.tx_ring_size) ||
         l.rx_ring_size > (1u << 30) || l.tx_ring_size > (1u << 30) || l.max_contexts == 0 ||
-        l.max_contexts > kMaxContexts || l.max_sockets == 0 || l.max_sockets > DTI_SLOT_MASK)
+        l.max_contexts > kMaxContexts || l.max_sockets == 0 || l.max_sockets > DTI_SLOT_MASK ||
+        (l.rx_ring_max > l.rx_ring_size && (!pow2(l.rx_ring_max) || l.rx_ring_max > (1u << 30))))
         return false;
+    g->rx_reserve = std::max(l.rx_ring_size, l.rx_ring_max);
     g->ctx_offset = 4096;
     g->ctx_stride = align_up(sizeof(dti_qp_header) + uint64_t{l.cmdq_entries} * sizeof(dti_cmd) +
                                  uint64_t{l.evq_entries} * sizeof(dti_ev),
                              DTI_CACHELINE);
     g->sock_offset = align_up(g->ctx_offset + g->ctx_stride * l.max_contexts, 4096);
     g->data_offset = align_up(g->sock_offset + uint64_t{l.max_sockets} * sizeof(dti_sock_shared), 4096);
-    g->data_stride = uint64_t{l.rx_ring_size} + l.tx_ring_size;
+    // Each slot reserves its receive ring's largest size; pages a ring never
+    // reached stay untouched, so the memory in use is the region with every
+    // ring at its starting size (committed) plus what grown rings add.
+    g->data_stride = uint64_t{g->rx_reserve} + l.tx_ring_size;
     g->pool_offset = align_up(g->data_offset + g->data_stride * l.max_sockets, 4096);
     g->size = align_up(g->pool_offset + l.pool_size, 4096);
+    g->committed = g->size - uint64_t{g->rx_reserve - l.rx_ring_size} * l.max_sockets;
     return true;
 }
 
@@ -56,7 +66,7 @@ void layout_region_impl(void *region, const Limits &l, const Geometry &g)
     h->cmdq_entries = l.cmdq_entries;
     h->evq_entries = l.evq_entries;
     h->max_sockets = l.max_sockets;
-    h->rx_ring_size = l.rx_ring_size;
+    h->rx_ring_size = g.rx_reserve; // libdti bounds every socket's ring by it
     h->tx_ring_size = l.tx_ring_size;
     h->ctx_offset = g.ctx_offset;
     h->ctx_stride = g.ctx_stride;
@@ -101,9 +111,99 @@ bool EngineImpl::provide(uint64_t user, RingMemory *out)
     }
     Slot &r = group.slots[ri];
     r.rings_out = true;
+    release_growth(group, ri); // (a free slot's growth went back already)
+    r.rx_size = group.lim.rx_ring_size;
+    r.rx_rebase = false;
     group.rings_out++;
-    *out = RingMemory{group.rx_ring(ri), group.lim.rx_ring_size, group.tx_ring(ri), group.lim.tx_ring_size};
+    *out = RingMemory{group.rx_ring(ri), r.rx_size, group.tx_ring(ri), group.lim.tx_ring_size};
     return true;
+}
+
+// The slot whose receive ring starts at rx, if its rings are out.
+Slot *EngineImpl::ring_owner(Group &group, const uint8_t *rx)
+{
+    const uint8_t *data = group.base + group.geo.data_offset;
+    if (rx < data)
+        return nullptr;
+    uint64_t off = uint64_t(rx - data);
+    uint64_t si = off / group.geo.data_stride;
+    if (off % group.geo.data_stride != 0 || si >= group.slots.size() || !group.slots[si].rings_out)
+        return nullptr;
+    return &group.slots[si];
+}
+
+bool EngineImpl::grow_rx(uint64_t user, RingMemory *mem, uint32_t want)
+{
+    Group *gp = group_of_tag(user);
+    if (!gp || gp->dying || gp->broken || !gp->base || !mem)
+        return false;
+    Group &group = *gp;
+    Slot *sp = ring_owner(group, mem->rx);
+    if (!sp || mem->rx_size != sp->rx_size)
+        return false;
+    Slot &s = *sp;
+    uint32_t size = s.rx_size;
+    while (size < want && size < group.geo.rx_reserve)
+        size <<= 1;
+    if (size <= s.rx_size)
+        return false;
+    const uint64_t more = size - s.rx_size;
+    if (group.geo.committed + group.rx_grown + more > group.lim.max_region_bytes) {
+        stats_.rx_grow_refusals++; // the transport keeps the window it has
+        return false;
+    }
+    group.rx_grown += more;
+    stats_.rx_ring_grows++;
+    s.rx_size = size;
+    // The ring is empty and positions run on: the next byte lands at the
+    // transport's position modulo the new size, so rx_base is found again
+    // (settle_rx) before anything reads the ring or tells the app of it.
+    s.rx_rebase = true;
+    mem->rx_size = size;
+    mark(group, uint32_t(sp - group.slots.data()));
+    return true;
+}
+
+// Bytes the app took go back to the transport, which may grow the ring
+// right then (its autotuning runs at releases): the base is found again at
+// once, while the transport still holds the rings.
+void EngineImpl::consume_rx(Group &group, uint32_t si, uint32_t n)
+{
+    Slot &s = group.slots[si];
+    if (s.has_sid)
+        tr_.rx_consume(s.sid, n);
+    s.rx_consumed += n;
+    settle_rx(group, si);
+}
+
+void EngineImpl::settle_rx(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    if (!s.rx_rebase)
+        return;
+    s.rx_rebase = false;
+    RingSpan v;
+    if (s.has_sid && tr_.rx_view(s.sid, &v) == 0 && v.p[0])
+        s.rx_base = (uint32_t(v.p[0] - group.rx_ring(si)) - s.rx_consumed) & (s.rx_size - 1);
+}
+
+// A grown ring goes back to its starting size when its slot is free (no
+// holder can read it), and the pages it grew into go back to the system
+// (the region is a memfd): the slot's next socket starts small, and memory
+// use stays what max_region_bytes was checked against.
+void EngineImpl::release_growth(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    const uint32_t start = group.lim.rx_ring_size;
+    if (s.rx_size <= start)
+        return;
+    group.rx_grown -= s.rx_size - start;
+    const uintptr_t page = 4096;
+    const uintptr_t from = (uintptr_t(group.rx_ring(si) + start) + page - 1) & ~(page - 1);
+    const uintptr_t to = uintptr_t(group.rx_ring(si) + s.rx_size) & ~(page - 1);
+    if (group.owns_mapping && from < to)
+        (void)madvise(reinterpret_cast<void *>(from), to - from, MADV_REMOVE); // slow path: a socket's end
+    s.rx_size = start;
 }
 
 void EngineImpl::reclaim(uint64_t user, const RingMemory &mem)
@@ -112,14 +212,11 @@ void EngineImpl::reclaim(uint64_t user, const RingMemory &mem)
     if (!gp || !gp->base)
         return;
     Group &group = *gp;
-    uint8_t *data = group.base + group.geo.data_offset;
-    if (mem.rx < data)
+    Slot *sp = ring_owner(group, mem.rx);
+    if (!sp)
         return;
-    uint64_t off = uint64_t(mem.rx - data);
-    uint32_t si = uint32_t(off / group.geo.data_stride);
-    if (off % group.geo.data_stride != 0 || si >= group.slots.size() || !group.slots[si].rings_out)
-        return;
-    Slot &s = group.slots[si];
+    Slot &s = *sp;
+    uint32_t si = uint32_t(sp - group.slots.data());
     s.rings_out = false;
     group.rings_out--;
     if (s.embryo) {
@@ -140,6 +237,7 @@ void EngineImpl::maybe_free(Group &group, uint32_t si)
     Slot &s = group.slots[si];
     if (s.holders || s.has_sid || s.rings_out || s.embryo || s.in_free_list)
         return;
+    release_growth(group, si); // nobody can read the ring any more
     s.in_free_list = true;
     group.free_slots.push_back(si);
 }
@@ -153,6 +251,12 @@ uint64_t region_bytes(const Limits &limits)
 {
     detail::Geometry g;
     return detail::geometry(limits, &g) ? g.size : 0;
+}
+
+uint64_t region_bytes_in_use(const Limits &limits)
+{
+    detail::Geometry g;
+    return detail::geometry(limits, &g) ? g.committed : 0;
 }
 
 void layout_region(void *region, uint64_t size, const Limits &limits)

@@ -18,9 +18,10 @@ void EngineImpl::mark(Group &group, uint32_t si)
 void EngineImpl::refresh(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
+    settle_rx(group, si);
     if (s.has_sid && s.rings_out && (s.state & DTI_STATE_CONNECTED)) {
         RingSpan v;
-        if (tr_.rx_view(s.sid, &v) == 0 && v.total() <= group.lim.rx_ring_size)
+        if (tr_.rx_view(s.sid, &v) == 0 && v.total() <= s.rx_size)
             s.rx_tail = s.rx_consumed + v.total();
         if (tr_.tx_view(s.sid, &v) == 0 && v.total() <= group.lim.tx_ring_size)
             s.tx_head = s.tx_committed - (group.lim.tx_ring_size - v.total());
@@ -59,10 +60,14 @@ void EngineImpl::write_shared(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     dti_sock_shared &sh = group.socks[si];
+    settle_rx(group, si);
     store_rlx(&sh.local_ip, s.local.ip);
     store_rlx(&sh.local_port, s.local.port);
     store_rlx(&sh.remote_ip, s.remote.ip);
     store_rlx(&sh.remote_port, s.remote.port);
+    // Size and base before the tail (release): bytes at a grown ring's new
+    // size are published only with them.
+    store_rlx(&sh.rx_size, s.rx_size);
     store_rlx(&sh.rx_base, s.rx_base);
     store_rlx(&sh.tx_base, s.tx_base);
     store_rlx(&sh.error, s.error);
@@ -153,7 +158,7 @@ void EngineImpl::on_event(const TransportEvent &e)
         if (tr_.tx_view(s.sid, &tv) == 0 && tv.p[0])
             s.tx_base = uint32_t(tv.p[0] - group.tx_ring(si)) & (group.lim.tx_ring_size - 1);
         if (tr_.rx_view(s.sid, &rv) == 0 && rv.p[0])
-            s.rx_base = uint32_t(rv.p[0] - group.rx_ring(si)) & (group.lim.rx_ring_size - 1);
+            s.rx_base = uint32_t(rv.p[0] - group.rx_ring(si)) & (s.rx_size - 1);
         finish_pending(group, s.connect, 0, h);
     }
     if (e.bits & kEvPeerClosed)

@@ -72,11 +72,19 @@ static inline __attribute__((always_inline)) void publish_tail(struct dti_sock_s
  * only up to their own end (what follows is not theirs to hold back). */
 static inline uint32_t send_bits(unsigned flags) { return (flags & DTI_SEND_MORE) ? DTI_SEND_MORE | DTI_SEND_END : DTI_SEND_TAIL; }
 
+/* A socket's receive ring mask now (dti_sock_shared.rx_size), within the
+ * slot's reserve even for a confused engine. Load it after rx_tail: a ring
+ * that grew was empty, so bytes the tail shows lie at this size. */
+static inline uint32_t rx_mask(const struct dti_attachment *d, const struct dti_sock_shared *sh)
+{
+    return (DTI_LOAD_RELAXED(&sh->rx_size) - 1) & (d->limits.rx_ring_size - 1);
+}
+
 /* Readable bytes; clamped so a confused engine cannot make us read past the ring. */
 static uint32_t readable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
 {
     uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
-    return n > d->limits.rx_ring_size ? 0 : n;
+    return n > rx_mask(d, sh) + 1 ? 0 : n;
 }
 
 static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
@@ -240,7 +248,8 @@ static ssize_t rx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uin
 
 /* The readable bytes of s in place (at most two pieces) and, through *pp,
  * its private receive side: one handle check for borrow and for dti_recv(). */
-static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2], struct dti_sock_priv **pp)
+static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2], struct dti_sock_priv **pp,
+                              struct dti_sock_shared **shp)
 {
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
@@ -255,9 +264,9 @@ static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
         iov[0] = iov[1] = (struct dti_iov){NULL, 0};
         return rx_error(sh, p, gen);
     }
-    ring_iov(rx_ring(c->d, slot), c->d->limits.rx_ring_size, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head,
-             n, iov);
+    ring_iov(rx_ring(c->d, slot), rx_mask(c->d, sh) + 1, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head, n, iov);
     *pp = p;
+    *shp = sh;
     return n;
 }
 
@@ -265,16 +274,21 @@ ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
 {
     c = dti__route(c, &s);
     struct dti_sock_priv *p = NULL;
-    return rx_span(c, s, iov, &p);
+    struct dti_sock_shared *sh = NULL;
+    return rx_span(c, s, iov, &p, &sh);
 }
 
-/* Released bytes are told to the engine in batches: once they add up to this
- * much, and before any other command on the socket (a watch must not see
- * stale data, a close must not look like one with unread bytes). A small
- * read then costs no command and no doorbell. The engine's view of free
- * space lags by less than a quarter of the ring, so an application that has
- * emptied its ring and waits for more always leaves the peer a window. */
-static uint32_t release_batch(const struct dti_attachment *d) { return d->limits.rx_ring_size / 4; }
+/* Released bytes are told to the engine in batches: once they add up to a
+ * quarter of the socket's ring (its size now: it may grow), and before any
+ * other command on the socket (a watch must not see stale data, a close
+ * must not look like one with unread bytes). A small read then costs no
+ * command and no doorbell. The engine's view of free space lags by less
+ * than a quarter of the ring, so an application that has emptied its ring
+ * and waits for more always leaves the peer a window. */
+static inline uint32_t release_batch(const struct dti_attachment *d, const struct dti_sock_shared *sh)
+{
+    return (rx_mask(d, sh) >> 2) + 1;
+}
 
 /* rx_owed is updated atomically: a thread reading the socket may add to it
  * while another thread's command on the same socket flushes it. */
@@ -293,11 +307,12 @@ int dti__flush_release(struct dti_ctx *c, dti_sock_t s)
 }
 
 /* The caller has taken n readable bytes: owe them to the engine. */
-static inline void consume(dti_ctx_t *c, dti_sock_t s, struct dti_sock_priv *p, uint32_t n)
+static inline void consume(dti_ctx_t *c, dti_sock_t s, const struct dti_sock_shared *sh, struct dti_sock_priv *p,
+                           uint32_t n)
 {
     p->rx_head += n; /* consumed first: nothing is released before it is taken */
     uint32_t owed = __atomic_add_fetch(&p->rx_owed, n, __ATOMIC_RELAXED);
-    if (owed >= release_batch(c->d) && dti__flush_release(c, s) == 0)
+    if (owed >= release_batch(c->d, sh) && dti__flush_release(c, s) == 0)
         dti_submit(c); /* a full command ring: stays owed, the next release or command retries */
 }
 
@@ -312,7 +327,7 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
     if (n > readable(c->d, sh, p))
         return -EINVAL;
     if (n > 0)
-        consume(c, s, p, (uint32_t)n);
+        consume(c, s, sh, p, (uint32_t)n);
     return 0;
 }
 
@@ -330,7 +345,8 @@ static __attribute__((noinline)) ssize_t recv_general(dti_ctx_t *c, dti_sock_t s
 {
     struct dti_iov iov[2];
     struct dti_sock_priv *p = NULL;
-    ssize_t n = rx_span(c, s, iov, &p);
+    struct dti_sock_shared *sh = NULL;
+    ssize_t n = rx_span(c, s, iov, &p, &sh);
     if (n <= 0)
         return n;
     size_t take = len < (size_t)n ? len : (size_t)n;
@@ -339,7 +355,7 @@ static __attribute__((noinline)) ssize_t recv_general(dti_ctx_t *c, dti_sock_t s
     if (take > first)
         memcpy((uint8_t *)buf + first, iov[1].base, take - first);
     if (take)
-        consume(c, s, p, (uint32_t)take);
+        consume(c, s, sh, p, (uint32_t)take);
     return (ssize_t)take;
 }
 
@@ -353,22 +369,23 @@ static inline __attribute__((always_inline)) ssize_t recv_local(dti_ctx_t *c, dt
     struct dti_sock_shared *sh = sock_of(d, s, &slot);
     if (__builtin_expect(!sh, 0))
         return -DTI_E_BAD_HANDLE;
-    uint32_t gen = dti__gen(s), size = d->limits.rx_ring_size;
+    uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = &d->priv[slot];
     uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
-    /* n - 1 >= size: nothing to read (0) or a confused engine (> size). */
-    if (__builtin_expect(p->rx_gen != gen || p->rx_busy_gen == gen || n - 1 >= size || len == 0, 0))
+    uint32_t mask = rx_mask(d, sh); /* after the tail (rx_mask()) */
+    /* n - 1 > mask: nothing to read (0) or a confused engine (> size). */
+    if (__builtin_expect(p->rx_gen != gen || p->rx_busy_gen == gen || n - 1 > mask || len == 0, 0))
         return recv_general(c, s, buf, len);
     uint32_t take = len < n ? (uint32_t)len : n;
-    uint32_t off = (DTI_LOAD_RELAXED(&sh->rx_base) + p->rx_head) & (size - 1);
+    uint32_t off = (DTI_LOAD_RELAXED(&sh->rx_base) + p->rx_head) & mask;
     /* Larger reads and reads across the ring's end take the general path:
      * their copy costs more than looking again, and this one then makes no
      * call that needs a stack frame. */
-    if (__builtin_expect(take > 64 || take > size - off, 0))
+    if (__builtin_expect(take > 64 || take > mask + 1 - off, 0))
         return recv_general(c, s, buf, len);
     dti__copy_small(buf, rx_ring(d, slot) + off, take);
     p->rx_head += take; /* consumed first: nothing is released before it is taken */
-    if (__builtin_expect(__atomic_add_fetch(&p->rx_owed, take, __ATOMIC_RELAXED) >= release_batch(d), 0))
+    if (__builtin_expect(__atomic_add_fetch(&p->rx_owed, take, __ATOMIC_RELAXED) > mask >> 2, 0))
         return release_owed(c, s, take);
     return take;
 }
@@ -402,8 +419,8 @@ int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v)
     if (p->rx_busy_gen == gen)
         return -EBUSY;
     *v = (struct dti_rx_view){.live_gen = &sh->gen, .tail = &sh->rx_tail, .head = &p->rx_head,
-                              .owed = &p->rx_owed, .ring = rx_ring(d, slot), .size = d->limits.rx_ring_size,
-                              .base = DTI_LOAD_RELAXED(&sh->rx_base), .batch = release_batch(d), .gen = gen};
+                              .owed = &p->rx_owed, .ring = rx_ring(d, slot), .size = &sh->rx_size,
+                              .base = &sh->rx_base, .max = d->limits.rx_ring_size, .gen = gen};
     return 0;
 }
 

@@ -511,8 +511,12 @@ void parse_tcp(Section &t, Config *c)
     };
     tcp.rcvbuf = ring("rcvbuf", tcp.rcvbuf);
     // Receive-buffer autotuning's cap (mars::TcpConfig::rcvbuf_max): 0 = off.
-    // Any size from rcvbuf up; the ring is the power of two that holds it.
-    tcp.rcvbuf_max = uint32_t(t.size("rcvbuf_max", tcp.rcvbuf_max, 0, 64u << 20));
+    // Any size from rcvbuf up; each socket's ring grows in place up to the
+    // power of two that holds it. Not given: kDefaultRcvbufMax, or off when
+    // rcvbuf alone is already that large (as Linux does not tune a buffer
+    // that starts at tcp_rmem's max).
+    const uint32_t dflt_max = tcp.rcvbuf < kDefaultRcvbufMax ? kDefaultRcvbufMax : 0;
+    tcp.rcvbuf_max = uint32_t(t.size("rcvbuf_max", t.has("rcvbuf_max") ? tcp.rcvbuf_max : dflt_max, 0, 64u << 20));
     if (tcp.rcvbuf_max != 0 && tcp.rcvbuf_max < tcp.rcvbuf)
         t.fail("rcvbuf_max", Section::human(tcp.rcvbuf_max) + " is below rcvbuf (" + Section::human(tcp.rcvbuf) +
                                  "); 0 turns autotuning off");

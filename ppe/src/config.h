@@ -68,6 +68,10 @@ struct RouteConfig {
     std::string port; // which port it goes out of; empty: the one whose subnet holds the gateway
 };
 
+// [tcp] rcvbuf_max when the file does not say: receive-buffer autotuning on,
+// up to 4 MiB per socket (Linux's tcp_rmem max is 6 MiB; ppe/README.md).
+constexpr uint32_t kDefaultRcvbufMax = 4u << 20;
+
 struct LimitsConfig {
     uint32_t max_apps = 64;
     uint32_t sockets_per_app = 1024;
@@ -124,7 +128,7 @@ struct Config {
     std::vector<PortConfig> ports;
     std::vector<RouteConfig> routes;
 
-    // [tcp], [stack]
+    // [tcp], [stack]. rcvbuf_max not given: kDefaultRcvbufMax (config.cc).
     mars::TcpConfig tcp;
     uint32_t max_sockets = 65536;
     uint32_t ooo_pool_frames = 4096;

@@ -528,15 +528,18 @@ int daemon_main(int argc, char **argv)
         return 1;
     }
     {
-        // Every application's region holds a slot (two rings) per socket.
-        const uint64_t need = dti::engine::region_bytes(dti_limits(config));
-        if (need == 0 || need > config.limits.memory_per_app) {
+        // Every application's region holds a slot (two rings) per socket; the
+        // rings at their starting sizes must fit (they grow while they still
+        // fit; the slots' reserve for growth is address space, not memory).
+        const dti::engine::Limits lim = dti_limits(config);
+        const uint64_t need = dti::engine::region_bytes_in_use(lim);
+        if (dti::engine::region_bytes(lim) == 0 || need > config.limits.memory_per_app) {
             std::fprintf(stderr,
                          "eta-ppe: %s: limits.memory_per_app: %llu MiB cannot hold a region for sockets_per_app = %u "
-                         "sockets with receive + send rings of %u KiB each (tcp.rcvbuf or rcvbuf_max, tcp.sndbuf; "
+                         "sockets with receive + send rings of %u KiB each (tcp.rcvbuf + tcp.sndbuf; "
                          "needs %llu MiB); raise memory_per_app or lower sockets_per_app or the ring sizes\n",
                          config.path.c_str(), static_cast<unsigned long long>(config.limits.memory_per_app >> 20),
-                         config.limits.sockets_per_app, (rx_ring_bytes(config.tcp) + config.tcp.sndbuf) >> 10,
+                         config.limits.sockets_per_app, (config.tcp.rcvbuf + config.tcp.sndbuf) >> 10,
                          static_cast<unsigned long long>((need + (1 << 20) - 1) >> 20));
             return 1;
         }

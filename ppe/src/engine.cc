@@ -71,11 +71,12 @@ dti::engine::Limits dti_limits(const Config &c)
     dti::engine::Limits lim;
     lim.max_attachments = c.limits.max_apps;
     lim.max_sockets = c.limits.sockets_per_app;
-    // The DTI's rings cannot grow yet (mars BufferProvider::grow_rx is not
-    // implemented by the DTI engine): with autotuning on, each socket's
-    // receive ring is laid out for tcp.rcvbuf_max from the start, and the
-    // window starts at tcp.rcvbuf and grows within it.
-    lim.rx_ring_size = rx_ring_bytes(c.tcp);
+    // Each socket's receive ring starts at tcp.rcvbuf; with autotuning it
+    // grows in place (BufferProvider::grow_rx -> Engine::grow_rx) up to the
+    // power of two that holds tcp.rcvbuf_max, which every slot reserves.
+    // memory_per_app bounds what the rings use, not what slots reserve.
+    lim.rx_ring_size = c.tcp.rcvbuf;
+    lim.rx_ring_max = rx_ring_bytes(c.tcp);
     lim.tx_ring_size = c.tcp.sndbuf;
     lim.max_region_bytes = c.limits.memory_per_app;
     lim.allowed_uids = c.limits.allowed_uids;
@@ -711,6 +712,8 @@ void Engine::publish(uint64_t now, bool with_conns)
     counters_.posted_bytes = ds.posted_bytes;
     counters_.post_fallbacks = ds.post_fallbacks;
     counters_.post_faults = ds.post_faults;
+    counters_.rx_ring_grows = ds.rx_ring_grows;
+    counters_.rx_grow_refusals = ds.rx_grow_refusals;
     reconcile_watches();
     publish_apps();
     uint64_t rx = 0, tx = 0, dropped = 0;

@@ -63,8 +63,9 @@ class Mailbox {
 
 // What the DTI engine enforces per application, from [limits] and [tcp].
 dti::engine::Limits dti_limits(const Config &c);
-// Each socket's receive ring: tcp.rcvbuf, or with autotuning the power of
-// two that holds tcp.rcvbuf_max.
+// The largest receive ring of a socket: tcp.rcvbuf, or with autotuning the
+// power of two that holds tcp.rcvbuf_max (each slot reserves it; the ring
+// starts at tcp.rcvbuf and grows in place).
 uint32_t rx_ring_bytes(const mars::TcpConfig &t);
 
 __extension__ typedef unsigned __int128 u128;

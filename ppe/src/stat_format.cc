@@ -260,6 +260,9 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
                   c.post_fallbacks);
         x.counter("engine_post_faults", "posted receives ended by an address the process cannot be written at", l,
                   c.post_faults);
+        x.counter("engine_rx_ring_grows", "receive rings grown in place for autotuning", l, c.rx_ring_grows);
+        x.counter("engine_rx_grow_refusals", "receive ring grows refused at limits.memory_per_app", l,
+                  c.rx_grow_refusals);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
                 busy_share(c));
         x.gauge("engine_connections", "TCP sockets the engine's stacks hold now", l, engine_connections(s, e));
@@ -461,6 +464,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"arp_shared_in", c.arp_shared_in}, {"owner_kicks", c.owner_kicks}, {"rx_wakes", c.rx_wakes},
                 {"posts", c.posts}, {"posted_bytes", c.posted_bytes},
                 {"post_fallbacks", c.post_fallbacks}, {"post_faults", c.post_faults},
+                {"rx_ring_grows", c.rx_ring_grows}, {"rx_grow_refusals", c.rx_grow_refusals},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};
         json stacks = json::array();

@@ -112,6 +112,9 @@ struct EngineCounters {
     // engine cannot write into that process (the program copies instead),
     // posts ended by an address the process cannot be written at.
     uint64_t posts, posted_bytes, post_fallbacks, post_faults;
+    // Receive rings grown in place for autotuning, and grows refused because
+    // the application's rings would pass limits.memory_per_app.
+    uint64_t rx_ring_grows, rx_grow_refusals;
 };
 
 // One MARS stack: one per (engine, port).

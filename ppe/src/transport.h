@@ -93,6 +93,16 @@ class DtiBuffers final : public mars::BufferProvider {
     {
         if (engine) engine->reclaim(user, {mem.rx, mem.rx_size, mem.tx, mem.tx_size});
     }
+    // Autotuning: the receive ring grows in place within its slot's reserve
+    // (refused at [limits] memory_per_app: the window then stays).
+    bool grow_rx(uint64_t user, mars::RingMemory *mem, uint32_t want) override
+    {
+        if (!engine) return false;
+        dti::engine::RingMemory m{mem->rx, mem->rx_size, mem->tx, mem->tx_size};
+        if (!engine->grow_rx(user, &m, want)) return false;
+        *mem = {m.rx, m.rx_size, m.tx, m.tx_size};
+        return true;
+    }
 };
 
 // The two interfaces mirror each other's enumerations value by value (the

@@ -160,6 +160,7 @@ enum eta_sock_state {
 #define ETA_OPT_KEEPALIVE_TUNING (1u << 8) /* TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT */
 #define ETA_OPT_LINGER (1u << 9)
 #define ETA_OPT_TIMEOUTS (1u << 10) /* SO_RCVTIMEO, SO_SNDTIMEO */
+#define ETA_OPT_RCVBUF (1u << 11)   /* SO_RCVBUF: fixes the receive buffer (no autotuning) */
 #define ETA_OPT_ALL 0xffffffffu     /* unknown history (a socket adopted across exec) */
 uint32_t eta_opt_bit(int level, int name);
 

@@ -37,8 +37,14 @@ uint32_t eta_opt_bit(int level, int name)
         return ETA_OPT_LINGER;
     if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO))
         return ETA_OPT_TIMEOUTS;
+    if (level == SOL_SOCKET && name == SO_RCVBUF)
+        return ETA_OPT_RCVBUF;
     return 0;
 }
+
+/* SO_RCVBUF as the program set it: the kernel keeps twice the value (capped
+ * by net.core.rmem_max), as it reports it. */
+static int64_t rcvbuf_set(int kernel_value) { return kernel_value / 2; }
 
 /* Options the program set on the kernel socket before it was accelerated
  * are carried over (read back from the kernel, which validated them); only
@@ -74,6 +80,12 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
     l = sizeof lg;
     if ((set & ETA_OPT_LINGER) && real_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0 && lg.l_onoff)
         dti_prep_setsockopt(c, s->h, DTI_SO_LINGER, lg.l_linger, 0);
+    /* Only a size the program chose fixes the buffer: an unknown history
+     * (ETA_OPT_ALL) would read the kernel's default and stop autotuning. */
+    int rb = 0;
+    l = sizeof rb;
+    if (set != ETA_OPT_ALL && (set & ETA_OPT_RCVBUF) && real_getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rb, &l) == 0)
+        dti_prep_setsockopt(c, s->h, DTI_SO_RCVBUF, rcvbuf_set(rb), 0);
     dti_submit(c);
 }
 
@@ -225,6 +237,7 @@ static int dti_option(int level, int name)
         case SO_REUSEPORT: return DTI_SO_REUSEPORT;
         case SO_KEEPALIVE: return DTI_SO_KEEPALIVE;
         case SO_RCVLOWAT: return DTI_SO_RCVLOWAT;
+        case SO_RCVBUF: return DTI_SO_RCVBUF; /* fixes the buffer, stops autotuning */
         default: return 0;
         }
     }
@@ -304,6 +317,10 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
         memcpy(&lg, val, sizeof lg);
         opt = DTI_SO_LINGER;
         v = lg.l_onoff ? lg.l_linger : -1;
+    } else if (opt == DTI_SO_RCVBUF) {
+        int kv = 0; /* what the kernel made of it (clamped to rmem_max) */
+        socklen_t kl = sizeof kv;
+        v = real_getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kv, &kl) == 0 ? rcvbuf_set(kv) : 0;
     } else if (opt) {
         int iv = 0;
         memcpy(&iv, val, len < sizeof iv ? len : sizeof iv);
@@ -357,11 +374,16 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
         rc = put_int(val, len, e);
     } else if (level == SOL_SOCKET && name == SO_ACCEPTCONN) {
         rc = put_int(val, len, s->listening);
+    } else if (level == SOL_SOCKET && name == SO_RCVBUF && (atomic_load(&s->opts_set) & ETA_OPT_RCVBUF)) {
+        rc = real_getsockopt(fd, level, name, val, len); /* set: Linux's answer, twice the value set */
     } else if (level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && !s->hybrid) {
         struct dti_limits lim = {0};
+        int64_t ring = 0; /* a receive ring's size now: it grows with autotuning */
         if (c)
             dti_get_limits(dti_ctx_owner(c), &lim);
-        rc = put_int(val, len, (int)(name == SO_RCVBUF ? lim.rx_ring_size : lim.tx_ring_size));
+        if (c && name == SO_RCVBUF && dti_getsockopt(c, s->h, DTI_SO_RCVBUF, &ring) < 0)
+            ring = 0;
+        rc = put_int(val, len, (int)(name == SO_RCVBUF ? (ring > 0 ? ring : lim.rx_ring_size) : lim.tx_ring_size));
     } else if (level == IPPROTO_TCP && name == TCP_MAXSEG && c) {
         int64_t v = 0;
         int r = dti_getsockopt(c, s->h, DTI_SO_MAXSEG, &v);

@@ -64,8 +64,10 @@ extern "C" {
 
 /* ABI version of the shared region and the control protocol. An engine and a
  * libdti of different versions refuse to attach (DTI_E_VERSION). 7: PASS
- * status 3, a standing offer of a listener (re-attach as one group). */
-#define DTI_ABI_VERSION 7u
+ * status 3, a standing offer of a listener (re-attach as one group). 8: each
+ * socket's receive ring has its own size (it grows in place up to the slot's
+ * reserve, dti_limits.rx_ring_size). */
+#define DTI_ABI_VERSION 8u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -176,7 +178,8 @@ struct dti_limits {
     uint32_t max_sockets;    /* sockets per attachment */
     uint32_t cmdq_entries;   /* command queue size per context = command credits */
     uint32_t evq_entries;    /* event queue size per context */
-    uint32_t rx_ring_size;   /* per-socket receive ring bytes (power of two) */
+    uint32_t rx_ring_size;   /* per-socket receive ring bytes at most (power of two): a socket's
+                                ring starts smaller and may grow to this (autotuning) */
     uint32_t tx_ring_size;   /* per-socket send ring bytes (power of two) */
     uint64_t pool_size;      /* bytes of region buffer pool */
     uint64_t region_size;    /* bytes mapped */
@@ -385,7 +388,8 @@ enum dti_sockopt {
     DTI_SO_REUSEPORT = 11,   /* SO_REUSEPORT */
     DTI_SO_TOS = 12,         /* IP_TOS */
     DTI_SO_RCVLOWAT = 13,    /* SO_RCVLOWAT */
-    DTI_SO_RCVBUF = 14,      /* SO_RCVBUF: read-only here, the ring size */
+    DTI_SO_RCVBUF = 14,      /* SO_RCVBUF: get: the receive ring's size now (it grows with autotuning);
+                                set: fixes the receive buffer (no autotuning, as on Linux) */
     DTI_SO_SNDBUF = 15       /* SO_SNDBUF: read-only here, the ring size */
 };
 
@@ -596,9 +600,11 @@ struct dti_rx_view {
     uint32_t *head;           /* bytes consumed */
     uint32_t *owed;           /* consumed, not yet released (atomic add) */
     const uint8_t *ring;
-    uint32_t size;            /* a power of two */
-    uint32_t base;            /* ring offset of position p: (base + p) & (size - 1) */
-    uint32_t batch;           /* owed bytes that make a release due (dti_recv_flush()) */
+    /* The ring's size and base may change while the socket lives (it grows
+     * while the app holds no unreleased byte): load them after *tail. */
+    const uint32_t *size;     /* a power of two, at most max */
+    const uint32_t *base;     /* ring offset of position p: (base + p) & (size - 1) */
+    uint32_t max;             /* the slot's reserve (power of two): no offset goes past it */
     uint32_t gen;
 };
 int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v);
@@ -646,15 +652,20 @@ static DTI_ALWAYS_INLINE ssize_t dti_recv_view(const struct dti_rx_view *v, void
 {
     uint32_t head = *v->head;
     uint32_t n = __atomic_load_n(v->tail, __ATOMIC_ACQUIRE) - head;
-    if (n - 1 >= v->size || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0)
+    /* After the tail: a ring that grew was empty, so the bytes counted in n
+     * lie at the size and base read here. The mask stays within the slot
+     * even for a confused engine. */
+    uint32_t mask = (__atomic_load_n(v->size, __ATOMIC_RELAXED) - 1) & (v->max - 1);
+    if (n - 1 > mask || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0)
         return 0; /* nothing (or a confused engine), or the handle went */
     uint32_t take = len < n ? (uint32_t)len : n;
-    uint32_t off = (v->base + head) & (v->size - 1);
-    if (take > 64 || take > v->size - off)
+    uint32_t off = (__atomic_load_n(v->base, __ATOMIC_RELAXED) + head) & mask;
+    if (take > 64 || take > mask + 1 - off)
         return 0;
     dti__copy_small(buf, v->ring + off, take);
     *v->head = head + take;
-    *flush = __atomic_add_fetch(v->owed, take, __ATOMIC_RELAXED) >= v->batch;
+    /* Releases are due at a quarter of the ring (dti_recv_flush()). */
+    *flush = __atomic_add_fetch(v->owed, take, __ATOMIC_RELAXED) > mask >> 2;
     return take;
 }
 
@@ -770,7 +781,7 @@ static DTI_ALWAYS_INLINE uint32_t dti_view_events(const struct dti_rx_view *r, c
         return DTI_VIEW_ASK;
     uint32_t rd = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE) - *r->head;
     uint32_t room = t->size - (*t->tail - __atomic_load_n(t->head, __ATOMIC_ACQUIRE));
-    return (rd - 1 < r->size ? DTI_POLLIN : 0) | (room - 1 < t->size ? DTI_POLLOUT : 0);
+    return (rd - 1 < r->max ? DTI_POLLIN : 0) | (room - 1 < t->size ? DTI_POLLOUT : 0);
 }
 
 /* Zero-copy send: describes free space in the send ring (up to two pieces)

@@ -3,7 +3,8 @@
 #  - the libdti echo server (dti-echo-server) serves socat in the peer, byte for byte;
 #  - eta-perf over dti, both as server (kernel client in the peer) and as
 #    client (kernel server in the peer), 256 MiB each way verified with CRC32C;
-#  - the same under `eta-lab netem` loss, duplication and reordering.
+#  - the same under `eta-lab netem` loss, duplication and reordering;
+#  - the receive rings grew in place on the way (autotuning, on by default).
 #   traffic_test.sh ETA_PPE ETA_STAT ETA_PERF DTI_ECHO_SERVER
 # ETA_TEST_MTU=N runs it all on a lab whose links (eta's and the kernel's)
 # have MTU N (jumbo frames), with ETA_TEST_MIB MiB each way (default 256).
@@ -98,6 +99,15 @@ transfer() {
 }
 
 transfer clean
+# Receive-buffer autotuning is on by default ([tcp] rcvbuf_max 4M): the
+# streams above grew their DTI receive rings in place (MARS asked, the DTI
+# engine granted each grow) and every byte was still verified.
+rings=$(ppe_json "[sum(s['tcp_rx_ring_grows'] for e in d['engines'] for s in e['stacks']), sum(e['rx_ring_grows'] for e in d['engines']), sum(e['rx_grow_refusals'] for e in d['engines'])]")
+echo "receive rings grown (MARS, DTI engine, refused): $rings"
+ppe_true "sum(s['tcp_rx_ring_grows'] for e in d['engines'] for s in e['stacks']) > 0" ||
+    fail "no receive ring grew during the transfers: autotuning is off or the DTI rings cannot grow: $rings"
+ppe_true "sum(s['tcp_rx_ring_grows'] for e in d['engines'] for s in e['stacks']) == sum(e['rx_ring_grows'] for e in d['engines']) and sum(e['rx_grow_refusals'] for e in d['engines']) == 0" ||
+    fail "MARS and the DTI engine disagree on the grows, or one was refused within memory_per_app: $rings"
 note "impairments: loss, duplication and reordering on the peer's side of the accelerated link"
 "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel loss 1% duplicate 1% delay 1ms reorder 5% ||
     fail "eta-lab netem failed"

@@ -51,6 +51,7 @@ class Attached : public ::testing::Test {
         fixture::TestPpe::Options o;
         o.limits = l;
         o.engines = engines;
+        o.grow_rx_to = grow_rx_to_;
         ppe_ = std::make_unique<fixture::TestPpe>(path_, o);
         std::string why;
         ASSERT_TRUE(ppe_->start(&why)) << why;
@@ -109,6 +110,7 @@ class Attached : public ::testing::Test {
     }
 
     std::string path_;
+    uint32_t grow_rx_to_ = 0; // the fixture transport's autotuning (TestPpe::Options::grow_rx_to)
     std::unique_ptr<fixture::TestPpe> ppe_;
     dti_t *d_ = nullptr;
     dti_ctx_t *c_ = nullptr;

@@ -58,6 +58,23 @@ TEST(PpeConfig, MinimalConfigTakesDefaults)
     EXPECT_TRUE(c.tcp.rx_coalesce) << "receive coalescing is on by default";
 }
 
+// Receive-buffer autotuning is on by default: the window starts at rcvbuf and
+// the ring grows in place up to rcvbuf_max (the DTI rings grow, issue 11).
+TEST(PpeConfig, ReceiveAutotuningIsOnByDefault)
+{
+    Config c = parse_ok(kPort);
+    EXPECT_EQ(c.tcp.rcvbuf, 256u * 1024);
+    EXPECT_EQ(c.tcp.rcvbuf_max, ppe::kDefaultRcvbufMax);
+    EXPECT_EQ(ppe::kDefaultRcvbufMax, 4u << 20);
+    // rcvbuf alone at or above the default cap: no autotuning, no error.
+    c = parse_ok("[tcp]\nrcvbuf = \"8M\"\n" + std::string(kPort));
+    EXPECT_EQ(c.tcp.rcvbuf, 8u << 20);
+    EXPECT_EQ(c.tcp.rcvbuf_max, 0u);
+    // Said explicitly, 0 still turns it off.
+    c = parse_ok("[tcp]\nrcvbuf_max = 0\n" + std::string(kPort));
+    EXPECT_EQ(c.tcp.rcvbuf_max, 0u);
+}
+
 TEST(PpeConfig, EngineStrandsAndPrefetch)
 {
     Config c = parse_ok("[engine]\nstrands = 1\nprefetch = false\n" + std::string(kPort));

@@ -129,10 +129,19 @@ struct Limits {
     uint32_t max_sockets = 1024;        // per attachment
     uint32_t cmdq_entries = 256;        // power of two
     uint32_t evq_entries = 512;         // power of two, >= 2 * cmdq_entries
-    uint32_t rx_ring_size = 64 * 1024;  // power of two
+    uint32_t rx_ring_size = 64 * 1024;  // power of two: each socket's receive ring to start with
+    // Receive rings grow in place (Engine::grow_rx, asked by the transport's
+    // autotuning) up to this power of two, which each socket slot reserves in
+    // the region; 0 or <= rx_ring_size: rings keep rx_ring_size. Reserved
+    // pages the ring never reached cost no memory (the region is a memfd):
+    // max_region_bytes bounds what rings use now, not what slots reserve.
+    uint32_t rx_ring_max = 0;
     uint32_t tx_ring_size = 64 * 1024;  // power of two
     uint64_t pool_size = 1 << 20;       // region buffer pool bytes
-    uint64_t max_region_bytes = 1ull << 30; // memory per attachment
+    // Memory per attachment: the region with every ring at its starting size
+    // must fit, and a ring grows only while the region's rings (their sizes
+    // now) and the rest still fit. The region's address space may be larger.
+    uint64_t max_region_bytes = 1ull << 30;
     std::vector<uint32_t> allowed_uids; // empty: anyone who can reach the socket
     uint32_t commands_per_poll = 64;    // per context per poll(), for fairness
     // Which engine of the PPE this DTI engine is, and how many there are:
@@ -163,6 +172,9 @@ struct Stats {
     // -EOPNOTSUPP (the engine cannot write into that process: the app copies
     // from the ring instead) and -EFAULT (bad address).
     uint64_t posts = 0, posted_bytes = 0, posted_writes = 0, post_fallbacks = 0, post_faults = 0;
+    // Receive rings grown in place (grow_rx), and grows refused because the
+    // application's rings would pass max_region_bytes.
+    uint64_t rx_ring_grows = 0, rx_grow_refusals = 0;
 };
 
 // One per attached process. Processes forked from an attached one share its
@@ -241,6 +253,13 @@ class Engine {
     // -- MARS BufferProvider hook: forward mars::BufferProvider here --
     virtual bool provide(uint64_t user, RingMemory *out) = 0;
     virtual void reclaim(uint64_t user, const RingMemory &mem) = 0;
+    // mars::BufferProvider::grow_rx: the receive ring `mem` (as provided,
+    // or as last grown) becomes the power of two that holds `want`, in place,
+    // at most Limits::rx_ring_max. The caller guarantees the ring holds no
+    // unread byte and no copy writes into it. False (nothing changed) when
+    // it is already that large, the memory limit would be passed, or mem is
+    // not a ring of ours.
+    virtual bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want) = 0;
 
     virtual const Stats &stats() const = 0;
 
@@ -250,8 +269,12 @@ class Engine {
     virtual int attach_memory(void *region, uint64_t size, uint32_t contexts) = 0;
 };
 
-// Size of a region for these limits (0 if they are unusable).
+// Size of a region for these limits (0 if they are unusable): its address
+// space, with every slot's receive ring reserved at Limits::rx_ring_max.
 uint64_t region_bytes(const Limits &limits);
+// The memory such a region uses with every ring at its starting size (what
+// max_region_bytes must hold; grown rings add to it while they still fit).
+uint64_t region_bytes_in_use(const Limits &limits);
 // Writes the header (engine-owned fields) of a fresh region of that size.
 void layout_region(void *region, uint64_t size, const Limits &limits);
 
