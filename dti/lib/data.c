@@ -420,7 +420,7 @@ int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v)
         return -EBUSY;
     *v = (struct dti_rx_view){.live_gen = &sh->gen, .tail = &sh->rx_tail, .head = &p->rx_head,
                               .owed = &p->rx_owed, .ring = rx_ring(d, slot), .size = &sh->rx_size,
-                              .base = &sh->rx_base, .max = d->limits.rx_ring_size, .gen = gen};
+                              .base = &sh->rx_base, .max_mask = d->limits.rx_ring_size - 1, .gen = gen};
     return 0;
 }
 

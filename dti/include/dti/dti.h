@@ -602,9 +602,9 @@ struct dti_rx_view {
     const uint8_t *ring;
     /* The ring's size and base may change while the socket lives (it grows
      * while the app holds no unreleased byte): load them after *tail. */
-    const uint32_t *size;     /* a power of two, at most max */
+    const uint32_t *size;     /* a power of two, at most the slot's reserve */
     const uint32_t *base;     /* ring offset of position p: (base + p) & (size - 1) */
-    uint32_t max;             /* the slot's reserve (power of two): no offset goes past it */
+    uint32_t max_mask;        /* the slot's reserve - 1: no offset goes past it */
     uint32_t gen;
 };
 int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v);
@@ -655,7 +655,7 @@ static DTI_ALWAYS_INLINE ssize_t dti_recv_view(const struct dti_rx_view *v, void
     /* After the tail: a ring that grew was empty, so the bytes counted in n
      * lie at the size and base read here. The mask stays within the slot
      * even for a confused engine. */
-    uint32_t mask = (__atomic_load_n(v->size, __ATOMIC_RELAXED) - 1) & (v->max - 1);
+    uint32_t mask = (__atomic_load_n(v->size, __ATOMIC_RELAXED) - 1) & v->max_mask;
     if (n - 1 > mask || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0)
         return 0; /* nothing (or a confused engine), or the handle went */
     uint32_t take = len < n ? (uint32_t)len : n;
@@ -781,7 +781,7 @@ static DTI_ALWAYS_INLINE uint32_t dti_view_events(const struct dti_rx_view *r, c
         return DTI_VIEW_ASK;
     uint32_t rd = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE) - *r->head;
     uint32_t room = t->size - (*t->tail - __atomic_load_n(t->head, __ATOMIC_ACQUIRE));
-    return (rd - 1 < r->max ? DTI_POLLIN : 0) | (room - 1 < t->size ? DTI_POLLOUT : 0);
+    return (rd - 1 <= r->max_mask ? DTI_POLLIN : 0) | (room - 1 < t->size ? DTI_POLLOUT : 0);
 }
 
 /* Zero-copy send: describes free space in the send ring (up to two pieces)

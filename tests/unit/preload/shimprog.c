@@ -480,6 +480,23 @@ static int sc_accel_basics(void)
     CHECK(getsockopt(c, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 && v == 1);
     char ifname[16] = "lo";
     CHECK(setsockopt(c, SOL_SOCKET, SO_BINDTODEVICE, ifname, sizeof ifname) == -1 && errno == ENOPROTOOPT);
+    /* SO_RCVBUF: before a set, the receive ring's size; once set (the shim
+     * forwards it to the PPE, which stops autotuning the buffer), Linux's
+     * answer: what the kernel reports for the same request on its own socket
+     * (twice the value set). */
+    {
+        int k = socket(AF_INET, SOCK_STREAM, 0); /* not connected: the kernel's */
+        int want = 65536, kv = 0, av = 0;
+        socklen_t l = sizeof av;
+        CHECK(getsockopt(c, SOL_SOCKET, SO_RCVBUF, &av, &l) == 0 && av >= 4096 && (av & (av - 1)) == 0);
+        CHECK(k >= 0 && setsockopt(k, SOL_SOCKET, SO_RCVBUF, &want, sizeof want) == 0);
+        l = sizeof kv;
+        CHECK(getsockopt(k, SOL_SOCKET, SO_RCVBUF, &kv, &l) == 0 && kv > want);
+        CHECK(setsockopt(c, SOL_SOCKET, SO_RCVBUF, &want, sizeof want) == 0);
+        l = sizeof av;
+        CHECK(getsockopt(c, SOL_SOCKET, SO_RCVBUF, &av, &l) == 0 && av == kv);
+        close(k);
+    }
     /* Options set while a socket is still the kernel's are read back when it
      * is accelerated (only those set: eta_carry_options): a receive timeout
      * set before connect, on a dup, ends a recv with nothing to read. */
