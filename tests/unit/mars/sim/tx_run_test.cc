@@ -46,7 +46,7 @@ struct Plan {
         std::ostringstream o;
         o << "total " << total << " chunk " << chunk << " window " << window << " sndbuf " << sndbuf << " ts " << ts
           << " sack " << sack << " nodelay " << nodelay << " cork " << cork << " more " << more << " fin " << fin
-          << " drop_at " << drop_at << " dsack_round " << dsack_round << " ack_every " << ack_every << " peer_mss " << peer_mss << " ooo_round " << ooo_round;
+          << " drop_at " << drop_at << " drop_count " << drop_count << " dsack_round " << dsack_round << " ack_every " << ack_every << " peer_mss " << peer_mss << " ooo_round " << ooo_round;
         return o.str();
     }
 };
