@@ -33,10 +33,11 @@ inline sim::TcpOptions syn_options(bool timestamps)
     return o;
 }
 
-// A passively opened connection; throws if the handshake fails.
-inline RawPeer::Conn establish(RawPeer &peer, bool timestamps, uint16_t peer_port = 40000)
+// A passively opened connection (on listener l, else on a new listener on
+// port 80); throws if the handshake fails.
+inline RawPeer::Conn establish(RawPeer &peer, bool timestamps, uint16_t peer_port = 40000, SockId l = kNoSock)
 {
-    SockId l = peer.listen(80, 1024);
+    if (l == kNoSock) l = peer.listen(80, 1024);
     RawPeer::Conn c;
     std::string why;
     if (peer.open_passive(l, 80, peer_port, &c, syn_options(timestamps), &why) == kNoSock)

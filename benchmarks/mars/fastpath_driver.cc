@@ -6,13 +6,17 @@
 // transmit checksum offload (the ACKs' checksums are the NIC's); the script
 // subtracts the payload copy.
 //
-//   mars_fastpath_driver N [timestamps 0|1] [burst] [coalesce 0|1]
-// (coalesce: TcpConfig::rx_coalesce, receive coalescing; default 1 as in the stack)
+//   mars_fastpath_driver N [timestamps 0|1] [burst] [coalesce 0|1] [flows F]
+// (coalesce: TcpConfig::rx_coalesce, receive coalescing; default 1 as in the stack;
+// flows: F connections whose segments arrive interleaved round robin,
+// segment i on connection i mod F, as a NIC burst from F busy senders)
 // Prints the fast-path hit count so the script can check every segment took it.
 #include "bench_conn.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace mars::bench {
 
@@ -30,46 +34,61 @@ int main(int argc, char **argv)
     using namespace mars;
     using namespace mars::bench;
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst] [coalesce 0|1]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst] [coalesce 0|1] [flows F]\n", argv[0]);
         return 2;
     }
     const uint32_t n = uint32_t(std::strtoul(argv[1], nullptr, 10));
     const bool ts = argc > 2 && std::atoi(argv[2]) != 0;
     const uint16_t burst = uint16_t(argc > 3 ? std::max(1, std::atoi(argv[3])) : 32);
     const bool coalesce = argc > 4 ? std::atoi(argv[4]) != 0 : true;
+    const uint32_t flows = uint32_t(argc > 5 ? std::clamp(std::atoi(argv[5]), 1, 48) : 1);
     const size_t payload = ts ? 1448 : 1460;
-    // The receive ring holds all N segments: nothing is consumed while measuring.
+    // Each receive ring holds all its connection's segments: nothing is
+    // consumed while measuring.
+    const uint32_t per_flow = (n + flows - 1) / flows;
     uint32_t ring = 1u << 16;
-    while (ring < uint64_t(n + 1) * payload) ring <<= 1;
+    while (ring < uint64_t(per_flow + 1) * payload) ring <<= 1;
     // A NIC that verifies received checksums also fills transmitted ones:
     // the ACKs' header checksums are left to it (the count excludes checksums).
     RawPeer::Options opts = bench_options(ring, n + 256, ts);
     opts.offloads = kOffloadRxCsum | kOffloadTxIpCsum | kOffloadTxTcpCsum;
     opts.stack.tcp.rx_coalesce = coalesce;
+    opts.ring_slots = 2 * flows + 4;
     RawPeer peer(opts);
-    RawPeer::Conn c = establish(peer, ts);
+    std::vector<RawPeer::Conn> conns;
+    const SockId listener = peer.listen(80, 1024);
+    for (uint32_t f = 0; f < flows; f++) conns.push_back(establish(peer, ts, uint16_t(40000 + f), listener));
     peer.set_capture(false);
-    const std::vector<uint8_t> tmpl = sim::build_tcp(peer.seg(c, sim::kAck, std::vector<uint8_t>(payload, 0x42)));
-    const uint32_t tsval = c.peer_tsval + uint32_t(peer.now / 1'000'000);
     std::vector<PacketRef> frames(n + 1);
-    for (uint32_t i = 0; i < n; i++) {
-        if (!prepare(peer.pool(), tmpl, c.peer_nxt + uint32_t(i * payload), c.stack_nxt, ts, tsval, true, &frames[i])) {
-            std::fprintf(stderr, "frame pool empty\n");
-            return 1;
+    for (uint32_t f = 0; f < flows; f++) {
+        const RawPeer::Conn &c = conns[f];
+        const std::vector<uint8_t> tmpl = sim::build_tcp(peer.seg(c, sim::kAck, std::vector<uint8_t>(payload, 0x42)));
+        const uint32_t tsval = c.peer_tsval + uint32_t(peer.now / 1'000'000);
+        for (uint32_t i = f, k = 0; i < n; i += flows, k++) {
+            if (!prepare(peer.pool(), tmpl, c.peer_nxt + uint32_t(k * payload), c.stack_nxt, ts, tsval, true,
+                         &frames[i])) {
+                std::fprintf(stderr, "frame pool empty\n");
+                return 1;
+            }
         }
     }
     Stack &st = peer.stack();
     const StackStats before = st.stats();
     feed_segments(st, frames.data(), n, burst, peer.now);
     const StackStats &after = st.stats();
-    SockInfo in{};
-    st.info(c.sock, &in);
-    std::printf("segments %u fastpath_hits %llu fastpath_misses %llu coalesced %llu in %llu groups readable %u expected %zu\n", n,
-                (unsigned long long)(after.fastpath_hits - before.fastpath_hits),
+    size_t readable = 0;
+    for (const RawPeer::Conn &c : conns) {
+        SockInfo in{};
+        st.info(c.sock, &in);
+        readable += in.rx_readable;
+    }
+    std::printf("segments %u flows %u fastpath_hits %llu fastpath_misses %llu coalesced %llu in %llu groups readable %zu "
+                "expected %zu\n",
+                n, flows, (unsigned long long)(after.fastpath_hits - before.fastpath_hits),
                 (unsigned long long)(after.fastpath_misses - before.fastpath_misses),
                 (unsigned long long)(after.rx_coalesce_segments - before.rx_coalesce_segments),
-                (unsigned long long)(after.rx_coalesce_groups - before.rx_coalesce_groups), in.rx_readable,
+                (unsigned long long)(after.rx_coalesce_groups - before.rx_coalesce_groups), readable,
                 size_t(n) * payload);
     std::printf("payload %zu\n", payload);
-    return in.rx_readable == n * payload ? 0 : 1;
+    return readable == n * payload ? 0 : 1;
 }

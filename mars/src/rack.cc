@@ -155,7 +155,7 @@ uint32_t StackImpl::rack_pipe(const Sock &s) const
 }
 
 // The lowest lost byte range not yet resent, at most one MSS.
-bool StackImpl::rack_next_lost(const Sock &s, SeqRange *out) const
+bool StackImpl::rack_next_lost(const Sock &s, SeqRange *out, uint32_t *piece_end) const
 {
     const TxLog &log = s.rack.log;
     bool found = false;
@@ -164,6 +164,7 @@ bool StackImpl::rack_next_lost(const Sock &s, SeqRange *out) const
         if (!log.is_lost(i) || !log.piece(i, log.at(i).start, s.snd_una, s.sack, &p)) continue;
         if (!found || before(p.start, out->start)) *out = p, found = true;
     }
+    if (found && piece_end) *piece_end = out->end;
     if (found && out->end - out->start > s.mss) out->end = out->start + s.mss;
     return found;
 }

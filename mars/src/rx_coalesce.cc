@@ -10,7 +10,8 @@
 // decision and one readable event. What the peer sees (the bytes, the ACKs
 // and their timing) is what the one-by-one path produces: the ACK still goes
 // out at the end of the burst, and the delayed-ACK rule counts segments, not
-// groups (RFC 5681 4.2, RFC 1122 4.2.3.2).
+// groups (RFC 5681 4.2, RFC 1122 4.2.3.2). (With interleaved connections,
+// per connection: their ACKs may leave in another order across them.)
 //
 // A frame joins the group of the frame before it only when
 //   - its header equals the previous member's in every byte but the IP total
@@ -35,11 +36,23 @@
 // prediction and carry data acking nothing new; a window that fills inside a
 // group ends it (the rest take the full path, which trims or drops).
 //
-// Only consecutive frames of a burst merge: frames of several flows
-// interleaved in one burst each take the one-by-one path (order within each
-// flow is kept trivially). A pre-pass that linked members across
-// interleaving (as Linux's GRO keeps up to 8 flows open) cost more
-// instructions per frame than coalescing saved (benchmarks/README.md).
+// Interleaved flows (a NIC burst from several busy connections): when
+// input_run() refuses a frame because the next one is another
+// connection's, gather_run() looks further and brings the segments of the
+// frame's connection that follow next to it, the frames they passed after
+// them (a stable partition of the burst's front), then input_run() tries
+// again. Only frames of different connections change places; a
+// connection's segments keep their arrival order, so every rule above
+// holds per connection. The look is bounded: at most kGroMaxSkip frames of
+// other connections between two of its segments, within kGroWindow frames,
+// stopping at anything that is not certainly another connection's TCP
+// segment (ARP, ICMP, IP options, a short frame), and after
+// kGatherMissesMax looks that found nothing in a burst (say every frame is
+// another connection's) no more looking in it. No heap: the frames passed
+// wait in an array on the stack. The single-flow path is untouched (it
+// never looks); an earlier version that linked members across interleaving
+// in a pre-pass over every burst cost the one-flow stream more than it
+// saved (benchmarks/README.md).
 // Receive strands (StackConfig::strands > 1): a burst runs to completion
 // while its frames are taken by a group or the express path; the frames the
 // strand pipeline takes after that are not coalesced. With a copy engine
@@ -101,6 +114,83 @@ inline uint32_t next_member_len(const PacketRef &p, const PacketRef &f, bool ts,
     if (total + kEthLen > f.len || total <= hdr) return 0;
     if (!(f.flags & kRxIpCsumGood) && !csum_ok(csum_add(0, ip_of(f), kIpLen))) return 0;
     return total - hdr;
+}
+
+// A connection's addresses and ports as loaded from one of its frames.
+struct WireFlow {
+    uint64_t addrs; // IPv4 source and destination
+    uint32_t ports;
+};
+constexpr unsigned kFlowBytes = kEthLen + kIpLen + 4; // through the TCP ports
+inline WireFlow wire_flow_of(const uint8_t *d) { return {load64(d + kEthLen + 12), load32(d + kEthLen + kIpLen)}; }
+
+// What a frame is to a group's connection (flow): a TCP/IPv4 segment of
+// it, one of another connection, or anything else (another protocol, IP
+// options, a frame too short to tell), which may concern the connection.
+enum class Kin { kSame, kOther, kUnknown };
+inline Kin kin_of(const PacketRef &f, const WireFlow &flow)
+{
+    if (f.len < kFlowBytes) return Kin::kUnknown;
+    const uint8_t *d = f.data;
+    if ((load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions || d[kEthLen + 9] != kProtoTcp) return Kin::kUnknown;
+    const WireFlow w = wire_flow_of(d);
+    return w.addrs == flow.addrs && w.ports == flow.ports ? Kin::kSame : Kin::kOther;
+}
+
+// Between two segments of the group's connection, at most kGroMaxSkip
+// frames of other connections (8 flows interleaved round robin still
+// merge, as Linux's GRO keeps 8 flows open), all within the first
+// kGroWindow frames after the group's first.
+constexpr unsigned kGroMaxSkip = 7;
+constexpr unsigned kGroWindow = 64;
+
+// frames[1] does not continue frames[0]. If frames of other connections
+// come first and then one that may (the same header), brings the segments
+// of frames[0]'s connection that follow (within the bounds above, up to
+// the first frame that may concern it without being its segment) to
+// frames[1..], in their order, the frames they passed after them, in
+// theirs. Only frames of different connections change places: each
+// connection's segments keep their order, as the stack must see it.
+// False: nothing moved.
+bool gather_flow(PacketRef *frames, uint16_t n, bool ts_layout)
+{
+    const uint8_t *d = frames[0].data;
+    const WireFlow flow = wire_flow_of(d);
+    // The connection's next segment, past at least one frame of another.
+    uint16_t j = 1;
+    for (unsigned run = 0; j < n && j <= kGroWindow; j++) {
+        const Kin kin = kin_of(frames[j], flow);
+        if (kin == Kin::kSame) break;
+        if (kin == Kin::kUnknown || ++run > kGroMaxSkip) return false;
+    }
+    // It must be able to join frames[0]'s group.
+    if (j == 1 || j == n || j > kGroWindow || frames[j].len < kFastCompareLen || !same_header(d, frames[j].data, ts_layout))
+        return false;
+    // Then every segment of the connection forward, the frames of others
+    // they pass behind them (gathered in `passed` meanwhile, in order).
+    alignas(PacketRef) unsigned char buf[kGroWindow * sizeof(PacketRef)];
+    PacketRef *passed = reinterpret_cast<PacketRef *>(buf);
+    uint16_t others = 0;
+    while (others < j - 1) {
+        passed[others] = frames[others + 1];
+        others++;
+    }
+    frames[1] = frames[j];
+    uint16_t mine = 2;
+    for (unsigned run = 0; ++j < n && j <= kGroWindow;) {
+        const PacketRef &f = frames[j];
+        const Kin kin = kin_of(f, flow);
+        if (kin == Kin::kOther) {
+            if (++run > kGroMaxSkip) break;
+            passed[others++] = f;
+            continue;
+        }
+        if (kin == Kin::kUnknown) break;
+        run = 0;
+        frames[mine++] = f; // mine <= j: an earlier place, or its own
+    }
+    for (uint16_t i = 0; i < others; i++) frames[mine + i] = passed[i]; // [mine, j)
+    return true;
 }
 
 } // namespace
@@ -213,6 +303,22 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
         stats_.rx_coalesce_segments += taken;
     }
     return uint16_t(taken + dropped);
+}
+
+// input_run() refused frames[0]: if the reason is that the frame after it
+// is another connection's, brings the segments of frames[0]'s connection
+// that follow next to it (gather_flow) so that input_run() may take them.
+// Bounded per burst: after kGatherMissesMax looks that moved nothing (every
+// frame another connection's, say), the rest of the burst goes without.
+bool StackImpl::gather_run(PacketRef *frames, uint16_t n)
+{
+    const PacketRef &first = frames[0];
+    const uint8_t *d = first.data;
+    if (first.len >= kFastCompareLen && !(d[kEthLen + kIpLen + 13] & kPsh) &&
+        gather_flow(frames, n, d[kEthLen + kIpLen + 12] != (kTcpLen / 4) << 4))
+        return true;
+    gather_misses_++;
+    return false;
 }
 
 } // namespace mars

@@ -113,6 +113,7 @@ void StackImpl::reset()
     arp_.clear();
     now_ns_ = 0;
     stats_ = StackStats{};
+    rtx_run_segments_ = 0;
     event_pos_ = 0;
     rx_done_n_ = 0;
     pending_head_ = pending_tail_ = 0;

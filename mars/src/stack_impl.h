@@ -227,6 +227,9 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void reset() override;
     // What reset() left different from a new stack ("" when nothing; tests only).
     std::string stale_state() const;
+    // Segments retransmitted in runs (send_rtx_run; tests and benchmarks
+    // only: StackStats, which eta-ppe publishes, keeps its layout).
+    uint64_t rtx_run_segments() const { return rtx_run_segments_; }
 
     // Stack interface
     void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
@@ -362,11 +365,21 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
     // A group's payload is at most kGroMaxBytes.
     static constexpr uint32_t kGroMaxBytes = 64 * 1024;
-    // Takes frames[0] and the frames right after it that continue it (same
+    // Takes frames[0] and the frames after it that continue it (same
     // connection, next sequence number, same ACK, window and options) as one
     // group through the fast path. Returns how many frames it consumed; 0:
     // none, frames[0] takes the per-frame path.
     uint16_t input_run(PacketRef *frames, uint16_t n);
+    // When input_run() refused frames[0] because frames of other
+    // connections follow it: moves the segments of its connection that come
+    // after those next to it (bounded, rx_coalesce.cc), so it may reorder
+    // frames[] across connections, never within one. True: input_run()
+    // may try again. (Called only below kGatherMissesMax.)
+    __attribute__((noinline)) bool gather_run(PacketRef *frames, uint16_t n);
+    // Looks by gather_run() that moved nothing, in this burst; at
+    // kGatherMissesMax, no more looking.
+    static constexpr uint8_t kGatherMissesMax = 2;
+    uint8_t gather_misses_ = 0;
 
     // ---- tcp_out.cc ------------------------------------------------------
     void tcp_output(Sock &s);
@@ -381,6 +394,16 @@ class StackImpl final : public Stack, private Ipv4Upper {
                   uint32_t pseudo);
     uint32_t send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame);
     uint32_t send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags);
+    // A run of n full segments from seq that were sent before (SACK
+    // recovery's lost bytes, go-back-N after a timeout), built in one pass
+    // as send_run_sw() builds new data, with send_segment(rtx)'s bookkeeping
+    // per segment. log_room: recovery's rule that each retransmission finds
+    // room in RACK's log first (checked before every segment but the first,
+    // which the caller checked). Returns how many went out.
+    uint32_t send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room);
+    // How many full segments from seq a retransmission run may take (0: send
+    // one by one): runs on, no D-SACK waiting, the template's MAC current.
+    uint32_t rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint32_t budget) const;
     bool run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
                       uint32_t pseudo);
     // Transmit by reference: sockets with frames the port still reads, and
@@ -448,7 +471,8 @@ class StackImpl final : public Stack, private Ipv4Upper {
     bool rack_detect(Sock &s);
     uint32_t rack_lost_bytes(const Sock &s) const;
     uint32_t rack_pipe(const Sock &s) const;
-    bool rack_next_lost(const Sock &s, SeqRange *out) const;
+    // *piece_end (when given): where the lost piece ends past that MSS.
+    bool rack_next_lost(const Sock &s, SeqRange *out, uint32_t *piece_end = nullptr) const;
     void enter_sack_recovery(Sock &s);
     void prr_on_ack(Sock &s, uint32_t delivered, bool entering);
     void rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack);
@@ -535,6 +559,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     std::vector<uint32_t> flush_list_;
 
     // received frames consumed by the fast path, released once per burst
+    uint64_t rtx_run_segments_ = 0;
     static constexpr uint16_t kRxDoneMax = 64;
     PacketRef rx_done_[kRxDoneMax];
     uint16_t rx_done_n_ = 0;

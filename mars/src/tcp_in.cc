@@ -39,6 +39,7 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
 {
     if (now_ns > now_ns_) now_ns_ = now_ns;
     stats_.rx_frames += n;
+    gather_misses_ = 0; // receive coalescing's bound per burst (rx_coalesce.cc)
     if (copy_) {
         input_burst<true>(frames, n); // no coalescing: each payload is one copy of its own (rx_coalesce.cc)
     } else {
@@ -143,7 +144,10 @@ __attribute__((always_inline)) inline uint16_t StackImpl::coalesce_run(PacketRef
     if constexpr (kAsyncCopy) {
         return 0;
     } else {
-        return cfg_.tcp.rx_coalesce && n > 1 ? input_run(frames, n) : 0;
+        if (!cfg_.tcp.rx_coalesce || n < 2) return 0;
+        if (const uint16_t k = input_run(frames, n)) return k;
+        // Refused: perhaps only because another connection's frame follows.
+        return gather_misses_ < kGatherMissesMax && gather_run(frames, n) ? input_run(frames, n) : 0;
     }
 }
 

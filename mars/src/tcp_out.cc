@@ -327,9 +327,23 @@ void StackImpl::tcp_output(Sock &s)
         for (int guard = 0; guard < 256; guard++) {
             if (pipe + s.mss > s.cc.cwnd) break;
             SeqRange r;
-            if (!rack_next_lost(s, &r)) break;
+            uint32_t piece_end;
+            if (!rack_next_lost(s, &r, &piece_end)) break;
             if (seq_ge(r.start, data_end)) break; // only the FIN is left: rule (3) below
             if (!s.rack.log.has_room(s.snd_una)) break; // wait for ACKs to free the log
+            // Several full segments of one lost piece: one run (tx_run.cc),
+            // the segments one by one would send next, while cwnd allows.
+            const uint32_t run_end = seq_lt(piece_end, data_end) ? piece_end : data_end;
+            const uint32_t budget = std::min(s.cc.cwnd - pipe, uint32_t(256 - guard) * s.mss);
+            if (const uint32_t k = rtx_run_len(s, r.start, run_end, budget)) {
+                const uint32_t sent = send_rtx_run(s, r.start, k, kAck, true);
+                if (sent == 0) break;
+                pipe += sent * s.mss;
+                if (seq_gt(r.start + sent * s.mss, s.high_rxt)) s.high_rxt = r.start + sent * s.mss;
+                guard += int(sent) - 1;
+                if (sent < k) break;
+                continue;
+            }
             const uint32_t n = std::min(r.end - r.start, data_end - r.start);
             if (!send_segment(s, r.start, n, kAck, true)) break;
             pipe += n;
@@ -364,6 +378,24 @@ void StackImpl::tcp_output(Sock &s)
         uint32_t len = std::min({s.mss, unsent, usable});
         if (len == 0) break;
         const bool rtx = seq_lt(s.snd_nxt, s.snd_max);
+        if (rtx) {
+            // Go-back-N after a timeout: the full segments below snd_max
+            // the window allows, as one run (tx_run.cc). PSH only where the
+            // data ends, as one by one; never a FIN (it goes on its own).
+            const uint32_t budget = std::min(usable, uint32_t(4096 - guard) * s.mss);
+            if (const uint32_t k = rtx_run_len(s, s.snd_nxt, s.snd_max, std::min(unsent, budget))) {
+                const uint8_t last_flags = uint8_t(kAck | (k * s.mss == unsent ? kPsh : 0));
+                const uint32_t sent = send_rtx_run(s, s.snd_nxt, k, last_flags, false);
+                if (sent == 0) break;
+                if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
+                s.snd_nxt += sent * s.mss;
+                if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+                pipe += sent * s.mss;
+                guard += int(sent) - 1;
+                if (sent < k) break;
+                continue;
+            }
+        }
         if (!rtx && cfg_.tcp.tx_batch && std::min(unsent, usable) >= 2 * s.mss) {
             // Several full segments of new data: one run (tx_run.cc), when
             // its segments would all carry the same header.

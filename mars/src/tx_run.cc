@@ -18,9 +18,13 @@
 // The contract (tests/unit/mars/sim/tx_run_test.cc): what goes on the wire,
 // in order, and every counter and state change are exactly what the one by
 // one path makes. So a run is only taken when the one by one path would
-// send the same header in every segment: new data only (no retransmission),
-// full segments, no D-SACK to report (that goes in the first ACK-bearing
-// segment alone), and the template's MAC current (no ARP decision).
+// send the same header in every segment: full segments, no D-SACK to report
+// (that goes in the first ACK-bearing segment alone), and the template's
+// MAC current (no ARP decision). Retransmissions go in runs too
+// (send_rtx_run): several consecutive segments of one lost piece in SACK
+// recovery, or below snd_max in the timeout's go-back-N, with
+// send_segment(rtx)'s bookkeeping per segment; they are never TSO frames or
+// sent by reference (one by one, retransmissions are copied single frames).
 #include "stack_impl.h"
 
 #include <algorithm>
@@ -196,6 +200,59 @@ uint32_t StackImpl::send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_
         const uint32_t wire = fr[i].len + ((fr[i].flags & kTxExternal) ? mss : 0);
         link_.queue(fr[i], 1, wire);
     }
+    return sent;
+}
+
+uint32_t StackImpl::rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint32_t budget) const
+{
+    if (!cfg_.tcp.tx_batch || (s.flags & kFDsack) || s.arp_gen != arp_.generation() || !seq_lt(seq, end)) return 0;
+    const uint32_t n = std::min({(end - seq) / s.mss, budget / s.mss, kRunMax});
+    return n >= 2 ? n : 0;
+}
+
+// Retransmissions in one pass. The frames, in order, are what n calls of
+// send_segment(s, seq + i * mss, mss, flags, true) make: the same header
+// image (no D-SACK waits, so every segment's options are the same), PSH
+// only where the caller says the last one ends the data. Each segment is
+// recorded in RACK's log as send_segment() records it (back to back, the
+// records extend one entry), after the room check recovery makes per
+// retransmission, so the log ends exactly as one by one leaves it.
+uint32_t StackImpl::send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room)
+{
+    const uint32_t mss = s.mss;
+    PacketRef fr[kRunMax];
+    const uint32_t got = link_.alloc_run(fr, uint16_t(n));
+    if (got == 0) return 0;
+    alignas(8) uint8_t h[kRunHeaderMax] = {};
+    const unsigned hdr_len = run_header(s, h, mss);
+    const unsigned tcp_len = hdr_len - kEthLen - kIpLen + mss;
+    const uint32_t pseudo = pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, uint16_t(tcp_len));
+    const bool sack = s.flags & kFSackOk;
+    uint32_t sent = 0;
+    for (uint32_t q = seq; sent < got; sent++, q += mss) {
+        if (log_room && sent > 0 && !s.rack.log.has_room(s.snd_una)) break;
+        if (hdr_len + mss > fr[sent].room) {
+            stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
+            break;
+        }
+        if (sent + 1 == n) reinterpret_cast<Tcp *>(h + kEthLen + kIpLen)->flags = last_flags;
+        run_fill(s, fr[sent], h, hdr_len, q, mss, pseudo);
+        if (sack) rack_sent(s, q, mss, true);
+    }
+    if (sent < got) io_.release(fr + sent, uint16_t(got - sent));
+    if (sent == 0) return 0;
+    s.flags &= ~kFAckNow;
+    TimerWheel::cancel(&s.delack_timer);
+    s.segs_unacked = 0;
+    s.last_ack_sent = s.rcv_nxt;
+    s.segs_out += sent;
+    s.total_retransmits += sent;
+    stats_.tcp_retransmits += sent;
+    s.last_send_ns = now_ns_;
+    stats_.tx_runs++;
+    stats_.tx_run_segments += sent;
+    rtx_run_segments_ += sent;
+    for (uint32_t i = 0; i < sent; i++) link_.queue(fr[i], 1, fr[i].len);
     return sent;
 }
 

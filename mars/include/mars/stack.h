@@ -308,7 +308,9 @@ class Stack {
 
     // ---- packet path -------------------------------------------------
     // Consumes a burst of received frames. Frames are released to the
-    // PacketIo (or kept in the anonymous pool while out of order).
+    // PacketIo (or kept in the anonymous pool while out of order). The
+    // array is the stack's during the call: receive coalescing may reorder
+    // its entries (never two of one connection).
     virtual void input(PacketRef *frames, uint16_t n, uint64_t now_ns) = 0;
     // Runs due timers and sends what is pending. Call once per engine loop.
     virtual void poll(uint64_t now_ns) = 0;

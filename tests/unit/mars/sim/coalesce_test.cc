@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -31,6 +32,14 @@ std::string describe(const Parsed &p)
     if (p.opts.ts) o << " ts " << p.opts.ts->first << "/" << p.opts.ts->second;
     for (const auto &b : p.opts.sack) o << " sack " << b.first << "-" << b.second;
     return o.str();
+}
+
+// An ARP request from the peer for the stack's address.
+std::vector<uint8_t> build_arp_request(RawPeer &p)
+{
+    ArpSpec req{p.peer_mac, MacAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, 1, p.peer_mac, MacAddr{}, p.peer_ip,
+                p.stack_ip};
+    return build_arp(req);
 }
 
 std::vector<uint8_t> pattern(uint32_t conn, uint32_t k, size_t n)
@@ -83,13 +92,21 @@ class Bench {
     }
 
     // Everything observable: bytes per connection, events, frames sent,
-    // the counters coalescing must leave unchanged.
+    // the counters coalescing must leave unchanged. Frames sent and events
+    // are listed per connection, in their order: coalescing may take the
+    // segments of interleaved connections in another order across them
+    // (never within one), and their ACKs and events follow.
     std::string outcome()
     {
         peer_->poll();
         std::ostringstream o;
-        for (const Parsed &p : peer_->take()) o << describe(p) << "\n";
-        for (const auto &[sock, bits] : peer_->take_events()) o << "event " << sock << " " << bits << "\n";
+        std::map<uint32_t, std::string> per_conn; // by the peer's port; 0: not TCP
+        for (const Parsed &p : peer_->take()) per_conn[p.is_tcp ? p.dport : 0] += describe(p) + "\n";
+        for (const auto &[port, lines] : per_conn) o << lines;
+        std::map<SockId, std::string> per_sock;
+        for (const auto &[sock, bits] : peer_->take_events())
+            per_sock[sock] += "event " + std::to_string(sock) + " " + std::to_string(bits) + "\n";
+        for (const auto &[sock, lines] : per_sock) o << lines;
         for (RawPeer::Conn &c : conns_) {
             std::vector<uint8_t> got(1 << 18);
             int64_t n = peer_->stack().recv(c.sock, got.data(), got.size());
@@ -273,30 +290,91 @@ TEST(RxCoalesce, OptionWindowOrAckChangeBreaksGroups)
     }
 }
 
-TEST(RxCoalesce, OnlyConsecutiveFramesOfOneFlowMerge)
+std::vector<uint8_t> expected_bytes(int conn, uint32_t k0, uint32_t k1, size_t n)
+{
+    std::vector<uint8_t> want;
+    for (uint32_t k = k0; k < k1; k++) {
+        std::vector<uint8_t> p = pattern(uint32_t(conn), k, n);
+        want.insert(want.end(), p.begin(), p.end());
+    }
+    return want;
+}
+
+std::vector<uint8_t> read_all(Bench &b, int conn)
+{
+    std::vector<uint8_t> got(1 << 18);
+    int64_t n = b.peer().stack().recv(b.conn(conn).sock, got.data(), got.size());
+    got.resize(size_t(std::max<int64_t>(n, 0)));
+    return got;
+}
+
+TEST(RxCoalesce, InterleavedFlowsMergePerFlow)
 {
     Bench b(true, 3, true, 1);
     std::vector<std::vector<uint8_t>> burst;
-    // Interleaved (0 1 2 0 1 2 ...): nothing merges.
+    // Interleaved (0 1 2 0 1 2 ...), then back to back (0 0 0 1 1 1 2 2 2):
+    // one group per flow, each taking its segments from the whole burst.
     for (uint32_t k = 0; k < 3; k++)
         for (int i = 0; i < 3; i++) burst.push_back(b.data(i, k, 200 + 10 * size_t(i)));
-    // Back to back (0 0 0 1 1 1 2 2 2): one group per flow.
     for (int i = 0; i < 3; i++)
         for (uint32_t k = 3; k < 6; k++) burst.push_back(b.data(i, k, 200 + 10 * size_t(i)));
     b.peer().input_burst(burst, kNicChecked);
     EXPECT_EQ(b.stats().rx_coalesce_groups, 3u);
-    EXPECT_EQ(b.stats().rx_coalesce_segments, 9u);
+    EXPECT_EQ(b.stats().rx_coalesce_segments, 18u);
     EXPECT_EQ(b.stats().fastpath_hits, 18u);
-    for (int i = 0; i < 3; i++) {
-        std::vector<uint8_t> want;
-        for (uint32_t k = 0; k < 6; k++) {
-            std::vector<uint8_t> p = pattern(uint32_t(i), k, 200 + 10 * size_t(i));
-            want.insert(want.end(), p.begin(), p.end());
+    b.peer().poll();
+    std::vector<Parsed> acks = b.peer().take_tcp();
+    EXPECT_EQ(acks.size(), 3u) << "one ACK per flow";
+    for (int i = 0; i < 3; i++) EXPECT_EQ(read_all(b, i), expected_bytes(i, 0, 6, 200 + 10 * size_t(i))) << i;
+}
+
+TEST(RxCoalesce, AGapInOneFlowDoesNotStopAnother)
+{
+    Bench b(true, 2, true, 1);
+    std::vector<std::vector<uint8_t>> burst;
+    // 0 1 0 1 0 1 ... with flow 1's third segment missing: flow 0 is one
+    // group of 8; flow 1 is a group of 2, then its segments after the gap
+    // are held out of order (never merged across it).
+    for (uint32_t k = 0; k < 8; k++) {
+        burst.push_back(b.data(0, k, 300));
+        if (k == 2) {
+            b.conn(1).peer_nxt += 300;
+            continue;
         }
-        std::vector<uint8_t> got(8192);
-        int64_t n = b.peer().stack().recv(b.conn(i).sock, got.data(), got.size());
-        got.resize(size_t(std::max<int64_t>(n, 0)));
-        EXPECT_EQ(got, want) << "connection " << i;
+        burst.push_back(b.data(1, k, 300));
+    }
+    b.peer().input_burst(burst, kNicChecked);
+    EXPECT_EQ(b.stats().rx_coalesce_groups, 2u);
+    EXPECT_EQ(b.stats().rx_coalesce_segments, 10u);
+    EXPECT_EQ(b.stats().tcp_ooo_segments, 5u);
+    EXPECT_EQ(read_all(b, 0), expected_bytes(0, 0, 8, 300));
+    EXPECT_EQ(read_all(b, 1), expected_bytes(1, 0, 2, 300));
+}
+
+TEST(RxCoalesce, InterleavingIsBounded)
+{
+    // Eight frames of other flows between two segments of flow 0: too far
+    // (kGroMaxSkip is 7), flow 0 is not merged; seven are not.
+    for (int between : {7, 8}) {
+        SCOPED_TRACE(between);
+        Bench b(true, 9, false, 1);
+        std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100)};
+        for (int i = 1; i <= between; i++) burst.push_back(b.data(i, 0, 100));
+        burst.push_back(b.data(0, 1, 100));
+        b.peer().input_burst(burst, kNicChecked);
+        EXPECT_EQ(b.stats().rx_coalesce_segments, between == 7 ? 2u : 0u);
+        EXPECT_EQ(read_all(b, 0), expected_bytes(0, 0, 2, 100));
+    }
+    // Another protocol's frame (here an ARP request) between them: never
+    // looked past (it may concern the connection), nothing merges.
+    {
+        Bench b(true, 2, false, 1);
+        std::vector<std::vector<uint8_t>> burst{b.data(0, 0, 100), b.data(1, 0, 100)};
+        burst.push_back(build_arp_request(b.peer()));
+        burst.push_back(b.data(0, 1, 100));
+        b.peer().input_burst(burst, kNicChecked);
+        EXPECT_EQ(b.stats().rx_coalesce_segments, 0u);
+        EXPECT_EQ(read_all(b, 0), expected_bytes(0, 0, 2, 100));
     }
 }
 
@@ -433,6 +511,53 @@ TEST(RxCoalesceSame, SeveralFlowsSoftwareChecksumsAndAFin)
             b.peer().input_burst(second, 0);
         },
         4);
+}
+
+TEST(RxCoalesceSame, InterleavedFlowsWithGapsFlagsAndOtherFrames)
+{
+    for (bool ts : {true, false}) {
+        SCOPED_TRACE(ts ? "timestamps" : "no timestamps");
+        expect_same_as_one_by_one(
+            [](Bench &b) {
+                for (uint32_t round = 0; round < 4; round++) {
+                    std::vector<std::vector<uint8_t>> burst;
+                    // Five flows round robin, 1000-1448 bytes; in round 1 flow
+                    // 2 loses a segment (then its later ones are held out of
+                    // order and the next round fills the hole), in round 2
+                    // flow 3 pushes (PSH) every fourth segment, in round 3 an
+                    // ARP request and a pure ACK of flow 4 sit in the middle.
+                    for (uint32_t k = 0; k < 8; k++) {
+                        for (int i = 0; i < 5; i++) {
+                            const size_t len = 1000 + 112 * size_t(i) + k;
+                            if (round == 1 && i == 2 && k == 3) {
+                                b.conn(2).peer_nxt += uint32_t(len);
+                                continue;
+                            }
+                            const uint8_t flags = round == 2 && i == 3 && k % 4 == 3 ? kAck | kPsh : kAck;
+                            burst.push_back(b.data(i, round * 100 + k, len, flags));
+                            if (round == 3 && k == 4 && i == 2) burst.push_back(build_arp_request(b.peer()));
+                            if (round == 3 && k == 5 && i == 4)
+                                burst.push_back(build_tcp(b.peer().seg(b.conn(4), kAck)));
+                        }
+                    }
+                    b.peer().input_burst(burst, round == 2 ? 0 : kNicChecked);
+                    if (round == 1) {
+                        // The hole filled: flow 2's missing segment again.
+                        RawPeer::Conn &c = b.conn(2);
+                        const uint32_t nxt = c.peer_nxt;
+                        size_t after = 0;
+                        for (uint32_t k = 4; k < 8; k++) after += 1000 + 224 + k;
+                        c.peer_nxt = nxt - uint32_t(after) - uint32_t(1000 + 224 + 3);
+                        std::vector<uint8_t> fill = b.data(2, 103, 1000 + 224 + 3);
+                        c.peer_nxt = nxt;
+                        b.peer().input_burst({fill}, kNicChecked);
+                    }
+                    b.peer().advance(1'500'000);
+                }
+                b.peer().advance(100'000'000);
+            },
+            5, ts);
+    }
 }
 
 TEST(RxCoalesceSame, WindowFillsInsideAGroup)

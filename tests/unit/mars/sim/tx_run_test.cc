@@ -10,11 +10,13 @@
 // large frames are those same frames too.
 #include "frame.h"
 #include "raw_peer.h"
+#include "stack_impl.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -33,6 +35,7 @@ struct Plan {
     bool nodelay = true, cork = false, more = false; // more: writes with MSG_MORE
     bool fin = true;              // shutdown after the last write
     int32_t drop_at = -1;         // the first transmission of the segment at this offset is lost
+    uint32_t drop_count = 1;      // ... and of the drop_count - 1 segments after it (consecutive losses)
     int dsack_round = -1;         // the peer sends a duplicate data segment in this round
     uint32_t ack_every = 2;       // the peer ACKs every this many segments (and at the end of a round)
     uint16_t peer_mss = 1460;     // below 1460: SACK blocks fit beside full segments
@@ -43,7 +46,7 @@ struct Plan {
         std::ostringstream o;
         o << "total " << total << " chunk " << chunk << " window " << window << " sndbuf " << sndbuf << " ts " << ts
           << " sack " << sack << " nodelay " << nodelay << " cork " << cork << " more " << more << " fin " << fin
-          << " drop_at " << drop_at << " dsack_round " << dsack_round << " ack_every " << ack_every << " peer_mss " << peer_mss << " ooo_round " << ooo_round;
+          << " drop_at " << drop_at << " drop_count " << drop_count << " dsack_round " << dsack_round << " ack_every " << ack_every << " peer_mss " << peer_mss << " ooo_round " << ooo_round;
         return o.str();
     }
 };
@@ -74,6 +77,7 @@ struct Outcome {
     StackStats stats{};
     bool delivered = false;                   // the peer got every byte (and the FIN)
     uint32_t rounds_held = 0; // rounds in which acknowledged bytes were held back from the application
+    uint64_t rtx_run_segments = 0; // segments retransmitted in runs (StackImpl's count)
 };
 
 // The counters a run changes by design: how the frames were made, not what they are.
@@ -125,7 +129,9 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
     std::map<uint32_t, uint32_t> got; // received intervals above rcv, relative to base
     uint32_t rcv = 0;                 // next byte the peer expects (relative)
     int64_t fin_at = -1;              // relative sequence number of the stack's FIN
-    bool dropped = false, shut = false, ooo_sent = false;
+    bool shut = false, ooo_sent = false;
+    std::set<uint32_t> dropped;       // segments (relative offsets) whose first transmission was lost
+    int64_t drop_end = -1;            // where the lost segments end, once the first is seen
     uint32_t written = 0, unacked_segs = 0;
     auto ack = [&]() {
         TcpSpec a = peer->seg(c, kAck);
@@ -198,10 +204,11 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
             peer->observe(c, p);
             const uint32_t rel = p.seq - base;
             const uint32_t len = uint32_t(p.payload.size());
-            if (plan.drop_at >= 0 && !dropped && rel == uint32_t(plan.drop_at) && len) {
-                dropped = true;
-                continue;
-            }
+            if (plan.drop_at >= 0 && len && drop_end < 0 && rel == uint32_t(plan.drop_at))
+                drop_end = int64_t(rel) + int64_t(plan.drop_count) * len;
+            if (drop_end >= 0 && len && int32_t(rel - uint32_t(plan.drop_at)) >= 0 && int64_t(rel) < drop_end &&
+                dropped.insert(rel).second)
+                continue; // its first transmission
             if (len) {
                 for (uint32_t i = 0; i < len; i++)
                     if (p.payload[i] != pattern_byte(7, rel + i)) {
@@ -241,6 +248,7 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
     for (const auto &[sock, bits] : peer->take_events()) state << "event " << sock << " " << bits << "\n";
     out.state = state.str();
     out.stats = st.stats();
+    out.rtx_run_segments = static_cast<StackImpl &>(st).rtx_run_segments();
     EXPECT_EQ(peer->port().tx_invalid, 0u) << "a frame broke the offload contract";
     EXPECT_EQ(peer->port().external_changed, 0u) << "send-ring bytes changed under a frame in flight";
     return out;
@@ -269,7 +277,8 @@ std::string difference(const Outcome &a, const Outcome &b)
 
 // Runs the plan one by one and with runs (and TSO), software checksums and
 // checksum offload; every variant must equal the one by one path's.
-void check_plan(const Plan &plan, uint64_t *runs_seen = nullptr, uint64_t *tso_seen = nullptr)
+void check_plan(const Plan &plan, uint64_t *runs_seen = nullptr, uint64_t *tso_seen = nullptr,
+                uint64_t *rtx_runs_seen = nullptr)
 {
     for (uint32_t offloads : {0u, uint32_t(kOffloadTxIpCsum | kOffloadTxTcpCsum)}) {
         const Outcome ref = run(plan, Mode::kOneByOne, offloads);
@@ -289,6 +298,7 @@ void check_plan(const Plan &plan, uint64_t *runs_seen = nullptr, uint64_t *tso_s
             }
             if (runs_seen) *runs_seen += got.stats.tx_run_segments;
             if (tso_seen) *tso_seen += got.stats.tx_tso_frames;
+            if (rtx_runs_seen) *rtx_runs_seen += got.rtx_run_segments;
         }
     }
 }
@@ -365,6 +375,37 @@ TEST(MarsTxRun, SackRecoveryAfterALoss)
         }
     }
     EXPECT_GT(runs, 0u);
+}
+
+// Several consecutive segments lost: RACK/SACK recovery resends them as
+// runs (one pass, tx_run.cc), and without SACK the timeout's go-back-N
+// does; every frame is still the one by one path's, and the peer gets every
+// byte. Lost at the start, in the middle, at the tail (a probe, then the
+// timeout), with timestamps on and off, ACKs every 1 or 2 segments.
+TEST(MarsTxRun, RetransmissionsOfConsecutiveLossesInRuns)
+{
+    uint64_t rtx_runs = 0, rtx_runs_sack = 0;
+    for (int32_t drop : {0, 14480, 57920, 136000}) {
+        for (uint32_t count : {3u, 8u, 20u}) {
+            for (bool sack : {true, false}) {
+                for (bool ts : {true, false}) {
+                    Plan p;
+                    p.total = 150000;
+                    p.drop_at = drop - drop % (ts ? 1448 : 1460);
+                    p.drop_count = count;
+                    p.sack = sack;
+                    p.ts = ts;
+                    p.ack_every = count == 8 ? 2 : 1;
+                    uint64_t n = 0;
+                    check_plan(p, nullptr, nullptr, &n);
+                    rtx_runs += n;
+                    if (sack) rtx_runs_sack += n;
+                }
+            }
+        }
+    }
+    EXPECT_GT(rtx_runs_sack, 0u) << "SACK recovery never retransmitted in a run";
+    EXPECT_GT(rtx_runs - rtx_runs_sack, 0u) << "go-back-N never retransmitted in a run";
 }
 
 TEST(MarsTxRun, DsackReportedInTheFirstSegment)
