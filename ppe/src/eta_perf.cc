@@ -12,7 +12,8 @@
 //            [--recv posted|copy] [--json]
 //
 // Wire protocol: the client opens with a 32-byte Hello (what to do). Stream
-// client→server: the client writes a deterministic pattern and shuts down
+// client→server: the client writes the pattern of stream_pattern.h (seeded
+// by the Hello's seed; only the sender computes it) and shuts down
 // its write side; the server answers its byte count and CRC32C (ISA-L
 // crc32_iscsi) over everything it received; the client compares. Stream
 // server→client: the server writes the pattern, then its own count and
@@ -26,6 +27,7 @@
 // before the data moves) instead of running its own pass over them.
 #include <dti/dti.h>
 #include "dti_echo.h"
+#include "stream_pattern.h"
 #include <isa-l/crc.h>
 
 #include <CLI/CLI.hpp>
@@ -102,35 +104,9 @@ double cpu_seconds()
     return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-// The data every sender writes: a 64 KiB block of seeded pseudo-random
-// bytes, repeated; position-deterministic so any offset can be produced.
-class Pattern {
-  public:
-    explicit Pattern(uint64_t seed) : block_(kSize)
-    {
-        uint64_t x = seed | 1;
-        for (size_t i = 0; i < kSize; i += 8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            std::memcpy(&block_[i], &x, 8);
-        }
-    }
-    void fill(uint64_t offset, uint8_t *out, size_t n) const
-    {
-        while (n) {
-            const size_t at = offset % kSize, k = std::min(n, kSize - at);
-            std::memcpy(out, &block_[at], k);
-            out += k;
-            offset += k;
-            n -= k;
-        }
-    }
-    static constexpr size_t kSize = 64 * 1024;
-
-  private:
-    std::vector<uint8_t> block_;
-};
+// The data every sender writes: stream_pattern.h (a function of the stream
+// offset that has no power-of-two period, so stale receive-ring bytes show).
+using Pattern = ppe::StreamPattern;
 
 [[noreturn]] void die(const std::string &msg)
 {

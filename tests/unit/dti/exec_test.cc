@@ -5,6 +5,7 @@
 // The "new image" here is a second dti_t in this process, built from the
 // descriptors the old one handed over (what the preload shim's constructor
 // does after a real exec: tests/integration/preload/exec_test.sh).
+#include "raw_app.h"
 #include "test_util.h"
 
 #include "dti_abi.h"
@@ -210,19 +211,7 @@ TEST_F(DtiExec, HoldsOnlyForTheMemberItsOwnExecMade)
     m.index = DTI_CTL_HANDLES + 1;
     int sp[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    iovec iov{&m, sizeof m};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &sp[0], sizeof(int));
-    ASSERT_EQ(sendmsg(fd, &mh, 0), ssize_t(sizeof m));
+    ASSERT_TRUE(send_ctl_with_fd(fd, m, sp[0]));
     ASSERT_EQ(recv(fd, &r, sizeof r, 0), ssize_t(sizeof r));
     EXPECT_EQ(r.type, uint32_t(DTI_CTL_REFUSED));
     close(sp[0]);

@@ -5,6 +5,7 @@
 // real processes that talk to it over their own control connections. A child
 // never uses gtest: it reports through its exit status (0: all good, else the
 // number of the check that failed).
+#include "raw_app.h"
 #include "test_util.h"
 
 #include "dti_abi.h"
@@ -247,20 +248,8 @@ TEST_F(DtiFork, ForkRequestWithoutASocketIsRefused)
     m.magic = DTI_CTL_MAGIC;
     m.type = DTI_CTL_FORK;
     m.abi_version = DTI_ABI_VERSION;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    iovec iov{&m, sizeof m};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &p[0], sizeof(int));
     int fd = dti_control_fd(d_);
-    ASSERT_EQ(sendmsg(fd, &mh, 0), ssize_t(sizeof m));
+    ASSERT_TRUE(send_ctl_with_fd(fd, m, p[0]));
     dti_ctl_msg r{};
     ASSERT_EQ(recv(fd, &r, sizeof r, 0), ssize_t(sizeof r));
     EXPECT_EQ(r.type, uint32_t(DTI_CTL_REFUSED));

@@ -334,15 +334,9 @@ TEST_F(DtiIsolation, AnotherUsersRegionCannotReachOurSockets)
 
     // A: a listener (kept) and a connection through it.
     uint16_t port = 0;
-    dti_sock_t l = listener(&port);
-    int cs = dti_socket(c_);
-    ASSERT_GE(cs, 0);
-    dti_addr to{0x7f000001, port};
-    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
-    int ss = dti_accept(c_, l, nullptr, 5000);
-    ASSERT_GE(ss, 0) << dti_strerror(ss);
-    const dti_sock_t client = dti_sock_t(cs), server = dti_sock_t(ss);
-    const std::vector<uint32_t> a_handles = {uint32_t(l), uint32_t(cs), uint32_t(ss)};
+    dti_sock_t l = DTI_SOCK_INVALID, client = DTI_SOCK_INVALID, server = DTI_SOCK_INVALID;
+    ASSERT_NO_FATAL_FAILURE(pair_on_listener(&l, &port, &client, &server));
+    const std::vector<uint32_t> a_handles = {uint32_t(l), uint32_t(client), uint32_t(server)};
 
     std::string setup = path_ + " " + std::to_string(port) + " " + std::to_string(test_engines());
     for (uint32_t h : a_handles)

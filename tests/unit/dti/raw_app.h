@@ -1,5 +1,8 @@
 // A test application that speaks the DTI control protocol itself and
 // writes its region directly (no libdti): what a hostile program can do.
+// Also the raw control messages the pass, rejoin, exec and fork tests send
+// beside libdti (send_ctl_with_fd), and a claim by another user
+// (claim_as_nobody).
 #pragma once
 
 #include "dti_abi.h"
@@ -11,10 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <grp.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace dti::test {
@@ -219,6 +226,62 @@ inline dti_cmd command(uint16_t op, uint32_t sock, uint32_t arg0 = 0, uint32_t a
     c.arg0 = arg0;
     c.arg1 = arg1;
     return c;
+}
+
+// Sends m on control socket ctl with one descriptor (SCM_RIGHTS); true when
+// the whole message went.
+inline bool send_ctl_with_fd(int ctl, const dti_ctl_msg &m, int fd)
+{
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{const_cast<dti_ctl_msg *>(&m), sizeof m};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    return sendmsg(ctl, &mh, MSG_NOSIGNAL) == ssize_t(sizeof m);
+}
+
+// What claim_as_nobody's exit statuses other than 0 mean.
+inline constexpr const char *kClaimAsNobodyCodes =
+    "90: could not drop to 65534, 91: attach, 92/93: the exchange, 94: not refused with EPERM";
+
+// A child process that drops to uid and gid 65534 still holding fd (the
+// very file, inherited, as a worker that changed user would), attaches to
+// the engine at `path` as a RawApp and CLAIMs with fd. *status: its exit
+// status, 0 when the engine refused it with EPERM (kClaimAsNobodyCodes for
+// the rest). Needs root, and `path` reachable by 65534.
+inline void claim_as_nobody(const std::string &path, int fd, int *status)
+{
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+            setresuid(65534, 65534, 65534) != 0)
+            _exit(90);
+        RawApp b;
+        if (!b.attach(path, 0, 1))
+            _exit(91);
+        dti_ctl_msg m{};
+        m.magic = DTI_CTL_MAGIC;
+        m.type = DTI_CTL_CLAIM;
+        m.abi_version = DTI_ABI_VERSION;
+        if (!send_ctl_with_fd(b.ctl, m, fd))
+            _exit(92);
+        dti_ctl_msg r{};
+        if (!RawApp::recv_with_fds(b.ctl, &r, nullptr, 0))
+            _exit(93);
+        _exit(r.type == DTI_CTL_REFUSED && r.status == EPERM ? 0 : 94);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    *status = WEXITSTATUS(st);
 }
 
 } // namespace dti::test

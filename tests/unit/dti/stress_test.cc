@@ -204,19 +204,9 @@ static uint8_t burst_byte(uint64_t pos) { return uint8_t(pos * 131u + (pos >> 9)
 TEST_P(DtiSendBurst, SmallWritesRacingTheEngineAllArriveByteExact)
 {
     start_engine(GetParam());
-    dti_sock_t client = 0, server = 0;
-    {
-        uint16_t port = 0;
-        dti_sock_t l = listener(&port);
-        int cs = dti_socket(c_);
-        ASSERT_GE(cs, 0);
-        dti_addr to{0x7f000001, port};
-        ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
-        int a = dti_accept(c_, l, nullptr, 5000);
-        ASSERT_GE(a, 0) << dti_strerror(a);
-        client = dti_sock_t(cs);
-        server = dti_sock_t(a);
-    }
+    dti_sock_t client = 0, server = 0, l = 0;
+    uint16_t port = 0;
+    ASSERT_NO_FATAL_FAILURE(pair_on_listener(&l, &port, &client, &server));
     const uint64_t total = (4u << 20) / kScale;
     std::atomic<bool> reader_ok{false};
     std::atomic<uint64_t> reader_got{0};

@@ -93,20 +93,27 @@ class Attached : public ::testing::Test {
         *port = name.port;
         return dti_sock_t(l);
     }
+    // A connected pair (client, server) through the fixture, accepted on a
+    // new listener that stays open: *l, on port *port.
+    void pair_on_listener(dti_sock_t *l, uint16_t *port, dti_sock_t *client, dti_sock_t *server)
+    {
+        *l = listener(port);
+        int cs = dti_socket(c_);
+        ASSERT_GE(cs, 0);
+        dti_addr to{0x7f000001, *port};
+        ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+        int s = dti_accept(c_, *l, nullptr, 5000);
+        ASSERT_GE(s, 0) << dti_strerror(s);
+        *client = dti_sock_t(cs);
+        *server = dti_sock_t(s);
+    }
     // A connected pair (client, server) through the fixture.
     void pair(dti_sock_t *client, dti_sock_t *server)
     {
+        dti_sock_t l = DTI_SOCK_INVALID;
         uint16_t port = 0;
-        dti_sock_t l = listener(&port);
-        int cs = dti_socket(c_);
-        ASSERT_GE(cs, 0);
-        dti_addr to{0x7f000001, port};
-        ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
-        int s = dti_accept(c_, l, nullptr, 5000);
-        ASSERT_GE(s, 0) << dti_strerror(s);
+        ASSERT_NO_FATAL_FAILURE(pair_on_listener(&l, &port, client, server));
         ASSERT_EQ(dti_close(c_, l), 0);
-        *client = dti_sock_t(cs);
-        *server = dti_sock_t(s);
     }
 
     std::string path_;

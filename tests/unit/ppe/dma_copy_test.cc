@@ -4,89 +4,17 @@
 // their markers, byte-exact copies into memory DPDK does not know, a full
 // ring refused with its reason), a missing device named with what DPDK
 // found, and MARS on the simulated wire receiving through the device.
-#include "dma_copy.h"
-
-#include "sim_wire.h"
-#include "transfer_app.h"
-
-#include <rte_eal.h>
+#include "dma_fixture.h"
 
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <memory>
 #include <string>
 #include <vector>
 
 namespace {
 
-constexpr uint64_t kSec = 1'000'000'000;
-
-std::unique_ptr<ppe::DmaCopyEngine> g_dma;
-
-class EalEnv : public ::testing::Environment {
-  public:
-    void SetUp() override
-    {
-        prefix_ = "dma-copy-test-" + std::to_string(getpid());
-        std::vector<std::string> args = {"dma_copy_test", "--no-huge", "--no-shconf", "--no-pci", "--no-telemetry",
-                                         "-m", "64", "--log-level=*:error", "--file-prefix", prefix_, "-l", "0",
-                                         "--vdev", "dma_skeleton"};
-        std::vector<char *> argv;
-        for (auto &a : args) argv.push_back(a.data());
-        ASSERT_GE(rte_eal_init(int(argv.size()), argv.data()), 0) << "EAL could not start with dma_skeleton";
-        std::string err;
-        g_dma = ppe::DmaCopyEngine::open("dma_skeleton", 64, &err);
-        ASSERT_NE(g_dma, nullptr) << err;
-    }
-    void TearDown() override
-    {
-        g_dma.reset();
-        rte_eal_cleanup();
-        std::error_code ec;
-        std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
-    }
-
-  private:
-    std::string prefix_;
-};
-
-// Polls until n completions came back or 10 s passed (the device is a thread
-// that may be descheduled on a busy machine).
-std::vector<mars::CopyCompletion> drain(mars::CopyEngine &e, size_t n)
-{
-    std::vector<mars::CopyCompletion> got;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    mars::CopyCompletion c[16];
-    while (got.size() < n && std::chrono::steady_clock::now() < deadline) {
-        const uint16_t k = e.poll(c, 16);
-        got.insert(got.end(), c, c + k);
-    }
-    return got;
-}
-
-// Memory the way an application's DTI region is made: a shared memfd
-// mapping, unknown to DPDK.
-struct Region {
-    size_t size;
-    uint8_t *p;
-    explicit Region(size_t n) : size(n)
-    {
-        const int fd = memfd_create("dma-copy-test", MFD_CLOEXEC);
-        EXPECT_GE(fd, 0);
-        EXPECT_EQ(ftruncate(fd, off_t(n)), 0);
-        p = static_cast<uint8_t *>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-        close(fd);
-        EXPECT_NE(p, MAP_FAILED);
-    }
-    ~Region() { munmap(p, size); }
-};
+using namespace ppe::dma_test;
 
 TEST(DmaCopyEngine, CopiesIntoAMemfdRegionAndCompletesInOrder)
 {
@@ -154,31 +82,13 @@ TEST(DmaCopyEngine, MissingDeviceNamesWhatDpdkFound)
 // loss and reordering so the slow path drains copies in flight too.
 TEST(DmaCopyEngine, StackReceivesThroughTheDeviceByteExact)
 {
-    using namespace mars::sim;
-    SimNetConfig cfg = default_simnet_config();
-    for (LinkParams *l : {&cfg.a_to_b, &cfg.b_to_a}) {
-        l->delay_ns = 50'000;
-        l->rate_bps = 1'000'000'000;
-        l->queue_frames = 0;
-        l->loss = 0.005;
-        l->reorder = 0.01;
-    }
-    cfg.b.stack.copy_engine = g_dma.get();
-    cfg.b.stack.copy_threshold = 256;
-    cfg.b.stack.copy_drain_polls = 1u << 26; // as eta-ppe: the device is a thread on a busy machine
+    // copy_drain_polls as eta-ppe's: the device is a thread on a busy machine.
+    mars::sim::SimNetConfig cfg = lossy_wire_receiving_through(g_dma.get(), 1u << 26);
     cfg.b.stack.strands = 8;
     cfg.b.stack.prefetch = true;
-    SimNet net(cfg);
-    TransferApp::Options o;
-    o.conns = 4;
-    o.bytes_a_to_b = o.bytes_b_to_a = 2 << 20;
-    TransferApp app(net, o);
-    ASSERT_TRUE(app.start()) << app.failure();
-    ASSERT_TRUE(net.run_until([&] { return app.done(); }, 600 * kSec)) << net.stall_report() << app.progress();
-    ASSERT_EQ(app.failure(), "") << app.progress();
-    for (auto &c : app.conns())
-        for (auto &end : c.end) EXPECT_EQ(end.received, end.expect);
-    const mars::StackStats &st = net.stack(1).stats();
+    DeviceTransfer t(cfg);
+    ASSERT_NO_FATAL_FAILURE(t.run_byte_exact());
+    const mars::StackStats &st = t.net.stack(1).stats();
     EXPECT_GT(st.copies_offloaded, 1000u);
     EXPECT_GE(st.copy_bytes_offloaded, 256u * st.copies_offloaded);
     EXPECT_EQ(st.copy_fallback_error, 0u);
@@ -197,29 +107,9 @@ TEST(DmaCopyEngine, StackReceivesThroughTheDeviceByteExact)
 // core's, and every byte still arrives exactly once, in order.
 TEST(DmaCopyEngineZ, StackAbandonsAStalledDeviceAndStaysByteExact)
 {
-    using namespace mars::sim;
-    SimNetConfig cfg = default_simnet_config();
-    for (LinkParams *l : {&cfg.a_to_b, &cfg.b_to_a}) {
-        l->delay_ns = 50'000;
-        l->rate_bps = 1'000'000'000;
-        l->queue_frames = 0;
-        l->loss = 0.005;
-        l->reorder = 0.01;
-    }
-    cfg.b.stack.copy_engine = g_dma.get();
-    cfg.b.stack.copy_threshold = 256;
-    cfg.b.stack.copy_drain_polls = 1;
-    SimNet net(cfg);
-    TransferApp::Options o;
-    o.conns = 4;
-    o.bytes_a_to_b = o.bytes_b_to_a = 2 << 20;
-    TransferApp app(net, o);
-    ASSERT_TRUE(app.start()) << app.failure();
-    ASSERT_TRUE(net.run_until([&] { return app.done(); }, 600 * kSec)) << net.stall_report() << app.progress();
-    ASSERT_EQ(app.failure(), "") << app.progress();
-    for (auto &c : app.conns())
-        for (auto &end : c.end) EXPECT_EQ(end.received, end.expect);
-    const mars::StackStats &st = net.stack(1).stats();
+    DeviceTransfer t(lossy_wire_receiving_through(g_dma.get(), 1));
+    ASSERT_NO_FATAL_FAILURE(t.run_byte_exact());
+    const mars::StackStats &st = t.net.stack(1).stats();
     EXPECT_GT(st.copy_fallback_stalled, 0u) << "no wait gave up: the test did not exercise the stall";
     EXPECT_TRUE(g_dma->abandoned());
     EXPECT_GT(st.copy_fallback_device_gone, 0u) << "payloads after the stall went to the core, counted";
@@ -240,6 +130,6 @@ TEST(DmaCopyEngineZ, StackAbandonsAStalledDeviceAndStaysByteExact)
 int main(int argc, char **argv)
 {
     ::testing::InitGoogleTest(&argc, argv);
-    ::testing::AddGlobalTestEnvironment(new EalEnv);
+    ::testing::AddGlobalTestEnvironment(new ppe::dma_test::DmaSkeletonEnv("dma-copy-test", 64));
     return RUN_ALL_TESTS();
 }

@@ -14,58 +14,20 @@
 // Each group runs in a process of its own (meson: ppe_dma_fault_*, with a
 // gtest filter): a stall or a vanish leaves the device stopped or released,
 // and dma_skeleton has one instance per process.
-#include "dma_copy.h"
-
-#include "sim_wire.h"
-#include "transfer_app.h"
+#include "dma_fixture.h"
 
 #include <rte_dmadev.h>
-#include <rte_eal.h>
 
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <memory>
 #include <string>
 #include <vector>
 
 namespace {
 
-constexpr uint64_t kSec = 1'000'000'000;
-
-std::unique_ptr<ppe::DmaCopyEngine> g_dma;
-
-class EalEnv : public ::testing::Environment {
-  public:
-    void SetUp() override
-    {
-        prefix_ = "dma-fault-test-" + std::to_string(getpid());
-        std::vector<std::string> args = {"dma_fault_test", "--no-huge", "--no-shconf", "--no-pci", "--no-telemetry",
-                                         "-m", "64", "--log-level=*:error", "--log-level=lib.dmadev:critical",
-                                         "--file-prefix", prefix_, "-l", "0", "--vdev", "dma_skeleton"};
-        std::vector<char *> argv;
-        for (auto &a : args) argv.push_back(a.data());
-        ASSERT_GE(rte_eal_init(int(argv.size()), argv.data()), 0) << "EAL could not start with dma_skeleton";
-        std::string err;
-        g_dma = ppe::DmaCopyEngine::open("dma_skeleton", 256, &err);
-        ASSERT_NE(g_dma, nullptr) << err;
-    }
-    void TearDown() override
-    {
-        g_dma.reset();
-        rte_eal_cleanup();
-        std::error_code ec;
-        std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
-    }
-
-  private:
-    std::string prefix_;
-};
+using namespace ppe::dma_test;
 
 ppe::DmaFault fault(const char *spec)
 {
@@ -74,23 +36,6 @@ ppe::DmaFault fault(const char *spec)
     EXPECT_TRUE(ppe::parse_dma_fault(spec, &f, &err)) << err;
     return f;
 }
-
-// Memory the way an application's DTI region is made: a shared memfd
-// mapping, unknown to DPDK.
-struct Region {
-    size_t size;
-    uint8_t *p;
-    explicit Region(size_t n) : size(n)
-    {
-        const int fd = memfd_create("dma-fault-test", MFD_CLOEXEC);
-        EXPECT_GE(fd, 0);
-        EXPECT_EQ(ftruncate(fd, off_t(n)), 0);
-        p = static_cast<uint8_t *>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-        close(fd);
-        EXPECT_NE(p, MAP_FAILED);
-    }
-    ~Region() { munmap(p, size); }
-};
 
 // n copies of 1000 bytes each, copy k from src + k*1000 to dst + k*1000.
 struct Copies {
@@ -108,57 +53,25 @@ struct Copies {
     bool exact(uint32_t k) const { return std::memcmp(dst.p + k * kLen, src.data() + k * kLen, kLen) == 0; }
 };
 
-// Polls until n completions came back or `limit` passed.
-std::vector<mars::CopyCompletion> drain(size_t n, std::chrono::milliseconds limit = std::chrono::seconds(10))
-{
-    std::vector<mars::CopyCompletion> got;
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    mars::CopyCompletion c[16];
-    while (got.size() < n && std::chrono::steady_clock::now() < deadline) {
-        const uint16_t k = g_dma->poll(c, 16);
-        got.insert(got.end(), c, c + k);
-    }
-    return got;
-}
-
 // MARS on the simulated wire, host b receiving through the device with
 // `spec` injected: 4 connections, 2 MiB each way, loss and reordering (so
 // the slow path drains copies in flight too). Checks what every failure
 // must keep: all bytes, in order, once; every frame released once.
 mars::StackStats transfer_with(const char *spec, uint32_t drain_polls = 1u << 24)
 {
-    using namespace mars::sim;
     g_dma->inject(fault(spec));
-    SimNetConfig cfg = default_simnet_config();
-    for (LinkParams *l : {&cfg.a_to_b, &cfg.b_to_a}) {
-        l->delay_ns = 50'000;
-        l->rate_bps = 1'000'000'000;
-        l->queue_frames = 0;
-        l->loss = 0.005;
-        l->reorder = 0.01;
-    }
-    cfg.b.stack.copy_engine = g_dma.get();
-    cfg.b.stack.copy_threshold = 256;
-    // Bounded, and long enough that a busy machine descheduling the
-    // device's thread is not taken for a stall (~0.5 s of empty polls).
-    cfg.b.stack.copy_drain_polls = drain_polls;
     mars::StackStats st{};
     {
-        SimNet net(cfg);
-        TransferApp::Options o;
-        o.conns = 4;
-        o.bytes_a_to_b = o.bytes_b_to_a = 2 << 20;
-        TransferApp app(net, o);
-        EXPECT_TRUE(app.start()) << app.failure();
-        EXPECT_TRUE(net.run_until([&] { return app.done(); }, 600 * kSec)) << net.stall_report() << app.progress();
-        EXPECT_EQ(app.failure(), "") << app.progress(); // a byte out of place, lost or twice
-        for (auto &c : app.conns())
-            for (auto &end : c.end) EXPECT_EQ(end.received, end.expect);
-        st = net.stack(1).stats();
-        EXPECT_EQ(net.pool().bad_releases(), 0u) << "a frame released twice";
-        net.run_for(kSec / 10); // the last ACKs cross, copies still in flight land
+        // drain_polls: bounded, and long enough that a busy machine
+        // descheduling the device's thread is not taken for a stall (~0.5 s
+        // of empty polls).
+        DeviceTransfer t(lossy_wire_receiving_through(g_dma.get(), drain_polls));
+        t.run_byte_exact(); // on a failure, what follows still reports
+        st = t.net.stack(1).stats();
+        EXPECT_EQ(t.net.pool().bad_releases(), 0u) << "a frame released twice";
+        t.net.run_for(kSec / 10); // the last ACKs cross, copies still in flight land
         EXPECT_EQ(g_dma->outstanding(), 0u);
-        EXPECT_EQ(net.pool().in_use(), 0u) << "frames held after the transfer (a frame never released)";
+        EXPECT_EQ(t.net.pool().in_use(), 0u) << "frames held after the transfer (a frame never released)";
     }
     std::printf("%s: %llu copies offloaded; the core's: error %llu, stalled %llu, device gone %llu, ring full %llu; "
                 "fault hit %llu submissions\n",
@@ -200,7 +113,7 @@ TEST(DmaFaultError, InjectedCopiesCompleteFailedWithGarbageInOrder)
     mars::CopyFallback why;
     for (uint32_t k = 0; k < 12; k++) ASSERT_TRUE(c.submit(k, &why)) << k;
     g_dma->doorbell();
-    std::vector<mars::CopyCompletion> got = drain(12);
+    std::vector<mars::CopyCompletion> got = drain(*g_dma, 12);
     ASSERT_EQ(got.size(), 12u);
     for (uint32_t k = 0; k < 12; k++) {
         const bool failed = k >= 5 && k < 8;
@@ -233,12 +146,12 @@ TEST(DmaFaultStall, DeviceHoldsCopiesUntilAbandoned)
     mars::CopyFallback why;
     for (uint32_t k = 0; k < 4; k++) ASSERT_TRUE(c.submit(k, &why));
     g_dma->doorbell();
-    std::vector<mars::CopyCompletion> got = drain(4);
+    std::vector<mars::CopyCompletion> got = drain(*g_dma, 4);
     ASSERT_EQ(got.size(), 4u);
     for (uint32_t k = 4; k < 10; k++) ASSERT_TRUE(c.submit(k, &why));
     g_dma->doorbell();
     // Bounded look for what must not come: the device was never told to start them.
-    got = drain(1, std::chrono::milliseconds(200));
+    got = drain(*g_dma, 1, std::chrono::milliseconds(200));
     EXPECT_EQ(got.size(), 0u) << "a stalled device completed a copy";
     EXPECT_EQ(g_dma->outstanding(), 6u);
     for (uint32_t k = 4; k < 10; k++) EXPECT_FALSE(c.exact(k)) << k;
@@ -274,7 +187,7 @@ TEST(DmaFaultVanish, RteDmaCallsFailAndCopiesInFlightComeBackFailed)
     EXPECT_FALSE(g_dma->lost()) << "nothing has told the engine yet";
     g_dma->doorbell(); // rte_dma_submit fails on the released device
     EXPECT_TRUE(g_dma->lost());
-    std::vector<mars::CopyCompletion> got = drain(4);
+    std::vector<mars::CopyCompletion> got = drain(*g_dma, 4);
     ASSERT_EQ(got.size(), 4u);
     for (uint32_t k = 0; k < 4; k++) {
         EXPECT_EQ(got[k].marker, 100u + k) << "in submission order";
@@ -317,7 +230,7 @@ TEST(DmaFaultRingFull, RefusedWithItsReasonAndTheNextIsTaken)
         }
     }
     g_dma->doorbell();
-    std::vector<mars::CopyCompletion> got = drain(taken.size());
+    std::vector<mars::CopyCompletion> got = drain(*g_dma, taken.size());
     ASSERT_EQ(got.size(), taken.size());
     for (size_t i = 0; i < taken.size(); i++) {
         EXPECT_EQ(got[i].marker, 100u + taken[i]);
@@ -343,6 +256,7 @@ TEST(DmaFaultRingFull, StackCopiesRefusedPayloadsAndKeepsTheDevice)
 int main(int argc, char **argv)
 {
     ::testing::InitGoogleTest(&argc, argv);
-    ::testing::AddGlobalTestEnvironment(new EalEnv);
+    ::testing::AddGlobalTestEnvironment(
+        new ppe::dma_test::DmaSkeletonEnv("dma-fault-test", 256, {"--log-level=lib.dmadev:critical"}));
     return RUN_ALL_TESTS();
 }
