@@ -18,14 +18,25 @@ unsigned EngineImpl::poll()
         }
         if (!group || group->broken)
             continue;
-        for (size_t k = 0; k < group->live_ctxs.size() && !group->broken; k++)
-            process_ctx(*group, group->live_ctxs[k], &work);
+        for (size_t k = 0; k < group->live_ctxs.size() && !group->broken; k++) {
+            const uint16_t ci = group->live_ctxs[k];
+            if (command_waiting(*group, group->ctxs[ci])) // else process_ctx() would find nothing
+                process_ctx(*group, ci, &work);
+        }
     }
     transport_events(&work);
+    // Nothing marked dirty and nothing to publish since the last pass: the
+    // pass below would find every list empty.
+    if (!table_work_)
+        return work;
+    table_work_ = false;
     for (size_t i = 0; i < groups_.size(); i++) {
         Group *group = groups_[i].get();
-        if (!group || !group->base)
+        if (!group || !group->base) {
+            if (group && (!group->dirty.empty() || !group->to_publish.empty()))
+                table_work_ = true; // kept for a later pass, as before
             continue;
+        }
         for (size_t k = 0; k < group->dirty.size(); k++) {
             uint32_t si = group->dirty[k];
             group->slots[si].dirty = false;

@@ -92,6 +92,7 @@ struct Slot {
     bool out_armed = false;
     uint32_t last_mask = 0, last_rx_tail = 0, last_accept = 0;
     bool dirty = false;
+    bool ends_final = false; // local and remote are the connection's: refresh() stops asking info()
     Endpoint local, remote;
     Pending connect, accept, recv_into;
     Pending post; // RECV_POST: received bytes go straight into the process's memory (posted.cc)
@@ -312,6 +313,12 @@ class EngineImpl final : public Engine {
     void maybe_finish(Group &group);
 
     // commands
+    // The test process_ctx() starts with, inline in poll(): the slot at the
+    // consumer index carries the next stamp (an idle context costs no call).
+    static bool command_waiting(const Group &group, const Ctx &c)
+    {
+        return load_acq(&c.cmds[c.cmd_cons & (group.lim.cmdq_entries - 1)].stamp) == c.cmd_cons + 1;
+    }
     void process_ctx(Group &group, uint16_t ci, unsigned *work);
     // Inlined into process_ctx(), its only caller, as when the engine was one
     // file: the call would cost about 20 instructions per command.
@@ -369,11 +376,12 @@ class EngineImpl final : public Engine {
     void finish_pending(Group &group, Pending &p, int32_t res, uint32_t sock);
     void cancel_pending(Group &group, Slot &s, int32_t res, uint32_t sock);
     void publish(Group &group);
-    static void to_publish(Group &group, uint16_t ci)
+    void to_publish(Group &group, uint16_t ci)
     {
         if (!group.ctxs[ci].published) {
             group.ctxs[ci].published = true;
             group.to_publish.push_back(ci);
+            table_work_ = true;
         }
     }
     void post_event(Group &group, uint16_t ci, uint32_t sock, uint32_t mask);
@@ -401,6 +409,8 @@ class EngineImpl final : public Engine {
     std::vector<int> wake_fds_;
     std::vector<std::pair<Group *, uint16_t>> wake_ctxs_;
     bool sleeping_ = false;
+    // Set by mark() and to_publish(): poll()'s table and publish pass has work.
+    bool table_work_ = false;
 };
 
 } // namespace

@@ -12,6 +12,7 @@ void EngineImpl::mark(Group &group, uint32_t si)
     if (!group.slots[si].dirty) {
         group.slots[si].dirty = true;
         group.dirty.push_back(si);
+        table_work_ = true;
     }
 }
 
@@ -20,11 +21,12 @@ void EngineImpl::refresh(Group &group, uint32_t si)
     Slot &s = group.slots[si];
     settle_rx(group, si);
     if (s.has_sid && s.rings_out && (s.state & DTI_STATE_CONNECTED)) {
-        RingSpan v;
-        if (tr_.rx_view(s.sid, &v) == 0 && v.total() <= s.rx_size)
-            s.rx_tail = s.rx_consumed + v.total();
-        if (tr_.tx_view(s.sid, &v) == 0 && v.total() <= group.lim.tx_ring_size)
-            s.tx_head = s.tx_committed - (group.lim.tx_ring_size - v.total());
+        RingLevels l;
+        tr_.ring_levels(s.sid, &l);
+        if (l.rx_rc == 0 && l.readable <= s.rx_size)
+            s.rx_tail = s.rx_consumed + l.readable;
+        if (l.tx_rc == 0 && l.writable <= group.lim.tx_ring_size)
+            s.tx_head = s.tx_committed - (group.lim.tx_ring_size - l.writable);
     }
     // Digest the bytes that just became readable before the app can see
     // (and release) them: the same engine pass that placed them in the ring.
@@ -32,11 +34,14 @@ void EngineImpl::refresh(Group &group, uint32_t si)
         digest_rx(group, si);
     if (s.dg.rx.pending() || s.dg.tx.pending())
         digest_ends(group, si);
-    if (s.has_sid) {
+    // The addresses change until the connection exists, never after: a
+    // connected socket's are read once, not on every refresh.
+    if (s.has_sid && !s.ends_final) {
         SockInfo info;
         if (tr_.info(s.sid, &info) == 0) {
             s.local = info.local;
             s.remote = info.remote;
+            s.ends_final = (s.state & DTI_STATE_CONNECTED) != 0;
         }
     }
     if (s.recv_into.used)

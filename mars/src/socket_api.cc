@@ -400,13 +400,24 @@ static void ring_span(uint8_t *base, uint32_t mask, uint32_t pos, uint32_t n, Ri
     out->n[1] = n - first;
 }
 
+// What rx_view() and tx_view() return for a socket without rings (0: an
+// empty view), shared with ring_levels().
+static int rx_no_rings(const Sock &s) { return s.state == TcpState::kListen ? -EINVAL : 0; }
+static int tx_refused(const Sock &s)
+{
+    if (s.error) return -s.error;
+    if (s.flags & kFFinQueued) return -EPIPE;
+    if (!(s.flags & kFHasRings)) return s.state == TcpState::kClosed ? -ENOTCONN : -EINVAL;
+    return 0;
+}
+
 int StackImpl::rx_view(SockId id, RingSpan *out) const
 {
     const Sock *s = lookup_id(id);
     if (!s) return -EBADF;
     if (!out) return -EINVAL;
     *out = RingSpan{{nullptr, nullptr}, {0, 0}};
-    if (!(s->flags & kFHasRings)) return s->state == TcpState::kListen ? -EINVAL : 0;
+    if (!(s->flags & kFHasRings)) return rx_no_rings(*s);
     ring_span(s->rx, s->rx_mask, s->rx_head, s->rx_readable(), out);
     return 0;
 }
@@ -441,11 +452,23 @@ int StackImpl::tx_view(SockId id, RingSpan *out) const
     if (!s) return -EBADF;
     if (!out) return -EINVAL;
     *out = RingSpan{{nullptr, nullptr}, {0, 0}};
-    if (s->error) return -s->error;
-    if (s->flags & kFFinQueued) return -EPIPE;
-    if (!(s->flags & kFHasRings)) return s->state == TcpState::kClosed ? -ENOTCONN : -EINVAL;
+    if (const int rc = tx_refused(*s)) return rc;
     ring_span(s->tx, s->tx_mask, s->tx_tail, s->tx_free(), out);
     return 0;
+}
+
+void StackImpl::ring_levels(SockId id, RingLevels *out) const
+{
+    const Sock *s = lookup_id(id);
+    if (!s) {
+        *out = RingLevels{-EBADF, -EBADF, 0, 0};
+        return;
+    }
+    const bool rings = (s->flags & kFHasRings) != 0;
+    out->rx_rc = rings ? 0 : rx_no_rings(*s);
+    out->readable = rings ? s->rx_readable() : 0;
+    out->tx_rc = tx_refused(*s);
+    out->writable = out->tx_rc == 0 ? s->tx_free() : 0;
 }
 
 int StackImpl::tx_commit(SockId id, uint32_t n, bool more)

@@ -351,6 +351,7 @@ void StackImpl::unlink_flow(Sock &s)
 
 uint16_t StackImpl::events(SockEvent *out, uint16_t max)
 {
+    if (event_list_.empty() && closed_events_.empty()) return 0; // the engine asks on every poll
     uint16_t n = 0;
     while (n < max && event_pos_ < event_list_.size()) {
         Sock &s = socks_[event_list_[event_pos_++]];

@@ -253,6 +253,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     int rx_consume(SockId s, uint32_t n) override;
     int tx_view(SockId s, RingSpan *out) const override;
     int tx_commit(SockId s, uint32_t n, bool more) override;
+    void ring_levels(SockId s, RingLevels *out) const override;
     int64_t send(SockId s, const void *data, size_t len) override;
     int64_t recv(SockId s, void *data, size_t len) override;
     const StackStats &stats() const override { return stats_; }

@@ -19,6 +19,8 @@ bool TimerWheel::init(uint32_t slots, uint64_t tick_ns, uint64_t now_ns) {
     tick_shift_ = (tick_ns & (tick_ns - 1)) == 0 ? __builtin_ctzll(tick_ns) : -1;
     tick_ = tick_of(now_ns);
     next_due_valid_ = false;
+    floor_ns_ = UINT64_MAX;
+    set_next_tick();
     return true;
 }
 
@@ -34,6 +36,8 @@ void TimerWheel::clear(uint64_t now_ns) {
     tick_ = tick_of(now_ns);
     next_due_cache_ = UINT64_MAX;
     next_due_valid_ = false;
+    floor_ns_ = UINT64_MAX;
+    set_next_tick();
 }
 
 // Scans ticks from the current one on. A timer in the slot of tick t whose due

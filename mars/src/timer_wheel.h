@@ -52,7 +52,9 @@ class TimerWheel {
 
     // Fires every timer with due_ns <= now_ns, in no particular order within a
     // tick: unlinks it, then calls fire(Timer *). fire may arm or cancel any
-    // timer, including the one it got.
+    // timer, including the one it got. Returns at once, changing nothing, while
+    // now_ns is in the tick of the last sweep and before floor_ns_ (no timer
+    // can be due): an engine polls the wheel hundreds of times per tick.
     template <class F> void advance(uint64_t now_ns, F &&fire);
 
     // A time no later than the earliest armed timer's due time, UINT64_MAX
@@ -75,11 +77,22 @@ class TimerWheel {
     uint64_t mask_ = 0;
     uint64_t tick_ns_ = 1;
     int tick_shift_ = -1; // log2(tick_ns_) when it is a power of two
-    uint64_t tick_ = 0;   // the current tick: every earlier one was swept
+    uint64_t tick_ = 0;   // the tick of the last sweep: every earlier one was swept
     // next_due_ns() result, kept while valid: a lower bound on every armed
     // timer's due time that arm() lowers and advance()/cancel() invalidate.
     mutable uint64_t next_due_cache_ = UINT64_MAX;
     mutable bool next_due_valid_ = false;
+    // A lower bound on every armed timer's due time (UINT64_MAX: none armed):
+    // arm() lowers it, cancel() leaves it (still a bound), advance() sets it
+    // to next_due_ns() after each sweep.
+    uint64_t floor_ns_ = UINT64_MAX;
+    // The first time of tick_ + 1. Within tick_, with nothing due, a sweep
+    // would fire nothing and move nothing: advance() skips it.
+    uint64_t next_tick_ns_ = 0;
+    void set_next_tick() {
+        if (__builtin_mul_overflow(tick_ + 1, tick_ns_, &next_tick_ns_))
+            next_tick_ns_ = UINT64_MAX;
+    }
 
     uint64_t tick_of(uint64_t ns) const {
         return tick_shift_ >= 0 ? ns >> tick_shift_ : ns / tick_ns_;
@@ -133,6 +146,8 @@ inline void TimerWheel::arm(Timer *t, uint64_t due_ns) {
     ++count_;
     if (next_due_valid_ && due_ns < next_due_cache_)
         next_due_cache_ = due_ns;
+    if (due_ns < floor_ns_)
+        floor_ns_ = due_ns;
 }
 
 inline void TimerWheel::cancel(Timer *t) {
@@ -175,6 +190,8 @@ template <class F> void TimerWheel::sweep_list(Timer *&list, uint64_t home, uint
 }
 
 template <class F> void TimerWheel::advance(uint64_t now_ns, F &&fire) {
+    if (now_ns < floor_ns_ && now_ns < next_tick_ns_)
+        return;
     const uint64_t first = tick_;
     const uint64_t now_tick = tick_of(now_ns);
     if (now_tick > tick_)
@@ -202,6 +219,8 @@ template <class F> void TimerWheel::advance(uint64_t now_ns, F &&fire) {
     }
     sweep_list(current_list, current, now_ns, fire);
     next_due_valid_ = false; // fire() may have armed timers mid-sweep
+    floor_ns_ = next_due_ns();
+    set_next_tick();
 }
 
 } // namespace mars

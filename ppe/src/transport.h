@@ -50,6 +50,12 @@ class MarsTransport final : public dti::engine::Transport {
     int rx_consume(dti::engine::SockId s, uint32_t n) override { return stack_->rx_consume(s, n); }
     int tx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override { return view(stack_->tx_view(s, &span_), out); }
     int tx_commit(dti::engine::SockId s, uint32_t n, bool more) override { return stack_->tx_commit(s, n, more); }
+    void ring_levels(dti::engine::SockId s, dti::engine::RingLevels *out) override
+    {
+        mars::RingLevels l;
+        stack_->ring_levels(s, &l);
+        *out = {l.rx_rc, l.tx_rc, l.readable, l.writable};
+    }
     uint16_t events(dti::engine::TransportEvent *out, uint16_t max) override
     {
         // Same layout by contract (sock, bits, user); copied field by field

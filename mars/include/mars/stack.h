@@ -208,6 +208,13 @@ struct RingSpan {
     uint32_t total() const { return n[0] + n[1]; }
 };
 
+// rx_view()'s and tx_view()'s answers without the pointers: each one's
+// return value and, where that is 0, its total (see Stack::ring_levels).
+struct RingLevels {
+    int rx_rc, tx_rc;
+    uint32_t readable, writable;
+};
+
 enum class TcpState : uint8_t {
     kClosed, kListen, kSynSent, kSynReceived, kEstablished, kFinWait1, kFinWait2,
     kCloseWait, kClosing, kLastAck, kTimeWait,
@@ -353,6 +360,9 @@ class Stack {
     // n bytes were written at the front of tx_view(): queue them for sending.
     // more=true behaves as MSG_MORE (hold a partial segment).
     virtual int tx_commit(SockId s, uint32_t n, bool more) = 0;
+    // rx_view() and tx_view() of one socket in one lookup, their totals only:
+    // what the DTI engine reads of every socket that changed in a poll.
+    virtual void ring_levels(SockId s, RingLevels *out) const = 0;
 
     // Copying conveniences on top of the views (tests, simple callers).
     virtual int64_t send(SockId s, const void *data, size_t len) = 0;

@@ -188,6 +188,27 @@ TEST_F(DtiApi, CreditsRunOutAsEagainNotLoss)
     ASSERT_EQ(dti_wait_cqe(c_, 1000, e, 5000), 1);
 }
 
+// The engine reads a socket's addresses until it is connected, then stops
+// (they cannot change): a refresh before bind (a watch marks the socket) must
+// not freeze the unbound address in the socket table.
+TEST_F(DtiApi, SockNameFollowsBindAfterAnEarlierRefresh)
+{
+    int s = dti_socket(c_);
+    ASSERT_GE(s, 0) << dti_strerror(s);
+    ASSERT_EQ(dti_prep_watch(c_, dti_sock_t(s), DTI_POLLIN, 0), 0);
+    dti_submit(c_);
+    ASSERT_EQ(dti_wait(c_, 5000), 1) << "the watch never completed";
+    dti_cqe drain[16];
+    while (dti_reap(c_, drain, 16) > 0) {
+    }
+    dti_addr any{0, 0};
+    ASSERT_EQ(dti_bind(c_, dti_sock_t(s), &any), 0);
+    ASSERT_EQ(dti_listen(c_, dti_sock_t(s), 4), 0);
+    dti_addr name{};
+    ASSERT_EQ(dti_getsockname(c_, dti_sock_t(s), &name), 0);
+    EXPECT_NE(name.port, 0) << "the bound port never reached the socket table";
+}
+
 TEST_F(DtiApi, EchoWithAcceptInOneThreadServeInAnother)
 {
     uint16_t port = 0;

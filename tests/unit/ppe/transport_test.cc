@@ -231,6 +231,62 @@ TEST_F(MarsTransportTest, ErrorsComeBackAsTheStackGivesThem)
     EXPECT_EQ(tr_.bind(de::SockId(b), {0, 7000}), -EADDRINUSE);
 }
 
+// ring_levels() (one lookup) says what rx_view() and tx_view() say, through
+// a socket's life: the engine's refresh relies on it in place of the views.
+// Transport's own default (the two views) is the reference. Also the rule
+// commit_to() relies on: tx_commit() refuses more than the free space.
+TEST_F(MarsTransportTest, RingLevelsSayWhatTheViewsSay)
+{
+    auto same = [&](int64_t id, const char *when) {
+        de::RingLevels got, want;
+        tr_.ring_levels(de::SockId(id), &got);
+        tr_.de::Transport::ring_levels(de::SockId(id), &want);
+        EXPECT_EQ(got.rx_rc, want.rx_rc) << when;
+        EXPECT_EQ(got.tx_rc, want.tx_rc) << when;
+        EXPECT_EQ(got.readable, want.readable) << when;
+        EXPECT_EQ(got.writable, want.writable) << when;
+        return got;
+    };
+    EXPECT_EQ(same(999, "never opened").rx_rc, -EBADF);
+    const int64_t l = tr_.open(1);
+    ASSERT_GE(l, 0);
+    EXPECT_LT(same(l, "opened, no rings").tx_rc, 0);
+    ASSERT_EQ(tr_.bind(de::SockId(l), {0, 5100}), 0);
+    ASSERT_EQ(tr_.listen(de::SockId(l), 4), 0);
+    EXPECT_EQ(same(l, "listening").rx_rc, -EINVAL);
+
+    mars::Stack &peer = net_.stack(1);
+    const int64_t c = peer.open(7);
+    ASSERT_GE(c, 0);
+    ASSERT_EQ(peer.connect(mars::SockId(c), net_.addr(0, 5100), net_.now()), 0);
+    wait_event(de::SockId(l), de::kEvAcceptable);
+    const int64_t a = tr_.accept(de::SockId(l), 2);
+    ASSERT_GE(a, 0);
+    const de::RingLevels fresh = same(a, "accepted");
+    EXPECT_EQ(fresh.rx_rc, 0);
+    EXPECT_EQ(fresh.readable, 0u);
+    EXPECT_GT(fresh.writable, 0u);
+
+    uint8_t data[3000];
+    mars::sim::pattern_fill(3, 0, data, sizeof data);
+    ASSERT_EQ(peer.send(mars::SockId(c), data, sizeof data), int64_t(sizeof data));
+    net_.run_for(1'000'000);
+    ASSERT_EQ(tr_.tx_commit(de::SockId(a), 1000, false), 0);
+    const de::RingLevels busy = same(a, "bytes readable, bytes queued to send");
+    EXPECT_EQ(busy.readable, sizeof data);
+    EXPECT_EQ(tr_.tx_commit(de::SockId(a), busy.writable + 1, false), -EINVAL) << "more than the free space";
+    EXPECT_EQ(same(a, "after a refused commit").writable, busy.writable) << "a refused commit queued bytes";
+
+    ASSERT_EQ(peer.shutdown(mars::SockId(c), false, true), 0);
+    wait_event(de::SockId(a), de::kEvPeerClosed);
+    same(a, "peer closed");
+    ASSERT_EQ(tr_.shutdown(de::SockId(a), false, true), 0);
+    EXPECT_EQ(same(a, "our FIN queued").tx_rc, -EPIPE);
+    ASSERT_EQ(peer.abort(mars::SockId(c)), 0);
+    net_.run_for(1'000'000);
+    same(a, "reset by the peer");
+}
+
 TEST(DtiBuffers, WithoutAnEngineProvidesNothing)
 {
     ppe::DtiBuffers b;

@@ -58,6 +58,14 @@ struct RingSpan {
     uint32_t total() const { return n[0] + n[1]; }
 };
 
+// What rx_view() and tx_view() would say of a socket, less the pointers: each
+// view's return value and, where that is 0, its total (bytes readable, room
+// to write). The engine reads both for every socket that changed in a poll.
+struct RingLevels {
+    int rx_rc = -1, tx_rc = -1;
+    uint32_t readable = 0, writable = 0;
+};
+
 // Same values as mars::SockEventBits.
 enum EventBits : uint32_t {
     kEvConnected = 1u << 0,
@@ -98,7 +106,10 @@ struct SockInfo {
 //    and tx_view() at the write position (so ring offsets can be derived);
 //  - close() is followed, eventually, by an event with kEvClosed for that id;
 //    abort() frees the id at once (no kEvClosed);
-//  - events() coalesces: a socket appears at most once per drain.
+//  - events() coalesces: a socket appears at most once per drain;
+//  - tx_commit() refuses (an error, nothing queued) n larger than tx_view()'s
+//    total, and wherever tx_view() fails: the engine does not ask tx_view()
+//    before committing what an application claims to have written.
 class Transport {
   public:
     virtual ~Transport() = default;
@@ -119,6 +130,17 @@ class Transport {
     virtual int tx_view(SockId s, RingSpan *out) = 0;
     virtual int tx_commit(SockId s, uint32_t n, bool more) = 0;
     virtual uint16_t events(TransportEvent *out, uint16_t max) = 0;
+    // rx_view() and tx_view() in one call. This default makes both calls; a
+    // transport where each call looks the socket up should answer it with
+    // one lookup (mars::Stack::ring_levels).
+    virtual void ring_levels(SockId s, RingLevels *out)
+    {
+        RingSpan v;
+        out->rx_rc = rx_view(s, &v);
+        out->readable = out->rx_rc == 0 ? v.total() : 0;
+        out->tx_rc = tx_view(s, &v);
+        out->writable = out->tx_rc == 0 ? v.total() : 0;
+    }
 };
 
 // ---- configuration and counters -----------------------------------------
