@@ -129,8 +129,7 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
         int err = errno;
         atomic_fetch_sub(&e->sleepers, 1);
         if (c) {
-            dti_disarm(c);
-            if (!eta_engine_check(dti_ctx_owner(c)))
+            if (!eta_woken_alive(c))
                 c = NULL;
         } else if (rc == 0 && capped) {
             if (eta_reattach_try()) /* the PPE is back: its members count again */

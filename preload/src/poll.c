@@ -251,11 +251,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         ETA_STAT_ADD(sleeps, 1);
         int rc = real_ppoll(k, nk + (c ? 1 : 0), tsp, mask);
         int err = errno;
-        if (c) {
-            dti_disarm(c);
-            if (!eta_engine_check(dti_ctx_owner(c)))
-                c = NULL;
-        }
+        if (c && !eta_woken_alive(c))
+            c = NULL;
         if (rc < 0) {
             errno = err;
             result = -1;

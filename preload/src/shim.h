@@ -83,6 +83,11 @@ extern _Atomic bool eta_engine_dead;
 /* dti_engine_alive() that also sets eta_engine_dead. */
 bool eta_engine_check(dti_t *d);
 void eta_mark_engine_dead(void);
+/* After a sleep on the context's wait fd: disarms, and says whether the
+ * engine still serves us. A wake that brought entries is the engine's own
+ * answer; only a wake with none (a timeout, a signal, a kernel descriptor,
+ * the control socket's hang-up) pays dti_engine_alive()'s system call. */
+bool eta_woken_alive(dti_ctx_t *c);
 /* True when the PPE has been attached, or an attach is still possible. */
 bool eta_ppe_usable(void);
 

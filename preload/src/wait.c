@@ -198,6 +198,14 @@ bool eta_engine_check(dti_t *d)
     return alive;
 }
 
+bool eta_woken_alive(dti_ctx_t *c)
+{
+    dti_disarm(c);
+    if (dti_cq_ready(c)) /* the engine wrote them: it was alive an instant ago */
+        return !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+    return eta_engine_check(dti_ctx_owner(c));
+}
+
 void eta_mark_engine_dead(void)
 {
     if (!atomic_exchange(&eta_engine_dead, true)) {

@@ -749,6 +749,128 @@ static int sc_engine_gone_listeners(void)
     return 0;
 }
 
+/* ---- select/poll sleepers: woken by an accelerated socket or a pipe ------
+ * iperf3's shape (issue 13): one thread sleeps in select() or poll() over an
+ * accelerated socket and a kernel descriptor, the main thread makes one of
+ * them readable while it sleeps; the sleeper must wake with exactly that one
+ * reported, read it, and tell the main thread (over a pipe) what it saw. A
+ * wake by the engine's data is answered without asking whether the engine
+ * lives (preload/src/wait.c, eta_woken_alive()); these rounds show such
+ * wakes still report the right descriptor, and select_engine_gone that a
+ * sleeper still hears of a crashed PPE. */
+#define SLEEP_ROUNDS 24
+
+struct mixed_sleeper {
+    int sock, pipe_rd; /* watched: the accelerated socket, a kernel pipe */
+    int report_wr;     /* to the main thread, per round: 's' or 'p' (read), 'e' (the socket
+                        * reported, its read ECONNRESET), 'x' (anything else) */
+    _Atomic pid_t tid;
+};
+
+/* One wait over both descriptors; round r uses select() on even r, poll() on
+ * odd. Returns 's' (the socket alone ready), 'p' (the pipe alone), 'x'. */
+static char wait_one(struct mixed_sleeper *m, int r)
+{
+    bool sock_ready, pipe_ready;
+    if (r % 2 == 0) {
+        fd_set rd;
+        FD_ZERO(&rd);
+        FD_SET(m->sock, &rd);
+        FD_SET(m->pipe_rd, &rd);
+        struct timeval tv = {WAIT_MS / 1000, 0};
+        int n = select((m->sock > m->pipe_rd ? m->sock : m->pipe_rd) + 1, &rd, NULL, NULL, &tv);
+        if (n != 1)
+            return 'x';
+        sock_ready = FD_ISSET(m->sock, &rd);
+        pipe_ready = FD_ISSET(m->pipe_rd, &rd);
+    } else {
+        struct pollfd p[2] = {{m->sock, POLLIN, 0}, {m->pipe_rd, POLLIN, 0}};
+        if (poll(p, 2, WAIT_MS) != 1)
+            return 'x';
+        sock_ready = p[0].revents == POLLIN;
+        pipe_ready = p[1].revents == POLLIN;
+    }
+    return sock_ready && !pipe_ready ? 's' : pipe_ready && !sock_ready ? 'p' : 'x';
+}
+
+static void *mixed_sleeper_main(void *arg)
+{
+    struct mixed_sleeper *m = arg;
+    atomic_store(&m->tid, (pid_t)syscall(SYS_gettid));
+    for (int r = 0; r < SLEEP_ROUNDS; r++) {
+        char got = wait_one(m, r), b;
+        if (got == 's' && read(m->sock, &b, 1) != 1)
+            got = errno == ECONNRESET ? 'e' : 'x';
+        if (got == 'p' && read(m->pipe_rd, &b, 1) != 1)
+            got = 'x';
+        if (write(m->report_wr, &got, 1) != 1 || got == 'x' || got == 'e')
+            break;
+    }
+    return NULL;
+}
+
+static void start_mixed_sleeper(struct mixed_sleeper *m, int *peer, int *pipe_wr, int *report_rd, pthread_t *t)
+{
+    int c, s, pp[2], rp[2];
+    pair(&c, &s);
+    CHECK(pipe(pp) == 0 && pipe(rp) == 0);
+    *m = (struct mixed_sleeper){.sock = s, .pipe_rd = pp[0], .report_wr = rp[1]};
+    *peer = c;
+    *pipe_wr = pp[1];
+    *report_rd = rp[0];
+    CHECK(pthread_create(t, NULL, mixed_sleeper_main, m) == 0);
+    for (int i = 0; i < WAIT_MS && !atomic_load(&m->tid); i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL); /* poll interval of this bounded wait for the thread's id */
+    }
+    CHECK(atomic_load(&m->tid));
+}
+
+static int sc_select_wake(void)
+{
+    struct mixed_sleeper m;
+    int c, pipe_wr, report_rd;
+    pthread_t t;
+    start_mixed_sleeper(&m, &c, &pipe_wr, &report_rd, &t);
+    for (int r = 0; r < SLEEP_ROUNDS; r++) {
+        wait_until_sleeping(m.tid);
+        /* Two rounds of each kind per turn: select and poll both woken by
+         * the engine and by the kernel. */
+        char want = (r / 2) % 2 == 0 ? 's' : 'p', got;
+        CHECK(write(want == 's' ? c : pipe_wr, "w", 1) == 1);
+        CHECK(read(report_rd, &got, 1) == 1);
+        if (got != want)
+            printf("FAIL: round %d (%s) woke with '%c', wanted '%c'\n", r, r % 2 ? "poll" : "select", got, want);
+        CHECK(got == want);
+    }
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* The PPE crashes while a thread sleeps in select() over an accelerated
+ * socket and a pipe: the socket is reported (readable: its error), reading
+ * it fails with ECONNRESET, and the pipe is not reported. */
+static int sc_select_engine_gone(void)
+{
+    const char *pid = getenv("ETA_TEST_FIXTURE_PID");
+    CHECK(pid);
+    struct mixed_sleeper m;
+    int c, pipe_wr, report_rd;
+    pthread_t t;
+    start_mixed_sleeper(&m, &c, &pipe_wr, &report_rd, &t);
+    wait_until_sleeping(m.tid);
+    CHECK(kill(atoi(pid), SIGUSR1) == 0);
+    char got;
+    CHECK(read(report_rd, &got, 1) == 1);
+    if (got != 'e')
+        printf("FAIL: after the crash the sleeper saw '%c'\n", got);
+    CHECK(got == 'e');
+    pthread_join(t, NULL);
+    char b;
+    CHECK(read(m.sock, &b, 1) == -1 && errno == ECONNRESET);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -775,6 +897,10 @@ int main(int argc, char **argv)
         rc = sc_fork_shared();
     else if (!strcmp(sc, "first_look"))
         rc = sc_first_look();
+    else if (!strcmp(sc, "select_wake"))
+        rc = sc_select_wake();
+    else if (!strcmp(sc, "select_engine_gone"))
+        rc = sc_select_engine_gone();
     else if (!strcmp(sc, "engine_gone_listeners"))
         rc = sc_engine_gone_listeners();
     else

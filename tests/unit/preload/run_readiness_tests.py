@@ -15,6 +15,7 @@ SCENARIOS = ["handoff", "handoff_poll", "add_while_sleeping", "epollout", "many"
 
 EXPECTED_WARNINGS = {
     "engine_gone_listeners": ["the PPE has gone"],
+    "select_engine_gone": ["the PPE has gone"],
     "bypass": ["splice() on accelerated socket", "copy_file_range() on accelerated socket",
                "sendfile() on accelerated socket", "fdopen() on accelerated socket",
                "received from another process is an accelerated socket that cannot be used here"],
