@@ -336,6 +336,7 @@ TEST_F(DtiIsolation, AnotherUsersRegionCannotReachOurSockets)
     uint16_t port = 0;
     dti_sock_t l = DTI_SOCK_INVALID, client = DTI_SOCK_INVALID, server = DTI_SOCK_INVALID;
     ASSERT_NO_FATAL_FAILURE(pair_on_listener(&l, &port, &client, &server));
+    const dti_addr to{0x7f000001, port}; // A's own further connections
     const std::vector<uint32_t> a_handles = {uint32_t(l), uint32_t(client), uint32_t(server)};
 
     std::string setup = path_ + " " + std::to_string(port) + " " + std::to_string(test_engines());
