@@ -267,12 +267,17 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
         bytes += len;
         last_len = len;
         stats_.rx_bytes += f.len;
-        release_rx(f);
-        if (++taken == n) break;
+        if (++taken == n) {
+            release_rx(f);
+            break;
+        }
         // The next frame joins if it continues this one: same header, the
         // next sequence number, not past 64 KiB, a TSval not going back.
         PacketRef &next = frames[taken];
         len = next_member_len(f, next, ts, hdr);
+        // Released only now: a full release batch hands frames back to the
+        // port at once, and f's header was still to be compared.
+        release_rx(f);
         if (!len || be32(tcp_of(next)->seq) != s.rcv_nxt + bytes || bytes + len > kGroMaxBytes) break;
         if (ts) {
             const uint32_t v = tsval_of(tcp_of(next));
