@@ -6,11 +6,17 @@
 // transmit checksum offload (the ACKs' checksums are the NIC's); the script
 // subtracts the payload copy.
 //
-//   mars_fastpath_driver N [timestamps 0|1] [burst] [coalesce 0|1] [flows F]
+//   mars_fastpath_driver N [timestamps 0|1] [burst] [coalesce 0|1] [flows F] [loss_every L] [rtx_after K]
 // (coalesce: TcpConfig::rx_coalesce, receive coalescing; default 1 as in the stack;
 // flows: F connections whose segments arrive interleaved round robin,
 // segment i on connection i mod F, as a NIC burst from F busy senders)
 // Prints the fast-path hit count so the script can check every segment took it.
+//
+// Loss mode (loss_every L > 1): segment i with i % L == L / 2 is lost on its
+// first way and arrives again rtx_after K segments later (the sender's
+// retransmission), so the segments between go through the out-of-order queue
+// and its SACK reports; the last ones lost arrive at the end. N still counts
+// unique segments (the count is per segment delivered).
 #include "bench_conn.h"
 
 #include <algorithm>
@@ -25,6 +31,27 @@ namespace mars::bench {
 __attribute__((noinline)) void feed_segments(Stack &st, PacketRef *frames, uint32_t n, uint16_t burst, uint64_t now)
 {
     for (uint32_t i = 0; i < n; i += burst) st.input(frames + i, uint16_t(std::min<uint32_t>(burst, n - i)), now);
+}
+
+// The order segments arrive in: with loss_every L > 1, segment i with
+// i % L == L / 2 comes only rtx_after segments later (or at the end).
+std::vector<PacketRef> arrival_order(const std::vector<PacketRef> &frames, uint32_t n, uint32_t loss_every,
+                                     uint32_t rtx_after)
+{
+    if (loss_every < 2) return std::vector<PacketRef>(frames.begin(), frames.begin() + n);
+    auto lost = [&](uint32_t i) { return i % loss_every == loss_every / 2; };
+    std::vector<PacketRef> order;
+    std::vector<uint32_t> waiting; // lost segments, oldest first
+    for (uint32_t i = 0; i < n; i++) {
+        if (lost(i)) waiting.push_back(i);
+        else order.push_back(frames[i]);
+        while (!waiting.empty() && waiting.front() + rtx_after <= i) {
+            order.push_back(frames[waiting.front()]);
+            waiting.erase(waiting.begin());
+        }
+    }
+    for (uint32_t w : waiting) order.push_back(frames[w]);
+    return order;
 }
 
 } // namespace mars::bench
@@ -42,6 +69,8 @@ int main(int argc, char **argv)
     const uint16_t burst = uint16_t(argc > 3 ? std::max(1, std::atoi(argv[3])) : 32);
     const bool coalesce = argc > 4 ? std::atoi(argv[4]) != 0 : true;
     const uint32_t flows = uint32_t(argc > 5 ? std::clamp(std::atoi(argv[5]), 1, 48) : 1);
+    const uint32_t loss_every = uint32_t(argc > 6 ? std::max(0, std::atoi(argv[6])) : 0);
+    const uint32_t rtx_after = uint32_t(argc > 7 ? std::max(1, std::atoi(argv[7])) : 16);
     const size_t payload = ts ? 1448 : 1460;
     // Each receive ring holds all its connection's segments: nothing is
     // consumed while measuring.
@@ -73,8 +102,9 @@ int main(int argc, char **argv)
         }
     }
     Stack &st = peer.stack();
+    std::vector<PacketRef> order = arrival_order(frames, n, loss_every, rtx_after);
     const StackStats before = st.stats();
-    feed_segments(st, frames.data(), n, burst, peer.now);
+    feed_segments(st, order.data(), n, burst, peer.now);
     const StackStats &after = st.stats();
     size_t readable = 0;
     for (const RawPeer::Conn &c : conns) {
@@ -90,5 +120,9 @@ int main(int argc, char **argv)
                 (unsigned long long)(after.rx_coalesce_groups - before.rx_coalesce_groups), readable,
                 size_t(n) * payload);
     std::printf("payload %zu\n", payload);
+    std::printf("loss_every %u rtx_after %u ooo_segments %llu ooo_full_drops %llu acks %llu\n", loss_every, rtx_after,
+                (unsigned long long)(after.tcp_ooo_segments - before.tcp_ooo_segments),
+                (unsigned long long)(after.drop_tcp_ooo_full - before.drop_tcp_ooo_full),
+                (unsigned long long)(after.tx_frames - before.tx_frames));
     return readable == n * payload ? 0 : 1;
 }

@@ -5,6 +5,13 @@
 // new bytes (never split, so one segment holds exactly one frame), and queued
 // segments that a new one covers completely are freed. A FIN that arrives on
 // its own is kept as a zero-length segment until data reaches it.
+//
+// The SACK blocks come from recent_, the runs most recently added to. An
+// arrival behind the last hole (the common case under loss: a window's worth
+// of segments queues behind it) extends the run listed first, found without
+// a walk; a retransmission that fills a hole in the middle looks its two
+// neighbouring runs up in recent_ and walks the queue only when one of them
+// has left the list.
 #include "ooo.h"
 
 #include <new>
@@ -108,8 +115,7 @@ OooQueue::Insert OooQueue::insert_fin_only(OooPool &pool, uint32_t seq, const Pa
     uint32_t slot = pool.alloc();
     pool.seg(slot) = OooSeg{seq, 0, nullptr, frame, true, OooPool::kNil};
     link_new(pool, slot, prev, cur);
-    last_seq_ = seq;
-    return Insert::kQueued;
+    return Insert::kQueued; // a FIN marker holds no byte to report
 }
 
 OooQueue::Insert OooQueue::insert(OooPool &pool, PacketIo &io, uint32_t seq, uint8_t *payload,
@@ -157,7 +163,9 @@ OooQueue::Insert OooQueue::insert(OooPool &pool, PacketIo &io, uint32_t seq, uin
     }
     if (!before(start, end)) {
         if (fin) attach_fin(pool, seq + len);
-        last_seq_ = seq; // the ACK's first SACK block should cover this arrival
+        // The ACK's first block after the D-SACK: the run that holds this
+        // arrival (RFC 2883 4.1.2).
+        note_run(run_holding(pool, seq));
         return Insert::kDuplicate;
     }
     if (!has_room(pool, covered, max_frames)) return Insert::kNoRoom;
@@ -175,7 +183,11 @@ OooQueue::Insert OooQueue::insert(OooPool &pool, PacketIo &io, uint32_t seq, uin
     pool.seg(slot) = OooSeg{start, end - start, payload + (start - seq), frame,
                             keep_fin || covered_fin, OooPool::kNil};
     link_new(pool, slot, prev, cur);
-    last_seq_ = start;
+    SeqRange run{start, end};
+    if (prev != OooPool::kNil && pool.seg(prev).seq + pool.seg(prev).len == start)
+        run.start = run_start_ending_at(pool, prev);
+    if (cur != OooPool::kNil && pool.seg(cur).seq == end) run.end = run_end_starting_at(pool, cur);
+    note_run(run);
     return Insert::kQueued;
 }
 
@@ -183,32 +195,73 @@ void OooQueue::clear(OooPool &pool, PacketIo &io) {
     ReleaseBatch done;
     while (head_ != OooPool::kNil) done.add(io, pop_head(pool));
     done.flush(io);
+    n_recent_ = 0;
 }
 
-int OooQueue::sack_blocks(const OooPool &pool, SeqRange *out, int max) const {
-    if (max <= 0) return 0;
-    // Maximal runs of contiguous queued data, in sequence order. Pass 0
-    // emits the run holding the latest arrival, pass 1 the others.
-    int n = 0;
-    bool first_found = false;
-    for (int pass = 0; pass < 2 && n < max; ++pass) {
-        uint32_t i = head_;
-        while (i != OooPool::kNil && n < max) {
-            SeqRange run{pool.seg(i).seq, pool.seg(i).seq + pool.seg(i).len};
-            for (i = pool.seg(i).next; i != OooPool::kNil && pool.seg(i).seq == run.end;
-                 i = pool.seg(i).next)
-                run.end += pool.seg(i).len;
-            if (run.start == run.end) continue; // a lone FIN marker
-            bool latest = at_or_before(run.start, last_seq_) && before(last_seq_, run.end);
-            if (pass == 0 && latest) {
-                out[n++] = run;
-                first_found = true;
-                break;
-            }
-            if (pass == 1 && !(latest && first_found)) out[n++] = run;
-        }
+int OooQueue::sack_blocks(const OooPool &, SeqRange *out, int max) const {
+    int n = max < n_recent_ ? max : n_recent_;
+    for (int i = 0; i < n; ++i) out[i] = recent_[i];
+    return n < 0 ? 0 : n;
+}
+
+uint32_t OooQueue::run_start_ending_at(const OooPool &pool, uint32_t slot) const {
+    const uint32_t end = pool.seg(slot).seq + pool.seg(slot).len;
+    for (int i = 0; i < n_recent_; ++i)
+        if (recent_[i].end == end) return recent_[i].start;
+    uint32_t start = pool.seg(head_).seq, reach = start;
+    for (uint32_t i = head_; i != slot; i = pool.seg(i).next) {
+        if (pool.seg(i).seq != reach) start = pool.seg(i).seq; // a hole before segment i
+        reach = pool.seg(i).seq + pool.seg(i).len;
     }
-    return n;
+    return pool.seg(slot).seq != reach ? pool.seg(slot).seq : start;
+}
+
+uint32_t OooQueue::run_end_starting_at(const OooPool &pool, uint32_t slot) const {
+    for (int i = 0; i < n_recent_; ++i)
+        if (recent_[i].start == pool.seg(slot).seq) return recent_[i].end;
+    uint32_t end = pool.seg(slot).seq + pool.seg(slot).len;
+    for (uint32_t i = pool.seg(slot).next; i != OooPool::kNil && pool.seg(i).seq == end;
+         i = pool.seg(i).next)
+        end += pool.seg(i).len;
+    return end;
+}
+
+SeqRange OooQueue::run_holding(const OooPool &pool, uint32_t seq) const {
+    for (int i = 0; i < n_recent_; ++i)
+        if (at_or_before(recent_[i].start, seq) && before(seq, recent_[i].end)) return recent_[i];
+    SeqRange run{seq, seq};
+    for (uint32_t i = head_; i != OooPool::kNil; i = pool.seg(i).next) {
+        const OooSeg &s = pool.seg(i);
+        if (s.seq != run.end) {
+            if (before(seq, run.end) && !before(seq, run.start)) break; // the run holding seq ended
+            run.start = s.seq;
+        }
+        run.end = s.seq + s.len;
+    }
+    return run;
+}
+
+void OooQueue::note_run(SeqRange run) {
+    if (!before(run.start, run.end)) return;
+    // Keep the runs run neither covers nor touches (an insert that joins two
+    // runs replaces both), after it.
+    SeqRange kept[kRecentRuns];
+    int n = 0;
+    for (int i = 0; i < n_recent_; ++i) {
+        const SeqRange &r = recent_[i];
+        const bool joined = at_or_before(r.start, run.end) && at_or_before(run.start, r.end);
+        if (!joined && n < kRecentRuns - 1) kept[n++] = r;
+    }
+    recent_[0] = run;
+    for (int i = 0; i < n; ++i) recent_[i + 1] = kept[i];
+    n_recent_ = n + 1;
+}
+
+void OooQueue::forget_delivered(uint32_t rcv_nxt) {
+    int n = 0;
+    for (int i = 0; i < n_recent_; ++i)
+        if (before(rcv_nxt, recent_[i].start)) recent_[n++] = recent_[i];
+    n_recent_ = n;
 }
 
 } // namespace mars

@@ -6,6 +6,10 @@
 // per-connection share, so no input can make the stack hold more than
 // ooo_pool_frames frames. When the gap fills, the queued payload is copied
 // into the receive ring in order and the frames are released.
+//
+// The queue also keeps the SACK blocks to report (RFC 2018 section 4): the
+// maximal runs of queued data most recently added to, latest first, updated
+// on insert and drain, so an ACK copies them instead of walking the queue.
 #pragma once
 
 #include "sack.h"
@@ -81,9 +85,18 @@ class OooQueue {
 
     bool empty() const { return head_ == OooPool::kNil; }
     uint32_t frames() const { return frames_; }
-    // Up to max SACK blocks for our ACKs: the block containing the most
-    // recently queued segment first (RFC 2018 section 4), then the others.
+    // Up to max SACK blocks for our ACKs (RFC 2018 section 4): the run
+    // holding the most recent arrival first, then the runs most recently
+    // reported before it, at most kRecentRuns. A run that other arrivals
+    // pushed out of the list was reported in earlier ACKs. (pool: unused,
+    // kept for the callers' signature.)
     int sack_blocks(const OooPool &pool, SeqRange *out, int max) const;
+    // True when [seq, ...) would extend the run that the next ACK reports
+    // first: the ACK then still reports it in its first block.
+    bool extends_latest_run(uint32_t seq) const { return n_recent_ > 0 && recent_[0].end == seq; }
+
+    // The most SACK blocks an ACK carries (4 without timestamps).
+    static constexpr int kRecentRuns = 4;
 
   private:
     // Collects frames for io.release() in bursts.
@@ -108,11 +121,25 @@ class OooQueue {
     bool attach_fin(OooPool &pool, uint32_t fin_seq);
     bool has_room(const OooPool &pool, uint32_t freed, uint32_t max_frames) const;
     void link_new(OooPool &pool, uint32_t slot, uint32_t prev, uint32_t next);
+    // The maximal run of queued data that ends with segment slot / starts
+    // with segment slot: from the recent runs when listed there, else by a
+    // walk of the queue.
+    uint32_t run_start_ending_at(const OooPool &pool, uint32_t slot) const;
+    uint32_t run_end_starting_at(const OooPool &pool, uint32_t slot) const;
+    // The maximal run holding seq (queued data), by a walk from the head.
+    SeqRange run_holding(const OooPool &pool, uint32_t seq) const;
+    // Puts run first among the recent runs, dropping the ones it covers.
+    void note_run(SeqRange run);
+    // Drops the recent runs that drain() delivered (at or below rcv_nxt).
+    void forget_delivered(uint32_t rcv_nxt);
 
     uint32_t head_ = OooPool::kNil;
     uint32_t tail_ = OooPool::kNil; // last segment: after a loss, arrivals append here in O(1)
     uint32_t frames_ = 0;
-    uint32_t last_seq_ = 0; // start of the most recently queued segment
+    // Maximal runs of queued data, the one most recently added to first
+    // (each exactly as queued now: an insert that joins runs replaces them).
+    SeqRange recent_[kRecentRuns];
+    int n_recent_ = 0;
 };
 
 template <class F>
@@ -136,6 +163,7 @@ uint32_t OooQueue::drain(OooPool &pool, PacketIo &io, uint32_t rcv_nxt, bool *fi
         }
     }
     done.flush(io);
+    forget_delivered(rcv_nxt);
     return rcv_nxt;
 }
 

@@ -446,7 +446,11 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void ooo_share_for(Sock &s);
     void ack_now(Sock &s);
     // Remembers a duplicate [start, end) for the next ACK's D-SACK block.
-    static void note_dsack(Sock &s, uint32_t start, uint32_t end) {
+    // One is pending at a time: an earlier one still waiting goes out first
+    // in its own ACK, so every duplicate of a burst is reported (a sender
+    // undoes a spurious retransmission only on its D-SACK, RFC 2883).
+    void note_dsack(Sock &s, uint32_t start, uint32_t end) {
+        if (s.flags & kFDsack) send_ack(s);
         s.dsack = SeqRange{start, end};
         s.flags |= kFDsack;
     }

@@ -51,6 +51,15 @@ void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *paylo
     }
     // Out of order: keep the frame itself in the anonymous pool.
     if (len) {
+        // The ACK of a burst goes out at its end and its first SACK block
+        // is the run of the last arrival (RFC 2018 4). An arrival that
+        // starts another run first sends the ACK that reports the run the
+        // previous one extended, so no run goes unreported: a run the sender
+        // learns of only after higher ones looks reordered to it (Linux then
+        // raises its reordering estimate and RACK window), and one it never
+        // learns of it retransmits although we hold it.
+        if ((s.flags & kFAckNow) && (s.flags & kFSackOk) && !s.ooo.empty() && !s.ooo.extends_latest_run(seq))
+            send_ack(s);
         const uint32_t share = s.ooo_share; // grows with the buffer (rcv_tune.cc)
         switch (s.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, *frame, share)) {
         case OooQueue::Insert::kQueued:

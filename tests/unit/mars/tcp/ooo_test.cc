@@ -132,7 +132,8 @@ TEST(Ooo, InsertFrontMiddleEnd) {
     EXPECT_EQ(h.offer(q, 700, 100), Insert::kQueued);  // middle
     EXPECT_EQ(q.frames(), 4u);
     EXPECT_EQ(h.pool.used(), 4u);
-    EXPECT_EQ(blocks(h, q), (Blocks{{700, 800}, {100, 200}, {500, 600}, {900, 1000}}));
+    // Most recently added to first (RFC 2018 4), not in sequence order.
+    EXPECT_EQ(blocks(h, q), (Blocks{{700, 800}, {100, 200}, {900, 1000}, {500, 600}}));
     // Fill everything from 0: drains in order.
     bool fin = true;
     uint32_t nxt = h.drain(q, h.base + 0, &fin);
@@ -379,10 +380,10 @@ TEST(Ooo, SackBlocksMostRecentFirstAndMaximal) {
     ASSERT_EQ(h.offer(q, 2000, 100), Insert::kQueued);
     ASSERT_EQ(h.offer(q, 3000, 100), Insert::kQueued);
     ASSERT_EQ(h.offer(q, 4000, 100), Insert::kQueued);
-    EXPECT_EQ(blocks(h, q), (Blocks{{4000, 4100}, {1000, 1200}, {2000, 2100}, {3000, 3100}}));
+    EXPECT_EQ(blocks(h, q), (Blocks{{4000, 4100}, {3000, 3100}, {2000, 2100}, {1000, 1200}}));
     ASSERT_EQ(h.offer(q, 1200, 100), Insert::kQueued);
-    EXPECT_EQ(blocks(h, q), (Blocks{{1000, 1300}, {2000, 2100}, {3000, 3100}, {4000, 4100}}));
-    EXPECT_EQ(blocks(h, q, 3), (Blocks{{1000, 1300}, {2000, 2100}, {3000, 3100}}));
+    EXPECT_EQ(blocks(h, q), (Blocks{{1000, 1300}, {4000, 4100}, {3000, 3100}, {2000, 2100}}));
+    EXPECT_EQ(blocks(h, q, 3), (Blocks{{1000, 1300}, {4000, 4100}, {3000, 3100}}));
     ASSERT_EQ(h.offer(q, 3050, 100), Insert::kQueued); // trimmed to [3100, 3150)
     EXPECT_EQ(blocks(h, q, 2), (Blocks{{3000, 3150}, {1000, 1300}}));
     EXPECT_EQ(h.offer(q, 2000, 50), Insert::kDuplicate); // a duplicate also leads
@@ -405,10 +406,13 @@ int reassemble(uint32_t seed, uint32_t base, uint32_t share, uint32_t pool_frame
     OooQueue q;
     uint32_t rcv_nxt = base;
     bool fin_seen = false;
+    std::vector<bool> have(total + 1, false); // bytes the queue holds or delivered
 
     // The core's part: in-order data is copied directly, the rest offered to
     // the queue, then the queue drained.
+    uint32_t latest = UINT32_MAX; // offset of the last arrival the queue took
     auto arrive = [&](uint32_t off, uint32_t len) {
+        latest = UINT32_MAX;
         bool fin = off + len == total;
         uint32_t seq = base + off, end = seq + len;
         if (int32_t(end - rcv_nxt) < 0 || (end == rcv_nxt && !fin) || fin_seen) {
@@ -424,7 +428,12 @@ int reassemble(uint32_t seed, uint32_t base, uint32_t share, uint32_t pool_frame
             h.io.release(&f->ref, 1);
             if (fin) fin_seen = true;
         } else {
-            queued += h.offer(q, off, len, fin, share) == Insert::kQueued;
+            Insert r = h.offer(q, off, len, fin, share);
+            queued += r == Insert::kQueued;
+            if (r != Insert::kNoRoom) {
+                std::fill(have.begin() + off, have.begin() + off + len, true);
+                latest = off;
+            }
         }
         bool fin_now = false;
         rcv_nxt = h.drain(q, rcv_nxt, &fin_now);
@@ -434,12 +443,23 @@ int reassemble(uint32_t seed, uint32_t base, uint32_t share, uint32_t pool_frame
         }
         ASSERT_LE(q.frames(), share);
         ASSERT_EQ(h.pool.used(), q.frames());
-        // SACK blocks are disjoint, non-adjacent runs above rcv_nxt.
+        // SACK blocks are disjoint, maximal runs of held data above
+        // rcv_nxt, the one holding the latest queued arrival first.
         SeqRange blk[8];
         int n = q.sack_blocks(h.pool, blk, 8);
+        if (latest != UINT32_MAX && int32_t(base + latest - rcv_nxt) > 0) {
+            ASSERT_GT(n, 0) << "seed " << seed;
+            ASSERT_TRUE(int32_t(blk[0].start - (base + latest)) <= 0 &&
+                        int32_t(base + latest - blk[0].end) < 0)
+                << "seed " << seed << ": first block misses the latest arrival at " << latest;
+        }
         for (int i = 0; i < n; ++i) {
             ASSERT_LT(int32_t(rcv_nxt - blk[i].start), 0) << "seed " << seed;
             ASSERT_LT(int32_t(blk[i].start - blk[i].end), 0);
+            const uint32_t lo = blk[i].start - base, hi = blk[i].end - base;
+            for (uint32_t b = lo; b < hi; ++b) ASSERT_TRUE(have[b]) << "seed " << seed << " block byte " << b;
+            ASSERT_FALSE(have[lo - 1]) << "seed " << seed << ": block " << lo << "-" << hi << " not maximal";
+            ASSERT_TRUE(hi == total || !have[hi]) << "seed " << seed << ": block " << lo << "-" << hi << " not maximal";
             for (int j = 0; j < i; ++j)
                 ASSERT_TRUE(int32_t(blk[i].start - blk[j].end) > 0 ||
                             int32_t(blk[j].start - blk[i].end) > 0);
