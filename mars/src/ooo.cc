@@ -183,6 +183,12 @@ OooQueue::Insert OooQueue::insert(OooPool &pool, PacketIo &io, uint32_t seq, uin
     pool.seg(slot) = OooSeg{start, end - start, payload + (start - seq), frame,
                             keep_fin || covered_fin, OooPool::kNil};
     link_new(pool, slot, prev, cur);
+    // Behind a hole, arrivals extend the latest run at the tail: O(1). (A
+    // segment that replaced queued ones may have joined other listed runs.)
+    if (cur == OooPool::kNil && covered == 0 && n_recent_ > 0 && recent_[0].end == start) {
+        recent_[0].end = end;
+        return Insert::kQueued;
+    }
     SeqRange run{start, end};
     if (prev != OooPool::kNil && pool.seg(prev).seq + pool.seg(prev).len == start)
         run.start = run_start_ending_at(pool, prev);
@@ -244,16 +250,16 @@ SeqRange OooQueue::run_holding(const OooPool &pool, uint32_t seq) const {
 void OooQueue::note_run(SeqRange run) {
     if (!before(run.start, run.end)) return;
     // Keep the runs run neither covers nor touches (an insert that joins two
-    // runs replaces both), after it.
-    SeqRange kept[kRecentRuns];
+    // runs replaces both), in their order, after it.
     int n = 0;
     for (int i = 0; i < n_recent_; ++i) {
-        const SeqRange &r = recent_[i];
+        const SeqRange r = recent_[i];
         const bool joined = at_or_before(r.start, run.end) && at_or_before(run.start, r.end);
-        if (!joined && n < kRecentRuns - 1) kept[n++] = r;
+        if (!joined) recent_[n++] = r;
     }
+    if (n == kRecentRuns) --n; // the least recently reported one goes
+    for (int i = n; i > 0; --i) recent_[i] = recent_[i - 1];
     recent_[0] = run;
-    for (int i = 0; i < n; ++i) recent_[i + 1] = kept[i];
     n_recent_ = n + 1;
 }
 
