@@ -3,6 +3,7 @@
 
 #include "log.h"
 #include "steer.h"
+#include "xdp_pool.h"
 
 #include <dti_abi.h>
 
@@ -33,6 +34,16 @@ std::string device_name(const std::string &device)
 namespace {
 
 bool is_af_packet(const PortConfig &p) { return p.device.rfind("net_af_packet", 0) == 0; }
+bool is_af_xdp(const PortConfig &p) { return p.device.rfind("net_af_xdp", 0) == 0; }
+
+// Buffers a queue's device holds whatever the engine does: the rx and tx
+// descriptors, except on net_af_xdp, whose rx side always keeps its fill
+// count and whose sent buffers wait in its completion ring (xdp_pool.h).
+uint32_t device_held_mbufs(const PortConfig &p, uint16_t rx_desc, uint16_t tx_desc)
+{
+    if (is_af_xdp(p)) return kAfXdpFillBuffers + tx_desc + kAfXdpCompletionEntries;
+    return uint32_t(rx_desc) + tx_desc;
+}
 
 // af_packet's ring frame: the device string's framesz, else 2048 (its
 // default), or for jumbo MTUs the frame plus af_packet's header rounded up to
@@ -278,15 +289,25 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     for (uint16_t q = 0; q < queues; q++) {
         const int socket = engines[q].numa_node >= 0 ? engines[q].numa_node : SOCKET_ID_ANY;
         const std::string pool_name = "p" + std::to_string(id) + "q" + std::to_string(q);
-        const uint32_t n = mbufs_per_queue + rx_desc + tx_desc;
-        rte_mempool *pool = rte_pktmbuf_pool_create(pool_name.c_str(), n, 256, 0,
-                                                    uint16_t(room + RTE_PKTMBUF_HEADROOM), socket);
+        const uint32_t n = mbufs_per_queue + device_held_mbufs(pc, rx_desc, tx_desc);
+        const uint16_t data_room = uint16_t(room + RTE_PKTMBUF_HEADROOM);
+        // net_af_xdp lends the pool's buffers to the kernel by their offset in
+        // a UMEM it assumes contiguous: a pool laid out for it, checked
+        // object by object (a buffer outside is lost to the kernel for good).
+        rte_mempool *pool = is_af_xdp(pc) ? create_xdp_pool(pool_name, n, 256, data_room, socket)
+                                          : rte_pktmbuf_pool_create(pool_name.c_str(), n, 256, 0, data_room, socket);
         if (!pool) {
             *error = what + ": cannot allocate " + std::to_string(n) + " packet buffers of " + std::to_string(room) +
                      " bytes: " + rte_strerror(rte_errno) + " (raise dpdk.memory_mb)";
             return false;
         }
         pools.push_back(pool);
+        std::string why;
+        if (is_af_xdp(pc) && !xdp_umem_covers_pool(pool, &why)) {
+            *error = what + ": its packet buffers do not fit net_af_xdp's UMEM: " + why +
+                     "; the kernel would drop those buffers (raise dpdk.memory_mb so the pool fits in one area)";
+            return false;
+        }
         if (offloads & mars::kOffloadTxTcpSeg) {
             // Buffers for whole TSO frames (at most 64 KiB: an IPv4 packet).
             const std::string tso_name = "t" + std::to_string(id) + "q" + std::to_string(q);
