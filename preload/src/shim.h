@@ -49,6 +49,10 @@ void eta_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
             eta_log(__VA_ARGS__);  \
     } while (0)
 
+/* Warns once per process when a socket of the kernel's that is not TCP is
+ * aimed at a destination the PPE routes (sock.c). */
+void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t len);
+
 /* Counts one socket sent to the kernel (ETA_R_NONE: one accelerated). */
 void eta_count(enum eta_reason r, int fd, const char *detail);
 extern struct eta_preload_stats *eta_stats;
