@@ -323,6 +323,29 @@ void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t le
             fd, type == SOCK_DGRAM ? "UDP datagrams" : "packets", fmt_addr(addr, buf, sizeof buf));
 }
 
+/* A connect to one of the PPE's own addresses, where the PPE says it cannot
+ * carry one (`self unreachable` in <socket>.net: its SYN would wait for an
+ * ARP answer nobody gives, and the connect for minutes; the kernel has no
+ * such address and would send the SYN out by its default route): refused
+ * at once, with one warning per process. */
+static bool connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len)
+{
+    if (!eta_net.self_unreachable || !addr || len < (socklen_t)sizeof(struct sockaddr_in) ||
+        addr->sa_family != AF_INET)
+        return false;
+    struct sockaddr_in in;
+    memcpy(&in, addr, sizeof in);
+    if (!eta_net_is_local(&eta_net, ntohl(in.sin_addr.s_addr)))
+        return false;
+    static _Atomic bool warned;
+    char buf[32];
+    if (!atomic_exchange(&warned, true))
+        eta_log("warning: connect to %s refused: it is the PPE's own address, and the PPE cannot connect "
+                "to itself; a local client reaches an INADDR_ANY listener at 127.0.0.1",
+                fmt_addr(addr, buf, sizeof buf));
+    return true;
+}
+
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
@@ -336,6 +359,10 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     if (st == ETA_SOCK_KERNEL) {
         eta_obj_put(&s->obj);
         return real_connect(fd, addr, len);
+    }
+    if (!s->v6 && connects_to_ppe_itself(addr, len)) {
+        eta_obj_put(&s->obj);
+        return fail(ECONNREFUSED);
     }
     dti_ctx_t *c = NULL;
     if (st == ETA_SOCK_CANDIDATE) {

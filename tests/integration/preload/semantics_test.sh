@@ -12,7 +12,10 @@
 #    epoll edge-triggered connect, EISCONN, ENOTCONN/EPIPE, SHUT_RD.
 # 2. UDP sockets connected to the peer through the PPE's subnet and over the
 #    kernel link: one warning, for the first only (eta carries TCP only).
-# 3. idle_wait.py under eta-run: poll/select waiting for POLLOUT on a connect
+# 3. connect() to the PPE's own address under eta-run (with a timeout, and
+#    blocking): ECONNREFUSED at once and one warning (before: the SYN waited
+#    for an ARP answer, the connect ~2 minutes, curl hung).
+# 4. idle_wait.py under eta-run: poll/select waiting for POLLOUT on a connect
 #    nobody answers and on a full send ring; the shim's sleep counter
 #    (eta-stat) may grow only by a few per 2-second wait. Before the fix each
 #    round re-armed the engine's one-shot POLLOUT watch, whose completion
@@ -66,6 +69,25 @@ for ip in sys.argv[1:]:
 [ "$(grep -c "UDP datagrams to $ETA_LAB_PEER_IP:5201 go to the kernel (eta carries TCP only)" "$work/udp.err")" = 1 ] ||
     { cat "$work/udp.err"; fail "no single warning for UDP aimed at $ETA_LAB_PEER_IP through the PPE"; }
 ! grep -q "$ETA_LAB_KERNEL_PEER_IP" "$work/udp.err" || { cat "$work/udp.err"; fail "a warning for UDP on the kernel link"; }
+
+note "a connect to the PPE's own address: refused at once, with one warning"
+# The PPE has no loopback path: its SYN waited for an ARP answer nobody gave
+# and the connect for minutes (curl to the PPE's address hung; eta-ppe now
+# writes "self unreachable" into <socket>.net).
+grep -qx "self unreachable" "$ETA_LAB_SOCKET.net" || fail "eta-ppe did not say 'self unreachable' in $ETA_LAB_SOCKET.net"
+timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket, sys
+for timeout in (10, None):  # with poll (Python's settimeout), then blocking
+    s = socket.socket(); s.settimeout(timeout)
+    try:
+        s.connect((sys.argv[1], 8099)); print('connected')
+    except OSError as e:
+        print(type(e).__name__)
+" "$ETA_LAB_PPE_IP" > "$work/self.out" 2> "$work/self.err" || { cat "$work/self.out" "$work/self.err"; fail "self-connect probe failed"; }
+[ "$(cat "$work/self.out")" = "ConnectionRefusedError
+ConnectionRefusedError" ] || { cat "$work/self.out" "$work/self.err"; fail "a connect to the PPE's own address was not refused"; }
+[ "$(grep -c "connect to $ETA_LAB_PPE_IP:8099 refused: it is the PPE's own address" "$work/self.err")" = 1 ] ||
+    { cat "$work/self.err"; fail "no single warning for a connect to the PPE's own address"; }
 
 note "waits that must sleep: poll/select for POLLOUT that does not come"
 stat_py() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | "$py" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
