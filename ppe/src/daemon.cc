@@ -129,6 +129,9 @@ class Published {
         for (const RouteConfig &r : c.routes)
             if (r.port == port.name)
                 net += "route " + format_ipv4(r.dest) + "/" + std::to_string(r.prefix) + " via " + format_ipv4(r.gateway) + "\n";
+        // MARS has no loopback path: a SYN to its own address waits for an
+        // ARP answer nobody gives. The shim refuses such a connect at once.
+        net += "self unreachable\n";
         return write_file(net_path_, net, mode_, error);
     }
 

@@ -103,6 +103,10 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
     }
     if (n == 0)
         return 0;
+    if (n == 2 && strcmp(words[0], "self") == 0 && strcmp(words[1], "unreachable") == 0) {
+        out->self_unreachable = true;
+        return 0;
+    }
     uint32_t ip;
     uint8_t prefix;
     if (n < 2 || parse_prefix(words[1], &ip, &prefix) != 0) {
@@ -128,7 +132,7 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->route[out->n_routes++].prefix = prefix;
         return 0;
     }
-    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P' and 'route A.B.C.D/P [via G]'", words[0]);
+    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'route A.B.C.D/P [via G]' and 'self unreachable'", words[0]);
     return -1;
 }
 

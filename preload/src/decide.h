@@ -51,11 +51,13 @@ struct eta_net {
         uint32_t dest;
         uint8_t prefix;
     } route[ETA_NET_MAX_ROUTES];
+    bool self_unreachable; /* the PPE cannot carry a connection to its own addresses */
 };
 
 /* Parses the PPE's network description: lines (or ';'-separated items) of
  *   port A.B.C.D/P        an address the PPE owns and the subnet behind it
  *   route A.B.C.D/P       a destination prefix the PPE routes (via a gateway)
+ *   self unreachable      a connection to one of its own addresses cannot work
  * '#' starts a comment. Returns 0, or -1 with a message in `why`. */
 int eta_net_parse(const char *text, struct eta_net *out, char *why, size_t why_len);
 

@@ -902,8 +902,11 @@ ETA_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONS
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
     struct eta_sock *s = accel(fd);
-    if (ETA_LIKELY(!s))
+    if (ETA_LIKELY(!s)) {
+        if (addr)
+            eta_warn_datagrams_to_ppe(fd, addr, alen);
         return real_sendto(fd, buf, len, flags, addr, alen);
+    }
     struct iovec v = {(void *)buf, len};
     ssize_t r = sock_send(s, &v, 1, flags, -1, NULL, 0); /* a connected stream ignores the address */
     eta_obj_put(&s->obj);

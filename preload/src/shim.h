@@ -49,6 +49,10 @@ void eta_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
             eta_log(__VA_ARGS__);  \
     } while (0)
 
+/* Warns once per process when a socket of the kernel's that is not TCP is
+ * aimed at a destination the PPE routes (sock.c). */
+void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t len);
+
 /* Counts one socket sent to the kernel (ETA_R_NONE: one accelerated). */
 void eta_count(enum eta_reason r, int fd, const char *detail);
 extern struct eta_preload_stats *eta_stats;
@@ -198,6 +202,12 @@ struct eta_sock {
     _Atomic uint64_t tx_committed;
     _Atomic uint64_t watch_ctx;   /* last context that asked for events (eta_ctx_serial()), and for what */
     _Atomic uint32_t watch_mask;
+    /* The engine's POLLOUT watch is one-shot: armed, it stays armed until the
+     * engine posts an event for the socket, which bumps ev_seq here. out_seq
+     * is ev_seq + 1 when watch_ctx armed it (0: not known to be armed) and
+     * out_rescan the eta_rescan_seq then (lost events end the knowledge). */
+    _Atomic uint32_t out_seq;
+    _Atomic uint32_t out_rescan;
     /* The epoll sets this socket is a member of, with its entry's index in
      * each (kept by epoll.c under the set's lock), so that an event queues
      * the entry on the set's ready queue. Members of more than two sets
@@ -314,6 +324,16 @@ uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s);
 /* Takes the socket's receive and send views (io.c) once it is connected;
  * nothing when it is not yet, or another thread is taking them. */
 void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s);
+/* Linux's tcp_poll reports a socket whose sending side is shut (reset, a
+ * refused or failed connect, both directions closed, shutdown(SHUT_WR))
+ * writable: a write answers its error at once. POLLHUP marks the first
+ * ones; programs that wait for POLLOUT alone after a non-blocking connect
+ * learn of its failure this way. */
+static inline uint32_t eta_send_shut_writable(const struct eta_sock *s, uint32_t ev)
+{
+    return (ev & POLLHUP) || atomic_load_explicit(&s->shut_wr, memory_order_relaxed) ? ev | POLLOUT : ev;
+}
+
 static inline __attribute__((always_inline)) uint32_t eta_sock_events(dti_ctx_t *c, struct eta_sock *s)
 {
     /* Inline, the case poll and epoll loops meet most: a connected socket
@@ -332,7 +352,7 @@ static inline __attribute__((always_inline)) uint32_t eta_sock_events(dti_ctx_t 
         } else {
             eta_sock_take_views(c, s);
         }
-        return dti_sock_poll(c, s->h);
+        return eta_send_shut_writable(s, dti_sock_poll(c, s->h));
     }
     return eta_sock_events_general(c, s);
 }

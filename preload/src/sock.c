@@ -295,17 +295,74 @@ int eta_connect_result(dti_ctx_t *c, struct eta_sock *s)
     return e < 0 ? -e : e > 0 ? e : ECONNREFUSED;
 }
 
+/* UDP (or raw) aimed at a destination the PPE routes: the kernel's, as
+ * every socket that is not TCP, but the PPE's port does not carry it, and the
+ * kernel reaches that address only by a route of its own (where it has none,
+ * its default route takes the datagrams elsewhere). iperf3 -u waited 30 s and
+ * blamed its control connection; one warning per process says why. Costs a
+ * system call only for the first such destination. */
+void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    static _Atomic bool warned;
+    if (ETA_LIKELY(atomic_load_explicit(&warned, memory_order_relaxed)) || !addr ||
+        len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
+        return;
+    struct sockaddr_in in;
+    memcpy(&in, addr, sizeof in);
+    if (!eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)))
+        return;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type == SOCK_STREAM)
+        return;
+    if (atomic_exchange(&warned, true))
+        return;
+    char buf[32];
+    eta_log("warning: fd %d: %s to %s go to the kernel (eta carries TCP only), not through the PPE's port: "
+            "they arrive only if the kernel has a route of its own there",
+            fd, type == SOCK_DGRAM ? "UDP datagrams" : "packets", fmt_addr(addr, buf, sizeof buf));
+}
+
+/* A connect to one of the PPE's own addresses, where the PPE says it cannot
+ * carry one (`self unreachable` in <socket>.net: its SYN would wait for an
+ * ARP answer nobody gives, and the connect for minutes; the kernel has no
+ * such address and would send the SYN out by its default route): refused
+ * at once, with one warning per process. */
+static bool connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len)
+{
+    if (!eta_net.self_unreachable || !addr || len < (socklen_t)sizeof(struct sockaddr_in) ||
+        addr->sa_family != AF_INET)
+        return false;
+    struct sockaddr_in in;
+    memcpy(&in, addr, sizeof in);
+    if (!eta_net_is_local(&eta_net, ntohl(in.sin_addr.s_addr)))
+        return false;
+    static _Atomic bool warned;
+    char buf[32];
+    if (!atomic_exchange(&warned, true))
+        eta_log("warning: connect to %s refused: it is the PPE's own address, and the PPE cannot connect "
+                "to itself; a local client reaches an INADDR_ANY listener at 127.0.0.1",
+                fmt_addr(addr, buf, sizeof buf));
+    return true;
+}
+
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
     struct eta_sock *s = eta_sock_get(fd);
-    if (!s)
+    if (!s) {
+        eta_warn_datagrams_to_ppe(fd, addr, len);
         return real_connect(fd, addr, len);
+    }
     uint32_t st = atomic_load(&s->state);
     char buf[32];
     if (st == ETA_SOCK_KERNEL) {
         eta_obj_put(&s->obj);
         return real_connect(fd, addr, len);
+    }
+    if (!s->v6 && connects_to_ppe_itself(addr, len)) {
+        eta_obj_put(&s->obj);
+        return fail(ECONNREFUSED);
     }
     dti_ctx_t *c = NULL;
     if (st == ETA_SOCK_CANDIDATE) {

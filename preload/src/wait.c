@@ -148,15 +148,32 @@ unsigned eta_pump(dti_ctx_t *c)
     return total;
 }
 
+/* Whether context `serial`'s one-shot POLLOUT watch on s is still armed in
+ * the engine: no event for s was reaped (nor lost) since it was armed. An
+ * event posted but not yet reaped is in the context's queue and wakes it. */
+static bool pollout_armed(struct eta_sock *s, uint32_t seq, uint32_t rescan)
+{
+    return atomic_load_explicit(&s->out_seq, memory_order_relaxed) == seq + 1 &&
+           atomic_load_explicit(&s->out_rescan, memory_order_relaxed) == rescan;
+}
+
 int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
 {
     uint64_t serial = eta_ctx_serial(c);
     bool same = serial && atomic_load_explicit(&s->watch_ctx, memory_order_relaxed) == serial;
-    if (same && (atomic_load_explicit(&s->watch_mask, memory_order_relaxed) & mask) == mask && !(mask & DTI_POLLOUT))
+    /* Read before the watch goes out: an event reaped after it makes them
+     * differ, and the next call arms again (one spare watch, never a lost one). */
+    uint32_t seq = atomic_load_explicit(&s->ev_seq, memory_order_acquire);
+    uint32_t rescan = atomic_load(&eta_rescan_seq);
+    uint32_t have = same ? atomic_load_explicit(&s->watch_mask, memory_order_relaxed) : 0;
+    /* Every watch is answered by a completion that wakes a sleeping thread: a
+     * poll loop re-arming POLLOUT each round on a connecting socket, or one
+     * whose send ring stays full, would wake itself for ever. */
+    if (same && pollout_armed(s, seq, rescan))
+        have |= DTI_POLLOUT;
+    if (same && (have & mask) == mask)
         return 0;
-    uint32_t want = mask | DTI_POLLERR | DTI_POLLHUP;
-    if (same)
-        want |= atomic_load_explicit(&s->watch_mask, memory_order_relaxed);
+    uint32_t want = mask | DTI_POLLERR | DTI_POLLHUP | (have & ~DTI_POLLOUT);
     int rc = dti_prep_watch(c, s->h, want, 0);
     if (rc == -EAGAIN) { /* queue full: make room and retry once */
         eta_pump(c);
@@ -167,6 +184,8 @@ int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
     if (rc == 0) {
         atomic_store(&s->watch_ctx, serial);
         atomic_store(&s->watch_mask, want & ~DTI_POLLOUT);
+        atomic_store(&s->out_rescan, rescan);
+        atomic_store(&s->out_seq, (want & DTI_POLLOUT) ? seq + 1 : 0);
     }
     return rc;
 }
@@ -228,7 +247,7 @@ uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s)
             return 0;
         return !c || eta_sock_orphaned(s) ? POLLERR | POLLHUP : POLLIN | POLLOUT | POLLERR | POLLHUP;
     }
-    uint32_t ev = dti_sock_poll(c, s->h);
+    uint32_t ev = eta_send_shut_writable(s, dti_sock_poll(c, s->h));
     if (atomic_load_explicit(&s->pending_error, memory_order_relaxed))
         ev |= POLLERR;
     if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))

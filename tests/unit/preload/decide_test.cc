@@ -77,6 +77,18 @@ TEST(Decide, BindTargets)
     EXPECT_EQ(why, ETA_R_NOT_INET);
 }
 
+TEST(Decide, NetSaysWhetherThePpeReachesItself)
+{
+    eta_net n;
+    char why[160];
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\n", &n, why, sizeof why), 0) << why;
+    EXPECT_FALSE(n.self_unreachable); // a PPE that says nothing (the test fixture loops back)
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nself unreachable\n", &n, why, sizeof why), 0) << why;
+    EXPECT_TRUE(n.self_unreachable);
+    EXPECT_NE(eta_net_parse("self reachable", &n, why, sizeof why), 0);
+    EXPECT_NE(eta_net_parse("self unreachable now", &n, why, sizeof why), 0);
+}
+
 TEST(Decide, NetParsingRejectsBadInputClearly)
 {
     eta_net n;

@@ -1,0 +1,76 @@
+# Peer-side services for semantics_probe.py: kernel TCP in the lab's peer.
+#   semantics_peer.py ADDR BASEPORT
+# BASEPORT+0 echo; +1 sends 300000 bytes in 7 pieces, then closes; +2 reads to
+# EOF, answers the count and closes; +3 resets after the first byte (SO_LINGER 0); +4
+# accepts, reads nothing, keeps the connection open; +5 takes an 8-byte token,
+# then reads to EOF and records whether the connection ended with a reset
+# ("rst") or a FIN ("fin"); +6 takes a token and answers what +5 recorded
+# for it (waiting up to 10 s for that connection to end); +7 starts reading
+# every connection +4 holds.
+import os, socket, struct, sys, threading, time
+addr, base = sys.argv[1], int(sys.argv[2])
+ends, ended = {}, threading.Condition()
+def echo(c):
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        c.sendall(b)
+    c.close()
+def pieces(c):
+    data = bytes(i & 0xff for i in range(300000))
+    for i in range(7):
+        c.sendall(data[i * len(data) // 7:(i + 1) * len(data) // 7]); time.sleep(0.05)
+    c.close()
+def count(c):
+    n = 0
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        n += len(b)
+    c.sendall(str(n).encode()); c.close()
+def reset(c):
+    c.recv(1)  # after the client's first byte: its connect() has answered
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0)); c.close()
+held = []
+def hold(c): held.append(c)
+def drain_all(c):
+    for h in held:
+        threading.Thread(target=lambda h=h: [None for _ in iter(lambda: h.recv(65536), b'')], daemon=True).start()
+    c.close()
+def token(c):
+    t = b''
+    while len(t) < 8:
+        b = c.recv(8 - len(t))
+        if not b: break
+        t += b
+    return t
+def watch_end(c):
+    t = token(c)
+    try:
+        while c.recv(65536): pass
+        how = "fin"
+    except ConnectionResetError:
+        how = "rst"
+    c.close()
+    with ended:
+        ends[t] = how
+        ended.notify_all()
+def report(c):
+    t = token(c)
+    with ended:
+        ended.wait_for(lambda: t in ends, timeout=10)
+        how = ends.get(t, "none")
+    c.sendall(how.encode()); c.close()
+handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all]
+def quietly(h, c):
+    try: h(c)
+    except OSError: pass  # the probe resets some connections on purpose
+def serve(i, h):
+    s = socket.create_server((addr, base + i))
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=quietly, args=(h, c), daemon=True).start()
+for i, h in enumerate(handlers):
+    threading.Thread(target=serve, args=(i, h), daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()

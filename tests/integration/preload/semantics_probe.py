@@ -1,0 +1,194 @@
+# Socket semantics probe: makes the calls programs make on TCP sockets and
+# prints what each answered, one line per case, so that a run on kernel
+# sockets and one under eta-run can be compared line by line (the kernel's
+# answers are the expected ones). Its peer is semantics_peer.py.
+#   semantics_probe.py PEER BASEPORT LOCAL [CASE...]   (LOCAL: this host's address as the peer sees it)
+import errno, fcntl, os, select, socket, struct, sys, termios, time
+peer, base, local = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+only = sys.argv[4:]
+def conn(i, **kw):
+    return socket.create_connection((peer, base + i), **kw)
+def err(e):
+    return errno.errorcode.get(e.errno, str(e.errno)) if isinstance(e, OSError) and e.errno else type(e).__name__
+def recv_all(s):
+    out = b''
+    while True:
+        b = s.recv(65536)
+        if not b: return out
+        out += b
+cases = []
+def case(f):
+    cases.append(f); return f
+
+@case
+def peek():
+    s = conn(0); s.sendall(b'hello world')
+    a = s.recv(5, socket.MSG_PEEK | socket.MSG_WAITALL); b = s.recv(11, socket.MSG_WAITALL)
+    return a, b
+@case
+def waitall():
+    s = conn(1); b = s.recv(300000, socket.MSG_WAITALL)
+    return len(b), b == bytes(i & 0xff for i in range(300000)), s.recv(10)
+@case
+def dontwait_empty():
+    s = conn(0)
+    try: s.recv(10, socket.MSG_DONTWAIT); return "data?"
+    except OSError as e: return err(e)
+@case
+def fionread():
+    s = conn(0); s.sendall(b'x' * 1000)
+    n, end = 0, time.monotonic() + 10
+    while n < 1000 and time.monotonic() < end: # the echo may come back in pieces
+        select.select([s], [], [], 1)
+        n = struct.unpack('i', fcntl.ioctl(s, termios.FIONREAD, b'\0\0\0\0'))[0]
+    return n
+@case
+def half_close():
+    s = conn(2); s.sendall(b'y' * 123456); s.shutdown(socket.SHUT_WR)
+    a = recv_all(s)
+    try: s.send(b'z'); sent = "sent"
+    except OSError as e: sent = err(e)
+    return a, sent
+@case
+def peer_reset():
+    s = conn(3); s.send(b'r')
+    try: r = s.recv(10); first = ("eof", r)
+    except OSError as e: first = err(e)
+    try: second = s.recv(10)
+    except OSError as e: second = err(e)
+    try: s.send(b'a'); third = "sent"
+    except OSError as e: third = err(e)
+    return first, second, third, s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+def how_it_ended(linger0):
+    t = os.urandom(8)
+    s = conn(5); s.sendall(t + b'abc')
+    if linger0:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+    s.close()
+    r = conn(6); r.sendall(t)
+    return recv_all(r)
+@case
+def linger0_rst():
+    return how_it_ended(True)
+@case
+def close_fin():
+    return how_it_ended(False)
+def poll_names(s, events=select.POLLIN | select.POLLOUT | select.POLLRDHUP):
+    p = select.poll(); p.register(s, events)
+    got = p.poll(5000)
+    ev = got[0][1] if got else 0
+    return [n for n in ('POLLIN', 'POLLOUT', 'POLLRDHUP', 'POLLHUP', 'POLLERR') if ev & getattr(select, n)]
+@case
+def reset_poll():
+    s = conn(3); s.send(b'r')
+    p = select.poll(); p.register(s, select.POLLIN)
+    p.poll(5000)  # the reset has come
+    return poll_names(s), poll_names(s, select.POLLOUT)
+@case
+def shut_wr_poll():
+    s = conn(4); s.shutdown(socket.SHUT_WR)
+    return poll_names(s, select.POLLOUT)
+@case
+def eof_poll():
+    s = conn(1); recv_all(s)
+    return poll_names(s), s.recv(10), s.recv(10)
+@case
+def cork():
+    s = conn(0); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    for i in range(10): s.send(b'%d' % i)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+    return recv_n(s, 10), s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
+def recv_n(s, n):
+    out = b''
+    while len(out) < n: out += s.recv(n - len(out))
+    return out
+@case
+def nodelay():
+    s = conn(0); a = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return a, s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+@case
+def vectored():
+    s = conn(0)
+    n = s.sendmsg([b'ab', b'cde', b'', b'fghij'])
+    b1, b2 = bytearray(4), bytearray(6)
+    got = 0
+    while got < 10:
+        got += s.recvmsg_into([memoryview(b1)[got:] if got < 4 else memoryview(b1)[4:], memoryview(b2)[max(0, got - 4):]])[0]
+    return n, bytes(b1), bytes(b2)
+@case
+def rcvtimeo():
+    s = conn(4); s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack('ll', 0, 300000))
+    try: s.recv(10); return "data?"
+    except OSError as e: return err(e)
+@case
+def sndtimeo_full():
+    s = conn(4); s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack('ll', 0, 300000))
+    total = 0
+    try:
+        for _ in range(10000): total += s.send(b'q' * 65536)
+        return "never full"
+    except OSError as e: return err(e), total > 0
+@case
+def dup2_sock():
+    s = conn(0); fd = os.dup2(s.fileno(), 100); s.close()
+    os.write(fd, b'dup2'); r = os.read(fd, 10); os.close(fd); return r
+@case
+def sendfile():
+    path = '/tmp/probe_sendfile.%d' % os.getpid()
+    with open(path, 'wb') as f: f.write(os.urandom(200000))
+    s = conn(2)
+    with open(path, 'rb') as f:
+        n = 0
+        while n < 200000: n += os.sendfile(s.fileno(), f.fileno(), n, 200000 - n)
+    os.unlink(path); s.shutdown(socket.SHUT_WR)
+    return n, recv_all(s)
+@case
+def refused():
+    s = socket.socket()
+    try: s.connect((peer, base + 50)); return "connected?"
+    except OSError as e: a = err(e)
+    s2 = socket.socket(); s2.setblocking(False)
+    try: s2.connect((peer, base + 50))
+    except OSError as e: b = err(e)
+    names = poll_names(s2, select.POLLOUT)
+    e = s2.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    return a, b, names, errno.errorcode.get(e, e), s2.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+@case
+def nb_connect_epoll_et():
+    s = socket.socket(); s.setblocking(False)
+    try: s.connect((peer, base + 0))
+    except BlockingIOError: pass
+    ep = select.epoll(); ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLIN | select.EPOLLET)
+    first = ep.poll(5)
+    second = ep.poll(0.2)
+    s.send(b'hi'); third = ep.poll(5)
+    return [e for _, e in first], [e for _, e in second], [e for _, e in third], s.recv(10)
+@case
+def connect_twice():
+    s = conn(0)
+    try: s.connect((peer, base)); return "ok?"
+    except OSError as e: return err(e)
+@case
+def send_unconnected():
+    s = socket.socket()
+    try: s.send(b'x'); return "sent?"
+    except OSError as e: a = err(e)
+    try: s.recv(1); return a, "recv?"
+    except OSError as e: return a, err(e)
+@case
+def shut_rd():
+    s = conn(0); s.shutdown(socket.SHUT_RD); return s.recv(10)
+@case
+def names():
+    s = conn(0); return s.getpeername() == (peer, base), s.getsockname()[0] == local
+@case
+def makefile_lines():
+    s = conn(0); f = s.makefile('rwb')
+    f.write(b'line one\nline two\n'); f.flush()
+    return f.readline(), f.readline()
+for f in cases:
+    if only and f.__name__ not in only: continue
+    try: r = f()
+    except Exception as e: r = "EXC " + (err(e) if isinstance(e, OSError) else repr(e))
+    print(f.__name__, r, flush=True)
