@@ -152,16 +152,24 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     case DTI_OP_GETSOCKOPT: {
         int64_t v = 0;
         if (cmd.ring_option) {
-            // Rings are not resized on request: setting is accepted (programs
-            // tune these routinely), reading tells the ring's size now (a
-            // receive ring grows with autotuning). SO_RCVBUF set still fixes
-            // the receive buffer the transport offers (no autotuning, as on
-            // Linux), clamped to what a ring of the slot can hold.
-            v = cmd.option == DTI_SO_RCVBUF ? (slot->rx_size ? slot->rx_size : group.lim.rx_ring_size)
+            // SO_RCVBUF set fixes the receive buffer the transport offers (no
+            // autotuning, as on Linux), clamped to what a ring of the slot
+            // can hold (as Linux clamps to rmem_max); a buffer larger than
+            // the ring grows it (Engine::grow_rx, asked for by the transport
+            // now if the ring is empty or not yet there, else once the app
+            // has drained it). Reading tells the ring's size now. SO_SNDBUF
+            // set is accepted (programs tune it routinely) and changes nothing.
+            // Before the ring exists (before connect, a listener) reading
+            // tells the size set, 0 if none: libdti carries it to a
+            // listener's siblings on other engines and to a socket it moves.
+            if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_RCVBUF && slot->has_sid) {
+                slot->rcvbuf_set = uint32_t(std::clamp<int64_t>(cmd.value, 4096, group.geo.rx_reserve));
+                (void)tr_.set_option(slot->sid, Option::kRcvBuf, slot->rcvbuf_set);
+                settle_rx(group, slot_index); // grown: the base for the new size, before the app reads
+                mark(group, slot_index);
+            }
+            v = cmd.option == DTI_SO_RCVBUF ? (slot->rx_size ? slot->rx_size : slot->rcvbuf_set)
                                             : group.lim.tx_ring_size;
-            if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_RCVBUF && slot->has_sid)
-                (void)tr_.set_option(slot->sid, Option::kRcvBuf,
-                                     std::clamp<int64_t>(cmd.value, 4096, group.geo.rx_reserve));
         } else if (cmd.op == DTI_OP_SETSOCKOPT) {
             result = tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
         } else {

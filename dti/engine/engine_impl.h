@@ -85,6 +85,7 @@ struct Slot {
     uint32_t rx_consumed = 0, rx_tail = 0, tx_committed = 0, tx_head = 0;
     uint32_t rx_base = 0, tx_base = 0;
     uint32_t rx_size = 0;   // the receive ring now (grows in place: grow_rx)
+    uint32_t rcvbuf_set = 0; // SO_RCVBUF as set (clamped; 0: never): read back before the ring exists
     bool rx_rebase = false; // grown: rx_base is recomputed for the new size (settle_rx)
     uint32_t embryos = 0;   // listener: connections waiting for accept
     uint64_t watchers = 0;

@@ -177,6 +177,7 @@ static int set_alias(struct dti_ctx *c, dti_sock_t member, struct dti_group *g)
 static const int kInherited[] = {
     DTI_SO_REUSEADDR, DTI_SO_REUSEPORT, DTI_SO_NODELAY,      DTI_SO_KEEPALIVE, DTI_SO_KEEPIDLE,
     DTI_SO_KEEPINTVL, DTI_SO_KEEPCNT,   DTI_SO_USER_TIMEOUT, DTI_SO_LINGER,    DTI_SO_TOS,
+    DTI_SO_RCVBUF, /* reads the size set (0: none) while there is no ring */
 };
 #define N_INHERITED (sizeof kInherited / sizeof kInherited[0])
 
@@ -453,7 +454,7 @@ int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_in
 static const int kKept[] = {
     DTI_SO_NODELAY,  DTI_SO_CORK,         DTI_SO_KEEPALIVE, DTI_SO_KEEPIDLE,  DTI_SO_KEEPINTVL,
     DTI_SO_KEEPCNT,  DTI_SO_MAXSEG,       DTI_SO_USER_TIMEOUT, DTI_SO_LINGER, DTI_SO_REUSEADDR,
-    DTI_SO_REUSEPORT, DTI_SO_TOS,         DTI_SO_RCVLOWAT,
+    DTI_SO_REUSEPORT, DTI_SO_TOS,         DTI_SO_RCVLOWAT,  DTI_SO_RCVBUF,
 };
 #define N_KEPT (sizeof kKept / sizeof kKept[0])
 

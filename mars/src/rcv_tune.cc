@@ -31,9 +31,11 @@ void StackImpl::ooo_share_for(Sock &s)
         s.ooo_cap = UINT32_MAX;
         return;
     }
-    // Until the buffer has grown past where it started, the configured
-    // share is the share (and caps the window), exactly as without autotuning.
-    if (!autotune(s) || s.rcv_space <= s.rcv_buf) {
+    // Until the buffer has grown past where it started (by autotuning, or
+    // to a larger SO_RCVBUF), the configured share is the share (and caps
+    // the window), exactly as without autotuning.
+    const bool may_grow = autotune(s) || (s.flags & kFRcvBufLocked);
+    if (!may_grow || s.rcv_space <= cfg_.tcp.rcvbuf) {
         s.ooo_share = base;
         s.ooo_cap = ooo_window_cap_;
         return;
@@ -55,6 +57,30 @@ void StackImpl::rcv_space_init(Sock &s)
     s.rrtt_ns = 0;
     s.rrtt_est_ns = 0;
     ooo_share_for(s);
+    // SO_RCVBUF set before the connection existed: the new ring is empty,
+    // so it grows to hold the buffer at once (before any byte or window).
+    if ((s.flags & kFRcvBufLocked) && s.rcv_buf > ring) {
+        s.rcv_target = s.rcv_buf;
+        rx_ring_grow(s);
+    }
+}
+
+void StackImpl::rcv_buf_fix(Sock &s, uint32_t bytes)
+{
+    s.flags |= kFRcvBufLocked;
+    s.rcv_buf = bytes;
+    s.rcv_target = 0; // autotuning's wish, if any, is void
+    if (!(s.flags & kFHasRings)) return; // the rings will be sized when they come (rcv_space_init)
+    // A smaller buffer takes effect at once (the right edge already
+    // advertised never moves left: window_to_advertise keeps it); a larger
+    // one only once the ring holds it, so no window is offered that the
+    // ring could not take.
+    s.rcv_space = std::min(s.rcv_buf, s.rx_mask + 1);
+    ooo_share_for(s);
+    if (s.rcv_buf > s.rx_mask + 1) {
+        s.rcv_target = s.rcv_buf;
+        rx_ring_grow(s); // now if the ring is empty, else at the release that empties it (rcv_tune)
+    }
 }
 
 void StackImpl::rcv_set_space(Sock &s, uint32_t bytes)
@@ -86,7 +112,12 @@ bool StackImpl::rx_ring_grow(Sock &s)
     s.rx = m.rx;
     s.rx_mask = m.rx_size - 1;
     stats_.tcp_rx_ring_grows++;
-    rcv_set_space(s, std::min(want, m.rx_size));
+    if (s.flags & kFRcvBufLocked) { // SO_RCVBUF's size, not autotuning's
+        s.rcv_space = std::min(s.rcv_buf, m.rx_size);
+        ooo_share_for(s);
+    } else {
+        rcv_set_space(s, std::min(want, m.rx_size));
+    }
     return true;
 }
 

@@ -284,13 +284,13 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         // the connection exists, it also sets the window scale. The buffer
         // never shrinks below the window already offered (the right edge
         // never moves left; window_to_advertise keeps it).
+        // A buffer larger than the ring grows the ring first (rcv_buf_fix),
+        // and the larger window goes out once it has.
         if (v < 4096 || v > (1 << 30)) return -EINVAL;
-        s->flags |= kFRcvBufLocked;
-        s->rcv_buf = uint32_t(v);
-        s->rcv_target = 0;
-        if (s->flags & kFHasRings) {
-            s->rcv_space = std::min(s->rcv_buf, s->rx_mask + 1);
-            ooo_share_for(*s);
+        {
+            const uint32_t before = rcv_window(*s);
+            rcv_buf_fix(*s, uint32_t(v));
+            window_update(*s, before);
         }
         break;
     default:
@@ -430,20 +430,24 @@ int StackImpl::rx_consume(SockId id, uint32_t n)
     if (n == 0) return 0;
     const uint32_t before = rcv_window(*s);
     s->rx_head += n;
-    rcv_tune(*s); // may grow the buffer (and the ring, now empty): the window update below tells the peer
-    // Window update (RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3): tell the peer
-    // once the window has opened by two segments or half the buffer.
-    const uint32_t after = rcv_window(*s);
-    const uint32_t adv = s->rcv_adv - s->rcv_nxt;
-    if (s->state == TcpState::kEstablished || s->state == TcpState::kFinWait1 || s->state == TcpState::kFinWait2) {
-        if (after > adv && (after - adv >= 2 * s->peer_mss || after - adv >= s->rcv_space / 2) &&
-            after > before) {
-            ack_now(*s);
-            flush_output();
-            link_.flush();
-        }
-    }
+    rcv_tune(*s); // may grow the buffer (and the ring, now empty): the window update tells the peer
+    window_update(*s, before);
     return 0;
+}
+
+// Window update (RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3): tell the peer once
+// the window has opened by two segments or half the buffer.
+void StackImpl::window_update(Sock &s, uint32_t before)
+{
+    if (s.state != TcpState::kEstablished && s.state != TcpState::kFinWait1 && s.state != TcpState::kFinWait2)
+        return;
+    const uint32_t after = rcv_window(s);
+    const uint32_t adv = s.rcv_adv - s.rcv_nxt;
+    if (after > adv && (after - adv >= 2 * s.peer_mss || after - adv >= s.rcv_space / 2) && after > before) {
+        ack_now(s);
+        flush_output();
+        link_.flush();
+    }
 }
 
 int StackImpl::tx_view(SockId id, RingSpan *out) const

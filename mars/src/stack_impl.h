@@ -444,6 +444,12 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void rcv_set_space(Sock &s, uint32_t bytes);
     bool rx_ring_grow(Sock &s);
     void ooo_share_for(Sock &s);
+    // SO_RCVBUF (SockOpt::kRcvBuf): fixes the buffer at `bytes`, the ring
+    // growing to hold it (now if empty, else at the release that empties it).
+    void rcv_buf_fix(Sock &s, uint32_t bytes);
+    // The window opened (from `before`) by two segments or half the buffer:
+    // tell the peer now.
+    void window_update(Sock &s, uint32_t before);
     void ack_now(Sock &s);
     // Remembers a duplicate [start, end) for the next ACK's D-SACK block.
     // One is pending at a time: an earlier one still waiting goes out first

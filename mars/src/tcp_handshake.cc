@@ -38,6 +38,12 @@ void StackImpl::negotiate(Sock &s, const TcpOptions &opt)
 void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
 {
     c.parent = l.index;
+    // SO_RCVBUF set on the listener holds for its connections, as on Linux
+    // (their window scale, conn_init, and ring, rcv_space_init, follow it).
+    if (l.flags & kFRcvBufLocked) {
+        c.flags |= kFRcvBufLocked;
+        c.rcv_buf = l.rcv_buf;
+    }
     c.local = Endpoint{cfg_.ip, key.local_port};
     c.remote = Endpoint{key.remote_ip, key.remote_port};
     c.next_hop = router_.next_hop(key.remote_ip);
@@ -152,8 +158,9 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
             const uint32_t tsv = (tsval() & ~0x3fu) | (sack << 4) | ws;
             p = write_ts_option(p, tsv, opt.tsval);
             if (ws != 0xf) {
-                // As conn_init() will for the connection the cookie becomes.
-                const uint32_t buf = cfg_.tcp.rcvbuf_max > cfg_.tcp.rcvbuf ? cfg_.tcp.rcvbuf_max : cfg_.tcp.rcvbuf;
+                // As conn_init() will for the connection the cookie becomes
+                // (which takes the listener's SO_RCVBUF, adopt_child).
+                const uint32_t buf = rcv_buf_limit(l);
                 while (rws < 14 && (buf >> rws) > 65535) rws++;
                 *p++ = kOptNop;
                 *p++ = kOptWscale;

@@ -383,7 +383,10 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
             dti_get_limits(dti_ctx_owner(c), &lim);
         if (c && name == SO_RCVBUF && dti_getsockopt(c, s->h, DTI_SO_RCVBUF, &ring) < 0)
             ring = 0;
-        rc = put_int(val, len, (int)(name == SO_RCVBUF ? (ring > 0 ? ring : lim.rx_ring_size) : lim.tx_ring_size));
+        if (name == SO_RCVBUF && ring <= 0) /* no ring (a listener): the kernel placeholder's, as Linux */
+            rc = real_getsockopt(fd, level, name, val, len);
+        else
+            rc = put_int(val, len, (int)(name == SO_RCVBUF ? ring : lim.tx_ring_size));
     } else if (level == IPPROTO_TCP && name == TCP_MAXSEG && c) {
         int64_t v = 0;
         int r = dti_getsockopt(c, s->h, DTI_SO_MAXSEG, &v);

@@ -389,7 +389,10 @@ enum dti_sockopt {
     DTI_SO_TOS = 12,         /* IP_TOS */
     DTI_SO_RCVLOWAT = 13,    /* SO_RCVLOWAT */
     DTI_SO_RCVBUF = 14,      /* SO_RCVBUF: get: the receive ring's size now (it grows with autotuning);
-                                set: fixes the receive buffer (no autotuning, as on Linux) */
+                                before the ring exists (before connect, listeners): the size set, 0: none;
+                                set: fixes the receive buffer (no autotuning, as on Linux), clamped to
+                                the slot's reserve; larger than the ring, it grows the ring (now if
+                                empty, else once drained; refused past the app's memory limit) */
     DTI_SO_SNDBUF = 15       /* SO_SNDBUF: read-only here, the ring size */
 };
 

@@ -574,7 +574,10 @@ TEST_F(DtiApi, OptionsRoundTripAndUnknownOptionFails)
     EXPECT_EQ(dti_getsockopt(c_, dti_sock_t(s), DTI_SO_NODELAY, &v), 0);
     EXPECT_EQ(v, 1);
     EXPECT_EQ(dti_getsockopt(c_, dti_sock_t(s), DTI_SO_RCVBUF, &v), 0);
-    EXPECT_EQ(v, 16 * 1024);
+    EXPECT_EQ(v, 0) << "no ring yet and no SO_RCVBUF set";
+    EXPECT_EQ(dti_setsockopt(c_, dti_sock_t(s), DTI_SO_RCVBUF, 1000), 0);
+    EXPECT_EQ(dti_getsockopt(c_, dti_sock_t(s), DTI_SO_RCVBUF, &v), 0);
+    EXPECT_EQ(v, 4096) << "the size set, clamped";
     EXPECT_EQ(dti_setsockopt(c_, dti_sock_t(s), 999, 1), -ENOPROTOOPT);
 }
 

@@ -157,5 +157,216 @@ TEST_F(DtiRingGrow, GrowPastTheMemoryLimitIsRefused)
     EXPECT_EQ(sizes.back(), int64_t(2 * kStart)) << "the closed socket's growth was not given back";
 }
 
+// ---- SO_RCVBUF larger than the ring ------------------------------------------------------
+//
+// DTI_SO_RCVBUF larger than a socket's ring grows the ring (the fixture
+// transport asks as MARS does: at once when the ring is empty or when the
+// rings come, else at the release that empties it; once), up to the slot's
+// reserve; the window (what the peer may send: the ring's free space in the
+// fixture) follows, and every byte reads back in order across the grow.
+
+constexpr uint32_t kSmall = 64 * 1024; // each ring's starting size
+constexpr uint32_t kBig = 1 << 20;     // what each slot reserves
+
+engine::Limits rcvbuf_limits()
+{
+    engine::Limits l = small_limits();
+    l.rx_ring_size = kSmall;
+    l.rx_ring_max = kBig;
+    return l;
+}
+
+class DtiRcvbuf : public Attached {
+  protected:
+    void SetUp() override {} // each test starts the fixture with its limits (no autotuning)
+    struct Stream {
+        dti_sock_t from, to;
+        uint64_t sent = 0, got = 0;
+    };
+    int64_t ring_size(dti_sock_t s)
+    {
+        int64_t v = 0;
+        EXPECT_EQ(dti_getsockopt(c_, s, DTI_SO_RCVBUF, &v), 0);
+        return v;
+    }
+    uint32_t readable(dti_sock_t s)
+    {
+        dti_sock_info in{};
+        EXPECT_EQ(dti_sock_status(c_, s, &in), 0);
+        return in.readable;
+    }
+    // Sends until `want` bytes wait unread at the receiver, reading none:
+    // what the window let through. Between sends it waits for an event (new
+    // bytes at the receiver, room at the sender); it ends when the bytes are
+    // there, or when no event comes for 2 s (nothing moves: the window is
+    // full). Returns what is readable.
+    uint32_t fill(Stream &st, uint32_t want)
+    {
+        uint8_t out[4096];
+        dti_cqe e[32];
+        dti_prep_watch(c_, st.to, DTI_POLLIN, 0); // again at every arrival
+        dti_submit(c_);
+        bool out_armed = false;
+        for (int rounds = 0; rounds < 100000 && readable(st.to) < want; rounds++) {
+            const uint64_t room = st.got + want - st.sent;
+            if (room > 0) {
+                const uint32_t len = uint32_t(std::min<uint64_t>(sizeof out, room));
+                for (uint32_t i = 0; i < len; i++)
+                    out[i] = byte_at(st.sent + i);
+                const ssize_t n = dti_send(c_, st.from, out, len, 0);
+                EXPECT_TRUE(n > 0 || n == -EAGAIN) << n;
+                if (n > 0) {
+                    st.sent += uint64_t(n);
+                    continue;
+                }
+                if (!out_armed) { // one-shot: fires once the sender has room again
+                    dti_prep_watch(c_, st.from, DTI_POLLOUT, 0);
+                    dti_submit(c_);
+                    out_armed = true;
+                }
+            }
+            if (dti_wait(c_, 2000) < 1)
+                break;
+            for (unsigned k = dti_reap(c_, e, 32), i = 0; i < k; i++)
+                if (e[i].kind == DTI_CQE_EVENT && e[i].sock == st.from && (e[i].events & DTI_POLLOUT))
+                    out_armed = false;
+        }
+        dti_prep_watch(c_, st.to, 0, 0);
+        dti_prep_watch(c_, st.from, 0, 0);
+        dti_submit(c_);
+        while (dti_inflight(c_) > 0 && dti_wait(c_, 5000) == 1)
+            dti_reap(c_, e, 32);
+        return readable(st.to);
+    }
+    // Reads n bytes in reads of varied sizes (small ones through the view
+    // taken when the socket was new, as the shim caches it), then releases
+    // them all; *bad is the first byte that differed (UINT64_MAX: none).
+    void drain(Stream &st, const struct dti_rx_view &v, uint64_t n, uint64_t *bad)
+    {
+        const uint64_t target = st.got + n;
+        uint8_t in[3000];
+        for (uint32_t round = 0; st.got < target && round < 1000000; round++) {
+            uint32_t rd = uint32_t(std::min<uint64_t>(round % 3 ? 1 + round % 64 : 1 + (round * 13) % sizeof in,
+                                                      target - st.got));
+            int flush = 0;
+            ssize_t k = rd <= 64 ? dti_recv_view(&v, in, rd, &flush) : 0;
+            if (k > 0 && flush) {
+                EXPECT_EQ(dti_recv_flush(c_, st.to), 0);
+            }
+            if (k == 0)
+                k = dti_recv(c_, st.to, in, rd);
+            if (k <= 0) {
+                ADD_FAILURE() << "recv: " << k << " after " << st.got << " of " << st.sent;
+                return;
+            }
+            for (ssize_t i = 0; i < k && *bad == UINT64_MAX; i++)
+                if (in[i] != byte_at(st.got + uint64_t(i)))
+                    *bad = st.got + uint64_t(i);
+            st.got += uint64_t(k);
+        }
+        EXPECT_EQ(dti_recv_flush(c_, st.to), 0);
+    }
+};
+
+// Set right after socket(): on the listener before listen() (its
+// connections take it, as on Linux) and on a client before connect() with
+// more than a slot holds (clamped to the reserve, as Linux clamps to
+// rmem_max). Both rings are 1 MiB from the start, and 1 MiB crosses each
+// way before the receiver reads a byte.
+TEST_F(DtiRcvbuf, BeforeConnectAndListenTheRingIsBig)
+{
+    start(rcvbuf_limits());
+    uint16_t port = 0;
+    int l = dti_socket(c_);
+    ASSERT_GE(l, 0);
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(l), DTI_SO_RCVBUF, kBig), 0);
+    dti_addr any{0, 0};
+    ASSERT_EQ(dti_bind(c_, dti_sock_t(l), &any), 0);
+    ASSERT_EQ(dti_listen(c_, dti_sock_t(l), 16), 0);
+    dti_addr name{};
+    ASSERT_EQ(dti_getsockname(c_, dti_sock_t(l), &name), 0);
+    port = name.port;
+    int cs = dti_socket(c_);
+    ASSERT_GE(cs, 0);
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(cs), DTI_SO_RCVBUF, 8 * kBig), 0);
+    dti_addr to{0x7f000001, port};
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+    int ss = dti_accept(c_, dti_sock_t(l), nullptr, 5000);
+    ASSERT_GE(ss, 0) << dti_strerror(ss);
+    const dti_sock_t cl = dti_sock_t(cs), sv = dti_sock_t(ss);
+    EXPECT_EQ(ring_size(cl), int64_t(kBig)) << "8 MiB is clamped to the slot's reserve";
+    EXPECT_EQ(ring_size(sv), int64_t(kBig));
+    EXPECT_EQ(ppe_->stats().rx_ring_grows, 2u);
+
+    struct dti_rx_view vs{}, vc{};
+    ASSERT_EQ(dti_rx_view(c_, sv, &vs), 0);
+    ASSERT_EQ(dti_rx_view(c_, cl, &vc), 0);
+    uint64_t bad = UINT64_MAX;
+    Stream up{cl, sv}, down{sv, cl};
+    EXPECT_EQ(fill(up, kBig), kBig) << "the window did not grow with the ring";
+    drain(up, vs, kBig, &bad);
+    EXPECT_EQ(fill(down, kBig), kBig);
+    drain(down, vc, kBig, &bad);
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
+}
+
+// Set mid-stream while the ring holds unread bytes: the ring stays as it is
+// (nothing unread moves) until the application has drained it, then grows;
+// the stream reads back byte-exact across the grow, through dti_recv() and
+// through the view taken before it.
+TEST_F(DtiRcvbuf, MidStreamTheRingGrowsOnceDrained)
+{
+    start(rcvbuf_limits());
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    struct dti_rx_view v{};
+    ASSERT_EQ(dti_rx_view(c_, sv, &v), 0);
+    Stream st{cl, sv};
+    uint64_t bad = UINT64_MAX;
+    ASSERT_EQ(fill(st, 40000), 40000u);
+    drain(st, v, 10000, &bad);
+    ASSERT_EQ(dti_setsockopt(c_, sv, DTI_SO_RCVBUF, kBig), 0);
+    EXPECT_EQ(ring_size(sv), int64_t(kSmall)) << "grown with 30000 bytes unread";
+    EXPECT_EQ(ppe_->stats().rx_ring_grows, 0u);
+    drain(st, v, 30000, &bad);
+    EXPECT_EQ(ring_size(sv), int64_t(kBig)) << "not grown once drained"; // answered after the release
+    EXPECT_EQ(ppe_->stats().rx_ring_grows, 1u);
+    EXPECT_EQ(fill(st, kBig), kBig) << "the window did not grow with the ring";
+    drain(st, v, kBig, &bad);
+    EXPECT_EQ(fill(st, 3 * kSmall + 17), 3 * kSmall + 17);
+    drain(st, v, 3 * kSmall + 17, &bad);
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
+}
+
+// memory_per_app leaves room for less than the grow: it is refused and
+// counted, setsockopt still succeeds (as on Linux, where a size is never
+// refused), getsockopt keeps telling the ring the socket has, and the
+// stream goes on in it; the transport asks once, not at every release.
+TEST_F(DtiRcvbuf, PastTheMemoryLimitIsRefused)
+{
+    engine::Limits l = rcvbuf_limits();
+    engine::Limits at_start = l;
+    at_start.rx_ring_max = 0;
+    l.max_region_bytes = engine::region_bytes(at_start) + kSmall; // one doubling, not 64K -> 1M
+    start(l);
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    struct dti_rx_view v{};
+    ASSERT_EQ(dti_rx_view(c_, sv, &v), 0);
+    ASSERT_EQ(dti_setsockopt(c_, sv, DTI_SO_RCVBUF, kBig), 0);
+    EXPECT_EQ(ring_size(sv), int64_t(kSmall));
+    EXPECT_EQ(ppe_->stats().rx_grow_refusals, 1u);
+    Stream st{cl, sv};
+    uint64_t bad = UINT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        EXPECT_EQ(fill(st, kSmall), kSmall);
+        drain(st, v, kSmall, &bad);
+    }
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
+    EXPECT_EQ(ring_size(sv), int64_t(kSmall));
+    EXPECT_EQ(ppe_->stats().rx_ring_grows, 0u);
+    EXPECT_EQ(ppe_->stats().rx_grow_refusals, 1u) << "asked again after the refusal";
+}
+
 } // namespace
 } // namespace dti::test

@@ -68,6 +68,11 @@ struct Plan {
     uint64_t bytes = 8 << 20;
     bool can_grow = true;
     bool lock_rcvbuf = false; // SO_RCVBUF on the accepted socket
+    uint32_t lock_bytes = 0;   // the size SO_RCVBUF sets (0: rcvbuf)
+    bool lock_listener = false; // SO_RCVBUF on the listener, before listen()
+    // SO_RCVBUF on the accepted socket once this many bytes were read, at a
+    // moment its ring holds unread bytes; the reader is fast from then on.
+    uint64_t lock_mid_stream_after = 0;
     uint32_t ooo_pool_frames = 2048;
     bool partial_reads = false; // every other read takes half of what is readable: the ring is often not empty
 };
@@ -76,7 +81,8 @@ struct Result {
     uint64_t received = 0;
     uint64_t elapsed_ns = 0;
     uint32_t max_space = 0, max_ring = 0, max_window = 0, max_share = 0;
-    uint32_t final_space = 0, final_share = 0;
+    uint32_t final_space = 0, final_share = 0, final_ring = 0;
+    uint32_t ring_at_lock = 0; // the ring when SO_RCVBUF was set mid-stream (0: not set)
     StackStats stats{};
     uint32_t provider_grows = 0, provider_asks = 0;
 };
@@ -102,6 +108,10 @@ class RcvTune : public ::testing::Test {
         int64_t l = net.stack(1).open(1);
         EXPECT_GE(l, 0);
         EXPECT_EQ(net.stack(1).bind(SockId(l), net.addr(1, 5001)), 0);
+        const uint32_t lock_bytes = plan.lock_bytes ? plan.lock_bytes : plan.rcvbuf;
+        if (plan.lock_listener) {
+            EXPECT_EQ(net.stack(1).set_option(SockId(l), SockOpt::kRcvBuf, lock_bytes), 0);
+        }
         EXPECT_EQ(net.stack(1).listen(SockId(l), 8), 0);
         int64_t a = net.stack(0).open(2);
         EXPECT_GE(a, 0);
@@ -148,7 +158,7 @@ class RcvTune : public ::testing::Test {
                 if (s >= 0) {
                     b = SockId(s);
                     if (plan.lock_rcvbuf) {
-                        EXPECT_EQ(net.stack(1).set_option(b, SockOpt::kRcvBuf, plan.rcvbuf), 0);
+                        EXPECT_EQ(net.stack(1).set_option(b, SockOpt::kRcvBuf, lock_bytes), 0);
                     }
                 }
             }
@@ -157,10 +167,23 @@ class RcvTune : public ::testing::Test {
                 read();
             }
         };
+        bool fast = plan.read_per_ms == UINT64_MAX;
+        auto lock_mid_stream = [&] {
+            RingSpan v;
+            if (!plan.lock_mid_stream_after || r.ring_at_lock || r.received < plan.lock_mid_stream_after ||
+                net.stack(1).rx_view(b, &v) != 0 || v.total() == 0)
+                return;
+            SockInfo in{};
+            EXPECT_EQ(net.stack(1).set_option(b, SockOpt::kRcvBuf, lock_bytes), 0);
+            EXPECT_EQ(net.stack(1).info(b, &in), 0);
+            r.ring_at_lock = in.rx_ring;
+            fast = true;
+        };
         const uint64_t start = net.now();
         for (int ms = 0; ms < 20000 && r.received < plan.bytes && !failed_; ms++) {
             net.run_for(kMs);
-            budget = plan.read_per_ms == UINT64_MAX ? UINT64_MAX : budget + plan.read_per_ms;
+            lock_mid_stream();
+            budget = fast ? UINT64_MAX : budget + plan.read_per_ms;
             read();
             check(net, b, plan, &r);
         }
@@ -171,6 +194,7 @@ class RcvTune : public ::testing::Test {
             EXPECT_EQ(net.stack(1).info(b, &in), 0);
             r.final_space = in.rcv_space;
             r.final_share = in.ooo_share;
+            r.final_ring = in.rx_ring;
         }
         std::printf("received %llu in %llu ms: buffer up to %u, ring up to %u, window up to %u; grows %llu, ring grows %llu\n",
                     (unsigned long long)r.received, (unsigned long long)(r.elapsed_ns / kMs), r.max_space, r.max_ring,
@@ -192,7 +216,7 @@ class RcvTune : public ::testing::Test {
         r->max_ring = std::max(r->max_ring, in.rx_ring);
         r->max_window = std::max(r->max_window, in.rcv_wnd);
         r->max_share = std::max(r->max_share, in.ooo_share);
-        const uint32_t limit = std::max(plan.rcvbuf, plan.rcvbuf_max);
+        const uint32_t limit = std::max({plan.rcvbuf, plan.rcvbuf_max, plan.lock_bytes});
         if (in.rcv_space > limit || in.rcv_space > in.rx_ring ||
             in.rcv_wnd > in.rx_ring - in.rx_readable ||
             uint64_t(in.rcv_wnd) > uint64_t(in.ooo_share) * mtu_payload) {
@@ -290,6 +314,75 @@ TEST_F(RcvTune, SoRcvbufFixesTheSize)
     EXPECT_EQ(r.stats.tcp_rcvbuf_grows, 0u);
     EXPECT_EQ(r.provider_asks, 0u);
     EXPECT_EQ(r.final_space, plan.rcvbuf);
+}
+
+// SO_RCVBUF larger than the ring, set on the listener before listen() (the
+// common case: right after socket()), without autotuning: each connection
+// takes it (as on Linux), its ring grows to hold it before any byte
+// arrives, its window scale is chosen for it, and the window goes past
+// the starting ring.
+TEST_F(RcvTune, SoRcvbufOnTheListenerGrowsTheRing)
+{
+    Plan plan;
+    plan.a_to_b = fast_link();
+    plan.rcvbuf_max = 0;
+    plan.lock_listener = true;
+    plan.lock_bytes = 1 << 20;
+    Result r = run(plan);
+    ASSERT_FALSE(failed_);
+    EXPECT_EQ(r.received, plan.bytes);
+    EXPECT_EQ(r.provider_grows, 1u);
+    EXPECT_EQ(r.stats.tcp_rx_ring_grows, 1u);
+    EXPECT_EQ(r.stats.tcp_rcvbuf_grows, 0u) << "SO_RCVBUF's size is not autotuning's growth";
+    EXPECT_EQ(r.final_ring, plan.lock_bytes);
+    EXPECT_EQ(r.final_space, plan.lock_bytes);
+    EXPECT_GT(r.max_window, 4 * plan.rcvbuf) << "the window did not grow with the ring";
+    // The share holds the window in full segments (the invariant checked
+    // every ms); here it had to grow past the configured 256 frames.
+    EXPECT_GT(r.max_share, 256u);
+}
+
+// SO_RCVBUF larger than the ring set mid-stream while the ring holds unread
+// bytes: the ring cannot grow then (nothing unread moves) and the window
+// stays within it (checked every ms); it grows at the release that empties
+// the ring, and the larger window follows.
+TEST_F(RcvTune, SoRcvbufMidStreamGrowsTheRingOnceDrained)
+{
+    Plan plan;
+    plan.a_to_b = fast_link();
+    plan.rcvbuf_max = 2 << 20; // window scale for 2 MiB; the slow start below never grows it
+    plan.read_per_ms = 4096;
+    plan.lock_mid_stream_after = 128 * 1024;
+    plan.lock_bytes = 1 << 20;
+    Result r = run(plan);
+    ASSERT_FALSE(failed_);
+    EXPECT_EQ(r.received, plan.bytes);
+    EXPECT_EQ(r.ring_at_lock, plan.rcvbuf) << "set with unread bytes: the ring must not grow at once";
+    EXPECT_EQ(r.stats.tcp_rcvbuf_grows, 0u);
+    EXPECT_EQ(r.provider_grows, 1u);
+    EXPECT_EQ(r.final_ring, plan.lock_bytes);
+    EXPECT_EQ(r.final_space, plan.lock_bytes);
+    EXPECT_GT(r.max_window, 4 * plan.rcvbuf);
+}
+
+// The provider refuses (eta: the application's memory_per_app): the buffer
+// and the window stay at the ring the socket has; the stream goes on.
+TEST_F(RcvTune, SoRcvbufGrowRefusedKeepsTheRing)
+{
+    Plan plan;
+    plan.a_to_b = fast_link();
+    plan.rcvbuf_max = 0;
+    plan.lock_listener = true;
+    plan.lock_bytes = 1 << 20;
+    plan.can_grow = false;
+    plan.bytes = 4 << 20;
+    Result r = run(plan);
+    ASSERT_FALSE(failed_);
+    EXPECT_EQ(r.received, plan.bytes);
+    EXPECT_EQ(r.provider_asks, 1u) << "asked once, then the socket keeps its ring";
+    EXPECT_EQ(r.max_ring, plan.rcvbuf);
+    EXPECT_EQ(r.final_space, plan.rcvbuf);
+    EXPECT_LE(r.max_window, plan.rcvbuf);
 }
 
 TEST_F(RcvTune, RingThatCannotGrowCapsTheBuffer)
