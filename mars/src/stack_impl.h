@@ -390,6 +390,10 @@ class StackImpl final : public Stack, private Ipv4Upper {
     static constexpr uint32_t kRunMax = 64;
     void new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end);
     uint32_t send_run(Sock &s, uint32_t n, uint8_t last_flags);
+    // How many full segments one TSO frame may carry (0: no TSO here).
+    uint32_t tso_per_frame(const Sock &s) const;
+    // The start every software-segmented run shares (tx_run.cc).
+    uint32_t run_start(Sock &s, uint32_t n, PacketRef *fr, uint8_t *h, unsigned *hdr_len, uint32_t *pseudo);
     unsigned run_header(Sock &s, uint8_t *h, uint32_t payload);
     void run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
                   uint32_t pseudo);
