@@ -231,35 +231,16 @@ uint32_t StackImpl::rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint3
     return n >= 2 ? n : 0;
 }
 
-// Retransmissions in one pass. The segments, in order, are what n calls of
-// send_segment(s, seq + i * mss, mss, flags, true) put on the wire: the same
-// header image (no D-SACK waits, so every segment's options are the same),
-// PSH only where the caller says the last one ends the data. Where the port
-// offers TSO they leave as TSO frames (the port cuts the same segments),
-// the rest, or all, segmented here. Each segment is recorded in RACK's log
-// as send_segment() records it (back to back, the records extend one entry),
-// after the room check recovery makes per retransmission, so the log ends
-// exactly as one by one leaves it and a full log ends the run there.
-uint32_t StackImpl::send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room)
-{
-    uint32_t sent = 0;
-    bool stop = false;
-    if (const uint32_t per_frame = tso_per_frame(s)) sent = send_rtx_tso(s, seq, n, last_flags, log_room, per_frame, &stop);
-    if (!stop && sent < n) sent += send_rtx_sw(s, seq, n, sent, last_flags, log_room);
-    if (sent > 0) rtx_run_sent(s, sent);
-    return sent;
-}
-
 // Recovery's rule before the run's i-th segment (log_room): RACK's log has
 // room for its record; the caller checked before the first.
-bool StackImpl::rtx_log_room(Sock &s, uint32_t i, bool log_room)
+[[gnu::always_inline]] inline bool StackImpl::rtx_log_room(Sock &s, uint32_t i, bool log_room)
 {
     return !log_room || i == 0 || s.rack.log.has_room(s.snd_una);
 }
 
 // What send_segment(rtx) does per segment besides RACK's log, once for the
 // `sent` segments of a run.
-void StackImpl::rtx_run_sent(Sock &s, uint32_t sent)
+[[gnu::always_inline]] inline void StackImpl::rtx_run_sent(Sock &s, uint32_t sent)
 {
     s.flags &= ~kFAckNow;
     TimerWheel::cancel(&s.delack_timer);
@@ -274,8 +255,10 @@ void StackImpl::rtx_run_sent(Sock &s, uint32_t sent)
     rtx_run_segments_ += sent;
 }
 
-// Segments done..n of the run from seq, segmented here.
-uint32_t StackImpl::send_rtx_sw(Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room)
+// Segments done..n of the run from seq, segmented here. (The three above
+// are inlined into send_rtx_run: as calls they cost a copied run ~24
+// instructions per segment, benchmarks/rtx-instructions.)
+[[gnu::always_inline]] inline uint32_t StackImpl::send_rtx_sw(Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room)
 {
     const uint32_t mss = s.mss;
     PacketRef fr[kRunMax];
@@ -299,6 +282,29 @@ uint32_t StackImpl::send_rtx_sw(Sock &s, uint32_t seq, uint32_t n, uint32_t done
     }
     if (sent < got) io_.release(fr + sent, uint16_t(got - sent));
     for (uint32_t i = 0; i < sent; i++) link_.queue(fr[i], 1, fr[i].len);
+    return sent;
+}
+
+// Retransmissions in one pass. The segments, in order, are what n calls of
+// send_segment(s, seq + i * mss, mss, flags, true) put on the wire: the same
+// header image (no D-SACK waits, so every segment's options are the same),
+// PSH only where the caller says the last one ends the data. Where the port
+// offers TSO they leave as TSO frames (the port cuts the same segments),
+// the rest, or all, segmented here. Each segment is recorded in RACK's log
+// as send_segment() records it (back to back, the records extend one entry),
+// after the room check recovery makes per retransmission, so the log ends
+// exactly as one by one leaves it and a full log ends the run there.
+uint32_t StackImpl::send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room)
+{
+    uint32_t sent;
+    if (const uint32_t per_frame = tso_per_frame(s)) {
+        bool stop = false;
+        sent = send_rtx_tso(s, seq, n, last_flags, log_room, per_frame, &stop);
+        if (!stop && sent < n) sent += send_rtx_sw(s, seq, n, sent, last_flags, log_room);
+    } else {
+        sent = send_rtx_sw(s, seq, n, 0, last_flags, log_room); // done = 0: the copying path's code as before
+    }
+    if (sent > 0) rtx_run_sent(s, sent);
     return sent;
 }
 
