@@ -514,6 +514,32 @@ TEST(MarsTxRun, RetransmissionTsoFrameSplitsAtADeliveredSegment)
     }
 }
 
+// A TSO port with no large buffer, or one: the rest of a retransmission
+// run is segmented here (send_rtx_sw continues the run), the same segments.
+TEST(MarsTxRun, RetransmissionTsoWithoutLargeBuffersFallsBack)
+{
+    const uint32_t csum = kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    for (bool sack : {true, false}) {
+        Plan p;
+        p.total = p.chunk = 60000;
+        p.drop_at = (60000 / 1448 - 8) * 1448; // the last full segments: the timeout without SACK
+        p.drop_count = 8;
+        p.sack = sack;
+        p.ack_every = 1;
+        const Outcome ref = run(p, Mode::kOneByOne, csum);
+        uint64_t rtx_runs = 0;
+        for (uint32_t large : {0u, 1u}) {
+            const Outcome got = run(p, Mode::kTso, csum, large);
+            EXPECT_EQ(difference(ref, got), "") << p.name() << " large buffers " << large;
+            if (large == 0) {
+                EXPECT_EQ(got.rtx_tso_frames, 0u);
+            }
+            rtx_runs += got.rtx_run_segments;
+        }
+        EXPECT_GT(rtx_runs, 0u) << p.name();
+    }
+}
+
 TEST(MarsTxRun, DsackReportedInTheFirstSegment)
 {
     for (uint16_t mss : {1460, 1000, 536})
