@@ -5,7 +5,7 @@
 // make the stack retransmit, and the retransmissions; the warm-up and the
 // first transmission are not counted). The port offers checksum offload.
 //
-//   mars_rtx_driver SEGMENTS LOST [sack 0|1] [tx_batch 0|1] [rounds R]
+//   mars_rtx_driver SEGMENTS LOST [sack 0|1] [tx_batch 0|1] [rounds R] [tso 0|1]
 // Each round the application writes SEGMENTS full segments, which leave at
 // once (the warm-up opened cwnd); the first LOST of them are lost. With SACK
 // the peer SACKs the rest in one ACK: RACK marks the LOST lost, recovery
@@ -13,7 +13,9 @@
 // Without SACK nothing comes back until the retransmission timeout, whose
 // go-back-N resends from the first lost segment in slow start; the peer
 // acknowledges everything once the hole is filled. Prints "retransmitted N"
-// and fails unless every byte was acknowledged.
+// and fails unless every byte was acknowledged. tso: the port also offers
+// TCP segmentation offload (the fixture's emulation cuts the frames; new
+// data and retransmission runs leave as TSO frames).
 #include "bench_conn.h"
 
 #include <cstdio>
@@ -39,14 +41,17 @@ int main(int argc, char **argv)
     const bool sack = argc > 3 ? std::atoi(argv[3]) != 0 : true;
     const bool batch = argc > 4 ? std::atoi(argv[4]) != 0 : true;
     const int rounds = argc > 5 ? std::max(1, std::atoi(argv[5])) : 10;
+    const bool tso = argc > 6 && std::atoi(argv[6]) != 0;
     if (segments < 2 || lost == 0 || lost >= segments || segments > 400) {
         std::fprintf(stderr, "need 0 < LOST < SEGMENTS <= 400\n");
         return 2;
     }
     RawPeer::Options opts = bench_options(1u << 20, 4096, false);
-    opts.offloads = kOffloadRxCsum | kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    opts.offloads = kOffloadRxCsum | kOffloadTxIpCsum | kOffloadTxTcpCsum | (tso ? uint32_t(kOffloadTxTcpSeg) : 0u);
     opts.stack.tcp.tx_batch = batch;
     RawPeer peer(opts);
+    sim::FramePool large(64, 65535);
+    if (tso) peer.port().enable_tso(&large, 65535);
     peer.port().set_offload_emulation(false); // a NIC fills the checksums
     SockId l = peer.listen(80, 16);
     RawPeer::Conn c;
@@ -145,7 +150,8 @@ int main(int argc, char **argv)
         peer.now += 1'000'000;
     }
     const StackStats &stats = st.stats();
-    std::printf("retransmitted %llu\nrun segments %llu in %llu runs\n", (unsigned long long)rtx,
-                (unsigned long long)stats.tx_run_segments, (unsigned long long)stats.tx_runs);
+    std::printf("retransmitted %llu\nrun segments %llu in %llu runs, %llu TSO frames\n", (unsigned long long)rtx,
+                (unsigned long long)stats.tx_run_segments, (unsigned long long)stats.tx_runs,
+                (unsigned long long)stats.tx_tso_frames);
     return rtx > 0 ? 0 : 1;
 }

@@ -114,6 +114,7 @@ void StackImpl::reset()
     now_ns_ = 0;
     stats_ = StackStats{};
     rtx_run_segments_ = 0;
+    rtx_tso_frames_ = 0;
     event_pos_ = 0;
     rx_done_n_ = 0;
     pending_head_ = pending_tail_ = 0;
@@ -196,6 +197,11 @@ bool StackImpl::init(std::string *error)
     event_list_.reserve(c.max_sockets);
     closed_events_.reserve(c.max_sockets);
     flush_list_.reserve(c.max_sockets);
+    // Transmit by reference: a socket is listed once while the port holds
+    // its frames (run_fill_ref, on the packet path), and holds at most two
+    // drain entries (its ring memory, its slot): no growth after this.
+    tx_ref_socks_.reserve(c.max_sockets);
+    tx_drain_.reserve(2 * size_t(c.max_sockets));
     if (!flows_.init(c.max_sockets)) return fail("cannot allocate the connection table");
     if (!wheel_.init(kWheelSlots, kTickNs, 0)) return fail("cannot allocate the timer wheel");
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");

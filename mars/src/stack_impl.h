@@ -227,9 +227,11 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void reset() override;
     // What reset() left different from a new stack ("" when nothing; tests only).
     std::string stale_state() const;
-    // Segments retransmitted in runs (send_rtx_run; tests and benchmarks
-    // only: StackStats, which eta-ppe publishes, keeps its layout).
+    // Segments retransmitted in runs (send_rtx_run), and the TSO frames
+    // among those runs' frames (tests and benchmarks only: StackStats, which
+    // eta-ppe publishes, keeps its layout).
     uint64_t rtx_run_segments() const { return rtx_run_segments_; }
+    uint64_t rtx_tso_frames() const { return rtx_tso_frames_; }
 
     // Stack interface
     void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
@@ -390,6 +392,10 @@ class StackImpl final : public Stack, private Ipv4Upper {
     static constexpr uint32_t kRunMax = 64;
     void new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end);
     uint32_t send_run(Sock &s, uint32_t n, uint8_t last_flags);
+    // How many full segments one TSO frame may carry (0: no TSO here).
+    uint32_t tso_per_frame(const Sock &s) const;
+    // The start every software-segmented run shares (tx_run.cc).
+    uint32_t run_start(Sock &s, uint32_t n, PacketRef *fr, uint8_t *h, unsigned *hdr_len, uint32_t *pseudo);
     unsigned run_header(Sock &s, uint8_t *h, uint32_t payload);
     void run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
                   uint32_t pseudo);
@@ -401,7 +407,17 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // per segment. log_room: recovery's rule that each retransmission finds
     // room in RACK's log first (checked before every segment but the first,
     // which the caller checked). Returns how many went out.
+    // Where the port offers TSO, the run leaves as TSO frames (the segments
+    // the port cuts from them are those one by one would send).
     uint32_t send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room);
+    // The pieces of send_rtx_run: the run's segments from the done-th on as
+    // TSO frames, or segmented here; each returns how many more went out
+    // (*stop: RACK's log had no room, the run ends there).
+    uint32_t send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room, uint32_t per_frame,
+                          bool *stop);
+    uint32_t send_rtx_sw(Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room);
+    bool rtx_log_room(Sock &s, uint32_t i, bool log_room);
+    void rtx_run_sent(Sock &s, uint32_t sent);
     // How many full segments from seq a retransmission run may take (0: send
     // one by one): runs on, no D-SACK waiting, the template's MAC current.
     uint32_t rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint32_t budget) const;
@@ -571,6 +587,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
 
     // received frames consumed by the fast path, released once per burst
     uint64_t rtx_run_segments_ = 0;
+    uint64_t rtx_tso_frames_ = 0;
     static constexpr uint16_t kRxDoneMax = 64;
     PacketRef rx_done_[kRxDoneMax];
     uint16_t rx_done_n_ = 0;

@@ -158,6 +158,7 @@ class SimPort : public PacketIo {
     {
         offloads_ |= kOffloadTxExternal;
         hold_external_ = hold;
+        attached_.reserve(256); // more than a transmit burst: attaching does not allocate
     }
     bool attach_external(PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs) override;
     // Lets go of the oldest n held payloads (all with n = SIZE_MAX); returns how many.

@@ -14,13 +14,32 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <map>
 #include <set>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
+
+// Heap allocations made while g_count_allocations is set (every operator
+// new of this test binary; PacketPathDoesNotAllocate).
+static std::atomic<bool> g_count_allocations{false};
+static std::atomic<uint64_t> g_allocations{0};
+
+// Not inlined: gcc would pair the free() below with each new-expression it
+// sees and warn (-Wmismatched-new-delete), though they are the same heap.
+[[gnu::noinline]] void *operator new(std::size_t n)
+{
+    if (g_count_allocations.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void *p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void *p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void *p, std::size_t) noexcept { std::free(p); }
 
 namespace mars::sim {
 namespace {
@@ -36,6 +55,7 @@ struct Plan {
     bool fin = true;              // shutdown after the last write
     int32_t drop_at = -1;         // the first transmission of the segment at this offset is lost
     uint32_t drop_count = 1;      // ... and of the drop_count - 1 segments after it (consecutive losses)
+    int32_t spare = -1;           // ... except the spare-th of those, which arrives (two lost pieces)
     int dsack_round = -1;         // the peer sends a duplicate data segment in this round
     uint32_t ack_every = 2;       // the peer ACKs every this many segments (and at the end of a round)
     uint16_t peer_mss = 1460;     // below 1460: SACK blocks fit beside full segments
@@ -46,7 +66,7 @@ struct Plan {
         std::ostringstream o;
         o << "total " << total << " chunk " << chunk << " window " << window << " sndbuf " << sndbuf << " ts " << ts
           << " sack " << sack << " nodelay " << nodelay << " cork " << cork << " more " << more << " fin " << fin
-          << " drop_at " << drop_at << " drop_count " << drop_count << " dsack_round " << dsack_round << " ack_every " << ack_every << " peer_mss " << peer_mss << " ooo_round " << ooo_round;
+          << " drop_at " << drop_at << " drop_count " << drop_count << " spare " << spare << " dsack_round " << dsack_round << " ack_every " << ack_every << " peer_mss " << peer_mss << " ooo_round " << ooo_round;
         return o.str();
     }
 };
@@ -78,6 +98,8 @@ struct Outcome {
     bool delivered = false;                   // the peer got every byte (and the FIN)
     uint32_t rounds_held = 0; // rounds in which acknowledged bytes were held back from the application
     uint64_t rtx_run_segments = 0; // segments retransmitted in runs (StackImpl's count)
+    uint64_t rtx_tso_frames = 0;   // ... and the TSO frames among them
+    uint32_t base = 0;             // the stack's first data sequence number
 };
 
 // The counters a run changes by design: how the frames were made, not what they are.
@@ -206,8 +228,9 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
             const uint32_t len = uint32_t(p.payload.size());
             if (plan.drop_at >= 0 && len && drop_end < 0 && rel == uint32_t(plan.drop_at))
                 drop_end = int64_t(rel) + int64_t(plan.drop_count) * len;
+            const bool spared = plan.spare >= 0 && rel == uint32_t(plan.drop_at) + uint32_t(plan.spare) * len;
             if (drop_end >= 0 && len && int32_t(rel - uint32_t(plan.drop_at)) >= 0 && int64_t(rel) < drop_end &&
-                dropped.insert(rel).second)
+                !spared && dropped.insert(rel).second)
                 continue; // its first transmission
             if (len) {
                 for (uint32_t i = 0; i < len; i++)
@@ -249,6 +272,8 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
     out.state = state.str();
     out.stats = st.stats();
     out.rtx_run_segments = static_cast<StackImpl &>(st).rtx_run_segments();
+    out.rtx_tso_frames = static_cast<StackImpl &>(st).rtx_tso_frames();
+    out.base = base;
     EXPECT_EQ(peer->port().tx_invalid, 0u) << "a frame broke the offload contract";
     EXPECT_EQ(peer->port().external_changed, 0u) << "send-ring bytes changed under a frame in flight";
     return out;
@@ -408,6 +433,113 @@ TEST(MarsTxRun, RetransmissionsOfConsecutiveLossesInRuns)
     EXPECT_GT(rtx_runs - rtx_runs_sack, 0u) << "go-back-N never retransmitted in a run";
 }
 
+// Retransmission runs as TSO frames (issue 11): with a port that offers
+// TSO, the segments it cuts from the frames recovery and go-back-N hand it
+// are, frame for frame, those the one by one path sends (and every counter
+// and state, RACK's log with its per-segment send times and retransmitted
+// marks included, since what the stack sends next depends on them): 3, 8
+// and 20 consecutive losses, SACK and timestamps on and off, frames of up to
+// 44-45 segments (kTso) or 4 (kTsoSmall: a run is several frames and a last
+// ordinary one).
+Outcome check_rtx_tso(const Plan &p, Mode m)
+{
+    const uint32_t csum = kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    const Outcome ref = run(p, Mode::kOneByOne, csum);
+    EXPECT_TRUE(ref.delivered) << p.name();
+    const Outcome got = run(p, m, csum);
+    EXPECT_EQ(difference(ref, got), "") << p.name() << (m == Mode::kTso ? " (TSO)" : " (TSO, 4 segments a frame)");
+    return got;
+}
+
+TEST(MarsTxRun, RetransmissionRunsAsTsoFrames)
+{
+    for (uint32_t count : {3u, 8u, 20u}) {
+        for (bool sack : {true, false}) {
+            for (bool ts : {true, false}) {
+                uint64_t rtx_tso = 0;
+                // In the middle (with SACK: recovery; without, NewReno's
+                // single retransmissions and, for 20, the timeout), and the
+                // last full segments (too few after them for three
+                // duplicate ACKs: the timeout's go-back-N).
+                // (60000 bytes in one write: every segment full but the last.)
+                const int32_t mss = ts ? 1448 : 1460;
+                for (int32_t drop : {14480 - 14480 % mss, (60000 / mss - int32_t(count)) * mss})
+                    for (Mode m : {Mode::kTso, Mode::kTsoSmall}) {
+                        Plan p;
+                        p.total = p.chunk = 60000;
+                        p.drop_at = drop;
+                        p.drop_count = count;
+                        p.sack = sack;
+                        p.ts = ts;
+                        p.ack_every = 1;
+                        rtx_tso += check_rtx_tso(p, m).rtx_tso_frames;
+                    }
+                EXPECT_GT(rtx_tso, 0u) << count << " lost, sack " << sack << " ts " << ts
+                                       << ": no retransmission left as a TSO frame";
+            }
+        }
+    }
+}
+
+// Two lost pieces with one segment between them that arrived: with SACK,
+// recovery's TSO frames stop at the segment the peer has (it is not sent
+// again), and the next piece is a frame of its own: still exactly the one by
+// one path's segments.
+TEST(MarsTxRun, RetransmissionTsoFrameSplitsAtADeliveredSegment)
+{
+    for (int32_t spare : {1, 3, 6}) {
+        for (bool ts : {true, false}) {
+            Plan p;
+            p.total = 150000;
+            p.drop_at = 14480 - 14480 % (ts ? 1448 : 1460);
+            p.drop_count = 12;
+            p.spare = spare;
+            p.ts = ts;
+            p.ack_every = 1;
+            const Outcome got = check_rtx_tso(p, Mode::kTso);
+            EXPECT_GT(got.rtx_tso_frames, 0u) << p.name();
+            // The segment that arrived went out once; the ones around it twice.
+            const uint32_t mss = ts ? 1448 : 1460;
+            std::map<uint32_t, int> sent; // relative sequence number -> transmissions
+            for (const auto &f : got.frames) {
+                Parsed q;
+                parse_frame(f.data(), f.size(), &q);
+                if (q.is_tcp && !q.payload.empty()) sent[q.seq - got.base]++;
+            }
+            const uint32_t at = uint32_t(p.drop_at) + uint32_t(spare) * mss;
+            EXPECT_EQ(sent[at], 1) << p.name() << ": the delivered segment was sent again";
+            EXPECT_EQ(sent[at - mss], 2) << p.name();
+            EXPECT_EQ(sent[at + mss], 2) << p.name();
+        }
+    }
+}
+
+// A TSO port with no large buffer, or one: the rest of a retransmission
+// run is segmented here (send_rtx_sw continues the run), the same segments.
+TEST(MarsTxRun, RetransmissionTsoWithoutLargeBuffersFallsBack)
+{
+    const uint32_t csum = kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    for (bool sack : {true, false}) {
+        Plan p;
+        p.total = p.chunk = 60000;
+        p.drop_at = (60000 / 1448 - 8) * 1448; // the last full segments: the timeout without SACK
+        p.drop_count = 8;
+        p.sack = sack;
+        p.ack_every = 1;
+        const Outcome ref = run(p, Mode::kOneByOne, csum);
+        uint64_t rtx_runs = 0;
+        for (uint32_t large : {0u, 1u}) {
+            const Outcome got = run(p, Mode::kTso, csum, large);
+            EXPECT_EQ(difference(ref, got), "") << p.name() << " large buffers " << large;
+            if (large == 0) {
+                EXPECT_EQ(got.rtx_tso_frames, 0u);
+            }
+            rtx_runs += got.rtx_run_segments;
+        }
+        EXPECT_GT(rtx_runs, 0u) << p.name();
+    }
+}
+
 TEST(MarsTxRun, DsackReportedInTheFirstSegment)
 {
     for (uint16_t mss : {1460, 1000, 536})
@@ -558,6 +690,110 @@ TEST(MarsTxRun, ByReferenceCloseWaitsForThePort)
     peer->poll();
     EXPECT_EQ(peer->rings().outstanding(), rings_before - 1);
     EXPECT_EQ(peer->port().external_changed, 0u);
+}
+
+// The stack's packet path allocates nothing (issue 11): eight connections
+// sending runs by reference (every one of them listed, in one pass, for the
+// port's references), or as TSO frames, the ACKs that clock them out, a
+// retransmission timeout and go-back-N's runs (TSO frames with TSO): no
+// operator new inside input(), poll() or the application's sends. The
+// lists a frame by reference joins are sized when the stack is made.
+TEST(MarsTxRun, PacketPathDoesNotAllocate)
+{
+    constexpr uint32_t kConns = 8, kSegs = 8;
+    for (const bool tso : {false, true}) {
+        SCOPED_TRACE(tso ? "TSO" : "by reference");
+        RawPeer::Options o;
+        o.stack.max_sockets = kConns + 1;
+        o.stack.tcp.timestamps = false;
+        o.offloads = kOffloadTxIpCsum | kOffloadTxTcpCsum | (tso ? kOffloadTxTcpSeg : kOffloadTxExternal);
+        auto peer = std::make_unique<RawPeer>(o);
+        FramePool large(64, 65535);
+        if (tso) peer->port().enable_tso(&large, 65535);
+        else peer->port().enable_external(false);
+        Stack &st = peer->stack();
+        SockId l = peer->listen(80);
+        RawPeer::Conn c[kConns];
+        SockId s[kConns];
+        uint32_t base[kConns];
+        TcpOptions syn = RawPeer::full_syn_options(0);
+        syn.ts.reset();
+        syn.sack_permitted = false; // a loss waits for the timeout: go-back-N
+        for (uint32_t i = 0; i < kConns; i++) {
+            std::string why;
+            s[i] = peer->open_passive(l, 80, uint16_t(40000 + i), &c[i], syn, &why);
+            ASSERT_NE(s[i], kNoSock) << why;
+            c[i].window = 65535; // scaled by 128: the window never limits
+            base[i] = c[i].stack_nxt;
+        }
+        peer->take();
+        peer->set_capture(false); // frames go back to the pool as they leave
+        SockInfo si{};
+        st.info(s[0], &si);
+        const uint32_t mss = si.snd_mss;
+        std::vector<uint8_t> data(kSegs * mss, 0x5c);
+        g_allocations = 0;
+        auto counted = [](auto &&step) {
+            g_count_allocations = true;
+            step();
+            g_count_allocations = false;
+        };
+        // The peer acknowledges up to `upto` bytes of connection i (built outside the count).
+        auto ack = [&](uint32_t i, uint64_t upto) {
+            c[i].stack_nxt = base[i] + uint32_t(upto);
+            const std::vector<uint8_t> b = build_tcp(peer->seg(c[i], kAck));
+            PacketRef f;
+            ASSERT_TRUE(peer->pool().get(&f));
+            std::memcpy(f.data, b.data(), b.size());
+            f.len = uint16_t(b.size());
+            f.room = 0;
+            f.flags = 0;
+            counted([&] { st.input(&f, 1, peer->now); });
+        };
+        uint64_t written = 0;
+        for (int round = 0; round < 6; round++) {
+            const bool lost = round == 3; // this round's first transmissions are all lost
+            uint64_t rtx_before[kConns];
+            for (uint32_t i = 0; i < kConns; i++) {
+                st.info(s[i], &si);
+                rtx_before[i] = si.total_retransmits;
+            }
+            const uint64_t start = written;
+            counted([&] {
+                for (uint32_t i = 0; i < kConns; i++)
+                    EXPECT_EQ(st.send(s[i], data.data(), data.size()), int64_t(data.size()));
+                st.poll(peer->now); // every connection sends its run in this one pass
+            });
+            written += data.size();
+            // Lost: nothing comes back until the timeout; go-back-N resends
+            // in runs (slow start), the peer acknowledging what each fills.
+            if (lost) peer->now += 2'000'000'000;
+            for (int k = 0; k < 64; k++) {
+                counted([&] { st.poll(peer->now); });
+                bool done = true;
+                for (uint32_t i = 0; i < kConns; i++) {
+                    st.info(s[i], &si);
+                    if (si.tx_unacked == 0 && si.bytes_out == written) continue;
+                    done = false;
+                    const uint64_t resent_to = start + (si.total_retransmits - rtx_before[i]) * mss;
+                    ack(i, lost ? std::min<uint64_t>(si.bytes_out, resent_to) : si.bytes_out);
+                }
+                if (done) break;
+                peer->now += 1'000'000;
+            }
+        }
+        for (uint32_t i = 0; i < kConns; i++) {
+            st.info(s[i], &si);
+            EXPECT_EQ(si.tx_unacked, 0u) << "connection " << i;
+            EXPECT_EQ(si.bytes_out, written) << "connection " << i;
+        }
+        const StackStats &stats = st.stats();
+        EXPECT_GT(static_cast<StackImpl &>(st).rtx_run_segments(), 0u) << "no retransmission run";
+        if (tso) EXPECT_GT(static_cast<StackImpl &>(st).rtx_tso_frames(), 0u) << "no retransmission TSO frame";
+        else EXPECT_GT(stats.tx_ref_frames, 0u) << "nothing went by reference";
+        EXPECT_EQ(g_allocations, 0u) << "the packet path allocated";
+        g_allocations = 0;
+    }
 }
 
 } // namespace
