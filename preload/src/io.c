@@ -87,6 +87,23 @@ static bool writable(void *arg)
     return !c || (eta_sock_events(c, s) & (POLLOUT | POLLERR | POLLHUP));
 }
 
+/* A blocked send's wait: writable, or an event for the socket was reaped
+ * since the send decided whether to watch. The engine's POLLOUT watch is
+ * one-shot and eta_watch() does not send one it believes still armed; an
+ * event it had not reaped yet (say the answer to the connect's watch, posted
+ * before this send filled the ring) consumes that watch and leaves the
+ * socket unwritable: the send must go round and arm a new one, not sleep on. */
+struct send_wait {
+    struct eta_sock *s;
+    uint32_t ev_seq;
+};
+
+static bool writable_or_event(void *arg)
+{
+    struct send_wait *w = arg;
+    return writable(w->s) || atomic_load_explicit(&w->s->ev_seq, memory_order_acquire) != w->ev_seq;
+}
+
 /* dti_recv_release() and dti_send_commit() refuse with -EAGAIN when the
  * context's command queue is full (a burst of work the engine has not caught
  * up with), and then nothing happened: the bytes stay borrowed / reserved.
@@ -437,8 +454,9 @@ static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt
             return sent ? (ssize_t)sent : fail(EAGAIN);
         if (!deadline && s->sndtimeo_ms >= 0)
             deadline = deadline_after(s->sndtimeo_ms);
+        struct send_wait sw = {s, atomic_load_explicit(&s->ev_seq, memory_order_acquire)};
         eta_watch(c, s, DTI_POLLOUT);
-        int w = eta_wait(c, writable, s, deadline, -1);
+        int w = eta_wait(c, writable_or_event, &sw, deadline, -1);
         if (w == -ETIMEDOUT)
             return sent ? (ssize_t)sent : fail(EAGAIN);
         if (w == -EINTR)
