@@ -30,6 +30,10 @@ grep -qx "ETA_LAB_PPE_IP=$first_ip" <<<"$env_out" || fail "env does not repeat u
 refused "a second 'up' of the same lab" "is already up" "$ETA_LAB" up --name "$first_name"
 addrs=$(ip -o addr show dev "$ETA_LAB_PPE_IFACE") || fail "cannot read the addresses of $ETA_LAB_PPE_IFACE"
 [[ "$addrs" != *"inet "* ]] || fail "the accelerated link has a kernel address: $addrs"
+# Nothing the host's kernel aims at the PPE's subnet may leave by its default
+# route: the lab gives it an unreachable route there.
+route=$(ip route get "$ETA_LAB_PEER_IP" 2>&1) && fail "the host routes to the PPE's peer $ETA_LAB_PEER_IP: $route"
+[[ "$route" == *"No route to host"* ]] || fail "the host's answer for $ETA_LAB_PEER_IP is not 'No route to host': $route"
 
 note "second lab down leaves nothing"
 # What an eta-ppe and programs under the shim leave in the lab's socket
@@ -41,6 +45,8 @@ touch "$second_sock" "$second_sock.stats" "$second_sock.net" "$second_sock.prelo
 [ ! -e "$(dirname "$second_sock")" ] || fail "the lab's socket directory $(dirname "$second_sock") survived down"
 netns_absent "$second_ns" || fail "namespace $second_ns survived down"
 link_absent "$second_iface" || fail "links of the second lab survived down"
+second_net=${second_ip%.*}.0/24
+[ -z "$(ip route show "$second_net")" ] || fail "the route to $second_net survived down: $(ip route show "$second_net")"
 
 note "the same lab up and down again"
 again=$("$ETA_LAB" up --name "t$$-second") || fail "the second lab did not come up a second time"
