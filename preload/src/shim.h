@@ -293,7 +293,12 @@ void eta_sock_release(struct eta_sock *s);
 /* ---- waiting ----------------------------------------------------------- */
 
 /* Makes the context report `mask` events of socket s (cached per socket).
- * 0, or libdti's error: -EAGAIN when the command queue stayed full. */
+ * 0, or libdti's error: -EAGAIN when the command queue stayed full.
+ * POLLOUT is one-shot in the engine, and a watch believed still armed is not
+ * sent again; an event not yet reaped may have consumed it. So a caller that
+ * then waits must end its wait on any event for s (s->ev_seq moving), not
+ * only on the state it wants, and call eta_watch() again: poll and epoll
+ * loops do so by their rounds, a blocked send by its predicate (io.c). */
 int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask);
 /* Reaps and dispatches everything pending in the context (events bump the
  * sockets' ev_seq). Returns entries reaped. */
