@@ -12,7 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -447,20 +451,16 @@ bool check_control_socket(const Config &c, std::string *error)
             return false;
         }
     }
-    // Another PPE already serving this socket?
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0); // what eta-ppe listens with
-    if (fd >= 0) {
-        sockaddr_un sa{};
-        sa.sun_family = AF_UNIX;
-        std::strncpy(sa.sun_path, c.socket.c_str(), sizeof sa.sun_path - 1);
-        bool live = connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0;
-        close(fd);
-        if (live) {
-            *error = where + "another eta-ppe is already serving " + c.socket + "; stop it or choose another socket";
-            return false;
-        }
-    }
-    return true;
+    // Another PPE already serving this socket? One that is exiting (killed,
+    // its mappings still being torn down) is waited for, a bounded time.
+    std::string why;
+    if (wait_for_socket_free(
+            c.socket, std::chrono::seconds(10),
+            [&](const std::string &note) { std::fprintf(stderr, "eta-ppe: %s%s\n", where.c_str(), note.c_str()); },
+            &why))
+        return true;
+    *error = where + why;
+    return false;
 }
 
 } // namespace
@@ -487,6 +487,139 @@ bool check_environment(const Config &c, bool *use_huge, std::string *error)
     case MemoryMode::kAuto: *use_huge = huge_ok; break;
     }
     return true;
+}
+
+// ---- who holds a control socket ---------------------------------------------
+
+HolderState process_state(pid_t pid, const std::string &proc_root)
+{
+    const std::string dir = proc_root + "/" + std::to_string(pid);
+    std::ifstream st(dir + "/stat");
+    std::string stat;
+    if (!st || !std::getline(st, stat)) return HolderState::kExiting; // reaped: what holds the socket is going too
+    // "PID (comm) S ppid pgrp session tty tpgid flags ...": comm may hold
+    // spaces and parentheses, so fields are counted from the last ')'.
+    const size_t rp = stat.rfind(')');
+    if (rp == std::string::npos) return HolderState::kServing; // unreadable: never taken for dying
+    std::istringstream rest(stat.substr(rp + 1));
+    std::string state;
+    long long ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = 0;
+    unsigned long long flags = 0;
+    rest >> state >> ppid >> pgrp >> session >> tty >> tpgid >> flags;
+    if (!rest) return HolderState::kServing;
+    constexpr unsigned long long kPfExiting = 0x4; // include/linux/sched.h
+    if (state == "Z" || state == "X" || state == "x" || (flags & kPfExiting)) return HolderState::kExiting;
+    // SIGKILL pending, for the thread or the whole process: it is about to exit.
+    std::ifstream status(dir + "/status");
+    for (std::string line; std::getline(status, line);) {
+        if (line.rfind("SigPnd:", 0) != 0 && line.rfind("ShdPnd:", 0) != 0) continue;
+        const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+        if (mask & (1ull << (SIGKILL - 1))) return HolderState::kExiting;
+    }
+    if (state == "T" || state == "t") return HolderState::kStopped;
+    return HolderState::kServing;
+}
+
+SocketHolder probe_socket_holder(const std::string &path, const std::string &proc_root)
+{
+    SocketHolder h;
+    // What eta-ppe listens with. Non-blocking: a holder that does not accept
+    // (stopped, dying) with a full queue must not hang the probe.
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return h; // cannot probe: bind() will say what is wrong
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
+    if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0) {
+        const int err = errno;
+        close(fd);
+        // EAGAIN: a listener whose queue is full (it does not accept).
+        if (err == EAGAIN) h.state = HolderState::kUnknown;
+        return h; // ENOENT, ECONNREFUSED (a stale file): free
+    }
+    ucred cr{};
+    socklen_t len = sizeof cr;
+    const bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.pid > 0;
+    close(fd);
+    if (!known) {
+        h.state = HolderState::kUnknown; // a listener in another PID namespace
+        return h;
+    }
+    h.pid = cr.pid;
+    h.name = read_first_line(proc_root + "/" + std::to_string(cr.pid) + "/comm");
+    h.state = process_state(cr.pid, proc_root);
+    return h;
+}
+
+namespace {
+
+std::string holder_label(const SocketHolder &h)
+{
+    if (h.pid == 0) return "a process this PID namespace cannot see";
+    return (h.name.empty() ? std::string("process") : h.name) + " (pid " + std::to_string(h.pid) + ")";
+}
+
+std::string duration_words(std::chrono::milliseconds d)
+{
+    if (d.count() < 1000) return std::to_string(d.count()) + " ms";
+    return std::to_string(d.count() / 1000) + " s";
+}
+
+// The sentence for a holder eta-ppe will not wait for.
+std::string refusal(const SocketHolder &h, const std::string &path)
+{
+    const std::string pid = std::to_string(h.pid);
+    switch (h.state) {
+    case HolderState::kServing:
+        return "another " + holder_label(h) + " is already serving " + path + "; stop it (kill " + pid +
+               ") or choose another socket";
+    case HolderState::kStopped:
+        return holder_label(h) + ", which serves " + path +
+               ", is stopped (SIGSTOP or a debugger); continue it (kill -CONT " + pid + "), stop it (kill " + pid +
+               ") or choose another socket";
+    default:
+        if (h.pid == 0)
+            return "another process listens on " + path +
+                   " (outside this PID namespace, or it accepts no connections); stop it or choose another socket";
+        return holder_label(h) + " holds " + path + "; stop it or choose another socket";
+    }
+}
+
+} // namespace
+
+bool wait_for_socket_free(const std::string &path, std::chrono::milliseconds max_wait,
+                          const std::function<void(const std::string &)> &note, std::string *error,
+                          const std::string &proc_root)
+{
+    const SocketHolder first = probe_socket_holder(path, proc_root);
+    if (first.state == HolderState::kFree) return true;
+    if (first.state != HolderState::kExiting) {
+        *error = refusal(first, path);
+        return false;
+    }
+    if (note)
+        note("waiting for " + holder_label(first) + ", which is exiting, to release " + path + " (at most " +
+             duration_words(max_wait) + ")");
+    // Nothing signals the socket's release (it can outlive the process), so
+    // this looks again every 20 ms, bounded by max_wait.
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    for (;;) {
+        const SocketHolder h = probe_socket_holder(path, proc_root);
+        if (h.state == HolderState::kFree) return true;
+        // Another process took the socket meanwhile (not the one exiting,
+        // whose pid, once reaped, may be reused by anything).
+        if (h.pid != first.pid && h.state != HolderState::kExiting) {
+            *error = refusal(h, path);
+            return false;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            *error = holder_label(first) + " is exiting but still holds " + path + " after " +
+                     duration_words(max_wait) + "; wait until it is gone (ps -p " + std::to_string(first.pid) +
+                     ") and start eta-ppe again";
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
 }
 
 bool pin_thread(int pu, std::string *error)

@@ -4,6 +4,10 @@
 
 #include "config.h"
 
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +54,46 @@ int device_numa_node(const std::string &device);
 // hugepages. Creates the socket's directory when missing. `use_huge` gets
 // the memory decision for memory = "auto".
 bool check_environment(const Config &c, bool *use_huge, std::string *error);
+
+// ---- who holds a control socket -------------------------------------------
+// A PPE killed with SIGKILL keeps its control socket listening while the
+// kernel tears down its (large) mappings, and a listener can outlive its
+// process a little longer (io_uring's deferred teardown). eta-ppe starting
+// then must tell that dying holder from a live one.
+
+enum class HolderState {
+    kFree,    // nobody listens on the path (no file, or a stale one)
+    kServing, // a live process listens: refuse at once
+    kStopped, // the listener is stopped (SIGSTOP, a debugger): alive, refuse at once
+    kExiting, // the listener is a zombie, exiting, has SIGKILL pending, or is gone: wait for it
+    kUnknown, // someone listens, but not from this PID namespace (no pid): refuse
+};
+
+struct SocketHolder {
+    HolderState state = HolderState::kFree;
+    pid_t pid = 0;    // the process that called listen() (SO_PEERCRED), 0 when unknown
+    std::string name; // its /proc/PID/comm ("eta-ppe"), empty when it is gone
+};
+
+// The state of process `pid` as /proc says (proc_root: "/proc"; tests give a
+// directory of hand-made PID/stat and PID/status files): kExiting when its
+// entry is gone, it is a zombie (Z, X), its flags carry PF_EXITING or
+// SIGKILL is pending for it; kStopped for T or t; kServing otherwise.
+HolderState process_state(pid_t pid, const std::string &proc_root = "/proc");
+
+// Connects to the AF_UNIX SOCK_SEQPACKET socket at `path` (what eta-ppe
+// listens with) and, when someone answers, finds the listener through
+// SO_PEERCRED and classifies it with process_state.
+SocketHolder probe_socket_holder(const std::string &path, const std::string &proc_root = "/proc");
+
+// true when `path` is free for a new eta-ppe. A holder that is exiting is
+// waited for, at most `max_wait` (note() is told once, with a sentence
+// naming it and its pid, when the wait begins); a live, stopped or unknown
+// holder is refused at once. false + *error (naming the holder's pid, what
+// to do) otherwise.
+bool wait_for_socket_free(const std::string &path, std::chrono::milliseconds max_wait,
+                          const std::function<void(const std::string &)> &note, std::string *error,
+                          const std::string &proc_root = "/proc");
 
 // Free hugepage memory in MiB (all sizes), from /proc/meminfo and sysfs.
 uint64_t free_hugepage_mb();

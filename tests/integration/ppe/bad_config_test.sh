@@ -91,19 +91,32 @@ out=$(timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-
 grep -qF 'needs root or CAP_NET_RAW' <<<"$out" || fail "no permission message: $out"
 echo "ok  no_permission: $out"
 
-note "a second eta-ppe on a live socket is refused"
-# A listening UNIX socket stands in for a running PPE.
-python3 - "$sock" <<'PY' &
-import os, socket, sys, time
+note "a second eta-ppe on a live socket is refused, naming the holder's pid; a stopped holder too"
+# A listening UNIX socket stands in for a running PPE; it listens until killed.
+python3 - "$sock" > "$work/holder.out" <<'PY' &
+import os, signal, socket, sys
 os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.bind(sys.argv[1]); s.listen(1)
-print("up", flush=True); time.sleep(20)
+print("up", flush=True)
+while True: signal.pause()
 PY
 holder=$!
-on_exit "kill $holder"
-wait_until 10 test -S "$sock" || fail "the stand-in socket did not appear"
+on_exit "kill -CONT $holder; kill $holder"
+wait_until 30 grep -qx up "$work/holder.out" || fail "the stand-in socket did not listen"
 rc=0
 out=$(timeout 30 "$ETA_PPE" --config "$work/good.toml" --check 2>&1) || rc=$?
-[ "$rc" -ne 0 ] && grep -qF 'another eta-ppe is already serving' <<<"$out" || fail "live socket not detected: $out"
+[ "$rc" -ne 0 ] && grep -qF "(pid $holder) is already serving $sock" <<<"$out" || fail "live socket not detected: $out"
+echo "ok  live holder: $out"
+# Stopped is alive: refused at once (no wait), saying how to continue it.
+kill -STOP "$holder"
+wait_until 30 grep -q '^State:.*T' "/proc/$holder/status" || fail "the stand-in did not stop"
+rc=0
+out=$(timeout 30 "$ETA_PPE" --config "$work/good.toml" --check 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && grep -qF "(pid $holder), which serves $sock, is stopped" <<<"$out" &&
+    grep -qF "kill -CONT $holder" <<<"$out" || fail "stopped holder not named: $out"
+[[ "$out" != *"waiting for"* ]] || fail "eta-ppe waited for a stopped holder as if it were exiting: $out"
+echo "ok  stopped holder: $out"
+kill -CONT "$holder"
 kill "$holder"
+wait "$holder" 2>/dev/null || true
 echo "PASS"
