@@ -7,6 +7,8 @@
 #                               PPE_REAL_PID; killed by PID at exit
 #   ppe_stop                    SIGTERM, bounded wait; fails unless it exits 0 with no
 #                               sanitizer report (UBSan, ASan) in its log
+#   ppe_kill9                   SIGKILL to eta-ppe itself (PPE_REAL_PID, not its wrapper);
+#                               returns once that process is gone (bounded), wrapper reaped
 #   ppe_stat ARGS...            eta-stat for the lab's socket
 #   ppe_json EXPR / ppe_true COND   a value of / a condition over eta-stat --json (as d)
 # eta-ppe's log goes to $work/ppe.log.
@@ -46,6 +48,16 @@ ppe_stop() {
     fi
 }
 
+# A killed eta-ppe goes on exiting for a while (its mappings torn down, its
+# control socket still open); the next one must not be started meanwhile.
+# Waits for the process itself, not for its `timeout` wrapper; the bound is
+# far above any honest exit (a slow machine's teardown takes seconds).
+ppe_kill9() {
+    kill -KILL "$PPE_REAL_PID"
+    wait_until 120 test ! -e "/proc/$PPE_REAL_PID" ||
+        fail "eta-ppe (pid $PPE_REAL_PID) was still there 120 s after SIGKILL: $(cat "/proc/$PPE_REAL_PID/status" 2>&1 | head -3)"
+    wait "$PPE_PID" 2>/dev/null || true
+}
 
 ppe_stat() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" "$@"; }
 

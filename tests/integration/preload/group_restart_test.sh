@@ -118,12 +118,12 @@ read -r -a prefork_kids <<<"$(sed -n 's/^serving //p' "$work/prefork.log")"
 # pids that answered, one a line (in $work/pids.PORT).
 pids_serving() {
     local port=$1 n=$2
-    peer timeout 60 "$PY" -c "
+    peer timeout 120 "$PY" -c "
 import socket, sys
 from concurrent.futures import ThreadPoolExecutor
 def one(_):
     try:
-        s = socket.create_connection(('$H', $port), timeout=5); s.sendall(b'x')
+        s = socket.create_connection(('$H', $port), timeout=30); s.sendall(b'x')
         return s.recv(100).decode()
     except OSError:
         return ''
@@ -135,12 +135,12 @@ print('unanswered', got.count(''), file=sys.stderr)" > "$work/pids.$port" 2>"$wo
 # served them since log line $1.
 nginx_served() {
     local from=$1
-    peer timeout 60 "$PY" -c "
+    peer timeout 120 "$PY" -c "
 import socket
 from concurrent.futures import ThreadPoolExecutor
 def one(_):
     try:
-        s = socket.create_connection(('$H', 8084), timeout=5)
+        s = socket.create_connection(('$H', 8084), timeout=30)
         s.sendall(b'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
         return b'hello' in s.makefile('rb').read()
     except OSError:
@@ -168,8 +168,7 @@ check_groups() {
 }
 
 check_groups "before the restart"
-kill -KILL "$PPE_REAL_PID"
-wait "$PPE_PID" 2>/dev/null || true
+ppe_kill9 # waits until eta-ppe itself is gone
 ppe_start "$work/ppe.toml"
 # Each process re-attaches at its next wait (within its backoff, at most 1 s).
 wait_until 20 bash -c "[ \$(grep -c 're-attached to the PPE' '$work/prefork.log') -ge 4 ]" ||

@@ -372,6 +372,8 @@ import socket; s = socket.create_connection(('$H', 8096)); s.sendall(b'uv'); pri
     a_pid=$(child_of "$mca_pid") p_pid=$(child_of "$mcp_pid") u_pid=$(child_of "$uv_pid")
     ppe_real=$(child_of "$ppe_pid")
     kill -KILL "$ppe_real"
+    # eta-ppe itself (not its `timeout` wrapper) gone before anything else: bounded.
+    wait_until 120 test ! -e "/proc/$ppe_real" || fail "eta-ppe (pid $ppe_real) was still there 120 s after SIGKILL"
     wait_until 20 grep -q "the PPE has gone" "$work/l11" || { cat "$work/l11"; fail "memcached did not notice the PPE going"; }
     alive() { kill -0 "$1" 2>/dev/null || { cat "$3"; fail "$2 died when the PPE went"; }; }
     alive "$a_pid" "memcached (INADDR_ANY)" "$work/l10"

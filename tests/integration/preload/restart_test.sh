@@ -130,8 +130,7 @@ _bg_pids+=("$held_pid")
 wait_until 10 grep -q open "$work/held.out" || fail "held redis connection did not open"
 
 for cycle in $(seq 1 "$CYCLES"); do
-    kill -KILL "$PPE_REAL_PID"
-    wait "$PPE_PID" 2>/dev/null || true
+    ppe_kill9 # waits until eta-ppe itself is gone
     wait_until 20 grep -q "the PPE has gone" "$work/redis.log" || { cat "$work/redis.log"; fail "cycle $cycle: redis did not notice the PPE going"; }
     alive "cycle $cycle, PPE killed"
     if [ "$cycle" -eq 1 ]; then
