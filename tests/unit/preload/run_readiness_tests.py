@@ -45,7 +45,7 @@ def main():
             env.pop(k, None)
         for name in a.scenarios:
             try:
-                p = subprocess.run([a.prog, name], env=env, capture_output=True, text=True, timeout=90)
+                p = subprocess.run([a.prog, name], env=env, capture_output=True, text=True, timeout=180)  # a hang guard; each program bounds its own waits
                 # The warnings a scenario must give, each exactly once; no others.
                 expected = EXPECTED_WARNINGS.get(name, [])
                 warned = [ln for ln in p.stderr.splitlines() if "warning:" in ln]
