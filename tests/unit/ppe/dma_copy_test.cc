@@ -82,8 +82,11 @@ TEST(DmaCopyEngine, MissingDeviceNamesWhatDpdkFound)
 // loss and reordering so the slow path drains copies in flight too.
 TEST(DmaCopyEngine, StackReceivesThroughTheDeviceByteExact)
 {
-    // copy_drain_polls as eta-ppe's: the device is a thread on a busy machine.
-    mars::sim::SimNetConfig cfg = lossy_wire_receiving_through(g_dma.get(), 1u << 26);
+    // copy_drain_polls as eta-ppe's; the device is a thread that a busy
+    // machine can deschedule for longer than any count of polls: Patient
+    // waits for its completions instead (no stall is injected here).
+    Patient device(g_dma.get());
+    mars::sim::SimNetConfig cfg = lossy_wire_receiving_through(&device, 1u << 26);
     cfg.b.stack.strands = 8;
     cfg.b.stack.prefetch = true;
     DeviceTransfer t(cfg);
@@ -93,6 +96,8 @@ TEST(DmaCopyEngine, StackReceivesThroughTheDeviceByteExact)
     EXPECT_GE(st.copy_bytes_offloaded, 256u * st.copies_offloaded);
     EXPECT_EQ(st.copy_fallback_error, 0u);
     EXPECT_EQ(st.copy_fallback_device_gone, 0u);
+    EXPECT_EQ(st.copy_fallback_stalled, 0u) << "a wait for the device gave up though it never stalled";
+    EXPECT_FALSE(device.gave_up()) << "the device completed nothing for " << Patient::kPatience.count() << " s";
     std::printf("through dma_skeleton: %llu copies, %llu bytes; core: ring full %llu, stalled %llu, "
                 "below threshold %llu, ring wrap %llu\n",
                 (unsigned long long)st.copies_offloaded, (unsigned long long)st.copy_bytes_offloaded,

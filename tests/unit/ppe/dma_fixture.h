@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,6 +84,69 @@ inline std::vector<mars::CopyCompletion> drain(mars::CopyEngine &e, size_t n,
     }
     return got;
 }
+
+// TEST FIXTURE: the device as a stack should see it when the verdict must
+// not depend on scheduling. dma_skeleton's "device" is a thread; on a busy
+// machine it can be descheduled for longer than any count of empty polls
+// (the stack's stall detector counts polls, not time), and a test that does
+// not inject a stall then sees one ("stalled 2, device gone 1350"). Patient
+// forwards everything to the engine, but a second empty poll in a row (the
+// stack waiting for copies: nothing submitted or rung since the last) while
+// copies are in flight on a device that will complete them waits for the
+// first completion (an event), bounded far above any honest delay; a single
+// empty poll still answers at once, so copies stay in flight across the
+// stack's other work as they would on hardware. A device
+// told to stall (`stalls`: the test injected stall@N, and it has hit) is
+// passed through untouched, so the stack's detector still meets a real stall.
+class Patient final : public mars::CopyEngine {
+  public:
+    explicit Patient(ppe::DmaCopyEngine *e, bool stalls = false) : e_(e), stalls_(stalls) {}
+    const char *name() const override { return e_->name(); }
+    bool submit(void *dst, const void *src, uint32_t len, uint64_t marker, mars::CopyFallback *why) override
+    {
+        empty_ = 0;
+        return e_->submit(dst, src, len, marker, why);
+    }
+    void doorbell() override
+    {
+        empty_ = 0;
+        e_->doorbell();
+    }
+    uint16_t poll(mars::CopyCompletion *out, uint16_t max) override
+    {
+        uint16_t k = e_->poll(out, max);
+        if (k) empty_ = 0;
+        if (k || max == 0 || gave_up_ || !waits() || empty_++ == 0) return k;
+        const auto deadline = std::chrono::steady_clock::now() + kPatience;
+        while (!(k = e_->poll(out, max)) && waits()) {
+            if (std::chrono::steady_clock::now() >= deadline) {
+                gave_up_ = true; // from here on it passes through: the detector decides
+                break;
+            }
+            std::this_thread::yield(); // the device's thread may share this core
+        }
+        if (k) empty_ = 0;
+        return k;
+    }
+    uint32_t outstanding() const override { return e_->outstanding(); }
+    void abandon() override { e_->abandon(); }
+
+    // The device did not complete a copy within kPatience: a real stall
+    // where none was injected. Tests that inject none expect false.
+    bool gave_up() const { return gave_up_; }
+    static constexpr std::chrono::seconds kPatience{60};
+
+  private:
+    // Copies in flight that the device will complete.
+    bool waits() const
+    {
+        return e_->outstanding() > 0 && !e_->abandoned() && !e_->lost() && !(stalls_ && e_->fault_hits() > 0);
+    }
+    ppe::DmaCopyEngine *e_;
+    bool stalls_;
+    bool gave_up_ = false;
+    uint32_t empty_ = 0; // empty polls in a row, nothing submitted or rung between
+};
 
 // Memory the way an application's DTI region is made: a shared memfd
 // mapping, unknown to DPDK.
