@@ -329,7 +329,7 @@ TEST(RecoveryWindow, NeverOffersMoreThanTheOutOfOrderShareHolds)
     EXPECT_EQ(in.rx_readable, 2000u + 1000u + 8 * 1000u);
 }
 
-// ---- Issue 35: the end of recovery ----
+// ---- Issue 35: the ISN's half of sequence space, and the end of recovery ----
 
 // A connection accepted with a chosen initial sequence number. RFC 6528's
 // ISN is a keyed hash of the 4-tuple plus a 4-microsecond clock: a first
@@ -405,11 +405,70 @@ class AtIsn {
         t.opts.sack = std::move(sack);
         peer->inject(t);
     }
+    // A recovery episode on segs (all sent at once): the first arrives, the
+    // second is lost, the next three arrive. The peer's ACK acknowledges the
+    // first and SACKs the three: RACK (no reordering seen, three
+    // segments SACKed: reordering window 0) finds the third lost on that
+    // ACK, and its retransmission must leave with it. Then everything is
+    // acknowledged, and whatever that lets out until nothing is left.
+    void episode(const std::vector<Parsed> &segs, const char *what)
+    {
+        ASSERT_GE(segs.size(), 5u) << what << " (cwnd " << info().cwnd << ")";
+        peer->advance(kRtt);
+        ack(segs[1].seq, {{segs[2].seq, end_of(segs[4])}});
+        auto resent = take_data();
+        ASSERT_FALSE(resent.empty()) << what << ": the loss was not found on the ACK (ISN " << std::hex << isn
+                                     << "): RACK's reordering window was not 0 (RFC 8985 6.2)";
+        EXPECT_EQ(resent[0].seq, segs[1].seq) << what;
+        EXPECT_EQ(resent[0].payload, segs[1].payload) << what;
+        peer->advance(kRtt);
+        ack(end_of(segs.back()));
+        // Bounded: a write is at most a few windows.
+        for (int round = 0; round < 100 && info().tx_unacked; round++) {
+            peer->advance(kRtt);
+            for (auto &g : take_data()) ack(end_of(g));
+        }
+        EXPECT_EQ(info().tx_unacked, 0u) << what;
+    }
+
     std::unique_ptr<RawPeer> peer;
     RawPeer::Conn c;
     SockId s = kNoSock;
     uint32_t isn = 0;
 };
+
+class RackAtIsn : public ::testing::TestWithParam<uint32_t> {};
+
+// RFC 8985 6.2: without reordering seen, three SACKed segments above a hole
+// make the reordering window 0, so the hole is lost on that ACK. RACK
+// looks for reordering when an ACK moves snd_una: was something above the
+// old snd_una delivered already? Its forward-most delivered marker started
+// at 0 and moved only by a wrap-around comparison, so with an ISN in the
+// upper half of sequence space it never moved, every such ACK looked like
+// reordering, and the hole waited for RACK's timer (issue 35). Two
+// episodes: the second after ACKs that moved snd_una on the fast path.
+TEST_P(RackAtIsn, ALossIsFoundOnTheAckWhateverTheIsn)
+{
+    AtIsn a(GetParam(), true);
+    if (HasFailure()) return;
+    ASSERT_EQ(a.isn, GetParam()) << "the fixture did not reach the ISN asked for";
+    const uint32_t mss = a.info().snd_mss;
+    auto first = a.write(10 * mss, 21);
+    ASSERT_EQ(first.size(), 10u);
+    a.episode(first, "first episode");
+    if (HasFatalFailure()) return;
+    // The ACKs after it took the fast path (snd_una moved without RACK).
+    auto second = a.write(10 * mss, 22); // cwnd = ssthresh: 5 segments
+    a.episode(second, "second episode");
+    EXPECT_EQ(a.st().stats().tcp_timeouts, 0u);
+    EXPECT_EQ(a.st().stats().tcp_fast_retransmits, 2u);
+}
+
+// Lower half, upper half, the 2^31 boundary crossed during the transfer,
+// and the 2^32 wrap crossed during the transfer.
+INSTANTIATE_TEST_SUITE_P(Isns, RackAtIsn,
+                         ::testing::Values(0x00001000u, 0x40000000u, 0x7ffff000u, 0x80000100u, 0xc0000000u,
+                                           0xfffff000u, 0xffffff00u));
 
 // Recovery that ends with nothing in flight (everything acked at once):
 // cwnd must not collapse to one segment. RFC 6937 3 ends PRR's recovery at
