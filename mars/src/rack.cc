@@ -76,6 +76,11 @@ void StackImpl::rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt)
             r.valid = true;
         }
     };
+    // Unless something above the old snd_una was SACKed, the forward-most
+    // delivered byte is the old snd_una (fack itself may be stale by any
+    // amount, or never set: comparing it would find reordering on half of
+    // all ISNs).
+    if (!r.fack_ahead) r.fack = old_una;
     // The byte at the old snd_una was never SACKed: if it was sent once and
     // something above it had been delivered already, it came late.
     if (before(old_una, s.snd_una) && before(old_una, r.fack) && r.valid) {
@@ -87,6 +92,7 @@ void StackImpl::rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt)
     if (before(r.fack, s.snd_una)) r.fack = s.snd_una;
     const uint32_t high = s.sack.high_sacked(s.snd_una);
     if (before(r.fack, high)) r.fack = high;
+    r.fack_ahead = before(s.snd_una, r.fack);
 }
 
 // RFC 8985 6.2 step 5: marks what was sent before RACK's reference and has

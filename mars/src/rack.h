@@ -74,8 +74,13 @@ struct RackVars {
     uint32_t xmit_us = 0;   // RACK.xmit_ts: latest transmission known delivered
     uint32_t end_seq = 0;   // RACK.end_seq of that transmission
     uint64_t rtt_ns = 0;    // RACK.rtt
-    uint32_t fack = 0;      // highest sequence number delivered (ACKed or SACKed)
+    uint32_t fack = 0;      // highest sequence number delivered (ACKed or SACKed); see fack_ahead
     bool valid = false;     // xmit_us/end_seq/rtt_ns are set
+    // fack is above snd_una (something beyond the cumulative ACK was SACKed).
+    // Otherwise fack stands for snd_una, whatever it holds: it starts before
+    // the ISN is known, and the fast path moves snd_una without touching it,
+    // so a wrap-around comparison with it would mean nothing (issue 35).
+    bool fack_ahead = false;
     bool reordering_seen = false;
     uint8_t reo_wnd_mult = 1;     // RFC 8985 6.2 step 4, raised by D-SACKs
     uint8_t recoveries_left = 16; // recoveries before reo_wnd_mult resets

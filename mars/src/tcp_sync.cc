@@ -248,8 +248,13 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
             if (seq_ge(ack, s.recover)) {
                 s.flags &= ~kFInRecovery;
                 s.cca->on_recovery_exit(s.cc, now_ns_);
-                // RFC 6582 3.2 step 6: deflate to min(ssthresh, FlightSize + SMSS).
-                s.cc.cwnd = std::min(s.cc.ssthresh, (s.snd_max - s.snd_una) + s.mss);
+                // Recovery ends (mars/README.md "End of recovery"). SACK
+                // (PRR, RFC 6937 3): cwnd = ssthresh. NewReno (RFC 6582 3.2
+                // step 6, option 1): min(ssthresh, max(FlightSize, SMSS) +
+                // SMSS). Never FlightSize + SMSS alone: with nothing in
+                // flight that is one segment (issue 35).
+                const uint32_t flight = s.snd_max - s.snd_una;
+                s.cc.cwnd = sack_ok ? s.cc.ssthresh : std::min(s.cc.ssthresh, std::max(flight, s.mss) + s.mss);
                 s.cc.cwnd = std::max(s.cc.cwnd, s.mss);
             } else if (!sack_ok) {
                 // NewReno partial ACK: the next hole is lost too; resend it,

@@ -329,5 +329,197 @@ TEST(RecoveryWindow, NeverOffersMoreThanTheOutOfOrderShareHolds)
     EXPECT_EQ(in.rx_readable, 2000u + 1000u + 8 * 1000u);
 }
 
+// ---- Issue 35: the ISN's half of sequence space, and the end of recovery ----
+
+// A connection accepted with a chosen initial sequence number. RFC 6528's
+// ISN is a keyed hash of the 4-tuple plus a 4-microsecond clock: a first
+// stack shows the hash part for this 4-tuple, a second one (same key, same
+// 4-tuple) waits on virtual time until its clock puts the ISN where wanted.
+class AtIsn {
+  public:
+    AtIsn(uint32_t want_isn, bool sack)
+    {
+        constexpr uint64_t kIsnTickNs = 4000; // RFC 6528: M ticks every 4 us
+        uint32_t isn_at_start;
+        {
+            RawPeer probe(options());
+            Conn pc;
+            std::string why;
+            SockId pl = probe.listen(80);
+            if (probe.open_passive(pl, 80, 40000, &pc, syn_options(sack), &why) == kNoSock) {
+                ADD_FAILURE() << why;
+                return;
+            }
+            isn_at_start = pc.stack_nxt - 1;
+        }
+        peer = std::make_unique<RawPeer>(options());
+        const uint32_t ticks = want_isn - isn_at_start; // modulo 2^32
+        if (ticks) peer->advance(uint64_t(ticks) * kIsnTickNs);
+        SockId l = peer->listen(80);
+        std::string why;
+        s = peer->open_passive(l, 80, 40000, &c, syn_options(sack), &why);
+        if (s == kNoSock) {
+            ADD_FAILURE() << why;
+            return;
+        }
+        peer->take_conn(c);
+        isn = c.stack_nxt - 1;
+    }
+    static RawPeer::Options options()
+    {
+        RawPeer::Options o;
+        o.handshake_rtt_ns = kRtt; // min RTT 20 ms: RACK's reordering window is 5 ms
+        return o;
+    }
+    static TcpOptions syn_options(bool sack)
+    {
+        TcpOptions o = RawPeer::full_syn_options(0);
+        o.sack_permitted = sack;
+        return o;
+    }
+    Stack &st() { return peer->stack(); }
+    SockInfo info()
+    {
+        SockInfo in{};
+        EXPECT_EQ(st().info(s, &in), 0);
+        return in;
+    }
+    std::vector<Parsed> take_data()
+    {
+        auto v = peer->take_conn(c);
+        v.erase(std::remove_if(v.begin(), v.end(), [](const Parsed &g) { return g.payload.empty(); }), v.end());
+        return v;
+    }
+    std::vector<Parsed> write(size_t n, uint8_t seed)
+    {
+        auto data = bytes(n, seed);
+        EXPECT_EQ(st().send(s, data.data(), data.size()), int64_t(data.size()));
+        peer->poll();
+        return take_data();
+    }
+    void ack(uint32_t a, std::vector<std::pair<uint32_t, uint32_t>> sack = {})
+    {
+        Conn x = c;
+        x.stack_nxt = a;
+        TcpSpec t = peer->seg(x, kAck);
+        t.opts.sack = std::move(sack);
+        peer->inject(t);
+    }
+    // A recovery episode on segs (all sent at once): the first arrives, the
+    // second is lost, the next three arrive. The peer's ACK acknowledges the
+    // first and SACKs the three: RACK (no reordering seen, three
+    // segments SACKed: reordering window 0) finds the third lost on that
+    // ACK, and its retransmission must leave with it. Then everything is
+    // acknowledged, and whatever that lets out until nothing is left.
+    void episode(const std::vector<Parsed> &segs, const char *what)
+    {
+        ASSERT_GE(segs.size(), 5u) << what << " (cwnd " << info().cwnd << ")";
+        peer->advance(kRtt);
+        ack(segs[1].seq, {{segs[2].seq, end_of(segs[4])}});
+        auto resent = take_data();
+        ASSERT_FALSE(resent.empty()) << what << ": the loss was not found on the ACK (ISN " << std::hex << isn
+                                     << "): RACK's reordering window was not 0 (RFC 8985 6.2)";
+        EXPECT_EQ(resent[0].seq, segs[1].seq) << what;
+        EXPECT_EQ(resent[0].payload, segs[1].payload) << what;
+        peer->advance(kRtt);
+        ack(end_of(segs.back()));
+        // Bounded: a write is at most a few windows.
+        for (int round = 0; round < 100 && info().tx_unacked; round++) {
+            peer->advance(kRtt);
+            for (auto &g : take_data()) ack(end_of(g));
+        }
+        EXPECT_EQ(info().tx_unacked, 0u) << what;
+    }
+
+    std::unique_ptr<RawPeer> peer;
+    RawPeer::Conn c;
+    SockId s = kNoSock;
+    uint32_t isn = 0;
+};
+
+class RackAtIsn : public ::testing::TestWithParam<uint32_t> {};
+
+// RFC 8985 6.2: without reordering seen, three SACKed segments above a hole
+// make the reordering window 0, so the hole is lost on that ACK. RACK
+// looks for reordering when an ACK moves snd_una: was something above the
+// old snd_una delivered already? Its forward-most delivered marker started
+// at 0 and moved only by a wrap-around comparison, so with an ISN in the
+// upper half of sequence space it never moved, every such ACK looked like
+// reordering, and the hole waited for RACK's timer (issue 35). Two
+// episodes: the second after ACKs that moved snd_una on the fast path.
+TEST_P(RackAtIsn, ALossIsFoundOnTheAckWhateverTheIsn)
+{
+    AtIsn a(GetParam(), true);
+    if (HasFailure()) return;
+    ASSERT_EQ(a.isn, GetParam()) << "the fixture did not reach the ISN asked for";
+    const uint32_t mss = a.info().snd_mss;
+    auto first = a.write(10 * mss, 21);
+    ASSERT_EQ(first.size(), 10u);
+    a.episode(first, "first episode");
+    if (HasFatalFailure()) return;
+    // The ACKs after it took the fast path (snd_una moved without RACK).
+    auto second = a.write(10 * mss, 22); // cwnd = ssthresh: 5 segments
+    a.episode(second, "second episode");
+    EXPECT_EQ(a.st().stats().tcp_timeouts, 0u);
+    EXPECT_EQ(a.st().stats().tcp_fast_retransmits, 2u);
+}
+
+// Lower half, upper half, the 2^31 boundary crossed during the transfer,
+// and the 2^32 wrap crossed during the transfer.
+INSTANTIATE_TEST_SUITE_P(Isns, RackAtIsn,
+                         ::testing::Values(0x00001000u, 0x40000000u, 0x7ffff000u, 0x80000100u, 0xc0000000u,
+                                           0xfffff000u, 0xffffff00u));
+
+// Recovery that ends with nothing in flight (everything acked at once):
+// cwnd must not collapse to one segment. RFC 6937 3 ends PRR's recovery at
+// ssthresh; RFC 6582 3.2 step 6 (NewReno) at min(ssthresh, max(FlightSize,
+// SMSS) + SMSS). MARS set min(ssthresh, FlightSize + SMSS): one segment, and
+// a 10,000-byte write then went one segment per round trip (issue 35).
+TEST(RecoveryExit, WithNothingInFlightSackRecoveryEndsAtSsthresh)
+{
+    AtIsn a(0x12345678u, true);
+    if (HasFailure()) return;
+    const uint32_t mss = a.info().snd_mss;
+    auto segs = a.write(10 * mss, 31);
+    ASSERT_EQ(segs.size(), 10u);
+    a.peer->advance(kRtt);
+    a.ack(segs[0].seq, {{segs[1].seq, end_of(segs[9])}});
+    auto resent = a.take_data();
+    ASSERT_FALSE(resent.empty());
+    EXPECT_EQ(resent[0].seq, segs[0].seq);
+    const uint32_t ssthresh = a.info().ssthresh;
+    a.peer->advance(kRtt);
+    a.ack(end_of(segs[9])); // recovery ends: nothing in flight
+    EXPECT_EQ(a.info().tx_unacked, 0u);
+    EXPECT_EQ(a.info().cwnd, ssthresh) << "RFC 6937: cwnd = ssthresh at the end of recovery";
+    ASSERT_GE(ssthresh, 10'000u) << "the workload assumes ssthresh holds a 10,000-byte write";
+    auto next = a.write(10'000, 32);
+    uint32_t sent = 0;
+    for (auto &g : next) sent += uint32_t(g.payload.size());
+    EXPECT_EQ(sent, 10'000u) << "a 10,000-byte write within ssthresh leaves at once";
+}
+
+TEST(RecoveryExit, WithNothingInFlightNewRenoKeepsTwoSegments)
+{
+    AtIsn a(0x12345678u, false);
+    if (HasFailure()) return;
+    const uint32_t mss = a.info().snd_mss;
+    auto segs = a.write(10 * mss, 41);
+    ASSERT_EQ(segs.size(), 10u);
+    a.peer->advance(kRtt);
+    for (int i = 0; i < 3; i++) a.ack(segs[0].seq); // three duplicate ACKs (RFC 5681 3.2)
+    auto resent = a.take_data();
+    ASSERT_FALSE(resent.empty()) << "no fast retransmit";
+    EXPECT_EQ(resent[0].seq, segs[0].seq);
+    a.peer->advance(kRtt);
+    a.ack(end_of(segs[9])); // a full ACK: recovery ends with nothing in flight
+    EXPECT_EQ(a.info().tx_unacked, 0u);
+    const SockInfo in = a.info();
+    EXPECT_EQ(in.cwnd, std::min(in.ssthresh, 2 * mss))
+        << "RFC 6582 3.2 step 6: min(ssthresh, max(FlightSize, SMSS) + SMSS)";
+    auto next = a.write(10'000, 42);
+    EXPECT_GE(next.size(), 2u) << "two segments at once, not one";
+}
+
 } // namespace
 } // namespace mars::sim
