@@ -6,6 +6,8 @@
 #                them): eta-run --require refuses them before they run, saying why;
 #                without --require it warns and runs them; a dynamic program is not
 #                mistaken for one
+#   starting     eta-run started while eta-ppe is still starting waits for it ("waiting
+#                for eta-ppe ... to start") and the --require program runs through it
 #   asyncio      a Python asyncio HTTP/1.1 keep-alive server under eta-run with a CPU
 #                hog on every core answers every request of a bounded load from 64
 #                connections, then survives kill -9 of the PPE and serves 127.0.0.1
@@ -92,6 +94,72 @@ GO
     out=$(PATH=$(dirname "$py"):$PATH runr "$work/py.py" 2>&1) || fail "a python script under --require failed: $out"
     [ "$out" = "py ran" ] || fail "a python script got a warning: $out"
     ppe_stop
+fi
+
+if want starting; then
+    note "eta-run --require while eta-ppe starts: it waits, then runs through the PPE"
+    prefix=$(sed -n 's/^file_prefix = "\(.*\)".*/\1/p' "$work/ppe.toml")
+    on_exit "rm -rf /var/run/dpdk/$prefix"
+    # eta-ppe is stopped (SIGSTOP) the moment its <socket>.starting mark names
+    # it (a watcher polling every millisecond): it cannot serve until it is
+    # continued, however slow the machine. Should it have bound its socket
+    # before the watcher caught it (a start far quicker than the watcher's
+    # poll), that try is not a verdict: it is stopped and started again.
+    cat > "$work/catch.py" <<'PY'
+import os, signal, sys, time
+mark, end = sys.argv[1], time.monotonic() + 120
+while time.monotonic() < end:
+    try:
+        pid = int(open(mark).read().strip() or 0)
+    except (OSError, ValueError):
+        pid = 0
+    if pid:
+        os.kill(pid, signal.SIGSTOP)
+        print(pid, flush=True)
+        sys.exit(0)
+    time.sleep(0.001)
+sys.exit(1)
+PY
+    caught=""
+    for try in 1 2 3 4 5; do
+        rm -f "$work/ready" "$ETA_LAB_SOCKET.starting"
+        start_bg catcher "$py" "$work/catch.py" "$ETA_LAB_SOCKET.starting" > "$work/caught"
+        start_bg ppe timeout 900 "$ETA_PPE" --config "$work/ppe.toml" --foreground --ready-fd 3 3>"$work/ready" 2>>"$work/ppe.log"
+        PPE_PID=$ppe_pid
+        wait "$catcher_pid" || { cat "$work/ppe.log"; fail "eta-ppe wrote no $ETA_LAB_SOCKET.starting within 120 s"; }
+        real=$(cat "$work/caught")
+        [ "$(pgrep -P "$PPE_PID" | head -1)" = "$real" ] || fail "$ETA_LAB_SOCKET.starting names $real, not eta-ppe (pid $(pgrep -P "$PPE_PID"))"
+        on_exit "kill -CONT $real"
+        if [ ! -S "$ETA_LAB_SOCKET" ]; then caught=$real; break; fi
+        note "try $try: eta-ppe bound its socket before it was caught; again"
+        kill -CONT "$real"
+        PPE_REAL_PID=$real
+        wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not become ready"
+        ppe_stop
+    done
+    [ -n "$caught" ] || fail "could not catch eta-ppe while it was starting in 5 tries"
+    grep -qx READY "$work/ready" && fail "eta-ppe was READY with its starting mark still there"
+    start_bg runner env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" -c "import socket; s = socket.socket(); s.bind(('$H', 7702)); s.listen(); print('bound through the PPE')" \
+        >"$work/run.out" 2>"$work/run.err"
+    wait_until 60 grep -q "waiting for eta-ppe (pid $caught) at $ETA_LAB_SOCKET to start" "$work/run.err" ||
+        { cat "$work/run.err"; fail "eta-run did not say it waits for the starting eta-ppe"; }
+    kill -0 "$runner_pid" 2>/dev/null || { cat "$work/run.err"; fail "eta-run did not wait for the starting eta-ppe"; }
+    kill -CONT "$caught"
+    wait "$runner_pid" || { cat "$work/run.err"; fail "the --require program failed after eta-ppe started"; }
+    grep -q "bound through the PPE" "$work/run.out" || fail "the program did not run"
+    grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated' "$work/run.err" || { cat "$work/run.err"; fail "the program's socket did not reach the PPE"; }
+    wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not say READY"
+    [ ! -e "$ETA_LAB_SOCKET.starting" ] || fail "$ETA_LAB_SOCKET.starting is still there once eta-ppe serves"
+    PPE_REAL_PID=$caught
+    ppe_stop
+    # A mark naming a live process that is not eta-ppe (left by one killed
+    # while starting, its pid reused) does not make eta-run wait.
+    start_bg other sleep 600
+    echo "$other_pid" > "$ETA_LAB_SOCKET.starting"
+    refused "a --require program with a stale starting mark and no PPE" "no PPE at" \
+        timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- /bin/true
+    rm -f "$ETA_LAB_SOCKET.starting"
 fi
 
 if want asyncio; then
