@@ -10,6 +10,7 @@
 #include "dpdk.h"
 #include "engine.h"
 #include "log.h"
+#include "starting.h"
 #include "stats.h"
 #include "steer.h"
 #include "system.h"
@@ -578,11 +579,17 @@ int daemon_main(int argc, char **argv)
         return 0;
     }
 
+    // From here until the control socket listens, <socket>.starting names
+    // this process: eta-run waits for it rather than refuse a --require
+    // program (starting.h). Without it starting goes on; eta-run then refuses.
+    StartingMark starting;
+    if (!starting.write(config.socket, getpid(), &err)) log(LogLevel::kWarn, "%s", err.c_str());
     int daemon_fd = -1;
     if (!foreground && daemonize(&daemon_fd) != 0) {
         std::fprintf(stderr, "eta-ppe: cannot go to the background: %s\n", std::strerror(errno));
         return 1;
     }
+    if (!foreground && !starting.write(config.socket, getpid(), &err)) log(LogLevel::kWarn, "%s", err.c_str());
     // Signals are taken by the control thread's signalfd; every thread
     // (EAL's included) inherits the mask set here.
     sigset_t set;
@@ -610,6 +617,7 @@ int daemon_main(int argc, char **argv)
         ctl.close();
         eal.cleanup();
         pub.remove();
+        starting.remove();
         return 1;
     };
     if (!pub.create(config, engines, cpus, &err)) return fail(err);
@@ -649,6 +657,7 @@ int daemon_main(int argc, char **argv)
     }
     for (uint32_t i = 0; i < ports.size(); i++) publish_port(pub.view, i, ports[i]);
     if (!ctl.open(config, &err)) return fail(err);
+    starting.remove(); // the socket answers now
 
     pub.set_state(stats::State::kRunning);
     for (auto &p : ports)
