@@ -522,25 +522,26 @@ ETA_EXPORT int close_range(unsigned first, unsigned last, int flags)
         (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)))
         return real_close_range(first, last, flags); /* nothing of ours, or the kernel's EINVAL */
     const bool cloexec = flags & CLOSE_RANGE_CLOEXEC;
-    /* Not in a vfork child: the map and libdti's memory are its parent's (the
-     * child's own copies of those descriptors may go: it is about to exec). */
+    /* A vfork child (Python's subprocess closing all but pass_fds) spares them
+     * too: its exec hands libdti's descriptors to the new image. The map is its
+     * parent's: it forgets nothing there. */
     const bool vfork_child = eta_vfork_child();
     int keep[KEEP_MAX];
     int nk = 0;
-    if (d && !vfork_child) {
+    if (d) {
         nk = dti_fds_all(d, keep, KEEP_MAX);
         if (nk > KEEP_MAX)
             nk = KEEP_MAX;
     }
     unsigned hi = last < ETA_FD_MAX - 1 ? last : ETA_FD_MAX - 1;
-    for (unsigned fd = first; !vfork_child && fd <= hi && atomic_load(&eta_tracked) > 0; fd++) {
+    for (unsigned fd = first; fd <= hi && atomic_load(&eta_tracked) > 0; fd++) {
         struct eta_obj *o = eta_fd_peek((int)fd);
         if (!o)
             continue;
         if (o->kind == ETA_OBJ_INTERNAL) {
             if (nk < KEEP_MAX)
                 keep[nk++] = (int)fd;
-        } else if (!cloexec) {
+        } else if (!cloexec && !vfork_child) {
             eta_fd_clear((int)fd); /* forgotten before the kernel frees the number, as close() */
         }
     }
