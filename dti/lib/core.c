@@ -218,7 +218,7 @@ int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why,
      * starts) see the same ring positions (zero-filled by the kernel). */
     const size_t priv_size = sizeof(struct dti_sock_priv) * h->max_sockets;
     if (priv_fd < 0) {
-        priv_fd = memfd_create("dti-sock-state", MFD_CLOEXEC);
+        priv_fd = dti__fd_aside(memfd_create("dti-sock-state", MFD_CLOEXEC));
         if (priv_fd >= 0 && ftruncate(priv_fd, (off_t)priv_size) < 0) {
             dti__sys_close(priv_fd);
             priv_fd = -1;
@@ -300,9 +300,9 @@ int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, 
     }
     d->engine = engine;
     *n_engines = r.n_engines;
-    d->doorbell_fd = fds[1];
-    d->region_fd = fds[0];
-    return dti__map_region(d, fds[0], -1, why, wl);
+    d->doorbell_fd = dti__fd_aside(fds[1]);
+    d->region_fd = dti__fd_aside(fds[0]);
+    return dti__map_region(d, d->region_fd, -1, why, wl);
 }
 
 int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl)
@@ -327,7 +327,7 @@ int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl)
         dti__sys_close(fd);
         return rc;
     }
-    *fd_out = fd;
+    *fd_out = dti__fd_aside(fd);
     return 0;
 }
 
@@ -537,7 +537,7 @@ static int fork_request(struct dti_attachment *d)
     if (rc > 0)
         dti__sys_close(fd); /* the PPE sends none with this answer */
     if (rc >= 0 && r.type == DTI_CTL_FORKED) {
-        d->fork_fd = sv[0];
+        d->fork_fd = dti__fd_aside(sv[0]);
         return 0;
     }
     dti__sys_close(sv[0]);

@@ -44,7 +44,7 @@ static int open_queue_pair(struct dti_attachment *d, uint32_t *index, int *wake_
         return -DTI_E_PROTOCOL;
     }
     *index = r.index;
-    *wake_fd = fd;
+    *wake_fd = dti__fd_aside(fd);
     return 0;
 }
 
@@ -79,7 +79,7 @@ int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out)
         return rc;
     }
     dti__sys_fcntl(c->wake_fd, F_SETFL, dti__sys_fcntl(c->wake_fd, F_GETFL, 0) | O_NONBLOCK);
-    c->wait_fd = dti__sys_epoll_create1(EPOLL_CLOEXEC);
+    c->wait_fd = dti__fd_aside(dti__sys_epoll_create1(EPOLL_CLOEXEC));
     struct epoll_event ev = {.events = EPOLLIN};
     struct epoll_event hup = {.events = EPOLLRDHUP | EPOLLHUP};
     if (c->wait_fd < 0 || dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, c->wake_fd, &ev) < 0 ||

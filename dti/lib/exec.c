@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,144 @@ static int set_cloexec(int fd, bool on)
         return -errno;
     fl = on ? fl | FD_CLOEXEC : fl & ~FD_CLOEXEC;
     return dti__sys_fcntl(fd, F_SETFD, fl) < 0 ? -errno : 0;
+}
+
+/* ---- libdti's descriptors out of the program's way --------------------------
+ * A kernel-only process gets its descriptors lowest first, and programs rely
+ * on it: OpenSSH's sshd re-exec dup2()s its startup pipe and config onto 4
+ * and 5 without checking. So libdti's descriptors (and the shim's, through
+ * dti_fd_aside()) sit just under the soft RLIMIT_NOFILE (at most 1024, so
+ * the kernel's descriptor table stays small), where a program only gets
+ * a number after every lower one; the floor is read again each time (a
+ * program may lower the limit: descriptors already above it stay valid). */
+#define FD_ASIDE_TOP 1024
+
+static int fd_floor(void)
+{
+    struct rlimit r;
+    long top = FD_ASIDE_TOP;
+    /* prlimit64 as a raw call: libdti's imports stay as listed. */
+    if (dti__raw6(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, (long)&r, 0, 0) == 0 && r.rlim_cur < (rlim_t)top)
+        top = (long)r.rlim_cur;
+    if (top < 16)
+        return -1; /* no room to stand aside in */
+    return (int)(top - (top >= 256 ? 64 : top / 4));
+}
+
+static int fd_dup_above(int fd, int floor)
+{
+    int fl = dti__sys_fcntl(fd, F_GETFD, 0);
+    if (fl < 0)
+        return -1;
+    return dti__sys_fcntl(fd, (fl & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, floor);
+}
+
+int dti__fd_aside(int fd)
+{
+    int floor = fd_floor();
+    if (fd < 0 || floor < 0 || fd >= floor)
+        return fd;
+    int saved = errno;
+    int n = fd_dup_above(fd, floor);
+    errno = saved;
+    if (n < 0)
+        return fd; /* every number up there taken: it stays where it is */
+    dti__sys_close(fd);
+    return n;
+}
+
+/* fd moved to another number (above the floor when one is free there):
+ * the new number, or -errno. */
+static int fd_move_forced(int fd)
+{
+    int floor = fd_floor();
+    int n = floor >= 0 ? fd_dup_above(fd, floor) : -1;
+    if (n < 0)
+        n = fd_dup_above(fd, 0); /* nothing free up there: any number but this one */
+    if (n < 0)
+        return -errno;
+    dti__sys_close(fd);
+    return n;
+}
+
+int dti_fd_aside(int fd, int always)
+{
+    if (!always || fd < 0)
+        return dti__fd_aside(fd);
+    int n = fd_move_forced(fd);
+    if (n < 0) {
+        errno = -n;
+        return fd;
+    }
+    return n;
+}
+
+/* The places d keeps descriptors in (links, contexts); call with no lock. */
+static int *fd_slot(struct dti_attachment *d, int fd)
+{
+    for (uint32_t e = 0; e < (d->n_links ? d->n_links : 1); e++) {
+        struct dti_attachment *l = d->n_links ? d->links[e] : d;
+        if (!l)
+            continue;
+        int *own[] = {&l->ctl_fd, &l->doorbell_fd, &l->region_fd, &l->priv_fd, &l->fork_fd};
+        for (unsigned i = 0; i < sizeof own / sizeof own[0]; i++)
+            if (*own[i] == fd)
+                return own[i];
+        for (struct dti_ctx *c = l->contexts; c; c = c->next_all) {
+            if (c->wake_fd == fd)
+                return &c->wake_fd;
+            if (c->wait_fd == fd)
+                return &c->wait_fd;
+        }
+    }
+    return NULL;
+}
+
+int dti_fds_all(dti_t *d, int *fds, int max)
+{
+    int n = 0;
+    for (uint32_t e = 0; d && e < d->n_links; e++) {
+        struct dti_attachment *l = d->links[e];
+        pthread_mutex_lock(&l->lock);
+        int own[] = {l->ctl_fd, l->doorbell_fd, l->region_fd, l->priv_fd, l->fork_fd};
+        for (unsigned i = 0; i < sizeof own / sizeof own[0]; i++)
+            if (own[i] >= 0) {
+                if (n < max)
+                    fds[n] = own[i];
+                n++;
+            }
+        for (struct dti_ctx *c = l->contexts; c; c = c->next_all) {
+            int cf[] = {c->wake_fd, c->wait_fd};
+            for (unsigned i = 0; i < 2; i++)
+                if (cf[i] >= 0) {
+                    if (n < max)
+                        fds[n] = cf[i];
+                    n++;
+                }
+        }
+        pthread_mutex_unlock(&l->lock);
+    }
+    return n;
+}
+
+int dti_fd_move(dti_t *d, int fd)
+{
+    if (!d || fd < 0)
+        return -ENOENT;
+    /* The context list and the control socket's users take the main lock
+     * (each link's contexts under its own: take them all, in order). */
+    for (uint32_t e = 0; e < d->n_links; e++)
+        pthread_mutex_lock(&d->links[e]->lock);
+    int *slot = fd_slot(d, fd);
+    int rc = -ENOENT;
+    if (slot) {
+        rc = fd_move_forced(fd);
+        if (rc >= 0)
+            *slot = rc;
+    }
+    for (uint32_t e = d->n_links; e-- > 0;)
+        pthread_mutex_unlock(&d->links[e]->lock);
+    return rc;
 }
 
 /* One EXEC (first batch, with the member's end) or EXEC_HOLD message and
@@ -91,7 +230,7 @@ static int prepare_link(struct dti_attachment *l, const dti_sock_t *h, unsigned 
         dti__sys_close(sv[0]); /* the member, if made, leaves */
         return rc;
     }
-    *ctl = sv[0];
+    *ctl = dti__fd_aside(sv[0]); /* the new image keeps this number */
     return granted;
 }
 
@@ -166,7 +305,7 @@ static uint32_t sort_keep(struct dti_attachment *d, const dti_sock_t *keep, unsi
 static int write_links(struct dti_attachment *d, const int *ctl, const struct exec_links_rec *recs, uint32_t n_rec)
 {
     size_t size = sizeof(struct exec_links_head) + sizeof *recs * n_rec;
-    int made = memfd_create("dti-exec-links", 0);
+    int made = dti__fd_aside(memfd_create("dti-exec-links", 0));
     if (made < 0)
         return -errno;
     /* Never 0..2, which a four-value struct dti_exec_fds initializer
@@ -379,13 +518,15 @@ int dti__adopt_one(const struct dti_exec_fds *fds, uint32_t engine, bool main, s
     int rc = dti__map_region(d, fds->region_fd, fds->priv_fd, why, wl);
     /* From here the descriptors are this attachment's (dti_detach closes
      * them): close-on-exec again, as at attach. */
-    d->ctl_fd = fds->ctl_fd;
-    d->region_fd = fds->region_fd;
-    d->priv_fd = fds->priv_fd;
-    d->doorbell_fd = fds->doorbell_fd;
-    int own[] = {d->ctl_fd, d->region_fd, d->priv_fd, d->doorbell_fd};
-    for (unsigned i = 0; i < 4; i++)
+    int own[] = {fds->ctl_fd, fds->region_fd, fds->priv_fd, fds->doorbell_fd};
+    for (unsigned i = 0; i < 4; i++) {
         (void)set_cloexec(own[i], true);
+        own[i] = dti__fd_aside(own[i]); /* handed over at a low number (an older libdti): moved up */
+    }
+    d->ctl_fd = own[0];
+    d->region_fd = own[1];
+    d->priv_fd = own[2];
+    d->doorbell_fd = own[3];
     d->pool_blocks = 0; /* the old image's allocation map is gone with it */
     if (rc == 0 && !dti__check_alive(d, true)) {
         say(why, wl, "the PPE no longer serves the sockets handed over at exec");

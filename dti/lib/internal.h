@@ -171,6 +171,11 @@ struct dti_attachment {
 
 #pragma GCC visibility push(hidden)
 
+/* exec.c: a descriptor libdti made, moved out of the program's way (above a
+ * floor under RLIMIT_NOFILE, its close-on-exec flag kept); fd itself when it
+ * cannot move (or is < 0). */
+int dti__fd_aside(int fd);
+
 /* core.c */
 int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why, size_t wl);
 int dti__ctl_send(int fd, const struct dti_ctl_msg *m);

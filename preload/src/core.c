@@ -360,12 +360,73 @@ static _Atomic uint64_t reattach_next_ns; /* the earliest next try */
 static uint64_t reattach_backoff_ns;      /* attach lock */
 uint32_t eta_fork_generation;
 
+void *eta_obj_alloc(void);
+struct eta_internal eta_internal_dti = {{ETA_OBJ_INTERNAL, 1}, NULL};
+
 static void mark_internal(int cfd)
 {
-    if (cfd >= 0 && eta_fd_in_range(cfd)) {
-        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
-        eta_fd_set(cfd, &internal);
+    if (cfd >= 0 && eta_fd_in_range(cfd))
+        eta_fd_set(cfd, &eta_internal_dti.obj);
+}
+
+void eta_internal_own(_Atomic int *owner)
+{
+    int fd = atomic_load(owner);
+    struct eta_internal *in = fd >= 0 && eta_fd_in_range(fd) ? eta_obj_alloc() : NULL;
+    if (!in)
+        return;
+    in->obj.kind = ETA_OBJ_INTERNAL;
+    atomic_init(&in->obj.refs, 0);
+    in->owner = owner;
+    eta_fd_set(fd, &in->obj);
+}
+
+void eta_internal_drop(_Atomic int *owner)
+{
+    int fd = atomic_load(owner);
+    struct eta_obj *o = fd >= 0 ? eta_fd_peek(fd) : NULL;
+    if (o && o->kind == ETA_OBJ_INTERNAL && ((struct eta_internal *)o)->owner == owner)
+        eta_fd_clear(fd);
+}
+
+/* A descriptor of the shim's or libdti's at number fd moves elsewhere, so
+ * that the program may have fd (as it could in a process without eta: sshd
+ * dup2()s onto 4 and 5, bash onto 10 and 255). */
+int eta_fd_take(int fd)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    dti_t *d = eta_dti_attached();
+    int n = -ENOENT;
+    if (o && o->kind == ETA_OBJ_INTERNAL && ((struct eta_internal *)o)->owner) {
+        struct eta_internal *in = (struct eta_internal *)o;
+        n = dti_fd_aside(fd, true);
+        if (n == fd)
+            return -1; /* errno: EMFILE */
+        eta_obj_ref(o);
+        eta_fd_set(n, o);
+        atomic_store(in->owner, n);
+        eta_fd_clear(fd);
+        eta_obj_put(o);
+        ETA_DEBUG("fd %d: the program takes this number; the shim's descriptor moved to %d", fd, n);
+        return 0;
     }
+    if (d)
+        n = dti_fd_move(d, fd);
+    if (n == -ENOENT) {
+        if (o && o->kind == ETA_OBJ_INTERNAL)
+            eta_fd_clear(fd); /* a number libdti no longer holds */
+        return 0;
+    }
+    if (n < 0) {
+        errno = -n;
+        return -1;
+    }
+    if (o && o->kind == ETA_OBJ_INTERNAL) {
+        eta_fd_clear(fd);
+        mark_internal(n);
+    }
+    ETA_DEBUG("fd %d: the program takes this number; libdti's descriptor moved to %d", fd, n);
+    return 0;
 }
 
 static bool reattach_pending(void)
@@ -641,10 +702,7 @@ static bool fork_join(void)
         return false;
     }
     int cfd = dti_control_fd(attachment);
-    if (cfd >= 0 && eta_fd_in_range(cfd)) {
-        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
-        eta_fd_set(cfd, &internal);
-    }
+    mark_internal(cfd);
     return true;
 }
 
@@ -794,8 +852,12 @@ void eta_obj_destroy(struct eta_obj *o)
         eta_epoll_destroy(o);
         slot_free(o);
         break;
+    case ETA_OBJ_INTERNAL:
+        if (((struct eta_internal *)o)->owner)
+            slot_free(o); /* the shim's own (eta_internal_own); libdti's marker is static */
+        break;
     default:
-        break; /* internal markers are static */
+        break;
     }
 }
 

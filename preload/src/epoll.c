@@ -74,7 +74,9 @@ static uint64_t kick_cookie(void)
 
 static void kick_register(struct eta_epoll *e)
 {
-    int k = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    /* Out of the program's way (dti_fd_aside), and moved again if the
+     * program takes its number (eta_fd_take through e->kick). */
+    int k = dti_fd_aside(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), 0);
     if (k < 0)
         return; /* no cross-thread wake-up: a sleeper finds the member at its next call */
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = kick_cookie()};
@@ -82,11 +84,8 @@ static void kick_register(struct eta_epoll *e)
         real_close(k);
         return;
     }
-    if (eta_fd_in_range(k)) { /* the program's close() must not take it */
-        static struct eta_obj internal = {ETA_OBJ_INTERNAL, 1};
-        eta_fd_set(k, &internal);
-    }
     e->kick = k;
+    eta_internal_own(&e->kick); /* the program's close() must not take it */
 }
 
 static void kick_sleepers(struct eta_epoll *e)
@@ -230,10 +229,11 @@ void eta_epoll_destroy(struct eta_obj *o)
         if (shadows[i] == e)
             shadows[i] = NULL;
     pthread_mutex_unlock(&shadows_lock);
+    eta_internal_drop(&e->inner);
     if (e->inner >= 0 && e->inner_gen == eta_fork_epoch)
         real_close(e->inner);
     if (e->kick >= 0) {
-        eta_fd_clear(e->kick);
+        eta_internal_drop(&e->kick);
         real_close(e->kick);
     }
     eta_lock(&e->lock);

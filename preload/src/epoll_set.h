@@ -33,7 +33,7 @@ struct epent {
 struct eta_epoll {
     struct eta_obj obj;
     int epfd;
-    int inner;              /* -1 until first needed */
+    _Atomic int inner;      /* -1 until first needed; the shim's own (eta_internal_own) */
     uint32_t inner_gen;     /* eta_fork_epoch it was made in (fork) */
     uint64_t inner_ctx;     /* whose wait fd is in inner (eta_ctx_serial()) */
     struct eta_lock lock;   /* the members, the ready queue, the waiters */
@@ -47,7 +47,7 @@ struct eta_epoll {
     uint64_t waiters[WAITER_SLOTS]; /* contexts that waited here (eta_ctx_serial(); see epent.watched) */
     unsigned next_waiter;   /* the slot a new waiter takes */
     uint32_t look_stamp;    /* bumped by every collect() */
-    int kick;               /* eventfd in the program's epoll (see kick_sleepers), -1: none */
+    _Atomic int kick;       /* eventfd in the program's epoll (see kick_sleepers), -1: none */
     _Atomic int sleepers;   /* threads asleep in this epoll (either way) */
     _Atomic unsigned n_kernel; /* kernel descriptors in the program's epoll (never fewer than
                                 * there are; 0: a wait need not ask the kernel) */

@@ -19,9 +19,11 @@ static int fail(int err)
 static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
 {
     if (e->inner < 0 || e->inner_gen != eta_fork_epoch) {
-        e->inner = real_epoll_create1(EPOLL_CLOEXEC);
+        eta_internal_drop(&e->inner); /* the parent's (fork) or a stale one's number is left as it was */
+        e->inner = dti_fd_aside(real_epoll_create1(EPOLL_CLOEXEC), 0);
         if (e->inner < 0)
             return -1;
+        eta_internal_own(&e->inner); /* moved aside if the program takes its number */
         e->inner_gen = eta_fork_epoch;
         e->inner_ctx = 0;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};

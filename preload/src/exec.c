@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,7 +375,7 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
     }
     if (rc >= 0) {
         p->active = true;
-        p->state_fd = memfd_create(ETA_EXEC_MEMFD, 0); /* inherited by the new image */
+        p->state_fd = dti_fd_aside(memfd_create(ETA_EXEC_MEMFD, 0), 0); /* inherited by the new image */
         struct eta_exec_head h = {.magic = ETA_EXEC_MAGIC, .version = ETA_EXEC_VERSION,
                                   .entry_size = sizeof(struct eta_exec_entry), .pid = getpid(), .n = n,
                                   .ctl_fd = p->fds.ctl_fd, .region_fd = p->fds.region_fd,
@@ -567,6 +568,61 @@ static void adopt_entries(const struct eta_exec_entry *v, uint32_t n, unsigned *
     }
 }
 
+/* stdin, stdout and stderr over an adopted socket (an inetd-style child, git
+ * daemon's upload-pack): glibc's streams read and write through its internal
+ * read and write, which no preload sees, so a program that writes to stdout
+ * with printf/fwrite and fflush (git's ls-refs) would write to the kernel
+ * placeholder: EPIPE, SIGPIPE, the client sees the connection end. Each such
+ * stream is replaced, before main, by one of the same buffering that reads
+ * and writes through the shim's read() and write(); fileno() still names the
+ * descriptor, fclose() closes it. */
+static ssize_t std_read(void *cookie, char *buf, size_t n)
+{
+    return read((int)(intptr_t)cookie, buf, n);
+}
+
+static ssize_t std_write(void *cookie, const char *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write((int)(intptr_t)cookie, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return done ? (ssize_t)done : -1;
+        done += (size_t)w;
+    }
+    return (ssize_t)done;
+}
+
+static int std_close(void *cookie)
+{
+    return close((int)(intptr_t)cookie);
+}
+
+static void std_stream_over_socket(FILE **stream, int fd, const char *mode, int buffering)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (!*stream || !o || o->kind != ETA_OBJ_SOCK || fileno(*stream) != fd)
+        return;
+    cookie_io_functions_t io = {.read = std_read, .write = std_write, .seek = NULL, .close = std_close};
+    FILE *f = fopencookie((void *)(intptr_t)fd, mode, io);
+    if (!f)
+        return; /* stays glibc's own: stdio on it reaches the placeholder */
+    f->_fileno = fd; /* fileno(stdout) still names it (glibc's cookie streams say -1) */
+    if (buffering == _IONBF)
+        setvbuf(f, NULL, _IONBF, 0);
+    *stream = f;
+    ETA_DEBUG("exec: %s on fd %d goes through the shim", fd == 0 ? "stdin" : fd == 1 ? "stdout" : "stderr", fd);
+}
+
+static void std_streams_over_sockets(void)
+{
+    std_stream_over_socket(&stdin, 0, "r", _IOFBF);
+    std_stream_over_socket(&stdout, 1, "w", _IOFBF);
+    std_stream_over_socket(&stderr, 2, "w", _IONBF);
+}
+
 void eta_exec_adopt(void)
 {
     const char *var = getenv(ETA_EXEC_ENV);
@@ -621,6 +677,8 @@ void eta_exec_adopt(void)
     unsigned adopted = 0, refused = 0;
     adopt_entries(v, h.n, &adopted, &refused);
     free(v);
+    if (adopted)
+        std_streams_over_sockets();
     if (refused)
         eta_log("warning: %u descriptor%s handed over at exec could not be adopted (not a socket, or not "
                 "one the PPE gave this image): they stay unconnected", refused, refused == 1 ? "" : "s");

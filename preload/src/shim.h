@@ -156,6 +156,25 @@ struct eta_obj {
     _Atomic uint32_t refs; /* descriptors naming it + calls using it */
 };
 
+/* ETA_OBJ_INTERNAL: a descriptor of libdti's (owner NULL: libdti moves it,
+ * dti_fd_move()) or of the shim's own (owner: where the shim keeps its
+ * number, updated when the program takes that number and the descriptor is
+ * moved aside). Every internal marker is one of these. */
+struct eta_internal {
+    struct eta_obj obj;
+    _Atomic int *owner;
+};
+/* The marker for libdti's descriptors (static, never freed). */
+extern struct eta_internal eta_internal_dti;
+/* Marks *owner's descriptor as the shim's own (epoll's wake-up eventfd). */
+void eta_internal_own(_Atomic int *owner);
+/* Forgets that marker (the descriptor is closed or no longer used). */
+void eta_internal_drop(_Atomic int *owner);
+/* The program takes number fd (dup2/dup3 onto it): a descriptor of the
+ * shim's or libdti's there is moved aside first. 0, or -1 with errno when it
+ * could not be (no free number left: EMFILE). */
+int eta_fd_take(int fd);
+
 enum eta_sock_state {
     ETA_SOCK_CANDIDATE = 0, /* kernel socket; may still go to the PPE at bind/connect/listen */
     ETA_SOCK_ACCEL,         /* carried by the PPE (fd is a placeholder kernel socket) */

@@ -152,10 +152,16 @@ static bool through_shim(long n, long a, long b, long c, long d, long e, long f,
     case SYS_close: if (!tracked(a)) return false; *ret = close((int)a); return true;
     case SYS_dup: if (!tracked(a)) return false; *ret = dup((int)a); return true;
     /* calls naming two descriptors: either may be the shim's */
+    /* (the target may be a descriptor of libdti's the table does not name: a
+     * thread context's, which dup2() moves aside) */
 #ifdef SYS_dup2
-    case SYS_dup2: if (!tracked(a) && !tracked(b)) return false; *ret = dup2((int)a, (int)b); return true;
+    case SYS_dup2: *ret = dup2((int)a, (int)b); return true;
 #endif
-    case SYS_dup3: if (!tracked(a) && !tracked(b)) return false; *ret = dup3((int)a, (int)b, (int)c); return true;
+    case SYS_dup3: *ret = dup3((int)a, (int)b, (int)c); return true;
+#ifdef SYS_close_range
+    /* closing in bulk spares libdti's descriptors and the shim's (sock.c) */
+    case SYS_close_range: *ret = close_range((unsigned)a, (unsigned)b, (int)c); return true;
+#endif
     case SYS_sendfile:
         if (!tracked(a) && !tracked(b)) return false;
         *ret = sendfile((int)a, (int)b, (off_t *)c, (size_t)d);

@@ -247,6 +247,24 @@ int dti_adopt_exec(const struct dti_exec_fds *fds, dti_t **out, char *why, size_
  * fds; returns how many there are. A program's "close everything" must spare
  * them. */
 int dti_own_fds(dti_t *d, int *fds, int max);
+/* Every descriptor libdti holds for d: dti_own_fds()'s, a fork's pending
+ * connection, and each context's eventfd and epoll set. Up to max in fds;
+ * returns how many there are. */
+int dti_fds_all(dti_t *d, int *fds, int max);
+/* Descriptors libdti makes sit at high numbers, out of the program's way:
+ * above a floor a little under RLIMIT_NOFILE's soft limit (at most 1024),
+ * as a kernel-only process would never be given them before all lower ones.
+ * dti_fd_aside() does the same for a caller's descriptor (the shim's own):
+ * returns the number fd has now (fd itself when it cannot move, or fd < 0,
+ * errno set); the close-on-exec flag is kept. always: moves fd even when it
+ * is above the floor already (the program takes its number), to any free
+ * number when none is free above the floor. */
+int dti_fd_aside(int fd, int always);
+/* The program takes descriptor number fd (dup2 onto it): if it is one of
+ * libdti's for d, libdti moves it elsewhere first and closes fd. Returns the
+ * new number, or -ENOENT when fd is not libdti's, or -errno. A thread of
+ * libdti using that number at this moment may see it change under it. */
+int dti_fd_move(dti_t *d, int fd);
 
 /* ---- passing sockets to another process (SCM_RIGHTS) -------------------
  * A socket sent over a UNIX socket arrives as its kernel placeholder. The

@@ -29,7 +29,7 @@
 
 #include "check.h"
 
-#define FD_SCAN 256
+#define FD_SCAN 1024 /* libdti's descriptors sit just under RLIMIT_NOFILE (1024 at most) */
 
 static void pair(int *client, int *server)
 {
