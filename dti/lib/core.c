@@ -185,6 +185,23 @@ static int check_header(const struct dti_region_header *h, uint64_t size, char *
 
 static void destroy_tls_ctx(void *p) { dti_ctx_destroy(p); }
 
+/* A shared mapping of fd, read-write, with none of its pages faulted in,
+ * also in a process that called mlockall(MCL_FUTURE) (whose new mappings
+ * the kernel faults in whole, several GiB here): mapped without access
+ * first, where faulting in fails and is skipped, then opened; opening a
+ * shared mapping faults in nothing. Its pages are locked as they are used. */
+static void *map_unpopulated(size_t size, int fd)
+{
+    void *p = mmap(NULL, size, PROT_NONE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED && mprotect(p, size, PROT_READ | PROT_WRITE) != 0) {
+        int e = errno;
+        munmap(p, size);
+        errno = e;
+        return MAP_FAILED;
+    }
+    return p;
+}
+
 /* Maps the region the engine made (memfd) and the app-side socket state:
  * `priv_fd` is that state's memfd when it exists already (an image adopting
  * its sockets after exec), -1 to make it. Both descriptors are kept
@@ -196,7 +213,7 @@ int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why,
         say(why, wl, "the PPE sent an unusable shared region");
         return -DTI_E_PROTOCOL;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    void *p = map_unpopulated((size_t)st.st_size, memfd);
     if (p == MAP_FAILED) {
         int e = errno;
         say(why, wl, "cannot map the PPE's shared region: %s", strerror(e));
@@ -227,8 +244,7 @@ int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why,
         say(why, wl, "the socket state handed over at exec does not fit the region");
         return -DTI_E_PROTOCOL;
     }
-    void *priv = priv_fd < 0 ? MAP_FAILED
-                             : mmap(NULL, priv_size, PROT_READ | PROT_WRITE, MAP_SHARED, priv_fd, 0);
+    void *priv = priv_fd < 0 ? MAP_FAILED : map_unpopulated(priv_size, priv_fd);
     d->priv_fd = priv_fd;
     d->priv = priv == MAP_FAILED ? NULL : priv;
     d->closed_gen = calloc(h->max_sockets, sizeof(uint32_t));

@@ -217,6 +217,17 @@ void StackImpl::abort_children(Sock &l)
     l.accept_len = l.syn_queue_len = 0;
 }
 
+// Setting TCP_NODELAY pushes what is queued now, as Linux does
+// (tcp_push_pending_frames with TCP_NAGLE_PUSH): corked or held back by
+// MSG_MORE, the tail goes out at once; TCP_CORK stays on for later writes.
+void StackImpl::push_pending(Sock &s)
+{
+    const uint32_t held = s.flags & (kFCork | kFMore);
+    s.flags &= ~held;
+    tcp_output(s);
+    s.flags |= held;
+}
+
 int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
 {
     Sock *s = lookup_id(id);
@@ -228,11 +239,14 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
     switch (opt) {
     case SockOpt::kNoDelay:
         flag(kFNoDelay);
-        if (v) want_output(*s);
+        if (v) push_pending(*s); // tcp(7): an explicit push, also of corked data
         break;
     case SockOpt::kCork:
         flag(kFCork);
-        if (!v) want_output(*s);
+        if (!v) {
+            s->flags &= ~kFMore; // uncorking sends what waits, MSG_MORE or not (Linux)
+            want_output(*s);
+        }
         break;
     case SockOpt::kKeepAlive:
         flag(kFKeepAlive);

@@ -477,6 +477,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
         s.flags |= kFDsack;
     }
     void want_output(Sock &s);
+    void push_pending(Sock &s);
     void flush_output();
     void update_mss(Sock &s);
     uint32_t tsval() const { return uint32_t(now_ns_ / 1000000); } // 1 ms clock (RFC 7323 5.4)

@@ -44,6 +44,9 @@ void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
         c.flags |= kFRcvBufLocked;
         c.rcv_buf = l.rcv_buf;
     }
+    // TCP_MAXSEG set on the listener holds for its connections too (Linux
+    // copies the listener's user_mss): their SYN-ACK advertises it.
+    c.user_mss = l.user_mss;
     c.local = Endpoint{cfg_.ip, key.local_port};
     c.remote = Endpoint{key.remote_ip, key.remote_port};
     c.next_hop = router_.next_hop(key.remote_ip);
@@ -140,7 +143,8 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
         }
         // Stateless answer (RFC 4987 3.6): everything we must remember is in
         // our ISN and, with timestamps, in the low bits of our TSval.
-        const uint16_t our_max = uint16_t(cfg_.mtu - 40);
+        // Our MSS option, as advertised_mss() gives it (TCP_MAXSEG on the listener).
+        const uint16_t our_max = uint16_t(l.user_mss ? std::min<uint32_t>(cfg_.mtu - 40, l.user_mss) : cfg_.mtu - 40);
         const uint16_t mss = std::min<uint16_t>(opt.has_mss && opt.mss ? opt.mss : 536, our_max);
         const int idx = cookie_mss_index(mss);
         const uint32_t cookie = syncookie_encode(cfg_.isn_secret, key, seq, idx, now_ns_);

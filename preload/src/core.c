@@ -780,6 +780,15 @@ static void init_table(void)
     eta_fds = t;
 }
 
+/* The descriptor table's and the slab's reservations (mlock.c leaves them
+ * locked on fault): [start, stop) overlaps one of them. */
+bool eta_reserved_span(uintptr_t start, uintptr_t stop)
+{
+    const uintptr_t t = (uintptr_t)eta_fds, s = (uintptr_t)slab;
+    const uintptr_t t_end = t + sizeof(void *) * (size_t)ETA_FD_MAX, s_end = s + (size_t)SLOT_SIZE * ETA_FD_MAX;
+    return (t && start < t_end && stop > t) || (s && start < s_end && stop > s);
+}
+
 bool eta_fd_in_range(int fd)
 {
     eta_init();

@@ -29,6 +29,41 @@ static ssize_t fail_pipe(int flags)
     return fail(EPIPE);
 }
 
+/* Bad user pointers. The kernel answers EFAULT for a buffer it cannot
+ * reach; the shim copies in the program's own thread, where touching one
+ * would kill the program (write(fd, NULL, n) did: SIGSEGV, and the PPE then
+ * reset the connection). The fast paths test one range per call, a few
+ * instructions: a buffer in the first page (NULL and small offsets from it:
+ * never mapped, vm.mmap_min_addr), or one reaching past the lowest top of a
+ * user address space, goes the general way, which answers EFAULT for a
+ * non-empty one in the first page or wrapping around, before anything is
+ * copied or consumed. (A pointer into an unmapped hole elsewhere is not
+ * caught: preload/README.md, "Known limits".) */
+#define ETA_UPTR_MIN 4096ull
+#define ETA_UPTR_TOP (1ull << 47)
+static inline __attribute__((always_inline)) bool uptr_suspect(const void *p, size_t len)
+{
+    return (uint64_t)(uintptr_t)p - ETA_UPTR_MIN >= ETA_UPTR_TOP - ETA_UPTR_MIN - (uint64_t)len;
+}
+
+static bool uptr_bad(const void *p, size_t len)
+{
+    return len && ((uintptr_t)p < ETA_UPTR_MIN || (uintptr_t)p + len < (uintptr_t)p);
+}
+
+/* An iovec array the kernel would refuse with EFAULT. */
+static bool iov_fault(const struct iovec *iov, int n)
+{
+    if (n <= 0)
+        return false;
+    if (uptr_bad(iov, (size_t)n * sizeof *iov))
+        return true;
+    for (int i = 0; i < n && i <= IOV_MAX; i++)
+        if (uptr_bad(iov[i].iov_base, iov[i].iov_len))
+            return true;
+    return false;
+}
+
 static size_t iov_total(const struct iovec *iov, int n, bool *bad)
 {
     size_t total = 0;
@@ -267,6 +302,8 @@ static ssize_t sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt
         return fail(ENOTCONN);
     if (flags & MSG_OOB)
         return fail(EINVAL); /* eta carries no urgent data */
+    if (iovcnt > 0 && iovcnt <= IOV_MAX && iov_fault(iov, iovcnt))
+        return fail(EFAULT); /* nothing consumed: the bytes stay readable */
     bool bad;
     size_t want = iov_total(iov, iovcnt, &bad);
     if (bad)
@@ -372,6 +409,8 @@ static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt
         return fail_pipe(flags);
     if (flags & MSG_OOB)
         return fail(EOPNOTSUPP);
+    if (in_fd < 0 && iovcnt > 0 && iovcnt <= IOV_MAX && iov_fault(iov, iovcnt))
+        return fail(EFAULT); /* nothing sent */
     bool bad = false;
     size_t total = in_fd >= 0 ? file_count : iov_total(iov, iovcnt, &bad);
     if (bad)
@@ -532,7 +571,7 @@ __attribute__((noinline)) void eta_sock_take_views(dti_ctx_t *c, struct eta_sock
 static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, void *buf, size_t len, int flags, ssize_t *out)
 {
     dti_ctx_t *c = eta_ctx_cached();
-    if (ETA_UNLIKELY(!c || (flags & ~MSG_DONTWAIT) || len == 0))
+    if (ETA_UNLIKELY(!c || (flags & ~MSG_DONTWAIT) || uptr_suspect(buf, len) || len == 0))
         return 0;
     struct eta_sock *s = fast_sock(o);
     if (ETA_UNLIKELY(!s))
@@ -751,7 +790,7 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
                                                                 size_t len, int flags, uint32_t write)
 {
     _Static_assert(((MSG_DONTWAIT | MSG_NOSIGNAL) & SLOW_WRITE) == 0, "send_noted() carries SLOW_WRITE in flags");
-    if (ETA_UNLIKELY(!eta_ctx_cached() || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL))))
+    if (ETA_UNLIKELY(!eta_ctx_cached() || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || uptr_suspect(buf, len)))
         return send_slow(fd, buf, len, flags, NULL, write);
     if (ETA_UNLIKELY(o->kind != ETA_OBJ_SOCK) || !eta_obj_tryref(o))
         return send_slow(fd, buf, len, flags, NULL, write);
@@ -828,6 +867,10 @@ ETA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR
     struct eta_sock *s = accel(fd);
     if (ETA_LIKELY(!s))
         return real_recvfrom(fd, buf, len, flags, addr, alen);
+    if (alen && uptr_bad(alen, sizeof *alen)) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
     struct iovec v = {buf, len};
     ssize_t r = sock_recv(s, &v, 1, flags);
     eta_obj_put(&s->obj);
@@ -855,6 +898,10 @@ ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
             eta_claim_passed(msg);
         return r;
     }
+    if (uptr_bad(msg, sizeof *msg)) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
     ssize_t r = sock_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
     eta_obj_put(&s->obj);
     if (r >= 0) {
@@ -874,6 +921,10 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
             if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen))
                 eta_claim_passed(&vec[i].msg_hdr);
         return n;
+    }
+    if (vlen && uptr_bad(vec, (size_t)vlen * sizeof *vec)) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
     }
     /* A stream has no message boundaries: fill entries while bytes are there. */
     int done = 0;
@@ -955,6 +1006,10 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
         }
         return real_sendmsg(fd, msg, flags);
     }
+    if (uptr_bad(msg, sizeof *msg)) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
     ssize_t r = sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags, -1, NULL, 0);
     eta_obj_put(&s->obj);
     return r;
@@ -977,6 +1032,10 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
             if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen))
                 eta_pass_withdraw(&vec[i].msg_hdr); /* not sent: not in flight (pass.c) */
         return r;
+    }
+    if (vlen && uptr_bad(vec, (size_t)vlen * sizeof *vec)) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
     }
     int done = 0;
     for (unsigned i = 0; i < vlen; i++) {

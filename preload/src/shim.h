@@ -189,6 +189,7 @@ enum eta_sock_state {
 #define ETA_OPT_LINGER (1u << 9)
 #define ETA_OPT_TIMEOUTS (1u << 10) /* SO_RCVTIMEO, SO_SNDTIMEO */
 #define ETA_OPT_RCVBUF (1u << 11)   /* SO_RCVBUF: fixes the receive buffer (no autotuning) */
+#define ETA_OPT_MAXSEG (1u << 12)   /* TCP_MAXSEG: the MSS option of the SYN / SYN-ACK */
 #define ETA_OPT_ALL 0xffffffffu     /* unknown history (a socket adopted across exec) */
 uint32_t eta_opt_bit(int level, int name);
 
@@ -257,6 +258,8 @@ struct eta_sock {
 /* The table from descriptor number to object. Descriptors beyond it are
  * never accelerated (counted as ETA_R_FD_RANGE). */
 #define ETA_FD_MAX (1 << 20)
+/* core.c: [start, stop) overlaps the descriptor table's or the slab's reservation. */
+bool eta_reserved_span(uintptr_t start, uintptr_t stop);
 extern struct eta_obj *_Atomic *eta_fds;
 extern _Atomic long eta_tracked; /* entries in use: 0 means every fd is the kernel's */
 

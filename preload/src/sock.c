@@ -87,11 +87,46 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
     return fd;
 }
 
+/* An IPv4-mapped IPv6 address (::ffff:a.b.c.d) as the IPv4 address it
+ * names: Linux treats it as that address on an AF_INET6 socket whose
+ * IPV6_V6ONLY is off. False for anything else (and for a socket with
+ * IPV6_V6ONLY on, where the kernel refuses it: bind EINVAL, connect
+ * ENETUNREACH, its answers are the program's). */
+static bool v4mapped(int fd, const struct sockaddr *addr, socklen_t len, struct sockaddr_in *out)
+{
+    struct sockaddr_in6 in6;
+    if (!addr || len < (socklen_t)sizeof in6 || addr->sa_family != AF_INET6)
+        return false;
+    memcpy(&in6, addr, sizeof in6);
+    if (!IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr))
+        return false;
+    int v6only = 0;
+    socklen_t ol = sizeof v6only;
+    if (real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0 || v6only)
+        return false;
+    *out = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = in6.sin6_port};
+    memcpy(&out->sin_addr, &in6.sin6_addr.s6_addr[12], 4);
+    return true;
+}
+
+static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr);
+
 /* bind() of an AF_INET6 candidate: [::] may become a dual-stack listener
- * (decided at listen(), where IPV6_V6ONLY is final); every other address is
- * the kernel's. */
+ * (decided at listen(), where IPV6_V6ONLY is final); a v4-mapped address
+ * of the PPE (::ffff:<PPE address>, what Java's servers bind) is the PPE's,
+ * as the IPv4 address is; every other address is the kernel's. */
 static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
 {
+    struct sockaddr_in in;
+    if (v4mapped(fd, addr, len, &in)) {
+        enum eta_reason why;
+        char buf[32];
+        if (eta_decide_bind(&eta_net, (const struct sockaddr *)&in, sizeof in, &why) == ETA_BIND_PPE)
+            return bind_ppe(fd, s, (const struct sockaddr *)&in);
+        /* ::ffff:0.0.0.0 (IPv4 only, in the kernel) and kernel addresses */
+        to_kernel(fd, s, why == ETA_R_NONE ? ETA_R_INET6 : why, fmt_addr((const struct sockaddr *)&in, buf, sizeof buf));
+        return real_bind(fd, addr, len);
+    }
     struct sockaddr_in6 in6;
     bool any = addr && len >= (socklen_t)sizeof in6 && addr->sa_family == AF_INET6 &&
                (memcpy(&in6, addr, sizeof in6), IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr));
@@ -152,24 +187,30 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         eta_obj_put(&s->obj);
         return rc;
     }
+    rc = bind_ppe(fd, s, addr);
+    eta_obj_put(&s->obj);
+    return rc;
+}
+
+/* bind() to one of the PPE's addresses (addr: AF_INET; from an AF_INET6
+ * socket, the v4-mapped address it named). */
+static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr)
+{
+    char buf[32];
     dti_ctx_t *c = eta_ctx();
     int err = c ? make_accel(c, fd, s) : ENETDOWN;
     if (err) {
         eta_count(ETA_R_PPE_REFUSED, fd, strerror(err));
         atomic_store(&s->state, ETA_SOCK_KERNEL);
         eta_fd_clear(fd);
-        eta_obj_put(&s->obj);
         return fail(EADDRNOTAVAIL); /* the kernel has no such address */
     }
     struct dti_addr a = to_dti(addr);
-    rc = dti_bind(c, s->h, &a);
-    if (rc < 0) {
-        eta_obj_put(&s->obj);
+    int rc = dti_bind(c, s->h, &a);
+    if (rc < 0)
         return fail(eta_errno_from_dti(rc));
-    }
     s->local = a;
     eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf));
-    eta_obj_put(&s->obj);
     return 0;
 }
 
@@ -363,24 +404,36 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         eta_obj_put(&s->obj);
         return real_connect(fd, addr, len);
     }
-    if (!s->v6 && connects_to_ppe_itself(addr, len)) {
+    /* An AF_INET6 socket connecting to ::ffff:a.b.c.d connects to a.b.c.d
+     * (IPV6_V6ONLY off, as in Linux): the PPE's when it routes it. The
+     * kernel's address stays what the program gave. */
+    const struct sockaddr *kaddr = addr;
+    const socklen_t klen = len;
+    struct sockaddr_in mapped;
+    bool via_mapped = false;
+    if (s->v6 && v4mapped(fd, addr, len, &mapped)) {
+        addr = (const struct sockaddr *)&mapped;
+        len = sizeof mapped;
+        via_mapped = true;
+    }
+    if ((!s->v6 || via_mapped) && connects_to_ppe_itself(addr, len)) {
         eta_obj_put(&s->obj);
         return fail(ECONNREFUSED);
     }
     dti_ctx_t *c = NULL;
     if (st == ETA_SOCK_CANDIDATE) {
-        enum eta_reason r = s->v6 ? ETA_R_INET6 : eta_decide_connect(&eta_net, addr, len);
+        enum eta_reason r = s->v6 && !via_mapped ? ETA_R_INET6 : eta_decide_connect(&eta_net, addr, len);
         if (r != ETA_R_NONE) {
             to_kernel(fd, s, r, r == ETA_R_NOT_INET || r == ETA_R_INET6 ? "connect" : fmt_addr(addr, buf, sizeof buf));
             eta_obj_put(&s->obj);
-            return real_connect(fd, addr, len);
+            return real_connect(fd, kaddr, klen);
         }
         c = eta_ctx();
         int err = c ? make_accel(c, fd, s) : ENETDOWN;
         if (err) {
             to_kernel(fd, s, ETA_R_PPE_REFUSED, strerror(err));
             eta_obj_put(&s->obj);
-            return real_connect(fd, addr, len); /* counted; the kernel cannot route it either */
+            return real_connect(fd, kaddr, klen); /* counted; the kernel cannot route it either */
         }
         if (s->bound_kernel && s->kernel_port) {
             struct dti_addr local = {0, s->kernel_port};
@@ -415,9 +468,15 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             return fail(ECONNABORTED);
         }
     }
-    if (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET) {
+    if (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
+        (s->v6 && !via_mapped)) {
         eta_obj_put(&s->obj);
-        return fail(addr && addr->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL);
+        /* An AF_INET6 socket on the PPE (its IPv4 half) to an IPv6 address:
+         * ENETUNREACH, as Linux answers a v4-mapped socket. */
+        if (s->v6 && addr && len >= (socklen_t)sizeof(struct sockaddr_in6) && addr->sa_family == AF_INET6)
+            return fail(ENETUNREACH);
+        return fail(!addr ? EINVAL : s->v6 ? (len < (socklen_t)sizeof(struct sockaddr_in6) ? EINVAL : EAFNOSUPPORT)
+                                   : addr->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL);
     }
     struct dti_addr remote = to_dti(addr);
     int rc = dti_prep_connect(c, s->h, &remote, 0);

@@ -39,6 +39,8 @@ uint32_t eta_opt_bit(int level, int name)
         return ETA_OPT_TIMEOUTS;
     if (level == SOL_SOCKET && name == SO_RCVBUF)
         return ETA_OPT_RCVBUF;
+    if (level == IPPROTO_TCP && name == TCP_MAXSEG)
+        return ETA_OPT_MAXSEG;
     return 0;
 }
 
@@ -86,6 +88,14 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
     l = sizeof rb;
     if (set != ETA_OPT_ALL && (set & ETA_OPT_RCVBUF) && real_getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rb, &l) == 0)
         dti_prep_setsockopt(c, s->h, DTI_SO_RCVBUF, rcvbuf_set(rb), 0);
+    /* TCP_MAXSEG: the SYN's (or a listener's SYN-ACKs') MSS option. The
+     * kernel answers 536 for a socket that never set it: an unknown history
+     * carries only another value. */
+    int mss = 0;
+    l = sizeof mss;
+    if ((set & ETA_OPT_MAXSEG) && real_getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) == 0 && mss > 0 &&
+        (set != ETA_OPT_ALL || mss != 536))
+        dti_prep_setsockopt(c, s->h, DTI_SO_MAXSEG, mss, 0);
     dti_submit(c);
 }
 
@@ -340,7 +350,9 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 
 static int put_int(void *val, socklen_t *len, int v)
 {
-    if (!val || !len || *len < (socklen_t)sizeof(int))
+    if (!val || !len)
+        return fail(EFAULT); /* the kernel's answer to a pointer it cannot write */
+    if (*len < (socklen_t)sizeof(int))
         return fail(EINVAL);
     memcpy(val, &v, sizeof v);
     *len = sizeof v;

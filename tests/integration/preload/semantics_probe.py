@@ -187,6 +187,30 @@ def makefile_lines():
     s = conn(0); f = s.makefile('rwb')
     f.write(b'line one\nline two\n'); f.flush()
     return f.readline(), f.readline()
+# AF_INET6 sockets on v4-mapped addresses (Java's servers and clients use
+# them by default): Linux treats ::ffff:a.b.c.d as a.b.c.d, so under eta-run
+# the PPE's (issue 35: a bind went to the kernel, EADDRNOTAVAIL).
+@case
+def mapped_client():
+    s = socket.socket(socket.AF_INET6); s.connect(('::ffff:' + peer, base))
+    s.sendall(b'mapped'); r = recv_n(s, 6)
+    return r, s.getpeername() == ('::ffff:' + peer, base, 0, 0), s.getsockname()[0] == '::ffff:' + local
+@case
+def mapped_bind():
+    s = socket.socket(socket.AF_INET6); s.bind(('::ffff:' + local, 0)); s.listen(4)
+    n = s.getsockname()
+    return n[0] == '::ffff:' + local, n[1] > 0, n[2:], s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+@case
+def mapped_v6only():
+    out = []
+    for how in ('bind', 'connect'):
+        s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        try:
+            if how == 'bind': s.bind(('::ffff:' + local, 0))
+            else: s.connect(('::ffff:' + peer, base))
+            out.append('ok?')
+        except OSError as e: out.append(err(e))
+    return out
 for f in cases:
     if only and f.__name__ not in only: continue
     try: r = f()

@@ -6,6 +6,8 @@
 
 #include <mars/checksum_offload.h>
 
+#include <cstring>
+
 namespace mars::sim {
 namespace {
 
@@ -62,6 +64,39 @@ TEST_F(Tcp, MssClampedToOwnMtu)
     ASSERT_TRUE(sa[0].opts.mss);
     EXPECT_EQ(*sa[0].opts.mss, 960) << "MSS = MTU - 40";
     (void)l;
+}
+
+// TCP_MAXSEG set before connect() or listen() is our MSS option on the wire
+// (issue 35: SYN and SYN-ACK said 1460 where 1100 was set). A listener's
+// holds for the connections it accepts, as on Linux.
+TEST_F(Tcp, MaxSegSetBeforeConnectIsTheSynsMss)
+{
+    int64_t s = st().open(7);
+    ASSERT_GE(s, 0);
+    ASSERT_EQ(st().set_option(SockId(s), SockOpt::kMaxSeg, 1100), 0);
+    ASSERT_EQ(st().connect(SockId(s), Endpoint{p().peer_ip, 9000}, p().now), 0);
+    p().poll();
+    auto syn = p().take_tcp();
+    ASSERT_EQ(syn.size(), 1u);
+    ASSERT_TRUE(syn[0].opts.mss);
+    EXPECT_EQ(*syn[0].opts.mss, 1100);
+}
+
+TEST_F(Tcp, MaxSegSetOnTheListenerIsTheSynAcksMss)
+{
+    listener = p().listen(80);
+    ASSERT_NE(listener, kNoSock);
+    ASSERT_EQ(st().set_option(listener, SockOpt::kMaxSeg, 1100), 0);
+    Conn c;
+    SockId s = passive(&c);
+    ASSERT_NE(s, kNoSock);
+    EXPECT_EQ(c.stack_mss, 1100) << "the SYN-ACK's MSS option";
+    auto data = bytes(20000, 5);
+    ASSERT_EQ(st().send(s, data.data(), data.size()), int64_t(data.size()));
+    p().poll();
+    auto segs = p().take_conn(c);
+    ASSERT_FALSE(segs.empty());
+    for (auto &g : segs) EXPECT_LE(g.payload.size(), 1100u) << "the connection's segments honour it too";
 }
 
 // ---- Closing ---------------------------------------------------------------
@@ -169,6 +204,48 @@ TEST_F(Tcp, NagleHoldsSmallSegmentsUnlessNoDelay)
     }
     EXPECT_EQ(p().take_conn(c).size(), 3u) << "TCP_NODELAY sends each write";
 }
+
+// tcp(7): setting TCP_NODELAY pushes what is queued, corked or not (Linux
+// pushes pending frames); TCP_CORK stays on for what follows. Clearing
+// TCP_CORK sends what waits at once, also a MSG_MORE tail.
+TEST_F(Tcp, NoDelayPushesCorkedDataAndUncorkSendsAtOnce)
+{
+    Conn c;
+    SockId s = passive(&c);
+    ASSERT_EQ(st().set_option(s, SockOpt::kCork, 1), 0);
+    ASSERT_EQ(st().send(s, "abcdefghij", 10), 10);
+    p().poll();
+    EXPECT_EQ(p().take_conn(c).size(), 0u) << "corked";
+    ASSERT_EQ(st().set_option(s, SockOpt::kNoDelay, 1), 0);
+    p().poll();
+    auto pushed = p().take_conn(c);
+    ASSERT_EQ(pushed.size(), 1u) << "TCP_NODELAY pushes the corked bytes";
+    EXPECT_EQ(pushed[0].payload.size(), 10u);
+    p().send(c, kAck);
+    ASSERT_EQ(st().send(s, "klmnopqrst", 10), 10);
+    p().poll();
+    EXPECT_EQ(p().take_conn(c).size(), 0u) << "still corked after the push";
+    ASSERT_EQ(st().set_option(s, SockOpt::kCork, 0), 0);
+    p().poll();
+    auto uncorked = p().take_conn(c);
+    ASSERT_EQ(uncorked.size(), 1u) << "uncork sends at once";
+    EXPECT_EQ(uncorked[0].payload.size(), 10u);
+    p().send(c, kAck);
+    // A MSG_MORE tail, then TCP_CORK off: sent at once too.
+    RingSpan span{};
+    ASSERT_EQ(st().tx_view(s, &span), 0);
+    ASSERT_GE(span.n[0], 5u);
+    std::memcpy(span.p[0], "uvwxy", 5);
+    ASSERT_EQ(st().tx_commit(s, 5, true), 0);
+    p().poll();
+    EXPECT_EQ(p().take_conn(c).size(), 0u) << "MSG_MORE holds the tail";
+    ASSERT_EQ(st().set_option(s, SockOpt::kCork, 0), 0);
+    p().poll();
+    auto more = p().take_conn(c);
+    ASSERT_EQ(more.size(), 1u) << "clearing TCP_CORK sends a MSG_MORE tail";
+    EXPECT_EQ(more[0].payload.size(), 5u);
+}
+
 // ---- Transmit checksum offload (mars/checksum_offload.h) --------------------
 
 // With the port offering both offloads and not completing them (as a NIC
