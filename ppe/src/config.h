@@ -94,6 +94,12 @@ struct Config {
     uint32_t spin_us = 200;         // adaptive: busy-poll this long after the last work
     uint32_t max_sleep_us = 5000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
     uint32_t burst = 32;            // rx/tx burst size
+    // The engine threads' nice value (setpriority on each thread); 0: left
+    // as inherited. Below 0 an engine wins its core from ordinary programs
+    // (a CPU hog), but also from the kernel threads a veth/af_packet port
+    // needs (ksoftirqd): in the lab -10 made eta slower (benchmarks/README.md
+    // "loaded"), hence 0. Needs CAP_SYS_NICE; without it, a warning.
+    int32_t nice = 0;
     // Engines on two hardware threads (SMT siblings) of one physical core
     // share its execution units and caches: refused unless allowed; auto:N
     // then also uses siblings once every core has an engine.

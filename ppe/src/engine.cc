@@ -18,6 +18,8 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -176,6 +178,13 @@ bool Engine::setup(std::string *error)
         *error = name + ": DPDK has no free lcore slot for the engine thread";
         return false;
     }
+    // [engine] nice (0: as inherited): below 0 the engine wins its core from
+    // a CPU hog, which otherwise holds it for whole scheduler slices while
+    // frames and doorbells wait (issue 35); but also from the kernel threads
+    // a veth/af_packet port needs, so it is not the default.
+    if (config_.nice != 0 && setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), config_.nice) != 0)
+        log(LogLevel::kWarn, "%s: cannot set its nice value to %d (%s; needs CAP_SYS_NICE): it competes with other "
+            "programs on its core as an ordinary thread", name.c_str(), config_.nice, std::strerror(errno));
     int rc = io_uring_queue_init(256, &ring_, 0);
     if (rc < 0) {
         *error = name + ": io_uring: " + std::strerror(-rc);

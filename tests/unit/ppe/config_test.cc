@@ -160,6 +160,7 @@ TEST(PpeConfig, FullConfigMapsOntoTcpConfig)
 cores = ["core:1", "pu:3"]
 idle = "spin"
 spin_us = 50
+nice = -5
 [dpdk]
 memory = "no-huge"
 memory_mb = 256
@@ -193,6 +194,7 @@ gateway = "198.18.0.254"
     EXPECT_EQ(c.cores[1].kind, ppe::CoreSpec::kPu);
     EXPECT_EQ(c.cores[1].n, 3u);
     EXPECT_EQ(c.idle, ppe::IdlePolicy::kSpin);
+    EXPECT_EQ(c.nice, -5);
     EXPECT_EQ(c.memory, ppe::MemoryMode::kNoHuge);
     EXPECT_EQ(c.tcp.rcvbuf, 1u << 20);
     EXPECT_EQ(c.tcp.rcvbuf_max, 3u << 20);
@@ -244,6 +246,7 @@ const BadCase kBad[] = {
     {"empty_cores", with_port("[engine]\ncores = []\n"), {"engine.cores", "is empty"}},
     {"spin_range", with_port("[engine]\nspin_us = -5\n"), {"engine.spin_us", "out of range", "allowed 0 to"}},
     {"spin_float", with_port("[engine]\nspin_us = 2.5\n"), {"engine.spin_us", "expected an integer", "fraction"}},
+    {"nice_range", with_port("[engine]\nnice = -21\n"), {"engine.nice", "out of range", "allowed -20 to 19"}},
     {"no_port", "[engine]\nidle = \"spin\"\n", {"port", "no [[port]] is configured"}},
     {"port_no_device", "[[port]]\naddress = \"198.18.0.1/24\"\n", {"port[0].device", "is required"}},
     {"port_no_address", "[[port]]\ndevice = \"net_tap0\"\n", {"port[0].address", "is required"}},
