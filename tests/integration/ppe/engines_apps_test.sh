@@ -44,7 +44,7 @@ note "one listening socket, $N connections, both engines"
 run_bg srv "$work/srv.log" python3 "$APP" server 7301 $N 1
 wait_until 20 grep -q listening "$work/srv.log" || { cat "$work/srv.log"; fail "the server under eta-run did not listen"; }
 srv_real=$(pgrep -P "$srv_pid" | head -1)
-wait_until 5 ppe_true "len(set(a['engine'] for a in d['apps'])) >= 1" || fail "the server did not attach"
+wait_until 30 ppe_true "len(set(a['engine'] for a in d['apps'])) >= 1" || fail "the server did not attach"
 if [ "$ENGINES" = 2 ] && [ "$(engines_of "$srv_real")" != "[0, 1]" ]; then
     fail "the application is attached to engine(s) $(engines_of "$srv_real") only: libdti must attach it to every engine"
 fi

@@ -56,7 +56,7 @@ wait_until 10 ppe_true "len(d['apps']) == 0" || fail "the servers' attachments d
 note "ARP to every engine"
 peer ip neigh flush dev "$ETA_LAB_PEER_IFACE"
 peer ping -c 3 -i 0.2 -W 2 "$ETA_LAB_PPE_IP" > "$work/ping.log" || { cat "$work/ping.log"; fail "the peer cannot ping the PPE"; }
-wait_until 5 ppe_true "all(e['stacks'][0]['arp_requests_in'] >= 1 for e in d['engines'])" ||
+wait_until 30 ppe_true "all(e['stacks'][0]['arp_requests_in'] >= 1 for e in d['engines'])" ||
     fail "not every engine's stack saw the peer's ARP request: $(ppe_json "[e['stacks'][0]['arp_requests_in'] for e in d['engines']]")"
 ppe_true "sum(e['arp_shared_out'] for e in d['engines']) >= 1 and sum(e['arp_shared_in'] for e in d['engines']) == sum(e['arp_shared_out'] for e in d['engines'])" ||
     fail "ARP sharing is not counted: $(ppe_json "[(e['arp_shared_out'], e['arp_shared_in']) for e in d['engines']]")"
@@ -79,7 +79,7 @@ for i in range(n):
 print(f"refused {refused} of {n}")
 sys.exit(0 if refused == n else 1)
 EOF
-wait_until 5 ppe_true "sum(e['stacks'][0]['tcp_resets_out'] for e in d['engines']) - $resets0 >= $N" ||
+wait_until 30 ppe_true "sum(e['stacks'][0]['tcp_resets_out'] for e in d['engines']) - $resets0 >= $N" ||
     fail "fewer than $N RSTs: $(ppe_json "[e['stacks'][0]['tcp_resets_out'] for e in d['engines']]")"
 ppe_true "all(e['stacks'][0]['tcp_resets_out'] > 0 for e in d['engines'])" ||
     fail "only one engine answered: flows are not spread by their owner"
@@ -97,7 +97,7 @@ timeout 60 "$ETA_PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" --por
     > "$work/crr.log" || { cat "$work/crr.log"; fail "crr from an eta application failed"; }
 # The counters are published every 10 ms; the 300 opens, on both engines
 # (a context's sockets go to the engines in turn).
-wait_until 5 ppe_true "sum(a - b for a, b in zip([e['stacks'][0]['tcp_active_opens'] for e in d['engines']], $opens0)) == 300 and min(a - b for a, b in zip([e['stacks'][0]['tcp_active_opens'] for e in d['engines']], $opens0)) > 0" ||
+wait_until 30 ppe_true "sum(a - b for a, b in zip([e['stacks'][0]['tcp_active_opens'] for e in d['engines']], $opens0)) == 300 and min(a - b for a, b in zip([e['stacks'][0]['tcp_active_opens'] for e in d['engines']], $opens0)) > 0" ||
     fail "the crr client's 300 connections were not opened on both engines: $(opens) (before: $opens0)"
 timeout 60 "$ETA_PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" --port 5611 --mode stream \
     --bytes 33554432 --verify > "$work/stream.log" || { cat "$work/stream.log"; fail "the verified stream failed"; }

@@ -21,7 +21,7 @@ peer timeout 10 ping -c 3 -i 0.2 -W 2 "$ETA_LAB_PPE_IP" || fail "the peer cannot
 neigh=$(peer ip neigh show "$ETA_LAB_PPE_IP") || fail "cannot read the peer's neighbour table"
 grep -qi "$ETA_LAB_PPE_MAC" <<<"$neigh" ||
     fail "the peer did not learn the PPE's MAC by ARP: $(peer ip neigh show "$ETA_LAB_PPE_IP")"
-wait_until 5 ppe_true "d['engines'][0]['stacks'][0]['icmp_echo_in'] >= 3" ||
+wait_until 30 ppe_true "d['engines'][0]['stacks'][0]['icmp_echo_in'] >= 3" ||
     fail "eta-stat does not count the echo requests"
 [ "$(ppe_json "d['engines'][0]['stacks'][0]['arp_replies_out'] + d['engines'][0]['stacks'][0]['arp_requests_in']")" -ge 1 ] ||
     fail "eta-stat shows no ARP traffic"
@@ -57,11 +57,11 @@ echo "over 3 s idle: eta-ppe used $((p1 - p0)) clock ticks, a busy loop beside i
 note "SIGHUP: log level applied, the rest reported"
 sed -i 's/^level = "info"/level = "debug"/' "$work/ppe.toml"
 kill -HUP "$PPE_REAL_PID"
-wait_until 5 grep -q "reload: applied log.level = debug" "$work/ppe.log" || fail "SIGHUP did not apply the log level"
+wait_until 30 grep -q "reload: applied log.level = debug" "$work/ppe.log" || fail "SIGHUP did not apply the log level"
 kill -0 "$PPE_REAL_PID" || fail "eta-ppe died on SIGHUP"
 sed -i 's/^mtu = .*/mtu = 1400/' "$work/ppe.toml"
 kill -HUP "$PPE_REAL_PID"
-wait_until 5 grep -q "\[\[port\]\] changed.*needs a restart" "$work/ppe.log" || fail "SIGHUP did not say the port change needs a restart"
+wait_until 30 grep -q "\[\[port\]\] changed.*needs a restart" "$work/ppe.log" || fail "SIGHUP did not say the port change needs a restart"
 
 note "SIGTERM stops it and removes what it made"
 prefix=$(sed -n 's/^file_prefix = "\(.*\)".*/\1/p' "$work/ppe.toml")

@@ -27,7 +27,7 @@ round1_or_gone() { grep -q "round 1 exchanged" "$work/cli.log" || ! kill -0 "$cl
 wait_until 280 round1_or_gone
 grep -q "round 1 exchanged" "$work/cli.log" || { cat "$work/cli.log"; fail "the peer could not open and use $N connections"; }
 # The connection table is published every 250 ms.
-wait_until 5 ppe_true "d['connections_total'] > $N" || fail "eta-stat does not count $N connections"
+wait_until 30 ppe_true "d['connections_total'] > $N" || fail "eta-stat does not count $N connections"
 ppe_json "'connections %d, established %d, per-connection ring memory %s bytes, app region %d bytes' % (d['connections_total'], sum(1 for c in d['connections'] if c['state']=='ESTABLISHED'), sorted(set(c['memory_bytes'] for c in d['connections'] if c['state']=='ESTABLISHED')), d['apps'][0]['region_bytes'])"
 est=$(ppe_json "sum(1 for c in d['connections'] if c['state']=='ESTABLISHED')")
 [ "$est" -ge $N ] || fail "only $est established connections in eta-stat"

@@ -25,12 +25,16 @@ ppe_start() {
     prefix=$(sed -n 's/^file_prefix = "\(.*\)".*/\1/p' "$config")
     on_exit "rm -rf /var/run/dpdk/$prefix"
     rm -f "$work/ready"
+    local from
+    from=$( (cat "$work/ppe.log" 2>/dev/null || true) | wc -l)
     start_bg ppe timeout 900 "$ETA_PPE" --config "$config" --foreground --ready-fd 3 3>"$work/ready" 2>>"$work/ppe.log"
     PPE_PID=$ppe_pid # the `timeout` wrapper: it passes SIGTERM on and returns eta-ppe's status
     wait_until 60 grep -qx READY "$work/ready" || { cat "$work/ppe.log"; fail "eta-ppe did not become ready"; }
     PPE_REAL_PID=$(pgrep -P "$PPE_PID" | head -1)
     [ -n "$PPE_REAL_PID" ] || fail "cannot find eta-ppe under its timeout wrapper"
     [ -S "$ETA_LAB_SOCKET" ] || fail "eta-ppe is ready but $ETA_LAB_SOCKET is not a socket"
+    # Said when it had to wait for a killed predecessor to release the socket.
+    tail -n +"$((from + 1))" "$work/ppe.log" | grep "which is exiting, to release" | sed 's/^/--- /' || true
 }
 
 ppe_stop() {

@@ -79,25 +79,28 @@ PY
 bg epoll "$work/epoll.log" "$py" "$work/ep.py" "$H"
 bg redis "$work/redis.log" redis-server --bind "$H" --port 6390 --save "" --appendonly no --daemonize no --protected-mode no
 bg echo "$work/echo.log" "$py" "$work/echo.py" "$H"
-bg web "$work/web.log" "$py" -m http.server 8098 --directory "$work"
+# INADDR_ANY reaches the host's kernel too: a fixed port collides with
+# another run of this test on the machine, so the kernel picks a free one.
+web_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+bg web "$work/web.log" "$py" -m http.server "$web_port" --directory "$work"
 wait_until 20 grep -q "$H:6390" "$work/redis.log" || { cat "$work/redis.log"; fail "redis did not listen on the PPE"; }
 wait_until 20 grep -q "serving" "$work/epoll.log" || { cat "$work/epoll.log"; fail "epoll server did not start"; }
 wait_until 20 grep -q "serving" "$work/echo.log" || { cat "$work/echo.log"; fail "echo server did not start"; }
-wait_until 20 grep -q "0.0.0.0:8098" "$work/web.log" || { cat "$work/web.log"; fail "http.server did not listen"; }
+wait_until 20 grep -q "0.0.0.0:$web_port" "$work/web.log" || { cat "$work/web.log"; fail "http.server did not listen"; }
 echo hello > "$work/hello.txt"
 r_pid=$(child_of "$redis_pid") e_pid=$(child_of "$echo_pid") w_pid=$(child_of "$web_pid") p_pid=$(child_of "$epoll_pid")
 
 # One request to each server from the peer, through the PPE.
 serve_all() {
-    local r; r=$(peer timeout 5 redis-cli -h "$H" -p 6390 ping 2>&1) || true
+    local r; r=$(peer timeout 30 redis-cli -h "$H" -p 6390 ping 2>&1) || true
     [ "$r" = PONG ] || { echo "redis does not answer: $r" > "$work/why"; return 1; }
-    [ "$(peer timeout 5 python3 -c "
-import socket; s = socket.create_connection(('$H', 8097), timeout=4); s.sendall(b'e$1'); print(s.recv(100).decode())" 2>/dev/null)" = "e$1" ] ||
+    [ "$(peer timeout 30 python3 -c "
+import socket; s = socket.create_connection(('$H', 8097), timeout=25); s.sendall(b'e$1'); print(s.recv(100).decode())" 2>/dev/null)" = "e$1" ] ||
         { echo "the echo server (blocking accept) does not answer" > "$work/why"; return 1; }
-    [ "$(peer timeout 5 python3 -c "
-import socket; s = socket.create_connection(('$H', 8099), timeout=4); s.sendall(b'p$1'); print(s.recv(100).decode())" 2>/dev/null)" = "p$1" ] ||
+    [ "$(peer timeout 30 python3 -c "
+import socket; s = socket.create_connection(('$H', 8099), timeout=25); s.sendall(b'p$1'); print(s.recv(100).decode())" 2>/dev/null)" = "p$1" ] ||
         { echo "the epoll server (epoll_wait without timeout) does not answer" > "$work/why"; return 1; }
-    [ "$(peer timeout 5 curl -s "http://$H:8098/hello.txt")" = hello ] || { echo "http.server does not answer" > "$work/why"; return 1; }
+    [ "$(peer timeout 30 curl -s "http://$H:$web_port/hello.txt")" = hello ] || { echo "http.server does not answer" > "$work/why"; return 1; }
 }
 alive() {
     for p in "$r_pid:redis:$work/redis.log" "$e_pid:echo:$work/echo.log" "$w_pid:http.server:$work/web.log" \
@@ -107,7 +110,7 @@ alive() {
 }
 reattached() { grep -c "re-attached to the PPE" "$1" || true; }
 
-wait_until 20 serve_all 0 || fail "before any restart: $(cat "$work/why")"
+wait_until 120 serve_all 0 || fail "before any restart: $(cat "$work/why")"
 # A connection open through the PPE when it dies stays dead: once the new PPE
 # is up, the peer's next segment on it is answered with a reset.
 peer timeout 90 python3 -c "
@@ -127,7 +130,7 @@ except OSError as e:
     print('error', e.errno)" > "$work/held.out" &
 held_pid=$!
 _bg_pids+=("$held_pid")
-wait_until 10 grep -q open "$work/held.out" || fail "held redis connection did not open"
+wait_until 60 grep -q open "$work/held.out" || fail "held redis connection did not open"
 
 for cycle in $(seq 1 "$CYCLES"); do
     ppe_kill9 # waits until eta-ppe itself is gone
@@ -145,7 +148,7 @@ for cycle in $(seq 1 "$CYCLES"); do
         for v in "redis $((r1 - r0))" "echo $((e1 - e0))" "http.server $((w1 - w0))" "epoll-server $((p1 - p0))"; do
             [ "${v#* }" -le "$limit" ] || fail "${v% *} spins while the PPE is away (${v#* } of $wall ticks)"
         done
-        [ "$(timeout 5 curl -s "http://127.0.0.1:8098/hello.txt")" = hello ] ||
+        [ "$(timeout 30 curl -s "http://127.0.0.1:$web_port/hello.txt")" = hello ] ||
             fail "http.server does not serve 127.0.0.1 through its kernel half while the PPE is away"
     fi
     ppe_start "$work/ppe.toml"
@@ -154,7 +157,7 @@ for cycle in $(seq 1 "$CYCLES"); do
         wait_until 20 bash -c "[ \$(grep -c 're-attached to the PPE' '$work/$l.log') -ge $cycle ]" ||
             { cat "$work/$l.log"; fail "cycle $cycle: $l did not re-attach to the new PPE"; }
     done
-    wait_until 20 serve_all "$cycle" || { cat "$work/redis.log" "$work/echo.log" "$work/web.log" "$work/ppe.log"; fail "cycle $cycle, new PPE: $(cat "$work/why")"; }
+    wait_until 120 serve_all "$cycle" || { cat "$work/redis.log" "$work/echo.log" "$work/web.log" "$work/ppe.log"; fail "cycle $cycle, new PPE: $(cat "$work/why")"; }
     if [ "$cycle" -eq 1 ]; then
         touch "$work/go"
         wait_until 30 grep -qE "^(error|eof|answered)" "$work/held.out" || fail "the peer's held connection got no answer"

@@ -4,6 +4,7 @@
 #include "dti_abi.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -95,10 +96,12 @@ TEST(DtiAttach, AttachmentLimitIsRefusedClearly)
     dti_detach(d1);
     // Once the first one left, there is room again.
     bool attached = false;
-    for (int i = 0; i < 200 && !attached; i++) {
+    // Detach is asynchronous: bounded by time (60 s), not by a count of tries.
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+         !attached && std::chrono::steady_clock::now() < end;) {
         attached = dti_attach(&opts, &d2, msg, sizeof msg) == 0;
         if (!attached)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10)); // detach is asynchronous
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     EXPECT_TRUE(attached) << msg;
     dti_detach(d2);
@@ -924,7 +927,9 @@ TEST_F(DtiApi, DetachAbortsSocketsAndFreesEverything)
     dti_detach(d_);
     d_ = nullptr;
     size_t left = 1;
-    for (int i = 0; i < 500 && left; i++) { // the engine notices the hang-up asynchronously
+    // The engine notices the hang-up asynchronously: bounded by time (60 s).
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+         left && std::chrono::steady_clock::now() < end;) {
         left = processes();
         if (left)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));

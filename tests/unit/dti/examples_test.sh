@@ -17,13 +17,16 @@ trap cleanup EXIT
 # Ready when the engine says so (--ready-fd), not when its socket file exists.
 "$engine_bin" --socket "$sock" --ready-fd 3 3>"$dir/ready" > "$dir/engine.out" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 200); do grep -qx READY "$dir/ready" && break; sleep 0.05; done
+# Bounded waits by wall time (SECONDS), far above any honest start on a busy machine.
+end=$((SECONDS + 60))
+while [ $SECONDS -lt $end ]; do grep -qx READY "$dir/ready" && break; sleep 0.05; done
 grep -qx READY "$dir/ready" || { echo "engine did not become ready"; cat "$dir/engine.out"; exit 1; }
 
-timeout 30 "$server_bin" --socket "$sock" --port 7007 --count 3 > "$dir/server.out" 2>&1 &
+timeout 90 "$server_bin" --socket "$sock" --port 7007 --count 3 > "$dir/server.out" 2>&1 &
 server=$!
 pids+=($server)
-for _ in $(seq 1 100); do grep -q listening "$dir/server.out" && break; sleep 0.05; done
+end=$((SECONDS + 60))
+while [ $SECONDS -lt $end ]; do grep -q listening "$dir/server.out" && break; sleep 0.05; done
 grep -q listening "$dir/server.out" || { echo "server did not start"; cat "$dir/server.out"; exit 1; }
 
 timeout 30 "$client_bin" --socket "$sock" --port 7007 --messages 200 --size 3000

@@ -354,7 +354,7 @@ bool sleeping(pid_t tid)
 std::thread kicker(pthread_t waiter, pid_t tid, std::atomic<bool> *done, std::function<bool()> ready)
 {
     return std::thread([=] {
-        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); // a bound: it ends on `done`
         while (!*done && std::chrono::steady_clock::now() < end) {
             if (ready() && sleeping(tid))
                 pthread_kill(waiter, SIGUSR1);
@@ -363,6 +363,11 @@ std::thread kicker(pthread_t waiter, pid_t tid, std::atomic<bool> *done, std::fu
     });
 }
 } // namespace
+
+// The waits' own timeout: so long that a wait the signal ended cannot be
+// mistaken for one that ran it out, however busy the machine (the kicker
+// signals within milliseconds of the wait going to sleep).
+constexpr int kNoAnswer = 60000; // ms
 
 TEST_F(DtiPosted, SignalEndsAnInterruptibleWait)
 {
@@ -381,11 +386,12 @@ TEST_F(DtiPosted, SignalEndsAnInterruptibleWait)
     std::atomic<bool> done{false};
     auto k = kicker(pthread_self(), tid, &done, [] { return true; });
     auto t0 = std::chrono::steady_clock::now();
-    ssize_t n = dti_recv_posted(c_, sv, buf.data(), buf.size(), 1, 3000);
+    ssize_t n = dti_recv_posted(c_, sv, buf.data(), buf.size(), 1, kNoAnswer);
     done = true;
     k.join();
     EXPECT_EQ(n, -EINTR);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(kNoAnswer / 2))
+        << "the wait ran its timeout out: the signal did not end it";
     EXPECT_GT(signals_seen.load(), 0);
 
     // 20,000 bytes landed (what the rings hold) of a 1 MiB post waiting for all of it: the signal
@@ -397,11 +403,12 @@ TEST_F(DtiPosted, SignalEndsAnInterruptibleWait)
     const uint8_t *p = buf.data();
     k = kicker(pthread_self(), tid, &done, [p, &want] { return std::memcmp(p, want.data(), want.size()) == 0; });
     t0 = std::chrono::steady_clock::now();
-    n = dti_recv_posted(c_, sv, buf.data(), buf.size(), buf.size(), 3000);
+    n = dti_recv_posted(c_, sv, buf.data(), buf.size(), buf.size(), kNoAnswer);
     done = true;
     k.join();
     EXPECT_EQ(n, 20000);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(kNoAnswer / 2))
+        << "the wait ran its timeout out: the signal did not end it";
     EXPECT_EQ(std::memcmp(buf.data(), want.data(), want.size()), 0);
     send_pattern(cl, 20000, 5000);
     ASSERT_EQ(dti_recv_wait(c_, sv, buf.data(), buf.size(), 5000), 5000);
