@@ -713,6 +713,8 @@ static bool is_internal(int fd)
 
 ETA_EXPORT int dup(int fd)
 {
+    if (is_internal(fd))
+        return fail(EBADF); /* not the program's */
     return eta_dup_result(fd, real_dup(fd));
 }
 
