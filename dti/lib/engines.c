@@ -178,7 +178,13 @@ static const int kInherited[] = {
     DTI_SO_REUSEADDR, DTI_SO_REUSEPORT, DTI_SO_NODELAY,      DTI_SO_KEEPALIVE, DTI_SO_KEEPIDLE,
     DTI_SO_KEEPINTVL, DTI_SO_KEEPCNT,   DTI_SO_USER_TIMEOUT, DTI_SO_LINGER,    DTI_SO_TOS,
     DTI_SO_RCVBUF, /* reads the size set (0: none) while there is no ring */
+    DTI_SO_MAXSEG, /* its connections' SYN-ACK MSS; an unset one reads 536 (kUnsetMaxSeg) */
 };
+/* What an engine answers for TCP_MAXSEG never set on a socket without a
+ * connection (Linux's TCP_MSS_DEFAULT, as MARS answers): not replayed, or
+ * the siblings would advertise it. (A listener set to exactly 536 keeps it
+ * on its own engine only.) */
+#define kUnsetMaxSeg 536
 #define N_INHERITED (sizeof kInherited / sizeof kInherited[0])
 
 static int socket_fn(dti_ctx_t *c, dti_sock_t s, uint32_t engine, int64_t v, uint64_t ud)
@@ -227,7 +233,7 @@ static int make_sibling(struct dti_ctx *c, uint32_t engine, const struct dti_add
         return sib;
     int rc = 0;
     for (size_t i = 0; i < N_INHERITED && rc == 0; i++)
-        if (opt_known[i] && opt_value[i] != 0)
+        if (opt_known[i] && opt_value[i] != 0 && !(kInherited[i] == DTI_SO_MAXSEG && opt_value[i] == kUnsetMaxSeg))
             rc = dti__run_blocking(c, setsockopt_fn, (dti_sock_t)sib, (uint32_t)kInherited[i], opt_value[i]);
     if (rc == 0)
         rc = dti_bind(c, (dti_sock_t)sib, at);

@@ -61,7 +61,11 @@ def report(c):
         ended.wait_for(lambda: t in ends, timeout=10)
         how = ends.get(t, "none")
     c.sendall(how.encode()); c.close()
-handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all]
+def mss(c):
+    # The MSS this kernel took from the prober's SYN (issue 35: TCP_MAXSEG
+    # set before connect() must reach the wire), then the prober's token.
+    c.sendall(b'%d\n' % c.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)); c.close()
+handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all, mss]
 def quietly(h, c):
     try: h(c)
     except OSError: pass  # the probe resets some connections on purpose

@@ -41,13 +41,13 @@ base=9400
 for ip in "$ETA_LAB_PEER_IP" "$ETA_LAB_KERNEL_PEER_IP"; do
     start_bg svc ip netns exec "$ETA_LAB_NS" timeout 300 "$py" "$here/semantics_peer.py" "$ip" "$base"
 done
-peer_listens() { peer bash -c "[ \$(ss -ltnH | grep -Ec ':94(0[0-7]) ') -ge 16 ]"; }
+peer_listens() { peer bash -c "[ \$(ss -ltnH | grep -Ec ':94(0[0-8]) ') -ge 18 ]"; }
 wait_until 20 peer_listens || fail "semantics_peer.py did not listen on both links"
 
 note "socket semantics: the same calls on kernel sockets and under eta-run"
 timeout 120 "$py" "$here/semantics_probe.py" "$ETA_LAB_KERNEL_PEER_IP" "$base" "$ETA_LAB_KERNEL_IP" \
     > "$work/kernel.out" || { cat "$work/kernel.out"; fail "the probe failed on kernel sockets"; }
-[ "$(wc -l < "$work/kernel.out")" -ge 28 ] || { cat "$work/kernel.out"; fail "the probe ran too few cases on kernel sockets"; }
+[ "$(wc -l < "$work/kernel.out")" -ge 29 ] || { cat "$work/kernel.out"; fail "the probe ran too few cases on kernel sockets"; }
 ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     "$py" "$here/semantics_probe.py" "$ETA_LAB_PEER_IP" "$base" "$ETA_LAB_PPE_IP" > "$work/eta.out" 2> "$work/eta.err" ||
     { cat "$work/eta.out" "$work/eta.err"; fail "the probe failed under eta-run"; }

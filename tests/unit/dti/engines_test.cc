@@ -200,6 +200,38 @@ TEST_F(DtiEngines, ListenerSiblingsTakeTheSocketsOptions)
     EXPECT_EQ(rc, -EADDRINUSE);
 }
 
+// TCP_MAXSEG set on a listener before listen() holds for the connections
+// every sibling accepts (issue 35: before, only the application socket's
+// engine had it, and the other engines' SYN-ACKs advertised MTU - 40).
+TEST_F(DtiEngines, ListenerSiblingsTakeTheMaxSeg)
+{
+    int l = dti_socket(c_);
+    ASSERT_GE(l, 0);
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(l), DTI_SO_MAXSEG, 1100), 0);
+    dti_addr any{0, 0};
+    ASSERT_EQ(dti_bind(c_, dti_sock_t(l), &any), 0);
+    ASSERT_EQ(dti_listen(c_, dti_sock_t(l), 16), 0);
+    dti_addr name{};
+    ASSERT_EQ(dti_getsockname(c_, dti_sock_t(l), &name), 0);
+    std::vector<dti_sock_t> clients;
+    for (uint32_t i = 0; i < 4; i++)
+        clients.push_back(connect_from(i % 2, name.port));
+    std::set<uint32_t> engines;
+    for (int i = 0; i < 4; i++) {
+        int s = dti_accept(c_, dti_sock_t(l), nullptr, 5000);
+        ASSERT_GE(s, 0) << dti_strerror(s);
+        engines.insert(engine_of(dti_sock_t(s)));
+        int64_t v = 0;
+        ASSERT_EQ(dti_getsockopt(c_, dti_sock_t(s), DTI_SO_MAXSEG, &v), 0);
+        EXPECT_EQ(v, 1100) << "accepted on engine " << engine_of(dti_sock_t(s));
+        EXPECT_EQ(dti_close(c_, dti_sock_t(s)), 0);
+    }
+    EXPECT_EQ(engines, (std::set<uint32_t>{0, 1}));
+    for (dti_sock_t c : clients)
+        EXPECT_EQ(dti_close(c_, c), 0);
+    EXPECT_EQ(dti_close(c_, dti_sock_t(l)), 0);
+}
+
 // A socket bound to a port before it connects has its flow, and so its
 // engine, decided by that port: libdti makes it again on the owner (options
 // and address kept) and the application's handle follows it.
