@@ -77,6 +77,15 @@ static bool wrappable(int sig)
     return sig > 0 && sig < NSIG && sig != SIGKILL && sig != SIGSTOP;
 }
 
+/* Faults are delivered to the thread that caused them, in the program's own
+ * code, never while a shim wait blocks: their handlers (a JVM's SIGSEGV, a
+ * crash reporter's) go to the kernel untouched, with no frame of ours in
+ * front of them. */
+static bool synchronous(int sig)
+{
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP || sig == SIGSYS;
+}
+
 static bool is_trampoline(const struct sigaction *sa)
 {
     return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == trampoline;
@@ -95,7 +104,7 @@ static void as_program(int sig, const struct sigaction *k, uintptr_t h, int flag
 
 static int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    if (!wrappable(sig))
+    if (!wrappable(sig) || synchronous(sig))
         return real_sigaction(sig, act, old);
     uintptr_t prev_h = atomic_load_explicit(&prog[sig].handler, memory_order_acquire);
     int prev_flags = atomic_load_explicit(&prog[sig].flags, memory_order_relaxed);
@@ -221,7 +230,7 @@ void eta_signals_init(void)
     int saved = errno;
     for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction sa;
-        if (!wrappable(sig) || real_sigaction(sig, NULL, &sa) != 0)
+        if (!wrappable(sig) || synchronous(sig) || real_sigaction(sig, NULL, &sa) != 0)
             continue;
         if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN || is_trampoline(&sa))
             continue;
