@@ -921,6 +921,7 @@ void eta_fd_clear(int fd)
 __attribute__((constructor)) static void eta_constructor(void)
 {
     memory_pid = getpid();
+    eta_signals_init();
     eta_init();
     /* fork: the child joins the parent's PPE group. glibc runs these for
      * its internal forks too (daemon()); posix_spawn/system do not fork. */

@@ -340,6 +340,20 @@ bool eta_hybrid_kernel_only(struct eta_sock *s);
  * the shim emulates restarts after a signal, as the kernel's would. */
 bool eta_signals_restart(void);
 
+/* ---- the program's signal handlers (signals.c) ------------------------- */
+
+/* Handlers of the program that ran on this thread, all of them and those
+ * without SA_RESTART: the shim's trampoline counts each before calling the
+ * program's handler. A wait samples them at its start (eta_wait). */
+extern ETA_TLS unsigned eta_sig_handled;
+extern ETA_TLS unsigned eta_sig_eintr;
+/* Whether a blocked call interrupted by sig's handler restarts (SA_RESTART,
+ * or no handler at all), after what the program installed. */
+bool eta_signal_restarts(int sig);
+/* Puts the trampoline in front of handlers installed before the shim's
+ * wrappers were reached. Called by the constructor. */
+void eta_signals_init(void);
+
 /* Connections accepted from the PPE for listener s and stashed, not yet
  * returned by accept (they make the listener readable). */
 unsigned eta_stash_count(struct eta_sock *s);

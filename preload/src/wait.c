@@ -3,8 +3,10 @@
  * are dispatched through. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 
 #include "shim.h"
 
@@ -264,23 +266,17 @@ uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s)
 
 /* ---- signals: restart or EINTR ---------------------------------------- */
 
-/* A wait the shim makes is a poll(), which the kernel never restarts. The
+/* A wait the shim makes is a ppoll(), which the kernel never restarts. The
  * kernel would restart the call the program made (accept, recv, send,
  * connect without a timeout) when the handler that ran had SA_RESTART. The
- * shim cannot tell which signal arrived, so it restarts only when every
- * installed handler asks for it; a program that installs one handler without
- * SA_RESTART sees EINTR, which it must already handle. */
+ * waiter knows which handlers ran on its thread (signals.c counts them); this
+ * is the answer where it does not (a handler the shim could not wrap): it
+ * restarts only when every installed handler asks for it. */
 bool eta_signals_restart(void)
 {
-    for (int sig = 1; sig < NSIG; sig++) {
-        struct sigaction sa;
-        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) != 0)
-            continue;
-        if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
-            continue;
-        if (!(sa.sa_flags & SA_RESTART))
+    for (int sig = 1; sig < NSIG; sig++)
+        if (!eta_signal_restarts(sig))
             return false;
-    }
     return true;
 }
 
@@ -300,12 +296,22 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
     uint64_t budget = dti_spin_begin(c); /* adaptive: see dti_ctx_set_spin() */
     uint64_t spin_end = start + budget;
     unsigned iter = 0;
+    /* Handlers run on this thread (signals.c): one that runs while this
+     * waits interrupts the call as the kernel would (EINTR unless it had
+     * SA_RESTART and there is no deadline), whether it lands in the spin,
+     * between checks or in the sleep. */
+    unsigned sig_seen = eta_sig_handled, sig_eintr = eta_sig_eintr;
     /* Spin: the common case for a busy program, no system call at all. */
     while (budget) {
         eta_pump(c);
         if (ready(arg)) {
             ETA_STAT_ADD(spins, 1);
             return 0;
+        }
+        if (ETA_UNLIKELY(eta_sig_handled != sig_seen)) {
+            if (deadline_ns || eta_sig_eintr != sig_eintr)
+                return -EINTR;
+            sig_seen = eta_sig_handled; /* SA_RESTART: the call goes on */
         }
         if ((++iter & 63) == 0) {
             if (!eta_engine_check(d))
@@ -344,25 +350,47 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
             eta_engine_check(d);
             return -EPIPE;
         }
-        int timeout = -1;
+        struct timespec ts, *tsp = NULL;
         if (deadline_ns) {
             uint64_t now = eta_now_ns();
             if (now >= deadline_ns) {
                 dti_disarm(c);
                 return -ETIMEDOUT;
             }
-            timeout = (int)((deadline_ns - now + 999999) / 1000000);
+            ts.tv_sec = (time_t)((deadline_ns - now) / 1000000000u);
+            ts.tv_nsec = (long)((deadline_ns - now) % 1000000000u);
+            tsp = &ts;
         }
+        /* Signals blocked from the last check to the sleep; ppoll() unblocks
+         * them as it sleeps (the kernel's atomic unblock-and-wait), so a
+         * handler that runs in between still ends the sleep. */
+        sigset_t block, orig;
+        sigfillset(&block);
+        sigdelset(&block, SIGSEGV); /* faults stay deliverable: never blocked */
+        sigdelset(&block, SIGBUS);
+        sigdelset(&block, SIGFPE);
+        sigdelset(&block, SIGILL);
+        sigdelset(&block, SIGTRAP);
+        sigdelset(&block, SIGSYS);
+        pthread_sigmask(SIG_BLOCK, &block, &orig);
+        int rc = -1, err = EINTR;
         struct pollfd p[2] = {{dti_ctx_wait_fd(c), POLLIN, 0}, {kfd, POLLIN, 0}};
-        int rc = real_poll(p, kfd >= 0 ? 2 : 1, timeout);
-        int err = errno;
+        if (eta_sig_handled == sig_seen) {
+            rc = real_ppoll(p, kfd >= 0 ? 2 : 1, tsp, &orig);
+            err = errno;
+        }
+        pthread_sigmask(SIG_SETMASK, &orig, NULL); /* a signal that came meanwhile runs here */
         dti_disarm(c);
         eta_pump(c);
         if (ready(arg))
             return 0;
         if (rc > 0 && kfd >= 0 && p[1].revents)
             return 0;
-        if (rc < 0 && err == EINTR) {
+        if (eta_sig_handled != sig_seen) {
+            if (deadline_ns || eta_sig_eintr != sig_eintr)
+                return -EINTR;
+            sig_seen = eta_sig_handled; /* SA_RESTART: the call goes on */
+        } else if (rc < 0 && err == EINTR) { /* a handler the shim did not wrap */
             if (deadline_ns || !eta_signals_restart())
                 return -EINTR;
         }
