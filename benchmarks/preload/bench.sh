@@ -99,11 +99,16 @@ r1 = resource.getrusage(resource.RUSAGE_SELF)
 print(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, total)" "$dst" "$port")
     [ $path = eta ] && reader=("${eta_run[@]}" "${reader[@]}")
     coproc RD { timeout 120 "${reader[@]}" 2>/dev/null; }
-    read -r -t 20 ready <&"${RD[0]}" || true
+    # Copies of the coprocess's output and pid: bash unsets RD and RD_PID (and closes RD's descriptor)
+    # once it reaps the coprocess, which on a busy machine can come before the last read below.
+    rd_pid=${RD_PID:-}
+    if [ -n "${RD[0]:-}" ]; then exec {rd}<&"${RD[0]}"; else exec {rd}</dev/null; fi
+    read -r -t 20 ready <&"$rd" || true
     read -r posts0 pbytes0 < <(posted)
     peer timeout 60 bash -c "head -c $((512 << 20)) /dev/zero | socat -u - TCP:$dst:$port" || true
-    read -r -t 60 rcpu rbytes <&"${RD[0]}" || true
-    wait "$RD_PID" 2>/dev/null || true
+    read -r -t 60 rcpu rbytes <&"$rd" || true
+    exec {rd}<&-
+    [ -z "$rd_pid" ] || wait "$rd_pid" 2>/dev/null || true
     sleep 0.3 # eta-stat's counters are published every 250 ms
     read -r posts1 pbytes1 < <(posted)
     echo "$path ${rcpu:-0} ${rbytes:-0} $((posts1 - posts0)) $((pbytes1 - pbytes0))" >> "$out/reader"

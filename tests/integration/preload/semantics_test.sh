@@ -109,7 +109,10 @@ coproc WAITER { ETA_LOG=fallback timeout 120 "$ETA_RUN" --require --socket "$ETA
     "$py" "$here/idle_wait.py" "$ETA_LAB_PEER_IP" "$base" "$nobody" 2>"$work/wait.err"; }
 waiter_pid=$WAITER_PID
 _bg_pids+=("$waiter_pid")
-said() { local line; read -r -t 60 line <&"${WAITER[0]}" || { cat "$work/wait.err"; fail "idle_wait.py said nothing"; }; echo "$line"; }
+# Copies of the coprocess's descriptors: bash closes WAITER's and unsets it once the coprocess is
+# reaped, and a waiter that died early must fail with its own words, not "unbound variable".
+exec {waiter_out}<&"${WAITER[0]}" {waiter_in}>&"${WAITER[1]}"
+said() { local line; read -r -t 60 line <&"$waiter_out" || { cat "$work/wait.err"; fail "idle_wait.py said nothing"; }; echo "$line"; }
 line=$(said)
 [[ "$line" =~ ^ready\ ([0-9]+)$ ]] || fail "idle_wait.py did not start: '$line'"
 pid=${BASH_REMATCH[1]}
@@ -118,7 +121,7 @@ pid=${BASH_REMATCH[1]}
 step() {
     local want=$1 before after line
     before=$(sleeps_of "$pid") || fail "eta-stat does not list idle_wait.py ($pid)"
-    echo go >&"${WAITER[1]}"
+    echo go >&"$waiter_in"
     line=$(said)
     [[ "$line" == $want ]] || { cat "$work/wait.err"; fail "idle_wait.py: '$line', expected '$want'"; }
     after=$(sleeps_of "$pid") || fail "eta-stat does not list idle_wait.py ($pid)"
@@ -133,7 +136,7 @@ step "full: poll answered 0"
 [ "$woke" -le 5 ] || fail "poll for POLLOUT on a full send ring woke $woke times in 2 s (it spins)"
 step "full: select answered 0"
 [ "$woke" -le 5 ] || fail "select for writing on a full send ring woke $woke times in 2 s (it spins)"
-echo go >&"${WAITER[1]}"
+echo go >&"$waiter_in"
 [ "$(said)" = "drained: poll answered 1" ] || { cat "$work/wait.err"; fail "poll for POLLOUT did not wake when the peer read"; }
 wait "$waiter_pid" || { cat "$work/wait.err"; fail "idle_wait.py failed"; }
 echo "semantics test passed"
