@@ -349,13 +349,14 @@ void parse_engine(Section &e, Config *c)
                                     {"sleep", IdlePolicy::kSleep}});
     c->cores_line = e.line("cores");
     c->spin_us = uint32_t(e.integer("spin_us", c->spin_us, 0, 10'000'000));
+    c->yield_when_contended = e.boolean("yield_when_contended", c->yield_when_contended);
     c->max_sleep_us = uint32_t(e.integer("max_sleep_us", c->max_sleep_us, 10, 100'000));
     c->burst = uint32_t(e.integer("burst", c->burst, 1, 256));
     c->nice = int32_t(e.integer("nice", c->nice, -20, 19));
     c->strands = uint32_t(e.integer("strands", c->strands, 1, mars::StackConfig::kMaxStrands));
     c->prefetch = e.boolean("prefetch", c->prefetch);
     c->allow_smt = e.boolean("allow_smt", c->allow_smt);
-    e.reject_unknown("cores, idle, spin_us, max_sleep_us, burst, nice, strands, prefetch, allow_smt");
+    e.reject_unknown("cores, idle, spin_us, yield_when_contended, max_sleep_us, burst, nice, strands, prefetch, allow_smt");
 }
 
 void parse_dpdk(Section &d, Config *c)

@@ -478,6 +478,11 @@ void Engine::loop()
     uint64_t next_publish = 0, next_conn_publish = 0;
     const uint64_t spin_ns = uint64_t(config_.spin_us) * 1000;
     const uint64_t start_tsc = rte_rdtsc();
+    // An adaptive engine naps at once while its CPU is shared (cpu_contention.h).
+    bool yielding = false;
+    if (config_.idle == IdlePolicy::kAdaptive && config_.yield_when_contended &&
+        !contention_.open_for_this_thread())
+        log(LogLevel::kInfo, "engine %u: no /proc/thread-self/schedstat; it spins after work even on a shared CPU", index_);
     while (!stop_.load(std::memory_order_acquire)) {
         const uint64_t t0 = rte_rdtsc();
         const uint64_t now = clock_.now_ns();
@@ -497,13 +502,15 @@ void Engine::loop()
         if (now >= next_publish) {
             counters_.total_cycles = t1 - start_tsc;
             const bool conns = now >= next_conn_publish;
+            yielding = contention_.sample(now);
+            counters_.contended_windows = contention_.contended_windows();
             publish(now, conns);
             next_publish = now + 10'000'000; // 10 ms
             if (conns) next_conn_publish = now + 250'000'000;
         }
         if (!work) {
             if (config_.idle == IdlePolicy::kSleep ||
-                (config_.idle == IdlePolicy::kAdaptive && now - last_work >= spin_ns))
+                (config_.idle == IdlePolicy::kAdaptive && (yielding || now - last_work >= spin_ns)))
                 idle_sleep(now);
             else
                 rte_pause();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "config.h"
+#include "cpu_contention.h"
 #include "dpdk.h"
 #include "port_io.h"
 #include "stats.h"
@@ -187,6 +188,7 @@ class Engine {
     bool kick_read_armed_ = false;
     std::atomic<uint32_t> sleeping_{0};
     uint64_t nap_ns_ = 0; // current idle nap (0: not napping yet)
+    CpuContention contention_; // adaptive: is this CPU shared? (sampled every 10 ms)
     // Sockets that turn readable when frames reach this engine's queues
     // (rx_wake.h), polled while it sleeps; armed: a poll is outstanding.
     struct RxWake {

@@ -263,6 +263,8 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_rx_ring_grows", "receive rings grown in place for autotuning", l, c.rx_ring_grows);
         x.counter("engine_rx_grow_refusals", "receive ring grows refused at limits.memory_per_app", l,
                   c.rx_grow_refusals);
+        x.counter("engine_contended_windows", "10 ms windows in which the engine thread waited for its CPU", l,
+                  c.contended_windows);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
                 busy_share(c));
         x.gauge("engine_connections", "TCP sockets the engine's stacks hold now", l, engine_connections(s, e));
@@ -465,6 +467,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"posts", c.posts}, {"posted_bytes", c.posted_bytes},
                 {"post_fallbacks", c.post_fallbacks}, {"post_faults", c.post_faults},
                 {"rx_ring_grows", c.rx_ring_grows}, {"rx_grow_refusals", c.rx_grow_refusals},
+                {"contended_windows", c.contended_windows},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};
         json stacks = json::array();

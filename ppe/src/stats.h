@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 9; // 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 10; // 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -115,6 +115,9 @@ struct EngineCounters {
     // Receive rings grown in place for autotuning, and grows refused because
     // the application's rings would pass limits.memory_per_app.
     uint64_t rx_ring_grows, rx_grow_refusals;
+    // Housekeeping windows (10 ms) in which the engine thread waited for its
+    // CPU (cpu_contention.h); an adaptive engine naps at once for a while after one.
+    uint64_t contended_windows;
 };
 
 // One MARS stack: one per (engine, port).
