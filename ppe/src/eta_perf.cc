@@ -1,9 +1,9 @@
 // eta-perf: a ttcp/netperf-style traffic tool for eta's native API, with the
 // same exchange over kernel sockets (--transport kernel) so both can be
 // measured side by side against the same kernel peer.
-// (~900 lines in one file, over the tree's ~800: a tool, not a library; its
-// modes share the option set, the exchange loop and the report. The two
-// transports are the seam to split on.)
+// Files: eta_perf.h (the wire protocol, options, shared helpers), this file
+// (the two transports, the client, the kernel server, main), and
+// eta_perf_dti_server.cc (the dti server's event loop).
 //
 //   eta-perf server [--transport dti|kernel] [--port P] [--once] [--json]
 //   eta-perf client --connect IP [--port P] [--transport dti|kernel]
@@ -51,36 +51,15 @@
 #include <unordered_map>
 #include <vector>
 
-namespace {
+#include "eta_perf.h"
 
-constexpr uint32_t kHelloMagic = 0x46524550; // "PERF"
-enum Mode : uint8_t { kSink = 0, kSource = 1, kEcho = 2 };
+namespace eta_perf {
 
-struct Hello {
-    uint32_t magic;
-    uint8_t mode; // what the server does
-    uint8_t pad[3];
-    uint32_t size;
-    uint32_t duration_ms;
-    uint64_t bytes; // kSource: how much to send (0: until duration_ms)
-    uint64_t seed;
-};
-static_assert(sizeof(Hello) == 32);
-
-// The last 16 bytes of a stream, and the receiver's answer to it. `crc`
-// means something only with kTrailerHasCrc: a client run without --verify
-// does not digest what it received, and says so instead of sending 0.
-struct Trailer {
-    uint64_t bytes;
-    uint32_t crc;
-    uint32_t flags;
-};
-constexpr uint32_t kTrailerHasCrc = 1;
-// Digests run ISA-L's crc32_iscsi from CRC32C's standard initial value, so
-// a running state is the complement of the standard CRC32C of the bytes so
-// far: the value the engine's digest (DTI_OP_DIGEST) reports, complemented.
-// States travel and print as they are.
-constexpr uint32_t kCrcSeed = 0xffffffffu;
+dti_t *g_dti = nullptr;
+// --spin-us / --spin-fixed: how this program's DTI contexts wait (libdti's
+// adaptive policy by default).
+int64_t g_spin_us = -1;
+bool g_spin_fixed = false;
 
 // What a sender prints about the receiver's report.
 const char *peer_verdict(const Trailer &peer, uint64_t sent, uint32_t crc)
@@ -104,15 +83,38 @@ double cpu_seconds()
     return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-// The data every sender writes: stream_pattern.h (a function of the stream
-// offset that has no power-of-two period, so stale receive-ring bytes show).
-using Pattern = ppe::StreamPattern;
-
 [[noreturn]] void die(const std::string &msg)
 {
     std::fprintf(stderr, "eta-perf: %s\n", msg.c_str());
     std::exit(1);
 }
+
+dti_ctx_t *dti_context()
+{
+    if (!g_dti) {
+        dti_attach_opts o{nullptr, "eta-perf"};
+        char why[256];
+        int r = dti_attach(&o, &g_dti, why, sizeof why);
+        if (r < 0) die(std::string("cannot attach to the PPE: ") + why);
+    }
+    int err = 0;
+    dti_ctx_t *c = dti_ctx_get(g_dti, &err);
+    if (!c) die(std::string("no DTI context: ") + dti_strerror(err));
+    thread_local bool spin_set = false; // once per context: setting it resets the adaptive budget
+    if (!spin_set) {
+        if (g_spin_us >= 0) dti_ctx_set_spin(c, uint64_t(g_spin_us) * 1000);
+        dti_ctx_set_spin_fixed(c, g_spin_fixed);
+        spin_set = true;
+    }
+    return c;
+}
+
+} // namespace eta_perf
+
+namespace {
+
+using namespace eta_perf;
+
 
 // ---- one blocking connection, over either transport ------------------------
 
@@ -270,42 +272,6 @@ class DtiConn final : public Conn {
     std::unordered_map<uint64_t, dti_cqe> digest_done_;
     bool watching_ = false;
 };
-
-struct Options {
-    std::string transport = "dti", mode = "stream", direction = "send", connect, socket;
-    uint16_t port = 5201;
-    uint32_t size = 64 * 1024;
-    double duration = 5;
-    uint64_t bytes = 0;
-    bool verify = false, json = false, once = false;
-    std::string digest = "app"; // --verify: who computes the CRC32C (app: this program, engine: eta-ppe)
-};
-
-dti_t *g_dti = nullptr;
-// --spin-us / --spin-fixed: how this program's DTI contexts wait (libdti's
-// adaptive policy by default).
-int64_t g_spin_us = -1;
-bool g_spin_fixed = false;
-
-dti_ctx_t *dti_context()
-{
-    if (!g_dti) {
-        dti_attach_opts o{nullptr, "eta-perf"};
-        char why[256];
-        int r = dti_attach(&o, &g_dti, why, sizeof why);
-        if (r < 0) die(std::string("cannot attach to the PPE: ") + why);
-    }
-    int err = 0;
-    dti_ctx_t *c = dti_ctx_get(g_dti, &err);
-    if (!c) die(std::string("no DTI context: ") + dti_strerror(err));
-    thread_local bool spin_set = false; // once per context: setting it resets the adaptive budget
-    if (!spin_set) {
-        if (g_spin_us >= 0) dti_ctx_set_spin(c, uint64_t(g_spin_us) * 1000);
-        dti_ctx_set_spin_fixed(c, g_spin_fixed);
-        spin_set = true;
-    }
-    return c;
-}
 
 std::unique_ptr<Conn> open_conn(const Options &o, uint32_t ip)
 {
@@ -586,276 +552,6 @@ int run_kernel_server(const Options &o)
     }
 }
 
-// ---- dti server: one event loop over every connection ---------------------
-
-struct DtiSession {
-    Hello h{};
-    size_t hello_got = 0;
-    uint64_t off = 0, deadline = 0;
-    uint32_t crc = kCrcSeed;
-    bool sending_done = false, trailer_sent = false;
-    Trailer peer{};
-    size_t peer_got = 0, trailer_off = 0;
-    std::unique_ptr<Pattern> pat;
-    ppe::EchoState echo; // a release that found the command queue full
-};
-
-class DtiServer {
-  public:
-    DtiServer(const Options &o) : o_(o), c_(dti_context()) {}
-
-    int run()
-    {
-        int l = dti_socket(c_);
-        if (l < 0) die(std::string("socket: ") + dti_strerror(l));
-        listener_ = dti_sock_t(l);
-        dti_addr any{0, o_.port};
-        int r = dti_bind(c_, listener_, &any);
-        if (r == 0) r = dti_listen(c_, listener_, 4096);
-        if (r < 0) die("listen on port " + std::to_string(o_.port) + ": " + dti_strerror(r));
-        dti_prep_watch(c_, listener_, DTI_POLLIN, 0);
-        dti_submit(c_);
-        std::printf("listening on port %u (dti)\n", o_.port);
-        std::fflush(stdout);
-        for (;;) {
-            // Steps stopped by a full command queue go on once the engine took some.
-            int w = dti_wait(c_, retry_.empty() ? 1000 : 1);
-            if (w < 0) die(std::string("the PPE went away: ") + dti_strerror(w));
-            dti_cqe ev[64];
-            unsigned n = dti_reap(c_, ev, 64);
-            for (unsigned i = 0; i < n; i++) handle(ev[i]);
-            if (!retry_.empty()) {
-                pending_.insert(pending_.end(), retry_.begin(), retry_.end());
-                retry_.clear();
-            }
-            if (!pending_.empty()) {
-                // Sources keep sending while they have ring space.
-                auto ids = pending_;
-                pending_.clear();
-                for (dti_sock_t s : ids) step(s);
-            }
-            if (dti_submit(c_) < 0) {}
-            if (!deferred_.empty() || accept_deferred_) retry_deferred();
-            if (o_.once && served_ > 0 && sessions_.empty()) return 0;
-        }
-    }
-
-  private:
-    void handle(const dti_cqe &e)
-    {
-        if (e.kind == DTI_CQE_COMPLETION) {
-            if (e.op == DTI_OP_ACCEPT && e.res > 0) {
-                for (int k = 0; k < e.res; k++) {
-                    sessions_[e.accepted[k]] = std::make_unique<DtiSession>();
-                    watch(e.accepted[k], DTI_POLLIN);
-                    step(e.accepted[k]);
-                }
-                // The listener's event is edge-triggered and one event may
-                // stand for many arrivals: a full batch means take more.
-                if (unsigned(e.res) == DTI_ACCEPT_MAX) accept_more();
-            }
-            return;
-        }
-        if (e.kind == DTI_CQE_RESCAN) {
-            for (auto &[s, _] : sessions_) pending_.push_back(s);
-            accept_more();
-            return;
-        }
-        if (e.sock == listener_) {
-            accept_more();
-            return;
-        }
-        step(e.sock);
-    }
-
-    // Commands that found the queue full or every credit in flight
-    // (-EAGAIN) wait here and go out after the next reap: a watch that never
-    // reached the engine would leave its socket without events.
-    struct Deferred {
-        dti_sock_t sock;
-        uint32_t events;
-        bool close;
-    };
-    void watch(dti_sock_t s, uint32_t events)
-    {
-        if (dti_prep_watch(c_, s, events, 0) == -EAGAIN) deferred_.push_back({s, events, false});
-    }
-    void accept_more()
-    {
-        if (dti_prep_accept(c_, listener_, DTI_ACCEPT_MAX, 0, 0) == -EAGAIN) accept_deferred_ = true;
-    }
-    void retry_deferred()
-    {
-        dti_submit(c_);
-        if (accept_deferred_) {
-            accept_deferred_ = false;
-            accept_more();
-        }
-        auto todo = std::move(deferred_);
-        deferred_.clear();
-        for (const Deferred &d : todo) {
-            if (d.close) {
-                if (dti_prep_close(c_, d.sock, 0) == -EAGAIN) deferred_.push_back(d);
-            } else if (sessions_.count(d.sock)) {
-                watch(d.sock, d.events);
-            }
-        }
-    }
-
-    void finish(dti_sock_t s)
-    {
-        if (dti_prep_close(c_, s, 0) == -EAGAIN) deferred_.push_back({s, 0, true});
-        sessions_.erase(s);
-        served_++;
-    }
-
-    // Advances one connection as far as its rings allow.
-    void step(dti_sock_t s)
-    {
-        auto it = sessions_.find(s);
-        if (it == sessions_.end()) return;
-        DtiSession &d = *it->second;
-        dti_iov in[2], out[2];
-        int err = 0;
-        if (!ppe::settle_release(c_, s, d.echo, &err)) return retry_.push_back(s);
-        if (err < 0) return finish(s);
-        while (d.hello_got < sizeof d.h) {
-            ssize_t n = take(s, d, reinterpret_cast<uint8_t *>(&d.h) + d.hello_got, sizeof d.h - d.hello_got);
-            if (n == -EAGAIN) return;
-            if (n <= 0) return finish(s);
-            d.hello_got += size_t(n);
-            if (d.hello_got == sizeof d.h) {
-                if (d.h.magic != kHelloMagic) return finish(s);
-                d.deadline = now_ns() + uint64_t(d.h.duration_ms) * 1'000'000;
-                if (d.h.mode == kSource) d.pat = std::make_unique<Pattern>(d.h.seed);
-            }
-            if (d.echo.release_owed) return retry_.push_back(s);
-        }
-        if (d.h.mode == kEcho) {
-            switch (ppe::echo_some(c_, s, d.echo)) {
-            case ppe::EchoStatus::kDrained: return;
-            case ppe::EchoStatus::kSendFull: return watch(s, DTI_POLLIN | DTI_POLLOUT);
-            case ppe::EchoStatus::kQueueFull: return retry_.push_back(s);
-            case ppe::EchoStatus::kEof:
-            case ppe::EchoStatus::kError: return finish(s);
-            }
-        }
-        if (d.h.mode == kSink) {
-            for (;;) {
-                ssize_t n = dti_recv_borrow(c_, s, in);
-                if (n == -EAGAIN) return;
-                if (n == 0 && !d.trailer_sent) {
-                    Trailer t{d.off, d.crc, kTrailerHasCrc};
-                    dti_send(c_, s, &t, sizeof t, 0);
-                    d.trailer_sent = true;
-                    if (!o_.json) std::printf("received %" PRIu64 " bytes crc32c %08x\n", d.off, d.crc);
-                    std::fflush(stdout);
-                }
-                if (n <= 0) return finish(s);
-                size_t left = size_t(n);
-                for (int k = 0; k < 2 && left; k++) {
-                    size_t m = std::min(left, in[k].len);
-                    d.crc = crc32_iscsi(static_cast<uint8_t *>(in[k].base), int(m), d.crc);
-                    left -= m;
-                }
-                d.off += size_t(n);
-                // Counted: a release that does not fit now is owed, not redone.
-                d.echo.release_owed = size_t(n);
-                if (!ppe::settle_release(c_, s, d.echo, &err)) return retry_.push_back(s);
-                if (err < 0) return finish(s);
-            }
-        }
-        // Source: fill the send ring straight from the pattern.
-        while (!d.sending_done) {
-            if (d.h.bytes ? d.off >= d.h.bytes : now_ns() >= d.deadline) {
-                // Our count and CRC as the stream's last 16 bytes.
-                const Trailer t{d.off, d.crc, kTrailerHasCrc};
-                while (d.trailer_off < sizeof t) {
-                    ssize_t n = dti_send(c_, s, reinterpret_cast<const uint8_t *>(&t) + d.trailer_off,
-                                         sizeof t - d.trailer_off, 0);
-                    if (n == -EAGAIN) {
-                        watch(s, DTI_POLLIN | DTI_POLLOUT);
-                        return;
-                    }
-                    if (n < 0) return finish(s);
-                    d.trailer_off += size_t(n);
-                }
-                dti_shutdown(c_, s, DTI_SHUT_WR);
-                d.sending_done = true;
-                break;
-            }
-            ssize_t room = dti_send_reserve(c_, s, out);
-            if (room == -EAGAIN) {
-                watch(s, DTI_POLLIN | DTI_POLLOUT);
-                return;
-            }
-            if (room < 0) return finish(s);
-            size_t n = size_t(room);
-            if (d.h.bytes) n = size_t(std::min<uint64_t>(n, d.h.bytes - d.off));
-            size_t left = n;
-            uint64_t at = d.off;
-            uint32_t crc = d.crc;
-            for (int k = 0; k < 2 && left; k++) {
-                size_t m = std::min(left, out[k].len);
-                d.pat->fill(at, static_cast<uint8_t *>(out[k].base), m);
-                crc = crc32_iscsi(static_cast<uint8_t *>(out[k].base), int(m), crc);
-                at += m;
-                left -= m;
-            }
-            int rc = dti_send_commit(c_, s, n, 0);
-            if (rc == -EAGAIN) return retry_.push_back(s); // not queued: refilled next time
-            if (rc < 0) return finish(s);
-            d.crc = crc;
-            d.off += n;
-            if (!d.h.bytes) {
-                pending_.push_back(s); // come back for the deadline even without events
-                return;
-            }
-        }
-        // Sent everything: read the receiver's report.
-        while (d.peer_got < sizeof d.peer) {
-            ssize_t n = take(s, d, reinterpret_cast<uint8_t *>(&d.peer) + d.peer_got, sizeof d.peer - d.peer_got);
-            if (n == -EAGAIN) return;
-            if (n <= 0) return finish(s);
-            d.peer_got += size_t(n);
-            if (d.echo.release_owed) return retry_.push_back(s);
-        }
-        if (!o_.json)
-            std::printf("sent %" PRIu64 " bytes crc32c %08x; peer got %" PRIu64 " crc32c %08x: %s\n", d.off, d.crc,
-                        d.peer.bytes, d.peer.crc, peer_verdict(d.peer, d.off, d.crc));
-        std::fflush(stdout);
-        finish(s);
-    }
-
-    // Copying receive whose release may not fit the command queue: the
-    // bytes count anyway and d.echo.release_owed says what is still owed
-    // (the caller stops until the next reap, or it would take them twice).
-    ssize_t take(dti_sock_t s, DtiSession &d, uint8_t *dst, size_t len)
-    {
-        dti_iov in[2];
-        ssize_t n = dti_recv_borrow(c_, s, in);
-        if (n <= 0) return n;
-        size_t got = std::min(size_t(n), len);
-        size_t first = std::min(got, in[0].len);
-        std::memcpy(dst, in[0].base, first);
-        if (got > first) std::memcpy(dst + first, in[1].base, got - first);
-        d.echo.release_owed = got;
-        int err = 0;
-        ppe::settle_release(c_, s, d.echo, &err);
-        return err < 0 ? err : ssize_t(got);
-    }
-
-    const Options &o_;
-    dti_ctx_t *c_;
-    dti_sock_t listener_ = DTI_SOCK_INVALID;
-    std::unordered_map<dti_sock_t, std::unique_ptr<DtiSession>> sessions_;
-    std::vector<dti_sock_t> pending_;
-    std::vector<dti_sock_t> retry_; // stepped again after the next reap
-    std::vector<Deferred> deferred_;
-    bool accept_deferred_ = false;
-    uint64_t served_ = 0;
-};
-
 } // namespace
 
 int main(int argc, char **argv)
@@ -914,7 +610,7 @@ int main(int argc, char **argv)
     int rc;
     if (*client) rc = run_client(o);
     else if (o.transport == "kernel") rc = run_kernel_server(o);
-    else rc = DtiServer(o).run();
+    else rc = eta_perf::run_dti_server(o);
     if (g_dti) dti_detach(g_dti);
     return rc;
 }
