@@ -350,13 +350,16 @@ void parse_engine(Section &e, Config *c)
     c->cores_line = e.line("cores");
     c->spin_us = uint32_t(e.integer("spin_us", c->spin_us, 0, 10'000'000));
     c->yield_when_contended = e.boolean("yield_when_contended", c->yield_when_contended);
+    c->slice_us = uint32_t(e.integer("slice_us", c->slice_us, 0, 100'000));
+    if (c->slice_us != 0 && c->slice_us < 100)
+        e.fail("slice_us", "0 (the kernel's slice) or 100 to 100000 microseconds: Linux takes no shorter slice");
     c->max_sleep_us = uint32_t(e.integer("max_sleep_us", c->max_sleep_us, 10, 100'000));
     c->burst = uint32_t(e.integer("burst", c->burst, 1, 256));
     c->nice = int32_t(e.integer("nice", c->nice, -20, 19));
     c->strands = uint32_t(e.integer("strands", c->strands, 1, mars::StackConfig::kMaxStrands));
     c->prefetch = e.boolean("prefetch", c->prefetch);
     c->allow_smt = e.boolean("allow_smt", c->allow_smt);
-    e.reject_unknown("cores, idle, spin_us, yield_when_contended, max_sleep_us, burst, nice, strands, prefetch, allow_smt");
+    e.reject_unknown("cores, idle, spin_us, yield_when_contended, slice_us, max_sleep_us, burst, nice, strands, prefetch, allow_smt");
 }
 
 void parse_dpdk(Section &d, Config *c)

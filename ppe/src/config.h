@@ -92,6 +92,7 @@ struct Config {
     std::vector<CoreSpec> cores{CoreSpec{CoreSpec::kAuto, 1, "auto:1"}};
     IdlePolicy idle = IdlePolicy::kAdaptive;
     uint32_t spin_us = 200;         // adaptive: busy-poll this long after the last work
+    uint32_t slice_us = 100;        // adaptive/sleep: the engine thread's scheduler slice (0: the kernel's; cpu_contention.h)
     bool yield_when_contended = true; // adaptive: nap at once while the engine's CPU is shared (cpu_contention.h)
     uint32_t max_sleep_us = 5000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
     uint32_t burst = 32;            // rx/tx burst size

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ppe {
 
@@ -62,5 +63,19 @@ class CpuContention {
     uint64_t until_ns_ = 0;
     uint64_t windows_ = 0;
 };
+
+// The other half of sharing a CPU well: how soon a napping engine runs once
+// a frame or a doorbell wakes it. Linux's fair scheduler (EEVDF, 6.6+) lets a
+// woken thread preempt the one running when its deadline is earlier, and a
+// thread's deadline is one slice after it became eligible; since 6.12 a
+// thread may ask for a shorter slice (sched_setattr, sched_runtime of a
+// SCHED_OTHER thread, 0.1–100 ms; no privilege needed). An engine that asks
+// for 100 us is run within about that of its wake-up even beside a CPU hog,
+// where the default slice (~3 ms) leaves it waiting for the hog's slice to
+// end. It gets no more CPU time than before: a short slice changes when the
+// thread runs, not how much. Applies to the calling thread. Returns false
+// with *why when the kernel refused or ignored it (an older kernel: the
+// engine then keeps the default slice).
+bool request_slice(uint32_t slice_us, std::string *why);
 
 } // namespace ppe

@@ -6,11 +6,17 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <cstdint>
 #include <thread>
 
@@ -102,6 +108,47 @@ TEST(CpuContention, ReadsThisThreadsRunDelay)
     hog.join();
     EXPECT_TRUE(seen);
     EXPECT_GE(c.contended_windows(), 1u);
+}
+
+} // namespace
+
+namespace {
+
+bool kernel_takes_custom_slices() // Linux 6.12 or later
+{
+    utsname u;
+    if (uname(&u) != 0) return false;
+    int major = 0, minor = 0;
+    if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+    return major > 6 || (major == 6 && minor >= 12);
+}
+
+// request_slice() on a thread of its own: the kernel reports the slice back
+// (Linux 6.12+), or the call says why not (older kernels); policy and nice stay.
+TEST(RequestSlice, SetsTheCallingThreadsSliceOnly)
+{
+    std::thread t([] {
+        const int nice_before = getpriority(PRIO_PROCESS, 0);
+        std::string why;
+        if (!ppe::request_slice(100, &why)) {
+            EXPECT_FALSE(why.empty());
+            EXPECT_FALSE(kernel_takes_custom_slices()) << "Linux 6.12+ refused a 100 us slice: " << why;
+            return;
+        }
+        FILE *f = std::fopen("/proc/thread-self/sched", "r");
+        ASSERT_NE(f, nullptr);
+        char line[256];
+        long long slice = -1;
+        while (std::fgets(line, sizeof line, f))
+            if (std::strncmp(line, "se.slice", 8) == 0) slice = std::atoll(std::strchr(line, ':') + 1);
+        std::fclose(f);
+        if (slice >= 0) {
+            EXPECT_EQ(slice, 100'000);
+        }
+        EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+        EXPECT_EQ(getpriority(PRIO_PROCESS, 0), nice_before);
+    });
+    t.join();
 }
 
 } // namespace
