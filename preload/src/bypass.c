@@ -9,7 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bypass.h"
+#include "config.h"
+#include "fdtable.h"
+#include "real.h"
 #include "shim.h"
+#include "sockobj.h"
 
 /* Calls that make the kernel move bytes to or from a descriptor cannot reach
  * an accelerated socket: its bytes are in the PPE, the kernel holds only a

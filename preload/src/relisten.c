@@ -16,9 +16,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "fdtable.h"
+#include "relisten.h"
 #include "shim.h"
+#include "sockobj.h"
+#include "wait.h"
 
-void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
 
 /* Listener s (of an older generation) is handle h of the current
  * attachment from here on. */

@@ -30,6 +30,9 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include "bypass.h"
+#include "fdtable.h"
+#include "real.h"
 #include "shim.h"
 
 long eta_raw_syscall6(long n, long a, long b, long c, long d, long e, long f)
