@@ -307,7 +307,7 @@ bool eta_reattach_try(void)
     return ok;
 }
 
-/* A claim joined another process's group (pass.c): d replaces the
+/* A claim joined another process's group (pass_fds.c): d replaces the
  * attachment, which held no accelerated socket. As in a re-attach, what was
  * made under the old one is of an older generation and the caches go stale;
  * the old attachment is retired (its membership ends). */

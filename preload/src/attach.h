@@ -62,7 +62,7 @@ bool eta_reattach_try(void);
  * sleeps at most this long, then calls eta_reattach_try(). */
 int eta_reattach_wait_ms(void);
 
-/* Makes d (a member of another process's group, joined by a claim: pass.c)
+/* Makes d (a member of another process's group, joined by a claim: pass_fds.c)
  * this process's attachment, as a re-attach does. False when another thread
  * holds the attachment lock. */
 bool eta_attach_join(dti_t *d);

@@ -2,8 +2,8 @@
  * accelerated socket's bytes (splice, copy_file_range, sendfile from it),
  * or stdio would read its placeholder (fdopen). Each fails loudly instead: a
  * clear errno, one warning per call, the bypass_refused counter. (sendfile
- * onto an accelerated socket works: io.c; passing one to another process
- * works: pass.c; a raw syscall() on one goes through the shim: syscall.c.) */
+ * onto an accelerated socket works: io_sendfile.c; passing one to another process
+ * works: pass_fds.c; a raw syscall() on one goes through the shim: syscall.c.) */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>

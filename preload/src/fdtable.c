@@ -176,6 +176,8 @@ struct eta_obj *eta_fd_get(int fd)
     return o;
 }
 
+struct eta_sock *eta_sock_accel(int fd) { return eta_sock_accel_inline(fd); }
+
 struct eta_sock *eta_sock_get(int fd)
 {
     struct eta_obj *o = eta_fd_get(fd);

@@ -112,19 +112,12 @@ static inline uint64_t deadline_after(int ms)
     return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
 }
 
-/* The accelerated socket behind fd (referenced), or NULL for the kernel. */
-static inline struct eta_sock *io_accel(int fd)
+/* The accelerated socket behind fd (referenced), or NULL for the kernel: one
+ * copy out of line per file, as the wrappers' general way wants it (inlined,
+ * it costs the fast paths' prologues instructions). */
+static __attribute__((noinline, unused)) struct eta_sock *io_accel(int fd)
 {
-    struct eta_obj *o = eta_fd_peek(fd);
-    if (ETA_LIKELY(!o))
-        return NULL;
-    struct eta_sock *s = eta_sock_get(fd);
-    if (s && atomic_load_explicit(&s->state, memory_order_acquire) != ETA_SOCK_ACCEL &&
-        atomic_load(&s->state) != ETA_SOCK_ORPHAN) {
-        eta_obj_put(&s->obj);
-        return NULL;
-    }
-    return s;
+    return eta_sock_accel_inline(fd);
 }
 
 /* io_recv.c: receives into iov. Returns bytes, 0 at EOF, or -1 with errno. */

@@ -44,36 +44,16 @@ static inline bool nonblocking(struct eta_sock *s, int flags)
     return (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 }
 
-/* Bytes came through dti_recv(): the socket is connected and its ring's
- * base fixed, so its receive view can be taken (once, by one thread). */
-static void take_rx_view(dti_ctx_t *c, struct eta_sock *s)
+/* The views taken once bytes went through dti_recv()/dti_send() (sockobj.h),
+ * out of line: the fast paths' prologues stay as short as the budgets want. */
+static __attribute__((noinline)) void take_rx_view(dti_ctx_t *c, struct eta_sock *s)
 {
-    uint32_t none = 0;
-    if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_relaxed) != 0) ||
-        !atomic_compare_exchange_strong(&s->rxv_state, &none, 1))
-        return;
-    atomic_store_explicit(&s->rxv_state, dti_rx_view(c, s->h, &s->rxv) == 0 ? 2 : 0, memory_order_release);
+    eta_take_rx_view(c, s);
 }
 
-/* Bytes went through dti_send(): the socket is connected, so its send view
- * can be taken (once, by one thread). */
-static void take_tx_view(dti_ctx_t *c, struct eta_sock *s)
+static __attribute__((noinline)) void take_tx_view(dti_ctx_t *c, struct eta_sock *s)
 {
-    uint32_t none = 0;
-    if (ETA_LIKELY(atomic_load_explicit(&s->txv_state, memory_order_relaxed) != 0) ||
-        !atomic_compare_exchange_strong(&s->txv_state, &none, 1))
-        return;
-    atomic_store_explicit(&s->txv_state, dti_tx_view(c, s->h, &s->txv) == 0 ? 2 : 0, memory_order_release);
-}
-
-/* For readiness checks: the send view first (it is refused until the socket
- * is connected, which also fixes the receive ring's base), then the receive
- * view. */
-__attribute__((noinline)) void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s)
-{
-    take_tx_view(c, s);
-    if (atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2)
-        take_rx_view(c, s);
+    eta_take_tx_view(c, s);
 }
 
 /* 1 with *out set (and errno when *out is -1); 0: take the general path. */
@@ -313,8 +293,6 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
         return send_noted(fd, buf, len, flags | (int)write, s);
     return send_slow(fd, buf, len, flags, s, take | write | (r > 0 ? SLOW_COVERED : r < 0 ? SLOW_OWED : 0));
 }
-
-struct eta_sock *eta_sock_accel(int fd) { return io_accel(fd); }
 
 ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {

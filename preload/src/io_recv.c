@@ -62,14 +62,6 @@ static bool post_answered_or_shut(void *arg)
     return atomic_load_explicit(&s->post_state, memory_order_acquire) == 2 || atomic_load(&s->shut_rd);
 }
 
-/* shutdown(SHUT_RD), from any thread: a read waiting on a post returns (with
- * the bytes that landed before, or 0), as the kernel wakes its readers. */
-void eta_recv_shutdown(dti_ctx_t *c, struct eta_sock *s)
-{
-    if (atomic_load(&s->post_state) == 1 && dti_prep_recv_cancel(c, s->h) == 0)
-        dti_submit(c);
-}
-
 static bool post_answered(void *arg)
 {
     struct eta_sock *s = arg;
@@ -282,7 +274,7 @@ ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
     struct eta_sock *s = io_accel(fd);
     if (ETA_LIKELY(!s)) {
         ssize_t r = real_recvmsg(fd, msg, flags);
-        if (ETA_UNLIKELY(r >= 0 && msg->msg_controllen)) /* sockets passed to us (pass.c) */
+        if (ETA_UNLIKELY(r >= 0 && msg->msg_controllen)) /* sockets passed to us (pass_fds.c) */
             eta_claim_passed(msg);
         return r;
     }
@@ -305,7 +297,7 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     struct eta_sock *s = io_accel(fd);
     if (ETA_LIKELY(!s)) {
         int n = real_recvmmsg(fd, vec, vlen, flags, timeout);
-        for (int i = 0; i < n; i++) /* sockets passed to us, as recvmsg claims them (pass.c) */
+        for (int i = 0; i < n; i++) /* sockets passed to us, as recvmsg claims them (pass_fds.c) */
             if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen))
                 eta_claim_passed(&vec[i].msg_hdr);
         return n;

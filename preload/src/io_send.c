@@ -210,7 +210,7 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct eta_sock *s = io_accel(fd);
     if (ETA_LIKELY(!s)) {
-        if (ETA_UNLIKELY(msg && msg->msg_controllen)) { /* passing sockets (pass.c) */
+        if (ETA_UNLIKELY(msg && msg->msg_controllen)) { /* passing sockets (pass_fds.c) */
             if (eta_passes_accelerated(msg))
                 return -1;
             ssize_t r = real_sendmsg(fd, msg, flags);
@@ -244,7 +244,7 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
         int r = real_sendmmsg(fd, vec, n, flags);
         for (unsigned i = r < 0 ? 0 : (unsigned)r; vec && i < n; i++)
             if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen))
-                eta_pass_withdraw(&vec[i].msg_hdr); /* not sent: not in flight (pass.c) */
+                eta_pass_withdraw(&vec[i].msg_hdr); /* not sent: not in flight (pass_fds.c) */
         return r;
     }
     if (vlen && uptr_bad(vec, (size_t)vlen * sizeof *vec)) {

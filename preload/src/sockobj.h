@@ -1,7 +1,7 @@
 /* The socket object behind an accelerated (or candidate) descriptor: its
- * state, what the shim keeps of it, its readiness. The functions are the
- * socket parts' (sock.c, wait.c, io_fast.c, sockopt.c); fdtable.c makes and
- * frees the objects. */
+ * state, what the shim keeps of it, its views and its readiness. The
+ * functions are the socket parts' (each says where: sock.c, accept.c,
+ * sockopt.c, wait.c); fdtable.c makes and frees the objects. */
 #ifndef ETA_PRELOAD_SOCKOBJ_H
 #define ETA_PRELOAD_SOCKOBJ_H
 
@@ -90,7 +90,7 @@ struct eta_sock {
      * connected socket; txv_state as rxv_state. */
     _Atomic uint32_t txv_state;
     struct dti_tx_view txv;
-    /* A posted receive in flight (io.c, "posted reads"): the engine writes
+    /* A posted receive in flight (io_recv.c, "posted reads"): the engine writes
      * into the reading thread's buffer. post_ud names the post (its
      * completion carries it back through eta_pump(), whichever call of the
      * thread reaps it); post_state 0 none, 1 out, 2 answered with post_res. */
@@ -101,14 +101,12 @@ struct eta_sock {
 
 /* sock.c: releases what the PPE holds when the last reference goes (close). */
 void eta_sock_release(struct eta_sock *s);
-/* io_fast.c: the accelerated socket behind fd (referenced), or NULL. */
+/* fdtable.c: the accelerated socket behind fd (referenced), or NULL. */
 struct eta_sock *eta_sock_accel(int fd);
 
 /* sock.c: warns once per process when a socket of the kernel's that is not
  * TCP is aimed at a destination the PPE routes. */
 void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t len);
-/* io_recv.c: shutdown(SHUT_RD) ends a read waiting on a posted receive. */
-void eta_recv_shutdown(dti_ctx_t *c, struct eta_sock *s);
 
 /* wait.c: true (and counted once) for a socket accelerated under a parent's
  * attachment: the PPE cannot share it with this process (see README). */
@@ -119,11 +117,61 @@ bool eta_sock_orphaned(struct eta_sock *s);
  * is its kernel half alone, as if eta had never been there. */
 bool eta_hybrid_kernel_only(struct eta_sock *s);
 
+/* shutdown(SHUT_RD), from any thread: a read waiting on a posted receive
+ * (io_recv.c, "posted reads") returns (with the bytes that landed before, or
+ * 0), as the kernel wakes its readers. */
+static inline void eta_recv_shutdown(dti_ctx_t *c, struct eta_sock *s)
+{
+    if (atomic_load(&s->post_state) == 1 && dti_prep_recv_cancel(c, s->h) == 0)
+        dti_submit(c);
+}
+
+/* The accelerated socket behind fd (referenced), or NULL for the kernel:
+ * inlined in the data path's wrappers; eta_sock_accel() out of line. */
+static inline struct eta_sock *eta_sock_accel_inline(int fd)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return NULL;
+    struct eta_sock *s = eta_sock_get(fd);
+    if (s && atomic_load_explicit(&s->state, memory_order_acquire) != ETA_SOCK_ACCEL &&
+        atomic_load(&s->state) != ETA_SOCK_ORPHAN) {
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    return s;
+}
+
+/* The socket's receive and send views (libdti's dti_rx_view(), dti_tx_view()),
+ * taken once it is connected, by one thread (io_fast.c, wait.c). */
+
+/* Bytes came through dti_recv(): the socket is connected and its ring's
+ * base fixed, so its receive view can be taken (once, by one thread). */
+static inline void eta_take_rx_view(dti_ctx_t *c, struct eta_sock *s)
+{
+    uint32_t none = 0;
+    if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_relaxed) != 0) ||
+        !atomic_compare_exchange_strong(&s->rxv_state, &none, 1))
+        return;
+    atomic_store_explicit(&s->rxv_state, dti_rx_view(c, s->h, &s->rxv) == 0 ? 2 : 0, memory_order_release);
+}
+
+/* Bytes went through dti_send(): the socket is connected, so its send view
+ * can be taken (once, by one thread). */
+static inline void eta_take_tx_view(dti_ctx_t *c, struct eta_sock *s)
+{
+    uint32_t none = 0;
+    if (ETA_LIKELY(atomic_load_explicit(&s->txv_state, memory_order_relaxed) != 0) ||
+        !atomic_compare_exchange_strong(&s->txv_state, &none, 1))
+        return;
+    atomic_store_explicit(&s->txv_state, dti_tx_view(c, s->h, &s->txv) == 0 ? 2 : 0, memory_order_release);
+}
+
 /* wait.c: readiness of an accelerated socket as poll bits (POLLIN, ...); c may be
  * NULL (no context: the PPE went), then only errors, and nothing for a
  * listener. */
 uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s);
-/* io_fast.c: takes the socket's receive and send views once it is connected;
+/* wait.c: takes the socket's receive and send views once it is connected;
  * nothing when it is not yet, or another thread is taking them. */
 void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s);
 /* Linux's tcp_poll reports a socket whose sending side is shut (reset, a

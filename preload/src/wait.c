@@ -112,7 +112,7 @@ static struct eta_sock *hmap_find(dti_sock_t h)
 
 /* ---- events ------------------------------------------------------------ */
 
-/* A posted read's answer (io.c): whichever call of the thread reaped it (its
+/* A posted read's answer (io_recv.c): whichever call of the thread reaped it (its
  * own wait, a poll or an epoll_wait in a signal handler, a full command
  * queue being drained), it goes to the socket, where the waiting read finds
  * it. A stale one (the read gave up when the PPE went) names a post no
@@ -217,6 +217,16 @@ bool eta_woken_alive(dti_ctx_t *c)
     if (dti_cq_ready(c)) /* the engine wrote them: it was alive an instant ago */
         return !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
     return eta_engine_check(dti_ctx_owner(c));
+}
+
+/* For readiness checks: the send view first (it is refused until the socket
+ * is connected, which also fixes the receive ring's base), then the receive
+ * view. */
+__attribute__((noinline)) void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s)
+{
+    eta_take_tx_view(c, s);
+    if (atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2)
+        eta_take_rx_view(c, s);
 }
 
 uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s)
