@@ -8,7 +8,17 @@
 #include <string.h>
 #include <arpa/inet.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "decide.h"
+#include "epoll.h"
+#include "fdtable.h"
+#include "real.h"
+#include "shim.h"
 #include "sock.h"
+#include "sockobj.h"
+#include "wait.h"
 
 /* ---- accept ------------------------------------------------------------ */
 

@@ -2,14 +2,19 @@
  * accelerated socket's bytes (splice, copy_file_range, sendfile from it),
  * or stdio would read its placeholder (fdopen). Each fails loudly instead: a
  * clear errno, one warning per call, the bypass_refused counter. (sendfile
- * onto an accelerated socket works: io.c; passing one to another process
- * works: pass.c; a raw syscall() on one goes through the shim: syscall.c.) */
+ * onto an accelerated socket works: io_sendfile.c; passing one to another process
+ * works: pass_fds.c; a raw syscall() on one goes through the shim: syscall.c.) */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "bypass.h"
+#include "config.h"
+#include "fdtable.h"
+#include "real.h"
 #include "shim.h"
+#include "sockobj.h"
 
 /* Calls that make the kernel move bytes to or from a descriptor cannot reach
  * an accelerated socket: its bytes are in the PPE, the kernel holds only a

@@ -31,9 +31,18 @@
 #include <sys/auxv.h>
 #include <sys/eventfd.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "epoll.h"
 #include "epoll_set.h"
+#include "fdtable.h"
+#include "lock.h"
+#include "real.h"
+#include "shim.h"
+#include "sockobj.h"
+#include "wait.h"
 
-void *eta_obj_alloc(void);
 
 /* Every shadow, so a closed socket can leave them all. */
 #define MAX_SHADOWS 1024
@@ -220,7 +229,6 @@ static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     return rc;
 }
 
-void eta_epoll_destroy(struct eta_obj *o);
 void eta_epoll_destroy(struct eta_obj *o)
 {
     struct eta_epoll *e = (struct eta_epoll *)o;

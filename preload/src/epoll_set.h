@@ -8,8 +8,10 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 
+#include "fdtable.h"
 #include "lock.h"
 #include "shim.h"
+#include "sockobj.h"
 
 /* Contexts (threads) that have watched members of one set: a member carries
  * one bit per slot, so a thread coming back costs no watch command. */

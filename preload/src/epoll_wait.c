@@ -6,7 +6,13 @@
 #include <signal.h>
 #include <time.h>
 
+#include "attach.h"
+#include "config.h"
 #include "epoll_set.h"
+#include "fdtable.h"
+#include "real.h"
+#include "shim.h"
+#include "wait.h"
 
 static int fail(int err)
 {

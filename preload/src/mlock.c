@@ -28,6 +28,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fdtable.h"
+#include "real.h"
 #include "shim.h"
 
 #ifndef MCL_ONFAULT

@@ -7,7 +7,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "attach.h"
+#include "config.h"
+#include "fdtable.h"
+#include "real.h"
 #include "shim.h"
+#include "sockobj.h"
+#include "wait.h"
 
 /* glibc marks poll's array write-only for its fortify checks; poll reads
  * the events field, and so does the shim. (A GCC warning: clang has no such

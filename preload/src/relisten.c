@@ -1,4 +1,4 @@
-/* Listening again on a PPE that came back (see core.c, "re-attach"): every
+/* Listening again on a PPE that came back (see attach.c, "re-attach"): every
  * listening socket of an older generation is made again on the current
  * attachment, behind the same descriptor and object.
  *
@@ -10,15 +10,21 @@
  * — one group and one listener again, every process accepting. The PPE
  * matches the open file itself: only a process holding that very socket (and
  * of the same user, or root) can join. Processes of one fork tree take turns
- * (core.c's tree lock), so two never both make it. */
+ * (attach.c's tree lock), so two never both make it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "fdtable.h"
+#include "relisten.h"
 #include "shim.h"
+#include "sockobj.h"
+#include "wait.h"
 
-void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
 
 /* Listener s (of an older generation) is handle h of the current
  * attachment from here on. */

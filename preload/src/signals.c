@@ -17,7 +17,9 @@
 #include <signal.h>
 #include <string.h>
 
+#include "real.h"
 #include "shim.h"
+#include "signals.h"
 
 ETA_TLS unsigned eta_sig_handled; /* handlers run on this thread */
 ETA_TLS unsigned eta_sig_eintr;   /* ... of which without SA_RESTART */

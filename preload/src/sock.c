@@ -14,7 +14,18 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "decide.h"
+#include "epoll.h"
+#include "exec_handover.h"
+#include "fdtable.h"
+#include "real.h"
+#include "shim.h"
 #include "sock.h"
+#include "sockobj.h"
+#include "wait.h"
 
 /* Creates the PPE socket behind a candidate. Returns 0 or an errno value. */
 static int make_accel(dti_ctx_t *c, int fd, struct eta_sock *s)

@@ -10,10 +10,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "decide.h"
+#include "fdtable.h"
 #include "shim.h"
-
-void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
-void eta_hmap_del(dti_sock_t h);
+#include "sockobj.h"
+#include "wait.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

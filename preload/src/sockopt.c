@@ -11,7 +11,12 @@
 #include <sys/ioctl.h>
 #include <arpa/inet.h>
 
+#include "attach.h"
+#include "fdtable.h"
+#include "real.h"
+#include "shim.h"
 #include "sock.h"
+#include "sockobj.h"
 
 /* Options carried to the PPE when a socket is accelerated; the index is the
  * option's ETA_OPT_* bit. */

@@ -24,7 +24,11 @@
 #include <liburing.h>
 #include <string.h>
 
+#include "bypass.h"
+#include "config.h"
+#include "fdtable.h"
 #include "shim.h"
+#include "sockobj.h"
 
 static _Atomic bool warned;
 

@@ -8,7 +8,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "decide.h"
+#include "epoll.h"
+#include "real.h"
 #include "shim.h"
+#include "signals.h"
+#include "sockobj.h"
+#include "wait.h"
 
 /* ---- handle -> socket map (open addressing, lock-free lookups) ---------- */
 
@@ -41,7 +50,6 @@ static unsigned hmap_hash(dti_sock_t h)
     return (h * 2654435761u) & (HMAP_SIZE - 1);
 }
 
-void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
 void eta_hmap_put(dti_sock_t h, struct eta_sock *s)
 {
     hmap_init();
@@ -70,7 +78,6 @@ void eta_hmap_clear(void)
     atomic_store_explicit(&hmap_lock, 0, memory_order_release);
 }
 
-void eta_hmap_del(dti_sock_t h);
 void eta_hmap_del(dti_sock_t h)
 {
     hmap_init();
@@ -105,10 +112,7 @@ static struct eta_sock *hmap_find(dti_sock_t h)
 
 /* ---- events ------------------------------------------------------------ */
 
-/* Bumped when the PPE says events were dropped: everybody re-checks. */
-_Atomic uint32_t eta_rescan_seq;
-
-/* A posted read's answer (io.c): whichever call of the thread reaped it (its
+/* A posted read's answer (io_recv.c): whichever call of the thread reaped it (its
  * own wait, a poll or an epoll_wait in a signal handler, a full command
  * queue being drained), it goes to the socket, where the waiting read finds
  * it. A stale one (the read gave up when the PPE went) names a post no
@@ -192,8 +196,6 @@ int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
     return rc;
 }
 
-_Atomic bool eta_engine_dead;
-
 bool eta_sock_orphaned(struct eta_sock *s)
 {
     uint32_t gen = __atomic_load_n(&s->generation, __ATOMIC_ACQUIRE);
@@ -209,16 +211,6 @@ bool eta_sock_orphaned(struct eta_sock *s)
     return true;
 }
 
-bool eta_engine_check(dti_t *d)
-{
-    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
-        return false;
-    bool alive = dti_engine_alive(d);
-    if (!alive)
-        eta_mark_engine_dead();
-    return alive;
-}
-
 bool eta_woken_alive(dti_ctx_t *c)
 {
     dti_disarm(c);
@@ -227,13 +219,14 @@ bool eta_woken_alive(dti_ctx_t *c)
     return eta_engine_check(dti_ctx_owner(c));
 }
 
-void eta_mark_engine_dead(void)
+/* For readiness checks: the send view first (it is refused until the socket
+ * is connected, which also fixes the receive ring's base), then the receive
+ * view. */
+__attribute__((noinline)) void eta_sock_take_views(dti_ctx_t *c, struct eta_sock *s)
 {
-    if (!atomic_exchange(&eta_engine_dead, true)) {
-        atomic_fetch_add(&eta_rescan_seq, 1); /* every member's readiness changed */
-        eta_stats->attached = 0;
-        eta_log("warning: the PPE has gone: accelerated sockets fail, new sockets go to the kernel");
-    }
+    eta_take_tx_view(c, s);
+    if (atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2)
+        eta_take_rx_view(c, s);
 }
 
 uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s)

@@ -48,7 +48,7 @@ bglog() {
     shift 2
     start_bg "$name" env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
 }
-# The shim's own line for a socket that reached the PPE (preload/src/core.c);
+# The shim's own line for a socket that reached the PPE (preload/src/config.c, eta_count);
 # the bare word would also match its warnings ("... can be accelerated").
 accelerated() { grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(' "$1" || { cat "$1" >&2; fail "$2: nothing went through the PPE"; }; }
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 failures = []
-# The shim's line for a socket that reached the PPE (preload/src/core.c); the
+# The shim's line for a socket that reached the PPE (preload/src/config.c, eta_count); the
 # bare word "accelerated" also appears in its warnings.
 ACCEL_LINE = re.compile(r"^eta\[\d+\]: fd \d+: accelerated \(", re.M)
 

@@ -17,7 +17,15 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "fdtable.h"
+#include "pass_fds.h"
+#include "real.h"
 #include "shim.h"
+#include "sockobj.h"
+#include "wait.h"
 
 /* Calls fn(fd, arg) for each descriptor msg carries in SCM_RIGHTS; stops
  * when fn returns false. */

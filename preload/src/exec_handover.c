@@ -22,8 +22,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "accept.h"
+#include "attach.h"
+#include "config.h"
+#include "exec_handover.h"
 #include "exec_state.h"
+#include "fdtable.h"
+#include "real.h"
 #include "shim.h"
+#include "sockobj.h"
+#include "wait.h"
 
 extern char **environ;
 

@@ -1,181 +1,25 @@
-/* Configuration, logging, counters, the PPE attachment, the descriptor table
- * and the socket objects. */
+/* The PPE attachment: attach on first use, the PPE's liveness, re-attach
+ * after it went, thread contexts, fork, joining a group, adoption after exec. */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
+#include "config.h"
+#include "fdtable.h"
+#include "real.h"
+#include "relisten.h"
 #include "shim.h"
+#include "wait.h"
 
-struct eta_config eta_cfg;
-struct eta_net eta_net;
 uint32_t eta_generation = 1;
 uint32_t eta_fork_epoch = 1;
 
-/* Counters live in private memory until the file is mapped, so updates never
- * need a check. */
-static struct eta_preload_stats private_stats;
-struct eta_preload_stats *eta_stats = &private_stats;
-
-uint64_t eta_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- configuration ----------------------------------------------------- */
-
-static bool env_flag(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0 && strcmp(v, "no") != 0;
-}
-
-static bool log_has(const char *list, const char *word)
-{
-    size_t n = strlen(word);
-    for (const char *p = list; p && *p;) {
-        size_t len = strcspn(p, ",");
-        if ((len == n && strncmp(p, word, n) == 0) || (len == 3 && strncmp(p, "all", 3) == 0) ||
-            (len == 1 && *p == '1'))
-            return true;
-        p += len;
-        if (*p)
-            p++;
-    }
-    return false;
-}
-
-static void read_config(void)
-{
-    const char *sock = getenv("ETA_SOCKET");
-    snprintf(eta_cfg.socket_path, sizeof eta_cfg.socket_path, "%s",
-             sock && *sock ? sock : DTI_DEFAULT_SOCKET_PATH);
-    eta_cfg.require = env_flag("ETA_REQUIRE");
-    eta_cfg.disabled = env_flag("ETA_DISABLE");
-    const char *log = getenv("ETA_LOG");
-    eta_cfg.log_fallback = log_has(log, "fallback");
-    eta_cfg.log_accel = log_has(log, "accel");
-    eta_cfg.log_debug = log_has(log, "debug");
-    eta_cfg.spin_ns = 50000;
-    const char *spin = getenv("ETA_SPIN_US");
-    if (spin && *spin) {
-        char *end;
-        unsigned long us = strtoul(spin, &end, 10);
-        if (*end == 0 && us <= 1000000)
-            eta_cfg.spin_ns = us * 1000ull;
-        else
-            eta_log("ETA_SPIN_US='%s' is not a number of microseconds (0 to 1000000); using %llu",
-                    spin, (unsigned long long)(eta_cfg.spin_ns / 1000));
-    }
-    const char *net = getenv("ETA_NET");
-    if (net)
-        snprintf(eta_cfg.net_override, sizeof eta_cfg.net_override, "%s", net);
-}
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static void init_table(void);
-static void do_init(void)
-{
-    eta_real_resolve();
-    read_config();
-    init_table();
-}
-
-void eta_init(void)
-{
-    pthread_once(&init_once, do_init);
-}
-
-/* ---- logging ----------------------------------------------------------- */
-
-void eta_log(const char *fmt, ...)
-{
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, "eta[%d]: ", (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (m < 0)
-        m = 0;
-    size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
-    buf[len++] = '\n';
-    int saved = errno;
-    ssize_t w = real_write(2, buf, len);
-    (void)w;
-    errno = saved;
-}
-
-/* ---- counters published for eta-stat ----------------------------------- */
-
-static char stats_file[320];
-static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void stats_remove(void)
-{
-    if (stats_file[0] && eta_stats->pid == (int32_t)getpid())
-        unlink(stats_file);
-}
-
-/* Maps <socket>.preload/<pid> and moves the counters there. Best effort: a
- * directory the process may not write leaves them private (ETA_LOG still
- * shows every fallback). */
-static void stats_publish(void)
-{
-    char dir[290];
-    snprintf(dir, sizeof dir, "%s.preload", eta_cfg.socket_path);
-    if (mkdir(dir, 01777) == 0)
-        chmod(dir, 01777); /* the umask must not keep other users out */
-    snprintf(stats_file, sizeof stats_file, "%s/%d", dir, (int)getpid());
-    int fd = open(stats_file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    void *p = MAP_FAILED;
-    if (fd >= 0 && ftruncate(fd, sizeof(struct eta_preload_stats)) == 0)
-        p = mmap(NULL, sizeof(struct eta_preload_stats), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0)
-        real_close(fd);
-    if (p == MAP_FAILED) {
-        ETA_DEBUG("cannot publish counters at %s: %s", stats_file, strerror(errno));
-        stats_file[0] = 0;
-        return;
-    }
-    struct eta_preload_stats *s = p;
-    memcpy(s, &private_stats, sizeof *s);
-    s->magic = ETA_PRELOAD_STATS_MAGIC;
-    s->version = ETA_PRELOAD_STATS_VERSION;
-    s->pid = (int32_t)getpid();
-    FILE *f = fopen("/proc/self/comm", "re");
-    if (f) {
-        if (fgets(s->comm, sizeof s->comm, f))
-            s->comm[strcspn(s->comm, "\n")] = 0;
-        fclose(f);
-    }
-    __atomic_store_n(&eta_stats, s, __ATOMIC_RELEASE);
-    static bool registered;
-    if (!registered) {
-        registered = true;
-        atexit(stats_remove);
-    }
-}
-
-void eta_count(enum eta_reason r, int fd, const char *detail)
-{
-    ETA_STAT_ADD(fallbacks[r], 1);
-    if (r == ETA_R_NONE) {
-        if (eta_cfg.log_accel)
-            eta_log("fd %d: accelerated (%s)", fd, detail ? detail : "");
-    } else if (eta_cfg.log_fallback) {
-        eta_log("fd %d: kernel socket, reason %s%s%s", fd, eta_reason_name(r), detail ? ": " : "",
-                detail ? detail : "");
-    }
-}
+/* ---- the attachment ---------------------------------------------------- */
 
 /* ---- the attachment ---------------------------------------------------- */
 
@@ -184,35 +28,6 @@ static _Atomic int attach_state = ATTACH_NONE;
 static dti_t *attachment;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void load_net(void)
-{
-    char why[160];
-    char text[4096];
-    const char *src = eta_cfg.net_override;
-    char path[300];
-    if (!src[0]) {
-        snprintf(path, sizeof path, "%s.net", eta_cfg.socket_path);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? real_read(fd, text, sizeof text - 1) : -1;
-        if (fd >= 0)
-            real_close(fd);
-        if (n < 0) {
-            eta_log("warning: the PPE publishes no addresses at %s (%s): no socket can be accelerated; "
-                    "set ETA_NET='port A.B.C.D/P' to name them",
-                    path, strerror(errno));
-            return;
-        }
-        text[n] = 0;
-        src = text;
-    }
-    if (eta_net_parse(src, &eta_net, why, sizeof why) != 0) {
-        eta_log("warning: bad PPE network description %s: %s; no socket will be accelerated",
-                eta_cfg.net_override[0] ? "in ETA_NET" : path, why);
-        memset(&eta_net, 0, sizeof eta_net);
-    }
-}
-
-/* dti_attach() to the configured PPE: 0 with *d, or the error with why. */
 static int attach_ppe(dti_t **d, char *why, size_t wl)
 {
     struct dti_attach_opts opts = {.socket_path = eta_cfg.socket_path, .name = NULL};
@@ -222,6 +37,7 @@ static int attach_ppe(dti_t **d, char *why, size_t wl)
 }
 
 static void mark_internal(int cfd);
+
 static void mark_internal_all(dti_t *d)
 {
     int fds[32];
@@ -299,7 +115,7 @@ static void attach_locked(void)
     /* libdti's own descriptors are not the program's: close() on them is
      * refused so a program closing "all" its descriptors cannot cut us off. */
     mark_internal_all(d);
-    load_net();
+    eta_net_load();
     eta_stats->attached = 1;
     ETA_DEBUG("attached to the PPE at %s", eta_cfg.socket_path);
     atomic_store(&attach_state, ATTACH_OK);
@@ -315,10 +131,7 @@ dti_t *eta_dti(void)
     eta_init();
     pthread_mutex_lock(&attach_lock);
     if (atomic_load(&attach_state) == ATTACH_NONE) {
-        pthread_mutex_lock(&stats_lock);
-        if (!stats_file[0])
-            stats_publish();
-        pthread_mutex_unlock(&stats_lock);
+        eta_stats_publish_once();
         attach_locked();
     }
     pthread_mutex_unlock(&attach_lock);
@@ -360,33 +173,10 @@ static _Atomic uint64_t reattach_next_ns; /* the earliest next try */
 static uint64_t reattach_backoff_ns;      /* attach lock */
 uint32_t eta_fork_generation;
 
-void *eta_obj_alloc(void);
-struct eta_internal eta_internal_dti = {{ETA_OBJ_INTERNAL, 1}, NULL};
-
 static void mark_internal(int cfd)
 {
     if (cfd >= 0 && eta_fd_in_range(cfd))
         eta_fd_set(cfd, &eta_internal_dti.obj);
-}
-
-void eta_internal_own(_Atomic int *owner)
-{
-    int fd = atomic_load(owner);
-    struct eta_internal *in = fd >= 0 && eta_fd_in_range(fd) ? eta_obj_alloc() : NULL;
-    if (!in)
-        return;
-    in->obj.kind = ETA_OBJ_INTERNAL;
-    atomic_init(&in->obj.refs, 0);
-    in->owner = owner;
-    eta_fd_set(fd, &in->obj);
-}
-
-void eta_internal_drop(_Atomic int *owner)
-{
-    int fd = atomic_load(owner);
-    struct eta_obj *o = fd >= 0 ? eta_fd_peek(fd) : NULL;
-    if (o && o->kind == ETA_OBJ_INTERNAL && ((struct eta_internal *)o)->owner == owner)
-        eta_fd_clear(fd);
 }
 
 /* A descriptor of the shim's or libdti's at number fd moves elsewhere, so
@@ -517,7 +307,7 @@ bool eta_reattach_try(void)
     return ok;
 }
 
-/* A claim joined another process's group (pass.c): d replaces the
+/* A claim joined another process's group (pass_fds.c): d replaces the
  * attachment, which held no accelerated socket. As in a re-attach, what was
  * made under the old one is of an older generation and the caches go stale;
  * the old attachment is retired (its membership ends). */
@@ -558,14 +348,11 @@ void eta_attach_join_locked(dti_t *d, bool leave_old)
 void eta_attach_adopted(dti_t *d)
 {
     pthread_mutex_lock(&attach_lock);
-    pthread_mutex_lock(&stats_lock);
-    if (!stats_file[0])
-        stats_publish();
-    pthread_mutex_unlock(&stats_lock);
+    eta_stats_publish_once();
     attachment = d;
     tree_lock_create();
     mark_internal_all(d);
-    load_net();
+    eta_net_load();
     eta_stats->attached = 1;
     atomic_store(&attach_state, ATTACH_OK);
     pthread_mutex_unlock(&attach_lock);
@@ -635,15 +422,39 @@ int eta_errno_from_dti(int res)
     }
 }
 
+/* ---- the PPE's liveness --------------------------------------------------- */
+
+_Atomic bool eta_engine_dead;
+/* Bumped when the PPE says events were dropped: everybody re-checks. */
+_Atomic uint32_t eta_rescan_seq;
+
+bool eta_engine_check(dti_t *d)
+{
+    if (atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return false;
+    bool alive = dti_engine_alive(d);
+    if (!alive)
+        eta_mark_engine_dead();
+    return alive;
+}
+
+void eta_mark_engine_dead(void)
+{
+    if (!atomic_exchange(&eta_engine_dead, true)) {
+        atomic_fetch_add(&eta_rescan_seq, 1); /* every member's readiness changed */
+        eta_stats->attached = 0;
+        eta_log("warning: the PPE has gone: accelerated sockets fail, new sockets go to the kernel");
+    }
+}
+
 /* fork: the child joins the parent's group in the PPE and keeps every
  * accelerated socket it inherited (dti_fork_prepare/parent/child). The
  * attach lock is held across fork() so the attachment cannot change under
  * it. */
 static bool forking;
 
-static void fork_prepare(void)
+bool eta_attach_fork_prepare(void)
 {
-    eta_init();
     pthread_mutex_lock(&attach_lock);
     /* A process that slept while the PPE was away (nginx's master in
      * sigsuspend) and now forks (a reload's new workers) re-attaches first,
@@ -655,14 +466,12 @@ static void fork_prepare(void)
         (void)reattach_now_locked();
     forking = atomic_load(&attach_state) == ATTACH_OK && attachment &&
               !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
-    if (forking) {
-        eta_listeners_shared = true;
-        if (dti_fork_prepare(attachment) != 0)
-            ETA_DEBUG("fork: the PPE cannot take the child into this process's group");
-    }
+    if (forking && dti_fork_prepare(attachment) != 0)
+        ETA_DEBUG("fork: the PPE cannot take the child into this process's group");
+    return forking;
 }
 
-static void fork_parent(void)
+void eta_attach_fork_parent(void)
 {
     if (forking) {
         dti_fork_parent(attachment);
@@ -706,36 +515,18 @@ static bool fork_join(void)
     return true;
 }
 
-/* The child's counters are its own; the sockets it inherited are open in it. */
-static void fork_child_stats(bool joined)
-{
-    uint64_t open = eta_stats->accel_open;
-    if (eta_stats != &private_stats) {
-        memset(&private_stats, 0, sizeof private_stats);
-        eta_stats = &private_stats;
-        stats_file[0] = 0;
-    }
-    if (joined) {
-        private_stats.accel_open = open;
-        private_stats.attached = 1;
-        stats_publish();
-    }
-}
-
 /* In a fork child that could not join the parent's group (no PPE, a PPE
  * limit), the parent's attachment is the parent's: forget it without
  * telling the PPE and attach afresh on the next socket; inherited sockets
  * are then orphans. */
-void eta_after_fork_child(void)
+bool eta_attach_fork_child(void)
 {
     __atomic_store_n(&memory_pid, getpid(), __ATOMIC_RELAXED);
     pthread_mutex_init(&attach_lock, NULL);
-    pthread_mutex_init(&stats_lock, NULL);
     eta_fork_epoch++; /* per-process caches (epoll's inner set) are the parent's */
     if (fork_join()) {
-        fork_child_stats(true);
-        eta_stash_after_fork_child();
-        return;
+        eta_stats_after_fork(true);
+        return true;
     }
     if (atomic_load(&attach_state) == ATTACH_OK && attachment) {
         int fds[32];
@@ -750,185 +541,11 @@ void eta_after_fork_child(void)
     atomic_store(&attach_state, ATTACH_NONE);
     eta_generation++;
     eta_fork_generation = eta_generation; /* older sockets are the parent's (counted fork-child) */
-    fork_child_stats(false);
+    eta_stats_after_fork(false);
+    return false;
 }
 
-/* ---- descriptor table and objects -------------------------------------- */
-
-struct eta_obj *_Atomic *eta_fds;
-_Atomic long eta_tracked;
-
-/* Objects come from one reserved mapping with a lock-free free list, so the
- * wrappers never call malloc (socket(), accept() and close() are
- * async-signal-safe in POSIX and must stay so). */
-#define SLOT_SIZE 384
-static unsigned char *slab;
-static _Atomic uint32_t slab_next = 1; /* slot 0 is never used */
-static _Atomic uint64_t slab_free;     /* (tag << 32) | slot index, 0: empty */
-
-static void init_table(void)
-{
-    void *t = mmap(NULL, sizeof(void *) * (size_t)ETA_FD_MAX, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    void *s = mmap(NULL, (size_t)SLOT_SIZE * ETA_FD_MAX, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (t == MAP_FAILED || s == MAP_FAILED) {
-        eta_log("cannot reserve the descriptor table (%s): every socket goes to the kernel", strerror(errno));
-        return;
-    }
-    slab = s;
-    eta_fds = t;
-}
-
-/* The descriptor table's and the slab's reservations (mlock.c leaves them
- * locked on fault): [start, stop) overlaps one of them. */
-bool eta_reserved_span(uintptr_t start, uintptr_t stop)
-{
-    const uintptr_t t = (uintptr_t)eta_fds, s = (uintptr_t)slab;
-    const uintptr_t t_end = t + sizeof(void *) * (size_t)ETA_FD_MAX, s_end = s + (size_t)SLOT_SIZE * ETA_FD_MAX;
-    return (t && start < t_end && stop > t) || (s && start < s_end && stop > s);
-}
-
-bool eta_fd_in_range(int fd)
-{
-    eta_init();
-    return fd >= 0 && fd < ETA_FD_MAX && eta_fds;
-}
-
-static void *slot_alloc(void)
-{
-    uint64_t head = atomic_load(&slab_free);
-    while (head & 0xffffffffu) {
-        uint32_t idx = (uint32_t)head;
-        uint32_t next = *(uint32_t *)(slab + (size_t)idx * SLOT_SIZE);
-        uint64_t repl = ((head >> 32) + 1) << 32 | next;
-        if (atomic_compare_exchange_weak(&slab_free, &head, repl))
-            return memset(slab + (size_t)idx * SLOT_SIZE, 0, SLOT_SIZE);
-    }
-    uint32_t idx = atomic_fetch_add(&slab_next, 1);
-    if (idx >= ETA_FD_MAX)
-        return NULL;
-    return slab + (size_t)idx * SLOT_SIZE;
-}
-
-static void slot_free(void *p)
-{
-    uint32_t idx = (uint32_t)(((unsigned char *)p - slab) / SLOT_SIZE);
-    uint64_t head = atomic_load(&slab_free);
-    for (;;) {
-        *(uint32_t *)p = (uint32_t)head;
-        uint64_t repl = ((head >> 32) + 1) << 32 | idx;
-        if (atomic_compare_exchange_weak(&slab_free, &head, repl))
-            return;
-    }
-}
-
-_Static_assert(sizeof(struct eta_sock) <= SLOT_SIZE, "socket object outgrew its slot");
-
-struct eta_sock *eta_sock_new(void)
-{
-    if (!slab)
-        return NULL;
-    struct eta_sock *s = slot_alloc();
-    if (!s)
-        return NULL;
-    s->obj.kind = ETA_OBJ_SOCK;
-    atomic_init(&s->obj.refs, 0);
-    s->h = DTI_SOCK_INVALID;
-    s->rcvtimeo_ms = -1;
-    s->sndtimeo_ms = -1;
-    return s;
-}
-
-void *eta_obj_alloc(void);
-void *eta_obj_alloc(void)
-{
-    return slab ? slot_alloc() : NULL;
-}
-
-void eta_epoll_destroy(struct eta_obj *o);
-
-void eta_obj_put(struct eta_obj *o) { eta_obj_unref(o); }
-
-void eta_obj_destroy(struct eta_obj *o)
-{
-    switch (o->kind) {
-    case ETA_OBJ_SOCK:
-        eta_sock_release((struct eta_sock *)o);
-        slot_free(o);
-        break;
-    case ETA_OBJ_EPOLL:
-        eta_epoll_destroy(o);
-        slot_free(o);
-        break;
-    case ETA_OBJ_INTERNAL:
-        if (((struct eta_internal *)o)->owner)
-            slot_free(o); /* the shim's own (eta_internal_own); libdti's marker is static */
-        break;
-    default:
-        break;
-    }
-}
-
-struct eta_obj *eta_fd_get(int fd)
-{
-    struct eta_obj *o = eta_fd_peek(fd);
-    if (!o)
-        return NULL;
-    /* A concurrent close may drop the last reference between the load and
-     * the increment; take a reference only while it is non-zero. */
-    uint32_t r = atomic_load(&o->refs);
-    do {
-        if (r == 0)
-            return NULL;
-    } while (!atomic_compare_exchange_weak(&o->refs, &r, r + 1));
-    return o;
-}
-
-struct eta_sock *eta_sock_get(int fd)
-{
-    struct eta_obj *o = eta_fd_get(fd);
-    if (o && o->kind != ETA_OBJ_SOCK) {
-        eta_obj_put(o);
-        return NULL;
-    }
-    return (struct eta_sock *)o;
-}
-
-void eta_fd_set(int fd, struct eta_obj *o)
-{
-    if (!eta_fd_in_range(fd))
-        return;
-    eta_obj_ref(o);
-    struct eta_obj *old = atomic_exchange(&eta_fds[fd], o);
-    if (old)
-        eta_obj_put(old);
-    else
-        atomic_fetch_add(&eta_tracked, 1);
-}
-
-void eta_fd_clear(int fd)
-{
-    if ((unsigned)fd >= ETA_FD_MAX || !eta_fds)
-        return;
-    struct eta_obj *old = atomic_exchange(&eta_fds[fd], NULL);
-    if (old) {
-        atomic_fetch_sub(&eta_tracked, 1);
-        eta_obj_put(old);
-    }
-}
-
-__attribute__((constructor)) static void eta_constructor(void)
+void eta_attach_loaded(void)
 {
     memory_pid = getpid();
-    eta_signals_init();
-    eta_init();
-    /* fork: the child joins the parent's PPE group. glibc runs these for
-     * its internal forks too (daemon()); posix_spawn/system do not fork. */
-    pthread_atfork(fork_prepare, fork_parent, eta_after_fork_child);
-    /* exec: the previous image's sockets, when it handed them over. */
-    eta_exec_adopt();
-    /* ETA_REQUIRE: fail at start, not at the first socket. */
-    if (eta_cfg.require && !eta_cfg.disabled)
-        (void)eta_dti();
 }

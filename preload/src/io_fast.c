@@ -1,0 +1,346 @@
+/* The data path's fast paths and the views: read, recv, write and send
+ * on a connected accelerated socket copy once between the program's buffer
+ * and the socket's ring in shared memory, through the socket's receive and
+ * send views, with no system call and no call out of the shim in the common
+ * case; everything else falls back to the general receive (io_recv.c) and
+ * send (io_send.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "real.h"
+
+/* ---- the fast path -----------------------------------------------------
+ * A one-buffer read or write on a connected accelerated socket of this
+ * process, from a thread whose DTI context is cached, with no flag but
+ * MSG_DONTWAIT (MSG_NOSIGNAL for writes): what a server does per request.
+ * It costs one peek at the descriptor table, one reference, a few flag
+ * tests and libdti's dti_recv()/dti_send(). Bytes moved, end of stream,
+ * EAGAIN on a non-blocking socket and errors are answered here; whatever
+ * must wait (or is unusual) returns 0 and takes the general path, which
+ * starts again from the beginning: nothing was consumed. */
+
+/* The socket behind o, referenced, when the fast path may use it. */
+static inline __attribute__((always_inline)) struct eta_sock *fast_sock(struct eta_obj *o)
+{
+    if (ETA_UNLIKELY(o->kind != ETA_OBJ_SOCK) || !eta_obj_tryref(o))
+        return NULL;
+    struct eta_sock *s = (struct eta_sock *)o;
+    if (ETA_LIKELY(atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
+                   s->generation == eta_generation && s->connect_started && !s->listening &&
+                   !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)))
+        return s;
+    eta_obj_put(o);
+    return NULL;
+}
+
+static inline bool nonblocking(struct eta_sock *s, int flags)
+{
+    return (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+}
+
+/* The views taken once bytes went through dti_recv()/dti_send() (sockobj.h),
+ * out of line: the fast paths' prologues stay as short as the budgets want. */
+static __attribute__((noinline)) void take_rx_view(dti_ctx_t *c, struct eta_sock *s)
+{
+    eta_take_rx_view(c, s);
+}
+
+static __attribute__((noinline)) void take_tx_view(dti_ctx_t *c, struct eta_sock *s)
+{
+    eta_take_tx_view(c, s);
+}
+
+/* 1 with *out set (and errno when *out is -1); 0: take the general path. */
+static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, void *buf, size_t len, int flags, ssize_t *out)
+{
+    dti_ctx_t *c = eta_ctx_cached();
+    if (ETA_UNLIKELY(!c || (flags & ~MSG_DONTWAIT) || uptr_suspect(buf, len) || len == 0))
+        return 0;
+    struct eta_sock *s = fast_sock(o);
+    if (ETA_UNLIKELY(!s))
+        return 0;
+    int done = 0;
+    if (ETA_LIKELY(!atomic_load_explicit(&s->shut_rd, memory_order_relaxed))) {
+        ssize_t n = 0;
+        int flush = 0;
+        if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_acquire) == 2))
+            n = dti_recv_view(&s->rxv, buf, len, &flush);
+        if (ETA_LIKELY(n > 0)) {
+            if (ETA_UNLIKELY(flush))
+                dti_recv_flush(c, s->h);
+        } else {
+            n = dti_recv(c, s->h, buf, len);
+            if (n > 0)
+                take_rx_view(c, s);
+        }
+        if (ETA_LIKELY(n > 0)) {
+            atomic_fetch_add_explicit(&s->rx_taken, (size_t)n, memory_order_relaxed);
+            *out = n;
+            done = 1;
+        } else if (n == 0) {
+            *out = 0; /* end of stream */
+            done = 1;
+        } else if (n != -EAGAIN) {
+            *out = fail(eta_errno_from_dti((int)n)); /* an error libdti reports once: report it now */
+            done = 1;
+        } else if (nonblocking(s, flags)) {
+            *out = fail(EAGAIN);
+            done = 1;
+        }
+    }
+    eta_obj_unref(&s->obj);
+    return done;
+}
+
+/* The view took bytes but could not queue their SEND (a full command
+ * queue): queue it now, as commit_retrying() does. */
+static int note_retrying(dti_ctx_t *c, dti_sock_t h)
+{
+    uint64_t since = 0;
+    while (dti_send_note(c, h, 0) == -EAGAIN)
+        if (queue_stuck(c, &since))
+            return -ECONNRESET;
+    return 0;
+}
+
+/* send_fast()'s every other case: n bytes (maybe 0) already went through
+ * the send view (-n: taken, their SEND still owed). Drops the reference
+ * send_fast() took. */
+static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s, const char *buf, size_t len,
+                                               int flags, ssize_t n, ssize_t *out)
+{
+    int done = 0;
+    if (ETA_UNLIKELY(n < 0)) {
+        n = -n;
+        if (note_retrying(c, s->h) != 0) {
+            *out = fail(ECONNRESET); /* the engine does not serve us */
+            eta_obj_unref(&s->obj);
+            return 1;
+        }
+    }
+    if (ETA_LIKELY(!atomic_load_explicit(&s->shut_wr, memory_order_relaxed))) {
+        if (n == 0) {
+            n = dti_send(c, s->h, buf, len, 0);
+            if (n > 0)
+                take_tx_view(c, s);
+        } else {
+            ssize_t more = dti_send(c, s->h, buf + n, len - (size_t)n, 0); /* the view took a part */
+            if (more > 0)
+                n += more;
+        }
+        if (ETA_LIKELY(n > 0)) {
+            atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
+            *out = n;
+            if (ETA_UNLIKELY((size_t)n < len) && !nonblocking(s, flags)) {
+                struct iovec rest = {(char *)buf + n, len - (size_t)n};
+                ssize_t more = eta_sock_send(s, &rest, 1, flags, -1, NULL, 0);
+                if (more > 0)
+                    *out += more;
+            }
+            done = 1;
+        } else if (n == -EPIPE) {
+            *out = fail_pipe(flags);
+            done = 1;
+        } else if (n < 0 && n != -EAGAIN && n != -ENOTCONN) {
+            *out = fail(eta_errno_from_dti((int)n)); /* reported once by libdti */
+            done = 1;
+        } else if (n == -EAGAIN && nonblocking(s, flags)) {
+            *out = fail(EAGAIN);
+            done = 1;
+        }
+    }
+    eta_obj_unref(&s->obj);
+    return done;
+}
+
+/* The send fast path, inlined in write() and send(): a small write that the
+ * send view takes whole while a SEND the engine has not taken yet is queued
+ * for the socket (a burst: these bytes ride on it, no command). It makes no
+ * call, so the wrapper saves no registers; every other case is a tail call
+ * to send_slow() with what was done so far. */
+
+/* send_slow()'s `how`: the view copied (how & SLOW_TAKEN) bytes and ... */
+#define SLOW_TAKEN 0xffffu
+#define SLOW_COVERED 0x10000u  /* ... published them under a queued SEND (fewer than asked) */
+#define SLOW_OWED 0x20000u     /* ... published them, their SEND is owed (the engine took that SEND meanwhile) */
+#define SLOW_WRITE 0x40000u    /* write(): the kernel's is real_write() */
+/* (neither flag: copied, not published: dti_send_note() publishes them) */
+
+#define SLOW_PUT 0x80000u      /* s is referenced but not for the view: drop it, go the general way */
+
+/* A referenced socket's send view may be used: what fast_sock() checks, but
+ * that a send view was taken (txv_state 2) already says the socket connected
+ * (connect_started, not listening). */
+static inline __attribute__((always_inline)) bool send_view_usable(struct eta_sock *s)
+{
+    return atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2 &&
+           atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
+           s->generation == eta_generation && !atomic_load_explicit(&s->shut_wr, memory_order_relaxed) &&
+           !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+}
+
+/* The kernel's calls out of line: the wrappers' fast path then makes only
+ * tail calls and saves no registers. */
+static __attribute__((noinline)) ssize_t kernel_send(int fd, const void *buf, size_t len, int flags)
+{
+    return real_send(fd, buf, len, flags);
+}
+
+static __attribute__((noinline)) ssize_t kernel_write(int fd, const void *buf, size_t len)
+{
+    return real_write(fd, buf, len);
+}
+
+static __attribute__((noinline)) ssize_t send_last_ref(struct eta_sock *s, ssize_t n)
+{
+    eta_obj_destroy(&s->obj);
+    return n;
+}
+
+/* Everything send_fast() did not finish. s: NULL (nothing done), or the
+ * referenced socket with the view's result in `how`. */
+static __attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size_t len, int flags, struct eta_sock *s,
+                                                   uint32_t how)
+{
+    if (s && (how & SLOW_PUT)) {
+        /* no send view yet (or something changed): as recv_fast() does,
+         * dti_send() first (it takes the view), else the general way */
+        ssize_t out;
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
+            s->generation == eta_generation && s->connect_started && !s->listening &&
+            !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)) {
+            if (send_rest(eta_ctx_cached(), s, buf, len, flags, 0, &out))
+                return out;
+        } else {
+            eta_obj_put(&s->obj);
+        }
+    } else if (s) {
+        dti_ctx_t *c = eta_ctx_cached(); /* not NULL: send_fast() checked */
+        ssize_t n = how & SLOW_TAKEN;
+        if (how & SLOW_OWED)
+            n = -n;
+        else if (!(how & SLOW_COVERED) && n > 0 && dti_send_note(c, s->h, (uint32_t)n) != 0)
+            n = 0; /* no room for its SEND: nothing was published, the general way sends them */
+        if (n == (ssize_t)len) {
+            atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
+            eta_obj_unref(&s->obj);
+            return n;
+        }
+        ssize_t out;
+        if (send_rest(c, s, buf, len, flags, n, &out))
+            return out;
+    }
+    struct eta_sock *g = io_accel(fd);
+    if (ETA_LIKELY(!g))
+        return (how & SLOW_WRITE) ? real_write(fd, buf, len) : real_send(fd, buf, len, flags);
+    struct iovec v = {(void *)buf, len};
+    ssize_t r = eta_sock_send(g, &v, 1, flags, -1, NULL, 0);
+    eta_obj_put(&g->obj);
+    return r;
+}
+
+/* Called through the GOT, not a PLT stub: one jump fewer on send1's path
+ * (the shim is loaded with its libdti bound at load time). */
+extern int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n) __attribute__((noplt));
+
+/* The view copied all len bytes and no SEND of the socket is queued (the
+ * engine took the last: one SEND per call, as a request/response server's
+ * writes are): publish them with their own SEND. flags_write: the call's
+ * flags (MSG_DONTWAIT and MSG_NOSIGNAL only, on this path) with SLOW_WRITE
+ * for write(): one value fewer to keep across the call. (The context is
+ * read again rather than passed: one more live value in send_fast() would
+ * make send() save registers on every call.) */
+static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags_write,
+                                                    struct eta_sock *s)
+{
+    /* The context without the epoch check: send_fast() made it an instant
+     * ago on this thread, with nothing in between that could fork. */
+    if (ETA_LIKELY(dti_send_note(eta_tls_ctx, s->h, (uint32_t)len) == 0)) {
+        atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
+        eta_obj_unref(&s->obj);
+        return (ssize_t)len;
+    }
+    /* nothing published: the general way */
+    return send_slow(fd, buf, len, flags_write & ~(int)SLOW_WRITE, s, (uint32_t)flags_write & SLOW_WRITE);
+}
+
+static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct eta_obj *o, const void *buf,
+                                                                size_t len, int flags, uint32_t write)
+{
+    _Static_assert(((MSG_DONTWAIT | MSG_NOSIGNAL) & SLOW_WRITE) == 0, "send_noted() carries SLOW_WRITE in flags");
+    if (ETA_UNLIKELY(!eta_ctx_cached() || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || uptr_suspect(buf, len)))
+        return send_slow(fd, buf, len, flags, NULL, write);
+    if (ETA_UNLIKELY(o->kind != ETA_OBJ_SOCK) || !eta_obj_tryref(o))
+        return send_slow(fd, buf, len, flags, NULL, write);
+    struct eta_sock *s = (struct eta_sock *)o;
+    if (ETA_UNLIKELY(!send_view_usable(s)))
+        return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
+    uint32_t take = dti_send_view_copy(&s->txv, buf, len);
+    int r = take ? dti_send_view_coalesce(&s->txv, take) : 0;
+    if (ETA_LIKELY(r > 0 && take == len)) {
+        atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
+        if (ETA_UNLIKELY(atomic_fetch_sub_explicit(&s->obj.refs, 1, memory_order_acq_rel) == 1))
+            return send_last_ref(s, (ssize_t)len);
+        return (ssize_t)len;
+    }
+    if (r == 0 && take == len)
+        return send_noted(fd, buf, len, flags | (int)write, s);
+    return send_slow(fd, buf, len, flags, s, take | write | (r > 0 ? SLOW_COVERED : r < 0 ? SLOW_OWED : 0));
+}
+
+ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return real_read(fd, buf, len);
+    ssize_t fast;
+    if (ETA_LIKELY(recv_fast(o, buf, len, 0, &fast)))
+        return fast;
+    struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_read(fd, buf, len);
+    struct iovec v = {buf, len};
+    ssize_t r = eta_sock_recv(s, &v, 1, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return real_recv(fd, buf, len, flags);
+    ssize_t fast;
+    if (ETA_LIKELY(recv_fast(o, buf, len, flags, &fast)))
+        return fast;
+    struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_recv(fd, buf, len, flags);
+    struct iovec v = {buf, len};
+    ssize_t r = eta_sock_recv(s, &v, 1, flags);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return kernel_write(fd, buf, len);
+    return send_fast(fd, o, buf, len, 0, SLOW_WRITE);
+}
+
+ETA_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    struct eta_obj *o = eta_fd_peek(fd);
+    if (ETA_LIKELY(!o))
+        return kernel_send(fd, buf, len, flags);
+    return send_fast(fd, o, buf, len, flags, 0);
+}
+

@@ -1,0 +1,270 @@
+/* Sending: the general send every write falls back to (also sendfile's:
+ * the file's bytes land in the send ring directly), sendto, writev, sendmsg
+ * and sendmmsg. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "real.h"
+#include "pass_fds.h"
+
+
+static void iov_get(const struct iovec *iov, int n, size_t off, char *dst, size_t len)
+{
+    for (int i = 0; i < n && len; i++) {
+        if (off >= iov[i].iov_len) {
+            off -= iov[i].iov_len;
+            continue;
+        }
+        size_t k = iov[i].iov_len - off < len ? iov[i].iov_len - off : len;
+        memcpy(dst, (const char *)iov[i].iov_base + off, k);
+        dst += k;
+        len -= k;
+        off = 0;
+    }
+}
+
+static bool writable(void *arg)
+{
+    struct eta_sock *s = arg;
+    dti_ctx_t *c = eta_ctx();
+    return !c || (eta_sock_events(c, s) & (POLLOUT | POLLERR | POLLHUP));
+}
+
+/* A blocked send's wait: writable, or an event for the socket was reaped
+ * since the send decided whether to watch. The engine's POLLOUT watch is
+ * one-shot and eta_watch() does not send one it believes still armed; an
+ * event it had not reaped yet (say the answer to the connect's watch, posted
+ * before this send filled the ring) consumes that watch and leaves the
+ * socket unwritable: the send must go round and arm a new one, not sleep on. */
+struct send_wait {
+    struct eta_sock *s;
+    uint32_t ev_seq;
+};
+
+static bool writable_or_event(void *arg)
+{
+    struct send_wait *w = arg;
+    return writable(w->s) || atomic_load_explicit(&w->s->ev_seq, memory_order_acquire) != w->ev_seq;
+}
+
+static int commit_retrying(dti_ctx_t *c, dti_sock_t h, size_t n, unsigned flags)
+{
+    uint64_t since = 0;
+    int rc;
+    while ((rc = dti_send_commit(c, h, n, flags)) == -EAGAIN)
+        if (queue_stuck(c, &since))
+            return -ECONNRESET;
+    return rc;
+}
+
+/* True while a connect is still under way (send waits for it, as the
+ * kernel's does). */
+static bool connecting(dti_ctx_t *c, struct eta_sock *s)
+{
+    struct dti_sock_info ss;
+    return dti_sock_status(c, s->h, &ss) == 0 && (ss.state & DTI_STATE_CONNECTING);
+}
+
+/* Sends from iov (or, when `in_fd` >= 0, from that file: sendfile). */
+ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
+                         off_t *offset, size_t file_count)
+{
+    if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
+        return fail_pipe(flags);
+    if (s->listening || !s->connect_started)
+        return fail(ENOTCONN);
+    if (atomic_load_explicit(&s->shut_wr, memory_order_relaxed))
+        return fail_pipe(flags);
+    if (flags & MSG_OOB)
+        return fail(EOPNOTSUPP);
+    if (in_fd < 0 && iovcnt > 0 && iovcnt <= IOV_MAX && iov_fault(iov, iovcnt))
+        return fail(EFAULT); /* nothing sent */
+    bool bad = false;
+    size_t total = in_fd >= 0 ? file_count : iov_total(iov, iovcnt, &bad);
+    if (bad)
+        return fail(EINVAL);
+    dti_ctx_t *c = eta_ctx();
+    if (!c)
+        return fail_pipe(flags);
+    bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
+    uint64_t deadline = 0;
+    size_t sent = 0;
+    off_t file_off = offset ? *offset : 0;
+    /* One buffer, no MSG_MORE: libdti reserves, copies and commits in one
+     * call. A full ring or command queue, and errors, take the general path
+     * below, which tells them apart. */
+    const bool simple = in_fd < 0 && iovcnt == 1 && !(flags & MSG_MORE);
+    while (sent < total) {
+        if (simple) {
+            ssize_t k = dti_send(c, s->h, (const char *)iov[0].iov_base + sent, total - sent, 0);
+            if (k > 0) {
+                atomic_fetch_add_explicit(&s->tx_committed, (size_t)k, memory_order_relaxed);
+                sent += (size_t)k;
+                continue;
+            }
+        }
+        struct dti_iov piece[2];
+        ssize_t n = dti_send_reserve(c, s->h, piece);
+        if (n > 0) {
+            size_t take = (size_t)n < total - sent ? (size_t)n : total - sent;
+            size_t first = take < piece[0].len ? take : piece[0].len;
+            if (in_fd >= 0) {
+                /* sendfile: the file's bytes land in the send ring directly. */
+                size_t done = 0;
+                for (int p = 0; p < 2 && done < take; p++) {
+                    size_t want = p == 0 ? first : take - first;
+                    ssize_t r = offset ? pread(in_fd, piece[p].base, want, file_off + (off_t)done)
+                                       : real_read(in_fd, piece[p].base, want);
+                    if (r < 0) {
+                        if (done == 0 && sent == 0)
+                            return -1; /* errno from the file */
+                        break;
+                    }
+                    done += (size_t)r;
+                    if ((size_t)r < want)
+                        break;
+                }
+                if (done) {
+                    int rc = commit_retrying(c, s->h, done, (flags & MSG_MORE) ? DTI_SEND_MORE : 0);
+                    if (rc < 0)
+                        return sent ? (ssize_t)sent : fail(eta_errno_from_dti(rc));
+                    atomic_fetch_add_explicit(&s->tx_committed, done, memory_order_relaxed);
+                }
+                sent += done;
+                file_off += (off_t)done;
+                if (offset)
+                    *offset = file_off;
+                if (done < take)
+                    break; /* end of file */
+                continue;
+            }
+            iov_get(iov, iovcnt, sent, piece[0].base, first);
+            if (take > first)
+                iov_get(iov, iovcnt, sent + first, piece[1].base, take - first);
+            /* MSG_MORE only for the last piece of what the program gave; a
+             * piece cut short by a full ring goes out at once. */
+            unsigned more = (flags & MSG_MORE) && sent + take == total ? DTI_SEND_MORE : 0;
+            int rc = commit_retrying(c, s->h, take, more);
+            if (rc < 0)
+                return sent ? (ssize_t)sent : fail(eta_errno_from_dti(rc));
+            atomic_fetch_add_explicit(&s->tx_committed, take, memory_order_relaxed);
+            sent += take;
+            continue;
+        }
+        if (n != -EAGAIN && !(n == -ENOTCONN && connecting(c, s))) {
+            if (sent)
+                return (ssize_t)sent;
+            int e = eta_errno_from_dti((int)n);
+            return e == EPIPE ? fail_pipe(flags) : fail(e);
+        }
+        if (nonblock)
+            return sent ? (ssize_t)sent : fail(EAGAIN);
+        if (!deadline && s->sndtimeo_ms >= 0)
+            deadline = deadline_after(s->sndtimeo_ms);
+        struct send_wait sw = {s, atomic_load_explicit(&s->ev_seq, memory_order_acquire)};
+        eta_watch(c, s, DTI_POLLOUT);
+        int w = eta_wait(c, writable_or_event, &sw, deadline, -1);
+        if (w == -ETIMEDOUT)
+            return sent ? (ssize_t)sent : fail(EAGAIN);
+        if (w == -EINTR)
+            return sent ? (ssize_t)sent : fail(EINTR);
+        if (w == -EPIPE)
+            return sent ? (ssize_t)sent : fail_pipe(flags);
+    }
+    return (ssize_t)sent;
+}
+
+ETA_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG addr_arg,
+                          socklen_t alen)
+{
+    const struct sockaddr *addr = ETA_SA(addr_arg);
+    struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s)) {
+        if (addr)
+            eta_warn_datagrams_to_ppe(fd, addr, alen);
+        return real_sendto(fd, buf, len, flags, addr, alen);
+    }
+    struct iovec v = {(void *)buf, len};
+    ssize_t r = eta_sock_send(s, &v, 1, flags, -1, NULL, 0); /* a connected stream ignores the address */
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+    struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s))
+        return real_writev(fd, iov, cnt);
+    ssize_t r = eta_sock_send(s, iov, cnt, 0, -1, NULL, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s)) {
+        if (ETA_UNLIKELY(msg && msg->msg_controllen)) { /* passing sockets (pass_fds.c) */
+            if (eta_passes_accelerated(msg))
+                return -1;
+            ssize_t r = real_sendmsg(fd, msg, flags);
+            if (r < 0)
+                eta_pass_withdraw(msg);
+            return r;
+        }
+        return real_sendmsg(fd, msg, flags);
+    }
+    if (uptr_bad(msg, sizeof *msg)) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
+    ssize_t r = eta_sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags, -1, NULL, 0);
+    eta_obj_put(&s->obj);
+    return r;
+}
+
+ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+    struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s)) {
+        unsigned n = vlen;
+        for (unsigned i = 0; vec && i < vlen; i++)
+            if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen) && eta_passes_accelerated(&vec[i].msg_hdr)) {
+                if (i == 0)
+                    return -1;
+                n = i; /* the messages before it go, as the kernel would */
+                break;
+            }
+        int r = real_sendmmsg(fd, vec, n, flags);
+        for (unsigned i = r < 0 ? 0 : (unsigned)r; vec && i < n; i++)
+            if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen))
+                eta_pass_withdraw(&vec[i].msg_hdr); /* not sent: not in flight (pass_fds.c) */
+        return r;
+    }
+    if (vlen && uptr_bad(vec, (size_t)vlen * sizeof *vec)) {
+        eta_obj_put(&s->obj);
+        return fail(EFAULT);
+    }
+    int done = 0;
+    for (unsigned i = 0; i < vlen; i++) {
+        ssize_t r = eta_sock_send(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen, flags, -1, NULL, 0);
+        if (r < 0) {
+            if (!done) {
+                eta_obj_put(&s->obj);
+                return -1;
+            }
+            break;
+        }
+        vec[i].msg_len = (unsigned)r;
+        done++;
+    }
+    eta_obj_unref(&s->obj);
+    return done;
+}
+
