@@ -168,8 +168,6 @@ int dti__wait_ring(struct dti_ctx *c, int timeout_ms);
 /* ---- slots.c: socket slots ------------------------------------------------------ */
 
 struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out);
-/* A new handle's send side: tail, tx_written and tx_noted from 0. */
-void dti__tx_start(struct dti_attachment *d, uint32_t slot, uint32_t gen);
 /* One socket's state (no listener group). */
 int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out);
 
@@ -331,6 +329,17 @@ static inline __attribute__((always_inline)) int dti__sock_state(dti_ctx_t *c, d
     out->accept_ready = DTI_LOAD(&sh->accept_ready);
     out->events = dti_events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
     return 0;
+}
+
+/* A new handle's send side: tail, tx_written and tx_noted from 0 (the
+ * data path starts it where it writes). */
+static inline void dti__tx_start(struct dti_attachment *d, uint32_t slot, uint32_t gen)
+{
+    struct dti_sock_priv *p = &d->priv[slot];
+    p->tx_gen = gen;
+    p->tx_tail = 0;
+    __atomic_store_n(&d->socks[slot].tx_noted, 0u, __ATOMIC_RELAXED);
+    DTI_STORE_SC(&d->socks[slot].tx_written, 0);
 }
 
 #endif

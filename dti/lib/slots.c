@@ -16,15 +16,6 @@ struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32
     return sh;
 }
 
-void dti__tx_start(struct dti_attachment *d, uint32_t slot, uint32_t gen)
-{
-    struct dti_sock_priv *p = &d->priv[slot];
-    p->tx_gen = gen;
-    p->tx_tail = 0;
-    __atomic_store_n(&d->socks[slot].tx_noted, 0u, __ATOMIC_RELAXED);
-    DTI_STORE_SC(&d->socks[slot].tx_written, 0);
-}
-
 int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return dti__sock_state(c, s, out); }
 
 int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
