@@ -9,7 +9,6 @@
 #include <sys/resource.h>
 #include <time.h>
 
-
 const char *dti_strerror(int err)
 {
     if (err < 0)

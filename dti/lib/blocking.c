@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <string.h>
 
-
 int dti_socket(dti_ctx_t *c)
 {
     uint64_t ud = dti__next_ud(c);

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* The engine moved a ring position on our behalf: follow it. */
 static void engine_moved(struct dti_ctx *c, const struct dti_ctx_pending *p, int32_t res)
 {
@@ -161,7 +160,6 @@ static unsigned take_stashes(struct dti_ctx *c, struct dti_cqe *out, unsigned ma
         got += take_stash(qp_of(c, i), out + got, max - got);
     return got;
 }
-
 
 /* Once any engine is gone, commands in flight on every queue pair complete
  * with its reason: the PPE is gone for this application. */

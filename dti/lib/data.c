@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <string.h>
 
-
 /* Positions start at 0 for every new handle in a slot. */
 static struct dti_sock_priv *rx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
 {

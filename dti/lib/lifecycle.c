@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 static void destroy_tls_ctx(void *p) { dti_ctx_destroy(p); }
 
 int dti_attach(const struct dti_attach_opts *opts, dti_t **out, char *why, size_t why_len)

@@ -17,7 +17,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-
 extern char *program_invocation_short_name;
 
 static void say(char *why, size_t len, const char *fmt, ...)

@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <string.h>
 
-
 int dti_prep_nop(dti_ctx_t *c, uint64_t ud)
 {
     struct dti_cmd *cmd;

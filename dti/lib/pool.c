@@ -5,7 +5,6 @@
 
 #include <errno.h>
 
-
 /* ---- region buffer pool ------------------------------------------------------------- */
 
 static bool block_used(const struct dti_attachment *d, uint32_t i) { return d->pool_bitmap[i / 64] >> (i % 64) & 1; }

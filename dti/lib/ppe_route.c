@@ -21,7 +21,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-
 /* ---- links ------------------------------------------------------------------ */
 
 int dti__attach_links(struct dti_attachment *d, const char *path, const char *name, uint32_t n_engines,
@@ -95,6 +94,8 @@ void dti__ctx_close_subs(struct dti_ctx *c)
         dti__ctx_destroy_one(c->sub[e]);
     c->n_sub = 0;
 }
+
+/* ---- the handle table: written here, read by layer 2 (dti__route) ------------ */
 
 struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local)
 {

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-
 /* ---- contexts ---------------------------------------------------------------- */
 
 static int open_queue_pair(struct dti_attachment *d, uint32_t *index, int *wake_fd)
@@ -156,6 +155,8 @@ void dti__ctx_destroy_one(struct dti_ctx *c)
     free(c);
 }
 
+/* ---- the producer (QUEUES.md) ----------------------------------------------- */
+
 unsigned dti_inflight(const dti_ctx_t *c)
 {
     if (c->n_sub == 0)
@@ -224,6 +225,8 @@ static int submit_one(struct dti_ctx *c)
     dti__ring_doorbell(c->d);
     return (int)n;
 }
+
+/* ---- one engine's commands, for the layers above ------------------------------ */
 
 /* rx_owed is updated atomically: a thread reading the socket may add to it
  * while another thread's command on the same socket flushes it. */

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 
-
 struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out)
 {
     uint32_t slot;

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <sys/epoll.h>
 
-
 dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
 int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
 void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = c->spin_budget = spin_ns; }
@@ -86,7 +85,6 @@ int dti__dead_reason(struct dti_ctx *c)
             return qp_of(c, i)->d->dead_reason;
     return DTI_E_ENGINE_GONE;
 }
-
 
 static void disarm_all(struct dti_ctx *c)
 {
