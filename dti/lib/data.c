@@ -1,35 +1,12 @@
-/* libdti data path and local socket state: reads the engine-written socket
- * table and the rings in place; no round trip, no syscall (unless the engine
- * sleeps and needs its doorbell). */
-#include "internal.h"
+/* libdti layer 4, public calls: the data path. dti_send/dti_recv, the views
+ * and in-place calls, readiness (dti_sock_status, dti_sock_poll): reads the
+ * engine-written socket table and the rings in place; no round trip, no
+ * syscall (unless the engine sleeps and needs its doorbell). */
+#include "api.h"
 #include "sys.h"
 
 #include <errno.h>
 #include <string.h>
-
-/* The table entry of engine-local handle s, or NULL for a stale or foreign
- * handle: the data path's one handle check, inlined where it is hot. */
-static inline __attribute__((always_inline)) struct dti_sock_shared *sock_of(struct dti_attachment *d, dti_sock_t s,
-                                                                              uint32_t *slot_out)
-{
-    uint32_t slot = dti__slot(s), gen = dti__gen(s);
-    if (__builtin_expect(slot >= d->limits.max_sockets || gen == 0, 0))
-        return NULL; /* also DTI_SOCK_INVALID: its slot bits exceed any table */
-    struct dti_sock_shared *sh = &d->socks[slot];
-    if (__builtin_expect(DTI_LOAD(&sh->gen) != gen || d->closed_gen[slot] == gen, 0))
-        return NULL;
-    *slot_out = slot;
-    return sh;
-}
-
-struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out)
-{
-    uint32_t slot;
-    struct dti_sock_shared *sh = sock_of(d, s, &slot);
-    if (sh && slot_out)
-        *slot_out = slot;
-    return sh;
-}
 
 /* Positions start at 0 for every new handle in a slot. */
 static struct dti_sock_priv *rx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
@@ -51,15 +28,6 @@ static struct dti_sock_priv *tx_side(struct dti_attachment *d, uint32_t slot, ui
     return p;
 }
 
-void dti__tx_start(struct dti_attachment *d, uint32_t slot, uint32_t gen)
-{
-    struct dti_sock_priv *p = &d->priv[slot];
-    p->tx_gen = gen;
-    p->tx_tail = 0;
-    __atomic_store_n(&d->socks[slot].tx_noted, 0u, __ATOMIC_RELAXED);
-    DTI_STORE_SC(&d->socks[slot].tx_written, 0);
-}
-
 /* The send side of a write that moved p->tx_tail: what the engine reads at
  * the next SEND with DTI_SEND_TAIL (dti_abi.h, tx_written). seq_cst: it must
  * be visible before a later load of tx_noted reads a 1 (coalescing). */
@@ -72,19 +40,11 @@ static inline __attribute__((always_inline)) void publish_tail(struct dti_sock_s
  * only up to their own end (what follows is not theirs to hold back). */
 static inline uint32_t send_bits(unsigned flags) { return (flags & DTI_SEND_MORE) ? DTI_SEND_MORE | DTI_SEND_END : DTI_SEND_TAIL; }
 
-/* A socket's receive ring mask now (dti_sock_shared.rx_size), within the
- * slot's reserve even for a confused engine. Load it after rx_tail: a ring
- * that grew was empty, so bytes the tail shows lie at this size. */
-static inline uint32_t rx_mask(const struct dti_attachment *d, const struct dti_sock_shared *sh)
-{
-    return (DTI_LOAD_RELAXED(&sh->rx_size) - 1) & (d->limits.rx_ring_size - 1);
-}
-
 /* Readable bytes; clamped so a confused engine cannot make us read past the ring. */
 static uint32_t readable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
 {
     uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
-    return n > rx_mask(d, sh) + 1 ? 0 : n;
+    return n > dti__rx_mask(d, sh) + 1 ? 0 : n;
 }
 
 static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
@@ -93,40 +53,12 @@ static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, s
     return used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
 }
 
-/* One socket's state from the table (no group). Inlined into the callers:
- * readiness checks are what poll/epoll loops make per member. */
-static inline __attribute__((always_inline)) int sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
-{
-    c = dti__route(c, &s);
-    uint32_t slot;
-    struct dti_sock_shared *sh = sock_of(c->d, s, &slot);
-    if (!sh)
-        return -DTI_E_BAD_HANDLE;
-    uint32_t gen = dti__gen(s);
-    struct dti_sock_priv *p = &c->d->priv[slot];
-    uint32_t rx_head = p->rx_gen == gen ? p->rx_head : 0;
-    uint32_t tx_tail = p->tx_gen == gen ? p->tx_tail : 0;
-    uint32_t rd = DTI_LOAD(&sh->rx_tail) - rx_head;
-    uint32_t used = tx_tail - DTI_LOAD(&sh->tx_head);
-    out->readable = rd > c->d->limits.rx_ring_size ? 0 : rd;
-    out->writable = used > c->d->limits.tx_ring_size ? 0 : c->d->limits.tx_ring_size - used;
-    out->state = DTI_LOAD(&sh->state);
-    if (p->wr_shut_gen == gen)
-        out->state |= DTI_STATE_WR_CLOSED;
-    out->error = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
-    out->accept_ready = DTI_LOAD(&sh->accept_ready);
-    out->events = dti_events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
-    return 0;
-}
-
-int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return sock_status(c, s, out); }
-
 static inline __attribute__((always_inline)) int status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
 {
     struct dti_group *g = dti__group_find(c, s);
     if (__builtin_expect(g != NULL, 0))
         return dti__group_status(c, g, out);
-    return sock_status(c, s, out);
+    return dti__sock_state(c, s, out);
 }
 
 int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return status(c, s, out); }
@@ -142,7 +74,7 @@ uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
     }
     struct dti_attachment *d = c->d;
     uint32_t slot;
-    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    struct dti_sock_shared *sh = dti__sock_of(d, s, &slot);
     if (__builtin_expect(!sh, 0))
         return 0;
     uint32_t gen = dti__gen(s);
@@ -159,52 +91,6 @@ uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
     if (__builtin_expect((state & ~DTI_STATE_BOUND) == DTI_STATE_CONNECTED && !err, 1))
         return (rd ? DTI_POLLIN : 0) | (wr ? DTI_POLLOUT : 0); /* dti_events_of()'s answer there */
     return dti_events_of(state, err, rd, wr, DTI_LOAD(&sh->accept_ready));
-}
-
-int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
-{
-    c = dti__route(c, &s);
-    uint32_t slot;
-    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
-    if (!sh)
-        return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = &c->d->priv[slot];
-    if (p->err_taken_gen == dti__gen(s))
-        return 0;
-    int32_t e = DTI_LOAD(&sh->error);
-    if (e)
-        p->err_taken_gen = dti__gen(s);
-    return e;
-}
-
-int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
-{
-    c = dti__route(c, &s);
-    struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
-    if (!sh)
-        return -DTI_E_BAD_HANDLE;
-    uint32_t seq;
-    do { /* the engine bumps seq after writing: retry a torn read */
-        seq = DTI_LOAD(&sh->seq);
-        out->ip = DTI_LOAD(&sh->local_ip);
-        out->port = DTI_LOAD(&sh->local_port);
-    } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
-    return 0;
-}
-
-int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
-{
-    c = dti__route(c, &s);
-    struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
-    if (!sh)
-        return -DTI_E_BAD_HANDLE;
-    uint32_t seq;
-    do {
-        seq = DTI_LOAD(&sh->seq);
-        out->ip = DTI_LOAD(&sh->remote_ip);
-        out->port = DTI_LOAD(&sh->remote_port);
-    } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
-    return out->port == 0 && out->ip == 0 ? -ENOTCONN : 0;
 }
 
 /* ---- receive --------------------------------------------------------------- */
@@ -264,7 +150,7 @@ static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
         iov[0] = iov[1] = (struct dti_iov){NULL, 0};
         return rx_error(sh, p, gen);
     }
-    ring_iov(rx_ring(c->d, slot), rx_mask(c->d, sh) + 1, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head, n, iov);
+    ring_iov(rx_ring(c->d, slot), dti__rx_mask(c->d, sh) + 1, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head, n, iov);
     *pp = p;
     *shp = sh;
     return n;
@@ -278,41 +164,13 @@ ssize_t dti_recv_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2])
     return rx_span(c, s, iov, &p, &sh);
 }
 
-/* Released bytes are told to the engine in batches: once they add up to a
- * quarter of the socket's ring (its size now: it may grow), and before any
- * other command on the socket (a watch must not see stale data, a close
- * must not look like one with unread bytes). A small read then costs no
- * command and no doorbell. The engine's view of free space lags by less
- * than a quarter of the ring, so an application that has emptied its ring
- * and waits for more always leaves the peer a window. */
-static inline uint32_t release_batch(const struct dti_attachment *d, const struct dti_sock_shared *sh)
-{
-    return (rx_mask(d, sh) >> 2) + 1;
-}
-
-/* rx_owed is updated atomically: a thread reading the socket may add to it
- * while another thread's command on the same socket flushes it. */
-int dti__flush_release(struct dti_ctx *c, dti_sock_t s)
-{
-    struct dti_sock_priv *p = &c->d->priv[dti__slot(s)];
-    if (p->rx_gen != dti__gen(s) || DTI_LOAD_RELAXED(&p->rx_owed) == 0)
-        return 0;
-    uint32_t n = __atomic_exchange_n(&p->rx_owed, 0u, __ATOMIC_RELAXED);
-    if (n == 0)
-        return 0;
-    int rc = dti__prep_data(c, DTI_OP_RECV_RELEASE, s, n, 0);
-    if (rc < 0)
-        __atomic_fetch_add(&p->rx_owed, n, __ATOMIC_RELAXED); /* still owed */
-    return rc;
-}
-
 /* The caller has taken n readable bytes: owe them to the engine. */
 static inline void consume(dti_ctx_t *c, dti_sock_t s, const struct dti_sock_shared *sh, struct dti_sock_priv *p,
                            uint32_t n)
 {
     p->rx_head += n; /* consumed first: nothing is released before it is taken */
     uint32_t owed = __atomic_add_fetch(&p->rx_owed, n, __ATOMIC_RELAXED);
-    if (owed >= release_batch(c->d, sh) && dti__flush_release(c, s) == 0)
+    if (owed >= dti__release_batch(c->d, sh) && dti__flush_release(c, s) == 0)
         dti_submit(c); /* a full command ring: stays owed, the next release or command retries */
 }
 
@@ -366,13 +224,13 @@ static inline __attribute__((always_inline)) ssize_t recv_local(dti_ctx_t *c, dt
 {
     struct dti_attachment *d = c->d;
     uint32_t slot;
-    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    struct dti_sock_shared *sh = dti__sock_of(d, s, &slot);
     if (__builtin_expect(!sh, 0))
         return -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = &d->priv[slot];
     uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
-    uint32_t mask = rx_mask(d, sh); /* after the tail (rx_mask()) */
+    uint32_t mask = dti__rx_mask(d, sh); /* after the tail (dti__rx_mask()) */
     /* n - 1 > mask: nothing to read (0) or a confused engine (> size). */
     if (__builtin_expect(p->rx_gen != gen || p->rx_busy_gen == gen || n - 1 > mask || len == 0, 0))
         return recv_general(c, s, buf, len);
@@ -393,7 +251,7 @@ static inline __attribute__((always_inline)) ssize_t recv_local(dti_ctx_t *c, dt
 /* Several engines: the handle names its engine's queue pair. */
 static __attribute__((noinline)) ssize_t recv_routed(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len)
 {
-    c = dti__route_engines(c, &s);
+    c = dti__route_links(c, &s);
     return recv_local(c, s, buf, len);
 }
 
@@ -411,7 +269,7 @@ int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v)
     c = dti__route(c, &s);
     struct dti_attachment *d = c->d;
     uint32_t slot;
-    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    struct dti_sock_shared *sh = dti__sock_of(d, s, &slot);
     if (!sh || !v)
         return sh ? -EFAULT : -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s);
@@ -428,7 +286,7 @@ int dti_recv_flush(dti_ctx_t *c, dti_sock_t s)
 {
     c = dti__route(c, &s);
     uint32_t slot;
-    if (!sock_of(c->d, s, &slot))
+    if (!dti__sock_of(c->d, s, &slot))
         return -DTI_E_BAD_HANDLE;
     if (dti__flush_release(c, s) == 0)
         dti_submit(c);
@@ -544,7 +402,7 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
 
 /* Writes SEND for n bytes straight into the command ring and publishes it
  * (the caller checked that nothing is staged and the ring has room). Body
- * then stamp, back to back (see next_cmd() in ops.c). */
+ * then stamp, back to back (see dti__cmd_next() in queue.h). */
 static inline __attribute__((always_inline)) void put_send(dti_ctx_t *c, dti_sock_t s, uint32_t n, uint32_t bits,
                                                            uint32_t end)
 {
@@ -573,7 +431,7 @@ static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dt
 {
     struct dti_attachment *d = c->d;
     uint32_t slot;
-    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    struct dti_sock_shared *sh = dti__sock_of(d, s, &slot);
     if (__builtin_expect(!sh, 0))
         return -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s), size = d->limits.tx_ring_size;
@@ -609,7 +467,7 @@ static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dt
 static __attribute__((noinline)) ssize_t send_routed(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len,
                                                      unsigned flags)
 {
-    c = dti__route_engines(c, &s);
+    c = dti__route_links(c, &s);
     return send_local(c, s, buf, len, flags);
 }
 
@@ -628,7 +486,7 @@ int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v)
     c = dti__route(c, &s);
     struct dti_attachment *d = c->d;
     uint32_t slot;
-    struct dti_sock_shared *sh = sock_of(d, s, &slot);
+    struct dti_sock_shared *sh = dti__sock_of(d, s, &slot);
     if (!sh || !v)
         return sh ? -EFAULT : -DTI_E_BAD_HANDLE;
     if (!(DTI_LOAD(&sh->state) & DTI_STATE_CONNECTED))
@@ -666,7 +524,7 @@ static inline __attribute__((always_inline)) void note_publish(dti_ctx_t *c, dti
 static __attribute__((noinline, cold)) int note_rest(dti_ctx_t *c, dti_sock_t s, uint32_t n)
 {
     if (c->n_sub > 1) {
-        dti_ctx_t *q = dti__route_engines(c, &s);
+        dti_ctx_t *q = dti__route_links(c, &s);
         if (q == c)
             return -EAGAIN; /* not a handle of any engine: dti_send() reports it */
         c = q;
@@ -737,82 +595,4 @@ int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n)
     if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
         return note_wake(d);
     return 0;
-}
-
-/* ---- region buffer pool ------------------------------------------------------------- */
-
-static bool block_used(const struct dti_attachment *d, uint32_t i) { return d->pool_bitmap[i / 64] >> (i % 64) & 1; }
-
-static void set_blocks(struct dti_attachment *d, uint32_t first, uint32_t n, bool used)
-{
-    for (uint32_t i = first; i < first + n; i++) {
-        if (used)
-            d->pool_bitmap[i / 64] |= 1ull << (i % 64);
-        else
-            d->pool_bitmap[i / 64] &= ~(1ull << (i % 64));
-    }
-}
-
-/* Offsets name the engine whose region holds the buffer in their top bits
- * (engine 0: the plain offset); commands carry the plain offset. */
-#define BUF_ENGINE_SHIFT 56
-
-static int buf_alloc(struct dti_attachment *d, uint32_t len, struct dti_buf *out)
-{
-    if (len == 0 || !out)
-        return -EINVAL;
-    uint32_t need = (len + DTI_POOL_BLOCK - 1) / DTI_POOL_BLOCK;
-    pthread_mutex_lock(&d->lock);
-    uint32_t run = 0;
-    for (uint32_t i = 0; i < d->pool_blocks; i++) {
-        run = block_used(d, i) ? 0 : run + 1;
-        if (run == need) {
-            uint32_t first = i + 1 - need;
-            set_blocks(d, first, need, true);
-            pthread_mutex_unlock(&d->lock);
-            uint64_t off = d->hdr->pool_offset + (uint64_t)first * DTI_POOL_BLOCK;
-            *out = (struct dti_buf){d->base + off, off | (uint64_t)d->engine << BUF_ENGINE_SHIFT,
-                                    need * DTI_POOL_BLOCK};
-            return 0;
-        }
-    }
-    pthread_mutex_unlock(&d->lock);
-    return -ENOMEM;
-}
-
-int dti_buf_alloc(dti_t *d, uint32_t len, struct dti_buf *out) { return buf_alloc(d, len, out); }
-
-int dti_buf_alloc_for(dti_t *d, dti_sock_t s, uint32_t len, struct dti_buf *out)
-{
-    uint32_t e = dti__engine_of(s);
-    if (s == DTI_SOCK_INVALID || e >= (d->n_links ? d->n_links : 1))
-        return -DTI_E_BAD_HANDLE;
-    return buf_alloc(d->links[e], len, out);
-}
-
-uint64_t dti__buf_offset(const struct dti_attachment *link, const struct dti_buf *b)
-{
-    if (b->offset >> BUF_ENGINE_SHIFT != link->engine)
-        return UINT64_MAX;
-    return b->offset & ((1ull << BUF_ENGINE_SHIFT) - 1);
-}
-
-void dti_buf_free(dti_t *d, const struct dti_buf *b)
-{
-    if (!b)
-        return;
-    uint64_t e = b->offset >> BUF_ENGINE_SHIFT;
-    if (e >= (d->n_links ? d->n_links : 1))
-        return;
-    d = d->links[e];
-    uint64_t off = b->offset & ((1ull << BUF_ENGINE_SHIFT) - 1);
-    if (off < d->hdr->pool_offset)
-        return;
-    uint64_t first = (off - d->hdr->pool_offset) / DTI_POOL_BLOCK;
-    uint64_t n = (b->len + DTI_POOL_BLOCK - 1) / DTI_POOL_BLOCK;
-    if (first + n > d->pool_blocks)
-        return;
-    pthread_mutex_lock(&d->lock);
-    set_blocks(d, (uint32_t)first, (uint32_t)n, false);
-    pthread_mutex_unlock(&d->lock);
 }

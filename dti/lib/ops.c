@@ -1,170 +1,20 @@
-/* libdti commands: preparing and publishing. Reaping, waiting and the
- * blocking layer are in reap.c. */
-#include "internal.h"
+/* libdti layer 4, public calls: preparing commands (dti_prep_*). Each routes
+ * its handle to the queue pair of the socket's engine (queue.h) and, on a
+ * listener group or a moved socket, goes through the routing layer
+ * (route.h); the producer itself (staging, stamps, submit) is layer 2's
+ * (queue.h, qp.c; QUEUES.md). */
+#include "api.h"
 
 #include <errno.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
-
-int dti__ctx_init_queues(struct dti_ctx *c)
-{
-    uint32_t n = c->d->hdr->cmdq_entries;
-    c->cmd_mask = n - 1;
-    c->ev_mask = c->d->hdr->evq_entries - 1;
-    /* The engine may have left indices from a previous user of this queue
-     * pair; it resets them before handing it out, so start from its values. */
-    c->prepared = c->published = DTI_LOAD(&c->qp->cmd_prod);
-    c->cmd_cons_seen = DTI_LOAD(&c->qp->cmd_cons);
-    c->ev_cons = DTI_LOAD(&c->qp->ev_cons);
-    c->overflow_seen = DTI_LOAD(&c->qp->ev_overflow);
-    c->pending = calloc(n, sizeof *c->pending);
-    c->free_tags = calloc(n, sizeof *c->free_tags);
-    c->stash_cap = n + 64;
-    c->stash = calloc(c->stash_cap, sizeof *c->stash);
-    c->watch = calloc(c->d->limits.max_sockets, sizeof *c->watch);
-    c->staging = calloc(n, sizeof *c->staging);
-    if (!c->pending || !c->free_tags || !c->stash || !c->watch || !c->staging)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        c->free_tags[i] = n - 1 - i;
-    c->n_free = n;
-    return 0;
-}
-
-void dti__ctx_free_queues(struct dti_ctx *c)
-{
-    free(c->pending);
-    free(c->free_tags);
-    free(c->stash);
-    free(c->watch);
-    free(c->staging);
-}
-
-unsigned dti_inflight(const dti_ctx_t *c)
-{
-    if (c->n_sub == 0)
-        return c->inflight;
-    unsigned n = 0;
-    for (uint32_t i = 0; i < c->n_sub; i++)
-        n += c->sub[i]->inflight;
-    return n;
-}
-
-
-
-/* Room for one more command in the ring (data-path commands need only this). */
-static bool ring_has_room(struct dti_ctx *c)
-{
-    /* The engine's consumer index lives on its own cache line; reading it
-     * costs a transfer, so trust the last value until it says "full". */
-    if (c->prepared - c->cmd_cons_seen < c->cmd_mask + 1)
-        return true;
-    c->cmd_cons_seen = DTI_LOAD(&c->qp->cmd_cons);
-    return c->prepared - c->cmd_cons_seen < c->cmd_mask + 1;
-}
-
-/* Commands are built in private memory and copied into the ring at submit,
- * body then stamp back to back: the engine polls that very slot, and a body
- * written long before its stamp would make the line cross twice. */
-static struct dti_cmd *next_cmd(struct dti_ctx *c)
-{
-    struct dti_cmd *cmd = &c->staging[c->prepared & c->cmd_mask];
-    memset(cmd, 0, sizeof *cmd);
-    return cmd;
-}
-
-/* Reserves a slot and a credit for a command that will complete. */
-static int prep(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint64_t ud, struct dti_cmd **out)
-{
-    if (!dti__check_alive(c->d, false))
-        return -c->d->dead_reason;
-    if (c->n_free == 0 || !ring_has_room(c))
-        return -EAGAIN;
-    /* Owed releases go first: the engine acts on this command (watch, close,
-     * shutdown, posted receive) knowing what the application consumed. */
-    if (s != DTI_SOCK_INVALID && dti__slot(s) < c->d->limits.max_sockets &&
-        (dti__flush_release(c, s) < 0 || !ring_has_room(c)))
-        return -EAGAIN;
-    uint32_t tag = c->free_tags[--c->n_free];
-    c->pending[tag] = (struct dti_ctx_pending){ud, s, op, 1, 0, c->prep_group};
-    c->inflight++;
-    struct dti_cmd *cmd = next_cmd(c);
-    cmd->user_data = ud;
-    cmd->op = op;
-    cmd->sock = s;
-    cmd->tag = tag;
-    *out = cmd;
-    return 0;
-}
-
-static void commit(struct dti_ctx *c) { c->prepared++; }
-
-bool dti__ring_has_room(struct dti_ctx *c) { return ring_has_room(c); }
-
-/* SEND of n bytes ending at stream position `end` (arg1: DTI_SEND_TAIL, or
- * DTI_SEND_MORE | DTI_SEND_END; dti_abi.h), staged like dti__prep_data(). */
-int dti__prep_send(struct dti_ctx *c, dti_sock_t s, uint32_t n, uint32_t bits, uint32_t end)
-{
-    if (!ring_has_room(c))
-        return -EAGAIN;
-    struct dti_cmd *cmd = next_cmd(c);
-    cmd->op = DTI_OP_SEND;
-    cmd->sock = s;
-    cmd->arg0 = n;
-    cmd->arg1 = bits;
-    cmd->offset = end;
-    commit(c);
-    return 0;
-}
-
-int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uint32_t flags)
-{
-    if (!ring_has_room(c))
-        return -EAGAIN;
-    struct dti_cmd *cmd = next_cmd(c);
-    cmd->op = op;
-    cmd->sock = s;
-    cmd->arg0 = n;
-    cmd->arg1 = flags;
-    commit(c);
-    return 0;
-}
-
-static int submit_one(struct dti_ctx *c);
-
-int dti_submit(dti_ctx_t *c)
-{
-    if (c->n_sub <= 1)
-        return submit_one(c);
-    int n = 0;
-    for (uint32_t i = 0; i < c->n_sub; i++)
-        n += submit_one(c->sub[i]);
-    return n;
-}
-
-static int submit_one(struct dti_ctx *c)
-{
-    uint32_t n = c->prepared - c->published;
-    if (n == 0)
-        return 0;
-    for (uint32_t i = c->published; i != c->prepared; i++) {
-        struct dti_cmd *slot = &c->cmds[i & c->cmd_mask];
-        memcpy(slot, &c->staging[i & c->cmd_mask], offsetof(struct dti_cmd, stamp));
-        DTI_STORE(&slot->stamp, i + 1);
-    }
-    DTI_STORE_SC(&c->qp->cmd_prod, c->prepared);
-    c->published = c->prepared;
-    dti__ring_doorbell(c->d);
-    return (int)n;
-}
 
 int dti_prep_nop(dti_ctx_t *c, uint64_t ud)
 {
     struct dti_cmd *cmd;
-    int rc = prep(c, DTI_OP_NOP, DTI_SOCK_INVALID, ud, &cmd);
+    int rc = dti__cmd_prep(c, DTI_OP_NOP, DTI_SOCK_INVALID, ud, &cmd);
     if (rc == 0)
-        commit(c);
+        dti__cmd_commit(c);
     return rc;
 }
 
@@ -176,35 +26,9 @@ int dti_prep_socket(dti_ctx_t *c, uint64_t ud)
     return dti__prep_socket_on(c, c->n_sub > 1 ? c->next_engine++ % c->n_sub : 0, ud);
 }
 
-int dti__prep_socket_on(dti_ctx_t *c, uint32_t engine, uint64_t ud)
-{
-    if (c->n_sub > 1)
-        c = c->sub[engine % c->n_sub];
-    struct dti_cmd *cmd;
-    int rc = prep(c, DTI_OP_SOCKET, DTI_SOCK_INVALID, ud, &cmd);
-    if (rc == 0)
-        commit(c);
-    return rc;
-}
-
-static int prep_addr(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_addr *a, uint64_t ud)
-{
-    if (!a)
-        return -EFAULT;
-    c = dti__route(c, &s);
-    struct dti_cmd *cmd;
-    int rc = prep(c, op, s, ud, &cmd);
-    if (rc == 0) {
-        cmd->arg0 = a->ip;
-        cmd->arg1 = a->port;
-        commit(c);
-    }
-    return rc;
-}
-
 int dti_prep_bind(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint64_t ud)
 {
-    return prep_addr(c, DTI_OP_BIND, s, a, ud);
+    return dti__cmd_addr(c, DTI_OP_BIND, s, a, ud);
 }
 
 int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint64_t ud)
@@ -214,27 +38,7 @@ int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *a, uint6
         if (rc < 0)
             return rc;
     }
-    return prep_addr(c, DTI_OP_CONNECT, s, a, ud);
-}
-
-static int prep_args(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint32_t a0, uint32_t a1, int64_t v,
-                     uint64_t ud)
-{
-    c = dti__route(c, &s);
-    struct dti_cmd *cmd;
-    int rc = prep(c, op, s, ud, &cmd);
-    if (rc == 0) {
-        cmd->arg0 = a0;
-        cmd->arg1 = a1;
-        cmd->value = v;
-        commit(c);
-    }
-    return rc;
-}
-
-int dti__prep_listen_one(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud)
-{
-    return prep_args(c, DTI_OP_LISTEN, s, backlog < 0 ? 0u : (uint32_t)backlog, 0, 0, ud);
+    return dti__cmd_addr(c, DTI_OP_CONNECT, s, a, ud);
 }
 
 int dti_prep_listen(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud)
@@ -242,13 +46,6 @@ int dti_prep_listen(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t ud)
     if (c->n_sub > 1)
         return dti__group_listen(c, s, backlog, ud);
     return dti__prep_listen_one(c, s, backlog, ud);
-}
-
-int dti__prep_accept_one(dti_ctx_t *c, dti_sock_t s, unsigned max, unsigned flags, uint64_t ud)
-{
-    if (max == 0 || max > DTI_ACCEPT_MAX)
-        return -EINVAL;
-    return prep_args(c, DTI_OP_ACCEPT, s, max, flags, 0, ud);
 }
 
 int dti_prep_accept(dti_ctx_t *c, dti_sock_t s, unsigned max, unsigned flags, uint64_t ud)
@@ -269,36 +66,7 @@ int dti_prep_shutdown(dti_ctx_t *c, dti_sock_t s, int how, uint64_t ud)
         if (grc < 0)
             return grc;
     }
-    c = dti__route(c, &s);
-    int rc = prep_args(c, DTI_OP_SHUTDOWN, s, (uint32_t)how, 0, 0, ud);
-    if (rc == 0 && how != DTI_SHUT_RD && dti__sock(c->d, s, NULL))
-        c->d->priv[dti__slot(s)].wr_shut_gen = dti__gen(s);
-    return rc;
-}
-
-int dti__prep_release_one(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud)
-{
-    dti_ctx_t *app_ctx = c;
-    dti_sock_t app = s;
-    bool moved = c->n_sub > 1 && dti__is_moved(c, app);
-    c = dti__route(c, &s); /* follows a move */
-    int rc = prep_args(c, op, s, 0, 0, 0, ud);
-    if (rc == 0 && dti__sock(c->d, s, NULL))
-        c->d->closed_gen[dti__slot(s)] = dti__gen(s);
-    if (rc == 0 && moved) {
-        /* the socket left where the handle was made goes too (its
-         * completion is not the caller's); a full queue leaves it to detach */
-        dti__forget_move(app_ctx, app);
-        dti_sock_t left = app;
-        struct dti_ctx *q = dti__route(app_ctx, &left);
-        uint64_t iud = dti__next_ud(app_ctx);
-        if (prep_args(q, DTI_OP_CLOSE, left, 0, 0, 0, iud) == 0) {
-            dti__forget(app_ctx, iud);
-            if (dti__sock(q->d, left, NULL))
-                q->d->closed_gen[dti__slot(left)] = dti__gen(left);
-        }
-    }
-    return rc;
+    return dti__prep_shutdown_one(c, s, how, ud);
 }
 
 /* Closing a listener group closes its siblings first (the application's
@@ -311,7 +79,7 @@ static int prep_release_handle(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t
         if (rc < 0)
             return rc;
     }
-    return dti__prep_release_one(c, op, s, ud);
+    return dti__prep_release_handle(c, op, s, ud);
 }
 
 int dti_prep_close(dti_ctx_t *c, dti_sock_t s, uint64_t ud)
@@ -322,11 +90,6 @@ int dti_prep_close(dti_ctx_t *c, dti_sock_t s, uint64_t ud)
 int dti_prep_abort(dti_ctx_t *c, dti_sock_t s, uint64_t ud)
 {
     return prep_release_handle(c, DTI_OP_ABORT, s, ud);
-}
-
-int dti__prep_setsockopt_one(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t ud)
-{
-    return prep_args(c, DTI_OP_SETSOCKOPT, s, (uint32_t)opt, 0, value, ud);
 }
 
 int dti_prep_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint64_t ud)
@@ -342,16 +105,7 @@ int dti_prep_setsockopt(dti_ctx_t *c, dti_sock_t s, int opt, int64_t value, uint
 
 int dti_prep_getsockopt(dti_ctx_t *c, dti_sock_t s, int opt, uint64_t ud)
 {
-    return prep_args(c, DTI_OP_GETSOCKOPT, s, (uint32_t)opt, 0, 0, ud);
-}
-
-int dti__prep_watch_one(dti_ctx_t *c, dti_sock_t s, uint32_t events, uint64_t ud)
-{
-    c = dti__route(c, &s);
-    int rc = prep_args(c, DTI_OP_WATCH, s, events, 0, 0, ud);
-    if (rc == 0 && dti__slot(s) < c->d->limits.max_sockets)
-        c->watch[dti__slot(s)] = events;
-    return rc;
+    return dti__cmd_args(c, DTI_OP_GETSOCKOPT, s, (uint32_t)opt, 0, 0, ud);
 }
 
 /* A listener group is watched on every engine: a connection that comes to
@@ -376,12 +130,12 @@ static int prep_buf(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_bu
     if (offset == UINT64_MAX)
         return -EXDEV; /* a buffer of another engine's region: dti_buf_alloc_for() */
     struct dti_cmd *cmd;
-    int rc = prep(c, op, s, ud, &cmd);
+    int rc = dti__cmd_prep(c, op, s, ud, &cmd);
     if (rc == 0) {
         cmd->arg0 = len;
         cmd->arg1 = flags;
         cmd->offset = offset;
-        commit(c);
+        dti__cmd_commit(c);
     }
     return rc;
 }
@@ -410,7 +164,7 @@ int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *b, uint
 }
 
 /* Posted receive into the caller's memory: the engine writes, the side is
- * busy until the completion (engine_moved() in reap.c follows it). */
+ * busy until the completion (engine_moved() in cq.c follows it). */
 int dti_prep_recv_post(dti_ctx_t *c, dti_sock_t s, void *buf, uint32_t len, uint32_t min, uint64_t ud)
 {
     c = dti__route(c, &s);
@@ -423,12 +177,12 @@ int dti_prep_recv_post(dti_ctx_t *c, dti_sock_t s, void *buf, uint32_t len, uint
     if (p->rx_busy_gen == dti__gen(s))
         return -EBUSY;
     struct dti_cmd *cmd;
-    int rc = prep(c, DTI_OP_RECV_POST, s, ud, &cmd);
+    int rc = dti__cmd_prep(c, DTI_OP_RECV_POST, s, ud, &cmd);
     if (rc == 0) {
         cmd->arg0 = len;
         cmd->arg1 = min;
         cmd->offset = (uint64_t)(uintptr_t)buf;
-        commit(c);
+        dti__cmd_commit(c);
         if (p->rx_gen != dti__gen(s)) {
             p->rx_gen = dti__gen(s);
             p->rx_head = 0;
@@ -485,13 +239,13 @@ int dti_prep_digest(dti_ctx_t *c, dti_sock_t s, unsigned flags, uint32_t skip, u
     uint32_t pos = (flags & DTI_DIGEST_TX) ? (p->tx_gen == gen ? p->tx_tail : 0)
                                            : (p->rx_gen == gen ? p->rx_head : 0);
     struct dti_cmd *cmd;
-    int rc = prep(c, DTI_OP_DIGEST, s, ud, &cmd);
+    int rc = dti__cmd_prep(c, DTI_OP_DIGEST, s, ud, &cmd);
     if (rc == 0) {
         cmd->arg0 = flags;
         cmd->arg1 = len;
         cmd->offset = (uint32_t)(pos + skip);
         cmd->value = expected;
-        commit(c);
+        dti__cmd_commit(c);
     }
     return rc;
 }

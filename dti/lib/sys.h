@@ -1,4 +1,4 @@
-/* libdti's thin system-call layer: every system call libdti makes whose libc
+/* libdti layer 0, base: the thin system-call layer: every system call libdti makes whose libc
  * wrapper libeta-preload.so interposes (it wraps socket, connect, send,
  * sendmsg, recvmsg, close, fcntl, getsockopt, read, write, poll and the
  * epoll calls for the program's sockets) is made here directly, so that the

@@ -1,4 +1,4 @@
-/* libdti on a PPE with several engines.
+/* libdti layer 3, routing over the PPE's engines (route.h).
  *
  * Each engine owns the flows the steering function gives it (dti_flow_owner()
  * in dti_abi.h) and serves applications on its own: its own region, control
@@ -7,10 +7,12 @@
  * engine, and its handles carry the engine they live on (DTI_ENGINE_SHIFT).
  * A listener is a group: the application's socket plus a sibling listening on
  * each other engine, so a connection is accepted by whichever engine owns its
- * flow and reaches the application through its one listening handle. Nothing
- * here runs on one engine (the common case costs one compare per call).
- */
-#include "internal.h"
+ * flow and reaches the application through its one listening handle. A bound
+ * socket connecting moves to the engine that owns its flow. Nothing here runs
+ * on one engine (the common case costs one compare per call). This layer
+ * writes the handle table (queue.h: struct dti_alias) that layer 2 reads;
+ * it calls queues, link and base. */
+#include "route.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -18,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 
 /* ---- links ------------------------------------------------------------------ */
 
@@ -26,11 +27,9 @@ int dti__attach_links(struct dti_attachment *d, const char *path, const char *na
                       char *why, size_t wl)
 {
     for (uint32_t e = 1; e < n_engines; e++) {
-        struct dti_attachment *l = calloc(1, sizeof *l);
+        struct dti_attachment *l = dti__link_new();
         if (!l)
             return -ENOMEM;
-        l->ctl_fd = l->doorbell_fd = l->fork_fd = l->region_fd = l->priv_fd = -1;
-        pthread_mutex_init(&l->lock, NULL);
         d->links[e] = l;
         d->n_links = e + 1;
         uint32_t n = 0;
@@ -52,7 +51,10 @@ int dti__attach_links(struct dti_attachment *d, const char *path, const char *na
 void dti__detach_links(struct dti_attachment *d)
 {
     for (uint32_t e = 1; e < d->n_links; e++) {
-        dti_detach(d->links[e]);
+        struct dti_attachment *l = d->links[e];
+        while (l->contexts)
+            dti__ctx_destroy_one(l->contexts);
+        dti__link_free(l);
         d->links[e] = NULL;
     }
     if (d->n_links > 1)
@@ -93,42 +95,7 @@ void dti__ctx_close_subs(struct dti_ctx *c)
     c->n_sub = 0;
 }
 
-/* ---- handles ---------------------------------------------------------------------- */
-
-dti_sock_t dti__app_handle(struct dti_ctx *c, dti_sock_t s)
-{
-    if (s == DTI_SOCK_INVALID)
-        return s;
-    struct dti_attachment *l = c->d;
-    if (l->alias && dti__slot(s) < l->limits.max_sockets) {
-        const struct dti_alias *a = &l->alias[dti__slot(s)];
-        if (a->gen == dti__gen(s) && a->group)
-            return a->group->app;
-        if (a->gen == dti__gen(s) && a->app)
-            return a->app;
-    }
-    return s | l->engine << DTI_ENGINE_SHIFT;
-}
-
-/* dti__route() on several engines: the engine the handle names, or the one
- * its socket moved to. */
-struct dti_ctx *dti__route_engines(struct dti_ctx *c, dti_sock_t *s)
-{
-    uint32_t e = dti__engine_of(*s);
-    if (*s == DTI_SOCK_INVALID || e >= c->n_sub)
-        return c; /* fails the generation check like any stale handle */
-    dti_sock_t local = *s & DTI_LOCAL_MASK;
-    const struct dti_attachment *l = c->sub[e]->d;
-    if (l->alias && dti__slot(local) < l->limits.max_sockets) {
-        const struct dti_alias *a = &l->alias[dti__slot(local)];
-        if (a->fwd_to && a->fwd_gen == dti__gen(local)) {
-            e = dti__engine_of(a->fwd_to);
-            local = a->fwd_to & DTI_LOCAL_MASK;
-        }
-    }
-    *s = local;
-    return c->sub[e];
-}
+/* ---- the handle table: written here, read by layer 2 (dti__route) ------------ */
 
 struct dti_group *dti__group_of(struct dti_attachment *link, dti_sock_t local)
 {
@@ -165,7 +132,7 @@ static int set_alias(struct dti_ctx *c, dti_sock_t member, struct dti_group *g)
         return -ENOMEM;
     a->gen = g ? dti__gen(member & DTI_LOCAL_MASK) : 0;
     a->group = g;
-    a->app = 0;
+    a->app = g ? g->app : 0; /* what layer 2 reports for this slot (dti__app_handle) */
     return 0;
 }
 
@@ -214,13 +181,35 @@ static int watch_fn(dti_ctx_t *c, dti_sock_t s, uint32_t events, int64_t v, uint
 static int shutdown_fn(dti_ctx_t *c, dti_sock_t s, uint32_t how, int64_t v, uint64_t ud)
 {
     (void)v;
-    return dti_prep_shutdown(c, s, (int)how, ud); /* a sibling is no group: plain shutdown */
+    return dti__prep_shutdown_one(c, s, (int)how, ud); /* a sibling is no group: plain shutdown */
 }
 
 static int release_fn(dti_ctx_t *c, dti_sock_t s, uint32_t op, int64_t v, uint64_t ud)
 {
     (void)v;
-    return dti__prep_release_one(c, (uint16_t)op, s, ud);
+    return dti__prep_release_handle(c, (uint16_t)op, s, ud);
+}
+
+static int bind_fn(dti_ctx_t *c, dti_sock_t s, uint32_t ip, int64_t port, uint64_t ud)
+{
+    const struct dti_addr a = {.ip = ip, .port = (uint16_t)port};
+    return dti__cmd_addr(c, DTI_OP_BIND, s, &a, ud);
+}
+
+static int getsockopt_fn(dti_ctx_t *c, dti_sock_t s, uint32_t opt, int64_t v, uint64_t ud)
+{
+    (void)v;
+    return dti__cmd_args(c, DTI_OP_GETSOCKOPT, s, opt, 0, 0, ud);
+}
+
+/* dti_getsockopt() of one engine's socket: 0 and *v, or the error. */
+static int getsockopt_now(struct dti_ctx *c, dti_sock_t s, int opt, int64_t *v)
+{
+    struct dti_cqe e;
+    int rc = dti__run_blocking_cqe(c, getsockopt_fn, s, (uint32_t)opt, 0, &e);
+    if (rc >= 0)
+        *v = e.value;
+    return rc < 0 ? rc : 0;
 }
 
 /* Listens on one more engine: a new socket there with the application
@@ -236,7 +225,7 @@ static int make_sibling(struct dti_ctx *c, uint32_t engine, const struct dti_add
         if (opt_known[i] && opt_value[i] != 0 && !(kInherited[i] == DTI_SO_MAXSEG && opt_value[i] == kUnsetMaxSeg))
             rc = dti__run_blocking(c, setsockopt_fn, (dti_sock_t)sib, (uint32_t)kInherited[i], opt_value[i]);
     if (rc == 0)
-        rc = dti_bind(c, (dti_sock_t)sib, at);
+        rc = dti__run_blocking(c, bind_fn, (dti_sock_t)sib, at->ip, at->port);
     if (rc == 0)
         rc = dti__run_blocking(c, listen_fn, (dti_sock_t)sib, (uint32_t)backlog, 0);
     if (rc < 0) {
@@ -280,7 +269,7 @@ int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
     int64_t value[N_INHERITED];
     bool known[N_INHERITED];
     for (size_t i = 0; i < N_INHERITED; i++)
-        known[i] = dti_getsockopt(c, s, kInherited[i], &value[i]) == 0;
+        known[i] = getsockopt_now(c, s, kInherited[i], &value[i]) == 0;
     g = calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;
@@ -324,8 +313,12 @@ static int accept_from_backlog(struct dti_ctx *c, struct dti_group *g, unsigned 
     return 0;
 }
 
+/* A member's answer to a group's waiting accept (a dti__answer_fn: out is
+ * decoded with an internal user_data); false: not for the application. */
+static bool group_answer(struct dti_ctx *q, void *arg, struct dti_cqe *out);
+
 /* Nothing waits on any engine: a waiting accept on every member; the first
- * to answer answers the caller (dti__group_wait_answer()). */
+ * to answer answers the caller (group_answer()). */
 static int wait_on_every_engine(struct dti_ctx *c, struct dti_group *g, unsigned max, uint64_t ud)
 {
     if (g->waiting && !g->wait_done)
@@ -341,9 +334,11 @@ static int wait_on_every_engine(struct dti_ctx *c, struct dti_group *g, unsigned
         uint32_t bit = 1u << q->d->engine;
         if (g->waiting & bit)
             continue;
-        q->prep_group = g;
+        q->prep_answer = group_answer;
+        q->prep_answer_arg = g;
         rc = dti__prep_accept_one(c, g->member[i], max, DTI_ACCEPT_WAIT, dti__next_ud(c));
-        q->prep_group = NULL;
+        q->prep_answer = NULL;
+        q->prep_answer_arg = NULL;
         if (rc < 0)
             break;
         g->waiting |= bit;
@@ -358,8 +353,9 @@ static int wait_on_every_engine(struct dti_ctx *c, struct dti_group *g, unsigned
     return 0;
 }
 
-bool dti__group_wait_answer(struct dti_ctx *q, struct dti_group *g, struct dti_cqe *out)
+static bool group_answer(struct dti_ctx *q, void *arg, struct dti_cqe *out)
 {
+    struct dti_group *g = arg;
     g->waiting &= ~(1u << q->d->engine);
     bool answer = false;
     if (!g->wait_done && !g->dropped && (out->res > 0 || g->waiting == 0)) {
@@ -469,7 +465,7 @@ static int copy_options(struct dti_ctx *c, dti_sock_t from, dti_sock_t to)
 {
     for (size_t i = 0; i < N_KEPT; i++) {
         int64_t want, have;
-        if (dti_getsockopt(c, from, kKept[i], &want) < 0 || dti_getsockopt(c, to, kKept[i], &have) < 0 ||
+        if (getsockopt_now(c, from, kKept[i], &want) < 0 || getsockopt_now(c, to, kKept[i], &have) < 0 ||
             want == have)
             continue;
         int rc = dti__run_blocking(c, setsockopt_fn, to, (uint32_t)kKept[i], want);
@@ -510,7 +506,7 @@ int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_add
     dti_sock_t real = local | q->d->engine << DTI_ENGINE_SHIFT; /* where s lives now */
     int rc = copy_options(c, real, (dti_sock_t)moved);
     if (rc == 0)
-        rc = dti_bind(c, (dti_sock_t)moved, &at);
+        rc = dti__run_blocking(c, bind_fn, (dti_sock_t)moved, at.ip, at.port);
     if (rc == 0 && watched)
         rc = dti__run_blocking(c, watch_fn, (dti_sock_t)moved, watched, 0);
     if (rc < 0) {
@@ -558,6 +554,23 @@ void dti__forget_move(struct dti_ctx *c, dti_sock_t s)
         to->app = 0;
     from->fwd_to = 0;
     from->fwd_gen = 0;
+}
+
+/* The socket a moved handle left where it was made goes with the handle
+ * (its completion is not the caller's); a full queue leaves it to detach. */
+int dti__prep_release_handle(dti_ctx_t *c, uint16_t op, dti_sock_t s, uint64_t ud)
+{
+    bool moved = c->n_sub > 1 && dti__is_moved(c, s);
+    int rc = dti__prep_release_one(c, op, s, ud); /* follows the move */
+    if (rc == 0 && moved) {
+        dti__forget_move(c, s);
+        dti_sock_t left = s;
+        struct dti_ctx *q = dti__route(c, &left);
+        uint64_t iud = dti__next_ud(c);
+        if (dti__prep_release_one(q, DTI_OP_CLOSE, left, iud) == 0)
+            dti__forget(c, iud);
+    }
+    return rc;
 }
 
 /* ---- passing and exec: what an application handle stands for ------------------ */
@@ -658,7 +671,7 @@ int dti__group_restore(struct dti_attachment *d, dti_sock_t app, const dti_sock_
         }
         a->gen = dti__gen(g->member[i] & DTI_LOCAL_MASK);
         a->group = g;
-        a->app = 0;
+        a->app = g->app;
     }
     return 0;
 }

@@ -1,166 +1,10 @@
-/* libdti contexts (one queue pair per thread and engine), the adaptive spin
- * policy and the wake protocol (arm, disarm, wait). Split from core.c, which
- * keeps attach/detach, the control socket and engine liveness. */
-#include "internal.h"
+/* libdti layer 2, queues (queue.h): the wake protocol (arm, disarm, wait:
+ * QUEUES.md) over a context's queue pairs and the adaptive spin policy. */
+#include "queue.h"
 #include "sys.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-
-/* ---- contexts ---------------------------------------------------------------- */
-
-static int open_queue_pair(struct dti_attachment *d, uint32_t *index, int *wake_fd)
-{
-    struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_OPEN_CTX,
-                            .abi_version = DTI_ABI_VERSION};
-    pthread_mutex_lock(&d->lock);
-    int rc = dti__ctl_send(d->ctl_fd, &m);
-    struct dti_ctl_msg r;
-    int fd = -1;
-    if (rc == 0)
-        rc = dti__ctl_recv(d->ctl_fd, &r, &fd, 1);
-    pthread_mutex_unlock(&d->lock);
-    if (rc < 0) {
-        if (rc == -DTI_E_ENGINE_GONE || rc == -EPIPE || rc == -ECONNRESET) {
-            dti__mark_dead(d, DTI_E_ENGINE_GONE);
-            return -DTI_E_ENGINE_GONE;
-        }
-        return rc;
-    }
-    if (r.type == DTI_CTL_REFUSED) {
-        if (rc == 1)
-            dti__sys_close(fd);
-        return r.status > 0 ? -r.status : -DTI_E_PROTOCOL;
-    }
-    if (r.type != DTI_CTL_CTX_OPENED || rc != 1 || r.index >= d->limits.max_contexts) {
-        if (rc == 1)
-            dti__sys_close(fd);
-        return -DTI_E_PROTOCOL;
-    }
-    *index = r.index;
-    *wake_fd = dti__fd_aside(fd);
-    return 0;
-}
-
-int dti_ctx_create(dti_t *d, dti_ctx_t **out)
-{
-    int rc = dti__ctx_create_one(d, out);
-    if (rc < 0 || d->n_links <= 1)
-        return rc;
-    rc = dti__ctx_open_subs(*out);
-    if (rc < 0) {
-        dti_ctx_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
-/* One queue pair on one engine (link d). */
-int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out)
-{
-    *out = NULL;
-    if (!dti__check_alive(d, false))
-        return -d->dead_reason;
-    struct dti_ctx *c = calloc(1, sizeof *c);
-    if (!c)
-        return -ENOMEM;
-    c->d = d;
-    c->wake_fd = c->wait_fd = -1;
-    c->spin_ns = c->spin_budget = 20000;
-    int rc = open_queue_pair(d, &c->index, &c->wake_fd);
-    if (rc < 0) {
-        free(c);
-        return rc;
-    }
-    dti__sys_fcntl(c->wake_fd, F_SETFL, dti__sys_fcntl(c->wake_fd, F_GETFL, 0) | O_NONBLOCK);
-    c->wait_fd = dti__fd_aside(dti__sys_epoll_create1(EPOLL_CLOEXEC));
-    struct epoll_event ev = {.events = EPOLLIN};
-    struct epoll_event hup = {.events = EPOLLRDHUP | EPOLLHUP};
-    if (c->wait_fd < 0 || dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, c->wake_fd, &ev) < 0 ||
-        dti__sys_epoll_ctl(c->wait_fd, EPOLL_CTL_ADD, d->ctl_fd, &hup) < 0) {
-        rc = -errno;
-        goto fail;
-    }
-    uint8_t *qp = d->base + d->hdr->ctx_offset + d->hdr->ctx_stride * c->index;
-    c->qp = (struct dti_qp_header *)qp;
-    c->cmds = (struct dti_cmd *)(qp + sizeof(struct dti_qp_header));
-    c->evs = (struct dti_ev *)(qp + sizeof(struct dti_qp_header) +
-                               (size_t)d->hdr->cmdq_entries * sizeof(struct dti_cmd));
-    rc = dti__ctx_init_queues(c);
-    if (rc < 0)
-        goto fail;
-    pthread_mutex_lock(&d->lock);
-    c->next_all = d->contexts;
-    d->contexts = c;
-    pthread_mutex_unlock(&d->lock);
-    *out = c;
-    return 0;
-fail:
-    dti__ctx_free_queues(c);
-    if (c->wait_fd >= 0)
-        dti__sys_close(c->wait_fd);
-    dti__sys_close(c->wake_fd);
-    free(c);
-    return rc;
-}
-
-void dti_ctx_destroy(dti_ctx_t *c)
-{
-    if (!c)
-        return;
-    dti__ctx_close_subs(c);
-    dti__ctx_destroy_one(c);
-}
-
-void dti__ctx_destroy_one(struct dti_ctx *c)
-{
-    struct dti_attachment *d = c->d;
-    pthread_mutex_lock(&d->lock);
-    for (struct dti_ctx **pp = &d->contexts; *pp; pp = &(*pp)->next_all) {
-        if (*pp == c) {
-            *pp = c->next_all;
-            break;
-        }
-    }
-    if (!d->dead) {
-        struct dti_ctl_msg m = {.magic = DTI_CTL_MAGIC, .type = DTI_CTL_CLOSE_CTX,
-                                .abi_version = DTI_ABI_VERSION, .index = c->index};
-        (void)dti__ctl_send(d->ctl_fd, &m);
-    }
-    pthread_mutex_unlock(&d->lock);
-    if (d->tls_key_ok && pthread_getspecific(d->tls_key) == c)
-        pthread_setspecific(d->tls_key, NULL);
-    dti__ctx_free_queues(c);
-    dti__sys_close(c->wait_fd);
-    dti__sys_close(c->wake_fd);
-    free(c);
-}
-
-dti_ctx_t *dti_ctx_get(dti_t *d, int *err)
-{
-    if (!d->tls_key_ok) {
-        if (err)
-            *err = -ENOMEM;
-        return NULL;
-    }
-    struct dti_ctx *c = pthread_getspecific(d->tls_key);
-    if (c)
-        return c;
-    int rc = dti_ctx_create(d, &c);
-    if (rc < 0) {
-        if (err)
-            *err = rc;
-        return NULL;
-    }
-    pthread_setspecific(d->tls_key, c);
-    return c;
-}
 
 dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
 int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
@@ -241,7 +85,6 @@ int dti__dead_reason(struct dti_ctx *c)
             return qp_of(c, i)->d->dead_reason;
     return DTI_E_ENGINE_GONE;
 }
-
 
 static void disarm_all(struct dti_ctx *c)
 {
@@ -353,4 +196,3 @@ int dti_wait(dti_ctx_t *c, int timeout_ms)
         return -dti__dead_reason(c);
     return r;
 }
-

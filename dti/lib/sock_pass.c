@@ -1,8 +1,8 @@
-/* Passing sockets between processes (SCM_RIGHTS): the sender registers a
- * socket it sends (dti_pass), the receiver claims it with the descriptor it
- * received (dti_claim). The PPE matches the two open files itself; see
- * dti/README.md "Passing sockets". */
-#include "internal.h"
+/* libdti layer 4, public calls: passing sockets between processes
+ * (SCM_RIGHTS). The sender registers a socket it sends (dti_pass), the
+ * receiver claims it with the descriptor it received (dti_claim). The PPE
+ * matches the two open files itself; see dti/README.md "Passing sockets". */
+#include "api.h"
 #include "sys.h"
 
 #include <errno.h>

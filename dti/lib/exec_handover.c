@@ -1,9 +1,10 @@
-/* exec: handing this process's sockets to the image exec() starts, and that
- * image adopting them. The region and the app-side socket state are memfds
- * (they hold the truth: ring positions, socket table), so the new image maps
- * the same memory; what was private to the old image (contexts, the closed
- * handles, the pool's allocation map) starts empty, as in a fork child. */
-#include "internal.h"
+/* libdti layer 4, public calls: exec. Handing this process's sockets to the
+ * image exec() starts, and that image adopting them. The region and the
+ * app-side socket state are memfds (they hold the truth: ring positions,
+ * socket table), so the new image maps the same memory; what was private to
+ * the old image (contexts, the closed handles, the pool's allocation map)
+ * starts empty, as in a fork child. */
+#include "api.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -35,76 +36,6 @@ static int set_cloexec(int fd, bool on)
         return -errno;
     fl = on ? fl | FD_CLOEXEC : fl & ~FD_CLOEXEC;
     return dti__sys_fcntl(fd, F_SETFD, fl) < 0 ? -errno : 0;
-}
-
-/* ---- libdti's descriptors out of the program's way --------------------------
- * A kernel-only process gets its descriptors lowest first, and programs rely
- * on it: OpenSSH's sshd re-exec dup2()s its startup pipe and config onto 4
- * and 5 without checking. So libdti's descriptors (and the shim's, through
- * dti_fd_aside()) sit just under the soft RLIMIT_NOFILE (at most 1024, so
- * the kernel's descriptor table stays small), where a program only gets
- * a number after every lower one; the floor is read again each time (a
- * program may lower the limit: descriptors already above it stay valid). */
-#define FD_ASIDE_TOP 1024
-
-static int fd_floor(void)
-{
-    struct rlimit r;
-    long top = FD_ASIDE_TOP;
-    /* prlimit64 as a raw call: libdti's imports stay as listed. */
-    if (dti__raw6(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, (long)&r, 0, 0) == 0 && r.rlim_cur < (rlim_t)top)
-        top = (long)r.rlim_cur;
-    if (top < 16)
-        return -1; /* no room to stand aside in */
-    return (int)(top - (top >= 256 ? 64 : top / 4));
-}
-
-static int fd_dup_above(int fd, int floor)
-{
-    int fl = dti__sys_fcntl(fd, F_GETFD, 0);
-    if (fl < 0)
-        return -1;
-    return dti__sys_fcntl(fd, (fl & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, floor);
-}
-
-int dti__fd_aside(int fd)
-{
-    int floor = fd_floor();
-    if (fd < 0 || floor < 0 || fd >= floor)
-        return fd;
-    int saved = errno;
-    int n = fd_dup_above(fd, floor);
-    errno = saved;
-    if (n < 0)
-        return fd; /* every number up there taken: it stays where it is */
-    dti__sys_close(fd);
-    return n;
-}
-
-/* fd moved to another number (above the floor when one is free there):
- * the new number, or -errno. */
-static int fd_move_forced(int fd)
-{
-    int floor = fd_floor();
-    int n = floor >= 0 ? fd_dup_above(fd, floor) : -1;
-    if (n < 0)
-        n = fd_dup_above(fd, 0); /* nothing free up there: any number but this one */
-    if (n < 0)
-        return -errno;
-    dti__sys_close(fd);
-    return n;
-}
-
-int dti_fd_aside(int fd, int always)
-{
-    if (!always || fd < 0)
-        return dti__fd_aside(fd);
-    int n = fd_move_forced(fd);
-    if (n < 0) {
-        errno = -n;
-        return fd;
-    }
-    return n;
 }
 
 /* The places d keeps descriptors in (links, contexts); call with no lock. */
@@ -166,7 +97,7 @@ int dti_fd_move(dti_t *d, int fd)
     int *slot = fd_slot(d, fd);
     int rc = -ENOENT;
     if (slot) {
-        rc = fd_move_forced(fd);
+        rc = dti__fd_move_forced(fd);
         if (rc >= 0)
             *slot = rc;
     }

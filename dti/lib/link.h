@@ -1,0 +1,108 @@
+/* libdti layer 1, link: one engine's attachment (link.c, pool.c). The
+ * control connection and its messages, the HELLO/WELCOME handshake, the
+ * region mapped and checked, the engine's liveness, the doorbell and the
+ * region's buffer pool. Calls only base. */
+#ifndef DTI_LIB_LINK_H
+#define DTI_LIB_LINK_H
+
+#include "base.h"
+
+struct dti_ctx;
+struct dti_alias;
+
+/* App-side state of one socket slot. The receive side and the send side
+ * are used by (at most) one thread each, so they live on separate lines and
+ * carry their own generation tag: a new handle in the slot resets them.
+ * The array is in memory shared with the process's fork children (a
+ * MAP_SHARED anonymous mapping made at attach): ring positions, shutdown and
+ * SO_ERROR belong to the socket, not to one process, as in the kernel. */
+struct dti_sock_priv {
+    uint32_t rx_gen;
+    uint32_t rx_head;      /* bytes consumed (free-running, from the slot's rx_base) */
+    uint32_t err_taken_gen;/* SO_ERROR was read for this generation */
+    uint32_t rx_busy_gen;  /* a posted receive (RECV_INTO, RECV_POST) is in flight */
+    uint32_t rx_owed;      /* consumed, not yet told to the engine (batched releases) */
+    uint8_t pad0[DTI_CACHELINE - 20];
+    uint32_t tx_gen;
+    uint32_t tx_tail;      /* bytes written into the send ring */
+    uint32_t wr_shut_gen;  /* shutdown(WR) submitted for this generation */
+    uint32_t tx_busy_gen;  /* a region-buffer send (SEND_FROM) is in flight */
+    uint8_t pad1[DTI_CACHELINE - 16];
+};
+
+/* The link to one engine. The application's dti_t is the link to engine 0
+ * and holds a link to every engine (layer 3 makes them). */
+struct dti_attachment {
+    int ctl_fd;
+    int doorbell_fd;
+    uint8_t *base;
+    uint64_t size;
+    struct dti_region_header *hdr;
+    struct dti_sock_shared *socks;
+    struct dti_sock_priv *priv; /* shared with fork children */
+    uint32_t *closed_gen;       /* per process: this process closed that generation */
+    struct dti_limits limits;
+    pthread_mutex_t lock;   /* control socket requests, context list, pool */
+    pthread_key_t tls_key;
+    bool tls_key_ok;
+    struct dti_ctx *contexts; /* layer 2's queue pairs on this link */
+    bool dead;              /* sticky once the engine is gone */
+    int dead_reason;        /* positive DTI_E_* */
+    bool post_refused;      /* the engine cannot write into this process: copy from the ring */
+    uint64_t *pool_bitmap;
+    uint32_t pool_blocks;
+    int fork_fd;            /* between dti_fork_prepare() and parent/child: the child's connection */
+    int fork_rc;            /* what dti_fork_prepare() returned */
+    int region_fd;          /* the region's memfd (close-on-exec; exec hands it on) */
+    int priv_fd;            /* the memfd behind `priv` (likewise) */
+    /* Several engines: the application's dti_t is the link to engine 0 and
+     * holds a link (an attachment of its own: region, control connection,
+     * doorbell) to every engine; links[0] is itself. A link's own n_links
+     * is 0. */
+    uint32_t engine;        /* the engine this link talks to */
+    uint32_t n_links;
+    struct dti_attachment *links[DTI_MAX_ENGINES];
+    struct dti_alias *alias; /* per slot: the handle table (queue.h; NULL until layer 3 makes an entry) */
+    /* Copied from the region header at attach: the data path computes ring
+     * addresses without reading the engine's header line. */
+    uint8_t *data_base;     /* base + hdr->data_offset: slot 0's receive ring */
+    uint64_t data_stride;   /* hdr->data_stride: one slot's rings */
+};
+
+#pragma GCC visibility push(hidden)
+
+/* link.c: a new link (no connection yet), and the last of one: unmaps and
+ * closes what it holds and frees it (its contexts must be gone). */
+struct dti_attachment *dti__link_new(void);
+void dti__link_free(struct dti_attachment *d);
+/* The control connection: connect, then HELLO to `engine` and WELCOME back,
+ * which maps the region (*n_engines: how many engines the PPE runs). */
+int dti__connect_control(const char *path, int *fd_out, char *why, size_t wl);
+int dti__handshake(struct dti_attachment *d, const char *name, uint32_t engine, uint32_t *n_engines,
+                   char *why, size_t wl);
+int dti__map_region(struct dti_attachment *d, int memfd, int priv_fd, char *why, size_t wl);
+int dti__ctl_send(int fd, const struct dti_ctl_msg *m);
+int dti__ctl_send_fd(int fd, const struct dti_ctl_msg *m, int pass);
+int dti__ctl_recv(int fd, struct dti_ctl_msg *m, int *fds, int max_fds);
+/* Liveness: sticky once the engine is gone (the reason: positive DTI_E_*). */
+void dti__mark_dead(struct dti_attachment *d, int reason);
+bool dti__check_alive(struct dti_attachment *d, bool allow_syscall);
+/* The doorbell's system call (dti__ring_doorbell() decides). */
+void dti__doorbell_write(struct dti_attachment *d);
+
+/* pool.c: the offset a command carries for pool buffer b on link's engine;
+ * UINT64_MAX when b lives in another engine's region. */
+uint64_t dti__buf_offset(const struct dti_attachment *link, const struct dti_buf *b);
+
+#pragma GCC visibility pop
+
+/* After publishing commands (cmd_prod stored with DTI_STORE_SC): wakes the
+ * engine if it sleeps. Pairs with the engine's "store sleeping, then
+ * re-check every cmd_prod" (both SC). */
+static inline void dti__ring_doorbell(struct dti_attachment *d)
+{
+    if (__builtin_expect(DTI_LOAD_SC(&d->hdr->engine_sleeping), 0))
+        dti__doorbell_write(d);
+}
+
+#endif

@@ -1,0 +1,64 @@
+/* libdti layer 2, queues (queue.h): a socket's slot as this process sees it.
+ * The engine-written table entry of a handle, the app-side positions a new
+ * handle starts from, its state and addresses, and the receive releases
+ * owed to the engine. */
+#include "queue.h"
+
+#include <errno.h>
+
+struct dti_sock_shared *dti__sock(struct dti_attachment *d, dti_sock_t s, uint32_t *slot_out)
+{
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock_of(d, s, &slot);
+    if (sh && slot_out)
+        *slot_out = slot;
+    return sh;
+}
+
+int dti__sock_status_one(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out) { return dti__sock_state(c, s, out); }
+
+int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
+{
+    c = dti__route(c, &s);
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = &c->d->priv[slot];
+    if (p->err_taken_gen == dti__gen(s))
+        return 0;
+    int32_t e = DTI_LOAD(&sh->error);
+    if (e)
+        p->err_taken_gen = dti__gen(s);
+    return e;
+}
+
+int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
+{
+    c = dti__route(c, &s);
+    struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t seq;
+    do { /* the engine bumps seq after writing: retry a torn read */
+        seq = DTI_LOAD(&sh->seq);
+        out->ip = DTI_LOAD(&sh->local_ip);
+        out->port = DTI_LOAD(&sh->local_port);
+    } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
+    return 0;
+}
+
+int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out)
+{
+    c = dti__route(c, &s);
+    struct dti_sock_shared *sh = dti__sock(c->d, s, NULL);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    uint32_t seq;
+    do {
+        seq = DTI_LOAD(&sh->seq);
+        out->ip = DTI_LOAD(&sh->remote_ip);
+        out->port = DTI_LOAD(&sh->remote_port);
+    } while (DTI_LOAD_RELAXED(&sh->seq) != seq);
+    return out->port == 0 && out->ip == 0 ? -ENOTCONN : 0;
+}
