@@ -10,7 +10,7 @@
 /* lifecycle.c: the attachment's key for per-thread contexts (dti_ctx_get). */
 void dti__init_tls(struct dti_attachment *d);
 
-/* exec_handover.c: the attachment of a new member of a group on one engine,
+/* lifecycle_exec.c: the attachment of a new member of a group on one engine,
  * from what its maker handed over (dti_adopt_exec without the links); main:
  * the application's dti_t (thread contexts), else a link of it. Adopts
  * engines 1..n-1 of per[] as links of d (each handed-over set is taken:

@@ -249,7 +249,7 @@ static int fork_child_link(struct dti_attachment *d)
     return 0;
 }
 
-/* For exec_handover.c: the key of a new image's per-thread contexts. */
+/* For lifecycle_exec.c: the key of a new image's per-thread contexts. */
 void dti__init_tls(struct dti_attachment *d)
 {
     if (pthread_key_create(&d->tls_key, destroy_tls_ctx) == 0)

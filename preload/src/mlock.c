@@ -17,7 +17,7 @@
  * (it changes no existing mapping), so the program's later mappings are
  * faulted in at once as before; libdti maps a region it attaches later
  * without access first and opens it afterwards, which faults in nothing
- * (dti/lib/core.c, dti__map_region). Errors are the kernel's (the first
+ * (dti/lib/link.c, dti__map_region). Errors are the kernel's (the first
  * call's); populating is best effort, as in the kernel's mlockall. */
 #include <errno.h>
 #include <fcntl.h>
