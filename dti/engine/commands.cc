@@ -607,49 +607,17 @@ void Commands::cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events
     table_.mark(group, si);
 }
 
-void Commands::refresh(Group &group, uint32_t si)
+// ACCEPT waiting on listener si, which has connections now.
+void Commands::resume_accept(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
-    table_.settle_rx(group, si);
-    if (s.has_sid && s.rings_out && (s.state & DTI_STATE_CONNECTED)) {
-        RingLevels l;
-        tr_.ring_levels(s.sid, &l);
-        if (l.rx_rc == 0 && l.readable <= s.rx_size)
-            s.rx_tail = s.rx_consumed + l.readable;
-        if (l.tx_rc == 0 && l.writable <= group.lim.tx_ring_size)
-            s.tx_head = s.tx_committed - (group.lim.tx_ring_size - l.writable);
+    uint32_t got[DTI_ACCEPT_MAX] = {};
+    int32_t n = accept_some(group, table_.owner(group, s.accept.ctx), si, s.accept.arg, got);
+    if (n > 0) {
+        Pending p = s.accept;
+        s.accept.used = false;
+        pub_.complete(group, p.ctx, p.tag, n, table_.handle(group, si), 0, got);
     }
-    // Digest the bytes that just became readable before the app can see
-    // (and release) them: the same engine pass that placed them in the ring.
-    if (s.dg.rx.pending())
-        digest_rx(group, si);
-    if (s.dg.rx.pending() || s.dg.tx.pending())
-        digest_ends(group, si);
-    // The addresses change until the connection exists, never after: a
-    // connected socket's are read once, not on every refresh.
-    if (s.has_sid && !s.ends_final) {
-        SockInfo info;
-        if (tr_.info(s.sid, &info) == 0) {
-            s.local = info.local;
-            s.remote = info.remote;
-            s.ends_final = (s.state & DTI_STATE_CONNECTED) != 0;
-        }
-    }
-    if (s.recv_into.used)
-        try_recv_into(group, si);
-    if (s.post.used)
-        try_post(group, si);
-    if (s.accept.used && s.embryos > 0) {
-        uint32_t got[DTI_ACCEPT_MAX] = {};
-        int32_t n = accept_some(group, table_.owner(group, s.accept.ctx), si, s.accept.arg, got);
-        if (n > 0) {
-            Pending p = s.accept;
-            s.accept.used = false;
-            pub_.complete(group, p.ctx, p.tag, n, table_.handle(group, si), 0, got);
-        }
-    }
-    if (s.holders)
-        table_.write_shared(group, si);
 }
 
 } // namespace dti::engine::detail

@@ -37,7 +37,8 @@ class Commands {
     void process_ctx(Group &group, uint16_t ci, unsigned *work);
     // Slot si from the transport (ring levels, addresses), then what waits on
     // it (digests, RECV_INTO, RECV_POST, ACCEPT); then the socket table.
-    void refresh(Group &group, uint32_t si);
+    // Inline here: the poll loop's table pass runs it for every changed slot.
+    [[gnu::always_inline]] inline void refresh(Group &group, uint32_t si);
 
   private:
     // Inlined into process_ctx(), its only caller: the call would cost
@@ -58,15 +59,18 @@ class Commands {
     int32_t cmd_socket(Group &group, Member &m);
     void cmd_accept(Group &group, uint16_t ci, uint32_t ls, const Command &c);
     int32_t accept_some(Group &group, Member &m, uint32_t ls, uint32_t max, uint32_t *out);
-    void cmd_send(Group &group, uint32_t si, const Command &c);
-    uint32_t take_written(Group &group, uint32_t si);
+    // The data path's commands, inlined into the command loop (commands.cc)
+    // as they were when the engine was one translation unit.
+    [[gnu::always_inline]] inline void cmd_send(Group &group, uint32_t si, const Command &c);
+    [[gnu::always_inline]] inline uint32_t take_written(Group &group, uint32_t si);
     void reset_written(Group &group, uint32_t si);
     bool commit_to(Group &group, uint32_t si, uint32_t end, bool more);
     void take_unsent(Group &group, uint32_t si);
-    void cmd_release(Group &group, uint32_t si, const Command &c);
+    [[gnu::always_inline]] inline void cmd_release(Group &group, uint32_t si, const Command &c);
     int32_t cmd_send_from(Group &group, uint32_t si, const Command &c);
     void cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events);
     bool try_recv_into(Group &group, uint32_t si);
+    void resume_accept(Group &group, uint32_t si);
     // Posted receive into the process's own memory (posted.cc).
     void cmd_post(Group &group, uint16_t ci, uint32_t si, const Command &c);
     void cmd_cancel_post(Group &group, uint32_t si);
@@ -94,5 +98,43 @@ class Commands {
     Publisher &pub_;
     Control &control_; // holds (SOCKET, ACCEPT, CLOSE), the privileged-port rule (BIND)
 };
+
+inline void Commands::refresh(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    table_.settle_rx(group, si);
+    if (s.has_sid && s.rings_out && (s.state & DTI_STATE_CONNECTED)) {
+        RingLevels l;
+        tr_.ring_levels(s.sid, &l);
+        if (l.rx_rc == 0 && l.readable <= s.rx_size)
+            s.rx_tail = s.rx_consumed + l.readable;
+        if (l.tx_rc == 0 && l.writable <= group.lim.tx_ring_size)
+            s.tx_head = s.tx_committed - (group.lim.tx_ring_size - l.writable);
+    }
+    // Digest the bytes that just became readable before the app can see
+    // (and release) them: the same engine pass that placed them in the ring.
+    if (s.dg.rx.pending())
+        digest_rx(group, si);
+    if (s.dg.rx.pending() || s.dg.tx.pending())
+        digest_ends(group, si);
+    // The addresses change until the connection exists, never after: a
+    // connected socket's are read once, not on every refresh.
+    if (s.has_sid && !s.ends_final) {
+        SockInfo info;
+        if (tr_.info(s.sid, &info) == 0) {
+            s.local = info.local;
+            s.remote = info.remote;
+            s.ends_final = (s.state & DTI_STATE_CONNECTED) != 0;
+        }
+    }
+    if (s.recv_into.used)
+        try_recv_into(group, si);
+    if (s.post.used)
+        try_post(group, si);
+    if (s.accept.used && s.embryos > 0)
+        resume_accept(group, si);
+    if (s.holders)
+        table_.write_shared(group, si);
+}
 
 } // namespace dti::engine::detail

@@ -54,13 +54,16 @@ unsigned EngineImpl::poll()
 void EngineImpl::transport_events(unsigned *work)
 {
     TransportEvent evs[64];
-    for (int rounds = 0; rounds < 64; rounds++) {
-        uint16_t n = tr_.events(evs, 64);
+    uint16_t n = tr_.events(evs, 64);
+    if (n == 0)
+        return; // an idle poll: nothing set up for the loop below
+    for (int rounds = 1;; rounds++) {
         for (uint16_t i = 0; i < n; i++)
             on_event(evs[i]);
         *work += n;
-        if (n < 64)
+        if (n < 64 || rounds == 64)
             break;
+        n = tr_.events(evs, 64);
     }
 }
 

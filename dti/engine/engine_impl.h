@@ -74,7 +74,7 @@ class EngineImpl final : public Engine {
   private:
     // The transport's events: socket state, connects finished (engine.cc).
     void transport_events(unsigned *work);
-    void on_event(const TransportEvent &e);
+    [[gnu::always_inline]] inline void on_event(const TransportEvent &e); // only from transport_events()
 
     Transport &tr_;
     const Limits lim_;

@@ -108,9 +108,10 @@ class Table {
     void note_work() { work_ = true; }
     bool take_work()
     {
-        bool w = work_;
+        if (!work_)
+            return false; // an idle poll only reads the flag
         work_ = false;
-        return w;
+        return true;
     }
 
   private:
