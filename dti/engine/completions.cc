@@ -30,21 +30,6 @@ uint32_t Publisher::ev_reread(Group &group, Ctx &c)
 // A completion found no room: the app ignored its credits.
 void Publisher::overrun(Group &group) { control_.break_region(group, DTI_E_BROKEN); }
 
-// The event queue's producer side (the protocol: dti/QUEUES.md, "Stamps").
-// Copies a finished entry into the ring, body then stamp back to back (the
-// app polls that very slot: a body written long before its stamp would make
-// the line cross twice). Called by publish(), after the socket table is up to
-// date: an app that sees a completion (say, of connect) must also see the
-// socket state that goes with it.
-static void put_entry(dti_ev *slot, const dti_ev &v, uint32_t index)
-{
-    auto *d = reinterpret_cast<uint8_t *>(slot);
-    auto *s = reinterpret_cast<const uint8_t *>(&v);
-    std::memcpy(d, s, offsetof(dti_ev, stamp));
-    std::memcpy(d + offsetof(dti_ev, sock), s + offsetof(dti_ev, sock), sizeof v - offsetof(dti_ev, sock));
-    store_rel(&slot->stamp, uint16_t(index + 1));
-}
-
 void Publisher::cancel_pending(Group &group, Slot &s, int32_t res, uint32_t sock)
 {
     finish_pending(group, s.connect, res, sock);
@@ -83,27 +68,6 @@ void Publisher::post_event(Group &group, uint16_t ci, uint32_t sock, uint32_t ma
     c.ev_prod++;
     to_publish(group, ci);
     stats_.events_posted++;
-}
-
-void Publisher::publish(Group &group)
-{
-    for (uint16_t ci : group.to_publish) {
-        Ctx &c = group.ctxs[ci];
-        c.published = false;
-        uint32_t mask = group.lim.evq_entries - 1;
-        for (; c.ev_stamped != c.ev_prod; c.ev_stamped++)
-            put_entry(&c.evs[c.ev_stamped & mask], c.shadow[c.ev_stamped & mask], c.ev_stamped);
-        // Publish, then look at the wake word; the app arms, then looks at
-        // ev_prod. Both pairs are sequentially consistent, so one of the two
-        // sees the other's store: no lost wakeup.
-        __atomic_store_n(&c.qp->ev_prod, c.ev_prod, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&c.qp->armed, __ATOMIC_SEQ_CST) &&
-            __atomic_exchange_n(&c.qp->armed, 0u, __ATOMIC_SEQ_CST) && c.wake_fd >= 0 &&
-            !c.wake_listed) {
-            list_wake(group, ci);
-        }
-    }
-    group.to_publish.clear();
 }
 
 void Publisher::clear_wakeups()
@@ -173,40 +137,6 @@ std::vector<int> Publisher::doorbell_fds() const
         if (group && group->doorbell >= 0 && !group->dying)
             out.push_back(group->doorbell);
     return out;
-}
-
-// Event shielding: a watcher hears about a socket when a watched condition
-// turns on, when new bytes or connections arrive (POLLIN), or when an armed
-// POLLOUT holds; never for ACKs that change nothing it asked about.
-void Publisher::notify(Group &group, uint32_t si)
-{
-    Slot &s = group.slots[si];
-    if (!s.holders || s.watchers == 0)
-        return;
-    uint32_t readable = s.rx_tail - s.rx_consumed;
-    uint32_t writable = group.lim.tx_ring_size - (s.tx_committed - s.tx_head);
-    uint32_t mask = dti_events_of(s.state, s.error, readable, writable, s.embryos);
-    bool post = (s.interest & mask & ~s.last_mask) != 0;
-    if ((s.interest & DTI_POLLIN) &&
-        ((s.rx_tail != s.last_rx_tail && readable > 0) || s.embryos > s.last_accept))
-        post = true;
-    // End of stream is news to a POLLIN watcher even while POLLIN already
-    // holds here: the app releases consumed bytes in batches, so our
-    // `readable` may count bytes it has taken and it may be waiting for more.
-    if ((s.interest & DTI_POLLIN) && (mask & ~s.last_mask & DTI_POLLRDHUP))
-        post = true;
-    if (s.out_armed && (mask & DTI_POLLOUT))
-        post = true;
-    s.last_mask = mask;
-    s.last_rx_tail = s.rx_tail;
-    s.last_accept = s.embryos;
-    if (!post)
-        return;
-    if (mask & DTI_POLLOUT)
-        s.out_armed = false;
-    uint32_t h = table_.handle(group, si);
-    for (uint64_t w = s.watchers; w; w &= w - 1)
-        post_event(group, uint16_t(__builtin_ctzll(w)), h, mask);
 }
 
 void Publisher::list_wake(Group &group, uint16_t ci)

@@ -1,4 +1,4 @@
-// The control protocol: attach (HELLO/WELCOME/REFUSED), contexts, FORK and
+// The control plane (control.h), its protocol: attach (HELLO/WELCOME/REFUSED), contexts, FORK and
 // EXEC, over each member's SOCK_SEQPACKET connection; and the kernel's
 // privileged-port rule, taken from the credentials the kernel gives.
 #include "control.h"

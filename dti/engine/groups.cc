@@ -1,4 +1,4 @@
-// Process groups: a region and the processes that share it (members), each
+// The control plane (control.h), its groups: a region and the processes that share it (members), each
 // with its contexts and its holds on sockets (kernel file semantics).
 #include "control.h"
 #include "commands.h"

@@ -1,4 +1,4 @@
-// Passing sockets between processes: a socket one process sends to another
+// The control plane (control.h), passing sockets between processes: a socket one process sends to another
 // over a UNIX socket (SCM_RIGHTS) arrives there as its kernel placeholder.
 // The sender registers it (PASS, with its descriptor); the receiver claims
 // it (CLAIM, with the descriptor it received). The engine compares the two

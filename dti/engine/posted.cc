@@ -1,4 +1,4 @@
-// Posted receive into the process's own memory (DTI_OP_RECV_POST).
+// The command path (commands.h): posted receive into the process's own memory (DTI_OP_RECV_POST).
 //
 // The application posts (address, length) for a socket's next read and
 // waits; the engine writes received bytes straight into that memory with

@@ -1,4 +1,4 @@
-// The region: its layout (what the application maps) and the ring memory
+// The region and socket table (table.h), its region: the layout (what the application maps) and the ring memory
 // the transport borrows for each socket (mars::BufferProvider forwards here).
 #include "table.h"
 
