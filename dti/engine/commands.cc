@@ -1,13 +1,15 @@
-// Commands: taken from each context's queue, copied once, checked by the
-// decoder (decoder.h), then executed against the transport.
-#include "engine_impl.h"
+// The command path (commands.h): commands taken from each context's queue
+// (dti/QUEUES.md), copied once, checked by the decoder (decoder.h), then
+// executed against the transport; payload digests; the refresh that
+// resumes waiting commands.
+#include "commands.h"
+#include "control.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace dti::engine::detail {
-namespace {
 
 // Copies a command with word-sized relaxed atomic loads: the application may
 // be scribbling on it concurrently; we read each word exactly once.
@@ -23,7 +25,11 @@ static dti_cmd read_cmd(const dti_cmd *src)
     return c;
 }
 
-void EngineImpl::process_ctx(Group &group, uint16_t ci, unsigned *work)
+// The command queue's consumer: the protocol (stamps, indices, room in the
+// event queue, what a hostile application can and cannot do) is
+// dti/QUEUES.md; this loop and command_waiting() (commands.h) are its
+// engine side.
+void Commands::process_ctx(Group &group, uint16_t ci, unsigned *work)
 {
     Ctx &c = group.ctxs[ci];
     uint32_t mask = group.lim.cmdq_entries - 1;
@@ -37,7 +43,7 @@ void EngineImpl::process_ctx(Group &group, uint16_t ci, unsigned *work)
             break;
         // Room for the completion is guaranteed by credits for an honest app;
         // if the app broke that rule, stop here (it reaps, we continue).
-        uint32_t used = c.draining ? 0 : ev_used(group, c, 1);
+        uint32_t used = c.draining ? 0 : pub_.ev_used(group, c, 1);
         if (group.broken || used >= group.lim.evq_entries)
             break;
         dti_cmd cmd = read_cmd(slot);
@@ -50,23 +56,12 @@ void EngineImpl::process_ctx(Group &group, uint16_t ci, unsigned *work)
     *work += done;
 }
 
-// The slot of a handle the issuing member holds: a process may use only the
-// sockets it created, accepted or inherited (and has not closed).
-Slot *EngineImpl::slot_of(Group &group, const Member &m, uint32_t h, uint32_t *index)
-{
-    uint32_t si = h & DTI_SLOT_MASK, gen = h >> DTI_SLOT_BITS;
-    if (si >= group.slots.size() || gen == 0 || group.slots[si].gen != gen || !group.slots[si].holders || !m.holds[si])
-        return nullptr;
-    *index = si;
-    return &group.slots[si];
-}
-
 // Runs one command copied out of a queue. The decoder has checked what needs
 // no state (decoder.h); here the handle is checked against the issuing
 // member's holds, then the command acts on its socket. A command the decoder
 // refused is answered only after that check: an application sees the handle
 // judged first, then the arguments, as always.
-void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
+void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
 {
     const Decoded decoded = decode_command(raw, bounds_of(group));
     const Command &cmd = decoded.cmd;
@@ -75,13 +70,13 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         return; // no valid tag to answer with: the app's own bookkeeping is corrupt
     }
     if (cmd.op == DTI_OP_NOP) {
-        complete(group, ctx_index, cmd.tag, 0, cmd.handle);
+        pub_.complete(group, ctx_index, cmd.tag, 0, cmd.handle);
         return;
     }
-    Member &member = owner(group, ctx_index);
+    Member &member = table_.owner(group, ctx_index);
     if (cmd.op == DTI_OP_SOCKET) {
         int32_t result = cmd_socket(group, member);
-        complete(group, ctx_index, cmd.tag, result, result >= 0 ? uint32_t(result) : cmd.handle);
+        pub_.complete(group, ctx_index, cmd.tag, result, result >= 0 ? uint32_t(result) : cmd.handle);
         return;
     }
     const uint32_t slot_index = cmd.slot;
@@ -89,7 +84,7 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     if (!slot) {
         stats_.rejected_commands++;
         if (cmd.signaled)
-            complete(group, ctx_index, cmd.tag, -DTI_E_BAD_HANDLE, cmd.handle);
+            pub_.complete(group, ctx_index, cmd.tag, -DTI_E_BAD_HANDLE, cmd.handle);
         return;
     }
     if (!decoded.ok()) {
@@ -100,7 +95,7 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     switch (cmd.op) {
     case DTI_OP_BIND:
         if (cmd.address.port != 0 && cmd.address.port < member.unprivileged_port_start &&
-            !may_bind_privileged(member)) {
+            !control_.may_bind_privileged(member)) {
             result = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
         } else {
             result = tr_.bind(slot->sid, cmd.address);
@@ -126,7 +121,7 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             if (result == 0) {
                 slot->state |= DTI_STATE_CONNECTING;
                 slot->connect = Pending{true, ctx_index, cmd.tag, 0, 0};
-                mark(group, slot_index);
+                table_.mark(group, slot_index);
                 return; // completes on kEvConnected / kEvError / kEvReset
             }
         }
@@ -146,7 +141,7 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     case DTI_OP_ABORT:
         if (cmd.op == DTI_OP_CLOSE)
             take_unsent(group, slot_index);
-        drop_hold(group, member, slot_index, cmd.op == DTI_OP_ABORT);
+        control_.drop_hold(group, member, slot_index, cmd.op == DTI_OP_ABORT);
         break;
     case DTI_OP_SETSOCKOPT:
     case DTI_OP_GETSOCKOPT: {
@@ -165,8 +160,8 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_RCVBUF && slot->has_sid) {
                 slot->rcvbuf_set = uint32_t(std::clamp<int64_t>(cmd.value, 4096, group.geo.rx_reserve));
                 (void)tr_.set_option(slot->sid, Option::kRcvBuf, slot->rcvbuf_set);
-                settle_rx(group, slot_index); // grown: the base for the new size, before the app reads
-                mark(group, slot_index);
+                table_.settle_rx(group, slot_index); // grown: the base for the new size, before the app reads
+                table_.mark(group, slot_index);
             }
             v = cmd.option == DTI_SO_RCVBUF ? (slot->rx_size ? slot->rx_size : slot->rcvbuf_set)
                                             : group.lim.tx_ring_size;
@@ -175,7 +170,7 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         } else {
             result = tr_.get_option(slot->sid, cmd.transport_option, &v);
         }
-        complete(group, ctx_index, cmd.tag, result, cmd.handle, v);
+        pub_.complete(group, ctx_index, cmd.tag, result, cmd.handle, v);
         return;
     }
     case DTI_OP_WATCH:
@@ -216,13 +211,13 @@ void EngineImpl::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         result = -EOPNOTSUPP;
         break;
     }
-    mark(group, slot_index);
-    complete(group, ctx_index, cmd.tag, result, cmd.handle);
+    table_.mark(group, slot_index);
+    pub_.complete(group, ctx_index, cmd.tag, result, cmd.handle);
 }
 
 // A command the decoder refused, from a member that holds its socket: the
 // answer each command got when its own case checked its arguments.
-void EngineImpl::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_index, const Decoded &d)
+void Commands::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_index, const Decoded &d)
 {
     const Command &cmd = d.cmd;
     switch (cmd.op) {
@@ -235,24 +230,24 @@ void EngineImpl::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_
     case DTI_OP_GETSOCKOPT:
     case DTI_OP_ACCEPT:
     case DTI_OP_DIGEST:
-        complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
+        pub_.complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
         return; // nothing changed on the socket
     default:
         if (d.reject == Reject::kUnknownOp)
             stats_.rejected_commands++;
-        mark(group, slot_index);
-        complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
+        table_.mark(group, slot_index);
+        pub_.complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
         return;
     }
 }
 
-int32_t EngineImpl::cmd_socket(Group &group, Member &m)
+int32_t Commands::cmd_socket(Group &group, Member &m)
 {
     if (group.free_slots.empty())
         return -EMFILE;
     uint32_t si = group.free_slots.back();
     Slot &s = group.slots[si];
-    int64_t sid = tr_.open(tag_of(group, si));
+    int64_t sid = tr_.open(table_.tag_of(group, si));
     if (sid < 0)
         return int32_t(sid);
     group.free_slots.pop_back();
@@ -263,28 +258,28 @@ int32_t EngineImpl::cmd_socket(Group &group, Member &m)
     s.has_sid = true;
     s.sid = SockId(sid);
     reset_written(group, si);
-    take_hold(group, m, si);
-    write_shared(group, si);
+    control_.take_hold(group, m, si);
+    table_.write_shared(group, si);
     store_rel(&group.socks[si].gen, gen);
-    return int32_t(handle(group, si));
+    return int32_t(table_.handle(group, si));
 }
 
-void EngineImpl::cmd_accept(Group &group, uint16_t ci, uint32_t ls, const Command &c)
+void Commands::cmd_accept(Group &group, uint16_t ci, uint32_t ls, const Command &c)
 {
     Slot &l = group.slots[ls];
     uint32_t max = c.count; // 1..DTI_ACCEPT_MAX (decoder)
     if (!(l.state & DTI_STATE_LISTENING)) {
-        complete(group, ci, c.tag, -EINVAL, c.handle);
+        pub_.complete(group, ci, c.tag, -EINVAL, c.handle);
         return;
     }
     if (l.accept.used) {
-        complete(group, ci, c.tag, -EBUSY, c.handle);
+        pub_.complete(group, ci, c.tag, -EBUSY, c.handle);
         return;
     }
     uint32_t got[DTI_ACCEPT_MAX] = {};
-    int32_t n = accept_some(group, owner(group, ci), ls, max, got);
+    int32_t n = accept_some(group, table_.owner(group, ci), ls, max, got);
     if (n > 0 || !(c.flags & DTI_ACCEPT_WAIT)) {
-        complete(group, ci, c.tag, n > 0 ? n : -EAGAIN, c.handle, 0, got);
+        pub_.complete(group, ci, c.tag, n > 0 ? n : -EAGAIN, c.handle, 0, got);
         return;
     }
     l.accept = Pending{true, ci, c.tag, max, 0};
@@ -293,11 +288,11 @@ void EngineImpl::cmd_accept(Group &group, uint16_t ci, uint32_t ls, const Comman
 // Takes up to max connections from the transport and turns their embryo slots
 // into sockets the accepting member holds (a listener shared by several
 // processes hands each connection to the one that accepted it).
-int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max, uint32_t *out)
+int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max, uint32_t *out)
 {
     int32_t n = 0;
     while (uint32_t(n) < max) {
-        int64_t sid = tr_.accept(group.slots[ls].sid, tag_of(group, ls));
+        int64_t sid = tr_.accept(group.slots[ls].sid, table_.tag_of(group, ls));
         if (sid < 0)
             break;
         // Which embryo is it? Its (untouched) send ring is all free space,
@@ -336,8 +331,8 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
         s.tx_committed = 0;
         s.tx_head = 0;
         reset_written(group, ri);
-        take_hold(group, m, ri);
-        tr_.set_user(SockId(sid), tag_of(group, ri));
+        control_.take_hold(group, m, ri);
+        tr_.set_user(SockId(sid), table_.tag_of(group, ri));
         SockInfo info;
         if (tr_.info(SockId(sid), &info) == 0) {
             s.local = info.local;
@@ -346,12 +341,12 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
             if (info.peer_closed)
                 s.state |= DTI_STATE_RD_CLOSED;
         }
-        write_shared(group, ri);
+        table_.write_shared(group, ri);
         store_rel(&group.socks[ri].gen, s.gen);
-        out[n++] = handle(group, ri);
-        mark(group, ri);
+        out[n++] = table_.handle(group, ri);
+        table_.mark(group, ri);
     }
-    mark(group, ls);
+    table_.mark(group, ls);
     return n;
 }
 
@@ -360,7 +355,7 @@ int32_t EngineImpl::accept_some(Group &group, Member &m, uint32_t ls, uint32_t m
 // with DTI_SEND_TAIL the app's tx_written (every byte written so far: one
 // SEND per burst), with DTI_SEND_END the command's own end, else arg0 more.
 // Bytes an earlier SEND already took are not taken twice.
-void EngineImpl::cmd_send(Group &group, uint32_t si, const Command &c)
+void Commands::cmd_send(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
     uint32_t end = s.tx_committed + c.length;
@@ -374,7 +369,7 @@ void EngineImpl::cmd_send(Group &group, uint32_t si, const Command &c)
 
 // A new handle in a slot: the app's send words start from 0 with it (the
 // last handle's tail must not look like bytes written for this one).
-void EngineImpl::reset_written(Group &group, uint32_t si)
+void Commands::reset_written(Group &group, uint32_t si)
 {
     store_rlx(&group.socks[si].tx_noted, 0u);
     store_rel(&group.socks[si].tx_written, 0u);
@@ -382,7 +377,7 @@ void EngineImpl::reset_written(Group &group, uint32_t si)
 
 // The app's tail, after clearing tx_noted: the swap comes first, so a write
 // that saw tx_noted still 1 (and queued no SEND) is seen by this load.
-uint32_t EngineImpl::take_written(Group &group, uint32_t si)
+uint32_t Commands::take_written(Group &group, uint32_t si)
 {
     dti_sock_shared &sh = group.socks[si];
     __atomic_exchange_n(&sh.tx_noted, 0u, __ATOMIC_SEQ_CST);
@@ -391,7 +386,7 @@ uint32_t EngineImpl::take_written(Group &group, uint32_t si)
 
 // Commits the bytes between what was taken and `end`; nothing when `end` is
 // not ahead (an earlier SEND took them). false: the app lied.
-bool EngineImpl::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
+bool Commands::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
 {
     Slot &s = group.slots[si];
     const uint32_t n = end - s.tx_committed;
@@ -405,7 +400,7 @@ bool EngineImpl::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
     s.tx_committed += n;
     if (s.dg.tx.pending())
         digest_tx(group, si);
-    mark(group, si);
+    table_.mark(group, si);
     return true;
 }
 
@@ -413,7 +408,7 @@ bool EngineImpl::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
 // close, a region-buffer send, a send digest): take them, in case their
 // SEND waits in another thread's queue (a write that found tx_noted set
 // queued none of its own).
-void EngineImpl::take_unsent(Group &group, uint32_t si)
+void Commands::take_unsent(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     if (!s.has_sid || !(s.state & DTI_STATE_CONNECTED) || (s.state & DTI_STATE_WR_CLOSED))
@@ -424,20 +419,20 @@ void EngineImpl::take_unsent(Group &group, uint32_t si)
 }
 
 // RECV_RELEASE of c.length > 0 bytes (decoder) the app has read.
-void EngineImpl::cmd_release(Group &group, uint32_t si, const Command &c)
+void Commands::cmd_release(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
     if (c.length > s.rx_tail - s.rx_consumed || s.recv_into.used || s.post.used) {
         stats_.rejected_commands++;
         return;
     }
-    consume_rx(group, si, c.length);
-    mark(group, si);
+    table_.consume_rx(group, si, c.length);
+    table_.mark(group, si);
 }
 
 // SEND_FROM a pool buffer: [c.offset, c.offset + c.length) is inside the
 // pool (decoder).
-int32_t EngineImpl::cmd_send_from(Group &group, uint32_t si, const Command &c)
+int32_t Commands::cmd_send_from(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
     if (!s.has_sid || !(s.state & DTI_STATE_CONNECTED))
@@ -465,12 +460,12 @@ int32_t EngineImpl::cmd_send_from(Group &group, uint32_t si, const Command &c)
 
 // DIGEST with known flags (decoder); its start and length are checked
 // against the stream by the direction's add().
-void EngineImpl::cmd_digest(Group &group, uint16_t ci, uint32_t si, const Command &c)
+void Commands::cmd_digest(Group &group, uint16_t ci, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
-    const uint32_t h = handle(group, si);
+    const uint32_t h = table_.handle(group, si);
     if (!(s.state & DTI_STATE_CONNECTED) || !s.has_sid) {
-        complete(group, ci, c.tag, s.error ? s.error : -ENOTCONN, h);
+        pub_.complete(group, ci, c.tag, s.error ? s.error : -ENOTCONN, h);
         return;
     }
     const bool tx = c.flags & DTI_DIGEST_TX;
@@ -487,32 +482,32 @@ void EngineImpl::cmd_digest(Group &group, uint16_t ci, uint32_t si, const Comman
         r = s.dg.tx.add(q, tx_digest_ring(group, si), s.tx_head, s.tx_committed, &d, &bytes);
         stats_.digest_tx_bytes += bytes;
     } else {
-        settle_rx(group, si);
+        table_.settle_rx(group, si);
         r = s.dg.rx.add(q, rx_digest_ring(group, si), s.rx_consumed, s.rx_tail, &d, &bytes);
         stats_.digest_rx_bytes += bytes;
     }
     if (r < 0) {
-        complete(group, ci, c.tag, r, h);
+        pub_.complete(group, ci, c.tag, r, h);
         return;
     }
     stats_.digest_ranges++;
     if (r == 1)
         digests_done(group, si, &d, 1);
     else
-        mark(group, si); // the stream may already have ended: refresh decides
+        table_.mark(group, si); // the stream may already have ended: refresh decides
 }
 
-void EngineImpl::digest_rx(Group &group, uint32_t si)
+void Commands::digest_rx(Group &group, uint32_t si)
 {
     digest::Done d[digest::kMaxRanges];
     uint64_t bytes = 0;
-    settle_rx(group, si);
+    table_.settle_rx(group, si);
     uint32_t n = group.slots[si].dg.rx.advance(rx_digest_ring(group, si), group.slots[si].rx_tail, d, &bytes);
     stats_.digest_rx_bytes += bytes;
     digests_done(group, si, d, n);
 }
 
-void EngineImpl::digest_tx(Group &group, uint32_t si)
+void Commands::digest_tx(Group &group, uint32_t si)
 {
     digest::Done d[digest::kMaxRanges];
     uint64_t bytes = 0;
@@ -523,7 +518,7 @@ void EngineImpl::digest_tx(Group &group, uint32_t si)
 
 // Ranges that can no longer fill: the receive stream ended (FIN, reset,
 // failure) or the send side was shut down.
-void EngineImpl::digest_ends(Group &group, uint32_t si)
+void Commands::digest_ends(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     digest::Done d[digest::kMaxRanges];
@@ -538,17 +533,17 @@ void EngineImpl::digest_ends(Group &group, uint32_t si)
     }
 }
 
-void EngineImpl::digests_done(Group &group, uint32_t si, const digest::Done *d, uint32_t n)
+void Commands::digests_done(Group &group, uint32_t si, const digest::Done *d, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         if (d[i].res == -EBADMSG)
             stats_.digest_mismatches++;
-        complete(group, d[i].ctx, d[i].tag, d[i].res, handle(group, si), int64_t(d[i].crc));
+        pub_.complete(group, d[i].ctx, d[i].tag, d[i].res, table_.handle(group, si), int64_t(d[i].crc));
     }
 }
 
 // Copies readable bytes into a posted pool buffer; true when it completed.
-bool EngineImpl::try_recv_into(Group &group, uint32_t si)
+bool Commands::try_recv_into(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     Pending &p = s.recv_into;
@@ -567,7 +562,7 @@ bool EngineImpl::try_recv_into(Group &group, uint32_t si)
     int32_t res;
     if (readable > 0) {
         uint32_t n = std::min(readable, p.arg);
-        settle_rx(group, si);
+        table_.settle_rx(group, si);
         uint32_t mask = s.rx_size - 1;
         uint32_t off = (s.rx_base + s.rx_consumed) & mask;
         uint32_t first = std::min(n, s.rx_size - off);
@@ -575,7 +570,7 @@ bool EngineImpl::try_recv_into(Group &group, uint32_t si)
         std::memcpy(dst, group.rx_ring(si) + off, first);
         if (n > first)
             std::memcpy(dst + first, group.rx_ring(si), n - first);
-        consume_rx(group, si, n);
+        table_.consume_rx(group, si, n);
         res = int32_t(n);
     } else if (s.error) {
         res = s.error;
@@ -586,12 +581,12 @@ bool EngineImpl::try_recv_into(Group &group, uint32_t si)
     }
     Pending done = p;
     p.used = false;
-    complete(group, done.ctx, done.tag, res, handle(group, si));
-    mark(group, si);
+    pub_.complete(group, done.ctx, done.tag, res, table_.handle(group, si));
+    table_.mark(group, si);
     return true;
 }
 
-void EngineImpl::cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events)
+void Commands::cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events)
 {
     Slot &s = group.slots[si];
     uint64_t bit = uint64_t{1} << ci;
@@ -609,8 +604,20 @@ void EngineImpl::cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t even
     // Report what already holds: forget what we last told, then notify().
     s.last_mask &= ~events;
     s.last_rx_tail = s.rx_tail - 1;
-    mark(group, si);
+    table_.mark(group, si);
 }
 
-} // namespace
+// ACCEPT waiting on listener si, which has connections now.
+void Commands::resume_accept(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    uint32_t got[DTI_ACCEPT_MAX] = {};
+    int32_t n = accept_some(group, table_.owner(group, s.accept.ctx), si, s.accept.arg, got);
+    if (n > 0) {
+        Pending p = s.accept;
+        s.accept.used = false;
+        pub_.complete(group, p.ctx, p.tag, n, table_.handle(group, si), 0, got);
+    }
+}
+
 } // namespace dti::engine::detail

@@ -1,87 +1,36 @@
-// Completions and events: built in a private shadow, stamped into the
-// application's event queue at publish; wakeups (batched) and the sleep
-// protocol.
-#include "engine_impl.h"
+// The publisher (publisher.h): completions and events built in a private
+// shadow, stamped into the application's event queue at publish; event
+// shielding; wakeups (batched) and the sleep protocol.
+#include "publisher.h"
+#include "control.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
 #include <unistd.h>
 
 namespace dti::engine::detail {
-namespace {
 
-// Entries of the event queue the app has not consumed. The app's ev_cons is
-// on its own cache line; the last value read is an upper bound on what is
-// used, so it is reread (and validated) only when that bound leaves less
-// than `want` entries free.
-uint32_t EngineImpl::ev_used(Group &group, Ctx &c, uint32_t want)
+// ev_used()'s slow path: the bound it keeps leaves too little room, so the
+// app's ev_cons is read again.
+uint32_t Publisher::ev_reread(Group &group, Ctx &c)
 {
-    uint32_t used = c.ev_prod - c.ev_cons_seen;
-    if (used + want <= group.lim.evq_entries)
-        return used;
     uint32_t cons = load_acq(&c.qp->ev_cons);
-    used = c.ev_prod - cons;
+    uint32_t used = c.ev_prod - cons;
     // Hostile value: it may not run ahead of what we produced, nor move back.
     if (used > group.lim.evq_entries || cons - c.ev_cons_seen > c.ev_prod - c.ev_cons_seen) {
-        break_region(group, DTI_E_BROKEN);
+        control_.break_region(group, DTI_E_BROKEN);
         return group.lim.evq_entries;
     }
     c.ev_cons_seen = cons;
     return used;
 }
 
-// Copies a finished entry into the ring, body then stamp back to back (the
-// app polls that very slot: a body written long before its stamp would make
-// the line cross twice). Called by publish(), after the socket table is up to
-// date: an app that sees a completion (say, of connect) must also see the
-// socket state that goes with it.
-static void put_entry(dti_ev *slot, const dti_ev &v, uint32_t index)
-{
-    auto *d = reinterpret_cast<uint8_t *>(slot);
-    auto *s = reinterpret_cast<const uint8_t *>(&v);
-    std::memcpy(d, s, offsetof(dti_ev, stamp));
-    std::memcpy(d + offsetof(dti_ev, sock), s + offsetof(dti_ev, sock), sizeof v - offsetof(dti_ev, sock));
-    store_rel(&slot->stamp, uint16_t(index + 1));
-}
+// A completion found no room: the app ignored its credits.
+void Publisher::overrun(Group &group) { control_.break_region(group, DTI_E_BROKEN); }
 
-bool EngineImpl::complete(Group &group, uint16_t ci, uint32_t tag, int32_t res, uint32_t sock,
-                          int64_t value, const uint32_t *accepted)
-{
-    if (ci >= group.ctxs.size() || !group.ctxs[ci].open || group.broken || group.ctxs[ci].draining)
-        return false;
-    Ctx &c = group.ctxs[ci];
-    if (ev_used(group, c, 1) >= group.lim.evq_entries) {
-        // Only an app that ignored its credits gets here.
-        break_region(group, DTI_E_BROKEN);
-        return false;
-    }
-    dti_ev v{};
-    v.kind = DTI_CQE_COMPLETION;
-    v.res = res;
-    v.sock = sock;
-    v.events = tag;
-    v.value = value;
-    if (accepted && res > 0)
-        std::memcpy(v.accepted, accepted, sizeof(uint32_t) * uint32_t(res));
-    c.shadow[c.ev_prod & (group.lim.evq_entries - 1)] = v;
-    c.ev_prod++;
-    to_publish(group, ci);
-    stats_.completions++;
-    return true;
-}
-
-void EngineImpl::finish_pending(Group &group, Pending &p, int32_t res, uint32_t sock)
-{
-    if (!p.used)
-        return;
-    p.used = false;
-    // A post that already wrote bytes into the process answers with their
-    // count whatever ended it: the application must learn where it stands.
-    complete(group, p.ctx, p.tag, p.landed ? int32_t(p.landed) : res, sock);
-}
-
-void EngineImpl::cancel_pending(Group &group, Slot &s, int32_t res, uint32_t sock)
+void Publisher::cancel_pending(Group &group, Slot &s, int32_t res, uint32_t sock)
 {
     finish_pending(group, s.connect, res, sock);
     finish_pending(group, s.accept, res, sock);
@@ -95,7 +44,7 @@ void EngineImpl::cancel_pending(Group &group, Slot &s, int32_t res, uint32_t soc
     }
 }
 
-void EngineImpl::post_event(Group &group, uint16_t ci, uint32_t sock, uint32_t mask)
+void Publisher::post_event(Group &group, uint16_t ci, uint32_t sock, uint32_t mask)
 {
     Ctx &c = group.ctxs[ci];
     if (!c.open || c.draining)
@@ -121,30 +70,7 @@ void EngineImpl::post_event(Group &group, uint16_t ci, uint32_t sock, uint32_t m
     stats_.events_posted++;
 }
 
-void EngineImpl::publish(Group &group)
-{
-    for (uint16_t ci : group.to_publish) {
-        Ctx &c = group.ctxs[ci];
-        c.published = false;
-        uint32_t mask = group.lim.evq_entries - 1;
-        for (; c.ev_stamped != c.ev_prod; c.ev_stamped++)
-            put_entry(&c.evs[c.ev_stamped & mask], c.shadow[c.ev_stamped & mask], c.ev_stamped);
-        // Publish, then look at the wake word; the app arms, then looks at
-        // ev_prod. Both pairs are sequentially consistent, so one of the two
-        // sees the other's store: no lost wakeup.
-        __atomic_store_n(&c.qp->ev_prod, c.ev_prod, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&c.qp->armed, __ATOMIC_SEQ_CST) &&
-            __atomic_exchange_n(&c.qp->armed, 0u, __ATOMIC_SEQ_CST) && c.wake_fd >= 0 &&
-            !c.wake_listed) {
-            c.wake_listed = true;
-            wake_fds_.push_back(c.wake_fd);
-            wake_ctxs_.emplace_back(&group, ci);
-        }
-    }
-    group.to_publish.clear();
-}
-
-void EngineImpl::clear_wakeups()
+void Publisher::clear_wakeups()
 {
     for (auto &w : wake_ctxs_)
         w.first->ctxs[w.second].wake_listed = false;
@@ -152,7 +78,7 @@ void EngineImpl::clear_wakeups()
     wake_fds_.clear();
 }
 
-void EngineImpl::flush_wakeups()
+void Publisher::flush_wakeups()
 {
     for (int fd : wake_fds_) {
         uint64_t one = 1;
@@ -163,15 +89,15 @@ void EngineImpl::flush_wakeups()
     clear_wakeups();
 }
 
-bool EngineImpl::prepare_sleep()
+bool Publisher::prepare_sleep()
 {
-    for (auto &group : groups_)
+    for (auto &group : table_.groups())
         if (group && group->hdr && !group->broken && !group->dying)
             __atomic_store_n(&group->hdr->engine_sleeping, 1u, __ATOMIC_SEQ_CST);
     sleeping_ = true;
     // Sleeping flag stored (SC), then every queue re-checked (SC); apps store
     // cmd_prod (SC), then read the flag (SC): a command is never stranded.
-    for (auto &group : groups_) {
+    for (auto &group : table_.groups()) {
         if (!group || !group->hdr || group->broken || group->dying)
             continue;
         for (Ctx &c : group->ctxs) {
@@ -187,12 +113,12 @@ bool EngineImpl::prepare_sleep()
     return true;
 }
 
-void EngineImpl::end_sleep()
+void Publisher::end_sleep()
 {
     if (!sleeping_)
         return;
     sleeping_ = false;
-    for (auto &group : groups_) {
+    for (auto &group : table_.groups()) {
         if (group && group->hdr && !group->broken && !group->dying) {
             store_rlx(&group->hdr->engine_sleeping, 0u);
             if (group->doorbell >= 0) {
@@ -204,14 +130,49 @@ void EngineImpl::end_sleep()
     }
 }
 
-std::vector<int> EngineImpl::doorbell_fds() const
+std::vector<int> Publisher::doorbell_fds() const
 {
     std::vector<int> out;
-    for (auto &group : groups_)
+    for (auto &group : table_.groups())
         if (group && group->doorbell >= 0 && !group->dying)
             out.push_back(group->doorbell);
     return out;
 }
 
-} // namespace
+void Publisher::list_wake(Group &group, uint16_t ci)
+{
+    group.ctxs[ci].wake_listed = true;
+    wake_fds_.push_back(group.ctxs[ci].wake_fd);
+    wake_ctxs_.emplace_back(&group, ci);
+}
+
+void Publisher::wake_all(Group &group)
+{
+    for (uint16_t i = 0; i < group.ctxs.size(); i++)
+        if (group.ctxs[i].open && group.ctxs[i].wake_fd >= 0 && !group.ctxs[i].wake_listed)
+            list_wake(group, i);
+}
+
+void Publisher::relist_wakes()
+{
+    wake_fds_.clear();
+    for (auto &w : wake_ctxs_)
+        wake_fds_.push_back(w.first->ctxs[w.second].wake_fd);
+}
+
+void Publisher::forget_ctx(Group &group, uint16_t ci)
+{
+    std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &group && w.second == ci; });
+    if (group.ctxs[ci].wake_listed) {
+        group.ctxs[ci].wake_listed = false;
+        relist_wakes();
+    }
+}
+
+void Publisher::forget_group(const Group &group)
+{
+    std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &group; });
+    relist_wakes();
+}
+
 } // namespace dti::engine::detail

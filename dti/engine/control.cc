@@ -1,7 +1,9 @@
-// The control protocol: attach (HELLO/WELCOME/REFUSED), contexts, FORK and
+// The control plane (control.h), its protocol: attach (HELLO/WELCOME/REFUSED), contexts, FORK and
 // EXEC, over each member's SOCK_SEQPACKET connection; and the kernel's
 // privileged-port rule, taken from the credentials the kernel gives.
-#include "engine_impl.h"
+#include "control.h"
+#include "commands.h"
+#include "publisher.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,7 +18,6 @@
 #include <unistd.h>
 
 namespace dti::engine::detail {
-namespace {
 
 // Whether the process that connected the control socket may bind ports
 // below net.ipv4.ip_unprivileged_port_start: CAP_NET_BIND_SERVICE in its
@@ -196,7 +197,7 @@ int recv_msg(int fd, dti_ctl_msg *m, int *passed, ucred *cred, int flags, int *m
 
 // ---- attach and control --------------------------------------------------------------------
 
-int EngineImpl::attach(int fd, std::string *why)
+int Control::attach(int fd, std::string *why)
 {
     dti_ctl_msg m{};
     int r = ctl::recv_msg(fd, &m);
@@ -237,7 +238,7 @@ int EngineImpl::attach(int fd, std::string *why)
         return -DTI_E_DENIED;
     }
     int err = 0;
-    Group *gp = new_group(why, &err);
+    Group *gp = table_.new_group(why, &err);
     if (!gp) {
         ctl::refuse(fd, err, *why);
         return -err;
@@ -258,7 +259,7 @@ int EngineImpl::attach(int fd, std::string *why)
         if (group.doorbell >= 0)
             close(group.doorbell);
         group.doorbell = -1;
-        release_id(group);
+        table_.release_id(group);
         return -ENOMEM;
     }
     group.base = static_cast<uint8_t *>(p);
@@ -269,8 +270,8 @@ int EngineImpl::attach(int fd, std::string *why)
         group.region_ino = st.st_ino;
     }
     layout_region_impl(group.base, group.lim, group.geo);
-    init_region(group);
-    Member *mem = new_member(group, -1, why, &err);
+    table_.init_region(group);
+    Member *mem = table_.new_member(group, -1, why, &err);
     if (!mem) {
         ctl::refuse(fd, err, *why);
         close(memfd);
@@ -307,22 +308,22 @@ int EngineImpl::attach(int fd, std::string *why)
     return mem->id;
 }
 
-int EngineImpl::attach_memory(void *region, uint64_t size, uint32_t contexts)
+int Control::attach_memory(void *region, uint64_t size, uint32_t contexts)
 {
     std::string why;
     int err = 0;
-    Group *gp = new_group(&why, &err);
+    Group *gp = table_.new_group(&why, &err);
     if (!gp)
         return -err;
     if (size < gp->size || contexts > gp->lim.max_contexts) {
-        release_id(*gp);
+        table_.release_id(*gp);
         return -EINVAL;
     }
     gp->base = static_cast<uint8_t *>(region);
-    init_region(*gp);
-    Member *m = new_member(*gp, -1, &why, &err);
+    table_.init_region(*gp);
+    Member *m = table_.new_member(*gp, -1, &why, &err);
     if (!m) {
-        release_id(*gp);
+        table_.release_id(*gp);
         return -err;
     }
     m->bind_service = true; // in the engine's own process (benchmarks, tests): its privileges
@@ -336,13 +337,13 @@ int EngineImpl::attach_memory(void *region, uint64_t size, uint32_t contexts)
     return m->id;
 }
 
-void EngineImpl::control(int id)
+void Control::control(int id)
 {
-    Member *mp = member(id);
+    Member *mp = table_.member(id);
     if (!mp || mp->fd < 0)
         return;
     Member &me = *mp;
-    Group &group = group_of(me);
+    Group &group = table_.group_of(me);
     for (int budget = 0; budget < 16; budget++) {
         dti_ctl_msg m{};
         int passed = -1, more[2];
@@ -389,7 +390,7 @@ void EngineImpl::control(int id)
             if (more[1] >= 0)
                 close(more[1]);
             claim_socket(me, passed, more[0]); // takes both; may join another group
-            if (!member(id))
+            if (!table_.member(id))
                 return;
             continue;
         }
@@ -443,7 +444,7 @@ void EngineImpl::control(int id)
             if (m.text[0])
                 me.name = m.text; // an exec'd image: its program's name
             // An exec'd image speaking for itself: it can be given no more.
-            if (Member *p = member(me.exec_parent); p && p->exec_child == me.id)
+            if (Member *p = table_.member(me.exec_parent); p && p->exec_child == me.id)
                 p->exec_child = -1;
             me.exec_parent = -1;
         }
@@ -451,7 +452,7 @@ void EngineImpl::control(int id)
 }
 
 // A fork child's own pid, as the kernel gave it with its first message.
-void EngineImpl::learn_pid(Member &m, const ucred &cred)
+void Control::learn_pid(Member &m, const ucred &cred)
 {
     if (cred.pid <= 0 || m.cred_pid != 0)
         return;
@@ -465,7 +466,7 @@ void EngineImpl::learn_pid(Member &m, const ucred &cred)
 // only for ports below ip_unprivileged_port_start. Where the process cannot
 // be read (another pid namespace, or a fork child that has not said who it
 // is) the rule taken at attach, or inherited at fork, applies.
-bool EngineImpl::may_bind_privileged(Member &m)
+bool Control::may_bind_privileged(Member &m)
 {
     if (m.cred_pid == 0 && m.fd >= 0) {
         // A fork child's HELLO may still be queued on its control socket
@@ -499,12 +500,12 @@ static bool is_seqpacket_unix(int fd)
 // count first (a close before fork or exec). Its first message (libdti's
 // HELLO) will carry its own pid from the kernel: privileged binds are then
 // checked against that process's capabilities.
-Member *EngineImpl::member_like(Member &parent, int child_fd)
+Member *Control::member_like(Member &parent, int child_fd)
 {
-    Group &group = group_of(parent);
+    Group &group = table_.group_of(parent);
     std::string why;
     int err = 0;
-    Member *child = new_member(group, child_fd, &why, &err);
+    Member *child = table_.new_member(group, child_fd, &why, &err);
     if (!child) {
         close(child_fd);
         ctl::refuse(parent.fd, err, why);
@@ -531,9 +532,9 @@ Member *EngineImpl::member_like(Member &parent, int child_fd)
 // group, holding every socket the parent holds. The member ends when every
 // copy of the other end is closed: the child's exit, or the parent's close
 // when fork() failed. The answer goes to the parent.
-void EngineImpl::fork_member(Member &parent, int child_fd)
+void Control::fork_member(Member &parent, int child_fd)
 {
-    Group &group = group_of(parent);
+    Group &group = table_.group_of(parent);
     if (!is_seqpacket_unix(child_fd)) {
         if (child_fd >= 0)
             close(child_fd);
@@ -565,7 +566,7 @@ void EngineImpl::fork_member(Member &parent, int child_fd)
 // hold: descriptors that are close-on-exec do not reach the new image, and
 // a forged handle grants nothing. More come with EXEC_HOLD until the new
 // member speaks. The answer says how many holds the member got.
-void EngineImpl::exec_member(Member &parent, int child_fd, const dti_ctl_msg &m)
+void Control::exec_member(Member &parent, int child_fd, const dti_ctl_msg &m)
 {
     if (!is_seqpacket_unix(child_fd) || m.index > DTI_CTL_HANDLES) {
         if (child_fd >= 0)
@@ -582,34 +583,34 @@ void EngineImpl::exec_member(Member &parent, int child_fd, const dti_ctl_msg &m)
     parent.exec_child = child->id;
     const int id = child->id;
     answer_exec(parent, *child, grant_holds(parent, *child, m));
-    if (member(id) == child) { // the answer could be sent
+    if (table_.member(id) == child) { // the answer could be sent
         stats_.forks++;
         joined_.push_back(id);
     }
 }
 
-void EngineImpl::exec_hold(Member &parent, const dti_ctl_msg &m)
+void Control::exec_hold(Member &parent, const dti_ctl_msg &m)
 {
-    Member *child = member(parent.exec_child);
+    Member *child = table_.member(parent.exec_child);
     if (!child || child->exec_parent != parent.id || child->group != parent.group ||
         m.index > DTI_CTL_HANDLES) {
         stats_.rejected_commands++;
         ctl::refuse(parent.fd, DTI_E_PROTOCOL, "EXEC_HOLD without a new member waiting for holds");
         return;
     }
-    drain_member(group_of(parent), parent);
+    drain_member(table_.group_of(parent), parent);
     answer_exec(parent, *child, grant_holds(parent, *child, m));
 }
 
 // Gives `child` a hold on each listed handle that `parent` holds.
-uint32_t EngineImpl::grant_holds(Member &parent, Member &child, const dti_ctl_msg &m)
+uint32_t Control::grant_holds(Member &parent, Member &child, const dti_ctl_msg &m)
 {
-    Group &group = group_of(parent);
+    Group &group = table_.group_of(parent);
     uint32_t granted = 0;
     for (uint32_t i = 0; i < m.index && i < DTI_CTL_HANDLES; i++) {
         uint32_t h = 0, si = 0;
         std::memcpy(&h, m.text + i * sizeof h, sizeof h);
-        if (slot_of(group, parent, h, &si)) {
+        if (table_.slot_of(group, parent, h, &si)) {
             take_hold(group, child, si);
             granted++;
         } else {
@@ -619,7 +620,7 @@ uint32_t EngineImpl::grant_holds(Member &parent, Member &child, const dti_ctl_ms
     return granted;
 }
 
-void EngineImpl::answer_exec(Member &parent, const Member &child, uint32_t granted)
+void Control::answer_exec(Member &parent, const Member &child, uint32_t granted)
 {
     dti_ctl_msg o{};
     o.magic = DTI_CTL_MAGIC;
@@ -628,10 +629,9 @@ void EngineImpl::answer_exec(Member &parent, const Member &child, uint32_t grant
     o.index = uint32_t(child.id);
     o.status = int32_t(granted);
     if (!ctl::send_msg(parent.fd, o, nullptr, 0))
-        leave(*members_[size_t(child.id)]);
+        leave(*table_.members()[size_t(child.id)]);
 }
 
-} // namespace
 } // namespace dti::engine::detail
 
 namespace dti::engine {

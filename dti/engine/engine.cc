@@ -1,58 +1,119 @@
 // The engine side of the DTI: serves application regions over a Transport.
-// The engine's parts are in the files engine_impl.h lists; here: the poll
-// loop that drives them, and Engine::create.
+// The engine's modules are the ones engine_impl.h lists; here: the poll
+// loop that drives them, the transport's events, and Engine::create.
 #include "engine_impl.h"
 
 namespace dti::engine::detail {
-namespace {
 
 unsigned EngineImpl::poll()
 {
     stats_.polls++;
     unsigned work = 0;
-    for (size_t i = 0; i < groups_.size(); i++) {
-        Group *group = groups_[i].get();
+    auto &groups = table_.groups();
+    for (size_t i = 0; i < groups.size(); i++) {
+        Group *group = groups[i].get();
         if (group && group->dying) {
-            maybe_finish(*group);
+            control_.maybe_finish(*group);
             continue;
         }
         if (!group || group->broken)
             continue;
         for (size_t k = 0; k < group->live_ctxs.size() && !group->broken; k++) {
             const uint16_t ci = group->live_ctxs[k];
-            if (command_waiting(*group, group->ctxs[ci])) // else process_ctx() would find nothing
-                process_ctx(*group, ci, &work);
+            if (cmds_.command_waiting(*group, group->ctxs[ci])) // else process_ctx() would find nothing
+                cmds_.process_ctx(*group, ci, &work);
         }
     }
     transport_events(&work);
     // Nothing marked dirty and nothing to publish since the last pass: the
     // pass below would find every list empty.
-    if (!table_work_)
+    if (!table_.take_work())
         return work;
-    table_work_ = false;
-    for (size_t i = 0; i < groups_.size(); i++) {
-        Group *group = groups_[i].get();
+    for (size_t i = 0; i < groups.size(); i++) {
+        Group *group = groups[i].get();
         if (!group || !group->base) {
             if (group && (!group->dirty.empty() || !group->to_publish.empty()))
-                table_work_ = true; // kept for a later pass, as before
+                table_.note_work(); // kept for a later pass, as before
             continue;
         }
         for (size_t k = 0; k < group->dirty.size(); k++) {
             uint32_t si = group->dirty[k];
             group->slots[si].dirty = false;
             if (!group->broken && !group->dying) {
-                refresh(*group, si);
-                notify(*group, si);
+                cmds_.refresh(*group, si);
+                pub_.notify(*group, si);
             }
         }
         group->dirty.clear();
         if (!group->broken && !group->dying)
-            publish(*group);
+            pub_.publish(*group);
     }
     return work;
 }
 
-} // namespace
+void EngineImpl::transport_events(unsigned *work)
+{
+    TransportEvent evs[64];
+    uint16_t n = tr_.events(evs, 64);
+    if (n == 0)
+        return; // an idle poll: nothing set up for the loop below
+    for (int rounds = 1;; rounds++) {
+        for (uint16_t i = 0; i < n; i++)
+            on_event(evs[i]);
+        *work += n;
+        if (n < 64 || rounds == 64)
+            break;
+        n = tr_.events(evs, 64);
+    }
+}
+
+void EngineImpl::on_event(const TransportEvent &e)
+{
+    Group *gp = table_.group_of_tag(e.user);
+    uint32_t si = uint32_t(e.user);
+    if (!gp || si >= gp->slots.size())
+        return;
+    Group &group = *gp;
+    Slot &s = group.slots[si];
+    if (!s.has_sid || s.sid != e.sock) {
+        // An unaccepted connection reporting through its listener's tag:
+        // only "acceptable" matters; the embryo count already says how many.
+        if (s.state & DTI_STATE_LISTENING)
+            table_.mark(group, si);
+        return;
+    }
+    uint32_t h = table_.handle(group, si);
+    if (e.bits & (kEvReset | kEvError)) {
+        SockInfo info;
+        int err = tr_.info(s.sid, &info) == 0 && info.error ? info.error
+                                                            : ((e.bits & kEvReset) ? ECONNRESET : ETIMEDOUT);
+        if ((s.state & DTI_STATE_CONNECTING) && (e.bits & kEvReset))
+            err = ECONNREFUSED;
+        s.error = -err;
+        s.state |= (e.bits & kEvReset) ? DTI_STATE_RESET : DTI_STATE_FAILED;
+        s.state &= ~DTI_STATE_CONNECTING;
+        pub_.finish_pending(group, s.connect, -err, h);
+    }
+    if (e.bits & kEvConnected) {
+        s.state = (s.state & ~DTI_STATE_CONNECTING) | DTI_STATE_CONNECTED | DTI_STATE_BOUND;
+        RingSpan tv, rv;
+        if (tr_.tx_view(s.sid, &tv) == 0 && tv.p[0])
+            s.tx_base = uint32_t(tv.p[0] - group.tx_ring(si)) & (group.lim.tx_ring_size - 1);
+        if (tr_.rx_view(s.sid, &rv) == 0 && rv.p[0])
+            s.rx_base = uint32_t(rv.p[0] - group.rx_ring(si)) & (s.rx_size - 1);
+        pub_.finish_pending(group, s.connect, 0, h);
+    }
+    if (e.bits & kEvPeerClosed)
+        s.state |= DTI_STATE_RD_CLOSED;
+    if (e.bits & kEvClosed) {
+        s.has_sid = false;
+        table_.mark(group, si);
+        table_.maybe_free(group, si);
+        return;
+    }
+    table_.mark(group, si);
+}
+
 } // namespace dti::engine::detail
 
 namespace dti::engine {

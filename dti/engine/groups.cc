@@ -1,6 +1,8 @@
-// Process groups: a region and the processes that share it (members), each
+// The control plane (control.h), its groups: a region and the processes that share it (members), each
 // with its contexts and its holds on sockets (kernel file semantics).
-#include "engine_impl.h"
+#include "control.h"
+#include "commands.h"
+#include "publisher.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,88 +11,24 @@
 #include <unistd.h>
 
 namespace dti::engine::detail {
-namespace {
 
 // ---- groups and members --------------------------------------------------------------------
 
-Group *EngineImpl::new_group(std::string *why, int *err)
+void Control::release_member(Member &m)
 {
-    size_t live = 0;
-    for (auto &m : members_)
-        live += m != nullptr;
-    if (live >= lim_.max_attachments) {
-        *why = "attachment limit reached (" + std::to_string(lim_.max_attachments) + ")";
-        *err = DTI_E_LIMIT;
-        return nullptr;
-    }
-    Geometry g;
-    if (!geometry(lim_, &g) || g.committed > lim_.max_region_bytes) {
-        *why = "region of " + std::to_string(g.committed) + " bytes exceeds the memory limit per application";
-        *err = DTI_E_LIMIT;
-        return nullptr;
-    }
-    size_t id = 0;
-    while (id < groups_.size() && groups_[id])
-        id++;
-    if (id == groups_.size())
-        groups_.emplace_back();
-    if (id > 0xffff) {
-        *why = "attachment ids exhausted";
-        *err = DTI_E_LIMIT;
-        return nullptr;
-    }
-    groups_[id] = std::make_unique<Group>();
-    Group &group = *groups_[id];
-    group.id = int(id);
-    group.epoch = next_epoch_++;
-    if (next_epoch_ == 0)
-        next_epoch_ = 1;
-    group.lim = lim_;
-    group.geo = g;
-    group.size = g.size;
-    return &group;
-}
-
-// A process of `group`; counts against max_attachments (one connection each).
-Member *EngineImpl::new_member(Group &group, int fd, std::string *why, int *err)
-{
-    size_t id = 0, live = 0;
-    for (auto &m : members_)
-        live += m != nullptr;
-    if (live >= lim_.max_attachments) {
-        *why = "attachment limit reached (" + std::to_string(lim_.max_attachments) + ")";
-        *err = DTI_E_LIMIT;
-        return nullptr;
-    }
-    while (id < members_.size() && members_[id])
-        id++;
-    if (id == members_.size())
-        members_.emplace_back();
-    members_[id] = std::make_unique<Member>();
-    Member &m = *members_[id];
-    m.id = int(id);
-    m.fd = fd;
-    m.group = group.id;
-    m.holds.assign(group.lim.max_sockets, false);
-    group.members++;
-    return &m;
-}
-
-void EngineImpl::release_member(Member &m)
-{
-    Group &group = group_of(m);
+    Group &group = table_.group_of(m);
     group.members--;
     if (m.fd >= 0)
         close(m.fd);
     std::erase(joined_, m.id);
-    members_[size_t(m.id)].reset();
+    table_.members()[size_t(m.id)].reset();
 }
 
 // Closes a queue pair: its watches and waiting commands go with it.
-void EngineImpl::close_ctx(Group &group, uint16_t ci)
+void Control::close_ctx(Group &group, uint16_t ci)
 {
     Ctx &c = group.ctxs[ci];
-    if (Member *m = member(c.member))
+    if (Member *m = table_.member(c.member))
         m->ctx_mask &= ~(uint64_t{1} << ci);
     c.open = false;
     c.member = -1;
@@ -112,30 +50,24 @@ void EngineImpl::close_ctx(Group &group, uint16_t ci)
         s.dg.rx.cancel(bit, 0, gone);
         s.dg.tx.cancel(bit, 0, gone);
     }
-    std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &group && w.second == ci; });
-    if (c.wake_listed) {
-        c.wake_listed = false;
-        wake_fds_.clear();
-        for (auto &w : wake_ctxs_)
-            wake_fds_.push_back(w.first->ctxs[w.second].wake_fd);
-    }
+    pub_.forget_ctx(group, ci);
 }
 
 // Runs every command the context has published; `answer`: with completions
 // (else it is closing and nobody would read them).
-void EngineImpl::drain_ctx(Group &group, uint16_t ci, bool answer)
+void Control::drain_ctx(Group &group, uint16_t ci, bool answer)
 {
     Ctx &c = group.ctxs[ci];
     c.draining = !answer;
     unsigned work = 0;
     for (uint32_t k = 0; k <= group.lim.cmdq_entries / group.lim.commands_per_poll + 1 && !group.broken; k++)
-        process_ctx(group, ci, &work);
+        cmds_.process_ctx(group, ci, &work);
     c.draining = false;
 }
 
 // Runs what the member's contexts have published, so that a snapshot of its
 // holds (fork) reflects every close it issued before asking.
-void EngineImpl::drain_member(Group &group, const Member &m)
+void Control::drain_member(Group &group, const Member &m)
 {
     for (uint16_t ci : std::vector<uint16_t>(group.live_ctxs))
         if (group.ctxs[ci].member == m.id)
@@ -144,7 +76,7 @@ void EngineImpl::drain_member(Group &group, const Member &m)
 
 // ---- holds ---------------------------------------------------------------------------------
 
-void EngineImpl::take_hold(Group &group, Member &m, uint32_t si)
+void Control::take_hold(Group &group, Member &m, uint32_t si)
 {
     Slot &s = group.slots[si];
     if (m.holds[si])
@@ -158,7 +90,7 @@ void EngineImpl::take_hold(Group &group, Member &m, uint32_t si)
 // CLOSE/ABORT from a member, or its exit: its hold goes. The transport
 // close (or abort) happens when the last hold goes, as for a kernel file;
 // until then only the member's own watches and waiting commands end.
-void EngineImpl::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
+void Control::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
 {
     Slot &s = group.slots[si];
     if (!m.holds[si])
@@ -169,12 +101,12 @@ void EngineImpl::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
         s.watchers &= ~m.ctx_mask;
         for (Pending *p : {&s.connect, &s.accept, &s.recv_into, &s.post})
             if (p->used && ((m.ctx_mask >> p->ctx) & 1))
-                finish_pending(group, *p, -ECANCELED, handle(group, si));
+                pub_.finish_pending(group, *p, -ECANCELED, table_.handle(group, si));
         digest::Done d[digest::kMaxRanges];
         for (digest::Direction *dir : {&s.dg.rx, &s.dg.tx}) {
             uint32_t n = dir->cancel(m.ctx_mask, -ECANCELED, d);
             for (uint32_t i = 0; i < n; i++)
-                complete(group, d[i].ctx, d[i].tag, d[i].res, handle(group, si));
+                pub_.complete(group, d[i].ctx, d[i].tag, d[i].res, table_.handle(group, si));
         }
         if (s.watchers == 0)
             s.interest = 0;
@@ -185,10 +117,10 @@ void EngineImpl::drop_hold(Group &group, Member &m, uint32_t si, bool abortive)
 
 // Nobody holds socket si any more (no member, no pass in flight): closed
 // (or aborted) as the kernel closes a file at its last close.
-void EngineImpl::last_hold_gone(Group &group, uint32_t si, bool abortive)
+void Control::last_hold_gone(Group &group, uint32_t si, bool abortive)
 {
     Slot &s = group.slots[si];
-    cancel_pending(group, s, -ECANCELED, handle(group, si));
+    pub_.cancel_pending(group, s, -ECANCELED, table_.handle(group, si));
     group.open_sockets--;
     s.watchers = 0;
     store_rel(&group.socks[si].gen, 0u); // the handle is dead at once
@@ -199,7 +131,7 @@ void EngineImpl::last_hold_gone(Group &group, uint32_t si, bool abortive)
         if (abortive || r < 0)
             s.has_sid = false;
     }
-    maybe_free(group, si);
+    table_.maybe_free(group, si);
 }
 
 // ---- leaving -------------------------------------------------------------------------------
@@ -210,10 +142,10 @@ void EngineImpl::last_hold_gone(Group &group, uint32_t si, bool abortive)
 // writing are left to finish, as the kernel finishes them after its process
 // exits; the region stays mapped until the transport hands their rings back
 // (maybe_finish).
-void EngineImpl::abort_all(Group &group, bool keep_closing)
+void Control::abort_all(Group &group, bool keep_closing)
 {
     drop_passes(group); // their holds go with every other below
-    for (auto &m : members_)
+    for (auto &m : table_.members())
         if (m && m->group == group.id) {
             m->holds.assign(m->holds.size(), false);
             m->held = 0;
@@ -239,11 +171,11 @@ void EngineImpl::abort_all(Group &group, bool keep_closing)
             tr_.abort(s.sid);
             s.has_sid = false;
         }
-        maybe_free(group, i);
+        table_.maybe_free(group, i);
     }
 }
 
-void EngineImpl::break_region(Group &group, int reason)
+void Control::break_region(Group &group, int reason)
 {
     if (group.broken)
         return;
@@ -254,17 +186,12 @@ void EngineImpl::break_region(Group &group, int reason)
     abort_all(group, false);
     // Wake sleepers so they see the state; the app detaches, and its hang-up
     // brings us to detach().
-    for (uint16_t i = 0; i < group.ctxs.size(); i++)
-        if (group.ctxs[i].open && group.ctxs[i].wake_fd >= 0 && !group.ctxs[i].wake_listed) {
-            group.ctxs[i].wake_listed = true;
-            wake_fds_.push_back(group.ctxs[i].wake_fd);
-            wake_ctxs_.emplace_back(&group, i);
-        }
+    pub_.wake_all(group);
 }
 
-void EngineImpl::detach(int id)
+void Control::detach(int id)
 {
-    Member *m = member(id);
+    Member *m = table_.member(id);
     if (!m)
         return;
     stats_.detaches++;
@@ -275,9 +202,9 @@ void EngineImpl::detach(int id)
 // holds drop: sockets other members still hold stay as they are; sockets
 // nobody holds any more are closed, as the kernel does at exit. The last
 // member takes the region with it: every socket left is aborted.
-void EngineImpl::leave(Member &m)
+void Control::leave(Member &m)
 {
-    Group &group = group_of(m);
+    Group &group = table_.group_of(m);
     if (group.members == 1) {
         // What it published before it went still counts: a close() just
         // before exit is a graceful close, not an abort.
@@ -305,7 +232,7 @@ void EngineImpl::leave(Member &m)
     release_member(m);
 }
 
-void EngineImpl::maybe_finish(Group &group)
+void Control::maybe_finish(Group &group)
 {
     // The region stays mapped until the transport has returned every ring it
     // held: it may write into them until then.
@@ -313,18 +240,15 @@ void EngineImpl::maybe_finish(Group &group)
         finalize(group);
 }
 
-void EngineImpl::finalize(Group &group)
+void Control::finalize(Group &group)
 {
-    for (auto &m : members_)
+    for (auto &m : table_.members())
         if (m && m->group == group.id)
             release_member(*m);
     for (Ctx &c : group.ctxs)
         if (c.wake_fd >= 0)
             close(c.wake_fd);
-    std::erase_if(wake_ctxs_, [&](auto &w) { return w.first == &group; });
-    wake_fds_.clear();
-    for (auto &w : wake_ctxs_)
-        wake_fds_.push_back(w.first->ctxs[w.second].wake_fd);
+    pub_.forget_group(group);
     if (group.doorbell >= 0)
         close(group.doorbell);
     drop_passes(group);
@@ -335,30 +259,27 @@ void EngineImpl::finalize(Group &group)
         }
     if (group.owns_mapping && group.base)
         munmap(group.base, group.size);
-    release_id(group);
+    table_.release_id(group);
 }
 
-void EngineImpl::release_id(Group &group) { groups_[size_t(group.id)].reset(); }
-
-void EngineImpl::shutdown()
+void Control::shutdown()
 {
-    for (size_t i = 0; i < members_.size(); i++)
-        if (members_[i])
+    for (size_t i = 0; i < table_.members().size(); i++)
+        if (table_.members()[i])
             detach(int(i));
 }
 
-std::vector<AttachmentInfo> EngineImpl::attachments() const
+std::vector<AttachmentInfo> Control::attachments() const
 {
     std::vector<AttachmentInfo> out;
-    for (auto &m : members_) {
+    for (auto &m : table_.members()) {
         if (!m)
             continue;
-        const Group &group = group_of(*m);
+        const Group &group = table_.group_of(*m);
         out.push_back({m->id, m->uid, m->pid, m->name, uint32_t(__builtin_popcountll(m->ctx_mask)), m->held,
                        group.size, group.broken, group.id});
     }
     return out;
 }
 
-} // namespace
 } // namespace dti::engine::detail

@@ -1,4 +1,4 @@
-// Passing sockets between processes: a socket one process sends to another
+// The control plane (control.h), passing sockets between processes: a socket one process sends to another
 // over a UNIX socket (SCM_RIGHTS) arrives there as its kernel placeholder.
 // The sender registers it (PASS, with its descriptor); the receiver claims
 // it (CLAIM, with the descriptor it received). The engine compares the two
@@ -7,7 +7,8 @@
 // application writes names the socket. The claimant then holds it, as after
 // fork; a claimant of another group joins the sender's group (a member, like
 // an exec'd image) if it sent the end of a new control connection.
-#include "engine_impl.h"
+#include "control.h"
+#include "publisher.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -17,7 +18,6 @@
 #include <unistd.h>
 
 namespace dti::engine::detail {
-namespace {
 
 // In-flight passes per group: each holds a socket open and a descriptor in
 // the engine. A sender whose receivers never claim (they do not run the
@@ -27,7 +27,7 @@ constexpr size_t kMaxPasses = 64;
 // CLAIMED's index for a ticket: no socket of this engine (DTI_SOCK_INVALID).
 constexpr uint32_t kNoSocket = 0xffffffffu;
 
-bool socket_identity(int fd, dev_t *dev, ino_t *ino)
+static bool socket_identity(int fd, dev_t *dev, ino_t *ino)
 {
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
@@ -37,20 +37,20 @@ bool socket_identity(int fd, dev_t *dev, ino_t *ino)
     return true;
 }
 
-bool is_memfd_like(int fd, dev_t dev, ino_t ino)
+static bool is_memfd_like(int fd, dev_t dev, ino_t ino)
 {
     struct stat st;
     return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (dev == 0 || (st.st_dev == dev && st.st_ino == ino));
 }
 
-void close_passed(const int *fds, int n)
+static void close_passed(const int *fds, int n)
 {
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
 }
 
-dti_ctl_msg pass_reply(uint32_t type)
+static dti_ctl_msg pass_reply(uint32_t type)
 {
     dti_ctl_msg o{};
     o.magic = DTI_CTL_MAGIC;
@@ -61,7 +61,7 @@ dti_ctl_msg pass_reply(uint32_t type)
 
 // Pass i is over without a claim (withdrawn): its hold goes; the last one
 // closes the socket, as the kernel does when an in-flight file is dropped.
-void EngineImpl::drop_pass(Group &group, size_t i)
+void Control::drop_pass(Group &group, size_t i)
 {
     Pass p = group.passes[i];
     group.passes.erase(group.passes.begin() + std::ptrdiff_t(i));
@@ -75,7 +75,7 @@ void EngineImpl::drop_pass(Group &group, size_t i)
 
 // Socket si is closed (its last hold went): its standing offers go with it,
 // and with them the engine's copies of its placeholder.
-void EngineImpl::drop_offers(Group &group, uint32_t si)
+void Control::drop_offers(Group &group, uint32_t si)
 {
     for (size_t i = group.passes.size(); i-- > 0;)
         if (group.passes[i].standing && group.passes[i].slot == si) {
@@ -86,7 +86,7 @@ void EngineImpl::drop_offers(Group &group, uint32_t si)
 
 // Forgets every pass (the group's sockets are being aborted: their holds
 // are reset there).
-void EngineImpl::drop_passes(Group &group)
+void Control::drop_passes(Group &group)
 {
     for (const Pass &p : group.passes)
         close(p.fd);
@@ -96,9 +96,9 @@ void EngineImpl::drop_passes(Group &group)
 // PASS: fds[0] the socket's descriptor as the sender sends it, fds[1] and
 // fds[2] the region and libdti's app-state memfds (kept once, for
 // claimants of another group). Takes the fds.
-void EngineImpl::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg &m)
+void Control::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg &m)
 {
-    Group &group = group_of(sender);
+    Group &group = table_.group_of(sender);
     drain_member(group, sender); // what it published first counts (an accept it just made)
     dev_t dev = 0;
     ino_t ino = 0;
@@ -126,7 +126,7 @@ void EngineImpl::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg
     }
     const bool ticket = m.status == 2; // several engines: no socket here, the group's door
     const bool standing = m.status == 3;  // a listener made again after a PPE restart
-    if (!ticket && !slot_of(group, sender, m.index, &si)) {
+    if (!ticket && !table_.slot_of(group, sender, m.index, &si)) {
         close_passed(fds, 3);
         stats_.rejected_commands++;
         ctl::refuse(sender.fd, DTI_E_BAD_HANDLE, "PASS of a socket this process does not hold");
@@ -170,7 +170,7 @@ void EngineImpl::pass_socket(Member &sender, const int fds[3], const dti_ctl_msg
 // CLAIM: `fd` a descriptor the claimant received; join_fd (or -1) the end
 // of a new control connection, should the socket be of another group.
 // Takes both.
-void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
+void Control::claim_socket(Member &claimant, int fd, int join_fd)
 {
     dev_t dev = 0;
     ino_t ino = 0;
@@ -191,7 +191,7 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
     Group *from = nullptr;
     size_t pi = 0;
     for (bool standing : {false, true}) {
-        for (auto &g : groups_) {
+        for (auto &g : table_.groups()) {
             if (!g || g->broken || g->dying)
                 continue;
             for (size_t i = 0; i < g->passes.size() && !from; i++)
@@ -229,10 +229,10 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
                              "(it holds sockets of its own)");
     std::string why;
     int err = 0;
-    Member *m = new_member(*from, join_fd, &why, &err);
+    Member *m = table_.new_member(*from, join_fd, &why, &err);
     if (!m)
         return refuse(err, why); // new_member did not take join_fd: the lambda closes it
-    Member &claim_src = *members_[size_t(id)];
+    Member &claim_src = *table_.members()[size_t(id)];
     int on = 1;
     setsockopt(join_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
     m->uid = claim_src.uid;
@@ -257,5 +257,4 @@ void EngineImpl::claim_socket(Member &claimant, int fd, int join_fd)
     joined_.push_back(m->id);
 }
 
-} // namespace
 } // namespace dti::engine::detail

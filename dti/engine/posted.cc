@@ -1,4 +1,4 @@
-// Posted receive into the process's own memory (DTI_OP_RECV_POST).
+// The command path (commands.h): posted receive into the process's own memory (DTI_OP_RECV_POST).
 //
 // The application posts (address, length) for a socket's next read and
 // waits; the engine writes received bytes straight into that memory with
@@ -21,7 +21,7 @@
 // landed, never more); nothing here dereferences it. A process the engine
 // may not write into (another pid namespace: pid 0; ptrace refused: EPERM)
 // gets -EOPNOTSUPP before any byte moved, and libdti copies from the ring.
-#include "engine_impl.h"
+#include "commands.h"
 
 #include <sys/uio.h>
 
@@ -29,24 +29,23 @@
 #include <cerrno>
 
 namespace dti::engine::detail {
-namespace {
 
-void EngineImpl::cmd_post(Group &group, uint16_t ci, uint32_t si, const Command &c)
+void Commands::cmd_post(Group &group, uint16_t ci, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
-    const uint32_t h = handle(group, si);
+    const uint32_t h = table_.handle(group, si);
     if (s.post.used || s.recv_into.used) {
-        complete(group, ci, c.tag, -EBUSY, h); // one post per socket; the first one stays
+        pub_.complete(group, ci, c.tag, -EBUSY, h); // one post per socket; the first one stays
         return;
     }
     if (!(s.state & (DTI_STATE_CONNECTED | DTI_STATE_RESET | DTI_STATE_FAILED)) && !s.error) {
-        complete(group, ci, c.tag, -ENOTCONN, h);
+        pub_.complete(group, ci, c.tag, -ENOTCONN, h);
         return;
     }
-    const uint32_t pid = owner(group, ci).cred_pid;
+    const uint32_t pid = table_.owner(group, ci).cred_pid;
     if (pid == 0 || !lim_.posted_receive) {
         stats_.post_fallbacks++;
-        complete(group, ci, c.tag, -EOPNOTSUPP, h);
+        pub_.complete(group, ci, c.tag, -EOPNOTSUPP, h);
         return;
     }
     stats_.posts++;
@@ -56,7 +55,7 @@ void EngineImpl::cmd_post(Group &group, uint16_t ci, uint32_t si, const Command 
 
 // Ends the post at once with what landed (finish_pending: -ECANCELED when
 // nothing did). A post that already completed is not there: nothing to do.
-void EngineImpl::cmd_cancel_post(Group &group, uint32_t si)
+void Commands::cmd_cancel_post(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     if (!s.post.used)
@@ -66,15 +65,15 @@ void EngineImpl::cmd_cancel_post(Group &group, uint32_t si)
         end_post(group, si, -ECANCELED);
 }
 
-void EngineImpl::end_post(Group &group, uint32_t si, int32_t res)
+void Commands::end_post(Group &group, uint32_t si, int32_t res)
 {
-    finish_pending(group, group.slots[si].post, res, handle(group, si));
-    mark(group, si);
+    pub_.finish_pending(group, group.slots[si].post, res, table_.handle(group, si));
+    table_.mark(group, si);
 }
 
 // Writes what is readable into the process and completes the post when
 // enough landed or nothing more will come.
-void EngineImpl::try_post(Group &group, uint32_t si)
+void Commands::try_post(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     Pending &p = s.post;
@@ -92,7 +91,7 @@ void EngineImpl::try_post(Group &group, uint32_t si)
         digest_rx(group, si); // before the write releases the bytes
     const uint32_t n = std::min(readable, p.arg - p.landed);
     if (n > 0) {
-        settle_rx(group, si);
+        table_.settle_rx(group, si);
         const uint32_t mask = s.rx_size - 1;
         const uint32_t off = (s.rx_base + s.rx_consumed) & mask;
         const uint32_t first = std::min(n, s.rx_size - off);
@@ -103,10 +102,10 @@ void EngineImpl::try_post(Group &group, uint32_t si)
         const int err = w < 0 ? errno : 0;
         if (w > 0) {
             const uint32_t got = uint32_t(std::min<ssize_t>(w, n));
-            consume_rx(group, si, got);
+            table_.consume_rx(group, si, got);
             p.landed += got;
             stats_.posted_bytes += got;
-            mark(group, si);
+            table_.mark(group, si);
         }
         if (w < 0 || uint32_t(w) < n) {
             // The rest of the range cannot be written (a hole in the mapping,
@@ -131,5 +130,4 @@ void EngineImpl::try_post(Group &group, uint32_t si)
     }
 }
 
-} // namespace
 } // namespace dti::engine::detail

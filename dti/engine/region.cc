@@ -1,6 +1,6 @@
-// The region: its layout (what the application maps) and the ring memory
+// The region and socket table (table.h), its region: the layout (what the application maps) and the ring memory
 // the transport borrows for each socket (mars::BufferProvider forwards here).
-#include "engine_impl.h"
+#include "table.h"
 
 #include <sys/mman.h>
 
@@ -9,7 +9,6 @@
 #include <cstring>
 
 namespace dti::engine::detail {
-namespace {
 
 bool geometry(const Limits &l, Geometry *g)
 {
@@ -36,7 +35,7 @@ bool geometry(const Limits &l, Geometry *g)
     return true;
 }
 
-void EngineImpl::init_region(Group &group)
+void Table::init_region(Group &group)
 {
     group.hdr = reinterpret_cast<dti_region_header *>(group.base);
     group.socks = reinterpret_cast<dti_sock_shared *>(group.base + group.geo.sock_offset);
@@ -81,7 +80,7 @@ void layout_region_impl(void *region, const Limits &l, const Geometry &g)
 
 // ---- buffer provider -----------------------------------------------------------------------
 
-bool EngineImpl::provide(uint64_t user, RingMemory *out)
+bool Table::provide(uint64_t user, RingMemory *out)
 {
     Group *gp = group_of_tag(user);
     uint32_t si = uint32_t(user);
@@ -120,7 +119,7 @@ bool EngineImpl::provide(uint64_t user, RingMemory *out)
 }
 
 // The slot whose receive ring starts at rx, if its rings are out.
-Slot *EngineImpl::ring_owner(Group &group, const uint8_t *rx)
+Slot *Table::ring_owner(Group &group, const uint8_t *rx)
 {
     const uint8_t *data = group.base + group.geo.data_offset;
     if (rx < data)
@@ -132,7 +131,7 @@ Slot *EngineImpl::ring_owner(Group &group, const uint8_t *rx)
     return &group.slots[si];
 }
 
-bool EngineImpl::grow_rx(uint64_t user, RingMemory *mem, uint32_t want)
+bool Table::grow_rx(uint64_t user, RingMemory *mem, uint32_t want)
 {
     Group *gp = group_of_tag(user);
     if (!gp || gp->dying || gp->broken || !gp->base || !mem)
@@ -164,23 +163,11 @@ bool EngineImpl::grow_rx(uint64_t user, RingMemory *mem, uint32_t want)
     return true;
 }
 
-// Bytes the app took go back to the transport, which may grow the ring
-// right then (its autotuning runs at releases): the base is found again at
-// once, while the transport still holds the rings.
-void EngineImpl::consume_rx(Group &group, uint32_t si, uint32_t n)
+// settle_rx() found the ring grown: its base for the new size, from where
+// the transport writes next.
+void Table::rebase_rx(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
-    if (s.has_sid)
-        tr_.rx_consume(s.sid, n);
-    s.rx_consumed += n;
-    settle_rx(group, si);
-}
-
-void EngineImpl::settle_rx(Group &group, uint32_t si)
-{
-    Slot &s = group.slots[si];
-    if (!s.rx_rebase)
-        return;
     s.rx_rebase = false;
     RingSpan v;
     if (s.has_sid && tr_.rx_view(s.sid, &v) == 0 && v.p[0])
@@ -191,7 +178,7 @@ void EngineImpl::settle_rx(Group &group, uint32_t si)
 // holder can read it), and the pages it grew into go back to the system
 // (the region is a memfd): the slot's next socket starts small, and memory
 // use stays what max_region_bytes was checked against.
-void EngineImpl::release_growth(Group &group, uint32_t si)
+void Table::release_growth(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     const uint32_t start = group.lim.rx_ring_size;
@@ -206,7 +193,7 @@ void EngineImpl::release_growth(Group &group, uint32_t si)
     s.rx_size = start;
 }
 
-void EngineImpl::reclaim(uint64_t user, const RingMemory &mem)
+void Table::reclaim(uint64_t user, const RingMemory &mem)
 {
     Group *gp = group_of_tag(user);
     if (!gp || !gp->base)
@@ -232,7 +219,7 @@ void EngineImpl::reclaim(uint64_t user, const RingMemory &mem)
     // inside a transport call that may be iterating over it.
 }
 
-void EngineImpl::maybe_free(Group &group, uint32_t si)
+void Table::maybe_free(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     if (s.holders || s.has_sid || s.rings_out || s.embryo || s.in_free_list)
@@ -242,7 +229,6 @@ void EngineImpl::maybe_free(Group &group, uint32_t si)
     group.free_slots.push_back(si);
 }
 
-} // namespace
 } // namespace dti::engine::detail
 
 namespace dti::engine {
