@@ -2,7 +2,7 @@
 // only <dti/engine.h>). EngineImpl serves every region of one engine
 // thread: it owns the modules and the state they share (the transport, the
 // limits, the statistics), forwards Engine's calls to them, and runs the
-// poll loop (engine.cc):
+// poll loop (engine_impl.cc):
 //   table.h      the region and socket table (Table)
 //   publisher.h  completions, events, wakes (Publisher)
 //   commands.h   the command path: decoder, commands, posted reads (Commands)
@@ -72,7 +72,7 @@ class EngineImpl final : public Engine {
     }
 
   private:
-    // The transport's events: socket state, connects finished (engine.cc).
+    // The transport's events: socket state, connects finished (engine_impl.cc).
     void transport_events(unsigned *work);
     [[gnu::always_inline]] inline void on_event(const TransportEvent &e); // only from transport_events()
 

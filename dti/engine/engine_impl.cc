@@ -1,4 +1,4 @@
-// The engine side of the DTI: serves application regions over a Transport.
+// dti/engine/engine_impl.cc: the engine side of the DTI: serves application regions over a Transport.
 // The engine's modules are the ones engine_impl.h lists; here: the poll
 // loop that drives them, the transport's events, and Engine::create.
 #include "engine_impl.h"
