@@ -394,7 +394,8 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
     // loop counters): a hung engine stops the pets and systemd restarts us.
     WatchdogGate gate;
     gate.start(notify.watchdog_usec(), monotonic_ns(), uint32_t(engines.size()));
-    std::string last_status, nerr;
+    // READY=1 carried the first status; later ones go when it changes.
+    std::string last_status = status_line(config, pub, engines.size(), ports.size()), nerr;
     auto notify_failed = [&](bool ok) {
         if (!ok) log(LogLevel::kWarn, "%s", nerr.c_str());
     };
