@@ -2,7 +2,9 @@
 # The Debian packages and the service (issue 34), end to end on this machine:
 #   package_test.sh TREE OUT
 # TREE: the source tree (tools/eta package builds from it); OUT: where the
-# packages go (built once per run, every check below uses the same ones).
+# packages go (built once per run, every check below uses the same ones;
+# build/packages, tools/eta package's own: the same copy path keeps ccache hits).
+# ETA_TEST_PACKAGES=DIR: use the .deb files in DIR instead of building.
 #  1. tools/eta package builds eta, libdti0, libdti-dev;
 #  2. dpkg -c shows the expected files; lintian finds no error or warning
 #     (those that stay are overridden in debian/ with a reason);
@@ -36,10 +38,16 @@ work=$(mktemp -d)
 on_exit "rm -rf $work"
 chmod 755 "$work" # read by the unprivileged users below
 
-note "1. tools/eta package --out $OUT"
-start=$SECONDS
-mapfile -t debs < <(timeout 1500 "$TREE/tools/eta" package --out "$OUT") || fail "tools/eta package failed"
-note "built in $((SECONDS - start)) s: ${debs[*]##*/}"
+if [ -n "${ETA_TEST_PACKAGES:-}" ]; then
+    # For iterating on the checks below: packages built before, not rebuilt.
+    note "1. the packages in ETA_TEST_PACKAGES=$ETA_TEST_PACKAGES (not rebuilt)"
+    mapfile -t debs < <(ls "$ETA_TEST_PACKAGES"/*.deb)
+else
+    note "1. tools/eta package --out $OUT"
+    start=$SECONDS
+    mapfile -t debs < <(timeout 1500 "$TREE/tools/eta" package --out "$OUT") || fail "tools/eta package failed"
+    note "built in $((SECONDS - start)) s: ${debs[*]##*/}"
+fi
 deb_of() { local d; for d in "${debs[@]}"; do [[ "$(basename "$d")" == "$1"_* ]] && { echo "$d"; return; }; done; fail "no package $1 among: ${debs[*]}"; }
 ETA_DEB=$(deb_of eta) LIB_DEB=$(deb_of libdti0) DEV_DEB=$(deb_of libdti-dev)
 
@@ -82,7 +90,7 @@ same_options() {
     from_man=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$page" 2>/dev/null | col -b | sed -n '/^OPTIONS/,/^[A-Z]/p' | long_opts)
     [ -n "$from_help" ] || fail "$tool --help names no option"
     [ "$from_help" = "$from_man" ] ||
-        fail "$tool: --help and $(basename "$page") disagree: only in --help: $(comm -23 <(echo "$from_help") <(echo "$from_man") | xargs); only in the man page: $(comm -13 <(echo "$from_help") <(echo "$from_man") | xargs)"
+        fail "$tool: --help and $(basename "$page") disagree: only in --help: $(comm -23 <(echo "$from_help") <(echo "$from_man") | paste -sd' '); only in the man page: $(comm -13 <(echo "$from_help") <(echo "$from_man") | paste -sd' ')"
 }
 same_options eta-ppe "$x$M/man8/eta-ppe.8.gz" "$x/usr/bin/eta-ppe" --help
 same_options eta-stat "$x$M/man1/eta-stat.1.gz" "$x/usr/bin/eta-stat" --help
@@ -94,7 +102,8 @@ out=$(DEBIAN_FRONTEND=noninteractive timeout 300 dpkg -i "${debs[@]}" 2>&1) || {
 getent passwd eta >/dev/null || fail "installing eta made no user eta"
 getent group eta >/dev/null || fail "installing eta made no group eta"
 dpkg-query -W -f='${Conffiles}\n' eta | grep -q '^ /etc/eta/ppe.toml ' || fail "/etc/eta/ppe.toml is not a conffile of eta"
-/usr/bin/eta-ppe --check 2>&1 | grep -q 'port' || fail "eta-ppe --check on the packaged (all commented) ppe.toml does not ask for a port: $(/usr/bin/eta-ppe --check 2>&1)"
+out=$(/usr/bin/eta-ppe --check 2>&1) && fail "eta-ppe --check accepted the packaged ppe.toml, which has no port: $out"
+[[ "$out" == *'no [[port]] is configured'* ]] || fail "eta-ppe --check on the packaged (all commented) ppe.toml does not ask for a port: $out"
 unit=/lib/systemd/system/eta-ppe.service
 v=$(timeout 60 systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify rejects $unit: $v"
 [ -z "$v" ] || fail "systemd-analyze verify warns about $unit: $v"
@@ -110,14 +119,25 @@ rundir=/run/eta-t$$ # the unit's RuntimeDirectory=, owned by its user
 install -d -o eta -g eta -m 0755 "$rundir"
 on_exit "rm -rf $rundir"
 sock=$rundir/ppe.sock
-sed -e "s|^socket = .*|socket = \"$sock\"|" "$ETA_LAB_CONFIG" > "$work/ppe.toml"
+# The lab's port and engine; the control socket as packaged: in the runtime
+# directory, the default mode 0660 (the lab's config opens it to everyone).
+sed -e "s|^socket = .*|socket = \"$sock\"|" -e '/^mode = /d' "$ETA_LAB_CONFIG" > "$work/ppe.toml"
 chmod 644 "$work/ppe.toml"
 on_exit "rm -rf /tmp/dpdk/eta-lab-$ETA_LAB_NAME /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
 notify=@eta-notify-t$$
 start_bg listener python3 "$here/notify_listener.py" "$notify" "$work/notify.log"
 wait_until 30 grep -qx listening "$work/notify.log" || fail "the fake NOTIFY_SOCKET did not come up"
+# LimitMEMLOCK=: systemd raises it as root before dropping privileges. A
+# machine whose root cannot raise it (no CAP_SYS_RESOURCE, as in some VMs)
+# runs at its hard limit, said here; the lab's rings need 2 MiB.
+memlock=$(key LimitMEMLOCK | sed 's/infinity/unlimited/')
+if ! prlimit --memlock="$memlock" true 2>/dev/null; then
+    hard=$(ulimit -Hl)
+    memlock=$([ "$hard" = unlimited ] && echo unlimited || echo $((hard * 1024)))
+    note "this machine cannot raise RLIMIT_MEMLOCK to the unit's LimitMEMLOCK=$(key LimitMEMLOCK): running at its hard limit ($hard KiB)"
+fi
 start_bg ppe timeout 600 env NOTIFY_SOCKET="$notify" WATCHDOG_USEC=2000000 \
-    prlimit --memlock="$(key LimitMEMLOCK | sed 's/infinity/unlimited/')" \
+    prlimit --memlock="$memlock" \
     setpriv --reuid eta --regid eta --init-groups --no-new-privs \
         --inh-caps="-all$setcaps" --ambient-caps="-all$setcaps" --bounding-set="-all$setcaps" \
         /usr/bin/eta-ppe --foreground --config "$work/ppe.toml" 2>"$work/ppe.log"
@@ -165,12 +185,14 @@ wait "$ppe_pid" || rc=$?
 grep -qx 'STOPPING=1' "$work/notify.log" || fail "no STOPPING=1: $(cat "$work/notify.log")"
 
 note "6. remove keeps the conffile; purge leaves nothing"
+# The files of the packages that exist now (none of them is a directory).
+present() { local f; while read -r f; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done <<<"$files"; }
 files=$(for d in "${debs[@]}"; do dpkg -c "$d"; done | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./|/|' | sort -u)
 out=$(timeout 300 dpkg -r "${pkgs[@]}" 2>&1) || { echo "$out" >&2; fail "dpkg -r failed"; }
-left=$(while read -r f; do [ -e "$f" ] || [ -L "$f" ] && echo "$f"; done <<<"$files")
+left=$(present)
 [ "$left" = /etc/eta/ppe.toml ] || fail "after dpkg -r, expected only /etc/eta/ppe.toml left, found: $(echo $left)"
 out=$(timeout 300 dpkg -P "${pkgs[@]}" 2>&1) || { echo "$out" >&2; fail "dpkg -P failed"; }
-left=$(while read -r f; do [ -e "$f" ] || [ -L "$f" ] && echo "$f"; done <<<"$files")
+left=$(present)
 [ -z "$left" ] || fail "after dpkg -P these files are left: $(echo $left)"
 [ ! -e /etc/eta ] || fail "after dpkg -P /etc/eta is left: $(ls -A /etc/eta)"
 getent passwd eta >/dev/null && fail "after dpkg -P the user eta is left"
