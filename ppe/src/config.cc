@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <grp.h>
 #include <pwd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -601,7 +602,25 @@ void parse_control(Section &s, Config *c)
     if (c->socket.back() == '/') s.fail("socket", "\"" + c->socket + "\" names a directory, not a socket file");
     c->socket_line = s.line("socket");
     c->socket_mode = uint32_t(s.integer("mode", c->socket_mode, 0, 0777));
-    s.reject_unknown("socket, mode");
+    // [control] group: named, it must exist; unnamed, "eta" when the package
+    // made it, else eta-ppe's own group (a build tree's eta-ppe as root).
+    const bool named = s.has("group");
+    c->group_line = named ? s.line("group") : 0;
+    const std::string group = s.string("group", "");
+    if (named && group.empty()) s.fail("group", "is empty; name a group (default \"eta\")");
+    const struct group *g = getgrnam(group.empty() ? "eta" : group.c_str());
+    if (g) {
+        c->socket_group = g->gr_name;
+        c->socket_gid = uint32_t(g->gr_gid);
+    } else if (named) {
+        s.fail("group", "no group \"" + group + "\" on this machine (addgroup --system " + group +
+                            ", or name an existing group)");
+    } else {
+        c->socket_gid = uint32_t(getegid());
+        const struct group *own = getgrgid(gid_t(c->socket_gid));
+        c->socket_group = own ? own->gr_name : std::to_string(c->socket_gid);
+    }
+    s.reject_unknown("socket, mode, group");
 }
 
 void cross_check(Section &root, Config *c)

@@ -150,6 +150,11 @@ struct Config {
     // Who may connect: by default eta-ppe's user (root) and its group. The
     // files beside it (.stats, .cores, .net) are readable by the same classes.
     uint32_t socket_mode = 0660;
+    // The socket's group (issue 34): its members may attach. Default: "eta"
+    // where that group exists (the package makes it), else eta-ppe's own.
+    std::string socket_group;       // as resolved, for messages
+    uint32_t socket_gid = 0;
+    uint32_t group_line = 0;
 
     // [log]
     LogLevel log_level = LogLevel::kInfo;

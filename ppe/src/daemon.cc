@@ -10,6 +10,8 @@
 #include "dpdk.h"
 #include "engine.h"
 #include "log.h"
+#include "notify.h"
+#include "privilege.h"
 #include "starting.h"
 #include "stats.h"
 #include "steer.h"
@@ -264,7 +266,7 @@ void reload(Config &live, const std::string &path)
     live.limits.allowed_users = next.limits.allowed_users;
     for (size_t i = 0; i < live.limits.allowed_uids.size(); i++) {
         std::string who;
-        if (!user_reaches_socket(live.limits.allowed_uids[i], live.socket_mode, geteuid(), getegid(), &who))
+        if (!user_reaches_socket(live.limits.allowed_uids[i], live.socket_mode, geteuid(), live.socket_gid, &who))
             log(LogLevel::kWarn, "reload: limits.allowed_users names \"%s\", who cannot connect to %s: %s",
                 live.limits.allowed_users[i].c_str(), live.socket.c_str(), who.c_str());
     }
@@ -366,9 +368,37 @@ struct Peek {
 
 enum : uint64_t { kTagSignal = 1, kTagAccept = 2, kTagTimer = 3, kTagPeek = 4 }; // kTagPeek: seq << 8 | kind
 
-int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, Published &pub,
-                 std::vector<std::unique_ptr<Engine>> &engines)
+// The status line systemd shows (sd_notify STATUS=): what serves, and to how many.
+std::string status_line(const Config &config, const Published &pub, size_t n_engines, size_t n_ports)
 {
+    uint32_t apps = 0;
+    for (uint32_t i = 0; i < n_engines; i++) {
+        stats::EngineCounters e{};
+        if (pub.view.engine(i)->read(&e)) apps += e.apps;
+    }
+    return "serving on " + config.socket + " (group " + config.socket_group + "): " + std::to_string(n_engines) +
+           " engine(s), " + std::to_string(n_ports) + " port(s), " + std::to_string(apps) + " application(s)";
+}
+
+uint64_t monotonic_ns()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, Published &pub,
+                 std::vector<std::unique_ptr<Engine>> &engines, Notifier &notify)
+{
+    // The watchdog is petted from the engines' heartbeat (their published
+    // loop counters): a hung engine stops the pets and systemd restarts us.
+    WatchdogGate gate;
+    gate.start(notify.watchdog_usec(), monotonic_ns(), uint32_t(engines.size()));
+    // READY=1 carried the first status; later ones go when it changes.
+    std::string last_status = status_line(config, pub, engines.size(), ports.size()), nerr;
+    auto notify_failed = [&](bool ok) {
+        if (!ok) log(LogLevel::kWarn, "%s", nerr.c_str());
+    };
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -454,6 +484,7 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
                     if (si.ssi_signo == SIGHUP) {
                         log(LogLevel::kInfo, "SIGHUP: re-reading %s", config.path.c_str());
                         reload(config, config.path);
+                        notify_failed(notify.status(status_line(config, pub, engines.size(), ports.size()), &nerr));
                     } else {
                         log(LogLevel::kInfo, "%s: shutting down", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
                         running = false;
@@ -467,6 +498,20 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
                 break;
             case kTagTimer:
                 for (uint32_t i = 0; i < ports.size(); i++) publish_port(pub.view, i, ports[i]);
+                if (notify.enabled()) {
+                    uint64_t loops[stats::kMaxEngines] = {};
+                    const uint32_t ne = uint32_t(std::min<size_t>(engines.size(), stats::kMaxEngines));
+                    for (uint32_t i = 0; i < ne; i++) {
+                        stats::EngineCounters e{};
+                        if (pub.view.engine(i)->read(&e)) loops[i] = e.loops;
+                    }
+                    if (gate.due(loops, ne, monotonic_ns())) notify_failed(notify.watchdog(&nerr));
+                    std::string st = status_line(config, pub, engines.size(), ports.size());
+                    if (st != last_status) {
+                        notify_failed(notify.status(st, &nerr));
+                        last_status = st;
+                    }
+                }
                 if (running) arm_timer();
                 break;
             }
@@ -505,13 +550,14 @@ int daemon_main(int argc, char **argv)
 {
     CLI::App app{"eta-ppe: the eta packet processing engine (owns the NIC and the engine cores, serves DTI applications)"};
     std::string config_path = "/etc/eta/ppe.toml";
-    bool foreground = false, check = false;
+    bool foreground = false, check = false, allow_root = false;
     int ready_fd = -1;
     app.add_option("-c,--config", config_path, "configuration file (TOML)")->capture_default_str();
     app.add_flag("-f,--foreground", foreground, "stay in the foreground (systemd, tests)");
     app.add_option("--ready-fd", ready_fd, "write \"READY\\n\" to this fd once serving, then close it")
         ->check(CLI::Range(0, 1 << 20));
     app.add_flag("--check", check, "validate the configuration and the machine, then exit");
+    app.add_flag("--allow-root", allow_root, "run as root (refused otherwise; ETA_PPE_ALLOW_ROOT=1 does the same)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -549,10 +595,13 @@ int daemon_main(int argc, char **argv)
         }
     }
     bool use_huge = false;
-    if (!check_environment(config, &use_huge, &err)) {
+    std::string cap_warning;
+    if (!check_capabilities(config, uint32_t(engines.size()), &err, &cap_warning) ||
+        !check_environment(config, &use_huge, &err)) {
         std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
         return 1;
     }
+    if (!cap_warning.empty()) std::fprintf(stderr, "eta-ppe: warning: %s\n", cap_warning.c_str());
     std::vector<int> engine_pus, control_pus;
     for (auto &e : engines) engine_pus.insert(engine_pus.end(), e.core_pus.begin(), e.core_pus.end());
     for (int pu : machine.pus)
@@ -577,6 +626,16 @@ int daemon_main(int argc, char **argv)
                         config.path.c_str(), config.copy_threshold, devs.c_str());
         }
         return 0;
+    }
+    if (!refuse_root(allow_root, &err)) {
+        std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
+        return 1;
+    }
+    // Under systemd (Type=notify): READY once serving, STATUS, WATCHDOG.
+    Notifier notify;
+    if (!notify.open_from_environment(&err)) {
+        std::fprintf(stderr, "eta-ppe: %s\n", err.c_str());
+        return 1;
     }
 
     // From here until the control socket listens, <socket>.starting names
@@ -657,6 +716,7 @@ int daemon_main(int argc, char **argv)
     }
     for (uint32_t i = 0; i < ports.size(); i++) publish_port(pub.view, i, ports[i]);
     if (!ctl.open(config, &err)) return fail(err);
+    if (!apply_socket_group(config, &err)) return fail(err);
     starting.remove(); // the socket answers now
 
     pub.set_state(stats::State::kRunning);
@@ -667,6 +727,7 @@ int daemon_main(int argc, char **argv)
     log(LogLevel::kInfo, "serving on %s: %zu engine(s) on CPU %s, idle %s, memory %s, EAL prefix %s",
         config.socket.c_str(), engines.size(), cpus.c_str(), to_string(config.idle), use_huge ? "huge" : "no-huge",
         eal.prefix().c_str());
+    if (!notify.ready(status_line(config, pub, engines.size(), ports.size()), &err)) log(LogLevel::kWarn, "%s", err.c_str());
     if (ready_fd >= 0) {
         ssize_t r = write(ready_fd, "READY\n", 6);
         (void)r;
@@ -684,7 +745,8 @@ int daemon_main(int argc, char **argv)
         }
     }
 
-    const int rc = control_loop(config, ctl, ports, pub, running);
+    const int rc = control_loop(config, ctl, ports, pub, running, notify);
+    if (!notify.stopping(&err)) log(LogLevel::kWarn, "%s", err.c_str());
 
     // Graceful stop: no new attaches, engines reset what is left and stop,
     // then the NIC is released and the runtime files go.

@@ -442,12 +442,12 @@ bool check_control_socket(const Config &c, std::string *error)
     // mode decides who may connect before eta-ppe sees anyone.
     for (size_t i = 0; i < c.limits.allowed_uids.size(); i++) {
         std::string who;
-        if (!user_reaches_socket(c.limits.allowed_uids[i], c.socket_mode, geteuid(), getegid(), &who)) {
+        if (!user_reaches_socket(c.limits.allowed_uids[i], c.socket_mode, geteuid(), c.socket_gid, &who)) {
             *error = at(c, c.limits.allowed_users_line) + ": limits.allowed_users: user \"" +
                      c.limits.allowed_users[i] + "\" (uid " + std::to_string(c.limits.allowed_uids[i]) +
                      ") could not connect to " + c.socket + ": " + who +
                      "; allowed: a [control] mode that lets the user connect (0o666: allowed_users is checked on "
-                     "top), or the user in eta-ppe's group";
+                     "top), or the user in [control] group \"" + c.socket_group + "\"";
             return false;
         }
     }
