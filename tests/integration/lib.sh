@@ -18,6 +18,11 @@
 #                               # which PYTHONOPTIMIZE removes
 set -euo pipefail
 
+# Labs run a build tree's eta-ppe as root (they make namespaces and veths);
+# eta-ppe refuses root unless told to (issue 34: the packaged service runs it
+# as the user eta), so everything built on this library tells it.
+export ETA_PPE_ALLOW_ROOT=${ETA_PPE_ALLOW_ROOT:-1}
+
 ETA_LAB=${ETA_LAB:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tools" && pwd)/eta-lab}
 _cleanups=()
 _bg_pids=()
