@@ -122,44 +122,6 @@ void StackImpl::reset()
     start_state();
 }
 
-// Everything reset() must put back, compared with what init() leaves: a
-// list of what differs ("" when nothing). Checks Stack::reset() in
-// tests/fuzz/mars/reset_test.cc; allocates, never on the packet path.
-std::string StackImpl::stale_state() const
-{
-    std::string stale;
-    auto check = [&](bool as_new, const char *what) {
-        if (!as_new) stale += std::string(stale.empty() ? "" : ", ") + what;
-    };
-    const uint32_t n = cfg_.max_sockets;
-    bool socks_new = socks_.size() == n && free_socks_.size() == n;
-    for (uint32_t i = 0; socks_new && i < n; i++) {
-        const Sock &s = socks_[i];
-        socks_new = !s.used && s.gen == 1 && s.flags == 0 && s.index == i && s.user == 0 && s.ooo.empty() &&
-                    free_socks_[i] == n - 1 - i && !TimerWheel::armed(&s.rtx_timer) &&
-                    !TimerWheel::armed(&s.delack_timer) && !TimerWheel::armed(&s.aux_timer) &&
-                    !TimerWheel::armed(&s.rack_timer);
-    }
-    check(socks_new, "sockets");
-    check(flows_.size() == 0 && !flows_.cached() && flows_.cache_hits == 0 && flows_.cache_misses == 0,
-          "connection table");
-    check(listeners_.empty(), "listeners");
-    check(wheel_.armed_count() == 0 && wheel_.next_due_ns() == UINT64_MAX, "timers");
-    check(ooo_pool_.as_new(), "out-of-order pool");
-    check(event_list_.empty() && event_pos_ == 0 && closed_events_.empty(), "events");
-    check(flush_list_.empty() && !link_.pending() && rx_done_n_ == 0, "output or release batch");
-    check(arp_.is_clear(), "ARP");
-    check(now_ns_ == 0, "clock");
-    StackStats counters{};
-    counters.strands = cfg_.strands;
-    check(std::memcmp(&stats_, &counters, sizeof counters) == 0, "counters");
-    check(pending_head_ == 0 && pending_tail_ == 0 && !doorbell_due_, "copies");
-    const StackConfig &c = cfg_;
-    check(next_ephemeral_ == uint16_t(c.ephemeral_lo + (c.isn_secret[0] % (c.ephemeral_hi - c.ephemeral_lo + 1u))),
-          "ports");
-    return stale;
-}
-
 bool StackImpl::init(std::string *error)
 {
     const StackConfig &c = cfg_;

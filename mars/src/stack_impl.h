@@ -225,13 +225,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     ~StackImpl() override;
     bool init(std::string *error);
     void reset() override;
-    // What reset() left different from a new stack ("" when nothing; tests only).
-    std::string stale_state() const;
-    // Segments retransmitted in runs (send_rtx_run), and the TSO frames
-    // among those runs' frames (tests and benchmarks only: StackStats, which
-    // eta-ppe publishes, keeps its layout).
-    uint64_t rtx_run_segments() const { return rtx_run_segments_; }
-    uint64_t rtx_tso_frames() const { return rtx_tso_frames_; }
 
     // Stack interface
     void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
@@ -263,16 +256,10 @@ class StackImpl final : public Stack, private Ipv4Upper {
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
     void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
-    // ---- for tests of the TCP rules (tests/unit/mars/tcp/tcp_core_test.cc) --
-    // A segment that passed every check on its frame, straight into the TCP
-    // rules (connection lookup and dispatch by state, as tcp_input() does
-    // after a missed header prediction), then the output it made due is
-    // sent. seg.frame, when set, is consumed (released or held).
-    void segment_input(TcpSegment &seg, uint64_t now_ns);
-    // The connection of a 4-tuple (TIME-WAIT included), or nullptr.
-    const Sock *find_conn(uint32_t remote_ip, uint16_t local_port, uint16_t remote_port) const;
-
   private:
+    // Tests and benchmarks look inside through testing/stack_access.h only.
+    friend struct StackAccess;
+
     // Everything below is the stack's own: the layers (link_, arp_, router_,
     // ip_) are reached through their types' interfaces, the TCP code's state
     // through these members, and nothing outside the stack sees any of it.
@@ -333,6 +320,9 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // (nullptr: none; a listener may take it). Returns true when
     // seg.frame was kept (the out-of-order queue holds it).
     __attribute__((always_inline)) bool tcp_dispatch(Sock *s, TcpSegment &seg);
+    // tcp_dispatch() out of line, for a segment that did not come from a
+    // frame (StackAccess::segment_input).
+    bool tcp_rules(Sock *s, TcpSegment &seg);
     void tcp_listen_input(Sock &l, const TcpSegment &seg);
     void tcp_syn_sent_input(Sock &s, const TcpSegment &seg);
     // ---- tcp_sync.cc -------------------------------------------------------

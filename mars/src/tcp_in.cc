@@ -439,26 +439,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpS
     return held;
 }
 
-void StackImpl::segment_input(TcpSegment &seg, uint64_t now_ns)
-{
-    if (now_ns > now_ns_) now_ns_ = now_ns;
-    if (copies_in_flight()) reap_copies(true); // as input_frame: the rules see every byte landed
-    FlowNode *node = flows_.lookup(FlowKey{cfg_.ip, seg.src_ip, seg.dport, seg.sport});
-    const bool held = tcp_dispatch(node ? sock_of(node) : nullptr, seg);
-    if (!held && seg.frame) release(*seg.frame);
-    flush_rx_done();
-    flush_output();
-    link_.flush();
-}
-
-const Sock *StackImpl::find_conn(uint32_t remote_ip, uint16_t local_port, uint16_t remote_port) const
-{
-    // The walk that leaves the last-flow cache and its counters alone.
-    const FlowKey key{cfg_.ip, remote_ip, local_port, remote_port};
-    const uint32_t hash = flow_hash(key);
-    FlowNode *node = FlowTable::find_from(*flows_.bucket(hash), key, hash);
-    return node ? sock_of(node) : nullptr;
-}
+bool StackImpl::tcp_rules(Sock *s, TcpSegment &seg) { return tcp_dispatch(s, seg); }
 
 // ---- fast path ---------------------------------------------------------------
 
