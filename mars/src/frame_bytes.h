@@ -65,8 +65,8 @@ __attribute__((always_inline)) inline bool StackImpl::predicts(const PacketRef &
     if (s.state != TcpState::kEstablished || (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) != kAck ||
         be32(th->seq) != s.rcv_nxt || s.snd_nxt != s.snd_max ||
         uint32_t(be16(th->win)) << s.snd_wscale != s.snd_wnd ||
-        (s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) != kFHasRings || !s.sack.empty() ||
-        !s.ooo.empty())
+        (s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) != kFHasRings || !s.rec.sack.empty() ||
+        !s.rec.ooo.empty())
         return false;
     *doff_out = doff;
     *len_out = len;

@@ -49,7 +49,7 @@ uint64_t StackImpl::rack_reo_wnd(const Sock &s) const
 {
     const RackVars &r = s.rack;
     if (!r.reordering_seen &&
-        ((s.flags & kFInRecovery) || s.sack.sacked_bytes() >= SackScoreboard::kDupThresh * s.mss))
+        ((s.flags & kFInRecovery) || s.rec.sack.sacked_bytes() >= SackScoreboard::kDupThresh * s.mss))
         return 0;
     return std::min<uint64_t>(uint64_t(r.reo_wnd_mult) * s.min_rtt_ns / 4, s.srtt_ns);
 }
@@ -90,7 +90,7 @@ void StackImpl::rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt)
     consider(old_una, s.snd_una);
     for (int k = 0; k < opt.n_sack; ++k) consider(opt.sack[k].start, opt.sack[k].end);
     if (before(r.fack, s.snd_una)) r.fack = s.snd_una;
-    const uint32_t high = s.sack.high_sacked(s.snd_una);
+    const uint32_t high = s.rec.sack.high_sacked(s.snd_una);
     if (before(r.fack, high)) r.fack = high;
     r.fack_ahead = before(s.snd_una, r.fack);
 }
@@ -116,7 +116,7 @@ bool StackImpl::rack_detect(Sock &s)
         const bool sent_before = us_after(r.xmit_us, e.last_us) || (same_time && before(e.start, r.end_seq));
         if (!sent_before) continue;
         SeqRange p;
-        if (!log.piece(i, e.start, s.snd_una, s.sack, &p)) continue;
+        if (!log.piece(i, e.start, s.snd_una, s.rec.sack, &p)) continue;
         if (same_time && !before(p.start, r.end_seq)) continue;
         const int64_t remaining = int64_t(int32_t(e.last_us - now)) + int64_t((r.rtt_ns + reo) / 1000);
         if (remaining <= 0) {
@@ -145,7 +145,7 @@ uint32_t StackImpl::rack_lost_bytes(const Sock &s) const
     for (int i = 0; i < log.size(); ++i) {
         if (!log.is_lost(i)) continue;
         SeqRange p;
-        for (uint32_t from = log.at(i).start; log.piece(i, from, s.snd_una, s.sack, &p); from = p.end)
+        for (uint32_t from = log.at(i).start; log.piece(i, from, s.snd_una, s.rec.sack, &p); from = p.end)
             lost += p.end - p.start;
     }
     return lost;
@@ -156,7 +156,7 @@ uint32_t StackImpl::rack_lost_bytes(const Sock &s) const
 uint32_t StackImpl::rack_pipe(const Sock &s) const
 {
     const uint32_t out = s.snd_max - s.snd_una;
-    const uint32_t gone = s.sack.sacked_bytes() + rack_lost_bytes(s);
+    const uint32_t gone = s.rec.sack.sacked_bytes() + rack_lost_bytes(s);
     return out > gone ? out - gone : 0;
 }
 
@@ -167,7 +167,7 @@ bool StackImpl::rack_next_lost(const Sock &s, SeqRange *out, uint32_t *piece_end
     bool found = false;
     for (int i = 0; i < log.size(); ++i) {
         SeqRange p;
-        if (!log.is_lost(i) || !log.piece(i, log.at(i).start, s.snd_una, s.sack, &p)) continue;
+        if (!log.is_lost(i) || !log.piece(i, log.at(i).start, s.snd_una, s.rec.sack, &p)) continue;
         if (!found || before(p.start, out->start)) *out = p, found = true;
     }
     if (found && piece_end) *piece_end = out->end;
@@ -279,7 +279,7 @@ uint64_t StackImpl::tlp_pto(const Sock &s) const
 bool StackImpl::tlp_allowed(const Sock &s) const
 {
     return (s.flags & kFSackOk) && (s.state == TcpState::kEstablished || s.state == TcpState::kCloseWait) &&
-           !(s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut)) && s.snd_una != s.snd_max && s.sack.empty();
+           !(s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut)) && s.snd_una != s.snd_max && s.rec.sack.empty();
 }
 
 // After new data went out: a probe is due one PTO after the last forward

@@ -16,7 +16,7 @@ using namespace wire;
 
 uint32_t StackImpl::rcv_buf_limit(const Sock &s) const
 {
-    return autotune(s) ? std::max(s.rcv_buf, cfg_.tcp.rcvbuf_max) : s.rcv_buf;
+    return autotune(s) ? std::max(s.app.rcv_buf, cfg_.tcp.rcvbuf_max) : s.app.rcv_buf;
 }
 
 // The out-of-order share follows the buffer: a sender may fill the whole
@@ -27,40 +27,40 @@ void StackImpl::ooo_share_for(Sock &s)
 {
     const uint32_t base = cfg_.ooo_frames_per_conn;
     if (base == 0) { // no queue: nothing to protect
-        s.ooo_share = 0;
-        s.ooo_cap = UINT32_MAX;
+        s.app.ooo_share = 0;
+        s.app.ooo_cap = UINT32_MAX;
         return;
     }
     // Until the buffer has grown past where it started (by autotuning, or
     // to a larger SO_RCVBUF), the configured share is the share (and caps
     // the window), exactly as without autotuning.
     const bool may_grow = autotune(s) || (s.flags & kFRcvBufLocked);
-    if (!may_grow || s.rcv_space <= cfg_.tcp.rcvbuf) {
-        s.ooo_share = base;
-        s.ooo_cap = ooo_window_cap_;
+    if (!may_grow || s.app.rcv_space <= cfg_.tcp.rcvbuf) {
+        s.app.ooo_share = base;
+        s.app.ooo_cap = ooo_window_cap_;
         return;
     }
-    const uint64_t need = (uint64_t(s.rcv_space) + ooo_seg_bytes_ - 1) / ooo_seg_bytes_;
+    const uint64_t need = (uint64_t(s.app.rcv_space) + ooo_seg_bytes_ - 1) / ooo_seg_bytes_;
     const uint64_t share = std::min<uint64_t>(std::max<uint64_t>(base, need), cfg_.ooo_pool_frames);
-    s.ooo_share = uint32_t(share);
-    s.ooo_cap = uint32_t(std::min<uint64_t>(share * ooo_seg_bytes_, UINT32_MAX));
+    s.app.ooo_share = uint32_t(share);
+    s.app.ooo_cap = uint32_t(std::min<uint64_t>(share * ooo_seg_bytes_, UINT32_MAX));
 }
 
 void StackImpl::rcv_space_init(Sock &s)
 {
     const uint32_t ring = s.rx_mask + 1;
     // Without autotuning and SO_RCVBUF the window is the ring, as it always was.
-    s.rcv_space = (autotune(s) || (s.flags & kFRcvBufLocked)) ? std::min(s.rcv_buf, ring) : ring;
-    s.rcv_target = 0;
-    s.drs_ns = now_ns_;
-    s.drs_head = s.rx_head;
-    s.rrtt_ns = 0;
-    s.rrtt_est_ns = 0;
+    s.app.rcv_space = (autotune(s) || (s.flags & kFRcvBufLocked)) ? std::min(s.app.rcv_buf, ring) : ring;
+    s.app.rcv_target = 0;
+    s.app.drs_ns = now_ns_;
+    s.app.drs_head = s.rx_head;
+    s.app.rrtt_ns = 0;
+    s.app.rrtt_est_ns = 0;
     ooo_share_for(s);
     // SO_RCVBUF set before the connection existed: the new ring is empty,
     // so it grows to hold the buffer at once (before any byte or window).
-    if ((s.flags & kFRcvBufLocked) && s.rcv_buf > ring) {
-        s.rcv_target = s.rcv_buf;
+    if ((s.flags & kFRcvBufLocked) && s.app.rcv_buf > ring) {
+        s.app.rcv_target = s.app.rcv_buf;
         rx_ring_grow(s);
     }
 }
@@ -68,25 +68,25 @@ void StackImpl::rcv_space_init(Sock &s)
 void StackImpl::rcv_buf_fix(Sock &s, uint32_t bytes)
 {
     s.flags |= kFRcvBufLocked;
-    s.rcv_buf = bytes;
-    s.rcv_target = 0; // autotuning's wish, if any, is void
+    s.app.rcv_buf = bytes;
+    s.app.rcv_target = 0; // autotuning's wish, if any, is void
     if (!(s.flags & kFHasRings)) return; // the rings will be sized when they come (rcv_space_init)
     // A smaller buffer takes effect at once (the right edge already
     // advertised never moves left: window_to_advertise keeps it); a larger
     // one only once the ring holds it, so no window is offered that the
     // ring could not take.
-    s.rcv_space = std::min(s.rcv_buf, s.rx_mask + 1);
+    s.app.rcv_space = std::min(s.app.rcv_buf, s.rx_mask + 1);
     ooo_share_for(s);
-    if (s.rcv_buf > s.rx_mask + 1) {
-        s.rcv_target = s.rcv_buf;
+    if (s.app.rcv_buf > s.rx_mask + 1) {
+        s.app.rcv_target = s.app.rcv_buf;
         rx_ring_grow(s); // now if the ring is empty, else at the release that empties it (rcv_tune)
     }
 }
 
 void StackImpl::rcv_set_space(Sock &s, uint32_t bytes)
 {
-    if (bytes <= s.rcv_space) return;
-    s.rcv_space = bytes;
+    if (bytes <= s.app.rcv_space) return;
+    s.app.rcv_space = bytes;
     ooo_share_for(s);
     stats_.tcp_rcvbuf_grows++;
 }
@@ -96,24 +96,24 @@ void StackImpl::rcv_set_space(Sock &s, uint32_t bytes)
 // so the next byte lands at rx_tail & the new mask.
 bool StackImpl::rx_ring_grow(Sock &s)
 {
-    if (!s.rcv_target || !(s.flags & kFHasRings)) return false;
+    if (!s.app.rcv_target || !(s.flags & kFHasRings)) return false;
     if (s.rx_readable() || s.rx_inflight) return false; // later: the next release that empties it
-    const uint32_t want = s.rcv_target;
-    s.rcv_target = 0;
-    RingMemory m = s.mem;
-    if (!buffers_.grow_rx(s.user, &m, want)) return false;
-    if (!m.rx || (m.rx_size & (m.rx_size - 1)) || m.rx_size <= s.rx_mask + 1 || m.tx != s.mem.tx ||
-        m.tx_size != s.mem.tx_size) {
+    const uint32_t want = s.app.rcv_target;
+    s.app.rcv_target = 0;
+    RingMemory m = s.app.mem;
+    if (!buffers_.grow_rx(s.app.user, &m, want)) return false;
+    if (!m.rx || (m.rx_size & (m.rx_size - 1)) || m.rx_size <= s.rx_mask + 1 || m.tx != s.app.mem.tx ||
+        m.tx_size != s.app.mem.tx_size) {
         // A provider breaking the contract: keep the old ring. It has to
         // take the memory back itself; we go on with what we had.
         return false;
     }
-    s.mem = m;
+    s.app.mem = m;
     s.rx = m.rx;
     s.rx_mask = m.rx_size - 1;
     stats_.tcp_rx_ring_grows++;
     if (s.flags & kFRcvBufLocked) { // SO_RCVBUF's size, not autotuning's
-        s.rcv_space = std::min(s.rcv_buf, m.rx_size);
+        s.app.rcv_space = std::min(s.app.rcv_buf, m.rx_size);
         ooo_share_for(s);
     } else {
         rcv_set_space(s, std::min(want, m.rx_size));
@@ -131,32 +131,32 @@ bool StackImpl::rx_ring_grow(Sock &s)
 // a slow reader, which drains less than the window per RTT, keeps it.
 void StackImpl::rcv_tune(Sock &s)
 {
-    if (s.rcv_target) rx_ring_grow(s); // a growth waiting for the ring to empty
+    if (s.app.rcv_target) rx_ring_grow(s); // a growth waiting for the ring to empty
     if (!autotune(s) || !(s.flags & kFHasRings)) return;
     const uint64_t now = now_ns_;
-    if (s.rrtt_ns == 0) {
+    if (s.app.rrtt_ns == 0) {
         if (seq_gt(s.rcv_adv, s.rcv_nxt)) {
-            s.rrtt_seq = s.rcv_adv;
-            s.rrtt_ns = now;
+            s.app.rrtt_seq = s.rcv_adv;
+            s.app.rrtt_ns = now;
         }
-    } else if (seq_ge(s.rcv_nxt, s.rrtt_seq)) {
-        const uint64_t sample = std::max<uint64_t>(now - s.rrtt_ns, 1000);
-        s.rrtt_est_ns = (s.rrtt_est_ns == 0 || sample < s.rrtt_est_ns) ? sample
-                                                                         : s.rrtt_est_ns + (sample - s.rrtt_est_ns) / 8;
-        s.rrtt_ns = 0;
+    } else if (seq_ge(s.rcv_nxt, s.app.rrtt_seq)) {
+        const uint64_t sample = std::max<uint64_t>(now - s.app.rrtt_ns, 1000);
+        s.app.rrtt_est_ns = (s.app.rrtt_est_ns == 0 || sample < s.app.rrtt_est_ns) ? sample
+                                                                         : s.app.rrtt_est_ns + (sample - s.app.rrtt_est_ns) / 8;
+        s.app.rrtt_ns = 0;
     }
-    uint64_t rtt = s.rrtt_est_ns;
+    uint64_t rtt = s.app.rrtt_est_ns;
     if (s.srtt_ns && (rtt == 0 || s.srtt_ns < rtt)) rtt = s.srtt_ns;
-    if (rtt == 0 || now - s.drs_ns < rtt) return;
-    const uint32_t drained = s.rx_head - s.drs_head;
-    s.drs_ns = now;
-    s.drs_head = s.rx_head;
+    if (rtt == 0 || now - s.app.drs_ns < rtt) return;
+    const uint32_t drained = s.rx_head - s.app.drs_head;
+    s.app.drs_ns = now;
+    s.app.drs_head = s.rx_head;
     const uint32_t limit = rcv_buf_limit(s);
-    if (s.rcv_space >= limit || uint64_t(drained) * 2 <= s.rcv_space) return;
+    if (s.app.rcv_space >= limit || uint64_t(drained) * 2 <= s.app.rcv_space) return;
     const uint32_t want = uint32_t(std::min<uint64_t>(uint64_t(drained) * 2, limit));
     const uint32_t ring = s.rx_mask + 1;
     if (want > ring) {
-        s.rcv_target = want;
+        s.app.rcv_target = want;
         rx_ring_grow(s); // now if the ring is empty, else at a later release
     }
     rcv_set_space(s, std::min(want, s.rx_mask + 1));

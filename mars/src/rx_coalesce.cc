@@ -291,8 +291,8 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
     s.snd_wl1 = s.rcv_nxt + bytes - last_len;
     s.rx_tail += bytes;
     s.rcv_nxt += bytes;
-    s.bytes_in += bytes;
-    s.segs_in += taken;
+    s.count.bytes_in += bytes;
+    s.count.segs_in += taken;
     s.last_recv_ns = now_ns_;
     // The delayed-ACK rule counts segments (at least every second one,
     // RFC 5681 4.2); the ACK itself goes out at the end of the burst.

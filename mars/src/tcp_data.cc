@@ -20,7 +20,7 @@ uint32_t StackImpl::deliver(Sock &s, const uint8_t *p, uint32_t n)
     std::memcpy(s.rx + off, p, first);
     std::memcpy(s.rx, p + first, n - first);
     s.rx_tail += n;
-    s.bytes_in += n;
+    s.count.bytes_in += n;
     return n;
 }
 
@@ -32,9 +32,9 @@ void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *paylo
             deliver(s, payload, len);
             s.rcv_nxt += len;
         }
-        if (!s.ooo.empty()) {
+        if (!s.rec.ooo.empty()) {
             bool ooo_fin = false;
-            s.rcv_nxt = s.ooo.drain(ooo_pool_, io_, s.rcv_nxt, &ooo_fin,
+            s.rcv_nxt = s.rec.ooo.drain(ooo_pool_, io_, s.rcv_nxt, &ooo_fin,
                                     [&](const uint8_t *p, uint32_t n) { deliver(s, p, n); });
             stats_.ooo_frames_used = ooo_pool_.used();
             got_fin = got_fin || ooo_fin;
@@ -58,10 +58,10 @@ void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *paylo
         // learns of only after higher ones looks reordered to it (Linux then
         // raises its reordering estimate and RACK window), and one it never
         // learns of it retransmits although we hold it.
-        if ((s.flags & kFAckNow) && (s.flags & kFSackOk) && !s.ooo.empty() && !s.ooo.extends_latest_run(seq))
+        if ((s.flags & kFAckNow) && (s.flags & kFSackOk) && !s.rec.ooo.empty() && !s.rec.ooo.extends_latest_run(seq))
             send_ack(s);
-        const uint32_t share = s.ooo_share; // grows with the buffer (rcv_tune.cc)
-        switch (s.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, *frame, share)) {
+        const uint32_t share = s.app.ooo_share; // grows with the buffer (rcv_tune.cc)
+        switch (s.rec.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, *frame, share)) {
         case OooQueue::Insert::kQueued:
             *held = true;
             stats_.tcp_ooo_segments++;
@@ -109,14 +109,14 @@ void StackImpl::time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen)
     if (flags & kRst) {
         if (seq == s.rcv_nxt) conn_closed(s);
         else stats_.drop_tcp_bad_state++;
-        if (s.used && s.state == TcpState::kClosed && !(s.flags & kFUserClosed)) s.error = 0;
+        if (s.used && s.state == TcpState::kClosed && !(s.flags & kFUserClosed)) s.app.error = 0;
         return;
     }
     if (flags & kSyn) {
         // RFC 6191: a newer timestamp, or without timestamps a higher ISN,
         // lets the SYN reopen the connection.
         const bool newer = ((s.flags & kFTsOk) && opt.has_ts) ? seq_gt(opt.tsval, s.ts_recent) : seq_gt(seq, s.rcv_nxt);
-        if (newer && find_listener(cfg_.ip, s.local.port, s.remote.ip, s.remote.port)) {
+        if (newer && find_listener(cfg_.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port)) {
             // Frees a closed socket; one the application still holds stays,
             // unlinked, in CLOSED.
             conn_closed(s);

@@ -37,18 +37,18 @@ void StackImpl::negotiate(Sock &s, const TcpOptions &opt)
 // and its place in the flow table.
 void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
 {
-    c.parent = l.index;
+    c.lst.parent = l.index;
     // SO_RCVBUF set on the listener holds for its connections, as on Linux
     // (their window scale, conn_init, and ring, rcv_space_init, follow it).
     if (l.flags & kFRcvBufLocked) {
         c.flags |= kFRcvBufLocked;
-        c.rcv_buf = l.rcv_buf;
+        c.app.rcv_buf = l.app.rcv_buf;
     }
     // TCP_MAXSEG set on the listener holds for its connections too (Linux
     // copies the listener's user_mss): their SYN-ACK advertises it.
     c.user_mss = l.user_mss;
-    c.local = Endpoint{cfg_.ip, key.local_port};
-    c.remote = Endpoint{key.remote_ip, key.remote_port};
+    c.app.local = Endpoint{cfg_.ip, key.local_port};
+    c.app.remote = Endpoint{key.remote_ip, key.remote_port};
     c.next_hop = router_.next_hop(key.remote_ip);
     link_flow(c, key);
 }
@@ -69,12 +69,12 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
         const int idx = cfg_.tcp.syncookies && (flags & kAck) && !(flags & kFin)
                             ? syncookie_decode(cfg_.isn_secret, key, seq - 1, ack - 1, now_ns_)
                             : -1;
-        if (idx < 0 || l.accept_len >= l.backlog) {
+        if (idx < 0 || l.lst.accept_len >= l.lst.backlog) {
             stats_.drop_tcp_bad_state++;
             send_rst_reply(seg);
             return;
         }
-        Sock *c = sock_alloc(l.user);
+        Sock *c = sock_alloc(l.app.user);
         if (!c) {
             stats_.drop_tcp_bad_state++;
             return;
@@ -116,7 +116,7 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
         // data segment (or a FIN): it is in order, take it now rather than
         // make the peer wait for its retransmission timer.
         if (c->used && c->state == TcpState::kEstablished && (len || (flags & kFin))) {
-            c->segs_in++;
+            c->count.segs_in++;
             bool held = false;
             const uint32_t room = std::min(len, c->rx_free());
             // In order by construction (rcv_nxt = seq): tcp_data never holds it.
@@ -130,12 +130,12 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
         send_rst_reply(seg);
         return;
     }
-    if (l.accept_len >= l.backlog) {
+    if (l.lst.accept_len >= l.lst.backlog) {
         stats_.drop_tcp_bad_state++; // the application is not accepting: the peer retries
         return;
     }
-    const bool queue_full = l.syn_queue_len >= std::min<uint32_t>(cfg_.tcp.syn_backlog, l.backlog * 2 + 8);
-    Sock *c = queue_full ? nullptr : sock_alloc(l.user);
+    const bool queue_full = l.lst.syn_queue_len >= std::min<uint32_t>(cfg_.tcp.syn_backlog, l.lst.backlog * 2 + 8);
+    Sock *c = queue_full ? nullptr : sock_alloc(l.app.user);
     if (!c) {
         if (!cfg_.tcp.syncookies) {
             stats_.drop_tcp_bad_state++;
@@ -197,7 +197,7 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
     c->state = TcpState::kSynReceived;
     update_mss(*c);
     build_template(*c);
-    l.syn_queue_len++;
+    l.lst.syn_queue_len++;
     stats_.tcp_passive_opens++;
     send_segment(*c, c->iss, 0, kSyn | kAck, false);
     c->snd_nxt = c->snd_max = c->iss + 1;
@@ -217,7 +217,7 @@ void StackImpl::tcp_syn_sent_input(Sock &s, const TcpSegment &seg)
         if (seq_le(ack, s.iss) || seq_gt(ack, s.snd_max)) {
             stats_.drop_tcp_bad_state++;
             if (!(flags & kRst))
-                send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, ack, 0, kRst, 0, nullptr, 0);
+                send_raw(s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
             return;
         }
     }
@@ -262,7 +262,7 @@ void StackImpl::tcp_syn_sent_input(Sock &s, const TcpSegment &seg)
 
 void StackImpl::established(Sock &s)
 {
-    const bool passive = s.parent != UINT32_MAX;
+    const bool passive = s.lst.parent != UINT32_MAX;
     // RFC 6298 5.7: the SYN (or SYN-ACK) timed out and left no RTT sample:
     // data starts with 3 s, not the backed-off handshake timer.
     if (s.srtt_ns == 0 && s.rtx_count > 0)
@@ -276,20 +276,20 @@ void StackImpl::established(Sock &s)
     stats_.tcp_established++;
     TimerWheel::cancel(&s.rtx_timer);
     if (passive) {
-        Sock &l = socks_[s.parent];
-        if (!(s.flags & kFSynCookie) && l.syn_queue_len) l.syn_queue_len--;
-        if (!attach_rings(s, l.user)) {
+        Sock &l = socks_[s.lst.parent];
+        if (!(s.flags & kFSynCookie) && l.lst.syn_queue_len) l.lst.syn_queue_len--;
+        if (!attach_rings(s, l.app.user)) {
             // No memory for this connection: refuse it rather than stall.
             stats_.tcp_resets_out++;
-            send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, s.snd_max, 0, kRst, 0, nullptr, 0);
+            send_raw(s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, s.snd_max, 0, kRst, 0, nullptr, 0);
             sock_free(s);
             return;
         }
-        s.queue_next = UINT32_MAX;
-        if (l.accept_tail == UINT32_MAX) l.accept_head = s.index;
-        else socks_[l.accept_tail].queue_next = s.index;
-        l.accept_tail = s.index;
-        l.accept_len++;
+        s.lst.queue_next = UINT32_MAX;
+        if (l.lst.accept_tail == UINT32_MAX) l.lst.accept_head = s.index;
+        else socks_[l.lst.accept_tail].lst.queue_next = s.index;
+        l.lst.accept_tail = s.index;
+        l.lst.accept_len++;
         raise(l, kEvAcceptable);
     } else {
         raise(s, kEvConnected | kEvWritable);

@@ -172,11 +172,11 @@ void StackImpl::prefetch_conn(const Sock &s)
     __builtin_prefetch(p);
     __builtin_prefetch(p + 64);
     __builtin_prefetch(p + 128);
-    __builtin_prefetch(&s.sack);
-    __builtin_prefetch(&s.ooo);
+    __builtin_prefetch(&s.rec.sack);
+    __builtin_prefetch(&s.rec.ooo);
     __builtin_prefetch(&s.delack_timer);
-    __builtin_prefetch(&s.ev_bits);
-    __builtin_prefetch(&s.bytes_in);
+    __builtin_prefetch(&s.app.ev_bits);
+    __builtin_prefetch(&s.count.bytes_in);
 }
 constexpr uint64_t kConnPrefetches = 8;
 
@@ -361,8 +361,8 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
         if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
             be32(th->seq) == s->rcv_nxt && (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe))) &&
             s->snd_nxt == s->snd_max && uint32_t(be16(th->win)) << s->snd_wscale == s->snd_wnd &&
-            (s->flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) == kFHasRings && s->sack.empty() &&
-            s->ooo.empty()) {
+            (s->flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) == kFHasRings && s->rec.sack.empty() &&
+            s->rec.ooo.empty()) {
             // (input_frame let every asynchronous copy land: the plain path)
             if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
                 stats_.fastpath_hits++;
@@ -426,7 +426,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpS
         }
         return false;
     }
-    s->segs_in++;
+    s->count.segs_in++;
     s->last_recv_ns = now_ns_;
     s->keep_probes = 0;
     s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
@@ -491,7 +491,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
             s.ts_recent = tsval;
             s.ts_recent_ns = now_ns_;
         }
-        s.segs_in++;
+        s.count.segs_in++;
         s.last_recv_ns = now_ns_;
         raise(s, kEvWritable);
         if (s.tx_tail != s.snd_nxt - s.iss - 1) want_output(s);
@@ -545,8 +545,8 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     s.snd_wl1 = s.rcv_nxt;
     if (!deferred) s.rx_tail += len;
     s.rcv_nxt += len;
-    s.bytes_in += len;
-    s.segs_in++;
+    s.count.bytes_in += len;
+    s.count.segs_in++;
     s.last_recv_ns = now_ns_;
     if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
         s.ts_recent = tsval;

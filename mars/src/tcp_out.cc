@@ -66,14 +66,14 @@ void StackImpl::build_template(Sock &s)
     std::memcpy(eth->src, cfg_.mac.b, 6);
     eth->type = be16(kEtherIpv4);
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(p + kEthLen);
-    *ip = Ipv4{0x45, s.tos, 0, 0, be16(kIpDf), 64, kProtoTcp, 0, be32(cfg_.ip), be32(s.remote.ip)};
+    *ip = Ipv4{0x45, s.app.tos, 0, 0, be16(kIpDf), 64, kProtoTcp, 0, be32(cfg_.ip), be32(s.app.remote.ip)};
     Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
-    *th = Tcp{be16(s.local.port), be16(s.remote.port), 0, 0, 0, 0, 0, 0, 0};
+    *th = Tcp{be16(s.app.local.port), be16(s.app.remote.port), 0, 0, 0, 0, 0, 0, 0};
 }
 
 uint32_t StackImpl::rcv_window(const Sock &s) const
 {
-    return std::min((s.flags & kFHasRings) ? s.rx_space_free() : s.rcv_buf, s.ooo_cap);
+    return std::min((s.flags & kFHasRings) ? s.rx_space_free() : s.app.rcv_buf, s.app.ooo_cap);
 }
 
 // The window field for the next segment. Receiver SWS avoidance (RFC 9293
@@ -84,7 +84,7 @@ uint16_t StackImpl::window_to_advertise(Sock &s)
     const uint32_t free = rcv_window(s);
     const uint32_t edge = s.rcv_nxt + free;
     if (seq_gt(edge, s.rcv_adv)) {
-        const uint32_t buf = (s.flags & kFHasRings) ? s.rcv_space : s.rcv_buf;
+        const uint32_t buf = (s.flags & kFHasRings) ? s.app.rcv_space : s.app.rcv_buf;
         const uint32_t step = std::min(buf / 2, s.peer_mss);
         if (edge - s.rcv_adv >= step || seq_le(s.rcv_adv, s.rcv_nxt)) s.rcv_adv = edge;
     }
@@ -183,7 +183,7 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     } else {
         uint8_t *q = o;
         if (s.flags & kFTsOk) q = write_ts_option(q, tsval(), s.ts_recent);
-        if ((s.flags & kFSackOk) && (!s.ooo.empty() || (s.flags & kFDsack))) {
+        if ((s.flags & kFSackOk) && (!s.rec.ooo.empty() || (s.flags & kFDsack))) {
             // SACK blocks, as many as fit beside the payload in our MTU; a
             // D-SACK (RFC 2883 4) first, then the out-of-order data.
             const int room = int(s.path_mtu) - 40 - int(q - o) - int(len) - 4;
@@ -192,11 +192,11 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
                 SeqRange b[4];
                 int n = 0;
                 if ((s.flags & kFDsack) && (flags & kAck)) {
-                    b[n++] = s.dsack;
+                    b[n++] = s.rec.dsack;
                     stats_.tcp_dsacks_sent++;
                     s.flags &= ~kFDsack; // reported once (RFC 2883 4.1)
                 }
-                n += s.ooo.sack_blocks(ooo_pool_, b + n, max - n);
+                n += s.rec.ooo.sack_blocks(ooo_pool_, b + n, max - n);
                 if (n > 0) q = write_sack_option(q, b, n);
             }
         }
@@ -218,7 +218,7 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     th->urp = 0;
     const uint16_t ip_len = uint16_t(kIpLen + hlen + len);
     ip->total_len = be16(ip_len);
-    const uint32_t pseudo = pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, uint16_t(hlen + len));
+    const uint32_t pseudo = pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hlen + len));
     uint8_t *dst = o + optlen;
     if (offloads_ & kOffloadTxTcpCsum) {
         if (len) {
@@ -252,12 +252,12 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
         s.segs_unacked = 0;
         s.last_ack_sent = s.rcv_nxt;
     }
-    s.segs_out++;
+    s.count.segs_out++;
     if (rtx) {
-        s.total_retransmits++;
+        s.count.total_retransmits++;
         stats_.tcp_retransmits++;
     } else {
-        s.bytes_out += len;
+        s.count.bytes_out += len;
     }
     if (len && (s.flags & kFSackOk)) rack_sent(s, seq, len, rtx);
     s.last_send_ns = now_ns_;

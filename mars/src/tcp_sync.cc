@@ -50,7 +50,7 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
     const TcpOptions &opt = seg.opt;
     // Simultaneous open (RFC 9293 figure 8): in SYN-RECEIVED the peer's
     // SYN-ACK repeats its SYN and acks ours; treat it as the ACK it carries.
-    if (s.state == TcpState::kSynReceived && s.parent == UINT32_MAX && (flags & (kSyn | kAck)) == (kSyn | kAck) &&
+    if (s.state == TcpState::kSynReceived && s.lst.parent == UINT32_MAX && (flags & (kSyn | kAck)) == (kSyn | kAck) &&
         seq == s.irs) {
         flags &= uint8_t(~kSyn);
         seq++;
@@ -72,7 +72,7 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
     // A SYN with any other sequence number is not a retransmission: it goes
     // on to the checks below (an ACK if outside the window, RFC 5961 4.2's
     // throttled challenge ACK inside it).
-    if (s.state == TcpState::kSynReceived && s.parent != UINT32_MAX && (flags & (kSyn | kAck | kRst)) == kSyn &&
+    if (s.state == TcpState::kSynReceived && s.lst.parent != UINT32_MAX && (flags & (kSyn | kAck | kRst)) == kSyn &&
         seq == s.irs) {
         resend_syn_ack(s);
         return;
@@ -103,13 +103,13 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
         stats_.tcp_resets_in++;
         switch (s.state) {
         case TcpState::kSynReceived:
-            if (s.parent != UINT32_MAX) conn_drop(s, ECONNREFUSED, 0); // back to LISTEN: just forget it
+            if (s.lst.parent != UINT32_MAX) conn_drop(s, ECONNREFUSED, 0); // back to LISTEN: just forget it
             else conn_drop(s, ECONNREFUSED, kEvReset);
             return;
         case TcpState::kClosing:
         case TcpState::kLastAck:
             conn_closed(s);
-            if (s.used && s.state == TcpState::kClosed) s.error = 0;
+            if (s.used && s.state == TcpState::kClosed) s.app.error = 0;
             return;
         default:
             conn_drop(s, ECONNRESET, kEvReset);
@@ -167,7 +167,7 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
         const uint32_t ack = seg.ack;
         if (seq_le(ack, s.snd_una) || seq_gt(ack, s.snd_max)) {
             stats_.drop_tcp_bad_state++;
-            send_raw(s.local.ip, s.local.port, s.remote.ip, s.remote.port, ack, 0, kRst, 0, nullptr, 0);
+            send_raw(s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
             return;
         }
         s.snd_una = ack;
@@ -223,9 +223,9 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
     }
     const uint32_t win = uint32_t(seg.win) << s.snd_wscale;
     const bool sack_ok = s.flags & kFSackOk;
-    const uint32_t old_una = s.snd_una, sacked_before = s.sack.sacked_bytes();
+    const uint32_t old_una = s.snd_una, sacked_before = s.rec.sack.sacked_bytes();
     const bool dsack = sack_ok && opt.n_sack && is_dsack(opt, ack);
-    const uint32_t newly_sacked = (sack_ok && opt.n_sack) ? s.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack) : 0;
+    const uint32_t newly_sacked = (sack_ok && opt.n_sack) ? s.rec.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack) : 0;
 
     const uint32_t fin_seq = s.iss + 1 + s.tx_tail; // where our FIN sits (if sent)
     const bool fin_sent = (s.flags & kFFinQueued) && seq_gt(s.snd_max, fin_seq);
@@ -237,7 +237,7 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
         s.tx_head += data;
         s.snd_una = ack;
         if (seq_lt(s.snd_nxt, ack)) s.snd_nxt = ack;
-        s.sack.advance(ack);
+        s.rec.sack.advance(ack);
         uint64_t rtt = 0;
         if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
             rtt = now_ns_ - s.rtt_start_ns;
@@ -316,7 +316,7 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
     if (sack_ok && (s.snd_una != old_una || opt.n_sack || (s.flags & kFTlpOut)))
     {
         // RFC 6937 DeliveredData: what snd_una and the SACKed bytes moved by.
-        const int64_t delivered = int64_t(s.snd_una - old_una) + int64_t(s.sack.sacked_bytes()) - sacked_before;
+        const int64_t delivered = int64_t(s.snd_una - old_una) + int64_t(s.rec.sack.sacked_bytes()) - sacked_before;
         rack_on_ack(s, old_una, opt, uint32_t(std::max<int64_t>(delivered, 0)), dsack);
     }
 
@@ -378,7 +378,7 @@ void StackImpl::tcp_icmp_error(const IcmpTcpError &e)
         // RFC 1122 4.2.3.9: a hard error while connecting aborts.
         conn_drop(*s, ECONNREFUSED, kEvError);
     } else if (s->state == TcpState::kSynSent) {
-        s->error = EHOSTUNREACH; // soft error: reported if the open times out
+        s->app.error = EHOSTUNREACH; // soft error: reported if the open times out
     }
 }
 

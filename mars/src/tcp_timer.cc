@@ -38,7 +38,7 @@ void StackImpl::arm_rtx(Sock &s)
     uint64_t due = now_ns_ + s.rto_ns;
     // RFC 5482: the user timeout ends the connection on time, not at the
     // next backed-off retransmission.
-    if (s.user_timeout_ns && s.first_rtx_ns) due = std::min(due, s.first_rtx_ns + s.user_timeout_ns);
+    if (s.app.user_timeout_ns && s.first_rtx_ns) due = std::min(due, s.first_rtx_ns + s.app.user_timeout_ns);
     wheel_.arm(&s.rtx_timer, std::max(due, now_ns_ + 1));
 }
 
@@ -48,7 +48,7 @@ void StackImpl::rtx_timeout(Sock &s)
     if (s.state == TcpState::kSynSent || s.state == TcpState::kSynReceived) {
         if (++s.rtx_count > t.syn_retries) {
             stats_.tcp_timeouts++;
-            conn_drop(s, s.error ? s.error : ETIMEDOUT, kEvError);
+            conn_drop(s, s.app.error ? s.app.error : ETIMEDOUT, kEvError);
             return;
         }
         s.rto_ns = std::min(s.rto_ns * 2, t.rto_max_ns);
@@ -87,7 +87,7 @@ void StackImpl::rtx_timeout(Sock &s)
         return;
     }
     // Retransmission timeout (RFC 6298 5.4-5.7, RFC 5681 3.1).
-    const bool user_timeout = s.user_timeout_ns && s.first_rtx_ns && now_ns_ - s.first_rtx_ns >= s.user_timeout_ns;
+    const bool user_timeout = s.app.user_timeout_ns && s.first_rtx_ns && now_ns_ - s.first_rtx_ns >= s.app.user_timeout_ns;
     if (user_timeout || ++s.rtx_count > t.max_retries) {
         stats_.tcp_timeouts++;
         conn_drop(s, ETIMEDOUT, kEvError);
@@ -99,7 +99,7 @@ void StackImpl::rtx_timeout(Sock &s)
     s.flags &= ~kFInRecovery;
     s.flags |= kFRtoRecovery;
     s.recover = s.snd_max;
-    s.sack.clear(); // the receiver may have reneged (RFC 2018 8)
+    s.rec.sack.clear(); // the receiver may have reneged (RFC 2018 8)
     // Go-back-N resends everything: RACK starts over from those sends.
     s.rack.log.clear();
     s.flags &= ~kFTlpOut;
@@ -120,7 +120,7 @@ void StackImpl::arm_keepalive(Sock &s)
         return;
     }
     const uint64_t last = s.last_recv_ns ? s.last_recv_ns : now_ns_;
-    wheel_.arm(&s.aux_timer, std::max(last + s.keep_idle_ns, now_ns_ + 1));
+    wheel_.arm(&s.aux_timer, std::max(last + s.app.keep_idle_ns, now_ns_ + 1));
 }
 
 void StackImpl::aux_timeout(Sock &s)
@@ -138,12 +138,12 @@ void StackImpl::aux_timeout(Sock &s)
         // alive, whatever it answered with (data takes the fast path, which
         // does not look at the probe count).
         const uint64_t idle_since = s.last_recv_ns;
-        if (now_ns_ - idle_since < s.keep_idle_ns) {
+        if (now_ns_ - idle_since < s.app.keep_idle_ns) {
             s.keep_probes = 0;
-            wheel_.arm(&s.aux_timer, idle_since + s.keep_idle_ns);
+            wheel_.arm(&s.aux_timer, idle_since + s.app.keep_idle_ns);
             return;
         }
-        if (s.keep_probes >= s.keep_cnt) {
+        if (s.keep_probes >= s.app.keep_cnt) {
             stats_.tcp_timeouts++;
             conn_drop(s, ETIMEDOUT, kEvError);
             return;
@@ -151,7 +151,7 @@ void StackImpl::aux_timeout(Sock &s)
         // RFC 9293 3.8.4: a segment with SEG.SEQ = SND.NXT-1 and no data.
         s.keep_probes++;
         send_segment(s, s.snd_una - 1, 0, kAck, false);
-        wheel_.arm(&s.aux_timer, now_ns_ + s.keep_intvl_ns);
+        wheel_.arm(&s.aux_timer, now_ns_ + s.app.keep_intvl_ns);
         link_.flush();
         return;
     }
@@ -165,7 +165,7 @@ void StackImpl::enter_time_wait(Sock &s)
     s.state = TcpState::kTimeWait;
     TimerWheel::cancel(&s.rtx_timer);
     TimerWheel::cancel(&s.delack_timer);
-    s.ooo.clear(ooo_pool_, io_);
+    s.rec.ooo.clear(ooo_pool_, io_);
     stats_.ooo_frames_used = ooo_pool_.used();
     if (s.flags & kFUserClosed) release_user(s);
     wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);

@@ -49,12 +49,12 @@ unsigned StackImpl::run_header(Sock &s, uint8_t *h, uint32_t payload)
     uint8_t *o = h + kHeadersLen;
     uint8_t *q = o;
     if (s.flags & kFTsOk) q = write_ts_option(q, tsval(), s.ts_recent);
-    if ((s.flags & kFSackOk) && !s.ooo.empty()) {
+    if ((s.flags & kFSackOk) && !s.rec.ooo.empty()) {
         const int room = int(s.path_mtu) - 40 - int(q - o) - int(payload) - 4;
         const int max = std::min(room / 8, (s.flags & kFTsOk) ? 3 : 4);
         if (max > 0) {
             SeqRange b[4];
-            const int n = s.ooo.sack_blocks(ooo_pool_, b, max);
+            const int n = s.rec.ooo.sack_blocks(ooo_pool_, b, max);
             if (n > 0) q = write_sack_option(q, b, n);
         }
     }
@@ -149,8 +149,8 @@ void StackImpl::run_sent(Sock &s, uint32_t seq, uint32_t sent)
     TimerWheel::cancel(&s.delack_timer);
     s.segs_unacked = 0;
     s.last_ack_sent = s.rcv_nxt;
-    s.segs_out += sent;
-    s.bytes_out += uint64_t(sent) * s.mss;
+    s.count.segs_out += sent;
+    s.count.bytes_out += uint64_t(sent) * s.mss;
     if (s.flags & kFSackOk) rack_sent(s, seq, sent * s.mss, false); // back to back: one log entry
     s.last_send_ns = now_ns_;
     stats_.tx_runs++;
@@ -188,7 +188,7 @@ uint32_t StackImpl::send_run(Sock &s, uint32_t n, uint8_t last_flags)
     if (got == 0) return 0;
     *hdr_len = run_header(s, h, s.mss);
     const unsigned tcp_len = *hdr_len - kEthLen - kIpLen + s.mss;
-    *pseudo = pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, uint16_t(tcp_len));
+    *pseudo = pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(tcp_len));
     return got;
 }
 
@@ -246,8 +246,8 @@ uint32_t StackImpl::rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint3
     TimerWheel::cancel(&s.delack_timer);
     s.segs_unacked = 0;
     s.last_ack_sent = s.rcv_nxt;
-    s.segs_out += sent;
-    s.total_retransmits += sent;
+    s.count.segs_out += sent;
+    s.count.total_retransmits += sent;
     stats_.tcp_retransmits += sent;
     s.last_send_ns = now_ns_;
     stats_.tx_runs++;
@@ -331,7 +331,7 @@ uint32_t StackImpl::send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last
         if (!link_.alloc_tso(&fr)) break;
         if (hdr_len == 0) {
             hdr_len = run_header(s, h, mss);
-            one_seg_pseudo = pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, uint16_t(hdr_len - kEthLen - kIpLen + mss));
+            one_seg_pseudo = pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hdr_len - kEthLen - kIpLen + mss));
         }
         if (hdr_len + k * mss > fr.room) {
             io_.release(&fr, 1);
@@ -353,7 +353,7 @@ uint32_t StackImpl::send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last
         ip->csum = 0;
         th->flags = sent + k == n ? last_flags : kAck;
         if (k >= 2) {
-            run_fill(s, fr, h, hdr_len, q, k * mss, pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, 0));
+            run_fill(s, fr, h, hdr_len, q, k * mss, pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, 0));
             fr.flags |= kTxTcpSeg | tx_seg_flags(uint16_t(mss));
             stats_.tx_tso_frames++;
             rtx_tso_frames_++;
@@ -390,7 +390,7 @@ uint32_t StackImpl::send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t p
         ip->total_len = be16(uint16_t(hdr_len - kEthLen + k * mss));
         ip->csum = 0;
         th->flags = sent + k == n ? last_flags : kAck;
-        run_fill(s, fr, h, hdr_len, s.snd_nxt + sent * mss, k * mss, pseudo_sum(cfg_.ip, s.remote.ip, kProtoTcp, 0));
+        run_fill(s, fr, h, hdr_len, s.snd_nxt + sent * mss, k * mss, pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, 0));
         fr.flags |= kTxTcpSeg | kTxIpCsum | kTxTcpCsum | tx_seg_flags(uint16_t(mss));
         link_.queue(fr, k, k * (hdr_len + mss));
         stats_.tx_tso_frames++;

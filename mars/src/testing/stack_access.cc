@@ -39,7 +39,7 @@ std::string StackAccess::stale_state(const Stack &st)
     bool socks_new = m.socks_.size() == n && m.free_socks_.size() == n;
     for (uint32_t i = 0; socks_new && i < n; i++) {
         const Sock &s = m.socks_[i];
-        socks_new = !s.used && s.gen == 1 && s.flags == 0 && s.index == i && s.user == 0 && s.ooo.empty() &&
+        socks_new = !s.used && s.gen == 1 && s.flags == 0 && s.index == i && s.app.user == 0 && s.rec.ooo.empty() &&
                     m.free_socks_[i] == n - 1 - i && !TimerWheel::armed(&s.rtx_timer) &&
                     !TimerWheel::armed(&s.delack_timer) && !TimerWheel::armed(&s.aux_timer) &&
                     !TimerWheel::armed(&s.rack_timer);
