@@ -1,44 +1,36 @@
 // stack_impl.h: the inside of one MARS stack instance.
 //
-// Module map (one concern per file):
-//   stack.cc      creation, the socket table, events, poll()
-//   socket_api.cc the socket API and the data API on the rings
-//   link.h        Link: transmit burst, frame allocation and release
-//   arp.*         ArpResolver: neighbours, frames waiting for them
-//   route.*       Router: next-hop choice
-//   ipv4.*        Ipv4Layer: IPv4 and ICMP input, output framing
-//   tcp_in.cc     input() (the receive entry), the Ethernet demux, TCP input:
-//                 header prediction (express path on the frame bytes, or
-//                 after a table lookup) -- the hot path, top to bottom --
-//                 then the parsed TcpSegment to tcp_dispatch() (by state)
-//   tcp_segment.h TcpSegment: what the slow-path handlers below take (tests
-//                 feed them through segment_input(): mars_tcp_core)
-//   tcp_handshake.cc  LISTEN, SYN-SENT, entering ESTABLISHED
-//   tcp_sync.cc   the RFC 9293 3.10.7.4 rules, ACK processing, ICMP errors
-//   tcp_data.cc   data, out-of-order queueing, FIN, TIME-WAIT
-//   tcp_out.cc    TCP output: segment building from the send ring, the
-//                 sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
-//   tcp_timer.cc  retransmission, persist, delayed ACK, keepalive, TIME-WAIT
-// Building blocks with their own tests: checksum, timer_wheel, flow_table,
-// secret (ISN, SYN cookies), cc (NewReno, CUBIC), sack, ooo, arp, route.
+// The stack's own: ids and the socket table, the flow table, listeners,
+// events, the timer wheel, the layer objects (ip/: Link, ArpResolver,
+// Router, Ipv4Layer). Its methods are still defined across the folders
+// (mars/README.md, "Module layout", has the map):
+//   stack.cc, socket_api.cc  creation, the socket table, events, poll();
+//                            the socket API and the data API on the rings
+//   rx/    input() and the receive path: express path, header prediction,
+//          coalescing, strands, receive copies
+//   tcp/   the connection (conn.h), the rules by state (handshake, sync,
+//          data, FIN, TIME-WAIT), output and runs/TSO, timers, RACK-TLP/PRR,
+//          receive autotuning
+//   ip/    the layers below TCP; base/ building blocks with their own tests
+// Tests look inside only through testing/stack_access.h (StackAccess).
 #pragma once
 
 #include "tcp/conn.h"
-#include "cc.h"
-#include "arp.h"
-#include "checksum.h"
-#include "flow_table.h"
-#include "ipv4.h"
-#include "link.h"
-#include "ooo.h"
-#include "rack.h"
-#include "route.h"
-#include "sack.h"
-#include "secret.h"
-#include "tcp_options.h"
-#include "tcp_segment.h"
-#include "timer_wheel.h"
-#include "wire.h"
+#include "tcp/cc.h"
+#include "ip/arp.h"
+#include "base/checksum.h"
+#include "base/flow_table.h"
+#include "ip/ipv4.h"
+#include "ip/link.h"
+#include "tcp/ooo.h"
+#include "tcp/rack.h"
+#include "ip/route.h"
+#include "tcp/sack.h"
+#include "base/secret.h"
+#include "tcp/tcp_options.h"
+#include "tcp/tcp_segment.h"
+#include "base/timer_wheel.h"
+#include "base/wire.h"
 
 #include <mars/copy.h>
 #include <mars/stack.h>

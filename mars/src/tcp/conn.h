@@ -22,13 +22,13 @@
 // had as loose fields, so the fast path touches the same cache lines.
 #pragma once
 
-#include "cc.h"
-#include "flow_table.h"
-#include "ooo.h"
-#include "rack.h"
-#include "sack.h"
-#include "timer_wheel.h"
-#include "wire.h"
+#include "tcp/cc.h"
+#include "base/flow_table.h"
+#include "tcp/ooo.h"
+#include "tcp/rack.h"
+#include "tcp/sack.h"
+#include "base/timer_wheel.h"
+#include "base/wire.h"
 
 #include <mars/stack.h>
 

@@ -5,7 +5,7 @@
 // stored range is a maximal SACKed run. All queries work on offsets from
 // snd.una or on signed sequence differences, which is correct as long as
 // everything lies within 2^31 bytes of snd.una (the TCP window guarantees it).
-#include "sack.h"
+#include "tcp/sack.h"
 
 namespace mars {
 

@@ -4,7 +4,7 @@
 // recognition), then data and FIN (tcp_data.cc); and ICMP errors about our
 // segments (RFC 5927 checks, path MTU, a hard error while connecting).
 #include "stack_impl.h"
-#include "tcp_rules.h"
+#include "tcp/tcp_rules.h"
 
 #include <algorithm>
 #include <cstring>

@@ -6,7 +6,7 @@
 // Time is passed in (now_ns), as everywhere in MARS.
 #pragma once
 
-#include "link.h"
+#include "ip/link.h"
 
 #include <mars/packet.h>
 #include <mars/stack.h>

@@ -12,7 +12,7 @@
 // a walk; a retransmission that fills a hole in the middle looks its two
 // neighbouring runs up in recent_ and walks the queue only when one of them
 // has left the list.
-#include "ooo.h"
+#include "tcp/ooo.h"
 
 #include <new>
 

@@ -12,7 +12,7 @@
 // on insert and drain, so an ACK copies them instead of walking the queue.
 #pragma once
 
-#include "sack.h"
+#include "tcp/sack.h"
 
 #include <mars/packet.h>
 

@@ -4,7 +4,7 @@
 // CLOSING, TIME-WAIT), and segments for a connection in TIME-WAIT (RFC 6191
 // reuse).
 #include "stack_impl.h"
-#include "tcp_rules.h"
+#include "tcp/tcp_rules.h"
 
 #include <algorithm>
 #include <cstring>

@@ -2,7 +2,7 @@
 // cookies (RFC 4987). The 128-bit key comes from StackConfig::isn_secret.
 #pragma once
 
-#include "flow_table.h"
+#include "base/flow_table.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -16,7 +16,7 @@
 // spans far less than the 35 minutes that allows).
 #pragma once
 
-#include "sack.h"
+#include "tcp/sack.h"
 
 #include <cstdint>
 

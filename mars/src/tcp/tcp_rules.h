@@ -4,8 +4,8 @@
 // tested on their own (tests/unit/mars/tcp/tcp_rules_test.cc).
 #pragma once
 
-#include "tcp_options.h"
-#include "wire.h"
+#include "tcp/tcp_options.h"
+#include "base/wire.h"
 
 #include <cstdint>
 

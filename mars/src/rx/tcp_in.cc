@@ -12,9 +12,9 @@
 // set, or a pure ACK that advances snd.una, takes a short path that verifies
 // the checksum in the same pass as the copy into the receive ring. Anything
 // else goes through the RFC 9293 3.10.7 segment-arrival rules.
-#include "frame_bytes.h"
+#include "rx/frame_bytes.h"
 #include "stack_impl.h"
-#include "strands.h"
+#include "rx/strands.h"
 
 #include <algorithm>
 #include <cstring>

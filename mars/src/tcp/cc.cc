@@ -1,7 +1,7 @@
 // cc.cc: congestion control algorithms: NewReno (RFC 5681 with RFC 3465
 // byte counting) and CUBIC (RFC 9438 with the Reno-friendly region and fast
 // convergence). Each keeps its private state in CcVars::priv.
-#include "cc.h"
+#include "tcp/cc.h"
 
 #include <cmath>
 #include <cstring>

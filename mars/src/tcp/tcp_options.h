@@ -3,8 +3,8 @@
 // the segment) and lenient about unknown kinds (skipped).
 #pragma once
 
-#include "sack.h"
-#include "wire.h"
+#include "tcp/sack.h"
+#include "base/wire.h"
 
 #include <cstdint>
 

@@ -6,7 +6,7 @@
 // index). Hashing the full counter means a cookie never comes back to life
 // when the 5-bit field wraps; hashing the MSS index makes its bits as hard
 // to forge as the hash's.
-#include "secret.h"
+#include "base/secret.h"
 
 #include <cstring>
 

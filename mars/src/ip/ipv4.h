@@ -7,10 +7,10 @@
 // header for its next hop and queues it on the link, or holds it for ARP.
 #pragma once
 
-#include "arp.h"
-#include "link.h"
-#include "route.h"
-#include "wire.h"
+#include "ip/arp.h"
+#include "ip/link.h"
+#include "ip/route.h"
+#include "base/wire.h"
 
 #include <mars/packet.h>
 #include <mars/stack.h>

@@ -3,7 +3,7 @@
 // 4-tuple picks, the child connection), SYN-SENT (our active open answered),
 // option negotiation and the step into ESTABLISHED (accept queue, events).
 #include "stack_impl.h"
-#include "tcp_rules.h"
+#include "tcp/tcp_rules.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,8 +1,8 @@
 // ipv4.cc: IPv4 and ICMP. Input validates every length against the frame
 // before reading (a frame is hostile until proven otherwise).
-#include "ipv4.h"
+#include "ip/ipv4.h"
 
-#include "checksum.h"
+#include "base/checksum.h"
 
 #include <algorithm>
 #include <cstring>

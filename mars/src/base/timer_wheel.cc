@@ -1,6 +1,6 @@
 // timer_wheel.cc: setup and next_due_ns() of the hashed timing wheel; arm,
 // cancel and advance are inline in timer_wheel.h (advance is a template).
-#include "timer_wheel.h"
+#include "base/timer_wheel.h"
 
 #include <algorithm>
 #include <new>

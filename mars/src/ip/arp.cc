@@ -1,11 +1,11 @@
 // arp.cc: ARP (RFC 826). The cache is open-addressed with linear probing;
 // input validates every length against the frame before reading (a frame is
 // hostile until proven otherwise).
-#include "arp.h"
+#include "ip/arp.h"
 
 #include <algorithm>
 
-#include "wire.h"
+#include "base/wire.h"
 
 #include <cstring>
 

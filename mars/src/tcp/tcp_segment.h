@@ -8,8 +8,8 @@
 // works on the frame's bytes as loaded (frame_bytes.h).
 #pragma once
 
-#include "tcp_options.h"
-#include "wire.h"
+#include "tcp/tcp_options.h"
+#include "base/wire.h"
 
 #include <mars/packet.h>
 

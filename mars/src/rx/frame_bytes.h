@@ -4,7 +4,7 @@
 #pragma once
 
 #include "stack_impl.h"
-#include "wire.h"
+#include "base/wire.h"
 
 #include <cstdint>
 #include <cstring>

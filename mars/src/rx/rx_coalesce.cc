@@ -58,7 +58,7 @@
 // strand pipeline takes after that are not coalesced. With a copy engine
 // nothing is coalesced: each payload is one asynchronous copy with its own
 // completion (copy.cc).
-#include "frame_bytes.h"
+#include "rx/frame_bytes.h"
 #include "stack_impl.h"
 
 #include <algorithm>

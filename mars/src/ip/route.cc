@@ -1,5 +1,5 @@
 // route.cc: next-hop choice (longest prefix match over a handful of routes).
-#include "route.h"
+#include "ip/route.h"
 
 #include <algorithm>
 

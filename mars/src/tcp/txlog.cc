@@ -1,6 +1,6 @@
 // txlog.cc: RACK's transmission log (rack.h): send-order entries, merging
 // when full, splitting, and the pieces an entry still answers for.
-#include "rack.h"
+#include "tcp/rack.h"
 
 namespace mars {
 

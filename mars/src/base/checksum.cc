@@ -5,7 +5,7 @@
 // 16-bit sum as adding the 16-bit words one by one, because 2^16 = 1 (mod
 // 2^16 - 1). Loads go through memcpy so any alignment works; only the offset
 // within the checksummed stream matters, and csum_add assumes it is even.
-#include "checksum.h"
+#include "base/checksum.h"
 
 #include <cstring>
 

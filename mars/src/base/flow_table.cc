@@ -1,7 +1,7 @@
 // flow_table.cc: CRC32C (SSE4.2 instruction or a byte table, picked once at
 // startup) and the insert/remove side of the intrusive flow table; lookups
 // are inline in flow_table.h.
-#include "flow_table.h"
+#include "base/flow_table.h"
 
 #include <algorithm>
 #include <array>
