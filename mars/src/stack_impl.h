@@ -16,6 +16,7 @@
 #pragma once
 
 #include "tcp/conn.h"
+#include "tcp/rack_rules.h"
 #include "tcp/cc.h"
 #include "ip/arp.h"
 #include "base/checksum.h"
@@ -305,21 +306,15 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void enter_time_wait(Sock &s);
 
     // ---- rack.cc: RACK-TLP (RFC 8985) and PRR (RFC 6937), SACK only ---------
+    // (its questions about a connection alone: tcp/rack_rules.h)
     uint32_t now_us() const { return uint32_t(now_ns_ / 1000); }
     void rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx);
-    uint64_t rack_reo_wnd(const Sock &s) const;
     void rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt);
     bool rack_detect(Sock &s);
-    uint32_t rack_lost_bytes(const Sock &s) const;
-    uint32_t rack_pipe(const Sock &s) const;
-    // *piece_end (when given): where the lost piece ends past that MSS.
-    bool rack_next_lost(const Sock &s, SeqRange *out, uint32_t *piece_end = nullptr) const;
     void enter_sack_recovery(Sock &s);
     void prr_on_ack(Sock &s, uint32_t delivered, bool entering);
     void rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack);
     void rack_timeout(Sock &s);
-    uint64_t tlp_pto(const Sock &s) const;
-    bool tlp_allowed(const Sock &s) const;
     void tlp_arm(Sock &s);
     void tlp_fire(Sock &s);
     void tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack);

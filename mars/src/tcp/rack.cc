@@ -45,7 +45,7 @@ void StackImpl::rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx)
 }
 
 // RFC 8985 6.2 step 4.
-uint64_t StackImpl::rack_reo_wnd(const Sock &s) const
+uint64_t tcp::rack_reo_wnd(const Conn &s)
 {
     const RackVars &r = s.rack;
     if (!r.reordering_seen &&
@@ -138,7 +138,7 @@ bool StackImpl::rack_detect(Sock &s)
     return newly;
 }
 
-uint32_t StackImpl::rack_lost_bytes(const Sock &s) const
+uint32_t tcp::rack_lost_bytes(const Conn &s)
 {
     const TxLog &log = s.rack.log;
     uint32_t lost = 0;
@@ -153,7 +153,7 @@ uint32_t StackImpl::rack_lost_bytes(const Sock &s) const
 
 // RFC 6675 SetPipe with RACK's lost set: outstanding bytes neither SACKed
 // nor lost-and-not-yet-resent.
-uint32_t StackImpl::rack_pipe(const Sock &s) const
+uint32_t tcp::rack_pipe(const Conn &s)
 {
     const uint32_t out = s.snd_max - s.snd_una;
     const uint32_t gone = s.rec.sack.sacked_bytes() + rack_lost_bytes(s);
@@ -161,7 +161,7 @@ uint32_t StackImpl::rack_pipe(const Sock &s) const
 }
 
 // The lowest lost byte range not yet resent, at most one MSS.
-bool StackImpl::rack_next_lost(const Sock &s, SeqRange *out, uint32_t *piece_end) const
+bool tcp::rack_next_lost(const Conn &s, SeqRange *out, uint32_t *piece_end)
 {
     const TxLog &log = s.rack.log;
     bool found = false;
@@ -268,7 +268,7 @@ void StackImpl::rack_timeout(Sock &s)
 
 // ---- TLP (RFC 8985 7) --------------------------------------------------------
 
-uint64_t StackImpl::tlp_pto(const Sock &s) const
+uint64_t tcp::tlp_pto(const Conn &s)
 {
     uint64_t pto = s.srtt_ns ? 2 * s.srtt_ns : kPtoNoRttNs;
     if (s.snd_max - s.snd_una <= s.mss) pto += kWcDelAckNs; // a lone segment may wait for a delayed ACK
@@ -276,7 +276,7 @@ uint64_t StackImpl::tlp_pto(const Sock &s) const
     return std::min(pto, s.rto_ns);
 }
 
-bool StackImpl::tlp_allowed(const Sock &s) const
+bool tcp::tlp_allowed(const Conn &s)
 {
     return (s.flags & kFSackOk) && (s.state == TcpState::kEstablished || s.state == TcpState::kCloseWait) &&
            !(s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut)) && s.snd_una != s.snd_max && s.rec.sack.empty();
