@@ -29,9 +29,9 @@ int StackImpl::bind(SockId id, Endpoint local)
         if (int rc = pick_port(*s, 0, 0); rc != 0) return rc;
     } else {
         if (port_in_use(local.ip, local.port, s)) return -EADDRINUSE;
-        s->local.port = local.port;
+        s->app.local.port = local.port;
     }
-    s->local.ip = local.ip;
+    s->app.local.ip = local.ip;
     s->flags |= kFBound;
     return 0;
 }
@@ -41,15 +41,15 @@ int StackImpl::listen(SockId id, int backlog)
     Sock *s = lookup_id(id);
     if (!s) return -EBADF;
     if (s->state == TcpState::kListen) {
-        s->backlog = uint32_t(std::clamp(backlog, 1, 65535));
+        s->lst.backlog = uint32_t(std::clamp(backlog, 1, 65535));
         return 0;
     }
     if (s->state != TcpState::kClosed || (s->flags & kFUserClosed)) return -EINVAL;
     if (!(s->flags & kFBound)) {
         if (int rc = bind(id, Endpoint{0, 0}); rc != 0) return rc;
     }
-    if (port_in_use(s->local.ip, s->local.port, s)) return -EADDRINUSE;
-    s->backlog = uint32_t(std::clamp(backlog, 1, 65535));
+    if (port_in_use(s->app.local.ip, s->app.local.port, s)) return -EADDRINUSE;
+    s->lst.backlog = uint32_t(std::clamp(backlog, 1, 65535));
     s->state = TcpState::kListen;
     listeners_.push_back(s->index);
     return 0;
@@ -60,20 +60,20 @@ int64_t StackImpl::accept(SockId id, uint64_t user)
     Sock *l = lookup_id(id);
     if (!l) return -EBADF;
     if (l->state != TcpState::kListen) return -EINVAL;
-    if (l->accept_head == UINT32_MAX) return -EAGAIN;
-    Sock &c = socks_[l->accept_head];
-    l->accept_head = c.queue_next;
-    if (l->accept_head == UINT32_MAX) l->accept_tail = UINT32_MAX;
-    l->accept_len--;
-    c.queue_next = UINT32_MAX;
-    c.parent = UINT32_MAX;
-    c.user = user;
+    if (l->lst.accept_head == UINT32_MAX) return -EAGAIN;
+    Sock &c = socks_[l->lst.accept_head];
+    l->lst.accept_head = c.lst.queue_next;
+    if (l->lst.accept_head == UINT32_MAX) l->lst.accept_tail = UINT32_MAX;
+    l->lst.accept_len--;
+    c.lst.queue_next = UINT32_MAX;
+    c.lst.parent = UINT32_MAX;
+    c.app.user = user;
     c.flags |= kFAccepted;
     // Whatever happened before the accept is reported now.
     uint32_t bits = kEvWritable;
     if (c.rx_readable()) bits |= kEvReadable;
     if (c.flags & kFFinReceived) bits |= kEvPeerClosed | kEvReadable;
-    if (c.state == TcpState::kClosed) bits |= c.error == ECONNRESET ? kEvReset : kEvError;
+    if (c.state == TcpState::kClosed) bits |= c.app.error == ECONNRESET ? kEvReset : kEvError;
     raise(c, bits);
     return id_of(c);
 }
@@ -91,16 +91,16 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     if (now_ns > now_ns_) now_ns_ = now_ns;
     const uint32_t hop = router_.next_hop(remote.ip);
     if (hop == 0) return -ENETUNREACH;
-    s->local.ip = cfg_.ip;
+    s->app.local.ip = cfg_.ip;
     if (s->flags & kFBound) {
-        if (flows_.lookup(FlowKey{cfg_.ip, remote.ip, s->local.port, remote.port})) return -EADDRINUSE;
+        if (flows_.lookup(FlowKey{cfg_.ip, remote.ip, s->app.local.port, remote.port})) return -EADDRINUSE;
     } else if (int rc = pick_port(*s, remote.ip, remote.port); rc != 0) {
         return rc;
     }
-    if (!attach_rings(*s, s->user)) return -ENOBUFS;
-    s->remote = remote;
+    if (!attach_rings(*s, s->app.user)) return -ENOBUFS;
+    s->app.remote = remote;
     s->next_hop = hop;
-    link_flow(*s, FlowKey{cfg_.ip, remote.ip, s->local.port, remote.port});
+    link_flow(*s, FlowKey{cfg_.ip, remote.ip, s->app.local.port, remote.port});
     s->iss = isn_generate(cfg_.isn_secret, s->flow.key, now_ns_);
     s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
     s->flags |= kFAccepted;
@@ -160,7 +160,7 @@ int StackImpl::close(SockId id)
     default:
         // Unread data or SO_LINGER 0: reset instead of a graceful close
         // (RFC 9293 3.10.4 permits it; data would be lost silently otherwise).
-        if (s->rx_readable() || s->linger_sec == 0) {
+        if (s->rx_readable() || s->app.linger_sec == 0) {
             s->flags &= ~kFUserClosed;
             return abort(id);
         }
@@ -191,7 +191,7 @@ int StackImpl::abort(SockId id)
     case TcpState::kCloseWait:
     case TcpState::kClosing:
     case TcpState::kLastAck:
-        send_raw(s->local.ip, s->local.port, s->remote.ip, s->remote.port, s->snd_max, 0, wire::kRst, 0,
+        send_raw(s->app.local.ip, s->app.local.port, s->app.remote.ip, s->app.remote.port, s->snd_max, 0, wire::kRst, 0,
                  nullptr, 0);
         stats_.tcp_resets_out++;
         break;
@@ -206,15 +206,15 @@ int StackImpl::abort(SockId id)
 void StackImpl::abort_children(Sock &l)
 {
     for (Sock &c : socks_) {
-        if (!c.used || c.parent != l.index) continue;
+        if (!c.used || c.lst.parent != l.index) continue;
         if (c.state != TcpState::kClosed) {
-            send_raw(c.local.ip, c.local.port, c.remote.ip, c.remote.port, c.snd_max, 0, wire::kRst, 0, nullptr, 0);
+            send_raw(c.app.local.ip, c.app.local.port, c.app.remote.ip, c.app.remote.port, c.snd_max, 0, wire::kRst, 0, nullptr, 0);
             stats_.tcp_resets_out++;
         }
         sock_free(c);
     }
-    l.accept_head = l.accept_tail = UINT32_MAX;
-    l.accept_len = l.syn_queue_len = 0;
+    l.lst.accept_head = l.lst.accept_tail = UINT32_MAX;
+    l.lst.accept_len = l.lst.syn_queue_len = 0;
 }
 
 // Setting TCP_NODELAY pushes what is queued now, as Linux does
@@ -254,16 +254,16 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         break;
     case SockOpt::kKeepIdleSec:
         if (v < 1 || v > 32767) return -EINVAL;
-        s->keep_idle_ns = uint64_t(v) * 1'000'000'000ull;
+        s->app.keep_idle_ns = uint64_t(v) * 1'000'000'000ull;
         arm_keepalive(*s);
         break;
     case SockOpt::kKeepIntvlSec:
         if (v < 1 || v > 32767) return -EINVAL;
-        s->keep_intvl_ns = uint64_t(v) * 1'000'000'000ull;
+        s->app.keep_intvl_ns = uint64_t(v) * 1'000'000'000ull;
         break;
     case SockOpt::kKeepCnt:
         if (v < 1 || v > 127) return -EINVAL;
-        s->keep_cnt = uint32_t(v);
+        s->app.keep_cnt = uint32_t(v);
         break;
     case SockOpt::kMaxSeg:
         if (v != 0 && (v < 88 || v > 65535)) return -EINVAL;
@@ -272,11 +272,11 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         break;
     case SockOpt::kUserTimeoutMs:
         if (v < 0) return -EINVAL;
-        s->user_timeout_ns = uint64_t(v) * 1'000'000ull;
+        s->app.user_timeout_ns = uint64_t(v) * 1'000'000ull;
         break;
     case SockOpt::kLingerSec:
         if (v < -1 || v > 65535) return -EINVAL;
-        s->linger_sec = int32_t(v);
+        s->app.linger_sec = int32_t(v);
         break;
     case SockOpt::kReuseAddr:
         flag(kFReuseAddr);
@@ -286,12 +286,12 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         break;
     case SockOpt::kTos:
         if (v < 0 || v > 255) return -EINVAL;
-        s->tos = uint8_t(v & 0xfc);
+        s->app.tos = uint8_t(v & 0xfc);
         if (s->flags & kFHasRings) build_template(*s);
         break;
     case SockOpt::kRcvLowat:
         if (v < 1) return -EINVAL;
-        s->rcv_lowat = uint32_t(std::min<int64_t>(v, INT32_MAX));
+        s->app.rcv_lowat = uint32_t(std::min<int64_t>(v, INT32_MAX));
         break;
     case SockOpt::kRcvBuf:
         // As on Linux, SO_RCVBUF fixes the size: no autotuning. Set before
@@ -324,19 +324,19 @@ int StackImpl::get_option(SockId id, SockOpt opt, int64_t *v) const
     case SockOpt::kNoDelay: *v = (s->flags & kFNoDelay) != 0; break;
     case SockOpt::kCork: *v = (s->flags & kFCork) != 0; break;
     case SockOpt::kKeepAlive: *v = (s->flags & kFKeepAlive) != 0; break;
-    case SockOpt::kKeepIdleSec: *v = int64_t(s->keep_idle_ns / 1'000'000'000ull); break;
-    case SockOpt::kKeepIntvlSec: *v = int64_t(s->keep_intvl_ns / 1'000'000'000ull); break;
-    case SockOpt::kKeepCnt: *v = s->keep_cnt; break;
+    case SockOpt::kKeepIdleSec: *v = int64_t(s->app.keep_idle_ns / 1'000'000'000ull); break;
+    case SockOpt::kKeepIntvlSec: *v = int64_t(s->app.keep_intvl_ns / 1'000'000'000ull); break;
+    case SockOpt::kKeepCnt: *v = s->app.keep_cnt; break;
     case SockOpt::kMaxSeg: *v = s->state == TcpState::kClosed || s->state == TcpState::kListen
                                     ? (s->user_mss ? s->user_mss : 536) : s->mss;
         break;
-    case SockOpt::kUserTimeoutMs: *v = int64_t(s->user_timeout_ns / 1'000'000ull); break;
-    case SockOpt::kLingerSec: *v = s->linger_sec; break;
+    case SockOpt::kUserTimeoutMs: *v = int64_t(s->app.user_timeout_ns / 1'000'000ull); break;
+    case SockOpt::kLingerSec: *v = s->app.linger_sec; break;
     case SockOpt::kReuseAddr: *v = (s->flags & kFReuseAddr) != 0; break;
     case SockOpt::kReusePort: *v = (s->flags & kFReusePort) != 0; break;
-    case SockOpt::kTos: *v = s->tos; break;
-    case SockOpt::kRcvLowat: *v = s->rcv_lowat; break;
-    case SockOpt::kRcvBuf: *v = (s->flags & kFHasRings) ? s->rcv_space : s->rcv_buf; break;
+    case SockOpt::kTos: *v = s->app.tos; break;
+    case SockOpt::kRcvLowat: *v = s->app.rcv_lowat; break;
+    case SockOpt::kRcvBuf: *v = (s->flags & kFHasRings) ? s->app.rcv_space : s->app.rcv_buf; break;
     default: return -ENOPROTOOPT;
     }
     return 0;
@@ -346,12 +346,12 @@ static void fill_info(const Sock &s, SockInfo *o)
 {
     *o = SockInfo{};
     o->state = s.state;
-    o->local = s.local;
-    o->remote = s.remote;
+    o->local = s.app.local;
+    o->remote = s.app.remote;
     o->rx_readable = s.rx_readable();
     o->tx_space = s.tx_free();
     o->tx_unacked = s.snd_max - s.snd_una;
-    o->error = s.error;
+    o->error = s.app.error;
     o->peer_closed = (s.flags & kFFinReceived) != 0;
     o->snd_mss = s.mss;
     o->rcv_mss = s.peer_mss;
@@ -367,15 +367,15 @@ static void fill_info(const Sock &s, SockInfo *o)
     o->sack_ok = (s.flags & kFSackOk) != 0;
     o->ts_ok = (s.flags & kFTsOk) != 0;
     o->retransmits = s.rtx_count;
-    o->total_retransmits = s.total_retransmits;
-    o->bytes_in = s.bytes_in;
-    o->bytes_out = s.bytes_out;
-    o->segs_in = s.segs_in;
-    o->segs_out = s.segs_out;
-    o->ooo_frames = s.ooo.frames();
-    o->rcv_space = (s.flags & kFHasRings) ? s.rcv_space : s.rcv_buf;
+    o->total_retransmits = s.count.total_retransmits;
+    o->bytes_in = s.count.bytes_in;
+    o->bytes_out = s.count.bytes_out;
+    o->segs_in = s.count.segs_in;
+    o->segs_out = s.count.segs_out;
+    o->ooo_frames = s.rec.ooo.frames();
+    o->rcv_space = (s.flags & kFHasRings) ? s.app.rcv_space : s.app.rcv_buf;
     o->rx_ring = (s.flags & kFHasRings) ? s.rx_mask + 1 : 0;
-    o->ooo_share = s.ooo_share;
+    o->ooo_share = s.app.ooo_share;
 }
 
 int StackImpl::info(SockId id, SockInfo *out) const
@@ -389,7 +389,7 @@ int StackImpl::info(SockId id, SockInfo *out) const
 
 void StackImpl::set_user(SockId id, uint64_t user)
 {
-    if (Sock *s = lookup_id(id)) s->user = user;
+    if (Sock *s = lookup_id(id)) s->app.user = user;
 }
 
 void StackImpl::for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, void *), void *arg) const
@@ -398,7 +398,7 @@ void StackImpl::for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, v
         if (!s.used) continue;
         SockInfo in;
         fill_info(s, &in);
-        fn(id_of(s), in, s.user, arg);
+        fn(id_of(s), in, s.app.user, arg);
     }
 }
 
@@ -419,7 +419,7 @@ static void ring_span(uint8_t *base, uint32_t mask, uint32_t pos, uint32_t n, Ri
 static int rx_no_rings(const Sock &s) { return s.state == TcpState::kListen ? -EINVAL : 0; }
 static int tx_refused(const Sock &s)
 {
-    if (s.error) return -s.error;
+    if (s.app.error) return -s.app.error;
     if (s.flags & kFFinQueued) return -EPIPE;
     if (!(s.flags & kFHasRings)) return s.state == TcpState::kClosed ? -ENOTCONN : -EINVAL;
     return 0;
@@ -457,7 +457,7 @@ void StackImpl::window_update(Sock &s, uint32_t before)
         return;
     const uint32_t after = rcv_window(s);
     const uint32_t adv = s.rcv_adv - s.rcv_nxt;
-    if (after > adv && (after - adv >= 2 * s.peer_mss || after - adv >= s.rcv_space / 2) && after > before) {
+    if (after > adv && (after - adv >= 2 * s.peer_mss || after - adv >= s.app.rcv_space / 2) && after > before) {
         ack_now(s);
         flush_output();
         link_.flush();
@@ -493,7 +493,7 @@ int StackImpl::tx_commit(SockId id, uint32_t n, bool more)
 {
     Sock *s = lookup_id(id);
     if (!s) return -EBADF;
-    if (s->error) return -s->error;
+    if (s->app.error) return -s->app.error;
     if (s->flags & kFFinQueued) return -EPIPE;
     if (!(s->flags & kFHasRings)) return -ENOTCONN;
     if (n > s->tx_free()) return -EINVAL;
@@ -540,7 +540,7 @@ int64_t StackImpl::recv(SockId id, void *data, size_t len)
     }
     const Sock *s = lookup_id(id);
     if (s->flags & kFFinReceived) return 0;
-    if (s->error) return -s->error;
+    if (s->app.error) return -s->app.error;
     return len == 0 ? 0 : -EAGAIN;
 }
 

@@ -49,7 +49,7 @@ void StackImpl::release_buffers()
     link_.discard();
     for (Sock &s : socks_) {
         if (!s.used) continue;
-        s.ooo.clear(ooo_pool_, io_);
+        s.rec.ooo.clear(ooo_pool_, io_);
         release_rings(s);
     }
     release_tx_drain();
@@ -120,44 +120,6 @@ void StackImpl::reset()
     pending_head_ = pending_tail_ = 0;
     doorbell_due_ = false;
     start_state();
-}
-
-// Everything reset() must put back, compared with what init() leaves: a
-// list of what differs ("" when nothing). Checks Stack::reset() in
-// tests/fuzz/mars/reset_test.cc; allocates, never on the packet path.
-std::string StackImpl::stale_state() const
-{
-    std::string stale;
-    auto check = [&](bool as_new, const char *what) {
-        if (!as_new) stale += std::string(stale.empty() ? "" : ", ") + what;
-    };
-    const uint32_t n = cfg_.max_sockets;
-    bool socks_new = socks_.size() == n && free_socks_.size() == n;
-    for (uint32_t i = 0; socks_new && i < n; i++) {
-        const Sock &s = socks_[i];
-        socks_new = !s.used && s.gen == 1 && s.flags == 0 && s.index == i && s.user == 0 && s.ooo.empty() &&
-                    free_socks_[i] == n - 1 - i && !TimerWheel::armed(&s.rtx_timer) &&
-                    !TimerWheel::armed(&s.delack_timer) && !TimerWheel::armed(&s.aux_timer) &&
-                    !TimerWheel::armed(&s.rack_timer);
-    }
-    check(socks_new, "sockets");
-    check(flows_.size() == 0 && !flows_.cached() && flows_.cache_hits == 0 && flows_.cache_misses == 0,
-          "connection table");
-    check(listeners_.empty(), "listeners");
-    check(wheel_.armed_count() == 0 && wheel_.next_due_ns() == UINT64_MAX, "timers");
-    check(ooo_pool_.as_new(), "out-of-order pool");
-    check(event_list_.empty() && event_pos_ == 0 && closed_events_.empty(), "events");
-    check(flush_list_.empty() && !link_.pending() && rx_done_n_ == 0, "output or release batch");
-    check(arp_.is_clear(), "ARP");
-    check(now_ns_ == 0, "clock");
-    StackStats counters{};
-    counters.strands = cfg_.strands;
-    check(std::memcmp(&stats_, &counters, sizeof counters) == 0, "counters");
-    check(pending_head_ == 0 && pending_tail_ == 0 && !doorbell_due_, "copies");
-    const StackConfig &c = cfg_;
-    check(next_ephemeral_ == uint16_t(c.ephemeral_lo + (c.isn_secret[0] % (c.ephemeral_hi - c.ephemeral_lo + 1u))),
-          "ports");
-    return stale;
 }
 
 bool StackImpl::init(std::string *error)
@@ -257,15 +219,15 @@ Sock *StackImpl::sock_alloc(uint64_t user)
     s.gen = gen;
     s.flags = in_events;
     s.used = true;
-    s.user = user;
+    s.app.user = user;
     const TcpConfig &t = cfg_.tcp;
-    s.rcv_buf = t.rcvbuf;
-    s.ooo_share = cfg_.ooo_frames_per_conn;
-    s.ooo_cap = ooo_window_cap_;
-    s.snd_buf = t.sndbuf;
-    s.keep_idle_ns = t.keepalive_idle_ns;
-    s.keep_intvl_ns = t.keepalive_intvl_ns;
-    s.keep_cnt = t.keepalive_probes;
+    s.app.rcv_buf = t.rcvbuf;
+    s.app.ooo_share = cfg_.ooo_frames_per_conn;
+    s.app.ooo_cap = ooo_window_cap_;
+    s.app.snd_buf = t.sndbuf;
+    s.app.keep_idle_ns = t.keepalive_idle_ns;
+    s.app.keep_intvl_ns = t.keepalive_intvl_ns;
+    s.app.keep_cnt = t.keepalive_probes;
     s.rtx_timer.owner = s.delack_timer.owner = s.aux_timer.owner = s.rack_timer.owner = &s;
     s.rack_timer.kind = kTimerRack;
     s.rtx_timer.kind = kTimerRtx;
@@ -284,8 +246,8 @@ void StackImpl::quiesce(Sock &s)
     TimerWheel::cancel(&s.aux_timer);
     TimerWheel::cancel(&s.rack_timer);
     unlink_flow(s);
-    if (!s.ooo.empty()) {
-        s.ooo.clear(ooo_pool_, io_);
+    if (!s.rec.ooo.empty()) {
+        s.rec.ooo.clear(ooo_pool_, io_);
         stats_.ooo_frames_used = ooo_pool_.used();
     }
 }
@@ -295,13 +257,13 @@ void StackImpl::sock_free(Sock &s)
     quiesce(s);
     release_rings(s);
     detach(s);
-    s.parent = UINT32_MAX;
+    s.lst.parent = UINT32_MAX;
     if (s.state == TcpState::kListen) {
         listeners_.erase(std::find(listeners_.begin(), listeners_.end(), s.index));
     }
     s.used = false;
     s.state = TcpState::kClosed;
-    s.ev_bits = 0;
+    s.app.ev_bits = 0;
     s.flags &= kFInEvents;
     s.gen = (s.gen + 1) & ((1u << (32 - kIndexBits)) - 1);
     if (s.gen == 0) s.gen = 1;
@@ -322,7 +284,7 @@ bool StackImpl::attach_rings(Sock &s, uint64_t user)
         buffers_.reclaim(user, m);
         return false;
     }
-    s.mem = m;
+    s.app.mem = m;
     s.rx = m.rx;
     s.rx_mask = m.rx_size - 1;
     s.tx = m.tx;
@@ -342,9 +304,9 @@ void StackImpl::release_rings(Sock &s)
     // Frames the port still reads point into the send ring: the memory (and
     // with it, in eta, the application's mapped region) goes back only once
     // the port has let go of them (poll_tx_refs).
-    if (s.tx_refs.any()) tx_drain_.push_back(TxDrain{s.index, s.user, s.mem, true, false});
-    else buffers_.reclaim(s.user, s.mem);
-    s.mem = RingMemory{};
+    if (s.tx_refs.any()) tx_drain_.push_back(TxDrain{s.index, s.app.user, s.app.mem, true, false});
+    else buffers_.reclaim(s.app.user, s.app.mem);
+    s.app.mem = RingMemory{};
     s.rx = s.tx = nullptr;
     s.rx_mask = s.tx_mask = 0;
     s.rx_head = s.rx_tail = s.tx_head = s.tx_tail = 0;
@@ -362,14 +324,14 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
     while (n < max && event_pos_ < event_list_.size()) {
         Sock &s = socks_[event_list_[event_pos_++]];
         s.flags &= ~kFInEvents;
-        if (!s.used || !s.ev_bits || (s.flags & kFDetached)) continue;
+        if (!s.used || !s.app.ev_bits || (s.flags & kFDetached)) continue;
         // Connections still in a listener's queues belong to the listener.
-        if (s.parent != UINT32_MAX) {
-            s.ev_bits = 0;
+        if (s.lst.parent != UINT32_MAX) {
+            s.app.ev_bits = 0;
             continue;
         }
-        out[n++] = SockEvent{id_of(s), s.ev_bits, s.user};
-        s.ev_bits = 0;
+        out[n++] = SockEvent{id_of(s), s.app.ev_bits, s.app.user};
+        s.app.ev_bits = 0;
     }
     if (event_pos_ == event_list_.size()) {
         event_list_.clear();
@@ -385,9 +347,9 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
 // pending. Connections nobody accepted yet were never visible: no event.
 void StackImpl::detach(Sock &s)
 {
-    if (s.parent != UINT32_MAX || (s.flags & kFDetached)) return;
-    closed_events_.push_back(SockEvent{id_of(s), s.ev_bits | kEvClosed, s.user});
-    s.ev_bits = 0;
+    if (s.lst.parent != UINT32_MAX || (s.flags & kFDetached)) return;
+    closed_events_.push_back(SockEvent{id_of(s), s.app.ev_bits | kEvClosed, s.app.user});
+    s.app.ev_bits = 0;
 }
 
 // Like the kernel, which frees the descriptor at close() and keeps TIME-WAIT
@@ -398,7 +360,7 @@ void StackImpl::release_user(Sock &s)
     release_rings(s);
     detach(s);
     s.flags |= kFDetached;
-    s.user = 0; // the tag named the application's socket, which is gone (for_each_socket shows 0)
+    s.app.user = 0; // the tag named the application's socket, which is gone (for_each_socket shows 0)
     s.gen = (s.gen + 1) & ((1u << (32 - kIndexBits)) - 1); // the old id stops working
     if (s.gen == 0) s.gen = 1;
 }
@@ -408,28 +370,28 @@ void StackImpl::conn_drop(Sock &s, int err, uint32_t ev)
 {
     quiesce(s);
     s.state = TcpState::kClosed;
-    if (s.parent != UINT32_MAX) {
+    if (s.lst.parent != UINT32_MAX) {
         // Not accepted yet: nobody knows this connection; it just goes away.
-        Sock &l = socks_[s.parent];
+        Sock &l = socks_[s.lst.parent];
         if (!(s.flags & kFAccepted) && (s.flags & kFHasRings)) {
             // In the accept queue: unlink it.
-            uint32_t *pp = &l.accept_head, prev = UINT32_MAX;
+            uint32_t *pp = &l.lst.accept_head, prev = UINT32_MAX;
             while (*pp != UINT32_MAX && *pp != s.index) {
                 prev = *pp;
-                pp = &socks_[*pp].queue_next;
+                pp = &socks_[*pp].lst.queue_next;
             }
             if (*pp == s.index) {
-                *pp = s.queue_next;
-                if (l.accept_tail == s.index) l.accept_tail = prev;
-                l.accept_len--;
+                *pp = s.lst.queue_next;
+                if (l.lst.accept_tail == s.index) l.lst.accept_tail = prev;
+                l.lst.accept_len--;
             }
-        } else if (l.syn_queue_len) {
-            l.syn_queue_len--;
+        } else if (l.lst.syn_queue_len) {
+            l.lst.syn_queue_len--;
         }
         sock_free(s);
         return;
     }
-    s.error = err;
+    s.app.error = err;
     if (s.flags & kFUserClosed) {
         sock_free(s);
         return;
@@ -459,26 +421,26 @@ Sock *StackImpl::find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint1
         const uint32_t want_ip = exact ? lip : 0;
         uint32_t members = 0;
         for (uint32_t i : listeners_)
-            if (socks_[i].local.port == lport && socks_[i].local.ip == want_ip) members++;
+            if (socks_[i].app.local.port == lport && socks_[i].app.local.ip == want_ip) members++;
         if (members == 0) continue;
         uint32_t pick = members == 1 ? 0 : h % members;
         for (uint32_t i : listeners_)
-            if (socks_[i].local.port == lport && socks_[i].local.ip == want_ip && pick-- == 0) return &socks_[i];
+            if (socks_[i].app.local.port == lport && socks_[i].app.local.ip == want_ip && pick-- == 0) return &socks_[i];
     }
     return nullptr;
 }
 
 bool StackImpl::same_owner(const Sock &a, const Sock &b) const
 {
-    return !cfg_.owner_of || cfg_.owner_of(a.user, cfg_.owner_arg) == cfg_.owner_of(b.user, cfg_.owner_arg);
+    return !cfg_.owner_of || cfg_.owner_of(a.app.user, cfg_.owner_arg) == cfg_.owner_of(b.app.user, cfg_.owner_arg);
 }
 
 bool StackImpl::port_in_use(uint32_t lip, uint16_t port, const Sock *except) const
 {
     for (uint32_t i : listeners_) {
         const Sock &l = socks_[i];
-        if (&l == except || l.local.port != port) continue;
-        if (l.local.ip == 0 || lip == 0 || l.local.ip == lip) {
+        if (&l == except || l.app.local.port != port) continue;
+        if (l.app.local.ip == 0 || lip == 0 || l.app.local.ip == lip) {
             if ((l.flags & kFReusePort) && except && (except->flags & kFReusePort) && same_owner(l, *except)) continue;
             return true;
         }
@@ -498,7 +460,7 @@ int StackImpl::pick_port(Sock &s, uint32_t rip, uint16_t rport)
             FlowKey k{cfg_.ip, rip, p, rport};
             if (flows_.lookup(k)) continue;
         }
-        s.local.port = p;
+        s.app.local.port = p;
         return 0;
     }
     return -EADDRNOTAVAIL;

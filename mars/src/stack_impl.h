@@ -1,43 +1,37 @@
 // stack_impl.h: the inside of one MARS stack instance.
 //
-// Module map (one concern per file):
-//   stack.cc      creation, the socket table, events, poll()
-//   socket_api.cc the socket API and the data API on the rings
-//   link.h        Link: transmit burst, frame allocation and release
-//   arp.*         ArpResolver: neighbours, frames waiting for them
-//   route.*       Router: next-hop choice
-//   ipv4.*        Ipv4Layer: IPv4 and ICMP input, output framing
-//   tcp_in.cc     input() (the receive entry), the Ethernet demux, TCP input:
-//                 header prediction (express path on the frame bytes, or
-//                 after a table lookup) -- the hot path, top to bottom --
-//                 then the parsed TcpSegment to tcp_dispatch() (by state)
-//   tcp_segment.h TcpSegment: what the slow-path handlers below take (tests
-//                 feed them through segment_input(): mars_tcp_core)
-//   tcp_handshake.cc  LISTEN, SYN-SENT, entering ESTABLISHED
-//   tcp_sync.cc   the RFC 9293 3.10.7.4 rules, ACK processing, ICMP errors
-//   tcp_data.cc   data, out-of-order queueing, FIN, TIME-WAIT
-//   tcp_out.cc    TCP output: segment building from the send ring, the
-//                 sending policy (Nagle, SWS, windows, recovery), RST/ACK replies
-//   tcp_timer.cc  retransmission, persist, delayed ACK, keepalive, TIME-WAIT
-// Building blocks with their own tests: checksum, timer_wheel, flow_table,
-// secret (ISN, SYN cookies), cc (NewReno, CUBIC), sack, ooo, arp, route.
+// The stack's own: ids and the socket table, the flow table, listeners,
+// events, the timer wheel, the layer objects (ip/: Link, ArpResolver,
+// Router, Ipv4Layer). Its methods are still defined across the folders
+// (mars/README.md, "Module layout", has the map):
+//   stack.cc, socket_api.cc  creation, the socket table, events, poll();
+//                            the socket API and the data API on the rings
+//   rx/    input() and the receive path: express path, header prediction,
+//          coalescing, strands, receive copies
+//   tcp/   the connection (conn.h), the rules by state (handshake, sync,
+//          data, FIN, TIME-WAIT), output and runs/TSO, timers, RACK-TLP/PRR,
+//          receive autotuning
+//   ip/    the layers below TCP; base/ building blocks with their own tests
+// Tests look inside only through testing/stack_access.h (StackAccess).
 #pragma once
 
-#include "cc.h"
-#include "arp.h"
-#include "checksum.h"
-#include "flow_table.h"
-#include "ipv4.h"
-#include "link.h"
-#include "ooo.h"
-#include "rack.h"
-#include "route.h"
-#include "sack.h"
-#include "secret.h"
-#include "tcp_options.h"
-#include "tcp_segment.h"
-#include "timer_wheel.h"
-#include "wire.h"
+#include "tcp/conn.h"
+#include "tcp/rack_rules.h"
+#include "tcp/cc.h"
+#include "ip/arp.h"
+#include "base/checksum.h"
+#include "base/flow_table.h"
+#include "ip/ipv4.h"
+#include "ip/link.h"
+#include "tcp/ooo.h"
+#include "tcp/rack.h"
+#include "ip/route.h"
+#include "tcp/sack.h"
+#include "base/secret.h"
+#include "tcp/tcp_options.h"
+#include "tcp/tcp_segment.h"
+#include "base/timer_wheel.h"
+#include "base/wire.h"
 
 #include <mars/copy.h>
 #include <mars/stack.h>
@@ -49,189 +43,12 @@
 
 namespace mars {
 
-// Per-socket flag bits.
-enum SockFlag : uint32_t {
-    kFNoDelay = 1u << 0,
-    kFCork = 1u << 1,
-    kFKeepAlive = 1u << 2,
-    kFReuseAddr = 1u << 3,
-    kFReusePort = 1u << 4,
-    kFSackOk = 1u << 5,     // both sides agreed on SACK
-    kFTsOk = 1u << 6,       // both sides agreed on timestamps
-    kFWscaleOk = 1u << 7,   // both sides agreed on window scaling
-    kFFinQueued = 1u << 8,  // the application is done sending: FIN after the data
-    kFRdShut = 1u << 9,     // shutdown(SHUT_RD)
-    kFUserClosed = 1u << 10, // close()/abort() called: the id belongs to the stack
-    kFInEvents = 1u << 11,  // queued in the event list
-    kFAckNow = 1u << 12,    // send an ACK at the next flush
-    kFInRecovery = 1u << 13, // fast recovery (RFC 6582 / RFC 6675)
-    kFBound = 1u << 14,     // has a local address from bind()
-    kFHasRings = 1u << 15,  // ring memory from the BufferProvider
-    kFInFlush = 1u << 16,   // queued in the flush list (output pending)
-    kFMore = 1u << 17,      // last commit said MSG_MORE
-    kFAccepted = 1u << 18,  // taken by accept(), or an active open
-    kFDetached = 1u << 19,  // closed by the user and in TIME-WAIT: kEvClosed sent, the id is gone
-    kFRtoRecovery = 1u << 20, // retransmitting after a timeout (go-back-N)
-    kFFinReceived = 1u << 21,
-    kFSynCookie = 1u << 22,  // created from a SYN cookie
-    kFDsack = 1u << 23,      // our next ACK reports Sock::dsack first (RFC 2883; only with SACK)
-    kFTlpOut = 1u << 24,     // a tail loss probe is unanswered (RFC 8985 7.4)
-    kFRcvBufLocked = 1u << 25, // SO_RCVBUF set: no receive-buffer autotuning
-};
-
-enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
-
-// Transmit by reference (tx_run.cc): which acknowledged send-ring bytes the
-// port may still read. Frames are counted in two epochs. Every frame sent
-// after a moment T points at bytes at or past tx_head(T) (snd_una never goes
-// back), so when the older epoch has drained, the bytes before the current
-// epoch's start (`closed_at`) are free; `released` is the start of the older
-// epoch, free already. A frame sent opens a new epoch when the older one has
-// drained. refs[] are decremented by the port (PacketIo::attach_external).
-struct TxRefs {
-    uint32_t refs[2] = {0, 0};
-    uint32_t closed_at = 0, released = 0; // tx positions (free-running, as tx_head)
-    uint8_t current = 0;
-    bool listed = false;   // in StackImpl::tx_ref_socks_
-    uint32_t reported = 0; // app_head() when kEvWritable was last raised for it
-    bool any() const { return refs[0] | refs[1]; }
-    // The position up to which the application may reuse the send ring.
-    uint32_t app_head(uint32_t tx_head) const
-    {
-        if (!any()) return tx_head;
-        return refs[current ^ 1] == 0 ? closed_at : released;
-    }
-    // The counter a frame sent now takes (before it is attached).
-    uint32_t *take(uint32_t tx_head)
-    {
-        if (refs[current ^ 1] == 0) {
-            released = any() ? closed_at : tx_head;
-            closed_at = tx_head;
-            current ^= 1;
-        }
-        return &refs[current];
-    }
-};
-
-struct Sock {
-    // ---- hot: looked at by every segment (first cache lines) -----------
-    FlowNode flow;
-    // The 4-tuple as the peer's frames carry it (network order), for the
-    // express path's compare against the last-flow cache without swapping.
-    uint32_t wire_rip = 0, wire_ports = 0;
-    TcpState state = TcpState::kClosed;
-    uint8_t snd_wscale = 0, rcv_wscale = 0;
-    uint8_t dupacks = 0;
-    uint32_t flags = 0;
-    uint32_t rcv_nxt = 0, rcv_adv = 0; // rcv_adv: right edge of the window we advertised
-    uint32_t snd_una = 0, snd_nxt = 0, snd_max = 0, snd_wnd = 0;
-    uint32_t ts_recent = 0;
-    uint8_t *rx = nullptr;
-    uint32_t rx_mask = 0, rx_head = 0, rx_tail = 0; // free-running positions
-    uint32_t rx_inflight = 0; // bytes past rx_tail a copy engine is still writing
-    uint8_t *tx = nullptr;
-    uint32_t tx_mask = 0, tx_head = 0, tx_tail = 0; // tx position of data seq s: s - iss - 1
-    TxRefs tx_refs; // frames the port still reads from tx (transmit by reference)
-    uint32_t irs = 0, iss = 0;
-    uint32_t mss = 536;     // what we send per segment (payload, options not included)
-    uint32_t segs_unacked = 0; // segments received since our last ACK
-    uint32_t last_ack_sent = 0; // rcv_nxt in our last ACK (RFC 7323 Last.ACK.sent)
-    uint32_t keep_probes = 0;
-    uint32_t snd_wl1 = 0, snd_wl2 = 0, max_snd_wnd = 0;
-    uint64_t ts_recent_ns = 0;
-    uint64_t last_recv_ns = 0, last_send_ns = 0;
-    CcVars cc;
-    const CcAlgo *cca = nullptr;
-
-    // ---- the rest -------------------------------------------------------
-    uint32_t gen = 0;
-    uint32_t index = 0;
-    bool used = false;
-    uint32_t recover = 0, high_rxt = 0;
-    uint32_t snd_sml = 0; // end of the last small segment sent (Minshall's Nagle)
-    uint32_t peer_mss = 536, user_mss = 0, path_mtu = 1500;
-    uint64_t srtt_ns = 0, rttvar_ns = 0, rto_ns = 0, min_rtt_ns = 0;
-    uint32_t rtt_seq = 0;
-    uint64_t rtt_start_ns = 0; // 0: not timing a segment
-    uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
-    uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
-    uint32_t probes = 0;       // keepalive or zero-window probes without answer
-    uint64_t last_challenge_ns = 0; // throttle: RFC 5961 challenge ACKs, SYN-ACKs resent for a repeated SYN
-    Timer rtx_timer, delack_timer, aux_timer;
-    SackScoreboard sack;
-    OooQueue ooo;
-    SeqRange dsack{}; // a duplicate we received, for the next ACK's first SACK block (kFDsack)
-    uint32_t next_hop = 0;
-    uint32_t arp_gen = 0;   // hdr's destination MAC is valid while this matches the stack's
-    alignas(8) uint8_t hdr[wire::kHeadersLen] = {}; // prebuilt Ethernet+IPv4+TCP header
-
-    // listener
-    uint32_t parent = UINT32_MAX;      // listener index, for connections not yet accepted
-    uint32_t queue_next = UINT32_MAX;  // accept queue link
-    uint32_t accept_head = UINT32_MAX, accept_tail = UINT32_MAX;
-    uint32_t accept_len = 0, backlog = 0, syn_queue_len = 0;
-
-    // application side
-    uint64_t user = 0;
-    uint32_t ev_bits = 0;
-    int error = 0;
-    RingMemory mem;
-    uint32_t rcv_buf = 0, snd_buf = 0;
-    // Receive buffer offered now (<= the ring; the window is what of it is
-    // not held by unread bytes) and the out-of-order share that goes with it
-    // (rcv_tune.cc): ooo_cap is the most window the share holds in full
-    // segments.
-    uint32_t rcv_space = 0, ooo_share = 0, ooo_cap = UINT32_MAX;
-    // Dynamic right-sizing: bytes the application drained since drs_ns
-    // (from position drs_head); the receiver's RTT estimate from how long
-    // rcv_nxt takes to reach an advertised edge (rrtt_seq, from rrtt_ns).
-    uint64_t drs_ns = 0, rrtt_ns = 0, rrtt_est_ns = 0;
-    uint32_t drs_head = 0, rrtt_seq = 0;
-    uint32_t rcv_target = 0; // a size the ring must grow to first (0: none)
-    uint64_t keep_idle_ns = 0, keep_intvl_ns = 0;
-    uint32_t keep_cnt = 0;
-    uint64_t user_timeout_ns = 0;
-    int32_t linger_sec = -1;
-    uint8_t tos = 0;
-    uint32_t rcv_lowat = 1;
-    Endpoint local, remote;
-
-    // per-connection counters
-    uint64_t total_retransmits = 0, bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
-
-    // loss recovery (cold: the slow path and timers only; last, so the
-    // fields the fast path touches keep their cache lines)
-    Timer rack_timer; // RACK's reordering timer, or the tail loss probe (rack.timer_is_pto)
-    RackVars rack;    // RACK-TLP and PRR (rack.h); SACK connections only
-
-    uint32_t rx_readable() const { return rx_tail - rx_head; }
-    uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() - rx_inflight : 0; }
-    // What of the offered buffer unread and in-flight bytes leave (<= rx_free()).
-    uint32_t rx_space_free() const
-    {
-        const uint32_t used = rx_readable() + rx_inflight;
-        return rcv_space > used ? rcv_space - used : 0;
-    }
-    uint32_t tx_queued() const { return tx_tail - tx_head; }
-    // Acknowledged bytes a frame in flight may still point at stay the
-    // stack's (TxRefs::app_head).
-    uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - (tx_tail - tx_refs.app_head(tx_head)) : 0; }
-    uint32_t in_flight() const { return snd_max - snd_una; }
-};
-
 class StackImpl final : public Stack, private Ipv4Upper {
   public:
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
     bool init(std::string *error);
     void reset() override;
-    // What reset() left different from a new stack ("" when nothing; tests only).
-    std::string stale_state() const;
-    // Segments retransmitted in runs (send_rtx_run), and the TSO frames
-    // among those runs' frames (tests and benchmarks only: StackStats, which
-    // eta-ppe publishes, keeps its layout).
-    uint64_t rtx_run_segments() const { return rtx_run_segments_; }
-    uint64_t rtx_tso_frames() const { return rtx_tso_frames_; }
 
     // Stack interface
     void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
@@ -263,16 +80,10 @@ class StackImpl final : public Stack, private Ipv4Upper {
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
     void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
 
-    // ---- for tests of the TCP rules (tests/unit/mars/tcp/tcp_core_test.cc) --
-    // A segment that passed every check on its frame, straight into the TCP
-    // rules (connection lookup and dispatch by state, as tcp_input() does
-    // after a missed header prediction), then the output it made due is
-    // sent. seg.frame, when set, is consumed (released or held).
-    void segment_input(TcpSegment &seg, uint64_t now_ns);
-    // The connection of a 4-tuple (TIME-WAIT included), or nullptr.
-    const Sock *find_conn(uint32_t remote_ip, uint16_t local_port, uint16_t remote_port) const;
-
   private:
+    // Tests and benchmarks look inside through testing/stack_access.h only.
+    friend struct StackAccess;
+
     // Everything below is the stack's own: the layers (link_, arp_, router_,
     // ip_) are reached through their types' interfaces, the TCP code's state
     // through these members, and nothing outside the stack sees any of it.
@@ -333,6 +144,9 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // (nullptr: none; a listener may take it). Returns true when
     // seg.frame was kept (the out-of-order queue holds it).
     __attribute__((always_inline)) bool tcp_dispatch(Sock *s, TcpSegment &seg);
+    // tcp_dispatch() out of line, for a segment that did not come from a
+    // frame (StackAccess::segment_input).
+    bool tcp_rules(Sock *s, TcpSegment &seg);
     void tcp_listen_input(Sock &l, const TcpSegment &seg);
     void tcp_syn_sent_input(Sock &s, const TcpSegment &seg);
     // ---- tcp_sync.cc -------------------------------------------------------
@@ -473,7 +287,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // undoes a spurious retransmission only on its D-SACK, RFC 2883).
     void note_dsack(Sock &s, uint32_t start, uint32_t end) {
         if (s.flags & kFDsack) send_ack(s);
-        s.dsack = SeqRange{start, end};
+        s.rec.dsack = SeqRange{start, end};
         s.flags |= kFDsack;
     }
     void want_output(Sock &s);
@@ -492,21 +306,15 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void enter_time_wait(Sock &s);
 
     // ---- rack.cc: RACK-TLP (RFC 8985) and PRR (RFC 6937), SACK only ---------
+    // (its questions about a connection alone: tcp/rack_rules.h)
     uint32_t now_us() const { return uint32_t(now_ns_ / 1000); }
     void rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx);
-    uint64_t rack_reo_wnd(const Sock &s) const;
     void rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt);
     bool rack_detect(Sock &s);
-    uint32_t rack_lost_bytes(const Sock &s) const;
-    uint32_t rack_pipe(const Sock &s) const;
-    // *piece_end (when given): where the lost piece ends past that MSS.
-    bool rack_next_lost(const Sock &s, SeqRange *out, uint32_t *piece_end = nullptr) const;
     void enter_sack_recovery(Sock &s);
     void prr_on_ack(Sock &s, uint32_t delivered, bool entering);
     void rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack);
     void rack_timeout(Sock &s);
-    uint64_t tlp_pto(const Sock &s) const;
-    bool tlp_allowed(const Sock &s) const;
     void tlp_arm(Sock &s);
     void tlp_fire(Sock &s);
     void tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack);
@@ -518,7 +326,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void sock_free(Sock &s);
     __attribute__((always_inline)) void raise(Sock &s, uint32_t bits)
     {
-        s.ev_bits |= bits;
+        s.app.ev_bits |= bits;
         if (!(s.flags & kFInEvents)) {
             s.flags |= kFInEvents;
             event_list_.push_back(s.index); // capacity reserved at creation
@@ -561,7 +369,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // every drop costs the sender a retransmission round (with tcp.rcvbuf
     // 1M and 256 frames, a peer sending through 1% loss fell from 0.85 to
     // 0.13 Gbit/s in the lab).
-    uint32_t ooo_window_cap_ = UINT32_MAX; // for ooo_frames_per_conn; a connection's own grows with its buffer (Sock::ooo_cap)
+    uint32_t ooo_window_cap_ = UINT32_MAX; // for ooo_frames_per_conn; a connection's own grows with its buffer (Conn::app.ooo_cap)
     uint32_t ooo_seg_bytes_ = 1448;        // a full segment's payload (mtu - 40, less 12 with timestamps)
     PacketIo &io_;
     BufferProvider &buffers_;

@@ -13,13 +13,13 @@
 // same frames (ARP requests included), events, counters and sockets.
 // Some of what reset() puts back does not show in behaviour (the order of
 // the out-of-order pool's free list, an events() drain cut short, the ARP
-// generation, the copy markers): StackImpl::stale_state() compares every
+// generation, the copy markers): StackAccess::stale_state() compares every
 // table with what init() leaves, and must find nothing after a reset.
 // Registered twice: as configured, and with 8 strands and every payload
 // through a copy engine that completes later (MARS_TEST_COPY=deferred, as
 // the sim suites), so that copies were in flight before the reset.
 #include "raw_peer.h"
-#include "stack_impl.h"
+#include "testing/stack_access.h"
 
 #include <gtest/gtest.h>
 
@@ -107,8 +107,6 @@ void dirty(RawPeer &p)
     // A socket closed, its kEvClosed not drained yet.
     ASSERT_EQ(st.abort(SockId(b)), 0);
 }
-
-StackImpl &impl(RawPeer &p) { return static_cast<StackImpl &>(p.stack()); }
 
 struct Probe {
     uint64_t tx_digest = 0;
@@ -202,17 +200,17 @@ TEST(MarsReset, ResetLeavesEveryTableAsNew)
     RawPeer::Options o = options();
     o.introduce = false; // the stack as Stack::create left it
     RawPeer p(o);
-    EXPECT_EQ(impl(p).stale_state(), "") << "the check itself must accept a new stack";
+    EXPECT_EQ(StackAccess::stale_state(p.stack()), "") << "the check itself must accept a new stack";
     dirty(p);
     // Not vacuous: the dirtied stack differs from a new one in every table
     // (but the output list, the transmit burst and the batch of frames to
     // release, which every call empties before it returns).
-    const std::string dirty_state = impl(p).stale_state();
+    const std::string dirty_state = StackAccess::stale_state(p.stack());
     for (const char *table : {"sockets", "connection table", "listeners", "timers", "out-of-order pool", "events", "ARP",
                               "clock", "counters", "ports"})
         EXPECT_NE(dirty_state.find(table), std::string::npos) << table << " not dirtied: " << dirty_state;
     p.reset_stack();
-    EXPECT_EQ(impl(p).stale_state(), "");
+    EXPECT_EQ(StackAccess::stale_state(p.stack()), "");
 }
 
 TEST(MarsReset, ResetTwiceAndAfterItsOwnProbe)

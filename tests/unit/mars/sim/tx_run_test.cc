@@ -10,7 +10,7 @@
 // large frames are those same frames too.
 #include "frame.h"
 #include "raw_peer.h"
-#include "stack_impl.h"
+#include "testing/stack_access.h"
 
 #include <gtest/gtest.h>
 
@@ -271,8 +271,8 @@ Outcome run(const Plan &plan, Mode mode, uint32_t csum_offloads, uint32_t large_
     for (const auto &[sock, bits] : peer->take_events()) state << "event " << sock << " " << bits << "\n";
     out.state = state.str();
     out.stats = st.stats();
-    out.rtx_run_segments = static_cast<StackImpl &>(st).rtx_run_segments();
-    out.rtx_tso_frames = static_cast<StackImpl &>(st).rtx_tso_frames();
+    out.rtx_run_segments = StackAccess::rtx_run_segments(st);
+    out.rtx_tso_frames = StackAccess::rtx_tso_frames(st);
     out.base = base;
     EXPECT_EQ(peer->port().tx_invalid, 0u) << "a frame broke the offload contract";
     EXPECT_EQ(peer->port().external_changed, 0u) << "send-ring bytes changed under a frame in flight";
@@ -788,8 +788,8 @@ TEST(MarsTxRun, PacketPathDoesNotAllocate)
             EXPECT_EQ(si.bytes_out, written) << "connection " << i;
         }
         const StackStats &stats = st.stats();
-        EXPECT_GT(static_cast<StackImpl &>(st).rtx_run_segments(), 0u) << "no retransmission run";
-        if (tso) EXPECT_GT(static_cast<StackImpl &>(st).rtx_tso_frames(), 0u) << "no retransmission TSO frame";
+        EXPECT_GT(StackAccess::rtx_run_segments(st), 0u) << "no retransmission run";
+        if (tso) EXPECT_GT(StackAccess::rtx_tso_frames(st), 0u) << "no retransmission TSO frame";
         else EXPECT_GT(stats.tx_ref_frames, 0u) << "nothing went by reference";
         EXPECT_EQ(g_allocations, 0u) << "the packet path allocated";
         g_allocations = 0;

@@ -2,7 +2,7 @@
 // tcp_sync.cc, tcp_data.cc) driven with parsed segments, the way smoltcp
 // tests its TCP socket: a connection is put into a state, the test sends
 // the peer's segments as TcpSegments straight into the rules
-// (StackImpl::segment_input: no Ethernet, IPv4, checksum or header
+// (StackAccess::segment_input: no Ethernet, IPv4, checksum or header
 // prediction in between) and asserts what the stack did: the segments it
 // emitted (parsed back from its frames), the timers armed on the
 // connection, the events posted to the application and the state.
@@ -11,7 +11,7 @@
 // RST/SYN/ACK rules, FIN in both orders (CLOSE-WAIT, LAST-ACK, FIN-WAIT-1/2,
 // CLOSING, TIME-WAIT) and TIME-WAIT (2MSL restart, RFC 6191 reopen, RST).
 #include "raw_peer.h"
-#include "stack_impl.h"
+#include "testing/stack_access.h"
 
 #include <gtest/gtest.h>
 
@@ -76,7 +76,6 @@ class TcpCore : public ::testing::Test {
         EXPECT_EQ(peer.pool().in_use(), 0u);
         EXPECT_EQ(peer.pool().bad_releases(), 0u);
     }
-    StackImpl &impl() { return static_cast<StackImpl &>(peer.stack()); }
     Stack &st() { return peer.stack(); }
 
     // send!: the peer's segment into the TCP rules, then events are drained.
@@ -103,7 +102,7 @@ class TcpCore : public ::testing::Test {
         seg.payload = payload;
         seg.len = uint32_t(s.payload.size());
         seg.frame = &frame;
-        impl().segment_input(seg, peer.now);
+        StackAccess::segment_input(peer.stack(), seg, peer.now);
         peer.poll(); // nothing is due at the same instant; collects events
     }
     // recv!: the TCP segments the stack emitted since the last look.
@@ -143,7 +142,7 @@ class TcpCore : public ::testing::Test {
 
     // The connection under test as the stack's table holds it (also in
     // TIME-WAIT, after its id is gone), or nullptr.
-    const Sock *conn() { return impl().find_conn(peer.peer_ip, stack_port, peer_port); }
+    const Sock *conn() { return StackAccess::find_conn(peer.stack(), peer.peer_ip, stack_port, peer_port); }
     TcpState state()
     {
         const Sock *c = conn();

@@ -1,0 +1,585 @@
+// tcp_in.cc: the receive path, top to bottom: input() (the receive entry)
+// and its per-frame loops (run to completion, strands, prefetching), the
+// Ethernet demux, TCP input (validation, connection lookup) and the fast
+// path. The rules for everything the fast path does not take live beside it:
+// tcp_handshake.cc (LISTEN, SYN-SENT), tcp_sync.cc (the synchronized states,
+// ACK processing), tcp_data.cc (data, FIN, TIME-WAIT).
+//
+// Every segment is validated against its frame first (lengths, data offset,
+// option lengths, checksum). Then a connection lookup (last-flow cache, then
+// the hash table) and Van Jacobson's header prediction: an ESTABLISHED
+// connection getting the next in-order data segment with only ACK (and PSH)
+// set, or a pure ACK that advances snd.una, takes a short path that verifies
+// the checksum in the same pass as the copy into the receive ring. Anything
+// else goes through the RFC 9293 3.10.7 segment-arrival rules.
+#include "rx/frame_bytes.h"
+#include "stack_impl.h"
+#include "rx/strands.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mars {
+
+using namespace wire;
+
+namespace {
+
+const uint8_t kBroadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+} // namespace
+
+// The receive entry. Run to completion (strands = 1, no prefetch): each
+// frame first tries header prediction on the flow the last segment belonged
+// to (tcp_express); everything else goes through the full demux
+// (input_frame below: Ethernet, then arp.cc or ipv4.cc, then tcp_input).
+// With strands or prefetching, the same per-frame work runs behind a pipeline that hides the memory waits
+// of the lookup (input_strands, input_prefetch_ahead).
+void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
+{
+    if (now_ns > now_ns_) now_ns_ = now_ns;
+    stats_.rx_frames += n;
+    gather_misses_ = 0; // receive coalescing's bound per burst (rx_coalesce.cc)
+    if (copy_) {
+        input_burst<true>(frames, n); // no coalescing: each payload is one copy of its own (rx_coalesce.cc)
+    } else {
+        input_burst<false>(frames, n);
+    }
+    if (copies_in_flight()) reap_copies(false); // the burst's copies start; earlier ones may be done
+    flush_rx_done();
+    // The flow table counts its last-flow cache; publish once per burst.
+    stats_.lookup_cache_hits = flows_.cache_hits;
+    stats_.lookup_cache_misses = flows_.cache_misses;
+    // ACKs and data the burst made due go out together.
+    flush_output();
+    link_.flush();
+}
+
+// The full demux, for every frame the express path did not take: Ethernet
+// II here, then ARP (arp.cc) or IPv4/ICMP (ipv4.cc), which hands TCP
+// segments back to tcp_input() below.
+void StackImpl::input_frame(PacketRef &f)
+{
+    // The full path may read or write any receive ring: asynchronous copies
+    // land first (mars/copy.h).
+    if (copies_in_flight()) reap_copies(true);
+    if (f.len < kEthLen || !f.data) {
+        stats_.drop_eth++;
+        release(f);
+        return;
+    }
+    const Eth *eth = reinterpret_cast<const Eth *>(f.data);
+    if (std::memcmp(eth->dst, cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0) {
+        stats_.drop_not_ours++;
+        release(f);
+        return;
+    }
+    switch (be16(eth->type)) {
+    case kEtherIpv4:
+        ip_.input(f, now_ns_);
+        return;
+    case kEtherArp:
+        arp_.input(f, now_ns_);
+        return;
+    default:
+        stats_.drop_eth++; // IPv6, VLAN tags, anything else: not ours to handle
+        release(f);
+        return;
+    }
+}
+
+// The per-frame loops; kAsyncCopy: in-order payloads go to the copy engine.
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *frames, uint16_t n)
+{
+    if (strands_ > 1 || prefetch_) {
+        // Frames of the flow in the last-flow cache have no memory wait to
+        // hide: they run to completion until the first frame that is not
+        // predicted there (nor taken by a coalesced group, rx_coalesce.cc);
+        // the pipeline takes the rest of the burst.
+        uint16_t i = 0;
+        while (i < n) {
+            if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+                i = uint16_t(i + k);
+                continue;
+            }
+            const uint16_t len = frames[i].len;
+            if (!tcp_express<kAsyncCopy>(frames[i])) break;
+            stats_.rx_bytes += len;
+            i++;
+        }
+        if (i < n) {
+            if (strands_ > 1) {
+                input_strands<kAsyncCopy>(frames + i, uint16_t(n - i));
+            } else {
+                input_prefetch_ahead<kAsyncCopy>(frames + i, uint16_t(n - i));
+            }
+        }
+    } else {
+        if (!kAsyncCopy && cfg_.tcp.rx_coalesce && n > 1) {
+            for (uint16_t i = 0; i < n;) {
+                if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+                    i = uint16_t(i + k);
+                    continue;
+                }
+                PacketRef &f = frames[i++];
+                stats_.rx_bytes += f.len;
+                if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
+            }
+            return;
+        }
+        for (uint16_t i = 0; i < n; i++) {
+            PacketRef &f = frames[i];
+            stats_.rx_bytes += f.len;
+            if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
+        }
+    }
+}
+
+// Receive coalescing (rx_coalesce.cc) where it applies: on, and no copy
+// engine (each asynchronous copy has its own completion and frame).
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline uint16_t StackImpl::coalesce_run(PacketRef *frames, uint16_t n)
+{
+    if constexpr (kAsyncCopy) {
+        return 0;
+    } else {
+        if (!cfg_.tcp.rx_coalesce || n < 2) return 0;
+        if (const uint16_t k = input_run(frames, n)) return k;
+        // Refused: perhaps only because another connection's frame follows.
+        return gather_misses_ < kGatherMissesMax && gather_run(frames, n) ? input_run(frames, n) : 0;
+    }
+}
+
+bool StackImpl::frame_flow(const PacketRef &f, FlowKey *key) const
+{
+    const uint8_t *d = f.data;
+    if (f.len < kHeadersLen || (load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions) return false;
+    const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
+    if (ip->proto != kProtoTcp) return false;
+    const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
+    *key = FlowKey{cfg_.ip, be32(ip->src), be16(th->dport), be16(th->sport)};
+    return true;
+}
+
+// The lines of a connection block (944 bytes) the fast path touches: the hot
+// head of Sock (flow node, sequence state, ring positions: three lines), the
+// SACK scoreboard's and out-of-order queue's emptiness, the delayed-ACK timer,
+// the event bits and the per-connection counters.
+void StackImpl::prefetch_conn(const Sock &s)
+{
+    const char *p = reinterpret_cast<const char *>(&s);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(p + 128);
+    __builtin_prefetch(&s.rec.sack);
+    __builtin_prefetch(&s.rec.ooo);
+    __builtin_prefetch(&s.delack_timer);
+    __builtin_prefetch(&s.app.ev_bits);
+    __builtin_prefetch(&s.count.bytes_in);
+}
+constexpr uint64_t kConnPrefetches = 8;
+
+// Strands (strands.h): each frame is a strand of four stages, each ending
+// where the next would wait for memory:
+//   0  parse the frame's 4-tuple, hash it, prefetch the flow-table bucket
+//   1  read the bucket head, prefetch that connection block
+//   2  find the connection in the chain, prefetch the receive ring's tail line
+//   3  ready; retire (in arrival order) runs the run-to-completion code with
+//      the connection already found and its lines in cache
+// A connection found by stages 1-2 is re-checked at retirement: it must
+// still be in the table, and the express path compares the frame's 4-tuple
+// and state against the connection itself, so an older frame of the burst
+// that closed or replaced it only sends this frame to the full path.
+template <bool kAsyncCopy>
+void StackImpl::input_strands(PacketRef *frames, uint16_t n)
+{
+    struct Ops {
+        StackImpl &st;
+        PacketRef *frames;
+        uint16_t n;
+        unsigned width;
+        bool prefetch;
+        uint64_t prefetches = 0;
+        struct State {
+            FlowKey key;
+            uint32_t hash;
+            FlowNode *node;
+        };
+        bool step(uint16_t item, uint8_t stage, State &x)
+        {
+            switch (stage) {
+            case 0: {
+                x.node = nullptr;
+                // The frame `width` ahead is the next to start: bring its headers in.
+                if (prefetch && item + width < n) {
+                    __builtin_prefetch(frames[item + width].data);
+                    prefetches++;
+                }
+                if (!st.frame_flow(frames[item], &x.key)) return true;
+                x.hash = flow_hash(x.key);
+                if (prefetch) {
+                    __builtin_prefetch(st.flows_.bucket(x.hash));
+                    prefetches++;
+                }
+                return false;
+            }
+            case 1:
+                x.node = *st.flows_.bucket(x.hash);
+                if (!x.node) return true;
+                if (prefetch) {
+                    st.prefetch_conn(*sock_of(x.node));
+                    prefetches += kConnPrefetches;
+                }
+                return false;
+            case 2: {
+                x.node = FlowTable::find_from(x.node, x.key, x.hash);
+                if (!x.node) return true;
+                const Sock &s = *sock_of(x.node);
+                if (!prefetch || !s.rx) return true;
+                __builtin_prefetch(s.rx + (s.rx_tail & s.rx_mask), 1);
+                prefetches++;
+                return false;
+            }
+            default:
+                return true;
+            }
+        }
+        void retire(uint16_t item, State &x)
+        {
+            PacketRef &f = frames[item];
+            st.stats_.rx_bytes += f.len;
+            FlowNode *node = x.node;
+            if (node && node->linked && st.template tcp_express_on<kAsyncCopy>(f, *sock_of(node))) {
+                // What the last-flow cache and the table would have counted.
+                if (node == st.flows_.cached()) {
+                    st.flows_.cache_hits++;
+                } else {
+                    st.flows_.cache_misses++;
+                    st.flows_.remember(node);
+                }
+                return;
+            }
+            st.input_frame(f);
+        }
+    };
+    Ops ops{*this, frames, n, strands_, prefetch_};
+    StrandCounters counters;
+    run_strands<StackConfig::kMaxStrands>(ops, n, strands_, counters);
+    stats_.strand_yields += counters.yields;
+    stats_.prefetches += ops.prefetches;
+}
+
+// Prefetching without strands: run to completion, but while frame i is
+// processed the flow-table bucket of frame i+1 and the headers of frame i+2
+// are already on their way.
+template <bool kAsyncCopy>
+void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
+{
+    uint64_t prefetches = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        if (i + 2 < n) {
+            __builtin_prefetch(frames[i + 2].data);
+            prefetches++;
+        }
+        FlowKey key;
+        if (i + 1 < n && frame_flow(frames[i + 1], &key)) {
+            __builtin_prefetch(flows_.bucket(flow_hash(key)));
+            prefetches++;
+        }
+        if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
+            i = uint16_t(i + k - 1);
+            continue;
+        }
+        PacketRef &f = frames[i];
+        stats_.rx_bytes += f.len;
+        if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
+    }
+    stats_.prefetches += prefetches;
+}
+
+void StackImpl::link_flow(Sock &s, const FlowKey &key)
+{
+    s.flow.key = key;
+    s.wire_rip = be32(key.remote_ip);
+    s.wire_ports = uint32_t(be16(key.remote_port)) | uint32_t(be16(key.local_port)) << 16;
+    flows_.insert(&s.flow);
+}
+
+// Van Jacobson's header prediction taken one step further: for a frame of the
+// last flow seen, every check the demux would make is done on the frame's
+// bytes as loaded (no byte swapping, no per-layer calls), then the prediction
+// proper. Any doubt returns false and the frame takes the full path, which
+// repeats the checks and counts what it drops.
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
+{
+    const FlowNode *node = flows_.cached();
+    if (!node || !tcp_express_on<kAsyncCopy>(f, *sock_of(const_cast<FlowNode *>(node)))) return false;
+    flows_.cache_hits++;
+    return true;
+}
+
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &f, Sock &s)
+{
+    unsigned doff, len;
+    if (!predicts(f, s, &doff, &len)) return false;
+    const uint8_t *d = f.data;
+    const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
+    const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
+    if (!tcp_fast_path<kAsyncCopy>(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src)))
+        return false;
+    stats_.fastpath_hits++;
+    return true;
+}
+
+void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
+{
+    const unsigned len = total - ihl;
+    uint8_t *tp = f.data + kEthLen + ihl;
+    if (len < kTcpLen) {
+        stats_.drop_tcp_header++;
+        release(f);
+        return;
+    }
+    const Tcp *th = reinterpret_cast<const Tcp *>(tp);
+    const unsigned doff = (th->doff >> 4) * 4u;
+    if (doff < kTcpLen || doff > len) {
+        stats_.drop_tcp_header++;
+        release(f);
+        return;
+    }
+    uint8_t *payload = tp + doff;
+    const uint32_t plen = len - doff;
+    const uint32_t src = be32(ip->src);
+    FlowKey key{cfg_.ip, src, be16(th->dport), be16(th->sport)};
+    FlowNode *node = flows_.lookup(key);
+    Sock *s = node ? sock_of(node) : nullptr;
+    if (s) {
+        // Header prediction (seed 002): the common case costs a few compares.
+        if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
+            be32(th->seq) == s->rcv_nxt && (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe))) &&
+            s->snd_nxt == s->snd_max && uint32_t(be16(th->win)) << s->snd_wscale == s->snd_wnd &&
+            (s->flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) == kFHasRings && s->rec.sack.empty() &&
+            s->rec.ooo.empty()) {
+            // (input_frame let every asynchronous copy land: the plain path)
+            if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
+                stats_.fastpath_hits++;
+                return;
+            }
+        }
+        stats_.fastpath_misses++;
+    }
+
+    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(pseudo_sum(src, cfg_.ip, kProtoTcp, uint16_t(len)), tp, len))) {
+        stats_.drop_tcp_csum++;
+        release(f);
+        return;
+    }
+    TcpSegment seg;
+    seg.flags = th->flags;
+    if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, seg.flags & kSyn, &seg.opt)) {
+        stats_.drop_tcp_header++;
+        release(f);
+        return;
+    }
+    seg.src_ip = src;
+    seg.dst_ip = cfg_.ip;
+    seg.sport = key.remote_port;
+    seg.dport = key.local_port;
+    seg.seq = be32(th->seq);
+    seg.ack = be32(th->ack);
+    seg.win = be16(th->win);
+    seg.payload = payload;
+    seg.len = plen;
+    seg.frame = &f;
+    if (!tcp_dispatch(s, seg)) release(f);
+}
+
+// The TCP rules for a segment the fast path did not take: flag sanity, then
+// by state: TIME-WAIT (tcp_data.cc), no connection (a listener,
+// tcp_handshake.cc, or a RST), SYN-SENT (tcp_handshake.cc), the
+// synchronized states (tcp_sync.cc).
+__attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpSegment &seg)
+{
+    const uint8_t flags = seg.flags;
+    // Flag combinations no correct TCP sends (RFC 9293 3.10.7: segments
+    // without ACK other than SYN or RST are dropped in every state).
+    if (((flags & kSyn) && (flags & (kFin | kRst))) || !(flags & (kAck | kSyn | kRst))) {
+        stats_.drop_tcp_header++;
+        return false;
+    }
+    if (s && s->state == TcpState::kTimeWait) {
+        bool reopen = false;
+        time_wait_input(*s, seg, &reopen);
+        if (!reopen) return false;
+        s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
+    }
+    if (!s) {
+        Sock *l = find_listener(cfg_.ip, seg.dport, seg.src_ip, seg.sport);
+        if (l) {
+            tcp_listen_input(*l, seg);
+        } else {
+            stats_.drop_tcp_no_socket++;
+            if (!(flags & kRst)) send_rst_reply(seg);
+        }
+        return false;
+    }
+    s->count.segs_in++;
+    s->last_recv_ns = now_ns_;
+    s->keep_probes = 0;
+    s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
+    if (s->state == TcpState::kSynSent) {
+        tcp_syn_sent_input(*s, seg);
+        return false;
+    }
+    bool held = false;
+    tcp_sync_input(*s, seg, &held);
+    return held;
+}
+
+bool StackImpl::tcp_rules(Sock *s, TcpSegment &seg) { return tcp_dispatch(s, seg); }
+
+// ---- fast path ---------------------------------------------------------------
+
+// The prediction held (the caller checked state, flags, sequence number,
+// options layout, window and recovery). Returns false to send the segment on
+// through the full rules; true once the frame is consumed (queued, or dropped
+// for a bad checksum).
+template <bool kAsyncCopy>
+__attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th,
+                                                                    unsigned doff, const uint8_t *payload,
+                                                                    uint32_t len, uint32_t src_ip)
+{
+    uint32_t tsval = 0;
+    if (doff != kTcpLen) {
+        if (!(s.flags & kFTsOk)) return false;
+        tsval = be32(load32(reinterpret_cast<const uint8_t *>(th) + kTcpLen + 4));
+        if (seq_lt(tsval, s.ts_recent)) return false; // PAWS: the slow path decides
+    }
+    const uint32_t ack = be32(th->ack);
+    const bool csum_done = f.flags & kRxL4CsumGood;
+    if (len == 0) {
+        // A pure ACK for new data.
+        if (!seq_gt(ack, s.snd_una) || seq_gt(ack, s.snd_max)) return false;
+        if (!csum_done && !csum_ok(csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff)), th, doff)))
+            return false;
+        const uint32_t acked = ack - s.snd_una;
+        const uint32_t in_flight = s.snd_max - s.snd_una;
+        s.tx_head += acked;
+        s.snd_una = ack;
+        s.snd_wl2 = ack; // the window is unchanged; keep WL1/WL2 current (they are compared mod 2^32)
+        s.snd_wl1 = be32(th->seq);
+        uint64_t rtt = 0;
+        if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
+            rtt = now_ns_ - s.rtt_start_ns;
+            s.rtt_start_ns = 0;
+            rtt_sample(s, rtt);
+        }
+        s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, now_ns_);
+        s.dupacks = 0;
+        s.rtx_count = 0;
+        if (s.snd_una == s.snd_max) {
+            TimerWheel::cancel(&s.rtx_timer);
+            s.first_rtx_ns = 0;
+        } else {
+            s.first_rtx_ns = now_ns_;
+            wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+        }
+        if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
+            s.ts_recent = tsval;
+            s.ts_recent_ns = now_ns_;
+        }
+        s.count.segs_in++;
+        s.last_recv_ns = now_ns_;
+        raise(s, kEvWritable);
+        if (s.tx_tail != s.snd_nxt - s.iss - 1) want_output(s);
+        release_rx(f);
+        return true;
+    }
+    // In-order data that fits, acking nothing new.
+    if (ack != s.snd_una || len > s.rcv_adv - s.rcv_nxt) return false;
+    bool deferred = false;
+    if constexpr (kAsyncCopy) {
+        // Through the copy engine (copy.cc): the checksum, where the NIC did
+        // not verify it, is checked before any byte can be delivered; the
+        // bytes become visible when the copy completes, after those of
+        // earlier deliveries.
+        if (len > s.rx_free()) return false;
+        if (!csum_done &&
+            !csum_ok(csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff + len))) {
+            stats_.drop_tcp_csum++;
+            release(f);
+            return true;
+        }
+        deferred = rx_copy(s, f, payload, len);
+        if (!deferred) {
+            const uint32_t off = s.rx_tail & s.rx_mask;
+            const uint32_t first = std::min(len, s.rx_mask + 1 - off);
+            std::memcpy(s.rx + off, payload, first);
+            if (len > first) std::memcpy(s.rx, payload + first, len - first);
+        }
+    } else {
+        // (the caller checked kFHasRings: rx_free() without its test; no
+        // copies are in flight on this path)
+        if (len > s.rx_mask + 1 - s.rx_readable()) return false;
+        const uint32_t off = s.rx_tail & s.rx_mask;
+        const uint32_t first = std::min(len, s.rx_mask + 1 - off);
+        if (csum_done) {
+            std::memcpy(s.rx + off, payload, first);
+            if (len > first) std::memcpy(s.rx, payload + first, len - first);
+        } else {
+            // Copy into free ring space and sum in the same pass; the bytes only
+            // become readable (rx_tail) once the checksum holds.
+            uint32_t c = csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+            c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
+            if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
+            if (!csum_ok(c)) {
+                stats_.drop_tcp_csum++;
+                release(f);
+                return true;
+            }
+        }
+    }
+    s.snd_wl1 = s.rcv_nxt;
+    if (!deferred) s.rx_tail += len;
+    s.rcv_nxt += len;
+    s.count.bytes_in += len;
+    s.count.segs_in++;
+    s.last_recv_ns = now_ns_;
+    if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
+        s.ts_recent = tsval;
+        s.ts_recent_ns = now_ns_;
+    }
+    // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
+    // timer. Segments of one burst share the ACK sent at its end.
+    if (++s.segs_unacked >= 2) {
+        if (!(s.flags & kFAckNow)) ack_now(s);
+    } else if (!TimerWheel::armed(&s.delack_timer)) {
+        wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+    }
+    if (deferred) return true; // readable and released at completion
+    raise(s, kEvReadable);
+    release_rx(f);
+    return true;
+}
+
+void StackImpl::rtt_sample(Sock &s, uint64_t r)
+{
+    if (r == 0) r = 1000; // below our clock's resolution: call it 1 us
+    if (!s.min_rtt_ns || r < s.min_rtt_ns) s.min_rtt_ns = r;
+    if (s.srtt_ns == 0) {
+        s.srtt_ns = r;
+        s.rttvar_ns = r / 2;
+    } else {
+        const uint64_t diff = s.srtt_ns > r ? s.srtt_ns - r : r - s.srtt_ns;
+        s.rttvar_ns = (3 * s.rttvar_ns + diff) / 4;
+        s.srtt_ns = (7 * s.srtt_ns + r) / 8;
+    }
+    // RFC 6298 2.3 with G = 1 ms (our timer granularity).
+    const uint64_t rto = s.srtt_ns + std::max<uint64_t>(1'000'000, 4 * s.rttvar_ns);
+    s.rto_ns = std::clamp(rto, cfg_.tcp.rto_min_ns, cfg_.tcp.rto_max_ns);
+}
+
+} // namespace mars

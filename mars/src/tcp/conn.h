@@ -1,0 +1,263 @@
+// tcp/conn.h: one TCP connection's state (tcp::Conn), in parts that say
+// what they are for. The TCP code reaches it as `Sock` (stack_impl.h).
+//
+//   part            what                                       who reads it
+//   Hot (base)      4-tuple link, state, flags, sequence       every segment: the express path,
+//                   space, windows, both rings, cc             header prediction, the fast ACK
+//                   (first 296 bytes: 4.6 cache lines)         and data paths (static_asserted)
+//   identity        gen, index, used                           the socket table (StackImpl)
+//   sender          recovery point, MSS, RTT/RTO estimator,    output, ACK processing
+//                   timer state and the three timers
+//   rec             SACK scoreboard, out-of-order queue,       predicts() checks both empty;
+//                   the D-SACK to report                       the slow path uses them
+//   template        next hop, ARP generation, prebuilt header  every segment sent
+//   lst             listener: SYN queue count, accept queue    listeners and their children
+//   app             the user side: tag, events, error, ring    the socket API, events,
+//                   memory, buffers and autotuning, options    receive-buffer autotuning
+//   count           per-connection counters                    info(), segments in and out
+//   rack_timer,     RACK-TLP and PRR (cold: the slow path      recovery, timers
+//   rack            and timers only; last)
+//
+// The order is the memory order: the parts after Hot keep the offsets they
+// had as loose fields, so the fast path touches the same cache lines.
+#pragma once
+
+#include "tcp/cc.h"
+#include "base/flow_table.h"
+#include "tcp/ooo.h"
+#include "tcp/rack.h"
+#include "tcp/sack.h"
+#include "base/timer_wheel.h"
+#include "base/wire.h"
+
+#include <mars/stack.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mars {
+
+// Per-socket flag bits.
+enum SockFlag : uint32_t {
+    kFNoDelay = 1u << 0,
+    kFCork = 1u << 1,
+    kFKeepAlive = 1u << 2,
+    kFReuseAddr = 1u << 3,
+    kFReusePort = 1u << 4,
+    kFSackOk = 1u << 5,     // both sides agreed on SACK
+    kFTsOk = 1u << 6,       // both sides agreed on timestamps
+    kFWscaleOk = 1u << 7,   // both sides agreed on window scaling
+    kFFinQueued = 1u << 8,  // the application is done sending: FIN after the data
+    kFRdShut = 1u << 9,     // shutdown(SHUT_RD)
+    kFUserClosed = 1u << 10, // close()/abort() called: the id belongs to the stack
+    kFInEvents = 1u << 11,  // queued in the event list
+    kFAckNow = 1u << 12,    // send an ACK at the next flush
+    kFInRecovery = 1u << 13, // fast recovery (RFC 6582 / RFC 6675)
+    kFBound = 1u << 14,     // has a local address from bind()
+    kFHasRings = 1u << 15,  // ring memory from the BufferProvider
+    kFInFlush = 1u << 16,   // queued in the flush list (output pending)
+    kFMore = 1u << 17,      // last commit said MSG_MORE
+    kFAccepted = 1u << 18,  // taken by accept(), or an active open
+    kFDetached = 1u << 19,  // closed by the user and in TIME-WAIT: kEvClosed sent, the id is gone
+    kFRtoRecovery = 1u << 20, // retransmitting after a timeout (go-back-N)
+    kFFinReceived = 1u << 21,
+    kFSynCookie = 1u << 22,  // created from a SYN cookie
+    kFDsack = 1u << 23,      // our next ACK reports rec.dsack first (RFC 2883; only with SACK)
+    kFTlpOut = 1u << 24,     // a tail loss probe is unanswered (RFC 8985 7.4)
+    kFRcvBufLocked = 1u << 25, // SO_RCVBUF set: no receive-buffer autotuning
+};
+
+enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
+
+// Transmit by reference (tx_run.cc): which acknowledged send-ring bytes the
+// port may still read. Frames are counted in two epochs. Every frame sent
+// after a moment T points at bytes at or past tx_head(T) (snd_una never goes
+// back), so when the older epoch has drained, the bytes before the current
+// epoch's start (`closed_at`) are free; `released` is the start of the older
+// epoch, free already. A frame sent opens a new epoch when the older one has
+// drained. refs[] are decremented by the port (PacketIo::attach_external).
+struct TxRefs {
+    uint32_t refs[2] = {0, 0};
+    uint32_t closed_at = 0, released = 0; // tx positions (free-running, as tx_head)
+    uint8_t current = 0;
+    bool listed = false;   // in StackImpl::tx_ref_socks_
+    uint32_t reported = 0; // app_head() when kEvWritable was last raised for it
+    bool any() const { return refs[0] | refs[1]; }
+    // The position up to which the application may reuse the send ring.
+    uint32_t app_head(uint32_t tx_head) const
+    {
+        if (!any()) return tx_head;
+        return refs[current ^ 1] == 0 ? closed_at : released;
+    }
+    // The counter a frame sent now takes (before it is attached).
+    uint32_t *take(uint32_t tx_head)
+    {
+        if (refs[current ^ 1] == 0) {
+            released = any() ? closed_at : tx_head;
+            closed_at = tx_head;
+            current ^= 1;
+        }
+        return &refs[current];
+    }
+};
+
+namespace tcp {
+
+// The hot part: what every segment of an established connection reads on
+// the fast path (frame_bytes.h's predicts(), tcp_fast_path, the ACK it
+// sends). Conn's first part, so that a FlowNode* is a Conn* (flow first).
+struct Hot {
+    FlowNode flow;
+    // The 4-tuple as the peer's frames carry it (network order), for the
+    // express path's compare against the last-flow cache without swapping.
+    uint32_t wire_rip = 0, wire_ports = 0;
+    TcpState state = TcpState::kClosed;
+    uint8_t snd_wscale = 0, rcv_wscale = 0;
+    uint8_t dupacks = 0;
+    uint32_t flags = 0;
+    uint32_t rcv_nxt = 0, rcv_adv = 0; // rcv_adv: right edge of the window we advertised
+    uint32_t snd_una = 0, snd_nxt = 0, snd_max = 0, snd_wnd = 0;
+    uint32_t ts_recent = 0;
+    uint8_t *rx = nullptr;
+    uint32_t rx_mask = 0, rx_head = 0, rx_tail = 0; // free-running positions
+    uint32_t rx_inflight = 0; // bytes past rx_tail a copy engine is still writing
+    uint8_t *tx = nullptr;
+    uint32_t tx_mask = 0, tx_head = 0, tx_tail = 0; // tx position of data seq s: s - iss - 1
+    TxRefs tx_refs; // frames the port still reads from tx (transmit by reference)
+    uint32_t irs = 0, iss = 0;
+    uint32_t mss = 536;     // what we send per segment (payload, options not included)
+    uint32_t segs_unacked = 0; // segments received since our last ACK
+    uint32_t last_ack_sent = 0; // rcv_nxt in our last ACK (RFC 7323 Last.ACK.sent)
+    uint32_t keep_probes = 0;
+    uint32_t snd_wl1 = 0, snd_wl2 = 0, max_snd_wnd = 0;
+    uint64_t ts_recent_ns = 0;
+    uint64_t last_recv_ns = 0, last_send_ns = 0;
+    CcVars cc;
+    const CcAlgo *cca = nullptr;
+
+    uint32_t rx_readable() const { return rx_tail - rx_head; }
+    uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() - rx_inflight : 0; }
+    uint32_t tx_queued() const { return tx_tail - tx_head; }
+    // Acknowledged bytes a frame in flight may still point at stay the
+    // stack's (TxRefs::app_head).
+    uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - (tx_tail - tx_refs.app_head(tx_head)) : 0; }
+    uint32_t in_flight() const { return snd_max - snd_una; }
+};
+
+// The layout the fast path was measured with (benchmarks/README.md, "mars:
+// the fast path"): a change here moves fields across cache lines; measure
+// `tools/eta bench fastpath` before changing these.
+static_assert(offsetof(Hot, flow) == 0, "a FlowNode* must be its Conn*");
+static_assert(offsetof(Hot, state) == 40 && offsetof(Hot, flags) == 44 && offsetof(Hot, rcv_nxt) == 48,
+              "line 0: state, flags, sequence space");
+static_assert(offsetof(Hot, snd_una) == 56 && offsetof(Hot, ts_recent) == 72 && offsetof(Hot, rx) == 80,
+              "lines 0-1: send sequence space, the receive ring");
+static_assert(offsetof(Hot, tx) == 104 && offsetof(Hot, tx_refs) == 124 && offsetof(Hot, mss) == 156,
+              "line 1-2: the send ring, transmit by reference, MSS");
+static_assert(offsetof(Hot, last_recv_ns) == 192 && offsetof(Hot, cc) == 208 && offsetof(Hot, cca) == 288,
+              "lines 3-4: times, congestion control");
+static_assert(sizeof(Hot) == 296, "the hot part is 4.6 cache lines");
+
+// Loss recovery's warm part (the fast path checks that both are empty).
+struct Recovery {
+    SackScoreboard sack;
+    OooQueue ooo;
+    SeqRange dsack{}; // a duplicate we received, for the next ACK's first SACK block (kFDsack)
+};
+
+// A listener's queues, and a child's place in them.
+struct ListenPart {
+    uint32_t parent = UINT32_MAX;      // listener index, for connections not yet accepted
+    uint32_t queue_next = UINT32_MAX;  // accept queue link
+    uint32_t accept_head = UINT32_MAX, accept_tail = UINT32_MAX;
+    uint32_t accept_len = 0, backlog = 0, syn_queue_len = 0;
+};
+
+// The application's side: its tag, events, error, ring memory, buffer sizes
+// and their autotuning, options.
+struct UserSide {
+    uint64_t user = 0;
+    uint32_t ev_bits = 0;
+    int error = 0;
+    RingMemory mem;
+    uint32_t rcv_buf = 0, snd_buf = 0;
+    // Receive buffer offered now (<= the ring; the window is what of it is
+    // not held by unread bytes) and the out-of-order share that goes with it
+    // (rcv_tune.cc): ooo_cap is the most window the share holds in full
+    // segments.
+    uint32_t rcv_space = 0, ooo_share = 0, ooo_cap = UINT32_MAX;
+    // Dynamic right-sizing: bytes the application drained since drs_ns
+    // (from position drs_head); the receiver's RTT estimate from how long
+    // rcv_nxt takes to reach an advertised edge (rrtt_seq, from rrtt_ns).
+    uint64_t drs_ns = 0, rrtt_ns = 0, rrtt_est_ns = 0;
+    uint32_t drs_head = 0, rrtt_seq = 0;
+    uint32_t rcv_target = 0; // a size the ring must grow to first (0: none)
+    uint64_t keep_idle_ns = 0, keep_intvl_ns = 0;
+    uint32_t keep_cnt = 0;
+    uint64_t user_timeout_ns = 0;
+    int32_t linger_sec = -1;
+    uint8_t tos = 0;
+    uint32_t rcv_lowat = 1;
+    Endpoint local, remote;
+};
+
+struct Counters {
+    uint64_t total_retransmits = 0, bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
+};
+
+struct Conn : Hot {
+    // ---- identity in the socket table -----------------------------------
+    uint32_t gen = 0;
+    uint32_t index = 0;
+    bool used = false;
+
+    // ---- sender: recovery point, sizes, RTT and RTO, timers --------------
+    uint32_t recover = 0, high_rxt = 0;
+    uint32_t snd_sml = 0; // end of the last small segment sent (Minshall's Nagle)
+    uint32_t peer_mss = 536, user_mss = 0, path_mtu = 1500;
+    uint64_t srtt_ns = 0, rttvar_ns = 0, rto_ns = 0, min_rtt_ns = 0;
+    uint32_t rtt_seq = 0;
+    uint64_t rtt_start_ns = 0; // 0: not timing a segment
+    uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
+    uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
+    uint32_t probes = 0;       // keepalive or zero-window probes without answer
+    uint64_t last_challenge_ns = 0; // throttle: RFC 5961 challenge ACKs, SYN-ACKs resent for a repeated SYN
+    Timer rtx_timer, delack_timer, aux_timer;
+
+    Recovery rec;
+
+    // ---- the segment template -------------------------------------------
+    uint32_t next_hop = 0;
+    uint32_t arp_gen = 0;   // hdr's destination MAC is valid while this matches the stack's
+    alignas(8) uint8_t hdr[wire::kHeadersLen] = {}; // prebuilt Ethernet+IPv4+TCP header
+
+    ListenPart lst;
+    UserSide app;
+    Counters count;
+
+    // ---- loss recovery, cold: the slow path and timers only; last, so the
+    // fields the fast path touches keep their cache lines
+    Timer rack_timer; // RACK's reordering timer, or the tail loss probe (rack.timer_is_pto)
+    RackVars rack;    // RACK-TLP and PRR (rack.h); SACK connections only
+
+    Hot &hot() { return *this; }
+    const Hot &hot() const { return *this; }
+    // What of the offered buffer unread and in-flight bytes leave (<= rx_free()).
+    uint32_t rx_space_free() const
+    {
+        const uint32_t used_now = rx_readable() + rx_inflight;
+        return app.rcv_space > used_now ? app.rcv_space - used_now : 0;
+    }
+};
+
+// The parts' sizes as laid out (Conn itself is not standard-layout, so its
+// offsets are not asserted; the parts keep the places the loose fields had).
+static_assert(sizeof(Recovery) == 192 && sizeof(ListenPart) == 28 && sizeof(UserSide) == 176 &&
+                  sizeof(Counters) == 40,
+              "the parts' sizes (tools: see tcp/conn.h's table)");
+
+} // namespace tcp
+
+using Sock = tcp::Conn;
+
+} // namespace mars

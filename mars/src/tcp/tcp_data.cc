@@ -1,0 +1,144 @@
+// tcp_data.cc: received data and FIN in the synchronized states: in-order
+// delivery into the receive ring, out-of-order segments held as frames
+// (ooo.h) and the D-SACK reports, the FIN transitions (CLOSE-WAIT,
+// CLOSING, TIME-WAIT), and segments for a connection in TIME-WAIT (RFC 6191
+// reuse).
+#include "stack_impl.h"
+#include "tcp/tcp_rules.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mars {
+
+using namespace wire;
+
+uint32_t StackImpl::deliver(Sock &s, const uint8_t *p, uint32_t n)
+{
+    const uint32_t off = s.rx_tail & s.rx_mask;
+    const uint32_t first = std::min(n, s.rx_mask + 1 - off);
+    std::memcpy(s.rx + off, p, first);
+    std::memcpy(s.rx, p + first, n - first);
+    s.rx_tail += n;
+    s.count.bytes_in += n;
+    return n;
+}
+
+void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held)
+{
+    if (seq == s.rcv_nxt) {
+        bool got_fin = fin;
+        if (len) {
+            deliver(s, payload, len);
+            s.rcv_nxt += len;
+        }
+        if (!s.rec.ooo.empty()) {
+            bool ooo_fin = false;
+            s.rcv_nxt = s.rec.ooo.drain(ooo_pool_, io_, s.rcv_nxt, &ooo_fin,
+                                    [&](const uint8_t *p, uint32_t n) { deliver(s, p, n); });
+            stats_.ooo_frames_used = ooo_pool_.used();
+            got_fin = got_fin || ooo_fin;
+            ack_now(s); // a gap filled: ACK at once (RFC 5681 4.2)
+        }
+        if (len) raise(s, kEvReadable);
+        if (got_fin) {
+            tcp_fin(s);
+        } else if (len) {
+            if (++s.segs_unacked >= 2) ack_now(s);
+            else if (!TimerWheel::armed(&s.delack_timer)) wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+        }
+        return;
+    }
+    // Out of order: keep the frame itself in the anonymous pool.
+    if (len) {
+        // The ACK of a burst goes out at its end and its first SACK block
+        // is the run of the last arrival (RFC 2018 4). An arrival that
+        // starts another run first sends the ACK that reports the run the
+        // previous one extended, so no run goes unreported: a run the sender
+        // learns of only after higher ones looks reordered to it (Linux then
+        // raises its reordering estimate and RACK window), and one it never
+        // learns of it retransmits although we hold it.
+        if ((s.flags & kFAckNow) && (s.flags & kFSackOk) && !s.rec.ooo.empty() && !s.rec.ooo.extends_latest_run(seq))
+            send_ack(s);
+        const uint32_t share = s.app.ooo_share; // grows with the buffer (rcv_tune.cc)
+        switch (s.rec.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, *frame, share)) {
+        case OooQueue::Insert::kQueued:
+            *held = true;
+            stats_.tcp_ooo_segments++;
+            break;
+        case OooQueue::Insert::kDuplicate:
+            if (s.flags & kFSackOk) note_dsack(s, seq, seq + len); // all of it was queued already
+            break;
+        case OooQueue::Insert::kNoRoom:
+            stats_.drop_tcp_ooo_full++;
+            break;
+        }
+        stats_.ooo_frames_used = ooo_pool_.used();
+    }
+    ack_now(s); // duplicate ACK with SACK blocks: the sender learns of the hole
+}
+
+void StackImpl::tcp_fin(Sock &s)
+{
+    s.rcv_nxt++;
+    s.flags |= kFFinReceived;
+    raise(s, kEvPeerClosed | kEvReadable);
+    ack_now(s);
+    switch (s.state) {
+    case TcpState::kEstablished:
+        s.state = TcpState::kCloseWait;
+        break;
+    case TcpState::kFinWait1: {
+        // Has our FIN been acked by this very segment? tcp_ack moved us on if so.
+        s.state = TcpState::kClosing;
+        break;
+    }
+    case TcpState::kFinWait2:
+        enter_time_wait(s);
+        break;
+    default:
+        break;
+    }
+}
+
+void StackImpl::time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen)
+{
+    const uint8_t flags = seg.flags;
+    const uint32_t seq = seg.seq;
+    const TcpOptions &opt = seg.opt;
+    if (flags & kRst) {
+        if (seq == s.rcv_nxt) conn_closed(s);
+        else stats_.drop_tcp_bad_state++;
+        if (s.used && s.state == TcpState::kClosed && !(s.flags & kFUserClosed)) s.app.error = 0;
+        return;
+    }
+    if (flags & kSyn) {
+        // RFC 6191: a newer timestamp, or without timestamps a higher ISN,
+        // lets the SYN reopen the connection.
+        const bool newer = ((s.flags & kFTsOk) && opt.has_ts) ? seq_gt(opt.tsval, s.ts_recent) : seq_gt(seq, s.rcv_nxt);
+        if (newer && find_listener(cfg_.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port)) {
+            // Frees a closed socket; one the application still holds stays,
+            // unlinked, in CLOSED.
+            conn_closed(s);
+            *reopen = true;
+            return;
+        }
+        stats_.drop_tcp_bad_state++;
+        ack_now(s);
+        return;
+    }
+    if ((s.flags & kFTsOk) && opt.has_ts && paws_old(opt.tsval, s.ts_recent)) {
+        stats_.drop_tcp_paws++;
+        ack_now(s);
+        return;
+    }
+    if (flags & kFin) {
+        // The peer did not hear our last ACK: ACK again, restart 2MSL.
+        ack_now(s);
+        wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);
+        return;
+    }
+    stats_.drop_tcp_bad_state++;
+}
+
+} // namespace mars
