@@ -286,10 +286,34 @@ const BadCase kBad[] = {
     {"strands_not_int", with_port("[engine]\nstrands = \"8\"\n"), {"engine.strands", "expected an integer"}},
     {"prefetch_not_bool", with_port("[engine]\nprefetch = 1\n"), {"engine.prefetch", "expected true or false"}},
     {"section_wrong_type", with_port("engine = 5\n"), {"engine", "expected a table"}},
+    {"unknown_group", with_port("[control]\ngroup = \"no-such-group-eta\"\n"),
+     {"control.group", "no group \"no-such-group-eta\"", "addgroup --system"}},
+    {"empty_group", with_port("[control]\ngroup = \"\"\n"), {"control.group", "is empty"}},
+    {"slice_too_short", with_port("[engine]\nslice_us = 50\n"), {"engine.slice_us", "100 to 100000"}},
+    {"slice_too_long", with_port("[engine]\nslice_us = 200000\n"), {"engine.slice_us", "out of range"}},
+    {"yield_not_bool", with_port("[engine]\nyield_when_contended = 1\n"), {"engine.yield_when_contended", "expected true or false"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(All, PpeConfigBad, testing::ValuesIn(kBad),
                          [](const testing::TestParamInfo<BadCase> &i) { return std::string(i.param.name); });
+
+TEST(PpeConfig, ControlGroupAndEngineSharingKeys)
+{
+    // [control] group names an existing group (root's always exists); the
+    // engine's CPU-sharing keys take their documented defaults when absent.
+    Config c;
+    std::string err;
+    ASSERT_TRUE(ppe::parse_config("test.toml", with_port("[control]\ngroup = \"root\"\n[engine]\nslice_us = 0\n"
+                                                         "yield_when_contended = false\n"), &c, &err)) << err;
+    EXPECT_EQ(c.socket_group, "root");
+    EXPECT_EQ(c.socket_gid, 0u);
+    EXPECT_EQ(c.slice_us, 0u);
+    EXPECT_FALSE(c.yield_when_contended);
+    Config d;
+    ASSERT_TRUE(ppe::parse_config("test.toml", kPort, &d, &err)) << err;
+    EXPECT_EQ(d.slice_us, 100u);
+    EXPECT_TRUE(d.yield_when_contended);
+}
 
 TEST(PpeConfig, MissingFileSaysSo)
 {
