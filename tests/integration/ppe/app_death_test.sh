@@ -31,7 +31,7 @@ wait_until 10 ppe_true "sorted(a['pid'] for a in d['apps']) == sorted([$srv_real
 start_bg cli peer timeout 100 "$ETA_PERF" client --transport kernel --connect "$H" --port 5401 \
     --mode stream --direction recv --duration 60 2>"$work/cli.err" >/dev/null
 wait_until 20 ppe_true "sum(c['bytes_out'] for c in d.get('connections', []) if c['app_pid'] == $srv_real) > $((16 << 20))" ||
-    fail "no data flowed before the kill (in 20 s); the PPE's connections: $(ppe_json "[(c['app_pid'], c['state'], c['bytes_out']) for c in d.get('connections', [])]" 2>&1); the client: $(tail -3 "$work/cli.err"); the server: $(tail -3 "$work/srv.log")"
+    fail "no data flowed before the kill (in 20 s); the PPE's connections: $(ppe_json "[(c['app_pid'], c['state'], c['bytes_out']) for c in d.get('connections', [])]" 2>&1); engines: $(ppe_json "[(e['loops'], e['sleeps'], e['rx_wakes'], e['wakeups'], e.get('contended_windows'), [(s['tcp_retransmits'], s['tcp_timeouts'], s['rx_frames'], s['tx_frames'], s['drop_tx_no_buffer']) for s in e['stacks']]) for e in d['engines']]" 2>&1); the client: $(tail -3 "$work/cli.err"); the server: $(tail -3 "$work/srv.log")"
 # The survivor's transfer runs across the kill: verified end to end at its end.
 start_bg ocli peer timeout 100 "$ETA_PERF" client --transport kernel --connect "$H" --port 5403 \
     --mode stream --direction send --duration 20 --verify --json >"$work/ocli.json" 2>"$work/ocli.err"
