@@ -710,6 +710,64 @@ SECTIONS = [
 ]
 
 
+# ---- the summary a reader sees first ---------------------------------------------
+
+# Each headline figure of the run, eta against the kernel, with its goal (the
+# issue that set it) and whether this run meets it. `parts` lists the figure
+# ids summed per side (the engine's CPU is eta's too: host CPU is the program's
+# plus the engine's); `better` says which way the ratio eta/kernel should go.
+HEADLINES = [
+    ("latency rr 64 B p50 (eta-perf, native DTI)", ["ppe.rr 64 B.p50_us"], "µs", "lower", 0.5, "issue 33"),
+    ("latency rr 64 B p99 (eta-perf, native DTI)", ["ppe.rr 64 B.p99_us"], "µs", "lower", 1.0, "issue 33"),
+    ("latency ping-pong 64 B p50 (sockperf, unmodified)", ["programs.p50_us"], "µs", "lower", 0.5, "issue 33"),
+    ("latency ping-pong 64 B p99 (sockperf, unmodified)", ["programs.p99_us"], "µs", "lower", 1.0, "issue 33"),
+    ("rr 64 B rate", ["ppe.rr 64 B.tps"], "trans/s", "higher", 1.0, "design card"),
+    ("crr 64 B rate (connect, request, response)", ["ppe.crr 64 B.tps"], "trans/s", "higher", 1.0, "design card"),
+    ("stream receive, 64 KiB writes", ["ppe.stream recv 64 KiB.gbit_per_s"], "Gbit/s", "higher", 1.0, "issue 30"),
+    ("stream send, 64 KiB writes", ["ppe.stream send 64 KiB.gbit_per_s"], "Gbit/s", "higher", 1.0, "issue 30"),
+    ("host CPU per rr 64 B transaction (program + engine)",
+     ["ppe.rr 64 B.cpu_us_per_txn", "ppe.rr 64 B.engine_cpu_us_per_txn"], "µs", "lower", 1.0, "issue 30"),
+    ("host CPU per GiB received (program + engine)",
+     ["ppe.stream recv 64 KiB.cpu_s_per_gib", "ppe.stream recv 64 KiB.engine_cpu_s_per_gib"], "s/GiB", "lower",
+     1.0, "issue 30"),
+    ("real program: iperf3 receive (unmodified)", ["programs.recv_gbit_per_s"], "Gbit/s", "higher", 1.0, "issue 30"),
+]
+
+
+def summary(res):
+    """One row per headline: eta, kernel, eta/kernel, the goal and whether it
+    is met. A figure the run did not produce (a failed section) is a row that
+    says so, never a silent gap."""
+    rows = []
+    for label, parts, unit, better, goal, source in HEADLINES:
+        eta = kern = None
+        if all(res.value(fid, "eta") is not None for fid in parts) and res.value(parts[0], "kernel") is not None:
+            eta = sum(res.value(fid, "eta") for fid in parts)
+            # The kernel's side has no engine: its CPU is all the program's (the
+            # kernel's own work is charged to the program's system time).
+            kern = sum(res.value(fid, "kernel") or 0 for fid in parts)
+        row = {"label": label, "unit": unit, "better": better, "goal": goal, "source": source,
+               "figures": parts, "eta": eta, "kernel": kern, "ratio": None, "met": None}
+        if eta is not None and kern:
+            row["ratio"] = eta / kern
+            row["met"] = row["ratio"] <= goal if better == "lower" else row["ratio"] >= goal
+        rows.append(row)
+    return rows
+
+
+def summary_table(rows):
+    out = [["headline", "eta", "kernel", "eta/kernel", "goal", "met"]]
+    for r in rows:
+        if r["ratio"] is None:
+            out.append([r["label"], "not measured (its section failed)", "", "", "", "–"])
+            continue
+        goal = ("≤ " if r["better"] == "lower" else "≥ ") + f"{r['goal']:.1f}× ({r['source']})"
+        num = lambda v: f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"
+        out.append([r["label"], f"{num(r['eta'])} {r['unit']}", f"{num(r['kernel'])} {r['unit']}",
+                    f"{r['ratio']:.2f}×", goal, "yes" if r["met"] else "NO"])
+    return out
+
+
 def fmt_noise(n):
     return "one sample" if n is None else ("deterministic" if n == 0 else f"±{100 * n:.1f}%")
 
@@ -730,8 +788,10 @@ def code_spans(text):
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
-def write_page(ctx, sections, elapsed):
+def write_page(ctx, sections, elapsed, rows):
     m = ctx.machine
+    measured = sum(r["ratio"] is not None for r in rows)
+    met = sum(bool(r["met"]) for r in rows)
     css = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;color:#222}"
            "table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
            "text-align:right}th{background:#eee}td:first-child{text-align:left}img{max-width:100%;display:block;"
@@ -749,6 +809,12 @@ def write_page(ctx, sections, elapsed):
            "Benchmarks report; they assert nothing. Noise is the spread between repetitions "
            "(coefficient of variation); compare two runs with <code>tools/eta bench compare A.json B.json</code>. "
            "All figures with units: <a href='results.json'>results.json</a>.</p>",
+           "<section id='summary'><h2>Summary: eta against the kernel</h2>",
+           f"<p>{met} of {measured} headline goals met in this run"
+           + (f" ({len(rows) - measured} not measured: their section failed)" if measured < len(rows) else "")
+           + f"; load average {m['load_average']:.2f} at the start "
+           "(a busy machine moves ratios; compare sittings of the same load).</p>",
+           table_html(summary_table(rows)), "</section>",
            "<h2>What ran where</h2>", table_html([["what", "value"]] + info), "<h2>Contents</h2><ul>"]
     for s in sections:
         out.append(f"<li><a href='#{s['id']}'>{html.escape(s['title'])}</a> — {s['status']}</li>")
@@ -830,13 +896,16 @@ def cmd_run(args):
               + (": " + sec["error"].splitlines()[0] if sec["status"] == "failed" else ""), flush=True)
         sections.append(sec)
     elapsed = time.monotonic() - t0
-    write_page(ctx, sections, elapsed)
-    doc = {"schema": SCHEMA, "quick": ctx.quick, "machine": ctx.machine, "elapsed_s": elapsed,
+    rows = summary(res)
+    write_page(ctx, sections, elapsed, rows)
+    doc = {"schema": SCHEMA, "quick": ctx.quick, "machine": ctx.machine, "elapsed_s": elapsed, "summary": rows,
            "sections": [{k: s.get(k) for k in ("id", "title", "status", "error", "text", "plots", "elapsed_s")}
                         for s in sections],
            "figures": res.figures}
     with open(os.path.join(ctx.out, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)
+    for r in summary_table(rows)[1:]:
+        print(f"  {r[0]:<52} {r[3]:>7}  goal {r[4]:<22} met: {r[5]}", flush=True)
     failed = [s["id"] for s in sections if s["status"] == "failed"]
     print(f"eta bench report: done in {int(elapsed) // 60}:{int(elapsed) % 60:02d}; "
           f"{len(sections) - len(failed)} of {len(sections)} sections without failure"

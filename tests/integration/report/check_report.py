@@ -104,6 +104,24 @@ check(figs.get("fastpath.no_timestamps.instructions_per_segment", {}).get("serie
 check(any(k.startswith("mars.BM_RxData") for k in figs), "no MARS RxData figure")
 check("dti.round_trip_ns" in figs, "no DTI round-trip figure")
 
+# The summary opens the page: every headline measured, its ratio eta/kernel
+# recomputed here from the figures it names, its verdict the goal's.
+summ = res.get("summary") or []
+check(len(summ) >= 11, f"results.json's summary has {len(summ)} headlines, expected 11")
+check("<section id='summary'" in page and page.index("<section id='summary'") < page.index("What ran where"),
+      "the page does not open with the summary")
+for r in summ:
+    eta = sum(figs[f]["series"]["eta"]["value"] for f in r["figures"] if f in figs)
+    kern = sum(figs[f]["series"].get("kernel", {}).get("value", 0) for f in r["figures"] if f in figs)
+    check(all(f in figs for f in r["figures"]), f"summary '{r['label']}' names a figure the run lacks")
+    check(r["ratio"] is not None and kern and abs(r["ratio"] - eta / kern) < 1e-9 * max(1, eta / kern),
+          f"summary '{r['label']}': ratio {r['ratio']} is not eta/kernel of its figures ({eta}/{kern})")
+    if r["ratio"] is not None:
+        want = r["ratio"] <= r["goal"] if r["better"] == "lower" else r["ratio"] >= r["goal"]
+        check(r["met"] == want, f"summary '{r['label']}': met={r['met']} contradicts ratio {r['ratio']:.3f} "
+              f"and goal {r['goal']}")
+        check(f"{r['ratio']:.2f}×" in page, f"summary '{r['label']}': its ratio is not on the page")
+
 if errors:
     print("FAIL:\n  " + "\n  ".join(errors))
     sys.exit(1)
