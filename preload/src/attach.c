@@ -169,8 +169,10 @@ dti_t *eta_dti_attached(void)
  * (eta_relisten_all); established connections stay reset. */
 #define REATTACH_FIRST_NS 50000000ull    /* 50 ms after the PPE went */
 #define REATTACH_MAX_NS 1000000000ull    /* then doubling, to one try a second */
+#define REATTACH_SAY_NS 5000000000ull   /* a re-attach failing this long is said, once per this */
 static _Atomic uint64_t reattach_next_ns; /* the earliest next try */
 static uint64_t reattach_backoff_ns;      /* attach lock */
+static uint64_t reattach_failing_since_ns, reattach_said_ns; /* attach lock */
 uint32_t eta_fork_generation;
 
 static void mark_internal(int cfd)
@@ -258,8 +260,20 @@ static bool reattach_now_locked(void)
     int rc = attach_ppe(&d, why, sizeof why);
     if (rc < 0) {
         ETA_DEBUG("re-attach: %s", why[0] ? why : dti_strerror(rc));
+        /* A PPE that is back but refuses us (or one that stays away) is said,
+         * with the reason, every few seconds: otherwise the program's sockets
+         * silently stay the kernel's. */
+        if (!reattach_failing_since_ns)
+            reattach_failing_since_ns = now;
+        if (now - reattach_failing_since_ns >= REATTACH_SAY_NS && now - reattach_said_ns >= REATTACH_SAY_NS) {
+            reattach_said_ns = now;
+            eta_log("re-attach to the PPE at %s: still failing after %llu s: %s", eta_cfg.socket_path,
+                    (unsigned long long)((now - reattach_failing_since_ns) / 1000000000ull),
+                    why[0] ? why : dti_strerror(rc));
+        }
         return false;
     }
+    reattach_failing_since_ns = reattach_said_ns = 0;
     dti_t *old = attachment;
     /* Everything made on the old PPE is now of an older generation: its
      * connections stay reset; its listeners are made again below. The old
