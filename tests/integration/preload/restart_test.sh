@@ -157,7 +157,12 @@ for cycle in $(seq 1 "$CYCLES"); do
         wait_until 20 bash -c "[ \$(grep -c 're-attached to the PPE' '$work/$l.log') -ge $cycle ]" ||
             { cat "$work/$l.log"; fail "cycle $cycle: $l did not re-attach to the new PPE"; }
     done
-    wait_until 120 serve_all "$cycle" || { cat "$work/redis.log" "$work/echo.log" "$work/web.log" "$work/ppe.log"; fail "cycle $cycle, new PPE: $(cat "$work/why")"; }
+    wait_until 120 serve_all "$cycle" || {
+        cat "$work/redis.log" "$work/echo.log" "$work/web.log" "$work/ppe.log"
+        # What the new PPE holds (its listeners and connections, its
+        # counters): a listener made again but refusing, or one never made.
+        timeout 20 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" || true
+        fail "cycle $cycle, new PPE: $(cat "$work/why")"; }
     if [ "$cycle" -eq 1 ]; then
         touch "$work/go"
         wait_until 30 grep -qE "^(error|eof|answered)" "$work/held.out" || fail "the peer's held connection got no answer"
