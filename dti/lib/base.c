@@ -54,7 +54,7 @@ static int fd_floor(void)
     struct rlimit r;
     long top = FD_ASIDE_TOP;
     /* prlimit64 as a raw call: libdti's imports stay as listed. */
-    if (dti__raw6(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, (long)&r, 0, 0) == 0 && r.rlim_cur < (rlim_t)top)
+    if (dti_raw_syscall6(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, (long)&r, 0, 0) == 0 && r.rlim_cur < (rlim_t)top)
         top = (long)r.rlim_cur;
     if (top < 16)
         return -1; /* no room to stand aside in */

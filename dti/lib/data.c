@@ -372,7 +372,7 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
 static __attribute__((noinline)) ssize_t wake_engine(struct dti_attachment *d, uint32_t sent)
 {
     static const uint64_t one = 1;
-    (void)dti__raw6(SYS_write, d->doorbell_fd, (long)&one, sizeof one, 0, 0, 0);
+    (void)dti_raw_syscall6(SYS_write, d->doorbell_fd, (long)&one, sizeof one, 0, 0, 0);
     return sent;
 }
 
@@ -554,7 +554,7 @@ static __attribute__((noinline, cold)) int note_rest(dti_ctx_t *c, dti_sock_t s,
 static __attribute__((noinline)) int note_wake(struct dti_attachment *d)
 {
     static const uint64_t one = 1;
-    (void)dti__raw6(SYS_write, d->doorbell_fd, (long)&one, sizeof one, 0, 0, 0);
+    (void)dti_raw_syscall6(SYS_write, d->doorbell_fd, (long)&one, sizeof one, 0, 0, 0);
     return 0;
 }
 

@@ -23,155 +23,98 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
-static inline long dti__raw6(long nr, long a, long b, long c, long d, long e, long f)
-{
-    long ret;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
-#elif defined(__aarch64__)
-static inline long dti__raw6(long nr, long a, long b, long c, long d, long e, long f)
-{
-    register long x8 __asm__("x8") = nr;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    register long x5 __asm__("x5") = f;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
-    return x0;
-}
-#else
-#include <dlfcn.h>
-#include <string.h>
-/* libc's syscall(), looked up past the shim: libeta-preload.so interposes
- * syscall() too (preload/src/syscall.c routes calls on descriptors it tracks,
- * libdti's own among them, through itself). This path imports dlsym, which
- * allowed_imports.txt (checked on x86-64) does not list. */
-static inline long dti__raw6(long nr, long a, long b, long c, long d, long e, long f)
-{
-    static long (*libc_syscall)(long, ...);
-    long (*fn)(long, ...) = __atomic_load_n(&libc_syscall, __ATOMIC_ACQUIRE);
-    if (!fn) {
-        void *sym = dlsym(RTLD_NEXT, "syscall");
-        memcpy(&fn, &sym, sizeof fn);
-        if (!fn)
-            return -ENOSYS;
-        __atomic_store_n(&libc_syscall, fn, __ATOMIC_RELEASE);
-    }
-    long r = fn(nr, a, b, c, d, e, f);
-    return r < 0 ? -errno : r;
-}
-#endif
-
-/* The kernel's -errno answers become -1 with errno, as libc's would. */
-static inline long dti__sys_result(long r)
-{
-    if (r < 0 && r > -4096) {
-        errno = (int)-r;
-        return -1;
-    }
-    return r;
-}
+#include <dti/raw_syscall.h>
 
 static inline ssize_t dti__sys_write(int fd, const void *buf, size_t n)
 {
-    return dti__sys_result(dti__raw6(SYS_write, fd, (long)buf, (long)n, 0, 0, 0));
+    return dti_raw_result(dti_raw_syscall6(SYS_write, fd, (long)buf, (long)n, 0, 0, 0));
 }
 
 static inline ssize_t dti__sys_read(int fd, void *buf, size_t n)
 {
-    return dti__sys_result(dti__raw6(SYS_read, fd, (long)buf, (long)n, 0, 0, 0));
+    return dti_raw_result(dti_raw_syscall6(SYS_read, fd, (long)buf, (long)n, 0, 0, 0));
 }
 
 static inline int dti__sys_poll0(struct pollfd *p, unsigned n)
 {
     struct timespec zero = {0, 0};
-    return (int)dti__sys_result(dti__raw6(SYS_ppoll, (long)p, (long)n, (long)&zero, 0, 0, 0));
+    return (int)dti_raw_result(dti_raw_syscall6(SYS_ppoll, (long)p, (long)n, (long)&zero, 0, 0, 0));
 }
 
 static inline int dti__sys_epoll_wait(int epfd, struct epoll_event *ev, int max, int ms)
 {
     /* epoll_pwait without a signal mask is epoll_wait (which AArch64 lacks). */
-    return (int)dti__sys_result(dti__raw6(SYS_epoll_pwait, epfd, (long)ev, max, ms, 0, 8));
+    return (int)dti_raw_result(dti_raw_syscall6(SYS_epoll_pwait, epfd, (long)ev, max, ms, 0, 8));
 }
 
 static inline int dti__sys_close(int fd)
 {
-    return (int)dti__sys_result(dti__raw6(SYS_close, fd, 0, 0, 0, 0, 0));
+    return (int)dti_raw_result(dti_raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0));
 }
 
 static inline int dti__sys_fcntl(int fd, int cmd, long arg)
 {
 #ifdef SYS_fcntl64 /* 32-bit ABIs: the 64-bit-offset form, as glibc calls it */
-    return (int)dti__sys_result(dti__raw6(SYS_fcntl64, fd, cmd, arg, 0, 0, 0));
+    return (int)dti_raw_result(dti_raw_syscall6(SYS_fcntl64, fd, cmd, arg, 0, 0, 0));
 #else
-    return (int)dti__sys_result(dti__raw6(SYS_fcntl, fd, cmd, arg, 0, 0, 0));
+    return (int)dti_raw_result(dti_raw_syscall6(SYS_fcntl, fd, cmd, arg, 0, 0, 0));
 #endif
 }
 
 static inline int dti__sys_epoll_create1(int flags)
 {
-    return (int)dti__sys_result(dti__raw6(SYS_epoll_create1, flags, 0, 0, 0, 0, 0));
+    return (int)dti_raw_result(dti_raw_syscall6(SYS_epoll_create1, flags, 0, 0, 0, 0, 0));
 }
 
 static inline int dti__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-    return (int)dti__sys_result(dti__raw6(SYS_epoll_ctl, epfd, op, fd, (long)ev, 0, 0));
+    return (int)dti_raw_result(dti_raw_syscall6(SYS_epoll_ctl, epfd, op, fd, (long)ev, 0, 0));
 }
 
 /* The socket calls: their own system call numbers where the architecture has
  * them (x86-64, AArch64, i386 since Linux 4.3's headers); socketcall(2) with
  * linux/net.h's call numbers on the older multiplexed ABIs. */
 #ifdef SYS_socket
-#define DTI__SOCKCALL(nr, call, a, b, c, d, e, f) dti__raw6(nr, a, b, c, d, e, f)
+#define DTI__SOCKCALL(nr, call, a, b, c, d, e, f) dti_raw_syscall6(nr, a, b, c, d, e, f)
 #else
 #include <linux/net.h>
 static inline long dti__socketcall(int call, long a, long b, long c, long d, long e, long f)
 {
     long args[6] = {a, b, c, d, e, f};
-    return dti__raw6(SYS_socketcall, call, (long)args, 0, 0, 0, 0);
+    return dti_raw_syscall6(SYS_socketcall, call, (long)args, 0, 0, 0, 0);
 }
 #define DTI__SOCKCALL(nr, call, a, b, c, d, e, f) dti__socketcall(call, a, b, c, d, e, f)
 #endif
 
 static inline int dti__sys_socket(int domain, int type, int protocol)
 {
-    return (int)dti__sys_result(DTI__SOCKCALL(SYS_socket, SYS_SOCKET, domain, type, protocol, 0, 0, 0));
+    return (int)dti_raw_result(DTI__SOCKCALL(SYS_socket, SYS_SOCKET, domain, type, protocol, 0, 0, 0));
 }
 
 static inline int dti__sys_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-    return (int)dti__sys_result(DTI__SOCKCALL(SYS_connect, SYS_CONNECT, fd, (long)sa, (long)len, 0, 0, 0));
+    return (int)dti_raw_result(DTI__SOCKCALL(SYS_connect, SYS_CONNECT, fd, (long)sa, (long)len, 0, 0, 0));
 }
 
 /* send(2) is sendto(2) with no address (x86-64 and AArch64 have no send). */
 static inline ssize_t dti__sys_send(int fd, const void *buf, size_t n, int flags)
 {
-    return dti__sys_result(DTI__SOCKCALL(SYS_sendto, SYS_SENDTO, fd, (long)buf, (long)n, flags, 0, 0));
+    return dti_raw_result(DTI__SOCKCALL(SYS_sendto, SYS_SENDTO, fd, (long)buf, (long)n, flags, 0, 0));
 }
 
 static inline ssize_t dti__sys_sendmsg(int fd, const struct msghdr *mh, int flags)
 {
-    return dti__sys_result(DTI__SOCKCALL(SYS_sendmsg, SYS_SENDMSG, fd, (long)mh, flags, 0, 0, 0));
+    return dti_raw_result(DTI__SOCKCALL(SYS_sendmsg, SYS_SENDMSG, fd, (long)mh, flags, 0, 0, 0));
 }
 
 static inline ssize_t dti__sys_recvmsg(int fd, struct msghdr *mh, int flags)
 {
-    return dti__sys_result(DTI__SOCKCALL(SYS_recvmsg, SYS_RECVMSG, fd, (long)mh, flags, 0, 0, 0));
+    return dti_raw_result(DTI__SOCKCALL(SYS_recvmsg, SYS_RECVMSG, fd, (long)mh, flags, 0, 0, 0));
 }
 
 static inline int dti__sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-    return (int)dti__sys_result(
+    return (int)dti_raw_result(
         DTI__SOCKCALL(SYS_getsockopt, SYS_GETSOCKOPT, fd, level, name, (long)val, (long)len, 0));
 }
 

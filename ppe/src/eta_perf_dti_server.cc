@@ -51,8 +51,13 @@ class DtiServer {
         std::printf("listening on port %u (dti)\n", o_.port);
         std::fflush(stdout);
         for (;;) {
-            // Steps stopped by a full command queue go on once the engine took some.
-            int w = dti_wait(c_, retry_.empty() ? 1000 : 1);
+            // Steps stopped by a full command queue go on once the engine took
+            // some. A source that committed and has more to send (pending_)
+            // has no watch out: it only looks, or it would sleep until some
+            // unrelated event or the 1 s timeout (beside a CPU hog, where the
+            // engine frees ring space while this process is switched out,
+            // that was a whole send ring per second: issue 35).
+            int w = dti_wait(c_, !retry_.empty() ? 1 : !pending_.empty() ? 0 : 1000);
             if (w < 0) die(std::string("the PPE went away: ") + dti_strerror(w));
             dti_cqe ev[64];
             unsigned n = dti_reap(c_, ev, 64);

@@ -300,6 +300,7 @@ static int accept_nothing(struct eta_sock *s)
 
 static int accept_once(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
+    struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     struct eta_sock *s = eta_sock_get(fd);
     if (!s)
         return real_accept4(fd, addr, len, flags);
@@ -364,7 +365,8 @@ static int accept_once(int fd, struct sockaddr *addr, socklen_t *len, int flags)
             return fail(EAGAIN);
         }
         eta_watch(c, s, DTI_POLLIN);
-        int w = eta_wait(c, accept_ready, s, deadline, s->hybrid ? fd : -1);
+        eta_sig_test_hook();
+        int w = eta_wait(c, accept_ready, s, deadline, s->hybrid ? fd : -1, &since);
         if (w == -EPIPE && s->hybrid) {
             int k = accept_kernel_half(fd, s, addr, len, flags);
             eta_obj_put(&s->obj);

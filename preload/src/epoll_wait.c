@@ -3,6 +3,7 @@
  * ready queue (epoll.c's eta_ep_collect()) and the kernel's epoll, and the
  * nested-epoll sleep. See epoll.c for the set and its invariants. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
@@ -12,6 +13,7 @@
 #include "fdtable.h"
 #include "real.h"
 #include "shim.h"
+#include "signals.h"
 #include "wait.h"
 
 static int fail(int err)
@@ -54,7 +56,7 @@ static ETA_TLS unsigned pump_skips;
 /* *waited: when it started to wait (0: answered by the first look, the
  * clock never read). */
 static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max, int64_t timeout_ns,
-                           const sigset_t *mask, uint64_t *waited)
+                           const sigset_t *mask, uint64_t *waited, const struct eta_sig_mark *since)
 {
     uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
@@ -84,6 +86,11 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
         if (n > 0 || timeout_ns == 0) {
             return n;
         }
+        /* A handler ran on this thread since the call began (signals.c
+         * counts them): EINTR, as the kernel's epoll_wait answers whatever
+         * SA_RESTART says (signal(7)), also when it ran while we spun. */
+        if (ETA_UNLIKELY(eta_sig_handled != since->handled))
+            return fail(EINTR);
         if (!start) { /* nothing at the first look: from now on, time counts */
             *waited = start = eta_now_ns();
             deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
@@ -132,9 +139,19 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
         /* No engine: sleep at most until the next try to re-attach. */
         int cap = c ? ms : eta_reattach_wait_ms();
         bool capped = !c && cap >= 0 && (ms < 0 || cap < ms);
-        int rc = c ? real_epoll_pwait(e->inner, got, 2, ms, mask)
-                   : eta_ep_drop_kicks(out, real_epoll_pwait(e->epfd, out, max, capped ? cap : ms, mask), &kicked);
-        int err = errno;
+        /* From the last look at the counts to the sleep, signals are blocked;
+         * the sleep unblocks them (the program's mask, or its own). */
+        sigset_t orig;
+        eta_sig_block_async(&orig);
+        int rc = -1, err = EINTR;
+        if (eta_sig_handled == since->handled) {
+            const sigset_t *m = mask ? mask : &orig;
+            rc = c ? real_epoll_pwait(e->inner, got, 2, ms, m)
+                   : eta_ep_drop_kicks(out, real_epoll_pwait(e->epfd, out, max, capped ? cap : ms, m), &kicked);
+            err = errno;
+        }
+        pthread_sigmask(SIG_SETMASK, &orig, NULL); /* a signal that came meanwhile runs here */
+        errno = err;
         atomic_fetch_sub(&e->sleepers, 1);
         if (c) {
             if (!eta_woken_alive(c))
@@ -158,13 +175,14 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
 }
 
 static int wait_mixed(struct eta_epoll *e, struct epoll_event *out, int max, int64_t timeout_ns,
-                      const sigset_t *mask)
+                      const sigset_t *mask, const struct eta_sig_mark *since)
 {
     uint64_t waited = 0;
     dti_ctx_t *c = eta_ctx_cached();
     if (!c)
         c = eta_ctx();
-    int n = spin_then_sleep(e, c, out, max, timeout_ns, mask, &waited);
+    eta_sig_test_hook();
+    int n = spin_then_sleep(e, c, out, max, timeout_ns, mask, &waited, since);
     if (timeout_ns == 0 || n < 0)
         return n;
     c = eta_ctx_cached(); /* (the PPE may have gone, or come back, meanwhile) */
@@ -274,6 +292,7 @@ static inline __attribute__((always_inline)) int wait_first(int epfd, struct epo
 static __attribute__((noinline)) int wait_impl(int epfd, struct epoll_event *out, int max, int64_t timeout_ns,
                                                const sigset_t *mask, int ms, const struct timespec *ts, int which)
 {
+    const struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: a handler from here on ends it */
     struct eta_epoll *e = NULL;
     if (atomic_load_explicit(&eta_tracked, memory_order_relaxed))
         e = eta_ep_get(epfd);
@@ -307,7 +326,7 @@ static __attribute__((noinline)) int wait_impl(int epfd, struct epoll_event *out
         eta_obj_put(&e->obj);
         return fail(max <= 0 ? EINVAL : EFAULT);
     }
-    int rc = wait_mixed(e, out, max, timeout_ns, mask);
+    int rc = wait_mixed(e, out, max, timeout_ns, mask, &since);
     if (ETA_LIKELY(rc >= 0)) {
         eta_obj_put(&e->obj);
         return rc;

@@ -79,7 +79,8 @@ static bool post_cancel(dti_ctx_t *c, struct eta_sock *s)
             return false;
     dti_submit(c);
     for (;;) {
-        int w = eta_wait(c, post_answered, s, 0, -1);
+        struct eta_sig_mark now = eta_sig_mark_now(); /* signals do not end it: each round from now */
+        int w = eta_wait(c, post_answered, s, 0, -1, &now);
         if (w == 0)
             return true;
         if (w != -EINTR)
@@ -92,7 +93,7 @@ static bool post_cancel(dti_ctx_t *c, struct eta_sock *s)
  * copies from the ring). *cut: the wait was cut short (a signal, the
  * timeout, shutdown): MSG_WAITALL returns what came. */
 static ssize_t recv_posted(dti_ctx_t *c, struct eta_sock *s, char *buf, size_t len, size_t min, uint64_t deadline,
-                           bool *cut)
+                           struct eta_sig_mark *since, bool *cut)
 {
     dti_t *d = dti_ctx_owner(c);
     if (atomic_load_explicit(&post_refused_by, memory_order_relaxed) == d)
@@ -114,7 +115,8 @@ static ssize_t recv_posted(dti_ctx_t *c, struct eta_sock *s, char *buf, size_t l
     }
     dti_submit(c);
     ETA_STAT_ADD(posted_reads, 1);
-    int w = eta_wait(c, post_answered_or_shut, s, deadline, -1);
+    eta_sig_test_hook();
+    int w = eta_wait(c, post_answered_or_shut, s, deadline, -1, since);
     *cut = !post_answered(s);
     if (*cut && (w == -EPIPE || !post_cancel(c, s))) {
         atomic_store_explicit(&s->post_state, 0, memory_order_relaxed); /* a late answer is dropped */
@@ -147,6 +149,7 @@ static ssize_t recv_posted(dti_ctx_t *c, struct eta_sock *s, char *buf, size_t l
 /* Receives into iov. Returns bytes, 0 at EOF, or -1 with errno. */
 ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
+    struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail(ECONNRESET);
     if (s->listening || !s->connect_started)
@@ -219,7 +222,7 @@ ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
         if (postable && want - got >= DTI_RECV_POST_MIN) {
             bool cut = false;
             ssize_t r = recv_posted(c, s, (char *)iov[0].iov_base + got, want - got, waitall ? want - got : 1,
-                                    deadline, &cut);
+                                    deadline, &since, &cut);
             if (r > 0) {
                 got += (size_t)r;
                 if (waitall && got < want && !cut)
@@ -230,7 +233,8 @@ ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
                 return r == 0 || got ? (ssize_t)got : -1;
         }
         eta_watch(c, s, DTI_POLLIN | DTI_POLLRDHUP);
-        int w = eta_wait(c, readable, s, deadline, -1);
+        eta_sig_test_hook();
+        int w = eta_wait(c, readable, s, deadline, -1, &since);
         if (w == -ETIMEDOUT)
             return got ? (ssize_t)got : fail(EAGAIN);
         if (w == -EINTR)

@@ -75,6 +75,7 @@ static bool connecting(dti_ctx_t *c, struct eta_sock *s)
 ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
                          off_t *offset, size_t file_count)
 {
+    struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail_pipe(flags);
     if (s->listening || !s->connect_started)
@@ -169,7 +170,7 @@ ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
             deadline = deadline_after(s->sndtimeo_ms);
         struct send_wait sw = {s, atomic_load_explicit(&s->ev_seq, memory_order_acquire)};
         eta_watch(c, s, DTI_POLLOUT);
-        int w = eta_wait(c, writable_or_event, &sw, deadline, -1);
+        int w = eta_wait(c, writable_or_event, &sw, deadline, -1, &since);
         if (w == -ETIMEDOUT)
             return sent ? (ssize_t)sent : fail(EAGAIN);
         if (w == -EINTR)

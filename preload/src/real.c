@@ -1,6 +1,8 @@
 /* Lazy resolution of the real libc functions; see real.h for why. */
 #include "real.h"
 
+#include <dti/raw_syscall.h>
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,46 +13,7 @@
 
 long eta_raw_syscall6(long n, long a, long b, long c, long d, long e, long f)
 {
-    long ret;
-#if defined(__x86_64__)
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-#elif defined(__aarch64__)
-    register long x8 __asm__("x8") = n;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    register long x5 __asm__("x5") = f;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
-    ret = x0;
-#else
-    /* Elsewhere libc's own, found once (the raw_* fallbacks of real.c that
-     * come here during that lookup are not expected on these targets). */
-    static long (*libc_syscall)(long, ...);
-    long (*fn)(long, ...) = __atomic_load_n(&libc_syscall, __ATOMIC_ACQUIRE);
-    if (!fn) {
-        void *sym = dlsym(RTLD_NEXT, "syscall");
-        memcpy(&fn, &sym, sizeof fn);
-        if (!fn) {
-            errno = ENOSYS;
-            return -1;
-        }
-        __atomic_store_n(&libc_syscall, fn, __ATOMIC_RELEASE);
-    }
-    return fn(n, a, b, c, d, e, f);
-#endif
-    if (ret < 0 && ret > -4096) {
-        errno = (int)-ret;
-        return -1;
-    }
-    return ret;
+    return dti_raw_result(dti_raw_syscall6(n, a, b, c, d, e, f));
 }
 
 #define ETA_REAL_DEFINE(ret, name, params) eta_real_##name##_fn eta_real_##name##_ptr;

@@ -14,7 +14,9 @@
  * SIG_IGN pass through untouched. See README "Signals". */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "real.h"
@@ -72,6 +74,19 @@ static void trampoline(int sig, siginfo_t *info, void *uc)
         memcpy(&f, &h, sizeof f);
         f(sig);
     }
+}
+
+void eta_sig_block_async(sigset_t *orig)
+{
+    sigset_t block;
+    sigfillset(&block);
+    sigdelset(&block, SIGSEGV);
+    sigdelset(&block, SIGBUS);
+    sigdelset(&block, SIGFPE);
+    sigdelset(&block, SIGILL);
+    sigdelset(&block, SIGTRAP);
+    sigdelset(&block, SIGSYS);
+    pthread_sigmask(SIG_BLOCK, &block, orig);
 }
 
 static bool wrappable(int sig)
@@ -227,9 +242,27 @@ bool eta_signal_restarts(int sig)
 /* Handlers installed before the shim's wrappers were reached (a library's
  * constructor calling glibc internals, or a raw rt_sigaction): the
  * trampoline goes in front of them too. */
+/* TEST HOOK (tests/unit/preload posted_prog `eintr_early`), off unless
+ * ETA_TEST_SIGNAL_AT_WAIT=SIG is set: a blocking recv's, accept's or
+ * epoll_wait's wait raises SIG on
+ * its own thread before its first look, when the program has a handler for
+ * SIG: the one moment a signal from outside cannot be aimed at. */
+int eta_test_signal_at_wait;
+
+void eta_sig_test_raise(void)
+{
+    int sig = eta_test_signal_at_wait;
+    uintptr_t h = atomic_load_explicit(&prog[sig].handler, memory_order_acquire);
+    if (h != 0 && h != (uintptr_t)SIG_DFL && h != (uintptr_t)SIG_IGN)
+        raise(sig);
+}
+
 void eta_signals_init(void)
 {
     int saved = errno;
+    const char *t = getenv("ETA_TEST_SIGNAL_AT_WAIT");
+    if (t && atoi(t) > 0 && atoi(t) < NSIG && wrappable(atoi(t)) && !synchronous(atoi(t)))
+        eta_test_signal_at_wait = atoi(t);
     for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction sa;
         if (!wrappable(sig) || synchronous(sig) || real_sigaction(sig, NULL, &sa) != 0)

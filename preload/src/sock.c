@@ -404,6 +404,7 @@ static bool connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len)
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
+    struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     struct eta_sock *s = eta_sock_get(fd);
     if (!s) {
         eta_warn_datagrams_to_ppe(fd, addr, len);
@@ -508,7 +509,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return fail(EINPROGRESS);
     }
     eta_watch(c, s, DTI_POLLOUT);
-    int w = eta_wait(c, connect_done, s, deadline_after(s->sndtimeo_ms), -1);
+    int w = eta_wait(c, connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
     if (w == -ETIMEDOUT || w == -EINTR) {
         eta_obj_put(&s->obj); /* the connection goes on in the background, as in the kernel */
         return fail(w == -ETIMEDOUT ? EINPROGRESS : EINTR);

@@ -283,7 +283,7 @@ static inline void cpu_relax(void)
 }
 
 static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
-                           uint64_t start)
+                           uint64_t start, struct eta_sig_mark *since)
 {
     dti_t *d = dti_ctx_owner(c);
     uint64_t budget = dti_spin_begin(c); /* adaptive: see dti_ctx_set_spin() */
@@ -292,8 +292,9 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
     /* Handlers run on this thread (signals.c): one that runs while this
      * waits interrupts the call as the kernel would (EINTR unless it had
      * SA_RESTART and there is no deadline), whether it lands in the spin,
-     * between checks or in the sleep. */
-    unsigned sig_seen = eta_sig_handled, sig_eintr = eta_sig_eintr;
+     * between checks or in the sleep; counted from the call's start (since),
+     * not this wait's: a handler that ran before the first look counts. */
+    unsigned sig_seen = since->handled, sig_eintr = since->eintr;
     /* Spin: the common case for a busy program, no system call at all. */
     while (budget) {
         eta_pump(c);
@@ -304,7 +305,7 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
         if (ETA_UNLIKELY(eta_sig_handled != sig_seen)) {
             if (deadline_ns || eta_sig_eintr != sig_eintr)
                 return -EINTR;
-            sig_seen = eta_sig_handled; /* SA_RESTART: the call goes on */
+            since->handled = sig_seen = eta_sig_handled; /* SA_RESTART: the call goes on */
         }
         if ((++iter & 63) == 0) {
             if (!eta_engine_check(d))
@@ -357,15 +358,8 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
         /* Signals blocked from the last check to the sleep; ppoll() unblocks
          * them as it sleeps (the kernel's atomic unblock-and-wait), so a
          * handler that runs in between still ends the sleep. */
-        sigset_t block, orig;
-        sigfillset(&block);
-        sigdelset(&block, SIGSEGV); /* faults stay deliverable: never blocked */
-        sigdelset(&block, SIGBUS);
-        sigdelset(&block, SIGFPE);
-        sigdelset(&block, SIGILL);
-        sigdelset(&block, SIGTRAP);
-        sigdelset(&block, SIGSYS);
-        pthread_sigmask(SIG_BLOCK, &block, &orig);
+        sigset_t orig;
+        eta_sig_block_async(&orig);
         int rc = -1, err = EINTR;
         struct pollfd p[2] = {{dti_ctx_wait_fd(c), POLLIN, 0}, {kfd, POLLIN, 0}};
         if (eta_sig_handled == sig_seen) {
@@ -382,7 +376,7 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
         if (eta_sig_handled != sig_seen) {
             if (deadline_ns || eta_sig_eintr != sig_eintr)
                 return -EINTR;
-            sig_seen = eta_sig_handled; /* SA_RESTART: the call goes on */
+            since->handled = sig_seen = eta_sig_handled; /* SA_RESTART: the call goes on */
         } else if (rc < 0 && err == EINTR) { /* a handler the shim did not wrap */
             if (deadline_ns || !eta_signals_restart())
                 return -EINTR;
@@ -392,10 +386,11 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
     }
 }
 
-int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd)
+int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
+             struct eta_sig_mark *since)
 {
     uint64_t start = eta_now_ns();
-    int rc = spin_then_sleep(c, ready, arg, deadline_ns, kfd, start);
+    int rc = spin_then_sleep(c, ready, arg, deadline_ns, kfd, start, since);
     if (rc == 0 || rc == -ETIMEDOUT)
         dti_spin_end(c, eta_now_ns() - start); /* how long it took teaches the spin policy */
     return rc;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "shim.h"
+#include "signals.h"
 
 /* The handle -> socket map the events are dispatched by. */
 void eta_hmap_put(dti_sock_t h, struct eta_sock *s);
@@ -40,7 +41,11 @@ bool eta_signals_restart(void);
  * signal arrives. Also wakes for `kfd` (a kernel fd, -1: none) becoming
  * readable. Spins as the context's adaptive policy allows (dti_spin_begin(),
  * at most ETA_SPIN_US), then sleeps on the context's wait fd.
+ * `since`: the mark the call took when it began (signals.h); a handler that
+ * ran after it, before this wait, counts as one that runs during it (a
+ * SA_RESTART handler that the call goes on after moves the mark).
  * Returns 0 when ready, -ETIMEDOUT, -EINTR, or -EPIPE when the PPE went. */
-int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd);
+int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
+             struct eta_sig_mark *since);
 
 #endif

@@ -132,6 +132,14 @@ step() {
 step "connecting: poll answered 0"
 [ "$woke" -le 5 ] || fail "poll for POLLOUT on a connect nobody answers woke $woke times in 2 s (it spins)"
 step "full: sent *"
+# Full for good, not for a second: the ring has no room and nothing sent is
+# unacknowledged (the peer's window is shut; only its reading frees room
+# now). idle_wait.py stops filling after 1 s without room, which an engine
+# switched out beside a CPU hog can outlast: it then sent on, freed room and
+# the poll below answered 1 (issue 35). Bounded far above any honest delay.
+full_for_good="any(c['remote'].endswith(':$((base + 4))') and c['tx_space'] == 0 and c['tx_unacked'] <= 1 for c in d['connections'])"
+wait_until 60 stat_py "0 if ($full_for_good) else 1/0" ||
+    fail "the send ring toward the peer that does not read never stayed full: $(stat_py "[(c['remote'], c['tx_space'], c['tx_unacked']) for c in d['connections']]")"
 step "full: poll answered 0"
 [ "$woke" -le 5 ] || fail "poll for POLLOUT on a full send ring woke $woke times in 2 s (it spins)"
 step "full: select answered 0"

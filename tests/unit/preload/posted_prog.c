@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -606,10 +607,116 @@ static int sc_nonblock(void)
     return 0;
 }
 
+/* ---- eintr_early: a signal before the waiter's first look ---------------
+ * The shim's TEST HOOK ETA_TEST_SIGNAL_AT_WAIT=SIGUSR2 (signals.c) raises
+ * SIGUSR2 on the caller's thread as each blocking wait begins, after the
+ * call began and before the waiter first looks at the signal counts: the
+ * moment a signal from another thread lands in only by chance. A handler
+ * that runs then interrupts the call as one during the sleep does. Each
+ * call below has a bound (SO_RCVTIMEO, epoll's timeout, 20 s: far above any
+ * honest delay) so that a missed signal fails the check (EAGAIN, 0 events)
+ * instead of hanging; SIG_IGN turns the hook off between the cases. */
+static volatile sig_atomic_t early_handled;
+static void on_early(int sig)
+{
+    (void)sig;
+    early_handled++;
+}
+
+static void early_handle(int flags)
+{
+    struct sigaction sa = {.sa_handler = on_early, .sa_flags = flags};
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
+}
+
+static void early_off(void) { CHECK(signal(SIGUSR2, SIG_IGN) != SIG_ERR); }
+
+struct early_sender {
+    int fd;
+    uint64_t *off;
+    int seen; /* early_handled before the read */
+};
+
+/* Sends 5,000 bytes once the reader's handler ran (its wait then goes on). */
+static void *early_send(void *arg)
+{
+    struct early_sender *e = arg;
+    for (uint64_t end = now_ms() + BOUND_MS; early_handled == e->seen;)
+        CHECK(now_ms() < end);
+    send_pattern(e->fd, e->off, 5000);
+    return NULL;
+}
+
+static int sc_eintr_early(void)
+{
+    int c, s;
+    early_off();
+    pair(&c, &s);
+    struct timeval tv = {20, 0};
+    CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    uint8_t *buf = malloc(MIB);
+    CHECK(buf);
+    uint64_t off = 0, got = 0;
+
+    /* No SA_RESTART: a posted read (1 MiB), a copying one (100 bytes), an
+     * accept and epoll_wait each end with EINTR, the handler run once. */
+    early_handle(0);
+    int seen = early_handled;
+    errno = 0;
+    CHECK(read(c, buf, MIB) == -1 && errno == EINTR);
+    CHECK(early_handled == seen + 1);
+    errno = 0;
+    CHECK(recv(c, buf, 100, 0) == -1 && errno == EINTR);
+    early_off();
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 4) == 0);
+    CHECK(setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    int ep = epoll_create1(0);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = c}, out[4];
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
+    early_handle(0);
+    errno = 0;
+    CHECK(accept(l, NULL, NULL) == -1 && errno == EINTR);
+    errno = 0;
+    CHECK(epoll_wait(ep, out, 4, 20000) == -1 && errno == EINTR);
+
+    /* SA_RESTART: the reads go on and return the bytes sent after the
+     * handler ran; epoll_wait is never restarted (signal(7)): EINTR. (No
+     * SO_RCVTIMEO now: with one, Linux answers EINTR even for SA_RESTART.) */
+    struct timeval none = {0, 0};
+    CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none) == 0);
+    early_handle(SA_RESTART);
+    for (int round = 0; round < 2; round++) {
+        size_t len = round == 0 ? MIB : 100; /* posted, then copying */
+        struct early_sender e = {s, &off, early_handled};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, early_send, &e) == 0);
+        for (uint64_t target = got + 5000; got < target;) {
+            ssize_t n = read(c, buf, len); /* never EINTR */
+            CHECK(n > 0 && matches(buf, got, (size_t)n));
+            got += (uint64_t)n;
+        }
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    errno = 0;
+    CHECK(epoll_wait(ep, out, 4, 20000) == -1 && errno == EINTR);
+    early_off();
+    close(ep);
+    close(l);
+    free(buf);
+    close(c);
+    close(s);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s stream|waitall|eintr|eintr_spin|pump|shutdown|nonblock\n", argv[0]);
+        fprintf(stderr, "usage: %s stream|waitall|eintr|eintr_spin|eintr_early|pump|shutdown|nonblock\n", argv[0]);
         return 2;
     }
     const char *spin = getenv("ETA_SPIN_US");
@@ -619,12 +726,21 @@ int main(int argc, char **argv)
         execv("/proc/self/exe", argv);
         CHECK(!"execv");
     }
+    if (!strcmp(argv[1], "eintr_early") && !getenv("ETA_TEST_SIGNAL_AT_WAIT")) {
+        /* The shim reads its test hook at start: again, with it on. */
+        char sig[8];
+        snprintf(sig, sizeof sig, "%d", SIGUSR2);
+        CHECK(setenv("ETA_TEST_SIGNAL_AT_WAIT", sig, 1) == 0);
+        execv("/proc/self/exe", argv);
+        CHECK(!"execv");
+    }
     alarm(150); /* a hang guard only: every wait inside is for an event */
     const char *sc = argv[1];
     int rc = !strcmp(sc, "stream")     ? sc_stream()
              : !strcmp(sc, "waitall")  ? sc_waitall()
              : !strcmp(sc, "eintr")    ? sc_eintr()
              : !strcmp(sc, "eintr_spin") ? sc_eintr_spin()
+             : !strcmp(sc, "eintr_early") ? sc_eintr_early()
              : !strcmp(sc, "pump")     ? sc_pump()
              : !strcmp(sc, "shutdown") ? sc_shutdown()
              : !strcmp(sc, "nonblock") ? sc_nonblock()
