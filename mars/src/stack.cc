@@ -32,8 +32,7 @@ std::unique_ptr<Stack> Stack::create(const StackConfig &config, PacketIo &io, Bu
 }
 
 StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers)
-    : cfg_(config), io_(io), buffers_(buffers), link_(io, stats_), arp_(cfg_, link_, stats_), router_(cfg_),
-      ip_(cfg_, link_, arp_, router_, stats_, *this)
+    : tcp::Env(config, io, buffers, *this)
 {
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "tcp/conn.h"
+#include "tcp/env.h"
 #include "tcp/rack_rules.h"
 #include "tcp/cc.h"
 #include "ip/arp.h"
@@ -43,7 +44,7 @@
 
 namespace mars {
 
-class StackImpl final : public Stack, private Ipv4Upper {
+class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
   public:
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
@@ -83,6 +84,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
   private:
     // Tests and benchmarks look inside through testing/stack_access.h only.
     friend struct StackAccess;
+    friend struct tcp::Env; // its stack services (stack.cc) are the stack's
 
     // Everything below is the stack's own: the layers (link_, arp_, router_,
     // ip_) are reached through their types' interfaces, the TCP code's state
@@ -92,7 +94,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // take): IPv4 to ip_ (ipv4.cc), which hands TCP back (tcp_input), ARP to
     // arp_ (arp.cc).
     void input_frame(PacketRef &f);
-    void release(PacketRef &f) { link_.release(f); }
 
     // ---- tcp_in.cc -------------------------------------------------------
     // Header prediction straight from the frame for the last flow seen;
@@ -245,7 +246,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
         RingMemory mem;
         bool has_mem, slot;
     };
-    std::vector<uint32_t> tx_ref_socks_;
     std::vector<TxDrain> tx_drain_;
     void poll_tx_refs();
     void release_tx_drain();
@@ -290,15 +290,12 @@ class StackImpl final : public Stack, private Ipv4Upper {
         s.rec.dsack = SeqRange{start, end};
         s.flags |= kFDsack;
     }
-    void want_output(Sock &s);
     void push_pending(Sock &s);
     void flush_output();
     void update_mss(Sock &s);
-    uint32_t tsval() const { return uint32_t(now_ns_ / 1000000); } // 1 ms clock (RFC 7323 5.4)
 
     // ---- tcp_timer.cc ----------------------------------------------------
     void timer_fire(Timer *t);
-    static Sock *sock_of(FlowNode *n) { return reinterpret_cast<Sock *>(n); } // flow is Sock's first member
     void rtx_timeout(Sock &s);
     void aux_timeout(Sock &s);
     void arm_rtx(Sock &s);
@@ -307,7 +304,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
 
     // ---- rack.cc: RACK-TLP (RFC 8985) and PRR (RFC 6937), SACK only ---------
     // (its questions about a connection alone: tcp/rack_rules.h)
-    uint32_t now_us() const { return uint32_t(now_ns_ / 1000); }
     void rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx);
     void rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt);
     bool rack_detect(Sock &s);
@@ -324,14 +320,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     SockId id_of(const Sock &s) const { return (s.gen << kIndexBits) | s.index; }
     Sock *sock_alloc(uint64_t user);
     void sock_free(Sock &s);
-    __attribute__((always_inline)) void raise(Sock &s, uint32_t bits)
-    {
-        s.app.ev_bits |= bits;
-        if (!(s.flags & kFInEvents)) {
-            s.flags |= kFInEvents;
-            event_list_.push_back(s.index); // capacity reserved at creation
-        }
-    }
     // The connection is over (reset, error, or closed): unhook it, tell the
     // application, free what can be freed.
     void conn_drop(Sock &s, int err, uint32_t ev);
@@ -362,41 +350,16 @@ class StackImpl final : public Stack, private Ipv4Upper {
     static constexpr uint32_t kIndexBits = 22;
     static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
 
-    StackConfig cfg_;
-    // The most window a connection offers: what its share of the
-    // out-of-order pool holds in full segments. A sender may fill the whole
-    // window past a hole; segments beyond the share would be dropped, and
-    // every drop costs the sender a retransmission round (with tcp.rcvbuf
-    // 1M and 256 frames, a peer sending through 1% loss fell from 0.85 to
-    // 0.13 Gbit/s in the lab).
-    uint32_t ooo_window_cap_ = UINT32_MAX; // for ooo_frames_per_conn; a connection's own grows with its buffer (Conn::app.ooo_cap)
-    uint32_t ooo_seg_bytes_ = 1448;        // a full segment's payload (mtu - 40, less 12 with timestamps)
-    PacketIo &io_;
-    BufferProvider &buffers_;
-    uint64_t now_ns_ = 0;
-    StackStats stats_{};
-    uint32_t offloads_ = 0;
-    // The layers below TCP (in this order: each refers to those before it).
-    Link link_;          // transmit burst, frame allocation and release
-    ArpResolver arp_;    // neighbours, frames waiting for them
-    Router router_;      // next-hop choice
-    Ipv4Layer ip_;       // IPv4 and ICMP
 
     std::vector<Sock> socks_;
     std::vector<uint32_t> free_socks_;
     FlowTable flows_;
     std::vector<uint32_t> listeners_; // indices of listening sockets (few)
-    TimerWheel wheel_;
-    OooPool ooo_pool_;
 
-    std::vector<uint32_t> event_list_;
     std::vector<SockEvent> closed_events_; // kEvClosed (the id is gone once it is queued)
     size_t event_pos_ = 0;
-    std::vector<uint32_t> flush_list_;
 
     // received frames consumed by the fast path, released once per burst
-    uint64_t rtx_run_segments_ = 0;
-    uint64_t rtx_tso_frames_ = 0;
     static constexpr uint16_t kRxDoneMax = 64;
     PacketRef rx_done_[kRxDoneMax];
     uint16_t rx_done_n_ = 0;

@@ -99,13 +99,6 @@ void StackImpl::ack_now(Sock &s)
     want_output(s);
 }
 
-void StackImpl::want_output(Sock &s)
-{
-    if (s.flags & kFInFlush) return;
-    s.flags |= kFInFlush;
-    flush_list_.push_back(s.index);
-}
-
 // Transmit-side prefetch: what send_segment() of the next connection to
 // flush reads first, its template header and the send-ring line at snd_nxt,
 // asked for while this one builds its segments.
