@@ -17,6 +17,11 @@
 
 #include "tcp/conn.h"
 #include "tcp/env.h"
+#include "tcp/input.h"
+#include "tcp/rcv_tune.h"
+#include "tcp/recovery.h"
+#include "tcp/sender.h"
+#include "tcp/timers.h"
 #include "tcp/rack_rules.h"
 #include "tcp/cc.h"
 #include "ip/arp.h"
@@ -121,7 +126,6 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     // other frame (the demux decides what it is).
     bool frame_flow(const PacketRef &f, FlowKey *key) const;
     void prefetch_conn(const Sock &s);
-    void prefetch_output(const Sock &s);
     void link_flow(Sock &s, const FlowKey &key);
     // Consumed received frames go back to the owner in one call per burst.
     __attribute__((always_inline)) void release_rx(PacketRef &f)
@@ -148,20 +152,6 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     // tcp_dispatch() out of line, for a segment that did not come from a
     // frame (StackAccess::segment_input).
     bool tcp_rules(Sock *s, TcpSegment &seg);
-    void tcp_listen_input(Sock &l, const TcpSegment &seg);
-    void tcp_syn_sent_input(Sock &s, const TcpSegment &seg);
-    // ---- tcp_sync.cc -------------------------------------------------------
-    void tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held);
-    // len: the payload left after trimming to the window.
-    bool tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len);
-    // RFC 5961's challenge ACK, throttled per connection.
-    void challenge_ack(Sock &s);
-    void resend_syn_ack(Sock &s);
-    // ---- tcp_data.cc -------------------------------------------------------
-    // frame: where payload lies (kept when out of order); may be null when len is 0.
-    void tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
-    void tcp_fin(Sock &s);
-    uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
     // ---- copy.cc: asynchronous receive copies (mars/copy.h) --------------
     // Takes an in-order payload for the copy engine (or, behind earlier
     // copies of the socket still in flight, copies it now but keeps it
@@ -174,12 +164,6 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     void reap_copies(bool wait);
     void count_fallback(CopyFallback why);
     bool copies_in_flight() const { return pending_head_ != pending_tail_ || doorbell_due_; }
-    void time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen);                     // tcp_data.cc
-    void rtt_sample(Sock &s, uint64_t rtt_ns);                                                 // tcp_in.cc
-    void established(Sock &s);                                                                 // tcp_handshake.cc
-    void negotiate(Sock &s, const TcpOptions &opt);                                            // tcp_handshake.cc
-    void adopt_child(Sock &l, Sock &c, const FlowKey &key);                                    // tcp_handshake.cc
-
     // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
     // A group's payload is at most kGroMaxBytes.
     static constexpr uint32_t kGroMaxBytes = 64 * 1024;
@@ -199,45 +183,6 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     static constexpr uint8_t kGatherMissesMax = 2;
     uint8_t gather_misses_ = 0;
 
-    // ---- tcp_out.cc ------------------------------------------------------
-    void tcp_output(Sock &s);
-    bool send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx);
-    // A run of n full new segments from snd_nxt built in one pass (tx_run.cc);
-    // returns how many went out.
-    static constexpr uint32_t kRunMax = 64;
-    void new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end);
-    uint32_t send_run(Sock &s, uint32_t n, uint8_t last_flags);
-    // How many full segments one TSO frame may carry (0: no TSO here).
-    uint32_t tso_per_frame(const Sock &s) const;
-    // The start every software-segmented run shares (tx_run.cc).
-    uint32_t run_start(Sock &s, uint32_t n, PacketRef *fr, uint8_t *h, unsigned *hdr_len, uint32_t *pseudo);
-    unsigned run_header(Sock &s, uint8_t *h, uint32_t payload);
-    void run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
-                  uint32_t pseudo);
-    uint32_t send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame);
-    uint32_t send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags);
-    // A run of n full segments from seq that were sent before (SACK
-    // recovery's lost bytes, go-back-N after a timeout), built in one pass
-    // as send_run_sw() builds new data, with send_segment(rtx)'s bookkeeping
-    // per segment. log_room: recovery's rule that each retransmission finds
-    // room in RACK's log first (checked before every segment but the first,
-    // which the caller checked). Returns how many went out.
-    // Where the port offers TSO, the run leaves as TSO frames (the segments
-    // the port cuts from them are those one by one would send).
-    uint32_t send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room);
-    // The pieces of send_rtx_run: the run's segments from the done-th on as
-    // TSO frames, or segmented here; each returns how many more went out
-    // (*stop: RACK's log had no room, the run ends there).
-    uint32_t send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room, uint32_t per_frame,
-                          bool *stop);
-    uint32_t send_rtx_sw(Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room);
-    bool rtx_log_room(Sock &s, uint32_t i, bool log_room);
-    void rtx_run_sent(Sock &s, uint32_t sent);
-    // How many full segments from seq a retransmission run may take (0: send
-    // one by one): runs on, no D-SACK waiting, the template's MAC current.
-    uint32_t rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint32_t budget) const;
-    bool run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
-                      uint32_t pseudo);
     // Transmit by reference: sockets with frames the port still reads, and
     // ring memory (and socket slots) held back for them until it has let go.
     struct TxDrain {
@@ -249,71 +194,12 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     std::vector<TxDrain> tx_drain_;
     void poll_tx_refs();
     void release_tx_drain();
-    void run_sent(Sock &s, uint32_t seq, uint32_t sent);
-    // A pure ACK carries the highest sequence number sent (RFC 9293's SND.NXT;
-    // our snd_nxt goes back after a timeout, and an older sequence number
-    // would make the peer drop the ACK as unacceptable).
-    void send_ack(Sock &s) { send_segment(s, s.snd_max, 0, wire::kAck, false); }
-    void send_rst_reply(const TcpSegment &seg);
-    void send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
-                  uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len);
-    void build_template(Sock &s);
-    uint16_t window_to_advertise(Sock &s);
-    uint32_t rcv_window(const Sock &s) const;
-    // ---- rcv_tune.cc: receive-buffer autotuning -------------------------
-    bool autotune(const Sock &s) const
-    {
-        return cfg_.tcp.rcvbuf_max > cfg_.tcp.rcvbuf && !(s.flags & kFRcvBufLocked);
-    }
-    // The largest buffer a connection may come to offer (window scale).
-    uint32_t rcv_buf_limit(const Sock &s) const;
-    // Rings attached: the buffer offered and its out-of-order share start.
-    void rcv_space_init(Sock &s);
-    // The application drained bytes (rx_consume): one DRS step.
-    void rcv_tune(Sock &s);
-    void rcv_set_space(Sock &s, uint32_t bytes);
-    bool rx_ring_grow(Sock &s);
-    void ooo_share_for(Sock &s);
-    // SO_RCVBUF (SockOpt::kRcvBuf): fixes the buffer at `bytes`, the ring
-    // growing to hold it (now if empty, else at the release that empties it).
-    void rcv_buf_fix(Sock &s, uint32_t bytes);
     // The window opened (from `before`) by two segments or half the buffer:
     // tell the peer now.
     void window_update(Sock &s, uint32_t before);
-    void ack_now(Sock &s);
-    // Remembers a duplicate [start, end) for the next ACK's D-SACK block.
-    // One is pending at a time: an earlier one still waiting goes out first
-    // in its own ACK, so every duplicate of a burst is reported (a sender
-    // undoes a spurious retransmission only on its D-SACK, RFC 2883).
-    void note_dsack(Sock &s, uint32_t start, uint32_t end) {
-        if (s.flags & kFDsack) send_ack(s);
-        s.rec.dsack = SeqRange{start, end};
-        s.flags |= kFDsack;
-    }
     void push_pending(Sock &s);
-    void flush_output();
-    void update_mss(Sock &s);
 
-    // ---- tcp_timer.cc ----------------------------------------------------
-    void timer_fire(Timer *t);
-    void rtx_timeout(Sock &s);
-    void aux_timeout(Sock &s);
-    void arm_rtx(Sock &s);
-    void arm_keepalive(Sock &s);
-    void enter_time_wait(Sock &s);
 
-    // ---- rack.cc: RACK-TLP (RFC 8985) and PRR (RFC 6937), SACK only ---------
-    // (its questions about a connection alone: tcp/rack_rules.h)
-    void rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx);
-    void rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt);
-    bool rack_detect(Sock &s);
-    void enter_sack_recovery(Sock &s);
-    void prr_on_ack(Sock &s, uint32_t delivered, bool entering);
-    void rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack);
-    void rack_timeout(Sock &s);
-    void tlp_arm(Sock &s);
-    void tlp_fire(Sock &s);
-    void tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack);
 
     // ---- stack.cc (abort_children: socket_api.cc; conn_init: tcp_out.cc) ---
     Sock *lookup_id(SockId id) const;
@@ -340,7 +226,6 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     Sock *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
     bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
-    void conn_init(Sock &s);
     // Gives every buffer back (the destructor, and reset()).
     void release_buffers();
     // The state init() sets up once its tables are allocated (and reset()
@@ -384,9 +269,8 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     uint64_t pending_head_ = 0, pending_tail_ = 0; // markers
     bool doorbell_due_ = false;
 
-    // receive pipeline (StackConfig::strands / prefetch)
+    // receive pipeline (StackConfig::strands; prefetch_ is the Env's)
     uint32_t strands_ = 1;
-    bool prefetch_ = false;
 
     uint16_t next_ephemeral_ = 0;
 };

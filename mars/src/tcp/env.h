@@ -64,16 +64,29 @@ struct Env {
             event_list_.push_back(s.index); // capacity reserved at creation
         }
     }
-    void want_output(Conn &s)
-    {
-        if (s.flags & kFInFlush) return;
-        s.flags |= kFInFlush;
-        flush_list_.push_back(s.index);
-    }
+    void want_output(Conn &s); // tcp_out.cc (out of line: measured cheaper where recovery calls it)
     void release(PacketRef &f) { link_.release(f); }
+    // A socket by table index (the table is the stack's; this is a view).
+    Conn &conn_at(uint32_t index) { return conns_[index]; }
+    // Sends the output of the connections that asked for it (want_output):
+    // at the end of a burst or poll (tcp_out.cc).
+    void flush_output();
+
+    // ---- the stack's services (stack.cc defines them; StackImpl's tables) ---
+    void conn_drop(Conn &s, int err, uint32_t ev);   // over: reset, error, timeout
+    void conn_closed(Conn &s);                       // over: closed in order
+    void release_user(Conn &s);                      // TIME-WAIT of a closed socket: the id goes back
+    Conn *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+    Conn *sock_alloc(uint64_t user);                 // a child for a listener
+    void sock_free(Conn &s);
+    bool attach_rings(Conn &s, uint64_t user);
+    void link_flow(Conn &s, const FlowKey &key);     // into the flow table
+
     static Conn *sock_of(FlowNode *n) { return reinterpret_cast<Conn *>(n); } // flow is Conn's first member
 
     StackConfig cfg_;
+    Conn *conns_ = nullptr; // the stack's socket table (StackImpl::socks_), set at init
+    bool prefetch_ = false; // StackConfig::prefetch: also the transmit side's
     // The most window a connection offers: what its share of the
     // out-of-order pool holds in full segments. A sender may fill the whole
     // window past a hole; segments beyond the share would be dropped, and
