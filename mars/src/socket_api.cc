@@ -217,17 +217,6 @@ void StackImpl::abort_children(Sock &l)
     l.lst.accept_len = l.lst.syn_queue_len = 0;
 }
 
-// Setting TCP_NODELAY pushes what is queued now, as Linux does
-// (tcp_push_pending_frames with TCP_NAGLE_PUSH): corked or held back by
-// MSG_MORE, the tail goes out at once; TCP_CORK stays on for later writes.
-void StackImpl::push_pending(Sock &s)
-{
-    const uint32_t held = s.flags & (kFCork | kFMore);
-    s.flags &= ~held;
-    tcp::tcp_output(*this, s);
-    s.flags |= held;
-}
-
 int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
 {
     Sock *s = lookup_id(id);
@@ -239,7 +228,7 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
     switch (opt) {
     case SockOpt::kNoDelay:
         flag(kFNoDelay);
-        if (v) push_pending(*s); // tcp(7): an explicit push, also of corked data
+        if (v) tcp::push_pending(*this, *s); // tcp(7): an explicit push, also of corked data
         break;
     case SockOpt::kCork:
         flag(kFCork);
@@ -304,7 +293,7 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         {
             const uint32_t before = tcp::rcv_window(*this, *s);
             tcp::rcv_buf_fix(*this, *s, uint32_t(v));
-            window_update(*s, before);
+            tcp::window_update(*this, *s, before);
         }
         break;
     default:
@@ -445,24 +434,12 @@ int StackImpl::rx_consume(SockId id, uint32_t n)
     const uint32_t before = tcp::rcv_window(*this, *s);
     s->rx_head += n;
     tcp::rcv_tune(*this, *s); // may grow the buffer (and the ring, now empty): the window update tells the peer
-    window_update(*s, before);
+    tcp::window_update(*this, *s, before);
     return 0;
 }
 
 // Window update (RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3): tell the peer once
 // the window has opened by two segments or half the buffer.
-void StackImpl::window_update(Sock &s, uint32_t before)
-{
-    if (s.state != TcpState::kEstablished && s.state != TcpState::kFinWait1 && s.state != TcpState::kFinWait2)
-        return;
-    const uint32_t after = tcp::rcv_window(*this, s);
-    const uint32_t adv = s.rcv_adv - s.rcv_nxt;
-    if (after > adv && (after - adv >= 2 * s.peer_mss || after - adv >= s.app.rcv_space / 2) && after > before) {
-        tcp::ack_now(*this, s);
-        flush_output();
-        link_.flush();
-    }
-}
 
 int StackImpl::tx_view(SockId id, RingSpan *out) const
 {

@@ -1,17 +1,16 @@
 // stack_impl.h: the inside of one MARS stack instance.
 //
-// The stack's own: ids and the socket table, the flow table, listeners,
-// events, the timer wheel, the layer objects (ip/: Link, ArpResolver,
-// Router, Ipv4Layer). Its methods are still defined across the folders
-// (mars/README.md, "Module layout", has the map):
-//   stack.cc, socket_api.cc  creation, the socket table, events, poll();
-//                            the socket API and the data API on the rings
-//   rx/    input() and the receive path: express path, header prediction,
-//          coalescing, strands, receive copies
-//   tcp/   the connection (conn.h), the rules by state (handshake, sync,
-//          data, FIN, TIME-WAIT), output and runs/TSO, timers, RACK-TLP/PRR,
-//          receive autotuning
-//   ip/    the layers below TCP; base/ building blocks with their own tests
+// StackImpl is the stack's own: ids and the socket table, the flow table,
+// listeners, events (the lists the Env raises into), the Stack interface
+// (stack.cc, socket_api.cc), and still the receive path (rx/: input(), the
+// express path and header prediction, coalescing, strands, receive copies,
+// the dispatch by state). Its parts (mars/README.md, "Module layout"):
+//   tcp/env.h   tcp::Env, StackImpl's base: the narrow environment of the TCP
+//               rules (clock, transmit layers, events, output list, timers,
+//               rings, counters, a few socket-table services in stack.cc)
+//   tcp/*.h     the TCP rules as functions of a tcp::Conn and a tcp::Env:
+//               input.h, sender.h, recovery.h, timers.h, rcv_tune.h
+//   ip/         the layers below TCP; base/ building blocks
 // Tests look inside only through testing/stack_access.h (StackAccess).
 #pragma once
 
@@ -194,10 +193,6 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     std::vector<TxDrain> tx_drain_;
     void poll_tx_refs();
     void release_tx_drain();
-    // The window opened (from `before`) by two segments or half the buffer:
-    // tell the peer now.
-    void window_update(Sock &s, uint32_t before);
-    void push_pending(Sock &s);
 
 
 

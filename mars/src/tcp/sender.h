@@ -55,6 +55,13 @@ inline void note_dsack(Env &e, Sock &s, uint32_t start, uint32_t end)
     s.flags |= kFDsack;
 }
 
+// The window opened (from `before`, rx_consume) by two segments or half the
+// buffer: tell the peer now.
+void window_update(Env &e, Sock &s, uint32_t before);
+// An explicit push (TCP_NODELAY set, or TCP_CORK cleared): what cork or
+// MSG_MORE held back goes out now.
+void push_pending(Env &e, Sock &s);
+
 // ---- tx_run.cc: transmit in runs -------------------------------------------
 // n full new segments from snd_nxt; returns how many went out.
 uint32_t send_run(Env &e, Sock &s, uint32_t n, uint8_t last_flags);

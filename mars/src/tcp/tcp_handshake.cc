@@ -167,7 +167,7 @@ void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
             const uint32_t tsv = (e.tsval() & ~0x3fu) | (sack << 4) | ws;
             p = write_ts_option(p, tsv, opt.tsval);
             if (ws != 0xf) {
-                // As conn_init(e, ) will for the connection the cookie becomes
+                // As conn_init() will for the connection the cookie becomes
                 // (which takes the listener's SO_RCVBUF, adopt_child).
                 const uint32_t buf = rcv_buf_limit(e, l);
                 while (rws < 14 && (buf >> rws) > 65535) rws++;

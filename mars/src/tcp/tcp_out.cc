@@ -110,7 +110,7 @@ void Env::want_output(Conn &s)
     flush_list_.push_back(s.index);
 }
 
-// Transmit-side prefetch: what send_segment(e, ) of the next connection to
+// Transmit-side prefetch: what send_segment() of the next connection to
 // flush reads first, its template header and the send-ring line at snd_nxt,
 // asked for while this one builds its segments.
 void prefetch_output(Env &e, const Sock &s)
@@ -492,6 +492,32 @@ void send_rst_reply(Env &e, const TcpSegment &seg)
     } else {
         send_raw(e, e.cfg_.ip, seg.dport, src, seg.sport, 0, seg.seq + seg.seq_space(), kRst | kAck, 0, nullptr, 0);
     }
+}
+
+// The window opened (from `before`) by two segments or half the buffer:
+// tell the peer now (the application drained the receive ring).
+void window_update(Env &e, Sock &s, uint32_t before)
+{
+    if (s.state != TcpState::kEstablished && s.state != TcpState::kFinWait1 && s.state != TcpState::kFinWait2)
+        return;
+    const uint32_t after = rcv_window(e, s);
+    const uint32_t adv = s.rcv_adv - s.rcv_nxt;
+    if (after > adv && (after - adv >= 2 * s.peer_mss || after - adv >= s.app.rcv_space / 2) && after > before) {
+        ack_now(e, s);
+        e.flush_output();
+        e.link_.flush();
+    }
+}
+
+// Setting TCP_NODELAY pushes what is queued now, as Linux does
+// (tcp_push_pending_frames with TCP_NAGLE_PUSH): corked or held back by
+// MSG_MORE, the tail goes out at once; TCP_CORK stays on for later writes.
+void push_pending(Env &e, Sock &s)
+{
+    const uint32_t held = s.flags & (kFCork | kFMore);
+    s.flags &= ~held;
+    tcp_output(e, s);
+    s.flags |= held;
 }
 
 } // namespace mars::tcp

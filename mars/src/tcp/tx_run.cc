@@ -1,8 +1,8 @@
 // tx_run.cc: transmit in runs (TcpConfig::tx_batch, mars/README.md
 // "Transmit in runs").
 //
-// When tcp_output(e, ) may send several full segments of new data, they are
-// built in one pass instead of one send_segment(e, ) call each: the header
+// When tcp_output() may send several full segments of new data, they are
+// built in one pass instead of one send_segment() call each: the header
 // (template, options, ACK, window, IPv4 length and checksum) is made once
 // into a local image, the frames come from the owner in one call, and each
 // segment is that image copied, its sequence number patched (PSH/FIN on the
@@ -23,7 +23,7 @@
 // MAC current (no ARP decision). Retransmissions go in runs too
 // (send_rtx_run): several consecutive segments of one lost piece in SACK
 // recovery, or below snd_max in the timeout's go-back-N, with
-// send_segment(e, rtx)'s bookkeeping per segment, as TSO frames where the port
+// send_segment(rtx)'s bookkeeping per segment, as TSO frames where the port
 // offers TSO; never by reference (one by one, retransmissions are copied).
 #include "tcp/sender.h"
 #include "base/checksum.h"
@@ -41,7 +41,7 @@ using namespace wire;
 constexpr unsigned kRunHeaderMax = kHeadersLen + 40;
 
 // The header every segment of a run carries, with payload bytes each: the
-// template, the timestamp option and SACK blocks as send_segment(e, ) writes
+// template, the timestamp option and SACK blocks as send_segment() writes
 // them, ACK, window, IPv4 length and checksum. Returns its length. The
 // sequence number and TCP checksum are left for each segment.
 unsigned run_header(Env &e, Sock &s, uint8_t *h, uint32_t payload)
@@ -144,7 +144,7 @@ bool run_fill_ref(Env &e, Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr
     return true;
 }
 
-// What send_segment(e, ) does per segment, once for a run of `sent` segments
+// What send_segment() does per segment, once for a run of `sent` segments
 // from seq.
 void run_sent(Env &e, Sock &s, uint32_t seq, uint32_t sent)
 {
@@ -211,7 +211,7 @@ uint32_t send_run_sw(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_fla
         if (sent + 1 == n) reinterpret_cast<Tcp *>(h + kEthLen + kIpLen)->flags = last_flags;
         if (by_ref && run_fill_ref(e, s, fr[sent], h, hdr_len, q, mss, pseudo)) continue;
         if (hdr_len + mss > fr[sent].room) {
-            e.stats_.drop_tx_no_buffer++; // as send_segment(e, ): the frame is too small
+            e.stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
             break;
         }
         run_fill(e, s, fr[sent], h, hdr_len, q, mss, pseudo);
@@ -241,7 +241,7 @@ uint32_t rtx_run_len(const Env &e, const Sock &s, uint32_t seq, uint32_t end, ui
     return !log_room || i == 0 || s.rack.log.has_room(s.snd_una);
 }
 
-// What send_segment(e, rtx) does per segment besides RACK's log, once for the
+// What send_segment(rtx) does per segment besides RACK's log, once for the
 // `sent` segments of a run.
 [[gnu::always_inline]] inline void rtx_run_sent(Env &e, Sock &s, uint32_t sent)
 {
@@ -276,7 +276,7 @@ uint32_t rtx_run_len(const Env &e, const Sock &s, uint32_t seq, uint32_t end, ui
     for (uint32_t q = seq + done * mss; sent < got; sent++, q += mss) {
         if (!rtx_log_room(e, s, done + sent, log_room)) break;
         if (hdr_len + mss > fr[sent].room) {
-            e.stats_.drop_tx_no_buffer++; // as send_segment(e, ): the frame is too small
+            e.stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
             break;
         }
         if (done + sent + 1 == n) th->flags = last_flags;
@@ -289,12 +289,12 @@ uint32_t rtx_run_len(const Env &e, const Sock &s, uint32_t seq, uint32_t end, ui
 }
 
 // Retransmissions in one pass. The segments, in order, are what n calls of
-// send_segment(e, s, seq + i * mss, mss, flags, true) put on the wire: the same
+// send_segment(s, seq + i * mss, mss, flags, true) put on the wire: the same
 // header image (no D-SACK waits, so every segment's options are the same),
 // PSH only where the caller says the last one ends the data. Where the port
 // offers TSO they leave as TSO frames (the port cuts the same segments),
 // the rest, or all, segmented here. Each segment is recorded in RACK's log
-// as send_segment(e, ) records it (back to back, the records extend one entry),
+// as send_segment() records it (back to back, the records extend one entry),
 // after the room check recovery makes per retransmission, so the log ends
 // exactly as one by one leaves it and a full log ends the run there.
 uint32_t send_rtx_run(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room)
