@@ -104,17 +104,17 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     s->iss = isn_generate(cfg_.isn_secret, s->flow.key, now_ns_);
     s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
     s->flags |= kFAccepted;
-    conn_init(*s);
-    build_template(*s);
+    tcp::conn_init(*this, *s);
+    tcp::build_template(*this, *s);
     s->state = TcpState::kSynSent;
     stats_.tcp_active_opens++;
     s->first_rtx_ns = 0;
-    send_segment(*s, s->iss, 0, wire::kSyn, false);
+    tcp::send_segment(*this, *s, s->iss, 0, wire::kSyn, false);
     s->snd_nxt = s->snd_max = s->iss + 1;
     s->rtt_start_ns = now_ns_;
     s->rtt_seq = s->snd_nxt;
     s->last_recv_ns = now_ns_;
-    arm_rtx(*s);
+    tcp::arm_rtx(*this, *s);
     link_.flush();
     return 0;
 }
@@ -191,7 +191,7 @@ int StackImpl::abort(SockId id)
     case TcpState::kCloseWait:
     case TcpState::kClosing:
     case TcpState::kLastAck:
-        send_raw(s->app.local.ip, s->app.local.port, s->app.remote.ip, s->app.remote.port, s->snd_max, 0, wire::kRst, 0,
+        tcp::send_raw(*this, s->app.local.ip, s->app.local.port, s->app.remote.ip, s->app.remote.port, s->snd_max, 0, wire::kRst, 0,
                  nullptr, 0);
         stats_.tcp_resets_out++;
         break;
@@ -208,24 +208,13 @@ void StackImpl::abort_children(Sock &l)
     for (Sock &c : socks_) {
         if (!c.used || c.lst.parent != l.index) continue;
         if (c.state != TcpState::kClosed) {
-            send_raw(c.app.local.ip, c.app.local.port, c.app.remote.ip, c.app.remote.port, c.snd_max, 0, wire::kRst, 0, nullptr, 0);
+            tcp::send_raw(*this, c.app.local.ip, c.app.local.port, c.app.remote.ip, c.app.remote.port, c.snd_max, 0, wire::kRst, 0, nullptr, 0);
             stats_.tcp_resets_out++;
         }
         sock_free(c);
     }
     l.lst.accept_head = l.lst.accept_tail = UINT32_MAX;
     l.lst.accept_len = l.lst.syn_queue_len = 0;
-}
-
-// Setting TCP_NODELAY pushes what is queued now, as Linux does
-// (tcp_push_pending_frames with TCP_NAGLE_PUSH): corked or held back by
-// MSG_MORE, the tail goes out at once; TCP_CORK stays on for later writes.
-void StackImpl::push_pending(Sock &s)
-{
-    const uint32_t held = s.flags & (kFCork | kFMore);
-    s.flags &= ~held;
-    tcp_output(s);
-    s.flags |= held;
 }
 
 int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
@@ -239,7 +228,7 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
     switch (opt) {
     case SockOpt::kNoDelay:
         flag(kFNoDelay);
-        if (v) push_pending(*s); // tcp(7): an explicit push, also of corked data
+        if (v) tcp::push_pending(*this, *s); // tcp(7): an explicit push, also of corked data
         break;
     case SockOpt::kCork:
         flag(kFCork);
@@ -250,12 +239,12 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         break;
     case SockOpt::kKeepAlive:
         flag(kFKeepAlive);
-        arm_keepalive(*s);
+        tcp::arm_keepalive(*this, *s);
         break;
     case SockOpt::kKeepIdleSec:
         if (v < 1 || v > 32767) return -EINVAL;
         s->app.keep_idle_ns = uint64_t(v) * 1'000'000'000ull;
-        arm_keepalive(*s);
+        tcp::arm_keepalive(*this, *s);
         break;
     case SockOpt::kKeepIntvlSec:
         if (v < 1 || v > 32767) return -EINVAL;
@@ -268,7 +257,7 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
     case SockOpt::kMaxSeg:
         if (v != 0 && (v < 88 || v > 65535)) return -EINVAL;
         s->user_mss = uint32_t(v);
-        if (s->state != TcpState::kClosed && s->state != TcpState::kListen) update_mss(*s);
+        if (s->state != TcpState::kClosed && s->state != TcpState::kListen) tcp::update_mss(*this, *s);
         break;
     case SockOpt::kUserTimeoutMs:
         if (v < 0) return -EINVAL;
@@ -287,7 +276,7 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
     case SockOpt::kTos:
         if (v < 0 || v > 255) return -EINVAL;
         s->app.tos = uint8_t(v & 0xfc);
-        if (s->flags & kFHasRings) build_template(*s);
+        if (s->flags & kFHasRings) tcp::build_template(*this, *s);
         break;
     case SockOpt::kRcvLowat:
         if (v < 1) return -EINVAL;
@@ -302,9 +291,9 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         // and the larger window goes out once it has.
         if (v < 4096 || v > (1 << 30)) return -EINVAL;
         {
-            const uint32_t before = rcv_window(*s);
-            rcv_buf_fix(*s, uint32_t(v));
-            window_update(*s, before);
+            const uint32_t before = tcp::rcv_window(*this, *s);
+            tcp::rcv_buf_fix(*this, *s, uint32_t(v));
+            tcp::window_update(*this, *s, before);
         }
         break;
     default:
@@ -442,27 +431,15 @@ int StackImpl::rx_consume(SockId id, uint32_t n)
     if (!s) return -EBADF;
     if (n > s->rx_readable()) return -EINVAL;
     if (n == 0) return 0;
-    const uint32_t before = rcv_window(*s);
+    const uint32_t before = tcp::rcv_window(*this, *s);
     s->rx_head += n;
-    rcv_tune(*s); // may grow the buffer (and the ring, now empty): the window update tells the peer
-    window_update(*s, before);
+    tcp::rcv_tune(*this, *s); // may grow the buffer (and the ring, now empty): the window update tells the peer
+    tcp::window_update(*this, *s, before);
     return 0;
 }
 
 // Window update (RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3): tell the peer once
 // the window has opened by two segments or half the buffer.
-void StackImpl::window_update(Sock &s, uint32_t before)
-{
-    if (s.state != TcpState::kEstablished && s.state != TcpState::kFinWait1 && s.state != TcpState::kFinWait2)
-        return;
-    const uint32_t after = rcv_window(s);
-    const uint32_t adv = s.rcv_adv - s.rcv_nxt;
-    if (after > adv && (after - adv >= 2 * s.peer_mss || after - adv >= s.app.rcv_space / 2) && after > before) {
-        ack_now(s);
-        flush_output();
-        link_.flush();
-    }
-}
 
 int StackImpl::tx_view(SockId id, RingSpan *out) const
 {
@@ -501,7 +478,7 @@ int StackImpl::tx_commit(SockId id, uint32_t n, bool more)
     if (more) s->flags |= kFMore;
     else s->flags &= ~kFMore;
     if (n && (s->state == TcpState::kEstablished || s->state == TcpState::kCloseWait)) {
-        tcp_output(*s);
+        tcp::tcp_output(*this, *s);
         link_.flush();
     }
     return 0;

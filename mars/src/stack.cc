@@ -32,8 +32,7 @@ std::unique_ptr<Stack> Stack::create(const StackConfig &config, PacketIo &io, Bu
 }
 
 StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers)
-    : cfg_(config), io_(io), buffers_(buffers), link_(io, stats_), arp_(cfg_, link_, stats_), router_(cfg_),
-      ip_(cfg_, link_, arp_, router_, stats_, *this)
+    : tcp::Env(config, io, buffers, *this)
 {
 }
 
@@ -155,6 +154,7 @@ bool StackImpl::init(std::string *error)
     wire_ip_ = wire::be32(c.ip);
     offloads_ = io_.offloads();
     socks_.resize(c.max_sockets);
+    conns_ = socks_.data(); // never resized after this
     free_socks_.reserve(c.max_sockets);
     event_list_.reserve(c.max_sockets);
     closed_events_.reserve(c.max_sockets);
@@ -292,7 +292,7 @@ bool StackImpl::attach_rings(Sock &s, uint64_t user)
     s.rx_head = s.rx_tail = 0;
     s.tx_head = s.tx_tail = 0;
     s.flags |= kFHasRings;
-    rcv_space_init(s);
+    tcp::rcv_space_init(*this, s);
     return true;
 }
 
@@ -482,7 +482,7 @@ void StackImpl::poll(uint64_t now_ns)
         reap_copies(false);
         flush_rx_done();
     }
-    wheel_.advance(now_ns_, [this](Timer *t) { timer_fire(t); });
+    wheel_.advance(now_ns_, [this](Timer *t) { tcp::timer_fire(*this, t); });
     arp_.poll(now_ns_);
     flush_output();
     link_.flush();
@@ -519,5 +519,19 @@ void StackImpl::set_copy_engine(CopyEngine *engine, uint32_t threshold)
     cfg_.copy_threshold = copy_threshold_ = threshold;
     if (copy_ && pending_.empty()) pending_.resize(kMaxPendingCopies); // setup, not the packet path
 }
+
+// ---- tcp::Env's stack services (tcp/env.h): what the TCP rules ask of the
+// socket table and listeners. Never on the per-segment path.
+void tcp::Env::conn_drop(Sock &s, int err, uint32_t ev) { static_cast<StackImpl &>(*this).conn_drop(s, err, ev); }
+void tcp::Env::conn_closed(Sock &s) { static_cast<StackImpl &>(*this).conn_closed(s); }
+void tcp::Env::release_user(Sock &s) { static_cast<StackImpl &>(*this).release_user(s); }
+Sock *tcp::Env::find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
+{
+    return static_cast<StackImpl &>(*this).find_listener(lip, lport, rip, rport);
+}
+Sock *tcp::Env::sock_alloc(uint64_t user) { return static_cast<StackImpl &>(*this).sock_alloc(user); }
+void tcp::Env::sock_free(Sock &s) { static_cast<StackImpl &>(*this).sock_free(s); }
+bool tcp::Env::attach_rings(Sock &s, uint64_t user) { return static_cast<StackImpl &>(*this).attach_rings(s, user); }
+void tcp::Env::link_flow(Sock &s, const FlowKey &key) { static_cast<StackImpl &>(*this).link_flow(s, key); }
 
 } // namespace mars

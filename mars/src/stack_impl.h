@@ -1,21 +1,26 @@
 // stack_impl.h: the inside of one MARS stack instance.
 //
-// The stack's own: ids and the socket table, the flow table, listeners,
-// events, the timer wheel, the layer objects (ip/: Link, ArpResolver,
-// Router, Ipv4Layer). Its methods are still defined across the folders
-// (mars/README.md, "Module layout", has the map):
-//   stack.cc, socket_api.cc  creation, the socket table, events, poll();
-//                            the socket API and the data API on the rings
-//   rx/    input() and the receive path: express path, header prediction,
-//          coalescing, strands, receive copies
-//   tcp/   the connection (conn.h), the rules by state (handshake, sync,
-//          data, FIN, TIME-WAIT), output and runs/TSO, timers, RACK-TLP/PRR,
-//          receive autotuning
-//   ip/    the layers below TCP; base/ building blocks with their own tests
+// StackImpl is the stack's own: ids and the socket table, the flow table,
+// listeners, events (the lists the Env raises into), the Stack interface
+// (stack.cc, socket_api.cc), and still the receive path (rx/: input(), the
+// express path and header prediction, coalescing, strands, receive copies,
+// the dispatch by state). Its parts (mars/README.md, "Module layout"):
+//   tcp/env.h   tcp::Env, StackImpl's base: the narrow environment of the TCP
+//               rules (clock, transmit layers, events, output list, timers,
+//               rings, counters, a few socket-table services in stack.cc)
+//   tcp/*.h     the TCP rules as functions of a tcp::Conn and a tcp::Env:
+//               input.h, sender.h, recovery.h, timers.h, rcv_tune.h
+//   ip/         the layers below TCP; base/ building blocks
 // Tests look inside only through testing/stack_access.h (StackAccess).
 #pragma once
 
 #include "tcp/conn.h"
+#include "tcp/env.h"
+#include "tcp/input.h"
+#include "tcp/rcv_tune.h"
+#include "tcp/recovery.h"
+#include "tcp/sender.h"
+#include "tcp/timers.h"
 #include "tcp/rack_rules.h"
 #include "tcp/cc.h"
 #include "ip/arp.h"
@@ -43,7 +48,7 @@
 
 namespace mars {
 
-class StackImpl final : public Stack, private Ipv4Upper {
+class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
   public:
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
@@ -83,6 +88,7 @@ class StackImpl final : public Stack, private Ipv4Upper {
   private:
     // Tests and benchmarks look inside through testing/stack_access.h only.
     friend struct StackAccess;
+    friend struct tcp::Env; // its stack services (stack.cc) are the stack's
 
     // Everything below is the stack's own: the layers (link_, arp_, router_,
     // ip_) are reached through their types' interfaces, the TCP code's state
@@ -92,7 +98,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // take): IPv4 to ip_ (ipv4.cc), which hands TCP back (tcp_input), ARP to
     // arp_ (arp.cc).
     void input_frame(PacketRef &f);
-    void release(PacketRef &f) { link_.release(f); }
 
     // ---- tcp_in.cc -------------------------------------------------------
     // Header prediction straight from the frame for the last flow seen;
@@ -120,7 +125,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // other frame (the demux decides what it is).
     bool frame_flow(const PacketRef &f, FlowKey *key) const;
     void prefetch_conn(const Sock &s);
-    void prefetch_output(const Sock &s);
     void link_flow(Sock &s, const FlowKey &key);
     // Consumed received frames go back to the owner in one call per burst.
     __attribute__((always_inline)) void release_rx(PacketRef &f)
@@ -147,20 +151,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     // tcp_dispatch() out of line, for a segment that did not come from a
     // frame (StackAccess::segment_input).
     bool tcp_rules(Sock *s, TcpSegment &seg);
-    void tcp_listen_input(Sock &l, const TcpSegment &seg);
-    void tcp_syn_sent_input(Sock &s, const TcpSegment &seg);
-    // ---- tcp_sync.cc -------------------------------------------------------
-    void tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held);
-    // len: the payload left after trimming to the window.
-    bool tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len);
-    // RFC 5961's challenge ACK, throttled per connection.
-    void challenge_ack(Sock &s);
-    void resend_syn_ack(Sock &s);
-    // ---- tcp_data.cc -------------------------------------------------------
-    // frame: where payload lies (kept when out of order); may be null when len is 0.
-    void tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held);
-    void tcp_fin(Sock &s);
-    uint32_t deliver(Sock &s, const uint8_t *p, uint32_t n);
     // ---- copy.cc: asynchronous receive copies (mars/copy.h) --------------
     // Takes an in-order payload for the copy engine (or, behind earlier
     // copies of the socket still in flight, copies it now but keeps it
@@ -173,12 +163,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     void reap_copies(bool wait);
     void count_fallback(CopyFallback why);
     bool copies_in_flight() const { return pending_head_ != pending_tail_ || doorbell_due_; }
-    void time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen);                     // tcp_data.cc
-    void rtt_sample(Sock &s, uint64_t rtt_ns);                                                 // tcp_in.cc
-    void established(Sock &s);                                                                 // tcp_handshake.cc
-    void negotiate(Sock &s, const TcpOptions &opt);                                            // tcp_handshake.cc
-    void adopt_child(Sock &l, Sock &c, const FlowKey &key);                                    // tcp_handshake.cc
-
     // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
     // A group's payload is at most kGroMaxBytes.
     static constexpr uint32_t kGroMaxBytes = 64 * 1024;
@@ -198,45 +182,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     static constexpr uint8_t kGatherMissesMax = 2;
     uint8_t gather_misses_ = 0;
 
-    // ---- tcp_out.cc ------------------------------------------------------
-    void tcp_output(Sock &s);
-    bool send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx);
-    // A run of n full new segments from snd_nxt built in one pass (tx_run.cc);
-    // returns how many went out.
-    static constexpr uint32_t kRunMax = 64;
-    void new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end);
-    uint32_t send_run(Sock &s, uint32_t n, uint8_t last_flags);
-    // How many full segments one TSO frame may carry (0: no TSO here).
-    uint32_t tso_per_frame(const Sock &s) const;
-    // The start every software-segmented run shares (tx_run.cc).
-    uint32_t run_start(Sock &s, uint32_t n, PacketRef *fr, uint8_t *h, unsigned *hdr_len, uint32_t *pseudo);
-    unsigned run_header(Sock &s, uint8_t *h, uint32_t payload);
-    void run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
-                  uint32_t pseudo);
-    uint32_t send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame);
-    uint32_t send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags);
-    // A run of n full segments from seq that were sent before (SACK
-    // recovery's lost bytes, go-back-N after a timeout), built in one pass
-    // as send_run_sw() builds new data, with send_segment(rtx)'s bookkeeping
-    // per segment. log_room: recovery's rule that each retransmission finds
-    // room in RACK's log first (checked before every segment but the first,
-    // which the caller checked). Returns how many went out.
-    // Where the port offers TSO, the run leaves as TSO frames (the segments
-    // the port cuts from them are those one by one would send).
-    uint32_t send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room);
-    // The pieces of send_rtx_run: the run's segments from the done-th on as
-    // TSO frames, or segmented here; each returns how many more went out
-    // (*stop: RACK's log had no room, the run ends there).
-    uint32_t send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room, uint32_t per_frame,
-                          bool *stop);
-    uint32_t send_rtx_sw(Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room);
-    bool rtx_log_room(Sock &s, uint32_t i, bool log_room);
-    void rtx_run_sent(Sock &s, uint32_t sent);
-    // How many full segments from seq a retransmission run may take (0: send
-    // one by one): runs on, no D-SACK waiting, the template's MAC current.
-    uint32_t rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint32_t budget) const;
-    bool run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
-                      uint32_t pseudo);
     // Transmit by reference: sockets with frames the port still reads, and
     // ring memory (and socket slots) held back for them until it has let go.
     struct TxDrain {
@@ -245,93 +190,17 @@ class StackImpl final : public Stack, private Ipv4Upper {
         RingMemory mem;
         bool has_mem, slot;
     };
-    std::vector<uint32_t> tx_ref_socks_;
     std::vector<TxDrain> tx_drain_;
     void poll_tx_refs();
     void release_tx_drain();
-    void run_sent(Sock &s, uint32_t seq, uint32_t sent);
-    // A pure ACK carries the highest sequence number sent (RFC 9293's SND.NXT;
-    // our snd_nxt goes back after a timeout, and an older sequence number
-    // would make the peer drop the ACK as unacceptable).
-    void send_ack(Sock &s) { send_segment(s, s.snd_max, 0, wire::kAck, false); }
-    void send_rst_reply(const TcpSegment &seg);
-    void send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
-                  uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len);
-    void build_template(Sock &s);
-    uint16_t window_to_advertise(Sock &s);
-    uint32_t rcv_window(const Sock &s) const;
-    // ---- rcv_tune.cc: receive-buffer autotuning -------------------------
-    bool autotune(const Sock &s) const
-    {
-        return cfg_.tcp.rcvbuf_max > cfg_.tcp.rcvbuf && !(s.flags & kFRcvBufLocked);
-    }
-    // The largest buffer a connection may come to offer (window scale).
-    uint32_t rcv_buf_limit(const Sock &s) const;
-    // Rings attached: the buffer offered and its out-of-order share start.
-    void rcv_space_init(Sock &s);
-    // The application drained bytes (rx_consume): one DRS step.
-    void rcv_tune(Sock &s);
-    void rcv_set_space(Sock &s, uint32_t bytes);
-    bool rx_ring_grow(Sock &s);
-    void ooo_share_for(Sock &s);
-    // SO_RCVBUF (SockOpt::kRcvBuf): fixes the buffer at `bytes`, the ring
-    // growing to hold it (now if empty, else at the release that empties it).
-    void rcv_buf_fix(Sock &s, uint32_t bytes);
-    // The window opened (from `before`) by two segments or half the buffer:
-    // tell the peer now.
-    void window_update(Sock &s, uint32_t before);
-    void ack_now(Sock &s);
-    // Remembers a duplicate [start, end) for the next ACK's D-SACK block.
-    // One is pending at a time: an earlier one still waiting goes out first
-    // in its own ACK, so every duplicate of a burst is reported (a sender
-    // undoes a spurious retransmission only on its D-SACK, RFC 2883).
-    void note_dsack(Sock &s, uint32_t start, uint32_t end) {
-        if (s.flags & kFDsack) send_ack(s);
-        s.rec.dsack = SeqRange{start, end};
-        s.flags |= kFDsack;
-    }
-    void want_output(Sock &s);
-    void push_pending(Sock &s);
-    void flush_output();
-    void update_mss(Sock &s);
-    uint32_t tsval() const { return uint32_t(now_ns_ / 1000000); } // 1 ms clock (RFC 7323 5.4)
 
-    // ---- tcp_timer.cc ----------------------------------------------------
-    void timer_fire(Timer *t);
-    static Sock *sock_of(FlowNode *n) { return reinterpret_cast<Sock *>(n); } // flow is Sock's first member
-    void rtx_timeout(Sock &s);
-    void aux_timeout(Sock &s);
-    void arm_rtx(Sock &s);
-    void arm_keepalive(Sock &s);
-    void enter_time_wait(Sock &s);
 
-    // ---- rack.cc: RACK-TLP (RFC 8985) and PRR (RFC 6937), SACK only ---------
-    // (its questions about a connection alone: tcp/rack_rules.h)
-    uint32_t now_us() const { return uint32_t(now_ns_ / 1000); }
-    void rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx);
-    void rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt);
-    bool rack_detect(Sock &s);
-    void enter_sack_recovery(Sock &s);
-    void prr_on_ack(Sock &s, uint32_t delivered, bool entering);
-    void rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack);
-    void rack_timeout(Sock &s);
-    void tlp_arm(Sock &s);
-    void tlp_fire(Sock &s);
-    void tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack);
 
     // ---- stack.cc (abort_children: socket_api.cc; conn_init: tcp_out.cc) ---
     Sock *lookup_id(SockId id) const;
     SockId id_of(const Sock &s) const { return (s.gen << kIndexBits) | s.index; }
     Sock *sock_alloc(uint64_t user);
     void sock_free(Sock &s);
-    __attribute__((always_inline)) void raise(Sock &s, uint32_t bits)
-    {
-        s.app.ev_bits |= bits;
-        if (!(s.flags & kFInEvents)) {
-            s.flags |= kFInEvents;
-            event_list_.push_back(s.index); // capacity reserved at creation
-        }
-    }
     // The connection is over (reset, error, or closed): unhook it, tell the
     // application, free what can be freed.
     void conn_drop(Sock &s, int err, uint32_t ev);
@@ -352,7 +221,6 @@ class StackImpl final : public Stack, private Ipv4Upper {
     Sock *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
     bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
-    void conn_init(Sock &s);
     // Gives every buffer back (the destructor, and reset()).
     void release_buffers();
     // The state init() sets up once its tables are allocated (and reset()
@@ -362,41 +230,16 @@ class StackImpl final : public Stack, private Ipv4Upper {
     static constexpr uint32_t kIndexBits = 22;
     static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
 
-    StackConfig cfg_;
-    // The most window a connection offers: what its share of the
-    // out-of-order pool holds in full segments. A sender may fill the whole
-    // window past a hole; segments beyond the share would be dropped, and
-    // every drop costs the sender a retransmission round (with tcp.rcvbuf
-    // 1M and 256 frames, a peer sending through 1% loss fell from 0.85 to
-    // 0.13 Gbit/s in the lab).
-    uint32_t ooo_window_cap_ = UINT32_MAX; // for ooo_frames_per_conn; a connection's own grows with its buffer (Conn::app.ooo_cap)
-    uint32_t ooo_seg_bytes_ = 1448;        // a full segment's payload (mtu - 40, less 12 with timestamps)
-    PacketIo &io_;
-    BufferProvider &buffers_;
-    uint64_t now_ns_ = 0;
-    StackStats stats_{};
-    uint32_t offloads_ = 0;
-    // The layers below TCP (in this order: each refers to those before it).
-    Link link_;          // transmit burst, frame allocation and release
-    ArpResolver arp_;    // neighbours, frames waiting for them
-    Router router_;      // next-hop choice
-    Ipv4Layer ip_;       // IPv4 and ICMP
 
     std::vector<Sock> socks_;
     std::vector<uint32_t> free_socks_;
     FlowTable flows_;
     std::vector<uint32_t> listeners_; // indices of listening sockets (few)
-    TimerWheel wheel_;
-    OooPool ooo_pool_;
 
-    std::vector<uint32_t> event_list_;
     std::vector<SockEvent> closed_events_; // kEvClosed (the id is gone once it is queued)
     size_t event_pos_ = 0;
-    std::vector<uint32_t> flush_list_;
 
     // received frames consumed by the fast path, released once per burst
-    uint64_t rtx_run_segments_ = 0;
-    uint64_t rtx_tso_frames_ = 0;
     static constexpr uint16_t kRxDoneMax = 64;
     PacketRef rx_done_[kRxDoneMax];
     uint16_t rx_done_n_ = 0;
@@ -421,9 +264,8 @@ class StackImpl final : public Stack, private Ipv4Upper {
     uint64_t pending_head_ = 0, pending_tail_ = 0; // markers
     bool doorbell_due_ = false;
 
-    // receive pipeline (StackConfig::strands / prefetch)
+    // receive pipeline (StackConfig::strands; prefetch_ is the Env's)
     uint32_t strands_ = 1;
-    bool prefetch_ = false;
 
     uint16_t next_ephemeral_ = 0;
 };

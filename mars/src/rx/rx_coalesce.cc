@@ -298,7 +298,7 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
     // RFC 5681 4.2); the ACK itself goes out at the end of the burst.
     s.segs_unacked += taken;
     if (s.segs_unacked >= 2) {
-        if (!(s.flags & kFAckNow)) ack_now(s);
+        if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
         wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
     }

@@ -412,17 +412,17 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpS
     }
     if (s && s->state == TcpState::kTimeWait) {
         bool reopen = false;
-        time_wait_input(*s, seg, &reopen);
+        tcp::time_wait_input(*this, *s, seg, &reopen);
         if (!reopen) return false;
         s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
     }
     if (!s) {
         Sock *l = find_listener(cfg_.ip, seg.dport, seg.src_ip, seg.sport);
         if (l) {
-            tcp_listen_input(*l, seg);
+            tcp::tcp_listen_input(*this, *l, seg);
         } else {
             stats_.drop_tcp_no_socket++;
-            if (!(flags & kRst)) send_rst_reply(seg);
+            if (!(flags & kRst)) tcp::send_rst_reply(*this, seg);
         }
         return false;
     }
@@ -431,11 +431,11 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpS
     s->keep_probes = 0;
     s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
     if (s->state == TcpState::kSynSent) {
-        tcp_syn_sent_input(*s, seg);
+        tcp::tcp_syn_sent_input(*this, *s, seg);
         return false;
     }
     bool held = false;
-    tcp_sync_input(*s, seg, &held);
+    tcp::tcp_sync_input(*this, *s, seg, &held);
     return held;
 }
 
@@ -475,7 +475,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
         if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
             rtt = now_ns_ - s.rtt_start_ns;
             s.rtt_start_ns = 0;
-            rtt_sample(s, rtt);
+            tcp::rtt_sample(*this, s, rtt);
         }
         s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, now_ns_);
         s.dupacks = 0;
@@ -555,7 +555,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
     // timer. Segments of one burst share the ACK sent at its end.
     if (++s.segs_unacked >= 2) {
-        if (!(s.flags & kFAckNow)) ack_now(s);
+        if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
         wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
     }
@@ -565,21 +565,10 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     return true;
 }
 
-void StackImpl::rtt_sample(Sock &s, uint64_t r)
+void StackImpl::tcp_icmp_error(const IcmpTcpError &err)
 {
-    if (r == 0) r = 1000; // below our clock's resolution: call it 1 us
-    if (!s.min_rtt_ns || r < s.min_rtt_ns) s.min_rtt_ns = r;
-    if (s.srtt_ns == 0) {
-        s.srtt_ns = r;
-        s.rttvar_ns = r / 2;
-    } else {
-        const uint64_t diff = s.srtt_ns > r ? s.srtt_ns - r : r - s.srtt_ns;
-        s.rttvar_ns = (3 * s.rttvar_ns + diff) / 4;
-        s.srtt_ns = (7 * s.srtt_ns + r) / 8;
-    }
-    // RFC 6298 2.3 with G = 1 ms (our timer granularity).
-    const uint64_t rto = s.srtt_ns + std::max<uint64_t>(1'000'000, 4 * s.rttvar_ns);
-    s.rto_ns = std::clamp(rto, cfg_.tcp.rto_min_ns, cfg_.tcp.rto_max_ns);
+    FlowNode *n = flows_.lookup(FlowKey{cfg_.ip, err.remote_ip, err.local_port, err.remote_port});
+    if (n) tcp::icmp_error(*this, *sock_of(n), err);
 }
 
 } // namespace mars

@@ -7,11 +7,13 @@
 // (rack.h) is marked lost as a whole (its bytes share one send time), and
 // what is still to resend is what of a lost entry is neither ACKed, SACKed
 // nor sent again by a later entry.
-#include "stack_impl.h"
+#include "tcp/recovery.h"
+#include "tcp/sender.h"
+#include "tcp/timers.h"
 
 #include <algorithm>
 
-namespace mars {
+namespace mars::tcp {
 
 using namespace wire;
 
@@ -30,22 +32,22 @@ constexpr uint64_t kPtoNoRttNs = 1'000'000'000;
 
 // ---- RACK -------------------------------------------------------------------
 
-void StackImpl::rack_sent(Sock &s, uint32_t seq, uint32_t len, bool rtx)
+void rack_sent(Env &e, Sock &s, uint32_t seq, uint32_t len, bool rtx)
 {
     RackVars &r = s.rack;
     if (s.flags & kFInRecovery) r.prr_out += len;
-    r.last_data_ns = now_ns_;
-    if (!r.log.record(seq, seq + len, now_us(), rtx, s.snd_una)) {
+    r.last_data_ns = e.now_ns_;
+    if (!r.log.record(seq, seq + len, e.now_us(), rtx, s.snd_una)) {
         // No room (only retransmissions are refused before they are sent,
         // so this is new data): the oldest entry's bytes lose their time and
         // are left to the retransmission timer.
         r.log.drop_oldest();
-        r.log.record(seq, seq + len, now_us(), rtx, s.snd_una);
+        r.log.record(seq, seq + len, e.now_us(), rtx, s.snd_una);
     }
 }
 
 // RFC 8985 6.2 step 4.
-uint64_t tcp::rack_reo_wnd(const Conn &s)
+uint64_t rack_reo_wnd(const Conn &s)
 {
     const RackVars &r = s.rack;
     if (!r.reordering_seen &&
@@ -57,22 +59,22 @@ uint64_t tcp::rack_reo_wnd(const Conn &s)
 // RFC 8985 6.2 steps 1-3 for one ACK: the latest transmission it delivers
 // becomes RACK's reference; a never-resent hole filled below what was
 // already delivered is reordering.
-void StackImpl::rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt)
+void rack_update(Env &e, Sock &s, uint32_t old_una, const TcpOptions &opt)
 {
     RackVars &r = s.rack;
-    const uint32_t now = now_us();
+    const uint32_t now = e.now_us();
     auto consider = [&](uint32_t start, uint32_t end) {
         if (!before(start, end)) return;
         const int i = r.log.latest_overlapping(start, end);
         if (i < 0) return;
-        const TxMark &e = r.log.at(i);
+        const TxMark &m = r.log.at(i);
         // A retransmission answered sooner than the path's minimum RTT was
         // the original's delivery (RFC 8985 6.2 step 2).
-        if (r.log.is_rtx(i) && uint64_t(uint32_t(now - e.first_us)) * 1000 < s.min_rtt_ns) return;
-        if (!r.valid || us_after(e.first_us, r.xmit_us) || (e.first_us == r.xmit_us && before(r.end_seq, e.end))) {
-            r.xmit_us = e.first_us;
-            r.end_seq = before(end, e.end) ? end : e.end; // what was delivered of it
-            r.rtt_ns = uint64_t(uint32_t(now - e.first_us)) * 1000;
+        if (r.log.is_rtx(i) && uint64_t(uint32_t(now - m.first_us)) * 1000 < s.min_rtt_ns) return;
+        if (!r.valid || us_after(m.first_us, r.xmit_us) || (m.first_us == r.xmit_us && before(r.end_seq, m.end))) {
+            r.xmit_us = m.first_us;
+            r.end_seq = before(end, m.end) ? end : m.end; // what was delivered of it
+            r.rtt_ns = uint64_t(uint32_t(now - m.first_us)) * 1000;
             r.valid = true;
         }
     };
@@ -98,32 +100,32 @@ void StackImpl::rack_update(Sock &s, uint32_t old_una, const TcpOptions &opt)
 // RFC 8985 6.2 step 5: marks what was sent before RACK's reference and has
 // had rtt + reo_wnd to arrive. Arms the reordering timer for the rest.
 // Returns whether anything was newly marked lost.
-bool StackImpl::rack_detect(Sock &s)
+bool rack_detect(Env &e, Sock &s)
 {
     RackVars &r = s.rack;
     if (!r.valid) return false;
     const uint64_t reo = rack_reo_wnd(s);
-    const uint32_t now = now_us();
+    const uint32_t now = e.now_us();
     bool newly = false;
     int64_t wait_us = 0;
     TxLog &log = r.log;
     for (int i = 0; i < log.size(); ++i) {
         if (log.is_lost(i)) continue;
-        const TxMark &e = log.at(i);
+        const TxMark &m = log.at(i);
         // Sent before RACK's reference: earlier, or in the same burst below
         // its end (RFC 8985 RACK_sent_after's tie-break on sequence).
-        const bool same_time = e.last_us == r.xmit_us;
-        const bool sent_before = us_after(r.xmit_us, e.last_us) || (same_time && before(e.start, r.end_seq));
+        const bool same_time = m.last_us == r.xmit_us;
+        const bool sent_before = us_after(r.xmit_us, m.last_us) || (same_time && before(m.start, r.end_seq));
         if (!sent_before) continue;
         SeqRange p;
-        if (!log.piece(i, e.start, s.snd_una, s.rec.sack, &p)) continue;
+        if (!log.piece(i, m.start, s.snd_una, s.rec.sack, &p)) continue;
         if (same_time && !before(p.start, r.end_seq)) continue;
-        const int64_t remaining = int64_t(int32_t(e.last_us - now)) + int64_t((r.rtt_ns + reo) / 1000);
+        const int64_t remaining = int64_t(int32_t(m.last_us - now)) + int64_t((r.rtt_ns + reo) / 1000);
         if (remaining <= 0) {
             // Only the part below the reference is lost.
-            if (same_time && before(r.end_seq, e.end) && !log.split(i, r.end_seq, s.snd_una)) continue;
+            if (same_time && before(r.end_seq, m.end) && !log.split(i, r.end_seq, s.snd_una)) continue;
             log.mark_lost(i);
-            stats_.tcp_rack_lost++;
+            e.stats_.tcp_rack_lost++;
             newly = true;
         } else {
             wait_us = std::max(wait_us, remaining);
@@ -131,14 +133,14 @@ bool StackImpl::rack_detect(Sock &s)
     }
     if (wait_us > 0) {
         r.timer_is_pto = false;
-        wheel_.arm(&s.rack_timer, now_ns_ + uint64_t(wait_us) * 1000);
+        e.wheel_.arm(&s.rack_timer, e.now_ns_ + uint64_t(wait_us) * 1000);
     } else if (!r.timer_is_pto) {
         TimerWheel::cancel(&s.rack_timer);
     }
     return newly;
 }
 
-uint32_t tcp::rack_lost_bytes(const Conn &s)
+uint32_t rack_lost_bytes(const Conn &s)
 {
     const TxLog &log = s.rack.log;
     uint32_t lost = 0;
@@ -153,7 +155,7 @@ uint32_t tcp::rack_lost_bytes(const Conn &s)
 
 // RFC 6675 SetPipe with RACK's lost set: outstanding bytes neither SACKed
 // nor lost-and-not-yet-resent.
-uint32_t tcp::rack_pipe(const Conn &s)
+uint32_t rack_pipe(const Conn &s)
 {
     const uint32_t out = s.snd_max - s.snd_una;
     const uint32_t gone = s.rec.sack.sacked_bytes() + rack_lost_bytes(s);
@@ -161,7 +163,7 @@ uint32_t tcp::rack_pipe(const Conn &s)
 }
 
 // The lowest lost byte range not yet resent, at most one MSS.
-bool tcp::rack_next_lost(const Conn &s, SeqRange *out, uint32_t *piece_end)
+bool rack_next_lost(const Conn &s, SeqRange *out, uint32_t *piece_end)
 {
     const TxLog &log = s.rack.log;
     bool found = false;
@@ -176,14 +178,14 @@ bool tcp::rack_next_lost(const Conn &s, SeqRange *out, uint32_t *piece_end)
 }
 
 // Fast recovery starts: congestion response once, PRR from here on.
-void StackImpl::enter_sack_recovery(Sock &s)
+void enter_sack_recovery(Env &e, Sock &s)
 {
     RackVars &r = s.rack;
     const uint32_t flight = s.snd_max - s.snd_una;
     s.flags |= kFInRecovery;
     s.recover = s.snd_max;
-    s.cca->on_congestion(s.cc, flight, now_ns_);
-    stats_.tcp_fast_retransmits++;
+    s.cca->on_congestion(s.cc, flight, e.now_ns_);
+    e.stats_.tcp_fast_retransmits++;
     s.rtt_start_ns = 0;
     r.prr_delivered = 0;
     r.prr_out = 0;
@@ -195,7 +197,7 @@ void StackImpl::enter_sack_recovery(Sock &s)
 
 // RFC 6937 on each ACK in recovery: how much may be sent now, as
 // cwnd = pipe + sndcnt (the sending loop then sends sndcnt).
-void StackImpl::prr_on_ack(Sock &s, uint32_t delivered, bool entering)
+void prr_on_ack(Env &, Sock &s, uint32_t delivered, bool entering)
 {
     RackVars &r = s.rack;
     r.prr_delivered += delivered;
@@ -217,11 +219,11 @@ void StackImpl::prr_on_ack(Sock &s, uint32_t delivered, bool entering)
 
 // Everything RACK-TLP and PRR do with one ACK of a SACK connection (after the
 // scoreboard and snd_una moved). delivered: bytes newly ACKed or SACKed.
-void StackImpl::rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack)
+void rack_on_ack(Env &e, Sock &s, uint32_t old_una, const TcpOptions &opt, uint32_t delivered, bool dsack)
 {
     RackVars &r = s.rack;
     if (dsack) {
-        stats_.tcp_dsacks_in++;
+        e.stats_.tcp_dsacks_in++;
         // RFC 8985 6.2 step 4: a D-SACK says we resent too early; widen the
         // reordering window, once per round trip.
         r.reordering_seen = true;
@@ -231,44 +233,44 @@ void StackImpl::rack_on_ack(Sock &s, uint32_t old_una, const TcpOptions &opt, ui
             r.recoveries_left = 16;
         }
     }
-    if (s.flags & kFTlpOut) tlp_on_ack(s, opt, dsack);
-    rack_update(s, old_una, opt);
+    if (s.flags & kFTlpOut) tlp_on_ack(e, s, opt, dsack);
+    rack_update(e, s, old_una, opt);
     r.log.prune(s.snd_una);
-    const bool lost = rack_detect(s);
+    const bool lost = rack_detect(e, s);
     bool entering = false;
     if (lost && !(s.flags & kFInRecovery) && !((s.flags & kFRtoRecovery) && before(s.snd_una, s.recover))) {
-        enter_sack_recovery(s);
+        enter_sack_recovery(e, s);
         entering = true;
     }
     if (s.flags & kFInRecovery) {
-        prr_on_ack(s, delivered, entering);
-        want_output(s);
+        prr_on_ack(e, s, delivered, entering);
+        e.want_output(s);
     } else if (lost) {
-        want_output(s); // go-back-N after a timeout: resend what RACK found lost too
+        e.want_output(s); // go-back-N after a timeout: resend what RACK found lost too
     }
 }
 
 // The reordering timer or the probe timer.
-void StackImpl::rack_timeout(Sock &s)
+void rack_timeout(Env &e, Sock &s)
 {
     if (s.rack.timer_is_pto) {
         s.rack.timer_is_pto = false;
-        tlp_fire(s);
+        tlp_fire(e, s);
         return;
     }
     if (s.snd_una == s.snd_max) return;
-    if (rack_detect(s)) {
+    if (rack_detect(e, s)) {
         const bool entering = !(s.flags & kFInRecovery);
-        if (entering && !((s.flags & kFRtoRecovery) && before(s.snd_una, s.recover))) enter_sack_recovery(s);
-        if (s.flags & kFInRecovery) prr_on_ack(s, 0, entering);
-        tcp_output(s);
-        link_.flush();
+        if (entering && !((s.flags & kFRtoRecovery) && before(s.snd_una, s.recover))) enter_sack_recovery(e, s);
+        if (s.flags & kFInRecovery) prr_on_ack(e, s, 0, entering);
+        tcp_output(e, s);
+        e.link_.flush();
     }
 }
 
 // ---- TLP (RFC 8985 7) --------------------------------------------------------
 
-uint64_t tcp::tlp_pto(const Conn &s)
+uint64_t tlp_pto(const Conn &s)
 {
     uint64_t pto = s.srtt_ns ? 2 * s.srtt_ns : kPtoNoRttNs;
     if (s.snd_max - s.snd_una <= s.mss) pto += kWcDelAckNs; // a lone segment may wait for a delayed ACK
@@ -276,7 +278,7 @@ uint64_t tcp::tlp_pto(const Conn &s)
     return std::min(pto, s.rto_ns);
 }
 
-bool tcp::tlp_allowed(const Conn &s)
+bool tlp_allowed(const Conn &s)
 {
     return (s.flags & kFSackOk) && (s.state == TcpState::kEstablished || s.state == TcpState::kCloseWait) &&
            !(s.flags & (kFInRecovery | kFRtoRecovery | kFTlpOut)) && s.snd_una != s.snd_max && s.rec.sack.empty();
@@ -284,22 +286,22 @@ bool tcp::tlp_allowed(const Conn &s)
 
 // After new data went out: a probe is due one PTO after the last forward
 // progress unless ACKs move things along first (checked when it fires).
-void StackImpl::tlp_arm(Sock &s)
+void tlp_arm(Env &e, Sock &s)
 {
     if (!tlp_allowed(s) || (TimerWheel::armed(&s.rack_timer))) return;
     s.rack.timer_is_pto = true;
-    wheel_.arm(&s.rack_timer, now_ns_ + tlp_pto(s));
+    e.wheel_.arm(&s.rack_timer, e.now_ns_ + tlp_pto(s));
 }
 
-void StackImpl::tlp_fire(Sock &s)
+void tlp_fire(Env &e, Sock &s)
 {
     if (!tlp_allowed(s)) return;
     // Lazily restarted: ACKs that moved snd_una since it was armed moved
     // first_rtx_ns (the fast path does not touch this timer).
     const uint64_t due = std::max(s.first_rtx_ns, s.rack.last_data_ns) + tlp_pto(s);
-    if (due > now_ns_) {
+    if (due > e.now_ns_) {
         s.rack.timer_is_pto = true;
-        wheel_.arm(&s.rack_timer, due);
+        e.wheel_.arm(&s.rack_timer, due);
         return;
     }
     const uint32_t data_end = s.iss + 1 + s.tx_tail;
@@ -310,7 +312,7 @@ void StackImpl::tlp_fire(Sock &s)
     if (unsent && by_wnd >= std::min(unsent, s.mss)) {
         // New data as the probe.
         const uint32_t len = std::min({s.mss, unsent, by_wnd});
-        if (!send_segment(s, s.snd_nxt, len, len == unsent ? (kAck | kPsh) : kAck, false)) return;
+        if (!send_segment(e, s, s.snd_nxt, len, len == unsent ? (kAck | kPsh) : kAck, false)) return;
         s.snd_nxt += len;
         if (before(s.snd_max, s.snd_nxt)) s.snd_max = s.snd_nxt;
         r.tlp_is_rtx = false;
@@ -319,18 +321,18 @@ void StackImpl::tlp_fire(Sock &s)
         const uint32_t top = before(data_end, s.snd_max) ? data_end : s.snd_max;
         if (!before(s.snd_una, top)) return;
         const uint32_t start = (top - s.snd_una > s.mss) ? top - s.mss : s.snd_una;
-        if (!send_segment(s, start, top - start, kAck, true)) return;
+        if (!send_segment(e, s, start, top - start, kAck, true)) return;
         r.tlp_is_rtx = true;
     }
     r.tlp_end = s.snd_max;
     s.flags |= kFTlpOut;
-    stats_.tcp_tlp_probes++;
-    arm_rtx(s); // the probe restarts the retransmission timer
-    link_.flush();
+    e.stats_.tcp_tlp_probes++;
+    arm_rtx(e, s); // the probe restarts the retransmission timer
+    e.link_.flush();
 }
 
 // RFC 8985 7.4.2: did the probe repair a loss? Then react as to a loss.
-void StackImpl::tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack)
+void tlp_on_ack(Env &e, Sock &s, const TcpOptions &opt, bool dsack)
 {
     RackVars &r = s.rack;
     const uint32_t ack = s.snd_una;
@@ -349,10 +351,10 @@ void StackImpl::tlp_on_ack(Sock &s, const TcpOptions &opt, bool dsack)
     if (!done) return;
     s.flags &= ~kFTlpOut;
     if (loss) {
-        stats_.tcp_tlp_recoveries++;
-        s.cca->on_congestion(s.cc, s.snd_max - s.snd_una + s.mss, now_ns_);
+        e.stats_.tcp_tlp_recoveries++;
+        s.cca->on_congestion(s.cc, s.snd_max - s.snd_una + s.mss, e.now_ns_);
         s.cc.cwnd = std::max(s.cc.ssthresh, s.mss);
     }
 }
 
-} // namespace mars
+} // namespace mars::tcp

@@ -3,17 +3,21 @@
 // (ooo.h) and the D-SACK reports, the FIN transitions (CLOSE-WAIT,
 // CLOSING, TIME-WAIT), and segments for a connection in TIME-WAIT (RFC 6191
 // reuse).
-#include "stack_impl.h"
+#include "tcp/input.h"
+#include "tcp/sender.h"
+#include "tcp/timers.h"
+#include "tcp/recovery.h"
+#include "tcp/rcv_tune.h"
 #include "tcp/tcp_rules.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace mars {
+namespace mars::tcp {
 
 using namespace wire;
 
-uint32_t StackImpl::deliver(Sock &s, const uint8_t *p, uint32_t n)
+uint32_t deliver(Env &, Sock &s, const uint8_t *p, uint32_t n)
 {
     const uint32_t off = s.rx_tail & s.rx_mask;
     const uint32_t first = std::min(n, s.rx_mask + 1 - off);
@@ -24,28 +28,28 @@ uint32_t StackImpl::deliver(Sock &s, const uint8_t *p, uint32_t n)
     return n;
 }
 
-void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held)
+void tcp_data(Env &e, Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload, uint32_t len, bool fin, bool *held)
 {
     if (seq == s.rcv_nxt) {
         bool got_fin = fin;
         if (len) {
-            deliver(s, payload, len);
+            deliver(e, s, payload, len);
             s.rcv_nxt += len;
         }
         if (!s.rec.ooo.empty()) {
             bool ooo_fin = false;
-            s.rcv_nxt = s.rec.ooo.drain(ooo_pool_, io_, s.rcv_nxt, &ooo_fin,
-                                    [&](const uint8_t *p, uint32_t n) { deliver(s, p, n); });
-            stats_.ooo_frames_used = ooo_pool_.used();
+            s.rcv_nxt = s.rec.ooo.drain(e.ooo_pool_, e.io_, s.rcv_nxt, &ooo_fin,
+                                    [&](const uint8_t *p, uint32_t n) { deliver(e, s, p, n); });
+            e.stats_.ooo_frames_used = e.ooo_pool_.used();
             got_fin = got_fin || ooo_fin;
-            ack_now(s); // a gap filled: ACK at once (RFC 5681 4.2)
+            ack_now(e, s); // a gap filled: ACK at once (RFC 5681 4.2)
         }
-        if (len) raise(s, kEvReadable);
+        if (len) e.raise(s, kEvReadable);
         if (got_fin) {
-            tcp_fin(s);
+            tcp_fin(e, s);
         } else if (len) {
-            if (++s.segs_unacked >= 2) ack_now(s);
-            else if (!TimerWheel::armed(&s.delack_timer)) wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+            if (++s.segs_unacked >= 2) ack_now(e, s);
+            else if (!TimerWheel::armed(&s.delack_timer)) e.wheel_.arm(&s.delack_timer, e.now_ns_ + e.cfg_.tcp.delack_ns);
         }
         return;
     }
@@ -59,31 +63,31 @@ void StackImpl::tcp_data(Sock &s, PacketRef *frame, uint32_t seq, uint8_t *paylo
         // raises its reordering estimate and RACK window), and one it never
         // learns of it retransmits although we hold it.
         if ((s.flags & kFAckNow) && (s.flags & kFSackOk) && !s.rec.ooo.empty() && !s.rec.ooo.extends_latest_run(seq))
-            send_ack(s);
+            send_ack(e, s);
         const uint32_t share = s.app.ooo_share; // grows with the buffer (rcv_tune.cc)
-        switch (s.rec.ooo.insert(ooo_pool_, io_, seq, payload, len, fin, *frame, share)) {
+        switch (s.rec.ooo.insert(e.ooo_pool_, e.io_, seq, payload, len, fin, *frame, share)) {
         case OooQueue::Insert::kQueued:
             *held = true;
-            stats_.tcp_ooo_segments++;
+            e.stats_.tcp_ooo_segments++;
             break;
         case OooQueue::Insert::kDuplicate:
-            if (s.flags & kFSackOk) note_dsack(s, seq, seq + len); // all of it was queued already
+            if (s.flags & kFSackOk) note_dsack(e, s, seq, seq + len); // all of it was queued already
             break;
         case OooQueue::Insert::kNoRoom:
-            stats_.drop_tcp_ooo_full++;
+            e.stats_.drop_tcp_ooo_full++;
             break;
         }
-        stats_.ooo_frames_used = ooo_pool_.used();
+        e.stats_.ooo_frames_used = e.ooo_pool_.used();
     }
-    ack_now(s); // duplicate ACK with SACK blocks: the sender learns of the hole
+    ack_now(e, s); // duplicate ACK with SACK blocks: the sender learns of the hole
 }
 
-void StackImpl::tcp_fin(Sock &s)
+void tcp_fin(Env &e, Sock &s)
 {
     s.rcv_nxt++;
     s.flags |= kFFinReceived;
-    raise(s, kEvPeerClosed | kEvReadable);
-    ack_now(s);
+    e.raise(s, kEvPeerClosed | kEvReadable);
+    ack_now(e, s);
     switch (s.state) {
     case TcpState::kEstablished:
         s.state = TcpState::kCloseWait;
@@ -94,21 +98,21 @@ void StackImpl::tcp_fin(Sock &s)
         break;
     }
     case TcpState::kFinWait2:
-        enter_time_wait(s);
+        enter_time_wait(e, s);
         break;
     default:
         break;
     }
 }
 
-void StackImpl::time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen)
+void time_wait_input(Env &e, Sock &s, const TcpSegment &seg, bool *reopen)
 {
     const uint8_t flags = seg.flags;
     const uint32_t seq = seg.seq;
     const TcpOptions &opt = seg.opt;
     if (flags & kRst) {
-        if (seq == s.rcv_nxt) conn_closed(s);
-        else stats_.drop_tcp_bad_state++;
+        if (seq == s.rcv_nxt) e.conn_closed(s);
+        else e.stats_.drop_tcp_bad_state++;
         if (s.used && s.state == TcpState::kClosed && !(s.flags & kFUserClosed)) s.app.error = 0;
         return;
     }
@@ -116,29 +120,29 @@ void StackImpl::time_wait_input(Sock &s, const TcpSegment &seg, bool *reopen)
         // RFC 6191: a newer timestamp, or without timestamps a higher ISN,
         // lets the SYN reopen the connection.
         const bool newer = ((s.flags & kFTsOk) && opt.has_ts) ? seq_gt(opt.tsval, s.ts_recent) : seq_gt(seq, s.rcv_nxt);
-        if (newer && find_listener(cfg_.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port)) {
+        if (newer && e.find_listener(e.cfg_.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port)) {
             // Frees a closed socket; one the application still holds stays,
             // unlinked, in CLOSED.
-            conn_closed(s);
+            e.conn_closed(s);
             *reopen = true;
             return;
         }
-        stats_.drop_tcp_bad_state++;
-        ack_now(s);
+        e.stats_.drop_tcp_bad_state++;
+        ack_now(e, s);
         return;
     }
     if ((s.flags & kFTsOk) && opt.has_ts && paws_old(opt.tsval, s.ts_recent)) {
-        stats_.drop_tcp_paws++;
-        ack_now(s);
+        e.stats_.drop_tcp_paws++;
+        ack_now(e, s);
         return;
     }
     if (flags & kFin) {
         // The peer did not hear our last ACK: ACK again, restart 2MSL.
-        ack_now(s);
-        wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);
+        ack_now(e, s);
+        e.wheel_.arm(&s.aux_timer, e.now_ns_ + e.cfg_.tcp.time_wait_ns);
         return;
     }
-    stats_.drop_tcp_bad_state++;
+    e.stats_.drop_tcp_bad_state++;
 }
 
-} // namespace mars
+} // namespace mars::tcp

@@ -2,21 +2,26 @@
 // SYN queue, SYN cookies when it overflows, the SO_REUSEPORT member the
 // 4-tuple picks, the child connection), SYN-SENT (our active open answered),
 // option negotiation and the step into ESTABLISHED (accept queue, events).
-#include "stack_impl.h"
+#include "tcp/input.h"
+#include "base/secret.h"
+#include "tcp/sender.h"
+#include "tcp/timers.h"
+#include "tcp/recovery.h"
+#include "tcp/rcv_tune.h"
 #include "tcp/tcp_rules.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace mars {
+namespace mars::tcp {
 
 using namespace wire;
 
 // ---- LISTEN ----------------------------------------------------------------
 
-void StackImpl::negotiate(Sock &s, const TcpOptions &opt)
+void negotiate(Env &e, Sock &s, const TcpOptions &opt)
 {
-    const TcpConfig &t = cfg_.tcp;
+    const TcpConfig &t = e.cfg_.tcp;
     s.peer_mss = opt.has_mss && opt.mss ? opt.mss : 536;
     if (opt.has_wscale && t.window_scaling) {
         s.flags |= kFWscaleOk;
@@ -29,13 +34,13 @@ void StackImpl::negotiate(Sock &s, const TcpOptions &opt)
     if (opt.has_ts && t.timestamps) {
         s.flags |= kFTsOk;
         s.ts_recent = opt.tsval;
-        s.ts_recent_ns = now_ns_;
+        s.ts_recent_ns = e.now_ns_;
     }
 }
 
 // A connection born on listener l for the 4-tuple key: addresses, next hop,
 // and its place in the flow table.
-void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
+void adopt_child(Env &e, Sock &l, Sock &c, const FlowKey &key)
 {
     c.lst.parent = l.index;
     // SO_RCVBUF set on the listener holds for its connections, as on Linux
@@ -47,39 +52,39 @@ void StackImpl::adopt_child(Sock &l, Sock &c, const FlowKey &key)
     // TCP_MAXSEG set on the listener holds for its connections too (Linux
     // copies the listener's user_mss): their SYN-ACK advertises it.
     c.user_mss = l.user_mss;
-    c.app.local = Endpoint{cfg_.ip, key.local_port};
+    c.app.local = Endpoint{e.cfg_.ip, key.local_port};
     c.app.remote = Endpoint{key.remote_ip, key.remote_port};
-    c.next_hop = router_.next_hop(key.remote_ip);
-    link_flow(c, key);
+    c.next_hop = e.router_.next_hop(key.remote_ip);
+    e.link_flow(c, key);
 }
 
-void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
+void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
 {
     const uint8_t flags = seg.flags;
     const uint32_t seq = seg.seq, ack = seg.ack, len = seg.len;
     const uint32_t src = seg.src_ip;
     const TcpOptions &opt = seg.opt;
-    const FlowKey key{cfg_.ip, src, seg.dport, seg.sport};
+    const FlowKey key{e.cfg_.ip, src, seg.dport, seg.sport};
     if (flags & kRst) {
-        stats_.drop_tcp_bad_state++;
+        e.stats_.drop_tcp_bad_state++;
         return;
     }
     if (!(flags & kSyn)) {
         // Possibly the ACK completing a SYN-cookie handshake (RFC 4987 3.6).
-        const int idx = cfg_.tcp.syncookies && (flags & kAck) && !(flags & kFin)
-                            ? syncookie_decode(cfg_.isn_secret, key, seq - 1, ack - 1, now_ns_)
+        const int idx = e.cfg_.tcp.syncookies && (flags & kAck) && !(flags & kFin)
+                            ? syncookie_decode(e.cfg_.isn_secret, key, seq - 1, ack - 1, e.now_ns_)
                             : -1;
         if (idx < 0 || l.lst.accept_len >= l.lst.backlog) {
-            stats_.drop_tcp_bad_state++;
-            send_rst_reply(seg);
+            e.stats_.drop_tcp_bad_state++;
+            send_rst_reply(e, seg);
             return;
         }
-        Sock *c = sock_alloc(l.app.user);
+        Sock *c = e.sock_alloc(l.app.user);
         if (!c) {
-            stats_.drop_tcp_bad_state++;
+            e.stats_.drop_tcp_bad_state++;
             return;
         }
-        adopt_child(l, *c, key);
+        adopt_child(e, l, *c, key);
         c->irs = seq - 1;
         c->rcv_nxt = seq;
         c->iss = ack - 1;
@@ -98,8 +103,8 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
             }
             o.sack_permitted = (opt.tsecr >> 4) & 1;
         }
-        conn_init(*c);
-        negotiate(*c, o);
+        conn_init(e, *c);
+        negotiate(e, *c, o);
         if (!(c->flags & kFWscaleOk)) c->rcv_wscale = 0;
         c->flags |= kFSynCookie;
         c->state = TcpState::kSynReceived;
@@ -107,11 +112,11 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
         c->snd_wl1 = seq;
         c->snd_wl2 = ack;
         c->max_snd_wnd = c->snd_wnd;
-        update_mss(*c);
-        build_template(*c);
-        stats_.tcp_syncookies_ok++;
-        stats_.tcp_passive_opens++;
-        established(*c);
+        update_mss(e, *c);
+        build_template(e, *c);
+        e.stats_.tcp_syncookies_ok++;
+        e.stats_.tcp_passive_opens++;
+        established(e, *c);
         // The handshake's pure ACK may have been lost and this be the first
         // data segment (or a FIN): it is in order, take it now rather than
         // make the peer wait for its retransmission timer.
@@ -120,51 +125,51 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
             bool held = false;
             const uint32_t room = std::min(len, c->rx_free());
             // In order by construction (rcv_nxt = seq): tcp_data never holds it.
-            tcp_data(*c, seg.frame, seq, seg.payload, room, (flags & kFin) && room == len, &held);
+            tcp_data(e, *c, seg.frame, seq, seg.payload, room, (flags & kFin) && room == len, &held);
         }
         return;
     }
     if (flags & kAck) {
         // A SYN-ACK to a listener: RFC 9293 says reset it.
-        stats_.drop_tcp_bad_state++;
-        send_rst_reply(seg);
+        e.stats_.drop_tcp_bad_state++;
+        send_rst_reply(e, seg);
         return;
     }
     if (l.lst.accept_len >= l.lst.backlog) {
-        stats_.drop_tcp_bad_state++; // the application is not accepting: the peer retries
+        e.stats_.drop_tcp_bad_state++; // the application is not accepting: the peer retries
         return;
     }
-    const bool queue_full = l.lst.syn_queue_len >= std::min<uint32_t>(cfg_.tcp.syn_backlog, l.lst.backlog * 2 + 8);
-    Sock *c = queue_full ? nullptr : sock_alloc(l.app.user);
+    const bool queue_full = l.lst.syn_queue_len >= std::min<uint32_t>(e.cfg_.tcp.syn_backlog, l.lst.backlog * 2 + 8);
+    Sock *c = queue_full ? nullptr : e.sock_alloc(l.app.user);
     if (!c) {
-        if (!cfg_.tcp.syncookies) {
-            stats_.drop_tcp_bad_state++;
+        if (!e.cfg_.tcp.syncookies) {
+            e.stats_.drop_tcp_bad_state++;
             return;
         }
         // Stateless answer (RFC 4987 3.6): everything we must remember is in
         // our ISN and, with timestamps, in the low bits of our TSval.
         // Our MSS option, as advertised_mss() gives it (TCP_MAXSEG on the listener).
-        const uint16_t our_max = uint16_t(l.user_mss ? std::min<uint32_t>(cfg_.mtu - 40, l.user_mss) : cfg_.mtu - 40);
+        const uint16_t our_max = uint16_t(l.user_mss ? std::min<uint32_t>(e.cfg_.mtu - 40, l.user_mss) : e.cfg_.mtu - 40);
         const uint16_t mss = std::min<uint16_t>(opt.has_mss && opt.mss ? opt.mss : 536, our_max);
         const int idx = cookie_mss_index(mss);
-        const uint32_t cookie = syncookie_encode(cfg_.isn_secret, key, seq, idx, now_ns_);
+        const uint32_t cookie = syncookie_encode(e.cfg_.isn_secret, key, seq, idx, e.now_ns_);
         uint8_t o[24];
         uint8_t *p = o;
         *p++ = kOptMss;
         *p++ = 4;
         *p++ = uint8_t(our_max >> 8);
         *p++ = uint8_t(our_max);
-        const bool ts = opt.has_ts && cfg_.tcp.timestamps;
+        const bool ts = opt.has_ts && e.cfg_.tcp.timestamps;
         uint8_t rws = 0;
         if (ts) {
-            const uint32_t ws = opt.has_wscale && cfg_.tcp.window_scaling ? opt.wscale : 0xf;
-            const uint32_t sack = opt.sack_permitted && cfg_.tcp.sack;
-            const uint32_t tsv = (tsval() & ~0x3fu) | (sack << 4) | ws;
+            const uint32_t ws = opt.has_wscale && e.cfg_.tcp.window_scaling ? opt.wscale : 0xf;
+            const uint32_t sack = opt.sack_permitted && e.cfg_.tcp.sack;
+            const uint32_t tsv = (e.tsval() & ~0x3fu) | (sack << 4) | ws;
             p = write_ts_option(p, tsv, opt.tsval);
             if (ws != 0xf) {
                 // As conn_init() will for the connection the cookie becomes
                 // (which takes the listener's SO_RCVBUF, adopt_child).
-                const uint32_t buf = rcv_buf_limit(l);
+                const uint32_t buf = rcv_buf_limit(e, l);
                 while (rws < 14 && (buf >> rws) > 65535) rws++;
                 *p++ = kOptNop;
                 *p++ = kOptWscale;
@@ -178,67 +183,67 @@ void StackImpl::tcp_listen_input(Sock &l, const TcpSegment &seg)
                 *p++ = 2;
             }
         }
-        const uint16_t win = uint16_t(std::min<uint32_t>(cfg_.tcp.rcvbuf, 65535));
-        send_raw(cfg_.ip, key.local_port, src, key.remote_port, cookie, seq + 1, kSyn | kAck, win, o,
+        const uint16_t win = uint16_t(std::min<uint32_t>(e.cfg_.tcp.rcvbuf, 65535));
+        send_raw(e, e.cfg_.ip, key.local_port, src, key.remote_port, cookie, seq + 1, kSyn | kAck, win, o,
                  unsigned(p - o));
-        stats_.tcp_syncookies_sent++;
+        e.stats_.tcp_syncookies_sent++;
         return;
     }
-    adopt_child(l, *c, key);
+    adopt_child(e, l, *c, key);
     c->irs = seq;
     c->rcv_nxt = seq + 1;
-    c->iss = isn_generate(cfg_.isn_secret, key, now_ns_);
+    c->iss = isn_generate(e.cfg_.isn_secret, key, e.now_ns_);
     c->snd_una = c->snd_nxt = c->snd_max = c->snd_sml = c->iss;
-    conn_init(*c);
-    negotiate(*c, opt);
+    conn_init(e, *c);
+    negotiate(e, *c, opt);
     c->snd_wnd = seg.win; // never scaled in a SYN
     c->snd_wl1 = seq;
     c->max_snd_wnd = c->snd_wnd;
     c->state = TcpState::kSynReceived;
-    update_mss(*c);
-    build_template(*c);
+    update_mss(e, *c);
+    build_template(e, *c);
     l.lst.syn_queue_len++;
-    stats_.tcp_passive_opens++;
-    send_segment(*c, c->iss, 0, kSyn | kAck, false);
+    e.stats_.tcp_passive_opens++;
+    send_segment(e, *c, c->iss, 0, kSyn | kAck, false);
     c->snd_nxt = c->snd_max = c->iss + 1;
-    c->rtt_start_ns = now_ns_;
+    c->rtt_start_ns = e.now_ns_;
     c->rtt_seq = c->snd_nxt;
-    arm_rtx(*c);
+    arm_rtx(e, *c);
 }
 
 // ---- SYN-SENT --------------------------------------------------------------
 
-void StackImpl::tcp_syn_sent_input(Sock &s, const TcpSegment &seg)
+void tcp_syn_sent_input(Env &e, Sock &s, const TcpSegment &seg)
 {
     const uint8_t flags = seg.flags;
     const uint32_t seq = seg.seq, ack = seg.ack;
     const TcpOptions &opt = seg.opt;
     if (flags & kAck) {
         if (seq_le(ack, s.iss) || seq_gt(ack, s.snd_max)) {
-            stats_.drop_tcp_bad_state++;
+            e.stats_.drop_tcp_bad_state++;
             if (!(flags & kRst))
-                send_raw(s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
+                send_raw(e, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
             return;
         }
     }
     if (flags & kRst) {
         if (flags & kAck) {
-            stats_.tcp_resets_in++;
-            conn_drop(s, ECONNREFUSED, kEvReset);
+            e.stats_.tcp_resets_in++;
+            e.conn_drop(s, ECONNREFUSED, kEvReset);
         } else {
-            stats_.drop_tcp_bad_state++;
+            e.stats_.drop_tcp_bad_state++;
         }
         return;
     }
     if (!(flags & kSyn)) {
-        stats_.drop_tcp_bad_state++;
+        e.stats_.drop_tcp_bad_state++;
         return;
     }
     s.irs = seq;
     s.rcv_nxt = seq + 1;
-    s.rcv_adv = s.rcv_nxt + std::min<uint32_t>(rcv_window(s), 65535); // as our SYN said
-    negotiate(s, opt);
-    update_mss(s);
+    s.rcv_adv = s.rcv_nxt + std::min<uint32_t>(rcv_window(e, s), 65535); // as our SYN said
+    negotiate(e, s, opt);
+    update_mss(e, s);
     s.snd_wnd = seg.win;
     s.snd_wl1 = seq;
     s.snd_wl2 = ack;
@@ -246,55 +251,55 @@ void StackImpl::tcp_syn_sent_input(Sock &s, const TcpSegment &seg)
     if (flags & kAck) {
         s.snd_una = ack;
         if (seq_lt(s.snd_nxt, ack)) s.snd_nxt = ack;
-        if (s.rtt_start_ns && s.rtx_count == 0) rtt_sample(s, now_ns_ - s.rtt_start_ns);
+        if (s.rtt_start_ns && s.rtx_count == 0) rtt_sample(e, s, e.now_ns_ - s.rtt_start_ns);
         s.rtt_start_ns = 0;
-        established(s);
-        ack_now(s);
+        established(e, s);
+        ack_now(e, s);
         return;
     }
     // Simultaneous open (RFC 9293 3.5, figure 8): SYN-RECEIVED, answer SYN-ACK.
     s.state = TcpState::kSynReceived;
-    send_segment(s, s.iss, 0, kSyn | kAck, true);
-    arm_rtx(s);
+    send_segment(e, s, s.iss, 0, kSyn | kAck, true);
+    arm_rtx(e, s);
 }
 
 // ---- the synchronized states ---------------------------------------------------
 
-void StackImpl::established(Sock &s)
+void established(Env &e, Sock &s)
 {
     const bool passive = s.lst.parent != UINT32_MAX;
     // RFC 6298 5.7: the SYN (or SYN-ACK) timed out and left no RTT sample:
     // data starts with 3 s, not the backed-off handshake timer.
     if (s.srtt_ns == 0 && s.rtx_count > 0)
-        s.rto_ns = std::clamp<uint64_t>(3'000'000'000ull, cfg_.tcp.rto_min_ns, cfg_.tcp.rto_max_ns);
+        s.rto_ns = std::clamp<uint64_t>(3'000'000'000ull, e.cfg_.tcp.rto_min_ns, e.cfg_.tcp.rto_max_ns);
     s.state = TcpState::kEstablished;
-    update_mss(s);
-    s.cca->init(s.cc, s.mss, now_ns_);
-    s.last_recv_ns = now_ns_;
+    update_mss(e, s);
+    s.cca->init(s.cc, s.mss, e.now_ns_);
+    s.last_recv_ns = e.now_ns_;
     s.rtx_count = 0;
     s.first_rtx_ns = 0;
-    stats_.tcp_established++;
+    e.stats_.tcp_established++;
     TimerWheel::cancel(&s.rtx_timer);
     if (passive) {
-        Sock &l = socks_[s.lst.parent];
+        Sock &l = e.conn_at(s.lst.parent);
         if (!(s.flags & kFSynCookie) && l.lst.syn_queue_len) l.lst.syn_queue_len--;
-        if (!attach_rings(s, l.app.user)) {
+        if (!e.attach_rings(s, l.app.user)) {
             // No memory for this connection: refuse it rather than stall.
-            stats_.tcp_resets_out++;
-            send_raw(s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, s.snd_max, 0, kRst, 0, nullptr, 0);
-            sock_free(s);
+            e.stats_.tcp_resets_out++;
+            send_raw(e, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, s.snd_max, 0, kRst, 0, nullptr, 0);
+            e.sock_free(s);
             return;
         }
         s.lst.queue_next = UINT32_MAX;
         if (l.lst.accept_tail == UINT32_MAX) l.lst.accept_head = s.index;
-        else socks_[l.lst.accept_tail].lst.queue_next = s.index;
+        else e.conn_at(l.lst.accept_tail).lst.queue_next = s.index;
         l.lst.accept_tail = s.index;
         l.lst.accept_len++;
-        raise(l, kEvAcceptable);
+        e.raise(l, kEvAcceptable);
     } else {
-        raise(s, kEvConnected | kEvWritable);
+        e.raise(s, kEvConnected | kEvWritable);
     }
-    arm_keepalive(s);
+    arm_keepalive(e, s);
 }
 
-} // namespace mars
+} // namespace mars::tcp

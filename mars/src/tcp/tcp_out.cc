@@ -7,27 +7,31 @@
 // the NIC offers to do it. The sending policy: congestion and peer windows,
 // Nagle (RFC 896) unless TCP_NODELAY, cork / MSG_MORE, sender SWS avoidance
 // (RFC 9293 3.8.6.2.1), SACK-based recovery (RFC 6675) and the persist timer.
-#include "stack_impl.h"
+#include "tcp/sender.h"
+#include "base/checksum.h"
+#include "tcp/recovery.h"
+#include "tcp/timers.h"
+#include "tcp/rcv_tune.h"
 
 #include <mars/checksum_offload.h>
 
 #include <algorithm>
 #include <cstring>
 
-namespace mars {
+namespace mars::tcp {
 
 using namespace wire;
 
-void StackImpl::conn_init(Sock &s)
+void conn_init(Env &e, Sock &s)
 {
-    s.cca = &cc_algo(cfg_.tcp.cc);
+    s.cca = &cc_algo(e.cfg_.tcp.cc);
     s.rcv_wscale = 0;
-    if (cfg_.tcp.window_scaling) {
-        const uint32_t buf = std::max(rcv_buf_limit(s), (s.flags & kFHasRings) ? s.rx_mask + 1 : 0);
+    if (e.cfg_.tcp.window_scaling) {
+        const uint32_t buf = std::max(rcv_buf_limit(e, s), (s.flags & kFHasRings) ? s.rx_mask + 1 : 0);
         while (s.rcv_wscale < 14 && (buf >> s.rcv_wscale) > 65535) s.rcv_wscale++;
     }
-    s.rto_ns = cfg_.tcp.rto_initial_ns;
-    s.path_mtu = cfg_.mtu;
+    s.rto_ns = e.cfg_.tcp.rto_initial_ns;
+    s.path_mtu = e.cfg_.mtu;
     s.peer_mss = 536;
     s.mss = 536;
     s.cc = CcVars{};
@@ -41,10 +45,10 @@ static uint16_t advertised_mss(const StackConfig &c, const Sock &s)
     return uint16_t(m);
 }
 
-void StackImpl::update_mss(Sock &s)
+void update_mss(Env &e, Sock &s)
 {
     uint32_t m = std::min<uint32_t>(s.peer_mss, s.path_mtu - 40);
-    m = std::min<uint32_t>(m, uint32_t(cfg_.mtu) - 40);
+    m = std::min<uint32_t>(m, uint32_t(e.cfg_.mtu) - 40);
     if (s.user_mss) m = std::min(m, s.user_mss);
     if (s.flags & kFTsOk) m -= 12; // every segment carries the timestamp option
     m = std::max<uint32_t>(m, 64);
@@ -52,26 +56,26 @@ void StackImpl::update_mss(Sock &s)
     if (s.cca && s.cc.mss && s.cc.mss != m) s.cca->on_mss_change(s.cc, m);
 }
 
-void StackImpl::build_template(Sock &s)
+void build_template(Env &e, Sock &s)
 {
     uint8_t *p = s.hdr;
     Eth *eth = reinterpret_cast<Eth *>(p);
-    if (const MacAddr *mac = arp_.peek(s.next_hop)) {
+    if (const MacAddr *mac = e.arp_.peek(s.next_hop)) {
         std::memcpy(eth->dst, mac->b, 6);
-        s.arp_gen = arp_.generation();
+        s.arp_gen = e.arp_.generation();
     } else {
         std::memset(eth->dst, 0, 6);
         s.arp_gen = 0;
     }
-    std::memcpy(eth->src, cfg_.mac.b, 6);
+    std::memcpy(eth->src, e.cfg_.mac.b, 6);
     eth->type = be16(kEtherIpv4);
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(p + kEthLen);
-    *ip = Ipv4{0x45, s.app.tos, 0, 0, be16(kIpDf), 64, kProtoTcp, 0, be32(cfg_.ip), be32(s.app.remote.ip)};
+    *ip = Ipv4{0x45, s.app.tos, 0, 0, be16(kIpDf), 64, kProtoTcp, 0, be32(e.cfg_.ip), be32(s.app.remote.ip)};
     Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
     *th = Tcp{be16(s.app.local.port), be16(s.app.remote.port), 0, 0, 0, 0, 0, 0, 0};
 }
 
-uint32_t StackImpl::rcv_window(const Sock &s) const
+uint32_t rcv_window(const Env &, const Sock &s)
 {
     return std::min((s.flags & kFHasRings) ? s.rx_space_free() : s.app.rcv_buf, s.app.ooo_cap);
 }
@@ -79,9 +83,9 @@ uint32_t StackImpl::rcv_window(const Sock &s) const
 // The window field for the next segment. Receiver SWS avoidance (RFC 9293
 // 3.8.6.2.2): the right edge moves only by min(half the buffer, one MSS) or
 // more; it never moves left.
-uint16_t StackImpl::window_to_advertise(Sock &s)
+uint16_t window_to_advertise(Env &e, Sock &s)
 {
-    const uint32_t free = rcv_window(s);
+    const uint32_t free = rcv_window(e, s);
     const uint32_t edge = s.rcv_nxt + free;
     if (seq_gt(edge, s.rcv_adv)) {
         const uint32_t buf = (s.flags & kFHasRings) ? s.app.rcv_space : s.app.rcv_buf;
@@ -93,13 +97,13 @@ uint16_t StackImpl::window_to_advertise(Sock &s)
     return uint16_t(std::min<uint32_t>(wnd >> s.rcv_wscale, 65535));
 }
 
-void StackImpl::ack_now(Sock &s)
+void ack_now(Env &e, Sock &s)
 {
     s.flags |= kFAckNow;
-    want_output(s);
+    e.want_output(s);
 }
 
-void StackImpl::want_output(Sock &s)
+void Env::want_output(Conn &s)
 {
     if (s.flags & kFInFlush) return;
     s.flags |= kFInFlush;
@@ -109,22 +113,22 @@ void StackImpl::want_output(Sock &s)
 // Transmit-side prefetch: what send_segment() of the next connection to
 // flush reads first, its template header and the send-ring line at snd_nxt,
 // asked for while this one builds its segments.
-void StackImpl::prefetch_output(const Sock &s)
+void prefetch_output(Env &e, const Sock &s)
 {
     __builtin_prefetch(&s.snd_nxt);
     __builtin_prefetch(s.hdr);
     if (s.tx) __builtin_prefetch(s.tx + ((s.snd_nxt - s.iss - 1) & s.tx_mask));
-    stats_.prefetches += s.tx ? 3 : 2;
+    e.stats_.prefetches += s.tx ? 3 : 2;
 }
 
-void StackImpl::flush_output()
+void Env::flush_output()
 {
     for (size_t i = 0; i < flush_list_.size(); i++) {
-        if (prefetch_ && i + 1 < flush_list_.size()) prefetch_output(socks_[flush_list_[i + 1]]);
-        Sock &s = socks_[flush_list_[i]];
+        if (prefetch_ && i + 1 < flush_list_.size()) prefetch_output(*this, conns_[flush_list_[i + 1]]);
+        Sock &s = conns_[flush_list_[i]];
         if (!(s.flags & kFInFlush)) continue;
         s.flags &= ~kFInFlush;
-        if (s.used) tcp_output(s);
+        if (s.used) tcp_output(*this, s);
     }
     flush_list_.clear();
 }
@@ -168,10 +172,10 @@ static unsigned syn_options(uint8_t *o, const StackConfig &c, const Sock &s, boo
     return unsigned(p - o);
 }
 
-bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx)
+bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx)
 {
     PacketRef fr;
-    if (!link_.alloc(&fr)) return false;
+    if (!e.link_.alloc(&fr)) return false;
     uint8_t *p = fr.data;
     std::memcpy(p, s.hdr, kHeadersLen);
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(p + kEthLen);
@@ -179,10 +183,10 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     uint8_t *o = p + kHeadersLen;
     unsigned optlen;
     if (flags & kSyn) {
-        optlen = syn_options(o, cfg_, s, flags & kAck, tsval());
+        optlen = syn_options(o, e.cfg_, s, flags & kAck, e.tsval());
     } else {
         uint8_t *q = o;
-        if (s.flags & kFTsOk) q = write_ts_option(q, tsval(), s.ts_recent);
+        if (s.flags & kFTsOk) q = write_ts_option(q, e.tsval(), s.ts_recent);
         if ((s.flags & kFSackOk) && (!s.rec.ooo.empty() || (s.flags & kFDsack))) {
             // SACK blocks, as many as fit beside the payload in our MTU; a
             // D-SACK (RFC 2883 4) first, then the out-of-order data.
@@ -193,10 +197,10 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
                 int n = 0;
                 if ((s.flags & kFDsack) && (flags & kAck)) {
                     b[n++] = s.rec.dsack;
-                    stats_.tcp_dsacks_sent++;
+                    e.stats_.tcp_dsacks_sent++;
                     s.flags &= ~kFDsack; // reported once (RFC 2883 4.1)
                 }
-                n += s.rec.ooo.sack_blocks(ooo_pool_, b + n, max - n);
+                n += s.rec.ooo.sack_blocks(e.ooo_pool_, b + n, max - n);
                 if (n > 0) q = write_sack_option(q, b, n);
             }
         }
@@ -204,23 +208,23 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     }
     const unsigned hlen = kTcpLen + optlen;
     if (kHeadersLen + optlen + len > fr.room) {
-        release(fr);
-        stats_.drop_tx_no_buffer++;
+        e.release(fr);
+        e.stats_.drop_tx_no_buffer++;
         return false;
     }
     th->seq = be32(seq);
     th->ack = (flags & kAck) ? be32(s.rcv_nxt) : 0;
     th->doff = uint8_t((hlen / 4) << 4);
     th->flags = flags;
-    th->win = be16((flags & kSyn) ? uint16_t(std::min<uint32_t>(rcv_window(s), 65535)) : window_to_advertise(s));
-    if (flags & kSyn) s.rcv_adv = s.rcv_nxt + std::min<uint32_t>(rcv_window(s), 65535);
+    th->win = be16((flags & kSyn) ? uint16_t(std::min<uint32_t>(rcv_window(e, s), 65535)) : window_to_advertise(e, s));
+    if (flags & kSyn) s.rcv_adv = s.rcv_nxt + std::min<uint32_t>(rcv_window(e, s), 65535);
     th->csum = 0;
     th->urp = 0;
     const uint16_t ip_len = uint16_t(kIpLen + hlen + len);
     ip->total_len = be16(ip_len);
-    const uint32_t pseudo = pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hlen + len));
+    const uint32_t pseudo = pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hlen + len));
     uint8_t *dst = o + optlen;
-    if (offloads_ & kOffloadTxTcpCsum) {
+    if (e.offloads_ & kOffloadTxTcpCsum) {
         if (len) {
             const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
             const uint32_t first = std::min(len, s.tx_mask + 1 - off);
@@ -239,7 +243,7 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
         }
         th->csum = csum_finish(sum);
     }
-    if (offloads_ & kOffloadTxIpCsum) {
+    if (e.offloads_ & kOffloadTxIpCsum) {
         ip->csum = 0;
         fr.flags |= kTxIpCsum;
     } else {
@@ -255,38 +259,38 @@ bool StackImpl::send_segment(Sock &s, uint32_t seq, uint32_t len, uint8_t flags,
     s.count.segs_out++;
     if (rtx) {
         s.count.total_retransmits++;
-        stats_.tcp_retransmits++;
+        e.stats_.tcp_retransmits++;
     } else {
         s.count.bytes_out += len;
     }
-    if (len && (s.flags & kFSackOk)) rack_sent(s, seq, len, rtx);
-    s.last_send_ns = now_ns_;
+    if (len && (s.flags & kFSackOk)) rack_sent(e, s, seq, len, rtx);
+    s.last_send_ns = e.now_ns_;
     // The template's destination MAC is good while ARP has not changed.
-    if (s.arp_gen != arp_.generation()) {
-        const MacAddr *mac = arp_.lookup(s.next_hop, now_ns_);
+    if (s.arp_gen != e.arp_.generation()) {
+        const MacAddr *mac = e.arp_.lookup(s.next_hop, e.now_ns_);
         if (!mac) {
-            std::memcpy(reinterpret_cast<Eth *>(p)->src, cfg_.mac.b, 6);
-            arp_.hold(s.next_hop, fr, now_ns_);
+            std::memcpy(reinterpret_cast<Eth *>(p)->src, e.cfg_.mac.b, 6);
+            e.arp_.hold(s.next_hop, fr, e.now_ns_);
             return true;
         }
         std::memcpy(reinterpret_cast<Eth *>(s.hdr)->dst, mac->b, 6);
         std::memcpy(reinterpret_cast<Eth *>(p)->dst, mac->b, 6);
-        s.arp_gen = arp_.generation();
+        s.arp_gen = e.arp_.generation();
     }
-    link_.queue(fr);
+    e.link_.queue(fr);
     return true;
 }
 
 // The sequence-space bookkeeping after len bytes of new data from snd_nxt
 // (one segment, or a run of full ones) and a FIN after them.
-void StackImpl::new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end)
+void new_data_sent(Env &e, Sock &s, uint32_t len, bool fin, uint32_t data_end)
 {
     const bool first_fin = fin && !seq_gt(s.snd_max, data_end);
     if (s.rtt_start_ns == 0) {
-        s.rtt_start_ns = now_ns_;
+        s.rtt_start_ns = e.now_ns_;
         s.rtt_seq = s.snd_nxt + std::min(len, s.mss); // the first segment's end
     }
-    if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
+    if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = e.now_ns_;
     if (len < s.mss) s.snd_sml = s.snd_nxt + len;
     s.snd_nxt += len + (fin ? 1 : 0);
     if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
@@ -294,10 +298,10 @@ void StackImpl::new_data_sent(Sock &s, uint32_t len, bool fin, uint32_t data_end
         if (s.state == TcpState::kEstablished) s.state = TcpState::kFinWait1;
         else if (s.state == TcpState::kCloseWait) s.state = TcpState::kLastAck;
     }
-    if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+    if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(e, s);
 }
 
-void StackImpl::tcp_output(Sock &s)
+void tcp_output(Env &e, Sock &s)
 {
     switch (s.state) {
     case TcpState::kEstablished:
@@ -309,7 +313,7 @@ void StackImpl::tcp_output(Sock &s)
     case TcpState::kFinWait2:
     case TcpState::kTimeWait:
     case TcpState::kSynReceived:
-        if (s.flags & kFAckNow) send_ack(s);
+        if (s.flags & kFAckNow) send_ack(e, s);
         return;
     default:
         s.flags &= ~kFAckNow;
@@ -335,8 +339,8 @@ void StackImpl::tcp_output(Sock &s)
             // the segments one by one would send next, while cwnd allows.
             const uint32_t run_end = seq_lt(piece_end, data_end) ? piece_end : data_end;
             const uint32_t budget = std::min(s.cc.cwnd - pipe, uint32_t(256 - guard) * s.mss);
-            if (const uint32_t k = rtx_run_len(s, r.start, run_end, budget)) {
-                const uint32_t sent = send_rtx_run(s, r.start, k, kAck, true);
+            if (const uint32_t k = rtx_run_len(e, s, r.start, run_end, budget)) {
+                const uint32_t sent = send_rtx_run(e, s, r.start, k, kAck, true);
                 if (sent == 0) break;
                 pipe += sent * s.mss;
                 if (seq_gt(r.start + sent * s.mss, s.high_rxt)) s.high_rxt = r.start + sent * s.mss;
@@ -345,7 +349,7 @@ void StackImpl::tcp_output(Sock &s)
                 continue;
             }
             const uint32_t n = std::min(r.end - r.start, data_end - r.start);
-            if (!send_segment(s, r.start, n, kAck, true)) break;
+            if (!send_segment(e, s, r.start, n, kAck, true)) break;
             pipe += n;
             if (seq_gt(r.start + n, s.high_rxt)) s.high_rxt = r.start + n;
         }
@@ -357,14 +361,14 @@ void StackImpl::tcp_output(Sock &s)
             // The FIN goes once all data has been sent (window or not).
             if (fin_wanted && s.snd_nxt == data_end) {
                 const bool first_fin = !seq_gt(s.snd_max, data_end);
-                if (!send_segment(s, s.snd_nxt, 0, kAck | kFin, !first_fin)) break;
+                if (!send_segment(e, s, s.snd_nxt, 0, kAck | kFin, !first_fin)) break;
                 s.snd_nxt++;
                 if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
                 if (first_fin) {
                     if (s.state == TcpState::kEstablished) s.state = TcpState::kFinWait1;
                     else if (s.state == TcpState::kCloseWait) s.state = TcpState::kLastAck;
                 }
-                if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+                if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(e, s);
             }
             break;
         }
@@ -383,30 +387,30 @@ void StackImpl::tcp_output(Sock &s)
             // the window allows, as one run (tx_run.cc). PSH only where the
             // data ends, as one by one; never a FIN (it goes on its own).
             const uint32_t budget = std::min(usable, uint32_t(4096 - guard) * s.mss);
-            if (const uint32_t k = rtx_run_len(s, s.snd_nxt, s.snd_max, std::min(unsent, budget))) {
+            if (const uint32_t k = rtx_run_len(e, s, s.snd_nxt, s.snd_max, std::min(unsent, budget))) {
                 const uint8_t last_flags = uint8_t(kAck | (k * s.mss == unsent ? kPsh : 0));
-                const uint32_t sent = send_rtx_run(s, s.snd_nxt, k, last_flags, false);
+                const uint32_t sent = send_rtx_run(e, s, s.snd_nxt, k, last_flags, false);
                 if (sent == 0) break;
-                if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
+                if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = e.now_ns_;
                 s.snd_nxt += sent * s.mss;
-                if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+                if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(e, s);
                 pipe += sent * s.mss;
                 guard += int(sent) - 1;
                 if (sent < k) break;
                 continue;
             }
         }
-        if (!rtx && cfg_.tcp.tx_batch && std::min(unsent, usable) >= 2 * s.mss) {
+        if (!rtx && e.cfg_.tcp.tx_batch && std::min(unsent, usable) >= 2 * s.mss) {
             // Several full segments of new data: one run (tx_run.cc), when
             // its segments would all carry the same header.
             const uint32_t n = std::min({std::min(unsent, usable) / s.mss, kRunMax, uint32_t(4096 - guard)});
-            if (n >= 2 && !(s.flags & kFDsack) && s.arp_gen == arp_.generation()) {
+            if (n >= 2 && !(s.flags & kFDsack) && s.arp_gen == e.arp_.generation()) {
                 const bool fin = n * s.mss == unsent && fin_wanted;
                 const uint8_t last_flags = uint8_t(kAck | (n * s.mss == unsent ? kPsh : 0) | (fin ? kFin : 0));
-                const uint32_t sent = send_run(s, n, last_flags);
+                const uint32_t sent = send_run(e, s, n, last_flags);
                 if (sent == 0) break;
                 sent_new = true;
-                new_data_sent(s, sent * s.mss, fin && sent == n, data_end);
+                new_data_sent(e, s, sent * s.mss, fin && sent == n, data_end);
                 pipe += sent * s.mss;
                 guard += int(sent) - 1;
                 if (sent < n || fin) break;
@@ -432,41 +436,41 @@ void StackImpl::tcp_output(Sock &s)
         uint8_t flags = kAck;
         if (last) flags |= kPsh;
         if (fin) flags |= kFin;
-        if (!send_segment(s, s.snd_nxt, len, flags, rtx)) break;
+        if (!send_segment(e, s, s.snd_nxt, len, flags, rtx)) break;
         pipe += len;
         sent_new = sent_new || !rtx;
         if (rtx) {
-            if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
+            if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = e.now_ns_;
             if (len < s.mss) s.snd_sml = s.snd_nxt + len;
             s.snd_nxt += len + (fin ? 1 : 0);
             if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
-            if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
+            if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(e, s);
         } else {
-            new_data_sent(s, len, fin, data_end);
+            new_data_sent(e, s, len, fin, data_end);
         }
         if (fin) break;
     }
     // Data waits and nothing is in flight to clock it out: the persist timer
     // probes a zero window (RFC 9293 3.8.6.1) and overrides SWS avoidance.
-    if (s.snd_una == s.snd_max && seq_lt(s.snd_nxt, data_end) && !TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
-    if (sent_new && (s.flags & kFSackOk)) tlp_arm(s);
-    if (s.flags & kFAckNow) send_ack(s);
+    if (s.snd_una == s.snd_max && seq_lt(s.snd_nxt, data_end) && !TimerWheel::armed(&s.rtx_timer)) arm_rtx(e, s);
+    if (sent_new && (s.flags & kFSackOk)) tlp_arm(e, s);
+    if (s.flags & kFAckNow) send_ack(e, s);
 }
 
-void StackImpl::send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
+void send_raw(Env &e, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
                          uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len)
 {
-    const uint32_t hop = router_.next_hop(rip);
+    const uint32_t hop = e.router_.next_hop(rip);
     if (!hop) return;
     PacketRef fr;
-    if (!link_.alloc(&fr)) return;
+    if (!e.link_.alloc(&fr)) return;
     const unsigned hlen = kTcpLen + opt_len;
     if (kEthLen + kIpLen + hlen > fr.room) {
-        release(fr);
+        e.release(fr);
         return;
     }
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(fr.data + kEthLen);
-    *ip = Ipv4{0x45, 0, be16(uint16_t(kIpLen + hlen)), 0, be16(kIpDf), 64, kProtoTcp, 0, be32(lip ? lip : cfg_.ip),
+    *ip = Ipv4{0x45, 0, be16(uint16_t(kIpLen + hlen)), 0, be16(kIpDf), 64, kProtoTcp, 0, be32(lip ? lip : e.cfg_.ip),
                be32(rip)};
     ip->csum = csum_finish(csum_add(0, ip, kIpLen));
     Tcp *th = reinterpret_cast<Tcp *>(ip + 1);
@@ -474,20 +478,46 @@ void StackImpl::send_raw(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rp
     if (opt_len) std::memcpy(th + 1, opts, opt_len);
     th->csum = csum_finish(csum_add(pseudo_sum(be32(ip->src), rip, kProtoTcp, uint16_t(hlen)), th, hlen));
     fr.len = uint16_t(kEthLen + kIpLen + hlen);
-    ip_.send(fr, hop, now_ns_);
+    e.ip_.send(fr, hop, e.now_ns_);
 }
 
 // RFC 9293 3.10.7.1: the reset for a segment nobody wants.
-void StackImpl::send_rst_reply(const TcpSegment &seg)
+void send_rst_reply(Env &e, const TcpSegment &seg)
 {
     const uint32_t src = seg.src_ip;
     if (src == 0 || src == 0xffffffffu || (src >> 28) == 14) return;
-    stats_.tcp_resets_out++;
+    e.stats_.tcp_resets_out++;
     if (seg.flags & kAck) {
-        send_raw(cfg_.ip, seg.dport, src, seg.sport, seg.ack, 0, kRst, 0, nullptr, 0);
+        send_raw(e, e.cfg_.ip, seg.dport, src, seg.sport, seg.ack, 0, kRst, 0, nullptr, 0);
     } else {
-        send_raw(cfg_.ip, seg.dport, src, seg.sport, 0, seg.seq + seg.seq_space(), kRst | kAck, 0, nullptr, 0);
+        send_raw(e, e.cfg_.ip, seg.dport, src, seg.sport, 0, seg.seq + seg.seq_space(), kRst | kAck, 0, nullptr, 0);
     }
 }
 
-} // namespace mars
+// The window opened (from `before`) by two segments or half the buffer:
+// tell the peer now (the application drained the receive ring).
+void window_update(Env &e, Sock &s, uint32_t before)
+{
+    if (s.state != TcpState::kEstablished && s.state != TcpState::kFinWait1 && s.state != TcpState::kFinWait2)
+        return;
+    const uint32_t after = rcv_window(e, s);
+    const uint32_t adv = s.rcv_adv - s.rcv_nxt;
+    if (after > adv && (after - adv >= 2 * s.peer_mss || after - adv >= s.app.rcv_space / 2) && after > before) {
+        ack_now(e, s);
+        e.flush_output();
+        e.link_.flush();
+    }
+}
+
+// Setting TCP_NODELAY pushes what is queued now, as Linux does
+// (tcp_push_pending_frames with TCP_NAGLE_PUSH): corked or held back by
+// MSG_MORE, the tail goes out at once; TCP_CORK stays on for later writes.
+void push_pending(Env &e, Sock &s)
+{
+    const uint32_t held = s.flags & (kFCork | kFMore);
+    s.flags &= ~held;
+    tcp_output(e, s);
+    s.flags |= held;
+}
+
+} // namespace mars::tcp

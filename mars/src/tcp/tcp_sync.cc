@@ -3,13 +3,17 @@
 // processing (NewReno without SACK, RACK-TLP/PRR with it, D-SACK
 // recognition), then data and FIN (tcp_data.cc); and ICMP errors about our
 // segments (RFC 5927 checks, path MTU, a hard error while connecting).
-#include "stack_impl.h"
+#include "tcp/input.h"
+#include "tcp/sender.h"
+#include "tcp/timers.h"
+#include "tcp/recovery.h"
+#include "tcp/rcv_tune.h"
 #include "tcp/tcp_rules.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace mars {
+namespace mars::tcp {
 
 using namespace wire;
 
@@ -19,12 +23,12 @@ using namespace wire;
 // a peer that lost its state resynchronise at once.
 constexpr uint64_t kChallengeAckGapNs = 1'000'000;
 
-void StackImpl::challenge_ack(Sock &s)
+void challenge_ack(Env &e, Sock &s)
 {
-    if (s.last_challenge_ns && now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
-    s.last_challenge_ns = now_ns_;
-    stats_.tcp_challenge_acks++;
-    ack_now(s);
+    if (s.last_challenge_ns && e.now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
+    s.last_challenge_ns = e.now_ns_;
+    e.stats_.tcp_challenge_acks++;
+    ack_now(e, s);
 }
 
 // A passive SYN-RECEIVED connection sees the peer's SYN again (same ISN,
@@ -32,15 +36,15 @@ void StackImpl::challenge_ack(Sock &s)
 // peer waiting for our retransmission timer (Linux does the same). Shares
 // the challenge ACK's per-connection throttle: a stream of copies of the
 // SYN draws at most one SYN-ACK a millisecond.
-void StackImpl::resend_syn_ack(Sock &s)
+void resend_syn_ack(Env &e, Sock &s)
 {
-    if (s.last_challenge_ns && now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
-    s.last_challenge_ns = now_ns_;
+    if (s.last_challenge_ns && e.now_ns_ - s.last_challenge_ns < kChallengeAckGapNs) return;
+    s.last_challenge_ns = e.now_ns_;
     s.rtt_start_ns = 0; // Karn: the ACK may answer either SYN-ACK
-    send_segment(s, s.iss, 0, kSyn | kAck, true);
+    send_segment(e, s, s.iss, 0, kSyn | kAck, true);
 }
 
-void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
+void tcp_sync_input(Env &e, Sock &s, const TcpSegment &seg, bool *held)
 {
     // Trimming below changes these; seg keeps the segment as received (tcp_ack reads it).
     uint8_t flags = seg.flags;
@@ -58,11 +62,11 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
 
     // PAWS (RFC 7323 5.3).
     if ((s.flags & kFTsOk) && opt.has_ts && !(flags & kRst) && paws_old(opt.tsval, s.ts_recent)) {
-        if (now_ns_ - s.ts_recent_ns > kPawsIdleNs) {
+        if (e.now_ns_ - s.ts_recent_ns > kPawsIdleNs) {
             s.ts_recent = opt.tsval; // idle for 24 days: the old value means nothing
         } else {
-            stats_.drop_tcp_paws++;
-            ack_now(s);
+            e.stats_.drop_tcp_paws++;
+            ack_now(e, s);
             return;
         }
     }
@@ -74,20 +78,20 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
     // throttled challenge ACK inside it).
     if (s.state == TcpState::kSynReceived && s.lst.parent != UINT32_MAX && (flags & (kSyn | kAck | kRst)) == kSyn &&
         seq == s.irs) {
-        resend_syn_ack(s);
+        resend_syn_ack(e, s);
         return;
     }
 
     // Acceptability (RFC 9293 3.10.7.4, first check).
     if (!segment_acceptable(s.rcv_nxt, s.rcv_adv - s.rcv_nxt, seq, len, flags)) {
         if (!(flags & kRst)) {
-            stats_.drop_tcp_out_of_window++;
+            e.stats_.drop_tcp_out_of_window++;
             // All of it is old: report it as a D-SACK (RFC 2883 4.1).
             if (len && (s.flags & kFSackOk) && seq_lt(seq, s.rcv_nxt))
-                note_dsack(s, seq, seq + std::min(len, s.rcv_nxt - seq));
-            ack_now(s);
+                note_dsack(e, s, seq, seq + std::min(len, s.rcv_nxt - seq));
+            ack_now(e, s);
         } else {
-            stats_.drop_tcp_out_of_window++;
+            e.stats_.drop_tcp_out_of_window++;
         }
         return;
     }
@@ -96,35 +100,35 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
     // gets a challenge ACK.
     if (flags & kRst) {
         if (seq != s.rcv_nxt) {
-            stats_.drop_tcp_bad_state++;
-            challenge_ack(s);
+            e.stats_.drop_tcp_bad_state++;
+            challenge_ack(e, s);
             return;
         }
-        stats_.tcp_resets_in++;
+        e.stats_.tcp_resets_in++;
         switch (s.state) {
         case TcpState::kSynReceived:
-            if (s.lst.parent != UINT32_MAX) conn_drop(s, ECONNREFUSED, 0); // back to LISTEN: just forget it
-            else conn_drop(s, ECONNREFUSED, kEvReset);
+            if (s.lst.parent != UINT32_MAX) e.conn_drop(s, ECONNREFUSED, 0); // back to LISTEN: just forget it
+            else e.conn_drop(s, ECONNREFUSED, kEvReset);
             return;
         case TcpState::kClosing:
         case TcpState::kLastAck:
-            conn_closed(s);
+            e.conn_closed(s);
             if (s.used && s.state == TcpState::kClosed) s.app.error = 0;
             return;
         default:
-            conn_drop(s, ECONNRESET, kEvReset);
+            e.conn_drop(s, ECONNRESET, kEvReset);
             return;
         }
     }
 
     // SYN in a synchronized state (RFC 5961 4.2): challenge ACK.
     if (flags & kSyn) {
-        stats_.drop_tcp_bad_state++;
-        challenge_ack(s);
+        e.stats_.drop_tcp_bad_state++;
+        challenge_ack(e, s);
         return;
     }
     if (!(flags & kAck)) {
-        stats_.drop_tcp_bad_state++;
+        e.stats_.drop_tcp_bad_state++;
         return;
     }
 
@@ -133,7 +137,7 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
     // so our TSecr gives the peer true RTT samples and PAWS a current bound.
     if ((s.flags & kFTsOk) && opt.has_ts && seq_le(seq, s.last_ack_sent) && seq_ge(opt.tsval, s.ts_recent)) {
         s.ts_recent = opt.tsval;
-        s.ts_recent_ns = now_ns_;
+        s.ts_recent_ns = e.now_ns_;
     }
 
     // Trim what we already have and what is beyond the window.
@@ -143,7 +147,7 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
         // so a sender can tell a spurious retransmission (reordering, a
         // probe that crossed its original) from a loss and undo its
         // reaction. Zero-length probes carry no byte to report.
-        if (len && (s.flags & kFSackOk)) note_dsack(s, seq, seq + std::min(dup, len));
+        if (len && (s.flags & kFSackOk)) note_dsack(e, s, seq, seq + std::min(dup, len));
         if (dup >= len) {
             if (dup > len) flags &= uint8_t(~kFin); // an old FIN
             payload += len;
@@ -153,21 +157,21 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
             len -= dup;
         }
         seq = s.rcv_nxt;
-        ack_now(s); // a duplicate: tell the peer where we are (RFC 5681 4.2)
+        ack_now(e, s); // a duplicate: tell the peer where we are (RFC 5681 4.2)
     }
     const uint32_t room = std::min(s.rcv_adv - seq, s.rx_free() - std::min(s.rx_free(), seq - s.rcv_nxt));
     if (len > room) {
         len = room;
         flags &= uint8_t(~kFin);
-        ack_now(s);
+        ack_now(e, s);
     }
 
     // ACK processing.
     if (s.state == TcpState::kSynReceived) {
         const uint32_t ack = seg.ack;
         if (seq_le(ack, s.snd_una) || seq_gt(ack, s.snd_max)) {
-            stats_.drop_tcp_bad_state++;
-            send_raw(s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
+            e.stats_.drop_tcp_bad_state++;
+            send_raw(e, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
             return;
         }
         s.snd_una = ack;
@@ -175,11 +179,11 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
         s.snd_wl1 = seq;
         s.snd_wl2 = ack;
         s.max_snd_wnd = s.snd_wnd;
-        if (s.rtt_start_ns && s.rtx_count == 0) rtt_sample(s, now_ns_ - s.rtt_start_ns);
+        if (s.rtt_start_ns && s.rtx_count == 0) rtt_sample(e, s, e.now_ns_ - s.rtt_start_ns);
         s.rtt_start_ns = 0;
-        established(s);
+        established(e, s);
         if (!s.used || s.state != TcpState::kEstablished) return; // refused for lack of memory
-    } else if (!tcp_ack(s, seg, len)) {
+    } else if (!tcp_ack(e, s, seg, len)) {
         return;
     }
     if (!s.used) return;
@@ -191,7 +195,7 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
     case TcpState::kFinWait1:
     case TcpState::kFinWait2:
         if (len || fin) {
-            tcp_data(s, seg.frame, seq, payload, len, fin, held);
+            tcp_data(e, s, seg.frame, seq, payload, len, fin, held);
             // RFC 9293 3.10.4: CLOSE means "no more to send"; the peer may
             // still send. Nobody reads it any more: acknowledge and discard.
             if ((s.flags & kFUserClosed) && s.used) s.rx_head = s.rx_tail;
@@ -199,26 +203,26 @@ void StackImpl::tcp_sync_input(Sock &s, const TcpSegment &seg, bool *held)
         break;
     default:
         // CLOSE-WAIT, CLOSING, LAST-ACK: the peer already sent its FIN.
-        if (len) stats_.drop_tcp_bad_state++;
-        if (fin) ack_now(s);
+        if (len) e.stats_.drop_tcp_bad_state++;
+        if (fin) ack_now(e, s);
         break;
     }
 }
 
-bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
+bool tcp_ack(Env &e, Sock &s, const TcpSegment &seg, uint32_t len)
 {
     const uint32_t ack = seg.ack, seq = seg.seq;
     const TcpOptions &opt = seg.opt;
     if (seq_gt(ack, s.snd_max)) {
-        stats_.drop_tcp_bad_state++;
-        ack_now(s);
+        e.stats_.drop_tcp_bad_state++;
+        ack_now(e, s);
         return false;
     }
     const uint32_t horizon = std::max<uint32_t>(s.max_snd_wnd, 65535);
     if (seq_lt(ack, s.snd_una - horizon)) {
         // Too old to be real (RFC 5961 5.2): challenge, drop.
-        stats_.drop_tcp_bad_state++;
-        challenge_ack(s);
+        e.stats_.drop_tcp_bad_state++;
+        challenge_ack(e, s);
         return false;
     }
     const uint32_t win = uint32_t(seg.win) << s.snd_wscale;
@@ -240,14 +244,14 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
         s.rec.sack.advance(ack);
         uint64_t rtt = 0;
         if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
-            rtt = now_ns_ - s.rtt_start_ns;
+            rtt = e.now_ns_ - s.rtt_start_ns;
             s.rtt_start_ns = 0;
-            rtt_sample(s, rtt);
+            rtt_sample(e, s, rtt);
         }
         if (s.flags & kFInRecovery) {
             if (seq_ge(ack, s.recover)) {
                 s.flags &= ~kFInRecovery;
-                s.cca->on_recovery_exit(s.cc, now_ns_);
+                s.cca->on_recovery_exit(s.cc, e.now_ns_);
                 // Recovery ends (mars/README.md "End of recovery"). SACK
                 // (PRR, RFC 6937 3): cwnd = ssthresh. NewReno (RFC 6582 3.2
                 // step 6, option 1): min(ssthresh, max(FlightSize, SMSS) +
@@ -259,13 +263,13 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
             } else if (!sack_ok) {
                 // NewReno partial ACK: the next hole is lost too; resend it,
                 // deflate by what was acked, add back one segment.
-                send_segment(s, s.snd_una, std::min(s.mss, s.snd_max - s.snd_una), kAck, true);
+                send_segment(e, s, s.snd_una, std::min(s.mss, s.snd_max - s.snd_una), kAck, true);
                 s.cc.cwnd = s.cc.cwnd > acked ? s.cc.cwnd - acked : s.mss;
                 if (acked >= s.mss) s.cc.cwnd += s.mss;
-                wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+                e.wheel_.arm(&s.rtx_timer, e.now_ns_ + s.rto_ns);
             }
         } else {
-            s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, now_ns_);
+            s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, e.now_ns_);
         }
         if ((s.flags & kFRtoRecovery) && seq_ge(ack, s.recover)) s.flags &= ~kFRtoRecovery;
         s.dupacks = 0;
@@ -275,11 +279,11 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
             TimerWheel::cancel(&s.rtx_timer);
             s.first_rtx_ns = 0;
         } else if (!(s.flags & kFInRecovery) || (s.flags & kFSackOk)) {
-            s.first_rtx_ns = now_ns_;
-            wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+            s.first_rtx_ns = e.now_ns_;
+            e.wheel_.arm(&s.rtx_timer, e.now_ns_ + s.rto_ns);
         }
-        raise(s, kEvWritable);
-        want_output(s);
+        e.raise(s, kEvWritable);
+        e.want_output(s);
     } else if (ack == s.snd_una && len == 0 && !(seg.flags & kFin) && s.snd_max != s.snd_una &&
                (win == s.snd_wnd || newly_sacked)) {
         // A duplicate ACK: RFC 5681 2 (same window), or RFC 6675 2 (it SACKs
@@ -288,27 +292,27 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
         if (sack_ok) {
             // Loss detection is RACK's (rack_on_ack below); the first two
             // duplicates still let new data out (RFC 3042).
-            if (!(s.flags & kFInRecovery) && s.dupacks <= 2) want_output(s);
+            if (!(s.flags & kFInRecovery) && s.dupacks <= 2) e.want_output(s);
         } else if (!(s.flags & kFInRecovery)) {
             const bool lost = s.dupacks >= 3;
             if (lost && !((s.flags & kFRtoRecovery) && seq_lt(s.snd_una, s.recover))) {
                 // Fast retransmit, then fast recovery (RFC 5681 3.2, RFC 6582, RFC 6675 5).
                 s.flags |= kFInRecovery;
                 s.recover = s.snd_max;
-                s.cca->on_congestion(s.cc, s.snd_max - s.snd_una, now_ns_);
-                stats_.tcp_fast_retransmits++;
+                s.cca->on_congestion(s.cc, s.snd_max - s.snd_una, e.now_ns_);
+                e.stats_.tcp_fast_retransmits++;
                 s.rtt_start_ns = 0;
                 const uint32_t n = std::min(s.mss, s.snd_max - s.snd_una);
-                send_segment(s, s.snd_una, n, kAck, true);
+                send_segment(e, s, s.snd_una, n, kAck, true);
                 s.high_rxt = s.snd_una + n;
                 s.cc.cwnd = s.cc.ssthresh + 3 * s.mss;
-                wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+                e.wheel_.arm(&s.rtx_timer, e.now_ns_ + s.rto_ns);
             } else if (s.dupacks <= 2) {
-                want_output(s); // limited transmit (RFC 3042)
+                e.want_output(s); // limited transmit (RFC 3042)
             }
         } else {
             s.cc.cwnd += s.mss; // NewReno inflation
-            want_output(s);
+            e.want_output(s);
         }
     }
     // RACK-TLP and PRR look at every ACK of a SACK connection with data out
@@ -317,7 +321,7 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
     {
         // RFC 6937 DeliveredData: what snd_una and the SACKed bytes moved by.
         const int64_t delivered = int64_t(s.snd_una - old_una) + int64_t(s.rec.sack.sacked_bytes()) - sacked_before;
-        rack_on_ack(s, old_una, opt, uint32_t(std::max<int64_t>(delivered, 0)), dsack);
+        rack_on_ack(e, s, old_una, opt, uint32_t(std::max<int64_t>(delivered, 0)), dsack);
     }
 
     // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
@@ -329,7 +333,7 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
         s.max_snd_wnd = std::max(s.max_snd_wnd, win);
         if (opened) {
             s.probes = 0;
-            want_output(s);
+            e.want_output(s);
         }
     }
 
@@ -340,13 +344,13 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
             s.state = TcpState::kFinWait2;
             TimerWheel::cancel(&s.rtx_timer);
             // An orphaned FIN-WAIT-2 (the application closed) does not wait forever.
-            if (s.flags & kFUserClosed) wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);
+            if (s.flags & kFUserClosed) e.wheel_.arm(&s.aux_timer, e.now_ns_ + e.cfg_.tcp.time_wait_ns);
             break;
         case TcpState::kClosing:
-            enter_time_wait(s);
+            enter_time_wait(e, s);
             return false;
         case TcpState::kLastAck:
-            conn_closed(s);
+            e.conn_closed(s);
             return false;
         default:
             break;
@@ -355,31 +359,28 @@ bool StackImpl::tcp_ack(Sock &s, const TcpSegment &seg, uint32_t len)
     return true;
 }
 
-void StackImpl::tcp_icmp_error(const IcmpTcpError &e)
+void icmp_error(Env &e, Sock &s, const IcmpTcpError &err)
 {
-    FlowKey k{cfg_.ip, e.remote_ip, e.local_port, e.remote_port};
-    FlowNode *n = flows_.lookup(k);
-    Sock *s = n ? sock_of(n) : nullptr;
     // RFC 5927: only believe ICMP about data we have in flight.
-    if (!s || !seq_ge(e.seq, s->snd_una) || !seq_le(e.seq, s->snd_max)) return;
-    if (e.code == kIcmpCodeFragNeeded) {
-        stats_.icmp_frag_needed_in++;
-        uint32_t mtu = e.next_hop_mtu;
+    if (!seq_ge(err.seq, s.snd_una) || !seq_le(err.seq, s.snd_max)) return;
+    if (err.code == kIcmpCodeFragNeeded) {
+        e.stats_.icmp_frag_needed_in++;
+        uint32_t mtu = err.next_hop_mtu;
         if (mtu == 0) mtu = 576; // RFC 1191 5: old routers leave it 0
         mtu = std::max<uint32_t>(mtu, 576);
-        if (mtu < s->path_mtu) {
-            s->path_mtu = mtu;
-            update_mss(*s);
+        if (mtu < s.path_mtu) {
+            s.path_mtu = mtu;
+            update_mss(e, s);
             // Resend what was lost to the smaller path at once.
-            s->snd_nxt = s->snd_una;
-            want_output(*s);
+            s.snd_nxt = s.snd_una;
+            e.want_output(s);
         }
-    } else if (s->state == TcpState::kSynSent && (e.code == 2 || e.code == kIcmpCodePort)) {
+    } else if (s.state == TcpState::kSynSent && (err.code == 2 || err.code == kIcmpCodePort)) {
         // RFC 1122 4.2.3.9: a hard error while connecting aborts.
-        conn_drop(*s, ECONNREFUSED, kEvError);
-    } else if (s->state == TcpState::kSynSent) {
-        s->app.error = EHOSTUNREACH; // soft error: reported if the open times out
+        e.conn_drop(s, ECONNREFUSED, kEvError);
+    } else if (s.state == TcpState::kSynSent) {
+        s.app.error = EHOSTUNREACH; // soft error: reported if the open times out
     }
 }
 
-} // namespace mars
+} // namespace mars::tcp

@@ -3,59 +3,62 @@
 //                SYN-ACK retries, and the persist timer (zero-window probes)
 //   delack_timer delayed ACK
 //   aux_timer    keepalive, TIME-WAIT (2MSL) and orphaned FIN-WAIT-2
-#include "stack_impl.h"
+#include "tcp/timers.h"
+#include "tcp/sender.h"
+#include "tcp/recovery.h"
+#include "tcp/input.h"
 
 #include <algorithm>
 
-namespace mars {
+namespace mars::tcp {
 
 using namespace wire;
 
-void StackImpl::timer_fire(Timer *t)
+void timer_fire(Env &e, Timer *t)
 {
     Sock &s = *static_cast<Sock *>(t->owner);
     if (!s.used) return;
     switch (t->kind) {
     case kTimerRtx:
-        rtx_timeout(s);
+        rtx_timeout(e, s);
         break;
     case kTimerDelack:
-        ack_now(s);
+        ack_now(e, s);
         break;
     case kTimerAux:
-        aux_timeout(s);
+        aux_timeout(e, s);
         break;
     case kTimerRack:
-        rack_timeout(s);
+        rack_timeout(e, s);
         break;
     default:
         break;
     }
 }
 
-void StackImpl::arm_rtx(Sock &s)
+void arm_rtx(Env &e, Sock &s)
 {
-    uint64_t due = now_ns_ + s.rto_ns;
+    uint64_t due = e.now_ns_ + s.rto_ns;
     // RFC 5482: the user timeout ends the connection on time, not at the
     // next backed-off retransmission.
     if (s.app.user_timeout_ns && s.first_rtx_ns) due = std::min(due, s.first_rtx_ns + s.app.user_timeout_ns);
-    wheel_.arm(&s.rtx_timer, std::max(due, now_ns_ + 1));
+    e.wheel_.arm(&s.rtx_timer, std::max(due, e.now_ns_ + 1));
 }
 
-void StackImpl::rtx_timeout(Sock &s)
+void rtx_timeout(Env &e, Sock &s)
 {
-    const TcpConfig &t = cfg_.tcp;
+    const TcpConfig &t = e.cfg_.tcp;
     if (s.state == TcpState::kSynSent || s.state == TcpState::kSynReceived) {
         if (++s.rtx_count > t.syn_retries) {
-            stats_.tcp_timeouts++;
-            conn_drop(s, s.app.error ? s.app.error : ETIMEDOUT, kEvError);
+            e.stats_.tcp_timeouts++;
+            e.conn_drop(s, s.app.error ? s.app.error : ETIMEDOUT, kEvError);
             return;
         }
         s.rto_ns = std::min(s.rto_ns * 2, t.rto_max_ns);
         s.rtt_start_ns = 0; // Karn: no sample from a retransmitted SYN
-        send_segment(s, s.iss, 0, s.state == TcpState::kSynSent ? kSyn : (kSyn | kAck), true);
-        arm_rtx(s);
-        link_.flush();
+        send_segment(e, s, s.iss, 0, s.state == TcpState::kSynSent ? kSyn : (kSyn | kAck), true);
+        arm_rtx(e, s);
+        e.link_.flush();
         return;
     }
     const uint32_t data_end = s.iss + 1 + s.tx_tail;
@@ -64,37 +67,37 @@ void StackImpl::rtx_timeout(Sock &s)
         if (!seq_lt(s.snd_nxt, data_end)) return;
         if (s.snd_wnd == 0) {
             if (++s.probes > t.max_retries) {
-                stats_.tcp_timeouts++;
-                conn_drop(s, ETIMEDOUT, kEvError);
+                e.stats_.tcp_timeouts++;
+                e.conn_drop(s, ETIMEDOUT, kEvError);
                 return;
             }
             // A zero-length segment below the window draws an ACK with the
             // current window (the peer cannot take data anyway).
-            send_segment(s, s.snd_una - 1, 0, kAck, false);
+            send_segment(e, s, s.snd_una - 1, 0, kAck, false);
             const uint64_t backoff = std::min<uint64_t>(s.rto_ns << std::min<uint32_t>(s.probes, 16), t.rto_max_ns);
-            wheel_.arm(&s.rtx_timer, now_ns_ + backoff);
+            e.wheel_.arm(&s.rtx_timer, e.now_ns_ + backoff);
         } else {
             // SWS override: send what the window allows now.
             const uint32_t n = std::min({s.snd_wnd, s.mss, data_end - s.snd_nxt});
             const bool last = n == data_end - s.snd_nxt;
-            send_segment(s, s.snd_nxt, n, last ? (kAck | kPsh) : kAck, false);
+            send_segment(e, s, s.snd_nxt, n, last ? (kAck | kPsh) : kAck, false);
             s.snd_nxt += n;
             if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;
-            if (s.first_rtx_ns == 0) s.first_rtx_ns = now_ns_;
-            arm_rtx(s);
+            if (s.first_rtx_ns == 0) s.first_rtx_ns = e.now_ns_;
+            arm_rtx(e, s);
         }
-        link_.flush();
+        e.link_.flush();
         return;
     }
     // Retransmission timeout (RFC 6298 5.4-5.7, RFC 5681 3.1).
-    const bool user_timeout = s.app.user_timeout_ns && s.first_rtx_ns && now_ns_ - s.first_rtx_ns >= s.app.user_timeout_ns;
+    const bool user_timeout = s.app.user_timeout_ns && s.first_rtx_ns && e.now_ns_ - s.first_rtx_ns >= s.app.user_timeout_ns;
     if (user_timeout || ++s.rtx_count > t.max_retries) {
-        stats_.tcp_timeouts++;
-        conn_drop(s, ETIMEDOUT, kEvError);
+        e.stats_.tcp_timeouts++;
+        e.conn_drop(s, ETIMEDOUT, kEvError);
         return;
     }
-    stats_.tcp_timeouts++;
-    s.cca->on_rto(s.cc, s.snd_max - s.snd_una, now_ns_);
+    e.stats_.tcp_timeouts++;
+    s.cca->on_rto(s.cc, s.snd_max - s.snd_una, e.now_ns_);
     s.rto_ns = std::min(s.rto_ns * 2, t.rto_max_ns);
     s.flags &= ~kFInRecovery;
     s.flags |= kFRtoRecovery;
@@ -107,28 +110,28 @@ void StackImpl::rtx_timeout(Sock &s)
     s.dupacks = 0;
     s.rtt_start_ns = 0;
     s.snd_nxt = s.snd_una; // go back N, paced by slow start
-    tcp_output(s);
-    if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(s);
-    link_.flush();
+    tcp_output(e, s);
+    if (!TimerWheel::armed(&s.rtx_timer)) arm_rtx(e, s);
+    e.link_.flush();
 }
 
-void StackImpl::arm_keepalive(Sock &s)
+void arm_keepalive(Env &e, Sock &s)
 {
     if (s.state != TcpState::kEstablished && s.state != TcpState::kCloseWait) return;
     if (!(s.flags & kFKeepAlive)) {
         TimerWheel::cancel(&s.aux_timer);
         return;
     }
-    const uint64_t last = s.last_recv_ns ? s.last_recv_ns : now_ns_;
-    wheel_.arm(&s.aux_timer, std::max(last + s.app.keep_idle_ns, now_ns_ + 1));
+    const uint64_t last = s.last_recv_ns ? s.last_recv_ns : e.now_ns_;
+    e.wheel_.arm(&s.aux_timer, std::max(last + s.app.keep_idle_ns, e.now_ns_ + 1));
 }
 
-void StackImpl::aux_timeout(Sock &s)
+void aux_timeout(Env &e, Sock &s)
 {
     switch (s.state) {
     case TcpState::kTimeWait:
     case TcpState::kFinWait2:
-        conn_closed(s);
+        e.conn_closed(s);
         return;
     case TcpState::kEstablished:
     case TcpState::kCloseWait: {
@@ -138,21 +141,21 @@ void StackImpl::aux_timeout(Sock &s)
         // alive, whatever it answered with (data takes the fast path, which
         // does not look at the probe count).
         const uint64_t idle_since = s.last_recv_ns;
-        if (now_ns_ - idle_since < s.app.keep_idle_ns) {
+        if (e.now_ns_ - idle_since < s.app.keep_idle_ns) {
             s.keep_probes = 0;
-            wheel_.arm(&s.aux_timer, idle_since + s.app.keep_idle_ns);
+            e.wheel_.arm(&s.aux_timer, idle_since + s.app.keep_idle_ns);
             return;
         }
         if (s.keep_probes >= s.app.keep_cnt) {
-            stats_.tcp_timeouts++;
-            conn_drop(s, ETIMEDOUT, kEvError);
+            e.stats_.tcp_timeouts++;
+            e.conn_drop(s, ETIMEDOUT, kEvError);
             return;
         }
         // RFC 9293 3.8.4: a segment with SEG.SEQ = SND.NXT-1 and no data.
         s.keep_probes++;
-        send_segment(s, s.snd_una - 1, 0, kAck, false);
-        wheel_.arm(&s.aux_timer, now_ns_ + s.app.keep_intvl_ns);
-        link_.flush();
+        send_segment(e, s, s.snd_una - 1, 0, kAck, false);
+        e.wheel_.arm(&s.aux_timer, e.now_ns_ + s.app.keep_intvl_ns);
+        e.link_.flush();
         return;
     }
     default:
@@ -160,15 +163,32 @@ void StackImpl::aux_timeout(Sock &s)
     }
 }
 
-void StackImpl::enter_time_wait(Sock &s)
+void enter_time_wait(Env &e, Sock &s)
 {
     s.state = TcpState::kTimeWait;
     TimerWheel::cancel(&s.rtx_timer);
     TimerWheel::cancel(&s.delack_timer);
-    s.rec.ooo.clear(ooo_pool_, io_);
-    stats_.ooo_frames_used = ooo_pool_.used();
-    if (s.flags & kFUserClosed) release_user(s);
-    wheel_.arm(&s.aux_timer, now_ns_ + cfg_.tcp.time_wait_ns);
+    s.rec.ooo.clear(e.ooo_pool_, e.io_);
+    e.stats_.ooo_frames_used = e.ooo_pool_.used();
+    if (s.flags & kFUserClosed) e.release_user(s);
+    e.wheel_.arm(&s.aux_timer, e.now_ns_ + e.cfg_.tcp.time_wait_ns);
 }
 
-} // namespace mars
+void rtt_sample(Env &e, Sock &s, uint64_t r)
+{
+    if (r == 0) r = 1000; // below our clock's resolution: call it 1 us
+    if (!s.min_rtt_ns || r < s.min_rtt_ns) s.min_rtt_ns = r;
+    if (s.srtt_ns == 0) {
+        s.srtt_ns = r;
+        s.rttvar_ns = r / 2;
+    } else {
+        const uint64_t diff = s.srtt_ns > r ? s.srtt_ns - r : r - s.srtt_ns;
+        s.rttvar_ns = (3 * s.rttvar_ns + diff) / 4;
+        s.srtt_ns = (7 * s.srtt_ns + r) / 8;
+    }
+    // RFC 6298 2.3 with G = 1 ms (our timer granularity).
+    const uint64_t rto = s.srtt_ns + std::max<uint64_t>(1'000'000, 4 * s.rttvar_ns);
+    s.rto_ns = std::clamp(rto, e.cfg_.tcp.rto_min_ns, e.cfg_.tcp.rto_max_ns);
+}
+
+} // namespace mars::tcp

@@ -25,12 +25,15 @@
 // recovery, or below snd_max in the timeout's go-back-N, with
 // send_segment(rtx)'s bookkeeping per segment, as TSO frames where the port
 // offers TSO; never by reference (one by one, retransmissions are copied).
-#include "stack_impl.h"
+#include "tcp/sender.h"
+#include "base/checksum.h"
+#include "tcp/recovery.h"
+#include "tcp/timers.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace mars {
+namespace mars::tcp {
 
 using namespace wire;
 
@@ -41,20 +44,20 @@ constexpr unsigned kRunHeaderMax = kHeadersLen + 40;
 // template, the timestamp option and SACK blocks as send_segment() writes
 // them, ACK, window, IPv4 length and checksum. Returns its length. The
 // sequence number and TCP checksum are left for each segment.
-unsigned StackImpl::run_header(Sock &s, uint8_t *h, uint32_t payload)
+unsigned run_header(Env &e, Sock &s, uint8_t *h, uint32_t payload)
 {
     std::memcpy(h, s.hdr, kHeadersLen);
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(h + kEthLen);
     Tcp *th = reinterpret_cast<Tcp *>(h + kEthLen + kIpLen);
     uint8_t *o = h + kHeadersLen;
     uint8_t *q = o;
-    if (s.flags & kFTsOk) q = write_ts_option(q, tsval(), s.ts_recent);
+    if (s.flags & kFTsOk) q = write_ts_option(q, e.tsval(), s.ts_recent);
     if ((s.flags & kFSackOk) && !s.rec.ooo.empty()) {
         const int room = int(s.path_mtu) - 40 - int(q - o) - int(payload) - 4;
         const int max = std::min(room / 8, (s.flags & kFTsOk) ? 3 : 4);
         if (max > 0) {
             SeqRange b[4];
-            const int n = s.rec.ooo.sack_blocks(ooo_pool_, b, max);
+            const int n = s.rec.ooo.sack_blocks(e.ooo_pool_, b, max);
             if (n > 0) q = write_sack_option(q, b, n);
         }
     }
@@ -63,18 +66,18 @@ unsigned StackImpl::run_header(Sock &s, uint8_t *h, uint32_t payload)
     th->ack = be32(s.rcv_nxt);
     th->doff = uint8_t((hlen / 4) << 4);
     th->flags = kAck;
-    th->win = be16(window_to_advertise(s));
+    th->win = be16(window_to_advertise(e, s));
     th->csum = 0;
     th->urp = 0;
     ip->total_len = be16(uint16_t(kIpLen + hlen + payload));
-    ip->csum = (offloads_ & kOffloadTxIpCsum) ? 0 : csum_finish(csum_add(0, ip, kIpLen));
+    ip->csum = (e.offloads_ & kOffloadTxIpCsum) ? 0 : csum_finish(csum_add(0, ip, kIpLen));
     return kHeadersLen + optlen;
 }
 
 // One segment of a run into fr: the header image, its sequence number, the
 // payload from the send ring and the TCP checksum (or the offload's seed,
 // `pseudo` folded, mars/checksum_offload.h).
-void StackImpl::run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
+void run_fill(Env &e, Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
                          uint32_t pseudo)
 {
     uint8_t *p = fr.data;
@@ -88,7 +91,7 @@ void StackImpl::run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_
     uint8_t *dst = p + hdr_len;
     const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
     const uint32_t first = std::min(len, s.tx_mask + 1 - off);
-    if (offloads_ & kOffloadTxTcpCsum) {
+    if (e.offloads_ & kOffloadTxTcpCsum) {
         std::memcpy(dst, s.tx + off, first);
         std::memcpy(dst + first, s.tx, len - first);
         th->csum = csum_fold(pseudo);
@@ -100,7 +103,7 @@ void StackImpl::run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_
         if (len > first) sum = csum_combine(sum, csum_copy(dst + first, s.tx, len - first, 0), hlen + first);
         th->csum = csum_finish(sum);
     }
-    if (offloads_ & kOffloadTxIpCsum) fr.flags |= kTxIpCsum;
+    if (e.offloads_ & kOffloadTxIpCsum) fr.flags |= kTxIpCsum;
     fr.len = uint16_t(hdr_len + len);
 }
 
@@ -111,39 +114,39 @@ void StackImpl::run_fill(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_
 // end (two pieces) or the port has nothing to attach it with: the caller
 // copies instead. The frame takes a reference on the socket's TxRefs, which
 // the port drops when it lets go of the frame.
-bool StackImpl::run_fill_ref(Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
+bool run_fill_ref(Env &e, Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
                              uint32_t pseudo)
 {
     const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
     if (off + len > s.tx_mask + 1 || kRunHeaderMax > fr.room) return false;
     const uint8_t *payload = s.tx + off;
-    if (!io_.attach_external(fr, payload, uint16_t(len), s.tx_refs.take(s.tx_head))) return false;
+    if (!e.io_.attach_external(fr, payload, uint16_t(len), s.tx_refs.take(s.tx_head))) return false;
     s.tx_refs.refs[s.tx_refs.current]++;
     if (!s.tx_refs.listed) {
         s.tx_refs.listed = true;
-        tx_ref_socks_.push_back(s.index);
+        e.tx_ref_socks_.push_back(s.index);
     }
     uint8_t *p = fr.data;
     std::memcpy(p, h, kRunHeaderMax); // a fixed size: a few vector moves (run_fill)
     Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
     th->seq = be32(seq);
-    if (offloads_ & kOffloadTxTcpCsum) {
+    if (e.offloads_ & kOffloadTxTcpCsum) {
         th->csum = csum_fold(pseudo);
         fr.flags |= kTxTcpCsum;
     } else {
         const unsigned hlen = hdr_len - kEthLen - kIpLen;
         th->csum = csum_finish(csum_combine(csum_add(pseudo, th, hlen), csum_add(0, payload, len), hlen));
     }
-    if (offloads_ & kOffloadTxIpCsum) fr.flags |= kTxIpCsum;
+    if (e.offloads_ & kOffloadTxIpCsum) fr.flags |= kTxIpCsum;
     fr.len = uint16_t(hdr_len);
-    stats_.tx_ref_frames++;
-    stats_.tx_ref_bytes += len;
+    e.stats_.tx_ref_frames++;
+    e.stats_.tx_ref_bytes += len;
     return true;
 }
 
 // What send_segment() does per segment, once for a run of `sent` segments
 // from seq.
-void StackImpl::run_sent(Sock &s, uint32_t seq, uint32_t sent)
+void run_sent(Env &e, Sock &s, uint32_t seq, uint32_t sent)
 {
     s.flags &= ~kFAckNow;
     TimerWheel::cancel(&s.delack_timer);
@@ -151,28 +154,28 @@ void StackImpl::run_sent(Sock &s, uint32_t seq, uint32_t sent)
     s.last_ack_sent = s.rcv_nxt;
     s.count.segs_out += sent;
     s.count.bytes_out += uint64_t(sent) * s.mss;
-    if (s.flags & kFSackOk) rack_sent(s, seq, sent * s.mss, false); // back to back: one log entry
-    s.last_send_ns = now_ns_;
-    stats_.tx_runs++;
-    stats_.tx_run_segments += sent;
+    if (s.flags & kFSackOk) rack_sent(e, s, seq, sent * s.mss, false); // back to back: one log entry
+    s.last_send_ns = e.now_ns_;
+    e.stats_.tx_runs++;
+    e.stats_.tx_run_segments += sent;
 }
 
 // TSO: the port takes frames of several segments and offloads checksums.
 // 0 where it does not, or a frame would not hold two segments.
-[[gnu::always_inline]] inline uint32_t StackImpl::tso_per_frame(const Sock &s) const
+[[gnu::always_inline]] inline uint32_t tso_per_frame(const Env &e, const Sock &s)
 {
     constexpr uint32_t kTsoNeeds = kOffloadTxTcpSeg | kOffloadTxIpCsum | kOffloadTxTcpCsum;
-    if (!cfg_.tcp.tso || (offloads_ & kTsoNeeds) != kTsoNeeds) return 0;
-    const uint32_t max_frame = std::min<uint32_t>(io_.tso_max_frame(), 65535);
+    if (!e.cfg_.tcp.tso || (e.offloads_ & kTsoNeeds) != kTsoNeeds) return 0;
+    const uint32_t max_frame = std::min<uint32_t>(e.io_.tso_max_frame(), 65535);
     const uint32_t hdr_max = kRunHeaderMax;
     const uint32_t per_frame = max_frame > hdr_max ? (max_frame - hdr_max) / s.mss : 0;
     return per_frame >= 2 ? per_frame : 0;
 }
 
-uint32_t StackImpl::send_run(Sock &s, uint32_t n, uint8_t last_flags)
+uint32_t send_run(Env &e, Sock &s, uint32_t n, uint8_t last_flags)
 {
-    if (const uint32_t per_frame = tso_per_frame(s)) return send_tso(s, n, last_flags, per_frame);
-    return send_run_sw(s, s.snd_nxt, n, last_flags);
+    if (const uint32_t per_frame = tso_per_frame(e, s)) return send_tso(e, s, n, last_flags, per_frame);
+    return send_run_sw(e, s, s.snd_nxt, n, last_flags);
 }
 
 // What a run segmented here starts with, new data or retransmitted: its
@@ -181,66 +184,66 @@ uint32_t StackImpl::send_run(Sock &s, uint32_t n, uint8_t last_flags)
 // of one full segment. Returns how many frames the owner gave (0: nothing
 // to send, the rest unset). Inlined into both callers: their locals stay in
 // registers, as before it was shared (instruction counts unchanged).
-[[gnu::always_inline]] inline uint32_t StackImpl::run_start(Sock &s, uint32_t n, PacketRef *fr, uint8_t *h,
+[[gnu::always_inline]] inline uint32_t run_start(Env &e, Sock &s, uint32_t n, PacketRef *fr, uint8_t *h,
                                                             unsigned *hdr_len, uint32_t *pseudo)
 {
-    const uint32_t got = link_.alloc_run(fr, uint16_t(n));
+    const uint32_t got = e.link_.alloc_run(fr, uint16_t(n));
     if (got == 0) return 0;
-    *hdr_len = run_header(s, h, s.mss);
+    *hdr_len = run_header(e, s, h, s.mss);
     const unsigned tcp_len = *hdr_len - kEthLen - kIpLen + s.mss;
-    *pseudo = pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(tcp_len));
+    *pseudo = pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(tcp_len));
     return got;
 }
 
 // n segments from seq, segmented here.
-uint32_t StackImpl::send_run_sw(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags)
+uint32_t send_run_sw(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags)
 {
     const uint32_t mss = s.mss;
     PacketRef fr[kRunMax];
     alignas(8) uint8_t h[kRunHeaderMax] = {}; // run_fill copies all of it: no stale bytes
     unsigned hdr_len;
     uint32_t pseudo;
-    const uint32_t got = run_start(s, n, fr, h, &hdr_len, &pseudo);
+    const uint32_t got = run_start(e, s, n, fr, h, &hdr_len, &pseudo);
     if (got == 0) return 0;
-    const bool by_ref = cfg_.tcp.tx_zerocopy && (offloads_ & kOffloadTxExternal);
+    const bool by_ref = e.cfg_.tcp.tx_zerocopy && (e.offloads_ & kOffloadTxExternal);
     uint32_t sent = 0;
     for (uint32_t q = seq; sent < got; sent++, q += mss) {
         if (sent + 1 == n) reinterpret_cast<Tcp *>(h + kEthLen + kIpLen)->flags = last_flags;
-        if (by_ref && run_fill_ref(s, fr[sent], h, hdr_len, q, mss, pseudo)) continue;
+        if (by_ref && run_fill_ref(e, s, fr[sent], h, hdr_len, q, mss, pseudo)) continue;
         if (hdr_len + mss > fr[sent].room) {
-            stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
+            e.stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
             break;
         }
-        run_fill(s, fr[sent], h, hdr_len, q, mss, pseudo);
+        run_fill(e, s, fr[sent], h, hdr_len, q, mss, pseudo);
     }
-    if (sent < got) io_.release(fr + sent, uint16_t(got - sent));
+    if (sent < got) e.io_.release(fr + sent, uint16_t(got - sent));
     if (sent == 0) return 0;
-    run_sent(s, seq, sent);
+    run_sent(e, s, seq, sent);
     for (uint32_t i = 0; i < sent; i++) {
         // The counters count the wire: a frame by reference is longer than its buffer.
         const uint32_t wire = fr[i].len + ((fr[i].flags & kTxExternal) ? mss : 0);
-        link_.queue(fr[i], 1, wire);
+        e.link_.queue(fr[i], 1, wire);
     }
     return sent;
 }
 
-uint32_t StackImpl::rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint32_t budget) const
+uint32_t rtx_run_len(const Env &e, const Sock &s, uint32_t seq, uint32_t end, uint32_t budget)
 {
-    if (!cfg_.tcp.tx_batch || (s.flags & kFDsack) || s.arp_gen != arp_.generation() || !seq_lt(seq, end)) return 0;
+    if (!e.cfg_.tcp.tx_batch || (s.flags & kFDsack) || s.arp_gen != e.arp_.generation() || !seq_lt(seq, end)) return 0;
     const uint32_t n = std::min({(end - seq) / s.mss, budget / s.mss, kRunMax});
     return n >= 2 ? n : 0;
 }
 
 // Recovery's rule before the run's i-th segment (log_room): RACK's log has
 // room for its record; the caller checked before the first.
-[[gnu::always_inline]] inline bool StackImpl::rtx_log_room(Sock &s, uint32_t i, bool log_room)
+[[gnu::always_inline]] inline bool rtx_log_room(Env &, Sock &s, uint32_t i, bool log_room)
 {
     return !log_room || i == 0 || s.rack.log.has_room(s.snd_una);
 }
 
 // What send_segment(rtx) does per segment besides RACK's log, once for the
 // `sent` segments of a run.
-[[gnu::always_inline]] inline void StackImpl::rtx_run_sent(Sock &s, uint32_t sent)
+[[gnu::always_inline]] inline void rtx_run_sent(Env &e, Sock &s, uint32_t sent)
 {
     s.flags &= ~kFAckNow;
     TimerWheel::cancel(&s.delack_timer);
@@ -248,40 +251,40 @@ uint32_t StackImpl::rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint3
     s.last_ack_sent = s.rcv_nxt;
     s.count.segs_out += sent;
     s.count.total_retransmits += sent;
-    stats_.tcp_retransmits += sent;
-    s.last_send_ns = now_ns_;
-    stats_.tx_runs++;
-    stats_.tx_run_segments += sent;
-    rtx_run_segments_ += sent;
+    e.stats_.tcp_retransmits += sent;
+    s.last_send_ns = e.now_ns_;
+    e.stats_.tx_runs++;
+    e.stats_.tx_run_segments += sent;
+    e.rtx_run_segments_ += sent;
 }
 
 // Segments done..n of the run from seq, segmented here. (The three above
 // are inlined into send_rtx_run: as calls they cost a copied run ~24
 // instructions per segment, benchmarks/rtx-instructions.)
-[[gnu::always_inline]] inline uint32_t StackImpl::send_rtx_sw(Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room)
+[[gnu::always_inline]] inline uint32_t send_rtx_sw(Env &e, Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room)
 {
     const uint32_t mss = s.mss;
     PacketRef fr[kRunMax];
     alignas(8) uint8_t h[kRunHeaderMax] = {}; // run_fill copies all of it: no stale bytes
     unsigned hdr_len;
     uint32_t pseudo;
-    const uint32_t got = run_start(s, n - done, fr, h, &hdr_len, &pseudo);
+    const uint32_t got = run_start(e, s, n - done, fr, h, &hdr_len, &pseudo);
     if (got == 0) return 0;
     Tcp *th = reinterpret_cast<Tcp *>(h + kEthLen + kIpLen);
     uint32_t sent = 0;
     const bool sack = s.flags & kFSackOk;
     for (uint32_t q = seq + done * mss; sent < got; sent++, q += mss) {
-        if (!rtx_log_room(s, done + sent, log_room)) break;
+        if (!rtx_log_room(e, s, done + sent, log_room)) break;
         if (hdr_len + mss > fr[sent].room) {
-            stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
+            e.stats_.drop_tx_no_buffer++; // as send_segment(): the frame is too small
             break;
         }
         if (done + sent + 1 == n) th->flags = last_flags;
-        run_fill(s, fr[sent], h, hdr_len, q, mss, pseudo);
-        if (sack) rack_sent(s, q, mss, true);
+        run_fill(e, s, fr[sent], h, hdr_len, q, mss, pseudo);
+        if (sack) rack_sent(e, s, q, mss, true);
     }
-    if (sent < got) io_.release(fr + sent, uint16_t(got - sent));
-    for (uint32_t i = 0; i < sent; i++) link_.queue(fr[i], 1, fr[i].len);
+    if (sent < got) e.io_.release(fr + sent, uint16_t(got - sent));
+    for (uint32_t i = 0; i < sent; i++) e.link_.queue(fr[i], 1, fr[i].len);
     return sent;
 }
 
@@ -294,17 +297,17 @@ uint32_t StackImpl::rtx_run_len(const Sock &s, uint32_t seq, uint32_t end, uint3
 // as send_segment() records it (back to back, the records extend one entry),
 // after the room check recovery makes per retransmission, so the log ends
 // exactly as one by one leaves it and a full log ends the run there.
-uint32_t StackImpl::send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room)
+uint32_t send_rtx_run(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room)
 {
     uint32_t sent;
-    if (const uint32_t per_frame = tso_per_frame(s)) {
+    if (const uint32_t per_frame = tso_per_frame(e, s)) {
         bool stop = false;
-        sent = send_rtx_tso(s, seq, n, last_flags, log_room, per_frame, &stop);
-        if (!stop && sent < n) sent += send_rtx_sw(s, seq, n, sent, last_flags, log_room);
+        sent = send_rtx_tso(e, s, seq, n, last_flags, log_room, per_frame, &stop);
+        if (!stop && sent < n) sent += send_rtx_sw(e, s, seq, n, sent, last_flags, log_room);
     } else {
-        sent = send_rtx_sw(s, seq, n, 0, last_flags, log_room); // done = 0: the copying path's code as before
+        sent = send_rtx_sw(e, s, seq, n, 0, last_flags, log_room); // done = 0: the copying path's code as before
     }
-    if (sent > 0) rtx_run_sent(s, sent);
+    if (sent > 0) rtx_run_sent(e, s, sent);
     return sent;
 }
 
@@ -314,7 +317,7 @@ uint32_t StackImpl::send_rtx_run(Sock &s, uint32_t seq, uint32_t n, uint8_t last
 // goes as an ordinary frame) and the run stops. A last piece of one segment,
 // a port without a large buffer left or one too small: the rest is
 // segmented here (send_rtx_sw).
-uint32_t StackImpl::send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room,
+uint32_t send_rtx_tso(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room,
                                  uint32_t per_frame, bool *stop)
 {
     const uint32_t mss = s.mss;
@@ -328,23 +331,23 @@ uint32_t StackImpl::send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last
     while (n - sent >= 2) {
         uint32_t k = std::min(per_frame, n - sent);
         PacketRef fr;
-        if (!link_.alloc_tso(&fr)) break;
+        if (!e.link_.alloc_tso(&fr)) break;
         if (hdr_len == 0) {
-            hdr_len = run_header(s, h, mss);
-            one_seg_pseudo = pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hdr_len - kEthLen - kIpLen + mss));
+            hdr_len = run_header(e, s, h, mss);
+            one_seg_pseudo = pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hdr_len - kEthLen - kIpLen + mss));
         }
         if (hdr_len + k * mss > fr.room) {
-            io_.release(&fr, 1);
+            e.io_.release(&fr, 1);
             break;
         }
         const uint32_t q = seq + sent * mss;
         uint32_t logged = 0;
-        for (; logged < k && rtx_log_room(s, sent + logged, log_room); logged++)
-            if (sack) rack_sent(s, q + logged * mss, mss, true);
+        for (; logged < k && rtx_log_room(e, s, sent + logged, log_room); logged++)
+            if (sack) rack_sent(e, s, q + logged * mss, mss, true);
         *stop = logged < k;
         k = logged;
         if (k == 0) {
-            io_.release(&fr, 1);
+            e.io_.release(&fr, 1);
             break;
         }
         // One header for the frame: the IPv4 length of all of it (for one
@@ -353,14 +356,14 @@ uint32_t StackImpl::send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last
         ip->csum = 0;
         th->flags = sent + k == n ? last_flags : kAck;
         if (k >= 2) {
-            run_fill(s, fr, h, hdr_len, q, k * mss, pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, 0));
+            run_fill(e, s, fr, h, hdr_len, q, k * mss, pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, 0));
             fr.flags |= kTxTcpSeg | tx_seg_flags(uint16_t(mss));
-            stats_.tx_tso_frames++;
-            rtx_tso_frames_++;
+            e.stats_.tx_tso_frames++;
+            e.rtx_tso_frames_++;
         } else {
-            run_fill(s, fr, h, hdr_len, q, mss, one_seg_pseudo);
+            run_fill(e, s, fr, h, hdr_len, q, mss, one_seg_pseudo);
         }
-        link_.queue(fr, k, k * (hdr_len + mss));
+        e.link_.queue(fr, k, k * (hdr_len + mss));
         sent += k;
         if (*stop) break;
     }
@@ -370,7 +373,7 @@ uint32_t StackImpl::send_rtx_tso(Sock &s, uint32_t seq, uint32_t n, uint8_t last
 // The run as TSO frames of up to per_frame segments each. A last piece of
 // one segment is an ordinary frame; where the port has no large buffer
 // left, the rest is segmented here.
-uint32_t StackImpl::send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame)
+uint32_t send_tso(Env &e, Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame)
 {
     const uint32_t mss = s.mss;
     uint32_t sent = 0;
@@ -379,10 +382,10 @@ uint32_t StackImpl::send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t p
     while (n - sent >= 2) {
         const uint32_t k = std::min(per_frame, n - sent);
         PacketRef fr;
-        if (!link_.alloc_tso(&fr)) break;
-        if (hdr_len == 0) hdr_len = run_header(s, h, mss);
+        if (!e.link_.alloc_tso(&fr)) break;
+        if (hdr_len == 0) hdr_len = run_header(e, s, h, mss);
         if (hdr_len + k * mss > fr.room) {
-            io_.release(&fr, 1);
+            e.io_.release(&fr, 1);
             break;
         }
         Ipv4 *ip = reinterpret_cast<Ipv4 *>(h + kEthLen);
@@ -390,17 +393,17 @@ uint32_t StackImpl::send_tso(Sock &s, uint32_t n, uint8_t last_flags, uint32_t p
         ip->total_len = be16(uint16_t(hdr_len - kEthLen + k * mss));
         ip->csum = 0;
         th->flags = sent + k == n ? last_flags : kAck;
-        run_fill(s, fr, h, hdr_len, s.snd_nxt + sent * mss, k * mss, pseudo_sum(cfg_.ip, s.app.remote.ip, kProtoTcp, 0));
+        run_fill(e, s, fr, h, hdr_len, s.snd_nxt + sent * mss, k * mss, pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, 0));
         fr.flags |= kTxTcpSeg | kTxIpCsum | kTxTcpCsum | tx_seg_flags(uint16_t(mss));
-        link_.queue(fr, k, k * (hdr_len + mss));
-        stats_.tx_tso_frames++;
+        e.link_.queue(fr, k, k * (hdr_len + mss));
+        e.stats_.tx_tso_frames++;
         sent += k;
     }
-    if (sent > 0) run_sent(s, s.snd_nxt, sent);
+    if (sent > 0) run_sent(e, s, s.snd_nxt, sent);
     const uint32_t seq = s.snd_nxt + sent * mss;
-    if (n - sent == 1) return sent + (send_segment(s, seq, mss, last_flags, false) ? 1 : 0);
-    if (n > sent) sent += send_run_sw(s, seq, n - sent, last_flags);
+    if (n - sent == 1) return sent + (send_segment(e, s, seq, mss, last_flags, false) ? 1 : 0);
+    if (n > sent) sent += send_run_sw(e, s, seq, n - sent, last_flags);
     return sent;
 }
 
-} // namespace mars
+} // namespace mars::tcp
