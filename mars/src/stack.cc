@@ -35,6 +35,7 @@ StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &bu
     : cfg_(config), io_(io), buffers_(buffers), link_(io, stats_), arp_(cfg_, link_, stats_), router_(cfg_),
       ip_(cfg_, link_, arp_, router_, stats_, *this)
 {
+    link_.pass_unclaimed = cfg_.pass_unclaimed; // sharing the address (mars/README.md "Sharing the port")
 }
 
 StackImpl::~StackImpl() { release_buffers(); }
