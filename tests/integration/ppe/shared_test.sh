@@ -75,19 +75,19 @@ diag() {
 # echo_from_peer LABEL PORT: 2 MiB through a TCP echo on the PPE's address, byte-exact.
 echo_from_peer() {
     local label=$1 port=$2
-    rm -f "$work/echoed"
-    peer timeout 60 socat -t 30 "TCP:$H:$port" STDIO < "$work/blob" > "$work/echoed" 2>"$work/socat.err" ||
-        { cat "$work/socat.err" >&2; diag; fail "$label: socat from the peer to $H:$port failed"; }
-    cmp -s "$work/blob" "$work/echoed" || { diag;
-        fail "$label: the echo from $H:$port differs from what was sent ($(stat -c %s "$work/echoed") of $(stat -c %s "$work/blob") bytes came back; $(cmp "$work/blob" "$work/echoed" 2>&1 | head -1)); $(ppe_stat | grep '^kernel' || true)"; }
+    rm -f "$work/echoed.$port"
+    peer timeout 60 socat -t 30 "TCP:$H:$port" STDIO < "$work/blob" > "$work/echoed.$port" 2>"$work/socat.$port.err" ||
+        { cat "$work/socat.$port.err" >&2; diag; fail "$label: socat from the peer to $H:$port failed"; }
+    cmp -s "$work/blob" "$work/echoed.$port" || { diag;
+        fail "$label: the echo from $H:$port differs from what was sent ($(stat -c %s "$work/echoed.$port") of $(stat -c %s "$work/blob") bytes came back; $(cmp "$work/blob" "$work/echoed.$port" 2>&1 | head -1)); $(ppe_stat | grep '^kernel' || true)"; }
 }
 
 note "a plain kernel TCP server on $H:7101 answers the peer, byte-exact"
 echo_from_peer "kernel server" 7101
 note "an eta-run server on $H:7201 answers too, byte-exact"
-opens0=$(ppe_json "d['engines'][0]['stacks'][0]['tcp_passive_opens']")
+opens0=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
 echo_from_peer "eta-run server" 7201
-opens1=$(ppe_json "d['engines'][0]['stacks'][0]['tcp_passive_opens']")
+opens1=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
 [ "$opens1" -gt "$opens0" ] || fail "the connection to the eta-run server did not go through MARS (passive opens $opens0 -> $opens1)"
 note "both again, at once"
 echo_from_peer "kernel server, second" 7101 &
