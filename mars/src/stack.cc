@@ -34,6 +34,7 @@ std::unique_ptr<Stack> Stack::create(const StackConfig &config, PacketIo &io, Bu
 StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers)
     : tcp::Env(config, io, buffers, *this)
 {
+    link_.pass_unclaimed = cfg_.pass_unclaimed; // sharing the address (mars/README.md "Sharing the port")
 }
 
 StackImpl::~StackImpl() { release_buffers(); }

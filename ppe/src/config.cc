@@ -8,6 +8,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -476,11 +477,31 @@ void parse_port(Section &p, size_t index, Config *c)
     port.tx_desc = uint16_t(p.integer("tx_desc", port.tx_desc, 64, 16384));
     port.tso = p.boolean("tso", port.tso);
     port.tx_zerocopy = p.boolean("tx_zerocopy", port.tx_zerocopy);
-    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy");
+    const std::string kernel = p.string("kernel", "none");
+    if (kernel == "shared") port.kernel_shared = true;
+    else if (kernel != "none")
+        p.fail("kernel", "\"" + kernel + "\" is not allowed; allowed \"shared\" (the host's kernel keeps the port's "
+                         "address through an interface eta-ppe makes) or \"none\" (the port is eta's alone)");
+    if (p.has("kernel_iface")) {
+        port.kernel_iface = p.string("kernel_iface", "");
+        if (!port.kernel_shared) p.fail("kernel_iface", "is only used with kernel = \"shared\"");
+        bool ok = !port.kernel_iface.empty() && port.kernel_iface.size() <= 15 && port.kernel_iface != "." &&
+                  port.kernel_iface != "..";
+        for (char ch : port.kernel_iface)
+            if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.')) ok = false;
+        if (!ok)
+            p.fail("kernel_iface", "\"" + port.kernel_iface + "\" is not an interface name; allowed 1 to 15 letters, "
+                                   "digits, '-', '_' or '.'");
+    } else if (port.kernel_shared) {
+        port.kernel_iface = "eta-k" + std::to_string(index);
+    }
+    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy, kernel, kernel_iface");
     for (auto &other : c->ports) {
         if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");
         if (other.device == port.device) p.fail("device", "\"" + port.device + "\" is used by two ports");
         if (other.ip == port.ip) p.fail("address", "the address " + addr + " is given to two ports");
+        if (port.kernel_shared && other.kernel_shared && other.kernel_iface == port.kernel_iface)
+            p.fail("kernel_iface", "\"" + port.kernel_iface + "\" names the kernel interface of two ports");
     }
     c->ports.push_back(port);
 }

@@ -58,6 +58,12 @@ struct PortConfig {
     // (ppe/src/dpdk.cc): a segment is a header mbuf chained to an mbuf that
     // points into the application's send ring, not a copy of it.
     bool tx_zerocopy = false;
+    // kernel = "shared": the host's kernel stays a host on this port (same
+    // MAC, same address) through a net_tap interface eta-ppe makes
+    // (ppe/src/kernel_tap.h); what MARS does not claim goes to it, what it
+    // sends goes out the port. "none" (default): the port is eta's alone.
+    bool kernel_shared = false;
+    std::string kernel_iface; // the interface's name; default "eta-k<index>"
     uint32_t line = 0; // of its device key, for messages
 };
 

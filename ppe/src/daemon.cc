@@ -195,6 +195,7 @@ void publish_port(const stats::View &v, uint32_t i, const Port &p)
     info.rx_queues = p.queues;
     info.tx_queues = p.queues;
     info.offloads = p.offloads;
+    if (p.kernel.up()) copy_str(info.kernel_iface, sizeof info.kernel_iface, p.kernel.iface());
     rte_eth_link link{};
     if (rte_eth_link_get_nowait(p.id, &link) == 0) {
         info.link_up = link.link_status;

@@ -289,7 +289,10 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     for (uint16_t q = 0; q < queues; q++) {
         const int socket = engines[q].numa_node >= 0 ? engines[q].numa_node : SOCKET_ID_ANY;
         const std::string pool_name = "p" + std::to_string(id) + "q" + std::to_string(q);
-        const uint32_t n = mbufs_per_queue + device_held_mbufs(pc, rx_desc, tx_desc);
+        // A shared port's tap queue pair (kernel_tap.h) takes its buffers
+        // from this pool too: what its rx ring holds, and frames in flight.
+        const uint32_t n = mbufs_per_queue + device_held_mbufs(pc, rx_desc, tx_desc) +
+                           (pc.kernel_shared ? 2u * KernelTap::kDesc + 128u : 0u);
         const uint16_t data_room = uint16_t(room + RTE_PKTMBUF_HEADROOM);
         // net_af_xdp lends the pool's buffers to the kernel by their offset in
         // a UMEM it assumes contiguous: a pool laid out for it, checked
@@ -364,11 +367,13 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     rte_ether_addr addr;
     rte_eth_macaddr_get(id, &addr);
     std::memcpy(mac.b, addr.addr_bytes, 6);
+    if (pc.kernel_shared && !kernel.open(pc, mac, pools, error)) return false;
     return true;
 }
 
 void Port::close()
 {
+    kernel.close();
     rte_eth_dev_stop(id);
     rte_eth_dev_close(id);
     for (rte_mempool *p : pools) rte_mempool_free(p);
@@ -529,6 +534,56 @@ void MbufIo::release(mars::PacketRef *frames, uint16_t n)
         frames += k;
         n = uint16_t(n - k);
     }
+}
+
+// ---- a port shared with the kernel (kernel_tap.h) ----------------------------
+
+void MbufIo::unclaimed(mars::PacketRef &frame, mars::Unclaimed why)
+{
+    rte_mbuf *m = static_cast<rte_mbuf *>(frame.handle);
+    // Every engine's stack sees each ARP frame (steer.h shares them); one
+    // engine hands it on, or the kernel would get one copy per engine.
+    if (!kcount_ || (why == mars::Unclaimed::kArp && !kernel_arp_)) {
+        rte_pktmbuf_free(m);
+        return;
+    }
+    const unsigned r = unsigned(why) < mars::kUnclaimedReasons ? unsigned(why) : mars::kUnclaimedReasons - 1;
+    kcount_->to_frames[r]++;
+    kcount_->to_bytes[r] += frame.len;
+    if (n_to_kernel_ == kKernelBurst) flush_kernel();
+    to_kernel_[n_to_kernel_++] = m;
+}
+
+void MbufIo::flush_kernel()
+{
+    if (!n_to_kernel_) return;
+    const uint16_t sent = rte_eth_tx_burst(tap_, queue_, to_kernel_, n_to_kernel_);
+    if (sent < n_to_kernel_) {
+        kcount_->to_drops += n_to_kernel_ - sent;
+        rte_pktmbuf_free_bulk(to_kernel_ + sent, n_to_kernel_ - sent);
+    }
+    n_to_kernel_ = 0;
+}
+
+uint16_t MbufIo::forward_from_kernel(uint16_t max)
+{
+    rte_mbuf *m[kKernelBurst];
+    if (max > kKernelBurst) max = kKernelBurst;
+    const uint16_t got = rte_eth_rx_burst(tap_, queue_, m, max);
+    if (!got) return 0;
+    uint64_t bytes = 0;
+    for (uint16_t i = 0; i < got; i++) {
+        bytes += m[i]->pkt_len;
+        m[i]->ol_flags = 0; // the kernel filled its checksums; nothing for the NIC to do
+    }
+    kcount_->from_frames += got;
+    kcount_->from_bytes += bytes;
+    const uint16_t sent = rte_eth_tx_burst(port_, queue_, m, got);
+    if (sent < got) {
+        kcount_->from_drops += got - sent;
+        rte_pktmbuf_free_bulk(m + sent, got - sent);
+    }
+    return got;
 }
 
 } // namespace ppe

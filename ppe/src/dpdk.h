@@ -2,7 +2,9 @@
 #pragma once
 
 #include "config.h"
+#include "kernel_tap.h"
 #include "port_io.h"
+#include "stats.h"
 #include "system.h"
 
 #include <mars/packet.h>
@@ -50,6 +52,7 @@ struct Port {
     std::vector<uint16_t> reta;       // redirection table (RSS), queue per entry: with rss_key,
                                       // the NIC picks dti_flow_owner()'s engine (steer.h)
     rte_eth_dev_info info{};
+    KernelTap kernel; // [[port]] kernel = "shared": the host's kernel on this port (kernel_tap.h)
 
     // Configures queues, offloads and MTU, and starts the port.
     bool open(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
@@ -80,6 +83,22 @@ class MbufIo final : public PortIo {
     // *refs. The callback's shared info lives in that mbuf's own, unused
     // data room, which stays the mbuf's until the callback has run.
     bool attach_external(mars::PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs) override;
+    // [[port]] kernel = "shared" (kernel_tap.h): frames MARS hands back
+    // (unclaimed) are gathered and written to the tap queue of this engine
+    // in bursts (flush_kernel, after each input burst); forward_from_kernel
+    // moves up to one burst the kernel sent on the tap out of the port.
+    // `arp`: this engine hands ARP on (one engine does: every engine's stack
+    // sees each ARP frame, steer.h). Counters: `counters`, the engine's.
+    void set_kernel(uint16_t tap_port, bool arp, stats::KernelCounters *counters)
+    {
+        tap_ = tap_port;
+        kernel_arp_ = arp;
+        kcount_ = counters;
+    }
+    bool has_kernel() const { return kcount_ != nullptr; }
+    void unclaimed(mars::PacketRef &frame, mars::Unclaimed why) override;
+    void flush_kernel();
+    uint16_t forward_from_kernel(uint16_t max);
     // [engine] prefetch: receive() prefetches the mbufs of a burst ahead of
     // the loop that reads them, and each frame's first data line (its
     // headers) for the stack.
@@ -88,6 +107,12 @@ class MbufIo final : public PortIo {
     uint64_t rx_dropped_multiseg = 0;
 
   private:
+    static constexpr uint16_t kKernelBurst = 64;
+    uint16_t tap_ = 0;
+    bool kernel_arp_ = false;
+    stats::KernelCounters *kcount_ = nullptr;
+    rte_mbuf *to_kernel_[kKernelBurst];
+    uint16_t n_to_kernel_ = 0;
     uint16_t port_, queue_, burst_;
     rte_mempool *pool_;
     rte_mempool *tso_pool_;

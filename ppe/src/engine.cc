@@ -182,6 +182,8 @@ bool Engine::setup(std::string *error)
     }
     ring_up_ = true;
 
+    kernel_counters_.assign(ports_.size(), stats::KernelCounters{});
+    kernel_io_.assign(ports_.size(), nullptr);
     for (size_t p = 0; p < ports_.size(); p++) {
         Port &port = ports_[p];
         if (make_io_) {
@@ -189,6 +191,12 @@ bool Engine::setup(std::string *error)
         } else {
             auto io = std::make_unique<MbufIo>(port, uint16_t(index_), uint16_t(config_.burst));
             io->set_prefetch(config_.prefetch);
+            // A port shared with the kernel (kernel_tap.h): this engine's tap
+            // queue; engine 0 hands ARP on (every engine sees it).
+            if (port.kernel.up()) {
+                io->set_kernel(port.kernel.id(), index_ == 0, &kernel_counters_[p]);
+                kernel_io_[p] = io.get();
+            }
             ios_.push_back(std::move(io));
         }
         if (!ios_.back()) {
@@ -223,6 +231,7 @@ bool Engine::setup(std::string *error)
         sc.tcp = config_.tcp;
         sc.strands = config_.strands;
         sc.prefetch = config_.prefetch;
+        sc.pass_unclaimed = kernel_io_[p] != nullptr; // what no eta socket claims goes to the kernel
         if (p == 0) { // application sockets live on the first port's stack
             sc.copy_engine = copy_engine_;
             sc.copy_threshold = config_.copy_threshold;
@@ -235,6 +244,7 @@ bool Engine::setup(std::string *error)
             return false;
         }
         stacks_.push_back(std::move(stack));
+        if (kernel_io_[p]) has_kernel_ = true;
     }
     // DTI: applications' sockets live on the first port's stack.
     dti_stack_ = stacks_[0].get();
@@ -260,6 +270,14 @@ void Engine::find_rx_wakes()
     for (const Port &port : ports_) {
         RxWakeFds w = find_rx_wake_fds(port.info.driver_name, port.info.if_index, uint16_t(index_), port.queues);
         for (int fd : w.fds) rx_wakes_.push_back(RxWake{fd, false});
+        // What the kernel sends on a shared port's tap ends a nap too.
+        if (port.kernel.up()) {
+            const int fd = port.kernel.wake_fd(uint16_t(index_));
+            if (fd >= 0) rx_wakes_.push_back(RxWake{fd, false});
+            else
+                log(LogLevel::kInfo, "engine %u: port \"%s\": no wake-up from its kernel interface; what the kernel "
+                    "sends waits for the end of a nap (max_sleep_us)", index_, port.config.name.c_str());
+        }
         if (!w.fds.empty())
             log(LogLevel::kInfo, "engine %u: port \"%s\": frames wake the engine when it sleeps (%zu %s socket%s)", index_,
                      port.config.name.c_str(), w.fds.size(), w.kind.c_str(), w.fds.size() == 1 ? "" : "s");
@@ -357,6 +375,29 @@ uint32_t Engine::receive_all(uint64_t now)
         if (mine) stacks_[p]->input(burst, mine, now);
     }
     if (const uint32_t owners = steering_.flush()) wake_owners(owners);
+    if (has_kernel_) work += kernel_io(now);
+    return work;
+}
+
+// Ports shared with the kernel (kernel_tap.h): what the stacks handed back
+// in this loop goes to the tap in one burst per port; then up to one burst
+// the kernel sent comes off the tap and out the port. Reading the tap is a
+// system call (net_tap's read()), so an idle tap is looked at only every
+// kKernelPollNs (a busy one every loop); a napping engine is woken by its fd.
+uint32_t Engine::kernel_io(uint64_t now)
+{
+    uint32_t work = 0;
+    const bool look = kernel_busy_ || now - kernel_polled_ns_ >= kKernelPollNs;
+    if (look) kernel_polled_ns_ = now;
+    kernel_busy_ = false;
+    for (MbufIo *io : kernel_io_) {
+        if (!io) continue;
+        io->flush_kernel();
+        if (!look) continue;
+        const uint16_t n = io->forward_from_kernel(uint16_t(config_.burst));
+        if (n) kernel_busy_ = true;
+        work += n;
+    }
     return work;
 }
 
@@ -614,6 +655,7 @@ void Engine::publish(uint64_t now, bool with_conns)
     for (size_t p = 0; p < stacks_.size(); p++) {
         stats::StackCounters sc;
         sc.stack = stacks_[p]->stats();
+        sc.kernel = p < kernel_counters_.size() ? kernel_counters_[p] : stats::KernelCounters{};
         stats_.stack(index_, uint32_t(p))->write(sc);
     }
     if (!with_conns) return;

@@ -119,6 +119,7 @@ class Engine {
     void loop();
     uint32_t poll_once(uint64_t now);
     uint32_t receive_all(uint64_t now);
+    uint32_t kernel_io(uint64_t now);
     void input_steered(mars::PacketRef *frames, uint16_t n, uint64_t now);
     void idle_sleep(uint64_t now);
     void arm_kick_read();
@@ -147,6 +148,14 @@ class Engine {
     PortIoMaker make_io_;
     std::vector<std::unique_ptr<PortIo>> ios_;
     std::vector<std::unique_ptr<mars::Stack>> stacks_;
+    // Ports shared with the kernel (kernel_tap.h): their MbufIo (nullptr:
+    // not shared) and this engine's counters of what went to and came from it.
+    std::vector<MbufIo *> kernel_io_;
+    std::vector<stats::KernelCounters> kernel_counters_;
+    bool has_kernel_ = false;
+    bool kernel_busy_ = false;       // the last look at a tap found frames
+    uint64_t kernel_polled_ns_ = 0;
+    static constexpr uint64_t kKernelPollNs = 20'000;
     // DTI: the applications this engine serves.
     void accept_connections();
     void try_attach(int fd);

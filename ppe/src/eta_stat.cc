@@ -184,6 +184,24 @@ std::string text_view(const Snapshot &s, bool conns)
                     pi.name, pi.device, (ip_string(pi.ip) + "/" + std::to_string(pi.prefix)).c_str(), pi.mtu,
                     pi.link_up ? "up" : "down", pi.ipackets, pi.opackets, pi.imissed, pi.ierrors + pi.oerrors);
     }
+    // Ports shared with the kernel ([[port]] kernel = "shared").
+    for (size_t p = 0; p < s.ports.size(); p++) {
+        const PortInfo &pi = s.ports[p];
+        if (!pi.kernel_iface[0]) continue;
+        const KernelCounters k = port_kernel(s, uint32_t(p));
+        uint64_t frames = 0, bytes = 0;
+        std::string why;
+        for (unsigned r = 0; r < mars::kUnclaimedReasons; r++) {
+            frames += k.to_frames[r];
+            bytes += k.to_bytes[r];
+            if (k.to_frames[r]) why += std::string(why.empty() ? "" : ", ") + kernel_reason_name(r) + " " +
+                                       std::to_string(k.to_frames[r]);
+        }
+        appendf(&out, "kernel p%zu (%s): to the kernel %" PRIu64 " frames %" PRIu64 " bytes (%s), from the kernel %"
+                    PRIu64 " frames %" PRIu64 " bytes, dropped to/from %" PRIu64 "/%" PRIu64 "\n",
+                    p, pi.kernel_iface, frames, bytes, why.empty() ? "none" : why.c_str(), k.from_frames,
+                    k.from_bytes, k.to_drops, k.from_drops);
+    }
     for (size_t e = 0; e < s.engines.size(); e++) {
         for (uint32_t p = 0; p < h.n_ports; p++) {
             const mars::StackStats &st = s.stacks[e * h.n_ports + p].stack;

@@ -64,7 +64,7 @@ uint64_t devarg_number(const std::string &dev, const std::string &key)
 //  - net_af_xdp: also CAP_SYS_ADMIN (libxdp reads its dispatcher's BTF;
 //    CAP_BPF + CAP_PERFMON were not enough), and its UMEM is locked memory
 //    (8 MiB was not enough): CAP_IPC_LOCK or a large LimitMEMLOCK=.
-//  - net_tap: CAP_NET_ADMIN. PCI devices: root (check_devices).
+//  - net_tap, and kernel = "shared" (its tap, kernel_tap.h): CAP_NET_ADMIN. PCI devices: root (check_devices).
 bool check_capabilities(const Config &c, uint32_t n_engines, std::string *error, std::string *warning)
 {
     constexpr int kCapIpcLock = 14, kCapSysAdmin = 21;
@@ -98,6 +98,9 @@ bool check_capabilities(const Config &c, uint32_t n_engines, std::string *error,
         } else if (driver.rfind("net_tap", 0) == 0) {
             need(kCapNetAdmin, "CAP_NET_ADMIN", what + " creates a tap interface");
         }
+        if (p.kernel_shared)
+            need(kCapNetAdmin, "CAP_NET_ADMIN", what + " with kernel = \"shared\" creates its kernel interface " +
+                                                    p.kernel_iface);
     }
     const uint64_t have = effective_capabilities();
     std::string missing;

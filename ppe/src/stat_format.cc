@@ -80,6 +80,29 @@ uint64_t engine_connections(const Snapshot &s, size_t e)
     return n;
 }
 
+KernelCounters port_kernel(const Snapshot &s, uint32_t p)
+{
+    KernelCounters k{};
+    for (size_t e = 0; e < s.engines.size() && p < s.h.n_ports; e++) {
+        const KernelCounters &c = s.stacks[e * s.h.n_ports + p].kernel;
+        for (unsigned r = 0; r < mars::kUnclaimedReasons; r++) {
+            k.to_frames[r] += c.to_frames[r];
+            k.to_bytes[r] += c.to_bytes[r];
+        }
+        k.to_drops += c.to_drops;
+        k.from_frames += c.from_frames;
+        k.from_bytes += c.from_bytes;
+        k.from_drops += c.from_drops;
+    }
+    return k;
+}
+
+const char *kernel_reason_name(unsigned r)
+{
+    static const char *const names[mars::kUnclaimedReasons] = {"tcp-other-port", "udp", "icmp", "arp", "ipv6", "other"};
+    return r < mars::kUnclaimedReasons ? names[r] : "?";
+}
+
 const char *tcp_state_name(uint8_t s)
 {
     static const char *const names[] = {"CLOSED", "LISTEN", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT1",
@@ -324,6 +347,25 @@ void ports_prometheus(const Snapshot &s, Exposition &x)
         x.counter("port_rx_errors", "receive errors the device reported", l, pi.ierrors);
         x.counter("port_tx_errors", "transmit errors the device reported", l, pi.oerrors);
         x.counter("port_rx_nombuf", "receive failures for lack of mbufs", l, pi.rx_nombuf);
+        if (pi.kernel_iface[0]) {
+            const KernelCounters k = port_kernel(s, uint32_t(p));
+            Labels ki = l;
+            ki.emplace_back("iface", c_str(pi.kernel_iface));
+            x.gauge("port_kernel_info", "the port is shared with the kernel through this interface (always 1)", ki,
+                    uint64_t(1));
+            for (unsigned r = 0; r < mars::kUnclaimedReasons; r++) {
+                Labels rl = l;
+                rl.emplace_back("reason", kernel_reason_name(r));
+                x.counter("port_kernel_to_frames", "frames handed to the kernel's interface, by reason", rl,
+                          k.to_frames[r]);
+                x.counter("port_kernel_to_bytes", "bytes handed to the kernel's interface, by reason", rl,
+                          k.to_bytes[r]);
+            }
+            x.counter("port_kernel_to_drops", "frames the kernel's interface did not take", l, k.to_drops);
+            x.counter("port_kernel_from_frames", "frames the kernel sent out through the port", l, k.from_frames);
+            x.counter("port_kernel_from_bytes", "bytes the kernel sent out through the port", l, k.from_bytes);
+            x.counter("port_kernel_from_drops", "frames from the kernel the port did not take", l, k.from_drops);
+        }
     }
 }
 
@@ -491,7 +533,8 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
     }
     out["engines"] = std::move(engines);
     json ports = json::array();
-    for (const PortInfo &pi : s.ports) {
+    for (size_t pn = 0; pn < s.ports.size(); pn++) {
+        const PortInfo &pi = s.ports[pn];
         ports.push_back({{"name", c_str(pi.name)},
                          {"device", c_str(pi.device)},
                          {"mac", mac_string(pi.mac)},
@@ -510,6 +553,18 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                          {"ierrors", pi.ierrors},
                          {"oerrors", pi.oerrors},
                          {"rx_nombuf", pi.rx_nombuf}});
+        // kernel: null when the port is eta's alone; else what went to and
+        // came from the kernel's interface ([[port]] kernel = "shared").
+        json kj = nullptr;
+        if (pi.kernel_iface[0]) {
+            const KernelCounters k = port_kernel(s, uint32_t(pn));
+            json to = json::object();
+            for (unsigned r = 0; r < mars::kUnclaimedReasons; r++)
+                to[kernel_reason_name(r)] = {{"frames", k.to_frames[r]}, {"bytes", k.to_bytes[r]}};
+            kj = {{"iface", c_str(pi.kernel_iface)}, {"to", std::move(to)}, {"to_drops", k.to_drops},
+                  {"from_frames", k.from_frames}, {"from_bytes", k.from_bytes}, {"from_drops", k.from_drops}};
+        }
+        ports.back()["kernel"] = std::move(kj);
     }
     out["ports"] = std::move(ports);
     json apps = json::array();

@@ -53,6 +53,12 @@ double busy_share(const EngineCounters &c);
 std::string copy_engine_of(const Header &h, size_t e, uint32_t p);
 uint64_t engine_connections(const Snapshot &s, size_t engine);
 
+// A port shared with the kernel: every engine's KernelCounters of port p
+// summed, and the name of a reason (mars::Unclaimed: "tcp-other-port", "udp",
+// "icmp", "arp", "ipv6", "other").
+KernelCounters port_kernel(const Snapshot &s, uint32_t p);
+const char *kernel_reason_name(unsigned reason);
+
 const char *tcp_state_name(uint8_t state);
 const char *ppe_state_name(uint32_t state);
 std::string ip_string(uint32_t ip_host_order);

@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 10; // 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 11; // 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -120,9 +120,20 @@ struct EngineCounters {
     uint64_t contended_windows;
 };
 
+// A port shared with the kernel ([[port]] kernel = "shared", kernel_tap.h):
+// what one engine handed to the kernel's interface, by reason
+// (mars::Unclaimed), and took from it for the port.
+struct KernelCounters {
+    uint64_t to_frames[mars::kUnclaimedReasons], to_bytes[mars::kUnclaimedReasons];
+    uint64_t to_drops;    // the tap did not take them (the kernel's queue full)
+    uint64_t from_frames, from_bytes;
+    uint64_t from_drops;  // the port did not take them
+};
+
 // One MARS stack: one per (engine, port).
 struct StackCounters {
     mars::StackStats stack;
+    KernelCounters kernel; // zero unless the port is shared with the kernel
 };
 
 struct PortInfo {
@@ -135,6 +146,7 @@ struct PortInfo {
     uint32_t offloads;      // mars::Offloads the port gave us
     uint32_t link_up;
     uint64_t link_speed_mbps;
+    char kernel_iface[16];  // kernel = "shared": the kernel's interface on the port; "" when not shared
     // From the device (rte_eth_stats), refreshed by the control thread.
     uint64_t ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf;
 };

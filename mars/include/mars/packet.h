@@ -56,6 +56,19 @@ enum Offloads : uint32_t {
     kOffloadTxExternal = 1u << 4, // payload by reference: see attach_external()
 };
 
+// Why a received frame is not the stack's (PacketIo::unclaimed, with
+// StackConfig::pass_unclaimed): what the owner forwards to another stack
+// (in eta: the kernel, through the port's kernel interface) and counts by.
+enum class Unclaimed : uint8_t {
+    kTcpOtherPort, // TCP for a port with no connection or listener of this stack (a kernel program's)
+    kUdp,          // IPv4 UDP (the stack has no UDP)
+    kIcmp,         // ICMP: echo requests (not answered here), and a copy of every other ICMP message
+    kArp,          // a copy of every well-formed ARP frame (the stack has learned from it / answered it)
+    kIpv6,         // EtherType IPv6 (the stack has no IPv6)
+    kOther,        // any other EtherType, IPv4 protocol, IPv4 not to our address, fragments
+};
+constexpr unsigned kUnclaimedReasons = 6;
+
 // The engine's side of packet I/O. One per stack instance; never shared
 // between engine cores. All calls are non-blocking, burst-oriented, and make
 // no syscalls beyond what the underlying driver needs.
@@ -73,6 +86,16 @@ class PacketIo {
     // allocated buffers that were not used).
     virtual void release(PacketRef *frames, uint16_t n) = 0;
     virtual uint32_t offloads() const { return 0; }
+    // With StackConfig::pass_unclaimed: a received frame that is not the
+    // stack's, handed over instead of answered (RST, ICMP unreachable) or
+    // dropped. Ownership passes to the callee (forward it, or release it).
+    // Called during input(), on the engine's thread; frames of one burst
+    // come in arrival order. The default releases the frame.
+    virtual void unclaimed(PacketRef &frame, Unclaimed why)
+    {
+        (void)why;
+        release(&frame, 1);
+    }
     // TCP segmentation offload (with kOffloadTxTcpSeg): the largest frame,
     // headers included, the port takes with kTxTcpSeg (at most 65535), and
     // buffers with at least that much room (alloc() gives MTU-sized ones).

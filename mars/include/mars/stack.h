@@ -141,6 +141,16 @@ struct StackConfig {
     // (CopyEngine::abandon, counted as stalled). 2^20 polls is a few ms; a
     // PPE whose device is a thread on a shared core wants more.
     uint32_t copy_drain_polls = 1u << 20;
+    // Sharing the address with another stack (in eta: the host's kernel,
+    // through the port's kernel interface; mars/README.md "Sharing the port").
+    // false: every frame is the stack's (RST for TCP to a port with no
+    // socket, ICMP protocol unreachable, echo answered, the rest dropped).
+    // true: what no socket of this stack claims goes to PacketIo::unclaimed()
+    // unanswered: TCP for no connection or listener, UDP, other protocols,
+    // ICMP echo; ICMP errors and ARP are used here and then handed on too;
+    // IPv6, other EtherTypes, multicast frames, IPv4 not to our address,
+    // fragments. Malformed frames are dropped either way.
+    bool pass_unclaimed = false;
     TcpConfig tcp;
 };
 

@@ -13,8 +13,10 @@ inline uint32_t be32(uint32_t v) { return __builtin_bswap32(v); }
 
 constexpr uint16_t kEtherIpv4 = 0x0800;
 constexpr uint16_t kEtherArp = 0x0806;
+constexpr uint16_t kEtherIpv6 = 0x86dd;
 constexpr uint8_t kProtoIcmp = 1;
 constexpr uint8_t kProtoTcp = 6;
+constexpr uint8_t kProtoUdp = 17;
 
 struct __attribute__((packed)) Eth {
     uint8_t dst[6];

@@ -152,7 +152,8 @@ void ArpResolver::input(PacketRef &f, uint64_t now_ns)
     if (op == kArpRequest && for_us) {
         if (send(kArpReply, sha.b, sha, spa)) stats_.arp_replies_out++;
     }
-    link_.release(f);
+    // Sharing the address: the other stack learns from it too (one MAC).
+    if (!link_.pass_up(f, Unclaimed::kArp)) link_.release(f);
 }
 
 // One ARP frame from us: an op for target (tha, tpa), to the Ethernet

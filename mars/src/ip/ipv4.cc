@@ -20,6 +20,12 @@ uint32_t load_be32(const void *p)
     return be32(v);
 }
 
+// Why a datagram no socket here claims goes to the other stack (sharing).
+Unclaimed unclaimed_reason(uint8_t proto)
+{
+    return proto == kProtoUdp ? Unclaimed::kUdp : proto == kProtoIcmp ? Unclaimed::kIcmp : Unclaimed::kOther;
+}
+
 } // namespace
 
 Ipv4Layer::Ipv4Layer(const StackConfig &c, Link &link, ArpResolver &arp, const Router &router, StackStats &stats,
@@ -50,11 +56,13 @@ void Ipv4Layer::input(PacketRef &f, uint64_t now_ns)
         return;
     }
     if (be32(ip->dst) != ip_) {
+        if (link_.pass_up(f, unclaimed_reason(ip->proto))) return; // broadcast, multicast, the other stack's addresses
         stats_.drop_not_ours++;
         link_.release(f);
         return;
     }
     if (be16(ip->frag) & (kIpMf | kIpOffsetMask)) {
+        if (link_.pass_up(f, unclaimed_reason(ip->proto))) return; // the other stack reassembles
         stats_.drop_ip_fragment++; // TCP uses path MTU discovery; we never reassemble
         link_.release(f);
         return;
@@ -72,6 +80,7 @@ void Ipv4Layer::input(PacketRef &f, uint64_t now_ns)
         input_icmp(f, ip, ihl, total, now_ns);
         return;
     default:
+        if (link_.pass_up(f, unclaimed_reason(ip->proto))) return;
         stats_.drop_ip_proto++;
         // RFC 1122 3.2.2.1: protocol unreachable.
         send_icmp_unreach(f.data + kEthLen, total, 2, now_ns);
@@ -136,6 +145,8 @@ void Ipv4Layer::input_icmp(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned 
     const Icmp *ic = reinterpret_cast<const Icmp *>(p);
     if (ic->type == kIcmpEcho && ic->code == 0) {
         stats_.icmp_echo_in++;
+        // Sharing the address: one stack answers pings, the other one.
+        if (link_.pass_up(f, Unclaimed::kIcmp)) return;
         const uint32_t src = be32(ip->src);
         const uint32_t hop = router_.next_hop(src);
         PacketRef out;
@@ -170,11 +181,13 @@ void Ipv4Layer::input_icmp(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned 
             upper_.tcp_icmp_error(IcmpTcpError{be32(oip->dst), be16(th->sport), be16(th->dport),
                                                load_be32(&th->seq), ic->code, be16(ic->seq_or_mtu)});
         }
-        link_.release(f);
+        // Sharing: the other stack gets it too (an error about one of its
+        // connections; one about ours it finds no socket for and ignores).
+        if (!link_.pass_up(f, Unclaimed::kIcmp)) link_.release(f);
         return;
     }
-    // Echo replies, time exceeded and the rest: nothing to do.
-    link_.release(f);
+    // Echo replies, time exceeded and the rest: nothing to do (the other stack's, sharing).
+    if (!link_.pass_up(f, Unclaimed::kIcmp)) link_.release(f);
 }
 
 } // namespace mars

@@ -83,6 +83,16 @@ class Link {
     }
     // A frame goes back to its owner (dropped, or consumed).
     void release(PacketRef &frame) { io_.release(&frame, 1); }
+    // A received frame no socket claims: handed to the owner when the stack
+    // shares its address (StackConfig::pass_unclaimed; true: taken), else
+    // false and the caller answers or drops it as a lone stack does.
+    bool pass_up(PacketRef &frame, Unclaimed why)
+    {
+        if (!pass_unclaimed) return false;
+        io_.unclaimed(frame, why);
+        return true;
+    }
+    bool pass_unclaimed = false;
     bool pending() const { return n_ != 0; }
 
   private:

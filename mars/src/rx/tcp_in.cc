@@ -69,12 +69,14 @@ void StackImpl::input_frame(PacketRef &f)
         return;
     }
     const Eth *eth = reinterpret_cast<const Eth *>(f.data);
-    if (std::memcmp(eth->dst, cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0) {
+    if (std::memcmp(eth->dst, cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
+        !(link_.pass_unclaimed && (eth->dst[0] & 1))) { // sharing: multicast is the other stack's too
         stats_.drop_not_ours++;
         release(f);
         return;
     }
-    switch (be16(eth->type)) {
+    const uint16_t type = be16(eth->type);
+    switch (type) {
     case kEtherIpv4:
         ip_.input(f, now_ns_);
         return;
@@ -82,7 +84,9 @@ void StackImpl::input_frame(PacketRef &f)
         arp_.input(f, now_ns_);
         return;
     default:
-        stats_.drop_eth++; // IPv6, VLAN tags, anything else: not ours to handle
+        // IPv6, VLAN tags, anything else: not ours to handle.
+        if (link_.pass_up(f, type == kEtherIpv6 ? Unclaimed::kIpv6 : Unclaimed::kOther)) return;
+        stats_.drop_eth++;
         release(f);
         return;
     }
@@ -421,6 +425,8 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpS
         if (l) {
             tcp::tcp_listen_input(*this, *l, seg);
         } else {
+            // Sharing the address: a port of the other stack (a kernel program's).
+            if (seg.frame && link_.pass_up(*seg.frame, Unclaimed::kTcpOtherPort)) return true;
             stats_.drop_tcp_no_socket++;
             if (!(flags & kRst)) tcp::send_rst_reply(*this, seg);
         }

@@ -92,6 +92,32 @@ TEST(PpeConfig, PortTxZerocopy)
     EXPECT_THAT(e, HasSubstr("tx_zerocopy"));
 }
 
+TEST(PpeConfig, PortKernelSharedOrNone)
+{
+    Config c = parse_ok(kPort);
+    EXPECT_FALSE(c.ports[0].kernel_shared) << "\"none\" is the default (ppe/README.md says why)";
+    EXPECT_TRUE(c.ports[0].kernel_iface.empty());
+    c = parse_ok(std::string(kPort) + "kernel = \"shared\"\n");
+    EXPECT_TRUE(c.ports[0].kernel_shared);
+    EXPECT_EQ(c.ports[0].kernel_iface, "eta-k0");
+    c = parse_ok(std::string(kPort) + "kernel = \"shared\"\nkernel_iface = \"eta3s\"\n");
+    EXPECT_EQ(c.ports[0].kernel_iface, "eta3s");
+    EXPECT_FALSE(parse_ok(std::string(kPort) + "kernel = \"none\"\n").ports[0].kernel_shared);
+    std::string e = parse_err(std::string(kPort) + "kernel = \"both\"\n");
+    EXPECT_THAT(e, HasSubstr("kernel"));
+    EXPECT_THAT(e, HasSubstr("\"both\" is not allowed; allowed \"shared\""));
+    e = parse_err(std::string(kPort) + "kernel_iface = \"eta3s\"\n");
+    EXPECT_THAT(e, HasSubstr("kernel_iface: is only used with kernel = \"shared\""));
+    e = parse_err(std::string(kPort) + "kernel = \"shared\"\nkernel_iface = \"a-name-far-too-long\"\n");
+    EXPECT_THAT(e, HasSubstr("is not an interface name"));
+    e = parse_err(std::string(kPort) + "kernel = \"shared\"\nkernel_iface = \"bad/name\"\n");
+    EXPECT_THAT(e, HasSubstr("is not an interface name"));
+    e = parse_err(std::string(kPort) + "kernel = \"shared\"\nkernel_iface = \"k\"\n" +
+                  "[[port]]\ndevice = \"net_af_packet1,iface=eta1a\"\naddress = \"198.18.1.1/24\"\n"
+                  "kernel = \"shared\"\nkernel_iface = \"k\"\n");
+    EXPECT_THAT(e, HasSubstr("names the kernel interface of two ports"));
+}
+
 TEST(PpeConfig, CopyEngineDefaultsToTheCore)
 {
     Config c = parse_ok(kPort);
@@ -358,6 +384,27 @@ TEST(PpeConfig, LabConfigParses)
     EXPECT_EQ(c.socket, "/run/eta/lab-t/ppe.sock");
     ASSERT_EQ(c.cores.size(), 1u);
     EXPECT_EQ(c.cores[0].text, "auto:2") << "eta-lab up --engines 2";
+}
+
+TEST(PpeConfig, LabSharedConfigParses)
+{
+    char dir[] = "/tmp/eta-ppe-lab-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string out = std::string(dir) + "/lab.toml";
+    const std::string cmd =
+        "bash -c 'eval \"$(sed -n \"/^write_ppe_config()/,/^}/p\" \"$0\")\"; "
+        "ETA_LAB_NAME=t ETA_LAB_INDEX=3 ETA_LAB_PPE_IFACE=eta3a ETA_LAB_PPE_IP=198.18.3.1 ETA_LAB_PREFIX=24 "
+        "ETA_LAB_PEER_IP=198.18.3.2 ETA_LAB_MTU=1500 ETA_LAB_ENGINES=1 ETA_LAB_SOCKET=/run/eta/lab-t/ppe.sock ETA_LAB_CONFIG=$1 "
+        "ETA_LAB_SHARED=1 ETA_LAB_SHARED_IFACE=eta3s write_ppe_config' " ETA_LAB_SCRIPT " " + out;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    Config c;
+    std::string err;
+    ASSERT_TRUE(ppe::load_config(out, &c, &err)) << err;
+    std::remove(out.c_str());
+    rmdir(dir);
+    ASSERT_EQ(c.ports.size(), 1u);
+    EXPECT_TRUE(c.ports[0].kernel_shared) << "eta-lab up --shared";
+    EXPECT_EQ(c.ports[0].kernel_iface, "eta3s");
 }
 
 // ---- core resolution on synthetic machines -----------------------------

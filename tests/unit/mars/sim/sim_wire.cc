@@ -306,6 +306,12 @@ void SimPort::release(PacketRef *frames, uint16_t n)
     }
 }
 
+void SimPort::unclaimed(PacketRef &frame, Unclaimed why)
+{
+    unclaimed_frames.push_back(UnclaimedFrame{std::vector<uint8_t>(frame.data, frame.data + frame.len), why});
+    release(&frame, 1);
+}
+
 void apply_tx_offload(PacketRef &f)
 {
     if (f.flags & kTxIpCsum) fix_ip_checksum(f.data, f.len);

@@ -124,6 +124,14 @@ class SimPort : public PacketIo {
     void release(PacketRef *frames, uint16_t n) override;
     uint32_t offloads() const override { return offloads_; }
     void set_offloads(uint32_t o) { offloads_ = o; }
+    // Frames the stack handed back as not its own (StackConfig::pass_unclaimed),
+    // kept byte for byte with their reason; the buffer is released at once.
+    struct UnclaimedFrame {
+        std::vector<uint8_t> bytes;
+        Unclaimed why;
+    };
+    std::vector<UnclaimedFrame> unclaimed_frames;
+    void unclaimed(PacketRef &frame, Unclaimed why) override;
     // When set, alloc() fails (as a drained mempool would).
     void set_alloc_fails(bool f) { alloc_fails_ = f; }
     // Off: frames that ask for tx checksum offload are passed on without the

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# One address, two stacks (issue 29): a lab made with `eta-lab up --shared`,
+# whose PPE config says kernel = "shared". The host's kernel holds the PPE's
+# address through the tap eta-ppe makes, so from the peer namespace:
+#  - a plain kernel TCP server (python3, not under eta-run) on the PPE's address
+#    answers, byte for byte, while an eta-run server (the same under the shim) on
+#    another port of the same address answers too;
+#  - ping to the PPE's address (the kernel answers it), a UDP exchange with a
+#    kernel UDP socket on that address, IPv6 link-local ping to the tap;
+#  - a plain host program's outgoing TCP from the shared address to the peer;
+#  - eta-stat (table, JSON, Prometheus) counts what went to and came from the kernel;
+#  - eta-ppe killed (SIGKILL): its tap goes with it; restarted: kernel traffic
+#    on the port resumes; stopped (SIGTERM): the tap is removed.
+#   shared_test.sh ETA_PPE ETA_STAT PRELOAD ETA_RUN
+ETA_PPE=$1 ETA_STAT=$2 PRELOAD=$3 ETA_RUN=$4
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/ppe_lib.sh"
+need_built "$PRELOAD" libeta-preload.so
+command -v socat >/dev/null || skip "socat is not installed (tools/eta setup installs it)"
+
+lab_up --shared
+grep -qx 'kernel = "shared".*' "$ETA_LAB_CONFIG" || grep -q '^kernel = "shared"' "$ETA_LAB_CONFIG" ||
+    fail "eta-lab up --shared wrote no kernel = \"shared\" into $ETA_LAB_CONFIG"
+[ -n "$ETA_LAB_SHARED_IFACE" ] || fail "eta-lab up --shared names no kernel interface (ETA_LAB_SHARED_IFACE)"
+TAP=$ETA_LAB_SHARED_IFACE H=$ETA_LAB_PPE_IP P=$ETA_LAB_PEER_IP
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+ppe_config
+ppe_start "$work/ppe.toml"
+export ETA_SOCKET=$ETA_LAB_SOCKET
+
+note "the PPE made $TAP: the port's MAC, the PPE's address"
+addrs=$(ip -o addr show dev "$TAP" 2>&1) || fail "no kernel interface $TAP after eta-ppe started: $addrs"
+[[ "$addrs" == *"inet $H/$ETA_LAB_PREFIX"* ]] || fail "$TAP does not hold $H/$ETA_LAB_PREFIX: $addrs"
+tap_mac=$(cat "/sys/class/net/$TAP/address")
+port_mac=$(ppe_json "d['ports'][0]['mac']")
+[ "$tap_mac" = "$port_mac" ] || fail "$TAP has MAC $tap_mac, the port $port_mac: one host, one MAC"
+
+# Servers: a TCP echo (python3: socat's PIPE can block writing into its own
+# full pipe with megabytes in flight) as a plain kernel program on the PPE's
+# address, the same under eta-run on another port of it, one in the peer for
+# the host's outgoing connection; a kernel UDP echo (socat) on the address.
+cat > "$work/echo.py" <<'PY'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    with c:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d)
+PY
+start_bg ktcp timeout 300 python3 "$work/echo.py" "$H" 7101
+start_bg etcp timeout 300 "$ETA_RUN" --require -- python3 "$work/echo.py" "$H" 7201
+start_bg kudp timeout 300 socat -T 60 "UDP-RECVFROM:7301,bind=$H,reuseaddr,fork" PIPE
+start_bg ptcp timeout 300 ip netns exec "$ETA_LAB_NS" python3 "$work/echo.py" "$P" 7401
+# Listening in MARS, not only attached: a SYN before that is the kernel's (which resets it).
+wait_until 30 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':7201') for c in d['connections'])" ||
+    fail "the eta-run server does not listen through the PPE: $(ppe_stat | tail -5)"
+wait_until 20 sh -c "ss -Hltn 'sport = :7101' | grep -q ." || fail "the kernel TCP server did not listen"
+wait_until 20 peer sh -c "ss -Hltn 'sport = :7401' | grep -q ." || fail "the peer's TCP server did not listen"
+head -c $((2 << 20)) /dev/urandom > "$work/blob"
+
+# What the two stacks and the tap saw, for a failure's message.
+diag() {
+    { ppe_stat | grep -E '^kernel|^ +0 ' || true; ip -s link show "$TAP" || true; ss -tni || true
+      peer ss -tni || true; tail -5 "$work/ppe.log"; } >&2
+}
+
+# echo_from_peer LABEL PORT: 2 MiB through a TCP echo on the PPE's address, byte-exact.
+echo_from_peer() {
+    local label=$1 port=$2
+    rm -f "$work/echoed.$port"
+    peer timeout 60 socat -t 30 "TCP:$H:$port" STDIO < "$work/blob" > "$work/echoed.$port" 2>"$work/socat.$port.err" ||
+        { cat "$work/socat.$port.err" >&2; diag; fail "$label: socat from the peer to $H:$port failed"; }
+    cmp -s "$work/blob" "$work/echoed.$port" || { diag;
+        fail "$label: the echo from $H:$port differs from what was sent ($(stat -c %s "$work/echoed.$port") of $(stat -c %s "$work/blob") bytes came back; $(cmp "$work/blob" "$work/echoed.$port" 2>&1 | head -1)); $(ppe_stat | grep '^kernel' || true)"; }
+}
+
+note "a plain kernel TCP server on $H:7101 answers the peer, byte-exact"
+echo_from_peer "kernel server" 7101
+note "an eta-run server on $H:7201 answers too, byte-exact"
+opens0=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
+echo_from_peer "eta-run server" 7201
+opens1=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
+[ "$opens1" -gt "$opens0" ] || fail "the connection to the eta-run server did not go through MARS (passive opens $opens0 -> $opens1)"
+note "both again, at once"
+echo_from_peer "kernel server, second" 7101 &
+k2=$!
+echo_from_peer "eta-run server, second" 7201
+wait "$k2" || fail "the second kernel-server exchange failed"
+
+note "ping to $H (the kernel answers it)"
+peer ping -c 3 -i 0.2 -W 2 "$H" > "$work/ping.log" || { cat "$work/ping.log"; fail "the peer cannot ping $H"; }
+
+note "UDP to a kernel socket on $H:7301"
+out=$(echo "udp hello $$" | peer timeout 10 socat -t 3 - "UDP:$H:7301") || fail "the UDP exchange with $H:7301 failed"
+[ "$out" = "udp hello $$" ] || fail "the kernel's UDP echo answered '$out'"
+
+note "a plain host program's outgoing TCP from $H to the peer"
+rm -f "$work/echoed"
+timeout 60 socat -t 30 "TCP:$P:7401,bind=$H" STDIO < "$work/blob" > "$work/echoed" 2>"$work/socat.err" ||
+    { cat "$work/socat.err" >&2; fail "the host's connection from $H to $P:7401 failed"; }
+cmp -s "$work/blob" "$work/echoed" || fail "the echo from the peer's server differs"
+
+note "IPv6: the peer pings the tap's link-local address"
+ll=$(ip -o -6 addr show dev "$TAP" scope link | awk '{print $4}' | cut -d/ -f1 | head -1)
+[ -n "$ll" ] || fail "$TAP has no IPv6 link-local address: $(ip -o -6 addr show dev "$TAP")"
+# (the peer's own link-local address may still be tentative: DAD takes a second)
+wait_until 20 peer ping -6 -c 1 -W 1 "$ll%$ETA_LAB_PEER_IFACE" ||
+    fail "the peer cannot ping6 $ll on $ETA_LAB_PEER_IFACE"
+
+note "eta-stat counts what went to and came from the kernel"
+cond="all(d['ports'][0]['kernel']['to'][r]['frames'] > 0 for r in ('tcp-other-port', 'udp', 'icmp', 'arp', 'ipv6'))"
+cond="$cond and d['ports'][0]['kernel']['from_frames'] > 0 and d['ports'][0]['kernel']['iface'] == '$TAP'"
+wait_until 10 ppe_true "$cond" || fail "eta-stat --json does not count the forwarded frames: $(ppe_json "d['ports'][0]['kernel']")"
+table=$(ppe_stat) || fail "eta-stat failed"
+grep -q "^kernel p0 ($TAP): to the kernel " <<<"$table" || fail "eta-stat's table has no kernel line: $table"
+prom=$(ppe_stat --prometheus) || fail "eta-stat --prometheus failed"
+grep -qE '^eta_port_kernel_to_frames_total\{.*reason="udp".*\} [1-9]' <<<"$prom" ||
+    fail "eta-stat --prometheus has no counted eta_port_kernel_to_frames_total for udp: $(grep kernel <<<"$prom" | head)"
+grep -qE '^eta_port_kernel_from_frames_total\{.*\} [1-9]' <<<"$prom" || fail "no eta_port_kernel_from_frames_total"
+
+note "eta-ppe killed: its tap goes with it; restarted: kernel traffic resumes"
+ppe_kill9
+wait_until 30 link_absent "$TAP" || fail "$TAP is still there after eta-ppe was killed"
+ppe_start "$work/ppe.toml"
+[ "$(cat "/sys/class/net/$TAP/address")" = "$port_mac" ] || fail "the restarted PPE's $TAP has another MAC"
+wait_until 30 peer ping -c 1 -W 1 "$H" || fail "the peer cannot ping $H after the restart"
+echo_from_peer "kernel server after the restart" 7101
+out=$(echo "udp again $$" | peer timeout 10 socat -t 3 - "UDP:$H:7301") || fail "UDP after the restart failed"
+[ "$out" = "udp again $$" ] || fail "the kernel's UDP echo answered '$out' after the restart"
+
+note "eta-ppe stopped (SIGTERM): the tap is removed"
+ppe_stop
+wait_until 10 link_absent "$TAP" || fail "$TAP is still there after eta-ppe stopped"
+echo "PASS"
