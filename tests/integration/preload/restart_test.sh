@@ -90,17 +90,24 @@ wait_until 20 grep -q "0.0.0.0:$web_port" "$work/web.log" || { cat "$work/web.lo
 echo hello > "$work/hello.txt"
 r_pid=$(child_of "$redis_pid") e_pid=$(child_of "$echo_pid") w_pid=$(child_of "$web_pid") p_pid=$(child_of "$epoll_pid")
 
-# One request to each server from the peer, through the PPE.
+# One request to each server from the peer, through the PPE. Every server is
+# asked each time, so that a failure names all that do not answer (one
+# program's listener lost, or the whole PPE not serving).
 serve_all() {
-    local r; r=$(peer timeout 30 redis-cli -h "$H" -p 6390 ping 2>&1) || true
-    [ "$r" = PONG ] || { echo "redis does not answer: $r" > "$work/why"; return 1; }
+    local bad=() r
+    r=$(peer timeout 30 redis-cli -h "$H" -p 6390 ping 2>&1) || true
+    [ "$r" = PONG ] || bad+=("redis does not answer: $r")
     [ "$(peer timeout 30 python3 -c "
 import socket; s = socket.create_connection(('$H', 8097), timeout=25); s.sendall(b'e$1'); print(s.recv(100).decode())" 2>/dev/null)" = "e$1" ] ||
-        { echo "the echo server (blocking accept) does not answer" > "$work/why"; return 1; }
+        bad+=("the echo server (blocking accept) does not answer")
     [ "$(peer timeout 30 python3 -c "
 import socket; s = socket.create_connection(('$H', 8099), timeout=25); s.sendall(b'p$1'); print(s.recv(100).decode())" 2>/dev/null)" = "p$1" ] ||
-        { echo "the epoll server (epoll_wait without timeout) does not answer" > "$work/why"; return 1; }
-    [ "$(peer timeout 30 curl -s "http://$H:$web_port/hello.txt")" = hello ] || { echo "http.server does not answer" > "$work/why"; return 1; }
+        bad+=("the epoll server (epoll_wait without timeout) does not answer")
+    [ "$(peer timeout 30 curl -s "http://$H:$web_port/hello.txt")" = hello ] || bad+=("http.server does not answer")
+    [ "${#bad[@]}" -eq 0 ] && return 0
+    local IFS=';'
+    echo "${bad[*]}" | sed 's/;/; /g' > "$work/why"
+    return 1
 }
 alive() {
     for p in "$r_pid:redis:$work/redis.log" "$e_pid:echo:$work/echo.log" "$w_pid:http.server:$work/web.log" \
