@@ -116,6 +116,7 @@ alive() {
     done
 }
 reattached() { grep -c "re-attached to the PPE" "$1" || true; }
+gone() { grep -c "the PPE has gone" "$1" || true; }
 
 wait_until 120 serve_all 0 || fail "before any restart: $(cat "$work/why")"
 # A connection open through the PPE when it dies stays dead: once the new PPE
@@ -141,7 +142,12 @@ wait_until 60 grep -q open "$work/held.out" || fail "held redis connection did n
 
 for cycle in $(seq 1 "$CYCLES"); do
     ppe_kill9 # waits until eta-ppe itself is gone
-    wait_until 20 grep -q "the PPE has gone" "$work/redis.log" || { cat "$work/redis.log"; fail "cycle $cycle: redis did not notice the PPE going"; }
+    # Each program says once per kill that the PPE went: counted, so that a
+    # later cycle does not pass on an earlier cycle's line.
+    for l in redis echo web epoll; do
+        wait_until 20 bash -c "[ \$(grep -c 'the PPE has gone' '$work/$l.log') -ge $cycle ]" ||
+            { cat "$work/$l.log"; fail "cycle $cycle: $l did not notice the PPE going ($(gone "$work/$l.log") times in $cycle kills)"; }
+    done
     alive "cycle $cycle, PPE killed"
     if [ "$cycle" -eq 1 ]; then
         # Away: nobody spins (each wakes at most once a second to try again),
