@@ -90,17 +90,24 @@ wait_until 20 grep -q "0.0.0.0:$web_port" "$work/web.log" || { cat "$work/web.lo
 echo hello > "$work/hello.txt"
 r_pid=$(child_of "$redis_pid") e_pid=$(child_of "$echo_pid") w_pid=$(child_of "$web_pid") p_pid=$(child_of "$epoll_pid")
 
-# One request to each server from the peer, through the PPE.
+# One request to each server from the peer, through the PPE. Every server is
+# asked each time, so that a failure names all that do not answer (one
+# program's listener lost, or the whole PPE not serving).
 serve_all() {
-    local r; r=$(peer timeout 30 redis-cli -h "$H" -p 6390 ping 2>&1) || true
-    [ "$r" = PONG ] || { echo "redis does not answer: $r" > "$work/why"; return 1; }
+    local bad=() r
+    r=$(peer timeout 30 redis-cli -h "$H" -p 6390 ping 2>&1) || true
+    [ "$r" = PONG ] || bad+=("redis does not answer: $r")
     [ "$(peer timeout 30 python3 -c "
 import socket; s = socket.create_connection(('$H', 8097), timeout=25); s.sendall(b'e$1'); print(s.recv(100).decode())" 2>/dev/null)" = "e$1" ] ||
-        { echo "the echo server (blocking accept) does not answer" > "$work/why"; return 1; }
+        bad+=("the echo server (blocking accept) does not answer")
     [ "$(peer timeout 30 python3 -c "
 import socket; s = socket.create_connection(('$H', 8099), timeout=25); s.sendall(b'p$1'); print(s.recv(100).decode())" 2>/dev/null)" = "p$1" ] ||
-        { echo "the epoll server (epoll_wait without timeout) does not answer" > "$work/why"; return 1; }
-    [ "$(peer timeout 30 curl -s "http://$H:$web_port/hello.txt")" = hello ] || { echo "http.server does not answer" > "$work/why"; return 1; }
+        bad+=("the epoll server (epoll_wait without timeout) does not answer")
+    [ "$(peer timeout 30 curl -s "http://$H:$web_port/hello.txt")" = hello ] || bad+=("http.server does not answer")
+    [ "${#bad[@]}" -eq 0 ] && return 0
+    local IFS=';'
+    echo "${bad[*]}" | sed 's/;/; /g' > "$work/why"
+    return 1
 }
 alive() {
     for p in "$r_pid:redis:$work/redis.log" "$e_pid:echo:$work/echo.log" "$w_pid:http.server:$work/web.log" \
@@ -109,6 +116,7 @@ alive() {
     done
 }
 reattached() { grep -c "re-attached to the PPE" "$1" || true; }
+gone() { grep -c "the PPE has gone" "$1" || true; }
 
 wait_until 120 serve_all 0 || fail "before any restart: $(cat "$work/why")"
 # A connection open through the PPE when it dies stays dead: once the new PPE
@@ -134,7 +142,12 @@ wait_until 60 grep -q open "$work/held.out" || fail "held redis connection did n
 
 for cycle in $(seq 1 "$CYCLES"); do
     ppe_kill9 # waits until eta-ppe itself is gone
-    wait_until 20 grep -q "the PPE has gone" "$work/redis.log" || { cat "$work/redis.log"; fail "cycle $cycle: redis did not notice the PPE going"; }
+    # Each program says once per kill that the PPE went: counted, so that a
+    # later cycle does not pass on an earlier cycle's line.
+    for l in redis echo web epoll; do
+        wait_until 20 bash -c "[ \$(grep -c 'the PPE has gone' '$work/$l.log') -ge $cycle ]" ||
+            { cat "$work/$l.log"; fail "cycle $cycle: $l did not notice the PPE going ($(gone "$work/$l.log") times in $cycle kills)"; }
+    done
     alive "cycle $cycle, PPE killed"
     if [ "$cycle" -eq 1 ]; then
         # Away: nobody spins (each wakes at most once a second to try again),
