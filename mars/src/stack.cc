@@ -260,7 +260,10 @@ void StackImpl::sock_free(Sock &s)
     detach(s);
     s.lst.parent = UINT32_MAX;
     if (s.state == TcpState::kListen) {
-        listeners_.erase(std::find(listeners_.begin(), listeners_.end(), s.index));
+        // A listener not in the list must not take another with it (erase(end)
+        // would be undefined; libstdc++ drops the last listener).
+        auto it = std::find(listeners_.begin(), listeners_.end(), s.index);
+        if (it != listeners_.end()) listeners_.erase(it);
     }
     s.used = false;
     s.state = TcpState::kClosed;

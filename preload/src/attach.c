@@ -391,12 +391,17 @@ static _Atomic uint64_t ctx_serials;
 
 dti_ctx_t *eta_ctx(void)
 {
+    /* The epoch first: a re-attach stores the new attachment before it bumps
+     * the epoch, so a thread that reads the epoch after the bump also sees the
+     * new attachment; one that races it caches under the old epoch and looks
+     * again on its next call — never the retired context under the new one. */
+    const uint32_t epoch = __atomic_load_n(&eta_fork_epoch, __ATOMIC_ACQUIRE);
     dti_t *d = eta_dti();
     if (!d) {
         errno = ENETDOWN;
         return NULL;
     }
-    if (ETA_LIKELY(eta_tls_ctx && tls_ctx_owner == d && eta_tls_ctx_epoch == eta_fork_epoch))
+    if (ETA_LIKELY(eta_tls_ctx && tls_ctx_owner == d && eta_tls_ctx_epoch == epoch))
         return eta_tls_ctx;
     int err = 0;
     dti_ctx_t *c = dti_ctx_get(d, &err);
@@ -407,7 +412,7 @@ dti_ctx_t *eta_ctx(void)
     dti_ctx_set_spin(c, eta_cfg.spin_ns); /* ETA_SPIN_US: the most a wait spins */
     eta_tls_ctx = c;
     tls_ctx_owner = d;
-    eta_tls_ctx_epoch = eta_fork_epoch;
+    eta_tls_ctx_epoch = epoch;
     eta_tls_ctx_serial = atomic_fetch_add(&ctx_serials, 1) + 1;
     return c;
 }
