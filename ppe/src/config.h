@@ -179,10 +179,6 @@ struct Config {
     }
 };
 
-// Whether user `uid` can connect to a socket file of `mode` owned by
-// `owner`:`group` (write permission, as the kernel checks connect()); root
-// always can. When not, *why says who can.
-bool user_reaches_socket(uint32_t uid, uint32_t mode, uint32_t owner, uint32_t group, std::string *why);
 
 // Parses `text` (the contents of `path`). Returns false and one message in
 // *error when anything is wrong.

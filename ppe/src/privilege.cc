@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <cstdio>
 #include <grp.h>
+#include <pwd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
@@ -142,6 +144,35 @@ bool apply_socket_group(const Config &c, std::string *error)
         }
     }
     return true;
+}
+
+bool user_reaches_socket(uint32_t uid, uint32_t mode, uint32_t owner, uint32_t group, std::string *why)
+{
+    if (uid == 0)
+        return true;
+    bool in_group = false;
+    const passwd *pw = getpwuid(uid);
+    if (pw) {
+        int n = 64;
+        std::vector<gid_t> groups(static_cast<size_t>(n));
+        if (getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) {
+            groups.resize(size_t(n));
+            getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n);
+        }
+        for (int i = 0; i < n && size_t(i) < groups.size(); i++)
+            in_group = in_group || groups[size_t(i)] == group;
+    }
+    const bool ok = uid == owner ? (mode & 0200) : in_group ? (mode & 0020) : (mode & 0002);
+    if (!ok && why) {
+        char m[8];
+        std::snprintf(m, sizeof m, "%04o", mode);
+        const struct group *g = getgrgid(gid_t(group));
+        *why = std::string("mode ") + m + " lets " +
+               ((mode & 0002) ? "everyone" : (mode & 0020) ? "its owner (uid " + std::to_string(owner) + ") and group " +
+                                    (g ? std::string(g->gr_name) : std::to_string(group)) : "its owner (uid " + std::to_string(owner) + ")") +
+               " connect";
+    }
+    return ok;
 }
 
 } // namespace ppe

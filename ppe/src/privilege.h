@@ -35,4 +35,9 @@ bool check_capabilities(const Config &c, uint32_t n_engines, std::string *error,
 // eta-ppe's own.
 bool apply_socket_group(const Config &c, std::string *error);
 
+// Whether user `uid` can connect to a socket file of `mode` owned by
+// `owner`:`group` (write permission, as the kernel checks connect()); root
+// always can. When not, *why says who can.
+bool user_reaches_socket(uint32_t uid, uint32_t mode, uint32_t owner, uint32_t group, std::string *why);
+
 } // namespace ppe

@@ -1,5 +1,6 @@
 // ppe/src/system.cc: hwloc core resolution and the pre-start environment checks.
 #include "system.h"
+#include "privilege.h"
 
 #include <hwloc.h>
 
