@@ -20,6 +20,7 @@
 #include "fdtable.h"
 #include "shim.h"
 #include "sockobj.h"
+#include "ucopy.h"
 #include "wait.h"
 
 static inline ssize_t fail(int err)
@@ -44,8 +45,11 @@ static inline ssize_t fail_pipe(int flags)
  * never mapped, vm.mmap_min_addr), or one reaching past the lowest top of a
  * user address space, goes the general way, which answers EFAULT for a
  * non-empty one in the first page or wrapping around, before anything is
- * copied or consumed. (A pointer into an unmapped hole elsewhere is not
- * caught: preload/README.md, "Known limits".) */
+ * copied or consumed. A pointer into an unmapped hole elsewhere is caught
+ * by the copies themselves (ucopy.h): each copy of the program's bytes is
+ * all or nothing, as the kernel's TCP copies one segment (receive) or chunk
+ * (send): a copy that faults consumes or publishes none of its bytes, and
+ * the call answers the bytes of the copies before it, or EFAULT. */
 #define ETA_UPTR_MIN 4096ull
 #define ETA_UPTR_TOP (1ull << 47)
 static inline __attribute__((always_inline)) bool uptr_suspect(const void *p, size_t len)
@@ -58,12 +62,38 @@ static inline bool uptr_bad(const void *p, size_t len)
     return len && ((uintptr_t)p < ETA_UPTR_MIN || (uintptr_t)p + len < (uintptr_t)p);
 }
 
+/* Whether len bytes at p can be read (p not in the first page, every page
+ * it spans mapped readable), touching one byte per page through the
+ * recoverable copy: the program's structures (msghdr, iovec arrays) before
+ * the shim reads their fields. (A mapping removed meanwhile by another
+ * thread still faults, as it would in the program's own code.) */
+static inline bool uptr_readable(const void *p, size_t len)
+{
+    if (uptr_bad(p, len))
+        return false;
+    if (len == 0)
+        return true;
+    const char *b = p, *last = b + len - 1;
+    char t;
+    for (const char *q = b; q <= last; q = (const char *)(((uintptr_t)q | 4095u) + 1))
+        if (eta_ucopy(&t, q, 1) != 0)
+            return false;
+    return eta_ucopy(&t, last, 1) == 0;
+}
+
+/* Stores n bytes into the program's memory; false when it cannot be written
+ * (the kernel's put_user answers EFAULT). */
+static inline bool uput(void *dst, const void *src, size_t n)
+{
+    return !uptr_bad(dst, n) && eta_ucopy(dst, src, n) == 0;
+}
+
 /* An iovec array the kernel would refuse with EFAULT. */
 static inline bool iov_fault(const struct iovec *iov, int n)
 {
     if (n <= 0)
         return false;
-    if (uptr_bad(iov, (size_t)n * sizeof *iov))
+    if (!uptr_readable(iov, (size_t)n * sizeof *iov))
         return true;
     for (int i = 0; i < n && i <= IOV_MAX; i++)
         if (uptr_bad(iov[i].iov_base, iov[i].iov_len))
@@ -119,6 +149,61 @@ static __attribute__((noinline, unused)) struct eta_sock *io_accel(int fd)
 {
     return eta_sock_accel_inline(fd);
 }
+
+/* libdti's receive view (dti_recv_view(), dti.h) with the recoverable
+ * copy: > 0 taken (*flush: a release is due), 0 when it cannot take them
+ * now, or when the copy faulted (nothing taken: the general way copies
+ * again and tells). */
+static inline __attribute__((always_inline)) ssize_t eta_recv_view(const struct dti_rx_view *v, void *buf,
+                                                                    size_t len, int *flush)
+{
+    uint32_t head = *v->head;
+    uint32_t n = __atomic_load_n(v->tail, __ATOMIC_ACQUIRE) - head;
+    uint32_t mask = (__atomic_load_n(v->size, __ATOMIC_RELAXED) - 1) & v->max_mask;
+    if (n - 1 > mask || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0)
+        return 0;
+    uint32_t take = len < n ? (uint32_t)len : n;
+    uint32_t off = (__atomic_load_n(v->base, __ATOMIC_RELAXED) + head) & mask;
+    if (take > 64 || take > mask + 1 - off)
+        return 0;
+    if (!eta_ucopy_small(buf, v->ring + off, take))
+        return 0;
+    *v->head = head + take;
+    *flush = __atomic_add_fetch(v->owed, take, __ATOMIC_RELAXED) > mask >> 2;
+    return take;
+}
+
+/* libdti's dti_send_view_copy() (dti.h) with the recoverable copy: the
+ * bytes copied beyond the tail (nothing published), or 0 when it cannot
+ * take them now or the copy faulted. */
+static inline __attribute__((always_inline)) uint32_t eta_send_view_copy(const struct dti_tx_view *v,
+                                                                          const void *buf, size_t len)
+{
+    const uint32_t stop = DTI_STATE_CONNECTED | DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED |
+                          DTI_STATE_CONNECTING;
+    uint32_t state = __atomic_load_n(v->state, __ATOMIC_ACQUIRE);
+    if ((state & stop) != DTI_STATE_CONNECTED || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen ||
+        __atomic_load_n(v->error, __ATOMIC_RELAXED) || *v->shut_gen == v->gen || *v->busy_gen == v->gen ||
+        len == 0)
+        return 0;
+    uint32_t tail = *v->tail;
+    uint32_t room = v->size - (tail - __atomic_load_n(v->head, __ATOMIC_ACQUIRE));
+    if (room - 1 >= v->size)
+        return 0;
+    uint32_t take = len < room ? (uint32_t)len : room;
+    uint32_t off = (v->base + tail) & (v->size - 1);
+    if (take > 64 || take > v->size - off)
+        return 0;
+    if (!eta_ucopy_small(v->ring + off, buf, take))
+        return 0;
+    return take;
+}
+
+/* dti_recv() and dti_send() with the recoverable copy (io_recv.c,
+ * io_send.c): the same answers, and -EFAULT when the copy faulted (then
+ * nothing was consumed, or published). */
+ssize_t eta_recv_copy(dti_ctx_t *c, dti_sock_t h, void *buf, size_t len);
+ssize_t eta_send_copy(dti_ctx_t *c, dti_sock_t h, const void *buf, size_t len);
 
 /* io_recv.c: receives into iov. Returns bytes, 0 at EOF, or -1 with errno. */
 ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags);

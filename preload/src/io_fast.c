@@ -70,12 +70,12 @@ static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, vo
         ssize_t n = 0;
         int flush = 0;
         if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_acquire) == 2))
-            n = dti_recv_view(&s->rxv, buf, len, &flush);
+            n = eta_recv_view(&s->rxv, buf, len, &flush);
         if (ETA_LIKELY(n > 0)) {
             if (ETA_UNLIKELY(flush))
                 dti_recv_flush(c, s->h);
         } else {
-            n = dti_recv(c, s->h, buf, len);
+            n = eta_recv_copy(c, s->h, buf, len);
             if (n > 0)
                 take_rx_view(c, s);
         }
@@ -126,11 +126,11 @@ static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s,
     }
     if (ETA_LIKELY(!atomic_load_explicit(&s->shut_wr, memory_order_relaxed))) {
         if (n == 0) {
-            n = dti_send(c, s->h, buf, len, 0);
+            n = eta_send_copy(c, s->h, buf, len);
             if (n > 0)
                 take_tx_view(c, s);
         } else {
-            ssize_t more = dti_send(c, s->h, buf + n, len - (size_t)n, 0); /* the view took a part */
+            ssize_t more = eta_send_copy(c, s->h, buf + n, len - (size_t)n); /* the view took a part */
             if (more > 0)
                 n += more;
         }
@@ -281,7 +281,7 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
     struct eta_sock *s = (struct eta_sock *)o;
     if (ETA_UNLIKELY(!send_view_usable(s)))
         return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
-    uint32_t take = dti_send_view_copy(&s->txv, buf, len);
+    uint32_t take = eta_send_view_copy(&s->txv, buf, len);
     int r = take ? dti_send_view_coalesce(&s->txv, take) : 0;
     if (ETA_LIKELY(r > 0 && take == len)) {
         atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);

@@ -13,20 +13,21 @@
 #include "real.h"
 #include "pass_fds.h"
 
-/* Copies len bytes between src/dst memory and the iovec at byte offset off. */
-static void iov_put(const struct iovec *iov, int n, size_t off, const char *src, size_t len)
+/* dti_recv() with the recoverable copy: borrow, copy, release. A copy that
+ * faults releases nothing (the bytes stay readable): -EFAULT. */
+ssize_t eta_recv_copy(dti_ctx_t *c, dti_sock_t h, void *buf, size_t len)
 {
-    for (int i = 0; i < n && len; i++) {
-        if (off >= iov[i].iov_len) {
-            off -= iov[i].iov_len;
-            continue;
-        }
-        size_t k = iov[i].iov_len - off < len ? iov[i].iov_len - off : len;
-        memcpy((char *)iov[i].iov_base + off, src, k);
-        src += k;
-        len -= k;
-        off = 0;
-    }
+    struct dti_iov piece[2];
+    ssize_t n = dti_recv_borrow(c, h, piece);
+    if (n <= 0 || len == 0)
+        return n < 0 ? n : 0;
+    size_t take = len < (size_t)n ? len : (size_t)n;
+    size_t first = take < piece[0].len ? take : piece[0].len;
+    if (eta_ucopy(buf, piece[0].base, first) != 0 ||
+        (take > first && eta_ucopy((char *)buf + first, piece[1].base, take - first) != 0))
+        return -EFAULT;
+    int rc = dti_recv_release(c, h, take);
+    return rc < 0 ? rc : (ssize_t)take;
 }
 
 static bool readable(void *arg)
@@ -179,7 +180,9 @@ ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
         struct dti_iov piece[2];
         ssize_t n;
         if (simple) { /* one buffer, bytes taken: libdti copies and releases in one call */
-            n = dti_recv(c, s->h, (char *)iov[0].iov_base + got, want - got);
+            n = eta_recv_copy(c, s->h, (char *)iov[0].iov_base + got, want - got);
+            if (n == -EFAULT)
+                return got ? (ssize_t)got : fail(EFAULT); /* nothing of this copy consumed */
             if (n > 0) {
                 atomic_fetch_add_explicit(&s->rx_taken, (size_t)n, memory_order_relaxed);
                 got += (size_t)n;
@@ -191,9 +194,9 @@ ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
             size_t take = (size_t)n < want - got ? (size_t)n : want - got;
             if (!(flags & MSG_TRUNC)) {
                 size_t first = take < piece[0].len ? take : piece[0].len;
-                iov_put(iov, iovcnt, got, piece[0].base, first);
-                if (take > first)
-                    iov_put(iov, iovcnt, got + first, piece[1].base, take - first);
+                if (!eta_ucopy_iov(iov, iovcnt, got, piece[0].base, first, true) ||
+                    (take > first && !eta_ucopy_iov(iov, iovcnt, got + first, piece[1].base, take - first, true)))
+                    return got ? (ssize_t)got : fail(EFAULT); /* nothing of this copy consumed */
             }
             if (!(flags & MSG_PEEK)) {
                 int rc = dti_recv_release(c, s->h, take); /* batched in libdti: never refused for a full queue */
@@ -251,15 +254,16 @@ ETA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR
     struct eta_sock *s = io_accel(fd);
     if (ETA_LIKELY(!s))
         return real_recvfrom(fd, buf, len, flags, addr, alen);
-    if (alen && uptr_bad(alen, sizeof *alen)) {
+    if (addr && alen && !uptr_readable(alen, sizeof *alen)) {
         eta_obj_put(&s->obj);
         return fail(EFAULT);
     }
     struct iovec v = {buf, len};
     ssize_t r = eta_sock_recv(s, &v, 1, flags);
     eta_obj_put(&s->obj);
-    if (r >= 0 && alen)
-        *alen = 0; /* a TCP socket reports no source address */
+    static const socklen_t none = 0; /* a TCP socket reports no source address */
+    if (r >= 0 && addr && alen && !uput(alen, &none, sizeof none))
+        return fail(EFAULT); /* as the kernel's put_user after the bytes were taken */
     return r;
 }
 
@@ -282,16 +286,21 @@ ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
             eta_claim_passed(msg);
         return r;
     }
-    if (uptr_bad(msg, sizeof *msg)) {
+    struct msghdr m;
+    if (uptr_bad(msg, sizeof *msg) || eta_ucopy(&m, msg, sizeof m) != 0) {
         eta_obj_put(&s->obj);
         return fail(EFAULT);
     }
-    ssize_t r = eta_sock_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+    ssize_t r = eta_sock_recv(s, m.msg_iov, (int)m.msg_iovlen, flags);
     eta_obj_put(&s->obj);
     if (r >= 0) {
-        msg->msg_namelen = 0;
-        msg->msg_controllen = 0;
-        msg->msg_flags = 0;
+        m.msg_namelen = 0;
+        m.msg_controllen = 0;
+        m.msg_flags = 0;
+        if (!uput(&msg->msg_namelen, &m.msg_namelen, sizeof m.msg_namelen) ||
+            !uput(&msg->msg_controllen, &m.msg_controllen, sizeof m.msg_controllen) ||
+            !uput(&msg->msg_flags, &m.msg_flags, sizeof m.msg_flags))
+            return fail(EFAULT); /* a msghdr the program cannot have written either */
     }
     return r;
 }
@@ -306,7 +315,7 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
                 eta_claim_passed(&vec[i].msg_hdr);
         return n;
     }
-    if (vlen && uptr_bad(vec, (size_t)vlen * sizeof *vec)) {
+    if (vlen && !uptr_readable(vec, (size_t)vlen * sizeof *vec)) {
         eta_obj_put(&s->obj);
         return fail(EFAULT);
     }

@@ -14,19 +14,22 @@
 #include "pass_fds.h"
 
 
-static void iov_get(const struct iovec *iov, int n, size_t off, char *dst, size_t len)
+/* dti_send() with the recoverable copy: reserve, copy, commit. A copy that
+ * faults commits nothing (the ring's room stays free): -EFAULT. A full
+ * command queue: -EAGAIN with nothing queued, as dti_send() answers. */
+ssize_t eta_send_copy(dti_ctx_t *c, dti_sock_t h, const void *buf, size_t len)
 {
-    for (int i = 0; i < n && len; i++) {
-        if (off >= iov[i].iov_len) {
-            off -= iov[i].iov_len;
-            continue;
-        }
-        size_t k = iov[i].iov_len - off < len ? iov[i].iov_len - off : len;
-        memcpy(dst, (const char *)iov[i].iov_base + off, k);
-        dst += k;
-        len -= k;
-        off = 0;
-    }
+    struct dti_iov piece[2];
+    ssize_t n = dti_send_reserve(c, h, piece);
+    if (n <= 0 || len == 0)
+        return n < 0 ? n : 0;
+    size_t take = len < (size_t)n ? len : (size_t)n;
+    size_t first = take < piece[0].len ? take : piece[0].len;
+    if (eta_ucopy(piece[0].base, buf, first) != 0 ||
+        (take > first && eta_ucopy(piece[1].base, (const char *)buf + first, take - first) != 0))
+        return -EFAULT;
+    int rc = dti_send_commit(c, h, take, 0);
+    return rc < 0 ? rc : (ssize_t)take;
 }
 
 static bool writable(void *arg)
@@ -103,7 +106,9 @@ ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
     const bool simple = in_fd < 0 && iovcnt == 1 && !(flags & MSG_MORE);
     while (sent < total) {
         if (simple) {
-            ssize_t k = dti_send(c, s->h, (const char *)iov[0].iov_base + sent, total - sent, 0);
+            ssize_t k = eta_send_copy(c, s->h, (const char *)iov[0].iov_base + sent, total - sent);
+            if (k == -EFAULT)
+                return sent ? (ssize_t)sent : fail(EFAULT); /* nothing of this copy queued */
             if (k > 0) {
                 atomic_fetch_add_explicit(&s->tx_committed, (size_t)k, memory_order_relaxed);
                 sent += (size_t)k;
@@ -145,9 +150,9 @@ ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
                     break; /* end of file */
                 continue;
             }
-            iov_get(iov, iovcnt, sent, piece[0].base, first);
-            if (take > first)
-                iov_get(iov, iovcnt, sent + first, piece[1].base, take - first);
+            if (!eta_ucopy_iov(iov, iovcnt, sent, piece[0].base, first, false) ||
+                (take > first && !eta_ucopy_iov(iov, iovcnt, sent + first, piece[1].base, take - first, false)))
+                return sent ? (ssize_t)sent : fail(EFAULT); /* nothing of this copy queued */
             /* MSG_MORE only for the last piece of what the program gave; a
              * piece cut short by a full ring goes out at once. */
             unsigned more = (flags & MSG_MORE) && sent + take == total ? DTI_SEND_MORE : 0;
@@ -211,7 +216,8 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct eta_sock *s = io_accel(fd);
     if (ETA_LIKELY(!s)) {
-        if (ETA_UNLIKELY(msg && msg->msg_controllen)) { /* passing sockets (pass_fds.c) */
+        /* passing sockets (pass_fds.c); a msghdr the kernel cannot read: its EFAULT */
+        if (ETA_UNLIKELY(msg && uptr_readable(msg, sizeof *msg) && msg->msg_controllen)) {
             if (eta_passes_accelerated(msg))
                 return -1;
             ssize_t r = real_sendmsg(fd, msg, flags);
@@ -221,11 +227,12 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
         }
         return real_sendmsg(fd, msg, flags);
     }
-    if (uptr_bad(msg, sizeof *msg)) {
+    struct msghdr m;
+    if (uptr_bad(msg, sizeof *msg) || eta_ucopy(&m, msg, sizeof m) != 0) {
         eta_obj_put(&s->obj);
         return fail(EFAULT);
     }
-    ssize_t r = eta_sock_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags, -1, NULL, 0);
+    ssize_t r = eta_sock_send(s, m.msg_iov, (int)m.msg_iovlen, flags, -1, NULL, 0);
     eta_obj_put(&s->obj);
     return r;
 }
@@ -235,6 +242,8 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     struct eta_sock *s = io_accel(fd);
     if (ETA_LIKELY(!s)) {
         unsigned n = vlen;
+        if (vec && vlen && !uptr_readable(vec, (size_t)vlen * sizeof *vec))
+            return real_sendmmsg(fd, vec, n, flags); /* the kernel's EFAULT */
         for (unsigned i = 0; vec && i < vlen; i++)
             if (ETA_UNLIKELY(vec[i].msg_hdr.msg_controllen) && eta_passes_accelerated(&vec[i].msg_hdr)) {
                 if (i == 0)
@@ -248,7 +257,7 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
                 eta_pass_withdraw(&vec[i].msg_hdr); /* not sent: not in flight (pass_fds.c) */
         return r;
     }
-    if (vlen && uptr_bad(vec, (size_t)vlen * sizeof *vec)) {
+    if (vlen && !uptr_readable(vec, (size_t)vlen * sizeof *vec)) {
         eta_obj_put(&s->obj);
         return fail(EFAULT);
     }

@@ -22,6 +22,7 @@
 #include "real.h"
 #include "shim.h"
 #include "signals.h"
+#include "ucopy.h"
 
 ETA_TLS unsigned eta_sig_handled; /* handlers run on this thread */
 ETA_TLS unsigned eta_sig_eintr;   /* ... of which without SA_RESTART */
@@ -38,7 +39,7 @@ static struct prog_handler prog[NSIG];
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 static sigaction_fn real_sigaction_ptr;
 
-static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+int eta_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     sigaction_fn f = __atomic_load_n(&real_sigaction_ptr, __ATOMIC_ACQUIRE);
     if (!f) {
@@ -95,9 +96,11 @@ static bool wrappable(int sig)
 }
 
 /* Faults are delivered to the thread that caused them, in the program's own
- * code, never while a shim wait blocks: their handlers (a JVM's SIGSEGV, a
- * crash reporter's) go to the kernel untouched, with no frame of ours in
- * front of them. */
+ * code, never while a shim wait blocks: they need no counting trampoline.
+ * SIGFPE, SIGILL, SIGTRAP and SIGSYS handlers go to the kernel untouched;
+ * SIGSEGV and SIGBUS have the shim's fault handler in front (ucopy.c: a
+ * fault in the shim's copy of a program's buffer is EFAULT, every other one
+ * the program's). */
 static bool synchronous(int sig)
 {
     return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP || sig == SIGSYS;
@@ -121,17 +124,19 @@ static void as_program(int sig, const struct sigaction *k, uintptr_t h, int flag
 
 static int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
+    if (eta_fault_sig(sig)) /* SIGSEGV, SIGBUS: the shim's handler stays in front (ucopy.c) */
+        return eta_fault_sigaction(sig, act, old);
     if (!wrappable(sig) || synchronous(sig))
-        return real_sigaction(sig, act, old);
+        return eta_real_sigaction(sig, act, old);
     uintptr_t prev_h = atomic_load_explicit(&prog[sig].handler, memory_order_acquire);
     int prev_flags = atomic_load_explicit(&prog[sig].flags, memory_order_relaxed);
     struct sigaction k, kold;
     int rc;
     if (!act) {
-        rc = real_sigaction(sig, NULL, &kold);
+        rc = eta_real_sigaction(sig, NULL, &kold);
     } else if (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN) {
         /* Passed through; forgotten once the kernel no longer calls it. */
-        rc = real_sigaction(sig, act, &kold);
+        rc = eta_real_sigaction(sig, act, &kold);
         if (rc == 0)
             atomic_store_explicit(&prog[sig].handler, 0, memory_order_release);
     } else {
@@ -146,7 +151,7 @@ static int shim_sigaction(int sig, const struct sigaction *act, struct sigaction
         k = *act;
         k.sa_sigaction = trampoline;
         k.sa_flags |= SA_SIGINFO;
-        rc = real_sigaction(sig, &k, &kold);
+        rc = eta_real_sigaction(sig, &k, &kold);
         if (rc != 0) { /* refused (bad flags, ...): as it was */
             atomic_store_explicit(&prog[sig].flags, prev_flags, memory_order_relaxed);
             atomic_store_explicit(&prog[sig].handler, prev_h, memory_order_release);
@@ -232,7 +237,7 @@ bool eta_signal_restarts(int sig)
     if (!wrappable(sig))
         return true;
     struct sigaction sa;
-    if (real_sigaction(sig, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+    if (eta_real_sigaction(sig, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
         return true;
     if (is_trampoline(&sa))
         return atomic_load_explicit(&prog[sig].flags, memory_order_relaxed) & SA_RESTART;
@@ -259,13 +264,14 @@ void eta_sig_test_raise(void)
 
 void eta_signals_init(void)
 {
+    eta_fault_init();
     int saved = errno;
     const char *t = getenv("ETA_TEST_SIGNAL_AT_WAIT");
     if (t && atoi(t) > 0 && atoi(t) < NSIG && wrappable(atoi(t)) && !synchronous(atoi(t)))
         eta_test_signal_at_wait = atoi(t);
     for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction sa;
-        if (!wrappable(sig) || synchronous(sig) || real_sigaction(sig, NULL, &sa) != 0)
+        if (!wrappable(sig) || synchronous(sig) || eta_real_sigaction(sig, NULL, &sa) != 0)
             continue;
         if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN || is_trampoline(&sa))
             continue;

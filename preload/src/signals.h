@@ -44,8 +44,10 @@ static inline void eta_sig_test_hook(void)
     if (ETA_UNLIKELY(eta_test_signal_at_wait))
         eta_sig_test_raise();
 }
+/* libc's sigaction(), past the shim's. */
+int eta_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 /* Puts the trampoline in front of handlers installed before the shim's
  * wrappers were reached. Called by the constructor. */
-void eta_signals_init(void);
+void eta_signals_init(void);  /* also installs the fault handler (ucopy.c) */
 
 #endif
