@@ -152,52 +152,58 @@ static __attribute__((noinline, unused)) struct eta_sock *io_accel(int fd)
 
 /* libdti's receive view (dti_recv_view(), dti.h) with the recoverable
  * copy: > 0 taken (*flush: a release is due), 0 when it cannot take them
- * now, or when the copy faulted (nothing taken: the general way copies
- * again and tells). */
-static inline __attribute__((always_inline)) ssize_t eta_recv_view(const struct dti_rx_view *v, void *buf,
-                                                                    size_t len, int *flush)
-{
-    uint32_t head = *v->head;
-    uint32_t n = __atomic_load_n(v->tail, __ATOMIC_ACQUIRE) - head;
-    uint32_t mask = (__atomic_load_n(v->size, __ATOMIC_RELAXED) - 1) & v->max_mask;
-    if (n - 1 > mask || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0)
-        return 0;
-    uint32_t take = len < n ? (uint32_t)len : n;
-    uint32_t off = (__atomic_load_n(v->base, __ATOMIC_RELAXED) + head) & mask;
-    if (take > 64 || take > mask + 1 - off)
-        return 0;
-    if (!eta_ucopy_small(buf, v->ring + off, take))
-        return 0;
-    *v->head = head + take;
-    *flush = __atomic_add_fetch(v->owed, take, __ATOMIC_RELAXED) > mask >> 2;
-    return take;
-}
+ * now; a fault in the copy jumps to the caller's label `fault` with nothing
+ * taken (the general way copies again and answers). */
+#define ETA_RECV_VIEW(view, buf, len, flush, fault)                                                              \
+    __extension__({                                                                                               \
+        const struct dti_rx_view *v_ = (view);                                                                    \
+        size_t len_ = (len);                                                                                      \
+        ssize_t r_ = 0;                                                                                           \
+        uint32_t head_ = *v_->head;                                                                               \
+        uint32_t n_ = __atomic_load_n(v_->tail, __ATOMIC_ACQUIRE) - head_;                                        \
+        uint32_t mask_ = (__atomic_load_n(v_->size, __ATOMIC_RELAXED) - 1) & v_->max_mask;                        \
+        if (!(n_ - 1 > mask_ || __atomic_load_n(v_->live_gen, __ATOMIC_RELAXED) != v_->gen || len_ == 0)) {       \
+            uint32_t take_ = len_ < n_ ? (uint32_t)len_ : n_;                                                     \
+            uint32_t off_ = (__atomic_load_n(v_->base, __ATOMIC_RELAXED) + head_) & mask_;                        \
+            if (!(take_ > 64 || take_ > mask_ + 1 - off_)) {                                                      \
+                ETA_UCOPY_SMALL((buf), v_->ring + off_, take_, fault);                                            \
+                *v_->head = head_ + take_;                                                                        \
+                *(flush) = __atomic_add_fetch(v_->owed, take_, __ATOMIC_RELAXED) > mask_ >> 2;                    \
+                r_ = take_;                                                                                       \
+            }                                                                                                     \
+        }                                                                                                         \
+        r_;                                                                                                       \
+    })
 
 /* libdti's dti_send_view_copy() (dti.h) with the recoverable copy: the
  * bytes copied beyond the tail (nothing published), or 0 when it cannot
- * take them now or the copy faulted. */
-static inline __attribute__((always_inline)) uint32_t eta_send_view_copy(const struct dti_tx_view *v,
-                                                                          const void *buf, size_t len)
-{
-    const uint32_t stop = DTI_STATE_CONNECTED | DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED |
-                          DTI_STATE_CONNECTING;
-    uint32_t state = __atomic_load_n(v->state, __ATOMIC_ACQUIRE);
-    if ((state & stop) != DTI_STATE_CONNECTED || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen ||
-        __atomic_load_n(v->error, __ATOMIC_RELAXED) || *v->shut_gen == v->gen || *v->busy_gen == v->gen ||
-        len == 0)
-        return 0;
-    uint32_t tail = *v->tail;
-    uint32_t room = v->size - (tail - __atomic_load_n(v->head, __ATOMIC_ACQUIRE));
-    if (room - 1 >= v->size)
-        return 0;
-    uint32_t take = len < room ? (uint32_t)len : room;
-    uint32_t off = (v->base + tail) & (v->size - 1);
-    if (take > 64 || take > v->size - off)
-        return 0;
-    if (!eta_ucopy_small(v->ring + off, buf, take))
-        return 0;
-    return take;
-}
+ * take them now; a fault in the copy jumps to the caller's label `fault`
+ * (nothing published). */
+#define ETA_SEND_VIEW_COPY(view, buf, len, fault)                                                                 \
+    __extension__({                                                                                               \
+        const struct dti_tx_view *v_ = (view);                                                                    \
+        size_t len_ = (len);                                                                                      \
+        uint32_t r_ = 0;                                                                                          \
+        const uint32_t stop_ = DTI_STATE_CONNECTED | DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED |   \
+                               DTI_STATE_CONNECTING;                                                              \
+        uint32_t state_ = __atomic_load_n(v_->state, __ATOMIC_ACQUIRE);                                           \
+        if (!((state_ & stop_) != DTI_STATE_CONNECTED ||                                                          \
+              __atomic_load_n(v_->live_gen, __ATOMIC_RELAXED) != v_->gen ||                                       \
+              __atomic_load_n(v_->error, __ATOMIC_RELAXED) || *v_->shut_gen == v_->gen ||                         \
+              *v_->busy_gen == v_->gen || len_ == 0)) {                                                           \
+            uint32_t tail_ = *v_->tail;                                                                           \
+            uint32_t room_ = v_->size - (tail_ - __atomic_load_n(v_->head, __ATOMIC_ACQUIRE));                    \
+            if (!(room_ - 1 >= v_->size)) {                                                                       \
+                uint32_t take_ = len_ < room_ ? (uint32_t)len_ : room_;                                           \
+                uint32_t off_ = (v_->base + tail_) & (v_->size - 1);                                              \
+                if (!(take_ > 64 || take_ > v_->size - off_)) {                                                   \
+                    ETA_UCOPY_SMALL(v_->ring + off_, (buf), take_, fault);                                        \
+                    r_ = take_;                                                                                   \
+                }                                                                                                 \
+            }                                                                                                     \
+        }                                                                                                         \
+        r_;                                                                                                       \
+    })
 
 /* dti_recv() and dti_send() with the recoverable copy (io_recv.c,
  * io_send.c): the same answers, and -EFAULT when the copy faulted (then

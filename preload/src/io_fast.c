@@ -70,7 +70,7 @@ static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, vo
         ssize_t n = 0;
         int flush = 0;
         if (ETA_LIKELY(atomic_load_explicit(&s->rxv_state, memory_order_acquire) == 2))
-            n = eta_recv_view(&s->rxv, buf, len, &flush);
+            n = ETA_RECV_VIEW(&s->rxv, buf, len, &flush, rx_fault);
         if (ETA_LIKELY(n > 0)) {
             if (ETA_UNLIKELY(flush))
                 dti_recv_flush(c, s->h);
@@ -96,6 +96,9 @@ static inline __attribute__((always_inline)) int recv_fast(struct eta_obj *o, vo
     }
     eta_obj_unref(&s->obj);
     return done;
+rx_fault: /* the view's copy faulted, nothing taken: the general way copies again and answers */
+    eta_obj_unref(&s->obj);
+    return 0;
 }
 
 /* The view took bytes but could not queue their SEND (a full command
@@ -281,7 +284,7 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
     struct eta_sock *s = (struct eta_sock *)o;
     if (ETA_UNLIKELY(!send_view_usable(s)))
         return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
-    uint32_t take = eta_send_view_copy(&s->txv, buf, len);
+    uint32_t take = ETA_SEND_VIEW_COPY(&s->txv, buf, len, tx_fault);
     int r = take ? dti_send_view_coalesce(&s->txv, take) : 0;
     if (ETA_LIKELY(r > 0 && take == len)) {
         atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
@@ -292,6 +295,8 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
     if (r == 0 && take == len)
         return send_noted(fd, buf, len, flags | (int)write, s);
     return send_slow(fd, buf, len, flags, s, take | write | (r > 0 ? SLOW_COVERED : r < 0 ? SLOW_OWED : 0));
+tx_fault: /* the view's copy faulted, nothing published: the general way copies again and answers */
+    return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
 }
 
 ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)

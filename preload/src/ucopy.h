@@ -27,102 +27,94 @@ size_t eta_ucopy(void *dst, const void *src, size_t n);
 
 #if defined(__x86_64__)
 /* One entry of the exception table: the listed instruction and where to
- * resume when it faults, each relative to its own field. */
-#define ETA_UCOPY_EX(insn)                                                                                       \
-    ".pushsection eta_ucopy_ex,\"a\"\n.balign 4\n.long " insn " - .\n.long %l[fault] - .\n.popsection\n"
+ * resume when it faults (the C label lbl), each relative to its own field. */
+#define ETA_UCOPY_EX(insn, lbl)                                                                                  \
+    ".pushsection eta_ucopy_ex,\"a\"\n.balign 4\n.long " insn " - .\n.long %l[" #lbl "] - .\n.popsection\n"
 
-/* Copies n <= 64 bytes (n >= 1) as dti__copy_small() does (two overlapping
- * moves of the largest power of two not above n), inline; false when it
- * faulted (then some of dst may have been written). */
-static inline __attribute__((always_inline)) bool eta_ucopy_small(void *dst, const void *src, uint32_t n)
-{
-    char *d = (char *)dst;
-    const char *s = (const char *)src;
-    if (n == 64) {
-        __asm__ __volatile__ goto("1: movdqu (%[s]), %%xmm0\n"
-                     "2: movdqu 16(%[s]), %%xmm1\n"
-                     "3: movdqu 32(%[s]), %%xmm2\n"
-                     "4: movdqu 48(%[s]), %%xmm3\n"
-                     "5: movdqu %%xmm0, (%[d])\n"
-                     "6: movdqu %%xmm1, 16(%[d])\n"
-                     "7: movdqu %%xmm2, 32(%[d])\n"
-                     "8: movdqu %%xmm3, 48(%[d])\n" ETA_UCOPY_EX("1b") ETA_UCOPY_EX("2b") ETA_UCOPY_EX("3b")
-                         ETA_UCOPY_EX("4b") ETA_UCOPY_EX("5b") ETA_UCOPY_EX("6b") ETA_UCOPY_EX("7b")
-                             ETA_UCOPY_EX("8b")
-                     :
-                     : [d] "r"(d), [s] "r"(s)
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "memory"
-                     : fault);
-    } else if (n >= 32) {
-        __asm__ __volatile__ goto("1: movdqu (%[s]), %%xmm0\n"
-                     "2: movdqu 16(%[s]), %%xmm1\n"
-                     "3: movdqu (%[s2]), %%xmm2\n"
-                     "4: movdqu 16(%[s2]), %%xmm3\n"
-                     "5: movdqu %%xmm0, (%[d])\n"
-                     "6: movdqu %%xmm1, 16(%[d])\n"
-                     "7: movdqu %%xmm2, (%[d2])\n"
-                     "8: movdqu %%xmm3, 16(%[d2])\n" ETA_UCOPY_EX("1b") ETA_UCOPY_EX("2b") ETA_UCOPY_EX("3b")
-                         ETA_UCOPY_EX("4b") ETA_UCOPY_EX("5b") ETA_UCOPY_EX("6b") ETA_UCOPY_EX("7b")
-                             ETA_UCOPY_EX("8b")
-                     :
-                     : [d] "r"(d), [s] "r"(s), [d2] "r"(d + n - 32), [s2] "r"(s + n - 32)
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "memory"
-                     : fault);
-    } else if (n >= 16) {
-        __asm__ __volatile__ goto("1: movdqu (%[s]), %%xmm0\n"
-                     "2: movdqu (%[s2]), %%xmm1\n"
-                     "3: movdqu %%xmm0, (%[d])\n"
-                     "4: movdqu %%xmm1, (%[d2])\n" ETA_UCOPY_EX("1b") ETA_UCOPY_EX("2b") ETA_UCOPY_EX("3b")
-                         ETA_UCOPY_EX("4b")
-                     :
-                     : [d] "r"(d), [s] "r"(s), [d2] "r"(d + n - 16), [s2] "r"(s + n - 16)
-                     : "xmm0", "xmm1", "memory"
-                     : fault);
-    } else if (n >= 8) {
-        __asm__ __volatile__ goto("1: movq (%[s]), %%xmm0\n"
-                     "2: movq (%[s2]), %%xmm1\n"
-                     "3: movq %%xmm0, (%[d])\n"
-                     "4: movq %%xmm1, (%[d2])\n" ETA_UCOPY_EX("1b") ETA_UCOPY_EX("2b") ETA_UCOPY_EX("3b")
-                         ETA_UCOPY_EX("4b")
-                     :
-                     : [d] "r"(d), [s] "r"(s), [d2] "r"(d + n - 8), [s2] "r"(s + n - 8)
-                     : "xmm0", "xmm1", "memory"
-                     : fault);
-    } else if (n >= 4) {
-        __asm__ __volatile__ goto("1: movd (%[s]), %%xmm0\n"
-                     "2: movd (%[s2]), %%xmm1\n"
-                     "3: movd %%xmm0, (%[d])\n"
-                     "4: movd %%xmm1, (%[d2])\n" ETA_UCOPY_EX("1b") ETA_UCOPY_EX("2b") ETA_UCOPY_EX("3b")
-                         ETA_UCOPY_EX("4b")
-                     :
-                     : [d] "r"(d), [s] "r"(s), [d2] "r"(d + n - 4), [s2] "r"(s + n - 4)
-                     : "xmm0", "xmm1", "memory"
-                     : fault);
-    } else { /* 1 to 3 bytes: the first, the last and the middle one */
-        unsigned t;
-        __asm__ __volatile__ goto("1: movzbl (%[s]), %k[t]\n"
-                     "2: movb %b[t], (%[d])\n"
-                     "3: movzbl (%[s2]), %k[t]\n"
-                     "4: movb %b[t], (%[d2])\n"
-                     "5: movzbl (%[s3]), %k[t]\n"
-                     "6: movb %b[t], (%[d3])\n" ETA_UCOPY_EX("1b") ETA_UCOPY_EX("2b") ETA_UCOPY_EX("3b")
-                         ETA_UCOPY_EX("4b") ETA_UCOPY_EX("5b") ETA_UCOPY_EX("6b")
-                     : [t] "=&r"(t)
-                     : [d] "r"(d), [s] "r"(s), [d2] "r"(d + n - 1), [s2] "r"(s + n - 1), [d3] "r"(d + n / 2),
-                       [s3] "r"(s + n / 2)
-                     : "memory"
-                     : fault);
-        (void)t;
-    }
-    return true;
-fault:
-    return false;
-}
+/* Copies n bytes, 1 <= n <= 64, as dti__copy_small() does (two overlapping
+ * moves of the largest power of two not above n), inline; a fault jumps to
+ * the label `fault` of the enclosing function (then some of dst may have
+ * been written). A label, not a result: the common path then has no test
+ * and no value more to keep (the fast paths' budgets). */
+#define ETA_UCOPY_SMALL(dst, src, len, fault)                                                                     \
+    do {                                                                                                          \
+        char *d_ = (char *)(dst);                                                                                 \
+        const char *s_ = (const char *)(src);                                                                     \
+        size_t n_ = (len);                                                                                        \
+        if (n_ == 64) {                                                                                           \
+            __asm__ __volatile__ goto("1: movdqu (%[s]), %%xmm0\n2: movdqu 16(%[s]), %%xmm1\n"                    \
+                                      "3: movdqu 32(%[s]), %%xmm2\n4: movdqu 48(%[s]), %%xmm3\n"                  \
+                                      "5: movdqu %%xmm0, (%[d])\n6: movdqu %%xmm1, 16(%[d])\n"                    \
+                                      "7: movdqu %%xmm2, 32(%[d])\n8: movdqu %%xmm3, 48(%[d])\n"                  \
+                                      ETA_UCOPY_EX("1b", fault) ETA_UCOPY_EX("2b", fault)                         \
+                                      ETA_UCOPY_EX("3b", fault) ETA_UCOPY_EX("4b", fault)                         \
+                                      ETA_UCOPY_EX("5b", fault) ETA_UCOPY_EX("6b", fault)                         \
+                                      ETA_UCOPY_EX("7b", fault) ETA_UCOPY_EX("8b", fault)                         \
+                                      :                                                                           \
+                                      : [d] "r"(d_), [s] "r"(s_)                                                  \
+                                      : "xmm0", "xmm1", "xmm2", "xmm3", "memory"                                  \
+                                      : fault);                                                                   \
+        } else if (n_ >= 32) {                                                                                    \
+            __asm__ __volatile__ goto("1: movdqu (%[s]), %%xmm0\n2: movdqu 16(%[s]), %%xmm1\n"                    \
+                                      "3: movdqu -32(%[s],%[n]), %%xmm2\n4: movdqu -16(%[s],%[n]), %%xmm3\n"      \
+                                      "5: movdqu %%xmm0, (%[d])\n6: movdqu %%xmm1, 16(%[d])\n"                    \
+                                      "7: movdqu %%xmm2, -32(%[d],%[n])\n8: movdqu %%xmm3, -16(%[d],%[n])\n"      \
+                                      ETA_UCOPY_EX("1b", fault) ETA_UCOPY_EX("2b", fault)                         \
+                                      ETA_UCOPY_EX("3b", fault) ETA_UCOPY_EX("4b", fault)                         \
+                                      ETA_UCOPY_EX("5b", fault) ETA_UCOPY_EX("6b", fault)                         \
+                                      ETA_UCOPY_EX("7b", fault) ETA_UCOPY_EX("8b", fault)                         \
+                                      :                                                                           \
+                                      : [d] "r"(d_), [s] "r"(s_), [n] "r"(n_)                                     \
+                                      : "xmm0", "xmm1", "xmm2", "xmm3", "memory"                                  \
+                                      : fault);                                                                   \
+        } else if (n_ >= 16) {                                                                                    \
+            __asm__ __volatile__ goto("1: movdqu (%[s]), %%xmm0\n2: movdqu -16(%[s],%[n]), %%xmm1\n"              \
+                                      "3: movdqu %%xmm0, (%[d])\n4: movdqu %%xmm1, -16(%[d],%[n])\n"              \
+                                      ETA_UCOPY_EX("1b", fault) ETA_UCOPY_EX("2b", fault)                         \
+                                      ETA_UCOPY_EX("3b", fault) ETA_UCOPY_EX("4b", fault)                         \
+                                      :                                                                           \
+                                      : [d] "r"(d_), [s] "r"(s_), [n] "r"(n_)                                     \
+                                      : "xmm0", "xmm1", "memory"                                                  \
+                                      : fault);                                                                   \
+        } else if (n_ >= 8) {                                                                                     \
+            __asm__ __volatile__ goto("1: movq (%[s]), %%xmm0\n2: movq -8(%[s],%[n]), %%xmm1\n"                   \
+                                      "3: movq %%xmm0, (%[d])\n4: movq %%xmm1, -8(%[d],%[n])\n"                   \
+                                      ETA_UCOPY_EX("1b", fault) ETA_UCOPY_EX("2b", fault)                         \
+                                      ETA_UCOPY_EX("3b", fault) ETA_UCOPY_EX("4b", fault)                         \
+                                      :                                                                           \
+                                      : [d] "r"(d_), [s] "r"(s_), [n] "r"(n_)                                     \
+                                      : "xmm0", "xmm1", "memory"                                                  \
+                                      : fault);                                                                   \
+        } else if (n_ >= 4) {                                                                                     \
+            __asm__ __volatile__ goto("1: movd (%[s]), %%xmm0\n2: movd -4(%[s],%[n]), %%xmm1\n"                   \
+                                      "3: movd %%xmm0, (%[d])\n4: movd %%xmm1, -4(%[d],%[n])\n"                   \
+                                      ETA_UCOPY_EX("1b", fault) ETA_UCOPY_EX("2b", fault)                         \
+                                      ETA_UCOPY_EX("3b", fault) ETA_UCOPY_EX("4b", fault)                         \
+                                      :                                                                           \
+                                      : [d] "r"(d_), [s] "r"(s_), [n] "r"(n_)                                     \
+                                      : "xmm0", "xmm1", "memory"                                                  \
+                                      : fault);                                                                   \
+        } else { /* 1 to 3 bytes: the first, the last and the middle one */                                     \
+            unsigned t_;                                                                                          \
+            __asm__ __volatile__ goto("1: movzbl (%[s]), %k[t]\n2: movb %b[t], (%[d])\n"                          \
+                                      "3: movzbl -1(%[s],%[n]), %k[t]\n4: movb %b[t], -1(%[d],%[n])\n"            \
+                                      "5: movzbl (%[s],%[h]), %k[t]\n6: movb %b[t], (%[d],%[h])\n"                \
+                                      ETA_UCOPY_EX("1b", fault) ETA_UCOPY_EX("2b", fault)                         \
+                                      ETA_UCOPY_EX("3b", fault) ETA_UCOPY_EX("4b", fault)                         \
+                                      ETA_UCOPY_EX("5b", fault) ETA_UCOPY_EX("6b", fault)                         \
+                                      : [t] "=&r"(t_)                                                             \
+                                      : [d] "r"(d_), [s] "r"(s_), [n] "r"(n_), [h] "r"(n_ / 2)                    \
+                                      : "memory"                                                                  \
+                                      : fault);                                                                   \
+            (void)t_;                                                                                             \
+        }                                                                                                         \
+    } while (0)
 #else
-static inline bool eta_ucopy_small(void *dst, const void *src, uint32_t n)
-{
-    return eta_ucopy(dst, src, n) == 0;
-}
+#define ETA_UCOPY_SMALL(dst, src, len, fault)                                                                     \
+    do {                                                                                                          \
+        if (eta_ucopy((dst), (src), (len)) != 0)                                                                  \
+            goto fault;                                                                                           \
+    } while (0)
 #endif
 
 /* Copies len bytes between the iovec at byte offset off and flat memory
