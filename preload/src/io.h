@@ -163,13 +163,13 @@ static __attribute__((noinline, unused)) struct eta_sock *io_accel(int fd)
         uint32_t n_ = __atomic_load_n(v_->tail, __ATOMIC_ACQUIRE) - head_;                                        \
         uint32_t mask_ = (__atomic_load_n(v_->size, __ATOMIC_RELAXED) - 1) & v_->max_mask;                        \
         if (!(n_ - 1 > mask_ || __atomic_load_n(v_->live_gen, __ATOMIC_RELAXED) != v_->gen || len_ == 0)) {       \
-            uint32_t take_ = len_ < n_ ? (uint32_t)len_ : n_;                                                     \
+            size_t take_ = len_ < n_ ? len_ : n_;                                                                 \
             uint32_t off_ = (__atomic_load_n(v_->base, __ATOMIC_RELAXED) + head_) & mask_;                        \
             if (!(take_ > 64 || take_ > mask_ + 1 - off_)) {                                                      \
                 ETA_UCOPY_SMALL((buf), v_->ring + off_, take_, fault);                                            \
-                *v_->head = head_ + take_;                                                                        \
-                *(flush) = __atomic_add_fetch(v_->owed, take_, __ATOMIC_RELAXED) > mask_ >> 2;                    \
-                r_ = take_;                                                                                       \
+                *v_->head = head_ + (uint32_t)take_;                                                              \
+                *(flush) = __atomic_add_fetch(v_->owed, (uint32_t)take_, __ATOMIC_RELAXED) > mask_ >> 2;          \
+                r_ = (ssize_t)take_;                                                                              \
             }                                                                                                     \
         }                                                                                                         \
         r_;                                                                                                       \
@@ -194,11 +194,11 @@ static __attribute__((noinline, unused)) struct eta_sock *io_accel(int fd)
             uint32_t tail_ = *v_->tail;                                                                           \
             uint32_t room_ = v_->size - (tail_ - __atomic_load_n(v_->head, __ATOMIC_ACQUIRE));                    \
             if (!(room_ - 1 >= v_->size)) {                                                                       \
-                uint32_t take_ = len_ < room_ ? (uint32_t)len_ : room_;                                           \
+                size_t take_ = len_ < room_ ? len_ : room_;                                                       \
                 uint32_t off_ = (v_->base + tail_) & (v_->size - 1);                                              \
                 if (!(take_ > 64 || take_ > v_->size - off_)) {                                                   \
                     ETA_UCOPY_SMALL(v_->ring + off_, (buf), take_, fault);                                        \
-                    r_ = take_;                                                                                   \
+                    r_ = (uint32_t)take_;                                                                         \
                 }                                                                                                 \
             }                                                                                                     \
         }                                                                                                         \
