@@ -331,10 +331,20 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
             }
             break;
         }
-        vec[i].msg_len = (unsigned)r;
-        vec[i].msg_hdr.msg_namelen = 0;
-        vec[i].msg_hdr.msg_controllen = 0;
-        vec[i].msg_hdr.msg_flags = 0;
+        /* the answers, stored as the kernel's put_user stores them: a vector
+         * the program cannot write is EFAULT (the bytes were taken, as there) */
+        struct mmsghdr out = vec[i];
+        out.msg_len = (unsigned)r;
+        out.msg_hdr.msg_namelen = 0;
+        out.msg_hdr.msg_controllen = 0;
+        out.msg_hdr.msg_flags = 0;
+        if (!uput(&vec[i], &out, sizeof out)) {
+            if (!done) {
+                eta_obj_put(&s->obj);
+                return (int)fail(EFAULT);
+            }
+            break;
+        }
         done++;
         if (r == 0)
             break;

@@ -271,7 +271,14 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
             }
             break;
         }
-        vec[i].msg_len = (unsigned)r;
+        unsigned len = (unsigned)r;
+        if (!uput(&vec[i].msg_len, &len, sizeof len)) { /* as the kernel's put_user: EFAULT (the bytes went) */
+            if (!done) {
+                eta_obj_put(&s->obj);
+                return (int)fail(EFAULT);
+            }
+            break;
+        }
         done++;
     }
     eta_obj_unref(&s->obj);

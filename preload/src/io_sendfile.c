@@ -18,7 +18,17 @@ static ssize_t sendfile_impl(int out_fd, int in_fd, off_t *offset, size_t count)
         }
         return real_sendfile(out_fd, in_fd, offset, count);
     }
-    ssize_t r = eta_sock_send(s, NULL, 0, 0, in_fd, offset, count);
+    off_t off; /* the program's offset, read and written back through the recoverable copy (ucopy.h) */
+    if (offset && (uptr_bad(offset, sizeof *offset) || eta_ucopy(&off, offset, sizeof off) != 0)) {
+        eta_obj_put(&s->obj);
+        errno = EFAULT; /* the kernel's answer for an offset it cannot read; nothing sent */
+        return -1;
+    }
+    ssize_t r = eta_sock_send(s, NULL, 0, 0, in_fd, offset ? &off : NULL, count);
+    if (offset && eta_ucopy(offset, &off, sizeof off) != 0 && r >= 0) {
+        errno = EFAULT; /* as the kernel's put_user after the bytes went */
+        r = -1;
+    }
     eta_obj_put(&s->obj);
     return r;
 }

@@ -2,8 +2,8 @@
  * reach into an unmapped hole, run under libeta-preload.so attached to dti's
  * loopback TEST FIXTURE engine.
  *
- *   hole     every data call with a buffer that starts valid and runs into a
- *            hole, or lies wholly in it, answers what the kernel answers for
+ *   hole     every data call (sendfile's offset, the mmsg vectors too) with a
+ *            buffer that starts valid and runs into a hole, or lies wholly in it, answers what the kernel answers for
  *            the same call on a kernel TCP connection over lo (compared call
  *            by call: EFAULT, nothing sent, nothing consumed), and both
  *            connections carry every byte afterwards, byte-exact
@@ -29,6 +29,7 @@
 #include <string.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -155,6 +156,11 @@ static void hole_calls(int c, int s, char *hole, struct answers *a)
     CALL(a, sendmsg(c, &m1, MSG_NOSIGNAL));
     CALL(a, sendmsg(c, &m_iov_in_hole, 0));
     CALL(a, sendmsg(c, (struct msghdr *)(hole + 32), 0));
+    CALL(a, sendmmsg(c, (struct mmsghdr *)(hole + 48), 1, 0));
+    FILE *f = tmpfile();
+    CHECK(f != NULL && fwrite("0123456789", 1, 10, f) == 10 && fflush(f) == 0);
+    CALL(a, sendfile(c, fileno(f), (off_t *)(hole + 300), 10));
+    fclose(f);
     /* nothing of them was sent: the marker comes first */
     CHECK(write(c, "mark", 4) == 4);
     read_exact(s, tmp, 4);
@@ -187,6 +193,7 @@ static void hole_calls(int c, int s, char *hole, struct answers *a)
     CALL(a, recvmsg(s, &rm, 0));
     CALL(a, recvmsg(s, &rm1, 0));
     CALL(a, recvmsg(s, (struct msghdr *)(hole + 32), 0));
+    CALL(a, recvmmsg(s, (struct mmsghdr *)(hole + 48), 1, MSG_DONTWAIT, NULL));
     /* all 250 bytes are still there, in order; then the connection goes on */
     read_exact(s, tmp, sizeof data);
     CHECK(memcmp(tmp, data, sizeof data) == 0);
