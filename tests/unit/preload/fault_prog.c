@@ -13,7 +13,8 @@
  *   handler  the program's own SIGSEGV handler (SA_SIGINFO) runs for its own
  *            fault with its siginfo, is reported back by sigaction() exactly
  *            as set, and leaves with siglongjmp; SA_RESETHAND and signal()
- *            as the kernel does them; sockets work before and after
+ *            as the kernel does them; a stack overflow reaches it on its
+ *            sigaltstack; sockets work before and after
  *   dfl      a fault under SIG_DFL (and under SIG_IGN) still kills with
  *            SIGSEGV; SIGSEGV from kill() under SIG_IGN is ignored
  * Prints "OK" or the failed check. */
@@ -339,6 +340,51 @@ static void socket_still(char *hole)
     close(s);
 }
 
+/* A stack overflow: not the shim's, and its handler runs on the
+ * sigaltstack the program gave it (the shim's stands in front with
+ * SA_ONSTACK, as the program's asked). */
+static volatile sig_atomic_t on_alt;
+static char alt[64 * 1024];
+
+static void on_overflow(int sig, siginfo_t *info, void *uc)
+{
+    (void)info;
+    (void)uc;
+    char here;
+    on_alt = &here >= alt && &here < alt + sizeof alt;
+    handled++;
+    CHECK(sig == SIGSEGV);
+    siglongjmp(jb, 1);
+}
+
+static volatile int depth_limit = 1 << 30; /* far beyond any stack: the overflow comes first */
+
+static int deeper(int n)
+{
+    volatile char frame[512];
+    frame[0] = (char)n;
+    if (n > depth_limit)
+        return 0;
+    return deeper(n + 1) + frame[0];
+}
+
+static void overflow_once(void)
+{
+    stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt};
+    CHECK(sigaltstack(&ss, NULL) == 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_overflow;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    CHECK(sigaction(SIGSEGV, &sa, NULL) == 0);
+    struct rlimit st = {8u << 20, 8u << 20}; /* a bounded stack to overflow */
+    CHECK(setrlimit(RLIMIT_STACK, &st) == 0 || errno == EPERM);
+    int before = handled;
+    if (sigsetjmp(jb, 1) == 0)
+        CHECK(deeper(0) == -1); /* never returns */
+    CHECK(handled == before + 1 && on_alt);
+}
+
 static int sc_handler(void)
 {
     char *hole = area();
@@ -381,6 +427,9 @@ static int sc_handler(void)
     fault_once(hole + 2);
     CHECK(handled == 4);
     CHECK(sigaction(SIGSEGV, NULL, &got) == 0 && got.sa_handler == SIG_DFL);
+    socket_still(hole);
+    /* a stack overflow reaches the program's handler on its alternate stack */
+    overflow_once();
     socket_still(hole);
     /* SIGBUS is the program's too: a plain handler, read back */
     CHECK(signal(SIGBUS, on_segv_plain) == SIG_DFL);
