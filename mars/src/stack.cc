@@ -92,7 +92,7 @@ void StackImpl::poll_tx_refs()
             continue;
         }
         if (d.has_mem) buffers_.reclaim(d.user, d.mem);
-        if (d.slot) free_socks_.push_back(d.sock);
+        if (d.slot) socks_.release(d.sock);
         tx_drain_[i] = tx_drain_.back();
         tx_drain_.pop_back();
     }
@@ -154,9 +154,8 @@ bool StackImpl::init(std::string *error)
     std::memcpy(&wire_mac_hi_, c.mac.b + 4, 2);
     wire_ip_ = wire::be32(c.ip);
     offloads_ = io_.offloads();
-    socks_.resize(c.max_sockets);
-    conns_ = socks_.data(); // never resized after this
-    free_socks_.reserve(c.max_sockets);
+    if (!socks_.init(c.max_sockets)) return fail("cannot allocate the socket table");
+    conns_ = socks_.data(); // never moves after this
     event_list_.reserve(c.max_sockets);
     closed_events_.reserve(c.max_sockets);
     flush_list_.reserve(c.max_sockets);
@@ -184,15 +183,7 @@ void StackImpl::start_state()
     prefetch_ = c.prefetch;
     copy_ = c.copy_engine;
     copy_threshold_ = c.copy_threshold;
-    free_socks_.clear();
-    for (uint32_t i = c.max_sockets; i-- > 0;) {
-        Sock &s = socks_[i];
-        s.~Sock();
-        new (&s) Sock();
-        s.index = i;
-        s.gen = 1;
-        free_socks_.push_back(i);
-    }
+    socks_.reset(); // blocks are made again as they are first used
     next_ephemeral_ = uint16_t(c.ephemeral_lo + (c.isn_secret[0] % (c.ephemeral_hi - c.ephemeral_lo + 1u)));
 }
 
@@ -201,7 +192,7 @@ void StackImpl::start_state()
 Sock *StackImpl::lookup_id(SockId id) const
 {
     const uint32_t i = id & kIndexMask;
-    if (i >= socks_.size()) return nullptr;
+    if (i >= socks_.made()) return nullptr;
     Sock *s = const_cast<Sock *>(&socks_[i]);
     if (!s->used || s->gen != (id >> kIndexBits)) return nullptr;
     return s;
@@ -209,16 +200,9 @@ Sock *StackImpl::lookup_id(SockId id) const
 
 Sock *StackImpl::sock_alloc(uint64_t user)
 {
-    if (free_socks_.empty()) return nullptr;
-    const uint32_t i = free_socks_.back();
-    free_socks_.pop_back();
-    Sock &s = socks_[i];
-    const uint32_t gen = s.gen, in_events = s.flags & kFInEvents;
-    s.~Sock();
-    new (&s) Sock();
-    s.index = i;
-    s.gen = gen;
-    s.flags = in_events;
+    Sock *made = socks_.alloc(kFInEvents);
+    if (!made) return nullptr;
+    Sock &s = *made;
     s.used = true;
     s.app.user = user;
     const TcpConfig &t = cfg_.tcp;
@@ -277,7 +261,7 @@ void StackImpl::sock_free(Sock &s)
         tx_drain_.push_back(TxDrain{s.index, 0, RingMemory{}, false, true});
         return;
     }
-    free_socks_.push_back(s.index);
+    socks_.release(s.index);
 }
 
 bool StackImpl::attach_rings(Sock &s, uint64_t user)

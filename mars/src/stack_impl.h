@@ -15,6 +15,7 @@
 #pragma once
 
 #include "tcp/conn.h"
+#include "tcp/conn_table.h"
 #include "tcp/env.h"
 #include "tcp/input.h"
 #include "tcp/rcv_tune.h"
@@ -231,8 +232,7 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
 
 
-    std::vector<Sock> socks_;
-    std::vector<uint32_t> free_socks_;
+    tcp::ConnTable socks_; // the connection blocks, made as they are first used
     FlowTable flows_;
     std::vector<uint32_t> listeners_; // indices of listening sockets (few)
 

@@ -35,15 +35,9 @@ std::string StackAccess::stale_state(const Stack &st)
     auto check = [&](bool as_new, const char *what) {
         if (!as_new) stale += std::string(stale.empty() ? "" : ", ") + what;
     };
-    const uint32_t n = m.cfg_.max_sockets;
-    bool socks_new = m.socks_.size() == n && m.free_socks_.size() == n;
-    for (uint32_t i = 0; socks_new && i < n; i++) {
-        const Sock &s = m.socks_[i];
-        socks_new = !s.used && s.gen == 1 && s.flags == 0 && s.index == i && s.app.user == 0 && s.rec.ooo.empty() &&
-                    m.free_socks_[i] == n - 1 - i && !TimerWheel::armed(&s.rtx_timer) &&
-                    !TimerWheel::armed(&s.delack_timer) && !TimerWheel::armed(&s.aux_timer) &&
-                    !TimerWheel::armed(&s.rack_timer);
-    }
+    // A table as new has made no block yet (made ones were destroyed).
+    const bool socks_new = m.socks_.made() == 0 && m.socks_.free_listed() == 0 &&
+                           m.socks_.capacity() == m.cfg_.max_sockets;
     check(socks_new, "sockets");
     check(m.flows_.size() == 0 && !m.flows_.cached() && m.flows_.cache_hits == 0 && m.flows_.cache_misses == 0,
           "connection table");
