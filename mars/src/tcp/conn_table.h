@@ -4,7 +4,8 @@
 // is constructed the first time it is handed out, so the blocks in use are
 // always a prefix [0, made()) of the table plus nothing else. A stack sized
 // for 65,536 sockets (about 50 MiB of blocks) therefore starts in
-// microseconds and its memory is faulted in only as connections come, where
+// microseconds and its memory (anonymous pages from mmap) is faulted in only
+// as connections come, where
 // constructing every block up front took seconds on a busy core and held an
 // engine's start (and a restart's pause of the host's traffic on a shared
 // port) for that long.
@@ -19,11 +20,16 @@
 #include "tcp/conn.h"
 
 #include <cstdint>
+#include <cstddef>
 #include <new>
 #include <vector>
 
+#include <sys/mman.h>
+
 namespace mars {
 namespace tcp {
+
+static_assert(alignof(Conn) <= 4096, "blocks are placed in whole pages");
 
 class ConnTable {
   public:
@@ -33,15 +39,20 @@ class ConnTable {
     ~ConnTable()
     {
         reset();
-        if (conns_) ::operator delete(conns_, std::align_val_t(alignof(Conn)));
+        if (conns_) munmap(conns_, bytes_);
     }
 
     // Reserves room for `capacity` blocks (at most once). False: no memory.
     bool init(uint32_t capacity)
     {
         if (conns_ || capacity == 0) return false;
-        conns_ = static_cast<Conn *>(::operator new(size_t(capacity) * sizeof(Conn), std::align_val_t(alignof(Conn)), std::nothrow));
-        if (!conns_) return false;
+        // Anonymous pages straight from the kernel: zero, and not resident
+        // until written (malloc could fill them: MALLOC_PERTURB_).
+        const size_t bytes = size_t(capacity) * sizeof(Conn);
+        void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return false;
+        conns_ = static_cast<Conn *>(m);
+        bytes_ = bytes;
         free_.reserve(capacity);
         capacity_ = capacity;
         return true;
@@ -104,6 +115,7 @@ class ConnTable {
 
   private:
     Conn *conns_ = nullptr;
+    size_t bytes_ = 0;
     uint32_t capacity_ = 0;
     uint32_t made_ = 0;
     std::vector<uint32_t> free_;
