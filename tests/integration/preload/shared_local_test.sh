@@ -10,6 +10,7 @@
 #  - EADDRINUSE both ways: a port a plain program holds cannot be bound under
 #    eta-run, a port an eta-run program holds (bound explicitly, bound to port 0,
 #    or the local port of an outgoing connection) cannot be bound by a plain one;
+#  - a native DTI client's port lies outside the kernel's ip_local_port_range;
 #  - 3,000 short eta-run connections to the peer from ports the kernel picks
 #    (MARS's TIME-WAIT on a port the kernel hands out again is recycled);
 #  - eta-stat shows the eta-run listener in MARS and the clients' `local` sockets.
@@ -169,6 +170,16 @@ wait_until 20 peer sh -c "ss -Hltn 'sport = :7701' | grep -q ." || fail "the pee
 out=$(timeout 120 "$ETA_RUN" --require -- "$ETA_PERF" client -t kernel -m crr -s 64 -c "$P" -p 7701 -n 3000 --duration 3600 2>&1) ||
     fail "3,000 connect/request/response/close from kernel-picked ports did not finish (exit status $?): $(tail -3 <<<"$out")"
 grep -q "3000 transactions" <<<"$out" || fail "eta-perf crr did not do 3,000 transactions: $out"
+
+note "a native DTI client's port (MARS's own pick) lies outside the kernel's ip_local_port_range"
+start_bg native timeout 150 "$ETA_PERF" client -t dti -m rr -s 64 -c "$P" -p 7701 -n 100000000 --duration 3600
+wait_until 60 ppe_true "any(c['remote'] == '$P:7701' and c['state'] == 'ESTABLISHED' for c in d['connections'])" ||
+    fail "the native eta-perf client's connection to $P:7701 is not in MARS: $(ppe_stat | tail -5)"
+port=$(ppe_json "[c['local'] for c in d['connections'] if c['remote'] == '$P:7701' and c['state'] == 'ESTABLISHED'][0].split(':')[1]")
+kill "$native_pid"
+[ "$port" -lt "$lo" ] || [ "$port" -gt "$hi" ] ||
+    fail "the native client's local port $port is inside the kernel's ip_local_port_range $lo-$hi"
+grep -q "MARS's own ephemeral ports are" "$work/ppe.log" || fail "eta-ppe did not say which ephemeral ports it uses"
 
 note "eta-stat counts an eta-run client's local socket while it is open"
 hold_run "$work/loc" "$ETA_RUN" --require -- python3 "$HELPER" connect "$H" 7201 "$work/loc"
