@@ -93,7 +93,16 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     if (hop == 0) return -ENETUNREACH;
     s->app.local.ip = cfg_.ip;
     if (s->flags & kFBound) {
-        if (flows_.lookup(FlowKey{cfg_.ip, remote.ip, s->app.local.port, remote.port})) return -EADDRINUSE;
+        if (FlowNode *n = flows_.lookup(FlowKey{cfg_.ip, remote.ip, s->app.local.port, remote.port})) {
+            // The port's last connection to this remote waits in TIME-WAIT
+            // here: an active open recycles it (a new ISN from the clock, as
+            // RFC 6191 lets a SYN reopen one; Linux's tcp_tw_reuse). On a
+            // port shared with the kernel the kernel picks the shim's ports,
+            // and it cannot see MARS's TIME-WAIT (preload/README.md).
+            Sock &old = *sock_of(n);
+            if (old.state != TcpState::kTimeWait) return -EADDRINUSE;
+            conn_closed(old);
+        }
     } else if (int rc = pick_port(*s, remote.ip, remote.port); rc != 0) {
         return rc;
     }

@@ -133,8 +133,12 @@ class Published {
             if (r.port == port.name)
                 net += "route " + format_ipv4(r.dest) + "/" + std::to_string(r.prefix) + " via " + format_ipv4(r.gateway) + "\n";
         // MARS has no loopback path: a SYN to its own address waits for an
-        // ARP answer nobody gives. The shim refuses such a connect at once.
-        net += "self unreachable\n";
+        // ARP answer nobody gives. The shim refuses such a connect at once,
+        // unless the kernel holds the address too (kernel = "shared"): then
+        // the shim holds eta's ports in the kernel and connects locally
+        // through it (preload/README.md). Older shims read "self shared" as
+        // bad and accelerate nothing.
+        net += port.kernel_shared ? "self shared\n" : "self unreachable\n";
         return write_file(net_path_, net, mode_, error);
     }
 

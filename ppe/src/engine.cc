@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace ppe {
@@ -39,6 +40,32 @@ uint64_t clock_ns(clockid_t id)
     timespec ts;
     clock_gettime(id, &ts);
     return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+// A port shared with the kernel (issue 29): the ephemeral ports MARS picks
+// itself (native DTI clients; the shim's connects take the kernel's picks,
+// preload/README.md) lie outside the kernel's ip_local_port_range, so that
+// no connection of MARS's can have a 4-tuple of one of the kernel's: above
+// the range when there is room there, else below it (from 1024). Read at
+// start; false (MARS's default range kept) when it cannot be read or leaves
+// no room.
+bool ephemeral_outside_kernel(mars::StackConfig &sc)
+{
+    unsigned lo = 0, hi = 0;
+    FILE *f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    const bool ok = f && std::fscanf(f, "%u %u", &lo, &hi) == 2;
+    if (f) std::fclose(f);
+    if (!ok || lo == 0 || lo > hi || hi > 65535) return false;
+    if (hi < 65535) {
+        sc.ephemeral_lo = uint16_t(hi + 1);
+        sc.ephemeral_hi = 65535;
+    } else if (lo > 1024) {
+        sc.ephemeral_lo = 1024;
+        sc.ephemeral_hi = uint16_t(lo - 1);
+    } else {
+        return false;
+    }
+    return true;
 }
 
 } // namespace
@@ -232,6 +259,9 @@ bool Engine::setup(std::string *error)
         sc.strands = config_.strands;
         sc.prefetch = config_.prefetch;
         sc.pass_unclaimed = kernel_io_[p] != nullptr; // what no eta socket claims goes to the kernel
+        if (kernel_io_[p] && ephemeral_outside_kernel(sc) && index_ == 0)
+            log(LogLevel::kInfo, "port \"%s\": shared with the kernel: MARS's own ephemeral ports are %u-%u, outside "
+                "the kernel's ip_local_port_range", port.config.name.c_str(), sc.ephemeral_lo, sc.ephemeral_hi);
         if (p == 0) { // application sockets live on the first port's stack
             sc.copy_engine = copy_engine_;
             sc.copy_threshold = config_.copy_threshold;

@@ -253,7 +253,7 @@ static int accept_kernel_half(int fd, struct eta_sock *s, struct sockaddr *addr,
         int k = real_accept4(fd, addr, len, flags);
         if (k >= 0) {
             ETA_STAT_ADD(kernel_accepted, 1);
-            eta_count(ETA_R_KERNEL_ADDR, k, "accepted by the kernel half of an INADDR_ANY listener");
+            eta_count(ETA_R_KERNEL_ADDR, k, "accepted by the kernel half of a hybrid listener");
             return k;
         }
         if ((errno != EAGAIN && errno != EWOULDBLOCK) || atomic_load(&s->nonblock))
@@ -334,7 +334,7 @@ static int accept_once(int fd, struct sockaddr *addr, socklen_t *len, int flags)
             if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
                 if (k >= 0) {
                     ETA_STAT_ADD(kernel_accepted, 1);
-                    eta_count(ETA_R_KERNEL_ADDR, k, "accepted by the kernel half of an INADDR_ANY listener");
+                    eta_count(ETA_R_KERNEL_ADDR, k, "accepted by the kernel half of a hybrid listener");
                 }
                 eta_obj_put(&s->obj);
                 return k;

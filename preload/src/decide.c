@@ -20,6 +20,7 @@ static const char *const reason_names[ETA_R_COUNT] = {
     [ETA_R_FD_RANGE] = "fd-range",
     [ETA_R_FORK_CHILD] = "fork-child",
     [ETA_R_DISABLED] = "disabled",
+    [ETA_R_LOCAL] = "local",
 };
 
 const char *eta_reason_name(enum eta_reason r)
@@ -44,6 +45,14 @@ bool eta_net_is_local(const struct eta_net *n, uint32_t ip)
         if (n->port[i].ip == ip)
             return true;
     return false;
+}
+
+uint32_t eta_net_source(const struct eta_net *n, uint32_t ip)
+{
+    for (unsigned i = 0; i < n->n_ports; i++)
+        if (in_prefix(ip, n->port[i].ip, n->port[i].prefix))
+            return n->port[i].ip;
+    return n->n_ports ? n->port[0].ip : 0;
 }
 
 bool eta_net_routes(const struct eta_net *n, uint32_t ip)
@@ -107,6 +116,10 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->self_unreachable = true;
         return 0;
     }
+    if (n == 2 && strcmp(words[0], "self") == 0 && strcmp(words[1], "shared") == 0) {
+        out->self_shared = true;
+        return 0;
+    }
     uint32_t ip;
     uint8_t prefix;
     if (n < 2 || parse_prefix(words[1], &ip, &prefix) != 0) {
@@ -132,7 +145,7 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->route[out->n_routes++].prefix = prefix;
         return 0;
     }
-    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'route A.B.C.D/P [via G]' and 'self unreachable'", words[0]);
+    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'route A.B.C.D/P [via G]', 'self unreachable' and 'self shared'", words[0]);
     return -1;
 }
 
@@ -180,6 +193,8 @@ enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockadd
     uint32_t ip = ntohl(in.sin_addr.s_addr);
     if ((ip >> 24) == 127)
         return ETA_R_LOOPBACK;
+    if (n->self_shared && eta_net_is_local(n, ip))
+        return ETA_R_LOCAL;
     return eta_net_routes(n, ip) ? ETA_R_NONE : ETA_R_NOT_ROUTED;
 }
 

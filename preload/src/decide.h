@@ -29,6 +29,8 @@ enum eta_reason {
     ETA_R_FD_RANGE,        /* descriptor number beyond the shim's table */
     ETA_R_FORK_CHILD,      /* inherited across fork: this PPE cannot share it (see README) */
     ETA_R_DISABLED,        /* ETA_DISABLE=1 */
+    ETA_R_LOCAL,           /* connect() to one of the PPE's own addresses on a port shared with the
+                            * kernel: through the kernel (its loopback), which holds them too */
     ETA_R_COUNT
 };
 
@@ -52,12 +54,15 @@ struct eta_net {
         uint8_t prefix;
     } route[ETA_NET_MAX_ROUTES];
     bool self_unreachable; /* the PPE cannot carry a connection to its own addresses */
+    bool self_shared;      /* the kernel holds the PPE's addresses too (kernel = "shared"): one port
+                            * space, and local connections go through the kernel */
 };
 
 /* Parses the PPE's network description: lines (or ';'-separated items) of
  *   port A.B.C.D/P        an address the PPE owns and the subnet behind it
  *   route A.B.C.D/P       a destination prefix the PPE routes (via a gateway)
  *   self unreachable      a connection to one of its own addresses cannot work
+ *   self shared           the kernel holds its addresses too (a port shared with the kernel)
  * '#' starts a comment. Returns 0, or -1 with a message in `why`. */
 int eta_net_parse(const char *text, struct eta_net *out, char *why, size_t why_len);
 
@@ -66,11 +71,17 @@ bool eta_net_is_local(const struct eta_net *n, uint32_t ip);
 /* True when traffic to `ip` (host order) leaves through a PPE port. */
 bool eta_net_routes(const struct eta_net *n, uint32_t ip);
 
+/* The PPE address a socket connecting to `ip` (host order) leaves from: the
+ * port whose subnet holds it, else the first port's (a route's gateway is
+ * reached through it: eta-ppe publishes the first port only). 0: no port. */
+uint32_t eta_net_source(const struct eta_net *n, uint32_t ip);
+
 /* socket(domain, type, protocol): ETA_R_NONE when it may be accelerated
  * later (an AF_INET stream socket), else why it is the kernel's for good. */
 enum eta_reason eta_decide_socket(int domain, int type, int protocol);
 
-/* connect(): ETA_R_NONE to go through the PPE, else why not. */
+/* connect(): ETA_R_NONE to go through the PPE, else why not. On a shared
+ * port one of the PPE's own addresses is ETA_R_LOCAL (the kernel's). */
 enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
 
 enum eta_bind_target {

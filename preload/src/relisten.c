@@ -121,7 +121,7 @@ static int claim_soon(int fd, struct eta_sock *s, bool *may_join)
 
 static void describe(const struct eta_sock *s, char *addr, size_t len)
 {
-    snprintf(addr, len, "%s%u.%u.%u.%u:%u", s->hybrid ? "INADDR_ANY " : "", s->local.ip >> 24,
+    snprintf(addr, len, "%s%u.%u.%u.%u:%u", s->hybrid && !s->local.ip ? "INADDR_ANY " : "", s->local.ip >> 24,
              (s->local.ip >> 16) & 255, (s->local.ip >> 8) & 255, s->local.ip & 255, s->local.port);
 }
 

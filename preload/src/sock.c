@@ -120,7 +120,8 @@ static bool v4mapped(int fd, const struct sockaddr *addr, socklen_t len, struct 
     return true;
 }
 
-static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr);
+static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, const struct sockaddr *kaddr,
+                    socklen_t klen);
 
 /* bind() of an AF_INET6 candidate: [::] may become a dual-stack listener
  * (decided at listen(), where IPV6_V6ONLY is final); a v4-mapped address
@@ -133,7 +134,7 @@ static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, sockle
         enum eta_reason why;
         char buf[32];
         if (eta_decide_bind(&eta_net, (const struct sockaddr *)&in, sizeof in, &why) == ETA_BIND_PPE)
-            return bind_ppe(fd, s, (const struct sockaddr *)&in);
+            return bind_ppe(fd, s, (const struct sockaddr *)&in, addr, len);
         /* ::ffff:0.0.0.0 (IPv4 only, in the kernel) and kernel addresses */
         to_kernel(fd, s, why == ETA_R_NONE ? ETA_R_INET6 : why, fmt_addr((const struct sockaddr *)&in, buf, sizeof buf));
         return real_bind(fd, addr, len);
@@ -198,31 +199,71 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         eta_obj_put(&s->obj);
         return rc;
     }
-    rc = bind_ppe(fd, s, addr);
+    rc = bind_ppe(fd, s, addr, addr, len);
     eta_obj_put(&s->obj);
     return rc;
 }
 
+/* The kernel placeholder's port after a bind: 0 when it cannot be read. */
+static uint16_t placeholder_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t l = sizeof ss;
+    if (real_getsockname(fd, (struct sockaddr *)&ss, &l) != 0)
+        return 0;
+    struct sockaddr_in in;
+    memcpy(&in, &ss, sizeof in); /* the port is at the same place in sockaddr_in6 */
+    return ntohs(in.sin_port);
+}
+
 /* bind() to one of the PPE's addresses (addr: AF_INET; from an AF_INET6
- * socket, the v4-mapped address it named). */
-static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr)
+ * socket, the v4-mapped address it named; kaddr/klen: what the program gave).
+ * On a port shared with the kernel (`self shared`) the kernel placeholder
+ * binds the same address first: one port space. A port a kernel program
+ * holds is EADDRINUSE (the kernel's answer, SO_REUSEADDR/SO_REUSEPORT as it
+ * applies them), port 0 is the kernel's pick and the PPE's port too. */
+static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, const struct sockaddr *kaddr,
+                    socklen_t klen)
 {
     char buf[32];
+    struct dti_addr a = to_dti(addr);
+    const bool shared = eta_net.self_shared;
+    if (shared) {
+        if (real_bind(fd, kaddr, klen) != 0)
+            return -1; /* still a candidate, unbound: the program may try another port */
+        s->bound_kernel = true;
+        if (a.port == 0 && (a.port = placeholder_port(fd)) == 0)
+            return fail(EADDRNOTAVAIL);
+        s->kernel_port = a.port;
+    }
     dti_ctx_t *c = eta_ctx();
     int err = c ? make_accel(c, fd, s) : ENETDOWN;
     if (err) {
         eta_count(ETA_R_PPE_REFUSED, fd, strerror(err));
         atomic_store(&s->state, ETA_SOCK_KERNEL);
         eta_fd_clear(fd);
-        return fail(EADDRNOTAVAIL); /* the kernel has no such address */
+        /* Shared: the kernel socket is bound there, and works. Not shared:
+         * the kernel has no such address. */
+        return shared ? 0 : fail(EADDRNOTAVAIL);
     }
-    struct dti_addr a = to_dti(addr);
     int rc = dti_bind(c, s->h, &a);
     if (rc < 0)
         return fail(eta_errno_from_dti(rc));
     s->local = a;
     eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf));
     return 0;
+}
+
+/* Closes the PPE socket behind s (it goes to the kernel for good). */
+static void drop_ppe_half(dti_ctx_t *c, struct eta_sock *s)
+{
+    eta_hmap_del(s->h);
+    ETA_STAT_ADD(accel_open, (uint64_t)-1);
+    if (dti_prep_close(c, s->h, 0) == -EAGAIN) {
+        eta_pump(c);
+        dti_prep_close(c, s->h, 0);
+    }
+    dti_submit(c);
 }
 
 ETA_EXPORT int listen(int fd, int backlog)
@@ -306,10 +347,32 @@ ETA_EXPORT int listen(int fd, int backlog)
         eta_obj_put(&s->obj);
         return fail(ENETDOWN);
     }
+    /* On a shared port the placeholder holds the address and port in the
+     * kernel (bind_ppe): it listens too, a hybrid listener as on INADDR_ANY,
+     * so that a plain program on this host connecting to the address (the
+     * kernel's loopback) reaches the server. The kernel answers first. */
+    const bool hybrid = s->bound_kernel && !s->listening && !s->connect_started && !s->hybrid;
+    if (hybrid && real_listen(fd, backlog) != 0) {
+        eta_obj_put(&s->obj);
+        return -1;
+    }
     rc = dti_listen(c, s->h, backlog);
     if (rc == 0) {
         s->backlog = backlog;
         s->listening = true;
+        if (hybrid) {
+            s->hybrid = true;
+            int fl = real_fcntl(fd, F_GETFL); /* the kernel half is only ever polled by the shim */
+            real_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        }
+    } else if (hybrid && !s->listening) {
+        /* The PPE cannot listen: the kernel half does, alone (counted). */
+        char why[96];
+        snprintf(why, sizeof why, "the PPE cannot listen on port %u: %s", s->local.port,
+                 strerror(eta_errno_from_dti(rc)));
+        drop_ppe_half(c, s);
+        to_kernel(fd, s, ETA_R_PPE_REFUSED, why);
+        rc = 0;
     }
     eta_obj_put(&s->obj);
     return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
@@ -401,6 +464,44 @@ static bool connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len)
     return true;
 }
 
+/* A connect to one of the PPE's own addresses on a shared port goes
+ * through the kernel (its loopback reaches kernel listeners and the kernel
+ * half of eta's hybrid listeners); said once per process, for information. */
+static void note_local(const char *addr)
+{
+    static _Atomic bool said;
+    if (!atomic_exchange(&said, true))
+        eta_log("connect to %s goes through the kernel: it is an address of the PPE's port shared with the "
+                "kernel (local connections are not carried inside the engine yet; counted as 'local')",
+                addr);
+}
+
+/* Binds s's kernel placeholder to the PPE address a connect to `dest` (host
+ * order) leaves from, port 0, and keeps the port the kernel picked for the
+ * PPE. Returns 0 or an errno value (no port left: EADDRNOTAVAIL, as Linux's
+ * connect answers). */
+static int hold_ephemeral(int fd, struct eta_sock *s, uint32_t dest)
+{
+    uint32_t src = eta_net_source(&eta_net, dest);
+    int rc;
+    if (s->v6) {
+        struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
+        in6.sin6_addr.s6_addr[10] = 0xff;
+        in6.sin6_addr.s6_addr[11] = 0xff;
+        uint32_t be = htonl(src);
+        memcpy(&in6.sin6_addr.s6_addr[12], &be, 4);
+        rc = real_bind(fd, (const struct sockaddr *)&in6, sizeof in6);
+    } else {
+        struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(src)};
+        rc = real_bind(fd, (const struct sockaddr *)&in, sizeof in);
+    }
+    if (rc != 0)
+        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
+    s->bound_kernel = true;
+    s->kernel_port = placeholder_port(fd);
+    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+}
+
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
@@ -412,6 +513,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     }
     uint32_t st = atomic_load(&s->state);
     char buf[32];
+    dti_ctx_t *c0;
     if (st == ETA_SOCK_KERNEL) {
         eta_obj_put(&s->obj);
         return real_connect(fd, addr, len);
@@ -432,13 +534,36 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         eta_obj_put(&s->obj);
         return fail(ECONNREFUSED);
     }
+    /* A socket bound to a PPE address on a shared port (its placeholder
+     * holds the address and port in the kernel) connecting to one of the
+     * PPE's own addresses: the kernel's, as a candidate's would be. */
+    if (st == ETA_SOCK_ACCEL && s->bound_kernel && !s->listening && !s->connect_started && !s->hybrid &&
+        (!s->v6 || via_mapped) && eta_decide_connect(&eta_net, addr, len) == ETA_R_LOCAL &&
+        s->generation == eta_generation && (c0 = eta_ctx())) {
+        drop_ppe_half(c0, s);
+        st = ETA_SOCK_CANDIDATE; /* decided just below, as a candidate's */
+    }
     dti_ctx_t *c = NULL;
     if (st == ETA_SOCK_CANDIDATE) {
         enum eta_reason r = s->v6 && !via_mapped ? ETA_R_INET6 : eta_decide_connect(&eta_net, addr, len);
         if (r != ETA_R_NONE) {
+            if (r == ETA_R_LOCAL)
+                note_local(fmt_addr(addr, buf, sizeof buf));
             to_kernel(fd, s, r, r == ETA_R_NOT_INET || r == ETA_R_INET6 ? "connect" : fmt_addr(addr, buf, sizeof buf));
             eta_obj_put(&s->obj);
             return real_connect(fd, kaddr, klen);
+        }
+        /* Shared port, not bound yet: the placeholder takes the source
+         * address and an ephemeral port in the kernel (port 0: the kernel
+         * picks from its ip_local_port_range), and the PPE uses that port,
+         * so that no kernel connection can take the same one. Two system
+         * calls (bind, getsockname), shared mode only. */
+        if (eta_net.self_shared && !s->bound_kernel) {
+            int e = hold_ephemeral(fd, s, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
+            if (e) {
+                eta_obj_put(&s->obj);
+                return fail(e);
+            }
         }
         c = eta_ctx();
         int err = c ? make_accel(c, fd, s) : ENETDOWN;

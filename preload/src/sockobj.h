@@ -45,10 +45,10 @@ struct eta_sock {
     _Atomic int nonblock;     /* the program's O_NONBLOCK (file description level) */
     bool listening;
     int backlog;              /* listen()'s, to listen again on a new PPE */
-    bool hybrid;              /* INADDR_ANY listener: the kernel socket listens too */
+    bool hybrid;              /* INADDR_ANY listener (or, on a shared port, one on a PPE address): the kernel socket listens too */
     bool v6;                  /* AF_INET6: only a dual-stack listener on [::] is accelerated (its
                                * IPv4 half); addresses are shown v4-mapped (::ffff:a.b.c.d) */
-    bool bound_kernel;        /* bind(INADDR_ANY) done in the kernel */
+    bool bound_kernel;        /* the kernel socket is bound: bind(INADDR_ANY), or on a shared port the PPE address */
     bool connect_started;     /* a connect was issued (non-blocking in progress or done) */
     bool connect_reported;    /* the outcome of a non-blocking connect was reported */
     _Atomic bool shut_wr;
@@ -58,7 +58,7 @@ struct eta_sock {
     int rcvtimeo_ms;          /* SO_RCVTIMEO, -1: none */
     int sndtimeo_ms;          /* SO_SNDTIMEO, -1: none */
     struct dti_addr local;    /* host order; as bound */
-    uint16_t kernel_port;     /* the port of bind(INADDR_ANY) */
+    uint16_t kernel_port;     /* the kernel socket's port when bound_kernel */
     _Atomic uint32_t ev_seq;  /* bumped for every PPE event on this socket */
     /* Totals for edge triggering: bytes (or connections) that ever arrived
      * = taken + still waiting; send space ever offered = committed + free. */

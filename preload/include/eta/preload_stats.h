@@ -34,7 +34,8 @@
     X(9, "ppe-refused")        \
     X(10, "fd-range")          \
     X(11, "fork-child")        \
-    X(12, "disabled")
+    X(12, "disabled")          \
+    X(13, "local")
 #define ETA_PRELOAD_N_REASONS 16
 
 struct eta_preload_stats {

@@ -89,6 +89,30 @@ TEST(Decide, NetSaysWhetherThePpeReachesItself)
     EXPECT_NE(eta_net_parse("self unreachable now", &n, why, sizeof why), 0);
 }
 
+// A port shared with the kernel (issue 29): the PPE's own addresses are the
+// kernel's to connect to (its loopback reaches eta's hybrid listeners too);
+// the rest of the subnet still goes through the PPE.
+TEST(Decide, SharedPortSendsLocalConnectionsToTheKernel)
+{
+    eta_net n;
+    char why[160];
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nroute 0.0.0.0/0 via 198.18.0.254\nself shared\n", &n, why, sizeof why), 0)
+        << why;
+    EXPECT_TRUE(n.self_shared);
+    EXPECT_FALSE(n.self_unreachable);
+    auto self = in4("198.18.0.1", 80), other = in4("198.18.0.2", 80);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&self, sizeof self), ETA_R_LOCAL);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&other, sizeof other), ETA_R_NONE);
+    EXPECT_EQ(eta_net_source(&n, ntohl(other.sin_addr.s_addr)), ntohl(self.sin_addr.s_addr));
+    EXPECT_EQ(eta_net_source(&n, 0x08080808u), ntohl(self.sin_addr.s_addr)); // via the route's gateway
+    // Not shared: the PPE's own address is still "routed" (the caller refuses it).
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nself unreachable\n", &n, why, sizeof why), 0) << why;
+    EXPECT_FALSE(n.self_shared);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&self, sizeof self), ETA_R_NONE);
+    EXPECT_NE(eta_net_parse("self shared now", &n, why, sizeof why), 0);
+    EXPECT_STREQ(eta_reason_name(ETA_R_LOCAL), "local");
+}
+
 TEST(Decide, NetParsingRejectsBadInputClearly)
 {
     eta_net n;

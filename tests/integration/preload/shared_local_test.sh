@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# One port space and local connections on a port shared with the kernel
+# (issue 29, part two), in a lab made with `eta-lab up --shared`. On the host:
+#  - an eta-run server bound to the PPE's address (not INADDR_ANY) is a hybrid
+#    listener: the peer reaches it through MARS, the host through the kernel;
+#  - an eta-run client to it (64 MiB each way byte-exact, 2,000 request/response
+#    exchanges), to a plain kernel server on the same address, and a plain
+#    client to the eta-run server: all connect (the eta-run clients' sockets go
+#    to the kernel, counted `local`), none is refused;
+#  - EADDRINUSE both ways: a port a plain program holds cannot be bound under
+#    eta-run, a port an eta-run program holds (bound explicitly, bound to port 0,
+#    or the local port of an outgoing connection) cannot be bound by a plain one;
+#  - a native DTI client's port lies outside the kernel's ip_local_port_range;
+#  - 3,000 short eta-run connections to the peer from ports the kernel picks
+#    (MARS's TIME-WAIT on a port the kernel hands out again is recycled);
+#  - eta-stat shows the eta-run listener in MARS and the clients' `local` sockets.
+#   shared_local_test.sh ETA_PPE PRELOAD ETA_RUN ETA_STAT ETA_PERF
+ETA_PPE=$1 PRELOAD=$2 ETA_RUN=$3 ETA_STAT=$4 ETA_PERF=$5
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../ppe/ppe_lib.sh"
+need_built "$PRELOAD" libeta-preload.so
+need_built "$ETA_STAT" eta-stat
+need_built "$ETA_PERF" eta-perf
+command -v socat >/dev/null || skip "socat is not installed (tools/eta setup installs it)"
+HELPER=$(cd "$(dirname "$0")" && pwd)/shared_local.py
+
+lab_up --shared
+H=$ETA_LAB_PPE_IP P=$ETA_LAB_PEER_IP
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+ppe_config
+ppe_start "$work/ppe.toml"
+export ETA_SOCKET=$ETA_LAB_SOCKET
+grep -qx 'self shared' "$ETA_LAB_SOCKET.net" ||
+    fail "eta-ppe's $ETA_LAB_SOCKET.net does not say 'self shared' on a shared port: $(cat "$ETA_LAB_SOCKET.net")"
+
+eta() { timeout 120 "$ETA_RUN" --require -- "$@"; }
+helper() { python3 "$HELPER" "$@"; }
+
+start_bg esrv timeout 300 "$ETA_RUN" --require -- python3 "$HELPER" serve "$H" 7201
+start_bg ksrv timeout 300 python3 "$HELPER" serve "$H" 7101
+start_bg psrv timeout 300 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$P" 7401
+start_bg pperf timeout 300 ip netns exec "$ETA_LAB_NS" "$ETA_PERF" server -t kernel -p 7701
+wait_until 30 ppe_true "any(c['state'] == 'LISTEN' and c['local'] == '$H:7201' for c in d['connections'])" ||
+    fail "the eta-run server on $H:7201 does not listen in MARS: $(ppe_stat | tail -5)"
+wait_until 20 sh -c "ss -Hltn 'src $H:7201' | grep -q ." ||
+    fail "the eta-run server's kernel half does not listen on $H:7201 (not a hybrid listener): $(ss -ltn)"
+wait_until 20 sh -c "ss -Hltn 'src $H:7101' | grep -q ." || fail "the kernel server did not listen"
+wait_until 20 peer sh -c "ss -Hltn 'sport = :7401' | grep -q ." || fail "the peer's server did not listen"
+
+note "the peer reaches the eta-run server on $H:7201 through MARS"
+opens0=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
+out=$(peer timeout 120 python3 "$HELPER" stream "$H" 7201 8) || fail "the peer's stream to $H:7201 failed: $out"
+opens1=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
+[ "$opens1" -gt "$opens0" ] || fail "the peer's connection to $H:7201 did not go through MARS"
+
+note "an eta-run client to the eta-run server on $H:7201: 64 MiB each way, byte-exact"
+out=$(eta python3 "$HELPER" stream "$H" 7201 64 2>"$work/c1.err") ||
+    { rc=$?; cat "$work/c1.err" >&2; fail "eta-run client -> eta-run server on $H:7201 (exit status $rc${out:+: $out})"; }
+grep -q "goes through the kernel: it is an address of the PPE's port shared" "$work/c1.err" ||
+    fail "the eta-run client did not say once that its local connection goes through the kernel: $(cat "$work/c1.err")"
+grep -qi "warning" "$work/c1.err" && fail "a local connection is not worth a warning: $(cat "$work/c1.err")"
+note "... and 2,000 request/response exchanges"
+out=$(eta python3 "$HELPER" rr "$H" 7201 2000 2>&1) || fail "rr between eta-run programs on $H:7201: $out"
+
+note "an eta-run client to a plain kernel server on $H:7101"
+out=$(eta python3 "$HELPER" stream "$H" 7101 16 2>&1) || fail "eta-run client -> kernel server on $H:7101: $out"
+note "a plain client to the eta-run server on $H:7201"
+out=$(helper stream "$H" 7201 64 2>&1) || fail "plain client -> eta-run server on $H:7201: $out"
+out=$(helper rr "$H" 7201 2000 2>&1) || fail "plain rr client -> eta-run server on $H:7201: $out"
+note "an eta-run client that bound the PPE's address first, to the eta-run server"
+out=$(eta python3 -c "
+import socket, sys
+s = socket.socket(); s.bind(('$H', 0)); s.connect(('$H', 7201)); s.sendall(b'bound first'); s.shutdown(socket.SHUT_WR)
+d = b''
+while len(d) < 11:
+    b = s.recv(64)
+    if not b: break
+    d += b
+sys.exit(0 if d == b'bound first' else 'answered %r' % d)" 2>&1) || fail "bind($H:0) then connect($H:7201) under eta-run: $out"
+
+note "eta-stat: the eta-run server listens in MARS, the local clients were counted 'local'"
+# The server's kernel half took the local connections.
+wait_until 10 ppe_true "any(p['kernel_accepted'] >= 3 and p['sockets'].get('accelerated', 0) >= 1 for p in d['programs'])" ||
+    fail "no eta-run program shows connections taken by its kernel half: $(ppe_json "d['programs']")"
+local_conns=$(ppe_json "sum(1 for c in d['connections'] if c['local'].startswith('$H:') and c.get('remote', '').startswith('$H:'))")
+[ "$local_conns" = 0 ] || fail "a local connection went through MARS (its loopback is not built): $(ppe_stat | tail)"
+
+# hold_run DIR CMD...: runs CMD (a `bind` or `connect` of the helper) in the
+# background; r is its result (DIR/bound) once it holds (or failed to take)
+# the port. It lets go when DIR/done appears.
+hold_run() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    on_exit "touch $dir/done"
+    start_bg holder timeout 150 "$@" >"$dir/out" 2>&1
+    wait_until 60 test -e "$dir/bound" || fail "$* did not say whether it holds its port: $(cat "$dir/out")"
+    r=$(cat "$dir/bound")
+}
+
+note "EADDRINUSE: a plain program holds $H:7501, eta-run cannot bind it"
+hold_run "$work/k7501" python3 "$HELPER" bind "$H" 7501 "$work/k7501"
+[ "$r" = "ok 7501" ] || fail "the plain program could not bind $H:7501: $r"
+out=$(eta python3 -c "
+import errno, socket, sys
+s = socket.socket()
+try:
+    s.bind(('$H', 7501))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRINUSE else 'bind answered %s' % errno.errorcode.get(e.errno))
+sys.exit('bind to a port a kernel program holds succeeded')" 2>&1) || fail "eta-run bind($H:7501): $out"
+touch "$work/k7501/done"
+
+note "EADDRINUSE: an eta-run program holds $H:7601, a plain one cannot bind it (nor 0.0.0.0:7601)"
+hold_run "$work/e7601" "$ETA_RUN" --require -- python3 "$HELPER" bind "$H" 7601 "$work/e7601"
+[ "$r" = "ok 7601" ] || fail "the eta-run program could not bind $H:7601: $r"
+out=$(python3 -c "
+import errno, socket, sys
+for a in ('$H', '0.0.0.0'):
+    s = socket.socket()
+    try:
+        s.bind((a, 7601))
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE: sys.exit('bind(%s) answered %s' % (a, errno.errorcode.get(e.errno)))
+        continue
+    sys.exit('a plain bind(%s:7601) succeeded while an eta-run program holds it' % a)" 2>&1) || fail "$out"
+touch "$work/e7601/done"
+
+note "port 0: the port the kernel picked for an eta-run program is held for it"
+hold_run "$work/e0" "$ETA_RUN" --require -- python3 "$HELPER" bind "$H" 0 "$work/e0"
+[[ "$r" =~ ^ok\ ([0-9]+)$ ]] || fail "the eta-run program could not bind $H:0: $r"
+port=${BASH_REMATCH[1]}
+[ "$port" -gt 0 ] || fail "bind($H:0) under eta-run got port 0"
+wait_until 20 ppe_true "any(c['state'] == 'LISTEN' and c['local'] == '$H:$port' for c in d['connections'])" ||
+    fail "MARS does not listen on the kernel's pick $H:$port"
+out=$(python3 -c "
+import errno, socket, sys
+s = socket.socket()
+try:
+    s.bind(('$H', $port))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRINUSE else 'answered %s' % errno.errorcode.get(e.errno))
+sys.exit('a plain bind to the port of an eta-run listener bound to port 0 succeeded')" 2>&1) || fail "$out"
+touch "$work/e0/done"
+
+note "an outgoing eta-run connection's local port is the kernel's pick, and held there"
+hold_run "$work/out" "$ETA_RUN" --require -- python3 "$HELPER" connect "$P" 7401 "$work/out"
+[[ "$r" =~ ^ok\ ([0-9]+)$ ]] || fail "the eta-run client could not connect to $P:7401: $r"
+port=${BASH_REMATCH[1]}
+wait_until 20 ppe_true "any(c['local'] == '$H:$port' and c['remote'] == '$P:7401' for c in d['connections'])" ||
+    fail "the outgoing connection from port $port is not in MARS: $(ppe_stat | tail)"
+read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range
+[ "$port" -ge "$lo" ] && [ "$port" -le "$hi" ] || fail "local port $port is outside the kernel's ephemeral range $lo-$hi"
+out=$(python3 -c "
+import errno, socket, sys
+s = socket.socket()
+try:
+    s.bind(('$H', $port))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRINUSE else 'answered %s' % errno.errorcode.get(e.errno))
+sys.exit('a plain bind to the local port of an eta-run connection succeeded')" 2>&1) || fail "$out"
+touch "$work/out/done"
+
+note "3,000 short eta-run connections to the peer, each from a port the kernel picked"
+# The client closes first: MARS keeps each in TIME-WAIT, which the kernel
+# cannot see, so it soon hands out such a port again (before MARS recycled
+# TIME-WAIT on an active open, the connect hung after a few dozen).
+wait_until 20 peer sh -c "ss -Hltn 'sport = :7701' | grep -q ." || fail "the peer's eta-perf server did not listen"
+out=$(timeout 120 "$ETA_RUN" --require -- "$ETA_PERF" client -t kernel -m crr -s 64 -c "$P" -p 7701 -n 3000 --duration 3600 2>&1) ||
+    fail "3,000 connect/request/response/close from kernel-picked ports did not finish (exit status $?): $(tail -3 <<<"$out")"
+grep -q "3000 transactions" <<<"$out" || fail "eta-perf crr did not do 3,000 transactions: $out"
+
+note "a native DTI client's port (MARS's own pick) lies outside the kernel's ip_local_port_range"
+start_bg native timeout 150 "$ETA_PERF" client -t dti -m rr -s 64 -c "$P" -p 7701 -n 100000000 --duration 3600
+wait_until 60 ppe_true "any(c['remote'] == '$P:7701' and c['state'] == 'ESTABLISHED' for c in d['connections'])" ||
+    fail "the native eta-perf client's connection to $P:7701 is not in MARS: $(ppe_stat | tail -5)"
+port=$(ppe_json "[c['local'] for c in d['connections'] if c['remote'] == '$P:7701' and c['state'] == 'ESTABLISHED'][0].split(':')[1]")
+kill "$native_pid"
+[ "$port" -lt "$lo" ] || [ "$port" -gt "$hi" ] ||
+    fail "the native client's local port $port is inside the kernel's ip_local_port_range $lo-$hi"
+grep -q "MARS's own ephemeral ports are" "$work/ppe.log" || fail "eta-ppe did not say which ephemeral ports it uses"
+
+note "eta-stat counts an eta-run client's local socket while it is open"
+hold_run "$work/loc" "$ETA_RUN" --require -- python3 "$HELPER" connect "$H" 7201 "$work/loc"
+[[ "$r" =~ ^ok\ ([0-9]+)$ ]] || fail "the eta-run client could not connect to $H:7201: $r"
+port=${BASH_REMATCH[1]}
+wait_until 10 ppe_true "any(p['sockets'].get('local', 0) >= 1 for p in d['programs'])" ||
+    fail "eta-stat shows no program with a 'local' socket: $(ppe_json "d['programs']")"
+ss -Htn "src $H:$port dst $H:7201" | grep -q ESTAB || fail "the local connection from port $port is not the kernel's: $(ss -tn)"
+ppe_true "any(c['local'] == '$H:$port' for c in d['connections'])" && fail "the local connection is in MARS too"
+touch "$work/loc/done"
+ppe_stop
+echo "PASS"
