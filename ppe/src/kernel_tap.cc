@@ -63,6 +63,25 @@ bool remove_stale_tap(const std::string &iface, std::string *error)
     return true;
 }
 
+// Makes the tap persistent (1) or not (0) through a queue of our own,
+// attached for the call. False with errno when the kernel refuses.
+bool set_persistent(const std::string &iface, int on)
+{
+    unsigned flags = 0;
+    std::ifstream f("/sys/class/net/" + iface + "/tun_flags");
+    f >> std::hex >> flags;
+    const int fd = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return false;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
+    ifr.ifr_flags = short(flags ? flags : (IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE));
+    bool ok = ioctl(fd, TUNSETIFF, &ifr) == 0 && ioctl(fd, TUNSETPERSIST, on) == 0;
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return ok;
+}
+
 bool set_address(const std::string &iface, uint32_t ip, uint8_t prefix, std::string *error)
 {
     const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -116,20 +135,30 @@ bool KernelTap::open(const PortConfig &pc, const mars::MacAddr &mac, const std::
     }
     ::close(tun);
     bool is_tap = false;
-    if (interface_exists(iface_, &is_tap)) {
-        if (!is_tap) {
-            *error = what + "an interface called " + iface_ + " exists and is not a tap; remove it or set "
-                     "kernel_iface to another name";
-            return false;
-        }
-        if (!remove_stale_tap(iface_, error)) {
-            *error = what + *error;
-            return false;
-        }
+    const bool existed = interface_exists(iface_, &is_tap);
+    if (existed && !is_tap) {
+        *error = what + "an interface called " + iface_ + " exists and is not a tap; remove it or set "
+                 "kernel_iface to another name";
+        return false;
     }
+    // The tap outlives eta-ppe (persistent, below), so the kernel's state on
+    // it (addresses, routes, sockets bound to the address, neighbours) holds
+    // across a restart: the last run's tap is taken over as it is. Only one
+    // net_tap cannot attach to is replaced.
     vdev_ = "net_tap_eta" + std::to_string(tap_serial++);
     const std::string args = "iface=" + iface_ + ",mac=" + mac_text(mac);
     int rc = rte_eal_hotplug_add("vdev", vdev_.c_str(), args.c_str()); // (EAL's hotplug: no link to the vdev bus library)
+    if (rc != 0 && existed) {
+        if (!remove_stale_tap(iface_, error)) {
+            *error = what + *error;
+            vdev_.clear();
+            return false;
+        }
+        rc = rte_eal_hotplug_add("vdev", vdev_.c_str(), args.c_str());
+    } else if (existed) {
+        log(LogLevel::kInfo, "%s: kernel interface %s taken over from the last run (its addresses and routes stay)",
+            pc.name.c_str(), iface_.c_str());
+    }
     if (rc != 0) {
         *error = what + "DPDK's net_tap could not make the kernel interface " + iface_ + " (" +
                  rte_strerror(rc < 0 ? -rc : rc) + "); it needs CAP_NET_ADMIN (the eta-ppe.service unit grants it: "
@@ -180,6 +209,9 @@ bool KernelTap::open(const PortConfig &pc, const mars::MacAddr &mac, const std::
         close();
         return false;
     }
+    if (!set_persistent(iface_, 1))
+        log(LogLevel::kWarn, "%s: cannot make the kernel interface %s persistent (%s): it goes with eta-ppe, and the "
+            "kernel's routes through it with it", pc.name.c_str(), iface_.c_str(), std::strerror(errno));
     return true;
 }
 

@@ -11,6 +11,10 @@
 // devices as the same mbuf, never copied by eta (net_tap's read/write copy it
 // into and out of the kernel). Setup and teardown only: nothing here runs
 // per packet (the forwarding is MbufIo's, dpdk.h).
+//
+// The tap is persistent: it outlives eta-ppe (killed or stopped) with the
+// kernel's addresses, routes and sockets on it, and the next start takes it
+// over as it is; `ip link del` removes it.
 #pragma once
 
 #include <mars/stack.h>

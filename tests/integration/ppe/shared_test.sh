@@ -9,8 +9,10 @@
 #    kernel UDP socket on that address, IPv6 link-local ping to the tap;
 #  - a plain host program's outgoing TCP from the shared address to the peer;
 #  - eta-stat (table, JSON, Prometheus) counts what went to and came from the kernel;
-#  - eta-ppe killed (SIGKILL): its tap goes with it; restarted: kernel traffic
-#    on the port resumes; stopped (SIGTERM): the tap is removed.
+#  - eta-ppe killed (SIGKILL): its tap stays (persistent), with the address and
+#    a route the host put through it; restarted: the tap is taken over as it
+#    is (the route still there) and kernel traffic on the port resumes;
+#    stopped (SIGTERM): the tap stays too (eta-lab down removes it).
 #   shared_test.sh ETA_PPE ETA_STAT PRELOAD ETA_RUN
 ETA_PPE=$1 ETA_STAT=$2 PRELOAD=$3 ETA_RUN=$4
 . "$(dirname "$0")/../lib.sh"
@@ -126,17 +128,25 @@ grep -qE '^eta_port_kernel_to_frames_total\{.*reason="udp".*\} [1-9]' <<<"$prom"
     fail "eta-stat --prometheus has no counted eta_port_kernel_to_frames_total for udp: $(grep kernel <<<"$prom" | head)"
 grep -qE '^eta_port_kernel_from_frames_total\{.*\} [1-9]' <<<"$prom" || fail "no eta_port_kernel_from_frames_total"
 
-note "eta-ppe killed: its tap goes with it; restarted: kernel traffic resumes"
+note "eta-ppe killed: its tap stays, with the host's address and routes; restarted: it is taken over, kernel traffic resumes"
+# A route of the host's own through the tap (as a server's default route
+# would be): it must survive the restart, as the address does.
+ip route add 198.18.250.0/24 via "$P" dev "$TAP" || fail "cannot add a route through $TAP"
+on_exit "ip route del 198.18.250.0/24 dev $TAP 2>/dev/null || true"
 ppe_kill9
-wait_until 30 link_absent "$TAP" || fail "$TAP is still there after eta-ppe was killed"
+[[ "$(ip -o addr show dev "$TAP" 2>&1)" == *"inet $H/$ETA_LAB_PREFIX"* ]] ||
+    fail "$TAP or its address went with the killed eta-ppe: $(ip -o addr show dev "$TAP" 2>&1)"
 ppe_start "$work/ppe.toml"
+grep -q "kernel interface $TAP taken over" "$work/ppe.log" ||
+    fail "the restarted eta-ppe did not take $TAP over: $(grep -i "$TAP" "$work/ppe.log" | tail -3)"
 [ "$(cat "/sys/class/net/$TAP/address")" = "$port_mac" ] || fail "the restarted PPE's $TAP has another MAC"
+ip route show 198.18.250.0/24 | grep -q "dev $TAP" || fail "the host's route through $TAP did not survive the restart"
 wait_until 30 peer ping -c 1 -W 1 "$H" || fail "the peer cannot ping $H after the restart"
 echo_from_peer "kernel server after the restart" 7101
 out=$(echo "udp again $$" | peer timeout 10 socat -t 3 - "UDP:$H:7301") || fail "UDP after the restart failed"
 [ "$out" = "udp again $$" ] || fail "the kernel's UDP echo answered '$out' after the restart"
 
-note "eta-ppe stopped (SIGTERM): the tap is removed"
+note "eta-ppe stopped (SIGTERM): the tap stays for the next start"
 ppe_stop
-wait_until 10 link_absent "$TAP" || fail "$TAP is still there after eta-ppe stopped"
+[ -e "/sys/class/net/$TAP" ] || fail "$TAP went with the stopped eta-ppe (it should stay, persistent)"
 echo "PASS"
