@@ -21,14 +21,16 @@
 // calls only in the measured phase (a warm-up phase before it runs the same
 // code uncounted).
 //
-//   ppe_engine_driver MODE N [offload 0|1]
+//   ppe_engine_driver MODE N [offload 0|1|2]
 //     MODE rr:        N request/response transactions of 64 B each way
 //     MODE rx:        a stream from the peer, at least N data segments received
 //     MODE tx:        a stream to the peer, at least N data segments sent
 //                     (whole engine polls: the count printed is what they moved)
 //     MODE idle:      N engine polls with nothing to do
 //     offload 1:      the port verifies received checksums and fills sent ones
-//                     (a NIC with offloads); 0 (default): software, as on net_af_packet
+//                     (a NIC with offloads); 0 (default): software, as on net_af_packet;
+//                     2: as 1, and TSO frames cross the wire whole (LRO frames of up
+//                     to 64 KiB at the receiver, as on the vnet port)
 //
 // Every byte is checked at its receiver against the stream it was sent from;
 // any difference, a lost transaction or a stall fails the run (exit 1).
@@ -97,7 +99,11 @@ class Port final : public mars::PacketIo {
     {
         for (uint16_t i = 0; i < n; i++) {
             mars::PacketRef &f = frames[i];
-            mars::sim::apply_tx_offload(f); // the NIC's work where the stack asked for it
+            // LRO (offload 2): a TSO frame crosses whole, as the vnet port's
+            // GSO frames do, and arrives as one LRO frame whose checksums
+            // the receiving port vouches for.
+            if (f.flags & mars::kTxTcpSeg) f.flags = 0;
+            else mars::sim::apply_tx_offload(f); // the NIC's work where the stack asked for it
             if (const uint32_t p = tcp_payload(f)) {
                 payload_frames++;
                 payload_bytes += p;
@@ -115,6 +121,11 @@ class Port final : public mars::PacketIo {
         for (uint16_t i = 0; i < n; i++) pool_.put(frames[i]);
     }
     uint32_t offloads() const override { return offloads_; }
+    uint32_t tso_max_frame() const override { return (offloads_ & mars::kOffloadTxTcpSeg) ? 65000 : 0; }
+    uint16_t alloc_tso(mars::PacketRef *out, uint16_t n) override
+    {
+        return (offloads_ & mars::kOffloadTxTcpSeg) ? alloc(out, n) : 0;
+    }
 
     // TCP payload bytes of an IPv4 frame (0 for anything else).
     static uint32_t tcp_payload(const mars::PacketRef &f)
@@ -138,6 +149,15 @@ class Port final : public mars::PacketIo {
 namespace {
 
 namespace de = dti::engine;
+
+// offload 0: none; 1: checksums; 2: checksums and TSO frames crossing whole
+// (LRO frames at the receiver, as on the vnet port).
+uint32_t offload_bits(int offload)
+{
+    uint32_t b = offload ? mars::kOffloadRxCsum | mars::kOffloadTxIpCsum | mars::kOffloadTxTcpCsum : 0;
+    if (offload >= 2) b |= mars::kOffloadTxTcpSeg;
+    return b;
+}
 
 constexpr uint32_t kEngineIp = 0xc6120001u; // 198.18.0.1 (lab addresses, never on a real wire)
 constexpr uint32_t kPeerIp = 0xc6120002u;   // 198.18.0.2
@@ -225,8 +245,8 @@ struct EngineSide {
     wire::Queue &in;
     uint32_t rx_flags;
 
-    EngineSide(mars::sim::FramePool &pool, wire::Queue &in_q, wire::Queue &out_q, bool offload)
-        : port(pool, out_q, offload ? mars::kOffloadRxCsum | mars::kOffloadTxIpCsum | mars::kOffloadTxTcpCsum : 0),
+    EngineSide(mars::sim::FramePool &pool, wire::Queue &in_q, wire::Queue &out_q, int offload)
+        : port(pool, out_q, offload_bits(offload)),
           in(in_q), rx_flags(offload ? 1 : 0)
     {
         mars::StackConfig sc;
@@ -287,8 +307,8 @@ struct PeerSide {
     mars::SockId sock = 0;
     uint32_t rx_flags;
 
-    PeerSide(mars::sim::FramePool &pool, wire::Queue &in_q, wire::Queue &out_q, bool offload)
-        : port(pool, out_q, offload ? mars::kOffloadRxCsum | mars::kOffloadTxIpCsum | mars::kOffloadTxTcpCsum : 0),
+    PeerSide(mars::sim::FramePool &pool, wire::Queue &in_q, wire::Queue &out_q, int offload)
+        : port(pool, out_q, offload_bits(offload)),
           in(in_q), rx_flags(offload ? 1 : 0)
     {
         mars::StackConfig c = mars::sim::test_stack_config(2);
@@ -310,7 +330,8 @@ struct PeerSide {
 
 class Driver {
   public:
-    Driver(bool offload) : pool_(16384), eng_(pool_, to_engine_, to_peer_, offload), peer_(pool_, to_peer_, to_engine_, offload)
+    Driver(int offload)
+        : pool_(offload >= 2 ? 2048 : 16384, offload >= 2 ? 65535 : 2048), eng_(pool_, to_engine_, to_peer_, offload), peer_(pool_, to_peer_, to_engine_, offload)
     {
         if (eng_.dti->attach_memory(app_.base(), app_.hdr->region_size, 1) < 0) fail("the DTI engine refused the region");
     }
@@ -537,7 +558,7 @@ int main(int argc, char **argv)
     const std::string mode = argv[1];
     const long n = std::strtol(argv[2], nullptr, 10);
     if (n < 1 || n > 10'000'000) fail("N must be 1..10000000");
-    const bool offload = argc > 3 && std::atoi(argv[3]) != 0;
+    const int offload = argc > 3 ? std::atoi(argv[3]) : 0;
     if (mode != "rr" && mode != "rx" && mode != "tx" && mode != "idle") fail("unknown mode '" + mode + "' (rr, rx, tx, idle)");
 
     Driver d(offload);

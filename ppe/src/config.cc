@@ -456,10 +456,20 @@ void parse_port(Section &p, size_t index, Config *c)
     port.device = p.string("device", "", true);
     port.line = p.line("device");
     std::string dev_name = port.device.substr(0, port.device.find(','));
-    if (!looks_like_pci(port.device) && dev_name.rfind("net_", 0) != 0)
-        p.fail("device", "\"" + port.device + "\" is not a DPDK device; allowed a PCI address (\"0000:03:00.0\") "
-                         "or a virtual device (\"net_af_packet0,iface=eth1\", \"net_af_xdp0,iface=eth1\", "
-                         "\"net_tap0\", \"net_memif0,...\")");
+    const bool vnet = port.device.rfind("vnet:", 0) == 0;
+    if (vnet) {
+        const std::string ifn = vnet_iface(port.device);
+        bool ok = !ifn.empty() && ifn.size() <= 15 && ifn != "." && ifn != "..";
+        for (char ch : ifn)
+            if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' || ch == '@'))
+                ok = false;
+        if (!ok)
+            p.fail("device", "\"" + port.device + "\": \"vnet:\" wants an interface name (1 to 15 letters, digits, "
+                             "'-', '_', '.'), e.g. \"vnet:eth1\"");
+    } else if (!looks_like_pci(port.device) && dev_name.rfind("net_", 0) != 0)
+        p.fail("device", "\"" + port.device + "\" is not a device; allowed a PCI address (\"0000:03:00.0\"), "
+                         "a DPDK virtual device (\"net_af_packet0,iface=eth1\", \"net_af_xdp0,iface=eth1\", "
+                         "\"net_tap0\", \"net_memif0,...\") or a kernel interface with offloads (\"vnet:eth1\")");
     std::string addr = p.string("address", "", true);
     parse_cidr(p, "address", addr, &port.ip, &port.prefix);
     if (!is_unicast_host(port.ip) || port.prefix == 0 || port.prefix > 31 ||
@@ -495,6 +505,9 @@ void parse_port(Section &p, size_t index, Config *c)
     } else if (port.kernel_shared) {
         port.kernel_iface = "eta-k" + std::to_string(index);
     }
+    if (vnet && port.kernel_shared)
+        p.fail("kernel", "\"shared\" is not available on a vnet port: the kernel keeps \"" + vnet_iface(port.device) +
+                         "\" itself; give the kernel its own address on that interface, or use kernel = \"none\"");
     p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy, kernel, kernel_iface");
     for (auto &other : c->ports) {
         if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");

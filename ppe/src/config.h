@@ -45,7 +45,7 @@ struct CoreSpec {
 
 struct PortConfig {
     std::string name;
-    std::string device;   // DPDK device: PCI address or vdev string
+    std::string device;   // DPDK device (PCI address or vdev string), or "vnet:<ifname>" (vnet_port.h)
     uint32_t ip = 0;      // host byte order
     uint8_t prefix = 24;
     uint32_t gateway = 0; // 0: none
@@ -66,6 +66,13 @@ struct PortConfig {
     std::string kernel_iface; // the interface's name; default "eta-k<index>"
     uint32_t line = 0; // of its device key, for messages
 };
+
+// [[port]] device = "vnet:<ifname>" (ppe/src/vnet_port.h): the interface
+// name, or "" when `device` names a DPDK device.
+inline std::string vnet_iface(const std::string &device)
+{
+    return device.rfind("vnet:", 0) == 0 ? device.substr(5) : std::string();
+}
 
 struct RouteConfig {
     uint32_t dest = 0;

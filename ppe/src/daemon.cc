@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -200,6 +201,36 @@ void publish_port(const stats::View &v, uint32_t i, const Port &p)
     info.tx_queues = p.queues;
     info.offloads = p.offloads;
     if (p.kernel.up()) copy_str(info.kernel_iface, sizeof info.kernel_iface, p.kernel.iface());
+    if (p.is_vnet()) {
+        // No DPDK port: the link from the interface, counters from the queues.
+        const std::string dir = "/sys/class/net/" + p.vnet.iface + "/";
+        auto read_first_line = [](const std::string &path) {
+            std::ifstream in(path);
+            std::string line;
+            std::getline(in, line);
+            return line;
+        };
+        info.link_up = read_first_line(dir + "carrier") == "1";
+        const long speed = std::atol(read_first_line(dir + "speed").c_str());
+        info.link_speed_mbps = speed > 0 ? uint64_t(speed) : 0;
+        const VnetCounters c = p.vnet.sum();
+        info.ipackets = c.rx_frames;
+        info.ibytes = c.rx_bytes;
+        info.opackets = c.tx_frames;
+        info.obytes = c.tx_bytes;
+        info.ierrors = c.rx_dropped;
+        info.oerrors = c.tx_errors;
+        info.rx_nombuf = c.rx_nombuf;
+        info.rx_lro_frames = c.rx_lro_frames;
+        info.rx_lro_segments = c.rx_lro_segments;
+        info.rx_csum_valid = c.rx_csum_valid;
+        info.rx_csum_partial = c.rx_csum_partial;
+        info.rx_csum_unknown = c.rx_csum_unknown;
+        info.tx_tso_frames = c.tx_tso_frames;
+        info.tx_tso_segments = c.tx_tso_segments;
+        v.port(i)->write(info);
+        return;
+    }
     rte_eth_link link{};
     if (rte_eth_link_get_nowait(p.id, &link) == 0) {
         info.link_up = link.link_status;
@@ -706,7 +737,7 @@ int daemon_main(int argc, char **argv)
                            uint32_t(engines.size() - 1) * kSteerRingEntries;
     for (auto &pc : config.ports) {
         ports.emplace_back();
-        if (!ports.back().open(pc, engines, mbufs, &err)) {
+        if (!ports.back().open(pc, engines, mbufs, &err, uint16_t(ports.size() - 1))) {
             ports.pop_back();
             return fail(err);
         }

@@ -106,6 +106,7 @@ bool Eal::init(const Config &c, bool use_huge, const std::vector<int> &control_p
     }
     bool any_pci = false;
     for (auto &p : c.ports) {
+        if (!vnet_iface(p.device).empty()) continue; // ours, not DPDK's (vnet_port.h)
         if (p.device.rfind("net_", 0) == 0) {
             args.insert(args.end(), {"--vdev", device_args(p, n_engines)});
         } else {
@@ -166,10 +167,59 @@ void Eal::cleanup()
     }
 }
 
+bool Port::open_vnet(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
+                     uint16_t index, std::string *error)
+{
+    const std::string what = "port \"" + pc.name + "\" (" + pc.device + ")";
+    id = uint16_t(kVnetIdBase + index);
+    queues = uint16_t(engines.size());
+    std::vector<int> numa;
+    for (const EngineCore &e : engines) numa.push_back(e.numa_node);
+    // Receive buffers: frames MARS holds (out of order, at most
+    // ooo_frames_per_conn each, and in steering rings) plus the slots and a
+    // burst in flight; when they run out a frame is received through a
+    // bounce buffer (vnet_port.cc), so a stack holding them all cannot
+    // starve its own connection. 64 KiB each.
+    const uint32_t rx_buffers = std::min<uint32_t>(mbufs_per_queue, 1024) + 256;
+    if (!vnet.open(pc, numa, rx_buffers, mac.b, error)) return false;
+    // The kernel takes checksum requests and TSO frames (GSO) from a packet
+    // socket with a virtio_net_hdr, and hands over its verdict on each
+    // received frame's checksum.
+    offloads = mars::kOffloadRxCsum | mars::kOffloadTxIpCsum | mars::kOffloadTxTcpCsum;
+    if (pc.tso) offloads |= mars::kOffloadTxTcpSeg;
+    const uint32_t room = uint32_t(pc.mtu) + 18u + 64u;
+    for (uint16_t q = 0; q < queues; q++) {
+        const int socket = engines[q].numa_node >= 0 ? engines[q].numa_node : SOCKET_ID_ANY;
+        const std::string pool_name = "p" + std::to_string(id) + "q" + std::to_string(q);
+        rte_mempool *pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs_per_queue + 512, 256, 0,
+                                                    uint16_t(std::max<uint32_t>(room, RTE_MBUF_DEFAULT_DATAROOM) +
+                                                             RTE_PKTMBUF_HEADROOM),
+                                                    socket);
+        if (!pool) {
+            *error = what + ": cannot allocate " + std::to_string(mbufs_per_queue + 512) + " packet buffers: " +
+                     rte_strerror(rte_errno) + " (raise dpdk.memory_mb)";
+            return false;
+        }
+        pools.push_back(pool);
+        if (offloads & mars::kOffloadTxTcpSeg) {
+            const std::string tso_name = "t" + std::to_string(id) + "q" + std::to_string(q);
+            rte_mempool *tp = rte_pktmbuf_pool_create(tso_name.c_str(), kTsoBuffers, 32, 0, UINT16_MAX, socket);
+            if (!tp) {
+                *error = what + ": cannot allocate " + std::to_string(kTsoBuffers) + " TSO buffers of 64 KiB: " +
+                         rte_strerror(rte_errno) + " (raise dpdk.memory_mb, or set tso = false in [[port]])";
+                return false;
+            }
+            tso_pools.push_back(tp);
+        }
+    }
+    return true;
+}
+
 bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
-                std::string *error)
+                std::string *error, uint16_t index)
 {
     config = pc;
+    if (!vnet_iface(pc.device).empty()) return open_vnet(pc, engines, mbufs_per_queue, index, error);
     const std::string name = device_name(pc.device);
     const std::string what = "port \"" + pc.name + "\" (" + pc.device + ")";
     if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
@@ -373,6 +423,14 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
 
 void Port::close()
 {
+    if (!vnet_iface(config.device).empty()) {
+        vnet.close();
+        for (rte_mempool *p : pools) rte_mempool_free(p);
+        pools.clear();
+        for (rte_mempool *p : tso_pools) rte_mempool_free(p);
+        tso_pools.clear();
+        return;
+    }
     kernel.close();
     rte_eth_dev_stop(id);
     rte_eth_dev_close(id);

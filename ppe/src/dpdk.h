@@ -6,6 +6,7 @@
 #include "port_io.h"
 #include "stats.h"
 #include "system.h"
+#include "vnet_port.h"
 
 #include <mars/packet.h>
 #include <mars/stack.h>
@@ -53,11 +54,21 @@ struct Port {
                                       // the NIC picks dti_flow_owner()'s engine (steer.h)
     rte_eth_dev_info info{};
     KernelTap kernel; // [[port]] kernel = "shared": the host's kernel on this port (kernel_tap.h)
+    // device = "vnet:<ifname>" (vnet_port.h): no DPDK port; `id` is then
+    // kVnetIdBase + the port's index, which no DPDK port has (mbuf->port of
+    // its frames, for steering).
+    VnetPortState vnet;
+    bool is_vnet() const { return !vnet.fds.empty(); }
+    static constexpr uint16_t kVnetIdBase = RTE_MAX_ETHPORTS;
 
     // Configures queues, offloads and MTU, and starts the port.
     bool open(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
-              std::string *error);
+              std::string *error, uint16_t index = 0);
     void close();
+
+  private:
+    bool open_vnet(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
+                   uint16_t index, std::string *error);
 };
 
 // The DPDK device name in a device string ("net_af_packet0" of

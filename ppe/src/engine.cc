@@ -215,6 +215,11 @@ bool Engine::setup(std::string *error)
         Port &port = ports_[p];
         if (make_io_) {
             ios_.push_back(make_io_(port, uint16_t(index_), uint16_t(config_.burst)));
+        } else if (port.is_vnet()) {
+            ios_.push_back(std::make_unique<VnetIo>(port.vnet.fds[index_], port.vnet.rx_pools[index_],
+                                                    port.pools[index_],
+                                                    index_ < port.tso_pools.size() ? port.tso_pools[index_] : nullptr,
+                                                    port.id, port.offloads, &port.vnet.counters[index_]));
         } else {
             auto io = std::make_unique<MbufIo>(port, uint16_t(index_), uint16_t(config_.burst));
             io->set_prefetch(config_.prefetch);
@@ -298,6 +303,12 @@ bool Engine::setup(std::string *error)
 void Engine::find_rx_wakes()
 {
     for (const Port &port : ports_) {
+        if (port.is_vnet()) { // its queue's own packet socket
+            rx_wakes_.push_back(RxWake{port.vnet.fds[index_], false});
+            log(LogLevel::kInfo, "engine %u: port \"%s\": frames wake the engine when it sleeps (1 vnet socket)", index_,
+                port.config.name.c_str());
+            continue;
+        }
         RxWakeFds w = find_rx_wake_fds(port.info.driver_name, port.info.if_index, uint16_t(index_), port.queues);
         for (int fd : w.fds) rx_wakes_.push_back(RxWake{fd, false});
         // What the kernel sends on a shared port's tap ends a nap too.

@@ -184,6 +184,16 @@ std::string text_view(const Snapshot &s, bool conns)
                     pi.name, pi.device, (ip_string(pi.ip) + "/" + std::to_string(pi.prefix)).c_str(), pi.mtu,
                     pi.link_up ? "up" : "down", pi.ipackets, pi.opackets, pi.imissed, pi.ierrors + pi.oerrors);
     }
+    // vnet ports (ppe/src/vnet_port.h): the offloads at work.
+    for (size_t p = 0; p < s.ports.size(); p++) {
+        const PortInfo &pi = s.ports[p];
+        if (std::strncmp(pi.device, "vnet:", 5) != 0) continue;
+        appendf(&out, "vnet p%zu: lro frames %" PRIu64 " (segments %" PRIu64 ")  tso frames %" PRIu64
+                    " (segments %" PRIu64 ")  rx checksum valid %" PRIu64 " partial %" PRIu64 " unknown %" PRIu64
+                    "  no buffer %" PRIu64 "\n",
+                p, pi.rx_lro_frames, pi.rx_lro_segments, pi.tx_tso_frames, pi.tx_tso_segments, pi.rx_csum_valid,
+                pi.rx_csum_partial, pi.rx_csum_unknown, pi.rx_nombuf);
+    }
     // Ports shared with the kernel ([[port]] kernel = "shared").
     for (size_t p = 0; p < s.ports.size(); p++) {
         const PortInfo &pi = s.ports[p];

@@ -82,7 +82,10 @@ bool check_capabilities(const Config &c, uint32_t n_engines, std::string *error,
         const PortConfig &p = c.ports[i];
         const std::string driver = p.device.substr(0, p.device.find(','));
         const std::string what = "port[" + std::to_string(i) + "] (" + driver + ")";
-        if (driver.rfind("net_af_packet", 0) == 0) {
+        if (!vnet_iface(p.device).empty()) {
+            need(kCapNetRaw, "CAP_NET_RAW", what + " opens packet sockets");
+            need(kCapNetAdmin, "CAP_NET_ADMIN", what + " sizes its sockets' buffers past net.core.rmem_max");
+        } else if (driver.rfind("net_af_packet", 0) == 0) {
             need(kCapNetRaw, "CAP_NET_RAW", what + " opens packet sockets");
             need(kCapNetAdmin, "CAP_NET_ADMIN", what + " sets its interface promiscuous");
             uint64_t frame = devarg_number(p.device, "framesz");

@@ -347,6 +347,16 @@ void ports_prometheus(const Snapshot &s, Exposition &x)
         x.counter("port_rx_errors", "receive errors the device reported", l, pi.ierrors);
         x.counter("port_tx_errors", "transmit errors the device reported", l, pi.oerrors);
         x.counter("port_rx_nombuf", "receive failures for lack of mbufs", l, pi.rx_nombuf);
+        x.counter("port_rx_lro_frames", "super-frames received (vnet: GSO frames of the peer's kernel)", l,
+                  pi.rx_lro_frames);
+        x.counter("port_rx_lro_segments", "MSS segments the received super-frames stood for", l, pi.rx_lro_segments);
+        x.counter("port_tx_tso_frames", "TSO frames sent (the kernel segments them)", l, pi.tx_tso_frames);
+        x.counter("port_tx_tso_segments", "segments the TSO frames sent stood for", l, pi.tx_tso_segments);
+        x.counter("port_rx_csum_valid", "frames received with a verified checksum", l, pi.rx_csum_valid);
+        x.counter("port_rx_csum_partial", "frames received with a partial checksum (made by the peer's kernel)", l,
+                  pi.rx_csum_partial);
+        x.counter("port_rx_csum_unknown", "frames received without a checksum verdict (the engine checks)", l,
+                  pi.rx_csum_unknown);
         if (pi.kernel_iface[0]) {
             const KernelCounters k = port_kernel(s, uint32_t(p));
             Labels ki = l;
@@ -552,7 +562,14 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                          {"imissed", pi.imissed},
                          {"ierrors", pi.ierrors},
                          {"oerrors", pi.oerrors},
-                         {"rx_nombuf", pi.rx_nombuf}});
+                         {"rx_nombuf", pi.rx_nombuf},
+                         {"rx_lro_frames", pi.rx_lro_frames},
+                         {"rx_lro_segments", pi.rx_lro_segments},
+                         {"tx_tso_frames", pi.tx_tso_frames},
+                         {"tx_tso_segments", pi.tx_tso_segments},
+                         {"rx_csum_valid", pi.rx_csum_valid},
+                         {"rx_csum_partial", pi.rx_csum_partial},
+                         {"rx_csum_unknown", pi.rx_csum_unknown}});
         // kernel: null when the port is eta's alone; else what went to and
         // came from the kernel's interface ([[port]] kernel = "shared").
         json kj = nullptr;

@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 11; // 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 12; // 12: vnet port counters in PortInfo; 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -149,6 +149,12 @@ struct PortInfo {
     char kernel_iface[16];  // kernel = "shared": the kernel's interface on the port; "" when not shared
     // From the device (rte_eth_stats), refreshed by the control thread.
     uint64_t ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf;
+    // A vnet port's offloads at work (ppe/src/vnet_port.h; 0 on DPDK ports):
+    // super-frames received and the MSS segments they stood for, the kernel's
+    // checksum verdicts (verified / partial: made by the peer's kernel /
+    // none: the engine checks), TSO frames sent and their segments.
+    uint64_t rx_lro_frames, rx_lro_segments, rx_csum_valid, rx_csum_partial, rx_csum_unknown;
+    uint64_t tx_tso_frames, tx_tso_segments;
 };
 
 struct AppCounters {

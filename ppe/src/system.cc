@@ -73,7 +73,7 @@ std::string devarg(const std::string &device, const std::string &key)
     return "";
 }
 
-bool is_pci(const std::string &device) { return device.rfind("net_", 0) != 0; }
+bool is_pci(const std::string &device) { return device.rfind("net_", 0) != 0 && vnet_iface(device).empty(); }
 
 std::string pci_full(const std::string &device)
 {
@@ -344,7 +344,7 @@ int device_numa_node(const std::string &device)
     if (is_pci(device)) {
         path = "/sys/bus/pci/devices/" + pci_full(device.substr(0, device.find(','))) + "/numa_node";
     } else {
-        std::string iface = devarg(device, "iface");
+        std::string iface = vnet_iface(device).empty() ? devarg(device, "iface") : vnet_iface(device);
         if (iface.empty()) return -1;
         path = "/sys/class/net/" + iface + "/device/numa_node";
     }
@@ -392,6 +392,19 @@ bool check_devices(const Config &c, std::string *error)
             }
             if (!root) {
                 *error = where + "opening PCI device " + pci_full(driver) + " needs root";
+                return false;
+            }
+            continue;
+        }
+        if (!vnet_iface(p.device).empty()) {
+            const std::string iface = vnet_iface(p.device);
+            if (access(("/sys/class/net/" + iface).c_str(), F_OK) != 0) {
+                *error = where + "interface \"" + iface + "\" does not exist (ip link lists the interfaces)";
+                return false;
+            }
+            if (!root && !has_capability(13 /* CAP_NET_RAW */)) {
+                *error = where + "opening interface \"" + iface +
+                         "\" needs root or CAP_NET_RAW (run eta-ppe from its systemd unit or with sudo)";
                 return false;
             }
             continue;

@@ -115,8 +115,10 @@ lab_up() {
     name=t$$-$(basename "$0" .sh | tr -c 'a-z0-9\n' '-' | cut -c1-12)
     name=${name%-}
     local out
-    # ETA_TEST_ENGINES=N runs a test on a lab whose PPE has N engines.
-    out=$("$ETA_LAB" up --name "$name" ${ETA_TEST_ENGINES:+--engines "$ETA_TEST_ENGINES"} "$@") ||
+    # ETA_TEST_ENGINES=N runs a test on a lab whose PPE has N engines;
+    # ETA_TEST_DRIVER=D on `eta-lab up --driver D` (a test's own --driver wins).
+    out=$("$ETA_LAB" up --name "$name" ${ETA_TEST_ENGINES:+--engines "$ETA_TEST_ENGINES"} \
+        ${ETA_TEST_DRIVER:+--driver "$ETA_TEST_DRIVER"} "$@") ||
         fail "eta-lab up failed"
     on_exit "\"$ETA_LAB\" down --name $name"
     eval "$out"

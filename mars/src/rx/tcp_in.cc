@@ -560,7 +560,8 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     }
     // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
     // timer. Segments of one burst share the ACK sent at its end.
-    if (++s.segs_unacked >= 2) {
+    s.segs_unacked += tcp::rx_segments(len, s.mss); // an LRO frame: the segments it holds
+    if (s.segs_unacked >= 2) {
         if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
         wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);

@@ -144,6 +144,16 @@ struct Hot {
     uint32_t in_flight() const { return snd_max - snd_una; }
 };
 
+// The segments a received payload stands for in the delayed-ACK rule (an
+// ACK at least every second full-sized segment, RFC 1122 4.2.3.2, RFC 5681
+// 4.2): one, or for an LRO frame (a port's super-frame: one TCP segment
+// longer than the MSS, as a GRO'd skb is) the MSS-sized segments it holds,
+// so a sender of super-frames is acknowledged as one of segments would be.
+inline uint32_t rx_segments(uint32_t len, uint32_t mss)
+{
+    return len <= mss || mss == 0 ? 1u : (len + mss - 1) / mss;
+}
+
 // The layout the fast path was measured with (benchmarks/README.md, "mars:
 // the fast path"): a change here moves fields across cache lines; measure
 // `tools/eta bench fastpath` before changing these.

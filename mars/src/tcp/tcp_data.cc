@@ -48,7 +48,8 @@ void tcp_data(Env &e, Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload,
         if (got_fin) {
             tcp_fin(e, s);
         } else if (len) {
-            if (++s.segs_unacked >= 2) ack_now(e, s);
+            s.segs_unacked += rx_segments(len, s.mss); // an LRO frame: the segments it holds
+            if (s.segs_unacked >= 2) ack_now(e, s);
             else if (!TimerWheel::armed(&s.delack_timer)) e.wheel_.arm(&s.delack_timer, e.now_ns_ + e.cfg_.tcp.delack_ns);
         }
         return;

@@ -71,6 +71,21 @@ refused "--engines 9" "bad --engines '9'" "$ETA_LAB" up --name "t$$-bad" --engin
 refused "--engines x" "bad --engines 'x'" "$ETA_LAB" up --name "t$$-bad" --engines x
 refused "--driver af_xdp with 2 engines" "runs one engine" "$ETA_LAB" up --name "t$$-bad" --engines 2 --driver af_xdp
 refused "--driver other" "bad --driver 'tap'" "$ETA_LAB" up --name "t$$-bad" --driver tap
+refused "--driver vnet --shared" "cannot be --shared" "$ETA_LAB" up --name "t$$-bad" --driver vnet --shared
+# --driver vnet: eta's own port on the veth, with the veths' offloads on
+# (the peer's GSO super-frames reach it whole, its TSO frames leave whole).
+vn=$("$ETA_LAB" up --name "t$$-vnet" --driver vnet) || fail "eta-lab up --driver vnet failed"
+on_exit "\"$ETA_LAB\" down --name t$$-vnet"
+vn_iface=$(sed -n 's/^ETA_LAB_PPE_IFACE=//p' <<<"$vn")
+vn_ns=$(sed -n 's/^ETA_LAB_NS=//p' <<<"$vn")
+vn_peer=$(sed -n 's/^ETA_LAB_PEER_IFACE=//p' <<<"$vn")
+grep -qx "device = \"vnet:$vn_iface\"" "$(sed -n 's/^ETA_LAB_CONFIG=//p' <<<"$vn")" ||
+    fail "the vnet lab's config does not name device = \"vnet:$vn_iface\""
+ethtool -k "$vn_iface" | grep -qx "tcp-segmentation-offload: on" || fail "$vn_iface: TSO is not on"
+ethtool -k "$vn_iface" | grep -qx "rx-checksumming: off" || fail "$vn_iface: rx checksumming is not off"
+ip netns exec "$vn_ns" ethtool -k "$vn_peer" | grep -qx "generic-segmentation-offload: on" ||
+    fail "the peer's $vn_peer: GSO is not on"
+"$ETA_LAB" down --name "t$$-vnet" || fail "down of the vnet lab failed"
 grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$env_out" || fail "the default lab does not say ETA_LAB_DRIVER=af_packet"
 
 note "kernel link: socat carries 8 MiB byte for byte"

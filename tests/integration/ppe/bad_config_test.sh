@@ -60,6 +60,8 @@ good | sed 's/^cores = .*/cores = ["core:1", "pu:1"]/' | expect overlapping_core
 good | sed 's/^cores = .*/cores = ["core:4000"]/' | expect missing_core 'engine.cores' '"core:4000" does not exist'
 good | sed 's/^cores = .*/cores = ["auto:64"]/' | expect too_many_cores 'engine.cores' 'auto:64'
 good | sed "s|iface=$iface|iface=eta-no-such0|" | expect no_device 'port[0].device' 'interface "eta-no-such0" does not exist'
+good | sed "s|net_af_packet0,iface=$iface|vnet:eta-no-such0|" | expect vnet_no_iface 'port[0].device' 'interface "eta-no-such0" does not exist'
+good | sed "s|net_af_packet0,iface=$iface|vnet:|" | expect vnet_no_name 'port[0].device' 'wants an interface name'
 good | sed 's/^memory = .*/memory = "huge"/' | sed 's/^\[dpdk\]/[dpdk]\nmemory_mb = 1048576/' |
     expect no_hugepages 'dpdk.memory' '"huge" is forced'
 good | sed '/^\[\[port\]\]/,$d' | expect no_port 'no [[port]] is configured'
