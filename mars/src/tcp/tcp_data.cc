@@ -48,8 +48,10 @@ void tcp_data(Env &e, Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload,
         if (got_fin) {
             tcp_fin(e, s);
         } else if (len) {
+            // Every second segment (RFC 5681 4.2); the first at once in
+            // quick mode (tcp/sender.h), else the timer.
             if (++s.segs_unacked >= 2) ack_now(e, s);
-            else if (!TimerWheel::armed(&s.delack_timer)) e.wheel_.arm(&s.delack_timer, e.now_ns_ + e.cfg_.tcp.delack_ns);
+            else if (!TimerWheel::armed(&s.delack_timer)) delay_ack(e, s);
         }
         return;
     }
