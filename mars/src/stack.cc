@@ -506,8 +506,7 @@ void StackImpl::poll(uint64_t now_ns)
         flush_rx_done();
     }
     wheel_.advance(now_ns_, [this](Timer *t) { tcp::timer_fire(*this, t); });
-    arp_.poll(now_ns_);
-    if (arp_.failed_count()) fail_unreachable();
+    if (arp_.poll(now_ns_)) fail_unreachable();
     flush_output();
     link_.flush();
     if (!tx_ref_socks_.empty() || !tx_drain_.empty()) poll_tx_refs();

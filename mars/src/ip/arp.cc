@@ -94,7 +94,7 @@ ArpEntry *ArpResolver::insert(uint32_t ip)
     }
     // Full: evict the entry in the home slot (an old neighbour re-resolves).
     ArpEntry &e = cache_[h & mask_];
-    if (e.requests) resolving_--;
+    if (e.requests && --resolving_ == 0) next_expire_ns_ = UINT64_MAX;
     e = ArpEntry{};
     e.ip = ip;
     gen_++;
@@ -110,7 +110,8 @@ void ArpResolver::learn(uint32_t ip, const MacAddr &mac, bool create, uint64_t n
     e->resolved = true;
     e->failed = false;
     e->expires_ns = now_ns + timeout_ns_;
-    if (e->requests) resolving_--;
+    // The last resolution in progress answered: nothing for poll() to do.
+    if (e->requests && --resolving_ == 0) next_expire_ns_ = UINT64_MAX;
     e->requests = 0;
     // Frames that waited for this neighbour go out now, in order.
     size_t keep = 0;

@@ -59,13 +59,18 @@ class ArpResolver {
     // A request for our own address (gratuitous ARP).
     void announce();
     // While resolutions are in progress: the next request of each, or its
-    // failure after the last one.
-    void poll(uint64_t now_ns)
+    // failure after the last one. True when a neighbour has FAILED since the
+    // last clear_failed() (failed_count(), failed_at()).
+    bool poll(uint64_t now_ns)
     {
-        if (now_ns >= next_expire_ns_) expire(now_ns);
+        if (__builtin_expect(now_ns >= next_expire_ns_, 0)) {
+            expire(now_ns);
+            return !failed_.empty();
+        }
+        return false;
     }
     // When poll() has work to do (UINT64_MAX: no resolution in progress).
-    uint64_t next_deadline_ns() const { return resolving_ ? next_expire_ns_ : UINT64_MAX; }
+    uint64_t next_deadline_ns() const { return next_expire_ns_; }
     // Neighbours whose resolution failed since the last take (the stack
     // fails the connects waiting on them; clear_failed() empties the list).
     size_t failed_count() const { return failed_.size(); }
