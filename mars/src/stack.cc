@@ -145,6 +145,8 @@ bool StackImpl::init(std::string *error)
     if (t.rto_min_ns == 0 || t.rto_min_ns > t.rto_max_ns || t.rto_initial_ns == 0)
         return fail("rto_min_ns must be > 0 and <= rto_max_ns, rto_initial_ns > 0");
     if (t.syn_backlog == 0) return fail("syn_backlog must be at least 1");
+    if (c.arp_probes == 0 || c.arp_probes > 255) return fail("arp_probes must be 1..255 (Linux's mcast_solicit: 3)");
+    if (c.arp_retrans_ns < 1'000'000) return fail("arp_retrans_ns must be at least 1 ms (Linux's retrans_time: 1 s)");
     if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
         return fail("strands must be 1..64 (1: run every frame to completion)");
     if (c.copy_engine && c.copy_drain_polls == 0) return fail("copy_drain_polls must be at least 1");
@@ -456,6 +458,23 @@ int StackImpl::pick_port(Sock &s, uint32_t rip, uint16_t rport)
 
 // ---- poll ------------------------------------------------------------------
 
+// ARP gave up on next hops (arp.cc): connects whose SYN waits on one fail
+// with EHOSTUNREACH, as Linux fails a SYN-SENT socket when the neighbour of
+// its queued SYN fails. Other connections keep TCP's own timers (for them
+// Linux reports only a soft error). Rare: a walk of the socket table.
+void StackImpl::fail_unreachable()
+{
+    for (size_t i = 0; i < arp_.failed_count(); i++) {
+        const uint32_t hop = arp_.failed_at(i);
+        for (Sock &s : socks_) {
+            if (!s.used || s.state != TcpState::kSynSent || s.next_hop != hop) continue;
+            stats_.tcp_connects_unreachable++;
+            conn_drop(s, EHOSTUNREACH, kEvError);
+        }
+    }
+    arp_.clear_failed();
+}
+
 void StackImpl::announce(uint64_t now_ns)
 {
     if (now_ns > now_ns_) now_ns_ = now_ns;
@@ -471,7 +490,7 @@ void StackImpl::poll(uint64_t now_ns)
         flush_rx_done();
     }
     wheel_.advance(now_ns_, [this](Timer *t) { tcp::timer_fire(*this, t); });
-    arp_.poll(now_ns_);
+    if (arp_.poll(now_ns_)) fail_unreachable();
     flush_output();
     link_.flush();
     if (!tx_ref_socks_.empty() || !tx_drain_.empty()) poll_tx_refs();

@@ -222,6 +222,8 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     Sock *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
     bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
+    // Connects waiting on a neighbour ARP gave up on fail (EHOSTUNREACH).
+    void fail_unreachable();
     // Gives every buffer back (the destructor, and reset()).
     void release_buffers();
     // The state init() sets up once its tables are allocated (and reset()

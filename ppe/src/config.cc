@@ -592,10 +592,12 @@ void parse_tcp(Section &t, Config *c)
     c->max_sockets = uint32_t(t.integer("max_sockets", c->max_sockets, 16, 1 << 22));
     c->ooo_pool_frames = uint32_t(t.integer("ooo_pool_frames", c->ooo_pool_frames, 0, 1 << 20));
     c->ooo_frames_per_conn = uint32_t(t.integer("ooo_frames_per_conn", c->ooo_frames_per_conn, 0, 1 << 16));
+    c->arp_probes = uint32_t(t.integer("arp_probes", c->arp_probes, 1, 255));
+    c->arp_retrans_ms = uint32_t(t.integer("arp_retrans_ms", c->arp_retrans_ms, 1, 60'000));
     t.reject_unknown("rcvbuf, rcvbuf_max, sndbuf, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
                      "rto_initial_ms, rto_min_ms, rto_max_ms, delayed_ack_ms, time_wait_ms, keepalive_idle_s, "
                      "keepalive_interval_s, keepalive_probes, max_retries, syn_retries, max_sockets, "
-                     "ooo_pool_frames, ooo_frames_per_conn, rx_coalesce, tx_batch");
+                     "ooo_pool_frames, ooo_frames_per_conn, rx_coalesce, tx_batch, arp_probes, arp_retrans_ms");
 }
 
 void parse_limits(Section &l, Config *c)

@@ -154,6 +154,11 @@ struct Config {
     uint32_t max_sockets = 65536;
     uint32_t ooo_pool_frames = 4096;
     uint32_t ooo_frames_per_conn = 256;
+    // ARP resolution (mars::StackConfig::arp_probes / arp_retrans_ns): as
+    // Linux's mcast_solicit and retrans_time; a connect whose next hop never
+    // answers fails with EHOSTUNREACH after about probes * retrans.
+    uint32_t arp_probes = 3;
+    uint32_t arp_retrans_ms = 1000;
 
     // [limits]
     LimitsConfig limits;

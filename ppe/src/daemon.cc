@@ -288,7 +288,8 @@ void reload(Config &live, const std::string &path)
                       next.routes[i].gateway == live.routes[i].gateway && next.routes[i].port == live.routes[i].port;
     if (!routes_same) restart.push_back("[[route]]");
     if (std::memcmp(&next.tcp, &live.tcp, sizeof next.tcp) != 0 || next.max_sockets != live.max_sockets ||
-        next.ooo_pool_frames != live.ooo_pool_frames || next.ooo_frames_per_conn != live.ooo_frames_per_conn)
+        next.ooo_pool_frames != live.ooo_pool_frames || next.ooo_frames_per_conn != live.ooo_frames_per_conn ||
+        next.arp_probes != live.arp_probes || next.arp_retrans_ms != live.arp_retrans_ms)
         restart.push_back("[tcp]");
     if (next.socket != live.socket || next.socket_mode != live.socket_mode) restart.push_back("[control]");
     if (next.limits.max_apps != live.limits.max_apps) restart.push_back("limits.max_apps (sizes the stats region)");

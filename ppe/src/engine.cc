@@ -247,6 +247,8 @@ bool Engine::setup(std::string *error)
         sc.max_sockets = config_.max_sockets;
         sc.ooo_pool_frames = config_.ooo_pool_frames;
         sc.ooo_frames_per_conn = config_.ooo_frames_per_conn;
+        sc.arp_probes = config_.arp_probes;
+        sc.arp_retrans_ns = uint64_t(config_.arp_retrans_ms) * 1'000'000;
         if (getrandom(sc.isn_secret, sizeof sc.isn_secret, 0) != sizeof sc.isn_secret) {
             *error = name + ": getrandom failed";
             return false;

@@ -225,6 +225,9 @@ std::string text_view(const Snapshot &s, bool conns)
             PPE_STATS_DROP_FIELDS(D)
 #undef D
             appendf(&out, "  drops:%s\n", drops.empty() ? " none" : drops.c_str());
+            appendf(&out, "  arp: requests out %" PRIu64 "  replies in %" PRIu64 "  failed %" PRIu64
+                          "  connects unreachable %" PRIu64 "\n",
+                    st.arp_requests_out, st.arp_replies_in, st.arp_failed, st.tcp_connects_unreachable);
             appendf(&out,
                     "  receive pipeline: strands %" PRIu64 "%s  yields %" PRIu64 "  prefetches %" PRIu64
                     "  coalesced %" PRIu64 " segments in %" PRIu64 " groups"

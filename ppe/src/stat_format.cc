@@ -16,6 +16,8 @@ namespace ppe::stats {
     X(tx_frames, "frames the stack sent") X(tx_bytes, "bytes the stack sent")                                     \
     X(arp_requests_in, "ARP requests received") X(arp_replies_in, "ARP replies received")                         \
     X(arp_requests_out, "ARP requests sent") X(arp_replies_out, "ARP replies sent")                               \
+    X(arp_failed, "ARP resolutions that went unanswered (neighbour FAILED)")                                   \
+    X(tcp_connects_unreachable, "connects failed with EHOSTUNREACH: ARP for the next hop failed")             \
     X(icmp_echo_in, "ICMP echo requests received") X(icmp_unreach_in, "ICMP destination unreachable received")    \
     X(icmp_frag_needed_in, "ICMP fragmentation needed received") X(icmp_out, "ICMP messages sent")               \
     X(fastpath_hits, "segments taken by the receive fast path")                                                   \

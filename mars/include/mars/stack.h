@@ -109,6 +109,12 @@ struct StackConfig {
     uint32_t ooo_frames_per_conn = 256; // one connection's share of that pool
     uint32_t arp_pending_frames = 64; // frames waiting for ARP resolution, at most
     uint64_t arp_timeout_ns = 60'000'000'000;
+    // A resolution sends arp_probes requests, arp_retrans_ns apart, and fails
+    // arp_retrans_ns after the last (Linux: net.ipv4.neigh.*.mcast_solicit 3,
+    // retrans_time 1 s: about 3 s). Connects waiting on a failed neighbour
+    // fail with EHOSTUNREACH; established connections keep TCP's timers.
+    uint32_t arp_probes = 3;
+    uint64_t arp_retrans_ns = 1'000'000'000;
     uint64_t isn_secret[2] = {};      // RFC 6528 / SYN cookie key; random in production
     uint16_t ephemeral_lo = 32768, ephemeral_hi = 60999;
     // Multi-engine steering: an active open takes only a local port for which
@@ -264,8 +270,11 @@ struct StackStats {
     uint64_t drop_eth, drop_not_ours, drop_arp, drop_ip_header, drop_ip_csum, drop_ip_ttl,
         drop_ip_fragment, drop_ip_proto, drop_icmp, drop_tcp_header, drop_tcp_csum,
         drop_tcp_no_socket, drop_tcp_bad_state, drop_tcp_paws, drop_tcp_out_of_window,
-        drop_tcp_ooo_full, drop_tx_no_buffer, drop_arp_queue_full;
+        drop_tcp_ooo_full, drop_tx_no_buffer, drop_arp_queue_full,
+        drop_arp_unresolved; // frames that waited for a neighbour whose resolution failed
     uint64_t arp_requests_in, arp_replies_in, arp_requests_out, arp_replies_out;
+    uint64_t arp_failed;        // resolutions that went unanswered (neighbour FAILED)
+    uint64_t tcp_connects_unreachable; // connects failed with EHOSTUNREACH: their next hop's resolution failed
     uint64_t icmp_echo_in, icmp_unreach_in, icmp_frag_needed_in, icmp_out;
     uint64_t fastpath_hits, fastpath_misses;
     uint64_t lookup_cache_hits, lookup_cache_misses;

@@ -23,11 +23,13 @@ uint32_t home_slot(uint32_t ip) { return (ip * 2654435761u) >> 24; }
 } // namespace
 
 ArpResolver::ArpResolver(const StackConfig &c, Link &link, StackStats &stats)
-    : ip_(c.ip), mac_(c.mac), timeout_ns_(c.arp_timeout_ns), max_pending_(c.arp_pending_frames), link_(link),
+    : ip_(c.ip), mac_(c.mac), timeout_ns_(c.arp_timeout_ns), max_pending_(c.arp_pending_frames),
+      probes_(c.arp_probes ? c.arp_probes : 1), retrans_ns_(c.arp_retrans_ns ? c.arp_retrans_ns : kSec), link_(link),
       stats_(stats)
 {
     cache_.resize(kSlots);
     pending_.reserve(c.arp_pending_frames);
+    failed_.reserve(kSlots);
 }
 
 ArpResolver::~ArpResolver() { discard_waiting(); }
@@ -42,18 +44,21 @@ void ArpResolver::clear()
 {
     discard_waiting();
     std::fill(cache_.begin(), cache_.end(), ArpEntry{});
+    failed_.clear();
     gen_ = 1;
-    next_expire_ns_ = 0;
+    next_expire_ns_ = UINT64_MAX;
+    resolving_ = 0;
 }
 
 bool ArpResolver::is_clear() const
 {
     for (const ArpEntry &e : cache_) {
         const bool has_mac = std::any_of(e.mac.b, e.mac.b + 6, [](uint8_t b) { return b != 0; });
-        if (e.ip != 0 || e.resolved || e.expires_ns != 0 || e.requested_ns != 0 || e.requests != 0 || has_mac)
+        if (e.ip != 0 || e.resolved || e.failed || e.expires_ns != 0 || e.requested_ns != 0 || e.requests != 0 ||
+            has_mac)
             return false;
     }
-    return pending_.empty() && gen_ == 1 && next_expire_ns_ == 0;
+    return pending_.empty() && failed_.empty() && gen_ == 1 && next_expire_ns_ == UINT64_MAX && resolving_ == 0;
 }
 
 const ArpEntry *ArpResolver::find(uint32_t ip) const
@@ -89,6 +94,7 @@ ArpEntry *ArpResolver::insert(uint32_t ip)
     }
     // Full: evict the entry in the home slot (an old neighbour re-resolves).
     ArpEntry &e = cache_[h & mask_];
+    if (e.requests && --resolving_ == 0) next_expire_ns_ = UINT64_MAX;
     e = ArpEntry{};
     e.ip = ip;
     gen_++;
@@ -102,7 +108,10 @@ void ArpResolver::learn(uint32_t ip, const MacAddr &mac, bool create, uint64_t n
     if (!e->resolved || std::memcmp(e->mac.b, mac.b, 6) != 0) gen_++;
     e->mac = mac;
     e->resolved = true;
+    e->failed = false;
     e->expires_ns = now_ns + timeout_ns_;
+    // The last resolution in progress answered: nothing for poll() to do.
+    if (e->requests && --resolving_ == 0) next_expire_ns_ = UINT64_MAX;
     e->requests = 0;
     // Frames that waited for this neighbour go out now, in order.
     size_t keep = 0;
@@ -191,6 +200,16 @@ void ArpResolver::announce()
     request(ip_); // gratuitous ARP: a request for our own address
 }
 
+void ArpResolver::start(ArpEntry &e, uint64_t now_ns)
+{
+    e.failed = false;
+    e.requests = 1;
+    resolving_++;
+    e.requested_ns = now_ns;
+    request(e.ip);
+    next_expire_ns_ = std::min(next_expire_ns_, now_ns + retrans_ns_);
+}
+
 const MacAddr *ArpResolver::lookup(uint32_t hop, uint64_t now_ns)
 {
     ArpEntry *e = find(hop);
@@ -205,59 +224,86 @@ const MacAddr *ArpResolver::lookup(uint32_t hop, uint64_t now_ns)
             return &e->mac;
         }
         e->resolved = false;
+        e->requests = 0;
         gen_++;
     }
     if (!e) e = insert(hop);
-    if (e->requested_ns == 0 || now_ns - e->requested_ns >= kSec) {
-        e->requested_ns = now_ns ? now_ns : 1;
-        e->requests++;
-        request(hop);
-    }
+    // In progress: poll() sends the next request on schedule. Unknown,
+    // expired or FAILED: a new resolution (Linux: a packet for a FAILED
+    // neighbour starts probing again).
+    if (e->requests == 0) start(*e, now_ns);
     return nullptr;
 }
 
-void ArpResolver::hold(uint32_t hop, PacketRef &frame, uint64_t now_ns)
+void ArpResolver::hold(uint32_t hop, PacketRef &frame, uint64_t)
 {
     if (pending_.size() >= max_pending_) {
         stats_.drop_arp_queue_full++;
         link_.release(frame);
         return;
     }
-    if (pending_.empty()) next_expire_ns_ = now_ns + kSec;
     pending_.push_back(PendingFrame{hop, frame});
 }
 
-// Once a second: re-ask for neighbours with frames waiting; give up on them
-// (dropping the frames: TCP retransmits) after three unanswered requests.
-void ArpResolver::expire(uint64_t now_ns)
+// The neighbour did not answer: FAILED. Its frames are dropped (TCP
+// retransmits, or the stack fails the connect that waits: failed_).
+void ArpResolver::fail(ArpEntry &e)
 {
-    next_expire_ns_ = now_ns + kSec;
+    e.failed = true;
+    e.requests = 0;
+    resolving_--;
+    stats_.arp_failed++;
     size_t keep = 0;
     for (size_t i = 0; i < pending_.size(); i++) {
         PendingFrame &p = pending_[i];
-        ArpEntry *e = find(p.next_hop);
+        if (p.next_hop == e.ip) {
+            stats_.drop_arp_unresolved++;
+            link_.release(p.frame);
+        } else {
+            pending_[keep++] = p;
+        }
+    }
+    pending_.resize(keep);
+    if (failed_.size() < failed_.capacity()) failed_.push_back(e.ip);
+}
+
+// The resolutions in progress: the next request of each that is due, and the
+// failure of each whose last request went unanswered for arp_retrans_ns. A
+// scan of the cache (256 entries), only while some resolution is in progress.
+void ArpResolver::expire(uint64_t now_ns)
+{
+    uint64_t next = UINT64_MAX;
+    for (ArpEntry &e : cache_) {
+        if (e.ip == 0 || e.resolved || e.requests == 0) continue;
+        if (now_ns - e.requested_ns >= retrans_ns_) {
+            if (e.requests >= probes_) {
+                fail(e);
+                continue;
+            }
+            e.requests++;
+            e.requested_ns = now_ns;
+            request(e.ip);
+        }
+        next = std::min(next, e.requested_ns + retrans_ns_);
+    }
+    // Frames for a neighbour no longer in the cache (evicted while it
+    // resolved) have nobody to wait for.
+    size_t keep = 0;
+    for (size_t i = 0; i < pending_.size(); i++) {
+        PendingFrame &p = pending_[i];
+        const ArpEntry *e = find(p.next_hop);
         if (e && e->resolved) {
             std::memcpy(reinterpret_cast<Eth *>(p.frame.data)->dst, e->mac.b, 6);
             link_.queue(p.frame);
-            continue;
-        }
-        if (!e || e->requests >= 3) {
-            stats_.drop_arp_queue_full++;
+        } else if (!e || e->requests == 0) {
+            stats_.drop_arp_unresolved++;
             link_.release(p.frame);
-            continue;
+        } else {
+            pending_[keep++] = p;
         }
-        pending_[keep++] = p;
     }
     pending_.resize(keep);
-    for (auto &p : pending_) {
-        ArpEntry *e = find(p.next_hop);
-        if (e && now_ns - e->requested_ns >= kSec) {
-            e->requested_ns = now_ns;
-            e->requests++;
-            request(p.next_hop);
-        }
-    }
-    if (pending_.empty()) next_expire_ns_ = now_ns + 60 * kSec;
+    next_expire_ns_ = next;
 }
 
 } // namespace mars

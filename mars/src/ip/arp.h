@@ -1,7 +1,15 @@
 // arp.h: the ARP layer of one stack (RFC 826): a small open-addressed cache of
 // neighbours with expiry and refresh, a bounded queue of frames waiting for a
-// resolution, requests (rate limited: one a second per neighbour) and
-// replies, and gratuitous ARP. Frames go out through the stack's Link.
+// resolution, requests and replies, and gratuitous ARP. Frames go out through
+// the stack's Link.
+//
+// A resolution probes on Linux's schedule (StackConfig::arp_probes requests,
+// arp_retrans_ns apart: mcast_solicit and retrans_time); when the last one
+// has gone unanswered for arp_retrans_ns the neighbour is FAILED: its frames
+// are dropped (drop_arp_unresolved), the failure is counted (arp_failed) and
+// reported (failed_count(), failed_at()) so that the stack can fail the connects
+// waiting on it (EHOSTUNREACH). The next frame for a FAILED neighbour starts
+// a new resolution, as Linux's neighbour code does.
 //
 // Time is passed in (now_ns), as everywhere in MARS.
 #pragma once
@@ -20,16 +28,18 @@ struct ArpEntry {
     uint32_t ip = 0; // 0: free
     MacAddr mac;
     bool resolved = false;
+    bool failed = false;       // the last resolution went unanswered (Linux's NUD_FAILED)
     uint64_t expires_ns = 0;
-    uint64_t requested_ns = 0; // last request sent (rate limit: one per second)
-    uint32_t requests = 0;
+    uint64_t requested_ns = 0; // last request sent
+    uint32_t requests = 0;     // requests of the resolution in progress (0: none in progress)
 };
 
 class ArpResolver {
   public:
     static constexpr uint32_t kSlots = 256; // the cache (the hash gives 8 bits)
 
-    // config: our address and MAC, arp_timeout_ns, arp_pending_frames.
+    // config: our address and MAC, arp_timeout_ns, arp_pending_frames,
+    // arp_probes, arp_retrans_ns.
     ArpResolver(const StackConfig &config, Link &link, StackStats &stats);
     ~ArpResolver();
     ArpResolver(const ArpResolver &) = delete;
@@ -37,8 +47,9 @@ class ArpResolver {
 
     // An ARP frame received (Ethernet header included); consumes it.
     void input(PacketRef &frame, uint64_t now_ns);
-    // Destination MAC for a next hop, or nullptr: a request is sent (at most
-    // one a second) and the caller queues its frame with hold().
+    // Destination MAC for a next hop, or nullptr: the caller queues its frame
+    // with hold(). An unknown, expired or FAILED neighbour starts a
+    // resolution (a request now, the rest from poll()).
     const MacAddr *lookup(uint32_t next_hop, uint64_t now_ns);
     // The cached MAC of a resolved neighbour, without side effects.
     const MacAddr *peek(uint32_t next_hop) const;
@@ -47,13 +58,24 @@ class ArpResolver {
     void hold(uint32_t next_hop, PacketRef &frame, uint64_t now_ns);
     // A request for our own address (gratuitous ARP).
     void announce();
-    // Once a second while frames wait: re-ask, give up after three requests.
-    void poll(uint64_t now_ns)
+    // While resolutions are in progress: the next request of each, or its
+    // failure after the last one. True when a neighbour has FAILED since the
+    // last clear_failed() (failed_count(), failed_at()).
+    bool poll(uint64_t now_ns)
     {
-        if (now_ns >= next_expire_ns_) expire(now_ns);
+        if (__builtin_expect(now_ns >= next_expire_ns_, 0)) {
+            expire(now_ns);
+            return !failed_.empty();
+        }
+        return false;
     }
-    // When poll() has work to do (UINT64_MAX: nothing waits).
-    uint64_t next_deadline_ns() const { return pending_.empty() ? UINT64_MAX : next_expire_ns_; }
+    // When poll() has work to do (UINT64_MAX: no resolution in progress).
+    uint64_t next_deadline_ns() const { return next_expire_ns_; }
+    // Neighbours whose resolution failed since the last take (the stack
+    // fails the connects waiting on them; clear_failed() empties the list).
+    size_t failed_count() const { return failed_.size(); }
+    uint32_t failed_at(size_t i) const { return failed_[i]; }
+    void clear_failed() { failed_.clear(); }
     // Changes whenever a cached MAC changes or goes (a connection's prebuilt
     // header is good while the generation it was built with is current).
     uint32_t generation() const { return gen_; }
@@ -76,6 +98,8 @@ class ArpResolver {
     ArpEntry *insert(uint32_t ip);
     void learn(uint32_t ip, const MacAddr &mac, bool create, uint64_t now_ns);
     void request(uint32_t ip);
+    void start(ArpEntry &e, uint64_t now_ns); // a resolution: the first request
+    void fail(ArpEntry &e);
     bool send(uint16_t op, const uint8_t *dst, const MacAddr &tha, uint32_t tpa);
     void expire(uint64_t now_ns);
 
@@ -83,13 +107,17 @@ class ArpResolver {
     const MacAddr mac_;
     const uint64_t timeout_ns_;
     const uint32_t max_pending_;
+    const uint32_t probes_;
+    const uint64_t retrans_ns_;
     Link &link_;
     StackStats &stats_;
     std::vector<ArpEntry> cache_;
     uint32_t mask_ = kSlots - 1;
     uint32_t gen_ = 1;
     std::vector<PendingFrame> pending_;
-    uint64_t next_expire_ns_ = 0;
+    std::vector<uint32_t> failed_; // neighbours failed since clear_failed() (capacity kSlots)
+    uint64_t next_expire_ns_ = UINT64_MAX;
+    uint32_t resolving_ = 0; // entries with a resolution in progress (requests > 0)
 };
 
 } // namespace mars

@@ -302,7 +302,7 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
     if (s.segs_unacked >= 2) {
         if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
-        wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+        tcp::delay_ack(*this, s); // or quick mode again after idle
     }
     raise(s, kEvReadable);
     if (taken >= 2) {

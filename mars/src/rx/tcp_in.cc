@@ -564,7 +564,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     if (s.segs_unacked >= 2) {
         if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
-        wheel_.arm(&s.delack_timer, now_ns_ + cfg_.tcp.delack_ns);
+        tcp::delay_ack(*this, s); // or quick mode again after idle
     }
     if (deferred) return true; // readable and released at completion
     raise(s, kEvReadable);

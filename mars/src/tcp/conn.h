@@ -65,6 +65,7 @@ enum SockFlag : uint32_t {
     kFDsack = 1u << 23,      // our next ACK reports rec.dsack first (RFC 2883; only with SACK)
     kFTlpOut = 1u << 24,     // a tail loss probe is unanswered (RFC 8985 7.4)
     kFRcvBufLocked = 1u << 25, // SO_RCVBUF set: no receive-buffer autotuning
+    kFQuickAck = 1u << 26,   // quick-ACK mode: every data segment ACKed at once (quick_acks left; tcp_data.cc)
 };
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
@@ -231,6 +232,7 @@ struct Conn : Hot {
     uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
     uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
     uint32_t probes = 0;       // keepalive or zero-window probes without answer
+    uint32_t quick_acks = 0;   // quick-ACK mode: immediate ACKs left (kFQuickAck; tcp/sender.h)
     uint64_t last_challenge_ns = 0; // throttle: RFC 5961 challenge ACKs, SYN-ACKs resent for a repeated SYN
     Timer rtx_timer, delack_timer, aux_timer;
 

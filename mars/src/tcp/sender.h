@@ -29,6 +29,26 @@ void build_template(Env &e, Sock &s);
 uint32_t rcv_window(const Env &e, const Sock &s);
 uint16_t window_to_advertise(Env &e, Sock &s);
 void ack_now(Env &e, Sock &s);
+// Quick-ACK mode (mars/README.md "Quick ACKs"): at the start of a connection
+// and after it was idle, every data segment is ACKed at once, up to
+// kQuickAcksMax of them (Linux's TCP_MAX_QUICKACKS), fewer when the receive
+// window holds fewer than twice as many segments; then the delayed-ACK rule.
+constexpr uint32_t kQuickAcksMax = 16;
+void enter_quickack(Env &e, Sock &s);
+// A segment ACKed at once in quick mode (entered anew after idle).
+void quick_ack(Env &e, Sock &s);
+// The first unacknowledged in-order data segment, when the delayed-ACK
+// timer is not armed: in quick mode, or after an idle time (nothing sent for
+// longer than the RTO), ACKed now; else the timer. (Two segments are ACKed
+// at once by the caller: RFC 5681 4.2.)
+__attribute__((always_inline)) inline void delay_ack(Env &e, Sock &s)
+{
+    if (__builtin_expect((s.flags & kFQuickAck) || e.now_ns_ - s.last_send_ns > s.rto_ns, 0)) {
+        quick_ack(e, s);
+        return;
+    }
+    e.wheel_.arm(&s.delack_timer, e.now_ns_ + e.cfg_.tcp.delack_ns);
+}
 // What send_segment() of the next connection to flush reads first.
 void prefetch_output(Env &e, const Sock &s);
 

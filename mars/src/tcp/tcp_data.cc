@@ -48,9 +48,12 @@ void tcp_data(Env &e, Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload,
         if (got_fin) {
             tcp_fin(e, s);
         } else if (len) {
-            s.segs_unacked += rx_segments(len, s.mss); // an LRO frame: the segments it holds
+            // Every second segment (RFC 5681 4.2; an LRO frame counts as the
+            // segments it holds); the first at once in quick mode
+            // (tcp/sender.h), else the timer.
+            s.segs_unacked += rx_segments(len, s.mss);
             if (s.segs_unacked >= 2) ack_now(e, s);
-            else if (!TimerWheel::armed(&s.delack_timer)) e.wheel_.arm(&s.delack_timer, e.now_ns_ + e.cfg_.tcp.delack_ns);
+            else if (!TimerWheel::armed(&s.delack_timer)) delay_ack(e, s);
         }
         return;
     }

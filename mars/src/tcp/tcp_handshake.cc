@@ -279,6 +279,7 @@ void established(Env &e, Sock &s)
     s.rtx_count = 0;
     s.first_rtx_ns = 0;
     e.stats_.tcp_established++;
+    enter_quickack(e, s); // the first data segments are ACKed at once (Linux's quick-ACK mode)
     TimerWheel::cancel(&s.rtx_timer);
     if (passive) {
         Sock &l = e.conn_at(s.lst.parent);

@@ -97,6 +97,20 @@ uint16_t window_to_advertise(Env &e, Sock &s)
     return uint16_t(std::min<uint32_t>(wnd >> s.rcv_wscale, 65535));
 }
 
+void enter_quickack(Env &e, Sock &s)
+{
+    const uint32_t segs = rcv_window(e, s) / (2 * std::max<uint32_t>(s.mss, 1));
+    s.quick_acks = std::clamp<uint32_t>(segs, 1, kQuickAcksMax);
+    s.flags |= kFQuickAck;
+}
+
+void quick_ack(Env &e, Sock &s)
+{
+    if (!(s.flags & kFQuickAck)) enter_quickack(e, s); // idle: quick mode again
+    if (--s.quick_acks == 0) s.flags &= ~kFQuickAck;
+    ack_now(e, s);
+}
+
 void ack_now(Env &e, Sock &s)
 {
     s.flags |= kFAckNow;

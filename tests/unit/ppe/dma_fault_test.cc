@@ -85,6 +85,11 @@ mars::StackStats transfer_with(const char *spec, uint32_t drain_polls = 1u << 24
     return st;
 }
 
+// The transfers below offer the device about 1,200 copies (measured; before
+// quick ACKs at connection start, issue 33, about 2,200: the same bytes, the
+// sender's flights shaped otherwise from the first round trips on), so the
+// faults that must leave hundreds of payloads after them hit at 500.
+
 // ---- the fault specs (ETA_TEST_DMA_FAULT) ----------------------------------
 
 TEST(DmaFaultSpec, ParsesEachKindAndRefusesOthers)
@@ -168,12 +173,12 @@ TEST(DmaFaultStall, DeviceHoldsCopiesUntilAbandoned)
 
 TEST(DmaFaultStall, StackAbandonsTheDeviceAndStaysOnTheCore)
 {
-    const mars::StackStats st = transfer_with("stall@1000");
+    const mars::StackStats st = transfer_with("stall@500");
     EXPECT_GT(g_dma->fault_hits(), 0u) << "the transfer did not reach the fault";
     EXPECT_TRUE(g_dma->abandoned());
     EXPECT_GT(st.copy_fallback_stalled, 0u) << "copies the device held were redone by the core, counted";
     EXPECT_GT(st.copy_fallback_device_gone, 500u) << "every later payload is the core's, counted";
-    EXPECT_GE(st.copies_offloaded, 1000u);
+    EXPECT_GE(st.copies_offloaded, 500u);
     EXPECT_EQ(st.copy_fallback_error, 0u);
 }
 
@@ -206,13 +211,13 @@ TEST(DmaFaultVanish, RteDmaCallsFailAndCopiesInFlightComeBackFailed)
 
 TEST(DmaFaultVanish, StackRedoesCopiesInFlightAndStaysOnTheCore)
 {
-    const mars::StackStats st = transfer_with("vanish@1000");
+    const mars::StackStats st = transfer_with("vanish@500");
     EXPECT_EQ(g_dma->fault_hits(), 1u) << "the transfer did not reach the fault";
     EXPECT_TRUE(g_dma->lost());
     EXPECT_GE(g_dma->given_back(), 1u) << "the copy taken as the device went was not given back";
     EXPECT_EQ(st.copy_fallback_stalled, 0u) << "copies in flight were waited out instead of given back";
     EXPECT_GT(st.copy_fallback_device_gone, 500u) << "every later payload is the core's, counted";
-    EXPECT_EQ(st.copies_offloaded, 1001u) << "the device took 1001 copies, the last as it went";
+    EXPECT_EQ(st.copies_offloaded, 501u) << "the device took 501 copies, the last as it went";
     EXPECT_EQ(st.copy_fallback_error, 0u);
 }
 
@@ -246,11 +251,11 @@ TEST(DmaFaultRingFull, RefusedWithItsReasonAndTheNextIsTaken)
 
 TEST(DmaFaultRingFull, StackCopiesRefusedPayloadsAndKeepsTheDevice)
 {
-    const mars::StackStats st = transfer_with("ring_full@1000x200");
+    const mars::StackStats st = transfer_with("ring_full@500x200");
     EXPECT_EQ(g_dma->fault_hits(), 200u) << "the transfer did not reach the fault";
     EXPECT_GE(st.copy_fallback_ring_full, 200u);
     EXPECT_EQ(st.copy_fallback_stalled + st.copy_fallback_device_gone + st.copy_fallback_error, 0u);
-    EXPECT_GT(st.copies_offloaded, 1100u) << "the device takes copies again once it has room";
+    EXPECT_GT(st.copies_offloaded, 600u) << "the device takes copies again once it has room";
     EXPECT_FALSE(g_dma->lost());
     EXPECT_FALSE(g_dma->abandoned());
 }

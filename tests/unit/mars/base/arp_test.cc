@@ -1,7 +1,8 @@
-// Tests of mars/src/arp (ArpResolver) on its own, with no stack: requests and
-// their rate limit, replies to requests for our address, RFC 826's merge rule,
-// frames held until their neighbour resolves (and given up after three
-// requests), the bound on held frames, refresh before expiry, expiry,
+// Tests of mars/src/arp (ArpResolver) on its own, with no stack: requests on
+// Linux's schedule (arp_probes, arp_retrans_ns), replies to requests for our
+// address, RFC 826's merge rule, frames held until their neighbour resolves
+// (and dropped when it FAILS after the last request), a failed neighbour
+// resolved anew by the next frame for it, the bound on held frames, refresh before expiry, expiry,
 // gratuitous ARP and malformed frames. The PacketIo is a recording fake
 // (test fixture): frames it hands out come from a small pool, frames sent
 // are kept for the test to read, and every buffer must come back.
@@ -88,7 +89,7 @@ class ArpTest : public ::testing::Test {
     std::vector<std::vector<uint8_t>> rx;
 };
 
-TEST_F(ArpTest, UnknownNeighbourIsRequestedOnceASecond)
+TEST_F(ArpTest, UnknownNeighbourIsRequestedOnceASecondThreeTimes)
 {
     EXPECT_EQ(arp.lookup(kPeerIp, 1 * kSec), nullptr);
     flush();
@@ -101,12 +102,72 @@ TEST_F(ArpTest, UnknownNeighbourIsRequestedOnceASecond)
     for (int i = 0; i < 6; i++) EXPECT_EQ(io.sent[0][i], 0xff) << "broadcast";
     EXPECT_EQ(stats.arp_requests_out, 1u);
 
+    EXPECT_EQ(arp.next_deadline_ns(), 2 * kSec) << "the next request: arp_retrans_ns later";
     EXPECT_EQ(arp.lookup(kPeerIp, 1 * kSec + kSec / 2), nullptr);
+    arp.poll(1 * kSec + kSec / 2);
     flush();
-    EXPECT_EQ(io.sent.size(), 1u) << "rate limit: one request a second";
+    EXPECT_EQ(io.sent.size(), 1u) << "one request a second";
+    arp.poll(2 * kSec);
     EXPECT_EQ(arp.lookup(kPeerIp, 2 * kSec), nullptr);
     flush();
     EXPECT_EQ(io.sent.size(), 2u);
+    arp.poll(3 * kSec);
+    flush();
+    EXPECT_EQ(io.sent.size(), 3u) << "arp_probes = 3";
+    EXPECT_EQ(arp.failed_count(), 0u);
+    arp.poll(4 * kSec);
+    flush();
+    EXPECT_EQ(io.sent.size(), 3u) << "no fourth request";
+    ASSERT_EQ(arp.failed_count(), 1u) << "a second after the third request: FAILED";
+    EXPECT_EQ(arp.failed_at(0), kPeerIp);
+    EXPECT_EQ(stats.arp_failed, 1u);
+    EXPECT_EQ(arp.next_deadline_ns(), UINT64_MAX) << "nothing in progress";
+    arp.clear_failed();
+    EXPECT_EQ(arp.failed_count(), 0u);
+}
+
+TEST_F(ArpTest, ProbesFollowTheConfiguredCountAndInterval)
+{
+    StackConfig c = config();
+    c.arp_probes = 5;
+    c.arp_retrans_ns = kSec / 4;
+    ArpResolver quick(c, link, stats);
+    EXPECT_EQ(quick.lookup(kPeerIp, kSec), nullptr);
+    uint64_t t = kSec;
+    while (quick.failed_count() == 0 && t < 10 * kSec) {
+        t = quick.next_deadline_ns();
+        quick.poll(t);
+    }
+    flush();
+    EXPECT_EQ(io.sent.size(), 5u);
+    EXPECT_EQ(t, kSec + 5 * (kSec / 4)) << "fails arp_retrans_ns after the fifth request";
+    EXPECT_EQ(quick.failed_count(), 1u);
+}
+
+TEST_F(ArpTest, FailedNeighbourIsResolvedAgainByTheNextFrame)
+{
+    ASSERT_EQ(arp.lookup(kPeerIp, kSec), nullptr);
+    for (uint64_t t = 2; t <= 4; t++) arp.poll(t * kSec);
+    ASSERT_EQ(arp.failed_count(), 1u);
+    arp.clear_failed();
+    flush();
+    const size_t before = io.sent.size();
+    // Linux: a packet for a FAILED neighbour starts probing again.
+    EXPECT_EQ(arp.lookup(kPeerIp, 10 * kSec), nullptr);
+    flush();
+    ASSERT_EQ(io.sent.size(), before + 1);
+    EXPECT_EQ(be32(arp_of(io.sent.back()).tpa), kPeerIp);
+    EXPECT_EQ(arp.next_deadline_ns(), 11 * kSec);
+    // This time it answers: resolved, and no failure.
+    PacketRef reply = arp_frame(wire::kArpReply, kPeerMac, kPeerIp, kOurIp);
+    arp.input(reply, 10 * kSec + 1000);
+    EXPECT_NE(arp.peek(kPeerIp), nullptr);
+    for (uint64_t t = 11; t <= 14; t++) arp.poll(t * kSec);
+    EXPECT_EQ(arp.failed_count(), 0u);
+    EXPECT_EQ(stats.arp_failed, 1u);
+    flush();
+    EXPECT_EQ(io.sent.size(), before + 1) << "no request after the reply";
+    EXPECT_EQ(io.outstanding, 0);
 }
 
 TEST_F(ArpTest, HeldFramesLeaveInOrderWhenTheReplyComes)
@@ -175,7 +236,7 @@ TEST_F(ArpTest, RequestForSomeoneElseTeachesOnlyKnownSenders)
     EXPECT_EQ(io.outstanding, 0);
 }
 
-TEST_F(ArpTest, HeldFramesAreBoundedAndGivenUpAfterThreeRequests)
+TEST_F(ArpTest, HeldFramesAreBoundedAndDroppedWhenTheNeighbourFails)
 {
     ASSERT_EQ(arp.lookup(kPeerIp, kSec), nullptr);
     for (uint8_t i = 0; i < 5; i++) {
@@ -192,10 +253,12 @@ TEST_F(ArpTest, HeldFramesAreBoundedAndGivenUpAfterThreeRequests)
     flush();
     EXPECT_EQ(io.sent.size(), 3u);
     EXPECT_EQ(arp.frames_waiting(), 4u);
-    arp.poll(4 * kSec); // three unanswered: the frames go (TCP retransmits)
+    arp.poll(4 * kSec); // three unanswered: FAILED, the frames go
     flush();
     EXPECT_EQ(arp.frames_waiting(), 0u);
-    EXPECT_EQ(stats.drop_arp_queue_full, 5u);
+    EXPECT_EQ(stats.drop_arp_queue_full, 1u);
+    EXPECT_EQ(stats.drop_arp_unresolved, 4u);
+    EXPECT_EQ(stats.arp_failed, 1u);
     EXPECT_EQ(io.sent.size(), 3u);
     EXPECT_EQ(io.outstanding, 0);
 }

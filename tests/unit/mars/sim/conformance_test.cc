@@ -60,6 +60,164 @@ TEST_F(Tcp, AnswersArpAndPing)
     EXPECT_EQ(st().stats().icmp_echo_in, 1u);
 }
 
+// ---- A next hop that never answers ARP (issue 29) ------------------------------
+// Linux: mcast_solicit (3) requests, retrans_time (1 s) apart; a second after
+// the last the neighbour is FAILED and a SYN-SENT socket waiting on it fails
+// with EHOSTUNREACH (about 3 s, not the SYN retries' two minutes).
+
+constexpr uint32_t kSilentIp = 0xC612004D; // 198.18.0.77: nobody answers
+
+// A RawPeer whose peer answers no ARP request (it introduces itself at start).
+RawPeer::Options silent_options()
+{
+    RawPeer::Options o;
+    o.auto_arp = false;
+    return o;
+}
+
+size_t arp_requests_for(const std::vector<Parsed> &frames, uint32_t ip)
+{
+    return size_t(std::count_if(frames.begin(), frames.end(),
+                                [&](const Parsed &f) { return f.is_arp && f.arp_op == 1 && f.arp_tpa == ip; }));
+}
+
+TEST_F(Tcp, ConnectToASilentNeighbourFailsWithEhostunreachAfterTheProbes)
+{
+    make(silent_options());
+    int64_t s = st().open(1);
+    ASSERT_GE(s, 0);
+    const uint64_t t0 = p().now;
+    ASSERT_EQ(st().connect(SockId(s), Endpoint{kSilentIp, 9000}, p().now), 0);
+    p().poll();
+    std::vector<Parsed> out = p().take();
+    EXPECT_EQ(arp_requests_for(out, kSilentIp), 1u) << "the SYN waits for ARP";
+    // Virtual time in 10 ms steps until the connect reports.
+    while (!(p().events_of(SockId(s)) & (kEvError | kEvConnected)) && p().now - t0 < 200 * kSec) {
+        p().advance(10 * kMs);
+        for (auto &f : p().take()) out.push_back(f);
+    }
+    EXPECT_TRUE(p().events_of(SockId(s)) & kEvError);
+    EXPECT_EQ(info(SockId(s)).error, EHOSTUNREACH);
+    EXPECT_EQ(info(SockId(s)).state, TcpState::kClosed);
+    const uint64_t took = p().now - t0;
+    EXPECT_GE(took, 3 * kSec) << "three requests, a second apart, then a second for the last";
+    EXPECT_LE(took, 3 * kSec + 10 * kMs) << "not the SYN retries' ~127 s";
+    EXPECT_EQ(arp_requests_for(out, kSilentIp), 3u) << "arp_probes = 3";
+    for (auto &f : out) EXPECT_FALSE(f.is_tcp) << "no SYN can leave without a MAC: " << f.describe();
+    const StackStats &ss = st().stats();
+    EXPECT_EQ(ss.arp_failed, 1u);
+    EXPECT_EQ(ss.tcp_connects_unreachable, 1u);
+    EXPECT_GE(ss.drop_arp_unresolved, 1u) << "the held SYN (and its retransmission) dropped, counted";
+    EXPECT_EQ(ss.drop_arp_queue_full, 0u);
+
+    // A later connect resolves again (Linux: a packet for a FAILED neighbour
+    // starts probing anew), and fails the same way.
+    ASSERT_EQ(st().close(SockId(s)), 0);
+    int64_t s2 = st().open(2);
+    ASSERT_GE(s2, 0);
+    ASSERT_EQ(st().connect(SockId(s2), Endpoint{kSilentIp, 9001}, p().now), 0);
+    p().poll();
+    EXPECT_EQ(arp_requests_for(p().take(), kSilentIp), 1u) << "a new resolution";
+    p().advance(5 * kSec);
+    EXPECT_TRUE(p().events_of(SockId(s2)) & kEvError);
+    EXPECT_EQ(info(SockId(s2)).error, EHOSTUNREACH);
+    EXPECT_EQ(st().stats().arp_failed, 2u);
+}
+
+TEST_F(Tcp, ConnectProbesOnTheConfiguredSchedule)
+{
+    RawPeer::Options o = silent_options();
+    o.stack.arp_probes = 6;
+    o.stack.arp_retrans_ns = 200 * kMs;
+    make(o);
+    int64_t s = st().open(1);
+    ASSERT_GE(s, 0);
+    const uint64_t t0 = p().now;
+    ASSERT_EQ(st().connect(SockId(s), Endpoint{kSilentIp, 9000}, p().now), 0);
+    p().poll();
+    size_t requests = arp_requests_for(p().take(), kSilentIp);
+    while (!(p().events_of(SockId(s)) & kEvError) && p().now - t0 < 200 * kSec) {
+        p().advance(10 * kMs);
+        requests += arp_requests_for(p().take(), kSilentIp);
+    }
+    EXPECT_EQ(info(SockId(s)).error, EHOSTUNREACH);
+    EXPECT_EQ(requests, 6u);
+    EXPECT_EQ(p().now - t0, 6 * 200 * kMs) << "six requests 200 ms apart, failed 200 ms after the last";
+}
+
+TEST_F(Tcp, LateArpReplyBeforeTheLastProbeLetsTheConnectSucceed)
+{
+    make(silent_options());
+    // The peer plays 198.18.0.77 from here on, and answers only now and then.
+    p().peer_ip = kSilentIp;
+    p().peer_mac = mac(77);
+    Conn c;
+    c.peer_port = 9000;
+    int64_t s = st().open(1);
+    ASSERT_GE(s, 0);
+    c.sock = SockId(s);
+    ASSERT_EQ(st().connect(c.sock, Endpoint{kSilentIp, 9000}, p().now), 0);
+    p().poll();
+    p().advance(2500 * kMs); // three requests out, the third unanswered for half a second
+    EXPECT_EQ(arp_requests_for(p().take(), kSilentIp), 3u);
+    EXPECT_FALSE(p().events_of(c.sock) & kEvError);
+    p().inject(build_arp(ArpSpec{p().peer_mac, p().stack_mac, 2, p().peer_mac, p().stack_mac, kSilentIp, p().stack_ip}));
+    std::vector<Parsed> syns = p().take_tcp();
+    ASSERT_GE(syns.size(), 1u) << "the held SYN leaves at once";
+    EXPECT_EQ(syns[0].flags, kSyn);
+    EXPECT_TRUE(syns[0].eth_dst == mac(77));
+    EXPECT_EQ(syns[0].dst_ip, kSilentIp);
+    c.stack_port = syns[0].sport;
+    c.stack_nxt = syns[0].seq + 1;
+    c.peer_nxt = 0x31000000u;
+    c.ts = false;
+    TcpSpec sa = p().seg(c, kSyn | kAck);
+    sa.opts.mss = 1460;
+    c.peer_nxt++;
+    p().inject(sa);
+    EXPECT_TRUE(p().events_of(c.sock) & kEvConnected);
+    EXPECT_EQ(info(c.sock).state, TcpState::kEstablished);
+    p().advance(10 * kSec);
+    EXPECT_FALSE(p().events_of(c.sock) & kEvError);
+    EXPECT_EQ(st().stats().arp_failed, 0u);
+    EXPECT_EQ(st().stats().tcp_connects_unreachable, 0u);
+}
+
+TEST_F(Tcp, EstablishedConnectionOutlivesItsNeighbourFailing)
+{
+    RawPeer::Options o = silent_options();
+    o.stack.arp_timeout_ns = 5 * kSec;
+    make(o);
+    Conn c;
+    SockId s = active(&c);
+    ASSERT_NE(s, kNoSock);
+    p().advance(6 * kSec); // the peer's cache entry expires (arp_timeout_ns)
+    // Someone else's request for us adds a neighbour: the generation moves,
+    // so the connection's next segment asks ARP again, which finds the
+    // peer's entry expired and probes; the peer answers nothing.
+    p().inject(build_arp(ArpSpec{mac(9), MacAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, 1, mac(9), MacAddr{},
+                                 0xC6120009, p().stack_ip}));
+    p().take();
+    auto data = bytes(100, 3);
+    ASSERT_EQ(st().send(s, data.data(), data.size()), 100);
+    p().poll();
+    std::vector<Parsed> out = p().take();
+    EXPECT_EQ(arp_requests_for(out, p().peer_ip), 1u);
+    p().advance(5 * kSec);
+    EXPECT_GE(st().stats().arp_failed, 1u) << "the neighbour FAILED";
+    EXPECT_GE(st().stats().drop_arp_unresolved, 1u);
+    EXPECT_EQ(st().stats().tcp_connects_unreachable, 0u);
+    EXPECT_FALSE(p().events_of(s) & kEvError) << "only a connect fails on it; TCP's own timers rule here";
+    EXPECT_EQ(info(s).state, TcpState::kEstablished);
+    EXPECT_EQ(info(s).error, 0);
+    // The peer answers again: the retransmission gets through.
+    p().inject(build_arp(ArpSpec{p().peer_mac, p().stack_mac, 2, p().peer_mac, p().stack_mac, p().peer_ip,
+                                 p().stack_ip}));
+    p().advance(10 * kSec);
+    auto segs = p().take_conn(c);
+    EXPECT_GE(payload_of(segs), 100u) << "TCP retransmitted once the neighbour answered";
+}
+
 TEST_F(Tcp, FragmentationNeededLowersMss)
 {
     Conn c;

@@ -52,7 +52,8 @@ uint64_t total_drops(const StackStats &s)
     return s.drop_eth + s.drop_not_ours + s.drop_arp + s.drop_ip_header + s.drop_ip_csum + s.drop_ip_ttl +
            s.drop_ip_fragment + s.drop_ip_proto + s.drop_icmp + s.drop_tcp_header + s.drop_tcp_csum +
            s.drop_tcp_no_socket + s.drop_tcp_bad_state + s.drop_tcp_paws + s.drop_tcp_out_of_window +
-           s.drop_tcp_ooo_full + s.drop_tx_no_buffer + s.drop_arp_queue_full;
+           s.drop_tcp_ooo_full + s.drop_tx_no_buffer + s.drop_arp_queue_full +
+           s.drop_arp_unresolved;
 }
 
 std::vector<MalformedCase> malformed_cases(const TcpSpec &data, const TcpSpec &syn)

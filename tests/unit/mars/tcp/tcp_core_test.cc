@@ -403,13 +403,23 @@ TEST_F(TcpCore, SimultaneousOpenGoesThroughSynReceived)
 TEST_F(TcpCore, InOrderDataIsDeliveredAndAckedEverySecondSegment)
 {
     established();
-    send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck, .payload = data(100)});
+    // Quick-ACK mode (tcp/sender.h): a fresh connection's first 16 data
+    // segments are ACKed at once.
+    uint32_t seq = kIrs + 1;
+    for (int i = 0; i < 16; i++) {
+        send({.seq = seq, .ack = iss + 1, .flags = kAck, .payload = data(1, char('a' + i))});
+        seq += 1;
+        recv_one(iss + 1, seq, kAck);
+    }
+    std::vector<uint8_t> got(200);
+    ASSERT_EQ(st().recv(sock, got.data(), got.size()), 16);
+    // Then the delayed-ACK rule.
+    send({.seq = seq, .ack = iss + 1, .flags = kAck, .payload = data(100)});
     recv_nothing();
     EXPECT_EQ(due(conn()->delack_timer), peer.now + test_stack_config(1).tcp.delack_ns);
     EXPECT_TRUE(events(sock) & kEvReadable);
-    send({.seq = kIrs + 101, .ack = iss + 1, .flags = kAck, .payload = data(50, 'A')});
-    recv_one(iss + 1, kIrs + 151, kAck); // RFC 5681 4.2: at least every second segment
-    std::vector<uint8_t> got(200);
+    send({.seq = seq + 100, .ack = iss + 1, .flags = kAck, .payload = data(50, 'A')});
+    recv_one(iss + 1, seq + 150, kAck); // RFC 5681 4.2: at least every second segment
     ASSERT_EQ(st().recv(sock, got.data(), got.size()), 150);
     got.resize(150);
     std::vector<uint8_t> want = data(100);
@@ -450,7 +460,7 @@ TEST_F(TcpCore, OldDuplicateIsAckedWithDsack)
 {
     established();
     send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck, .payload = data(100)});
-    recv_nothing();
+    recv_one(iss + 1, kIrs + 101, kAck); // quick-ACK mode: at once
     send({.seq = kIrs + 1, .ack = iss + 1, .flags = kAck, .payload = data(100)});
     Seg ack = recv_one(iss + 1, kIrs + 101, kAck);
     ASSERT_FALSE(ack.got.sack.empty());

@@ -182,6 +182,77 @@ TEST_F(Tcp, InOrderDataDeliveredAndAckedWithDelayedAck)
     EXPECT_GT(st().stats().fastpath_hits, 0u);
 }
 
+// Quick-ACK mode (issue 33; mars/README.md "Quick ACKs"): the first data
+// segments of a connection are ACKed at once, as Linux does, not after the
+// delayed-ACK timer (40 ms that a short exchange used to pay); after 16 the
+// delayed-ACK rule is back unchanged (every second segment, or the timer).
+TEST_F(Tcp, FirstDataOfAFreshConnectionIsAckedAtOnce)
+{
+    Conn c;
+    SockId s = passive(&c);
+    const uint64_t t0 = p().now;
+    p().send(c, kAck | kPsh, bytes(100));
+    auto acks = p().take_conn(c);
+    ASSERT_EQ(acks.size(), 1u) << "the first data segment waited for the delayed-ACK timer";
+    EXPECT_EQ(acks[0].ack, c.peer_nxt);
+    EXPECT_TRUE(acks[0].payload.empty());
+    EXPECT_EQ(p().now, t0) << "no virtual time passed: no timer";
+    EXPECT_EQ(read_all(s), bytes(100));
+}
+
+TEST_F(Tcp, QuickAcksEndAfterSixteenThenEverySecondSegment)
+{
+    Conn c;
+    SockId s = passive(&c);
+    for (int i = 0; i < 16; i++) {
+        p().send(c, kAck, bytes(1448, uint8_t(i)));
+        auto a = p().take_conn(c);
+        ASSERT_EQ(a.size(), 1u) << "quick mode: segment " << i << " ACKed at once";
+        EXPECT_EQ(a[0].ack, c.peer_nxt);
+        read_all(s);
+    }
+    for (int i = 0; i < 8; i++) {
+        p().send(c, kAck, bytes(1448, uint8_t(40 + 2 * i)));
+        EXPECT_TRUE(p().take_conn(c).empty()) << "after quick mode the odd segment waits (" << i << ")";
+        p().send(c, kAck, bytes(1448, uint8_t(41 + 2 * i)));
+        auto a = p().take_conn(c);
+        ASSERT_EQ(a.size(), 1u) << "every second segment is ACKed (" << i << ")";
+        EXPECT_EQ(a[0].ack, c.peer_nxt);
+        read_all(s);
+    }
+    // A lone segment waits for the timer, and no longer than delack_ns.
+    const uint64_t t0 = p().now;
+    p().send(c, kAck | kPsh, bytes(10, 9));
+    EXPECT_TRUE(p().take_conn(c).empty());
+    p().advance(st().next_deadline_ns() - p().now);
+    auto a = p().take_conn(c);
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack, c.peer_nxt);
+    EXPECT_EQ(p().now - t0, RawPeer::Options{}.stack.tcp.delack_ns);
+}
+
+TEST_F(Tcp, QuickAckModeAgainAfterIdle)
+{
+    Conn c;
+    SockId s = passive(&c);
+    for (int i = 0; i < 16; i++) p().send(c, kAck, bytes(1448, uint8_t(i)));
+    read_all(s);
+    p().take_conn(c);
+    p().send(c, kAck | kPsh, bytes(10, 1));
+    EXPECT_TRUE(p().take_conn(c).empty()) << "quick mode is over: the lone segment waits";
+    p().advance(100 * kMs);
+    ASSERT_EQ(p().take_conn(c).size(), 1u) << "the delayed ACK";
+    // Idle (nothing sent for longer than the RTO): quick mode again.
+    EXPECT_GT(uint64_t(2 * kSec), uint64_t(info(s).rto_us) * 1000u);
+    p().advance(2 * kSec);
+    p().send(c, kAck | kPsh, bytes(10, 2));
+    auto a = p().take_conn(c);
+    ASSERT_EQ(a.size(), 1u) << "after idle the first segment is ACKed at once";
+    EXPECT_EQ(a[0].ack, c.peer_nxt);
+    p().send(c, kAck | kPsh, bytes(10, 3));
+    EXPECT_EQ(p().take_conn(c).size(), 1u) << "and the next ones too (quick mode)";
+}
+
 TEST_F(Tcp, OutOfOrderHeldThenDeliveredInOrder)
 {
     Conn c;
