@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "own_address.h"
 #include "real.h"
 #include "pass_fds.h"
 

@@ -21,6 +21,7 @@
 #include "epoll.h"
 #include "exec_handover.h"
 #include "fdtable.h"
+#include "own_address.h"
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
@@ -204,18 +205,6 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     return rc;
 }
 
-/* The kernel placeholder's port after a bind: 0 when it cannot be read. */
-static uint16_t placeholder_port(int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t l = sizeof ss;
-    if (real_getsockname(fd, (struct sockaddr *)&ss, &l) != 0)
-        return 0;
-    struct sockaddr_in in;
-    memcpy(&in, &ss, sizeof in); /* the port is at the same place in sockaddr_in6 */
-    return ntohs(in.sin_port);
-}
-
 /* bind() to one of the PPE's addresses (addr: AF_INET; from an AF_INET6
  * socket, the v4-mapped address it named; kaddr/klen: what the program gave).
  * On a port shared with the kernel (`self shared`) the kernel placeholder
@@ -232,7 +221,7 @@ static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, con
         if (real_bind(fd, kaddr, klen) != 0)
             return -1; /* still a candidate, unbound: the program may try another port */
         s->bound_kernel = true;
-        if (a.port == 0 && (a.port = placeholder_port(fd)) == 0)
+        if (a.port == 0 && (a.port = eta_placeholder_port(fd)) == 0)
             return fail(EADDRNOTAVAIL);
         s->kernel_port = a.port;
     }
@@ -413,95 +402,6 @@ int eta_connect_result(dti_ctx_t *c, struct eta_sock *s)
     return e < 0 ? -e : e > 0 ? e : ECONNREFUSED;
 }
 
-/* UDP (or raw) aimed at a destination the PPE routes: the kernel's, as
- * every socket that is not TCP, but the PPE's port does not carry it, and the
- * kernel reaches that address only by a route of its own (where it has none,
- * its default route takes the datagrams elsewhere). iperf3 -u waited 30 s and
- * blamed its control connection; one warning per process says why. Costs a
- * system call only for the first such destination. */
-void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t len)
-{
-    static _Atomic bool warned;
-    if (ETA_LIKELY(atomic_load_explicit(&warned, memory_order_relaxed)) || !addr ||
-        len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
-        return;
-    struct sockaddr_in in;
-    memcpy(&in, addr, sizeof in);
-    if (!eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)))
-        return;
-    int type = 0;
-    socklen_t tl = sizeof type;
-    if (real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type == SOCK_STREAM)
-        return;
-    if (atomic_exchange(&warned, true))
-        return;
-    char buf[32];
-    eta_log("warning: fd %d: %s to %s go to the kernel (eta carries TCP only), not through the PPE's port: "
-            "they arrive only if the kernel has a route of its own there",
-            fd, type == SOCK_DGRAM ? "UDP datagrams" : "packets", fmt_addr(addr, buf, sizeof buf));
-}
-
-/* A connect to one of the PPE's own addresses, where the PPE says it cannot
- * carry one (`self unreachable` in <socket>.net: its SYN would wait for an
- * ARP answer nobody gives, and the connect for minutes; the kernel has no
- * such address and would send the SYN out by its default route): refused
- * at once, with one warning per process. */
-static bool connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len)
-{
-    if (!eta_net.self_unreachable || !addr || len < (socklen_t)sizeof(struct sockaddr_in) ||
-        addr->sa_family != AF_INET)
-        return false;
-    struct sockaddr_in in;
-    memcpy(&in, addr, sizeof in);
-    if (!eta_net_is_local(&eta_net, ntohl(in.sin_addr.s_addr)))
-        return false;
-    static _Atomic bool warned;
-    char buf[32];
-    if (!atomic_exchange(&warned, true))
-        eta_log("warning: connect to %s refused: it is the PPE's own address, and the PPE cannot connect "
-                "to itself; a local client reaches an INADDR_ANY listener at 127.0.0.1",
-                fmt_addr(addr, buf, sizeof buf));
-    return true;
-}
-
-/* A connect to one of the PPE's own addresses on a shared port goes
- * through the kernel (its loopback reaches kernel listeners and the kernel
- * half of eta's hybrid listeners); said once per process, for information. */
-static void note_local(const char *addr)
-{
-    static _Atomic bool said;
-    if (!atomic_exchange(&said, true))
-        eta_log("connect to %s goes through the kernel: it is an address of the PPE's port shared with the "
-                "kernel (local connections are not carried inside the engine yet; counted as 'local')",
-                addr);
-}
-
-/* Binds s's kernel placeholder to the PPE address a connect to `dest` (host
- * order) leaves from, port 0, and keeps the port the kernel picked for the
- * PPE. Returns 0 or an errno value (no port left: EADDRNOTAVAIL, as Linux's
- * connect answers). */
-static int hold_ephemeral(int fd, struct eta_sock *s, uint32_t dest)
-{
-    uint32_t src = eta_net_source(&eta_net, dest);
-    int rc;
-    if (s->v6) {
-        struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
-        in6.sin6_addr.s6_addr[10] = 0xff;
-        in6.sin6_addr.s6_addr[11] = 0xff;
-        uint32_t be = htonl(src);
-        memcpy(&in6.sin6_addr.s6_addr[12], &be, 4);
-        rc = real_bind(fd, (const struct sockaddr *)&in6, sizeof in6);
-    } else {
-        struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(src)};
-        rc = real_bind(fd, (const struct sockaddr *)&in, sizeof in);
-    }
-    if (rc != 0)
-        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
-    s->bound_kernel = true;
-    s->kernel_port = placeholder_port(fd);
-    return s->kernel_port ? 0 : EADDRNOTAVAIL;
-}
-
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
@@ -530,7 +430,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         len = sizeof mapped;
         via_mapped = true;
     }
-    if ((!s->v6 || via_mapped) && connects_to_ppe_itself(addr, len)) {
+    if ((!s->v6 || via_mapped) && eta_connects_to_ppe_itself(addr, len)) {
         eta_obj_put(&s->obj);
         return fail(ECONNREFUSED);
     }
@@ -548,7 +448,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         enum eta_reason r = s->v6 && !via_mapped ? ETA_R_INET6 : eta_decide_connect(&eta_net, addr, len);
         if (r != ETA_R_NONE) {
             if (r == ETA_R_LOCAL)
-                note_local(fmt_addr(addr, buf, sizeof buf));
+                eta_note_local(fmt_addr(addr, buf, sizeof buf));
             to_kernel(fd, s, r, r == ETA_R_NOT_INET || r == ETA_R_INET6 ? "connect" : fmt_addr(addr, buf, sizeof buf));
             eta_obj_put(&s->obj);
             return real_connect(fd, kaddr, klen);
@@ -559,7 +459,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
          * so that no kernel connection can take the same one. Two system
          * calls (bind, getsockname), shared mode only. */
         if (eta_net.self_shared && !s->bound_kernel) {
-            int e = hold_ephemeral(fd, s, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
+            int e = eta_hold_ephemeral(fd, s, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
             if (e) {
                 eta_obj_put(&s->obj);
                 return fail(e);

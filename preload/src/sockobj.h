@@ -104,10 +104,6 @@ void eta_sock_release(struct eta_sock *s);
 /* fdtable.c: the accelerated socket behind fd (referenced), or NULL. */
 struct eta_sock *eta_sock_accel(int fd);
 
-/* sock.c: warns once per process when a socket of the kernel's that is not
- * TCP is aimed at a destination the PPE routes. */
-void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t len);
-
 /* wait.c: true (and counted once) for a socket accelerated under a parent's
  * attachment: the PPE cannot share it with this process (see README). */
 bool eta_sock_orphaned(struct eta_sock *s);

@@ -1,0 +1,121 @@
+/* The PPE's own addresses: what a socket may do with them. On a port shared
+ * with the kernel (`self shared` in <socket>.net) the kernel holds each eta
+ * socket's address and port too (its placeholder: one port space), and a
+ * connection to one of those addresses goes through the kernel (local
+ * connections); where the PPE cannot carry such a connection (`self
+ * unreachable`) it is refused at once. preload/README.md "One port space and
+ * local connections on a shared port". */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "decide.h"
+#include "own_address.h"
+#include "real.h"
+#include "shim.h"
+#include "sock.h"
+#include "sockobj.h"
+
+/* The kernel placeholder's port after a bind: 0 when it cannot be read. */
+uint16_t eta_placeholder_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t l = sizeof ss;
+    if (real_getsockname(fd, (struct sockaddr *)&ss, &l) != 0)
+        return 0;
+    struct sockaddr_in in;
+    memcpy(&in, &ss, sizeof in); /* the port is at the same place in sockaddr_in6 */
+    return ntohs(in.sin_port);
+}
+
+/* A connect to one of the PPE's own addresses, where the PPE says it cannot
+ * carry one (`self unreachable` in <socket>.net: its SYN would wait for an
+ * ARP answer nobody gives, and the connect for minutes; the kernel has no
+ * such address and would send the SYN out by its default route): refused
+ * at once, with one warning per process. */
+bool eta_connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len)
+{
+    if (!eta_net.self_unreachable || !addr || len < (socklen_t)sizeof(struct sockaddr_in) ||
+        addr->sa_family != AF_INET)
+        return false;
+    struct sockaddr_in in;
+    memcpy(&in, addr, sizeof in);
+    if (!eta_net_is_local(&eta_net, ntohl(in.sin_addr.s_addr)))
+        return false;
+    static _Atomic bool warned;
+    char buf[32];
+    if (!atomic_exchange(&warned, true))
+        eta_log("warning: connect to %s refused: it is the PPE's own address, and the PPE cannot connect "
+                "to itself; a local client reaches an INADDR_ANY listener at 127.0.0.1",
+                fmt_addr(addr, buf, sizeof buf));
+    return true;
+}
+
+/* A connect to one of the PPE's own addresses on a shared port goes
+ * through the kernel (its loopback reaches kernel listeners and the kernel
+ * half of eta's hybrid listeners); said once per process, for information. */
+void eta_note_local(const char *addr)
+{
+    static _Atomic bool said;
+    if (!atomic_exchange(&said, true))
+        eta_log("connect to %s goes through the kernel: it is an address of the PPE's port shared with the "
+                "kernel (local connections are not carried inside the engine yet; counted as 'local')",
+                addr);
+}
+
+/* Binds s's kernel placeholder to the PPE address a connect to `dest` (host
+ * order) leaves from, port 0, and keeps the port the kernel picked for the
+ * PPE. Returns 0 or an errno value (no port left: EADDRNOTAVAIL, as Linux's
+ * connect answers). */
+int eta_hold_ephemeral(int fd, struct eta_sock *s, uint32_t dest)
+{
+    uint32_t src = eta_net_source(&eta_net, dest);
+    int rc;
+    if (s->v6) {
+        struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
+        in6.sin6_addr.s6_addr[10] = 0xff;
+        in6.sin6_addr.s6_addr[11] = 0xff;
+        uint32_t be = htonl(src);
+        memcpy(&in6.sin6_addr.s6_addr[12], &be, 4);
+        rc = real_bind(fd, (const struct sockaddr *)&in6, sizeof in6);
+    } else {
+        struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(src)};
+        rc = real_bind(fd, (const struct sockaddr *)&in, sizeof in);
+    }
+    if (rc != 0)
+        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
+    s->bound_kernel = true;
+    s->kernel_port = eta_placeholder_port(fd);
+    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+}
+
+/* UDP (or raw) aimed at a destination the PPE routes: the kernel's, as
+ * every socket that is not TCP, but the PPE's port does not carry it, and the
+ * kernel reaches that address only by a route of its own (where it has none,
+ * its default route takes the datagrams elsewhere). iperf3 -u waited 30 s and
+ * blamed its control connection; one warning per process says why. Costs a
+ * system call only for the first such destination. */
+void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    static _Atomic bool warned;
+    if (ETA_LIKELY(atomic_load_explicit(&warned, memory_order_relaxed)) || !addr ||
+        len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
+        return;
+    struct sockaddr_in in;
+    memcpy(&in, addr, sizeof in);
+    if (!eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)))
+        return;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type == SOCK_STREAM)
+        return;
+    if (atomic_exchange(&warned, true))
+        return;
+    char buf[32];
+    eta_log("warning: fd %d: %s to %s go to the kernel (eta carries TCP only), not through the PPE's port: "
+            "they arrive only if the kernel has a route of its own there",
+            fd, type == SOCK_DGRAM ? "UDP datagrams" : "packets", fmt_addr(addr, buf, sizeof buf));
+}
