@@ -35,7 +35,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -203,16 +202,9 @@ void publish_port(const stats::View &v, uint32_t i, const Port &p)
     if (p.kernel.up()) copy_str(info.kernel_iface, sizeof info.kernel_iface, p.kernel.iface());
     if (p.is_vnet()) {
         // No DPDK port: the link from the interface, counters from the queues.
-        const std::string dir = "/sys/class/net/" + p.vnet.iface + "/";
-        auto read_first_line = [](const std::string &path) {
-            std::ifstream in(path);
-            std::string line;
-            std::getline(in, line);
-            return line;
-        };
-        info.link_up = read_first_line(dir + "carrier") == "1";
-        const long speed = std::atol(read_first_line(dir + "speed").c_str());
-        info.link_speed_mbps = speed > 0 ? uint64_t(speed) : 0;
+        bool up = false;
+        p.vnet.link(&up, &info.link_speed_mbps);
+        info.link_up = up;
         const VnetCounters c = p.vnet.sum();
         info.ipackets = c.rx_frames;
         info.ibytes = c.rx_bytes;

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 namespace ppe {
 
@@ -154,6 +155,19 @@ void VnetPortState::close()
     rx_pools.clear();
     rte_free(counters);
     counters = nullptr;
+}
+
+void VnetPortState::link(bool *up, uint64_t *speed_mbps) const
+{
+    auto first_line = [&](const char *file) {
+        std::ifstream in("/sys/class/net/" + iface + "/" + file);
+        std::string line;
+        std::getline(in, line);
+        return line;
+    };
+    *up = first_line("carrier") == "1";
+    const long speed = std::atol(first_line("speed").c_str());
+    *speed_mbps = speed > 0 ? uint64_t(speed) : 0;
 }
 
 VnetCounters VnetPortState::sum() const

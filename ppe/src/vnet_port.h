@@ -81,6 +81,8 @@ struct VnetPortState {
               uint8_t mac_out[6], std::string *error);
     void close();
     VnetCounters sum() const;
+    // The interface's link, from sysfs: carrier, and speed in Mbit/s (0: unknown).
+    void link(bool *up, uint64_t *speed_mbps) const;
     uint16_t queues() const { return uint16_t(fds.size()); }
 };
 
