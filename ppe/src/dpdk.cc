@@ -1,5 +1,6 @@
 // ppe/src/dpdk.cc: EAL bring-up, port configuration, and MbufIo.
 #include "dpdk.h"
+#include "mbuf_packets.h"
 
 #include "log.h"
 #include "steer.h"
@@ -452,13 +453,7 @@ uint32_t MbufIo::tso_max_frame() const
 
 uint16_t MbufIo::alloc_tso(mars::PacketRef *out, uint16_t n)
 {
-    uint16_t got = 0;
-    for (; tso_pool_ && got < n; got++) {
-        rte_mbuf *m = rte_pktmbuf_alloc(tso_pool_);
-        if (!m) break;
-        out[got] = mars::PacketRef{m, rte_pktmbuf_mtod(m, uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m)), 0};
-    }
-    return got;
+    return alloc_packets_each(tso_pool_, out, n);
 }
 
 namespace {
@@ -531,17 +526,7 @@ uint16_t MbufIo::receive(mars::PacketRef *out, uint16_t n)
 
 uint16_t MbufIo::alloc(mars::PacketRef *out, uint16_t n)
 {
-    rte_mbuf *m[256];
-    if (n > 256) n = 256;
-    // Bulk is all-or-nothing; when the pool runs short fall back to what is left.
-    uint16_t got = n;
-    if (rte_pktmbuf_alloc_bulk(pool_, m, n) != 0) {
-        got = 0;
-        while (got < n && (m[got] = rte_pktmbuf_alloc(pool_)) != nullptr) got++;
-    }
-    for (uint16_t i = 0; i < got; i++)
-        out[i] = mars::PacketRef{m[i], rte_pktmbuf_mtod(m[i], uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m[i])), 0};
-    return got;
+    return alloc_packets(pool_, out, n);
 }
 
 uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
@@ -584,14 +569,7 @@ uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
 
 void MbufIo::release(mars::PacketRef *frames, uint16_t n)
 {
-    rte_mbuf *m[256];
-    while (n > 0) {
-        const uint16_t k = n > 256 ? 256 : n;
-        for (uint16_t i = 0; i < k; i++) m[i] = static_cast<rte_mbuf *>(frames[i].handle);
-        rte_pktmbuf_free_bulk(m, k);
-        frames += k;
-        n = uint16_t(n - k);
-    }
+    free_packets(frames, n);
 }
 
 // ---- a port shared with the kernel (kernel_tap.h) ----------------------------

@@ -1,5 +1,6 @@
 // ppe/src/vnet_port.cc: the "vnet:<ifname>" port (vnet_port.h).
 #include "vnet_port.h"
+#include "mbuf_packets.h"
 
 #include <mars/checksum_offload.h>
 
@@ -365,27 +366,12 @@ uint16_t VnetIo::receive_bounce(mars::PacketRef *out)
 
 uint16_t VnetIo::alloc(mars::PacketRef *out, uint16_t n)
 {
-    rte_mbuf *m[256];
-    if (n > 256) n = 256;
-    uint16_t got = n;
-    if (rte_pktmbuf_alloc_bulk(tx_pool_, m, n) != 0) {
-        got = 0;
-        while (got < n && (m[got] = rte_pktmbuf_alloc(tx_pool_)) != nullptr) got++;
-    }
-    for (uint16_t i = 0; i < got; i++)
-        out[i] = mars::PacketRef{m[i], rte_pktmbuf_mtod(m[i], uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m[i])), 0};
-    return got;
+    return alloc_packets(tx_pool_, out, n);
 }
 
 uint16_t VnetIo::alloc_tso(mars::PacketRef *out, uint16_t n)
 {
-    uint16_t got = 0;
-    for (; tso_pool_ && got < n; got++) {
-        rte_mbuf *m = rte_pktmbuf_alloc(tso_pool_);
-        if (!m) break;
-        out[got] = mars::PacketRef{m, rte_pktmbuf_mtod(m, uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m)), 0};
-    }
-    return got;
+    return alloc_packets_each(tso_pool_, out, n);
 }
 
 uint16_t VnetIo::transmit(mars::PacketRef *frames, uint16_t n)
@@ -429,14 +415,7 @@ uint16_t VnetIo::transmit(mars::PacketRef *frames, uint16_t n)
 
 void VnetIo::release(mars::PacketRef *frames, uint16_t n)
 {
-    rte_mbuf *m[256];
-    while (n > 0) {
-        const uint16_t k = n > 256 ? 256 : n;
-        for (uint16_t i = 0; i < k; i++) m[i] = static_cast<rte_mbuf *>(frames[i].handle);
-        rte_pktmbuf_free_bulk(m, k);
-        frames += k;
-        n = uint16_t(n - k);
-    }
+    free_packets(frames, n);
 }
 
 } // namespace ppe

@@ -1,0 +1,64 @@
+// ppe/src/mbuf_packets.h: DPDK mbufs as MARS packets. The allocation and
+// release every port implementation (MbufIo, dpdk.h; VnetIo, vnet_port.h)
+// does the same way: a PacketRef's handle is its rte_mbuf, its data the
+// mbuf's first byte, its room the mbuf's tailroom. Inline: these run per
+// burst on the packet path.
+#pragma once
+
+#include <mars/packet.h>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+
+namespace ppe {
+
+// The PacketRef of an empty mbuf to write a frame into.
+inline mars::PacketRef packet_to_fill(rte_mbuf *m)
+{
+    return mars::PacketRef{m, rte_pktmbuf_mtod(m, uint8_t *), 0, uint16_t(rte_pktmbuf_tailroom(m)), 0};
+}
+
+// Up to n (at most 256) empty packets from pool; fewer when it runs short.
+inline uint16_t alloc_packets(rte_mempool *pool, mars::PacketRef *out, uint16_t n)
+{
+    rte_mbuf *m[256];
+    if (n > 256) n = 256;
+    // Bulk is all-or-nothing; when the pool runs short take what is left.
+    uint16_t got = n;
+    if (rte_pktmbuf_alloc_bulk(pool, m, n) != 0) {
+        got = 0;
+        while (got < n && (m[got] = rte_pktmbuf_alloc(pool)) != nullptr) got++;
+    }
+    for (uint16_t i = 0; i < got; i++) out[i] = packet_to_fill(m[i]);
+    return got;
+}
+
+// Up to n packets one by one from pool (large buffers, few at a time: the
+// TSO pools); none when there is no pool.
+inline uint16_t alloc_packets_each(rte_mempool *pool, mars::PacketRef *out, uint16_t n)
+{
+    uint16_t got = 0;
+    for (; pool && got < n; got++) {
+        rte_mbuf *m = rte_pktmbuf_alloc(pool);
+        if (!m) break;
+        out[got] = packet_to_fill(m);
+    }
+    return got;
+}
+
+// Gives n packets' mbufs back to their pools, in bulk.
+inline void free_packets(mars::PacketRef *frames, uint16_t n)
+{
+    rte_mbuf *m[256];
+    while (n > 0) {
+        const uint16_t k = n > 256 ? 256 : n;
+        for (uint16_t i = 0; i < k; i++) m[i] = static_cast<rte_mbuf *>(frames[i].handle);
+        rte_pktmbuf_free_bulk(m, k);
+        frames += k;
+        n = uint16_t(n - k);
+    }
+}
+
+} // namespace ppe
