@@ -232,7 +232,7 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
     // Room: the window offered and the ring's free space (kFHasRings was
     // predicted; no copies are in flight without a copy engine).
     const uint32_t room = std::min(s.rcv_adv - s.rcv_nxt, s.rx_mask + 1 - s.rx_readable());
-    uint32_t bytes = 0, len = total0 - hdr, last_len = 0, segs = 0;
+    uint32_t bytes = 0, len = total0 - hdr, last_len = 0;
     uint16_t taken = 0;
     bool dropped = false;
     for (;;) {
@@ -265,7 +265,6 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
             s.ts_recent_ns = now_ns_;
         }
         bytes += len;
-        segs += tcp::rx_segments(len, s.mss); // an LRO member counts as the segments it holds
         last_len = len;
         stats_.rx_bytes += f.len;
         if (++taken == n) {
@@ -296,9 +295,11 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
     s.count.segs_in += taken;
     s.last_recv_ns = now_ns_;
     // The delayed-ACK rule counts segments (at least every second one,
-    // RFC 5681 4.2; an LRO frame as the MSS segments it holds); the ACK
-    // itself goes out at the end of the burst.
-    s.segs_unacked += segs;
+    // RFC 5681 4.2); the ACK itself goes out at the end of the burst. LRO
+    // frames count as the MSS segments they hold: for the burst as a whole
+    // (its bytes in MSS segments where that is more than its frames), so
+    // the loop above pays nothing per frame for it.
+    s.segs_unacked += bytes > taken * s.mss ? tcp::rx_segments(bytes, s.mss) : uint32_t(taken);
     if (s.segs_unacked >= 2) {
         if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
