@@ -124,6 +124,12 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
                 table_.mark(group, slot_index);
                 return; // completes on kEvConnected / kEvError / kEvReset
             }
+            // Refused at once (EADDRINUSE: the 4-tuple is taken; EADDRNOTAVAIL,
+            // ENOBUFS, ...): the socket failed, as a connect Linux refuses.
+            // The shim waits on the shared state, not on this completion (a
+            // blocking connect) and poll/SO_ERROR read it (a non-blocking one).
+            slot->error = result;
+            slot->state = (slot->state | DTI_STATE_FAILED) & ~DTI_STATE_CONNECTING;
         }
         break;
     case DTI_OP_SHUTDOWN:

@@ -92,15 +92,19 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     const uint32_t hop = router_.next_hop(remote.ip);
     if (hop == 0) return -ENETUNREACH;
     s->app.local.ip = cfg_.ip;
+    bool recycled = false;
+    uint32_t old_snd_max = 0;
     if (s->flags & kFBound) {
         if (FlowNode *n = flows_.lookup(FlowKey{cfg_.ip, remote.ip, s->app.local.port, remote.port})) {
             // The port's last connection to this remote waits in TIME-WAIT
-            // here: an active open recycles it (a new ISN from the clock, as
-            // RFC 6191 lets a SYN reopen one; Linux's tcp_tw_reuse). On a
+            // here: an active open recycles it (Linux's tcp_tw_reuse), with
+            // an ISN above everything the old connection sent (below). On a
             // port shared with the kernel the kernel picks the shim's ports,
             // and it cannot see MARS's TIME-WAIT (preload/README.md).
             Sock &old = *sock_of(n);
             if (old.state != TcpState::kTimeWait) return -EADDRINUSE;
+            recycled = true;
+            old_snd_max = old.snd_max;
             conn_closed(old);
         }
     } else if (int rc = pick_port(*s, remote.ip, remote.port); rc != 0) {
@@ -111,6 +115,13 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     s->next_hop = hop;
     link_flow(*s, FlowKey{cfg_.ip, remote.ip, s->app.local.port, remote.port});
     s->iss = isn_generate(cfg_.isn_secret, s->flow.key, now_ns_);
+    // A recycled 4-tuple: the clock ISN (same flow, same secret) has moved
+    // on only by the time elapsed, which a connection that sent more bytes
+    // than that has outrun. The new SYN must lie above the old connection's
+    // sequence space (RFC 1122 4.2.2.13, RFC 6191: what a peer still in
+    // TIME-WAIT accepts, and no old segment falls in the new window): at
+    // least a window (64 KiB) past the old snd_max, as Linux's tw_reuse.
+    if (recycled && !wire::seq_gt(s->iss, old_snd_max + 65536)) s->iss = old_snd_max + 65537;
     s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
     s->flags |= kFAccepted;
     tcp::conn_init(*this, *s);

@@ -503,6 +503,65 @@ TEST_F(DtiApi, ConnectToNobodyIsRefused)
     EXPECT_EQ(dti_sock_take_error(c_, dti_sock_t(s)), 0);
 }
 
+// A connect the transport refuses at once (here EADDRINUSE: a second socket
+// bound to the port of an established connection, as with SO_REUSEADDR,
+// connecting to the same peer) fails the socket as Linux does: the error in
+// the completion, and in the shared state the shim and poll read (FAILED,
+// POLLERR|POLLHUP, SO_ERROR). Issue 29: the state stayed "not connecting",
+// so a connect waiting on it (the shim's) waited forever.
+TEST_F(DtiApi, ConnectRefusedAtOnceFailsTheSocket)
+{
+    uint16_t port = 0;
+    dti_sock_t l = listener(&port);
+    dti_addr local{0x7f000001, 47013};
+    dti_addr to{0x7f000001, port};
+    int a = dti_socket(c_);
+    ASSERT_GE(a, 0);
+    ASSERT_EQ(dti_bind(c_, dti_sock_t(a), &local), 0);
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(a), &to, 5000), 0);
+
+    // Blocking (dti_connect): the errno at once, and the socket failed.
+    int b = dti_socket(c_);
+    ASSERT_GE(b, 0);
+    ASSERT_EQ(dti_bind(c_, dti_sock_t(b), &local), 0);
+    EXPECT_EQ(dti_connect(c_, dti_sock_t(b), &to, 5000), -EADDRINUSE);
+    dti_sock_info st{};
+    ASSERT_EQ(dti_sock_status(c_, dti_sock_t(b), &st), 0);
+    EXPECT_TRUE(st.state & DTI_STATE_FAILED) << "state " << st.state;
+    EXPECT_FALSE(st.state & DTI_STATE_CONNECTING) << "state " << st.state;
+    EXPECT_EQ(st.error, -EADDRINUSE);
+    uint32_t ev = dti_sock_poll(c_, dti_sock_t(b));
+    EXPECT_EQ(ev & (DTI_POLLERR | DTI_POLLHUP), DTI_POLLERR | DTI_POLLHUP) << "events " << ev;
+    EXPECT_EQ(dti_sock_take_error(c_, dti_sock_t(b)), -EADDRINUSE);
+    EXPECT_EQ(dti_sock_take_error(c_, dti_sock_t(b)), 0);
+
+    // Asynchronous, as the shim connects (completion not awaited): the
+    // shared state settles, bounded far above any honest delay.
+    int b2 = dti_socket(c_);
+    ASSERT_GE(b2, 0);
+    ASSERT_EQ(dti_bind(c_, dti_sock_t(b2), &local), 0);
+    ASSERT_EQ(dti_prep_connect(c_, dti_sock_t(b2), &to, 0), 0);
+    ASSERT_GE(dti_submit(c_), 0);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+        ASSERT_EQ(dti_sock_status(c_, dti_sock_t(b2), &st), 0);
+        if ((st.state & (DTI_STATE_CONNECTED | DTI_STATE_FAILED | DTI_STATE_RESET)) || st.error)
+            break;
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the refused connect never settled";
+        dti_wait(c_, 100);
+        dti_cqe drain[16];
+        while (dti_reap(c_, drain, 16) > 0) {
+        }
+    }
+    EXPECT_TRUE(st.state & DTI_STATE_FAILED) << "state " << st.state;
+    EXPECT_EQ(dti_sock_take_error(c_, dti_sock_t(b2)), -EADDRINUSE);
+
+    EXPECT_EQ(dti_close(c_, dti_sock_t(b2)), 0);
+    EXPECT_EQ(dti_close(c_, dti_sock_t(b)), 0);
+    EXPECT_EQ(dti_close(c_, dti_sock_t(a)), 0);
+    EXPECT_EQ(dti_close(c_, l), 0);
+}
+
 TEST_F(DtiApi, AcceptBatchesSeveralConnections)
 {
     uint16_t port = 0;

@@ -597,6 +597,59 @@ static int sc_accel_nonblock(void)
     return 0;
 }
 
+/* A socket bound with SO_REUSEADDR to the local port of a connection to the
+ * same peer: the PPE refuses the 4-tuple at once (EADDRINUSE, as Linux).
+ * Blocking: connect fails with the errno (SO_SNDTIMEO bounds a regression:
+ * EINPROGRESS, not a hang). Non-blocking: poll reports POLLOUT, POLLERR and
+ * POLLHUP, and SO_ERROR the errno (issue 35). */
+static int bound_to(int port, int flags)
+{
+    int s = socket(AF_INET, SOCK_STREAM | flags, 0);
+    CHECK(s >= 0);
+    int one = 1;
+    CHECK(setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    CHECK(bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    return s;
+}
+
+static int sc_accel_connect_taken(void)
+{
+    int port;
+    int l = listener(&port);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, ppe_ip, &to.sin_addr);
+    int a = bound_to(0, 0);
+    struct sockaddr_in name;
+    socklen_t len = sizeof name;
+    CHECK(getsockname(a, (struct sockaddr *)&name, &len) == 0 && name.sin_port != 0);
+    int local = ntohs(name.sin_port);
+    CHECK(connect(a, (struct sockaddr *)&to, sizeof to) == 0);
+
+    int b = bound_to(local, 0);
+    struct timeval tv = {20, 0};
+    CHECK(setsockopt(b, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+    errno = 0;
+    CHECK(connect(b, (struct sockaddr *)&to, sizeof to) == -1 && errno == EADDRINUSE);
+
+    int n = bound_to(local, SOCK_NONBLOCK);
+    int rc = connect(n, (struct sockaddr *)&to, sizeof to);
+    CHECK(rc == -1 && (errno == EINPROGRESS || errno == EADDRINUSE));
+    if (errno == EINPROGRESS) {
+        struct pollfd p = {n, POLLOUT, 0};
+        CHECK(poll(&p, 1, 20000) == 1);
+        CHECK((p.revents & (POLLOUT | POLLERR | POLLHUP)) == (POLLOUT | POLLERR | POLLHUP));
+        int err = -1;
+        len = sizeof err;
+        CHECK(getsockopt(n, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == EADDRINUSE);
+    }
+    close(n);
+    close(b);
+    close(a);
+    close(l);
+    return 0;
+}
+
 static int sc_accel_epoll(void)
 {
     int c, s;
@@ -852,6 +905,8 @@ int main(int argc, char **argv)
         rc = sc_accel_basics();
     else if (!strcmp(sc, "accel_nonblock"))
         rc = sc_accel_nonblock();
+    else if (!strcmp(sc, "accel_connect_taken"))
+        rc = sc_accel_connect_taken();
     else if (!strcmp(sc, "accel_epoll"))
         rc = sc_accel_epoll();
     else if (!strcmp(sc, "accel_poll_select"))

@@ -736,5 +736,67 @@ TEST_F(TcpCoreTimeWait, RstAtRcvNxtEndsIt)
     EXPECT_EQ(conn(), nullptr);
 }
 
+// An active open from a bound port whose last connection to the same peer
+// waits in TIME-WAIT here recycles that connection (Linux's tcp_tw_reuse)
+// instead of failing EADDRINUSE. The new SYN's sequence number lies above
+// everything the old connection sent (RFC 1122 4.2.2.13, RFC 6191: what a
+// peer still in TIME-WAIT accepts; the old connection's segments are not in
+// the new one's window), also when the clock ISN has not moved past them.
+TEST_F(TcpCoreTimeWait, ConnectFromTheBoundPortRecyclesOurTimeWait)
+{
+    constexpr uint16_t kPort = 45123;
+    stack_port = kPort;
+    int64_t id = st().open(7);
+    ASSERT_GE(id, 0);
+    sock = SockId(id);
+    ASSERT_EQ(st().bind(sock, Endpoint{0, kPort}), 0);
+    ASSERT_EQ(st().connect(sock, Endpoint{peer.peer_ip, peer_port}, peer.now), 0);
+    peer.poll();
+    std::vector<Seg> syn = recv();
+    ASSERT_EQ(syn.size(), 1u);
+    iss = syn[0].seq;
+    send({.seq = kIrs, .ack = iss + 1, .flags = kSyn | kAck, .opt = syn_options(false)});
+    recv_one(iss + 1, kIrs + 1, kAck);
+    ASSERT_EQ(state(), TcpState::kEstablished);
+    // More bytes than the ISN clock advances in the time the test takes.
+    const std::vector<uint8_t> bytes = data(3000);
+    ASSERT_EQ(st().send(sock, bytes.data(), uint32_t(bytes.size())), 3000);
+    peer.poll();
+    recv();
+    send({.seq = kIrs + 1, .ack = iss + 3001, .flags = kAck});
+    ASSERT_EQ(st().shutdown(sock, false, true), 0);
+    peer.poll();
+    recv_one(iss + 3001, kIrs + 1, kFin | kAck);
+    send({.seq = kIrs + 1, .ack = iss + 3002, .flags = kFin | kAck});
+    recv_one(iss + 3002, kIrs + 2, kAck);
+    ASSERT_EQ(state(), TcpState::kTimeWait);
+    const uint32_t old_nxt = conn()->snd_nxt;
+    ASSERT_EQ(old_nxt, iss + 3002);
+    ASSERT_EQ(st().close(sock), 0);
+    peer.take_events();
+    ASSERT_EQ(st().stats().conns_open, 1u) << "the TIME-WAIT block";
+
+    peer.now += kMs;
+    int64_t id2 = st().open(8);
+    ASSERT_GE(id2, 0);
+    ASSERT_EQ(st().bind(SockId(id2), Endpoint{0, kPort}), 0);
+    ASSERT_EQ(st().connect(SockId(id2), Endpoint{peer.peer_ip, peer_port}, peer.now), 0)
+        << "our own TIME-WAIT on the 4-tuple is recycled, not EADDRINUSE";
+    peer.poll();
+    std::vector<Seg> syn2 = recv();
+    ASSERT_EQ(syn2.size(), 1u);
+    EXPECT_EQ(syn2[0].flags, kSyn);
+    EXPECT_GT(int32_t(syn2[0].seq - old_nxt), 0)
+        << "new ISN " << syn2[0].seq << " not above the old connection's snd_nxt " << old_nxt;
+    ASSERT_NE(conn(), nullptr);
+    EXPECT_EQ(state(), TcpState::kSynSent) << "the 4-tuple is the new connection's";
+    EXPECT_EQ(conn()->iss, syn2[0].seq);
+    EXPECT_EQ(st().stats().conns_open, 1u) << "the old connection's block is gone";
+    // The peer answers the new connection, which establishes.
+    send({.seq = kIrs + 500'000, .ack = syn2[0].seq + 1, .flags = kSyn | kAck, .opt = syn_options(false)});
+    recv_one(syn2[0].seq + 1, kIrs + 500'001, kAck);
+    EXPECT_EQ(state(), TcpState::kEstablished);
+}
+
 } // namespace
 } // namespace mars::sim
