@@ -127,6 +127,20 @@ for a in ('$H', '0.0.0.0'):
     sys.exit('a plain bind(%s:7601) succeeded while an eta-run program holds it' % a)" 2>&1) || fail "$out"
 touch "$work/e7601/done"
 
+# plain_bind_refused PORT WHAT: a plain program's bind to $H:PORT must get
+# EADDRINUSE (eta holds WHAT there in the kernel too).
+plain_bind_refused() {
+    local out
+    out=$(python3 -c "
+import errno, socket, sys
+s = socket.socket()
+try:
+    s.bind(('$H', $1))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRINUSE else 'answered %s' % errno.errorcode.get(e.errno))
+sys.exit('a plain bind to $2 succeeded')" 2>&1) || fail "$out"
+}
+
 note "port 0: the port the kernel picked for an eta-run program is held for it"
 hold_run "$work/e0" "$ETA_RUN" --require -- python3 "$HELPER" bind "$H" 0 "$work/e0"
 [[ "$r" =~ ^ok\ ([0-9]+)$ ]] || fail "the eta-run program could not bind $H:0: $r"
@@ -134,14 +148,7 @@ port=${BASH_REMATCH[1]}
 [ "$port" -gt 0 ] || fail "bind($H:0) under eta-run got port 0"
 wait_until 20 ppe_true "any(c['state'] == 'LISTEN' and c['local'] == '$H:$port' for c in d['connections'])" ||
     fail "MARS does not listen on the kernel's pick $H:$port"
-out=$(python3 -c "
-import errno, socket, sys
-s = socket.socket()
-try:
-    s.bind(('$H', $port))
-except OSError as e:
-    sys.exit(0 if e.errno == errno.EADDRINUSE else 'answered %s' % errno.errorcode.get(e.errno))
-sys.exit('a plain bind to the port of an eta-run listener bound to port 0 succeeded')" 2>&1) || fail "$out"
+plain_bind_refused "$port" "the port of an eta-run listener bound to port 0"
 touch "$work/e0/done"
 
 note "an outgoing eta-run connection's local port is the kernel's pick, and held there"
@@ -152,14 +159,7 @@ wait_until 20 ppe_true "any(c['local'] == '$H:$port' and c['remote'] == '$P:7401
     fail "the outgoing connection from port $port is not in MARS: $(ppe_stat | tail)"
 read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range
 [ "$port" -ge "$lo" ] && [ "$port" -le "$hi" ] || fail "local port $port is outside the kernel's ephemeral range $lo-$hi"
-out=$(python3 -c "
-import errno, socket, sys
-s = socket.socket()
-try:
-    s.bind(('$H', $port))
-except OSError as e:
-    sys.exit(0 if e.errno == errno.EADDRINUSE else 'answered %s' % errno.errorcode.get(e.errno))
-sys.exit('a plain bind to the local port of an eta-run connection succeeded')" 2>&1) || fail "$out"
+plain_bind_refused "$port" "the local port of an eta-run connection"
 touch "$work/out/done"
 
 note "3,000 short eta-run connections to the peer, each from a port the kernel picked"
