@@ -109,8 +109,6 @@ class ConnTable {
     uint32_t made() const { return made_; }         // blocks constructed so far
     uint32_t capacity() const { return capacity_; } // blocks it can hold
     uint32_t free_listed() const { return uint32_t(free_.size()); } // made and free
-    // The free list, oldest first (for the tests' "as new" check).
-    const std::vector<uint32_t> &free_list() const { return free_; }
 
   private:
     Conn *conns_ = nullptr;
