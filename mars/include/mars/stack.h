@@ -40,6 +40,17 @@ struct MacAddr {
     uint8_t b[6] = {};
 };
 
+// An IPv6 address, network byte order (as on the wire), and one of a port's
+// addresses with its prefix length (issue 31).
+struct Ip6Addr {
+    uint8_t b[16] = {};
+};
+
+struct Ip6Prefix {
+    Ip6Addr addr;
+    uint8_t prefix = 64;
+};
+
 struct Route {
     uint32_t dest = 0;    // network
     uint8_t prefix = 0;   // 0 with dest 0: the default route
@@ -101,6 +112,14 @@ struct StackConfig {
     uint32_t ip = 0;
     uint8_t prefix = 24;
     uint16_t mtu = 1500;
+    // IPv6 (issue 31): the port's configured addresses (global or unique
+    // local; each prefix is on-link). The link-local address fe80::/64 with
+    // the modified EUI-64 interface id of `mac` (RFC 4291 2.5.1) is always
+    // the stack's too and is not listed here. n_addr6 = 0: no configured
+    // IPv6 address (the stack still has its link-local one).
+    static constexpr int kMaxAddr6 = 8;
+    Ip6Prefix addr6[kMaxAddr6] = {};
+    int n_addr6 = 0;
     static constexpr int kMaxRoutes = 16;
     Route routes[kMaxRoutes] = {};
     int n_routes = 0;           // the interface's own subnet is always on-link
