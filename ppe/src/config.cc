@@ -80,6 +80,25 @@ std::string format_ipv4(uint32_t ip)
     return buf;
 }
 
+bool parse_ipv6(const std::string &s, mars::Ip6Addr *ip)
+{
+    in6_addr a;
+    if (inet_pton(AF_INET6, s.c_str(), &a) != 1) return false;
+    std::memcpy(ip->b, a.s6_addr, 16);
+    return true;
+}
+
+std::string format_ipv6(const mars::Ip6Addr &ip)
+{
+    char buf[INET6_ADDRSTRLEN];
+    in6_addr a;
+    std::memcpy(a.s6_addr, ip.b, 16);
+    inet_ntop(AF_INET6, &a, buf, sizeof buf);
+    return buf;
+}
+
+std::string format_ipv6(const mars::Ip6Prefix &p) { return format_ipv6(p.addr) + "/" + std::to_string(p.prefix); }
+
 namespace {
 
 struct ConfigError {
@@ -449,6 +468,70 @@ bool looks_like_pci(const std::string &s)
            t[6] >= '0' && t[6] <= '7';
 }
 
+// [[port]] address6 = ["ADDR[/PREFIX]", ...]: global or unique-local IPv6
+// addresses (issue 31). Link-local ones are the stack's own (derived from
+// the MAC), so never written here; nor multicast, ::, ::1, v4-mapped or
+// v4-compatible addresses, nor one address twice.
+void parse_address6(Section &p, PortConfig *port)
+{
+    const std::string key = "address6";
+    const toml::node *n = p.node(key);
+    if (!n) return;
+    if (n->is_string())
+        p.fail(key, "expected an array of strings, e.g. address6 = [\"" + *n->value<std::string>() +
+                        "\"] (one port may have several IPv6 addresses)");
+    bool present = false;
+    const auto list = p.strings(key, &present);
+    if (list.size() > size_t(mars::StackConfig::kMaxAddr6))
+        p.fail(key, std::to_string(list.size()) + " addresses; at most " +
+                        std::to_string(mars::StackConfig::kMaxAddr6) + " per port are allowed");
+    const std::string example = "write ADDRESS/PREFIX such as \"2001:2:0:1::1/64\"";
+    for (auto &[text, where] : list) {
+        auto bad = [&](const std::string &what) { p.fail_at(where, p.full(key), "\"" + text + "\" " + what); };
+        const size_t slash = text.find('/');
+        const std::string a = slash == std::string::npos ? text : text.substr(0, slash);
+        mars::Ip6Prefix e;
+        if (a.find('%') != std::string::npos)
+            bad("has a zone (%...); zones belong to link-local addresses, which are derived from the MAC and are "
+                "not configured; write a global address, " + example);
+        if (!parse_ipv6(a, &e.addr)) bad("is not an IPv6 address; " + example);
+        e.prefix = 64;
+        if (slash != std::string::npos) {
+            const std::string pl = text.substr(slash + 1);
+            char *end = nullptr;
+            errno = 0;
+            const long v = std::strtol(pl.c_str(), &end, 10);
+            if (pl.empty() || !std::isdigit(static_cast<unsigned char>(pl[0])) || *end != '\0' || errno || v < 1 ||
+                v > 128)
+                bad("has prefix length \"" + pl + "\"; allowed 1 to 128 (64 when omitted)");
+            e.prefix = uint8_t(v);
+        }
+        const uint8_t *b = e.addr.b;
+        bool zero12 = true;
+        for (int i = 0; i < 12; i++) zero12 &= b[i] == 0;
+        const bool mapped = zero12 ? false : [&] {
+            for (int i = 0; i < 10; i++)
+                if (b[i] != 0) return false;
+            return b[10] == 0xff && b[11] == 0xff;
+        }();
+        const uint32_t last = uint32_t(b[12]) << 24 | uint32_t(b[13]) << 16 | uint32_t(b[14]) << 8 | b[15];
+        if (zero12 && last == 0) bad("is the unspecified address (::); write one of the port's own addresses");
+        if (zero12 && last == 1) bad("is the loopback address (::1); write one of the port's own addresses");
+        if (zero12) bad("is an IPv4-compatible address (::/96, deprecated by RFC 4291); write a native IPv6 address");
+        if (mapped)
+            bad("is an IPv4-mapped address (::ffff:0:0/96), which names an IPv4 host; put the IPv4 address in "
+                "`address` and a native IPv6 address here");
+        if (b[0] == 0xff) bad("is a multicast address (ff00::/8); a port's address must be unicast");
+        if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+            bad("is link-local (fe80::/10); the port's link-local address is always derived from its MAC, so leave "
+                "it out and list only global or unique-local addresses");
+        for (const mars::Ip6Prefix &o : port->addr6)
+            if (std::memcmp(o.addr.b, e.addr.b, 16) == 0)
+                bad("is listed twice (as \"" + format_ipv6(o) + "\" before); list each address once");
+        port->addr6.push_back(e);
+    }
+}
+
 void parse_port(Section &p, size_t index, Config *c)
 {
     PortConfig port;
@@ -482,6 +565,7 @@ void parse_port(Section &p, size_t index, Config *c)
         if ((port.gateway & netmask(port.prefix)) != (port.ip & netmask(port.prefix)))
             p.fail("gateway", gw + " is not inside the port's subnet " + addr);
     }
+    parse_address6(p, &port);
     port.mtu = uint16_t(p.integer("mtu", 1500, 576, 9600));
     port.rx_desc = uint16_t(p.integer("rx_desc", port.rx_desc, 64, 16384));
     port.tx_desc = uint16_t(p.integer("tx_desc", port.tx_desc, 64, 16384));
@@ -508,11 +592,17 @@ void parse_port(Section &p, size_t index, Config *c)
     if (vnet && port.kernel_shared)
         p.fail("kernel", "\"shared\" is not available on a vnet port: the kernel keeps \"" + vnet_iface(port.device) +
                          "\" itself; give the kernel its own address on that interface, or use kernel = \"none\"");
-    p.reject_unknown("name, device, address, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy, kernel, kernel_iface");
+    p.reject_unknown("name, device, address, address6, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy, kernel, "
+                     "kernel_iface");
     for (auto &other : c->ports) {
         if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");
         if (other.device == port.device) p.fail("device", "\"" + port.device + "\" is used by two ports");
         if (other.ip == port.ip) p.fail("address", "the address " + addr + " is given to two ports");
+        for (const mars::Ip6Prefix &a : port.addr6)
+            for (const mars::Ip6Prefix &b : other.addr6)
+                if (std::memcmp(a.addr.b, b.addr.b, 16) == 0)
+                    p.fail("address6", "the address " + format_ipv6(a.addr) + " is given to two ports (\"" +
+                                           other.name + "\" has it too); each address belongs to one port");
         if (port.kernel_shared && other.kernel_shared && other.kernel_iface == port.kernel_iface)
             p.fail("kernel_iface", "\"" + port.kernel_iface + "\" names the kernel interface of two ports");
     }

@@ -49,6 +49,11 @@ struct PortConfig {
     uint32_t ip = 0;      // host byte order
     uint8_t prefix = 24;
     uint32_t gateway = 0; // 0: none
+    // address6 = ["2001:2:0:1::1/64", ...] (issue 31): the port's IPv6
+    // addresses (global or unique local), at most StackConfig::kMaxAddr6;
+    // the link-local one is always derived from the MAC and never listed.
+    // With kernel = "shared" the kernel's interface gets them too.
+    std::vector<mars::Ip6Prefix> addr6;
     uint16_t mtu = 1500;
     uint16_t rx_desc = 1024, tx_desc = 1024;
     // TCP segmentation offload where the device offers it (ppe/src/dpdk.cc);
@@ -202,5 +207,11 @@ bool load_config(const std::string &path, Config *out, std::string *error);
 // Parses "A.B.C.D" into host byte order.
 bool parse_ipv4(const std::string &s, uint32_t *ip);
 std::string format_ipv4(uint32_t ip);
+
+// Parses an IPv6 address (inet_pton) into network byte order.
+bool parse_ipv6(const std::string &s, mars::Ip6Addr *ip);
+// "2001:2:0:1::1" / "2001:2:0:1::1/64" (RFC 5952 form, inet_ntop).
+std::string format_ipv6(const mars::Ip6Addr &ip);
+std::string format_ipv6(const mars::Ip6Prefix &p);
 
 } // namespace ppe

@@ -239,6 +239,8 @@ bool Engine::setup(std::string *error)
         sc.mac = port.mac;
         sc.ip = port.config.ip;
         sc.prefix = port.config.prefix;
+        for (const mars::Ip6Prefix &a : port.config.addr6)
+            if (sc.n_addr6 < mars::StackConfig::kMaxAddr6) sc.addr6[sc.n_addr6++] = a; // (config.cc bounds it)
         sc.mtu = port.config.mtu;
         if (port.config.gateway) sc.routes[sc.n_routes++] = mars::Route{0, 0, port.config.gateway};
         for (const RouteConfig &r : config_.routes)

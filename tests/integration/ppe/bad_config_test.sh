@@ -69,6 +69,30 @@ good | sed 's/^\[control\]/[limits]\nsockets_per_app = 100000\n[control]/' | exp
 good | sed 's/^\[control\]/[copy]\nengine = "dsa"\n[control]/' | expect bad_copy_engine 'copy.engine' '"dsa" is not a copy engine' '"cpu"' '"dmadev"'
 good | sed 's/^\[control\]/[copy]\nengine = "dmadev"\n[control]/' | expect copy_without_device 'copy.engine' 'needs device = '
 
+# [[port]] address6 (issue 31): each bad IPv6 address refused with the line
+# that holds it (line 10: after address) and what to write instead.
+v6() { good | sed "s|^address = .*|&\naddress6 = [$1]|"; }
+v6 '"2001:2:0:fa::1/64", "2001:2:0:fb::1", "fd00:e7a::1/128"' > "$work/good6.toml"
+timeout 30 "$ETA_PPE" --config "$work/good6.toml" --check >/dev/null || fail "good6: a good address6 list is rejected"
+echo "ok  good6: accepted"
+at=':10: port[0].address6: '
+v6 '"fe80::1/64"' | expect v6_link_local "$at" 'link-local' 'derived from its MAC'
+v6 '"ff02::1"' | expect v6_multicast "$at" 'multicast' 'must be unicast'
+v6 '"::"' | expect v6_unspecified "$at" 'unspecified address'
+v6 '"::1/128"' | expect v6_loopback "$at" 'loopback address'
+v6 '"::ffff:198.18.250.1"' | expect v6_mapped "$at" 'IPv4-mapped' 'native IPv6 address'
+v6 '"2001:2:0:fa::1/64", "2001:2:0:fa::1/80"' | expect v6_duplicate "$at" '"2001:2:0:fa::1/80" is listed twice'
+v6 '"2001:2:0:fa::1/129"' | expect v6_prefix_big "$at" 'prefix length "129"; allowed 1 to 128'
+v6 '"2001:2:0:fa::1/0"' | expect v6_prefix_zero "$at" 'prefix length "0"; allowed 1 to 128'
+v6 '"2001:2:0:fa::g1"' | expect v6_not_address "$at" 'is not an IPv6 address' '2001:2:0:1::1/64'
+v6 '"198.18.250.1/24"' | expect v6_ipv4 "$at" 'is not an IPv6 address'
+v6 "$(for i in 1 2 3 4 5 6 7 8 9; do printf '"2001:2:0:fa::%s", ' "$i"; done)" | expect v6_too_many "$at" '9 addresses; at most 8'
+good | sed 's|^address = .*|&\naddress6 = "2001:2:0:fa::1/64"|' | expect v6_not_array "$at" 'expected an array of strings'
+good | sed 's|^address = .*|&\naddress6 = [1]|' | expect v6_not_string "$at" 'expected strings in the array'
+# One address on two ports.
+{ good; printf '[[port]]\nname = "second"\ndevice = "net_af_packet1,iface=%s"\naddress = "198.18.251.1/24"\naddress6 = ["2001:2:0:fa::1/64"]\n' "$iface"; } |
+    sed "0,/^address = .*/s||&\naddress6 = [\"2001:2:0:fa::1\"]|" | expect v6_two_ports 'port[1].address6' 'given to two ports'
+
 note "a missing DMA device: the config is fine, the start (DPDK up) refuses it and says what to do"
 good | sed 's/^\[control\]/[copy]\nengine = "dmadev"\ndevice = "wq9.9"\n[control]/' > "$work/no_dma.toml"
 timeout 30 "$ETA_PPE" --config "$work/no_dma.toml" --check >/dev/null || fail "no_dma: --check rejects a well-formed [copy]"

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -90,6 +91,26 @@ TEST(PpeConfig, PortTxZerocopy)
     EXPECT_TRUE(parse_ok(std::string(kPort) + "tx_zerocopy = true\n").ports[0].tx_zerocopy);
     const std::string e = parse_err(std::string(kPort) + "tx_zerocopy = \"yes\"\n");
     EXPECT_THAT(e, HasSubstr("tx_zerocopy"));
+}
+
+// [[port]] address6 (issue 31): inet_pton's addresses in network order, 64
+// when no prefix is written, in the order written.
+TEST(PpeConfig, PortAddress6)
+{
+    EXPECT_TRUE(parse_ok(kPort).ports[0].addr6.empty()) << "no IPv6 address unless configured";
+    Config c = parse_ok(std::string(kPort) + "address6 = [\"2001:2:0:1::1/64\", \"fd00::5\", \"2001:DB8::7/128\"]\n");
+    ASSERT_EQ(c.ports[0].addr6.size(), 3u);
+    const mars::Ip6Prefix &a = c.ports[0].addr6[0];
+    const uint8_t want[16] = {0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 1};
+    EXPECT_EQ(std::memcmp(a.addr.b, want, 16), 0);
+    EXPECT_EQ(a.prefix, 64);
+    EXPECT_EQ(ppe::format_ipv6(a), "2001:2:0:1::1/64");
+    EXPECT_EQ(ppe::format_ipv6(c.ports[0].addr6[1]), "fd00::5/64") << "64 when no prefix is written";
+    EXPECT_EQ(ppe::format_ipv6(c.ports[0].addr6[2]), "2001:db8::7/128");
+    std::string list;
+    for (int i = 0; i < mars::StackConfig::kMaxAddr6; i++) list += "\"2001:2::" + std::to_string(i + 1) + "\", ";
+    EXPECT_EQ(parse_ok(std::string(kPort) + "address6 = [" + list + "]\n").ports[0].addr6.size(),
+              size_t(mars::StackConfig::kMaxAddr6));
 }
 
 TEST(PpeConfig, PortKernelSharedOrNone)
@@ -321,6 +342,25 @@ const BadCase kBad[] = {
     {"slice_too_short", with_port("[engine]\nslice_us = 50\n"), {"engine.slice_us", "100 to 100000"}},
     {"slice_too_long", with_port("[engine]\nslice_us = 200000\n"), {"engine.slice_us", "out of range"}},
     {"yield_not_bool", with_port("[engine]\nyield_when_contended = 1\n"), {"engine.yield_when_contended", "expected true or false"}},
+    {"address6_link_local", std::string(kPort) + "address6 = [\"fe80::1/64\"]\n", {"test.toml:5", "port[0].address6", "link-local", "derived from its MAC"}},
+    {"address6_zone", std::string(kPort) + "address6 = [\"fe80::1%eth0\"]\n", {"port[0].address6", "zone"}},
+    {"address6_multicast", std::string(kPort) + "address6 = [\"ff02::1:ff00:1\"]\n", {"port[0].address6", "multicast"}},
+    {"address6_unspecified", std::string(kPort) + "address6 = [\"::/64\"]\n", {"port[0].address6", "unspecified"}},
+    {"address6_loopback", std::string(kPort) + "address6 = [\"::1\"]\n", {"port[0].address6", "loopback"}},
+    {"address6_v4_mapped", std::string(kPort) + "address6 = [\"::ffff:10.0.0.1\"]\n", {"port[0].address6", "IPv4-mapped"}},
+    {"address6_v4_compatible", std::string(kPort) + "address6 = [\"::10.0.0.1\"]\n", {"port[0].address6", "IPv4-compatible"}},
+    {"address6_twice", std::string(kPort) + "address6 = [\n  \"2001:2::1\",\n  \"2001:2:0:0::1/80\",\n]\n",
+     {"test.toml:7", "\"2001:2:0:0::1/80\" is listed twice", "\"2001:2::1/64\" before"}},
+    {"address6_prefix_129", std::string(kPort) + "address6 = [\"2001:2::1/129\"]\n", {"port[0].address6", "allowed 1 to 128"}},
+    {"address6_prefix_0", std::string(kPort) + "address6 = [\"2001:2::1/0\"]\n", {"port[0].address6", "allowed 1 to 128"}},
+    {"address6_prefix_sign", std::string(kPort) + "address6 = [\"2001:2::1/+64\"]\n", {"port[0].address6", "allowed 1 to 128"}},
+    {"address6_not_v6", std::string(kPort) + "address6 = [\"198.18.0.1\"]\n", {"port[0].address6", "not an IPv6 address", "2001:2:0:1::1/64"}},
+    {"address6_string", std::string(kPort) + "address6 = \"2001:2::1\"\n", {"port[0].address6", "expected an array of strings", "[\"2001:2::1\"]"}},
+    {"address6_too_many", std::string(kPort) + "address6 = [\"2001:2::1\", \"2001:2::2\", \"2001:2::3\", \"2001:2::4\", \"2001:2::5\", "
+                          "\"2001:2::6\", \"2001:2::7\", \"2001:2::8\", \"2001:2::9\"]\n", {"port[0].address6", "9 addresses; at most 8"}},
+    {"address6_two_ports", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1/24\"\naddress6 = [\"2001:2::1\"]\n"
+                           "[[port]]\ndevice = \"net_tap1\"\naddress = \"198.18.1.1/24\"\naddress6 = [\"2001:2::1/80\"]\n",
+     {"port[1].address6", "given to two ports"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(All, PpeConfigBad, testing::ValuesIn(kBad),
@@ -371,7 +411,7 @@ TEST(PpeConfig, LabConfigParses)
     const std::string cmd =
         "bash -c 'eval \"$(sed -n \"/^write_ppe_config()/,/^}/p\" \"$0\")\"; "
         "ETA_LAB_NAME=t ETA_LAB_INDEX=3 ETA_LAB_PPE_IFACE=eta3a ETA_LAB_PPE_IP=198.18.3.1 ETA_LAB_PREFIX=24 "
-        "ETA_LAB_PEER_IP=198.18.3.2 ETA_LAB_MTU=9000 ETA_LAB_ENGINES=2 ETA_LAB_SOCKET=/run/eta/lab-t/ppe.sock ETA_LAB_CONFIG=$1 "
+        "ETA_LAB_PEER_IP=198.18.3.2 ETA_LAB_PPE_IP6=2001:2:0:3::1 ETA_LAB_PREFIX6=64 ETA_LAB_MTU=9000 ETA_LAB_ENGINES=2 ETA_LAB_SOCKET=/run/eta/lab-t/ppe.sock ETA_LAB_CONFIG=$1 "
         "write_ppe_config' " ETA_LAB_SCRIPT " " + out;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     Config c;
@@ -387,6 +427,8 @@ TEST(PpeConfig, LabConfigParses)
     EXPECT_EQ(c.socket, "/run/eta/lab-t/ppe.sock");
     ASSERT_EQ(c.cores.size(), 1u);
     EXPECT_EQ(c.cores[0].text, "auto:2") << "eta-lab up --engines 2";
+    ASSERT_EQ(c.ports[0].addr6.size(), 1u) << "the lab's IPv6 address (issue 31)";
+    EXPECT_EQ(ppe::format_ipv6(c.ports[0].addr6[0]), "2001:2:0:3::1/64");
 }
 
 TEST(PpeConfig, LabSharedConfigParses)
