@@ -196,6 +196,11 @@ void publish_port(const stats::View &v, uint32_t i, const Port &p)
     info.ip = p.config.ip;
     info.prefix = p.config.prefix;
     info.gateway = p.config.gateway;
+    for (const mars::Ip6Prefix &a : p.config.addr6) {
+        if (info.n_addr6 >= uint32_t(mars::StackConfig::kMaxAddr6)) break;
+        std::memcpy(info.addr6[info.n_addr6], a.addr.b, 16);
+        info.addr6_prefix[info.n_addr6++] = a.prefix;
+    }
     info.rx_queues = p.queues;
     info.tx_queues = p.queues;
     info.offloads = p.offloads;
@@ -271,7 +276,11 @@ void reload(Config &live, const std::string &path)
     for (size_t i = 0; ports_same && i < next.ports.size(); i++) {
         const PortConfig &a = next.ports[i], &b = live.ports[i];
         ports_same = a.name == b.name && a.device == b.device && a.ip == b.ip && a.prefix == b.prefix &&
-                     a.gateway == b.gateway && a.mtu == b.mtu && a.rx_desc == b.rx_desc && a.tx_desc == b.tx_desc;
+                     a.gateway == b.gateway && a.mtu == b.mtu && a.rx_desc == b.rx_desc && a.tx_desc == b.tx_desc &&
+                     a.addr6.size() == b.addr6.size();
+        for (size_t j = 0; ports_same && j < a.addr6.size(); j++)
+            ports_same = std::memcmp(a.addr6[j].addr.b, b.addr6[j].addr.b, 16) == 0 &&
+                         a.addr6[j].prefix == b.addr6[j].prefix;
     }
     if (!ports_same) restart.push_back("[[port]]");
     bool routes_same = next.routes.size() == live.routes.size();
@@ -749,10 +758,13 @@ int daemon_main(int argc, char **argv)
     starting.remove(); // the socket answers now
 
     pub.set_state(stats::State::kRunning);
-    for (auto &p : ports)
-        log(LogLevel::kInfo, "port %s (%s) up: %s/%u mtu %u, %02x:%02x:%02x:%02x:%02x:%02x", p.config.name.c_str(),
-            p.config.device.c_str(), format_ipv4(p.config.ip).c_str(), p.config.prefix, p.config.mtu, p.mac.b[0],
-            p.mac.b[1], p.mac.b[2], p.mac.b[3], p.mac.b[4], p.mac.b[5]);
+    for (auto &p : ports) {
+        std::string v6;
+        for (const mars::Ip6Prefix &a : p.config.addr6) v6 += " " + format_ipv6(a);
+        log(LogLevel::kInfo, "port %s (%s) up: %s/%u%s mtu %u, %02x:%02x:%02x:%02x:%02x:%02x", p.config.name.c_str(),
+            p.config.device.c_str(), format_ipv4(p.config.ip).c_str(), p.config.prefix, v6.c_str(), p.config.mtu,
+            p.mac.b[0], p.mac.b[1], p.mac.b[2], p.mac.b[3], p.mac.b[4], p.mac.b[5]);
+    }
     log(LogLevel::kInfo, "serving on %s: %zu engine(s) on CPU %s, idle %s, memory %s, EAL prefix %s",
         config.socket.c_str(), engines.size(), cpus.c_str(), to_string(config.idle), use_huge ? "huge" : "no-huge",
         eal.prefix().c_str());

@@ -184,6 +184,12 @@ std::string text_view(const Snapshot &s, bool conns)
                     pi.name, pi.device, (ip_string(pi.ip) + "/" + std::to_string(pi.prefix)).c_str(), pi.mtu,
                     pi.link_up ? "up" : "down", pi.ipackets, pi.opackets, pi.imissed, pi.ierrors + pi.oerrors);
     }
+    // IPv6 addresses ([[port]] address6; the link-local one, from the MAC, is not listed).
+    for (size_t p = 0; p < s.ports.size(); p++) {
+        std::string v6;
+        for (const std::string &a : port_addr6(s.ports[p])) v6 += "  " + a;
+        if (!v6.empty()) appendf(&out, "ipv6 p%zu:%s\n", p, v6.c_str());
+    }
     // vnet ports (ppe/src/vnet_port.h): the offloads at work.
     for (size_t p = 0; p < s.ports.size(); p++) {
         const PortInfo &pi = s.ports[p];

@@ -5,6 +5,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -125,6 +126,19 @@ std::string ip_string(uint32_t ip)
     a.s_addr = htonl(ip);
     inet_ntop(AF_INET, &a, b, sizeof b);
     return b;
+}
+
+std::vector<std::string> port_addr6(const PortInfo &pi)
+{
+    std::vector<std::string> out;
+    for (uint32_t i = 0; i < pi.n_addr6 && i < uint32_t(mars::StackConfig::kMaxAddr6); i++) {
+        char b[INET6_ADDRSTRLEN];
+        in6_addr a;
+        std::memcpy(a.s6_addr, pi.addr6[i], 16);
+        inet_ntop(AF_INET6, &a, b, sizeof b);
+        out.push_back(std::string(b) + "/" + std::to_string(pi.addr6_prefix[i]));
+    }
+    return out;
 }
 
 namespace {
@@ -334,6 +348,9 @@ void ports_prometheus(const Snapshot &s, Exposition &x)
         info.emplace_back("device", c_str(pi.device));
         info.emplace_back("mac", mac_string(pi.mac));
         info.emplace_back("address", ip_string(pi.ip) + "/" + std::to_string(pi.prefix));
+        std::string v6;
+        for (const std::string &a : port_addr6(pi)) v6 += (v6.empty() ? "" : ",") + a;
+        info.emplace_back("address6", v6);
         x.gauge("port_info", "a port the PPE owns (always 1; identity in the labels)", info, uint64_t(1));
         x.gauge("port_mtu_bytes", "the port's MTU", l, uint64_t(pi.mtu));
         x.gauge("port_link_up", "1 when the port's link is up", l, uint64_t(pi.link_up));
@@ -551,6 +568,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                          {"device", c_str(pi.device)},
                          {"mac", mac_string(pi.mac)},
                          {"address", ip_string(pi.ip) + "/" + std::to_string(pi.prefix)},
+                         {"address6", port_addr6(pi)},
                          {"mtu", pi.mtu},
                          {"link_up", pi.link_up},
                          {"link_speed_mbps", pi.link_speed_mbps},

@@ -63,6 +63,8 @@ const char *kernel_reason_name(unsigned reason);
 const char *tcp_state_name(uint8_t state);
 const char *ppe_state_name(uint32_t state);
 std::string ip_string(uint32_t ip_host_order);
+// A port's IPv6 addresses ([[port]] address6) as "ADDR/PREFIX" texts.
+std::vector<std::string> port_addr6(const PortInfo &pi);
 
 // One JSON object (keys in a fixed order); the connection table only when
 // with_conns.

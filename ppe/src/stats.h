@@ -20,7 +20,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 12; // 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 13; // 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -147,6 +147,11 @@ struct PortInfo {
     uint32_t link_up;
     uint64_t link_speed_mbps;
     char kernel_iface[16];  // kernel = "shared": the kernel's interface on the port; "" when not shared
+    // [[port]] address6 (network byte order) and their prefix lengths; the
+    // link-local address (from the MAC) is not listed.
+    uint8_t addr6[mars::StackConfig::kMaxAddr6][16];
+    uint8_t addr6_prefix[mars::StackConfig::kMaxAddr6];
+    uint32_t n_addr6;
     // From the device (rte_eth_stats), refreshed by the control thread.
     uint64_t ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf;
     // A vnet port's offloads at work (ppe/src/vnet_port.h; 0 on DPDK ports):
