@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -105,6 +106,105 @@ bool set_address(const std::string &iface, uint32_t ip, uint8_t prefix, std::str
     if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) return fail("read the flags");
     ifr.ifr_flags = short(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
     if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) return fail("bring up");
+    ::close(s);
+    return true;
+}
+
+// Linux's struct in6_ifreq (linux/ipv6.h, which clashes with glibc's
+// netinet/in.h): SIOCSIFADDR / SIOCDIFADDR on an AF_INET6 socket.
+struct In6Ifreq {
+    in6_addr addr;
+    uint32_t prefixlen;
+    int ifindex;
+};
+
+bool is_link_local6(const in6_addr &a) { return a.s6_addr[0] == 0xfe && (a.s6_addr[1] & 0xc0) == 0x80; }
+
+uint8_t prefix_of(const sockaddr *mask)
+{
+    uint8_t n = 0;
+    if (!mask) return 128;
+    const auto *m = reinterpret_cast<const sockaddr_in6 *>(mask);
+    for (uint8_t byte : m->sin6_addr.s6_addr)
+        for (int bit = 7; bit >= 0 && (byte >> bit & 1); bit--) n++;
+    return n;
+}
+
+// The port's IPv6 addresses on the kernel's interface (issue 29/31): each
+// of pc.addr6 added (one already there, from the last run's persistent tap,
+// stays), and the global addresses a past config put there that this one
+// does not list removed; the link-local address is the kernel's own (from
+// the MAC, as MARS derives its own). The kernel runs duplicate address
+// detection on each new one (about a second) before it uses it.
+bool set_address6(const std::string &iface, const std::vector<mars::Ip6Prefix> &want, std::string *error)
+{
+    const unsigned index = if_nametoindex(iface.c_str());
+    if (index == 0) {
+        *error = "the kernel interface " + iface + " is gone";
+        return false;
+    }
+    std::string disabled;
+    std::ifstream("/proc/sys/net/ipv6/conf/" + iface + "/disable_ipv6") >> disabled;
+    if (want.empty() && disabled != "0") return true;
+    if (disabled != "0") {
+        *error = "the kernel has IPv6 disabled on " + iface + " (net.ipv6.conf." + iface +
+                 ".disable_ipv6 is not 0), so it cannot hold the port's address6; enable it (sysctl -w "
+                 "net.ipv6.conf.default.disable_ipv6=0 before eta-ppe starts, or net.ipv6.conf." + iface +
+                 ".disable_ipv6=0), or remove address6 from the port";
+        return false;
+    }
+    // The addresses stay while the tap is down (eta-ppe stopped or killed,
+    // its tap persistent), as its IPv4 address does; Linux would otherwise
+    // drop them with the link.
+    if (!want.empty()) {
+        std::ofstream keep("/proc/sys/net/ipv6/conf/" + iface + "/keep_addr_on_down");
+        keep << "1\n";
+        keep.flush();
+        if (!keep)
+            log(LogLevel::kWarn, "kernel interface %s: cannot set keep_addr_on_down (%s): its IPv6 addresses go while "
+                "eta-ppe is down", iface.c_str(), std::strerror(errno));
+    }
+    const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        *error = std::string("socket(AF_INET6): ") + std::strerror(errno) + "; the kernel needs IPv6 for address6";
+        return false;
+    }
+    auto listed = [&](const in6_addr &a, uint8_t prefix) {
+        for (const mars::Ip6Prefix &w : want)
+            if (std::memcmp(w.addr.b, a.s6_addr, 16) == 0 && w.prefix == prefix) return true;
+        return false;
+    };
+    ifaddrs *all = nullptr;
+    if (getifaddrs(&all) == 0) {
+        for (ifaddrs *i = all; i; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET6 || iface != i->ifa_name) continue;
+            const in6_addr a = reinterpret_cast<const sockaddr_in6 *>(i->ifa_addr)->sin6_addr;
+            const uint8_t prefix = prefix_of(i->ifa_netmask);
+            if (is_link_local6(a) || listed(a, prefix)) continue;
+            In6Ifreq r{a, prefix, int(index)};
+            char text[INET6_ADDRSTRLEN];
+            inet_ntop(AF_INET6, &a, text, sizeof text);
+            if (ioctl(s, SIOCDIFADDR, &r) == 0)
+                log(LogLevel::kInfo, "kernel interface %s: removed %s/%u, which the config no longer lists",
+                    iface.c_str(), text, unsigned(prefix));
+            else
+                log(LogLevel::kWarn, "kernel interface %s: cannot remove %s/%u (%s)", iface.c_str(), text,
+                    unsigned(prefix), std::strerror(errno));
+        }
+        freeifaddrs(all);
+    }
+    for (const mars::Ip6Prefix &w : want) {
+        In6Ifreq r{};
+        std::memcpy(r.addr.s6_addr, w.addr.b, 16);
+        r.prefixlen = w.prefix;
+        r.ifindex = int(index);
+        if (ioctl(s, SIOCSIFADDR, &r) != 0 && errno != EEXIST) {
+            const int e = errno;
+            ::close(s);
+            *error = "cannot add " + format_ipv6(w) + " to the kernel interface " + iface + ": " + std::strerror(e);
+            return false;
+        }
+    }
     ::close(s);
     return true;
 }
@@ -206,6 +306,11 @@ bool KernelTap::open(const PortConfig &pc, const mars::MacAddr &mac, const std::
     up_ = true;
     if (!set_address(iface_, pc.ip, pc.prefix, error)) {
         *error = what + *error + " (needs CAP_NET_ADMIN)";
+        close();
+        return false;
+    }
+    if (!set_address6(iface_, pc.addr6, error)) {
+        *error = what + *error;
         close();
         return false;
     }

@@ -1,7 +1,7 @@
 // ppe/src/kernel_tap.h: a port shared with the host's kernel ([[port]]
 // kernel = "shared", issue 29). eta-ppe makes a kernel interface per such
 // port with DPDK's net_tap (`kernel_iface`, default eta-k<index>), with the
-// port's MAC and IPv4 address, so the kernel stays a full host on the port:
+// port's MAC, IPv4 address and IPv6 addresses (address6), so the kernel stays a full host on the port:
 // what MARS does not claim (mars::PacketIo::unclaimed: other TCP ports, UDP,
 // ICMP echo, copies of ARP and ICMP errors, IPv6, other EtherTypes) is written
 // to the tap, and what the kernel sends on the tap goes out the port.
@@ -37,7 +37,9 @@ class KernelTap {
     // Makes the interface (a stale tap of that name, from a killed eta-ppe,
     // is replaced), one queue pair per pool, same MAC and MTU as the port,
     // brings it up with the port's address/prefix (ioctl SIOCSIFADDR,
-    // SIOCSIFNETMASK, SIOCSIFFLAGS at start; never on the packet path).
+    // SIOCSIFNETMASK, SIOCSIFFLAGS at start; never on the packet path) and
+    // its IPv6 addresses (SIOCSIFADDR on an AF_INET6 socket; global ones a
+    // past config left on a taken-over tap and this one lacks are removed).
     // False with a message saying what to do: no /dev/net/tun, no
     // CAP_NET_ADMIN, a name taken by an interface that is not a tap.
     bool open(const PortConfig &pc, const mars::MacAddr &mac, const std::vector<rte_mempool *> &pools,
