@@ -2,7 +2,9 @@
 # The lab works: eta-lab up/env/down behave, two labs coexist without
 # colliding, the kernel link carries real traffic byte for byte, and DPDK
 # (net_af_packet, no hugepages, in-memory) opens the accelerated link and
-# sees the peer's ARP request.
+# sees the peer's ARP request. IPv6 (issue 31): each lab has addresses from
+# 2001:2::/48 on both links, one /64 per link per lab, distinct between labs;
+# the kernel link carries ping -6 both ways.
 ETA_LAB=$1
 ARP_PROBE=$2
 . "$(dirname "$0")/../lib.sh"
@@ -21,6 +23,22 @@ second_iface=$(sed -n 's/^ETA_LAB_PPE_IFACE=//p' <<<"$second")
 for ip in "$first_ip" "$second_ip" "$first_kip" "$second_kip"; do
     [[ "$ip" == 198.18.* || "$ip" == 198.19.* ]] || fail "address $ip is outside 198.18.0.0/15"
 done
+second_ip6=$(sed -n 's/^ETA_LAB_PPE_IP6=//p' <<<"$second")
+second_kip6=$(sed -n 's/^ETA_LAB_KERNEL_IP6=//p' <<<"$second")
+v6s=("$ETA_LAB_PPE_IP6" "$ETA_LAB_PEER_IP6" "$ETA_LAB_KERNEL_IP6" "$ETA_LAB_KERNEL_PEER_IP6" "$second_ip6" "$second_kip6")
+for ip in "${v6s[@]}"; do
+    [[ "$ip" == 2001:2:* ]] && python3 -c "import ipaddress,sys; sys.exit(0 if ipaddress.ip_address(sys.argv[1]) in ipaddress.ip_network('2001:2::/48') and ipaddress.ip_address(sys.argv[1]).compressed == sys.argv[1] else 1)" "$ip" ||
+        fail "IPv6 address '$ip' is not a canonical address inside 2001:2::/48 (RFC 5180)"
+done
+[ "$(printf '%s\n' "${v6s[@]}" | python3 -c "import ipaddress,sys; print(len({ipaddress.ip_interface(l.strip() + '/64').network for l in sys.stdin}))")" = 4 ] ||
+    fail "the labs' IPv6 links do not each have a /64 of their own: ${v6s[*]}"
+[ "$ETA_LAB_PREFIX6" = 64 ] || fail "ETA_LAB_PREFIX6 is '$ETA_LAB_PREFIX6', not 64"
+grep -qx "address6 = \[\"$ETA_LAB_PPE_IP6/64\"\]" "$ETA_LAB_CONFIG" || fail "the PPE config has no address6 = [\"$ETA_LAB_PPE_IP6/64\"]"
+[ "$(cat "/proc/sys/net/ipv6/conf/$ETA_LAB_PPE_IFACE/disable_ipv6")" = 1 ] || fail "the accelerated link's host side has IPv6 on (the PPE owns it)"
+peer_addrs=$(peer ip -o -6 addr show dev "$ETA_LAB_PEER_IFACE") || fail "cannot read the peer's IPv6 addresses"
+[[ "$peer_addrs" == *"inet6 $ETA_LAB_PEER_IP6/64 "* ]] || fail "the peer's $ETA_LAB_PEER_IFACE does not hold $ETA_LAB_PEER_IP6/64: $peer_addrs"
+route=$(ip -6 route get "$ETA_LAB_PEER_IP6" 2>&1) && fail "the host routes IPv6 to the PPE's peer $ETA_LAB_PEER_IP6: $route"
+[[ "$route" == *"No route to host"* || "$route" == *"unreachable"* ]] || fail "the host's answer for $ETA_LAB_PEER_IP6 is not unreachable: $route"
 [ "$("$ETA_LAB" env --name "$first_name")" = "$("$ETA_LAB" env --name "$first_name")" ] || fail "env is not stable"
 # Captured first: under pipefail, grep -q ending the pipe early can make
 # the writer's SIGPIPE fail the check.
@@ -47,6 +65,7 @@ netns_absent "$second_ns" || fail "namespace $second_ns survived down"
 link_absent "$second_iface" || fail "links of the second lab survived down"
 second_net=${second_ip%.*}.0/24
 [ -z "$(ip route show "$second_net")" ] || fail "the route to $second_net survived down: $(ip route show "$second_net")"
+[ -z "$(ip -6 route show "${second_ip6%1}/64")" ] || fail "the IPv6 route to ${second_ip6%1}/64 survived down"
 
 note "the same lab up and down again"
 again=$("$ETA_LAB" up --name "t$$-second") || fail "the second lab did not come up a second time"
@@ -87,6 +106,10 @@ ip netns exec "$vn_ns" ethtool -k "$vn_peer" | grep -qx "generic-segmentation-of
     fail "the peer's $vn_peer: GSO is not on"
 "$ETA_LAB" down --name "t$$-vnet" || fail "down of the vnet lab failed"
 grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$env_out" || fail "the default lab does not say ETA_LAB_DRIVER=af_packet"
+
+note "kernel link: ping -6 both ways (no duplicate address detection to wait for)"
+peer timeout 20 ping -6 -c 2 -i 0.2 -W 2 "$ETA_LAB_KERNEL_IP6" >/dev/null || fail "the peer cannot ping6 $ETA_LAB_KERNEL_IP6"
+timeout 20 ping -6 -c 2 -i 0.2 -W 2 "$ETA_LAB_KERNEL_PEER_IP6" >/dev/null || fail "the host cannot ping6 $ETA_LAB_KERNEL_PEER_IP6"
 
 note "kernel link: socat carries 8 MiB byte for byte"
 payload=$(mktemp) received=$(mktemp)
