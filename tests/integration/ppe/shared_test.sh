@@ -7,6 +7,9 @@
 #    another port of the same address answers too;
 #  - ping to the PPE's address (the kernel answers it), a UDP exchange with a
 #    kernel UDP socket on that address, IPv6 link-local ping to the tap;
+#  - IPv6 (issue 31): the tap holds the port's address6 (the lab's
+#    ETA_LAB_PPE_IP6); the peer pings it and a plain kernel TCP server on it
+#    echoes 2 MiB byte-exact;
 #  - a plain host program's outgoing TCP from the shared address to the peer;
 #  - eta-stat (table, JSON, Prometheus) counts what went to and came from the kernel;
 #  - eta-ppe killed (SIGKILL): its tap stays (persistent), with the address and
@@ -44,7 +47,7 @@ port_mac=$(ppe_json "d['ports'][0]['mac']")
 # the host's outgoing connection; a kernel UDP echo (socat) on the address.
 cat > "$work/echo.py" <<'PY'
 import socket, sys
-s = socket.socket()
+s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2])))
 s.listen(16)
@@ -74,11 +77,12 @@ diag() {
       peer ss -tni || true; tail -5 "$work/ppe.log"; } >&2
 }
 
-# echo_from_peer LABEL PORT: 2 MiB through a TCP echo on the PPE's address, byte-exact.
+# echo_from_peer LABEL PORT [SOCAT-ADDRESS]: 2 MiB through a TCP echo on
+# the PPE's address (default TCP:$H:PORT), byte-exact.
 echo_from_peer() {
-    local label=$1 port=$2
+    local label=$1 port=$2 to=${3:-TCP:$H:$2}
     rm -f "$work/echoed.$port"
-    peer timeout 60 socat -t 30 "TCP:$H:$port" STDIO < "$work/blob" > "$work/echoed.$port" 2>"$work/socat.$port.err" ||
+    peer timeout 60 socat -t 30 "$to" STDIO < "$work/blob" > "$work/echoed.$port" 2>"$work/socat.$port.err" ||
         { cat "$work/socat.$port.err" >&2; diag; fail "$label: socat from the peer to $H:$port failed"; }
     cmp -s "$work/blob" "$work/echoed.$port" || { diag;
         fail "$label: the echo from $H:$port differs from what was sent ($(stat -c %s "$work/echoed.$port") of $(stat -c %s "$work/blob") bytes came back; $(cmp "$work/blob" "$work/echoed.$port" 2>&1 | head -1)); $(ppe_stat | grep '^kernel' || true)"; }
@@ -117,6 +121,26 @@ ll=$(ip -o -6 addr show dev "$TAP" scope link | awk '{print $4}' | cut -d/ -f1 |
 wait_until 20 peer ping -6 -c 1 -W 1 "$ll%$ETA_LAB_PEER_IFACE" ||
     fail "the peer cannot ping6 $ll on $ETA_LAB_PEER_IFACE"
 
+H6=$ETA_LAB_PPE_IP6
+note "IPv6: the tap holds the port's address6 $H6; the peer pings it and a kernel TCP server on it echoes"
+[ -n "$H6" ] || fail "the lab gives the PPE no IPv6 address (ETA_LAB_PPE_IP6)"
+grep -qF "address6 = [\"$H6/$ETA_LAB_PREFIX6\"]" "$ETA_LAB_CONFIG" || fail "the lab's PPE config has no address6 = [\"$H6/$ETA_LAB_PREFIX6\"]"
+[[ "$(ip -o -6 addr show dev "$TAP")" == *"inet6 $H6/$ETA_LAB_PREFIX6 "* ]] ||
+    fail "$TAP does not hold $H6/$ETA_LAB_PREFIX6: $(ip -o -6 addr show dev "$TAP")"
+json_true "$(ppe_stat --json)" "d['ports'][0]['address6'] == ['$H6/$ETA_LAB_PREFIX6']" ||
+    fail "eta-stat --json does not list the port's address6: $(ppe_json "d['ports'][0].get('address6')")"
+table=$(ppe_stat) || fail "eta-stat failed"
+grep -qF "ipv6 p0:  $H6/$ETA_LAB_PREFIX6" <<<"$table" || fail "eta-stat's table does not list $H6: $(grep -i ipv6 <<<"$table")"
+grep -qF "$ETA_LAB_PPE_IP/$ETA_LAB_PREFIX $H6/$ETA_LAB_PREFIX6 mtu" "$work/ppe.log" ||
+    fail "eta-ppe's start log does not list $H6: $(grep ' up: ' "$work/ppe.log" | tail -1)"
+# The kernel's duplicate address detection (about a second) before the address is usable.
+wait_until 30 sh -c "ip -6 addr show dev $TAP | grep -F ' $H6/' | grep -qv tentative" ||
+    fail "$H6 on $TAP stays tentative (duplicate address detection): $(ip -6 addr show dev "$TAP")"
+peer timeout 20 ping -6 -c 3 -i 0.2 -W 2 "$H6" > "$work/ping6.log" || { cat "$work/ping6.log"; diag; fail "the peer cannot ping6 $H6"; }
+start_bg ktcp6 timeout 300 python3 "$work/echo.py" "$H6" 7102
+wait_until 20 sh -c "ss -Hltn 'sport = :7102' | grep -q ." || fail "the kernel TCP server on [$H6]:7102 did not listen"
+echo_from_peer "kernel server over IPv6" 7102 "TCP6:[$H6]:7102"
+
 note "eta-stat counts what went to and came from the kernel"
 cond="all(d['ports'][0]['kernel']['to'][r]['frames'] > 0 for r in ('tcp-other-port', 'udp', 'icmp', 'arp', 'ipv6'))"
 cond="$cond and d['ports'][0]['kernel']['from_frames'] > 0 and d['ports'][0]['kernel']['iface'] == '$TAP'"
@@ -142,6 +166,9 @@ grep -q "kernel interface $TAP taken over" "$work/ppe.log" ||
 [ "$(cat "/sys/class/net/$TAP/address")" = "$port_mac" ] || fail "the restarted PPE's $TAP has another MAC"
 ip route show 198.18.250.0/24 | grep -q "dev $TAP" || fail "the host's route through $TAP did not survive the restart"
 wait_until 30 peer ping -c 1 -W 1 "$H" || fail "the peer cannot ping $H after the restart"
+[[ "$(ip -o -6 addr show dev "$TAP")" == *"inet6 $H6/$ETA_LAB_PREFIX6 "* ]] ||
+    fail "$TAP lost $H6 across the restart: $(ip -o -6 addr show dev "$TAP")"
+wait_until 30 peer ping -6 -c 1 -W 1 "$H6" || fail "the peer cannot ping6 $H6 after the restart"
 echo_from_peer "kernel server after the restart" 7101
 out=$(echo "udp again $$" | peer timeout 10 socat -t 3 - "UDP:$H:7301") || fail "UDP after the restart failed"
 [ "$out" = "udp again $$" ] || fail "the kernel's UDP echo answered '$out' after the restart"

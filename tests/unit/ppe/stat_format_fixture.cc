@@ -60,6 +60,15 @@ void fill_fixture(Snapshot &s)
         pi.mtu = 1500;
         pi.ip = (198u << 24) | (18u << 16) | (1 + p);
         pi.prefix = 24;
+        if (p == 1) { // two IPv6 addresses ([[port]] address6): 2001:2:0:1::1/64, fd00::2/128
+            const uint8_t a[16] = {0x20, 0x01, 0, 0x02, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 1};
+            const uint8_t b[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+            std::memcpy(pi.addr6[0], a, 16);
+            std::memcpy(pi.addr6[1], b, 16);
+            pi.addr6_prefix[0] = 64;
+            pi.addr6_prefix[1] = 128;
+            pi.n_addr6 = 2;
+        }
         pi.rx_queues = pi.tx_queues = 2;
         pi.link_up = 1;
         pi.link_speed_mbps = 10000;

@@ -116,6 +116,7 @@ class Prometheus(unittest.TestCase):
             self.assertEqual(info.labels["name"], port["name"])
             self.assertEqual(info.labels["mac"], port["mac"])
             self.assertEqual(info.labels["address"], port["address"])
+            self.assertEqual(info.labels["address6"], ",".join(port["address6"]))
             for prom, key in (("rx_packets", "ipackets"), ("tx_packets", "opackets"), ("rx_bytes", "ibytes"),
                               ("tx_bytes", "obytes"), ("rx_missed", "imissed"), ("rx_errors", "ierrors"),
                               ("tx_errors", "oerrors"), ("rx_nombuf", "rx_nombuf")):
@@ -166,6 +167,8 @@ class Json(unittest.TestCase):
         self.assertEqual(len(d["engines"][1]["stacks"]), 2)
         self.assertEqual(d["engines"][0]["busy_cycles"], 4_000_000_000)
         self.assertEqual(d["ports"][1]["address"], "198.18.0.2/24")
+        self.assertEqual(d["ports"][0]["address6"], [])
+        self.assertEqual(d["ports"][1]["address6"], ["2001:2:0:1::1/64", "fd00::2/128"])
         self.assertEqual([a["name"] for a in d["apps"]], ["redis-server", "nginx"])
         self.assertEqual([c["state"] for c in d["connections"]], ["LISTEN", "ESTABLISHED", "ESTABLISHED"])
         self.assertEqual(d["connections"][0]["local"], "198.18.0.1:6379")
