@@ -25,11 +25,16 @@ ppe_start "$work/ppe.toml"
 
 P=$ETA_LAB_PEER_IP H=$ETA_LAB_PPE_IP
 py=$(python3 -c 'import sys; print(sys.executable)')
-# Each program in the background under eta-run, its stderr (the shim's lines) in a log.
+# Each program in the background under eta-run, its stderr (the shim's lines)
+# in a log. Its own bound outlasts the whole run (the soak's bound for CYCLES
+# is 120 + 90 s a cycle): on_exit ends it; the bound is for a run that could
+# not. (A fixed 900 s ended the programs of the soak's 50 cycles in cycle
+# 31-40 on a busy machine: every later failure was theirs.)
+prog_bound=$((600 + CYCLES * 90))
 bg() {
     local name=$1 log=$2
     shift 2
-    start_bg "$name" env ETA_LOG=fallback,accel timeout 900 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
+    start_bg "$name" env ETA_LOG=fallback,accel timeout "$prog_bound" "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
 }
 child_of() { ps -o pid= --ppid "$1" | tr -d ' ' | head -n1; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
