@@ -237,9 +237,12 @@ void eta_epoll_destroy(struct eta_obj *o)
         if (shadows[i] == e)
             shadows[i] = NULL;
     pthread_mutex_unlock(&shadows_lock);
-    eta_internal_drop(&e->inner);
-    if (e->inner >= 0 && e->inner_gen == eta_fork_epoch)
+    /* Ours while its number is still marked so: made in this process, or a
+     * fork child's copy of its parent's (closing the copy leaves the parent's). */
+    if (eta_internal_owned(&e->inner)) {
+        eta_internal_drop(&e->inner);
         real_close(e->inner);
+    }
     if (e->kick >= 0) {
         eta_internal_drop(&e->kick);
         real_close(e->kick);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/types.h>
 
 #include "fdtable.h"
 #include "lock.h"
@@ -36,7 +37,8 @@ struct eta_epoll {
     struct eta_obj obj;
     int epfd;
     _Atomic int inner;      /* -1 until first needed; the shim's own (eta_internal_own) */
-    uint32_t inner_gen;     /* eta_fork_epoch it was made in (fork) */
+    uint32_t inner_gen;     /* eta_fork_epoch it was last made or taken over in */
+    pid_t inner_pid;        /* the process that made it (a fork child makes its own) */
     uint64_t inner_ctx;     /* whose wait fd is in inner (eta_ctx_serial()) */
     struct eta_lock lock;   /* the members, the ready queue, the waiters */
     struct epent *ents;

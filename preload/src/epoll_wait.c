@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "attach.h"
 #include "config.h"
@@ -26,13 +27,30 @@ static int fail(int err)
  * member that is not queued is watched from c (eta_ep_collect() saw to it). */
 static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
 {
+    if (e->inner >= 0 && e->inner_gen != eta_fork_epoch && e->inner_pid == getpid() &&
+        eta_internal_owned(&e->inner)) {
+        /* A re-attach: the set is still this process's, and the old
+         * contexts' wait fds left it when they were closed. Kept: one made
+         * anew each time left a descriptor behind per PPE restart (the
+         * aside range filled after a few dozen), and a thread between its
+         * prepare and its sleep may still be about to wait on this number. */
+        e->inner_gen = eta_fork_epoch;
+        e->inner_ctx = 0;
+    }
     if (e->inner < 0 || e->inner_gen != eta_fork_epoch) {
-        eta_internal_drop(&e->inner); /* the parent's (fork) or a stale one's number is left as it was */
+        /* None yet, or the parent's (a fork child: the set is shared with the
+         * parent). The child's copy is closed where the number is still
+         * marked ours; a number the shim no longer tracks is left as it is. */
+        if (eta_internal_owned(&e->inner)) {
+            eta_internal_drop(&e->inner);
+            real_close(e->inner);
+        }
         e->inner = dti_fd_aside(real_epoll_create1(EPOLL_CLOEXEC), 0);
         if (e->inner < 0)
             return -1;
         eta_internal_own(&e->inner); /* moved aside if the program takes its number */
         e->inner_gen = eta_fork_epoch;
+        e->inner_pid = getpid();
         e->inner_ctx = 0;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
         if (real_epoll_ctl(e->inner, EPOLL_CTL_ADD, e->epfd, &ev) != 0)

@@ -39,12 +39,17 @@ void eta_internal_own(_Atomic int *owner)
     eta_fd_set(fd, &in->obj);
 }
 
-void eta_internal_drop(_Atomic int *owner)
+bool eta_internal_owned(_Atomic int *owner)
 {
     int fd = atomic_load(owner);
     struct eta_obj *o = fd >= 0 ? eta_fd_peek(fd) : NULL;
-    if (o && o->kind == ETA_OBJ_INTERNAL && ((struct eta_internal *)o)->owner == owner)
-        eta_fd_clear(fd);
+    return o && o->kind == ETA_OBJ_INTERNAL && ((struct eta_internal *)o)->owner == owner;
+}
+
+void eta_internal_drop(_Atomic int *owner)
+{
+    if (eta_internal_owned(owner))
+        eta_fd_clear(atomic_load(owner));
 }
 
 /* ---- descriptor table and objects -------------------------------------- */

@@ -42,6 +42,10 @@ extern struct eta_internal eta_internal_dti;
 void eta_internal_own(_Atomic int *owner);
 /* Forgets that marker (the descriptor is closed or no longer used). */
 void eta_internal_drop(_Atomic int *owner);
+/* Whether *owner's number is still marked as that descriptor of the shim's
+ * (a fork child inherits the marks with the descriptors; a number the shim
+ * stopped tracking may name anything now and is never closed by it). */
+bool eta_internal_owned(_Atomic int *owner);
 
 /* The table from descriptor number to object. Descriptors beyond it are
  * never accelerated (counted as ETA_R_FD_RANGE). */

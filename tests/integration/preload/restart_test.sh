@@ -25,11 +25,16 @@ ppe_start "$work/ppe.toml"
 
 P=$ETA_LAB_PEER_IP H=$ETA_LAB_PPE_IP
 py=$(python3 -c 'import sys; print(sys.executable)')
-# Each program in the background under eta-run, its stderr (the shim's lines) in a log.
+# Each program in the background under eta-run, its stderr (the shim's lines)
+# in a log. Its own bound outlasts the whole run (the soak's bound for CYCLES
+# is 120 + 90 s a cycle): on_exit ends it; the bound is for a run that could
+# not. (A fixed 900 s ended the programs of the soak's 50 cycles in cycle
+# 31-40 on a busy machine: every later failure was theirs.)
+prog_bound=$((600 + CYCLES * 90))
 bg() {
     local name=$1 log=$2
     shift 2
-    start_bg "$name" env ETA_LOG=fallback,accel timeout 900 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
+    start_bg "$name" env ETA_LOG=fallback,accel timeout "$prog_bound" "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$@" 2>"$log"
 }
 child_of() { ps -o pid= --ppid "$1" | tr -d ' ' | head -n1; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -119,6 +124,14 @@ reattached() { grep -c "re-attached to the PPE" "$1" || true; }
 gone() { grep -c "the PPE has gone" "$1" || true; }
 
 wait_until 120 serve_all 0 || fail "before any restart: $(cat "$work/why")"
+# Descriptors other than sockets and pipes (the shim's and libdti's eventfds,
+# epoll sets, memfds; the program's own epoll and files): a re-attach gives
+# back every one the old attachment held, so redis and the epoll server
+# (one thread each on the data path) hold as many after each restart as
+# before the first. Sockets are left out: connections come and go.
+own_fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 ! -lname 'socket:*' ! -lname 'pipe:*' 2>/dev/null | wc -l; }
+export -f own_fds
+r_fds0=$(own_fds "$r_pid") p_fds0=$(own_fds "$p_pid")
 # A connection open through the PPE when it dies stays dead: once the new PPE
 # is up, the peer's next segment on it is answered with a reset.
 peer timeout 90 python3 -c "
@@ -191,6 +204,12 @@ for cycle in $(seq 1 "$CYCLES"); do
     ppe_true "all(p['reattaches'] == $cycle for p in d['programs'] if p['pid'] in ($r_pid, $e_pid, $w_pid, $p_pid))" ||
         fail "cycle $cycle: eta-stat's programs do not count $cycle re-attaches"
     alive "cycle $cycle, PPE back"
+    for v in "redis:$r_pid:$r_fds0" "epoll server:$p_pid:$p_fds0"; do
+        IFS=: read -r name pid base <<<"$v"
+        wait_until 20 bash -c "[ \$(own_fds $pid) -eq $base ]" || {
+            ls -l "/proc/$pid/fd"
+            fail "cycle $cycle: $name holds $(own_fds "$pid") descriptors besides sockets and pipes, $base before any restart: a re-attach left some behind"; }
+    done
     for l in redis echo web epoll; do
         n=$(reattached "$work/$l.log")
         [ "$n" -eq "$cycle" ] || fail "cycle $cycle: $l logged $n re-attaches, expected one per restart"
