@@ -46,6 +46,7 @@ void StackImpl::release_buffers()
     if (copies_in_flight()) reap_copies(true);
     flush_rx_done();
     arp_.discard_waiting();
+    nd_.discard_waiting();
     link_.discard();
     for (Sock &s : socks_) {
         if (!s.used) continue;
@@ -111,6 +112,8 @@ void StackImpl::reset()
     closed_events_.clear();
     flush_list_.clear();
     arp_.clear();
+    nd_.clear();
+    ip6_.clear();
     now_ns_ = 0;
     stats_ = StackStats{};
     rtx_run_segments_ = 0;
@@ -147,6 +150,15 @@ bool StackImpl::init(std::string *error)
     if (t.syn_backlog == 0) return fail("syn_backlog must be at least 1");
     if (c.arp_probes == 0 || c.arp_probes > 255) return fail("arp_probes must be 1..255 (Linux's mcast_solicit: 3)");
     if (c.arp_retrans_ns < 1'000'000) return fail("arp_retrans_ns must be at least 1 ms (Linux's retrans_time: 1 s)");
+    if (c.n_addr6 < 0 || c.n_addr6 > StackConfig::kMaxAddr6) return fail("n_addr6 must be 0..8 (IPv6 addresses of the port)");
+    for (int i = 0; i < c.n_addr6; i++) {
+        const uint8_t *a = c.addr6[i].addr.b;
+        if (ip6::is_unspecified(a) || ip6::is_multicast(a) || ip6::is_link_local(a) || (a[0] == 0 && a[15] == 1 &&
+            std::all_of(a + 1, a + 15, [](uint8_t b) { return b == 0; })))
+            return fail("addr6: an IPv6 address must be a unicast global or unique-local one (not ::, ::1, fe80::/10 "
+                        "or multicast; the link-local address comes from the MAC)");
+        if (c.addr6[i].prefix == 0 || c.addr6[i].prefix > 128) return fail("addr6: the prefix length must be 1..128");
+    }
     if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
         return fail("strands must be 1..64 (1: run every frame to completion)");
     if (c.copy_engine && c.copy_drain_polls == 0) return fail("copy_drain_polls must be at least 1");
@@ -479,6 +491,7 @@ void StackImpl::announce(uint64_t now_ns)
 {
     if (now_ns > now_ns_) now_ns_ = now_ns;
     arp_.announce(); // gratuitous ARP: a request for our own address
+    nd_.start(now_ns_); // IPv6: DAD, then an unsolicited NA (lone stack; nd.h)
     link_.flush();
 }
 
@@ -491,6 +504,7 @@ void StackImpl::poll(uint64_t now_ns)
     }
     wheel_.advance(now_ns_, [this](Timer *t) { tcp::timer_fire(*this, t); });
     if (arp_.poll(now_ns_)) fail_unreachable();
+    if (nd_.poll(now_ns_)) nd_.clear_failed(); // no connection over IPv6 yet to fail
     flush_output();
     link_.flush();
     if (!tx_ref_socks_.empty() || !tx_drain_.empty()) poll_tx_refs();
@@ -500,6 +514,7 @@ uint64_t StackImpl::next_deadline_ns() const
 {
     uint64_t d = wheel_.next_due_ns();
     d = std::min(d, arp_.next_deadline_ns());
+    d = std::min(d, nd_.next_deadline_ns());
     if (!flush_list_.empty() || link_.pending()) d = now_ns_;
     return d;
 }

@@ -28,6 +28,8 @@
 #include "base/checksum.h"
 #include "base/flow_table.h"
 #include "ip/ipv4.h"
+#include "ip/ipv6.h"
+#include "ip/nd.h"
 #include "ip/link.h"
 #include "tcp/ooo.h"
 #include "tcp/rack.h"
@@ -49,7 +51,7 @@
 
 namespace mars {
 
-class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
+class StackImpl final : public Stack, private Ipv4Upper, private Ipv6Upper, private tcp::Env {
   public:
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
@@ -97,7 +99,7 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
 
     // ---- tcp_in.cc: the Ethernet demux (everything the express path did not
     // take): IPv4 to ip_ (ipv4.cc), which hands TCP back (tcp_input), ARP to
-    // arp_ (arp.cc).
+    // arp_ (arp.cc), IPv6 to ip6_ (ipv6.cc; ND to nd_).
     void input_frame(PacketRef &f);
 
     // ---- tcp_in.cc -------------------------------------------------------
@@ -270,6 +272,14 @@ class StackImpl final : public Stack, private Ipv4Upper, private tcp::Env {
     uint32_t strands_ = 1;
 
     uint16_t next_ephemeral_ = 0;
+
+    // ---- IPv6 (ip/ipv6.h, ip/nd.h; issue 31): beside the Env's IPv4 layers.
+    // No upper protocol over IPv6 yet: nothing is taken (sharing, the kernel
+    // gets it; alone, ICMPv6 unreachable) and errors have no socket to reach.
+    bool ip6_input(PacketRef &, const Ip6Rx &) override { return false; }
+    void ip6_error(const Icmp6Error &) override {}
+    NeighborDiscovery nd_{cfg_, link_, stats_};
+    Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
 };
 
 } // namespace mars

@@ -55,7 +55,28 @@ namespace ppe::stats {
     X(tx_run_segments, "transmit runs: segments sent in those runs")                                            \
     X(tx_tso_frames, "TCP segmentation offload frames handed to the port (several segments each)")          \
     X(tx_ref_frames, "segments sent with their payload by reference from the send ring (tx_zerocopy)")        \
-    X(tx_ref_bytes, "payload bytes sent by reference from the send ring (tx_zerocopy)")
+    X(tx_ref_bytes, "payload bytes sent by reference from the send ring (tx_zerocopy)")                        \
+    X(ip6_in, "IPv6 packets for the stack past the header checks")                                            \
+    X(ip6_drop_header, "IPv6 packets dropped: bad header (version, payload length, multicast source)")        \
+    X(ip6_drop_not_ours, "IPv6 packets dropped: not to an address or group of the stack")                     \
+    X(ip6_drop_ext, "IPv6 packets dropped: extension header malformed or refused")                            \
+    X(ip6_drop_routing, "IPv6 packets refused: routing header with segments left")                            \
+    X(ip6_drop_fragment, "IPv6 fragments dropped (not reassembled)")                                          \
+    X(ip6_drop_proto, "IPv6 packets dropped: no upper protocol here")                                         \
+    X(ip6_drop_no_route, "IPv6 packets not sent: destination off-link (no IPv6 routes)")                      \
+    X(icmp6_in, "ICMPv6 messages received") X(icmp6_drop, "ICMPv6 messages dropped: short or bad checksum")  \
+    X(icmp6_echo_in, "ICMPv6 echo requests received")                                                         \
+    X(icmp6_unreach_in, "ICMPv6 destination unreachable received")                                            \
+    X(icmp6_ptb_in, "ICMPv6 packet too big received") X(icmp6_time_exceeded_in, "ICMPv6 time exceeded received") \
+    X(icmp6_param_problem_in, "ICMPv6 parameter problem received") X(icmp6_out, "ICMPv6 messages sent")       \
+    X(icmp6_rate_limited, "ICMPv6 errors not sent: rate limit")                                               \
+    X(nd_ns_in, "neighbour solicitations received") X(nd_na_in, "neighbour advertisements received")          \
+    X(nd_ns_out, "neighbour solicitations sent") X(nd_na_out, "neighbour advertisements sent")                \
+    X(nd_drop_invalid, "neighbour discovery messages dropped: malformed (RFC 4861 7.1)")                      \
+    X(nd_failed, "IPv6 neighbour resolutions that went unanswered (FAILED)")                                  \
+    X(nd_drop_queue_full, "IPv6 frames dropped: too many waiting for neighbour resolution")                   \
+    X(nd_drop_unresolved, "IPv6 frames dropped: their neighbour's resolution failed")                         \
+    X(nd_dad_duplicates, "IPv6 addresses of the stack found duplicate (DAD), or claimed by another node")
 
 std::string copy_engine_of(const Header &h, size_t e, uint32_t p)
 {

@@ -332,6 +332,17 @@ struct StackStats {
     // Receive-buffer autotuning (TcpConfig::rcvbuf_max): times a connection's
     // receive buffer grew, and times its ring did (BufferProvider::grow_rx).
     uint64_t tcp_rcvbuf_grows, tcp_rx_ring_grows;
+    // IPv6 (ip/ipv6.cc, ip/icmp6.cc, ip/nd.cc; issue 31). ip6_in: IPv6
+    // packets for us past the header checks; ip6_drop_*: why others went.
+    uint64_t ip6_in, ip6_drop_header, ip6_drop_not_ours, ip6_drop_ext, ip6_drop_routing, ip6_drop_fragment,
+        ip6_drop_proto, ip6_drop_no_route;
+    uint64_t icmp6_in, icmp6_drop, icmp6_echo_in, icmp6_unreach_in, icmp6_ptb_in, icmp6_time_exceeded_in,
+        icmp6_param_problem_in, icmp6_out, icmp6_rate_limited;
+    // Neighbour discovery: solicitations/advertisements in and out, malformed
+    // ND dropped, resolutions FAILED, frames dropped waiting (queue full, or
+    // their neighbour FAILED), our addresses found duplicate by DAD.
+    uint64_t nd_ns_in, nd_na_in, nd_ns_out, nd_na_out, nd_drop_invalid, nd_failed, nd_drop_queue_full,
+        nd_drop_unresolved, nd_dad_duplicates;
 };
 
 class Stack {

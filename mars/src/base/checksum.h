@@ -58,6 +58,15 @@ inline uint32_t pseudo_sum(uint32_t src_ip, uint32_t dst_ip, uint8_t proto, uint
     return folded;
 }
 
+// The IPv6 pseudo-header sum (RFC 8200 8.1): source and destination as in
+// packet memory (16 bytes each), the upper-layer length and next header.
+inline uint32_t pseudo_sum6(const void *src, const void *dst, uint8_t next, uint32_t l4_len) {
+    // Address sums are folded (at most 0xffff each); the length and next
+    // header go through pseudo_sum's host-to-memory-order conversion.
+    uint32_t sum = csum_add(0, src, 16) + csum_add(0, dst, 16) + pseudo_sum(0, l4_len, next, 0);
+    return csum_fold(sum);
+}
+
 // True when a received header or segment (checksum field included in the
 // sum) verifies: the folded sum is 0xffff.
 inline bool csum_ok(uint32_t sum) { return csum_fold(sum) == 0xffff; }

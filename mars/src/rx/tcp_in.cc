@@ -56,8 +56,8 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
 }
 
 // The full demux, for every frame the express path did not take: Ethernet
-// II here, then ARP (arp.cc) or IPv4/ICMP (ipv4.cc), which hands TCP
-// segments back to tcp_input() below.
+// II here, then ARP (arp.cc), IPv4/ICMP (ipv4.cc), which hands TCP
+// segments back to tcp_input() below, or IPv6 (ipv6.cc).
 void StackImpl::input_frame(PacketRef &f)
 {
     // The full path may read or write any receive ring: asynchronous copies
@@ -69,13 +69,14 @@ void StackImpl::input_frame(PacketRef &f)
         return;
     }
     const Eth *eth = reinterpret_cast<const Eth *>(f.data);
+    const uint16_t type = be16(eth->type);
     if (std::memcmp(eth->dst, cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
-        !(link_.pass_unclaimed && (eth->dst[0] & 1))) { // sharing: multicast is the other stack's too
+        !(link_.pass_unclaimed && (eth->dst[0] & 1)) && // sharing: multicast is the other stack's too
+        !(type == kEtherIpv6 && ip6_.accepts_mac(eth->dst))) { // all-nodes, our solicited-node groups
         stats_.drop_not_ours++;
         release(f);
         return;
     }
-    const uint16_t type = be16(eth->type);
     switch (type) {
     case kEtherIpv4:
         ip_.input(f, now_ns_);
@@ -83,9 +84,12 @@ void StackImpl::input_frame(PacketRef &f)
     case kEtherArp:
         arp_.input(f, now_ns_);
         return;
+    case kEtherIpv6:
+        ip6_.input(f, now_ns_);
+        return;
     default:
-        // IPv6, VLAN tags, anything else: not ours to handle.
-        if (link_.pass_up(f, type == kEtherIpv6 ? Unclaimed::kIpv6 : Unclaimed::kOther)) return;
+        // VLAN tags, anything else: not ours to handle.
+        if (link_.pass_up(f, Unclaimed::kOther)) return;
         stats_.drop_eth++;
         release(f);
         return;

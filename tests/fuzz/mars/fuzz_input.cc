@@ -229,6 +229,48 @@ int run_one(const uint8_t *data, size_t size)
     return 0;
 }
 
+namespace {
+
+// IPv6 seeds (issue 31): a frame from the peer's MAC to dst_mac carrying an
+// IPv6 packet (src, dst, next header, hop limit, payload); with icmp, the
+// payload is an ICMPv6 message whose checksum is filled in here.
+std::vector<uint8_t> ip6_frame(const MacAddr &src_mac, const uint8_t *dst_mac, const uint8_t *src, const uint8_t *dst,
+                               uint8_t next, uint8_t hop, std::vector<uint8_t> payload, size_t icmp_at = SIZE_MAX)
+{
+    if (icmp_at != SIZE_MAX && payload.size() >= icmp_at + 4) {
+        // RFC 8200 8.1 pseudo-header, then the message, as big-endian words.
+        const uint32_t len = uint32_t(payload.size() - icmp_at);
+        std::vector<uint8_t> all(src, src + 16);
+        all.insert(all.end(), dst, dst + 16);
+        const uint8_t tail[8] = {uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len), 0, 0, 0, 58};
+        all.insert(all.end(), tail, tail + 8);
+        payload[icmp_at + 2] = payload[icmp_at + 3] = 0;
+        all.insert(all.end(), payload.begin() + long(icmp_at), payload.end());
+        if (all.size() & 1) all.push_back(0);
+        uint32_t sum = 0;
+        for (size_t i = 0; i < all.size(); i += 2) sum += uint32_t(all[i] << 8 | all[i + 1]);
+        while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+        payload[icmp_at + 2] = uint8_t(~sum >> 8);
+        payload[icmp_at + 3] = uint8_t(~sum);
+    }
+    std::vector<uint8_t> f(14 + 40);
+    std::memcpy(f.data(), dst_mac, 6);
+    std::memcpy(f.data() + 6, src_mac.b, 6);
+    f[12] = 0x86;
+    f[13] = 0xdd;
+    f[14] = 0x60;
+    f[18] = uint8_t(payload.size() >> 8);
+    f[19] = uint8_t(payload.size());
+    f[20] = next;
+    f[21] = hop;
+    std::memcpy(f.data() + 22, src, 16);
+    std::memcpy(f.data() + 38, dst, 16);
+    f.insert(f.end(), payload.begin(), payload.end());
+    return f;
+}
+
+} // namespace
+
 std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
 {
     using namespace sim;
@@ -343,6 +385,64 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
         std::vector<uint8_t> quoted(qf.begin() + 14, qf.begin() + 14 + 28);
         one("icmp-frag-needed", 0, build_icmp(IcmpSpec{w.peer.peer_mac, w.peer.stack_mac, ipv4(198, 18, 0, 254), w.peer.stack_ip, 3, 4, 576, quoted}));
         one("icmp-port-unreachable", 0, build_icmp(IcmpSpec{w.peer.peer_mac, w.peer.stack_mac, w.peer.peer_ip, w.peer.stack_ip, 3, 3, 0, quoted}));
+    }
+    // IPv6 (issue 31): to the stack's link-local address (fe80:: + EUI-64 of
+    // its MAC) and its groups: echo, NS, NA (a DAD conflict while the
+    // address is tentative), DAD NS, hop-by-hop and routing headers, a
+    // fragment, packet too big quoting one of its packets, a truncated one.
+    {
+        const MacAddr &sm = w.peer.stack_mac, &pm = w.peer.peer_mac;
+        uint8_t ours[16] = {0xfe, 0x80}, peer[16] = {0xfe, 0x80}, sn[16] = {0xff, 0x02}, all[16] = {0xff, 0x02};
+        const MacAddr *macs[2] = {&sm, &pm};
+        uint8_t *addrs[2] = {ours, peer};
+        for (int k = 0; k < 2; k++) {
+            addrs[k][8] = uint8_t(macs[k]->b[0] ^ 2);
+            addrs[k][9] = macs[k]->b[1];
+            addrs[k][10] = macs[k]->b[2];
+            addrs[k][11] = 0xff;
+            addrs[k][12] = 0xfe;
+            std::memcpy(addrs[k] + 13, macs[k]->b + 3, 3);
+        }
+        sn[11] = 1;
+        sn[12] = 0xff;
+        std::memcpy(sn + 13, ours + 13, 3);
+        all[15] = 1;
+        const uint8_t sn_mac[6] = {0x33, 0x33, 0xff, ours[13], ours[14], ours[15]};
+        const uint8_t all_mac[6] = {0x33, 0x33, 0, 0, 0, 1};
+        const uint8_t unspec[16] = {};
+        std::vector<uint8_t> echo = {128, 0, 0, 0, 0x12, 0x34, 0, 1, 'e', 't', 'a'};
+        one("ip6-echo", 0, ip6_frame(pm, sm.b, peer, ours, 58, 64, echo, 0));
+        std::vector<uint8_t> ns = {135, 0, 0, 0, 0, 0, 0, 0};
+        ns.insert(ns.end(), ours, ours + 16);
+        std::vector<uint8_t> ns_dad = ns;
+        const uint8_t slla[2] = {1, 1};
+        ns.insert(ns.end(), slla, slla + 2);
+        ns.insert(ns.end(), pm.b, pm.b + 6);
+        one("ip6-nd-ns", 0, ip6_frame(pm, sn_mac, peer, sn, 58, 255, ns, 0));
+        one("ip6-nd-ns-dad", 0, ip6_frame(pm, sn_mac, unspec, sn, 58, 255, ns_dad, 0));
+        std::vector<uint8_t> na = {136, 0, 0, 0, 0x20, 0, 0, 0};
+        na.insert(na.end(), ours, ours + 16);
+        const uint8_t tlla[2] = {2, 1};
+        na.insert(na.end(), tlla, tlla + 2);
+        na.insert(na.end(), pm.b, pm.b + 6);
+        one("ip6-nd-na-conflict", 0, ip6_frame(pm, all_mac, ours, all, 58, 255, na, 0));
+        std::vector<uint8_t> hbh = {58, 0, 0x1e, 2, 0, 0, 1, 0};
+        hbh.insert(hbh.end(), echo.begin(), echo.end());
+        one("ip6-hop-by-hop", 0, ip6_frame(pm, sm.b, peer, ours, 0, 64, hbh, 8));
+        std::vector<uint8_t> rt0 = {58, 2, 0, 1, 0, 0, 0, 0};
+        rt0.insert(rt0.end(), peer, peer + 16);
+        rt0.insert(rt0.end(), echo.begin(), echo.end());
+        one("ip6-routing-type0", 0, ip6_frame(pm, sm.b, peer, ours, 43, 64, rt0, 24));
+        std::vector<uint8_t> frag = {58, 0, 0, 1, 0, 0, 0, 7};
+        frag.insert(frag.end(), echo.begin(), echo.end());
+        one("ip6-fragment", 0, ip6_frame(pm, sm.b, peer, ours, 44, 64, frag, 8));
+        std::vector<uint8_t> ptb = {2, 0, 0, 0, 0, 0, 0x05, 0x00};
+        const std::vector<uint8_t> quoted = ip6_frame(sm, pm.b, ours, peer, 6, 64, std::vector<uint8_t>(20, 0));
+        ptb.insert(ptb.end(), quoted.begin() + 14, quoted.end());
+        one("ip6-packet-too-big", 0, ip6_frame(pm, sm.b, peer, ours, 58, 64, ptb, 0));
+        std::vector<uint8_t> cut = ip6_frame(pm, sm.b, peer, ours, 58, 64, echo, 0);
+        cut.resize(14 + 30);
+        one("ip6-truncated", 0, cut);
     }
     // Every malformed class, raw (absolute numbers from this fixture).
     TcpSpec syn = w.peer.seg(w.est, kSyn);

@@ -58,7 +58,8 @@ void discard_worlds();
 void add_record(std::vector<uint8_t> *input, uint8_t ctl, const std::vector<uint8_t> &frame);
 
 // The seed corpus: named inputs covering every frame class the stack handles
-// and every malformed class (see tests/fuzz/mars/corpus/).
+// (IPv6: ip6-*, to the stack's link-local address, tentative there: no DAD
+// runs in the fuzz world) and every malformed class (see tests/fuzz/mars/corpus/).
 std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs();
 
 } // namespace mars::fuzz

@@ -53,7 +53,9 @@ uint64_t total_drops(const StackStats &s)
            s.drop_ip_fragment + s.drop_ip_proto + s.drop_icmp + s.drop_tcp_header + s.drop_tcp_csum +
            s.drop_tcp_no_socket + s.drop_tcp_bad_state + s.drop_tcp_paws + s.drop_tcp_out_of_window +
            s.drop_tcp_ooo_full + s.drop_tx_no_buffer + s.drop_arp_queue_full +
-           s.drop_arp_unresolved;
+           s.drop_arp_unresolved + s.ip6_drop_header + s.ip6_drop_not_ours + s.ip6_drop_ext + s.ip6_drop_routing +
+           s.ip6_drop_fragment + s.ip6_drop_proto + s.icmp6_drop + s.nd_drop_invalid + s.nd_drop_queue_full +
+           s.nd_drop_unresolved;
 }
 
 std::vector<MalformedCase> malformed_cases(const TcpSpec &data, const TcpSpec &syn)
@@ -70,8 +72,13 @@ std::vector<MalformedCase> malformed_cases(const TcpSpec &data, const TcpSpec &s
     add("eth_13_bytes", cut(13), &S::drop_eth);
     {
         auto f = good;
-        set16(f, 12, 0x86dd); // IPv6: not handled
-        add("eth_unknown_ethertype", f, nullptr);
+        set16(f, 12, 0x88b5); // IEEE local experimental: nobody's
+        add("eth_unknown_ethertype", f, &S::drop_eth);
+    }
+    {
+        auto f = good;
+        set16(f, 12, 0x86dd); // an IPv4 packet labelled IPv6: version 4
+        add("ip6_version_4", f, &S::ip6_drop_header);
     }
     {
         auto f = good;

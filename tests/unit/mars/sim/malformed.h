@@ -23,7 +23,7 @@ struct MalformedCase {
 // `syn` a valid SYN to a listener. Every returned frame breaks one rule.
 std::vector<MalformedCase> malformed_cases(const TcpSpec &data, const TcpSpec &syn);
 
-// Sum of every drop_* counter.
+// Sum of every drop counter (drop_*, and IPv6's ip6_drop_*, icmp6_drop, nd_drop_*).
 uint64_t total_drops(const StackStats &s);
 
 } // namespace mars::sim
