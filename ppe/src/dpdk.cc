@@ -188,6 +188,13 @@ bool Port::open_vnet(const PortConfig &pc, const std::vector<EngineCore> &engine
     // received frame's checksum.
     offloads = mars::kOffloadRxCsum | mars::kOffloadTxIpCsum | mars::kOffloadTxTcpCsum;
     if (pc.tso) offloads |= mars::kOffloadTxTcpSeg;
+    // sendmmsg() copies every frame into the kernel's skb whatever the
+    // engine hands it, so frames are built whole (no kOffloadTxExternal).
+    if (pc.tx_zerocopy)
+        log(LogLevel::kWarn,
+            "%s: tx_zerocopy = true, but the vnet port's kernel copies each frame anyway: payloads are copied "
+            "into the frames (tx_zerocopy is for DPDK vdevs such as net_af_packet)",
+            what.c_str());
     const uint32_t room = uint32_t(pc.mtu) + 18u + 64u;
     for (uint16_t q = 0; q < queues; q++) {
         const int socket = engines[q].numa_node >= 0 ? engines[q].numa_node : SOCKET_ID_ANY;

@@ -105,7 +105,9 @@ ethtool -k "$vn_iface" | grep -qx "rx-checksumming: off" || fail "$vn_iface: rx 
 ip netns exec "$vn_ns" ethtool -k "$vn_peer" | grep -qx "generic-segmentation-offload: on" ||
     fail "the peer's $vn_peer: GSO is not on"
 "$ETA_LAB" down --name "t$$-vnet" || fail "down of the vnet lab failed"
-grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$env_out" || fail "the default lab does not say ETA_LAB_DRIVER=af_packet"
+# The default driver, read from the second lab: it came up with no --driver
+# (the first came up through lab_up, which passes ETA_TEST_DRIVER).
+grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$second" || fail "a lab without --driver does not say ETA_LAB_DRIVER=af_packet"
 
 note "kernel link: ping -6 both ways (no duplicate address detection to wait for)"
 peer timeout 20 ping -6 -c 2 -i 0.2 -W 2 "$ETA_LAB_KERNEL_IP6" >/dev/null || fail "the peer cannot ping6 $ETA_LAB_KERNEL_IP6"

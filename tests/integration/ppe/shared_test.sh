@@ -23,7 +23,9 @@ ETA_PPE=$1 ETA_STAT=$2 PRELOAD=$3 ETA_RUN=$4
 need_built "$PRELOAD" libeta-preload.so
 command -v socat >/dev/null || skip "socat is not installed (tools/eta setup installs it)"
 
-lab_up --shared
+# --shared needs the kernel's tap beside the port: af_packet's (the vnet port
+# cannot share its interface with the kernel), also under ETA_TEST_DRIVER.
+lab_up --driver af_packet --shared
 grep -qx 'kernel = "shared".*' "$ETA_LAB_CONFIG" || grep -q '^kernel = "shared"' "$ETA_LAB_CONFIG" ||
     fail "eta-lab up --shared wrote no kernel = \"shared\" into $ETA_LAB_CONFIG"
 [ -n "$ETA_LAB_SHARED_IFACE" ] || fail "eta-lab up --shared names no kernel interface (ETA_LAB_SHARED_IFACE)"

@@ -24,7 +24,11 @@ ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3 ECHO=$4
 . "$(dirname "$0")/ppe_lib.sh"
 BYTES=$((${ETA_TEST_MIB:-256} << 20))
 
-lab_up ${ETA_TEST_MTU:+--mtu "$ETA_TEST_MTU"}
+# tx_zerocopy is net_af_packet's (chained frames; the vnet port's kernel
+# copies every frame anyway and says so), so that variant names its driver.
+zc_driver=()
+[ "${ETA_TEST_TX_ZEROCOPY:-}" != 1 ] || zc_driver=(--driver af_packet)
+lab_up ${ETA_TEST_MTU:+--mtu "$ETA_TEST_MTU"} "${zc_driver[@]}"
 if [ -n "${ETA_TEST_MTU:-}" ]; then
     # the PPE's port and the peer's link both carry the MTU asked for
     grep -qx "mtu = $ETA_TEST_MTU" "$ETA_LAB_CONFIG" || fail "the lab's PPE config does not say mtu = $ETA_TEST_MTU"

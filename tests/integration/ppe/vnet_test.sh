@@ -24,7 +24,12 @@ work=$(mktemp -d)
 on_exit "rm -rf $work"
 grep -q '^device = "vnet:' "$ETA_LAB_CONFIG" || fail "eta-lab up --driver vnet wrote no vnet port: $(grep '^device' "$ETA_LAB_CONFIG")"
 ppe_config
+# tx_zerocopy has no effect on the vnet port (the kernel copies each frame):
+# set, eta-ppe must say so at start rather than ignore it silently.
+sed -i '/^device = /a tx_zerocopy = true' "$work/ppe.toml"
 ppe_start "$work/ppe.toml"
+grep -q 'tx_zerocopy = true, but the vnet port' "$work/ppe.log" ||
+    fail "eta-ppe took tx_zerocopy on the vnet port without a word: $(cat "$work/ppe.log")"
 start_bg srv ip netns exec "$ETA_LAB_NS" timeout 600 "$ETA_PERF" server --transport kernel --port 5633
 wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5633' | grep -q ." || fail "the peer's server did not listen"
 export ETA_SOCKET=$ETA_LAB_SOCKET

@@ -24,7 +24,9 @@ need_built "$ETA_PERF" eta-perf
 command -v socat >/dev/null || skip "socat is not installed (tools/eta setup installs it)"
 HELPER=$(cd "$(dirname "$0")" && pwd)/shared_local.py
 
-lab_up --shared
+# --shared needs the kernel's tap beside the port: af_packet's (the vnet port
+# cannot share its interface with the kernel), also under ETA_TEST_DRIVER.
+lab_up --driver af_packet --shared
 H=$ETA_LAB_PPE_IP P=$ETA_LAB_PEER_IP
 work=$(mktemp -d)
 on_exit "rm -rf $work"
