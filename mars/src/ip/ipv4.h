@@ -40,6 +40,20 @@ class Ipv4Upper {
     ~Ipv4Upper() = default;
 };
 
+// What the IPv4 layer hands datagrams to: the stack's UDP component
+// (udp/udp.h), which owns its sockets and multicast memberships. UDP and
+// IGMP for our address or for a multicast group (the component decides
+// whether anyone joined it); not set: they are handled as other protocols.
+class Ipv4DatagramUpper {
+  public:
+    // Takes the frame; total: the IPv4 total length, ihl its header's.
+    virtual void udp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) = 0;
+    virtual void igmp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) = 0;
+
+  protected:
+    ~Ipv4DatagramUpper() = default;
+};
+
 class Ipv4Layer {
   public:
     Ipv4Layer(const StackConfig &config, Link &link, ArpResolver &arp, const Router &router, StackStats &stats,
@@ -55,6 +69,8 @@ class Ipv4Layer {
     // Destination unreachable (code) to the sender of ip_packet (len bytes),
     // quoting its header and 8 bytes.
     void send_icmp_unreach(const uint8_t *ip_packet, unsigned len, uint8_t code, uint64_t now_ns);
+    // Where UDP and IGMP go (the stack sets it once).
+    void set_datagram_upper(Ipv4DatagramUpper *u) { datagram_ = u; }
 
   private:
     void input_icmp(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total, uint64_t now_ns);
@@ -66,6 +82,7 @@ class Ipv4Layer {
     const Router &router_;
     StackStats &stats_;
     Ipv4Upper &upper_;
+    Ipv4DatagramUpper *datagram_ = nullptr;
 };
 
 } // namespace mars

@@ -70,7 +70,8 @@ void StackImpl::input_frame(PacketRef &f)
     }
     const Eth *eth = reinterpret_cast<const Eth *>(f.data);
     if (std::memcmp(eth->dst, cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
-        !(link_.pass_unclaimed && (eth->dst[0] & 1))) { // sharing: multicast is the other stack's too
+        !(link_.pass_unclaimed && (eth->dst[0] & 1)) && // sharing: multicast is the other stack's too
+        !(eth->dst[0] == 0x01 && eth->dst[1] == 0 && eth->dst[2] == 0x5e)) { // IPv4 multicast: UDP decides
         stats_.drop_not_ours++;
         release(f);
         return;
