@@ -39,13 +39,10 @@ void UdpLayer::init()
 
 void UdpLayer::release_all()
 {
-    for (UdpSock &s : socks_) {
-        if (!s.used) continue;
-        e_.buffers.reclaim(s.user, s.mem);
-        s = UdpSock{.gen = s.gen};
-    }
+    for (UdpSock &s : socks_)
+        if (s.used) e_.buffers.reclaim(s.user, s.mem);
+    socks_.clear(); // ids start over as a new stack's (the memory stays)
     free_.clear();
-    for (uint32_t i = uint32_t(socks_.size()); i-- > 0;) free_.push_back(i);
     event_list_.clear();
     closed_events_.clear();
     std::fill(std::begin(buckets_), std::end(buckets_), UINT32_MAX);
