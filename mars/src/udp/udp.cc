@@ -112,7 +112,7 @@ int64_t UdpLayer::open(uint64_t user)
     free_.pop_back();
     UdpSock &s = socks_[i];
     const uint32_t gen = (s.gen + 1) & 0xff;
-    s = UdpSock{};
+    s = UdpSock{.in_events = s.in_events};
     s.gen = gen ? gen : 1;
     s.used = true;
     s.user = user;
@@ -239,7 +239,10 @@ int UdpLayer::close(SockId id)
     e_.buffers.reclaim(s->user, s->mem);
     closed_events_.push_back(SockEvent{id, kEvClosed, s->user});
     const uint32_t i = index_of(*s);
-    *s = UdpSock{.gen = s->gen}; // the id stops working (used = false)
+    // The id stops working (used = false). A slot still listed for events
+    // stays marked as listed, so a socket opened on it before the next drain
+    // is not listed twice (the list's capacity is one entry per slot).
+    *s = UdpSock{.gen = s->gen, .in_events = s->in_events};
     free_.push_back(i);
     return 0;
 }

@@ -543,6 +543,26 @@ TEST_F(Udp, ClosedIdsAndBadArgumentsAreRefused)
     EXPECT_EQ(peer_->rings().outstanding(), 0u);
 }
 
+TEST_F(Udp, EventsOfAClosedSocketAndOfItsSlotsNextSocket)
+{
+    make();
+    SockId a = open_bound(5000);
+    p().poll();
+    p().take_events();
+    p().input_only({frame(Dgram{.dport = 5000, .data = "for a"})}); // a is listed, not drained
+    ASSERT_EQ(u().close(a), 0);
+    int64_t b = u().open(2); // the same slot, another id
+    ASSERT_GE(b, 0);
+    ASSERT_NE(SockId(b), a);
+    ASSERT_EQ(u().bind(SockId(b), Endpoint{0, 5000}), 0);
+    p().input_only({frame(Dgram{.dport = 5000, .data = "for b"})});
+    p().poll();
+    auto ev = p().take_events();
+    EXPECT_EQ(ev[a], uint32_t(kEvClosed));
+    EXPECT_EQ(ev[SockId(b)], uint32_t(kEvWritable | kEvReadable));
+    EXPECT_EQ(recv(SockId(b)), "for b");
+}
+
 TEST_F(Udp, ScribbledRecordInTheRingIsNotFollowed)
 {
     make(4096);
