@@ -405,7 +405,9 @@ class UdpSockets {
     // (StackConfig::owner_of); then datagrams spread over the group by a hash
     // of their 4-tuple, as Linux spreads them.
     virtual int bind(SockId s, Endpoint local) = 0;
-    // SockOpt::kReusePort (before bind) and kTos; others -ENOPROTOOPT.
+    // SockOpt::kReusePort, kReuseAddr (before bind: sockets that all set
+    // it share a port, every owner; a unicast datagram goes to one of them,
+    // a multicast one to each member) and kTos; others -ENOPROTOOPT.
     virtual int set_option(SockId s, SockOpt opt, int64_t value) = 0;
     // The default destination; from then on only datagrams from it are
     // received (Linux's connected UDP socket). Binds an ephemeral port when

@@ -1,7 +1,9 @@
 // ipv4.h: the IPv4 and ICMP layer of one stack. Input validates the IPv4
 // header against the frame (version, lengths, checksum unless the NIC
 // verified it, our address, no fragments: DF is always set and fragments are
-// counted and dropped, TTL) and hands TCP segments up; ICMP echo is answered
+// counted and dropped, TTL) and hands TCP segments up, and UDP and IGMP (to
+// our address or to a multicast group) to the UDP component
+// (Ipv4DatagramUpper, udp/udp.h); ICMP echo is answered
 // here, ICMP errors quoting a TCP segment of ours are handed up (the RFC 5927
 // checks need the connection). Output finishes an IPv4 frame's Ethernet
 // header for its next hop and queues it on the link, or holds it for ARP.

@@ -136,6 +136,7 @@ bool UdpLayer::port_taken(uint32_t ip, uint16_t port, const UdpSock &by) const
         if (&o == &by || o.local.port != port) continue;
         if (o.local.ip != 0 && ip != 0 && o.local.ip != ip) continue;
         if (o.reuse_port && by.reuse_port && same_owner(o, by)) continue;
+        if (o.reuse_addr && by.reuse_addr) continue; // SO_REUSEADDR on both (UDP: no owner rule, as Linux)
         return true;
     }
     return false;
@@ -204,6 +205,10 @@ int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
         if (s->bound) return -EINVAL; // as Linux: the group is formed at bind
         s->reuse_port = v != 0;
         return 0;
+    case SockOpt::kReuseAddr: // shares the port with other kReuseAddr sockets (multicast receivers)
+        if (s->bound) return -EINVAL;
+        s->reuse_addr = v != 0;
+        return 0;
     case SockOpt::kTos:
         if (v < 0 || v > 255) return -EINVAL;
         s->tos = uint8_t(v);
@@ -265,7 +270,7 @@ int64_t UdpLayer::recv_from(SockId id, void *data, size_t len, UdpRecord *rec, b
     const UdpRecord *r = s->rx.front();
     if (!r) return -EAGAIN;
     const UdpRecord h = *r;
-    std::memcpy(data, r + 1, std::min<size_t>(len, h.len));
+    if (len && h.len) std::memcpy(data, r + 1, std::min<size_t>(len, h.len));
     if (rec) *rec = h;
     if (!peek) s->rx.pop(r);
     return h.len;

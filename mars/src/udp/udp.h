@@ -45,7 +45,7 @@ struct UdpEnv {
 
 // One UDP socket: the component's own state.
 struct UdpSock {
-    bool used = false, bound = false, reuse_port = false;
+    bool used = false, bound = false, reuse_port = false, reuse_addr = false;
     uint8_t tos = 0;
     uint32_t gen = 0;
     uint64_t user = 0;

@@ -405,6 +405,31 @@ TEST_F(Udp, MulticastFansOutToEveryMemberAndDropsUnjoinedGroups)
     EXPECT_EQ(recv(b), "later");
 }
 
+TEST_F(Udp, ReuseAddrSocketsShareAPortAndEachMemberGetsTheGroup)
+{
+    make();
+    const uint32_t grp = ipv4(239, 5, 5, 5);
+    std::vector<SockId> s;
+    for (uint64_t user : {1, 2}) { // different owners: SO_REUSEADDR has no owner rule
+        int64_t id = u().open(user);
+        ASSERT_GE(id, 0);
+        ASSERT_EQ(u().set_option(SockId(id), SockOpt::kReuseAddr, 1), 0);
+        ASSERT_EQ(u().bind(SockId(id), Endpoint{0, 6100}), 0);
+        ASSERT_EQ(u().join(SockId(id), UdpGroup{grp, 0}), 0);
+        s.push_back(SockId(id));
+    }
+    int64_t plain = u().open(3);
+    EXPECT_EQ(u().bind(SockId(plain), Endpoint{0, 6100}), -EADDRINUSE); // one without it
+    inject(Dgram{.dst = grp, .dport = 6100, .data = "feed"});
+    EXPECT_EQ(recv(s[0]), "feed");
+    EXPECT_EQ(recv(s[1]), "feed");
+    inject(Dgram{.dport = 6100, .data = "unicast"}); // one of them
+    UdpInfo a{}, b{};
+    ASSERT_EQ(u().info(s[0], &a), 0);
+    ASSERT_EQ(u().info(s[1], &b), 0);
+    EXPECT_EQ(a.rx_datagrams + b.rx_datagrams, 1u);
+}
+
 TEST_F(Udp, Igmpv3ReportsOnJoinLeaveAndQueries)
 {
     make();
