@@ -32,9 +32,11 @@ std::unique_ptr<Stack> Stack::create(const StackConfig &config, PacketIo &io, Bu
 }
 
 StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers)
-    : tcp::Env(config, io, buffers, *this)
+    : tcp::Env(config, io, buffers, *this),
+      udp_(udp::UdpEnv{cfg_, now_ns_, offloads_, stats_, buffers_, link_, ip_, router_})
 {
     link_.pass_unclaimed = cfg_.pass_unclaimed; // sharing the address (mars/README.md "Sharing the port")
+    ip_.set_datagram_upper(&udp_);               // UDP and IGMP go to the UDP component
 }
 
 StackImpl::~StackImpl() { release_buffers(); }
@@ -54,6 +56,7 @@ void StackImpl::release_buffers()
         release_rings(s);
     }
     release_tx_drain();
+    udp_.release_all();
 }
 
 // The stack goes away or starts over: its owner has stopped the port, so no
@@ -181,6 +184,7 @@ bool StackImpl::init(std::string *error)
     if (!flows_.init(c.max_sockets)) return fail("cannot allocate the connection table");
     if (!wheel_.init(kWheelSlots, kTickNs, 0)) return fail("cannot allocate the timer wheel");
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");
+    udp_.init();
     ooo_window_cap_ = c.ooo_frames_per_conn ? uint32_t(std::min<uint64_t>(uint64_t(c.ooo_frames_per_conn) * (c.mtu - 40), UINT32_MAX))
                                            : UINT32_MAX; // no queue: nothing to protect
     // A full segment's payload: timestamps take 12 bytes of each (a share in
@@ -321,7 +325,9 @@ void StackImpl::unlink_flow(Sock &s)
 
 uint16_t StackImpl::events(SockEvent *out, uint16_t max)
 {
-    if (event_list_.empty() && closed_events_.empty()) return 0; // the engine asks on every poll
+    if (event_list_.empty() && closed_events_.empty()) { // the engine asks on every poll
+        return udp_.has_events() ? udp_.events(out, max) : 0;
+    }
     uint16_t n = 0;
     while (n < max && event_pos_ < event_list_.size()) {
         Sock &s = socks_[event_list_[event_pos_++]];
@@ -342,6 +348,7 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
     size_t k = 0;
     while (n < max && k < closed_events_.size()) out[n++] = closed_events_[k++];
     closed_events_.erase(closed_events_.begin(), closed_events_.begin() + long(k));
+    if (n < max && udp_.has_events()) n = uint16_t(n + udp_.events(out + n, uint16_t(max - n)));
     return n;
 }
 

@@ -11,6 +11,8 @@
 //   tcp/*.h     the TCP rules as functions of a tcp::Conn and a tcp::Env:
 //               input.h, sender.h, recovery.h, timers.h, rcv_tune.h
 //   ip/         the layers below TCP; base/ building blocks
+//   udp/        UDP (sockets, datagram rings, multicast, IGMP): its own
+//               component (udp_), reached through Stack::udp()
 // Tests look inside only through testing/stack_access.h (StackAccess).
 #pragma once
 
@@ -40,6 +42,7 @@
 #include "tcp/tcp_segment.h"
 #include "base/timer_wheel.h"
 #include "base/wire.h"
+#include "udp/udp.h"
 
 #include <mars/copy.h>
 #include <mars/stack.h>
@@ -84,6 +87,7 @@ class StackImpl final : public Stack, private Ipv4Upper, private Ipv6Upper, priv
     int64_t send(SockId s, const void *data, size_t len) override;
     int64_t recv(SockId s, void *data, size_t len) override;
     const StackStats &stats() const override { return stats_; }
+    UdpSockets &udp() override { return udp_; } // the UDP component (udp/udp.h)
     void for_each_socket(void (*fn)(SockId, const SockInfo &, uint64_t, void *), void *arg) const override;
     int set_receive_pipeline(uint32_t strands, bool prefetch) override;
     void set_copy_engine(CopyEngine *engine, uint32_t threshold) override;
@@ -280,6 +284,9 @@ class StackImpl final : public Stack, private Ipv4Upper, private Ipv6Upper, priv
     void ip6_error(const Icmp6Error &) override {}
     NeighborDiscovery nd_{cfg_, link_, stats_};
     Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
+    // UDP: its own component (sockets, ports, multicast, IGMP); Ipv4Layer
+    // hands it UDP and IGMP, events() drains its events after TCP's.
+    udp::UdpLayer udp_;
 };
 
 } // namespace mars

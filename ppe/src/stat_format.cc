@@ -39,6 +39,15 @@ namespace ppe::stats {
     X(tcp_dsacks_sent, "ACKs sent with a D-SACK")                                                               \
     X(tcp_rcvbuf_grows, "receive buffers grown by autotuning (tcp.rcvbuf_max)")                                 \
     X(tcp_rx_ring_grows, "receive rings grown for autotuning")                                                  \
+    X(udp_in, "UDP datagrams delivered to sockets (a multicast one per member)")                                \
+    X(udp_out, "UDP datagrams sent")                                                                             \
+    X(udp_rcvbuf_errors, "UDP datagrams dropped: the socket's receive ring was full")                          \
+    X(udp_no_port, "UDP datagrams for a port no socket holds")                                                   \
+    X(udp_csum_errors, "UDP datagrams dropped for a bad checksum")                                               \
+    X(udp_header_errors, "UDP datagrams dropped for a bad length field")                                         \
+    X(udp_unreach_limited, "ICMP port unreachables not sent (rate limit)")                                      \
+    X(udp_mcast_in, "multicast UDP datagrams taken")                                                            \
+    X(igmp_in, "IGMP messages received") X(igmp_out, "IGMP reports sent")                                       \
     X(strand_yields, "receive strands that yielded to wait for memory")                                          \
     X(prefetches, "software prefetches the stack issued (receive pipeline, transmit)")                                                      \
     X(copies_offloaded, "payload copies handed to a copy engine")                                                \

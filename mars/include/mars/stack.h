@@ -343,6 +343,112 @@ struct StackStats {
     // their neighbour FAILED), our addresses found duplicate by DAD.
     uint64_t nd_ns_in, nd_na_in, nd_ns_out, nd_na_out, nd_drop_invalid, nd_failed, nd_drop_queue_full,
         nd_drop_unresolved, nd_dad_duplicates;
+    // UDP (mars/src/udp, issue 31): datagrams delivered to sockets (a
+    // multicast datagram once per member socket) and sent; dropped because a
+    // receive ring was full (Linux's RcvbufErrors), for a port nobody holds
+    // (NoPorts), for a bad checksum (InCsumErrors), for a malformed header
+    // (a length field shorter than 8 or longer than the IPv4 payload);
+    // port unreachables not sent for the rate limit; multicast datagrams
+    // taken; IGMP messages received and reports sent.
+    uint64_t udp_in, udp_out, udp_rcvbuf_errors, udp_no_port, udp_csum_errors, udp_header_errors;
+    uint64_t udp_unreach_limited, udp_mcast_in, igmp_in, igmp_out;
+};
+
+// ---- UDP (mars/src/udp, issue 31) ------------------------------------------
+// A UDP socket's receive ring holds one record per datagram: this header,
+// then the payload, then padding to kUdpRecordAlign. A datagram is never
+// split across records nor merged with another, and a record never wraps
+// around the ring's end: where the next one does not fit before the end, a
+// pad record (kUdpRecPad, no datagram) fills the rest and the datagram starts
+// at the ring's start. Positions are free-running; the ring's size is a
+// power of two and a multiple of kUdpRecordAlign, so a pad record always
+// fits. rx_view() shows whole records, rx_consume() takes whole records.
+struct UdpRecord {
+    uint32_t size;     // bytes of the ring this record takes (header, payload, padding)
+    uint32_t len;      // the datagram's payload bytes (all stored: truncation is the reader's)
+    uint32_t src_ip;   // host order
+    uint32_t dst_ip;   // host order: our address, or the multicast group (IP_PKTINFO)
+    uint16_t src_port, dst_port;
+    uint32_t flags;    // UdpRecordFlags
+    uint64_t ts_ns;    // the stack's clock when the datagram arrived (SO_TIMESTAMPNS)
+};
+static_assert(sizeof(UdpRecord) == 32);
+constexpr uint32_t kUdpRecordAlign = 32;
+enum UdpRecordFlags : uint32_t {
+    kUdpRecPad = 1u << 0,       // no datagram: skip `size` bytes
+    kUdpRecMulticast = 1u << 1, // sent to a group (dst_ip)
+};
+
+// A multicast membership (IP_ADD_MEMBERSHIP; with source != 0,
+// IP_ADD_SOURCE_MEMBERSHIP: datagrams from that source only). Host order.
+struct UdpGroup {
+    uint32_t group = 0;
+    uint32_t source = 0;
+};
+
+struct UdpInfo {
+    Endpoint local, remote; // remote: the connected peer (0: not connected)
+    bool reuse_port;
+    uint32_t rx_used;       // ring bytes holding records
+    uint32_t rx_datagrams;  // datagrams waiting
+    uint32_t rx_size;       // the ring's size
+    uint64_t drops;         // datagrams dropped for a full ring (this socket)
+    uint32_t groups;        // memberships held
+};
+
+// The UDP sockets of one stack (Stack::udp()). Ids are SockIds below 2^22,
+// never a TCP socket's id, and appear in Stack::events() beside TCP's:
+// kEvReadable (datagrams arrived), kEvWritable (once, at open: a send never
+// waits for ring space), kEvClosed (after close()). Sends build one frame
+// from the caller's bytes at once (mars/README.md "UDP": why no send ring);
+// the frame leaves with the stack's next transmit burst.
+class UdpSockets {
+  public:
+    static constexpr uint32_t kMaxSockets = 1u << 14;
+    static constexpr int kMaxGroups = 20; // per socket (Linux's igmp_max_memberships)
+    // A socket; its receive ring comes from the BufferProvider (rx; tx is
+    // handed back unused). -EMFILE, -ENOBUFS (no ring memory), -EINVAL (a
+    // ring smaller than 2 KiB or not a power of two).
+    virtual int64_t open(uint64_t user) = 0;
+    // Port 0: an ephemeral port. ip: 0 or the stack's address, or a
+    // multicast group (receives only that group). -EADDRINUSE unless every
+    // holder of the port and this socket set kReusePort with one owner
+    // (StackConfig::owner_of); then datagrams spread over the group by a hash
+    // of their 4-tuple, as Linux spreads them.
+    virtual int bind(SockId s, Endpoint local) = 0;
+    // SockOpt::kReusePort, kReuseAddr (before bind: sockets that all set
+    // it share a port, every owner; a unicast datagram goes to one of them,
+    // a multicast one to each member) and kTos; others -ENOPROTOOPT.
+    virtual int set_option(SockId s, SockOpt opt, int64_t value) = 0;
+    // The default destination; from then on only datagrams from it are
+    // received (Linux's connected UDP socket). Binds an ephemeral port when
+    // unbound. remote {0, 0}: dissolves the association (AF_UNSPEC).
+    virtual int connect(SockId s, Endpoint remote) = 0;
+    // One datagram of len bytes to dst (nullptr: the connected peer). Returns
+    // len, or -EDESTADDRREQ (unconnected, no dst), -EMSGSIZE (more than
+    // mtu - 28: never fragmented), -ENETUNREACH (no route), -ENOBUFS (no
+    // frame), -EINVAL (port 0). A unicast frame waits for ARP as TCP's do;
+    // to a group it goes to the group's MAC with TTL 1.
+    virtual int64_t send_to(SockId s, const Endpoint *dst, const void *data, size_t len) = 0;
+    // The oldest datagram: up to len bytes copied to data, its header to
+    // *rec (may be nullptr). Returns the datagram's real length (larger than
+    // len: MSG_TRUNC, the rest is gone), or -EAGAIN. peek: it stays.
+    virtual int64_t recv_from(SockId s, void *data, size_t len, UdpRecord *rec, bool peek) = 0;
+    // The records in the ring (zero copy), and consuming n bytes of them
+    // (whole records: -EINVAL otherwise).
+    virtual int rx_view(SockId s, RingSpan *out) const = 0;
+    virtual int rx_consume(SockId s, uint32_t n) = 0;
+    // IP_ADD_MEMBERSHIP / IP_DROP_MEMBERSHIP (and the source variants).
+    // -EINVAL: not a multicast group; -EADDRINUSE: joined already;
+    // -ENOBUFS: kMaxGroups held; -EADDRNOTAVAIL: leave without a join.
+    virtual int join(SockId s, UdpGroup g) = 0;
+    virtual int leave(SockId s, UdpGroup g) = 0;
+    // Frees the socket at once (memberships left, ring reclaimed); kEvClosed follows.
+    virtual int close(SockId s) = 0;
+    virtual int info(SockId s, UdpInfo *out) const = 0;
+
+  protected:
+    ~UdpSockets() = default;
 };
 
 class Stack {
@@ -418,6 +524,8 @@ class Stack {
     virtual int64_t recv(SockId s, void *data, size_t len) = 0;
 
     virtual const StackStats &stats() const = 0;
+    // The stack's UDP sockets (issue 31).
+    virtual UdpSockets &udp() = 0;
     // Changes StackConfig::strands / prefetch between bursts (ablation,
     // tuning). -EINVAL when strands is not 1..kMaxStrands.
     virtual int set_receive_pipeline(uint32_t strands, bool prefetch) = 0;

@@ -1,4 +1,4 @@
-// wire.h: on-the-wire header layouts (Ethernet II, ARP, IPv4, ICMP, TCP) and
+// wire.h: on-the-wire header layouts (Ethernet II, ARP, IPv4, ICMP, TCP, UDP) and
 // byte-order helpers. Headers are read and written through these packed
 // structs at any alignment; multi-byte fields are in network order.
 #pragma once
@@ -67,6 +67,17 @@ struct __attribute__((packed)) Tcp {
     uint16_t urp;
 };
 constexpr uint8_t kFin = 0x01, kSyn = 0x02, kRst = 0x04, kPsh = 0x08, kAck = 0x10, kUrg = 0x20;
+
+struct __attribute__((packed)) Udp {
+    uint16_t sport, dport;
+    uint16_t len; // header and payload
+    uint16_t csum; // 0: none (IPv4, RFC 768)
+};
+constexpr unsigned kUdpLen = sizeof(Udp);
+constexpr uint8_t kProtoIgmp = 2;
+
+// IPv4 multicast (224.0.0.0/4), host order.
+inline bool ipv4_multicast(uint32_t ip) { return (ip >> 28) == 14; }
 
 constexpr unsigned kEthLen = sizeof(Eth), kIpLen = sizeof(Ipv4), kTcpLen = sizeof(Tcp);
 constexpr unsigned kHeadersLen = kEthLen + kIpLen + kTcpLen; // 54

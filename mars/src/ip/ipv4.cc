@@ -55,7 +55,9 @@ void Ipv4Layer::input(PacketRef &f, uint64_t now_ns)
         link_.release(f);
         return;
     }
-    if (be32(ip->dst) != ip_) {
+    const bool group = ipv4_multicast(be32(ip->dst)) && datagram_ &&
+                       (ip->proto == kProtoUdp || ip->proto == kProtoIgmp); // UDP decides who joined
+    if (be32(ip->dst) != ip_ && !group) {
         if (link_.pass_up(f, unclaimed_reason(ip->proto))) return; // broadcast, multicast, the other stack's addresses
         stats_.drop_not_ours++;
         link_.release(f);
@@ -79,14 +81,22 @@ void Ipv4Layer::input(PacketRef &f, uint64_t now_ns)
     case kProtoIcmp:
         input_icmp(f, ip, ihl, total, now_ns);
         return;
-    default:
-        if (link_.pass_up(f, unclaimed_reason(ip->proto))) return;
-        stats_.drop_ip_proto++;
-        // RFC 1122 3.2.2.1: protocol unreachable.
-        send_icmp_unreach(f.data + kEthLen, total, 2, now_ns);
-        link_.release(f);
+    case kProtoUdp:
+        if (!datagram_) break;
+        datagram_->udp_input(f, ip, ihl, total);
         return;
+    case kProtoIgmp:
+        if (!datagram_) break;
+        datagram_->igmp_input(f, ip, ihl, total);
+        return;
+    default:
+        break;
     }
+    if (link_.pass_up(f, unclaimed_reason(ip->proto))) return;
+    stats_.drop_ip_proto++;
+    // RFC 1122 3.2.2.1: protocol unreachable.
+    send_icmp_unreach(f.data + kEthLen, total, 2, now_ns);
+    link_.release(f);
 }
 
 void Ipv4Layer::send(PacketRef &frame, uint32_t hop, uint64_t now_ns)

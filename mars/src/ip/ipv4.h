@@ -1,7 +1,9 @@
 // ipv4.h: the IPv4 and ICMP layer of one stack. Input validates the IPv4
 // header against the frame (version, lengths, checksum unless the NIC
 // verified it, our address, no fragments: DF is always set and fragments are
-// counted and dropped, TTL) and hands TCP segments up; ICMP echo is answered
+// counted and dropped, TTL) and hands TCP segments up, and UDP and IGMP (to
+// our address or to a multicast group) to the UDP component
+// (Ipv4DatagramUpper, udp/udp.h); ICMP echo is answered
 // here, ICMP errors quoting a TCP segment of ours are handed up (the RFC 5927
 // checks need the connection). Output finishes an IPv4 frame's Ethernet
 // header for its next hop and queues it on the link, or holds it for ARP.
@@ -40,6 +42,20 @@ class Ipv4Upper {
     ~Ipv4Upper() = default;
 };
 
+// What the IPv4 layer hands datagrams to: the stack's UDP component
+// (udp/udp.h), which owns its sockets and multicast memberships. UDP and
+// IGMP for our address or for a multicast group (the component decides
+// whether anyone joined it); not set: they are handled as other protocols.
+class Ipv4DatagramUpper {
+  public:
+    // Takes the frame; total: the IPv4 total length, ihl its header's.
+    virtual void udp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) = 0;
+    virtual void igmp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) = 0;
+
+  protected:
+    ~Ipv4DatagramUpper() = default;
+};
+
 class Ipv4Layer {
   public:
     Ipv4Layer(const StackConfig &config, Link &link, ArpResolver &arp, const Router &router, StackStats &stats,
@@ -55,6 +71,8 @@ class Ipv4Layer {
     // Destination unreachable (code) to the sender of ip_packet (len bytes),
     // quoting its header and 8 bytes.
     void send_icmp_unreach(const uint8_t *ip_packet, unsigned len, uint8_t code, uint64_t now_ns);
+    // Where UDP and IGMP go (the stack sets it once).
+    void set_datagram_upper(Ipv4DatagramUpper *u) { datagram_ = u; }
 
   private:
     void input_icmp(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total, uint64_t now_ns);
@@ -66,6 +84,7 @@ class Ipv4Layer {
     const Router &router_;
     StackStats &stats_;
     Ipv4Upper &upper_;
+    Ipv4DatagramUpper *datagram_ = nullptr;
 };
 
 } // namespace mars

@@ -72,7 +72,8 @@ void StackImpl::input_frame(PacketRef &f)
     const uint16_t type = be16(eth->type);
     if (std::memcmp(eth->dst, cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
         !(link_.pass_unclaimed && (eth->dst[0] & 1)) && // sharing: multicast is the other stack's too
-        !(type == kEtherIpv6 && ip6_.accepts_mac(eth->dst))) { // all-nodes, our solicited-node groups
+        !(type == kEtherIpv6 && ip6_.accepts_mac(eth->dst)) && // all-nodes, our solicited-node groups
+        !(eth->dst[0] == 0x01 && eth->dst[1] == 0 && eth->dst[2] == 0x5e)) { // IPv4 multicast: UDP decides
         stats_.drop_not_ours++;
         release(f);
         return;

@@ -444,6 +444,43 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
         cut.resize(14 + 30);
         one("ip6-truncated", 0, cut);
     }
+    // UDP (issue 31): to the world's socket (read and answered by the
+    // application), to its group, to a port nobody holds (port unreachable),
+    // and an IGMPv3 general query. Checksums by kFixL4Csum (IGMP's here).
+    {
+        auto ip_frame = [&](uint32_t dst, MacAddr dmac, uint8_t proto, const std::vector<uint8_t> &l4) {
+            std::vector<uint8_t> f(14 + 20 + l4.size(), 0);
+            std::memcpy(f.data(), dmac.b, 6);
+            std::memcpy(f.data() + 6, w.peer.peer_mac.b, 6);
+            f[12] = 0x08;
+            uint8_t *ip = f.data() + 14;
+            ip[0] = 0x45, ip[8] = proto == 2 ? 1 : 64, ip[9] = proto;
+            ip[2] = uint8_t((20 + l4.size()) >> 8), ip[3] = uint8_t(20 + l4.size());
+            for (int i = 0; i < 4; i++) {
+                ip[12 + i] = uint8_t(w.peer.peer_ip >> (24 - 8 * i));
+                ip[16 + i] = uint8_t(dst >> (24 - 8 * i));
+            }
+            std::memcpy(ip + 20, l4.data(), l4.size());
+            fix_ip_checksum(f.data(), f.size());
+            return f;
+        };
+        auto udp = [&](uint16_t dport, size_t n) {
+            std::vector<uint8_t> u(8 + n, 0x33);
+            u[0] = 0x9c, u[1] = 0x40, u[2] = uint8_t(dport >> 8), u[3] = uint8_t(dport);
+            u[4] = uint8_t((8 + n) >> 8), u[5] = uint8_t(8 + n), u[6] = u[7] = 0;
+            return u;
+        };
+        const uint32_t grp = FuzzWorld::kUdpGroup;
+        const MacAddr gmac{{0x01, 0x00, 0x5e, uint8_t((grp >> 16) & 0x7f), uint8_t(grp >> 8), uint8_t(grp)}};
+        one("udp-to-socket", fix | kAppActs, ip_frame(w.peer.stack_ip, w.peer.stack_mac, 17, udp(FuzzWorld::kUdpPort, 64)));
+        one("udp-to-group", fix | kAppActs, ip_frame(grp, gmac, 17, udp(FuzzWorld::kUdpPort, 200)));
+        one("udp-no-port", fix, ip_frame(w.peer.stack_ip, w.peer.stack_mac, 17, udp(5999, 10)));
+        std::vector<uint8_t> q = {0x11, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        const uint16_t qc = uint16_t(~csum_fold(csum_add(0, q.data(), q.size())));
+        q[2] = uint8_t(qc >> 8), q[3] = uint8_t(qc);
+        one("igmp-general-query", kFixIpCsum,
+            ip_frame(ipv4(224, 0, 0, 1), MacAddr{{0x01, 0x00, 0x5e, 0, 0, 1}}, 2, q));
+    }
     // Every malformed class, raw (absolute numbers from this fixture).
     TcpSpec syn = w.peer.seg(w.est, kSyn);
     syn.sport = 41999;

@@ -6,13 +6,14 @@
 // the world it runs in is fuzz_world.h's FuzzWorld) that has a
 // listener on port 80 (small SYN queue, so SYN cookies come into play), one
 // established connection (peer port 40000 -> 80, every option negotiated)
-// and one connection in SYN-SENT (to peer port 9000). The input is a list of
+// one connection in SYN-SENT (to peer port 9000) and a UDP socket on port
+// 53 that joined 239.1.1.1 (fuzz_world.h). The input is a list of
 // records:
 //
 //   u8 ctl | u16 len (little endian) | len bytes of frame (cut at the input's end)
 //
 // ctl bits (they let the fuzzer reach deep states instead of dying on checksums):
-//   0x01 recompute the IPv4 header checksum     0x02 recompute the TCP/ICMP checksum
+//   0x01 recompute the IPv4 header checksum     0x02 recompute the TCP/ICMP/UDP checksum
 //   0x04 mark the frame kRxIpCsumGood|kRxL4CsumGood (as a NIC with rx offload)
 //   0x08 aim at the established connection: addresses and ports rewritten,
 //        seq/ack taken as offsets from the connection's current rcv.nxt/snd.nxt
@@ -20,6 +21,7 @@
 //   0x20 aim at the listener (addresses and destination port rewritten)
 //   0x40 advance virtual time by 250 ms before the frame (fires timers)
 //   0x80 after the frame, act as the application: accept, read all, send 3000 bytes
+//        (and on the UDP socket: read its datagrams, send one)
 //
 // Invariants checked after each input (abort() on violation, so libFuzzer
 // reports it): every frame and every ring is returned once the stack is

@@ -161,6 +161,23 @@ void FuzzWorld::app_acts()
     for (SockId s : accepted_) serve(s);
     serve(est.sock);
     serve(syn_sent.sock);
+    UdpRecord rec;
+    for (int i = 0; i < 8 && st.udp().recv_from(udp, buf, 100, &rec, false) >= 0; i++) {
+    }
+    const Endpoint to{peer_ip, 9053};
+    st.udp().send_to(udp, &to, buf, 100);
+}
+
+bool FuzzWorld::open_udp()
+{
+    Stack &st = *stack_;
+    const int64_t u = st.udp().open(88);
+    if (u < 0 || st.udp().bind(SockId(u), Endpoint{0, kUdpPort}) != 0 ||
+        st.udp().join(SockId(u), UdpGroup{kUdpGroup, 0}) != 0)
+        return false;
+    udp = SockId(u);
+    poll();
+    return true;
 }
 
 void FuzzWorld::reset_stack()
@@ -254,6 +271,8 @@ bool FuzzWorld::first_setup()
     }
     captured_.clear();
     if (syn_sent.sock == kNoSock) return false;
+    if (!open_udp()) return false;
+    udp0_ = udp;
     setup_digest_ = digest_;
     listener0_ = listener;
     est0_ = est;
@@ -280,6 +299,7 @@ bool FuzzWorld::replay_setup()
     const int64_t s = st.open(77);
     if (e < 0 || s < 0 || st.connect(SockId(s), Endpoint{peer_ip, kSynSentPeerPort}, now) != 0) return false;
     poll();
+    if (!open_udp() || udp != udp0_) return false;
     listener = listener0_;
     est = est0_;
     syn_sent = syn_sent0_;

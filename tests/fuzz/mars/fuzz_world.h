@@ -45,7 +45,8 @@ class FuzzWorld {
     // The fixture's initial state: the stack as created (reset when it ran
     // an input before), virtual time at kStartNs, the peer introduced by
     // ARP, a listener on port 80, an established connection (peer port
-    // 40000, every option) and one in SYN-SENT (to peer port 9000).
+    // 40000, every option), one in SYN-SENT (to peer port 9000) and a UDP
+    // socket on port 53 that joined 239.1.1.1.
     // digest: hash every byte transmitted from now on (tx_digest()).
     // false when the stack did not answer as it did the first time.
     bool restart(bool digest);
@@ -57,6 +58,10 @@ class FuzzWorld {
     uint64_t now = kStartNs;
     SockId listener = kNoSock;
     Conn est, syn_sent;
+    // A UDP socket bound to port kUdpPort and a member of kUdpGroup (issue 31).
+    static constexpr uint16_t kUdpPort = 53;
+    static constexpr uint32_t kUdpGroup = 0xef010101u; // 239.1.1.1
+    SockId udp = kNoSock;
     uint32_t syn_sent_iss = 0;
 
     // The first n frames of `frames` as received bursts (one Stack::input per
@@ -76,7 +81,8 @@ class FuzzWorld {
     // Follows the established connection from what the stack sent on it
     // since the last call (as RawPeer's take_conn + the target's observe).
     void observe();
-    // The application: accept, read all, send 3000 bytes on every socket.
+    // The application: accept, read all, send 3000 bytes on every socket;
+    // read the UDP socket's datagrams and send one.
     void app_acts();
     // Stack::reset() now: every frame and ring must come back.
     void reset_stack();
@@ -113,6 +119,8 @@ class FuzzWorld {
     std::vector<uint8_t> introduce_, syn_, ack_;
     uint64_t setup_digest_ = 0;
     SockId listener0_ = kNoSock;
+    SockId udp0_ = kNoSock;
+    bool open_udp(); // the UDP socket (udp), then a poll (its IGMP report)
     Conn est0_, syn_sent0_;
     uint32_t syn_sent_iss0_ = 0;
     bool recorded_ = false;

@@ -118,6 +118,18 @@ void fix_l4_checksum(uint8_t *f, size_t len)
         if (l4len < 8) return;
         put16(l4 + 2, 0);
         put16(l4 + 2, uint16_t(~csum_fold(csum_add(0, l4, l4len))));
+    } else if (ip[9] == 17) { // UDP (RFC 768): over its own length field, when that fits
+        if (l4len < 8) return;
+        const size_t ulen = get16(l4 + 4);
+        if (ulen < 8 || ulen > l4len) return;
+        put16(l4 + 6, 0);
+        uint8_t pseudo[12];
+        std::memcpy(pseudo, ip + 12, 8);
+        pseudo[8] = 0;
+        pseudo[9] = 17;
+        put16(pseudo + 10, uint16_t(ulen));
+        const uint16_t c = uint16_t(~csum_fold(csum_add(csum_add(0, pseudo, 12), l4, ulen)));
+        put16(l4 + 6, c ? c : 0xffff);
     }
 }
 

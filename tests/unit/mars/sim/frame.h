@@ -40,8 +40,9 @@ uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t len);
 uint16_t csum_fold(uint32_t sum);
 // Recomputes the IPv4 header checksum of the frame in place (Ethernet at p[0]).
 void fix_ip_checksum(uint8_t *frame, size_t len);
-// Recomputes the TCP (proto 6) or ICMP (proto 1) checksum in place, using the
-// IP total length to bound the segment. No-op on frames too short to hold one.
+// Recomputes the TCP (proto 6), ICMP (proto 1) or UDP (proto 17, over its
+// length field when that fits) checksum in place, using the IP total length
+// to bound the segment. No-op on frames too short to hold one.
 void fix_l4_checksum(uint8_t *frame, size_t len);
 
 struct TcpOptions {

@@ -45,6 +45,37 @@ std::vector<uint8_t> with_flags(TcpSpec s, uint8_t flags)
     return build_tcp(s);
 }
 
+// A UDP datagram (RFC 768) in place of the segment of `good`: its IPv4
+// header with protocol 17, then the UDP header with length field `ulen`
+// (-1: the real length), `payload`, and a checksum over the pseudo header
+// (the real length; flipped when bad_csum). ip_payload: the IPv4 payload's
+// length when it should differ from 8 + payload (a cut header).
+std::vector<uint8_t> udp_in_place_of(const std::vector<uint8_t> &good, int ulen, const std::vector<uint8_t> &payload,
+                                     bool bad_csum, size_t ip_payload = SIZE_MAX)
+{
+    std::vector<uint8_t> f(good.begin(), good.begin() + long(kTcp));
+    const size_t real = 8 + payload.size();
+    f.resize(kTcp + real, 0);
+    f[kIp + 9] = 17;
+    set16(f, kTcp, 40000);
+    set16(f, kTcp + 2, 53);
+    set16(f, kTcp + 4, ulen < 0 ? uint16_t(real) : uint16_t(ulen));
+    std::copy(payload.begin(), payload.end(), f.begin() + long(kTcp + 8));
+    uint32_t sum = 0;
+    sum = csum_add(sum, &f[kIp + 12], 8); // addresses
+    const uint8_t proto_len[4] = {0, 17, uint8_t(real >> 8), uint8_t(real)};
+    sum = csum_add(sum, proto_len, 4);
+    sum = csum_add(sum, &f[kTcp], real);
+    uint16_t c = uint16_t(~csum_fold(sum));
+    if (c == 0) c = 0xffff;
+    if (bad_csum) c ^= 0x0420;
+    set16(f, kTcp + 6, c);
+    if (ip_payload != SIZE_MAX) f.resize(kTcp + ip_payload);
+    set16(f, kIp + 2, uint16_t(f.size() - kIp));
+    fix_ip_checksum(f.data(), f.size());
+    return f;
+}
+
 } // namespace
 
 uint64_t total_drops(const StackStats &s)
@@ -55,7 +86,7 @@ uint64_t total_drops(const StackStats &s)
            s.drop_tcp_ooo_full + s.drop_tx_no_buffer + s.drop_arp_queue_full +
            s.drop_arp_unresolved + s.ip6_drop_header + s.ip6_drop_not_ours + s.ip6_drop_ext + s.ip6_drop_routing +
            s.ip6_drop_fragment + s.ip6_drop_proto + s.icmp6_drop + s.nd_drop_invalid + s.nd_drop_queue_full +
-           s.nd_drop_unresolved;
+           s.nd_drop_unresolved + s.udp_header_errors + s.udp_csum_errors;
 }
 
 std::vector<MalformedCase> malformed_cases(const TcpSpec &data, const TcpSpec &syn)
@@ -190,6 +221,17 @@ std::vector<MalformedCase> malformed_cases(const TcpSpec &data, const TcpSpec &s
     add("tcp_option_kind_without_length", with_raw_options(data, {1, 1, 1, 3}), &S::drop_tcp_header);
     add("syn_option_length_0", with_raw_options(syn, {2, 0, 5, 0xb4}), &S::drop_tcp_header);
     add("syn_option_past_end", with_raw_options(syn, {2, 4, 5, 0xb4, 3, 9, 7, 0}), &S::drop_tcp_header);
+    // ---- UDP header (mars/src/udp): dropped before the port is looked at
+    // (a good datagram to this port, which no socket holds, would be answered)
+    {
+        const std::vector<uint8_t> pl = {'d', 'n', 's', '?', 1, 2, 3};
+        add("udp_header_cut", udp_in_place_of(good, -1, pl, false, 7), &S::udp_header_errors);
+        add("udp_length_below_header", udp_in_place_of(good, 7, pl, false), &S::udp_header_errors);
+        add("udp_length_zero", udp_in_place_of(good, 0, pl, false), &S::udp_header_errors);
+        add("udp_length_past_ip_payload", udp_in_place_of(good, int(8 + pl.size() + 1), pl, false),
+            &S::udp_header_errors);
+        add("udp_bad_checksum", udp_in_place_of(good, -1, pl, true), &S::udp_csum_errors);
+    }
     // ---- Flag combinations that no correct TCP sends
     add("flags_syn_fin", with_flags(data, kSyn | kFin | kAck), nullptr);
     add("flags_syn_rst", with_flags(data, kSyn | kRst | kAck), nullptr);

@@ -158,7 +158,7 @@ TEST_F(Share, UdpAndOtherProtocols)
     p().inject(udp(53));
     auto out = p().take();
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_TRUE(out[0].is_icmp && out[0].icmp_type == 3 && out[0].icmp_code == 2) << out[0].describe();
+    EXPECT_TRUE(out[0].is_icmp && out[0].icmp_type == 3 && out[0].icmp_code == 3) << out[0].describe(); // port unreachable (mars/src/udp)
     p().inject(udp(5353, ipv4(224, 0, 0, 251), MacAddr{{0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb}}));
     EXPECT_TRUE(p().take().empty());
     EXPECT_TRUE(handed().empty());

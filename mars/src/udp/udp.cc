@@ -1,0 +1,516 @@
+// udp/udp.cc: UDP sockets, receive (demux, checks, records), send.
+// Every length is checked against the frame before it is read.
+#include "udp/udp.h"
+
+#include "base/checksum.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace mars::udp {
+
+using namespace wire;
+
+namespace {
+
+bool power_of_two(uint32_t v) { return v && !(v & (v - 1)); }
+
+// The group's Ethernet address (RFC 1112 6.4): 01:00:5e and the low 23 bits.
+void group_mac(uint32_t group, uint8_t *out)
+{
+    out[0] = 0x01, out[1] = 0x00, out[2] = 0x5e;
+    out[3] = uint8_t((group >> 16) & 0x7f), out[4] = uint8_t(group >> 8), out[5] = uint8_t(group);
+}
+
+} // namespace
+
+void UdpLayer::init()
+{
+    std::fill(std::begin(buckets_), std::end(buckets_), UINT32_MAX);
+    event_list_.reserve(kMaxSockets);
+    closed_events_.reserve(kMaxSockets);
+    const uint32_t span = uint32_t(e_.cfg.ephemeral_hi) - e_.cfg.ephemeral_lo + 1u;
+    next_ephemeral_ = uint16_t(e_.cfg.ephemeral_lo + (e_.cfg.isn_secret[1] % span));
+    hash_key_ = uint32_t(e_.cfg.isn_secret[0] >> 32) ^ 0x5bd1e995u;
+    icmp_tokens_ = 50'000; // a full burst
+    icmp_last_ns_ = 0;
+}
+
+void UdpLayer::release_all()
+{
+    for (UdpSock &s : socks_)
+        if (s.used) e_.buffers.reclaim(s.user, s.mem);
+    socks_.clear(); // ids start over as a new stack's (the memory stays)
+    free_.clear();
+    event_list_.clear();
+    closed_events_.clear();
+    std::fill(std::begin(buckets_), std::end(buckets_), UINT32_MAX);
+    init();
+}
+
+// ---- ids and events ----------------------------------------------------------
+
+UdpSock *UdpLayer::lookup(SockId id)
+{
+    return const_cast<UdpSock *>(static_cast<const UdpLayer *>(this)->lookup(id));
+}
+
+const UdpSock *UdpLayer::lookup(SockId id) const
+{
+    if (!is_udp_id(id)) return nullptr;
+    const uint32_t i = id & (kMaxSockets - 1);
+    if (i >= socks_.size()) return nullptr;
+    const UdpSock &s = socks_[i];
+    if (!s.used || s.gen != (id >> kIndexBits)) return nullptr;
+    return &s;
+}
+
+void UdpLayer::raise(UdpSock &s, uint32_t bits)
+{
+    s.ev_bits |= bits;
+    if (!s.in_events) {
+        s.in_events = true;
+        event_list_.push_back(index_of(s)); // capacity reserved at init
+    }
+}
+
+uint16_t UdpLayer::events(SockEvent *out, uint16_t max)
+{
+    uint16_t n = 0;
+    size_t k = 0;
+    for (; k < event_list_.size() && n < max; k++) {
+        UdpSock &s = socks_[event_list_[k]];
+        s.in_events = false;
+        if (!s.used || !s.ev_bits) continue;
+        out[n++] = SockEvent{id_of(s), s.ev_bits, s.user};
+        s.ev_bits = 0;
+    }
+    event_list_.erase(event_list_.begin(), event_list_.begin() + long(k));
+    size_t c = 0;
+    while (n < max && c < closed_events_.size()) out[n++] = closed_events_[c++];
+    closed_events_.erase(closed_events_.begin(), closed_events_.begin() + long(c));
+    return n;
+}
+
+// ---- sockets -------------------------------------------------------------------
+
+int64_t UdpLayer::open(uint64_t user)
+{
+    if (free_.empty()) {
+        if (socks_.size() >= kMaxSockets || socks_.size() >= e_.cfg.max_sockets) return -EMFILE;
+        socks_.emplace_back();
+        free_.push_back(uint32_t(socks_.size() - 1));
+    }
+    RingMemory mem;
+    if (!e_.buffers.provide(user, &mem)) return -ENOBUFS;
+    if (!mem.rx || !power_of_two(mem.rx_size) || mem.rx_size < 2048) {
+        e_.buffers.reclaim(user, mem);
+        return -EINVAL;
+    }
+    const uint32_t i = free_.back();
+    free_.pop_back();
+    UdpSock &s = socks_[i];
+    const uint32_t gen = (s.gen + 1) & 0xff;
+    s = UdpSock{.in_events = s.in_events};
+    s.gen = gen ? gen : 1;
+    s.used = true;
+    s.user = user;
+    s.mem = mem;
+    s.rx.mem = mem.rx;
+    s.rx.size = mem.rx_size;
+    raise(s, kEvWritable); // a send never waits for ring space
+    return id_of(s);
+}
+
+bool UdpLayer::same_owner(const UdpSock &a, const UdpSock &b) const
+{
+    return !e_.cfg.owner_of ||
+           e_.cfg.owner_of(a.user, e_.cfg.owner_arg) == e_.cfg.owner_of(b.user, e_.cfg.owner_arg);
+}
+
+bool UdpLayer::port_taken(uint32_t ip, uint16_t port, const UdpSock &by) const
+{
+    for (uint32_t i = buckets_[bucket(port)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
+        const UdpSock &o = socks_[i];
+        if (&o == &by || o.local.port != port) continue;
+        if (o.local.ip != 0 && ip != 0 && o.local.ip != ip) continue;
+        if (o.reuse_port && by.reuse_port && same_owner(o, by)) continue;
+        if (o.reuse_addr && by.reuse_addr) continue; // SO_REUSEADDR on both (UDP: no owner rule, as Linux)
+        return true;
+    }
+    return false;
+}
+
+int UdpLayer::pick_port(UdpSock &s)
+{
+    const uint32_t lo = e_.cfg.ephemeral_lo, span = uint32_t(e_.cfg.ephemeral_hi) - lo + 1;
+    const bool reuse = s.reuse_port;
+    s.reuse_port = false; // an ephemeral port is never shared
+    for (uint32_t tries = 0; tries < span; tries++) {
+        const uint16_t p = next_ephemeral_;
+        next_ephemeral_ = uint16_t(p >= e_.cfg.ephemeral_hi ? lo : p + 1);
+        if (e_.cfg.steer && e_.cfg.steer(e_.cfg.ip, p, 0, 0, e_.cfg.steer_arg) != e_.cfg.engine) continue;
+        if (port_taken(0, p, s)) continue;
+        s.local.port = p;
+        s.reuse_port = reuse;
+        return 0;
+    }
+    s.reuse_port = reuse;
+    return -EADDRNOTAVAIL;
+}
+
+void UdpLayer::index_add(UdpSock &s)
+{
+    uint32_t &head = buckets_[bucket(s.local.port)];
+    s.next_in_port = head;
+    head = index_of(s);
+}
+
+void UdpLayer::index_remove(UdpSock &s)
+{
+    for (uint32_t *p = &buckets_[bucket(s.local.port)]; *p != UINT32_MAX; p = &socks_[*p].next_in_port) {
+        if (*p == index_of(s)) {
+            *p = s.next_in_port;
+            s.next_in_port = UINT32_MAX;
+            return;
+        }
+    }
+}
+
+int UdpLayer::bind(SockId id, Endpoint local)
+{
+    UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    if (s->bound) return -EINVAL;
+    if (local.ip != 0 && local.ip != e_.cfg.ip && !ipv4_multicast(local.ip)) return -EADDRNOTAVAIL;
+    s->local.ip = local.ip;
+    if (local.port == 0) {
+        if (int rc = pick_port(*s); rc != 0) return rc;
+    } else {
+        if (port_taken(local.ip, local.port, *s)) return -EADDRINUSE;
+        s->local.port = local.port;
+    }
+    s->bound = true;
+    index_add(*s);
+    return 0;
+}
+
+int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
+{
+    UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    switch (opt) {
+    case SockOpt::kReusePort:
+        if (s->bound) return -EINVAL; // as Linux: the group is formed at bind
+        s->reuse_port = v != 0;
+        return 0;
+    case SockOpt::kReuseAddr: // shares the port with other kReuseAddr sockets (multicast receivers)
+        if (s->bound) return -EINVAL;
+        s->reuse_addr = v != 0;
+        return 0;
+    case SockOpt::kTos:
+        if (v < 0 || v > 255) return -EINVAL;
+        s->tos = uint8_t(v);
+        return 0;
+    default:
+        return -ENOPROTOOPT;
+    }
+}
+
+int UdpLayer::connect(SockId id, Endpoint remote)
+{
+    UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    if (remote.ip == 0 && remote.port == 0) { // AF_UNSPEC: dissolve
+        s->remote = Endpoint{};
+        return 0;
+    }
+    if (remote.ip == 0 || remote.port == 0) return -EINVAL;
+    if (!s->bound) {
+        if (int rc = bind(id, Endpoint{0, 0}); rc != 0) return rc;
+    }
+    s->remote = remote;
+    return 0;
+}
+
+int UdpLayer::close(SockId id)
+{
+    UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    // Memberships go first (IGMP leave reports for groups nobody holds now).
+    while (s->n_groups > 0) leave(id, s->groups[s->n_groups - 1]);
+    if (s->bound) index_remove(*s);
+    e_.buffers.reclaim(s->user, s->mem);
+    closed_events_.push_back(SockEvent{id, kEvClosed, s->user});
+    const uint32_t i = index_of(*s);
+    // The id stops working (used = false). A slot still listed for events
+    // stays marked as listed, so a socket opened on it before the next drain
+    // is not listed twice (the list's capacity is one entry per slot).
+    *s = UdpSock{.gen = s->gen, .in_events = s->in_events};
+    free_.push_back(i);
+    return 0;
+}
+
+int UdpLayer::info(SockId id, UdpInfo *out) const
+{
+    const UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    *out = UdpInfo{s->local, s->remote, s->reuse_port, s->rx.used(), s->rx.datagrams, s->rx.size, s->drops,
+                   uint32_t(s->n_groups)};
+    return 0;
+}
+
+// ---- receive: the application's side ---------------------------------------------
+
+int64_t UdpLayer::recv_from(SockId id, void *data, size_t len, UdpRecord *rec, bool peek)
+{
+    UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    const UdpRecord *r = s->rx.front();
+    if (!r) return -EAGAIN;
+    const UdpRecord h = *r;
+    if (len && h.len) std::memcpy(data, r + 1, std::min<size_t>(len, h.len));
+    if (rec) *rec = h;
+    if (!peek) s->rx.pop(r);
+    return h.len;
+}
+
+int UdpLayer::rx_view(SockId id, RingSpan *out) const
+{
+    const UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    const DgramRing &r = s->rx;
+    const uint32_t off = r.head & (r.size - 1), used = r.used();
+    const uint32_t first = std::min(used, r.size - off);
+    *out = RingSpan{{r.mem + off, r.mem}, {first, used - first}};
+    return 0;
+}
+
+int UdpLayer::rx_consume(SockId id, uint32_t n)
+{
+    UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    DgramRing &r = s->rx;
+    if (n > r.used()) return -EINVAL;
+    // Whole records only: walk them (checking each as front() does).
+    uint32_t pos = r.head, dgrams = 0;
+    while (pos - r.head < n) {
+        const UdpRecord *rec = r.at(pos);
+        const uint32_t saved = r.head;
+        r.head = pos; // sane() checks against the record's own offset
+        const bool ok = r.sane(rec);
+        r.head = saved;
+        if (!ok) return -EINVAL;
+        if (!(rec->flags & kUdpRecPad)) dgrams++;
+        pos += rec->size;
+    }
+    if (pos - r.head != n) return -EINVAL;
+    r.head = pos;
+    r.datagrams -= std::min(r.datagrams, dgrams);
+    return 0;
+}
+
+// ---- receive: the wire's side ----------------------------------------------------
+
+UdpSock *UdpLayer::match(uint32_t dst, uint16_t dport, uint32_t src, uint16_t sport)
+{
+    // Linux's scoring (compute_score): a bound address and a connected peer
+    // each make a socket a better match; among reuseport members of the best
+    // score, one by a hash of the 4-tuple. Connected sockets are never in a
+    // spread (Linux leaves them out of the reuseport choice too).
+    int best = -1;
+    uint32_t members = 0;
+    UdpSock *pick = nullptr;
+    for (uint32_t i = buckets_[bucket(dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
+        UdpSock &s = socks_[i];
+        if (s.local.port != dport) continue;
+        int score = 0;
+        if (s.local.ip) {
+            if (s.local.ip != dst) continue;
+            score += 4;
+        }
+        if (s.remote.port) {
+            if (s.remote.ip != src || s.remote.port != sport) continue;
+            score += 8;
+        }
+        if (score > best) {
+            best = score;
+            pick = &s;
+            members = (s.reuse_port && !s.remote.port) ? 1 : 0;
+        } else if (score == best && s.reuse_port && !s.remote.port) {
+            members++;
+        }
+    }
+    if (members <= 1) return pick;
+    uint32_t h = (src ^ hash_key_) * 0x2545f491u;
+    h ^= (uint32_t(sport) << 16 | dport) ^ dst;
+    h *= 0x27d4eb2fu;
+    h ^= h >> 16;
+    h *= 0x165667b1u;
+    h ^= h >> 13;
+    uint32_t k = h % members;
+    for (uint32_t i = buckets_[bucket(dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
+        UdpSock &s = socks_[i];
+        if (s.local.port != dport || !s.reuse_port || s.remote.port) continue;
+        const int score = s.local.ip ? (s.local.ip == dst ? 4 : -1) : 0;
+        if (score == best && k-- == 0) return &s;
+    }
+    return pick;
+}
+
+bool UdpLayer::deliver(UdpSock &s, const Ipv4 *ip, const Udp *uh, unsigned len, bool mcast)
+{
+    const uint32_t need = DgramRing::record_size(len);
+    UdpRecord *r = s.rx.reserve(need);
+    if (!r) {
+        s.drops++;
+        e_.stats.udp_rcvbuf_errors++;
+        return false;
+    }
+    *r = UdpRecord{need, len, be32(ip->src), be32(ip->dst), be16(uh->sport), be16(uh->dport),
+                   mcast ? uint32_t(kUdpRecMulticast) : 0u, e_.now_ns};
+    std::memcpy(r + 1, uh + 1, len);
+    s.rx.commit(need);
+    e_.stats.udp_in++;
+    raise(s, kEvReadable);
+    return true;
+}
+
+void UdpLayer::udp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
+{
+    const unsigned avail = total - ihl;
+    const Udp *uh = reinterpret_cast<const Udp *>(f.data + kEthLen + ihl);
+    const unsigned ulen = avail >= kUdpLen ? be16(uh->len) : 0;
+    if (ulen < kUdpLen || ulen > avail) { // bytes past ulen are padding (ignored)
+        e_.stats.udp_header_errors++;
+        e_.link.release(f);
+        return;
+    }
+    const uint32_t src = be32(ip->src), dst = be32(ip->dst);
+    // RFC 768: a zero checksum means none was computed (IPv4 only).
+    if (uh->csum != 0 && !(f.flags & kRxL4CsumGood) &&
+        !csum_ok(csum_add(pseudo_sum(src, dst, kProtoUdp, uint16_t(ulen)), uh, ulen))) {
+        e_.stats.udp_csum_errors++;
+        e_.link.release(f);
+        return;
+    }
+    const unsigned len = ulen - kUdpLen;
+    const uint16_t sport = be16(uh->sport), dport = be16(uh->dport);
+    if (ipv4_multicast(dst)) {
+        // Every socket of the port that joined the group (from this source)
+        // and is bound to the wildcard or to the group gets its own copy.
+        bool any = false;
+        for (uint32_t i = buckets_[bucket(dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
+            UdpSock &s = socks_[i];
+            if (s.local.port != dport || (s.local.ip && s.local.ip != dst)) continue;
+            if (s.remote.port && (s.remote.ip != src || s.remote.port != sport)) continue;
+            bool member = false;
+            for (int g = 0; g < s.n_groups && !member; g++)
+                member = s.groups[g].group == dst && (!s.groups[g].source || s.groups[g].source == src);
+            if (!member) continue;
+            any = true;
+            deliver(s, ip, uh, len, true);
+        }
+        if (any) {
+            e_.stats.udp_mcast_in++;
+            e_.link.release(f);
+            return;
+        }
+        // A group nobody here joined: the other stack's, or nobody's.
+        if (e_.link.pass_up(f, Unclaimed::kUdp)) return;
+        e_.stats.drop_not_ours++;
+        e_.link.release(f);
+        return;
+    }
+    UdpSock *s = match(dst, dport, src, sport);
+    if (!s) {
+        if (e_.link.pass_up(f, Unclaimed::kUdp)) return;
+        e_.stats.udp_no_port++;
+        port_unreachable(f.data + kEthLen, total);
+        e_.link.release(f);
+        return;
+    }
+    deliver(*s, ip, uh, len, false);
+    e_.link.release(f);
+}
+
+void UdpLayer::port_unreachable(const uint8_t *ip_packet, unsigned len)
+{
+    // Token bucket: 1000 messages a second, bursts of 50 (Linux's
+    // icmp_msgs_per_sec and icmp_msgs_burst), in milli-tokens.
+    const uint64_t now = e_.now_ns;
+    if (now > icmp_last_ns_) {
+        icmp_tokens_ = std::min<uint64_t>(50'000, icmp_tokens_ + (now - icmp_last_ns_) / 1000);
+        icmp_last_ns_ = now;
+    }
+    if (icmp_tokens_ < 1000) {
+        e_.stats.udp_unreach_limited++;
+        return;
+    }
+    icmp_tokens_ -= 1000;
+    e_.ip.send_icmp_unreach(ip_packet, len, kIcmpCodePort, now);
+}
+
+// ---- send ------------------------------------------------------------------------
+
+void UdpLayer::send_group_frame(PacketRef &f, uint32_t group)
+{
+    Eth *eth = reinterpret_cast<Eth *>(f.data);
+    group_mac(group, eth->dst);
+    std::memcpy(eth->src, e_.cfg.mac.b, 6);
+    eth->type = be16(kEtherIpv4);
+    e_.link.queue(f);
+}
+
+int64_t UdpLayer::send_to(SockId id, const Endpoint *dst_in, const void *data, size_t len)
+{
+    UdpSock *s = lookup(id);
+    if (!s) return -EBADF;
+    Endpoint dst;
+    if (dst_in) {
+        dst = *dst_in;
+    } else {
+        if (!s->remote.port) return -EDESTADDRREQ;
+        dst = s->remote;
+    }
+    if (dst.ip == 0 || dst.port == 0 || dst.ip == 0xffffffffu) return -EINVAL;
+    if (len > size_t(e_.cfg.mtu) - kIpLen - kUdpLen) return -EMSGSIZE;
+    const bool group = ipv4_multicast(dst.ip);
+    const uint32_t hop = group ? dst.ip : e_.router.next_hop(dst.ip);
+    if (!hop) return -ENETUNREACH;
+    if (!s->bound) {
+        if (int rc = bind(id, Endpoint{0, 0}); rc != 0) return rc;
+    }
+    PacketRef f;
+    if (!e_.link.alloc(&f)) return -ENOBUFS;
+    const unsigned ulen = kUdpLen + unsigned(len);
+    if (kEthLen + kIpLen + ulen > f.room) {
+        e_.link.release(f);
+        return -EMSGSIZE;
+    }
+    Ipv4 *ip = reinterpret_cast<Ipv4 *>(f.data + kEthLen);
+    *ip = Ipv4{0x45, s->tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : 64), kProtoUdp,
+               0, be32(e_.cfg.ip), be32(dst.ip)};
+    if (e_.offloads & kOffloadTxIpCsum)
+        f.flags |= kTxIpCsum;
+    else
+        ip->csum = csum_finish(csum_add(0, ip, kIpLen));
+    Udp *uh = reinterpret_cast<Udp *>(ip + 1);
+    *uh = Udp{be16(s->local.port), be16(dst.port), be16(uint16_t(ulen)), 0};
+    // The payload is copied and summed in one pass (no UDP offload flag:
+    // one datagram's sum is cheap next to its copy).
+    uint32_t sum = csum_copy(uh + 1, data, len, pseudo_sum(e_.cfg.ip, dst.ip, kProtoUdp, uint16_t(ulen)));
+    sum = csum_combine(sum, csum_add(0, uh, kUdpLen), 0);
+    uint16_t c = csum_finish(sum);
+    uh->csum = c ? c : 0xffff; // RFC 768: a computed zero is sent as all ones
+    f.len = uint16_t(kEthLen + kIpLen + ulen);
+    e_.stats.udp_out++;
+    if (group)
+        send_group_frame(f, dst.ip);
+    else
+        e_.ip.send(f, hop, e_.now_ns);
+    return int64_t(len);
+}
+
+} // namespace mars::udp
