@@ -61,7 +61,7 @@ enum Offloads : uint32_t {
 // (in eta: the kernel, through the port's kernel interface) and counts by.
 enum class Unclaimed : uint8_t {
     kTcpOtherPort, // TCP for a port with no connection or listener of this stack (a kernel program's)
-    kUdp,          // IPv4 UDP (the stack has no UDP)
+    kUdp,          // IPv4 UDP no socket of this stack takes (a kernel program's port or group)
     kIcmp,         // ICMP: echo requests (not answered here), and a copy of every other ICMP message
     kArp,          // a copy of every well-formed ARP frame (the stack has learned from it / answered it)
     kIpv6,         // EtherType IPv6 (the stack has no IPv6)

@@ -1,7 +1,7 @@
 // ip6_fixture.h: TEST FIXTURE for the IPv6 layer tests (ipv6_test, nd_test):
 // an Ipv6Layer with its NeighborDiscovery and Link over a recording PacketIo
-// (every frame sent and every frame handed on as unclaimed is kept; buffers
-// are counted so a test can check that each came back), a recording
+// (../base/recording_io.h: every frame sent and every frame handed on as
+// unclaimed is kept; buffers are counted so a test can check that each came back), a recording
 // Ipv6Upper, and builders for the frames a peer sends. Time is virtual.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include "ipv6.h"
 #include "ipv6_wire.h"
 #include "nd.h"
+#include "../base/recording_io.h"
 
 #include <gtest/gtest.h>
 
@@ -39,47 +40,6 @@ inline Ip6Addr addr(uint8_t last, uint8_t sub = 0)
 const Ip6Addr kOurIp = addr(1);
 const Ip6Addr kPeerIp = addr(2);
 const Ip6Addr kOffLink = addr(9, 7); // 2001:2:0:7::9, not on our /64
-
-class Ip6Io final : public PacketIo {
-  public:
-    uint16_t alloc(PacketRef *out, uint16_t n) override
-    {
-        uint16_t got = 0;
-        for (; got < n && allocatable > 0; got++, allocatable--) {
-            buffers.push_back(std::make_unique<uint8_t[]>(kRoom));
-            out[got] = PacketRef{buffers.back().get(), buffers.back().get(), 0, kRoom, 0};
-            outstanding++;
-        }
-        return got;
-    }
-    uint16_t transmit(PacketRef *frames, uint16_t n) override
-    {
-        for (uint16_t i = 0; i < n; i++) {
-            sent.emplace_back(frames[i].data, frames[i].data + frames[i].len);
-            outstanding--;
-        }
-        return n;
-    }
-    void release(PacketRef *, uint16_t n) override
-    {
-        released += n;
-        outstanding -= n;
-    }
-    void unclaimed(PacketRef &f, Unclaimed why) override
-    {
-        passed.emplace_back(f.data, f.data + f.len);
-        reasons.push_back(why);
-        outstanding--;
-    }
-
-    static constexpr uint16_t kRoom = 2048;
-    int allocatable = 100000;
-    int outstanding = 0; // buffers handed out (or received frames given) and not yet back
-    int released = 0;
-    std::vector<std::unique_ptr<uint8_t[]>> buffers;
-    std::vector<std::vector<uint8_t>> sent, passed;
-    std::vector<Unclaimed> reasons;
-};
 
 class Ip6Upper final : public Ipv6Upper {
   public:
@@ -145,7 +105,7 @@ class Ip6Rig {
         link.flush();
     }
 
-    Ip6Io io;
+    RecordingIo io{2048, 100000}; // frames of up to 2 KiB: an ICMPv6 error quotes up to 1,280 bytes
     StackStats stats{};
     StackConfig cfg;
     Link link;
