@@ -55,9 +55,9 @@ void Ipv4Layer::input(PacketRef &f, uint64_t now_ns)
         link_.release(f);
         return;
     }
-    const bool group = ipv4_multicast(be32(ip->dst)) && datagram_ &&
-                       (ip->proto == kProtoUdp || ip->proto == kProtoIgmp); // UDP decides who joined
-    if (be32(ip->dst) != ip_ && !group) {
+    if (be32(ip->dst) != ip_ &&
+        !(ipv4_multicast(be32(ip->dst)) && datagram_ && (ip->proto == kProtoUdp || ip->proto == kProtoIgmp))) {
+        // (A UDP or IGMP datagram to a group goes on: UDP decides who joined.)
         if (link_.pass_up(f, unclaimed_reason(ip->proto))) return; // broadcast, multicast, the other stack's addresses
         stats_.drop_not_ours++;
         link_.release(f);
