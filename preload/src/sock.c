@@ -255,6 +255,28 @@ static void drop_ppe_half(dti_ctx_t *c, struct eta_sock *s)
     dti_submit(c);
 }
 
+/* A socket whose failed connect was reported, connecting again: a new PPE
+ * socket in the old one's place (options carried again from the kernel
+ * placeholder), bound where bind() put it (or to the placeholder's port on
+ * a shared port). 0 or an errno value; the socket is an orphan when the PPE
+ * gives it no new socket. */
+static int renew_ppe_half(dti_ctx_t *c, int fd, struct eta_sock *s)
+{
+    drop_ppe_half(c, s);
+    s->connect_started = s->connect_reported = s->connect_closed = false;
+    atomic_store(&s->pending_error, 0);
+    int err = make_accel(c, fd, s);
+    if (err) {
+        atomic_store(&s->state, ETA_SOCK_ORPHAN);
+        return err;
+    }
+    struct dti_addr local = s->local;
+    if (!local.ip && !local.port && s->bound_kernel)
+        local.port = s->kernel_port;
+    int rc = local.ip || local.port ? dti_bind(c, s->h, &local) : 0;
+    return rc < 0 ? eta_errno_from_dti(rc) : 0;
+}
+
 ETA_EXPORT int listen(int fd, int backlog)
 {
     struct eta_sock *s = eta_sock_get(fd);
@@ -369,39 +391,6 @@ ETA_EXPORT int listen(int fd, int backlog)
 
 /* ---- connect ----------------------------------------------------------- */
 
-/* The engine updates the shared state after it takes the command, so
- * "not connecting yet" is not an outcome: only connected, failed, reset or
- * an error are. */
-static bool connect_settled(const struct dti_sock_info *ss)
-{
-    return (ss->state & (DTI_STATE_CONNECTED | DTI_STATE_FAILED | DTI_STATE_RESET)) || ss->error;
-}
-
-static bool connect_done(void *arg)
-{
-    struct eta_sock *s = arg;
-    dti_ctx_t *c = eta_ctx();
-    struct dti_sock_info ss;
-    if (!c || dti_sock_status(c, s->h, &ss) != 0)
-        return true;
-    return connect_settled(&ss);
-}
-
-/* The outcome of a connect: 0, EINPROGRESS, or an errno value. */
-int eta_connect_result(dti_ctx_t *c, struct eta_sock *s)
-{
-    struct dti_sock_info ss;
-    int rc = dti_sock_status(c, s->h, &ss);
-    if (rc < 0)
-        return eta_errno_from_dti(rc);
-    if (!connect_settled(&ss))
-        return dti_engine_alive(dti_ctx_owner(c)) ? EINPROGRESS : ECONNREFUSED;
-    if ((ss.state & DTI_STATE_CONNECTED) && !ss.error)
-        return 0;
-    int e = dti_sock_take_error(c, s->h);
-    return e < 0 ? -e : e > 0 ? e : ECONNREFUSED;
-}
-
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
@@ -492,17 +481,13 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             return fail(EISCONN);
         }
         if (s->connect_started) {
-            int res = eta_connect_result(c, s);
-            eta_obj_put(&s->obj);
-            if (res == EINPROGRESS)
-                return fail(EALREADY);
-            if (res == 0)
-                return fail(EISCONN);
-            if (!s->connect_reported) {
-                s->connect_reported = true;
-                return fail(res);
+            int e = eta_connect_again(s, eta_connect_result(c, s));
+            if (!e)
+                e = renew_ppe_half(c, fd, s); /* back in CLOSE: a new attempt */
+            if (e) {
+                eta_obj_put(&s->obj);
+                return fail(e);
             }
-            return fail(ECONNABORTED);
         }
     }
     if (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
@@ -534,13 +519,14 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return fail(EINPROGRESS);
     }
     eta_watch(c, s, DTI_POLLOUT);
-    int w = eta_wait(c, connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
+    int w = eta_wait(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
     if (w == -ETIMEDOUT || w == -EINTR) {
         eta_obj_put(&s->obj); /* the connection goes on in the background, as in the kernel */
         return fail(w == -ETIMEDOUT ? EINPROGRESS : EINTR);
     }
     int res = eta_connect_result(c, s);
     s->connect_reported = true;
+    s->connect_closed = res != 0; /* failed: back in CLOSE, the next connect() tries again */
     eta_obj_put(&s->obj);
     return res ? fail(res) : 0;
 }

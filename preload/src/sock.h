@@ -85,8 +85,15 @@ static inline uint64_t deadline_after(int ms)
 {
     return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
 }
-/* sock.c: the outcome of a connect: 0, EINPROGRESS, or an errno value. */
+/* connect_state.c: the outcome of a connect: 0, EINPROGRESS, or an errno
+ * value; eta_connect_done: whether it has one (a wait predicate). */
 int eta_connect_result(dti_ctx_t *c, struct eta_sock *s);
+bool eta_connect_done(void *sock);
+/* connect_state.c: connect() on a socket whose connect was started, given
+ * its outcome: EALREADY, EISCONN, the failure to report (ECONNABORTED when
+ * SO_ERROR took it), or 0 when the socket is back in CLOSE and this is a new
+ * attempt (as Linux). */
+int eta_connect_again(struct eta_sock *s, int res);
 /* sock.c: a new descriptor (dup, dup2, dup3, F_DUPFD) names the same object
  * as the old one. */
 int eta_dup_result(int oldfd, int newfd);

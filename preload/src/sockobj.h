@@ -51,6 +51,7 @@ struct eta_sock {
     bool bound_kernel;        /* the kernel socket is bound: bind(INADDR_ANY), or on a shared port the PPE address */
     bool connect_started;     /* a connect was issued (non-blocking in progress or done) */
     bool connect_reported;    /* the outcome of a non-blocking connect was reported */
+    bool connect_closed;      /* its failure was reported by connect(): back in CLOSE (connect_state.c) */
     _Atomic bool shut_wr;
     _Atomic bool shut_rd;
     _Atomic int pending_error;/* SO_ERROR kept by the shim (positive errno) */

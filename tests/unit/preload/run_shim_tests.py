@@ -95,7 +95,7 @@ def accel_mode(a, base_env):
                    ETA_SPIN_US="20")
         _, err = scenario(a.prog, "accel_echo", env, must_log=[ACCEL_LINE], must_not_log=["warning:"])
         expect("listener on PPE and kernel", "on the PPE and the kernel" in err, err[-400:])
-        for name in ["accel_basics", "accel_nonblock", "accel_connect_taken", "accel_epoll", "accel_poll_select",
+        for name in ["accel_basics", "accel_nonblock", "accel_connect_taken", "accel_connect_again", "accel_epoll", "accel_poll_select",
                      "accel_dup"]:
             scenario(a.prog, name, env, must_not_log=["warning:"])
         for name in ["accel_fork", "accel_fork_accept"]:

@@ -650,6 +650,78 @@ static int sc_accel_connect_taken(void)
     return 0;
 }
 
+/* A connect refused, then made again on the same socket once something
+ * listens there, as on Linux (issue 35): a blocking connect() is an attempt
+ * each time; after a non-blocking one failed, the next connect() reports it
+ * (ECONNABORTED when SO_ERROR took it already) and the one after is a new
+ * attempt. Both sockets then carry bytes. */
+static int listen_on(int port)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    int one = 1;
+    CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(listen(l, 16) == 0);
+    return l;
+}
+
+static int sc_accel_connect_again(void)
+{
+    int port;
+    close(listener(&port)); /* a port nobody listens on now */
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, ppe_ip, &to.sin_addr);
+    int b = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(b >= 0);
+    struct timeval tv = {20, 0};
+    CHECK(setsockopt(b, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+    errno = 0;
+    CHECK(connect(b, (struct sockaddr *)&to, sizeof to) == -1 && errno == ECONNREFUSED);
+    errno = 0;
+    CHECK(connect(b, (struct sockaddr *)&to, sizeof to) == -1 && errno == ECONNREFUSED);
+
+    int n = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    CHECK(n >= 0);
+    int rc = connect(n, (struct sockaddr *)&to, sizeof to);
+    CHECK(rc == -1 && (errno == EINPROGRESS || errno == ECONNREFUSED));
+    if (errno == EINPROGRESS) {
+        struct pollfd p = {n, POLLOUT, 0};
+        CHECK(poll(&p, 1, 20000) == 1 && (p.revents & (POLLERR | POLLHUP)));
+        int err = -1;
+        socklen_t len = sizeof err;
+        CHECK(getsockopt(n, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == ECONNREFUSED);
+        errno = 0;
+        CHECK(connect(n, (struct sockaddr *)&to, sizeof to) == -1 && errno == ECONNABORTED);
+    }
+
+    int l = listen_on(port);
+    CHECK(connect(b, (struct sockaddr *)&to, sizeof to) == 0);
+    rc = connect(n, (struct sockaddr *)&to, sizeof to);
+    CHECK(rc == 0 || errno == EINPROGRESS);
+    struct pollfd p = {n, POLLOUT, 0};
+    CHECK(poll(&p, 1, 20000) == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP)));
+    int err = -1;
+    socklen_t len = sizeof err;
+    CHECK(getsockopt(n, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0);
+    CHECK(connect(n, (struct sockaddr *)&to, sizeof to) == -1 && errno == EISCONN);
+    for (int k = 0; k < 2; k++) {
+        int a = accept(l, NULL, NULL);
+        CHECK(a >= 0);
+        CHECK(write(a, "x", 1) == 1);
+        close(a);
+    }
+    char ch;
+    CHECK(read(b, &ch, 1) == 1 && ch == 'x');
+    struct pollfd q = {n, POLLIN, 0};
+    CHECK(poll(&q, 1, 20000) == 1 && read(n, &ch, 1) == 1 && ch == 'x');
+    close(n);
+    close(b);
+    close(l);
+    return 0;
+}
+
 static int sc_accel_epoll(void)
 {
     int c, s;
@@ -907,6 +979,8 @@ int main(int argc, char **argv)
         rc = sc_accel_nonblock();
     else if (!strcmp(sc, "accel_connect_taken"))
         rc = sc_accel_connect_taken();
+    else if (!strcmp(sc, "accel_connect_again"))
+        rc = sc_accel_connect_again();
     else if (!strcmp(sc, "accel_epoll"))
         rc = sc_accel_epoll();
     else if (!strcmp(sc, "accel_poll_select"))
