@@ -213,5 +213,10 @@ bool parse_ipv6(const std::string &s, mars::Ip6Addr *ip);
 // "2001:2:0:1::1" / "2001:2:0:1::1/64" (RFC 5952 form, inet_ntop).
 std::string format_ipv6(const mars::Ip6Addr &ip);
 std::string format_ipv6(const mars::Ip6Prefix &p);
+// A port's addresses as the start log writes them: "A.B.C.D/P ADDR6/P ...".
+std::string format_addresses(const PortConfig &p);
+// Whether two configs of a port agree on everything a reload cannot change
+// (name, device, addresses, gateway, mtu, descriptor counts).
+bool same_port_setup(const PortConfig &a, const PortConfig &b);
 
 } // namespace ppe

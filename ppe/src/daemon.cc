@@ -273,15 +273,8 @@ void reload(Config &live, const std::string &path)
         next.copy_threshold != live.copy_threshold || next.copy_ring != live.copy_ring)
         restart.push_back("[copy]");
     bool ports_same = next.ports.size() == live.ports.size();
-    for (size_t i = 0; ports_same && i < next.ports.size(); i++) {
-        const PortConfig &a = next.ports[i], &b = live.ports[i];
-        ports_same = a.name == b.name && a.device == b.device && a.ip == b.ip && a.prefix == b.prefix &&
-                     a.gateway == b.gateway && a.mtu == b.mtu && a.rx_desc == b.rx_desc && a.tx_desc == b.tx_desc &&
-                     a.addr6.size() == b.addr6.size();
-        for (size_t j = 0; ports_same && j < a.addr6.size(); j++)
-            ports_same = std::memcmp(a.addr6[j].addr.b, b.addr6[j].addr.b, 16) == 0 &&
-                         a.addr6[j].prefix == b.addr6[j].prefix;
-    }
+    for (size_t i = 0; ports_same && i < next.ports.size(); i++)
+        ports_same = same_port_setup(next.ports[i], live.ports[i]);
     if (!ports_same) restart.push_back("[[port]]");
     bool routes_same = next.routes.size() == live.routes.size();
     for (size_t i = 0; routes_same && i < next.routes.size(); i++)
@@ -758,13 +751,10 @@ int daemon_main(int argc, char **argv)
     starting.remove(); // the socket answers now
 
     pub.set_state(stats::State::kRunning);
-    for (auto &p : ports) {
-        std::string v6;
-        for (const mars::Ip6Prefix &a : p.config.addr6) v6 += " " + format_ipv6(a);
-        log(LogLevel::kInfo, "port %s (%s) up: %s/%u%s mtu %u, %02x:%02x:%02x:%02x:%02x:%02x", p.config.name.c_str(),
-            p.config.device.c_str(), format_ipv4(p.config.ip).c_str(), p.config.prefix, v6.c_str(), p.config.mtu,
-            p.mac.b[0], p.mac.b[1], p.mac.b[2], p.mac.b[3], p.mac.b[4], p.mac.b[5]);
-    }
+    for (auto &p : ports)
+        log(LogLevel::kInfo, "port %s (%s) up: %s mtu %u, %02x:%02x:%02x:%02x:%02x:%02x", p.config.name.c_str(),
+            p.config.device.c_str(), format_addresses(p.config).c_str(), p.config.mtu, p.mac.b[0], p.mac.b[1],
+            p.mac.b[2], p.mac.b[3], p.mac.b[4], p.mac.b[5]);
     log(LogLevel::kInfo, "serving on %s: %zu engine(s) on CPU %s, idle %s, memory %s, EAL prefix %s",
         config.socket.c_str(), engines.size(), cpus.c_str(), to_string(config.idle), use_huge ? "huge" : "no-huge",
         eal.prefix().c_str());
