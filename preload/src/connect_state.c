@@ -4,7 +4,8 @@
  *     in CLOSE and the next connect() is a new attempt;
  *   - a non-blocking one that failed: the next connect() reports the error
  *     (ECONNABORTED when getsockopt(SO_ERROR) took it already) and puts the
- *     socket back in CLOSE; the one after is a new attempt.
+ *     socket back in CLOSE; the one after is a new attempt;
+ *   - a socket that was connected answers EISCONN, also once reset.
  * preload/README.md "Connect". */
 #include <errno.h>
 
@@ -45,8 +46,14 @@ int eta_connect_result(dti_ctx_t *c, struct eta_sock *s)
     return e < 0 ? -e : e > 0 ? e : ECONNREFUSED;
 }
 
-int eta_connect_again(struct eta_sock *s, int res)
+int eta_connect_again(dti_ctx_t *c, struct eta_sock *s)
 {
+    /* Connected once (reset since or not): EISCONN, as Linux answers a
+     * socket that was connected, whatever became of the connection. */
+    struct dti_sock_info ss;
+    if (dti_sock_status(c, s->h, &ss) == 0 && (ss.state & DTI_STATE_CONNECTED))
+        return EISCONN;
+    const int res = eta_connect_result(c, s);
     if (res == EINPROGRESS)
         return EALREADY;
     if (res == 0)

@@ -481,7 +481,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             return fail(EISCONN);
         }
         if (s->connect_started) {
-            int e = eta_connect_again(s, eta_connect_result(c, s));
+            int e = eta_connect_again(c, s);
             if (!e)
                 e = renew_ppe_half(c, fd, s); /* back in CLOSE: a new attempt */
             if (e) {

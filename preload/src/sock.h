@@ -89,11 +89,11 @@ static inline uint64_t deadline_after(int ms)
  * value; eta_connect_done: whether it has one (a wait predicate). */
 int eta_connect_result(dti_ctx_t *c, struct eta_sock *s);
 bool eta_connect_done(void *sock);
-/* connect_state.c: connect() on a socket whose connect was started, given
- * its outcome: EALREADY, EISCONN, the failure to report (ECONNABORTED when
- * SO_ERROR took it), or 0 when the socket is back in CLOSE and this is a new
- * attempt (as Linux). */
-int eta_connect_again(struct eta_sock *s, int res);
+/* connect_state.c: connect() on a socket whose connect was started:
+ * EALREADY, EISCONN (connected, or connected once and reset since), the
+ * failure to report (ECONNABORTED when SO_ERROR took it), or 0 when the
+ * socket is back in CLOSE and this is a new attempt (as Linux). */
+int eta_connect_again(dti_ctx_t *c, struct eta_sock *s);
 /* sock.c: a new descriptor (dup, dup2, dup3, F_DUPFD) names the same object
  * as the old one. */
 int eta_dup_result(int oldfd, int newfd);

@@ -654,7 +654,8 @@ static int sc_accel_connect_taken(void)
  * listens there, as on Linux (issue 35): a blocking connect() is an attempt
  * each time; after a non-blocking one failed, the next connect() reports it
  * (ECONNABORTED when SO_ERROR took it already) and the one after is a new
- * attempt. Both sockets then carry bytes. */
+ * attempt. Both sockets then carry bytes. A socket that was connected
+ * answers EISCONN, also once its peer has gone. */
 static int listen_on(int port)
 {
     int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -716,6 +717,18 @@ static int sc_accel_connect_again(void)
     CHECK(read(b, &ch, 1) == 1 && ch == 'x');
     struct pollfd q = {n, POLLIN, 0};
     CHECK(poll(&q, 1, 20000) == 1 && read(n, &ch, 1) == 1 && ch == 'x');
+    /* Connected once and closed or reset since: EISCONN, as Linux. */
+    int c2, s2;
+    pair(ppe_ip, &c2, &s2);
+    struct linger lg = {1, 0};
+    CHECK(setsockopt(s2, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    close(s2);
+    struct pollfd r = {c2, POLLIN, 0};
+    CHECK(poll(&r, 1, 20000) == 1);
+    CHECK(read(c2, &ch, 1) <= 0); /* the reset (or its end of stream) */
+    errno = 0;
+    CHECK(connect(c2, (struct sockaddr *)&to, sizeof to) == -1 && errno == EISCONN);
+    close(c2);
     close(n);
     close(b);
     close(l);
