@@ -168,6 +168,22 @@ void Eal::cleanup()
     }
 }
 
+// A queue's buffers for whole TSO frames (at most 64 KiB: an IPv4 packet),
+// appended to pools; false with the reason in *error.
+static bool add_tso_pool(uint16_t id, uint16_t q, int socket, const std::string &what,
+                         std::vector<rte_mempool *> *pools, std::string *error)
+{
+    const std::string name = "t" + std::to_string(id) + "q" + std::to_string(q);
+    rte_mempool *tp = rte_pktmbuf_pool_create(name.c_str(), Port::kTsoBuffers, 32, 0, UINT16_MAX, socket);
+    if (!tp) {
+        *error = what + ": cannot allocate " + std::to_string(Port::kTsoBuffers) + " TSO buffers of 64 KiB: " +
+                 rte_strerror(rte_errno) + " (raise dpdk.memory_mb, or set tso = false in [[port]])";
+        return false;
+    }
+    pools->push_back(tp);
+    return true;
+}
+
 bool Port::open_vnet(const PortConfig &pc, const std::vector<EngineCore> &engines, uint32_t mbufs_per_queue,
                      uint16_t index, std::string *error)
 {
@@ -209,16 +225,8 @@ bool Port::open_vnet(const PortConfig &pc, const std::vector<EngineCore> &engine
             return false;
         }
         pools.push_back(pool);
-        if (offloads & mars::kOffloadTxTcpSeg) {
-            const std::string tso_name = "t" + std::to_string(id) + "q" + std::to_string(q);
-            rte_mempool *tp = rte_pktmbuf_pool_create(tso_name.c_str(), kTsoBuffers, 32, 0, UINT16_MAX, socket);
-            if (!tp) {
-                *error = what + ": cannot allocate " + std::to_string(kTsoBuffers) + " TSO buffers of 64 KiB: " +
-                         rte_strerror(rte_errno) + " (raise dpdk.memory_mb, or set tso = false in [[port]])";
-                return false;
-            }
-            tso_pools.push_back(tp);
-        }
+        if ((offloads & mars::kOffloadTxTcpSeg) && !add_tso_pool(id, q, socket, what, &tso_pools, error))
+            return false;
     }
     return true;
 }
@@ -369,17 +377,8 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
                      "; the kernel would drop those buffers (raise dpdk.memory_mb so the pool fits in one area)";
             return false;
         }
-        if (offloads & mars::kOffloadTxTcpSeg) {
-            // Buffers for whole TSO frames (at most 64 KiB: an IPv4 packet).
-            const std::string tso_name = "t" + std::to_string(id) + "q" + std::to_string(q);
-            rte_mempool *tp = rte_pktmbuf_pool_create(tso_name.c_str(), kTsoBuffers, 32, 0, UINT16_MAX, socket);
-            if (!tp) {
-                *error = what + ": cannot allocate " + std::to_string(kTsoBuffers) + " TSO buffers of 64 KiB: " +
-                         rte_strerror(rte_errno) + " (raise dpdk.memory_mb, or set tso = false in [[port]])";
-                return false;
-            }
-            tso_pools.push_back(tp);
-        }
+        if ((offloads & mars::kOffloadTxTcpSeg) && !add_tso_pool(id, q, socket, what, &tso_pools, error))
+            return false;
         rc = rte_eth_rx_queue_setup(id, q, rx_desc, unsigned(socket), nullptr, pool);
         if (rc == 0) rc = rte_eth_tx_queue_setup(id, q, tx_desc, unsigned(socket), nullptr);
         if (rc < 0) {
