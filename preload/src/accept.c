@@ -188,8 +188,10 @@ static bool accept_ready(void *arg)
 }
 
 /* Wraps an accepted PPE connection in a placeholder kernel socket. */
-static int install_accepted(dti_ctx_t *c, dti_sock_t h, struct sockaddr *addr, socklen_t *len, int flags, bool v6)
+static int install_accepted(dti_ctx_t *c, int lfd, struct eta_sock *l, dti_sock_t h, struct sockaddr *addr,
+                            socklen_t *len, int flags)
 {
+    const bool v6 = l->v6;
     int fd = real_socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | (flags & SOCK_CLOEXEC), 0);
     struct eta_sock *n = fd >= 0 && eta_fd_in_range(fd) ? eta_sock_new() : NULL;
     if (!n) {
@@ -206,6 +208,7 @@ static int install_accepted(dti_ctx_t *c, dti_sock_t h, struct sockaddr *addr, s
     n->connect_reported = true;
     n->v6 = v6;
     atomic_store(&n->nonblock, (flags & SOCK_NONBLOCK) != 0);
+    eta_inherit_options(lfd, l, fd, n);
     dti_getsockname(c, h, &n->local);
     struct dti_addr peer = {0, 0};
     dti_getpeername(c, h, &peer);
@@ -345,7 +348,7 @@ static int accept_once(int fd, struct sockaddr *addr, socklen_t *len, int flags)
         int rc = take_accepted(c, s, &h);
         if (rc == 0) {
             atomic_fetch_add_explicit(&s->rx_taken, 1, memory_order_relaxed);
-            int nfd = install_accepted(c, h, addr, len, flags, s->v6);
+            int nfd = install_accepted(c, fd, s, h, addr, len, flags);
             eta_obj_put(&s->obj);
             return nfd;
         }

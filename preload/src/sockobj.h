@@ -36,6 +36,10 @@ uint32_t eta_opt_bit(int level, int name);
 /* sockopt.c: carries the options the kernel placeholder holds to s's PPE
  * socket. */
 void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s);
+/* sockopt.c: gives an accepted socket's kernel placeholder fd (object n)
+ * the options the program set on its listener (lfd, l), as the kernel's
+ * accept clones them. */
+void eta_inherit_options(int lfd, struct eta_sock *l, int fd, struct eta_sock *n);
 
 struct eta_sock {
     struct eta_obj obj;

@@ -104,6 +104,48 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
     dti_submit(c);
 }
 
+/* An accepted connection's kernel placeholder is a fresh socket(), not a
+ * clone of the listener as the kernel's accept makes: the options the
+ * program set on the listener are copied onto it, so getsockopt() on the
+ * accepted socket answers what it would on Linux (the PPE's connection
+ * inherits them from its listener inside MARS). Costs a getsockopt and a
+ * setsockopt per option set on the listener, none for a listener without. */
+void eta_inherit_options(int lfd, struct eta_sock *l, int fd, struct eta_sock *n)
+{
+    n->rcvtimeo_ms = l->rcvtimeo_ms;
+    n->sndtimeo_ms = l->sndtimeo_ms;
+    const uint32_t set = atomic_load(&l->opts_set);
+    if (!set)
+        return;
+    atomic_store(&n->opts_set, set);
+    static const struct {
+        uint32_t bit;
+        int level, name;
+    } more[] = {
+        {ETA_OPT_KEEPALIVE_TUNING, IPPROTO_TCP, TCP_KEEPIDLE}, {ETA_OPT_KEEPALIVE_TUNING, IPPROTO_TCP, TCP_KEEPINTVL},
+        {ETA_OPT_KEEPALIVE_TUNING, IPPROTO_TCP, TCP_KEEPCNT},  {ETA_OPT_LINGER, SOL_SOCKET, SO_LINGER},
+        {ETA_OPT_TIMEOUTS, SOL_SOCKET, SO_RCVTIMEO},           {ETA_OPT_TIMEOUTS, SOL_SOCKET, SO_SNDTIMEO},
+        {ETA_OPT_RCVBUF, SOL_SOCKET, SO_RCVBUF},               {ETA_OPT_MAXSEG, IPPROTO_TCP, TCP_MAXSEG},
+    };
+    union {
+        int i;
+        struct linger lg;
+        struct timeval tv;
+    } v;
+    for (size_t i = 0; i < sizeof carried / sizeof carried[0] + sizeof more / sizeof more[0]; i++) {
+        const bool first = i < sizeof carried / sizeof carried[0];
+        const size_t j = first ? i : i - sizeof carried / sizeof carried[0];
+        const uint32_t bit = first ? 1u << i : more[j].bit;
+        const int level = first ? carried[j].level : more[j].level, name = first ? carried[j].name : more[j].name;
+        socklen_t len = sizeof v;
+        if (!(set & bit) || real_getsockopt(lfd, level, name, &v, &len) != 0)
+            continue;
+        if (level == SOL_SOCKET && name == SO_RCVBUF)
+            v.i = (int)rcvbuf_set(v.i); /* the kernel reports twice what was set */
+        real_setsockopt(fd, level, name, &v, len);
+    }
+}
+
 /* ---- fcntl, ioctl ------------------------------------------------------ */
 
 static int fcntl_impl(int fd, int cmd, long arg)

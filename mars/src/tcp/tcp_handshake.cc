@@ -52,6 +52,20 @@ void adopt_child(Env &e, Sock &l, Sock &c, const FlowKey &key)
     // TCP_MAXSEG set on the listener holds for its connections too (Linux
     // copies the listener's user_mss): their SYN-ACK advertises it.
     c.user_mss = l.user_mss;
+    // So do the other options set on the listener (Linux clones the listening
+    // socket): Nagle and cork, keepalive and its timing, TCP_USER_TIMEOUT,
+    // SO_LINGER (a {1, 0} listener's connections end with a reset), the TOS
+    // byte and SO_RCVLOWAT. Keepalive is armed when the connection is
+    // established (established(), below).
+    constexpr uint32_t kInherited = kFNoDelay | kFCork | kFKeepAlive;
+    c.flags = (c.flags & ~kInherited) | (l.flags & kInherited);
+    c.app.keep_idle_ns = l.app.keep_idle_ns;
+    c.app.keep_intvl_ns = l.app.keep_intvl_ns;
+    c.app.keep_cnt = l.app.keep_cnt;
+    c.app.user_timeout_ns = l.app.user_timeout_ns;
+    c.app.linger_sec = l.app.linger_sec;
+    c.app.tos = l.app.tos;
+    c.app.rcv_lowat = l.app.rcv_lowat;
     c.app.local = Endpoint{e.cfg_.ip, key.local_port};
     c.app.remote = Endpoint{key.remote_ip, key.remote_port};
     c.next_hop = e.router_.next_hop(key.remote_ip);

@@ -6,7 +6,9 @@
 # then reads to EOF and records whether the connection ended with a reset
 # ("rst") or a FIN ("fin"); +6 takes a token and answers what +5 recorded
 # for it (waiting up to 10 s for that connection to end); +7 starts reading
-# every connection +4 holds.
+# every connection +4 holds; +9 takes "PORT\n", connects back to the prober's
+# address on that port, sends a byte, reads to the end and answers "rst" or
+# "fin" (how the prober's accepted socket ended the connection).
 import os, socket, struct, sys, threading, time
 addr, base = sys.argv[1], int(sys.argv[2])
 ends, ended = {}, threading.Condition()
@@ -65,7 +67,22 @@ def mss(c):
     # The MSS this kernel took from the prober's SYN (issue 35: TCP_MAXSEG
     # set before connect() must reach the wire), then the prober's token.
     c.sendall(b'%d\n' % c.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)); c.close()
-handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all, mss]
+def connect_back(c):
+    port = b''
+    while not port.endswith(b'\n'):
+        b = c.recv(16)
+        if not b: return
+        port += b
+    d = socket.create_connection((c.getpeername()[0], int(port)), timeout=20)
+    d.sendall(b'x')
+    try:
+        while d.recv(65536): pass
+        how = "fin"
+    except ConnectionResetError:
+        how = "rst"
+    d.close()
+    c.sendall(how.encode()); c.close()
+handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all, mss, connect_back]
 def quietly(h, c):
     try: h(c)
     except OSError: pass  # the probe resets some connections on purpose

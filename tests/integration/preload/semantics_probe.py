@@ -73,6 +73,28 @@ def linger0_rst():
 @case
 def close_fin():
     return how_it_ended(False)
+@case
+def listener_options():
+    # Options set on a listener hold for the connections it accepts (Linux
+    # clones the listening socket): getsockopt on the accepted socket answers
+    # them, and SO_LINGER {1, 0} ends the accepted connection with a reset.
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+    l.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    l.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack('ll', 3, 0))
+    l.bind((local, 0)); l.listen(1)
+    ask = conn(9); ask.sendall(b'%d\n' % l.getsockname()[1])
+    a, _ = l.accept()
+    opts = (struct.unpack('ii', a.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8)),
+            a.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+            a.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+            a.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+            struct.unpack('ll', a.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)))
+    first = a.recv(1)
+    a.close(); l.close()
+    return opts, first, recv_all(ask)
 def poll_names(s, events=select.POLLIN | select.POLLOUT | select.POLLRDHUP):
     p = select.poll(); p.register(s, events)
     got = p.poll(5000)
