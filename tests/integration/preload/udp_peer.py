@@ -5,6 +5,7 @@
                                    byte-exact and alone (boundaries kept)
   udp_peer.py relay HOST PORT BACK a burst through socat's relay to BACK,
                                    and answers back, each datagram whole
+  udp_peer.py probe-peer PORT     udp_probe.py's partner (see there)
   udp_peer.py trunc HOST PORT CAP  a datagram larger than the server's CAP-byte
                                    buffer comes back cut to CAP; the next one
                                    whole (the rest of the first is gone)
@@ -103,7 +104,29 @@ def refused(host, port):
         return 1
 
 
+def probe_peer(port):
+    """udp_probe.py's partner: waits for "go", sends its datagrams (1000 bytes
+    of 0..255, "second", "third", an empty one, 300 bytes), waits for
+    "connected" from the probe's connected socket."""
+    b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    b.settimeout(20)
+    b.bind(("0.0.0.0", port))
+    go, src = b.recvfrom(100)
+    if go != b"go":
+        print("expected go, got", go)
+        return 1
+    for d in (bytes(i & 0xFF for i in range(1000)), b"second", b"third", b"", bytes(300)):
+        b.sendto(d, src)
+    got, src2 = b.recvfrom(100)
+    if got != b"connected" or src2 != src:
+        print("expected connected from", src, "got", got, src2)
+        return 1
+    return 0
+
+
 def main():
+    if sys.argv[1] == "probe-peer":
+        return probe_peer(int(sys.argv[2]))
     what, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if what == "echo":
         return echo(host, port)

@@ -13,6 +13,10 @@
 #   bytes, the rest discarded (the next read is the next datagram);
 # - the peer sending to a port nobody holds gets ICMP port unreachable
 #   (ECONNREFUSED on its connected socket);
+# - udp_probe.py answers the same on the kernel link and through the PPE:
+#   getsockname/getpeername, SO_RCVTIMEO and MSG_DONTWAIT (EAGAIN), poll,
+#   MSG_PEEK, recvmsg's MSG_TRUNC flag, MSG_TRUNC's real length, the sender's
+#   address, an empty datagram, connect;
 # - eta-stat counts the datagrams (udp_in, udp_out) and shows no fallback.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
@@ -75,6 +79,29 @@ peer timeout 60 "$py" "$here/udp_peer.py" trunc "$ETA_LAB_PPE_IP" 7008 100 ||
 
 note "a port nobody holds: ICMP port unreachable to the peer"
 peer timeout 60 "$py" "$here/udp_peer.py" refused "$ETA_LAB_PPE_IP" 7099 || fail "no port unreachable"
+
+note "socket semantics: the same answers on the kernel link and through the PPE (udp_probe.py)"
+probe() { # bind address, peer address, output file; then the run itself
+    local bind=$1 peer_ip=$2 out=$3
+    shift 3
+    peer timeout 60 "$py" "$here/udp_peer.py" probe-peer 9100 > "$out.peer" 2>&1 &
+    local ppid=$!
+    _bg_pids+=($ppid)
+    # the probe's "go" is sent once: the peer's socket must be bound first
+    wait_until 20 bash -c "ip netns exec $ETA_LAB_NS ss -uln | grep -q ':9100 '" ||
+        { cat "$out.peer"; fail "the probe's peer did not bind port 9100"; }
+    timeout 60 "$@" "$py" "$here/udp_probe.py" "$bind" "$peer_ip" > "$out" 2> "$out.err" ||
+        { cat "$out" "$out.err" "$out.peer"; fail "udp_probe.py failed ($bind)"; }
+    wait "$ppid" || { cat "$out.peer"; fail "the probe's peer failed ($bind)"; }
+}
+probe "$ETA_LAB_KERNEL_IP" "$ETA_LAB_KERNEL_PEER_IP" "$work/probe-kernel.out"
+probe "$ETA_LAB_PPE_IP" "$ETA_LAB_PEER_IP" "$work/probe-eta.out" \
+    env ETA_LOG=fallback,accel "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --
+grep -q "accelerated ($ETA_LAB_PPE_IP:7010)" "$work/probe-eta.out.err" ||
+    { cat "$work/probe-eta.out.err"; fail "the probe's socket was not accelerated"; }
+sed 's/^/    /' "$work/probe-eta.out"
+diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
+    fail "UDP calls answered otherwise through the PPE than on the kernel (- kernel, + eta)"
 
 note "eta-stat counts the datagrams"
 read -r in1 out1 noport1 <<< "$(stat_udp)"
