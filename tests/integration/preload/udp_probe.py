@@ -42,8 +42,12 @@ p = select.poll()
 p.register(s, select.POLLOUT)
 ev = dict(p.poll(0)).get(s.fileno(), 0)
 out("poll OUT at once", "OUT" if ev & select.POLLOUT else "-")
+ep = select.epoll()
+ep.register(s, select.EPOLLIN | select.EPOLLET)
+ev = dict(ep.poll(10)).get(s.fileno(), 0)  # waits for the peer's first datagram
+out("epoll (edge-triggered) IN", "IN" if ev & select.EPOLLIN else "-")
 p.modify(s, select.POLLIN)
-ev = dict(p.poll(10000)).get(s.fileno(), 0)  # waits for the peer's first datagram
+ev = dict(p.poll(0)).get(s.fileno(), 0)
 out("poll IN", "IN" if ev & select.POLLIN else "-")
 out("peek 10", s.recv(10, socket.MSG_PEEK) == bytes(range(10)))
 data, anc, flags, addr = s.recvmsg(100)

@@ -14,7 +14,8 @@
 # - the peer sending to a port nobody holds gets ICMP port unreachable
 #   (ECONNREFUSED on its connected socket);
 # - udp_probe.py answers the same on the kernel link and through the PPE:
-#   getsockname/getpeername, SO_RCVTIMEO and MSG_DONTWAIT (EAGAIN), poll,
+#   getsockname/getpeername, SO_RCVTIMEO and MSG_DONTWAIT (EAGAIN), poll and
+#   edge-triggered epoll waiting for a datagram,
 #   MSG_PEEK, recvmsg's MSG_TRUNC flag, MSG_TRUNC's real length, the sender's
 #   address, an empty datagram, connect;
 # - eta-stat counts the datagrams (udp_in, udp_out) and shows no fallback.
