@@ -124,12 +124,26 @@ def probe_peer(port):
     return 0
 
 
+def once(host, port):
+    """One datagram, echoed (udp_exec.py's child)."""
+    s = sock(host, port)
+    d = pattern(777, 3)
+    s.send(d)
+    if s.recv(65535) != d:
+        print("the exec'd child's echo differed")
+        return 1
+    print("once ok")
+    return 0
+
+
 def main():
     if sys.argv[1] == "probe-peer":
         return probe_peer(int(sys.argv[2]))
     what, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if what == "echo":
         return echo(host, port)
+    if what == "once":
+        return once(host, port)
     if what == "relay":
         return relay(host, port, int(sys.argv[4]))
     if what == "trunc":

@@ -18,6 +18,8 @@
 #   edge-triggered epoll waiting for a datagram,
 #   MSG_PEEK, recvmsg's MSG_TRUNC flag, MSG_TRUNC's real length, the sender's
 #   address, an empty datagram, connect;
+# - exec: a UDP socket bound to the PPE's address, inherited across exec,
+#   answers a datagram in the new image;
 # - eta-stat counts the datagrams (udp_in, udp_out) and shows no fallback.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
@@ -103,6 +105,17 @@ grep -q "accelerated ($ETA_LAB_PPE_IP:7010)" "$work/probe-eta.out.err" ||
 sed 's/^/    /' "$work/probe-eta.out"
 diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
     fail "UDP calls answered otherwise through the PPE than on the kernel (- kernel, + eta)"
+
+note "exec: a UDP socket bound to the PPE's address is the new image's (it answers a datagram)"
+ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp_exec.py" parent "$ETA_LAB_PPE_IP" 7011 > "$work/exec.out" 2> "$work/exec.err" &
+exec_pid=$!
+_bg_pids+=($exec_pid)
+wait_until 60 grep -q "^child ready $ETA_LAB_PPE_IP 7011 type dgram True" "$work/exec.out" ||
+    { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image does not hold the UDP socket"; }
+peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" 7011 ||
+    { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image did not answer through the PPE"; }
+wait "$exec_pid" || { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image failed"; }
 
 note "eta-stat counts the datagrams"
 read -r in1 out1 noport1 <<< "$(stat_udp)"
