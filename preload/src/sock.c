@@ -785,6 +785,22 @@ ETA_EXPORT int shutdown(int fd, int how)
     }
     if (s->hybrid)
         real_shutdown(fd, how);
+    if (s->dgram) {
+        /* UDP (as Linux): a connected socket's directions end here, on
+         * our side only (udp.c: reads then answer 0, sends EPIPE); an
+         * unconnected one is ENOTCONN. Nothing for the engine to do. */
+        struct dti_addr peer;
+        int r = dti_getpeername(c, s->h, &peer);
+        if (r == 0) {
+            if (how != SHUT_WR)
+                atomic_store(&s->shut_rd, true);
+            if (how != SHUT_RD)
+                atomic_store(&s->shut_wr, true);
+            eta_epoll_touch(s);
+        }
+        eta_obj_put(&s->obj);
+        return r == 0 ? 0 : fail(ENOTCONN);
+    }
     struct dti_sock_info ss;
     if (!s->listening && (dti_sock_status(c, s->h, &ss) != 0 ||
                           !(ss.state & (DTI_STATE_CONNECTED | DTI_STATE_CONNECTING)))) {

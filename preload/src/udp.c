@@ -101,6 +101,8 @@ ssize_t eta_udp_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, in
             return (flags & MSG_TRUNC) ? (ssize_t)h.len : (ssize_t)take;
         }
         end_turn(&s->dgram_rx_busy);
+        if (n == -EAGAIN && atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
+            return 0; /* shutdown(SHUT_RD): nothing waiting answers 0, as Linux's UDP */
         if (n != -EAGAIN)
             return fail(n == -EIO ? EIO : eta_errno_from_dti((int)n));
         if (nonblock)
@@ -121,7 +123,7 @@ ssize_t eta_udp_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, in
 ssize_t eta_udp_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *to,
                      socklen_t tolen)
 {
-    (void)flags; /* a send never waits for ring space (the engine frees it before it answers) */
+    /* A send never waits for ring space (the engine frees it before it answers). */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail(ECONNREFUSED);
     if (iovcnt > 0 && iovcnt <= IOV_MAX && iov_fault(iov, iovcnt))
@@ -130,6 +132,8 @@ ssize_t eta_udp_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, in
     size_t len = iov_total(iov, iovcnt, &bad);
     if (bad)
         return fail(EINVAL);
+    if (atomic_load_explicit(&s->shut_wr, memory_order_relaxed))
+        return fail_pipe(flags); /* shutdown(SHUT_WR): EPIPE (and SIGPIPE), as Linux's UDP */
     struct dti_addr dst;
     if (to) {
         if (tolen < sizeof(struct sockaddr_in) || !uptr_readable(to, sizeof(struct sockaddr_in)))

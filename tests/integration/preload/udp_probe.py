@@ -65,4 +65,17 @@ except OSError as e:
 s.connect(PEER)
 out("getpeername", s.getpeername() == PEER)
 s.send(b"connected")
+s.shutdown(socket.SHUT_RD)
+out("recv after SHUT_RD, nothing there", s.recv(100))
+s.shutdown(socket.SHUT_WR)
+try:
+    s.send(b"after SHUT_WR")
+except OSError as e:
+    out("send after SHUT_WR", errno.errorcode[e.errno])
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind((bind_ip, 7012))
+try:
+    u.shutdown(socket.SHUT_RDWR)
+except OSError as e:
+    out("shutdown unconnected", errno.errorcode[e.errno])
 out("done")
