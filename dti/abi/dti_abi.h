@@ -230,7 +230,7 @@ static inline uint32_t dti_events_of(uint32_t state, int32_t err, uint32_t reada
     uint32_t ev = 0;
     if (readable > 0 || acc > 0 || (state & DTI_STATE_RD_CLOSED))
         ev |= DTI_POLLIN;
-    if ((state & DTI_STATE_CONNECTED) && !(state & DTI_STATE_WR_CLOSED) && writable > 0)
+    if ((state & (DTI_STATE_CONNECTED | DTI_STATE_DGRAM)) && !(state & DTI_STATE_WR_CLOSED) && writable > 0)
         ev |= DTI_POLLOUT;
     if (state & DTI_STATE_RD_CLOSED)
         ev |= DTI_POLLRDHUP;
@@ -297,6 +297,7 @@ static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 static_assert(sizeof(struct dti_ev) == 64, "ev layout");
 static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
+static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");
 #else
 _Static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
 _Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
@@ -304,6 +305,7 @@ _Static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 _Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 _Static_assert(sizeof(struct dti_ev) == 64, "ev layout");
 _Static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
+_Static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");
 #endif
 
 #endif /* DTI_ABI_H */

@@ -75,7 +75,7 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     }
     Member &member = table_.owner(group, ctx_index);
     if (cmd.op == DTI_OP_SOCKET) {
-        int32_t result = cmd_socket(group, member);
+        int32_t result = cmd_socket(group, member, cmd.count);
         pub_.complete(group, ctx_index, cmd.tag, result, result >= 0 ? uint32_t(result) : cmd.handle);
         return;
     }
@@ -91,6 +91,13 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         refuse_command(group, ctx_index, slot_index, decoded);
         return;
     }
+    if (__builtin_expect(!op_fits(*slot, cmd.op), 0)) {
+        // A stream command on a datagram socket or the reverse (udp.cc).
+        stats_.rejected_commands++;
+        if (cmd.signaled)
+            pub_.complete(group, ctx_index, cmd.tag, -EOPNOTSUPP, cmd.handle);
+        return;
+    }
     int32_t result = 0;
     switch (cmd.op) {
     case DTI_OP_BIND:
@@ -101,6 +108,8 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             result = tr_.bind(slot->sid, cmd.address);
             if (result == 0)
                 slot->state |= DTI_STATE_BOUND;
+            if (result == 0 && slot->dgram)
+                dgram_ends(group, slot_index); // the port picked for port 0
         }
         break;
     case DTI_OP_LISTEN:
@@ -205,8 +214,20 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         cmd_send(group, slot_index, cmd);
         return;
     case DTI_OP_RECV_RELEASE:
-        cmd_release(group, slot_index, cmd);
+        if (slot->dgram)
+            dgram_release(group, slot_index, cmd);
+        else
+            cmd_release(group, slot_index, cmd);
         return;
+    case DTI_OP_SEND_DGRAMS:
+        result = cmd_send_dgrams(group, slot_index, cmd);
+        break;
+    case DTI_OP_DGRAM_CONNECT:
+        result = cmd_dgram_connect(group, slot_index, cmd);
+        break;
+    case DTI_OP_MCAST:
+        result = cmd_mcast(group, slot_index, cmd);
+        break;
     case DTI_OP_DIGEST:
         if (cmd.flags & DTI_DIGEST_TX)
             take_unsent(group, slot_index);
@@ -247,12 +268,43 @@ void Commands::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_in
     }
 }
 
-int32_t Commands::cmd_socket(Group &group, Member &m)
+int32_t Commands::cmd_socket(Group &group, Member &m, uint32_t kind)
 {
+    if (kind != DTI_SOCK_STREAM && kind != DTI_SOCK_DGRAM)
+        return -EPROTONOSUPPORT;
     if (group.free_slots.empty())
         return -EMFILE;
     uint32_t si = group.free_slots.back();
     Slot &s = group.slots[si];
+    // A datagram socket takes its rings now (provide(), inside dgram_open):
+    // the slot must be a live holder's by then, so it is set up first.
+    const bool dgram = kind == DTI_SOCK_DGRAM;
+    if (dgram) {
+        group.free_slots.pop_back();
+        const uint32_t gen = s.gen % DTI_GEN_MAX + 1;
+        s = Slot{};
+        s.gen = gen;
+        s.in_free_list = false;
+        s.holders = 1; // provisional: provide() gives rings only to a held slot
+        int64_t sid = tr_.dgram_open(table_.tag_of(group, si));
+        s.holders = 0;
+        if (sid < 0) {
+            s.in_free_list = true;
+            group.free_slots.push_back(si);
+            return int32_t(sid);
+        }
+        s.has_sid = true;
+        s.sid = SockId(sid);
+        s.dgram = true;
+        s.ends_final = true; // local and remote are read at bind, connect and send (dgram_ends)
+        s.state = DTI_STATE_DGRAM;
+        stats_.dgram_sockets++;
+        reset_written(group, si);
+        control_.take_hold(group, m, si);
+        table_.write_shared(group, si);
+        store_rel(&group.socks[si].gen, gen);
+        return int32_t(table_.handle(group, si));
+    }
     int64_t sid = tr_.open(table_.tag_of(group, si));
     if (sid < 0)
         return int32_t(sid);

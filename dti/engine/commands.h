@@ -6,6 +6,7 @@
 // table is refreshed.
 //   commands.cc  the command loop, each command, digests, the refresh
 //   posted.cc    posted receives into the process's memory (RECV_POST)
+//   udp.cc       datagram sockets (DTI_SOCK_DGRAM: SEND_DGRAMS, DGRAM_CONNECT, MCAST)
 // execute() and the ring helpers are in the same translation unit as the
 // loop and inlined into it; nothing on the path is virtual.
 #pragma once
@@ -56,7 +57,15 @@ class Commands {
         Slot &s = group.slots[cmd.slot];
         return s.gen == cmd.gen && s.holders && m.holds[cmd.slot] ? &s : nullptr;
     }
-    int32_t cmd_socket(Group &group, Member &m);
+    int32_t cmd_socket(Group &group, Member &m, uint32_t kind);
+    // Datagram sockets (udp.cc): whether op applies to slot s's kind; the
+    // datagram commands; a receive release in whole records.
+    static bool op_fits(const Slot &s, uint16_t op);
+    int32_t cmd_send_dgrams(Group &group, uint32_t si, const Command &c);
+    int32_t cmd_dgram_connect(Group &group, uint32_t si, const Command &c);
+    int32_t cmd_mcast(Group &group, uint32_t si, const Command &c);
+    void dgram_release(Group &group, uint32_t si, const Command &c);
+    void dgram_ends(Group &group, uint32_t si);
     void cmd_accept(Group &group, uint16_t ci, uint32_t ls, const Command &c);
     int32_t accept_some(Group &group, Member &m, uint32_t ls, uint32_t max, uint32_t *out);
     // The data path's commands, inlined into the command loop (commands.cc)
@@ -103,7 +112,7 @@ inline void Commands::refresh(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     table_.settle_rx(group, si);
-    if (s.has_sid && s.rings_out && (s.state & DTI_STATE_CONNECTED)) {
+    if (s.has_sid && s.rings_out && (s.state & (DTI_STATE_CONNECTED | DTI_STATE_DGRAM))) {
         RingLevels l;
         tr_.ring_levels(s.sid, &l);
         if (l.rx_rc == 0 && l.readable <= s.rx_size)

@@ -22,6 +22,7 @@ const char *reject_text(Reject r)
     case Reject::kBadPoolRange: return "offset + length is not inside the buffer pool";
     case Reject::kBadDigestFlags: return "digest flags other than TX, CHECK, CHAIN";
     case Reject::kBadAddress: return "posted address is 0 or address + length wraps";
+    case Reject::kBadMcast: return "multicast request is neither join (0) nor leave (1)";
     }
     return "unknown reason";
 }
@@ -39,7 +40,8 @@ int32_t reject_result(Reject r)
     case Reject::kNoAcceptCount:
     case Reject::kZeroLength:
     case Reject::kBadPoolRange:
-    case Reject::kBadDigestFlags: return -EINVAL;
+    case Reject::kBadDigestFlags:
+    case Reject::kBadMcast: return -EINVAL;
     case Reject::kBadAddress: return -EFAULT;
     }
     return -EINVAL;

@@ -52,6 +52,7 @@ enum class Reject : uint8_t {
     kBadDigestFlags, // DIGEST with flags other than TX, CHECK, CHAIN
     kBadAddress,     // RECV_POST: address 0, or address + length past 2^64 (the process's
                      // memory is checked by the kernel when the engine writes: -EFAULT then)
+    kBadMcast,       // MCAST: neither join (0) nor leave (1)
 };
 
 // Short text for logs and test messages ("ok" for kNone).
@@ -72,7 +73,7 @@ struct Command {
     uint32_t slot = 0;      // the handle's slot index, < max_sockets (not NOP, SOCKET)
     uint32_t gen = 0;       // the handle's generation bits, != 0 (not NOP, SOCKET)
     Endpoint address;       // BIND: local; CONNECT: remote (port 1..65535)
-    uint32_t count = 0;     // LISTEN: backlog (<= 65535); ACCEPT: most connections (1..DTI_ACCEPT_MAX)
+    uint32_t count = 0;     // SOCKET: the kind (DTI_SOCK_*); LISTEN: backlog (<= 65535); ACCEPT: most connections (1..DTI_ACCEPT_MAX)
     uint32_t flags = 0;     // ACCEPT: DTI_ACCEPT_*; SEND: DTI_SEND_MORE/TAIL/END; SEND_FROM: DTI_SEND_MORE;
                             // DIGEST: DTI_DIGEST_*; WATCH: the DTI_POLL* events asked for
     bool shut_rd = false;   // SHUTDOWN: at least one of the two
@@ -195,6 +196,22 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
         c->flags = raw.op == DTI_OP_SEND ? raw.arg1 & (DTI_SEND_MORE | DTI_SEND_TAIL | DTI_SEND_END) : 0;
         c->offset = raw.op == DTI_OP_SEND ? uint32_t(raw.offset) : 0; // DTI_SEND_END: the stream position
         return raw.arg0 == 0 ? Reject::kZeroLength : Reject::kNone;
+    case DTI_OP_SEND_DGRAMS:
+        c->offset = uint32_t(raw.offset); // the send ring position the records end at
+        return Reject::kNone;
+    case DTI_OP_DGRAM_CONNECT:
+        // 0.0.0.0:0 dissolves the association (AF_UNSPEC); else a port is needed.
+        if (raw.arg1 > 0xffff || (raw.arg1 == 0 && raw.arg0 != 0))
+            return Reject::kBadPort;
+        c->address = Endpoint{raw.arg0, uint16_t(raw.arg1)};
+        return Reject::kNone;
+    case DTI_OP_MCAST:
+        if (raw.value != 0 && raw.value != 1)
+            return Reject::kBadMcast;
+        c->address = Endpoint{raw.arg0, 0}; // the group
+        c->length = raw.arg1;               // the source (0: any)
+        c->flags = uint32_t(raw.value);     // 1: leave
+        return Reject::kNone;
     case DTI_OP_DIGEST:
         if (raw.arg0 & ~uint32_t(DTI_DIGEST_TX | DTI_DIGEST_CHECK | DTI_DIGEST_CHAIN))
             return Reject::kBadDigestFlags;
@@ -225,6 +242,8 @@ inline Decoded decode_command(const dti_cmd &raw, const CommandBounds &bounds)
         d.reject = Reject::kBadTag; // no valid tag to answer with: the app's own bookkeeping is corrupt
         return d;
     }
+    if (raw.op == DTI_OP_SOCKET)
+        c.count = raw.arg0; // the kind (DTI_SOCK_*): execute() answers one it does not know
     if (raw.op == DTI_OP_NOP || raw.op == DTI_OP_SOCKET)
         return d; // they name no socket
     c.slot = raw.sock & DTI_SLOT_MASK;

@@ -77,6 +77,7 @@ struct Slot {
     uint32_t last_mask = 0, last_rx_tail = 0, last_accept = 0;
     bool dirty = false;
     bool ends_final = false; // local and remote are the connection's: refresh() stops asking info()
+    bool dgram = false;      // a datagram socket (udp.cc): record rings, its own commands
     Endpoint local, remote;
     Pending connect, accept, recv_into;
     Pending post; // RECV_POST: received bytes go straight into the process's memory (posted.cc)

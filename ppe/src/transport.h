@@ -4,9 +4,12 @@
 // stack's ring requests to the DTI engine (rings live in the app's region).
 #pragma once
 
+#include <dti/dti.h>
 #include <dti/engine.h>
 #include <mars/stack.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <functional>
 
 namespace ppe {
@@ -16,7 +19,10 @@ class MarsTransport final : public dti::engine::Transport {
     MarsTransport(mars::Stack *&stack, const uint64_t &now_ns) : stack_(stack), now_(now_ns) {}
 
     int64_t open(uint64_t user) override { return stack_->open(user); }
-    int bind(dti::engine::SockId s, dti::engine::Endpoint l) override { return stack_->bind(s, {l.ip, l.port}); }
+    int bind(dti::engine::SockId s, dti::engine::Endpoint l) override
+    {
+        return udp(s) ? stack_->udp().bind(s, {l.ip, l.port}) : stack_->bind(s, {l.ip, l.port});
+    }
     int listen(dti::engine::SockId s, int backlog) override { return stack_->listen(s, backlog); }
     int64_t accept(dti::engine::SockId l, uint64_t user) override { return stack_->accept(l, user); }
     int connect(dti::engine::SockId s, dti::engine::Endpoint r) override
@@ -24,18 +30,26 @@ class MarsTransport final : public dti::engine::Transport {
         return stack_->connect(s, {r.ip, r.port}, now_);
     }
     int shutdown(dti::engine::SockId s, bool rd, bool wr) override { return stack_->shutdown(s, rd, wr); }
-    int close(dti::engine::SockId s) override { return stack_->close(s); }
-    int abort(dti::engine::SockId s) override { return stack_->abort(s); }
+    int close(dti::engine::SockId s) override { return udp(s) ? stack_->udp().close(s) : stack_->close(s); }
+    int abort(dti::engine::SockId s) override { return udp(s) ? stack_->udp().close(s) : stack_->abort(s); }
     int set_option(dti::engine::SockId s, dti::engine::Option o, int64_t v) override
     {
-        return stack_->set_option(s, mars::SockOpt(uint16_t(o)), v);
+        return udp(s) ? stack_->udp().set_option(s, mars::SockOpt(uint16_t(o)), v)
+                      : stack_->set_option(s, mars::SockOpt(uint16_t(o)), v);
     }
     int get_option(dti::engine::SockId s, dti::engine::Option o, int64_t *v) override
     {
-        return stack_->get_option(s, mars::SockOpt(uint16_t(o)), v);
+        return udp(s) ? -ENOPROTOOPT : stack_->get_option(s, mars::SockOpt(uint16_t(o)), v);
     }
     int info(dti::engine::SockId s, dti::engine::SockInfo *out) override
     {
+        if (udp(s)) {
+            mars::UdpInfo u;
+            int r = stack_->udp().info(s, &u);
+            if (r < 0) return r;
+            *out = {{u.local.ip, u.local.port}, {u.remote.ip, u.remote.port}, 0, false};
+            return 0;
+        }
         mars::SockInfo i;
         int r = stack_->info(s, &i);
         if (r < 0) return r;
@@ -46,12 +60,31 @@ class MarsTransport final : public dti::engine::Transport {
         return 0;
     }
     void set_user(dti::engine::SockId s, uint64_t user) override { stack_->set_user(s, user); }
-    int rx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override { return view(stack_->rx_view(s, &span_), out); }
-    int rx_consume(dti::engine::SockId s, uint32_t n) override { return stack_->rx_consume(s, n); }
-    int tx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override { return view(stack_->tx_view(s, &span_), out); }
-    int tx_commit(dti::engine::SockId s, uint32_t n, bool more) override { return stack_->tx_commit(s, n, more); }
+    int rx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override
+    {
+        return view(udp(s) ? stack_->udp().rx_view(s, &span_) : stack_->rx_view(s, &span_), out);
+    }
+    int rx_consume(dti::engine::SockId s, uint32_t n) override
+    {
+        return udp(s) ? stack_->udp().rx_consume(s, n) : stack_->rx_consume(s, n);
+    }
+    int tx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override
+    {
+        return udp(s) ? -EOPNOTSUPP : view(stack_->tx_view(s, &span_), out);
+    }
+    int tx_commit(dti::engine::SockId s, uint32_t n, bool more) override
+    {
+        return udp(s) ? -EOPNOTSUPP : stack_->tx_commit(s, n, more);
+    }
     void ring_levels(dti::engine::SockId s, dti::engine::RingLevels *out) override
     {
+        if (udp(s)) {
+            out->rx_rc = stack_->udp().rx_view(s, &span_);
+            out->readable = out->rx_rc == 0 ? span_.n[0] + span_.n[1] : 0;
+            out->tx_rc = -EOPNOTSUPP;
+            out->writable = 0;
+            return;
+        }
         mars::RingLevels l;
         stack_->ring_levels(s, &l);
         *out = {l.rx_rc, l.tx_rc, l.readable, l.writable};
@@ -66,8 +99,26 @@ class MarsTransport final : public dti::engine::Transport {
         for (uint16_t i = 0; i < n; i++) out[i] = {evs[i].sock, evs[i].bits, evs[i].user};
         return n;
     }
+    // Datagram sockets: MARS's UDP component (Stack::udp()).
+    int64_t dgram_open(uint64_t user) override { return stack_->udp().open(user); }
+    int dgram_connect(dti::engine::SockId s, dti::engine::Endpoint r) override
+    {
+        return stack_->udp().connect(s, {r.ip, r.port});
+    }
+    int64_t dgram_send(dti::engine::SockId s, const dti::engine::Endpoint *dst, const void *data, size_t len) override
+    {
+        const mars::Endpoint to{dst ? dst->ip : 0, dst ? dst->port : uint16_t(0)};
+        return stack_->udp().send_to(s, dst ? &to : nullptr, data, len);
+    }
+    int dgram_membership(dti::engine::SockId s, uint32_t group, uint32_t source, bool join) override
+    {
+        return join ? stack_->udp().join(s, {group, source}) : stack_->udp().leave(s, {group, source});
+    }
 
   private:
+    // MARS's UDP ids are below 2^22, where no TCP id is (mars::UdpSockets):
+    // the generic calls go to the component that owns the id.
+    static bool udp(dti::engine::SockId s) { return s < (1u << 22); }
     int view(int r, dti::engine::RingSpan *out)
     {
         if (r < 0) return r;
@@ -146,5 +197,18 @@ ETA_SAME_OPTION(kRcvLowat);
 ETA_SAME_OPTION(kRcvBuf);
 #undef ETA_SAME_OPTION
 static_assert(sizeof(dti::engine::Option) == sizeof(mars::SockOpt), "DTI and MARS socket options have one width");
+
+// A datagram socket's receive ring is MARS's ring of UdpRecords, read in
+// place by the application as dti_dgram records: one layout.
+static_assert(sizeof(dti_dgram) == sizeof(mars::UdpRecord) && DTI_DGRAM_ALIGN == mars::kUdpRecordAlign);
+static_assert(offsetof(dti_dgram, size) == offsetof(mars::UdpRecord, size) &&
+              offsetof(dti_dgram, len) == offsetof(mars::UdpRecord, len) &&
+              offsetof(dti_dgram, src_ip) == offsetof(mars::UdpRecord, src_ip) &&
+              offsetof(dti_dgram, dst_ip) == offsetof(mars::UdpRecord, dst_ip) &&
+              offsetof(dti_dgram, src_port) == offsetof(mars::UdpRecord, src_port) &&
+              offsetof(dti_dgram, dst_port) == offsetof(mars::UdpRecord, dst_port) &&
+              offsetof(dti_dgram, flags) == offsetof(mars::UdpRecord, flags) &&
+              offsetof(dti_dgram, ts_ns) == offsetof(mars::UdpRecord, ts_ns));
+static_assert(DTI_DGRAM_PAD == mars::kUdpRecPad && DTI_DGRAM_MULTICAST == mars::kUdpRecMulticast);
 
 } // namespace ppe

@@ -134,7 +134,7 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
 {
     *e = (struct eta_exec_entry){.fd = fd, .handle = s->h, .kind = ETA_EXEC_SOCKET, .listener_fd = -1};
     e->flags = (s->listening ? ETA_EXEC_LISTENING : 0) | (atomic_load(&s->nonblock) ? ETA_EXEC_NONBLOCK : 0) |
-               (s->hybrid ? ETA_EXEC_HYBRID : 0) | (s->v6 ? ETA_EXEC_V6 : 0) |
+               (s->hybrid ? ETA_EXEC_HYBRID : 0) | (s->v6 ? ETA_EXEC_V6 : 0) | (s->dgram ? ETA_EXEC_DGRAM : 0) |
                (s->bound_kernel ? ETA_EXEC_BOUND_KERNEL : 0) |
                (s->connect_started ? ETA_EXEC_CONNECT_STARTED : 0) |
                (s->connect_reported ? ETA_EXEC_CONNECT_REPORTED : 0) |
@@ -518,6 +518,7 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
     s->backlog = e->backlog;
     s->hybrid = e->flags & ETA_EXEC_HYBRID;
     s->v6 = e->flags & ETA_EXEC_V6;
+    s->dgram = e->flags & ETA_EXEC_DGRAM;
     s->bound_kernel = e->flags & ETA_EXEC_BOUND_KERNEL;
     s->connect_started = e->flags & ETA_EXEC_CONNECT_STARTED;
     s->connect_reported = e->flags & ETA_EXEC_CONNECT_REPORTED;

@@ -34,6 +34,7 @@ enum {
     ETA_EXEC_CONNECT_REPORTED = 1u << 6,
     ETA_EXEC_SHUT_WR = 1u << 7,
     ETA_EXEC_SHUT_RD = 1u << 8,
+    ETA_EXEC_DGRAM = 1u << 9, /* a UDP socket (DTI datagram socket) */
 };
 
 struct eta_exec_head {

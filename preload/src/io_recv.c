@@ -12,6 +12,7 @@
 #include "io.h"
 #include "real.h"
 #include "pass_fds.h"
+#include "udp.h"
 
 /* dti_recv() with the recoverable copy: borrow, copy, release. A copy that
  * faults releases nothing (the bytes stay readable): -EFAULT. */
@@ -150,6 +151,8 @@ static ssize_t recv_posted(dti_ctx_t *c, struct eta_sock *s, char *buf, size_t l
 /* Receives into iov. Returns bytes, 0 at EOF, or -1 with errno. */
 ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
+    if (s->dgram)
+        return eta_udp_recv(s, iov, iovcnt, flags, NULL, NULL, NULL);
     struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail(ECONNRESET);
@@ -259,6 +262,11 @@ ETA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR
         return fail(EFAULT);
     }
     struct iovec v = {buf, len};
+    if (s->dgram) {
+        ssize_t d = eta_udp_recv(s, &v, 1, flags, addr, alen, NULL);
+        eta_obj_put(&s->obj);
+        return d;
+    }
     ssize_t r = eta_sock_recv(s, &v, 1, flags);
     eta_obj_put(&s->obj);
     static const socklen_t none = 0; /* a TCP socket reports no source address */
@@ -290,6 +298,22 @@ ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
     if (uptr_bad(msg, sizeof *msg) || eta_ucopy(&m, msg, sizeof m) != 0) {
         eta_obj_put(&s->obj);
         return fail(EFAULT);
+    }
+    if (s->dgram) {
+        int mf = 0;
+        socklen_t nl = m.msg_name ? m.msg_namelen : 0;
+        ssize_t d = eta_udp_recv(s, m.msg_iov, (int)m.msg_iovlen, flags, m.msg_name, m.msg_name ? &nl : NULL, &mf);
+        eta_obj_put(&s->obj);
+        if (d >= 0) {
+            m.msg_namelen = nl;
+            m.msg_controllen = 0; /* no ancillary data yet (IP_PKTINFO, SO_TIMESTAMP: README "UDP") */
+            m.msg_flags = mf;
+            if (!uput(&msg->msg_namelen, &m.msg_namelen, sizeof m.msg_namelen) ||
+                !uput(&msg->msg_controllen, &m.msg_controllen, sizeof m.msg_controllen) ||
+                !uput(&msg->msg_flags, &m.msg_flags, sizeof m.msg_flags))
+                return fail(EFAULT);
+        }
+        return d;
     }
     ssize_t r = eta_sock_recv(s, m.msg_iov, (int)m.msg_iovlen, flags);
     eta_obj_put(&s->obj);
@@ -323,7 +347,14 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     int done = 0;
     for (unsigned i = 0; i < vlen; i++) {
         int f = (flags & ~MSG_WAITFORONE) | ((done && (flags & MSG_WAITFORONE)) ? MSG_DONTWAIT : 0);
-        ssize_t r = eta_sock_recv(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen, i ? f | MSG_DONTWAIT : f);
+        /* A UDP socket: one datagram per entry, its sender and MSG_TRUNC. */
+        int mf = 0;
+        socklen_t nl = vec[i].msg_hdr.msg_name ? vec[i].msg_hdr.msg_namelen : 0;
+        ssize_t r = s->dgram ? eta_udp_recv(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+                                            i ? f | MSG_DONTWAIT : f, vec[i].msg_hdr.msg_name,
+                                            vec[i].msg_hdr.msg_name ? &nl : NULL, &mf)
+                             : eta_sock_recv(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+                                             i ? f | MSG_DONTWAIT : f);
         if (r < 0) {
             if (!done) {
                 eta_obj_put(&s->obj);
@@ -335,9 +366,9 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
          * the program cannot write is EFAULT (the bytes were taken, as there) */
         struct mmsghdr out = vec[i];
         out.msg_len = (unsigned)r;
-        out.msg_hdr.msg_namelen = 0;
+        out.msg_hdr.msg_namelen = s->dgram ? nl : 0;
         out.msg_hdr.msg_controllen = 0;
-        out.msg_hdr.msg_flags = 0;
+        out.msg_hdr.msg_flags = s->dgram ? mf : 0;
         if (!uput(&vec[i], &out, sizeof out)) {
             if (!done) {
                 eta_obj_put(&s->obj);
@@ -346,7 +377,7 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
             break;
         }
         done++;
-        if (r == 0)
+        if (r == 0 && !s->dgram) /* end of stream (an empty datagram is not) */
             break;
     }
     eta_obj_unref(&s->obj);

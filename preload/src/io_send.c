@@ -13,6 +13,7 @@
 #include "own_address.h"
 #include "real.h"
 #include "pass_fds.h"
+#include "udp.h"
 
 
 /* dti_send() with the recoverable copy: reserve, copy, commit. A copy that
@@ -79,6 +80,8 @@ static bool connecting(dti_ctx_t *c, struct eta_sock *s)
 ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
                          off_t *offset, size_t file_count)
 {
+    if (s->dgram) /* write, send, writev on a UDP socket: one datagram to its peer (sendfile: refused) */
+        return in_fd >= 0 ? fail(EINVAL) : eta_udp_send(s, iov, iovcnt, flags, NULL, 0);
     struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail_pipe(flags);
@@ -192,12 +195,19 @@ ETA_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONS
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
     struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s) && addr)
+        s = eta_udp_adopt(fd, addr, alen); /* a UDP candidate the PPE takes now (sock.c) */
     if (ETA_LIKELY(!s)) {
         if (addr)
             eta_warn_datagrams_to_ppe(fd, addr, alen);
         return real_sendto(fd, buf, len, flags, addr, alen);
     }
     struct iovec v = {(void *)buf, len};
+    if (s->dgram) {
+        ssize_t d = eta_udp_send(s, &v, 1, flags, addr, alen);
+        eta_obj_put(&s->obj);
+        return d;
+    }
     ssize_t r = eta_sock_send(s, &v, 1, flags, -1, NULL, 0); /* a connected stream ignores the address */
     eta_obj_put(&s->obj);
     return r;
@@ -216,6 +226,8 @@ ETA_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s) && msg && uptr_readable(msg, sizeof *msg) && msg->msg_name && !msg->msg_controllen)
+        s = eta_udp_adopt(fd, msg->msg_name, msg->msg_namelen); /* a UDP candidate the PPE takes now */
     if (ETA_LIKELY(!s)) {
         /* passing sockets (pass_fds.c); a msghdr the kernel cannot read: its EFAULT */
         if (ETA_UNLIKELY(msg && uptr_readable(msg, sizeof *msg) && msg->msg_controllen)) {
@@ -233,6 +245,13 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
         eta_obj_put(&s->obj);
         return fail(EFAULT);
     }
+    if (s->dgram) {
+        /* Ancillary data (IP_PKTINFO, UDP_SEGMENT) is not carried: refused rather than ignored. */
+        ssize_t d = m.msg_controllen ? fail(EOPNOTSUPP)
+                                     : eta_udp_send(s, m.msg_iov, (int)m.msg_iovlen, flags, m.msg_name, m.msg_namelen);
+        eta_obj_put(&s->obj);
+        return d;
+    }
     ssize_t r = eta_sock_send(s, m.msg_iov, (int)m.msg_iovlen, flags, -1, NULL, 0);
     eta_obj_put(&s->obj);
     return r;
@@ -241,6 +260,9 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
     struct eta_sock *s = io_accel(fd);
+    if (ETA_LIKELY(!s) && vec && vlen && uptr_readable(vec, sizeof *vec) && vec[0].msg_hdr.msg_name &&
+        !vec[0].msg_hdr.msg_controllen)
+        s = eta_udp_adopt(fd, vec[0].msg_hdr.msg_name, vec[0].msg_hdr.msg_namelen);
     if (ETA_LIKELY(!s)) {
         unsigned n = vlen;
         if (vec && vlen && !uptr_readable(vec, (size_t)vlen * sizeof *vec))
@@ -264,7 +286,10 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     }
     int done = 0;
     for (unsigned i = 0; i < vlen; i++) {
-        ssize_t r = eta_sock_send(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen, flags, -1, NULL, 0);
+        const struct msghdr *h = &vec[i].msg_hdr;
+        ssize_t r = !s->dgram ? eta_sock_send(s, h->msg_iov, (int)h->msg_iovlen, flags, -1, NULL, 0)
+                    : h->msg_controllen ? fail(EOPNOTSUPP)
+                                        : eta_udp_send(s, h->msg_iov, (int)h->msg_iovlen, flags, h->msg_name, h->msg_namelen);
         if (r < 0) {
             if (!done) {
                 eta_obj_put(&s->obj);

@@ -92,8 +92,9 @@ int eta_hold_ephemeral(int fd, struct eta_sock *s, uint32_t dest)
     return s->kernel_port ? 0 : EADDRNOTAVAIL;
 }
 
-/* UDP (or raw) aimed at a destination the PPE routes: the kernel's, as
- * every socket that is not TCP, but the PPE's port does not carry it, and the
+/* A kernel UDP (or raw) socket aimed at a destination the PPE routes (a
+ * UDP socket bound to INADDR_ANY or a kernel address stays the kernel's:
+ * README "UDP"): the PPE's port does not carry it, and the
  * kernel reaches that address only by a route of its own (where it has none,
  * its default route takes the datagrams elsewhere). iperf3 -u waited 30 s and
  * blamed its control connection; one warning per process says why. Costs a
@@ -115,7 +116,8 @@ void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t le
     if (atomic_exchange(&warned, true))
         return;
     char buf[32];
-    eta_log("warning: fd %d: %s to %s go to the kernel (eta carries TCP only), not through the PPE's port: "
+    eta_log("warning: fd %d: %s to %s go to the kernel (this socket is the kernel's: eta carries UDP only for "
+            "sockets bound to the PPE's address or unbound), not through the PPE's port: "
             "they arrive only if the kernel has a route of its own there",
             fd, type == SOCK_DGRAM ? "UDP datagrams" : "packets", fmt_addr(addr, buf, sizeof buf));
 }

@@ -31,7 +31,7 @@
 /* Creates the PPE socket behind a candidate. Returns 0 or an errno value. */
 static int make_accel(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
-    int h = dti_socket(c);
+    int h = s->dgram ? dti_dgram_socket(c) : dti_socket(c);
     if (h < 0)
         return eta_errno_from_dti(h);
     s->h = (dti_sock_t)h;
@@ -66,6 +66,12 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
     bool v6 = r == ETA_R_INET6 && eta_decide_socket(AF_INET, type, protocol) == ETA_R_NONE;
     if (v6)
         r = ETA_R_NONE;
+    /* A UDP socket stays a candidate: bound to a PPE address, or connected
+     * or sending (unbound) to a destination the PPE routes, it is the PPE's
+     * (udp.c; preload/README.md "UDP"). */
+    bool dgram = eta_udp_kind(domain, type, protocol);
+    if (dgram)
+        r = ETA_R_NONE;
     if (r != ETA_R_NONE) {
         eta_count(r, fd, NULL);
         return fd;
@@ -95,6 +101,7 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
     }
     atomic_store(&s->nonblock, (type & SOCK_NONBLOCK) != 0);
     s->v6 = v6;
+    s->dgram = dgram;
     eta_fd_set(fd, &s->obj);
     return fd;
 }
@@ -180,6 +187,12 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     }
     enum eta_reason why;
     enum eta_bind_target t = eta_decide_bind(&eta_net, addr, len, &why);
+    if (s->dgram && t == ETA_BIND_BOTH) {
+        /* UDP on every address: the kernel's (the PPE would see only the
+         * datagrams for its own address, the kernel the others; no hybrid). */
+        t = ETA_BIND_KERNEL;
+        why = ETA_R_NOT_STREAM;
+    }
     if (t == ETA_BIND_KERNEL) {
         to_kernel(fd, s, why, addr && len >= sizeof(struct sockaddr_in) && addr->sa_family == AF_INET
                                   ? fmt_addr(addr, buf, sizeof buf) : "bind");
@@ -391,6 +404,83 @@ ETA_EXPORT int listen(int fd, int backlog)
 
 /* ---- connect ----------------------------------------------------------- */
 
+/* ---- UDP: the candidate's decisions (the data path is udp.c) ---------- */
+
+/* A UDP candidate the PPE takes: the datagram socket, unbound (the engine
+ * picks a port at its first send or connect). 0 or an errno value; on a
+ * refusal the socket is the kernel's. */
+static int udp_take(int fd, struct eta_sock *s)
+{
+    dti_ctx_t *c = eta_ctx();
+    int err = c ? make_accel(c, fd, s) : ENETDOWN;
+    if (err) {
+        to_kernel(fd, s, ETA_R_PPE_REFUSED, strerror(err));
+        return err;
+    }
+    eta_count(ETA_R_NONE, fd, "UDP");
+    return 0;
+}
+
+/* connect() of a UDP socket: a candidate aimed at a destination the PPE
+ * routes is the PPE's; AF_UNSPEC dissolves an accelerated one's association. */
+static int udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    char buf[32];
+    if (!addr || len < sizeof(sa_family_t))
+        return atomic_load(&s->state) == ETA_SOCK_ACCEL ? fail(EINVAL) : real_connect(fd, addr, len);
+    const bool unspec = addr->sa_family == AF_UNSPEC;
+    if (atomic_load(&s->state) == ETA_SOCK_CANDIDATE) {
+        if (unspec)
+            return real_connect(fd, addr, len);
+        enum eta_reason r = eta_decide_connect(&eta_net, addr, len);
+        if (r != ETA_R_NONE || s->bound_kernel) {
+            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
+            to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
+            return real_connect(fd, addr, len);
+        }
+        if (udp_take(fd, s) != 0)
+            return real_connect(fd, addr, len); /* refused by the PPE: the kernel's */
+    }
+    int e = usable(s, EBADF);
+    if (e)
+        return fail(e);
+    if (!unspec && (addr->sa_family != AF_INET || len < sizeof(struct sockaddr_in)))
+        return fail(addr->sa_family == AF_INET ? EINVAL : EAFNOSUPPORT);
+    dti_ctx_t *c = eta_ctx();
+    if (!c)
+        return fail(ENETDOWN);
+    struct dti_addr a = unspec ? (struct dti_addr){0, 0} : to_dti(addr);
+    int rc = dti_dgram_connect(c, s->h, unspec ? NULL : &a);
+    return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
+}
+
+/* sendto()/sendmsg() to `to` on a UDP candidate (no entry: NULL): unbound,
+ * to a destination the PPE routes, it is the PPE's from now on (referenced);
+ * anything else is the kernel's for good (NULL). */
+struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
+{
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s)
+        return NULL;
+    if (!s->dgram || atomic_load(&s->state) != ETA_SOCK_CANDIDATE || !to) {
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    char buf[32];
+    enum eta_reason r = eta_decide_connect(&eta_net, to, len);
+    if (r != ETA_R_NONE || s->bound_kernel) {
+        const bool in4 = to->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
+        to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(to, buf, sizeof buf) : "sendto");
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    if (udp_take(fd, s) != 0) {
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    return s;
+}
+
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
@@ -406,6 +496,11 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     if (st == ETA_SOCK_KERNEL) {
         eta_obj_put(&s->obj);
         return real_connect(fd, addr, len);
+    }
+    if (s->dgram) {
+        int rc = udp_connect(fd, s, addr, len);
+        eta_obj_put(&s->obj);
+        return rc;
     }
     /* An AF_INET6 socket connecting to ::ffff:a.b.c.d connects to a.b.c.d
      * (IPV6_V6ONLY off, as in Linux): the PPE's when it routes it. The
@@ -690,6 +785,22 @@ ETA_EXPORT int shutdown(int fd, int how)
     }
     if (s->hybrid)
         real_shutdown(fd, how);
+    if (s->dgram) {
+        /* UDP (as Linux): a connected socket's directions end here, on
+         * our side only (udp.c: reads then answer 0, sends EPIPE); an
+         * unconnected one is ENOTCONN. Nothing for the engine to do. */
+        struct dti_addr peer;
+        int r = dti_getpeername(c, s->h, &peer);
+        if (r == 0) {
+            if (how != SHUT_WR)
+                atomic_store(&s->shut_rd, true);
+            if (how != SHUT_RD)
+                atomic_store(&s->shut_wr, true);
+            eta_epoll_touch(s);
+        }
+        eta_obj_put(&s->obj);
+        return r == 0 ? 0 : fail(ENOTCONN);
+    }
     struct dti_sock_info ss;
     if (!s->listening && (dti_sock_status(c, s->h, &ss) != 0 ||
                           !(ss.state & (DTI_STATE_CONNECTED | DTI_STATE_CONNECTING)))) {

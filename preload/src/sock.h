@@ -17,6 +17,7 @@
 #include "fdtable.h"
 #include "shim.h"
 #include "sockobj.h"
+#include "udp.h"
 #include "wait.h"
 
 /* ---- helpers ----------------------------------------------------------- */

@@ -52,6 +52,8 @@ struct eta_sock {
     bool hybrid;              /* INADDR_ANY listener (or, on a shared port, one on a PPE address): the kernel socket listens too */
     bool v6;                  /* AF_INET6: only a dual-stack listener on [::] is accelerated (its
                                * IPv4 half); addresses are shown v4-mapped (::ffff:a.b.c.d) */
+    bool dgram;               /* AF_INET SOCK_DGRAM (UDP): a DTI datagram socket once accelerated (udp.c) */
+    _Atomic uint32_t dgram_rx_busy, dgram_tx_busy; /* one reader and one writer of its rings at a time (udp.c) */
     bool bound_kernel;        /* the kernel socket is bound: bind(INADDR_ANY), or on a shared port the PPE address */
     bool connect_started;     /* a connect was issued (non-blocking in progress or done) */
     bool connect_reported;    /* the outcome of a non-blocking connect was reported */

@@ -341,6 +341,35 @@ static int timeo_ms(const void *val, socklen_t len)
     return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
+/* IP_ADD_MEMBERSHIP and friends on an accelerated UDP socket: the engine's
+ * membership (IGMPv3 reports from MARS). ip_mreq or ip_mreqn (the group
+ * first in both); the source variants take ip_mreq_source. */
+static int udp_membership(struct eta_sock *s, int name, const void *val, socklen_t len)
+{
+    uint32_t group, source = 0;
+    if (name == IP_ADD_SOURCE_MEMBERSHIP || name == IP_DROP_SOURCE_MEMBERSHIP) {
+        struct ip_mreq_source m;
+        if (!val || len < sizeof m)
+            return fail(EINVAL);
+        memcpy(&m, val, sizeof m);
+        group = ntohl(m.imr_multiaddr.s_addr);
+        source = ntohl(m.imr_sourceaddr.s_addr);
+    } else {
+        struct ip_mreq m;
+        if (!val || len < sizeof m)
+            return fail(EINVAL);
+        memcpy(&m, val, sizeof m);
+        group = ntohl(m.imr_multiaddr.s_addr);
+    }
+    int e = usable(s, ENETDOWN);
+    dti_ctx_t *c = e ? NULL : eta_ctx();
+    if (!c)
+        return fail(e ? e : ENETDOWN);
+    const bool join = name == IP_ADD_MEMBERSHIP || name == IP_ADD_SOURCE_MEMBERSHIP;
+    int r = join ? dti_dgram_join(c, s->h, group, source) : dti_dgram_leave(c, s->h, group, source);
+    return r < 0 ? fail(eta_errno_from_dti(r)) : 0;
+}
+
 ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
     struct eta_sock *s = eta_sock_get(fd);
@@ -350,6 +379,12 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
         if (s)
             eta_obj_put(&s->obj);
         return real_setsockopt(fd, level, name, val, len);
+    }
+    if (s->dgram && level == IPPROTO_IP && (name == IP_ADD_MEMBERSHIP || name == IP_DROP_MEMBERSHIP ||
+                                            name == IP_ADD_SOURCE_MEMBERSHIP || name == IP_DROP_SOURCE_MEMBERSHIP)) {
+        int r = udp_membership(s, name, val, len);
+        eta_obj_put(&s->obj);
+        return r;
     }
     int opt = dti_option(level, name);
     if (!opt && !harmless_option(level, name)) {

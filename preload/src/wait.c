@@ -252,6 +252,8 @@ uint32_t eta_sock_events_general(dti_ctx_t *c, struct eta_sock *s)
         if (eta_stash_count(s))
             ev |= POLLIN;
     }
+    else if (s->dgram)
+        ev &= ~(uint32_t)POLLHUP; /* UDP: readable with a datagram, writable always (the engine's rule) */
     else if (!s->connect_started && !s->listening)
         ev = (ev & ~(uint32_t)POLLIN) | POLLOUT | POLLHUP; /* a fresh socket: like the kernel's */
     return ev;

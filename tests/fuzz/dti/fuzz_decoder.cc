@@ -72,6 +72,10 @@ Reject model(const dti_cmd &c, const CommandBounds &b)
     case DTI_OP_DIGEST:
         return c.arg0 & ~uint32_t(DTI_DIGEST_TX | DTI_DIGEST_CHECK | DTI_DIGEST_CHAIN) ? Reject::kBadDigestFlags
                                                                                       : Reject::kNone;
+    case DTI_OP_SEND_DGRAMS: return Reject::kNone; // the records are checked by the engine (udp.cc)
+    case DTI_OP_DGRAM_CONNECT:
+        return c.arg1 <= 65535 && (c.arg1 != 0 || c.arg0 == 0) ? Reject::kNone : Reject::kBadPort;
+    case DTI_OP_MCAST: return c.value == 0 || c.value == 1 ? Reject::kNone : Reject::kBadMcast;
     default: return Reject::kUnknownOp;
     }
 }

@@ -103,7 +103,7 @@ TEST(DtiDecoder, HandleSlotAndGeneration)
 
 TEST(DtiDecoder, UnknownOpcodeAfterTheHandle)
 {
-    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_RECV_CANCEL + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
+    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_MCAST + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
         EXPECT_EQ(reject_of(cmd(op)), Reject::kUnknownOp) << op;
         EXPECT_EQ(reject_of(cmd(op, handle_of(kSockets))), Reject::kBadSocket) << op;
     }
@@ -353,7 +353,7 @@ TEST(DtiDecoder, EveryReasonHasAResultAndAText)
     for (Reject r : {Reject::kBadPort, Reject::kBadShutdown, Reject::kNoAcceptCount, Reject::kZeroLength,
                      Reject::kBadPoolRange, Reject::kBadDigestFlags})
         EXPECT_EQ(dti::engine::reject_result(r), -EINVAL) << dti::engine::reject_text(r);
-    for (int r = 0; r <= int(Reject::kBadAddress); r++)
+    for (int r = 0; r <= int(Reject::kBadMcast); r++)
         EXPECT_GT(std::string(dti::engine::reject_text(Reject(r))).size(), 1u) << r;
     EXPECT_STREQ(dti::engine::reject_text(Reject::kNone), "ok");
 }

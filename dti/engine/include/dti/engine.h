@@ -26,6 +26,7 @@
 // breaks only its own attachment (DTI_ENGINE_BROKEN, then detach).
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -141,6 +142,41 @@ class Transport {
         out->tx_rc = tx_view(s, &v);
         out->writable = out->tx_rc == 0 ? v.total() : 0;
     }
+
+    // ---- datagram sockets (UDP over IPv4: mars::UdpSockets) ----
+    // A transport without them keeps these defaults (-EPROTONOSUPPORT). One
+    // with them answers the generic calls for a datagram socket's id too:
+    // bind (port 0: an ephemeral one), set_option (kReuseAddr, kReusePort,
+    // kTos), info, rx_view/rx_consume/ring_levels over its receive ring of
+    // records (the dti_dgram layout: rx_consume takes whole records only),
+    // close (kEvClosed follows) and abort (the same); tx_view fails (the
+    // send ring is the engine's: dgram_send is given each datagram). Its
+    // ring memory comes through provide() at dgram_open(), as a
+    // connection's does at connect.
+    virtual int64_t dgram_open(uint64_t user)
+    {
+        (void)user;
+        return -EPROTONOSUPPORT;
+    }
+    // The default peer; {0, 0} dissolves it.
+    virtual int dgram_connect(SockId s, Endpoint remote)
+    {
+        (void)s, (void)remote;
+        return -EPROTONOSUPPORT;
+    }
+    // One datagram (dst nullptr: the connected peer), copied at once: len or
+    // a negative errno (mars::UdpSockets::send_to).
+    virtual int64_t dgram_send(SockId s, const Endpoint *dst, const void *data, size_t len)
+    {
+        (void)s, (void)dst, (void)data, (void)len;
+        return -EPROTONOSUPPORT;
+    }
+    // IP_ADD_MEMBERSHIP (join) / IP_DROP_MEMBERSHIP; source 0: any source.
+    virtual int dgram_membership(SockId s, uint32_t group, uint32_t source, bool join)
+    {
+        (void)s, (void)group, (void)source, (void)join;
+        return -EPROTONOSUPPORT;
+    }
 };
 
 // ---- configuration and counters -----------------------------------------
@@ -197,6 +233,11 @@ struct Stats {
     // Receive rings grown in place (grow_rx), and grows refused because the
     // application's rings would pass max_region_bytes.
     uint64_t rx_ring_grows = 0, rx_grow_refusals = 0;
+    // Datagram sockets (DTI_SOCK_DGRAM): sockets opened, datagrams the
+    // transport took from send rings, datagrams it refused (EMSGSIZE,
+    // ENETUNREACH, ...), and SEND_DGRAMS/RECV_RELEASE whose records did not
+    // make sense (the application's memory: the rest of the batch dropped).
+    uint64_t dgram_sockets = 0, dgram_sent = 0, dgram_send_errors = 0, dgram_bad_records = 0;
 };
 
 // One per attached process. Processes forked from an attached one share its

@@ -1,0 +1,279 @@
+/* libdti layer 4, public calls: datagram sockets (UDP over IPv4; dti.h
+ * "datagram sockets", dti/README.md "Datagram sockets"). Receive reads the
+ * transport's records in the socket's receive ring in place (no round trip;
+ * releases in whole records, batched like a stream's); send writes records
+ * into the send ring and publishes one SEND_DGRAMS for the batch, whose
+ * completion carries what the transport said of the datagrams. One writer
+ * and one reader per socket at a time, as for dti_send() and dti_recv(). */
+#include "api.h"
+
+#include <errno.h>
+#include <string.h>
+
+static uint8_t *rx_ring(struct dti_attachment *d, uint32_t slot) { return d->data_base + d->data_stride * slot; }
+static uint8_t *tx_ring(struct dti_attachment *d, uint32_t slot)
+{
+    return rx_ring(d, slot) + d->limits.rx_ring_size;
+}
+
+/* Datagram sockets live on the PPE's first engine: the engines steer UDP by
+ * no flow (MARS README, "Not yet (UDP)"), and the first engine is where the
+ * PPE's single-engine configuration receives everything. */
+static int prep_dgram_socket(dti_ctx_t *c, uint64_t ud)
+{
+    struct dti_ctx *q = c->n_sub > 1 ? c->sub[0] : c;
+    struct dti_cmd *cmd = NULL; /* set when dti__cmd_prep() returns 0 */
+    int rc = dti__cmd_prep(q, DTI_OP_SOCKET, DTI_SOCK_INVALID, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = DTI_SOCK_DGRAM;
+        dti__cmd_commit(q);
+    }
+    return rc;
+}
+
+int dti_dgram_socket(dti_ctx_t *c)
+{
+    uint64_t ud = dti__next_ud(c);
+    int prc;
+    DTI_SYNC_PREP(prc, c, prep_dgram_socket(c, ud));
+    return dti__run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_dgram_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *peer)
+{
+    uint64_t ud = dti__next_ud(c);
+    int prc;
+    DTI_SYNC_PREP(prc, c, dti__cmd_args(c, DTI_OP_DGRAM_CONNECT, s, peer ? peer->ip : 0, peer ? peer->port : 0, 0, ud));
+    return dti__run_sync(c, prc, ud, NULL, -1);
+}
+
+static int membership(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source, int leave)
+{
+    uint64_t ud = dti__next_ud(c);
+    int prc;
+    DTI_SYNC_PREP(prc, c, dti__cmd_args(c, DTI_OP_MCAST, s, group, source, leave, ud));
+    return dti__run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_dgram_join(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source)
+{
+    return membership(c, s, group, source, 0);
+}
+
+int dti_dgram_leave(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source)
+{
+    return membership(c, s, group, source, 1);
+}
+
+/* ---- send ------------------------------------------------------------------ */
+
+static int prep_send_dgrams(dti_ctx_t *c, dti_sock_t s, uint32_t end, uint64_t ud)
+{
+    c = dti__route(c, &s);
+    struct dti_cmd *cmd = NULL;
+    int rc = dti__cmd_prep(c, DTI_OP_SEND_DGRAMS, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->offset = end;
+        dti__cmd_commit(c);
+    }
+    return rc;
+}
+
+static size_t iov_total(const struct dti_iov *iov, unsigned n)
+{
+    size_t t = 0;
+    for (unsigned i = 0; i < n; i++)
+        t += iov[i].len;
+    return t;
+}
+
+int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *msgs, unsigned n)
+{
+    if (n == 0)
+        return 0;
+    if (!msgs)
+        return -EFAULT;
+    dti_sock_t local = s;
+    struct dti_ctx *q = dti__route(c, &local);
+    struct dti_attachment *d = q->d;
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(d, local, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    if (!(DTI_LOAD(&sh->state) & DTI_STATE_DGRAM))
+        return -EOPNOTSUPP;
+    uint32_t gen = dti__gen(local);
+    struct dti_sock_priv *p = &d->priv[slot];
+    if (p->tx_gen != gen)
+        dti__tx_start(d, slot, gen);
+    const uint32_t size = d->limits.tx_ring_size;
+    uint8_t *ring = tx_ring(d, slot);
+    uint32_t pos = p->tx_tail;
+    uint32_t used = pos - DTI_LOAD(&sh->tx_head);
+    if (used > size)
+        return -DTI_E_PROTOCOL; /* a confused engine */
+    unsigned taken = 0;
+    for (; taken < n; taken++) {
+        const struct dti_dgram_msg *m = &msgs[taken];
+        if (m->iovcnt && !m->iov)
+            return taken ? (int)taken : -EFAULT;
+        size_t len = iov_total(m->iov, m->iovcnt);
+        if (len > DTI_DGRAM_MAX || dti_dgram_size((uint32_t)len) > size / 2) {
+            if (taken)
+                break; /* what fits goes; the caller hears of this one next */
+            return -EMSGSIZE;
+        }
+        uint32_t need = dti_dgram_size((uint32_t)len);
+        uint32_t off = pos & (size - 1);
+        uint32_t pad = need > size - off ? size - off : 0;
+        if (used + pad + need > size)
+            break; /* the ring is full: send what is there */
+        if (pad) {
+            struct dti_dgram ph = {.size = pad, .flags = DTI_DGRAM_PAD};
+            memcpy(ring + off, &ph, sizeof ph);
+            pos += pad;
+            used += pad;
+            off = 0;
+        }
+        struct dti_dgram h = {.size = need, .len = (uint32_t)len};
+        if (m->to) {
+            h.dst_ip = m->to->ip;
+            h.dst_port = m->to->port;
+            h.flags = DTI_DGRAM_TO;
+        }
+        memcpy(ring + off, &h, sizeof h);
+        uint8_t *dst = ring + off + sizeof h;
+        for (unsigned i = 0; i < m->iovcnt; i++) {
+            if (m->iov[i].len)
+                memcpy(dst, m->iov[i].base, m->iov[i].len);
+            dst += m->iov[i].len;
+        }
+        pos += need;
+        used += need;
+    }
+    if (taken == 0)
+        return -EAGAIN; /* the ring is held by sends not yet done (another writer) */
+    uint64_t ud = dti__next_ud(c);
+    int prc;
+    DTI_SYNC_PREP(prc, c, prep_send_dgrams(c, s, pos, ud));
+    if (prc == 0)
+        p->tx_tail = pos; /* the records are the engine's from the command on */
+    int rc = dti__run_sync(c, prc, ud, NULL, -1);
+    return rc;
+}
+
+ssize_t dti_dgram_sendto(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, const struct dti_addr *to)
+{
+    struct dti_iov iov = {(void *)(uintptr_t)buf, len};
+    struct dti_dgram_msg m = {&iov, 1, to};
+    int rc = dti_dgram_sendmmsg(c, s, &m, 1);
+    return rc == 1 ? (ssize_t)len : (rc == 0 ? -EIO : rc);
+}
+
+/* ---- receive --------------------------------------------------------------- */
+
+/* The reader took n ring bytes (whole records): owed to the engine, told in
+ * batches as a stream's releases are (queue.h, dti__release_batch). */
+static void dgram_consume(struct dti_ctx *c, dti_sock_t s, const struct dti_sock_shared *sh, struct dti_sock_priv *p,
+                          uint32_t n)
+{
+    p->rx_head += n; /* consumed first: nothing is released before it is taken */
+    uint32_t owed = __atomic_add_fetch(&p->rx_owed, n, __ATOMIC_RELAXED);
+    if (owed >= dti__release_batch(c->d, sh) && dti__flush_release(c, s) == 0)
+        dti_submit(c);
+}
+
+/* The record at the reader's position, checked (a pad record is consumed
+ * on the way): its header in *h and its payload's address; -EAGAIN when
+ * none is waiting, -EIO for a record that makes no sense. */
+static ssize_t front(struct dti_ctx *c, dti_sock_t s, struct dti_sock_shared *sh, struct dti_sock_priv *p,
+                     uint32_t slot, struct dti_dgram *h, const uint8_t **payload)
+{
+    struct dti_attachment *d = c->d;
+    const uint8_t *ring = rx_ring(d, slot);
+    for (;;) {
+        uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head; /* acquire: the records before it are written */
+        uint32_t mask = dti__rx_mask(d, sh);
+        if (n == 0)
+            return -EAGAIN;
+        uint32_t off = (DTI_LOAD_RELAXED(&sh->rx_base) + p->rx_head) & mask;
+        if (n > mask + 1 || n < sizeof *h || mask + 1 - off < sizeof *h)
+            return -EIO;
+        memcpy(h, ring + off, sizeof *h);
+        if (h->size < DTI_DGRAM_ALIGN || (h->size & (DTI_DGRAM_ALIGN - 1)) || h->size > n || h->size > mask + 1 - off)
+            return -EIO;
+        if (!(h->flags & DTI_DGRAM_PAD)) {
+            if (h->len > DTI_DGRAM_MAX || dti_dgram_size(h->len) != h->size)
+                return -EIO;
+            *payload = ring + off + sizeof *h;
+            return (ssize_t)h->len;
+        }
+        dgram_consume(c, s, sh, p, h->size); /* a pad record: nothing to read */
+    }
+}
+
+static struct dti_sock_priv *rx_priv(struct dti_attachment *d, uint32_t slot, uint32_t gen)
+{
+    struct dti_sock_priv *p = &d->priv[slot];
+    if (p->rx_gen != gen) {
+        p->rx_gen = gen;
+        p->rx_head = 0;
+        p->rx_owed = 0;
+    }
+    return p;
+}
+
+ssize_t dti_dgram_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, const void **payload)
+{
+    c = dti__route(c, &s);
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = rx_priv(c->d, slot, dti__gen(s));
+    const uint8_t *pl = NULL;
+    ssize_t n = front(c, s, sh, p, slot, hdr, &pl);
+    if (n >= 0)
+        *payload = pl;
+    return n;
+}
+
+int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s)
+{
+    c = dti__route(c, &s);
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
+    if (!sh)
+        return -DTI_E_BAD_HANDLE;
+    struct dti_sock_priv *p = rx_priv(c->d, slot, dti__gen(s));
+    struct dti_dgram h;
+    const uint8_t *pl = NULL;
+    ssize_t n = front(c, s, sh, p, slot, &h, &pl);
+    if (n < 0)
+        return (int)n;
+    dgram_consume(c, s, sh, p, h.size);
+    return 0;
+}
+
+ssize_t dti_dgram_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_addr *from, size_t *real_len,
+                       unsigned flags)
+{
+    struct dti_dgram h;
+    const void *pl = NULL;
+    ssize_t n = dti_dgram_borrow(c, s, &h, &pl);
+    if (n < 0)
+        return n;
+    size_t take = len < h.len ? len : h.len;
+    if (take)
+        memcpy(buf, pl, take);
+    if (from)
+        *from = (struct dti_addr){.ip = h.src_ip, .port = h.src_port};
+    if (real_len)
+        *real_len = h.len;
+    if (!(flags & DTI_DGRAM_PEEK)) {
+        int rc = dti_dgram_consume(c, s);
+        if (rc < 0)
+            return rc;
+    }
+    return (ssize_t)take;
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# UDP through the PPE (issue 31): a real Debian program, socat, serves UDP
+# under eta-run --require on the PPE's address, its socket a DTI datagram
+# socket (MARS's UDP; nothing through the kernel), and the lab's kernel peer
+# talks to it.
+#   udp_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
+# - echo: `socat UDP4-LISTEN:P,bind=PPE PIPE` (recvfrom MSG_PEEK, connect,
+#   read, write) answers datagrams of 1 to 1472 bytes byte-exact;
+# - relay: `socat UDP4-LISTEN:P,bind=PPE UDP4:PEER:9000` (a second socket,
+#   unbound, connected through the PPE's subnet: the PPE's too) carries a
+#   burst datagram by datagram both ways, boundaries kept;
+# - truncation: with `-b 100` a 1000-byte datagram is read as its first 100
+#   bytes, the rest discarded (the next read is the next datagram);
+# - the peer sending to a port nobody holds gets ICMP port unreachable
+#   (ECONNREFUSED on its connected socket);
+# - udp_probe.py answers the same on the kernel link and through the PPE:
+#   getsockname/getpeername, SO_RCVTIMEO and MSG_DONTWAIT (EAGAIN), poll and
+#   edge-triggered epoll waiting for a datagram,
+#   MSG_PEEK, recvmsg's MSG_TRUNC flag, MSG_TRUNC's real length, the sender's
+#   address, an empty datagram, connect;
+# - exec: a UDP socket bound to the PPE's address, inherited across exec,
+#   answers a datagram in the new image;
+# - eta-stat counts the datagrams (udp_in, udp_out) and shows no fallback.
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+. "$(dirname "$0")/../lib.sh"
+need_built "$ETA_PPE" eta-ppe
+need_built "$ETA_STAT" eta-stat
+command -v socat >/dev/null || skip "socat is not installed (tools/eta setup installs it)"
+export ETA_PRELOAD_LIB=$SHIM
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+
+lab_up
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+mkdir -p "$(dirname "$ETA_LAB_SOCKET")"
+on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
+start_bg ppe timeout 600 "$ETA_PPE" --config "$ETA_LAB_CONFIG" --foreground --ready-fd 3 3>"$work/ready"
+wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not become ready"
+
+stat_udp() {
+    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+st = [s for e in d["engines"] for s in e["stacks"]]
+print(sum(s["udp_in"] for s in st), sum(s["udp_out"] for s in st), sum(s["udp_no_port"] for s in st))'
+}
+read -r in0 out0 noport0 <<< "$(stat_udp)"
+
+serve() { # port, socat buffer size: one server under eta-run
+    ETA_LOG=fallback,accel timeout 300 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        socat -b "$2" "UDP4-LISTEN:$1,bind=$ETA_LAB_PPE_IP" PIPE 2> "$work/socat$1.err" &
+    _bg_pids+=($!)
+    # accelerated once bound: the shim logs the socket with its PPE address
+    wait_until 30 grep -q "accelerated ($ETA_LAB_PPE_IP:$1)" "$work/socat$1.err" ||
+        { cat "$work/socat$1.err"; fail "socat's UDP socket on port $1 was not accelerated"; }
+}
+
+note "socat UDP echo under eta-run, the kernel peer sends datagrams of 1..1472 bytes"
+serve 7007 8192
+peer timeout 120 "$py" "$here/udp_peer.py" echo "$ETA_LAB_PPE_IP" 7007 ||
+    { cat "$work/socat7007.err"; fail "the echo through the PPE differed"; }
+if grep -E 'fd [0-9]+: (kernel|fallback)' "$work/socat7007.err" | grep -qi udp; then
+    cat "$work/socat7007.err"; fail "a UDP socket of socat went to the kernel"
+fi
+
+note "relay: socat between two UDP sockets under eta (bound to the PPE's address; connected to the peer)"
+ETA_LOG=fallback,accel timeout 300 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    socat -b 8192 "UDP4-LISTEN:7009,bind=$ETA_LAB_PPE_IP" "UDP4:$ETA_LAB_PEER_IP:9000" 2> "$work/relay.err" &
+_bg_pids+=($!)
+wait_until 30 grep -q "accelerated ($ETA_LAB_PPE_IP:7009)" "$work/relay.err" ||
+    { cat "$work/relay.err"; fail "socat's listening UDP socket was not accelerated"; }
+peer timeout 60 "$py" "$here/udp_peer.py" relay "$ETA_LAB_PPE_IP" 7009 9000 ||
+    { cat "$work/relay.err"; fail "the relay through the PPE differed"; }
+grep -q "accelerated (UDP)" "$work/relay.err" ||
+    { cat "$work/relay.err"; fail "socat's UDP socket connected to the peer was not accelerated"; }
+
+note "truncation: socat -b 100 reads a 1000-byte datagram as 100 bytes"
+serve 7008 100
+peer timeout 60 "$py" "$here/udp_peer.py" trunc "$ETA_LAB_PPE_IP" 7008 100 ||
+    { cat "$work/socat7008.err"; fail "truncation differed"; }
+
+note "a port nobody holds: ICMP port unreachable to the peer"
+peer timeout 60 "$py" "$here/udp_peer.py" refused "$ETA_LAB_PPE_IP" 7099 || fail "no port unreachable"
+
+note "socket semantics: the same answers on the kernel link and through the PPE (udp_probe.py)"
+probe() { # bind address, peer address, output file; then the run itself
+    local bind=$1 peer_ip=$2 out=$3
+    shift 3
+    peer timeout 60 "$py" "$here/udp_peer.py" probe-peer 9100 > "$out.peer" 2>&1 &
+    local ppid=$!
+    _bg_pids+=($ppid)
+    # the probe's "go" is sent once: the peer's socket must be bound first
+    wait_until 20 bash -c "ip netns exec $ETA_LAB_NS ss -uln | grep -q ':9100 '" ||
+        { cat "$out.peer"; fail "the probe's peer did not bind port 9100"; }
+    timeout 60 "$@" "$py" "$here/udp_probe.py" "$bind" "$peer_ip" > "$out" 2> "$out.err" ||
+        { cat "$out" "$out.err" "$out.peer"; fail "udp_probe.py failed ($bind)"; }
+    wait "$ppid" || { cat "$out.peer"; fail "the probe's peer failed ($bind)"; }
+}
+probe "$ETA_LAB_KERNEL_IP" "$ETA_LAB_KERNEL_PEER_IP" "$work/probe-kernel.out"
+probe "$ETA_LAB_PPE_IP" "$ETA_LAB_PEER_IP" "$work/probe-eta.out" \
+    env ETA_LOG=fallback,accel "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --
+grep -q "accelerated ($ETA_LAB_PPE_IP:7010)" "$work/probe-eta.out.err" ||
+    { cat "$work/probe-eta.out.err"; fail "the probe's socket was not accelerated"; }
+sed 's/^/    /' "$work/probe-eta.out"
+diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
+    fail "UDP calls answered otherwise through the PPE than on the kernel (- kernel, + eta)"
+
+note "exec: a UDP socket bound to the PPE's address is the new image's (it answers a datagram)"
+ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp_exec.py" parent "$ETA_LAB_PPE_IP" 7011 > "$work/exec.out" 2> "$work/exec.err" &
+exec_pid=$!
+_bg_pids+=($exec_pid)
+wait_until 60 grep -q "^child ready $ETA_LAB_PPE_IP 7011 type dgram True" "$work/exec.out" ||
+    { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image does not hold the UDP socket"; }
+peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" 7011 ||
+    { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image did not answer through the PPE"; }
+wait "$exec_pid" || { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image failed"; }
+
+note "eta-stat counts the datagrams"
+read -r in1 out1 noport1 <<< "$(stat_udp)"
+echo "    udp_in $((in1 - in0)), udp_out $((out1 - out0)), udp_no_port $((noport1 - noport0))"
+# echo: 33 each way; relay: 24 in, 24 out; trunc: 2 each way
+[ $((in1 - in0)) -ge 59 ] || fail "eta-stat: udp_in grew by $((in1 - in0)), expected at least 59"
+[ $((out1 - out0)) -ge 59 ] || fail "eta-stat: udp_out grew by $((out1 - out0)), expected at least 59"
+[ $((noport1 - noport0)) -ge 1 ] || fail "eta-stat: udp_no_port did not count the closed port's datagram"
+note "ok"

@@ -1,0 +1,470 @@
+// Datagram sockets through the DTI (issue 31): the DTI engine over
+// ppe::MarsTransport on the MARS simulator, its rings in a region the test
+// plays the application of (commands and records written by hand, as in
+// digest_mars_test.cc), the other simulated host's MARS UDP socket as the
+// peer. What the application reads is MARS's record ring in place; what it
+// sends is records in its send ring and one SEND_DGRAMS per batch. No root,
+// no DPDK, virtual time.
+#include "sim_wire.h"
+#include "transport.h"
+
+#include "dti_abi.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace de = dti::engine;
+using mars::sim::SimNet;
+
+constexpr uint64_t kSec = 1'000'000'000;
+constexpr uint32_t kRing = 16384;
+
+struct App {
+    std::vector<uint8_t> mem;
+    dti_region_header *hdr = nullptr;
+    uint32_t tag = 0;
+    explicit App(const de::Limits &l)
+    {
+        const uint64_t size = de::region_bytes(l);
+        mem.assign(size + 64, 0);
+        uint8_t *base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
+        de::layout_region(base, size, l);
+        hdr = reinterpret_cast<dti_region_header *>(base);
+    }
+    uint8_t *base() { return reinterpret_cast<uint8_t *>(hdr); }
+    dti_qp_header *qp() { return reinterpret_cast<dti_qp_header *>(base() + hdr->ctx_offset); }
+    dti_cmd *cmds() { return reinterpret_cast<dti_cmd *>(reinterpret_cast<uint8_t *>(qp()) + sizeof(dti_qp_header)); }
+    dti_ev *evs() { return reinterpret_cast<dti_ev *>(reinterpret_cast<uint8_t *>(cmds()) + sizeof(dti_cmd) * hdr->cmdq_entries); }
+    dti_sock_shared *sock(uint32_t h) { return reinterpret_cast<dti_sock_shared *>(base() + hdr->sock_offset) + (h & DTI_SLOT_MASK); }
+    uint8_t *rx_ring(uint32_t h) { return base() + hdr->data_offset + hdr->data_stride * (h & DTI_SLOT_MASK); }
+    uint8_t *tx_ring(uint32_t h) { return rx_ring(h) + hdr->rx_ring_size; }
+    uint32_t push(dti_cmd c)
+    {
+        if (c.op != DTI_OP_SEND && c.op != DTI_OP_RECV_RELEASE)
+            c.tag = tag++ % hdr->cmdq_entries;
+        dti_qp_header *h = qp();
+        dti_cmd *slot = &cmds()[h->cmd_prod & (hdr->cmdq_entries - 1)];
+        c.stamp = 0;
+        *slot = c;
+        __atomic_store_n(&slot->stamp, h->cmd_prod + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->cmd_prod, h->cmd_prod + 1, __ATOMIC_SEQ_CST);
+        return c.tag;
+    }
+    std::vector<dti_ev> take()
+    {
+        std::vector<dti_ev> out;
+        dti_qp_header *h = qp();
+        const uint32_t prod = __atomic_load_n(&h->ev_prod, __ATOMIC_ACQUIRE);
+        while (h->ev_cons != prod) {
+            out.push_back(evs()[h->ev_cons & (hdr->evq_entries - 1)]);
+            h->ev_cons++;
+        }
+        return out;
+    }
+};
+
+dti_cmd cmd(uint16_t op, uint32_t sock, uint32_t a0 = 0, uint32_t a1 = 0)
+{
+    dti_cmd c{};
+    c.op = op;
+    c.sock = sock;
+    c.arg0 = a0;
+    c.arg1 = a1;
+    return c;
+}
+
+// A datagram as the application saw it.
+struct Got {
+    std::string data;
+    uint32_t len = 0, src_ip = 0;
+    uint16_t src_port = 0;
+};
+
+class DgramOverMars : public ::testing::Test {
+  protected:
+    DgramOverMars() : net_(config(&rings_)), stack_(&net_.stack(0)), tr_(stack_, now_), app_(limits())
+    {
+        std::string why;
+        engine_ = de::Engine::create(tr_, limits(), &why);
+        EXPECT_TRUE(engine_) << why;
+        rings_.engine = engine_.get();
+        EXPECT_GE(engine_->attach_memory(app_.base(), app_.hdr->region_size, 1), 0);
+        net_.own_events[0] = true;
+        net_.on_tick = [this] {
+            now_ = net_.now();
+            engine_->poll();
+            for (auto &e : app_.take())
+                events_.push_back(e);
+            engine_->poll();
+            stack_->poll(now_);
+        };
+    }
+    ~DgramOverMars() override
+    {
+        rings_.engine = nullptr;
+        engine_.reset();
+    }
+    static de::Limits limits()
+    {
+        de::Limits l;
+        l.max_contexts = 1;
+        l.max_sockets = 8;
+        l.cmdq_entries = 64;
+        l.evq_entries = 128;
+        l.rx_ring_size = l.tx_ring_size = kRing;
+        l.pool_size = 4096;
+        return l;
+    }
+    static mars::sim::SimNetConfig config(ppe::DtiBuffers *rings)
+    {
+        auto c = mars::sim::default_simnet_config();
+        c.a.rings = rings;
+        return c;
+    }
+    // Runs a command to its completion.
+    dti_ev run(dti_cmd c)
+    {
+        const uint32_t tag = app_.push(c);
+        dti_ev got{};
+        bool done = false;
+        EXPECT_TRUE(net_.run_until(
+            [&] {
+                for (size_t i = 0; i < events_.size(); i++)
+                    if (events_[i].kind == DTI_CQE_COMPLETION && events_[i].events == tag) {
+                        got = events_[i];
+                        events_.erase(events_.begin() + long(i));
+                        done = true;
+                        break;
+                    }
+                return done;
+            },
+            5 * kSec));
+        return got;
+    }
+    // Lets virtual time pass (what was sent lands, what was queued leaves).
+    void settle(uint64_t ns) { (void)net_.run_until([] { return false; }, ns); }
+    uint32_t open_dgram(uint16_t port)
+    {
+        const dti_ev s = run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_DGRAM));
+        EXPECT_GE(s.res, 0);
+        const uint32_t h = uint32_t(s.res);
+        if (port) {
+            EXPECT_EQ(run(cmd(DTI_OP_BIND, h, 0, port)).res, 0);
+        }
+        return h;
+    }
+    mars::SockId peer_socket(uint16_t port)
+    {
+        const int64_t id = net_.stack(1).udp().open(77);
+        EXPECT_GE(id, 0);
+        EXPECT_EQ(net_.stack(1).udp().bind(mars::SockId(id), {0, port}), 0);
+        return mars::SockId(id);
+    }
+    // Reads every datagram waiting in h's receive ring (in place, checking
+    // each record), releasing them in whole records.
+    std::vector<Got> read_all(uint32_t h)
+    {
+        std::vector<Got> out;
+        const uint32_t tail = __atomic_load_n(&app_.sock(h)->rx_tail, __ATOMIC_ACQUIRE);
+        uint32_t pos = rx_head_;
+        while (pos != tail) {
+            const uint32_t off = pos & (kRing - 1);
+            dti_dgram r;
+            std::memcpy(&r, app_.rx_ring(h) + off, sizeof r);
+            EXPECT_GE(r.size, DTI_DGRAM_ALIGN);
+            EXPECT_LE(r.size, kRing - off) << "a record wraps";
+            if (r.size < DTI_DGRAM_ALIGN || r.size > kRing - off)
+                break;
+            if (!(r.flags & DTI_DGRAM_PAD)) {
+                EXPECT_EQ(r.size, dti_dgram_size(r.len));
+                Got g;
+                g.data.assign(reinterpret_cast<const char *>(app_.rx_ring(h) + off + sizeof r), r.len);
+                g.len = r.len;
+                g.src_ip = r.src_ip;
+                g.src_port = r.src_port;
+                out.push_back(g);
+            } else {
+                pads_seen_++;
+            }
+            pos += r.size;
+        }
+        if (pos != rx_head_) {
+            app_.push(cmd(DTI_OP_RECV_RELEASE, h, pos - rx_head_));
+            rx_head_ = pos;
+        }
+        return out;
+    }
+    // Writes one record into h's send ring (a pad first where it would
+    // wrap); returns the position after it.
+    uint32_t put(uint32_t h, const std::string &data, const mars::Endpoint *to)
+    {
+        const uint32_t need = dti_dgram_size(uint32_t(data.size()));
+        uint32_t off = tx_tail_ & (kRing - 1);
+        if (need > kRing - off) {
+            dti_dgram pad{};
+            pad.size = kRing - off;
+            pad.flags = DTI_DGRAM_PAD;
+            std::memcpy(app_.tx_ring(h) + off, &pad, sizeof pad);
+            tx_tail_ += pad.size;
+            off = 0;
+        }
+        dti_dgram r{};
+        r.size = need;
+        r.len = uint32_t(data.size());
+        if (to) {
+            r.dst_ip = to->ip;
+            r.dst_port = to->port;
+            r.flags = DTI_DGRAM_TO;
+        }
+        std::memcpy(app_.tx_ring(h) + off, &r, sizeof r);
+        std::memcpy(app_.tx_ring(h) + off + sizeof r, data.data(), data.size());
+        tx_tail_ += need;
+        return tx_tail_;
+    }
+    int32_t send_dgrams(uint32_t h, uint32_t end)
+    {
+        dti_cmd c = cmd(DTI_OP_SEND_DGRAMS, h);
+        c.offset = end;
+        return run(c).res;
+    }
+    std::vector<std::string> peer_read(mars::SockId p, std::vector<mars::UdpRecord> *recs = nullptr)
+    {
+        std::vector<std::string> out;
+        for (;;) {
+            std::string buf(2048, '\0');
+            mars::UdpRecord r;
+            const int64_t n = net_.stack(1).udp().recv_from(p, buf.data(), buf.size(), &r, false);
+            if (n < 0)
+                break;
+            buf.resize(size_t(n));
+            out.push_back(buf);
+            if (recs)
+                recs->push_back(r);
+        }
+        return out;
+    }
+    static std::string pattern(size_t n, int seed)
+    {
+        std::string s(n, '\0');
+        for (size_t i = 0; i < n; i++)
+            s[i] = char((i * 7 + size_t(seed) * 13) & 0xff);
+        return s;
+    }
+
+    ppe::DtiBuffers rings_;
+    SimNet net_;
+    mars::Stack *stack_;
+    uint64_t now_ = 0;
+    ppe::MarsTransport tr_;
+    App app_;
+    std::unique_ptr<de::Engine> engine_;
+    std::vector<dti_ev> events_;
+    uint32_t rx_head_ = 0, tx_tail_ = 0;
+    unsigned pads_seen_ = 0;
+};
+
+// 300 datagrams of varied sizes (1..1472 bytes, and empty ones) each way
+// through 16 KiB rings: every datagram arrives whole and alone, in order,
+// with its sender; records never wrap (pad records seen on both rings).
+TEST_F(DgramOverMars, BoundariesBothWaysAcrossRingWraps)
+{
+    const uint32_t h = open_dgram(7000);
+    EXPECT_TRUE(app_.sock(h)->state & DTI_STATE_DGRAM);
+    EXPECT_EQ(app_.sock(h)->local_port, 7000);
+    const mars::SockId p = peer_socket(40001);
+    const mars::Endpoint app_ep = net_.addr(0, 7000), peer_ep = net_.addr(1, 40001);
+    const size_t sizes[] = {1, 1472, 0, 100, 999, 31, 32, 33, 1400, 7};
+    std::vector<std::string> sent, echoed;
+    std::vector<Got> got;
+    size_t next = 0;
+    while (next < 300 || got.size() < 300) {
+        // The peer sends a few, the application reads what came and sends
+        // each back (one SEND_DGRAMS for the batch).
+        for (int k = 0; k < 4 && next < 300; k++, next++) {
+            sent.push_back(pattern(sizes[next % 10], int(next)));
+            ASSERT_EQ(net_.stack(1).udp().send_to(p, &app_ep, sent.back().data(), sent.back().size()),
+                      int64_t(sent.back().size()));
+        }
+        ASSERT_TRUE(net_.run_until([&] { return __atomic_load_n(&app_.sock(h)->rx_tail, __ATOMIC_ACQUIRE) != rx_head_; },
+                                   5 * kSec));
+        settle(1'000'000);
+        std::vector<Got> now = read_all(h);
+        uint32_t end = tx_tail_;
+        for (const Got &g : now) {
+            EXPECT_EQ(g.src_ip, peer_ep.ip);
+            EXPECT_EQ(g.src_port, 40001);
+            mars::Endpoint to{g.src_ip, g.src_port};
+            end = put(h, g.data, &to);
+            got.push_back(g);
+        }
+        if (!now.empty()) {
+            ASSERT_EQ(send_dgrams(h, end), int32_t(now.size()));
+        }
+        EXPECT_EQ(app_.sock(h)->tx_head, end) << "the send ring is released when the batch completes";
+        settle(1'000'000);
+        for (auto &s : peer_read(p))
+            echoed.push_back(s);
+    }
+    ASSERT_TRUE(net_.run_until(
+        [&] {
+            for (auto &s : peer_read(p))
+                echoed.push_back(s);
+            return echoed.size() >= 300;
+        },
+        5 * kSec));
+    ASSERT_EQ(got.size(), 300u);
+    ASSERT_EQ(echoed.size(), 300u);
+    for (size_t i = 0; i < 300; i++) {
+        EXPECT_EQ(got[i].data, sent[i]) << "datagram " << i << " read";
+        EXPECT_EQ(got[i].len, sent[i].size());
+        EXPECT_EQ(echoed[i], sent[i]) << "datagram " << i << " echoed";
+    }
+    EXPECT_GT(pads_seen_, 0u) << "the receive ring never wrapped";
+    EXPECT_EQ(engine_->stats().dgram_sent, 300u);
+    EXPECT_EQ(engine_->stats().dgram_bad_records, 0u);
+    EXPECT_EQ(stack_->stats().udp_in, 300u);
+    EXPECT_EQ(stack_->stats().udp_out, 300u);
+}
+
+// The transport's answers reach the application: too large, no destination,
+// the connected peer as default, AF_UNSPEC; commands of the other kind.
+TEST_F(DgramOverMars, ErrorsConnectAndKinds)
+{
+    const uint32_t h = open_dgram(0);
+    const mars::SockId p = peer_socket(40002);
+    const mars::Endpoint peer_ep = net_.addr(1, 40002);
+    EXPECT_EQ(send_dgrams(h, put(h, pattern(1473, 1), &peer_ep)), -EMSGSIZE); // DF, no fragments
+    EXPECT_EQ(send_dgrams(h, put(h, "x", nullptr)), -EDESTADDRREQ);
+    EXPECT_EQ(app_.sock(h)->tx_head, tx_tail_);
+    // An unbound socket's first send binds it: the address shows.
+    EXPECT_EQ(send_dgrams(h, put(h, "hello", &peer_ep)), 1);
+    EXPECT_NE(app_.sock(h)->local_port, 0);
+    EXPECT_TRUE(app_.sock(h)->state & DTI_STATE_BOUND);
+    EXPECT_EQ(run(cmd(DTI_OP_DGRAM_CONNECT, h, peer_ep.ip, peer_ep.port)).res, 0);
+    EXPECT_EQ(app_.sock(h)->remote_port, 40002);
+    EXPECT_EQ(send_dgrams(h, put(h, "to the peer", nullptr)), 1);
+    settle(10'000'000);
+    std::vector<mars::UdpRecord> recs;
+    const auto got = peer_read(p, &recs);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0], "hello");
+    EXPECT_EQ(got[1], "to the peer");
+    EXPECT_EQ(recs[1].src_port, app_.sock(h)->local_port);
+    EXPECT_EQ(run(cmd(DTI_OP_DGRAM_CONNECT, h, 0, 0)).res, 0); // AF_UNSPEC
+    EXPECT_EQ(app_.sock(h)->remote_port, 0);
+    EXPECT_EQ(send_dgrams(h, put(h, "x", nullptr)), -EDESTADDRREQ);
+    EXPECT_EQ(run(cmd(DTI_OP_DGRAM_CONNECT, h, peer_ep.ip, 0)).res, -EINVAL); // a port is needed
+    // Stream commands on a datagram socket, datagram commands on a stream one.
+    EXPECT_EQ(run(cmd(DTI_OP_LISTEN, h, 8)).res, -EOPNOTSUPP);
+    EXPECT_EQ(run(cmd(DTI_OP_CONNECT, h, peer_ep.ip, peer_ep.port)).res, -EOPNOTSUPP);
+    const dti_ev t = run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_STREAM));
+    ASSERT_GE(t.res, 0);
+    dti_cmd sd = cmd(DTI_OP_SEND_DGRAMS, uint32_t(t.res));
+    EXPECT_EQ(run(sd).res, -EOPNOTSUPP);
+    EXPECT_EQ(run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, 7)).res, -EPROTONOSUPPORT);
+    // Membership: a group joins and leaves; a unicast address is refused.
+    dti_cmd j = cmd(DTI_OP_MCAST, h, 0xe0010203u, 0);
+    EXPECT_EQ(run(j).res, 0);
+    j.value = 1;
+    EXPECT_EQ(run(j).res, 0);
+    dti_cmd bad = cmd(DTI_OP_MCAST, h, peer_ep.ip, 0);
+    EXPECT_EQ(run(bad).res, -EINVAL);
+}
+
+// Hostile send records and releases: each is refused with an answer (or
+// dropped and counted), the engine keeps serving, and the socket still works.
+TEST_F(DgramOverMars, HostileRecordsAndReleasesRefused)
+{
+    const uint32_t h = open_dgram(7001);
+    const mars::SockId p = peer_socket(40003);
+    const mars::Endpoint peer_ep = net_.addr(1, 40003), app_ep = net_.addr(0, 7001);
+    auto raw = [&](dti_dgram r) {
+        const uint32_t off = tx_tail_ & (kRing - 1);
+        std::memcpy(app_.tx_ring(h) + off, &r, sizeof r);
+        return off;
+    };
+    const uint64_t before = engine_->stats().dgram_bad_records;
+    dti_dgram r{};
+    r.dst_ip = peer_ep.ip;
+    r.dst_port = peer_ep.port;
+    r.flags = DTI_DGRAM_TO;
+    // A size that is not the record's own (len 100 needs 160).
+    r.size = 64, r.len = 100;
+    raw(r);
+    EXPECT_EQ(send_dgrams(h, tx_tail_ += 64), -EINVAL);
+    // A len that wraps the size computation.
+    r.size = 32, r.len = 0xffffffe0u;
+    raw(r);
+    EXPECT_EQ(send_dgrams(h, tx_tail_ += 32), -EINVAL);
+    // A size past the command's end, and one not aligned.
+    r.size = 4096, r.len = 4096 - 32;
+    raw(r);
+    EXPECT_EQ(send_dgrams(h, tx_tail_ += 64), -EINVAL);
+    r.size = 40, r.len = 8;
+    raw(r);
+    EXPECT_EQ(send_dgrams(h, tx_tail_ += 64), -EINVAL);
+    // An end behind what was taken, or past the ring.
+    dti_cmd c = cmd(DTI_OP_SEND_DGRAMS, h);
+    c.offset = tx_tail_ - 32;
+    EXPECT_EQ(run(c).res, -EINVAL);
+    c.offset = tx_tail_ + kRing + 32;
+    EXPECT_EQ(run(c).res, -EINVAL);
+    EXPECT_EQ(engine_->stats().dgram_bad_records, before + 6);
+    // Still works.
+    EXPECT_EQ(send_dgrams(h, put(h, "still here", &peer_ep)), 1);
+    // A release that is not on a record's end changes nothing.
+    const std::string d1 = pattern(50, 1), d2 = pattern(60, 2);
+    net_.stack(1).udp().send_to(p, &app_ep, d1.data(), d1.size());
+    net_.stack(1).udp().send_to(p, &app_ep, d2.data(), d2.size());
+    ASSERT_TRUE(net_.run_until([&] { return app_.sock(h)->rx_tail - rx_head_ == dti_dgram_size(50) + dti_dgram_size(60); },
+                               5 * kSec));
+    app_.push(cmd(DTI_OP_RECV_RELEASE, h, 40));
+    app_.push(cmd(DTI_OP_RECV_RELEASE, h, 5000));
+    settle(1'000'000);
+    const auto got = read_all(h);
+    ASSERT_EQ(got.size(), 2u) << "a refused release consumed records";
+    EXPECT_EQ(got[0].data, d1);
+    EXPECT_EQ(got[1].data, d2);
+    EXPECT_EQ(engine_->stats().dgram_bad_records, before + 8);
+    // Everything released: the ring is empty on both sides.
+    settle(1'000'000);
+    ASSERT_TRUE(net_.run_until([&] { return peer_read(p).size() == 1; }, 5 * kSec));
+}
+
+// Readiness through the event path: a watch for POLLIN hears of a datagram;
+// a datagram socket is writable (POLLOUT) by the shared readiness rule; a
+// closed socket's port is nobody's (the peer's datagram is counted no-port).
+TEST_F(DgramOverMars, WatchEventsAndClose)
+{
+    const uint32_t h = open_dgram(7002);
+    const mars::SockId p = peer_socket(40004);
+    const mars::Endpoint app_ep = net_.addr(0, 7002);
+    dti_sock_shared *sh = app_.sock(h);
+    EXPECT_EQ(dti_events_of(sh->state, sh->error, 0, kRing, 0) & (DTI_POLLIN | DTI_POLLOUT), DTI_POLLOUT);
+    EXPECT_EQ(run(cmd(DTI_OP_WATCH, h, DTI_POLLIN)).res, 0);
+    events_.clear();
+    net_.stack(1).udp().send_to(p, &app_ep, "ping", 4);
+    ASSERT_TRUE(net_.run_until(
+        [&] {
+            for (auto &e : events_)
+                if (e.kind == DTI_CQE_EVENT && e.sock == h && (e.events & DTI_POLLIN))
+                    return true;
+            return false;
+        },
+        5 * kSec))
+        << "no POLLIN event for the datagram";
+    EXPECT_EQ(read_all(h).at(0).data, "ping");
+    EXPECT_EQ(run(cmd(DTI_OP_CLOSE, h)).res, 0);
+    const uint64_t no_port = stack_->stats().udp_no_port;
+    net_.stack(1).udp().send_to(p, &app_ep, "gone", 4);
+    ASSERT_TRUE(net_.run_until([&] { return stack_->stats().udp_no_port == no_port + 1; }, 5 * kSec))
+        << "the closed socket still holds its port";
+}
+
+} // namespace
