@@ -16,6 +16,8 @@ uint32_t load_be32(const uint8_t *p) { return uint32_t(p[0]) << 24 | uint32_t(p[
 constexpr uint32_t kEthLen = 14;
 constexpr uint16_t kEtherIpv4 = 0x0800, kEtherArp = 0x0806;
 constexpr uint8_t kProtoTcp = 6;
+constexpr uint8_t kProtoUdp = 17;
+constexpr uint8_t kProtoIgmp = 2;
 
 } // namespace
 
@@ -28,7 +30,12 @@ uint32_t frame_owner(const uint8_t *f, uint32_t len, uint32_t n_engines)
     const uint8_t *ip = f + kEthLen;
     if (len < kEthLen + 20) return kSteerHere;
     const uint32_t ihl = (ip[0] & 0x0f) * 4u;
-    if ((ip[0] >> 4) != 4 || ihl < 20 || ip[9] != kProtoTcp) return kSteerHere;
+    if ((ip[0] >> 4) != 4 || ihl < 20) return kSteerHere;
+    // UDP sockets, their multicast memberships and IGMP live on engine 0
+    // (dti/README.md "Datagram sockets"): a datagram another engine received
+    // would find no socket there and be answered port unreachable.
+    if (ip[9] == kProtoUdp || ip[9] == kProtoIgmp) return kUdpEngine;
+    if (ip[9] != kProtoTcp) return kSteerHere;
     // A fragment (more-fragments set or an offset): the receiving stack drops
     // it; later fragments carry no ports to steer by anyway.
     if (load_be16(ip + 6) & 0x3fff) return kSteerHere;

@@ -6,7 +6,8 @@
 // after each rx burst an engine keeps what it owns and hands the rest to the
 // owner through a single-producer single-consumer rte_ring per (from, to)
 // pair. ARP goes to every engine (each stack keeps its own neighbour table):
-// the same mbuf with its reference count raised, no copy. ICMP and anything
+// the same mbuf with its reference count raised, no copy. UDP and IGMP go to
+// engine 0, which holds every UDP socket. ICMP and anything
 // else stay where they were received.
 //
 // Nothing here locks, allocates or makes a syscall on the packet path; each
@@ -31,10 +32,14 @@ namespace ppe {
 constexpr uint32_t kSteerHere = 0xffffffffu;  // handle on the engine that received it
 constexpr uint32_t kSteerEvery = 0xfffffffeu; // every engine (ARP)
 
+// The engine that holds every UDP socket (and IGMP membership).
+constexpr uint32_t kUdpEngine = 0;
+
 // The owner of a received Ethernet frame among n engines: an engine index
-// for a TCP/IPv4 segment (not a fragment), kSteerEvery for ARP, kSteerHere
-// for anything else (ICMP, malformed frames: the receiving stack counts
-// and drops them). Reads only what the length covers.
+// for a TCP/IPv4 segment (not a fragment), kUdpEngine for UDP/IPv4 and
+// IGMP, kSteerEvery for ARP, kSteerHere for anything else (ICMP, malformed
+// frames: the receiving stack counts and drops them). Reads only what the
+// length covers.
 uint32_t frame_owner(const uint8_t *frame, uint32_t len, uint32_t n_engines);
 
 // RSS programmed so that the NIC's choice of queue is dti_flow_owner()'s

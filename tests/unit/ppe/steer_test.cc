@@ -159,7 +159,8 @@ TEST(SteerOwner, ClassifiesFrames)
     } cases[] = {
         {"ARP", arp(), ppe::kSteerEvery},
         {"ICMP", frame(0x0800, 1, kRemote, 0, kLocal, 0), ppe::kSteerHere},
-        {"UDP", frame(0x0800, 17, kRemote, 1, kLocal, 2), ppe::kSteerHere},
+        {"UDP (engine 0 holds every UDP socket)", frame(0x0800, 17, kRemote, 1, kLocal, 2), ppe::kUdpEngine},
+        {"IGMP (memberships are engine 0's)", frame(0x0800, 2, kRemote, 0, kLocal, 0), ppe::kUdpEngine},
         {"IPv6", frame(0x86dd, 6, kRemote, 1, kLocal, 2), ppe::kSteerHere},
         {"TCP fragment (offset)", frame(0x0800, 6, kRemote, 1, kLocal, 2, 0x0010), ppe::kSteerHere},
         {"TCP fragment (MF)", frame(0x0800, 6, kRemote, 1, kLocal, 2, 0x2000), ppe::kSteerHere},
