@@ -84,7 +84,7 @@ out=$(eta python3 "$HELPER" stream "$H" 7101 16 2>"$work/c2.err") ||
     { cat "$work/c2.err" >&2; fail "eta-run client -> kernel server on $H:7101: $out"; }
 grep -q "goes through the kernel: no eta listener there" "$work/c2.err" ||
     fail "the eta-run client did not say once that its connection to a kernel server goes through the kernel: $(cat "$work/c2.err")"
-grep -qi "warning" "$work/c2.err" && fail "a local connection is not worth a warning: $(cat "$work/c2.err")"
+grep -q "^eta\[[0-9]*\]: warning" "$work/c2.err" && fail "a local connection is not worth a warning: $(cat "$work/c2.err")"
 note "an eta-run client to $H:7999, where nobody listens: ECONNREFUSED, blocking and non-blocking"
 out=$(eta python3 -c "
 import errno, select, socket, sys
