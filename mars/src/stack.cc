@@ -483,6 +483,7 @@ int StackImpl::pick_port(Sock &s, uint32_t rip, uint16_t rport)
 // Linux reports only a soft error). Rare: a walk of the socket table.
 void StackImpl::fail_unreachable()
 {
+    take_local();
     for (size_t i = 0; i < arp_.failed_count(); i++) {
         const uint32_t hop = arp_.failed_at(i);
         for (Sock &s : socks_) {
@@ -492,6 +493,23 @@ void StackImpl::fail_unreachable()
         }
     }
     arp_.clear_failed();
+}
+
+// Local connections (issue 29, ip/local_loop.h): what the stack sent to its
+// own address since the last poll comes back in as received frames, a burst
+// at a time, with sharing off: a local SYN for a port without a listener gets
+// RST here (the shim then tries the kernel), never the other stack. What this
+// input sends to ourselves waits for the next poll.
+void StackImpl::take_local()
+{
+    PacketRef burst[Link::kTxBurst];
+    const bool shared = link_.pass_unclaimed;
+    link_.pass_unclaimed = false;
+    for (uint16_t n; (n = arp_.take_local(burst, Link::kTxBurst)) != 0;) {
+        input(burst, n, now_ns_);
+        if (n < Link::kTxBurst) break;
+    }
+    link_.pass_unclaimed = shared;
 }
 
 void StackImpl::announce(uint64_t now_ns)

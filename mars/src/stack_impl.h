@@ -230,6 +230,7 @@ class StackImpl final : public Stack, private Ipv4Upper, private Ipv6Upper, priv
     void abort_children(Sock &l);
     // Connects waiting on a neighbour ARP gave up on fail (EHOSTUNREACH).
     void fail_unreachable();
+    void take_local(); // frames to our own address, back in (ip/local_loop.h)
     // Gives every buffer back (the destructor, and reset()).
     void release_buffers();
     // The state init() sets up once its tables are allocated (and reset()

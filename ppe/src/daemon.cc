@@ -132,13 +132,14 @@ class Published {
         for (const RouteConfig &r : c.routes)
             if (r.port == port.name)
                 net += "route " + format_ipv4(r.dest) + "/" + std::to_string(r.prefix) + " via " + format_ipv4(r.gateway) + "\n";
-        // MARS has no loopback path: a SYN to its own address waits for an
-        // ARP answer nobody gives. The shim refuses such a connect at once,
-        // unless the kernel holds the address too (kernel = "shared"): then
-        // the shim holds eta's ports in the kernel and connects locally
-        // through it (preload/README.md). Older shims read "self shared" as
-        // bad and accelerate nothing.
-        net += port.kernel_shared ? "self shared\n" : "self unreachable\n";
+        // A connection to the port's own address stays inside the engine
+        // (MARS loops it: mars/src/ip/local_loop.h, issue 29): "self local".
+        // With kernel = "shared" the kernel holds the address too: the shim
+        // holds eta's ports in the kernel, and a local connect no eta
+        // listener takes goes through it (preload/README.md). Older shims
+        // read "self shared" and "self local" as bad and accelerate nothing.
+        if (port.kernel_shared) net += "self shared\n";
+        net += "self local\n";
         return write_file(net_path_, net, mode_, error);
     }
 

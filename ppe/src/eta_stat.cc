@@ -234,6 +234,10 @@ std::string text_view(const Snapshot &s, bool conns)
             appendf(&out, "  arp: requests out %" PRIu64 "  replies in %" PRIu64 "  failed %" PRIu64
                           "  connects unreachable %" PRIu64 "\n",
                     st.arp_requests_out, st.arp_replies_in, st.arp_failed, st.tcp_connects_unreachable);
+            if (st.local_conns || st.local_frames)
+                appendf(&out, "  local (both ends in this stack, no port): connections %" PRIu64 "  frames %" PRIu64
+                              "  bytes %" PRIu64 "\n",
+                        st.local_conns, st.local_frames, st.local_bytes);
             appendf(&out,
                     "  receive pipeline: strands %" PRIu64 "%s  yields %" PRIu64 "  prefetches %" PRIu64
                     "  coalesced %" PRIu64 " segments in %" PRIu64 " groups"

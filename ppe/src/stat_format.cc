@@ -48,6 +48,9 @@ namespace ppe::stats {
     X(udp_unreach_limited, "ICMP port unreachables not sent (rate limit)")                                      \
     X(udp_mcast_in, "multicast UDP datagrams taken")                                                            \
     X(igmp_in, "IGMP messages received") X(igmp_out, "IGMP reports sent")                                       \
+    X(local_conns, "local connections served in the engine: both ends in this stack (issue 29)")                \
+    X(local_frames, "frames of local connections the stack sent to itself (no port)")                           \
+    X(local_bytes, "bytes of those frames, Ethernet header included")                                          \
     X(strand_yields, "receive strands that yielded to wait for memory")                                          \
     X(prefetches, "software prefetches the stack issued (receive pipeline, transmit)")                                                      \
     X(copies_offloaded, "payload copies handed to a copy engine")                                                \

@@ -20,7 +20,7 @@
     X(drop_eth) X(drop_not_ours) X(drop_arp) X(drop_ip_header) X(drop_ip_csum) X(drop_ip_ttl) X(drop_ip_fragment) \
     X(drop_ip_proto) X(drop_icmp) X(drop_tcp_header) X(drop_tcp_csum) X(drop_tcp_no_socket) X(drop_tcp_bad_state) \
     X(drop_tcp_paws) X(drop_tcp_out_of_window) X(drop_tcp_ooo_full) X(drop_tx_no_buffer) X(drop_arp_queue_full) \
-    X(drop_arp_unresolved)
+    X(drop_arp_unresolved) X(drop_local_full)
 
 namespace ppe::stats {
 

@@ -120,6 +120,10 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->self_shared = true;
         return 0;
     }
+    if (n == 2 && strcmp(words[0], "self") == 0 && strcmp(words[1], "local") == 0) {
+        out->self_local = true;
+        return 0;
+    }
     uint32_t ip;
     uint8_t prefix;
     if (n < 2 || parse_prefix(words[1], &ip, &prefix) != 0) {
@@ -145,7 +149,7 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->route[out->n_routes++].prefix = prefix;
         return 0;
     }
-    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'route A.B.C.D/P [via G]', 'self unreachable' and 'self shared'", words[0]);
+    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'route A.B.C.D/P [via G]', 'self unreachable', 'self shared' and 'self local'", words[0]);
     return -1;
 }
 
@@ -193,7 +197,9 @@ enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockadd
     uint32_t ip = ntohl(in.sin_addr.s_addr);
     if ((ip >> 24) == 127)
         return ETA_R_LOOPBACK;
-    if (n->self_shared && eta_net_is_local(n, ip))
+    /* A local connection: the engine's when it carries them (`self local`;
+     * the shim turns a refusal into the kernel's try on a shared port). */
+    if (n->self_shared && !n->self_local && eta_net_is_local(n, ip))
         return ETA_R_LOCAL;
     return eta_net_routes(n, ip) ? ETA_R_NONE : ETA_R_NOT_ROUTED;
 }

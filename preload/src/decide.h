@@ -55,7 +55,9 @@ struct eta_net {
     } route[ETA_NET_MAX_ROUTES];
     bool self_unreachable; /* the PPE cannot carry a connection to its own addresses */
     bool self_shared;      /* the kernel holds the PPE's addresses too (kernel = "shared"): one port
-                            * space, and local connections go through the kernel */
+                            * space; a local connection nobody in the engine takes goes through the kernel */
+    bool self_local;       /* the engine carries connections to its own addresses (issue 29: both
+                            * ends in MARS, no wire) */
 };
 
 /* Parses the PPE's network description: lines (or ';'-separated items) of
@@ -63,6 +65,7 @@ struct eta_net {
  *   route A.B.C.D/P       a destination prefix the PPE routes (via a gateway)
  *   self unreachable      a connection to one of its own addresses cannot work
  *   self shared           the kernel holds its addresses too (a port shared with the kernel)
+ *   self local            the engine carries a connection to its own addresses itself
  * '#' starts a comment. Returns 0, or -1 with a message in `why`. */
 int eta_net_parse(const char *text, struct eta_net *out, char *why, size_t why_len);
 

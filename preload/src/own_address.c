@@ -1,10 +1,12 @@
 /* The PPE's own addresses: what a socket may do with them. On a port shared
  * with the kernel (`self shared` in <socket>.net) the kernel holds each eta
- * socket's address and port too (its placeholder: one port space), and a
- * connection to one of those addresses goes through the kernel (local
- * connections); where the PPE cannot carry such a connection (`self
- * unreachable`) it is refused at once. preload/README.md "One port space and
- * local connections on a shared port". */
+ * socket's address and port too (its placeholder: one port space). A
+ * connection to one of those addresses stays inside the engine where the PPE
+ * carries it (`self local`: both ends in MARS), and goes through the kernel
+ * where no eta listener takes it (shared port) or where the PPE is older;
+ * where the PPE cannot carry one at all (`self unreachable`) it is refused at
+ * once. preload/README.md "One port space and local connections on a shared
+ * port". */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -54,15 +56,16 @@ bool eta_connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len)
     return true;
 }
 
-/* A connect to one of the PPE's own addresses on a shared port goes
- * through the kernel (its loopback reaches kernel listeners and the kernel
- * half of eta's hybrid listeners); said once per process, for information. */
+/* A connect to one of the PPE's own addresses on a shared port that no eta
+ * listener took (the engine refused it) goes through the kernel (its
+ * loopback reaches kernel listeners); with a PPE older than `self local`
+ * every local connect does. Said once per process, for information. */
 void eta_note_local(const char *addr)
 {
     static _Atomic bool said;
     if (!atomic_exchange(&said, true))
-        eta_log("connect to %s goes through the kernel: it is an address of the PPE's port shared with the "
-                "kernel (local connections are not carried inside the engine yet; counted as 'local')",
+        eta_log("connect to %s goes through the kernel: no eta listener there, and the PPE's port is shared "
+                "with the kernel (counted as 'local'; connections to eta listeners stay inside the engine)",
                 addr);
 }
 

@@ -527,6 +527,14 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         drop_ppe_half(c0, s);
         st = ETA_SOCK_CANDIDATE; /* decided just below, as a candidate's */
     }
+    /* A connection to one of the PPE's own addresses that the engine
+     * carries (`self local`, issue 29): on a shared port the engine's answer
+     * is awaited (no wire: an engine loop or two), and a refusal (no eta
+     * listener there) becomes the kernel's try from the placeholder, which
+     * reaches a kernel program's listener, or refuses as Linux does. */
+    const bool local_try = eta_net.self_local && eta_net.self_shared && (!s->v6 || via_mapped) &&
+                           addr && len >= (socklen_t)sizeof(struct sockaddr_in) && addr->sa_family == AF_INET &&
+                           eta_net_is_local(&eta_net, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
     dti_ctx_t *c = NULL;
     if (st == ETA_SOCK_CANDIDATE) {
         enum eta_reason r = s->v6 && !via_mapped ? ETA_R_INET6 : eta_decide_connect(&eta_net, addr, len);
@@ -564,7 +572,8 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
                 return fail(eta_errno_from_dti(rc));
             }
         }
-        eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf));
+        if (!local_try)
+            eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf)); /* a local one once the engine took it */
     } else {
         int err = usable(s, EBADF);
         if (err || !(c = eta_ctx())) {
@@ -606,6 +615,20 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     if (rc < 0) {
         eta_obj_put(&s->obj);
         return fail(eta_errno_from_dti(rc));
+    }
+    if (local_try) {
+        eta_watch(c, s, DTI_POLLOUT);
+        int w = eta_wait(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
+        if (w != -ETIMEDOUT && w != -EINTR && eta_connect_result(c, s) == ECONNREFUSED) {
+            eta_note_local(fmt_addr(addr, buf, sizeof buf));
+            drop_ppe_half(c, s);
+            s->connect_started = false;
+            to_kernel(fd, s, ETA_R_LOCAL, fmt_addr(addr, buf, sizeof buf));
+            eta_obj_put(&s->obj);
+            return real_connect(fd, kaddr, klen);
+        }
+        if (st == ETA_SOCK_CANDIDATE)
+            eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf));
     }
     s->connect_started = true;
     eta_epoll_touch(s); /* no longer a fresh socket's POLLOUT | POLLHUP */

@@ -352,6 +352,12 @@ struct StackStats {
     // taken; IGMP messages received and reports sent.
     uint64_t udp_in, udp_out, udp_rcvbuf_errors, udp_no_port, udp_csum_errors, udp_header_errors;
     uint64_t udp_unreach_limited, udp_mcast_in, igmp_in, igmp_out;
+    // Local connections (issue 29; mars/README.md "Local connections"):
+    // frames the stack sent to its own address and took back in at its next
+    // poll() (and their bytes, Ethernet header included), connections a
+    // listener of the stack accepted from the stack itself (SYN-ACKs that
+    // looped), and frames dropped because the local queue was full.
+    uint64_t local_frames, local_bytes, local_conns, drop_local_full;
 };
 
 // ---- UDP (mars/src/udp, issue 31) ------------------------------------------

@@ -25,7 +25,7 @@ uint32_t home_slot(uint32_t ip) { return (ip * 2654435761u) >> 24; }
 ArpResolver::ArpResolver(const StackConfig &c, Link &link, StackStats &stats)
     : ip_(c.ip), mac_(c.mac), timeout_ns_(c.arp_timeout_ns), max_pending_(c.arp_pending_frames),
       probes_(c.arp_probes ? c.arp_probes : 1), retrans_ns_(c.arp_retrans_ns ? c.arp_retrans_ns : kSec), link_(link),
-      stats_(stats)
+      stats_(stats), local_(stats)
 {
     cache_.resize(kSlots);
     pending_.reserve(c.arp_pending_frames);
@@ -38,6 +38,8 @@ void ArpResolver::discard_waiting()
 {
     for (auto &p : pending_) link_.release(p.frame);
     pending_.clear();
+    local_.discard(link_);
+    next_expire_ns_ = resolve_next_ns_;
 }
 
 void ArpResolver::clear()
@@ -46,7 +48,7 @@ void ArpResolver::clear()
     std::fill(cache_.begin(), cache_.end(), ArpEntry{});
     failed_.clear();
     gen_ = 1;
-    next_expire_ns_ = UINT64_MAX;
+    set_resolve_next(UINT64_MAX);
     resolving_ = 0;
 }
 
@@ -58,7 +60,8 @@ bool ArpResolver::is_clear() const
             has_mac)
             return false;
     }
-    return pending_.empty() && failed_.empty() && gen_ == 1 && next_expire_ns_ == UINT64_MAX && resolving_ == 0;
+    return pending_.empty() && failed_.empty() && gen_ == 1 && next_expire_ns_ == UINT64_MAX && resolve_next_ns_ == UINT64_MAX &&
+           local_.empty() && resolving_ == 0;
 }
 
 const ArpEntry *ArpResolver::find(uint32_t ip) const
@@ -94,7 +97,7 @@ ArpEntry *ArpResolver::insert(uint32_t ip)
     }
     // Full: evict the entry in the home slot (an old neighbour re-resolves).
     ArpEntry &e = cache_[h & mask_];
-    if (e.requests && --resolving_ == 0) next_expire_ns_ = UINT64_MAX;
+    if (e.requests && --resolving_ == 0) set_resolve_next(UINT64_MAX);
     e = ArpEntry{};
     e.ip = ip;
     gen_++;
@@ -103,6 +106,7 @@ ArpEntry *ArpResolver::insert(uint32_t ip)
 
 void ArpResolver::learn(uint32_t ip, const MacAddr &mac, bool create, uint64_t now_ns)
 {
+    if (ip == ip_) return; // our own address (another stack's claim to it, sharing): never a neighbour
     ArpEntry *e = create ? insert(ip) : find(ip);
     if (!e) return;
     if (!e->resolved || std::memcmp(e->mac.b, mac.b, 6) != 0) gen_++;
@@ -111,7 +115,7 @@ void ArpResolver::learn(uint32_t ip, const MacAddr &mac, bool create, uint64_t n
     e->failed = false;
     e->expires_ns = now_ns + timeout_ns_;
     // The last resolution in progress answered: nothing for poll() to do.
-    if (e->requests && --resolving_ == 0) next_expire_ns_ = UINT64_MAX;
+    if (e->requests && --resolving_ == 0) set_resolve_next(UINT64_MAX);
     e->requests = 0;
     // Frames that waited for this neighbour go out now, in order.
     size_t keep = 0;
@@ -207,7 +211,7 @@ void ArpResolver::start(ArpEntry &e, uint64_t now_ns)
     resolving_++;
     e.requested_ns = now_ns;
     request(e.ip);
-    next_expire_ns_ = std::min(next_expire_ns_, now_ns + retrans_ns_);
+    set_resolve_next(std::min(resolve_next_ns_, now_ns + retrans_ns_));
 }
 
 const MacAddr *ArpResolver::lookup(uint32_t hop, uint64_t now_ns)
@@ -227,6 +231,7 @@ const MacAddr *ArpResolver::lookup(uint32_t hop, uint64_t now_ns)
         e->requests = 0;
         gen_++;
     }
+    if (hop == ip_) return nullptr; // ourselves: hold() loops the frame (local_loop.h)
     if (!e) e = insert(hop);
     // In progress: poll() sends the next request on schedule. Unknown,
     // expired or FAILED: a new resolution (Linux: a packet for a FAILED
@@ -237,6 +242,11 @@ const MacAddr *ArpResolver::lookup(uint32_t hop, uint64_t now_ns)
 
 void ArpResolver::hold(uint32_t hop, PacketRef &frame, uint64_t)
 {
+    if (hop == ip_) {
+        local_.push(frame, mac_, link_);
+        if (!local_.empty()) next_expire_ns_ = 0; // poll() takes them back in
+        return;
+    }
     if (pending_.size() >= max_pending_) {
         stats_.drop_arp_queue_full++;
         link_.release(frame);
@@ -303,7 +313,7 @@ void ArpResolver::expire(uint64_t now_ns)
         }
     }
     pending_.resize(keep);
-    next_expire_ns_ = next;
+    set_resolve_next(next);
 }
 
 } // namespace mars

@@ -11,10 +11,16 @@
 // waiting on it (EHOSTUNREACH). The next frame for a FAILED neighbour starts
 // a new resolution, as Linux's neighbour code does.
 //
+// Our own address is never resolved (issue 29): lookup() answers nullptr
+// without a request and hold() hands the frame to the local loop
+// (local_loop.h), whose frames make poll() report work (next_deadline_ns() is
+// 0 while any wait), so the path to any other neighbour is untouched.
+//
 // Time is passed in (now_ns), as everywhere in MARS.
 #pragma once
 
 #include "ip/link.h"
+#include "ip/local_loop.h"
 
 #include <mars/packet.h>
 #include <mars/stack.h>
@@ -61,13 +67,22 @@ class ArpResolver {
     // While resolutions are in progress: the next request of each, or its
     // failure after the last one. True when a neighbour has FAILED since the
     // last clear_failed() (failed_count(), failed_at()).
+    // Also true while frames for our own address wait (take_local()).
     bool poll(uint64_t now_ns)
     {
         if (__builtin_expect(now_ns >= next_expire_ns_, 0)) {
-            expire(now_ns);
-            return !failed_.empty();
+            if (now_ns >= resolve_next_ns_) expire(now_ns);
+            return !failed_.empty() || !local_.empty();
         }
         return false;
+    }
+    // Frames sent to our own address, back as received frames (the stack
+    // feeds them to its input); 0 when none wait.
+    uint16_t take_local(PacketRef *out, uint16_t max)
+    {
+        const uint16_t n = local_.take(out, max);
+        if (local_.empty()) next_expire_ns_ = resolve_next_ns_;
+        return n;
     }
     // When poll() has work to do (UINT64_MAX: no resolution in progress).
     uint64_t next_deadline_ns() const { return next_expire_ns_; }
@@ -116,7 +131,16 @@ class ArpResolver {
     uint32_t gen_ = 1;
     std::vector<PendingFrame> pending_;
     std::vector<uint32_t> failed_; // neighbours failed since clear_failed() (capacity kSlots)
+    // The next resolution step (resolve_next_ns_), or 0 while frames for our
+    // own address wait: poll() tests one word either way.
+    void set_resolve_next(uint64_t t)
+    {
+        resolve_next_ns_ = t;
+        if (next_expire_ns_ != 0 || local_.empty()) next_expire_ns_ = t;
+    }
     uint64_t next_expire_ns_ = UINT64_MAX;
+    uint64_t resolve_next_ns_ = UINT64_MAX;
+    LocalLoop local_;
     uint32_t resolving_ = 0; // entries with a resolution in progress (requests > 0)
 };
 

@@ -14,9 +14,13 @@
 # 2. UDP sockets connected to the peer through the PPE's subnet (the PPE's,
 #    issue 31) and over the kernel link (the kernel's); sockets bound to
 #    INADDR_ANY aimed through the PPE: the kernel's, one warning for the first.
-# 3. connect() to the PPE's own address under eta-run (with a timeout, and
-#    blocking): ECONNREFUSED at once and one warning (before: the SYN waited
-#    for an ARP answer, the connect ~2 minutes, curl hung).
+# 3. connect() to the PPE's own address under eta-run, on a port not shared
+#    with the kernel (issue 29: local connections inside the engine): to a port
+#    nobody listens on (with a timeout, and blocking) ECONNREFUSED at once, no
+#    warning (MARS answers its own SYN with RST; before: the SYN waited for an
+#    ARP answer and the connect ~2 minutes, then the shim refused it); to an
+#    eta-run server there, 64 MiB each way byte-exact and 2,000 request/response
+#    exchanges, both ends in MARS (eta-stat's local_conns).
 # 4. idle_wait.py under eta-run: poll/select waiting for POLLOUT on a connect
 #    nobody answers and on a full send ring; the shim's sleep counter
 #    (eta-stat) may grow only by a few per 2-second wait. Before the fix each
@@ -39,6 +43,7 @@ on_exit "rm -rf /var/run/dpdk/eta-lab-$ETA_LAB_NAME"
 start_bg ppe timeout 600 "$ETA_PPE" --config "$ETA_LAB_CONFIG" --foreground --ready-fd 3 3>"$work/ready"
 wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not become ready"
 
+stat_py() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | "$py" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 base=9400
 for ip in "$ETA_LAB_PEER_IP" "$ETA_LAB_KERNEL_PEER_IP"; do
     start_bg svc ip netns exec "$ETA_LAB_NS" timeout 300 "$py" "$here/semantics_peer.py" "$ip" "$base"
@@ -91,11 +96,9 @@ ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET
     { cat "$work/udp.err"; fail "no single warning for a kernel UDP socket aimed at $ETA_LAB_PEER_IP through the PPE"; }
 ! grep "go to the kernel" "$work/udp.err" | grep -q "$ETA_LAB_KERNEL_PEER_IP" || { cat "$work/udp.err"; fail "a warning for UDP on the kernel link"; }
 
-note "a connect to the PPE's own address: refused at once, with one warning"
-# The PPE has no loopback path: its SYN waited for an ARP answer nobody gave
-# and the connect for minutes (curl to the PPE's address hung; eta-ppe now
-# writes "self unreachable" into <socket>.net).
-grep -qx "self unreachable" "$ETA_LAB_SOCKET.net" || fail "eta-ppe did not say 'self unreachable' in $ETA_LAB_SOCKET.net"
+note "a connect to the PPE's own address where nobody listens: refused at once (MARS's RST), no warning"
+grep -qx "self local" "$ETA_LAB_SOCKET.net" || fail "eta-ppe did not say 'self local' in $ETA_LAB_SOCKET.net: $(cat "$ETA_LAB_SOCKET.net")"
+grep -qx "self unreachable" "$ETA_LAB_SOCKET.net" && fail "eta-ppe still says 'self unreachable' in $ETA_LAB_SOCKET.net"
 timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
 import socket, sys
 for timeout in (10, None):  # with poll (Python's settimeout), then blocking
@@ -106,12 +109,25 @@ for timeout in (10, None):  # with poll (Python's settimeout), then blocking
         print(type(e).__name__)
 " "$ETA_LAB_PPE_IP" > "$work/self.out" 2> "$work/self.err" || { cat "$work/self.out" "$work/self.err"; fail "self-connect probe failed"; }
 [ "$(cat "$work/self.out")" = "ConnectionRefusedError
-ConnectionRefusedError" ] || { cat "$work/self.out" "$work/self.err"; fail "a connect to the PPE's own address was not refused"; }
-[ "$(grep -c "connect to $ETA_LAB_PPE_IP:8099 refused: it is the PPE's own address" "$work/self.err")" = 1 ] ||
-    { cat "$work/self.err"; fail "no single warning for a connect to the PPE's own address"; }
+ConnectionRefusedError" ] || { cat "$work/self.out" "$work/self.err"; fail "a connect to the PPE's own address where nobody listens was not refused"; }
+grep -q "^eta\[[0-9]*\]: warning" "$work/self.err" && { cat "$work/self.err"; fail "a refused local connect is not worth a warning"; }
+
+note "an eta-run client to an eta-run server on the PPE's own address: inside the engine"
+local_sum="sum(s['local_conns'] for e in d['engines'] for s in e['stacks'])"
+l0=$(stat_py "$local_sum")
+start_bg esrv timeout 300 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$here/shared_local.py" serve "$ETA_LAB_PPE_IP" 8098
+stat_true() { [ "$(stat_py "$1")" = True ]; }
+wait_until 30 stat_true "any(c['state'] == 'LISTEN' and c['local'] == '$ETA_LAB_PPE_IP:8098' for c in d['connections'])" ||
+    fail "the eta-run server on $ETA_LAB_PPE_IP:8098 does not listen in MARS"
+out=$(timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$here/shared_local.py" stream "$ETA_LAB_PPE_IP" 8098 64 2>&1) ||
+    fail "eta-run client -> eta-run server on $ETA_LAB_PPE_IP:8098, 64 MiB each way: $out"
+out=$(timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$here/shared_local.py" rr "$ETA_LAB_PPE_IP" 8098 2000 2>&1) ||
+    fail "eta-run rr client -> eta-run server on $ETA_LAB_PPE_IP:8098: $out"
+wait_until 10 stat_true "$local_sum == $((l0 + 2))" ||
+    fail "eta-stat's local_conns went from $l0 to $(stat_py "$local_sum"), not $((l0 + 2)), for two local connections"
+kill "$esrv_pid"
 
 note "waits that must sleep: poll/select for POLLOUT that does not come"
-stat_py() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | "$py" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 sleeps_of() { stat_py "[p['sleeps'] for p in d['programs'] if p['pid'] == $1][0]"; }
 nobody=${ETA_LAB_PEER_IP%.*}.250 # in the PPE's subnet; no host there answers ARP
 coproc WAITER { ETA_LOG=fallback timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \

@@ -85,7 +85,7 @@ class Prometheus(unittest.TestCase):
         reasons = {s.labels["reason"] for s in f.samples}
         self.assertIn("tcp_csum", reasons)
         self.assertIn("arp_queue_full", reasons)
-        self.assertEqual(len(reasons), 19)  # every drop counter of mars::StackStats
+        self.assertEqual(len(reasons), 20)  # every drop counter of mars::StackStats
         for e, eng in enumerate(self.snap["engines"]):
             for p, st in enumerate(eng["stacks"]):
                 for reason in reasons:

@@ -1,5 +1,6 @@
 // Decision logic of the shim: which sockets the PPE carries.
 #include <arpa/inet.h>
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include "decide.h"
@@ -111,6 +112,29 @@ TEST(Decide, SharedPortSendsLocalConnectionsToTheKernel)
     EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&self, sizeof self), ETA_R_NONE);
     EXPECT_NE(eta_net_parse("self shared now", &n, why, sizeof why), 0);
     EXPECT_STREQ(eta_reason_name(ETA_R_LOCAL), "local");
+}
+
+// Issue 29: `self local` (the engine carries connections to its own
+// address): a local connect goes to the PPE, shared port or not (the shim
+// tries the kernel only after MARS refused one on a shared port).
+TEST(Decide, SelfLocalKeepsLocalConnectionsInTheEngine)
+{
+    eta_net n;
+    char why[200];
+    auto self = in4("198.18.0.1", 80), other = in4("198.18.0.2", 80);
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nself shared\nself local\n", &n, why, sizeof why), 0) << why;
+    EXPECT_TRUE(n.self_shared);
+    EXPECT_TRUE(n.self_local);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&self, sizeof self), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&other, sizeof other), ETA_R_NONE);
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nself local\n", &n, why, sizeof why), 0) << why;
+    EXPECT_FALSE(n.self_shared);
+    EXPECT_FALSE(n.self_unreachable);
+    EXPECT_TRUE(n.self_local);
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&self, sizeof self), ETA_R_NONE);
+    EXPECT_NE(eta_net_parse("self local now", &n, why, sizeof why), 0);
+    EXPECT_NE(eta_net_parse("bogus 10.0.0.0/8", &n, why, sizeof why), 0);
+    EXPECT_NE(strstr(why, "'self local'"), nullptr) << why; // the message names what is allowed
 }
 
 TEST(Decide, NetParsingRejectsBadInputClearly)
