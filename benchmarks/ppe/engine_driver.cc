@@ -316,6 +316,7 @@ inline unsigned engine_poll_body(EngineSide &e)
     if (e.latency.on()) [[unlikely]] t_poll = e.latency.before_dti();
     work += e.dti->poll();
     if (e.latency.on()) [[unlikely]] e.latency.after_dti(t_poll, !e.dti->wakeups().empty());
+    if (e.latency.await_tx()) [[unlikely]] e.latency.before_output();
     e.stack->poll(e.now);
     if (e.latency.await_tx()) [[unlikely]] e.latency.after_output();
     return work;

@@ -487,6 +487,7 @@ uint32_t Engine::poll_once(uint64_t now)
         seen_detaches_ = dti_->stats().detaches;
         reconcile_watches();
     }
+    if (latency_.await_tx()) [[unlikely]] latency_.before_output();
     for (auto &s : stacks_) s->poll(now);
     if (latency_.await_tx()) [[unlikely]] latency_.after_output();
     // Stacks of other ports carry no application sockets; drain their queue.

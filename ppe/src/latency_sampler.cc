@@ -22,7 +22,7 @@ void LatencySampler::after_dti(uint64_t t_poll, bool woken)
         record(woken_ ? stats::kStageProgramWoken : stats::kStageProgramSpin, t_cmd_ - t_event_);
         trace_->state = Trace::kIdle;
         await_tx_ = true;
-        after_output(); // the poll may have sent it already
+        if (*tx_ != tx_mark_) finish(t_poll, now()); // this poll sent it already
         break;
     case Trace::kWantCommand:
         if (t_poll - t_rx_ > kReplyWaitNs) {
@@ -37,17 +37,21 @@ void LatencySampler::after_dti(uint64_t t_poll, bool woken)
 
 void LatencySampler::after_output()
 {
-    if (*tx_ == tx_mark_) {
-        if (now() - t_rx_ > kReplyWaitNs) {
-            bump(&lat_->c.no_reply);
-            drop();
-        }
-        return;
+    if (*tx_ != tx_mark_) {
+        finish(t_out_, now());
+    } else if (now() - t_rx_ > kReplyWaitNs) {
+        bump(&lat_->c.no_reply);
+        drop();
     }
-    const uint64_t t_tx = now();
-    record(stats::kStageTransmit, t_tx - t_cmd_);
-    record(stats::kStageEngine, (t_event_ - t_rx_) + (t_tx - t_cmd_));
-    record(stats::kStageRequest, t_tx - t_rx_);
+}
+
+// The reply was handed to the port in the pass [t_send, t_done).
+void LatencySampler::finish(uint64_t t_send, uint64_t t_done)
+{
+    record(stats::kStageTransmit, t_send - t_cmd_);
+    record(stats::kStagePort, t_done - t_send);
+    record(stats::kStageEngine, (t_event_ - t_rx_) + (t_send - t_cmd_));
+    record(stats::kStageRequest, t_send - t_rx_);
     bump(&lat_->c.completed);
     if (woken_) bump(&lat_->c.woken);
     drop();

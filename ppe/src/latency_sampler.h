@@ -12,8 +12,13 @@
 //   stack   -> event     the DTI poll that published the socket's readable event
 //   event   -> command   the program (woken by the engine, or polling) until the
 //                        DTI poll that took its SEND on that socket began
-//   command -> tx        until the port had taken a frame more than before that
-//                        poll (the reply, or its first segment)
+//   command -> tx        until the pass in which the port took a frame more than
+//                        before that poll (the reply, or its first segment)
+//                        began: the frame was handed to the port after this;
+//   port                 that pass's own time (MARS's output and the port's tx
+//                        burst: on net_af_packet a send system call in which the
+//                        kernel may deliver the frame to its receiver, so the
+//                        reply can arrive before the pass ends)
 // A stage that never comes is counted (no_event, no_reply), not recorded.
 // The loop (ppe::Engine::poll_once, and benchmarks/ppe/engine_driver.cc):
 //
@@ -22,6 +27,7 @@
 //   uint64_t t = 0; if (sampler.on()) t = sampler.before_dti();
 //   dti.poll();
 //   if (sampler.on()) sampler.after_dti(t, !dti.wakeups().empty());
+//   if (sampler.await_tx()) sampler.before_output();
 //   stack.poll(now);
 //   if (sampler.await_tx()) sampler.after_output();
 #pragma once
@@ -93,6 +99,7 @@ class LatencySampler {
     }
     // After the DTI poll; `woken`: it listed a sleeping program's wakeup.
     void after_dti(uint64_t t_poll, bool woken);
+    void before_output() { t_out_ = now(); }
     // After the stacks' output: has the port taken a frame since the command?
     void after_output();
 
@@ -119,7 +126,8 @@ class LatencySampler {
     const uint64_t *tx_ = nullptr;
     Clock clock_ = nullptr;
     const void *clock_ctx_ = nullptr;
-    uint64_t t_rx_ = 0, t_stack_ = 0, t_event_ = 0, t_cmd_ = 0, tx_mark_ = 0;
+    void finish(uint64_t t_send, uint64_t t_done);
+    uint64_t t_rx_ = 0, t_stack_ = 0, t_event_ = 0, t_cmd_ = 0, t_out_ = 0, tx_mark_ = 0;
 };
 
 } // namespace ppe

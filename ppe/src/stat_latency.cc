@@ -17,9 +17,10 @@ constexpr StageDesc kStages[kLatencyStages] = {
     {"event", "through MARS -> the readable event published to the program"},
     {"program_woken", "event published -> the reply command taken, the program slept and was woken"},
     {"program_spin", "event published -> the reply command taken, the program was polling"},
-    {"transmit", "reply command taken -> reply frame handed to the port"},
-    {"engine", "stack + event + transmit of one request: the engine's share"},
-    {"request", "request frame received -> reply frame handed to the port"},
+    {"transmit", "reply command taken -> the pass that handed the reply to the port began"},
+    {"port", "that pass: MARS output and the port's tx burst (af_packet: its send system call)"},
+    {"engine", "stack + event + transmit of one request: the engine's share before the port"},
+    {"request", "request frame received -> reply handed to the port (stack+event+program+transmit)"},
 };
 
 double us(uint64_t ns) { return double(ns) / 1000.0; }
@@ -135,7 +136,7 @@ std::string latency_prometheus(const LatencySnapshot &s)
     std::string out;
     char b[256];
     out += "# HELP eta_latency_stage_seconds time of a sampled request in one stage of its path through the engine "
-           "(stage: stack, event, program_woken, program_spin, transmit, engine, request)\n"
+           "(stage: stack, event, program_woken, program_spin, transmit, port, engine, request)\n"
            "# TYPE eta_latency_stage_seconds histogram\n";
     // le: powers of two nanoseconds, 128 ns .. 2^35 ns; a bucket counts the
     // values below its le (values equal to it differ by a nanosecond).

@@ -171,7 +171,8 @@ struct PortInfo {
 //   stack     MARS's input of that burst returned (segment through MARS)
 //   event     the DTI poll that published the socket's readable event returned
 //   command   the DTI poll that took the reply's SEND for that socket began
-//   tx        the poll after which the port had taken a frame more (reply sent)
+//   tx        the output pass (or DTI poll) in which the port took a frame more
+//             (the reply) began; `port` is how long that pass held the engine
 // Each stage's histogram holds the time from the stage before; a trace that
 // stops early (the frame made no readable event: an ACK; no reply within 1 s)
 // is counted as such and records nothing past where it stopped.
@@ -180,9 +181,10 @@ enum LatencyStage : uint32_t {
     kStageEvent,          // stack -> event: the readable event published to the program
     kStageProgramWoken,   // event -> command, the program was woken (it slept)
     kStageProgramSpin,    // event -> command, no wakeup was needed (it was polling)
-    kStageTransmit,       // command -> tx: the reply through MARS to the port
-    kStageEngine,         // stack + event + transmit of one request: the engine's share
-    kStageRequest,        // rx -> tx: request frame in to reply frame out
+    kStageTransmit,       // command -> tx: until the output pass that sent the reply began
+    kStagePort,           // that output pass: MARS's output and the port's tx burst (af_packet: a send system call)
+    kStageEngine,         // stack + event + transmit of one request: the engine's share before the port
+    kStageRequest,        // rx -> tx: request frame in to the reply handed to the port
     kLatencyStages
 };
 

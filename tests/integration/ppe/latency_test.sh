@@ -4,10 +4,12 @@
 # `eta-stat --latency --json` accounts for every engine stage of the sampled
 # requests (counts > 0, every started trace ended one way or another), and
 # the engine's share of a sampled request (stack + event + transmit, and the
-# whole request frame in -> reply frame out) is no longer than the slowest
-# round trip the client measured: a request's time in the engine is part of
-# its round trip. Maxima are exact (not bucketed); the client prints its
-# times to 0.1 us, hence that margin. No timing threshold. The text table and
+# whole request frame in -> reply handed to the port) is no longer than the
+# slowest round trip the client measured: a request's time in the engine is
+# part of its round trip. Maxima are exact (not bucketed); the margin is the
+# client's print precision (0.1 us) and the histograms' resolution (1/16), as
+# the engine's clock is the TSC at the rate DPDK measured and the client's is
+# CLOCK_MONOTONIC. No timing threshold. The text table and
 # the Prometheus histograms are checked for their shape.
 #   latency_test.sh ETA_PPE ETA_STAT ETA_PERF
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3
@@ -52,7 +54,7 @@ print(f"client: {cli['transactions']} transactions, p50 {cli['p50_us']} us, max 
 print(f"traces {tot['traces']}, complete {tot['completed']}, no event {tot['no_event']}, no reply {tot['no_reply']}")
 if cli["transactions"] <= 0:
     bad.append("the client made no transaction")
-for s in ("stack", "event", "transmit", "engine", "request"):
+for s in ("stack", "event", "transmit", "port", "engine", "request"):
     if st[s]["count"] <= 0:
         bad.append(f"stage {s} has no sample")
 prog = st["program_woken"]["count"] + st["program_spin"]["count"]
@@ -63,7 +65,7 @@ ended = tot["completed"] + tot["no_event"] + tot["no_reply"]
 if not (tot["traces"] - 1 <= ended <= tot["traces"]):
     bad.append(f"{tot['traces']} traces started but {ended} ended")
 # Complete traces have every stage once; program is woken xor spinning.
-for s in ("transmit", "engine", "request"):
+for s in ("transmit", "port", "engine", "request"):
     if st[s]["count"] != tot["completed"]:
         bad.append(f"stage {s} has {st[s]['count']} samples, {tot['completed']} traces completed")
 if prog < tot["completed"]:
@@ -72,7 +74,7 @@ if st["program_woken"]["count"] != tot["woken"]:
     bad.append("program_woken's count is not the traces' woken count")
 # The engine's share of one request is part of that request's round trip.
 for s in ("engine", "request"):
-    if st[s]["max_us"] > client_max + 0.1:
+    if st[s]["max_us"] > client_max * (1 + lat["resolution"]) + 0.1:
         bad.append(f"stage {s}: the slowest sampled request spent {st[s]['max_us']} us in the engine, "
                    f"more than the client's slowest round trip {client_max} us")
 # The engine share is the sum of its stages: stack + event + transmit.

@@ -44,6 +44,7 @@ struct Loop {
     }
     void output(uint64_t ns, bool sends)
     {
+        if (s.await_tx()) s.before_output();
         clock += ns;
         if (sends) tx++;
         if (s.await_tx()) s.after_output();
@@ -83,7 +84,7 @@ TEST(LatencySampler, CompleteTraceRecordsEachStage)
     l.dti_poll(1000, false, false);    // the program is still working
     l.dti_poll(400, false, true);      // its SEND: taken at the start of this poll (t = 300+200+50+1000 after rx)
     EXPECT_TRUE(l.s.await_tx());
-    l.output(80, true);                // transmit: 400 + 80 after the poll began
+    l.output(80, true);                // the reply leaves in this output pass: transmit 400, port 80
     EXPECT_FALSE(l.s.on());
     const st::Latency &b = l.s.block();
     EXPECT_EQ(b.c.completed, 1u);
@@ -92,10 +93,11 @@ TEST(LatencySampler, CompleteTraceRecordsEachStage)
     EXPECT_EQ(l.max(st::kStageEvent), 200u);
     EXPECT_EQ(l.max(st::kStageProgramWoken), 50u + 1000u);
     EXPECT_EQ(l.count(st::kStageProgramSpin), 0u);
-    EXPECT_EQ(l.max(st::kStageTransmit), 480u);
-    EXPECT_EQ(l.max(st::kStageEngine), 300u + 200u + 480u);
-    EXPECT_EQ(l.max(st::kStageRequest), 300u + 200u + 50u + 1000u + 480u);
-    EXPECT_EQ(b.stages[st::kStageRequest].sum, 2030u);
+    EXPECT_EQ(l.max(st::kStageTransmit), 400u);
+    EXPECT_EQ(l.max(st::kStagePort), 80u);
+    EXPECT_EQ(l.max(st::kStageEngine), 300u + 200u + 400u);
+    EXPECT_EQ(l.max(st::kStageRequest), 300u + 200u + 50u + 1000u + 400u);
+    EXPECT_EQ(b.stages[st::kStageRequest].sum, 1950u);
 }
 
 TEST(LatencySampler, ReplySentInsideTheCommandPoll)
@@ -107,7 +109,9 @@ TEST(LatencySampler, ReplySentInsideTheCommandPoll)
     EXPECT_FALSE(l.s.on());
     EXPECT_EQ(l.s.block().c.completed, 1u);
     EXPECT_EQ(l.count(st::kStageProgramSpin), 1u);
-    EXPECT_EQ(l.max(st::kStageTransmit), 30u);
+    EXPECT_EQ(l.count(st::kStageTransmit), 1u);
+    EXPECT_EQ(l.max(st::kStageTransmit), 0u); // handed over in the very poll that took the command
+    EXPECT_EQ(l.max(st::kStagePort), 30u);
 }
 
 TEST(LatencySampler, NoEventIsCountedNotRecorded)

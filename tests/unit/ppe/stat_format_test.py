@@ -192,7 +192,7 @@ class Json(unittest.TestCase):
 class Latency(unittest.TestCase):
     """eta-stat --latency (stat_latency.h) on the fixture: engine 0 recorded
     1..1000 us in every stage, engine 1 one sample of 5 ms per stage."""
-    STAGES = ["stack", "event", "program_woken", "program_spin", "transmit", "engine", "request"]
+    STAGES = ["stack", "event", "program_woken", "program_spin", "transmit", "port", "engine", "request"]
 
     @classmethod
     def setUpClass(cls):
