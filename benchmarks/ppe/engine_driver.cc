@@ -306,19 +306,19 @@ inline unsigned engine_poll_body(EngineSide &e)
     mars::PacketRef burst[32];
     unsigned work = 0;
     const uint16_t n = e.in.pop(burst, 32, e.rx_flags);
-    if (!e.latency.due(n)) [[likely]] {
-        if (n) e.stack->input(burst, n, e.now);
-    } else {
-        e.latency.input_sampled(true, n, [&] { e.stack->input(burst, n, e.now); });
+    if (n) { // as receive_all: the countdown only where frames came
+        if (!e.latency.due(n)) [[likely]] e.stack->input(burst, n, e.now);
+        else e.latency.input_sampled(true, n, [&] { e.stack->input(burst, n, e.now); });
     }
     work += n;
+    const bool traced = e.latency.on();
     uint64_t t_poll = 0;
-    if (e.latency.on()) [[unlikely]] t_poll = e.latency.before_dti();
+    if (traced) [[unlikely]] t_poll = e.latency.before_dti();
     work += e.dti->poll();
-    if (e.latency.on()) [[unlikely]] e.latency.after_dti(t_poll, !e.dti->wakeups().empty());
-    if (e.latency.await_tx()) [[unlikely]] e.latency.before_output();
+    if (traced) [[unlikely]] e.latency.after_dti(t_poll, !e.dti->wakeups().empty());
+    if (traced) [[unlikely]] e.latency.before_output();
     e.stack->poll(e.now);
-    if (e.latency.await_tx()) [[unlikely]] e.latency.after_output();
+    if (traced) [[unlikely]] e.latency.after_output();
     return work;
 }
 

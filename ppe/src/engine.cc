@@ -477,19 +477,20 @@ uint32_t Engine::poll_once(uint64_t now)
 {
     uint32_t work = receive_all(now);
     // Commands in, then transport events and completions out.
+    const bool traced = latency_.on(); // a sampled request in flight (latency_sampler.h)
     uint64_t t_poll = 0;
-    if (latency_.on()) [[unlikely]] t_poll = latency_.before_dti(); // a sampled request in flight
+    if (traced) [[unlikely]] t_poll = latency_.before_dti();
     work += dti_->poll();
-    if (latency_.on()) [[unlikely]] latency_.after_dti(t_poll, !dti_->wakeups().empty());
+    if (traced) [[unlikely]] latency_.after_dti(t_poll, !dti_->wakeups().empty());
     // An attachment detached inside poll() (broken region): drop its polls
     // before anything can reuse its fd numbers.
     if (dti_->stats().detaches != seen_detaches_) {
         seen_detaches_ = dti_->stats().detaches;
         reconcile_watches();
     }
-    if (latency_.await_tx()) [[unlikely]] latency_.before_output();
+    if (traced) [[unlikely]] latency_.before_output();
     for (auto &s : stacks_) s->poll(now);
-    if (latency_.await_tx()) [[unlikely]] latency_.after_output();
+    if (traced) [[unlikely]] latency_.after_output();
     // Stacks of other ports carry no application sockets; drain their queue.
     mars::SockEvent evs[64];
     for (auto &s : stacks_)

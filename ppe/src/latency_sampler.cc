@@ -35,7 +35,7 @@ void LatencySampler::after_dti(uint64_t t_poll, bool woken)
     }
 }
 
-void LatencySampler::after_output()
+void LatencySampler::check_sent()
 {
     if (*tx_ != tx_mark_) {
         finish(t_out_, now());

@@ -24,12 +24,13 @@
 //
 //   if (sampler.due(n)) sampler.input_sampled(app_stack, n, [&] { stack.input(...); });
 //   else stack.input(...);
-//   uint64_t t = 0; if (sampler.on()) t = sampler.before_dti();
+//   const bool traced = sampler.on(); uint64_t t = 0;  // one load; kept in a register
+//   if (traced) t = sampler.before_dti();
 //   dti.poll();
-//   if (sampler.on()) sampler.after_dti(t, !dti.wakeups().empty());
-//   if (sampler.await_tx()) sampler.before_output();
+//   if (traced) sampler.after_dti(t, !dti.wakeups().empty());
+//   if (traced) sampler.before_output();
 //   stack.poll(now);
-//   if (sampler.await_tx()) sampler.after_output();
+//   if (traced) sampler.after_output();
 #pragma once
 
 #include "stats.h"
@@ -99,9 +100,15 @@ class LatencySampler {
     }
     // After the DTI poll; `woken`: it listed a sleeping program's wakeup.
     void after_dti(uint64_t t_poll, bool woken);
-    void before_output() { t_out_ = now(); }
+    void before_output()
+    {
+        if (await_tx_) t_out_ = now();
+    }
     // After the stacks' output: has the port taken a frame since the command?
-    void after_output();
+    void after_output()
+    {
+        if (await_tx_) check_sent();
+    }
 
     const stats::Latency &block() const { return *lat_; }
 
@@ -126,6 +133,7 @@ class LatencySampler {
     const uint64_t *tx_ = nullptr;
     Clock clock_ = nullptr;
     const void *clock_ctx_ = nullptr;
+    void check_sent();
     void finish(uint64_t t_send, uint64_t t_done);
     uint64_t t_rx_ = 0, t_stack_ = 0, t_event_ = 0, t_cmd_ = 0, t_out_ = 0, tx_mark_ = 0;
 };

@@ -44,10 +44,11 @@ struct Loop {
     }
     void output(uint64_t ns, bool sends)
     {
-        if (s.await_tx()) s.before_output();
+        const bool traced = s.on();
+        if (traced) s.before_output();
         clock += ns;
         if (sends) tx++;
-        if (s.await_tx()) s.after_output();
+        if (traced) s.after_output();
     }
     uint64_t count(uint32_t stage) const { return eta_hist_count(&s.block().stages[stage]); }
     uint64_t max(uint32_t stage) const { return s.block().stages[stage].max; }
