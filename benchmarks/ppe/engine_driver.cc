@@ -21,7 +21,7 @@
 // calls only in the measured phase (a warm-up phase before it runs the same
 // code uncounted).
 //
-//   ppe_engine_driver MODE N [offload 0|1|2]
+//   ppe_engine_driver MODE N [offload 0|1|2 [LATENCY_SAMPLE]]
 //     MODE rr:        N request/response transactions of 64 B each way
 //     MODE rx:        a stream from the peer, at least N data segments received
 //     MODE tx:        a stream to the peer, at least N data segments sent
@@ -31,6 +31,10 @@
 //                     (a NIC with offloads); 0 (default): software, as on net_af_packet;
 //                     2: as 1, and TSO frames cross the wire whole (LRO frames of up
 //                     to 64 KiB at the receiver, as on the vnet port)
+//     LATENCY_SAMPLE: the latency breakdown's sampling (ppe/src/latency_sampler.h),
+//                     one in N frames received traced, 0 off; default: [engine]
+//                     latency_sample's default. The loop stamps as eta-ppe's does,
+//                     with the TSC (the time read as TscClock reads it).
 //
 // Every byte is checked at its receiver against the stream it was sent from;
 // any difference, a lost transaction or a stall fails the run (exit 1).
@@ -40,10 +44,13 @@
 // or out, or polls).
 #include "config.h"
 #include "engine.h"
+#include "latency_sampler.h"
 #include "sim_wire.h"
 #include "transport.h"
 
 #include "dti_abi.h"
+
+#include <rte_cycles.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -231,6 +238,15 @@ dti_cmd cmd(uint16_t op, uint32_t sock, uint32_t a0 = 0, uint32_t a1 = 0)
     return c;
 }
 
+// The latency sampler's clock, as ppe::TscClock::now_ns computes it (one
+// rdtsc and a 128-bit multiply), at a nominal 2 GHz: the driver's time is
+// virtual, only the instructions count.
+uint64_t driver_clock(const void *)
+{
+    return uint64_t((static_cast<ppe::u128>(rte_rdtsc()) * ((uint64_t(1'000'000'000) << 32) / 2'000'000'000)) >> 32);
+}
+int64_t g_latency_sample = -1; // -1: ppe::Config's default
+
 // Everything on the engine's side of the cable.
 struct EngineSide {
     ppe::Config config;
@@ -244,6 +260,7 @@ struct EngineSide {
     de::Limits limits;
     wire::Queue &in;
     uint32_t rx_flags;
+    ppe::LatencySampler latency;
 
     EngineSide(mars::sim::FramePool &pool, wire::Queue &in_q, wire::Queue &out_q, int offload)
         : port(pool, out_q, offload_bits(offload)),
@@ -272,6 +289,8 @@ struct EngineSide {
         dti = de::Engine::create(*transport, limits, &err);
         if (!dti) fail("DTI engine: " + err);
         rings.engine = dti.get();
+        latency.setup(&dti->trace(), nullptr, g_latency_sample >= 0 ? uint64_t(g_latency_sample) : config.latency_sample,
+                      &port.sent, driver_clock, nullptr);
     }
     ~EngineSide()
     {
@@ -287,10 +306,19 @@ inline unsigned engine_poll_body(EngineSide &e)
     mars::PacketRef burst[32];
     unsigned work = 0;
     const uint16_t n = e.in.pop(burst, 32, e.rx_flags);
-    if (n) e.stack->input(burst, n, e.now);
+    if (n) { // as receive_all: the countdown only where frames came
+        if (!e.latency.due(n)) [[likely]] e.stack->input(burst, n, e.now);
+        else e.latency.input_sampled(true, n, [&] { e.stack->input(burst, n, e.now); });
+    }
     work += n;
+    const bool traced = e.latency.on();
+    uint64_t t_poll = 0;
+    if (traced) [[unlikely]] t_poll = e.latency.before_dti();
     work += e.dti->poll();
+    if (traced) [[unlikely]] e.latency.after_dti(t_poll, !e.dti->wakeups().empty());
+    if (traced) [[unlikely]] e.latency.before_output();
     e.stack->poll(e.now);
+    if (traced) [[unlikely]] e.latency.after_output();
     return work;
 }
 
@@ -552,13 +580,15 @@ class Driver {
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s rr|rx|tx|idle N [offload 0|1]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s rr|rx|tx|idle N [offload 0|1|2 [LATENCY_SAMPLE]]\n", argv[0]);
         return 2;
     }
     const std::string mode = argv[1];
     const long n = std::strtol(argv[2], nullptr, 10);
     if (n < 1 || n > 10'000'000) fail("N must be 1..10000000");
     const int offload = argc > 3 ? std::atoi(argv[3]) : 0;
+    if (argc > 4) g_latency_sample = std::strtol(argv[4], nullptr, 10);
+    if (argc > 4 && g_latency_sample < 0) fail("LATENCY_SAMPLE must be 0 (off) or more");
     if (mode != "rr" && mode != "rx" && mode != "tx" && mode != "idle") fail("unknown mode '" + mode + "' (rr, rx, tx, idle)");
 
     Driver d(offload);
@@ -598,10 +628,12 @@ int main(int argc, char **argv)
         stop();
     }
     if (in.dropped || out.dropped) fail("the cable dropped frames (its queue is too short)");
+    const ppe::stats::LatencyCounters &lc = d.engine().latency.block().c;
     std::printf("mode %s offload %d units %llu polls %llu frames_in %llu payload_in %llu frames_out %llu "
-                "data_frames_out %llu payload_out %llu\n",
+                "data_frames_out %llu payload_out %llu latency_sample %llu latency_traces %llu latency_completed %llu\n",
                 mode.c_str(), int(offload), (unsigned long long)units, (unsigned long long)polls,
                 (unsigned long long)in_frames, (unsigned long long)in_bytes, (unsigned long long)out_all,
-                (unsigned long long)out_frames, (unsigned long long)out_bytes);
+                (unsigned long long)out_frames, (unsigned long long)out_bytes, (unsigned long long)lc.sample_every,
+                (unsigned long long)lc.traces, (unsigned long long)lc.completed);
     return 0;
 }

@@ -456,6 +456,8 @@ bool Commands::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
         tr_.tx_commit(s.sid, n, more) != 0)
         return false;
     s.tx_committed += n;
+    if (trace.state == Trace::kWantCommand && s.sid == trace.sock)
+        trace.state = Trace::kCommandSeen;
     if (s.dg.tx.pending())
         digest_tx(group, si);
     table_.mark(group, si);
@@ -508,6 +510,8 @@ int32_t Commands::cmd_send_from(Group &group, uint32_t si, const Command &c)
         std::memcpy(v.p[1], src + first, n - first);
     if (n > 0 && tr_.tx_commit(s.sid, n, c.flags & DTI_SEND_MORE) == 0) {
         s.tx_committed += n;
+        if (trace.state == Trace::kWantCommand && s.sid == trace.sock)
+            trace.state = Trace::kCommandSeen;
         if (s.dg.tx.pending())
             digest_tx(group, si);
     }

@@ -100,6 +100,10 @@ class Commands {
     void digest_ends(Group &group, uint32_t si);
     void digests_done(Group &group, uint32_t si, const digest::Done *d, uint32_t n);
 
+  public:
+    Trace trace; // latency sampling (engine.h): a SEND of trace.sock is the reply
+
+  private:
     Transport &tr_;
     const Limits &lim_;
     Stats &stats_;

@@ -82,6 +82,10 @@ void EngineImpl::on_event(const TransportEvent &e)
             table_.mark(group, si);
         return;
     }
+    if (cmds_.trace.state == Trace::kWantEvent && (e.bits & kEvReadable)) {
+        cmds_.trace.sock = e.sock; // latency sampling: this socket's event is published at the end of this poll
+        cmds_.trace.state = Trace::kEventSeen;
+    }
     uint32_t h = table_.handle(group, si);
     if (e.bits & (kEvReset | kEvError)) {
         SockInfo info;

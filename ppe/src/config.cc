@@ -193,11 +193,12 @@ void parse_engine(Section &e, Config *c)
         e.fail("slice_us", "0 (the kernel's slice) or 100 to 100000 microseconds: Linux takes no shorter slice");
     c->max_sleep_us = uint32_t(e.integer("max_sleep_us", c->max_sleep_us, 10, 100'000));
     c->burst = uint32_t(e.integer("burst", c->burst, 1, 256));
+    c->latency_sample = uint32_t(e.integer("latency_sample", c->latency_sample, 0, 1'000'000'000));
     c->nice = int32_t(e.integer("nice", c->nice, -20, 19));
     c->strands = uint32_t(e.integer("strands", c->strands, 1, mars::StackConfig::kMaxStrands));
     c->prefetch = e.boolean("prefetch", c->prefetch);
     c->allow_smt = e.boolean("allow_smt", c->allow_smt);
-    e.reject_unknown("cores, idle, spin_us, yield_when_contended, slice_us, max_sleep_us, burst, nice, strands, prefetch, allow_smt");
+    e.reject_unknown("cores, idle, spin_us, yield_when_contended, slice_us, max_sleep_us, burst, latency_sample, nice, strands, prefetch, allow_smt");
 }
 
 void parse_dpdk(Section &d, Config *c)

@@ -114,6 +114,7 @@ struct Config {
     bool yield_when_contended = true; // adaptive: nap at once while the engine's CPU is shared (cpu_contention.h)
     uint32_t max_sleep_us = 5000;   // adaptive/sleep: longest nap while the NIC cannot interrupt us
     uint32_t burst = 32;            // rx/tx burst size
+    uint32_t latency_sample = 64;   // latency breakdown: trace one in N received frames (0: off; engine_latency.cc)
     // The engine threads' nice value (setpriority on each thread); 0: left
     // as inherited. Below 0 an engine wins its core from ordinary programs
     // (a CPU hog), but also from the kernel threads a veth/af_packet port

@@ -106,6 +106,7 @@ class Published {
         h->apps_off = l.apps_off;
         h->conns_off = l.conns_off;
         h->conn_stride = l.conn_stride;
+        h->latency_off = l.latency_off;
         for (size_t i = 0; i < engines.size() && i < stats::kMaxEngines; i++) h->engine_pus[i] = engines[i].pu;
         copy_str(h->engine_cpus, sizeof h->engine_cpus, cpus);
         copy_str(h->config_path, sizeof h->config_path, c.path);

@@ -299,6 +299,9 @@ bool Engine::setup(std::string *error)
         return false;
     }
     buffers_.engine = dti_.get();
+    latency_.setup(&dti_->trace(), stats_.header()->latency_off ? stats_.latency(index_) : nullptr,
+                   config_.latency_sample, &ios_[0]->tx_packets,
+                   [](const void *c) { return static_cast<const TscClock *>(c)->now_ns(); }, &clock_);
     counters_.pu = core_.pu;
     if (!make_io_) find_rx_wakes();
     return true;
@@ -417,7 +420,11 @@ uint32_t Engine::receive_all(uint64_t now)
         if (!n) continue;
         work += n;
         const uint16_t mine = steering_.sort(burst, n);
-        if (mine) stacks_[p]->input(burst, mine, now);
+        if (!latency_.due(mine)) [[likely]] {
+            if (mine) stacks_[p]->input(burst, mine, now);
+        } else { // latency: one in latency_sample frames is traced (latency_sampler.h)
+            latency_.input_sampled(p == 0, mine, [&] { stacks_[p]->input(burst, mine, now); });
+        }
     }
     if (const uint32_t owners = steering_.flush()) wake_owners(owners);
     if (has_kernel_) work += kernel_io(now);
@@ -470,14 +477,20 @@ uint32_t Engine::poll_once(uint64_t now)
 {
     uint32_t work = receive_all(now);
     // Commands in, then transport events and completions out.
+    const bool traced = latency_.on(); // a sampled request in flight (latency_sampler.h)
+    uint64_t t_poll = 0;
+    if (traced) [[unlikely]] t_poll = latency_.before_dti();
     work += dti_->poll();
+    if (traced) [[unlikely]] latency_.after_dti(t_poll, !dti_->wakeups().empty());
     // An attachment detached inside poll() (broken region): drop its polls
     // before anything can reuse its fd numbers.
     if (dti_->stats().detaches != seen_detaches_) {
         seen_detaches_ = dti_->stats().detaches;
         reconcile_watches();
     }
+    if (traced) [[unlikely]] latency_.before_output();
     for (auto &s : stacks_) s->poll(now);
+    if (traced) [[unlikely]] latency_.after_output();
     // Stacks of other ports carry no application sockets; drain their queue.
     mars::SockEvent evs[64];
     for (auto &s : stacks_)

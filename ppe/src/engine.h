@@ -7,6 +7,7 @@
 #include "config.h"
 #include "cpu_contention.h"
 #include "dpdk.h"
+#include "latency_sampler.h"
 #include "port_io.h"
 #include "stats.h"
 #include "steer.h"
@@ -211,6 +212,8 @@ class Engine {
 
     stats::EngineCounters counters_{};
     std::vector<stats::ConnEntry> conn_scratch_;
+
+    LatencySampler latency_; // the latency breakdown's sampled traces (latency_sampler.h)
 };
 
 } // namespace ppe

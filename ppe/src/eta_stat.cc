@@ -2,8 +2,9 @@
 // read-only stats region (<control socket>.stats). Never disturbs the
 // engines: it maps the region read-only and copies seqlocked snapshots.
 //
-//   eta-stat [--socket PATH] [--json|--prometheus] [--no-conns] [--watch [SECONDS]] [--output FILE]
+//   eta-stat [--socket PATH] [--json|--prometheus] [--no-conns] [--latency] [--watch [SECONDS]] [--output FILE]
 #include "stat_format.h"
+#include "stat_latency.h"
 #include "stats.h"
 
 #include <CLI/CLI.hpp>
@@ -107,6 +108,12 @@ class Region {
             }
         }
         return ok;
+    }
+    // The latency breakdown (stat_latency.h): copied while the engines record.
+    void read_latency(LatencySnapshot *out) const
+    {
+        View v{base_};
+        ppe::stats::read_latency(v, v.header()->n_engines, out);
     }
 
   private:
@@ -317,7 +324,7 @@ int main(int argc, char **argv)
     const char *env = std::getenv("ETA_SOCKET");
     std::string socket = env && *env ? env : "/run/eta/ppe.sock";
     std::string output;
-    bool json = false, prometheus = false, no_conns = false;
+    bool json = false, prometheus = false, no_conns = false, latency = false;
     double watch = 0;
     app.add_option("-s,--socket", socket, "the PPE's control socket (default $ETA_SOCKET or /run/eta/ppe.sock)");
     auto *json_flag = app.add_flag("-j,--json", json, "one JSON object per snapshot, for scripts");
@@ -325,6 +332,9 @@ int main(int argc, char **argv)
                  "Prometheus text exposition format (node_exporter textfile collector; see tools/eta-ppe.service)")
         ->excludes(json_flag);
     app.add_flag("--no-conns", no_conns, "leave out the connection table");
+    app.add_flag("-l,--latency", latency,
+                 "the latency breakdown of sampled requests instead: per stage count, p50, p90, p99, p99.9, max "
+                 "(with --json, --prometheus: histograms)");
     app.add_option("-w,--watch", watch, "repeat every SECONDS (default 1) until interrupted")
         ->expected(0, 1)
         ->default_str("1")
@@ -360,7 +370,18 @@ int main(int argc, char **argv)
             return 1;
         }
         read_programs(socket, &snap); // none is fine: no program under the shim has run
-        if (json || prometheus || !output.empty()) {
+        if (latency) {
+            LatencySnapshot ls;
+            region.read_latency(&ls);
+            std::string text = json ? latency_json(ls).dump() + "\n" : prometheus ? latency_prometheus(ls) : latency_text(ls);
+            if (output.empty()) {
+                if (watch > 0 && !json && !prometheus) std::printf("\033[H\033[2J");
+                std::fwrite(text.data(), 1, text.size(), stdout);
+            } else if (!write_atomically(output, text, &err)) {
+                std::fprintf(stderr, "eta-stat: %s\n", err.c_str());
+                return 1;
+            }
+        } else if (json || prometheus || !output.empty()) {
             std::string text;
             if (json) text = to_json(snap, !no_conns).dump() + "\n";
             else if (prometheus) text = to_prometheus(snap);

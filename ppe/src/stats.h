@@ -10,6 +10,7 @@
 // touch only this region.
 #pragma once
 
+#include <dti/latency_hist.h>
 #include <mars/stack.h>
 
 #include <atomic>
@@ -20,7 +21,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 14; // 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 15; // 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -162,6 +163,48 @@ struct PortInfo {
     uint64_t tx_tso_frames, tx_tso_segments;
 };
 
+// Where a sampled request's time goes (issue 33; ppe/README.md "Latency
+// breakdown"). One in `sample_every` received frames (a per-engine countdown)
+// starts a trace; the engine stamps it with its TSC clock (TscClock: one
+// rdtsc and a multiply, no system call) at each stage it sees:
+//   rx        the rx burst holding the frame returned
+//   stack     MARS's input of that burst returned (segment through MARS)
+//   event     the DTI poll that published the socket's readable event returned
+//   command   the DTI poll that took the reply's SEND for that socket began
+//   tx        the output pass (or DTI poll) in which the port took a frame more
+//             (the reply) began; `port` is how long that pass held the engine
+// Each stage's histogram holds the time from the stage before; a trace that
+// stops early (the frame made no readable event: an ACK; no reply within 1 s)
+// is counted as such and records nothing past where it stopped.
+enum LatencyStage : uint32_t {
+    kStageStack = 0,      // rx -> stack: the frame through MARS
+    kStageEvent,          // stack -> event: the readable event published to the program
+    kStageProgramWoken,   // event -> command, the program was woken (it slept)
+    kStageProgramSpin,    // event -> command, no wakeup was needed (it was polling)
+    kStageTransmit,       // command -> tx: until the output pass that sent the reply began
+    kStagePort,           // that output pass: MARS's output and the port's tx burst (af_packet: a send system call)
+    kStageEngine,         // stack + event + transmit of one request: the engine's share before the port
+    kStageRequest,        // rx -> tx: request frame in to the reply handed to the port
+    kLatencyStages
+};
+
+struct LatencyCounters {
+    uint64_t sample_every;  // [engine] latency_sample (0: sampling off)
+    uint64_t traces;        // traces started
+    uint64_t no_event;      // the sampled frame published no readable event (ACK, SYN, ...)
+    uint64_t no_reply;      // no reply command for its socket within 1 s (or the socket went)
+    uint64_t completed;     // traces with every stage
+    uint64_t woken;         // of those, the program was woken by the engine
+    uint64_t pad_[2];
+};
+
+// Written in place by its engine (one writer), read any time (eta_hist_copy):
+// no seqlock, every word whole, counts only grow (dti/latency_hist.h).
+struct alignas(64) Latency {
+    LatencyCounters c;
+    eta_hist stages[kLatencyStages];
+};
+
 struct AppCounters {
     uint32_t in_use;
     int32_t pid;
@@ -211,6 +254,7 @@ struct Header {
     uint64_t started_unix_ns;
     uint64_t size;               // bytes of the whole region
     uint64_t engines_off, stacks_off, ports_off, apps_off, conns_off, conn_stride;
+    uint64_t latency_off;        // n_engines Latency blocks (version 14)
     int32_t engine_pus[kMaxEngines];
     char engine_cpus[256];       // "1" or "2-3,6": the CPUs reserved for engines
     char config_path[256];
@@ -224,7 +268,7 @@ struct Header {
 
 // Offsets of each block, computed the same way by writer and reader.
 struct Layout {
-    uint64_t engines_off, stacks_off, ports_off, apps_off, conns_off, conn_stride, size;
+    uint64_t engines_off, stacks_off, ports_off, apps_off, conns_off, conn_stride, latency_off, size;
 
     static constexpr uint64_t align(uint64_t v) { return (v + 4095) & ~uint64_t(4095); }
 
@@ -238,7 +282,8 @@ struct Layout {
         l.conns_off = align(l.apps_off + max_apps * sizeof(Published<AppCounters>));
         // Each engine's table: a seqlock word, its header, then entries.
         l.conn_stride = align(64 + sizeof(ConnTableHeader) + uint64_t(conn_capacity) * sizeof(ConnEntry));
-        l.size = l.conns_off + n_engines * l.conn_stride;
+        l.latency_off = align(l.conns_off + n_engines * l.conn_stride);
+        l.size = align(l.latency_off + n_engines * sizeof(Latency));
         return l;
     }
 };
@@ -263,6 +308,10 @@ struct View {
     Published<AppCounters> *app(uint32_t a) const
     {
         return reinterpret_cast<Published<AppCounters> *>(base + header()->apps_off) + a;
+    }
+    Latency *latency(uint32_t e) const
+    {
+        return reinterpret_cast<Latency *>(base + header()->latency_off) + e;
     }
     // The connection table of engine e: seqlock word, header, entries.
     std::atomic<uint32_t> *conn_seq(uint32_t e) const

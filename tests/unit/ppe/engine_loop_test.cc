@@ -333,6 +333,7 @@ class StatsRegion {
         h->ports_off = l.ports_off;
         h->apps_off = l.apps_off;
         h->conns_off = l.conns_off;
+        h->latency_off = l.latency_off;
         h->conn_stride = l.conn_stride;
     }
     ppe::stats::EngineCounters engine() const

@@ -6,8 +6,12 @@
 // running eta-ppe. The values mean nothing; they are distinct so that a
 // counter shown under the wrong name or labels is caught.
 //
-//   stat_format_fixture json|prometheus
+//   stat_format_fixture json|prometheus|latency-json|latency-prometheus|latency-text
+// The latency breakdown (stat_latency.h): two engines; engine 0 recorded
+// 1..1000 us in every stage (stage i: value + i ns), engine 1 a single
+// sample of 5 ms per stage; distinct trace counters.
 #include "stat_format.h"
+#include "stat_latency.h"
 
 #include <cstdio>
 #include <cstring>
@@ -117,6 +121,24 @@ void fill_fixture(Snapshot &s)
     s.programs.push_back(pr);
 }
 
+void fill_latency(LatencySnapshot &l)
+{
+    l.engines.assign(2, Latency{});
+    uint64_t next = 7;
+    for (Latency &b : l.engines) {
+        b.c.sample_every = 64;
+        b.c.traces = next++ * 10;
+        b.c.completed = next++;
+        b.c.woken = next++;
+        b.c.no_event = next++;
+        b.c.no_reply = next++;
+    }
+    for (uint32_t i = 0; i < kLatencyStages; i++) {
+        for (uint64_t us = 1; us <= 1000; us++) eta_hist_record(&l.engines[0].stages[i], us * 1000 + i);
+        eta_hist_record(&l.engines[1].stages[i], 5'000'000);
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -126,8 +148,15 @@ int main(int argc, char **argv)
     fill_fixture(s);
     if (what == "json") std::fputs((to_json(s, true).dump() + "\n").c_str(), stdout);
     else if (what == "prometheus") std::fputs(to_prometheus(s).c_str(), stdout);
-    else {
-        std::fprintf(stderr, "usage: stat_format_fixture json|prometheus\n");
+    else if (what.rfind("latency-", 0) == 0) {
+        LatencySnapshot l;
+        fill_latency(l);
+        if (what == "latency-json") std::fputs((latency_json(l).dump() + "\n").c_str(), stdout);
+        else if (what == "latency-prometheus") std::fputs(latency_prometheus(l).c_str(), stdout);
+        else if (what == "latency-text") std::fputs(latency_text(l).c_str(), stdout);
+        else return 2;
+    } else {
+        std::fprintf(stderr, "usage: stat_format_fixture json|prometheus|latency-json|latency-prometheus|latency-text\n");
         return 2;
     }
     return 0;

@@ -189,5 +189,72 @@ class Json(unittest.TestCase):
         self.assertIn("usage", r.stderr)
 
 
+class Latency(unittest.TestCase):
+    """eta-stat --latency (stat_latency.h) on the fixture: engine 0 recorded
+    1..1000 us in every stage, engine 1 one sample of 5 ms per stage."""
+    STAGES = ["stack", "event", "program_woken", "program_spin", "transmit", "port", "engine", "request"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.j = json.loads(run("latency-json"))
+        cls.text = run("latency-text")
+        cls.prom = run("latency-prometheus")
+        cls.families = {f.name: f for f in text_string_to_metric_families(cls.prom)}
+
+    def test_json_merges_engines(self):
+        t = self.j["total"]
+        self.assertEqual(self.j["sample_every"], 64)
+        self.assertEqual(list(t["stages"]), self.STAGES)
+        e0, e1 = self.j["engines"]
+        for k in ("traces", "completed", "woken", "no_event", "no_reply"):
+            self.assertEqual(t[k], e0[k] + e1[k], k)
+        for s in self.STAGES:
+            st = t["stages"][s]
+            self.assertEqual(st["count"], 1001, s)
+            self.assertEqual(st["max_us"], 5000.0, s)  # max is exact: engine 1's sample
+            self.assertEqual(e0["stages"][s]["count"], 1000)
+            # Rank ceil(0.5 * 1001) = 501: 501 us, answered as its bucket's upper end (<= 1/16 above).
+            self.assertGreaterEqual(st["p50_us"], 501.0)
+            self.assertLessEqual(st["p50_us"], 501.0 * 17 / 16)
+            self.assertLessEqual(st["p50_us"], st["p90_us"])
+            self.assertLessEqual(st["p99_us"], st["p999_us"])
+        self.assertEqual(self.j["resolution"], 1 / 16)
+
+    def test_text_table(self):
+        lines = self.text.splitlines()
+        self.assertIn("one in 64 frames", lines[0])
+        header = [l for l in lines if l.startswith("stage")]
+        self.assertEqual(header[0].split()[:7], ["stage", "count", "p50", "p90", "p99", "p99.9", "max"])
+        rows = {l.split()[0]: l.split() for l in lines if l.split() and l.split()[0] in self.STAGES}
+        self.assertEqual(list(rows), self.STAGES)
+        self.assertEqual(rows["request"][1], "1001")
+        self.assertEqual(rows["request"][6], "5000.00")
+
+    def test_prometheus_histograms(self):
+        f = self.families["eta_latency_stage_seconds"]
+        self.assertEqual(f.type, "histogram")
+        for e in ("0", "1"):
+            for s in self.STAGES:
+                buckets = [x for x in f.samples if x.name.endswith("_bucket") and x.labels["engine"] == e
+                           and x.labels["stage"] == s]
+                les = [float(x.labels["le"]) for x in buckets]
+                self.assertEqual(les, sorted(les))
+                counts = [x.value for x in buckets]
+                self.assertEqual(counts, sorted(counts), "cumulative")
+                count = [x.value for x in f.samples if x.name.endswith("_count") and x.labels == {"engine": e, "stage": s}]
+                self.assertEqual(counts[-1], count[0])  # +Inf == _count
+                self.assertEqual(count[0], 1000 if e == "0" else 1)
+        # engine 0, stage stack: values 1..1000 us; below 2^20 ns (1.048576 ms) all 1000, below 2^19 ns 524.
+        b = {x.labels["le"]: x.value for x in f.samples if x.name.endswith("_bucket")
+             and x.labels["engine"] == "0" and x.labels["stage"] == "stack"}
+        self.assertEqual(b["0.001048576"], 1000)
+        self.assertEqual(b["0.000524288"], 524)
+        sums = {x.labels["stage"]: x.value for x in f.samples if x.name.endswith("_sum") and x.labels["engine"] == "1"}
+        self.assertAlmostEqual(sums["request"], 0.005)
+        t = self.families["eta_latency_traces"]
+        self.assertEqual(t.type, "counter")
+        self.assertEqual({x.labels["outcome"] for x in t.samples}, {"started", "complete", "no_event", "no_reply"})
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

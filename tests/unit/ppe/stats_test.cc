@@ -65,7 +65,8 @@ TEST(PpeStats, LayoutBlocksDoNotOverlap)
     EXPECT_GE(l.apps_off, l.ports_off + 3 * sizeof(Published<ppe::stats::PortInfo>));
     EXPECT_GE(l.conns_off, l.apps_off + 64 * sizeof(Published<ppe::stats::AppCounters>));
     EXPECT_GE(l.conn_stride, 64 + sizeof(ppe::stats::ConnTableHeader) + 1000 * sizeof(ppe::stats::ConnEntry));
-    EXPECT_EQ(l.size, l.conns_off + 2 * l.conn_stride);
+    EXPECT_EQ(l.latency_off, ppe::stats::Layout::align(l.conns_off + 2 * l.conn_stride));
+    EXPECT_EQ(l.size, ppe::stats::Layout::align(l.latency_off + 2 * sizeof(ppe::stats::Latency)));
     EXPECT_EQ(l.engines_off % 4096, 0u);
 
     // The typed view finds each block where the layout put it.

@@ -240,6 +240,24 @@ struct Stats {
     uint64_t dgram_sockets = 0, dgram_sent = 0, dgram_send_errors = 0, dgram_bad_records = 0;
 };
 
+// Latency sampling (eta-ppe's stage timestamps, ppe/README.md "Latency
+// breakdown"): the engine's loop arms a trace for a sampled frame; poll()
+// notes the socket whose readable event it then publishes, and later the
+// reply: a SEND that commits bytes of that socket. The DTI engine reads no
+// clock; the loop stamps around poll(). Unarmed, it costs a compare per
+// transport event and per committed SEND.
+struct Trace {
+    enum State : uint32_t {
+        kIdle = 0,
+        kWantEvent,   // armed by the loop: the next readable event's socket is the one
+        kEventSeen,   // poll() published a readable event for `sock`
+        kWantCommand, // the loop stamped the event; waiting for the socket's reply
+        kCommandSeen, // poll() committed a SEND of `sock`
+    };
+    uint32_t state = kIdle;
+    SockId sock = 0;
+};
+
 // One per attached process. Processes forked from an attached one share its
 // region (group) and show the same `group`.
 struct AttachmentInfo {
@@ -325,6 +343,8 @@ class Engine {
     virtual bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want) = 0;
 
     virtual const Stats &stats() const = 0;
+    // The latency trace (above): the engine's loop arms and reads it.
+    virtual Trace &trace() = 0;
 
     // -- tests and the fuzzer: serve a region in caller-owned memory, laid
     // out by layout_region(), with `contexts` queue pairs open, no fds and no
