@@ -8,8 +8,9 @@
 //               rings, counters, a few socket-table services in stack.cc)
 //   tcp/*.h     the TCP rules as functions of a tcp::Conn and a tcp::Env:
 //               input.h, sender.h, recovery.h, timers.h, rcv_tune.h
-//   rx/         rx::Receiver (receiver.h), StackImpl's base: the receive
-//               path (input(), the express path and header prediction,
+//   rx/         rx::Receiver (receiver.h), StackImpl's first base (a Stack:
+//               input() is its): the receive path (the burst loops, the
+//               express path and header prediction,
 //               coalescing, strands, receive copies, the dispatch by state)
 //   ip/         the layers below TCP; base/ building blocks
 //   udp/        UDP (sockets, datagram rings, multicast, IGMP): its own
@@ -56,7 +57,7 @@
 
 namespace mars {
 
-class StackImpl final : public Stack, private Ipv6Upper, private tcp::Env, private rx::Receiver {
+class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env {
   public:
     StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers);
     ~StackImpl() override;
@@ -64,7 +65,6 @@ class StackImpl final : public Stack, private Ipv6Upper, private tcp::Env, priva
     void reset() override;
 
     // Stack interface
-    void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
     void poll(uint64_t now_ns) override;
     uint64_t next_deadline_ns() const override;
     uint16_t events(SockEvent *out, uint16_t max) override;

@@ -43,23 +43,21 @@ namespace rx {
 
 void Receiver::count_fallback(CopyFallback why)
 {
-    tcp::Env &e = env();
     switch (why) {
-    case CopyFallback::kRingFull: e.stats_.copy_fallback_ring_full++; break;
-    case CopyFallback::kDeviceGone: e.stats_.copy_fallback_device_gone++; break;
-    case CopyFallback::kError: e.stats_.copy_fallback_error++; break;
-    case CopyFallback::kStalled: e.stats_.copy_fallback_stalled++; break;
-    case CopyFallback::kBelowThreshold: e.stats_.copy_fallback_below_threshold++; break;
-    case CopyFallback::kRingWrap: e.stats_.copy_fallback_ring_wrap++; break;
+    case CopyFallback::kRingFull: env().stats_.copy_fallback_ring_full++; break;
+    case CopyFallback::kDeviceGone: env().stats_.copy_fallback_device_gone++; break;
+    case CopyFallback::kError: env().stats_.copy_fallback_error++; break;
+    case CopyFallback::kStalled: env().stats_.copy_fallback_stalled++; break;
+    case CopyFallback::kBelowThreshold: env().stats_.copy_fallback_below_threshold++; break;
+    case CopyFallback::kRingWrap: env().stats_.copy_fallback_ring_wrap++; break;
     default: break;
     }
 }
 
 bool Receiver::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t len)
 {
-    tcp::Env &e = env();
     const bool offload = len >= copy_threshold_;
-    if (!offload) e.stats_.copy_fallback_below_threshold++;
+    if (!offload) env().stats_.copy_fallback_below_threshold++;
     if (!offload && s.rx_inflight == 0) return false; // nothing to wait behind: copy now, visible now
     if (pending_tail_ - pending_head_ == kMaxPendingCopies) {
         reap_copies(true); // the queue is full: finish the oldest (all) first
@@ -73,13 +71,13 @@ bool Receiver::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t l
     // A payload that wraps around the ring end stays with the core (two
     // descriptors for one delivery are not worth it).
     if (offload && off + len > s.rx_mask + 1) {
-        e.stats_.copy_fallback_ring_wrap++;
+        env().stats_.copy_fallback_ring_wrap++;
     } else if (offload) {
         CopyFallback why = CopyFallback::kRingFull;
         queued = copy_->submit(s.rx + off, payload, len, marker, &why);
         if (queued) {
-            e.stats_.copies_offloaded++;
-            e.stats_.copy_bytes_offloaded += len;
+            env().stats_.copies_offloaded++;
+            env().stats_.copy_bytes_offloaded += len;
             doorbell_due_ = true;
         } else {
             count_fallback(why);
@@ -95,7 +93,6 @@ bool Receiver::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t l
 
 void Receiver::reap_copies(bool wait)
 {
-    tcp::Env &e = env();
     if (doorbell_due_) {
         copy_->doorbell();
         doorbell_due_ = false;
@@ -116,7 +113,7 @@ void Receiver::reap_copies(bool wait)
         while (pending_head_ != pending_tail_) {
             PendingCopy &p = pending_[pending_head_ % kMaxPendingCopies];
             if (!p.done) break;
-            Sock &s = e.conn_at(p.sock);
+            Sock &s = env().conn_at(p.sock);
             const bool live = s.gen == p.gen && s.rx;
             if (!p.ok) {
                 count_fallback(p.redo_why); // error, or in flight when the device vanished
@@ -125,13 +122,13 @@ void Receiver::reap_copies(bool wait)
             if (live) {
                 s.rx_inflight -= p.len;
                 s.rx_tail += p.len;
-                e.raise(s, kEvReadable);
+                env().raise(s, kEvReadable);
             }
             release_rx(p.frame);
             pending_head_++;
         }
         if (!wait || pending_head_ == pending_tail_) return;
-        if (k == 0 && ++idle_polls >= e.cfg_.copy_drain_polls) break;
+        if (k == 0 && ++idle_polls >= env().cfg_.copy_drain_polls) break;
     }
     // The engine did not finish in time: it is abandoned (stopped, so none
     // of these copies can land later, on ring space the application may have
@@ -144,7 +141,7 @@ void Receiver::reap_copies(bool wait)
             p.done = true;
             p.ok = true;
             count_fallback(CopyFallback::kStalled);
-            Sock &s = e.conn_at(p.sock);
+            Sock &s = env().conn_at(p.sock);
             if (s.gen == p.gen && s.rx) ring_write(s.rx, s.rx_mask, p.off, p.src, p.len);
         }
     }

@@ -35,11 +35,10 @@ const uint8_t kBroadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 // (input_frame below: Ethernet, then arp.cc or ipv4.cc, then tcp_input).
 // With strands or prefetching, the same per-frame work runs behind a pipeline that hides the memory waits
 // of the lookup (input_strands, input_prefetch_ahead).
-__attribute__((always_inline)) inline void Receiver::receive(PacketRef *frames, uint16_t n, uint64_t now_ns)
+void Receiver::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
 {
-    tcp::Env &e = env();
-    if (now_ns > e.now_ns_) e.now_ns_ = now_ns;
-    e.stats_.rx_frames += n;
+    if (now_ns > env().now_ns_) env().now_ns_ = now_ns;
+    env().stats_.rx_frames += n;
     gather_misses_ = 0; // receive coalescing's bound per burst (rx_coalesce.cc)
     if (copy_) {
         input_burst<true>(frames, n); // no coalescing: each payload is one copy of its own (rx_coalesce.cc)
@@ -49,11 +48,11 @@ __attribute__((always_inline)) inline void Receiver::receive(PacketRef *frames, 
     if (copies_in_flight()) reap_copies(false); // the burst's copies start; earlier ones may be done
     flush_rx_done();
     // The flow table counts its last-flow cache; publish once per burst.
-    e.stats_.lookup_cache_hits = flows().cache_hits;
-    e.stats_.lookup_cache_misses = flows().cache_misses;
+    env().stats_.lookup_cache_hits = flows().cache_hits;
+    env().stats_.lookup_cache_misses = flows().cache_misses;
     // ACKs and data the burst made due go out together.
-    e.flush_output();
-    e.link_.flush();
+    env().flush_output();
+    env().link_.flush();
 }
 
 void Receiver::rx_setup(const StackConfig &c)
@@ -79,40 +78,39 @@ void Receiver::rx_clear()
 // segments back to tcp_input() below, or IPv6 (ipv6.cc).
 void Receiver::input_frame(PacketRef &f)
 {
-    tcp::Env &e = env();
     // The full path may read or write any receive ring: asynchronous copies
     // land first (mars/copy.h).
     if (copies_in_flight()) reap_copies(true);
     if (f.len < kEthLen || !f.data) {
-        e.stats_.drop_eth++;
-        e.release(f);
+        env().stats_.drop_eth++;
+        env().release(f);
         return;
     }
     const Eth *eth = reinterpret_cast<const Eth *>(f.data);
     const uint16_t type = be16(eth->type);
-    if (std::memcmp(eth->dst, e.cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
-        !(e.link_.pass_unclaimed && (eth->dst[0] & 1)) && // sharing: multicast is the other stack's too
+    if (std::memcmp(eth->dst, env().cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
+        !(env().link_.pass_unclaimed && (eth->dst[0] & 1)) && // sharing: multicast is the other stack's too
         !(type == kEtherIpv6 && ip6().accepts_mac(eth->dst)) && // all-nodes, our solicited-node groups
         !(eth->dst[0] == 0x01 && eth->dst[1] == 0 && eth->dst[2] == 0x5e)) { // IPv4 multicast: UDP decides
-        e.stats_.drop_not_ours++;
-        e.release(f);
+        env().stats_.drop_not_ours++;
+        env().release(f);
         return;
     }
     switch (type) {
     case kEtherIpv4:
-        e.ip_.input(f, e.now_ns_);
+        env().ip_.input(f, env().now_ns_);
         return;
     case kEtherArp:
-        e.arp_.input(f, e.now_ns_);
+        env().arp_.input(f, env().now_ns_);
         return;
     case kEtherIpv6:
-        ip6().input(f, e.now_ns_);
+        ip6().input(f, env().now_ns_);
         return;
     default:
         // VLAN tags, anything else: not ours to handle.
-        if (e.link_.pass_up(f, Unclaimed::kOther)) return;
-        e.stats_.drop_eth++;
-        e.release(f);
+        if (env().link_.pass_up(f, Unclaimed::kOther)) return;
+        env().stats_.drop_eth++;
+        env().release(f);
         return;
     }
 }
@@ -121,8 +119,7 @@ void Receiver::input_frame(PacketRef &f)
 template <bool kAsyncCopy>
 __attribute__((always_inline)) inline void Receiver::input_burst(PacketRef *frames, uint16_t n)
 {
-    tcp::Env &e = env();
-    if (strands_ > 1 || e.prefetch_) {
+    if (strands_ > 1 || env().prefetch_) {
         // Frames of the flow in the last-flow cache have no memory wait to
         // hide: they run to completion until the first frame that is not
         // predicted there (nor taken by a coalesced group, rx_coalesce.cc);
@@ -135,7 +132,7 @@ __attribute__((always_inline)) inline void Receiver::input_burst(PacketRef *fram
             }
             const uint16_t len = frames[i].len;
             if (!tcp_express<kAsyncCopy>(frames[i])) break;
-            e.stats_.rx_bytes += len;
+            env().stats_.rx_bytes += len;
             i++;
         }
         if (i < n) {
@@ -146,21 +143,21 @@ __attribute__((always_inline)) inline void Receiver::input_burst(PacketRef *fram
             }
         }
     } else {
-        if (!kAsyncCopy && e.cfg_.tcp.rx_coalesce && n > 1) {
+        if (!kAsyncCopy && env().cfg_.tcp.rx_coalesce && n > 1) {
             for (uint16_t i = 0; i < n;) {
                 if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
                     i = uint16_t(i + k);
                     continue;
                 }
                 PacketRef &f = frames[i++];
-                e.stats_.rx_bytes += f.len;
+                env().stats_.rx_bytes += f.len;
                 if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
             }
             return;
         }
         for (uint16_t i = 0; i < n; i++) {
             PacketRef &f = frames[i];
-            e.stats_.rx_bytes += f.len;
+            env().stats_.rx_bytes += f.len;
             if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
         }
     }
@@ -171,11 +168,10 @@ __attribute__((always_inline)) inline void Receiver::input_burst(PacketRef *fram
 template <bool kAsyncCopy>
 __attribute__((always_inline)) inline uint16_t Receiver::coalesce_run(PacketRef *frames, uint16_t n)
 {
-    tcp::Env &e = env();
     if constexpr (kAsyncCopy) {
         return 0;
     } else {
-        if (!e.cfg_.tcp.rx_coalesce || n < 2) return 0;
+        if (!env().cfg_.tcp.rx_coalesce || n < 2) return 0;
         if (const uint16_t k = input_run(frames, n)) return k;
         // Refused: perhaps only because another connection's frame follows.
         return gather_misses_ < kGatherMissesMax && gather_run(frames, n) ? input_run(frames, n) : 0;
@@ -184,13 +180,12 @@ __attribute__((always_inline)) inline uint16_t Receiver::coalesce_run(PacketRef 
 
 bool Receiver::frame_flow(const PacketRef &f, FlowKey *key) const
 {
-    const tcp::Env &e = env();
     const uint8_t *d = f.data;
     if (f.len < kHeadersLen || (load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions) return false;
     const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
     if (ip->proto != kProtoTcp) return false;
     const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
-    *key = FlowKey{e.cfg_.ip, be32(ip->src), be16(th->dport), be16(th->sport)};
+    *key = FlowKey{env().cfg_.ip, be32(ip->src), be16(th->dport), be16(th->sport)};
     return true;
 }
 
@@ -226,7 +221,6 @@ constexpr uint64_t kConnPrefetches = 8;
 template <bool kAsyncCopy>
 void Receiver::input_strands(PacketRef *frames, uint16_t n)
 {
-    tcp::Env &e = env();
     struct Ops {
         Receiver &st;
         PacketRef *frames;
@@ -296,11 +290,11 @@ void Receiver::input_strands(PacketRef *frames, uint16_t n)
             st.input_frame(f);
         }
     };
-    Ops ops{*this, frames, n, strands_, e.prefetch_};
+    Ops ops{*this, frames, n, strands_, env().prefetch_};
     StrandCounters counters;
     run_strands<StackConfig::kMaxStrands>(ops, n, strands_, counters);
-    e.stats_.strand_yields += counters.yields;
-    e.stats_.prefetches += ops.prefetches;
+    env().stats_.strand_yields += counters.yields;
+    env().stats_.prefetches += ops.prefetches;
 }
 
 // Prefetching without strands: run to completion, but while frame i is
@@ -309,7 +303,6 @@ void Receiver::input_strands(PacketRef *frames, uint16_t n)
 template <bool kAsyncCopy>
 void Receiver::input_prefetch_ahead(PacketRef *frames, uint16_t n)
 {
-    tcp::Env &e = env();
     uint64_t prefetches = 0;
     for (uint16_t i = 0; i < n; i++) {
         if (i + 2 < n) {
@@ -326,10 +319,10 @@ void Receiver::input_prefetch_ahead(PacketRef *frames, uint16_t n)
             continue;
         }
         PacketRef &f = frames[i];
-        e.stats_.rx_bytes += f.len;
+        env().stats_.rx_bytes += f.len;
         if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
     }
-    e.stats_.prefetches += prefetches;
+    env().stats_.prefetches += prefetches;
 }
 
 // Van Jacobson's header prediction taken one step further: for a frame of the
@@ -349,7 +342,6 @@ __attribute__((always_inline)) inline bool Receiver::tcp_express(PacketRef &f)
 template <bool kAsyncCopy>
 __attribute__((always_inline)) inline bool Receiver::tcp_express_on(PacketRef &f, Sock &s)
 {
-    tcp::Env &e = env();
     unsigned doff, len;
     if (!predicts(f, s, &doff, &len)) return false;
     const uint8_t *d = f.data;
@@ -357,31 +349,30 @@ __attribute__((always_inline)) inline bool Receiver::tcp_express_on(PacketRef &f
     const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
     if (!tcp_fast_path<kAsyncCopy>(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src)))
         return false;
-    e.stats_.fastpath_hits++;
+    env().stats_.fastpath_hits++;
     return true;
 }
 
 void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
 {
-    tcp::Env &e = env();
     const unsigned len = total - ihl;
     uint8_t *tp = f.data + kEthLen + ihl;
     if (len < kTcpLen) {
-        e.stats_.drop_tcp_header++;
-        e.release(f);
+        env().stats_.drop_tcp_header++;
+        env().release(f);
         return;
     }
     const Tcp *th = reinterpret_cast<const Tcp *>(tp);
     const unsigned doff = (th->doff >> 4) * 4u;
     if (doff < kTcpLen || doff > len) {
-        e.stats_.drop_tcp_header++;
-        e.release(f);
+        env().stats_.drop_tcp_header++;
+        env().release(f);
         return;
     }
     uint8_t *payload = tp + doff;
     const uint32_t plen = len - doff;
     const uint32_t src = be32(ip->src);
-    FlowKey key{e.cfg_.ip, src, be16(th->dport), be16(th->sport)};
+    FlowKey key{env().cfg_.ip, src, be16(th->dport), be16(th->sport)};
     FlowNode *node = flows().lookup(key);
     Sock *s = node ? tcp::Env::sock_of(node) : nullptr;
     if (s) {
@@ -393,27 +384,27 @@ void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
             s->rec.ooo.empty()) {
             // (input_frame let every asynchronous copy land: the plain path)
             if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
-                e.stats_.fastpath_hits++;
+                env().stats_.fastpath_hits++;
                 return;
             }
         }
-        e.stats_.fastpath_misses++;
+        env().stats_.fastpath_misses++;
     }
 
-    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(pseudo_sum(src, e.cfg_.ip, kProtoTcp, uint16_t(len)), tp, len))) {
-        e.stats_.drop_tcp_csum++;
-        e.release(f);
+    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(pseudo_sum(src, env().cfg_.ip, kProtoTcp, uint16_t(len)), tp, len))) {
+        env().stats_.drop_tcp_csum++;
+        env().release(f);
         return;
     }
     TcpSegment seg;
     seg.flags = th->flags;
     if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, seg.flags & kSyn, &seg.opt)) {
-        e.stats_.drop_tcp_header++;
-        e.release(f);
+        env().stats_.drop_tcp_header++;
+        env().release(f);
         return;
     }
     seg.src_ip = src;
-    seg.dst_ip = e.cfg_.ip;
+    seg.dst_ip = env().cfg_.ip;
     seg.sport = key.remote_port;
     seg.dport = key.local_port;
     seg.seq = be32(th->seq);
@@ -422,7 +413,7 @@ void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
     seg.payload = payload;
     seg.len = plen;
     seg.frame = &f;
-    if (!tcp_dispatch(s, seg)) e.release(f);
+    if (!tcp_dispatch(s, seg)) env().release(f);
 }
 
 // The TCP rules for a segment the fast path did not take: flag sanity, then
@@ -431,42 +422,41 @@ void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
 // synchronized states (tcp_sync.cc).
 __attribute__((always_inline)) inline bool Receiver::tcp_dispatch(Sock *s, TcpSegment &seg)
 {
-    tcp::Env &e = env();
     const uint8_t flags = seg.flags;
     // Flag combinations no correct TCP sends (RFC 9293 3.10.7: segments
     // without ACK other than SYN or RST are dropped in every state).
     if (((flags & kSyn) && (flags & (kFin | kRst))) || !(flags & (kAck | kSyn | kRst))) {
-        e.stats_.drop_tcp_header++;
+        env().stats_.drop_tcp_header++;
         return false;
     }
     if (s && s->state == TcpState::kTimeWait) {
         bool reopen = false;
-        tcp::time_wait_input(e, *s, seg, &reopen);
+        tcp::time_wait_input(env(), *s, seg, &reopen);
         if (!reopen) return false;
         s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
     }
     if (!s) {
-        Sock *l = e.find_listener(e.cfg_.ip, seg.dport, seg.src_ip, seg.sport);
+        Sock *l = env().find_listener(env().cfg_.ip, seg.dport, seg.src_ip, seg.sport);
         if (l) {
-            tcp::tcp_listen_input(e, *l, seg);
+            tcp::tcp_listen_input(env(), *l, seg);
         } else {
             // Sharing the address: a port of the other stack (a kernel program's).
-            if (seg.frame && e.link_.pass_up(*seg.frame, Unclaimed::kTcpOtherPort)) return true;
-            e.stats_.drop_tcp_no_socket++;
-            if (!(flags & kRst)) tcp::send_rst_reply(e, seg);
+            if (seg.frame && env().link_.pass_up(*seg.frame, Unclaimed::kTcpOtherPort)) return true;
+            env().stats_.drop_tcp_no_socket++;
+            if (!(flags & kRst)) tcp::send_rst_reply(env(), seg);
         }
         return false;
     }
     s->count.segs_in++;
-    s->last_recv_ns = e.now_ns_;
+    s->last_recv_ns = env().now_ns_;
     s->keep_probes = 0;
     s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
     if (s->state == TcpState::kSynSent) {
-        tcp::tcp_syn_sent_input(e, *s, seg);
+        tcp::tcp_syn_sent_input(env(), *s, seg);
         return false;
     }
     bool held = false;
-    tcp::tcp_sync_input(e, *s, seg, &held);
+    tcp::tcp_sync_input(env(), *s, seg, &held);
     return held;
 }
 
@@ -483,7 +473,6 @@ __attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, Pack
                                                                     unsigned doff, const uint8_t *payload,
                                                                     uint32_t len, uint32_t src_ip)
 {
-    tcp::Env &e = env();
     uint32_t tsval = 0;
     if (doff != kTcpLen) {
         if (!(s.flags & kFTsOk)) return false;
@@ -495,7 +484,7 @@ __attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, Pack
     if (len == 0) {
         // A pure ACK for new data.
         if (!seq_gt(ack, s.snd_una) || seq_gt(ack, s.snd_max)) return false;
-        if (!csum_done && !csum_ok(csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff)), th, doff)))
+        if (!csum_done && !csum_ok(csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff)), th, doff)))
             return false;
         const uint32_t acked = ack - s.snd_una;
         const uint32_t in_flight = s.snd_max - s.snd_una;
@@ -505,28 +494,28 @@ __attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, Pack
         s.snd_wl1 = be32(th->seq);
         uint64_t rtt = 0;
         if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
-            rtt = e.now_ns_ - s.rtt_start_ns;
+            rtt = env().now_ns_ - s.rtt_start_ns;
             s.rtt_start_ns = 0;
-            tcp::rtt_sample(e, s, rtt);
+            tcp::rtt_sample(env(), s, rtt);
         }
-        s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, e.now_ns_);
+        s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, env().now_ns_);
         s.dupacks = 0;
         s.rtx_count = 0;
         if (s.snd_una == s.snd_max) {
             TimerWheel::cancel(&s.rtx_timer);
             s.first_rtx_ns = 0;
         } else {
-            s.first_rtx_ns = e.now_ns_;
-            e.wheel_.arm(&s.rtx_timer, e.now_ns_ + s.rto_ns);
+            s.first_rtx_ns = env().now_ns_;
+            env().wheel_.arm(&s.rtx_timer, env().now_ns_ + s.rto_ns);
         }
         if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
             s.ts_recent = tsval;
-            s.ts_recent_ns = e.now_ns_;
+            s.ts_recent_ns = env().now_ns_;
         }
         s.count.segs_in++;
-        s.last_recv_ns = e.now_ns_;
-        e.raise(s, kEvWritable);
-        if (s.tx_tail != s.snd_nxt - s.iss - 1) e.want_output(s);
+        s.last_recv_ns = env().now_ns_;
+        env().raise(s, kEvWritable);
+        if (s.tx_tail != s.snd_nxt - s.iss - 1) env().want_output(s);
         release_rx(f);
         return true;
     }
@@ -540,9 +529,9 @@ __attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, Pack
         // earlier deliveries.
         if (len > s.rx_free()) return false;
         if (!csum_done &&
-            !csum_ok(csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff + len))) {
-            e.stats_.drop_tcp_csum++;
-            e.release(f);
+            !csum_ok(csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff + len))) {
+            env().stats_.drop_tcp_csum++;
+            env().release(f);
             return true;
         }
         deferred = rx_copy(s, f, payload, len);
@@ -564,12 +553,12 @@ __attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, Pack
         } else {
             // Copy into free ring space and sum in the same pass; the bytes only
             // become readable (rx_tail) once the checksum holds.
-            uint32_t c = csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+            uint32_t c = csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
             c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
             if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
             if (!csum_ok(c)) {
-                e.stats_.drop_tcp_csum++;
-                e.release(f);
+                env().stats_.drop_tcp_csum++;
+                env().release(f);
                 return true;
             }
         }
@@ -579,37 +568,29 @@ __attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, Pack
     s.rcv_nxt += len;
     s.count.bytes_in += len;
     s.count.segs_in++;
-    s.last_recv_ns = e.now_ns_;
+    s.last_recv_ns = env().now_ns_;
     if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
         s.ts_recent = tsval;
-        s.ts_recent_ns = e.now_ns_;
+        s.ts_recent_ns = env().now_ns_;
     }
     // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
     // timer. Segments of one burst share the ACK sent at its end.
     s.segs_unacked += tcp::rx_segments(len, s.mss); // an LRO frame: the segments it holds
     if (s.segs_unacked >= 2) {
-        if (!(s.flags & kFAckNow)) tcp::ack_now(e, s);
+        if (!(s.flags & kFAckNow)) tcp::ack_now(env(), s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
-        tcp::delay_ack(e, s); // or quick mode again after idle
+        tcp::delay_ack(env(), s); // or quick mode again after idle
     }
     if (deferred) return true; // readable and released at completion
-    e.raise(s, kEvReadable);
+    env().raise(s, kEvReadable);
     release_rx(f);
     return true;
 }
 
 void Receiver::tcp_icmp_error(const IcmpTcpError &err)
 {
-    tcp::Env &e = env();
-    FlowNode *n = flows().lookup(FlowKey{e.cfg_.ip, err.remote_ip, err.local_port, err.remote_port});
-    if (n) tcp::icmp_error(e, *tcp::Env::sock_of(n), err);
+    FlowNode *n = flows().lookup(FlowKey{env().cfg_.ip, err.remote_ip, err.local_port, err.remote_port});
+    if (n) tcp::icmp_error(env(), *tcp::Env::sock_of(n), err);
 }
 
 } // namespace mars::rx
-
-namespace mars {
-
-// The Stack interface's receive entry is the Receiver's (inlined here).
-void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns) { receive(frames, n, now_ns); }
-
-} // namespace mars
