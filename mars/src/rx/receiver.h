@@ -56,16 +56,18 @@ struct Env;
 
 namespace rx {
 
-class Receiver : public Stack, public Ipv4Upper {
+class Receiver : public Stack, protected Ipv4Upper {
   public:
-    explicit Receiver(PacketIo &io) : rx_io_(io) {}
     Receiver(const Receiver &) = delete;
     Receiver &operator=(const Receiver &) = delete;
 
-    // ---- for the stack ------------------------------------------------------
     // The receive entry (Stack::input, tcp_in.cc): the burst, then the
     // release of consumed frames, the output it made due, the transmit burst.
     void input(PacketRef *frames, uint16_t n, uint64_t now_ns) override;
+
+  protected:
+    // ---- for the stack (StackImpl, and StackAccess) ---------------------------
+    explicit Receiver(PacketIo &io) : rx_io_(io) {}
     // Setup (StackImpl::init, from the config) and reset() (the state init()
     // leaves, on the same memory); the receive pipeline and copy engine as
     // set between bursts (Stack::set_receive_pipeline / set_copy_engine).
