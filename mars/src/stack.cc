@@ -32,7 +32,7 @@ std::unique_ptr<Stack> Stack::create(const StackConfig &config, PacketIo &io, Bu
 }
 
 StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers)
-    : tcp::Env(config, io, buffers, *this),
+    : rx::Receiver(io), tcp::Env(config, io, buffers, *this),
       udp_(udp::UdpEnv{cfg_, now_ns_, offloads_, stats_, buffers_, link_, ip_, router_})
 {
     link_.pass_unclaimed = cfg_.pass_unclaimed; // sharing the address (mars/README.md "Sharing the port")
@@ -122,9 +122,7 @@ void StackImpl::reset()
     rtx_run_segments_ = 0;
     rtx_tso_frames_ = 0;
     event_pos_ = 0;
-    rx_done_n_ = 0;
-    pending_head_ = pending_tail_ = 0;
-    doorbell_due_ = false;
+    rx_clear();
     start_state();
 }
 
@@ -165,11 +163,7 @@ bool StackImpl::init(std::string *error)
     if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
         return fail("strands must be 1..64 (1: run every frame to completion)");
     if (c.copy_engine && c.copy_drain_polls == 0) return fail("copy_drain_polls must be at least 1");
-    if (c.copy_engine) pending_.resize(kMaxPendingCopies);
 
-    std::memcpy(&wire_mac_lo_, c.mac.b, 4);
-    std::memcpy(&wire_mac_hi_, c.mac.b + 4, 2);
-    wire_ip_ = wire::be32(c.ip);
     offloads_ = io_.offloads();
     if (!socks_.init(c.max_sockets)) return fail("cannot allocate the socket table");
     conns_ = socks_.data(); // never moves after this
@@ -197,10 +191,9 @@ bool StackImpl::init(std::string *error)
 void StackImpl::start_state()
 {
     const StackConfig &c = cfg_;
-    stats_.strands = strands_ = c.strands;
+    stats_.strands = c.strands;
     prefetch_ = c.prefetch;
-    copy_ = c.copy_engine;
-    copy_threshold_ = c.copy_threshold;
+    rx_setup(c); // strands, copy engine, our addresses as they appear in frames
     socks_.reset(); // blocks are made again as they are first used
     next_ephemeral_ = uint16_t(c.ephemeral_lo + (c.isn_secret[0] % (c.ephemeral_hi - c.ephemeral_lo + 1u)));
 }
@@ -316,6 +309,14 @@ void StackImpl::release_rings(Sock &s)
     s.rx = s.tx = nullptr;
     s.rx_mask = s.tx_mask = 0;
     s.rx_head = s.rx_tail = s.tx_head = s.tx_tail = 0;
+}
+
+void StackImpl::link_flow(Sock &s, const FlowKey &key)
+{
+    s.flow.key = key;
+    s.wire_rip = wire::be32(key.remote_ip);
+    s.wire_ports = uint32_t(wire::be16(key.remote_port)) | uint32_t(wire::be16(key.local_port)) << 16;
+    flows_.insert(&s.flow);
 }
 
 void StackImpl::unlink_flow(Sock &s)
@@ -553,18 +554,17 @@ int StackImpl::set_receive_pipeline(uint32_t strands, bool prefetch)
     if (strands == 0 || strands > StackConfig::kMaxStrands) return -EINVAL;
     cfg_.strands = strands;
     cfg_.prefetch = prefetch;
-    stats_.strands = strands_ = strands;
+    stats_.strands = strands;
+    set_strands(strands);
     prefetch_ = prefetch;
     return 0;
 }
 
 void StackImpl::set_copy_engine(CopyEngine *engine, uint32_t threshold)
 {
-    if (copies_in_flight()) reap_copies(true);
-    flush_rx_done();
-    cfg_.copy_engine = copy_ = engine;
-    cfg_.copy_threshold = copy_threshold_ = threshold;
-    if (copy_ && pending_.empty()) pending_.resize(kMaxPendingCopies); // setup, not the packet path
+    cfg_.copy_engine = engine;
+    cfg_.copy_threshold = threshold;
+    use_copy_engine(engine, threshold); // lets the copies in flight land first
 }
 
 // ---- tcp::Env's stack services (tcp/env.h): what the TCP rules ask of the

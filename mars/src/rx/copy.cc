@@ -9,7 +9,7 @@
 // refused submit): those wait in the same queue behind the engine's copies.
 // Everything else that reads or writes a receive ring (the slow path, close,
 // the rings going back) first waits until nothing is in flight.
-#include "stack_impl.h"
+#include "rx/host.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,23 +39,25 @@ void ring_write(uint8_t *ring, uint32_t mask, uint32_t off, const uint8_t *src, 
 }
 } // namespace
 
-void StackImpl::count_fallback(CopyFallback why)
+namespace rx {
+
+void Receiver::count_fallback(CopyFallback why)
 {
     switch (why) {
-    case CopyFallback::kRingFull: stats_.copy_fallback_ring_full++; break;
-    case CopyFallback::kDeviceGone: stats_.copy_fallback_device_gone++; break;
-    case CopyFallback::kError: stats_.copy_fallback_error++; break;
-    case CopyFallback::kStalled: stats_.copy_fallback_stalled++; break;
-    case CopyFallback::kBelowThreshold: stats_.copy_fallback_below_threshold++; break;
-    case CopyFallback::kRingWrap: stats_.copy_fallback_ring_wrap++; break;
+    case CopyFallback::kRingFull: env().stats_.copy_fallback_ring_full++; break;
+    case CopyFallback::kDeviceGone: env().stats_.copy_fallback_device_gone++; break;
+    case CopyFallback::kError: env().stats_.copy_fallback_error++; break;
+    case CopyFallback::kStalled: env().stats_.copy_fallback_stalled++; break;
+    case CopyFallback::kBelowThreshold: env().stats_.copy_fallback_below_threshold++; break;
+    case CopyFallback::kRingWrap: env().stats_.copy_fallback_ring_wrap++; break;
     default: break;
     }
 }
 
-bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t len)
+bool Receiver::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t len)
 {
     const bool offload = len >= copy_threshold_;
-    if (!offload) stats_.copy_fallback_below_threshold++;
+    if (!offload) env().stats_.copy_fallback_below_threshold++;
     if (!offload && s.rx_inflight == 0) return false; // nothing to wait behind: copy now, visible now
     if (pending_tail_ - pending_head_ == kMaxPendingCopies) {
         reap_copies(true); // the queue is full: finish the oldest (all) first
@@ -69,13 +71,13 @@ bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t 
     // A payload that wraps around the ring end stays with the core (two
     // descriptors for one delivery are not worth it).
     if (offload && off + len > s.rx_mask + 1) {
-        stats_.copy_fallback_ring_wrap++;
+        env().stats_.copy_fallback_ring_wrap++;
     } else if (offload) {
         CopyFallback why = CopyFallback::kRingFull;
         queued = copy_->submit(s.rx + off, payload, len, marker, &why);
         if (queued) {
-            stats_.copies_offloaded++;
-            stats_.copy_bytes_offloaded += len;
+            env().stats_.copies_offloaded++;
+            env().stats_.copy_bytes_offloaded += len;
             doorbell_due_ = true;
         } else {
             count_fallback(why);
@@ -89,7 +91,7 @@ bool StackImpl::rx_copy(Sock &s, PacketRef &f, const uint8_t *payload, uint32_t 
     return true;
 }
 
-void StackImpl::reap_copies(bool wait)
+void Receiver::reap_copies(bool wait)
 {
     if (doorbell_due_) {
         copy_->doorbell();
@@ -111,7 +113,7 @@ void StackImpl::reap_copies(bool wait)
         while (pending_head_ != pending_tail_) {
             PendingCopy &p = pending_[pending_head_ % kMaxPendingCopies];
             if (!p.done) break;
-            Sock &s = socks_[p.sock];
+            Sock &s = env().conn_at(p.sock);
             const bool live = s.gen == p.gen && s.rx;
             if (!p.ok) {
                 count_fallback(p.redo_why); // error, or in flight when the device vanished
@@ -120,13 +122,13 @@ void StackImpl::reap_copies(bool wait)
             if (live) {
                 s.rx_inflight -= p.len;
                 s.rx_tail += p.len;
-                raise(s, kEvReadable);
+                env().raise(s, kEvReadable);
             }
             release_rx(p.frame);
             pending_head_++;
         }
         if (!wait || pending_head_ == pending_tail_) return;
-        if (k == 0 && ++idle_polls >= cfg_.copy_drain_polls) break;
+        if (k == 0 && ++idle_polls >= env().cfg_.copy_drain_polls) break;
     }
     // The engine did not finish in time: it is abandoned (stopped, so none
     // of these copies can land later, on ring space the application may have
@@ -139,11 +141,21 @@ void StackImpl::reap_copies(bool wait)
             p.done = true;
             p.ok = true;
             count_fallback(CopyFallback::kStalled);
-            Sock &s = socks_[p.sock];
+            Sock &s = env().conn_at(p.sock);
             if (s.gen == p.gen && s.rx) ring_write(s.rx, s.rx_mask, p.off, p.src, p.len);
         }
     }
     reap_copies(false);
 }
 
+void Receiver::use_copy_engine(CopyEngine *engine, uint32_t threshold)
+{
+    if (copies_in_flight()) reap_copies(true);
+    flush_rx_done();
+    copy_ = engine;
+    copy_threshold_ = threshold;
+    if (copy_ && pending_.empty()) pending_.resize(kMaxPendingCopies); // setup, not the packet path
+}
+
+} // namespace rx
 } // namespace mars

@@ -3,7 +3,7 @@
 // and receive coalescing (rx_coalesce.cc).
 #pragma once
 
-#include "stack_impl.h"
+#include "rx/host.h"
 #include "base/wire.h"
 
 #include <cstdint>
@@ -42,7 +42,7 @@ using namespace wire;
 // Every check the demux would make on a frame of connection s, done on the
 // frame's bytes as loaded, then header prediction proper (state, flags,
 // sequence number, options layout, window, nothing in recovery or held).
-__attribute__((always_inline)) inline bool StackImpl::predicts(const PacketRef &f, const Sock &s, unsigned *doff_out,
+__attribute__((always_inline)) inline bool rx::Receiver::predicts(const PacketRef &f, const Sock &s, unsigned *doff_out,
                                                                 unsigned *len_out) const
 {
     const uint8_t *d = f.data;

@@ -59,12 +59,12 @@
 // nothing is coalesced: each payload is one asynchronous copy with its own
 // completion (copy.cc).
 #include "rx/frame_bytes.h"
-#include "stack_impl.h"
+#include "rx/host.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace mars {
+namespace mars::rx {
 
 using namespace wire;
 
@@ -195,8 +195,9 @@ bool gather_flow(PacketRef *frames, uint16_t n, bool ts_layout)
 
 } // namespace
 
-uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
+uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
 {
+    tcp::Env &e = env();
     if (n < 2) return 0;
     PacketRef &first = frames[0];
     const uint8_t *d = first.data;
@@ -207,15 +208,15 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
         return 0;
     // The connection: the last-flow cache's, else a table lookup (which
     // makes it the cached one, as the full path's lookup would).
-    FlowNode *node = const_cast<FlowNode *>(flows_.cached());
-    const Sock *cached = node ? sock_of(node) : nullptr;
+    FlowNode *node = const_cast<FlowNode *>(flows().cached());
+    const Sock *cached = node ? tcp::Env::sock_of(node) : nullptr;
     const bool hit = cached && load32(d + kEthLen + 12) == cached->wire_rip &&
                      load32(d + kEthLen + kIpLen) == cached->wire_ports;
     if (!hit) {
         FlowKey key; // (the lookup counts the cache miss)
-        if (!frame_flow(first, &key) || !(node = flows_.lookup(key))) return 0;
+        if (!frame_flow(first, &key) || !(node = flows().lookup(key))) return 0;
     }
-    Sock &s = *sock_of(node);
+    Sock &s = *tcp::Env::sock_of(node);
     unsigned doff, seg_len; // doff: the same in every member
     if (!predicts(first, s, &doff, &seg_len)) return 0;
     const Tcp *th0 = tcp_of(first);
@@ -248,13 +249,13 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
         } else {
             // Copied into free ring space and summed in one pass; the bytes
             // become readable only with the group's commit below.
-            uint32_t sum = csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+            uint32_t sum = csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
             sum = csum_combine(sum, csum_copy(s.rx + off, payload, part, 0), 0);
             if (len > part) sum = csum_combine(sum, csum_copy(s.rx, payload + part, len - part, 0), part);
             if (!csum_ok(sum)) {
-                stats_.drop_tcp_csum++;
-                stats_.rx_bytes += f.len;
-                release(f);
+                e.stats_.drop_tcp_csum++;
+                e.stats_.rx_bytes += f.len;
+                e.release(f);
                 dropped = true;
                 break;
             }
@@ -262,11 +263,11 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
         // RFC 7323 4.3, per segment as one by one (in practice the first).
         if (ts && seq_le(s.rcv_nxt + bytes, s.last_ack_sent)) {
             s.ts_recent = tsval;
-            s.ts_recent_ns = now_ns_;
+            s.ts_recent_ns = e.now_ns_;
         }
         bytes += len;
         last_len = len;
-        stats_.rx_bytes += f.len;
+        e.stats_.rx_bytes += f.len;
         if (++taken == n) {
             release_rx(f);
             break;
@@ -285,15 +286,15 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
             tsval = v;
         }
     }
-    stats_.fastpath_hits += taken + dropped; // a bad checksum is the fast path's drop too
-    if (hit && (taken || dropped)) flows_.cache_hits++;
+    e.stats_.fastpath_hits += taken + dropped; // a bad checksum is the fast path's drop too
+    if (hit && (taken || dropped)) flows().cache_hits++;
     if (taken == 0) return dropped ? 1 : 0;
     s.snd_wl1 = s.rcv_nxt + bytes - last_len;
     s.rx_tail += bytes;
     s.rcv_nxt += bytes;
     s.count.bytes_in += bytes;
     s.count.segs_in += taken;
-    s.last_recv_ns = now_ns_;
+    s.last_recv_ns = e.now_ns_;
     // The delayed-ACK rule counts segments (at least every second one,
     // RFC 5681 4.2); the ACK itself goes out at the end of the burst. LRO
     // frames count as the MSS segments they hold: for the burst as a whole
@@ -301,14 +302,14 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
     // the loop above pays nothing per frame for it.
     s.segs_unacked += bytes > taken * s.mss ? tcp::rx_segments(bytes, s.mss) : uint32_t(taken);
     if (s.segs_unacked >= 2) {
-        if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
+        if (!(s.flags & kFAckNow)) tcp::ack_now(e, s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
-        tcp::delay_ack(*this, s); // or quick mode again after idle
+        tcp::delay_ack(e, s); // or quick mode again after idle
     }
-    raise(s, kEvReadable);
+    e.raise(s, kEvReadable);
     if (taken >= 2) {
-        stats_.rx_coalesce_groups++;
-        stats_.rx_coalesce_segments += taken;
+        e.stats_.rx_coalesce_groups++;
+        e.stats_.rx_coalesce_segments += taken;
     }
     return uint16_t(taken + dropped);
 }
@@ -318,7 +319,7 @@ uint16_t StackImpl::input_run(PacketRef *frames, uint16_t n)
 // that follow next to it (gather_flow) so that input_run() may take them.
 // Bounded per burst: after kGatherMissesMax looks that moved nothing (every
 // frame another connection's, say), the rest of the burst goes without.
-bool StackImpl::gather_run(PacketRef *frames, uint16_t n)
+bool Receiver::gather_run(PacketRef *frames, uint16_t n)
 {
     const PacketRef &first = frames[0];
     const uint8_t *d = first.data;
@@ -329,4 +330,4 @@ bool StackImpl::gather_run(PacketRef *frames, uint16_t n)
     return false;
 }
 
-} // namespace mars
+} // namespace mars::rx

@@ -13,13 +13,13 @@
 // the checksum in the same pass as the copy into the receive ring. Anything
 // else goes through the RFC 9293 3.10.7 segment-arrival rules.
 #include "rx/frame_bytes.h"
-#include "stack_impl.h"
+#include "rx/host.h"
 #include "rx/strands.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace mars {
+namespace mars::rx {
 
 using namespace wire;
 
@@ -35,10 +35,10 @@ const uint8_t kBroadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 // (input_frame below: Ethernet, then arp.cc or ipv4.cc, then tcp_input).
 // With strands or prefetching, the same per-frame work runs behind a pipeline that hides the memory waits
 // of the lookup (input_strands, input_prefetch_ahead).
-void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
+void Receiver::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
 {
-    if (now_ns > now_ns_) now_ns_ = now_ns;
-    stats_.rx_frames += n;
+    if (now_ns > env().now_ns_) env().now_ns_ = now_ns;
+    env().stats_.rx_frames += n;
     gather_misses_ = 0; // receive coalescing's bound per burst (rx_coalesce.cc)
     if (copy_) {
         input_burst<true>(frames, n); // no coalescing: each payload is one copy of its own (rx_coalesce.cc)
@@ -48,60 +48,78 @@ void StackImpl::input(PacketRef *frames, uint16_t n, uint64_t now_ns)
     if (copies_in_flight()) reap_copies(false); // the burst's copies start; earlier ones may be done
     flush_rx_done();
     // The flow table counts its last-flow cache; publish once per burst.
-    stats_.lookup_cache_hits = flows_.cache_hits;
-    stats_.lookup_cache_misses = flows_.cache_misses;
+    env().stats_.lookup_cache_hits = flows().cache_hits;
+    env().stats_.lookup_cache_misses = flows().cache_misses;
     // ACKs and data the burst made due go out together.
-    flush_output();
-    link_.flush();
+    env().flush_output();
+    env().link_.flush();
+}
+
+void Receiver::rx_setup(const StackConfig &c)
+{
+    strands_ = c.strands;
+    copy_ = c.copy_engine;
+    copy_threshold_ = c.copy_threshold;
+    if (copy_ && pending_.empty()) pending_.resize(kMaxPendingCopies);
+    std::memcpy(&wire_mac_lo_, c.mac.b, 4);
+    std::memcpy(&wire_mac_hi_, c.mac.b + 4, 2);
+    wire_ip_ = be32(c.ip);
+}
+
+void Receiver::rx_clear()
+{
+    rx_done_n_ = 0;
+    pending_head_ = pending_tail_ = 0;
+    doorbell_due_ = false;
 }
 
 // The full demux, for every frame the express path did not take: Ethernet
 // II here, then ARP (arp.cc), IPv4/ICMP (ipv4.cc), which hands TCP
 // segments back to tcp_input() below, or IPv6 (ipv6.cc).
-void StackImpl::input_frame(PacketRef &f)
+void Receiver::input_frame(PacketRef &f)
 {
     // The full path may read or write any receive ring: asynchronous copies
     // land first (mars/copy.h).
     if (copies_in_flight()) reap_copies(true);
     if (f.len < kEthLen || !f.data) {
-        stats_.drop_eth++;
-        release(f);
+        env().stats_.drop_eth++;
+        env().release(f);
         return;
     }
     const Eth *eth = reinterpret_cast<const Eth *>(f.data);
     const uint16_t type = be16(eth->type);
-    if (std::memcmp(eth->dst, cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
-        !(link_.pass_unclaimed && (eth->dst[0] & 1)) && // sharing: multicast is the other stack's too
-        !(type == kEtherIpv6 && ip6_.accepts_mac(eth->dst)) && // all-nodes, our solicited-node groups
+    if (std::memcmp(eth->dst, env().cfg_.mac.b, 6) != 0 && std::memcmp(eth->dst, kBroadcast, 6) != 0 &&
+        !(env().link_.pass_unclaimed && (eth->dst[0] & 1)) && // sharing: multicast is the other stack's too
+        !(type == kEtherIpv6 && ip6().accepts_mac(eth->dst)) && // all-nodes, our solicited-node groups
         !(eth->dst[0] == 0x01 && eth->dst[1] == 0 && eth->dst[2] == 0x5e)) { // IPv4 multicast: UDP decides
-        stats_.drop_not_ours++;
-        release(f);
+        env().stats_.drop_not_ours++;
+        env().release(f);
         return;
     }
     switch (type) {
     case kEtherIpv4:
-        ip_.input(f, now_ns_);
+        env().ip_.input(f, env().now_ns_);
         return;
     case kEtherArp:
-        arp_.input(f, now_ns_);
+        env().arp_.input(f, env().now_ns_);
         return;
     case kEtherIpv6:
-        ip6_.input(f, now_ns_);
+        ip6().input(f, env().now_ns_);
         return;
     default:
         // VLAN tags, anything else: not ours to handle.
-        if (link_.pass_up(f, Unclaimed::kOther)) return;
-        stats_.drop_eth++;
-        release(f);
+        if (env().link_.pass_up(f, Unclaimed::kOther)) return;
+        env().stats_.drop_eth++;
+        env().release(f);
         return;
     }
 }
 
 // The per-frame loops; kAsyncCopy: in-order payloads go to the copy engine.
 template <bool kAsyncCopy>
-__attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *frames, uint16_t n)
+__attribute__((always_inline)) inline void Receiver::input_burst(PacketRef *frames, uint16_t n)
 {
-    if (strands_ > 1 || prefetch_) {
+    if (strands_ > 1 || env().prefetch_) {
         // Frames of the flow in the last-flow cache have no memory wait to
         // hide: they run to completion until the first frame that is not
         // predicted there (nor taken by a coalesced group, rx_coalesce.cc);
@@ -114,7 +132,7 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
             }
             const uint16_t len = frames[i].len;
             if (!tcp_express<kAsyncCopy>(frames[i])) break;
-            stats_.rx_bytes += len;
+            env().stats_.rx_bytes += len;
             i++;
         }
         if (i < n) {
@@ -125,21 +143,21 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
             }
         }
     } else {
-        if (!kAsyncCopy && cfg_.tcp.rx_coalesce && n > 1) {
+        if (!kAsyncCopy && env().cfg_.tcp.rx_coalesce && n > 1) {
             for (uint16_t i = 0; i < n;) {
                 if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
                     i = uint16_t(i + k);
                     continue;
                 }
                 PacketRef &f = frames[i++];
-                stats_.rx_bytes += f.len;
+                env().stats_.rx_bytes += f.len;
                 if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
             }
             return;
         }
         for (uint16_t i = 0; i < n; i++) {
             PacketRef &f = frames[i];
-            stats_.rx_bytes += f.len;
+            env().stats_.rx_bytes += f.len;
             if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
         }
     }
@@ -148,26 +166,26 @@ __attribute__((always_inline)) inline void StackImpl::input_burst(PacketRef *fra
 // Receive coalescing (rx_coalesce.cc) where it applies: on, and no copy
 // engine (each asynchronous copy has its own completion and frame).
 template <bool kAsyncCopy>
-__attribute__((always_inline)) inline uint16_t StackImpl::coalesce_run(PacketRef *frames, uint16_t n)
+__attribute__((always_inline)) inline uint16_t Receiver::coalesce_run(PacketRef *frames, uint16_t n)
 {
     if constexpr (kAsyncCopy) {
         return 0;
     } else {
-        if (!cfg_.tcp.rx_coalesce || n < 2) return 0;
+        if (!env().cfg_.tcp.rx_coalesce || n < 2) return 0;
         if (const uint16_t k = input_run(frames, n)) return k;
         // Refused: perhaps only because another connection's frame follows.
         return gather_misses_ < kGatherMissesMax && gather_run(frames, n) ? input_run(frames, n) : 0;
     }
 }
 
-bool StackImpl::frame_flow(const PacketRef &f, FlowKey *key) const
+bool Receiver::frame_flow(const PacketRef &f, FlowKey *key) const
 {
     const uint8_t *d = f.data;
     if (f.len < kHeadersLen || (load32(d + 12) & kWireIpv4Mask) != kWireIpv4NoOptions) return false;
     const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(d + kEthLen);
     if (ip->proto != kProtoTcp) return false;
     const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
-    *key = FlowKey{cfg_.ip, be32(ip->src), be16(th->dport), be16(th->sport)};
+    *key = FlowKey{env().cfg_.ip, be32(ip->src), be16(th->dport), be16(th->sport)};
     return true;
 }
 
@@ -175,7 +193,7 @@ bool StackImpl::frame_flow(const PacketRef &f, FlowKey *key) const
 // head of Sock (flow node, sequence state, ring positions: three lines), the
 // SACK scoreboard's and out-of-order queue's emptiness, the delayed-ACK timer,
 // the event bits and the per-connection counters.
-void StackImpl::prefetch_conn(const Sock &s)
+void Receiver::prefetch_conn(const Sock &s)
 {
     const char *p = reinterpret_cast<const char *>(&s);
     __builtin_prefetch(p);
@@ -201,10 +219,10 @@ constexpr uint64_t kConnPrefetches = 8;
 // and state against the connection itself, so an older frame of the burst
 // that closed or replaced it only sends this frame to the full path.
 template <bool kAsyncCopy>
-void StackImpl::input_strands(PacketRef *frames, uint16_t n)
+void Receiver::input_strands(PacketRef *frames, uint16_t n)
 {
     struct Ops {
-        StackImpl &st;
+        Receiver &st;
         PacketRef *frames;
         uint16_t n;
         unsigned width;
@@ -228,23 +246,23 @@ void StackImpl::input_strands(PacketRef *frames, uint16_t n)
                 if (!st.frame_flow(frames[item], &x.key)) return true;
                 x.hash = flow_hash(x.key);
                 if (prefetch) {
-                    __builtin_prefetch(st.flows_.bucket(x.hash));
+                    __builtin_prefetch(st.flows().bucket(x.hash));
                     prefetches++;
                 }
                 return false;
             }
             case 1:
-                x.node = *st.flows_.bucket(x.hash);
+                x.node = *st.flows().bucket(x.hash);
                 if (!x.node) return true;
                 if (prefetch) {
-                    st.prefetch_conn(*sock_of(x.node));
+                    st.prefetch_conn(*tcp::Env::sock_of(x.node));
                     prefetches += kConnPrefetches;
                 }
                 return false;
             case 2: {
                 x.node = FlowTable::find_from(x.node, x.key, x.hash);
                 if (!x.node) return true;
-                const Sock &s = *sock_of(x.node);
+                const Sock &s = *tcp::Env::sock_of(x.node);
                 if (!prefetch || !s.rx) return true;
                 __builtin_prefetch(s.rx + (s.rx_tail & s.rx_mask), 1);
                 prefetches++;
@@ -257,33 +275,33 @@ void StackImpl::input_strands(PacketRef *frames, uint16_t n)
         void retire(uint16_t item, State &x)
         {
             PacketRef &f = frames[item];
-            st.stats_.rx_bytes += f.len;
+            st.env().stats_.rx_bytes += f.len;
             FlowNode *node = x.node;
-            if (node && node->linked && st.template tcp_express_on<kAsyncCopy>(f, *sock_of(node))) {
+            if (node && node->linked && st.template tcp_express_on<kAsyncCopy>(f, *tcp::Env::sock_of(node))) {
                 // What the last-flow cache and the table would have counted.
-                if (node == st.flows_.cached()) {
-                    st.flows_.cache_hits++;
+                if (node == st.flows().cached()) {
+                    st.flows().cache_hits++;
                 } else {
-                    st.flows_.cache_misses++;
-                    st.flows_.remember(node);
+                    st.flows().cache_misses++;
+                    st.flows().remember(node);
                 }
                 return;
             }
             st.input_frame(f);
         }
     };
-    Ops ops{*this, frames, n, strands_, prefetch_};
+    Ops ops{*this, frames, n, strands_, env().prefetch_};
     StrandCounters counters;
     run_strands<StackConfig::kMaxStrands>(ops, n, strands_, counters);
-    stats_.strand_yields += counters.yields;
-    stats_.prefetches += ops.prefetches;
+    env().stats_.strand_yields += counters.yields;
+    env().stats_.prefetches += ops.prefetches;
 }
 
 // Prefetching without strands: run to completion, but while frame i is
 // processed the flow-table bucket of frame i+1 and the headers of frame i+2
 // are already on their way.
 template <bool kAsyncCopy>
-void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
+void Receiver::input_prefetch_ahead(PacketRef *frames, uint16_t n)
 {
     uint64_t prefetches = 0;
     for (uint16_t i = 0; i < n; i++) {
@@ -293,7 +311,7 @@ void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
         }
         FlowKey key;
         if (i + 1 < n && frame_flow(frames[i + 1], &key)) {
-            __builtin_prefetch(flows_.bucket(flow_hash(key)));
+            __builtin_prefetch(flows().bucket(flow_hash(key)));
             prefetches++;
         }
         if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
@@ -301,18 +319,10 @@ void StackImpl::input_prefetch_ahead(PacketRef *frames, uint16_t n)
             continue;
         }
         PacketRef &f = frames[i];
-        stats_.rx_bytes += f.len;
+        env().stats_.rx_bytes += f.len;
         if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
     }
-    stats_.prefetches += prefetches;
-}
-
-void StackImpl::link_flow(Sock &s, const FlowKey &key)
-{
-    s.flow.key = key;
-    s.wire_rip = be32(key.remote_ip);
-    s.wire_ports = uint32_t(be16(key.remote_port)) | uint32_t(be16(key.local_port)) << 16;
-    flows_.insert(&s.flow);
+    env().stats_.prefetches += prefetches;
 }
 
 // Van Jacobson's header prediction taken one step further: for a frame of the
@@ -321,16 +331,16 @@ void StackImpl::link_flow(Sock &s, const FlowKey &key)
 // proper. Any doubt returns false and the frame takes the full path, which
 // repeats the checks and counts what it drops.
 template <bool kAsyncCopy>
-__attribute__((always_inline)) inline bool StackImpl::tcp_express(PacketRef &f)
+__attribute__((always_inline)) inline bool Receiver::tcp_express(PacketRef &f)
 {
-    const FlowNode *node = flows_.cached();
-    if (!node || !tcp_express_on<kAsyncCopy>(f, *sock_of(const_cast<FlowNode *>(node)))) return false;
-    flows_.cache_hits++;
+    const FlowNode *node = flows().cached();
+    if (!node || !tcp_express_on<kAsyncCopy>(f, *tcp::Env::sock_of(const_cast<FlowNode *>(node)))) return false;
+    flows().cache_hits++;
     return true;
 }
 
 template <bool kAsyncCopy>
-__attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &f, Sock &s)
+__attribute__((always_inline)) inline bool Receiver::tcp_express_on(PacketRef &f, Sock &s)
 {
     unsigned doff, len;
     if (!predicts(f, s, &doff, &len)) return false;
@@ -339,32 +349,32 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_express_on(PacketRef &
     const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIpLen);
     if (!tcp_fast_path<kAsyncCopy>(s, f, th, doff, d + kEthLen + kIpLen + doff, len - doff, be32(ip->src)))
         return false;
-    stats_.fastpath_hits++;
+    env().stats_.fastpath_hits++;
     return true;
 }
 
-void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
+void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
 {
     const unsigned len = total - ihl;
     uint8_t *tp = f.data + kEthLen + ihl;
     if (len < kTcpLen) {
-        stats_.drop_tcp_header++;
-        release(f);
+        env().stats_.drop_tcp_header++;
+        env().release(f);
         return;
     }
     const Tcp *th = reinterpret_cast<const Tcp *>(tp);
     const unsigned doff = (th->doff >> 4) * 4u;
     if (doff < kTcpLen || doff > len) {
-        stats_.drop_tcp_header++;
-        release(f);
+        env().stats_.drop_tcp_header++;
+        env().release(f);
         return;
     }
     uint8_t *payload = tp + doff;
     const uint32_t plen = len - doff;
     const uint32_t src = be32(ip->src);
-    FlowKey key{cfg_.ip, src, be16(th->dport), be16(th->sport)};
-    FlowNode *node = flows_.lookup(key);
-    Sock *s = node ? sock_of(node) : nullptr;
+    FlowKey key{env().cfg_.ip, src, be16(th->dport), be16(th->sport)};
+    FlowNode *node = flows().lookup(key);
+    Sock *s = node ? tcp::Env::sock_of(node) : nullptr;
     if (s) {
         // Header prediction (seed 002): the common case costs a few compares.
         if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
@@ -374,27 +384,27 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
             s->rec.ooo.empty()) {
             // (input_frame let every asynchronous copy land: the plain path)
             if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
-                stats_.fastpath_hits++;
+                env().stats_.fastpath_hits++;
                 return;
             }
         }
-        stats_.fastpath_misses++;
+        env().stats_.fastpath_misses++;
     }
 
-    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(pseudo_sum(src, cfg_.ip, kProtoTcp, uint16_t(len)), tp, len))) {
-        stats_.drop_tcp_csum++;
-        release(f);
+    if (!(f.flags & kRxL4CsumGood) && !csum_ok(csum_add(pseudo_sum(src, env().cfg_.ip, kProtoTcp, uint16_t(len)), tp, len))) {
+        env().stats_.drop_tcp_csum++;
+        env().release(f);
         return;
     }
     TcpSegment seg;
     seg.flags = th->flags;
     if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, seg.flags & kSyn, &seg.opt)) {
-        stats_.drop_tcp_header++;
-        release(f);
+        env().stats_.drop_tcp_header++;
+        env().release(f);
         return;
     }
     seg.src_ip = src;
-    seg.dst_ip = cfg_.ip;
+    seg.dst_ip = env().cfg_.ip;
     seg.sport = key.remote_port;
     seg.dport = key.local_port;
     seg.seq = be32(th->seq);
@@ -403,54 +413,54 @@ void StackImpl::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned t
     seg.payload = payload;
     seg.len = plen;
     seg.frame = &f;
-    if (!tcp_dispatch(s, seg)) release(f);
+    if (!tcp_dispatch(s, seg)) env().release(f);
 }
 
 // The TCP rules for a segment the fast path did not take: flag sanity, then
 // by state: TIME-WAIT (tcp_data.cc), no connection (a listener,
 // tcp_handshake.cc, or a RST), SYN-SENT (tcp_handshake.cc), the
 // synchronized states (tcp_sync.cc).
-__attribute__((always_inline)) inline bool StackImpl::tcp_dispatch(Sock *s, TcpSegment &seg)
+__attribute__((always_inline)) inline bool Receiver::tcp_dispatch(Sock *s, TcpSegment &seg)
 {
     const uint8_t flags = seg.flags;
     // Flag combinations no correct TCP sends (RFC 9293 3.10.7: segments
     // without ACK other than SYN or RST are dropped in every state).
     if (((flags & kSyn) && (flags & (kFin | kRst))) || !(flags & (kAck | kSyn | kRst))) {
-        stats_.drop_tcp_header++;
+        env().stats_.drop_tcp_header++;
         return false;
     }
     if (s && s->state == TcpState::kTimeWait) {
         bool reopen = false;
-        tcp::time_wait_input(*this, *s, seg, &reopen);
+        tcp::time_wait_input(env(), *s, seg, &reopen);
         if (!reopen) return false;
         s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
     }
     if (!s) {
-        Sock *l = find_listener(cfg_.ip, seg.dport, seg.src_ip, seg.sport);
+        Sock *l = env().find_listener(env().cfg_.ip, seg.dport, seg.src_ip, seg.sport);
         if (l) {
-            tcp::tcp_listen_input(*this, *l, seg);
+            tcp::tcp_listen_input(env(), *l, seg);
         } else {
             // Sharing the address: a port of the other stack (a kernel program's).
-            if (seg.frame && link_.pass_up(*seg.frame, Unclaimed::kTcpOtherPort)) return true;
-            stats_.drop_tcp_no_socket++;
-            if (!(flags & kRst)) tcp::send_rst_reply(*this, seg);
+            if (seg.frame && env().link_.pass_up(*seg.frame, Unclaimed::kTcpOtherPort)) return true;
+            env().stats_.drop_tcp_no_socket++;
+            if (!(flags & kRst)) tcp::send_rst_reply(env(), seg);
         }
         return false;
     }
     s->count.segs_in++;
-    s->last_recv_ns = now_ns_;
+    s->last_recv_ns = env().now_ns_;
     s->keep_probes = 0;
     s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
     if (s->state == TcpState::kSynSent) {
-        tcp::tcp_syn_sent_input(*this, *s, seg);
+        tcp::tcp_syn_sent_input(env(), *s, seg);
         return false;
     }
     bool held = false;
-    tcp::tcp_sync_input(*this, *s, seg, &held);
+    tcp::tcp_sync_input(env(), *s, seg, &held);
     return held;
 }
 
-bool StackImpl::tcp_rules(Sock *s, TcpSegment &seg) { return tcp_dispatch(s, seg); }
+bool Receiver::tcp_rules(Sock *s, TcpSegment &seg) { return tcp_dispatch(s, seg); }
 
 // ---- fast path ---------------------------------------------------------------
 
@@ -459,7 +469,7 @@ bool StackImpl::tcp_rules(Sock *s, TcpSegment &seg) { return tcp_dispatch(s, seg
 // through the full rules; true once the frame is consumed (queued, or dropped
 // for a bad checksum).
 template <bool kAsyncCopy>
-__attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th,
+__attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th,
                                                                     unsigned doff, const uint8_t *payload,
                                                                     uint32_t len, uint32_t src_ip)
 {
@@ -474,7 +484,7 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     if (len == 0) {
         // A pure ACK for new data.
         if (!seq_gt(ack, s.snd_una) || seq_gt(ack, s.snd_max)) return false;
-        if (!csum_done && !csum_ok(csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff)), th, doff)))
+        if (!csum_done && !csum_ok(csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff)), th, doff)))
             return false;
         const uint32_t acked = ack - s.snd_una;
         const uint32_t in_flight = s.snd_max - s.snd_una;
@@ -484,28 +494,28 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
         s.snd_wl1 = be32(th->seq);
         uint64_t rtt = 0;
         if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
-            rtt = now_ns_ - s.rtt_start_ns;
+            rtt = env().now_ns_ - s.rtt_start_ns;
             s.rtt_start_ns = 0;
-            tcp::rtt_sample(*this, s, rtt);
+            tcp::rtt_sample(env(), s, rtt);
         }
-        s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, now_ns_);
+        s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, env().now_ns_);
         s.dupacks = 0;
         s.rtx_count = 0;
         if (s.snd_una == s.snd_max) {
             TimerWheel::cancel(&s.rtx_timer);
             s.first_rtx_ns = 0;
         } else {
-            s.first_rtx_ns = now_ns_;
-            wheel_.arm(&s.rtx_timer, now_ns_ + s.rto_ns);
+            s.first_rtx_ns = env().now_ns_;
+            env().wheel_.arm(&s.rtx_timer, env().now_ns_ + s.rto_ns);
         }
         if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
             s.ts_recent = tsval;
-            s.ts_recent_ns = now_ns_;
+            s.ts_recent_ns = env().now_ns_;
         }
         s.count.segs_in++;
-        s.last_recv_ns = now_ns_;
-        raise(s, kEvWritable);
-        if (s.tx_tail != s.snd_nxt - s.iss - 1) want_output(s);
+        s.last_recv_ns = env().now_ns_;
+        env().raise(s, kEvWritable);
+        if (s.tx_tail != s.snd_nxt - s.iss - 1) env().want_output(s);
         release_rx(f);
         return true;
     }
@@ -519,9 +529,9 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
         // earlier deliveries.
         if (len > s.rx_free()) return false;
         if (!csum_done &&
-            !csum_ok(csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff + len))) {
-            stats_.drop_tcp_csum++;
-            release(f);
+            !csum_ok(csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff + len))) {
+            env().stats_.drop_tcp_csum++;
+            env().release(f);
             return true;
         }
         deferred = rx_copy(s, f, payload, len);
@@ -543,12 +553,12 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
         } else {
             // Copy into free ring space and sum in the same pass; the bytes only
             // become readable (rx_tail) once the checksum holds.
-            uint32_t c = csum_add(pseudo_sum(src_ip, cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+            uint32_t c = csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
             c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
             if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
             if (!csum_ok(c)) {
-                stats_.drop_tcp_csum++;
-                release(f);
+                env().stats_.drop_tcp_csum++;
+                env().release(f);
                 return true;
             }
         }
@@ -558,29 +568,29 @@ __attribute__((always_inline)) inline bool StackImpl::tcp_fast_path(Sock &s, Pac
     s.rcv_nxt += len;
     s.count.bytes_in += len;
     s.count.segs_in++;
-    s.last_recv_ns = now_ns_;
+    s.last_recv_ns = env().now_ns_;
     if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
         s.ts_recent = tsval;
-        s.ts_recent_ns = now_ns_;
+        s.ts_recent_ns = env().now_ns_;
     }
     // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
     // timer. Segments of one burst share the ACK sent at its end.
     s.segs_unacked += tcp::rx_segments(len, s.mss); // an LRO frame: the segments it holds
     if (s.segs_unacked >= 2) {
-        if (!(s.flags & kFAckNow)) tcp::ack_now(*this, s);
+        if (!(s.flags & kFAckNow)) tcp::ack_now(env(), s);
     } else if (!TimerWheel::armed(&s.delack_timer)) {
-        tcp::delay_ack(*this, s); // or quick mode again after idle
+        tcp::delay_ack(env(), s); // or quick mode again after idle
     }
     if (deferred) return true; // readable and released at completion
-    raise(s, kEvReadable);
+    env().raise(s, kEvReadable);
     release_rx(f);
     return true;
 }
 
-void StackImpl::tcp_icmp_error(const IcmpTcpError &err)
+void Receiver::tcp_icmp_error(const IcmpTcpError &err)
 {
-    FlowNode *n = flows_.lookup(FlowKey{cfg_.ip, err.remote_ip, err.local_port, err.remote_port});
-    if (n) tcp::icmp_error(*this, *sock_of(n), err);
+    FlowNode *n = flows().lookup(FlowKey{env().cfg_.ip, err.remote_ip, err.local_port, err.remote_port});
+    if (n) tcp::icmp_error(env(), *tcp::Env::sock_of(n), err);
 }
 
-} // namespace mars
+} // namespace mars::rx
