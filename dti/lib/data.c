@@ -8,18 +8,6 @@
 #include <errno.h>
 #include <string.h>
 
-/* Positions start at 0 for every new handle in a slot. */
-static struct dti_sock_priv *rx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
-{
-    struct dti_sock_priv *p = &d->priv[slot];
-    if (p->rx_gen != gen) {
-        p->rx_gen = gen;
-        p->rx_head = 0;
-        p->rx_owed = 0;
-    }
-    return p;
-}
-
 static struct dti_sock_priv *tx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
 {
     struct dti_sock_priv *p = &d->priv[slot];
@@ -142,7 +130,7 @@ static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
     if (!sh)
         return -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s);
-    struct dti_sock_priv *p = rx_side(c->d, slot, gen);
+    struct dti_sock_priv *p = dti__rx_side(c->d, slot, gen);
     if (p->rx_busy_gen == gen)
         return -EBUSY;
     uint32_t n = readable(c->d, sh, p);
@@ -181,7 +169,7 @@ int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = rx_side(c->d, slot, dti__gen(s));
+    struct dti_sock_priv *p = dti__rx_side(c->d, slot, dti__gen(s));
     if (n > readable(c->d, sh, p))
         return -EINVAL;
     if (n > 0)
@@ -273,7 +261,7 @@ int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v)
     if (!sh || !v)
         return sh ? -EFAULT : -DTI_E_BAD_HANDLE;
     uint32_t gen = dti__gen(s);
-    struct dti_sock_priv *p = rx_side(d, slot, gen);
+    struct dti_sock_priv *p = dti__rx_side(d, slot, gen);
     if (p->rx_busy_gen == gen)
         return -EBUSY;
     *v = (struct dti_rx_view){.live_gen = &sh->gen, .tail = &sh->rx_tail, .head = &p->rx_head,

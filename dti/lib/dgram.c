@@ -212,17 +212,6 @@ static ssize_t front(struct dti_ctx *c, dti_sock_t s, struct dti_sock_shared *sh
     }
 }
 
-static struct dti_sock_priv *rx_priv(struct dti_attachment *d, uint32_t slot, uint32_t gen)
-{
-    struct dti_sock_priv *p = &d->priv[slot];
-    if (p->rx_gen != gen) {
-        p->rx_gen = gen;
-        p->rx_head = 0;
-        p->rx_owed = 0;
-    }
-    return p;
-}
-
 ssize_t dti_dgram_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, const void **payload)
 {
     c = dti__route(c, &s);
@@ -230,7 +219,7 @@ ssize_t dti_dgram_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, cons
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = rx_priv(c->d, slot, dti__gen(s));
+    struct dti_sock_priv *p = dti__rx_side(c->d, slot, dti__gen(s));
     const uint8_t *pl = NULL;
     ssize_t n = front(c, s, sh, p, slot, hdr, &pl);
     if (n >= 0)
@@ -245,7 +234,7 @@ int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s)
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
     if (!sh)
         return -DTI_E_BAD_HANDLE;
-    struct dti_sock_priv *p = rx_priv(c->d, slot, dti__gen(s));
+    struct dti_sock_priv *p = dti__rx_side(c->d, slot, dti__gen(s));
     struct dti_dgram h;
     const uint8_t *pl = NULL;
     ssize_t n = front(c, s, sh, p, slot, &h, &pl);

@@ -69,6 +69,20 @@ struct dti_attachment {
     uint64_t data_stride;   /* hdr->data_stride: one slot's rings */
 };
 
+/* A slot's receive-side positions for the handle of generation gen: they
+ * start at 0 for every new handle in the slot (data.c's byte streams and
+ * dgram.c's records alike). */
+static inline struct dti_sock_priv *dti__rx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
+{
+    struct dti_sock_priv *p = &d->priv[slot];
+    if (p->rx_gen != gen) {
+        p->rx_gen = gen;
+        p->rx_head = 0;
+        p->rx_owed = 0;
+    }
+    return p;
+}
+
 #pragma GCC visibility push(hidden)
 
 /* link.c: a new link (no connection yet), and the last of one: unmaps and
