@@ -105,7 +105,7 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             !control_.may_bind_privileged(member)) {
             result = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
         } else {
-            result = tr_.bind(slot->sid, cmd.address);
+            result = slot->dgram ? tr_.dgram_bind(slot->sid, cmd.address) : tr_.bind(slot->sid, cmd.address);
             if (result == 0)
                 slot->state |= DTI_STATE_BOUND;
             if (result == 0 && slot->dgram)
@@ -174,16 +174,19 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             // listener's siblings on other engines and to a socket it moves.
             if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_RCVBUF && slot->has_sid) {
                 slot->rcvbuf_set = uint32_t(std::clamp<int64_t>(cmd.value, 4096, group.geo.rx_reserve));
-                (void)tr_.set_option(slot->sid, Option::kRcvBuf, slot->rcvbuf_set);
+                (void)(slot->dgram ? tr_.dgram_set_option(slot->sid, Option::kRcvBuf, slot->rcvbuf_set)
+                                   : tr_.set_option(slot->sid, Option::kRcvBuf, slot->rcvbuf_set));
                 table_.settle_rx(group, slot_index); // grown: the base for the new size, before the app reads
                 table_.mark(group, slot_index);
             }
             v = cmd.option == DTI_SO_RCVBUF ? (slot->rx_size ? slot->rx_size : slot->rcvbuf_set)
                                             : group.lim.tx_ring_size;
         } else if (cmd.op == DTI_OP_SETSOCKOPT) {
-            result = tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
+            result = slot->dgram ? tr_.dgram_set_option(slot->sid, cmd.transport_option, cmd.value)
+                                 : tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
         } else {
-            result = tr_.get_option(slot->sid, cmd.transport_option, &v);
+            result = slot->dgram ? tr_.dgram_get_option(slot->sid, cmd.transport_option, &v)
+                                 : tr_.get_option(slot->sid, cmd.transport_option, &v);
         }
         pub_.complete(group, ctx_index, cmd.tag, result, cmd.handle, v);
         return;

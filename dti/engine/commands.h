@@ -20,6 +20,17 @@ namespace dti::engine::detail {
 
 class Control;
 
+// Which commands a socket of each kind takes: the opcodes only one kind
+// takes, one bit each. Set-up and lifetime commands (bind, options, watch,
+// close, RECV_RELEASE) fit both.
+constexpr uint32_t op_bit(uint16_t op) { return uint32_t{1} << op; }
+constexpr uint32_t kStreamOnlyOps = op_bit(DTI_OP_LISTEN) | op_bit(DTI_OP_ACCEPT) | op_bit(DTI_OP_CONNECT) |
+                                    op_bit(DTI_OP_SHUTDOWN) | op_bit(DTI_OP_RECV_INTO) | op_bit(DTI_OP_SEND_FROM) |
+                                    op_bit(DTI_OP_SEND) | op_bit(DTI_OP_DIGEST) | op_bit(DTI_OP_RECV_POST) |
+                                    op_bit(DTI_OP_RECV_CANCEL);
+constexpr uint32_t kDgramOnlyOps = op_bit(DTI_OP_SEND_DGRAMS) | op_bit(DTI_OP_DGRAM_CONNECT) | op_bit(DTI_OP_MCAST);
+static_assert(DTI_OP_MCAST < 32, "every opcode the decoder lets through has a bit");
+
 class Commands {
   public:
     Commands(Transport &t, const Limits &l, Stats &s, Table &table, Publisher &pub, Control &control)
@@ -58,9 +69,14 @@ class Commands {
         return s.gen == cmd.gen && s.holders && m.holds[cmd.slot] ? &s : nullptr;
     }
     int32_t cmd_socket(Group &group, Member &m, uint32_t kind);
-    // Datagram sockets (udp.cc): whether op applies to slot s's kind; the
-    // datagram commands; a receive release in whole records.
-    static bool op_fits(const Slot &s, uint16_t op);
+    // Whether op (one the decoder let through) applies to slot s's kind
+    // (kStreamOnlyOps, kDgramOnlyOps above). Inline: it runs for every command.
+    static bool op_fits(const Slot &s, uint16_t op)
+    {
+        return !(((s.dgram ? kStreamOnlyOps : kDgramOnlyOps) >> op) & 1);
+    }
+    // Datagram sockets (udp.cc): the datagram commands; a receive release in
+    // whole records; the addresses read again.
     int32_t cmd_send_dgrams(Group &group, uint32_t si, const Command &c);
     int32_t cmd_dgram_connect(Group &group, uint32_t si, const Command &c);
     int32_t cmd_mcast(Group &group, uint32_t si, const Command &c);
@@ -116,13 +132,17 @@ inline void Commands::refresh(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     table_.settle_rx(group, si);
-    if (s.has_sid && s.rings_out && (s.state & (DTI_STATE_CONNECTED | DTI_STATE_DGRAM))) {
+    if (s.has_sid && s.rings_out && (s.state & DTI_STATE_CONNECTED)) {
         RingLevels l;
         tr_.ring_levels(s.sid, &l);
         if (l.rx_rc == 0 && l.readable <= s.rx_size)
             s.rx_tail = s.rx_consumed + l.readable;
         if (l.tx_rc == 0 && l.writable <= group.lim.tx_ring_size)
             s.tx_head = s.tx_committed - (group.lim.tx_ring_size - l.writable);
+    } else if (s.has_sid && s.rings_out && (s.state & DTI_STATE_DGRAM)) {
+        RingSpan v; // the records waiting; the send ring is the engine's (cmd_send_dgrams)
+        if (tr_.dgram_rx_view(s.sid, &v) == 0 && v.total() <= s.rx_size)
+            s.rx_tail = s.rx_consumed + v.total();
     }
     // Digest the bytes that just became readable before the app can see
     // (and release) them: the same engine pass that placed them in the ring.

@@ -89,8 +89,8 @@ void EngineImpl::on_event(const TransportEvent &e)
     uint32_t h = table_.handle(group, si);
     if (e.bits & (kEvReset | kEvError)) {
         SockInfo info;
-        int err = tr_.info(s.sid, &info) == 0 && info.error ? info.error
-                                                            : ((e.bits & kEvReset) ? ECONNRESET : ETIMEDOUT);
+        const int r = s.dgram ? tr_.dgram_info(s.sid, &info) : tr_.info(s.sid, &info);
+        int err = r == 0 && info.error ? info.error : ((e.bits & kEvReset) ? ECONNRESET : ETIMEDOUT);
         if ((s.state & DTI_STATE_CONNECTING) && (e.bits & kEvReset))
             err = ECONNREFUSED;
         s.error = -err;

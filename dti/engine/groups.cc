@@ -126,7 +126,7 @@ void Control::last_hold_gone(Group &group, uint32_t si, bool abortive)
     store_rel(&group.socks[si].gen, 0u); // the handle is dead at once
     drop_offers(group, si);
     if (s.has_sid) {
-        int r = abortive ? tr_.abort(s.sid) : tr_.close(s.sid);
+        int r = s.dgram ? tr_.dgram_close(s.sid) : abortive ? tr_.abort(s.sid) : tr_.close(s.sid);
         // abort() frees at once; so does a close() the transport refuses.
         if (abortive || r < 0)
             s.has_sid = false;
@@ -168,7 +168,7 @@ void Control::abort_all(Group &group, bool keep_closing)
             if (tr_.close(s.sid) < 0)
                 s.has_sid = false; // refused: the transport has already let it go
         } else if (s.has_sid && !(keep_closing && closing)) {
-            tr_.abort(s.sid);
+            (void)(s.dgram ? tr_.dgram_close(s.sid) : tr_.abort(s.sid));
             s.has_sid = false;
         }
         table_.maybe_free(group, i);

@@ -170,7 +170,7 @@ void Table::rebase_rx(Group &group, uint32_t si)
     Slot &s = group.slots[si];
     s.rx_rebase = false;
     RingSpan v;
-    if (s.has_sid && tr_.rx_view(s.sid, &v) == 0 && v.p[0])
+    if (s.has_sid && (s.dgram ? tr_.dgram_rx_view(s.sid, &v) : tr_.rx_view(s.sid, &v)) == 0 && v.p[0])
         s.rx_base = (uint32_t(v.p[0] - group.rx_ring(si)) - s.rx_consumed) & (s.rx_size - 1);
 }
 

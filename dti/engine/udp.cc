@@ -13,38 +13,13 @@
 
 namespace dti::engine::detail {
 
-// Which commands a socket of each kind takes. Set-up and lifetime commands
-// (bind, options, watch, close) fit both.
-bool Commands::op_fits(const Slot &s, uint16_t op)
-{
-    switch (op) {
-    case DTI_OP_SEND_DGRAMS:
-    case DTI_OP_DGRAM_CONNECT:
-    case DTI_OP_MCAST:
-        return s.dgram;
-    case DTI_OP_LISTEN:
-    case DTI_OP_ACCEPT:
-    case DTI_OP_CONNECT:
-    case DTI_OP_SHUTDOWN:
-    case DTI_OP_RECV_INTO:
-    case DTI_OP_SEND_FROM:
-    case DTI_OP_SEND:
-    case DTI_OP_DIGEST:
-    case DTI_OP_RECV_POST:
-    case DTI_OP_RECV_CANCEL:
-        return !s.dgram;
-    default:
-        return true;
-    }
-}
-
 // A datagram socket's addresses, after what may change them (bind, connect,
 // the first send of an unbound socket).
 void Commands::dgram_ends(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
     SockInfo info;
-    if (s.has_sid && tr_.info(s.sid, &info) == 0) {
+    if (s.has_sid && tr_.dgram_info(s.sid, &info) == 0) {
         s.local = info.local;
         s.remote = info.remote;
         if (s.local.port)
@@ -140,7 +115,7 @@ int32_t Commands::cmd_mcast(Group &group, uint32_t si, const Command &c)
 void Commands::dgram_release(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
-    if (c.length > s.rx_tail - s.rx_consumed || !s.has_sid || tr_.rx_consume(s.sid, c.length) != 0) {
+    if (c.length > s.rx_tail - s.rx_consumed || !s.has_sid || tr_.dgram_rx_consume(s.sid, c.length) != 0) {
         stats_.rejected_commands++;
         stats_.dgram_bad_records++;
         return;

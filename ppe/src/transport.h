@@ -14,15 +14,27 @@
 
 namespace ppe {
 
+// The DTI engine calls each family of the Transport for its own kind of
+// socket (dti/engine.h): the stream calls go to mars::Stack (TCP), the
+// dgram_* calls to its UDP component (Stack::udp()), with no test of the id.
 class MarsTransport final : public dti::engine::Transport {
   public:
     MarsTransport(mars::Stack *&stack, const uint64_t &now_ns) : stack_(stack), now_(now_ns) {}
 
-    int64_t open(uint64_t user) override { return stack_->open(user); }
-    int bind(dti::engine::SockId s, dti::engine::Endpoint l) override
+    uint16_t events(dti::engine::TransportEvent *out, uint16_t max) override
     {
-        return udp(s) ? stack_->udp().bind(s, {l.ip, l.port}) : stack_->bind(s, {l.ip, l.port});
+        // Same layout by contract (sock, bits, user); copied field by field
+        // so a change on either side fails to compile instead of corrupting.
+        mars::SockEvent evs[64];
+        if (max > 64) max = 64;
+        const uint16_t n = stack_->events(evs, max);
+        for (uint16_t i = 0; i < n; i++) out[i] = {evs[i].sock, evs[i].bits, evs[i].user};
+        return n;
     }
+
+    // ---- stream sockets: mars::Stack ----
+    int64_t open(uint64_t user) override { return stack_->open(user); }
+    int bind(dti::engine::SockId s, dti::engine::Endpoint l) override { return stack_->bind(s, {l.ip, l.port}); }
     int listen(dti::engine::SockId s, int backlog) override { return stack_->listen(s, backlog); }
     int64_t accept(dti::engine::SockId l, uint64_t user) override { return stack_->accept(l, user); }
     int connect(dti::engine::SockId s, dti::engine::Endpoint r) override
@@ -30,26 +42,18 @@ class MarsTransport final : public dti::engine::Transport {
         return stack_->connect(s, {r.ip, r.port}, now_);
     }
     int shutdown(dti::engine::SockId s, bool rd, bool wr) override { return stack_->shutdown(s, rd, wr); }
-    int close(dti::engine::SockId s) override { return udp(s) ? stack_->udp().close(s) : stack_->close(s); }
-    int abort(dti::engine::SockId s) override { return udp(s) ? stack_->udp().close(s) : stack_->abort(s); }
+    int close(dti::engine::SockId s) override { return stack_->close(s); }
+    int abort(dti::engine::SockId s) override { return stack_->abort(s); }
     int set_option(dti::engine::SockId s, dti::engine::Option o, int64_t v) override
     {
-        return udp(s) ? stack_->udp().set_option(s, mars::SockOpt(uint16_t(o)), v)
-                      : stack_->set_option(s, mars::SockOpt(uint16_t(o)), v);
+        return stack_->set_option(s, mars::SockOpt(uint16_t(o)), v);
     }
     int get_option(dti::engine::SockId s, dti::engine::Option o, int64_t *v) override
     {
-        return udp(s) ? -ENOPROTOOPT : stack_->get_option(s, mars::SockOpt(uint16_t(o)), v);
+        return stack_->get_option(s, mars::SockOpt(uint16_t(o)), v);
     }
     int info(dti::engine::SockId s, dti::engine::SockInfo *out) override
     {
-        if (udp(s)) {
-            mars::UdpInfo u;
-            int r = stack_->udp().info(s, &u);
-            if (r < 0) return r;
-            *out = {{u.local.ip, u.local.port}, {u.remote.ip, u.remote.port}, 0, false};
-            return 0;
-        }
         mars::SockInfo i;
         int r = stack_->info(s, &i);
         if (r < 0) return r;
@@ -62,49 +66,49 @@ class MarsTransport final : public dti::engine::Transport {
     void set_user(dti::engine::SockId s, uint64_t user) override { stack_->set_user(s, user); }
     int rx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override
     {
-        return view(udp(s) ? stack_->udp().rx_view(s, &span_) : stack_->rx_view(s, &span_), out);
+        return view(stack_->rx_view(s, &span_), out);
     }
-    int rx_consume(dti::engine::SockId s, uint32_t n) override
-    {
-        return udp(s) ? stack_->udp().rx_consume(s, n) : stack_->rx_consume(s, n);
-    }
+    int rx_consume(dti::engine::SockId s, uint32_t n) override { return stack_->rx_consume(s, n); }
     int tx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override
     {
-        return udp(s) ? -EOPNOTSUPP : view(stack_->tx_view(s, &span_), out);
+        return view(stack_->tx_view(s, &span_), out);
     }
-    int tx_commit(dti::engine::SockId s, uint32_t n, bool more) override
-    {
-        return udp(s) ? -EOPNOTSUPP : stack_->tx_commit(s, n, more);
-    }
+    int tx_commit(dti::engine::SockId s, uint32_t n, bool more) override { return stack_->tx_commit(s, n, more); }
     void ring_levels(dti::engine::SockId s, dti::engine::RingLevels *out) override
     {
-        if (udp(s)) {
-            out->rx_rc = stack_->udp().rx_view(s, &span_);
-            out->readable = out->rx_rc == 0 ? span_.n[0] + span_.n[1] : 0;
-            out->tx_rc = -EOPNOTSUPP;
-            out->writable = 0;
-            return;
-        }
         mars::RingLevels l;
         stack_->ring_levels(s, &l);
         *out = {l.rx_rc, l.tx_rc, l.readable, l.writable};
     }
-    uint16_t events(dti::engine::TransportEvent *out, uint16_t max) override
-    {
-        // Same layout by contract (sock, bits, user); copied field by field
-        // so a change on either side fails to compile instead of corrupting.
-        mars::SockEvent evs[64];
-        if (max > 64) max = 64;
-        const uint16_t n = stack_->events(evs, max);
-        for (uint16_t i = 0; i < n; i++) out[i] = {evs[i].sock, evs[i].bits, evs[i].user};
-        return n;
-    }
-    // Datagram sockets: MARS's UDP component (Stack::udp()).
+
+    // ---- datagram sockets: MARS's UDP component (Stack::udp()) ----
     int64_t dgram_open(uint64_t user) override { return stack_->udp().open(user); }
+    int dgram_bind(dti::engine::SockId s, dti::engine::Endpoint l) override
+    {
+        return stack_->udp().bind(s, {l.ip, l.port});
+    }
     int dgram_connect(dti::engine::SockId s, dti::engine::Endpoint r) override
     {
         return stack_->udp().connect(s, {r.ip, r.port});
     }
+    int dgram_set_option(dti::engine::SockId s, dti::engine::Option o, int64_t v) override
+    {
+        return stack_->udp().set_option(s, mars::SockOpt(uint16_t(o)), v);
+    }
+    // MARS's UDP sockets have no option to read: the default -ENOPROTOOPT.
+    int dgram_info(dti::engine::SockId s, dti::engine::SockInfo *out) override
+    {
+        mars::UdpInfo u;
+        int r = stack_->udp().info(s, &u);
+        if (r < 0) return r;
+        *out = {{u.local.ip, u.local.port}, {u.remote.ip, u.remote.port}, 0, false};
+        return 0;
+    }
+    int dgram_rx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override
+    {
+        return view(stack_->udp().rx_view(s, &span_), out);
+    }
+    int dgram_rx_consume(dti::engine::SockId s, uint32_t n) override { return stack_->udp().rx_consume(s, n); }
     int64_t dgram_send(dti::engine::SockId s, const dti::engine::Endpoint *dst, const void *data, size_t len) override
     {
         const mars::Endpoint to{dst ? dst->ip : 0, dst ? dst->port : uint16_t(0)};
@@ -114,11 +118,9 @@ class MarsTransport final : public dti::engine::Transport {
     {
         return join ? stack_->udp().join(s, {group, source}) : stack_->udp().leave(s, {group, source});
     }
+    int dgram_close(dti::engine::SockId s) override { return stack_->udp().close(s); }
 
   private:
-    // MARS's UDP ids are below 2^22, where no TCP id is (mars::UdpSockets):
-    // the generic calls go to the component that owns the id.
-    static bool udp(dti::engine::SockId s) { return s < (1u << 22); }
     int view(int r, dti::engine::RingSpan *out)
     {
         if (r < 0) return r;

@@ -3,8 +3,9 @@
 // One Engine per engine thread; it is single-threaded (no locks, no atomics
 // except on the shared region) and owns the attachments the PPE gives it.
 // It never depends on DPDK or on MARS: it drives a dti::engine::Transport,
-// a small interface that mirrors mars::Stack's socket calls; the PPE adapts
-// its mars::Stack to it (forwarding calls one to one) and forwards MARS's
+// a small interface whose two families of calls mirror mars::Stack's socket
+// calls (stream sockets) and mars::UdpSockets' (datagram sockets); the PPE
+// adapts its mars::Stack to it (forwarding calls one to one) and forwards MARS's
 // BufferProvider hook to Engine::provide()/reclaim().
 //
 // Loop the PPE runs on the engine thread:
@@ -36,7 +37,7 @@
 
 namespace dti::engine {
 
-// ---- the transport the engine drives (mirrors mars::Stack) --------------
+// ---- the transport the engine drives (mirrors mars::Stack, mars::UdpSockets) --
 
 using SockId = uint32_t;
 constexpr SockId kNoSock = 0xffffffffu;
@@ -98,22 +99,38 @@ struct SockInfo {
     bool peer_closed = false;
 };
 
+// The calls come in two families, one per kind of socket. The engine knows
+// each socket's kind from the moment it makes it (DTI_SOCK_STREAM: open(),
+// accept(); DTI_SOCK_DGRAM: dgram_open()) and calls only that kind's family
+// for its id; events() is the one call they share. So a transport never has
+// to find out which kind an id is, and the stream calls, which carry every
+// byte of a connection, carry no test for a datagram socket.
+//
 // Contract (what the engine relies on; mars::Stack's documented behaviour):
 //  - errors are negative errno values;
-//  - ring memory is obtained through the engine's provide() when a connection
-//    comes to exist (active open at connect(), passive open before accept) and
-//    returned through reclaim() before the id is freed;
-//  - rx_view() points p[0] at the read position even when nothing is readable,
-//    and tx_view() at the write position (so ring offsets can be derived);
-//  - close() is followed, eventually, by an event with kEvClosed for that id;
-//    abort() frees the id at once (no kEvClosed);
+//  - ring memory is obtained through the engine's provide() when a socket
+//    comes to exist (a connection: active open at connect(), passive open
+//    before accept; a datagram socket: at dgram_open()) and returned through
+//    reclaim() before the id is freed;
 //  - events() coalesces: a socket appears at most once per drain;
+//  - the stream family's rx_view() points p[0] at the read position even when
+//    nothing is readable, and tx_view() at the write position (so ring
+//    offsets can be derived);
+//  - close() is followed, eventually, by an event with kEvClosed for that id;
+//    abort() frees the id at once (no kEvClosed); dgram_close() frees the
+//    datagram socket at once, and kEvClosed follows;
 //  - tx_commit() refuses (an error, nothing queued) n larger than tx_view()'s
 //    total, and wherever tx_view() fails: the engine does not ask tx_view()
 //    before committing what an application claims to have written.
 class Transport {
   public:
     virtual ~Transport() = default;
+
+    // Both kinds: what happened to which socket since the last call.
+    virtual uint16_t events(TransportEvent *out, uint16_t max) = 0;
+
+    // ---- stream sockets (TCP: mars::Stack) --------------------------------
+    // Called only with ids that open() or accept() returned.
     virtual int64_t open(uint64_t user) = 0;
     virtual int bind(SockId s, Endpoint local) = 0;
     virtual int listen(SockId s, int backlog) = 0;
@@ -130,7 +147,6 @@ class Transport {
     virtual int rx_consume(SockId s, uint32_t n) = 0;
     virtual int tx_view(SockId s, RingSpan *out) = 0;
     virtual int tx_commit(SockId s, uint32_t n, bool more) = 0;
-    virtual uint16_t events(TransportEvent *out, uint16_t max) = 0;
     // rx_view() and tx_view() in one call. This default makes both calls; a
     // transport where each call looks the socket up should answer it with
     // one lookup (mars::Stack::ring_levels).
@@ -143,25 +159,58 @@ class Transport {
         out->writable = out->tx_rc == 0 ? v.total() : 0;
     }
 
-    // ---- datagram sockets (UDP over IPv4: mars::UdpSockets) ----
-    // A transport without them keeps these defaults (-EPROTONOSUPPORT). One
-    // with them answers the generic calls for a datagram socket's id too:
-    // bind (port 0: an ephemeral one), set_option (kReuseAddr, kReusePort,
-    // kTos), info, rx_view/rx_consume/ring_levels over its receive ring of
-    // records (the dti_dgram layout: rx_consume takes whole records only),
-    // close (kEvClosed follows) and abort (the same); tx_view fails (the
-    // send ring is the engine's: dgram_send is given each datagram). Its
-    // ring memory comes through provide() at dgram_open(), as a
-    // connection's does at connect.
+    // ---- datagram sockets (UDP over IPv4: mars::UdpSockets) ---------------
+    // Called only with ids that dgram_open() returned. A transport without
+    // datagram sockets keeps these defaults: dgram_open() answers
+    // -EPROTONOSUPPORT, so no other call of the family is ever made. The
+    // receive ring is a ring of records (the dti_dgram layout) that the
+    // application reads in place; the send ring is the engine's alone:
+    // dgram_send() is given each datagram, so there is no tx_view/tx_commit.
     virtual int64_t dgram_open(uint64_t user)
     {
         (void)user;
+        return -EPROTONOSUPPORT;
+    }
+    // Port 0: an ephemeral one.
+    virtual int dgram_bind(SockId s, Endpoint local)
+    {
+        (void)s, (void)local;
         return -EPROTONOSUPPORT;
     }
     // The default peer; {0, 0} dissolves it.
     virtual int dgram_connect(SockId s, Endpoint remote)
     {
         (void)s, (void)remote;
+        return -EPROTONOSUPPORT;
+    }
+    // kReuseAddr, kReusePort, kTos; others -ENOPROTOOPT.
+    virtual int dgram_set_option(SockId s, Option opt, int64_t value)
+    {
+        (void)s, (void)opt, (void)value;
+        return -ENOPROTOOPT;
+    }
+    virtual int dgram_get_option(SockId s, Option opt, int64_t *value)
+    {
+        (void)s, (void)opt, (void)value;
+        return -ENOPROTOOPT;
+    }
+    // Local and remote (the default peer; 0: none); error and peer_closed 0.
+    virtual int dgram_info(SockId s, SockInfo *out)
+    {
+        (void)s, (void)out;
+        return -EPROTONOSUPPORT;
+    }
+    // The records waiting (p[0] at the first even when there are none), and
+    // consuming n bytes of them: whole records only, else an error and
+    // nothing consumed.
+    virtual int dgram_rx_view(SockId s, RingSpan *out)
+    {
+        (void)s, (void)out;
+        return -EPROTONOSUPPORT;
+    }
+    virtual int dgram_rx_consume(SockId s, uint32_t n)
+    {
+        (void)s, (void)n;
         return -EPROTONOSUPPORT;
     }
     // One datagram (dst nullptr: the connected peer), copied at once: len or
@@ -175,6 +224,14 @@ class Transport {
     virtual int dgram_membership(SockId s, uint32_t group, uint32_t source, bool join)
     {
         (void)s, (void)group, (void)source, (void)join;
+        return -EPROTONOSUPPORT;
+    }
+    // Frees the socket at once (memberships left, ring reclaimed); kEvClosed
+    // follows. A datagram socket has nothing to finish: close and abort are
+    // this one call.
+    virtual int dgram_close(SockId s)
+    {
+        (void)s;
         return -EPROTONOSUPPORT;
     }
 };
