@@ -24,7 +24,11 @@ unsigned EngineImpl::poll()
                 cmds_.process_ctx(*group, ci, &work);
         }
     }
-    transport_events(&work);
+    // The transport's events: asked here, so that an idle poll (none) makes
+    // no call and sets up no frame for the loop over them.
+    TransportEvent evs[64];
+    if (const uint16_t n = tr_.events(evs, 64))
+        transport_events(evs, n, &work);
     // Nothing marked dirty and nothing to publish since the last pass: the
     // pass below would find every list empty.
     if (!table_.take_work())
@@ -51,12 +55,10 @@ unsigned EngineImpl::poll()
     return work;
 }
 
-void EngineImpl::transport_events(unsigned *work)
+// The n > 0 events in evs (64 of room), then more while the transport has
+// them (a full batch: ask again, at most 64 rounds per poll).
+void EngineImpl::transport_events(TransportEvent *evs, uint16_t n, unsigned *work)
 {
-    TransportEvent evs[64];
-    uint16_t n = tr_.events(evs, 64);
-    if (n == 0)
-        return; // an idle poll: nothing set up for the loop below
     for (int rounds = 1;; rounds++) {
         for (uint16_t i = 0; i < n; i++)
             on_event(evs[i]);

@@ -74,7 +74,7 @@ class EngineImpl final : public Engine {
 
   private:
     // The transport's events: socket state, connects finished (engine_impl.cc).
-    void transport_events(unsigned *work);
+    void transport_events(TransportEvent *evs, uint16_t n, unsigned *work);
     [[gnu::always_inline]] inline void on_event(const TransportEvent &e); // only from transport_events()
 
     Transport &tr_;
