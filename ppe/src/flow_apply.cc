@@ -26,9 +26,9 @@ const char *kInstead = "flow_isolate needs a NIC that takes rte_flow rules in is
 
 std::string flow_message(int rc, const rte_flow_error &e)
 {
-    std::string s = e.message ? e.message : "no message";
-    s += " (" + std::string(rte_strerror(rc < 0 ? -rc : rc)) + ")";
-    return s;
+    const std::string code = rte_strerror(rc < 0 ? -rc : rc);
+    if (!e.message || code == e.message) return code;
+    return std::string(e.message) + " (" + code + ")";
 }
 
 // One rule's rte_flow arguments, kept alive while they are used.
