@@ -432,11 +432,7 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     rte_eth_macaddr_get(id, &addr);
     std::memcpy(mac.b, addr.addr_bytes, 6);
     if (pc.flow_isolate) {
-        flow::PortTraffic t;
-        t.ipv4 = pc.ip;
-        t.engines = queues;
-        t.udp = true; // MARS's UdpLayer: eta takes UDP on its address (engine 0)
-        t.addr6 = uint32_t(pc.addr6.size());
+        const flow::PortTraffic t = flow::traffic_of(pc, queues);
         const std::vector<flow::Rule> rules = flow::rules_for(t);
         if (!flow::apply_rules(id, rules, what, &flows, error)) return false;
         for (const flow::Rule &r : rules) log(LogLevel::kInfo, "%s: flow rule %s", what.c_str(), flow::describe(r).c_str());

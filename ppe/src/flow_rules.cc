@@ -31,6 +31,16 @@ Action spread(uint32_t n)
 
 } // namespace
 
+PortTraffic traffic_of(const PortConfig &p, uint32_t engines)
+{
+    PortTraffic t;
+    t.ipv4 = p.ip;
+    t.engines = engines;
+    t.udp = true;
+    t.addr6 = uint32_t(p.addr6.size());
+    return t;
+}
+
 std::vector<Rule> rules_for(const PortTraffic &t)
 {
     std::vector<Rule> r;

@@ -33,6 +33,8 @@
 // every other protocol and address.
 #pragma once
 
+#include "config.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +48,10 @@ struct PortTraffic {
     bool udp = true;       // eta has UDP sockets on the address (MARS's UdpLayer)
     uint32_t addr6 = 0;    // how many address6 the port lists (no rule: see above)
 };
+
+// What eta takes on a configured port run by `engines` engines: its address,
+// UDP (MARS's UdpLayer always takes it), its address6 count.
+PortTraffic traffic_of(const PortConfig &p, uint32_t engines);
 
 // What a rule matches. Every pattern is Ethernet (any MAC) then:
 enum class Match : uint8_t {

@@ -47,8 +47,14 @@ left_nothing() {
 start() {
     local name=$1 out rc=0 line want
     shift
-    timeout 30 "$ETA_PPE" --config "$work/$name.toml" --check >/dev/null 2>&1 ||
-        fail "$name: --check rejects a well-formed config"
+    out=$(timeout 30 "$ETA_PPE" --config "$work/$name.toml" --check 2>&1) ||
+        fail "$name: --check rejects a well-formed config: $out"
+    # --check lists the rules a start would program, and what stays the kernel's.
+    grep -qF 'port "port0": flow rule tcp4: eth / ipv4 dst 198.18.252.1 proto tcp / tcp -> queue 0' <<<"$out" &&
+        grep -qF 'port "port0": flow rule arp: eth / type arp / arp_eth_ipv4 tpa 198.18.252.1 -> queue 0' <<<"$out" &&
+        grep -qF 'port "port0": left to the kernel'"'"'s netdev: everything not to 198.18.252.1' <<<"$out" ||
+        fail "$name: --check does not list the flow rules: $out"
+    rc=0
     out=$(timeout 60 "$ETA_PPE" --config "$work/$name.toml" --foreground 2>&1) || rc=$?
     [ "$rc" -ne 0 ] || fail "$name: eta-ppe started: $out"
     [ "$rc" -ne 124 ] || fail "$name: eta-ppe hung"

@@ -136,6 +136,20 @@ TEST(FlowRules, Ipv6StaysTheKernels)
     EXPECT_NE(ppe::flow::left_to_kernel(t).find("IPv6"), std::string::npos);
 }
 
+// What eta-ppe and --check hand rules_for(): the port's address, the
+// engine count, UDP (MARS always takes it), how many address6.
+TEST(FlowRules, TrafficOfAConfiguredPort)
+{
+    ppe::PortConfig p;
+    p.ip = kAddr;
+    p.addr6.resize(2);
+    const PortTraffic t = ppe::flow::traffic_of(p, 3);
+    EXPECT_EQ(t.ipv4, kAddr);
+    EXPECT_EQ(t.engines, 3u);
+    EXPECT_TRUE(t.udp);
+    EXPECT_EQ(t.addr6, 2u);
+}
+
 // The applier on a real DPDK port without rte_flow (net_null): isolated
 // mode and every rule are refused with the port, the rule, rte_flow's
 // message and what to do instead; nothing crashes, nothing is left made.
