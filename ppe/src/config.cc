@@ -110,7 +110,8 @@ std::string format_addresses(const PortConfig &p)
 bool same_port_setup(const PortConfig &a, const PortConfig &b)
 {
     if (a.name != b.name || a.device != b.device || a.ip != b.ip || a.prefix != b.prefix || a.gateway != b.gateway ||
-        a.mtu != b.mtu || a.rx_desc != b.rx_desc || a.tx_desc != b.tx_desc || a.addr6.size() != b.addr6.size())
+        a.mtu != b.mtu || a.rx_desc != b.rx_desc || a.tx_desc != b.tx_desc || a.addr6.size() != b.addr6.size() ||
+        a.flow_isolate != b.flow_isolate)
         return false;
     for (size_t j = 0; j < a.addr6.size(); j++)
         if (std::memcmp(a.addr6[j].addr.b, b.addr6[j].addr.b, 16) != 0 || a.addr6[j].prefix != b.addr6[j].prefix)
@@ -410,8 +411,24 @@ void parse_port(Section &p, size_t index, Config *c)
     if (vnet && port.kernel_shared)
         p.fail("kernel", "\"shared\" is not available on a vnet port: the kernel keeps \"" + vnet_iface(port.device) +
                          "\" itself; give the kernel its own address on that interface, or use kernel = \"none\"");
+    port.flow_isolate = p.boolean("flow_isolate", false);
+    if (port.flow_isolate) {
+        const std::string use = "; flow_isolate is for a NIC whose kernel driver stays attached under DPDK (mlx5), "
+                                "give it its PCI address";
+        if (port.kernel_shared)
+            p.fail("flow_isolate", "cannot be used with kernel = \"shared\": with flow_isolate the NIC's own kernel "
+                                   "netdev keeps what eta does not take, with kernel = \"shared\" an interface eta-ppe "
+                                   "makes does; the host would have two interfaces with one MAC. Choose one: "
+                                   "flow_isolate = true for a NIC that stays the kernel's (mlx5), else kernel = \"shared\"");
+        else if (vnet)
+            p.fail("flow_isolate", "is not available on a vnet port: it is a kernel interface already (no rte_flow)" +
+                                       use);
+        else if (dev_name.rfind("net_af_packet", 0) == 0 || dev_name.rfind("net_af_xdp", 0) == 0)
+            p.fail("flow_isolate", "\"" + dev_name + "\" has no rte_flow isolated mode (DPDK 22.11)" + use +
+                                       ", or use kernel = \"shared\" on this device");
+    }
     p.reject_unknown("name, device, address, address6, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy, kernel, "
-                     "kernel_iface");
+                     "kernel_iface, flow_isolate");
     for (auto &other : c->ports) {
         if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");
         if (other.device == port.device) p.fail("device", "\"" + port.device + "\" is used by two ports");

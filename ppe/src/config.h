@@ -69,6 +69,11 @@ struct PortConfig {
     // sends goes out the port. "none" (default): the port is eta's alone.
     bool kernel_shared = false;
     std::string kernel_iface; // the interface's name; default "eta-k<index>"
+    // flow_isolate = true (issue 29): for a NIC whose kernel driver stays
+    // attached under DPDK (mlx5): rte_flow isolated mode, rules that steer
+    // eta's traffic (flow_rules.h) to the engines, the rest stays the kernel
+    // netdev's. Not with kernel = "shared", not on vnet, af_packet, af_xdp.
+    bool flow_isolate = false;
     uint32_t line = 0; // of its device key, for messages
 };
 

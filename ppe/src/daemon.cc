@@ -9,6 +9,7 @@
 #include "dma_copy.h"
 #include "dpdk.h"
 #include "engine.h"
+#include "flow_rules.h"
 #include "log.h"
 #include "notify.h"
 #include "privilege.h"
@@ -651,6 +652,15 @@ int daemon_main(int argc, char **argv)
                     config.socket.c_str());
         std::printf("%s: %s\n", config.path.c_str(),
                     describe_placement(config, machine, device_numa_node(config.ports[0].device), engines).c_str());
+        for (const PortConfig &p : config.ports) {
+            if (!p.flow_isolate) continue;
+            const flow::PortTraffic t = flow::traffic_of(p, uint32_t(engines.size()));
+            for (const flow::Rule &r : flow::rules_for(t))
+                std::printf("%s: port \"%s\": flow rule %s (programmed at start, if the NIC takes it)\n",
+                            config.path.c_str(), p.name.c_str(), flow::describe(r).c_str());
+            std::printf("%s: port \"%s\": left to the kernel's netdev: %s\n", config.path.c_str(), p.name.c_str(),
+                        flow::left_to_kernel(t).c_str());
+        }
         if (config.copy_engine == CopyKind::kDmadev) {
             std::string devs;
             for (const std::string &d : config.copy_devices) devs += (devs.empty() ? "" : ", ") + d;

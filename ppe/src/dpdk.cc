@@ -259,6 +259,11 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
         return false;
     }
 
+    // flow_isolate = true (flow_rules.h): isolated mode first, before
+    // rte_eth_dev_configure, as rte_flow.h asks (flow_apply.h); the rules
+    // are made once the port runs (below).
+    if (pc.flow_isolate && !flow::enter_isolated_mode(id, what, error)) return false;
+
     rte_eth_conf conf{};
     // Some vdevs (net_af_packet) report the Ethernet maximum as their largest
     // frame yet take a larger MTU through rte_eth_dev_set_mtu() once their
@@ -322,7 +327,9 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     // Correctness does not depend on it: every engine steers segments of
     // flows it does not own to their owner (steer.h), so a device without
     // RSS (net_af_packet spreads by the kernel's fanout hash) works.
-    if (queues > 1) {
+    // In isolated mode global RSS settings have no effect (rte_flow.h): the
+    // tcp4 rule's RSS action carries the same key and spread instead.
+    if (queues > 1 && !pc.flow_isolate) {
         const uint64_t hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_IPV4);
         if ((hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) && info.reta_size != 0) {
             // 0x6d5a repeated: the symmetric Toeplitz key (both directions
@@ -424,6 +431,22 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     rte_ether_addr addr;
     rte_eth_macaddr_get(id, &addr);
     std::memcpy(mac.b, addr.addr_bytes, 6);
+    if (pc.flow_isolate) {
+        const flow::PortTraffic t = flow::traffic_of(pc, queues);
+        const std::vector<flow::Rule> rules = flow::rules_for(t);
+        if (!flow::apply_rules(id, rules, what, &flows, error)) return false;
+        for (const flow::Rule &r : rules) log(LogLevel::kInfo, "%s: flow rule %s", what.c_str(), flow::describe(r).c_str());
+        log(LogLevel::kInfo, "%s: flow_isolate: left to the kernel's netdev: %s", what.c_str(),
+            flow::left_to_kernel(t).c_str());
+        const std::string holder = flow::kernel_holder(pc.ip);
+        if (!holder.empty())
+            log(LogLevel::kWarn,
+                "%s: flow_isolate = true, but the kernel holds %s on %s: its TCP, UDP, ICMP and ARP now reach eta, "
+                "not the kernel; give the host an address of its own on the NIC and remove this one from %s "
+                "(ip addr del %s/%u dev %s)",
+                what.c_str(), format_ipv4(pc.ip).c_str(), holder.c_str(), holder.c_str(), format_ipv4(pc.ip).c_str(),
+                unsigned(pc.prefix), holder.c_str());
+    }
     if (pc.kernel_shared && !kernel.open(pc, mac, pools, error)) return false;
     return true;
 }
@@ -439,6 +462,7 @@ void Port::close()
         return;
     }
     kernel.close();
+    flow::remove_rules(id, &flows);
     rte_eth_dev_stop(id);
     rte_eth_dev_close(id);
     for (rte_mempool *p : pools) rte_mempool_free(p);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config.h"
+#include "flow_apply.h"
 #include "kernel_tap.h"
 #include "port_io.h"
 #include "stats.h"
@@ -54,6 +55,9 @@ struct Port {
                                       // the NIC picks dti_flow_owner()'s engine (steer.h)
     rte_eth_dev_info info{};
     KernelTap kernel; // [[port]] kernel = "shared": the host's kernel on this port (kernel_tap.h)
+    // [[port]] flow_isolate = true: the rte_flow rules made (flow_rules.h,
+    // flow_apply.h), destroyed at close().
+    std::vector<rte_flow *> flows;
     // device = "vnet:<ifname>" (vnet_port.h): no DPDK port; `id` is then
     // kVnetIdBase + the port's index, which no DPDK port has (mbuf->port of
     // its frames, for steering).

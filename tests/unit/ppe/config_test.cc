@@ -139,6 +139,21 @@ TEST(PpeConfig, PortKernelSharedOrNone)
     EXPECT_THAT(e, HasSubstr("names the kernel interface of two ports"));
 }
 
+// [[port]] flow_isolate (issue 29): off by default; on for a PCI NIC
+// (mlx5) and for net_tap (DPDK's tap has rte_flow isolated mode); refused
+// with kernel = "shared", on vnet, af_packet and af_xdp (ConfigErrors).
+TEST(PpeConfig, PortFlowIsolate)
+{
+    EXPECT_FALSE(parse_ok(kPort).ports[0].flow_isolate);
+    const std::string pci = "[[port]]\ndevice = \"0000:03:00.0\"\naddress = \"198.18.0.1/24\"\n";
+    EXPECT_TRUE(parse_ok(pci + "flow_isolate = true\n").ports[0].flow_isolate);
+    EXPECT_FALSE(parse_ok(pci + "flow_isolate = false\n").ports[0].flow_isolate);
+    const std::string tap = "[[port]]\ndevice = \"net_tap0,iface=e0\"\naddress = \"198.18.0.1/24\"\n";
+    EXPECT_TRUE(parse_ok(tap + "flow_isolate = true\n").ports[0].flow_isolate);
+    Config a = parse_ok(pci), b = parse_ok(pci + "flow_isolate = true\n");
+    EXPECT_FALSE(ppe::same_port_setup(a.ports[0], b.ports[0])) << "a reload cannot change it";
+}
+
 TEST(PpeConfig, CopyEngineDefaultsToTheCore)
 {
     Config c = parse_ok(kPort);
@@ -300,6 +315,11 @@ const BadCase kBad[] = {
     {"port_bad_device", "[[port]]\ndevice = \"eth0\"\naddress = \"198.18.0.1/24\"\n", {"port[0].device", "is not a device", "PCI address", "vnet:eth1"}},
     {"port_vnet_no_iface", "[[port]]\ndevice = \"vnet:\"\naddress = \"198.18.0.1/24\"\n", {"port[0].device", "wants an interface name"}},
     {"port_vnet_bad_iface", "[[port]]\ndevice = \"vnet:eth/0\"\naddress = \"198.18.0.1/24\"\n", {"port[0].device", "wants an interface name"}},
+    {"isolate_shared", "[[port]]\ndevice = \"0000:03:00.0\"\naddress = \"198.18.0.1/24\"\nkernel = \"shared\"\nflow_isolate = true\n", {"port[0].flow_isolate", "cannot be used with kernel = \"shared\"", "two interfaces with one MAC", "Choose one"}},
+    {"isolate_vnet", "[[port]]\ndevice = \"vnet:eth1\"\naddress = \"198.18.0.1/24\"\nflow_isolate = true\n", {"port[0].flow_isolate", "not available on a vnet port", "mlx5"}},
+    {"isolate_af_packet", "[[port]]\ndevice = \"net_af_packet0,iface=v0\"\naddress = \"198.18.0.1/24\"\nflow_isolate = true\n", {"port[0].flow_isolate", "\"net_af_packet0\" has no rte_flow isolated mode", "mlx5", "kernel = \"shared\""}},
+    {"isolate_af_xdp", "[[port]]\ndevice = \"net_af_xdp0,iface=v0\"\naddress = \"198.18.0.1/24\"\nflow_isolate = true\n", {"port[0].flow_isolate", "\"net_af_xdp0\" has no rte_flow isolated mode"}},
+    {"isolate_not_bool", "[[port]]\ndevice = \"0000:03:00.0\"\naddress = \"198.18.0.1/24\"\nflow_isolate = \"yes\"\n", {"port[0].flow_isolate"}},
     {"port_vnet_shared", "[[port]]\ndevice = \"vnet:eth1\"\naddress = \"198.18.0.1/24\"\nkernel = \"shared\"\n", {"port[0].kernel", "not available on a vnet port"}},
     {"bad_address", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.300/24\"\n", {"test.toml:3", "port[0].address", "not an IPv4 address"}},
     {"no_prefix", "[[port]]\ndevice = \"net_tap0\"\naddress = \"198.18.0.1\"\n", {"port[0].address", "no prefix length"}},
