@@ -47,10 +47,10 @@ constexpr uint32_t kConnCapacity = 65536; // connection table entries per engine
 constexpr uint32_t kSteerRingEntries = 1024; // per (from, to) engine pair: 32 full bursts of 32 in flight
 constexpr size_t kMaxPeeks = 256;            // control connections waiting for their HELLO
 
-uint64_t realtime_ns()
+uint64_t clock_ns(clockid_t clock) // CLOCK_REALTIME for the stats' wall stamps, CLOCK_MONOTONIC for intervals
 {
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    timespec ts{};
+    clock_gettime(clock, &ts);
     return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
@@ -99,7 +99,7 @@ class Published {
         h->n_ports = uint32_t(c.ports.size());
         h->max_apps = app_slots;
         h->conn_capacity = kConnCapacity;
-        h->started_unix_ns = realtime_ns();
+        h->started_unix_ns = clock_ns(CLOCK_REALTIME);
         h->size = l.size;
         h->engines_off = l.engines_off;
         h->stacks_off = l.stacks_off;
@@ -414,20 +414,13 @@ std::string status_line(const Config &config, const Published &pub, size_t n_eng
            " engine(s), " + std::to_string(n_ports) + " port(s), " + std::to_string(apps) + " application(s)";
 }
 
-uint64_t monotonic_ns()
-{
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, Published &pub,
                  std::vector<std::unique_ptr<Engine>> &engines, Notifier &notify)
 {
     // The watchdog is petted from the engines' heartbeat (their published
     // loop counters): a hung engine stops the pets and systemd restarts us.
     WatchdogGate gate;
-    gate.start(notify.watchdog_usec(), monotonic_ns(), uint32_t(engines.size()));
+    gate.start(notify.watchdog_usec(), clock_ns(CLOCK_MONOTONIC), uint32_t(engines.size()));
     // READY=1 carried the first status; later ones go when it changes.
     std::string last_status = status_line(config, pub, engines.size(), ports.size()), nerr;
     auto notify_failed = [&](bool ok) {
@@ -539,7 +532,7 @@ int control_loop(Config &config, ControlSocket &ctl, std::vector<Port> &ports, P
                         stats::EngineCounters e{};
                         if (pub.view.engine(i)->read(&e)) loops[i] = e.loops;
                     }
-                    if (gate.due(loops, ne, monotonic_ns())) notify_failed(notify.watchdog(&nerr));
+                    if (gate.due(loops, ne, clock_ns(CLOCK_MONOTONIC))) notify_failed(notify.watchdog(&nerr));
                     std::string st = status_line(config, pub, engines.size(), ports.size());
                     if (st != last_status) {
                         notify_failed(notify.status(st, &nerr));
@@ -652,15 +645,8 @@ int daemon_main(int argc, char **argv)
                     config.socket.c_str());
         std::printf("%s: %s\n", config.path.c_str(),
                     describe_placement(config, machine, device_numa_node(config.ports[0].device), engines).c_str());
-        for (const PortConfig &p : config.ports) {
-            if (!p.flow_isolate) continue;
-            const flow::PortTraffic t = flow::traffic_of(p, uint32_t(engines.size()));
-            for (const flow::Rule &r : flow::rules_for(t))
-                std::printf("%s: port \"%s\": flow rule %s (programmed at start, if the NIC takes it)\n",
-                            config.path.c_str(), p.name.c_str(), flow::describe(r).c_str());
-            std::printf("%s: port \"%s\": left to the kernel's netdev: %s\n", config.path.c_str(), p.name.c_str(),
-                        flow::left_to_kernel(t).c_str());
-        }
+        for (const PortConfig &p : config.ports)
+            std::fputs(flow::check_listing(config.path, p, uint32_t(engines.size())).c_str(), stdout);
         if (config.copy_engine == CopyKind::kDmadev) {
             std::string devs;
             for (const std::string &d : config.copy_devices) devs += (devs.empty() ? "" : ", ") + d;

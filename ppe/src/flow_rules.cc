@@ -86,4 +86,16 @@ std::string left_to_kernel(const PortTraffic &t)
     return s;
 }
 
+std::string check_listing(const std::string &config_path, const PortConfig &p, uint32_t engines)
+{
+    if (!p.flow_isolate) return "";
+    const PortTraffic t = traffic_of(p, engines);
+    const std::string prefix = config_path + ": port \"" + p.name + "\": ";
+    std::string out;
+    for (const Rule &r : rules_for(t))
+        out += prefix + "flow rule " + describe(r) + " (programmed at start, if the NIC takes it)\n";
+    out += prefix + "left to the kernel's netdev: " + left_to_kernel(t) + "\n";
+    return out;
+}
+
 } // namespace ppe::flow

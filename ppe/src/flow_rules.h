@@ -99,4 +99,10 @@ std::string describe(const Rule &r);
 // What stays the kernel's, one line for the start log.
 std::string left_to_kernel(const PortTraffic &t);
 
+// What `eta-ppe --check` prints for a flow_isolate port: one line per rule
+// it would program, then what stays the kernel's netdev's. Each line is
+// prefixed "<config path>: port \"<name>\": " and ends in a newline; a
+// port without flow_isolate gives "".
+std::string check_listing(const std::string &config_path, const PortConfig &p, uint32_t engines);
+
 } // namespace ppe::flow
