@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -305,6 +306,14 @@ struct Result {
     uint64_t peer_bytes = 0;
 };
 
+// SIGUSR1 ends a client's --duration early, as if its time were up: a
+// stream it sends ends, is reported and verified as usual; an rr/crr run
+// stops after the exchange in progress. A test stops a transfer when what it
+// checks beside it is done, not after a duration guessed long enough.
+volatile sig_atomic_t g_stop_early = 0;
+void on_stop_early(int) { g_stop_early = 1; }
+bool time_left(uint64_t deadline) { return !g_stop_early && now_ns() < deadline; }
+
 void client_stream(const Options &o, uint32_t ip, Result *res)
 {
     auto conn = open_conn(o, ip);
@@ -325,7 +334,7 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
     const bool app_crc = o.verify && !engine_digest;
     if (send_side) {
         uint64_t off = 0;
-        while (o.bytes ? off < o.bytes : now_ns() < deadline) {
+        while (o.bytes ? off < o.bytes : time_left(deadline)) {
             size_t n = o.bytes ? size_t(std::min<uint64_t>(o.size, o.bytes - off)) : o.size;
             pat.fill(off, buf.data(), n);
             if (app_crc) crc = crc32_iscsi(buf.data(), int(n), crc);
@@ -405,7 +414,7 @@ void client_rr(const Options &o, uint32_t ip, bool crr, Result *res)
         Hello h{kHelloMagic, kEcho, {}, o.size, 0, 0, 0};
         if (c.send(&h, sizeof h) < 0) die("send hello failed");
     };
-    while (now_ns() < deadline && (!o.bytes || res->transactions < o.bytes)) {
+    while (time_left(deadline) && (!o.bytes || res->transactions < o.bytes)) {
         const uint64_t s = now_ns();
         if (crr || !conn) {
             conn = open_conn(o, ip);
@@ -439,6 +448,11 @@ int run_client(const Options &o)
     in_addr a;
     if (inet_pton(AF_INET, o.connect.c_str(), &a) != 1) die("--connect: \"" + o.connect + "\" is not an IPv4 address");
     const uint32_t ip = ntohl(a.s_addr);
+    struct sigaction sa{};
+    sa.sa_handler = on_stop_early;
+    sa.sa_flags = SA_RESTART; // a blocked send or recv goes on; the loop looks at the flag
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, nullptr);
     Result r;
     if (o.mode == "stream") client_stream(o, ip, &r);
     else client_rr(o, ip, o.mode == "crr", &r);
@@ -589,7 +603,8 @@ int main(int argc, char **argv)
     client->add_option("-s,--size", o.size, "bytes per write (stream) or per request (rr, crr)")
         ->check(CLI::Range(1u, 16u << 20))
         ->capture_default_str();
-    client->add_option("--duration", o.duration, "seconds")->check(CLI::Range(0.01, 3600.0))->capture_default_str();
+    client->add_option("--duration", o.duration,
+                       "seconds (SIGUSR1 ends them early: a stream sent ends and is verified as usual)")->check(CLI::Range(0.01, 3600.0))->capture_default_str();
     client->add_option("-n,--bytes", o.bytes, "stream: exact bytes instead of a duration; rr/crr: transactions");
     client->add_flag("--verify", o.verify, "CRC32C (ISA-L) over every byte, compared end to end");
     client->add_option("--digest", o.digest,

@@ -151,7 +151,7 @@ if want iperf3; then
     for args in "" "-R" "-P 4"; do
         before=$(opens active)
         # shellcheck disable=SC2086
-        run iperf3 -c "$P" -p 5201 -t 2 $args --json > "$work/ip.json" || fail "iperf3 client $args failed"
+        run iperf3 -c "$P" -p 5201 -n 32M $args --json > "$work/ip.json" || fail "iperf3 client $args failed"
         iperf3_moved "client $args" "$work/ip.json"
         # The control connection and each stream went through the PPE.
         at_least "iperf3 client $args: connections the PPE opened" $(($(opens active) - before)) \
@@ -164,7 +164,7 @@ if want iperf3; then
     for args in "" "-R" "-P 4"; do
         before=$(opens passive)
         # shellcheck disable=SC2086
-        peer timeout 60 iperf3 -c "$H" -p 5202 -t 2 $args --json > "$work/ip.json" || fail "peer iperf3 client $args failed"
+        peer timeout 60 iperf3 -c "$H" -p 5202 -n 32M $args --json > "$work/ip.json" || fail "peer iperf3 client $args failed"
         iperf3_moved "server, peer client $args" "$work/ip.json"
         at_least "iperf3 server $args: connections the PPE accepted" $(($(opens passive) - before)) \
             $((2 + $([ "$args" = "-P 4" ] && echo 3 || echo 0)))
@@ -198,7 +198,7 @@ if want sockperf; then
 fi
 
 if want redis; then
-    note "redis-server under eta-run, redis-benchmark -n 100000 from the peer"
+    note "redis-server under eta-run, redis-benchmark -n 20000 from the peer"
     bglog rs "$work/l8" redis-server --port 6390 --save "" --appendonly no --protected-mode no
     wait_until 20 grep -q "0.0.0.0:6390" "$work/l8" || { cat "$work/l8"; fail "redis-server did not listen"; }
     peer timeout 180 redis-benchmark -h "$H" -p 6390 -n 100000 -c 50 -t set,get -q > "$work/rb.out" 2>&1 ||
@@ -233,7 +233,7 @@ CONF
     on_exit "kill -TERM \$(cat $work/nginx/nginx.pid 2>/dev/null) 2>/dev/null"
     on_exit "kill -TERM \$(cat $work/nginx/nginx.pid.oldbin 2>/dev/null) 2>/dev/null"
     wait_until 20 test -s "$work/nginx/nginx.pid" || fail "nginx wrote no pid"
-    peer timeout 60 wrk -t 2 -c 20 -d 3 "http://$H:8082/" > "$work/wrk1" || fail "wrk keep-alive failed"
+    peer timeout 60 wrk -t 2 -c 20 -d 1 "http://$H:8082/" > "$work/wrk1" || fail "wrk keep-alive failed"
     peer timeout 60 wrk -t 2 -c 20 -d 3 -H "Connection: close" "http://$H:8082/" > "$work/wrk2" || fail "wrk close failed"
     grep -q "Non-2xx\|Socket errors" "$work/wrk1" "$work/wrk2" && { cat "$work/wrk1" "$work/wrk2"; fail "wrk saw errors"; }
     [ "$(sort -u "$work/nginx/logs/workers.log" | wc -l)" -ge 2 ] || fail "not both nginx workers served"
@@ -259,7 +259,7 @@ CONF
     wait_until 30 bash -c "! kill -0 $old 2>/dev/null" || fail "the old nginx master did not leave"
     got=$(peer timeout 30 curl -sS "http://$H:8082/blob" | sha256sum | cut -d' ' -f1) || got="curl failed"
     [ "$got" = "$sum" ] || { tail -5 "$work/nginx/logs/error.log"; fail "nginx after its binary upgrade: not served ($got)"; }
-    peer timeout 60 wrk -t 2 -c 20 -d 2 "http://$H:8082/" > "$work/wrk3" || fail "wrk after the upgrade failed"
+    peer timeout 60 wrk -t 2 -c 20 -d 1 "http://$H:8082/" > "$work/wrk3" || fail "wrk after the upgrade failed"
     grep -q "Non-2xx\|Socket errors" "$work/wrk3" && { cat "$work/wrk3"; fail "wrk saw errors after the upgrade"; }
     fi
 fi
