@@ -421,8 +421,14 @@ void Commands::cmd_send(Group &group, uint32_t si, const Command &c)
         end = take_written(group, si);
     else if (c.flags & DTI_SEND_END)
         end = uint32_t(c.offset);
+    const bool traced = trace.state == Trace::kWantCommand;
     if (!commit_to(group, si, end, (c.flags & DTI_SEND_MORE) && !(c.flags & DTI_SEND_TAIL)))
         stats_.rejected_commands++; // not sendable or more than was free: the app lied; drop it
+    else if (traced && trace.state == Trace::kCommandSeen) {
+        trace.read_tsc = c.trace_read; // the program's stamps of the reply (the sampler checks them)
+        trace.submit_ticks = c.trace_submit;
+        trace.woken_ticks = c.trace_woken;
+    }
 }
 
 // A new handle in a slot: the app's send words start from 0 with it (the
@@ -456,8 +462,10 @@ bool Commands::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
         tr_.tx_commit(s.sid, n, more) != 0)
         return false;
     s.tx_committed += n;
-    if (trace.state == Trace::kWantCommand && s.sid == trace.sock)
+    if (trace.state == Trace::kWantCommand && s.sid == trace.sock) {
         trace.state = Trace::kCommandSeen;
+        trace.read_tsc = 0; // cmd_send() fills in its command's stamps
+    }
     if (s.dg.tx.pending())
         digest_tx(group, si);
     table_.mark(group, si);
