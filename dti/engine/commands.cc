@@ -211,7 +211,7 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         result = cmd_send_from(group, slot_index, cmd);
         break;
     case DTI_OP_SEND:
-        cmd_send(group, slot_index, cmd);
+        cmd_send(group, slot_index, cmd, raw);
         return;
     case DTI_OP_RECV_RELEASE:
         if (slot->dgram)
@@ -413,7 +413,7 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
 // with DTI_SEND_TAIL the app's tx_written (every byte written so far: one
 // SEND per burst), with DTI_SEND_END the command's own end, else arg0 more.
 // Bytes an earlier SEND already took are not taken twice.
-void Commands::cmd_send(Group &group, uint32_t si, const Command &c)
+void Commands::cmd_send(Group &group, uint32_t si, const Command &c, const dti_cmd &raw)
 {
     Slot &s = group.slots[si];
     uint32_t end = s.tx_committed + c.length;
@@ -424,10 +424,10 @@ void Commands::cmd_send(Group &group, uint32_t si, const Command &c)
     const bool traced = trace.state == Trace::kWantCommand;
     if (!commit_to(group, si, end, (c.flags & DTI_SEND_MORE) && !(c.flags & DTI_SEND_TAIL)))
         stats_.rejected_commands++; // not sendable or more than was free: the app lied; drop it
-    else if (traced && trace.state == Trace::kCommandSeen) {
-        trace.read_tsc = c.trace_read; // the program's stamps of the reply (the sampler checks them)
-        trace.submit_ticks = c.trace_submit;
-        trace.woken_ticks = c.trace_woken;
+    else if (traced && trace.state == Trace::kCommandSeen) [[unlikely]] {
+        trace.read_tsc = raw.trace_read; // the program's stamps of the reply: hints the sampler checks
+        trace.submit_ticks = raw.trace_submit;
+        trace.woken_ticks = raw.trace_woken;
     }
 }
 

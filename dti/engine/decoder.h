@@ -87,10 +87,6 @@ struct Command {
     uint64_t offset = 0;    // RECV_INTO, SEND_FROM: region offset inside the pool; DIGEST: start position;
                             // RECV_POST: the address in the issuing process (not 0, no wrap)
     uint32_t least = 0;     // RECV_POST: complete once this many bytes landed (1..length)
-    // SEND: the program's latency stamps (dti_abi.h dti_cmd.trace_*), as
-    // written: hints the latency sampler checks against its own clock.
-    uint64_t trace_read = 0;
-    uint32_t trace_submit = 0, trace_woken = 0;
 };
 
 struct Decoded {
@@ -199,9 +195,6 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
         c->length = raw.arg0;
         c->flags = raw.op == DTI_OP_SEND ? raw.arg1 & (DTI_SEND_MORE | DTI_SEND_TAIL | DTI_SEND_END) : 0;
         c->offset = raw.op == DTI_OP_SEND ? uint32_t(raw.offset) : 0; // DTI_SEND_END: the stream position
-        c->trace_read = raw.trace_read; // (RECV_RELEASE: 0 from libdti; never read)
-        c->trace_submit = raw.trace_submit;
-        c->trace_woken = raw.trace_woken;
         return raw.arg0 == 0 ? Reject::kZeroLength : Reject::kNone;
     case DTI_OP_SEND_DGRAMS:
         c->offset = uint32_t(raw.offset); // the send ring position the records end at
