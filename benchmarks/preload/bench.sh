@@ -12,6 +12,9 @@
 # With ETA_BENCH_JSON=FILE it also writes one JSON object per path to FILE
 # (the table's figures plus the distribution of sockperf's per-message latencies,
 # µs at fixed quantiles, for CDFs).
+# ETA_BENCH_READER=0 leaves out the blocking reader's 512 MiB per path and
+# repetition (its line at the end; `tools/eta bench report --quick`, which
+# does not show it).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build}
@@ -82,6 +85,7 @@ for path in eta kernel; do
     # A blocking reader (issue 13): python3 recv_into() of 1 MiB, 512 MiB from the peer; its CPU from
     # accept to end of stream (getrusage), as "path cpu_s bytes posts posted_bytes" for the closing line.
     port=$((5301 + rep * 2)); [ $path = eta ] || port=$((port + 1))
+    if [ "${ETA_BENCH_READER:-1}" != 0 ]; then
     reader=(python3 -c "
 import resource, socket, sys
 l = socket.create_server((sys.argv[1], int(sys.argv[2])))
@@ -112,6 +116,7 @@ print(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, total)" "$dst" "$po
     sleep 0.3 # eta-stat's counters are published every 250 ms
     read -r posts1 pbytes1 < <(posted)
     echo "$path ${rcpu:-0} ${rbytes:-0} $((posts1 - posts0)) $((pbytes1 - pbytes0))" >> "$out/reader"
+    fi
     # For the closing lines: the servers' own CPU per sockperf transaction and per GiB iperf3 sent them.
     echo "$path $(awk -v s0="$s0" -v s1="$s1" -v n="${txns:-0}" -v c0="$c0" -v c1="$c1" -v by="$bytes" \
         'BEGIN { printf "%.3f %.4f", (n > 0 ? (s1 - s0) * 1e6 / n : 0), (c1 - c0) / (by / 2^30) }')" >> "$out/host_cpu"
@@ -150,5 +155,5 @@ awk '{ t[$1] += $2; g[$1] += $3; n[$1]++ }
 awk '$3 > 0 { c[$1] += $2; b[$1] += $3; p[$1] += $4; pb[$1] += $5 }
      END { if (b["eta"] && b["kernel"] && c["kernel"] > 0) {
                e = c["eta"] / (b["eta"] / 2^30); k = c["kernel"] / (b["kernel"] / 2^30)
-               printf "blocking reader (python3 recv_into 1 MiB) CPU per GiB: eta/kernel = %.2fx  (eta %.3f s, kernel %.3f s; %d posts, %.0f%% of the bytes written by the engine)\n", e / k, e, k, p["eta"], 100 * pb["eta"] / b["eta"] } }' "$out/reader"
+               printf "blocking reader (python3 recv_into 1 MiB) CPU per GiB: eta/kernel = %.2fx  (eta %.3f s, kernel %.3f s; %d posts, %.0f%% of the bytes written by the engine)\n", e / k, e, k, p["eta"], 100 * pb["eta"] / b["eta"] } }' "$out/reader" 2>/dev/null || true
 

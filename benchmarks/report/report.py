@@ -242,8 +242,9 @@ def bench_mars(ctx, res):
     reps = 2 if ctx.quick else 3
     cmd = [binary, "--benchmark_format=json", f"--benchmark_repetitions={reps}",
            f"--benchmark_min_time={0.01 if ctx.quick else 0.2}"]
-    if ctx.quick:  # 1M connections take ~10 s of setup each
-        cmd.append("--benchmark_filter=^(BM_RxData|BM_RxPureAck|BM_TxSegments|BM_Lookup/conns:(1|10000)/)")
+    if ctx.quick:  # one of each kind (1M connections take ~10 s of setup each; 10,000 several)
+        cmd.append("--benchmark_filter=^(BM_RxData/csum_offloaded:0/ts:0|BM_RxPureAck|BM_TxSegments/csum_offloaded:0|"
+                   "BM_Lookup/conns:1/spread:0)/")
     runs = gbench_json(run_cmd(cmd, 900))
     samples = {}
     for b in runs:
@@ -284,7 +285,8 @@ def bench_ablation(ctx, res):
     reps = 2 if ctx.quick else 3
     cmd = [binary, "--benchmark_format=json", f"--benchmark_repetitions={reps}"]
     if ctx.quick:
-        cmd += ["--benchmark_filter=^BM_RxAblation/[a-z_]+/(1|10000)/", "--benchmark_min_time=0.02"]
+        # 1 against 10,000 connections (the cache misses the techniques hide), full-size segments only.
+        cmd += ["--benchmark_filter=^BM_RxAblation/[a-z_]+/(1|10000)/1460$", "--benchmark_min_time=0.02"]
     runs = gbench_json(run_cmd(cmd, 900))
     samples = {}
     for b in runs:
@@ -337,7 +339,7 @@ FUNC_LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(\S.*)$")
 
 def bench_fastpath(ctx, res):
     script = os.path.join(ROOT, "benchmarks/mars/fastpath-instructions")
-    n = 1000
+    n = 200 if ctx.quick else 1000  # a count per segment: n changes only how long callgrind runs
     results, where = {}, {}
     for ts in (False, True):
         cmd = [script, "--build", ctx.build, "-n", str(n), "--verbose"] + (["--ts"] if ts else [])
@@ -443,9 +445,9 @@ def bench_shim(ctx, res):
     data = count("recv,send,epoll,poll")
     calls = data["calls"]
     # send depends a little on when the engine drains the ring: three samples
-    # give it a noise figure; the others are deterministic counts.
+    # (quick: two) give it a noise figure; the others are deterministic counts.
     send_samples = [calls["send"]["instructions_per_call"]] + [
-        count("send")["calls"]["send"]["instructions_per_call"] for _ in range(2)]
+        count("send")["calls"]["send"]["instructions_per_call"] for _ in range(1 if ctx.quick else 2)]
     rows, names, vals = [], [], []
     for name, c in calls.items():
         samples = send_samples if name == "send" else [c["instructions_per_call"]]
@@ -479,19 +481,22 @@ def need_root():
 def bench_ppe(ctx, res):
     need_root()
     reps = 2 if ctx.quick else 3
-    duration = 1 if ctx.quick else 5
+    duration = 0.5 if ctx.quick else 5
     cmd = [os.path.join(ROOT, "benchmarks/ppe/eta-perf-vs-kernel"), "--build", ctx.build, "--duration",
            str(duration), "--repeat", str(reps), "--json"]
+    if ctx.quick:  # only the exchanges this page shows
+        cmd += ["--cases", ",".join(f"{m} {d} {n}" for m, d, n, _ in PPE_CASES)]
     out = run_cmd(cmd, 900)
     rows_in = [json.loads(l) for l in out.splitlines() if l.strip().startswith("{")]
     ppe = next((r["ppe"] for r in rows_in if "ppe" in r), None)
+    ctx.latency = next((r["latency"] for r in rows_in if "latency" in r), None)
     if ppe and ppe.get("ports"):
         ctx.machine["dpdk_device"] = ppe["ports"][0]["device"]
         ctx.machine["mtu"] = ppe["ports"][0]["mtu"]
         ctx.machine["engines"] = len(ppe["engines"])
     data, quant, failed = {}, {}, []
     for r in rows_in:
-        if "ppe" in r:
+        if "ppe" in r or "latency" in r:
             continue
         if "error" in r:
             failed.append(r.get("path", "?"))
@@ -578,6 +583,66 @@ def bench_ppe(ctx, res):
     return {"text": text, "table": rows, "plots": plots}
 
 
+# The path of a request through the engine and the program, in order; the
+# program's stage is split by its own stamps where it stamped (libdti).
+LATENCY_PATH = [("stack", "frame → through MARS"), ("event", "→ event published"),
+                ("program_wake", "program: woken"), ("program_read", "program: data read"),
+                ("program_reply", "program: reply submitted"), ("program_taken", "→ command taken"),
+                ("transmit", "→ reply handed to the port"), ("port", "the port's tx pass")]
+
+
+def bench_latency(ctx, res):
+    """The latency breakdown (eta-stat --latency --json) the eta-perf
+    section left: per stage p50/p99 stacked along the request's path. One
+    snapshot, no repetitions: a table and a plot, no figures for compare."""
+    lat = getattr(ctx, "latency", None)
+    if not lat:
+        raise Failed("no latency breakdown: the eta-perf section did not run or its eta-ppe gave none "
+                     "(eta-stat --latency --json)")
+    tot = lat["total"]
+    st = tot["stages"]
+    if tot["completed"] <= 0:
+        raise Failed(f"no complete sampled request (traces {tot['traces']}, sampling one in {lat['sample_every']})")
+    # Where the program did not stamp, its stage is shown whole.
+    split = tot.get("program_stamped", 0) > 0
+    path = [(k, d) for k, d in LATENCY_PATH if split or not k.startswith("program_")]
+    if not split:
+        path.insert(2, ("program", "program (event → command), no stamps"))
+        st = dict(st, program={q: st["program_woken"][q] + st["program_spin"][q] for q in ("p50_us", "p99_us")}
+                  | {"count": st["program_woken"]["count"] + st["program_spin"]["count"]})
+    rows = [["stage", "what", "count", "p50 µs", "p90 µs", "p99 µs", "max µs"]]
+    for k, d in path + [("request", "the whole request (frame in → reply to the port)")]:
+        v = st[k]
+        rows.append([k, d, str(v["count"]), f"{v['p50_us']:.2f}", f"{v.get('p90_us', 0):.2f}", f"{v['p99_us']:.2f}",
+                     f"{v.get('max_us', 0):.2f}"])
+    p = plt()
+    fig, ax = p.subplots(figsize=(8, 3.6))
+    cmap = p.get_cmap("tab10")
+    for row, q in enumerate(("p50_us", "p99_us")):
+        left = 0.0
+        for i, (k, _) in enumerate(path):
+            w = st[k][q]
+            ax.barh(row, w, left=left, color=cmap(i % 10), label=k if row == 0 else None, edgecolor="white")
+            left += w
+        ax.plot([st["request"][q]], [row], marker="|", markersize=22, color="#d62728",
+                label="whole request" if row == 0 else None)
+    ax.set_yticks([0, 1])
+    ax.set_yticklabels(["p50", "p99"])
+    ax.invert_yaxis()
+    ax.set_xlabel("µs (each stage's own percentile, stacked along the path; | the request's)")
+    ax.set_title("Where a sampled request's time goes (eta-stat --latency)")
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    plot = save(fig, ctx.out, "latency_breakdown.png")
+    text = (f"`eta-stat --latency --json` after the eta-perf section's eta exchanges (one in {lat['sample_every']} "
+            f"received frames traced; {tot['completed']} complete traces of {tot['traces']}, program woken in "
+            f"{tot['woken']}; the program's own stamps usable in {tot.get('program_stamped', 0)}, missing in "
+            f"{tot.get('program_missing', 0)}, refused in {tot.get('program_bad', 0)}). Each bar segment is that "
+            "stage's own percentile: percentiles of parts do not add up to the whole's, so the stacked p99 is an "
+            "upper view of where the tail can come from; the mark is the request's own percentile. Histograms "
+            f"resolve to 1/{round(1 / lat['resolution'])} of a value.")
+    return {"text": text, "table": rows, "plots": [plot]}
+
+
 def errors_of(res, section, groups, key):
     out = {}
     for s in ("eta", "kernel"):
@@ -596,6 +661,8 @@ def bench_programs(ctx, res):
     with tempfile.TemporaryDirectory() as tmp:
         jf = os.path.join(tmp, "programs.jsonl")
         env = dict(os.environ, ETA_BENCH_JSON=jf, ETA_BENCH_REPEAT=str(reps))
+        if ctx.quick:  # the blocking reader's 512 MiB streams: not on this page
+            env["ETA_BENCH_READER"] = "0"
         run_cmd([os.path.join(ROOT, "benchmarks/preload/bench.sh"), ctx.build, str(secs)], 600, env=env)
         rows_in = [json.loads(l) for l in open(jf) if l.strip()]
     data, quant = {}, {}
@@ -640,12 +707,12 @@ def bench_programs(ctx, res):
 
 def bench_scaling(ctx, res):
     need_root()
-    secs = 1 if ctx.quick else 5
+    secs = 0.5 if ctx.quick else 5
     reps = 2 if ctx.quick else 3
     counts = [n for n in (1, 2, 4, 8) if n <= min(os.cpu_count() or 1, 8)]
     out = run_cmd([os.path.join(ROOT, "benchmarks/ppe/scale"), "--build", ctx.build, "--engines",
                    " ".join(map(str, counts)), "--duration", str(secs), "--repeat", str(reps), "--json"],
-                  120 + 20 * reps * secs * len(counts))
+                  int(120 + 20 * reps * secs * len(counts)))
     rows_in = [json.loads(l) for l in out.splitlines() if l.strip().startswith("{")]
     # Every repetition is a sample; tables and plots show the means.
     samples = {}
@@ -699,14 +766,15 @@ def bench_scaling(ctx, res):
 
 
 SECTIONS = [
-    ("mars", "MARS microbenchmarks", bench_mars, 20, 150),
-    ("ablation", "MARS latency-hiding ablation", bench_ablation, 15, 300),
-    ("fastpath", "Receive fast path: instructions per segment", bench_fastpath, 25, 40),
-    ("dti", "DTI round trip and signalling", bench_dti, 20, 45),
-    ("shim", "Shim: per-call instruction counts", bench_shim, 20, 40),
-    ("ppe", "eta-perf: eta vs the kernel link", bench_ppe, 45, 260),
-    ("programs", "Unmodified programs under eta-run vs the kernel link", bench_programs, 45, 120),
-    ("scaling", "Scaling with engines", bench_scaling, 25, 60),
+    ("mars", "MARS microbenchmarks", bench_mars, 10, 150),
+    ("ablation", "MARS latency-hiding ablation", bench_ablation, 5, 300),
+    ("fastpath", "Receive fast path: instructions per segment", bench_fastpath, 8, 40),
+    ("dti", "DTI round trip and signalling", bench_dti, 14, 45),
+    ("shim", "Shim: per-call instruction counts", bench_shim, 12, 40),
+    ("ppe", "eta-perf: eta vs the kernel link", bench_ppe, 60, 260),
+    ("latency", "Latency breakdown: where a sampled request's time goes", bench_latency, 0, 0),
+    ("programs", "Unmodified programs under eta-run vs the kernel link", bench_programs, 60, 120),
+    ("scaling", "Scaling with engines", bench_scaling, 80, 60),
 ]
 
 
@@ -967,7 +1035,7 @@ def main():
     r = sub.add_parser("run", help="run every benchmark and write the report")
     r.add_argument("--build", required=True, help="the meson build directory")
     r.add_argument("--out", required=True, help="where index.html, the PNGs and results.json go")
-    r.add_argument("--quick", action="store_true", help="short durations, fewer points (under 3 minutes)")
+    r.add_argument("--quick", action="store_true", help="short durations, fewer points (about 4 minutes on the 2-core VM at load ~5)")
     r.add_argument("--only", help="comma-separated section ids (" + ",".join(s[0] for s in SECTIONS) + ")")
     c = sub.add_parser("compare", help="compare two results.json")
     c.add_argument("a")

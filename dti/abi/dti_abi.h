@@ -146,7 +146,15 @@ struct dti_cmd { /* 64 bytes, [app] */
     int64_t value;      /* setsockopt value */
     uint64_t offset;    /* pool buffer offset */
     uint32_t tag;       /* libdti's in-flight slot, echoed in the completion */
-    uint8_t pad[16];
+    /* SEND only, latency sampling (dti_sock_shared.trace): the TSC when the
+     * program read the traced request (0: not stamped: an older libdti, or no
+     * read of a traced socket since), the ticks from that read to this
+     * SEND's submission, and from the program's wakeup (the sleep it
+     * returned from last) to the read (0: it did not sleep). Hints only:
+     * the engine checks them against its own stamps. */
+    uint32_t trace_submit;
+    uint64_t trace_read;
+    uint32_t trace_woken;
     uint32_t stamp;     /* index + 1, stored last (release): "this entry is published" */
 };
 
@@ -199,7 +207,12 @@ struct dti_sock_shared {
      * the rx_tail store (release) that publishes any byte at the new size,
      * so a reader loads rx_tail (acquire) first, then rx_size and rx_base. */
     uint32_t rx_size;
-    uint8_t pad[DTI_CACHELINE - 60];
+    /* [eng] Latency sampling (ppe/README.md "Latency breakdown"): the token
+     * of the engine's last trace whose readable event was this socket's,
+     * stored before the event is published. A reader that finds a token it
+     * has not seen stamps its read with the TSC and the SEND of its reply
+     * carries the stamps (dti_cmd.trace_*). Never 0 once set. */
+    uint32_t trace;
 };
 
 /* SEND's arg1 bits beyond DTI_SEND_MORE (dti.h). Without either, SEND takes

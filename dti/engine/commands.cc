@@ -214,7 +214,7 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         result = cmd_send_from(group, slot_index, cmd);
         break;
     case DTI_OP_SEND:
-        cmd_send(group, slot_index, cmd);
+        cmd_send(group, slot_index, cmd, raw);
         return;
     case DTI_OP_RECV_RELEASE:
         if (slot->dgram)
@@ -416,7 +416,7 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
 // with DTI_SEND_TAIL the app's tx_written (every byte written so far: one
 // SEND per burst), with DTI_SEND_END the command's own end, else arg0 more.
 // Bytes an earlier SEND already took are not taken twice.
-void Commands::cmd_send(Group &group, uint32_t si, const Command &c)
+void Commands::cmd_send(Group &group, uint32_t si, const Command &c, const dti_cmd &raw)
 {
     Slot &s = group.slots[si];
     uint32_t end = s.tx_committed + c.length;
@@ -424,8 +424,14 @@ void Commands::cmd_send(Group &group, uint32_t si, const Command &c)
         end = take_written(group, si);
     else if (c.flags & DTI_SEND_END)
         end = uint32_t(c.offset);
+    const bool traced = trace.state == Trace::kWantCommand;
     if (!commit_to(group, si, end, (c.flags & DTI_SEND_MORE) && !(c.flags & DTI_SEND_TAIL)))
         stats_.rejected_commands++; // not sendable or more than was free: the app lied; drop it
+    else if (traced && trace.state == Trace::kCommandSeen) [[unlikely]] {
+        trace.read_tsc = raw.trace_read; // the program's stamps of the reply: hints the sampler checks
+        trace.submit_ticks = raw.trace_submit;
+        trace.woken_ticks = raw.trace_woken;
+    }
 }
 
 // A new handle in a slot: the app's send words start from 0 with it (the
@@ -459,8 +465,10 @@ bool Commands::commit_to(Group &group, uint32_t si, uint32_t end, bool more)
         tr_.tx_commit(s.sid, n, more) != 0)
         return false;
     s.tx_committed += n;
-    if (trace.state == Trace::kWantCommand && s.sid == trace.sock)
+    if (trace.state == Trace::kWantCommand && s.sid == trace.sock) {
         trace.state = Trace::kCommandSeen;
+        trace.read_tsc = 0; // cmd_send() fills in its command's stamps
+    }
     if (s.dg.tx.pending())
         digest_tx(group, si);
     table_.mark(group, si);

@@ -86,7 +86,8 @@ class Commands {
     int32_t accept_some(Group &group, Member &m, uint32_t ls, uint32_t max, uint32_t *out);
     // The data path's commands, inlined into the command loop (commands.cc)
     // as they were when the engine was one translation unit.
-    [[gnu::always_inline]] inline void cmd_send(Group &group, uint32_t si, const Command &c);
+    // `raw`: the command as copied (its latency stamps, dti_abi.h dti_cmd.trace_*).
+    [[gnu::always_inline]] inline void cmd_send(Group &group, uint32_t si, const Command &c, const dti_cmd &raw);
     [[gnu::always_inline]] inline uint32_t take_written(Group &group, uint32_t si);
     void reset_written(Group &group, uint32_t si);
     bool commit_to(Group &group, uint32_t si, uint32_t end, bool more);

@@ -87,6 +87,8 @@ void EngineImpl::on_event(const TransportEvent &e)
     if (cmds_.trace.state == Trace::kWantEvent && (e.bits & kEvReadable)) {
         cmds_.trace.sock = e.sock; // latency sampling: this socket's event is published at the end of this poll
         cmds_.trace.state = Trace::kEventSeen;
+        if (++cmds_.trace.token == 0) cmds_.trace.token = 1; // the program stamps its read (dti_abi.h)
+        __atomic_store_n(&group.socks[si].trace, cmds_.trace.token, __ATOMIC_RELAXED);
     }
     uint32_t h = table_.handle(group, si);
     if (e.bits & (kEvReset | kEvError)) {

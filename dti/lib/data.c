@@ -120,6 +120,31 @@ static ssize_t rx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uin
     return -EAGAIN;
 }
 
+/* ---- latency sampling (dti_abi.h dti_sock_shared.trace) -----------------
+ * The engine marks the socket of a sampled request with a new token; the
+ * first read that finds it stamps the TSC (and how long ago this context
+ * woke), and the next SEND of the socket carries the stamps to the engine.
+ * The common paths pay a compare of a word on lines they load anyway. */
+static __attribute__((noinline)) void trace_read(dti_ctx_t *c, struct dti_sock_shared *sh, struct dti_sock_priv *p)
+{
+    uint64_t now = dti__tsc(), woke = c->woke_tsc, ago = now - woke;
+    p->trace_seen = DTI_LOAD_RELAXED(&sh->trace);
+    p->trace_read = now;
+    p->trace_woken = woke && woke <= now && ago < UINT32_MAX ? (uint32_t)ago : 0;
+    p->trace_pend = 1;
+}
+
+/* The SEND just staged (the last one prepared) carries the stamps. */
+static void trace_send(dti_ctx_t *c, struct dti_sock_priv *p)
+{
+    struct dti_cmd *cmd = &c->staging[(c->prepared - 1) & c->cmd_mask];
+    uint64_t ticks = dti__tsc() - p->trace_read;
+    cmd->trace_read = p->trace_read;
+    cmd->trace_submit = ticks < UINT32_MAX ? (uint32_t)ticks : UINT32_MAX;
+    cmd->trace_woken = p->trace_woken;
+    p->trace_pend = 0;
+}
+
 /* The readable bytes of s in place (at most two pieces) and, through *pp,
  * its private receive side: one handle check for borrow and for dti_recv(). */
 static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2], struct dti_sock_priv **pp,
@@ -139,6 +164,8 @@ static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
         return rx_error(sh, p, gen);
     }
     ring_iov(rx_ring(c->d, slot), dti__rx_mask(c->d, sh) + 1, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head, n, iov);
+    if (__builtin_expect(DTI_LOAD_RELAXED(&sh->trace) != p->trace_seen, 0))
+        trace_read(c, sh, p);
     *pp = p;
     *shp = sh;
     return n;
@@ -220,7 +247,9 @@ static inline __attribute__((always_inline)) ssize_t recv_local(dti_ctx_t *c, dt
     uint32_t n = DTI_LOAD(&sh->rx_tail) - p->rx_head;
     uint32_t mask = dti__rx_mask(d, sh); /* after the tail (dti__rx_mask()) */
     /* n - 1 > mask: nothing to read (0) or a confused engine (> size). */
-    if (__builtin_expect(p->rx_gen != gen || p->rx_busy_gen == gen || n - 1 > mask || len == 0, 0))
+    if (__builtin_expect(p->rx_gen != gen || p->rx_busy_gen == gen || n - 1 > mask || len == 0 ||
+                             DTI_LOAD_RELAXED(&sh->trace) != p->trace_seen,
+                         0))
         return recv_general(c, s, buf, len);
     uint32_t take = len < n ? (uint32_t)len : n;
     uint32_t off = (DTI_LOAD_RELAXED(&sh->rx_base) + p->rx_head) & mask;
@@ -347,6 +376,8 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
     int rc = dti__prep_send(c, s, (uint32_t)n, send_bits(flags), p->tx_tail + (uint32_t)n);
     if (rc < 0)
         return rc;
+    if (p->trace_pend)
+        trace_send(c, p);
     p->tx_tail += (uint32_t)n;
     publish_tail(sh, p);
     dti_submit(c);
@@ -382,6 +413,8 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
     int rc = dti__prep_send(c, s, take, send_bits(flags), p->tx_tail + take);
     if (rc < 0)
         return rc; /* command ring full: nothing queued, the space stays free */
+    if (p->trace_pend)
+        trace_send(c, p);
     p->tx_tail += take;
     publish_tail(&c->d->socks[dti__slot(s)], p);
     dti_submit(c);
@@ -430,7 +463,7 @@ static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dt
     if (__builtin_expect(p->tx_gen != gen || p->tx_busy_gen == gen || p->wr_shut_gen == gen ||
                              (st & not_sending) || !(st & DTI_STATE_CONNECTED) || DTI_LOAD_RELAXED(&sh->error) ||
                              used >= size || len == 0 || c->prepared != c->published ||
-                             c->prepared - c->cmd_cons_seen > c->cmd_mask,
+                             c->prepared - c->cmd_cons_seen > c->cmd_mask || p->trace_pend,
                          0))
         return send_general(c, s, buf, len, flags);
     uint32_t take = len < size - used ? (uint32_t)len : size - used;

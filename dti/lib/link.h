@@ -22,12 +22,18 @@ struct dti_sock_priv {
     uint32_t err_taken_gen;/* SO_ERROR was read for this generation */
     uint32_t rx_busy_gen;  /* a posted receive (RECV_INTO, RECV_POST) is in flight */
     uint32_t rx_owed;      /* consumed, not yet told to the engine (batched releases) */
-    uint8_t pad0[DTI_CACHELINE - 20];
+    uint32_t trace_seen;   /* latency sampling: the last dti_sock_shared.trace a read saw */
+    uint8_t pad0[DTI_CACHELINE - 24];
     uint32_t tx_gen;
     uint32_t tx_tail;      /* bytes written into the send ring */
     uint32_t wr_shut_gen;  /* shutdown(WR) submitted for this generation */
     uint32_t tx_busy_gen;  /* a region-buffer send (SEND_FROM) is in flight */
-    uint8_t pad1[DTI_CACHELINE - 16];
+    /* Latency sampling: a read of a traced request was stamped; the next
+     * SEND carries the stamps (dti_cmd.trace_*) and clears trace_pend. */
+    uint32_t trace_pend;
+    uint32_t trace_woken;  /* ticks from the wakeup to the read (0: no sleep) */
+    uint64_t trace_read;   /* TSC of the read */
+    uint8_t pad1[DTI_CACHELINE - 32];
 };
 
 /* The link to one engine. The application's dti_t is the link to engine 0

@@ -77,7 +77,19 @@ struct dti_ctx {
     dti__answer_fn prep_answer; /* set around a command whose completion a layer above answers */
     void *prep_answer_arg;
     uint32_t reap_next;     /* which queue pair dti_reap() looks at first */
+    uint64_t woke_tsc;      /* latency sampling: the TSC when this context's last sleep ended (wake.c) */
 };
+
+/* The TSC, as the engine's clock reads it (latency sampling, dti_abi.h
+ * dti_sock_shared.trace): no system call. 0 where there is none. */
+static inline uint64_t dti__tsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return 0;
+#endif
+}
 
 /* The handle table: per engine slot, what the routing layer made of it,
  * valid while the generation matches. A listener group's member (reported

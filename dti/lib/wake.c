@@ -161,6 +161,11 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         struct epoll_event ev;
         int n = dti__sys_epoll_wait(c->wait_fd, &ev, 1, ms);
         int err = n < 0 ? errno : 0;
+        if (n > 0) { /* latency sampling: when the program woke (data.c) */
+            uint64_t t = dti__tsc();
+            for (uint32_t i = 0; i < n_qps(c); i++)
+                qp_of(c, i)->woke_tsc = t;
+        }
         dti_disarm(c);
         if (err == EINTR && c->interruptible)
             return -EINTR; /* the caller answers the signal (dti_ctx_set_interruptible) */

@@ -102,9 +102,11 @@ void TscClock::init()
     mult_ = (static_cast<u128>(1'000'000'000ull) << 32) / hz_;
 }
 
-uint64_t TscClock::now_ns() const
+uint64_t TscClock::now_ns() const { return ns_of_tsc(rte_rdtsc()); }
+
+uint64_t TscClock::ns_of_tsc(uint64_t tsc) const
 {
-    const uint64_t d = rte_rdtsc() - tsc0_;
+    const uint64_t d = tsc - tsc0_;
     return ns0_ + uint64_t((static_cast<u128>(d) * mult_) >> 32);
 }
 
@@ -301,7 +303,8 @@ bool Engine::setup(std::string *error)
     buffers_.engine = dti_.get();
     latency_.setup(&dti_->trace(), stats_.header()->latency_off ? stats_.latency(index_) : nullptr,
                    config_.latency_sample, &ios_[0]->tx_packets,
-                   [](const void *c) { return static_cast<const TscClock *>(c)->now_ns(); }, &clock_);
+                   [](const void *c) { return static_cast<const TscClock *>(c)->now_ns(); }, &clock_,
+                   [](const void *c, uint64_t tsc) { return static_cast<const TscClock *>(c)->ns_of_tsc(tsc); });
     counters_.pu = core_.pu;
     if (!make_io_) find_rx_wakes();
     return true;

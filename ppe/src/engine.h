@@ -77,6 +77,8 @@ class TscClock {
   public:
     void init();
     uint64_t now_ns() const;
+    // A TSC reading (a program's latency stamp) on now_ns()'s scale.
+    uint64_t ns_of_tsc(uint64_t tsc) const;
     uint64_t tsc_hz() const { return hz_; }
 
   private:

@@ -2,7 +2,7 @@
 // read-only stats region (<control socket>.stats). Never disturbs the
 // engines: it maps the region read-only and copies seqlocked snapshots.
 //
-//   eta-stat [--socket PATH] [--json|--prometheus] [--no-conns] [--latency] [--watch [SECONDS]] [--output FILE]
+//   eta-stat [--socket PATH] [--json|--prometheus] [--no-conns] [--latency [--slow]] [--watch [SECONDS]] [--output FILE]
 #include "stat_format.h"
 #include "stat_latency.h"
 #include "stats.h"
@@ -324,17 +324,22 @@ int main(int argc, char **argv)
     const char *env = std::getenv("ETA_SOCKET");
     std::string socket = env && *env ? env : "/run/eta/ppe.sock";
     std::string output;
-    bool json = false, prometheus = false, no_conns = false, latency = false;
+    bool json = false, prometheus = false, no_conns = false, latency = false, slow = false;
     double watch = 0;
     app.add_option("-s,--socket", socket, "the PPE's control socket (default $ETA_SOCKET or /run/eta/ppe.sock)");
     auto *json_flag = app.add_flag("-j,--json", json, "one JSON object per snapshot, for scripts");
-    app.add_flag("-p,--prometheus", prometheus,
+    auto *prom_flag = app.add_flag("-p,--prometheus", prometheus,
                  "Prometheus text exposition format (node_exporter textfile collector; see tools/eta-ppe.service)")
         ->excludes(json_flag);
     app.add_flag("--no-conns", no_conns, "leave out the connection table");
-    app.add_flag("-l,--latency", latency,
+    auto *latency_flag = app.add_flag("-l,--latency", latency,
                  "the latency breakdown of sampled requests instead: per stage count, p50, p90, p99, p99.9, max "
                  "(with --json, --prometheus: histograms)");
+    app.add_flag("--slow", slow,
+                 "with --latency: the slow-request log instead, the stages of the slowest sampled requests of "
+                 "each engine's last and current 10 s interval (with --json: that part of the JSON)")
+        ->needs(latency_flag)
+        ->excludes(prom_flag);
     app.add_option("-w,--watch", watch, "repeat every SECONDS (default 1) until interrupted")
         ->expected(0, 1)
         ->default_str("1")
@@ -373,7 +378,10 @@ int main(int argc, char **argv)
         if (latency) {
             LatencySnapshot ls;
             region.read_latency(&ls);
-            std::string text = json ? latency_json(ls).dump() + "\n" : prometheus ? latency_prometheus(ls) : latency_text(ls);
+            std::string text = slow ? (json ? slow_json(ls).dump() + "\n" : slow_text(ls))
+                               : json ? latency_json(ls).dump() + "\n"
+                               : prometheus ? latency_prometheus(ls)
+                                            : latency_text(ls);
             if (output.empty()) {
                 if (watch > 0 && !json && !prometheus) std::printf("\033[H\033[2J");
                 std::fwrite(text.data(), 1, text.size(), stdout);

@@ -19,6 +19,16 @@
 //                        burst: on net_af_packet a send system call in which the
 //                        kernel may deliver the frame to its receiver, so the
 //                        reply can arrive before the pass ends)
+// The program's side of event -> command comes from the program's own TSC
+// stamps, which the reply's SEND carries (Trace::read_tsc...; libdti, see
+// dti_abi.h dti_sock_shared.trace): woken, data read, reply submitted. They
+// are hints: a stamp from before the DTI poll that published the event
+// began is not this request's (counted prog_missing, as none at all is); a
+// stamp after the poll that took the command ended is a lie (prog_bad).
+// Usable ones are clamped into [event, command] and split that stage into
+// program_wake / program_read / program_reply / program_taken, which add up
+// to it exactly. A complete trace also enters the slow-request log
+// (stats.h SlowLog) when it is among the interval's slowest.
 // A stage that never comes is counted (no_event, no_reply), not recorded.
 // The loop (ppe::Engine::poll_once, and benchmarks/ppe/engine_driver.cc):
 //
@@ -47,12 +57,15 @@ class LatencySampler {
   public:
     using Trace = dti::engine::Trace;
     using Clock = uint64_t (*)(const void *ctx); // nanoseconds
+    using TscToNs = uint64_t (*)(const void *ctx, uint64_t tsc); // a TSC reading on the Clock's scale
 
     // `block`: the engine's Latency block in the stats region (nullptr: a
     // private one); `tx_packets`: the app port's count of frames it took.
+    // `to_ns`: nullptr: the program's stamps cannot be read (counted missing).
     void setup(Trace *trace, stats::Latency *block, uint64_t every, const uint64_t *tx_packets, Clock clock,
-               const void *clock_ctx)
+               const void *clock_ctx, TscToNs to_ns = nullptr)
     {
+        to_ns_ = to_ns;
         trace_ = trace;
         if (!block) {
             private_ = std::make_unique<stats::Latency>();
@@ -62,6 +75,7 @@ class LatencySampler {
         std::memset(static_cast<void *>(lat_), 0, sizeof *lat_);
         every_ = every;
         __atomic_store_n(&lat_->c.sample_every, every, __ATOMIC_RELAXED);
+        __atomic_store_n(&lat_->slow.interval_ns, stats::kSlowIntervalNs, __ATOMIC_RELAXED);
         left_ = every ? int64_t(every) : INT64_MAX;
         tx_ = tx_packets;
         clock_ = clock;
@@ -87,6 +101,8 @@ class LatencySampler {
         t_rx_ = now();
         input();
         t_stack_ = now();
+        for (uint64_t &v : cur_) v = 0;
+        flags_ = 0;
         trace_->state = Trace::kWantEvent;
         on_ = true;
         bump(&lat_->c.traces);
@@ -116,7 +132,13 @@ class LatencySampler {
     static constexpr uint64_t kReplyWaitNs = 1'000'000'000; // a reply later than this is given up
     static void bump(uint64_t *c) { __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED); }
     uint64_t now() const { return clock_(clock_ctx_); }
-    void record(uint32_t stage, uint64_t ns) { eta_hist_record(&lat_->stages[stage], ns); }
+    void record(uint32_t stage, uint64_t ns)
+    {
+        cur_[stage] = ns;
+        eta_hist_record(&lat_->stages[stage], ns);
+    }
+    void program_stamps(uint64_t t_end);
+    void log_slow();
     void drop()
     {
         trace_->state = Trace::kIdle;
@@ -132,6 +154,10 @@ class LatencySampler {
     std::unique_ptr<stats::Latency> private_;
     const uint64_t *tx_ = nullptr;
     Clock clock_ = nullptr;
+    TscToNs to_ns_ = nullptr;
+    uint64_t cur_[stats::kLatencyStages] = {}; // this trace's stages (the slow-request log)
+    uint32_t flags_ = 0;                       // stats::kSlowWoken, kSlowStamped
+    uint64_t t_pub_ = 0;                       // the start of the poll that published the event
     const void *clock_ctx_ = nullptr;
     void check_sent();
     void finish(uint64_t t_send, uint64_t t_done);

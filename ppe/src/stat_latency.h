@@ -37,4 +37,18 @@ nlohmann::ordered_json latency_json(const LatencySnapshot &s);
 // of two nanoseconds) and eta_latency_traces_total{engine, outcome}.
 std::string latency_prometheus(const LatencySnapshot &s);
 
+// The slow-request log (stats.h SlowLog): every engine's entries of its
+// done and open intervals, slowest first.
+struct SlowEntry {
+    uint32_t engine;
+    bool open; // the interval under way (else the last complete one)
+    SlowRequest r;
+};
+std::vector<SlowEntry> slow_requests(const LatencySnapshot &s);
+// `eta-stat --latency --slow`: one line per request, its stages in path order.
+std::string slow_text(const LatencySnapshot &s);
+// {"per_engine", "interval_s", "requests": [{engine, interval, request_us,
+// woken, stamped, stages_us: {stage: us}}]} (also latency_json()'s "slow").
+nlohmann::ordered_json slow_json(const LatencySnapshot &s);
+
 } // namespace ppe::stats

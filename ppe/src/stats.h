@@ -21,7 +21,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 15; // 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 16; // 16: program-side latency stages (program_wake ... program_taken), prog_* counters and the slow-request log in Latency (issue 33); 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -185,6 +185,14 @@ enum LatencyStage : uint32_t {
     kStagePort,           // that output pass: MARS's output and the port's tx burst (af_packet: a send system call)
     kStageEngine,         // stack + event + transmit of one request: the engine's share before the port
     kStageRequest,        // rx -> tx: request frame in to the reply handed to the port
+    // The program's side, from its own stamps (libdti: the TSC, no system
+    // call; dti_abi.h dti_sock_shared.trace): event -> command split where
+    // the program stamped it. Each point is clamped into [event, command],
+    // so the four add up to that trace's program stage exactly.
+    kStageProgWake,       // event -> the program's sleep ended (only when it slept and woke after the event)
+    kStageProgRead,       // (woken or event) -> the program read the request's data
+    kStageProgReply,      // data read -> the reply's SEND submitted
+    kStageProgTaken,      // SEND submitted -> the engine's poll that took it began
     kLatencyStages
 };
 
@@ -195,13 +203,45 @@ struct LatencyCounters {
     uint64_t no_reply;      // no reply command for its socket within 1 s (or the socket went)
     uint64_t completed;     // traces with every stage
     uint64_t woken;         // of those, the program was woken by the engine
-    uint64_t pad_[2];
+    // Complete traces by the program's stamps: usable (program_* recorded),
+    // missing (none, or from before the request's event: an older libdti, a
+    // reply that went by a SEND without stamps), hostile (a stamp after the
+    // engine took the command, or past 1 s: nothing of them recorded).
+    uint64_t prog_stamped, prog_missing, prog_bad;
+    uint64_t pad_[7];
+};
+
+// The slow-request log: the kSlowRequests slowest complete traces (by
+// `request`) of each interval of kSlowIntervalNs, with every stage. The
+// engine writes (one writer): an entry's seq is odd while it is written
+// (a reader that finds it odd, or changed across its copy, skips the entry);
+// at_ns 0: an empty entry. `done` is the last complete interval, `open` the
+// one under way; at the first complete trace past the open interval's end,
+// open becomes done.
+constexpr uint32_t kSlowRequests = 8;
+constexpr uint64_t kSlowIntervalNs = 10'000'000'000ull; // 10 s
+struct SlowRequest {
+    uint64_t seq;                        // odd while written
+    uint64_t at_ns;                      // the engine's clock when its frame came (rx); 0: empty
+    uint64_t stage_ns[kLatencyStages];   // each stage's time (program_*: 0 unless stamped)
+    uint32_t flags;                      // kSlowWoken, kSlowStamped
+    uint32_t pad_;
+};
+constexpr uint32_t kSlowWoken = 1, kSlowStamped = 2;
+struct SlowLog {
+    uint64_t interval_ns;               // kSlowIntervalNs
+    uint64_t open_start_ns;             // the engine clock's start of the open interval (0: none yet)
+    uint64_t done_start_ns;             // of the done one (0: none yet)
+    uint64_t pad_[5];
+    SlowRequest open[kSlowRequests];
+    SlowRequest done[kSlowRequests];
 };
 
 // Written in place by its engine (one writer), read any time (eta_hist_copy):
 // no seqlock, every word whole, counts only grow (dti/latency_hist.h).
 struct alignas(64) Latency {
     LatencyCounters c;
+    SlowLog slow;
     eta_hist stages[kLatencyStages];
 };
 

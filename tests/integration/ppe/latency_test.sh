@@ -11,6 +11,13 @@
 # the engine's clock is the TSC at the rate DPDK measured and the client's is
 # CLOCK_MONOTONIC. No timing threshold. The text table and
 # the Prometheus histograms are checked for their shape.
+# The program's side (libdti's own TSC stamps, carried by the reply's SEND):
+# the native server's stamps are usable (none refused), program_read /
+# program_reply / program_taken have a sample for each, and their sums add
+# up to the program stage's (exactly: both are sums of nanoseconds). The
+# slow-request log (--latency --slow, text and JSON) lists requests whose
+# stages add up to the request and are no longer than the client's slowest
+# round trip.
 #   latency_test.sh ETA_PPE ETA_STAT ETA_PERF
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3
 . "$(dirname "$0")/../lib.sh"
@@ -38,14 +45,19 @@ peer timeout 60 "$ETA_PERF" client --transport kernel --connect "$ETA_LAB_PPE_IP
 ppe_stat --latency --json > "$work/lat.json" || fail "eta-stat --latency --json failed"
 ppe_stat --latency > "$work/lat.txt" || fail "eta-stat --latency failed"
 ppe_stat --latency --prometheus > "$work/lat.prom" || fail "eta-stat --latency --prometheus failed"
-cat "$work/lat.txt"
+ppe_stat --latency --slow > "$work/slow.txt" || fail "eta-stat --latency --slow failed"
+ppe_stat --latency --slow --json > "$work/slow.json" || fail "eta-stat --latency --slow --json failed"
+cat "$work/lat.txt" "$work/slow.txt"
+if ppe_stat --slow > "$work/noslow.txt" 2>&1; then fail "eta-stat --slow without --latency was accepted"; fi
 
-python3 - "$work/cli.json" "$work/lat.json" "$work/lat.txt" "$work/lat.prom" <<'PY' || fail "the breakdown does not account for the exchange"
+python3 - "$work/cli.json" "$work/lat.json" "$work/lat.txt" "$work/lat.prom" "$work/slow.txt" "$work/slow.json" <<'PY' || fail "the breakdown does not account for the exchange"
 import json, sys
 cli = json.load(open(sys.argv[1]))
 lat = json.load(open(sys.argv[2]))
 text = open(sys.argv[3]).read()
 prom = open(sys.argv[4]).read()
+slow_text = open(sys.argv[5]).read()
+slow = json.load(open(sys.argv[6]))
 bad = []
 tot = lat["total"]
 st = tot["stages"]
@@ -92,6 +104,48 @@ if 'eta_latency_stage_seconds_bucket{engine="0",stage="request",le="+Inf"} ' + s
     bad.append("the Prometheus histogram's +Inf bucket is not the request count")
 if "# TYPE eta_latency_stage_seconds histogram" not in prom:
     bad.append("no Prometheus histogram family")
+# The program's own stamps (libdti): the native server stamps every reply it
+# reads and sends through libdti; a trace whose reply went by a SEND queued
+# before the read (coalesced) has none (missing), never an impossible one.
+print(f"program stamps: usable {tot['program_stamped']}, missing {tot['program_missing']}, refused {tot['program_bad']}")
+if tot["program_stamped"] <= 0:
+    bad.append("no trace had the program's stamps")
+if tot["program_bad"] != 0:
+    bad.append(f"{tot['program_bad']} traces had refused program stamps (libdti's own)")
+if tot["program_stamped"] + tot["program_missing"] + tot["program_bad"] < tot["completed"]:
+    bad.append("complete traces not counted by their program stamps")
+for s in ("program_read", "program_reply", "program_taken"):
+    if st[s]["count"] != tot["program_stamped"]:
+        bad.append(f"stage {s} has {st[s]['count']} samples, {tot['program_stamped']} traces stamped")
+if st["program_wake"]["count"] > st["program_woken"]["count"]:
+    bad.append("more program_wake samples than woken program stages")
+split = sum(st[s]["sum_us"] for s in ("program_wake", "program_read", "program_reply", "program_taken"))
+whole = st["program_woken"]["sum_us"] + st["program_spin"]["sum_us"]
+# The split covers the stamped traces' program stages exactly (sums of ns).
+if split > whole + 0.01 or (tot["program_missing"] == 0 and abs(split - whole) > 0.01):
+    bad.append(f"the program's split sums to {split} us, its stage to {whole} us")
+# The slow-request log.
+reqs = slow["requests"]
+if not reqs:
+    bad.append("the slow-request log is empty")
+if [r["request_us"] for r in reqs] != sorted((r["request_us"] for r in reqs), reverse=True):
+    bad.append("the slow-request log is not slowest first")
+if len(reqs) > 2 * slow["per_engine"]:
+    bad.append(f"{len(reqs)} slow requests listed, more than two intervals of {slow['per_engine']}")
+for r in reqs:
+    t = r["stages_us"]
+    prog = t.get("program_woken", 0) + t.get("program_spin", 0)
+    total = t["stack"] + t["event"] + prog + t["transmit"]
+    if abs(total - t["request"]) > 0.01:
+        bad.append(f"slow request {r}: its stages sum to {total} us, not its {t['request']} us")
+    if r["stamped"]:
+        sp = sum(t.get(s, 0) for s in ("program_wake", "program_read", "program_reply", "program_taken"))
+        if abs(sp - prog) > 0.01:
+            bad.append(f"slow request {r}: the program's split sums to {sp} us, not {prog} us")
+    if t["request"] > client_max * (1 + lat["resolution"]) + 0.1:
+        bad.append(f"slow request of {t['request']} us: longer than the client's slowest round trip {client_max} us")
+if "slowest sampled requests" not in slow_text or len(slow_text.splitlines()) < 2 + min(len(reqs), 1):
+    bad.append("the --slow text lacks its table")
 for b in bad:
     print("FAIL:", b)
 sys.exit(1 if bad else 0)

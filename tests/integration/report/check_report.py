@@ -53,7 +53,8 @@ res = json.load(open(os.path.join(out, "results.json")))
 sections = {s["id"]: s for s in res["sections"]}
 
 expected = {"mars": "ok", "ablation": "ok" if ablation else "not_available", "fastpath": "ok", "dti": "ok",
-            "shim": "ok" if shim else "not_available", "ppe": "ok", "programs": "ok", "scaling": "ok"}
+            "shim": "ok" if shim else "not_available", "ppe": "ok", "latency": "ok", "programs": "ok",
+            "scaling": "ok"}
 for sid, status in expected.items():
     check(f"<section id='{sid}'" in page, f"section {sid} missing from index.html")
     s = sections.get(sid)
@@ -73,7 +74,7 @@ for label in ("CPU", "cores", "kernel", "DPDK device", "MTU", "commit", "date"):
 plots = [p for s in res["sections"] for p in (s.get("plots") or [])]
 pngs = sorted(f for f in os.listdir(out) if f.endswith(".png"))
 check(sorted(plots) == pngs, f"PNG files {pngs} differ from the plots results.json lists {sorted(plots)}")
-for sid in ("mars", "fastpath", "dti", "ppe", "programs", "scaling"):
+for sid in ("mars", "fastpath", "dti", "ppe", "latency", "programs", "scaling"):
     check(sections.get(sid, {}).get("plots"), f"section {sid} has no plot")
 for p in pngs:
     why = valid_png(os.path.join(out, p))
@@ -103,6 +104,20 @@ check(figs.get("fastpath.no_timestamps.instructions_per_segment", {}).get("serie
       .get("noise") == 0, "the fast-path instruction count is not marked deterministic")
 check(any(k.startswith("mars.BM_RxData") for k in figs), "no MARS RxData figure")
 check("dti.round_trip_ns" in figs, "no DTI round-trip figure")
+# The latency breakdown (eta-stat --latency --json of the eta-perf section's
+# PPE): a row per stage along the request's path, then the request's own;
+# p50 <= p99 in every row; complete traces were sampled.
+lat_page = page.split("<section id='latency'")[1].split("</section>")[0] if "<section id='latency'" in page else ""
+stages_shown = [r.split("</td>")[0] for r in lat_page.split("<tr><td>")[1:]]
+check(stages_shown[:2] == ["stack", "event"] and stages_shown[-1] == "request" and
+      any(s.startswith("program") for s in stages_shown) and {"transmit", "port"} <= set(stages_shown),
+      f"the latency breakdown's table lists {stages_shown}")
+for row in lat_page.split("<tr><td>")[1:]:
+    cells = [c.split("</td>")[0] for c in ("<td>" + row).split("<td>")[1:]]
+    if len(cells) == 7 and cells[2].isdigit():
+        check(float(cells[3]) <= float(cells[5]), f"latency breakdown row {cells[0]}: p50 {cells[3]} > p99 {cells[5]}")
+check("complete traces" in lat_page and " 0 complete traces" not in lat_page,
+      "the latency breakdown does not say how many complete traces it holds")
 
 # The summary opens the page: every headline measured, its ratio eta/kernel
 # recomputed here from the figures it names, its verdict the goal's.

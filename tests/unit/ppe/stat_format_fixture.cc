@@ -6,7 +6,7 @@
 // running eta-ppe. The values mean nothing; they are distinct so that a
 // counter shown under the wrong name or labels is caught.
 //
-//   stat_format_fixture json|prometheus|latency-json|latency-prometheus|latency-text
+//   stat_format_fixture json|prometheus|latency-json|latency-prometheus|latency-text|latency-slow
 // The latency breakdown (stat_latency.h): two engines; engine 0 recorded
 // 1..1000 us in every stage (stage i: value + i ns), engine 1 a single
 // sample of 5 ms per stage; distinct trace counters.
@@ -137,6 +137,22 @@ void fill_latency(LatencySnapshot &l)
         for (uint64_t us = 1; us <= 1000; us++) eta_hist_record(&l.engines[0].stages[i], us * 1000 + i);
         eta_hist_record(&l.engines[1].stages[i], 5'000'000);
     }
+    // Slow-request log: engine 0's done interval holds requests of 1, 2, 3 us
+    // (stamped: stack 100 ns, event 100, program 1000 * k - 300 split in
+    // wake 0 / read 100 / reply rest / taken 100, transmit 100); engine 1's
+    // open interval one of 5 us (woken, no stamps).
+    for (uint32_t k = 1; k <= 3; k++) {
+        SlowRequest &r = l.engines[0].slow.done[k - 1];
+        r.seq = 2, r.at_ns = k, r.flags = kSlowStamped;
+        r.stage_ns[kStageStack] = r.stage_ns[kStageEvent] = r.stage_ns[kStageTransmit] = 100;
+        r.stage_ns[kStageProgramSpin] = 1000 * k - 300;
+        r.stage_ns[kStageProgRead] = r.stage_ns[kStageProgTaken] = 100;
+        r.stage_ns[kStageProgReply] = 1000 * k - 500;
+        r.stage_ns[kStageRequest] = 1000 * k;
+    }
+    SlowRequest &r = l.engines[1].slow.open[3];
+    r.seq = 4, r.at_ns = 9, r.flags = kSlowWoken;
+    r.stage_ns[kStageProgramWoken] = 5000, r.stage_ns[kStageRequest] = 5000;
 }
 
 } // namespace
@@ -154,9 +170,10 @@ int main(int argc, char **argv)
         if (what == "latency-json") std::fputs((latency_json(l).dump() + "\n").c_str(), stdout);
         else if (what == "latency-prometheus") std::fputs(latency_prometheus(l).c_str(), stdout);
         else if (what == "latency-text") std::fputs(latency_text(l).c_str(), stdout);
+        else if (what == "latency-slow") std::fputs(slow_text(l).c_str(), stdout);
         else return 2;
     } else {
-        std::fprintf(stderr, "usage: stat_format_fixture json|prometheus|latency-json|latency-prometheus|latency-text\n");
+        std::fprintf(stderr, "usage: stat_format_fixture json|prometheus|latency-json|latency-prometheus|latency-text|latency-slow\n");
         return 2;
     }
     return 0;

@@ -192,13 +192,15 @@ class Json(unittest.TestCase):
 class Latency(unittest.TestCase):
     """eta-stat --latency (stat_latency.h) on the fixture: engine 0 recorded
     1..1000 us in every stage, engine 1 one sample of 5 ms per stage."""
-    STAGES = ["stack", "event", "program_woken", "program_spin", "transmit", "port", "engine", "request"]
+    STAGES = ["stack", "event", "program_woken", "program_spin", "transmit", "port", "engine", "request",
+              "program_wake", "program_read", "program_reply", "program_taken"]
 
     @classmethod
     def setUpClass(cls):
         cls.j = json.loads(run("latency-json"))
         cls.text = run("latency-text")
         cls.prom = run("latency-prometheus")
+        cls.slow = run("latency-slow")
         cls.families = {f.name: f for f in text_string_to_metric_families(cls.prom)}
 
     def test_json_merges_engines(self):
@@ -206,7 +208,8 @@ class Latency(unittest.TestCase):
         self.assertEqual(self.j["sample_every"], 64)
         self.assertEqual(list(t["stages"]), self.STAGES)
         e0, e1 = self.j["engines"]
-        for k in ("traces", "completed", "woken", "no_event", "no_reply"):
+        for k in ("traces", "completed", "woken", "no_event", "no_reply", "program_stamped", "program_missing",
+                  "program_bad"):
             self.assertEqual(t[k], e0[k] + e1[k], k)
         for s in self.STAGES:
             st = t["stages"][s]
@@ -254,6 +257,36 @@ class Latency(unittest.TestCase):
         t = self.families["eta_latency_traces"]
         self.assertEqual(t.type, "counter")
         self.assertEqual({x.labels["outcome"] for x in t.samples}, {"started", "complete", "no_event", "no_reply"})
+
+    def test_slow_log(self):
+        """The slow-request log (--slow and the JSON's "slow"): slowest first
+        across engines and intervals; a request's stages in path order, the
+        program's split only where it stamped."""
+        slow = self.j["slow"]
+        self.assertEqual(slow["per_engine"], 8)
+        self.assertEqual(slow["interval_s"], 10.0)
+        reqs = slow["requests"]
+        self.assertEqual([r["request_us"] for r in reqs], [5.0, 3.0, 2.0, 1.0])
+        self.assertEqual([(r["engine"], r["interval"]) for r in reqs], [(1, "open"), (0, "done"), (0, "done"), (0, "done")])
+        first, second = reqs[0], reqs[1]
+        self.assertTrue(first["woken"])
+        self.assertFalse(first["stamped"])
+        self.assertNotIn("program_read", first["stages_us"])
+        self.assertIn("program_woken", first["stages_us"])
+        self.assertEqual(list(second["stages_us"]),
+                         ["stack", "event", "program_spin", "program_read", "program_reply", "program_taken",
+                          "transmit", "port", "request"])
+        st = second["stages_us"]
+        self.assertAlmostEqual(st["stack"] + st["event"] + st["program_spin"] + st["transmit"], st["request"])
+        self.assertAlmostEqual(st["program_read"] + st["program_reply"] + st["program_taken"], st["program_spin"])
+        lines = self.slow.splitlines()
+        self.assertIn("slowest sampled requests", lines[0])
+        self.assertEqual(lines[1].split()[:4], ["eng", "intvl", "request", "stack"])
+        rows = [l.split() for l in lines[2:6]]
+        self.assertEqual([r[2] for r in rows], ["5.00", "3.00", "2.00", "1.00"])
+        self.assertEqual(rows[0][:2], ["1", "open"])
+        self.assertEqual(rows[0][6], "-")  # no stamps: no split
+        self.assertEqual(rows[1][7], "0.10")  # program_read of the 3 us request
 
 
 if __name__ == "__main__":

@@ -313,6 +313,12 @@ struct Trace {
     };
     uint32_t state = kIdle;
     SockId sock = 0;
+    // The program's stamps (dti_abi.h dti_cmd.trace_*) of the SEND that
+    // made kCommandSeen, as written (0: none: an older libdti, or the reply
+    // went by a SEND that carried none); the loop checks them.
+    uint64_t read_tsc = 0;
+    uint32_t submit_ticks = 0, woken_ticks = 0;
+    uint32_t token = 0; // the last token stored in a socket's dti_sock_shared.trace
 };
 
 // One per attached process. Processes forked from an attached one share its
