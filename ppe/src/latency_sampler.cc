@@ -81,7 +81,12 @@ void LatencySampler::program_stamps(uint64_t t_end)
     }
     auto clamp = [](uint64_t v, uint64_t lo, uint64_t hi) { return v < lo ? lo : v > hi ? hi : v; };
     uint64_t woke = t_event_;
-    const bool slept = trace_->woken_ticks && trace_->woken_ticks <= trace_->read_tsc &&
+    // Its sleep counts only where the engine saw one too (woken_: the publishing
+    // poll listed its wakeup). A program that was polling when the event was
+    // published may still stamp a sleep that ended in the window (it went to
+    // sleep after the publish and its wait returned at once on the data): that
+    // time is its read, and program_wake stays a part of program_woken alone.
+    const bool slept = woken_ && trace_->woken_ticks && trace_->woken_ticks <= trace_->read_tsc &&
                        to_ns_(clock_ctx_, trace_->read_tsc - trace_->woken_ticks) >= t_pub_;
     if (slept) woke = clamp(to_ns_(clock_ctx_, trace_->read_tsc - trace_->woken_ticks), t_event_, t_cmd_);
     const uint64_t r = clamp(read, woke, t_cmd_), s = clamp(sub, r, t_cmd_);

@@ -178,11 +178,11 @@ TEST(LatencySampler, OneTraceAtATime)
 // `stamp(t_pub, t_event, t_cmd)` sets the program's stamps before the
 // command poll; `request_extra`: the program's stage takes that much longer.
 template <typename F>
-void one_trace(Loop &l, F &&stamp, uint64_t request_extra = 0)
+void one_trace(Loop &l, F &&stamp, uint64_t request_extra = 0, bool woken = true)
 {
     const uint64_t rx = l.clock;
     l.receive(1, 100);
-    l.dti_poll(100, true, false, true);
+    l.dti_poll(100, true, false, woken);
     l.clock += 1000 + request_extra;
     stamp(rx + 100, rx + 200, rx + 1200 + request_extra);
     l.dti_poll(10, false, true);
@@ -207,6 +207,24 @@ TEST(LatencySampler, ProgramStampsSplitTheProgramStage)
     EXPECT_EQ(b.stages[st::kStageProgWake].sum + b.stages[st::kStageProgRead].sum +
                   b.stages[st::kStageProgReply].sum + b.stages[st::kStageProgTaken].sum,
               b.stages[st::kStageProgramWoken].sum);
+}
+
+TEST(LatencySampler, ASleepTheEngineDidNotWakeIsPartOfTheRead)
+{
+    // The engine saw a polling program (no wakeup listed), yet its stamps say a
+    // sleep ended in the window (it went to sleep after the publish and its wait
+    // returned at once on the data). The split follows the engine: no
+    // program_wake (a part of program_woken only), the read from the event.
+    Loop l(1);
+    one_trace(l, [&](uint64_t, uint64_t ev, uint64_t) { l.stamps = {ev + 300, 600, 200}; }, 0, false);
+    const st::Latency &b = l.s.block();
+    EXPECT_EQ(b.c.prog_stamped, 1u);
+    EXPECT_EQ(l.count(st::kStageProgramSpin), 1u);
+    EXPECT_EQ(l.count(st::kStageProgWake), 0u);
+    EXPECT_EQ(l.max(st::kStageProgRead), 300u);
+    EXPECT_EQ(b.stages[st::kStageProgRead].sum + b.stages[st::kStageProgReply].sum +
+                  b.stages[st::kStageProgTaken].sum,
+              b.stages[st::kStageProgramSpin].sum);
 }
 
 TEST(LatencySampler, ProgramStampsWithinThePublishingPollAreClamped)
