@@ -339,8 +339,14 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
             s.app.ev_bits = 0;
             continue;
         }
-        out[n++] = SockEvent{id_of(s), s.app.ev_bits, s.app.user};
+        uint32_t bits = s.app.ev_bits;
         s.app.ev_bits = 0;
+        // Under TCP_NOTSENT_LOWAT "writable" means unsent bytes below the
+        // mark, judged now, after this poll's output (the ACK that raised
+        // it may have let more go); the next ACK raises it again.
+        if ((bits & kEvWritable) && (s.flags & kFHasRings) && s.app.notsent_lowat != UINT32_MAX && !s.tx_room())
+            bits &= ~kEvWritable;
+        if (bits) out[n++] = SockEvent{id_of(s), bits, s.app.user};
     }
     if (event_pos_ == event_list_.size()) {
         event_list_.clear();
