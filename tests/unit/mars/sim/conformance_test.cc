@@ -472,5 +472,42 @@ TEST_F(Tcp, NotsentLowatLimitsWhatAWriteTakesAndWhenItIsWritable)
     EXPECT_EQ(l.writable, info(s).tx_space);
     EXPECT_EQ(st().set_option(s, SockOpt::kNotsentLowat, -1), -EINVAL);
 }
+
+// ---- A reset before accept() (packetdrill mss/mss-getsockopt-tcp_maxseg-server)
+
+// A connection reset while it waits in the accept queue stays there, as
+// Linux keeps it: accept() returns it and reports the reset, and a read
+// fails ECONNRESET. Before, MARS unlinked it and a blocking accept() waited
+// for the next connection (the packetdrill script hung there).
+TEST_F(Tcp, ResetBeforeAcceptStillAccepted)
+{
+    SockId l = p().listen(80);
+    ASSERT_NE(l, kNoSock);
+    Conn c;
+    c.peer_port = 41003;
+    c.stack_port = 80;
+    c.peer_nxt = 0x31000000u;
+    TcpSpec syn = p().seg(c, kSyn);
+    syn.opts = RawPeer::full_syn_options(c.peer_tsval + uint32_t(p().now / kMs));
+    c.peer_nxt++;
+    p().inject(syn);
+    auto sa = p().take_conn(c);
+    ASSERT_EQ(sa.size(), 1u);
+    c.ts = true;
+    p().send(c, kAck);
+    p().send(c, kRst | kAck);
+    const int64_t a = st().accept(l, 7);
+    ASSERT_GE(a, 0) << "the reset connection is still in the accept queue";
+    const SockId s = SockId(a);
+    EXPECT_EQ(info(s).state, TcpState::kClosed);
+    EXPECT_EQ(info(s).error, ECONNRESET);
+    p().poll();
+    EXPECT_TRUE(p().events_of(s) & kEvReset);
+    uint8_t b[16];
+    EXPECT_EQ(st().send(s, b, sizeof b), -ECONNRESET);
+    EXPECT_EQ(st().accept(l, 8), -EAGAIN) << "one connection, accepted once";
+    EXPECT_EQ(st().close(s), 0);
+    EXPECT_EQ(p().take_conn(c).size(), 0u) << "nothing to say to a peer that reset";
+}
 } // namespace
 } // namespace mars::sim
