@@ -491,7 +491,10 @@ int StackImpl::tx_view(SockId id, RingSpan *out) const
     if (!out) return -EINVAL;
     *out = RingSpan{{nullptr, nullptr}, {0, 0}};
     if (const int rc = tx_refused(*s)) return rc;
-    ring_span(s->tx, s->tx_mask, s->tx_tail, s->tx_room(), out);
+    // The ring's free space, TCP_NOTSENT_LOWAT or not: the engine finds a new
+    // connection's ring (and its base) by it; what the application may write
+    // is ring_levels().writable (and send()), which honour the mark.
+    ring_span(s->tx, s->tx_mask, s->tx_tail, s->tx_free(), out);
     return 0;
 }
 
@@ -539,12 +542,14 @@ int64_t StackImpl::send(SockId id, const void *data, size_t len)
     if (int rc = tx_view(id, &sp); rc != 0) return rc;
     const auto *src = static_cast<const uint8_t *>(data);
     size_t done = 0;
+    const size_t asked = len;
+    if (const Sock *s = lookup_id(id)) len = std::min<size_t>(len, s->tx_room()); // TCP_NOTSENT_LOWAT
     for (int i = 0; i < 2 && done < len; i++) {
         const size_t k = std::min<size_t>(sp.n[i], len - done);
         std::memcpy(sp.p[i], src + done, k);
         done += k;
     }
-    if (done == 0) return len == 0 ? 0 : -EAGAIN;
+    if (done == 0) return asked == 0 ? 0 : -EAGAIN;
     if (int rc = tx_commit(id, uint32_t(done), false); rc != 0) return rc;
     return int64_t(done);
 }

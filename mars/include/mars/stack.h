@@ -264,7 +264,10 @@ enum class SockOpt : uint16_t {
     // the ring's size). With a limit, tx_view() and ring_levels() offer only
     // what brings the unsent bytes up to it, none while they are at or above
     // it, and kEvWritable is reported only below it (Linux's
-    // tcp_stream_memory_free; tcp(7)). Inherited by accepted connections.
+    // tcp_stream_memory_free; tcp(7)); tx_view() still spans the ring's free
+    // space (a transport finds a new connection's ring by it), so a caller
+    // that writes through it reads ring_levels() first. send() honours it.
+    // Inherited by accepted connections.
     kNotsentLowat,
 };
 
