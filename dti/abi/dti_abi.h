@@ -177,7 +177,9 @@ struct dti_ev { /* 64 bytes, [eng] */
 struct dti_sock_shared {
     uint32_t gen;          /* generation of the live handle; 0: slot free */
     uint32_t rx_tail;      /* bytes the engine produced into the rx ring (free-running) */
-    uint32_t tx_head;      /* send ring bytes the engine released (free-running) */
+    uint32_t tx_head;      /* send ring bytes the engine released (free-running); the app writes up to
+                              tx_head + ring size. With DTI_SO_NOTSENT_LOWAT set it stays behind what
+                              was released while the unsent bytes are near the mark (dti.h) */
     uint32_t state;        /* DTI_STATE_* */
     int32_t error;         /* -errno, 0 if none */
     uint32_t accept_ready; /* listeners */

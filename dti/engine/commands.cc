@@ -184,6 +184,9 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         } else if (cmd.op == DTI_OP_SETSOCKOPT) {
             result = slot->dgram ? tr_.dgram_set_option(slot->sid, cmd.transport_option, cmd.value)
                                  : tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
+            // TCP_NOTSENT_LOWAT changes what the app may write: publish the
+            // send side again (tx_head, POLLOUT) now, not at the next ACK.
+            if (result == 0 && cmd.option == DTI_SO_NOTSENT_LOWAT) table_.mark(group, slot_index);
         } else {
             result = slot->dgram ? tr_.dgram_get_option(slot->sid, cmd.transport_option, &v)
                                  : tr_.get_option(slot->sid, cmd.transport_option, &v);

@@ -113,6 +113,7 @@ inline bool transport_option_of(uint32_t opt, Option *out)
     case DTI_SO_REUSEPORT: *out = Option::kReusePort; return true;
     case DTI_SO_TOS: *out = Option::kTos; return true;
     case DTI_SO_RCVLOWAT: *out = Option::kRcvLowat; return true;
+    case DTI_SO_NOTSENT_LOWAT: *out = Option::kNotsentLowat; return true;
     default: return false;
     }
 }

@@ -4,6 +4,7 @@
 // checked (generation and slot) before anything is touched; bad arguments
 // return -errno.
 #include "stack_impl.h"
+#include "tcp/tcp_options.h"
 
 #include <algorithm>
 #include <cstring>
@@ -194,6 +195,28 @@ int StackImpl::close(SockId id)
     return 0;
 }
 
+// The reset of an abort (close with unread data, SO_LINGER 0, a listener's
+// children). RFC 9293 3.10.7's ABORT sends <SEQ=SND.NXT><CTL=RST>; from
+// ESTABLISHED on it goes as RST|ACK ack=RCV.NXT with the timestamp option
+// when timestamps were agreed (RFC 7323 3.2: TSopt SHOULD be in a RST),
+// as Linux's tcp_send_active_reset does, so a peer that checks a reset's
+// ACK or timestamp takes it. In SYN-RECEIVED the bare RST of RFC 9293.
+void StackImpl::send_abort_rst(const Sock &s)
+{
+    uint8_t opts[12];
+    unsigned opt_len = 0;
+    uint32_t ack = 0;
+    uint8_t flags = wire::kRst;
+    if (s.state != TcpState::kSynReceived) {
+        ack = s.rcv_nxt;
+        flags |= wire::kAck;
+        if (s.flags & kFTsOk) opt_len = unsigned(write_ts_option(opts, tsval(), s.ts_recent) - opts);
+    }
+    tcp::send_raw(*this, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, s.snd_max, ack, flags, 0,
+                  opt_len ? opts : nullptr, opt_len);
+    stats_.tcp_resets_out++;
+}
+
 int StackImpl::abort(SockId id)
 {
     if (copies_in_flight()) reap_copies(true); // the socket's bytes land before it changes
@@ -211,9 +234,7 @@ int StackImpl::abort(SockId id)
     case TcpState::kCloseWait:
     case TcpState::kClosing:
     case TcpState::kLastAck:
-        tcp::send_raw(*this, s->app.local.ip, s->app.local.port, s->app.remote.ip, s->app.remote.port, s->snd_max, 0, wire::kRst, 0,
-                 nullptr, 0);
-        stats_.tcp_resets_out++;
+        send_abort_rst(*s);
         break;
     default:
         break;
@@ -227,10 +248,7 @@ void StackImpl::abort_children(Sock &l)
 {
     for (Sock &c : socks_) {
         if (!c.used || c.lst.parent != l.index) continue;
-        if (c.state != TcpState::kClosed) {
-            tcp::send_raw(*this, c.app.local.ip, c.app.local.port, c.app.remote.ip, c.app.remote.port, c.snd_max, 0, wire::kRst, 0, nullptr, 0);
-            stats_.tcp_resets_out++;
-        }
+        if (c.state != TcpState::kClosed) send_abort_rst(c);
         sock_free(c);
     }
     l.lst.accept_head = l.lst.accept_tail = UINT32_MAX;
@@ -252,10 +270,7 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         break;
     case SockOpt::kCork:
         flag(kFCork);
-        if (!v) {
-            s->flags &= ~kFMore; // uncorking sends what waits, MSG_MORE or not (Linux)
-            want_output(*s);
-        }
+        if (!v) want_output(*s); // uncorking sends what waits (Linux)
         break;
     case SockOpt::kKeepAlive:
         flag(kFKeepAlive);
@@ -302,6 +317,13 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         if (v < 1) return -EINVAL;
         s->app.rcv_lowat = uint32_t(std::min<int64_t>(v, INT32_MAX));
         break;
+    case SockOpt::kNotsentLowat:
+        // As Linux stores the int it is given (a negative one is a huge
+        // unsigned: no limit); the shim maps 0 to its namespace's default.
+        if (v < 0 || v > int64_t(UINT32_MAX)) return -EINVAL;
+        s->app.notsent_lowat = uint32_t(v);
+        if ((s->flags & kFHasRings) && s->tx_room()) raise(*s, kEvWritable); // Linux: sk_write_space
+        break;
     case SockOpt::kRcvBuf:
         // As on Linux, SO_RCVBUF fixes the size: no autotuning. Set before
         // the connection exists, it also sets the window scale. The buffer
@@ -345,6 +367,7 @@ int StackImpl::get_option(SockId id, SockOpt opt, int64_t *v) const
     case SockOpt::kReusePort: *v = (s->flags & kFReusePort) != 0; break;
     case SockOpt::kTos: *v = s->app.tos; break;
     case SockOpt::kRcvLowat: *v = s->app.rcv_lowat; break;
+    case SockOpt::kNotsentLowat: *v = s->app.notsent_lowat; break;
     case SockOpt::kRcvBuf: *v = (s->flags & kFHasRings) ? s->app.rcv_space : s->app.rcv_buf; break;
     default: return -ENOPROTOOPT;
     }
@@ -468,6 +491,9 @@ int StackImpl::tx_view(SockId id, RingSpan *out) const
     if (!out) return -EINVAL;
     *out = RingSpan{{nullptr, nullptr}, {0, 0}};
     if (const int rc = tx_refused(*s)) return rc;
+    // The ring's free space, TCP_NOTSENT_LOWAT or not: the engine finds a new
+    // connection's ring (and its base) by it; what the application may write
+    // is ring_levels().writable (and send()), which honour the mark.
     ring_span(s->tx, s->tx_mask, s->tx_tail, s->tx_free(), out);
     return 0;
 }
@@ -483,7 +509,7 @@ void StackImpl::ring_levels(SockId id, RingLevels *out) const
     out->rx_rc = rings ? 0 : rx_no_rings(*s);
     out->readable = rings ? s->rx_readable() : 0;
     out->tx_rc = tx_refused(*s);
-    out->writable = out->tx_rc == 0 ? s->tx_free() : 0;
+    out->writable = out->tx_rc == 0 ? s->tx_room() : 0; // what the engine offers the application
 }
 
 int StackImpl::tx_commit(SockId id, uint32_t n, bool more)
@@ -495,12 +521,18 @@ int StackImpl::tx_commit(SockId id, uint32_t n, bool more)
     if (!(s->flags & kFHasRings)) return -ENOTCONN;
     if (n > s->tx_free()) return -EINVAL;
     s->tx_tail += n;
-    if (more) s->flags |= kFMore;
-    else s->flags &= ~kFMore;
+    // MSG_MORE holds a sub-MSS tail only while this call's output runs, as
+    // Linux's tcp_sendmsg pushes with TCP_NAGLE_CORK for the call that says
+    // MORE; output clocked later by ACKs sends the tail by the usual rules
+    // (Nagle, TCP_CORK). A tail written with MSG_MORE carries no PSH (Linux
+    // skips tcp_mark_push), until a write without it ends the data.
+    if (more) s->flags |= kFMore | kFTailMore;
+    else if (n) s->flags &= ~kFTailMore;
     if (n && (s->state == TcpState::kEstablished || s->state == TcpState::kCloseWait)) {
         tcp::tcp_output(*this, *s);
         link_.flush();
     }
+    s->flags &= ~kFMore;
     return 0;
 }
 
@@ -510,12 +542,14 @@ int64_t StackImpl::send(SockId id, const void *data, size_t len)
     if (int rc = tx_view(id, &sp); rc != 0) return rc;
     const auto *src = static_cast<const uint8_t *>(data);
     size_t done = 0;
+    const size_t asked = len;
+    if (const Sock *s = lookup_id(id)) len = std::min<size_t>(len, s->tx_room()); // TCP_NOTSENT_LOWAT
     for (int i = 0; i < 2 && done < len; i++) {
         const size_t k = std::min<size_t>(sp.n[i], len - done);
         std::memcpy(sp.p[i], src + done, k);
         done += k;
     }
-    if (done == 0) return len == 0 ? 0 : -EAGAIN;
+    if (done == 0) return asked == 0 ? 0 : -EAGAIN;
     if (int rc = tx_commit(id, uint32_t(done), false); rc != 0) return rc;
     return int64_t(done);
 }

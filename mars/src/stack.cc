@@ -339,8 +339,14 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
             s.app.ev_bits = 0;
             continue;
         }
-        out[n++] = SockEvent{id_of(s), s.app.ev_bits, s.app.user};
+        uint32_t bits = s.app.ev_bits;
         s.app.ev_bits = 0;
+        // Under TCP_NOTSENT_LOWAT "writable" means unsent bytes below the
+        // mark, judged now, after this poll's output (the ACK that raised
+        // it may have let more go); the next ACK raises it again.
+        if ((bits & kEvWritable) && (s.flags & kFHasRings) && s.app.notsent_lowat != UINT32_MAX && !s.tx_room())
+            bits &= ~kEvWritable;
+        if (bits) out[n++] = SockEvent{id_of(s), bits, s.app.user};
     }
     if (event_pos_ == event_list_.size()) {
         event_list_.clear();
@@ -381,23 +387,18 @@ void StackImpl::conn_drop(Sock &s, int err, uint32_t ev)
     quiesce(s);
     s.state = TcpState::kClosed;
     if (s.lst.parent != UINT32_MAX) {
-        // Not accepted yet: nobody knows this connection; it just goes away.
         Sock &l = socks_[s.lst.parent];
         if (!(s.flags & kFAccepted) && (s.flags & kFHasRings)) {
-            // In the accept queue: unlink it.
-            uint32_t *pp = &l.lst.accept_head, prev = UINT32_MAX;
-            while (*pp != UINT32_MAX && *pp != s.index) {
-                prev = *pp;
-                pp = &socks_[*pp].lst.queue_next;
-            }
-            if (*pp == s.index) {
-                *pp = s.lst.queue_next;
-                if (l.lst.accept_tail == s.index) l.lst.accept_tail = prev;
-                l.lst.accept_len--;
-            }
-        } else if (l.lst.syn_queue_len) {
-            l.lst.syn_queue_len--;
+            // Established and in the accept queue: it stays there, closed
+            // with its error, as Linux keeps a reset child in the queue:
+            // accept() returns it and reports the error (kEvReset/kEvError;
+            // a read then fails ECONNRESET). Before, it was unlinked and a
+            // blocking accept() waited for the next connection.
+            s.app.error = err;
+            return;
         }
+        // Still in the SYN queue: nobody knows this connection; it goes away.
+        if (l.lst.syn_queue_len) l.lst.syn_queue_len--;
         sock_free(s);
         return;
     }

@@ -142,6 +142,7 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     Sock *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
     bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
+    void send_abort_rst(const Sock &s); // socket_api.cc: RST of an abort (RFC 9293, RFC 7323 3.2)
     // Connects waiting on a neighbour ARP gave up on fail (EHOSTUNREACH).
     void fail_unreachable();
     void take_local(); // frames to our own address, back in (ip/local_loop.h)

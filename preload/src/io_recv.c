@@ -178,8 +178,6 @@ ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
     if (want == 0)
         return 0;
     for (;;) {
-        if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
-            return (ssize_t)got;
         struct dti_iov piece[2];
         ssize_t n;
         if (simple) { /* one buffer, bytes taken: libdti copies and releases in one call */
@@ -219,6 +217,13 @@ ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
                 return (ssize_t)got;
             return fail(eta_errno_from_dti((int)n));
         }
+        /* After shutdown(SHUT_RD) what is queued is still read (the engine
+         * ACKs and queues what arrives, as Linux's tcp_recvmsg reads it);
+         * end of stream only once the queue is empty. Returning 0 before
+         * left those bytes unreadable, and close() then reset the
+         * connection for unread data instead of sending a FIN. */
+        if (atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
+            return (ssize_t)got;
         if (got && !waitall)
             return (ssize_t)got;
         if (nonblock)

@@ -7,7 +7,9 @@
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/ioctl.h>
 #include <arpa/inet.h>
 
@@ -46,7 +48,39 @@ uint32_t eta_opt_bit(int level, int name)
         return ETA_OPT_RCVBUF;
     if (level == IPPROTO_TCP && name == TCP_MAXSEG)
         return ETA_OPT_MAXSEG;
+    if (level == IPPROTO_TCP && name == TCP_NOTSENT_LOWAT)
+        return ETA_OPT_NOTSENT_LOWAT;
     return 0;
+}
+
+/* net.ipv4.tcp_notsent_lowat of the program's network namespace (what
+ * /proc/sys shows it), UINT32_MAX (no limit, the kernel's default) when it
+ * cannot be read. Read each time a socket goes to the PPE or sets 0: Linux
+ * reads the namespace's value whenever a socket without its own asks
+ * (tcp_notsent_lowat()). Raw calls: the shim's own open/read must not come
+ * back into the shim. */
+static uint32_t notsent_lowat_default(void)
+{
+    char buf[24];
+    long fd = eta_raw_syscall(SYS_openat, AT_FDCWD, "/proc/sys/net/ipv4/tcp_notsent_lowat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return UINT32_MAX;
+    long n = eta_raw_syscall(SYS_read, fd, buf, sizeof buf - 1);
+    eta_raw_syscall(SYS_close, fd);
+    if (n <= 0)
+        return UINT32_MAX;
+    buf[n] = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(buf, &end, 10);
+    return end == buf || v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+/* The TCP_NOTSENT_LOWAT the PPE applies for a value the program set (an int,
+ * as the kernel stores it: a negative one is a huge unsigned, no limit): its
+ * own, or for 0 the namespace's default. */
+static uint32_t notsent_lowat_of(int set_value)
+{
+    return set_value != 0 ? (uint32_t)set_value : notsent_lowat_default();
 }
 
 /* SO_RCVBUF as the program set it: the kernel keeps twice the value (capped
@@ -59,8 +93,20 @@ static int64_t rcvbuf_set(int kernel_value) { return kernel_value / 2; }
 void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
     const uint32_t set = atomic_load(&s->opts_set);
-    if (!set)
+    /* TCP_NOTSENT_LOWAT: the socket's own value, else its namespace's
+     * default (net.ipv4.tcp_notsent_lowat); "no limit" is the PPE's default. */
+    int own = 0;
+    socklen_t ol = sizeof own;
+    if (!(set & ETA_OPT_NOTSENT_LOWAT) || real_getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &own, &ol) != 0)
+        own = 0;
+    const uint32_t lowat = s->dgram ? UINT32_MAX : notsent_lowat_of(own);
+    if (lowat != UINT32_MAX)
+        dti_prep_setsockopt(c, s->h, DTI_SO_NOTSENT_LOWAT, lowat, 0);
+    if (!set) {
+        if (lowat != UINT32_MAX)
+            dti_submit(c);
         return;
+    }
     for (size_t i = 0; i < sizeof carried / sizeof carried[0]; i++) {
         int v = 0;
         socklen_t l = sizeof v;
@@ -126,6 +172,7 @@ void eta_inherit_options(int lfd, struct eta_sock *l, int fd, struct eta_sock *n
         {ETA_OPT_KEEPALIVE_TUNING, IPPROTO_TCP, TCP_KEEPCNT},  {ETA_OPT_LINGER, SOL_SOCKET, SO_LINGER},
         {ETA_OPT_TIMEOUTS, SOL_SOCKET, SO_RCVTIMEO},           {ETA_OPT_TIMEOUTS, SOL_SOCKET, SO_SNDTIMEO},
         {ETA_OPT_RCVBUF, SOL_SOCKET, SO_RCVBUF},               {ETA_OPT_MAXSEG, IPPROTO_TCP, TCP_MAXSEG},
+        {ETA_OPT_NOTSENT_LOWAT, IPPROTO_TCP, TCP_NOTSENT_LOWAT},
     };
     union {
         int i;
@@ -307,6 +354,7 @@ static int dti_option(int level, int name)
         case TCP_KEEPCNT: return DTI_SO_KEEPCNT;
         case TCP_MAXSEG: return DTI_SO_MAXSEG;
         case TCP_USER_TIMEOUT: return DTI_SO_USER_TIMEOUT;
+        case TCP_NOTSENT_LOWAT: return DTI_SO_NOTSENT_LOWAT; /* the kernel keeps the value set for getsockopt */
         default: return 0;
         }
     }
@@ -323,8 +371,7 @@ static bool harmless_option(int level, int name)
         return name == SO_RCVBUF || name == SO_SNDBUF || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
                name == SO_LINGER || name == SO_PRIORITY || name == SO_OOBINLINE;
     if (level == IPPROTO_TCP)
-        return name == TCP_QUICKACK || name == TCP_DEFER_ACCEPT || name == TCP_CONGESTION ||
-               name == TCP_NOTSENT_LOWAT;
+        return name == TCP_QUICKACK || name == TCP_DEFER_ACCEPT || name == TCP_CONGESTION;
     if (level == IPPROTO_IPV6) /* an accepted IPv4 connection of a dual-stack listener */
         return name == IPV6_V6ONLY || name == IPV6_TCLASS;
     return false;
@@ -413,6 +460,10 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
         int kv = 0; /* what the kernel made of it (clamped to rmem_max) */
         socklen_t kl = sizeof kv;
         v = real_getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kv, &kl) == 0 ? rcvbuf_set(kv) : 0;
+    } else if (opt == DTI_SO_NOTSENT_LOWAT) {
+        int iv = 0;
+        memcpy(&iv, val, len < sizeof iv ? len : sizeof iv);
+        v = notsent_lowat_of(iv);
     } else if (opt) {
         int iv = 0;
         memcpy(&iv, val, len < sizeof iv ? len : sizeof iv);

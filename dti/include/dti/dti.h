@@ -419,7 +419,14 @@ enum dti_sockopt {
                                 set: fixes the receive buffer (no autotuning, as on Linux), clamped to
                                 the slot's reserve; larger than the ring, it grows the ring (now if
                                 empty, else once drained; refused past the app's memory limit) */
-    DTI_SO_SNDBUF = 15       /* SO_SNDBUF: read-only here, the ring size */
+    DTI_SO_SNDBUF = 15,      /* SO_SNDBUF: read-only here, the ring size */
+    DTI_SO_NOTSENT_LOWAT = 16 /* TCP_NOTSENT_LOWAT, bytes, 0 .. UINT32_MAX (UINT32_MAX, the default: no
+                                 limit): written-and-unsent bytes the socket holds before a write stops
+                                 taking more. The engine then offers (tx_head, writable, DTI_POLLOUT) only
+                                 what brings the unsent bytes up to the mark, none at or above it; inherited
+                                 by accepted connections. An engine that predates it answers
+                                 -ENOPROTOOPT, as for any unknown option (the region's layout did not
+                                 change, so DTI_ABI_VERSION stays; dti/README.md) */
 };
 
 /* Readiness bits; equal to Linux's POLLIN/POLLOUT/POLLERR/POLLHUP/POLLRDHUP so

@@ -259,6 +259,16 @@ enum class SockOpt : uint16_t {
     kNoDelay, kCork, kKeepAlive, kKeepIdleSec, kKeepIntvlSec, kKeepCnt, kMaxSeg,
     kUserTimeoutMs, kLingerSec /* -1: off */, kReuseAddr, kReusePort, kTos, kRcvLowat,
     kRcvBuf, // receive buffer bytes; setting it stops autotuning for the socket
+    // TCP_NOTSENT_LOWAT: bytes written and not yet sent the socket holds
+    // before it stops taking more (UINT32_MAX, the default: no limit, only
+    // the ring's size). With a limit, tx_view() and ring_levels() offer only
+    // what brings the unsent bytes up to it, none while they are at or above
+    // it, and kEvWritable is reported only below it (Linux's
+    // tcp_stream_memory_free; tcp(7)); tx_view() still spans the ring's free
+    // space (a transport finds a new connection's ring by it), so a caller
+    // that writes through it reads ring_levels() first. send() honours it.
+    // Inherited by accepted connections.
+    kNotsentLowat,
 };
 
 struct SockInfo {

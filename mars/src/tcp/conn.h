@@ -32,6 +32,7 @@
 
 #include <mars/stack.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -56,7 +57,7 @@ enum SockFlag : uint32_t {
     kFBound = 1u << 14,     // has a local address from bind()
     kFHasRings = 1u << 15,  // ring memory from the BufferProvider
     kFInFlush = 1u << 16,   // queued in the flush list (output pending)
-    kFMore = 1u << 17,      // last commit said MSG_MORE
+    kFMore = 1u << 17,      // MSG_MORE, only during the tx_commit that carries it (Linux tcp_push with CORK)
     kFAccepted = 1u << 18,  // taken by accept(), or an active open
     kFDetached = 1u << 19,  // closed by the user and in TIME-WAIT: kEvClosed sent, the id is gone
     kFRtoRecovery = 1u << 20, // retransmitting after a timeout (go-back-N)
@@ -66,6 +67,7 @@ enum SockFlag : uint32_t {
     kFTlpOut = 1u << 24,     // a tail loss probe is unanswered (RFC 8985 7.4)
     kFRcvBufLocked = 1u << 25, // SO_RCVBUF set: no receive-buffer autotuning
     kFQuickAck = 1u << 26,   // quick-ACK mode: every data segment ACKed at once (quick_acks left; tcp_data.cc)
+    kFTailMore = 1u << 27,   // the last bytes queued came with MSG_MORE: no PSH where they end (Linux)
 };
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
@@ -209,6 +211,7 @@ struct UserSide {
     int32_t linger_sec = -1;
     uint8_t tos = 0;
     uint32_t rcv_lowat = 1;
+    uint32_t notsent_lowat = UINT32_MAX; // TCP_NOTSENT_LOWAT (SockOpt::kNotsentLowat); UINT32_MAX: none
     Endpoint local, remote;
 };
 
@@ -259,6 +262,31 @@ struct Conn : Hot {
     {
         const uint32_t used_now = rx_readable() + rx_inflight;
         return app.rcv_space > used_now ? app.rcv_space - used_now : 0;
+    }
+    // Bytes written and never sent (Linux's write_seq - snd_nxt; snd_max
+    // here, as our snd_nxt goes back after a timeout). 0 once a FIN went.
+    uint32_t tx_unsent() const
+    {
+        const int32_t d = int32_t(iss + 1 + tx_tail - snd_max);
+        return d > 0 ? uint32_t(d) : 0;
+    }
+    // What the application may write now: the ring's free space, and with
+    // TCP_NOTSENT_LOWAT nothing while the unsent bytes are at or above the
+    // mark (Linux's tcp_stream_memory_free), else no more than leaves them
+    // at the mark once what the windows let go now has gone (Linux sends
+    // while it copies: a write of 59000 with IW10 and a mark of 16000 takes
+    // 10000 + 16000).
+    uint32_t tx_room() const
+    {
+        const uint32_t free = tx_free();
+        if (app.notsent_lowat == UINT32_MAX) return free;
+        const uint32_t unsent = tx_unsent();
+        if (unsent >= app.notsent_lowat) return 0;
+        const uint32_t flight = snd_max - snd_una;
+        const uint32_t by_cwnd = cc.cwnd > flight ? cc.cwnd - flight : 0;
+        const int32_t by_wnd = int32_t(snd_una + snd_wnd - snd_max);
+        const uint32_t usable = std::min(by_cwnd, by_wnd > 0 ? uint32_t(by_wnd) : 0u);
+        return uint32_t(std::min<uint64_t>(free, uint64_t(app.notsent_lowat - unsent) + usable));
     }
 };
 

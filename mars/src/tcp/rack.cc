@@ -312,7 +312,7 @@ void tlp_fire(Env &e, Sock &s)
     if (unsent && by_wnd >= std::min(unsent, s.mss)) {
         // New data as the probe.
         const uint32_t len = std::min({s.mss, unsent, by_wnd});
-        if (!send_segment(e, s, s.snd_nxt, len, len == unsent ? (kAck | kPsh) : kAck, false)) return;
+        if (!send_segment(e, s, s.snd_nxt, len, uint8_t(kAck | push_flag(s, len == unsent)), false)) return;
         s.snd_nxt += len;
         if (before(s.snd_max, s.snd_nxt)) s.snd_max = s.snd_nxt;
         r.tlp_is_rtx = false;

@@ -64,6 +64,12 @@ void send_rst_reply(Env &e, const TcpSegment &seg);
 // our snd_nxt goes back after a timeout, and an older sequence number
 // would make the peer drop the ACK as unacceptable).
 inline void send_ack(Env &e, Sock &s) { send_segment(e, s, s.snd_max, 0, wire::kAck, false); }
+// PSH on the segment that ends the queued data (RFC 1122 4.2.2.2: advisory),
+// except when those bytes were written with MSG_MORE (Linux sets none there).
+inline uint8_t push_flag(const Sock &s, bool ends_data)
+{
+    return ends_data && !(s.flags & kFTailMore) ? wire::kPsh : 0;
+}
 // Remembers a duplicate [start, end) for the next ACK's D-SACK block.
 // One is pending at a time: an earlier one still waiting goes out first
 // in its own ACK, so every duplicate of a burst is reported (a sender
@@ -78,8 +84,7 @@ inline void note_dsack(Env &e, Sock &s, uint32_t start, uint32_t end)
 // The window opened (from `before`, rx_consume) by two segments or half the
 // buffer: tell the peer now.
 void window_update(Env &e, Sock &s, uint32_t before);
-// An explicit push (TCP_NODELAY set, or TCP_CORK cleared): what cork or
-// MSG_MORE held back goes out now.
+// An explicit push (TCP_NODELAY set): what TCP_CORK held back goes out now.
 void push_pending(Env &e, Sock &s);
 
 // ---- tx_run.cc: transmit in runs -------------------------------------------

@@ -55,7 +55,7 @@ void adopt_child(Env &e, Sock &l, Sock &c, const FlowKey &key)
     // So do the other options set on the listener (Linux clones the listening
     // socket): Nagle and cork, keepalive and its timing, TCP_USER_TIMEOUT,
     // SO_LINGER (a {1, 0} listener's connections end with a reset), the TOS
-    // byte and SO_RCVLOWAT. Keepalive is armed when the connection is
+    // byte, SO_RCVLOWAT and TCP_NOTSENT_LOWAT. Keepalive is armed when the connection is
     // established (established(), below).
     constexpr uint32_t kInherited = kFNoDelay | kFCork | kFKeepAlive;
     c.flags = (c.flags & ~kInherited) | (l.flags & kInherited);
@@ -66,6 +66,7 @@ void adopt_child(Env &e, Sock &l, Sock &c, const FlowKey &key)
     c.app.linger_sec = l.app.linger_sec;
     c.app.tos = l.app.tos;
     c.app.rcv_lowat = l.app.rcv_lowat;
+    c.app.notsent_lowat = l.app.notsent_lowat;
     c.app.local = Endpoint{e.cfg_.ip, key.local_port};
     c.app.remote = Endpoint{key.remote_ip, key.remote_port};
     c.next_hop = e.router_.next_hop(key.remote_ip);

@@ -402,7 +402,7 @@ void tcp_output(Env &e, Sock &s)
             // data ends, as one by one; never a FIN (it goes on its own).
             const uint32_t budget = std::min(usable, uint32_t(4096 - guard) * s.mss);
             if (const uint32_t k = rtx_run_len(e, s, s.snd_nxt, s.snd_max, std::min(unsent, budget))) {
-                const uint8_t last_flags = uint8_t(kAck | (k * s.mss == unsent ? kPsh : 0));
+                const uint8_t last_flags = uint8_t(kAck | push_flag(s, k * s.mss == unsent));
                 const uint32_t sent = send_rtx_run(e, s, s.snd_nxt, k, last_flags, false);
                 if (sent == 0) break;
                 if (s.snd_nxt == s.snd_una && s.first_rtx_ns == 0) s.first_rtx_ns = e.now_ns_;
@@ -420,7 +420,7 @@ void tcp_output(Env &e, Sock &s)
             const uint32_t n = std::min({std::min(unsent, usable) / s.mss, kRunMax, uint32_t(4096 - guard)});
             if (n >= 2 && !(s.flags & kFDsack) && s.arp_gen == e.arp_.generation()) {
                 const bool fin = n * s.mss == unsent && fin_wanted;
-                const uint8_t last_flags = uint8_t(kAck | (n * s.mss == unsent ? kPsh : 0) | (fin ? kFin : 0));
+                const uint8_t last_flags = uint8_t(kAck | push_flag(s, n * s.mss == unsent) | (fin ? kFin : 0));
                 const uint32_t sent = send_run(e, s, n, last_flags);
                 if (sent == 0) break;
                 sent_new = true;
@@ -448,7 +448,7 @@ void tcp_output(Env &e, Sock &s)
         const bool last = len == unsent;
         const bool fin = last && fin_wanted && !rtx;
         uint8_t flags = kAck;
-        if (last) flags |= kPsh;
+        flags |= push_flag(s, last);
         if (fin) flags |= kFin;
         if (!send_segment(e, s, s.snd_nxt, len, flags, rtx)) break;
         pipe += len;
@@ -524,11 +524,12 @@ void window_update(Env &e, Sock &s, uint32_t before)
 }
 
 // Setting TCP_NODELAY pushes what is queued now, as Linux does
-// (tcp_push_pending_frames with TCP_NAGLE_PUSH): corked or held back by
-// MSG_MORE, the tail goes out at once; TCP_CORK stays on for later writes.
+// (tcp_push_pending_frames with TCP_NAGLE_PUSH): a corked tail goes out at
+// once; TCP_CORK stays on for later writes. (MSG_MORE holds only inside its
+// own tx_commit, so nothing it held is left to push here.)
 void push_pending(Env &e, Sock &s)
 {
-    const uint32_t held = s.flags & (kFCork | kFMore);
+    const uint32_t held = s.flags & kFCork;
     s.flags &= ~held;
     tcp_output(e, s);
     s.flags |= held;

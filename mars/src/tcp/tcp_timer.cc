@@ -80,6 +80,8 @@ void rtx_timeout(Env &e, Sock &s)
             // SWS override: send what the window allows now.
             const uint32_t n = std::min({s.snd_wnd, s.mss, data_end - s.snd_nxt});
             const bool last = n == data_end - s.snd_nxt;
+            // PSH where the data ends, also on a MSG_MORE tail: what the
+            // timer sends goes with PSH, as Linux's tcp_write_wakeup sets it.
             send_segment(e, s, s.snd_nxt, n, last ? (kAck | kPsh) : kAck, false);
             s.snd_nxt += n;
             if (seq_gt(s.snd_nxt, s.snd_max)) s.snd_max = s.snd_nxt;

@@ -8,7 +8,9 @@
 # for it (waiting up to 10 s for that connection to end); +7 starts reading
 # every connection +4 holds; +9 takes "PORT\n", connects back to the prober's
 # address on that port, sends a byte, reads to the end and answers "rst" or
-# "fin" (how the prober's accepted socket ended the connection).
+# "fin" (how the prober's accepted socket ended the connection); +10 takes an
+# 8-byte token, sends 1000 bytes, then records as +5 does how the connection
+# ended.
 import os, socket, struct, sys, threading, time
 addr, base = sys.argv[1], int(sys.argv[2])
 ends, ended = {}, threading.Condition()
@@ -47,7 +49,12 @@ def token(c):
         t += b
     return t
 def watch_end(c):
+    watch_end_after(c, token(c))
+def send_then_watch(c):
     t = token(c)
+    c.sendall(bytes(range(200)) * 5)
+    watch_end_after(c, t)
+def watch_end_after(c, t):
     try:
         while c.recv(65536): pass
         how = "fin"
@@ -82,7 +89,7 @@ def connect_back(c):
         how = "rst"
     d.close()
     c.sendall(how.encode()); c.close()
-handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all, mss, connect_back]
+handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all, mss, connect_back, send_then_watch]
 def quietly(h, c):
     try: h(c)
     except OSError: pass  # the probe resets some connections on purpose

@@ -242,6 +242,42 @@ def maxseg_wire():
     s.connect((peer, base + 8))
     v = int(recv_all(s).split()[0])
     return v <= 1100, v >= 1000
+# After shutdown(SHUT_RD) what the peer sends is still queued and read
+# (Linux's tcp_recvmsg); 0 only once the queue is empty, and close() after
+# reading it all ends with a FIN. Under eta before: 0 at once, the bytes
+# unreadable, and close() reset the connection for unread data.
+@case
+def shut_rd_queued():
+    t = os.urandom(8)
+    s = conn(10); s.sendall(t); s.shutdown(socket.SHUT_RD)
+    n, end = 0, time.monotonic() + 10
+    while n < 1000 and time.monotonic() < end: # poll says POLLIN at once after SHUT_RD: ask the queue
+        n = struct.unpack('i', fcntl.ioctl(s, termios.FIONREAD, b'\0\0\0\0'))[0]
+        if n < 1000: time.sleep(0.01)
+    a = s.recv(4000); b = s.recv(10)
+    s.close()
+    r = conn(6); r.sendall(t)
+    return len(a), a == bytes(range(200)) * 5, b, recv_all(r)
+# TCP_NOTSENT_LOWAT (tcp(7)): a socket whose unsent bytes reach the mark
+# takes no more and is not writable until they fall below it; the peer
+# (+4) does not read, so the bytes stay unsent until +7 makes it read.
+# Under eta before: the option was ignored, the whole send ring (256 KiB)
+# was taken and POLLOUT stayed on.
+@case
+def notsent_lowat():
+    s = conn(4); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT, 16384)
+    s.setblocking(False)
+    p = select.poll(); p.register(s, select.POLLOUT)
+    total, held = 0, False
+    for _ in range(50): # write until EAGAIN, while POLLOUT says there is room (the window may still take some)
+        try:
+            for _ in range(1000): total += s.send(b'n' * 8192)
+        except BlockingIOError: pass
+        if not p.poll(300): # no POLLOUT: at the mark, held while the peer does not read
+            held = True; break
+    conn(7).close()    # the peer reads now
+    return (s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT), 16384 <= total < 200000,
+            held, poll_names(s, select.POLLOUT))
 for f in cases:
     if only and f.__name__ not in only: continue
     try: r = f()

@@ -10,7 +10,9 @@
 #    listener with the other options it set), poll bits at EOF, after a
 #    reset, after shutdown(SHUT_WR) and after a refused non-blocking connect,
 #    TCP_CORK, sendmsg/recvmsg_into, SO_RCVTIMEO/SO_SNDTIMEO, dup2, sendfile,
-#    epoll edge-triggered connect, EISCONN, ENOTCONN/EPIPE, SHUT_RD.
+#    epoll edge-triggered connect, EISCONN, ENOTCONN/EPIPE, SHUT_RD (and the
+#    bytes queued after it read, then a FIN), TCP_NOTSENT_LOWAT (a writer
+#    stops at the mark, POLLOUT only once the peer reads).
 # 2. UDP sockets connected to the peer through the PPE's subnet (the PPE's,
 #    issue 31) and over the kernel link (the kernel's); sockets bound to
 #    INADDR_ANY aimed through the PPE: the kernel's, one warning for the first.
@@ -48,7 +50,7 @@ base=9400
 for ip in "$ETA_LAB_PEER_IP" "$ETA_LAB_KERNEL_PEER_IP"; do
     start_bg svc ip netns exec "$ETA_LAB_NS" timeout 300 "$py" "$here/semantics_peer.py" "$ip" "$base"
 done
-peer_listens() { peer bash -c "[ \$(ss -ltnH | grep -Ec ':94(0[0-9]) ') -ge 20 ]"; }
+peer_listens() { peer bash -c "[ \$(ss -ltnH | grep -Ec ':94(0[0-9]|10) ') -ge 22 ]"; }
 wait_until 20 peer_listens || fail "semantics_peer.py did not listen on both links"
 
 note "socket semantics: the same calls on kernel sockets and under eta-run"

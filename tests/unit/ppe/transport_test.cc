@@ -196,6 +196,7 @@ TEST_F(MarsTransportTest, OptionsReachTheStackUnderTheirOwnNames)
         {de::Option::kKeepCnt, {mars::SockOpt::kKeepCnt, 5}},
         {de::Option::kUserTimeoutMs, {mars::SockOpt::kUserTimeoutMs, 12345}},
         {de::Option::kRcvLowat, {mars::SockOpt::kRcvLowat, 321}},
+        {de::Option::kNotsentLowat, {mars::SockOpt::kNotsentLowat, 16384}},
     };
     for (auto &[dopt, m] : same) {
         ASSERT_EQ(tr_.set_option(de::SockId(s), dopt, m.second), 0) << int(dopt);

@@ -91,6 +91,7 @@ enum class Option : uint16_t {
     kNoDelay, kCork, kKeepAlive, kKeepIdleSec, kKeepIntvlSec, kKeepCnt, kMaxSeg,
     kUserTimeoutMs, kLingerSec, kReuseAddr, kReusePort, kTos, kRcvLowat,
     kRcvBuf, // the receive buffer (SO_RCVBUF set: the transport stops autotuning it)
+    kNotsentLowat, // TCP_NOTSENT_LOWAT: ring_levels().writable stops at the mark (mars::SockOpt)
 };
 
 struct SockInfo {
