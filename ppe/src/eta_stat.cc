@@ -83,29 +83,33 @@ class Region {
         s->conns.clear();
         s->conns_total = 0;
         bool ok = true;
+        // Each block waits out a writer caught mid-copy (read_patiently: the
+        // engine may be descheduled with its seqlock odd on a busy machine).
         for (uint32_t e = 0; e < h.n_engines; e++) {
-            ok &= v.engine(e)->read(&s->engines[e]);
-            for (uint32_t p = 0; p < h.n_ports; p++) ok &= v.stack(e, p)->read(&s->stacks[e * h.n_ports + p]);
+            ok &= read_patiently([&] { return v.engine(e)->read(&s->engines[e]); });
+            for (uint32_t p = 0; p < h.n_ports; p++)
+                ok &= read_patiently([&] { return v.stack(e, p)->read(&s->stacks[e * h.n_ports + p]); });
         }
-        for (uint32_t p = 0; p < h.n_ports; p++) ok &= v.port(p)->read(&s->ports[p]);
+        for (uint32_t p = 0; p < h.n_ports; p++) ok &= read_patiently([&] { return v.port(p)->read(&s->ports[p]); });
         for (uint32_t a = 0; a < h.max_apps; a++) {
-            AppCounters ac;
-            if (v.app(a)->read(&ac) && ac.in_use) s->apps.push_back(ac);
+            AppCounters ac{};
+            ok &= read_patiently([&] { return v.app(a)->read(&ac); });
+            if (ac.in_use) s->apps.push_back(ac);
         }
         for (uint32_t e = 0; e < h.n_engines; e++) {
-            for (int attempt = 0; attempt < 1000; attempt++) {
+            ok &= read_patiently([&] {
                 const uint32_t s0 = v.conn_seq(e)->load(std::memory_order_acquire);
-                if (s0 & 1) continue;
+                if (s0 & 1) return false;
                 ConnTableHeader th;
                 load_words(&th, v.conn_header(e), sizeof th);
                 const uint32_t n = std::min(th.count, h.conn_capacity);
                 std::vector<ConnEntry> tmp(n);
                 load_words(tmp.data(), v.conns(e), n * sizeof(ConnEntry));
-                if (v.conn_seq(e)->load(std::memory_order_relaxed) != s0) continue;
+                if (v.conn_seq(e)->load(std::memory_order_relaxed) != s0) return false;
                 s->conns.insert(s->conns.end(), tmp.begin(), tmp.end());
                 s->conns_total += th.total;
-                break;
-            }
+                return true;
+            });
         }
         return ok;
     }

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 
 namespace ppe::stats {
 
@@ -48,6 +49,22 @@ inline void load_words(void *dst, const void *shared, size_t bytes)
         const uint64_t w = std::atomic_ref<uint64_t>(s[i]).load(std::memory_order_acquire);
         std::memcpy(d + 8 * i, &w, 8);
     }
+}
+
+// For a reader that may wait (eta-stat; not an engine, not the control
+// loop): a writer can be descheduled with `seq` odd for as long as the
+// scheduler keeps it off its CPU (a busy machine), so a fixed number of
+// spins bounds nothing but luck. Retries `attempt` (one spinning read,
+// true when consistent) with 50 us naps, for up to about 2 s.
+template <typename F>
+bool read_patiently(F &&attempt)
+{
+    for (int i = 0; i < 40'000; i++) {
+        if (attempt()) return true;
+        timespec nap{0, 50'000};
+        nanosleep(&nap, nullptr);
+    }
+    return false;
 }
 
 enum class State : uint32_t { kStarting = 0, kRunning = 1, kStopping = 2, kStopped = 3 };

@@ -56,6 +56,35 @@ TEST(PpeStats, ReaderNeverSeesATornSnapshot)
     EXPECT_GT(reads, 0u);
 }
 
+TEST(PpeStats, APatientReaderOutwaitsAWriterStoppedMidCopy)
+{
+    // A writer descheduled between its two stores of `seq` (a busy machine)
+    // leaves it odd for as long as it is off its CPU: a spinning read gives
+    // up (its bound is a count, not a time), read_patiently waits it out.
+    auto block = std::make_unique<Published<EngineCounters>>();
+    block->seq.store(0);
+    EngineCounters c{};
+    c.loops = 7;
+    block->write(c);
+    block->seq.fetch_add(1); // the writer stops mid-copy
+    EngineCounters got{};
+    EXPECT_FALSE(block->read(&got));
+    std::atomic<int> tries{0};
+    std::atomic<bool> gave_up{false};
+    std::thread resume([&] { // the writer runs again once the reader has waited a while
+        while (tries.load() < 3 && !gave_up.load()) std::this_thread::yield();
+        block->seq.fetch_add(1);
+    });
+    const bool read = ppe::stats::read_patiently([&] {
+        tries++;
+        return block->read(&got);
+    });
+    gave_up.store(true);
+    resume.join();
+    ASSERT_TRUE(read);
+    EXPECT_EQ(got.loops, 7u);
+}
+
 TEST(PpeStats, LayoutBlocksDoNotOverlap)
 {
     const auto l = ppe::stats::Layout::compute(2, 3, 64, 1000);
