@@ -359,19 +359,24 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
         int64_t sid = tr_.accept(group.slots[ls].sid, table_.tag_of(group, ls));
         if (sid < 0)
             break;
-        // Which embryo is it? Its (untouched) send ring is all free space,
-        // so tx_view() spans the whole ring and gives us its base.
-        RingSpan tv, rv;
+        // Which embryo is it? Found by its receive ring: rx_view() points p[0]
+        // at the read position even when nothing is readable (the Transport
+        // contract) and answers for a connection that was reset or failed
+        // before this accept (MARS keeps such a child queued with its error,
+        // and its rings, as Linux does), where tx_view() refuses it. The
+        // ring memory came from provide(), so the position lies inside one
+        // slot's receive ring: the slot is its offset over the data stride.
+        // (The transport's own id-to-user map would name the listener, not
+        // the embryo; a new Transport call is not needed for this.)
+        RingSpan tv{}, rv{};
         uint32_t ri = UINT32_MAX;
-        if (tr_.tx_view(SockId(sid), &tv) == 0 && tv.total() == group.lim.tx_ring_size &&
-            tr_.rx_view(SockId(sid), &rv) == 0) {
-            uint8_t *base = tv.n[1] ? tv.p[1] : tv.p[0];
-            uint8_t *data = group.base + group.geo.data_offset;
-            if (base >= data) {
-                uint64_t off = uint64_t(base - data) - group.geo.rx_reserve;
-                uint64_t idx = off / group.geo.data_stride;
-                if (off % group.geo.data_stride == 0 && idx < group.slots.size() && group.slots[idx].embryo &&
-                    group.slots[idx].parent == ls)
+        if (tr_.rx_view(SockId(sid), &rv) == 0 && rv.p[0]) {
+            const uint8_t *data = group.base + group.geo.data_offset;
+            if (rv.p[0] >= data) {
+                const uint64_t off = uint64_t(rv.p[0] - data);
+                const uint64_t idx = off / group.geo.data_stride;
+                if (idx < group.slots.size() && off % group.geo.data_stride < group.slots[idx].rx_size &&
+                    group.slots[idx].embryo && group.slots[idx].parent == ls && group.slots[idx].rings_out)
                     ri = uint32_t(idx);
             }
         }
@@ -379,6 +384,12 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
             tr_.abort(SockId(sid)); // the transport broke its contract; drop the connection
             continue;
         }
+        // The send ring's write position: a live connection's tx_view();
+        // a reset one takes no data (tx_view() refuses it), so 0.
+        uint32_t tx_base = 0;
+        if (tr_.tx_view(SockId(sid), &tv) == 0 && tv.p[0] >= group.tx_ring(ri) &&
+            tv.p[0] < group.tx_ring(ri) + group.lim.tx_ring_size)
+            tx_base = uint32_t(tv.p[0] - group.tx_ring(ri));
         Slot &s = group.slots[ri];
         Slot &l = group.slots[ls];
         if (l.embryos > 0)
@@ -388,8 +399,8 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
         s.sid = SockId(sid);
         s.gen = s.gen % DTI_GEN_MAX + 1;
         s.state = DTI_STATE_CONNECTED | DTI_STATE_BOUND;
-        s.tx_base = uint32_t(tv.p[0] - group.tx_ring(ri));
-        s.rx_base = rv.p[0] ? uint32_t(rv.p[0] - group.rx_ring(ri)) & (s.rx_size - 1) : 0;
+        s.tx_base = tx_base;
+        s.rx_base = uint32_t(rv.p[0] - group.rx_ring(ri)) & (s.rx_size - 1);
         s.rx_consumed = 0;
         s.rx_tail = rv.total();
         s.tx_committed = 0;
@@ -404,6 +415,15 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
             s.ends_final = true;
             if (info.peer_closed)
                 s.state |= DTI_STATE_RD_CLOSED;
+            if (info.error > 0) {
+                // Reset (or failed) before the accept: the program gets the
+                // socket in that state, as from Linux: what arrived before
+                // the reset is readable first, then the error (ECONNRESET),
+                // and poll() says POLLERR|POLLHUP. The transport's
+                // kEvReset that follows the accept says the same again.
+                s.error = -info.error;
+                s.state |= info.error == ECONNRESET ? DTI_STATE_RESET : DTI_STATE_FAILED;
+            }
         }
         table_.write_shared(group, ri);
         store_rel(&group.socks[ri].gen, s.gen);

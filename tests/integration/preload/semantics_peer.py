@@ -10,7 +10,9 @@
 # address on that port, sends a byte, reads to the end and answers "rst" or
 # "fin" (how the prober's accepted socket ended the connection); +10 takes an
 # 8-byte token, sends 1000 bytes, then records as +5 does how the connection
-# ended.
+# ended; +11 takes "PORT\n", connects back to the prober's address on that
+# port, sends 1000 bytes, resets the connection (SO_LINGER 0 close) and then
+# answers "done" (the prober accepts only after that: issue 35 item 9).
 import os, socket, struct, sys, threading, time
 addr, base = sys.argv[1], int(sys.argv[2])
 ends, ended = {}, threading.Condition()
@@ -89,7 +91,18 @@ def connect_back(c):
         how = "rst"
     d.close()
     c.sendall(how.encode()); c.close()
-handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all, mss, connect_back, send_then_watch]
+def connect_reset(c):
+    port = b''
+    while not port.endswith(b'\n'):
+        b = c.recv(16)
+        if not b: return
+        port += b
+    d = socket.create_connection((c.getpeername()[0], int(port)), timeout=20)
+    d.sendall(bytes(range(200)) * 5)
+    d.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0)); d.close()
+    c.sendall(b'done'); c.close()
+handlers = [echo, pieces, count, reset, hold, watch_end, report, drain_all, mss, connect_back, send_then_watch,
+            connect_reset]
 def quietly(h, c):
     try: h(c)
     except OSError: pass  # the probe resets some connections on purpose

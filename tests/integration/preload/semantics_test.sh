@@ -12,7 +12,8 @@
 #    TCP_CORK, sendmsg/recvmsg_into, SO_RCVTIMEO/SO_SNDTIMEO, dup2, sendfile,
 #    epoll edge-triggered connect, EISCONN, ENOTCONN/EPIPE, SHUT_RD (and the
 #    bytes queued after it read, then a FIN), TCP_NOTSENT_LOWAT (a writer
-#    stops at the mark, POLLOUT only once the peer reads).
+#    stops at the mark, POLLOUT only once the peer reads), a connection the
+#    peer reset before accept() (accepted, its bytes, then ECONNRESET).
 # 2. UDP sockets connected to the peer through the PPE's subnet (the PPE's,
 #    issue 31) and over the kernel link (the kernel's); sockets bound to
 #    INADDR_ANY aimed through the PPE: the kernel's, one warning for the first.
@@ -50,13 +51,14 @@ base=9400
 for ip in "$ETA_LAB_PEER_IP" "$ETA_LAB_KERNEL_PEER_IP"; do
     start_bg svc ip netns exec "$ETA_LAB_NS" timeout 300 "$py" "$here/semantics_peer.py" "$ip" "$base"
 done
-peer_listens() { peer bash -c "[ \$(ss -ltnH | grep -Ec ':94(0[0-9]|10) ') -ge 22 ]"; }
+peer_listens() { peer bash -c "[ \$(ss -ltnH | grep -Ec ':94(0[0-9]|1[01]) ') -ge 24 ]"; }
 wait_until 20 peer_listens || fail "semantics_peer.py did not listen on both links"
 
 note "socket semantics: the same calls on kernel sockets and under eta-run"
 timeout 120 "$py" "$here/semantics_probe.py" "$ETA_LAB_KERNEL_PEER_IP" "$base" "$ETA_LAB_KERNEL_IP" \
     > "$work/kernel.out" || { cat "$work/kernel.out"; fail "the probe failed on kernel sockets"; }
 [ "$(wc -l < "$work/kernel.out")" -ge 30 ] || { cat "$work/kernel.out"; fail "the probe ran too few cases on kernel sockets"; }
+grep '^reset_before_accept' "$work/kernel.out" | while read -r line; do note "kernel: $line"; done
 ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     "$py" "$here/semantics_probe.py" "$ETA_LAB_PEER_IP" "$base" "$ETA_LAB_PPE_IP" > "$work/eta.out" 2> "$work/eta.err" ||
     { cat "$work/eta.out" "$work/eta.err"; fail "the probe failed under eta-run"; }
