@@ -358,8 +358,11 @@ int StackImpl::get_option(SockId id, SockOpt opt, int64_t *v) const
     case SockOpt::kKeepIdleSec: *v = int64_t(s->app.keep_idle_ns / 1'000'000'000ull); break;
     case SockOpt::kKeepIntvlSec: *v = int64_t(s->app.keep_intvl_ns / 1'000'000'000ull); break;
     case SockOpt::kKeepCnt: *v = s->app.keep_cnt; break;
+    // Closed or listening: the MSS asked for, else the last connection's
+    // (a socket reset before or after accept() still answers the MSS it had,
+    // Linux's mss_cache), else 536 (RFC 9293 3.7.1's default).
     case SockOpt::kMaxSeg: *v = s->state == TcpState::kClosed || s->state == TcpState::kListen
-                                    ? (s->user_mss ? s->user_mss : 536) : s->mss;
+                                    ? (s->user_mss ? s->user_mss : s->mss ? s->mss : 536) : s->mss;
         break;
     case SockOpt::kUserTimeoutMs: *v = int64_t(s->app.user_timeout_ns / 1'000'000ull); break;
     case SockOpt::kLingerSec: *v = s->app.linger_sec; break;

@@ -501,6 +501,10 @@ TEST_F(Tcp, ResetBeforeAcceptStillAccepted)
     const SockId s = SockId(a);
     EXPECT_EQ(info(s).state, TcpState::kClosed);
     EXPECT_EQ(info(s).error, ECONNRESET);
+    int64_t mss = 0;
+    EXPECT_EQ(st().get_option(s, SockOpt::kMaxSeg, &mss), 0);
+    EXPECT_EQ(mss, 1460 - 12) << "TCP_MAXSEG answers the connection's MSS (the peer's less the timestamp option), "
+                                 "as Linux does after a reset; before, 536";
     p().poll();
     EXPECT_TRUE(p().events_of(s) & kEvReset);
     uint8_t b[16];
