@@ -521,5 +521,74 @@ TEST(RecoveryExit, WithNothingInFlightNewRenoKeepsTwoSegments)
     EXPECT_GE(next.size(), 2u) << "two segments at once, not one";
 }
 
+
+// packetdrill's fast_recovery/prr-ss-ack-below-snd_una-cubic on the simulated
+// wire (issue 35 item 9): the script's packets (MSS 1000, no timestamps, RTT
+// 10 ms), what MARS sends at each ACK, relative to its ISN. Pins a deliberate
+// difference from Linux, the one the wire run failed on (line 31: seq 3001
+// where 4001 was due): at the third SACK PRR-SSRB (RFC 6937 3.1, its
+// recommended bound) lets max(prr_delivered - prr_out, DeliveredData) + MSS
+// = 2 segments go, so the second lost segment (3001:4001, RACK: sent before
+// the SACKed 8001:9001 and an RTT ago) follows the fast retransmit; Linux
+// takes the slow-start bound only on an ACK that advances snd_una
+// (draft-ietf-tcpm-prr-rfc6937bis's SafeACK), else the conservative one
+// (DeliveredData: 1 segment). The same at the reordered ACK below snd_una
+// (2 segments SACKed: 3 sent, Linux 2).
+TEST(RecoveryScript, PrrAckBelowSndUna)
+{
+    RawPeer::Options o;
+    o.handshake_rtt_ns = 10 * kMs;
+    RawPeer peer(o);
+    TcpOptions so;
+    so.mss = 1000;
+    so.sack_permitted = true;
+    so.wscale = 8;
+    SockId l = peer.listen(80);
+    Conn c;
+    std::string why;
+    SockId s = peer.open_passive(l, 80, 40000, &c, so, &why);
+    ASSERT_NE(s, kNoSock) << why;
+    peer.take_conn(c);
+    const uint32_t isn = c.stack_nxt - 1;
+    auto sent = [&] {
+        std::string out;
+        for (auto &g : peer.take_conn(c))
+            if (!g.payload.empty())
+                out += std::to_string(g.seq - isn) + ":" + std::to_string(g.seq - isn + g.payload.size()) + " ";
+        return out;
+    };
+    auto ack = [&](uint32_t a, std::vector<std::pair<uint32_t, uint32_t>> sack) {
+        Conn x = c;
+        x.stack_nxt = isn + a;
+        TcpSpec t = peer.seg(x, kAck);
+        t.window = 320;
+        for (auto &b : sack)
+            t.opts.sack.push_back({isn + b.first, isn + b.second});
+        peer.inject(t);
+    };
+    auto data = bytes(10000, 3);
+    ASSERT_EQ(peer.stack().send(s, data.data(), data.size()), 10000);
+    peer.poll();
+    EXPECT_EQ(sent(), "1:1001 1001:2001 2001:3001 3001:4001 4001:5001 5001:6001 6001:7001 7001:8001 8001:9001 9001:10001 ");
+    peer.advance(10 * kMs);
+    ack(1, {{1001, 2001}});
+    ack(1, {{1001, 3001}});
+    ack(1, {{1001, 3001}, {8001, 9001}});
+    EXPECT_EQ(sent(), "1:1001 3001:4001 ") << "the fast retransmit and one more lost segment (PRR-SSRB)";
+    peer.advance(12 * kMs);
+    ack(4001, {{8001, 9001}});
+    EXPECT_EQ(sent(), "4001:5001 5001:6001 6001:7001 ") << "as Linux (one 3000-byte TSO frame there)";
+    ASSERT_EQ(peer.stack().send(s, data.data(), data.size()), 10000);
+    peer.poll();
+    EXPECT_EQ(sent(), "") << "cwnd is full";
+    peer.advance(2 * kMs);
+    ack(3001, {{5001, 7001}}); // below snd_una: its SACK blocks still count
+    // 2,000 bytes newly SACKed: PRR-SSRB allows 3 segments. The lost
+    // 7001:8001 first, then 9001:10001, which RACK declared lost at the ACK
+    // of 4001 (sent before the retransmission that ACK delivered, and more
+    // than that RTT ago: RFC 8985 6.2), then new data.
+    EXPECT_EQ(sent(), "7001:8001 9001:10001 10001:11001 ");
+}
+
 } // namespace
 } // namespace mars::sim
