@@ -213,7 +213,9 @@ static bool adopt_claimed(int fd, int domain, dti_sock_t h)
     s->v6 = domain == AF_INET6;
     s->connect_started = !s->listening;
     s->connect_reported = true;
-    atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
+    /* A hybrid listener's kernel half is always O_NONBLOCK (the shim's); the
+     * program's flag is the file's mark beside it (sockobj.h). */
+    atomic_store(&s->nonblock, fl >= 0 && (fl & (s->hybrid ? ETA_HYBRID_NONBLOCK_MARK : O_NONBLOCK)));
     s->rcvtimeo_ms = timeout_ms(fd, SO_RCVTIMEO);
     s->sndtimeo_ms = timeout_ms(fd, SO_SNDTIMEO);
     atomic_store(&s->opts_set, ETA_OPT_ALL); /* set by the sender: a re-listen reads them all back */

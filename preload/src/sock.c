@@ -353,9 +353,9 @@ ETA_EXPORT int listen(int fd, int backlog)
         s->hybrid = true;
         s->backlog = backlog;
         s->listening = true;
-        /* The kernel half is only ever polled by the shim. */
+        /* The kernel half is only ever polled by the shim (sockobj.h). */
         int fl = real_fcntl(fd, F_GETFL);
-        real_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
         char buf[64];
         snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u, IPv4 on the PPE and the kernel"
                                        : "listening on 0.0.0.0:%u on the PPE and the kernel", any.port);
@@ -385,7 +385,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         if (hybrid) {
             s->hybrid = true;
             int fl = real_fcntl(fd, F_GETFL); /* the kernel half is only ever polled by the shim */
-            real_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+            real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
         }
     } else if (hybrid && !s->listening) {
         /* The PPE cannot listen: the kernel half does, alone (counted). */

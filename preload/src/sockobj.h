@@ -5,6 +5,7 @@
 #ifndef ETA_PRELOAD_SOCKOBJ_H
 #define ETA_PRELOAD_SOCKOBJ_H
 
+#include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -21,6 +22,19 @@ enum eta_sock_state {
     ETA_SOCK_ORPHAN,        /* accelerated in a parent process; unusable here */
     ETA_SOCK_KERNEL,        /* decided: the kernel's (dups may still name the object) */
 };
+
+/* A hybrid listener's kernel half is always O_NONBLOCK: the shim only ever
+ * polls it. The program's own O_NONBLOCK is a property of the file
+ * description, shared by every process that holds it (fork, SCM_RIGHTS), so
+ * it is kept in the file too, in the O_APPEND bit (meaningless on a socket;
+ * never shown to the program, F_GETFL hides it): a process the listener is
+ * passed to reads it back there (pass_fds.c), not the shim's O_NONBLOCK.
+ * fl: the file's flags now; returns the flags to set. */
+#define ETA_HYBRID_NONBLOCK_MARK O_APPEND
+static inline int eta_hybrid_file_flags(int fl, bool program_nonblock)
+{
+    return (fl & ~ETA_HYBRID_NONBLOCK_MARK) | O_NONBLOCK | (program_nonblock ? ETA_HYBRID_NONBLOCK_MARK : 0);
+}
 
 /* Options the program set on a socket, so that making it accelerated reads
  * back from the kernel only those (a connect with none set costs no

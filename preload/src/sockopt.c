@@ -211,9 +211,10 @@ static int fcntl_impl(int fd, int cmd, long arg)
     if (cmd == F_GETFL) {
         rc = real_fcntl(fd, F_GETFL);
         if (rc >= 0)
-            rc = (rc & ~O_NONBLOCK) | (atomic_load(&s->nonblock) ? O_NONBLOCK : 0);
+            rc = (rc & ~(O_NONBLOCK | (s->hybrid ? ETA_HYBRID_NONBLOCK_MARK : 0))) |
+                 (atomic_load(&s->nonblock) ? O_NONBLOCK : 0);
     } else {
-        rc = real_fcntl(fd, F_SETFL, s->hybrid ? (arg | O_NONBLOCK) : arg);
+        rc = real_fcntl(fd, F_SETFL, s->hybrid ? eta_hybrid_file_flags(arg, (arg & O_NONBLOCK) != 0) : arg);
         if (rc == 0)
             atomic_store(&s->nonblock, (arg & O_NONBLOCK) != 0);
     }
@@ -265,8 +266,11 @@ ETA_EXPORT int ioctl(int fd, unsigned long req, ...)
     } else if (req == FIONBIO) {
         int on;
         memcpy(&on, arg, sizeof on);
-        if (s->hybrid)
-            real_ioctl(fd, FIONBIO, arg);
+        if (s->hybrid) { /* the kernel half stays non-blocking; the program's flag is kept beside it (sockobj.h) */
+            int fl = real_fcntl(fd, F_GETFL);
+            if (fl >= 0)
+                real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, on != 0));
+        }
         atomic_store(&s->nonblock, on != 0);
     } else if (s->listening) {
         rc = fail(EINVAL);

@@ -42,7 +42,7 @@ engines_of() { ppe_json "sorted(set(a['engine'] for a in d['apps'] if a['pid'] =
 
 note "one listening socket, $N connections, both engines"
 run_bg srv "$work/srv.log" python3 "$APP" server 7301 $N 1
-wait_until 20 grep -q listening "$work/srv.log" || { cat "$work/srv.log"; fail "the server under eta-run did not listen"; }
+wait_until 60 grep -q listening "$work/srv.log" || { cat "$work/srv.log"; fail "the server under eta-run did not listen"; }
 srv_real=$(pgrep -P "$srv_pid" | head -1)
 wait_until 30 ppe_true "len(set(a['engine'] for a in d['apps'])) >= 1" || fail "the server did not attach"
 if [ "$ENGINES" = 2 ] && [ "$(engines_of "$srv_real")" != "[0, 1]" ]; then
@@ -62,7 +62,7 @@ grep -q "^accepted $N " "$work/srv.log" || { cat "$work/srv.log"; fail "the serv
 
 note "SO_REUSEPORT group of 4"
 run_bg rp "$work/rp.log" python3 "$APP" server 7302 $N 4
-wait_until 20 grep -q listening "$work/rp.log" || { cat "$work/rp.log"; fail "the reuseport server did not listen"; }
+wait_until 60 grep -q listening "$work/rp.log" || { cat "$work/rp.log"; fail "the reuseport server did not listen"; }
 # No hold file: the client closes right after its echo round.
 peer timeout 150 python3 "$APP" client "$ETA_LAB_PPE_IP" 7302 $N 4096 "$work/no-hold" || fail "reuseport: the peer's client failed"
 wait "$rp_pid" || { cat "$work/rp.log"; fail "the reuseport server failed"; }

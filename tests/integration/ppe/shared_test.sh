@@ -9,7 +9,9 @@
 #    kernel UDP socket on that address, IPv6 link-local ping to the tap;
 #  - IPv6 (issue 31): the tap holds the port's address6 (the lab's
 #    ETA_LAB_PPE_IP6); the peer pings it and a plain kernel TCP server on it
-#    echoes 2 MiB byte-exact;
+#    echoes 2 MiB byte-exact; one on [::] echoes 2 MiB through the tap's
+#    link-local address; on the host an eta-run client reaches the kernel
+#    server on the IPv6 address (the shim leaves IPv6 to the kernel);
 #  - a plain host program's outgoing TCP from the shared address to the peer;
 #  - eta-stat (table, JSON, Prometheus) counts what went to and came from the kernel;
 #  - eta-ppe killed (SIGKILL): its tap stays (persistent), with the address and
@@ -85,7 +87,7 @@ echo_from_peer() {
     local label=$1 port=$2 to=${3:-TCP:$H:$2}
     rm -f "$work/echoed.$port"
     peer timeout 60 socat -t 30 "$to" STDIO < "$work/blob" > "$work/echoed.$port" 2>"$work/socat.$port.err" ||
-        { cat "$work/socat.$port.err" >&2; diag; fail "$label: socat from the peer to $H:$port failed"; }
+        { cat "$work/socat.$port.err" >&2; diag; fail "$label: socat from the peer to $to failed"; }
     cmp -s "$work/blob" "$work/echoed.$port" || { diag;
         fail "$label: the echo from $H:$port differs from what was sent ($(stat -c %s "$work/echoed.$port") of $(stat -c %s "$work/blob") bytes came back; $(cmp "$work/blob" "$work/echoed.$port" 2>&1 | head -1)); $(ppe_stat | grep '^kernel' || true)"; }
 }
@@ -142,6 +144,15 @@ peer timeout 20 ping -6 -c 3 -i 0.2 -W 2 "$H6" > "$work/ping6.log" || { cat "$wo
 start_bg ktcp6 timeout 300 python3 "$work/echo.py" "$H6" 7102
 wait_until 20 sh -c "ss -Hltn 'sport = :7102' | grep -q ." || fail "the kernel TCP server on [$H6]:7102 did not listen"
 echo_from_peer "kernel server over IPv6" 7102 "TCP6:[$H6]:7102"
+note "IPv6: a kernel TCP server on [::] echoes the peer through the tap's link-local address"
+start_bg ktcpll timeout 300 python3 "$work/echo.py" :: 7103
+wait_until 20 sh -c "ss -Hltn 'sport = :7103' | grep -q ." || fail "the kernel TCP server on [::]:7103 did not listen"
+echo_from_peer "kernel server over IPv6 link-local" 7103 "TCP6:[$ll%$ETA_LAB_PEER_IFACE]:7103"
+note "IPv6 on the host: an eta-run client to the kernel server on [$H6]:7102 (the kernel's, locally)"
+rm -f "$work/echoed6"
+timeout 60 "$ETA_RUN" --require -- socat -t 30 "TCP6:[$H6]:7102" STDIO < "$work/blob" > "$work/echoed6" 2>"$work/socat6.err" ||
+    { cat "$work/socat6.err" >&2; fail "an eta-run client on the host cannot reach the kernel server on [$H6]:7102"; }
+cmp -s "$work/blob" "$work/echoed6" || fail "the eta-run client's echo from [$H6]:7102 differs ($(stat -c %s "$work/echoed6") of $(stat -c %s "$work/blob") bytes)"
 
 note "eta-stat counts what went to and came from the kernel"
 cond="all(d['ports'][0]['kernel']['to'][r]['frames'] > 0 for r in ('tcp-other-port', 'udp', 'icmp', 'arp', 'ipv6'))"

@@ -110,8 +110,8 @@ serve(srv, "sender")
 PY
 bg prefork "$work/prefork.log" "$PY" "$work/prefork.py" "$H"
 bg pass "$work/pass.log" "$PY" "$work/pass.py" sender "$H"
-wait_until 20 grep -q serving "$work/prefork.log" || { cat "$work/prefork.log"; fail "the prefork server did not start"; }
-wait_until 20 bash -c "[ \$(grep -c serving '$work/pass.log') -eq 2 ]" || { cat "$work/pass.log"; fail "the pass pair did not start"; }
+wait_until 60 grep -q serving "$work/prefork.log" || { cat "$work/prefork.log"; fail "the prefork server did not start"; }
+wait_until 60 bash -c "[ \$(grep -c serving '$work/pass.log') -eq 2 ]" || { cat "$work/pass.log"; fail "the pass pair did not start"; }
 read -r -a prefork_kids <<<"$(sed -n 's/^serving //p' "$work/prefork.log")"
 
 # N requests to a pid-answering server on PORT, 8 at a time: the distinct
