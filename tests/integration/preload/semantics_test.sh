@@ -12,7 +12,9 @@
 #    TCP_CORK, sendmsg/recvmsg_into, SO_RCVTIMEO/SO_SNDTIMEO, dup2, sendfile,
 #    epoll edge-triggered connect, EISCONN, ENOTCONN/EPIPE, SHUT_RD (and the
 #    bytes queued after it read, then a FIN), TCP_NOTSENT_LOWAT (a writer
-#    stops at the mark, POLLOUT only once the peer reads).
+#    stops at the mark, POLLOUT only once the peer reads), SO_SNDBUF set
+#    before connect (getsockopt's answer; a small one stops the writer
+#    under 256 KiB, a large one (SO_SNDBUFFORCE) takes over 3 MiB).
 # 2. UDP sockets connected to the peer through the PPE's subnet (the PPE's,
 #    issue 31) and over the kernel link (the kernel's); sockets bound to
 #    INADDR_ANY aimed through the PPE: the kernel's, one warning for the first.
