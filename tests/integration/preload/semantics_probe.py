@@ -282,9 +282,12 @@ def notsent_lowat():
 # while the peer (+4) reads nothing: the kernel keeps twice the value
 # (clamped by net.core.wmem_max; SO_SNDBUFFORCE, root, past it) and
 # getsockopt answers that. Small: under 256 KiB in all (the buffer plus the
-# peer's window); large (4 MiB kept): over 3 MiB (the peer's window alone
-# passed 1 MiB here). Under eta before (issue 30): the option was ignored,
-# every socket took its 256 KiB ring and the window.
+# peer's window); large (4 MiB kept): over 3 MiB. Under eta before (issue 30):
+# the option was ignored, every socket took its 256 KiB ring and the window:
+# sndbuf_small then differs. sndbuf_large's total does not tell (the peer's
+# window alone passed 3 MiB when a 256 KiB ring was tried here): it checks
+# getsockopt and that a large buffer takes what the kernel's does; the
+# ring's size itself is DtiSndbuf.* (tests/unit/dti/ring_grow_test.cc).
 def fill_held(s):
     s.setblocking(False)
     p = select.poll(); p.register(s, select.POLLOUT)
