@@ -95,7 +95,8 @@ struct dti_region_header {
     uint32_t max_sockets;
     uint32_t rx_ring_size; /* power of two: bytes reserved for each slot's receive ring, its
                               largest size; the ring itself is dti_sock_shared.rx_size */
-    uint32_t tx_ring_size; /* power of two */
+    uint32_t tx_ring_size; /* power of two: bytes reserved for each slot's send ring, its largest
+                              size; the ring itself is dti_sock_shared.tx_size (ABI 9) */
     uint64_t ctx_offset;   /* first queue pair */
     uint64_t ctx_stride;
     uint64_t sock_offset;  /* socket table: max_sockets * sizeof(dti_sock_shared) */
@@ -172,8 +173,9 @@ struct dti_ev { /* 64 bytes, [eng] */
 
 /* ---- socket table --------------------------------------------------------- */
 
-/* One cache line per socket slot, written by the engine, but for the last
- * two words: the app pairs it with its private rx_head / tx_tail. */
+/* Two cache lines per socket slot (the second only the send ring's size),
+ * written by the engine, but for tx_written / tx_noted: the app pairs it with
+ * its private rx_head / tx_tail. */
 struct dti_sock_shared {
     uint32_t gen;          /* generation of the live handle; 0: slot free */
     uint32_t rx_tail;      /* bytes the engine produced into the rx ring (free-running) */
@@ -215,6 +217,17 @@ struct dti_sock_shared {
      * has not seen stamps its read with the TSC and the SEND of its reply
      * carries the stamps (dti_cmd.trace_*). Never 0 once set. */
     uint32_t trace;
+    /* ---- second cache line (ABI 9): read when the socket's rings come, then
+     * rarely changes ---- */
+    /* [eng] The send ring's size (a power of two, at most the header's
+     * tx_ring_size, which the slot reserves): chosen when the socket's rings
+     * come (SO_SNDBUF set before connect or on the listener, else the
+     * engine's default) and stored before the state (release) that makes
+     * the socket writable; fixed while the rings live. Readers mask with
+     * (tx_size - 1) & (reserve - 1): a confused engine cannot send a write
+     * past the slot. */
+    uint32_t tx_size;
+    uint8_t pad_tx[DTI_CACHELINE - 4];
 };
 
 /* SEND's arg1 bits beyond DTI_SEND_MORE (dti.h). Without either, SEND takes
@@ -311,7 +324,7 @@ static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header lay
 static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 static_assert(sizeof(struct dti_ev) == 64, "ev layout");
-static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
+static_assert(sizeof(struct dti_sock_shared) == 2 * DTI_CACHELINE, "sock layout");
 static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");
 #else
 _Static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
@@ -319,7 +332,7 @@ _Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header la
 _Static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 _Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 _Static_assert(sizeof(struct dti_ev) == 64, "ev layout");
-_Static_assert(sizeof(struct dti_sock_shared) == DTI_CACHELINE, "sock layout");
+_Static_assert(sizeof(struct dti_sock_shared) == 2 * DTI_CACHELINE, "sock layout");
 _Static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");
 #endif
 

@@ -167,8 +167,7 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             // can hold (as Linux clamps to rmem_max); a buffer larger than
             // the ring grows it (Engine::grow_rx, asked for by the transport
             // now if the ring is empty or not yet there, else once the app
-            // has drained it). Reading tells the ring's size now. SO_SNDBUF
-            // set is accepted (programs tune it routinely) and changes nothing.
+            // has drained it). Reading tells the ring's size now.
             // Before the ring exists (before connect, a listener) reading
             // tells the size set, 0 if none: libdti carries it to a
             // listener's siblings on other engines and to a socket it moves.
@@ -179,8 +178,18 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
                 table_.settle_rx(group, slot_index); // grown: the base for the new size, before the app reads
                 table_.mark(group, slot_index);
             }
-            v = cmd.option == DTI_SO_RCVBUF ? (slot->rx_size ? slot->rx_size : slot->rcvbuf_set)
-                                            : group.lim.tx_ring_size;
+            // SO_SNDBUF set is the size Linux keeps (twice the value, clamped:
+            // libdti's caller asks the kernel); it sizes the send ring when the
+            // rings come (provide: before connect, or on a listener for its
+            // connections), and is recorded only for a socket that has them.
+            if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_SNDBUF) {
+                slot->sndbuf_set = uint32_t(std::clamp<int64_t>(cmd.value, 4096, group.geo.tx_reserve));
+                table_.mark(group, slot_index);
+            }
+            if (cmd.option == DTI_SO_RCVBUF)
+                v = slot->rx_size ? slot->rx_size : slot->rcvbuf_set;
+            else
+                v = slot->sndbuf_set ? slot->sndbuf_set : slot->tx_size;
         } else if (cmd.op == DTI_OP_SETSOCKOPT) {
             result = slot->dgram ? tr_.dgram_set_option(slot->sid, cmd.transport_option, cmd.value)
                                  : tr_.set_option(slot->sid, cmd.transport_option, cmd.value);
@@ -388,7 +397,7 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
         // a reset one takes no data (tx_view() refuses it), so 0.
         uint32_t tx_base = 0;
         if (tr_.tx_view(SockId(sid), &tv) == 0 && tv.p[0] >= group.tx_ring(ri) &&
-            tv.p[0] < group.tx_ring(ri) + group.lim.tx_ring_size)
+            tv.p[0] < group.tx_ring(ri) + group.tx_size(ri))
             tx_base = uint32_t(tv.p[0] - group.tx_ring(ri));
         Slot &s = group.slots[ri];
         Slot &l = group.slots[ls];

@@ -110,7 +110,7 @@ class Commands {
     }
     static digest::Ring tx_digest_ring(const Group &group, uint32_t si)
     {
-        return digest::Ring{group.tx_ring(si), group.lim.tx_ring_size - 1, group.slots[si].tx_base};
+        return digest::Ring{group.tx_ring(si), group.tx_size(si) - 1, group.slots[si].tx_base};
     }
     void digest_rx(Group &group, uint32_t si);
     void digest_tx(Group &group, uint32_t si);
@@ -138,8 +138,8 @@ inline void Commands::refresh(Group &group, uint32_t si)
         tr_.ring_levels(s.sid, &l);
         if (l.rx_rc == 0 && l.readable <= s.rx_size)
             s.rx_tail = s.rx_consumed + l.readable;
-        if (l.tx_rc == 0 && l.writable <= group.lim.tx_ring_size)
-            s.tx_head = s.tx_committed - (group.lim.tx_ring_size - l.writable);
+        if (l.tx_rc == 0 && l.writable <= group.tx_size(si))
+            s.tx_head = s.tx_committed - (group.tx_size(si) - l.writable);
     } else if (s.has_sid && s.rings_out && (s.state & DTI_STATE_DGRAM)) {
         RingSpan v; // the records waiting; the send ring is the engine's (cmd_send_dgrams)
         if (tr_.dgram_rx_view(s.sid, &v) == 0 && v.total() <= s.rx_size)

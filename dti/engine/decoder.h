@@ -79,7 +79,7 @@ struct Command {
     bool shut_rd = false;   // SHUTDOWN: at least one of the two
     bool shut_wr = false;
     uint32_t option = 0;    // SETSOCKOPT, GETSOCKOPT: DTI_SO_*
-    bool ring_option = false; // DTI_SO_RCVBUF/SNDBUF: fixed per region, answered by the engine
+    bool ring_option = false; // DTI_SO_RCVBUF/SNDBUF: the rings' sizes, answered by the engine
     Option transport_option = Option::kNoDelay; // the others: the transport's option
     int64_t value = 0;      // SETSOCKOPT: the value; DIGEST: the expected digest (low 32 bits)
     uint32_t length = 0;    // SEND, RECV_RELEASE, RECV_INTO, RECV_POST, SEND_FROM: bytes (> 0 but SEND_FROM);

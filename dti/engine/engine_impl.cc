@@ -106,7 +106,7 @@ void EngineImpl::on_event(const TransportEvent &e)
         s.state = (s.state & ~DTI_STATE_CONNECTING) | DTI_STATE_CONNECTED | DTI_STATE_BOUND;
         RingSpan tv, rv;
         if (tr_.tx_view(s.sid, &tv) == 0 && tv.p[0])
-            s.tx_base = uint32_t(tv.p[0] - group.tx_ring(si)) & (group.lim.tx_ring_size - 1);
+            s.tx_base = uint32_t(tv.p[0] - group.tx_ring(si)) & (group.tx_size(si) - 1);
         if (tr_.rx_view(s.sid, &rv) == 0 && rv.p[0])
             s.rx_base = uint32_t(rv.p[0] - group.rx_ring(si)) & (s.rx_size - 1);
         pub_.finish_pending(group, s.connect, 0, h);

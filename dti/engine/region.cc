@@ -16,22 +16,24 @@ bool geometry(const Limits &l, Geometry *g)
         l.cmdq_entries > DTI_CMDQ_MAX || l.evq_entries > DTI_EVQ_MAX || !pow2(l.rx_ring_size) || !pow2(l.tx_ring_size) ||
         l.rx_ring_size > (1u << 30) || l.tx_ring_size > (1u << 30) || l.max_contexts == 0 ||
         l.max_contexts > kMaxContexts || l.max_sockets == 0 || l.max_sockets > DTI_SLOT_MASK ||
-        (l.rx_ring_max > l.rx_ring_size && (!pow2(l.rx_ring_max) || l.rx_ring_max > (1u << 30))))
+        (l.rx_ring_max > l.rx_ring_size && (!pow2(l.rx_ring_max) || l.rx_ring_max > (1u << 30))) ||
+        (l.tx_ring_max > l.tx_ring_size && (!pow2(l.tx_ring_max) || l.tx_ring_max > (1u << 30))))
         return false;
     g->rx_reserve = std::max(l.rx_ring_size, l.rx_ring_max);
+    g->tx_reserve = std::max(l.tx_ring_size, l.tx_ring_max);
     g->ctx_offset = 4096;
     g->ctx_stride = align_up(sizeof(dti_qp_header) + uint64_t{l.cmdq_entries} * sizeof(dti_cmd) +
                                  uint64_t{l.evq_entries} * sizeof(dti_ev),
                              DTI_CACHELINE);
     g->sock_offset = align_up(g->ctx_offset + g->ctx_stride * l.max_contexts, 4096);
     g->data_offset = align_up(g->sock_offset + uint64_t{l.max_sockets} * sizeof(dti_sock_shared), 4096);
-    // Each slot reserves its receive ring's largest size; pages a ring never
+    // Each slot reserves its rings' largest sizes; pages a ring never
     // reached stay untouched, so the memory in use is the region with every
     // ring at its starting size (committed) plus what grown rings add.
-    g->data_stride = uint64_t{g->rx_reserve} + l.tx_ring_size;
+    g->data_stride = uint64_t{g->rx_reserve} + g->tx_reserve;
     g->pool_offset = align_up(g->data_offset + g->data_stride * l.max_sockets, 4096);
     g->size = align_up(g->pool_offset + l.pool_size, 4096);
-    g->committed = g->size - uint64_t{g->rx_reserve - l.rx_ring_size} * l.max_sockets;
+    g->committed = g->size - (uint64_t{g->rx_reserve - l.rx_ring_size} + (g->tx_reserve - l.tx_ring_size)) * l.max_sockets;
     return true;
 }
 
@@ -66,7 +68,7 @@ void layout_region_impl(void *region, const Limits &l, const Geometry &g)
     h->evq_entries = l.evq_entries;
     h->max_sockets = l.max_sockets;
     h->rx_ring_size = g.rx_reserve; // libdti bounds every socket's ring by it
-    h->tx_ring_size = l.tx_ring_size;
+    h->tx_ring_size = g.tx_reserve; // libdti bounds every socket's send ring by it
     h->ctx_offset = g.ctx_offset;
     h->ctx_stride = g.ctx_stride;
     h->sock_offset = g.sock_offset;
@@ -113,9 +115,38 @@ bool Table::provide(uint64_t user, RingMemory *out)
     release_growth(group, ri); // (a free slot's growth went back already)
     r.rx_size = group.lim.rx_ring_size;
     r.rx_rebase = false;
+    if (ri != si)
+        r.sndbuf_set = owner.sndbuf_set; // an accepted connection takes its listener's SO_SNDBUF, as on Linux
+    r.tx_size = size_tx(group, r.sndbuf_set);
     group.rings_out++;
-    *out = RingMemory{group.rx_ring(ri), r.rx_size, group.tx_ring(ri), group.lim.tx_ring_size};
+    *out = RingMemory{group.rx_ring(ri), r.rx_size, group.tx_ring(ri), r.tx_size};
     return true;
+}
+
+// The send ring for a socket whose SO_SNDBUF is `sndbuf` (0: never set):
+// the default, or the power of two holding the size set (Linux's buffer
+// counts every byte queued, unacknowledged ones too, as the ring does),
+// within the slot's reserve. A ring larger than the default is charged
+// against max_region_bytes (refused and counted past it: the default); a
+// smaller one gives nothing back (the starting sizes were checked).
+uint32_t Table::size_tx(Group &group, uint32_t sndbuf)
+{
+    const uint32_t start = group.lim.tx_ring_size;
+    if (sndbuf == 0)
+        return start;
+    uint32_t size = 4096;
+    while (size < sndbuf && size < group.geo.tx_reserve)
+        size <<= 1;
+    if (size <= start)
+        return size;
+    const uint64_t more = size - start;
+    if (group.geo.committed + group.rx_grown + group.tx_grown + more > group.lim.max_region_bytes) {
+        stats_.tx_size_refusals++;
+        return start;
+    }
+    group.tx_grown += more;
+    stats_.tx_ring_sized++;
+    return size;
 }
 
 // The slot whose receive ring starts at rx, if its rings are out.
@@ -147,7 +178,7 @@ bool Table::grow_rx(uint64_t user, RingMemory *mem, uint32_t want)
     if (size <= s.rx_size)
         return false;
     const uint64_t more = size - s.rx_size;
-    if (group.geo.committed + group.rx_grown + more > group.lim.max_region_bytes) {
+    if (group.geo.committed + group.rx_grown + group.tx_grown + more > group.lim.max_region_bytes) {
         stats_.rx_grow_refusals++; // the transport keeps the window it has
         return false;
     }
@@ -181,6 +212,16 @@ void Table::rebase_rx(Group &group, uint32_t si)
 void Table::release_growth(Group &group, uint32_t si)
 {
     Slot &s = group.slots[si];
+    const uint32_t tx_start = group.lim.tx_ring_size;
+    if (s.tx_size > tx_start) { // SO_SNDBUF's larger send ring: its pages go back too
+        group.tx_grown -= s.tx_size - tx_start;
+        const uintptr_t page = 4096;
+        const uintptr_t from = (uintptr_t(group.tx_ring(si) + tx_start) + page - 1) & ~(page - 1);
+        const uintptr_t to = uintptr_t(group.tx_ring(si) + s.tx_size) & ~(page - 1);
+        if (group.owns_mapping && from < to)
+            (void)madvise(reinterpret_cast<void *>(from), to - from, MADV_REMOVE);
+    }
+    s.tx_size = 0;
     const uint32_t start = group.lim.rx_ring_size;
     if (s.rx_size <= start)
         return;

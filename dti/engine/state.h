@@ -34,6 +34,7 @@ constexpr uint32_t kMaxContexts = 64; // watcher sets are 64-bit masks
 struct Geometry {
     uint64_t ctx_offset, ctx_stride, sock_offset, data_offset, data_stride, pool_offset, size;
     uint32_t rx_reserve; // each slot's receive ring at most (Limits::rx_ring_max)
+    uint32_t tx_reserve; // each slot's send ring at most (Limits::tx_ring_max)
     uint64_t committed;  // bytes in use with every ring at its starting size
 };
 
@@ -69,6 +70,8 @@ struct Slot {
     uint32_t rx_base = 0, tx_base = 0;
     uint32_t rx_size = 0;   // the receive ring now (grows in place: grow_rx)
     uint32_t rcvbuf_set = 0; // SO_RCVBUF as set (clamped; 0: never): read back before the ring exists
+    uint32_t tx_size = 0;    // the send ring, chosen when the rings come (0: none yet)
+    uint32_t sndbuf_set = 0; // SO_SNDBUF as Linux keeps it (clamped; 0: never); accepted slots inherit it
     bool rx_rebase = false; // grown: rx_base is recomputed for the new size (settle_rx)
     uint32_t embryos = 0;   // listener: connections waiting for accept
     uint64_t watchers = 0;
@@ -149,6 +152,7 @@ struct Group {
     uint32_t rings_out = 0;
     uint32_t open_sockets = 0;
     uint64_t rx_grown = 0; // bytes live rings have grown beyond their starting size
+    uint64_t tx_grown = 0; // bytes live send rings (SO_SNDBUF) hold beyond tx_ring_size
     // Sockets in flight to another process (SCM_RIGHTS; pass.cc): each holds
     // its socket open, as the kernel's in-flight file does, until claimed.
     std::vector<Pass> passes;
@@ -159,6 +163,8 @@ struct Group {
 
     uint8_t *rx_ring(uint32_t slot) const { return base + geo.data_offset + geo.data_stride * slot; }
     uint8_t *tx_ring(uint32_t slot) const { return rx_ring(slot) + geo.rx_reserve; }
+    // A slot's send ring size: its own once its rings came, else the default.
+    uint32_t tx_size(uint32_t slot) const { return slots[slot].tx_size ? slots[slot].tx_size : lim.tx_ring_size; }
 };
 
 // One process attached to a group: the creator of the region, or a child

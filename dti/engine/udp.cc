@@ -39,7 +39,7 @@ void Commands::dgram_ends(Group &group, uint32_t si)
 int32_t Commands::cmd_send_dgrams(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
-    const uint32_t size = group.lim.tx_ring_size;
+    const uint32_t size = group.tx_size(si);
     const uint32_t end = uint32_t(c.offset);
     uint32_t pos = s.tx_committed;
     if (end - pos > size) {

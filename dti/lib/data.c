@@ -38,7 +38,8 @@ static uint32_t readable(struct dti_attachment *d, struct dti_sock_shared *sh, s
 static uint32_t writable(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p)
 {
     uint32_t used = p->tx_tail - DTI_LOAD(&sh->tx_head);
-    return used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
+    const uint32_t size = dti__tx_size(d, sh);
+    return used > size ? 0 : size - used;
 }
 
 static inline __attribute__((always_inline)) int status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
@@ -72,7 +73,8 @@ uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
         state |= DTI_STATE_WR_CLOSED;
     uint32_t rd = DTI_LOAD(&sh->rx_tail) - (p->rx_gen == gen ? p->rx_head : 0);
     uint32_t used = (p->tx_gen == gen ? p->tx_tail : 0) - DTI_LOAD(&sh->tx_head);
-    uint32_t wr = used > d->limits.tx_ring_size ? 0 : d->limits.tx_ring_size - used;
+    const uint32_t tx_size = dti__tx_size(d, sh);
+    uint32_t wr = used > tx_size ? 0 : tx_size - used;
     if (rd > d->limits.rx_ring_size)
         rd = 0;
     int32_t err = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
@@ -348,7 +350,7 @@ static inline ssize_t tx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
     uint32_t n = writable(c->d, sh, p);
     if (n == 0)
         return -EAGAIN;
-    ring_iov(tx_ring(c->d, slot), c->d->limits.tx_ring_size, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n,
+    ring_iov(tx_ring(c->d, slot), dti__tx_size(c->d, sh), DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n,
              iov);
     *pp = p;
     return n;
@@ -455,9 +457,10 @@ static inline __attribute__((always_inline)) ssize_t send_local(dti_ctx_t *c, dt
     struct dti_sock_shared *sh = dti__sock_of(d, s, &slot);
     if (__builtin_expect(!sh, 0))
         return -DTI_E_BAD_HANDLE;
-    uint32_t gen = dti__gen(s), size = d->limits.tx_ring_size;
+    uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = &d->priv[slot];
     uint32_t st = DTI_LOAD(&sh->state);
+    const uint32_t size = dti__tx_size(d, sh);
     uint32_t used = p->tx_tail - DTI_LOAD(&sh->tx_head);
     const uint32_t not_sending = DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED | DTI_STATE_CONNECTING;
     if (__builtin_expect(p->tx_gen != gen || p->tx_busy_gen == gen || p->wr_shut_gen == gen ||
@@ -518,7 +521,7 @@ int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v)
                               .head = &sh->tx_head, .tail = &p->tx_tail, .written = &sh->tx_written,
                               .noted = &sh->tx_noted, .shut_gen = &p->wr_shut_gen,
                               .busy_gen = &p->tx_busy_gen, .ring = tx_ring(d, slot),
-                              .size = d->limits.tx_ring_size, .base = DTI_LOAD_RELAXED(&sh->tx_base), .gen = gen};
+                              .size = dti__tx_size(d, sh), .base = DTI_LOAD_RELAXED(&sh->tx_base), .gen = gen};
     return 0;
 }
 

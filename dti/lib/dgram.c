@@ -106,7 +106,7 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
     struct dti_sock_priv *p = &d->priv[slot];
     if (p->tx_gen != gen)
         dti__tx_start(d, slot, gen);
-    const uint32_t size = d->limits.tx_ring_size;
+    const uint32_t size = dti__tx_size(d, sh);
     uint8_t *ring = tx_ring(d, slot);
     uint32_t pos = p->tx_tail;
     uint32_t used = pos - DTI_LOAD(&sh->tx_head);

@@ -305,6 +305,14 @@ static inline uint32_t dti__rx_mask(const struct dti_attachment *d, const struct
     return (DTI_LOAD_RELAXED(&sh->rx_size) - 1) & (d->limits.rx_ring_size - 1);
 }
 
+/* A socket's send ring size (dti_sock_shared.tx_size, fixed while its rings
+ * live), within the slot's reserve even for a confused engine. Load it after
+ * the state (acquire) that shows the socket connected. */
+static inline uint32_t dti__tx_size(const struct dti_attachment *d, const struct dti_sock_shared *sh)
+{
+    return ((DTI_LOAD_RELAXED(&sh->tx_size) - 1) & (d->limits.tx_ring_size - 1)) + 1;
+}
+
 /* Released bytes are told to the engine in batches: once they add up to a
  * quarter of the socket's ring (its size now: it may grow), and before any
  * other command on the socket (a watch must not see stale data, a close
@@ -332,9 +340,10 @@ static inline __attribute__((always_inline)) int dti__sock_state(dti_ctx_t *c, d
     uint32_t tx_tail = p->tx_gen == gen ? p->tx_tail : 0;
     uint32_t rd = DTI_LOAD(&sh->rx_tail) - rx_head;
     uint32_t used = tx_tail - DTI_LOAD(&sh->tx_head);
-    out->readable = rd > c->d->limits.rx_ring_size ? 0 : rd;
-    out->writable = used > c->d->limits.tx_ring_size ? 0 : c->d->limits.tx_ring_size - used;
     out->state = DTI_LOAD(&sh->state);
+    const uint32_t tx_size = dti__tx_size(c->d, sh);
+    out->readable = rd > c->d->limits.rx_ring_size ? 0 : rd;
+    out->writable = used > tx_size ? 0 : tx_size - used;
     if (p->wr_shut_gen == gen)
         out->state |= DTI_STATE_WR_CLOSED;
     out->error = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);

@@ -220,7 +220,7 @@ Sock *StackImpl::sock_alloc(uint64_t user)
     s.app.rcv_buf = t.rcvbuf;
     s.app.ooo_share = cfg_.ooo_frames_per_conn;
     s.app.ooo_cap = ooo_window_cap_;
-    s.app.snd_buf = t.sndbuf;
+    s.app.snd_buf = t.sndbuf; // until the rings come (attach_rings: the ring's size)
     s.app.keep_idle_ns = t.keepalive_idle_ns;
     s.app.keep_intvl_ns = t.keepalive_intvl_ns;
     s.app.keep_cnt = t.keepalive_probes;
@@ -288,6 +288,7 @@ bool StackImpl::attach_rings(Sock &s, uint64_t user)
     s.rx_mask = m.rx_size - 1;
     s.tx = m.tx;
     s.tx_mask = m.tx_size - 1;
+    s.app.snd_buf = m.tx_size; // per connection: SO_SNDBUF or the default (the provider's choice)
     s.rx_head = s.rx_tail = 0;
     s.tx_head = s.tx_tail = 0;
     s.flags |= kFHasRings;

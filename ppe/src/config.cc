@@ -486,6 +486,14 @@ void parse_tcp(Section &t, Config *c)
         t.fail("rcvbuf_max", Section::human(tcp.rcvbuf_max) + " is below rcvbuf (" + Section::human(tcp.rcvbuf) +
                                  "); 0 turns autotuning off");
     tcp.sndbuf = ring("sndbuf", tcp.sndbuf);
+    // SO_SNDBUF's cap (Config::sndbuf_max): each socket slot
+    // reserves the power of two that holds it. 0 = SO_SNDBUF sizes no ring
+    // above sndbuf. Not given: kDefaultSndbufMax, or sndbuf when larger.
+    const uint32_t dflt_snd = tcp.sndbuf < kDefaultSndbufMax ? kDefaultSndbufMax : 0;
+    c->sndbuf_max = uint32_t(t.size("sndbuf_max", t.has("sndbuf_max") ? c->sndbuf_max : dflt_snd, 0, 64u << 20));
+    if (c->sndbuf_max != 0 && c->sndbuf_max < tcp.sndbuf)
+        t.fail("sndbuf_max", Section::human(c->sndbuf_max) + " is below sndbuf (" + Section::human(tcp.sndbuf) +
+                                 "); 0 keeps every send ring at sndbuf");
     tcp.cc = t.choice<mars::CongestionControl>(
         "congestion", tcp.cc, {{"cubic", mars::CongestionControl::kCubic}, {"newreno", mars::CongestionControl::kNewReno}});
     tcp.sack = t.boolean("sack", tcp.sack);
@@ -519,7 +527,7 @@ void parse_tcp(Section &t, Config *c)
     c->ooo_frames_per_conn = uint32_t(t.integer("ooo_frames_per_conn", c->ooo_frames_per_conn, 0, 1 << 16));
     c->arp_probes = uint32_t(t.integer("arp_probes", c->arp_probes, 1, 255));
     c->arp_retrans_ms = uint32_t(t.integer("arp_retrans_ms", c->arp_retrans_ms, 1, 60'000));
-    t.reject_unknown("rcvbuf, rcvbuf_max, sndbuf, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
+    t.reject_unknown("rcvbuf, rcvbuf_max, sndbuf, sndbuf_max, congestion, sack, timestamps, window_scaling, syncookies, syn_backlog, "
                      "rto_initial_ms, rto_min_ms, rto_max_ms, delayed_ack_ms, time_wait_ms, keepalive_idle_s, "
                      "keepalive_interval_s, keepalive_probes, max_retries, syn_retries, max_sockets, "
                      "ooo_pool_frames, ooo_frames_per_conn, rx_coalesce, tx_batch, arp_probes, arp_retrans_ms");

@@ -94,6 +94,9 @@ struct RouteConfig {
 // [tcp] rcvbuf_max when the file does not say: receive-buffer autotuning on,
 // up to 4 MiB per socket (Linux's tcp_rmem max is 6 MiB; ppe/README.md).
 constexpr uint32_t kDefaultRcvbufMax = 4u << 20;
+// [tcp] sndbuf_max when the file does not say: SO_SNDBUF may ask for up to
+// 4 MiB per socket (Linux's tcp_wmem max).
+constexpr uint32_t kDefaultSndbufMax = 4u << 20;
 
 struct LimitsConfig {
     uint32_t max_apps = 64;
@@ -162,6 +165,9 @@ struct Config {
 
     // [tcp], [stack]. rcvbuf_max not given: kDefaultRcvbufMax (config.cc).
     mars::TcpConfig tcp;
+    // [tcp] sndbuf_max: the largest send buffer SO_SNDBUF may ask for (Linux:
+    // tcp_wmem[2]); each socket slot reserves the power of two holding it.
+    uint32_t sndbuf_max = kDefaultSndbufMax;
     uint32_t max_sockets = 65536;
     uint32_t ooo_pool_frames = 4096;
     uint32_t ooo_frames_per_conn = 256;

@@ -89,6 +89,8 @@ dti::engine::Limits dti_limits(const Config &c)
     lim.rx_ring_size = c.tcp.rcvbuf;
     lim.rx_ring_max = rx_ring_bytes(c.tcp);
     lim.tx_ring_size = c.tcp.sndbuf;
+    lim.tx_ring_max = c.tcp.sndbuf;
+    while (lim.tx_ring_max < c.sndbuf_max) lim.tx_ring_max <<= 1; // SO_SNDBUF's largest ring
     lim.max_region_bytes = c.limits.memory_per_app;
     lim.allowed_uids = c.limits.allowed_uids;
     return lim;
@@ -695,6 +697,8 @@ void Engine::publish(uint64_t now, bool with_conns)
     counters_.post_faults = ds.post_faults;
     counters_.rx_ring_grows = ds.rx_ring_grows;
     counters_.rx_grow_refusals = ds.rx_grow_refusals;
+    counters_.tx_ring_sized = ds.tx_ring_sized;
+    counters_.tx_size_refusals = ds.tx_size_refusals;
     reconcile_watches();
     publish_apps();
     uint64_t rx = 0, tx = 0, dropped = 0;

@@ -282,6 +282,10 @@ std::unique_ptr<Conn> open_conn(const Options &o, uint32_t ip)
         sa.sin_family = AF_INET;
         sa.sin_port = htons(o.port);
         sa.sin_addr.s_addr = htonl(ip);
+        int half = int(o.sndbuf / 2); // the kernel keeps twice what is set
+        if (fd >= 0 && o.sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &half, sizeof half) != 0 &&
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof half) != 0)
+            die(std::string("SO_SNDBUF: ") + std::strerror(errno));
         if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0)
             die("connect " + o.connect + ": " + std::strerror(errno));
         return std::make_unique<KernelConn>(fd);
@@ -289,6 +293,10 @@ std::unique_ptr<Conn> open_conn(const Options &o, uint32_t ip)
     dti_ctx_t *c = dti_context();
     int s = dti_socket(c);
     if (s < 0) die(std::string("socket: ") + dti_strerror(s));
+    if (o.sndbuf) {
+        int r = dti_setsockopt(c, dti_sock_t(s), DTI_SO_SNDBUF, o.sndbuf);
+        if (r < 0) die(std::string("DTI_SO_SNDBUF: ") + dti_strerror(r));
+    }
     dti_addr a{ip, o.port};
     int r = dti_connect(c, dti_sock_t(s), &a, 10'000);
     if (r < 0) die("connect " + o.connect + ": " + dti_strerror(r));
@@ -606,6 +614,10 @@ int main(int argc, char **argv)
     client->add_option("--duration", o.duration,
                        "seconds (SIGUSR1 ends them early: a stream sent ends and is verified as usual)")->check(CLI::Range(0.01, 3600.0))->capture_default_str();
     client->add_option("-n,--bytes", o.bytes, "stream: exact bytes instead of a duration; rr/crr: transactions");
+    client->add_option("--sndbuf", o.sndbuf,
+                       "the send buffer, set before connect as iperf3 -w does (dti: DTI_SO_SNDBUF, the send ring "
+                       "that holds it; kernel: SO_SNDBUFFORCE of half, which the kernel doubles); default: none")
+        ->check(CLI::Range(4096u, 64u << 20));
     client->add_flag("--verify", o.verify, "CRC32C (ISA-L) over every byte, compared end to end");
     client->add_option("--digest", o.digest,
                        "--verify: app (this program runs CRC32C over the bytes) or engine (eta-ppe's digest of "

@@ -51,6 +51,7 @@ struct Options {
     uint32_t size = 64 * 1024;
     double duration = 5;
     uint64_t bytes = 0;
+    uint32_t sndbuf = 0; // --sndbuf: the send buffer set before connect (0: none)
     bool verify = false, json = false, once = false;
     std::string digest = "app"; // --verify: who computes the CRC32C (app: this program, engine: eta-ppe)
 };

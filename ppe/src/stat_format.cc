@@ -335,6 +335,9 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_rx_ring_grows", "receive rings grown in place for autotuning", l, c.rx_ring_grows);
         x.counter("engine_rx_grow_refusals", "receive ring grows refused at limits.memory_per_app", l,
                   c.rx_grow_refusals);
+        x.counter("engine_tx_ring_sized", "send rings sized above tcp.sndbuf for SO_SNDBUF", l, c.tx_ring_sized);
+        x.counter("engine_tx_size_refusals", "SO_SNDBUF send rings refused at limits.memory_per_app", l,
+                  c.tx_size_refusals);
         x.counter("engine_contended_windows", "10 ms windows in which the engine thread waited for its CPU", l,
                   c.contended_windows);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
@@ -571,6 +574,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"posts", c.posts}, {"posted_bytes", c.posted_bytes},
                 {"post_fallbacks", c.post_fallbacks}, {"post_faults", c.post_faults},
                 {"rx_ring_grows", c.rx_ring_grows}, {"rx_grow_refusals", c.rx_grow_refusals},
+                {"tx_ring_sized", c.tx_ring_sized}, {"tx_size_refusals", c.tx_size_refusals},
                 {"contended_windows", c.contended_windows},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};

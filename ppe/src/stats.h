@@ -133,6 +133,9 @@ struct EngineCounters {
     // Receive rings grown in place for autotuning, and grows refused because
     // the application's rings would pass limits.memory_per_app.
     uint64_t rx_ring_grows, rx_grow_refusals;
+    // Send rings made larger than tcp.sndbuf for SO_SNDBUF, and those refused
+    // (the default ring) because the rings would pass limits.memory_per_app.
+    uint64_t tx_ring_sized, tx_size_refusals;
     // Housekeeping windows (10 ms) in which the engine thread waited for its
     // CPU (cpu_contention.h); an adaptive engine naps at once for a while after one.
     uint64_t contended_windows;

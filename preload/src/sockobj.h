@@ -45,6 +45,7 @@ static inline int eta_hybrid_file_flags(int fl, bool program_nonblock)
 #define ETA_OPT_RCVBUF (1u << 11)   /* SO_RCVBUF: fixes the receive buffer (no autotuning) */
 #define ETA_OPT_MAXSEG (1u << 12)   /* TCP_MAXSEG: the MSS option of the SYN / SYN-ACK */
 #define ETA_OPT_NOTSENT_LOWAT (1u << 13) /* TCP_NOTSENT_LOWAT (0: the namespace's default) */
+#define ETA_OPT_SNDBUF (1u << 14)   /* SO_SNDBUF, SO_SNDBUFFORCE: sizes the send ring at connect */
 #define ETA_OPT_ALL 0xffffffffu     /* unknown history (a socket adopted across exec) */
 /* sockopt.c: the ETA_OPT_* bit of an option (0: not one the shim carries). */
 uint32_t eta_opt_bit(int level, int name);

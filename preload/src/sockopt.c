@@ -46,6 +46,8 @@ uint32_t eta_opt_bit(int level, int name)
         return ETA_OPT_TIMEOUTS;
     if (level == SOL_SOCKET && name == SO_RCVBUF)
         return ETA_OPT_RCVBUF;
+    if (level == SOL_SOCKET && (name == SO_SNDBUF || name == SO_SNDBUFFORCE))
+        return ETA_OPT_SNDBUF;
     if (level == IPPROTO_TCP && name == TCP_MAXSEG)
         return ETA_OPT_MAXSEG;
     if (level == IPPROTO_TCP && name == TCP_NOTSENT_LOWAT)
@@ -139,6 +141,13 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
     l = sizeof rb;
     if (set != ETA_OPT_ALL && (set & ETA_OPT_RCVBUF) && real_getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rb, &l) == 0)
         dti_prep_setsockopt(c, s->h, DTI_SO_RCVBUF, rcvbuf_set(rb), 0);
+    /* SO_SNDBUF: what the kernel keeps (twice the value, clamped by the
+     * namespace's net.core.wmem_max unless SO_SNDBUFFORCE), the send buffer
+     * Linux would have: it sizes the send ring the connection gets. */
+    int sb = 0;
+    l = sizeof sb;
+    if (set != ETA_OPT_ALL && (set & ETA_OPT_SNDBUF) && real_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &l) == 0)
+        dti_prep_setsockopt(c, s->h, DTI_SO_SNDBUF, sb, 0);
     /* TCP_MAXSEG: the SYN's (or a listener's SYN-ACKs') MSS option. The
      * kernel answers 536 for a socket that never set it: an unknown history
      * carries only another value. */
@@ -172,7 +181,7 @@ void eta_inherit_options(int lfd, struct eta_sock *l, int fd, struct eta_sock *n
         {ETA_OPT_KEEPALIVE_TUNING, IPPROTO_TCP, TCP_KEEPCNT},  {ETA_OPT_LINGER, SOL_SOCKET, SO_LINGER},
         {ETA_OPT_TIMEOUTS, SOL_SOCKET, SO_RCVTIMEO},           {ETA_OPT_TIMEOUTS, SOL_SOCKET, SO_SNDTIMEO},
         {ETA_OPT_RCVBUF, SOL_SOCKET, SO_RCVBUF},               {ETA_OPT_MAXSEG, IPPROTO_TCP, TCP_MAXSEG},
-        {ETA_OPT_NOTSENT_LOWAT, IPPROTO_TCP, TCP_NOTSENT_LOWAT},
+        {ETA_OPT_NOTSENT_LOWAT, IPPROTO_TCP, TCP_NOTSENT_LOWAT}, {ETA_OPT_SNDBUF, SOL_SOCKET, SO_SNDBUF},
     };
     union {
         int i;
@@ -187,8 +196,12 @@ void eta_inherit_options(int lfd, struct eta_sock *l, int fd, struct eta_sock *n
         socklen_t len = sizeof v;
         if (!(set & bit) || real_getsockopt(lfd, level, name, &v, &len) != 0)
             continue;
-        if (level == SOL_SOCKET && name == SO_RCVBUF)
+        if (level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF))
             v.i = (int)rcvbuf_set(v.i); /* the kernel reports twice what was set */
+        /* A listener's SO_SNDBUFFORCE may pass wmem_max: force it again
+         * where allowed (root), else the kernel clamps as it would have. */
+        if (level == SOL_SOCKET && name == SO_SNDBUF && real_setsockopt(fd, level, SO_SNDBUFFORCE, &v, len) == 0)
+            continue;
         real_setsockopt(fd, level, name, &v, len);
     }
 }
@@ -346,6 +359,8 @@ static int dti_option(int level, int name)
         case SO_KEEPALIVE: return DTI_SO_KEEPALIVE;
         case SO_RCVLOWAT: return DTI_SO_RCVLOWAT;
         case SO_RCVBUF: return DTI_SO_RCVBUF; /* fixes the buffer, stops autotuning */
+        case SO_SNDBUF:
+        case SO_SNDBUFFORCE: return DTI_SO_SNDBUF; /* sizes the send ring the connection gets */
         default: return 0;
         }
     }
@@ -372,7 +387,7 @@ static int dti_option(int level, int name)
 static bool harmless_option(int level, int name)
 {
     if (level == SOL_SOCKET)
-        return name == SO_RCVBUF || name == SO_SNDBUF || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
+        return name == SO_RCVBUF || name == SO_SNDBUF || name == SO_SNDBUFFORCE || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
                name == SO_LINGER || name == SO_PRIORITY || name == SO_OOBINLINE;
     if (level == IPPROTO_TCP)
         return name == TCP_QUICKACK || name == TCP_DEFER_ACCEPT || name == TCP_CONGESTION;
@@ -464,6 +479,12 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
         int kv = 0; /* what the kernel made of it (clamped to rmem_max) */
         socklen_t kl = sizeof kv;
         v = real_getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kv, &kl) == 0 ? rcvbuf_set(kv) : 0;
+    } else if (opt == DTI_SO_SNDBUF) {
+        int kv = 0; /* the kernel's sk_sndbuf: doubled, clamped to wmem_max (not with FORCE) */
+        socklen_t kl = sizeof kv;
+        v = real_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kv, &kl) == 0 ? kv : 0;
+        if (v <= 0)
+            opt = 0;
     } else if (opt == DTI_SO_NOTSENT_LOWAT) {
         int iv = 0;
         memcpy(&iv, val, len < sizeof iv ? len : sizeof iv);
@@ -525,17 +546,16 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
         rc = put_int(val, len, s->listening);
     } else if (level == SOL_SOCKET && name == SO_RCVBUF && (atomic_load(&s->opts_set) & ETA_OPT_RCVBUF)) {
         rc = real_getsockopt(fd, level, name, val, len); /* set: Linux's answer, twice the value set */
+    } else if (level == SOL_SOCKET && name == SO_SNDBUF && (atomic_load(&s->opts_set) & ETA_OPT_SNDBUF)) {
+        rc = real_getsockopt(fd, level, name, val, len); /* set: Linux's answer, twice the value set */
     } else if (level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && !s->hybrid) {
-        struct dti_limits lim = {0};
-        int64_t ring = 0; /* a receive ring's size now: it grows with autotuning */
-        if (c)
-            dti_get_limits(dti_ctx_owner(c), &lim);
-        if (c && name == SO_RCVBUF && dti_getsockopt(c, s->h, DTI_SO_RCVBUF, &ring) < 0)
+        int64_t ring = 0; /* the ring's size now (a receive ring grows with autotuning) */
+        if (c && dti_getsockopt(c, s->h, name == SO_RCVBUF ? DTI_SO_RCVBUF : DTI_SO_SNDBUF, &ring) < 0)
             ring = 0;
-        if (name == SO_RCVBUF && ring <= 0) /* no ring (a listener): the kernel placeholder's, as Linux */
+        if (ring <= 0) /* no ring (a listener, before connect): the kernel placeholder's, as Linux */
             rc = real_getsockopt(fd, level, name, val, len);
         else
-            rc = put_int(val, len, (int)(name == SO_RCVBUF ? ring : lim.tx_ring_size));
+            rc = put_int(val, len, (int)ring);
     } else if (level == IPPROTO_TCP && name == TCP_MAXSEG && c) {
         int64_t v = 0;
         int r = dti_getsockopt(c, s->h, DTI_SO_MAXSEG, &v);

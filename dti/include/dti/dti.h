@@ -66,8 +66,9 @@ extern "C" {
  * libdti of different versions refuse to attach (DTI_E_VERSION). 7: PASS
  * status 3, a standing offer of a listener (re-attach as one group). 8: each
  * socket's receive ring has its own size (it grows in place up to the slot's
- * reserve, dti_limits.rx_ring_size). */
-#define DTI_ABI_VERSION 8u
+ * reserve, dti_limits.rx_ring_size). 9: and each send ring (dti_sock_shared.tx_size, chosen
+ * when the rings come: SO_SNDBUF or the default; the slot is two cache lines). */
+#define DTI_ABI_VERSION 9u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -180,7 +181,9 @@ struct dti_limits {
     uint32_t evq_entries;    /* event queue size per context */
     uint32_t rx_ring_size;   /* per-socket receive ring bytes at most (power of two): a socket's
                                 ring starts smaller and may grow to this (autotuning) */
-    uint32_t tx_ring_size;   /* per-socket send ring bytes (power of two) */
+    uint32_t tx_ring_size;   /* per-socket send ring bytes at most (power of two): a socket's ring is
+                                the engine's default or, with DTI_SO_SNDBUF set before its rings
+                                came, one holding that (DTI_SO_SNDBUF reads it) */
     uint64_t pool_size;      /* bytes of region buffer pool */
     uint64_t region_size;    /* bytes mapped */
 };
@@ -419,7 +422,13 @@ enum dti_sockopt {
                                 set: fixes the receive buffer (no autotuning, as on Linux), clamped to
                                 the slot's reserve; larger than the ring, it grows the ring (now if
                                 empty, else once drained; refused past the app's memory limit) */
-    DTI_SO_SNDBUF = 15,      /* SO_SNDBUF: read-only here, the ring size */
+    DTI_SO_SNDBUF = 15,      /* SO_SNDBUF: set: the send buffer as Linux keeps it (what the kernel
+                                answers after a set: twice the value, clamped), clamped to the slot's
+                                reserve; before the rings come (before connect, on a listener for its
+                                connections) the send ring is the power of two holding it (its growth
+                                refused past the app's memory limit: the default ring), set later it
+                                is recorded only; get: the size set, else the ring's size (before the
+                                rings: 0) */
     DTI_SO_NOTSENT_LOWAT = 16 /* TCP_NOTSENT_LOWAT, bytes, 0 .. UINT32_MAX (UINT32_MAX, the default: no
                                  limit): written-and-unsent bytes the socket holds before a write stops
                                  taking more. The engine then offers (tx_head, writable, DTI_POLLOUT) only

@@ -307,6 +307,42 @@ def notsent_lowat():
     conn(7).close()    # the peer reads now
     return (s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT), 16384 <= total < 200000,
             held, poll_names(s, select.POLLOUT))
+# SO_SNDBUF (socket(7)): set before connect it bounds what the socket takes
+# while the peer (+4) reads nothing: the kernel keeps twice the value
+# (clamped by net.core.wmem_max; SO_SNDBUFFORCE, root, past it) and
+# getsockopt answers that. Small: under 256 KiB in all (the buffer plus the
+# peer's window); large (4 MiB kept): over 3 MiB. Under eta before (issue 30):
+# the option was ignored, every socket took its 256 KiB ring and the window:
+# sndbuf_small then differs. sndbuf_large's total does not tell (the peer's
+# window alone passed 3 MiB when a 256 KiB ring was tried here): it checks
+# getsockopt and that a large buffer takes what the kernel's does; the
+# ring's size itself is DtiSndbuf.* (tests/unit/dti/ring_grow_test.cc).
+def fill_held(s):
+    s.setblocking(False)
+    p = select.poll(); p.register(s, select.POLLOUT)
+    total = 0
+    for _ in range(400): # write until EAGAIN while POLLOUT comes back; ends when it does not for 2 s
+        try:
+            for _ in range(1000): total += s.send(b's' * 65536)
+        except BlockingIOError: pass
+        if not p.poll(2000): break
+    return total
+@case
+def sndbuf_small():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    s.connect((peer, base + 4))
+    total = fill_held(s)
+    r = s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), 0 < total < 256 * 1024
+    conn(7).close()    # the peer reads now
+    return r
+@case
+def sndbuf_large():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, getattr(socket, 'SO_SNDBUFFORCE', 32), 2 << 20)
+    s.connect((peer, base + 4))
+    total = fill_held(s)
+    r = s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), total > 3 << 20
+    conn(7).close()
+    return r
 for f in cases:
     if only and f.__name__ not in only: continue
     try: r = f()

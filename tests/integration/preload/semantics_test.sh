@@ -13,7 +13,9 @@
 #    epoll edge-triggered connect, EISCONN, ENOTCONN/EPIPE, SHUT_RD (and the
 #    bytes queued after it read, then a FIN), TCP_NOTSENT_LOWAT (a writer
 #    stops at the mark, POLLOUT only once the peer reads), a connection the
-#    peer reset before accept() (accepted, its bytes, then ECONNRESET).
+#    peer reset before accept() (accepted, its bytes, then ECONNRESET),
+#    SO_SNDBUF set before connect (getsockopt's answer; a small one stops the
+#    writer under 256 KiB, a large one (SO_SNDBUFFORCE) takes over 3 MiB).
 # 2. UDP sockets connected to the peer through the PPE's subnet (the PPE's,
 #    issue 31) and over the kernel link (the kernel's); sockets bound to
 #    INADDR_ANY aimed through the PPE: the kernel's, one warning for the first.

@@ -6,6 +6,7 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <ctime>
 #include <cstdint>
 #include <vector>
 
@@ -366,6 +367,168 @@ TEST_F(DtiRcvbuf, PastTheMemoryLimitIsRefused)
     EXPECT_EQ(ring_size(sv), int64_t(kSmall));
     EXPECT_EQ(ppe_->stats().rx_ring_grows, 0u);
     EXPECT_EQ(ppe_->stats().rx_grow_refusals, 1u) << "asked again after the refusal";
+}
+
+
+// ---- SO_SNDBUF: the send ring a connection gets (dti/README.md "Send rings
+// sized by SO_SNDBUF"). The fixture's window is the peer's free receive
+// ring, so a sender whose peer reads nothing takes exactly its send ring
+// plus the peer's receive ring before it meets -EAGAIN for good.
+
+constexpr uint32_t kTxStart = 64 * 1024; // every send ring without SO_SNDBUF
+constexpr uint32_t kTxMax = 1 << 20;     // what each slot reserves for it
+constexpr uint32_t kRx = 16 * 1024;      // receive rings (small_limits)
+
+engine::Limits sndbuf_limits()
+{
+    engine::Limits l = small_limits();
+    l.tx_ring_size = kTxStart;
+    l.tx_ring_max = kTxMax;
+    return l;
+}
+
+class DtiSndbuf : public Attached {
+  protected:
+    void SetUp() override {} // each test starts the fixture with its limits
+    int64_t sndbuf(dti_sock_t s)
+    {
+        int64_t v = -1;
+        EXPECT_EQ(dti_getsockopt(c_, s, DTI_SO_SNDBUF, &v), 0);
+        return v;
+    }
+    dti_sock_info status(dti_sock_t s)
+    {
+        dti_sock_info in{};
+        EXPECT_EQ(dti_sock_status(c_, s, &in), 0);
+        return in;
+    }
+    // Writes into `from` until the peer `to`, reading nothing, holds its
+    // whole receive ring and `from` has no room left: both are the stream's
+    // end state, waited for (events; bounded at 20 s, far above any honest
+    // delay). Returns the bytes the sender took.
+    uint64_t push_until_full(dti_sock_t from, dti_sock_t to)
+    {
+        static uint8_t out[8192];
+        uint64_t sent = 0;
+        dti_cqe e[32];
+        dti_prep_watch(c_, to, DTI_POLLIN, 0);
+        dti_submit(c_);
+        const uint64_t deadline = now_ms() + 20000;
+        while (now_ms() < deadline) {
+            const ssize_t n = dti_send(c_, from, out, sizeof out, 0);
+            if (n > 0) {
+                sent += uint64_t(n);
+                continue;
+            }
+            EXPECT_EQ(n, -EAGAIN);
+            if (status(to).readable == kRx && status(from).writable == 0)
+                break;
+            dti_prep_watch(c_, from, DTI_POLLOUT, 0);
+            dti_submit(c_);
+            if (dti_wait(c_, 100) > 0)
+                dti_reap(c_, e, 32);
+        }
+        dti_prep_watch(c_, to, 0, 0);
+        dti_prep_watch(c_, from, 0, 0);
+        dti_submit(c_);
+        while (dti_inflight(c_) > 0 && dti_wait(c_, 5000) == 1)
+            dti_reap(c_, e, 32);
+        return sent;
+    }
+    static uint64_t now_ms()
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+    }
+};
+
+// Set before listen (its connections take it, as on Linux) and before
+// connect: 300,000 (what Linux keeps for SO_SNDBUF 150,000) gives a 512 KiB
+// ring and reads back as set; 8 MiB is clamped to the slot's reserve; a
+// socket that never set it has the default ring and reads its size (0
+// before its rings come). Each takes its ring plus the peer's window.
+TEST_F(DtiSndbuf, BeforeConnectAndListenTheRingHoldsIt)
+{
+    start(sndbuf_limits());
+    int l = dti_socket(c_);
+    ASSERT_GE(l, 0);
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(l), DTI_SO_SNDBUF, 300000), 0);
+    dti_addr any{0, 0};
+    ASSERT_EQ(dti_bind(c_, dti_sock_t(l), &any), 0);
+    ASSERT_EQ(dti_listen(c_, dti_sock_t(l), 16), 0);
+    dti_addr name{};
+    ASSERT_EQ(dti_getsockname(c_, dti_sock_t(l), &name), 0);
+    int cs = dti_socket(c_), plain = dti_socket(c_);
+    ASSERT_GE(cs, 0);
+    ASSERT_GE(plain, 0);
+    EXPECT_EQ(sndbuf(dti_sock_t(plain)), 0) << "no rings yet, nothing set";
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(cs), DTI_SO_SNDBUF, 8 * kTxMax), 0);
+    dti_addr to{0x7f000001, name.port};
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+    int ss = dti_accept(c_, dti_sock_t(l), nullptr, 5000);
+    ASSERT_GE(ss, 0) << dti_strerror(ss);
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(plain), &to, 5000), 0);
+    int ps = dti_accept(c_, dti_sock_t(l), nullptr, 5000);
+    ASSERT_GE(ps, 0) << dti_strerror(ps);
+    const dti_sock_t cl = dti_sock_t(cs), sv = dti_sock_t(ss), pl = dti_sock_t(plain), psv = dti_sock_t(ps);
+    EXPECT_EQ(sndbuf(cl), int64_t(kTxMax)) << "8 MiB is clamped to the slot's reserve";
+    EXPECT_EQ(sndbuf(sv), 300000) << "the listener's SO_SNDBUF";
+    EXPECT_EQ(sndbuf(pl), int64_t(kTxStart));
+    EXPECT_EQ(status(cl).writable, kTxMax);
+    EXPECT_EQ(status(sv).writable, 512u * 1024);
+    EXPECT_EQ(status(pl).writable, kTxStart);
+    EXPECT_EQ(ppe_->stats().tx_ring_sized, 3u); // cl, sv and the listener's other connection psv
+    EXPECT_EQ(push_until_full(cl, sv), uint64_t(kTxMax) + kRx);
+    EXPECT_EQ(push_until_full(sv, cl), 512u * 1024 + kRx);
+    EXPECT_EQ(push_until_full(pl, psv), uint64_t(kTxStart) + kRx);
+}
+
+// A small SO_SNDBUF makes a ring smaller than the default: the sender
+// stops after about that many bytes beyond the peer's window.
+TEST_F(DtiSndbuf, SmallSetBeforeConnectStopsTheSenderEarly)
+{
+    start(sndbuf_limits());
+    dti_sock_t l = 0;
+    uint16_t port = 0;
+    dti_sock_t unused_c, unused_s;
+    pair_on_listener(&l, &port, &unused_c, &unused_s);
+    int cs = dti_socket(c_);
+    ASSERT_GE(cs, 0);
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(cs), DTI_SO_SNDBUF, 9216), 0); // Linux's for SO_SNDBUF 4608
+    dti_addr to{0x7f000001, port};
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+    int ss = dti_accept(c_, l, nullptr, 5000);
+    ASSERT_GE(ss, 0) << dti_strerror(ss);
+    EXPECT_EQ(sndbuf(dti_sock_t(cs)), 9216);
+    EXPECT_EQ(status(dti_sock_t(cs)).writable, 16u * 1024);
+    EXPECT_EQ(push_until_full(dti_sock_t(cs), dti_sock_t(ss)), 16u * 1024 + kRx);
+}
+
+// memory_per_app leaves room for less than the larger ring: refused and
+// counted, setsockopt still succeeds (Linux never refuses a size) and the
+// connection gets the default ring.
+TEST_F(DtiSndbuf, PastTheMemoryLimitTheDefaultRing)
+{
+    engine::Limits l = sndbuf_limits();
+    engine::Limits at_start = l;
+    at_start.tx_ring_max = 0;
+    l.max_region_bytes = engine::region_bytes(at_start) + kTxStart; // one doubling, not 64K -> 1M
+    start(l);
+    dti_sock_t ls = 0, uc, us;
+    uint16_t port = 0;
+    pair_on_listener(&ls, &port, &uc, &us);
+    int cs = dti_socket(c_);
+    ASSERT_GE(cs, 0);
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(cs), DTI_SO_SNDBUF, kTxMax), 0);
+    dti_addr to{0x7f000001, port};
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+    int ss = dti_accept(c_, ls, nullptr, 5000);
+    ASSERT_GE(ss, 0) << dti_strerror(ss);
+    EXPECT_EQ(status(dti_sock_t(cs)).writable, kTxStart);
+    EXPECT_EQ(ppe_->stats().tx_size_refusals, 1u);
+    EXPECT_EQ(ppe_->stats().tx_ring_sized, 0u);
+    EXPECT_EQ(push_until_full(dti_sock_t(cs), dti_sock_t(ss)), uint64_t(kTxStart) + kRx);
 }
 
 } // namespace

@@ -252,7 +252,12 @@ struct Limits {
     // pages the ring never reached cost no memory (the region is a memfd):
     // max_region_bytes bounds what rings use now, not what slots reserve.
     uint32_t rx_ring_max = 0;
-    uint32_t tx_ring_size = 64 * 1024;  // power of two
+    uint32_t tx_ring_size = 64 * 1024;  // power of two: each socket's send ring without SO_SNDBUF
+    // Each slot reserves this power of two for its send ring: a socket whose
+    // DTI_SO_SNDBUF was set before its rings came gets a ring holding that
+    // size (up to this); 0 or <= tx_ring_size: every ring is tx_ring_size.
+    // A ring larger than tx_ring_size is charged against max_region_bytes.
+    uint32_t tx_ring_max = 0;
     uint64_t pool_size = 1 << 20;       // region buffer pool bytes
     // Memory per attachment: the region with every ring at its starting size
     // must fit, and a ring grows only while the region's rings (their sizes
@@ -291,6 +296,10 @@ struct Stats {
     // Receive rings grown in place (grow_rx), and grows refused because the
     // application's rings would pass max_region_bytes.
     uint64_t rx_ring_grows = 0, rx_grow_refusals = 0;
+    // Send rings made larger than tx_ring_size for SO_SNDBUF, and those
+    // refused (the socket got tx_ring_size) because the application's rings
+    // would pass max_region_bytes.
+    uint64_t tx_ring_sized = 0, tx_size_refusals = 0;
     // Datagram sockets (DTI_SOCK_DGRAM): sockets opened, datagrams the
     // transport took from send rings, datagrams it refused (EMSGSIZE,
     // ENETUNREACH, ...), and SEND_DGRAMS/RECV_RELEASE whose records did not
