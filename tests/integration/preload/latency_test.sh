@@ -76,10 +76,10 @@ PY
 note "rr 64 B for 3 s: a kernel Python client in the peer, a Python echo server under eta-run"
 start_bg srv env ETA_LOG=fallback timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     python3 "$work/echo.py" 5702 > "$work/srv.log" 2> "$work/srv.err"
-wait_until 20 grep -q listening "$work/srv.log" || fail "the echo server did not listen: $(cat "$work/srv.err")"
+wait_until 60 grep -q listening "$work/srv.log" || fail "the echo server did not listen: $(cat "$work/srv.err")"
 peer timeout 60 python3 "$work/rr.py" "$ETA_LAB_PPE_IP" 5702 3 > "$work/cli.json" ||
     fail "the rr client failed: $(cat "$work/cli.json")"
-wait_until 20 grep -q done "$work/srv.log" || fail "the echo server did not see the end: $(cat "$work/srv.err")"
+wait_until 60 grep -q done "$work/srv.log" || fail "the echo server did not see the end: $(cat "$work/srv.err")"
 ppe_stat --latency --json > "$work/lat.json" || fail "eta-stat --latency --json failed"
 ppe_stat --latency > "$work/lat.txt" || fail "eta-stat --latency failed"
 ppe_stat --latency --slow --json > "$work/slow.json" || fail "eta-stat --latency --slow --json failed"
