@@ -444,8 +444,9 @@ def bench_shim(ctx, res):
 
     data = count("recv,send,epoll,poll")
     calls = data["calls"]
-    # send depends a little on when the engine drains the ring: three samples
-    # (quick: two) give it a noise figure; the others are deterministic counts.
+    # send is counted with the engine held (shim_calls.c: a SEND queued, not
+    # taken), no longer with its pace; three samples (quick: two) still give
+    # it a noise figure (±0.5 seen between sittings); the others are counts.
     send_samples = [calls["send"]["instructions_per_call"]] + [
         count("send")["calls"]["send"]["instructions_per_call"] for _ in range(1 if ctx.quick else 2)]
     rows, names, vals = [], [], []
@@ -464,8 +465,8 @@ def bench_shim(ctx, res):
                         log=True)
     return {"text": f"`benchmarks/preload/shim-instructions -n {data['iterations']}`: an ordinary sockets program "
                     "under the shim, attached to dti's loopback test fixture engine; callgrind counts only the "
-                    "measured calls (shim, libdti, libc), not the engine. send varies a little with when the engine "
-                    "drains the ring.",
+                    "measured calls (shim, libdti, libc), not the engine. send is counted with the engine held, so "
+                    "that every counted send rides on a SEND queued and not taken.",
             "table": [["call", "what", "instructions", "budget"]] + rows, "plots": [plot]}
 
 

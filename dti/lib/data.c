@@ -136,15 +136,20 @@ static __attribute__((noinline)) void trace_read(dti_ctx_t *c, struct dti_sock_s
     p->trace_pend = 1;
 }
 
-/* The SEND just staged (the last one prepared) carries the stamps. */
-static void trace_send(dti_ctx_t *c, struct dti_sock_priv *p)
+/* The stamps of a traced read into the SEND cmd (not yet published). */
+static __attribute__((noinline)) void trace_into(struct dti_cmd *cmd, struct dti_sock_priv *p)
 {
-    struct dti_cmd *cmd = &c->staging[(c->prepared - 1) & c->cmd_mask];
     uint64_t ticks = dti__tsc() - p->trace_read;
     cmd->trace_read = p->trace_read;
     cmd->trace_submit = ticks < UINT32_MAX ? (uint32_t)ticks : UINT32_MAX;
     cmd->trace_woken = p->trace_woken;
     p->trace_pend = 0;
+}
+
+/* The SEND just staged (the last one prepared) carries the stamps. */
+static void trace_send(dti_ctx_t *c, struct dti_sock_priv *p)
+{
+    trace_into(&c->staging[(c->prepared - 1) & c->cmd_mask], p);
 }
 
 /* The readable bytes of s in place (at most two pieces) and, through *pp,
@@ -297,7 +302,8 @@ int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v)
         return -EBUSY;
     *v = (struct dti_rx_view){.live_gen = &sh->gen, .tail = &sh->rx_tail, .head = &p->rx_head,
                               .owed = &p->rx_owed, .ring = rx_ring(d, slot), .size = &sh->rx_size,
-                              .base = &sh->rx_base, .max_mask = d->limits.rx_ring_size - 1, .gen = gen};
+                              .base = &sh->rx_base, .max_mask = d->limits.rx_ring_size - 1, .gen = gen,
+                              .trace = &sh->trace, .trace_seen = &p->trace_seen};
     return 0;
 }
 
@@ -559,12 +565,18 @@ static __attribute__((noinline, cold)) int note_rest(dti_ctx_t *c, dti_sock_t s,
     }
     uint32_t end;
     note_publish(c, s, n, &end);
+    struct dti_sock_priv *p = &c->d->priv[dti__slot(s)];
     if (c->prepared != c->published) {
         int rc = dti__prep_send(c, s, n ? n : 1, DTI_SEND_TAIL, end);
-        if (rc == 0)
+        if (rc == 0) {
+            if (p->trace_pend)
+                trace_send(c, p);
             dti_submit(c);
+        }
         return rc; /* (room was seen above: 0) */
     }
+    if (p->trace_pend) /* put_send() leaves the stamps' words alone */
+        trace_into(&c->cmds[c->prepared & c->cmd_mask], p);
     put_send(c, s, n ? n : 1, DTI_SEND_TAIL, end);
     if (__builtin_expect(DTI_LOAD_SC(&c->d->hdr->engine_sleeping), 0))
         wake_engine(c->d, n);
@@ -601,6 +613,12 @@ int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n)
     struct dti_attachment *d = c->d;
     const uint32_t slot = dti__slot(s);
     struct dti_sock_priv *p = &d->priv[slot];
+    /* A sampled request's reply (the read stamped it, or the shim's receive
+     * view left the traced read to dti_recv()): note_rest() writes the
+     * stamps into its SEND. A tail call, so the common case keeps no value
+     * across a call (a call here made every send1 save registers: +5). */
+    if (__builtin_expect(p->trace_pend, 0))
+        return note_rest(c, s, n);
     struct dti_sock_shared *sh = &d->socks[slot];
     struct dti_cmd *cmd = &c->cmds[prepared & c->cmd_mask];
     const uint32_t tail = p->tx_tail + n, next = prepared + 1;

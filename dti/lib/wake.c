@@ -128,6 +128,12 @@ int dti_arm(dti_ctx_t *c) { return arm(c, true); }
 void dti_disarm(dti_ctx_t *c)
 {
     disarm_all(c);
+    /* Latency sampling: a sleep ended (dti_wait()'s, or a caller's own poll
+     * on the wait fd, as the shim's): when, for the read that follows
+     * (data.c). One TSC read per sleep, no system call. */
+    uint64_t t = dti__tsc();
+    for (uint32_t i = 0; i < n_qps(c); i++)
+        qp_of(c, i)->woke_tsc = t;
     /* One read empties an eventfd (not a semaphore one); a write that lands
      * after it only makes the next sleep return at once, and that wait
      * looks again. */
@@ -161,12 +167,7 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         struct epoll_event ev;
         int n = dti__sys_epoll_wait(c->wait_fd, &ev, 1, ms);
         int err = n < 0 ? errno : 0;
-        if (n > 0) { /* latency sampling: when the program woke (data.c) */
-            uint64_t t = dti__tsc();
-            for (uint32_t i = 0; i < n_qps(c); i++)
-                qp_of(c, i)->woke_tsc = t;
-        }
-        dti_disarm(c);
+        dti_disarm(c); /* (stamps when the sleep ended: latency sampling) */
         if (err == EINTR && c->interruptible)
             return -EINTR; /* the caller answers the signal (dti_ctx_set_interruptible) */
         if (err && err != EINTR)

@@ -162,7 +162,8 @@ static __attribute__((noinline, unused)) struct eta_sock *io_accel(int fd)
         uint32_t head_ = *v_->head;                                                                               \
         uint32_t n_ = __atomic_load_n(v_->tail, __ATOMIC_ACQUIRE) - head_;                                        \
         uint32_t mask_ = (__atomic_load_n(v_->size, __ATOMIC_RELAXED) - 1) & v_->max_mask;                        \
-        if (!(n_ - 1 > mask_ || __atomic_load_n(v_->live_gen, __ATOMIC_RELAXED) != v_->gen || len_ == 0)) {       \
+        if (!(n_ - 1 > mask_ || __atomic_load_n(v_->live_gen, __ATOMIC_RELAXED) != v_->gen || len_ == 0 ||       \
+              __atomic_load_n(v_->trace, __ATOMIC_RELAXED) != *v_->trace_seen)) {                                 \
             size_t take_ = len_ < n_ ? len_ : n_;                                                                 \
             uint32_t off_ = (__atomic_load_n(v_->base, __ATOMIC_RELAXED) + head_) & mask_;                        \
             if (!(take_ > 64 || take_ > mask_ + 1 - off_)) {                                                      \

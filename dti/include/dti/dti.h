@@ -652,6 +652,11 @@ struct dti_rx_view {
     const uint32_t *base;     /* ring offset of position p: (base + p) & (size - 1) */
     uint32_t max_mask;        /* the slot's reserve - 1: no offset goes past it */
     uint32_t gen;
+    /* Latency sampling: *trace != *trace_seen means the engine traces the
+     * request now readable; the view leaves that read to dti_recv(), which
+     * stamps it (and the reply's SEND carries the stamps). */
+    const uint32_t *trace;
+    const uint32_t *trace_seen;
 };
 int dti_rx_view(dti_ctx_t *c, dti_sock_t s, struct dti_rx_view *v);
 /* Tells the engine of the bytes consumed through a view (dti_recv_view()
@@ -702,8 +707,9 @@ static DTI_ALWAYS_INLINE ssize_t dti_recv_view(const struct dti_rx_view *v, void
      * lie at the size and base read here. The mask stays within the slot
      * even for a confused engine. */
     uint32_t mask = (__atomic_load_n(v->size, __ATOMIC_RELAXED) - 1) & v->max_mask;
-    if (n - 1 > mask || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0)
-        return 0; /* nothing (or a confused engine), or the handle went */
+    if (n - 1 > mask || __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen || len == 0 ||
+        __atomic_load_n(v->trace, __ATOMIC_RELAXED) != *v->trace_seen)
+        return 0; /* nothing (or a confused engine), the handle went, or a traced read (dti_recv() stamps it) */
     uint32_t take = len < n ? (uint32_t)len : n;
     uint32_t off = (__atomic_load_n(v->base, __ATOMIC_RELAXED) + head) & mask;
     if (take > 64 || take > mask + 1 - off)
