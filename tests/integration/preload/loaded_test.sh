@@ -10,7 +10,8 @@
 #                for eta-ppe ... to start") and the --require program runs through it
 #   asyncio      a Python asyncio HTTP/1.1 keep-alive server under eta-run with a CPU
 #                hog on every core answers every request of a bounded load from 64
-#                connections, then survives kill -9 of the PPE and serves 127.0.0.1
+#                connections, then survives kill -9 of the PPE and serves 127.0.0.1,
+#                then re-attaches to a new PPE and serves the peer through it
 # Verdicts are on what was answered, never on how fast.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 shift 4
@@ -227,11 +228,19 @@ PY
     grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated' "$work/asrv.err" || { cat "$work/asrv.err"; fail "the asyncio server's sockets did not reach the PPE"; }
     note "kill -9 of the PPE under the hog: the asyncio server lives and serves 127.0.0.1"
     srv_real=$(child_of "$asrv_pid")
-    kill -KILL "$PPE_REAL_PID"
+    ppe_kill9
     wait_until 120 grep -q "the PPE has gone" "$work/asrv.err" || { cat "$work/asrv.err"; fail "the asyncio server did not notice the PPE going"; }
     kill -0 "$srv_real" 2>/dev/null || { cat "$work/asrv.err"; fail "the asyncio server died when the PPE went"; }
     got=$(timeout 200 "$py" "$work/aclient.py" 127.0.0.1 8097 4 5) || { tail -20 "$work/asrv.err"; fail "the asyncio server does not answer 127.0.0.1 after the PPE went"; }
     [ "$got" = 20 ] || fail "after the PPE went, 127.0.0.1 got $got of 20 answers"
     kill -0 "$srv_real" 2>/dev/null || { cat "$work/asrv.err"; fail "the asyncio server died after the PPE went"; }
+    note "a new PPE under the hog: the asyncio server re-attaches and serves the peer through it"
+    ppe_start "$work/ppe.toml"
+    # The server sleeps in epoll_wait with no timeout; the shim's wait tries
+    # the PPE again at most a second apart (preload/README.md "re-attach").
+    wait_until 120 grep -q "re-attached to the PPE" "$work/asrv.err" || { cat "$work/asrv.err"; fail "the asyncio server did not re-attach to the new PPE"; }
+    got=$(peer timeout 400 python3 "$work/aclient.py" "$H" 8097 16 10) || { tail -20 "$work/asrv.err"; fail "the asyncio server does not answer the peer through the new PPE"; }
+    [ "$got" = 160 ] || fail "through the new PPE the asyncio server answered $got of 160 requests correctly"
+    kill -0 "$srv_real" 2>/dev/null || { cat "$work/asrv.err"; fail "the asyncio server died after re-attaching"; }
 fi
 echo PASS
