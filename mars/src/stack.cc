@@ -160,6 +160,7 @@ bool StackImpl::init(std::string *error)
                         "or multicast; the link-local address comes from the MAC)");
         if (c.addr6[i].prefix == 0 || c.addr6[i].prefix > 128) return fail("addr6: the prefix length must be 1..128");
     }
+    if (c.hop_limit6 == 0) return fail("hop_limit6 must be 1..255 (the hop limit of TCP over IPv6; Linux: 64)");
     if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
         return fail("strands must be 1..64 (1: run every frame to completion)");
     if (c.copy_engine && c.copy_drain_polls == 0) return fail("copy_drain_polls must be at least 1");

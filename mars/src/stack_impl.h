@@ -42,6 +42,7 @@
 #include "base/secret.h"
 #include "tcp/tcp_options.h"
 #include "tcp/tcp_segment.h"
+#include "tcp/tcp6.h"
 #include "base/timer_wheel.h"
 #include "base/wire.h"
 #include "udp/udp.h"
@@ -166,12 +167,18 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     uint16_t next_ephemeral_ = 0;
 
     // ---- IPv6 (ip/ipv6.h, ip/nd.h; issue 31): beside the Env's IPv4 layers.
-    // No upper protocol over IPv6 yet: nothing is taken (sharing, the kernel
-    // gets it; alone, ICMPv6 unreachable) and errors have no socket to reach.
-    bool ip6_input(PacketRef &, const Ip6Rx &) override { return false; }
+    // TCP over IPv6 goes to tcp6_ (tcp/tcp6.h: checks, resets; no
+    // connections over IPv6 yet); other upper protocols are not taken
+    // (sharing, the kernel gets them; alone, ICMPv6 unreachable). Errors have
+    // no socket to reach yet.
+    bool ip6_input(PacketRef &f, const Ip6Rx &rx) override
+    {
+        return rx.proto == wire::kProtoTcp && tcp6_.input(f, rx, now_ns_);
+    }
     void ip6_error(const Icmp6Error &) override {}
     NeighborDiscovery nd_{cfg_, link_, stats_};
     Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
+    tcp6::Tcp6 tcp6_{cfg_, ip6_, link_, stats_};
     // UDP: its own component (sockets, ports, multicast, IGMP); Ipv4Layer
     // hands it UDP and IGMP, events() drains its events after TCP's.
     udp::UdpLayer udp_;

@@ -120,6 +120,9 @@ struct StackConfig {
     static constexpr int kMaxAddr6 = 8;
     Ip6Prefix addr6[kMaxAddr6] = {};
     int n_addr6 = 0;
+    // The hop limit of the TCP segments this stack sends over IPv6 (Linux:
+    // net.ipv6.conf.*.hop_limit, 64). 1..255.
+    uint8_t hop_limit6 = 64;
     static constexpr int kMaxRoutes = 16;
     Route routes[kMaxRoutes] = {};
     int n_routes = 0;           // the interface's own subnet is always on-link

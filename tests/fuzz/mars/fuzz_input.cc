@@ -232,8 +232,9 @@ int run_one(const uint8_t *data, size_t size)
 namespace {
 
 // IPv6 seeds (issue 31): a frame from the peer's MAC to dst_mac carrying an
-// IPv6 packet (src, dst, next header, hop limit, payload); with icmp, the
-// payload is an ICMPv6 message whose checksum is filled in here.
+// IPv6 packet (src, dst, next header, hop limit, payload); with icmp_at, the
+// payload holds from there an ICMPv6 message (or, next header 6, a TCP
+// segment) whose checksum is filled in here.
 std::vector<uint8_t> ip6_frame(const MacAddr &src_mac, const uint8_t *dst_mac, const uint8_t *src, const uint8_t *dst,
                                uint8_t next, uint8_t hop, std::vector<uint8_t> payload, size_t icmp_at = SIZE_MAX)
 {
@@ -242,16 +243,18 @@ std::vector<uint8_t> ip6_frame(const MacAddr &src_mac, const uint8_t *dst_mac, c
         const uint32_t len = uint32_t(payload.size() - icmp_at);
         std::vector<uint8_t> all(src, src + 16);
         all.insert(all.end(), dst, dst + 16);
-        const uint8_t tail[8] = {uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len), 0, 0, 0, 58};
+        const uint8_t proto = next == 6 ? 6 : 58;
+        const size_t cs = icmp_at + (proto == 6 ? 16 : 2); // the checksum field
+        const uint8_t tail[8] = {uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len), 0, 0, 0, proto};
         all.insert(all.end(), tail, tail + 8);
-        payload[icmp_at + 2] = payload[icmp_at + 3] = 0;
+        payload[cs] = payload[cs + 1] = 0;
         all.insert(all.end(), payload.begin() + long(icmp_at), payload.end());
         if (all.size() & 1) all.push_back(0);
         uint32_t sum = 0;
         for (size_t i = 0; i < all.size(); i += 2) sum += uint32_t(all[i] << 8 | all[i + 1]);
         while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-        payload[icmp_at + 2] = uint8_t(~sum >> 8);
-        payload[icmp_at + 3] = uint8_t(~sum);
+        payload[cs] = uint8_t(~sum >> 8);
+        payload[cs + 1] = uint8_t(~sum);
     }
     std::vector<uint8_t> f(14 + 40);
     std::memcpy(f.data(), dst_mac, 6);
@@ -443,6 +446,14 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
         std::vector<uint8_t> cut = ip6_frame(pm, sm.b, peer, ours, 58, 64, echo, 0);
         cut.resize(14 + 30);
         one("ip6-truncated", 0, cut);
+        // TCP over IPv6 (tcp/tcp6.h): a SYN to a port nobody holds (a reset
+        // back), the same with its checksum broken (dropped, counted).
+        const std::vector<uint8_t> syn = {0x9c, 0x40, 0, 80, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff,
+                                          0, 0, 0, 0};
+        one("ip6-tcp-syn", 0, ip6_frame(pm, sm.b, peer, ours, 6, 64, syn, 0));
+        std::vector<uint8_t> bad = ip6_frame(pm, sm.b, peer, ours, 6, 64, syn, 0);
+        bad[14 + 40 + 16] ^= 0x5a;
+        one("ip6-tcp-bad-csum", 0, bad);
     }
     // UDP (issue 31): to the world's socket (read and answered by the
     // application), to its group, to a port nobody holds (port unreachable),

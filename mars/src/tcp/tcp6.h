@@ -1,0 +1,86 @@
+// tcp/tcp6.h: TCP over IPv6, its IPv6-specific part (issue 31): a component
+// beside the IPv4 path, not branches inside it. What is IPv6's and not TCP's
+// lives here: the segment header image (Ethernet + 40-byte IPv6 header + TCP
+// header, traffic class, flow label, hop limit), the pseudo-header checksum
+// (RFC 8200 8.1), the checks of a received segment, and the reset for a
+// segment nobody holds (RFC 9293 3.10.7.1). Ipv6Layer hands TCP segments up
+// through Ipv6Upper::ip6_input (StackImpl), which gives them to Tcp6::input.
+//
+// Not here yet (mars/README.md "IPv6"): connections over IPv6 (their flow
+// table, the handshake, the Conn template of kHeaders6Len bytes); today every
+// segment for an address of ours finds no socket: RST alone, the kernel's
+// when sharing.
+#pragma once
+
+#include "base/wire.h"
+#include "ip/ipv6.h"
+#include "ip/ipv6_wire.h"
+
+#include <mars/packet.h>
+#include <mars/stack.h>
+
+#include <cstdint>
+
+namespace mars::tcp6 {
+
+// Ethernet + IPv6 + TCP without options: 74 bytes.
+constexpr unsigned kHeaders6Len = wire::kEthLen + wire::kIp6Len + wire::kTcpLen;
+
+// The fields of the IPv6 header TCP sends with, one connection's.
+struct Hdr6 {
+    Ip6Addr src, dst;
+    uint16_t sport = 0, dport = 0; // host order
+    uint8_t tclass = 0;            // traffic class (IPV6_TCLASS: DSCP and ECN bits)
+    uint32_t flow_label = 0;       // 20 bits; 0: unlabelled
+    uint8_t hop_limit = 64;
+};
+
+// The flow label of a 4-tuple (RFC 6437 3: a keyed hash, never 0, the same
+// for every packet of the flow): CRC32C over addresses and ports, then the
+// key, folded to 20 bits.
+uint32_t flow_label(const Ip6Addr &src, const Ip6Addr &dst, uint16_t sport, uint16_t dport, const uint64_t key[2]);
+
+// Writes the header image at p (kHeaders6Len bytes): Ethernet source `mac`,
+// destination zero (the next hop's, filled by Ipv6Layer::send or the caller),
+// EtherType 0x86dd; IPv6 version 6, h's traffic class, flow label, hop limit,
+// next header TCP, payload length 0; TCP ports, the rest zero.
+void write_headers(uint8_t *p, const MacAddr &mac, const Hdr6 &h);
+
+// Sets the IPv6 payload length to tcp_len (TCP header, options, payload at
+// p + 54) and the TCP checksum over the IPv6 pseudo-header.
+void finish(uint8_t *p, unsigned tcp_len);
+
+// The TCP checksum of a received segment (l4 at its offset, tcp_len bytes)
+// over the IPv6 pseudo-header is right.
+bool csum_good(const wire::Ipv6 *ip, const uint8_t *l4, unsigned tcp_len);
+
+// TCP over IPv6 for one stack: what Ipv6Upper::ip6_input hands it.
+class Tcp6 {
+  public:
+    Tcp6(const StackConfig &config, Ipv6Layer &ip6, Link &link, StackStats &stats)
+        : cfg_(config), ip6_(ip6), link_(link), stats_(stats)
+    {
+    }
+    Tcp6(const Tcp6 &) = delete;
+    Tcp6 &operator=(const Tcp6 &) = delete;
+
+    // A TCP segment to a usable address of ours. A malformed one (header
+    // shorter than 20 bytes or its data offset past the packet:
+    // drop_tcp_header; a wrong checksum unless the NIC verified it:
+    // drop_tcp_csum) is dropped, taken. One for no socket: false when
+    // sharing the port (the layer hands it to the kernel), else answered
+    // with a reset (never one for a reset) and taken.
+    bool input(PacketRef &f, const Ip6Rx &rx, uint64_t now_ns);
+
+  private:
+    // RFC 9293 3.10.7.1: the reset answering seg (its IPv6 header, the TCP
+    // header at th, seg_len the segment's payload length).
+    void send_rst_reply(const wire::Ipv6 *ip, const wire::Tcp *th, unsigned seg_len, uint64_t now_ns);
+
+    const StackConfig &cfg_;
+    Ipv6Layer &ip6_;
+    Link &link_;
+    StackStats &stats_;
+};
+
+} // namespace mars::tcp6

@@ -1,0 +1,247 @@
+// TCP over IPv6 inside a whole stack (Stack::create, a sim::RawPeer port,
+// virtual time; issue 31), its first part (mars/src/tcp/tcp6.h): a segment
+// to a port nobody holds is answered with a reset as Linux answers it (not
+// ICMPv6 unreachable), a malformed or corrupted one is dropped and counted,
+// sharing the port hands it to the kernel. The expected frames are built
+// here byte by byte, the checksum with this file's own RFC 1071 sum (not
+// MARS's).
+#include "ip6_fixture.h"
+#include "raw_peer.h"
+#include "tcp/tcp6.h"
+
+namespace {
+
+using namespace mars;
+using namespace mars::test;
+
+std::vector<uint8_t> eth6(const MacAddr &dst, const MacAddr &src, const std::vector<uint8_t> &packet)
+{
+    std::vector<uint8_t> f(wire::kEthLen + packet.size());
+    std::memcpy(f.data(), dst.b, 6);
+    std::memcpy(f.data() + 6, src.b, 6);
+    f[12] = 0x86;
+    f[13] = 0xdd;
+    std::memcpy(f.data() + wire::kEthLen, packet.data(), packet.size());
+    return f;
+}
+
+// IPv6 frames carrying TCP among those sent.
+std::vector<std::vector<uint8_t>> tcp6_only(std::vector<std::vector<uint8_t>> frames)
+{
+    std::vector<std::vector<uint8_t>> v;
+    for (auto &f : frames)
+        if (f.size() >= wire::kEthLen + wire::kIp6Len && f[12] == 0x86 && f[13] == 0xdd && f[wire::kEthLen + 6] == 6)
+            v.push_back(std::move(f));
+    return v;
+}
+
+void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = uint8_t(v >> 8);
+    p[1] = uint8_t(v);
+}
+void put32(uint8_t *p, uint32_t v)
+{
+    put16(p, uint16_t(v >> 16));
+    put16(p + 2, uint16_t(v));
+}
+
+// RFC 1071 over the IPv6 pseudo-header (RFC 8200 8.1) and the segment,
+// written out here on purpose (an independent reference).
+uint16_t ref_tcp6_csum(const Ip6Addr &src, const Ip6Addr &dst, const std::vector<uint8_t> &seg)
+{
+    std::vector<uint8_t> b(src.b, src.b + 16);
+    b.insert(b.end(), dst.b, dst.b + 16);
+    uint8_t len[4];
+    put32(len, uint32_t(seg.size()));
+    b.insert(b.end(), len, len + 4);
+    b.insert(b.end(), {0, 0, 0, 6});
+    b.insert(b.end(), seg.begin(), seg.end());
+    if (b.size() & 1) b.push_back(0);
+    uint32_t sum = 0;
+    for (size_t i = 0; i < b.size(); i += 2) sum += uint32_t(b[i]) << 8 | b[i + 1];
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return uint16_t(~sum);
+}
+
+// A TCP segment (no options) from src to dst, checksummed.
+std::vector<uint8_t> tcp6(const Ip6Addr &src, const Ip6Addr &dst, uint16_t sport, uint16_t dport, uint32_t seq,
+                          uint32_t ack, uint8_t flags, const std::vector<uint8_t> &payload = {})
+{
+    std::vector<uint8_t> s(20);
+    put16(&s[0], sport);
+    put16(&s[2], dport);
+    put32(&s[4], seq);
+    put32(&s[8], ack);
+    s[12] = 0x50;
+    s[13] = flags;
+    put16(&s[14], 65535);
+    s.insert(s.end(), payload.begin(), payload.end());
+    put16(&s[16], ref_tcp6_csum(src, dst, s));
+    return s;
+}
+
+sim::RawPeer::Options options(bool shared = false, uint8_t hop_limit = 64)
+{
+    sim::RawPeer::Options o;
+    o.stack.addr6[0] = Ip6Prefix{kOurIp, 64};
+    o.stack.n_addr6 = 1;
+    o.stack.pass_unclaimed = shared;
+    o.stack.hop_limit6 = hop_limit;
+    o.keep_raw = true;
+    return o;
+}
+
+// A stack whose IPv6 address is usable (DAD done) and which knows the
+// peer's MAC (from its solicitation).
+struct Up {
+    explicit Up(const sim::RawPeer::Options &o) : p(o)
+    {
+        p.stack().announce(p.now);
+        p.advance(kSec);
+        const Ip6Addr sn = ip6::solicited_node(kOurIp.b);
+        p.inject(eth6(ip6::multicast_mac(sn.b), p.peer_mac,
+                      packet6(kPeerIp, sn, wire::kProtoIcmp6,
+                              icmp6(kPeerIp, sn, wire::kNdNeighborSolicit, 0, 0,
+                                    nd_body(kOurIp, wire::kNdOptSourceLla, p.peer_mac)),
+                              255)));
+        p.take_raw();
+    }
+    void in(const std::vector<uint8_t> &seg) { p.inject(eth6(p.stack_mac, p.peer_mac, packet6(kPeerIp, kOurIp, 6, seg))); }
+    sim::RawPeer p;
+};
+
+// The reset the stack must send for a SYN, built here byte by byte.
+std::vector<uint8_t> expected_rst(const sim::RawPeer &p, uint32_t label, uint8_t hop, uint16_t sport, uint16_t dport,
+                                  uint32_t seq, uint32_t ack, uint8_t flags)
+{
+    std::vector<uint8_t> f(14 + 40);
+    std::memcpy(&f[0], p.peer_mac.b, 6);
+    std::memcpy(&f[6], p.stack_mac.b, 6);
+    put16(&f[12], 0x86dd);
+    put32(&f[14], 0x60000000u | label); // version 6, traffic class 0, the flow label
+    put16(&f[18], 20);                  // payload: the TCP header alone
+    f[20] = 6;                          // next header TCP
+    f[21] = hop;
+    std::memcpy(&f[22], kOurIp.b, 16);
+    std::memcpy(&f[38], kPeerIp.b, 16);
+    std::vector<uint8_t> seg(20);
+    put16(&seg[0], sport);
+    put16(&seg[2], dport);
+    put32(&seg[4], seq);
+    put32(&seg[8], ack);
+    seg[12] = 0x50;
+    seg[13] = flags;
+    put16(&seg[16], ref_tcp6_csum(kOurIp, kPeerIp, seg));
+    f.insert(f.end(), seg.begin(), seg.end());
+    return f;
+}
+
+uint32_t label_of(const std::vector<uint8_t> &f) { return (uint32_t(f[15] & 0x0f) << 16) | uint32_t(f[16]) << 8 | f[17]; }
+
+TEST(Tcp6, SynToClosedPortGetsResetByteExact)
+{
+    Up u(options());
+    u.in(tcp6(kPeerIp, kOurIp, 40000, 80, 0x11223344, 0, wire::kSyn));
+    auto out = tcp6_only(u.p.take_raw());
+    ASSERT_EQ(out.size(), 1u) << "one reset, no ICMPv6 unreachable";
+    const uint32_t label = label_of(out[0]);
+    EXPECT_NE(label, 0u) << "a flow label (RFC 6437 hash of the 4-tuple)";
+    EXPECT_EQ(out[0], expected_rst(u.p, label, 64, 80, 40000, 0, 0x11223345, wire::kRst | wire::kAck));
+    // The label is the flow's: the same again, another for another port.
+    u.in(tcp6(kPeerIp, kOurIp, 40000, 80, 0x11223344, 0, wire::kSyn));
+    u.in(tcp6(kPeerIp, kOurIp, 40001, 80, 0x11223344, 0, wire::kSyn));
+    out = tcp6_only(u.p.take_raw());
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(label_of(out[0]), label);
+    EXPECT_NE(label_of(out[1]), label);
+    const StackStats &st = u.p.stack().stats();
+    EXPECT_EQ(st.tcp_resets_out, 3u);
+    EXPECT_EQ(st.drop_tcp_no_socket, 3u);
+    EXPECT_EQ(st.icmp6_out, 0u);
+}
+
+TEST(Tcp6, ResetRulesAsRfc9293)
+{
+    Up u(options(false, 33));
+    // An ACK-bearing segment with data: <SEQ=SEG.ACK><CTL=RST>.
+    u.in(tcp6(kPeerIp, kOurIp, 40000, 81, 7000, 0xabcdef01, wire::kAck | wire::kPsh, {'a', 'b', 'c'}));
+    auto out = tcp6_only(u.p.take_raw());
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0], expected_rst(u.p, label_of(out[0]), 33, 81, 40000, 0xabcdef01, 0, wire::kRst));
+    // No ACK, data and FIN: ACK = SEG.SEQ + SEG.LEN (+1 for the FIN).
+    u.in(tcp6(kPeerIp, kOurIp, 40000, 81, 7000, 0, wire::kFin, {'x', 'y'}));
+    out = tcp6_only(u.p.take_raw());
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0], expected_rst(u.p, label_of(out[0]), 33, 81, 40000, 0, 7003, wire::kRst | wire::kAck));
+    // A reset is never answered.
+    u.in(tcp6(kPeerIp, kOurIp, 40000, 81, 7000, 0, wire::kRst));
+    EXPECT_TRUE(tcp6_only(u.p.take_raw()).empty());
+    EXPECT_EQ(u.p.stack().stats().tcp_resets_out, 2u);
+}
+
+TEST(Tcp6, CorruptedOrMalformedDroppedAndCounted)
+{
+    Up u(options());
+    auto seg = tcp6(kPeerIp, kOurIp, 40000, 80, 1, 0, wire::kSyn, {'d', 'a', 't', 'a'});
+    seg[22] ^= 0x01; // one payload bit flipped in flight
+    u.in(seg);
+    EXPECT_TRUE(u.p.take_raw().empty()) << "nothing answers a corrupted segment";
+    EXPECT_EQ(u.p.stack().stats().drop_tcp_csum, 1u);
+    // The same segment marked checksum-good by the NIC is taken as such.
+    u.p.inject(eth6(u.p.stack_mac, u.p.peer_mac, packet6(kPeerIp, kOurIp, 6, seg)), kRxL4CsumGood);
+    EXPECT_EQ(tcp6_only(u.p.take_raw()).size(), 1u);
+    // Shorter than a TCP header; a data offset past the packet.
+    u.in(std::vector<uint8_t>(12, 0));
+    auto bad_off = tcp6(kPeerIp, kOurIp, 40000, 80, 1, 0, wire::kSyn);
+    bad_off[12] = 0xf0;
+    u.in(bad_off);
+    EXPECT_TRUE(u.p.take_raw().empty());
+    const StackStats &st = u.p.stack().stats();
+    EXPECT_EQ(st.drop_tcp_header, 2u);
+    EXPECT_EQ(st.drop_tcp_csum, 1u);
+    EXPECT_EQ(st.tcp_resets_out, 1u);
+}
+
+TEST(Tcp6, ResetWaitsForNeighbourDiscovery)
+{
+    sim::RawPeer p(options());
+    p.stack().announce(p.now);
+    p.advance(kSec);
+    p.take_raw();
+    // The peer's MAC is unknown: the reset waits on the ND queue, an NS goes.
+    p.inject(eth6(p.stack_mac, p.peer_mac, packet6(kPeerIp, kOurIp, 6, tcp6(kPeerIp, kOurIp, 5, 80, 9, 0, wire::kSyn))));
+    auto sent = p.take_raw();
+    EXPECT_TRUE(tcp6_only(sent).empty());
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(Sent{sent[0]}.type(), wire::kNdNeighborSolicit);
+    p.inject(eth6(p.stack_mac, p.peer_mac, na(kPeerIp, kOurIp, kPeerIp, wire::kNaSolicited, p.peer_mac)));
+    auto out = tcp6_only(p.take_raw());
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0], expected_rst(p, label_of(out[0]), 64, 80, 5, 0, 10, wire::kRst | wire::kAck));
+}
+
+TEST(Tcp6, SharingHandsSegmentsToTheKernel)
+{
+    Up u(options(true));
+    u.p.port().unclaimed_frames.clear();
+    u.in(tcp6(kPeerIp, kOurIp, 40000, 22, 1, 0, wire::kSyn));
+    EXPECT_TRUE(tcp6_only(u.p.take_raw()).empty()) << "the kernel answers for its ports";
+    ASSERT_EQ(u.p.port().unclaimed_frames.size(), 1u);
+    EXPECT_EQ(u.p.port().unclaimed_frames[0].why, Unclaimed::kIpv6);
+    EXPECT_EQ(u.p.stack().stats().tcp_resets_out, 0u);
+}
+
+TEST(Tcp6, HopLimitZeroRefused)
+{
+    StackConfig c = sim::test_stack_config(1);
+    c.hop_limit6 = 0;
+    sim::FramePool pool(16);
+    sim::SimPort port(pool, [](const PacketRef &) {});
+    sim::RingPool rings(1, c.tcp.rcvbuf, c.tcp.sndbuf);
+    std::string err;
+    EXPECT_EQ(Stack::create(c, port, rings, &err), nullptr);
+    EXPECT_NE(err.find("hop_limit6 must be 1..255"), std::string::npos) << err;
+}
+
+} // namespace
