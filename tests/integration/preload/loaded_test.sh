@@ -220,10 +220,14 @@ PY
     for i in $(seq 1 "$n_cpu"); do
         start_bg hog timeout 600 bash -c 'while :; do :; done'
     done
+    # INADDR_ANY reaches the host's kernel too (the listener's kernel half):
+    # a fixed port collides with anything else on the machine holding it
+    # (it did: another run's server on 8097), so the kernel picks a free one.
+    aport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
     start_bg asrv env ETA_LOG=fallback,accel timeout 600 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-        "$py" "$work/aserver.py" 8097 >"$work/asrv.out" 2>"$work/asrv.err"
+        "$py" "$work/aserver.py" "$aport" >"$work/asrv.out" 2>"$work/asrv.err"
     wait_until 120 grep -q serving "$work/asrv.out" || { cat "$work/asrv.err"; fail "the asyncio server did not start"; }
-    got=$(peer timeout 400 python3 "$work/aclient.py" "$H" 8097 64 40) || { tail -20 "$work/asrv.err"; fail "the load did not complete (64 connections x 40 requests, under a CPU hog)"; }
+    got=$(peer timeout 400 python3 "$work/aclient.py" "$H" "$aport" 64 40) || { tail -20 "$work/asrv.err"; fail "the load did not complete (64 connections x 40 requests, under a CPU hog)"; }
     [ "$got" = 2560 ] || fail "the asyncio server answered $got of 2560 requests correctly"
     grep -Eq '^eta\[[0-9]+\]: fd [0-9]+: accelerated' "$work/asrv.err" || { cat "$work/asrv.err"; fail "the asyncio server's sockets did not reach the PPE"; }
     note "kill -9 of the PPE under the hog: the asyncio server lives and serves 127.0.0.1"
@@ -231,7 +235,7 @@ PY
     ppe_kill9
     wait_until 120 grep -q "the PPE has gone" "$work/asrv.err" || { cat "$work/asrv.err"; fail "the asyncio server did not notice the PPE going"; }
     kill -0 "$srv_real" 2>/dev/null || { cat "$work/asrv.err"; fail "the asyncio server died when the PPE went"; }
-    got=$(timeout 200 "$py" "$work/aclient.py" 127.0.0.1 8097 4 5) || { tail -20 "$work/asrv.err"; fail "the asyncio server does not answer 127.0.0.1 after the PPE went"; }
+    got=$(timeout 200 "$py" "$work/aclient.py" 127.0.0.1 "$aport" 4 5) || { tail -20 "$work/asrv.err"; fail "the asyncio server does not answer 127.0.0.1 after the PPE went"; }
     [ "$got" = 20 ] || fail "after the PPE went, 127.0.0.1 got $got of 20 answers"
     kill -0 "$srv_real" 2>/dev/null || { cat "$work/asrv.err"; fail "the asyncio server died after the PPE went"; }
     note "a new PPE under the hog: the asyncio server re-attaches and serves the peer through it"
@@ -239,7 +243,7 @@ PY
     # The server sleeps in epoll_wait with no timeout; the shim's wait tries
     # the PPE again at most a second apart (preload/README.md "re-attach").
     wait_until 120 grep -q "re-attached to the PPE" "$work/asrv.err" || { cat "$work/asrv.err"; fail "the asyncio server did not re-attach to the new PPE"; }
-    got=$(peer timeout 400 python3 "$work/aclient.py" "$H" 8097 16 10) || { tail -20 "$work/asrv.err"; fail "the asyncio server does not answer the peer through the new PPE"; }
+    got=$(peer timeout 400 python3 "$work/aclient.py" "$H" "$aport" 16 10) || { tail -20 "$work/asrv.err"; fail "the asyncio server does not answer the peer through the new PPE"; }
     [ "$got" = 160 ] || fail "through the new PPE the asyncio server answered $got of 160 requests correctly"
     kill -0 "$srv_real" 2>/dev/null || { cat "$work/asrv.err"; fail "the asyncio server died after re-attaching"; }
 fi
