@@ -395,7 +395,11 @@ class Driver {
         if (a.res != 1) fail("ACCEPT failed");
         h_ = a.accepted[0];
         rx_ring_ = app_.hdr->rx_ring_size;
-        tx_ring_ = app_.hdr->tx_ring_size;
+        // The header's tx_ring_size is what each slot reserves (ABI 9); the
+        // ring itself is the socket's tx_size, chosen when its rings came.
+        tx_ring_ = __atomic_load_n(&app_.sock(h_)->tx_size, __ATOMIC_ACQUIRE);
+        if (tx_ring_ == 0 || (tx_ring_ & (tx_ring_ - 1)) || tx_ring_ > app_.hdr->tx_ring_size)
+            fail("the accepted socket has no valid send ring size");
     }
 
     // One round: the peer, the engine, the application (the engine's poll counted or not).
