@@ -118,6 +118,11 @@ bool Table::provide(uint64_t user, RingMemory *out)
     if (ri != si)
         r.sndbuf_set = owner.sndbuf_set; // an accepted connection takes its listener's SO_SNDBUF, as on Linux
     r.tx_size = size_tx(group, r.sndbuf_set);
+    // Published here, once: the size is fixed while the rings live, and the
+    // state that makes the socket writable is stored (release) later, by
+    // write_shared. It sits in the entry's second cache line, which the
+    // publish of every event then leaves alone.
+    store_rlx(&group.socks[ri].tx_size, r.tx_size);
     group.rings_out++;
     *out = RingMemory{group.rx_ring(ri), r.rx_size, group.tx_ring(ri), r.tx_size};
     return true;

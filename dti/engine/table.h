@@ -146,7 +146,6 @@ inline void Table::write_shared(Group &group, uint32_t si)
     store_rlx(&sh.rx_size, s.rx_size);
     store_rlx(&sh.rx_base, s.rx_base);
     store_rlx(&sh.tx_base, s.tx_base);
-    store_rlx(&sh.tx_size, group.tx_size(si)); // before the state that makes it writable
     store_rlx(&sh.error, s.error);
     store_rlx(&sh.accept_ready, s.embryos);
     store_rel(&sh.rx_tail, s.rx_tail);
