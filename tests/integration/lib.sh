@@ -133,6 +133,12 @@ lab_up() {
 
 peer() { ip netns exec "$ETA_LAB_NS" "$@"; }
 
+# A TCP port free on the host now, the kernel's pick: a server that listens
+# on INADDR_ANY (a hybrid listener under eta-run: its kernel half is bound in
+# the host's namespace) takes one of these, not a fixed number, so anything
+# else on the machine holding that number cannot fail the test.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
+
 start_bg() {
     local name=$1
     shift

@@ -56,6 +56,7 @@ head -c $((64 << 20)) /dev/urandom > "$work/blob"
 sum=$(sha256sum < "$work/blob" | cut -d' ' -f1)
 
 if want socat; then
+    p_socat=$(free_port)
     note "socat: eta client -> kernel server in the peer"
     start_bg sink ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP-LISTEN:7001,bind=$P,reuseaddr" "OPEN:$work/got1,creat,trunc"
     wait_until 10 peer bash -c "ss -ltn | grep -q ':7001'" || fail "peer socat did not listen"
@@ -64,9 +65,9 @@ if want socat; then
     accelerated "$work/l1" "socat client"
     [ "$(sha256sum < "$work/got1" | cut -d' ' -f1)" = "$sum" ] || fail "socat: bytes differ (eta -> kernel)"
     note "socat: kernel client in the peer -> eta server"
-    bglog src "$work/l2" socat -u "TCP-LISTEN:7002,reuseaddr" "OPEN:$work/got2,creat,trunc"
-    wait_until 20 grep -q "listening on 0.0.0.0:7002" "$work/l2" || { cat "$work/l2"; fail "socat server under eta-run did not listen"; }
-    peer timeout 60 socat -u "OPEN:$work/blob" "TCP:$H:7002" || fail "peer socat client failed"
+    bglog src "$work/l2" socat -u "TCP-LISTEN:$p_socat,reuseaddr" "OPEN:$work/got2,creat,trunc"
+    wait_until 20 grep -q "listening on 0.0.0.0:$p_socat" "$work/l2" || { cat "$work/l2"; fail "socat server under eta-run did not listen"; }
+    peer timeout 60 socat -u "OPEN:$work/blob" "TCP:$H:$p_socat" || fail "peer socat client failed"
     wait "$src_pid" || fail "socat server under eta-run failed"
     [ "$(sha256sum < "$work/got2" | cut -d' ' -f1)" = "$sum" ] || fail "socat: bytes differ (kernel -> eta)"
 fi
@@ -84,15 +85,16 @@ if want curl; then
 fi
 
 if want python; then
+    p_web=$(free_port)
     note "python3 -m http.server under eta-run, a Python socket client in the peer"
     # The interpreter itself, not a wrapper script (pyenv's shim would run
     # several programs under the shim before python starts).
     py=$(python3 -c 'import sys; print(sys.executable)')
-    bglog pyweb "$work/l5" "$py" -m http.server 8081 --directory "$work"
-    wait_until 20 grep -q "0.0.0.0:8081" "$work/l5" || { cat "$work/l5"; fail "http.server did not listen"; }
+    bglog pyweb "$work/l5" "$py" -m http.server $p_web --directory "$work"
+    wait_until 20 grep -q "0.0.0.0:$p_web" "$work/l5" || { cat "$work/l5"; fail "http.server did not listen"; }
     got=$(peer timeout 60 python3 -c "
 import socket, hashlib, sys
-s = socket.create_connection(('$H', 8081))
+s = socket.create_connection(('$H', $p_web))
 s.sendall(b'GET /blob HTTP/1.0\r\nHost: x\r\n\r\n')
 data = bytearray()
 while True:
@@ -145,6 +147,7 @@ print(total, format(crc, '08x'), h.hexdigest())") || { cat "$work/l9"; fail "pyt
 fi
 
 if want iperf3; then
+    p_iperf=$(free_port)
     note "iperf3: eta client -> peer server, both directions, -P 4"
     start_bg ips ip netns exec "$ETA_LAB_NS" timeout 200 iperf3 -s -B "$P" -p 5201
     wait_until 10 peer bash -c "ss -ltn | grep -q ':5201'" || fail "peer iperf3 did not listen"
@@ -159,12 +162,12 @@ if want iperf3; then
     done
     note "iperf3: eta server, peer client"
     # -4: the IPv4 listener this case has always measured (on [::] it would be dual-stack, see README).
-    bglog ipe "$work/l6" iperf3 -4 -s -p 5202
-    wait_until 20 grep -q "0.0.0.0:5202" "$work/l6" || { cat "$work/l6"; fail "iperf3 server under eta-run did not listen"; }
+    bglog ipe "$work/l6" iperf3 -4 -s -p $p_iperf
+    wait_until 20 grep -q "0.0.0.0:$p_iperf" "$work/l6" || { cat "$work/l6"; fail "iperf3 server under eta-run did not listen"; }
     for args in "" "-R" "-P 4"; do
         before=$(opens passive)
         # shellcheck disable=SC2086
-        peer timeout 60 iperf3 -c "$H" -p 5202 -n 32M $args --json > "$work/ip.json" || fail "peer iperf3 client $args failed"
+        peer timeout 60 iperf3 -c "$H" -p $p_iperf -n 32M $args --json > "$work/ip.json" || fail "peer iperf3 client $args failed"
         iperf3_moved "server, peer client $args" "$work/ip.json"
         at_least "iperf3 server $args: connections the PPE accepted" $(($(opens passive) - before)) \
             $((2 + $([ "$args" = "-P 4" ] && echo 3 || echo 0)))
@@ -172,11 +175,12 @@ if want iperf3; then
 fi
 
 if want sockperf; then
+    p_sp=$(free_port)
     note "sockperf server under eta-run: ping-pong and throughput from the peer"
-    bglog sp "$work/l7" sockperf server --tcp -p 11111
-    wait_until 20 grep -q "0.0.0.0:11111" "$work/l7" || { cat "$work/l7"; fail "sockperf server did not listen"; }
+    bglog sp "$work/l7" sockperf server --tcp -p $p_sp
+    wait_until 20 grep -q "0.0.0.0:$p_sp" "$work/l7" || { cat "$work/l7"; fail "sockperf server did not listen"; }
     before=$(opens passive)
-    peer timeout 60 sockperf ping-pong --tcp -i "$H" -p 11111 -t 2 -m 64 > "$work/sp.out" || fail "sockperf ping-pong failed"
+    peer timeout 60 sockperf ping-pong --tcp -i "$H" -p $p_sp -t 2 -m 64 > "$work/sp.out" || fail "sockperf ping-pong failed"
     grep -q "percentile 50.000" "$work/sp.out" || fail "sockperf ping-pong reported no latency"
     # Every message of the measured run answered, none dropped or out of order.
     counts=$(sed -n 's/.*\[Valid Duration\].*SentMessages=\([0-9]*\); ReceivedMessages=\([0-9]*\).*/\1 \2/p' "$work/sp.out")
@@ -187,7 +191,7 @@ if want sockperf; then
         { cat "$work/sp.out"; fail "sockperf ping-pong saw dropped, duplicated or reordered messages"; }
     at_least "sockperf ping-pong: connections the PPE accepted" $(($(opens passive) - before)) 1
     in0=$(stack_rx_bytes)
-    peer timeout 60 sockperf throughput --tcp -i "$H" -p 11111 -t 2 -m 1024 > "$work/sp.out" || fail "sockperf throughput failed"
+    peer timeout 60 sockperf throughput --tcp -i "$H" -p $p_sp -t 2 -m 1024 > "$work/sp.out" || fail "sockperf throughput failed"
     msgs=$(sed -n 's/.*Total of \([0-9]*\) messages sent.*/\1/p' "$work/sp.out")
     at_least "sockperf throughput messages sent" "${msgs:-none}" 1
     # They all went through the PPE: its stack received at least their bytes
@@ -198,13 +202,14 @@ if want sockperf; then
 fi
 
 if want redis; then
+    p_redis=$(free_port)
     note "redis-server under eta-run, redis-benchmark -n 20000 from the peer"
-    bglog rs "$work/l8" redis-server --port 6390 --save "" --appendonly no --protected-mode no
-    wait_until 20 grep -q "0.0.0.0:6390" "$work/l8" || { cat "$work/l8"; fail "redis-server did not listen"; }
-    peer timeout 180 redis-benchmark -h "$H" -p 6390 -n 100000 -c 50 -t set,get -q > "$work/rb.out" 2>&1 ||
+    bglog rs "$work/l8" redis-server --port $p_redis --save "" --appendonly no --protected-mode no
+    wait_until 20 grep -q "0.0.0.0:$p_redis" "$work/l8" || { cat "$work/l8"; fail "redis-server did not listen"; }
+    peer timeout 180 redis-benchmark -h "$H" -p $p_redis -n 100000 -c 50 -t set,get -q > "$work/rb.out" 2>&1 ||
         { cat "$work/rb.out"; fail "redis-benchmark failed"; }
     grep -qi "error" "$work/rb.out" && { cat "$work/rb.out"; fail "redis-benchmark reported errors"; }
-    [ "$(peer timeout 10 redis-cli -h "$H" -p 6390 ping)" = PONG ] || fail "redis does not answer PING"
+    [ "$(peer timeout 10 redis-cli -h "$H" -p $p_redis ping)" = PONG ] || fail "redis does not answer PING"
     # eta-stat shows the program under the shim: its accelerated sockets and accepts.
     shown=$(stat_py "[(p['sockets'].get('accelerated', 0), p['accepted']) for p in d['programs'] if p['name'] == 'redis-server' and p['attached']]")
     python3 -c "import sys; v=eval(sys.argv[1]); sys.exit(0 if len(v) == 1 and v[0][0] >= 1 and v[0][1] >= 50 else 1)" "$shown" ||
@@ -270,14 +275,15 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 stat_of() { peer timeout 10 memcstat --servers="$1" | awk -v k="$2" '$1 == k":" { print $2 }'; }
 
 if want memcached; then
+    p_mc=$(free_port)
     # memcached's main thread accepts and hands each connection to a worker
     # thread, which adds it to its own epoll: every connection must be served.
     note "memcached -t 4 under eta-run, memcslap --concurrency=16 --execute-number=5000 from the peer"
-    bglog mc "$work/l9" memcached -u root -t 4 -p 11311 -l 0.0.0.0 -U 0
-    wait_until 20 grep -q "0.0.0.0:11311" "$work/l9" || { cat "$work/l9"; fail "memcached did not listen"; }
-    peer timeout 120 memcslap --servers="$H:11311" --concurrency=16 --execute-number=5000 --test=set \
+    bglog mc "$work/l9" memcached -u root -t 4 -p $p_mc -l 0.0.0.0 -U 0
+    wait_until 20 grep -q "0.0.0.0:$p_mc" "$work/l9" || { cat "$work/l9"; fail "memcached did not listen"; }
+    peer timeout 120 memcslap --servers="$H:$p_mc" --concurrency=16 --execute-number=5000 --test=set \
         > "$work/ms.out" 2>&1 || { cat "$work/ms.out"; fail "memcslap failed or timed out (connections not served)"; }
-    sets=$(stat_of "$H:11311" cmd_set)
+    sets=$(stat_of "$H:$p_mc" cmd_set)
     [ "$sets" = 80000 ] || { cat "$work/ms.out"; fail "memcached set $sets of 80000 keys"; }
 fi
 
@@ -311,11 +317,12 @@ PY
 fi
 
 if want dualstack; then
+    p_ds=$(free_port)
     # Python's create_server(dualstack_ipv6=True): [::] with IPV6_V6ONLY off.
     note "dual-stack listener: python3 on [::] under eta-run, IPv4 client in the peer"
     cat > "$work/dual.py" <<'PY'
 import socket, sys
-srv = socket.create_server(("", 8095), family=socket.AF_INET6, dualstack_ipv6=True)
+srv = socket.create_server(("", int(sys.argv[1])), family=socket.AF_INET6, dualstack_ipv6=True)
 print("serving", flush=True)
 c, addr = srv.accept()
 c.sendall((addr[0] + "\n").encode())
@@ -323,11 +330,11 @@ c.sendall(c.recv(100))
 c.close()
 PY
     py=$(python3 -c 'import sys; print(sys.executable)')
-    bglog dual "$work/l12" "$py" "$work/dual.py"
-    wait_until 20 grep -q "listening on \[::\]:8095" "$work/l12" || { cat "$work/l12"; fail "dual-stack listener not accelerated"; }
+    bglog dual "$work/l12" "$py" "$work/dual.py" "$p_ds"
+    wait_until 20 grep -q "listening on \[::\]:$p_ds" "$work/l12" || { cat "$work/l12"; fail "dual-stack listener not accelerated"; }
     got=$(peer timeout 20 python3 -c "
 import socket
-s = socket.create_connection(('$H', 8095))
+s = socket.create_connection(('$H', $p_ds))
 f = s.makefile('rb')
 print(f.readline().decode().strip())
 s.sendall(b'echo')
