@@ -223,7 +223,7 @@ PY
     # INADDR_ANY reaches the host's kernel too (the listener's kernel half):
     # a fixed port collides with anything else on the machine holding it
     # (it did: another run's server on 8097), so the kernel picks a free one.
-    aport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+    aport=$(free_port)
     start_bg asrv env ETA_LOG=fallback,accel timeout 600 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
         "$py" "$work/aserver.py" "$aport" >"$work/asrv.out" 2>"$work/asrv.err"
     wait_until 120 grep -q serving "$work/asrv.out" || { cat "$work/asrv.err"; fail "the asyncio server did not start"; }

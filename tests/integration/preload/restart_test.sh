@@ -86,7 +86,7 @@ bg redis "$work/redis.log" redis-server --bind "$H" --port 6390 --save "" --appe
 bg echo "$work/echo.log" "$py" "$work/echo.py" "$H"
 # INADDR_ANY reaches the host's kernel too: a fixed port collides with
 # another run of this test on the machine, so the kernel picks a free one.
-web_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+web_port=$(free_port)
 bg web "$work/web.log" "$py" -m http.server "$web_port" --directory "$work"
 wait_until 20 grep -q "$H:6390" "$work/redis.log" || { cat "$work/redis.log"; fail "redis did not listen on the PPE"; }
 wait_until 20 grep -q "serving" "$work/epoll.log" || { cat "$work/epoll.log"; fail "epoll server did not start"; }
