@@ -41,7 +41,8 @@ run_bg() {
 engines_of() { ppe_json "sorted(set(a['engine'] for a in d['apps'] if a['pid'] == $1))"; }
 
 note "one listening socket, $N connections, both engines"
-run_bg srv "$work/srv.log" python3 "$APP" server 7301 $N 1
+p_one=$(free_port)   # INADDR_ANY: the kernel half binds in the host namespace
+run_bg srv "$work/srv.log" python3 "$APP" server "$p_one" $N 1
 wait_until 60 grep -q listening "$work/srv.log" || { cat "$work/srv.log"; fail "the server under eta-run did not listen"; }
 srv_real=$(pgrep -P "$srv_pid" | head -1)
 wait_until 30 ppe_true "len(set(a['engine'] for a in d['apps'])) >= 1" || fail "the server did not attach"
@@ -49,7 +50,7 @@ if [ "$ENGINES" = 2 ] && [ "$(engines_of "$srv_real")" != "[0, 1]" ]; then
     fail "the application is attached to engine(s) $(engines_of "$srv_real") only: libdti must attach it to every engine"
 fi
 touch "$work/hold"
-start_bg cli peer timeout 150 python3 "$APP" client "$ETA_LAB_PPE_IP" 7301 $N 65536 "$work/hold"
+start_bg cli peer timeout 150 python3 "$APP" client "$ETA_LAB_PPE_IP" "$p_one" $N 65536 "$work/hold"
 wait_until 60 ppe_true "sum(e['connections'] for e in d['engines']) >= $N" ||
     fail "eta-stat does not show $N connections: $(ppe_json "[e['connections'] for e in d['engines']]")"
 ppe_true "len(d['engines']) == $ENGINES and all(e['connections'] >= 4 for e in d['engines'])" ||
@@ -61,10 +62,11 @@ wait "$srv_pid" || { cat "$work/srv.log"; fail "the server failed"; }
 grep -q "^accepted $N " "$work/srv.log" || { cat "$work/srv.log"; fail "the server did not accept $N connections"; }
 
 note "SO_REUSEPORT group of 4"
-run_bg rp "$work/rp.log" python3 "$APP" server 7302 $N 4
+p_rp=$(free_port)
+run_bg rp "$work/rp.log" python3 "$APP" server "$p_rp" $N 4
 wait_until 60 grep -q listening "$work/rp.log" || { cat "$work/rp.log"; fail "the reuseport server did not listen"; }
 # No hold file: the client closes right after its echo round.
-peer timeout 150 python3 "$APP" client "$ETA_LAB_PPE_IP" 7302 $N 4096 "$work/no-hold" || fail "reuseport: the peer's client failed"
+peer timeout 150 python3 "$APP" client "$ETA_LAB_PPE_IP" "$p_rp" $N 4096 "$work/no-hold" || fail "reuseport: the peer's client failed"
 wait "$rp_pid" || { cat "$work/rp.log"; fail "the reuseport server failed"; }
 python3 - "$work/rp.log" <<'EOF' || fail "not every member of the SO_REUSEPORT group got connections: $(cat "$work/rp.log")"
 import ast, re, sys

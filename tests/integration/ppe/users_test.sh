@@ -60,7 +60,7 @@ config_with "" ""
 ppe_start "$work/ppe.toml"
 check_modes 660 640
 rc=0
-as_nobody "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$PY" -c 'import socket; socket.socket().bind(("0.0.0.0", 7401))' \
+as_nobody "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$PY" -c 'import socket; socket.socket().bind(("0.0.0.0", 0))' \
     > "$work/deny.out" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] || { cat "$work/deny.out"; fail "nobody ran under eta-run --require with a socket of mode 0660"; }
 grep -qi "no permission\|permission denied" "$work/deny.out" || { cat "$work/deny.out"; fail "nobody's refusal does not say why"; }
@@ -74,7 +74,7 @@ config_with "mode = 0o666" '["root"]'
 ppe_start "$work/ppe.toml"
 check_modes 666 644
 rc=0
-as_nobody "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$PY" -c 'import socket; socket.socket().bind(("0.0.0.0", 7401))' \
+as_nobody "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$PY" -c 'import socket; socket.socket().bind(("0.0.0.0", 0))' \
     > "$work/deny.out" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] || { cat "$work/deny.out"; fail "nobody attached although allowed_users names only root"; }
 grep -q "uid 65534 is not allowed to attach" "$work/deny.out" || { cat "$work/deny.out"; fail "nobody's refusal does not name the rule"; }

@@ -38,8 +38,7 @@ bg() {
 }
 
 for opts in ",nofork" ""; do
-    port=7110
-    [ -z "$opts" ] && port=7111
+    port=$(free_port)   # TCP4-LISTEN binds INADDR_ANY: its kernel half is in the host namespace
     note "socat TCP4-LISTEN:$port,fork,reuseaddr EXEC:cat$opts under eta-run, clients in the peer"
     before=$(passive_opens)
     per_engine=$(engine_opens)
@@ -65,9 +64,10 @@ done
 
 note "a python server execs itself keeping its listener and a connection with unread data"
 before=$(passive_opens)
-bg server "$work/server.log" "$PY" "$here/exec_server.py" 7120 300000 >"$work/server.out"
+p_exec=$(free_port)   # exec_server.py binds INADDR_ANY
+bg server "$work/server.log" "$PY" "$here/exec_server.py" "$p_exec" 300000 >"$work/server.out"
 wait_until 20 grep -q listening "$work/server.out" || { cat "$work/server.log"; fail "the python server did not listen"; }
-peer timeout 60 "$PY" "$here/exec_peer.py" self_exec "$H" 7120 300000 ||
+peer timeout 60 "$PY" "$here/exec_peer.py" self_exec "$H" "$p_exec" 300000 ||
     { cat "$work/server.log" "$work/server.out"; fail "the server that execs itself"; }
 wait "$server_pid" || { cat "$work/server.log"; fail "the python server failed"; }
 grep -q "served a new connection" "$work/server.out" || fail "the exec'd image did not serve"

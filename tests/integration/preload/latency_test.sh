@@ -74,10 +74,11 @@ print(json.dumps({"transactions": len(rtts), "p50_us": rtts[len(rtts) // 2], "ma
 PY
 
 note "rr 64 B for 3 s: a kernel Python client in the peer, a Python echo server under eta-run"
+p_echo=$(free_port)   # the server binds INADDR_ANY: its kernel half is in the host namespace
 start_bg srv env ETA_LOG=fallback timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-    python3 "$work/echo.py" 5702 > "$work/srv.log" 2> "$work/srv.err"
+    python3 "$work/echo.py" "$p_echo" > "$work/srv.log" 2> "$work/srv.err"
 wait_until 60 grep -q listening "$work/srv.log" || fail "the echo server did not listen: $(cat "$work/srv.err")"
-peer timeout 60 python3 "$work/rr.py" "$ETA_LAB_PPE_IP" 5702 3 > "$work/cli.json" ||
+peer timeout 60 python3 "$work/rr.py" "$ETA_LAB_PPE_IP" "$p_echo" 3 > "$work/cli.json" ||
     fail "the rr client failed: $(cat "$work/cli.json")"
 wait_until 60 grep -q done "$work/srv.log" || fail "the echo server did not see the end: $(cat "$work/srv.err")"
 ppe_stat --latency --json > "$work/lat.json" || fail "eta-stat --latency --json failed"

@@ -348,7 +348,8 @@ if want ppe_death; then
     # After the PPE is killed, servers neither die nor spin: a listener on the
     # PPE address reports nothing, an INADDR_ANY listener is its kernel half.
     note "PPE killed under memcached (INADDR_ANY and PPE-address listeners, an open connection)"
-    bglog mca "$work/l10" memcached -u root -t 4 -p 11312 -l 0.0.0.0 -U 0
+    p_mca=$(free_port)   # INADDR_ANY: its kernel half binds in the host namespace
+    bglog mca "$work/l10" memcached -u root -t 4 -p "$p_mca" -l 0.0.0.0 -U 0
     bglog mcp "$work/l11" memcached -u root -t 4 -p 11313 -l "$H" -U 0
     # A libuv event loop (uvloop) listening on the PPE address: libuv asserts
     # on a listener reported with POLLERR/POLLHUP and no POLLIN.
@@ -368,11 +369,11 @@ PY
     [ "$(peer timeout 10 python3 -c "
 import socket; s = socket.create_connection(('$H', 8096)); s.sendall(b'uv'); print(s.recv(10).decode())")" = uv ] ||
         fail "uvloop server does not echo through the PPE"
-    wait_until 20 grep -q "0.0.0.0:11312" "$work/l10" || { cat "$work/l10"; fail "memcached (any) did not listen"; }
+    wait_until 20 grep -q "0.0.0.0:$p_mca" "$work/l10" || { cat "$work/l10"; fail "memcached (any) did not listen"; }
     wait_until 20 grep -q "$H:11313" "$work/l11" || { cat "$work/l11"; fail "memcached ($H) did not listen"; }
     [ "$(stat_of "$H:11313" curr_connections)" != "" ] || fail "memcached ($H) does not answer through the PPE"
     # Connections open through the PPE when it dies (closed by the cleanup).
-    for port in 11312 11313; do
+    for port in "$p_mca" 11313; do
         start_bg hold ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP:$H:$port" OPEN:/dev/null
     done
     wait_until 10 peer bash -c "ss -tn state established | grep -q ':11313'" || fail "held connection did not open"
@@ -401,7 +402,7 @@ import socket; s = socket.create_connection(('$H', 8096)); s.sendall(b'uv'); pri
     alive "$p_pid" "memcached ($H)" "$work/l11"
     alive "$u_pid" "the uvloop server (libuv)" "$work/l13"
     # The INADDR_ANY listener still serves local clients through its kernel half.
-    [ -n "$(timeout 10 memcstat --servers=127.0.0.1:11312 | grep curr_connections)" ] ||
+    [ -n "$(timeout 10 memcstat --servers=127.0.0.1:$p_mca | grep curr_connections)" ] ||
         fail "memcached (INADDR_ANY) does not serve 127.0.0.1 after the PPE went"
 fi
 echo "preload programs test passed"
