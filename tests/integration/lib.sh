@@ -147,13 +147,17 @@ start_bg() {
     eval "${name}_pid=$!"
 }
 
-# Waits until CMD succeeds, at most SECS seconds of wall time (a CMD that
-# itself takes a while, like eta-stat on a loaded machine, cannot stretch the
-# bound); for readiness checks and counters.
+# wait_until SECS CMD...: waits until CMD succeeds, at most SECS x
+# ETA_TEST_WAIT_SCALE (default 3) seconds of wall time (a CMD that itself takes
+# a while, like eta-stat on a loaded machine, cannot stretch the bound); for
+# readiness checks and counters. SECS is what the event may honestly take with a
+# CPU hog beside the suite; the scale is the margin for a far busier machine
+# (two suites, a hog and builds on 2 cores, load ~24: a Python server under
+# eta-run took over 30 s to listen there). It only lengthens a failure.
 wait_until() {
     local secs=$1 end
     shift
-    end=$((SECONDS + secs))
+    end=$((SECONDS + secs * ${ETA_TEST_WAIT_SCALE:-3}))
     while :; do
         "$@" >/dev/null 2>&1 && return 0
         [ "$SECONDS" -lt "$end" ] || return 1
