@@ -123,14 +123,14 @@ note "kernel link: socat carries 8 MiB byte for byte"
 payload=$(mktemp) received=$(mktemp)
 on_exit "rm -f $payload $received"
 head -c $((8 << 20)) /dev/urandom > "$payload"
-start_bg sink peer timeout 30 socat -u "TCP-LISTEN:5001,bind=$ETA_LAB_KERNEL_PEER_IP,reuseaddr" "OPEN:$received,creat,trunc"
+start_bg sink peer timeout 120 socat -u "TCP-LISTEN:5001,bind=$ETA_LAB_KERNEL_PEER_IP,reuseaddr" "OPEN:$received,creat,trunc"
 wait_until 10 peer bash -c "ss -ltn | grep -q '$ETA_LAB_KERNEL_PEER_IP:5001'" || fail "socat did not listen in the peer"
 timeout 30 socat -u "OPEN:$payload" "TCP:$ETA_LAB_KERNEL_PEER_IP:5001" || fail "socat client failed"
 wait "$sink_pid" || fail "socat server failed"
 cmp -s "$payload" "$received" || fail "bytes differ across the kernel link"
 
 note "kernel link: iperf3 (1 second)"
-start_bg iperf peer timeout 30 iperf3 -s -1 -B "$ETA_LAB_KERNEL_PEER_IP" -p 5201
+start_bg iperf peer timeout 120 iperf3 -s -1 -B "$ETA_LAB_KERNEL_PEER_IP" -p 5201
 wait_until 10 peer bash -c "ss -ltn | grep -q ':5201'" || fail "iperf3 did not listen in the peer"
 timeout 30 iperf3 -c "$ETA_LAB_KERNEL_PEER_IP" -p 5201 -t 1 --json > "$received" || fail "iperf3 client failed"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); b=d['end']['sum_received']['bytes']; print('iperf3 bytes', b); sys.exit(0 if b > 0 else 1)" "$received" ||
@@ -141,7 +141,7 @@ prefix=eta-arp-probe-$$
 on_exit "rm -rf /var/run/dpdk/$prefix"
 probe_out=$(mktemp)
 on_exit "rm -f $probe_out"
-start_bg probe timeout 30 "$ARP_PROBE" --vdev "net_af_packet0,iface=$ETA_LAB_PPE_IFACE" --ip "$ETA_LAB_PPE_IP" \
+start_bg probe timeout 120 "$ARP_PROBE" --vdev "net_af_packet0,iface=$ETA_LAB_PPE_IFACE" --ip "$ETA_LAB_PPE_IP" \
     --timeout 15 --prefix "$prefix" >"$probe_out" 2>&1
 wait_until 20 grep -qx READY "$probe_out" || { cat "$probe_out"; fail "arp_probe did not start"; }
 # The peer asks for the PPE's address; nobody answers yet, so the kernel keeps asking.

@@ -49,10 +49,10 @@ local_now() { wait_until 10 ppe_true "$LOCAL_SUM == $1"; }
 eta() { timeout 120 "$ETA_RUN" --require -- "$@"; }
 helper() { python3 "$HELPER" "$@"; }
 
-start_bg esrv timeout 300 "$ETA_RUN" --require -- python3 "$HELPER" serve "$H" 7201
-start_bg ksrv timeout 300 python3 "$HELPER" serve "$H" 7101
-start_bg psrv timeout 300 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$P" 7401
-start_bg pperf timeout 300 ip netns exec "$ETA_LAB_NS" "$ETA_PERF" server -t kernel -p 7701
+start_bg esrv timeout 900 "$ETA_RUN" --require -- python3 "$HELPER" serve "$H" 7201
+start_bg ksrv timeout 900 python3 "$HELPER" serve "$H" 7101
+start_bg psrv timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$P" 7401
+start_bg pperf timeout 900 ip netns exec "$ETA_LAB_NS" "$ETA_PERF" server -t kernel -p 7701
 wait_until 30 ppe_true "any(c['state'] == 'LISTEN' and c['local'] == '$H:7201' for c in d['connections'])" ||
     fail "the eta-run server on $H:7201 does not listen in MARS: $(ppe_stat | tail -5)"
 wait_until 20 sh -c "ss -Hltn 'src $H:7201' | grep -q ." ||
