@@ -49,7 +49,9 @@ int StackImpl::listen(SockId id, int backlog)
     if (!(s->flags & kFBound)) {
         if (int rc = bind(id, Endpoint{0, 0}); rc != 0) return rc;
     }
-    if (port_in_use(s->app.local.ip, s->app.local.port, s)) return -EADDRINUSE;
+    if ((s->flags & kFV6) ? port_in_use6(s->v6.local, s->app.local.ip == 0, s->app.local.port, s)
+                          : port_in_use(s->app.local.ip, s->app.local.port, s))
+        return -EADDRINUSE;
     s->lst.backlog = uint32_t(std::clamp(backlog, 1, 65535));
     s->state = TcpState::kListen;
     listeners_.push_back(s->index);
@@ -87,6 +89,12 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     if (s->state == TcpState::kSynSent) return -EALREADY;
     if (s->state != TcpState::kClosed || (s->flags & kFUserClosed)) return -EISCONN;
     if (s->flags & kFAccepted) return -EISCONN; // one connection per socket
+    if (s->flags & kFV6) {
+        // Bound by bind6: only a dual-stack :: may connect over IPv4 (to a
+        // v4-mapped address, as Linux); it becomes an IPv4 socket.
+        if (s->app.local.ip != 0) return -ENETUNREACH;
+        s->flags &= ~kFV6;
+    }
     if (remote.ip == 0 || remote.port == 0) return -EINVAL;
     if (remote.ip == 0xffffffffu || (remote.ip >> 28) == 14) return -ENETUNREACH; // broadcast, multicast
     if (now_ns > now_ns_) now_ns_ = now_ns;
@@ -212,7 +220,7 @@ void StackImpl::send_abort_rst(const Sock &s)
         flags |= wire::kAck;
         if (s.flags & kFTsOk) opt_len = unsigned(write_ts_option(opts, tsval(), s.ts_recent) - opts);
     }
-    tcp::send_raw(*this, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, s.snd_max, ack, flags, 0,
+    tcp::send_raw_conn(*this, s, s.snd_max, ack, flags, 0,
                   opt_len ? opts : nullptr, opt_len);
     stats_.tcp_resets_out++;
 }
@@ -383,6 +391,12 @@ static void fill_info(const Sock &s, SockInfo *o)
     o->state = s.state;
     o->local = s.app.local;
     o->remote = s.app.remote;
+    if (s.flags & kFV6) { // an IPv6 socket (socket_api6.cc)
+        o->ipv6 = true;
+        o->local.ip = o->remote.ip = 0;
+        o->local6 = Endpoint6{s.v6.local, s.app.local.port};
+        o->remote6 = Endpoint6{s.v6.remote, s.app.remote.port};
+    }
     o->rx_readable = s.rx_readable();
     o->tx_space = s.tx_free();
     o->tx_unacked = s.snd_max - s.snd_una;

@@ -37,6 +37,7 @@ StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &bu
 {
     link_.pass_unclaimed = cfg_.pass_unclaimed; // sharing the address (mars/README.md "Sharing the port")
     ip_.set_datagram_upper(&udp_);               // UDP and IGMP go to the UDP component
+    tcp6_ = &tcp6_part_;                         // what IPv6 connections ask of IPv6 (tcp/tcp6.h)
 }
 
 StackImpl::~StackImpl() { release_buffers(); }
@@ -108,6 +109,7 @@ void StackImpl::reset()
     // Tables keep their memory and are emptied; everything else is set as
     // init() sets it (start_state() is the part they share).
     flows_.clear();
+    flows6_.clear();
     wheel_.clear(0);
     ooo_pool_.clear();
     listeners_.clear();
@@ -177,6 +179,7 @@ bool StackImpl::init(std::string *error)
     tx_ref_socks_.reserve(c.max_sockets);
     tx_drain_.reserve(2 * size_t(c.max_sockets));
     if (!flows_.init(c.max_sockets)) return fail("cannot allocate the connection table");
+    if (!flows6_.init(c.max_sockets)) return fail("cannot allocate the IPv6 connection table");
     if (!wheel_.init(kWheelSlots, kTickNs, 0)) return fail("cannot allocate the timer wheel");
     if (!ooo_pool_.init(c.ooo_pool_frames)) return fail("cannot allocate the out-of-order pool");
     udp_.init();
@@ -324,6 +327,7 @@ void StackImpl::link_flow(Sock &s, const FlowKey &key)
 void StackImpl::unlink_flow(Sock &s)
 {
     if (s.flow.linked) flows_.remove(&s.flow);
+    if (s.v6.flow.linked) flows6_.remove(&s.v6.flow);
 }
 
 uint16_t StackImpl::events(SockEvent *out, uint16_t max)
@@ -452,7 +456,8 @@ bool StackImpl::port_in_use(uint32_t lip, uint16_t port, const Sock *except) con
 {
     for (uint32_t i : listeners_) {
         const Sock &l = socks_[i];
-        if (&l == except || l.app.local.port != port) continue;
+        // (An IPv6 listener on an address, or IPV6_V6ONLY, takes no IPv4: kNoV4.)
+        if (&l == except || l.app.local.port != port || l.app.local.ip == kNoV4) continue;
         if (l.app.local.ip == 0 || lip == 0 || l.app.local.ip == lip) {
             if ((l.flags & kFReusePort) && except && (except->flags & kFReusePort) && same_owner(l, *except)) continue;
             return true;
@@ -533,7 +538,7 @@ void StackImpl::poll(uint64_t now_ns)
     }
     wheel_.advance(now_ns_, [this](Timer *t) { tcp::timer_fire(*this, t); });
     if (arp_.poll(now_ns_)) fail_unreachable();
-    if (nd_.poll(now_ns_)) nd_.clear_failed(); // no connection over IPv6 yet to fail
+    if (nd_.poll(now_ns_)) fail_unreachable6();
     flush_output();
     link_.flush();
     if (!tx_ref_socks_.empty() || !tx_drain_.empty()) poll_tx_refs();
@@ -583,5 +588,10 @@ Sock *tcp::Env::sock_alloc(uint64_t user) { return static_cast<StackImpl &>(*thi
 void tcp::Env::sock_free(Sock &s) { static_cast<StackImpl &>(*this).sock_free(s); }
 bool tcp::Env::attach_rings(Sock &s, uint64_t user) { return static_cast<StackImpl &>(*this).attach_rings(s, user); }
 void tcp::Env::link_flow(Sock &s, const FlowKey &key) { static_cast<StackImpl &>(*this).link_flow(s, key); }
+void tcp::Env::link_flow6(Sock &s) { static_cast<StackImpl &>(*this).link_flow6(s); }
+Sock *tcp::Env::find_listener6(const Ip6Addr &lip, uint16_t lport, const Ip6Addr &rip, uint16_t rport)
+{
+    return static_cast<StackImpl &>(*this).find_listener6(lip, lport, rip, rport);
+}
 
 } // namespace mars

@@ -31,6 +31,7 @@
 #include "ip/arp.h"
 #include "base/checksum.h"
 #include "base/flow_table.h"
+#include "base/flow_table6.h"
 #include "ip/ipv4.h"
 #include "ip/ipv6.h"
 #include "ip/nd.h"
@@ -75,6 +76,8 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     int listen(SockId s, int backlog) override;
     int64_t accept(SockId listener, uint64_t user) override;
     int connect(SockId s, Endpoint remote, uint64_t now_ns) override;
+    int bind6(SockId s, const Endpoint6 &local, bool v6only) override;      // socket_api6.cc
+    int connect6(SockId s, const Endpoint6 &remote, uint64_t now_ns) override;
     int shutdown(SockId s, bool rd, bool wr) override;
     int close(SockId s) override;
     int abort(SockId s) override;
@@ -99,7 +102,7 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     // Tests and benchmarks look inside through testing/stack_access.h only.
     friend struct StackAccess;
     friend struct tcp::Env; // its stack services (stack.cc) are the stack's
-    friend class rx::Receiver; // its accessors (rx/host.h): the Env, flows_, ip6_
+    friend class rx::Receiver; // its accessors (rx/host.h): the Env, flows_, flows6_, ip6_, tcp6_part_
 
     // Everything below is the stack's own: the layers (link_, arp_, router_,
     // ip_) are reached through their types' interfaces, the TCP code's state
@@ -133,7 +136,8 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     bool attach_rings(Sock &s, uint64_t user);
     void release_rings(Sock &s);
     void link_flow(Sock &s, const FlowKey &key);
-    void unlink_flow(Sock &s);
+    void link_flow6(Sock &s); // s.v6's 4-tuple into flows6_
+    void unlink_flow(Sock &s); // either family's
     void quiesce(Sock &s);
     int pick_port(Sock &s, uint32_t rip, uint16_t rport);
     bool port_in_use(uint32_t lip, uint16_t port, const Sock *except) const;
@@ -141,11 +145,21 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     // address before the wildcard; within a SO_REUSEPORT group, the member
     // a keyed hash of the 4-tuple picks (as Linux spreads connections).
     Sock *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+    // The same for a SYN over IPv6: IPv6 listeners only (kFV6), the exact
+    // address before ::.
+    Sock *find_listener6(const Ip6Addr &lip, uint16_t lport, const Ip6Addr &rip, uint16_t rport);
+    // bind6's conflicts: a listener on port whose addresses overlap (IPv6
+    // ones by address, :: with every one; a dual-stack :: also with IPv4's).
+    bool port_in_use6(const Ip6Addr &lip, bool dual, uint16_t port, const Sock *except) const;
+    // An ephemeral port for an IPv6 active open to (rip, rport).
+    int pick_port6(Sock &s, const Ip6Addr &lip, const Ip6Addr &rip, uint16_t rport);
     bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
     void send_abort_rst(const Sock &s); // socket_api.cc: RST of an abort (RFC 9293, RFC 7323 3.2)
     // Connects waiting on a neighbour ARP gave up on fail (EHOSTUNREACH).
     void fail_unreachable();
+    // The same for IPv6: neighbours ND gave up on (SYN-SENT over IPv6 to them).
+    void fail_unreachable6();
     void take_local(); // frames to our own address, back in (ip/local_loop.h)
     // Gives every buffer back (the destructor, and reset()).
     void release_buffers();
@@ -159,6 +173,7 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
 
     tcp::ConnTable socks_; // the connection blocks, made as they are first used
     FlowTable flows_;
+    FlowTable6 flows6_; // IPv6 connections (kFV6; base/flow_table6.h)
     std::vector<uint32_t> listeners_; // indices of listening sockets (few)
 
     std::vector<SockEvent> closed_events_; // kEvClosed (the id is gone once it is queued)
@@ -167,18 +182,18 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     uint16_t next_ephemeral_ = 0;
 
     // ---- IPv6 (ip/ipv6.h, ip/nd.h; issue 31): beside the Env's IPv4 layers.
-    // TCP over IPv6 goes to tcp6_ (tcp/tcp6.h: checks, resets; no
-    // connections over IPv6 yet); other upper protocols are not taken
-    // (sharing, the kernel gets them; alone, ICMPv6 unreachable). Errors have
-    // no socket to reach yet.
+    // TCP over IPv6 goes to the receive path (rx::Receiver::tcp6_input: the
+    // checks of tcp6_part_, FlowTable6, the TCP rules); other upper protocols
+    // are not taken (sharing, the kernel gets them; alone, ICMPv6
+    // unreachable). ICMPv6 errors quoting our TCP reach their connection.
     bool ip6_input(PacketRef &f, const Ip6Rx &rx) override
     {
-        return rx.proto == wire::kProtoTcp && tcp6_.input(f, rx, now_ns_);
+        return rx.proto == wire::kProtoTcp && tcp6_input(f, rx);
     }
-    void ip6_error(const Icmp6Error &) override {}
+    void ip6_error(const Icmp6Error &e) override { tcp6_error(e); }
     NeighborDiscovery nd_{cfg_, link_, stats_};
     Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
-    tcp6::Tcp6 tcp6_{cfg_, ip6_, link_, stats_};
+    tcp6::Tcp6 tcp6_part_{cfg_, ip6_, link_, stats_}; // tcp::Env::tcp6_ points here
     // UDP: its own component (sockets, ports, multicast, IGMP); Ipv4Layer
     // hands it UDP and IGMP, events() drains its events after TCP's.
     udp::UdpLayer udp_;

@@ -46,6 +46,14 @@ struct Ip6Addr {
     uint8_t b[16] = {};
 };
 
+// An IPv6 transport address (issue 31): the address in network order, the
+// port in host order, as Endpoint's. A v4-mapped address (::ffff:a.b.c.d)
+// names the IPv4 address a.b.c.d (bind6/connect6 then act as bind/connect).
+struct Endpoint6 {
+    Ip6Addr ip;
+    uint16_t port = 0;
+};
+
 struct Ip6Prefix {
     Ip6Addr addr;
     uint8_t prefix = 64;
@@ -276,7 +284,12 @@ enum class SockOpt : uint16_t {
 
 struct SockInfo {
     TcpState state;
-    Endpoint local, remote;
+    Endpoint local, remote; // IPv4 sockets (ipv6 false); for IPv6 ones {0, port}
+    // An IPv6 socket (bind6/connect6, or accepted by an IPv6 listener over
+    // IPv6): its addresses are local6/remote6 (ports as in local/remote).
+    // A dual-stack listener's IPv4 children are IPv4 sockets (ipv6 false).
+    bool ipv6;
+    Endpoint6 local6, remote6;
     uint32_t rx_readable;   // bytes in the receive ring
     uint32_t tx_space;      // bytes free in the send ring
     uint32_t tx_unacked;    // bytes sent and not yet acknowledged
@@ -508,6 +521,21 @@ class Stack {
     virtual int64_t open(uint64_t user) = 0;
     virtual int bind(SockId s, Endpoint local) = 0;
     virtual int listen(SockId s, int backlog) = 0;
+    // IPv6 (issue 31). bind6: an address of ours (any state but duplicate;
+    // -EADDRNOTAVAIL otherwise) or :: (every address of ours; with
+    // v6only false also every IPv4 one: one listener for both families, as
+    // Linux's dual-stack socket with IPV6_V6ONLY off). A v4-mapped address
+    // is bind() of its IPv4 address. -EADDRINUSE as bind(). listen() and
+    // accept() are the same calls for either family; info() tells which.
+    virtual int bind6(SockId s, const Endpoint6 &local, bool v6only) = 0;
+    // Active open over IPv6 (on-link destinations: link-local, or within one
+    // of our prefixes; -ENETUNREACH otherwise). The source is the bound
+    // address, else NeighborDiscovery's choice (link-local for link-local
+    // destinations, else a preferred global one: -EADDRNOTAVAIL when there
+    // is none). The SYN waits for neighbour discovery as IPv4's waits for
+    // ARP; a neighbour that fails to resolve fails the connect with
+    // EHOSTUNREACH (kEvError). A v4-mapped address is connect() over IPv4.
+    virtual int connect6(SockId s, const Endpoint6 &remote, uint64_t now_ns) = 0;
     // Takes one established connection from a listener: its id, or -EAGAIN.
     virtual int64_t accept(SockId listener, uint64_t user) = 0;
     // Starts an active open; completion is reported with kEvConnected or

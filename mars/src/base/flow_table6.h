@@ -40,6 +40,7 @@ struct FlowNode6 {
     FlowKey6 key;
     uint32_t hash = 0;
     bool linked = false;
+    void *owner = nullptr; // what holds the node (a tcp::Conn): the table never reads it
 };
 
 class FlowTable6 {

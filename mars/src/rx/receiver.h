@@ -36,6 +36,7 @@
 
 #include "base/flow_table.h"
 #include "ip/ipv4.h"
+#include "ip/ipv6.h"
 #include "tcp/conn.h"
 #include "tcp/tcp_segment.h"
 
@@ -49,7 +50,11 @@ namespace mars {
 
 class StackImpl;
 class Ipv6Layer;
+class FlowTable6;
 struct StackAccess;
+namespace tcp6 {
+class Tcp6;
+}
 namespace tcp {
 struct Env;
 }
@@ -95,6 +100,14 @@ class Receiver : public Stack, protected Ipv4Upper {
     // The dispatch by state out of line, for a segment that did not come
     // from a frame (StackAccess::segment_input).
     bool tcp_rules(Sock *s, TcpSegment &seg);
+    // TCP over IPv6 (issue 31; Ipv6Upper's, through StackImpl): a segment
+    // Ipv6Layer validated, checked by tcp6::Tcp6 (header, checksum), looked
+    // up in FlowTable6 and run through the same TCP rules as IPv4's (no
+    // express path or header prediction yet). True: taken; false: nobody
+    // holds its port and the port is shared (the layer passes it on).
+    bool tcp6_input(PacketRef &f, const Ip6Rx &rx);
+    // An ICMPv6 error quoting one of our IPv6 segments, for its connection.
+    void tcp6_error(const Icmp6Error &e);
 
   private:
     friend struct mars::StackAccess;
@@ -105,6 +118,8 @@ class Receiver : public Stack, protected Ipv4Upper {
     __attribute__((always_inline)) inline FlowTable &flows();
     __attribute__((always_inline)) inline const FlowTable &flows() const;
     __attribute__((always_inline)) inline Ipv6Layer &ip6();
+    __attribute__((always_inline)) inline FlowTable6 &flows6();
+    __attribute__((always_inline)) inline tcp6::Tcp6 &tcp6();
 
     // ---- tcp_in.cc ----------------------------------------------------------
     // kAsyncCopy (here and below): in-order payloads go to the copy engine
@@ -143,7 +158,8 @@ class Receiver : public Stack, protected Ipv4Upper {
     // The slow path: a segment the fast path did not take, for connection s
     // (nullptr: none; a listener may take it), into the TCP rules by state.
     // Returns true when seg.frame was kept (the out-of-order queue holds it).
-    __attribute__((always_inline)) bool tcp_dispatch(Sock *s, TcpSegment &seg);
+    // kV6: a segment over IPv6 (seg.src6 set): IPv6 listeners, the IPv6 reset.
+    template <bool kV6 = false> __attribute__((always_inline)) bool tcp_dispatch(Sock *s, TcpSegment &seg);
 
     // ---- rx_coalesce.cc: receive coalescing (software GRO) ----------------
     // input_run() when receive coalescing applies, else 0.

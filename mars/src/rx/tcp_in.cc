@@ -420,6 +420,7 @@ void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
 // by state: TIME-WAIT (tcp_data.cc), no connection (a listener,
 // tcp_handshake.cc, or a RST), SYN-SENT (tcp_handshake.cc), the
 // synchronized states (tcp_sync.cc).
+template <bool kV6>
 __attribute__((always_inline)) inline bool Receiver::tcp_dispatch(Sock *s, TcpSegment &seg)
 {
     const uint8_t flags = seg.flags;
@@ -436,7 +437,9 @@ __attribute__((always_inline)) inline bool Receiver::tcp_dispatch(Sock *s, TcpSe
         s = nullptr; // the TIME-WAIT connection is gone; the listener takes the SYN
     }
     if (!s) {
-        Sock *l = env().find_listener(env().cfg_.ip, seg.dport, seg.src_ip, seg.sport);
+        Sock *l;
+        if constexpr (kV6) l = env().find_listener6(*seg.dst6, seg.dport, *seg.src6, seg.sport);
+        else l = env().find_listener(env().cfg_.ip, seg.dport, seg.src_ip, seg.sport);
         if (l) {
             tcp::tcp_listen_input(env(), *l, seg);
         } else {
@@ -460,7 +463,61 @@ __attribute__((always_inline)) inline bool Receiver::tcp_dispatch(Sock *s, TcpSe
     return held;
 }
 
-bool Receiver::tcp_rules(Sock *s, TcpSegment &seg) { return tcp_dispatch(s, seg); }
+bool Receiver::tcp_rules(Sock *s, TcpSegment &seg)
+{
+    return seg.src6 ? tcp_dispatch<true>(s, seg) : tcp_dispatch(s, seg);
+}
+
+// ---- TCP over IPv6 -------------------------------------------------------------
+
+bool Receiver::tcp6_input(PacketRef &f, const Ip6Rx &rx)
+{
+    if (!tcp6().check(f, rx)) return true; // malformed: dropped and counted
+    uint8_t *tp = f.data + rx.l4_off;
+    const Tcp *th = reinterpret_cast<const Tcp *>(tp);
+    const unsigned doff = (th->doff >> 4) * 4u;
+    FlowKey6 key;
+    key.local = ip6::from(rx.ip->dst);
+    key.remote = ip6::from(rx.ip->src);
+    key.local_port = be16(th->dport);
+    key.remote_port = be16(th->sport);
+    FlowNode6 *node = flows6().lookup(key);
+    Sock *s = node ? static_cast<Sock *>(node->owner) : nullptr;
+    if (s) env().stats_.fastpath_misses++; // every IPv6 segment takes the full rules (no prediction yet)
+    TcpSegment seg;
+    seg.flags = th->flags;
+    if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, seg.flags & kSyn, &seg.opt)) {
+        env().stats_.drop_tcp_header++;
+        env().release(f);
+        return true;
+    }
+    // For no connection and no listener: the reset (or, sharing, the kernel's).
+    if (!s && !env().find_listener6(key.local, key.local_port, key.remote, key.remote_port))
+        return tcp6().no_socket(f, rx, env().now_ns_);
+    seg.src6 = &key.remote;
+    seg.dst6 = &key.local;
+    seg.sport = key.remote_port;
+    seg.dport = key.local_port;
+    seg.seq = be32(th->seq);
+    seg.ack = be32(th->ack);
+    seg.win = be16(th->win);
+    seg.payload = tp + doff;
+    seg.len = rx.l4_len - doff;
+    seg.frame = &f;
+    if (!tcp_dispatch<true>(s, seg)) env().release(f);
+    return true;
+}
+
+void Receiver::tcp6_error(const Icmp6Error &err)
+{
+    if (err.proto != kProtoTcp) return;
+    FlowKey6 key;
+    key.local = err.local;
+    key.remote = err.remote;
+    key.local_port = err.local_port;
+    key.remote_port = err.remote_port;
+    if (FlowNode6 *n = flows6().lookup(key)) tcp::icmp6_error(env(), *static_cast<Sock *>(n->owner), err.seq, err.type, err.code, err.mtu);
+}
 
 // ---- fast path ---------------------------------------------------------------
 

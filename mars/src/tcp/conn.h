@@ -24,6 +24,7 @@
 
 #include "tcp/cc.h"
 #include "base/flow_table.h"
+#include "base/flow_table6.h"
 #include "tcp/ooo.h"
 #include "tcp/rack.h"
 #include "tcp/sack.h"
@@ -68,6 +69,8 @@ enum SockFlag : uint32_t {
     kFRcvBufLocked = 1u << 25, // SO_RCVBUF set: no receive-buffer autotuning
     kFQuickAck = 1u << 26,   // quick-ACK mode: every data segment ACKed at once (quick_acks left; tcp_data.cc)
     kFTailMore = 1u << 27,   // the last bytes queued came with MSG_MORE: no PSH where they end (Linux)
+    kFV6 = 1u << 28,         // an IPv6 socket (Conn::v6): its flow, template and addresses are v6's
+    kFV6Only = 1u << 29,     // IPV6_V6ONLY: a listener on :: that takes no IPv4 arrival
 };
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
@@ -103,6 +106,12 @@ struct TxRefs {
         return &refs[current];
     }
 };
+
+// IPv6 connections (tcp::V6Part): an IPv4 address no IPv4 segment carries
+// (app.local.ip of an IPv6 socket that takes no IPv4), and the template's
+// length (Ethernet + IPv6 + TCP).
+constexpr uint32_t kNoV4 = 0xffffffffu;
+constexpr unsigned kHeaders6Len = wire::kEthLen + 40 + wire::kTcpLen;
 
 namespace tcp {
 
@@ -215,6 +224,19 @@ struct UserSide {
     Endpoint local, remote;
 };
 
+// TCP over IPv6's part of a connection (issue 31; tcp/tcp6.h), cold and
+// last: an IPv4 connection never touches it. The IPv6 4-tuple's flow node
+// (FlowTable6), the addresses (network order) and the segment template
+// (Ethernet + IPv6 + TCP: 74 bytes) that Hot's FlowNode and Conn::hdr are
+// for IPv4. A listener on a specific address or IPV6_V6ONLY keeps
+// app.local.ip at kNoV4 (it matches no IPv4 segment); a dual-stack one on
+// :: at 0 (it takes IPv4 as a wildcard IPv4 listener does).
+struct V6Part {
+    FlowNode6 flow;
+    Ip6Addr local, remote;
+    alignas(8) uint8_t hdr[kHeaders6Len] = {};
+};
+
 struct Counters {
     uint64_t total_retransmits = 0, bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
 };
@@ -254,6 +276,8 @@ struct Conn : Hot {
     // fields the fast path touches keep their cache lines
     Timer rack_timer; // RACK's reordering timer, or the tail loss probe (rack.timer_is_pto)
     RackVars rack;    // RACK-TLP and PRR (rack.h); SACK connections only
+
+    V6Part v6;        // IPv6 connections (kFV6) only
 
     Hot &hot() { return *this; }
     const Hot &hot() const { return *this; }

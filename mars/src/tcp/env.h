@@ -40,6 +40,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace mars::tcp6 {
+class Tcp6;
+}
+
 namespace mars::tcp {
 
 struct Env {
@@ -77,10 +81,12 @@ struct Env {
     void conn_closed(Conn &s);                       // over: closed in order
     void release_user(Conn &s);                      // TIME-WAIT of a closed socket: the id goes back
     Conn *find_listener(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+    Conn *find_listener6(const Ip6Addr &lip, uint16_t lport, const Ip6Addr &rip, uint16_t rport);
     Conn *sock_alloc(uint64_t user);                 // a child for a listener
     void sock_free(Conn &s);
     bool attach_rings(Conn &s, uint64_t user);
     void link_flow(Conn &s, const FlowKey &key);     // into the flow table
+    void link_flow6(Conn &s);                        // an IPv6 connection (s.v6) into FlowTable6
 
     static Conn *sock_of(FlowNode *n) { return reinterpret_cast<Conn *>(n); } // flow is Conn's first member
 
@@ -105,6 +111,10 @@ struct Env {
     ArpResolver arp_;    // neighbours, frames waiting for them
     Router router_;      // next-hop choice
     Ipv4Layer ip_;       // IPv4 and ICMP
+    // TCP over IPv6's own part (tcp/tcp6.h; StackImpl's): what an IPv6
+    // connection (kFV6) asks of IPv6: its template, frames out through ND,
+    // segments outside a template, the path MTU.
+    tcp6::Tcp6 *tcp6_ = nullptr;
 
     TimerWheel wheel_;
     OooPool ooo_pool_;

@@ -40,6 +40,10 @@ void resend_syn_ack(Env &e, Sock &s);
 // An ICMP error about our segments of s (RFC 5927 checks, path MTU, hard
 // errors while connecting).
 void icmp_error(Env &e, Sock &s, const IcmpTcpError &err);
+// An ICMPv6 error about an IPv6 connection's segment (seq quoted): packet too
+// big (type 2) lowers the path MTU and the MSS; destination unreachable
+// (type 1) while connecting as icmp_error does.
+void icmp6_error(Env &e, Sock &s, uint32_t seq, uint8_t type, uint8_t code, uint32_t mtu);
 
 // ---- tcp_data.cc ------------------------------------------------------------
 // frame: where payload lies (kept when out of order); may be null when len is 0.

@@ -60,6 +60,15 @@ void new_data_sent(Env &e, Sock &s, uint32_t len, bool fin, uint32_t data_end);
 void send_raw(Env &e, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t seq, uint32_t ack,
               uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len);
 void send_rst_reply(Env &e, const TcpSegment &seg);
+// A segment outside any template to the sender of seg (its family: seg.src6
+// set is IPv6), from the address it was sent to.
+void send_raw_reply(Env &e, const TcpSegment &seg, uint32_t seq, uint32_t ack, uint8_t flags, uint16_t win,
+                    const uint8_t *opts, unsigned opt_len);
+// ... to a connection's peer, from its address (IPv4, or IPv6 for kFV6).
+void send_raw_conn(Env &e, const Sock &s, uint32_t seq, uint32_t ack, uint8_t flags, uint16_t win,
+                   const uint8_t *opts, unsigned opt_len);
+// The IP header's bytes for a connection's family: 40 (IPv4 + TCP) or 60.
+inline uint32_t net_headers(const Sock &s) { return (s.flags & kFV6) ? 60u : 40u; }
 // A pure ACK carries the highest sequence number sent (RFC 9293's SND.NXT;
 // our snd_nxt goes back after a timeout, and an older sequence number
 // would make the peer drop the ACK as unacceptable).

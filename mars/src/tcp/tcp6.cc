@@ -4,6 +4,7 @@
 
 #include "base/checksum.h"
 #include "base/flow_table.h"
+#include "base/secret.h"
 
 #include <cstring>
 
@@ -54,7 +55,16 @@ bool csum_good(const Ipv6 *ip, const uint8_t *l4, unsigned tcp_len)
     return csum_ok(pseudo_sum6(ip->src, ip->dst, kProtoTcp, tcp_len) + csum_add(0, l4, tcp_len));
 }
 
-bool Tcp6::input(PacketRef &f, const Ip6Rx &rx, uint64_t now_ns)
+FlowKey isn_key(const uint64_t secret[2], const Ip6Addr &local, const Ip6Addr &remote, uint16_t lport, uint16_t rport)
+{
+    uint8_t b[32];
+    std::memcpy(b, local.b, 16);
+    std::memcpy(b + 16, remote.b, 16);
+    const uint64_t h = siphash24(secret, b, sizeof b);
+    return FlowKey{uint32_t(h), uint32_t(h >> 32), lport, rport};
+}
+
+bool Tcp6::check(PacketRef &f, const Ip6Rx &rx)
 {
     const uint8_t *l4 = f.data + rx.l4_off;
     const Tcp *th = reinterpret_cast<const Tcp *>(l4);
@@ -62,16 +72,22 @@ bool Tcp6::input(PacketRef &f, const Ip6Rx &rx, uint64_t now_ns)
     if (rx.l4_len < kTcpLen || doff < kTcpLen || doff > rx.l4_len) {
         stats_.drop_tcp_header++;
         link_.release(f);
-        return true;
+        return false;
     }
     if (!(f.flags & kRxL4CsumGood) && !csum_good(rx.ip, l4, rx.l4_len)) {
         stats_.drop_tcp_csum++;
         link_.release(f);
-        return true;
+        return false;
     }
-    // No connection over IPv6 yet: every segment is for a port nobody here
-    // holds. Sharing, the kernel's (its sockets, its resets).
+    return true;
+}
+
+bool Tcp6::no_socket(PacketRef &f, const Ip6Rx &rx, uint64_t now_ns)
+{
+    // Sharing, the kernel's (its sockets, its resets).
     if (link_.pass_unclaimed) return false;
+    const Tcp *th = reinterpret_cast<const Tcp *>(f.data + rx.l4_off);
+    const unsigned doff = unsigned(th->doff >> 4) * 4u;
     stats_.drop_tcp_no_socket++;
     if (!(th->flags & kRst)) send_rst_reply(rx.ip, th, rx.l4_len - doff, now_ns);
     link_.release(f);
@@ -109,6 +125,49 @@ void Tcp6::send_rst_reply(const Ipv6 *ip, const Tcp *th, unsigned seg_len, uint6
     finish(out.data, kTcpLen);
     out.len = uint16_t(kHeaders6Len);
     stats_.tcp_resets_out++;
+    ip6_.send(out, now_ns);
+}
+
+void Tcp6::build_template(tcp::Conn &s) const
+{
+    Hdr6 h;
+    h.src = s.v6.local;
+    h.dst = s.v6.remote;
+    h.sport = s.app.local.port;
+    h.dport = s.app.remote.port;
+    h.tclass = s.app.tos;
+    h.hop_limit = cfg_.hop_limit6;
+    h.flow_label = flow_label(h.src, h.dst, h.sport, h.dport, cfg_.isn_secret);
+    write_headers(s.v6.hdr, cfg_.mac, h);
+}
+
+void Tcp6::send_raw(const Ip6Addr &src, const Ip6Addr &dst, uint16_t sport, uint16_t dport, uint32_t seq,
+                    uint32_t ack, uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len, uint64_t now_ns)
+{
+    PacketRef out;
+    if (!link_.alloc(&out)) return;
+    const unsigned hlen = kTcpLen + opt_len;
+    if (kEthLen + kIp6Len + hlen > out.room) {
+        link_.release(out);
+        return;
+    }
+    Hdr6 h;
+    h.src = src;
+    h.dst = dst;
+    h.sport = sport;
+    h.dport = dport;
+    h.hop_limit = cfg_.hop_limit6;
+    h.flow_label = flow_label(h.src, h.dst, h.sport, h.dport, cfg_.isn_secret);
+    write_headers(out.data, cfg_.mac, h);
+    Tcp *th = reinterpret_cast<Tcp *>(out.data + kEthLen + kIp6Len);
+    th->seq = be32(seq);
+    th->ack = be32(ack);
+    th->doff = uint8_t((hlen / 4) << 4);
+    th->flags = flags;
+    th->win = be16(win);
+    if (opt_len) std::memcpy(th + 1, opts, opt_len);
+    finish(out.data, hlen);
+    out.len = uint16_t(kEthLen + kIp6Len + hlen);
     ip6_.send(out, now_ns);
 }
 

@@ -6,13 +6,18 @@
 // segment nobody holds (RFC 9293 3.10.7.1). Ipv6Layer hands TCP segments up
 // through Ipv6Upper::ip6_input (StackImpl), which gives them to Tcp6::input.
 //
-// Not here yet (mars/README.md "IPv6"): connections over IPv6 (their flow
-// table, the handshake, the Conn template of kHeaders6Len bytes); today every
-// segment for an address of ours finds no socket: RST alone, the kernel's
-// when sharing.
+// Connections over IPv6 run the same TCP code as IPv4's (tcp/*.cc): what a
+// connection needs of IPv6 it reaches through tcp::Env::tcp6_ (this class):
+// its template (build_template), the frame out through Ipv6Layer::send
+// (neighbour discovery holds it until the next hop resolves), segments outside
+// a template (send_raw: resets, cookie SYN-ACKs), the path MTU. The receive
+// side is rx::Receiver::tcp6_input (rx/tcp_in.cc): check() here, then the
+// IPv6 flow table (base/flow_table6.h) and the TCP rules by state.
 #pragma once
 
+#include "base/flow_table.h"
 #include "base/wire.h"
+#include "tcp/conn.h"
 #include "ip/ipv6.h"
 #include "ip/ipv6_wire.h"
 
@@ -24,7 +29,14 @@
 namespace mars::tcp6 {
 
 // Ethernet + IPv6 + TCP without options: 74 bytes.
-constexpr unsigned kHeaders6Len = wire::kEthLen + wire::kIp6Len + wire::kTcpLen;
+using mars::kHeaders6Len;
+static_assert(kHeaders6Len == wire::kEthLen + wire::kIp6Len + wire::kTcpLen);
+
+// The 12-byte key the IPv4 helpers of base/secret.h (RFC 6528 ISNs, RFC 4987
+// SYN cookies) take, for an IPv6 4-tuple: both addresses go through SipHash
+// with the stack's secret (all 36 bytes count; a fold nobody can aim at
+// without the key), the ports as they are.
+FlowKey isn_key(const uint64_t secret[2], const Ip6Addr &local, const Ip6Addr &remote, uint16_t lport, uint16_t rport);
 
 // The fields of the IPv6 header TCP sends with, one connection's.
 struct Hdr6 {
@@ -64,13 +76,29 @@ class Tcp6 {
     Tcp6(const Tcp6 &) = delete;
     Tcp6 &operator=(const Tcp6 &) = delete;
 
-    // A TCP segment to a usable address of ours. A malformed one (header
-    // shorter than 20 bytes or its data offset past the packet:
-    // drop_tcp_header; a wrong checksum unless the NIC verified it:
-    // drop_tcp_csum) is dropped, taken. One for no socket: false when
-    // sharing the port (the layer hands it to the kernel), else answered
-    // with a reset (never one for a reset) and taken.
-    bool input(PacketRef &f, const Ip6Rx &rx, uint64_t now_ns);
+    // A TCP segment to a usable address of ours: true when it is well formed
+    // (the caller looks up its connection). A malformed one (header shorter
+    // than 20 bytes or its data offset past the packet: drop_tcp_header; a
+    // wrong checksum unless the NIC verified it: drop_tcp_csum) is dropped
+    // and counted: false, the frame released.
+    bool check(PacketRef &f, const Ip6Rx &rx);
+    // One for no socket: false when sharing the port (the layer hands it to
+    // the kernel), else answered with a reset (never one for a reset) and
+    // taken (drop_tcp_no_socket).
+    bool no_socket(PacketRef &f, const Ip6Rx &rx, uint64_t now_ns);
+
+    // ---- a connection's IPv6 side (kFV6)
+    // The template: Ethernet (destination filled per frame by
+    // Ipv6Layer::send), IPv6 (traffic class app.tos, the flow's label,
+    // hop_limit6), TCP ports.
+    void build_template(tcp::Conn &s) const;
+    // A segment built on the template (tcp_len bytes from the TCP header):
+    // payload length set; the checksum is the caller's. Out through ND.
+    void send(PacketRef &frame, uint64_t now_ns) { ip6_.send(frame, now_ns); }
+    uint32_t path_mtu(const Ip6Addr &dst, uint64_t now_ns) const { return ip6_.path_mtu(dst, now_ns); }
+    // A segment outside any template: from src to dst (ports host order).
+    void send_raw(const Ip6Addr &src, const Ip6Addr &dst, uint16_t sport, uint16_t dport, uint32_t seq, uint32_t ack,
+                  uint8_t flags, uint16_t win, const uint8_t *opts, unsigned opt_len, uint64_t now_ns);
 
   private:
     // RFC 9293 3.10.7.1: the reset answering seg (its IPv6 header, the TCP

@@ -124,7 +124,10 @@ void time_wait_input(Env &e, Sock &s, const TcpSegment &seg, bool *reopen)
         // RFC 6191: a newer timestamp, or without timestamps a higher ISN,
         // lets the SYN reopen the connection.
         const bool newer = ((s.flags & kFTsOk) && opt.has_ts) ? seq_gt(opt.tsval, s.ts_recent) : seq_gt(seq, s.rcv_nxt);
-        if (newer && e.find_listener(e.cfg_.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port)) {
+        const bool listened = (s.flags & kFV6)
+                                  ? e.find_listener6(s.v6.local, s.app.local.port, s.v6.remote, s.app.remote.port)
+                                  : e.find_listener(e.cfg_.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port);
+        if (newer && listened) {
             // Frees a closed socket; one the application still holds stays,
             // unlinked, in CLOSED.
             e.conn_closed(s);

@@ -9,6 +9,7 @@
 #include "tcp/recovery.h"
 #include "tcp/rcv_tune.h"
 #include "tcp/tcp_rules.h"
+#include "tcp/tcp6.h"
 
 #include <algorithm>
 #include <cstring>
@@ -38,9 +39,8 @@ void negotiate(Env &e, Sock &s, const TcpOptions &opt)
     }
 }
 
-// A connection born on listener l for the 4-tuple key: addresses, next hop,
-// and its place in the flow table.
-void adopt_child(Env &e, Sock &l, Sock &c, const FlowKey &key)
+// What a connection born on listener l takes from it (both families).
+static void inherit(Sock &l, Sock &c)
 {
     c.lst.parent = l.index;
     // SO_RCVBUF set on the listener holds for its connections, as on Linux
@@ -67,10 +67,35 @@ void adopt_child(Env &e, Sock &l, Sock &c, const FlowKey &key)
     c.app.tos = l.app.tos;
     c.app.rcv_lowat = l.app.rcv_lowat;
     c.app.notsent_lowat = l.app.notsent_lowat;
+}
+
+// A connection born on listener l for the 4-tuple key: addresses, next hop,
+// and its place in the flow table.
+void adopt_child(Env &e, Sock &l, Sock &c, const FlowKey &key)
+{
+    inherit(l, c);
     c.app.local = Endpoint{e.cfg_.ip, key.local_port};
     c.app.remote = Endpoint{key.remote_ip, key.remote_port};
     c.next_hop = e.router_.next_hop(key.remote_ip);
     e.link_flow(c, key);
+}
+
+// The same over IPv6: the addresses seg came between, its flow in FlowTable6.
+static void adopt_child6(Env &e, Sock &l, Sock &c, const TcpSegment &seg)
+{
+    inherit(l, c);
+    c.flags |= kFV6;
+    c.v6.local = *seg.dst6;
+    c.v6.remote = *seg.src6;
+    c.app.local = Endpoint{kNoV4, seg.dport};
+    c.app.remote = Endpoint{0, seg.sport};
+    e.link_flow6(c);
+}
+
+static void adopt(Env &e, Sock &l, Sock &c, const FlowKey &key, const TcpSegment &seg)
+{
+    if (seg.src6) adopt_child6(e, l, c, seg);
+    else adopt_child(e, l, c, key);
 }
 
 void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
@@ -79,7 +104,9 @@ void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
     const uint32_t seq = seg.seq, ack = seg.ack, len = seg.len;
     const uint32_t src = seg.src_ip;
     const TcpOptions &opt = seg.opt;
-    const FlowKey key{e.cfg_.ip, src, seg.dport, seg.sport};
+    // The key of RFC 6528's ISN and RFC 4987's cookie (IPv6: a keyed fold).
+    const FlowKey key = seg.src6 ? tcp6::isn_key(e.cfg_.isn_secret, *seg.dst6, *seg.src6, seg.dport, seg.sport)
+                                 : FlowKey{e.cfg_.ip, src, seg.dport, seg.sport};
     if (flags & kRst) {
         e.stats_.drop_tcp_bad_state++;
         return;
@@ -99,7 +126,7 @@ void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
             e.stats_.drop_tcp_bad_state++;
             return;
         }
-        adopt_child(e, l, *c, key);
+        adopt(e, l, *c, key, seg);
         c->irs = seq - 1;
         c->rcv_nxt = seq;
         c->iss = ack - 1;
@@ -164,7 +191,8 @@ void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
         // Stateless answer (RFC 4987 3.6): everything we must remember is in
         // our ISN and, with timestamps, in the low bits of our TSval.
         // Our MSS option, as advertised_mss() gives it (TCP_MAXSEG on the listener).
-        const uint16_t our_max = uint16_t(l.user_mss ? std::min<uint32_t>(e.cfg_.mtu - 40, l.user_mss) : e.cfg_.mtu - 40);
+        const uint32_t net = seg.src6 ? 60 : 40;
+        const uint16_t our_max = uint16_t(l.user_mss ? std::min<uint32_t>(e.cfg_.mtu - net, l.user_mss) : e.cfg_.mtu - net);
         const uint16_t mss = std::min<uint16_t>(opt.has_mss && opt.mss ? opt.mss : 536, our_max);
         const int idx = cookie_mss_index(mss);
         const uint32_t cookie = syncookie_encode(e.cfg_.isn_secret, key, seq, idx, e.now_ns_);
@@ -199,12 +227,11 @@ void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
             }
         }
         const uint16_t win = uint16_t(std::min<uint32_t>(e.cfg_.tcp.rcvbuf, 65535));
-        send_raw(e, e.cfg_.ip, key.local_port, src, key.remote_port, cookie, seq + 1, kSyn | kAck, win, o,
-                 unsigned(p - o));
+        send_raw_reply(e, seg, cookie, seq + 1, kSyn | kAck, win, o, unsigned(p - o));
         e.stats_.tcp_syncookies_sent++;
         return;
     }
-    adopt_child(e, l, *c, key);
+    adopt(e, l, *c, key, seg);
     c->irs = seq;
     c->rcv_nxt = seq + 1;
     c->iss = isn_generate(e.cfg_.isn_secret, key, e.now_ns_);
@@ -237,7 +264,7 @@ void tcp_syn_sent_input(Env &e, Sock &s, const TcpSegment &seg)
         if (seq_le(ack, s.iss) || seq_gt(ack, s.snd_max)) {
             e.stats_.drop_tcp_bad_state++;
             if (!(flags & kRst))
-                send_raw(e, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
+                send_raw_conn(e, s, ack, 0, kRst, 0, nullptr, 0);
             return;
         }
     }
@@ -302,7 +329,7 @@ void established(Env &e, Sock &s)
         if (!e.attach_rings(s, l.app.user)) {
             // No memory for this connection: refuse it rather than stall.
             e.stats_.tcp_resets_out++;
-            send_raw(e, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, s.snd_max, 0, kRst, 0, nullptr, 0);
+            send_raw_conn(e, s, s.snd_max, 0, kRst, 0, nullptr, 0);
             e.sock_free(s);
             return;
         }

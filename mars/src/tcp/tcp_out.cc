@@ -12,6 +12,7 @@
 #include "tcp/recovery.h"
 #include "tcp/timers.h"
 #include "tcp/rcv_tune.h"
+#include "tcp/tcp6.h"
 
 #include <mars/checksum_offload.h>
 
@@ -31,7 +32,9 @@ void conn_init(Env &e, Sock &s)
         while (s.rcv_wscale < 14 && (buf >> s.rcv_wscale) > 65535) s.rcv_wscale++;
     }
     s.rto_ns = e.cfg_.tcp.rto_initial_ns;
-    s.path_mtu = e.cfg_.mtu;
+    // IPv6: the destination's path MTU (a packet too big may have lowered
+    // it before this connection, RFC 8201).
+    s.path_mtu = (s.flags & kFV6) ? e.tcp6_->path_mtu(s.v6.remote, e.now_ns_) : e.cfg_.mtu;
     s.peer_mss = 536;
     s.mss = 536;
     s.cc = CcVars{};
@@ -40,15 +43,16 @@ void conn_init(Env &e, Sock &s)
 // Our MSS option: what fits our MTU, or less if the application asked.
 static uint16_t advertised_mss(const StackConfig &c, const Sock &s)
 {
-    uint32_t m = uint32_t(c.mtu) - 40;
+    uint32_t m = uint32_t(c.mtu) - net_headers(s);
     if (s.user_mss) m = std::min(m, s.user_mss);
     return uint16_t(m);
 }
 
 void update_mss(Env &e, Sock &s)
 {
-    uint32_t m = std::min<uint32_t>(s.peer_mss, s.path_mtu - 40);
-    m = std::min<uint32_t>(m, uint32_t(e.cfg_.mtu) - 40);
+    const uint32_t net = net_headers(s); // IPv4 + TCP, or IPv6 + TCP (MSS = path MTU - 60)
+    uint32_t m = std::min<uint32_t>(s.peer_mss, s.path_mtu - net);
+    m = std::min<uint32_t>(m, uint32_t(e.cfg_.mtu) - net);
     if (s.user_mss) m = std::min(m, s.user_mss);
     if (s.flags & kFTsOk) m -= 12; // every segment carries the timestamp option
     m = std::max<uint32_t>(m, 64);
@@ -58,6 +62,10 @@ void update_mss(Env &e, Sock &s)
 
 void build_template(Env &e, Sock &s)
 {
+    if (s.flags & kFV6) {
+        e.tcp6_->build_template(s);
+        return;
+    }
     uint8_t *p = s.hdr;
     Eth *eth = reinterpret_cast<Eth *>(p);
     if (const MacAddr *mac = e.arp_.peek(s.next_hop)) {
@@ -186,15 +194,22 @@ static unsigned syn_options(uint8_t *o, const StackConfig &c, const Sock &s, boo
     return unsigned(p - o);
 }
 
-bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx)
+// One segment from the template, for either family: kV6 picks the
+// template, the IP header's fields and checksum, and the way out (ARP's
+// generation-checked MAC for IPv4, Ipv6Layer::send through ND for IPv6).
+// The IPv4 instance is the code this was before IPv6 (the fast path's).
+template <bool kV6>
+__attribute__((always_inline)) static inline bool send_segment_as(Env &e, Sock &s, uint32_t seq, uint32_t len,
+                                                                   uint8_t flags, bool rtx)
 {
+    constexpr unsigned kHdrs = kV6 ? kHeaders6Len : kHeadersLen;
+    constexpr unsigned kNet = kV6 ? kIp6Len : kIpLen;
     PacketRef fr;
     if (!e.link_.alloc(&fr)) return false;
     uint8_t *p = fr.data;
-    std::memcpy(p, s.hdr, kHeadersLen);
-    Ipv4 *ip = reinterpret_cast<Ipv4 *>(p + kEthLen);
-    Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kIpLen);
-    uint8_t *o = p + kHeadersLen;
+    std::memcpy(p, kV6 ? s.v6.hdr : s.hdr, kHdrs);
+    Tcp *th = reinterpret_cast<Tcp *>(p + kEthLen + kNet);
+    uint8_t *o = p + kHdrs;
     unsigned optlen;
     if (flags & kSyn) {
         optlen = syn_options(o, e.cfg_, s, flags & kAck, e.tsval());
@@ -204,7 +219,7 @@ bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bo
         if ((s.flags & kFSackOk) && (!s.rec.ooo.empty() || (s.flags & kFDsack))) {
             // SACK blocks, as many as fit beside the payload in our MTU; a
             // D-SACK (RFC 2883 4) first, then the out-of-order data.
-            const int room = int(s.path_mtu) - 40 - int(q - o) - int(len) - 4;
+            const int room = int(s.path_mtu) - int(kNet + kTcpLen) - int(q - o) - int(len) - 4;
             int max = std::min(room / 8, (s.flags & kFTsOk) ? 3 : 4);
             if (max > 0) {
                 SeqRange b[4];
@@ -221,7 +236,7 @@ bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bo
         optlen = unsigned(q - o);
     }
     const unsigned hlen = kTcpLen + optlen;
-    if (kHeadersLen + optlen + len > fr.room) {
+    if (kHdrs + optlen + len > fr.room) {
         e.release(fr);
         e.stats_.drop_tx_no_buffer++;
         return false;
@@ -234,11 +249,19 @@ bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bo
     if (flags & kSyn) s.rcv_adv = s.rcv_nxt + std::min<uint32_t>(rcv_window(e, s), 65535);
     th->csum = 0;
     th->urp = 0;
-    const uint16_t ip_len = uint16_t(kIpLen + hlen + len);
-    ip->total_len = be16(ip_len);
-    const uint32_t pseudo = pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hlen + len));
+    uint32_t pseudo;
+    if constexpr (kV6) {
+        Ipv6 *ip6 = reinterpret_cast<Ipv6 *>(p + kEthLen);
+        ip6->payload_len = be16(uint16_t(hlen + len));
+        pseudo = pseudo_sum6(ip6->src, ip6->dst, kProtoTcp, hlen + len);
+    } else {
+        reinterpret_cast<Ipv4 *>(p + kEthLen)->total_len = be16(uint16_t(kIpLen + hlen + len));
+        pseudo = pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hlen + len));
+    }
     uint8_t *dst = o + optlen;
-    if (e.offloads_ & kOffloadTxTcpCsum) {
+    // (IPv6: the checksum in software; the offload contract,
+    // checksum_offload.h, describes IPv4 frames only)
+    if (!kV6 && (e.offloads_ & kOffloadTxTcpCsum)) {
         if (len) {
             const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
             const uint32_t first = std::min(len, s.tx_mask + 1 - off);
@@ -257,13 +280,16 @@ bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bo
         }
         th->csum = csum_finish(sum);
     }
-    if (e.offloads_ & kOffloadTxIpCsum) {
-        ip->csum = 0;
-        fr.flags |= kTxIpCsum;
-    } else {
-        ip->csum = csum_finish(csum_add(0, ip, kIpLen));
+    if constexpr (!kV6) {
+        Ipv4 *ip = reinterpret_cast<Ipv4 *>(p + kEthLen);
+        if (e.offloads_ & kOffloadTxIpCsum) {
+            ip->csum = 0;
+            fr.flags |= kTxIpCsum;
+        } else {
+            ip->csum = csum_finish(csum_add(0, ip, kIpLen));
+        }
     }
-    fr.len = uint16_t(kHeadersLen + optlen + len);
+    fr.len = uint16_t(kHdrs + optlen + len);
     if (flags & kAck) {
         s.flags &= ~kFAckNow;
         TimerWheel::cancel(&s.delack_timer);
@@ -279,6 +305,13 @@ bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bo
     }
     if (len && (s.flags & kFSackOk)) rack_sent(e, s, seq, len, rtx);
     s.last_send_ns = e.now_ns_;
+    if constexpr (kV6) {
+        // Neighbour discovery finishes the Ethernet header (or holds the
+        // frame until the next hop resolves). No generation yet: every
+        // frame asks ND.
+        e.tcp6_->send(fr, e.now_ns_);
+        return true;
+    }
     // The template's destination MAC is good while ARP has not changed.
     if (s.arp_gen != e.arp_.generation()) {
         const MacAddr *mac = e.arp_.lookup(s.next_hop, e.now_ns_);
@@ -293,6 +326,12 @@ bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bo
     }
     e.link_.queue(fr);
     return true;
+}
+
+bool send_segment(Env &e, Sock &s, uint32_t seq, uint32_t len, uint8_t flags, bool rtx)
+{
+    if (__builtin_expect(s.flags & kFV6, 0)) return send_segment_as<true>(e, s, seq, len, flags, rtx);
+    return send_segment_as<false>(e, s, seq, len, flags, rtx);
 }
 
 // The sequence-space bookkeeping after len bytes of new data from snd_nxt
@@ -495,9 +534,38 @@ void send_raw(Env &e, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport
     e.ip_.send(fr, hop, e.now_ns_);
 }
 
+void send_raw_reply(Env &e, const TcpSegment &seg, uint32_t seq, uint32_t ack, uint8_t flags, uint16_t win,
+                    const uint8_t *opts, unsigned opt_len)
+{
+    if (seg.src6) {
+        e.tcp6_->send_raw(*seg.dst6, *seg.src6, seg.dport, seg.sport, seq, ack, flags, win, opts, opt_len, e.now_ns_);
+        return;
+    }
+    send_raw(e, e.cfg_.ip, seg.dport, seg.src_ip, seg.sport, seq, ack, flags, win, opts, opt_len);
+}
+
+void send_raw_conn(Env &e, const Sock &s, uint32_t seq, uint32_t ack, uint8_t flags, uint16_t win,
+                   const uint8_t *opts, unsigned opt_len)
+{
+    if (s.flags & kFV6) {
+        e.tcp6_->send_raw(s.v6.local, s.v6.remote, s.app.local.port, s.app.remote.port, seq, ack, flags, win, opts,
+                          opt_len, e.now_ns_);
+        return;
+    }
+    send_raw(e, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, seq, ack, flags, win, opts,
+             opt_len);
+}
+
 // RFC 9293 3.10.7.1: the reset for a segment nobody wants.
 void send_rst_reply(Env &e, const TcpSegment &seg)
 {
+    if (seg.src6) {
+        if (ip6::is_multicast(seg.src6->b) || ip6::is_unspecified(seg.src6->b)) return;
+        e.stats_.tcp_resets_out++;
+        if (seg.flags & kAck) send_raw_reply(e, seg, seg.ack, 0, kRst, 0, nullptr, 0);
+        else send_raw_reply(e, seg, 0, seg.seq + seg.seq_space(), kRst | kAck, 0, nullptr, 0);
+        return;
+    }
     const uint32_t src = seg.src_ip;
     if (src == 0 || src == 0xffffffffu || (src >> 28) == 14) return;
     e.stats_.tcp_resets_out++;

@@ -12,6 +12,7 @@
 #include "base/wire.h"
 
 #include <mars/packet.h>
+#include <mars/stack.h>
 
 #include <cstdint>
 
@@ -30,6 +31,9 @@ struct TcpSegment {
     // The received frame the payload lies in: the out-of-order queue keeps
     // it instead of copying the payload. Never null for a segment with data.
     PacketRef *frame = nullptr;
+    // Over IPv6 (rx::Receiver::tcp6_input): the addresses (src_ip and
+    // dst_ip are 0 then); nullptr for IPv4.
+    const Ip6Addr *src6 = nullptr, *dst6 = nullptr;
 
     // Sequence space the segment occupies (SYN and FIN count one each).
     uint32_t seq_space() const

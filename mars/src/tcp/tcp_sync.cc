@@ -171,7 +171,7 @@ void tcp_sync_input(Env &e, Sock &s, const TcpSegment &seg, bool *held)
         const uint32_t ack = seg.ack;
         if (seq_le(ack, s.snd_una) || seq_gt(ack, s.snd_max)) {
             e.stats_.drop_tcp_bad_state++;
-            send_raw(e, s.app.local.ip, s.app.local.port, s.app.remote.ip, s.app.remote.port, ack, 0, kRst, 0, nullptr, 0);
+            send_raw_conn(e, s, ack, 0, kRst, 0, nullptr, 0);
             return;
         }
         s.snd_una = ack;
@@ -380,6 +380,26 @@ void icmp_error(Env &e, Sock &s, const IcmpTcpError &err)
         e.conn_drop(s, ECONNREFUSED, kEvError);
     } else if (s.state == TcpState::kSynSent) {
         s.app.error = EHOSTUNREACH; // soft error: reported if the open times out
+    }
+}
+
+void icmp6_error(Env &e, Sock &s, uint32_t seq, uint8_t type, uint8_t code, uint32_t mtu)
+{
+    // RFC 5927 (as icmp_error): only about data we have in flight.
+    if (!seq_ge(seq, s.snd_una) || !seq_le(seq, s.snd_max)) return;
+    if (type == 2) { // packet too big (RFC 8201: the layer clamped it to >= 1280)
+        if (mtu < s.path_mtu) {
+            s.path_mtu = mtu;
+            update_mss(e, s);
+            s.snd_nxt = s.snd_una; // resend what the smaller path lost, at once
+            e.want_output(s);
+        }
+    } else if (s.state == TcpState::kSynSent && type == 1 && (code == 1 || code == 4)) {
+        // Destination unreachable, administratively prohibited or port
+        // unreachable: a hard error while connecting (RFC 1122 4.2.3.9).
+        e.conn_drop(s, ECONNREFUSED, kEvError);
+    } else if (s.state == TcpState::kSynSent && type == 1) {
+        s.app.error = EHOSTUNREACH; // soft: reported if the open times out
     }
 }
 

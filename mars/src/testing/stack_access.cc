@@ -41,6 +41,7 @@ std::string StackAccess::stale_state(const Stack &st)
     check(socks_new, "sockets");
     check(m.flows_.size() == 0 && !m.flows_.cached() && m.flows_.cache_hits == 0 && m.flows_.cache_misses == 0,
           "connection table");
+    check(m.flows6_.size() == 0 && m.flows6_.cache_hits == 0 && m.flows6_.cache_misses == 0, "IPv6 connection table");
     check(m.listeners_.empty(), "listeners");
     check(m.wheel_.armed_count() == 0 && m.wheel_.next_due_ns() == UINT64_MAX, "timers");
     check(m.ooo_pool_.as_new(), "out-of-order pool");

@@ -244,4 +244,163 @@ TEST(Tcp6, HopLimitZeroRefused)
     EXPECT_NE(err.find("hop_limit6 must be 1..255"), std::string::npos) << err;
 }
 
+// ---- connections (issue 31: Stack::connect6 / bind6) ---------------------------
+
+// A TCP segment with options (a multiple of 4 bytes) from src to dst, checksummed.
+std::vector<uint8_t> tcp6o(const Ip6Addr &src, const Ip6Addr &dst, uint16_t sport, uint16_t dport, uint32_t seq,
+                           uint32_t ack, uint8_t flags, const std::vector<uint8_t> &opts,
+                           const std::vector<uint8_t> &payload = {})
+{
+    std::vector<uint8_t> s(20);
+    put16(&s[0], sport);
+    put16(&s[2], dport);
+    put32(&s[4], seq);
+    put32(&s[8], ack);
+    s[12] = uint8_t(((20 + opts.size()) / 4) << 4);
+    s[13] = flags;
+    put16(&s[14], 65535);
+    s.insert(s.end(), opts.begin(), opts.end());
+    s.insert(s.end(), payload.begin(), payload.end());
+    put16(&s[16], ref_tcp6_csum(src, dst, s));
+    return s;
+}
+
+uint16_t get16(const std::vector<uint8_t> &f, size_t o) { return uint16_t(f[o] << 8 | f[o + 1]); }
+uint32_t get32(const std::vector<uint8_t> &f, size_t o) { return uint32_t(get16(f, o)) << 16 | get16(f, o + 2); }
+
+// The SYN of an active open over IPv6, against a frame built here field by
+// field: Ethernet to the peer's MAC (ND learnt it), IPv6 version 6, traffic
+// class 0, a non-zero flow label, payload length 40, next header TCP, hop
+// limit 64, our address to the peer's; TCP to port 443 with SYN alone,
+// window 65535 and the options MSS 1440 (MTU 1500 - 60), SACK permitted,
+// timestamps (TSecr 0), NOP, window scale; the checksum over the IPv6
+// pseudo-header by this file's own sum. What the stack picks (source port,
+// ISN, TSval, flow label, window scale) is read from the frame and checked
+// for range.
+TEST(Tcp6Conn, SynByteExact)
+{
+    Up u(options());
+    Stack &st = u.p.stack();
+    const int64_t s = st.open(1);
+    ASSERT_GE(s, 0);
+    ASSERT_EQ(st.connect6(SockId(s), Endpoint6{kPeerIp, 443}, u.p.now), 0);
+    auto out = tcp6_only(u.p.take_raw());
+    ASSERT_EQ(out.size(), 1u);
+    const std::vector<uint8_t> &f = out[0];
+    ASSERT_EQ(f.size(), 14u + 40 + 40);
+    const uint32_t label = label_of(f);
+    const uint16_t sport = get16(f, 54);
+    const uint32_t isn = get32(f, 58);
+    const uint32_t tsval = get32(f, 54 + 20 + 8);
+    const uint8_t wscale = f[54 + 20 + 19];
+    EXPECT_NE(label, 0u);
+    EXPECT_GE(sport, 32768);
+    EXPECT_LE(sport, 60999);
+    EXPECT_LE(wscale, 14);
+
+    std::vector<uint8_t> want(14 + 40);
+    std::memcpy(&want[0], u.p.peer_mac.b, 6);
+    std::memcpy(&want[6], u.p.stack_mac.b, 6);
+    put16(&want[12], 0x86dd);
+    put32(&want[14], 0x60000000u | label);
+    put16(&want[18], 40);
+    want[20] = 6;
+    want[21] = 64;
+    std::memcpy(&want[22], kOurIp.b, 16);
+    std::memcpy(&want[38], kPeerIp.b, 16);
+    std::vector<uint8_t> opts = {2, 4, 0x05, 0xa0, 4, 2, 8, 10};
+    opts.insert(opts.end(), {uint8_t(tsval >> 24), uint8_t(tsval >> 16), uint8_t(tsval >> 8), uint8_t(tsval), 0, 0, 0, 0});
+    opts.insert(opts.end(), {1, 3, 3, wscale});
+    const auto seg = tcp6o(kOurIp, kPeerIp, sport, 443, isn, 0, wire::kSyn, opts);
+    want.insert(want.end(), seg.begin(), seg.end());
+    EXPECT_EQ(f, want);
+
+    SockInfo in{};
+    ASSERT_EQ(st.info(SockId(s), &in), 0);
+    EXPECT_EQ(in.state, TcpState::kSynSent);
+    EXPECT_TRUE(in.ipv6);
+    EXPECT_EQ(in.local6.port, sport);
+    EXPECT_EQ(st.stats().tcp_active_opens, 1u);
+}
+
+// An open connection to the raw peer over IPv6: SYN out, SYN-ACK (MSS 1440,
+// no other option) in, ACK out.
+struct Open6 {
+    Open6() : u(options())
+    {
+        Stack &st = u.p.stack();
+        sock = SockId(st.open(1));
+        EXPECT_EQ(st.connect6(sock, Endpoint6{kPeerIp, 443}, u.p.now), 0);
+        auto syn = tcp6_only(u.p.take_raw());
+        EXPECT_EQ(syn.size(), 1u);
+        sport = get16(syn[0], 54);
+        iss = get32(syn[0], 58);
+        u.in(tcp6o(kPeerIp, kOurIp, 443, sport, peer_seq - 1, iss + 1, wire::kSyn | wire::kAck, {2, 4, 0x05, 0xa0}));
+        auto ack = tcp6_only(u.p.take_raw());
+        EXPECT_EQ(ack.size(), 1u);
+        EXPECT_EQ(u.p.take_events()[sock] & kEvConnected, kEvConnected);
+    }
+    Up u;
+    SockId sock = kNoSock;
+    uint16_t sport = 0;
+    uint32_t iss = 0, peer_seq = 5001; // the peer's next sequence number
+};
+
+// A corrupted data segment of an open connection is dropped and counted and
+// delivers nothing; the same segment intact is delivered.
+TEST(Tcp6Conn, CorruptedSegmentDroppedAndCounted)
+{
+    Open6 o;
+    Stack &st = o.u.p.stack();
+    auto seg = tcp6o(kPeerIp, kOurIp, 443, o.sport, o.peer_seq, o.iss + 1, wire::kAck | wire::kPsh, {}, {'d', 'a', 't', 'a'});
+    auto bad = seg;
+    bad[21] ^= 0x04; // one payload bit flipped in flight
+    const uint64_t csum_before = st.stats().drop_tcp_csum;
+    o.u.in(bad);
+    EXPECT_EQ(st.stats().drop_tcp_csum, csum_before + 1);
+    SockInfo in{};
+    ASSERT_EQ(st.info(o.sock, &in), 0);
+    EXPECT_EQ(in.rx_readable, 0u);
+    EXPECT_EQ(in.bytes_in, 0u);
+    o.u.in(seg);
+    ASSERT_EQ(st.info(o.sock, &in), 0);
+    EXPECT_EQ(in.rx_readable, 4u);
+    char buf[8] = {};
+    EXPECT_EQ(st.recv(o.sock, buf, sizeof buf), 4);
+    EXPECT_EQ(std::string(buf, 4), "data");
+}
+
+// ICMPv6 packet too big (RFC 8201) quoting a data segment of a connection:
+// its path MTU falls to 1280, its MSS to 1280 - 60, and what was in flight
+// goes again in segments that fit.
+TEST(Tcp6Conn, PacketTooBigLowersTheMss)
+{
+    Open6 o;
+    Stack &st = o.u.p.stack();
+    SockInfo in{};
+    ASSERT_EQ(st.info(o.sock, &in), 0);
+    EXPECT_EQ(in.snd_mss, 1440u);
+    std::vector<uint8_t> data(3000, 'z');
+    ASSERT_EQ(st.send(o.sock, data.data(), data.size()), 3000);
+    o.u.p.poll();
+    auto sent = tcp6_only(o.u.p.take_raw());
+    ASSERT_GE(sent.size(), 2u);
+    ASSERT_EQ(sent[0].size(), 14u + 40 + 20 + 1440) << "full segments before the report";
+    // The report quotes as much of the first segment as fits in 1280 bytes.
+    std::vector<uint8_t> quoted(sent[0].begin() + 14, sent[0].end());
+    quoted.resize(1280 - 40 - 8);
+    const Ip6Addr router = kPeerIp;
+    o.u.p.inject(eth6(o.u.p.stack_mac, o.u.p.peer_mac,
+                      packet6(router, kOurIp, wire::kProtoIcmp6,
+                              icmp6(router, kOurIp, wire::kIcmp6PacketTooBig, 0, 1280, quoted))));
+    o.u.p.poll();
+    ASSERT_EQ(st.info(o.sock, &in), 0);
+    EXPECT_EQ(in.snd_mss, 1280u - 60);
+    EXPECT_EQ(st.stats().icmp6_ptb_in, 1u);
+    auto again = tcp6_only(o.u.p.take_raw());
+    ASSERT_FALSE(again.empty()) << "what the smaller path lost goes again at once";
+    for (auto &f : again) EXPECT_LE(f.size() - 14, 1280u) << "every packet fits the new path MTU";
+    EXPECT_EQ(get32(again[0], 58), o.iss + 1) << "from the first unacknowledged byte";
+}
+
 } // namespace

@@ -419,7 +419,9 @@ void Link::send(const PacketRef &f, uint64_t now)
     uint16_t ethertype = f.len >= kEthLen ? uint16_t(f.data[12] << 8 | f.data[13]) : 0;
     // Corruption that slipped past the Ethernet FCS: one bit in the IP
     // packet. ARP carries no checksum of its own, so it is left alone.
-    if (ethertype == kEtherIpv4 && f.len > kEthLen && rng_.chance(p_.corrupt)) {
+    // IPv6 packets only with corrupt_ipv6 (their header has no checksum).
+    if ((ethertype == kEtherIpv4 || (p_.corrupt_ipv6 && ethertype == 0x86dd)) && f.len > kEthLen &&
+        rng_.chance(p_.corrupt)) {
         uint64_t bit = rng_.below(uint64_t(f.len - kEthLen) * 8);
         f.data[kEthLen + bit / 8] ^= uint8_t(1u << (bit % 8));
         st_.corrupted++;

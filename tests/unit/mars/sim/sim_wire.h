@@ -235,6 +235,10 @@ class RingPool : public BufferProvider {
 
 struct LinkParams {
     double loss = 0, duplicate = 0, reorder = 0, corrupt = 0;
+    // corrupt applies to IPv4 packets; with this also to IPv6 ones (issue 31
+    // tests: a flip in the IPv6 header's unchecked fields, traffic class,
+    // flow label, hop limit, goes unnoticed and harms nothing).
+    bool corrupt_ipv6 = false;
     uint64_t delay_ns = 20'000;          // propagation, at least 1 us
     uint64_t reorder_extra_ns = 300'000; // a reordered frame arrives this much later
     uint64_t rate_bps = 0;               // serialization rate; 0 = infinitely fast

@@ -24,6 +24,10 @@ class TransferApp {
         uint64_t bytes_b_to_a = 4 << 20;
         bool copy_api = false;   // send()/recv() instead of the ring views
         uint32_t write_chunk = 0; // at most this much per tx_commit (0: all the view)
+        // Over IPv6 (issue 31): b listens on [::]:port (dual-stack) and a
+        // connects to b6, one of b's IPv6 addresses.
+        bool ipv6 = false;
+        Ip6Addr b6{};
     };
 
     // One end of one connection.
@@ -47,7 +51,9 @@ class TransferApp {
         int64_t l = net_.stack(1).open(kListenerTag);
         if (l < 0) return fail("open listener: " + std::to_string(l));
         listener_ = SockId(l);
-        if (int rc = net_.stack(1).bind(listener_, net_.addr(1, o_.port)); rc != 0) return fail("bind: " + std::to_string(rc));
+        const int brc = o_.ipv6 ? net_.stack(1).bind6(listener_, Endpoint6{Ip6Addr{}, o_.port}, false)
+                                : net_.stack(1).bind(listener_, net_.addr(1, o_.port));
+        if (brc != 0) return fail("bind: " + std::to_string(brc));
         if (int rc = net_.stack(1).listen(listener_, 1024); rc != 0) return fail("listen: " + std::to_string(rc));
         conns_.resize(o_.conns);
         for (uint32_t i = 0; i < o_.conns; i++) {
@@ -61,8 +67,9 @@ class TransferApp {
             int64_t s = net_.stack(0).open(tag(i, 0));
             if (s < 0) return fail("open: " + std::to_string(s));
             c.end[0].sock = SockId(s);
-            if (int rc = net_.stack(0).connect(c.end[0].sock, net_.addr(1, o_.port), net_.now()); rc != 0)
-                return fail("connect: " + std::to_string(rc));
+            const int crc = o_.ipv6 ? net_.stack(0).connect6(c.end[0].sock, Endpoint6{o_.b6, o_.port}, net_.now())
+                                    : net_.stack(0).connect(c.end[0].sock, net_.addr(1, o_.port), net_.now());
+            if (crc != 0) return fail("connect: " + std::to_string(crc));
         }
         return true;
     }
