@@ -217,17 +217,27 @@ struct dti_sock_shared {
      * has not seen stamps its read with the TSC and the SEND of its reply
      * carries the stamps (dti_cmd.trace_*). Never 0 once set. */
     uint32_t trace;
-    /* ---- second cache line (ABI 9): read when the socket's rings come, then
-     * rarely changes ---- */
+    /* ---- second cache line (ABI 9): read when the socket's rings come and
+     * by the writer's slow paths, rarely written ---- */
     /* [eng] The send ring's size (a power of two, at most the header's
      * tx_ring_size, which the slot reserves): chosen when the socket's rings
      * come (SO_SNDBUF set before connect or on the listener, else the
      * engine's default) and stored before the state (release) that makes
-     * the socket writable; fixed while the rings live. Readers mask with
-     * (tx_size - 1) & (reserve - 1): a confused engine cannot send a write
-     * past the slot. */
+     * the socket writable. It grows (ABI 10) only when the writer asks
+     * (DTI_OP_TX_GROW): the engine stores the new size (release) before it
+     * bumps tx_grow_ack. Readers mask with (tx_size - 1) & (reserve - 1): a
+     * confused engine cannot send a write past the slot. */
     uint32_t tx_size;
-    uint8_t pad_tx[DTI_CACHELINE - 4];
+    /* [eng] The size the engine would like the send ring to have (0 or <=
+     * tx_size: none): send-buffer autotuning from the congestion window, or
+     * SO_SNDBUF set on a live socket. The writer, which alone moves bytes in
+     * the ring, grows it when it next finds this larger (libdti: data.c). */
+    uint32_t tx_want;
+    /* [eng] GROW commands the engine answered for this socket (free-running
+     * from 0 when the rings come), stored (release) after tx_size: a grow
+     * is done when this moves; tx_size then says whether it was taken. */
+    uint32_t tx_grow_ack;
+    uint8_t pad_tx[DTI_CACHELINE - 12];
 };
 
 /* SEND's arg1 bits beyond DTI_SEND_MORE (dti.h). Without either, SEND takes

@@ -181,9 +181,14 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             // SO_SNDBUF set is the size Linux keeps (twice the value, clamped:
             // libdti's caller asks the kernel); it sizes the send ring when the
             // rings come (provide: before connect, or on a listener for its
-            // connections), and is recorded only for a socket that has them.
+            // connections), and stops send-buffer autotuning. On a socket that
+            // has its rings, a larger size is published for the writer, which
+            // grows the ring at its next write (dti/README.md "Send rings that
+            // grow"); a smaller one leaves the ring as it is (it never shrinks).
             if (cmd.op == DTI_OP_SETSOCKOPT && cmd.option == DTI_SO_SNDBUF) {
                 slot->sndbuf_set = uint32_t(std::clamp<int64_t>(cmd.value, 4096, group.geo.tx_reserve));
+                if (slot->rings_out && !slot->dgram)
+                    table_.want_tx_size(group, slot_index, slot->sndbuf_set);
                 table_.mark(group, slot_index);
             }
             if (cmd.option == DTI_SO_RCVBUF)
@@ -228,6 +233,9 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     case DTI_OP_SEND:
         cmd_send(group, slot_index, cmd, raw);
         return;
+    case DTI_OP_TX_GROW:
+        cmd_tx_grow(group, slot_index, cmd);
+        return;
     case DTI_OP_RECV_RELEASE:
         if (slot->dgram)
             dgram_release(group, slot_index, cmd);
@@ -266,6 +274,7 @@ void Commands::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_in
     case DTI_OP_SEND:
     case DTI_OP_RECV_RELEASE:
     case DTI_OP_RECV_CANCEL:
+    case DTI_OP_TX_GROW:
         stats_.rejected_commands++;
         return; // not signaled: the app lied about a length; drop it
     case DTI_OP_SETSOCKOPT:
@@ -723,6 +732,46 @@ void Commands::resume_accept(Group &group, uint32_t si)
         s.accept.used = false;
         pub_.complete(group, p.ctx, p.tag, n, table_.handle(group, si), 0, got);
     }
+}
+
+// TX_GROW (dti/README.md "Send rings that grow"): the writer copied every
+// byte the transport may still read to its offset at `c.length` and, until
+// this is answered, writes each new byte at both sizes' offsets; every SEND
+// queued before it has been taken. The ring becomes that size here, in the
+// transport first (which refuses while frames in flight point into the
+// ring), then in the table (release), then the answer (tx_grow_ack). The size
+// comes from shared memory: a power of two larger than the ring, within the
+// slot's reserve, else refused and counted; the memory limit as for a ring
+// sized by SO_SNDBUF. A refused grow withdraws the published wish (tx_want)
+// so that the writer does not ask again for it.
+void Commands::cmd_tx_grow(Group &group, uint32_t si, const Command &c)
+{
+    Slot &s = group.slots[si];
+    const uint32_t want = c.length;
+    const uint32_t start = group.lim.tx_ring_size;
+    bool done = false;
+    if (!s.has_sid || !s.rings_out || !(s.state & DTI_STATE_CONNECTED) || !pow2(want) || want <= s.tx_size ||
+        want > group.geo.tx_reserve) {
+        stats_.tx_grow_refusals++;
+    } else {
+        const uint64_t before = s.tx_size > start ? s.tx_size - start : 0;
+        const uint64_t more = (want > start ? want - start : 0) - before;
+        if (group.geo.committed + group.rx_grown + group.tx_grown + more > group.lim.max_region_bytes) {
+            stats_.tx_size_refusals++;
+        } else if (tr_.tx_grow(s.sid, want) != 0) {
+            stats_.tx_grow_refusals++;
+        } else {
+            group.tx_grown += more;
+            s.tx_size = want;
+            stats_.tx_ring_grows++;
+            store_rel(&group.socks[si].tx_size, want);
+            done = true;
+        }
+    }
+    if (!done)
+        store_rlx(&group.socks[si].tx_want, 0u);
+    store_rel(&group.socks[si].tx_grow_ack, ++s.tx_grow_acks);
+    table_.mark(group, si); // tx_head and POLLOUT at the new size
 }
 
 } // namespace dti::engine::detail

@@ -27,9 +27,9 @@ constexpr uint32_t op_bit(uint16_t op) { return uint32_t{1} << op; }
 constexpr uint32_t kStreamOnlyOps = op_bit(DTI_OP_LISTEN) | op_bit(DTI_OP_ACCEPT) | op_bit(DTI_OP_CONNECT) |
                                     op_bit(DTI_OP_SHUTDOWN) | op_bit(DTI_OP_RECV_INTO) | op_bit(DTI_OP_SEND_FROM) |
                                     op_bit(DTI_OP_SEND) | op_bit(DTI_OP_DIGEST) | op_bit(DTI_OP_RECV_POST) |
-                                    op_bit(DTI_OP_RECV_CANCEL);
+                                    op_bit(DTI_OP_RECV_CANCEL) | op_bit(DTI_OP_TX_GROW);
 constexpr uint32_t kDgramOnlyOps = op_bit(DTI_OP_SEND_DGRAMS) | op_bit(DTI_OP_DGRAM_CONNECT) | op_bit(DTI_OP_MCAST);
-static_assert(DTI_OP_MCAST < 32, "every opcode the decoder lets through has a bit");
+static_assert(DTI_OP_MCAST < 32 && DTI_OP_TX_GROW < 32, "every opcode the decoder lets through has a bit");
 
 class Commands {
   public:
@@ -94,6 +94,7 @@ class Commands {
     void take_unsent(Group &group, uint32_t si);
     [[gnu::always_inline]] inline void cmd_release(Group &group, uint32_t si, const Command &c);
     int32_t cmd_send_from(Group &group, uint32_t si, const Command &c);
+    void cmd_tx_grow(Group &group, uint32_t si, const Command &c);
     void cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events);
     bool try_recv_into(Group &group, uint32_t si);
     void resume_accept(Group &group, uint32_t si);
@@ -138,8 +139,8 @@ inline void Commands::refresh(Group &group, uint32_t si)
         tr_.ring_levels(s.sid, &l);
         if (l.rx_rc == 0 && l.readable <= s.rx_size)
             s.rx_tail = s.rx_consumed + l.readable;
-        if (l.tx_rc == 0 && l.writable <= group.tx_size(si))
-            s.tx_head = s.tx_committed - (group.tx_size(si) - l.writable);
+        if (l.tx_rc == 0 && l.writable <= s.tx_size) // (a slot with rings has its size: provide)
+            s.tx_head = s.tx_committed - (s.tx_size - l.writable);
     } else if (s.has_sid && s.rings_out && (s.state & DTI_STATE_DGRAM)) {
         RingSpan v; // the records waiting; the send ring is the engine's (cmd_send_dgrams)
         if (tr_.dgram_rx_view(s.sid, &v) == 0 && v.total() <= s.rx_size)

@@ -67,7 +67,7 @@ int32_t reject_result(Reject r);
 // depends on op (the comments name the ops).
 struct Command {
     uint16_t op = 0;        // DTI_OP_*: a known opcode
-    bool signaled = false;  // answered with a completion (all but SEND, RECV_RELEASE, RECV_CANCEL)
+    bool signaled = false;  // answered with a completion (all but SEND, RECV_RELEASE, RECV_CANCEL, TX_GROW)
     uint32_t tag = 0;       // < cmdq_entries when signaled
     uint32_t handle = 0;    // as written: completions name it
     uint32_t slot = 0;      // the handle's slot index, < max_sockets (not NOP, SOCKET)
@@ -83,6 +83,7 @@ struct Command {
     Option transport_option = Option::kNoDelay; // the others: the transport's option
     int64_t value = 0;      // SETSOCKOPT: the value; DIGEST: the expected digest (low 32 bits)
     uint32_t length = 0;    // SEND, RECV_RELEASE, RECV_INTO, RECV_POST, SEND_FROM: bytes (> 0 but SEND_FROM);
+                            // TX_GROW: the send ring's new size (any value: the engine checks it)
                             // DIGEST: the range's length (digest.cc checks it with the position)
     uint64_t offset = 0;    // RECV_INTO, SEND_FROM: region offset inside the pool; DIGEST: start position;
                             // RECV_POST: the address in the issuing process (not 0, no wrap)
@@ -200,6 +201,9 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
     case DTI_OP_SEND_DGRAMS:
         c->offset = uint32_t(raw.offset); // the send ring position the records end at
         return Reject::kNone;
+    case DTI_OP_TX_GROW:
+        c->length = raw.arg0; // the ring's new size: checked against the slot's ring by the engine (cmd_tx_grow)
+        return Reject::kNone;
     case DTI_OP_DGRAM_CONNECT:
         // 0.0.0.0:0 dissolves the association (AF_UNSPEC); else a port is needed.
         if (raw.arg1 > 0xffff || (raw.arg1 == 0 && raw.arg0 != 0))
@@ -236,9 +240,11 @@ inline Decoded decode_command(const dti_cmd &raw, const CommandBounds &bounds)
     c.tag = raw.tag;
     c.handle = raw.sock;
     // SEND and RECV_RELEASE are the data path's unsignaled commands, and
-    // RECV_CANCEL, whose answer is the post's own completion: no completion,
-    // so their tag means nothing.
-    c.signaled = raw.op != DTI_OP_SEND && raw.op != DTI_OP_RECV_RELEASE && raw.op != DTI_OP_RECV_CANCEL;
+    // RECV_CANCEL, whose answer is the post's own completion, and TX_GROW,
+    // answered in the socket table (tx_grow_ack): no completion, so their
+    // tag means nothing.
+    c.signaled = raw.op != DTI_OP_SEND && raw.op != DTI_OP_RECV_RELEASE && raw.op != DTI_OP_RECV_CANCEL &&
+                 raw.op != DTI_OP_TX_GROW;
     if (c.signaled && raw.tag >= bounds.cmdq_entries) {
         d.reject = Reject::kBadTag; // no valid tag to answer with: the app's own bookkeeping is corrupt
         return d;

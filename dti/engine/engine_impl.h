@@ -65,6 +65,7 @@ class EngineImpl final : public Engine {
     bool provide(uint64_t user, RingMemory *out) override { return table_.provide(user, out); }
     void reclaim(uint64_t user, const RingMemory &mem) override { table_.reclaim(user, mem); }
     bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want) override { return table_.grow_rx(user, mem, want); }
+    void want_tx(uint64_t user, const RingMemory &mem, uint32_t want) override { table_.want_tx(user, mem, want); }
     const Stats &stats() const override { return stats_; }
     Trace &trace() override { return cmds_.trace; }
     int attach_memory(void *region, uint64_t size, uint32_t contexts) override

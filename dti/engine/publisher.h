@@ -147,7 +147,9 @@ inline void Publisher::notify(Group &group, uint32_t si)
     if (!s.holders || s.watchers == 0)
         return;
     uint32_t readable = s.rx_tail - s.rx_consumed;
-    uint32_t writable = group.tx_size(si) - (s.tx_committed - s.tx_head);
+    // (s.tx_size: set when the rings came and kept until the slot is free; a
+    // socket without rings is not connected, so writable means nothing there.)
+    uint32_t writable = s.tx_size - (s.tx_committed - s.tx_head);
     uint32_t mask = dti_events_of(s.state, s.error, readable, writable, s.embryos);
     bool post = (s.interest & mask & ~s.last_mask) != 0;
     if ((s.interest & DTI_POLLIN) &&

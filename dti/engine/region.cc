@@ -118,11 +118,15 @@ bool Table::provide(uint64_t user, RingMemory *out)
     if (ri != si)
         r.sndbuf_set = owner.sndbuf_set; // an accepted connection takes its listener's SO_SNDBUF, as on Linux
     r.tx_size = size_tx(group, r.sndbuf_set);
-    // Published here, once: the size is fixed while the rings live, and the
+    r.tx_want = 0;
+    r.tx_grow_acks = 0;
+    // Published here: the size changes only at the writer's TX_GROW, and the
     // state that makes the socket writable is stored (release) later, by
     // write_shared. It sits in the entry's second cache line, which the
     // publish of every event then leaves alone.
     store_rlx(&group.socks[ri].tx_size, r.tx_size);
+    store_rlx(&group.socks[ri].tx_want, 0u);
+    store_rlx(&group.socks[ri].tx_grow_ack, 0u);
     group.rings_out++;
     *out = RingMemory{group.rx_ring(ri), r.rx_size, group.tx_ring(ri), r.tx_size};
     return true;
@@ -152,6 +156,31 @@ uint32_t Table::size_tx(Group &group, uint32_t sndbuf)
     group.tx_grown += more;
     stats_.tx_ring_sized++;
     return size;
+}
+
+void Table::want_tx(uint64_t user, const RingMemory &mem, uint32_t want)
+{
+    Group *gp = group_of_tag(user);
+    if (!gp || gp->dying || gp->broken || !gp->base)
+        return;
+    Slot *sp = ring_owner(*gp, mem.rx);
+    if (!sp || sp->sndbuf_set || sp->dgram) // SO_SNDBUF set: no autotuning (Linux's SOCK_SNDBUF_LOCK)
+        return;
+    want_tx_size(*gp, uint32_t(sp - gp->slots.data()), want);
+}
+
+void Table::want_tx_size(Group &group, uint32_t si, uint32_t want)
+{
+    Slot &s = group.slots[si];
+    if (!s.rings_out || !s.tx_size)
+        return;
+    uint32_t size = s.tx_size;
+    while (size < want && size < group.geo.tx_reserve)
+        size <<= 1;
+    if (size <= s.tx_size || size <= s.tx_want)
+        return;
+    s.tx_want = size;
+    store_rlx(&group.socks[si].tx_want, size); // read by the writer's slow path only
 }
 
 // The slot whose receive ring starts at rx, if its rings are out.

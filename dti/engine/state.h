@@ -70,7 +70,9 @@ struct Slot {
     uint32_t rx_base = 0, tx_base = 0;
     uint32_t rx_size = 0;   // the receive ring now (grows in place: grow_rx)
     uint32_t rcvbuf_set = 0; // SO_RCVBUF as set (clamped; 0: never): read back before the ring exists
-    uint32_t tx_size = 0;    // the send ring, chosen when the rings come (0: none yet)
+    uint32_t tx_size = 0;    // the send ring, chosen when the rings come (0: none yet); grows (TX_GROW)
+    uint32_t tx_want = 0;    // the size last published in tx_want (autotuning, SO_SNDBUF; 0: none)
+    uint32_t tx_grow_acks = 0; // TX_GROW commands answered since the rings came (tx_grow_ack)
     uint32_t sndbuf_set = 0; // SO_SNDBUF as Linux keeps it (clamped; 0: never); accepted slots inherit it
     bool rx_rebase = false; // grown: rx_base is recomputed for the new size (settle_rx)
     uint32_t embryos = 0;   // listener: connections waiting for accept
@@ -152,7 +154,7 @@ struct Group {
     uint32_t rings_out = 0;
     uint32_t open_sockets = 0;
     uint64_t rx_grown = 0; // bytes live rings have grown beyond their starting size
-    uint64_t tx_grown = 0; // bytes live send rings (SO_SNDBUF) hold beyond tx_ring_size
+    uint64_t tx_grown = 0; // bytes live send rings (SO_SNDBUF, grown) hold beyond tx_ring_size
     // Sockets in flight to another process (SCM_RIGHTS; pass.cc): each holds
     // its socket open, as the kernel's in-flight file does, until claimed.
     std::vector<Pass> passes;

@@ -71,6 +71,12 @@ class Table {
     bool provide(uint64_t user, RingMemory *out);
     void reclaim(uint64_t user, const RingMemory &mem);
     bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want);
+    // Send-buffer autotuning (Engine::want_tx): ignored once SO_SNDBUF was set.
+    void want_tx(uint64_t user, const RingMemory &mem, uint32_t want);
+    // Publishes the power of two holding `want` (within the reserve) as the
+    // send ring's wanted size when it is larger than the ring and than what
+    // was published before (dti_sock_shared.tx_want).
+    void want_tx_size(Group &group, uint32_t si, uint32_t want);
     // A grown ring's rx_base, found again before anything reads the ring.
     void settle_rx(Group &group, uint32_t si)
     {

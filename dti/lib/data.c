@@ -337,6 +337,94 @@ static ssize_t tx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uin
     return 0;
 }
 
+/* ---- send rings that grow (dti/README.md "Send rings that grow") ---------
+ * The writer alone moves bytes into the send ring, so it grows the ring:
+ * when the engine publishes a larger size it would like (tx_want:
+ * autotuning, SO_SNDBUF set on a live socket), the writer copies every byte
+ * the engine may still read ([tx_head, tail)) to its offset at the new size
+ * where that differs from its offset now (the copies land in the reserve's
+ * part past the current size, which the engine does not read), queues
+ * TX_GROW after the SENDs of those bytes, and until the engine answers
+ * (tx_grow_ack) keeps the old size and room, writing each new byte at both
+ * offsets. The engine switches when it takes TX_GROW, every earlier SEND
+ * taken. Meanwhile (and, with a send view taken at the old size, until the
+ * view is taken again) tx_busy_gen sends every write the general way here. */
+
+/* Bytes of positions [pos, pos + n), at their offsets in a ring of `from`
+ * bytes, copied to their offsets in one of `to` bytes (a larger power of two,
+ * the same memory) where those differ. */
+static void ring_mirror(uint8_t *ring, uint32_t from, uint32_t to, uint32_t base, uint32_t pos, uint32_t n)
+{
+    while (n) {
+        uint32_t q = base + pos, o = q & (from - 1), t = q & (to - 1);
+        uint32_t k = n;
+        if (k > from - o)
+            k = from - o;
+        if (k > to - t)
+            k = to - t;
+        if (o != t)
+            memcpy(ring + t, ring + o, k);
+        pos += k;
+        n -= k;
+    }
+}
+
+/* The grow's state before a write: an answered TX_GROW ends the double
+ * writes; the diversion ends once nothing is pending and no view was taken
+ * at another size than the ring's. */
+static void tx_grow_settle(struct dti_attachment *d, struct dti_sock_shared *sh, struct dti_sock_priv *p,
+                           uint32_t gen)
+{
+    if (p->tx_grow_to && DTI_LOAD(&sh->tx_grow_ack) != p->tx_grow_seen)
+        p->tx_grow_to = 0; /* answered: tx_size, loaded after (acquire), says whether it grew */
+    if (p->tx_grow_busy_gen == gen && !p->tx_grow_to &&
+        (p->tx_view_size == 0 || p->tx_view_size == dti__tx_size(d, sh))) {
+        p->tx_grow_busy_gen = 0;
+        p->tx_busy_gen = 0;
+    }
+}
+
+/* Starts a grow to the size the engine published, when it is a larger power
+ * of two within the reserve, none is pending and no region-buffer send is
+ * in flight. Nothing changes if TX_GROW cannot be queued (the copies are
+ * harmless: the engine does not read there). */
+static void tx_grow_start(dti_ctx_t *c, dti_sock_t s, uint32_t slot, struct dti_sock_shared *sh,
+                          struct dti_sock_priv *p, uint32_t gen)
+{
+    struct dti_attachment *d = c->d;
+    const uint32_t size = dti__tx_size(d, sh);
+    const uint32_t want = DTI_LOAD_RELAXED(&sh->tx_want);
+    if (want <= size || want > d->limits.tx_ring_size || (want & (want - 1)) || p->tx_grow_to ||
+        (p->tx_busy_gen == gen && p->tx_grow_busy_gen != gen))
+        return;
+    const uint32_t head = DTI_LOAD(&sh->tx_head);
+    const uint32_t used = p->tx_tail - head;
+    if (used > size)
+        return; /* a confused engine */
+    const uint32_t seen = DTI_LOAD(&sh->tx_grow_ack);
+    ring_mirror(tx_ring(d, slot), size, want, DTI_LOAD_RELAXED(&sh->tx_base), head, used);
+    if (dti__prep_data(c, DTI_OP_TX_GROW, s, want, 0) < 0)
+        return;
+    p->tx_grow_seen = seen;
+    p->tx_grow_to = want;
+    p->tx_grow_busy_gen = gen;
+    p->tx_busy_gen = gen;
+    dti_submit(c);
+}
+
+/* Bytes just written beyond the tail at the offsets of the reservation's
+ * size: also at the size a pending grow asks for, or at the size the ring
+ * grew to since the reservation. Only while a grow diverts the writes. */
+static inline void tx_mirror_new(struct dti_attachment *d, uint32_t slot, struct dti_sock_shared *sh,
+                                 struct dti_sock_priv *p, uint32_t gen, uint32_t n)
+{
+    if (__builtin_expect(p->tx_grow_busy_gen != gen, 1))
+        return;
+    uint32_t to = p->tx_grow_to ? p->tx_grow_to : dti__tx_size(d, sh);
+    if (p->tx_res_size && p->tx_res_size < to)
+        ring_mirror(tx_ring(d, slot), p->tx_res_size, to, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n);
+}
+
 /* Free send-ring space of s in place (at most two pieces) and, through *pp,
  * its private send side: one handle check for reserve and for dti_send(). */
 static inline ssize_t tx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2], struct dti_sock_priv **pp)
@@ -348,16 +436,21 @@ static inline ssize_t tx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
     uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = tx_side(c->d, slot, gen);
     iov[0] = iov[1] = (struct dti_iov){NULL, 0};
-    if (p->tx_busy_gen == gen)
+    if (p->tx_grow_busy_gen == gen)
+        tx_grow_settle(c->d, sh, p, gen);
+    if (p->tx_busy_gen == gen && p->tx_grow_busy_gen != gen)
         return -EBUSY;
     ssize_t e = tx_error(sh, p, gen);
     if (e < 0)
         return e;
+    if (DTI_LOAD_RELAXED(&sh->tx_want) > dti__tx_size(c->d, sh) && (DTI_LOAD(&sh->state) & DTI_STATE_CONNECTED))
+        tx_grow_start(c, s, slot, sh, p, gen);
     uint32_t n = writable(c->d, sh, p);
     if (n == 0)
         return -EAGAIN;
-    ring_iov(tx_ring(c->d, slot), dti__tx_size(c->d, sh), DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n,
-             iov);
+    const uint32_t size = dti__tx_size(c->d, sh);
+    p->tx_res_size = size;
+    ring_iov(tx_ring(c->d, slot), size, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n, iov);
     *pp = p;
     return n;
 }
@@ -381,6 +474,7 @@ int dti_send_commit(dti_ctx_t *c, dti_sock_t s, size_t n, unsigned flags)
         return -EINVAL;
     if (n == 0)
         return 0;
+    tx_mirror_new(c->d, slot, sh, p, dti__gen(s), (uint32_t)n);
     int rc = dti__prep_send(c, s, (uint32_t)n, send_bits(flags), p->tx_tail + (uint32_t)n);
     if (rc < 0)
         return rc;
@@ -418,6 +512,7 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
     memcpy(iov[0].base, buf, first);
     if (take > first)
         memcpy(iov[1].base, (const uint8_t *)buf + first, take - first);
+    tx_mirror_new(c->d, dti__slot(s), &c->d->socks[dti__slot(s)], p, dti__gen(s), take);
     int rc = dti__prep_send(c, s, take, send_bits(flags), p->tx_tail + take);
     if (rc < 0)
         return rc; /* command ring full: nothing queued, the space stays free */
@@ -523,11 +618,14 @@ int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v)
         return -ENOTCONN; /* the ring's base is fixed at connect */
     uint32_t gen = dti__gen(s);
     struct dti_sock_priv *p = tx_side(d, slot, gen);
+    p->tx_view_size = dti__tx_size(d, sh);
+    if (p->tx_grow_busy_gen == gen)
+        tx_grow_settle(d, sh, p, gen); /* taken again after a grow: writes may take the view's way again */
     *v = (struct dti_tx_view){.live_gen = &sh->gen, .state = &sh->state, .error = &sh->error,
                               .head = &sh->tx_head, .tail = &p->tx_tail, .written = &sh->tx_written,
                               .noted = &sh->tx_noted, .shut_gen = &p->wr_shut_gen,
                               .busy_gen = &p->tx_busy_gen, .ring = tx_ring(d, slot),
-                              .size = dti__tx_size(d, sh), .base = DTI_LOAD_RELAXED(&sh->tx_base), .gen = gen};
+                              .size = p->tx_view_size, .base = DTI_LOAD_RELAXED(&sh->tx_base), .gen = gen};
     return 0;
 }
 

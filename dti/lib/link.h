@@ -33,7 +33,20 @@ struct dti_sock_priv {
     uint32_t trace_pend;
     uint32_t trace_woken;  /* ticks from the wakeup to the read (0: no sleep) */
     uint64_t trace_read;   /* TSC of the read */
-    uint8_t pad1[DTI_CACHELINE - 32];
+    /* Send rings that grow (data.c, dti/README.md "Send rings that grow"):
+     * the size a TX_GROW asked for, not yet answered (0: none); the
+     * engine's tx_grow_ack when it was queued; the size the last
+     * dti_tx_view() was taken at (0: none); the size the last reservation
+     * of space was made at (its bytes lie at that size's offsets); and
+     * tx_grow_busy_gen == tx_gen while tx_busy_gen is set by a grow (pending,
+     * or a view taken at the old size), which sends every write the
+     * general way. */
+    uint32_t tx_grow_to;
+    uint32_t tx_grow_seen;
+    uint32_t tx_view_size;
+    uint32_t tx_res_size;
+    uint32_t tx_grow_busy_gen;
+    uint8_t pad1[DTI_CACHELINE - 52];
 };
 
 /* The link to one engine. The application's dti_t is the link to engine 0

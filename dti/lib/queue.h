@@ -305,9 +305,9 @@ static inline uint32_t dti__rx_mask(const struct dti_attachment *d, const struct
     return (DTI_LOAD_RELAXED(&sh->rx_size) - 1) & (d->limits.rx_ring_size - 1);
 }
 
-/* A socket's send ring size (dti_sock_shared.tx_size, fixed while its rings
- * live), within the slot's reserve even for a confused engine. Load it after
- * the state (acquire) that shows the socket connected. */
+/* A socket's send ring size (dti_sock_shared.tx_size: it grows only when
+ * this writer asks, data.c), within the slot's reserve even for a confused
+ * engine. Load it after the state (acquire) that shows the socket connected. */
 static inline uint32_t dti__tx_size(const struct dti_attachment *d, const struct dti_sock_shared *sh)
 {
     return ((DTI_LOAD_RELAXED(&sh->tx_size) - 1) & (d->limits.tx_ring_size - 1)) + 1;
@@ -359,6 +359,10 @@ static inline void dti__tx_start(struct dti_attachment *d, uint32_t slot, uint32
     struct dti_sock_priv *p = &d->priv[slot];
     p->tx_gen = gen;
     p->tx_tail = 0;
+    p->tx_grow_to = 0;
+    p->tx_view_size = 0;
+    p->tx_res_size = 0;
+    p->tx_grow_busy_gen = 0;
     __atomic_store_n(&d->socks[slot].tx_noted, 0u, __ATOMIC_RELAXED);
     DTI_STORE_SC(&d->socks[slot].tx_written, 0);
 }

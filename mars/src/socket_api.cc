@@ -536,7 +536,12 @@ int StackImpl::tx_commit(SockId id, uint32_t n, bool more)
     if (s->app.error) return -s->app.error;
     if (s->flags & kFFinQueued) return -EPIPE;
     if (!(s->flags & kFHasRings)) return -ENOTCONN;
-    if (n > s->tx_free()) return -EINVAL;
+    const uint32_t free = s->tx_free();
+    if (n > free) return -EINVAL;
+    // The application keeps the ring nearly full (less than a quarter
+    // free after these bytes): send-buffer autotuning may want it larger.
+    if (free - n < (s->tx_mask >> 2)) [[unlikely]]
+        snd_tune(*s);
     s->tx_tail += n;
     // MSG_MORE holds a sub-MSS tail only while this call's output runs, as
     // Linux's tcp_sendmsg pushes with TCP_NAGLE_CORK for the call that says
@@ -550,6 +555,36 @@ int StackImpl::tx_commit(SockId id, uint32_t n, bool more)
         link_.flush();
     }
     s->flags &= ~kFMore;
+    return 0;
+}
+
+// Send-buffer autotuning, as Linux's tcp_sndbuf_expand: a sender limited by
+// its buffer gets about twice the congestion window (Linux: 2 * cwnd segments
+// of its per-segment memory), up to the ring owner's limit (eta: the slot's
+// reserve, tcp.sndbuf_max), as the power of two a ring needs: asked once per
+// size (a doubling of the window), not at every commit; the owner ignores it
+// when SO_SNDBUF was set.
+void StackImpl::snd_tune(Sock &s)
+{
+    const uint64_t need = 2ull * std::max<uint32_t>(s.cc.cwnd, 10 * s.mss);
+    uint64_t want = uint64_t(s.tx_mask) + 1;
+    while (want < need && want < (1ull << 31))
+        want <<= 1;
+    if (want <= uint64_t(s.tx_mask) + 1 || want <= s.app.snd_wanted) return;
+    s.app.snd_wanted = uint32_t(want);
+    buffers_.want_tx(s.app.user, s.app.mem, uint32_t(want));
+}
+
+int StackImpl::tx_grow(SockId id, uint32_t size)
+{
+    Sock *s = lookup_id(id);
+    if (!s) return -EBADF;
+    if (!(s->flags & kFHasRings)) return -ENOTCONN;
+    if ((size & (size - 1)) || size <= s->tx_mask + 1) return -EINVAL;
+    if (s->tx_refs.any()) return -EBUSY; // frames in flight point at the old offsets
+    s->tx_mask = size - 1;
+    s->app.snd_buf = size;
+    s->app.mem.tx_size = size; // reclaim() hands back the grown ring
     return 0;
 }
 

@@ -89,6 +89,7 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     int rx_consume(SockId s, uint32_t n) override;
     int tx_view(SockId s, RingSpan *out) const override;
     int tx_commit(SockId s, uint32_t n, bool more) override;
+    int tx_grow(SockId s, uint32_t size) override;
     void ring_levels(SockId s, RingLevels *out) const override;
     int64_t send(SockId s, const void *data, size_t len) override;
     int64_t recv(SockId s, void *data, size_t len) override;
@@ -122,6 +123,7 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
 
     // ---- stack.cc (abort_children: socket_api.cc; conn_init: tcp_out.cc) ---
     Sock *lookup_id(SockId id) const;
+    void snd_tune(Sock &s); // send-buffer autotuning (socket_api.cc)
     SockId id_of(const Sock &s) const { return (s.gen << kIndexBits) | s.index; }
     Sock *sock_alloc(uint64_t user);
     void sock_free(Sock &s);

@@ -338,6 +338,10 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
         x.counter("engine_tx_ring_sized", "send rings sized above tcp.sndbuf for SO_SNDBUF", l, c.tx_ring_sized);
         x.counter("engine_tx_size_refusals", "SO_SNDBUF send rings refused at limits.memory_per_app", l,
                   c.tx_size_refusals);
+        x.counter("engine_tx_ring_grows", "send rings grown on live sockets (autotuning, SO_SNDBUF)", l,
+                  c.tx_ring_grows);
+        x.counter("engine_tx_grow_refusals", "send ring grows refused (frames in flight, a bad size)", l,
+                  c.tx_grow_refusals);
         x.counter("engine_contended_windows", "10 ms windows in which the engine thread waited for its CPU", l,
                   c.contended_windows);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
@@ -575,6 +579,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"post_fallbacks", c.post_fallbacks}, {"post_faults", c.post_faults},
                 {"rx_ring_grows", c.rx_ring_grows}, {"rx_grow_refusals", c.rx_grow_refusals},
                 {"tx_ring_sized", c.tx_ring_sized}, {"tx_size_refusals", c.tx_size_refusals},
+                {"tx_ring_grows", c.tx_ring_grows}, {"tx_grow_refusals", c.tx_grow_refusals},
                 {"contended_windows", c.contended_windows},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};

@@ -136,6 +136,10 @@ struct EngineCounters {
     // Send rings made larger than tcp.sndbuf for SO_SNDBUF, and those refused
     // (the default ring) because the rings would pass limits.memory_per_app.
     uint64_t tx_ring_sized, tx_size_refusals;
+    // Send rings grown on live sockets (autotuning, SO_SNDBUF set after
+    // connect), and grows refused (frames in flight pointing into the ring,
+    // a size the engine does not take).
+    uint64_t tx_ring_grows, tx_grow_refusals;
     // Housekeeping windows (10 ms) in which the engine thread waited for its
     // CPU (cpu_contention.h); an adaptive engine naps at once for a while after one.
     uint64_t contended_windows;

@@ -74,6 +74,7 @@ class MarsTransport final : public dti::engine::Transport {
         return view(stack_->tx_view(s, &span_), out);
     }
     int tx_commit(dti::engine::SockId s, uint32_t n, bool more) override { return stack_->tx_commit(s, n, more); }
+    int tx_grow(dti::engine::SockId s, uint32_t size) override { return stack_->tx_grow(s, size); }
     void ring_levels(dti::engine::SockId s, dti::engine::RingLevels *out) override
     {
         mars::RingLevels l;
@@ -161,6 +162,12 @@ class DtiBuffers final : public mars::BufferProvider {
         if (!engine->grow_rx(user, &m, want)) return false;
         *mem = {m.rx, m.rx_size, m.tx, m.tx_size};
         return true;
+    }
+    // Send-buffer autotuning: the engine publishes the size for the writer,
+    // which grows the ring (TX_GROW, then Stack::tx_grow).
+    void want_tx(uint64_t user, const mars::RingMemory &mem, uint32_t want) override
+    {
+        if (engine) engine->want_tx(user, {mem.rx, mem.rx_size, mem.tx, mem.tx_size}, want);
     }
 };
 

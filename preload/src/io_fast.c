@@ -134,8 +134,10 @@ static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s,
                 take_tx_view(c, s);
         } else {
             ssize_t more = eta_send_copy(c, s->h, buf + n, len - (size_t)n); /* the view took a part */
-            if (more > 0)
+            if (more > 0) {
                 n += more;
+                take_tx_view(c, s); /* again, if its ring grew */
+            }
         }
         if (ETA_LIKELY(n > 0)) {
             atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);

@@ -179,9 +179,12 @@ static inline void eta_take_rx_view(dti_ctx_t *c, struct eta_sock *s)
  * can be taken (once, by one thread). */
 static inline void eta_take_tx_view(dti_ctx_t *c, struct eta_sock *s)
 {
-    uint32_t none = 0;
-    if (ETA_LIKELY(atomic_load_explicit(&s->txv_state, memory_order_relaxed) != 0) ||
-        !atomic_compare_exchange_strong(&s->txv_state, &none, 1))
+    uint32_t was = atomic_load_explicit(&s->txv_state, memory_order_relaxed);
+    /* Taken, and busy: a region-buffer send, or the send ring grew since the
+     * view was taken (dti.h: its size is stale until it is taken again). */
+    if (ETA_UNLIKELY(was == 2) && *s->txv.busy_gen != s->txv.gen)
+        return;
+    if (was == 1 || !atomic_compare_exchange_strong(&s->txv_state, &was, 1))
         return;
     atomic_store_explicit(&s->txv_state, dti_tx_view(c, s->h, &s->txv) == 0 ? 2 : 0, memory_order_release);
 }

@@ -67,8 +67,9 @@ extern "C" {
  * status 3, a standing offer of a listener (re-attach as one group). 8: each
  * socket's receive ring has its own size (it grows in place up to the slot's
  * reserve, dti_limits.rx_ring_size). 9: and each send ring (dti_sock_shared.tx_size, chosen
- * when the rings come: SO_SNDBUF or the default; the slot is two cache lines). */
-#define DTI_ABI_VERSION 9u
+ * when the rings come: SO_SNDBUF or the default; the slot is two cache lines). 10: send
+ * rings grow while the socket lives (DTI_OP_TX_GROW, dti_sock_shared.tx_want/tx_grow_ack). */
+#define DTI_ABI_VERSION 10u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -395,7 +396,9 @@ enum dti_op {
     /* datagram sockets (DTI_SOCK_DGRAM; "Datagram sockets" below) */
     DTI_OP_SEND_DGRAMS = 20, /* sends the records in the send ring up to position `offset`; res: datagrams sent */
     DTI_OP_DGRAM_CONNECT = 21, /* default peer (arg0 ip, arg1 port); 0:0 dissolves it (AF_UNSPEC) */
-    DTI_OP_MCAST = 22      /* joins (value 0) or leaves (value 1) group arg0, source arg1 (0: any) */
+    DTI_OP_MCAST = 22,     /* joins (value 0) or leaves (value 1) group arg0, source arg1 (0: any) */
+    /* libdti's own (dti/README.md "Send rings that grow"): the send ring is now arg0 bytes */
+    DTI_OP_TX_GROW = 23    /* not signaled: answered in dti_sock_shared.tx_grow_ack */
 };
 
 /* DTI_OP_SOCKET's arg0: the kind of socket. */
@@ -737,9 +740,11 @@ struct dti_tx_view {
     uint32_t *written;        /* the tail as the engine reads it (shared; store seq_cst) */
     const uint32_t *noted;    /* 1: a SEND not yet taken will take up to *written (load seq_cst) */
     const uint32_t *shut_gen; /* == gen: shut down for writing */
-    const uint32_t *busy_gen; /* == gen: a region-buffer send is in flight */
+    const uint32_t *busy_gen; /* == gen: a region-buffer send is in flight, or the send ring grows or
+                                 grew since this view was taken: take the view again (dti_tx_view)
+                                 once a dti_send() went through */
     uint8_t *ring;
-    uint32_t size;            /* a power of two */
+    uint32_t size;            /* a power of two: the ring's size when the view was taken */
     uint32_t base;            /* ring offset of position p: (base + p) & (size - 1) */
     uint32_t gen;
 };
@@ -829,8 +834,8 @@ static DTI_ALWAYS_INLINE uint32_t dti_view_events(const struct dti_rx_view *r, c
     uint32_t state = __atomic_load_n(t->state, __ATOMIC_ACQUIRE);
     if ((state & ~DTI_STATE_BOUND) != DTI_STATE_CONNECTED || r->gen != t->gen ||
         __atomic_load_n(t->live_gen, __ATOMIC_RELAXED) != t->gen || __atomic_load_n(t->error, __ATOMIC_RELAXED) ||
-        *t->shut_gen == t->gen)
-        return DTI_VIEW_ASK;
+        *t->shut_gen == t->gen || *t->busy_gen == t->gen)
+        return DTI_VIEW_ASK; /* (busy: also a ring that grew since the view was taken: its size is stale) */
     uint32_t rd = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE) - *r->head;
     uint32_t room = t->size - (*t->tail - __atomic_load_n(t->head, __ATOMIC_ACQUIRE));
     return (rd - 1 <= r->max_mask ? DTI_POLLIN : 0) | (room - 1 < t->size ? DTI_POLLOUT : 0);

@@ -244,6 +244,12 @@ class BufferProvider {
         (void)user, (void)mem, (void)want;
         return false;
     }
+    // Send-buffer autotuning (Linux's tcp_sndbuf_expand): the application
+    // keeps the send ring `mem` nearly full and the congestion window would
+    // take more; `want` bytes (about twice the window) would keep it busy.
+    // The owner of the ring grows it when it can (Stack::tx_grow); the
+    // default: nothing.
+    virtual void want_tx(uint64_t user, const RingMemory &mem, uint32_t want) { (void)user, (void)mem, (void)want; }
 };
 
 // A contiguous piece of a ring: readable bytes (rx) or writable space (tx).
@@ -562,6 +568,17 @@ class Stack {
     // n bytes were written at the front of tx_view(): queue them for sending.
     // more=true behaves as MSG_MORE (hold a partial segment).
     virtual int tx_commit(SockId s, uint32_t n, bool more) = 0;
+    // The send ring grew in place to `size` bytes (a larger power of two,
+    // the same memory): positions run on, the byte at position p is now at
+    // p & (size - 1) (the ring's owner copied every byte not yet acknowledged
+    // there). -EBUSY (nothing changed) while frames the port reads point into
+    // the ring (transmit by reference), -EINVAL for a size that is not a
+    // larger power of two.
+    virtual int tx_grow(SockId s, uint32_t size)
+    {
+        (void)s, (void)size;
+        return -EOPNOTSUPP;
+    }
     // rx_view() and tx_view() of one socket in one lookup, their totals only:
     // what the DTI engine reads of every socket that changed in a poll.
     virtual void ring_levels(SockId s, RingLevels *out) const = 0;

@@ -214,6 +214,7 @@ struct UserSide {
     uint64_t drs_ns = 0, rrtt_ns = 0, rrtt_est_ns = 0;
     uint32_t drs_head = 0, rrtt_seq = 0;
     uint32_t rcv_target = 0; // a size the ring must grow to first (0: none)
+    uint32_t snd_wanted = 0; // the send ring size last asked for (BufferProvider::want_tx; 0: none)
     uint64_t keep_idle_ns = 0, keep_intvl_ns = 0;
     uint32_t keep_cnt = 0;
     uint64_t user_timeout_ns = 0;

@@ -35,7 +35,8 @@ bool in_pool(const CommandBounds &b, uint64_t offset, uint32_t length)
 // The rules of decoder.h, spelled out without the decoder's code.
 Reject model(const dti_cmd &c, const CommandBounds &b)
 {
-    const bool signaled = c.op != DTI_OP_SEND && c.op != DTI_OP_RECV_RELEASE && c.op != DTI_OP_RECV_CANCEL;
+    const bool signaled = c.op != DTI_OP_SEND && c.op != DTI_OP_RECV_RELEASE && c.op != DTI_OP_RECV_CANCEL &&
+                          c.op != DTI_OP_TX_GROW;
     if (signaled && c.tag >= b.cmdq_entries)
         return Reject::kBadTag;
     if (c.op == DTI_OP_NOP || c.op == DTI_OP_SOCKET)
@@ -76,6 +77,7 @@ Reject model(const dti_cmd &c, const CommandBounds &b)
     case DTI_OP_DGRAM_CONNECT:
         return c.arg1 <= 65535 && (c.arg1 != 0 || c.arg0 == 0) ? Reject::kNone : Reject::kBadPort;
     case DTI_OP_MCAST: return c.value == 0 || c.value == 1 ? Reject::kNone : Reject::kBadMcast;
+    case DTI_OP_TX_GROW: return Reject::kNone; // the size is checked by the engine against the slot (cmd_tx_grow)
     default: return Reject::kUnknownOp;
     }
 }
@@ -106,6 +108,8 @@ void check_accepted(const dti_cmd &c, const CommandBounds &b, const Decoded &d)
         fail("connect to port 0", c, d);
     if (k.op == DTI_OP_SHUTDOWN && !k.shut_rd && !k.shut_wr)
         fail("shutdown of nothing", c, d);
+    if (k.op == DTI_OP_TX_GROW && (k.signaled || k.length != c.arg0))
+        fail("TX_GROW answered by completion, or its size changed", c, d);
 }
 
 } // namespace

@@ -103,7 +103,7 @@ TEST(DtiDecoder, HandleSlotAndGeneration)
 
 TEST(DtiDecoder, UnknownOpcodeAfterTheHandle)
 {
-    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_MCAST + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
+    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_TX_GROW + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
         EXPECT_EQ(reject_of(cmd(op)), Reject::kUnknownOp) << op;
         EXPECT_EQ(reject_of(cmd(op, handle_of(kSockets))), Reject::kBadSocket) << op;
     }
@@ -293,6 +293,21 @@ TEST(DtiDecoder, PostedReceiveAddressLengthAndLeast)
     EXPECT_TRUE(d.ok());
     EXPECT_FALSE(d.cmd.signaled);
     EXPECT_EQ(reject_of(cmd(DTI_OP_RECV_CANCEL, handle_of(kSockets))), Reject::kBadSocket);
+}
+
+// TX_GROW carries the send ring's new size, whatever it is (the engine
+// checks it against the slot: cmd_tx_grow), and is never answered.
+TEST(DtiDecoder, TxGrowIsUnsignaledAndCarriesItsSize)
+{
+    for (uint32_t size : {0u, 3u, 8192u, 0x80000000u}) {
+        dti_cmd g = cmd(DTI_OP_TX_GROW, handle_of(3), size);
+        g.tag = 0xffffffffu;
+        Decoded d = decode_command(g, kBounds);
+        ASSERT_TRUE(d.ok()) << size;
+        EXPECT_FALSE(d.cmd.signaled);
+        EXPECT_EQ(d.cmd.length, size);
+    }
+    EXPECT_EQ(reject_of(cmd(DTI_OP_TX_GROW, handle_of(kSockets), 8192)), Reject::kBadSocket);
 }
 
 TEST(DtiDecoder, PoolAtTheTopOfTheAddressRangeDoesNotWrap)

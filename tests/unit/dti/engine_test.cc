@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 namespace dti::test {
@@ -151,6 +152,55 @@ TEST_F(EngineRegion, GarbageCommandsAreAnsweredNotObeyed)
     engine_->poll();
     EXPECT_TRUE(a.take(0).empty());
     EXPECT_EQ(engine_->stats().rejected_commands, rejected + 2);
+}
+
+// TX_GROW's size comes from shared memory: one that is not a larger power
+// of two within the slot's reserve is refused and counted, the ring keeps
+// its size, nothing is answered but tx_grow_ack, and the engine goes on; a
+// good one grows the ring (tx_size, stored before the answer).
+TEST_F(EngineRegion, HostileTxGrowIsRefusedAndCounted)
+{
+    Limits l = lim_;
+    l.tx_ring_max = 4 * l.tx_ring_size;
+    std::string why;
+    engine_ = Engine::create(tr_, l, &why);
+    ASSERT_TRUE(engine_) << why;
+    tr_.set_provider(engine_.get());
+    FakeApp a(*engine_, l);
+    ASSERT_GE(a.id, 0);
+    const uint32_t ls = socket_in(a), cs = socket_in(a);
+    a.push(0, cmd(DTI_OP_BIND, ls, 0x7f000001, 0));
+    a.push(0, cmd(DTI_OP_LISTEN, ls, 4));
+    engine_->poll();
+    const uint16_t port = a.sock(ls & DTI_SLOT_MASK)->local_port;
+    ASSERT_NE(port, 0);
+    a.push(0, cmd(DTI_OP_CONNECT, cs, 0x7f000001, port));
+    for (int i = 0; i < 10 && !(a.sock(cs & DTI_SLOT_MASK)->state & DTI_STATE_CONNECTED); i++)
+        engine_->poll();
+    dti_sock_shared *sh = a.sock(cs & DTI_SLOT_MASK);
+    ASSERT_TRUE(sh->state & DTI_STATE_CONNECTED);
+    a.take(0);
+    const uint32_t size = l.tx_ring_size;
+    EXPECT_EQ(sh->tx_size, size);
+    const uint32_t hostile[] = {0, 3, size, size / 2, size + 4096, 8 * size, 0x80000000u, 0xffffffffu};
+    for (uint32_t v : hostile)
+        a.push(0, cmd(DTI_OP_TX_GROW, cs, v));
+    a.push(0, cmd(DTI_OP_TX_GROW, ls, 2 * size)); // a listener has no send ring
+    engine_->poll();
+    EXPECT_TRUE(a.take(0).empty()) << "TX_GROW is answered in the socket table only";
+    EXPECT_EQ(engine_->stats().tx_grow_refusals, std::size(hostile) + 1);
+    EXPECT_EQ(engine_->stats().tx_ring_grows, 0u);
+    EXPECT_EQ(sh->tx_size, size);
+    EXPECT_EQ(sh->tx_grow_ack, uint32_t(std::size(hostile)));
+    EXPECT_EQ(tr_.tx_grow_calls(), 0u) << "the engine refuses them itself, before the transport";
+    EXPECT_EQ(a.state(), uint32_t(DTI_ENGINE_ALIVE));
+    // A good one: four times the ring (the reserve), in one step.
+    a.push(0, cmd(DTI_OP_TX_GROW, cs, 4 * size));
+    engine_->poll();
+    EXPECT_EQ(engine_->stats().tx_ring_grows, 1u);
+    EXPECT_EQ(tr_.tx_grow_calls(), 1u);
+    EXPECT_EQ(sh->tx_size, 4 * size);
+    EXPECT_EQ(sh->tx_grow_ack, uint32_t(std::size(hostile)) + 1);
 }
 
 TEST_F(EngineRegion, CorruptConsumerIndexBreaksOnlyThatApp)

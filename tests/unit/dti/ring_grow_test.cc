@@ -531,5 +531,168 @@ TEST_F(DtiSndbuf, PastTheMemoryLimitTheDefaultRing)
     EXPECT_EQ(push_until_full(dti_sock_t(cs), dti_sock_t(ss)), uint64_t(kTxStart) + kRx);
 }
 
+// ---- Send rings that grow (dti/README.md "Send rings that grow"): the
+// fixture transport asks for twice the ring whenever a commit leaves it less
+// than a quarter free (as MARS's autotuning asks, from the congestion window),
+// rereads every byte it delivered once more from the ring at its size then
+// before acknowledging it (a retransmission stand-in), and the writer grows
+// the ring (TX_GROW) while it keeps writing.
+
+class DtiSndGrow : public DtiSndbuf {
+  protected:
+    // Sends `bytes` more of the pattern from cl to sv in pieces of varied
+    // sizes (small ones through send's fast path, large ones the general
+    // way) until the ring is full each round, and reads them at sv in reads
+    // of varied sizes; *bad: the first byte that differed (UINT64_MAX: none).
+    void stream(dti_sock_t cl, dti_sock_t sv, uint64_t bytes, uint64_t *bad)
+    {
+        static uint8_t out[20000], in[9000];
+        const uint64_t target = sent_ + bytes;
+        dti_cqe e[32];
+        for (uint32_t round = 0; got_ < target; round++) {
+            while (sent_ < target) { // until the ring is full (or all is sent)
+                const uint32_t len = uint32_t(std::min<uint64_t>(round % 4 ? 1 + (round * 7919 + sent_) % sizeof out : 1 + sent_ % 64,
+                                                                 target - sent_));
+                for (uint32_t i = 0; i < len; i++)
+                    out[i] = byte_at(sent_ + i);
+                const ssize_t n = dti_send(c_, cl, out, len, 0);
+                if (n == -EAGAIN)
+                    break;
+                ASSERT_GT(n, 0) << dti_strerror(int(n));
+                sent_ += uint64_t(n);
+            }
+            const ssize_t n = dti_recv(c_, sv, in, 1 + (round * 131) % sizeof in);
+            if (n > 0) {
+                for (ssize_t i = 0; i < n; i++)
+                    if (in[i] != byte_at(got_ + uint64_t(i)) && *bad == UINT64_MAX)
+                        *bad = got_ + uint64_t(i);
+                got_ += uint64_t(n);
+                continue;
+            }
+            ASSERT_EQ(n, -EAGAIN);
+            // Nothing to read: wait for bytes (or for room to send more).
+            dti_prep_watch(c_, sv, DTI_POLLIN, 0);
+            dti_prep_watch(c_, cl, sent_ < target ? DTI_POLLOUT : 0, 0);
+            dti_submit(c_);
+            ASSERT_GE(dti_wait(c_, 5000), 1) << "nothing readable after " << got_ << " of " << sent_ << " bytes";
+            dti_reap(c_, e, 32);
+        }
+        dti_prep_watch(c_, sv, 0, 0);
+        dti_prep_watch(c_, cl, 0, 0);
+        dti_submit(c_);
+        while (dti_inflight(c_) > 0 && dti_wait(c_, 5000) == 1)
+            dti_reap(c_, e, 32);
+    }
+    // The send ring's size now (the writable room of an empty ring is the
+    // ring; SO_SNDBUF reads it while none was set).
+    uint32_t ring_of(dti_sock_t s) { return uint32_t(sndbuf(s)); }
+    uint64_t sent_ = 0, got_ = 0;
+};
+
+// Autotuning: the ring grows 64K -> 1M while the writer keeps writing and
+// the transport reads again, after each grow, bytes it had sent before it;
+// the fixture asks for more than the slot holds, and the ring stops at the
+// reserve. Every byte arrives as written, every reread matches.
+TEST_F(DtiSndGrow, AutotuningGrowsTheRingWhileTheWriterWrites)
+{
+    grow_tx_to_ = 8 * kTxMax; // asks past the reserve: the engine stops at it
+    reread_sent_ = true;
+    start(sndbuf_limits());
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    EXPECT_EQ(ring_of(cl), kTxStart);
+    uint64_t bad = UINT64_MAX;
+    stream(cl, sv, 6u << 20, &bad);
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
+    EXPECT_EQ(ring_of(cl), kTxMax);
+    engine::Stats st = ppe_->stats();
+    EXPECT_EQ(st.tx_ring_grows, 4u) << "64K -> 128K -> 256K -> 512K -> 1M";
+    EXPECT_EQ(st.tx_grow_refusals, 0u);
+    EXPECT_GT(ppe_->reread_bytes(), 0u);
+    EXPECT_EQ(ppe_->reread_mismatches(), 0u) << "a byte the transport read again had moved";
+}
+
+// SO_SNDBUF set: no autotuning (Linux's SOCK_SNDBUF_LOCK), the ring stays
+// the size it was given.
+TEST_F(DtiSndGrow, NoAutotuningOnceSoSndbufIsSet)
+{
+    grow_tx_to_ = kTxMax;
+    start(sndbuf_limits());
+    dti_sock_t ls = 0, uc, us;
+    uint16_t port = 0;
+    pair_on_listener(&ls, &port, &uc, &us);
+    int cs = dti_socket(c_);
+    ASSERT_GE(cs, 0);
+    ASSERT_EQ(dti_setsockopt(c_, dti_sock_t(cs), DTI_SO_SNDBUF, 100000), 0);
+    dti_addr to{0x7f000001, port};
+    ASSERT_EQ(dti_connect(c_, dti_sock_t(cs), &to, 5000), 0);
+    int ss = dti_accept(c_, ls, nullptr, 5000);
+    ASSERT_GE(ss, 0) << dti_strerror(ss);
+    uint64_t bad = UINT64_MAX;
+    stream(dti_sock_t(cs), dti_sock_t(ss), 2u << 20, &bad);
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
+    EXPECT_EQ(status(dti_sock_t(cs)).writable, 128u * 1024) << "the ring SO_SNDBUF gave, not grown";
+    EXPECT_EQ(ppe_->stats().tx_ring_grows, 0u);
+}
+
+// SO_SNDBUF on a connected socket whose ring holds unsent bytes grows the
+// ring at the writer's next write: the bytes queued before it arrive in
+// order with those after, and the sender then takes the new ring plus the
+// peer's window.
+TEST_F(DtiSndGrow, SoSndbufOnAConnectedSocketGrowsTheRing)
+{
+    start(sndbuf_limits());
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    // Fill the ring and the peer's window with the pattern.
+    static uint8_t out[8192];
+    for (const uint64_t deadline = now_ms() + 20000; now_ms() < deadline;) { // (bounded far above any honest delay)
+        for (uint32_t i = 0; i < sizeof out; i++)
+            out[i] = byte_at(sent_ + i);
+        const ssize_t n = dti_send(c_, cl, out, sizeof out, 0);
+        if (n == -EAGAIN && status(sv).readable == kRx && status(cl).writable == 0)
+            break;
+        if (n > 0)
+            sent_ += uint64_t(n);
+    }
+    EXPECT_EQ(sent_, uint64_t(kTxStart) + kRx);
+    ASSERT_EQ(dti_setsockopt(c_, cl, DTI_SO_SNDBUF, 600000), 0); // the ring that holds it: 1M
+    EXPECT_EQ(sndbuf(cl), 600000);
+    // The next write finds the ring full and grows it; room comes with the answer.
+    EXPECT_EQ(dti_send(c_, cl, out, 1, 0), -EAGAIN);
+    dti_cqe e[8];
+    dti_prep_watch(c_, cl, DTI_POLLOUT, 0);
+    dti_submit(c_);
+    ASSERT_GE(dti_wait(c_, 5000), 1) << "no room after the grow";
+    dti_reap(c_, e, 8);
+    EXPECT_EQ(status(cl).writable, kTxMax - kTxStart);
+    EXPECT_EQ(ppe_->stats().tx_ring_grows, 1u);
+    // The rest of the stream through the grown ring, read byte-exact.
+    uint64_t bad = UINT64_MAX;
+    stream(cl, sv, 3u << 20, &bad);
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
+    EXPECT_EQ(ring_of(cl), 600000u) << "reads back as set";
+    EXPECT_EQ(status(cl).writable, kTxMax);
+    EXPECT_EQ(ppe_->stats().tx_ring_grows, 1u);
+}
+
+// A transport that refuses (frames in flight pointing into the ring, as
+// MARS on a port that transmits by reference): counted, the wish withdrawn,
+// the stream goes on byte-exact at the size it has.
+TEST_F(DtiSndGrow, RefusedByTheTransportTheStreamGoesOn)
+{
+    grow_tx_to_ = kTxMax;
+    start(sndbuf_limits());
+    ppe_->set_tx_grow_busy(true);
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    uint64_t bad = UINT64_MAX;
+    stream(cl, sv, 1u << 20, &bad);
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
+    EXPECT_EQ(ring_of(cl), kTxStart);
+    EXPECT_EQ(ppe_->stats().tx_ring_grows, 0u);
+    EXPECT_EQ(ppe_->stats().tx_grow_refusals, 1u) << "asked once for 128K, then not again";
+}
+
 } // namespace
 } // namespace dti::test

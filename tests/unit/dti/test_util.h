@@ -52,6 +52,8 @@ class Attached : public ::testing::Test {
         o.limits = l;
         o.engines = engines;
         o.grow_rx_to = grow_rx_to_;
+        o.grow_tx_to = grow_tx_to_;
+        o.reread_sent = reread_sent_;
         ppe_ = std::make_unique<fixture::TestPpe>(path_, o);
         std::string why;
         ASSERT_TRUE(ppe_->start(&why)) << why;
@@ -118,6 +120,8 @@ class Attached : public ::testing::Test {
 
     std::string path_;
     uint32_t grow_rx_to_ = 0; // the fixture transport's autotuning (TestPpe::Options::grow_rx_to)
+    uint32_t grow_tx_to_ = 0; // its send-buffer autotuning (TestPpe::Options::grow_tx_to)
+    bool reread_sent_ = false; // its retransmission stand-in (TestPpe::Options::reread_sent)
     std::unique_ptr<fixture::TestPpe> ppe_;
     dti_t *d_ = nullptr;
     dti_ctx_t *c_ = nullptr;

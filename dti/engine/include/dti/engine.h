@@ -151,6 +151,18 @@ class Transport {
     // rx_view() and tx_view() in one call. This default makes both calls; a
     // transport where each call looks the socket up should answer it with
     // one lookup (mars::Stack::ring_levels).
+    // The send ring of s is now `size` bytes (a larger power of two; the
+    // memory is the same, grown in place), the engine's answer to the
+    // application's DTI_OP_TX_GROW: positions run on, offsets become
+    // position & (size - 1) (every byte the transport may still read was
+    // copied there by the application). Refused (an error, nothing changed)
+    // while frames the port still reads point into the ring. This default:
+    // no growth.
+    virtual int tx_grow(SockId s, uint32_t size)
+    {
+        (void)s, (void)size;
+        return -EOPNOTSUPP;
+    }
     virtual void ring_levels(SockId s, RingLevels *out)
     {
         RingSpan v;
@@ -300,6 +312,13 @@ struct Stats {
     // refused (the socket got tx_ring_size) because the application's rings
     // would pass max_region_bytes.
     uint64_t tx_ring_sized = 0, tx_size_refusals = 0;
+    // Send rings grown while their sockets lived (DTI_OP_TX_GROW: autotuning
+    // or SO_SNDBUF on a connected socket), and grows refused: a size that is
+    // no larger power of two within the slot's reserve (a confused or
+    // hostile application), frames in flight pointing into the ring
+    // (transmit by reference), or no transport support. A grow past
+    // max_region_bytes counts in tx_size_refusals.
+    uint64_t tx_ring_grows = 0, tx_grow_refusals = 0;
     // Datagram sockets (DTI_SOCK_DGRAM): sockets opened, datagrams the
     // transport took from send rings, datagrams it refused (EMSGSIZE,
     // ENETUNREACH, ...), and SEND_DGRAMS/RECV_RELEASE whose records did not
@@ -414,6 +433,13 @@ class Engine {
     // it is already that large, the memory limit would be passed, or mem is
     // not a ring of ours.
     virtual bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want) = 0;
+    // mars::BufferProvider::want_tx: send-buffer autotuning would like the
+    // send ring `mem` (as provided or last grown) to hold `want` bytes. The
+    // engine publishes the size (dti_sock_shared.tx_want) for the writer,
+    // which grows the ring when it next needs room (DTI_OP_TX_GROW, then the
+    // transport's tx_grow()); nothing when SO_SNDBUF was set (Linux's
+    // SOCK_SNDBUF_LOCK) or the ring is that large already.
+    virtual void want_tx(uint64_t user, const RingMemory &mem, uint32_t want) = 0;
 
     virtual const Stats &stats() const = 0;
     // The latency trace (above): the engine's loop arms and reads it.
