@@ -67,10 +67,10 @@ PY
 # Waits are bounded at 120 s and end at their event: at load ~24, with another
 # test beside this one, the eta-run server was listening in MARS only after
 # the 30 s this wait had (each eta-stat check is a Python start).
-start_bg ktcp timeout 300 python3 "$work/echo.py" "$H" 7101
-start_bg etcp timeout 300 "$ETA_RUN" --require -- python3 "$work/echo.py" "$H" 7201
-start_bg kudp timeout 300 socat -T 60 "UDP-RECVFROM:7301,bind=$H,reuseaddr,fork" PIPE
-start_bg ptcp timeout 300 ip netns exec "$ETA_LAB_NS" python3 "$work/echo.py" "$P" 7401
+start_bg ktcp timeout 900 python3 "$work/echo.py" "$H" 7101
+start_bg etcp timeout 900 "$ETA_RUN" --require -- python3 "$work/echo.py" "$H" 7201
+start_bg kudp timeout 900 socat -T 60 "UDP-RECVFROM:7301,bind=$H,reuseaddr,fork" PIPE
+start_bg ptcp timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$work/echo.py" "$P" 7401
 # Listening in MARS, not only attached: a SYN before that is the kernel's (which resets it).
 wait_until 120 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':7201') for c in d['connections'])" ||
     fail "the eta-run server does not listen through the PPE: $(ppe_stat | tail -5)"
@@ -144,14 +144,14 @@ grep -qF "$ETA_LAB_PPE_IP/$ETA_LAB_PREFIX $H6/$ETA_LAB_PREFIX6 mtu" "$work/ppe.l
 wait_until 120 sh -c "ip -6 addr show dev $TAP | grep -F ' $H6/' | grep -qv tentative" ||
     fail "$H6 on $TAP stays tentative (duplicate address detection): $(ip -6 addr show dev "$TAP")"
 peer timeout 20 ping -6 -c 3 -i 0.2 -W 2 "$H6" > "$work/ping6.log" || { cat "$work/ping6.log"; diag; fail "the peer cannot ping6 $H6"; }
-start_bg ktcp6 timeout 300 python3 "$work/echo.py" "$H6" 7102
+start_bg ktcp6 timeout 900 python3 "$work/echo.py" "$H6" 7102
 wait_until 120 sh -c "ss -Hltn 'src [$H6]:7102' | grep -q ." || fail "the kernel TCP server on [$H6]:7102 did not listen"
 echo_from_peer "kernel server over IPv6" 7102 "TCP6:[$H6]:7102"
 note "IPv6: a kernel TCP server on [::] echoes the peer through the tap's link-local address"
 # [::] is the host's whole namespace: a port the kernel picks, not a fixed
 # number another test (or another suite beside this one) may hold.
 ll_port=$(free_port)
-start_bg ktcpll timeout 300 python3 "$work/echo.py" :: "$ll_port"
+start_bg ktcpll timeout 900 python3 "$work/echo.py" :: "$ll_port"
 wait_until 120 sh -c "ss -Hltn 'sport = :$ll_port' | grep -q ." || fail "the kernel TCP server on [::]:$ll_port did not listen"
 echo_from_peer "kernel server over IPv6 link-local" "$ll_port" "TCP6:[$ll%$ETA_LAB_PEER_IFACE]:$ll_port"
 note "IPv6 on the host: an eta-run client to the kernel server on [$H6]:7102 (the kernel's, locally)"

@@ -52,10 +52,13 @@ local_now() { wait_until 120 ppe_true "$LOCAL_SUM == $1"; }
 eta() { timeout 120 "$ETA_RUN" --require -- "$@"; }
 helper() { python3 "$HELPER" "$@"; }
 
-start_bg esrv timeout 300 "$ETA_RUN" --require -- python3 "$HELPER" serve "$H" 7201
-start_bg ksrv timeout 300 python3 "$HELPER" serve "$H" 7101
-start_bg psrv timeout 300 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$P" 7401
-start_bg pperf timeout 300 ip netns exec "$ETA_LAB_NS" "$ETA_PERF" server -t kernel -p 7701
+# The servers live until the test's end (killed at exit), bounded far above
+# it: beside other tests at load ~20 the test reached the eta-perf server at
+# 440 s, after a 300 s bound had ended it.
+start_bg esrv timeout 900 "$ETA_RUN" --require -- python3 "$HELPER" serve "$H" 7201
+start_bg ksrv timeout 900 python3 "$HELPER" serve "$H" 7101
+start_bg psrv timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$P" 7401
+start_bg pperf timeout 900 ip netns exec "$ETA_LAB_NS" "$ETA_PERF" server -t kernel -p 7701
 wait_until 120 ppe_true "any(c['state'] == 'LISTEN' and c['local'] == '$H:7201' for c in d['connections'])" ||
     fail "the eta-run server on $H:7201 does not listen in MARS: $(ppe_stat | tail -5)"
 wait_until 120 sh -c "ss -Hltn 'src $H:7201' | grep -q ." ||
