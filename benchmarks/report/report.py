@@ -713,7 +713,7 @@ def bench_scaling(ctx, res):
     counts = [n for n in (1, 2, 4, 8) if n <= min(os.cpu_count() or 1, 8)]
     out = run_cmd([os.path.join(ROOT, "benchmarks/ppe/scale"), "--build", ctx.build, "--engines",
                    " ".join(map(str, counts)), "--duration", str(secs), "--repeat", str(reps), "--json"],
-                  int(600 + 20 * reps * secs * len(counts)))
+                  int(600 + 20 * reps * secs * len(counts)))  # a bound, not a pace: 160 s ran out at load ~24
     rows_in = [json.loads(l) for l in out.splitlines() if l.strip().startswith("{")]
     # Every repetition is a sample; tables and plots show the means.
     samples = {}

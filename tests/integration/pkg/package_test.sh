@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The Debian packages and the service (issue 34), end to end on this machine:
-#   package_test.sh TREE OUT
+#   package_test.sh TREE OUT [all|build|install]
 # TREE: the source tree (tools/eta package builds from it); OUT: where the
 # packages go (built once per run, every check below uses the same ones;
 # build/packages, tools/eta package's own: the same copy path keeps ccache hits).
 # ETA_TEST_PACKAGES=DIR: use the .deb files in DIR instead of building.
+# Stages (default all): build runs 1-3, which change nothing on the host, and
+# leaves OUT/checked-tree naming the tree it built and the packages that
+# passed; install runs 4-6 (dpkg -i/-P: the whole host sees them, so that
+# test runs alone) on those packages when OUT/checked-tree names this very
+# tree (its files' contents and HEAD), else it builds and checks them first.
 #  1. tools/eta package builds eta, libdti0, libdti-dev;
 #  2. dpkg -c shows the expected files; lintian finds no error or warning
 #     (those that stay are overridden in debian/ with a reason);
@@ -20,29 +25,50 @@
 #     refused with EACCES naming the group; SIGTERM: STOPPING=1, exit 0;
 #  6. remove keeps only the conffile; purge leaves no file of the packages
 #     and no eta user or group.
-TREE=$1 OUT=$2
+TREE=$1 OUT=$2 STAGE=${3:-all}
 . "$(dirname "$0")/../lib.sh"
+case "$STAGE" in all|build|install) ;; *) fail "stage '$STAGE': expected all, build or install" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 for t in dpkg-buildpackage dh lintian systemd-analyze setpriv prlimit socat man; do
     command -v "$t" >/dev/null || skip "$t is not installed (tools/eta setup installs it)"
 done
 pkgs=(eta libdti0 libdti-dev)
-for p in "${pkgs[@]}"; do
-    if dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed; then
-        fail "package $p is installed on this machine: this test installs and purges eta's packages; dpkg -P ${pkgs[*]} first"
-    fi
-done
-getent passwd eta >/dev/null && fail "a user eta exists without the package: this test's purge would remove it; remove it first (deluser --system eta)"
+if [ "$STAGE" != build ]; then
+    for p in "${pkgs[@]}"; do
+        if dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed; then
+            fail "package $p is installed on this machine: this test installs and purges eta's packages; dpkg -P ${pkgs[*]} first"
+        fi
+    done
+    getent passwd eta >/dev/null && fail "a user eta exists without the package: this test's purge would remove it; remove it first (deluser --system eta)"
+fi
 
 work=$(mktemp -d)
 on_exit "rm -rf $work"
 chmod 755 "$work" # read by the unprivileged users below
 
+# The tree tools/eta package copies (tracked and untracked files, not the
+# ignored ones, not build*), by content, and HEAD (the packages' version);
+# a value that matches nothing when it cannot be computed.
+tree_hash() {
+    (set -o pipefail
+     cd "$TREE" && { git rev-parse HEAD && git ls-files -z --cached --others --exclude-standard |
+         grep -zv '^build' | sort -z | xargs -0 -r sha256sum --; } | sha256sum | cut -d' ' -f1) 2>/dev/null ||
+        echo "unknown-$$-$RANDOM"
+}
+stamp=$OUT/checked-tree
+checked=
 if [ -n "${ETA_TEST_PACKAGES:-}" ]; then
     # For iterating on the checks below: packages built before, not rebuilt.
     note "1. the packages in ETA_TEST_PACKAGES=$ETA_TEST_PACKAGES (not rebuilt)"
     mapfile -t debs < <(ls "$ETA_TEST_PACKAGES"/*.deb)
+elif [ "$STAGE" = install ] && [ -f "$stamp" ] && [ "$(head -1 "$stamp")" = "tree $(tree_hash)" ]; then
+    mapfile -t debs < <(tail -n +2 "$stamp")
+    for d in "${debs[@]}"; do [ -f "$d" ] || fail "$stamp names $d, which is gone"; done
+    checked=yes
+    note "1-3. the packages pkg_build built and checked from this tree: ${debs[*]##*/}"
 else
+    rm -f "$stamp"
+    hash=$(tree_hash)
     note "1. tools/eta package --out $OUT"
     start=$SECONDS
     mapfile -t debs < <(timeout 1500 "$TREE/tools/eta" package --out "$OUT") || fail "tools/eta package failed"
@@ -51,6 +77,7 @@ fi
 deb_of() { local d; for d in "${debs[@]}"; do [[ "$(basename "$d")" == "$1"_* ]] && { echo "$d"; return; }; done; fail "no package $1 among: ${debs[*]}"; }
 ETA_DEB=$(deb_of eta) LIB_DEB=$(deb_of libdti0) DEV_DEB=$(deb_of libdti-dev)
 
+check_packages() {
 note "2. dpkg -c: the expected files"
 expect_in() {
     local deb=$1 list
@@ -95,6 +122,16 @@ same_options() {
 same_options eta-ppe "$x$M/man8/eta-ppe.8.gz" "$x/usr/bin/eta-ppe" --help
 same_options eta-stat "$x$M/man1/eta-stat.1.gz" "$x/usr/bin/eta-stat" --help
 same_options eta-run "$x$M/man1/eta-run.1.gz" bash "$x/usr/bin/eta-run" --help
+}
+[ -n "$checked" ] || check_packages
+if [ "$STAGE" = build ]; then
+    [ -z "${ETA_TEST_PACKAGES:-}" ] || fail "stage build with ETA_TEST_PACKAGES: nothing was built"
+    printf 'tree %s\n' "$hash" > "$stamp.new"
+    printf '%s\n' "${debs[@]}" >> "$stamp.new"
+    mv -f "$stamp.new" "$stamp"
+    note "ok: built and checked; $stamp names them for pkg_package"
+    exit 0
+fi
 
 note "4. install"
 on_exit "dpkg -P ${pkgs[*]}"

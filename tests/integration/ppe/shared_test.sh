@@ -64,15 +64,18 @@ while True:
                 break
             c.sendall(d)
 PY
-start_bg ktcp timeout 300 python3 "$work/echo.py" "$H" 7101
-start_bg etcp timeout 300 "$ETA_RUN" --require -- python3 "$work/echo.py" "$H" 7201
-start_bg kudp timeout 300 socat -T 60 "UDP-RECVFROM:7301,bind=$H,reuseaddr,fork" PIPE
-start_bg ptcp timeout 300 ip netns exec "$ETA_LAB_NS" python3 "$work/echo.py" "$P" 7401
+# Waits are bounded at 120 s and end at their event: at load ~24, with another
+# test beside this one, the eta-run server was listening in MARS only after
+# the 30 s this wait had (each eta-stat check is a Python start).
+start_bg ktcp timeout 900 python3 "$work/echo.py" "$H" 7101
+start_bg etcp timeout 900 "$ETA_RUN" --require -- python3 "$work/echo.py" "$H" 7201
+start_bg kudp timeout 900 socat -T 60 "UDP-RECVFROM:7301,bind=$H,reuseaddr,fork" PIPE
+start_bg ptcp timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$work/echo.py" "$P" 7401
 # Listening in MARS, not only attached: a SYN before that is the kernel's (which resets it).
-wait_until 30 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':7201') for c in d['connections'])" ||
+wait_until 120 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':7201') for c in d['connections'])" ||
     fail "the eta-run server does not listen through the PPE: $(ppe_stat | tail -5)"
-wait_until 20 sh -c "ss -Hltn 'sport = :7101' | grep -q ." || fail "the kernel TCP server did not listen"
-wait_until 20 peer sh -c "ss -Hltn 'sport = :7401' | grep -q ." || fail "the peer's TCP server did not listen"
+wait_until 120 sh -c "ss -Hltn 'src $H:7101' | grep -q ." || fail "the kernel TCP server did not listen"
+wait_until 120 peer sh -c "ss -Hltn 'sport = :7401' | grep -q ." || fail "the peer's TCP server did not listen"
 head -c $((2 << 20)) /dev/urandom > "$work/blob"
 
 # What the two stacks and the tap saw, for a failure's message.
@@ -122,7 +125,7 @@ note "IPv6: the peer pings the tap's link-local address"
 ll=$(ip -o -6 addr show dev "$TAP" scope link | awk '{print $4}' | cut -d/ -f1 | head -1)
 [ -n "$ll" ] || fail "$TAP has no IPv6 link-local address: $(ip -o -6 addr show dev "$TAP")"
 # (the peer's own link-local address may still be tentative: DAD takes a second)
-wait_until 20 peer ping -6 -c 1 -W 1 "$ll%$ETA_LAB_PEER_IFACE" ||
+wait_until 120 peer ping -6 -c 1 -W 1 "$ll%$ETA_LAB_PEER_IFACE" ||
     fail "the peer cannot ping6 $ll on $ETA_LAB_PEER_IFACE"
 
 H6=$ETA_LAB_PPE_IP6
@@ -138,16 +141,19 @@ grep -qF "ipv6 p0:  $H6/$ETA_LAB_PREFIX6" <<<"$table" || fail "eta-stat's table 
 grep -qF "$ETA_LAB_PPE_IP/$ETA_LAB_PREFIX $H6/$ETA_LAB_PREFIX6 mtu" "$work/ppe.log" ||
     fail "eta-ppe's start log does not list $H6: $(grep ' up: ' "$work/ppe.log" | tail -1)"
 # The kernel's duplicate address detection (about a second) before the address is usable.
-wait_until 30 sh -c "ip -6 addr show dev $TAP | grep -F ' $H6/' | grep -qv tentative" ||
+wait_until 120 sh -c "ip -6 addr show dev $TAP | grep -F ' $H6/' | grep -qv tentative" ||
     fail "$H6 on $TAP stays tentative (duplicate address detection): $(ip -6 addr show dev "$TAP")"
 peer timeout 20 ping -6 -c 3 -i 0.2 -W 2 "$H6" > "$work/ping6.log" || { cat "$work/ping6.log"; diag; fail "the peer cannot ping6 $H6"; }
-start_bg ktcp6 timeout 300 python3 "$work/echo.py" "$H6" 7102
-wait_until 20 sh -c "ss -Hltn 'sport = :7102' | grep -q ." || fail "the kernel TCP server on [$H6]:7102 did not listen"
+start_bg ktcp6 timeout 900 python3 "$work/echo.py" "$H6" 7102
+wait_until 120 sh -c "ss -Hltn 'src [$H6]:7102' | grep -q ." || fail "the kernel TCP server on [$H6]:7102 did not listen"
 echo_from_peer "kernel server over IPv6" 7102 "TCP6:[$H6]:7102"
 note "IPv6: a kernel TCP server on [::] echoes the peer through the tap's link-local address"
-start_bg ktcpll timeout 300 python3 "$work/echo.py" :: 7103
-wait_until 20 sh -c "ss -Hltn 'sport = :7103' | grep -q ." || fail "the kernel TCP server on [::]:7103 did not listen"
-echo_from_peer "kernel server over IPv6 link-local" 7103 "TCP6:[$ll%$ETA_LAB_PEER_IFACE]:7103"
+# [::] is the host's whole namespace: a port the kernel picks, not a fixed
+# number another test (or another suite beside this one) may hold.
+ll_port=$(free_port)
+start_bg ktcpll timeout 900 python3 "$work/echo.py" :: "$ll_port"
+wait_until 120 sh -c "ss -Hltn 'sport = :$ll_port' | grep -q ." || fail "the kernel TCP server on [::]:$ll_port did not listen"
+echo_from_peer "kernel server over IPv6 link-local" "$ll_port" "TCP6:[$ll%$ETA_LAB_PEER_IFACE]:$ll_port"
 note "IPv6 on the host: an eta-run client to the kernel server on [$H6]:7102 (the kernel's, locally)"
 rm -f "$work/echoed6"
 timeout 60 "$ETA_RUN" --require -- socat -t 30 "TCP6:[$H6]:7102" STDIO < "$work/blob" > "$work/echoed6" 2>"$work/socat6.err" ||
@@ -157,7 +163,7 @@ cmp -s "$work/blob" "$work/echoed6" || fail "the eta-run client's echo from [$H6
 note "eta-stat counts what went to and came from the kernel"
 cond="all(d['ports'][0]['kernel']['to'][r]['frames'] > 0 for r in ('tcp-other-port', 'udp', 'icmp', 'arp', 'ipv6'))"
 cond="$cond and d['ports'][0]['kernel']['from_frames'] > 0 and d['ports'][0]['kernel']['iface'] == '$TAP'"
-wait_until 10 ppe_true "$cond" || fail "eta-stat --json does not count the forwarded frames: $(ppe_json "d['ports'][0]['kernel']")"
+wait_until 120 ppe_true "$cond" || fail "eta-stat --json does not count the forwarded frames: $(ppe_json "d['ports'][0]['kernel']")"
 table=$(ppe_stat) || fail "eta-stat failed"
 grep -q "^kernel p0 ($TAP): to the kernel " <<<"$table" || fail "eta-stat's table has no kernel line: $table"
 prom=$(ppe_stat --prometheus) || fail "eta-stat --prometheus failed"
@@ -167,9 +173,12 @@ grep -qE '^eta_port_kernel_from_frames_total\{.*\} [1-9]' <<<"$prom" || fail "no
 
 note "eta-ppe killed: its tap stays, with the host's address and routes; restarted: it is taken over, kernel traffic resumes"
 # A route of the host's own through the tap (as a server's default route
-# would be): it must survive the restart, as the address does.
-ip route add 198.18.250.0/24 via "$P" dev "$TAP" || fail "cannot add a route through $TAP"
-on_exit "ip route del 198.18.250.0/24 dev $TAP 2>/dev/null || true"
+# would be): it must survive the restart, as the address does. The host's
+# routing table is shared by every test (and suite) on the machine: a /32
+# named after this lab's number, which no other live lab has.
+via_tap=198.18.250.${ETA_LAB_INDEX:?}/32
+ip route add "$via_tap" via "$P" dev "$TAP" || fail "cannot add a route to $via_tap through $TAP"
+on_exit "ip route del $via_tap dev $TAP 2>/dev/null || true"
 ppe_kill9
 [[ "$(ip -o addr show dev "$TAP" 2>&1)" == *"inet $H/$ETA_LAB_PREFIX"* ]] ||
     fail "$TAP or its address went with the killed eta-ppe: $(ip -o addr show dev "$TAP" 2>&1)"
@@ -177,11 +186,11 @@ ppe_start "$work/ppe.toml"
 grep -q "kernel interface $TAP taken over" "$work/ppe.log" ||
     fail "the restarted eta-ppe did not take $TAP over: $(grep -i "$TAP" "$work/ppe.log" | tail -3)"
 [ "$(cat "/sys/class/net/$TAP/address")" = "$port_mac" ] || fail "the restarted PPE's $TAP has another MAC"
-ip route show 198.18.250.0/24 | grep -q "dev $TAP" || fail "the host's route through $TAP did not survive the restart"
-wait_until 30 peer ping -c 1 -W 1 "$H" || fail "the peer cannot ping $H after the restart"
+ip route show "$via_tap" | grep -q "dev $TAP" || fail "the host's route through $TAP did not survive the restart"
+wait_until 120 peer ping -c 1 -W 1 "$H" || fail "the peer cannot ping $H after the restart"
 [[ "$(ip -o -6 addr show dev "$TAP")" == *"inet6 $H6/$ETA_LAB_PREFIX6 "* ]] ||
     fail "$TAP lost $H6 across the restart: $(ip -o -6 addr show dev "$TAP")"
-wait_until 30 peer ping -6 -c 1 -W 1 "$H6" || fail "the peer cannot ping6 $H6 after the restart"
+wait_until 120 peer ping -6 -c 1 -W 1 "$H6" || fail "the peer cannot ping6 $H6 after the restart"
 echo_from_peer "kernel server after the restart" 7101
 out=$(echo "udp again $$" | peer timeout 10 socat -t 3 - "UDP:$H:7301") || fail "UDP after the restart failed"
 [ "$out" = "udp again $$" ] || fail "the kernel's UDP echo answered '$out' after the restart"

@@ -42,7 +42,9 @@ for opts in ",nofork" ""; do
     note "socat TCP4-LISTEN:$port,fork,reuseaddr EXEC:cat$opts under eta-run, clients in the peer"
     before=$(passive_opens)
     per_engine=$(engine_opens)
-    bg socat "$work/socat$port.log" socat -d -d "TCP4-LISTEN:$port,fork,reuseaddr" "EXEC:cat$opts" >/dev/null
+    # -t 30: after the client's EOF socat waits for cat's echo at most that
+    # long (its default, 0.5 s, cut the echo short on a busy machine).
+    bg socat "$work/socat$port.log" socat -d -d -t 30 "TCP4-LISTEN:$port,fork,reuseaddr" "EXEC:cat$opts" >/dev/null
     wait_until 20 grep -q "listening on" "$work/socat$port.log" || { cat "$work/socat$port.log"; fail "socat did not listen"; }
     for size in 1 1000 100000 $((4 << 20)); do
         peer timeout 60 "$PY" "$here/exec_peer.py" echo "$H" "$port" "$size" ||

@@ -40,7 +40,11 @@ bg() {
 }
 passive_opens() { ppe_json "sum(s['tcp_passive_opens'] for e in d['engines'] for s in e['stacks'])"; }
 
-# nginx: master + 4 workers; access log line = the worker's pid.
+# nginx: master + 4 workers; access log line = the worker's pid. It listens
+# on INADDR_ANY, so its kernel half binds in the host's namespace: a port the
+# kernel picks (free_port), not a fixed number that another test (this one
+# on 2 engines, beside it) or another suite on the machine may hold.
+nginx_port=$(free_port)
 mkdir -p "$work/nginx/logs" "$work/www"
 echo hello > "$work/www/index.html"
 cat > "$work/nginx/nginx.conf" <<CONF
@@ -51,7 +55,7 @@ events { worker_connections 256; }
 http {
     access_log off;
     log_format w '\$pid';
-    server { listen 8084; root $work/www; access_log $work/nginx/logs/workers.log w; }
+    server { listen $nginx_port; root $work/www; access_log $work/nginx/logs/workers.log w; }
 }
 CONF
 ETA_LOG=fallback,accel timeout 20 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
@@ -140,7 +144,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 def one(_):
     try:
-        s = socket.create_connection(('$H', 8084), timeout=30)
+        s = socket.create_connection(('$H', $nginx_port), timeout=30)
         s.sendall(b'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
         return b'hello' in s.makefile('rb').read()
     except OSError:

@@ -53,11 +53,12 @@ else
     note "Node.js cluster (4 workers) under eta-run: the primary passes each connection to a worker"
     before=$(passive_opens)
     per_engine=$(engine_opens)
-    bg cluster "$work/cluster.log" "$NODE" "$here/pass_cluster.js" 7130 4 >"$work/cluster.out"
+    p_cluster=$(free_port)   # the workers listen on 0.0.0.0: the kernel half binds in the host namespace
+    bg cluster "$work/cluster.log" "$NODE" "$here/pass_cluster.js" "$p_cluster" 4 >"$work/cluster.out"
     wait_until 30 grep -q listening "$work/cluster.out" || { cat "$work/cluster.log" "$work/cluster.out"; fail "the cluster did not listen"; }
-    peer timeout 90 "$PY" "$here/pass_peer.py" echo "$H" 7130 200 65536 16 ||
+    peer timeout 90 "$PY" "$here/pass_peer.py" echo "$H" "$p_cluster" 200 65536 16 ||
         { tail -30 "$work/cluster.log"; fail "cluster: the echoes"; }
-    peer timeout 60 "$PY" "$here/pass_peer.py" echo "$H" 7130 4 $((4 << 20)) 4 ||
+    peer timeout 60 "$PY" "$here/pass_peer.py" echo "$H" "$p_cluster" 4 $((4 << 20)) 4 ||
         { tail -30 "$work/cluster.log"; fail "cluster: 4 MiB echoes"; }
     [ "${ETA_TEST_ENGINES:-1}" -gt 1 ] && every_engine_took "$per_engine" "cluster"
     after=$(passive_opens)

@@ -95,7 +95,10 @@ def socat(env, tmp, exec_opts, port):
         report("socat", False, "socat is not installed (tools/eta setup installs it)")
         return
     log = open(os.path.join(tmp, "socat.log"), "w+")
-    srv = subprocess.Popen(["socat", "-d", "-d", f"TCP4-LISTEN:{port},bind=10.9.0.1,fork,reuseaddr",
+    # -t 30: after the client's EOF, socat waits for cat's echo at most that
+    # long (its default, 0.5 s, cut the echo short on a busy machine: "echo 3
+    # of 1 bytes: 0 came back" with a test beside it at load ~20).
+    srv = subprocess.Popen(["socat", "-d", "-d", "-t", "30", f"TCP4-LISTEN:{port},bind=10.9.0.1,fork,reuseaddr",
                             "EXEC:cat" + exec_opts], env=env, stderr=subprocess.PIPE, text=True)
     try:
         # socat says when it listens (its -d -d log): no guessing with sleeps.
