@@ -220,5 +220,6 @@ static_assert(offsetof(dti_dgram, size) == offsetof(mars::UdpRecord, size) &&
               offsetof(dti_dgram, flags) == offsetof(mars::UdpRecord, flags) &&
               offsetof(dti_dgram, ts_ns) == offsetof(mars::UdpRecord, ts_ns));
 static_assert(DTI_DGRAM_PAD == mars::kUdpRecPad && DTI_DGRAM_MULTICAST == mars::kUdpRecMulticast);
+static_assert(DTI_DGRAM_TOS(0xabu << mars::kUdpRecTosShift) == 0xab && DTI_DGRAM_TTL(0xcdu << mars::kUdpRecTtlShift) == 0xcd);
 
 } // namespace ppe

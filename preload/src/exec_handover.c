@@ -31,6 +31,7 @@
 #include "real.h"
 #include "shim.h"
 #include "sockobj.h"
+#include "udp.h"
 #include "wait.h"
 
 extern char **environ;
@@ -519,6 +520,8 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
     s->hybrid = e->flags & ETA_EXEC_HYBRID;
     s->v6 = e->flags & ETA_EXEC_V6;
     s->dgram = e->flags & ETA_EXEC_DGRAM;
+    if (s->dgram)
+        eta_udp_cmsg_refresh(e->fd, s); /* IP_PKTINFO, SO_TIMESTAMP...: the kernel socket kept them */
     s->bound_kernel = e->flags & ETA_EXEC_BOUND_KERNEL;
     s->connect_started = e->flags & ETA_EXEC_CONNECT_STARTED;
     s->connect_reported = e->flags & ETA_EXEC_CONNECT_REPORTED;

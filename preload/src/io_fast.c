@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "udp.h"
 #include "real.h"
 
 /* ---- the fast path -----------------------------------------------------
@@ -313,7 +314,7 @@ ETA_EXPORT ssize_t read(int fd, void *buf, size_t len)
     if (ETA_LIKELY(!s))
         return real_read(fd, buf, len);
     struct iovec v = {buf, len};
-    ssize_t r = eta_sock_recv(s, &v, 1, 0);
+    ssize_t r = s->dgram ? eta_udp_recv(fd, s, &v, 1, 0, NULL, NULL, NULL, NULL, NULL) : eta_sock_recv(s, &v, 1, 0);
     eta_obj_put(&s->obj);
     return r;
 }
@@ -330,7 +331,8 @@ ETA_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
     if (ETA_LIKELY(!s))
         return real_recv(fd, buf, len, flags);
     struct iovec v = {buf, len};
-    ssize_t r = eta_sock_recv(s, &v, 1, flags);
+    ssize_t r = s->dgram ? eta_udp_recv(fd, s, &v, 1, flags, NULL, NULL, NULL, NULL, NULL)
+                         : eta_sock_recv(s, &v, 1, flags);
     eta_obj_put(&s->obj);
     return r;
 }

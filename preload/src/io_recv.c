@@ -152,7 +152,7 @@ static ssize_t recv_posted(dti_ctx_t *c, struct eta_sock *s, char *buf, size_t l
 ssize_t eta_sock_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
     if (s->dgram)
-        return eta_udp_recv(s, iov, iovcnt, flags, NULL, NULL, NULL);
+        return eta_udp_recv(-1, s, iov, iovcnt, flags, NULL, NULL, NULL, NULL, NULL);
     struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail(ECONNRESET);
@@ -268,7 +268,7 @@ ETA_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR
     }
     struct iovec v = {buf, len};
     if (s->dgram) {
-        ssize_t d = eta_udp_recv(s, &v, 1, flags, addr, alen, NULL);
+        ssize_t d = eta_udp_recv(fd, s, &v, 1, flags, addr, alen, NULL, NULL, NULL);
         eta_obj_put(&s->obj);
         return d;
     }
@@ -285,7 +285,7 @@ ETA_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
     struct eta_sock *s = io_accel(fd);
     if (ETA_LIKELY(!s))
         return real_readv(fd, iov, cnt);
-    ssize_t r = eta_sock_recv(s, iov, cnt, 0);
+    ssize_t r = s->dgram ? eta_udp_recv(fd, s, iov, cnt, 0, NULL, NULL, NULL, NULL, NULL) : eta_sock_recv(s, iov, cnt, 0);
     eta_obj_put(&s->obj);
     return r;
 }
@@ -307,11 +307,13 @@ ETA_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
     if (s->dgram) {
         int mf = 0;
         socklen_t nl = m.msg_name ? m.msg_namelen : 0;
-        ssize_t d = eta_udp_recv(s, m.msg_iov, (int)m.msg_iovlen, flags, m.msg_name, m.msg_name ? &nl : NULL, &mf);
+        size_t cl = m.msg_controllen; /* in: the room; out: the control messages written (udp.c) */
+        ssize_t d = eta_udp_recv(fd, s, m.msg_iov, (int)m.msg_iovlen, flags, m.msg_name, m.msg_name ? &nl : NULL, &mf,
+                                 m.msg_control, &cl);
         eta_obj_put(&s->obj);
         if (d >= 0) {
             m.msg_namelen = nl;
-            m.msg_controllen = 0; /* no ancillary data yet (IP_PKTINFO, SO_TIMESTAMP: README "UDP") */
+            m.msg_controllen = cl;
             m.msg_flags = mf;
             if (!uput(&msg->msg_namelen, &m.msg_namelen, sizeof m.msg_namelen) ||
                 !uput(&msg->msg_controllen, &m.msg_controllen, sizeof m.msg_controllen) ||
@@ -355,9 +357,10 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
         /* A UDP socket: one datagram per entry, its sender and MSG_TRUNC. */
         int mf = 0;
         socklen_t nl = vec[i].msg_hdr.msg_name ? vec[i].msg_hdr.msg_namelen : 0;
-        ssize_t r = s->dgram ? eta_udp_recv(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+        size_t cl = vec[i].msg_hdr.msg_controllen;
+        ssize_t r = s->dgram ? eta_udp_recv(fd, s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
                                             i ? f | MSG_DONTWAIT : f, vec[i].msg_hdr.msg_name,
-                                            vec[i].msg_hdr.msg_name ? &nl : NULL, &mf)
+                                            vec[i].msg_hdr.msg_name ? &nl : NULL, &mf, vec[i].msg_hdr.msg_control, &cl)
                              : eta_sock_recv(s, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
                                              i ? f | MSG_DONTWAIT : f);
         if (r < 0) {
@@ -372,7 +375,7 @@ ETA_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
         struct mmsghdr out = vec[i];
         out.msg_len = (unsigned)r;
         out.msg_hdr.msg_namelen = s->dgram ? nl : 0;
-        out.msg_hdr.msg_controllen = 0;
+        out.msg_hdr.msg_controllen = s->dgram ? cl : 0;
         out.msg_hdr.msg_flags = s->dgram ? mf : 0;
         if (!uput(&vec[i], &out, sizeof out)) {
             if (!done) {

@@ -81,7 +81,7 @@ ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
                          off_t *offset, size_t file_count)
 {
     if (s->dgram) /* write, send, writev on a UDP socket: one datagram to its peer (sendfile: refused) */
-        return in_fd >= 0 ? fail(EINVAL) : eta_udp_send(s, iov, iovcnt, flags, NULL, 0);
+        return in_fd >= 0 ? fail(EINVAL) : eta_udp_send(-1, s, iov, iovcnt, flags, NULL, 0, NULL, 0);
     struct eta_sig_mark since = eta_sig_mark_now(); /* the call began: signals from here on count */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail_pipe(flags);
@@ -204,7 +204,7 @@ ETA_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONS
     }
     struct iovec v = {(void *)buf, len};
     if (s->dgram) {
-        ssize_t d = eta_udp_send(s, &v, 1, flags, addr, alen);
+        ssize_t d = eta_udp_send(fd, s, &v, 1, flags, addr, alen, NULL, 0);
         eta_obj_put(&s->obj);
         return d;
     }
@@ -246,9 +246,10 @@ ETA_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
         return fail(EFAULT);
     }
     if (s->dgram) {
-        /* Ancillary data (IP_PKTINFO, UDP_SEGMENT) is not carried: refused rather than ignored. */
-        ssize_t d = m.msg_controllen ? fail(EOPNOTSUPP)
-                                     : eta_udp_send(s, m.msg_iov, (int)m.msg_iovlen, flags, m.msg_name, m.msg_namelen);
+        /* Ancillary data: IP_PKTINFO naming our address; what is not carried
+         * (UDP_SEGMENT, IP_TOS...) is refused rather than ignored (udp.c). */
+        ssize_t d = eta_udp_send(fd, s, m.msg_iov, (int)m.msg_iovlen, flags, m.msg_name, m.msg_namelen,
+                                 m.msg_control, m.msg_controllen);
         eta_obj_put(&s->obj);
         return d;
     }
@@ -288,8 +289,8 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     for (unsigned i = 0; i < vlen; i++) {
         const struct msghdr *h = &vec[i].msg_hdr;
         ssize_t r = !s->dgram ? eta_sock_send(s, h->msg_iov, (int)h->msg_iovlen, flags, -1, NULL, 0)
-                    : h->msg_controllen ? fail(EOPNOTSUPP)
-                                        : eta_udp_send(s, h->msg_iov, (int)h->msg_iovlen, flags, h->msg_name, h->msg_namelen);
+                    : eta_udp_send(fd, s, h->msg_iov, (int)h->msg_iovlen, flags, h->msg_name, h->msg_namelen,
+                                   h->msg_control, h->msg_controllen);
         if (r < 0) {
             if (!done) {
                 eta_obj_put(&s->obj);

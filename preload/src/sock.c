@@ -165,6 +165,50 @@ static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, sockle
 
 /* ---- bind / listen ----------------------------------------------------- */
 
+static void drop_ppe_half(dti_ctx_t *c, struct eta_sock *s);
+
+/* bind() of a UDP candidate to INADDR_ANY: a hybrid, as a TCP listener on
+ * INADDR_ANY is. The kernel socket binds (its port, its errors: the
+ * program's), the PPE's datagram socket binds 0.0.0.0 at the same port:
+ * datagrams to the PPE's addresses come through the PPE, the rest through
+ * the kernel; udp.c receives from both halves and sends through the PPE to
+ * what it routes, through the kernel to the rest. A PPE that cannot take
+ * the port leaves the kernel's socket alone (counted ppe-refused). */
+static int udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    if (real_bind(fd, addr, len) != 0)
+        return -1; /* still a candidate, unbound */
+    struct sockaddr_in in;
+    socklen_t l = sizeof in;
+    s->bound_kernel = true;
+    if (real_getsockname(fd, (struct sockaddr *)&in, &l) == 0)
+        s->kernel_port = ntohs(in.sin_port);
+    struct dti_addr any = {0, s->kernel_port};
+    dti_ctx_t *c = eta_ctx();
+    int err = c ? make_accel(c, fd, s) : ENETDOWN;
+    if (!err) {
+        int r = dti_bind(c, s->h, &any);
+        if (r < 0) {
+            drop_ppe_half(c, s);
+            err = eta_errno_from_dti(r);
+        }
+    }
+    char buf[80];
+    if (err) {
+        snprintf(buf, sizeof buf, "the PPE cannot take UDP port %u: %s", any.port, strerror(err));
+        to_kernel(fd, s, ETA_R_PPE_REFUSED, buf);
+        return 0; /* the kernel's socket is bound: the program works, and it was counted */
+    }
+    s->local = any;
+    s->hybrid = true;
+    /* The kernel half is only ever polled by the shim (sockobj.h). */
+    int fl = real_fcntl(fd, F_GETFL);
+    real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
+    snprintf(buf, sizeof buf, "UDP on 0.0.0.0:%u on the PPE and the kernel", any.port);
+    eta_count(ETA_R_NONE, fd, buf);
+    return 0;
+}
+
 ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
@@ -186,10 +230,10 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     enum eta_reason why;
     enum eta_bind_target t = eta_decide_bind(&eta_net, addr, len, &why);
     if (s->dgram && t == ETA_BIND_BOTH) {
-        /* UDP on every address: the kernel's (the PPE would see only the
-         * datagrams for its own address, the kernel the others; no hybrid). */
-        t = ETA_BIND_KERNEL;
-        why = ETA_R_NOT_STREAM;
+        /* UDP on every address: a hybrid (udp_bind_any). */
+        rc = udp_bind_any(fd, s, addr, len);
+        eta_obj_put(&s->obj);
+        return rc;
     }
     if (t == ETA_BIND_KERNEL) {
         to_kernel(fd, s, why, addr && len >= sizeof(struct sockaddr_in) && addr->sa_family == AF_INET
@@ -438,6 +482,32 @@ static int udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, 
         }
         if (udp_take(fd, s) != 0)
             return real_connect(fd, addr, len); /* refused by the PPE: the kernel's */
+    }
+    if (s->hybrid && !unspec) {
+        /* A UDP socket on INADDR_ANY connecting: its peer decides the path,
+         * as an unbound socket's does. Through the PPE: the PPE's half
+         * alone from now on (the kernel half is connected too where the
+         * kernel can, so it takes no other datagrams); anywhere else: the
+         * kernel's, the PPE's half goes. */
+        enum eta_reason r = eta_hybrid_kernel_only(s) ? ETA_R_PPE_REFUSED : eta_decide_connect(&eta_net, addr, len);
+        s->hybrid = false;
+        int fl = real_fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            real_fcntl(fd, F_SETFL, (fl & ~(O_NONBLOCK | ETA_HYBRID_NONBLOCK_MARK)) |
+                                        (atomic_load(&s->nonblock) ? O_NONBLOCK : 0));
+        if (r != ETA_R_NONE) {
+            dti_ctx_t *c = eta_ctx();
+            if (c && !eta_sock_orphaned(s) && s->generation == eta_generation)
+                drop_ppe_half(c, s);
+            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
+            to_kernel(fd, s, r, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
+            return real_connect(fd, addr, len);
+        }
+        int saved = errno;
+        (void)real_connect(fd, addr, len); /* best effort: the kernel may have no route there */
+        errno = saved;
+    } else if (s->hybrid) {
+        (void)real_connect(fd, addr, len); /* AF_UNSPEC: both halves stay unconnected */
     }
     int e = usable(s, EBADF);
     if (e)

@@ -70,6 +70,9 @@ struct eta_sock {
                                * IPv4 half); addresses are shown v4-mapped (::ffff:a.b.c.d) */
     bool dgram;               /* AF_INET SOCK_DGRAM (UDP): a DTI datagram socket once accelerated (udp.c) */
     _Atomic uint32_t dgram_rx_busy, dgram_tx_busy; /* one reader and one writer of its rings at a time (udp.c) */
+    uint8_t udp_turn;         /* UDP hybrid: which half a receive looks at first (udp.c; races are harmless) */
+    _Atomic uint32_t rx_cmsg; /* UDP: the ancillary data its receives carry (ETA_RX_*, udp_cmsg.h), read
+                               * back from the kernel socket where the options change (udp.c) */
     bool bound_kernel;        /* the kernel socket is bound: bind(INADDR_ANY), or on a shared port the PPE address */
     bool connect_started;     /* a connect was issued (non-blocking in progress or done) */
     bool connect_reported;    /* the outcome of a non-blocking connect was reported */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <arpa/inet.h>
 
 #include "attach.h"
@@ -19,6 +20,7 @@
 #include "shim.h"
 #include "sock.h"
 #include "sockobj.h"
+#include "udp.h"
 
 /* Options carried to the PPE when a socket is accelerated; the index is the
  * option's ETA_OPT_* bit. */
@@ -265,7 +267,7 @@ ETA_EXPORT int ioctl(int fd, unsigned long req, ...)
     va_start(ap, req);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    if (req != FIONBIO && req != FIONREAD)
+    if (req != FIONBIO && req != FIONREAD && req != SIOCOUTQ)
         return real_ioctl(fd, req, arg);
     struct eta_sock *s = eta_sock_get(fd);
     if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
@@ -285,6 +287,13 @@ ETA_EXPORT int ioctl(int fd, unsigned long req, ...)
                 real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, on != 0));
         }
         atomic_store(&s->nonblock, on != 0);
+    } else if (s->dgram) {
+        /* udp(7): FIONREAD (SIOCINQ) the size of the next datagram, 0 when
+         * none waits; SIOCOUTQ 0: a send returns once the engine sent it. */
+        int n = req == FIONREAD ? eta_udp_next_len(fd, s) : 0;
+        memcpy(arg, &n, sizeof n);
+    } else if (req == SIOCOUTQ) {
+        rc = real_ioctl(fd, req, arg); /* a stream: the kernel placeholder's, as before */
     } else if (s->listening) {
         rc = fail(EINVAL);
     } else {
@@ -441,6 +450,16 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
     struct eta_sock *s = eta_sock_get(fd);
     if (s) /* set: read back when it is accelerated, or listens again on a new PPE */
         atomic_fetch_or(&s->opts_set, eta_opt_bit(level, name));
+    if (s && s->dgram && eta_udp_cmsg_option(level, name)) {
+        /* Ancillary data on receive (IP_PKTINFO, SO_TIMESTAMP...): the
+         * kernel keeps the option (and answers getsockopt); the shim reads
+         * back what its receives carry (udp.c), candidate or accelerated. */
+        int rc = real_setsockopt(fd, level, name, val, len);
+        if (rc == 0)
+            eta_udp_cmsg_refresh(fd, s);
+        eta_obj_put(&s->obj);
+        return rc;
+    }
     if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
         if (s)
             eta_obj_put(&s->obj);
@@ -448,7 +467,10 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
     }
     if (s->dgram && level == IPPROTO_IP && (name == IP_ADD_MEMBERSHIP || name == IP_DROP_MEMBERSHIP ||
                                             name == IP_ADD_SOURCE_MEMBERSHIP || name == IP_DROP_SOURCE_MEMBERSHIP)) {
-        int r = udp_membership(s, name, val, len);
+        /* a hybrid (INADDR_ANY): the kernel half joins too (its answer first) */
+        int r = s->hybrid ? real_setsockopt(fd, level, name, val, len) : 0;
+        if (r == 0)
+            r = udp_membership(s, name, val, len);
         eta_obj_put(&s->obj);
         return r;
     }
@@ -520,7 +542,8 @@ static int put_int(void *val, socklen_t *len, int v)
 ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
     struct eta_sock *s = eta_sock_get(fd);
-    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
+    /* UDP's ancillary-data options: the kernel socket keeps them (setsockopt) */
+    if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL || (s->dgram && eta_udp_cmsg_option(level, name))) {
         if (s)
             eta_obj_put(&s->obj);
         return real_getsockopt(fd, level, name, val, len);

@@ -6,13 +6,31 @@
  * into the send ring and waits for the engine's SEND_DGRAMS answer (its
  * EMSGSIZE, ENETUNREACH... are the call's). Blocking, MSG_DONTWAIT,
  * MSG_PEEK, MSG_TRUNC (in and out), SO_RCVTIMEO, as Linux's UDP. */
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
 
+#include "config.h"
 #include "io.h"
+#include "real.h"
 #include "signals.h"
 #include "udp.h"
+#include "udp_cmsg.h"
+
+#ifndef SO_TIMESTAMP_OLD
+#define SO_TIMESTAMP_OLD 29
+#define SO_TIMESTAMPNS_OLD 35
+#endif
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
 
 static struct dti_addr to_dti(const struct sockaddr *a)
 {
@@ -60,12 +78,190 @@ static void put_addr(const struct dti_dgram *h, struct sockaddr *from, socklen_t
     (void)uput(fromlen, &full, sizeof full);
 }
 
-ssize_t eta_udp_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *from,
-                     socklen_t *fromlen, int *msg_flags)
+/* ---- ancillary data --------------------------------------------------- */
+
+/* ipi_ifindex: the kernel interface holding the PPE address the datagram
+ * came to (on a port shared with the kernel, the interface the PPE makes
+ * for it: what the program sees in `ip link`), else 0 (no kernel interface
+ * has the address: preload/README.md "UDP"). Looked up once per process
+ * (getifaddrs), when a socket first asks for IP_PKTINFO: never on the data
+ * path, which reads the table. */
+static _Atomic uint32_t ifx_state; /* 0 not looked up, 1 being filled, 2 ready */
+static unsigned ifx_n;
+static uint32_t ifx_ip[ETA_NET_MAX_PORTS];
+static int ifx_index[ETA_NET_MAX_PORTS];
+
+static void ifindex_lookup(void)
+{
+    uint32_t st = 0;
+    if (!atomic_compare_exchange_strong(&ifx_state, &st, 1))
+        return;
+    struct ifaddrs *all = NULL;
+    int saved = errno;
+    if (getifaddrs(&all) == 0) {
+        for (unsigned i = 0; i < eta_net.n_ports && ifx_n < ETA_NET_MAX_PORTS; i++) {
+            for (struct ifaddrs *a = all; a; a = a->ifa_next) {
+                struct sockaddr_in in;
+                if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET)
+                    continue;
+                memcpy(&in, a->ifa_addr, sizeof in);
+                if (ntohl(in.sin_addr.s_addr) != eta_net.port[i].ip)
+                    continue;
+                unsigned x = if_nametoindex(a->ifa_name);
+                if (x) {
+                    ifx_ip[ifx_n] = eta_net.port[i].ip;
+                    ifx_index[ifx_n++] = (int)x;
+                    break;
+                }
+            }
+        }
+        freeifaddrs(all);
+    }
+    errno = saved;
+    atomic_store_explicit(&ifx_state, 2, memory_order_release);
+}
+
+static int ifindex_of(uint32_t ip)
+{
+    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2)
+        return 0;
+    for (unsigned i = 0; i < ifx_n; i++)
+        if (ifx_ip[i] == ip)
+            return ifx_index[i];
+    return 0;
+}
+
+bool eta_udp_cmsg_option(int level, int name)
+{
+    if (level == SOL_SOCKET)
+        return name == SO_TIMESTAMP_OLD || name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMP_NEW ||
+               name == SO_TIMESTAMPNS_NEW;
+    return level == IPPROTO_IP && (name == IP_PKTINFO || name == IP_RECVTOS || name == IP_RECVTTL);
+}
+
+static bool kernel_flag(int fd, int level, int name)
+{
+    int v = 0;
+    socklen_t l = sizeof v;
+    return real_getsockopt(fd, level, name, &v, &l) == 0 && v;
+}
+
+void eta_udp_cmsg_refresh(int fd, struct eta_sock *s)
+{
+    int saved = errno;
+    uint32_t w = 0;
+    if (kernel_flag(fd, IPPROTO_IP, IP_PKTINFO))
+        w |= ETA_RX_PKTINFO;
+    if (kernel_flag(fd, IPPROTO_IP, IP_RECVTOS))
+        w |= ETA_RX_TOS;
+    if (kernel_flag(fd, IPPROTO_IP, IP_RECVTTL))
+        w |= ETA_RX_TTL;
+    /* The kernel's flags answer one of the four at most (sock_set_timestamp). */
+    if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMPNS_OLD))
+        w |= ETA_RX_TSNS;
+    else if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMPNS_NEW))
+        w |= ETA_RX_TSNS | ETA_RX_TS_NEW;
+    else if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMP_OLD))
+        w |= ETA_RX_TS;
+    else if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMP_NEW))
+        w |= ETA_RX_TS | ETA_RX_TS_NEW;
+    errno = saved;
+    if (w & ETA_RX_PKTINFO)
+        ifindex_lookup();
+    atomic_store(&s->rx_cmsg, w);
+}
+
+static uint64_t clock_of(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t); /* the vDSO: no system call */
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The control messages of datagram h into the program's control buffer. */
+static void put_cmsgs(struct eta_sock *s, unsigned want, const struct dti_dgram *h, void *control,
+                      size_t *controllen, int *mf)
+{
+    struct eta_udp_rx_meta m = {.dst_ip = h->dst_ip, .tos = DTI_DGRAM_TOS(h->flags), .ttl = DTI_DGRAM_TTL(h->flags)};
+    if (want & (ETA_RX_TS | ETA_RX_TSNS)) {
+        /* The engine stamps CLOCK_MONOTONIC's scale; the kernel's stamp is
+         * CLOCK_REALTIME: the same instant on that clock. */
+        const uint64_t real = clock_of(CLOCK_REALTIME), mono = clock_of(CLOCK_MONOTONIC);
+        m.real_ns = real - (mono > h->ts_ns ? mono - h->ts_ns : 0);
+    }
+    if (want & ETA_RX_PKTINFO) {
+        /* ipi_spec_dst: the local address a reply would come from (the
+         * destination; for a group, the PPE's address on its port). */
+        m.spec_dst = (h->flags & DTI_DGRAM_MULTICAST) ? (s->local.ip && !(s->local.ip >> 28 == 0xe)
+                                                            ? s->local.ip : eta_net_source(&eta_net, h->src_ip))
+                                                      : h->dst_ip;
+        m.ifindex = ifindex_of(m.spec_dst);
+    }
+    uint8_t buf[ETA_UDP_CMSG_MAX];
+    const size_t cap = control ? (*controllen < sizeof buf ? *controllen : sizeof buf) : 0;
+    size_t n = eta_udp_put_cmsgs(buf, cap, want, &m, mf);
+    if (n && !uput(control, buf, n))
+        n = 0; /* a buffer the program cannot write: no messages, as put_cmsg's fault */
+    *controllen = n;
+}
+
+/* The kernel half of a hybrid socket (bound to INADDR_ANY: sock.c): one
+ * datagram if one waits, straight into the program's buffers (the kernel
+ * writes the address, the control messages and the flags, as without eta).
+ * -1 with EAGAIN when none waits. */
+static ssize_t kernel_half_recv(int fd, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *from,
+                                socklen_t *fromlen, int *msg_flags, void *control, size_t *controllen)
+{
+    socklen_t nl = 0;
+    if (from && fromlen && eta_ucopy(&nl, fromlen, sizeof nl) != 0)
+        return fail(EFAULT);
+    struct msghdr mh = {.msg_name = from && fromlen ? from : NULL,
+                        .msg_namelen = nl,
+                        .msg_iov = (struct iovec *)(uintptr_t)iov,
+                        .msg_iovlen = iovcnt > 0 ? (size_t)iovcnt : 0,
+                        .msg_control = controllen ? control : NULL,
+                        .msg_controllen = controllen ? *controllen : 0};
+    ssize_t r = real_recvmsg(fd, &mh, flags | MSG_DONTWAIT);
+    if (r < 0)
+        return r;
+    if (from && fromlen && !uput(fromlen, &mh.msg_namelen, sizeof mh.msg_namelen))
+        return fail(EFAULT);
+    if (controllen)
+        *controllen = mh.msg_controllen;
+    if (msg_flags)
+        *msg_flags = mh.msg_flags;
+    return r;
+}
+
+/* A hybrid whose PPE half is gone (the engine died): the kernel half alone,
+ * blocking as the program asked (the kernel socket itself stays
+ * non-blocking: sockobj.h). */
+static ssize_t kernel_only_recv(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                                struct sockaddr *from, socklen_t *fromlen, int *msg_flags, void *control,
+                                size_t *controllen)
+{
+    const bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
+    for (;;) {
+        ssize_t r = kernel_half_recv(fd, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+        if (r >= 0 || errno != EAGAIN || nonblock)
+            return r;
+        struct pollfd p = {fd, POLLIN, 0};
+        int w = real_poll(&p, 1, s->rcvtimeo_ms >= 0 ? s->rcvtimeo_ms : -1);
+        if (w == 0)
+            return fail(EAGAIN);
+        if (w < 0)
+            return -1;
+    }
+}
+
+ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                     struct sockaddr *from, socklen_t *fromlen, int *msg_flags, void *control, size_t *controllen)
 {
     struct eta_sig_mark since = eta_sig_mark_now();
+    const bool hybrid = s->hybrid && fd >= 0;
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
-        return fail(ECONNREFUSED);
+        return hybrid ? kernel_only_recv(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen)
+                      : fail(ECONNREFUSED);
     if (flags & MSG_OOB)
         return fail(EOPNOTSUPP);
     if (iovcnt > 0 && iovcnt <= IOV_MAX && iov_fault(iov, iovcnt))
@@ -78,8 +274,17 @@ ssize_t eta_udp_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, in
     if (!c)
         return fail(ECONNREFUSED);
     const bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
+    const size_t room = controllen ? *controllen : 0;
     uint64_t deadline = 0;
     for (;;) {
+        /* A hybrid takes turns between its halves, so that neither starves. */
+        bool kernel_tried = false;
+        if (hybrid && (s->udp_turn ^= 1)) {
+            ssize_t r = kernel_half_recv(fd, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+            if (r >= 0 || errno != EAGAIN)
+                return r;
+            kernel_tried = true;
+        }
         take_turn(&s->dgram_rx_busy);
         struct dti_dgram h;
         const void *payload = NULL;
@@ -94,13 +299,27 @@ ssize_t eta_udp_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, in
             if (!(flags & MSG_PEEK))
                 (void)dti_dgram_consume(c, s->h);
             end_turn(&s->dgram_rx_busy);
+            int mf = h.len > want ? MSG_TRUNC : 0;
+            if (controllen) {
+                const unsigned wantc = atomic_load_explicit(&s->rx_cmsg, memory_order_relaxed);
+                *controllen = room;
+                if (wantc)
+                    put_cmsgs(s, wantc, &h, control, controllen, &mf);
+                else
+                    *controllen = 0;
+            }
             if (msg_flags)
-                *msg_flags = h.len > want ? MSG_TRUNC : 0;
+                *msg_flags = mf;
             atomic_fetch_add_explicit(&s->rx_taken, 1, memory_order_relaxed);
             /* MSG_TRUNC asked: the datagram's real length, as Linux's UDP. */
             return (flags & MSG_TRUNC) ? (ssize_t)h.len : (ssize_t)take;
         }
         end_turn(&s->dgram_rx_busy);
+        if (hybrid && !kernel_tried && n == -EAGAIN) {
+            ssize_t r = kernel_half_recv(fd, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+            if (r >= 0 || errno != EAGAIN)
+                return r;
+        }
         if (n == -EAGAIN && atomic_load_explicit(&s->shut_rd, memory_order_relaxed))
             return 0; /* shutdown(SHUT_RD): nothing waiting answers 0, as Linux's UDP */
         if (n != -EAGAIN)
@@ -110,19 +329,41 @@ ssize_t eta_udp_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, in
         if (!deadline && s->rcvtimeo_ms >= 0)
             deadline = deadline_after(s->rcvtimeo_ms);
         eta_watch(c, s, DTI_POLLIN);
-        int w = eta_wait(c, dgram_readable, s, deadline, -1, &since);
+        int w = eta_wait(c, dgram_readable, s, deadline, hybrid ? fd : -1, &since);
         if (w == -ETIMEDOUT)
             return fail(EAGAIN);
         if (w == -EINTR)
             return fail(EINTR);
-        if (w == -EPIPE)
+        if (w == -EPIPE && !hybrid)
             return fail(ECONNREFUSED);
+        if (w == -EPIPE)
+            return kernel_only_recv(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
     }
 }
 
-ssize_t eta_udp_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *to,
-                     socklen_t tolen)
+ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                     const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen)
 {
+    /* A hybrid (bound to INADDR_ANY): through the PPE to destinations it
+     * routes, through the kernel half to the rest (and all of it once the
+     * engine is gone); the kernel's answers are the call's. */
+    if (s->hybrid && fd >= 0 && to) {
+        struct sockaddr_in in;
+        bool kernel = eta_hybrid_kernel_only(s) || tolen < (socklen_t)sizeof in ||
+                      eta_ucopy(&in, to, sizeof in) != 0 || in.sin_family != AF_INET ||
+                      !eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr));
+        if (kernel) {
+            struct msghdr mh = {.msg_name = (void *)(uintptr_t)to,
+                                .msg_namelen = tolen,
+                                .msg_iov = (struct iovec *)(uintptr_t)iov,
+                                .msg_iovlen = iovcnt > 0 ? (size_t)iovcnt : 0,
+                                .msg_control = (void *)(uintptr_t)control,
+                                .msg_controllen = controllen};
+            return real_sendmsg(fd, &mh, flags);
+        }
+    }
+    if (controllen && eta_udp_send_cmsgs(s, control, controllen) != 0)
+        return -1;
     /* A send never waits for ring space (the engine frees it before it answers). */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail(ECONNREFUSED);
@@ -160,4 +401,52 @@ ssize_t eta_udp_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, in
         return (ssize_t)len;
     }
     return fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
+}
+
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen)
+{
+    if (!controllen)
+        return 0;
+    uint8_t buf[1024];
+    if (controllen > sizeof buf)
+        return fail(ENOBUFS); /* more than the PPE reads: Linux's answer above optmem_max */
+    if (!control || eta_ucopy(buf, control, controllen) != 0)
+        return fail(EFAULT);
+    uint32_t spec = 0;
+    int ifindex = 0;
+    int e = eta_udp_read_send_cmsgs(buf, controllen, &spec, &ifindex);
+    if (e)
+        return fail(e);
+    /* IP_PKTINFO: the source address. The socket's own address (or "any")
+     * is what it sends from anyway; another PPE address would need the
+     * engine to choose it (not carried: EOPNOTSUPP, never a silent other
+     * source); an address that is not ours is Linux's EINVAL. */
+    if (spec && spec != s->local.ip) {
+        if (!eta_net_is_local(&eta_net, spec))
+            return fail(EINVAL);
+        if (s->local.ip || eta_net.n_ports != 1) /* unbound, one PPE address: the one it sends from */
+            return fail(EOPNOTSUPP);
+    }
+    if (ifindex && ifindex != ifindex_of(spec ? spec : s->local.ip))
+        return fail(ENODEV); /* not the PPE port's interface (Linux: ENODEV for one that does not exist) */
+    return 0;
+}
+
+int eta_udp_next_len(int fd, struct eta_sock *s)
+{
+    dti_ctx_t *c = eta_hybrid_kernel_only(s) ? NULL : eta_ctx();
+    ssize_t n = -EAGAIN;
+    struct dti_dgram h;
+    if (c) {
+        take_turn(&s->dgram_rx_busy);
+        const void *payload = NULL;
+        n = dti_dgram_borrow(c, s->h, &h, &payload);
+        end_turn(&s->dgram_rx_busy);
+    }
+    if (n >= 0)
+        return (int)h.len;
+    int k = 0; /* a hybrid: the kernel half's next datagram */
+    if (s->hybrid && real_ioctl(fd, FIONREAD, &k) != 0)
+        k = 0;
+    return k;
 }

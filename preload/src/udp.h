@@ -1,5 +1,5 @@
 /* UDP sockets on the PPE (udp.c): the data path of an accelerated AF_INET
- * SOCK_DGRAM socket. Only the data path's files include it. */
+ * SOCK_DGRAM socket, its ancillary data and FIONREAD. */
 #ifndef ETA_PRELOAD_UDP_H
 #define ETA_PRELOAD_UDP_H
 
@@ -17,13 +17,35 @@ bool eta_udp_kind(int domain, int type, int protocol);
  * kernel's from now on, or not a UDP candidate). */
 struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len);
 /* One datagram into iov (truncated to it); *from and *fromlen the sender,
- * *msg_flags MSG_TRUNC when it was cut (each may be NULL). Returns the
- * bytes copied (flags MSG_TRUNC: the datagram's length), or -1 with errno. */
-ssize_t eta_udp_recv(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *from,
-                     socklen_t *fromlen, int *msg_flags);
-/* One datagram of iov's bytes to `to` (NULL: the connected peer). Returns
- * its length, or -1 with errno. */
-ssize_t eta_udp_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *to,
-                     socklen_t tolen);
+ * *msg_flags MSG_TRUNC when it was cut (each may be NULL). controllen
+ * (NULL: no ancillary data, recv/recvfrom/read) holds the room at control
+ * (the program's msg_control; NULL: none) and gets the bytes of control
+ * messages written there (IP_PKTINFO, SO_TIMESTAMP(NS), IP_RECVTOS,
+ * IP_RECVTTL as the socket asked: udp_cmsg.h; MSG_CTRUNC in *msg_flags
+ * when they did not fit). A hybrid (bound to INADDR_ANY, s->hybrid) takes
+ * turns between the PPE's datagrams and its kernel half's (fd; -1: the PPE's
+ * only). Returns the bytes copied (flags MSG_TRUNC: the datagram's length),
+ * or -1 with errno. */
+ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                     struct sockaddr *from, socklen_t *fromlen, int *msg_flags, void *control, size_t *controllen);
+/* The control messages of a sendmsg on an accelerated socket: 0 when the
+ * PPE honours them (IP_PKTINFO naming the socket's own address, or none),
+ * else -1 with errno (udp_cmsg.h: EINVAL as Linux, EOPNOTSUPP for what the
+ * PPE does not carry). */
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen);
+/* setsockopt(level, name) is an option asking for ancillary data on receive. */
+bool eta_udp_cmsg_option(int level, int name);
+/* Reads back from the kernel socket fd which ancillary data s's receives
+ * carry (setsockopt kept them there; after exec too). Not the data path. */
+void eta_udp_cmsg_refresh(int fd, struct eta_sock *s);
+/* FIONREAD/SIOCINQ: the length of the datagram waiting (0: none; a
+ * hybrid's kernel half's when the PPE has none). */
+int eta_udp_next_len(int fd, struct eta_sock *s);
+/* One datagram of iov's bytes to `to` (NULL: the connected peer), with the
+ * program's control messages (eta_udp_send_cmsgs). A hybrid sends through
+ * its kernel half (fd) to what the PPE does not route. Returns its length,
+ * or -1 with errno. */
+ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                     const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen);
 
 #endif

@@ -68,7 +68,9 @@ extern "C" {
  * socket's receive ring has its own size (it grows in place up to the slot's
  * reserve, dti_limits.rx_ring_size). 9: and each send ring (dti_sock_shared.tx_size, chosen
  * when the rings come: SO_SNDBUF or the default; the slot is two cache lines). 10: send
- * rings grow while the socket lives (DTI_OP_TX_GROW, dti_sock_shared.tx_want/tx_grow_ack). */
+ * rings grow while the socket lives (DTI_OP_TX_GROW, dti_sock_shared.tx_want/tx_grow_ack),
+ * and a received datagram record carries the IPv4 TOS and TTL in its flags
+ * (DTI_DGRAM_TOS/TTL). */
 #define DTI_ABI_VERSION 10u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
@@ -890,13 +892,15 @@ struct dti_dgram {
     uint32_t src_ip;   /* receive: the sender (host order) */
     uint32_t dst_ip;   /* receive: our address or the group; send: the destination */
     uint16_t src_port, dst_port;
-    uint32_t flags;    /* DTI_DGRAM_* */
-    uint64_t ts_ns;    /* receive: the engine's clock at arrival */
+    uint32_t flags;    /* DTI_DGRAM_*; receive: bits 8..15 the IPv4 TOS, 16..23 the TTL */
+    uint64_t ts_ns;    /* receive: the engine's clock at arrival (CLOCK_MONOTONIC's scale) */
 };
 #define DTI_DGRAM_ALIGN 32u
 #define DTI_DGRAM_PAD 1u       /* no datagram: skip `size` bytes */
 #define DTI_DGRAM_MULTICAST 2u /* receive: sent to a group (dst_ip) */
 #define DTI_DGRAM_TO 4u        /* send: to dst_ip:dst_port, not the connected peer */
+#define DTI_DGRAM_TOS(flags) ((uint8_t)((flags) >> 8))  /* receive: the header's TOS (IP_RECVTOS) */
+#define DTI_DGRAM_TTL(flags) ((uint8_t)((flags) >> 16)) /* receive: the header's TTL (IP_RECVTTL) */
 #define DTI_DGRAM_MAX 65507u   /* the largest UDP/IPv4 payload */
 /* The ring bytes a datagram of len bytes takes. */
 static inline uint32_t dti_dgram_size(uint32_t len)

@@ -407,8 +407,8 @@ struct UdpRecord {
     uint32_t src_ip;   // host order
     uint32_t dst_ip;   // host order: our address, or the multicast group (IP_PKTINFO)
     uint16_t src_port, dst_port;
-    uint32_t flags;    // UdpRecordFlags
-    uint64_t ts_ns;    // the stack's clock when the datagram arrived (SO_TIMESTAMPNS)
+    uint32_t flags;    // UdpRecordFlags; bits 8..15 the IPv4 header's TOS, 16..23 its TTL
+    uint64_t ts_ns;    // the stack's clock (the engine's: CLOCK_MONOTONIC) when the datagram arrived
 };
 static_assert(sizeof(UdpRecord) == 32);
 constexpr uint32_t kUdpRecordAlign = 32;
@@ -416,6 +416,8 @@ enum UdpRecordFlags : uint32_t {
     kUdpRecPad = 1u << 0,       // no datagram: skip `size` bytes
     kUdpRecMulticast = 1u << 1, // sent to a group (dst_ip)
 };
+constexpr uint32_t kUdpRecTosShift = 8;  // (flags >> 8) & 0xff: the TOS byte (IP_RECVTOS)
+constexpr uint32_t kUdpRecTtlShift = 16; // (flags >> 16) & 0xff: the TTL (IP_RECVTTL)
 
 // A multicast membership (IP_ADD_MEMBERSHIP; with source != 0,
 // IP_ADD_SOURCE_MEMBERSHIP: datagrams from that source only). Host order.

@@ -368,8 +368,10 @@ bool UdpLayer::deliver(UdpSock &s, const Ipv4 *ip, const Udp *uh, unsigned len, 
         e_.stats.udp_rcvbuf_errors++;
         return false;
     }
-    *r = UdpRecord{need, len, be32(ip->src), be32(ip->dst), be16(uh->sport), be16(uh->dport),
-                   mcast ? uint32_t(kUdpRecMulticast) : 0u, e_.now_ns};
+    // The header's TOS and TTL ride in the flags (IP_RECVTOS, IP_RECVTTL).
+    const uint32_t flags = (mcast ? uint32_t(kUdpRecMulticast) : 0u) | uint32_t(ip->tos) << kUdpRecTosShift |
+                           uint32_t(ip->ttl) << kUdpRecTtlShift;
+    *r = UdpRecord{need, len, be32(ip->src), be32(ip->dst), be16(uh->sport), be16(uh->dport), flags, e_.now_ns};
     std::memcpy(r + 1, uh + 1, len);
     s.rx.commit(need);
     e_.stats.udp_in++;

@@ -18,7 +18,9 @@
 #    writer under 256 KiB, a large one (SO_SNDBUFFORCE) takes over 3 MiB).
 # 2. UDP sockets connected to the peer through the PPE's subnet (the PPE's,
 #    issue 31) and over the kernel link (the kernel's); sockets bound to
-#    INADDR_ANY aimed through the PPE: the kernel's, one warning for the first.
+#    INADDR_ANY (hybrids: the PPE's and the kernel's) whose connect decides
+#    the path as an unbound socket's does; sockets bound to a kernel address
+#    aimed through the PPE: the kernel's, one warning for the first.
 # 3. connect() to the PPE's own address under eta-run, on a port not shared
 #    with the kernel (issue 29: local connections inside the engine): to a port
 #    nobody listens on (with a timeout, and blocking) ECONNREFUSED at once, no
@@ -70,34 +72,43 @@ diff -u "$work/kernel.out" "$work/eta.out" || fail "under eta-run some calls ans
 note "UDP aimed through the PPE: the PPE's (issue 31); a kernel UDP socket aimed there: one warning"
 # An unbound UDP socket connecting to a destination the PPE routes becomes a
 # DTI datagram socket (no warning); one on the kernel link stays the kernel's.
-# A UDP socket bound to INADDR_ANY is the kernel's (no hybrid UDP): aimed
-# through the PPE's subnet it gets the one warning per process (the kernel
-# reaches it only by a route of its own; eta-lab gives it an unreachable one).
+# A UDP socket bound to INADDR_ANY is a hybrid (the PPE's for its addresses,
+# the kernel's for the rest); connected, its peer decides: through the PPE's
+# subnet the PPE's, over the kernel link the kernel's (no warning either way).
+# One bound to a kernel address is the kernel's: aimed through the PPE's
+# subnet it gets the one warning per process (the kernel reaches it only by
+# a route of its own; eta-lab gives it an unreachable one).
 cat > "$work/udp.py" <<'PY'
 import socket, sys
-for ip in sys.argv[1:]:
+for ip in sys.argv[2:]:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         u.connect((ip, 5201))
         print('connected', ip, flush=True)
     except OSError as e:
         print('refused', ip, e.errno, flush=True)
-for ip in sys.argv[1:]:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    u.bind(('0.0.0.0', 0))
-    try:
-        u.connect((ip, 5201))
-        print('bound any, connected', ip, flush=True)
-    except OSError as e:
-        print('bound any, refused', ip, e.errno, flush=True)
+for bind_ip, what in (('0.0.0.0', 'bound any'), (sys.argv[1], 'bound kernel')):
+    for ip in sys.argv[2:]:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind((bind_ip, 0))
+        try:
+            u.connect((ip, 5201))
+            print(what + ', connected', ip, flush=True)
+        except OSError as e:
+            print(what + ', refused', ip, e.errno, flush=True)
 PY
-udp_targets=("$ETA_LAB_KERNEL_PEER_IP" "$ETA_LAB_PEER_IP" "$ETA_LAB_PEER_IP")
+udp_targets=("$ETA_LAB_KERNEL_IP" "$ETA_LAB_KERNEL_PEER_IP" "$ETA_LAB_PEER_IP" "$ETA_LAB_PEER_IP")
 ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$work/udp.py" "${udp_targets[@]}" \
     > "$work/udp.out" 2> "$work/udp.err" ||
     { cat "$work/udp.out" "$work/udp.err"; fail "UDP connect under eta-run failed"; }
 [ "$(grep -c "^connected " "$work/udp.out")" = 3 ] || { cat "$work/udp.out" "$work/udp.err"; fail "an unbound UDP socket did not connect"; }
+[ "$(grep -c "^bound any, connected " "$work/udp.out")" = 3 ] || { cat "$work/udp.out" "$work/udp.err"; fail "a UDP socket bound to 0.0.0.0 did not connect"; }
 [ "$(grep -c ": accelerated (UDP)" "$work/udp.err")" = 2 ] ||
     { cat "$work/udp.err"; fail "the two UDP sockets aimed through the PPE were not accelerated"; }
+[ "$(grep -c ": accelerated (UDP on 0.0.0.0:[0-9]* on the PPE and the kernel)" "$work/udp.err")" = 3 ] ||
+    { cat "$work/udp.err"; fail "the UDP sockets bound to 0.0.0.0 were not hybrids"; }
+[ "$(grep -c "not-routed.*$ETA_LAB_KERNEL_PEER_IP:5201" "$work/udp.err")" = 2 ] ||
+    { cat "$work/udp.err"; fail "UDP sockets (unbound, bound to 0.0.0.0) connected over the kernel link were not the kernel's"; }
 [ "$(grep -c "UDP datagrams to $ETA_LAB_PEER_IP:5201 go to the kernel (this socket is the kernel's" "$work/udp.err")" = 1 ] ||
     { cat "$work/udp.err"; fail "no single warning for a kernel UDP socket aimed at $ETA_LAB_PEER_IP through the PPE"; }
 ! grep "go to the kernel" "$work/udp.err" | grep -q "$ETA_LAB_KERNEL_PEER_IP" || { cat "$work/udp.err"; fail "a warning for UDP on the kernel link"; }

@@ -4,15 +4,30 @@
 same lines. Python's socket module is a thin wrapper over the calls.
   udp_probe.py BIND_IP PEER_IP
 The peer (udp_probe_peer in udp_peer.py) waits on PEER_IP:9100 for "go",
-then sends the datagrams below and waits for "connected"."""
+then sends the datagrams below and waits for "connected".
+Ancillary data (IP_PKTINFO, SO_TIMESTAMPNS, IP_RECVTOS, IP_RECVTTL) and
+FIONREAD/SIOCOUTQ are printed as facts that hold on both paths: ipi_addr and
+ipi_spec_dst are the bound address, ipi_ifindex the kernel interface
+holding it (0 where none does: the PPE's own port), the stamp between the
+clock readings around the exchange."""
 import errno
+import fcntl
 import select
 import socket
 import struct
+import subprocess
 import sys
+import termios
+import time
 
 bind_ip, peer_ip = sys.argv[1], sys.argv[2]
 PEER = (peer_ip, 9100)
+# linux/in.h and asm-generic/socket.h (Python's module lacks some)
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)
+IP_RECVTTL = getattr(socket, "IP_RECVTTL", 12)
+IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SCM_TIMESTAMPNS = getattr(socket, "SCM_TIMESTAMPNS", SO_TIMESTAMPNS)
 
 
 def out(*a):
@@ -37,6 +52,33 @@ try:
 except OSError as e:
     out("recv MSG_DONTWAIT, nothing there", errno.errorcode[e.errno])
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 10, 0))
+# ancillary data asked for before anything arrives (the kernel notes it then)
+for level, name in ((socket.IPPROTO_IP, IP_PKTINFO), (socket.SOL_SOCKET, SO_TIMESTAMPNS),
+                    (socket.IPPROTO_IP, IP_RECVTOS), (socket.IPPROTO_IP, IP_RECVTTL)):
+    s.setsockopt(level, name, 1)
+out("getsockopt IP_PKTINFO", s.getsockopt(socket.IPPROTO_IP, IP_PKTINFO),
+    "SO_TIMESTAMPNS", s.getsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS))
+
+
+def ioctl_int(req):
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), req, b"\0" * 4))[0]
+
+
+out("FIONREAD nothing waiting", ioctl_int(termios.FIONREAD), "SIOCOUTQ", ioctl_int(termios.TIOCOUTQ))
+
+
+def ifindex_of(ip):
+    """The kernel interface holding ip (0: none)."""
+    text = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    for line in text.splitlines():
+        f = line.split()
+        if f[3].split("/")[0] == ip:
+            return socket.if_nametoindex(f[1].split("@")[0])
+    return 0
+
+
+want_ifindex = ifindex_of(bind_ip)
+t0 = time.time_ns()
 s.sendto(b"go", PEER)
 p = select.poll()
 p.register(s, select.POLLOUT)
@@ -49,14 +91,38 @@ out("epoll (edge-triggered) IN", "IN" if ev & select.EPOLLIN else "-")
 p.modify(s, select.POLLIN)
 ev = dict(p.poll(0)).get(s.fileno(), 0)
 out("poll IN", "IN" if ev & select.POLLIN else "-")
+out("FIONREAD: the next datagram's size", ioctl_int(termios.FIONREAD))
 out("peek 10", s.recv(10, socket.MSG_PEEK) == bytes(range(10)))
-data, anc, flags, addr = s.recvmsg(100)
-out("recvmsg 100 of 1000:", len(data), "MSG_TRUNC" if flags & socket.MSG_TRUNC else "no flag", "from peer", addr == PEER)
+data, anc, flags, addr = s.recvmsg(100, 256)
+t1 = time.time_ns()
+out("recvmsg 100 of 1000:", len(data), "MSG_TRUNC" if flags & socket.MSG_TRUNC else "no flag", "from peer", addr == PEER,
+    "MSG_CTRUNC" if flags & socket.MSG_CTRUNC else "no MSG_CTRUNC")
+out("control messages", [(lvl, typ, len(d)) for lvl, typ, d in anc])
+for lvl, typ, d in anc:
+    if (lvl, typ) == (socket.SOL_SOCKET, SCM_TIMESTAMPNS):
+        sec, nsec = struct.unpack("qq", d)
+        ts = sec * 10**9 + nsec
+        # between the clock readings around the exchange (0.5 s of slack for
+        # the engine's TSC-derived clock against the system's)
+        out("SO_TIMESTAMPNS within the exchange", t0 - 5 * 10**8 <= ts <= t1 + 5 * 10**8, 0 <= nsec < 10**9)
+    elif (lvl, typ) == (socket.IPPROTO_IP, IP_PKTINFO):
+        ifindex, spec, dst = struct.unpack("i4s4s", d)
+        out("IP_PKTINFO addr", socket.inet_ntoa(dst) == bind_ip, "spec_dst", socket.inet_ntoa(spec) == bind_ip,
+            "ifindex", ifindex == want_ifindex)
+    elif (lvl, typ) == (socket.IPPROTO_IP, socket.IP_TTL):
+        out("IP_TTL", struct.unpack("i", d)[0])
+    elif (lvl, typ) == (socket.IPPROTO_IP, socket.IP_TOS):
+        out("IP_TOS", d)
 buf = bytearray(3)
 out("recv_into 3 with MSG_TRUNC: real length", s.recv_into(buf, 3, socket.MSG_TRUNC), bytes(buf))
-d, a = s.recvfrom(100)
-out("recvfrom", d, a == PEER)
+# a control buffer with room for the stamp and part of IP_PKTINFO: cut, MSG_CTRUNC
+d, anc, flags, a = s.recvmsg(100, socket.CMSG_SPACE(16) + socket.CMSG_LEN(4))
+out("recvfrom", d, a == PEER, "small control buffer:", "MSG_CTRUNC" if flags & socket.MSG_CTRUNC else "no flag",
+    [(lvl, typ, len(x)) for lvl, typ, x in anc])
+out("FIONREAD, an empty datagram waiting", ioctl_int(termios.FIONREAD))
 out("empty datagram", s.recv(100))
+out("300 bytes readable", bool(select.select([s], [], [], 10)[0]))
+out("FIONREAD, 300 bytes waiting", ioctl_int(termios.FIONREAD))
 out("300 bytes", len(s.recv(1000)))
 try:
     s.recv(100, socket.MSG_DONTWAIT)

@@ -28,6 +28,7 @@ struct Dgram {
     bool bad_csum = false;
     int len_delta = 0;        // added to the UDP length field
     MacAddr dst_mac{};        // zero: the stack's (or the group's for a group)
+    uint8_t tos = 0, ttl = 64;
 };
 
 class Udp : public ::testing::Test {
@@ -63,9 +64,10 @@ class Udp : public ::testing::Test {
         v[12] = 0x08;
         uint8_t *ip = v.data() + 14;
         ip[0] = 0x45;
+        ip[1] = d.tos;
         put16(ip + 2, uint16_t(20 + ulen));
         ip[6] = 0x40;
-        ip[8] = 64;
+        ip[8] = d.ttl;
         ip[9] = 17;
         put32(ip + 12, src);
         put32(ip + 16, dst);
@@ -143,10 +145,16 @@ TEST_F(Udp, ReceivesDatagramsAsRecordsWithTheirSource)
     EXPECT_EQ(r.dst_ip, p().stack_ip);
     EXPECT_EQ(r.dst_port, 5000);
     EXPECT_EQ(r.ts_ns, p().now);
+    EXPECT_EQ(r.flags, 64u << kUdpRecTtlShift); // TOS 0, TTL 64 (IP_RECVTOS, IP_RECVTTL)
     EXPECT_EQ(recv(s, &r), ""); // an empty datagram is a datagram
     EXPECT_EQ(r.src_port, 1235);
+    inject(Dgram{.sport = 1236, .dport = 5000, .data = "x", .tos = 0xb8, .ttl = 3});
+    EXPECT_EQ(recv(s, &r), "x");
+    EXPECT_EQ((r.flags >> kUdpRecTosShift) & 0xff, 0xb8u);
+    EXPECT_EQ((r.flags >> kUdpRecTtlShift) & 0xff, 3u);
+    EXPECT_FALSE(r.flags & (kUdpRecPad | kUdpRecMulticast));
     EXPECT_EQ(recv(s), "<" + std::to_string(-EAGAIN) + ">");
-    EXPECT_EQ(stats().udp_in, 2u);
+    EXPECT_EQ(stats().udp_in, 3u);
 }
 
 TEST_F(Udp, BoundariesKeptAcrossRingWrap)

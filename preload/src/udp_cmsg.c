@@ -1,0 +1,127 @@
+/* Ancillary data of an accelerated UDP socket: udp_cmsg.h. */
+#include "udp_cmsg.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* The time64 variants' numbers (asm-generic/socket.h), for older headers. */
+#ifndef SO_TIMESTAMP_OLD
+#define SO_TIMESTAMP_OLD 29
+#define SO_TIMESTAMPNS_OLD 35
+#endif
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef IP_PROTOCOL
+#define IP_PROTOCOL 52 /* linux/in.h */
+#endif
+
+struct put {
+    uint8_t *at;
+    size_t left;
+    int *flags;
+};
+
+/* Linux's put_cmsg: the header and as much of the data as fits, then the
+ * next message starts CMSG_SPACE further on (or at the end). */
+static void put_cmsg(struct put *p, int level, int type, const void *data, size_t len)
+{
+    if (p->left < sizeof(struct cmsghdr)) {
+        *p->flags |= MSG_CTRUNC;
+        return;
+    }
+    size_t cmlen = CMSG_LEN(len);
+    if (p->left < cmlen) {
+        *p->flags |= MSG_CTRUNC;
+        cmlen = p->left;
+    }
+    struct cmsghdr h = {.cmsg_len = cmlen, .cmsg_level = level, .cmsg_type = type};
+    memcpy(p->at, &h, sizeof h);
+    memcpy(p->at + CMSG_LEN(0), data, cmlen - CMSG_LEN(0));
+    size_t step = CMSG_SPACE(len);
+    if (step > p->left)
+        step = p->left;
+    p->at += step;
+    p->left -= step;
+}
+
+size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct eta_udp_rx_meta *m,
+                         int *msg_flags)
+{
+    struct put p = {buf, buf ? cap : 0, msg_flags};
+    const int64_t sec = (int64_t)(m->real_ns / 1000000000u), nsec = (int64_t)(m->real_ns % 1000000000u);
+    const bool is_new = want & ETA_RX_TS_NEW;
+    if (want & ETA_RX_TSNS) {
+        const int64_t ts[2] = {sec, nsec}; /* struct timespec, __kernel_timespec: the same on LP64 */
+        put_cmsg(&p, SOL_SOCKET, is_new ? SO_TIMESTAMPNS_NEW : SO_TIMESTAMPNS_OLD, ts, sizeof ts);
+    } else if (want & ETA_RX_TS) {
+        const int64_t tv[2] = {sec, nsec / 1000}; /* struct timeval, __kernel_sock_timeval */
+        put_cmsg(&p, SOL_SOCKET, is_new ? SO_TIMESTAMP_NEW : SO_TIMESTAMP_OLD, tv, sizeof tv);
+    }
+    if (want & ETA_RX_PKTINFO) {
+        struct in_pktinfo pi = {.ipi_ifindex = m->ifindex,
+                                .ipi_spec_dst = {htonl(m->spec_dst)},
+                                .ipi_addr = {htonl(m->dst_ip)}};
+        put_cmsg(&p, SOL_IP, IP_PKTINFO, &pi, sizeof pi);
+    }
+    if (want & ETA_RX_TTL) {
+        const int ttl = m->ttl;
+        put_cmsg(&p, SOL_IP, IP_TTL, &ttl, sizeof ttl);
+    }
+    if (want & ETA_RX_TOS)
+        put_cmsg(&p, SOL_IP, IP_TOS, &m->tos, 1);
+    return buf ? cap - p.left : 0;
+}
+
+int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex)
+{
+    *spec_dst = 0;
+    *ifindex = 0;
+    size_t off = 0;
+    /* for_each_cmsghdr: a message starts where a header fits; CMSG_OK: its
+     * length covers its header and stays inside the buffer. */
+    while (off + sizeof(struct cmsghdr) <= len) {
+        struct cmsghdr h;
+        memcpy(&h, buf + off, sizeof h);
+        if (h.cmsg_len < sizeof h || h.cmsg_len > len - off)
+            return EINVAL;
+        const uint8_t *data = buf + off + CMSG_LEN(0);
+        if (h.cmsg_level == SOL_SOCKET) {
+            if (h.cmsg_type != SCM_RIGHTS && h.cmsg_type != SCM_CREDENTIALS) /* both ignored on UDP */
+                return EOPNOTSUPP; /* SO_MARK, SO_TIMESTAMPING, SCM_TXTIME...; Linux's EINVAL for the rest */
+        } else if (h.cmsg_level == SOL_UDP) {
+            if (h.cmsg_type == UDP_SEGMENT)
+                return EOPNOTSUPP;
+            /* udp_cmsg_send ignores other SOL_UDP types */
+        } else if (h.cmsg_level == SOL_IP) {
+            switch (h.cmsg_type) {
+            case IP_PKTINFO: {
+                if (h.cmsg_len != CMSG_LEN(sizeof(struct in_pktinfo)))
+                    return EINVAL;
+                struct in_pktinfo pi;
+                memcpy(&pi, data, sizeof pi);
+                *ifindex = pi.ipi_ifindex;
+                *spec_dst = ntohl(pi.ipi_spec_dst.s_addr);
+                break;
+            }
+            case IP_TTL:
+            case IP_TOS:
+            case IP_RETOPTS:
+            case IP_PROTOCOL:
+                return EOPNOTSUPP; /* Linux takes them; the PPE does not carry them */
+            default:
+                return EINVAL; /* ip_cmsg_send's default */
+            }
+        }
+        off += CMSG_ALIGN(h.cmsg_len);
+    }
+    return 0;
+}

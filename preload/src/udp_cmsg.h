@@ -1,0 +1,53 @@
+/* Ancillary data of an accelerated UDP socket (udp.c): the control messages
+ * of a received datagram, built as Linux's put_cmsg builds them (order,
+ * lengths, truncation, MSG_CTRUNC), and the control messages of a send read
+ * as Linux's ip_cmsg_send reads them. Pure: no libdti, no system call, no
+ * program memory (the callers copy in and out); unit test preload_udp_cmsg. */
+#ifndef ETA_PRELOAD_UDP_CMSG_H
+#define ETA_PRELOAD_UDP_CMSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a socket asked for (the kernel socket's options, read back where
+ * they change: udp.c eta_udp_cmsg_refresh). */
+#define ETA_RX_PKTINFO 1u /* IP_PKTINFO */
+#define ETA_RX_TS 2u      /* SO_TIMESTAMP: struct timeval */
+#define ETA_RX_TSNS 4u    /* SO_TIMESTAMPNS: struct timespec (wins over ETA_RX_TS, as Linux) */
+#define ETA_RX_TS_NEW 8u  /* the time64 variants (SO_TIMESTAMP_NEW...): their cmsg types */
+#define ETA_RX_TOS 16u    /* IP_RECVTOS */
+#define ETA_RX_TTL 32u    /* IP_RECVTTL */
+
+struct eta_udp_rx_meta {
+    uint64_t real_ns;  /* arrival, CLOCK_REALTIME nanoseconds */
+    uint32_t dst_ip;   /* the datagram's destination (host order): ipi_addr */
+    uint32_t spec_dst; /* the local address it came to (host order): ipi_spec_dst */
+    int ifindex;       /* ipi_ifindex */
+    uint8_t tos, ttl;
+};
+
+/* Room the largest set of messages takes: a caller's buffer of this size
+ * never truncates. */
+#define ETA_UDP_CMSG_MAX 128u
+
+/* Writes the control messages `want` asks for into buf, cap bytes of it
+ * (the program's msg_controllen; 0 when msg_control is NULL), in Linux's
+ * order (the timestamp, then IP_PKTINFO, IP_TTL, IP_TOS). A message that
+ * does not fit is cut to what fits, or left out where not even its header
+ * fits, and *msg_flags gets MSG_CTRUNC. Returns the bytes written: the
+ * msg_controllen the program gets back. */
+size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct eta_udp_rx_meta *m,
+                         int *msg_flags);
+
+/* The control messages of a send (buf: a copy of the program's, len bytes):
+ * 0 when the PPE can honour them all, with *spec_dst the source address
+ * IP_PKTINFO asked for (0: none asked, or "any") and *ifindex its
+ * interface (0: none); else the errno value: EINVAL for what Linux refuses
+ * (a malformed message, an unknown IP_* type, IP_PKTINFO of the wrong
+ * length), EOPNOTSUPP for what Linux takes and the PPE does not carry
+ * (IP_TOS, IP_TTL, UDP_SEGMENT, SO_MARK, SO_TIMESTAMPING...: never dropped
+ * silently). Levels other than SOL_SOCKET, SOL_IP and SOL_UDP are skipped,
+ * as Linux skips them on an IPv4 socket. */
+int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex);
+
+#endif
