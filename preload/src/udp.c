@@ -23,15 +23,6 @@
 #include "udp.h"
 #include "udp_cmsg.h"
 
-#ifndef SO_TIMESTAMP_OLD
-#define SO_TIMESTAMP_OLD 29
-#define SO_TIMESTAMPNS_OLD 35
-#endif
-#ifndef SO_TIMESTAMP_NEW
-#define SO_TIMESTAMP_NEW 63
-#define SO_TIMESTAMPNS_NEW 64
-#endif
-
 static struct dti_addr to_dti(const struct sockaddr *a)
 {
     struct sockaddr_in in;

@@ -8,15 +8,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* The time64 variants' numbers (asm-generic/socket.h), for older headers. */
-#ifndef SO_TIMESTAMP_OLD
-#define SO_TIMESTAMP_OLD 29
-#define SO_TIMESTAMPNS_OLD 35
-#endif
-#ifndef SO_TIMESTAMP_NEW
-#define SO_TIMESTAMP_NEW 63
-#define SO_TIMESTAMPNS_NEW 64
-#endif
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif

@@ -8,6 +8,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+
+/* The time64 variants' numbers (asm-generic/socket.h), for older headers. */
+#ifndef SO_TIMESTAMP_OLD
+#define SO_TIMESTAMP_OLD 29
+#define SO_TIMESTAMPNS_OLD 35
+#endif
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
 
 /* What a socket asked for (the kernel socket's options, read back where
  * they change: udp.c eta_udp_cmsg_refresh). */
