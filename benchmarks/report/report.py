@@ -50,15 +50,25 @@ class Failed(Exception):
 def run_cmd(cmd, timeout, env=None, cwd=ROOT):
     """Runs a command; returns stdout or raises Failed with its stderr tail."""
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
-    except subprocess.TimeoutExpired:
-        raise Failed(f"{' '.join(cmd)} did not finish within {timeout} s")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     except OSError as e:
         raise Failed(f"cannot run {cmd[0]}: {e}")
-    if r.returncode != 0:
-        tail = "\n".join((r.stderr + r.stdout).strip().splitlines()[-25:])
-        raise Failed(f"{' '.join(cmd)} exited with {r.returncode}:\n{tail}")
-    return r.stdout
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # SIGTERM first: a benchmark takes its labs and eta-ppe down on it (a
+        # SIGKILL left the scaling section's labs up); SIGKILL if it does not go.
+        p.terminate()
+        try:
+            p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+        raise Failed(f"{' '.join(cmd)} did not finish within {timeout} s")
+    if p.returncode != 0:
+        tail = "\n".join((err + out).strip().splitlines()[-25:])
+        raise Failed(f"{' '.join(cmd)} exited with {p.returncode}:\n{tail}")
+    return out
 
 
 # ---- figures ---------------------------------------------------------------
