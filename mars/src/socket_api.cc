@@ -131,21 +131,28 @@ int StackImpl::connect(SockId id, Endpoint remote, uint64_t now_ns)
     // TIME-WAIT accepts, and no old segment falls in the new window): at
     // least a window (64 KiB) past the old snd_max, as Linux's tw_reuse.
     if (recycled && !wire::seq_gt(s->iss, old_snd_max + 65536)) s->iss = old_snd_max + 65537;
-    s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
-    s->flags |= kFAccepted;
-    tcp::conn_init(*this, *s);
-    tcp::build_template(*this, *s);
-    s->state = TcpState::kSynSent;
-    stats_.tcp_active_opens++;
-    s->first_rtx_ns = 0;
-    tcp::send_segment(*this, *s, s->iss, 0, wire::kSyn, false);
-    s->snd_nxt = s->snd_max = s->iss + 1;
-    s->rtt_start_ns = now_ns_;
-    s->rtt_seq = s->snd_nxt;
-    s->last_recv_ns = now_ns_;
-    tcp::arm_rtx(*this, *s);
-    link_.flush();
+    start_syn_sent(*s);
     return 0;
+}
+
+void StackImpl::start_syn_sent(Sock &s)
+{
+    s.snd_una = s.snd_nxt = s.snd_max = s.snd_sml = s.iss;
+    s.flags |= kFAccepted;
+    tcp::conn_init(*this, s);
+    tcp::build_template(*this, s);
+    s.state = TcpState::kSynSent;
+    stats_.tcp_active_opens++;
+    s.first_rtx_ns = 0;
+    // Over IPv6 the SYN is held on ND's queue until the neighbour resolves
+    // (fail_unreachable6 when it does not), as ARP holds IPv4's.
+    tcp::send_segment(*this, s, s.iss, 0, wire::kSyn, false);
+    s.snd_nxt = s.snd_max = s.iss + 1;
+    s.rtt_start_ns = now_ns_;
+    s.rtt_seq = s.snd_nxt;
+    s.last_recv_ns = now_ns_;
+    tcp::arm_rtx(*this, s);
+    link_.flush();
 }
 
 int StackImpl::shutdown(SockId id, bool rd, bool wr)

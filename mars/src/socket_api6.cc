@@ -169,22 +169,7 @@ int StackImpl::connect6(SockId id, const Endpoint6 &remote, uint64_t now_ns)
     link_flow6(*s);
     s->iss = isn_generate(cfg_.isn_secret, tcp6::isn_key(cfg_.isn_secret, src, remote.ip, s->app.local.port, remote.port),
                           now_ns_);
-    s->snd_una = s->snd_nxt = s->snd_max = s->snd_sml = s->iss;
-    s->flags |= kFAccepted;
-    tcp::conn_init(*this, *s);
-    tcp::build_template(*this, *s);
-    s->state = TcpState::kSynSent;
-    stats_.tcp_active_opens++;
-    s->first_rtx_ns = 0;
-    // Out through ND: held until the neighbour resolves (fail_unreachable6
-    // when it does not).
-    tcp::send_segment(*this, *s, s->iss, 0, wire::kSyn, false);
-    s->snd_nxt = s->snd_max = s->iss + 1;
-    s->rtt_start_ns = now_ns_;
-    s->rtt_seq = s->snd_nxt;
-    s->last_recv_ns = now_ns_;
-    tcp::arm_rtx(*this, *s);
-    link_.flush();
+    start_syn_sent(*s);
     return 0;
 }
 

@@ -158,6 +158,9 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     bool same_owner(const Sock &a, const Sock &b) const;
     void abort_children(Sock &l);
     void send_abort_rst(const Sock &s); // socket_api.cc: RST of an abort (RFC 9293, RFC 7323 3.2)
+    // An active open's last step, either family (socket_api.cc): from s.iss,
+    // the connection and its template made, SYN-SENT and the SYN sent.
+    void start_syn_sent(Sock &s);
     // Connects waiting on a neighbour ARP gave up on fail (EHOSTUNREACH).
     void fail_unreachable();
     // The same for IPv6: neighbours ND gave up on (SYN-SENT over IPv6 to them).
