@@ -17,17 +17,12 @@
 
 #include "attach.h"
 #include "config.h"
+#include "errno_util.h"
 #include "fdtable.h"
 #include "shim.h"
 #include "sockobj.h"
 #include "ucopy.h"
 #include "wait.h"
-
-static inline ssize_t fail(int err)
-{
-    errno = err;
-    return -1;
-}
 
 /* EPIPE raises SIGPIPE in the calling thread, as the kernel's send does. */
 static inline ssize_t fail_pipe(int flags)
@@ -135,11 +130,6 @@ static inline bool queue_stuck(dti_ctx_t *c, uint64_t *since)
     dti_submit(c);
     eta_pump(c);
     return false;
-}
-
-static inline uint64_t deadline_after(int ms)
-{
-    return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
 }
 
 /* The accelerated socket behind fd (referenced), or NULL for the kernel: one

@@ -1,6 +1,8 @@
 /* Socket calls, the lifecycle: socket, bind, listen, connect, close,
  * shutdown. accept and the listener stash are in accept.c; options, fcntl,
- * ioctl and names in sockopt.c; closing in bulk and dup in descriptors.c. */
+ * ioctl and names in sockopt.c; closing in bulk and dup in descriptors.c;
+ * a UDP socket's bind to INADDR_ANY, connect, first send and shutdown in
+ * udp_sock.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,10 +26,12 @@
 #include "shim.h"
 #include "sock.h"
 #include "sockobj.h"
+#include "udp_sock.h"
 #include "wait.h"
 
-/* Creates the PPE socket behind a candidate. Returns 0 or an errno value. */
-static int make_accel(dti_ctx_t *c, int fd, struct eta_sock *s)
+/* Creates the PPE socket behind a candidate. Returns 0 or an errno value
+ * (sock.h: udp_sock.c uses it too). */
+int eta_make_accel(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
     int h = s->dgram ? dti_dgram_socket(c) : dti_socket(c);
     if (h < 0)
@@ -165,50 +169,6 @@ static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, sockle
 
 /* ---- bind / listen ----------------------------------------------------- */
 
-static void drop_ppe_half(dti_ctx_t *c, struct eta_sock *s);
-
-/* bind() of a UDP candidate to INADDR_ANY: a hybrid, as a TCP listener on
- * INADDR_ANY is. The kernel socket binds (its port, its errors: the
- * program's), the PPE's datagram socket binds 0.0.0.0 at the same port:
- * datagrams to the PPE's addresses come through the PPE, the rest through
- * the kernel; udp.c receives from both halves and sends through the PPE to
- * what it routes, through the kernel to the rest. A PPE that cannot take
- * the port leaves the kernel's socket alone (counted ppe-refused). */
-static int udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
-{
-    if (real_bind(fd, addr, len) != 0)
-        return -1; /* still a candidate, unbound */
-    struct sockaddr_in in;
-    socklen_t l = sizeof in;
-    s->bound_kernel = true;
-    if (real_getsockname(fd, (struct sockaddr *)&in, &l) == 0)
-        s->kernel_port = ntohs(in.sin_port);
-    struct dti_addr any = {0, s->kernel_port};
-    dti_ctx_t *c = eta_ctx();
-    int err = c ? make_accel(c, fd, s) : ENETDOWN;
-    if (!err) {
-        int r = dti_bind(c, s->h, &any);
-        if (r < 0) {
-            drop_ppe_half(c, s);
-            err = eta_errno_from_dti(r);
-        }
-    }
-    char buf[80];
-    if (err) {
-        snprintf(buf, sizeof buf, "the PPE cannot take UDP port %u: %s", any.port, strerror(err));
-        to_kernel(fd, s, ETA_R_PPE_REFUSED, buf);
-        return 0; /* the kernel's socket is bound: the program works, and it was counted */
-    }
-    s->local = any;
-    s->hybrid = true;
-    /* The kernel half is only ever polled by the shim (sockobj.h). */
-    int fl = real_fcntl(fd, F_GETFL);
-    real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
-    snprintf(buf, sizeof buf, "UDP on 0.0.0.0:%u on the PPE and the kernel", any.port);
-    eta_count(ETA_R_NONE, fd, buf);
-    return 0;
-}
-
 ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
     const struct sockaddr *addr = ETA_SA(addr_arg);
@@ -230,8 +190,8 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     enum eta_reason why;
     enum eta_bind_target t = eta_decide_bind(&eta_net, addr, len, &why);
     if (s->dgram && t == ETA_BIND_BOTH) {
-        /* UDP on every address: a hybrid (udp_bind_any). */
-        rc = udp_bind_any(fd, s, addr, len);
+        /* UDP on every address: a hybrid (udp_sock.c). */
+        rc = eta_udp_bind_any(fd, s, addr, len);
         eta_obj_put(&s->obj);
         return rc;
     }
@@ -281,7 +241,7 @@ static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, con
         s->kernel_port = a.port;
     }
     dti_ctx_t *c = eta_ctx();
-    int err = c ? make_accel(c, fd, s) : ENETDOWN;
+    int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
     if (err) {
         eta_count(ETA_R_PPE_REFUSED, fd, strerror(err));
         atomic_store(&s->state, ETA_SOCK_KERNEL);
@@ -298,8 +258,9 @@ static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, con
     return 0;
 }
 
-/* Closes the PPE socket behind s (it goes to the kernel for good). */
-static void drop_ppe_half(dti_ctx_t *c, struct eta_sock *s)
+/* Closes the PPE socket behind s (it goes to the kernel for good, or gets a
+ * new one; sock.h: udp_sock.c uses it too). */
+void eta_drop_ppe_half(dti_ctx_t *c, struct eta_sock *s)
 {
     eta_hmap_del(s->h);
     ETA_STAT_ADD(accel_open, (uint64_t)-1);
@@ -317,10 +278,10 @@ static void drop_ppe_half(dti_ctx_t *c, struct eta_sock *s)
  * gives it no new socket. */
 static int renew_ppe_half(dti_ctx_t *c, int fd, struct eta_sock *s)
 {
-    drop_ppe_half(c, s);
+    eta_drop_ppe_half(c, s);
     s->connect_started = s->connect_reported = s->connect_closed = false;
     atomic_store(&s->pending_error, 0);
-    int err = make_accel(c, fd, s);
+    int err = eta_make_accel(c, fd, s);
     if (err) {
         atomic_store(&s->state, ETA_SOCK_ORPHAN);
         return err;
@@ -370,7 +331,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         struct sockaddr_in in;
         memcpy(&in, &ss, sizeof in); /* the port is at the same place in sockaddr_in6 */
         dti_ctx_t *c = eta_ctx();
-        int err = c ? make_accel(c, fd, s) : ENETDOWN;
+        int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
         struct dti_addr any = {0, ntohs(in.sin_port)};
         if (!err) {
             int r = dti_bind(c, s->h, &any);
@@ -436,7 +397,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         char why[96];
         snprintf(why, sizeof why, "the PPE cannot listen on port %u: %s", s->local.port,
                  strerror(eta_errno_from_dti(rc)));
-        drop_ppe_half(c, s);
+        eta_drop_ppe_half(c, s);
         to_kernel(fd, s, ETA_R_PPE_REFUSED, why);
         rc = 0;
     }
@@ -445,109 +406,6 @@ ETA_EXPORT int listen(int fd, int backlog)
 }
 
 /* ---- connect ----------------------------------------------------------- */
-
-/* ---- UDP: the candidate's decisions (the data path is udp.c) ---------- */
-
-/* A UDP candidate the PPE takes: the datagram socket, unbound (the engine
- * picks a port at its first send or connect). 0 or an errno value; on a
- * refusal the socket is the kernel's. */
-static int udp_take(int fd, struct eta_sock *s)
-{
-    dti_ctx_t *c = eta_ctx();
-    int err = c ? make_accel(c, fd, s) : ENETDOWN;
-    if (err) {
-        to_kernel(fd, s, ETA_R_PPE_REFUSED, strerror(err));
-        return err;
-    }
-    eta_count(ETA_R_NONE, fd, "UDP");
-    return 0;
-}
-
-/* connect() of a UDP socket: a candidate aimed at a destination the PPE
- * routes is the PPE's; AF_UNSPEC dissolves an accelerated one's association. */
-static int udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
-{
-    char buf[32];
-    if (!addr || len < sizeof(sa_family_t))
-        return atomic_load(&s->state) == ETA_SOCK_ACCEL ? fail(EINVAL) : real_connect(fd, addr, len);
-    const bool unspec = addr->sa_family == AF_UNSPEC;
-    if (atomic_load(&s->state) == ETA_SOCK_CANDIDATE) {
-        if (unspec)
-            return real_connect(fd, addr, len);
-        enum eta_reason r = eta_decide_connect(&eta_net, addr, len);
-        if (r != ETA_R_NONE || s->bound_kernel) {
-            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
-            to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
-            return real_connect(fd, addr, len);
-        }
-        if (udp_take(fd, s) != 0)
-            return real_connect(fd, addr, len); /* refused by the PPE: the kernel's */
-    }
-    if (s->hybrid && !unspec) {
-        /* A UDP socket on INADDR_ANY connecting: its peer decides the path,
-         * as an unbound socket's does. Through the PPE: the PPE's half
-         * alone from now on (the kernel half is connected too where the
-         * kernel can, so it takes no other datagrams); anywhere else: the
-         * kernel's, the PPE's half goes. */
-        enum eta_reason r = eta_hybrid_kernel_only(s) ? ETA_R_PPE_REFUSED : eta_decide_connect(&eta_net, addr, len);
-        s->hybrid = false;
-        int fl = real_fcntl(fd, F_GETFL);
-        if (fl >= 0)
-            real_fcntl(fd, F_SETFL, (fl & ~(O_NONBLOCK | ETA_HYBRID_NONBLOCK_MARK)) |
-                                        (atomic_load(&s->nonblock) ? O_NONBLOCK : 0));
-        if (r != ETA_R_NONE) {
-            dti_ctx_t *c = eta_ctx();
-            if (c && !eta_sock_orphaned(s) && s->generation == eta_generation)
-                drop_ppe_half(c, s);
-            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
-            to_kernel(fd, s, r, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
-            return real_connect(fd, addr, len);
-        }
-        int saved = errno;
-        (void)real_connect(fd, addr, len); /* best effort: the kernel may have no route there */
-        errno = saved;
-    } else if (s->hybrid) {
-        (void)real_connect(fd, addr, len); /* AF_UNSPEC: both halves stay unconnected */
-    }
-    int e = usable(s, EBADF);
-    if (e)
-        return fail(e);
-    if (!unspec && (addr->sa_family != AF_INET || len < sizeof(struct sockaddr_in)))
-        return fail(addr->sa_family == AF_INET ? EINVAL : EAFNOSUPPORT);
-    dti_ctx_t *c = eta_ctx();
-    if (!c)
-        return fail(ENETDOWN);
-    struct dti_addr a = unspec ? (struct dti_addr){0, 0} : to_dti(addr);
-    int rc = dti_dgram_connect(c, s->h, unspec ? NULL : &a);
-    return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
-}
-
-/* sendto()/sendmsg() to `to` on a UDP candidate (no entry: NULL): unbound,
- * to a destination the PPE routes, it is the PPE's from now on (referenced);
- * anything else is the kernel's for good (NULL). */
-struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
-{
-    struct eta_sock *s = eta_sock_get(fd);
-    if (!s)
-        return NULL;
-    if (!s->dgram || atomic_load(&s->state) != ETA_SOCK_CANDIDATE || !to) {
-        eta_obj_put(&s->obj);
-        return NULL;
-    }
-    char buf[32];
-    enum eta_reason r = eta_decide_connect(&eta_net, to, len);
-    if (r != ETA_R_NONE || s->bound_kernel) {
-        const bool in4 = to->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
-        to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(to, buf, sizeof buf) : "sendto");
-        eta_obj_put(&s->obj);
-        return NULL;
-    }
-    if (udp_take(fd, s) != 0) {
-        eta_obj_put(&s->obj);
-        return NULL;
-    }
-    return s;
-}
 
 ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 {
@@ -566,7 +424,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return real_connect(fd, addr, len);
     }
     if (s->dgram) {
-        int rc = udp_connect(fd, s, addr, len);
+        int rc = eta_udp_connect(fd, s, addr, len);
         eta_obj_put(&s->obj);
         return rc;
     }
@@ -592,7 +450,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     if (st == ETA_SOCK_ACCEL && s->bound_kernel && !s->listening && !s->connect_started && !s->hybrid &&
         (!s->v6 || via_mapped) && eta_decide_connect(&eta_net, addr, len) == ETA_R_LOCAL &&
         s->generation == eta_generation && (c0 = eta_ctx())) {
-        drop_ppe_half(c0, s);
+        eta_drop_ppe_half(c0, s);
         st = ETA_SOCK_CANDIDATE; /* decided just below, as a candidate's */
     }
     /* A connection to one of the PPE's own addresses that the engine
@@ -626,7 +484,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             }
         }
         c = eta_ctx();
-        int err = c ? make_accel(c, fd, s) : ENETDOWN;
+        int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
         if (err) {
             to_kernel(fd, s, ETA_R_PPE_REFUSED, strerror(err));
             eta_obj_put(&s->obj);
@@ -689,7 +547,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         int w = eta_wait(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
         if (w != -ETIMEDOUT && w != -EINTR && eta_connect_result(c, s) == ECONNREFUSED) {
             eta_note_local(fmt_addr(addr, buf, sizeof buf));
-            drop_ppe_half(c, s);
+            eta_drop_ppe_half(c, s);
             s->connect_started = false;
             to_kernel(fd, s, ETA_R_LOCAL, fmt_addr(addr, buf, sizeof buf));
             eta_obj_put(&s->obj);
@@ -786,20 +644,9 @@ ETA_EXPORT int shutdown(int fd, int how)
     if (s->hybrid)
         real_shutdown(fd, how);
     if (s->dgram) {
-        /* UDP (as Linux): a connected socket's directions end here, on
-         * our side only (udp.c: reads then answer 0, sends EPIPE); an
-         * unconnected one is ENOTCONN. Nothing for the engine to do. */
-        struct dti_addr peer;
-        int r = dti_getpeername(c, s->h, &peer);
-        if (r == 0) {
-            if (how != SHUT_WR)
-                atomic_store(&s->shut_rd, true);
-            if (how != SHUT_RD)
-                atomic_store(&s->shut_wr, true);
-            eta_epoll_touch(s);
-        }
+        int r = eta_udp_shutdown(c, s, how);
         eta_obj_put(&s->obj);
-        return r == 0 ? 0 : fail(ENOTCONN);
+        return r;
     }
     struct dti_sock_info ss;
     if (!s->listening && (dti_sock_status(c, s->h, &ss) != 0 ||

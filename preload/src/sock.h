@@ -14,6 +14,7 @@
 #include "attach.h"
 #include "config.h"
 #include "decide.h"
+#include "errno_util.h"
 #include "fdtable.h"
 #include "shim.h"
 #include "sockobj.h"
@@ -21,19 +22,6 @@
 #include "wait.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static inline int fail(int err)
-{
-    errno = err;
-    return -1;
-}
-
-static inline struct dti_addr to_dti(const struct sockaddr *a)
-{
-    struct sockaddr_in in;
-    memcpy(&in, a, sizeof in);
-    return (struct dti_addr){ntohl(in.sin_addr.s_addr), ntohs(in.sin_port)};
-}
 
 static inline void from_dti(const struct dti_addr *a, struct sockaddr *out, socklen_t *len, bool v6)
 {
@@ -82,10 +70,11 @@ static inline void to_kernel(int fd, struct eta_sock *s, enum eta_reason r, cons
     eta_fd_clear(fd);
 }
 
-static inline uint64_t deadline_after(int ms)
-{
-    return ms < 0 ? 0 : eta_now_ns() + (uint64_t)ms * 1000000ull;
-}
+/* sock.c, for udp_sock.c (the UDP half of the socket calls): creates the
+ * PPE socket behind candidate s (0 or an errno value), and closes it (the
+ * socket goes to the kernel for good, or gets a new one). */
+int eta_make_accel(dti_ctx_t *c, int fd, struct eta_sock *s);
+void eta_drop_ppe_half(dti_ctx_t *c, struct eta_sock *s);
 /* connect_state.c: the outcome of a connect: 0, EINPROGRESS, or an errno
  * value; eta_connect_done: whether it has one (a wait predicate). */
 int eta_connect_result(dti_ctx_t *c, struct eta_sock *s);

@@ -1,5 +1,5 @@
 /* UDP sockets on the PPE: the data path of an accelerated AF_INET SOCK_DGRAM
- * socket (sock.c decides which ones: preload/README.md "UDP"). Receive takes
+ * socket (udp_sock.c decides which ones: preload/README.md "UDP"). Receive takes
  * the oldest datagram in place from the socket's receive ring (libdti's
  * dti_dgram_borrow: MARS's record, no copy in the engine) and copies it into
  * the program's buffers with the recoverable copy; send writes one record
@@ -22,13 +22,6 @@
 #include "signals.h"
 #include "udp.h"
 #include "udp_cmsg.h"
-
-static struct dti_addr to_dti(const struct sockaddr *a)
-{
-    struct sockaddr_in in;
-    memcpy(&in, a, sizeof in);
-    return (struct dti_addr){ntohl(in.sin_addr.s_addr), ntohs(in.sin_port)};
-}
 
 bool eta_udp_kind(int domain, int type, int protocol)
 {
@@ -196,7 +189,7 @@ static void put_cmsgs(struct eta_sock *s, unsigned want, const struct dti_dgram 
     *controllen = n;
 }
 
-/* The kernel half of a hybrid socket (bound to INADDR_ANY: sock.c): one
+/* The kernel half of a hybrid socket (bound to INADDR_ANY: udp_sock.c): one
  * datagram if one waits, straight into the program's buffers (the kernel
  * writes the address, the control messages and the flags, as without eta).
  * -1 with EAGAIN when none waits. */

@@ -12,7 +12,7 @@
 
 /* socket(domain, type, protocol) is UDP over IPv4 (a candidate: sock.c). */
 bool eta_udp_kind(int domain, int type, int protocol);
-/* sock.c: a UDP candidate sending to `to` (sendto, sendmsg, sendmmsg): the
+/* udp_sock.c: a UDP candidate sending to `to` (sendto, sendmsg, sendmmsg): the
  * accelerated socket (referenced) when the PPE takes it, else NULL (the
  * kernel's from now on, or not a UDP candidate). */
 struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len);

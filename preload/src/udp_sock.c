@@ -1,0 +1,183 @@
+/* UDP sockets, their lifecycle (the data path is udp.c): a candidate's
+ * decisions (the PPE's, the kernel's, or a hybrid of both halves on
+ * INADDR_ANY: preload/README.md "Which sockets are accelerated"), bind to
+ * INADDR_ANY, connect, the first send of an unbound socket, shutdown. The
+ * socket calls themselves are sock.c's (and io_send.c's), which hand UDP
+ * sockets here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attach.h"
+#include "config.h"
+#include "decide.h"
+#include "epoll.h"
+#include "fdtable.h"
+#include "real.h"
+#include "shim.h"
+#include "sock.h"
+#include "sockobj.h"
+#include "udp.h"
+#include "udp_sock.h"
+#include "wait.h"
+
+/* A UDP candidate the PPE takes: the datagram socket, unbound (the engine
+ * picks a port at its first send or connect). 0 or an errno value; on a
+ * refusal the socket is the kernel's. */
+static int udp_take(int fd, struct eta_sock *s)
+{
+    dti_ctx_t *c = eta_ctx();
+    int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
+    if (err) {
+        to_kernel(fd, s, ETA_R_PPE_REFUSED, strerror(err));
+        return err;
+    }
+    eta_count(ETA_R_NONE, fd, "UDP");
+    return 0;
+}
+
+/* bind() of a UDP candidate to INADDR_ANY: a hybrid, as a TCP listener on
+ * INADDR_ANY is. The kernel socket binds (its port, its errors: the
+ * program's), the PPE's datagram socket binds 0.0.0.0 at the same port:
+ * datagrams to the PPE's addresses come through the PPE, the rest through
+ * the kernel; udp.c receives from both halves and sends through the PPE to
+ * what it routes, through the kernel to the rest. A PPE that cannot take
+ * the port leaves the kernel's socket alone (counted ppe-refused). */
+int eta_udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    if (real_bind(fd, addr, len) != 0)
+        return -1; /* still a candidate, unbound */
+    struct sockaddr_in in;
+    socklen_t l = sizeof in;
+    s->bound_kernel = true;
+    if (real_getsockname(fd, (struct sockaddr *)&in, &l) == 0)
+        s->kernel_port = ntohs(in.sin_port);
+    struct dti_addr any = {0, s->kernel_port};
+    dti_ctx_t *c = eta_ctx();
+    int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
+    if (!err) {
+        int r = dti_bind(c, s->h, &any);
+        if (r < 0) {
+            eta_drop_ppe_half(c, s);
+            err = eta_errno_from_dti(r);
+        }
+    }
+    char buf[80];
+    if (err) {
+        snprintf(buf, sizeof buf, "the PPE cannot take UDP port %u: %s", any.port, strerror(err));
+        to_kernel(fd, s, ETA_R_PPE_REFUSED, buf);
+        return 0; /* the kernel's socket is bound: the program works, and it was counted */
+    }
+    s->local = any;
+    s->hybrid = true;
+    /* The kernel half is only ever polled by the shim (sockobj.h). */
+    int fl = real_fcntl(fd, F_GETFL);
+    real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
+    snprintf(buf, sizeof buf, "UDP on 0.0.0.0:%u on the PPE and the kernel", any.port);
+    eta_count(ETA_R_NONE, fd, buf);
+    return 0;
+}
+
+/* connect() of a UDP socket: a candidate aimed at a destination the PPE
+ * routes is the PPE's; AF_UNSPEC dissolves an accelerated one's association. */
+int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    char buf[32];
+    if (!addr || len < sizeof(sa_family_t))
+        return atomic_load(&s->state) == ETA_SOCK_ACCEL ? fail(EINVAL) : real_connect(fd, addr, len);
+    const bool unspec = addr->sa_family == AF_UNSPEC;
+    if (atomic_load(&s->state) == ETA_SOCK_CANDIDATE) {
+        if (unspec)
+            return real_connect(fd, addr, len);
+        enum eta_reason r = eta_decide_connect(&eta_net, addr, len);
+        if (r != ETA_R_NONE || s->bound_kernel) {
+            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
+            to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
+            return real_connect(fd, addr, len);
+        }
+        if (udp_take(fd, s) != 0)
+            return real_connect(fd, addr, len); /* refused by the PPE: the kernel's */
+    }
+    if (s->hybrid && !unspec) {
+        /* A UDP socket on INADDR_ANY connecting: its peer decides the path,
+         * as an unbound socket's does. Through the PPE: the PPE's half
+         * alone from now on (the kernel half is connected too where the
+         * kernel can, so it takes no other datagrams); anywhere else: the
+         * kernel's, the PPE's half goes. */
+        enum eta_reason r = eta_hybrid_kernel_only(s) ? ETA_R_PPE_REFUSED : eta_decide_connect(&eta_net, addr, len);
+        s->hybrid = false;
+        int fl = real_fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            real_fcntl(fd, F_SETFL, (fl & ~(O_NONBLOCK | ETA_HYBRID_NONBLOCK_MARK)) |
+                                        (atomic_load(&s->nonblock) ? O_NONBLOCK : 0));
+        if (r != ETA_R_NONE) {
+            dti_ctx_t *c = eta_ctx();
+            if (c && !eta_sock_orphaned(s) && s->generation == eta_generation)
+                eta_drop_ppe_half(c, s);
+            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
+            to_kernel(fd, s, r, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
+            return real_connect(fd, addr, len);
+        }
+        int saved = errno;
+        (void)real_connect(fd, addr, len); /* best effort: the kernel may have no route there */
+        errno = saved;
+    } else if (s->hybrid) {
+        (void)real_connect(fd, addr, len); /* AF_UNSPEC: both halves stay unconnected */
+    }
+    int e = usable(s, EBADF);
+    if (e)
+        return fail(e);
+    if (!unspec && (addr->sa_family != AF_INET || len < sizeof(struct sockaddr_in)))
+        return fail(addr->sa_family == AF_INET ? EINVAL : EAFNOSUPPORT);
+    dti_ctx_t *c = eta_ctx();
+    if (!c)
+        return fail(ENETDOWN);
+    struct dti_addr a = unspec ? (struct dti_addr){0, 0} : to_dti(addr);
+    int rc = dti_dgram_connect(c, s->h, unspec ? NULL : &a);
+    return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
+}
+
+/* sendto()/sendmsg() to `to` on a UDP candidate (no entry: NULL): unbound,
+ * to a destination the PPE routes, it is the PPE's from now on (referenced);
+ * anything else is the kernel's for good (NULL). */
+struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
+{
+    struct eta_sock *s = eta_sock_get(fd);
+    if (!s)
+        return NULL;
+    if (!s->dgram || atomic_load(&s->state) != ETA_SOCK_CANDIDATE || !to) {
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    char buf[32];
+    enum eta_reason r = eta_decide_connect(&eta_net, to, len);
+    if (r != ETA_R_NONE || s->bound_kernel) {
+        const bool in4 = to->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
+        to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(to, buf, sizeof buf) : "sendto");
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    if (udp_take(fd, s) != 0) {
+        eta_obj_put(&s->obj);
+        return NULL;
+    }
+    return s;
+}
+
+/* shutdown() of an accelerated UDP socket (as Linux): a connected socket's
+ * directions end here, on our side only (udp.c: reads then answer 0, sends
+ * EPIPE); an unconnected one is ENOTCONN. Nothing for the engine to do. */
+int eta_udp_shutdown(dti_ctx_t *c, struct eta_sock *s, int how)
+{
+    struct dti_addr peer;
+    if (dti_getpeername(c, s->h, &peer) != 0)
+        return fail(ENOTCONN);
+    if (how != SHUT_WR)
+        atomic_store(&s->shut_rd, true);
+    if (how != SHUT_RD)
+        atomic_store(&s->shut_wr, true);
+    eta_epoll_touch(s);
+    return 0;
+}
