@@ -70,7 +70,10 @@ struct eta_sock {
                                * IPv4 half); addresses are shown v4-mapped (::ffff:a.b.c.d) */
     bool dgram;               /* AF_INET SOCK_DGRAM (UDP): a DTI datagram socket once accelerated (udp.c) */
     _Atomic uint32_t dgram_rx_busy, dgram_tx_busy; /* one reader and one writer of its rings at a time (udp.c) */
-    uint8_t udp_turn;         /* UDP hybrid: which half a receive looks at first (udp.c; races are harmless) */
+    /* UDP hybrid (udp.c): PPE datagrams taken since its kernel half was last
+     * looked at, and whether that half is believed to hold one (relaxed; a
+     * race costs one look more or less, never a datagram). */
+    _Atomic uint8_t udp_turn, udp_kready;
     _Atomic uint32_t rx_cmsg; /* UDP: the ancillary data its receives carry (ETA_RX_*, udp_cmsg.h), read
                                * back from the kernel socket where the options change (udp.c) */
     bool bound_kernel;        /* the kernel socket is bound: bind(INADDR_ANY), or on a shared port the PPE address */

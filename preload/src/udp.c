@@ -217,6 +217,46 @@ static ssize_t kernel_half_recv(int fd, const struct iovec *iov, int iovcnt, int
     return r;
 }
 
+/* Which half of a hybrid a receive looks at. The kernel half costs a system
+ * call (a non-blocking recvmsg) and the PPE's none, so the kernel half is
+ * looked at when the PPE's has no datagram, and besides only when there is
+ * reason to: it is believed to hold one (its last look found one, or a wait
+ * woke for its descriptor), then the halves take turns (neither starves
+ * while both are busy); otherwise once every ETA_UDP_KERNEL_EVERY datagrams
+ * of the PPE's (a datagram a program without poll leaves there waits behind
+ * at most that many). A busy PPE half with an idle kernel one so pays one
+ * system call per ETA_UDP_KERNEL_EVERY datagrams (the shim's counters
+ * udp_kernel_looks and udp_kernel_empty count them: eta/preload_stats.h). */
+#define ETA_UDP_KERNEL_EVERY 16
+
+static bool kernel_first(struct eta_sock *s)
+{
+    unsigned turn = atomic_load_explicit(&s->udp_turn, memory_order_relaxed);
+    return turn >= ETA_UDP_KERNEL_EVERY || (turn && atomic_load_explicit(&s->udp_kready, memory_order_relaxed));
+}
+
+/* One PPE datagram taken: the kernel half's turn comes nearer. */
+static void ppe_taken(struct eta_sock *s)
+{
+    unsigned turn = atomic_load_explicit(&s->udp_turn, memory_order_relaxed);
+    if (turn < ETA_UDP_KERNEL_EVERY)
+        atomic_store_explicit(&s->udp_turn, (uint8_t)(turn + 1), memory_order_relaxed);
+}
+
+/* A look at the kernel half (kernel_half_recv), remembered and counted. */
+static ssize_t kernel_look(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                           struct sockaddr *from, socklen_t *fromlen, int *msg_flags, void *control,
+                           size_t *controllen)
+{
+    ETA_STAT_ADD(udp_kernel_looks, 1);
+    atomic_store_explicit(&s->udp_turn, 0, memory_order_relaxed);
+    ssize_t r = kernel_half_recv(fd, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+    atomic_store_explicit(&s->udp_kready, r >= 0, memory_order_relaxed); /* one came: more may wait */
+    if (r < 0 && errno == EAGAIN)
+        ETA_STAT_ADD(udp_kernel_empty, 1);
+    return r;
+}
+
 /* A hybrid whose PPE half is gone (the engine died): the kernel half alone,
  * blocking as the program asked (the kernel socket itself stays
  * non-blocking: sockobj.h). */
@@ -261,10 +301,10 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
     const size_t room = controllen ? *controllen : 0;
     uint64_t deadline = 0;
     for (;;) {
-        /* A hybrid takes turns between its halves, so that neither starves. */
+        /* A hybrid: the kernel half first when its turn came (kernel_first). */
         bool kernel_tried = false;
-        if (hybrid && (s->udp_turn ^= 1)) {
-            ssize_t r = kernel_half_recv(fd, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+        if (hybrid && kernel_first(s)) {
+            ssize_t r = kernel_look(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
             if (r >= 0 || errno != EAGAIN)
                 return r;
             kernel_tried = true;
@@ -295,12 +335,14 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
             if (msg_flags)
                 *msg_flags = mf;
             atomic_fetch_add_explicit(&s->rx_taken, 1, memory_order_relaxed);
+            if (hybrid && !(flags & MSG_PEEK))
+                ppe_taken(s);
             /* MSG_TRUNC asked: the datagram's real length, as Linux's UDP. */
             return (flags & MSG_TRUNC) ? (ssize_t)h.len : (ssize_t)take;
         }
         end_turn(&s->dgram_rx_busy);
         if (hybrid && !kernel_tried && n == -EAGAIN) {
-            ssize_t r = kernel_half_recv(fd, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+            ssize_t r = kernel_look(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
             if (r >= 0 || errno != EAGAIN)
                 return r;
         }
@@ -322,6 +364,8 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
             return fail(ECONNREFUSED);
         if (w == -EPIPE)
             return kernel_only_recv(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+        if (hybrid && !dgram_readable(s))
+            atomic_store_explicit(&s->udp_kready, true, memory_order_relaxed); /* woken by the kernel half */
     }
 }
 

@@ -22,9 +22,9 @@ struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
  * (the program's msg_control; NULL: none) and gets the bytes of control
  * messages written there (IP_PKTINFO, SO_TIMESTAMP(NS), IP_RECVTOS,
  * IP_RECVTTL as the socket asked: udp_cmsg.h; MSG_CTRUNC in *msg_flags
- * when they did not fit). A hybrid (bound to INADDR_ANY, s->hybrid) takes
- * turns between the PPE's datagrams and its kernel half's (fd; -1: the PPE's
- * only). Returns the bytes copied (flags MSG_TRUNC: the datagram's length),
+ * when they did not fit). A hybrid (bound to INADDR_ANY, s->hybrid) also
+ * receives its kernel half's (fd; -1: the PPE's only), looked at with a
+ * system call only when the PPE's half is empty or its turn came (udp.c). Returns the bytes copied (flags MSG_TRUNC: the datagram's length),
  * or -1 with errno. */
 ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
                      struct sockaddr *from, socklen_t *fromlen, int *msg_flags, void *control, size_t *controllen);

@@ -67,6 +67,12 @@ struct eta_preload_stats {
     uint64_t posted_reads;
     uint64_t posted_bytes;
     uint64_t post_refused;
+    /* Appended after them (older files end before them): receives on a UDP
+     * socket bound to INADDR_ANY (a hybrid) that looked at its kernel half (one
+     * non-blocking recvmsg system call each), and those that found nothing
+     * there. */
+    uint64_t udp_kernel_looks;
+    uint64_t udp_kernel_empty;
 };
 
 /* ---- reading them (for eta-stat and other tools) ------------------------

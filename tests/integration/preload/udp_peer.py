@@ -11,6 +11,8 @@
                                    whole (the rest of the first is gone)
   udp_peer.py refused HOST PORT    a port nobody holds: ICMP port unreachable,
                                    which a connected socket reports as ECONNREFUSED
+  udp_peer.py burst HOST PORT FIRST N  datagrams "p<FIRST>" .. "p<FIRST+N-1>", at once
+                                   (udp_hybrid.py's PPE half)
 Each wait is bounded (10 s per datagram); exit 1 names what differed."""
 import errno
 import socket
@@ -136,6 +138,14 @@ def once(host, port):
     return 0
 
 
+def burst(host, port, first, n):
+    s = sock(host, port)
+    for i in range(first, first + n):
+        s.send(b"p%d" % i)
+    print(f"burst ok: {n} datagrams")
+    return 0
+
+
 def main():
     if sys.argv[1] == "probe-peer":
         return probe_peer(int(sys.argv[2]))
@@ -150,6 +160,8 @@ def main():
         return trunc(host, port, int(sys.argv[4]))
     if what == "refused":
         return refused(host, port)
+    if what == "burst":
+        return burst(host, port, int(sys.argv[4]), int(sys.argv[5]))
     print("unknown mode", what)
     return 2
 

@@ -21,6 +21,10 @@
 #   address, an empty datagram, connect;
 # - exec: a UDP socket bound to the PPE's address, inherited across exec,
 #   answers a datagram in the new image;
+# - a hybrid (udp_hybrid.py, bound to INADDR_ANY): with its kernel half idle
+#   the receives of a burst through the PPE look at that half (a system call)
+#   at most once per 16 datagrams (the shim's counter); with both halves full
+#   neither starves;
 # - eta-stat counts the datagrams (udp_in, udp_out) and shows no fallback.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
@@ -119,6 +123,51 @@ wait_until 60 grep -q "^child ready $ETA_LAB_PPE_IP 7011 type dgram True" "$work
 peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" 7011 ||
     { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image did not answer through the PPE"; }
 wait "$exec_pid" || { cat "$work/exec.out" "$work/exec.err"; fail "the exec'd image failed"; }
+
+note "a hybrid (bound to INADDR_ANY): its kernel half looked at only when the PPE's is empty or its turn came"
+# udp_hybrid.py under eta-run: the peer's datagrams to the PPE's address are
+# its PPE half's, its own to 127.0.0.1 its kernel half's. Each burst is read
+# once the engine has it all (eta-stat's udp_in), so every receive finds a
+# datagram waiting in the PPE's half: with the kernel half idle, the receives
+# look at it (a system call) once per 16 of the PPE's datagrams, not every
+# other one (before); with both halves full, they take turns.
+hy_n=96
+mkfifo "$work/hy.go"
+exec 7<>"$work/hy.go"
+ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp_hybrid.py" "$hy_n" < "$work/hy.go" > "$work/hy.out" 2> "$work/hy.err" &
+hy_pid=$!
+_bg_pids+=($hy_pid)
+wait_until 30 grep -q '^ready ' "$work/hy.out" || { cat "$work/hy.out" "$work/hy.err"; fail "udp_hybrid.py did not bind"; }
+hy_port=$(awk '/^ready /{print $2}' "$work/hy.out")
+grep -q "accelerated (UDP on 0.0.0.0:$hy_port on the PPE and the kernel)" "$work/hy.err" ||
+    { cat "$work/hy.err"; fail "udp_hybrid.py's socket on 0.0.0.0:$hy_port is not a hybrid"; }
+udp_in_reached() { local i _x; read -r i _x <<< "$(stat_udp)"; [ "$i" -ge "$1" ]; }
+hy_burst() { # the peer sends hy_n datagrams numbered from $1; the engine has them all
+    local i0 _x
+    read -r i0 _x <<< "$(stat_udp)"
+    peer timeout 60 "$py" "$here/udp_peer.py" burst "$ETA_LAB_PPE_IP" "$hy_port" "$1" "$hy_n" > /dev/null ||
+        fail "the peer's burst to the hybrid failed"
+    wait_until 30 udp_in_reached $((i0 + hy_n)) || fail "the engine did not count the burst to the hybrid ($i0 + $hy_n)"
+}
+hy_burst 0
+echo go1 >&7
+wait_until 60 grep -q '^looks ' "$work/hy.out" || { cat "$work/hy.out" "$work/hy.err"; fail "udp_hybrid.py did not read the PPE's burst"; }
+read -r _w looks _w empty <<< "$(grep '^looks ' "$work/hy.out")"
+echo "    $hy_n datagrams of the PPE's, the kernel half idle: $looks looks at it ($empty empty)"
+[ "$looks" -le $((hy_n / 16 + 1)) ] ||
+    fail "the receives looked at the idle kernel half $looks times for $hy_n datagrams (at most $((hy_n / 16 + 1)))"
+hy_burst "$hy_n"
+echo go2 >&7
+wait_until 60 grep -q '^order ' "$work/hy.out" || { cat "$work/hy.out" "$work/hy.err"; fail "udp_hybrid.py did not read both halves"; }
+wait "$hy_pid" || { cat "$work/hy.out" "$work/hy.err"; fail "udp_hybrid.py failed"; }
+exec 7>&-
+order=$(awk '/^order /{print $2}' "$work/hy.out")
+first=${order:0:$hy_n}
+np=$(tr -cd P <<< "$first" | wc -c) nk=$(tr -cd K <<< "$first" | wc -c)
+echo "    both halves full: the first $hy_n receives took $np of the PPE's, $nk of the kernel's"
+[ "$np" -ge $((hy_n / 4)) ] && [ "$nk" -ge $((hy_n / 4)) ] ||
+    fail "a half starved while both were full: $np of the PPE's and $nk of the kernel's in the first $hy_n ($order)"
 
 note "eta-stat counts the datagrams"
 read -r in1 out1 noport1 kudp1 <<< "$(stat_udp)"

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""A UDP socket on INADDR_ANY under eta-run (a hybrid: the PPE's half and the
+kernel's, preload/README.md "Which sockets are accelerated"), for udp_test.sh.
+
+  udp_hybrid.py N    (stdin: the test's "go" lines; ETA_SOCKET: eta-run's)
+
+Prints "ready PORT" once bound (port 0: the kernel's pick, the PPE's half at
+the same port), then for each "go" line on stdin:
+  go1  the peer has sent N datagrams "p<i>" to the PPE's address and the
+       engine has them: reads them all with the kernel half idle and prints
+       how often the receives looked at the kernel half (a system call each:
+       the shim's counters, <ETA_SOCKET>.preload/<pid>, udp_kernel_looks and
+       udp_kernel_empty) as "looks L empty E";
+  go2  the peer has sent N more and the engine has them: sends N datagrams
+       "k<i>" to 127.0.0.1:PORT itself (the kernel half's, on loopback), reads
+       all 2N and prints which half each came from in order ("order PK...").
+Every datagram must come once, in its half's order (exit 1 otherwise)."""
+import os
+import socket
+import struct
+import sys
+
+LOOKS_AT = 240  # offsetof(struct eta_preload_stats, udp_kernel_looks)
+STATS_SIZE = 256  # sizeof(struct eta_preload_stats)
+
+
+def counters():
+    path = f"{os.environ['ETA_SOCKET']}.preload/{os.getpid()}"
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) != STATS_SIZE:
+        raise SystemExit(f"{path}: {len(raw)} bytes, expected {STATS_SIZE} (another layout of eta_preload_stats?)")
+    return struct.unpack_from("<QQ", raw, LOOKS_AT)
+
+
+def take(s, want, expect_next):
+    """Reads `want` datagrams; each half's must come in its order."""
+    order = []
+    for _ in range(want):
+        d = s.recv(2048)
+        half, k = d[:1].decode(), int(d[1:])
+        if half not in expect_next or k != expect_next[half]:
+            raise SystemExit(f"got {d!r}, expected one of {expect_next}")
+        expect_next[half] += 1
+        order.append(half.upper())
+    return "".join(order)
+
+
+def main():
+    n = int(sys.argv[1])
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", 0))
+    s.settimeout(30)
+    port = s.getsockname()[1]
+    print("ready", port, flush=True)
+    nxt = {"p": 0}
+    for line in sys.stdin:
+        if line.strip() == "go1":
+            l0, e0 = counters()
+            take(s, n, nxt)
+            l1, e1 = counters()
+            print(f"looks {l1 - l0} empty {e1 - e0}", flush=True)
+        elif line.strip() == "go2":
+            k = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # loopback: the kernel's
+            for i in range(n):
+                k.sendto(b"k%d" % i, ("127.0.0.1", port))
+            nxt["k"] = 0
+            print("order", take(s, 2 * n, nxt), flush=True)
+            return 0
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
