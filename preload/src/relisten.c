@@ -1,6 +1,7 @@
 /* Listening again on a PPE that came back (see attach.c, "re-attach"): every
  * listening socket of an older generation is made again on the current
- * attachment, behind the same descriptor and object.
+ * attachment, behind the same descriptor and object; so is the PPE half of
+ * a UDP socket on INADDR_ANY (a hybrid, udp_sock.c).
  *
  * A listener that several processes share (inherited across fork: nginx's
  * workers; or received over SCM_RIGHTS) is made once: the first of them to
@@ -125,8 +126,18 @@ static void describe(const struct eta_sock *s, char *addr, size_t len)
              (s->local.ip >> 16) & 255, (s->local.ip >> 8) & 255, s->local.ip & 255, s->local.port);
 }
 
-/* Calls fn(fd, s, arg) for each stale listener; fn returns false to stop. */
-static void each_stale(bool (*fn)(int fd, struct eta_sock *s, void *arg), void *arg)
+/* A UDP socket on INADDR_ANY (a hybrid: udp_sock.c) made on an older PPE:
+ * its kernel half served alone while the PPE was away. */
+static bool stale_udp_hybrid(struct eta_sock *s)
+{
+    return s->obj.kind == ETA_OBJ_SOCK && s->dgram && s->hybrid && atomic_load(&s->state) == ETA_SOCK_ACCEL &&
+           s->generation != eta_generation && s->generation >= eta_fork_generation;
+}
+
+/* Calls fn(fd, s, arg) for each socket `stale` names (a stale listener, or a
+ * stale UDP hybrid); fn returns false to stop. */
+static void each_stale_of(bool (*stale)(struct eta_sock *s), bool (*fn)(int fd, struct eta_sock *s, void *arg),
+                          void *arg)
 {
     long left = atomic_load(&eta_tracked);
     for (int fd = 0; fd < ETA_FD_MAX && left > 0; fd++) {
@@ -135,11 +146,16 @@ static void each_stale(bool (*fn)(int fd, struct eta_sock *s, void *arg), void *
             continue;
         left--;
         struct eta_sock *s = (struct eta_sock *)o;
-        bool go_on = !stale_listener(s) || fn(fd, s, arg);
+        bool go_on = !stale(s) || fn(fd, s, arg);
         eta_obj_put(o);
         if (!go_on)
             return;
     }
+}
+
+static void each_stale(bool (*fn)(int fd, struct eta_sock *s, void *arg), void *arg)
+{
+    each_stale_of(stale_listener, fn, arg);
 }
 
 struct relisten_run {
@@ -192,6 +208,43 @@ static bool make_one(int fd, struct eta_sock *s, void *arg)
     return true;
 }
 
+/* A stale UDP hybrid's PPE half comes back: a datagram socket of the new PPE
+ * at the kernel half's port on 0.0.0.0, the options the kernel socket holds
+ * carried, as udp_sock.c made it. Not shared with other processes: one of
+ * several holding the socket makes it, the others' binds are refused (their
+ * kernel halves go on alone, as a refused hybrid's). */
+static bool rejoin_one(int fd, struct eta_sock *s, void *arg)
+{
+    struct relisten_run *r = arg;
+    dti_ctx_t *c = eta_ctx();
+    if (!c)
+        return false;
+    struct dti_addr any = {0, s->kernel_port};
+    int h = dti_dgram_socket(c), err = h < 0 ? eta_errno_from_dti(h) : 0;
+    if (!err) {
+        dti_sock_t old = s->h;
+        s->h = (dti_sock_t)h;
+        eta_carry_options(c, fd, s);
+        int rc = dti_bind(c, s->h, &any);
+        s->h = old;
+        if (rc < 0) {
+            dti_prep_close(c, (dti_sock_t)h, 0);
+            dti_submit(c);
+            err = eta_errno_from_dti(rc);
+        }
+    }
+    if (err) {
+        r->failed++;
+        eta_log("fd %d: UDP on 0.0.0.0:%u cannot come back on the new PPE: %s; its kernel half goes on alone", fd,
+                any.port, strerror(err));
+        return true;
+    }
+    use_handle(s, (dti_sock_t)h);
+    if (eta_cfg.log_accel)
+        eta_log("fd %d: UDP on 0.0.0.0:%u on the new PPE again", fd, any.port);
+    return true;
+}
+
 /* Whether this process already holds a socket on the new PPE (another
  * thread made one since the re-attach): then it cannot join another group. */
 static bool holds_new_sockets(void)
@@ -219,6 +272,7 @@ unsigned eta_relisten_all(unsigned *failed, unsigned *shared)
     struct relisten_run r = {.may_join = !holds_new_sockets()};
     each_stale(claim_one, &r);
     each_stale(make_one, &r);
+    each_stale_of(stale_udp_hybrid, rejoin_one, &r);
     *failed = r.failed;
     *shared = r.shared;
     return r.made;

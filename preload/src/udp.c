@@ -257,24 +257,40 @@ static ssize_t kernel_look(int fd, struct eta_sock *s, const struct iovec *iov, 
     return r;
 }
 
+/* What kernel_only_recv() answers when the PPE came back meanwhile and the
+ * socket's PPE half with it (relisten.c): the receive starts over. */
+#define UDP_PPE_BACK (-2)
+
 /* A hybrid whose PPE half is gone (the engine died): the kernel half alone,
  * blocking as the program asked (the kernel socket itself stays
- * non-blocking: sockobj.h). */
+ * non-blocking: sockobj.h). A blocking one sleeps at most until the next try
+ * to re-attach (eta_reattach_wait_ms()), so that its PPE half comes back
+ * with the PPE (UDP_PPE_BACK). */
 static ssize_t kernel_only_recv(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
                                 struct sockaddr *from, socklen_t *fromlen, int *msg_flags, void *control,
                                 size_t *controllen)
 {
     const bool nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT);
+    const uint64_t deadline = deadline_after(s->rcvtimeo_ms);
     for (;;) {
         ssize_t r = kernel_half_recv(fd, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
         if (r >= 0 || errno != EAGAIN || nonblock)
             return r;
+        int ms = -1;
+        if (deadline) {
+            const uint64_t now = eta_now_ns();
+            if (now >= deadline)
+                return fail(EAGAIN);
+            ms = (int)((deadline - now + 999999) / 1000000);
+        }
+        const int cap = eta_reattach_wait_ms();
+        const bool capped = cap >= 0 && (ms < 0 || cap < ms);
         struct pollfd p = {fd, POLLIN, 0};
-        int w = real_poll(&p, 1, s->rcvtimeo_ms >= 0 ? s->rcvtimeo_ms : -1);
-        if (w == 0)
-            return fail(EAGAIN);
+        int w = real_poll(&p, 1, capped ? cap : ms);
         if (w < 0)
             return -1;
+        if (w == 0 && capped && eta_reattach_try() && !eta_hybrid_kernel_only(s))
+            return UDP_PPE_BACK;
     }
 }
 
@@ -283,9 +299,13 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
 {
     struct eta_sig_mark since = eta_sig_mark_now();
     const bool hybrid = s->hybrid && fd >= 0;
-    if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
-        return hybrid ? kernel_only_recv(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen)
-                      : fail(ECONNREFUSED);
+    if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed)) {
+        if (!hybrid)
+            return fail(ECONNREFUSED);
+        ssize_t r = kernel_only_recv(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+        if (r != UDP_PPE_BACK)
+            return r;
+    }
     if (flags & MSG_OOB)
         return fail(EOPNOTSUPP);
     if (iovcnt > 0 && iovcnt <= IOV_MAX && iov_fault(iov, iovcnt))
@@ -362,8 +382,12 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
             return fail(EINTR);
         if (w == -EPIPE && !hybrid)
             return fail(ECONNREFUSED);
-        if (w == -EPIPE)
-            return kernel_only_recv(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+        if (w == -EPIPE) {
+            ssize_t r = kernel_only_recv(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
+            if (r != UDP_PPE_BACK || !(c = eta_ctx()))
+                return r == UDP_PPE_BACK ? fail(ECONNREFUSED) : r;
+            continue;
+        }
         if (hybrid && !dgram_readable(s))
             atomic_store_explicit(&s->udp_kready, true, memory_order_relaxed); /* woken by the kernel half */
     }

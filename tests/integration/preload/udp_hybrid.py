@@ -3,6 +3,8 @@
 kernel's, preload/README.md "Which sockets are accelerated"), for udp_test.sh.
 
   udp_hybrid.py N    (stdin: the test's "go" lines; ETA_SOCKET: eta-run's)
+  udp_hybrid.py echo (udp_restart_test.sh: prints "ready PORT", then echoes
+                     every datagram to its sender, for ever)
 
 Prints "ready PORT" once bound (port 0: the kernel's pick, the PPE's half at
 the same port), then for each "go" line on stdin:
@@ -46,7 +48,21 @@ def take(s, want, expect_next):
     return "".join(order)
 
 
+def echo():
+    """udp_restart_test.sh's server: each datagram back to its sender, for
+    ever (blocking, no timeout: it waits across the PPE going and coming)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", 0))
+    print("ready", s.getsockname()[1], flush=True)
+    while True:
+        d, a = s.recvfrom(2048)
+        s.sendto(d, a)
+        print("echoed", len(d), "bytes to", a[0], flush=True)
+
+
 def main():
+    if sys.argv[1] == "echo":
+        return echo()
     n = int(sys.argv[1])
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", 0))

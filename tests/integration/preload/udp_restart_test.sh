@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A UDP socket on INADDR_ANY (a hybrid: the PPE's half and the kernel's) under
+# eta-run across kill -9 of eta-ppe and a new one on the same socket (issue 31):
+#   udp_restart_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
+# - udp_hybrid.py echo, blocking in recvfrom, echoes the peer's datagram
+#   through the PPE (the engine's udp_in counts it);
+# - eta-ppe killed: it echoes a datagram sent to 127.0.0.1 (its kernel half,
+#   alone);
+# - a new eta-ppe: the program re-attaches by itself (its blocked receive
+#   sleeps at most until the next try), its PPE half comes back (the shim's
+#   line), and it echoes the peer's datagram through the new PPE (its udp_in
+#   counts it). Before: the socket stayed the kernel's alone for good.
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+. "$(dirname "$0")/../lib.sh"
+need_built "$ETA_STAT" eta-stat
+export ETA_PRELOAD_LIB=$SHIM
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+
+lab_up
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+mkdir -p "$(dirname "$ETA_LAB_SOCKET")"
+. "$(dirname "$0")/../ppe/ppe_lib.sh"
+ppe_config
+ppe_start "$work/ppe.toml"
+
+udp_in() { ppe_json 'sum(s["udp_in"] for e in d["engines"] for s in e["stacks"])'; }
+show() { cat "$work/echo.out" "$work/echo.err"; }
+
+ETA_LOG=fallback,accel timeout 300 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp_hybrid.py" echo > "$work/echo.out" 2> "$work/echo.err" &
+_bg_pids+=($!)
+wait_until 30 grep -q '^ready ' "$work/echo.out" || { show; fail "udp_hybrid.py echo did not bind"; }
+port=$(awk '/^ready /{print $2}' "$work/echo.out")
+grep -q "accelerated (UDP on 0.0.0.0:$port on the PPE and the kernel)" "$work/echo.err" ||
+    { show; fail "the socket on 0.0.0.0:$port is not a hybrid"; }
+
+note "the peer's datagram through the PPE"
+in0=$(udp_in)
+peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" "$port" || { show; fail "no echo through the PPE"; }
+in1=$(udp_in)
+[ "$in1" -gt "$in0" ] || fail "the PPE did not carry the datagram (udp_in $in0 -> $in1)"
+
+note "eta-ppe killed (-9): the kernel half alone answers 127.0.0.1"
+ppe_kill9
+timeout 60 "$py" "$here/udp_peer.py" once 127.0.0.1 "$port" || { show; fail "no echo from the kernel half while the PPE is away"; }
+
+note "a new eta-ppe: the PPE half comes back"
+ppe_start "$work/ppe.toml"
+wait_until 60 grep -q "UDP on 0.0.0.0:$port on the new PPE again" "$work/echo.err" ||
+    { show; fail "the hybrid's PPE half did not come back with the new PPE"; }
+[ "$(grep -c 're-attached to the PPE' "$work/echo.err")" -eq 1 ] || { show; fail "expected exactly one re-attach"; }
+in0=$(udp_in)
+peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" "$port" || { show; fail "no echo through the new PPE"; }
+in1=$(udp_in)
+[ "$in1" -gt "$in0" ] || fail "the new PPE did not carry the datagram (udp_in $in0 -> $in1)"
+grep -c '^echoed' "$work/echo.out" | sed 's/^/    datagrams echoed: /'
+note "ok"
