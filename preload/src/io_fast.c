@@ -292,7 +292,7 @@ static __attribute__((noinline, cold)) ssize_t note_failed(struct eta_sock *s, s
  * wrapper's fd and buffer are passed only to stay where they are. (The
  * context is read again rather than passed: one more live value in
  * send_fast() would make send() save registers on every call.) */
-static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags, struct eta_sock *s)
+static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags, struct eta_sock *s)
 {
     (void)fd; /* (in the wrapper's registers: the call moves nothing) */
     (void)buf;
