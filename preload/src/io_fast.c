@@ -250,47 +250,18 @@ static __attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size
  * (the shim is loaded with its libdti bound at load time). */
 extern int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n) __attribute__((noplt));
 
-/* send_noted()'s rare end: dti_send_note() could not queue the SEND (the
- * command queue is full), so nothing was published; the len bytes lie
- * copied beyond the tail. What the general way would answer, without
- * copying them again: EAGAIN on a non-blocking send; a blocking one
- * publishes them once the engine made room (as commit_retrying() in
- * io_send.c), or, the engine not serving us, ECONNRESET. */
-static __attribute__((noinline, cold)) ssize_t note_failed(struct eta_sock *s, size_t len, int flags)
-{
-    dti_ctx_t *c = eta_ctx_cached(); /* not NULL: send_fast() checked */
-    uint64_t since = 0;
-    ssize_t out = (ssize_t)len;
-    for (;;) {
-        if (dti_send_note(c, s->h, (uint32_t)len) == 0) {
-            atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
-            break;
-        }
-        if (nonblocking(s, flags)) {
-            out = fail(EAGAIN);
-            break;
-        }
-        if (queue_stuck(c, &since)) {
-            out = fail(ECONNRESET);
-            break;
-        }
-    }
-    eta_obj_unref(&s->obj);
-    return out;
-}
-
 /* The view copied all len bytes and no SEND of the socket is queued (the
  * engine took the last: one SEND per call, as a request/response server's
- * writes are): publish them with their own SEND. Three values live across
- * the call (each one more costs a push, a move and a pop on every send1):
- * the failure, which needs no more than these, is note_failed()'s; the
- * wrapper's fd and buffer are passed only to stay where they are. (The
- * context is read again rather than passed: one more live value in
- * send_fast() would make send() save registers on every call.) */
-static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags, struct eta_sock *s)
+ * writes are): publish them with their own SEND. flags_write: the call's
+ * flags (MSG_DONTWAIT and MSG_NOSIGNAL only, on this path) with SLOW_WRITE
+ * for write(): one value fewer to keep across the call. Not a candidate
+ * for GCC's interprocedural changes (noipa): a clone without arguments it
+ * does not use on the common path made send() move registers before the
+ * tail call. (The context is read again rather than passed: one more live
+ * value in send_fast() would make send() save registers on every call.) */
+static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags_write,
+                                                 struct eta_sock *s)
 {
-    (void)fd; /* (in the wrapper's registers: the call moves nothing) */
-    (void)buf;
     /* The context without the epoch check: send_fast() made it an instant
      * ago on this thread, with nothing in between that could fork. */
     if (ETA_LIKELY(dti_send_note(eta_tls_ctx, s->h, (uint32_t)len) == 0)) {
@@ -298,12 +269,15 @@ static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t
         eta_obj_unref(&s->obj);
         return (ssize_t)len;
     }
-    return note_failed(s, len, flags);
+    /* nothing published (a full command queue; with several engines, a
+     * handle dti_send_note() does not route): the general way copies again */
+    return send_slow(fd, buf, len, flags_write & ~(int)SLOW_WRITE, s, (uint32_t)flags_write & SLOW_WRITE);
 }
 
 static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct eta_obj *o, const void *buf,
                                                                 size_t len, int flags, uint32_t write)
 {
+    _Static_assert(((MSG_DONTWAIT | MSG_NOSIGNAL) & SLOW_WRITE) == 0, "send_noted() carries SLOW_WRITE in flags");
     if (ETA_UNLIKELY(!eta_ctx_cached() || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || uptr_suspect(buf, len)))
         return send_slow(fd, buf, len, flags, NULL, write);
     if (ETA_UNLIKELY(o->kind != ETA_OBJ_SOCK) || !eta_obj_tryref(o))
@@ -340,7 +314,7 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
         return (ssize_t)len;
     }
     if (r == 0)
-        return send_noted(fd, buf, len, flags, s);
+        return send_noted(fd, buf, len, flags | (int)write, s);
     return send_slow(fd, buf, len, flags, s, write | SLOW_OWED);
 tx_fault: /* the view's copy faulted, nothing published: the general way copies again and answers */
     return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
