@@ -307,6 +307,10 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
         return send_slow(fd, buf, len, flags, s, write); /* it would wrap */
     ETA_UCOPY_SMALL(v->ring + off, buf, len, tx_fault);
     int r = dti_send_view_coalesce(v, (uint32_t)len);
+    /* s "changed" for the compiler: the reference's address is taken from
+     * it again below, not kept in a register since the reference was taken
+     * (that register made send() save one of its own). */
+    __asm__("" : "+r"(s));
     if (ETA_LIKELY(r > 0)) {
         atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
         if (ETA_UNLIKELY(atomic_fetch_sub_explicit(&s->obj.refs, 1, memory_order_acq_rel) == 1))
