@@ -27,24 +27,24 @@ dti_ctx_t *eta_ctx(void);
 /* Generation of the attachment: bumped in a fork child that could not join
  * the parent's group, so that sockets made under the parent's attachment are
  * recognised (orphans). */
-extern uint32_t eta_generation;
+extern ETA_HIDDEN uint32_t eta_generation;
 /* Bumped in every fork child: caches of kernel objects shared with the
  * parent after fork (epoll's inner set) are rebuilt. */
-extern uint32_t eta_fork_epoch;
+extern ETA_HIDDEN uint32_t eta_fork_epoch;
 /* eta_generation set by the last fork child that could not join its parent's
  * group: sockets older than it are the parent's (fork-child orphans); older
  * ones of a later generation were made on a PPE that went (re-attach). */
-extern uint32_t eta_fork_generation;
+extern ETA_HIDDEN uint32_t eta_fork_generation;
 /* Set once the PPE is known to be gone (control socket hang-up, region
  * marked gone): accelerated sockets then fail, new ones go to the kernel.
  * A flag, because dti_engine_alive() makes a system call. */
-extern _Atomic bool eta_engine_dead;
+extern ETA_HIDDEN _Atomic bool eta_engine_dead;
 /* dti_engine_alive() that also sets eta_engine_dead. */
 bool eta_engine_check(dti_t *d);
 void eta_mark_engine_dead(void);
 /* Bumped when readiness may have changed anywhere (events were lost, the
  * PPE went): every epoll set looks at all of its members again. */
-extern _Atomic uint32_t eta_rescan_seq;
+extern ETA_HIDDEN _Atomic uint32_t eta_rescan_seq;
 /* True when the PPE has been attached, or an attach is still possible. */
 bool eta_ppe_usable(void);
 /* Converts a libdti result (-errno or -DTI_E_*) to an errno value; the

@@ -52,8 +52,8 @@ bool eta_internal_owned(_Atomic int *owner);
 #define ETA_FD_MAX (1 << 20)
 /* [start, stop) overlaps the descriptor table's or the slab's reservation. */
 bool eta_reserved_span(uintptr_t start, uintptr_t stop);
-extern struct eta_obj *_Atomic *eta_fds;
-extern _Atomic long eta_tracked; /* entries in use: 0 means every fd is the kernel's */
+extern ETA_HIDDEN struct eta_obj *_Atomic *eta_fds;
+extern ETA_HIDDEN _Atomic long eta_tracked; /* entries in use: 0 means every fd is the kernel's */
 
 static inline struct eta_obj *eta_fd_peek(int fd)
 {

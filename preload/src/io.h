@@ -166,36 +166,6 @@ static __attribute__((noinline, unused)) struct eta_sock *io_accel(int fd)
         r_;                                                                                                       \
     })
 
-/* libdti's dti_send_view_copy() (dti.h) with the recoverable copy: the
- * bytes copied beyond the tail (nothing published), or 0 when it cannot
- * take them now; a fault in the copy jumps to the caller's label `fault`
- * (nothing published). */
-#define ETA_SEND_VIEW_COPY(view, buf, len, fault)                                                                 \
-    __extension__({                                                                                               \
-        const struct dti_tx_view *v_ = (view);                                                                    \
-        size_t len_ = (len);                                                                                      \
-        uint32_t r_ = 0;                                                                                          \
-        const uint32_t stop_ = DTI_STATE_CONNECTED | DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED |   \
-                               DTI_STATE_CONNECTING;                                                              \
-        uint32_t state_ = __atomic_load_n(v_->state, __ATOMIC_ACQUIRE);                                           \
-        if (!((state_ & stop_) != DTI_STATE_CONNECTED ||                                                          \
-              __atomic_load_n(v_->live_gen, __ATOMIC_RELAXED) != v_->gen ||                                       \
-              __atomic_load_n(v_->error, __ATOMIC_RELAXED) || *v_->shut_gen == v_->gen ||                         \
-              *v_->busy_gen == v_->gen || len_ == 0)) {                                                           \
-            uint32_t tail_ = *v_->tail;                                                                           \
-            uint32_t room_ = v_->size - (tail_ - __atomic_load_n(v_->head, __ATOMIC_ACQUIRE));                    \
-            if (!(room_ - 1 >= v_->size)) {                                                                       \
-                size_t take_ = len_ < room_ ? len_ : room_;                                                       \
-                uint32_t off_ = (v_->base + tail_) & (v_->size - 1);                                              \
-                if (!(take_ > 64 || take_ > v_->size - off_)) {                                                   \
-                    ETA_UCOPY_SMALL(v_->ring + off_, (buf), take_, fault);                                        \
-                    r_ = (uint32_t)take_;                                                                         \
-                }                                                                                                 \
-            }                                                                                                     \
-        }                                                                                                         \
-        r_;                                                                                                       \
-    })
-
 /* dti_recv() and dti_send() with the recoverable copy (io_recv.c,
  * io_send.c): the same answers, and -EFAULT when the copy faulted (then
  * nothing was consumed, or published). */

@@ -171,13 +171,12 @@ static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s,
  * call, so the wrapper saves no registers; every other case is a tail call
  * to send_slow() with what was done so far. */
 
-/* send_slow()'s `how`: the view copied (how & SLOW_TAKEN) bytes and ... */
-#define SLOW_TAKEN 0xffffu
-#define SLOW_COVERED 0x10000u  /* ... published them under a queued SEND (fewer than asked) */
-#define SLOW_OWED 0x20000u     /* ... published them, their SEND is owed (the engine took that SEND meanwhile) */
+/* send_slow()'s `how` for a referenced socket: nothing published (the
+ * general way sends the bytes), or SLOW_OWED: the view took all the bytes
+ * and published them, their SEND is owed (the engine took the queued SEND
+ * meanwhile). */
+#define SLOW_OWED 0x20000u
 #define SLOW_WRITE 0x40000u    /* write(): the kernel's is real_write() */
-/* (neither flag: copied, not published: dti_send_note() publishes them) */
-
 #define SLOW_PUT 0x80000u      /* s is referenced but not for the view: drop it, go the general way */
 
 /* A referenced socket's send view may be used: what fast_sock() checks, but
@@ -228,12 +227,8 @@ static __attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size
         }
     } else if (s) {
         dti_ctx_t *c = eta_ctx_cached(); /* not NULL: send_fast() checked */
-        ssize_t n = how & SLOW_TAKEN;
-        if (how & SLOW_OWED)
-            n = -n;
-        else if (!(how & SLOW_COVERED) && n > 0 && dti_send_note(c, s->h, (uint32_t)n) != 0)
-            n = 0; /* no room for its SEND: nothing was published, the general way sends them */
-        if (n == (ssize_t)len) {
+        ssize_t n = (how & SLOW_OWED) ? -(ssize_t)len : 0;
+        if (n == (ssize_t)len) { /* (a send of 0 bytes) */
             atomic_fetch_add_explicit(&s->tx_committed, (size_t)n, memory_order_relaxed);
             eta_obj_unref(&s->obj);
             return n;
@@ -259,11 +254,13 @@ extern int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n) __attribute__((
  * engine took the last: one SEND per call, as a request/response server's
  * writes are): publish them with their own SEND. flags_write: the call's
  * flags (MSG_DONTWAIT and MSG_NOSIGNAL only, on this path) with SLOW_WRITE
- * for write(): one value fewer to keep across the call. (The context is
- * read again rather than passed: one more live value in send_fast() would
- * make send() save registers on every call.) */
-static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags_write,
-                                                    struct eta_sock *s)
+ * for write(): one value fewer to keep across the call. Not a candidate
+ * for GCC's interprocedural changes (noipa): a clone without arguments it
+ * does not use on the common path made send() move registers before the
+ * tail call. (The context is read again rather than passed: one more live
+ * value in send_fast() would make send() save registers on every call.) */
+static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags_write,
+                                                 struct eta_sock *s)
 {
     /* The context without the epoch check: send_fast() made it an instant
      * ago on this thread, with nothing in between that could fork. */
@@ -272,7 +269,8 @@ static __attribute__((noinline)) ssize_t send_noted(int fd, const void *buf, siz
         eta_obj_unref(&s->obj);
         return (ssize_t)len;
     }
-    /* nothing published: the general way */
+    /* nothing published (a full command queue; with several engines, a
+     * handle dti_send_note() does not route): the general way copies again */
     return send_slow(fd, buf, len, flags_write & ~(int)SLOW_WRITE, s, (uint32_t)flags_write & SLOW_WRITE);
 }
 
@@ -287,17 +285,41 @@ static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct et
     struct eta_sock *s = (struct eta_sock *)o;
     if (ETA_UNLIKELY(!send_view_usable(s)))
         return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
-    uint32_t take = ETA_SEND_VIEW_COPY(&s->txv, buf, len, tx_fault);
-    int r = take ? dti_send_view_coalesce(&s->txv, take) : 0;
-    if (ETA_LIKELY(r > 0 && take == len)) {
+    /* libdti's dti_send_view_copy() (dti.h) with the recoverable copy, for
+     * the whole write only: 1 to 64 bytes that fit before the ring's end.
+     * A write the ring cannot take whole (full, or nearly) or that would
+     * wrap goes the general way, which takes what fits (nothing was copied
+     * or published): fewer values to keep than a part taken here, so
+     * send() saves fewer registers. */
+    const struct dti_tx_view *v = &s->txv;
+    const uint32_t stop = DTI_STATE_CONNECTED | DTI_STATE_WR_CLOSED | DTI_STATE_RESET | DTI_STATE_FAILED |
+                          DTI_STATE_CONNECTING;
+    if (ETA_UNLIKELY((__atomic_load_n(v->state, __ATOMIC_ACQUIRE) & stop) != DTI_STATE_CONNECTED ||
+                     __atomic_load_n(v->live_gen, __ATOMIC_RELAXED) != v->gen ||
+                     __atomic_load_n(v->error, __ATOMIC_RELAXED) || *v->shut_gen == v->gen ||
+                     *v->busy_gen == v->gen || len - 1 >= 64))
+        return send_slow(fd, buf, len, flags, s, write);
+    const uint32_t size = v->size, tail = *v->tail;
+    if (ETA_UNLIKELY(tail - __atomic_load_n(v->head, __ATOMIC_ACQUIRE) > size - (uint32_t)len))
+        return send_slow(fd, buf, len, flags, s, write); /* no room for it all (or a confused engine) */
+    const uint32_t off = (v->base + tail) & (size - 1);
+    if (ETA_UNLIKELY((uint32_t)len > size - off))
+        return send_slow(fd, buf, len, flags, s, write); /* it would wrap */
+    ETA_UCOPY_SMALL(v->ring + off, buf, len, tx_fault);
+    int r = dti_send_view_coalesce(v, (uint32_t)len);
+    /* s "changed" for the compiler: the reference's address is taken from
+     * it again below, not kept in a register since the reference was taken
+     * (that register made send() save one of its own). */
+    __asm__("" : "+r"(s));
+    if (ETA_LIKELY(r > 0)) {
         atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
         if (ETA_UNLIKELY(atomic_fetch_sub_explicit(&s->obj.refs, 1, memory_order_acq_rel) == 1))
             return send_last_ref(s, (ssize_t)len);
         return (ssize_t)len;
     }
-    if (r == 0 && take == len)
+    if (r == 0)
         return send_noted(fd, buf, len, flags | (int)write, s);
-    return send_slow(fd, buf, len, flags, s, take | write | (r > 0 ? SLOW_COVERED : r < 0 ? SLOW_OWED : 0));
+    return send_slow(fd, buf, len, flags, s, write | SLOW_OWED);
 tx_fault: /* the view's copy faulted, nothing published: the general way copies again and answers */
     return send_slow(fd, buf, len, flags, s, write | SLOW_PUT);
 }

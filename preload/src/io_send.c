@@ -77,7 +77,7 @@ static bool connecting(dti_ctx_t *c, struct eta_sock *s)
 }
 
 /* Sends from iov (or, when `in_fd` >= 0, from that file: sendfile). */
-ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
+static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
                          off_t *offset, size_t file_count)
 {
     if (s->dgram) /* write, send, writev on a UDP socket: one datagram to its peer (sendfile: refused) */
@@ -188,6 +188,26 @@ ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, i
             return sent ? (ssize_t)sent : fail_pipe(flags);
     }
     return (ssize_t)sent;
+}
+
+/* The general send; then, bytes having gone through libdti's reserve and
+ * commit (writev, sendmsg, sendmmsg, sendfile, sendto, and what the fast
+ * paths leave it), the socket's send view is taken again where the send
+ * ring grew since it was taken (or taken a first time): those writes may
+ * have grown the ring (dti/README.md "Send rings that grow"), and a view
+ * taken before keeps the old size, unused (busy) until it is taken again:
+ * until then libdti sends every write the general way and readiness asks
+ * dti_sock_poll(). */
+ssize_t eta_sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags, int in_fd,
+                      off_t *offset, size_t file_count)
+{
+    ssize_t r = sock_send(s, iov, iovcnt, flags, in_fd, offset, file_count);
+    if (r > 0 && !s->dgram) {
+        dti_ctx_t *c = eta_ctx_cached();
+        if (c)
+            eta_take_tx_view(c, s);
+    }
+    return r;
 }
 
 ETA_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG addr_arg,

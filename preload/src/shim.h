@@ -12,6 +12,11 @@
 
 #define ETA_EXPORT __attribute__((visibility("default")))
 #define ETA_TLS __thread __attribute__((tls_model("initial-exec")))
+/* The shim's own data, declared hidden where it is declared, not only where
+ * it is defined (-fvisibility=hidden covers definitions): other files then
+ * load it PC-relative in one instruction, not through the GOT in two (the
+ * data path's wrappers read several per call). */
+#define ETA_HIDDEN __attribute__((visibility("hidden")))
 /* glibc declares the sockaddr arguments as transparent unions in GNU C;
  * definitions must match, then take the pointer out. */
 #if defined(__USE_GNU) && !defined(__cplusplus) && defined(__GNUC__)

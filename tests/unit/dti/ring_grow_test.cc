@@ -6,8 +6,10 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 namespace dti::test {
@@ -680,6 +682,56 @@ TEST_F(DtiSndGrow, SoSndbufOnAConnectedSocketGrowsTheRing)
     EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
     EXPECT_EQ(ring_of(cl), 600000u) << "reads back as set";
     EXPECT_EQ(status(cl).writable, kTxMax);
+    EXPECT_EQ(ppe_->stats().tx_ring_grows, 1u);
+}
+
+// The shim caches a send view (dti_tx_view()) for send()/write() and sends
+// writev, sendmsg and sendfile through dti_send_reserve()/dti_send_commit(),
+// which grow the ring when the engine wishes it. A view taken before that
+// grow holds the old size: it must take nothing (busy) while the grow is
+// pending and after it was answered, until it is taken again; taken again,
+// it writes at the new size, and every byte arrives in order (issue 30).
+TEST_F(DtiSndGrow, AViewTakenBeforeAGrowTakesNothingUntilTakenAgain)
+{
+    start(sndbuf_limits());
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    struct dti_tx_view v;
+    ASSERT_EQ(dti_tx_view(c_, cl, &v), 0);
+    EXPECT_EQ(v.size, kTxStart);
+    uint8_t out[64];
+    const auto general_write = [&](uint32_t len) { // reserve, copy, commit: the shim's writev
+        for (uint32_t i = 0; i < len; i++)
+            out[i] = byte_at(sent_ + i);
+        struct dti_iov iov[2];
+        const ssize_t room = dti_send_reserve(c_, cl, iov);
+        ASSERT_GE(room, ssize_t(len)) << dti_strerror(int(room));
+        const size_t first = std::min<size_t>(len, iov[0].len);
+        std::memcpy(iov[0].base, out, first);
+        std::memcpy(iov[1].base, out + first, len - first);
+        ASSERT_EQ(dti_send_commit(c_, cl, len, 0), 0);
+        sent_ += len;
+    };
+    general_write(64);
+    ASSERT_EQ(dti_setsockopt(c_, cl, DTI_SO_SNDBUF, 600000), 0); // the engine wishes 1M
+    general_write(64); // grows the ring: TX_GROW queued
+    out[0] = byte_at(sent_);
+    EXPECT_EQ(dti_send_view_copy(&v, out, 1), 0u) << "a grow pending: the view takes nothing";
+    for (const uint64_t deadline = now_ms() + 20000; ppe_->stats().tx_ring_grows == 0 && now_ms() < deadline;)
+        std::this_thread::yield(); // until the engine's thread answered TX_GROW (bounded far above any honest delay)
+    ASSERT_EQ(ppe_->stats().tx_ring_grows, 1u);
+    general_write(64); // answered: writes at the new size alone
+    EXPECT_EQ(dti_send_view_copy(&v, out, 1), 0u) << "answered, but the view still holds the old size";
+    ASSERT_EQ(dti_tx_view(c_, cl, &v), 0);
+    EXPECT_EQ(v.size, kTxMax);
+    for (uint32_t i = 0; i < 64; i++)
+        out[i] = byte_at(sent_ + i);
+    const ssize_t took = dti_send_view(c_, cl, &v, out, 64);
+    ASSERT_EQ(took, 64) << "taken again, the view writes at the new size";
+    sent_ += 64;
+    uint64_t bad = UINT64_MAX;
+    stream(cl, sv, 1u << 20, &bad);
+    EXPECT_EQ(bad, UINT64_MAX) << "byte " << bad << " differs";
     EXPECT_EQ(ppe_->stats().tx_ring_grows, 1u);
 }
 

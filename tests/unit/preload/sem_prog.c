@@ -11,6 +11,9 @@
  *            nothing and leave the connection working
  *   mlockall mlockall(MCL_CURRENT | MCL_FUTURE) locks what the program uses,
  *            not eta's reservations, and sockets keep working
+ *   queue_full  a non-blocking send whose SEND finds the command queue full
+ *            (the fixture engine stopped) answers EAGAIN and sends nothing;
+ *            those that found room went, and all arrive in order
  * Prints "OK" or the failed check. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,9 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -351,12 +356,91 @@ static int sc_mlockall(void)
     return 0;
 }
 
+/* The fixture engine (ETA_TEST_FIXTURE_PID) stopped, seen stopped in
+ * /proc (bounded), or continued. */
+static void engine_hold(pid_t pid, int stop)
+{
+    CHECK(kill(pid, stop ? SIGSTOP : SIGCONT) == 0);
+    if (!stop)
+        return;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int tries = 0;; tries++) {
+        char st[512] = "";
+        FILE *f = fopen(path, "r");
+        CHECK(f != NULL);
+        size_t got = fread(st, 1, sizeof st - 1, f);
+        fclose(f);
+        st[got] = 0;
+        const char *paren = strrchr(st, ')');
+        if (paren && (paren[2] == 'T' || paren[2] == 't'))
+            return;
+        CHECK(tries < 10000); /* 10 s */
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* One SEND per write, the engine stopped: each connection's first write
+ * after the engine took its last SEND queues a SEND of its own (the send
+ * view's bytes, then dti_send_note()), until the command queue (256
+ * entries) is full; a non-blocking write then answers EAGAIN and publishes
+ * nothing (the bytes its view had copied beyond the tail are not sent):
+ * the peer reads the byte written after the engine continued, not the one
+ * refused. */
+enum { kQueuePairs = 300 };
+static int sc_queue_full(void)
+{
+    const char *pid_s = getenv("ETA_TEST_FIXTURE_PID");
+    CHECK(pid_s != NULL);
+    const pid_t pid = (pid_t)atoi(pid_s);
+    int port;
+    int l = listener_any(&port, 0);
+    static int c[kQueuePairs], s[kQueuePairs];
+    static char want[kQueuePairs];
+    for (int i = 0; i < kQueuePairs; i++) {
+        c[i] = connect4(ppe, port, 0);
+        s[i] = accept(l, NULL, NULL);
+        CHECK(s[i] >= 0);
+        char b = 0;
+        CHECK(send(c[i], "x", 1, 0) == 1); /* (takes the send view) */
+        CHECK(read(s[i], &b, 1) == 1 && b == 'x'); /* the engine took its SEND */
+    }
+    engine_hold(pid, 1);
+    int took = 0, refused = 0;
+    for (int i = 0; i < kQueuePairs; i++) {
+        errno = 0;
+        ssize_t r = send(c[i], "y", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        CHECK(r == 1 || (r == -1 && errno == EAGAIN));
+        want[i] = r == 1 ? 'y' : 'z';
+        took += r == 1;
+        refused += r == -1;
+    }
+    engine_hold(pid, 0);
+    CHECK(took > 0);
+    CHECK(refused > 0); /* more connections than the queue has entries */
+    for (int i = 0; i < kQueuePairs; i++) {
+        if (want[i] == 'z')
+            CHECK(send(c[i], "z", 1, 0) == 1);
+        char b = 0;
+        CHECK(read(s[i], &b, 1) == 1);
+        CHECK(b == want[i]);
+    }
+    for (int i = 0; i < kQueuePairs; i++) {
+        close(c[i]);
+        close(s[i]);
+    }
+    close(l);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         int (*fn)(void);
-    } scenarios[] = {{"mapped", sc_mapped}, {"maxseg", sc_maxseg}, {"efault", sc_efault}, {"mlockall", sc_mlockall}};
+    } scenarios[] = {{"mapped", sc_mapped}, {"maxseg", sc_maxseg}, {"efault", sc_efault}, {"mlockall", sc_mlockall},
+                     {"queue_full", sc_queue_full}};
     alarm(60);
     for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (strcmp(argv[1], scenarios[i].name) == 0) {
@@ -365,6 +449,6 @@ int main(int argc, char **argv)
                 printf("OK\n");
             return rc;
         }
-    fprintf(stderr, "usage: %s mapped|maxseg|efault|mlockall\n", argv[0]);
+    fprintf(stderr, "usage: %s mapped|maxseg|efault|mlockall|queue_full\n", argv[0]);
     return 2;
 }
