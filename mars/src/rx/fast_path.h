@@ -30,7 +30,8 @@
 //     tcp/input.h) -- which repeat every check and count what they drop;
 //   - an ACK of new data: fast_ack_part() takes the sender's hot part of
 //     the connection (tcp::Conn after Hot: the send ring, the RTT sample,
-//     congestion control, the retransmission timer);
+//     congestion control, the retransmission timer, RACK's transmission
+//     log on a SACK connection);
 //   - the first unacknowledged segment: tcp::delay_ack() (the delayed-ACK
 //     timer and the quick-ACK policy, tcp/sender.h);
 //   - a copy engine (kAsyncCopy): rx_copy() (copy.cc).
@@ -150,6 +151,13 @@ __attribute__((always_inline)) inline void Receiver::fast_ack_part(Sock &s, uint
         s.first_rtx_ns = env().now_ns_;
         env().wheel_.arm(&s.rtx_timer, env().now_ns_ + s.rto_ns);
     }
+    // RACK's transmission log drops what this ACK delivered, as the slow
+    // path's rack_on_ack() does (left, the log of a sender whose ACKs came
+    // this way grew until a loss, and recovery paid for it: rtx-instructions
+    // +88). RACK's reference transmission is left to the next ACK with SACK
+    // blocks, which always takes the rules (kFRecBusy): an in-order ACK
+    // without them detects no loss (not in recovery, no tail probe out).
+    if (s.flags & kFSackOk) s.rack.log.prune(ack);
     env().raise(s, kEvWritable);
     if (s.tx_tail != s.snd_nxt - s.iss - 1) env().want_output(s);
 }
