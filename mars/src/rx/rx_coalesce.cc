@@ -259,22 +259,24 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
     // Room: the window offered and the ring's free space (kFHasRings was
     // predicted; no copies are in flight without a copy engine).
     const uint32_t room = std::min(s.rcv_adv - s.rcv_nxt, s.rx_mask + 1 - s.rx_readable());
+    // The group stops short of the room and of 64 KiB, whichever is less.
+    const uint32_t limit = std::min(room, kGroMaxBytes);
     uint32_t bytes = 0, len = total0 - hdr, last_len = 0;
-    uint16_t taken = 0;
     bool dropped = false;
     // The connection's fields the loop reads, in registers: the payload
     // copies may write anywhere as far as the compiler knows.
     uint8_t *const ring = s.rx;
     const uint32_t mask = s.rx_mask, tail = s.rx_tail, nxt = s.rcv_nxt, last_ack_sent = s.last_ack_sent;
     uint64_t wire_bytes = 0;
+    PacketRef *f = frames;
+    PacketRef *const end = frames + n;
     for (;;) {
-        PacketRef &f = frames[taken];
-        if (len > room - bytes) break; // the rest one by one: the full path trims or drops it
-        const Tcp *th = tcp_of(f);
-        const uint8_t *payload = f.data + kEthLen + hdr;
+        if (len > limit - bytes) break; // the rest one by one: the full path trims or drops it
+        const Tcp *th = tcp_of(*f);
+        const uint8_t *payload = f->data + kEthLen + hdr;
         const uint32_t off = (tail + bytes) & mask;
         const uint32_t part = std::min(len, mask + 1 - off);
-        if (f.flags & kRxL4CsumGood) {
+        if (f->flags & kRxL4CsumGood) {
             std::memcpy(ring + off, payload, part);
             if (len > part) std::memcpy(ring, payload + part, len - part);
         } else {
@@ -285,8 +287,8 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
             if (len > part) sum = csum_combine(sum, csum_copy(ring, payload + part, len - part, 0), part);
             if (!csum_ok(sum)) {
                 e.stats_.drop_tcp_csum++;
-                e.stats_.rx_bytes += f.len;
-                e.release(f);
+                e.stats_.rx_bytes += f->len;
+                e.release(*f);
                 dropped = true;
                 break;
             }
@@ -298,19 +300,19 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
         }
         bytes += len;
         last_len = len;
-        wire_bytes += f.len;
-        if (++taken == n) break;
+        wire_bytes += f->len;
+        if (++f == end) break;
         // The next frame joins if it continues this one: same header, the
-        // next sequence number, not past 64 KiB, a TSval not going back.
-        PacketRef &next = frames[taken];
-        len = next_member_len(f, next, ts, hdr);
-        if (!len || be32(tcp_of(next)->seq) != nxt + bytes || bytes + len > kGroMaxBytes) break;
+        // next sequence number, a TSval not going back.
+        len = next_member_len(f[-1], *f, ts, hdr);
+        if (!len || be32(tcp_of(*f)->seq) != nxt + bytes) break;
         if (ts) {
-            const uint32_t v = tsval_of(tcp_of(next));
+            const uint32_t v = tsval_of(tcp_of(*f));
             if (seq_lt(v, tsval)) break;
             tsval = v;
         }
     }
+    const uint16_t taken = uint16_t(f - frames); // (the dropped frame, if any, is f: not taken)
     e.stats_.rx_bytes += wire_bytes;
     const uint32_t win = seg_window(s, th0); // (read before the frames go back)
     // The group's frames back to their owner in one call (each header was
