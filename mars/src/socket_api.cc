@@ -424,9 +424,9 @@ static void fill_info(const Sock &s, SockInfo *o)
     o->ts_ok = (s.flags & kFTsOk) != 0;
     o->retransmits = s.rtx_count;
     o->total_retransmits = s.count.total_retransmits;
-    o->bytes_in = s.count.bytes_in;
+    o->bytes_in = s.bytes_in;
     o->bytes_out = s.count.bytes_out;
-    o->segs_in = s.count.segs_in;
+    o->segs_in = s.segs_in;
     o->segs_out = s.count.segs_out;
     o->ooo_frames = s.rec.ooo.frames();
     o->rcv_space = (s.flags & kFHasRings) ? s.app.rcv_space : s.app.rcv_buf;

@@ -266,7 +266,7 @@ void StackImpl::sock_free(Sock &s)
     }
     s.used = false;
     s.state = TcpState::kClosed;
-    s.app.ev_bits = 0;
+    s.ev_bits = 0;
     s.flags &= kFInEvents;
     s.gen = (s.gen + 1) & ((1u << (32 - kIndexBits)) - 1);
     if (s.gen == 0) s.gen = 1;
@@ -339,14 +339,14 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
     while (n < max && event_pos_ < event_list_.size()) {
         Sock &s = socks_[event_list_[event_pos_++]];
         s.flags &= ~kFInEvents;
-        if (!s.used || !s.app.ev_bits || (s.flags & kFDetached)) continue;
+        if (!s.used || !s.ev_bits || (s.flags & kFDetached)) continue;
         // Connections still in a listener's queues belong to the listener.
         if (s.lst.parent != UINT32_MAX) {
-            s.app.ev_bits = 0;
+            s.ev_bits = 0;
             continue;
         }
-        uint32_t bits = s.app.ev_bits;
-        s.app.ev_bits = 0;
+        uint32_t bits = s.ev_bits;
+        s.ev_bits = 0;
         // Under TCP_NOTSENT_LOWAT "writable" means unsent bytes below the
         // mark, judged now, after this poll's output (the ACK that raised
         // it may have let more go); the next ACK raises it again.
@@ -370,8 +370,8 @@ uint16_t StackImpl::events(SockEvent *out, uint16_t max)
 void StackImpl::detach(Sock &s)
 {
     if (s.lst.parent != UINT32_MAX || (s.flags & kFDetached)) return;
-    closed_events_.push_back(SockEvent{id_of(s), s.app.ev_bits | kEvClosed, s.app.user});
-    s.app.ev_bits = 0;
+    closed_events_.push_back(SockEvent{id_of(s), s.ev_bits | kEvClosed, s.app.user});
+    s.ev_bits = 0;
 }
 
 // Like the kernel, which frees the descriptor at close() and keeps TIME-WAIT

@@ -7,15 +7,19 @@
 //                   the Ethernet demux for everything else, TCP input
 //                   (validation, lookup), the fast path, and the dispatch by
 //                   state into the TCP rules (tcp/input.h)
-//   frame_bytes.h   predicts(): the express checks on a frame's bytes
+//   fast_path.h     the fast path on its own (predicts(), tcp_fast_path(),
+//                   fast_ack()): what it takes, what it hands on; reads
+//                   tcp::Hot only (two cache lines) on the data path
+//   frame_bytes.h   a frame's fixed fields as loaded from the wire
 //   rx_coalesce.cc  receive coalescing (software GRO) and its gathering
 //   copy.cc         asynchronous receive copies (mars/copy.h) and their
 //                   in-order completion
 //   strands.h       the strand scheduler the burst loop runs on
 //
 // What it reads of a connection: the hot part (tcp::Hot: sequence state,
-// ring positions, flags), the recovery part's emptiness, the delayed-ACK
-// timer; anything else is the TCP rules', which it calls on a miss.
+// ring positions, flags, events, counters; two cache lines) for in-order
+// data, and for a pure ACK the sender's part after it (fast_path.h);
+// anything else is the TCP rules', which it calls on a miss.
 //
 // What it may touch of the stack, through three accessors (rx/host.h) and
 // nothing else:
@@ -92,6 +96,8 @@ class Receiver : public Stack, protected Ipv4Upper {
         rx_done_[rx_done_n_++] = f;
         if (rx_done_n_ == kRxDoneMax) flush_rx_done();
     }
+    // A run of consumed frames (a coalesced group) in one call.
+    void release_rx_run(PacketRef *frames, uint16_t n) { rx_io_.release(frames, n); }
     void flush_rx_done()
     {
         if (rx_done_n_) rx_io_.release(rx_done_, rx_done_n_);
@@ -141,9 +147,9 @@ class Receiver : public Stack, protected Ipv4Upper {
     // the last-flow cache or by a strand's lookup).
     template <bool kAsyncCopy> __attribute__((always_inline)) bool tcp_express_on(PacketRef &f, Sock &s);
     // The express path's checks and header prediction, without acting on
-    // the frame (frame_bytes.h). *doff: the TCP header length, *len: the
+    // the frame (fast_path.h). *doff: the TCP header length, *len: the
     // TCP segment length.
-    __attribute__((always_inline)) bool predicts(const PacketRef &f, const Sock &s, unsigned *doff,
+    __attribute__((always_inline)) bool predicts(const PacketRef &f, const tcp::Hot &h, unsigned *doff,
                                                  unsigned *len) const;
     // The 4-tuple hash of a TCP/IPv4 frame without IP options; false for any
     // other frame (the demux decides what it is).
@@ -152,9 +158,14 @@ class Receiver : public Stack, protected Ipv4Upper {
     // Ipv4Upper: TCP segments, and ICMP errors about our segments.
     void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
     void tcp_icmp_error(const IcmpTcpError &e) override;
+    // ---- fast_path.h: the fast path (its header says what it takes, what it
+    // reads -- tcp::Hot -- and what it hands on) --------------------------------
     template <bool kAsyncCopy>
-    __attribute__((always_inline)) bool tcp_fast_path(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff,
+    __attribute__((always_inline)) bool tcp_fast_path(tcp::Hot &h, PacketRef &f, const wire::Tcp *th, unsigned doff,
                                                       const uint8_t *payload, uint32_t len, uint32_t src_ip);
+    __attribute__((always_inline)) bool fast_ack(Sock &s, PacketRef &f, const wire::Tcp *th, unsigned doff,
+                                                 uint32_t tsval, uint32_t src_ip);
+    __attribute__((always_inline)) void fast_ack_part(Sock &s, uint32_t ack);
     // The slow path: a segment the fast path did not take, for connection s
     // (nullptr: none; a listener may take it), into the TCP rules by state.
     // Returns true when seg.frame was kept (the out-of-order queue holds it).

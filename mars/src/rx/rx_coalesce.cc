@@ -58,11 +58,15 @@
 // strand pipeline takes after that are not coalesced. With a copy engine
 // nothing is coalesced: each payload is one asynchronous copy with its own
 // completion (copy.cc).
-#include "rx/frame_bytes.h"
+#include "rx/fast_path.h"
 #include "rx/host.h"
 
 #include <algorithm>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace mars::rx {
 
@@ -91,24 +95,46 @@ inline uint64_t load64(const void *p)
 // flags (but PSH), window, urgent pointer, option layout and TSecr. Both
 // frames hold at least kFastCompareLen bytes.
 constexpr unsigned kFastCompareLen = 66;
+// The words above as four 16-byte lanes (SSE2, in every x86-64): bytes
+// 16-63 masked (0: not compared), bytes 0-15 compared whole, and with
+// timestamps bytes 64-65 (TSecr's last two) compared apart.
+alignas(16) constexpr uint64_t kSameMask[4][2] = {
+    {0xffffffff00000000ull, 0xffffffffffff0000ull}, // 16-31: from the IP addresses on, not total length/id/csum
+    {0x0000ffffffffffffull, 0xf7ffffffffff0000ull}, // 32-47: ports, ACK, flags but PSH; not seq
+    {0xffffffff0000ffffull, 0xffff00000000ffffull}, // 48-63 with timestamps: not the TCP checksum, TSval
+    {0x0000ffff0000ffffull, 0},                     // 48-63 without: window, urgent pointer
+};
+#if defined(__SSE2__)
+inline bool same_header(const uint8_t *a, const uint8_t *b, bool ts)
+{
+    auto diff = [&](unsigned off) {
+        return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a + off)),
+                             _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + off)));
+    };
+    auto mask = [](unsigned i) { return _mm_load_si128(reinterpret_cast<const __m128i *>(kSameMask[i])); };
+    const __m128i d = _mm_or_si128(_mm_or_si128(diff(0), _mm_and_si128(diff(16), mask(0))),
+                                   _mm_or_si128(_mm_and_si128(diff(32), mask(1)), _mm_and_si128(diff(48), mask(ts ? 2 : 3))));
+    if (_mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) != 0xffff) return false;
+    return !ts || load16(a + 64) == load16(b + 64);
+}
+#else
 inline bool same_header(const uint8_t *a, const uint8_t *b, bool ts)
 {
     auto diff = [&](unsigned off) { return load64(a + off) ^ load64(b + off); };
-    uint64_t d = diff(0) | diff(8) | (diff(16) & 0xffffffff00000000ull) | (diff(24) & 0xffffffffffff0000ull) |
-                 (diff(32) & 0x0000ffffffffffffull) | (diff(40) & 0xf7ffffffffff0000ull);
-    if (ts)
-        return !(d | (diff(48) & 0xffffffff0000ffffull) | (diff(56) & 0xffff00000000ffffull) |
-                 uint64_t(load16(a + 64) ^ load16(b + 64)));
-    return !(d | (diff(48) & 0x0000ffff0000ffffull));
+    uint64_t d = diff(0) | diff(8) | (diff(16) & kSameMask[0][0]) | (diff(24) & kSameMask[0][1]) |
+                 (diff(32) & kSameMask[1][0]) | (diff(40) & kSameMask[1][1]);
+    if (ts) return !(d | (diff(48) & kSameMask[2][0]) | (diff(56) & kSameMask[2][1]) | uint64_t(load16(a + 64) ^ load16(b + 64)));
+    return !(d | (diff(48) & kSameMask[3][0]));
 }
+#endif
 
 // The payload length of f if it may follow p (a member) in a group: the
 // same header (same_header), a sane IP total length, a payload, an IP
 // checksum that holds. 0: it may not.
 inline uint32_t next_member_len(const PacketRef &p, const PacketRef &f, bool ts, unsigned hdr)
 {
-    if (f.len < kFastCompareLen || p.len < kFastCompareLen || (tcp_of(p)->flags & kPsh) ||
-        !same_header(p.data, f.data, ts))
+    // (p is a member: its length was checked when it joined)
+    if (f.len < kFastCompareLen || (tcp_of(p)->flags & kPsh) || !same_header(p.data, f.data, ts))
         return 0;
     const unsigned total = be16(ip_of(f)->total_len);
     if (total + kEthLen > f.len || total <= hdr) return 0;
@@ -216,7 +242,7 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
         FlowKey key; // (the lookup counts the cache miss)
         if (!frame_flow(first, &key) || !(node = flows().lookup(key))) return 0;
     }
-    Sock &s = *tcp::Env::sock_of(node);
+    tcp::Hot &s = *tcp::Env::sock_of(node); // the fast path's part of it (fast_path.h)
     unsigned doff, seg_len; // doff: the same in every member
     if (!predicts(first, s, &doff, &seg_len)) return 0;
     const Tcp *th0 = tcp_of(first);
@@ -233,79 +259,81 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
     // Room: the window offered and the ring's free space (kFHasRings was
     // predicted; no copies are in flight without a copy engine).
     const uint32_t room = std::min(s.rcv_adv - s.rcv_nxt, s.rx_mask + 1 - s.rx_readable());
+    // The group stops short of the room and of 64 KiB, whichever is less.
+    const uint32_t limit = std::min(room, kGroMaxBytes);
     uint32_t bytes = 0, len = total0 - hdr, last_len = 0;
-    uint16_t taken = 0;
     bool dropped = false;
+    // The connection's fields the loop reads, in registers: the payload
+    // copies may write anywhere as far as the compiler knows.
+    uint8_t *const ring = s.rx;
+    const uint32_t mask = s.rx_mask, tail = s.rx_tail, nxt = s.rcv_nxt, last_ack_sent = s.last_ack_sent;
+    uint64_t wire_bytes = 0;
+    PacketRef *f = frames;
+    PacketRef *const end = frames + n;
     for (;;) {
-        PacketRef &f = frames[taken];
-        if (len > room - bytes) break; // the rest one by one: the full path trims or drops it
-        const Tcp *th = tcp_of(f);
-        const uint8_t *payload = f.data + kEthLen + hdr;
-        const uint32_t off = (s.rx_tail + bytes) & s.rx_mask;
-        const uint32_t part = std::min(len, s.rx_mask + 1 - off);
-        if (f.flags & kRxL4CsumGood) {
-            std::memcpy(s.rx + off, payload, part);
-            if (len > part) std::memcpy(s.rx, payload + part, len - part);
+        if (len > limit - bytes) break; // the rest one by one: the full path trims or drops it
+        const Tcp *th = tcp_of(*f);
+        const uint8_t *payload = f->data + kEthLen + hdr;
+        const uint32_t off = (tail + bytes) & mask;
+        const uint32_t part = std::min(len, mask + 1 - off);
+        if (f->flags & kRxL4CsumGood) {
+            std::memcpy(ring + off, payload, part);
+            if (len > part) std::memcpy(ring, payload + part, len - part);
         } else {
             // Copied into free ring space and summed in one pass; the bytes
             // become readable only with the group's commit below.
             uint32_t sum = csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
-            sum = csum_combine(sum, csum_copy(s.rx + off, payload, part, 0), 0);
-            if (len > part) sum = csum_combine(sum, csum_copy(s.rx, payload + part, len - part, 0), part);
+            sum = csum_combine(sum, csum_copy(ring + off, payload, part, 0), 0);
+            if (len > part) sum = csum_combine(sum, csum_copy(ring, payload + part, len - part, 0), part);
             if (!csum_ok(sum)) {
                 e.stats_.drop_tcp_csum++;
-                e.stats_.rx_bytes += f.len;
-                e.release(f);
+                e.stats_.rx_bytes += f->len;
+                e.release(*f);
                 dropped = true;
                 break;
             }
         }
         // RFC 7323 4.3, per segment as one by one (in practice the first).
-        if (ts && seq_le(s.rcv_nxt + bytes, s.last_ack_sent)) {
+        if (ts && seq_le(nxt + bytes, last_ack_sent)) {
             s.ts_recent = tsval;
             s.ts_recent_ns = e.now_ns_;
         }
         bytes += len;
         last_len = len;
-        e.stats_.rx_bytes += f.len;
-        if (++taken == n) {
-            release_rx(f);
-            break;
-        }
+        wire_bytes += f->len;
+        if (++f == end) break;
         // The next frame joins if it continues this one: same header, the
-        // next sequence number, not past 64 KiB, a TSval not going back.
-        PacketRef &next = frames[taken];
-        len = next_member_len(f, next, ts, hdr);
-        // Released only now: a full release batch hands frames back to the
-        // port at once, and f's header was still to be compared.
-        release_rx(f);
-        if (!len || be32(tcp_of(next)->seq) != s.rcv_nxt + bytes || bytes + len > kGroMaxBytes) break;
+        // next sequence number, a TSval not going back.
+        len = next_member_len(f[-1], *f, ts, hdr);
+        if (!len || be32(tcp_of(*f)->seq) != nxt + bytes) break;
         if (ts) {
-            const uint32_t v = tsval_of(tcp_of(next));
+            const uint32_t v = tsval_of(tcp_of(*f));
             if (seq_lt(v, tsval)) break;
             tsval = v;
         }
     }
+    const uint16_t taken = uint16_t(f - frames); // (the dropped frame, if any, is f: not taken)
+    e.stats_.rx_bytes += wire_bytes;
+    const uint32_t win = seg_window(s, th0); // (read before the frames go back)
+    // The group's frames back to their owner in one call (each header was
+    // compared with the next before; none is read after this).
+    if (taken) release_rx_run(frames, taken);
     e.stats_.fastpath_hits += taken + dropped; // a bad checksum is the fast path's drop too
     if (hit && (taken || dropped)) flows().cache_hits++;
     if (taken == 0) return dropped ? 1 : 0;
     s.snd_wl1 = s.rcv_nxt + bytes - last_len;
+    s.snd_wnd = win; // every member's (same_header), as predicted()
     s.rx_tail += bytes;
     s.rcv_nxt += bytes;
-    s.count.bytes_in += bytes;
-    s.count.segs_in += taken;
+    s.bytes_in += bytes;
+    s.segs_in += taken;
     s.last_recv_ns = e.now_ns_;
     // The delayed-ACK rule counts segments (at least every second one,
     // RFC 5681 4.2); the ACK itself goes out at the end of the burst. LRO
     // frames count as the MSS segments they hold: for the burst as a whole
     // (its bytes in MSS segments where that is more than its frames), so
     // the loop above pays nothing per frame for it.
-    s.segs_unacked += bytes > taken * s.mss ? tcp::rx_segments(bytes, s.mss) : uint32_t(taken);
-    if (s.segs_unacked >= 2) {
-        if (!(s.flags & kFAckNow)) tcp::ack_now(e, s);
-    } else if (!TimerWheel::armed(&s.delack_timer)) {
-        tcp::delay_ack(e, s); // or quick mode again after idle
-    }
+    fast_ack_rule(e, s, bytes > taken * s.mss ? tcp::rx_segments(bytes, s.mss) : uint32_t(taken));
     e.raise(s, kEvReadable);
     if (taken >= 2) {
         e.stats_.rx_coalesce_groups++;

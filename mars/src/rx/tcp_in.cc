@@ -12,7 +12,7 @@
 // set, or a pure ACK that advances snd.una, takes a short path that verifies
 // the checksum in the same pass as the copy into the receive ring. Anything
 // else goes through the RFC 9293 3.10.7 segment-arrival rules.
-#include "rx/frame_bytes.h"
+#include "rx/fast_path.h"
 #include "rx/host.h"
 #include "rx/strands.h"
 
@@ -189,23 +189,17 @@ bool Receiver::frame_flow(const PacketRef &f, FlowKey *key) const
     return true;
 }
 
-// The lines of a connection block (944 bytes) the fast path touches: the hot
-// head of Sock (flow node, sequence state, ring positions: three lines), the
-// SACK scoreboard's and out-of-order queue's emptiness, the delayed-ACK timer,
-// the event bits and the per-connection counters.
+// The lines of a connection block the receive path touches: tcp::Hot's two
+// (all the fast path reads for in-order data, fast_path.h) and the flow node
+// after them, which the chain walk (stage 2 below) reads.
 void Receiver::prefetch_conn(const Sock &s)
 {
     const char *p = reinterpret_cast<const char *>(&s);
     __builtin_prefetch(p);
     __builtin_prefetch(p + 64);
-    __builtin_prefetch(p + 128);
-    __builtin_prefetch(&s.rec.sack);
-    __builtin_prefetch(&s.rec.ooo);
-    __builtin_prefetch(&s.delack_timer);
-    __builtin_prefetch(&s.app.ev_bits);
-    __builtin_prefetch(&s.count.bytes_in);
+    __builtin_prefetch(&s.flow);
 }
-constexpr uint64_t kConnPrefetches = 8;
+constexpr uint64_t kConnPrefetches = 3;
 
 // Strands (strands.h): each frame is a strand of four stages, each ending
 // where the next would wait for memory:
@@ -377,11 +371,8 @@ void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
     Sock *s = node ? tcp::Env::sock_of(node) : nullptr;
     if (s) {
         // Header prediction (seed 002): the common case costs a few compares.
-        if (s->state == TcpState::kEstablished && (th->flags & (kSyn | kFin | kRst | kUrg | kAck)) == kAck &&
-            be32(th->seq) == s->rcv_nxt && (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe))) &&
-            s->snd_nxt == s->snd_max && uint32_t(be16(th->win)) << s->snd_wscale == s->snd_wnd &&
-            (s->flags & (kFInRecovery | kFRtoRecovery | kFTlpOut | kFRdShut | kFHasRings)) == kFHasRings && s->rec.sack.empty() &&
-            s->rec.ooo.empty()) {
+        if (predicted(*s, th) &&
+            (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe)))) {
             // (input_frame let every asynchronous copy land: the plain path)
             if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
                 env().stats_.fastpath_hits++;
@@ -450,7 +441,7 @@ __attribute__((always_inline)) inline bool Receiver::tcp_dispatch(Sock *s, TcpSe
         }
         return false;
     }
-    s->count.segs_in++;
+    s->segs_in++;
     s->last_recv_ns = env().now_ns_;
     s->keep_probes = 0;
     s->probes = 0; // the peer is alive: persist probing may go on as long as it answers
@@ -458,6 +449,9 @@ __attribute__((always_inline)) inline bool Receiver::tcp_dispatch(Sock *s, TcpSe
         tcp::tcp_syn_sent_input(env(), *s, seg);
         return false;
     }
+    // The scoreboard and the out-of-order queue empty out on the slow path
+    // (an ACK past every SACKed block, a timeout): prediction again.
+    if (s->flags & kFRecBusy) s->note_rec();
     bool held = false;
     tcp::tcp_sync_input(env(), *s, seg, &held);
     return held;
@@ -517,131 +511,6 @@ void Receiver::tcp6_error(const Icmp6Error &err)
     key.local_port = err.local_port;
     key.remote_port = err.remote_port;
     if (FlowNode6 *n = flows6().lookup(key)) tcp::icmp6_error(env(), *static_cast<Sock *>(n->owner), err.seq, err.type, err.code, err.mtu);
-}
-
-// ---- fast path ---------------------------------------------------------------
-
-// The prediction held (the caller checked state, flags, sequence number,
-// options layout, window and recovery). Returns false to send the segment on
-// through the full rules; true once the frame is consumed (queued, or dropped
-// for a bad checksum).
-template <bool kAsyncCopy>
-__attribute__((always_inline)) inline bool Receiver::tcp_fast_path(Sock &s, PacketRef &f, const Tcp *th,
-                                                                    unsigned doff, const uint8_t *payload,
-                                                                    uint32_t len, uint32_t src_ip)
-{
-    uint32_t tsval = 0;
-    if (doff != kTcpLen) {
-        if (!(s.flags & kFTsOk)) return false;
-        tsval = be32(load32(reinterpret_cast<const uint8_t *>(th) + kTcpLen + 4));
-        if (seq_lt(tsval, s.ts_recent)) return false; // PAWS: the slow path decides
-    }
-    const uint32_t ack = be32(th->ack);
-    const bool csum_done = f.flags & kRxL4CsumGood;
-    if (len == 0) {
-        // A pure ACK for new data.
-        if (!seq_gt(ack, s.snd_una) || seq_gt(ack, s.snd_max)) return false;
-        if (!csum_done && !csum_ok(csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff)), th, doff)))
-            return false;
-        const uint32_t acked = ack - s.snd_una;
-        const uint32_t in_flight = s.snd_max - s.snd_una;
-        s.tx_head += acked;
-        s.snd_una = ack;
-        s.snd_wl2 = ack; // the window is unchanged; keep WL1/WL2 current (they are compared mod 2^32)
-        s.snd_wl1 = be32(th->seq);
-        uint64_t rtt = 0;
-        if (s.rtt_start_ns && seq_ge(ack, s.rtt_seq)) {
-            rtt = env().now_ns_ - s.rtt_start_ns;
-            s.rtt_start_ns = 0;
-            tcp::rtt_sample(env(), s, rtt);
-        }
-        s.cca->on_ack(s.cc, acked, in_flight, rtt, s.min_rtt_ns, env().now_ns_);
-        s.dupacks = 0;
-        s.rtx_count = 0;
-        if (s.snd_una == s.snd_max) {
-            TimerWheel::cancel(&s.rtx_timer);
-            s.first_rtx_ns = 0;
-        } else {
-            s.first_rtx_ns = env().now_ns_;
-            env().wheel_.arm(&s.rtx_timer, env().now_ns_ + s.rto_ns);
-        }
-        if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
-            s.ts_recent = tsval;
-            s.ts_recent_ns = env().now_ns_;
-        }
-        s.count.segs_in++;
-        s.last_recv_ns = env().now_ns_;
-        env().raise(s, kEvWritable);
-        if (s.tx_tail != s.snd_nxt - s.iss - 1) env().want_output(s);
-        release_rx(f);
-        return true;
-    }
-    // In-order data that fits, acking nothing new.
-    if (ack != s.snd_una || len > s.rcv_adv - s.rcv_nxt) return false;
-    bool deferred = false;
-    if constexpr (kAsyncCopy) {
-        // Through the copy engine (copy.cc): the checksum, where the NIC did
-        // not verify it, is checked before any byte can be delivered; the
-        // bytes become visible when the copy completes, after those of
-        // earlier deliveries.
-        if (len > s.rx_free()) return false;
-        if (!csum_done &&
-            !csum_ok(csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff + len))) {
-            env().stats_.drop_tcp_csum++;
-            env().release(f);
-            return true;
-        }
-        deferred = rx_copy(s, f, payload, len);
-        if (!deferred) {
-            const uint32_t off = s.rx_tail & s.rx_mask;
-            const uint32_t first = std::min(len, s.rx_mask + 1 - off);
-            std::memcpy(s.rx + off, payload, first);
-            if (len > first) std::memcpy(s.rx, payload + first, len - first);
-        }
-    } else {
-        // (the caller checked kFHasRings: rx_free() without its test; no
-        // copies are in flight on this path)
-        if (len > s.rx_mask + 1 - s.rx_readable()) return false;
-        const uint32_t off = s.rx_tail & s.rx_mask;
-        const uint32_t first = std::min(len, s.rx_mask + 1 - off);
-        if (csum_done) {
-            std::memcpy(s.rx + off, payload, first);
-            if (len > first) std::memcpy(s.rx, payload + first, len - first);
-        } else {
-            // Copy into free ring space and sum in the same pass; the bytes only
-            // become readable (rx_tail) once the checksum holds.
-            uint32_t c = csum_add(pseudo_sum(src_ip, env().cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
-            c = csum_combine(c, csum_copy(s.rx + off, payload, first, 0), 0);
-            if (len > first) c = csum_combine(c, csum_copy(s.rx, payload + first, len - first, 0), first);
-            if (!csum_ok(c)) {
-                env().stats_.drop_tcp_csum++;
-                env().release(f);
-                return true;
-            }
-        }
-    }
-    s.snd_wl1 = s.rcv_nxt;
-    if (!deferred) s.rx_tail += len;
-    s.rcv_nxt += len;
-    s.count.bytes_in += len;
-    s.count.segs_in++;
-    s.last_recv_ns = env().now_ns_;
-    if (doff != kTcpLen && seq_le(be32(th->seq), s.last_ack_sent)) {
-        s.ts_recent = tsval;
-        s.ts_recent_ns = env().now_ns_;
-    }
-    // Delayed ACK: at least every second segment (RFC 5681 4.2), else the
-    // timer. Segments of one burst share the ACK sent at its end.
-    s.segs_unacked += tcp::rx_segments(len, s.mss); // an LRO frame: the segments it holds
-    if (s.segs_unacked >= 2) {
-        if (!(s.flags & kFAckNow)) tcp::ack_now(env(), s);
-    } else if (!TimerWheel::armed(&s.delack_timer)) {
-        tcp::delay_ack(env(), s); // or quick mode again after idle
-    }
-    if (deferred) return true; // readable and released at completion
-    env().raise(s, kEvReadable);
-    release_rx(f);
-    return true;
 }
 
 void Receiver::tcp_icmp_error(const IcmpTcpError &err)

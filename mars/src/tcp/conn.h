@@ -2,24 +2,29 @@
 // what they are for. The TCP code reaches it as `Sock` (stack_impl.h).
 //
 //   part            what                                       who reads it
-//   Hot (base)      4-tuple link, state, flags, sequence       every segment: the express path,
-//                   space, windows, both rings, cc             header prediction, the fast ACK
-//                   (first 296 bytes: 4.6 cache lines)         and data paths (static_asserted)
-//   identity        gen, index, used                           the socket table (StackImpl)
-//   sender          recovery point, MSS, RTT/RTO estimator,    output, ACK processing
+//   Hot (base)      the 4-tuple as frames carry it, state,     every segment: header prediction and
+//                   flags, sequence space, the receive ring,   the fast path (rx/fast_path.h) read
+//                   WL1, Last.ACK.sent, MSS, index, event      nothing else for in-order data
+//                   bits, receive times and counters           (two cache lines, static_asserted)
+//   flow            the flow table's node                      a table lookup (Env::sock_of)
+//   sender's hot    send ring, transmit refs, ISS/IRS, WL2,    a pure ACK after prediction
+//   part            RTT sample, RTO, congestion control        (fast_ack), output
+//   identity        gen, used                                  the socket table (StackImpl)
+//   sender          recovery point, MSS sizes, RTT estimator,  output, ACK processing
 //                   timer state and the three timers
-//   rec             SACK scoreboard, out-of-order queue,       predicts() checks both empty;
-//                   the D-SACK to report                       the slow path uses them
+//   rec             SACK scoreboard, out-of-order queue,       the slow path; kFRecBusy in Hot
+//                   the D-SACK to report                       says whether either holds anything
 //   template        next hop, ARP generation, prebuilt header  every segment sent
 //   lst             listener: SYN queue count, accept queue    listeners and their children
-//   app             the user side: tag, events, error, ring    the socket API, events,
-//                   memory, buffers and autotuning, options    receive-buffer autotuning
-//   count           per-connection counters                    info(), segments in and out
+//   app             the user side: tag, error, ring memory,    the socket API, events,
+//                   buffers and autotuning, options            receive-buffer autotuning
+//   count           send counters                              info(), segments out
 //   rack_timer,     RACK-TLP and PRR (cold: the slow path      recovery, timers
-//   rack            and timers only; last)
+//   rack            and timers only)
+//   v6              IPv6 connections only                      tcp/tcp6.h
 //
-// The order is the memory order: the parts after Hot keep the offsets they
-// had as loose fields, so the fast path touches the same cache lines.
+// The order is the memory order; Conn is 64-byte aligned, so Hot is exactly
+// its first two cache lines.
 #pragma once
 
 #include "tcp/cc.h"
@@ -71,6 +76,11 @@ enum SockFlag : uint32_t {
     kFTailMore = 1u << 27,   // the last bytes queued came with MSG_MORE: no PSH where they end (Linux)
     kFV6 = 1u << 28,         // an IPv6 socket (Conn::v6): its flow, template and addresses are v6's
     kFV6Only = 1u << 29,     // IPV6_V6ONLY: a listener on :: that takes no IPv4 arrival
+    // The SACK scoreboard or the out-of-order queue may hold something
+    // (Conn::note_rec): header prediction tests this bit of Hot instead of
+    // reading the two. Set where either gains an entry, cleared by the slow
+    // path once both are empty; set while both are empty is only slower.
+    kFRecBusy = 1u << 30,
 };
 
 enum TimerKind : uint32_t { kTimerRtx, kTimerDelack, kTimerAux, kTimerRack };
@@ -115,11 +125,21 @@ constexpr unsigned kHeaders6Len = wire::kEthLen + 40 + wire::kTcpLen;
 
 namespace tcp {
 
-// The hot part: what every segment of an established connection reads on
-// the fast path (frame_bytes.h's predicts(), tcp_fast_path, the ACK it
-// sends). Conn's first part, so that a FlowNode* is a Conn* (flow first).
-struct Hot {
-    FlowNode flow;
+// The hot part: what the receive fast path (rx/fast_path.h) reads and
+// writes of an established connection's in-order data segment, and what
+// header prediction compares for a pure ACK -- two cache lines, and nothing
+// else of the connection. Conn's first part and 64-byte aligned (so is Conn:
+// the blocks are whole lines apart), so these are exactly two lines.
+//
+//   line 0  the 4-tuple as the peer's frames carry it, state, flags,
+//           window scales, the sequence space, TS.Recent, the receive ring
+//   line 1  ring positions, WL1, Last.ACK.sent, MSS, the event bits and the
+//           socket's index (raise(), want_output()), when the last segment
+//           came, the receive counters
+//
+// The flow table's node (Conn::flow) follows it: a table lookup reads it,
+// the express path (the last-flow cache's connection) never does.
+struct alignas(64) Hot {
     // The 4-tuple as the peer's frames carry it (network order), for the
     // express path's compare against the last-flow cache without swapping.
     uint32_t wire_rip = 0, wire_ports = 0;
@@ -130,31 +150,37 @@ struct Hot {
     uint32_t rcv_nxt = 0, rcv_adv = 0; // rcv_adv: right edge of the window we advertised
     uint32_t snd_una = 0, snd_nxt = 0, snd_max = 0, snd_wnd = 0;
     uint32_t ts_recent = 0;
-    uint8_t *rx = nullptr;
-    uint32_t rx_mask = 0, rx_head = 0, rx_tail = 0; // free-running positions
-    uint32_t rx_inflight = 0; // bytes past rx_tail a copy engine is still writing
-    uint8_t *tx = nullptr;
-    uint32_t tx_mask = 0, tx_head = 0, tx_tail = 0; // tx position of data seq s: s - iss - 1
-    TxRefs tx_refs; // frames the port still reads from tx (transmit by reference)
-    uint32_t irs = 0, iss = 0;
-    uint32_t mss = 536;     // what we send per segment (payload, options not included)
     uint32_t segs_unacked = 0; // segments received since our last ACK
+    uint8_t *rx = nullptr;
+    uint32_t rx_mask = 0, rx_head = 0; // free-running positions
+    uint32_t rx_tail = 0;
+    uint32_t rx_inflight = 0; // bytes past rx_tail a copy engine is still writing
+    uint32_t snd_wl1 = 0;
     uint32_t last_ack_sent = 0; // rcv_nxt in our last ACK (RFC 7323 Last.ACK.sent)
+    uint32_t mss = 536;     // what we send per segment (payload, options not included)
+    uint32_t index = 0;     // in the socket table (events and the flush list carry it)
+    uint32_t ev_bits = 0;   // events raised since the last events() drain (Env::raise)
     uint32_t keep_probes = 0;
-    uint32_t snd_wl1 = 0, snd_wl2 = 0, max_snd_wnd = 0;
+    uint64_t last_recv_ns = 0;
     uint64_t ts_recent_ns = 0;
-    uint64_t last_recv_ns = 0, last_send_ns = 0;
-    CcVars cc;
-    const CcAlgo *cca = nullptr;
+    uint64_t bytes_in = 0, segs_in = 0; // info(): payload bytes and segments received
 
     uint32_t rx_readable() const { return rx_tail - rx_head; }
     uint32_t rx_free() const { return rx_mask ? rx_mask + 1 - rx_readable() - rx_inflight : 0; }
-    uint32_t tx_queued() const { return tx_tail - tx_head; }
-    // Acknowledged bytes a frame in flight may still point at stay the
-    // stack's (TxRefs::app_head).
-    uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - (tx_tail - tx_refs.app_head(tx_head)) : 0; }
-    uint32_t in_flight() const { return snd_max - snd_una; }
 };
+
+// The layout the fast path was measured with (benchmarks/README.md, "mars:
+// the fast path"): a change here moves fields across cache lines; measure
+// `tools/eta bench fastpath` before changing these.
+static_assert(offsetof(Hot, state) == 8 && offsetof(Hot, flags) == 12 && offsetof(Hot, rcv_nxt) == 16,
+              "line 0: the 4-tuple, state, flags, sequence space");
+static_assert(offsetof(Hot, snd_una) == 24 && offsetof(Hot, ts_recent) == 40 && offsetof(Hot, rx) == 48 &&
+                  offsetof(Hot, rx_head) == 60,
+              "line 0: send sequence space, the receive ring");
+static_assert(offsetof(Hot, rx_tail) == 64 && offsetof(Hot, mss) == 80 && offsetof(Hot, ev_bits) == 88 &&
+                  offsetof(Hot, last_recv_ns) == 96 && offsetof(Hot, segs_in) == 120,
+              "line 1: ring positions, ACK state, events, times, counters");
+static_assert(sizeof(Hot) == 128 && alignof(Hot) == 64, "the hot part is two cache lines");
 
 // The segments a received payload stands for in the delayed-ACK rule (an
 // ACK at least every second full-sized segment, RFC 1122 4.2.3.2, RFC 5681
@@ -166,19 +192,6 @@ inline uint32_t rx_segments(uint32_t len, uint32_t mss)
     return len <= mss || mss == 0 ? 1u : (len + mss - 1) / mss;
 }
 
-// The layout the fast path was measured with (benchmarks/README.md, "mars:
-// the fast path"): a change here moves fields across cache lines; measure
-// `tools/eta bench fastpath` before changing these.
-static_assert(offsetof(Hot, flow) == 0, "a FlowNode* must be its Conn*");
-static_assert(offsetof(Hot, state) == 40 && offsetof(Hot, flags) == 44 && offsetof(Hot, rcv_nxt) == 48,
-              "line 0: state, flags, sequence space");
-static_assert(offsetof(Hot, snd_una) == 56 && offsetof(Hot, ts_recent) == 72 && offsetof(Hot, rx) == 80,
-              "lines 0-1: send sequence space, the receive ring");
-static_assert(offsetof(Hot, tx) == 104 && offsetof(Hot, tx_refs) == 124 && offsetof(Hot, mss) == 156,
-              "line 1-2: the send ring, transmit by reference, MSS");
-static_assert(offsetof(Hot, last_recv_ns) == 192 && offsetof(Hot, cc) == 208 && offsetof(Hot, cca) == 288,
-              "lines 3-4: times, congestion control");
-static_assert(sizeof(Hot) == 296, "the hot part is 4.6 cache lines");
 
 // Loss recovery's warm part (the fast path checks that both are empty).
 struct Recovery {
@@ -199,7 +212,6 @@ struct ListenPart {
 // and their autotuning, options.
 struct UserSide {
     uint64_t user = 0;
-    uint32_t ev_bits = 0;
     int error = 0;
     RingMemory mem;
     uint32_t rcv_buf = 0, snd_buf = 0;
@@ -238,25 +250,41 @@ struct V6Part {
     alignas(8) uint8_t hdr[kHeaders6Len] = {};
 };
 
+// The rest of the per-connection counters (the receive ones are Hot's).
 struct Counters {
-    uint64_t total_retransmits = 0, bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
+    uint64_t total_retransmits = 0, bytes_out = 0, segs_out = 0;
 };
 
 struct Conn : Hot {
-    // ---- identity in the socket table -----------------------------------
+    // ---- the flow table's node (right after Hot: Env::sock_of) -----------
+    FlowNode flow;
+
+    // ---- the sender's hot part: what an ACK that advances snd_una reads
+    // after prediction (the fast path's pure ACK, output): the send ring,
+    // the RTT sample, the retransmission timer's state, congestion control
+    uint8_t *tx = nullptr;
+    uint32_t tx_mask = 0, tx_head = 0, tx_tail = 0; // tx position of data seq s: s - iss - 1
+    TxRefs tx_refs; // frames the port still reads from tx (transmit by reference)
+    uint32_t irs = 0, iss = 0;
+    uint32_t snd_wl2 = 0, max_snd_wnd = 0;
+    uint32_t rtt_seq = 0;
+    uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
+    uint64_t rtt_start_ns = 0; // 0: not timing a segment
+    uint64_t rto_ns = 0, min_rtt_ns = 0;
+    uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
+    uint64_t last_send_ns = 0;
+    CcVars cc;
+    const CcAlgo *cca = nullptr;
+
+    // ---- identity in the socket table (index: Hot's) ---------------------
     uint32_t gen = 0;
-    uint32_t index = 0;
     bool used = false;
 
     // ---- sender: recovery point, sizes, RTT and RTO, timers --------------
     uint32_t recover = 0, high_rxt = 0;
     uint32_t snd_sml = 0; // end of the last small segment sent (Minshall's Nagle)
     uint32_t peer_mss = 536, user_mss = 0, path_mtu = 1500;
-    uint64_t srtt_ns = 0, rttvar_ns = 0, rto_ns = 0, min_rtt_ns = 0;
-    uint32_t rtt_seq = 0;
-    uint64_t rtt_start_ns = 0; // 0: not timing a segment
-    uint32_t rtx_count = 0;    // consecutive retransmission timeouts / SYN retries
-    uint64_t first_rtx_ns = 0; // when the current unanswered retransmissions began
+    uint64_t srtt_ns = 0, rttvar_ns = 0;
     uint32_t probes = 0;       // keepalive or zero-window probes without answer
     uint32_t quick_acks = 0;   // quick-ACK mode: immediate ACKs left (kFQuickAck; tcp/sender.h)
     uint64_t last_challenge_ns = 0; // throttle: RFC 5961 challenge ACKs, SYN-ACKs resent for a repeated SYN
@@ -280,8 +308,26 @@ struct Conn : Hot {
 
     V6Part v6;        // IPv6 connections (kFV6) only
 
+    // To 29 cache lines (an odd count with no cheap shift-and-add form): the
+    // table's index-to-block arithmetic is then one multiply. At 26 lines
+    // (the size without it) it was three instructions, +2 at every lookup
+    // by index (events, the flush list, each API call): +12 per rr
+    // transaction (benchmarks/README.md, seventh sitting).
+    uint8_t pad_to_29_lines[192];
+
     Hot &hot() { return *this; }
     const Hot &hot() const { return *this; }
+    uint32_t tx_queued() const { return tx_tail - tx_head; }
+    // Acknowledged bytes a frame in flight may still point at stay the
+    // stack's (TxRefs::app_head).
+    uint32_t tx_free() const { return tx_mask ? tx_mask + 1 - (tx_tail - tx_refs.app_head(tx_head)) : 0; }
+    uint32_t in_flight() const { return snd_max - snd_una; }
+    // kFRecBusy after the scoreboard or the out-of-order queue changed.
+    void note_rec()
+    {
+        if (rec.sack.empty() && rec.ooo.empty()) flags &= ~kFRecBusy;
+        else flags |= kFRecBusy;
+    }
     // What of the offered buffer unread and in-flight bytes leave (<= rx_free()).
     uint32_t rx_space_free() const
     {
@@ -318,8 +364,19 @@ struct Conn : Hot {
 // The parts' sizes as laid out (Conn itself is not standard-layout, so its
 // offsets are not asserted; the parts keep the places the loose fields had).
 static_assert(sizeof(Recovery) == 192 && sizeof(ListenPart) == 28 && sizeof(UserSide) == 176 &&
-                  sizeof(Counters) == 40,
+                  sizeof(Counters) == 24,
               "the parts' sizes (tools: see tcp/conn.h's table)");
+
+// The named hand-off from the hot part to the rest of its connection (the
+// fast path, rx/fast_path.h, reads Hot only and says where it leaves it).
+inline Conn &conn_of(Hot &h) { return static_cast<Conn &>(h); }
+
+// Env::sock_of() finds a connection from its flow node by this offset.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(Conn, flow) == sizeof(Hot), "the flow node right after Hot");
+#pragma GCC diagnostic pop
+static_assert(alignof(Conn) == 64 && sizeof(Conn) == 29 * 64, "blocks whole cache lines apart, 29 of them");
 
 } // namespace tcp
 

@@ -3,7 +3,7 @@
 // init() reserves room for `capacity` blocks (anonymous pages from mmap)
 // and touches none of it: a block is constructed the first time it is
 // handed out, so the blocks made are always the prefix [0, made()). A stack
-// sized for 65,536 sockets (1,624 bytes each: 106 MiB) therefore starts at
+// sized for 65,536 sockets (1,856 bytes each: 116 MiB) therefore starts at
 // once and its memory is faulted in only as connections come; constructing
 // every block up front took seconds on a busy core, and held an engine's
 // start (and a restart's pause of the host's traffic on a shared port) for

@@ -60,15 +60,16 @@ struct Env {
     uint32_t now_us() const { return uint32_t(now_ns_ / 1000); }
 
     // ---- events and output ---------------------------------------------------
-    __attribute__((always_inline)) void raise(Conn &s, uint32_t bits)
+    // (Hot's fields only: the fast path raises its events.)
+    __attribute__((always_inline)) void raise(Hot &s, uint32_t bits)
     {
-        s.app.ev_bits |= bits;
+        s.ev_bits |= bits;
         if (!(s.flags & kFInEvents)) {
             s.flags |= kFInEvents;
             event_list_.push_back(s.index); // capacity reserved at creation
         }
     }
-    void want_output(Conn &s); // tcp_out.cc (out of line: measured cheaper where recovery calls it)
+    void want_output(Hot &s); // tcp_out.cc (out of line: measured cheaper where recovery calls it)
     void release(PacketRef &f) { link_.release(f); }
     // A socket by table index (the table is the stack's; this is a view).
     Conn &conn_at(uint32_t index) { return conns_[index]; }
@@ -88,7 +89,8 @@ struct Env {
     void link_flow(Conn &s, const FlowKey &key);     // into the flow table
     void link_flow6(Conn &s);                        // an IPv6 connection (s.v6) into FlowTable6
 
-    static Conn *sock_of(FlowNode *n) { return reinterpret_cast<Conn *>(n); } // flow is Conn's first member
+    // The connection of a flow node (Conn::flow lies right after Hot).
+    static Conn *sock_of(FlowNode *n) { return reinterpret_cast<Conn *>(reinterpret_cast<char *>(n) - sizeof(Hot)); }
 
     StackConfig cfg_;
     Conn *conns_ = nullptr; // the stack's socket table (StackImpl::socks_), set at init

@@ -28,7 +28,7 @@ void update_mss(Env &e, Sock &s);
 void build_template(Env &e, Sock &s);
 uint32_t rcv_window(const Env &e, const Sock &s);
 uint16_t window_to_advertise(Env &e, Sock &s);
-void ack_now(Env &e, Sock &s);
+void ack_now(Env &e, Hot &s); // (Hot only: the fast path calls it)
 // Quick-ACK mode (mars/README.md "Quick ACKs"): at the start of a connection
 // and after it was idle, every data segment is ACKed at once, up to
 // kQuickAcksMax of them (Linux's TCP_MAX_QUICKACKS), fewer when the receive

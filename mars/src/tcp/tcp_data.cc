@@ -24,7 +24,7 @@ uint32_t deliver(Env &, Sock &s, const uint8_t *p, uint32_t n)
     std::memcpy(s.rx + off, p, first);
     std::memcpy(s.rx, p + first, n - first);
     s.rx_tail += n;
-    s.count.bytes_in += n;
+    s.bytes_in += n;
     return n;
 }
 
@@ -43,6 +43,7 @@ void tcp_data(Env &e, Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload,
             e.stats_.ooo_frames_used = e.ooo_pool_.used();
             got_fin = got_fin || ooo_fin;
             ack_now(e, s); // a gap filled: ACK at once (RFC 5681 4.2)
+            s.note_rec();  // emptied, perhaps: header prediction may take it again
         }
         if (len) e.raise(s, kEvReadable);
         if (got_fin) {
@@ -82,6 +83,7 @@ void tcp_data(Env &e, Sock &s, PacketRef *frame, uint32_t seq, uint8_t *payload,
             break;
         }
         e.stats_.ooo_frames_used = e.ooo_pool_.used();
+        s.note_rec(); // header prediction hands the connection on while it holds frames
     }
     ack_now(e, s); // duplicate ACK with SACK blocks: the sender learns of the hole
 }

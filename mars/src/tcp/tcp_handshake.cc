@@ -163,7 +163,7 @@ void tcp_listen_input(Env &e, Sock &l, const TcpSegment &seg)
         // data segment (or a FIN): it is in order, take it now rather than
         // make the peer wait for its retransmission timer.
         if (c->used && c->state == TcpState::kEstablished && (len || (flags & kFin))) {
-            c->count.segs_in++;
+            c->segs_in++;
             bool held = false;
             const uint32_t room = std::min(len, c->rx_free());
             // In order by construction (rcv_nxt = seq): tcp_data never holds it.

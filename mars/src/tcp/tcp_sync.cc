@@ -229,7 +229,11 @@ bool tcp_ack(Env &e, Sock &s, const TcpSegment &seg, uint32_t len)
     const bool sack_ok = s.flags & kFSackOk;
     const uint32_t old_una = s.snd_una, sacked_before = s.rec.sack.sacked_bytes();
     const bool dsack = sack_ok && opt.n_sack && is_dsack(opt, ack);
-    const uint32_t newly_sacked = (sack_ok && opt.n_sack) ? s.rec.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack) : 0;
+    uint32_t newly_sacked = 0;
+    if (sack_ok && opt.n_sack) {
+        newly_sacked = s.rec.sack.update(s.snd_una, s.snd_max, opt.sack, opt.n_sack);
+        if (!s.rec.sack.empty()) s.flags |= kFRecBusy; // header prediction hands the connection on (conn.h)
+    }
 
     const uint32_t fin_seq = s.iss + 1 + s.tx_tail; // where our FIN sits (if sent)
     const bool fin_sent = (s.flags & kFFinQueued) && seq_gt(s.snd_max, fin_seq);

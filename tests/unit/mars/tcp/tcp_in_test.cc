@@ -592,6 +592,86 @@ TEST_F(Tcp, FastPathAndLookupCacheAreCounted)
     EXPECT_EQ(st().stats().lookup_cache_misses, misses + 1);
 }
 
+// The fast path's contract (mars/src/rx/fast_path.h), by its count
+// (fastpath_hits): it takes the next in-order data segment, a pure ACK of
+// new data, data that acknowledges new data and a smaller (not zero)
+// window; it hands on to the TCP rules a segment past a gap, an in-order
+// one while the out-of-order queue holds data (the queue must drain behind
+// it), an ACK of nothing new, a window that opens or is zero, and a FIN --
+// and takes in-order data again once the queue has drained.
+TEST_F(Tcp, FastPathTakesInOrderDataAndNewAcksAndHandsOnTheRest)
+{
+    Conn c;
+    SockId s = passive(&c);
+    auto hits = [&] { return st().stats().fastpath_hits; };
+    uint64_t h = hits();
+    p().send(c, kAck | kPsh, bytes(500, 30));
+    EXPECT_EQ(hits(), h + 1) << "the next in-order data segment";
+    p().take_conn(c);
+
+    Conn later = c;
+    later.peer_nxt = c.peer_nxt + 500;
+    h = hits();
+    p().send(later, kAck, bytes(500, 32));
+    EXPECT_EQ(hits(), h) << "data past a gap";
+    EXPECT_GT(info(s).ooo_frames, 0u);
+    p().take_conn(c);
+    p().send(c, kAck, bytes(500, 31));
+    EXPECT_EQ(hits(), h) << "in-order data while the out-of-order queue holds data";
+    EXPECT_EQ(info(s).ooo_frames, 0u) << "the queue drained behind the segment that filled the gap";
+    c.peer_nxt = later.peer_nxt;
+    p().take_conn(c);
+    p().send(c, kAck, bytes(500, 33));
+    EXPECT_EQ(hits(), h + 1) << "in-order data again once the queue drained";
+    std::vector<uint8_t> want;
+    for (uint8_t seed : {30, 31, 32, 33}) {
+        const auto b = bytes(500, seed);
+        want.insert(want.end(), b.begin(), b.end());
+    }
+    EXPECT_EQ(read_all(s), want);
+
+    const auto data = bytes(1000, 34);
+    ASSERT_EQ(st().send(s, data.data(), data.size()), int64_t(data.size()));
+    p().poll();
+    ASSERT_EQ(payload_of(p().take_conn(c)), 1000u);
+    h = hits();
+    p().send(c, kAck);
+    EXPECT_EQ(hits(), h + 1) << "a pure ACK of new data";
+    EXPECT_EQ(info(s).tx_unacked, 0u);
+
+    // Data that also acknowledges new data (a request answering our reply):
+    // both halves taken.
+    ASSERT_EQ(st().send(s, data.data(), 500), 500);
+    p().poll();
+    ASSERT_EQ(payload_of(p().take_conn(c)), 500u);
+    ASSERT_EQ(info(s).tx_unacked, 500u);
+    h = hits();
+    p().send(c, kAck | kPsh, bytes(200, 36));
+    EXPECT_EQ(hits(), h + 1) << "data that acknowledges new data";
+    EXPECT_EQ(info(s).tx_unacked, 0u);
+    EXPECT_EQ(read_all(s), bytes(200, 36));
+    p().take_conn(c);
+
+    h = hits();
+    p().send(c, kAck);
+    EXPECT_EQ(hits(), h) << "an ACK of nothing new";
+    const uint16_t wnd = c.window;
+    c.window = uint16_t(wnd / 2);
+    p().send(c, kAck, bytes(100, 35));
+    EXPECT_EQ(hits(), h + 1) << "a smaller window (not zero)";
+    EXPECT_EQ(info(s).snd_wnd, uint32_t(wnd / 2) << info(s).snd_wscale) << "the smaller window taken";
+    c.window = wnd;
+    p().send(c, kAck, bytes(100, 37));
+    EXPECT_EQ(hits(), h + 1) << "a window that opens";
+    c.window = 0;
+    p().send(c, kAck, bytes(100, 38));
+    EXPECT_EQ(hits(), h + 1) << "a zero window";
+    c.window = wnd;
+    p().send(c, kAck | kFin);
+    EXPECT_EQ(hits(), h + 1) << "a FIN";
+    EXPECT_EQ(state(s), TcpState::kCloseWait);
+}
+
 // ---- SYN cookies (RFC 4987) --------------------------------------------------
 
 TEST_F(Tcp, SynCookieHandshakeWhenSynQueueOverflows)
