@@ -23,6 +23,7 @@
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
+#include "sock6.h"
 #include "sockobj.h"
 #include "wait.h"
 
@@ -373,7 +374,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         int err = c ? make_accel(c, fd, s) : ENETDOWN;
         struct dti_addr any = {0, ntohs(in.sin_port)};
         if (!err) {
-            int r = dti_bind(c, s->h, &any);
+            int r = eta_bind_any(c, s, any.port); /* [::]: IPv6 too (sock6.c) */
             if (r == 0)
                 r = dti_listen(c, s->h, backlog);
             if (r < 0) {
@@ -401,7 +402,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         int fl = real_fcntl(fd, F_GETFL);
         real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
         char buf[64];
-        snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u, IPv4 on the PPE and the kernel"
+        snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u on the PPE and the kernel"
                                        : "listening on 0.0.0.0:%u on the PPE and the kernel", any.port);
         eta_count(ETA_R_NONE, fd, buf);
         eta_obj_put(&s->obj);
