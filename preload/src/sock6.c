@@ -5,10 +5,14 @@
  * (dti_getsockname6/dti_getpeername6). */
 #include "sock6.h"
 
+#include "sock.h"
 #include "sockobj.h"
+#include "wait.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port)
@@ -40,4 +44,37 @@ int eta_name6(dti_ctx_t *c, dti_sock_t h, bool peer, struct sockaddr *out, sockl
     memcpy(out, &in6, (size_t)n);
     *len = sizeof in6;
     return 0;
+}
+
+int eta_prep_connect_to(dti_ctx_t *c, dti_sock_t h, const struct sockaddr *addr, bool native6)
+{
+    struct dti_addr remote = {0, 0};
+    struct dti_addr6 remote6 = {{0}, 0};
+    if (native6) {
+        struct sockaddr_in6 in6;
+        memcpy(&in6, addr, sizeof in6);
+        memcpy(remote6.ip, in6.sin6_addr.s6_addr, 16);
+        remote6.port = ntohs(in6.sin6_port);
+    } else {
+        remote = to_dti(addr);
+    }
+    for (int tries = 0;; tries++) {
+        int rc = native6 ? dti_prep_connect6(c, h, &remote6, 0) : dti_prep_connect(c, h, &remote, 0);
+        if (rc != -EAGAIN || tries == 1)
+            return rc;
+        eta_pump(c);
+    }
+}
+
+const char *eta_fmt_any(const struct sockaddr *a, char *buf, size_t len)
+{
+    if (a->sa_family != AF_INET6)
+        return fmt_addr(a, buf, len);
+    struct sockaddr_in6 in6;
+    char ip[INET6_ADDRSTRLEN];
+    memcpy(&in6, a, sizeof in6);
+    if (!inet_ntop(AF_INET6, &in6.sin6_addr, ip, sizeof ip))
+        ip[0] = 0;
+    snprintf(buf, len, "[%s]:%u", ip, ntohs(in6.sin6_port));
+    return buf;
 }

@@ -10,7 +10,10 @@
 # an IPv4 client of the same listener still goes through the PPE, shown
 # v4-mapped (the dual-stack hybrid kept working). eta-stat counts the IPv6
 # packets in the engine's stack and the program's connection accepted
-# through the PPE (none from the kernel half).
+# through the PPE (none from the kernel half). Then an eta-run --require
+# client connects over IPv6 to a kernel server in the peer (on-link of the
+# port's address6: the shim's decision from eta-ppe's "port6" line): through
+# the engine (from the PPE's IPv6 address), sha256 both ways.
 #   ip6_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
@@ -58,6 +61,24 @@ grep -q "^conn peer \[::ffff:$ETA_LAB_PEER_IP\]:[0-9]* local \[::ffff:$ETA_LAB_P
 segs=$(( $(sum ip6_in) - ip6_before ))
 [ "$segs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $segs IPv6 packets in the engine for $BYTES bytes received over IPv6"
 
+note "an eta-run --require client to a kernel IPv6 server in the peer ([$ETA_LAB_PEER_IP6])"
+pport=$(free_port)
+start_bg psrv peer timeout 150 "$py" "$TOOL" server "$ETA_LAB_PEER_IP6" "$pport" >"$work/psrv.out" 2>&1
+wait_until 20 eval "grep -q listening '$work/psrv.out' || ! kill -0 $psrv_pid"
+grep -q listening "$work/psrv.out" || fail "the peer's server did not listen: $(cat "$work/psrv.out")"
+ip6_mid=$(sum ip6_in)
+cli=$(ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" "$BYTES" "$SEED" 2>"$work/cli.err") ||
+    fail "the client under eta-run failed: $cli $(cat "$work/cli.err")"
+wait "$psrv_pid" || fail "the peer's server exited $?"
+read -r _ csent _ cgot cn _ <<<"$cli"
+[ "$csent" = "$sent" ] && [ "$cgot" = "$got" ] && [ "$cn" -eq "$BYTES" ] || fail "the client's exchange: '$cli' (the server's was '$eta')"
+[[ "$cli" == *"local [$H6]:"* ]] || fail "the client's address is not the PPE's IPv6 one: $cli"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/cli.err" ||
+    fail "the client's connect was not the PPE's: $(cat "$work/cli.err")"
+csegs=$(( $(sum ip6_in) - ip6_mid ))
+[ "$csegs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $csegs IPv6 packets in the engine for the client's $BYTES bytes"
+
 note "the same exchange with the same server on the kernel link ([$ETA_LAB_KERNEL_IP6], no eta-run)"
 kport=$(free_port)
 start_bg ksrv timeout 150 "$py" "$TOOL" server "$ETA_LAB_KERNEL_IP6" "$kport" >"$work/ksrv.out" 2>&1
@@ -68,4 +89,4 @@ wait "$ksrv_pid" || fail "the kernel echo server exited $?"
 read -r _ ksent _ kgot _ <<<"$kern"
 [ "$ksent" = "$sent" ] && [ "$kgot" = "$got" ] || fail "the engine's exchange differs from the kernel's: '$eta' / '$kern'"
 ppe_stop
-echo "preload_ip6: [::] under eta-run served $BYTES bytes over IPv6 through the engine (as the kernel link), IPv4 too; $segs IPv6 packets in the engine - held"
+echo "preload_ip6: [::] under eta-run served $BYTES bytes over IPv6 through the engine (as the kernel link), IPv4 too; a client under eta-run sent $BYTES to the peer over IPv6; $segs + $csegs IPv6 packets in the engine - held"
