@@ -18,7 +18,7 @@ extern "C" {
 enum eta_reason {
     ETA_R_NONE = 0,
     ETA_R_NOT_INET,        /* AF_UNIX, AF_NETLINK, AF_PACKET, ... */
-    ETA_R_INET6,           /* IPv6 is not accelerated yet */
+    ETA_R_INET6,           /* IPv6 the shim leaves to the kernel (preload/README.md "IPv6 connects") */
     ETA_R_NOT_STREAM,      /* UDP, raw, SEQPACKET */
     ETA_R_PROTOCOL,        /* SOCK_STREAM with a protocol other than TCP (e.g. MPTCP, SCTP) */
     ETA_R_NO_PPE,          /* no PPE could be attached */
