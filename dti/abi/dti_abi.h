@@ -146,6 +146,9 @@ struct dti_cmd { /* 64 bytes, [app] */
     uint32_t arg1;      /* port / flags / buffer length */
     int64_t value;      /* setsockopt value */
     uint64_t offset;    /* pool buffer offset */
+                        /* BIND6/CONNECT6 (ABI 11): value and offset hold the IPv6
+                         * address's 16 bytes in network order (value's 8 first, as
+                         * they lie in memory: dti_cmd_addr6_get/set) */
     uint32_t tag;       /* libdti's in-flight slot, echoed in the completion */
     /* SEND only, latency sampling (dti_sock_shared.trace): the TSC when the
      * program read the traced request (0: not stamped: an older libdti, or no
@@ -170,6 +173,19 @@ struct dti_ev { /* 64 bytes, [eng] */
     uint32_t events;    /* events: DTI_POLL*; completions: the command's tag */
     uint32_t accepted[8];
 };
+
+/* The IPv6 address of a BIND6/CONNECT6 command: the 16 bytes of its value
+ * and offset words, in memory order (no byte swapping on either side). */
+static inline void dti_cmd_addr6_set(struct dti_cmd *c, const uint8_t ip[16])
+{
+    __builtin_memcpy(&c->value, ip, 8);
+    __builtin_memcpy(&c->offset, ip + 8, 8);
+}
+static inline void dti_cmd_addr6_get(const struct dti_cmd *c, uint8_t ip[16])
+{
+    __builtin_memcpy(ip, &c->value, 8);
+    __builtin_memcpy(ip + 8, &c->offset, 8);
+}
 
 /* ---- socket table --------------------------------------------------------- */
 
@@ -237,8 +253,19 @@ struct dti_sock_shared {
      * from 0 when the rings come), stored (release) after tx_size: a grow
      * is done when this moves; tx_size then says whether it was taken. */
     uint32_t tx_grow_ack;
-    uint8_t pad_tx[DTI_CACHELINE - 12];
+    /* [eng] IPv6 names (ABI 11): name6 is DTI_NAME6_IPV6 (| DTI_NAME6_V6ONLY)
+     * for an IPv6 socket, whose addresses are local6/remote6 (network byte
+     * order; the ports stay in local_port/remote_port, and local_ip/remote_ip
+     * are 0), else 0 (an IPv4 socket: local_ip/remote_ip). Written with the
+     * first cache line's names and covered by the same seq (a reader retries
+     * a torn read), name6 stored (release) after the addresses. */
+    uint32_t name6;
+    uint8_t local6[16];
+    uint8_t remote6[16];
+    uint8_t pad_tx[DTI_CACHELINE - 48];
 };
+#define DTI_NAME6_IPV6 1u   /* the socket is an IPv6 one (bind6, connect6, or accepted over IPv6) */
+#define DTI_NAME6_V6ONLY 2u /* bound with DTI_BIND6_V6ONLY (a listener's siblings are bound alike) */
 
 /* SEND's arg1 bits beyond DTI_SEND_MORE (dti.h). Without either, SEND takes
  * arg0 more bytes (native callers that manage the ring themselves). */
@@ -303,6 +330,12 @@ static inline uint32_t dti_events_of(uint32_t state, int32_t err, uint32_t reada
  * compute) get their segments steered to the owner in software.
  * Host byte order throughout. */
 #define DTI_FLOW_RETA_SPAN 64u
+
+/* The engine that holds every IPv6 socket when the PPE runs several: the
+ * PPE steers every IPv6 frame (TCP, neighbour discovery, ICMPv6) to it, and
+ * libdti places an IPv6 socket there before its BIND6 or CONNECT6 (a listener
+ * group's siblings on the other engines, bound alike, take only IPv4). */
+#define DTI_IP6_ENGINE 0u
 
 static inline uint16_t dti_flow_fold(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b)
 {

@@ -101,16 +101,8 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     int32_t result = 0;
     switch (cmd.op) {
     case DTI_OP_BIND:
-        if (cmd.address.port != 0 && cmd.address.port < member.unprivileged_port_start &&
-            !control_.may_bind_privileged(member)) {
-            result = -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
-        } else {
-            result = slot->dgram ? tr_.dgram_bind(slot->sid, cmd.address) : tr_.bind(slot->sid, cmd.address);
-            if (result == 0)
-                slot->state |= DTI_STATE_BOUND;
-            if (result == 0 && slot->dgram)
-                dgram_ends(group, slot_index); // the port picked for port 0
-        }
+    case DTI_OP_BIND6:
+        result = cmd_bind(group, member, slot_index, cmd);
         break;
     case DTI_OP_LISTEN:
         result = tr_.listen(slot->sid, int(cmd.count));
@@ -121,25 +113,9 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         cmd_accept(group, ctx_index, slot_index, cmd);
         return;
     case DTI_OP_CONNECT:
-        if (slot->state & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED)) {
-            result = (slot->state & DTI_STATE_CONNECTED) ? -EISCONN : -EALREADY;
-        } else if (slot->state & DTI_STATE_LISTENING) {
-            result = -EINVAL;
-        } else {
-            result = tr_.connect(slot->sid, cmd.address);
-            if (result == 0) {
-                slot->state |= DTI_STATE_CONNECTING;
-                slot->connect = Pending{true, ctx_index, cmd.tag, 0, 0};
-                table_.mark(group, slot_index);
-                return; // completes on kEvConnected / kEvError / kEvReset
-            }
-            // Refused at once (EADDRINUSE: the 4-tuple is taken; EADDRNOTAVAIL,
-            // ENOBUFS, ...): the socket failed, as a connect Linux refuses.
-            // The shim waits on the shared state, not on this completion (a
-            // blocking connect) and poll/SO_ERROR read it (a non-blocking one).
-            slot->error = result;
-            slot->state = (slot->state | DTI_STATE_FAILED) & ~DTI_STATE_CONNECTING;
-        }
+    case DTI_OP_CONNECT6:
+        if (cmd_connect(group, ctx_index, slot_index, cmd, &result))
+            return; // completes on kEvConnected / kEvError / kEvReset
         break;
     case DTI_OP_SHUTDOWN:
         if (!(slot->state & DTI_STATE_CONNECTED)) {
@@ -284,7 +260,7 @@ void Commands::refuse_command(Group &group, uint16_t ctx_index, uint32_t slot_in
         pub_.complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
         return; // nothing changed on the socket
     default:
-        if (d.reject == Reject::kUnknownOp)
+        if (d.reject == Reject::kUnknownOp || d.reject == Reject::kBadAddress6) // (hostile, not a mistake)
             stats_.rejected_commands++;
         table_.mark(group, slot_index);
         pub_.complete(group, ctx_index, cmd.tag, reject_result(d.reject), cmd.handle);
@@ -428,8 +404,7 @@ int32_t Commands::accept_some(Group &group, Member &m, uint32_t ls, uint32_t max
         tr_.set_user(SockId(sid), table_.tag_of(group, ri));
         SockInfo info;
         if (tr_.info(SockId(sid), &info) == 0) {
-            s.local = info.local;
-            s.remote = info.remote;
+            take_ends(group, ri, info);
             s.ends_final = true;
             if (info.peer_closed)
                 s.state |= DTI_STATE_RD_CLOSED;

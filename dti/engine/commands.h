@@ -27,9 +27,11 @@ constexpr uint32_t op_bit(uint16_t op) { return uint32_t{1} << op; }
 constexpr uint32_t kStreamOnlyOps = op_bit(DTI_OP_LISTEN) | op_bit(DTI_OP_ACCEPT) | op_bit(DTI_OP_CONNECT) |
                                     op_bit(DTI_OP_SHUTDOWN) | op_bit(DTI_OP_RECV_INTO) | op_bit(DTI_OP_SEND_FROM) |
                                     op_bit(DTI_OP_SEND) | op_bit(DTI_OP_DIGEST) | op_bit(DTI_OP_RECV_POST) |
-                                    op_bit(DTI_OP_RECV_CANCEL) | op_bit(DTI_OP_TX_GROW);
+                                    op_bit(DTI_OP_RECV_CANCEL) | op_bit(DTI_OP_TX_GROW) | op_bit(DTI_OP_BIND6) |
+                                    op_bit(DTI_OP_CONNECT6);
 constexpr uint32_t kDgramOnlyOps = op_bit(DTI_OP_SEND_DGRAMS) | op_bit(DTI_OP_DGRAM_CONNECT) | op_bit(DTI_OP_MCAST);
-static_assert(DTI_OP_MCAST < 32 && DTI_OP_TX_GROW < 32, "every opcode the decoder lets through has a bit");
+static_assert(DTI_OP_MCAST < 32 && DTI_OP_TX_GROW < 32 && DTI_OP_CONNECT6 < 32,
+              "every opcode the decoder lets through has a bit");
 
 class Commands {
   public:
@@ -69,6 +71,15 @@ class Commands {
         return s.gen == cmd.gen && s.holders && m.holds[cmd.slot] ? &s : nullptr;
     }
     int32_t cmd_socket(Group &group, Member &m, uint32_t kind);
+    // Set-up commands of either family (setup.cc): BIND/BIND6 answer at
+    // once; CONNECT/CONNECT6 return true when the answer comes later
+    // (kEvConnected, kEvError, kEvReset), else the answer in *result.
+    int32_t cmd_bind(Group &group, Member &m, uint32_t si, const Command &c);
+    bool cmd_connect(Group &group, uint16_t ci, uint32_t si, const Command &c, int32_t *result);
+    // A socket's names from the transport into its slot and the table
+    // entry's IPv6 names (setup.cc): the refresh while the socket is not
+    // connected, and accept.
+    void take_ends(Group &group, uint32_t si, const SockInfo &info);
     // Whether op (one the decoder let through) applies to slot s's kind
     // (kStreamOnlyOps, kDgramOnlyOps above). Inline: it runs for every command.
     static bool op_fits(const Slot &s, uint16_t op)
@@ -157,8 +168,7 @@ inline void Commands::refresh(Group &group, uint32_t si)
     if (s.has_sid && !s.ends_final) {
         SockInfo info;
         if (tr_.info(s.sid, &info) == 0) {
-            s.local = info.local;
-            s.remote = info.remote;
+            take_ends(group, si, info);
             s.ends_final = (s.state & DTI_STATE_CONNECTED) != 0;
         }
     }

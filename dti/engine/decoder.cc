@@ -23,6 +23,7 @@ const char *reject_text(Reject r)
     case Reject::kBadDigestFlags: return "digest flags other than TX, CHECK, CHAIN";
     case Reject::kBadAddress: return "posted address is 0 or address + length wraps";
     case Reject::kBadMcast: return "multicast request is neither join (0) nor leave (1)";
+    case Reject::kBadAddress6: return "IPv6 flags unknown, or a multicast (or, to connect to, unspecified) address";
     }
     return "unknown reason";
 }
@@ -41,7 +42,8 @@ int32_t reject_result(Reject r)
     case Reject::kZeroLength:
     case Reject::kBadPoolRange:
     case Reject::kBadDigestFlags:
-    case Reject::kBadMcast: return -EINVAL;
+    case Reject::kBadMcast:
+    case Reject::kBadAddress6: return -EINVAL;
     case Reject::kBadAddress: return -EFAULT;
     }
     return -EINVAL;

@@ -53,6 +53,8 @@ enum class Reject : uint8_t {
     kBadAddress,     // RECV_POST: address 0, or address + length past 2^64 (the process's
                      // memory is checked by the kernel when the engine writes: -EFAULT then)
     kBadMcast,       // MCAST: neither join (0) nor leave (1)
+    kBadAddress6,    // BIND6: flags other than V6ONLY, or a multicast address;
+                     // CONNECT6: flags (none defined), the unspecified address (::) or a multicast one
 };
 
 // Short text for logs and test messages ("ok" for kNone).
@@ -72,23 +74,38 @@ struct Command {
     uint32_t handle = 0;    // as written: completions name it
     uint32_t slot = 0;      // the handle's slot index, < max_sockets (not NOP, SOCKET)
     uint32_t gen = 0;       // the handle's generation bits, != 0 (not NOP, SOCKET)
-    Endpoint address;       // BIND: local; CONNECT: remote (port 1..65535)
+    Endpoint address;       // BIND: local; CONNECT: remote (port 1..65535); BIND6, CONNECT6: the port only
     uint32_t count = 0;     // SOCKET: the kind (DTI_SOCK_*); LISTEN: backlog (<= 65535); ACCEPT: most connections (1..DTI_ACCEPT_MAX)
     uint32_t flags = 0;     // ACCEPT: DTI_ACCEPT_*; SEND: DTI_SEND_MORE/TAIL/END; SEND_FROM: DTI_SEND_MORE;
-                            // DIGEST: DTI_DIGEST_*; WATCH: the DTI_POLL* events asked for
+                            // DIGEST: DTI_DIGEST_*; WATCH: the DTI_POLL* events asked for;
+                            // BIND6: DTI_BIND6_V6ONLY or 0
     bool shut_rd = false;   // SHUTDOWN: at least one of the two
     bool shut_wr = false;
     uint32_t option = 0;    // SETSOCKOPT, GETSOCKOPT: DTI_SO_*
     bool ring_option = false; // DTI_SO_RCVBUF/SNDBUF: the rings' sizes, answered by the engine
     Option transport_option = Option::kNoDelay; // the others: the transport's option
-    int64_t value = 0;      // SETSOCKOPT: the value; DIGEST: the expected digest (low 32 bits)
+    int64_t value = 0;      // SETSOCKOPT: the value; DIGEST: the expected digest (low 32 bits);
+                            // BIND6, CONNECT6: the address's first 8 bytes (endpoint6_of)
     uint32_t length = 0;    // SEND, RECV_RELEASE, RECV_INTO, RECV_POST, SEND_FROM: bytes (> 0 but SEND_FROM);
                             // TX_GROW: the send ring's new size (any value: the engine checks it)
                             // DIGEST: the range's length (digest.cc checks it with the position)
     uint64_t offset = 0;    // RECV_INTO, SEND_FROM: region offset inside the pool; DIGEST: start position;
-                            // RECV_POST: the address in the issuing process (not 0, no wrap)
+                            // RECV_POST: the address in the issuing process (not 0, no wrap);
+                            // BIND6, CONNECT6: the address's last 8 bytes (endpoint6_of)
     uint32_t least = 0;     // RECV_POST: complete once this many bytes landed (1..length)
 };
+
+// The IPv6 endpoint of a decoded BIND6/CONNECT6 (the address rides in the
+// value and offset words: no field of its own, so the Command every other
+// command builds stays the size it was).
+inline Endpoint6 endpoint6_of(const Command &c)
+{
+    Endpoint6 e;
+    __builtin_memcpy(e.ip, &c.value, 8);
+    __builtin_memcpy(e.ip + 8, &c.offset, 8);
+    e.port = c.address.port;
+    return e;
+}
 
 struct Decoded {
     Reject reject = Reject::kNone;
@@ -146,6 +163,24 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
             return Reject::kBadPort;
         c->address = Endpoint{raw.arg0, uint16_t(raw.arg1)};
         return Reject::kNone;
+    case DTI_OP_BIND6:
+    case DTI_OP_CONNECT6: {
+        const bool connect = raw.op == DTI_OP_CONNECT6;
+        if (raw.arg1 > 0xffff || (connect && raw.arg1 == 0))
+            return Reject::kBadPort;
+        c->address = Endpoint{0, uint16_t(raw.arg1)};
+        c->flags = raw.arg0;
+        c->value = raw.value;
+        c->offset = raw.offset;
+        uint8_t ip[16];
+        dti_cmd_addr6_get(&raw, ip);
+        uint8_t any = 0;
+        for (uint8_t b : ip)
+            any |= b;
+        if (raw.arg0 & ~(connect ? 0u : DTI_BIND6_V6ONLY) || ip[0] == 0xff || (connect && any == 0))
+            return Reject::kBadAddress6;
+        return Reject::kNone;
+    }
     case DTI_OP_LISTEN:
         c->count = std::min<uint32_t>(raw.arg0, 65535);
         return Reject::kNone;

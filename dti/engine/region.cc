@@ -300,6 +300,7 @@ void Table::maybe_free(Group &group, uint32_t si)
     if (s.holders || s.has_sid || s.rings_out || s.embryo || s.in_free_list)
         return;
     release_growth(group, si); // nobody can read the ring any more
+    store_rlx(&group.socks[si].name6, 0u); // the slot's next socket starts as no IPv6 one (setup.cc)
     s.in_free_list = true;
     group.free_slots.push_back(si);
 }

@@ -83,6 +83,8 @@ struct Slot {
     bool dirty = false;
     bool ends_final = false; // local and remote are the connection's: refresh() stops asking info()
     bool dgram = false;      // a datagram socket (udp.cc): record rings, its own commands
+    bool ipv6 = false;       // its names are IPv6 ones (setup.cc: dti_sock_shared.name6)
+    bool v6only = false;     // bound with DTI_BIND6_V6ONLY (published in name6)
     Endpoint local, remote;
     Pending connect, accept, recv_into;
     Pending post; // RECV_POST: received bytes go straight into the process's memory (posted.cc)

@@ -1,7 +1,9 @@
 /* dti-echo-server: an echo server on the native DTI API (libdti only).
  *
- *   dti-echo-server [--socket PATH] [--port N] [--count N]
+ *   dti-echo-server [--socket PATH] [--port N] [--count N] [--ip6 ADDR]
  *
+ * --ip6: listen over IPv6 on ADDR only (dti_bind6 with DTI_BIND6_V6ONLY;
+ * an address of the PPE's port: its address6), else on every IPv4 address.
  * Single thread, asynchronous: it watches its sockets, reaps events, takes
  * new connections in batches, and echoes in place: received bytes are
  * borrowed from the receive ring and copied straight into reserved send ring
@@ -10,6 +12,7 @@
  */
 #include <dti/dti.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +78,7 @@ int main(int argc, char **argv)
     struct dti_attach_opts opts = {NULL, "dti-echo-server"};
     unsigned port = 7007;
     long count = -1;
+    const char *ip6 = NULL; /* --ip6: listen on this IPv6 address only (IPV6_V6ONLY) */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--socket"))
             opts.socket_path = argv[i + 1];
@@ -82,8 +86,10 @@ int main(int argc, char **argv)
             port = (unsigned)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--count"))
             count = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ip6"))
+            ip6 = argv[i + 1];
         else {
-            fprintf(stderr, "usage: dti-echo-server [--socket PATH] [--port N] [--count N]\n");
+            fprintf(stderr, "usage: dti-echo-server [--socket PATH] [--port N] [--count N] [--ip6 ADDR]\n");
             return 2;
         }
     }
@@ -100,9 +106,19 @@ int main(int argc, char **argv)
     int l = dti_socket(c);
     if (l < 0)
         die("socket", l);
-    struct dti_addr any = {0, (uint16_t)port};
-    if ((rc = dti_bind(c, (dti_sock_t)l, &any)) < 0)
-        die("bind", rc);
+    if (ip6) {
+        struct dti_addr6 at = {.port = (uint16_t)port};
+        if (inet_pton(AF_INET6, ip6, at.ip) != 1) {
+            fprintf(stderr, "dti-echo-server: --ip6 %s is not an IPv6 address\n", ip6);
+            return 2;
+        }
+        if ((rc = dti_bind6(c, (dti_sock_t)l, &at, DTI_BIND6_V6ONLY)) < 0)
+            die("bind6", rc);
+    } else {
+        struct dti_addr any = {0, (uint16_t)port};
+        if ((rc = dti_bind(c, (dti_sock_t)l, &any)) < 0)
+            die("bind", rc);
+    }
     if ((rc = dti_listen(c, (dti_sock_t)l, 64)) < 0)
         die("listen", rc);
     if ((rc = dti_prep_watch(c, (dti_sock_t)l, DTI_POLLIN, 0)) < 0)

@@ -198,6 +198,34 @@ static int bind_fn(dti_ctx_t *c, dti_sock_t s, uint32_t ip, int64_t port, uint64
     return dti__cmd_addr(c, DTI_OP_BIND, s, &a, ud);
 }
 
+/* BIND6 of a sibling or a moved socket: v points to the dti_addr6 (the
+ * caller's, alive for the blocking round trip), a0 the flags. */
+static int bind6_fn(dti_ctx_t *c, dti_sock_t s, uint32_t flags, int64_t v, uint64_t ud)
+{
+    return dti__cmd_addr6(c, DTI_OP_BIND6, s, (const struct dti_addr6 *)(intptr_t)v, flags, ud);
+}
+
+/* Binds socket `to` where `from` is bound: the same family, address and
+ * port (IPv6: and V6ONLY). */
+static int bind_like(struct dti_ctx *c, dti_sock_t from, dti_sock_t to)
+{
+    struct dti_addr6 at6;
+    int fam = dti_getsockname6(c, from, &at6);
+    if (fam < 0)
+        return fam;
+    if (fam == 6) {
+        struct dti_ctx *q = c;
+        dti_sock_t local = from;
+        q = dti__route(q, &local);
+        struct dti_sock_shared *sh = dti__sock(q->d, local, NULL);
+        unsigned flags = sh && (DTI_LOAD(&sh->name6) & DTI_NAME6_V6ONLY) ? DTI_BIND6_V6ONLY : 0u;
+        return dti__run_blocking(c, bind6_fn, to, flags, (int64_t)(intptr_t)&at6);
+    }
+    struct dti_addr at;
+    int rc = dti_getsockname(c, from, &at);
+    return rc < 0 ? rc : dti__run_blocking(c, bind_fn, to, at.ip, at.port);
+}
+
 static int getsockopt_fn(dti_ctx_t *c, dti_sock_t s, uint32_t opt, int64_t v, uint64_t ud)
 {
     (void)v;
@@ -216,7 +244,7 @@ static int getsockopt_now(struct dti_ctx *c, dti_sock_t s, int opt, int64_t *v)
 
 /* Listens on one more engine: a new socket there with the application
  * socket's options, bound to its address. Returns the sibling's handle. */
-static int make_sibling(struct dti_ctx *c, uint32_t engine, const struct dti_addr *at, int backlog,
+static int make_sibling(struct dti_ctx *c, uint32_t engine, dti_sock_t app, int backlog,
                         const int64_t *opt_value, const bool *opt_known)
 {
     int sib = dti__run_blocking(c, socket_fn, DTI_SOCK_INVALID, engine, 0);
@@ -227,7 +255,7 @@ static int make_sibling(struct dti_ctx *c, uint32_t engine, const struct dti_add
         if (opt_known[i] && opt_value[i] != 0 && !(kInherited[i] == DTI_SO_MAXSEG && opt_value[i] == kUnsetMaxSeg))
             rc = dti__run_blocking(c, setsockopt_fn, (dti_sock_t)sib, (uint32_t)kInherited[i], opt_value[i]);
     if (rc == 0)
-        rc = dti__run_blocking(c, bind_fn, (dti_sock_t)sib, at->ip, at->port);
+        rc = bind_like(c, app, (dti_sock_t)sib);
     if (rc == 0)
         rc = dti__run_blocking(c, listen_fn, (dti_sock_t)sib, (uint32_t)backlog, 0);
     if (rc < 0) {
@@ -268,6 +296,7 @@ int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
     int rc = dti_getsockname(c, s, &at);
     if (rc < 0)
         return rc;
+    (void)at; /* (the siblings are bound like s: bind_like) */
     int64_t value[N_INHERITED];
     bool known[N_INHERITED];
     for (size_t i = 0; i < N_INHERITED; i++)
@@ -281,7 +310,7 @@ int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
     for (uint32_t e = 0; e < c->n_sub && rc == 0; e++) {
         if (e == dti__engine_of(s))
             continue;
-        int sib = make_sibling(c, e, &at, backlog, value, known);
+        int sib = make_sibling(c, e, s, backlog, value, known);
         if (sib < 0) {
             rc = sib;
             break;
@@ -485,31 +514,19 @@ static int copy_options(struct dti_ctx *c, dti_sock_t from, dti_sock_t to)
  * socket (not yet connected: nothing to lose) is made again on the owner,
  * with its options, address and watch, and the application's handle follows
  * it there (dti__route()). */
-int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_addr *remote)
+/* Makes socket s again on engine `owner` (options, address, this context's
+ * watch) and routes its handle there (dti_alias.fwd_to). */
+static int move_to(struct dti_ctx *c, dti_sock_t s, struct dti_ctx *q, uint32_t slot, dti_sock_t local,
+                   uint32_t owner, bool bound)
 {
-    dti_sock_t local = s;
-    struct dti_ctx *q = dti__route(c, &local);
-    uint32_t slot;
-    struct dti_sock_shared *sh = dti__sock(q->d, local, &slot);
-    if (!sh || DTI_LOAD(&sh->state) & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED | DTI_STATE_LISTENING))
-        return 0; /* the CONNECT itself says what is wrong */
-    struct dti_addr at;
-    if (dti_getsockname(c, s, &at) < 0 || at.port == 0)
-        return 0; /* unbound: the engine picks a port whose flow it owns */
-    uint32_t ip = at.ip ? at.ip : q->d->hdr->app_ip;
-    if (!ip)
-        return 0;
-    uint32_t owner = dti_flow_owner(ip, at.port, remote->ip, remote->port, c->n_sub);
-    if (owner == q->d->engine)
-        return 0;
     uint32_t watched = q->watch[slot];
     int moved = dti__run_blocking(c, socket_fn, DTI_SOCK_INVALID, owner, 0);
     if (moved < 0)
         return moved;
     dti_sock_t real = local | q->d->engine << DTI_ENGINE_SHIFT; /* where s lives now */
     int rc = copy_options(c, real, (dti_sock_t)moved);
-    if (rc == 0)
-        rc = dti__run_blocking(c, bind_fn, (dti_sock_t)moved, at.ip, at.port);
+    if (rc == 0 && bound)
+        rc = bind_like(c, s, (dti_sock_t)moved);
     if (rc == 0 && watched)
         rc = dti__run_blocking(c, watch_fn, (dti_sock_t)moved, watched, 0);
     if (rc < 0) {
@@ -533,6 +550,41 @@ int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_add
     to->group = NULL;
     to->app = s;
     return 0;
+}
+
+int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_addr *remote)
+{
+    dti_sock_t local = s;
+    struct dti_ctx *q = dti__route(c, &local);
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(q->d, local, &slot);
+    if (!sh || DTI_LOAD(&sh->state) & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED | DTI_STATE_LISTENING))
+        return 0; /* the CONNECT itself says what is wrong */
+    struct dti_addr at;
+    if (dti_getsockname(c, s, &at) < 0 || at.port == 0)
+        return 0; /* unbound: the engine picks a port whose flow it owns */
+    uint32_t ip = at.ip ? at.ip : q->d->hdr->app_ip;
+    if (!ip)
+        return 0;
+    uint32_t owner = dti_flow_owner(ip, at.port, remote->ip, remote->port, c->n_sub);
+    if (owner == q->d->engine)
+        return 0;
+    return move_to(c, s, q, slot, local, owner, true);
+}
+
+/* IPv6 sockets live on engine DTI_IP6_ENGINE, which the PPE gives every
+ * IPv6 frame (dti/README.md "IPv6"): a socket made elsewhere moves there
+ * before its BIND6 or CONNECT6 (bound: at its address). */
+int dti__place_for_ip6(struct dti_ctx *c, dti_sock_t s)
+{
+    dti_sock_t local = s;
+    struct dti_ctx *q = dti__route(c, &local);
+    uint32_t slot;
+    struct dti_sock_shared *sh = dti__sock(q->d, local, &slot);
+    if (!sh || q->d->engine == DTI_IP6_ENGINE || dti__group_of(q->d, local) ||
+        DTI_LOAD(&sh->state) & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED | DTI_STATE_LISTENING | DTI_STATE_DGRAM))
+        return 0; /* the command itself says what is wrong */
+    return move_to(c, s, q, slot, local, DTI_IP6_ENGINE, (DTI_LOAD(&sh->state) & DTI_STATE_BOUND) != 0);
 }
 
 bool dti__is_moved(struct dti_ctx *c, dti_sock_t s)

@@ -280,6 +280,24 @@ static inline int dti__cmd_addr(dti_ctx_t *c, uint16_t op, dti_sock_t s, const s
     return rc;
 }
 
+/* BIND6/CONNECT6 (ABI 11): the address in the value and offset words. */
+static inline int dti__cmd_addr6(dti_ctx_t *c, uint16_t op, dti_sock_t s, const struct dti_addr6 *a, uint32_t flags,
+                                 uint64_t ud)
+{
+    if (!a)
+        return -EFAULT;
+    c = dti__route(c, &s);
+    struct dti_cmd *cmd = NULL; /* set when dti__cmd_prep() returns 0 */
+    int rc = dti__cmd_prep(c, op, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = flags;
+        cmd->arg1 = a->port;
+        dti_cmd_addr6_set(cmd, a->ip);
+        dti__cmd_commit(c);
+    }
+    return rc;
+}
+
 /* ---- inline: socket slots, where the data path reads them ----------------------- */
 
 /* The table entry of engine-local handle s, or NULL for a stale or foreign

@@ -56,6 +56,8 @@ int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_in
  * engine owns moves there (a new socket with its options and address; the
  * application keeps its handle). 0 when nothing had to move. */
 int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_addr *remote);
+/* An IPv6 socket on several engines: moved to DTI_IP6_ENGINE (ip6.c). */
+int dti__place_for_ip6(struct dti_ctx *c, dti_sock_t s);
 /* Whether application handle s moved; forgetting where (it then names its
  * own slot again: the socket left there when it moved). */
 bool dti__is_moved(struct dti_ctx *c, dti_sock_t s);

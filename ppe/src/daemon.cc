@@ -131,6 +131,8 @@ class Published {
         const PortConfig &port = c.ports[0];
         std::string net = "port " + format_ipv4(port.ip) + "/" + std::to_string(port.prefix) + "\n";
         if (port.gateway) net += "route 0.0.0.0/0 via " + format_ipv4(port.gateway) + "\n";
+        // Its IPv6 addresses (issue 31: the shim connects on-link IPv6 through the PPE).
+        for (const mars::Ip6Prefix &a : port.addr6) net += "port6 " + format_ipv6(a) + "\n";
         for (const RouteConfig &r : c.routes)
             if (r.port == port.name)
                 net += "route " + format_ipv4(r.dest) + "/" + std::to_string(r.prefix) + " via " + format_ipv4(r.gateway) + "\n";

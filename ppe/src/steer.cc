@@ -14,7 +14,7 @@ uint16_t load_be16(const uint8_t *p) { return uint16_t(p[0] << 8 | p[1]); }
 uint32_t load_be32(const uint8_t *p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
 
 constexpr uint32_t kEthLen = 14;
-constexpr uint16_t kEtherIpv4 = 0x0800, kEtherArp = 0x0806;
+constexpr uint16_t kEtherIpv4 = 0x0800, kEtherArp = 0x0806, kEtherIpv6 = 0x86dd;
 constexpr uint8_t kProtoTcp = 6;
 constexpr uint8_t kProtoUdp = 17;
 constexpr uint8_t kProtoIgmp = 2;
@@ -26,7 +26,11 @@ uint32_t frame_owner(const uint8_t *f, uint32_t len, uint32_t n_engines)
     if (len < kEthLen) return kSteerHere;
     const uint16_t type = load_be16(f + 12);
     if (type == kEtherArp) return n_engines > 1 ? kSteerEvery : kSteerHere;
-    if (type != kEtherIpv4 || n_engines <= 1) return kSteerHere;
+    if (type != kEtherIpv4 || n_engines <= 1)
+        // Every IPv6 frame (TCP, neighbour discovery, ICMPv6) to the engine
+        // that holds every IPv6 socket and the port's neighbour cache
+        // (dti_abi.h DTI_IP6_ENGINE): IPv4's path above pays nothing for it.
+        return type == kEtherIpv6 && n_engines > 1 ? DTI_IP6_ENGINE : kSteerHere;
     const uint8_t *ip = f + kEthLen;
     if (len < kEthLen + 20) return kSteerHere;
     const uint32_t ihl = (ip[0] & 0x0f) * 4u;

@@ -7,8 +7,9 @@
 // owner through a single-producer single-consumer rte_ring per (from, to)
 // pair. ARP goes to every engine (each stack keeps its own neighbour table):
 // the same mbuf with its reference count raised, no copy. UDP and IGMP go to
-// engine 0, which holds every UDP socket. ICMP and anything
-// else stay where they were received.
+// engine 0, which holds every UDP socket; IPv6 (TCP, neighbour discovery,
+// ICMPv6) to DTI_IP6_ENGINE (0), which holds every IPv6 socket. ICMP and
+// anything else stay where they were received.
 //
 // Nothing here locks, allocates or makes a syscall on the packet path; each
 // ring's producer and consumer indexes sit on their own cache lines (rte_ring
@@ -37,8 +38,9 @@ constexpr uint32_t kUdpEngine = 0;
 
 // The owner of a received Ethernet frame among n engines: an engine index
 // for a TCP/IPv4 segment (not a fragment), kUdpEngine for UDP/IPv4 and
-// IGMP, kSteerEvery for ARP, kSteerHere for anything else (ICMP, malformed
-// frames: the receiving stack counts and drops them). Reads only what the
+// IGMP, DTI_IP6_ENGINE for IPv6, kSteerEvery for ARP, kSteerHere for
+// anything else (ICMP, malformed frames: the receiving stack counts and
+// drops them). Reads only what the
 // length covers.
 uint32_t frame_owner(const uint8_t *frame, uint32_t len, uint32_t n_engines);
 

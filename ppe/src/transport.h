@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <functional>
 
 namespace ppe {
@@ -41,6 +42,14 @@ class MarsTransport final : public dti::engine::Transport {
     {
         return stack_->connect(s, {r.ip, r.port}, now_);
     }
+    int bind6(dti::engine::SockId s, const dti::engine::Endpoint6 &l, bool v6only) override
+    {
+        return stack_->bind6(s, endpoint6(l), v6only);
+    }
+    int connect6(dti::engine::SockId s, const dti::engine::Endpoint6 &r) override
+    {
+        return stack_->connect6(s, endpoint6(r), now_);
+    }
     int shutdown(dti::engine::SockId s, bool rd, bool wr) override { return stack_->shutdown(s, rd, wr); }
     int close(dti::engine::SockId s) override { return stack_->close(s); }
     int abort(dti::engine::SockId s) override { return stack_->abort(s); }
@@ -61,6 +70,13 @@ class MarsTransport final : public dti::engine::Transport {
         out->remote = {i.remote.ip, i.remote.port};
         out->error = i.error;
         out->peer_closed = i.peer_closed;
+        out->ipv6 = i.ipv6;
+        if (i.ipv6) {
+            std::memcpy(out->local6.ip, i.local6.ip.b, 16);
+            std::memcpy(out->remote6.ip, i.remote6.ip.b, 16);
+            out->local6.port = i.local.port;
+            out->remote6.port = i.remote.port;
+        }
         return 0;
     }
     void set_user(dti::engine::SockId s, uint64_t user) override { stack_->set_user(s, user); }
@@ -122,6 +138,14 @@ class MarsTransport final : public dti::engine::Transport {
     int dgram_close(dti::engine::SockId s) override { return stack_->udp().close(s); }
 
   private:
+    static mars::Endpoint6 endpoint6(const dti::engine::Endpoint6 &e)
+    {
+        mars::Endpoint6 m;
+        std::memcpy(m.ip.b, e.ip, 16);
+        m.port = e.port;
+        return m;
+    }
+
     int view(int r, dti::engine::RingSpan *out)
     {
         if (r < 0) return r;

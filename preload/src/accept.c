@@ -17,6 +17,7 @@
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
+#include "sock6.h"
 #include "sockobj.h"
 #include "wait.h"
 
@@ -212,7 +213,8 @@ static int install_accepted(dti_ctx_t *c, int lfd, struct eta_sock *l, dti_sock_
     dti_getsockname(c, h, &n->local);
     struct dti_addr peer = {0, 0};
     dti_getpeername(c, h, &peer);
-    from_dti(&peer, addr, len, v6);
+    if (!v6 || eta_name6(c, h, true, addr, len) < 0) /* AF_INET6: its IPv6 peer, or v4-mapped */
+        from_dti(&peer, addr, len, v6);
     eta_hmap_put(h, n);
     atomic_store(&n->state, ETA_SOCK_ACCEL);
     eta_fd_set(fd, &n->obj);

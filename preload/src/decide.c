@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,6 +97,39 @@ static int parse_prefix(const char *s, uint32_t *ip, uint8_t *prefix)
     return 0;
 }
 
+/* "port6 ADDR/P": an IPv6 address of the PPE's port and its on-link prefix. */
+static int parse_port6(const char *w, struct eta_net *out, char *why, size_t why_len)
+{
+    char buf[64];
+    size_t len = strcspn(w, "/");
+    unsigned long p = 128;
+    struct in6_addr a;
+    bool ok = len > 0 && len < sizeof buf;
+    if (ok) {
+        memcpy(buf, w, len);
+        buf[len] = 0;
+        ok = inet_pton(AF_INET6, buf, &a) == 1;
+    }
+    if (ok && w[len] == '/') {
+        char *end = NULL;
+        p = strtoul(w + len + 1, &end, 10);
+        ok = end != w + len + 1 && *end == 0 && p <= 128;
+    } else if (ok) {
+        ok = w[len] == 0;
+    }
+    if (!ok) {
+        snprintf(why, why_len, "'port6' needs an IPv6 address ADDR/P, not '%s'", w);
+        return -1;
+    }
+    if (out->n_ports6 == ETA_NET_MAX_PORTS) {
+        snprintf(why, why_len, "more than %d IPv6 addresses", ETA_NET_MAX_PORTS);
+        return -1;
+    }
+    memcpy(out->port6[out->n_ports6].ip, a.s6_addr, 16);
+    out->port6[out->n_ports6++].prefix = (uint8_t)p;
+    return 0;
+}
+
 static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len)
 {
     char *hash = strchr(item, '#');
@@ -124,6 +158,8 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->self_local = true;
         return 0;
     }
+    if (strcmp(words[0], "port6") == 0 && n == 2)
+        return parse_port6(words[1], out, why, why_len);
     uint32_t ip;
     uint8_t prefix;
     if (n < 2 || parse_prefix(words[1], &ip, &prefix) != 0) {
@@ -149,7 +185,7 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->route[out->n_routes++].prefix = prefix;
         return 0;
     }
-    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'route A.B.C.D/P [via G]', 'self unreachable', 'self shared' and 'self local'", words[0]);
+    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'port6 ADDR/P', 'route A.B.C.D/P [via G]', 'self unreachable', 'self shared' and 'self local'", words[0]);
     return -1;
 }
 
@@ -202,6 +238,39 @@ enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockadd
     if (n->self_shared && !n->self_local && eta_net_is_local(n, ip))
         return ETA_R_LOCAL;
     return eta_net_routes(n, ip) ? ETA_R_NONE : ETA_R_NOT_ROUTED;
+}
+
+/* The first `prefix` bits of a and b are equal. */
+static bool in_prefix6(const uint8_t *a, const uint8_t *b, unsigned prefix)
+{
+    unsigned whole = prefix / 8, rest = prefix % 8;
+    if (memcmp(a, b, whole) != 0)
+        return false;
+    return rest == 0 || ((a[whole] ^ b[whole]) & (uint8_t)(0xff00 >> rest)) == 0;
+}
+
+enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len)
+{
+    if (!addr || len < (socklen_t)sizeof(struct sockaddr_in6) || addr->sa_family != AF_INET6)
+        return ETA_R_NOT_INET;
+    struct sockaddr_in6 in6;
+    memcpy(&in6, addr, sizeof in6);
+    const uint8_t *ip = in6.sin6_addr.s6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr))
+        return ETA_R_LOOPBACK;
+    /* Link-local (a scope), multicast, the PPE's own addresses, a port
+     * shared with the kernel (whose IPv6 port space the shim does not hold
+     * yet): the kernel's. */
+    if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr) || IN6_IS_ADDR_MULTICAST(&in6.sin6_addr) ||
+        IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr) || n->self_shared)
+        return ETA_R_INET6;
+    for (unsigned i = 0; i < n->n_ports6; i++)
+        if (memcmp(ip, n->port6[i].ip, 16) == 0)
+            return ETA_R_INET6;
+    for (unsigned i = 0; i < n->n_ports6; i++)
+        if (in_prefix6(ip, n->port6[i].ip, n->port6[i].prefix))
+            return ETA_R_NONE; /* on-link: what the engine reaches over IPv6 */
+    return ETA_R_NOT_ROUTED;
 }
 
 enum eta_bind_target eta_decide_bind(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,

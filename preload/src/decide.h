@@ -18,7 +18,7 @@ extern "C" {
 enum eta_reason {
     ETA_R_NONE = 0,
     ETA_R_NOT_INET,        /* AF_UNIX, AF_NETLINK, AF_PACKET, ... */
-    ETA_R_INET6,           /* IPv6 is not accelerated yet */
+    ETA_R_INET6,           /* IPv6 the shim leaves to the kernel (preload/README.md "IPv6 connects") */
     ETA_R_NOT_STREAM,      /* UDP, raw, SEQPACKET */
     ETA_R_PROTOCOL,        /* SOCK_STREAM with a protocol other than TCP (e.g. MPTCP, SCTP) */
     ETA_R_NO_PPE,          /* no PPE could be attached */
@@ -53,6 +53,11 @@ struct eta_net {
         uint32_t dest;
         uint8_t prefix;
     } route[ETA_NET_MAX_ROUTES];
+    unsigned n_ports6;     /* IPv6 (issue 31): the port's address6, network order, each prefix on-link */
+    struct {
+        uint8_t ip[16];
+        uint8_t prefix;
+    } port6[ETA_NET_MAX_PORTS];
     bool self_unreachable; /* the PPE cannot carry a connection to its own addresses */
     bool self_shared;      /* the kernel holds the PPE's addresses too (kernel = "shared"): one port
                             * space; a local connection nobody in the engine takes goes through the kernel */
@@ -62,6 +67,7 @@ struct eta_net {
 
 /* Parses the PPE's network description: lines (or ';'-separated items) of
  *   port A.B.C.D/P        an address the PPE owns and the subnet behind it
+ *   port6 ADDR/P          an IPv6 address the PPE owns and its on-link prefix
  *   route A.B.C.D/P       a destination prefix the PPE routes (via a gateway)
  *   self unreachable      a connection to one of its own addresses cannot work
  *   self shared           the kernel holds its addresses too (a port shared with the kernel)
@@ -86,6 +92,12 @@ enum eta_reason eta_decide_socket(int domain, int type, int protocol);
 /* connect(): ETA_R_NONE to go through the PPE, else why not. On a shared
  * port one of the PPE's own addresses is ETA_R_LOCAL (the kernel's). */
 enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
+/* connect() of an AF_INET6 socket to a native IPv6 address (issue 31):
+ * ETA_R_NONE for an on-link destination of a port6 prefix (not the PPE's
+ * own address, not link-local), ETA_R_LOOPBACK for ::1, ETA_R_NOT_ROUTED
+ * off-link, ETA_R_INET6 for the rest (and on a port shared with the
+ * kernel): the kernel's. */
+enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
 
 enum eta_bind_target {
     ETA_BIND_KERNEL, /* bind in the kernel only */

@@ -23,6 +23,7 @@
 #include "fdtable.h"
 #include "relisten.h"
 #include "shim.h"
+#include "sock6.h"
 #include "sockobj.h"
 #include "wait.h"
 
@@ -52,7 +53,8 @@ static int relisten(dti_ctx_t *c, int fd, struct eta_sock *s)
     dti_sock_t old = s->h;
     s->h = (dti_sock_t)h;
     eta_carry_options(c, fd, s);
-    int r = dti_bind(c, s->h, &s->local);
+    /* A wildcard hybrid as listen() made it: [::] takes IPv6 too (sock6.c). */
+    int r = s->hybrid && !s->local.ip ? eta_bind_any(c, s, s->local.port) : dti_bind(c, s->h, &s->local);
     if (r == 0)
         r = dti_listen(c, s->h, s->backlog);
     if (r < 0) {

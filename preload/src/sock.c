@@ -25,6 +25,7 @@
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
+#include "sock6.h"
 #include "sockobj.h"
 #include "udp_sock.h"
 #include "wait.h"
@@ -334,7 +335,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
         struct dti_addr any = {0, ntohs(in.sin_port)};
         if (!err) {
-            int r = dti_bind(c, s->h, &any);
+            int r = eta_bind_any(c, s, any.port); /* [::]: IPv6 too (sock6.c) */
             if (r == 0)
                 r = dti_listen(c, s->h, backlog);
             if (r < 0) {
@@ -362,7 +363,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         int fl = real_fcntl(fd, F_GETFL);
         real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
         char buf[64];
-        snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u, IPv4 on the PPE and the kernel"
+        snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u on the PPE and the kernel"
                                        : "listening on 0.0.0.0:%u on the PPE and the kernel", any.port);
         eta_count(ETA_R_NONE, fd, buf);
         eta_obj_put(&s->obj);
@@ -417,7 +418,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return real_connect(fd, addr, len);
     }
     uint32_t st = atomic_load(&s->state);
-    char buf[32];
+    char buf[64]; /* (an IPv6 address and port: eta_fmt_any) */
     dti_ctx_t *c0;
     if (st == ETA_SOCK_KERNEL) {
         eta_obj_put(&s->obj);
@@ -463,11 +464,11 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
                            eta_net_is_local(&eta_net, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
     dti_ctx_t *c = NULL;
     if (st == ETA_SOCK_CANDIDATE) {
-        enum eta_reason r = s->v6 && !via_mapped ? ETA_R_INET6 : eta_decide_connect(&eta_net, addr, len);
+        enum eta_reason r = s->v6 && !via_mapped ? eta_decide_connect6(&eta_net, addr, len) : eta_decide_connect(&eta_net, addr, len);
         if (r != ETA_R_NONE) {
             if (r == ETA_R_LOCAL)
-                eta_note_local(fmt_addr(addr, buf, sizeof buf));
-            to_kernel(fd, s, r, r == ETA_R_NOT_INET || r == ETA_R_INET6 ? "connect" : fmt_addr(addr, buf, sizeof buf));
+                eta_note_local(eta_fmt_any(addr, buf, sizeof buf));
+            to_kernel(fd, s, r, r == ETA_R_NOT_INET || r == ETA_R_INET6 ? "connect" : eta_fmt_any(addr, buf, sizeof buf));
             eta_obj_put(&s->obj);
             return real_connect(fd, kaddr, klen);
         }
@@ -499,7 +500,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             }
         }
         if (!local_try)
-            eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf)); /* a local one once the engine took it */
+            eta_count(ETA_R_NONE, fd, eta_fmt_any(addr, buf, sizeof buf)); /* a local one once the engine took it */
     } else {
         int err = usable(s, EBADF);
         if (err || !(c = eta_ctx())) {
@@ -520,8 +521,9 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             }
         }
     }
-    if (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
-        (s->v6 && !via_mapped)) {
+    const bool native6 = st == ETA_SOCK_CANDIDATE && s->v6 && !via_mapped; /* eta_decide_connect6 took it */
+    if (!native6 && (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
+                     (s->v6 && !via_mapped))) {
         eta_obj_put(&s->obj);
         /* An AF_INET6 socket on the PPE (its IPv4 half) to an IPv6 address:
          * ENETUNREACH, as Linux answers a v4-mapped socket. */
@@ -530,12 +532,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return fail(!addr ? EINVAL : s->v6 ? (len < (socklen_t)sizeof(struct sockaddr_in6) ? EINVAL : EAFNOSUPPORT)
                                    : addr->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL);
     }
-    struct dti_addr remote = to_dti(addr);
-    int rc = dti_prep_connect(c, s->h, &remote, 0);
-    if (rc == -EAGAIN) {
-        eta_pump(c);
-        rc = dti_prep_connect(c, s->h, &remote, 0);
-    }
+    int rc = eta_prep_connect_to(c, s->h, addr, native6); /* either family (sock6.c) */
     if (rc == 0)
         rc = dti_submit(c) < 0 ? -ECONNREFUSED : 0;
     if (rc < 0) {
@@ -546,15 +543,15 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         eta_watch(c, s, DTI_POLLOUT);
         int w = eta_wait(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
         if (w != -ETIMEDOUT && w != -EINTR && eta_connect_result(c, s) == ECONNREFUSED) {
-            eta_note_local(fmt_addr(addr, buf, sizeof buf));
+            eta_note_local(eta_fmt_any(addr, buf, sizeof buf));
             eta_drop_ppe_half(c, s);
             s->connect_started = false;
-            to_kernel(fd, s, ETA_R_LOCAL, fmt_addr(addr, buf, sizeof buf));
+            to_kernel(fd, s, ETA_R_LOCAL, eta_fmt_any(addr, buf, sizeof buf));
             eta_obj_put(&s->obj);
             return real_connect(fd, kaddr, klen);
         }
         if (st == ETA_SOCK_CANDIDATE)
-            eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf));
+            eta_count(ETA_R_NONE, fd, eta_fmt_any(addr, buf, sizeof buf));
     }
     s->connect_started = true;
     eta_epoll_touch(s); /* no longer a fresh socket's POLLOUT | POLLHUP */

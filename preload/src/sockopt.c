@@ -19,6 +19,7 @@
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
+#include "sock6.h"
 #include "sockobj.h"
 #include "udp.h"
 
@@ -325,6 +326,10 @@ ETA_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr_arg, socklen_t *len)
     }
     struct dti_addr a = s->local;
     dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
+    if (c && s->v6 && eta_name6(c, s->h, false, addr, len) == 0) { /* AF_INET6 (sock6.c) */
+        eta_obj_put(&s->obj);
+        return 0;
+    }
     if (c)
         dti_getsockname(c, s->h, &a);
     from_dti(&a, addr, len, s->v6);
@@ -347,8 +352,13 @@ ETA_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr_arg, socklen_t *len)
     }
     dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
     struct dti_addr a;
-    int rc = c ? dti_getpeername(c, s->h, &a) : -ENOTCONN;
     bool v6 = s->v6;
+    if (c && v6) { /* AF_INET6: its IPv6 peer, or v4-mapped (sock6.c) */
+        int rc6 = eta_name6(c, s->h, true, addr, len);
+        eta_obj_put(&s->obj);
+        return rc6 < 0 ? fail(ENOTCONN) : 0;
+    }
+    int rc = c ? dti_getpeername(c, s->h, &a) : -ENOTCONN;
     eta_obj_put(&s->obj);
     if (rc < 0)
         return fail(ENOTCONN);

@@ -70,8 +70,9 @@ extern "C" {
  * when the rings come: SO_SNDBUF or the default; the slot is two cache lines). 10: send
  * rings grow while the socket lives (DTI_OP_TX_GROW, dti_sock_shared.tx_want/tx_grow_ack),
  * and a received datagram record carries the IPv4 TOS and TTL in its flags
- * (DTI_DGRAM_TOS/TTL). */
-#define DTI_ABI_VERSION 10u
+ * (DTI_DGRAM_TOS/TTL). 11: IPv6 endpoints on the control path (DTI_OP_BIND6,
+ * DTI_OP_CONNECT6; a socket's IPv6 names in dti_sock_shared.name6/local6/remote6). */
+#define DTI_ABI_VERSION 11u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -110,6 +111,16 @@ typedef uint32_t dti_sock_t;
 /* An IPv4 endpoint in host byte order (like the stack). */
 struct dti_addr {
     uint32_t ip;
+    uint16_t port;
+};
+
+/* An IPv6 endpoint (ABI 11): the address in network byte order, as in
+ * struct in6_addr; the port in host order, as dti_addr's. An IPv4-mapped
+ * address (::ffff:a.b.c.d) names the IPv4 address a.b.c.d: bind6/connect6
+ * then act as bind/connect, and the socket is an IPv4 one. No scope id: the
+ * engine serves one port, so a link-local address names its link. */
+struct dti_addr6 {
+    uint8_t ip[16];
     uint16_t port;
 };
 
@@ -400,8 +411,17 @@ enum dti_op {
     DTI_OP_DGRAM_CONNECT = 21, /* default peer (arg0 ip, arg1 port); 0:0 dissolves it (AF_UNSPEC) */
     DTI_OP_MCAST = 22,     /* joins (value 0) or leaves (value 1) group arg0, source arg1 (0: any) */
     /* libdti's own (dti/README.md "Send rings that grow"): the send ring is now arg0 bytes */
-    DTI_OP_TX_GROW = 23    /* not signaled: answered in dti_sock_shared.tx_grow_ack */
+    DTI_OP_TX_GROW = 23,   /* not signaled: answered in dti_sock_shared.tx_grow_ack */
+    /* IPv6 (ABI 11; stream sockets): the address's 16 bytes in the command's
+     * value and offset words (dti_abi.h), arg1 the port, arg0 flags */
+    DTI_OP_BIND6 = 24,     /* arg0: DTI_BIND6_V6ONLY or 0 */
+    DTI_OP_CONNECT6 = 25   /* arg0: 0; completes as DTI_OP_CONNECT */
 };
+
+/* DTI_OP_BIND6's flag: IPV6_V6ONLY. Without it a socket bound to :: is one
+ * listener for both families (Linux's dual-stack socket): its IPv4
+ * connections are IPv4 sockets (dti_getsockname6 shows them v4-mapped). */
+#define DTI_BIND6_V6ONLY 1u
 
 /* DTI_OP_SOCKET's arg0: the kind of socket. */
 #define DTI_SOCK_STREAM 0u /* TCP */
@@ -470,6 +490,16 @@ int dti_prep_listen(dti_ctx_t *c, dti_sock_t s, int backlog, uint64_t user_data)
 int dti_prep_accept(dti_ctx_t *c, dti_sock_t listener, unsigned max, unsigned flags,
                     uint64_t user_data);
 int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *remote, uint64_t user_data);
+/* IPv6 (ABI 11; stream sockets only: a datagram socket answers -EOPNOTSUPP).
+ * bind6: an address of the PPE's port, or :: (flags: DTI_BIND6_V6ONLY);
+ * connect6: an on-link destination (-ENETUNREACH otherwise), the SYN sent
+ * once neighbour discovery found the peer (EHOSTUNREACH when it does not).
+ * The engine refuses (-EINVAL, counted) flags it does not know, a port
+ * above 65535, and a connect to port 0, to :: or to a multicast address.
+ * With several engines an IPv6 socket lives on engine 0, which receives
+ * every IPv6 frame (dti/README.md "IPv6"). */
+int dti_prep_bind6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *local, unsigned flags, uint64_t user_data);
+int dti_prep_connect6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *remote, uint64_t user_data);
 int dti_prep_shutdown(dti_ctx_t *c, dti_sock_t s, int how, uint64_t user_data);
 int dti_prep_close(dti_ctx_t *c, dti_sock_t s, uint64_t user_data);
 int dti_prep_abort(dti_ctx_t *c, dti_sock_t s, uint64_t user_data);
@@ -617,6 +647,12 @@ uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s);
 int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s);
 int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out);
 int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out); /* -ENOTCONN */
+/* Either family (ABI 11): 6 for an IPv6 socket, 4 for an IPv4 one (its
+ * address then v4-mapped, ::ffff:a.b.c.d, as Linux shows an IPv4 peer of a
+ * dual-stack socket), or a negative error (getpeername6: -ENOTCONN). The
+ * IPv4 calls above, on an IPv6 socket, give address 0 and the port. */
+int dti_getsockname6(dti_ctx_t *c, dti_sock_t s, struct dti_addr6 *out);
+int dti_getpeername6(dti_ctx_t *c, dti_sock_t s, struct dti_addr6 *out);
 
 /* ---- data path (no completions; the command is published at once) ----- */
 
@@ -957,6 +993,8 @@ int dti_listen(dti_ctx_t *c, dti_sock_t s, int backlog);
 /* Waits for one connection; returns its handle, stores the peer if asked. */
 int dti_accept(dti_ctx_t *c, dti_sock_t listener, struct dti_addr *peer, int timeout_ms);
 int dti_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *remote, int timeout_ms);
+int dti_bind6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *local, unsigned flags);
+int dti_connect6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *remote, int timeout_ms);
 int dti_shutdown(dti_ctx_t *c, dti_sock_t s, int how);
 int dti_close(dti_ctx_t *c, dti_sock_t s);
 int dti_abort(dti_ctx_t *c, dti_sock_t s);

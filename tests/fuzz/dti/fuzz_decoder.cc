@@ -78,6 +78,22 @@ Reject model(const dti_cmd &c, const CommandBounds &b)
         return c.arg1 <= 65535 && (c.arg1 != 0 || c.arg0 == 0) ? Reject::kNone : Reject::kBadPort;
     case DTI_OP_MCAST: return c.value == 0 || c.value == 1 ? Reject::kNone : Reject::kBadMcast;
     case DTI_OP_TX_GROW: return Reject::kNone; // the size is checked by the engine against the slot (cmd_tx_grow)
+    case DTI_OP_BIND6:
+    case DTI_OP_CONNECT6: {
+        // The port first; then the flags (BIND6: V6ONLY only; CONNECT6:
+        // none) and the address, in the value and offset words: never
+        // multicast (ff00::/8, the first byte in memory), and a connect's
+        // never all zeros (::).
+        const bool to = c.op == DTI_OP_CONNECT6;
+        if (c.arg1 > 65535 || (to && c.arg1 == 0))
+            return Reject::kBadPort;
+        uint8_t ip[16];
+        std::memcpy(ip, &c.value, 8);
+        std::memcpy(ip + 8, &c.offset, 8);
+        const bool unspecified = std::all_of(ip, ip + 16, [](uint8_t b) { return b == 0; });
+        const bool flags_ok = to ? c.arg0 == 0 : (c.arg0 | DTI_BIND6_V6ONLY) == DTI_BIND6_V6ONLY;
+        return flags_ok && ip[0] != 0xff && !(to && unspecified) ? Reject::kNone : Reject::kBadAddress6;
+    }
     default: return Reject::kUnknownOp;
     }
 }
@@ -104,8 +120,18 @@ void check_accepted(const dti_cmd &c, const CommandBounds &b, const Decoded &d)
         fail("accept count out of range", c, d);
     if (k.op == DTI_OP_LISTEN && k.count > 65535)
         fail("backlog out of range", c, d);
-    if (k.op == DTI_OP_CONNECT && k.address.port == 0)
+    if ((k.op == DTI_OP_CONNECT || k.op == DTI_OP_CONNECT6) && k.address.port == 0)
         fail("connect to port 0", c, d);
+    if (k.op == DTI_OP_BIND6 || k.op == DTI_OP_CONNECT6) {
+        const engine::Endpoint6 e = engine::endpoint6_of(k);
+        uint8_t ip[16];
+        std::memcpy(ip, &c.value, 8);
+        std::memcpy(ip + 8, &c.offset, 8);
+        if (std::memcmp(e.ip, ip, 16) != 0 || e.port != c.arg1 || e.ip[0] == 0xff)
+            fail("IPv6 endpoint changed, or multicast accepted", c, d);
+        if (k.flags & ~uint32_t(DTI_BIND6_V6ONLY))
+            fail("IPv6 flags the engine does not know accepted", c, d);
+    }
     if (k.op == DTI_OP_SHUTDOWN && !k.shut_rd && !k.shut_wr)
         fail("shutdown of nothing", c, d);
     if (k.op == DTI_OP_TX_GROW && (k.signaled || k.length != c.arg0))

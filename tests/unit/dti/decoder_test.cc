@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace {
@@ -103,7 +104,7 @@ TEST(DtiDecoder, HandleSlotAndGeneration)
 
 TEST(DtiDecoder, UnknownOpcodeAfterTheHandle)
 {
-    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_TX_GROW + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
+    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_CONNECT6 + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
         EXPECT_EQ(reject_of(cmd(op)), Reject::kUnknownOp) << op;
         EXPECT_EQ(reject_of(cmd(op, handle_of(kSockets))), Reject::kBadSocket) << op;
     }
@@ -131,6 +132,52 @@ TEST(DtiDecoder, ConnectPort1To65535)
         EXPECT_EQ(d.cmd.address.port, port);
     }
     EXPECT_EQ(reject_of(cmd(DTI_OP_CONNECT, handle_of(3), 0, 65536)), Reject::kBadPort);
+}
+
+dti_cmd cmd6(uint16_t op, const uint8_t ip[16], uint32_t port, uint32_t flags = 0)
+{
+    dti_cmd c = cmd(op, handle_of(3), flags, port);
+    dti_cmd_addr6_set(&c, ip);
+    return c;
+}
+
+constexpr uint8_t kIp6[16] = {0x20, 0x01, 0x00, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01}; // 2001:2::1
+constexpr uint8_t kAny6[16] = {};
+constexpr uint8_t kMcast6[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01}; // ff02::1
+
+TEST(DtiDecoder, Bind6AddressPortAndFlags)
+{
+    for (uint32_t port : {0u, 1u, 65535u})
+        for (uint32_t flags : {0u, DTI_BIND6_V6ONLY}) {
+            Decoded d = decode_command(cmd6(DTI_OP_BIND6, kIp6, port, flags), kBounds);
+            ASSERT_TRUE(d.ok()) << port;
+            const dti::engine::Endpoint6 e = dti::engine::endpoint6_of(d.cmd);
+            EXPECT_EQ(std::memcmp(e.ip, kIp6, 16), 0);
+            EXPECT_EQ(e.port, port);
+            EXPECT_EQ(d.cmd.flags, flags);
+        }
+    EXPECT_TRUE(decode_command(cmd6(DTI_OP_BIND6, kAny6, 80), kBounds).ok()) << ":: is every address";
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kIp6, 65536)), Reject::kBadPort);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kIp6, 80, 2)), Reject::kBadAddress6);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kIp6, 80, 0x80000001u)), Reject::kBadAddress6);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kMcast6, 80)), Reject::kBadAddress6);
+    // The handle is judged first, as for every command.
+    dti_cmd bad = cmd6(DTI_OP_BIND6, kMcast6, 80);
+    bad.sock = handle_of(kSockets);
+    EXPECT_EQ(reject_of(bad), Reject::kBadSocket);
+}
+
+TEST(DtiDecoder, Connect6RefusesPort0UnspecifiedMulticastAndFlags)
+{
+    Decoded d = decode_command(cmd6(DTI_OP_CONNECT6, kIp6, 443), kBounds);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(std::memcmp(dti::engine::endpoint6_of(d.cmd).ip, kIp6, 16), 0);
+    EXPECT_EQ(dti::engine::endpoint6_of(d.cmd).port, 443);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kIp6, 0)), Reject::kBadPort);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kIp6, 65536)), Reject::kBadPort);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kAny6, 443)), Reject::kBadAddress6);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kMcast6, 443)), Reject::kBadAddress6);
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kIp6, 443, DTI_BIND6_V6ONLY)), Reject::kBadAddress6);
 }
 
 TEST(DtiDecoder, ListenBacklogClampedTo65535)
@@ -368,7 +415,8 @@ TEST(DtiDecoder, EveryReasonHasAResultAndAText)
     for (Reject r : {Reject::kBadPort, Reject::kBadShutdown, Reject::kNoAcceptCount, Reject::kZeroLength,
                      Reject::kBadPoolRange, Reject::kBadDigestFlags})
         EXPECT_EQ(dti::engine::reject_result(r), -EINVAL) << dti::engine::reject_text(r);
-    for (int r = 0; r <= int(Reject::kBadMcast); r++)
+    EXPECT_EQ(dti::engine::reject_result(Reject::kBadAddress6), -EINVAL);
+    for (int r = 0; r <= int(Reject::kBadAddress6); r++)
         EXPECT_GT(std::string(dti::engine::reject_text(Reject(r))).size(), 1u) << r;
     EXPECT_STREQ(dti::engine::reject_text(Reject::kNone), "ok");
 }

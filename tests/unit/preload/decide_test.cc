@@ -1,6 +1,7 @@
 // Decision logic of the shim: which sockets the PPE carries.
 #include <arpa/inet.h>
 #include <cstring>
+#include <string>
 #include <gtest/gtest.h>
 
 #include "decide.h"
@@ -34,6 +35,60 @@ TEST(Decide, SocketAcceptsOnlyInetStreamTcp)
     EXPECT_EQ(eta_decide_socket(AF_INET6, SOCK_STREAM, 0), ETA_R_INET6);
     EXPECT_EQ(eta_decide_socket(AF_UNIX, SOCK_STREAM, 0), ETA_R_NOT_INET);
     EXPECT_EQ(eta_decide_socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP), ETA_R_PROTOCOL);
+}
+
+sockaddr_in6 in6(const char *ip, uint16_t port)
+{
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(port);
+    inet_pton(AF_INET6, ip, &a.sin6_addr);
+    return a;
+}
+
+enum eta_reason connect6(const eta_net &n, const char *ip)
+{
+    sockaddr_in6 a = in6(ip, 80);
+    return eta_decide_connect6(&n, reinterpret_cast<sockaddr *>(&a), sizeof a);
+}
+
+// IPv6 (issue 31): "port6 ADDR/P" lines; a connect on-link of one of them
+// goes through the PPE, the rest is the kernel's, each with its reason.
+TEST(Decide, Ipv6ConnectOnLinkOfAPort6Prefix)
+{
+    eta_net n{};
+    char why[200];
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nport6 2001:2:0:2::1/64\nport6 fd00::1/120\nself local\n", &n, why,
+                            sizeof why),
+              0)
+        << why;
+    ASSERT_EQ(n.n_ports6, 2u);
+    EXPECT_EQ(n.port6[0].prefix, 64);
+    EXPECT_EQ(n.port6[1].prefix, 120);
+    EXPECT_EQ(connect6(n, "2001:2:0:2::2"), ETA_R_NONE);
+    EXPECT_EQ(connect6(n, "2001:2:0:2:ffff:ffff:ffff:ffff"), ETA_R_NONE);
+    EXPECT_EQ(connect6(n, "fd00::ff"), ETA_R_NONE);
+    EXPECT_EQ(connect6(n, "fd00::100"), ETA_R_NOT_ROUTED) << "outside the /120";
+    EXPECT_EQ(connect6(n, "2001:2:0:3::2"), ETA_R_NOT_ROUTED);
+    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_INET6) << "the PPE's own address";
+    EXPECT_EQ(connect6(n, "::1"), ETA_R_LOOPBACK);
+    EXPECT_EQ(connect6(n, "fe80::1"), ETA_R_INET6) << "link-local: a scope the shim does not map";
+    EXPECT_EQ(connect6(n, "ff02::1"), ETA_R_INET6);
+    EXPECT_EQ(connect6(n, "::"), ETA_R_INET6);
+    sockaddr_in6 a = in6("2001:2:0:2::2", 80);
+    EXPECT_EQ(eta_decide_connect6(&n, reinterpret_cast<sockaddr *>(&a), sizeof a - 1), ETA_R_NOT_INET);
+    EXPECT_EQ(eta_decide_connect6(&n, nullptr, sizeof a), ETA_R_NOT_INET);
+    // A port shared with the kernel: its IPv6 stays the kernel's (for now).
+    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself shared\n", &n, why, sizeof why), 0) << why;
+    EXPECT_EQ(connect6(n, "2001:2:0:2::2"), ETA_R_INET6);
+    // Bad lines are refused, naming what is wrong.
+    EXPECT_NE(eta_net_parse("port6 198.18.0.1/24", &n, why, sizeof why), 0);
+    EXPECT_NE(std::string(why).find("IPv6 address"), std::string::npos) << why;
+    EXPECT_NE(eta_net_parse("port6 2001:2::1/129", &n, why, sizeof why), 0);
+    EXPECT_NE(eta_net_parse("port6 2001:2::1/", &n, why, sizeof why), 0);
+    EXPECT_NE(eta_net_parse("port6", &n, why, sizeof why), 0);
+    EXPECT_EQ(eta_net_parse("port6 2001:2::1", &n, why, sizeof why), 0) << "no prefix: /128";
+    EXPECT_EQ(n.port6[0].prefix, 128);
 }
 
 TEST(Decide, ConnectFollowsThePpeRoutes)

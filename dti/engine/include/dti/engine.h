@@ -47,6 +47,13 @@ struct Endpoint { // host byte order
     uint16_t port = 0;
 };
 
+// An IPv6 endpoint (DTI_OP_BIND6/CONNECT6): the address in network byte
+// order, the port in host order (mars::Endpoint6's layout, by contract).
+struct Endpoint6 {
+    uint8_t ip[16] = {};
+    uint16_t port = 0;
+};
+
 struct RingMemory {
     uint8_t *rx = nullptr;
     uint32_t rx_size = 0;
@@ -98,6 +105,11 @@ struct SockInfo {
     Endpoint local, remote;
     int error = 0;          // positive errno, 0 if none
     bool peer_closed = false;
+    // An IPv6 socket (stream sockets only): its addresses are local6/remote6
+    // (local/remote then carry only the ports). Transports without IPv6
+    // leave it false.
+    bool ipv6 = false;
+    Endpoint6 local6, remote6;
 };
 
 // The calls come in two families, one per kind of socket. The engine knows
@@ -137,6 +149,20 @@ class Transport {
     virtual int listen(SockId s, int backlog) = 0;
     virtual int64_t accept(SockId listener, uint64_t user) = 0;
     virtual int connect(SockId s, Endpoint remote) = 0;
+    // IPv6 (mars::Stack::bind6/connect6): an address of the port's or ::
+    // (v6only false: also every IPv4 address, one listener for both
+    // families); connect6 as connect(). A v4-mapped address acts as the
+    // IPv4 call. A transport without IPv6 keeps these defaults.
+    virtual int bind6(SockId s, const Endpoint6 &local, bool v6only)
+    {
+        (void)s, (void)local, (void)v6only;
+        return -EAFNOSUPPORT;
+    }
+    virtual int connect6(SockId s, const Endpoint6 &remote)
+    {
+        (void)s, (void)remote;
+        return -EAFNOSUPPORT;
+    }
     virtual int shutdown(SockId s, bool rd, bool wr) = 0;
     virtual int close(SockId s) = 0;
     virtual int abort(SockId s) = 0;

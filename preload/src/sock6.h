@@ -1,0 +1,33 @@
+/* preload/src/sock6.h: IPv6 of accelerated sockets (sock6.c, issue 31). */
+#pragma once
+
+#include <dti/dti.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct eta_sock;
+
+/* The PPE half of a hybrid listener on the wildcard address at `port`:
+ * 0.0.0.0 for an AF_INET socket; [::] for an AF_INET6 one (only one with
+ * IPV6_V6ONLY off gets here: one PPE listener for both families, as the
+ * kernel half is). dti_bind's or dti_bind6's answer. */
+int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port);
+
+/* getsockname (peer false) or getpeername (peer true) of accelerated
+ * socket h for an AF_INET6 socket: a sockaddr_in6 with an IPv6
+ * connection's own address, an IPv4 one's v4-mapped (::ffff:a.b.c.d, as
+ * Linux shows it), truncated to *len as the kernel truncates, *len set to
+ * the full size. 0, or the engine's negative error (-ENOTCONN). */
+int eta_name6(dti_ctx_t *c, dti_sock_t h, bool peer, struct sockaddr *out, socklen_t *len);
+
+/* Prepares and submits nothing: queues the CONNECT of accelerated socket h
+ * to addr (native6: an AF_INET6 address, dti_prep_connect6; else AF_INET,
+ * dti_prep_connect), pumping completions once when the queue is full. 0 or
+ * the negative error. */
+int eta_prep_connect_to(dti_ctx_t *c, dti_sock_t h, const struct sockaddr *addr, bool native6);
+
+/* "a.b.c.d:port" or "[v6]:port" for logs (buf of 64 bytes holds any). */
+const char *eta_fmt_any(const struct sockaddr *a, char *buf, size_t len);
