@@ -93,7 +93,7 @@ expect_in "$ETA_DEB" /usr/bin/eta-ppe /usr/bin/eta-run /usr/bin/eta-stat /usr/bi
     $M/man8/eta-ppe.8.gz $M/man5/ppe.toml.5.gz $M/man1/eta-run.1.gz $M/man1/eta-stat.1.gz $M/man1/eta-perf.1.gz \
     $M/man8/eta-lab.8.gz
 expect_in "$LIB_DEB" '/usr/lib/[a-z0-9_-]+/libdti.so.0.*'
-expect_in "$DEV_DEB" /usr/include/dti/dti.h '/usr/lib/[a-z0-9_-]+/libdti.so' '/usr/lib/[a-z0-9_-]+/pkgconfig/dti.pc' \
+expect_in "$DEV_DEB" /usr/include/dti/dti.h /usr/include/dti/dti_view.h /usr/include/dti/dti_dgram.h '/usr/lib/[a-z0-9_-]+/libdti.so' '/usr/lib/[a-z0-9_-]+/pkgconfig/dti.pc' \
     $M/man3/libdti.3.gz '/usr/share/doc/libdti-dev/examples/echo_server.c'
 dpkg-deb -f "$ETA_DEB" Depends | grep -q 'libdti0' || fail "eta's Depends has no libdti0 (dpkg-shlibdeps): $(dpkg-deb -f "$ETA_DEB" Depends)"
 

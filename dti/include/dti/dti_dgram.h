@@ -1,0 +1,95 @@
+/* dti/dti_dgram.h: datagram sockets (UDP over IPv4), their record format and
+ * calls. Part of libdti's API: dti/dti.h includes it, so programs include
+ * dti/dti.h; read alone, it needs only the types dti.h declares. */
+#ifndef DTI_DTI_DGRAM_H
+#define DTI_DTI_DGRAM_H
+
+#include <dti/dti.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- datagram sockets (UDP over IPv4) ---------------------------------
+ * A datagram socket's two rings hold records, never a byte stream. Each
+ * record is a 32-byte header (struct dti_dgram), the payload, padding to
+ * DTI_DGRAM_ALIGN; a record never wraps around the ring's end: where the
+ * next one does not fit before the end, a pad record (DTI_DGRAM_PAD, no
+ * datagram) fills it and the record starts at the ring's start.
+ *  - receive ring: written by the transport (MARS's UdpRecord, the same
+ *    layout), read in place by the application (dti_dgram_recv), released in
+ *    whole records (pad records included) with RECV_RELEASE. `len` is the
+ *    datagram's real length, all of it stored: truncation is the reader's.
+ *  - send ring: written by the application (dst_ip/dst_port, len, flags
+ *    DTI_DGRAM_TO when it names a destination, else the connected peer),
+ *    then one DTI_OP_SEND_DGRAMS for all records up to a position; the
+ *    engine checks each record (it is hostile memory), sends each datagram
+ *    (one copy into a frame) and releases the ring (tx_head) before it
+ *    completes. res: datagrams sent; the first one's error when none was;
+ *    records after a failed one are skipped (sendmmsg's rule).
+ * Positions are free-running from 0 for each handle; ring offset = position
+ * & (size - 1). dti/README.md "Datagram sockets". */
+struct dti_dgram {
+    uint32_t size;     /* bytes of the ring this record takes (header, payload, padding) */
+    uint32_t len;      /* the datagram's payload bytes */
+    uint32_t src_ip;   /* receive: the sender (host order) */
+    uint32_t dst_ip;   /* receive: our address or the group; send: the destination */
+    uint16_t src_port, dst_port;
+    uint32_t flags;    /* DTI_DGRAM_*; receive: bits 8..15 the IPv4 TOS, 16..23 the TTL */
+    uint64_t ts_ns;    /* receive: the engine's clock at arrival (CLOCK_MONOTONIC's scale) */
+};
+#define DTI_DGRAM_ALIGN 32u
+#define DTI_DGRAM_PAD 1u       /* no datagram: skip `size` bytes */
+#define DTI_DGRAM_MULTICAST 2u /* receive: sent to a group (dst_ip) */
+#define DTI_DGRAM_TO 4u        /* send: to dst_ip:dst_port, not the connected peer */
+#define DTI_DGRAM_TOS(flags) ((uint8_t)((flags) >> 8))  /* receive: the header's TOS (IP_RECVTOS) */
+#define DTI_DGRAM_TTL(flags) ((uint8_t)((flags) >> 16)) /* receive: the header's TTL (IP_RECVTTL) */
+#define DTI_DGRAM_MAX 65507u   /* the largest UDP/IPv4 payload */
+/* The ring bytes a datagram of len bytes takes. */
+static inline uint32_t dti_dgram_size(uint32_t len)
+{
+    return (uint32_t)((sizeof(struct dti_dgram) + len + DTI_DGRAM_ALIGN - 1) & ~(DTI_DGRAM_ALIGN - 1));
+}
+
+/* A UDP socket (bind with dti_bind: port 0 picks one; SO_REUSEADDR and
+ * SO_REUSEPORT through dti_setsockopt before it; close with dti_close).
+ * Datagram sockets live on the PPE's first engine. */
+int dti_dgram_socket(dti_ctx_t *c);
+/* The default peer (connected UDP: only its datagrams are received); NULL
+ * dissolves it (AF_UNSPEC). Binds an ephemeral port when unbound. */
+int dti_dgram_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *peer);
+/* One datagram to `to` (NULL: the connected peer), through the send ring and
+ * one SEND_DGRAMS round trip: len, or -EMSGSIZE (more than fits a frame, or
+ * the ring), -EDESTADDRREQ, -ENETUNREACH, -ENOBUFS, -EAGAIN (no command room). */
+ssize_t dti_dgram_sendto(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, const struct dti_addr *to);
+/* Several datagrams in one round trip (sendmmsg): returns how many were sent
+ * (the first error when none). */
+struct dti_dgram_msg {
+    const struct dti_iov *iov;
+    unsigned iovcnt;
+    const struct dti_addr *to; /* NULL: the connected peer */
+};
+int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *msgs, unsigned n);
+/* The oldest datagram, copied from the receive ring (no round trip): up to
+ * len bytes into buf; *from the sender, *real_len its real length (larger
+ * than the return value: truncated, MSG_TRUNC). flags DTI_DGRAM_PEEK leaves
+ * it. Returns the bytes copied, -EAGAIN when none is waiting. Records that
+ * do not make sense (a confused engine) end the ring's contents: -EIO. */
+#define DTI_DGRAM_PEEK 1u
+ssize_t dti_dgram_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_addr *from, size_t *real_len,
+                       unsigned flags);
+/* Zero-copy: the oldest datagram in place (its header in *hdr, *payload its
+ * hdr->len bytes in the receive ring, valid until consumed); returns its
+ * length, or errors as dti_dgram_recv(). dti_dgram_consume() takes it. */
+ssize_t dti_dgram_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, const void **payload);
+int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s);
+/* IP_ADD_MEMBERSHIP / IP_DROP_MEMBERSHIP (source != 0: the source-specific
+ * variants). Host order. */
+int dti_dgram_join(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source);
+int dti_dgram_leave(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTI_DTI_DGRAM_H */
