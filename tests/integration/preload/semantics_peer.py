@@ -6,7 +6,7 @@
 # then reads to EOF and records whether the connection ended with a reset
 # ("rst") or a FIN ("fin"); +6 takes a token and answers what +5 recorded
 # for it (waiting up to 10 s for that connection to end); +7 starts reading
-# every connection +4 holds; +9 takes "PORT\n", connects back to the prober's
+# every connection +4 holds (then answers "ok"); +9 takes "PORT\n", connects back to the prober's
 # address on that port, sends a byte, reads to the end and answers "rst" or
 # "fin" (how the prober's accepted socket ended the connection); +10 takes an
 # 8-byte token, sends 1000 bytes, then records as +5 does how the connection
@@ -40,9 +40,14 @@ def reset(c):
 held = []
 def hold(c): held.append(c)
 def drain_all(c):
-    for h in held:
+    # Answers once every connection held so far is being read, so that the
+    # prober's next case (a new connection to +4) is never among them: when
+    # this ran late on a busy machine it drained that one too, and the next
+    # case's sender took far more than its buffer.
+    while held:
+        h = held.pop()
         threading.Thread(target=lambda h=h: [None for _ in iter(lambda: h.recv(65536), b'')], daemon=True).start()
-    c.close()
+    c.sendall(b'ok'); c.close()
 def token(c):
     t = b''
     while len(t) < 8:

@@ -8,6 +8,10 @@ peer, base, local = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 only = sys.argv[4:]
 def conn(i, **kw):
     return socket.create_connection((peer, base + i), **kw)
+def release_held():  # the peer reads every connection +4 holds, before this returns
+    c = conn(7); c.settimeout(60)
+    try: c.recv(16)
+    finally: c.close()
 def err(e):
     return errno.errorcode.get(e.errno, str(e.errno)) if isinstance(e, OSError) and e.errno else type(e).__name__
 def recv_all(s):
@@ -304,7 +308,7 @@ def notsent_lowat():
         except BlockingIOError: pass
         if not p.poll(300): # no POLLOUT: at the mark, held while the peer does not read
             held = True; break
-    conn(7).close()    # the peer reads now
+    release_held()
     return (s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT), 16384 <= total < 200000,
             held, poll_names(s, select.POLLOUT))
 # SO_SNDBUF (socket(7)): set before connect it bounds what the socket takes
@@ -333,7 +337,7 @@ def sndbuf_small():
     s.connect((peer, base + 4))
     total = fill_held(s)
     r = s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), 0 < total < 256 * 1024
-    conn(7).close()    # the peer reads now
+    release_held()
     return r
 @case
 def sndbuf_large():
@@ -341,7 +345,7 @@ def sndbuf_large():
     s.connect((peer, base + 4))
     total = fill_held(s)
     r = s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), total > 3 << 20
-    conn(7).close()
+    release_held()
     return r
 for f in cases:
     if only and f.__name__ not in only: continue

@@ -214,6 +214,11 @@ out=$(timeout 120 "$ETA_RUN" --require -- "$ETA_PERF" client -t kernel -m crr -s
 grep -q "3000 transactions" <<<"$out" || fail "eta-perf crr did not do 3,000 transactions: $out"
 
 note "a native DTI client's port (MARS's own pick) lies outside the kernel's ip_local_port_range"
+# The crr client above has exited, but the PPE ends a program's connections on
+# its own time: on a busy machine its last one can still be ESTABLISHED here,
+# and would be taken for the native client's (from a kernel-picked port).
+wait_until 120 ppe_true "not any(c['remote'] == '$P:7701' and c['state'] == 'ESTABLISHED' for c in d['connections'])" ||
+    fail "a connection of the exited crr client to $P:7701 is still ESTABLISHED: $(ppe_stat | tail -5)"
 start_bg native timeout 150 "$ETA_PERF" client -t dti -m rr -s 64 -c "$P" -p 7701 -n 100000000 --duration 3600
 wait_until 120 ppe_true "any(c['remote'] == '$P:7701' and c['state'] == 'ESTABLISHED' for c in d['connections'])" ||
     fail "the native eta-perf client's connection to $P:7701 is not in MARS: $(ppe_stat | tail -5)"
