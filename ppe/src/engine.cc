@@ -569,7 +569,7 @@ void Engine::loop()
 {
     for (size_t p = 0; p < stacks_.size(); p++) stacks_[p]->announce(clock_.now_ns());
     uint64_t last_work = clock_.now_ns();
-    uint64_t next_publish = 0, next_conn_publish = 0;
+    uint64_t next_publish = 0, next_conn_publish = 0, published_at = 0;
     const uint64_t spin_ns = uint64_t(config_.spin_us) * 1000;
     const uint64_t start_tsc = rte_rdtsc();
     // An adaptive engine naps at once while its CPU is shared (cpu_contention.h).
@@ -599,15 +599,21 @@ void Engine::loop()
             yielding = contention_.sample(now);
             counters_.contended_windows = contention_.contended_windows();
             publish(now, conns);
+            published_at = now;
             next_publish = now + 10'000'000; // 10 ms
             if (conns) next_conn_publish = now + 250'000'000;
         }
         if (!work) {
             if (config_.idle == IdlePolicy::kSleep ||
-                (config_.idle == IdlePolicy::kAdaptive && (yielding || now - last_work >= spin_ns)))
+                (config_.idle == IdlePolicy::kAdaptive && (yielding || now - last_work >= spin_ns))) {
+                // Work done since the last snapshot is published before the
+                // nap: a sleeping engine's counters are current.
+                if (last_work >= published_at) publish(now, false);
+                published_at = now;
                 idle_sleep(now);
-            else
+            } else {
                 rte_pause();
+            }
         }
         // Completions of wakeup writes and re-armed reads are collected
         // without a syscall.
