@@ -431,6 +431,7 @@ static void fill_info(const Sock &s, SockInfo *o)
     o->ooo_frames = s.rec.ooo.frames();
     o->rcv_space = (s.flags & kFHasRings) ? s.app.rcv_space : s.app.rcv_buf;
     o->rx_ring = (s.flags & kFHasRings) ? s.rx_mask + 1 : 0;
+    o->tx_ring = (s.flags & kFHasRings) ? s.tx_mask + 1 : 0;
     o->ooo_share = s.app.ooo_share;
 }
 

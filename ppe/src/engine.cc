@@ -749,9 +749,8 @@ void Engine::publish(uint64_t now, bool with_conns)
         struct Ctx {
             std::vector<stats::ConnEntry> *out;
             uint32_t *total;
-            uint32_t tx_ring_bytes;
             const std::vector<int32_t> *group_pid;
-        } ctx{&conn_scratch_, &total, config_.tcp.sndbuf, &group_pid};
+        } ctx{&conn_scratch_, &total, &group_pid};
         s->for_each_socket(
             [](mars::SockId id, const mars::SockInfo &i, uint64_t user, void *arg) {
                 auto *c = static_cast<Ctx *>(arg);
@@ -775,8 +774,9 @@ void Engine::publish(uint64_t now, bool with_conns)
                 // let go of (user 0: TIME-WAIT after close) hold no rings.
                 const bool rings =
                     user && i.state != mars::TcpState::kListen && i.state != mars::TcpState::kClosed;
-                // The receive ring as it is now: it grows (autotuning, SO_RCVBUF).
-                e.memory_bytes = rings ? i.rx_ring + c->tx_ring_bytes : 0;
+                // Both rings as they are now: they grow (autotuning,
+                // SO_RCVBUF, SO_SNDBUF).
+                e.memory_bytes = rings ? i.rx_ring + i.tx_ring : 0;
                 e.retransmits = i.total_retransmits;
                 e.bytes_in = i.bytes_in;
                 e.bytes_out = i.bytes_out;

@@ -312,6 +312,7 @@ struct SockInfo {
     uint32_t ooo_frames;    // anonymous pool frames this connection holds
     uint32_t rcv_space;     // receive buffer offered now (autotuned, or SO_RCVBUF)
     uint32_t rx_ring;       // receive ring bytes now
+    uint32_t tx_ring;       // send ring bytes now (it grows: autotuning, SO_SNDBUF)
     uint32_t ooo_share;     // out-of-order frames this connection may hold now
 };
 

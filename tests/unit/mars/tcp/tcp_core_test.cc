@@ -484,6 +484,23 @@ TEST_F(TcpCore, AckOfDataSentAdvancesSndUnaAndPostsWritable)
     EXPECT_TRUE(events(sock) & kEvWritable);
 }
 
+// What eta-stat shows as a connection's memory: the rings it holds now.
+TEST_F(TcpCore, InfoNamesTheRingsTheConnectionHolds)
+{
+    established();
+    SockInfo in{};
+    ASSERT_EQ(st().info(sock, &in), 0);
+    EXPECT_EQ(in.tx_ring, test_stack_config(1).tcp.sndbuf);
+    EXPECT_EQ(in.tx_space, in.tx_ring) << "nothing written yet";
+    EXPECT_GT(in.rx_ring, 0u);
+    SockInfo li{};
+    ASSERT_EQ(st().info(listener, &li), 0);
+    EXPECT_EQ(li.tx_ring + li.rx_ring, 0u) << "a listener holds no rings";
+    ASSERT_EQ(st().send(sock, "hello", 5), 5);
+    ASSERT_EQ(st().info(sock, &in), 0);
+    EXPECT_EQ(in.tx_space, in.tx_ring - 5);
+}
+
 TEST_F(TcpCore, AckOfUnsentDataIsAckedAndDropped)
 {
     established();
