@@ -61,7 +61,8 @@ run corrupt 50 5000 3 17
 # eta-stat: every payload byte went through the digest (the last run's at least).
 total=$(python3 -c "import sys; print(sum(int(l.split()[1]) for f in sys.argv[1:] for l in open(f)))" \
     "$work/srv.digests")
-ppe_true "sum(e['digest_rx_bytes'] for e in d['engines']) >= $total" ||
+# (The engines publish their counters every 10 ms while they work and when they nap.)
+wait_until 20 ppe_true "sum(e['digest_rx_bytes'] for e in d['engines']) >= $total" ||
     fail "eta-stat does not show the digested bytes: $(ppe_stat --json | head -c 2000)"
 
 note "eta-perf --digest engine, both directions, kernel eta-perf in the peer"
@@ -75,7 +76,7 @@ for dir in send recv; do
     json_true "$out" "d['ok'] and d['verified'] and d['digest'] == 'engine' and d['peer_bytes'] == 64 << 20" ||
         fail "eta-perf --digest engine ($dir) did not verify: $out"
 done
-ppe_true "sum(e['digest_tx_bytes'] for e in d['engines']) >= $tx0 + (64 << 20)" ||
+wait_until 20 ppe_true "sum(e['digest_tx_bytes'] for e in d['engines']) >= $tx0 + (64 << 20)" ||
     fail "the send digest's bytes do not show in eta-stat"
 ppe_stop
 note "ok"

@@ -53,7 +53,8 @@ touch "$work/hold"
 start_bg cli peer timeout 150 python3 "$APP" client "$ETA_LAB_PPE_IP" "$p_one" $N 65536 "$work/hold"
 wait_until 60 ppe_true "sum(e['connections'] for e in d['engines']) >= $N" ||
     fail "eta-stat does not show $N connections: $(ppe_json "[e['connections'] for e in d['engines']]")"
-ppe_true "len(d['engines']) == $ENGINES and all(e['connections'] >= 4 for e in d['engines'])" ||
+# (Each engine publishes its own counters: one may trail the other a moment.)
+wait_until 30 ppe_true "len(d['engines']) == $ENGINES and all(e['connections'] >= 4 for e in d['engines'])" ||
     fail "not both engines carry connections: $(ppe_json "[e['connections'] for e in d['engines']]")"
 ppe_json "'connections per engine: %s' % [e['connections'] for e in d['engines']]"
 rm -f "$work/hold"
@@ -77,12 +78,23 @@ sys.exit(0 if len(counts) == 4 and min(counts) > 0 else 1)
 EOF
 
 note "outgoing connections from an eta-run client"
+# The engines publish their counters every 10 ms while they work and when they
+# nap: before a check that nothing was reset or found no socket, wait until
+# the counters show the client's 16 connections established (past their
+# handshakes, where a connection on the wrong engine would show).
+established() { ppe_json "sum(s['tcp_established'] for e in d['engines'] for s in e['stacks'])"; }
+past_connections() {
+    wait_until 30 ppe_true "sum(s['tcp_established'] for e in d['engines'] for s in e['stacks']) >= $1 + 16" ||
+        fail "the counters do not show the client's 16 connections established: $1 -> $(established)"
+}
 start_bg psrv peer timeout 150 python3 "$APP" server 7303 16 1
 wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7303' | grep -q ." || fail "the peer's server did not listen"
 before=$(ppe_json "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks'])")
+est0=$(established)
 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- python3 "$APP" client "$ETA_LAB_PEER_IP" 7303 16 65536 "$work/none" ||
     fail "the eta-run client's outgoing connections failed"
 wait "$psrv_pid" || fail "the peer's server failed"
+past_connections "$est0"
 ppe_true "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks']) == $before" ||
     fail "an outgoing connection was reset or its segments found no socket"
 
@@ -90,10 +102,12 @@ note "outgoing connections from bound source ports (each placed on its flow's ow
 start_bg bsrv peer timeout 150 python3 "$APP" server 7304 16 1
 wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7304' | grep -q ." || fail "the peer's server did not listen"
 before=$(ppe_json "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks'])")
+est0=$(established)
 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     python3 "$APP" client "$ETA_LAB_PEER_IP" 7304 16 65536 "$work/none" 41000 ||
     fail "the eta-run client's connections from bound ports failed"
 wait "$bsrv_pid" || fail "the peer's server (bound clients) failed"
+past_connections "$est0"
 ppe_true "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks']) == $before" ||
     fail "a connection from a bound port was reset or its segments found no socket"
 ppe_stop

@@ -50,6 +50,9 @@ neigh=$(peer ip -6 neigh show "$H6" dev "$IF")
 [[ "$neigh" == *"lladdr $mac"* ]] || fail "the peer's neighbour cache has no $mac for $H6: '$neigh'"
 
 sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
+# The engines publish their counters every 10 ms while they work and when they
+# nap: wait until they show the echoes, then read the rest from later snapshots.
+wait_until 10 ppe_true "sum(s['icmp6_echo_in'] for e in d['engines'] for s in e['stacks']) >= 9" || true
 echo_in=$(sum icmp6_echo_in) icmp6_out=$(sum icmp6_out) na_out=$(sum nd_na_out) dup=$(sum nd_dad_duplicates)
 note "eta-stat: icmp6_echo_in $echo_in, icmp6_out $icmp6_out, nd_na_out $na_out, nd_dad_duplicates $dup"
 [ "$echo_in" -ge 9 ] || fail "eta-stat counts $echo_in ICMPv6 echo requests, the peer sent at least 9 that were answered"
@@ -63,6 +66,8 @@ else
     # IPv6 host there (it holds address6 on its tap, the same MAC and so the
     # same link-local address); MARS sees each echo and solicitation and
     # hands it on without answering (ppe/README.md "Sharing the port").
+    # (eta-ppe's control thread publishes the port's counters every 100 ms.)
+    wait_until 10 ppe_true "d['ports'][0]['kernel']['to']['ipv6']['frames'] >= $((echo_in + 1))" || true
     to6=$(ppe_json "d['ports'][0]['kernel']['to']['ipv6']['frames']")
     [ "$to6" -ge $((echo_in + 1)) ] ||
         fail "eta-stat counts $to6 IPv6 frames handed to the kernel for $echo_in echo requests and a solicitation"

@@ -111,6 +111,8 @@ transfer clean "$BYTES"
 # Receive-buffer autotuning is on by default ([tcp] rcvbuf_max 4M): the
 # streams above grew their DTI receive rings in place (MARS asked, the DTI
 # engine granted each grow) and every byte was still verified.
+# (The engines publish their counters every 10 ms while they work and when they nap.)
+wait_until 10 ppe_true "sum(s['tcp_rx_ring_grows'] for e in d['engines'] for s in e['stacks']) > 0" || true
 rings=$(ppe_json "[sum(s['tcp_rx_ring_grows'] for e in d['engines'] for s in e['stacks']), sum(e['rx_ring_grows'] for e in d['engines']), sum(e['rx_grow_refusals'] for e in d['engines'])]")
 echo "receive rings grown (MARS, DTI engine, refused): $rings"
 ppe_true "sum(s['tcp_rx_ring_grows'] for e in d['engines'] for s in e['stacks']) > 0" ||
@@ -123,6 +125,7 @@ note "impairments: loss, duplication and reordering on the peer's side of the ac
 on_exit "\"$ETA_LAB\" netem --name $ETA_LAB_NAME --link accel off"
 transfer netem $((netem_mib << 20))
 "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel off
+wait_until 10 ppe_true "d['engines'][0]['stacks'][0]['tcp_retransmits'] > 0" || true
 retrans=$(ppe_json "d['engines'][0]['stacks'][0]['tcp_retransmits']")
 echo "PPE retransmissions: $retrans"
 [ "$retrans" -gt 0 ] || fail "1% loss caused no retransmissions: the impairment did not reach the PPE's traffic"

@@ -35,6 +35,10 @@ H6=$ETA_LAB_PPE_IP6
 wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
 sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
 ip6_before=$(sum ip6_in)
+# ip6_grew BEFORE: the engines counted a segment's worth of IPv6 packets for
+# each 1500 of $BYTES since BEFORE; for wait_until (they publish their counters
+# every 10 ms while they work and when they nap: a count may trail the exchange).
+ip6_grew() { [ $(($(sum ip6_in) - $1)) -ge $((BYTES / 1500)) ]; }
 
 note "python3 on [::] under eta-run --require; a kernel client in the peer to [$H6], then to $ETA_LAB_PPE_IP"
 port=$(free_port)
@@ -58,6 +62,7 @@ grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port$" "$work/sr
     fail "accept()/getsockname() of the IPv6 connection: $(cat "$work/srv.out")"
 grep -q "^conn peer \[::ffff:$ETA_LAB_PEER_IP\]:[0-9]* local \[::ffff:$ETA_LAB_PPE_IP\]:$port$" "$work/srv.out" ||
     fail "accept()/getsockname() of the IPv4 connection (v4-mapped): $(cat "$work/srv.out")"
+wait_until 20 ip6_grew "$ip6_before" || true
 segs=$(( $(sum ip6_in) - ip6_before ))
 [ "$segs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $segs IPv6 packets in the engine for $BYTES bytes received over IPv6"
 
@@ -77,6 +82,7 @@ read -r _ csent _ cgot cn _ <<<"$cli"
 if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ]; then
     grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/cli.err" ||
         fail "the client's connect was not the PPE's: $(cat "$work/cli.err")"
+    wait_until 20 ip6_grew "$ip6_mid" || true
     csegs=$(( $(sum ip6_in) - ip6_mid ))
     [ "$csegs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $csegs IPv6 packets in the engine for the client's $BYTES bytes"
 else

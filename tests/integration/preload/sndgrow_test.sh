@@ -32,10 +32,14 @@ import json, sys
 d = json.load(sys.stdin)
 print(sum(e["tx_ring_grows"] for e in d["engines"]), sum(e["tx_grow_refusals"] for e in d["engines"]))'
 }
+sent_bytes() {
+    stat_json | "$py" -c 'import json, sys; d = json.load(sys.stdin); print(sum(s["tx_bytes"] for e in d["engines"] for s in e["stacks"]))'
+}
 
 head -c $((mib << 20)) /dev/urandom > "$work/blob"
 want=$(sha256sum < "$work/blob" | cut -d' ' -f1)
 read -r before _ <<< "$(grows)"
+tx0=$(sent_bytes)
 
 "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel delay 5ms || fail "eta-lab netem failed"
 on_exit "\"$ETA_LAB\" netem --name $ETA_LAB_NAME --link accel off"
@@ -54,6 +58,12 @@ wait "$rcv_pid" || fail "the receiver in the peer failed"
 got=$(sha256sum < "$work/got" | cut -d' ' -f1)
 [ "$got" = "$want" ] || fail "the peer got $(stat -c %s "$work/got") bytes that differ from the $((mib << 20)) sent"
 
+# The engine publishes its counters every 10 ms while it works and when it
+# naps: first wait until they show every byte sent (so the snapshot is past the
+# writes and the grows they asked for), then read the grows from a later one.
+sent_all() { [ $(($(sent_bytes) - tx0)) -ge $((mib << 20)) ]; }
+wait_until 20 sent_all ||
+    fail "eta-stat counts $(($(sent_bytes) - tx0)) bytes sent by the engine for the $((mib << 20)) the peer got"
 read -r after refused <<< "$(grows)"
 echo "    send rings grown: $((after - before)), grows refused: $refused"
 [ "$after" -gt "$before" ] ||

@@ -56,11 +56,18 @@ diff -u "$work/kernel.out" "$work/eta.out" ||
 grep -qx 'SO_ERROR EHOSTUNREACH' "$work/eta.out" || fail "no EHOSTUNREACH in SO_ERROR under eta-run"
 
 note "eta-stat counts the failed resolutions and the connects they failed"
-counts=$(timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | "$py" -c '
+stat_counts() {
+    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | "$py" -c '
 import json, sys
 d = json.load(sys.stdin)
 st = [s for e in d["engines"] for s in e["stacks"]]
-print(sum(s["arp_failed"] for s in st), sum(s["tcp_connects_unreachable"] for s in st))')
+print(sum(s["arp_failed"] for s in st), sum(s["tcp_connects_unreachable"] for s in st))'
+}
+# The engine publishes its counters every 10 ms while it works and when it
+# naps: the counts may trail the probe's last connect by a moment.
+counted() { local f u; read -r f u <<< "$(stat_counts)"; [ "$f" -ge 2 ] && [ "$u" -ge 2 ]; }
+wait_until 20 counted || true
+counts=$(stat_counts)
 echo "    arp_failed, tcp_connects_unreachable: $counts"
 read -r failed unreachable <<< "$counts"
 [ "$failed" -ge 2 ] || fail "eta-stat: arp_failed $failed, expected at least 2 (one per connect)"

@@ -26,9 +26,15 @@ ETA_SOCKET=$ETA_LAB_SOCKET timeout 60 "$PERF" client --transport dti --connect "
     --mode rr --size 64 --duration 1 --json > "$work/perf.json" || fail "eta-perf client failed"
 
 note "a stream received through the PPE in 1 MiB reads (eta-perf posts them: the engine writes into its memory)"
+rx0=$(ppe_json "sum(s['rx_bytes'] for e in d['engines'] for s in e['stacks'])")
 ETA_SOCKET=$ETA_LAB_SOCKET timeout 60 "$PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" --port 5601 \
     --mode stream --direction recv --size 1048576 --bytes 67108864 --verify --json > "$work/recv.json" ||
     fail "eta-perf stream recv failed"
+# The engine publishes its counters every 10 ms while it works and when it
+# naps: wait until they show the stream's bytes received (past the work and
+# the posts it made), so every snapshot below, in every format, is too.
+wait_until 20 ppe_true "sum(s['rx_bytes'] for e in d['engines'] for s in e['stacks']) >= $rx0 + (64 << 20)" ||
+    fail "eta-stat counts $(($(ppe_json "sum(s['rx_bytes'] for e in d['engines'] for s in e['stacks'])") - rx0)) bytes received for the stream of $((64 << 20))"
 ppe_stat > "$work/now.txt" || fail "eta-stat failed"
 grep -Eq '^posted receives e0: posts [1-9][0-9]*  bytes [1-9][0-9]*  fallbacks 0  faults 0$' "$work/now.txt" ||
     fail "eta-stat's text shows no posted receives: $(grep -i posted "$work/now.txt")"
