@@ -89,6 +89,69 @@ TEST_F(DtiStress, NoLostWakeupsWhenBothSidesSleep)
     EXPECT_GT(st.wakeups, 0u); // the app really did sleep and get woken
 }
 
+// A full command ring strands nothing. The engine takes SEND and
+// RECV_RELEASE without answering them, so no wakeup tells that a ring found
+// full has room again. Here the writer's SENDs fill the ring while the
+// engine is held, the reader then takes its whole ring, so its release (and
+// its watch) find the ring full: dti_wait() must send the owed release once
+// the engine has taken the SENDs, not sleep with the peer's window shut
+// (DtiSndGrow.AutotuningGrowsTheRingWhileTheWriterWrites stalled so).
+TEST_F(DtiStress, AReleaseTheFullCommandRingRefusedGoesOutBeforeTheWaitSleeps)
+{
+    start(small_limits());
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    const uint32_t rx = small_limits().rx_ring_size;
+    const auto readable = [&] {
+        dti_sock_info in{};
+        EXPECT_EQ(dti_sock_status(c_, sv, &in), 0);
+        return in.readable;
+    };
+    // The peer's window full: its whole ring unread.
+    static uint8_t buf[4096];
+    dti_cqe e[64];
+    ASSERT_EQ(dti_prep_watch(c_, sv, DTI_POLLIN, 0), 0);
+    dti_submit(c_);
+    for (uint32_t sent = 0; readable() < rx;) {
+        const ssize_t n = sent < rx ? dti_send(c_, cl, buf, std::min<size_t>(sizeof buf, rx - sent), 0) : -EAGAIN;
+        if (n > 0) {
+            sent += uint32_t(n);
+            continue;
+        }
+        ASSERT_GE(dti_wait(c_, 5000), 1) << "the window's bytes did not arrive";
+        dti_reap(c_, e, 64);
+    }
+    // The engine held: SENDs of one byte each (MORE: none rides on another's)
+    // until the command ring is full, the send ring still has room.
+    ASSERT_TRUE(ppe_->hold(true));
+    while (dti_reap(c_, e, 64) > 0) {
+    }
+    uint32_t more = 0;
+    for (ssize_t n = 1; n == 1; more += uint32_t(n == 1))
+        n = dti_send(c_, cl, buf, 1, DTI_SEND_MORE);
+    dti_sock_info out{};
+    ASSERT_EQ(dti_sock_status(c_, cl, &out), 0);
+    ASSERT_GT(out.writable, 0u) << "the send ring filled before the command ring";
+    ASSERT_GT(more, 0u);
+    // The reader takes all; its release finds the ring full and stays owed.
+    for (uint32_t got = 0; got < rx;) {
+        const ssize_t n = dti_recv(c_, sv, buf, sizeof buf);
+        ASSERT_GT(n, 0) << dti_strerror(int(n)) << " after " << got;
+        got += uint32_t(n);
+    }
+    EXPECT_EQ(dti_prep_watch(c_, sv, DTI_POLLIN, 0), -EAGAIN) << "the command ring had room";
+    ASSERT_TRUE(ppe_->hold(false));
+    // Nothing else would wake this wait: the engine answers none of the
+    // ring's commands and no byte can move before the release.
+    ASSERT_GE(dti_wait(c_, 5000), 1) << "slept with the release owed: the peer's window stays shut";
+    // The release went out with no other command (the first watch holds).
+    while (readable() < more) {
+        ASSERT_GE(dti_wait(c_, 5000), 1) << readable() << " of the " << more << " bytes written meanwhile";
+        dti_reap(c_, e, 64);
+    }
+    EXPECT_EQ(readable(), more);
+}
+
 // Several threads, each with its own context, sleeping and waking at once.
 TEST_F(DtiStress, ManySleepingThreads)
 {
