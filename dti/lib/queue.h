@@ -357,7 +357,8 @@ static inline uint32_t dti__tx_size(const struct dti_attachment *d, const struct
  * must not look like one with unread bytes). A small read then costs no
  * command and no doorbell. The engine's view of free space lags by less
  * than a quarter of the ring, so an application that has emptied its ring
- * and waits for more always leaves the peer a window. */
+ * and waits for more always leaves the peer a window (a release the full
+ * command ring refused goes out before the context sleeps: wake.c). */
 static inline uint32_t dti__release_batch(const struct dti_attachment *d, const struct dti_sock_shared *sh)
 {
     return (dti__rx_mask(d, sh) >> 2) + 1;
