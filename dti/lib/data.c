@@ -193,7 +193,7 @@ static inline void consume(dti_ctx_t *c, dti_sock_t s, const struct dti_sock_sha
     p->rx_head += n; /* consumed first: nothing is released before it is taken */
     uint32_t owed = __atomic_add_fetch(&p->rx_owed, n, __ATOMIC_RELAXED);
     if (owed >= dti__release_batch(c->d, sh) && dti__flush_release(c, s) == 0)
-        dti_submit(c); /* a full command ring: stays owed, the next release or command retries */
+        dti_submit(c); /* a full command ring: stays owed (listed), the next release, command or wait retries */
 }
 
 int dti_recv_release(dti_ctx_t *c, dti_sock_t s, size_t n)

@@ -228,6 +228,18 @@ static int submit_one(struct dti_ctx *c)
 
 /* ---- one engine's commands, for the layers above ------------------------------ */
 
+/* A release the full command ring refused: listed for the wait (wake.c). */
+static void strand(struct dti_ctx *c, dti_sock_t s)
+{
+    for (uint32_t i = 0; i < c->n_stranded; i++)
+        if (c->stranded[i] == s)
+            return;
+    if (c->n_stranded < DTI_STRANDED_MAX)
+        c->stranded[c->n_stranded++] = s;
+    else
+        c->stranded_more = true;
+}
+
 /* rx_owed is updated atomically: a thread reading the socket may add to it
  * while another thread's command on the same socket flushes it. */
 int dti__flush_release(struct dti_ctx *c, dti_sock_t s)
@@ -239,9 +251,36 @@ int dti__flush_release(struct dti_ctx *c, dti_sock_t s)
     if (n == 0)
         return 0;
     int rc = dti__prep_data(c, DTI_OP_RECV_RELEASE, s, n, 0);
-    if (rc < 0)
+    if (rc < 0) {
         __atomic_fetch_add(&p->rx_owed, n, __ATOMIC_RELAXED); /* still owed */
+        strand(c, s);
+    }
     return rc;
+}
+
+int dti__flush_stranded(struct dti_ctx *c)
+{
+    if (c->n_stranded == 0 && !c->stranded_more)
+        return 0;
+    dti_sock_t list[DTI_STRANDED_MAX];
+    const uint32_t n = c->n_stranded;
+    const bool all = c->stranded_more;
+    memcpy(list, c->stranded, sizeof list);
+    c->n_stranded = 0;
+    c->stranded_more = false;
+    /* Each flush that finds the ring full again lists its socket again. */
+    if (all) {
+        for (uint32_t slot = 0; slot < c->d->limits.max_sockets; slot++) {
+            const struct dti_sock_priv *p = &c->d->priv[slot];
+            if (p->rx_gen && DTI_LOAD_RELAXED(&p->rx_owed))
+                (void)dti__flush_release(c, (dti_sock_t)(p->rx_gen << DTI_SLOT_BITS | slot));
+        }
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            (void)dti__flush_release(c, list[i]);
+    }
+    dti_submit(c);
+    return c->n_stranded || c->stranded_more ? -EAGAIN : 0;
 }
 
 int dti__prep_socket_on(dti_ctx_t *c, uint32_t engine, uint64_t ud)

@@ -32,6 +32,8 @@ struct dti_ctx_pending {
     void *answer_arg;
 };
 
+enum { DTI_STRANDED_MAX = 8 }; /* releases a full command ring left owed, listed per queue pair */
+
 struct dti_ctx {
     struct dti_attachment *d;
     uint32_t index;
@@ -78,6 +80,17 @@ struct dti_ctx {
     void *prep_answer_arg;
     uint32_t reap_next;     /* which queue pair dti_reap() looks at first */
     uint64_t woke_tsc;      /* latency sampling: the TSC when this context's last sleep ended (wake.c) */
+    /* The command ring was found full: a command refused (-EAGAIN), a
+     * release left owed. The engine takes SEND, RECV_RELEASE and TX_GROW
+     * without answering them, so no wakeup says that there is room again:
+     * the wait looks for it itself (wake.c, ring_blocked()). The releases
+     * left owed are listed (past DTI_STRANDED_MAX, every slot is looked at):
+     * they go out before the context sleeps, or the peer's window may stay
+     * shut while it waits for bytes (qp.c, dti__flush_stranded()). */
+    bool ring_refused;
+    bool stranded_more;
+    uint32_t n_stranded;
+    dti_sock_t stranded[DTI_STRANDED_MAX];
 };
 
 /* The TSC, as the engine's clock reads it (latency sampling, dti_abi.h
@@ -126,6 +139,10 @@ int dti__prep_data(struct dti_ctx *c, uint16_t op, dti_sock_t s, uint32_t n, uin
 /* Queues the release of socket s's owed receive bytes (data.c consumes).
  * -EAGAIN: no room in the command ring; they stay owed. */
 int dti__flush_release(struct dti_ctx *c, dti_sock_t s);
+/* The releases a full command ring left owed (dti__flush_release), queued
+ * and submitted now; 0, or -EAGAIN while the ring is still full (they stay
+ * listed). */
+int dti__flush_stranded(struct dti_ctx *c);
 /* One engine's command for application handle s, routed to its queue pair;
  * no listener-group or moved-socket handling (the routing layer's). */
 int dti__prep_socket_on(dti_ctx_t *c, uint32_t engine, uint64_t ud);
@@ -211,7 +228,10 @@ static inline bool dti__cmd_room(struct dti_ctx *c)
     if (c->prepared - c->cmd_cons_seen < c->cmd_mask + 1)
         return true;
     c->cmd_cons_seen = DTI_LOAD(&c->qp->cmd_cons);
-    return c->prepared - c->cmd_cons_seen < c->cmd_mask + 1;
+    if (c->prepared - c->cmd_cons_seen < c->cmd_mask + 1)
+        return true;
+    c->ring_refused = true; /* the next wait looks for room (wake.c) */
+    return false;
 }
 
 /* Commands are built in private memory and copied into the ring at submit,
@@ -337,7 +357,8 @@ static inline uint32_t dti__tx_size(const struct dti_attachment *d, const struct
  * must not look like one with unread bytes). A small read then costs no
  * command and no doorbell. The engine's view of free space lags by less
  * than a quarter of the ring, so an application that has emptied its ring
- * and waits for more always leaves the peer a window. */
+ * and waits for more always leaves the peer a window (a release the full
+ * command ring refused goes out before the context sleeps: wake.c). */
 static inline uint32_t dti__release_batch(const struct dti_attachment *d, const struct dti_sock_shared *sh)
 {
     return (dti__rx_mask(d, sh) >> 2) + 1;

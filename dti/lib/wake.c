@@ -92,12 +92,40 @@ static void disarm_all(struct dti_ctx *c)
         __atomic_store_n(&qp_of(c, i)->qp->armed, 0u, __ATOMIC_RELAXED);
 }
 
+/* A queue pair whose command ring was found full (queue.h: ring_refused):
+ * 0 when none was; 1 when every such ring has room again and the releases it
+ * left owed went out (the caller retries what was refused: dti.h's "call
+ * again after dti_reap()/dti_wait()"); 2 while one is still full. The engine
+ * takes the commands that filled it without a wakeup (SEND, RECV_RELEASE,
+ * TX_GROW are not answered), so a context that slept now could sleep for
+ * good: its reads' releases not told, the peer's window shut, its watch not
+ * queued. */
+static int ring_blocked(struct dti_ctx *c)
+{
+    int r = 0;
+    for (uint32_t i = 0; i < n_qps(c); i++) {
+        struct dti_ctx *q = qp_of(c, i);
+        if (__builtin_expect(!q->ring_refused, 1))
+            continue;
+        if (!dti__cmd_room(q) || dti__flush_stranded(q) < 0) {
+            r = 2;
+            continue;
+        }
+        q->ring_refused = false;
+        if (r == 0)
+            r = 1;
+    }
+    return r;
+}
+
 static int arm(struct dti_ctx *c, bool with_stash)
 {
     if (!dti__all_alive(c, false))
         return -dti__dead_reason(c);
     if (has_entries(c, with_stash))
         return 1;
+    if (ring_blocked(c) != 0)
+        return 1; /* look again (still full: the engine is taking the commands) */
     /* Arm, then check: the engine publishes, fences, then reads `armed`. One
      * of us must see the other's store, so no wakeup is lost. */
     bool pending = false;
@@ -156,7 +184,12 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         __builtin_ia32_pause();
     }
     for (;;) {
-        if (arm(c, with_stash) != 0)
+        /* A full command ring: no sleep on the wake fd, naps of 1 ms until
+         * the engine has taken commands (ring_blocked()). */
+        const int blocked = ring_blocked(c);
+        if (blocked == 1)
+            return 1;
+        if (blocked ? has_entries(c, with_stash) || !dti__all_alive(c, false) : arm(c, with_stash) != 0)
             return 1;
         uint64_t now = dti__now_ns();
         if (now >= deadline) {
@@ -164,6 +197,8 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
             return 0;
         }
         int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+        if (blocked && (ms < 0 || ms > 1))
+            ms = 1;
         struct epoll_event ev;
         int n = dti__sys_epoll_wait(c->wait_fd, &ev, 1, ms);
         int err = n < 0 ? errno : 0;

@@ -334,7 +334,10 @@ int dti_ctx_wait_fd(const dti_ctx_t *c);
 /* Arm-then-check sleep protocol (never loses a wakeup):
  *   r = dti_arm(c);  r == 0: nothing pending, safe to block on the wait fd;
  *                    r > 0: entries already pending (the context is left
- *                           disarmed): reap instead of sleeping;
+ *                           disarmed): reap instead of sleeping; also while
+ *                           a command ring that refused a command (-EAGAIN)
+ *                           is still full, and once it has room again (the
+ *                           releases it left owed sent): retry then;
  *                    r < 0: the engine is gone (-DTI_E_ENGINE_GONE) or broken.
  *   after waking:    dti_disarm(c) (drains the eventfd), then dti_reap().
  * The engine wakes only armed contexts, at most once per arming, and batches
@@ -347,7 +350,11 @@ void dti_disarm(dti_ctx_t *c);
  * timeout_ms passes (-1: forever; 0: just check). Spins `spin_ns` (see
  * dti_ctx_set_spin()) before arming and sleeping. Returns 1 when entries are
  * pending, 0 on timeout, negative on engine loss. EINTR is retried, unless
- * the context is interruptible (below). */
+ * the context is interruptible (below). A command ring that refused a
+ * command (-EAGAIN) is not slept on: the wait naps 1 ms at a time until the
+ * engine has taken commands from it (the data path's are not answered, so
+ * no wakeup would say so), sends the receive releases it left owed, and
+ * returns 1 with nothing to reap: retry what was refused. */
 int dti_wait(dti_ctx_t *c, int timeout_ms);
 /* on != 0: a signal that interrupts this context's sleep ends the wait with
  * -EINTR (dti_wait(), dti_wait_cqe() and the blocking layer built on them),

@@ -73,7 +73,10 @@ class DtiRingGrow : public Attached {
             if (n == -EAGAIN) {
                 if (got_ == sent_)
                     continue; // nothing in flight: send more
-                dti_prep_watch(c_, sv, DTI_POLLIN, 0);
+                // A full command ring refuses the watch (the wait then
+                // returns once it has room, and this comes round again).
+                const int w = dti_prep_watch(c_, sv, DTI_POLLIN, 0);
+                EXPECT_TRUE(w == 0 || w == -EAGAIN) << dti_strerror(w);
                 dti_submit(c_);
                 if (dti_wait(c_, 5000) < 1) {
                     ADD_FAILURE() << "nothing to read after " << got_ << " of " << sent_ << " bytes";
@@ -207,7 +210,7 @@ class DtiRcvbuf : public Attached {
     {
         uint8_t out[4096];
         dti_cqe e[32];
-        dti_prep_watch(c_, st.to, DTI_POLLIN, 0); // again at every arrival
+        EXPECT_EQ(dti_prep_watch(c_, st.to, DTI_POLLIN, 0), 0); // again at every arrival
         dti_submit(c_);
         bool out_armed = false;
         for (int rounds = 0; rounds < 100000 && readable(st.to) < want; rounds++) {
@@ -223,9 +226,9 @@ class DtiRcvbuf : public Attached {
                     continue;
                 }
                 if (!out_armed) { // one-shot: fires once the sender has room again
-                    dti_prep_watch(c_, st.from, DTI_POLLOUT, 0);
+                    // (a full command ring refuses it: armed at the next round)
+                    out_armed = dti_prep_watch(c_, st.from, DTI_POLLOUT, 0) == 0;
                     dti_submit(c_);
-                    out_armed = true;
                 }
             }
             if (dti_wait(c_, 2000) < 1)
@@ -551,6 +554,7 @@ class DtiSndGrow : public DtiSndbuf {
         static uint8_t out[20000], in[9000];
         const uint64_t target = sent_ + bytes;
         dti_cqe e[32];
+        uint64_t busy_since = 0; // since when writes find the command ring full
         for (uint32_t round = 0; got_ < target; round++) {
             while (sent_ < target) { // until the ring is full (or all is sent)
                 const uint32_t len = uint32_t(std::min<uint64_t>(round % 4 ? 1 + (round * 7919 + sent_) % sizeof out : 1 + sent_ % 64,
@@ -558,6 +562,20 @@ class DtiSndGrow : public DtiSndbuf {
                 for (uint32_t i = 0; i < len; i++)
                     out[i] = byte_at(sent_ + i);
                 const ssize_t n = dti_send(c_, cl, out, len, 0);
+                if (n == -EAGAIN && status(cl).writable > 0) {
+                    // The command ring is full, not the send ring (one SEND
+                    // per write while a grow is pending), or room came since:
+                    // write again once the engine took some (a wait returns
+                    // then: libdti does not sleep while the ring is full;
+                    // bounded far above any honest delay).
+                    if (!busy_since)
+                        busy_since = now_ms();
+                    ASSERT_LT(now_ms() - busy_since, 20000u) << "no room in the command ring after " << sent_ << " bytes";
+                    ASSERT_GE(dti_wait(c_, 1), 0);
+                    dti_reap(c_, e, 32);
+                    continue;
+                }
+                busy_since = 0;
                 if (n == -EAGAIN)
                     break;
                 ASSERT_GT(n, 0) << dti_strerror(int(n));
@@ -572,9 +590,12 @@ class DtiSndGrow : public DtiSndbuf {
                 continue;
             }
             ASSERT_EQ(n, -EAGAIN);
-            // Nothing to read: wait for bytes (or for room to send more).
-            dti_prep_watch(c_, sv, DTI_POLLIN, 0);
-            dti_prep_watch(c_, cl, sent_ < target ? DTI_POLLOUT : 0, 0);
+            // Nothing to read: wait for bytes (or for room to send more). A
+            // full command ring refuses the watches: the wait then returns
+            // once it has room (and sends the reads' owed releases first).
+            const int w1 = dti_prep_watch(c_, sv, DTI_POLLIN, 0);
+            const int w2 = dti_prep_watch(c_, cl, sent_ < target ? DTI_POLLOUT : 0, 0);
+            ASSERT_TRUE((w1 == 0 || w1 == -EAGAIN) && (w2 == 0 || w2 == -EAGAIN)) << w1 << " " << w2;
             dti_submit(c_);
             ASSERT_GE(dti_wait(c_, 5000), 1) << "nothing readable after " << got_ << " of " << sent_ << " bytes";
             dti_reap(c_, e, 32);
@@ -669,7 +690,7 @@ TEST_F(DtiSndGrow, SoSndbufOnAConnectedSocketGrowsTheRing)
         sent_ += 1;
     } else {
         dti_cqe e[8];
-        dti_prep_watch(c_, cl, DTI_POLLOUT, 0);
+        ASSERT_EQ(dti_prep_watch(c_, cl, DTI_POLLOUT, 0), 0);
         dti_submit(c_);
         ASSERT_GE(dti_wait(c_, 5000), 1) << "no room after the grow";
         dti_reap(c_, e, 8);

@@ -89,6 +89,108 @@ TEST_F(DtiStress, NoLostWakeupsWhenBothSidesSleep)
     EXPECT_GT(st.wakeups, 0u); // the app really did sleep and get woken
 }
 
+// A full command ring strands nothing. The engine takes SEND and
+// RECV_RELEASE without answering them, so no wakeup tells that a ring found
+// full has room again. Here the writers' SENDs fill the ring while the
+// engine is held, each reader then takes its whole ring, so its release (and
+// its watch) find the ring full: dti_wait() must send the owed releases once
+// the engine has taken the SENDs, not sleep with the peers' windows shut
+// (DtiSndGrow.AutotuningGrowsTheRingWhileTheWriterWrites stalled so). One
+// connection, and 17: more than a queue pair lists (DTI_STRANDED_MAX).
+class DtiFullRing : public Attached, public ::testing::WithParamInterface<unsigned> {
+  protected:
+    void SetUp() override { start(small_limits()); }
+    uint32_t readable(dti_sock_t s)
+    {
+        dti_sock_info in{};
+        EXPECT_EQ(dti_sock_status(c_, s, &in), 0);
+        return in.readable;
+    }
+};
+
+TEST_P(DtiFullRing, ReleasesTheFullCommandRingRefusedGoOutBeforeTheWaitSleeps)
+{
+    const unsigned pairs = GetParam();
+    const uint32_t rx = small_limits().rx_ring_size;
+    std::vector<dti_sock_t> cl(pairs), sv(pairs);
+    std::vector<uint32_t> sent(pairs, 0), more(pairs, 0);
+    for (unsigned i = 0; i < pairs; i++)
+        ASSERT_NO_FATAL_FAILURE(pair(&cl[i], &sv[i]));
+    const auto all_readable = [&](const std::vector<uint32_t> &want) {
+        for (unsigned i = 0; i < pairs; i++)
+            if (readable(sv[i]) < want[i])
+                return false;
+        return true;
+    };
+    // The peers' windows full: their whole rings unread.
+    static uint8_t buf[4096];
+    dti_cqe e[64];
+    for (unsigned i = 0; i < pairs; i++)
+        ASSERT_EQ(dti_prep_watch(c_, sv[i], DTI_POLLIN, 0), 0);
+    dti_submit(c_);
+    const std::vector<uint32_t> full(pairs, rx);
+    while (!all_readable(full)) {
+        bool wrote = false;
+        for (unsigned i = 0; i < pairs; i++) {
+            const ssize_t n = sent[i] < rx ? dti_send(c_, cl[i], buf, std::min<size_t>(sizeof buf, rx - sent[i]), 0) : 0;
+            if (n > 0) {
+                sent[i] += uint32_t(n);
+                wrote = true;
+            }
+        }
+        if (!wrote) {
+            ASSERT_GE(dti_wait(c_, 5000), 1) << "the windows' bytes did not arrive";
+            dti_reap(c_, e, 64);
+        }
+    }
+    // The engines held: SENDs of one byte each (MORE: none rides on
+    // another's) until the command rings are full, the send rings have room.
+    ASSERT_TRUE(ppe_->hold(true));
+    while (dti_reap(c_, e, 64) > 0) {
+    }
+    std::vector<bool> refused(pairs, false);
+    for (bool wrote = true; wrote;) { // a byte to each in turn: every connection has some
+        wrote = false;
+        for (unsigned i = 0; i < pairs; i++) {
+            if (refused[i])
+                continue;
+            const ssize_t n = dti_send(c_, cl[i], buf, 1, DTI_SEND_MORE);
+            ASSERT_TRUE(n == 1 || n == -EAGAIN) << dti_strerror(int(n));
+            refused[i] = n != 1;
+            more[i] += uint32_t(n == 1);
+            wrote |= n == 1;
+        }
+    }
+    for (unsigned i = 0; i < pairs; i++) {
+        ASSERT_GT(more[i], 0u) << "connection " << i;
+        dti_sock_info out{};
+        ASSERT_EQ(dti_sock_status(c_, cl[i], &out), 0);
+        ASSERT_GT(out.writable, 0u) << "the send ring filled before the command ring";
+    }
+    // The readers take all; their releases find the rings full, stay owed.
+    for (unsigned i = 0; i < pairs; i++) {
+        for (uint32_t got = 0; got < rx;) {
+            const ssize_t n = dti_recv(c_, sv[i], buf, sizeof buf);
+            ASSERT_GT(n, 0) << dti_strerror(int(n)) << " after " << got;
+            got += uint32_t(n);
+        }
+        EXPECT_EQ(dti_prep_watch(c_, sv[i], DTI_POLLIN, 0), -EAGAIN) << "the command ring had room";
+    }
+    ASSERT_TRUE(ppe_->hold(false));
+    // Nothing else would wake this wait: the engines answer none of the
+    // rings' commands and no byte can move before the releases.
+    ASSERT_GE(dti_wait(c_, 5000), 1) << "slept with the releases owed: the peers' windows stay shut";
+    // The releases went out with no other command (the first watches hold).
+    while (!all_readable(more)) {
+        ASSERT_GE(dti_wait(c_, 5000), 1) << "bytes written while the rings were full did not arrive";
+        dti_reap(c_, e, 64);
+    }
+    for (unsigned i = 0; i < pairs; i++)
+        EXPECT_EQ(readable(sv[i]), more[i]) << "connection " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Connections, DtiFullRing, ::testing::Values(1u, 17u));
+
 // Several threads, each with its own context, sleeping and waking at once.
 TEST_F(DtiStress, ManySleepingThreads)
 {
