@@ -278,8 +278,7 @@ __attribute__((noinline)) bool copy_summed(const PacketRef &f, unsigned doff, ui
 // to each member's before it), the member before it has no PSH, its IP
 // lengths and checksum hold, its sequence number is the group's end, its
 // TSval does not go back. Stops short of limit bytes. Nothing of the
-// connection is written but TS.Recent (RFC 7323 4.3, per member as one by
-// one would); the caller commits.
+// connection is written; the caller commits.
 // Written for the registers a call leaves: across each memcpy only the frame
 // pointer, the end, the ring destination, the group's sequence end, the
 // bytes left before the ring's end or the limit, and the wire bytes are
@@ -293,7 +292,7 @@ __attribute__((always_inline)) inline Group copy_group(tcp::Env &e, tcp::Hot &s,
     const FirstHeader<kTs> first(f->data);
     uint8_t *const ring = s.rx;
     const uint32_t ring_size = s.rx_mask + 1;
-    const uint32_t nxt = s.rcv_nxt, last_ack_sent = s.last_ack_sent;
+    const uint32_t nxt = s.rcv_nxt;
     uint8_t *dst = ring + (s.rx_tail & s.rx_mask);
     uint32_t seq_end = nxt; // the group's end: nxt + the bytes taken
     // Bytes the loop may copy straight to dst before it reaches the ring's
@@ -317,19 +316,17 @@ __attribute__((always_inline)) inline Group copy_group(tcp::Env &e, tcp::Hot &s,
             dst += len;
             straight -= len;
         } else {
-            if (!copy_summed(*f, doff, src_ip, e.cfg_.ip, dst, dst, len, len)) {
+            // Copied into free ring space and summed in one pass; the bytes
+            // become readable only with the group's commit.
+            const Tcp *th = tcp_of(*f);
+            uint32_t sum = csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+            sum = csum_combine(sum, csum_copy(dst, reinterpret_cast<const uint8_t *>(th) + doff, len, 0), 0);
+            if (!csum_ok(sum)) {
                 dropped = true;
                 break;
             }
             dst += len;
             straight -= len;
-        }
-        if constexpr (kTs) {
-            // RFC 7323 4.3, per segment as one by one (in practice the first).
-            if (seq_le(seq_end, last_ack_sent)) {
-                s.ts_recent = tsval;
-                s.ts_recent_ns = e.now_ns_;
-            }
         }
         seq_end += len;
         wire_bytes += f->len;
@@ -412,6 +409,14 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
     const uint32_t last_seq = be32(tcp_of(g.end[-1])->seq);
     // The group's frames back to their owner in one call (none is read after this).
     release_rx_run(frames, taken);
+    // RFC 7323 4.3: TS.Recent from a segment whose sequence number is at or
+    // below Last.ACK.sent, as one by one. last_ack_sent is always an rcv_nxt
+    // we acknowledged (send_segment, run_sent), so it is at most rcv_nxt and
+    // of a group only the first member (seq == rcv_nxt) can be such a one.
+    if (ts && seq_le(s.rcv_nxt, s.last_ack_sent)) {
+        s.ts_recent = tsval;
+        s.ts_recent_ns = e.now_ns_;
+    }
     s.snd_wl1 = last_seq;
     s.snd_wnd = win;
     s.rx_tail += g.bytes;
