@@ -16,12 +16,14 @@
 // A frame joins the group of the frame before it only when
 //   - its header equals the previous member's in every byte but the IP total
 //     length, id and checksum, the TCP sequence number and checksum, PSH and
-//     TSval (compared as 64-bit words): same MACs, IPv4 without options, TOS,
+//     TSval (compared as SSE2 lanes against the first member's header, which
+//     each member equals): same MACs, IPv4 without options, TOS,
 //     TTL, not a fragment, addresses, ports, ACK number, window, flags, data
 //     offset, option layout (none, or NOP NOP TS) and TSecr. Linux's GRO also
 //     requires identical ACK, window and options; it wants TSval identical
 //     too, we allow it to grow (a 1 ms clock ticks inside bursts) and apply
-//     TS.Recent per member as one by one would;
+//     TS.Recent as one by one would (only the first member can qualify:
+//     input_run says why);
 //   - flags: ACK only (the first member's prediction requires it; same_header
 //     then keeps every member so), or ACK+PSH, which ends the group: it may
 //     be the last member. FIN, SYN, RST and URG never merge (ECE/CWR, which
