@@ -16,12 +16,14 @@
 // A frame joins the group of the frame before it only when
 //   - its header equals the previous member's in every byte but the IP total
 //     length, id and checksum, the TCP sequence number and checksum, PSH and
-//     TSval (compared as 64-bit words): same MACs, IPv4 without options, TOS,
+//     TSval (compared as SSE2 lanes against the first member's header, which
+//     each member equals): same MACs, IPv4 without options, TOS,
 //     TTL, not a fragment, addresses, ports, ACK number, window, flags, data
 //     offset, option layout (none, or NOP NOP TS) and TSecr. Linux's GRO also
 //     requires identical ACK, window and options; it wants TSval identical
 //     too, we allow it to grow (a 1 ms clock ticks inside bursts) and apply
-//     TS.Recent per member as one by one would;
+//     TS.Recent as one by one would (only the first member can qualify:
+//     input_run says why);
 //   - flags: ACK only (the first member's prediction requires it; same_header
 //     then keeps every member so), or ACK+PSH, which ends the group: it may
 //     be the last member. FIN, SYN, RST and URG never merge (ECE/CWR, which
@@ -128,20 +130,6 @@ inline bool same_header(const uint8_t *a, const uint8_t *b, bool ts)
 }
 #endif
 
-// The payload length of f if it may follow p (a member) in a group: the
-// same header (same_header), a sane IP total length, a payload, an IP
-// checksum that holds. 0: it may not.
-inline uint32_t next_member_len(const PacketRef &p, const PacketRef &f, bool ts, unsigned hdr)
-{
-    // (p is a member: its length was checked when it joined)
-    if (f.len < kFastCompareLen || (tcp_of(p)->flags & kPsh) || !same_header(p.data, f.data, ts))
-        return 0;
-    const unsigned total = be16(ip_of(f)->total_len);
-    if (total + kEthLen > f.len || total <= hdr) return 0;
-    if (!(f.flags & kRxIpCsumGood) && !csum_ok(csum_add(0, ip_of(f), kIpLen))) return 0;
-    return total - hdr;
-}
-
 // A connection's addresses and ports as loaded from one of its frames.
 struct WireFlow {
     uint64_t addrs; // IPv4 source and destination
@@ -219,6 +207,150 @@ bool gather_flow(PacketRef *frames, uint16_t n, bool ts_layout)
     return true;
 }
 
+// A group's first member's header as same_header() compares it: each
+// member's is compared against it (equal to the first's is equal to each
+// member's before it). With SSE2 the first's lanes are kept masked in aligned
+// memory, so each member costs its four loads, three masks and the compares.
+#if defined(__SSE2__)
+template <bool kTs> struct FirstHeader {
+    alignas(16) __m128i ref[4];
+    uint16_t tsecr_lo; // with timestamps, TSecr's last two bytes (64-65)
+    explicit FirstHeader(const uint8_t *d0)
+    {
+        ref[0] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(d0));
+        for (unsigned i = 1; i < 4; i++) ref[i] = _mm_and_si128(lane(d0, i), mask(i));
+        tsecr_lo = kTs ? load16(d0 + 64) : 0;
+    }
+    static __m128i lane(const uint8_t *d, unsigned i) { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(d + 16 * i)); }
+    static __m128i mask(unsigned i)
+    {
+        return _mm_load_si128(reinterpret_cast<const __m128i *>(kSameMask[i == 3 && !kTs ? 3 : i - 1]));
+    }
+    // d: a frame of at least kFastCompareLen bytes
+    bool matches(const uint8_t *d) const
+    {
+        const __m128i eq = _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(lane(d, 0), ref[0]),
+                                                       _mm_cmpeq_epi8(_mm_and_si128(lane(d, 1), mask(1)), ref[1])),
+                                         _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(lane(d, 2), mask(2)), ref[2]),
+                                                       _mm_cmpeq_epi8(_mm_and_si128(lane(d, 3), mask(3)), ref[3])));
+        return _mm_movemask_epi8(eq) == 0xffff && (!kTs || load16(d + 64) == tsecr_lo);
+    }
+};
+#else
+template <bool kTs> struct FirstHeader {
+    const uint8_t *d0;
+    explicit FirstHeader(const uint8_t *d) : d0(d) {}
+    bool matches(const uint8_t *d) const { return same_header(d0, d, kTs); }
+};
+#endif
+
+// What a group's copy loop took.
+struct Group {
+    PacketRef *end;      // the first frame not taken (the dropped one, if dropped)
+    uint32_t bytes;      // payload bytes taken
+    uint64_t wire_bytes; // their frames' lengths
+    bool dropped;        // *end was dropped for a bad TCP checksum
+};
+
+// Copies a member's payload (len bytes, part of them to d1, the rest to d2:
+// the ring wraps there) and sums it with its header where the NIC did not
+// verify the checksum. False: the checksum fails (the bytes copied stay
+// invisible: nothing commits them).
+__attribute__((noinline)) bool copy_summed(const PacketRef &f, unsigned doff, uint32_t src_ip, uint32_t dst_ip,
+                                           uint8_t *d1, uint8_t *d2, uint32_t len, uint32_t part)
+{
+    const Tcp *th = tcp_of(f);
+    const uint8_t *payload = reinterpret_cast<const uint8_t *>(th) + doff;
+    if (f.flags & kRxL4CsumGood) {
+        std::memcpy(d1, payload, part);
+        if (len > part) std::memcpy(d2, payload + part, len - part);
+        return true;
+    }
+    uint32_t sum = csum_add(pseudo_sum(src_ip, dst_ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+    sum = csum_combine(sum, csum_copy(d1, payload, part, 0), 0);
+    if (len > part) sum = csum_combine(sum, csum_copy(d2, payload + part, len - part, 0), part);
+    return csum_ok(sum);
+}
+
+// The members' loop of a group whose first frame (f[0], len bytes of
+// payload) passed header prediction; kTs: the NOP NOP TS layout (the data
+// offset is then 32, else 20). Copies each member's payload into the free
+// ring space after rx_tail and checks the next frame joins: its header
+// equals the first member's in every byte same_header() compares (so equal
+// to each member's before it), the member before it has no PSH, its IP
+// lengths and checksum hold, its sequence number is the group's end, its
+// TSval does not go back. Stops short of limit bytes. Nothing of the
+// connection is written; the caller commits.
+// Written for the registers a call leaves: across each memcpy only the frame
+// pointer, the end, the ring destination, the group's sequence end, the
+// bytes left before the ring's end or the limit, and the wire bytes are
+// live; the rest is reloaded on the rare paths.
+template <bool kTs>
+__attribute__((always_inline)) inline Group copy_group(tcp::Env &e, tcp::Hot &s, PacketRef *f, PacketRef *const end,
+                                                       uint32_t len, uint32_t limit, uint32_t src_ip, uint32_t tsval)
+{
+    constexpr unsigned doff = kTs ? kTcpLen + 12 : kTcpLen;
+    constexpr unsigned hdr = kIpLen + doff;
+    const FirstHeader<kTs> first(f->data);
+    uint8_t *const ring = s.rx;
+    const uint32_t ring_size = s.rx_mask + 1;
+    const uint32_t nxt = s.rcv_nxt;
+    uint8_t *dst = ring + (s.rx_tail & s.rx_mask);
+    uint32_t seq_end = nxt; // the group's end: nxt + the bytes taken
+    // Bytes the loop may copy straight to dst before it reaches the ring's
+    // end or the limit (the ring then wraps once at most: limit <= its free space).
+    uint32_t straight = std::min<uint32_t>(limit, uint32_t(ring + ring_size - dst));
+    uint64_t wire_bytes = 0;
+    bool dropped = false;
+    for (;;) {
+        if (len > straight) [[unlikely]] {
+            if (len > limit - (seq_end - nxt)) break; // the rest one by one: the full path trims or drops it
+            // The ring's end is inside this payload (or at its start).
+            const uint32_t part = uint32_t(ring + ring_size - dst);
+            if (!copy_summed(*f, doff, src_ip, e.cfg_.ip, dst, ring, len, part)) {
+                dropped = true;
+                break;
+            }
+            dst = ring + (len - part);
+            straight = limit - (seq_end - nxt) - len;
+        } else if (f->flags & kRxL4CsumGood) [[likely]] {
+            std::memcpy(dst, f->data + kEthLen + hdr, len);
+            dst += len;
+            straight -= len;
+        } else {
+            // Copied into free ring space and summed in one pass; the bytes
+            // become readable only with the group's commit.
+            const Tcp *th = tcp_of(*f);
+            uint32_t sum = csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
+            sum = csum_combine(sum, csum_copy(dst, reinterpret_cast<const uint8_t *>(th) + doff, len, 0), 0);
+            if (!csum_ok(sum)) {
+                dropped = true;
+                break;
+            }
+            dst += len;
+            straight -= len;
+        }
+        seq_end += len;
+        wire_bytes += f->len;
+        if (++f == end) break;
+        // The next frame joins if it continues this one (above).
+        const PacketRef &nf = *f;
+        if (nf.len < kFastCompareLen || (tcp_of(f[-1])->flags & kPsh)) break;
+        if (!first.matches(nf.data)) break;
+        const unsigned total = be16(ip_of(nf)->total_len);
+        if (total + kEthLen > nf.len || total <= hdr) break;
+        if (!(nf.flags & kRxIpCsumGood) && !csum_ok(csum_add(0, ip_of(nf), kIpLen))) break;
+        if (be32(tcp_of(nf)->seq) != seq_end) break;
+        if constexpr (kTs) {
+            const uint32_t v = tsval_of(tcp_of(nf));
+            if (seq_lt(v, tsval)) break;
+            tsval = v;
+        }
+        len = total - hdr;
+    }
+    return Group{f, seq_end - nxt, wire_bytes, dropped};
+}
+
 } // namespace
 
 uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
@@ -252,7 +384,7 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
     // As tcp_fast_path: timestamps only when agreed, PAWS left to the full
     // path, in-order data (not a pure ACK) acking nothing new. Members'
     // TSvals do not go down, so if the first passes PAWS, all do.
-    uint32_t tsval = ts ? tsval_of(th0) : 0;
+    const uint32_t tsval = ts ? tsval_of(th0) : 0;
     if (total0 <= hdr || be32(th0->ack) != s.snd_una || (ts && (!(s.flags & kFTsOk) || seq_lt(tsval, s.ts_recent))))
         return 0;
     const uint32_t src_ip = be32(ip_of(first)->src);
@@ -261,71 +393,37 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
     const uint32_t room = std::min(s.rcv_adv - s.rcv_nxt, s.rx_mask + 1 - s.rx_readable());
     // The group stops short of the room and of 64 KiB, whichever is less.
     const uint32_t limit = std::min(room, kGroMaxBytes);
-    uint32_t bytes = 0, len = total0 - hdr, last_len = 0;
-    bool dropped = false;
-    // The connection's fields the loop reads, in registers: the payload
-    // copies may write anywhere as far as the compiler knows.
-    uint8_t *const ring = s.rx;
-    const uint32_t mask = s.rx_mask, tail = s.rx_tail, nxt = s.rcv_nxt, last_ack_sent = s.last_ack_sent;
-    uint64_t wire_bytes = 0;
-    PacketRef *f = frames;
-    PacketRef *const end = frames + n;
-    for (;;) {
-        if (len > limit - bytes) break; // the rest one by one: the full path trims or drops it
-        const Tcp *th = tcp_of(*f);
-        const uint8_t *payload = f->data + kEthLen + hdr;
-        const uint32_t off = (tail + bytes) & mask;
-        const uint32_t part = std::min(len, mask + 1 - off);
-        if (f->flags & kRxL4CsumGood) {
-            std::memcpy(ring + off, payload, part);
-            if (len > part) std::memcpy(ring, payload + part, len - part);
-        } else {
-            // Copied into free ring space and summed in one pass; the bytes
-            // become readable only with the group's commit below.
-            uint32_t sum = csum_add(pseudo_sum(src_ip, e.cfg_.ip, kProtoTcp, uint16_t(doff + len)), th, doff);
-            sum = csum_combine(sum, csum_copy(ring + off, payload, part, 0), 0);
-            if (len > part) sum = csum_combine(sum, csum_copy(ring, payload + part, len - part, 0), part);
-            if (!csum_ok(sum)) {
-                e.stats_.drop_tcp_csum++;
-                e.stats_.rx_bytes += f->len;
-                e.release(*f);
-                dropped = true;
-                break;
-            }
-        }
-        // RFC 7323 4.3, per segment as one by one (in practice the first).
-        if (ts && seq_le(nxt + bytes, last_ack_sent)) {
-            s.ts_recent = tsval;
-            s.ts_recent_ns = e.now_ns_;
-        }
-        bytes += len;
-        last_len = len;
-        wire_bytes += f->len;
-        if (++f == end) break;
-        // The next frame joins if it continues this one: same header, the
-        // next sequence number, a TSval not going back.
-        len = next_member_len(f[-1], *f, ts, hdr);
-        if (!len || be32(tcp_of(*f)->seq) != nxt + bytes) break;
-        if (ts) {
-            const uint32_t v = tsval_of(tcp_of(*f));
-            if (seq_lt(v, tsval)) break;
-            tsval = v;
-        }
+    const Group g = ts ? copy_group<true>(e, s, frames, frames + n, total0 - hdr, limit, src_ip, tsval)
+                       : copy_group<false>(e, s, frames, frames + n, total0 - hdr, limit, src_ip, tsval);
+    const uint16_t taken = uint16_t(g.end - frames); // (the dropped frame, if any, is g.end: not taken)
+    if (g.dropped) {
+        e.stats_.drop_tcp_csum++;
+        e.stats_.rx_bytes += g.end->len;
+        e.release(*g.end);
     }
-    const uint16_t taken = uint16_t(f - frames); // (the dropped frame, if any, is f: not taken)
-    e.stats_.rx_bytes += wire_bytes;
-    const uint32_t win = seg_window(s, th0); // (read before the frames go back)
-    // The group's frames back to their owner in one call (each header was
-    // compared with the next before; none is read after this).
-    if (taken) release_rx_run(frames, taken);
-    e.stats_.fastpath_hits += taken + dropped; // a bad checksum is the fast path's drop too
-    if (hit && (taken || dropped)) flows().cache_hits++;
-    if (taken == 0) return dropped ? 1 : 0;
-    s.snd_wl1 = s.rcv_nxt + bytes - last_len;
-    s.snd_wnd = win; // every member's (same_header), as predicted()
-    s.rx_tail += bytes;
-    s.rcv_nxt += bytes;
-    s.bytes_in += bytes;
+    e.stats_.rx_bytes += g.wire_bytes;
+    e.stats_.fastpath_hits += taken + g.dropped; // a bad checksum is the fast path's drop too
+    if (hit && (taken || g.dropped)) flows().cache_hits++;
+    if (taken == 0) return g.dropped ? 1 : 0;
+    // (read before the frames go back: the window, every member's
+    // (same_header), as predicted(); the last member's sequence number)
+    const uint32_t win = seg_window(s, th0);
+    const uint32_t last_seq = be32(tcp_of(g.end[-1])->seq);
+    // The group's frames back to their owner in one call (none is read after this).
+    release_rx_run(frames, taken);
+    // RFC 7323 4.3: TS.Recent from a segment whose sequence number is at or
+    // below Last.ACK.sent, as one by one. last_ack_sent is always an rcv_nxt
+    // we acknowledged (send_segment, run_sent), so it is at most rcv_nxt and
+    // of a group only the first member (seq == rcv_nxt) can be such a one.
+    if (ts && seq_le(s.rcv_nxt, s.last_ack_sent)) {
+        s.ts_recent = tsval;
+        s.ts_recent_ns = e.now_ns_;
+    }
+    s.snd_wl1 = last_seq;
+    s.snd_wnd = win;
+    s.rx_tail += g.bytes;
+    s.rcv_nxt += g.bytes;
+    s.bytes_in += g.bytes;
     s.segs_in += taken;
     s.last_recv_ns = e.now_ns_;
     // The delayed-ACK rule counts segments (at least every second one,
@@ -333,13 +431,13 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
     // frames count as the MSS segments they hold: for the burst as a whole
     // (its bytes in MSS segments where that is more than its frames), so
     // the loop above pays nothing per frame for it.
-    fast_ack_rule(e, s, bytes > taken * s.mss ? tcp::rx_segments(bytes, s.mss) : uint32_t(taken));
+    fast_ack_rule(e, s, g.bytes > taken * s.mss ? tcp::rx_segments(g.bytes, s.mss) : uint32_t(taken));
     e.raise(s, kEvReadable);
     if (taken >= 2) {
         e.stats_.rx_coalesce_groups++;
         e.stats_.rx_coalesce_segments += taken;
     }
-    return uint16_t(taken + dropped);
+    return uint16_t(taken + g.dropped);
 }
 
 // input_run() refused frames[0]: if the reason is that the frame after it

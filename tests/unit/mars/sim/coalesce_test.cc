@@ -578,5 +578,42 @@ TEST(RxCoalesceSame, WindowFillsInsideAGroup)
         1);
 }
 
+// A group whose payloads cross the receive ring's end (the application reads
+// everything after each burst, so the stream goes round the 256 KiB ring):
+// copied in two pieces where the end falls inside a payload (1448-byte
+// segments), or on to the ring's start where a payload ends exactly at it
+// (1024-byte segments: 256 of them fill the ring; 12 a burst, so in both
+// the ring's end falls inside a burst's group), with the NIC's checksum
+// verdict and with the checksum summed in the copy. The bytes read must be the
+// stream sent, and everything observable the same as one by one.
+TEST(RxCoalesceSame, GroupsAcrossTheRingsEnd)
+{
+    for (const size_t len : {size_t(1448), size_t(1024)}) {
+        for (const uint32_t flags : {kNicChecked, 0u}) {
+            SCOPED_TRACE("segments of " + std::to_string(len) + (flags ? ", NIC-checked" : ", software checksums"));
+            constexpr uint32_t kBursts = 32, kPerBurst = 12; // 384 segments: past the ring's end once, inside a burst
+            expect_same_as_one_by_one(
+                [&](Bench &b) {
+                    std::vector<uint8_t> got(kPerBurst * len);
+                    for (uint32_t round = 0; round < kBursts; round++) {
+                        std::vector<std::vector<uint8_t>> burst;
+                        for (uint32_t k = 0; k < kPerBurst; k++) burst.push_back(b.data(0, round * kPerBurst + k, len));
+                        b.peer().input_burst(burst, flags);
+                        ASSERT_EQ(b.peer().stack().recv(b.conn(0).sock, got.data(), got.size()), int64_t(got.size()));
+                        for (uint32_t k = 0; k < kPerBurst; k++)
+                            ASSERT_EQ(std::vector<uint8_t>(got.begin() + k * len, got.begin() + (k + 1) * len),
+                                      pattern(0, round * kPerBurst + k, len))
+                                << "segment " << round * kPerBurst + k;
+                        b.peer().poll();
+                    }
+                    if (b.stats().rx_coalesce_groups) { // the coalescing run: every segment in a group
+                        EXPECT_EQ(b.stats().rx_coalesce_segments, uint64_t(kBursts * kPerBurst));
+                    }
+                },
+                1);
+        }
+    }
+}
+
 } // namespace
 } // namespace mars::sim
