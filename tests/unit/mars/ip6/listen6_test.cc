@@ -177,6 +177,14 @@ TEST(Listen6, V6OnlyWildcardBesideAnIPv4Listener)
     ASSERT_GE(n.accept_one(m4, 104, &d4), 0);
     EXPECT_FALSE(d4.ipv6);
     EXPECT_LT(b.accept(m6, 105), 0) << "the IPv6-only listener took no IPv4 connection";
+    // And then 0.0.0.0 on the port of an IPv6-only [::].
+    SockId w6, w4;
+    ASSERT_EQ(bind_listen6(b, Ip6Addr{}, 9203, true, &w6), 0);
+    ASSERT_EQ(bind_listen4(b, 0, 9203, &w4), 0);
+    EXPECT_TRUE(connects4(n, 4, 9203));
+    SockInfo e4{};
+    ASSERT_GE(n.accept_one(w4, 106, &e4), 0);
+    EXPECT_LT(b.accept(w6, 107), 0);
 }
 
 } // namespace
