@@ -524,7 +524,8 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             }
         }
     }
-    const bool native6 = st == ETA_SOCK_CANDIDATE && s->v6 && !via_mapped; /* eta_decide_connect6 took it */
+    /* eta_decide_connect6 took it, or bind() put it on the PPE's IPv6 address (sock6.c) */
+    const bool native6 = s->v6 && !via_mapped && (st == ETA_SOCK_CANDIDATE || eta_bound6_to(s, addr, len));
     if (!native6 && (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
                      (s->v6 && !via_mapped))) {
         eta_obj_put(&s->obj);

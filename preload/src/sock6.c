@@ -102,6 +102,11 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     return 0;
 }
 
+bool eta_bound6_to(const struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    return s->local6 && addr && len >= (socklen_t)sizeof(struct sockaddr_in6) && addr->sa_family == AF_INET6;
+}
+
 int eta_name6(dti_ctx_t *c, dti_sock_t h, bool peer, struct sockaddr *out, socklen_t *len)
 {
     struct dti_addr6 a;

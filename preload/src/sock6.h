@@ -32,6 +32,12 @@ bool eta_own_addr6(const struct sockaddr *addr, socklen_t len);
  * address). */
 int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr);
 
+/* Whether accelerated socket s, bound to one of the PPE's IPv6 addresses
+ * (eta_bind_ppe6), connects to addr over IPv6 (an AF_INET6 address): the
+ * engine's CONNECT6 from that address (an off-link destination is its
+ * ENETUNREACH). */
+bool eta_bound6_to(const struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
+
 /* getsockname (peer false) or getpeername (peer true) of accelerated
  * socket h for an AF_INET6 socket: a sockaddr_in6 with an IPv6
  * connection's own address, an IPv4 one's v4-mapped (::ffff:a.b.c.d, as

@@ -10,7 +10,8 @@
       come: for each prints "conn peer [addr]:port local [addr]:port on
       [addr]:port" and answers "NAME [addr]:port\\n" (the listener's name),
       then closes it
-  ip6_bind.py client HOST PORT        prints the answer, or "error ENAME"
+  ip6_bind.py client HOST PORT [BIND] prints the answer, or "error ENAME"
+      (BIND: an IPv6 address the client binds first, port 0)
 """
 import errno
 import selectors
@@ -51,9 +52,9 @@ def server(tag, n, specs):
             done += 1
 
 
-def client(host, port):
+def client(host, port, bind=None):
     try:
-        s = socket.create_connection((host, port), timeout=20)
+        s = socket.create_connection((host, port), timeout=20, source_address=(bind, 0) if bind else None)
         print(s.makefile().readline().strip(), flush=True)
     except OSError as e:
         print(f"error {errno.errorcode.get(e.errno, e.errno)}", flush=True)
@@ -62,7 +63,7 @@ def client(host, port):
 if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "server":
         server(sys.argv[2], int(sys.argv[3]), sys.argv[4:])
-    elif len(sys.argv) == 4 and sys.argv[1] == "client":
-        client(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "client":
+        client(sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) == 5 else None)
     else:
         sys.exit(__doc__)

@@ -83,6 +83,19 @@ if [ "$shared" = False ]; then
     wait "$spec_pid" || fail "the listener on [$H6] exited $?: $(cat "$work/spec.err")"
     grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port on \[$H6\]:$port$" "$work/spec" ||
         fail "accept()/getsockname() of the connection: $(cat "$work/spec")"
+
+    note "a client bound to [$H6] (port 0) connects to a kernel server in the peer through the engine"
+    pport=$(free_port)
+    start_bg psrv peer timeout 60 "$py" "$TOOL" server peer 1 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/psrv" 2>&1
+    wait_until 20 eval "grep -q '^ready' '$work/psrv' || ! kill -0 $psrv_pid"
+    got=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" "$H6" 2>"$work/bcli.err")
+    [ "$got" = "peer [$ETA_LAB_PEER_IP6]:$pport" ] || fail "the client bound to [$H6]: '$got' $(cat "$work/bcli.err")"
+    wait "$psrv_pid" || fail "the peer's server exited $?"
+    grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/psrv" ||
+        fail "the bound client's connection, as the peer saw it: $(cat "$work/psrv")"
+    grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:[0-9]+\)" "$work/bcli.err" ||
+        fail "the client's bind to [$H6] is not the PPE's: $(cat "$work/bcli.err")"
 else
     note "a port shared with the kernel: a specific IPv6 address stays the kernel's (skipped)"
 fi
