@@ -84,6 +84,14 @@ if [ "$shared" = False ]; then
     grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port on \[$H6\]:$port$" "$work/spec" ||
         fail "accept()/getsockname() of the connection: $(cat "$work/spec")"
 
+    note "a listener on [$H6] port 0: the engine's pick, named"
+    serve zero "$work/zero" 1 "$H6,0,-"
+    zport=$(sed -n "s/^listening \[$H6\]:\([0-9]*\) .*/\1/p" "$work/zero")
+    [ -n "$zport" ] && [ "$zport" -ne 0 ] || fail "getsockname after bind to [$H6]:0: $(cat "$work/zero")"
+    got=$(ask "$H6" "$zport")
+    [ "$got" = "zero [$H6]:$zport" ] || fail "the client of [$H6]:$zport (port 0's pick): '$got'"
+    wait "$zero_pid" || fail "the port-0 listener exited $?"
+
     note "a client bound to [$H6] (port 0) connects to a kernel server in the peer through the engine"
     pport=$(free_port)
     start_bg psrv peer timeout 60 "$py" "$TOOL" server peer 1 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/psrv" 2>&1
