@@ -53,8 +53,9 @@ static int relisten(dti_ctx_t *c, int fd, struct eta_sock *s)
     dti_sock_t old = s->h;
     s->h = (dti_sock_t)h;
     eta_carry_options(c, fd, s);
-    /* A wildcard hybrid as listen() made it: [::] takes IPv6 too (sock6.c). */
-    int r = s->hybrid && !s->local.ip ? eta_bind_any(c, s, s->local.port) : dti_bind(c, s->h, &s->local);
+    /* A wildcard hybrid as listen() made it ([::]: IPv6 too, or only), an
+     * AF_INET6 socket where bind() put it (sock6.c). */
+    int r = s->v6 || (s->hybrid && !s->local.ip) ? eta_bind_any(c, s, s->local.port) : dti_bind(c, s->h, &s->local);
     if (r == 0)
         r = dti_listen(c, s->h, s->backlog);
     if (r < 0) {

@@ -153,6 +153,8 @@ static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, sockle
     struct sockaddr_in6 in6;
     bool any = addr && len >= (socklen_t)sizeof in6 && addr->sa_family == AF_INET6 &&
                (memcpy(&in6, addr, sizeof in6), IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr));
+    if (!any && eta_own_addr6(addr, len)) /* one of the PPE's IPv6 addresses (sock6.c) */
+        return eta_bind_ppe6(fd, s, addr);
     if (!any) {
         to_kernel(fd, s, ETA_R_INET6, "an IPv6 address");
         return real_bind(fd, addr, len);
@@ -315,9 +317,8 @@ ETA_EXPORT int listen(int fd, int backlog)
          * IPv6 on [::] likewise, when it takes IPv4 too (IPV6_V6ONLY off). */
         int v6only = 0;
         socklen_t ol = sizeof v6only;
-        if (s->v6 && (!s->bound_kernel ||
-                      real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0 || v6only)) {
-            to_kernel(fd, s, ETA_R_INET6, s->bound_kernel ? "IPV6_V6ONLY listener" : "IPv6 listener not bound to [::]");
+        if (s->v6 && (!s->bound_kernel || real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0)) {
+            to_kernel(fd, s, ETA_R_INET6, "IPv6 listener not bound to [::]");
             eta_obj_put(&s->obj);
             return real_listen(fd, backlog);
         }
@@ -326,6 +327,7 @@ ETA_EXPORT int listen(int fd, int backlog)
             eta_obj_put(&s->obj);
             return rc;
         }
+        s->v6only = s->v6 && v6only; /* IPv6 only: the PPE half too (sock6.c) */
         struct sockaddr_storage ss;
         socklen_t l = sizeof ss;
         real_getsockname(fd, (struct sockaddr *)&ss, &l);
@@ -362,9 +364,10 @@ ETA_EXPORT int listen(int fd, int backlog)
         /* The kernel half is only ever polled by the shim (sockobj.h). */
         int fl = real_fcntl(fd, F_GETFL);
         real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
-        char buf[64];
-        snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u on the PPE and the kernel"
-                                       : "listening on 0.0.0.0:%u on the PPE and the kernel", any.port);
+        char buf[80];
+        snprintf(buf, sizeof buf, s->v6 ? "listening on [::]:%u on the PPE and the kernel%s"
+                                       : "listening on 0.0.0.0:%u on the PPE and the kernel%s", any.port,
+                 s->v6only ? ", IPv6 only" : "");
         eta_count(ETA_R_NONE, fd, buf);
         eta_obj_put(&s->obj);
         return 0;
@@ -521,7 +524,8 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
             }
         }
     }
-    const bool native6 = st == ETA_SOCK_CANDIDATE && s->v6 && !via_mapped; /* eta_decide_connect6 took it */
+    /* eta_decide_connect6 took it, or bind() put it on the PPE's IPv6 address (sock6.c) */
+    const bool native6 = s->v6 && !via_mapped && (st == ETA_SOCK_CANDIDATE || eta_bound6_to(s, addr, len));
     if (!native6 && (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
                      (s->v6 && !via_mapped))) {
         eta_obj_put(&s->obj);

@@ -10,11 +10,33 @@
 
 struct eta_sock;
 
-/* The PPE half of a hybrid listener on the wildcard address at `port`:
- * 0.0.0.0 for an AF_INET socket; [::] for an AF_INET6 one (only one with
- * IPV6_V6ONLY off gets here: one PPE listener for both families, as the
- * kernel half is). dti_bind's or dti_bind6's answer. */
+/* Binds accelerated socket s in the engine as its program bound it: the
+ * PPE half of a hybrid listener on the wildcard address at `port` (0.0.0.0
+ * for an AF_INET socket; [::] for an AF_INET6 one, both families, or IPv6
+ * only when s->v6only), or, for an AF_INET6 socket, the PPE address bind()
+ * put it on (s->local6: 1 + its index in eta_net.port6; or s->local, the
+ * v4-mapped IPv4 one): relisten.c binds it again there. dti_bind's or
+ * dti_bind6's answer (-EADDRNOTAVAIL: a new PPE without that address). */
 int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port);
+
+/* Whether addr (AF_INET6, no scope) is one of the PPE's IPv6 addresses
+ * (eta_net's port6; never on a port shared with the kernel, whose IPv6 port
+ * space the shim does not hold). */
+bool eta_own_addr6(const struct sockaddr *addr, socklen_t len);
+
+/* bind() of AF_INET6 candidate s to addr, one of the PPE's IPv6 addresses
+ * (eta_own_addr6): the PPE's alone (DTI_BIND6_V6ONLY as IPV6_V6ONLY was set
+ * on the kernel placeholder), its listener takes IPv6 connections to that
+ * address only. 0, or -1 with errno (the engine's EADDRINUSE...;
+ * EADDRNOTAVAIL when the PPE gives no socket: the kernel has no such
+ * address). */
+int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr);
+
+/* Whether accelerated socket s, bound to one of the PPE's IPv6 addresses
+ * (eta_bind_ppe6), connects to addr over IPv6 (an AF_INET6 address): the
+ * engine's CONNECT6 from that address (an off-link destination is its
+ * ENETUNREACH). */
+bool eta_bound6_to(const struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
 
 /* getsockname (peer false) or getpeername (peer true) of accelerated
  * socket h for an AF_INET6 socket: a sockaddr_in6 with an IPv6

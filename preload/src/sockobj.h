@@ -64,10 +64,14 @@ struct eta_sock {
     dti_sock_t h;             /* the PPE's handle */
     _Atomic int nonblock;     /* the program's O_NONBLOCK (file description level) */
     bool listening;
+    bool v6only;              /* AF_INET6 on the PPE: bound with DTI_BIND6_V6ONLY (IPV6_V6ONLY at bind/listen) */
+    uint8_t local6;           /* AF_INET6 bound to one of the PPE's IPv6 addresses: 1 + its index in
+                               * eta_net.port6 (sock6.c; in the padding, the object fills its slot); 0: :: */
     int backlog;              /* listen()'s, to listen again on a new PPE */
     bool hybrid;              /* INADDR_ANY listener (or, on a shared port, one on a PPE address): the kernel socket listens too */
-    bool v6;                  /* AF_INET6: only a dual-stack listener on [::] is accelerated (its
-                               * IPv4 half); addresses are shown v4-mapped (::ffff:a.b.c.d) */
+    bool v6;                  /* AF_INET6: a listener on [::] (both families, or IPv6 only) or on
+                               * one of the PPE's IPv6 addresses, a connect on-link (sock6.c);
+                               * IPv4 addresses are shown v4-mapped (::ffff:a.b.c.d) */
     bool dgram;               /* AF_INET SOCK_DGRAM (UDP): a DTI datagram socket once accelerated (udp.c) */
     _Atomic uint32_t dgram_rx_busy, dgram_tx_busy; /* one reader and one writer of its rings at a time (udp.c) */
     /* UDP hybrid (udp.c): PPE datagrams taken since its kernel half was last

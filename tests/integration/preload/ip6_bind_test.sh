@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# IPv6 listeners as servers write them, through the engine (issue 31,
+# session 46), all under eta-run --require with clients in the lab's peer:
+# - a specific IPv6 address of the PPE (ETA_LAB_PPE_IP6, which only the
+#   engine holds): python3 -m http.server --bind it serves a file to curl -6
+#   (sha256 equal); a listener bound there names it (getsockname), takes
+#   IPv6 clients (accept's names: the peer's and that address) and refuses
+#   IPv4 ones at the PPE's IPv4 address (nothing listens there);
+# - an IPv6 address that is not the PPE's (ETA_LAB_KERNEL_IP6) stays the
+#   kernel's (counted ipv6) and works there;
+# - [::] with IPV6_V6ONLY=1 (set before bind, read back 1) beside an IPv4
+#   listener on the same port, in another program and in the same one: no
+#   EADDRINUSE, IPv6 clients reach the IPv6 listener, IPv4 ones the IPv4
+#   listener, both through the PPE (eta-stat: accepted, none from a kernel
+#   half);
+# - ::ffff:<PPE IPv4> (issue 35 item 6) is the PPE's IPv4 listener: an IPv4
+#   client reaches it, named v4-mapped.
+# On a port shared with the kernel (ETA_TEST_SHARED=1) a specific IPv6
+# address stays the kernel's (the shim does not hold IPv6 ports there yet):
+# that part is skipped, the rest runs.
+#   ip6_bind_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../ppe/ppe_lib.sh"
+need_built "$ETA_PPE" eta-ppe
+need_built "$ETA_STAT" eta-stat
+export ETA_PRELOAD_LIB=$SHIM
+TOOL=$(cd "$(dirname "$0")" && pwd)/ip6_bind.py
+py=/usr/bin/python3
+
+lab_up
+[ -n "${ETA_LAB_PPE_IP6:-}" ] || fail "eta-lab up printed no ETA_LAB_PPE_IP6"
+work=$(mktemp -d)
+on_exit "rm -rf $work"
+ppe_config
+ppe_start "$work/ppe.toml"
+H6=$ETA_LAB_PPE_IP6 H4=$ETA_LAB_PPE_IP
+wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
+shared=$(ppe_json "d['ports'][0]['kernel'] is not None")
+
+# serve NAME OUT N SPEC...: the tool's server under eta-run --require in the
+# background (pid in NAME_pid), waited for until it is ready (or failed).
+serve() {
+    local name=$1 out=$2 n=$3
+    shift 3
+    ETA_LOG=fallback,accel start_bg "$name" timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$TOOL" server "$name" "$n" "$@" >"$out" 2>"$out.err"
+    local pid
+    eval "pid=\$${name}_pid"
+    wait_until 30 eval "grep -q '^ready' '$out' || ! kill -0 $pid"
+    grep -q '^ready' "$out" || fail "$name did not listen: $(cat "$out" "$out.err")"
+}
+ask() { peer timeout 60 "$py" "$TOOL" client "$1" "$2"; }
+accel_programs() { ppe_json "sum(1 for p in d['programs'] if p['accepted'] >= 1 and p['kernel_accepted'] == 0)"; }
+
+if [ "$shared" = False ]; then
+    note "python3 -m http.server --bind $H6 under eta-run --require; curl -6 from the peer"
+    mkdir "$work/www"
+    head -c 1000000 /dev/urandom >"$work/www/blob"
+    hport=$(free_port)
+    ETA_LOG=fallback,accel start_bg http timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" -m http.server --bind "$H6" --directory "$work/www" "$hport" >"$work/http.out" 2>"$work/http.err"
+    wait_until 30 eval "grep -qE '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:$hport\)' '$work/http.err' || ! kill -0 $http_pid"
+    grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:$hport\)" "$work/http.err" ||
+        fail "http.server's bind to [$H6]:$hport is not the PPE's: $(cat "$work/http.out" "$work/http.err")"
+    wait_until 30 peer curl -6 -sS -g -o /dev/null "http://[$H6]:$hport/" ||
+        fail "curl -6 reaches no http.server at [$H6]:$hport: $(cat "$work/http.err")"
+    peer timeout 60 curl -6 -sS -g -o "$work/got" "http://[$H6]:$hport/blob" || fail "curl -6 of the file failed"
+    [ "$(sha256sum <"$work/got")" = "$(sha256sum <"$work/www/blob")" ] || fail "the file curl got over IPv6 differs"
+    wait_until 10 ppe_true "any(p['accepted'] >= 2 and p['kernel_accepted'] == 0 for p in d['programs'])" ||
+        fail "eta-stat does not count http.server's connections through the PPE: $(ppe_stat --json | head -c 2000)"
+    kill "$http_pid"
+    wait "$http_pid" 2>/dev/null || true
+
+    note "a listener on [$H6] only: its names, IPv6 clients, no IPv4 at $H4"
+    port=$(free_port)
+    serve spec "$work/spec" 1 "$H6,$port,-"
+    grep -q "^listening \[$H6\]:$port v6only=0$" "$work/spec" || fail "getsockname of the bound listener: $(cat "$work/spec")"
+    got=$(ask "$H4" "$port")
+    [ "$got" = "error ECONNREFUSED" ] || fail "an IPv4 client of a listener on [$H6]: '$got' (nothing listens at $H4:$port)"
+    got=$(ask "$H6" "$port")
+    [ "$got" = "spec [$H6]:$port" ] || fail "the IPv6 client of [$H6]:$port: '$got'"
+    wait "$spec_pid" || fail "the listener on [$H6] exited $?: $(cat "$work/spec.err")"
+    grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port on \[$H6\]:$port$" "$work/spec" ||
+        fail "accept()/getsockname() of the connection: $(cat "$work/spec")"
+
+    note "a listener on [$H6] port 0: the engine's pick, named"
+    serve zero "$work/zero" 1 "$H6,0,-"
+    zport=$(sed -n "s/^listening \[$H6\]:\([0-9]*\) .*/\1/p" "$work/zero")
+    [ -n "$zport" ] && [ "$zport" -ne 0 ] || fail "getsockname after bind to [$H6]:0: $(cat "$work/zero")"
+    got=$(ask "$H6" "$zport")
+    [ "$got" = "zero [$H6]:$zport" ] || fail "the client of [$H6]:$zport (port 0's pick): '$got'"
+    wait "$zero_pid" || fail "the port-0 listener exited $?"
+
+    note "a client bound to [$H6] (port 0) connects to a kernel server in the peer through the engine"
+    pport=$(free_port)
+    start_bg psrv peer timeout 60 "$py" "$TOOL" server peer 1 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/psrv" 2>&1
+    wait_until 20 eval "grep -q '^ready' '$work/psrv' || ! kill -0 $psrv_pid"
+    got=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" "$H6" 2>"$work/bcli.err")
+    [ "$got" = "peer [$ETA_LAB_PEER_IP6]:$pport" ] || fail "the client bound to [$H6]: '$got' $(cat "$work/bcli.err")"
+    wait "$psrv_pid" || fail "the peer's server exited $?"
+    grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/psrv" ||
+        fail "the bound client's connection, as the peer saw it: $(cat "$work/psrv")"
+    grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:[0-9]+\)" "$work/bcli.err" ||
+        fail "the client's bind to [$H6] is not the PPE's: $(cat "$work/bcli.err")"
+else
+    note "a port shared with the kernel: a specific IPv6 address stays the kernel's (skipped)"
+fi
+
+note "[$ETA_LAB_KERNEL_IP6], not the PPE's: the kernel's"
+kport=$(free_port)
+serve kern "$work/kern" 1 "$ETA_LAB_KERNEL_IP6,$kport,-"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: kernel socket, reason ipv6" "$work/kern.err" ||
+    fail "a bind to the kernel's IPv6 address is not the kernel's, counted ipv6: $(cat "$work/kern.err")"
+got=$(ask "$ETA_LAB_KERNEL_IP6" "$kport")
+[ "$got" = "kern [$ETA_LAB_KERNEL_IP6]:$kport" ] || fail "the client of the kernel's [$ETA_LAB_KERNEL_IP6]: '$got'"
+wait "$kern_pid" || fail "the kernel's listener exited $?"
+
+note "[::] IPV6_V6ONLY=1 and 0.0.0.0 on one port, two programs"
+before=$(accel_programs)
+vport=$(free_port)
+serve six "$work/six" 2 "::,$vport,1"
+grep -q "^listening \[::\]:$vport v6only=1$" "$work/six" || fail "the IPv6-only listener: $(cat "$work/six")"
+grep -qE "listening on \[::\]:$vport on the PPE and the kernel, IPv6 only" "$work/six.err" ||
+    fail "the IPv6-only listener is not the PPE's: $(cat "$work/six.err")"
+serve four "$work/four" 2 "0.0.0.0,$vport,-"
+got=$(ask "$H6" "$vport")
+[ "$got" = "six [::]:$vport" ] || fail "an IPv6 client: '$got' (the IPv6-only listener should answer)"
+got=$(ask "$H4" "$vport")
+[ "$got" = "four [0.0.0.0]:$vport" ] || fail "an IPv4 client: '$got' (the IPv4 listener should answer)"
+wait_until 10 eval '[ "$(accel_programs)" -ge $((before + 2)) ]' ||
+    fail "eta-stat does not count both programs' connections through the PPE: $(ppe_stat --json | head -c 2000)"
+# (Their second connections end them: a program's counters go at its exit.)
+[ "$(ask "$H6" "$vport")" = "six [::]:$vport" ] && [ "$(ask "$H4" "$vport")" = "four [0.0.0.0]:$vport" ] ||
+    fail "the second IPv6 or IPv4 client of the two programs"
+wait "$six_pid" || fail "the IPv6-only program exited $?"
+wait "$four_pid" || fail "the IPv4 program exited $?"
+grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$vport on \[::\]:$vport$" "$work/six" ||
+    fail "the IPv6-only listener's connection: $(cat "$work/six")"
+
+note "[::] IPV6_V6ONLY=1 and $H4 on one port, one program; ::ffff:$H4 (v4-mapped) in another"
+bport=$(free_port)
+serve both "$work/both" 2 "::,$bport,1" "$H4,$bport,-"
+got6=$(ask "$H6" "$bport") got4=$(ask "$H4" "$bport")
+[ "$got6" = "both [::]:$bport" ] && [ "$got4" = "both [$H4]:$bport" ] ||
+    fail "one program's two listeners: IPv6 '$got6', IPv4 '$got4'"
+wait "$both_pid" || fail "the program with both listeners exited $?"
+mport=$(free_port)
+serve mapped "$work/mapped" 1 "::ffff:$H4,$mport,-"
+grep -q "^listening \[::ffff:$H4\]:$mport v6only=0$" "$work/mapped" || fail "the v4-mapped listener: $(cat "$work/mapped")"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \($H4:$mport\)" "$work/mapped.err" ||
+    fail "the bind to ::ffff:$H4 is not the PPE's: $(cat "$work/mapped.err")"
+got=$(ask "$H4" "$mport")
+[ "$got" = "mapped [::ffff:$H4]:$mport" ] || fail "the v4-mapped listener's client: '$got'"
+wait "$mapped_pid" || fail "the v4-mapped listener exited $?"
+grep -q "^conn peer \[::ffff:$ETA_LAB_PEER_IP\]:[0-9]* local \[::ffff:$H4\]:$mport" "$work/mapped" ||
+    fail "the v4-mapped connection's names: $(cat "$work/mapped")"
+ppe_stop
+echo "preload_ip6_bind: [$H6] (http.server, curl -6), [::] IPV6_V6ONLY beside IPv4 (two programs, one), ::ffff:$H4 through the PPE; [$ETA_LAB_KERNEL_IP6] the kernel's - held"
