@@ -91,7 +91,8 @@ static int sc_dualstack(void)
     close(ks);
     close(k);
     close(l);
-    /* IPV6_V6ONLY: the kernel's alone, so nothing listens at the PPE address. */
+    /* IPV6_V6ONLY: an IPv6-only listener takes no IPv4 client at the PPE's
+     * IPv4 address (this fixture's engine has no IPv6: the kernel's alone). */
     int l6 = listener6(1, &port);
     c = connect4("10.9.0.1", port, &err);
     CHECK(err == ECONNREFUSED);
