@@ -179,15 +179,12 @@ static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s,
 #define SLOW_WRITE 0x40000u    /* write(): the kernel's is real_write() */
 #define SLOW_PUT 0x80000u      /* s is referenced but not for the view: drop it, go the general way */
 
-/* A referenced socket's send view may be used: what fast_sock() checks, but
- * that a send view was taken (txv_state 2) already says the socket connected
- * (connect_started, not listening). */
+/* A referenced socket's send view may be used: its fast word (sockobj.h
+ * tx_fast: the view taken, accelerated, not shut for writing, this
+ * attachment's), and the PPE is there; then the view's own checks. */
 static inline __attribute__((always_inline)) bool send_view_usable(struct eta_sock *s)
 {
-    return atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2 &&
-           atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
-           s->generation == eta_generation && !atomic_load_explicit(&s->shut_wr, memory_order_relaxed) &&
-           !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+    return eta_tx_fast_ok(s);
 }
 
 /* The kernel's calls out of line: the wrappers' fast path then makes only
