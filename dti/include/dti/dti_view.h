@@ -163,7 +163,8 @@ void dti_note_doorbell(dti_ctx_t *c);
 /* dti_send_note(c, s, n)'s common case inline, in two steps (a caller
  * keeps fewer values across the first): the n bytes the view copied
  * (dti_send_view_coalesce() answered 0) published with their own SEND in
- * q's queue, q being the view of the calling thread's context c.
+ * q's queue, q being the view of the calling thread's context c (n > 0:
+ * for n == 0, a SEND owed, dti_send_note()).
  * dti_send_view_note_ok(): false when it cannot (a command staged or the
  * queue full as last seen, a traced reply, several engines): nothing
  * published, dti_send_note(c, s, n) instead. Then dti_send_view_note(): 0
