@@ -6,6 +6,7 @@
 #include "sys.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 static struct dti_sock_priv *tx_side(struct dti_attachment *d, uint32_t slot, uint32_t gen)
@@ -624,9 +625,38 @@ int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v)
     *v = (struct dti_tx_view){.live_gen = &sh->gen, .state = &sh->state, .error = &sh->error,
                               .head = &sh->tx_head, .tail = &p->tx_tail, .written = &sh->tx_written,
                               .noted = &sh->tx_noted, .shut_gen = &p->wr_shut_gen,
-                              .busy_gen = &p->tx_busy_gen, .ring = tx_ring(d, slot),
+                              .busy_gen = &p->tx_busy_gen, .trace_pend = &p->trace_pend, .ring = tx_ring(d, slot),
                               .size = p->tx_view_size, .base = DTI_LOAD_RELAXED(&sh->tx_base), .gen = gen};
     return 0;
+}
+
+_Static_assert(offsetof(struct dti_cmd, op) == DTI_VCMD_OP && offsetof(struct dti_cmd, flags) == DTI_VCMD_OP + 2 && offsetof(struct dti_cmd, sock) == DTI_VCMD_SOCK &&
+                   offsetof(struct dti_cmd, arg0) == DTI_VCMD_ARG0 && offsetof(struct dti_cmd, arg1) == DTI_VCMD_ARG1 &&
+                   offsetof(struct dti_cmd, offset) == DTI_VCMD_OFFSET &&
+                   offsetof(struct dti_cmd, stamp) == DTI_VCMD_STAMP && sizeof(struct dti_cmd) == 64 &&
+                   DTI_VCMD_SEND_TAIL == DTI_SEND_TAIL,
+               "dti_view.h's SEND words are dti_abi.h's");
+_Static_assert(offsetof(struct dti_ctx, cmd_cons_seen) == offsetof(struct dti_ctx, prepared) + 4 &&
+                   offsetof(struct dti_ctx, published) == offsetof(struct dti_ctx, prepared) + 8,
+               "struct dti_note_view's idx: prepared, cmd_cons_seen, published");
+
+int dti_note_view(dti_ctx_t *c, struct dti_note_view *q)
+{
+    /* several engines: a triple that never matches (prepared != published) */
+    static uint32_t never[3] = {0, 0, 1};
+    if (!c || !q)
+        return -EFAULT;
+    *q = (struct dti_note_view){.idx = c->n_sub > 1 ? never : &c->prepared, .cmds = (uint8_t *)c->cmds,
+                                .cmd_prod = &c->qp->cmd_prod, .engine_sleeping = &c->d->hdr->engine_sleeping,
+                                .mask = c->cmd_mask};
+    return 0;
+}
+
+static __attribute__((noinline)) int note_wake(struct dti_attachment *d);
+
+void dti_note_doorbell(dti_ctx_t *c)
+{
+    note_wake(c->d);
 }
 
 /* No handle check: the view checked the slot's generation, and the engine

@@ -387,6 +387,7 @@ ETA_TLS dti_ctx_t *eta_tls_ctx;
 static ETA_TLS dti_t *tls_ctx_owner;
 ETA_TLS uint32_t eta_tls_ctx_epoch;
 ETA_TLS uint64_t eta_tls_ctx_serial;
+ETA_TLS struct dti_note_view eta_tls_note;
 static _Atomic uint64_t ctx_serials;
 
 dti_ctx_t *eta_ctx(void)
@@ -410,6 +411,7 @@ dti_ctx_t *eta_ctx(void)
         return NULL;
     }
     dti_ctx_set_spin(c, eta_cfg.spin_ns); /* ETA_SPIN_US: the most a wait spins */
+    (void)dti_note_view(c, &eta_tls_note); /* (c and the view are not NULL: it cannot fail) */
     eta_tls_ctx = c;
     tls_ctx_owner = d;
     eta_tls_ctx_epoch = epoch;

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <dti/dti_view.h>
+
 #include "shim.h"
 
 /* The attachment of this process, or NULL when there is none (no PPE, or a
@@ -94,6 +96,9 @@ void eta_attach_loaded(void);
 extern ETA_TLS dti_ctx_t *eta_tls_ctx;
 extern ETA_TLS uint32_t eta_tls_ctx_epoch;
 extern ETA_TLS uint64_t eta_tls_ctx_serial;
+/* eta_tls_ctx's command queue (libdti's dti_note_view()), set with it: the
+ * send fast path queues its SEND there itself (io_fast.c send_noted()). */
+extern ETA_TLS struct dti_note_view eta_tls_note;
 /* A number naming context c for as long as it lives, never reused (a
  * thread's context is freed when the thread ends, and the next thread's may
  * get its address); 0 when c is not the calling thread's cached context.

@@ -179,15 +179,12 @@ static __attribute__((noinline)) int send_rest(dti_ctx_t *c, struct eta_sock *s,
 #define SLOW_WRITE 0x40000u    /* write(): the kernel's is real_write() */
 #define SLOW_PUT 0x80000u      /* s is referenced but not for the view: drop it, go the general way */
 
-/* A referenced socket's send view may be used: what fast_sock() checks, but
- * that a send view was taken (txv_state 2) already says the socket connected
- * (connect_started, not listening). */
+/* A referenced socket's send view may be used: its fast word (sockobj.h
+ * tx_fast: the view taken, accelerated, not shut for writing, this
+ * attachment's), and the PPE is there; then the view's own checks. */
 static inline __attribute__((always_inline)) bool send_view_usable(struct eta_sock *s)
 {
-    return atomic_load_explicit(&s->txv_state, memory_order_acquire) == 2 &&
-           atomic_load_explicit(&s->state, memory_order_acquire) == ETA_SOCK_ACCEL &&
-           s->generation == eta_generation && !atomic_load_explicit(&s->shut_wr, memory_order_relaxed) &&
-           !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+    return eta_tx_fast_ok(s);
 }
 
 /* The kernel's calls out of line: the wrappers' fast path then makes only
@@ -259,8 +256,8 @@ extern int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n) __attribute__((
  * does not use on the common path made send() move registers before the
  * tail call. (The context is read again rather than passed: one more live
  * value in send_fast() would make send() save registers on every call.) */
-static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags_write,
-                                                 struct eta_sock *s)
+static __attribute__((noinline)) ssize_t send_note_call(int fd, const void *buf, size_t len, int flags_write,
+                                                        struct eta_sock *s)
 {
     /* The context without the epoch check: send_fast() made it an instant
      * ago on this thread, with nothing in between that could fork. */
@@ -272,6 +269,34 @@ static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t
     /* nothing published (a full command queue; with several engines, a
      * handle dti_send_note() does not route): the general way copies again */
     return send_slow(fd, buf, len, flags_write & ~(int)SLOW_WRITE, s, (uint32_t)flags_write & SLOW_WRITE);
+}
+
+/* The SEND queued, the engine asleep: its doorbell, then as send_noted(). */
+static __attribute__((noinline)) ssize_t send_doorbell(size_t len, struct eta_sock *s)
+{
+    dti_note_doorbell(eta_tls_ctx);
+    atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
+    eta_obj_unref(&s->obj);
+    return (ssize_t)len;
+}
+
+/* The SEND written into this thread's command queue here, through libdti's
+ * dti_send_view_note() (issue 33: no call, no frame; the thread's queue
+ * view eta_tls_note is its context's, which send_fast() checked). Every
+ * case it does not take (a staged command, a queue full as last seen, a
+ * traced reply, several engines) publishes nothing and goes through
+ * dti_send_note() (send_note_call()). */
+static __attribute__((noipa)) ssize_t send_noted(int fd, const void *buf, size_t len, int flags_write,
+                                                 struct eta_sock *s)
+{
+    if (ETA_UNLIKELY(!dti_send_view_note_ok(&s->txv, &eta_tls_note)))
+        return send_note_call(fd, buf, len, flags_write, s);
+    if (ETA_UNLIKELY(dti_send_view_note(&s->txv, &eta_tls_note, s->h, (uint32_t)len)))
+        return send_doorbell(len, s);
+    atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
+    if (ETA_UNLIKELY(atomic_fetch_sub_explicit(&s->obj.refs, 1, memory_order_acq_rel) == 1))
+        return send_last_ref(s, (ssize_t)len);
+    return (ssize_t)len;
 }
 
 static inline __attribute__((always_inline)) ssize_t send_fast(int fd, struct eta_obj *o, const void *buf,

@@ -247,7 +247,7 @@ static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, con
     int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
     if (err) {
         eta_count(ETA_R_PPE_REFUSED, fd, strerror(err));
-        atomic_store(&s->state, ETA_SOCK_KERNEL);
+        eta_sock_unaccel(s, ETA_SOCK_KERNEL);
         eta_fd_clear(fd);
         /* Shared: the kernel socket is bound there, and works. Not shared:
          * the kernel has no such address. */
@@ -286,7 +286,7 @@ static int renew_ppe_half(dti_ctx_t *c, int fd, struct eta_sock *s)
     atomic_store(&s->pending_error, 0);
     int err = eta_make_accel(c, fd, s);
     if (err) {
-        atomic_store(&s->state, ETA_SOCK_ORPHAN);
+        eta_sock_unaccel(s, ETA_SOCK_ORPHAN);
         return err;
     }
     struct dti_addr local = s->local;
@@ -660,7 +660,7 @@ ETA_EXPORT int shutdown(int fd, int how)
         eta_recv_shutdown(c, s); /* a read waiting on a posted receive returns */
     }
     if (how != SHUT_RD)
-        atomic_store(&s->shut_wr, true);
+        eta_sock_shut_wr(s);
     eta_epoll_touch(s);
     int rc = dti_shutdown(c, s->h, how);
     eta_obj_put(&s->obj);

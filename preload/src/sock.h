@@ -65,7 +65,7 @@ static inline int usable(struct eta_sock *s, int orphan_err)
 /* Drops the table entry of fd: the socket is the kernel's for good. */
 static inline void to_kernel(int fd, struct eta_sock *s, enum eta_reason r, const char *detail)
 {
-    atomic_store(&s->state, ETA_SOCK_KERNEL);
+    eta_sock_unaccel(s, ETA_SOCK_KERNEL);
     eta_count(r, fd, detail);
     eta_fd_clear(fd);
 }

@@ -122,6 +122,13 @@ struct eta_sock {
     /* Its send view (dti_tx_view()), taken once a send went through the
      * connected socket; txv_state as rxv_state. */
     _Atomic uint32_t txv_state;
+    /* The send fast path's one word (issue 33): the socket's generation
+     * while its send view is usable as far as the shim knows (txv_state 2,
+     * accelerated, not shut for writing), else 0; == eta_generation is all
+     * send_fast() asks of the shim's words (then the view's own checks).
+     * Set by eta_take_tx_view(); every change of those words clears it
+     * (eta_tx_fast_clear()); a re-attach changes eta_generation. */
+    _Atomic uint32_t tx_fast;
     struct dti_tx_view txv;
     /* A posted receive in flight (io_recv.c, "posted reads"): the engine writes
      * into the reading thread's buffer. post_ud names the post (its
@@ -187,6 +194,55 @@ static inline void eta_take_rx_view(dti_ctx_t *c, struct eta_sock *s)
 
 /* Bytes went through dti_send(): the socket is connected, so its send view
  * can be taken (once, by one thread). */
+/* tx_fast (above) set when its conditions hold; a change that raced with
+ * this (its clear before this store) is seen by the second look. */
+static inline void eta_tx_fast_publish(struct eta_sock *s)
+{
+    const uint32_t g = s->generation;
+    if (atomic_load(&s->txv_state) != 2 || atomic_load(&s->state) != ETA_SOCK_ACCEL || atomic_load(&s->shut_wr) ||
+        g != eta_generation)
+        return;
+    atomic_store(&s->tx_fast, g);
+    if (atomic_load(&s->txv_state) != 2 || atomic_load(&s->state) != ETA_SOCK_ACCEL || atomic_load(&s->shut_wr))
+        atomic_store(&s->tx_fast, 0);
+}
+
+static inline void eta_tx_fast_clear(struct eta_sock *s)
+{
+    atomic_store(&s->tx_fast, 0);
+}
+
+/* The changes that end the fast word (tests/unit/preload/tx_fast_test.c):
+ * shutdown for writing, and the socket no longer accelerated. */
+static inline void eta_sock_shut_wr(struct eta_sock *s)
+{
+    atomic_store(&s->shut_wr, true);
+    eta_tx_fast_clear(s);
+}
+
+static inline void eta_sock_unaccel(struct eta_sock *s, uint32_t state)
+{
+    atomic_store(&s->state, state);
+    eta_tx_fast_clear(s);
+}
+
+/* send_fast()'s question of the shim's words: one load and compare, then
+ * whether the PPE went. */
+static inline __attribute__((always_inline)) bool eta_tx_fast_ok(struct eta_sock *s)
+{
+    return atomic_load_explicit(&s->tx_fast, memory_order_acquire) == eta_generation &&
+           !atomic_load_explicit(&eta_engine_dead, memory_order_relaxed);
+}
+
+/* The end of a take of the send view (dti_tx_view() answered rc, the taker
+ * holds txv_state 1): the view's state, then the fast word. */
+static inline void eta_tx_view_settle(struct eta_sock *s, int rc)
+{
+    atomic_store_explicit(&s->tx_fast, 0, memory_order_seq_cst);
+    atomic_store_explicit(&s->txv_state, rc == 0 ? 2 : 0, memory_order_release);
+    eta_tx_fast_publish(s);
+}
+
 static inline void eta_take_tx_view(dti_ctx_t *c, struct eta_sock *s)
 {
     uint32_t was = atomic_load_explicit(&s->txv_state, memory_order_relaxed);
@@ -196,7 +252,7 @@ static inline void eta_take_tx_view(dti_ctx_t *c, struct eta_sock *s)
         return;
     if (was == 1 || !atomic_compare_exchange_strong(&s->txv_state, &was, 1))
         return;
-    atomic_store_explicit(&s->txv_state, dti_tx_view(c, s->h, &s->txv) == 0 ? 2 : 0, memory_order_release);
+    eta_tx_view_settle(s, dti_tx_view(c, s->h, &s->txv));
 }
 
 /* wait.c: readiness of an accelerated socket as poll bits (POLLIN, ...); c may be

@@ -177,7 +177,7 @@ int eta_udp_shutdown(dti_ctx_t *c, struct eta_sock *s, int how)
     if (how != SHUT_WR)
         atomic_store(&s->shut_rd, true);
     if (how != SHUT_RD)
-        atomic_store(&s->shut_wr, true);
+        eta_sock_shut_wr(s);
     eta_epoll_touch(s);
     return 0;
 }

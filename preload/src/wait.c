@@ -206,7 +206,9 @@ bool eta_sock_orphaned(struct eta_sock *s)
      * (eta_relisten_all). Its state is left alone so that can happen. */
     if (gen != eta_generation && gen >= eta_fork_generation && atomic_load(&s->state) == ETA_SOCK_ACCEL)
         return true;
-    if (atomic_exchange(&s->state, ETA_SOCK_ORPHAN) != ETA_SOCK_ORPHAN)
+    const uint32_t was = atomic_exchange(&s->state, ETA_SOCK_ORPHAN);
+    eta_tx_fast_clear(s);
+    if (was != ETA_SOCK_ORPHAN)
         eta_count(ETA_R_FORK_CHILD, -1, "an accelerated socket inherited across fork cannot be used in the child");
     return true;
 }

@@ -121,6 +121,7 @@ struct dti_tx_view {
     const uint32_t *busy_gen; /* == gen: a region-buffer send is in flight, or the send ring grows or
                                  grew since this view was taken: take the view again (dti_tx_view)
                                  once a dti_send() went through */
+    const uint32_t *trace_pend; /* != 0: the reply's SEND carries latency stamps (dti_send_note() writes them) */
     uint8_t *ring;
     uint32_t size;            /* a power of two: the ring's size when the view was taken */
     uint32_t base;            /* ring offset of position p: (base + p) & (size - 1) */
@@ -133,6 +134,71 @@ int dti_tx_view(dti_ctx_t *c, dti_sock_t s, struct dti_tx_view *v);
  * nothing changed (the bytes beyond the tail are not sent); for n == 0 the
  * bytes stay owed a SEND: call again (reaping between) until it returns 0. */
 int dti_send_note(dti_ctx_t *c, dti_sock_t s, uint32_t n);
+
+/* A context's command queue as dti_send_view_note() writes a SEND into it
+ * (issue 33: dti_send_note()'s common case inline, no call). One per
+ * context, so per thread; valid as long as the context. idx: the context's
+ * local producer index, the last consumer index it read and its published
+ * index (in that order; a context of several engines gets a triple that
+ * never matches, so every note there is dti_send_note()'s). */
+struct dti_note_view {
+    uint32_t *idx;                   /* [0] prepared, [1] consumer seen, [2] published */
+    uint8_t *cmds;                   /* the command ring: entries of 64 bytes */
+    uint32_t *cmd_prod;              /* the shared producer index (store seq_cst) */
+    const uint32_t *engine_sleeping; /* != 0: ring the doorbell (dti_note_doorbell()) */
+    uint32_t mask;                   /* the ring's entries - 1 */
+};
+int dti_note_view(dti_ctx_t *c, struct dti_note_view *q);
+/* The doorbell after a dti_send_view_note() that answered 1. */
+void dti_note_doorbell(dti_ctx_t *c);
+/* The SEND's words (dti_abi.h's struct dti_cmd; data.c asserts them). */
+#define DTI_VCMD_OP 8
+#define DTI_VCMD_SOCK 12
+#define DTI_VCMD_ARG0 16
+#define DTI_VCMD_ARG1 20
+#define DTI_VCMD_OFFSET 32
+#define DTI_VCMD_STAMP 60
+#define DTI_VCMD_SEND_TAIL 2u
+
+/* dti_send_note(c, s, n)'s common case inline, in two steps (a caller
+ * keeps fewer values across the first): the n bytes the view copied
+ * (dti_send_view_coalesce() answered 0) published with their own SEND in
+ * q's queue, q being the view of the calling thread's context c (n > 0:
+ * for n == 0, a SEND owed, dti_send_note()).
+ * dti_send_view_note_ok(): false when it cannot (a command staged or the
+ * queue full as last seen, a traced reply, several engines): nothing
+ * published, dti_send_note(c, s, n) instead. Then dti_send_view_note(): 0
+ * done; 1 done, and the engine sleeps: dti_note_doorbell(c). */
+static DTI_ALWAYS_INLINE int dti_send_view_note_ok(const struct dti_tx_view *v, const struct dti_note_view *q)
+{
+    const uint32_t *ix = q->idx;
+    return ix[0] == ix[2] && ix[0] - ix[1] <= q->mask && !*v->trace_pend;
+}
+
+static DTI_ALWAYS_INLINE int dti_send_view_note(const struct dti_tx_view *v, const struct dti_note_view *q,
+                                                dti_sock_t s, uint32_t n)
+{
+    uint32_t *ix = q->idx;
+    const uint32_t prepared = ix[0];
+    uint8_t *cmd = q->cmds + ((size_t)(prepared & q->mask) << 6);
+    const uint32_t tail = *v->tail + n, next = prepared + 1;
+    /* (volatile: one store each; GCC merged the handle and n through a
+     * vector register, two instructions more. The op's word with the flags:
+     * zero for a SEND.) */
+    *(volatile uint32_t *)(cmd + DTI_VCMD_OP) = DTI_OP_SEND;
+    *(volatile uint32_t *)(cmd + DTI_VCMD_SOCK) = s;
+    *(volatile uint32_t *)(cmd + DTI_VCMD_ARG0) = n;
+    *(volatile uint32_t *)(cmd + DTI_VCMD_ARG1) = DTI_VCMD_SEND_TAIL;
+    *(volatile uint64_t *)(cmd + DTI_VCMD_OFFSET) = tail;
+    *v->tail = tail;
+    ix[0] = next;
+    ix[2] = next;
+    __atomic_store_n(v->written, tail, __ATOMIC_SEQ_CST); /* as dti_send_note(): the tail, then the SEND */
+    __atomic_store_n((uint32_t *)v->noted, 1u, __ATOMIC_RELAXED);
+    __atomic_store_n((uint32_t *)(cmd + DTI_VCMD_STAMP), next, __ATOMIC_RELEASE);
+    __atomic_store_n(q->cmd_prod, next, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(q->engine_sleeping, __ATOMIC_SEQ_CST) != 0;
+}
 
 /* Up to len bytes into the view's ring and queued: > 0 taken, 0 when this
  * call cannot take them (dti_send() can), -n when n bytes were taken but

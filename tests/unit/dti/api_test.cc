@@ -461,6 +461,83 @@ TEST_F(DtiApi, SendViewTakesSmallWritesBesideDtiSend)
     EXPECT_EQ(dti_send_view(c_, cl, &v, "x", 1), 0) << "no view write on a closed handle";
 }
 
+// dti_send_view_note(): the SEND a write with none queued needs, written
+// into the calling thread's command ring by the caller (the shim's send1,
+// issue 33). Small writes through the view, each SEND inline when
+// dti_send_view_note_ok() says it may be (else dti_send_note()), beside
+// dti_send(): several laps of the ring arrive byte-exact. The inline way is
+// refused while a command is staged (prepared, not submitted), and on
+// several engines always (the note view's triple never matches).
+TEST_F(DtiApi, SendViewNoteWritesTheSendInline)
+{
+    dti_sock_t cl, sv;
+    pair(&cl, &sv);
+    struct dti_tx_view v;
+    struct dti_note_view q;
+    ASSERT_EQ(dti_tx_view(c_, cl, &v), 0);
+    ASSERT_EQ(dti_note_view(c_, &q), 0);
+    EXPECT_EQ(dti_note_view(c_, nullptr), -EFAULT);
+    const bool several = test_engines() > 1;
+    uint64_t sent = 0, got = 0, inline_sends = 0;
+    const uint64_t total = 3 * 16384 + 77;
+    bool ok = true;
+    for (uint32_t round = 0; got < total && ok && round < 200000; round++) {
+        uint8_t out[200];
+        uint32_t len = uint32_t(std::min<uint64_t>(1 + (round * 7) % 64, total - sent));
+        if (sent < total) {
+            for (uint32_t i = 0; i < len; i++)
+                out[i] = uint8_t((sent + i) * 29 + 3);
+            const uint32_t took = dti_send_view_copy(&v, out, len);
+            if (took > 0) {
+                const int r = dti_send_view_coalesce(&v, took);
+                if (r == 0 && dti_send_view_note_ok(&v, &q)) {
+                    ASSERT_FALSE(several) << "several engines: never inline";
+                    if (dti_send_view_note(&v, &q, cl, took))
+                        dti_note_doorbell(c_);
+                    inline_sends++;
+                } else if (r == 0) {
+                    ASSERT_EQ(dti_send_note(c_, cl, took), 0);
+                } else if (r < 0) {
+                    while (dti_send_note(c_, cl, 0) == -EAGAIN)
+                        dti_submit(c_);
+                }
+                sent += took;
+            } else {
+                const ssize_t n = dti_send(c_, cl, out, len, 0);
+                ASSERT_TRUE(n > 0 || n == -EAGAIN) << n;
+                if (n > 0)
+                    sent += uint64_t(n);
+            }
+        }
+        uint8_t in[256];
+        ssize_t n;
+        int waits = 0;
+        while ((n = dti_recv(c_, sv, in, 1 + (round * 13) % 255)) == -EAGAIN && waits++ < 100) {
+            dti_prep_watch(c_, sv, DTI_POLLIN, 0);
+            dti_submit(c_);
+            ASSERT_EQ(dti_wait(c_, 5000), 1) << "nothing to read after " << got << " bytes";
+        }
+        ASSERT_GT(n, 0);
+        for (ssize_t i = 0; i < n && ok; i++)
+            ok = in[i] == uint8_t((got + uint64_t(i)) * 29 + 3);
+        EXPECT_TRUE(ok) << "corrupt within bytes " << got << ".." << got + uint64_t(n);
+        got += uint64_t(n);
+        dti_cqe drain[16];
+        while (dti_reap(c_, drain, 16) > 0) {
+        }
+    }
+    EXPECT_EQ(got, total);
+    if (several)
+        EXPECT_EQ(inline_sends, 0u);
+    else
+        EXPECT_GT(inline_sends, 0u) << "no SEND was written inline";
+    // A command staged, not submitted: the inline SEND would overtake it.
+    ASSERT_EQ(dti_prep_watch(c_, sv, DTI_POLLIN, 0), 0);
+    EXPECT_FALSE(dti_send_view_note_ok(&v, &q)) << "a staged command: dti_send_note()'s way";
+    dti_submit(c_);
+    EXPECT_EQ(dti_send_view_note_ok(&v, &q), !several) << "submitted: inline again";
+}
+
 TEST_F(DtiApi, ShutdownWriteGivesPeerEofAndRefusesSends)
 {
     dti_sock_t cl, sv;
