@@ -437,13 +437,21 @@ TEST_F(DtiApi, SendViewTakesSmallWritesBesideDtiSend)
         }
         uint8_t in[256];
         ssize_t n;
-        int waits = 0;
-        while ((n = dti_recv(c_, sv, in, 1 + (round * 13) % 255)) == -EAGAIN && waits++ < 100) {
+        // Bounded in time, not in wakeups: a wait also ends for the watches'
+        // own completions (reaped here, or every later wait would end at
+        // once) and while the command ring is full, so on a busy machine the
+        // bytes may take many waits to arrive.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        dti_cqe done[16];
+        while ((n = dti_recv(c_, sv, in, 1 + (round * 13) % 255)) == -EAGAIN &&
+               std::chrono::steady_clock::now() < give_up) {
             dti_prep_watch(c_, sv, DTI_POLLIN, 0);
             dti_submit(c_);
             ASSERT_EQ(dti_wait(c_, 5000), 1) << "nothing to read after " << got << " bytes";
+            while (dti_reap(c_, done, 16) > 0) {
+            }
         }
-        ASSERT_GT(n, 0);
+        ASSERT_GT(n, 0) << "nothing to read after " << got << " bytes (30 s)";
         for (ssize_t i = 0; i < n && ok; i++)
             ok = in[i] == uint8_t((got + uint64_t(i)) * 37 + 5);
         EXPECT_TRUE(ok) << "corrupt within bytes " << got << ".." << got + uint64_t(n);
@@ -511,13 +519,21 @@ TEST_F(DtiApi, SendViewNoteWritesTheSendInline)
         }
         uint8_t in[256];
         ssize_t n;
-        int waits = 0;
-        while ((n = dti_recv(c_, sv, in, 1 + (round * 13) % 255)) == -EAGAIN && waits++ < 100) {
+        // Bounded in time, not in wakeups: a wait also ends for the watches'
+        // own completions (reaped here, or every later wait would end at
+        // once) and while the command ring is full, so on a busy machine the
+        // bytes may take many waits to arrive.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        dti_cqe done[16];
+        while ((n = dti_recv(c_, sv, in, 1 + (round * 13) % 255)) == -EAGAIN &&
+               std::chrono::steady_clock::now() < give_up) {
             dti_prep_watch(c_, sv, DTI_POLLIN, 0);
             dti_submit(c_);
             ASSERT_EQ(dti_wait(c_, 5000), 1) << "nothing to read after " << got << " bytes";
+            while (dti_reap(c_, done, 16) > 0) {
+            }
         }
-        ASSERT_GT(n, 0);
+        ASSERT_GT(n, 0) << "nothing to read after " << got << " bytes (30 s)";
         for (ssize_t i = 0; i < n && ok; i++)
             ok = in[i] == uint8_t((got + uint64_t(i)) * 29 + 3);
         EXPECT_TRUE(ok) << "corrupt within bytes " << got << ".." << got + uint64_t(n);
@@ -535,7 +551,12 @@ TEST_F(DtiApi, SendViewNoteWritesTheSendInline)
     ASSERT_EQ(dti_prep_watch(c_, sv, DTI_POLLIN, 0), 0);
     EXPECT_FALSE(dti_send_view_note_ok(&v, &q)) << "a staged command: dti_send_note()'s way";
     dti_submit(c_);
-    EXPECT_EQ(dti_send_view_note_ok(&v, &q), !several) << "submitted: inline again";
+    // Submitted: inline again on one engine unless the queue looks full as
+    // last seen (the engine may not have taken the commands yet: not
+    // asserted, that depends on its pace); never on several.
+    if (several) {
+        EXPECT_FALSE(dti_send_view_note_ok(&v, &q)) << "several engines: never inline";
+    }
 }
 
 TEST_F(DtiApi, ShutdownWriteGivesPeerEofAndRefusesSends)
