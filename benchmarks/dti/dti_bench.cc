@@ -75,7 +75,7 @@ double pingpong(int cpu_a, int cpu_b, uint64_t iters)
     return ns / double(iters);
 }
 
-struct Engine {
+struct Fixture { // the unit tests' PPE (a DTI server on its own thread) and an attachment
     std::unique_ptr<dti::fixture::TestPpe> ppe;
     dti_t *d = nullptr;
     bool start(bool busy, int cpu, const std::string &path)
@@ -98,7 +98,7 @@ struct Engine {
         }
         return true;
     }
-    ~Engine()
+    ~Fixture()
     {
         if (d)
             dti_detach(d);
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     double pp1 = pingpong(app_cpu, engine_cpu, iters);
     double rtt;
     {
-        Engine e;
+        Fixture e;
         if (!e.start(true, engine_cpu, path))
             return 1;
         pin(app_cpu);
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
 
     std::printf("signalling with a sleeping engine (engine cpu %d, app cpu %d):\n", engine_cpu, app_cpu);
     {
-        Engine e;
+        Fixture e;
         if (!e.start(false, engine_cpu, path))
             return 1;
         dti_ctx_t *c = dti_ctx_get(e.d, nullptr);

@@ -6,7 +6,7 @@
 // What runs is what ppe::Engine::poll_once() runs for one port (ppe/src/engine.cc):
 // a receive burst into the MARS stack (Stack::input), the DTI engine's pass
 // over the application's command queue, transport events, socket table and
-// completions (dti::engine::Engine::poll), then the stack's timers and
+// completions (dti::engine::Server::poll), then the stack's timers and
 // output (Stack::poll). The stack is configured from ppe::Config's defaults,
 // the DTI engine from ppe::dti_limits(), the two joined by ppe::MarsTransport
 // and ppe::DtiBuffers exactly as eta-ppe joins them. Only the port differs:
@@ -256,7 +256,7 @@ struct EngineSide {
     mars::Stack *stack_ptr = nullptr;
     uint64_t now = 1'000'000'000;
     std::unique_ptr<ppe::MarsTransport> transport;
-    std::unique_ptr<de::Engine> dti;
+    std::unique_ptr<de::Server> dti;
     de::Limits limits;
     wire::Queue &in;
     uint32_t rx_flags;
@@ -286,7 +286,7 @@ struct EngineSide {
         limits = ppe::dti_limits(config);
         limits.max_sockets = 4; // the region holds the few sockets used here
         limits.app_ip = kEngineIp;
-        dti = de::Engine::create(*transport, limits, &err);
+        dti = de::Server::create(*transport, limits, &err);
         if (!dti) fail("DTI engine: " + err);
         rings.engine = dti.get();
         latency.setup(&dti->trace(), nullptr, g_latency_sample >= 0 ? uint64_t(g_latency_sample) : config.latency_sample,

@@ -141,7 +141,7 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
             // SO_RCVBUF set fixes the receive buffer the transport offers (no
             // autotuning, as on Linux), clamped to what a ring of the slot
             // can hold (as Linux clamps to rmem_max); a buffer larger than
-            // the ring grows it (Engine::grow_rx, asked for by the transport
+            // the ring grows it (Server::grow_rx, asked for by the transport
             // now if the ring is empty or not yet there, else once the app
             // has drained it). Reading tells the ring's size now.
             // Before the ring exists (before connect, a listener) reading

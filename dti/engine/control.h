@@ -42,7 +42,7 @@ class Control {
     {
     }
 
-    // Engine's control calls (control.cc, groups.cc).
+    // Server's control calls (control.cc, groups.cc).
     int attach(int fd, std::string *why);
     int attach_memory(void *region, uint64_t size, uint32_t contexts);
     void control(int id);

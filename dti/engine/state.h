@@ -4,7 +4,7 @@
 // sockets in flight between processes (Pass). Plain data: the modules that
 // act on it are table.h (the region and socket table), publisher.h
 // (completions, events, wakes), commands.h (the command path) and control.h
-// (attach, groups, pass); engine_impl.h composes them.
+// (attach, groups, pass); server_impl.h composes them.
 #pragma once
 
 #include <dti/dti.h>

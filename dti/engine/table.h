@@ -71,7 +71,7 @@ class Table {
     bool provide(uint64_t user, RingMemory *out);
     void reclaim(uint64_t user, const RingMemory &mem);
     bool grow_rx(uint64_t user, RingMemory *mem, uint32_t want);
-    // Send-buffer autotuning (Engine::want_tx): ignored once SO_SNDBUF was set.
+    // Send-buffer autotuning (Server::want_tx): ignored once SO_SNDBUF was set.
     void want_tx(uint64_t user, const RingMemory &mem, uint32_t want);
     // Publishes the power of two holding `want` (within the reserve) as the
     // send ring's wanted size when it is larger than the ring and than what

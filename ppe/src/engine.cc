@@ -297,7 +297,7 @@ bool Engine::setup(std::string *error)
     lim.n_engines = n_engines_;
     lim.app_ip = ports_[0].config.ip;
     std::string derr;
-    dti_ = dti::engine::Engine::create(*transport_, lim, &derr);
+    dti_ = dti::engine::Server::create(*transport_, lim, &derr);
     if (!dti_) {
         *error = name + ": the DTI limits are unusable ([limits] and [tcp] rcvbuf/sndbuf): " + derr;
         return false;

@@ -180,7 +180,7 @@ class Engine {
     mars::CopyEngine *copy_engine_ = nullptr; // its receive copies (nullptr: the core copies)
     std::unique_ptr<MarsTransport> transport_;
     DtiBuffers buffers_;
-    std::unique_ptr<dti::engine::Engine> dti_;
+    std::unique_ptr<dti::engine::Server> dti_;
     struct Watch {
         int id;         // attachment
         int ctl_fd;     // its control socket

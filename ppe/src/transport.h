@@ -164,7 +164,7 @@ class MarsTransport final : public dti::engine::Transport {
 // MARS asks for ring memory; the DTI engine takes it from the app's region.
 class DtiBuffers final : public mars::BufferProvider {
   public:
-    dti::engine::Engine *engine = nullptr;
+    dti::engine::Server *engine = nullptr;
     bool provide(uint64_t user, mars::RingMemory *out) override
     {
         if (!engine) return false;

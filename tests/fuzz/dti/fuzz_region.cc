@@ -76,7 +76,7 @@ void run_one(const uint8_t *data, size_t size)
     l.pool_size = 8192;
     l.commands_per_poll = 8;
     fixture::LoopbackTransport tr;
-    auto e = engine::Engine::create(tr, l, nullptr);
+    auto e = engine::Server::create(tr, l, nullptr);
     tr.set_provider(e.get());
     uint64_t bytes = engine::region_bytes(l);
     if (bytes == 0 || bytes % 64) broken("region size is not a whole number of cache lines");

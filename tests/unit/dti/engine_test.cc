@@ -13,7 +13,7 @@
 namespace dti::test {
 namespace {
 
-using engine::Engine;
+using engine::Server;
 using engine::Limits;
 
 // A region in plain memory, served through attach_memory(): the test plays
@@ -24,7 +24,7 @@ struct FakeApp {
     int id = -1;
     uint32_t tag = 0;
 
-    FakeApp(Engine &e, const Limits &l)
+    FakeApp(Server &e, const Limits &l)
     {
         uint64_t size = engine::region_bytes(l);
         mem.assign(size + 64, 0);
@@ -83,7 +83,7 @@ class EngineRegion : public ::testing::Test {
     {
         lim_ = small_limits();
         std::string why;
-        engine_ = Engine::create(tr_, lim_, &why);
+        engine_ = Server::create(tr_, lim_, &why);
         ASSERT_TRUE(engine_) << why;
         tr_.set_provider(engine_.get());
     }
@@ -99,7 +99,7 @@ class EngineRegion : public ::testing::Test {
     }
     fixture::LoopbackTransport tr_;
     Limits lim_;
-    std::unique_ptr<Engine> engine_;
+    std::unique_ptr<Server> engine_;
 };
 
 TEST_F(EngineRegion, ValidCommandsComplete)
@@ -163,7 +163,7 @@ TEST_F(EngineRegion, HostileTxGrowIsRefusedAndCounted)
     Limits l = lim_;
     l.tx_ring_max = 4 * l.tx_ring_size;
     std::string why;
-    engine_ = Engine::create(tr_, l, &why);
+    engine_ = Server::create(tr_, l, &why);
     ASSERT_TRUE(engine_) << why;
     tr_.set_provider(engine_.get());
     FakeApp a(*engine_, l);
@@ -329,7 +329,7 @@ TEST(EngineLimits, UnusableLimitsAreRejectedWithAReason)
     Limits l = small_limits();
     l.cmdq_entries = 100; // not a power of two
     std::string why;
-    EXPECT_EQ(Engine::create(tr, l, &why), nullptr);
+    EXPECT_EQ(Server::create(tr, l, &why), nullptr);
     EXPECT_NE(why.find("power of two"), std::string::npos);
 }
 

@@ -1,4 +1,4 @@
-// Receive rings that grow in place (Engine::grow_rx, asked for by the
+// Receive rings that grow in place (Server::grow_rx, asked for by the
 // transport's autotuning while a ring holds no unread byte): the
 // application reads byte-exact across every grow, through dti_recv() and
 // through the receive view the shim caches (dti_recv_view()), and a grow

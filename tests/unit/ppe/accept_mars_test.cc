@@ -44,7 +44,7 @@ class AcceptOverMars : public ::testing::Test {
     AcceptOverMars() : net_(config(&rings_)), stack_(&net_.stack(0)), tr_(stack_, now_), app_(limits())
     {
         std::string why;
-        engine_ = de::Engine::create(tr_, limits(), &why);
+        engine_ = de::Server::create(tr_, limits(), &why);
         EXPECT_TRUE(engine_) << why;
         rings_.engine = engine_.get();
         EXPECT_GE(engine_->attach_memory(app_.base(), app_.hdr->region_size, 1), 0);
@@ -111,7 +111,7 @@ class AcceptOverMars : public ::testing::Test {
     uint64_t now_ = 0;
     ppe::MarsTransport tr_;
     App app_;
-    std::unique_ptr<de::Engine> engine_;
+    std::unique_ptr<de::Server> engine_;
 };
 
 TEST_F(AcceptOverMars, ResetBeforeAcceptIsAcceptedResetWithItsBytes)

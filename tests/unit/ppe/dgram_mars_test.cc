@@ -50,7 +50,7 @@ class DgramOverMars : public ::testing::Test {
     DgramOverMars() : net_(config(&rings_)), stack_(&net_.stack(0)), tr_(stack_, now_), app_(limits())
     {
         std::string why;
-        engine_ = de::Engine::create(tr_, limits(), &why);
+        engine_ = de::Server::create(tr_, limits(), &why);
         EXPECT_TRUE(engine_) << why;
         rings_.engine = engine_.get();
         EXPECT_GE(engine_->attach_memory(app_.base(), app_.hdr->region_size, 1), 0);
@@ -222,7 +222,7 @@ class DgramOverMars : public ::testing::Test {
     uint64_t now_ = 0;
     ppe::MarsTransport tr_;
     App app_;
-    std::unique_ptr<de::Engine> engine_;
+    std::unique_ptr<de::Server> engine_;
     std::vector<dti_ev> events_;
     uint32_t rx_head_ = 0, tx_tail_ = 0;
     unsigned pads_seen_ = 0;

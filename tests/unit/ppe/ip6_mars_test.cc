@@ -65,7 +65,7 @@ struct Side {
     mars::Stack *stack = nullptr;
     std::unique_ptr<ppe::MarsTransport> tr;
     App app;
-    std::unique_ptr<de::Engine> engine;
+    std::unique_ptr<de::Server> engine;
 };
 
 class Ip6OverMars : public ::testing::Test {
@@ -78,7 +78,7 @@ class Ip6OverMars : public ::testing::Test {
             s.stack = &net_.stack(h);
             s.tr = std::make_unique<ppe::MarsTransport>(s.stack, now_);
             std::string why;
-            s.engine = de::Engine::create(*s.tr, limits(), &why);
+            s.engine = de::Server::create(*s.tr, limits(), &why);
             EXPECT_TRUE(s.engine) << why;
             s.rings.engine = s.engine.get();
             EXPECT_GE(s.engine->attach_memory(s.app.base(), s.app.hdr->region_size, 1), 0);

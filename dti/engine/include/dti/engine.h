@@ -1,25 +1,27 @@
 // dti/engine.h: the engine side of the DTI, the half eta-ppe links.
 //
-// One Engine per engine thread; it is single-threaded (no locks, no atomics
+// dti::engine::Server is the DTI server one of eta-ppe's engine threads runs
+// (that thread is ppe::Engine; libdti is the client half). One Server per
+// engine thread; it is single-threaded (no locks, no atomics
 // except on the shared region) and owns the attachments the PPE gives it.
 // It never depends on DPDK or on MARS: it drives a dti::engine::Transport,
 // a small interface whose two families of calls mirror mars::Stack's socket
 // calls (stream sockets) and mars::UdpSockets' (datagram sockets); the PPE
 // adapts its mars::Stack to it (forwarding calls one to one) and forwards MARS's
-// BufferProvider hook to Engine::provide()/reclaim().
+// BufferProvider hook to Server::provide()/reclaim().
 //
 // Loop the PPE runs on the engine thread:
 //
 //   for (;;) {
 //     transport input/timers ...           (mars: input(), poll())
-//     engine.poll();                       // commands -> transport, transport events -> apps
-//     for (int fd : engine.wakeups()) ...  // eventfd writes: one io_uring submission
-//     engine.clear_wakeups();
-//     if idle: if (engine.prepare_sleep()) { wait on doorbell_fds()/control fds/timers;
-//                                             engine.end_sleep(); }
+//     server.poll();                       // commands -> transport, transport events -> apps
+//     for (int fd : server.wakeups()) ...  // eventfd writes: one io_uring submission
+//     server.clear_wakeups();
+//     if idle: if (server.prepare_sleep()) { wait on doorbell_fds()/control fds/timers;
+//                                             server.end_sleep(); }
 //   }
-//   control fd of an attachment readable or hung up -> engine.control(id)
-//   new connection on the PPE's UNIX socket, readable -> engine.attach(fd, &why)
+//   control fd of an attachment readable or hung up -> server.control(id)
+//   new connection on the PPE's UNIX socket, readable -> server.attach(fd, &why)
 //
 // Everything an application can write is treated as hostile: commands are
 // copied once into private memory and validated; indices, handles, offsets
@@ -278,13 +280,13 @@ class Transport {
 // ---- configuration and counters -----------------------------------------
 
 struct Limits {
-    uint32_t max_attachments = 256;     // per Engine
+    uint32_t max_attachments = 256;     // per Server
     uint32_t max_contexts = 64;         // queue pairs per attachment (<= 64)
     uint32_t max_sockets = 1024;        // per attachment
     uint32_t cmdq_entries = 256;        // power of two
     uint32_t evq_entries = 512;         // power of two, >= 2 * cmdq_entries
     uint32_t rx_ring_size = 64 * 1024;  // power of two: each socket's receive ring to start with
-    // Receive rings grow in place (Engine::grow_rx, asked by the transport's
+    // Receive rings grow in place (Server::grow_rx, asked by the transport's
     // autotuning) up to this power of two, which each socket slot reserves in
     // the region; 0 or <= rx_ring_size: rings keep rx_ring_size. Reserved
     // pages the ring never reached cost no memory (the region is a memfd):
@@ -396,12 +398,12 @@ void refuse_connection(int fd, int code, const std::string &why);
 
 // ---- the engine -----------------------------------------------------------
 
-class Engine {
+class Server {
   public:
     // Returns nullptr and a message when the limits are unusable.
-    static std::unique_ptr<Engine> create(Transport &transport, const Limits &limits,
+    static std::unique_ptr<Server> create(Transport &transport, const Limits &limits,
                                           std::string *error);
-    virtual ~Engine() = default;
+    virtual ~Server() = default;
 
     // -- control plane (engine thread) --
     // `fd` is a connected SOCK_SEQPACKET UNIX socket whose HELLO is readable
@@ -423,7 +425,7 @@ class Engine {
     // aborted and the memory reclaimed (once the transport has returned
     // every ring); its fds are closed.
     virtual void detach(int id) = 0;
-    // Engine shutdown: marks every region GONE and detaches everything.
+    // Server shutdown: marks every region GONE and detaches everything.
     virtual void shutdown() = 0;
     virtual int control_fd(int id) const = 0;
     virtual std::vector<AttachmentInfo> attachments() const = 0;

@@ -1,11 +1,11 @@
-// dti/engine/engine_impl.cc: the engine side of the DTI: serves application regions over a Transport.
-// The engine's modules are the ones engine_impl.h lists; here: the poll
-// loop that drives them, the transport's events, and Engine::create.
-#include "engine_impl.h"
+// dti/engine/server_impl.cc: the engine side of the DTI: serves application regions over a Transport.
+// The engine's modules are the ones server_impl.h lists; here: the poll
+// loop that drives them, the transport's events, and Server::create.
+#include "server_impl.h"
 
 namespace dti::engine::detail {
 
-unsigned EngineImpl::poll()
+unsigned ServerImpl::poll()
 {
     stats_.polls++;
     unsigned work = 0;
@@ -57,7 +57,7 @@ unsigned EngineImpl::poll()
 
 // The n > 0 events in evs (64 of room), then more while the transport has
 // them (a full batch: ask again, at most 64 rounds per poll).
-void EngineImpl::transport_events(TransportEvent *evs, uint16_t n, unsigned *work)
+void ServerImpl::transport_events(TransportEvent *evs, uint16_t n, unsigned *work)
 {
     for (int rounds = 1;; rounds++) {
         for (uint16_t i = 0; i < n; i++)
@@ -69,7 +69,7 @@ void EngineImpl::transport_events(TransportEvent *evs, uint16_t n, unsigned *wor
     }
 }
 
-void EngineImpl::on_event(const TransportEvent &e)
+void ServerImpl::on_event(const TransportEvent &e)
 {
     Group *gp = table_.group_of_tag(e.user);
     uint32_t si = uint32_t(e.user);
@@ -126,7 +126,7 @@ void EngineImpl::on_event(const TransportEvent &e)
 
 namespace dti::engine {
 
-std::unique_ptr<Engine> Engine::create(Transport &transport, const Limits &limits, std::string *error)
+std::unique_ptr<Server> Server::create(Transport &transport, const Limits &limits, std::string *error)
 {
     detail::Geometry g;
     if (!detail::geometry(limits, &g)) {
@@ -140,7 +140,7 @@ std::unique_ptr<Engine> Engine::create(Transport &transport, const Limits &limit
             *error = "commands_per_poll must be positive";
         return nullptr;
     }
-    return std::make_unique<detail::EngineImpl>(transport, limits);
+    return std::make_unique<detail::ServerImpl>(transport, limits);
 }
 
 } // namespace dti::engine

@@ -1,8 +1,8 @@
-// engine_impl.h: the engine's composition root (not installed; eta-ppe sees
-// only <dti/engine.h>). EngineImpl serves every region of one engine
+// server_impl.h: the engine's composition root (not installed; eta-ppe sees
+// only <dti/engine.h>). ServerImpl serves every region of one engine
 // thread: it owns the modules and the state they share (the transport, the
-// limits, the statistics), forwards Engine's calls to them, and runs the
-// poll loop (engine_impl.cc):
+// limits, the statistics), forwards Server's calls to them, and runs the
+// poll loop (server_impl.cc):
 //   table.h      the region and socket table (Table)
 //   publisher.h  completions, events, wakes (Publisher)
 //   commands.h   the command path: decoder, commands, posted reads (Commands)
@@ -25,14 +25,14 @@
 
 namespace dti::engine::detail {
 
-class EngineImpl final : public Engine {
+class ServerImpl final : public Server {
   public:
-    EngineImpl(Transport &t, const Limits &l)
+    ServerImpl(Transport &t, const Limits &l)
         : tr_(t), lim_(l), table_(tr_, lim_, stats_), pub_(table_, stats_, control_),
           cmds_(tr_, lim_, stats_, table_, pub_, control_), control_(tr_, lim_, stats_, table_, pub_, cmds_)
     {
     }
-    ~EngineImpl() override
+    ~ServerImpl() override
     {
         for (auto &group : table_.groups())
             if (group)
@@ -74,7 +74,7 @@ class EngineImpl final : public Engine {
     }
 
   private:
-    // The transport's events: socket state, connects finished (engine_impl.cc).
+    // The transport's events: socket state, connects finished (server_impl.cc).
     void transport_events(TransportEvent *evs, uint16_t n, unsigned *work);
     [[gnu::always_inline]] inline void on_event(const TransportEvent &e); // only from transport_events()
 
