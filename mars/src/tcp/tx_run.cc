@@ -219,11 +219,9 @@ uint32_t send_run_sw(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_fla
     if (sent < got) e.io_.release(fr + sent, uint16_t(got - sent));
     if (sent == 0) return 0;
     run_sent(e, s, seq, sent);
-    for (uint32_t i = 0; i < sent; i++) {
-        // The counters count the wire: a frame by reference is longer than its buffer.
-        const uint32_t wire = fr[i].len + ((fr[i].flags & kTxExternal) ? mss : 0);
-        e.link_.queue(fr[i], 1, wire);
-    }
+    // Every frame is one segment of hdr_len + mss bytes on the wire (one by
+    // reference holds only its header: its payload is attached).
+    e.link_.queue_run(fr, sent, uint64_t(sent) * (hdr_len + mss));
     return sent;
 }
 
@@ -284,7 +282,7 @@ uint32_t rtx_run_len(const Env &e, const Sock &s, uint32_t seq, uint32_t end, ui
         if (sack) rack_sent(e, s, q, mss, true);
     }
     if (sent < got) e.io_.release(fr + sent, uint16_t(got - sent));
-    for (uint32_t i = 0; i < sent; i++) e.link_.queue(fr[i], 1, fr[i].len);
+    e.link_.queue_run(fr, sent, uint64_t(sent) * (hdr_len + mss));
     return sent;
 }
 

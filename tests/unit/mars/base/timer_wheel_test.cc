@@ -168,6 +168,32 @@ TEST(TimerWheel, CancelAndRearm) {
     EXPECT_EQ(r.fired, std::vector<Timer *>{&a});
 }
 
+// A retransmission timer re-armed on every ACK leaves a stale mark in each
+// slot it left; next_due_ns() clears the ones it meets. A timer armed later
+// into such a slot must be marked again: found by next_due_ns() and fired.
+TEST(TimerWheel, StaleMarksNextDueClearsNeverHideATimer) {
+    TimerWheel w;
+    ASSERT_TRUE(w.init(1024, 10, 0));
+    Timer rtx, later;
+    for (uint64_t due = 100; due <= 2000; due += 10) // moves through 191 slots
+        w.arm(&rtx, due);
+    EXPECT_EQ(w.armed_count(), 1u);
+    EXPECT_EQ(w.next_due_ns(), 2000u);   // the scan clears the 190 stale marks
+    w.arm(&later, 500);                  // into one of those slots
+    EXPECT_EQ(w.next_due_ns(), 500u);
+    Recorder r;
+    w.advance(499, r);
+    EXPECT_TRUE(r.fired.empty());
+    w.advance(500, r);
+    EXPECT_EQ(r.fired, std::vector<Timer *>{&later});
+    EXPECT_EQ(w.next_due_ns(), 2000u);   // a scan that meets rtx's own slot
+    w.advance(1999, r);
+    EXPECT_EQ(r.fired.size(), 1u);
+    w.advance(2000, r);                  // still marked: it fires
+    EXPECT_EQ(r.fired, (std::vector<Timer *>{&later, &rtx}));
+    EXPECT_EQ(w.next_due_ns(), UINT64_MAX);
+}
+
 TEST(TimerWheel, MovesBetweenWheelsKeepBothCounts) {
     TimerWheel w1, w2;
     ASSERT_TRUE(w1.init(8, 10, 0));
