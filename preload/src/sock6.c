@@ -102,6 +102,26 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     return 0;
 }
 
+uint8_t eta_local6_of(const uint8_t ip[16])
+{
+    static const uint8_t any[16];
+    if (memcmp(ip, any, sizeof any) == 0)
+        return 0;
+    for (unsigned i = 0; i < eta_net.n_ports6; i++)
+        if (memcmp(ip, eta_net.port6[i].ip, 16) == 0)
+            return (uint8_t)(i + 1);
+    return ETA_LOCAL6_UNKNOWN;
+}
+
+bool eta_local6_ip(const struct eta_sock *s, uint8_t ip[16])
+{
+    memset(ip, 0, 16);
+    if (s->local6 == 0 || s->local6 > eta_net.n_ports6)
+        return false;
+    memcpy(ip, eta_net.port6[s->local6 - 1].ip, 16);
+    return true;
+}
+
 bool eta_bound6_to(const struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
 {
     return s->local6 && addr && len >= (socklen_t)sizeof(struct sockaddr_in6) && addr->sa_family == AF_INET6;
