@@ -69,8 +69,11 @@ ppe_start "$work/ppe.toml"
 wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer after the restart"
 for mode in exec pass; do
     a=${p1[$mode]} b=${p2[$mode]}
-    wait_until 60 eval "[ \"\$(ask $H6 $a)\" = \"$mode [$H6]:$a\" ]" ||
+    # the first answer once it listens again (a refusal until then)
+    wait_until 60 eval "ask $H6 $a >'$work/first' && ! grep -q '^error' '$work/first'" ||
         fail "$mode: no IPv6 client reaches [$H6]:$a after the restart: $(cat "$work/$mode" "$work/$mode.err")"
+    [ "$(cat "$work/first")" = "$mode [$H6]:$a" ] ||
+        fail "$mode: the IPv6 client of [$H6]:$a after the restart: '$(cat "$work/first")' (it came back elsewhere)"
     got=$(ask "$H6" "$b")
     [ "$got" = "$mode [::]:$b" ] || fail "$mode: the IPv6 client of [::]:$b after the restart: '$got'"
     got=$(ask "$H4" "$a")
