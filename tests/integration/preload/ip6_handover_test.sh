@@ -9,7 +9,9 @@
 # listeners come back as the program bound them: IPv6 clients reach both,
 # IPv4 clients at the PPE's IPv4 address find nothing at P1 or P2
 # (ECONNREFUSED: neither came back dual-stack nor on [::]), and a connection
-# accepted on the IPv6-only listener reads IPV6_V6ONLY 1, as its listener.
+# accepted on the IPv6-only listener reads IPV6_V6ONLY 1, as its listener;
+# the shim's log names each as bound ("listening again on the new PPE
+# ([address]:P)", "([::]:P, IPv6 only)").
 # On a port shared with the kernel a specific IPv6 address stays the
 # kernel's: the test is skipped there.
 #   ip6_handover_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
@@ -83,6 +85,10 @@ for mode in exec pass; do
     [ "$got" = "error ECONNREFUSED" ] ||
         fail "$mode: an IPv4 client at $H4:$b after the restart: '$got' (the IPv6-only listener came back dual-stack)"
     [ "$(ask "$H6" "$b")" = "$mode [::]:$b" ] || fail "$mode: the second IPv6 client of [::]:$b"
+    for l in "[$H6]:$a" "[::]:$b, IPv6 only"; do # the shim's log says so too
+        grep -qF "listening again on the new PPE ($l)" "$work/$mode.err" ||
+            fail "$mode: no line 'listening again on the new PPE ($l)': $(grep "listening again" "$work/$mode.err")"
+    done
     eval "pid=\$${mode}_pid"
     wait "$pid" || fail "$mode: the server exited $?: $(cat "$work/$mode.err")"
     [ "$(grep -c "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$b on \[::\]:$b$" "$work/$mode")" -eq 2 ] ||
