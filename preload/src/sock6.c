@@ -80,7 +80,7 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     if (err) {
         /* The kernel has no such address: Linux's answer for it. */
         eta_count(ETA_R_PPE_REFUSED, fd, strerror(err));
-        atomic_store(&s->state, ETA_SOCK_KERNEL);
+        eta_sock_unaccel(s, ETA_SOCK_KERNEL); /* as bind_ppe (sock.c): the send fast word ended too */
         eta_fd_clear(fd);
         return fail(EADDRNOTAVAIL);
     }
