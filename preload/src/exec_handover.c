@@ -30,6 +30,7 @@
 #include "fdtable.h"
 #include "real.h"
 #include "shim.h"
+#include "sock6.h"
 #include "sockobj.h"
 #include "udp.h"
 #include "wait.h"
@@ -140,7 +141,10 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
                (s->connect_started ? ETA_EXEC_CONNECT_STARTED : 0) |
                (s->connect_reported ? ETA_EXEC_CONNECT_REPORTED : 0) |
                (atomic_load(&s->shut_wr) ? ETA_EXEC_SHUT_WR : 0) |
-               (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0);
+               (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0) |
+               (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0);
+    if (s->v6 && s->local6)
+        eta_local6_ip(s, e->local6_ip); /* :: where it names none here: the next image refuses it too */
     e->backlog = s->backlog;
     e->pending_error = atomic_load(&s->pending_error);
     e->rcvtimeo_ms = s->rcvtimeo_ms;
@@ -519,6 +523,11 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
     s->backlog = e->backlog;
     s->hybrid = e->flags & ETA_EXEC_HYBRID;
     s->v6 = e->flags & ETA_EXEC_V6;
+    s->v6only = e->flags & ETA_EXEC_V6ONLY; /* a re-listen binds as the program bound (sock6.c) */
+    if (e->flags & ETA_EXEC_LOCAL6) { /* the address, not the old image's index: ETA_NET may differ */
+        uint8_t l6 = eta_local6_of(e->local6_ip);
+        s->local6 = l6 ? l6 : ETA_LOCAL6_UNKNOWN;
+    }
     s->dgram = e->flags & ETA_EXEC_DGRAM;
     if (s->dgram)
         eta_udp_cmsg_refresh(e->fd, s); /* IP_PKTINFO, SO_TIMESTAMP...: the kernel socket kept them */

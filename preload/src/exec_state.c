@@ -6,11 +6,14 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+_Static_assert(offsetof(struct eta_exec_entry, local6_ip) == ETA_EXEC_ENTRY_V1_SIZE, "version 1's entry is a prefix");
 
 static int bad(char *why, size_t wl, const char *fmt, ...)
 {
@@ -61,6 +64,12 @@ static int check_entries(const struct eta_exec_head *h, const struct eta_exec_en
         for (uint32_t j = 0; j < i; j++)
             if (v[j].kind == ETA_EXEC_SOCKET && v[j].fd == e->fd)
                 return bad(why, wl, "entry %u: descriptor %d is named twice", i, (int)e->fd);
+        static const uint8_t zero[16];
+        if (h->version == 1 && (e->flags & (ETA_EXEC_V6ONLY | ETA_EXEC_LOCAL6)))
+            return bad(why, wl, "entry %u: version 2 flags in a version 1 handover", i);
+        if (!(e->flags & ETA_EXEC_V6) && ((e->flags & (ETA_EXEC_V6ONLY | ETA_EXEC_LOCAL6)) ||
+                                          memcmp(e->local6_ip, zero, sizeof zero) != 0))
+            return bad(why, wl, "entry %u: IPv6 fields on an IPv4 socket", i);
         if (e->rcvtimeo_ms < -1 || e->sndtimeo_ms < -1 || e->pending_error < 0 || e->pending_error > 4095)
             return bad(why, wl, "entry %u: options out of range", i);
     }
@@ -78,23 +87,32 @@ int eta_exec_state_read(int fd, pid_t pid, int max_fd, struct eta_exec_head *hea
         return bad(why, wl, "descriptor %d is not a handover (size %lld)", fd, (long long)st.st_size);
     if (pread(fd, head, sizeof *head, 0) != (ssize_t)sizeof *head)
         return bad(why, wl, "cannot read the handover");
-    if (head->magic != ETA_EXEC_MAGIC || head->version != ETA_EXEC_VERSION ||
-        head->entry_size != sizeof(struct eta_exec_entry))
-        return bad(why, wl, "not a handover of this shim (magic %#x, version %u)", head->magic,
-                   (unsigned)head->version);
+    const size_t esize = head->version == 1 ? ETA_EXEC_ENTRY_V1_SIZE : sizeof(struct eta_exec_entry);
+    if (head->magic != ETA_EXEC_MAGIC || (head->version != 1 && head->version != ETA_EXEC_VERSION))
+        return bad(why, wl, "not a handover of this shim (magic %#x, version %u; this shim reads 1 to %u)",
+                   head->magic, (unsigned)head->version, ETA_EXEC_VERSION);
+    if (head->entry_size != esize)
+        return bad(why, wl, "version %u entries of %u bytes, not %zu", (unsigned)head->version,
+                   (unsigned)head->entry_size, esize);
     if (head->pid != (int32_t)pid)
         return bad(why, wl, "stale: written by process %d, this is %d", (int)head->pid, (int)pid);
     if (head->n == 0 || head->n > ETA_EXEC_MAX_ENTRIES ||
-        (uint64_t)st.st_size != sizeof *head + (uint64_t)head->n * sizeof(struct eta_exec_entry))
+        (uint64_t)st.st_size != sizeof *head + (uint64_t)head->n * esize)
         return bad(why, wl, "%u entries do not fit its size %lld", head->n, (long long)st.st_size);
-    size_t bytes = sizeof(struct eta_exec_entry) * head->n;
-    struct eta_exec_entry *v = malloc(bytes);
+    size_t bytes = esize * head->n;
+    struct eta_exec_entry *v = calloc(head->n, sizeof *v);
     if (!v)
         return bad(why, wl, "out of memory");
     if (pread(fd, v, bytes, sizeof *head) != (ssize_t)bytes) {
         free(v);
         return bad(why, wl, "cannot read the handover's entries");
     }
+    if (esize != sizeof *v) /* version 1: each entry to its place, its IPv6 fields zero */
+        for (uint32_t i = head->n; i-- > 0;) {
+            struct eta_exec_entry e = {0};
+            memcpy(&e, (const char *)v + (size_t)i * esize, esize);
+            v[i] = e;
+        }
     if (check_entries(head, v, fd, max_fd, why, wl) < 0) {
         free(v);
         return -1;

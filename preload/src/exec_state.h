@@ -11,7 +11,11 @@
 #define ETA_EXEC_ENV "ETA_EXEC_STATE"
 #define ETA_EXEC_MEMFD "eta-exec-state"
 #define ETA_EXEC_MAGIC 0x43584541u /* "AEXC" */
-#define ETA_EXEC_VERSION 1u
+/* 2: entries carry IPv6 listeners' IPV6_V6ONLY and address (issue 31).
+ * The reader takes 1 too (no IPv6 fields: as before); a reader of 1 alone
+ * refuses 2 by its version, and the sockets stay unconnected, said so. */
+#define ETA_EXEC_VERSION 2u
+#define ETA_EXEC_ENTRY_V1_SIZE 44u /* version 1's entry: struct eta_exec_entry up to local6_ip */
 #define ETA_EXEC_MAX_ENTRIES 65536u
 
 enum {
@@ -35,6 +39,10 @@ enum {
     ETA_EXEC_SHUT_WR = 1u << 7,
     ETA_EXEC_SHUT_RD = 1u << 8,
     ETA_EXEC_DGRAM = 1u << 9, /* a UDP socket (DTI datagram socket) */
+    /* version 2 (with ETA_EXEC_V6 only): */
+    ETA_EXEC_V6ONLY = 1u << 10, /* bound with DTI_BIND6_V6ONLY (sockobj.h v6only) */
+    ETA_EXEC_LOCAL6 = 1u << 11, /* bound to the IPv6 address local6_ip (:: when the
+                                 * writer could not name it: a new PPE refuses it) */
 };
 
 struct eta_exec_head {
@@ -60,13 +68,17 @@ struct eta_exec_entry {
     uint32_t local_ip;
     uint16_t local_port;
     uint16_t kernel_port;
+    /* version 2 */
+    uint8_t local6_ip[16]; /* ETA_EXEC_LOCAL6: the PPE IPv6 address bound to, network order */
 };
 
 /* Reads and checks the handover in memfd `fd` for process `pid`: sizes,
  * magic, version, pid, counts, descriptor numbers (distinct, in range,
  * libdti's apart from the sockets'), kinds, each stashed connection's
- * listener. 0 with *head and *entries (malloc'd; free() it), or -1 with a
- * reason in why. max_fd: descriptor numbers must be below it. */
+ * listener, IPv6 fields only on IPv6 sockets. A version 1 handover is
+ * read into version 2's entries (no IPv6 fields). 0 with *head (its
+ * version and entry_size as written) and *entries (malloc'd; free() it),
+ * or -1 with a reason in why. max_fd: descriptor numbers must be below it. */
 int eta_exec_state_read(int fd, pid_t pid, int max_fd, struct eta_exec_head *head,
                         struct eta_exec_entry **entries, char *why, size_t why_len);
 

@@ -13,6 +13,7 @@
  * own; otherwise the socket cannot be used there, and that is said loudly. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +25,7 @@
 #include "pass_fds.h"
 #include "real.h"
 #include "shim.h"
+#include "sock6.h"
 #include "sockobj.h"
 #include "wait.h"
 
@@ -180,6 +182,20 @@ static int timeout_ms(int fd, int name)
     return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
 }
 
+/* An AF_INET6 socket received: its IPv6 address from the PPE (the engine
+ * bound it there: s->local6, 0 for ::), IPV6_V6ONLY from the placeholder,
+ * the file the sender's shim read it from at bind or listen (and fixed from
+ * then on, sockopt.c). */
+static void adopt_ip6(dti_ctx_t *c, int fd, dti_sock_t h, struct eta_sock *s)
+{
+    struct dti_addr6 a6;
+    if (dti_getsockname6(c, h, &a6) == 6)
+        s->local6 = eta_local6_of(a6.ip);
+    int on = 0;
+    socklen_t ol = sizeof on;
+    s->v6only = s->listening && real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &ol) == 0 && on;
+}
+
 /* Descriptor fd, just received, names socket h from now on. What the
  * sender's shim kept privately is read back from the PPE and the kernel
  * placeholder (which shares the sender's file description). */
@@ -223,6 +239,8 @@ static bool adopt_claimed(int fd, int domain, dti_sock_t h)
     if (dti_getsockname(c, h, &local) == 0)
         s->local = local;
     s->kernel_port = s->hybrid ? local.port : 0;
+    if (s->v6) /* as the sender bound it, for a re-listen (sock6.c) */
+        adopt_ip6(c, fd, h, s);
     if (s->listening)
         eta_listeners_shared = true;
     eta_hmap_put(h, s);

@@ -12,6 +12,7 @@
  * matches the open file itself: only a process holding that very socket (and
  * of the same user, or root) can join. Processes of one fork tree take turns
  * (attach.c's tree lock), so two never both make it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,8 +124,20 @@ static int claim_soon(int fd, struct eta_sock *s, bool *may_join)
     }
 }
 
+/* A listener's address for the log: an AF_INET6 one's as its program bound
+ * it ([::], IPv6 only or not; one of the PPE's IPv6 addresses). */
 static void describe(const struct eta_sock *s, char *addr, size_t len)
 {
+    uint8_t ip6[16];
+    char text[INET6_ADDRSTRLEN] = "::";
+    if (s->v6 && !s->local.ip) {
+        if (eta_local6_ip(s, ip6))
+            inet_ntop(AF_INET6, ip6, text, sizeof text);
+        else if (s->local6) /* ETA_LOCAL6_UNKNOWN */
+            snprintf(text, sizeof text, "an IPv6 address ETA_NET does not list");
+        snprintf(addr, len, "[%s]:%u%s", text, s->local.port, s->v6only ? ", IPv6 only" : "");
+        return;
+    }
     snprintf(addr, len, "%s%u.%u.%u.%u:%u", s->hybrid && !s->local.ip ? "INADDR_ANY " : "", s->local.ip >> 24,
              (s->local.ip >> 16) & 255, (s->local.ip >> 8) & 255, s->local.ip & 255, s->local.port);
 }
@@ -172,7 +185,7 @@ static bool claim_one(int fd, struct eta_sock *s, void *arg)
     if (claim(fd, s, &r->may_join)) {
         r->shared++;
         if (eta_cfg.log_accel) {
-            char addr[64];
+            char addr[96];
             describe(s, addr, sizeof addr);
             eta_log("fd %d: listening again on the new PPE (%s), shared with its process group", fd, addr);
         }
@@ -186,7 +199,7 @@ static bool make_one(int fd, struct eta_sock *s, void *arg)
     dti_ctx_t *c = eta_ctx();
     if (!c)
         return false;
-    char addr[64];
+    char addr[96];
     describe(s, addr, sizeof addr);
     eta_stash_forget(s);
     int err = relisten(c, fd, s);

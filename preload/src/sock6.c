@@ -80,7 +80,7 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     if (err) {
         /* The kernel has no such address: Linux's answer for it. */
         eta_count(ETA_R_PPE_REFUSED, fd, strerror(err));
-        atomic_store(&s->state, ETA_SOCK_KERNEL);
+        eta_sock_unaccel(s, ETA_SOCK_KERNEL); /* as bind_ppe (sock.c): the send fast word ended too */
         eta_fd_clear(fd);
         return fail(EADDRNOTAVAIL);
     }
@@ -100,6 +100,26 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     in6.sin6_port = htons(a6.port);
     eta_count(ETA_R_NONE, fd, eta_fmt_any((const struct sockaddr *)&in6, buf, sizeof buf));
     return 0;
+}
+
+uint8_t eta_local6_of(const uint8_t ip[16])
+{
+    static const uint8_t any[16];
+    if (memcmp(ip, any, sizeof any) == 0)
+        return 0;
+    for (unsigned i = 0; i < eta_net.n_ports6; i++)
+        if (memcmp(ip, eta_net.port6[i].ip, 16) == 0)
+            return (uint8_t)(i + 1);
+    return ETA_LOCAL6_UNKNOWN;
+}
+
+bool eta_local6_ip(const struct eta_sock *s, uint8_t ip[16])
+{
+    memset(ip, 0, 16);
+    if (s->local6 == 0 || s->local6 > eta_net.n_ports6)
+        return false;
+    memcpy(ip, eta_net.port6[s->local6 - 1].ip, 16);
+    return true;
 }
 
 bool eta_bound6_to(const struct eta_sock *s, const struct sockaddr *addr, socklen_t len)

@@ -51,5 +51,20 @@ int eta_name6(dti_ctx_t *c, dti_sock_t h, bool peer, struct sockaddr *out, sockl
  * the negative error. */
 int eta_prep_connect_to(dti_ctx_t *c, dti_sock_t h, const struct sockaddr *addr, bool native6);
 
+/* s->local6 of a socket handed over (exec, SCM_RIGHTS) bound to an IPv6
+ * address this process's eta_net does not list (another ETA_NET): it works
+ * where it is, a new PPE refuses it (eta_bind_any: EADDRNOTAVAIL), never
+ * [::]. Above any index (ETA_NET_MAX_PORTS). */
+#define ETA_LOCAL6_UNKNOWN 0xffu
+
+/* The s->local6 for a handed-over socket bound to IPv6 address ip (16
+ * bytes, network order): 1 + its index in eta_net.port6, else
+ * ETA_LOCAL6_UNKNOWN; 0 for :: (no specific address). */
+uint8_t eta_local6_of(const uint8_t ip[16]);
+
+/* The address s->local6 names into ip (16 bytes): false (ip zeroed) when
+ * it names none (0, ETA_LOCAL6_UNKNOWN, or beyond eta_net.port6). */
+bool eta_local6_ip(const struct eta_sock *s, uint8_t ip[16]);
+
 /* "a.b.c.d:port" or "[v6]:port" for logs (buf of 64 bytes holds any). */
 const char *eta_fmt_any(const struct sockaddr *a, char *buf, size_t len);

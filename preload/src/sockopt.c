@@ -21,6 +21,7 @@
 #include "sock.h"
 #include "sock6.h"
 #include "sockobj.h"
+#include "ucopy.h"
 #include "udp.h"
 
 /* Options carried to the PPE when a socket is accelerated; the index is the
@@ -172,6 +173,14 @@ void eta_inherit_options(int lfd, struct eta_sock *l, int fd, struct eta_sock *n
 {
     n->rcvtimeo_ms = l->rcvtimeo_ms;
     n->sndtimeo_ms = l->sndtimeo_ms;
+    /* Linux's accepted socket has its listener's IPV6_V6ONLY; the fresh
+     * placeholder has the namespace's default (net.ipv6.bindv6only, 0 unless
+     * changed: not set again for a dual-stack listener's, one call less per
+     * accept) */
+    if (n->v6 && l->v6only) {
+        int on = 1;
+        real_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    }
     const uint32_t set = atomic_load(&l->opts_set);
     if (!set)
         return;
@@ -455,9 +464,33 @@ static int udp_membership(struct eta_sock *s, int name, const void *val, socklen
     return r < 0 ? fail(eta_errno_from_dti(r)) : 0;
 }
 
+/* IPV6_V6ONLY on an AF_INET6 socket the PPE holds (accelerated, or a
+ * parent's, orphaned here): it has a port (bound, listening, connected or
+ * accepted) and Linux answers EINVAL to a bound socket (ipv6_sockglue.c),
+ * the value unchanged: the engine bound it with that value (sock6.c), and
+ * the kernel placeholder, unbound, would take any. The order is Linux's: a
+ * value it cannot read is EFAULT first. */
+static bool v6only_fixed(const struct eta_sock *s, int level, int name)
+{
+    uint32_t st = atomic_load(&s->state);
+    return s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY && (st == ETA_SOCK_ACCEL || st == ETA_SOCK_ORPHAN);
+}
+
+static int v6only_refused(const void *val, socklen_t len)
+{
+    int v;
+    if (val && len >= (socklen_t)sizeof v && eta_ucopy(&v, val, sizeof v) != 0)
+        return fail(EFAULT);
+    return fail(EINVAL);
+}
+
 ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
     struct eta_sock *s = eta_sock_get(fd);
+    if (s && v6only_fixed(s, level, name)) {
+        eta_obj_put(&s->obj);
+        return v6only_refused(val, len);
+    }
     if (s) /* set: read back when it is accelerated, or listens again on a new PPE */
         atomic_fetch_or(&s->opts_set, eta_opt_bit(level, name));
     if (s && s->dgram && eta_udp_cmsg_option(level, name)) {

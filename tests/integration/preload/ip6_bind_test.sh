@@ -14,7 +14,10 @@
 #   listener, both through the PPE (eta-stat: accepted, none from a kernel
 #   half);
 # - ::ffff:<PPE IPv4> (issue 35 item 6) is the PPE's IPv4 listener: an IPv4
-#   client reaches it, named v4-mapped.
+#   client reaches it, named v4-mapped;
+# - IPV6_V6ONLY once listening (on the address and on [::]) is EINVAL, as Linux
+#   answers a bound socket, and a connection accepted on the IPv6-only
+#   listener reads 1, its listener's (session 47).
 # On a port shared with the kernel (ETA_TEST_SHARED=1) a specific IPv6
 # address stays the kernel's (the shim does not hold IPv6 ports there yet):
 # that part is skipped, the rest runs.
@@ -76,6 +79,8 @@ if [ "$shared" = False ]; then
     port=$(free_port)
     serve spec "$work/spec" 1 "$H6,$port,-"
     grep -q "^listening \[$H6\]:$port v6only=0$" "$work/spec" || fail "getsockname of the bound listener: $(cat "$work/spec")"
+    grep -qxF "fixed [$H6]:$port EINVAL" "$work/spec" ||
+        fail "setsockopt(IPV6_V6ONLY) on the listener bound to [$H6] is not Linux's EINVAL: $(grep ^fixed "$work/spec")"
     got=$(ask "$H4" "$port")
     [ "$got" = "error ECONNREFUSED" ] || fail "an IPv4 client of a listener on [$H6]: '$got' (nothing listens at $H4:$port)"
     got=$(ask "$H6" "$port")
@@ -122,6 +127,7 @@ before=$(accel_programs)
 vport=$(free_port)
 serve six "$work/six" 2 "::,$vport,1"
 grep -q "^listening \[::\]:$vport v6only=1$" "$work/six" || fail "the IPv6-only listener: $(cat "$work/six")"
+grep -qxF "fixed [::]:$vport EINVAL" "$work/six" || fail "setsockopt(IPV6_V6ONLY) on the listening [::]: $(grep ^fixed "$work/six")"
 grep -qE "listening on \[::\]:$vport on the PPE and the kernel, IPv6 only" "$work/six.err" ||
     fail "the IPv6-only listener is not the PPE's: $(cat "$work/six.err")"
 serve four "$work/four" 2 "0.0.0.0,$vport,-"
@@ -138,6 +144,8 @@ wait "$six_pid" || fail "the IPv6-only program exited $?"
 wait "$four_pid" || fail "the IPv4 program exited $?"
 grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$vport on \[::\]:$vport$" "$work/six" ||
     fail "the IPv6-only listener's connection: $(cat "$work/six")"
+grep -A1 "^conn peer \[$ETA_LAB_PEER_IP6\]" "$work/six" | grep -q "^accepted-v6only 1$" ||
+    fail "IPV6_V6ONLY of the IPv6-only listener's accepted connection is not its listener's: $(cat "$work/six")"
 
 note "[::] IPV6_V6ONLY=1 and $H4 on one port, one program; ::ffff:$H4 (v4-mapped) in another"
 bport=$(free_port)

@@ -53,12 +53,14 @@ struct Handover {
         e.rcvtimeo_ms = e.sndtimeo_ms = -1;
         return e;
     }
-    // The handover in a memfd; `trim` bytes cut off its end.
-    int write(size_t trim = 0)
+    // The handover in a memfd; `trim` bytes cut off its end. esize: the
+    // bytes of each entry written (version 1's are a prefix of version 2's).
+    int write(size_t trim = 0, size_t esize = sizeof(eta_exec_entry))
     {
         head.n = uint32_t(entries.size());
         std::string bytes(reinterpret_cast<const char *>(&head), sizeof head);
-        bytes.append(reinterpret_cast<const char *>(entries.data()), entries.size() * sizeof(eta_exec_entry));
+        for (const eta_exec_entry &e : entries)
+            bytes.append(reinterpret_cast<const char *>(&e), esize);
         bytes.resize(bytes.size() - trim);
         int fd = memfd_create(ETA_EXEC_MEMFD, MFD_CLOEXEC);
         EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), ssize_t(bytes.size()));
@@ -203,6 +205,81 @@ TEST(ExecState, RefusesBadEntries)
         EXPECT_EQ(eta_exec_state_read(fd, getpid(), kMaxFd, &hd, &v, why, sizeof why), -1);
         close(fd);
     }
+}
+
+// Version 2 (issue 31): an IPv6 listener's IPV6_V6ONLY and the PPE address
+// it is bound to come through as written.
+TEST(ExecState, CarriesIPv6ListenersV6OnlyAndAddress)
+{
+    Handover h;
+    h.entries[0].flags |= ETA_EXEC_V6 | ETA_EXEC_V6ONLY | ETA_EXEC_LOCAL6;
+    const uint8_t ip[16] = {0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    std::memcpy(h.entries[0].local6_ip, ip, sizeof ip);
+    EXPECT_EQ(h.read(), ""); // read() compares every byte of every entry
+    h.entries[0].flags &= ~ETA_EXEC_LOCAL6; // [::] IPv6 only: no address
+    std::memset(h.entries[0].local6_ip, 0, sizeof ip);
+    EXPECT_EQ(h.read(), "");
+}
+
+TEST(ExecState, RefusesIPv6FieldsOnAnIPv4Socket)
+{
+    for (uint32_t flag : {uint32_t(ETA_EXEC_V6ONLY), uint32_t(ETA_EXEC_LOCAL6), 0u}) {
+        Handover h;
+        h.entries[1].flags |= flag;
+        if (!flag)
+            h.entries[1].local6_ip[15] = 1; // an address without the flags
+        EXPECT_NE(h.read().find("IPv6 fields on an IPv4 socket"), std::string::npos) << flag;
+    }
+}
+
+// A handover an older shim wrote (version 1: 44-byte entries, no IPv6
+// fields) is still adopted, its sockets as before (IPv6 fields zero).
+TEST(ExecState, ReadsVersion1)
+{
+    Handover h;
+    h.head.version = 1;
+    h.head.entry_size = ETA_EXEC_ENTRY_V1_SIZE;
+    h.entries[0].flags |= ETA_EXEC_V6;
+    h.entries[0].backlog = 77;
+    h.entries[1].local_ip = 0x0a090001;
+    h.entries[1].local_port = 8080;
+    h.entries[1].kernel_port = 8081;
+    h.entries[1].rcvtimeo_ms = 250;
+    int fd = h.write(0, ETA_EXEC_ENTRY_V1_SIZE);
+    eta_exec_head hd{};
+    eta_exec_entry *v = nullptr;
+    char why[200] = "";
+    ASSERT_EQ(eta_exec_state_read(fd, getpid(), kMaxFd, &hd, &v, why, sizeof why), 0) << why;
+    close(fd);
+    EXPECT_EQ(hd.version, 1u);
+    ASSERT_EQ(hd.n, h.entries.size());
+    for (size_t i = 0; i < h.entries.size(); i++)
+        EXPECT_EQ(std::memcmp(&v[i], &h.entries[i], sizeof v[i]), 0) << "entry " << i;
+    std::free(v);
+    // Version 1 with version 2's entry size, or version 2's flags: refused.
+    h.head.entry_size = sizeof(eta_exec_entry);
+    EXPECT_NE(h.read(0), "");
+    Handover f;
+    f.head.version = 1;
+    f.head.entry_size = ETA_EXEC_ENTRY_V1_SIZE;
+    f.entries[0].flags |= ETA_EXEC_V6 | ETA_EXEC_V6ONLY;
+    fd = f.write(0, ETA_EXEC_ENTRY_V1_SIZE);
+    v = nullptr;
+    EXPECT_EQ(eta_exec_state_read(fd, getpid(), kMaxFd, &hd, &v, why, sizeof why), -1);
+    close(fd);
+    EXPECT_NE(std::string(why).find("version 2 flags"), std::string::npos) << why;
+    // Version 2's entry size must be version 2's.
+    Handover g;
+    g.head.entry_size = ETA_EXEC_ENTRY_V1_SIZE;
+    EXPECT_NE(g.read().find("entries of 44 bytes"), std::string::npos);
+}
+
+// A newer shim's handover is refused with the versions this one reads.
+TEST(ExecState, NamesTheVersionsItReads)
+{
+    Handover h;
+    h.head.version = ETA_EXEC_VERSION + 1;
+    EXPECT_NE(h.read().find("reads 1 to 2"), std::string::npos) << h.read();
 }
 
 } // namespace

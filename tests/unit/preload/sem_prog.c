@@ -6,6 +6,10 @@
  *   mapped   an AF_INET6 socket bound or connecting to ::ffff:10.9.0.1 is the
  *            PPE's; names are v4-mapped sockaddr_in6 as Linux gives them;
  *            IPV6_V6ONLY refuses both as the kernel does
+ *   v6only_fixed  IPV6_V6ONLY on an AF_INET6 socket with a port (bound to
+ *            ::ffff:10.9.0.1, listening, connected, accepted) is EINVAL and
+ *            unchanged, as Linux answers (EFAULT first for a value it cannot
+ *            read); before bind it is set and read back (issue 31)
  *   maxseg   TCP_MAXSEG set before connect()/listen() reaches the PPE
  *   efault   bad user pointers into the data calls answer EFAULT, consume
  *            nothing and leave the connection working
@@ -165,6 +169,81 @@ static int sc_mapped(void)
     v6only_refusals(ppe, &pb, &pc);
     CHECK(kb == EINVAL && kc == ENETUNREACH);
     CHECK(pb == kb && pc == kc);
+    return 0;
+}
+
+/* setsockopt(IPV6_V6ONLY) on fd, its errno (0: set), then what getsockopt
+ * reads back, each into *out (the answers, for the kernel's and the PPE's
+ * sockets to be compared). */
+static void try_v6only(int fd, int on, int **out)
+{
+    *(*out)++ = setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) == 0 ? 0 : errno;
+    int v = -1;
+    socklen_t l = sizeof v;
+    CHECK(getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, &l) == 0 && l == sizeof v);
+    *(*out)++ = v;
+}
+
+/* IPV6_V6ONLY through a socket's life over ::ffff:<ip4>: answers into out. */
+static int v6only_life(const char *ip4, int *out)
+{
+    int l = socket(AF_INET6, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    only_lo(l);
+    try_v6only(l, 1, &out); /* unbound: set, read back 1 */
+    try_v6only(l, 0, &out); /* and off again (a v4-mapped bind needs it off) */
+    struct sockaddr_in6 a = mapped(ip4, 0);
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0);
+    try_v6only(l, 1, &out); /* bound: EINVAL, still 0 */
+    try_v6only(l, 0, &out); /* the same value: EINVAL all the same */
+    short two = 1;          /* too short: EINVAL */
+    *out++ = setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &two, sizeof two) == 0 ? 0 : errno;
+    void *hole = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(hole != MAP_FAILED); /* a value it cannot read: EFAULT before EINVAL */
+    *out++ = setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, hole, sizeof(int)) == 0 ? 0 : errno;
+    munmap(hole, 4096);
+    CHECK(listen(l, 8) == 0);
+    try_v6only(l, 1, &out); /* listening */
+    struct sockaddr_in6 got;
+    socklen_t len = sizeof got;
+    CHECK(getsockname(l, (struct sockaddr *)&got, &len) == 0);
+    int c = socket(AF_INET6, SOCK_STREAM, 0);
+    CHECK(c >= 0);
+    only_lo(c);
+    struct sockaddr_in6 to = mapped(ip4, port_of6(&got));
+    CHECK(connect(c, (struct sockaddr *)&to, sizeof to) == 0);
+    try_v6only(c, 1, &out); /* connected */
+    int s = accept(l, NULL, NULL);
+    CHECK(s >= 0);
+    try_v6only(s, 1, &out); /* accepted */
+    char b[2] = {0};        /* and the connection still works */
+    CHECK(write(c, "v6", 2) == 2 && read(s, b, 2) == 2 && !memcmp(b, "v6", 2));
+    close(s);
+    close(c);
+    close(l);
+    return 0;
+}
+
+static int sc_v6only_fixed(void)
+{
+    enum { N = 16 };
+    int k[N], p[N];
+    memset(k, 0x55, sizeof k);
+    memset(p, 0x55, sizeof p);
+    if (v6only_life("127.0.0.1", k) != 0 || v6only_life(ppe, p) != 0)
+        return 1;
+    /* Linux's answers (the kernel's sockets), then the PPE's the same. */
+    static const int want[N] = {0, 1, 0, 0, EINVAL, 0, EINVAL, 0, EINVAL, EFAULT, EINVAL, 0, EINVAL, 0, EINVAL, 0};
+    for (int i = 0; i < N; i++) {
+        if (k[i] != want[i])
+            printf("kernel answer %d: %d, not %d\n", i, k[i], want[i]);
+        CHECK(k[i] == want[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        if (p[i] != k[i])
+            printf("PPE answer %d: %d, the kernel's %d\n", i, p[i], k[i]);
+        CHECK(p[i] == k[i]);
+    }
     return 0;
 }
 
@@ -440,7 +519,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } scenarios[] = {{"mapped", sc_mapped}, {"maxseg", sc_maxseg}, {"efault", sc_efault}, {"mlockall", sc_mlockall},
-                     {"queue_full", sc_queue_full}};
+                     {"queue_full", sc_queue_full}, {"v6only_fixed", sc_v6only_fixed}};
     alarm(60);
     for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (strcmp(argv[1], scenarios[i].name) == 0) {
@@ -449,6 +528,6 @@ int main(int argc, char **argv)
                 printf("OK\n");
             return rc;
         }
-    fprintf(stderr, "usage: %s mapped|maxseg|efault|mlockall|queue_full\n", argv[0]);
+    fprintf(stderr, "usage: %s mapped|maxseg|efault|mlockall|queue_full|v6only_fixed\n", argv[0]);
     return 2;
 }
