@@ -140,10 +140,11 @@ class Published {
         // (MARS loops it: mars/src/ip/local_loop.h, issue 29): "self local".
         // With kernel = "shared" the kernel holds the address too: the shim
         // holds eta's ports in the kernel, and a local connect no eta
-        // listener takes goes through it (preload/README.md). Older shims
-        // read "self shared" and "self local" as bad and accelerate nothing.
+        // listener takes goes through it (preload/README.md); "self local6":
+        // to its IPv6 addresses too. Older shims read these as bad and
+        // accelerate nothing.
         if (port.kernel_shared) net += "self shared\n";
-        net += "self local\n";
+        net += "self local\nself local6\n";
         return write_file(net_path_, net, mode_, error);
     }
 

@@ -158,6 +158,10 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->self_local = true;
         return 0;
     }
+    if (n == 2 && strcmp(words[0], "self") == 0 && strcmp(words[1], "local6") == 0) {
+        out->self_local6 = true;
+        return 0;
+    }
     if (strcmp(words[0], "port6") == 0 && n == 2)
         return parse_port6(words[1], out, why, why_len);
     uint32_t ip;
@@ -185,7 +189,7 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->route[out->n_routes++].prefix = prefix;
         return 0;
     }
-    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'port6 ADDR/P', 'route A.B.C.D/P [via G]', 'self unreachable', 'self shared' and 'self local'", words[0]);
+    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'port6 ADDR/P', 'route A.B.C.D/P [via G]', 'self unreachable', 'self shared', 'self local' and 'self local6'", words[0]);
     return -1;
 }
 
@@ -258,15 +262,16 @@ enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockad
     const uint8_t *ip = in6.sin6_addr.s6_addr;
     if (IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr))
         return ETA_R_LOOPBACK;
-    /* Link-local (a scope), multicast, the PPE's own addresses, a port
-     * shared with the kernel (whose IPv6 port space the shim does not hold
-     * yet): the kernel's. */
+    /* Link-local (a scope), multicast, a port shared with the kernel (whose
+     * IPv6 port space the shim does not hold yet): the kernel's. The PPE's
+     * own addresses: a local connection inside the engine where it carries
+     * them (`self local6`), else the kernel's. */
     if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr) || IN6_IS_ADDR_MULTICAST(&in6.sin6_addr) ||
         IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr) || n->self_shared)
         return ETA_R_INET6;
     for (unsigned i = 0; i < n->n_ports6; i++)
         if (memcmp(ip, n->port6[i].ip, 16) == 0)
-            return ETA_R_INET6;
+            return n->self_local6 ? ETA_R_NONE : ETA_R_INET6;
     for (unsigned i = 0; i < n->n_ports6; i++)
         if (in_prefix6(ip, n->port6[i].ip, n->port6[i].prefix))
             return ETA_R_NONE; /* on-link: what the engine reaches over IPv6 */

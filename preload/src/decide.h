@@ -63,6 +63,7 @@ struct eta_net {
                             * space; a local connection nobody in the engine takes goes through the kernel */
     bool self_local;       /* the engine carries connections to its own addresses (issue 29: both
                             * ends in MARS, no wire) */
+    bool self_local6;      /* ... and to its own IPv6 addresses (`port6`) */
 };
 
 /* Parses the PPE's network description: lines (or ';'-separated items) of
@@ -72,6 +73,7 @@ struct eta_net {
  *   self unreachable      a connection to one of its own addresses cannot work
  *   self shared           the kernel holds its addresses too (a port shared with the kernel)
  *   self local            the engine carries a connection to its own addresses itself
+ *   self local6           the same for its IPv6 addresses (the `port6` lines)
  * '#' starts a comment. Returns 0, or -1 with a message in `why`. */
 int eta_net_parse(const char *text, struct eta_net *out, char *why, size_t why_len);
 

@@ -17,7 +17,10 @@
 #   client reaches it, named v4-mapped;
 # - IPV6_V6ONLY once listening (on the address and on [::]) is EINVAL, as Linux
 #   answers a bound socket, and a connection accepted on the IPv6-only
-#   listener reads 1, its listener's (session 47).
+#   listener reads 1, its listener's (session 47);
+# - an eta-run client on this host to the PPE's IPv6 address (curl -6 to the
+#   http.server above): a local connection inside the engine (`self local6`,
+#   issue 29), byte-exact, counted in eta-stat's local_conns.
 # On a port shared with the kernel (ETA_TEST_SHARED=1) a specific IPv6
 # address stays the kernel's (the shim does not hold IPv6 ports there yet):
 # that part is skipped, the rest runs.
@@ -72,6 +75,16 @@ if [ "$shared" = False ]; then
     [ "$(sha256sum <"$work/got")" = "$(sha256sum <"$work/www/blob")" ] || fail "the file curl got over IPv6 differs"
     wait_until 10 ppe_true "any(p['accepted'] >= 2 and p['kernel_accepted'] == 0 for p in d['programs'])" ||
         fail "eta-stat does not count http.server's connections through the PPE: $(ppe_stat --json | head -c 2000)"
+
+    note "curl -6 under eta-run on this host to the same server: a local connection inside the engine"
+    local_sum="sum(s['local_conns'] for e in d['engines'] for s in e['stacks'])"
+    l0=$(ppe_json "$local_sum")
+    ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        curl -6 -sS -g -o "$work/got-local" "http://[$H6]:$hport/blob" 2>"$work/curl-local.err" ||
+        fail "curl -6 under eta-run to [$H6]:$hport on this host: $(cat "$work/curl-local.err")"
+    cmp -s "$work/got-local" "$work/www/blob" || fail "the file curl got over a local IPv6 connection differs"
+    wait_until 10 ppe_true "$local_sum >= $l0 + 1" ||
+        fail "eta-stat's local_conns stayed $(ppe_json "$local_sum") (was $l0): the connection to [$H6] was not the engine's: $(cat "$work/curl-local.err")"
     kill "$http_pid"
     wait "$http_pid" 2>/dev/null || true
 

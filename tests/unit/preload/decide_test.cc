@@ -70,7 +70,7 @@ TEST(Decide, Ipv6ConnectOnLinkOfAPort6Prefix)
     EXPECT_EQ(connect6(n, "fd00::ff"), ETA_R_NONE);
     EXPECT_EQ(connect6(n, "fd00::100"), ETA_R_NOT_ROUTED) << "outside the /120";
     EXPECT_EQ(connect6(n, "2001:2:0:3::2"), ETA_R_NOT_ROUTED);
-    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_INET6) << "the PPE's own address";
+    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_INET6) << "the PPE's own address, from a PPE without `self local6`";
     EXPECT_EQ(connect6(n, "::1"), ETA_R_LOOPBACK);
     EXPECT_EQ(connect6(n, "fe80::1"), ETA_R_INET6) << "link-local: a scope the shim does not map";
     EXPECT_EQ(connect6(n, "ff02::1"), ETA_R_INET6);
@@ -78,9 +78,21 @@ TEST(Decide, Ipv6ConnectOnLinkOfAPort6Prefix)
     sockaddr_in6 a = in6("2001:2:0:2::2", 80);
     EXPECT_EQ(eta_decide_connect6(&n, reinterpret_cast<sockaddr *>(&a), sizeof a - 1), ETA_R_NOT_INET);
     EXPECT_EQ(eta_decide_connect6(&n, nullptr, sizeof a), ETA_R_NOT_INET);
-    // A port shared with the kernel: its IPv6 stays the kernel's (for now).
-    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself shared\n", &n, why, sizeof why), 0) << why;
+    // `self local6` (issue 29): the PPE's own IPv6 addresses are local
+    // connections inside the engine; link-local still the kernel's.
+    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nport6 fd00::1/120\nself local\nself local6\n", &n, why, sizeof why),
+              0)
+        << why;
+    EXPECT_TRUE(n.self_local6);
+    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_NONE) << "the PPE's own address: inside the engine";
+    EXPECT_EQ(connect6(n, "fd00::1"), ETA_R_NONE);
+    EXPECT_EQ(connect6(n, "fe80::1"), ETA_R_INET6);
+    // A port shared with the kernel: its IPv6 stays the kernel's (for now),
+    // its own addresses too.
+    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself shared\nself local\nself local6\n", &n, why, sizeof why), 0)
+        << why;
     EXPECT_EQ(connect6(n, "2001:2:0:2::2"), ETA_R_INET6);
+    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_INET6);
     // Bad lines are refused, naming what is wrong.
     EXPECT_NE(eta_net_parse("port6 198.18.0.1/24", &n, why, sizeof why), 0);
     EXPECT_NE(std::string(why).find("IPv6 address"), std::string::npos) << why;
