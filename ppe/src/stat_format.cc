@@ -581,6 +581,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"tx_ring_sized", c.tx_ring_sized}, {"tx_size_refusals", c.tx_size_refusals},
                 {"tx_ring_grows", c.tx_ring_grows}, {"tx_grow_refusals", c.tx_grow_refusals},
                 {"contended_windows", c.contended_windows},
+                {"published_ns", c.published_ns},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};
         json stacks = json::array();

@@ -166,6 +166,8 @@ class Json(unittest.TestCase):
         self.assertEqual(len(d["engines"]), 2)
         self.assertEqual(len(d["engines"][1]["stacks"]), 2)
         self.assertEqual(d["engines"][0]["busy_cycles"], 4_000_000_000)
+        # When each engine published what the table shows (a reader tells stale counters).
+        self.assertEqual([e["published_ns"] for e in d["engines"]], [7_000_000_000, 7_000_000_001])
         self.assertEqual(d["ports"][1]["address"], "198.18.0.2/24")
         self.assertEqual(d["ports"][0]["address6"], [])
         self.assertEqual(d["ports"][1]["address6"], ["2001:2:0:1::1/64", "fd00::2/128"])
