@@ -196,7 +196,7 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
         return rx.proto == wire::kProtoTcp && tcp6_input(f, rx);
     }
     void ip6_error(const Icmp6Error &e) override { tcp6_error(e); }
-    NeighborDiscovery nd_{cfg_, link_, stats_};
+    NeighborDiscovery nd_{cfg_, link_, stats_, &arp_}; // our own addresses: arp_'s local loop (issue 29)
     Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
     tcp6::Tcp6 tcp6_part_{cfg_, ip6_, link_, stats_}; // tcp::Env::tcp6_ points here
     // UDP: its own component (sockets, ports, multicast, IGMP); Ipv4Layer

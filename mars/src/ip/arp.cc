@@ -243,8 +243,7 @@ const MacAddr *ArpResolver::lookup(uint32_t hop, uint64_t now_ns)
 void ArpResolver::hold(uint32_t hop, PacketRef &frame, uint64_t)
 {
     if (hop == ip_) {
-        local_.push(frame, mac_, link_);
-        if (!local_.empty()) next_expire_ns_ = 0; // poll() takes them back in
+        loop(frame);
         return;
     }
     if (pending_.size() >= max_pending_) {

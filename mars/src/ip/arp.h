@@ -14,7 +14,9 @@
 // Our own address is never resolved (issue 29): lookup() answers nullptr
 // without a request and hold() hands the frame to the local loop
 // (local_loop.h), whose frames make poll() report work (next_deadline_ns() is
-// 0 while any wait), so the path to any other neighbour is untouched.
+// 0 while any wait), so the path to any other neighbour is untouched. The
+// loop is the stack's one for both families: NeighborDiscovery::hold hands it
+// IPv6 frames for our own IPv6 addresses through loop().
 //
 // Time is passed in (now_ns), as everywhere in MARS.
 #pragma once
@@ -62,6 +64,13 @@ class ArpResolver {
     // Takes an IPv4 frame (Ethernet source and type written) until next_hop
     // resolves; dropped and counted when the queue is full.
     void hold(uint32_t next_hop, PacketRef &frame, uint64_t now_ns);
+    // A frame for one of our own addresses, either family (Ethernet source
+    // and type written): into the local loop, back in at the next poll().
+    void loop(PacketRef &frame)
+    {
+        local_.push(frame, mac_, link_);
+        if (!local_.empty()) next_expire_ns_ = 0; // poll() takes them back in
+    }
     // A request for our own address (gratuitous ARP).
     void announce();
     // While resolutions are in progress: the next request of each, or its

@@ -2,12 +2,35 @@
 #include "ip/local_loop.h"
 
 #include "base/wire.h"
+#include "ip/ipv6_wire.h"
 
 #include <cstring>
 
 namespace mars {
 
 using namespace wire;
+
+namespace {
+
+// f (our own output) is a TCP SYN-ACK, over IPv4 or IPv6 (our IPv6 output
+// carries no extension header: TCP follows the fixed header).
+bool syn_ack(const PacketRef &f)
+{
+    const Tcp *th = nullptr;
+    const uint16_t type = be16(reinterpret_cast<const Eth *>(f.data)->type);
+    if (type == kEtherIpv4 && f.len >= kEthLen + kIpLen + kTcpLen) {
+        const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(f.data + kEthLen);
+        const unsigned ihl = (ip->ver_ihl & 0xf) * 4u;
+        if (ip->proto == kProtoTcp && f.len >= kEthLen + ihl + kTcpLen)
+            th = reinterpret_cast<const Tcp *>(f.data + kEthLen + ihl);
+    } else if (type == kEtherIpv6 && f.len >= kEthLen + kIp6Len + kTcpLen) {
+        const Ipv6 *ip = reinterpret_cast<const Ipv6 *>(f.data + kEthLen);
+        if (ip->next == kProtoTcp) th = reinterpret_cast<const Tcp *>(f.data + kEthLen + kIp6Len);
+    }
+    return th && (th->flags & (kSyn | kAck | kRst)) == (kSyn | kAck);
+}
+
+} // namespace
 
 void LocalLoop::push(PacketRef &f, const MacAddr &mac, Link &link)
 {
@@ -23,14 +46,7 @@ void LocalLoop::push(PacketRef &f, const MacAddr &mac, Link &link)
     stats_.local_bytes += f.len;
     // A listener of ours answering a SYN from ourselves: a local connection
     // served in the stack (counted once, at its SYN-ACK).
-    if (f.len >= kEthLen + kIpLen + kTcpLen) {
-        const Ipv4 *ip = reinterpret_cast<const Ipv4 *>(f.data + kEthLen);
-        const unsigned ihl = (ip->ver_ihl & 0xf) * 4u;
-        if (ip->proto == kProtoTcp && f.len >= kEthLen + ihl + kTcpLen) {
-            const Tcp *th = reinterpret_cast<const Tcp *>(f.data + kEthLen + ihl);
-            if ((th->flags & (kSyn | kAck | kRst)) == (kSyn | kAck)) stats_.local_conns++;
-        }
-    }
+    if (syn_ack(f)) stats_.local_conns++;
     f.flags = kRxIpCsumGood | kRxL4CsumGood;
     f.room = 0;
     q_[tail_++ & (kCapacity - 1)] = f;

@@ -3,6 +3,8 @@
 // option length is checked against the message before it is read.
 #include "ip/nd.h"
 
+#include "ip/arp.h"
+
 #include "base/checksum.h"
 
 #include <algorithm>
@@ -45,9 +47,9 @@ bool find_lla(const uint8_t *opt, unsigned len, uint8_t want, const uint8_t **ma
 
 } // namespace
 
-NeighborDiscovery::NeighborDiscovery(const StackConfig &c, Link &link, StackStats &stats)
+NeighborDiscovery::NeighborDiscovery(const StackConfig &c, Link &link, StackStats &stats, ArpResolver *local)
     : cfg_(c), mac_(c.mac), max_pending_(c.arp_pending_frames), probes_(c.arp_probes ? c.arp_probes : 1),
-      retrans_ns_(c.arp_retrans_ns ? c.arp_retrans_ns : 1'000'000'000ull), link_(link), stats_(stats)
+      retrans_ns_(c.arp_retrans_ns ? c.arp_retrans_ns : 1'000'000'000ull), link_(link), stats_(stats), local_(local)
 {
     cache_.resize(kSlots);
     pending_.reserve(c.arp_pending_frames);
@@ -231,6 +233,7 @@ const MacAddr *NeighborDiscovery::lookup(const Ip6Addr &hop, uint64_t now_ns)
 {
     Neighbor6 *e = find(hop.b);
     if (!e) {
+        if (find_own(hop.b) >= 0) return nullptr; // ourselves: hold() loops the frame (local_loop.h)
         e = insert(hop.b);
         resolve(*e, now_ns);
         return nullptr;
@@ -264,6 +267,15 @@ void NeighborDiscovery::confirm(const Ip6Addr &hop, uint64_t now_ns)
 
 void NeighborDiscovery::hold(const Ip6Addr &hop, PacketRef &frame)
 {
+    if (find_own(hop.b) >= 0) {
+        if (local_) {
+            local_->loop(frame);
+        } else {
+            stats_.nd_drop_unresolved++;
+            link_.release(frame);
+        }
+        return;
+    }
     if (pending_.size() >= max_pending_) {
         stats_.nd_drop_queue_full++;
         link_.release(frame);
@@ -367,7 +379,8 @@ bool NeighborDiscovery::input_ns(const Ipv6 *ip, const uint8_t *msg, unsigned le
         return true;
     }
     if (a.state == AddrState::kDuplicate) return true;
-    if (!from_dad && slla) {
+    // Never our own address (a solicitation from it: the kernel sharing it).
+    if (!from_dad && slla && find_own(ip->src) < 0) {
         // RFC 4861 7.2.3: create or update the sender's entry (STALE when new or changed).
         Neighbor6 *e = insert(ip->src);
         const bool had_mac = e->state != NudState::kIncomplete && e->state != NudState::kFailed;

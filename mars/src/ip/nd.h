@@ -22,6 +22,12 @@
 // drops the frames that waited (nd_drop_unresolved), counts (nd_failed) and
 // is listed (failed_count()/failed_at()) for the upper layers, as ARP does.
 // At most arp_pending_frames frames wait for resolutions (nd_drop_queue_full).
+//
+// Our own addresses are never neighbours (issue 29, local connections over
+// IPv6): lookup() answers nullptr for one without a solicitation, hold()
+// hands its frame to the stack's local loop (ArpResolver::loop, local_loop.h:
+// back in as received at the next poll), and no NS or NA teaches the cache
+// one (sharing, the kernel solicits from the same addresses).
 #pragma once
 
 #include "ip/ipv6_wire.h"
@@ -34,6 +40,8 @@
 #include <vector>
 
 namespace mars {
+
+class ArpResolver; // the owner of the local loop (arp.h, local_loop.h)
 
 enum class NudState : uint8_t { kNone, kIncomplete, kReachable, kStale, kDelay, kProbe, kFailed };
 enum class AddrState : uint8_t { kTentative, kPreferred, kDuplicate };
@@ -59,7 +67,9 @@ class NeighborDiscovery {
     static constexpr uint64_t kDelayNs = 5'000'000'000ull;      // delay_first_probe_time
     static constexpr int kMaxAddrs = StackConfig::kMaxAddr6 + 1; // link-local first
 
-    NeighborDiscovery(const StackConfig &config, Link &link, StackStats &stats);
+    // local: where frames for our own addresses go (the stack's local loop);
+    // nullptr (a layer tested alone): they are dropped (nd_drop_unresolved).
+    NeighborDiscovery(const StackConfig &config, Link &link, StackStats &stats, ArpResolver *local = nullptr);
     ~NeighborDiscovery();
     NeighborDiscovery(const NeighborDiscovery &) = delete;
     NeighborDiscovery &operator=(const NeighborDiscovery &) = delete;
@@ -97,14 +107,16 @@ class NeighborDiscovery {
     // ---- the neighbour cache
     // Destination MAC for an on-link next hop, or nullptr: the caller queues
     // its frame with hold(). Unknown or FAILED starts a resolution; STALE
-    // becomes DELAY (RFC 4861 7.3.3).
+    // becomes DELAY (RFC 4861 7.3.3). One of our own addresses: nullptr, no
+    // resolution (hold() loops the frame).
     const MacAddr *lookup(const Ip6Addr &hop, uint64_t now_ns);
     // The entry for hop, without side effects (nullptr: none).
     const Neighbor6 *peek(const Ip6Addr &hop) const;
     // Upper-layer reachability confirmation (TCP progress): REACHABLE.
     void confirm(const Ip6Addr &hop, uint64_t now_ns);
     // Takes an IPv6 frame (Ethernet source and type written) until hop
-    // resolves; dropped and counted when the queue is full.
+    // resolves; dropped and counted when the queue is full. For one of our
+    // own addresses: to the local loop at once.
     void hold(const Ip6Addr &hop, PacketRef &frame);
     // Timers: resolutions, probes, REACHABLE running out, DAD. True when a
     // neighbour has FAILED since the last clear_failed().
@@ -153,6 +165,7 @@ class NeighborDiscovery {
     const uint64_t retrans_ns_;
     Link &link_;
     StackStats &stats_;
+    ArpResolver *const local_;
     OwnAddr6 addrs_[kMaxAddrs];
     int n_addrs_ = 0;
     bool dad_running_ = false;

@@ -246,6 +246,36 @@ TEST(Nd, WaitingFramesAreBounded)
     EXPECT_EQ(r.io.outstanding, 0);
 }
 
+// Our own addresses are never neighbours (issue 29, local connections over
+// IPv6): no solicitation for one, no cache entry from an NS claiming one,
+// and a frame held for one goes to the local loop, which a layer tested alone
+// has not: dropped and counted, its buffer back.
+TEST(Nd, OurOwnAddressIsNeverSolicitedNorLearnt)
+{
+    Ip6Rig r;
+    r.up();
+    for (const Ip6Addr &own : {kOurIp, ip6::link_local(kOurMac)}) {
+        EXPECT_EQ(r.nd.lookup(own, r.now), nullptr);
+        r.link.flush();
+        EXPECT_TRUE(r.io.sent.empty()) << "our own address solicited";
+        EXPECT_EQ(r.nd.peek(own), nullptr);
+    }
+    const Ip6Addr sn = ip6::solicited_node(kOurIp.b);
+    r.rx(ns(kOurIp, sn, kOurIp), ip6::multicast_mac(sn.b)); // from our own address, with a link-layer option
+    EXPECT_EQ(r.stats.nd_ns_in, 1u);
+    EXPECT_EQ(r.nd.peek(kOurIp), nullptr) << "an NS taught the cache our own address";
+    r.io.sent.clear();
+    PacketRef f{};
+    ASSERT_TRUE(r.link.alloc(&f));
+    r.nd.hold(kOurIp, f);
+    EXPECT_EQ(r.nd.frames_waiting(), 0u);
+    EXPECT_EQ(r.stats.nd_drop_unresolved, 1u);
+    r.advance(10 * kSec);
+    EXPECT_TRUE(r.io.sent.empty());
+    EXPECT_EQ(r.stats.nd_failed, 0u);
+    EXPECT_EQ(r.io.outstanding, 0);
+}
+
 // Sharing the port: the kernel does DAD and answers; we learn.
 TEST(Nd, SharedModeLearnsButNeitherAnswersNorProbes)
 {
