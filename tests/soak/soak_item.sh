@@ -30,7 +30,7 @@ stacks_sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])
 item_transfer() {
     local rounds=$1 bytes=$2 impair="loss 1% duplicate 1% reorder 5% corrupt 0.1% delay 1ms"
     start_bg srv ip netns exec "$ETA_LAB_NS" timeout 7200 "$PERF" server --transport kernel --port 5601
-    wait_until 10 peer bash -c "ss -ltn | grep -q ':5601'" || fail "peer eta-perf server did not listen"
+    wait_until 10 peer bash -c "ss -ltn | grep -c ':5601' >/dev/null" || fail "peer eta-perf server did not listen"
     # shellcheck disable=SC2086
     "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link accel $impair >/dev/null || fail "eta-lab netem $impair failed"
     local bound=$((60 + bytes / (2 << 20))) r dir out longest=0 rates=""
@@ -63,7 +63,7 @@ item_transfer() {
 item_appkill() {
     local apps=$1 batch=$2 killed=0 pids i n
     start_bg srv ip netns exec "$ETA_LAB_NS" timeout 3600 "$PERF" server --transport kernel --port 5602
-    wait_until 10 peer bash -c "ss -ltn | grep -q ':5602'" || fail "peer eta-perf server did not listen"
+    wait_until 10 peer bash -c "ss -ltn | grep -c ':5602' >/dev/null" || fail "peer eta-perf server did not listen"
     local ooo0
     ooo0=$(stacks_sum ooo_frames_used)
     ppe_true "d['apps'] == [] and d['connections_total'] == 0" || fail "appkill: eta-stat not at baseline before: $(ppe_stat --json --no-conns)"

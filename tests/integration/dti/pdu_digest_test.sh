@@ -67,7 +67,7 @@ wait_until 20 ppe_true "sum(e['digest_rx_bytes'] for e in d['engines']) >= $tota
 
 note "eta-perf --digest engine, both directions, kernel eta-perf in the peer"
 start_bg perfsrv ip netns exec "$ETA_LAB_NS" timeout 240 "$PERF" server --transport kernel --port 5303
-wait_until 10 peer bash -c "ss -ltn | grep -q ':5303'" || fail "the peer's eta-perf server did not listen"
+wait_until 10 peer bash -c "ss -ltn | grep -c ':5303' >/dev/null" || fail "the peer's eta-perf server did not listen"
 tx0=$(ppe_json "sum(e['digest_tx_bytes'] for e in d['engines'])")
 for dir in send recv; do
     out=$(ETA_SOCKET=$ETA_LAB_SOCKET timeout 120 "$PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" \

@@ -115,9 +115,9 @@ vn_ns=$(sed -n 's/^ETA_LAB_NS=//p' <<<"$vn")
 vn_peer=$(sed -n 's/^ETA_LAB_PEER_IFACE=//p' <<<"$vn")
 grep -qx "device = \"vnet:$vn_iface\"" "$(sed -n 's/^ETA_LAB_CONFIG=//p' <<<"$vn")" ||
     fail "the vnet lab's config does not name device = \"vnet:$vn_iface\""
-ethtool -k "$vn_iface" | grep -qx "tcp-segmentation-offload: on" || fail "$vn_iface: TSO is not on"
-ethtool -k "$vn_iface" | grep -qx "rx-checksumming: off" || fail "$vn_iface: rx checksumming is not off"
-ip netns exec "$vn_ns" ethtool -k "$vn_peer" | grep -qx "generic-segmentation-offload: on" ||
+ethtool -k "$vn_iface" | grep -cx "tcp-segmentation-offload: on" >/dev/null || fail "$vn_iface: TSO is not on"
+ethtool -k "$vn_iface" | grep -cx "rx-checksumming: off" >/dev/null || fail "$vn_iface: rx checksumming is not off"
+ip netns exec "$vn_ns" ethtool -k "$vn_peer" | grep -cx "generic-segmentation-offload: on" >/dev/null ||
     fail "the peer's $vn_peer: GSO is not on"
 "$ETA_LAB" down --name "t$$-vnet" || fail "down of the vnet lab failed"
 # The default driver, read from the second lab: it came up with no --driver
@@ -133,14 +133,14 @@ payload=$(mktemp) received=$(mktemp)
 on_exit "rm -f $payload $received"
 head -c $((8 << 20)) /dev/urandom > "$payload"
 start_bg sink peer timeout 120 socat -u "TCP-LISTEN:5001,bind=$ETA_LAB_KERNEL_PEER_IP,reuseaddr" "OPEN:$received,creat,trunc"
-wait_until 10 peer bash -c "ss -ltn | grep -q '$ETA_LAB_KERNEL_PEER_IP:5001'" || fail "socat did not listen in the peer"
+wait_until 10 peer bash -c "ss -ltn | grep -c '$ETA_LAB_KERNEL_PEER_IP:5001' >/dev/null" || fail "socat did not listen in the peer"
 timeout 30 socat -u "OPEN:$payload" "TCP:$ETA_LAB_KERNEL_PEER_IP:5001" || fail "socat client failed"
 wait "$sink_pid" || fail "socat server failed"
 cmp -s "$payload" "$received" || fail "bytes differ across the kernel link"
 
 note "kernel link: iperf3 (1 second)"
 start_bg iperf peer timeout 120 iperf3 -s -1 -B "$ETA_LAB_KERNEL_PEER_IP" -p 5201
-wait_until 10 peer bash -c "ss -ltn | grep -q ':5201'" || fail "iperf3 did not listen in the peer"
+wait_until 10 peer bash -c "ss -ltn | grep -c ':5201' >/dev/null" || fail "iperf3 did not listen in the peer"
 timeout 30 iperf3 -c "$ETA_LAB_KERNEL_PEER_IP" -p 5201 -t 1 --json > "$received" || fail "iperf3 client failed"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); b=d['end']['sum_received']['bytes']; print('iperf3 bytes', b); sys.exit(0 if b > 0 else 1)" "$received" ||
     fail "iperf3 moved no data"

@@ -32,7 +32,7 @@ round() {
     on_exit "rm -rf /var/run/dpdk/$prefix"
     start_bg sink peer timeout 150 socat -u "TCP-LISTEN:5001,bind=$ETA_LAB_PEER_IP,reuseaddr" \
         "OPEN:$work/got_kernel,creat,trunc"
-    wait_until 10 peer bash -c "ss -ltn | grep -q '$ETA_LAB_PEER_IP:5001'" || fail "socat did not listen in the peer"
+    wait_until 10 peer bash -c "ss -ltn | grep -c '$ETA_LAB_PEER_IP:5001' >/dev/null" || fail "socat did not listen in the peer"
     start_bg harness timeout 170 "$INTEROP" --vdev "net_af_packet0,iface=$ETA_LAB_PPE_IFACE" --prefix "$prefix" \
         --ip "$ETA_LAB_PPE_IP" --prefix-len "$ETA_LAB_PREFIX" \
         --send-to "$ETA_LAB_PEER_IP:5001" "$work/to_kernel" --recv-on 5002 "$work/got_mars" --timeout 150 \

@@ -35,7 +35,7 @@ done
 pkgs=(eta libdti0 libdti-dev)
 if [ "$STAGE" != build ]; then
     for p in "${pkgs[@]}"; do
-        if dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed; then
+        if dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -cx installed >/dev/null; then
             fail "package $p is installed on this machine: this test installs and purges eta's packages; dpkg -P ${pkgs[*]} first"
         fi
     done
@@ -95,7 +95,7 @@ expect_in "$ETA_DEB" /usr/bin/eta-ppe /usr/bin/eta-run /usr/bin/eta-stat /usr/bi
 expect_in "$LIB_DEB" '/usr/lib/[a-z0-9_-]+/libdti.so.0.*'
 expect_in "$DEV_DEB" /usr/include/dti/dti.h /usr/include/dti/dti_view.h /usr/include/dti/dti_dgram.h '/usr/lib/[a-z0-9_-]+/libdti.so' '/usr/lib/[a-z0-9_-]+/pkgconfig/dti.pc' \
     $M/man3/libdti.3.gz '/usr/share/doc/libdti-dev/examples/echo_server.c'
-dpkg-deb -f "$ETA_DEB" Depends | grep -q 'libdti0' || fail "eta's Depends has no libdti0 (dpkg-shlibdeps): $(dpkg-deb -f "$ETA_DEB" Depends)"
+dpkg-deb -f "$ETA_DEB" Depends | grep -c 'libdti0' >/dev/null || fail "eta's Depends has no libdti0 (dpkg-shlibdeps): $(dpkg-deb -f "$ETA_DEB" Depends)"
 
 note "2. lintian"
 lint=$(timeout 600 lintian --fail-on error,warning "${debs[@]}" 2>&1) || { echo "$lint" >&2; fail "lintian found errors or warnings"; }
@@ -138,7 +138,7 @@ on_exit "dpkg -P ${pkgs[*]}"
 out=$(DEBIAN_FRONTEND=noninteractive timeout 300 dpkg -i "${debs[@]}" 2>&1) || { echo "$out" >&2; fail "dpkg -i failed"; }
 getent passwd eta >/dev/null || fail "installing eta made no user eta"
 getent group eta >/dev/null || fail "installing eta made no group eta"
-dpkg-query -W -f='${Conffiles}\n' eta | grep -q '^ /etc/eta/ppe.toml ' || fail "/etc/eta/ppe.toml is not a conffile of eta"
+dpkg-query -W -f='${Conffiles}\n' eta | grep -c '^ /etc/eta/ppe.toml ' >/dev/null || fail "/etc/eta/ppe.toml is not a conffile of eta"
 out=$(/usr/bin/eta-ppe --check 2>&1) && fail "eta-ppe --check accepted the packaged ppe.toml, which has no port: $out"
 [[ "$out" == *'no [[port]] is configured'* ]] || fail "eta-ppe --check on the packaged (all commented) ppe.toml does not ask for a port: $out"
 unit=/lib/systemd/system/eta-ppe.service
@@ -198,7 +198,7 @@ head -c $((8 << 20)) /dev/urandom > "$work/blob"
 chmod 644 "$work/blob"
 P=$ETA_LAB_PEER_IP
 start_bg sink ip netns exec "$ETA_LAB_NS" timeout 120 socat -u "TCP-LISTEN:7341,bind=$P,reuseaddr" "OPEN:$work/got,creat,trunc"
-wait_until 30 sh -c "ip netns exec '$ETA_LAB_NS' ss -Hltn 'sport = :7341' | grep -q LISTEN" || fail "the peer's socat did not listen"
+wait_until 30 sh -c "ip netns exec '$ETA_LAB_NS' ss -Hltn 'sport = :7341' | grep -c LISTEN >/dev/null" || fail "the peer's socat did not listen"
 ETA_LOG=accel timeout 120 setpriv --reuid nobody --regid nogroup --groups eta \
     /usr/bin/eta-run --require --socket "$sock" -- socat -u "OPEN:$work/blob" "TCP:$P:7341" 2>"$work/run.log" ||
     { cat "$work/run.log" "$work/ppe.log" >&2; fail "eta-run socat as a member of group eta failed"; }

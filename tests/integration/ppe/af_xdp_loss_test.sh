@@ -23,7 +23,7 @@ on_exit "rm -rf $work"
 ppe_config
 ppe_start "$work/ppe.toml"
 start_bg srv ip netns exec "$ETA_LAB_NS" timeout 300 "$ETA_PERF" server --transport kernel --port 5632
-wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5632' | grep -q ." || fail "the peer's server did not listen"
+wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5632' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link both loss 1%
 export ETA_SOCKET=$ETA_LAB_SOCKET
 for run in "recv 134217728" "send 33554432"; do

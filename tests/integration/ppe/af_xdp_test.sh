@@ -24,7 +24,7 @@ peer ping -c 3 -i 0.2 -W 2 "$ETA_LAB_PPE_IP" > "$work/ping.log" || { cat "$work/
 wait_until 10 ppe_true "d['engines'][0]['rx_wakes'] > 0" ||
     fail "no received frame woke the sleeping engine over net_af_xdp: $(ppe_stat --json | head -c 400)"
 start_bg srv ip netns exec "$ETA_LAB_NS" timeout 120 "$ETA_PERF" server --transport kernel --port 5631
-wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5631' | grep -q ." || fail "the peer's server did not listen"
+wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5631' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 export ETA_SOCKET=$ETA_LAB_SOCKET
 for dir in send recv; do
     timeout 60 "$ETA_PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" --port 5631 --direction $dir \

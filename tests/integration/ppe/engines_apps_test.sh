@@ -88,7 +88,7 @@ past_connections() {
         fail "the counters do not show the client's 16 connections established: $1 -> $(established)"
 }
 start_bg psrv peer timeout 150 python3 "$APP" server 7303 16 1
-wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7303' | grep -q ." || fail "the peer's server did not listen"
+wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7303' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 before=$(ppe_json "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks'])")
 est0=$(established)
 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- python3 "$APP" client "$ETA_LAB_PEER_IP" 7303 16 65536 "$work/none" ||
@@ -100,7 +100,7 @@ ppe_true "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines']
 
 note "outgoing connections from bound source ports (each placed on its flow's owner)"
 start_bg bsrv peer timeout 150 python3 "$APP" server 7304 16 1
-wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7304' | grep -q ." || fail "the peer's server did not listen"
+wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7304' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 before=$(ppe_json "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks'])")
 est0=$(established)
 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \

@@ -110,7 +110,7 @@ ppe_json "'steered out/in per engine: %s' % [(e['steered_out'], e['steered_in'])
 
 note "outgoing connections: spread over the engines, each on an engine that owns its flow"
 start_bg srv peer timeout 120 "$ETA_PERF" server --transport kernel --port 5611
-wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5611' | grep -q ." || fail "the peer's server did not listen"
+wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5611' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 opens() { ppe_json "[e['stacks'][0]['tcp_active_opens'] for e in d['engines']]"; }
 opens0=$(opens)
 export ETA_SOCKET=$ETA_LAB_SOCKET

@@ -28,7 +28,7 @@ command -v socat >/dev/null || skip "socat is not installed (tools/eta setup ins
 # --shared needs the kernel's tap beside the port: af_packet's (the vnet port
 # cannot share its interface with the kernel), also under ETA_TEST_DRIVER.
 lab_up --driver af_packet --shared
-grep -qx 'kernel = "shared".*' "$ETA_LAB_CONFIG" || grep -q '^kernel = "shared"' "$ETA_LAB_CONFIG" ||
+grep -qx 'kernel = "shared".*' "$ETA_LAB_CONFIG" || grep -c '^kernel = "shared"' "$ETA_LAB_CONFIG" >/dev/null ||
     fail "eta-lab up --shared wrote no kernel = \"shared\" into $ETA_LAB_CONFIG"
 [ -n "$ETA_LAB_SHARED_IFACE" ] || fail "eta-lab up --shared names no kernel interface (ETA_LAB_SHARED_IFACE)"
 TAP=$ETA_LAB_SHARED_IFACE H=$ETA_LAB_PPE_IP P=$ETA_LAB_PEER_IP
@@ -74,8 +74,8 @@ start_bg ptcp timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$work/echo.py" "$
 # Listening in MARS, not only attached: a SYN before that is the kernel's (which resets it).
 wait_until 120 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':7201') for c in d['connections'])" ||
     fail "the eta-run server does not listen through the PPE: $(ppe_stat | tail -5)"
-wait_until 120 sh -c "ss -Hltn 'src $H:7101' | grep -q ." || fail "the kernel TCP server did not listen"
-wait_until 120 peer sh -c "ss -Hltn 'sport = :7401' | grep -q ." || fail "the peer's TCP server did not listen"
+wait_until 120 sh -c "ss -Hltn 'src $H:7101' | grep -c . >/dev/null" || fail "the kernel TCP server did not listen"
+wait_until 120 peer sh -c "ss -Hltn 'sport = :7401' | grep -c . >/dev/null" || fail "the peer's TCP server did not listen"
 head -c $((2 << 20)) /dev/urandom > "$work/blob"
 
 # What the two stacks and the tap saw, for a failure's message.
@@ -143,18 +143,18 @@ grep -qF "ipv6 p0:  $H6/$ETA_LAB_PREFIX6" <<<"$table" || fail "eta-stat's table 
 grep -qF "$ETA_LAB_PPE_IP/$ETA_LAB_PREFIX $H6/$ETA_LAB_PREFIX6 mtu" "$work/ppe.log" ||
     fail "eta-ppe's start log does not list $H6: $(grep ' up: ' "$work/ppe.log" | tail -1)"
 # The kernel's duplicate address detection (about a second) before the address is usable.
-wait_until 120 sh -c "ip -6 addr show dev $TAP | grep -F ' $H6/' | grep -qv tentative" ||
+wait_until 120 sh -c "ip -6 addr show dev $TAP | grep -F ' $H6/' | grep -cv tentative >/dev/null" ||
     fail "$H6 on $TAP stays tentative (duplicate address detection): $(ip -6 addr show dev "$TAP")"
 peer timeout 20 ping -6 -c 3 -i 0.2 -W 2 "$H6" > "$work/ping6.log" || { cat "$work/ping6.log"; diag; fail "the peer cannot ping6 $H6"; }
 start_bg ktcp6 timeout 900 python3 "$work/echo.py" "$H6" 7102
-wait_until 120 sh -c "ss -Hltn 'src [$H6]:7102' | grep -q ." || fail "the kernel TCP server on [$H6]:7102 did not listen"
+wait_until 120 sh -c "ss -Hltn 'src [$H6]:7102' | grep -c . >/dev/null" || fail "the kernel TCP server on [$H6]:7102 did not listen"
 echo_from_peer "kernel server over IPv6" 7102 "TCP6:[$H6]:7102"
 note "IPv6: a kernel TCP server on [::] echoes the peer through the tap's link-local address"
 # [::] is the host's whole namespace: a port the kernel picks, not a fixed
 # number another test (or another suite beside this one) may hold.
 ll_port=$(free_port)
 start_bg ktcpll timeout 900 python3 "$work/echo.py" :: "$ll_port"
-wait_until 120 sh -c "ss -Hltn 'sport = :$ll_port' | grep -q ." || fail "the kernel TCP server on [::]:$ll_port did not listen"
+wait_until 120 sh -c "ss -Hltn 'sport = :$ll_port' | grep -c . >/dev/null" || fail "the kernel TCP server on [::]:$ll_port did not listen"
 echo_from_peer "kernel server over IPv6 link-local" "$ll_port" "TCP6:[$ll%$ETA_LAB_PEER_IFACE]:$ll_port"
 note "IPv6 on the host: an eta-run client to the kernel server on [$H6]:7102 (the kernel's, locally)"
 rm -f "$work/echoed6"
@@ -188,7 +188,7 @@ ppe_start "$work/ppe.toml"
 grep -q "kernel interface $TAP taken over" "$work/ppe.log" ||
     fail "the restarted eta-ppe did not take $TAP over: $(grep -i "$TAP" "$work/ppe.log" | tail -3)"
 [ "$(cat "/sys/class/net/$TAP/address")" = "$port_mac" ] || fail "the restarted PPE's $TAP has another MAC"
-ip route show "$via_tap" | grep -q "dev $TAP" || fail "the host's route through $TAP did not survive the restart"
+ip route show "$via_tap" | grep -c "dev $TAP" >/dev/null || fail "the host's route through $TAP did not survive the restart"
 wait_until 120 peer ping -c 1 -W 1 "$H" || fail "the peer cannot ping $H after the restart"
 [[ "$(ip -o -6 addr show dev "$TAP")" == *"inet6 $H6/$ETA_LAB_PREFIX6 "* ]] ||
     fail "$TAP lost $H6 across the restart: $(ip -o -6 addr show dev "$TAP")"

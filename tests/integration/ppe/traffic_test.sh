@@ -96,7 +96,7 @@ transfer() {
     # Started without the peer() function so that ksrv_pid is the server's
     # timeout wrapper (ip netns exec execs it) and killing it ends the server.
     start_bg ksrv ip netns exec "$ETA_LAB_NS" timeout 300 "$ETA_PERF" server --transport kernel --port 5302
-    wait_until 10 peer bash -c "ss -ltn | grep -q ':5302'" || fail "kernel eta-perf server did not listen"
+    wait_until 10 peer bash -c "ss -ltn | grep -c ':5302' >/dev/null" || fail "kernel eta-perf server did not listen"
     for dir in send recv; do
         out=$(timeout 240 "$ETA_PERF" client --transport dti --connect "$P" --port 5302 \
             --mode stream --direction $dir --bytes $BYTES --verify --json) || fail "$label: dti client ($dir) failed: $out"
@@ -163,7 +163,7 @@ if [ "${ETA_TEST_COPY:-}" = dmadev ]; then
         grep -q "ETA_TEST_DMA_FAULT=$fault: injecting" "$work/ppe.log" || fail "eta-ppe did not log the injected fault"
         echo "injected $fault mid-transfer: every byte verified; $(grep -c . "$work/ppe.log") log lines"
     fi
-    ppe_stat | grep -q "copy engine: dmadev:dma_skeleton, payloads of 1024 bytes or more" ||
+    ppe_stat | grep -c "copy engine: dmadev:dma_skeleton, payloads of 1024 bytes or more" >/dev/null ||
         fail "eta-stat's text view does not name the copy engine"
 fi
 if [ "${ETA_TEST_TX_ZEROCOPY:-}" = 1 ]; then
@@ -173,7 +173,7 @@ if [ "${ETA_TEST_TX_ZEROCOPY:-}" = 1 ]; then
     echo "by reference: $(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print({k: d[k] for k in ('tx_ref_frames', 'tx_ref_bytes', 'tx_run_segments')})" "$st")"
     json_true "$st" "d['tx_ref_frames'] > 10000 and d['tx_ref_bytes'] >= 1000 * d['tx_ref_frames']" ||
         fail "too few segments went by reference: $st"
-    ppe_stat | grep -q "segments by reference" || fail "eta-stat's text view does not show segments by reference"
+    ppe_stat | grep -c "segments by reference" >/dev/null || fail "eta-stat's text view does not show segments by reference"
     grep -q "tx_zerocopy = true, but" "$work/ppe.log" && fail "the port did not take tx_zerocopy: $(cat "$work/ppe.log")"
 fi
 if [ -n "${ETA_TEST_MTU:-}" ]; then

@@ -31,7 +31,7 @@ ppe_start "$work/ppe.toml"
 grep -q 'tx_zerocopy = true, but the vnet port' "$work/ppe.log" ||
     fail "eta-ppe took tx_zerocopy on the vnet port without a word: $(cat "$work/ppe.log")"
 start_bg srv ip netns exec "$ETA_LAB_NS" timeout 600 "$ETA_PERF" server --transport kernel --port 5633
-wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5633' | grep -q ." || fail "the peer's server did not listen"
+wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5633' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 export ETA_SOCKET=$ETA_LAB_SOCKET
 
 stream() { # DIRECTION BYTES WHAT

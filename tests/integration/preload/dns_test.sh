@@ -129,7 +129,7 @@ echo "    udp_in $((in1 - in0)), udp_out $((out1 - out0)) for 3 UDP queries"
     { cat "$work/dns.log"; fail "eta-stat: the engine did not count the UDP queries ($((in1 - in0)) in, $((out1 - out0)) out)"; }
 stat_sockets dnsmasq > "$work/sockets"
 sed 's/^/    dnsmasq sockets: /' "$work/sockets"
-if grep -v -E "$accepted" "$work/sockets" | grep -qv ' 0$'; then
+if grep -v -E "$accepted" "$work/sockets" | grep -cv ' 0$' >/dev/null; then
     cat "$work/dns.log"; fail "dnsmasq has sockets fallen back to the kernel"
 fi
 kill "$dns_pid"

@@ -204,7 +204,7 @@ done
 kill -HUP "$master"
 wait_until 30 bash -c "[ \$(ps -o pid= --ppid $master | grep -vxF -f '$work/nginx/workers' | wc -l) -eq 4 ]" ||
     fail "nginx did not start 4 new workers on reload"
-wait_until 30 bash -c "! ps -o pid= --ppid $master | grep -qxF -f '$work/nginx/workers'" ||
+wait_until 30 bash -c "! ps -o pid= --ppid $master | grep -cxF -f '$work/nginx/workers' >/dev/null" ||
     fail "nginx's old workers did not leave after the reload"
 nginx_workers >> "$work/nginx/workers"
 lines=$(wc -l < "$work/nginx/logs/workers.log")

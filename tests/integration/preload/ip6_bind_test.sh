@@ -157,7 +157,7 @@ wait "$six_pid" || fail "the IPv6-only program exited $?"
 wait "$four_pid" || fail "the IPv4 program exited $?"
 grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$vport on \[::\]:$vport$" "$work/six" ||
     fail "the IPv6-only listener's connection: $(cat "$work/six")"
-grep -A1 "^conn peer \[$ETA_LAB_PEER_IP6\]" "$work/six" | grep -q "^accepted-v6only 1$" ||
+grep -A1 "^conn peer \[$ETA_LAB_PEER_IP6\]" "$work/six" | grep -c "^accepted-v6only 1$" >/dev/null ||
     fail "IPV6_V6ONLY of the IPv6-only listener's accepted connection is not its listener's: $(cat "$work/six")"
 
 note "[::] IPV6_V6ONLY=1 and $H4 on one port, one program; ::ffff:$H4 (v4-mapped) in another"

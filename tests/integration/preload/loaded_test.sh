@@ -19,7 +19,7 @@ shift 4
 need_built "$ETA_STAT" eta-stat
 export ETA_PRELOAD_LIB=$SHIM
 ONLY=("$@")
-want() { [ ${#ONLY[@]} -eq 0 ] || printf '%s\n' "${ONLY[@]}" | grep -qx "$1"; }
+want() { [ ${#ONLY[@]} -eq 0 ] || printf '%s\n' "${ONLY[@]}" | grep -cx "$1" >/dev/null; }
 
 lab_up
 work=$(mktemp -d)

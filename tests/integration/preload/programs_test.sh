@@ -10,7 +10,7 @@ shift 4
 need_built "$ETA_PPE" eta-ppe
 need_built "$ETA_STAT" eta-stat
 export ETA_PRELOAD_LIB=$SHIM
-want() { [ $# -eq 0 ] || [ ${#ONLY[@]} -eq 0 ] || printf '%s\n' "${ONLY[@]}" | grep -qx "$1"; }
+want() { [ $# -eq 0 ] || [ ${#ONLY[@]} -eq 0 ] || printf '%s\n' "${ONLY[@]}" | grep -cx "$1" >/dev/null; }
 ONLY=("$@")
 
 lab_up
@@ -66,7 +66,7 @@ if want socat; then
     p_socat=$(free_port)
     note "socat: eta client -> kernel server in the peer"
     start_bg sink ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP-LISTEN:7001,bind=$P,reuseaddr" "OPEN:$work/got1,creat,trunc"
-    wait_until 10 peer bash -c "ss -ltn | grep -q ':7001'" || fail "peer socat did not listen"
+    wait_until 10 peer bash -c "ss -ltn | grep -c ':7001' >/dev/null" || fail "peer socat did not listen"
     runlog "$work/l1" socat -u "OPEN:$work/blob" "TCP:$P:7001" || fail "socat client under eta-run failed"
     wait "$sink_pid" || fail "peer socat failed"
     accelerated "$work/l1" "socat client"
@@ -82,7 +82,7 @@ fi
 if want curl; then
     note "curl and wget download from a kernel web server in the peer"
     start_bg web ip netns exec "$ETA_LAB_NS" timeout 120 python3 -m http.server 8080 --bind "$P" --directory "$work"
-    wait_until 120 peer bash -c "ss -ltn | grep -q ':8080'" || fail "peer web server did not listen"
+    wait_until 120 peer bash -c "ss -ltn | grep -c ':8080' >/dev/null" || fail "peer web server did not listen"
     runlog "$work/l3" curl -sS -o "$work/curl.out" "http://$P:8080/blob" || fail "curl failed"
     accelerated "$work/l3" curl
     [ "$(sha256sum < "$work/curl.out" | cut -d' ' -f1)" = "$sum" ] || fail "curl: checksum differs"
@@ -117,7 +117,7 @@ if want posted; then
     # The peer's kernel socat sends the blob; the reader (recv_into, recv and
     # recv(MSG_WAITALL) in turn) reports bytes, CRC-32 and SHA-256.
     start_bg blobsrc ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "OPEN:$work/blob" "TCP-LISTEN:7003,bind=$P,reuseaddr"
-    wait_until 10 peer bash -c "ss -ltn | grep -q ':7003'" || fail "peer socat did not listen"
+    wait_until 10 peer bash -c "ss -ltn | grep -c ':7003' >/dev/null" || fail "peer socat did not listen"
     engine_posts() { stat_py "sum(e['$1'] for e in d['engines'])"; }
     posts0=$(engine_posts posts) pbytes0=$(engine_posts posted_bytes)
     py=$(python3 -c 'import sys; print(sys.executable)')
@@ -157,7 +157,7 @@ if want iperf3; then
     p_iperf=$(free_port)
     note "iperf3: eta client -> peer server, both directions, -P 4"
     start_bg ips ip netns exec "$ETA_LAB_NS" timeout 200 iperf3 -s -B "$P" -p 5201
-    wait_until 10 peer bash -c "ss -ltn | grep -q ':5201'" || fail "peer iperf3 did not listen"
+    wait_until 10 peer bash -c "ss -ltn | grep -c ':5201' >/dev/null" || fail "peer iperf3 did not listen"
     for args in "" "-R" "-P 4"; do
         before=$(opens active)
         # shellcheck disable=SC2086
@@ -270,7 +270,7 @@ CONF
         fail "the new nginx master wrote no pid"
     kill -WINCH "$old"
     # (the new master is a child of the old one too)
-    wait_until 30 bash -c "! ps -o cmd= --ppid $old | grep -q 'worker process'" || fail "the old nginx workers did not leave"
+    wait_until 30 bash -c "! ps -o cmd= --ppid $old | grep -c 'worker process' >/dev/null" || fail "the old nginx workers did not leave"
     kill -QUIT "$old"
     wait_until 30 bash -c "! kill -0 $old 2>/dev/null" || fail "the old nginx master did not leave"
     got=$(peer timeout 30 curl -sS "http://$H:$p_nginx/blob" | sha256sum | cut -d' ' -f1) || got="curl failed"
@@ -387,7 +387,7 @@ import socket; s = socket.create_connection(('$H', 8096)); s.sendall(b'uv'); pri
     for port in "$p_mca" 11313; do
         start_bg hold ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP:$H:$port" OPEN:/dev/null
     done
-    wait_until 10 peer bash -c "ss -tn state established | grep -q ':11313'" || fail "held connection did not open"
+    wait_until 10 peer bash -c "ss -tn state established | grep -c ':11313' >/dev/null" || fail "held connection did not open"
     a_pid=$(child_of "$mca_pid") p_pid=$(child_of "$mcp_pid") u_pid=$(child_of "$uv_pid")
     ppe_real=$(child_of "$ppe_pid")
     kill -KILL "$ppe_real"

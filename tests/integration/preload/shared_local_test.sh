@@ -61,10 +61,10 @@ start_bg psrv timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$
 start_bg pperf timeout 900 ip netns exec "$ETA_LAB_NS" "$ETA_PERF" server -t kernel -p 7701
 wait_until 30 ppe_true "any(c['state'] == 'LISTEN' and c['local'] == '$H:7201' for c in d['connections'])" ||
     fail "the eta-run server on $H:7201 does not listen in MARS: $(ppe_stat | tail -5)"
-wait_until 120 sh -c "ss -Hltn 'src $H:7201' | grep -q ." ||
+wait_until 120 sh -c "ss -Hltn 'src $H:7201' | grep -c . >/dev/null" ||
     fail "the eta-run server's kernel half does not listen on $H:7201 (not a hybrid listener): $(ss -ltn)"
-wait_until 120 sh -c "ss -Hltn 'src $H:7101' | grep -q ." || fail "the kernel server did not listen"
-wait_until 120 peer sh -c "ss -Hltn 'sport = :7401' | grep -q ." || fail "the peer's server did not listen"
+wait_until 120 sh -c "ss -Hltn 'src $H:7101' | grep -c . >/dev/null" || fail "the kernel server did not listen"
+wait_until 120 peer sh -c "ss -Hltn 'sport = :7401' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 
 note "the peer reaches the eta-run server on $H:7201 through MARS"
 opens0=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
@@ -210,7 +210,7 @@ note "3,000 short eta-run connections to the peer, each from a port the kernel p
 # The client closes first: MARS keeps each in TIME-WAIT, which the kernel
 # cannot see, so it soon hands out such a port again (before MARS recycled
 # TIME-WAIT on an active open, the connect hung after a few dozen).
-wait_until 120 peer sh -c "ss -Hltn 'sport = :7701' | grep -q ." || fail "the peer's eta-perf server did not listen"
+wait_until 120 peer sh -c "ss -Hltn 'sport = :7701' | grep -c . >/dev/null" || fail "the peer's eta-perf server did not listen"
 out=$(timeout 120 "$ETA_RUN" --require -- "$ETA_PERF" client -t kernel -m crr -s 64 -c "$P" -p 7701 -n 3000 --duration 3600 2>&1) ||
     fail "3,000 connect/request/response/close from kernel-picked ports did not finish (exit status $?): $(tail -3 <<<"$out")"
 grep -q "3000 transactions" <<<"$out" || fail "eta-perf crr did not do 3,000 transactions: $out"
@@ -236,7 +236,7 @@ hold_run "$work/loc" "$ETA_RUN" --require -- python3 "$HELPER" connect "$H" 7201
 port=${BASH_REMATCH[1]}
 wait_until 120 ppe_true "any(c['local'] == '$H:$port' and c['remote'] == '$H:7201' and c['state'] == 'ESTABLISHED' for c in d['connections']) and any(c['local'] == '$H:7201' and c['remote'] == '$H:$port' for c in d['connections'])" ||
     fail "eta-stat does not show both ends of the local connection from port $port in MARS: $(ppe_stat | tail)"
-ss -Htn "src $H:$port dst $H:7201" | grep -q ESTAB && fail "the local connection from port $port is the kernel's too: $(ss -tn)"
+ss -Htn "src $H:$port dst $H:7201" | grep -c ESTAB >/dev/null && fail "the local connection from port $port is the kernel's too: $(ss -tn)"
 plain_bind_refused "$port" "the local port of an eta-run connection inside the engine"
 touch "$work/loc/done"
 
@@ -246,7 +246,7 @@ hold_run "$work/kloc" "$ETA_RUN" --require -- python3 "$HELPER" connect "$H" 710
 port=${BASH_REMATCH[1]}
 wait_until 120 ppe_true "any(p['sockets'].get('local', 0) >= 1 for p in d['programs'])" ||
     fail "eta-stat shows no program with a 'local' socket: $(ppe_json "d['programs']")"
-ss -Htn "src $H:$port dst $H:7101" | grep -q ESTAB || fail "the connection from port $port to the kernel server is not the kernel's: $(ss -tn)"
+ss -Htn "src $H:$port dst $H:7101" | grep -c ESTAB >/dev/null || fail "the connection from port $port to the kernel server is not the kernel's: $(ss -tn)"
 # (MARS's refused attempt from the same port leaves the table once the shim
 # closed it: eta-stat's snapshot may still show it for a moment.)
 wait_until 120 ppe_true "not any(c['local'] == '$H:$port' and c.get('remote') == '$H:7101' for c in d['connections'])" ||

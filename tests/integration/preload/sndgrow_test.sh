@@ -48,7 +48,7 @@ note "socat under eta-run sends $mib MiB to a kernel socat in the peer, 5 ms eac
 # The receiver writes what it gets to a file in the peer's view of $work (the
 # lab's namespace shares the file system); it ends at the sender's FIN.
 start_bg rcv ip netns exec "$ETA_LAB_NS" timeout 300 socat -u TCP-LISTEN:5411,reuseaddr "CREATE:$work/got"
-wait_until 10 peer bash -c "ss -ltn | grep -q ':5411 '" || fail "the receiver in the peer did not listen"
+wait_until 10 peer bash -c "ss -ltn | grep -c ':5411 ' >/dev/null" || fail "the receiver in the peer did not listen"
 ETA_LOG=fallback,accel timeout 240 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     socat -u "OPEN:$work/blob" "TCP:$P:5411" 2> "$work/eta.err" ||
     { cat "$work/eta.err"; fail "socat under eta-run failed"; }

@@ -67,7 +67,7 @@ note "socat UDP echo under eta-run, the kernel peer sends datagrams of 1..1472 b
 serve 7007 8192
 peer timeout 120 "$py" "$here/udp_peer.py" echo "$ETA_LAB_PPE_IP" 7007 ||
     { cat "$work/socat7007.err"; fail "the echo through the PPE differed"; }
-if grep -E 'fd [0-9]+: (kernel|fallback)' "$work/socat7007.err" | grep -qi udp; then
+if grep -E 'fd [0-9]+: (kernel|fallback)' "$work/socat7007.err" | grep -ci udp >/dev/null; then
     cat "$work/socat7007.err"; fail "a UDP socket of socat went to the kernel"
 fi
 
@@ -98,7 +98,7 @@ probe() { # bind address, peer address, output file; then the run itself
     local ppid=$!
     _bg_pids+=($ppid)
     # the probe's "go" is sent once: the peer's socket must be bound first
-    wait_until 20 bash -c "ip netns exec $ETA_LAB_NS ss -uln | grep -q ':9100 '" ||
+    wait_until 20 bash -c "ip netns exec $ETA_LAB_NS ss -uln | grep -c ':9100 ' >/dev/null" ||
         { cat "$out.peer"; fail "the probe's peer did not bind port 9100"; }
     timeout 60 "$@" "$py" "$here/udp_probe.py" "$bind" "$peer_ip" > "$out" 2> "$out.err" ||
         { cat "$out" "$out.err" "$out.peer"; fail "udp_probe.py failed ($bind)"; }

@@ -33,7 +33,7 @@ wait_until 60 grep -qx READY "$work/ready" || fail "eta-ppe did not become ready
 eta_silent=${ETA_LAB_PPE_IP%.*}.77
 kernel_silent=${ETA_LAB_KERNEL_IP%.*}.77
 for ip in "$eta_silent" "$kernel_silent"; do
-    if peer ip -4 addr show | grep -q " $ip/"; then fail "$ip is in use in the lab: pick another"; fi
+    if peer ip -4 addr show | grep -c " $ip/" >/dev/null; then fail "$ip is in use in the lab: pick another"; fi
 done
 
 note "the kernel: connect to $kernel_silent (nobody there)"

@@ -19,7 +19,7 @@ on_exit "rm -rf $work"
 ppe_config
 ppe_start "$work/ppe.toml"
 start_bg srv ip netns exec "$ETA_LAB_NS" timeout 300 "$PERF" server --transport kernel --port 5601
-wait_until 10 peer bash -c "ss -ltn | grep -q ':5601'" || fail "peer eta-perf server did not listen"
+wait_until 10 peer bash -c "ss -ltn | grep -c ':5601' >/dev/null" || fail "peer eta-perf server did not listen"
 
 note "traffic through the PPE (eta-perf rr over DTI, 1 s)"
 ETA_SOCKET=$ETA_LAB_SOCKET timeout 60 "$PERF" client --transport dti --connect "$ETA_LAB_PEER_IP" --port 5601 \
@@ -93,5 +93,5 @@ ppe_stop
 wait_until 10 bash -c "! test -e '$work/eta.prom'" ||
     { ls -la "$work" >&2; ps -o pid,stat,args -p "$watcher_pid" >&2 || true; fail "eta-stat left $work/eta.prom behind after eta-ppe stopped"; }
 wait_until 10 bash -c "! kill -0 $watcher_pid" || fail "eta-stat --watch did not exit after eta-ppe stopped"
-ls "$work" | grep -q '\.tmp\.' && fail "eta-stat left a temporary file behind"
+ls "$work" | grep -c '\.tmp\.' >/dev/null && fail "eta-stat left a temporary file behind"
 echo PASS
