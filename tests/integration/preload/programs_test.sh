@@ -67,7 +67,10 @@ if want socat; then
     note "socat: eta client -> kernel server in the peer"
     start_bg sink ip netns exec "$ETA_LAB_NS" timeout 60 socat -u "TCP-LISTEN:7001,bind=$P,reuseaddr" "OPEN:$work/got1,creat,trunc"
     wait_until 10 peer bash -c "ss -ltn | grep -c ':7001' >/dev/null" || fail "peer socat did not listen"
-    runlog "$work/l1" socat -u "OPEN:$work/blob" "TCP:$P:7001" || fail "socat client under eta-run failed"
+    rc=0
+    runlog "$work/l1" socat -d -d -u "OPEN:$work/blob" "TCP:$P:7001" || rc=$?
+    [ "$rc" -eq 0 ] || fail "socat client under eta-run failed (exit $rc; 124: its 120 s bound): $(tail -20 "$work/l1");
+the receiver got $(stat -c %s "$work/got1" 2>/dev/null || echo none) of $((64 << 20)) bytes; the PPE's connections: $(stat_py "[(c['state'], c['bytes_in'], c['bytes_out'], c.get('retransmits')) for c in d.get('connections', [])]" 2>&1)"
     wait "$sink_pid" || fail "peer socat failed"
     accelerated "$work/l1" "socat client"
     [ "$(sha256sum < "$work/got1" | cut -d' ' -f1)" = "$sum" ] || fail "socat: bytes differ (eta -> kernel)"
