@@ -169,16 +169,16 @@ TEST(TimerWheel, CancelAndRearm) {
 }
 
 // A retransmission timer re-armed on every ACK leaves a stale mark in each
-// slot it left; next_due_ns() clears the ones it meets. A timer armed later
-// into such a slot must be marked again: found by next_due_ns() and fired.
-TEST(TimerWheel, StaleMarksNextDueClearsNeverHideATimer) {
+// slot it left (a cancel leaves its slot's mark). Those marks must never hide
+// a timer armed later into such a slot, nor the one that moved on.
+TEST(TimerWheel, StaleMarksOfAReArmedTimerNeverHideATimer) {
     TimerWheel w;
     ASSERT_TRUE(w.init(1024, 10, 0));
     Timer rtx, later;
     for (uint64_t due = 100; due <= 2000; due += 10) // moves through 191 slots
         w.arm(&rtx, due);
     EXPECT_EQ(w.armed_count(), 1u);
-    EXPECT_EQ(w.next_due_ns(), 2000u);   // the scan clears the 190 stale marks
+    EXPECT_EQ(w.next_due_ns(), 2000u);   // past 190 stale marks
     w.arm(&later, 500);                  // into one of those slots
     EXPECT_EQ(w.next_due_ns(), 500u);
     Recorder r;
