@@ -9,10 +9,10 @@
 #   grep_q_test.sh SOURCE_ROOT
 root=${1:?usage: grep_q_test.sh SOURCE_ROOT}
 cd "$root" || exit 1
-found=$(grep -rnE '\|[[:space:]]*grep[[:space:]]+-[a-zA-Z]*q' tests benchmarks tools \
+found=$(grep -rnE '(^|[^|])\|[[:space:]]*grep[[:space:]]+-[a-zA-Z]*q' tests benchmarks tools \
     --include='*.sh' --include='*.bash' -r 2>/dev/null; \
     grep -rlE '^#!.*(ba)?sh' tests benchmarks tools 2>/dev/null | grep -v '\.sh$' |
-        xargs -r grep -nHE '\|[[:space:]]*grep[[:space:]]+-[a-zA-Z]*q')
+        xargs -r grep -nHE '(^|[^|])\|[[:space:]]*grep[[:space:]]+-[a-zA-Z]*q')
 found=$(printf '%s\n' "$found" | grep -vE '^[^:]+:[0-9]+:[[:space:]]*#' | grep -v '^$' | grep -v 'grep_q_test.sh')
 if [ -n "$found" ]; then
     echo "PRODUCER | grep -q under pipefail is a race (SIGPIPE); use grep -c ... >/dev/null:" >&2
