@@ -147,7 +147,7 @@ static const int kInherited[] = {
     DTI_SO_RCVBUF, /* reads the size set (0: none) while there is no ring */
     DTI_SO_SNDBUF, /* likewise: its connections' send rings */
     DTI_SO_MAXSEG, /* its connections' SYN-ACK MSS; an unset one reads 536 (kUnsetMaxSeg) */
-    DTI_SO_NOTSENT_LOWAT,
+    DTI_SO_NOTSENT_LOWAT, DTI_SO_TCLASS,
 };
 /* What an engine answers for TCP_MAXSEG never set on a socket without a
  * connection (Linux's TCP_MSS_DEFAULT, as MARS answers): not replayed, or
@@ -489,6 +489,7 @@ static const int kKept[] = {
     DTI_SO_KEEPCNT,  DTI_SO_MAXSEG,       DTI_SO_USER_TIMEOUT, DTI_SO_LINGER, DTI_SO_REUSEADDR,
     DTI_SO_REUSEPORT, DTI_SO_TOS,         DTI_SO_RCVLOWAT,  DTI_SO_RCVBUF,    DTI_SO_NOTSENT_LOWAT,
     DTI_SO_SNDBUF, /* before connect: sizes the send ring the connection gets */
+    DTI_SO_TCLASS,
 };
 #define N_KEPT (sizeof kKept / sizeof kKept[0])
 

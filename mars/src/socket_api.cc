@@ -328,6 +328,13 @@ int StackImpl::set_option(SockId id, SockOpt opt, int64_t v)
         s->app.tos = uint8_t(v & 0xfc);
         if (s->flags & kFHasRings) tcp::build_template(*this, *s);
         break;
+    case SockOpt::kTclass:
+        // IPV6_TCLASS: -1 is the default (0); the ECN bits are TCP's own
+        // (Linux keeps them out of a stream socket's value, as for IP_TOS).
+        if (v < -1 || v > 255) return -EINVAL;
+        s->app.tclass = v < 0 ? 0 : uint8_t(v & 0xfc);
+        if (s->flags & kFHasRings) tcp::build_template(*this, *s);
+        break;
     case SockOpt::kRcvLowat:
         if (v < 1) return -EINVAL;
         s->app.rcv_lowat = uint32_t(std::min<int64_t>(v, INT32_MAX));
@@ -384,6 +391,7 @@ int StackImpl::get_option(SockId id, SockOpt opt, int64_t *v) const
     case SockOpt::kReuseAddr: *v = (s->flags & kFReuseAddr) != 0; break;
     case SockOpt::kReusePort: *v = (s->flags & kFReusePort) != 0; break;
     case SockOpt::kTos: *v = s->app.tos; break;
+    case SockOpt::kTclass: *v = s->app.tclass; break;
     case SockOpt::kRcvLowat: *v = s->app.rcv_lowat; break;
     case SockOpt::kNotsentLowat: *v = s->app.notsent_lowat; break;
     case SockOpt::kRcvBuf: *v = (s->flags & kFHasRings) ? s->app.rcv_space : s->app.rcv_buf; break;

@@ -229,6 +229,7 @@ ETA_SAME_OPTION(kTos);
 ETA_SAME_OPTION(kRcvLowat);
 ETA_SAME_OPTION(kRcvBuf);
 ETA_SAME_OPTION(kNotsentLowat);
+ETA_SAME_OPTION(kTclass);
 #undef ETA_SAME_OPTION
 static_assert(sizeof(dti::engine::Option) == sizeof(mars::SockOpt), "DTI and MARS socket options have one width");
 

@@ -38,14 +38,14 @@ static inline int eta_hybrid_file_flags(int fl, bool program_nonblock)
 
 /* Options the program set on a socket, so that making it accelerated reads
  * back from the kernel only those (a connect with none set costs no
- * getsockopt). Bits 0..7: eta_carry_options()'s table, in its order. */
-#define ETA_OPT_KEEPALIVE_TUNING (1u << 8) /* TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT */
-#define ETA_OPT_LINGER (1u << 9)
-#define ETA_OPT_TIMEOUTS (1u << 10) /* SO_RCVTIMEO, SO_SNDTIMEO */
-#define ETA_OPT_RCVBUF (1u << 11)   /* SO_RCVBUF: fixes the receive buffer (no autotuning) */
-#define ETA_OPT_MAXSEG (1u << 12)   /* TCP_MAXSEG: the MSS option of the SYN / SYN-ACK */
-#define ETA_OPT_NOTSENT_LOWAT (1u << 13) /* TCP_NOTSENT_LOWAT (0: the namespace's default) */
-#define ETA_OPT_SNDBUF (1u << 14)   /* SO_SNDBUF, SO_SNDBUFFORCE: sizes the send ring at connect */
+ * getsockopt). Bits 0..8: eta_carry_options()'s table, in its order. */
+#define ETA_OPT_KEEPALIVE_TUNING (1u << 9) /* TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT */
+#define ETA_OPT_LINGER (1u << 10)
+#define ETA_OPT_TIMEOUTS (1u << 11) /* SO_RCVTIMEO, SO_SNDTIMEO */
+#define ETA_OPT_RCVBUF (1u << 12)   /* SO_RCVBUF: fixes the receive buffer (no autotuning) */
+#define ETA_OPT_MAXSEG (1u << 13)   /* TCP_MAXSEG: the MSS option of the SYN / SYN-ACK */
+#define ETA_OPT_NOTSENT_LOWAT (1u << 14) /* TCP_NOTSENT_LOWAT (0: the namespace's default) */
+#define ETA_OPT_SNDBUF (1u << 15)   /* SO_SNDBUF, SO_SNDBUFFORCE: sizes the send ring at connect */
 #define ETA_OPT_ALL 0xffffffffu     /* unknown history (a socket adopted across exec) */
 /* sockopt.c: the ETA_OPT_* bit of an option (0: not one the shim carries). */
 uint32_t eta_opt_bit(int level, int name);

@@ -34,7 +34,9 @@ static const struct {
     {SOL_SOCKET, SO_KEEPALIVE, DTI_SO_KEEPALIVE, 0}, {IPPROTO_TCP, TCP_NODELAY, DTI_SO_NODELAY, 0},
     {IPPROTO_TCP, TCP_CORK, DTI_SO_CORK, 0},         {IPPROTO_IP, IP_TOS, DTI_SO_TOS, 0},
     {SOL_SOCKET, SO_RCVLOWAT, DTI_SO_RCVLOWAT, 1},   {IPPROTO_TCP, TCP_USER_TIMEOUT, DTI_SO_USER_TIMEOUT, 0},
+    {IPPROTO_IPV6, IPV6_TCLASS, DTI_SO_TCLASS, 0}, /* read back only from an AF_INET6 socket (set on one only) */
 };
+_Static_assert(sizeof carried / sizeof carried[0] <= 9, "ETA_OPT_KEEPALIVE_TUNING is the next bit (sockobj.h)");
 enum { CARRIED_KEEPALIVE = 2 }; /* its index in carried[] */
 
 uint32_t eta_opt_bit(int level, int name)
@@ -407,6 +409,11 @@ static int dti_option(int level, int name)
     }
     if (level == IPPROTO_IP && name == IP_TOS)
         return DTI_SO_TOS;
+    /* An AF_INET6 socket keeps both: IP_TOS for its IPv4 (v4-mapped)
+     * connections, IPV6_TCLASS for its IPv6 ones, as Linux does (MARS holds
+     * both and uses the connection's family's). */
+    if (level == IPPROTO_IPV6 && name == IPV6_TCLASS)
+        return DTI_SO_TCLASS;
     return 0;
 }
 
@@ -419,8 +426,8 @@ static bool harmless_option(int level, int name)
                name == SO_LINGER || name == SO_PRIORITY || name == SO_OOBINLINE;
     if (level == IPPROTO_TCP)
         return name == TCP_QUICKACK || name == TCP_DEFER_ACCEPT || name == TCP_CONGESTION;
-    if (level == IPPROTO_IPV6) /* an accepted IPv4 connection of a dual-stack listener */
-        return name == IPV6_V6ONLY || name == IPV6_TCLASS;
+    if (level == IPPROTO_IPV6) /* read back; set: refused once bound (v6only_fixed) */
+        return name == IPV6_V6ONLY;
     return false;
 }
 

@@ -467,7 +467,12 @@ enum dti_sockopt {
                                  what brings the unsent bytes up to the mark, none at or above it; inherited
                                  by accepted connections. An engine that predates it answers
                                  -ENOPROTOOPT, as for any unknown option (the region's layout did not
-                                 change, so DTI_ABI_VERSION stays; dti/README.md) */
+                                 change, so DTI_ABI_VERSION stays; dti/README.md) */,
+    DTI_SO_TCLASS = 17        /* IPV6_TCLASS, -1 .. 255 (-1: the default, 0): the traffic class of an
+                                 IPv6 connection's segments; DTI_SO_TOS is an IPv4 connection's, so a
+                                 dual-stack socket keeps both, each for its family (the ECN bits are
+                                 TCP's: not taken). Inherited by accepted connections. An engine that
+                                 predates it answers -ENOPROTOOPT (DTI_ABI_VERSION stays) */
 };
 
 /* Readiness bits; equal to Linux's POLLIN/POLLOUT/POLLERR/POLLHUP/POLLRDHUP so

@@ -286,6 +286,11 @@ enum class SockOpt : uint16_t {
     // that writes through it reads ring_levels() first. send() honours it.
     // Inherited by accepted connections.
     kNotsentLowat,
+    // IPV6_TCLASS: the traffic class of an IPv6 connection's segments
+    // (-1: the default, 0; the ECN bits are TCP's), as kTos is an IPv4
+    // connection's TOS: a dual-stack socket keeps both, each for its family.
+    // Inherited by accepted connections.
+    kTclass,
 };
 
 struct SockInfo {

@@ -231,7 +231,8 @@ struct UserSide {
     uint32_t keep_cnt = 0;
     uint64_t user_timeout_ns = 0;
     int32_t linger_sec = -1;
-    uint8_t tos = 0;
+    uint8_t tos = 0;    // IP_TOS: an IPv4 connection's (SockOpt::kTos)
+    uint8_t tclass = 0; // IPV6_TCLASS: an IPv6 connection's traffic class (SockOpt::kTclass)
     uint32_t rcv_lowat = 1;
     uint32_t notsent_lowat = UINT32_MAX; // TCP_NOTSENT_LOWAT (SockOpt::kNotsentLowat); UINT32_MAX: none
     Endpoint local, remote;

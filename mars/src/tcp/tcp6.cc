@@ -135,7 +135,7 @@ void Tcp6::build_template(tcp::Conn &s) const
     h.dst = s.v6.remote;
     h.sport = s.app.local.port;
     h.dport = s.app.remote.port;
-    h.tclass = s.app.tos;
+    h.tclass = s.app.tclass;
     h.hop_limit = cfg_.hop_limit6;
     h.flow_label = flow_label(h.src, h.dst, h.sport, h.dport, cfg_.isn_secret);
     write_headers(s.v6.hdr, cfg_.mac, h);

@@ -65,6 +65,7 @@ static void inherit(Sock &l, Sock &c)
     c.app.user_timeout_ns = l.app.user_timeout_ns;
     c.app.linger_sec = l.app.linger_sec;
     c.app.tos = l.app.tos;
+    c.app.tclass = l.app.tclass;
     c.app.rcv_lowat = l.app.rcv_lowat;
     c.app.notsent_lowat = l.app.notsent_lowat;
 }

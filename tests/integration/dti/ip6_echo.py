@@ -9,17 +9,34 @@
       "::": dual-stack); prints "listening" once it listens, then for each
       connection "conn peer [addr]:port local [addr]:port" (as accept() and
       getsockname() give them) and echoes until the peer's end of stream
+
+  With ETA_TEST_TCLASS and/or ETA_TEST_TOS set (integers), the client's
+  socket, or the server's listener, sets IPV6_TCLASS (AF_INET6 sockets only)
+  and IP_TOS before it connects or binds.
 """
 import hashlib
+import os
 import random
 import socket
 import sys
 import threading
 
 
+def marks(s):
+    """The traffic class and TOS the environment asks for, before connect or bind."""
+    if "ETA_TEST_TCLASS" in os.environ and s.family == socket.AF_INET6:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, int(os.environ["ETA_TEST_TCLASS"], 0))
+    if "ETA_TEST_TOS" in os.environ:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, int(os.environ["ETA_TEST_TOS"], 0))
+
+
 def client(host, port, n, seed):
     data = random.Random(seed).randbytes(n)
-    s = socket.create_connection((host, port), timeout=60)
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    s = socket.socket(family, kind, proto)
+    marks(s)
+    s.settimeout(60)
+    s.connect(addr)
     got = bytearray()
 
     def reader():
@@ -45,6 +62,7 @@ def client(host, port, n, seed):
 def server(host, port, n):
     l = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     l.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if host == "::" else 1)
+    marks(l)
     l.bind((host, port))
     l.listen(4)
     print("listening", flush=True)

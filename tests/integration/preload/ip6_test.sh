@@ -13,7 +13,12 @@
 # through the PPE (none from the kernel half). Then an eta-run --require
 # client connects over IPv6 to a kernel server in the peer (on-link of the
 # port's address6: the shim's decision from eta-ppe's "port6" line): through
-# the engine (from the PPE's IPv6 address), sha256 both ways.
+# the engine (from the PPE's IPv6 address), sha256 both ways. Both the
+# server's listener and that client set IPV6_TCLASS 0xb8 (DSCP EF) and
+# IP_TOS 0x28 (AF11): nftables counters in the peer see every segment from
+# the PPE of the IPv6 connections marked EF and of the IPv4 one AF11, none
+# otherwise (each family's own option, carried to the engine and inherited
+# by accepted connections, as Linux).
 #   ip6_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
@@ -34,6 +39,30 @@ ppe_start "$work/ppe.toml"
 H6=$ETA_LAB_PPE_IP6
 wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
 sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
+# The marks of what the PPE sends the peer, counted there (the lab's
+# namespace goes with the lab; the table is taken out first anyway).
+peer nft -f - <<EOF || fail "nftables counters in the peer namespace"
+table inet eta_marks {
+    counter s6_ef {}
+    counter s6_other {}
+    counter s4_af11 {}
+    counter s4_other {}
+    counter c6_ef {}
+    counter c6_other {}
+    chain input {
+        type filter hook input priority 0;
+    }
+}
+EOF
+on_exit "peer nft delete table inet eta_marks 2>/dev/null"
+# marked NAME: packets counted by counter NAME.
+marked() { peer nft list counter inet eta_marks "$1" | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
+# mark_rules PORT DIR "FAMILY saddr ADDR" NAME DSCP: what the PPE sends from
+# (DIR sport) or to (dport) PORT, counted in NAME_DSCP when marked DSCP, else NAME_other.
+mark_rules() {
+    peer nft add rule inet eta_marks input $3 tcp "$2" "$1" "${3%% *}" dscp "$5" counter name "$4_$5" &&
+        peer nft add rule inet eta_marks input $3 tcp "$2" "$1" "${3%% *}" dscp != "$5" counter name "$4_other"
+}
 ip6_before=$(sum ip6_in)
 # ip6_grew BEFORE: the engines counted a segment's worth of IPv6 packets for
 # each 1500 of $BYTES since BEFORE; for wait_until (they publish their counters
@@ -42,7 +71,9 @@ ip6_grew() { [ $(($(sum ip6_in) - $1)) -ge $((BYTES / 1500)) ]; }
 
 note "python3 on [::] under eta-run --require; a kernel client in the peer to [$H6], then to $ETA_LAB_PPE_IP"
 port=$(free_port)
-ETA_LOG=fallback,accel start_bg srv timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+mark_rules "$port" sport "ip6 saddr $H6" s6 ef && mark_rules "$port" sport "ip saddr $ETA_LAB_PPE_IP" s4 af11 ||
+    fail "nftables rules in the peer namespace"
+ETA_LOG=fallback,accel ETA_TEST_TCLASS=0xb8 ETA_TEST_TOS=0x28 start_bg srv timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     "$py" "$TOOL" server :: "$port" 2 >"$work/srv.out" 2>"$work/srv.err"
 wait_until 30 eval "grep -q listening '$work/srv.out' || ! kill -0 $srv_pid"
 grep -q listening "$work/srv.out" || fail "the server did not listen: $(cat "$work/srv.out" "$work/srv.err")"
@@ -65,20 +96,27 @@ grep -q "^conn peer \[::ffff:$ETA_LAB_PEER_IP\]:[0-9]* local \[::ffff:$ETA_LAB_P
 wait_until 20 ip6_grew "$ip6_before" || true
 segs=$(( $(sum ip6_in) - ip6_before ))
 [ "$segs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $segs IPv6 packets in the engine for $BYTES bytes received over IPv6"
+[ "$(marked s6_ef)" -ge $((BYTES / 1500)) ] && [ "$(marked s6_other)" = 0 ] ||
+    fail "the listener's IPV6_TCLASS 0xb8: $(marked s6_ef) packets of its IPv6 connection marked EF, $(marked s6_other) not"
+[ "$(marked s4_af11)" -ge $((100000 / 1500)) ] && [ "$(marked s4_other)" = 0 ] ||
+    fail "the listener's IP_TOS 0x28: $(marked s4_af11) packets of its IPv4 connection marked AF11, $(marked s4_other) not"
 
 note "an eta-run --require client to a kernel IPv6 server in the peer ([$ETA_LAB_PEER_IP6])"
 pport=$(free_port)
+mark_rules "$pport" dport "ip6 saddr $H6" c6 ef || fail "nftables rules in the peer namespace"
 start_bg psrv peer timeout 150 "$py" "$TOOL" server "$ETA_LAB_PEER_IP6" "$pport" >"$work/psrv.out" 2>&1
 wait_until 20 eval "grep -q listening '$work/psrv.out' || ! kill -0 $psrv_pid"
 grep -q listening "$work/psrv.out" || fail "the peer's server did not listen: $(cat "$work/psrv.out")"
 ip6_mid=$(sum ip6_in)
-cli=$(ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+cli=$(ETA_LOG=fallback,accel ETA_TEST_TCLASS=0xb8 ETA_TEST_TOS=0x28 timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" "$BYTES" "$SEED" 2>"$work/cli.err") ||
     fail "the client under eta-run failed: $cli $(cat "$work/cli.err")"
 wait "$psrv_pid" || fail "the peer's server exited $?"
 read -r _ csent _ cgot cn _ <<<"$cli"
 [ "$csent" = "$sent" ] && [ "$cgot" = "$got" ] && [ "$cn" -eq "$BYTES" ] || fail "the client's exchange: '$cli' (the server's was '$eta')"
 [[ "$cli" == *"local [$H6]:"* ]] || fail "the client's address is not the PPE's IPv6 one: $cli"
+[ "$(marked c6_ef)" -ge $((BYTES / 1500)) ] && [ "$(marked c6_other)" = 0 ] ||
+    fail "the client's IPV6_TCLASS 0xb8 (its IP_TOS 0x28 is IPv4's): $(marked c6_ef) packets marked EF, $(marked c6_other) not"
 if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ]; then
     grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/cli.err" ||
         fail "the client's connect was not the PPE's: $(cat "$work/cli.err")"

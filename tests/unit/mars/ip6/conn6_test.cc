@@ -247,6 +247,9 @@ TEST(Conn6, DualStackListenerTakesBothFamilies)
     Net n(v6_config());
     Stack &a = n.net.stack(0), &b = n.net.stack(1);
     const SockId l = listen6(b, Ip6Addr{}, 9000, false);
+    // Both families' marks on the listener: its children inherit both.
+    ASSERT_EQ(b.set_option(l, SockOpt::kTos, 0x20), 0);
+    ASSERT_EQ(b.set_option(l, SockOpt::kTclass, 0x60), 0);
     const int64_t c4 = a.open(1), c6 = a.open(2);
     ASSERT_EQ(a.connect(SockId(c4), n.net.addr(1, 9000), n.net.now()), 0);
     ASSERT_EQ(a.connect6(SockId(c6), Endpoint6{addr6(2), 9000}, n.net.now()), 0);
@@ -271,6 +274,11 @@ TEST(Conn6, DualStackListenerTakesBothFamilies)
             SockInfo x{};
             b.info(SockId(c), &x);
             got.push_back(x);
+            int64_t tos = -1, tclass = -1;
+            EXPECT_EQ(b.get_option(SockId(c), SockOpt::kTos, &tos), 0);
+            EXPECT_EQ(b.get_option(SockId(c), SockOpt::kTclass, &tclass), 0);
+            EXPECT_EQ(tos, 0x20) << "IP_TOS inherited";
+            EXPECT_EQ(tclass, 0x60) << "IPV6_TCLASS inherited";
         }
         return got.size() == 3;
     }, 10 * kSec));

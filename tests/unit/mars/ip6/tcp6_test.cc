@@ -403,4 +403,55 @@ TEST(Tcp6Conn, PacketTooBigLowersTheMss)
     EXPECT_EQ(get32(again[0], 58), o.iss + 1) << "from the first unacknowledged byte";
 }
 
+// IPV6_TCLASS (SockOpt::kTclass) is an IPv6 connection's traffic class and
+// IP_TOS (kTos) an IPv4 one's: a dual-stack socket keeps both, each for its
+// family, as Linux does. The SYN carries the class set before connect (its
+// ECN bits dropped: TCP's own), the TOS changes nothing on IPv6; set on an
+// open connection it marks the next segment; -1 is the default (0);
+// outside -1..255 is EINVAL, the value unchanged.
+uint8_t tclass_of(const std::vector<uint8_t> &f) { return uint8_t((f[14] & 0x0f) << 4 | f[15] >> 4); }
+
+TEST(Tcp6Conn, TrafficClassIsIpv6TclassNotIpTos)
+{
+    Up u(options());
+    Stack &st = u.p.stack();
+    const SockId s = SockId(st.open(1));
+    ASSERT_EQ(st.set_option(s, SockOpt::kTos, 0x28), 0);
+    ASSERT_EQ(st.set_option(s, SockOpt::kTclass, 0xb8 | 0x3), 0);
+    int64_t v = -5;
+    ASSERT_EQ(st.get_option(s, SockOpt::kTclass, &v), 0);
+    EXPECT_EQ(v, 0xb8);
+    ASSERT_EQ(st.get_option(s, SockOpt::kTos, &v), 0);
+    EXPECT_EQ(v, 0x28);
+    EXPECT_EQ(st.set_option(s, SockOpt::kTclass, 256), -EINVAL);
+    EXPECT_EQ(st.set_option(s, SockOpt::kTclass, -2), -EINVAL);
+    ASSERT_EQ(st.get_option(s, SockOpt::kTclass, &v), 0);
+    EXPECT_EQ(v, 0xb8) << "a refused value changes nothing";
+    ASSERT_EQ(st.connect6(s, Endpoint6{kPeerIp, 443}, u.p.now), 0);
+    auto syn = tcp6_only(u.p.take_raw());
+    ASSERT_EQ(syn.size(), 1u);
+    EXPECT_EQ(tclass_of(syn[0]), 0xb8);
+    EXPECT_NE(label_of(syn[0]), 0u) << "the flow label beside it is kept";
+
+    Open6 o;
+    Stack &st2 = o.u.p.stack();
+    ASSERT_EQ(st2.set_option(o.sock, SockOpt::kNoDelay, 1), 0); // the second write goes out unacknowledged
+    ASSERT_EQ(st2.set_option(o.sock, SockOpt::kTos, 0x10), 0);
+    std::vector<uint8_t> data(100, 'q');
+    ASSERT_EQ(st2.send(o.sock, data.data(), data.size()), 100);
+    o.u.p.poll();
+    auto sent = tcp6_only(o.u.p.take_raw());
+    ASSERT_FALSE(sent.empty());
+    EXPECT_EQ(tclass_of(sent[0]), 0) << "IP_TOS is not an IPv6 connection's";
+    ASSERT_EQ(st2.set_option(o.sock, SockOpt::kTclass, 0x48), 0);
+    ASSERT_EQ(st2.send(o.sock, data.data(), data.size()), 100);
+    o.u.p.poll();
+    sent = tcp6_only(o.u.p.take_raw());
+    ASSERT_FALSE(sent.empty());
+    EXPECT_EQ(tclass_of(sent[0]), 0x48);
+    ASSERT_EQ(st2.set_option(o.sock, SockOpt::kTclass, -1), 0);
+    ASSERT_EQ(st2.get_option(o.sock, SockOpt::kTclass, &v), 0);
+    EXPECT_EQ(v, 0);
+}
+
 } // namespace
