@@ -295,6 +295,7 @@ static bool reattach_now_locked(void)
     for (int i = 0; i < n_old && i < (int)(sizeof old_fds / sizeof old_fds[0]); i++)
         eta_fd_clear(old_fds[i]); /* the numbers are about to be free for the program */
     dti_retire(old); /* its memory and descriptors; threads may still hold its contexts */
+    eta_net_reload(); /* before the listeners are made again: they bind where the new PPE has addresses */
     unsigned failed = 0, shared = 0;
     bool turn = tree_lock_take();
     unsigned made = eta_relisten_all(&failed, &shared);

@@ -164,8 +164,9 @@ void eta_count(enum eta_reason r, int fd, const char *detail)
     }
 }
 
-/* The PPE's addresses and routes, at attach. */
-void eta_net_load(void)
+/* Reads the PPE's network description (ETA_NET, else <socket>.net) into
+ * *out: 0, or -1 having said why (out zeroed where it was bad). */
+static int net_read(struct eta_net *out)
 {
     char why[160];
     char text[4096];
@@ -181,16 +182,45 @@ void eta_net_load(void)
             eta_log("warning: the PPE publishes no addresses at %s (%s): no socket can be accelerated; "
                     "set ETA_NET='port A.B.C.D/P' to name them",
                     path, strerror(errno));
-            return;
+            return -1;
         }
         text[n] = 0;
         src = text;
     }
-    if (eta_net_parse(src, &eta_net, why, sizeof why) != 0) {
+    if (eta_net_parse(src, out, why, sizeof why) != 0) {
         eta_log("warning: bad PPE network description %s: %s; no socket will be accelerated",
                 eta_cfg.net_override[0] ? "in ETA_NET" : path, why);
-        memset(&eta_net, 0, sizeof eta_net);
+        memset(out, 0, sizeof *out);
+        return -1;
     }
+    return 0;
+}
+
+/* The PPE's addresses and routes, at attach. */
+void eta_net_load(void)
+{
+    net_read(&eta_net);
+}
+
+void eta_net_reload(void)
+{
+    if (eta_cfg.net_override[0])
+        return; /* the program's ETA_NET holds for its life */
+    struct eta_net fresh;
+    memset(&fresh, 0, sizeof fresh);
+    if (net_read(&fresh) != 0) {
+        eta_log("re-attach: keeping the previous PPE's network description");
+        return;
+    }
+    if (memcmp(&fresh, &eta_net, sizeof fresh) == 0)
+        return;
+    /* Readers take no lock: one that decides while this copy runs may decide
+     * one socket by a mix of the two descriptions (kernel or PPE: either is
+     * a working socket), never read past the arrays (the counts are bounded). */
+    memcpy(&eta_net, &fresh, sizeof fresh);
+    eta_log("re-attach: the new PPE's network description differs from the previous one's: %u IPv4 and %u IPv6 "
+            "addresses, %u routes%s", fresh.n_ports, fresh.n_ports6, fresh.n_routes,
+            fresh.self_shared ? ", shared with the kernel" : "");
 }
 
 

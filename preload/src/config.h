@@ -30,6 +30,11 @@ void eta_config_read(void);
  * once). */
 extern struct eta_net eta_net;
 void eta_net_load(void);
+/* The same at a re-attach (attach.c): a restarted PPE may list other
+ * addresses, routes or sharing; what it publishes replaces the previous
+ * description (said when it differs; kept when the new one cannot be read).
+ * ETA_NET, where set, is kept. */
+void eta_net_reload(void);
 
 /* Monotonic time in ns (vDSO; no system call). */
 uint64_t eta_now_ns(void);

@@ -134,7 +134,7 @@ static void describe(const struct eta_sock *s, char *addr, size_t len)
         if (eta_local6_ip(s, ip6))
             inet_ntop(AF_INET6, ip6, text, sizeof text);
         else if (s->local6) /* ETA_LOCAL6_UNKNOWN */
-            snprintf(text, sizeof text, "an IPv6 address ETA_NET does not list");
+            snprintf(text, sizeof text, "an IPv6 address not recorded");
         snprintf(addr, len, "[%s]:%u%s", text, s->local.port, s->v6only ? ", IPv6 only" : "");
         return;
     }

@@ -12,6 +12,7 @@
 #include "decide.h"
 #include "errno_util.h"
 #include "fdtable.h"
+#include "lock.h"
 #include "real.h"
 #include "sock.h"
 #include "sockobj.h"
@@ -23,6 +24,52 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The IPv6 addresses this process's sockets were bound to: s->local6 is 1 +
+ * an index here. Append-only, so an index names one address for the
+ * process's life (and its forks), whatever order a restarted PPE lists its
+ * addresses in; lookups read without the lock (an entry is written before
+ * the count that publishes it). */
+#define LOCAL6_MAX 254u /* ETA_LOCAL6_UNKNOWN (0xff) is the next value */
+static uint8_t local6_addr[LOCAL6_MAX][16];
+static _Atomic uint32_t local6_n;
+static struct eta_lock local6_lock = ETA_LOCK_INIT;
+
+static uint8_t local6_find(const uint8_t ip[16], uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (memcmp(local6_addr[i], ip, 16) == 0)
+            return (uint8_t)(i + 1);
+    return 0;
+}
+
+/* s->local6 for IPv6 address ip: its entry, added when new; ETA_LOCAL6_UNKNOWN
+ * once LOCAL6_MAX distinct addresses are recorded. */
+static uint8_t local6_intern(const uint8_t ip[16])
+{
+    uint8_t v = local6_find(ip, atomic_load_explicit(&local6_n, memory_order_acquire));
+    if (v)
+        return v;
+    eta_lock(&local6_lock);
+    const uint32_t n = atomic_load_explicit(&local6_n, memory_order_relaxed);
+    v = local6_find(ip, n);
+    if (!v && n < LOCAL6_MAX) {
+        memcpy(local6_addr[n], ip, 16);
+        atomic_store_explicit(&local6_n, n + 1, memory_order_release);
+        v = (uint8_t)(n + 1);
+    }
+    eta_unlock(&local6_lock);
+    return v ? v : ETA_LOCAL6_UNKNOWN;
+}
+
+/* Whether ip is one of the PPE's IPv6 addresses now (eta_net's port6 lines). */
+static bool listed6(const uint8_t ip[16])
+{
+    for (unsigned i = 0; i < eta_net.n_ports6; i++)
+        if (memcmp(ip, eta_net.port6[i].ip, 16) == 0)
+            return true;
+    return false;
+}
+
 int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port)
 {
     if (!s->v6 || s->local.ip) { /* IPv4, or an AF_INET6 socket on a v4-mapped PPE address */
@@ -30,11 +77,8 @@ int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port)
         return dti_bind(c, s->h, &a);
     }
     struct dti_addr6 a6 = {.port = port}; /* [::], or the PPE's IPv6 address bind() named */
-    if (s->local6) {
-        if (s->local6 > eta_net.n_ports6) /* a new PPE without that address */
-            return -EADDRNOTAVAIL;
-        memcpy(a6.ip, eta_net.port6[s->local6 - 1].ip, 16);
-    }
+    if (s->local6 && (!eta_local6_ip(s, a6.ip) || !listed6(a6.ip)))
+        return -EADDRNOTAVAIL; /* a new PPE without that address (or one never recorded) */
     int rc = dti_bind6(c, s->h, &a6, s->v6only ? DTI_BIND6_V6ONLY : 0);
     if (rc == -EAFNOSUPPORT && !s->local6 && !s->v6only) { /* an engine without IPv6: the IPv4 half, as before */
         struct dti_addr a = {0, port};
@@ -94,7 +138,7 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
         if (dti_getsockname6(c, s->h, &got) == 0)
             a6.port = got.port;
     }
-    s->local6 = (uint8_t)own_index6(addr, sizeof in6);
+    s->local6 = local6_intern(in6.sin6_addr.s6_addr);
     s->local = (struct dti_addr){0, a6.port};
     s->v6only = v6only != 0;
     in6.sin6_port = htons(a6.port);
@@ -107,18 +151,15 @@ uint8_t eta_local6_of(const uint8_t ip[16])
     static const uint8_t any[16];
     if (memcmp(ip, any, sizeof any) == 0)
         return 0;
-    for (unsigned i = 0; i < eta_net.n_ports6; i++)
-        if (memcmp(ip, eta_net.port6[i].ip, 16) == 0)
-            return (uint8_t)(i + 1);
-    return ETA_LOCAL6_UNKNOWN;
+    return local6_intern(ip);
 }
 
 bool eta_local6_ip(const struct eta_sock *s, uint8_t ip[16])
 {
     memset(ip, 0, 16);
-    if (s->local6 == 0 || s->local6 > eta_net.n_ports6)
+    if (s->local6 == 0 || s->local6 > atomic_load_explicit(&local6_n, memory_order_acquire))
         return false;
-    memcpy(ip, eta_net.port6[s->local6 - 1].ip, 16);
+    memcpy(ip, local6_addr[s->local6 - 1], 16);
     return true;
 }
 

@@ -14,9 +14,10 @@ struct eta_sock;
  * PPE half of a hybrid listener on the wildcard address at `port` (0.0.0.0
  * for an AF_INET socket; [::] for an AF_INET6 one, both families, or IPv6
  * only when s->v6only), or, for an AF_INET6 socket, the PPE address bind()
- * put it on (s->local6: 1 + its index in eta_net.port6; or s->local, the
- * v4-mapped IPv4 one): relisten.c binds it again there. dti_bind's or
- * dti_bind6's answer (-EADDRNOTAVAIL: a new PPE without that address). */
+ * put it on (s->local6, which names the address itself, whatever order a
+ * restarted PPE lists its addresses in; or s->local, the v4-mapped IPv4
+ * one): relisten.c binds it again there. dti_bind's or dti_bind6's answer
+ * (-EADDRNOTAVAIL: a new PPE without that address). */
 int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port);
 
 /* Whether addr (AF_INET6, no scope) is one of the PPE's IPv6 addresses
@@ -51,19 +52,19 @@ int eta_name6(dti_ctx_t *c, dti_sock_t h, bool peer, struct sockaddr *out, sockl
  * the negative error. */
 int eta_prep_connect_to(dti_ctx_t *c, dti_sock_t h, const struct sockaddr *addr, bool native6);
 
-/* s->local6 of a socket handed over (exec, SCM_RIGHTS) bound to an IPv6
- * address this process's eta_net does not list (another ETA_NET): it works
- * where it is, a new PPE refuses it (eta_bind_any: EADDRNOTAVAIL), never
- * [::]. Above any index (ETA_NET_MAX_PORTS). */
+/* s->local6 of a socket bound to an IPv6 address the process could not
+ * record (254 distinct addresses are): it works where it is, a new PPE
+ * refuses it (eta_bind_any: EADDRNOTAVAIL), never [::]. */
 #define ETA_LOCAL6_UNKNOWN 0xffu
 
-/* The s->local6 for a handed-over socket bound to IPv6 address ip (16
- * bytes, network order): 1 + its index in eta_net.port6, else
- * ETA_LOCAL6_UNKNOWN; 0 for :: (no specific address). */
+/* The s->local6 for a socket bound to IPv6 address ip (16 bytes, network
+ * order; a handed-over one: exec, SCM_RIGHTS): 1 + the address's entry in
+ * the process's table of bound IPv6 addresses (sock6.c; added when new),
+ * ETA_LOCAL6_UNKNOWN when the table is full; 0 for :: (no specific address). */
 uint8_t eta_local6_of(const uint8_t ip[16]);
 
 /* The address s->local6 names into ip (16 bytes): false (ip zeroed) when
- * it names none (0, ETA_LOCAL6_UNKNOWN, or beyond eta_net.port6). */
+ * it names none (0, ETA_LOCAL6_UNKNOWN). */
 bool eta_local6_ip(const struct eta_sock *s, uint8_t ip[16]);
 
 /* "a.b.c.d:port" or "[v6]:port" for logs (buf of 64 bytes holds any). */

@@ -65,8 +65,9 @@ struct eta_sock {
     _Atomic int nonblock;     /* the program's O_NONBLOCK (file description level) */
     bool listening;
     bool v6only;              /* AF_INET6 on the PPE: bound with DTI_BIND6_V6ONLY (IPV6_V6ONLY at bind/listen) */
-    uint8_t local6;           /* AF_INET6 bound to one of the PPE's IPv6 addresses: 1 + its index in
-                               * eta_net.port6 (sock6.c; in the padding, the object fills its slot); 0: :: */
+    uint8_t local6;           /* AF_INET6 bound to one of the PPE's IPv6 addresses: 1 + its entry in the
+                               * process's table of bound IPv6 addresses (sock6.c; in the padding, the
+                               * object fills its slot); 0: :: */
     int backlog;              /* listen()'s, to listen again on a new PPE */
     bool hybrid;              /* INADDR_ANY listener (or, on a shared port, one on a PPE address): the kernel socket listens too */
     bool v6;                  /* AF_INET6: a listener on [::] (both families, or IPv6 only) or on

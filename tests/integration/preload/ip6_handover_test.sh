@@ -11,7 +11,10 @@
 # (ECONNREFUSED: neither came back dual-stack nor on [::]), and a connection
 # accepted on the IPv6-only listener reads IPV6_V6ONLY 1, as its listener;
 # the shim's log names each as bound ("listening again on the new PPE
-# ([address]:P)", "([::]:P, IPv6 only)").
+# ([address]:P)", "([::]:P, IPv6 only)"). The first PPE lists another IPv6
+# address of the lab's prefix before the one the listener is bound to, the
+# restarted one only that one: a listener names its address, not its place
+# in the PPE's list (before, it was refused EADDRNOTAVAIL after the restart).
 # On a port shared with the kernel a specific IPv6 address stays the
 # kernel's: the test is skipped there.
 #   ip6_handover_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
@@ -29,8 +32,12 @@ lab_up
 work=$(mktemp -d)
 on_exit "rm -rf $work"
 ppe_config
-ppe_start "$work/ppe.toml"
 H6=$ETA_LAB_PPE_IP6 H4=$ETA_LAB_PPE_IP
+# An address of the same prefix, listed first by the first PPE only.
+OTHER6=$("$py" -c "import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]) + 0x100)" "$H6")
+sed "s|^address6 = \[\"$H6/|address6 = [\"$OTHER6/${ETA_LAB_PREFIX6:-64}\", \"$H6/|" "$work/ppe.toml" >"$work/first.toml"
+grep -qF "address6 = [\"$OTHER6/" "$work/first.toml" || fail "no second IPv6 address in the first PPE's config: $(grep address6 "$work/ppe.toml")"
+ppe_start "$work/first.toml"
 wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
 [ "$(ppe_json "d['ports'][0]['kernel'] is not None")" = False ] ||
     skip "a port shared with the kernel: a specific IPv6 address stays the kernel's there"
@@ -85,6 +92,8 @@ for mode in exec pass; do
     [ "$got" = "error ECONNREFUSED" ] ||
         fail "$mode: an IPv4 client at $H4:$b after the restart: '$got' (the IPv6-only listener came back dual-stack)"
     [ "$(ask "$H6" "$b")" = "$mode [::]:$b" ] || fail "$mode: the second IPv6 client of [::]:$b"
+    grep -qF "re-attach: the new PPE's network description differs from the previous one's: 1 IPv4 and 1 IPv6 addresses" "$work/$mode.err" ||
+        fail "$mode: the shim did not say the new PPE lists other addresses: $(grep "re-attach" "$work/$mode.err")"
     for l in "[$H6]:$a" "[::]:$b, IPv6 only"; do # the shim's log says so too
         grep -qF "listening again on the new PPE ($l)" "$work/$mode.err" ||
             fail "$mode: no line 'listening again on the new PPE ($l)': $(grep "listening again" "$work/$mode.err")"
