@@ -255,10 +255,17 @@ static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, con
     }
     int rc = dti_bind(c, s->h, &a);
     if (rc < 0)
-        return fail(eta_errno_from_dti(rc));
+        return eta_bind_refused(c, s, rc);
     s->local = a;
     eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf));
     return 0;
+}
+
+int eta_bind_refused(dti_ctx_t *c, struct eta_sock *s, int rc)
+{
+    eta_drop_ppe_half(c, s);
+    eta_sock_unaccel(s, ETA_SOCK_CANDIDATE);
+    return fail(eta_errno_from_dti(rc));
 }
 
 /* Closes the PPE socket behind s (it goes to the kernel for good, or gets a

@@ -70,6 +70,13 @@ static inline void to_kernel(int fd, struct eta_sock *s, enum eta_reason r, cons
     eta_fd_clear(fd);
 }
 
+/* sock.c: a bind() the engine refused (rc: its negative error, EADDRINUSE
+ * say) on candidate s just made accelerated for it: the PPE socket is
+ * closed and s is an unbound candidate again, as Linux leaves a socket
+ * whose bind failed, so the program may bind again (another port, or the
+ * same once it is free). Returns -1 with errno from rc. */
+int eta_bind_refused(dti_ctx_t *c, struct eta_sock *s, int rc);
+
 /* sock.c, for udp_sock.c (the UDP half of the socket calls): creates the
  * PPE socket behind candidate s (0 or an errno value), and closes it (the
  * socket goes to the kernel for good, or gets a new one). */

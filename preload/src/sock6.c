@@ -132,7 +132,7 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     memcpy(a6.ip, in6.sin6_addr.s6_addr, 16);
     int rc = dti_bind6(c, s->h, &a6, v6only ? DTI_BIND6_V6ONLY : 0);
     if (rc < 0)
-        return fail(eta_errno_from_dti(rc));
+        return eta_bind_refused(c, s, rc);
     if (a6.port == 0) { /* the engine picked it: kept to bind again on a new PPE (relisten.c) */
         struct dti_addr6 got;
         if (dti_getsockname6(c, s->h, &got) == 0)

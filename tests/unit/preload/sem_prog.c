@@ -15,6 +15,10 @@
  *            nothing and leave the connection working
  *   mlockall mlockall(MCL_CURRENT | MCL_FUTURE) locks what the program uses,
  *            not eta's reservations, and sockets keep working
+ *   bind_again  a bind refused (the port is a listener's: EADDRINUSE) leaves
+ *            the socket unbound, as Linux does: bound again to another
+ *            port it listens and serves; a bind of a bound socket is EINVAL
+ *            (AF_INET and a v4-mapped AF_INET6 socket)
  *   queue_full  a non-blocking send whose SEND finds the command queue full
  *            (the fixture engine stopped) answers EAGAIN and sends nothing;
  *            those that found room went, and all arrive in order
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -234,6 +239,77 @@ static int sc_v6only_fixed(void)
         return 1;
     /* Linux's answers (the kernel's sockets), then the PPE's the same. */
     static const int want[N] = {0, 1, 0, 0, EINVAL, 0, EINVAL, 0, EINVAL, EFAULT, EINVAL, 0, EINVAL, 0, EINVAL, 0};
+    for (int i = 0; i < N; i++) {
+        if (k[i] != want[i])
+            printf("kernel answer %d: %d, not %d\n", i, k[i], want[i]);
+        CHECK(k[i] == want[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        if (p[i] != k[i])
+            printf("PPE answer %d: %d, the kernel's %d\n", i, p[i], k[i]);
+        CHECK(p[i] == k[i]);
+    }
+    return 0;
+}
+
+/* One socket's binds after a refused one, over ip4 (AF_INET, or v4-mapped
+ * from AF_INET6): answers into out (errno values, 0 for success; 6 each). */
+static int bind_again_life(const char *ip4, bool v6, int *out)
+{
+    const int family = v6 ? AF_INET6 : AF_INET;
+    struct sockaddr_storage ss;
+    socklen_t alen;
+#define ADDR(port)                                                                                                 \
+    (memset(&ss, 0, sizeof ss),                                                                                    \
+     v6 ? (*(struct sockaddr_in6 *)&ss = mapped(ip4, (port)), alen = sizeof(struct sockaddr_in6))                 \
+        : (((struct sockaddr_in *)&ss)->sin_family = AF_INET, ((struct sockaddr_in *)&ss)->sin_port = htons(port), \
+           inet_pton(AF_INET, ip4, &((struct sockaddr_in *)&ss)->sin_addr), alen = sizeof(struct sockaddr_in)),    \
+     (struct sockaddr *)&ss)
+    int l = socket(family, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    only_lo(l);
+    CHECK(bind(l, ADDR(0), alen) == 0 && listen(l, 8) == 0);
+    struct sockaddr_storage got;
+    socklen_t len = sizeof got;
+    CHECK(getsockname(l, (struct sockaddr *)&got, &len) == 0);
+    const int taken = ntohs(((struct sockaddr_in *)&got)->sin_port); /* sin6_port is at the same place */
+    int b = socket(family, SOCK_STREAM, 0);
+    CHECK(b >= 0);
+    only_lo(b);
+    *out++ = bind(b, ADDR(taken), alen) == 0 ? 0 : errno; /* a listener's port: EADDRINUSE */
+    *out++ = bind(b, ADDR(0), alen) == 0 ? 0 : errno;     /* unbound still: another port */
+    *out++ = bind(b, ADDR(0), alen) == 0 ? 0 : errno;     /* bound now: EINVAL */
+    *out++ = listen(b, 8) == 0 ? 0 : errno;
+    len = sizeof got;
+    CHECK(getsockname(b, (struct sockaddr *)&got, &len) == 0);
+    const int port = ntohs(((struct sockaddr_in *)&got)->sin_port);
+    *out++ = port != 0 && port != taken;
+    int c = socket(family, SOCK_STREAM, 0); /* and it serves */
+    CHECK(c >= 0);
+    only_lo(c);
+    CHECK(connect(c, ADDR(port), alen) == 0);
+    int s = accept(b, NULL, NULL);
+    CHECK(s >= 0);
+    char x[3] = {0};
+    *out++ = write(c, "ba", 2) == 2 && read(s, x, 2) == 2 && !memcmp(x, "ba", 2);
+#undef ADDR
+    close(s);
+    close(c);
+    close(b);
+    close(l);
+    return 0;
+}
+
+static int sc_bind_again(void)
+{
+    enum { N = 12 };
+    int k[N], p[N];
+    memset(k, 0x55, sizeof k);
+    memset(p, 0x55, sizeof p);
+    if (bind_again_life("127.0.0.1", false, k) != 0 || bind_again_life("127.0.0.1", true, k + 6) != 0 ||
+        bind_again_life(ppe, false, p) != 0 || bind_again_life(ppe, true, p + 6) != 0)
+        return 1;
+    static const int want[N] = {EADDRINUSE, 0, EINVAL, 0, 1, 1, EADDRINUSE, 0, EINVAL, 0, 1, 1};
     for (int i = 0; i < N; i++) {
         if (k[i] != want[i])
             printf("kernel answer %d: %d, not %d\n", i, k[i], want[i]);
@@ -519,7 +595,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } scenarios[] = {{"mapped", sc_mapped}, {"maxseg", sc_maxseg}, {"efault", sc_efault}, {"mlockall", sc_mlockall},
-                     {"queue_full", sc_queue_full}, {"v6only_fixed", sc_v6only_fixed}};
+                     {"queue_full", sc_queue_full}, {"v6only_fixed", sc_v6only_fixed}, {"bind_again", sc_bind_again}};
     alarm(60);
     for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (strcmp(argv[1], scenarios[i].name) == 0) {
@@ -528,6 +604,6 @@ int main(int argc, char **argv)
                 printf("OK\n");
             return rc;
         }
-    fprintf(stderr, "usage: %s mapped|maxseg|efault|mlockall|queue_full|v6only_fixed\n", argv[0]);
+    fprintf(stderr, "usage: %s mapped|maxseg|efault|mlockall|queue_full|v6only_fixed|bind_again\n", argv[0]);
     return 2;
 }
