@@ -17,20 +17,15 @@ need_built "$SERVER" dti-echo-server
 need_built "$CLIENT" dti-local6-client
 MESSAGES=64 SIZE=16384
 
-lab_up
-[ -n "${ETA_LAB_PPE_IP6:-}" ] || fail "eta-lab up printed no ETA_LAB_PPE_IP6"
-work=$(mktemp -d)
-on_exit "rm -rf $work"
-ppe_config
+ppe_lab6
 ppe_start "$work/ppe.toml"
-H6=$ETA_LAB_PPE_IP6
 mac=$(cat "/sys/class/net/$ETA_LAB_PPE_IFACE/address")
 LL=$(python3 -c "import ipaddress, sys
 m = bytes.fromhex(sys.argv[1].replace(':', ''))
 print(ipaddress.IPv6Address(b'\xfe\x80' + bytes(6) + bytes([m[0] ^ 2]) + m[1:3] + b'\xff\xfe' + m[3:]))" "$mac")
 # DAD has let both addresses go once the peer's pings are answered.
-wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
-wait_until 30 peer ping -6 -n -c 1 -W 1 "$LL%$ETA_LAB_PEER_IFACE" || fail "ping -6 $LL: no answer within 30 s"
+ppe_ping6 "$H6" "of eta-ppe's start"
+ppe_ping6 "$LL%$ETA_LAB_PEER_IFACE"
 
 sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
 conns0=$(sum local_conns) frames0=$(sum local_frames)

@@ -2,6 +2,8 @@
 # Source after ../lib.sh.  Needs ETA_PPE (the binary).
 #
 #   ppe_config [EXTRA_TOML]     writes $work/ppe.toml: the lab's config plus EXTRA_TOML
+#   ppe_lab6 [LAB_UP ARGS]      lab_up, ETA_LAB_PPE_IP6 required, $work, ppe_config; H6, H4
+#   ppe_ping6 ADDR [WHEN]       waits (30 s) until the peer's ping -6 ADDR is answered
 #   ppe_start CONFIG            starts eta-ppe (adaptive idle, from the config) and waits
 #                               until it is ready; PPE_PID (its timeout wrapper) and
 #                               PPE_REAL_PID; killed by PID at exit
@@ -13,6 +15,24 @@
 #   ppe_json EXPR / ppe_true COND   a value of / a condition over eta-stat --json (as d)
 # eta-ppe's log goes to $work/ppe.log.
 need_built "$ETA_PPE" eta-ppe
+
+# ppe_lab6 [LAB_UP ARGS...]: the IPv6 tests' start: a lab whose eta-lab up
+# printed ETA_LAB_PPE_IP6, $work (removed at exit) and the PPE's config in
+# $work/ppe.toml (ppe_config); H6 and H4 are the PPE's IPv6 and IPv4 addresses.
+ppe_lab6() {
+    lab_up "$@"
+    [ -n "${ETA_LAB_PPE_IP6:-}" ] || fail "eta-lab up printed no ETA_LAB_PPE_IP6"
+    work=$(mktemp -d)
+    on_exit "rm -rf $work"
+    ppe_config
+    H6=$ETA_LAB_PPE_IP6 H4=$ETA_LAB_PPE_IP
+}
+
+# ppe_ping6 ADDR [WHEN]: waits (30 s at most) for the peer's ping -6 to ADDR
+# to be answered (the PPE's duplicate address detection has let it go).
+ppe_ping6() {
+    wait_until 30 peer ping -6 -n -c 1 -W 1 "$1" || fail "ping -6 $1: no answer within 30 s${2:+ $2}"
+}
 
 ppe_config() {
     cp "$ETA_LAB_CONFIG" "$work/ppe.toml"

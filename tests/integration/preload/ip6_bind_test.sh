@@ -34,14 +34,9 @@ export ETA_PRELOAD_LIB=$SHIM
 TOOL=$(cd "$(dirname "$0")" && pwd)/ip6_bind.py
 py=/usr/bin/python3
 
-lab_up
-[ -n "${ETA_LAB_PPE_IP6:-}" ] || fail "eta-lab up printed no ETA_LAB_PPE_IP6"
-work=$(mktemp -d)
-on_exit "rm -rf $work"
-ppe_config
+ppe_lab6
 ppe_start "$work/ppe.toml"
-H6=$ETA_LAB_PPE_IP6 H4=$ETA_LAB_PPE_IP
-wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
+ppe_ping6 "$H6" "of eta-ppe's start"
 shared=$(ppe_json "d['ports'][0]['kernel'] is not None")
 
 # serve NAME OUT N SPEC...: the tool's server under eta-run --require in the

@@ -27,18 +27,13 @@ export ETA_PRELOAD_LIB=$SHIM
 TOOL=$(cd "$(dirname "$0")" && pwd)/ip6_bind.py
 py=/usr/bin/python3
 
-lab_up
-[ -n "${ETA_LAB_PPE_IP6:-}" ] || fail "eta-lab up printed no ETA_LAB_PPE_IP6"
-work=$(mktemp -d)
-on_exit "rm -rf $work"
-ppe_config
-H6=$ETA_LAB_PPE_IP6 H4=$ETA_LAB_PPE_IP
+ppe_lab6
 # An address of the same prefix, listed first by the first PPE only.
 OTHER6=$("$py" -c "import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]) + 0x100)" "$H6")
 sed "s|^address6 = \[\"$H6/|address6 = [\"$OTHER6/${ETA_LAB_PREFIX6:-64}\", \"$H6/|" "$work/ppe.toml" >"$work/first.toml"
 grep -qF "address6 = [\"$OTHER6/" "$work/first.toml" || fail "no second IPv6 address in the first PPE's config: $(grep address6 "$work/ppe.toml")"
 ppe_start "$work/first.toml"
-wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
+ppe_ping6 "$H6" "of eta-ppe's start"
 [ "$(ppe_json "d['ports'][0]['kernel'] is not None")" = False ] ||
     skip "a port shared with the kernel: a specific IPv6 address stays the kernel's there"
 
@@ -75,7 +70,7 @@ grep -q "handed over at exec could not be adopted" "$work/exec.err" && fail "exe
 note "eta-ppe killed and started again"
 ppe_kill9
 ppe_start "$work/ppe.toml"
-wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer after the restart"
+ppe_ping6 "$H6" "after the restart"
 for mode in exec pass; do
     a=${p1[$mode]} b=${p2[$mode]}
     # the first answer once it listens again (a refusal until then)

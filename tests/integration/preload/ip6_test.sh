@@ -30,14 +30,9 @@ TOOL=$(cd "$(dirname "$0")/../dti" && pwd)/ip6_echo.py
 py=/usr/bin/python3
 BYTES=$((4 << 20)) SEED=61
 
-lab_up
-[ -n "${ETA_LAB_PPE_IP6:-}" ] || fail "eta-lab up printed no ETA_LAB_PPE_IP6"
-work=$(mktemp -d)
-on_exit "rm -rf $work"
-ppe_config
+ppe_lab6
 ppe_start "$work/ppe.toml"
-H6=$ETA_LAB_PPE_IP6
-wait_until 30 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6: no answer within 30 s of eta-ppe's start"
+ppe_ping6 "$H6" "of eta-ppe's start"
 sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
 # The marks of what the PPE sends the peer, counted there (the lab's
 # namespace goes with the lab; the table is taken out first anyway).
