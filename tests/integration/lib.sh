@@ -61,6 +61,32 @@ skip() {
 }
 need_built() { [ -x "$1" ] || skip "$2 is not built ($1)"; }
 
+# nobody_tools: for a test that runs eta's programs as nobody. A checkout
+# nobody cannot read (a clone under /root, mode 700) would make every such
+# run fail "Permission denied", or pass a refusal check for that wrong
+# reason: then eta-run, eta-stat (ETA_STAT, when set) and the shim with the
+# libdti.so its RUNPATH names ($ORIGIN/../dti) are copied into a directory
+# nobody may read (removed at exit), and ETA_RUN, ETA_STAT and
+# ETA_PRELOAD_LIB (exported) name the copies.
+nobody_tools() {
+    if runuser -u nobody -- test -r "$ETA_RUN" -a -r "$ETA_PRELOAD_LIB" -a -r "${ETA_STAT:-$ETA_RUN}" 2>/dev/null; then
+        return 0
+    fi
+    local dir
+    dir=$(mktemp -d)
+    on_exit "rm -rf $dir"
+    mkdir -p "$dir/tools" "$dir/preload" "$dir/dti"
+    cp "$ETA_RUN" "$dir/tools/eta-run" || fail "cannot copy $ETA_RUN for nobody"
+    cp "$ETA_PRELOAD_LIB" "$dir/preload/" || fail "cannot copy $ETA_PRELOAD_LIB for nobody"
+    cp -L "$(dirname "$ETA_PRELOAD_LIB")"/../dti/libdti.so* "$dir/dti/" 2>/dev/null || true
+    [ -z "${ETA_STAT:-}" ] || cp "$ETA_STAT" "$dir/tools/eta-stat" || fail "cannot copy $ETA_STAT for nobody"
+    chmod -R a+rX "$dir"
+    ETA_RUN=$dir/tools/eta-run
+    [ -z "${ETA_STAT:-}" ] || ETA_STAT=$dir/tools/eta-stat
+    export ETA_PRELOAD_LIB="$dir/preload/$(basename "$ETA_PRELOAD_LIB")"
+    note "this checkout is not readable by nobody: eta-run, eta-stat and the shim copied to $dir for its runs"
+}
+
 # Negative checks must tell "refused as it should be" from "the probe did not
 # run" (namespace gone, tool missing): each looks for the specific answer.
 refused() {

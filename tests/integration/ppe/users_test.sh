@@ -25,6 +25,7 @@ need_built "$ETA_STAT" eta-stat
 [ -f "$SHIM" ] || skip "libeta-preload.so is not built ($SHIM)"
 command -v runuser >/dev/null || fail "runuser (util-linux) is missing"
 export ETA_PRELOAD_LIB=$SHIM
+nobody_tools
 SERVER=$(dirname "$0")/users_server.py
 PY=/usr/bin/python3 # Debian's: other users may run it
 PORT=7400

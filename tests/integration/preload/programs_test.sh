@@ -305,6 +305,7 @@ if want privileged; then
     # The kernel's rule, applied by the PPE: ports below
     # net.ipv4.ip_unprivileged_port_start need CAP_NET_BIND_SERVICE.
     note "privileged ports: nobody cannot bind $H:80 through the PPE, root can"
+    nobody_tools
     py=/usr/bin/python3 # Debian's (the package list's): other users may run it
     cat > "$work/bind.py" <<PY
 import socket
