@@ -707,6 +707,7 @@ void Engine::publish(uint64_t now, bool with_conns)
     counters_.tx_size_refusals = ds.tx_size_refusals;
     counters_.tx_ring_grows = ds.tx_ring_grows;
     counters_.tx_grow_refusals = ds.tx_grow_refusals;
+    counters_.rejected_commands = ds.rejected_commands;
     reconcile_watches();
     publish_apps();
     uint64_t rx = 0, tx = 0, dropped = 0;

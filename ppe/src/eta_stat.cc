@@ -187,6 +187,12 @@ std::string text_view(const Snapshot &s, bool conns)
                     "  faults %" PRIu64 "\n",
                     e, c.posts, c.posted_bytes, c.post_fallbacks, c.post_faults);
     }
+    // Commands refused unanswered: a program that broke the protocol (or a bug).
+    for (size_t e = 0; e < s.engines.size(); e++)
+        if (s.engines[e].rejected_commands)
+            appendf(&out, "rejected commands e%zu: %" PRIu64 " (a handle not held, a corrupt tag, a SEND past the "
+                          "ring's room: their bytes stay unsent)\n",
+                    e, s.engines[e].rejected_commands);
     appendf(&out, "\nport  name       device                               address             mtu  link     "
                 "rx pkts      tx pkts   missed  errors\n");
     for (size_t p = 0; p < s.ports.size(); p++) {

@@ -342,6 +342,9 @@ void engines_prometheus(const Snapshot &s, Exposition &x)
                   c.tx_ring_grows);
         x.counter("engine_tx_grow_refusals", "send ring grows refused (frames in flight, a bad size)", l,
                   c.tx_grow_refusals);
+        x.counter("engine_rejected_commands",
+                  "application commands refused unanswered (a handle not held, a SEND past the ring's room)", l,
+                  c.rejected_commands);
         x.counter("engine_contended_windows", "10 ms windows in which the engine thread waited for its CPU", l,
                   c.contended_windows);
         x.gauge("engine_busy_share", "share of the engine's cycles spent in busy loop iterations (0..1)", l,
@@ -581,6 +584,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                 {"tx_ring_sized", c.tx_ring_sized}, {"tx_size_refusals", c.tx_size_refusals},
                 {"tx_ring_grows", c.tx_ring_grows}, {"tx_grow_refusals", c.tx_grow_refusals},
                 {"contended_windows", c.contended_windows},
+                {"rejected_commands", c.rejected_commands},
                 {"published_ns", c.published_ns},
                 {"busy_share", busy_share(c)},
                 {"connections", engine_connections(s, e)}};

@@ -22,7 +22,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 16; // 16: program-side latency stages (program_wake ... program_taken), prog_* counters and the slow-request log in Latency (issue 33); 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 17; // 17: rejected_commands per engine; 16: program-side latency stages (program_wake ... program_taken), prog_* counters and the slow-request log in Latency (issue 33); 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -143,6 +143,11 @@ struct EngineCounters {
     // Housekeeping windows (10 ms) in which the engine thread waited for its
     // CPU (cpu_contention.h); an adaptive engine naps at once for a while after one.
     uint64_t contended_windows;
+    // Application commands the engine refused without an answer to give:
+    // a handle the issuing process does not hold, a corrupt tag, a SEND past
+    // what the socket can take (its bytes stay unsent). 0 for a program that
+    // keeps to the protocol (dti/README.md).
+    uint64_t rejected_commands;
 };
 
 // A port shared with the kernel ([[port]] kernel = "shared", kernel_tap.h):

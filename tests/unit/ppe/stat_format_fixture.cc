@@ -48,6 +48,7 @@ void fill_fixture(Snapshot &s)
         for (uint64_t *f = first; f <= last; f++) *f = next++;
         c.busy_cycles = 4'000'000'000ull * (e + 1); // 2 s, 4 s at 2 GHz
         c.published_ns = 7'000'000'000ull + e; // CLOCK_MONOTONIC of each engine's last snapshot
+        c.rejected_commands = 11 + e;          // commands refused unanswered
         s.engines.push_back(c);
         for (uint32_t p = 0; p < 2; p++) {
             StackCounters st{};

@@ -51,6 +51,9 @@ class Prometheus(unittest.TestCase):
             self.assertEqual(types[name], f.type, name)
             self.assertTrue(name.startswith("eta_"), name)
 
+    def test_rejected_commands(self):
+        self.assertEqual(self.sample("eta_engine_rejected_commands", engine="1").value, 12)
+
     def test_counters_end_in_total(self):
         for f in self.families.values():
             for s in f.samples:
@@ -168,6 +171,8 @@ class Json(unittest.TestCase):
         self.assertEqual(d["engines"][0]["busy_cycles"], 4_000_000_000)
         # When each engine published what the table shows (a reader tells stale counters).
         self.assertEqual([e["published_ns"] for e in d["engines"]], [7_000_000_000, 7_000_000_001])
+        # Commands an engine refused without an answer (a program broke the protocol, or a bug).
+        self.assertEqual([e["rejected_commands"] for e in d["engines"]], [11, 12])
         self.assertEqual(d["ports"][1]["address"], "198.18.0.2/24")
         self.assertEqual(d["ports"][0]["address6"], [])
         self.assertEqual(d["ports"][1]["address6"], ["2001:2:0:1::1/64", "fd00::2/128"])
