@@ -70,7 +70,8 @@ if want socat; then
     rc=0
     runlog "$work/l1" socat -d -d -u "OPEN:$work/blob" "TCP:$P:7001" || rc=$?
     [ "$rc" -eq 0 ] || fail "socat client under eta-run failed (exit $rc; 124: its 120 s bound): $(tail -20 "$work/l1");
-the receiver got $(stat -c %s "$work/got1" 2>/dev/null || echo none) of $((64 << 20)) bytes; the PPE's connections: $(stat_py "[(c['state'], c['bytes_in'], c['bytes_out'], c.get('retransmits')) for c in d.get('connections', [])]" 2>&1)"
+the receiver got $(stat -c %s "$work/got1" 2>/dev/null || echo none) of $((64 << 20)) bytes; the PPE's connections: $(stat_py "[(c['state'], c['bytes_in'], c['bytes_out'], c.get('retransmits')) for c in d.get('connections', [])]" 2>&1);
+the engines' commands refused unanswered, send ring grows and grows refused: $(stat_py "[(e['rejected_commands'], e['tx_ring_grows'], e['tx_grow_refusals']) for e in d['engines']]" 2>&1)"
     wait "$sink_pid" || fail "peer socat failed"
     accelerated "$work/l1" "socat client"
     [ "$(sha256sum < "$work/got1" | cut -d' ' -f1)" = "$sum" ] || fail "socat: bytes differ (eta -> kernel)"
