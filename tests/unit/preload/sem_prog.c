@@ -229,6 +229,22 @@ static int v6only_life(const char *ip4, int *out)
     return 0;
 }
 
+/* The kernel's answers k are Linux's (want), then the PPE's p the same: each
+ * difference printed, then the check fails. */
+static void same_answers(const int *k, const int *p, const int *want, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (k[i] != want[i])
+            printf("kernel answer %d: %d, not %d\n", i, k[i], want[i]);
+        CHECK(k[i] == want[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        if (p[i] != k[i])
+            printf("PPE answer %d: %d, the kernel's %d\n", i, p[i], k[i]);
+        CHECK(p[i] == k[i]);
+    }
+}
+
 static int sc_v6only_fixed(void)
 {
     enum { N = 16 };
@@ -239,16 +255,7 @@ static int sc_v6only_fixed(void)
         return 1;
     /* Linux's answers (the kernel's sockets), then the PPE's the same. */
     static const int want[N] = {0, 1, 0, 0, EINVAL, 0, EINVAL, 0, EINVAL, EFAULT, EINVAL, 0, EINVAL, 0, EINVAL, 0};
-    for (int i = 0; i < N; i++) {
-        if (k[i] != want[i])
-            printf("kernel answer %d: %d, not %d\n", i, k[i], want[i]);
-        CHECK(k[i] == want[i]);
-    }
-    for (int i = 0; i < N; i++) {
-        if (p[i] != k[i])
-            printf("PPE answer %d: %d, the kernel's %d\n", i, p[i], k[i]);
-        CHECK(p[i] == k[i]);
-    }
+    same_answers(k, p, want, N);
     return 0;
 }
 
@@ -310,16 +317,7 @@ static int sc_bind_again(void)
         bind_again_life(ppe, false, p) != 0 || bind_again_life(ppe, true, p + 6) != 0)
         return 1;
     static const int want[N] = {EADDRINUSE, 0, EINVAL, 0, 1, 1, EADDRINUSE, 0, EINVAL, 0, 1, 1};
-    for (int i = 0; i < N; i++) {
-        if (k[i] != want[i])
-            printf("kernel answer %d: %d, not %d\n", i, k[i], want[i]);
-        CHECK(k[i] == want[i]);
-    }
-    for (int i = 0; i < N; i++) {
-        if (p[i] != k[i])
-            printf("PPE answer %d: %d, the kernel's %d\n", i, p[i], k[i]);
-        CHECK(p[i] == k[i]);
-    }
+    same_answers(k, p, want, N);
     return 0;
 }
 
