@@ -688,8 +688,13 @@ void Commands::cmd_watch(Group &group, uint16_t ci, uint32_t si, uint32_t events
     }
     s.watchers |= bit;
     s.interest |= events | DTI_POLLERR | DTI_POLLHUP;
-    if (events & DTI_POLLOUT)
+    if (events & DTI_POLLOUT) {
         s.out_armed = true;
+        // The writer waits for room: every byte it published is taken first
+        // (their SENDs came before this watch, so this finds none, unless one
+        // was lost: then the ring would stay full for ever).
+        take_unsent(group, si);
+    }
     // Report what already holds: forget what we last told, then notify().
     s.last_mask &= ~events;
     s.last_rx_tail = s.rx_tail - 1;

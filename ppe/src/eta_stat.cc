@@ -288,6 +288,9 @@ std::string text_view(const Snapshot &s, bool conns)
                       " %s\n",
                 pr.pid, pr.comm, pr.attached ? "yes" : "no", pr.accel_open, pr.accepted, pr.kernel_accepted, pr.spins,
                 pr.sleeps, pr.bypass_refused, where.empty() ? " none" : where.c_str());
+        if (pr.lost_wakeups) // a bug's trace (preload/README.md "The watchdog"): shown only when it happened
+            appendf(&out, "%7d  lost wakeups %" PRIu64 " (each recovered by the shim's watchdog within 1 s)\n", pr.pid,
+                    pr.lost_wakeups);
     }
     appendf(&out, "\nconnections: %u", s.conns_total);
     if (s.conns_total > s.conns.size()) appendf(&out, " (%zu shown)", s.conns.size());

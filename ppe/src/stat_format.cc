@@ -487,6 +487,11 @@ void programs_prometheus(const Snapshot &s, Exposition &x)
         x.counter("program_waits", "blocking waits of the program, by how they ended", slept, pr.sleeps);
         x.counter("program_bypass_refused", "calls refused on an accelerated socket (splice, sendfile, ...)", l,
                   pr.bypass_refused);
+        x.counter("program_watchdog_wakes", "sleeps the shim's 1 s watchdog ended (an idle waiter: one a second)", l,
+                  pr.watchdog_wakes);
+        x.counter("program_lost_wakeups",
+                  "sockets found ready only when the watchdog ended a sleep: wakeups lost (0 unless something is wrong)",
+                  l, pr.lost_wakeups);
     }
 }
 
@@ -684,7 +689,9 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                             {"kernel_accepted", pr.kernel_accepted},
                             {"spins", pr.spins},
                             {"sleeps", pr.sleeps},
-                            {"bypass_refused", pr.bypass_refused}});
+                            {"bypass_refused", pr.bypass_refused},
+                            {"watchdog_wakes", pr.watchdog_wakes},
+                            {"lost_wakeups", pr.lost_wakeups}});
     }
     out["programs"] = std::move(programs);
     out["connections_total"] = s.conns_total;

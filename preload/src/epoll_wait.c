@@ -78,6 +78,7 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
 {
     uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
+    bool dog = false; /* the last sleep was ended by the watchdog (wait.h) */
     for (;;) {
         /* Events queue members: reap when some came (and now and then
          * regardless, which is how a departed engine is noticed). */
@@ -86,6 +87,9 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
         set_lock(e);
         int n = eta_ep_collect(e, c, out, max);
         set_unlock(e);
+        if (n > 0 && dog)
+            eta_lost_wakeup("epoll_wait");
+        dog = false;
         /* The kernel members: at once, then every 64 rounds while spinning.
          * Beside ready accelerated members, only if the set has kernel
          * members (a system call per wait is what eta exists to remove);
@@ -151,6 +155,8 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
             now = eta_now_ns();
             ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
         }
+        bool dog_sleep = false;
+        int sleep_ms = c ? eta_watchdog_sleep_ms(ms, &dog_sleep) : ms;
         ETA_STAT_ADD(sleeps, 1);
         struct epoll_event got[2];
         bool kicked = false;
@@ -164,7 +170,7 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
         int rc = -1, err = EINTR;
         if (eta_sig_handled == since->handled) {
             const sigset_t *m = mask ? mask : &orig;
-            rc = c ? real_epoll_pwait(e->inner, got, 2, ms, m)
+            rc = c ? real_epoll_pwait(e->inner, got, 2, sleep_ms, m)
                    : eta_ep_drop_kicks(out, real_epoll_pwait(e->epfd, out, max, capped ? cap : ms, m), &kicked);
             err = errno;
         }
@@ -174,6 +180,10 @@ static int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event
         if (c) {
             if (!eta_woken_alive(c))
                 c = NULL;
+            else if (rc == 0 && dog_sleep) {
+                eta_watchdog_expired(); /* look again (a lost wakeup is found there) */
+                dog = true;
+            }
         } else if (rc == 0 && capped) {
             if (eta_reattach_try()) /* the PPE is back: its members count again */
                 c = eta_ctx();

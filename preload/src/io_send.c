@@ -179,7 +179,7 @@ static ssize_t sock_send(struct eta_sock *s, const struct iovec *iov, int iovcnt
             deadline = deadline_after(s->sndtimeo_ms);
         struct send_wait sw = {s, atomic_load_explicit(&s->ev_seq, memory_order_acquire)};
         eta_watch(c, s, DTI_POLLOUT);
-        int w = eta_wait(c, writable_or_event, &sw, deadline, -1, &since);
+        int w = eta_wait_watch(c, writable_or_event, &sw, deadline, -1, &since, s, DTI_POLLOUT);
         if (w == -ETIMEDOUT)
             return sent ? (ssize_t)sent : fail(EAGAIN);
         if (w == -EINTR)

@@ -165,6 +165,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
     /* Time counts only once the first look found nothing (as in epoll). */
     uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
+    bool dog = false; /* the last sleep was ended by the watchdog (wait.h) */
     int result;
     for (;;) {
         /* Reap when something came (and now and then regardless, which is
@@ -174,11 +175,12 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         /* Accelerated readiness, then the kernel's (at once, or every 64
          * rounds while spinning: one system call per round would be the
          * cost eta exists to avoid). */
-        int ready = 0;
+        int ready = 0, accel_ready = 0;
         for (nfds_t i = 0; i < n; i++) {
             struct eta_sock *s;
             if (fds[i].fd >= 0 && is_accel(fds[i].fd, &s)) {
                 fds[i].revents = accel_revents(c, s, fds[i].events);
+                accel_ready += fds[i].revents != 0;
                 eta_obj_put(&s->obj);
             }
         }
@@ -198,9 +200,12 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
                 ready++;
         }
         if (ready || timeout_ns == 0) {
+            if (accel_ready && dog)
+                eta_lost_wakeup(mask ? "ppoll/pselect" : "poll/select");
             result = ready;
             goto out;
         }
+        dog = false;
         if (!start) {
             start = eta_now_ns();
             deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
@@ -244,8 +249,9 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
         uint64_t left = UINT64_MAX;
         if (deadline)
             left = eta_now_ns() < deadline ? deadline - eta_now_ns() : 0;
-        /* No engine: sleep at most until the next try to re-attach. */
-        int cap = c ? -1 : eta_reattach_wait_ms();
+        /* No engine: sleep at most until the next try to re-attach; else
+         * at most the watchdog's period. */
+        int cap = c ? ETA_WATCHDOG_MS : eta_reattach_wait_ms();
         bool capped = cap >= 0 && (uint64_t)cap * 1000000ull < left;
         if (capped)
             left = (uint64_t)cap * 1000000ull;
@@ -264,8 +270,12 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
             result = -1;
             goto out;
         }
-        if (rc == 0 && capped && eta_reattach_try())
+        if (rc == 0 && capped && c) {
+            eta_watchdog_expired(); /* look again; the next sleep arms POLLOUT anew */
+            dog = true;
+        } else if (rc == 0 && capped && eta_reattach_try()) {
             c = eta_ctx(); /* the PPE is back: its sockets count again */
+        }
         iter = 0;
         spin_end = 0; /* after a sleep, re-check once and sleep again */
     }

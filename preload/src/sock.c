@@ -552,7 +552,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     }
     if (local_try) {
         eta_watch(c, s, DTI_POLLOUT);
-        int w = eta_wait(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
+        int w = eta_wait_watch(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since, s, DTI_POLLOUT);
         if (w != -ETIMEDOUT && w != -EINTR && eta_connect_result(c, s) == ECONNREFUSED) {
             eta_note_local(eta_fmt_any(addr, buf, sizeof buf));
             eta_drop_ppe_half(c, s);
@@ -571,7 +571,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return fail(EINPROGRESS);
     }
     eta_watch(c, s, DTI_POLLOUT);
-    int w = eta_wait(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since);
+    int w = eta_wait_watch(c, eta_connect_done, s, deadline_after(s->sndtimeo_ms), -1, &since, s, DTI_POLLOUT);
     if (w == -ETIMEDOUT || w == -EINTR) {
         eta_obj_put(&s->obj); /* the connection goes on in the background, as in the kernel */
         return fail(w == -ETIMEDOUT ? EINPROGRESS : EINTR);

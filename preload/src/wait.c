@@ -163,6 +163,39 @@ static bool pollout_armed(struct eta_sock *s, uint32_t seq, uint32_t rescan)
            atomic_load_explicit(&s->out_rescan, memory_order_relaxed) == rescan;
 }
 
+/* ---- the watchdog ------------------------------------------------------
+ * No sleep on a context's wait fd lasts longer than ETA_WATCHDOG_MS (a
+ * caller's shorter timeout stays as it is). A sleep the watchdog ends is
+ * followed by the look any wake is, and the one-shot POLLOUT watches count as
+ * spent (watchdog_seq goes into eta_watch()'s rescan mark), so the next sleep
+ * arms them anew and the engine answers at once for a socket that is
+ * writable. What that look finds ready had no wakeup: the engine's event or
+ * the sleep's wake was lost. So a lost wakeup costs a sleeper at most the
+ * watchdog's period, never the program; counted (lost_wakeups), said once. */
+static _Atomic uint32_t watchdog_seq;
+
+void eta_watchdog_expired(void)
+{
+    ETA_STAT_ADD(watchdog_wakes, 1);
+    atomic_fetch_add(&watchdog_seq, 1);
+}
+
+void eta_lost_wakeup(const char *where)
+{
+    static _Atomic int said;
+    ETA_STAT_ADD(lost_wakeups, 1);
+    if (!atomic_exchange(&said, 1))
+        eta_log("warning: a wakeup was lost: %s found a socket ready only when the shim's %d ms watchdog ended "
+                "its sleep; recovered (eta-stat counts lost_wakeups); please report it with eta-stat's output",
+                where, ETA_WATCHDOG_MS);
+}
+
+int eta_watchdog_sleep_ms(int ms, bool *dog)
+{
+    *dog = ms < 0 || ms > ETA_WATCHDOG_MS;
+    return *dog ? ETA_WATCHDOG_MS : ms;
+}
+
 int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
 {
     uint64_t serial = eta_ctx_serial(c);
@@ -170,7 +203,7 @@ int eta_watch(dti_ctx_t *c, struct eta_sock *s, uint32_t mask)
     /* Read before the watch goes out: an event reaped after it makes them
      * differ, and the next call arms again (one spare watch, never a lost one). */
     uint32_t seq = atomic_load_explicit(&s->ev_seq, memory_order_acquire);
-    uint32_t rescan = atomic_load(&eta_rescan_seq);
+    uint32_t rescan = atomic_load(&eta_rescan_seq) + atomic_load(&watchdog_seq);
     uint32_t have = same ? atomic_load_explicit(&s->watch_mask, memory_order_relaxed) : 0;
     /* Every watch is answered by a completion that wakes a sleeping thread: a
      * poll loop re-arming POLLOUT each round on a connecting socket, or one
@@ -287,7 +320,7 @@ static inline void cpu_relax(void)
 }
 
 static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
-                           uint64_t start, struct eta_sig_mark *since)
+                           uint64_t start, struct eta_sig_mark *since, struct eta_sock *ws, uint32_t wmask)
 {
     dti_t *d = dti_ctx_owner(c);
     uint64_t budget = dti_spin_begin(c); /* adaptive: see dti_ctx_set_spin() */
@@ -348,17 +381,22 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
             eta_engine_check(d);
             return -EPIPE;
         }
-        struct timespec ts, *tsp = NULL;
+        struct timespec ts;
+        uint64_t left = (uint64_t)ETA_WATCHDOG_MS * 1000000u;
+        bool dog = true; /* the watchdog ends this sleep, not the deadline */
         if (deadline_ns) {
             uint64_t now = eta_now_ns();
             if (now >= deadline_ns) {
                 dti_disarm(c);
                 return -ETIMEDOUT;
             }
-            ts.tv_sec = (time_t)((deadline_ns - now) / 1000000000u);
-            ts.tv_nsec = (long)((deadline_ns - now) % 1000000000u);
-            tsp = &ts;
+            if (deadline_ns - now <= left) {
+                left = deadline_ns - now;
+                dog = false;
+            }
         }
+        ts.tv_sec = (time_t)(left / 1000000000u);
+        ts.tv_nsec = (long)(left % 1000000000u);
         /* Signals blocked from the last check to the sleep; ppoll() unblocks
          * them as it sleeps (the kernel's atomic unblock-and-wait), so a
          * handler that runs in between still ends the sleep. */
@@ -367,14 +405,22 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
         int rc = -1, err = EINTR;
         struct pollfd p[2] = {{dti_ctx_wait_fd(c), POLLIN, 0}, {kfd, POLLIN, 0}};
         if (eta_sig_handled == sig_seen) {
-            rc = real_ppoll(p, kfd >= 0 ? 2 : 1, tsp, &orig);
+            rc = real_ppoll(p, kfd >= 0 ? 2 : 1, &ts, &orig);
             err = errno;
         }
         pthread_sigmask(SIG_SETMASK, &orig, NULL); /* a signal that came meanwhile runs here */
         dti_disarm(c);
         eta_pump(c);
-        if (ready(arg))
+        dog = dog && rc == 0;
+        if (dog)
+            eta_watchdog_expired();
+        if (ready(arg)) {
+            if (dog)
+                eta_lost_wakeup("a blocking call");
             return 0;
+        }
+        if (dog && ws)
+            eta_watch(c, ws, wmask); /* its POLLOUT again: the engine answers at once where it holds */
         if (rc > 0 && kfd >= 0 && p[1].revents)
             return 0;
         if (eta_sig_handled != sig_seen) {
@@ -393,8 +439,14 @@ static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint6
 int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
              struct eta_sig_mark *since)
 {
+    return eta_wait_watch(c, ready, arg, deadline_ns, kfd, since, NULL, 0);
+}
+
+int eta_wait_watch(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
+                   struct eta_sig_mark *since, struct eta_sock *ws, uint32_t wmask)
+{
     uint64_t start = eta_now_ns();
-    int rc = spin_then_sleep(c, ready, arg, deadline_ns, kfd, start, since);
+    int rc = spin_then_sleep(c, ready, arg, deadline_ns, kfd, start, since, ws, wmask);
     if (rc == 0 || rc == -ETIMEDOUT)
         dti_spin_end(c, eta_now_ns() - start); /* how long it took teaches the spin policy */
     return rc;

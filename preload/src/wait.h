@@ -47,5 +47,24 @@ bool eta_signals_restart(void);
  * Returns 0 when ready, -ETIMEDOUT, -EINTR, or -EPIPE when the PPE went. */
 int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
              struct eta_sig_mark *since);
+/* eta_wait() for a caller that watched `wmask` of socket ws before it: a
+ * sleep the watchdog ends sends that watch again (its POLLOUT is one-shot). */
+int eta_wait_watch(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
+                   struct eta_sig_mark *since, struct eta_sock *ws, uint32_t wmask);
+
+/* The watchdog (wait.c): no sleep on a context's wait fd lasts longer than
+ * this; one that it ends is followed by a look at everything waited for, as
+ * after a wake, and one-shot POLLOUT watches are sent again. Readiness found
+ * by that look had no wakeup (lost: counted and said once). An idle sleeper
+ * thus wakes once per period (eta-stat: watchdog_wakes). */
+#define ETA_WATCHDOG_MS DTI_WATCHDOG_MS /* libdti's own waits have the same (dti.h) */
+/* A sleep of `ms` (-1: forever) as the watchdog allows; *dog: it shortened it. */
+int eta_watchdog_sleep_ms(int ms, bool *dog);
+/* A sleep ended by the watchdog with nothing else to wake it: counted, and
+ * the one-shot POLLOUT watches count as spent. */
+void eta_watchdog_expired(void);
+/* The look after it found something ready (`where`: the call, for the
+ * message): a lost wakeup, counted, said once per process. */
+void eta_lost_wakeup(const char *where);
 
 #endif

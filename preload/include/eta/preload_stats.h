@@ -73,6 +73,13 @@ struct eta_preload_stats {
      * there. */
     uint64_t udp_kernel_looks;
     uint64_t udp_kernel_empty;
+    /* Appended after them (older files end before them): sleeps the shim's
+     * watchdog ended (it bounds every sleep on the PPE at 1 s: an idle
+     * waiter counts one a second), and of those, the ones whose look found
+     * a socket ready that no wakeup had announced (a lost wakeup: 0 unless
+     * something is wrong; preload/README.md "The watchdog"). */
+    uint64_t watchdog_wakes;
+    uint64_t lost_wakeups;
 };
 
 /* ---- reading them (for eta-stat and other tools) ------------------------

@@ -23,15 +23,15 @@ import struct
 import sys
 
 LOOKS_AT = 240  # offsetof(struct eta_preload_stats, udp_kernel_looks)
-STATS_SIZE = 256  # sizeof(struct eta_preload_stats)
+STATS_SIZE = 256  # where udp_kernel_empty ends: later counters are appended after it (preload_stats.h)
 
 
 def counters():
     path = f"{os.environ['ETA_SOCKET']}.preload/{os.getpid()}"
     with open(path, "rb") as f:
         raw = f.read()
-    if len(raw) != STATS_SIZE:
-        raise SystemExit(f"{path}: {len(raw)} bytes, expected {STATS_SIZE} (another layout of eta_preload_stats?)")
+    if len(raw) < STATS_SIZE:
+        raise SystemExit(f"{path}: {len(raw)} bytes, expected at least {STATS_SIZE} (another layout of eta_preload_stats?)")
     return struct.unpack_from("<QQ", raw, LOOKS_AT)
 
 

@@ -120,6 +120,8 @@ void fill_fixture(Snapshot &s)
     pr.sleeps = next++;
     pr.spins = next++;
     pr.bypass_refused = next++;
+    pr.watchdog_wakes = next++;
+    pr.lost_wakeups = next++;
     s.programs.push_back(pr);
 }
 

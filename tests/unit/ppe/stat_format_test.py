@@ -151,6 +151,10 @@ class Prometheus(unittest.TestCase):
         self.assertEqual(self.sample("eta_program_accelerated_open", **l).value, pr["accelerated_open"])
         self.assertEqual(self.sample("eta_program_bypass_refused", **l).value, pr["bypass_refused"])
         self.assertEqual(self.sample("eta_program_attached", **l).value, 1)
+        # The shim's watchdog (preload/README.md): its wakes, and the lost wakeups it recovered.
+        self.assertEqual(self.sample("eta_program_watchdog_wakes", **l).value, pr["watchdog_wakes"])
+        self.assertEqual(self.sample("eta_program_lost_wakeups", **l).value, pr["lost_wakeups"])
+        self.assertNotEqual(pr["watchdog_wakes"], pr["lost_wakeups"])
 
     def test_ppe_info_and_connections(self):
         info = self.sample("eta_ppe_info")

@@ -3,11 +3,13 @@
 // shim can attach and run accelerated sockets without a PPE, a NIC or root.
 // Connections go to listeners inside the fixture by port.
 //
-//   preload_fixture_ppe SOCKET_PATH [--busy-poll] [--engines N]
+//   preload_fixture_ppe SOCKET_PATH [--busy-poll] [--engines N] [--lose-wakeups]
 // --busy-poll: the engine never sleeps (as the PPE on a dedicated core under
 // load); by default it sleeps when idle, as the PPE's adaptive policy does.
 // --engines N: N engines, each owning the flows dti_flow_owner() gives it
 // (as eta-ppe with N `[engine] cores`).
+// --lose-wakeups: the engine posts events but never wakes a sleeping
+// program (a lost wakeup, every time): the shim's watchdog must recover.
 // Prints "READY" when it serves. SIGTERM/SIGINT: graceful stop and exit 0.
 // SIGUSR1: abrupt stop (as a PPE crash), then wait for SIGTERM.
 #include "loopback.h"
@@ -19,19 +21,21 @@
 
 int main(int argc, char **argv)
 {
-    bool busy_poll = false, usage = argc < 2;
+    bool busy_poll = false, lose_wakeups = false, usage = argc < 2;
     uint32_t engines = 1;
     for (int i = 2; i < argc && !usage; i++) {
         std::string a = argv[i];
         if (a == "--busy-poll")
             busy_poll = true;
+        else if (a == "--lose-wakeups")
+            lose_wakeups = true;
         else if (a == "--engines" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1 && std::atoi(argv[i + 1]) <= 8)
             engines = uint32_t(std::atoi(argv[++i]));
         else
             usage = true;
     }
     if (usage) {
-        std::fprintf(stderr, "usage: %s SOCKET_PATH [--busy-poll] [--engines N (1..8)]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s SOCKET_PATH [--busy-poll] [--engines N (1..8)] [--lose-wakeups]\n", argv[0]);
         return 2;
     }
     sigset_t set;
@@ -43,6 +47,7 @@ int main(int argc, char **argv)
     dti::fixture::TestPpe::Options opt;
     opt.limits.max_sockets = 4096;
     opt.busy_poll = busy_poll;
+    opt.lose_wakeups = lose_wakeups;
     opt.engines = engines;
     dti::fixture::TestPpe ppe(argv[1], opt);
     std::string why;

@@ -1,0 +1,234 @@
+/* The shim's watchdog (preload/README.md "The watchdog"): run under
+ * libeta-preload.so by run_readiness_tests.py, attached to dti's loopback
+ * TEST FIXTURE engine started with --lose-wakeups, which posts every event
+ * but never wakes a sleeping program (a lost wakeup, every time). In each
+ * case below the main thread blocks (poll, a blocking read, epoll_wait,
+ * poll for POLLOUT, a blocking write) and a helper thread makes it ready
+ * only once the main thread sleeps: nothing but the watchdog ends those
+ * sleeps. Without it every wait here runs into its WAIT_MS bound and fails;
+ * with it each ends within about a second, and the shim counts what it
+ * found (lost_wakeups, watchdog_wakes in <socket>.preload/<pid>).
+ *
+ * ETA_NET must name 10.9.0.1/24 as the PPE's port. Prints "OK" and exits 0,
+ * or names the failed check and exits 1. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <eta/preload_stats.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+/* How long a readiness that must come may take before it counts as lost for
+ * good: far above the watchdog's period (1 s). */
+#define WAIT_MS 10000
+
+static pid_t main_tid;
+
+/* Waits (bounded) until the main thread sleeps in the kernel ('S'). */
+static void wait_until_main_sleeps(void)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)main_tid);
+    for (int i = 0; i < WAIT_MS; i++) {
+        FILE *f = fopen(path, "r");
+        CHECK(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        if (p && p[1] == ' ' && p[2] == 'S')
+            return;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL); /* poll interval of the bounded check above */
+    }
+    CHECK(!"the main thread never went to sleep");
+}
+
+/* A connected pair through the fixture engine. */
+static void pair(int *client, int *server)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 4) == 0);
+    socklen_t len = sizeof a;
+    CHECK(getsockname(l, (struct sockaddr *)&a, &len) == 0);
+    *client = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(*client >= 0);
+    inet_pton(AF_INET, "10.9.0.1", &a.sin_addr);
+    CHECK(connect(*client, (struct sockaddr *)&a, sizeof a) == 0);
+    *server = accept(l, NULL, NULL);
+    CHECK(*server >= 0);
+    close(l);
+}
+
+/* What the helper does once the main thread sleeps. */
+enum act { WRITE_ONE, DRAIN };
+static struct {
+    int fd;
+    enum act act;
+    _Atomic size_t drain; /* DRAIN: bytes to read */
+    pthread_t t;
+} helper;
+
+static void *helper_main(void *unused)
+{
+    (void)unused;
+    wait_until_main_sleeps();
+    if (helper.act == WRITE_ONE) {
+        CHECK(write(helper.fd, "x", 1) == 1);
+        return NULL;
+    }
+    static char buf[65536];
+    for (size_t left = atomic_load(&helper.drain); left;) {
+        ssize_t r = read(helper.fd, buf, left < sizeof buf ? left : sizeof buf);
+        CHECK(r > 0);
+        left -= (size_t)r;
+    }
+    return NULL;
+}
+
+static void helper_start(int fd, enum act act, size_t drain)
+{
+    helper.fd = fd;
+    helper.act = act;
+    atomic_store(&helper.drain, drain);
+    CHECK(pthread_create(&helper.t, NULL, helper_main, NULL) == 0);
+}
+
+static void set_nonblock(int fd, int on)
+{
+    int fl = fcntl(fd, F_GETFL);
+    CHECK(fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK) == 0);
+}
+
+/* Writes into c (non-blocking) until its rings are full; the byte count. */
+static size_t fill(int c)
+{
+    static char buf[65536];
+    size_t total = 0;
+    set_nonblock(c, 1);
+    for (;;) {
+        ssize_t w = write(c, buf, sizeof buf);
+        if (w < 0) {
+            CHECK(errno == EAGAIN);
+            break;
+        }
+        total += (size_t)w;
+    }
+    set_nonblock(c, 0);
+    return total;
+}
+
+struct counts {
+    uint64_t watchdog_wakes, lost_wakeups;
+    int mine;
+};
+
+static int note(const struct eta_preload_stats *st, void *arg)
+{
+    struct counts *k = arg;
+    if (st->pid == getpid()) {
+        k->watchdog_wakes = st->watchdog_wakes;
+        k->lost_wakeups = st->lost_wakeups;
+        k->mine++;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || strcmp(argv[1], "watchdog") != 0) {
+        fprintf(stderr, "usage: %s watchdog\n", argv[0]);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    alarm(120); /* nothing may hang the suite: each wait below is bounded far below this */
+    main_tid = (pid_t)syscall(SYS_gettid);
+    int c, s;
+    pair(&c, &s);
+    char b;
+
+    /* 1. poll() for POLLIN. */
+    helper_start(c, WRITE_ONE, 0);
+    struct pollfd p = {s, POLLIN, 0};
+    int n = poll(&p, 1, WAIT_MS);
+    if (n != 1)
+        printf("FAIL: poll for POLLIN answered %d after the peer wrote\n", n);
+    CHECK(n == 1 && (p.revents & POLLIN));
+    pthread_join(helper.t, NULL);
+    CHECK(read(s, &b, 1) == 1);
+
+    /* 2. A blocking read. */
+    struct timeval tv = {WAIT_MS / 1000, 0};
+    CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    helper_start(c, WRITE_ONE, 0);
+    ssize_t r = read(s, &b, 1);
+    if (r != 1)
+        printf("FAIL: a blocking read answered %zd (%s) after the peer wrote\n", r, strerror(errno));
+    CHECK(r == 1);
+    pthread_join(helper.t, NULL);
+
+    /* 3. epoll_wait. */
+    int ep = epoll_create1(0);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = s};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    helper_start(c, WRITE_ONE, 0);
+    n = epoll_wait(ep, &ev, 1, WAIT_MS);
+    if (n != 1)
+        printf("FAIL: epoll_wait answered %d after the peer wrote\n", n);
+    CHECK(n == 1 && (ev.events & EPOLLIN));
+    pthread_join(helper.t, NULL);
+    CHECK(read(s, &b, 1) == 1);
+    close(ep);
+
+    /* 4. poll() for POLLOUT on a full send ring that the peer then empties
+     * (the engine's POLLOUT is a one-shot watch). */
+    size_t full = fill(c);
+    CHECK(full > 0);
+    helper_start(s, DRAIN, full);
+    p = (struct pollfd){c, POLLOUT, 0};
+    n = poll(&p, 1, WAIT_MS);
+    if (n != 1)
+        printf("FAIL: poll for POLLOUT answered %d after the peer read %zu bytes\n", n, full);
+    CHECK(n == 1 && (p.revents & POLLOUT));
+    pthread_join(helper.t, NULL);
+
+    /* 5. A blocking write of more than the rings hold, read by the peer. */
+    full = fill(c);
+    tv = (struct timeval){WAIT_MS / 1000, 0};
+    CHECK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+    static char big[1 << 16];
+    helper_start(s, DRAIN, full + sizeof big);
+    ssize_t w = write(c, big, sizeof big);
+    if (w != (ssize_t)sizeof big)
+        printf("FAIL: a blocking write of %zu bytes answered %zd (%s)\n", sizeof big, w, strerror(errno));
+    CHECK(w == (ssize_t)sizeof big);
+    pthread_join(helper.t, NULL);
+
+    /* Each of the five found its socket ready only after the watchdog. */
+    struct counts k = {0};
+    CHECK(eta_preload_stats_each(getenv("ETA_SOCKET"), note, &k) >= 1 && k.mine == 1);
+    if (k.lost_wakeups < 5 || k.watchdog_wakes < k.lost_wakeups)
+        printf("FAIL: lost_wakeups %llu, watchdog_wakes %llu\n", (unsigned long long)k.lost_wakeups,
+               (unsigned long long)k.watchdog_wakes);
+    CHECK(k.lost_wakeups >= 5 && k.watchdog_wakes >= k.lost_wakeups);
+    close(c);
+    close(s);
+    printf("OK\n");
+    return 0;
+}
