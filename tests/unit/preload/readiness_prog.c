@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "asleep.h"
 #include "check.h"
 
 /* How long a readiness that must come may take before it counts as lost. */
@@ -89,16 +90,8 @@ static void set_nonblock(int fd)
  * for an event, so what follows happens while it sleeps. */
 static void wait_until_sleeping(pid_t tid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
     for (int i = 0; i < WAIT_MS; i++) {
-        FILE *f = fopen(path, "r");
-        CHECK(f);
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        char *p = strrchr(buf, ')');
-        if (p && p[1] == ' ' && p[2] == 'S')
+        if (task_sleeping(tid))
             return;
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL); /* poll interval of the bounded check above */

@@ -27,6 +27,7 @@
 
 #include "eta/preload_stats.h"
 
+#include "asleep.h"
 #include "check.h"
 
 static const char *ppe_ip = "10.9.0.1";
@@ -293,34 +294,6 @@ static uint64_t own_sleeps(void)
     return own_stats(&st) ? __atomic_load_n(&st.sleeps, __ATOMIC_RELAXED) : 0;
 }
 
-/* True while thread TID is blocked in a waiting system call (what the
- * kernel shows in /proc/self/task/TID/syscall and its state 'S'). */
-static int blocked_in_wait(pid_t tid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    CHECK(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    CHECK(n > 0);
-    buf[n] = 0;
-    const char *state = strrchr(buf, ')');
-    if (!state || state[1] != ' ' || state[2] != 'S')
-        return 0;
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    CHECK(fd >= 0);
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    CHECK(n > 0);
-    buf[n] = 0;
-    long nr = strtol(buf, NULL, 10); /* "running" reads as 0 (read): not a wait */
-    /* The calls a wait ends in: epoll_wait and poll in the kernel, and the
-     * shim's sleep (poll on the context's wait fd, epoll on its inner set). */
-    return nr == SYS_epoll_wait || nr == SYS_epoll_pwait || nr == SYS_ppoll || nr == SYS_poll;
-}
-
 /* Waits (bounded: 10 s) until thread TID sleeps: blocked in a waiting call,
  * and, where the shim counts its sleeps (attached to a PPE), past the
  * increment of the sleep counter that it makes after arming its wakeup and
@@ -329,7 +302,7 @@ static int wait_until_asleep(pid_t tid, uint64_t sleeps_before, int count_sleeps
 {
     struct timespec tick = {0, 1000000};
     for (int i = 0; i < 10000; i++) {
-        if ((!count_sleeps || own_sleeps() > sleeps_before) && blocked_in_wait(tid))
+        if ((!count_sleeps || own_sleeps() > sleeps_before) && task_blocked_in_wait(tid))
             return 1;
         nanosleep(&tick, NULL);
     }

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "asleep.h"
 #include "check.h"
 
 /* How long a readiness that must come may take before it counts as lost for
@@ -37,19 +38,12 @@
 
 static pid_t main_tid;
 
-/* Waits (bounded) until the main thread sleeps in the kernel ('S'). */
+/* Waits (bounded) until the main thread sleeps in a waiting call (the
+ * shim's or libdti's sleep on a context's wait fd). */
 static void wait_until_main_sleeps(void)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)main_tid);
     for (int i = 0; i < WAIT_MS; i++) {
-        FILE *f = fopen(path, "r");
-        CHECK(f);
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        char *p = strrchr(buf, ')');
-        if (p && p[1] == ' ' && p[2] == 'S')
+        if (task_blocked_in_wait(main_tid))
             return;
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL); /* poll interval of the bounded check above */
