@@ -389,5 +389,35 @@ TEST_P(DtiSendBurst, SmallWritesRacingTheEngineAllArriveByteExact)
 INSTANTIATE_TEST_SUITE_P(EngineBusyOrSleeping, DtiSendBurst, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool> &i) { return i.param ? "busy" : "sleeping"; });
 
+// Bytes a writer published (tx_written) whose SEND never reached the engine:
+// a lost command, which the protocol above never makes but a bug could. The
+// writer then waits for room, as a program does, with a POLLOUT watch, and
+// the engine takes them before that watch (commands.cc cmd_watch ->
+// take_unsent): the peer receives them. Without it the ring would stay full
+// for ever once such bytes filled it (issue 35's stall, preload/README.md
+// "The watchdog").
+TEST_F(DtiStress, PollOutWatchTakesBytesWhoseSendWasLost)
+{
+    start_engine(false);
+    dti_sock_t client = 0, server = 0, l = 0;
+    uint16_t port = 0;
+    ASSERT_NO_FATAL_FAILURE(pair_on_listener(&l, &port, &client, &server));
+    struct dti_tx_view view {};
+    ASSERT_EQ(dti_tx_view(c_, client, &view), 0);
+    const char msg[] = "published, never sent";
+    const uint32_t n = uint32_t(sizeof msg - 1);
+    ASSERT_EQ(dti_send_view_copy(&view, msg, n), n); // in the ring, nothing published yet
+    const uint32_t tail = *view.tail + n;
+    *view.tail = tail;
+    __atomic_store_n(view.written, tail, __ATOMIC_SEQ_CST); // published; the SEND "lost": none queued
+    uint64_t ud = 42;
+    ASSERT_EQ(dti_prep_watch(c_, client, DTI_POLLOUT, ud), 0);
+    dti_submit(c_);
+    char got[64] = {};
+    ssize_t r = dti_recv_wait(c_, server, got, sizeof got, 10000);
+    ASSERT_EQ(r, ssize_t(n)) << "the bytes stayed in the sender's ring";
+    EXPECT_EQ(std::string(got, size_t(r)), std::string(msg));
+}
+
 } // namespace
 } // namespace dti::test
