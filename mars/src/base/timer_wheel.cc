@@ -55,7 +55,17 @@ uint64_t TimerWheel::next_due_ns() const {
     for (uint64_t i = unmarked_run(tick_, window); i < window && result == UINT64_MAX;
          i += 1 + unmarked_run(tick_ + i + 1, window - i - 1)) {
         const uint64_t tick = tick_ + i;
-        for (const Timer *t = slots_[tick & mask_]; t; t = t->next)
+        const Timer *t = slots_[tick & mask_];
+        if (!t) {
+            // A stale mark (its timers were cancelled or re-armed elsewhere:
+            // a connection's retransmission timer moves on every ACK). Clear
+            // it, so the next scan steps over the slot by the word: the
+            // invariant "a slot holding timers is marked" stays true.
+            const uint64_t slot = tick & mask_;
+            occupied_[slot >> 6] &= ~(uint64_t(1) << (slot & 63));
+            continue;
+        }
+        for (; t; t = t->next)
             if (tick_of(t->due_ns) <= tick)
                 result = std::min(result, t->due_ns);
     }

@@ -10,8 +10,8 @@
 // next_due_ns() step over empty stretches a word (64 slots) at a time: an
 // engine (or a fuzz input) that advances a second of idle time looks at
 // 1,000 slot heads otherwise. The bit is set when a timer is linked into the
-// slot and cleared when a sweep finds the slot empty; a cancel leaves it set
-// (a stale bit costs one look, never a missed timer). So a slot that holds
+// slot and cleared when a sweep or next_due_ns() finds the slot empty; a
+// cancel leaves it set (a stale bit costs one look, never a missed timer). So a slot that holds
 // timers is always marked, and clear() empties only the marked ones.
 #pragma once
 
@@ -69,6 +69,8 @@ class TimerWheel {
   private:
     uint32_t count_ = 0;
     // One bit per slot (see the top): set whenever a timer is linked there.
+    // next_due_ns() (const) clears the stale bits it meets: a cache, like
+    // next_due_cache_, that never hides a timer.
     std::unique_ptr<uint64_t[]> occupied_;
     // Slot heads. A timer's effective tick is max(due tick, current tick when
     // armed); it sits in slot (effective tick & mask_). Every armed timer has
