@@ -319,8 +319,11 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
-                           uint64_t start, struct eta_sig_mark *since, struct eta_sock *ws, uint32_t wmask)
+/* Inlined into its one caller (eta_wait_watch()), as before the watchdog. */
+static inline __attribute__((always_inline)) int spin_then_sleep(dti_ctx_t *c, bool (*ready)(void *), void *arg,
+                                                                  uint64_t deadline_ns, int kfd, uint64_t start,
+                                                                  struct eta_sig_mark *since, struct eta_sock *ws,
+                                                                  uint32_t wmask)
 {
     dti_t *d = dti_ctx_owner(c);
     uint64_t budget = dti_spin_begin(c); /* adaptive: see dti_ctx_set_spin() */
