@@ -199,10 +199,6 @@ static int wait_spin_sleep(struct dti_ctx *c, int timeout_ms, bool with_stash, u
         int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
         if (blocked && (ms < 0 || ms > 1))
             ms = 1;
-        /* The watchdog (dti.h, dti_wait()): a wakeup that never comes costs
-         * this sleep at most DTI_WATCHDOG_MS, after which it looks again. */
-        if (ms < 0 || ms > DTI_WATCHDOG_MS)
-            ms = DTI_WATCHDOG_MS;
         struct epoll_event ev;
         int n = dti__sys_epoll_wait(c->wait_fd, &ev, 1, ms);
         int err = n < 0 ? errno : 0;

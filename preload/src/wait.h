@@ -57,7 +57,7 @@ int eta_wait_watch(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t dead
  * after a wake, and one-shot POLLOUT watches are sent again. Readiness found
  * by that look had no wakeup (lost: counted and said once). An idle sleeper
  * thus wakes once per period (eta-stat: watchdog_wakes). */
-#define ETA_WATCHDOG_MS DTI_WATCHDOG_MS /* libdti's own waits have the same (dti.h) */
+#define ETA_WATCHDOG_MS 1000
 /* A sleep of `ms` (-1: forever) as the watchdog allows; *dog: it shortened it. */
 int eta_watchdog_sleep_ms(int ms, bool *dog);
 /* A sleep ended by the watchdog with nothing else to wake it: counted, and

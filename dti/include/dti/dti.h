@@ -354,11 +354,7 @@ void dti_disarm(dti_ctx_t *c);
  * command (-EAGAIN) is not slept on: the wait naps 1 ms at a time until the
  * engine has taken commands from it (the data path's are not answered, so
  * no wakeup would say so), sends the receive releases it left owed, and
- * returns 1 with nothing to reap: retry what was refused. No sleep lasts
- * longer than DTI_WATCHDOG_MS: then the wait looks at the queues again as
- * after a wakeup, so a wakeup that was lost costs at most that long (an idle
- * waiter wakes once per period). */
-#define DTI_WATCHDOG_MS 1000
+ * returns 1 with nothing to reap: retry what was refused. */
 int dti_wait(dti_ctx_t *c, int timeout_ms);
 /* on != 0: a signal that interrupts this context's sleep ends the wait with
  * -EINTR (dti_wait(), dti_wait_cqe() and the blocking layer built on them),

@@ -3,13 +3,14 @@
 // shim can attach and run accelerated sockets without a PPE, a NIC or root.
 // Connections go to listeners inside the fixture by port.
 //
-//   preload_fixture_ppe SOCKET_PATH [--busy-poll] [--engines N] [--lose-wakeups]
+//   preload_fixture_ppe SOCKET_PATH [--busy-poll] [--engines N]
 // --busy-poll: the engine never sleeps (as the PPE on a dedicated core under
 // load); by default it sleeps when idle, as the PPE's adaptive policy does.
 // --engines N: N engines, each owning the flows dti_flow_owner() gives it
 // (as eta-ppe with N `[engine] cores`).
-// --lose-wakeups: the engine posts events but never wakes a sleeping
-// program (a lost wakeup, every time): the shim's watchdog must recover.
+// SIGUSR2 toggles lost wakeups: while on, the engine posts events but never
+// wakes a sleeping program (a lost wakeup, every time; the shim's watchdog
+// must recover). Off at start; <SOCKET_PATH>.lose-wakeups exists while on.
 // Prints "READY" when it serves. SIGTERM/SIGINT: graceful stop and exit 0.
 // SIGUSR1: abrupt stop (as a PPE crash), then wait for SIGTERM.
 #include "loopback.h"
@@ -21,21 +22,19 @@
 
 int main(int argc, char **argv)
 {
-    bool busy_poll = false, lose_wakeups = false, usage = argc < 2;
+    bool busy_poll = false, usage = argc < 2;
     uint32_t engines = 1;
     for (int i = 2; i < argc && !usage; i++) {
         std::string a = argv[i];
         if (a == "--busy-poll")
             busy_poll = true;
-        else if (a == "--lose-wakeups")
-            lose_wakeups = true;
         else if (a == "--engines" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1 && std::atoi(argv[i + 1]) <= 8)
             engines = uint32_t(std::atoi(argv[++i]));
         else
             usage = true;
     }
     if (usage) {
-        std::fprintf(stderr, "usage: %s SOCKET_PATH [--busy-poll] [--engines N (1..8)] [--lose-wakeups]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s SOCKET_PATH [--busy-poll] [--engines N (1..8)]\n", argv[0]);
         return 2;
     }
     sigset_t set;
@@ -43,11 +42,11 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &set, nullptr); // the engine thread inherits it
     dti::fixture::TestPpe::Options opt;
     opt.limits.max_sockets = 4096;
     opt.busy_poll = busy_poll;
-    opt.lose_wakeups = lose_wakeups;
     opt.engines = engines;
     dti::fixture::TestPpe ppe(argv[1], opt);
     std::string why;
@@ -57,11 +56,24 @@ int main(int argc, char **argv)
     }
     std::printf("READY\n");
     std::fflush(stdout);
+    bool lose = false;
     for (;;) {
         int sig = 0;
         sigwait(&set, &sig);
         if (sig == SIGUSR1) {
             ppe.crash();
+            continue;
+        }
+        if (sig == SIGUSR2) {
+            // <SOCKET_PATH>.lose-wakeups exists while they are lost: made
+            // after the switch is on, removed after it is off.
+            lose = !lose;
+            ppe.set_lose_wakeups(lose);
+            const std::string marker = std::string(argv[1]) + ".lose-wakeups";
+            if (lose)
+                std::fclose(std::fopen(marker.c_str(), "w"));
+            else
+                std::remove(marker.c_str());
             continue;
         }
         ppe.stop();

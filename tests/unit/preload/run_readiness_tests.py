@@ -29,13 +29,11 @@ def main():
     ap.add_argument("--shim", required=True)
     ap.add_argument("--prog", required=True)
     ap.add_argument("--fixture", required=True)
-    ap.add_argument("--fixture-arg", action="append", default=[],
-                    help="an option for the fixture engine (--lose-wakeups)")
     ap.add_argument("scenarios", nargs="*", default=SCENARIOS)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="eta-readiness-test-")
     sock = os.path.join(tmp, "ppe.sock")
-    ppe = subprocess.Popen([a.fixture, sock] + a.fixture_arg, stdout=subprocess.PIPE, text=True)
+    ppe = subprocess.Popen([a.fixture, sock], stdout=subprocess.PIPE, text=True)
     failures = []
     try:
         line = ppe.stdout.readline()

@@ -1,7 +1,8 @@
 /* The shim's watchdog (preload/README.md "The watchdog"): run under
  * libeta-preload.so by run_readiness_tests.py, attached to dti's loopback
- * TEST FIXTURE engine started with --lose-wakeups, which posts every event
- * but never wakes a sleeping program (a lost wakeup, every time). In each
+ * TEST FIXTURE engine, which this program switches (SIGUSR2, after its
+ * sockets exist) to post every event but never wake a sleeping program (a
+ * lost wakeup, every time), and back before it closes them. In each
  * case below the main thread blocks (poll, a blocking read, epoll_wait,
  * poll for POLLOUT, a blocking write) and a helper thread makes it ready
  * only once the main thread sleeps: nothing but the watchdog ends those
@@ -127,6 +128,26 @@ static size_t fill(int c)
     return total;
 }
 
+/* Switches the fixture engine's lost wakeups on or off and waits (bounded)
+ * until it says so (<ETA_SOCKET>.lose-wakeups exists while on). libdti's
+ * own commands (socket, connect, close) wait for their answers with no
+ * watchdog: they run while the wakeups come. */
+static void lose_wakeups(int on)
+{
+    const char *pid = getenv("ETA_TEST_FIXTURE_PID"), *sock = getenv("ETA_SOCKET");
+    CHECK(pid && sock);
+    char marker[4096];
+    snprintf(marker, sizeof marker, "%s.lose-wakeups", sock);
+    CHECK(kill(atoi(pid), SIGUSR2) == 0);
+    for (int i = 0; i < WAIT_MS; i++) {
+        if ((access(marker, F_OK) == 0) == (on != 0))
+            return;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL); /* poll interval of this bounded wait for the fixture's switch */
+    }
+    CHECK(!"the fixture engine did not switch its wakeups");
+}
+
 struct counts {
     uint64_t watchdog_wakes, lost_wakeups;
     int mine;
@@ -154,6 +175,14 @@ int main(int argc, char **argv)
     main_tid = (pid_t)syscall(SYS_gettid);
     int c, s;
     pair(&c, &s);
+    int ep = epoll_create1(0);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = s};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+    struct timeval tv = {WAIT_MS / 1000, 0};
+    CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    CHECK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+    lose_wakeups(1);
     char b;
 
     /* 1. poll() for POLLIN. */
@@ -166,9 +195,7 @@ int main(int argc, char **argv)
     pthread_join(helper.t, NULL);
     CHECK(read(s, &b, 1) == 1);
 
-    /* 2. A blocking read. */
-    struct timeval tv = {WAIT_MS / 1000, 0};
-    CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    /* 2. A blocking read (SO_RCVTIMEO bounds it). */
     helper_start(c, WRITE_ONE, 0);
     ssize_t r = read(s, &b, 1);
     if (r != 1)
@@ -177,10 +204,6 @@ int main(int argc, char **argv)
     pthread_join(helper.t, NULL);
 
     /* 3. epoll_wait. */
-    int ep = epoll_create1(0);
-    CHECK(ep >= 0);
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = s};
-    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
     helper_start(c, WRITE_ONE, 0);
     n = epoll_wait(ep, &ev, 1, WAIT_MS);
     if (n != 1)
@@ -188,7 +211,6 @@ int main(int argc, char **argv)
     CHECK(n == 1 && (ev.events & EPOLLIN));
     pthread_join(helper.t, NULL);
     CHECK(read(s, &b, 1) == 1);
-    close(ep);
 
     /* 4. poll() for POLLOUT on a full send ring that the peer then empties
      * (the engine's POLLOUT is a one-shot watch). */
@@ -202,10 +224,9 @@ int main(int argc, char **argv)
     CHECK(n == 1 && (p.revents & POLLOUT));
     pthread_join(helper.t, NULL);
 
-    /* 5. A blocking write of more than the rings hold, read by the peer. */
+    /* 5. A blocking write of more than the rings hold, read by the peer
+     * (SO_SNDTIMEO bounds it). */
     full = fill(c);
-    tv = (struct timeval){WAIT_MS / 1000, 0};
-    CHECK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
     static char big[1 << 16];
     helper_start(s, DRAIN, full + sizeof big);
     ssize_t w = write(c, big, sizeof big);
@@ -221,6 +242,8 @@ int main(int argc, char **argv)
         printf("FAIL: lost_wakeups %llu, watchdog_wakes %llu\n", (unsigned long long)k.lost_wakeups,
                (unsigned long long)k.watchdog_wakes);
     CHECK(k.lost_wakeups >= 5 && k.watchdog_wakes >= k.lost_wakeups);
+    lose_wakeups(0);
+    close(ep);
     close(c);
     close(s);
     printf("OK\n");
