@@ -164,8 +164,9 @@ static bool pollout_armed(struct eta_sock *s, uint32_t seq, uint32_t rescan)
 }
 
 /* ---- the watchdog ------------------------------------------------------
- * No sleep on a context's wait fd lasts longer than ETA_WATCHDOG_MS (a
- * caller's shorter timeout stays as it is). A sleep the watchdog ends is
+ * No sleep of the shim's on a context's wait fd lasts longer than
+ * ETA_WATCHDOG_MS (a caller's shorter timeout stays as it is; libdti's own
+ * waits for a command's answer have no such bound: dti/README.md). A sleep the watchdog ends is
  * followed by the look any wake is, and the one-shot POLLOUT watches count as
  * spent (watchdog_seq goes into eta_watch()'s rescan mark), so the next sleep
  * arms them anew and the engine answers at once for a socket that is
