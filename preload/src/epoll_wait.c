@@ -72,13 +72,13 @@ static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
 static ETA_TLS unsigned pump_skips;
 
 /* *waited: when it started to wait (0: answered by the first look, the
- * clock never read). */
-/* Inlined into its one caller: as a call (its sleep part grew with the
- * watchdog) every epoll_wait paid ~20 instructions for it (shim-instructions'
- * epoll 280 -> 302). */
+ * clock never read). Inlined into its one caller: as a call (its sleep part
+ * grew with the watchdog) every epoll_wait paid ~20 instructions for it
+ * (shim-instructions' epoll 280 -> 302). */
 static inline __attribute__((always_inline)) int spin_then_sleep(struct eta_epoll *e, dti_ctx_t *c,
                                                                   struct epoll_event *out, int max, int64_t timeout_ns,
-                           const sigset_t *mask, uint64_t *waited, const struct eta_sig_mark *since)
+                                                                  const sigset_t *mask, uint64_t *waited,
+                                                                  const struct eta_sig_mark *since)
 {
     uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
