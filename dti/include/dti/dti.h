@@ -71,8 +71,9 @@ extern "C" {
  * rings grow while the socket lives (DTI_OP_TX_GROW, dti_sock_shared.tx_want/tx_grow_ack),
  * and a received datagram record carries the IPv4 TOS and TTL in its flags
  * (DTI_DGRAM_TOS/TTL). 11: IPv6 endpoints on the control path (DTI_OP_BIND6,
- * DTI_OP_CONNECT6; a socket's IPv6 names in dti_sock_shared.name6/local6/remote6). */
-#define DTI_ABI_VERSION 11u
+ * DTI_OP_CONNECT6; a socket's IPv6 names in dti_sock_shared.name6/local6/remote6). 12:
+ * IPv6 datagram sockets (BIND6 and CONNECT6 on them; DTI_DGRAM_IP6 records). */
+#define DTI_ABI_VERSION 12u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */

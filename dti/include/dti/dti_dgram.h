@@ -1,4 +1,4 @@
-/* dti/dti_dgram.h: datagram sockets (UDP over IPv4), their record format and
+/* dti/dti_dgram.h: datagram sockets (UDP over IPv4 and IPv6), their record format and
  * calls. Part of libdti's API: dti/dti.h includes it, so programs include
  * dti/dti.h; read alone, it needs only the types dti.h declares. */
 #ifndef DTI_DTI_DGRAM_H
@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-/* ---- datagram sockets (UDP over IPv4) ---------------------------------
+/* ---- datagram sockets (UDP over IPv4 and IPv6) -----------------------
  * A datagram socket's two rings hold records, never a byte stream. Each
  * record is a 32-byte header (struct dti_dgram), the payload, padding to
  * DTI_DGRAM_ALIGN; a record never wraps around the ring's end: where the
@@ -42,22 +42,46 @@ struct dti_dgram {
 #define DTI_DGRAM_PAD 1u       /* no datagram: skip `size` bytes */
 #define DTI_DGRAM_MULTICAST 2u /* receive: sent to a group (dst_ip) */
 #define DTI_DGRAM_TO 4u        /* send: to dst_ip:dst_port, not the connected peer */
+#define DTI_DGRAM_IP6 8u       /* an IPv6 datagram (ABI 12): a struct dti_dgram6 follows the
+                                * header (src_ip, dst_ip 0; send: dst_port and its dst, to an
+                                * IPv6 destination); TOS is the traffic class, TTL the hop limit */
 #define DTI_DGRAM_TOS(flags) ((uint8_t)((flags) >> 8))  /* receive: the header's TOS (IP_RECVTOS) */
 #define DTI_DGRAM_TTL(flags) ((uint8_t)((flags) >> 16)) /* receive: the header's TTL (IP_RECVTTL) */
 #define DTI_DGRAM_MAX 65507u   /* the largest UDP/IPv4 payload */
-/* The ring bytes a datagram of len bytes takes. */
+#define DTI_DGRAM6_MAX 65487u  /* the largest UDP payload over IPv6 without jumbograms, here
+                                * (65535 - 8 - 40: the IPv4 figure's rule); the MTU decides first */
+/* An IPv6 datagram's addresses (DTI_DGRAM_IP6), network byte order, between
+ * its header and its payload. Receive: the sender and our address
+ * (IPV6_PKTINFO); send: dst the destination (src ignored, zero). */
+struct dti_dgram6 {
+    uint8_t src[16];
+    uint8_t dst[16];
+};
+/* The ring bytes an IPv4 datagram of len bytes takes. */
 static inline uint32_t dti_dgram_size(uint32_t len)
 {
     return (uint32_t)((sizeof(struct dti_dgram) + len + DTI_DGRAM_ALIGN - 1) & ~(DTI_DGRAM_ALIGN - 1));
 }
+/* The ring bytes a record takes, by its flags (DTI_DGRAM_IP6: the addresses too). */
+static inline uint32_t dti_dgram_record_size(uint32_t len, uint32_t flags)
+{
+    return dti_dgram_size(len + ((flags & DTI_DGRAM_IP6) ? (uint32_t)sizeof(struct dti_dgram6) : 0u));
+}
 
 /* A UDP socket (bind with dti_bind: port 0 picks one; SO_REUSEADDR and
  * SO_REUSEPORT through dti_setsockopt before it; close with dti_close).
- * Datagram sockets live on the PPE's first engine. */
+ * Datagram sockets live on the PPE's first engine. IPv6 (ABI 12): dti_bind6
+ * makes it an IPv6 socket (::, with DTI_BIND6_V6ONLY or without it: IPv4
+ * datagrams too, as Linux's dual-stack socket; an address of the PPE's);
+ * so do dti_dgram_connect6 and a first dti_dgram_sendto6 of an unbound one
+ * (then ::, dual-stack). Its IPv4 datagrams keep IPv4 records; the names
+ * read through dti_getsockname6/dti_getpeername6 (IPv4 ones v4-mapped). */
 int dti_dgram_socket(dti_ctx_t *c);
 /* The default peer (connected UDP: only its datagrams are received); NULL
  * dissolves it (AF_UNSPEC). Binds an ephemeral port when unbound. */
 int dti_dgram_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *peer);
+/* The default peer over IPv6 (a v4-mapped address: the IPv4 peer). */
+int dti_dgram_connect6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *peer);
 /* One datagram to `to` (NULL: the connected peer), through the send ring and
  * one SEND_DGRAMS round trip: len, or -EMSGSIZE (more than fits a frame, or
  * the ring), -EDESTADDRREQ, -ENETUNREACH, -ENOBUFS, -EAGAIN (no command room). */
@@ -67,8 +91,12 @@ ssize_t dti_dgram_sendto(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len
 struct dti_dgram_msg {
     const struct dti_iov *iov;
     unsigned iovcnt;
-    const struct dti_addr *to; /* NULL: the connected peer */
+    const struct dti_addr *to; /* NULL: the connected peer (or to6) */
+    const struct dti_addr6 *to6; /* an IPv6 destination (v4-mapped: IPv4), when `to` is NULL */
 };
+/* One datagram to an IPv6 destination (v4-mapped: the IPv4 one): as
+ * dti_dgram_sendto(); -ENETUNREACH also for an IPv4 one from a V6ONLY socket. */
+ssize_t dti_dgram_sendto6(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, const struct dti_addr6 *to);
 int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *msgs, unsigned n);
 /* The oldest datagram, copied from the receive ring (no round trip): up to
  * len bytes into buf; *from the sender, *real_len its real length (larger
@@ -82,6 +110,14 @@ ssize_t dti_dgram_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct
  * hdr->len bytes in the receive ring, valid until consumed); returns its
  * length, or errors as dti_dgram_recv(). dti_dgram_consume() takes it. */
 ssize_t dti_dgram_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, const void **payload);
+/* The same with an IPv6 datagram's addresses: *a6 filled when hdr->flags
+ * has DTI_DGRAM_IP6 (a6 may be NULL). */
+ssize_t dti_dgram_borrow6(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, struct dti_dgram6 *a6,
+                          const void **payload);
+/* dti_dgram_recv() for either family: *from the sender as an IPv6 address
+ * (an IPv4 sender v4-mapped, as an AF_INET6 socket shows it). */
+ssize_t dti_dgram_recv6(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_addr6 *from,
+                        size_t *real_len, unsigned flags);
 int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s);
 /* IP_ADD_MEMBERSHIP / IP_DROP_MEMBERSHIP (source != 0: the source-specific
  * variants). Host order. */

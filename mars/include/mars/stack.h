@@ -421,9 +421,25 @@ constexpr uint32_t kUdpRecordAlign = 32;
 enum UdpRecordFlags : uint32_t {
     kUdpRecPad = 1u << 0,       // no datagram: skip `size` bytes
     kUdpRecMulticast = 1u << 1, // sent to a group (dst_ip)
+    kUdpRecIp6 = 1u << 3,       // an IPv6 datagram: a UdpRecord6 follows the header (src_ip, dst_ip 0)
 };
-constexpr uint32_t kUdpRecTosShift = 8;  // (flags >> 8) & 0xff: the TOS byte (IP_RECVTOS)
-constexpr uint32_t kUdpRecTtlShift = 16; // (flags >> 16) & 0xff: the TTL (IP_RECVTTL)
+constexpr uint32_t kUdpRecTosShift = 8;  // (flags >> 8) & 0xff: the TOS byte (IP_RECVTOS); IPv6: the traffic class
+constexpr uint32_t kUdpRecTtlShift = 16; // (flags >> 16) & 0xff: the TTL (IP_RECVTTL); IPv6: the hop limit
+
+// An IPv6 datagram's addresses (kUdpRecIp6), right after its UdpRecord and
+// before its payload: the record is header, addresses, payload, padding.
+struct UdpRecord6 {
+    Ip6Addr src; // the sender
+    Ip6Addr dst; // our address (IPV6_PKTINFO)
+};
+static_assert(sizeof(UdpRecord6) == 32);
+// The ring bytes a record of a len-byte datagram takes (flags: its
+// UdpRecordFlags; kUdpRecIp6 adds the addresses).
+constexpr uint32_t udp_record_size(uint32_t len, uint32_t flags)
+{
+    const uint32_t head = uint32_t(sizeof(UdpRecord)) + ((flags & kUdpRecIp6) ? uint32_t(sizeof(UdpRecord6)) : 0u);
+    return (head + len + kUdpRecordAlign - 1) & ~(kUdpRecordAlign - 1);
+}
 
 // A multicast membership (IP_ADD_MEMBERSHIP; with source != 0,
 // IP_ADD_SOURCE_MEMBERSHIP: datagrams from that source only). Host order.
@@ -440,6 +456,13 @@ struct UdpInfo {
     uint32_t rx_size;       // the ring's size
     uint64_t drops;         // datagrams dropped for a full ring (this socket)
     uint32_t groups;        // memberships held
+    // An IPv6 socket (bound with bind6, or connected or sent over IPv6 first):
+    // its names in IPv6 form in local6/remote6 (an IPv4 one v4-mapped, ::
+    // the wildcard; remote6 :: and port 0 when not connected); local and
+    // remote still carry the ports (and the IPv4 forms where they are IPv4).
+    bool ipv6 = false;
+    bool v6only = false;
+    Endpoint6 local6, remote6;
 };
 
 // The UDP sockets of one stack (Stack::udp()). Ids are SockIds below 2^22,
@@ -484,6 +507,23 @@ class UdpSockets {
     // (whole records: -EINVAL otherwise).
     virtual int rx_view(SockId s, RingSpan *out) const = 0;
     virtual int rx_consume(SockId s, uint32_t n) = 0;
+    // ---- IPv6 (issue 31): the same socket, an IPv6 one (Linux's AF_INET6
+    // UDP socket). A v4-mapped address (::ffff:a.b.c.d) names the IPv4
+    // address and acts as the IPv4 call, the socket staying an IPv6 one.
+    // bind6: :: (v6only false: IPv4 datagrams too, one socket for both
+    // families, conflicting with IPv4 holders of the port as Linux's
+    // dual-stack socket does), or a usable address of ours (-EADDRNOTAVAIL
+    // otherwise); port 0 an ephemeral one; -EADDRINUSE as bind().
+    virtual int bind6(SockId s, const Endpoint6 &local, bool v6only) = 0;
+    // The default peer over IPv6 (binds :: dual-stack first when unbound);
+    // :: with port 0 dissolves it. -EINVAL: port 0 to a real address.
+    virtual int connect6(SockId s, const Endpoint6 &remote) = 0;
+    // One datagram to dst over IPv6 (nullptr: the connected peer): len, or
+    // -EDESTADDRREQ, -EMSGSIZE (more than the path MTU - 48: never
+    // fragmented), -ENETUNREACH (off-link: no IPv6 routes; an IPv4 one from
+    // a v6only socket), -ENOBUFS, -EINVAL (port 0, ::). Binds :: dual-stack
+    // first when unbound. The frame waits for neighbour discovery as TCP's.
+    virtual int64_t send_to6(SockId s, const Endpoint6 *dst, const void *data, size_t len) = 0;
     // IP_ADD_MEMBERSHIP / IP_DROP_MEMBERSHIP (and the source variants).
     // -EINVAL: not a multicast group; -EADDRINUSE: joined already;
     // -ENOBUFS: kMaxGroups held; -EADDRNOTAVAIL: leave without a join.

@@ -108,9 +108,9 @@ struct SockInfo {
     Endpoint local, remote;
     int error = 0;          // positive errno, 0 if none
     bool peer_closed = false;
-    // An IPv6 socket (stream sockets only): its addresses are local6/remote6
-    // (local/remote then carry only the ports). Transports without IPv6
-    // leave it false.
+    // An IPv6 socket (either kind): its addresses are local6/remote6 (an
+    // IPv4 one v4-mapped; local/remote then carry only the ports that
+    // matter). Transports without IPv6 leave it false.
     bool ipv6 = false;
     Endpoint6 local6, remote6;
 };
@@ -261,6 +261,24 @@ class Transport {
     {
         (void)s, (void)dst, (void)data, (void)len;
         return -EPROTONOSUPPORT;
+    }
+    // IPv6 (mars::UdpSockets::bind6, connect6, send_to6): the socket
+    // becomes an IPv6 one (dgram_info: ipv6, local6/remote6). A transport
+    // without IPv6 keeps these defaults.
+    virtual int dgram_bind6(SockId s, const Endpoint6 &local, bool v6only)
+    {
+        (void)s, (void)local, (void)v6only;
+        return -EAFNOSUPPORT;
+    }
+    virtual int dgram_connect6(SockId s, const Endpoint6 &remote)
+    {
+        (void)s, (void)remote;
+        return -EAFNOSUPPORT;
+    }
+    virtual int64_t dgram_send6(SockId s, const Endpoint6 *dst, const void *data, size_t len)
+    {
+        (void)s, (void)dst, (void)data, (void)len;
+        return -EAFNOSUPPORT;
     }
     // IP_ADD_MEMBERSHIP (join) / IP_DROP_MEMBERSHIP; source 0: any source.
     virtual int dgram_membership(SockId s, uint32_t group, uint32_t source, bool join)
