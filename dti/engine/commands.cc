@@ -112,8 +112,13 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
     case DTI_OP_ACCEPT:
         cmd_accept(group, ctx_index, slot_index, cmd);
         return;
-    case DTI_OP_CONNECT:
     case DTI_OP_CONNECT6:
+        if (slot->dgram) {
+            result = cmd_dgram_connect(group, slot_index, cmd);
+            break;
+        }
+        [[fallthrough]];
+    case DTI_OP_CONNECT:
         if (cmd_connect(group, ctx_index, slot_index, cmd, &result))
             return; // completes on kEvConnected / kEvError / kEvReset
         break;

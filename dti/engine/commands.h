@@ -22,13 +22,13 @@ class Control;
 
 // Which commands a socket of each kind takes: the opcodes only one kind
 // takes, one bit each. Set-up and lifetime commands (bind, options, watch,
-// close, RECV_RELEASE) fit both.
+// close, RECV_RELEASE) fit both; so do BIND6 and CONNECT6 (a datagram
+// socket's CONNECT6 answers at once: udp.cc).
 constexpr uint32_t op_bit(uint16_t op) { return uint32_t{1} << op; }
 constexpr uint32_t kStreamOnlyOps = op_bit(DTI_OP_LISTEN) | op_bit(DTI_OP_ACCEPT) | op_bit(DTI_OP_CONNECT) |
                                     op_bit(DTI_OP_SHUTDOWN) | op_bit(DTI_OP_RECV_INTO) | op_bit(DTI_OP_SEND_FROM) |
                                     op_bit(DTI_OP_SEND) | op_bit(DTI_OP_DIGEST) | op_bit(DTI_OP_RECV_POST) |
-                                    op_bit(DTI_OP_RECV_CANCEL) | op_bit(DTI_OP_TX_GROW) | op_bit(DTI_OP_BIND6) |
-                                    op_bit(DTI_OP_CONNECT6);
+                                    op_bit(DTI_OP_RECV_CANCEL) | op_bit(DTI_OP_TX_GROW);
 constexpr uint32_t kDgramOnlyOps = op_bit(DTI_OP_SEND_DGRAMS) | op_bit(DTI_OP_DGRAM_CONNECT) | op_bit(DTI_OP_MCAST);
 static_assert(DTI_OP_MCAST < 32 && DTI_OP_TX_GROW < 32 && DTI_OP_CONNECT6 < 32,
               "every opcode the decoder lets through has a bit");
@@ -89,6 +89,7 @@ class Commands {
     // Datagram sockets (udp.cc): the datagram commands; a receive release in
     // whole records; the addresses read again.
     int32_t cmd_send_dgrams(Group &group, uint32_t si, const Command &c);
+    // DGRAM_CONNECT, and CONNECT6 on a datagram socket.
     int32_t cmd_dgram_connect(Group &group, uint32_t si, const Command &c);
     int32_t cmd_mcast(Group &group, uint32_t si, const Command &c);
     void dgram_release(Group &group, uint32_t si, const Command &c);

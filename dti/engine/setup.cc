@@ -19,12 +19,14 @@ int32_t Commands::cmd_bind(Group &group, Member &m, uint32_t si, const Command &
         return -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
     int32_t result;
     if (c.op == DTI_OP_BIND6) {
-        // (op_fits: a datagram socket never gets here: stream only.)
         const bool v6only = (c.flags & DTI_BIND6_V6ONLY) != 0;
-        result = tr_.bind6(s.sid, endpoint6_of(c), v6only);
+        result = s.dgram ? tr_.dgram_bind6(s.sid, endpoint6_of(c), v6only) : tr_.bind6(s.sid, endpoint6_of(c), v6only);
         if (result == 0) {
             s.v6only = v6only;
-            table_.mark(group, si); // the names (refresh: take_ends) before the answer is read
+            if (s.dgram)
+                dgram_ends(group, si); // the names now (a datagram socket's are not refreshed)
+            else
+                table_.mark(group, si); // the names (refresh: take_ends) before the answer is read
         }
     } else {
         result = s.dgram ? tr_.dgram_bind(s.sid, c.address) : tr_.bind(s.sid, c.address);

@@ -1,4 +1,4 @@
-// udp.cc: datagram sockets (DTI_SOCK_DGRAM, UDP over IPv4) on the command
+// udp.cc: datagram sockets (DTI_SOCK_DGRAM, UDP over IPv4 and IPv6) on the command
 // path. The socket's receive ring is the transport's ring of records
 // (dti_dgram layout), read in place by the application; its send ring holds
 // the application's records, which SEND_DGRAMS hands to the transport one
@@ -9,6 +9,7 @@
 #include "control.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace dti::engine::detail {
@@ -20,9 +21,8 @@ void Commands::dgram_ends(Group &group, uint32_t si)
     Slot &s = group.slots[si];
     SockInfo info;
     if (s.has_sid && tr_.dgram_info(s.sid, &info) == 0) {
-        s.local = info.local;
-        s.remote = info.remote;
-        if (s.local.port)
+        take_ends(group, si, info); // an IPv6 socket's names into the table entry too (name6)
+        if (info.local.port || (info.ipv6 && info.local6.port))
             s.state |= DTI_STATE_BOUND;
     }
     table_.mark(group, si);
@@ -30,8 +30,11 @@ void Commands::dgram_ends(Group &group, uint32_t si)
 
 // SEND_DGRAMS: the records between what was taken (tx_committed) and the
 // command's position. Each record: a whole dti_dgram header inside the ring
-// before its end, a size that is the record's own (header + len, aligned)
-// and no more than what is left; pad records are skipped. A record that
+// before its end, a size that is the record's own (header, an IPv6 one's
+// addresses, len, aligned) and no more than what is left; pad records are
+// skipped. A record with DTI_DGRAM_TO goes to its destination (IPv6 with
+// DTI_DGRAM_IP6), one without to the connected peer (through the IPv6 call
+// on an IPv6 socket: its peer may be either family). A record that
 // fails a check ends the batch (counted; the rest is dropped: the
 // application wrote something else than records). The ring is released up
 // to the position whatever happened: nothing is left for a later command to
@@ -58,15 +61,29 @@ int32_t Commands::cmd_send_dgrams(Group &group, uint32_t si, const Command &c)
             break;
         }
         std::memcpy(&h, ring + off, sizeof h); // once: the application may scribble on it meanwhile
+        const bool ip6 = (h.flags & DTI_DGRAM_IP6) != 0;
         if (h.size < DTI_DGRAM_ALIGN || (h.size & (DTI_DGRAM_ALIGN - 1)) || h.size > left || h.size > size - off ||
-            (!(h.flags & DTI_DGRAM_PAD) && (h.len > DTI_DGRAM_MAX || dti_dgram_size(h.len) != h.size))) {
+            (!(h.flags & DTI_DGRAM_PAD) &&
+             (h.len > (ip6 ? DTI_DGRAM6_MAX : DTI_DGRAM_MAX) || dti_dgram_record_size(h.len, h.flags) != h.size))) {
             bad = true;
             break;
         }
         if (!(h.flags & DTI_DGRAM_PAD) && !failed) {
-            const Endpoint dst{h.dst_ip, h.dst_port};
-            const int64_t r = tr_.dgram_send(s.sid, (h.flags & DTI_DGRAM_TO) ? &dst : nullptr,
-                                             ring + off + sizeof h, h.len);
+            const uint8_t *payload = ring + off + sizeof h;
+            const bool to = (h.flags & DTI_DGRAM_TO) != 0;
+            int64_t r;
+            if (ip6) {
+                Endpoint6 dst6;
+                std::memcpy(dst6.ip, payload + offsetof(dti_dgram6, dst), 16); // inside the record: size checked
+                dst6.port = h.dst_port;
+                payload += sizeof(dti_dgram6);
+                r = tr_.dgram_send6(s.sid, to ? &dst6 : nullptr, payload, h.len);
+            } else if (!to && s.ipv6) {
+                r = tr_.dgram_send6(s.sid, nullptr, payload, h.len);
+            } else {
+                const Endpoint dst{h.dst_ip, h.dst_port};
+                r = tr_.dgram_send(s.sid, to ? &dst : nullptr, payload, h.len);
+            }
             if (r < 0) {
                 // sendmmsg's rule: what was sent counts; the first failure
                 // ends the batch (its error when it is the first datagram).
@@ -97,7 +114,7 @@ int32_t Commands::cmd_send_dgrams(Group &group, uint32_t si, const Command &c)
 int32_t Commands::cmd_dgram_connect(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
-    const int r = tr_.dgram_connect(s.sid, c.address);
+    const int r = c.op == DTI_OP_CONNECT6 ? tr_.dgram_connect6(s.sid, endpoint6_of(c)) : tr_.dgram_connect(s.sid, c.address);
     if (r == 0)
         dgram_ends(group, si);
     return r;

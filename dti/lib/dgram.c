@@ -1,4 +1,4 @@
-/* libdti layer 4, public calls: datagram sockets (UDP over IPv4; dti.h
+/* libdti layer 4, public calls: datagram sockets (UDP over IPv4 and IPv6; dti.h
  * "datagram sockets", dti/README.md "Datagram sockets"). Receive reads the
  * transport's records in the socket's receive ring in place (no round trip;
  * releases in whole records, batched like a stream's); send writes records
@@ -44,6 +44,26 @@ int dti_dgram_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *peer)
     uint64_t ud = dti__next_ud(c);
     int prc;
     DTI_SYNC_PREP(prc, c, dti__cmd_args(c, DTI_OP_DGRAM_CONNECT, s, peer ? peer->ip : 0, peer ? peer->port : 0, 0, ud));
+    return dti__run_sync(c, prc, ud, NULL, -1);
+}
+
+/* CONNECT6 on a datagram socket answers at once (the engine's
+ * dgram_connect6); :: with port 0 dissolves the association as AF_UNSPEC
+ * does (DGRAM_CONNECT 0:0: CONNECT6 takes no ::). A v4-mapped peer goes as
+ * it is: the transport connects the IPv6 socket to the IPv4 peer. Datagram
+ * sockets are on the IPv6 engine already (the first). */
+int dti_dgram_connect6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *peer)
+{
+    if (!peer)
+        return dti_dgram_connect(c, s, NULL);
+    int any = 0;
+    for (int i = 0; i < 16; i++)
+        any |= peer->ip[i];
+    if (!any && peer->port == 0)
+        return dti_dgram_connect(c, s, NULL);
+    uint64_t ud = dti__next_ud(c);
+    int prc;
+    DTI_SYNC_PREP(prc, c, dti__cmd_addr6(c, DTI_OP_CONNECT6, s, peer, 0, ud));
     return dti__run_sync(c, prc, ud, NULL, -1);
 }
 
@@ -118,12 +138,14 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
         if (m->iovcnt && !m->iov)
             return taken ? (int)taken : -EFAULT;
         size_t len = iov_total(m->iov, m->iovcnt);
-        if (len > DTI_DGRAM_MAX || dti_dgram_size((uint32_t)len) > size / 2) {
+        const uint32_t fl = (!m->to && m->to6) ? DTI_DGRAM_IP6 | DTI_DGRAM_TO : m->to ? DTI_DGRAM_TO : 0u;
+        if (len > ((fl & DTI_DGRAM_IP6) ? DTI_DGRAM6_MAX : DTI_DGRAM_MAX) ||
+            dti_dgram_record_size((uint32_t)len, fl) > size / 2) {
             if (taken)
                 break; /* what fits goes; the caller hears of this one next */
             return -EMSGSIZE;
         }
-        uint32_t need = dti_dgram_size((uint32_t)len);
+        uint32_t need = dti_dgram_record_size((uint32_t)len, fl);
         uint32_t off = pos & (size - 1);
         uint32_t pad = need > size - off ? size - off : 0;
         if (used + pad + need > size)
@@ -135,14 +157,19 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
             used += pad;
             off = 0;
         }
-        struct dti_dgram h = {.size = need, .len = (uint32_t)len};
+        struct dti_dgram h = {.size = need, .len = (uint32_t)len, .flags = fl};
+        uint8_t *dst = ring + off + sizeof h;
         if (m->to) {
             h.dst_ip = m->to->ip;
             h.dst_port = m->to->port;
-            h.flags = DTI_DGRAM_TO;
+        } else if (m->to6) {
+            struct dti_dgram6 a6 = {{0}, {0}};
+            memcpy(a6.dst, m->to6->ip, 16);
+            h.dst_port = m->to6->port;
+            memcpy(dst, &a6, sizeof a6);
+            dst += sizeof a6;
         }
         memcpy(ring + off, &h, sizeof h);
-        uint8_t *dst = ring + off + sizeof h;
         for (unsigned i = 0; i < m->iovcnt; i++) {
             if (m->iov[i].len)
                 memcpy(dst, m->iov[i].base, m->iov[i].len);
@@ -165,7 +192,15 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
 ssize_t dti_dgram_sendto(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, const struct dti_addr *to)
 {
     struct dti_iov iov = {(void *)(uintptr_t)buf, len};
-    struct dti_dgram_msg m = {&iov, 1, to};
+    struct dti_dgram_msg m = {&iov, 1, to, NULL};
+    int rc = dti_dgram_sendmmsg(c, s, &m, 1);
+    return rc == 1 ? (ssize_t)len : (rc == 0 ? -EIO : rc);
+}
+
+ssize_t dti_dgram_sendto6(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, const struct dti_addr6 *to)
+{
+    struct dti_iov iov = {(void *)(uintptr_t)buf, len};
+    struct dti_dgram_msg m = {&iov, 1, NULL, to};
     int rc = dti_dgram_sendmmsg(c, s, &m, 1);
     return rc == 1 ? (ssize_t)len : (rc == 0 ? -EIO : rc);
 }
@@ -184,10 +219,11 @@ static void dgram_consume(struct dti_ctx *c, dti_sock_t s, const struct dti_sock
 }
 
 /* The record at the reader's position, checked (a pad record is consumed
- * on the way): its header in *h and its payload's address; -EAGAIN when
- * none is waiting, -EIO for a record that makes no sense. */
+ * on the way): its header in *h, an IPv6 one's addresses in *a6 (when not
+ * NULL) and its payload's address; -EAGAIN when none is waiting, -EIO for a
+ * record that makes no sense. */
 static ssize_t front(struct dti_ctx *c, dti_sock_t s, struct dti_sock_shared *sh, struct dti_sock_priv *p,
-                     uint32_t slot, struct dti_dgram *h, const uint8_t **payload)
+                     uint32_t slot, struct dti_dgram *h, struct dti_dgram6 *a6, const uint8_t **payload)
 {
     struct dti_attachment *d = c->d;
     const uint8_t *ring = rx_ring(d, slot);
@@ -203,9 +239,16 @@ static ssize_t front(struct dti_ctx *c, dti_sock_t s, struct dti_sock_shared *sh
         if (h->size < DTI_DGRAM_ALIGN || (h->size & (DTI_DGRAM_ALIGN - 1)) || h->size > n || h->size > mask + 1 - off)
             return -EIO;
         if (!(h->flags & DTI_DGRAM_PAD)) {
-            if (h->len > DTI_DGRAM_MAX || dti_dgram_size(h->len) != h->size)
+            const int ip6 = (h->flags & DTI_DGRAM_IP6) != 0;
+            if (h->len > (ip6 ? DTI_DGRAM6_MAX : DTI_DGRAM_MAX) || dti_dgram_record_size(h->len, h->flags) != h->size)
                 return -EIO;
-            *payload = ring + off + sizeof *h;
+            const uint8_t *at = ring + off + sizeof *h;
+            if (ip6) {
+                if (a6)
+                    memcpy(a6, at, sizeof *a6);
+                at += sizeof(struct dti_dgram6);
+            }
+            *payload = at;
             return (ssize_t)h->len;
         }
         dgram_consume(c, s, sh, p, h->size); /* a pad record: nothing to read */
@@ -214,6 +257,12 @@ static ssize_t front(struct dti_ctx *c, dti_sock_t s, struct dti_sock_shared *sh
 
 ssize_t dti_dgram_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, const void **payload)
 {
+    return dti_dgram_borrow6(c, s, hdr, NULL, payload);
+}
+
+ssize_t dti_dgram_borrow6(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, struct dti_dgram6 *a6,
+                          const void **payload)
+{
     c = dti__route(c, &s);
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(c->d, s, &slot);
@@ -221,7 +270,7 @@ ssize_t dti_dgram_borrow(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, cons
         return -DTI_E_BAD_HANDLE;
     struct dti_sock_priv *p = dti__rx_side(c->d, slot, dti__gen(s));
     const uint8_t *pl = NULL;
-    ssize_t n = front(c, s, sh, p, slot, hdr, &pl);
+    ssize_t n = front(c, s, sh, p, slot, hdr, a6, &pl);
     if (n >= 0)
         *payload = pl;
     return n;
@@ -237,32 +286,61 @@ int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s)
     struct dti_sock_priv *p = dti__rx_side(c->d, slot, dti__gen(s));
     struct dti_dgram h;
     const uint8_t *pl = NULL;
-    ssize_t n = front(c, s, sh, p, slot, &h, &pl);
+    ssize_t n = front(c, s, sh, p, slot, &h, NULL, &pl);
     if (n < 0)
         return (int)n;
     dgram_consume(c, s, sh, p, h.size);
     return 0;
 }
 
-ssize_t dti_dgram_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_addr *from, size_t *real_len,
-                       unsigned flags)
+/* Both receives: the oldest datagram copied (up to len bytes), its header
+ * and an IPv6 one's addresses. */
+static ssize_t recv_any(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_dgram *h, struct dti_dgram6 *a6,
+                        size_t *real_len, unsigned flags)
 {
-    struct dti_dgram h;
     const void *pl = NULL;
-    ssize_t n = dti_dgram_borrow(c, s, &h, &pl);
+    ssize_t n = dti_dgram_borrow6(c, s, h, a6, &pl);
     if (n < 0)
         return n;
-    size_t take = len < h.len ? len : h.len;
+    size_t take = len < h->len ? len : h->len;
     if (take)
         memcpy(buf, pl, take);
-    if (from)
-        *from = (struct dti_addr){.ip = h.src_ip, .port = h.src_port};
     if (real_len)
-        *real_len = h.len;
+        *real_len = h->len;
     if (!(flags & DTI_DGRAM_PEEK)) {
         int rc = dti_dgram_consume(c, s);
         if (rc < 0)
             return rc;
     }
     return (ssize_t)take;
+}
+
+ssize_t dti_dgram_recv(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_addr *from, size_t *real_len,
+                       unsigned flags)
+{
+    struct dti_dgram h;
+    ssize_t n = recv_any(c, s, buf, len, &h, NULL, real_len, flags);
+    if (n >= 0 && from)
+        *from = (struct dti_addr){.ip = h.src_ip, .port = h.src_port}; /* an IPv6 sender: 0 */
+    return n;
+}
+
+ssize_t dti_dgram_recv6(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_addr6 *from, size_t *real_len,
+                        unsigned flags)
+{
+    struct dti_dgram h;
+    struct dti_dgram6 a6;
+    ssize_t n = recv_any(c, s, buf, len, &h, &a6, real_len, flags);
+    if (n < 0 || !from)
+        return n;
+    memset(from, 0, sizeof *from);
+    from->port = h.src_port;
+    if (h.flags & DTI_DGRAM_IP6) {
+        memcpy(from->ip, a6.src, 16);
+    } else { /* ::ffff:a.b.c.d */
+        from->ip[10] = from->ip[11] = 0xff;
+        from->ip[12] = (uint8_t)(h.src_ip >> 24), from->ip[13] = (uint8_t)(h.src_ip >> 16);
+        from->ip[14] = (uint8_t)(h.src_ip >> 8), from->ip[15] = (uint8_t)h.src_ip;
+    }
+    return n;
 }

@@ -119,7 +119,28 @@ class MarsTransport final : public dti::engine::Transport {
         int r = stack_->udp().info(s, &u);
         if (r < 0) return r;
         *out = {{u.local.ip, u.local.port}, {u.remote.ip, u.remote.port}, 0, false};
+        out->ipv6 = u.ipv6;
+        if (u.ipv6) {
+            std::memcpy(out->local6.ip, u.local6.ip.b, 16);
+            std::memcpy(out->remote6.ip, u.remote6.ip.b, 16);
+            out->local6.port = u.local6.port;
+            out->remote6.port = u.remote6.port;
+        }
         return 0;
+    }
+    int dgram_bind6(dti::engine::SockId s, const dti::engine::Endpoint6 &l, bool v6only) override
+    {
+        return stack_->udp().bind6(s, endpoint6(l), v6only);
+    }
+    int dgram_connect6(dti::engine::SockId s, const dti::engine::Endpoint6 &r) override
+    {
+        return stack_->udp().connect6(s, endpoint6(r));
+    }
+    int64_t dgram_send6(dti::engine::SockId s, const dti::engine::Endpoint6 *dst, const void *data,
+                        size_t len) override
+    {
+        const mars::Endpoint6 to = dst ? endpoint6(*dst) : mars::Endpoint6{};
+        return stack_->udp().send_to6(s, dst ? &to : nullptr, data, len);
     }
     int dgram_rx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override
     {
