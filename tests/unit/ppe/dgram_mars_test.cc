@@ -38,11 +38,21 @@ dti_cmd cmd(uint16_t op, uint32_t sock, uint32_t a0 = 0, uint32_t a1 = 0)
     return c;
 }
 
+// 2001:2::host (RFC 5180's benchmarking prefix): each simulated host's IPv6 address.
+mars::Ip6Addr addr6(uint8_t host)
+{
+    mars::Ip6Addr a{};
+    a.b[0] = 0x20, a.b[1] = 0x01, a.b[3] = 0x02;
+    a.b[15] = host;
+    return a;
+}
+
 // A datagram as the application saw it.
 struct Got {
     std::string data;
-    uint32_t len = 0, src_ip = 0;
+    uint32_t len = 0, src_ip = 0, flags = 0;
     uint16_t src_port = 0;
+    dti_dgram6 a6{}; // DTI_DGRAM_IP6: the addresses
 };
 
 class DgramOverMars : public ::testing::Test {
@@ -84,6 +94,10 @@ class DgramOverMars : public ::testing::Test {
     {
         auto c = mars::sim::default_simnet_config();
         c.a.rings = rings;
+        c.a.stack.addr6[0] = mars::Ip6Prefix{addr6(1), 64};
+        c.a.stack.n_addr6 = 1;
+        c.b.stack.addr6[0] = mars::Ip6Prefix{addr6(2), 64};
+        c.b.stack.n_addr6 = 1;
         return c;
     }
     // Runs a command to its completion.
@@ -141,10 +155,16 @@ class DgramOverMars : public ::testing::Test {
             if (r.size < DTI_DGRAM_ALIGN || r.size > kRing - off)
                 break;
             if (!(r.flags & DTI_DGRAM_PAD)) {
-                EXPECT_EQ(r.size, dti_dgram_size(r.len));
+                EXPECT_EQ(r.size, dti_dgram_record_size(r.len, r.flags));
                 Got g;
-                g.data.assign(reinterpret_cast<const char *>(app_.rx_ring(h) + off + sizeof r), r.len);
+                const uint8_t *at = app_.rx_ring(h) + off + sizeof r;
+                if (r.flags & DTI_DGRAM_IP6) {
+                    std::memcpy(&g.a6, at, sizeof g.a6);
+                    at += sizeof g.a6;
+                }
+                g.data.assign(reinterpret_cast<const char *>(at), r.len);
                 g.len = r.len;
+                g.flags = r.flags;
                 g.src_ip = r.src_ip;
                 g.src_port = r.src_port;
                 out.push_back(g);
@@ -185,6 +205,41 @@ class DgramOverMars : public ::testing::Test {
         std::memcpy(app_.tx_ring(h) + off + sizeof r, data.data(), data.size());
         tx_tail_ += need;
         return tx_tail_;
+    }
+    // The same for an IPv6 record (to: its destination; nullptr: the
+    // connected peer, DTI_DGRAM_IP6 without DTI_DGRAM_TO).
+    uint32_t put6(uint32_t h, const std::string &data, const mars::Endpoint6 *to)
+    {
+        const uint32_t need = dti_dgram_record_size(uint32_t(data.size()), DTI_DGRAM_IP6);
+        uint32_t off = tx_tail_ & (kRing - 1);
+        if (need > kRing - off) {
+            dti_dgram pad{};
+            pad.size = kRing - off;
+            pad.flags = DTI_DGRAM_PAD;
+            std::memcpy(app_.tx_ring(h) + off, &pad, sizeof pad);
+            tx_tail_ += pad.size;
+            off = 0;
+        }
+        dti_dgram r{};
+        r.size = need;
+        r.len = uint32_t(data.size());
+        r.flags = DTI_DGRAM_IP6 | (to ? DTI_DGRAM_TO : 0u);
+        dti_dgram6 a6{};
+        if (to) {
+            std::memcpy(a6.dst, to->ip.b, 16);
+            r.dst_port = to->port;
+        }
+        std::memcpy(app_.tx_ring(h) + off, &r, sizeof r);
+        std::memcpy(app_.tx_ring(h) + off + sizeof r, &a6, sizeof a6);
+        std::memcpy(app_.tx_ring(h) + off + sizeof r + sizeof a6, data.data(), data.size());
+        tx_tail_ += need;
+        return tx_tail_;
+    }
+    static dti_cmd cmd6(uint16_t op, uint32_t sock, const mars::Ip6Addr &ip, uint16_t port, uint32_t flags = 0)
+    {
+        dti_cmd c = cmd(op, sock, flags, port);
+        dti_cmd_addr6_set(&c, ip.b);
+        return c;
     }
     int32_t send_dgrams(uint32_t h, uint32_t end)
     {
@@ -424,6 +479,126 @@ TEST_F(DgramOverMars, WatchEventsAndClose)
     net_.stack(1).udp().send_to(p, &app_ep, "gone", 4);
     ASSERT_TRUE(net_.run_until([&] { return stack_->stats().udp_no_port == no_port + 1; }, 5 * kSec))
         << "the closed socket still holds its port";
+}
+
+// UDP over IPv6 through the engine: a datagram socket bound to [::]
+// (dual-stack) takes an IPv6 peer's datagrams as IPv6 records (addresses,
+// hop limit) and an IPv4 peer's as IPv4 ones; IPv6 records it writes go out
+// from its address; its names are published as an IPv6 socket's (name6);
+// CONNECT6 makes the peer the default (records without a destination).
+TEST_F(DgramOverMars, Ipv6DualStackBothWaysAndNames)
+{
+    settle(2 * kSec); // DAD: both addresses become usable
+    const dti_ev s = run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_DGRAM));
+    ASSERT_GE(s.res, 0);
+    const uint32_t h = uint32_t(s.res);
+    ASSERT_EQ(run(cmd6(DTI_OP_BIND6, h, mars::Ip6Addr{}, 7100)).res, 0);
+    dti_sock_shared *sh = app_.sock(h);
+    EXPECT_EQ(__atomic_load_n(&sh->name6, __ATOMIC_ACQUIRE) & DTI_NAME6_IPV6, DTI_NAME6_IPV6);
+    EXPECT_EQ(sh->local_port, 7100);
+    EXPECT_TRUE(sh->state & DTI_STATE_BOUND);
+    const uint8_t zero[16] = {};
+    EXPECT_EQ(std::memcmp(sh->local6, zero, 16), 0) << "bound to ::";
+
+    const int64_t pid = net_.stack(1).udp().open(78);
+    ASSERT_GE(pid, 0);
+    const mars::SockId p = mars::SockId(pid);
+    ASSERT_EQ(net_.stack(1).udp().bind6(p, mars::Endpoint6{mars::Ip6Addr{}, 40010}, false), 0);
+    const mars::Endpoint6 app6{addr6(1), 7100}, peer6{addr6(2), 40010};
+    const std::string d6 = pattern(1200, 3), d4 = pattern(100, 4);
+    ASSERT_EQ(net_.stack(1).udp().send_to6(p, &app6, d6.data(), d6.size()), int64_t(d6.size()));
+    const mars::Endpoint app4 = net_.addr(0, 7100);
+    ASSERT_EQ(net_.stack(1).udp().send_to(p, &app4, d4.data(), d4.size()), int64_t(d4.size()));
+    std::vector<Got> got;
+    ASSERT_TRUE(net_.run_until(
+        [&] {
+            for (auto &g : read_all(h))
+                got.push_back(g);
+            return got.size() >= 2;
+        },
+        5 * kSec));
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].data, d6);
+    EXPECT_TRUE(got[0].flags & DTI_DGRAM_IP6);
+    EXPECT_EQ(std::memcmp(got[0].a6.src, addr6(2).b, 16), 0);
+    EXPECT_EQ(std::memcmp(got[0].a6.dst, addr6(1).b, 16), 0);
+    EXPECT_EQ(got[0].src_port, 40010);
+    EXPECT_EQ(got[0].src_ip, 0u);
+    EXPECT_EQ(DTI_DGRAM_TTL(got[0].flags), 64) << "the hop limit";
+    EXPECT_EQ(got[1].data, d4);
+    EXPECT_FALSE(got[1].flags & DTI_DGRAM_IP6) << "an IPv4 datagram keeps an IPv4 record";
+    EXPECT_EQ(got[1].src_ip, net_.addr(1, 0).ip);
+
+    // Back over IPv6, to a destination, then to the connected peer.
+    EXPECT_EQ(send_dgrams(h, put6(h, "six", &peer6)), 1);
+    ASSERT_EQ(run(cmd6(DTI_OP_CONNECT6, h, addr6(2), 40010)).res, 0);
+    EXPECT_EQ(sh->remote_port, 40010);
+    EXPECT_EQ(std::memcmp(sh->remote6, addr6(2).b, 16), 0);
+    EXPECT_EQ(send_dgrams(h, put(h, "connected", nullptr)), 1);
+    std::vector<mars::UdpRecord> recs;
+    std::vector<std::string> back;
+    ASSERT_TRUE(net_.run_until(
+        [&] {
+            for (auto &x : peer_read(p, &recs))
+                back.push_back(x);
+            return back.size() >= 2;
+        },
+        5 * kSec));
+    EXPECT_EQ(back[0], "six");
+    EXPECT_EQ(back[1], "connected");
+    for (auto &r : recs) {
+        EXPECT_TRUE(r.flags & mars::kUdpRecIp6);
+        EXPECT_EQ(r.src_port, 7100);
+    }
+    // AF_UNSPEC dissolves it (DGRAM_CONNECT 0:0, as libdti sends for ::).
+    EXPECT_EQ(run(cmd(DTI_OP_DGRAM_CONNECT, h, 0, 0)).res, 0);
+    EXPECT_EQ(sh->remote_port, 0);
+    EXPECT_EQ(send_dgrams(h, put6(h, "x", nullptr)), -EDESTADDRREQ);
+    EXPECT_EQ(engine_->stats().dgram_bad_records, 0u);
+}
+
+// IPV6_V6ONLY through BIND6's flag: no IPv4 datagram reaches the socket,
+// and an IPv4 socket can hold the same port beside it.
+TEST_F(DgramOverMars, Ipv6OnlySocketTakesNoIpv4)
+{
+    settle(2 * kSec);
+    const uint32_t h = uint32_t(run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_DGRAM)).res);
+    ASSERT_EQ(run(cmd6(DTI_OP_BIND6, h, mars::Ip6Addr{}, 7101, DTI_BIND6_V6ONLY)).res, 0);
+    EXPECT_EQ(app_.sock(h)->name6, DTI_NAME6_IPV6 | DTI_NAME6_V6ONLY);
+    const uint32_t h4 = open_dgram(7101); // the IPv4 wildcard beside it: allowed
+    (void)h4;
+    const uint32_t h6b = uint32_t(run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_DGRAM)).res);
+    EXPECT_EQ(run(cmd6(DTI_OP_BIND6, h6b, mars::Ip6Addr{}, 7101)).res, -EADDRINUSE) << "dual-stack [::] over 0.0.0.0";
+    const mars::SockId p = peer_socket(40011);
+    const mars::Endpoint app4 = net_.addr(0, 7101);
+    const uint64_t in = stack_->stats().udp_in;
+    net_.stack(1).udp().send_to(p, &app4, "v4", 2);
+    ASSERT_TRUE(net_.run_until([&] { return stack_->stats().udp_in == in + 1; }, 5 * kSec));
+    settle(1'000'000);
+    EXPECT_TRUE(read_all(h).empty()) << "an IPv4 datagram reached a V6ONLY socket";
+}
+
+// Hostile IPv6 send records: an IPv6 record whose size leaves no room for
+// its addresses, and one whose size is not its own, are refused.
+TEST_F(DgramOverMars, HostileIpv6RecordsRefused)
+{
+    settle(2 * kSec);
+    const uint32_t h = uint32_t(run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_DGRAM)).res);
+    ASSERT_EQ(run(cmd6(DTI_OP_BIND6, h, mars::Ip6Addr{}, 7102)).res, 0);
+    const uint64_t before = engine_->stats().dgram_bad_records;
+    dti_dgram r{};
+    r.flags = DTI_DGRAM_IP6 | DTI_DGRAM_TO;
+    r.dst_port = 9;
+    r.len = 16;
+    r.size = dti_dgram_size(16); // an IPv4 record's size: the addresses do not fit
+    std::memcpy(app_.tx_ring(h) + (tx_tail_ & (kRing - 1)), &r, sizeof r);
+    EXPECT_EQ(send_dgrams(h, tx_tail_ += r.size), -EINVAL);
+    r.size = dti_dgram_record_size(16, r.flags) + DTI_DGRAM_ALIGN; // one alignment more than its own
+    std::memcpy(app_.tx_ring(h) + (tx_tail_ & (kRing - 1)), &r, sizeof r);
+    EXPECT_EQ(send_dgrams(h, tx_tail_ += r.size), -EINVAL);
+    EXPECT_EQ(engine_->stats().dgram_bad_records, before + 2);
+    const mars::Endpoint6 to{addr6(2), 40012};
+    EXPECT_EQ(send_dgrams(h, put6(h, "still here", &to)), 1);
 }
 
 } // namespace
