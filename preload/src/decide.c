@@ -278,6 +278,21 @@ enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockad
     return ETA_R_NOT_ROUTED;
 }
 
+enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16])
+{
+    struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
+    memcpy(in6.sin6_addr.s6_addr, ip, 16);
+    if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+        struct sockaddr_in in = {.sin_family = AF_INET};
+        memcpy(&in.sin_addr, ip + 12, 4);
+        return eta_decide_connect(n, (const struct sockaddr *)&in, sizeof in);
+    }
+    for (unsigned i = 0; i < n->n_ports6; i++)
+        if (memcmp(ip, n->port6[i].ip, 16) == 0)
+            return ETA_R_INET6;
+    return eta_decide_connect6(n, (const struct sockaddr *)&in6, sizeof in6);
+}
+
 enum eta_bind_target eta_decide_bind(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,
                                      enum eta_reason *why)
 {

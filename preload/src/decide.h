@@ -101,6 +101,15 @@ enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockadd
  * kernel): the kernel's. */
 enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
 
+/* connect() or the first send of an AF_INET6 UDP socket to ip (16 bytes,
+ * network order; the caller read the address as Linux does: udp6_addr.h):
+ * a v4-mapped one by the IPv4 rule (eta_decide_connect); an IPv6 one
+ * ETA_R_NONE when on-link of a port6 prefix, the PPE's own addresses
+ * ETA_R_INET6 (the engine does not carry datagrams to itself), otherwise as
+ * eta_decide_connect6 (link-local, multicast, a shared port: ETA_R_INET6;
+ * ::1 ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
+enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16]);
+
 enum eta_bind_target {
     ETA_BIND_KERNEL, /* bind in the kernel only */
     ETA_BIND_PPE,    /* a PPE address: the PPE only */

@@ -225,7 +225,8 @@ static bool make_one(int fd, struct eta_sock *s, void *arg)
 }
 
 /* A stale UDP hybrid's PPE half comes back: a datagram socket of the new PPE
- * at the kernel half's port on 0.0.0.0, the options the kernel socket holds
+ * at the kernel half's port on 0.0.0.0 (or [::], dual-stack or IPv6 only as
+ * it was bound), the options the kernel socket holds
  * carried, as udp_sock.c made it. Not shared with other processes: one of
  * several holding the socket makes it, the others' binds are refused (their
  * kernel halves go on alone, as a refused hybrid's). */
@@ -241,7 +242,7 @@ static bool rejoin_one(int fd, struct eta_sock *s, void *arg)
         dti_sock_t old = s->h;
         s->h = (dti_sock_t)h;
         eta_carry_options(c, fd, s);
-        int rc = dti_bind(c, s->h, &any);
+        int rc = eta_bind_any(c, s, any.port); /* 0.0.0.0, or [::] as bound (IPV6_V6ONLY: sock6.c) */
         s->h = old;
         if (rc < 0) {
             dti_prep_close(c, (dti_sock_t)h, 0);
@@ -251,13 +252,13 @@ static bool rejoin_one(int fd, struct eta_sock *s, void *arg)
     }
     if (err) {
         r->failed++;
-        eta_log("fd %d: UDP on 0.0.0.0:%u cannot come back on the new PPE: %s; its kernel half goes on alone", fd,
-                any.port, strerror(err));
+        eta_log("fd %d: UDP on %s:%u cannot come back on the new PPE: %s; its kernel half goes on alone", fd,
+                s->v6 ? "[::]" : "0.0.0.0", any.port, strerror(err));
         return true;
     }
     use_handle(s, (dti_sock_t)h);
     if (eta_cfg.log_accel)
-        eta_log("fd %d: UDP on 0.0.0.0:%u on the new PPE again", fd, any.port);
+        eta_log("fd %d: UDP on %s:%u on the new PPE again", fd, s->v6 ? "[::]" : "0.0.0.0", any.port);
     return true;
 }
 

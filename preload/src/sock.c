@@ -27,6 +27,7 @@
 #include "sock.h"
 #include "sock6.h"
 #include "sockobj.h"
+#include "udp6.h"
 #include "udp_sock.h"
 #include "wait.h"
 
@@ -103,7 +104,7 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
         return fd;
     }
     atomic_store(&s->nonblock, (type & SOCK_NONBLOCK) != 0);
-    s->v6 = v6;
+    s->v6 = v6 || (dgram && domain == AF_INET6); /* UDP over IPv6: udp6.c */
     s->dgram = dgram;
     eta_fd_set(fd, &s->obj);
     return fd;
@@ -131,9 +132,6 @@ static bool v4mapped(int fd, const struct sockaddr *addr, socklen_t len, struct 
     return true;
 }
 
-static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, const struct sockaddr *kaddr,
-                    socklen_t klen);
-
 /* bind() of an AF_INET6 candidate: [::] may become a dual-stack listener
  * (decided at listen(), where IPV6_V6ONLY is final); a v4-mapped address
  * of the PPE (::ffff:<PPE address>, what Java's servers bind) is the PPE's,
@@ -145,7 +143,7 @@ static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, sockle
         enum eta_reason why;
         char buf[32];
         if (eta_decide_bind(&eta_net, (const struct sockaddr *)&in, sizeof in, &why) == ETA_BIND_PPE)
-            return bind_ppe(fd, s, (const struct sockaddr *)&in, addr, len);
+            return eta_bind_ppe4(fd, s, (const struct sockaddr *)&in, addr, len);
         /* ::ffff:0.0.0.0 (IPv4 only, in the kernel) and kernel addresses */
         to_kernel(fd, s, why == ETA_R_NONE ? ETA_R_INET6 : why, fmt_addr((const struct sockaddr *)&in, buf, sizeof buf));
         return real_bind(fd, addr, len);
@@ -186,7 +184,7 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         return st == ETA_SOCK_KERNEL ? real_bind(fd, addr, len) : fail(EINVAL);
     }
     if (s->v6) {
-        rc = bind6(fd, s, addr, len);
+        rc = s->dgram ? eta_udp6_bind(fd, s, addr, len) : bind6(fd, s, addr, len);
         eta_obj_put(&s->obj);
         return rc;
     }
@@ -218,7 +216,7 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         eta_obj_put(&s->obj);
         return rc;
     }
-    rc = bind_ppe(fd, s, addr, addr, len);
+    rc = eta_bind_ppe4(fd, s, addr, addr, len);
     eta_obj_put(&s->obj);
     return rc;
 }
@@ -229,8 +227,8 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
  * binds the same address first: one port space. A port a kernel program
  * holds is EADDRINUSE (the kernel's answer, SO_REUSEADDR/SO_REUSEPORT as it
  * applies them), port 0 is the kernel's pick and the PPE's port too. */
-static int bind_ppe(int fd, struct eta_sock *s, const struct sockaddr *addr, const struct sockaddr *kaddr,
-                    socklen_t klen)
+int eta_bind_ppe4(int fd, struct eta_sock *s, const struct sockaddr *addr, const struct sockaddr *kaddr,
+                  socklen_t klen)
 {
     char buf[32];
     struct dti_addr a = to_dti(addr);
@@ -386,7 +384,7 @@ ETA_EXPORT int listen(int fd, int backlog)
         return fail(ENETDOWN);
     }
     /* On a shared port the placeholder holds the address and port in the
-     * kernel (bind_ppe): it listens too, a hybrid listener as on INADDR_ANY,
+     * kernel (eta_bind_ppe4): it listens too, a hybrid listener as on INADDR_ANY,
      * so that a plain program on this host connecting to the address (the
      * kernel's loopback) reaches the server. The kernel answers first. */
     const bool hybrid = s->bound_kernel && !s->listening && !s->connect_started && !s->hybrid;

@@ -77,6 +77,13 @@ static inline void to_kernel(int fd, struct eta_sock *s, enum eta_reason r, cons
  * same once it is free). Returns -1 with errno from rc. */
 int eta_bind_refused(dti_ctx_t *c, struct eta_sock *s, int rc);
 
+/* sock.c: bind() of candidate s to one of the PPE's IPv4 addresses (addr:
+ * AF_INET; from an AF_INET6 socket, the v4-mapped address it named;
+ * kaddr/klen: what the program gave): the PPE's (on a shared port the
+ * kernel placeholder holds it too). 0 or -1 with errno. */
+int eta_bind_ppe4(int fd, struct eta_sock *s, const struct sockaddr *addr, const struct sockaddr *kaddr,
+                  socklen_t klen);
+
 /* sock.c, for udp_sock.c (the UDP half of the socket calls): creates the
  * PPE socket behind candidate s (0 or an errno value), and closes it (the
  * socket goes to the kernel for good, or gets a new one). */

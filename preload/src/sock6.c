@@ -135,7 +135,7 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
         return eta_bind_refused(c, s, rc);
     if (a6.port == 0) { /* the engine picked it: kept to bind again on a new PPE (relisten.c) */
         struct dti_addr6 got;
-        if (dti_getsockname6(c, s->h, &got) == 0)
+        if (dti_getsockname6(c, s->h, &got) >= 0)
             a6.port = got.port;
     }
     s->local6 = local6_intern(in6.sin6_addr.s6_addr);

@@ -1,5 +1,5 @@
-/* UDP sockets on the PPE: the data path of an accelerated AF_INET SOCK_DGRAM
- * socket (udp_sock.c decides which ones: preload/README.md "UDP"). Receive takes
+/* UDP sockets on the PPE: the data path of an accelerated AF_INET or AF_INET6
+ * SOCK_DGRAM socket (udp_sock.c decides which ones: preload/README.md "UDP"). Receive takes
  * the oldest datagram in place from the socket's receive ring (libdti's
  * dti_dgram_borrow: MARS's record, no copy in the engine) and copies it into
  * the program's buffers with the recoverable copy; send writes one record
@@ -20,12 +20,15 @@
 #include "io.h"
 #include "real.h"
 #include "signals.h"
+#include "sock6.h"
 #include "udp.h"
+#include "udp6.h"
+#include "udp6_addr.h"
 #include "udp_cmsg.h"
 
 bool eta_udp_kind(int domain, int type, int protocol)
 {
-    return domain == AF_INET && (type & 0xf) == SOCK_DGRAM && (protocol == 0 || protocol == IPPROTO_UDP);
+    return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_DGRAM && (protocol == 0 || protocol == IPPROTO_UDP);
 }
 
 /* One reader and one writer of a socket's rings at a time: a second thread
@@ -49,10 +52,37 @@ static bool dgram_readable(void *arg)
     return !c || (eta_sock_events(c, s) & (POLLIN | POLLERR));
 }
 
-static void put_addr(const struct dti_dgram *h, struct sockaddr *from, socklen_t *fromlen)
+static int ifindex6_of(const uint8_t ip[16]);
+
+/* An AF_INET6 socket's sender: its IPv6 address (a link-local one with the
+ * scope of the PPE port's interface, as Linux's ipv6_iface_scope_id), an
+ * IPv4 one v4-mapped; sockaddr_in6, 28 bytes. */
+static void put_addr6(const struct dti_dgram *h, const struct dti_dgram6 *a6, struct sockaddr *from,
+                      socklen_t *fromlen)
+{
+    uint8_t ip[16];
+    if (h->flags & DTI_DGRAM_IP6)
+        memcpy(ip, a6->src, 16);
+    else
+        eta_udp6_map(h->src_ip, ip);
+    const uint32_t scope = (h->flags & DTI_DGRAM_IP6) && ip[0] == 0xfe ? (uint32_t)ifindex6_of(a6->dst) : 0;
+    struct sockaddr_in6 in6 = eta_udp6_name(ip, h->src_port, scope);
+    socklen_t cap = *fromlen;
+    socklen_t n = cap < (socklen_t)sizeof in6 ? cap : (socklen_t)sizeof in6;
+    (void)uput(from, &in6, (size_t)n);
+    const socklen_t full = sizeof in6;
+    (void)uput(fromlen, &full, sizeof full);
+}
+
+static void put_addr(const struct eta_sock *s, const struct dti_dgram *h, const struct dti_dgram6 *a6,
+                     struct sockaddr *from, socklen_t *fromlen)
 {
     if (!from || !fromlen)
         return;
+    if (s->v6) {
+        put_addr6(h, a6, from, fromlen);
+        return;
+    }
     struct dti_addr a = {h->src_ip, h->src_port};
     socklen_t cap = *fromlen;
     struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(a.port), .sin_addr = {htonl(a.ip)}};
@@ -71,9 +101,33 @@ static void put_addr(const struct dti_dgram *h, struct sockaddr *from, socklen_t
  * (getifaddrs), when a socket first asks for IP_PKTINFO: never on the data
  * path, which reads the table. */
 static _Atomic uint32_t ifx_state; /* 0 not looked up, 1 being filled, 2 ready */
-static unsigned ifx_n;
+static unsigned ifx_n, ifx6_n;
 static uint32_t ifx_ip[ETA_NET_MAX_PORTS];
 static int ifx_index[ETA_NET_MAX_PORTS];
+static uint8_t ifx6_ip[ETA_NET_MAX_PORTS][16]; /* the port6 addresses a kernel interface holds */
+static int ifx6_index[ETA_NET_MAX_PORTS];
+
+/* The port6 addresses (IPV6_PKTINFO, a link-local sender's scope): as the
+ * IPv4 ones. */
+static void ifindex6_fill(struct ifaddrs *all)
+{
+    for (unsigned i = 0; i < eta_net.n_ports6 && ifx6_n < ETA_NET_MAX_PORTS; i++) {
+        for (struct ifaddrs *a = all; a; a = a->ifa_next) {
+            struct sockaddr_in6 in6;
+            if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET6)
+                continue;
+            memcpy(&in6, a->ifa_addr, sizeof in6);
+            if (memcmp(in6.sin6_addr.s6_addr, eta_net.port6[i].ip, 16) != 0)
+                continue;
+            unsigned x = if_nametoindex(a->ifa_name);
+            if (x) {
+                memcpy(ifx6_ip[ifx6_n], eta_net.port6[i].ip, 16);
+                ifx6_index[ifx6_n++] = (int)x;
+                break;
+            }
+        }
+    }
+}
 
 static void ifindex_lookup(void)
 {
@@ -99,6 +153,7 @@ static void ifindex_lookup(void)
                 }
             }
         }
+        ifindex6_fill(all);
         freeifaddrs(all);
     }
     errno = saved;
@@ -115,11 +170,26 @@ static int ifindex_of(uint32_t ip)
     return 0;
 }
 
+/* ipi6_ifindex of an IPv6 datagram to ip, and a link-local sender's scope:
+ * the interface holding the port6 address (a link-local destination: the
+ * PPE port's, its first port6 address's), else 0. */
+static int ifindex6_of(const uint8_t ip[16])
+{
+    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2)
+        return 0;
+    for (unsigned i = 0; i < ifx6_n; i++)
+        if (memcmp(ifx6_ip[i], ip, 16) == 0 || (ip[0] == 0xfe && (ip[1] & 0xc0) == 0x80))
+            return ifx6_index[i];
+    return 0;
+}
+
 bool eta_udp_cmsg_option(int level, int name)
 {
     if (level == SOL_SOCKET)
         return name == SO_TIMESTAMP_OLD || name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMP_NEW ||
                name == SO_TIMESTAMPNS_NEW;
+    if (level == IPPROTO_IPV6)
+        return name == IPV6_RECVPKTINFO || name == IPV6_RECVHOPLIMIT || name == IPV6_RECVTCLASS;
     return level == IPPROTO_IP && (name == IP_PKTINFO || name == IP_RECVTOS || name == IP_RECVTTL);
 }
 
@@ -140,6 +210,12 @@ void eta_udp_cmsg_refresh(int fd, struct eta_sock *s)
         w |= ETA_RX_TOS;
     if (kernel_flag(fd, IPPROTO_IP, IP_RECVTTL))
         w |= ETA_RX_TTL;
+    if (s->v6 && kernel_flag(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO))
+        w |= ETA_RX_PKTINFO6;
+    if (s->v6 && kernel_flag(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT))
+        w |= ETA_RX_HOPLIMIT6;
+    if (s->v6 && kernel_flag(fd, IPPROTO_IPV6, IPV6_RECVTCLASS))
+        w |= ETA_RX_TCLASS6;
     /* The kernel's flags answer one of the four at most (sock_set_timestamp). */
     if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMPNS_OLD))
         w |= ETA_RX_TSNS;
@@ -150,8 +226,8 @@ void eta_udp_cmsg_refresh(int fd, struct eta_sock *s)
     else if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMP_NEW))
         w |= ETA_RX_TS | ETA_RX_TS_NEW;
     errno = saved;
-    if (w & ETA_RX_PKTINFO)
-        ifindex_lookup();
+    if (w & (ETA_RX_PKTINFO | ETA_RX_PKTINFO6) || s->v6)
+        ifindex_lookup(); /* an AF_INET6 socket's link-local senders need it too */
     atomic_store(&s->rx_cmsg, w);
 }
 
@@ -163,17 +239,26 @@ static uint64_t clock_of(clockid_t id)
 }
 
 /* The control messages of datagram h into the program's control buffer. */
-static void put_cmsgs(struct eta_sock *s, unsigned want, const struct dti_dgram *h, void *control,
-                      size_t *controllen, int *mf)
+static void put_cmsgs(struct eta_sock *s, unsigned want, const struct dti_dgram *h, const struct dti_dgram6 *a6,
+                      void *control, size_t *controllen, int *mf)
 {
-    struct eta_udp_rx_meta m = {.dst_ip = h->dst_ip, .tos = DTI_DGRAM_TOS(h->flags), .ttl = DTI_DGRAM_TTL(h->flags)};
+    struct eta_udp_rx_meta m = {.dst_ip = h->dst_ip, .tos = DTI_DGRAM_TOS(h->flags), .ttl = DTI_DGRAM_TTL(h->flags),
+                                .ip6 = (h->flags & DTI_DGRAM_IP6) != 0};
+    if (m.ip6) {
+        memcpy(m.dst6, a6->dst, 16);
+        want &= ~(unsigned)(ETA_RX_PKTINFO | ETA_RX_TTL | ETA_RX_TOS); /* IP_* options: IPv4 datagrams' */
+        if (want & ETA_RX_PKTINFO6)
+            m.ifindex = ifindex6_of(a6->dst);
+    } else if (!s->v6) {
+        want &= ~(unsigned)(ETA_RX_PKTINFO6 | ETA_RX_HOPLIMIT6 | ETA_RX_TCLASS6);
+    }
     if (want & (ETA_RX_TS | ETA_RX_TSNS)) {
         /* The engine stamps CLOCK_MONOTONIC's scale; the kernel's stamp is
          * CLOCK_REALTIME: the same instant on that clock. */
         const uint64_t real = clock_of(CLOCK_REALTIME), mono = clock_of(CLOCK_MONOTONIC);
         m.real_ns = real - (mono > h->ts_ns ? mono - h->ts_ns : 0);
     }
-    if (want & ETA_RX_PKTINFO) {
+    if (!m.ip6 && (want & (ETA_RX_PKTINFO | ETA_RX_PKTINFO6))) {
         /* ipi_spec_dst: the local address a reply would come from (the
          * destination; for a group, the PPE's address on its port). */
         m.spec_dst = (h->flags & DTI_DGRAM_MULTICAST) ? (s->local.ip && !(s->local.ip >> 28 == 0xe)
@@ -331,15 +416,16 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
         }
         take_turn(&s->dgram_rx_busy);
         struct dti_dgram h;
+        struct dti_dgram6 a6;
         const void *payload = NULL;
-        ssize_t n = dti_dgram_borrow(c, s->h, &h, &payload);
+        ssize_t n = s->v6 ? dti_dgram_borrow6(c, s->h, &h, &a6, &payload) : dti_dgram_borrow(c, s->h, &h, &payload);
         if (n >= 0) {
             size_t take = want < h.len ? want : h.len;
             if (take && !eta_ucopy_iov(iov, iovcnt, 0, (void *)(uintptr_t)payload, take, true)) {
                 end_turn(&s->dgram_rx_busy);
                 return fail(EFAULT); /* the datagram stays */
             }
-            put_addr(&h, from, fromlen);
+            put_addr(s, &h, &a6, from, fromlen);
             if (!(flags & MSG_PEEK))
                 (void)dti_dgram_consume(c, s->h);
             end_turn(&s->dgram_rx_busy);
@@ -348,7 +434,7 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
                 const unsigned wantc = atomic_load_explicit(&s->rx_cmsg, memory_order_relaxed);
                 *controllen = room;
                 if (wantc)
-                    put_cmsgs(s, wantc, &h, control, controllen, &mf);
+                    put_cmsgs(s, wantc, &h, &a6, control, controllen, &mf);
                 else
                     *controllen = 0;
             }
@@ -401,9 +487,10 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
      * engine is gone); the kernel's answers are the call's. */
     if (s->hybrid && fd >= 0 && to) {
         struct sockaddr_in in;
-        bool kernel = eta_hybrid_kernel_only(s) || tolen < (socklen_t)sizeof in ||
-                      eta_ucopy(&in, to, sizeof in) != 0 || in.sin_family != AF_INET ||
-                      !eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr));
+        bool kernel = eta_hybrid_kernel_only(s) ||
+                      (s->v6 ? !eta_udp6_ppe_routes(s, to, tolen) /* udp6.c */
+                             : tolen < (socklen_t)sizeof in || eta_ucopy(&in, to, sizeof in) != 0 ||
+                                   in.sin_family != AF_INET || !eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)));
         if (kernel) {
             struct msghdr mh = {.msg_name = (void *)(uintptr_t)to,
                                 .msg_namelen = tolen,
@@ -414,7 +501,23 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
             return real_sendmsg(fd, &mh, flags);
         }
     }
-    if (controllen && eta_udp_send_cmsgs(s, control, controllen) != 0)
+    /* An AF_INET6 socket's destination (IPv6, or IPv4 v4-mapped), read as
+     * Linux's udpv6_sendmsg reads it (udp6.c); its control messages by it. */
+    struct dti_addr6 dst6;
+    bool to4 = !s->v6;
+    if (s->v6) {
+        int d = eta_udp6_send_dst(s, to, tolen, &dst6, &to4);
+        if (d < 0)
+            return -1;
+        if (d == 1) {
+            to = NULL; /* the connected peer (AF_UNSPEC too): its family reads the control messages */
+            dti_ctx_t *c6 = controllen ? eta_ctx() : NULL;
+            struct dti_addr6 peer;
+            uint32_t ip4;
+            to4 = s->local.ip != 0 || (c6 && dti_getpeername6(c6, s->h, &peer) >= 0 && eta_udp6_unmap(peer.ip, &ip4));
+        }
+    }
+    if (controllen && eta_udp_send_cmsgs(s, control, controllen, to4) != 0)
         return -1;
     /* A send never waits for ring space (the engine frees it before it answers). */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
@@ -428,14 +531,14 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
     if (atomic_load_explicit(&s->shut_wr, memory_order_relaxed))
         return fail_pipe(flags); /* shutdown(SHUT_WR): EPIPE (and SIGPIPE), as Linux's UDP */
     struct dti_addr dst;
-    if (to) {
+    if (to && !s->v6) {
         if (tolen < sizeof(struct sockaddr_in) || !uptr_readable(to, sizeof(struct sockaddr_in)))
             return fail(tolen < sizeof(struct sockaddr_in) ? EINVAL : EFAULT);
         if (to->sa_family != AF_INET)
             return fail(EAFNOSUPPORT);
         dst = to_dti(to);
     }
-    if (len > DTI_DGRAM_MAX)
+    if (len > (to4 ? DTI_DGRAM_MAX : DTI_DGRAM6_MAX))
         return fail(EMSGSIZE);
     dti_ctx_t *c = eta_ctx();
     if (!c)
@@ -444,7 +547,7 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
     struct dti_iov pieces[n ? n : 1];
     for (unsigned i = 0; i < n; i++)
         pieces[i] = (struct dti_iov){iov[i].iov_base, iov[i].iov_len};
-    struct dti_dgram_msg m = {pieces, n, to ? &dst : NULL};
+    struct dti_dgram_msg m = {pieces, n, to && !s->v6 ? &dst : NULL, to && s->v6 ? &dst6 : NULL};
     take_turn(&s->dgram_tx_busy);
     int rc = dti_dgram_sendmmsg(c, s->h, &m, 1);
     end_turn(&s->dgram_tx_busy);
@@ -455,7 +558,30 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
     return fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
 }
 
-int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen)
+/* IPV6_PKTINFO of a send to an IPv6 destination: as IP_PKTINFO's below,
+ * the socket's own IPv6 address (bound there, or on [::] with the PPE's one
+ * port6 address) or ::; the interface the shim reports for it or 0. */
+static int send_pktinfo6(const struct eta_sock *s, const uint8_t spec6[16], int ifindex)
+{
+    static const uint8_t any[16];
+    uint8_t own[16];
+    const bool bound6 = eta_local6_ip(s, own);
+    if (memcmp(spec6, any, 16) != 0 && !(bound6 && memcmp(spec6, own, 16) == 0)) {
+        bool ppe = false;
+        for (unsigned i = 0; i < eta_net.n_ports6; i++)
+            ppe |= memcmp(spec6, eta_net.port6[i].ip, 16) == 0;
+        if (!ppe)
+            return fail(EINVAL); /* not an address of the host's: Linux's EINVAL */
+        if (bound6 || eta_net.n_ports6 != 1)
+            return fail(EOPNOTSUPP); /* another PPE address: the engine does not choose sources */
+    }
+    const bool named = memcmp(spec6, any, 16) != 0;
+    if (ifindex && ifindex != ifindex6_of(named ? spec6 : (bound6 ? own : eta_net.port6[0].ip)))
+        return fail(ENODEV);
+    return 0;
+}
+
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4)
 {
     if (!controllen)
         return 0;
@@ -466,7 +592,13 @@ int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controlle
         return fail(EFAULT);
     uint32_t spec = 0;
     int ifindex = 0;
-    int e = eta_udp_read_send_cmsgs(buf, controllen, &spec, &ifindex);
+    if (s->v6 && !to4) {
+        uint8_t spec6[16];
+        int e6 = eta_udp_read_send_cmsgs6(buf, controllen, spec6, &ifindex);
+        return e6 ? fail(e6) : send_pktinfo6(s, spec6, ifindex);
+    }
+    int e = s->v6 ? eta_udp_read_send_cmsgs_mapped(buf, controllen, &spec, &ifindex)
+                  : eta_udp_read_send_cmsgs(buf, controllen, &spec, &ifindex);
     if (e)
         return fail(e);
     /* IP_PKTINFO: the source address. The socket's own address (or "any")
@@ -492,7 +624,8 @@ int eta_udp_next_len(int fd, struct eta_sock *s)
     if (c) {
         take_turn(&s->dgram_rx_busy);
         const void *payload = NULL;
-        n = dti_dgram_borrow(c, s->h, &h, &payload);
+        struct dti_dgram6 a6;
+        n = s->v6 ? dti_dgram_borrow6(c, s->h, &h, &a6, &payload) : dti_dgram_borrow(c, s->h, &h, &payload);
         end_turn(&s->dgram_rx_busy);
     }
     if (n >= 0)

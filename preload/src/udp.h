@@ -10,7 +10,7 @@
 
 #include "sockobj.h"
 
-/* socket(domain, type, protocol) is UDP over IPv4 (a candidate: sock.c). */
+/* socket(domain, type, protocol) is UDP over IPv4 or IPv6 (a candidate: sock.c). */
 bool eta_udp_kind(int domain, int type, int protocol);
 /* udp_sock.c: a UDP candidate sending to `to` (sendto, sendmsg, sendmmsg): the
  * accelerated socket (referenced) when the PPE takes it, else NULL (the
@@ -29,10 +29,11 @@ struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
 ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
                      struct sockaddr *from, socklen_t *fromlen, int *msg_flags, void *control, size_t *controllen);
 /* The control messages of a sendmsg on an accelerated socket: 0 when the
- * PPE honours them (IP_PKTINFO naming the socket's own address, or none),
- * else -1 with errno (udp_cmsg.h: EINVAL as Linux, EOPNOTSUPP for what the
- * PPE does not carry). */
-int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen);
+ * PPE honours them (IP_PKTINFO or IPV6_PKTINFO naming the socket's own
+ * address, or none), else -1 with errno (udp_cmsg.h: EINVAL as Linux,
+ * EOPNOTSUPP for what the PPE does not carry). to4: an IPv4 destination
+ * (an AF_INET6 socket reads them as Linux does for its family). */
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4);
 /* setsockopt(level, name) is an option asking for ancillary data on receive. */
 bool eta_udp_cmsg_option(int level, int name);
 /* Reads back from the kernel socket fd which ancillary data s's receives

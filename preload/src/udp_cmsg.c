@@ -11,6 +11,9 @@
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
+#ifndef IPV6_FLOWINFO
+#define IPV6_FLOWINFO 11 /* linux/in6.h */
+#endif
 #ifndef IP_PROTOCOL
 #define IP_PROTOCOL 52 /* linux/in.h */
 #endif
@@ -57,6 +60,28 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
         const int64_t tv[2] = {sec, nsec / 1000}; /* struct timeval, __kernel_sock_timeval */
         put_cmsg(&p, SOL_SOCKET, is_new ? SO_TIMESTAMP_NEW : SO_TIMESTAMP_OLD, tv, sizeof tv);
     }
+    if (want & ETA_RX_PKTINFO6) {
+        struct in6_pktinfo pi6 = {.ipi6_ifindex = (unsigned)m->ifindex};
+        if (m->ip6) {
+            memcpy(pi6.ipi6_addr.s6_addr, m->dst6, 16);
+        } else { /* ::ffff:a.b.c.d */
+            const uint32_t n = htonl(m->dst_ip);
+            pi6.ipi6_addr.s6_addr[10] = pi6.ipi6_addr.s6_addr[11] = 0xff;
+            memcpy(&pi6.ipi6_addr.s6_addr[12], &n, 4);
+        }
+        put_cmsg(&p, SOL_IPV6, IPV6_PKTINFO, &pi6, sizeof pi6);
+    }
+    if (m->ip6) {
+        if (want & ETA_RX_HOPLIMIT6) {
+            const int hlim = m->ttl;
+            put_cmsg(&p, SOL_IPV6, IPV6_HOPLIMIT, &hlim, sizeof hlim);
+        }
+        if (want & ETA_RX_TCLASS6) {
+            const int tclass = m->tos;
+            put_cmsg(&p, SOL_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+        }
+        return buf ? cap - p.left : 0;
+    }
     if (want & ETA_RX_PKTINFO) {
         struct in_pktinfo pi = {.ipi_ifindex = m->ifindex,
                                 .ipi_spec_dst = {htonl(m->spec_dst)},
@@ -72,7 +97,8 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
     return buf ? cap - p.left : 0;
 }
 
-int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex)
+/* ip_cmsg_send: allow6 is an AF_INET6 socket's (its IPV6_PKTINFO read, v4-mapped). */
+static int read_send4(const uint8_t *buf, size_t len, bool allow6, uint32_t *spec_dst, int *ifindex)
 {
     *spec_dst = 0;
     *ifindex = 0;
@@ -85,7 +111,19 @@ int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, 
         if (h.cmsg_len < sizeof h || h.cmsg_len > len - off)
             return EINVAL;
         const uint8_t *data = buf + off + CMSG_LEN(0);
-        if (h.cmsg_level == SOL_SOCKET) {
+        if (allow6 && h.cmsg_level == SOL_IPV6 && h.cmsg_type == IPV6_PKTINFO) {
+            struct in6_pktinfo pi6;
+            if (h.cmsg_len < CMSG_LEN(sizeof pi6))
+                return EINVAL;
+            memcpy(&pi6, data, sizeof pi6);
+            if (!IN6_IS_ADDR_V4MAPPED(&pi6.ipi6_addr))
+                return EINVAL;
+            if (pi6.ipi6_ifindex)
+                *ifindex = (int)pi6.ipi6_ifindex;
+            uint32_t n;
+            memcpy(&n, &pi6.ipi6_addr.s6_addr[12], 4);
+            *spec_dst = ntohl(n);
+        } else if (h.cmsg_level == SOL_SOCKET) {
             if (h.cmsg_type != SCM_RIGHTS && h.cmsg_type != SCM_CREDENTIALS) /* both ignored on UDP */
                 return EOPNOTSUPP; /* SO_MARK, SO_TIMESTAMPING, SCM_TXTIME...; Linux's EINVAL for the rest */
         } else if (h.cmsg_level == SOL_UDP) {
@@ -112,6 +150,68 @@ int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, 
                 return EINVAL; /* ip_cmsg_send's default */
             }
         }
+        off += CMSG_ALIGN(h.cmsg_len);
+    }
+    return 0;
+}
+
+int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex)
+{
+    return read_send4(buf, len, false, spec_dst, ifindex);
+}
+
+int eta_udp_read_send_cmsgs_mapped(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex)
+{
+    return read_send4(buf, len, true, spec_dst, ifindex);
+}
+
+int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], int *ifindex)
+{
+    memset(spec6, 0, 16);
+    *ifindex = 0;
+    size_t off = 0;
+    while (off + sizeof(struct cmsghdr) <= len) {
+        struct cmsghdr h;
+        memcpy(&h, buf + off, sizeof h);
+        if (h.cmsg_len < sizeof h || h.cmsg_len > len - off)
+            return EINVAL;
+        const uint8_t *data = buf + off + CMSG_LEN(0);
+        if (h.cmsg_level == SOL_SOCKET) {
+            if (h.cmsg_type != SCM_RIGHTS && h.cmsg_type != SCM_CREDENTIALS)
+                return EOPNOTSUPP; /* as the IPv4 reader (sock_cmsg_send's are the same) */
+        } else if (h.cmsg_level == SOL_UDP) {
+            if (h.cmsg_type == UDP_SEGMENT)
+                return EOPNOTSUPP;
+        } else if (h.cmsg_level == SOL_IPV6) {
+            switch (h.cmsg_type) {
+            case IPV6_PKTINFO:
+            case IPV6_2292PKTINFO: {
+                struct in6_pktinfo pi6;
+                if (h.cmsg_len < CMSG_LEN(sizeof pi6))
+                    return EINVAL;
+                memcpy(&pi6, data, sizeof pi6);
+                *ifindex = (int)pi6.ipi6_ifindex;
+                memcpy(spec6, pi6.ipi6_addr.s6_addr, 16);
+                break;
+            }
+            case IPV6_FLOWINFO:
+            case IPV6_2292HOPOPTS:
+            case IPV6_HOPOPTS:
+            case IPV6_2292DSTOPTS:
+            case IPV6_DSTOPTS:
+            case IPV6_RTHDRDSTOPTS:
+            case IPV6_2292RTHDR:
+            case IPV6_RTHDR:
+            case IPV6_2292HOPLIMIT:
+            case IPV6_HOPLIMIT:
+            case IPV6_TCLASS:
+            case IPV6_DONTFRAG:
+                return EOPNOTSUPP; /* Linux takes them; the PPE does not carry them */
+            default:
+                return EINVAL; /* ip6_datagram_send_ctl's default */
+            }
+        }
+        /* SOL_IP and the rest: skipped on an IPv6 send */
         off += CMSG_ALIGN(h.cmsg_len);
     }
     return 0;

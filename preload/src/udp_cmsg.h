@@ -6,6 +6,7 @@
 #ifndef ETA_PRELOAD_UDP_CMSG_H
 #define ETA_PRELOAD_UDP_CMSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -28,22 +29,30 @@
 #define ETA_RX_TS_NEW 8u  /* the time64 variants (SO_TIMESTAMP_NEW...): their cmsg types */
 #define ETA_RX_TOS 16u    /* IP_RECVTOS */
 #define ETA_RX_TTL 32u    /* IP_RECVTTL */
+#define ETA_RX_PKTINFO6 64u   /* IPV6_RECVPKTINFO (an AF_INET6 socket) */
+#define ETA_RX_HOPLIMIT6 128u /* IPV6_RECVHOPLIMIT */
+#define ETA_RX_TCLASS6 256u   /* IPV6_RECVTCLASS */
 
 struct eta_udp_rx_meta {
     uint64_t real_ns;  /* arrival, CLOCK_REALTIME nanoseconds */
     uint32_t dst_ip;   /* the datagram's destination (host order): ipi_addr */
     uint32_t spec_dst; /* the local address it came to (host order): ipi_spec_dst */
-    int ifindex;       /* ipi_ifindex */
-    uint8_t tos, ttl;
+    int ifindex;       /* ipi_ifindex (and ipi6_ifindex) */
+    uint8_t tos, ttl;  /* an IPv6 datagram's traffic class and hop limit */
+    bool ip6;          /* an IPv6 datagram (dst6; dst_ip and spec_dst unused) */
+    uint8_t dst6[16];  /* its destination (ipi6_addr), network order */
 };
 
 /* Room the largest set of messages takes: a caller's buffer of this size
  * never truncates. */
-#define ETA_UDP_CMSG_MAX 128u
+#define ETA_UDP_CMSG_MAX 192u
 
 /* Writes the control messages `want` asks for into buf, cap bytes of it
  * (the program's msg_controllen; 0 when msg_control is NULL), in Linux's
- * order (the timestamp, then IP_PKTINFO, IP_TTL, IP_TOS). A message that
+ * order: the timestamp, then IPV6_PKTINFO (an AF_INET6 socket's; an IPv4
+ * datagram's destination v4-mapped), then an IPv4 datagram's IP_PKTINFO,
+ * IP_TTL, IP_TOS or an IPv6 one's IPV6_HOPLIMIT, IPV6_TCLASS (udpv6_recvmsg:
+ * ip6_datagram_recv_common_ctl before ip_cmsg_recv_offset). A message that
  * does not fit is cut to what fits, or left out where not even its header
  * fits, and *msg_flags gets MSG_CTRUNC. Returns the bytes written: the
  * msg_controllen the program gets back. */
@@ -60,5 +69,17 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
  * silently). Levels other than SOL_SOCKET, SOL_IP and SOL_UDP are skipped,
  * as Linux skips them on an IPv4 socket. */
 int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex);
+/* The same for an IPv4 destination of an AF_INET6 socket (ip_cmsg_send
+ * with allow_ipv6): IPV6_PKTINFO is read too, its address v4-mapped (else
+ * EINVAL) into *spec_dst; SOL_IPV6's other types are skipped. */
+int eta_udp_read_send_cmsgs_mapped(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex);
+/* The control messages of a send to an IPv6 destination, as Linux's
+ * ip6_datagram_send_ctl reads them: 0 with *spec6 the source IPV6_PKTINFO
+ * (or IPV6_2292PKTINFO) asked for (:: none) and *ifindex its interface;
+ * else EINVAL (malformed, an unknown IPV6_* or SOL_SOCKET type, IPV6_PKTINFO
+ * too short), EOPNOTSUPP (IPV6_HOPLIMIT, IPV6_TCLASS, IPV6_DONTFRAG, the
+ * extension headers, IPV6_FLOWINFO, UDP_SEGMENT, SO_MARK...). SOL_IP and
+ * other levels are skipped. */
+int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], int *ifindex);
 
 #endif

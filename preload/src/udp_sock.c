@@ -19,17 +19,27 @@
 #include "shim.h"
 #include "sock.h"
 #include "sockobj.h"
+#include "sock6.h"
 #include "udp.h"
+#include "udp6.h"
 #include "udp_sock.h"
 #include "wait.h"
 
 /* A UDP candidate the PPE takes: the datagram socket, unbound (the engine
- * picks a port at its first send or connect). 0 or an errno value; on a
- * refusal the socket is the kernel's. */
+ * picks a port at its first send or connect; an IPV6_V6ONLY one is bound to
+ * [::] IPv6 only first: udp6.c). 0 or an errno value; on a refusal the
+ * socket is the kernel's. */
 static int udp_take(int fd, struct eta_sock *s)
 {
     dti_ctx_t *c = eta_ctx();
     int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
+    if (!err) {
+        int r = eta_udp6_taken(c, s);
+        if (r < 0) {
+            eta_drop_ppe_half(c, s);
+            err = eta_errno_from_dti(r);
+        }
+    }
     if (err) {
         to_kernel(fd, s, ETA_R_PPE_REFUSED, strerror(err));
         return err;
@@ -38,9 +48,25 @@ static int udp_take(int fd, struct eta_sock *s)
     return 0;
 }
 
-/* bind() of a UDP candidate to INADDR_ANY: a hybrid, as a TCP listener on
- * INADDR_ANY is. The kernel socket binds (its port, its errors: the
- * program's), the PPE's datagram socket binds 0.0.0.0 at the same port:
+/* Where a connect() or first send of UDP candidate s to addr goes (an
+ * AF_INET6 socket's: udp6.c). */
+static enum eta_reason udp_decide(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    return s->v6 ? eta_udp6_decide(fd, s, addr, len) : eta_decide_connect(&eta_net, addr, len);
+}
+
+/* The log's detail of a decision about addr (an address when it is one). */
+static const char *udp_detail(const struct sockaddr *addr, socklen_t len, char *buf, size_t n, const char *call)
+{
+    const bool named = addr && ((addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) ||
+                                (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)));
+    return named ? eta_fmt_any(addr, buf, n) : call;
+}
+
+/* bind() of a UDP candidate to INADDR_ANY (or an AF_INET6 one to [::]): a
+ * hybrid, as a TCP listener on INADDR_ANY is. The kernel socket binds (its
+ * port, its errors: the program's), the PPE's datagram socket binds 0.0.0.0
+ * (or [::], dual-stack or IPv6 only as IPV6_V6ONLY is now) at the same port:
  * datagrams to the PPE's addresses come through the PPE, the rest through
  * the kernel; udp.c receives from both halves and sends through the PPE to
  * what it routes, through the kernel to the rest. A PPE that cannot take
@@ -49,16 +75,19 @@ int eta_udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, so
 {
     if (real_bind(fd, addr, len) != 0)
         return -1; /* still a candidate, unbound */
-    struct sockaddr_in in;
-    socklen_t l = sizeof in;
+    struct sockaddr_in6 in6; /* sin_port and sin6_port: the same place */
+    socklen_t l = sizeof in6;
     s->bound_kernel = true;
-    if (real_getsockname(fd, (struct sockaddr *)&in, &l) == 0)
-        s->kernel_port = ntohs(in.sin_port);
+    if (real_getsockname(fd, (struct sockaddr *)&in6, &l) == 0)
+        s->kernel_port = ntohs(in6.sin6_port);
     struct dti_addr any = {0, s->kernel_port};
+    int v6only = 0;
+    l = sizeof v6only;
+    s->v6only = s->v6 && real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &l) == 0 && v6only;
     dti_ctx_t *c = eta_ctx();
     int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
     if (!err) {
-        int r = dti_bind(c, s->h, &any);
+        int r = eta_bind_any(c, s, any.port); /* 0.0.0.0, or [::] (sock6.c) */
         if (r < 0) {
             eta_drop_ppe_half(c, s);
             err = eta_errno_from_dti(r);
@@ -75,7 +104,9 @@ int eta_udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, so
     /* The kernel half is only ever polled by the shim (sockobj.h). */
     int fl = real_fcntl(fd, F_GETFL);
     real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
-    snprintf(buf, sizeof buf, "UDP on 0.0.0.0:%u on the PPE and the kernel", any.port);
+    snprintf(buf, sizeof buf, s->v6 ? "UDP on [::]:%u on the PPE and the kernel%s"
+                                   : "UDP on 0.0.0.0:%u on the PPE and the kernel%s", any.port,
+             s->v6only ? ", IPv6 only" : "");
     eta_count(ETA_R_NONE, fd, buf);
     return 0;
 }
@@ -84,17 +115,16 @@ int eta_udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, so
  * routes is the PPE's; AF_UNSPEC dissolves an accelerated one's association. */
 int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
 {
-    char buf[32];
+    char buf[64];
     if (!addr || len < sizeof(sa_family_t))
         return atomic_load(&s->state) == ETA_SOCK_ACCEL ? fail(EINVAL) : real_connect(fd, addr, len);
     const bool unspec = addr->sa_family == AF_UNSPEC;
     if (atomic_load(&s->state) == ETA_SOCK_CANDIDATE) {
         if (unspec)
             return real_connect(fd, addr, len);
-        enum eta_reason r = eta_decide_connect(&eta_net, addr, len);
+        enum eta_reason r = udp_decide(fd, s, addr, len);
         if (r != ETA_R_NONE || s->bound_kernel) {
-            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
-            to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
+            to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, udp_detail(addr, len, buf, sizeof buf, "connect"));
             return real_connect(fd, addr, len);
         }
         if (udp_take(fd, s) != 0)
@@ -106,7 +136,7 @@ int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
          * alone from now on (the kernel half is connected too where the
          * kernel can, so it takes no other datagrams); anywhere else: the
          * kernel's, the PPE's half goes. */
-        enum eta_reason r = eta_hybrid_kernel_only(s) ? ETA_R_PPE_REFUSED : eta_decide_connect(&eta_net, addr, len);
+        enum eta_reason r = eta_hybrid_kernel_only(s) ? ETA_R_PPE_REFUSED : udp_decide(fd, s, addr, len);
         s->hybrid = false;
         int fl = real_fcntl(fd, F_GETFL);
         if (fl >= 0)
@@ -116,8 +146,7 @@ int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
             dti_ctx_t *c = eta_ctx();
             if (c && !eta_sock_orphaned(s) && s->generation == eta_generation)
                 eta_drop_ppe_half(c, s);
-            const bool in4 = addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
-            to_kernel(fd, s, r, in4 ? fmt_addr(addr, buf, sizeof buf) : "connect");
+            to_kernel(fd, s, r, udp_detail(addr, len, buf, sizeof buf, "connect"));
             return real_connect(fd, addr, len);
         }
         int saved = errno;
@@ -129,13 +158,17 @@ int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
     int e = usable(s, EBADF);
     if (e)
         return fail(e);
+    if (s->v6 && !unspec) { /* IPv6, v4-mapped or AF_INET (udp6.c) */
+        dti_ctx_t *c6 = eta_ctx();
+        return c6 ? eta_udp6_connect(c6, s, addr, len) : fail(ENETDOWN);
+    }
     if (!unspec && (addr->sa_family != AF_INET || len < sizeof(struct sockaddr_in)))
         return fail(addr->sa_family == AF_INET ? EINVAL : EAFNOSUPPORT);
     dti_ctx_t *c = eta_ctx();
     if (!c)
         return fail(ENETDOWN);
     struct dti_addr a = unspec ? (struct dti_addr){0, 0} : to_dti(addr);
-    int rc = dti_dgram_connect(c, s->h, unspec ? NULL : &a);
+    int rc = s->v6 ? dti_dgram_connect6(c, s->h, NULL) : dti_dgram_connect(c, s->h, unspec ? NULL : &a);
     return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
 }
 
@@ -151,11 +184,10 @@ struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
         eta_obj_put(&s->obj);
         return NULL;
     }
-    char buf[32];
-    enum eta_reason r = eta_decide_connect(&eta_net, to, len);
+    char buf[64];
+    enum eta_reason r = udp_decide(fd, s, to, len);
     if (r != ETA_R_NONE || s->bound_kernel) {
-        const bool in4 = to->sa_family == AF_INET && len >= sizeof(struct sockaddr_in);
-        to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, in4 ? fmt_addr(to, buf, sizeof buf) : "sendto");
+        to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, udp_detail(to, len, buf, sizeof buf, "sendto"));
         eta_obj_put(&s->obj);
         return NULL;
     }
@@ -172,7 +204,8 @@ struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
 int eta_udp_shutdown(dti_ctx_t *c, struct eta_sock *s, int how)
 {
     struct dti_addr peer;
-    if (dti_getpeername(c, s->h, &peer) != 0)
+    struct dti_addr6 peer6;
+    if ((s->v6 ? dti_getpeername6(c, s->h, &peer6) : dti_getpeername(c, s->h, &peer)) < 0)
         return fail(ENOTCONN);
     if (how != SHUT_WR)
         atomic_store(&s->shut_rd, true);

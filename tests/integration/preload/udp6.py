@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""UDP over IPv6 for udp6_test.sh: a server and clients, plain Python sockets.
+
+  udp6.py server PORT N          AF_INET6 on [::]:PORT (dual-stack), IPV6_RECVPKTINFO
+                                 and IPV6_RECVHOPLIMIT on; prints "ready PORT", then
+                                 answers N datagrams with the same bytes (sendto the
+                                 sender) and prints one line per datagram:
+                                 "got SENDER PORT LEN dst=ADDR ifindex=I hlim=H names=..."
+                                 (each control message as it came, the flow info and
+                                 scope of the sender's name); then waits for "quit"
+  udp6.py client HOST PORT FAM   FAM 6 or 4: a kernel client (or one under eta-run):
+                                 datagrams of several sizes, each echoed byte-exact
+                                 and alone; prints "client LOCAL_NAME ok N"
+  udp6.py quit HOST PORT         ends the server
+  udp6.py echo HOST PORT N       a kernel echo server on HOST:PORT for N datagrams
+Each wait is bounded (10 s per datagram); exit 1 names what differed."""
+import socket
+import struct
+import sys
+
+
+def pattern(n, seed):
+    return bytes((i * 7 + seed * 13) & 0xFF for i in range(n))
+
+
+def server(port, n):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
+    s.bind(("::", port))
+    s.settimeout(60)
+    name = s.getsockname()
+    print("ready", name[1], "name", name[0], flush=True)
+    for _ in range(n):
+        data, anc, flags, sender = s.recvmsg(65535, 1024)
+        dst, ifx, hlim, other = "-", "-", "-", []
+        for level, typ, val in anc:
+            if level == socket.IPPROTO_IPV6 and typ == socket.IPV6_PKTINFO:
+                dst = socket.inet_ntop(socket.AF_INET6, val[:16])
+                ifx = struct.unpack("I", val[16:20])[0]
+            elif level == socket.IPPROTO_IPV6 and typ == socket.IPV6_HOPLIMIT:
+                hlim = struct.unpack("i", val)[0]
+            else:
+                other.append((level, typ, len(val)))
+        s.sendto(data, sender)
+        print("got", sender[0], sender[1], len(data), "dst=%s ifindex=%s hlim=%s flow=%d scope=%d flags=%d other=%s"
+              % (dst, ifx, hlim, sender[2], sender[3], flags, other), flush=True)
+    while s.recv(100) != b"quit":
+        pass
+    print("quit", flush=True)
+
+
+def client(host, port, fam):
+    af = socket.AF_INET6 if fam == "6" else socket.AF_INET
+    s = socket.socket(af, socket.SOCK_DGRAM)
+    s.settimeout(10)
+    sizes = [1, 2, 31, 100, 512, 1000, 1400, 1452] + ([1472] if af == socket.AF_INET else [])
+    count = 0
+    for rnd in range(2):
+        for i, n in enumerate(sizes):
+            d = pattern(n, rnd * 100 + i + (50 if af == socket.AF_INET else 0))
+            s.sendto(d, (host, port))
+            got, frm = s.recvfrom(65535)
+            if got != d:
+                sys.exit("client: %d bytes sent, %d came back (or other bytes)" % (n, len(got)))
+            if frm[0] != host or frm[1] != port:
+                sys.exit("client: the answer came from %s, not %s:%d" % (frm, host, port))
+            count += 1
+    print("client", s.getsockname()[0], "ok", count, flush=True)
+
+
+def quit_(host, port):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.sendto(b"quit", (host, port))
+
+
+def echo(host, port, n):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.bind((host, port))
+    s.settimeout(30)
+    print("listening", flush=True)
+    for _ in range(n):
+        data, frm = s.recvfrom(65535)
+        s.sendto(data, frm)
+        print("echo", frm[0], len(data), flush=True)
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    if a[0] == "server":
+        server(int(a[1]), int(a[2]))
+    elif a[0] == "client":
+        client(a[1], int(a[2]), a[3])
+    elif a[0] == "quit":
+        quit_(a[1], int(a[2]))
+    elif a[0] == "echo":
+        echo(a[1], int(a[2]), int(a[3]))
+    else:
+        sys.exit("unknown role " + a[0])

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# UDP over IPv6 through the engine for an unmodified program: Python's
+# AF_INET6 datagram sockets under eta-run --require (nothing may fall back).
+#   udp6_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
+# - a server on [::] (dual-stack: the shim's hybrid, its PPE half bound [::]
+#   in the engine) answers a kernel IPv6 client in the peer (to the port's
+#   address6, which only the engine holds on this lab) and a kernel IPv4
+#   client (to the PPE's IPv4 address), byte-exact, each datagram alone;
+#   recvmsg names the senders as an AF_INET6 socket does (the IPv6 peer as
+#   it is, the IPv4 one ::ffff:a.b.c.d, flow info and scope 0) with the
+#   control messages it asked for: IPV6_PKTINFO's destination (the PPE's IPv6
+#   address, or ::ffff:<PPE IPv4>; ifindex 0 where no kernel interface holds
+#   it), IPV6_HOPLIMIT the peer's 64 for IPv6 datagrams (none for IPv4 ones,
+#   as Linux); eta-stat lists its socket accelerated, none fallen back;
+# - a client under eta-run (unbound, sendto the peer's IPv6 address, on-link
+#   of the port's prefix) is the PPE's (the shim's log) and gets a kernel echo
+#   server's answers byte-exact.
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../ppe/ppe_lib.sh"
+need_built "$ETA_PPE" eta-ppe
+need_built "$ETA_STAT" eta-stat
+export ETA_PRELOAD_LIB=$SHIM
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+
+ppe_lab6
+ppe_start "$work/ppe.toml"
+ppe_ping6 "$H6" "of eta-ppe's start"
+
+# The sockets of the program named $1 by where they went (eta-stat --json),
+# as "reason count" lines.
+stat_sockets() {
+    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+for p in d["programs"]:
+    if p["name"] == sys.argv[1]:
+        for k, v in sorted(p["sockets"].items()):
+            print(k, v)' "$1"
+}
+
+note "python3 UDP on [::] under eta-run --require; kernel clients in the peer to [$H6] and $H4"
+port=$(free_port)
+n6=16 n4=18 # udp6.py client's datagrams per family
+start_bg srv env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp6.py" server "$port" $((n6 + n4)) >"$work/srv.out" 2>"$work/srv.err"
+wait_until 30 eval "grep -q '^ready ' '$work/srv.out' || ! kill -0 $srv_pid"
+grep -q "^ready $port name ::$" "$work/srv.out" || fail "the server did not bind [::]:$port: $(cat "$work/srv.out" "$work/srv.err")"
+grep -qF "accelerated (UDP on [::]:$port on the PPE and the kernel)" "$work/srv.err" ||
+    fail "the server's socket on [::] is not a hybrid: $(cat "$work/srv.err")"
+peer timeout 60 "$py" "$here/udp6.py" client "$H6" "$port" 6 >"$work/c6.out" 2>&1 ||
+    fail "the IPv6 client: $(cat "$work/c6.out" "$work/srv.out" "$work/srv.err")"
+peer timeout 60 "$py" "$here/udp6.py" client "$H4" "$port" 4 >"$work/c4.out" 2>&1 ||
+    fail "the IPv4 client: $(cat "$work/c4.out" "$work/srv.out" "$work/srv.err")"
+wait_until 10 eval "[ \$(grep -c '^got ' '$work/srv.out') -ge $((n6 + n4)) ]" || true
+sed 's/^/    /' "$work/srv.out" | head -3
+if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ]; then ifx=0; else ifx='[0-9]*'; fi
+g6=$(grep -cE "^got $ETA_LAB_PEER_IP6 [0-9]+ [0-9]+ dst=$H6 ifindex=$ifx hlim=64 flow=0 scope=0 flags=0 other=\[\]$" "$work/srv.out")
+g4=$(grep -cE "^got ::ffff:$ETA_LAB_PEER_IP [0-9]+ [0-9]+ dst=::ffff:$H4 ifindex=$ifx hlim=- flow=0 scope=0 flags=0 other=\[\]$" \
+    "$work/srv.out")
+[ "$g6" -eq "$n6" ] && [ "$g4" -eq "$n4" ] ||
+    fail "recvmsg's senders and control messages: $g6 of $n6 IPv6 and $g4 of $n4 IPv4 datagrams as Linux gives them: $(cat "$work/srv.out")"
+stat_sockets python3 >"$work/sockets"
+sed 's/^/    python3 sockets: /' "$work/sockets"
+grep -q '^accelerated [1-9]' "$work/sockets" || fail "eta-stat does not list the server's socket accelerated"
+if grep -v '^accelerated ' "$work/sockets" | grep -qv ' 0$'; then
+    fail "eta-stat counts sockets of the server fallen back to the kernel: $(cat "$work/sockets")"
+fi
+peer "$py" "$here/udp6.py" quit "$H6" "$port"
+wait "$srv_pid" || fail "the server exited $?: $(cat "$work/srv.out" "$work/srv.err")"
+if grep -E 'fd [0-9]+: (kernel|fallback)' "$work/srv.err"; then fail "a socket of the server went to the kernel"; fi
+
+note "a client under eta-run --require to a kernel echo server in the peer ([$ETA_LAB_PEER_IP6])"
+qport=$(free_port)
+start_bg pecho peer timeout 60 "$py" "$here/udp6.py" echo "$ETA_LAB_PEER_IP6" "$qport" "$n6" >"$work/echo.out" 2>&1
+wait_until 20 eval "grep -q listening '$work/echo.out' || ! kill -0 $pecho_pid"
+grep -q listening "$work/echo.out" || fail "the peer's echo server did not bind: $(cat "$work/echo.out")"
+ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp6.py" client "$ETA_LAB_PEER_IP6" "$qport" 6 >"$work/cli.out" 2>"$work/cli.err" ||
+    fail "the client under eta-run: $(cat "$work/cli.out" "$work/cli.err" "$work/echo.out")"
+wait "$pecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/echo.out")"
+grep -qx "client :: ok $n6" "$work/cli.out" || fail "the client's exchange: $(cat "$work/cli.out")"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli.err" ||
+    fail "the client's socket was not the PPE's: $(cat "$work/cli.err")"
+[ "$(grep -c "^echo $H6 " "$work/echo.out")" -eq "$n6" ] ||
+    fail "the peer's echo server did not see every datagram from [$H6]: $(cat "$work/echo.out")"
+note "ok"
