@@ -194,6 +194,13 @@ int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], 
                 memcpy(spec6, pi6.ipi6_addr.s6_addr, 16);
                 break;
             }
+            case IPV6_2292HOPLIMIT:
+            case IPV6_HOPLIMIT:
+            case IPV6_TCLASS:
+            case IPV6_DONTFRAG:
+                if (h.cmsg_len != CMSG_LEN(sizeof(int)))
+                    return EINVAL; /* Linux checks their length first */
+                return EOPNOTSUPP;
             case IPV6_FLOWINFO:
             case IPV6_2292HOPOPTS:
             case IPV6_HOPOPTS:
@@ -202,10 +209,6 @@ int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], 
             case IPV6_RTHDRDSTOPTS:
             case IPV6_2292RTHDR:
             case IPV6_RTHDR:
-            case IPV6_2292HOPLIMIT:
-            case IPV6_HOPLIMIT:
-            case IPV6_TCLASS:
-            case IPV6_DONTFRAG:
                 return EOPNOTSUPP; /* Linux takes them; the PPE does not carry them */
             default:
                 return EINVAL; /* ip6_datagram_send_ctl's default */
