@@ -11,6 +11,7 @@
   udp6.py client HOST PORT FAM   FAM 6 or 4: a kernel client (or one under eta-run):
                                  datagrams of several sizes, each echoed byte-exact
                                  and alone; prints "client LOCAL_NAME ok N"
+  udp6.py probe-peer PORT        udp6_probe.py's partner (see there)
   udp6.py quit HOST PORT         ends the server
   udp6.py echo HOST PORT N       a kernel echo server on HOST:PORT for N datagrams
 Each wait is bounded (10 s per datagram); exit 1 names what differed."""
@@ -70,6 +71,24 @@ def client(host, port, fam):
     print("client", s.getsockname()[0], "ok", count, flush=True)
 
 
+def probe_peer(port):
+    """udp6_probe.py's partner: waits for "go", sends its datagrams (1000 bytes
+    of 0..255, "second", "third", an empty one, 300 bytes), then expects
+    "pktinfo", "pktinfo-any" and "connected" from the probe."""
+    b = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    b.settimeout(20)
+    b.bind(("::", port))
+    go, src = b.recvfrom(100)
+    if go != b"go":
+        sys.exit("expected go, got %r" % go)
+    for d in (bytes(i & 0xFF for i in range(1000)), b"second", b"third", b"", bytes(300)):
+        b.sendto(d, src)
+    for want in (b"pktinfo", b"pktinfo-any", b"connected"):
+        got, src2 = b.recvfrom(100)
+        if got != want or src2 != src:
+            sys.exit("expected %r from %s, got %r from %s" % (want, src, got, src2))
+
+
 def quit_(host, port):
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     s.sendto(b"quit", (host, port))
@@ -92,6 +111,8 @@ if __name__ == "__main__":
         server(int(a[1]), int(a[2]))
     elif a[0] == "client":
         client(a[1], int(a[2]), a[3])
+    elif a[0] == "probe-peer":
+        probe_peer(int(a[1]))
     elif a[0] == "quit":
         quit_(a[1], int(a[2]))
     elif a[0] == "echo":

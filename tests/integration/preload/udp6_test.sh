@@ -12,6 +12,12 @@
 #   address, or ::ffff:<PPE IPv4>; ifindex 0 where no kernel interface holds
 #   it), IPV6_HOPLIMIT the peer's 64 for IPv6 datagrams (none for IPv4 ones,
 #   as Linux); eta-stat lists its socket accelerated, none fallen back;
+# - udp6_probe.py answers the same on the kernel link's IPv6 addresses and
+#   bound to the PPE's: names, SO_RCVTIMEO/MSG_DONTWAIT, poll and edge-
+#   triggered epoll, FIONREAD, MSG_PEEK, MSG_TRUNC both ways, IPV6_PKTINFO/
+#   IPV6_HOPLIMIT/IPV6_TCLASS and MSG_CTRUNC, an empty datagram, sends with
+#   IPV6_PKTINFO (its own address, ::, not ours) and an unknown type, an IPv4
+#   destination, connect, AF_UNSPEC, shutdown, IPV6_V6ONLY once bound;
 # - a client under eta-run (unbound, sendto the peer's IPv6 address, on-link
 #   of the port's prefix) is the PPE's (the shim's log) and gets a kernel echo
 #   server's answers byte-exact.
@@ -70,6 +76,28 @@ fi
 peer "$py" "$here/udp6.py" quit "$H6" "$port"
 wait "$srv_pid" || fail "the server exited $?: $(cat "$work/srv.out" "$work/srv.err")"
 if grep -E 'fd [0-9]+: (kernel|fallback)' "$work/srv.err"; then fail "a socket of the server went to the kernel"; fi
+
+note "socket semantics: the same answers on the kernel link and on the PPE's IPv6 address (udp6_probe.py)"
+probe() { # bind address, peer address, output file; then the run itself
+    local bind=$1 peer_ip=$2 out=$3
+    shift 3
+    peer timeout 60 "$py" "$here/udp6.py" probe-peer 9110 > "$out.peer" 2>&1 &
+    local ppid=$!
+    _bg_pids+=($ppid)
+    wait_until 20 bash -c "ip netns exec $ETA_LAB_NS ss -uln | grep -c ':9110 ' >/dev/null" ||
+        { cat "$out.peer"; fail "the probe's peer did not bind port 9110"; }
+    timeout 60 "$@" "$py" "$here/udp6_probe.py" "$bind" "$peer_ip" > "$out" 2> "$out.err" ||
+        { cat "$out" "$out.err" "$out.peer"; fail "udp6_probe.py failed ($bind)"; }
+    wait "$ppid" || { cat "$out.peer"; fail "the probe's peer failed ($bind)"; }
+}
+probe "$ETA_LAB_KERNEL_IP6" "$ETA_LAB_KERNEL_PEER_IP6" "$work/probe-kernel.out"
+probe "$H6" "$ETA_LAB_PEER_IP6" "$work/probe-eta.out" \
+    env ETA_LOG=fallback,accel "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --
+grep -qF "accelerated ([$H6]:7020)" "$work/probe-eta.out.err" ||
+    { cat "$work/probe-eta.out.err"; fail "the probe's socket was not accelerated"; }
+sed 's/^/    /' "$work/probe-eta.out"
+diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
+    fail "AF_INET6 UDP calls answered otherwise through the PPE than on the kernel (- kernel, + eta)"
 
 note "a client under eta-run --require to a kernel echo server in the peer ([$ETA_LAB_PEER_IP6])"
 qport=$(free_port)
