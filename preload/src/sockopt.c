@@ -20,6 +20,7 @@
 #include "shim.h"
 #include "sock.h"
 #include "sock6.h"
+#include "udp6.h"
 #include "sockobj.h"
 #include "ucopy.h"
 #include "udp.h"
@@ -337,7 +338,8 @@ ETA_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr_arg, socklen_t *len)
     }
     struct dti_addr a = s->local;
     dti_ctx_t *c = usable(s, 0) ? NULL : eta_ctx();
-    if (c && s->v6 && eta_name6(c, s->h, false, addr, len) == 0) { /* AF_INET6 (sock6.c) */
+    if (c && s->v6 && (s->dgram ? eta_udp6_sockname(c, s, addr, len) : eta_name6(c, s->h, false, addr, len)) == 0) {
+        /* AF_INET6 (sock6.c; UDP: udp6.c) */
         eta_obj_put(&s->obj);
         return 0;
     }

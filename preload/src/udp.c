@@ -547,7 +547,14 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
     struct dti_iov pieces[n ? n : 1];
     for (unsigned i = 0; i < n; i++)
         pieces[i] = (struct dti_iov){iov[i].iov_base, iov[i].iov_len};
-    struct dti_dgram_msg m = {pieces, n, to && !s->v6 ? &dst : NULL, to && s->v6 ? &dst6 : NULL};
+    /* An AF_INET6 socket bound to a v4-mapped address is an IPv4 socket in
+     * the engine (sock.c eta_bind_ppe4: dti_bind), which takes IPv4 records
+     * only: its destinations go as IPv4 ones. */
+    const bool as4 = s->v6 && to && to4 && s->local.ip;
+    uint32_t ip4 = 0;
+    if (as4 && eta_udp6_unmap(dst6.ip, &ip4))
+        dst = (struct dti_addr){ip4, dst6.port};
+    struct dti_dgram_msg m = {pieces, n, to && (!s->v6 || as4) ? &dst : NULL, to && s->v6 && !as4 ? &dst6 : NULL};
     take_turn(&s->dgram_tx_busy);
     int rc = dti_dgram_sendmmsg(c, s->h, &m, 1);
     end_turn(&s->dgram_tx_busy);

@@ -47,4 +47,10 @@ int eta_udp6_send_dst(const struct eta_sock *s, const struct sockaddr *to, sockl
  * engine's peer, as ip6_datagram_connect answers. 0 or -1 with errno. */
 int eta_udp6_connect(dti_ctx_t *c, struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
 
+/* getsockname() of accelerated AF_INET6 UDP socket s: the engine's name
+ * (sockaddr_in6; IPv4 ones v4-mapped), a connected one's :: its source
+ * toward the peer, as Linux fixes it at connect; truncated to *len, *len
+ * the full size. 0 or the engine's negative error. */
+int eta_udp6_sockname(dti_ctx_t *c, const struct eta_sock *s, struct sockaddr *out, socklen_t *len);
+
 #endif

@@ -8,13 +8,20 @@
                                  "got SENDER PORT LEN dst=ADDR ifindex=I hlim=H names=..."
                                  (each control message as it came, the flow info and
                                  scope of the sender's name); then waits for "quit"
-  udp6.py client HOST PORT FAM   FAM 6 or 4: a kernel client (or one under eta-run):
+  udp6.py client HOST PORT FAM [connect]
+                                 FAM 6 or 4: a kernel client (or one under eta-run):
                                  datagrams of several sizes, each echoed byte-exact
-                                 and alone; prints "client LOCAL_NAME ok N"
+                                 and alone (sendto, or connect and send);
+                                 prints "client LOCAL_NAME ok N"
+  udp6.py pair PORT N            [::]:PORT IPV6_V6ONLY beside 0.0.0.0:PORT: N datagrams
+                                 echoed, "pair 6|4 SENDER LEN" for each
+  udp6.py mapped ADDR PORT N     bound to ::ffff:ADDR: N datagrams echoed,
+                                 "mapped SENDER FLOW SCOPE LEN" for each
   udp6.py probe-peer PORT        udp6_probe.py's partner (see there)
   udp6.py quit HOST PORT         ends the server
   udp6.py echo HOST PORT N       a kernel echo server on HOST:PORT for N datagrams
 Each wait is bounded (10 s per datagram); exit 1 names what differed."""
+import select
 import socket
 import struct
 import sys
@@ -52,16 +59,54 @@ def server(port, n):
     print("quit", flush=True)
 
 
-def client(host, port, fam):
+def pair(port, n):
+    """[::]:PORT IPV6_V6ONLY and 0.0.0.0:PORT side by side in one program."""
+    s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s6.bind(("::", port))
+    s4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s4.bind(("0.0.0.0", port))
+    print("ready", port, "v6only", s6.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY), flush=True)
+    for _ in range(n):
+        ready, _w, _x = select.select([s6, s4], [], [], 60)
+        if not ready:
+            sys.exit("pair: nothing for 60 s")
+        for s in ready:
+            data, frm = s.recvfrom(65535)
+            s.sendto(data, frm)
+            print("pair", 6 if s is s6 else 4, frm[0], len(data), flush=True)
+
+
+def mapped(addr, port, n):
+    """An AF_INET6 socket bound to ::ffff:<IPv4 address> (what Java's sockets do)."""
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.bind(("::ffff:" + addr, port))
+    s.settimeout(60)
+    print("ready", port, "name", s.getsockname()[0], flush=True)
+    for _ in range(n):
+        data, frm = s.recvfrom(65535)
+        s.sendto(data, frm)
+        print("mapped", frm[0], frm[2], frm[3], len(data), flush=True)
+
+
+def client(host, port, fam, how="sendto"):
     af = socket.AF_INET6 if fam == "6" else socket.AF_INET
     s = socket.socket(af, socket.SOCK_DGRAM)
     s.settimeout(10)
+    if how == "connect":
+        s.connect((host, port))
+        peer = s.getpeername()
+        if peer[0] != host or peer[1] != port:
+            sys.exit("client: getpeername %s after connect to %s:%d" % (peer, host, port))
     sizes = [1, 2, 31, 100, 512, 1000, 1400, 1452] + ([1472] if af == socket.AF_INET else [])
     count = 0
     for rnd in range(2):
         for i, n in enumerate(sizes):
             d = pattern(n, rnd * 100 + i + (50 if af == socket.AF_INET else 0))
-            s.sendto(d, (host, port))
+            if how == "connect":
+                s.send(d)
+            else:
+                s.sendto(d, (host, port))
             got, frm = s.recvfrom(65535)
             if got != d:
                 sys.exit("client: %d bytes sent, %d came back (or other bytes)" % (n, len(got)))
@@ -110,7 +155,11 @@ if __name__ == "__main__":
     if a[0] == "server":
         server(int(a[1]), int(a[2]))
     elif a[0] == "client":
-        client(a[1], int(a[2]), a[3])
+        client(a[1], int(a[2]), a[3], *a[4:])
+    elif a[0] == "pair":
+        pair(int(a[1]), int(a[2]))
+    elif a[0] == "mapped":
+        mapped(a[1], int(a[2]), int(a[3]))
     elif a[0] == "probe-peer":
         probe_peer(int(a[1]))
     elif a[0] == "quit":

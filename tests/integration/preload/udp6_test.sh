@@ -99,6 +99,37 @@ sed 's/^/    /' "$work/probe-eta.out"
 diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
     fail "AF_INET6 UDP calls answered otherwise through the PPE than on the kernel (- kernel, + eta)"
 
+note "[::] IPV6_V6ONLY beside 0.0.0.0 on one port in one program: each family reaches its socket"
+port=$(free_port)
+start_bg pair env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp6.py" pair "$port" $((n6 + n4)) >"$work/pair.out" 2>"$work/pair.err"
+wait_until 30 eval "grep -q '^ready ' '$work/pair.out' || ! kill -0 $pair_pid"
+grep -q "^ready $port v6only 1" "$work/pair.out" || fail "the pair did not bind: $(cat "$work/pair.out" "$work/pair.err")"
+grep -qF "accelerated (UDP on [::]:$port on the PPE and the kernel, IPv6 only)" "$work/pair.err" &&
+    grep -qF "accelerated (UDP on 0.0.0.0:$port on the PPE and the kernel)" "$work/pair.err" ||
+    fail "the pair's sockets are not both hybrids: $(cat "$work/pair.err")"
+peer timeout 60 "$py" "$here/udp6.py" client "$H6" "$port" 6 >"$work/p6.out" 2>&1 ||
+    fail "the IPv6 client of the pair: $(cat "$work/p6.out" "$work/pair.out")"
+peer timeout 60 "$py" "$here/udp6.py" client "$H4" "$port" 4 >"$work/p4.out" 2>&1 ||
+    fail "the IPv4 client of the pair: $(cat "$work/p4.out" "$work/pair.out")"
+wait "$pair_pid" || fail "the pair exited $?: $(cat "$work/pair.out" "$work/pair.err")"
+[ "$(grep -c "^pair 6 $ETA_LAB_PEER_IP6 " "$work/pair.out")" -eq "$n6" ] &&
+    [ "$(grep -c "^pair 4 $ETA_LAB_PEER_IP " "$work/pair.out")" -eq "$n4" ] ||
+    fail "each family's datagrams to its own socket: $(cat "$work/pair.out")"
+
+note "bound to ::ffff:$H4 (the PPE's IPv4 address v4-mapped): the PPE's over IPv4, names v4-mapped"
+port=$(free_port)
+start_bg mapd env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp6.py" mapped "$H4" "$port" "$n4" >"$work/mapd.out" 2>"$work/mapd.err"
+wait_until 30 eval "grep -q '^ready ' '$work/mapd.out' || ! kill -0 $mapd_pid"
+grep -q "^ready $port name ::ffff:$H4$" "$work/mapd.out" || fail "the v4-mapped bind: $(cat "$work/mapd.out" "$work/mapd.err")"
+grep -qF "accelerated ($H4:$port)" "$work/mapd.err" || fail "the v4-mapped bind is not the PPE's: $(cat "$work/mapd.err")"
+peer timeout 60 "$py" "$here/udp6.py" client "$H4" "$port" 4 >"$work/m4.out" 2>&1 ||
+    fail "the IPv4 client of the v4-mapped socket: $(cat "$work/m4.out" "$work/mapd.out")"
+wait "$mapd_pid" || fail "the v4-mapped server exited $?: $(cat "$work/mapd.out" "$work/mapd.err")"
+[ "$(grep -c "^mapped ::ffff:$ETA_LAB_PEER_IP 0 0 " "$work/mapd.out")" -eq "$n4" ] ||
+    fail "the v4-mapped socket's senders: $(cat "$work/mapd.out")"
+
 note "a client under eta-run --require to a kernel echo server in the peer ([$ETA_LAB_PEER_IP6])"
 qport=$(free_port)
 start_bg pecho peer timeout 60 "$py" "$here/udp6.py" echo "$ETA_LAB_PEER_IP6" "$qport" "$n6" >"$work/echo.out" 2>&1
@@ -113,4 +144,17 @@ grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli.err" ||
     fail "the client's socket was not the PPE's: $(cat "$work/cli.err")"
 [ "$(grep -c "^echo $H6 " "$work/echo.out")" -eq "$n6" ] ||
     fail "the peer's echo server did not see every datagram from [$H6]: $(cat "$work/echo.out")"
+
+note "a connected client under eta-run --require (connect, then send and recv) to the same kind of server"
+qport=$(free_port)
+start_bg pecho peer timeout 60 "$py" "$here/udp6.py" echo "$ETA_LAB_PEER_IP6" "$qport" "$n6" >"$work/echo2.out" 2>&1
+wait_until 20 eval "grep -q listening '$work/echo2.out' || ! kill -0 $pecho_pid"
+ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp6.py" client "$ETA_LAB_PEER_IP6" "$qport" 6 connect >"$work/cli2.out" 2>"$work/cli2.err" ||
+    fail "the connected client under eta-run: $(cat "$work/cli2.out" "$work/cli2.err" "$work/echo2.out")"
+wait "$pecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/echo2.out")"
+# connected: its name is the PPE's IPv6 address, as Linux's route lookup gives it
+grep -qx "client $H6 ok $n6" "$work/cli2.out" || fail "the connected client's exchange: $(cat "$work/cli2.out")"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli2.err" ||
+    fail "the connected client's socket was not the PPE's: $(cat "$work/cli2.err")"
 note "ok"
