@@ -18,9 +18,14 @@
   udp6.py mapped ADDR PORT N     bound to ::ffff:ADDR: N datagrams echoed,
                                  "mapped SENDER FLOW SCOPE LEN" for each
   udp6.py probe-peer PORT        udp6_probe.py's partner (see there)
+  udp6.py life-parent ADDR P1 P2 bound to [ADDR]:P1 and [::]:P2 (IPV6_V6ONLY), execs
+                                 itself (life-child): "child NAME1 NAME2 family .. v6only ..",
+                                 then echoes on both until "quit", "echoed 1|2 SENDER LEN"
   udp6.py quit HOST PORT         ends the server
   udp6.py echo HOST PORT N       a kernel echo server on HOST:PORT for N datagrams
 Each wait is bounded (10 s per datagram); exit 1 names what differed."""
+import errno
+import os
 import select
 import socket
 import struct
@@ -134,6 +139,47 @@ def probe_peer(port):
             sys.exit("expected %r from %s, got %r from %s" % (want, src, got, src2))
 
 
+def life_parent(addr, port1, port2):
+    """Bound to [ADDR]:PORT1 and [::]:PORT2 (IPV6_V6ONLY), then exec: the new
+    image (life_child) holds both."""
+    s1 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s1.bind((addr, port1))
+    s2 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s2.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s2.bind(("::", port2))
+    for s in (s1, s2):
+        s.set_inheritable(True)
+    os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), "life-child", str(s1.fileno()),
+                              str(s2.fileno())])
+
+
+def life_child(fd1, fd2):
+    """Names both sockets, then echoes what comes to either until "quit" (a
+    socket whose receive fails is left: "error 1|2 ERRNO")."""
+    socks = [socket.socket(fileno=fd1), socket.socket(fileno=fd2)]
+    names = ["[%s]:%d" % s.getsockname()[:2] for s in socks]
+    only = [s.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) for s in socks]
+    all_ = list(socks)
+    print("child", names[0], names[1], "family", socks[0].family == socket.AF_INET6, socks[1].family == socket.AF_INET6,
+          "v6only", only[0], only[1], flush=True)
+    while True:
+        ready, _w, _x = select.select(socks, [], [], 120)
+        if not ready:
+            sys.exit("life-child: nothing for 120 s")
+        for s in ready:
+            try:
+                data, frm = s.recvfrom(65535)
+            except OSError as e:  # the PPE went: a socket on its address alone fails (not the [::] one)
+                print("error", all_.index(s) + 1, errno.errorcode[e.errno], flush=True)
+                socks.remove(s)
+                continue
+            if data == b"quit":
+                print("quit", flush=True)
+                return
+            s.sendto(data, frm)
+            print("echoed", all_.index(s) + 1, frm[0], len(data), flush=True)
+
+
 def quit_(host, port):
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     s.sendto(b"quit", (host, port))
@@ -162,6 +208,10 @@ if __name__ == "__main__":
         mapped(a[1], int(a[2]), int(a[3]))
     elif a[0] == "probe-peer":
         probe_peer(int(a[1]))
+    elif a[0] == "life-parent":
+        life_parent(a[1], int(a[2]), int(a[3]))
+    elif a[0] == "life-child":
+        life_child(int(a[1]), int(a[2]))
     elif a[0] == "quit":
         quit_(a[1], int(a[2]))
     elif a[0] == "echo":

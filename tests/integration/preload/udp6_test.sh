@@ -20,7 +20,15 @@
 #   destination, connect, AF_UNSPEC, shutdown, IPV6_V6ONLY once bound;
 # - a client under eta-run (unbound, sendto the peer's IPv6 address, on-link
 #   of the port's prefix) is the PPE's (the shim's log) and gets a kernel echo
-#   server's answers byte-exact.
+#   server's answers byte-exact; connected (connect, send), its name is the
+#   PPE's IPv6 address;
+# - [::] IPV6_V6ONLY beside 0.0.0.0 on one port in one program, each family
+#   reaching its own socket; a bind to ::ffff:<PPE IPv4> the PPE's over IPv4,
+#   senders v4-mapped;
+# - exec, then kill -9 of eta-ppe and a new one: sockets on [PPE IPv6]:P1 and
+#   [::]:P2 (IPV6_V6ONLY) are the new image's with their names and option,
+#   answer through the PPE; the [::] one's PPE half comes back on the new PPE
+#   IPv6 only (relisten.c) and answers again.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../ppe/ppe_lib.sh"
@@ -157,4 +165,34 @@ wait "$pecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/echo2.
 grep -qx "client $H6 ok $n6" "$work/cli2.out" || fail "the connected client's exchange: $(cat "$work/cli2.out")"
 grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli2.err" ||
     fail "the connected client's socket was not the PPE's: $(cat "$work/cli2.err")"
+
+note "exec, then a PPE restart: sockets on [$H6]:P1 and [::]:P2 (IPV6_V6ONLY) kept as bound"
+p1=$(free_port) p2=$(free_port)
+start_bg life env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp6.py" life-parent "$H6" "$p1" "$p2" >"$work/life.out" 2>"$work/life.err"
+wait_until 30 eval "grep -q '^child ' '$work/life.out' || ! kill -0 $life_pid"
+grep -qx "child \[$H6\]:$p1 \[::\]:$p2 family True True v6only 1 1" "$work/life.out" ||
+    fail "the exec'd image's sockets: $(cat "$work/life.out" "$work/life.err")"
+for p in "$p1" "$p2"; do
+    peer timeout 60 "$py" "$here/udp6.py" client "$H6" "$p" 6 >"$work/l$p.out" 2>&1 ||
+        fail "after exec, port $p: $(cat "$work/l$p.out" "$work/life.out" "$work/life.err")"
+done
+ppe_kill9
+# the socket on the PPE's address alone fails now (ECONNREFUSED, as an IPv4 one); the [::] one's kernel half serves
+wait_until 30 grep -q "^error 1 ECONNREFUSED" "$work/life.out" ||
+    fail "the socket on [$H6] once the PPE went: $(cat "$work/life.out" "$work/life.err")"
+ppe_start "$work/ppe.toml"
+ppe_ping6 "$H6" "of the new eta-ppe's start"
+wait_until 60 grep -qF "UDP on [::]:$p2 on the new PPE again" "$work/life.err" ||
+    fail "the [::] socket's PPE half did not come back with the new PPE: $(cat "$work/life.err")"
+peer timeout 60 "$py" "$here/udp6.py" client "$H6" "$p2" 6 >"$work/l2.out" 2>&1 ||
+    fail "after the restart, port $p2: $(cat "$work/l2.out" "$work/life.out" "$work/life.err")"
+# IPv6 only on the new PPE too: an IPv4 datagram to the port finds no socket
+# there (the kernel half is not reachable at the PPE's address either)
+peer "$py" -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'v4', ('$H4', $p2))"
+peer "$py" "$here/udp6.py" quit "$H6" "$p2"
+wait "$life_pid" || fail "the exec'd image exited $?: $(cat "$work/life.out" "$work/life.err")"
+[ "$(grep -c "^echoed 2 $ETA_LAB_PEER_IP6 " "$work/life.out")" -eq $((2 * n6)) ] &&
+    [ "$(grep -c "^echoed 1 $ETA_LAB_PEER_IP6 " "$work/life.out")" -eq "$n6" ] ||
+    fail "the exec'd image's echoes (an IPv4 datagram must not reach the IPv6-only socket): $(cat "$work/life.out")"
 note "ok"
