@@ -10,13 +10,14 @@
 #   (0.0.0.0 and [::], IP_PKTINFO to learn the address a query came to and
 #   to answer from it) on a lab whose port is shared with the kernel (the
 #   PPE's address on a kernel interface, as dnsmasq's interface check wants):
-#   its IPv4 UDP socket and TCP listener are hybrids (the PPE's and the
-#   kernel's), its IPv6 ones the kernel's;
+#   its UDP sockets and TCP listeners on 0.0.0.0 and [::] are hybrids (the
+#   PPE's and the kernel's), and `dig -6` (UDP and +tcp) to the PPE's IPv6
+#   address gets the same answers, its UDP queries through the engine;
 # - either way `dig` and `dig +tcp` from the peer get the configured address
 #   for three names under eta.lab, as the same dnsmasq on the kernel link
 #   answers them; eta-stat counts the queries' datagrams in the engine
 #   (udp_in/udp_out) and shows dnsmasq's sockets accelerated, none fallen
-#   back to the kernel (IPv6 and netlink ones aside).
+#   back to the kernel (netlink ones aside).
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4 mode=${5:-address}
 . "$(dirname "$0")/../lib.sh"
 need_built "$ETA_PPE" eta-ppe
@@ -76,11 +77,11 @@ ask() {
     peer timeout 30 dig "@$server" -p "$port" +time=5 +tries=2 +short "$@" "$name" A
 }
 
-check_answers() { # server port log: dig over UDP and TCP, three names
+check_answers() { # server port log [dig option]: dig over UDP and TCP, three names
     local server=$1 port=$2 log=$3 name got
     for name in eta.lab host.eta.lab a.b.eta.lab; do
         for how in +notcp +tcp; do
-            got=$(ask "$server" "$port" "$name" "$how") || { cat "$log"; fail "dig $how $name @$server failed"; }
+            got=$(ask "$server" "$port" "$name" "$how" ${4:+"$4"}) || { cat "$log"; fail "dig $how $name @$server failed"; }
             [ "$got" = "$answer" ] || { cat "$log"; fail "dig $how $name @$server answered '$got', expected $answer"; }
         done
     done
@@ -102,7 +103,7 @@ if [ "$mode" = address ]; then
 else
     note "dnsmasq in its default wildcard mode (0.0.0.0 and [::]) under eta-run --require, the port shared"
     listen=()
-    accepted='^(accelerated|not-inet|ipv6) '
+    accepted='^(accelerated|not-inet) ' # its [::] sockets too (UDP over IPv6: the shim's hybrid)
 fi
 read -r in0 out0 <<< "$(stat_udp)"
 port=$(free_port)
@@ -119,6 +120,20 @@ else
         { cat "$work/dns.log"; fail "dnsmasq's TCP listener on 0.0.0.0 is not a hybrid"; }
 fi
 check_answers "$ETA_LAB_PPE_IP" "$port" "$work/dns.log"
+if [ "$mode" = wildcard ] && [ -n "${ETA_LAB_PPE_IP6:-}" ]; then
+    # dnsmasq drops an IPv6 query whose IPV6_PKTINFO names no interface
+    # (ifindex 0): over IPv6 it answers on a port whose addresses a kernel
+    # interface holds (shared), as here.
+    note "dig -6 @$ETA_LAB_PPE_IP6: its [::] sockets (UDP over IPv6 through the engine, TCP)"
+    grep -qF "accelerated (UDP on [::]:$port on the PPE and the kernel, IPv6 only)" "$work/dns.log" ||
+        { cat "$work/dns.log"; fail "dnsmasq's UDP socket on [::] is not a hybrid"; }
+    wait_until 30 peer ping -6 -n -c 1 -W 1 "$ETA_LAB_PPE_IP6" >/dev/null || fail "ping -6 $ETA_LAB_PPE_IP6: no answer"
+    read -r in6 _o <<< "$(stat_udp)"
+    check_answers "$ETA_LAB_PPE_IP6" "$port" "$work/dns.log" -6
+    # the queries came through the engine (its [::] half), not the kernel's
+    udp6_counted() { local i o; read -r i o <<< "$(stat_udp)"; [ $((i - in6)) -ge 3 ]; }
+    wait_until 20 udp6_counted || { cat "$work/dns.log"; fail "eta-stat: the engine did not count the IPv6 UDP queries"; }
+fi
 # The engine publishes its counters every 10 ms while it works and when it
 # naps: the counts may trail the last answer by a moment.
 counted() { local i o; read -r i o <<< "$(stat_udp)"; [ $((i - in0)) -ge 3 ] && [ $((o - out0)) -ge 3 ]; }
