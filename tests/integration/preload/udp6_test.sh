@@ -78,7 +78,7 @@ g4=$(grep -cE "^got ::ffff:$ETA_LAB_PEER_IP [0-9]+ [0-9]+ dst=::ffff:$H4 ifindex
 stat_sockets python3 >"$work/sockets"
 sed 's/^/    python3 sockets: /' "$work/sockets"
 grep -q '^accelerated [1-9]' "$work/sockets" || fail "eta-stat does not list the server's socket accelerated"
-if grep -v '^accelerated ' "$work/sockets" | grep -qv ' 0$'; then
+if grep -v '^accelerated ' "$work/sockets" | grep -cv ' 0$' >/dev/null; then
     fail "eta-stat counts sockets of the server fallen back to the kernel: $(cat "$work/sockets")"
 fi
 peer "$py" "$here/udp6.py" quit "$H6" "$port"
