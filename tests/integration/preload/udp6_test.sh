@@ -42,6 +42,11 @@ ppe_lab6
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of eta-ppe's start"
 
+# On a port shared with the kernel (ETA_TEST_SHARED=1) the shim leaves a
+# specific IPv6 address and IPv6 destinations to the kernel (it does not
+# hold IPv6 ports there yet): those parts then check the answers only.
+if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ]; then shared=; else shared=1; fi
+
 # The sockets of the program named $1 by where they went (eta-stat --json),
 # as "reason count" lines.
 stat_sockets() {
@@ -101,7 +106,7 @@ probe() { # bind address, peer address, output file; then the run itself
 probe "$ETA_LAB_KERNEL_IP6" "$ETA_LAB_KERNEL_PEER_IP6" "$work/probe-kernel.out"
 probe "$H6" "$ETA_LAB_PEER_IP6" "$work/probe-eta.out" \
     env ETA_LOG=fallback,accel "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --
-grep -qF "accelerated ([$H6]:7020)" "$work/probe-eta.out.err" ||
+[ -n "$shared" ] || grep -qF "accelerated ([$H6]:7020)" "$work/probe-eta.out.err" ||
     { cat "$work/probe-eta.out.err"; fail "the probe's socket was not accelerated"; }
 sed 's/^/    /' "$work/probe-eta.out"
 diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
@@ -148,7 +153,7 @@ ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET
     fail "the client under eta-run: $(cat "$work/cli.out" "$work/cli.err" "$work/echo.out")"
 wait "$pecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/echo.out")"
 grep -qx "client :: ok $n6" "$work/cli.out" || fail "the client's exchange: $(cat "$work/cli.out")"
-grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli.err" ||
+[ -n "$shared" ] || grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli.err" ||
     fail "the client's socket was not the PPE's: $(cat "$work/cli.err")"
 [ "$(grep -c "^echo $H6 " "$work/echo.out")" -eq "$n6" ] ||
     fail "the peer's echo server did not see every datagram from [$H6]: $(cat "$work/echo.out")"
@@ -163,7 +168,7 @@ ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET
 wait "$pecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/echo2.out")"
 # connected: its name is the PPE's IPv6 address, as Linux's route lookup gives it
 grep -qx "client $H6 ok $n6" "$work/cli2.out" || fail "the connected client's exchange: $(cat "$work/cli2.out")"
-grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli2.err" ||
+[ -n "$shared" ] || grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli2.err" ||
     fail "the connected client's socket was not the PPE's: $(cat "$work/cli2.err")"
 
 note "exec, then a PPE restart: sockets on [$H6]:P1 and [::]:P2 (IPV6_V6ONLY) kept as bound"
@@ -179,7 +184,7 @@ for p in "$p1" "$p2"; do
 done
 ppe_kill9
 # the socket on the PPE's address alone fails now (ECONNREFUSED, as an IPv4 one); the [::] one's kernel half serves
-wait_until 30 grep -q "^error 1 ECONNREFUSED" "$work/life.out" ||
+[ -n "$shared" ] || wait_until 30 grep -q "^error 1 ECONNREFUSED" "$work/life.out" ||
     fail "the socket on [$H6] once the PPE went: $(cat "$work/life.out" "$work/life.err")"
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of the new eta-ppe's start"
