@@ -95,7 +95,7 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     }
     uint32_t v4;
     if (is_v4_mapped(dst.ip, &v4)) {
-        if (s->bound && !(s->fam & kFam4)) return -ENETUNREACH; // v6only (Linux)
+        // (v6only, or bound to an IPv6 address: send4 says ENETUNREACH, as Linux)
         if (!s->bound) {
             if (int rc = autobind(*s, true); rc != 0) return rc;
         }
