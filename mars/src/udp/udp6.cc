@@ -166,9 +166,12 @@ bool UdpLayer::udp6_input(PacketRef &f, const Ip6Rx &rx)
         e_.link.release(f);
         return true;
     }
-    // No "no checksum" over IPv6 (RFC 8200 8.1): zero is a bad checksum.
-    if (!(f.flags & kRxL4CsumGood) &&
-        (uh->csum == 0 || !csum_ok(csum_add(pseudo_sum6(rx.ip->src, rx.ip->dst, kProtoUdp, ulen), uh, ulen)))) {
+    // No "no checksum" over IPv6 (RFC 8200 8.1): zero is a bad checksum
+    // whatever the NIC says (as Linux; the sum alone would take a zero
+    // field where the sum computes to zero). Else summed unless the NIC
+    // verified it.
+    if (uh->csum == 0 || (!(f.flags & kRxL4CsumGood) &&
+                          !csum_ok(csum_add(pseudo_sum6(rx.ip->src, rx.ip->dst, kProtoUdp, ulen), uh, ulen)))) {
         e_.stats.udp_csum_errors++;
         e_.link.release(f);
         return true;

@@ -485,9 +485,13 @@ TEST_F(Udp6, ZeroChecksumBadChecksumAndBadLengthsAreDropped)
     in6(D6{.dport = 5000, .data = z, .zero_csum = true});
     EXPECT_EQ(recv(s), "<" + std::to_string(-EAGAIN) + ">");
     EXPECT_EQ(stats().udp_csum_errors, 3u);
-    // The NIC's verdict is taken: a frame flagged good is not summed again.
+    // The NIC's verdict is taken: a frame flagged good is not summed again;
+    // but a zero field is refused all the same.
     p().inject(frame6(D6{.dport = 5000, .data = "nic", .bad_csum = true}), kRxL4CsumGood);
     EXPECT_EQ(recv(s), "nic");
+    p().inject(frame6(D6{.dport = 5000, .data = "nic0", .zero_csum = true}), kRxL4CsumGood);
+    EXPECT_EQ(recv(s), "<" + std::to_string(-EAGAIN) + ">");
+    EXPECT_EQ(stats().udp_csum_errors, 4u);
 }
 
 TEST_F(Udp6, ConnectFiltersByPeerAndSetsTheDefaultDestination)
