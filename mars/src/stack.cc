@@ -33,7 +33,7 @@ std::unique_ptr<Stack> Stack::create(const StackConfig &config, PacketIo &io, Bu
 
 StackImpl::StackImpl(const StackConfig &config, PacketIo &io, BufferProvider &buffers)
     : rx::Receiver(io), tcp::Env(config, io, buffers, *this),
-      udp_(udp::UdpEnv{cfg_, now_ns_, offloads_, stats_, buffers_, link_, ip_, router_})
+      udp_(udp::UdpEnv{cfg_, now_ns_, offloads_, stats_, buffers_, link_, ip_, router_, ip6_, nd_})
 {
     link_.pass_unclaimed = cfg_.pass_unclaimed; // sharing the address (mars/README.md "Sharing the port")
     ip_.set_datagram_upper(&udp_);               // UDP and IGMP go to the UDP component

@@ -188,19 +188,22 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
 
     // ---- IPv6 (ip/ipv6.h, ip/nd.h; issue 31): beside the Env's IPv4 layers.
     // TCP over IPv6 goes to the receive path (rx::Receiver::tcp6_input: the
-    // checks of tcp6_part_, FlowTable6, the TCP rules); other upper protocols
-    // are not taken (sharing, the kernel gets them; alone, ICMPv6
-    // unreachable). ICMPv6 errors quoting our TCP reach their connection.
+    // checks of tcp6_part_, FlowTable6, the TCP rules), UDP to the UDP
+    // component (udp_.udp6_input); other upper protocols are not taken
+    // (sharing, the kernel gets them; alone, ICMPv6 unreachable). ICMPv6
+    // errors quoting our TCP reach their connection (UDP's: not yet).
     bool ip6_input(PacketRef &f, const Ip6Rx &rx) override
     {
-        return rx.proto == wire::kProtoTcp && tcp6_input(f, rx);
+        if (rx.proto == wire::kProtoTcp) return tcp6_input(f, rx);
+        return rx.proto == wire::kProtoUdp && udp_.udp6_input(f, rx);
     }
     void ip6_error(const Icmp6Error &e) override { tcp6_error(e); }
     NeighborDiscovery nd_{cfg_, link_, stats_, &arp_}; // our own addresses: arp_'s local loop (issue 29)
     Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
     tcp6::Tcp6 tcp6_part_{cfg_, ip6_, link_, stats_}; // tcp::Env::tcp6_ points here
-    // UDP: its own component (sockets, ports, multicast, IGMP); Ipv4Layer
-    // hands it UDP and IGMP, events() drains its events after TCP's.
+    // UDP: its own component (sockets, ports, multicast, IGMP, IPv6);
+    // Ipv4Layer hands it UDP and IGMP, ip6_input UDP over IPv6, events()
+    // drains its events after TCP's.
     udp::UdpLayer udp_;
 };
 

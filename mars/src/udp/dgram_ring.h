@@ -1,5 +1,6 @@
 // udp/dgram_ring.h: a datagram ring (the receive ring of a UDP socket).
-// Records as mars::UdpRecord describes: a header, the payload, padding to
+// Records as mars::UdpRecord describes: a header, an IPv6 datagram's
+// addresses (kUdpRecIp6: a UdpRecord6), the payload, padding to
 // kUdpRecordAlign; never wrapping (a pad record fills the end instead).
 // Free-running positions: head (the reader's), tail (the writer's).
 #pragma once
@@ -17,10 +18,9 @@ struct DgramRing {
     uint32_t head = 0, tail = 0;
     uint32_t datagrams = 0; // records with a datagram between head and tail
 
-    static uint32_t record_size(uint32_t payload)
-    {
-        return (uint32_t(sizeof(UdpRecord)) + payload + kUdpRecordAlign - 1) & ~(kUdpRecordAlign - 1);
-    }
+    // A record's bytes: udp_record_size (mars/stack.h), the one rule the
+    // writer, sane() and the application's readers share.
+    static uint32_t record_size(uint32_t payload, uint32_t flags) { return udp_record_size(payload, flags); }
     uint32_t used() const { return tail - head; }
     UdpRecord *at(uint32_t pos) const { return reinterpret_cast<UdpRecord *>(mem + (pos & (size - 1))); }
 
@@ -64,11 +64,23 @@ struct DgramRing {
         }
         return nullptr;
     }
+    // The record at head is one this ring could have written: its size
+    // aligned, within what is readable and before the ring's end, and (but
+    // for a pad) the size its length and flags give. len is checked against
+    // size first so record_size() cannot wrap around 2^32 (a huge len would
+    // otherwise come out as a small size and a reader would copy past it).
     bool sane(const UdpRecord *r) const
     {
         const uint32_t off = head & (size - 1);
         return r->size >= kUdpRecordAlign && !(r->size & (kUdpRecordAlign - 1)) && r->size <= used() &&
-               r->size <= size - off && ((r->flags & kUdpRecPad) || record_size(r->len) == r->size);
+               r->size <= size - off &&
+               ((r->flags & kUdpRecPad) || (r->len < r->size && record_size(r->len, r->flags) == r->size));
+    }
+    // Where a datagram record's payload starts (after the addresses of an
+    // IPv6 one); r passed sane().
+    static const uint8_t *payload(const UdpRecord *r)
+    {
+        return reinterpret_cast<const uint8_t *>(r + 1) + ((r->flags & kUdpRecIp6) ? sizeof(UdpRecord6) : 0);
     }
     void pop(const UdpRecord *r)
     {

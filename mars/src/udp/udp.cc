@@ -1,4 +1,5 @@
-// udp/udp.cc: UDP sockets, receive (demux, checks, records), send.
+// udp/udp.cc: UDP sockets, receive (demux, checks, records), send; the
+// IPv6 half (bind6, connect6, send_to6, udp6_input) is udp6.cc.
 // Every length is checked against the frame before it is read.
 #include "udp/udp.h"
 
@@ -129,12 +130,21 @@ bool UdpLayer::same_owner(const UdpSock &a, const UdpSock &b) const
            e_.cfg.owner_of(a.user, e_.cfg.owner_arg) == e_.cfg.owner_of(b.user, e_.cfg.owner_arg);
 }
 
-bool UdpLayer::port_taken(uint32_t ip, uint16_t port, const UdpSock &by) const
+bool UdpLayer::port_taken(uint16_t port, const UdpSock &by, bool wild) const
 {
+    const uint32_t ip = wild ? 0 : by.local.ip;
+    const bool any6 = wild || ip6::is_unspecified(by.local_ip6.b);
     for (uint32_t i = buckets_[bucket(port)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
         const UdpSock &o = socks_[i];
         if (&o == &by || o.local.port != port) continue;
-        if (o.local.ip != 0 && ip != 0 && o.local.ip != ip) continue;
+        // Overlap per family (Linux's inet_rcv_saddr_equal for UDP): IPv4
+        // addresses when both take IPv4 (0 overlaps all), IPv6 ones when both
+        // take IPv6 (:: overlaps all). A dual-stack :: takes both; a v6only
+        // :: or an IPv6 address only IPv6; a v4-mapped address only IPv4.
+        const bool v4 = (o.fam & by.fam & kFam4) && (o.local.ip == 0 || ip == 0 || o.local.ip == ip);
+        const bool v6 = (o.fam & by.fam & kFam6) &&
+                        (any6 || ip6::is_unspecified(o.local_ip6.b) || ip6::eq(o.local_ip6, by.local_ip6));
+        if (!v4 && !v6) continue;
         if (o.reuse_port && by.reuse_port && same_owner(o, by)) continue;
         if (o.reuse_addr && by.reuse_addr) continue; // SO_REUSEADDR on both (UDP: no owner rule, as Linux)
         return true;
@@ -151,7 +161,7 @@ int UdpLayer::pick_port(UdpSock &s)
         const uint16_t p = next_ephemeral_;
         next_ephemeral_ = uint16_t(p >= e_.cfg.ephemeral_hi ? lo : p + 1);
         if (e_.cfg.steer && e_.cfg.steer(e_.cfg.ip, p, 0, 0, e_.cfg.steer_arg) != e_.cfg.engine) continue;
-        if (port_taken(0, p, s)) continue;
+        if (port_taken(p, s, true)) continue; // free for the wildcards of s's families
         s.local.port = p;
         s.reuse_port = reuse;
         return 0;
@@ -182,18 +192,41 @@ int UdpLayer::bind(SockId id, Endpoint local)
 {
     UdpSock *s = lookup(id);
     if (!s) return -EBADF;
-    if (s->bound) return -EINVAL;
+    if (s->bound) return -EINVAL; // (an IPv6 socket is always bound)
     if (local.ip != 0 && local.ip != e_.cfg.ip && !ipv4_multicast(local.ip)) return -EADDRNOTAVAIL;
+    s->fam = kFam4;
     s->local.ip = local.ip;
-    if (local.port == 0) {
-        if (int rc = pick_port(*s); rc != 0) return rc;
-    } else {
-        if (port_taken(local.ip, local.port, *s)) return -EADDRINUSE;
-        s->local.port = local.port;
+    return bind_as(*s, local.port);
+}
+
+int UdpLayer::bind_as(UdpSock &s, uint16_t port)
+{
+    int rc = 0;
+    if (port == 0)
+        rc = pick_port(s);
+    else if (port_taken(port, s))
+        rc = -EADDRINUSE;
+    else
+        s.local.port = port;
+    if (rc != 0) { // unbound as before, of no family
+        s.fam = 0;
+        s.v6 = s.v6only = false;
+        s.local = Endpoint{};
+        s.local_ip6 = Ip6Addr{};
+        return rc;
     }
-    s->bound = true;
-    index_add(*s);
+    s.bound = true;
+    index_add(s);
     return 0;
+}
+
+int UdpLayer::autobind(UdpSock &s, bool v6)
+{
+    s.v6 = v6;
+    s.fam = v6 ? uint8_t(kFam4 | kFam6) : uint8_t(kFam4);
+    s.local.ip = 0;
+    s.local_ip6 = Ip6Addr{};
+    return bind_as(s, 0);
 }
 
 int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
@@ -213,6 +246,10 @@ int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
         if (v < 0 || v > 255) return -EINVAL;
         s->tos = uint8_t(v);
         return 0;
+    case SockOpt::kTclass: // IPV6_TCLASS: the IPv6 datagrams' (kTos stays IPv4's, as Linux keeps them apart)
+        if (v < -1 || v > 255) return -EINVAL;
+        s->tclass = v < 0 ? 0 : uint8_t(v);
+        return 0;
     default:
         return -ENOPROTOOPT;
     }
@@ -222,15 +259,27 @@ int UdpLayer::connect(SockId id, Endpoint remote)
 {
     UdpSock *s = lookup(id);
     if (!s) return -EBADF;
+    return connect4(*s, remote);
+}
+
+int UdpLayer::connect4(UdpSock &s, Endpoint remote)
+{
     if (remote.ip == 0 && remote.port == 0) { // AF_UNSPEC: dissolve
-        s->remote = Endpoint{};
+        s.remote = Endpoint{};
+        s.remote6 = false;
+        s.remote_ip6 = Ip6Addr{};
         return 0;
     }
     if (remote.ip == 0 || remote.port == 0) return -EINVAL;
-    if (!s->bound) {
-        if (int rc = bind(id, Endpoint{0, 0}); rc != 0) return rc;
+    // An IPv6 socket that takes no IPv4 (v6only, or bound to an IPv6
+    // address): Linux's ENETUNREACH for a v4-mapped peer.
+    if (s.v6 && !(s.fam & kFam4)) return -ENETUNREACH;
+    if (!s.bound) {
+        if (int rc = autobind(s, false); rc != 0) return rc;
     }
-    s->remote = remote;
+    s.remote = remote;
+    s.remote6 = false;
+    s.remote_ip6 = Ip6Addr{};
     return 0;
 }
 
@@ -258,6 +307,16 @@ int UdpLayer::info(SockId id, UdpInfo *out) const
     if (!s) return -EBADF;
     *out = UdpInfo{s->local, s->remote, s->reuse_port, s->rx.used(), s->rx.datagrams, s->rx.size, s->drops,
                    uint32_t(s->n_groups)};
+    if (s->v6) {
+        // The IPv6 names: an IPv4 one v4-mapped (::ffff:0.0.0.0 the IPv4
+        // wildcard of a v4-mapped bind), :: the wildcard of a dual or
+        // v6only one, the peer :: port 0 when not connected.
+        out->ipv6 = true;
+        out->v6only = s->v6only;
+        out->local6 = Endpoint6{(s->fam & kFam6) ? s->local_ip6 : v4_mapped(s->local.ip), s->local.port};
+        if (s->remote.port)
+            out->remote6 = Endpoint6{s->remote6 ? s->remote_ip6 : v4_mapped(s->remote.ip), s->remote.port};
+    }
     return 0;
 }
 
@@ -270,7 +329,9 @@ int64_t UdpLayer::recv_from(SockId id, void *data, size_t len, UdpRecord *rec, b
     const UdpRecord *r = s->rx.front();
     if (!r) return -EAGAIN;
     const UdpRecord h = *r;
-    if (len && h.len) std::memcpy(data, r + 1, std::min<size_t>(len, h.len));
+    // An IPv6 record's addresses are not copied out: the caller reads them
+    // through rx_view (a UdpRecord6 right after the header) before this.
+    if (len && h.len) std::memcpy(data, DgramRing::payload(r), std::min<size_t>(len, h.len));
     if (rec) *rec = h;
     if (!peek) s->rx.pop(r);
     return h.len;
@@ -313,66 +374,106 @@ int UdpLayer::rx_consume(SockId id, uint32_t n)
 
 // ---- receive: the wire's side ----------------------------------------------------
 
-UdpSock *UdpLayer::match(uint32_t dst, uint16_t dport, uint32_t src, uint16_t sport)
+int UdpLayer::score(const UdpSock &s, const Tuple &t)
 {
     // Linux's scoring (compute_score): a bound address and a connected peer
-    // each make a socket a better match; among reuseport members of the best
-    // score, one by a hash of the 4-tuple. Connected sockets are never in a
-    // spread (Linux leaves them out of the reuseport choice too).
-    int best = -1;
-    uint32_t members = 0;
-    UdpSock *pick = nullptr;
-    for (uint32_t i = buckets_[bucket(dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
-        UdpSock &s = socks_[i];
-        if (s.local.port != dport) continue;
-        int score = 0;
+    // each make a socket a better match; for an IPv4 datagram an IPv4 socket
+    // beats an IPv6 (dual-stack or v4-mapped) one that is otherwise as good
+    // (udp.c's PF_INET 2, PF_INET6 1), which also keeps the families'
+    // reuseport groups apart as Linux does.
+    if (s.local.port != t.dport) return -1;
+    int score = 0;
+    if (!t.v6) {
+        if (!(s.fam & kFam4)) return -1;
         if (s.local.ip) {
-            if (s.local.ip != dst) continue;
+            if (s.local.ip != t.dst4) return -1;
             score += 4;
         }
         if (s.remote.port) {
-            if (s.remote.ip != src || s.remote.port != sport) continue;
+            if (s.remote6 || s.remote.ip != t.src4 || s.remote.port != t.sport) return -1;
             score += 8;
         }
-        if (score > best) {
-            best = score;
+        if (!s.v6) score += 1;
+    } else {
+        if (!(s.fam & kFam6)) return -1;
+        if (!ip6::is_unspecified(s.local_ip6.b)) {
+            if (!ip6::eq(s.local_ip6.b, t.dst6)) return -1;
+            score += 4;
+        }
+        if (s.remote.port) { // a v4-mapped peer: no IPv6 datagram is from it
+            if (!s.remote6 || !ip6::eq(s.remote_ip6.b, t.src6) || s.remote.port != t.sport) return -1;
+            score += 8;
+        }
+    }
+    return score;
+}
+
+UdpSock *UdpLayer::match(const Tuple &t)
+{
+    // The best score wins; among reuseport members of the best score, one
+    // by a hash of the 4-tuple. Connected sockets are never in a spread
+    // (Linux leaves them out of the reuseport choice too).
+    int best = -1;
+    uint32_t members = 0;
+    UdpSock *pick = nullptr;
+    for (uint32_t i = buckets_[bucket(t.dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
+        UdpSock &s = socks_[i];
+        const int sc = score(s, t);
+        if (sc < 0) continue;
+        if (sc > best) {
+            best = sc;
             pick = &s;
             members = (s.reuse_port && !s.remote.port) ? 1 : 0;
-        } else if (score == best && s.reuse_port && !s.remote.port) {
+        } else if (sc == best && s.reuse_port && !s.remote.port) {
             members++;
         }
     }
     if (members <= 1) return pick;
+    // IPv6 addresses folded to 32 bits (the flow's own; the key is the secret).
+    uint32_t src = t.src4, dst = t.dst4;
+    if (t.v6) {
+        src = dst = 0;
+        for (int w = 0; w < 16; w += 4) {
+            uint32_t a, b;
+            std::memcpy(&a, t.src6 + w, 4);
+            std::memcpy(&b, t.dst6 + w, 4);
+            src ^= a, dst ^= b;
+        }
+    }
     uint32_t h = (src ^ hash_key_) * 0x2545f491u;
-    h ^= (uint32_t(sport) << 16 | dport) ^ dst;
+    h ^= (uint32_t(t.sport) << 16 | t.dport) ^ dst;
     h *= 0x27d4eb2fu;
     h ^= h >> 16;
     h *= 0x165667b1u;
     h ^= h >> 13;
     uint32_t k = h % members;
-    for (uint32_t i = buckets_[bucket(dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
+    for (uint32_t i = buckets_[bucket(t.dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
         UdpSock &s = socks_[i];
-        if (s.local.port != dport || !s.reuse_port || s.remote.port) continue;
-        const int score = s.local.ip ? (s.local.ip == dst ? 4 : -1) : 0;
-        if (score == best && k-- == 0) return &s;
+        if (!s.reuse_port || s.remote.port) continue;
+        if (score(s, t) == best && k-- == 0) return &s;
     }
     return pick;
 }
 
-bool UdpLayer::deliver(UdpSock &s, const Ipv4 *ip, const Udp *uh, unsigned len, bool mcast)
+bool UdpLayer::deliver(UdpSock &s, UdpRecord hdr, const UdpRecord6 *a6, const void *payload, unsigned len)
 {
-    const uint32_t need = DgramRing::record_size(len);
+    const uint32_t need = DgramRing::record_size(len, hdr.flags);
     UdpRecord *r = s.rx.reserve(need);
     if (!r) {
         s.drops++;
         e_.stats.udp_rcvbuf_errors++;
         return false;
     }
-    // The header's TOS and TTL ride in the flags (IP_RECVTOS, IP_RECVTTL).
-    const uint32_t flags = (mcast ? uint32_t(kUdpRecMulticast) : 0u) | uint32_t(ip->tos) << kUdpRecTosShift |
-                           uint32_t(ip->ttl) << kUdpRecTtlShift;
-    *r = UdpRecord{need, len, be32(ip->src), be32(ip->dst), be16(uh->sport), be16(uh->dport), flags, e_.now_ns};
-    std::memcpy(r + 1, uh + 1, len);
+    hdr.size = need;
+    hdr.len = len;
+    hdr.ts_ns = e_.now_ns;
+    *r = hdr;
+    uint8_t *p = reinterpret_cast<uint8_t *>(r + 1);
+    if (a6) {
+        std::memcpy(p, a6, sizeof *a6);
+        p += sizeof *a6;
+    }
+    std::memcpy(p, payload, len);
     s.rx.commit(need);
     e_.stats.udp_in++;
     raise(s, kEvReadable);
@@ -399,20 +500,24 @@ void UdpLayer::udp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
     }
     const unsigned len = ulen - kUdpLen;
     const uint16_t sport = be16(uh->sport), dport = be16(uh->dport);
+    // The header's TOS and TTL ride in the flags (IP_RECVTOS, IP_RECVTTL).
+    UdpRecord hdr{0, 0, src, dst, sport, dport,
+                  uint32_t(ip->tos) << kUdpRecTosShift | uint32_t(ip->ttl) << kUdpRecTtlShift, 0};
     if (ipv4_multicast(dst)) {
+        hdr.flags |= kUdpRecMulticast;
         // Every socket of the port that joined the group (from this source)
         // and is bound to the wildcard or to the group gets its own copy.
         bool any = false;
         for (uint32_t i = buckets_[bucket(dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
             UdpSock &s = socks_[i];
-            if (s.local.port != dport || (s.local.ip && s.local.ip != dst)) continue;
-            if (s.remote.port && (s.remote.ip != src || s.remote.port != sport)) continue;
+            if (s.local.port != dport || !(s.fam & kFam4) || (s.local.ip && s.local.ip != dst)) continue;
+            if (s.remote.port && (s.remote6 || s.remote.ip != src || s.remote.port != sport)) continue;
             bool member = false;
             for (int g = 0; g < s.n_groups && !member; g++)
                 member = s.groups[g].group == dst && (!s.groups[g].source || s.groups[g].source == src);
             if (!member) continue;
             any = true;
-            deliver(s, ip, uh, len, true);
+            deliver(s, hdr, nullptr, uh + 1, len);
         }
         if (any) {
             e_.stats.udp_mcast_in++;
@@ -425,7 +530,7 @@ void UdpLayer::udp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
         e_.link.release(f);
         return;
     }
-    UdpSock *s = match(dst, dport, src, sport);
+    UdpSock *s = match(Tuple{false, src, dst, nullptr, nullptr, sport, dport});
     if (!s) {
         if (e_.link.pass_up(f, Unclaimed::kUdp)) return;
         e_.stats.udp_no_port++;
@@ -433,7 +538,7 @@ void UdpLayer::udp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
         e_.link.release(f);
         return;
     }
-    deliver(*s, ip, uh, len, false);
+    deliver(*s, hdr, nullptr, uh + 1, len); // a plain IPv4 record, to an IPv6 socket too
     e_.link.release(f);
 }
 
@@ -474,15 +579,23 @@ int64_t UdpLayer::send_to(SockId id, const Endpoint *dst_in, const void *data, s
         dst = *dst_in;
     } else {
         if (!s->remote.port) return -EDESTADDRREQ;
+        if (s->remote6) return send_to6(id, nullptr, data, len); // connected over IPv6
         dst = s->remote;
     }
+    return send4(*s, dst, data, len);
+}
+
+int64_t UdpLayer::send4(UdpSock &so, Endpoint dst, const void *data, size_t len)
+{
+    UdpSock *s = &so;
+    if (s->v6 && !(s->fam & kFam4)) return -ENETUNREACH; // no IPv4 from this IPv6 socket (Linux)
     if (dst.ip == 0 || dst.port == 0 || dst.ip == 0xffffffffu) return -EINVAL;
     if (len > size_t(e_.cfg.mtu) - kIpLen - kUdpLen) return -EMSGSIZE;
     const bool group = ipv4_multicast(dst.ip);
     const uint32_t hop = group ? dst.ip : e_.router.next_hop(dst.ip);
     if (!hop) return -ENETUNREACH;
     if (!s->bound) {
-        if (int rc = bind(id, Endpoint{0, 0}); rc != 0) return rc;
+        if (int rc = autobind(*s, false); rc != 0) return rc;
     }
     PacketRef f;
     if (!e_.link.alloc(&f)) return -ENOBUFS;

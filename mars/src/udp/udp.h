@@ -1,11 +1,22 @@
-// udp/udp.h: UDP over IPv4 (RFC 768), its own component beside TCP.
+// udp/udp.h: UDP over IPv4 (RFC 768) and IPv6 (RFC 8200 8.1; udp6.cc), its
+// own component beside TCP.
 //
 // UdpLayer owns everything UDP: its socket table (ids below 2^22, disjoint
 // from TCP's), the port index, SO_REUSEPORT groups, multicast memberships
 // and IGMPv3 (igmp.cc), its events. It sees the stack only through a narrow
-// environment (UdpEnv: config, clock, counters, ring memory, the link and
-// IPv4 layers below); the stack holds one, hands it UDP and IGMP through
-// Ipv4Layer (Ipv4DatagramUpper) and drains its events beside TCP's.
+// environment (UdpEnv: config, clock, counters, ring memory, the link,
+// IPv4 and IPv6 layers and neighbour discovery below); the stack holds one,
+// hands it UDP and IGMP through Ipv4Layer (Ipv4DatagramUpper), UDP over IPv6
+// from its Ipv6Upper (udp6_input) and drains its events beside TCP's.
+//
+// Families (Linux's AF_INET6 UDP socket): a socket becomes an IPv6 one at
+// bind6, connect6 or send_to6. What it is bound to says which datagrams it
+// takes (UdpSock::fam): an IPv4 socket IPv4 ones; an IPv6 one bound to ::
+// IPv6 ones and, unless v6only, IPv4 ones (dual-stack); bound to an IPv6
+// address of ours IPv6 ones to it; bound to a v4-mapped address IPv4 ones.
+// One port index and one ephemeral picker for both families; two sockets
+// conflict when their families' addresses overlap (as Linux's
+// inet_rcv_saddr_equal for UDP).
 //
 // Receive: a datagram is checked (length field against the IPv4 payload,
 // checksum unless zero or verified by the NIC), matched to sockets (unicast:
@@ -18,7 +29,9 @@
 #pragma once
 
 #include "ip/ipv4.h"
+#include "ip/ipv6.h"
 #include "ip/link.h"
+#include "ip/nd.h"
 #include "ip/route.h"
 #include "base/wire.h"
 #include "udp/dgram_ring.h"
@@ -27,6 +40,7 @@
 #include <mars/stack.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace mars::udp {
@@ -41,15 +55,44 @@ struct UdpEnv {
     Link &link;
     Ipv4Layer &ip;
     const Router &router;
+    Ipv6Layer &ip6;
+    NeighborDiscovery &nd;
+};
+
+// ::ffff:a.b.c.d (RFC 4291 2.5.5.2) of an IPv4 address (host order), and
+// the IPv4 address a v4-mapped one names (false: not v4-mapped).
+inline Ip6Addr v4_mapped(uint32_t v4)
+{
+    Ip6Addr a;
+    a.b[10] = a.b[11] = 0xff;
+    a.b[12] = uint8_t(v4 >> 24), a.b[13] = uint8_t(v4 >> 16), a.b[14] = uint8_t(v4 >> 8), a.b[15] = uint8_t(v4);
+    return a;
+}
+inline bool is_v4_mapped(const Ip6Addr &a, uint32_t *v4)
+{
+    static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(a.b, kPrefix, 12) != 0) return false;
+    *v4 = uint32_t(a.b[12]) << 24 | uint32_t(a.b[13]) << 16 | uint32_t(a.b[14]) << 8 | a.b[15];
+    return true;
+}
+
+// UdpSock::fam: the families of datagrams a bound socket takes.
+enum : uint8_t {
+    kFam4 = 1, // IPv4 ones to local.ip (0: any of ours)
+    kFam6 = 2, // IPv6 ones to local6 (::: any of ours)
 };
 
 // One UDP socket: the component's own state.
 struct UdpSock {
     bool used = false, bound = false, reuse_port = false, reuse_addr = false;
-    uint8_t tos = 0;
+    bool v6 = false, v6only = false; // an IPv6 socket (bind6/connect6/send_to6), IPV6_V6ONLY
+    bool remote6 = false;            // connected to an IPv6 peer (remote_ip6; remote.ip 0)
+    uint8_t fam = 0;                 // bound: kFam4 | kFam6
+    uint8_t tos = 0, tclass = 0;     // IP_TOS (IPv4 sends), IPV6_TCLASS (IPv6 sends)
     uint32_t gen = 0;
     uint64_t user = 0;
     Endpoint local, remote; // remote.port != 0: connected
+    Ip6Addr local_ip6, remote_ip6; // kFam6: the bound IPv6 address (:: any); the IPv6 peer
     uint32_t next_in_port = UINT32_MAX; // the port index's chain
     RingMemory mem;
     DgramRing rx;
@@ -93,6 +136,12 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     // Ipv4DatagramUpper
     void udp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
     void igmp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
+    // UDP over IPv6 from the stack's Ipv6Upper (udp6.cc), with Ipv6Upper's
+    // contract: true when taken (delivered, or dropped and counted: the frame
+    // is released here); false when no socket holds the port (the frame
+    // untouched: Ipv6Layer hands it on when sharing, else answers ICMPv6
+    // port unreachable).
+    bool udp6_input(PacketRef &f, const Ip6Rx &rx);
 
     // Events for Stack::events(): the sockets with bits, then closes.
     bool has_events() const { return !event_list_.empty() || !closed_events_.empty(); }
@@ -115,13 +164,35 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     static uint32_t bucket(uint16_t port) { return port & (kBuckets - 1); }
     void index_add(UdpSock &s);
     void index_remove(UdpSock &s);
-    bool port_taken(uint32_t ip, uint16_t port, const UdpSock &by) const;
+    // Another socket holds port with an address that overlaps by's (by's
+    // fam, local.ip and local_ip6 as they are to be bound; wild: as the
+    // wildcards of its families, the ephemeral picker's question).
+    bool port_taken(uint16_t port, const UdpSock &by, bool wild = false) const;
     int pick_port(UdpSock &s);
     bool same_owner(const UdpSock &a, const UdpSock &b) const;
-    // Receive: the socket a unicast datagram goes to (nullptr: none).
-    UdpSock *match(uint32_t dst, uint16_t dport, uint32_t src, uint16_t sport);
-    // Copies the datagram into s's ring as one record (false: full, counted).
-    bool deliver(UdpSock &s, const wire::Ipv4 *ip, const wire::Udp *uh, unsigned len, bool mcast);
+    // Binds s (unbound) to its fam/local.ip/local_ip6 on port (0: ephemeral).
+    int bind_as(UdpSock &s, uint16_t port);
+    // An unbound socket's implicit bind before connect/send: IPv4's wildcard,
+    // or for an IPv6 socket (or a first IPv6 call) :: dual-stack.
+    int autobind(UdpSock &s, bool v6);
+    // The IPv4 side of connect/send_to (also v4-mapped connect6/send_to6).
+    int connect4(UdpSock &s, Endpoint remote);
+    int64_t send4(UdpSock &s, Endpoint dst, const void *data, size_t len);
+    // Receive: a datagram's addressing (either family) as match() scores it.
+    struct Tuple {
+        bool v6;
+        uint32_t src4, dst4;          // IPv4 (host order)
+        const uint8_t *src6, *dst6;   // IPv6 (in the frame)
+        uint16_t sport, dport;
+    };
+    // How well s matches t (Linux's compute_score): -1 not at all.
+    static int score(const UdpSock &s, const Tuple &t);
+    // The socket a unicast datagram goes to (nullptr: none).
+    UdpSock *match(const Tuple &t);
+    // Copies the datagram into s's ring as one record: hdr (size filled
+    // here), the addresses when a6 (an IPv6 record), the payload (false:
+    // full, counted).
+    bool deliver(UdpSock &s, UdpRecord hdr, const UdpRecord6 *a6, const void *payload, unsigned len);
     // ICMP port unreachable within the rate limit.
     void port_unreachable(const uint8_t *ip_packet, unsigned len);
     // ---- igmp.cc: IGMPv3 (RFC 3376) host side ------------------------------
