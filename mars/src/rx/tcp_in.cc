@@ -477,7 +477,21 @@ bool Receiver::tcp6_input(PacketRef &f, const Ip6Rx &rx)
     key.remote_port = be16(th->sport);
     FlowNode6 *node = flows6().lookup(key);
     Sock *s = node ? static_cast<Sock *>(node->owner) : nullptr;
-    if (s) env().stats_.fastpath_misses++; // every IPv6 segment takes the full rules (no prediction yet)
+    if (s) {
+        // Header prediction as IPv4's (seed 002): check() summed the segment
+        // over the IPv6 pseudo-header already, so the fast path is told the
+        // checksum holds and copies plainly. (input_frame let every
+        // asynchronous copy land: the plain path.)
+        if (predicted(*s, th) &&
+            (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe)))) {
+            f.flags |= kRxL4CsumGood;
+            if (tcp_fast_path<false>(*s, f, th, doff, tp + doff, rx.l4_len - doff, 0)) {
+                env().stats_.fastpath_hits++;
+                return true;
+            }
+        }
+        env().stats_.fastpath_misses++;
+    }
     TcpSegment seg;
     seg.flags = th->flags;
     if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, seg.flags & kSyn, &seg.opt)) {
