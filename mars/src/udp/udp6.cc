@@ -108,17 +108,15 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     if (!group && (!e_.nd.on_link(dst.ip.b) || (own >= 0 && !e_.nd.is_ours(dst.ip.b)))) return -ENETUNREACH;
     if (len > size_t(e_.ip6.path_mtu(dst.ip, e_.now_ns)) - kIp6Len - kUdpLen) return -EMSGSIZE;
     // The source: the bound address, else to one of ours the same address
-    // (as Linux's loopback), else ND's choice for dst (a group: its scope's,
-    // link-local for a link-scoped one).
+    // (as Linux's loopback), else ND's choice for dst (link-local for a
+    // link-local destination or a link-scoped group).
     Ip6Addr src;
     if (s->bound && !ip6::is_unspecified(s->local_ip6.b)) {
         src = s->local_ip6;
     } else if (own >= 0) {
         src = dst.ip;
     } else {
-        Ip6Addr probe = dst.ip;
-        if (group && (dst.ip.b[1] & 0x0f) <= 2) probe.b[0] = 0xfe, probe.b[1] = 0x80; // interface/link scope
-        const Ip6Addr *a = e_.nd.source_for(probe.b);
+        const Ip6Addr *a = e_.nd.source_for(dst.ip.b);
         if (!a) return -EADDRNOTAVAIL;
         src = *a;
     }

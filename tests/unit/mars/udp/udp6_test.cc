@@ -402,6 +402,20 @@ TEST_F(Udp6, SendBuildsAnIpv6FrameWithThePseudoHeaderChecksum)
     ASSERT_EQ(out.udp6.size(), 1u);
     EXPECT_TRUE(same(ip6::from(out.udp6[0].data() + 22), ip6::link_local(p().stack_mac)));
     EXPECT_EQ(get16(out.udp6[0].data() + 54), 5555);
+
+    // To a link-scoped group (no membership needed to send): its 33:33 MAC,
+    // hop limit 1, from our link-local address; no ND.
+    Ip6Addr grp;
+    grp.b[0] = 0xff, grp.b[1] = 0x02, grp.b[13] = 1, grp.b[15] = 5; // ff02::1:5
+    Endpoint6 to_grp{grp, 9};
+    ASSERT_EQ(u().send_to6(s, &to_grp, "g", 1), 1);
+    out = sent();
+    ASSERT_EQ(out.udp6.size(), 1u);
+    const uint8_t gmac[6] = {0x33, 0x33, 0, 1, 0, 5};
+    EXPECT_EQ(std::memcmp(out.udp6[0].data(), gmac, 6), 0);
+    EXPECT_EQ(out.udp6[0][21], 1);
+    EXPECT_TRUE(same(ip6::from(out.udp6[0].data() + 22), ip6::link_local(p().stack_mac)));
+    EXPECT_EQ(ref_sum(pseudo6(ip6::link_local(p().stack_mac), grp, 9), out.udp6[0].data() + 54, 9), 0);
 }
 
 TEST_F(Udp6, ReceivesRecordsWithAddressesTrafficClassAndHopLimit)
