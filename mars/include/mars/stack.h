@@ -487,7 +487,8 @@ class UdpSockets {
     virtual int bind(SockId s, Endpoint local) = 0;
     // SockOpt::kReusePort, kReuseAddr (before bind: sockets that all set
     // it share a port, every owner; a unicast datagram goes to one of them,
-    // a multicast one to each member) and kTos; others -ENOPROTOOPT.
+    // a multicast one to each member), kTos (IPv4 sends) and kTclass (IPv6
+    // sends: IPV6_TCLASS, -1 the default 0); others -ENOPROTOOPT.
     virtual int set_option(SockId s, SockOpt opt, int64_t value) = 0;
     // The default destination; from then on only datagrams from it are
     // received (Linux's connected UDP socket). Binds an ephemeral port when
@@ -501,7 +502,9 @@ class UdpSockets {
     virtual int64_t send_to(SockId s, const Endpoint *dst, const void *data, size_t len) = 0;
     // The oldest datagram: up to len bytes copied to data, its header to
     // *rec (may be nullptr). Returns the datagram's real length (larger than
-    // len: MSG_TRUNC, the rest is gone), or -EAGAIN. peek: it stays.
+    // len: MSG_TRUNC, the rest is gone), or -EAGAIN. peek: it stays. An IPv6
+    // record (kUdpRecIp6): the payload after its addresses is copied; the
+    // addresses (UdpRecord6) are read through rx_view before the call.
     virtual int64_t recv_from(SockId s, void *data, size_t len, UdpRecord *rec, bool peek) = 0;
     // The records in the ring (zero copy), and consuming n bytes of them
     // (whole records: -EINVAL otherwise).

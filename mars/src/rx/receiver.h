@@ -108,10 +108,14 @@ class Receiver : public Stack, protected Ipv4Upper {
     bool tcp_rules(Sock *s, TcpSegment &seg);
     // TCP over IPv6 (issue 31; Ipv6Upper's, through StackImpl): a segment
     // Ipv6Layer validated, checked by tcp6::Tcp6 (header, checksum), looked
-    // up in FlowTable6 and run through the same TCP rules as IPv4's (no
-    // express path or header prediction yet). True: taken; false: nobody
-    // holds its port and the port is shared (the layer passes it on).
+    // up in FlowTable6, header prediction (the fast path, as IPv4's), else
+    // the same TCP rules as IPv4's. True: taken; false: nobody holds its
+    // port and the port is shared (the layer passes it on).
     bool tcp6_input(PacketRef &f, const Ip6Rx &rx);
+    // The express path over IPv6 (input_frame, before Ipv6Layer): a frame
+    // with no extension header, of an IPv6 connection, that header
+    // prediction takes. False: the full path's (nothing consumed).
+    bool tcp6_express(PacketRef &f);
     // An ICMPv6 error quoting one of our IPv6 segments, for its connection.
     void tcp6_error(const Icmp6Error &e);
 

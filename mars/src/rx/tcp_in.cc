@@ -104,6 +104,7 @@ void Receiver::input_frame(PacketRef &f)
         env().arp_.input(f, env().now_ns_);
         return;
     case kEtherIpv6:
+        if (tcp6_express(f)) return;
         ip6().input(f, env().now_ns_);
         return;
     default:
@@ -477,7 +478,21 @@ bool Receiver::tcp6_input(PacketRef &f, const Ip6Rx &rx)
     key.remote_port = be16(th->sport);
     FlowNode6 *node = flows6().lookup(key);
     Sock *s = node ? static_cast<Sock *>(node->owner) : nullptr;
-    if (s) env().stats_.fastpath_misses++; // every IPv6 segment takes the full rules (no prediction yet)
+    if (s) {
+        // Header prediction as IPv4's (seed 002): check() summed the segment
+        // over the IPv6 pseudo-header already, so the fast path is told the
+        // checksum holds and copies plainly. (input_frame let every
+        // asynchronous copy land: the plain path.)
+        if (predicted(*s, th) &&
+            (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe)))) {
+            f.flags |= kRxL4CsumGood;
+            if (tcp_fast_path<false>(*s, f, th, doff, tp + doff, rx.l4_len - doff, 0)) {
+                env().stats_.fastpath_hits++;
+                return true;
+            }
+        }
+        env().stats_.fastpath_misses++;
+    }
     TcpSegment seg;
     seg.flags = th->flags;
     if (doff > kTcpLen && !parse_tcp_options(tp + kTcpLen, doff - kTcpLen, seg.flags & kSyn, &seg.opt)) {
@@ -499,6 +514,46 @@ bool Receiver::tcp6_input(PacketRef &f, const Ip6Rx &rx)
     seg.len = rx.l4_len - doff;
     seg.frame = &f;
     if (!tcp_dispatch<true>(s, seg)) env().release(f);
+    return true;
+}
+
+// What Ipv6Layer::input, Tcp6::check and tcp6_input would find for the most
+// common frame, checked on its bytes: version 6, TCP right after the IPv6
+// header, lengths inside the frame, a connection for its 4-tuple (so the
+// destination is the connection's own address and the source not
+// multicast), the checksum (where the NIC did not verify it), then header
+// prediction. Anything else, or any doubt, is the full path's, which checks
+// again and counts what it drops.
+bool Receiver::tcp6_express(PacketRef &f)
+{
+    const uint8_t *d = f.data;
+    if (f.len < kEthLen + kIp6Len + kTcpLen) return false;
+    const Ipv6 *ip = reinterpret_cast<const Ipv6 *>(d + kEthLen);
+    const unsigned plen = be16(ip->payload_len);
+    if ((d[kEthLen] >> 4) != 6 || ip->next != kProtoTcp || plen < kTcpLen || plen > f.len - kEthLen - kIp6Len)
+        return false;
+    uint8_t *tp = f.data + kEthLen + kIp6Len;
+    const Tcp *th = reinterpret_cast<const Tcp *>(tp);
+    const unsigned doff = (th->doff >> 4) * 4u;
+    if (doff != kTcpLen && (doff != kTcpLen + 12 || load32(tp + kTcpLen) != be32(kTsPrefixBe))) return false;
+    if (doff > plen) return false;
+    FlowKey6 key;
+    std::memcpy(key.local.b, ip->dst, 16);
+    std::memcpy(key.remote.b, ip->src, 16);
+    key.local_port = be16(th->dport);
+    key.remote_port = be16(th->sport);
+    FlowNode6 *node = flows6().lookup(key);
+    if (!node) return false;
+    Sock &s = *static_cast<Sock *>(node->owner);
+    if (!predicted(s, th)) return false;
+    if (!(f.flags & kRxL4CsumGood)) {
+        if (!tcp6::csum_good(ip, tp, plen)) return false; // the full path drops and counts it
+        f.flags |= kRxL4CsumGood;
+    }
+    // (input_frame let every asynchronous copy land: the plain path)
+    if (!tcp_fast_path<false>(s, f, th, doff, tp + doff, plen - doff, 0)) return false;
+    env().stats_.ip6_in++; // as Ipv6Layer::input would have counted it
+    env().stats_.fastpath_hits++;
     return true;
 }
 

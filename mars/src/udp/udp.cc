@@ -585,17 +585,16 @@ int64_t UdpLayer::send_to(SockId id, const Endpoint *dst_in, const void *data, s
     return send4(*s, dst, data, len);
 }
 
-int64_t UdpLayer::send4(UdpSock &so, Endpoint dst, const void *data, size_t len)
+int64_t UdpLayer::send4(UdpSock &s, Endpoint dst, const void *data, size_t len)
 {
-    UdpSock *s = &so;
-    if (s->v6 && !(s->fam & kFam4)) return -ENETUNREACH; // no IPv4 from this IPv6 socket (Linux)
+    if (s.v6 && !(s.fam & kFam4)) return -ENETUNREACH; // no IPv4 from this IPv6 socket (Linux)
     if (dst.ip == 0 || dst.port == 0 || dst.ip == 0xffffffffu) return -EINVAL;
     if (len > size_t(e_.cfg.mtu) - kIpLen - kUdpLen) return -EMSGSIZE;
     const bool group = ipv4_multicast(dst.ip);
     const uint32_t hop = group ? dst.ip : e_.router.next_hop(dst.ip);
     if (!hop) return -ENETUNREACH;
-    if (!s->bound) {
-        if (int rc = autobind(*s, false); rc != 0) return rc;
+    if (!s.bound) {
+        if (int rc = autobind(s, false); rc != 0) return rc;
     }
     PacketRef f;
     if (!e_.link.alloc(&f)) return -ENOBUFS;
@@ -605,14 +604,14 @@ int64_t UdpLayer::send4(UdpSock &so, Endpoint dst, const void *data, size_t len)
         return -EMSGSIZE;
     }
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(f.data + kEthLen);
-    *ip = Ipv4{0x45, s->tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : 64), kProtoUdp,
+    *ip = Ipv4{0x45, s.tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : 64), kProtoUdp,
                0, be32(e_.cfg.ip), be32(dst.ip)};
     if (e_.offloads & kOffloadTxIpCsum)
         f.flags |= kTxIpCsum;
     else
         ip->csum = csum_finish(csum_add(0, ip, kIpLen));
     Udp *uh = reinterpret_cast<Udp *>(ip + 1);
-    *uh = Udp{be16(s->local.port), be16(dst.port), be16(uint16_t(ulen)), 0};
+    *uh = Udp{be16(s.local.port), be16(dst.port), be16(uint16_t(ulen)), 0};
     // The payload is copied and summed in one pass (no UDP offload flag:
     // one datagram's sum is cheap next to its copy).
     uint32_t sum = csum_copy(uh + 1, data, len, pseudo_sum(e_.cfg.ip, dst.ip, kProtoUdp, uint16_t(ulen)));

@@ -95,7 +95,7 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     }
     uint32_t v4;
     if (is_v4_mapped(dst.ip, &v4)) {
-        if (s->bound && !(s->fam & kFam4)) return -ENETUNREACH; // v6only (Linux)
+        // (v6only, or bound to an IPv6 address: send4 says ENETUNREACH, as Linux)
         if (!s->bound) {
             if (int rc = autobind(*s, true); rc != 0) return rc;
         }
@@ -108,17 +108,15 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     if (!group && (!e_.nd.on_link(dst.ip.b) || (own >= 0 && !e_.nd.is_ours(dst.ip.b)))) return -ENETUNREACH;
     if (len > size_t(e_.ip6.path_mtu(dst.ip, e_.now_ns)) - kIp6Len - kUdpLen) return -EMSGSIZE;
     // The source: the bound address, else to one of ours the same address
-    // (as Linux's loopback), else ND's choice for dst (a group: its scope's,
-    // link-local for a link-scoped one).
+    // (as Linux's loopback), else ND's choice for dst (link-local for a
+    // link-local destination or a link-scoped group).
     Ip6Addr src;
     if (s->bound && !ip6::is_unspecified(s->local_ip6.b)) {
         src = s->local_ip6;
     } else if (own >= 0) {
         src = dst.ip;
     } else {
-        Ip6Addr probe = dst.ip;
-        if (group && (dst.ip.b[1] & 0x0f) <= 2) probe.b[0] = 0xfe, probe.b[1] = 0x80; // interface/link scope
-        const Ip6Addr *a = e_.nd.source_for(probe.b);
+        const Ip6Addr *a = e_.nd.source_for(dst.ip.b);
         if (!a) return -EADDRNOTAVAIL;
         src = *a;
     }
@@ -166,9 +164,12 @@ bool UdpLayer::udp6_input(PacketRef &f, const Ip6Rx &rx)
         e_.link.release(f);
         return true;
     }
-    // No "no checksum" over IPv6 (RFC 8200 8.1): zero is a bad checksum.
-    if (!(f.flags & kRxL4CsumGood) &&
-        (uh->csum == 0 || !csum_ok(csum_add(pseudo_sum6(rx.ip->src, rx.ip->dst, kProtoUdp, ulen), uh, ulen)))) {
+    // No "no checksum" over IPv6 (RFC 8200 8.1): zero is a bad checksum
+    // whatever the NIC says (as Linux; the sum alone would take a zero
+    // field where the sum computes to zero). Else summed unless the NIC
+    // verified it.
+    if (uh->csum == 0 || (!(f.flags & kRxL4CsumGood) &&
+                          !csum_ok(csum_add(pseudo_sum6(rx.ip->src, rx.ip->dst, kProtoUdp, ulen), uh, ulen)))) {
         e_.stats.udp_csum_errors++;
         e_.link.release(f);
         return true;

@@ -225,7 +225,7 @@ class Transport {
         (void)s, (void)remote;
         return -EPROTONOSUPPORT;
     }
-    // kReuseAddr, kReusePort, kTos; others -ENOPROTOOPT.
+    // kReuseAddr, kReusePort, kTos (IPv4 sends), kTclass (IPv6 sends); others -ENOPROTOOPT.
     virtual int dgram_set_option(SockId s, Option opt, int64_t value)
     {
         (void)s, (void)opt, (void)value;

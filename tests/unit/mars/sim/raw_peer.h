@@ -63,6 +63,8 @@ class RawPeer {
     RingPool &rings() { return *rings_; } // only without Options::provider
     // Stops (or resumes) parsing what the stack sends; frames are released at once.
     void set_capture(bool on) { opt_.capture = on; }
+    // Stops (or resumes) keeping transmitted frames' bytes (Options::keep_raw).
+    void set_keep_raw(bool on) { opt_.keep_raw = on; }
     SimPort &port() { return *port_; }
     static constexpr uint64_t kStartNs = 1'000'000'000;
     uint64_t now = kStartNs;

@@ -301,7 +301,24 @@ TEST_F(Udp6, BindRulesAddressesAndConflictsWithIpv4AsLinux)
     EXPECT_EQ(bind4(6003, p().stack_ip), -EADDRINUSE); // ::ffff:0.0.0.0 is IPv4's wildcard
     EXPECT_EQ(bind6(6003, Ip6Addr{}, true), 0);
 
-    // SO_REUSEPORT across the families, one owner.
+    // One ephemeral picker for both families: it skips a port any family
+    // holds in a way that overlaps (dual [::]), not one a v6only [::] holds
+    // for an IPv4 socket.
+    auto next = [](uint16_t q) { return uint16_t(q >= 60999 ? 32768 : q + 1); };
+    int64_t e1 = u().open(1), e2 = u().open(1), e3 = u().open(1);
+    ASSERT_EQ(u().bind(SockId(e1), Endpoint{0, 0}), 0);
+    ASSERT_EQ(u().info(SockId(e1), &in), 0);
+    const uint16_t p1 = in.local.port;
+    ASSERT_EQ(bind6(next(p1)), 0);                         // dual [::] on the next one
+    ASSERT_EQ(bind6(next(next(p1)), Ip6Addr{}, true), 0); // v6only [::] on the one after
+    ASSERT_EQ(u().bind(SockId(e2), Endpoint{0, 0}), 0);
+    ASSERT_EQ(u().info(SockId(e2), &in), 0);
+    EXPECT_EQ(in.local.port, next(next(p1))) << "the dual-stack holder's port was picked";
+    ASSERT_EQ(u().bind6(SockId(e3), Endpoint6{Ip6Addr{}, 0}, true), 0);
+    ASSERT_EQ(u().info(SockId(e3), &in), 0);
+    EXPECT_EQ(in.local.port, next(next(next(p1))));
+
+        // SO_REUSEPORT across the families, one owner.
     SockId r1 = open6(7000, Ip6Addr{}, false, true);
     SockId r2 = open4(7000, 0, true);
     (void)r1, (void)r2;
@@ -385,6 +402,20 @@ TEST_F(Udp6, SendBuildsAnIpv6FrameWithThePseudoHeaderChecksum)
     ASSERT_EQ(out.udp6.size(), 1u);
     EXPECT_TRUE(same(ip6::from(out.udp6[0].data() + 22), ip6::link_local(p().stack_mac)));
     EXPECT_EQ(get16(out.udp6[0].data() + 54), 5555);
+
+    // To a link-scoped group (no membership needed to send): its 33:33 MAC,
+    // hop limit 1, from our link-local address; no ND.
+    Ip6Addr grp;
+    grp.b[0] = 0xff, grp.b[1] = 0x02, grp.b[13] = 1, grp.b[15] = 5; // ff02::1:5
+    Endpoint6 to_grp{grp, 9};
+    ASSERT_EQ(u().send_to6(s, &to_grp, "g", 1), 1);
+    out = sent();
+    ASSERT_EQ(out.udp6.size(), 1u);
+    const uint8_t gmac[6] = {0x33, 0x33, 0, 1, 0, 5};
+    EXPECT_EQ(std::memcmp(out.udp6[0].data(), gmac, 6), 0);
+    EXPECT_EQ(out.udp6[0][21], 1);
+    EXPECT_TRUE(same(ip6::from(out.udp6[0].data() + 22), ip6::link_local(p().stack_mac)));
+    EXPECT_EQ(ref_sum(pseudo6(ip6::link_local(p().stack_mac), grp, 9), out.udp6[0].data() + 54, 9), 0);
 }
 
 TEST_F(Udp6, ReceivesRecordsWithAddressesTrafficClassAndHopLimit)
@@ -456,9 +487,25 @@ TEST_F(Udp6, ZeroChecksumBadChecksumAndBadLengthsAreDropped)
     Out o = sent();
     EXPECT_TRUE(o.icmp6.empty() && o.udp6.empty()) << "a dropped datagram was answered";
     EXPECT_EQ(stats().udp_no_port, 0u);
-    // The NIC's verdict is taken: a frame flagged good is not summed again.
+    // A datagram whose sum computes to zero: 0xffff on the wire is valid,
+    // 0 there (which the one's complement sum alone would take too) is not.
+    std::string z("zero\0\0", 6);
+    const uint16_t c0 = get16(frame6(D6{.dport = 5000, .data = z}).data() + 14 + 40 + 6);
+    put16(reinterpret_cast<uint8_t *>(z.data()) + 4, c0);
+    auto ones = frame6(D6{.dport = 5000, .data = z});
+    ASSERT_EQ(get16(ones.data() + 14 + 40 + 6), 0xffff);
+    p().inject(ones);
+    EXPECT_EQ(recv(s), z);
+    in6(D6{.dport = 5000, .data = z, .zero_csum = true});
+    EXPECT_EQ(recv(s), "<" + std::to_string(-EAGAIN) + ">");
+    EXPECT_EQ(stats().udp_csum_errors, 3u);
+    // The NIC's verdict is taken: a frame flagged good is not summed again;
+    // but a zero field is refused all the same.
     p().inject(frame6(D6{.dport = 5000, .data = "nic", .bad_csum = true}), kRxL4CsumGood);
     EXPECT_EQ(recv(s), "nic");
+    p().inject(frame6(D6{.dport = 5000, .data = "nic0", .zero_csum = true}), kRxL4CsumGood);
+    EXPECT_EQ(recv(s), "<" + std::to_string(-EAGAIN) + ">");
+    EXPECT_EQ(stats().udp_csum_errors, 4u);
 }
 
 TEST_F(Udp6, ConnectFiltersByPeerAndSetsTheDefaultDestination)
