@@ -22,6 +22,7 @@
 #   of the port's prefix) is the PPE's (the shim's log) and gets a kernel echo
 #   server's answers byte-exact; connected (connect, send), its name is the
 #   PPE's IPv6 address;
+# - a bind to [PPE IPv6]:0: the engine's port, in getsockname and the shim's line;
 # - [::] IPV6_V6ONLY beside 0.0.0.0 on one port in one program, each family
 #   reaching its own socket; a bind to ::ffff:<PPE IPv4> the PPE's over IPv4,
 #   senders v4-mapped;
@@ -111,6 +112,17 @@ probe "$H6" "$ETA_LAB_PEER_IP6" "$work/probe-eta.out" \
 sed 's/^/    /' "$work/probe-eta.out"
 diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
     fail "AF_INET6 UDP calls answered otherwise through the PPE than on the kernel (- kernel, + eta)"
+
+if [ -z "$shared" ]; then
+    note "bound to [$H6]:0: the engine's pick, named by getsockname and in the shim's line"
+    got=$(ETA_LOG=accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind(('$H6', 0))
+print(s.getsockname()[1])" 2>"$work/port0.err") || fail "the bind to port 0: $(cat "$work/port0.err")"
+    [ "$got" -gt 0 ] 2>/dev/null && grep -qF "accelerated ([$H6]:$got)" "$work/port0.err" ||
+        fail "the bind to [$H6]:0: getsockname port '$got', the shim said: $(cat "$work/port0.err")"
+fi
 
 note "[::] IPV6_V6ONLY beside 0.0.0.0 on one port in one program: each family reaches its socket"
 port=$(free_port)
