@@ -28,7 +28,8 @@
 
 bool eta_udp_kind(int domain, int type, int protocol)
 {
-    return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_DGRAM && (protocol == 0 || protocol == IPPROTO_UDP);
+    return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_DGRAM &&
+           (protocol == 0 || protocol == IPPROTO_UDP);
 }
 
 /* One reader and one writer of a socket's rings at a time: a second thread

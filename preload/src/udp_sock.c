@@ -124,7 +124,8 @@ int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
             return real_connect(fd, addr, len);
         enum eta_reason r = udp_decide(fd, s, addr, len);
         if (r != ETA_R_NONE || s->bound_kernel) {
-            to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR, udp_detail(addr, len, buf, sizeof buf, "connect"));
+            to_kernel(fd, s, r != ETA_R_NONE ? r : ETA_R_KERNEL_ADDR,
+                      udp_detail(addr, len, buf, sizeof buf, "connect"));
             return real_connect(fd, addr, len);
         }
         if (udp_take(fd, s) != 0)
