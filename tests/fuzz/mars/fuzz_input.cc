@@ -234,7 +234,7 @@ namespace {
 // IPv6 seeds (issue 31): a frame from the peer's MAC to dst_mac carrying an
 // IPv6 packet (src, dst, next header, hop limit, payload); with icmp_at, the
 // payload holds from there an ICMPv6 message (or, next header 6, a TCP
-// segment) whose checksum is filled in here.
+// segment; 17, a UDP datagram) whose checksum is filled in here.
 std::vector<uint8_t> ip6_frame(const MacAddr &src_mac, const uint8_t *dst_mac, const uint8_t *src, const uint8_t *dst,
                                uint8_t next, uint8_t hop, std::vector<uint8_t> payload, size_t icmp_at = SIZE_MAX)
 {
@@ -243,8 +243,8 @@ std::vector<uint8_t> ip6_frame(const MacAddr &src_mac, const uint8_t *dst_mac, c
         const uint32_t len = uint32_t(payload.size() - icmp_at);
         std::vector<uint8_t> all(src, src + 16);
         all.insert(all.end(), dst, dst + 16);
-        const uint8_t proto = next == 6 ? 6 : 58;
-        const size_t cs = icmp_at + (proto == 6 ? 16 : 2); // the checksum field
+        const uint8_t proto = next == 6 || next == 17 ? next : 58;
+        const size_t cs = icmp_at + (proto == 6 ? 16 : proto == 17 ? 6 : 2); // the checksum field
         const uint8_t tail[8] = {uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len), 0, 0, 0, proto};
         all.insert(all.end(), tail, tail + 8);
         payload[cs] = payload[cs + 1] = 0;
@@ -454,6 +454,19 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
         std::vector<uint8_t> bad = ip6_frame(pm, sm.b, peer, ours, 6, 64, syn, 0);
         bad[14 + 40 + 16] ^= 0x5a;
         one("ip6-tcp-bad-csum", 0, bad);
+        // UDP over IPv6 (udp/udp6.cc): to the world's dual-stack socket (read
+        // and answered by the application, over IPv4 and IPv6), with a zero
+        // checksum (refused over IPv6), to a port nobody holds (ICMPv6 port
+        // unreachable).
+        auto udp6 = [](uint16_t dport, size_t n) {
+            std::vector<uint8_t> u(8 + n, 0x5a);
+            u[0] = 0x23, u[1] = 0x45, u[2] = uint8_t(dport >> 8), u[3] = uint8_t(dport);
+            u[4] = uint8_t((8 + n) >> 8), u[5] = uint8_t(8 + n), u[6] = u[7] = 0;
+            return u;
+        };
+        one("ip6-udp-to-socket", kAppActs, ip6_frame(pm, sm.b, peer, ours, 17, 64, udp6(FuzzWorld::kUdpPort, 48), 0));
+        one("ip6-udp-zero-csum", kAppActs, ip6_frame(pm, sm.b, peer, ours, 17, 64, udp6(FuzzWorld::kUdpPort, 16)));
+        one("ip6-udp-no-port", 0, ip6_frame(pm, sm.b, peer, ours, 17, 64, udp6(5999, 10), 0));
     }
     // UDP (issue 31): to the world's socket (read and answered by the
     // application), to its group, to a port nobody holds (port unreachable),

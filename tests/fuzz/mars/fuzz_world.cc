@@ -162,22 +162,39 @@ void FuzzWorld::app_acts()
     serve(est.sock);
     serve(syn_sent.sock);
     UdpRecord rec;
-    for (int i = 0; i < 8 && st.udp().recv_from(udp, buf, 100, &rec, false) >= 0; i++) {
-    }
+    bool v6 = false;
+    for (int i = 0; i < 8 && st.udp().recv_from(udp, buf, 100, &rec, false) >= 0; i++) v6 |= (rec.flags & kUdpRecIp6) != 0;
     const Endpoint to{peer_ip, 9053};
     st.udp().send_to(udp, &to, buf, 100);
+    if (v6) { // an answer over IPv6 too: to the peer's link-local address (ND first)
+        Endpoint6 to6;
+        to6.ip.b[0] = 0xfe, to6.ip.b[1] = 0x80, to6.ip.b[15] = 2;
+        to6.port = 9053;
+        st.udp().send_to6(udp, &to6, buf, 100);
+    }
 }
 
 bool FuzzWorld::open_udp()
 {
     Stack &st = *stack_;
     const int64_t u = st.udp().open(88);
-    if (u < 0 || st.udp().bind(SockId(u), Endpoint{0, kUdpPort}) != 0 ||
+    if (u < 0 || st.udp().bind6(SockId(u), Endpoint6{Ip6Addr{}, kUdpPort}, false) != 0 ||
         st.udp().join(SockId(u), UdpGroup{kUdpGroup, 0}) != 0)
         return false;
     udp = SockId(u);
     poll();
     return true;
+}
+
+// Duplicate address detection of the stack's IPv6 addresses (its
+// link-local one) run out: usable, so IPv6 upper protocols (TCP, UDP) are
+// delivered to it, not only neighbour discovery.
+void FuzzWorld::dad()
+{
+    stack_->announce(now);
+    poll();
+    now += config_.arp_retrans_ns + 1'000'000;
+    poll();
 }
 
 void FuzzWorld::reset_stack()
@@ -214,6 +231,7 @@ bool FuzzWorld::first_setup()
     introduce_ = build_arp(ArpSpec{peer_mac, kBroadcast, 1, peer_mac, MacAddr{}, peer_ip, config_.ip});
     input_one(introduce_.data(), introduce_.size());
     poll();
+    dad();
     const int64_t l = st.open(1);
     if (l < 0 || st.bind(SockId(l), Endpoint{config_.ip, kEstStackPort}) != 0 || st.listen(SockId(l), 8) != 0) return false;
     listener = SockId(l);
@@ -289,6 +307,7 @@ bool FuzzWorld::replay_setup()
     Stack &st = *stack_;
     input_one(introduce_.data(), introduce_.size());
     poll();
+    dad();
     const int64_t l = st.open(1);
     if (l < 0 || st.bind(SockId(l), Endpoint{config_.ip, kEstStackPort}) != 0 || st.listen(SockId(l), 8) != 0) return false;
     input_one(syn_.data(), syn_.size());

@@ -43,10 +43,11 @@ class FuzzWorld {
     FuzzWorld &operator=(const FuzzWorld &) = delete;
 
     // The fixture's initial state: the stack as created (reset when it ran
-    // an input before), virtual time at kStartNs, the peer introduced by
-    // ARP, a listener on port 80, an established connection (peer port
-    // 40000, every option), one in SYN-SENT (to peer port 9000) and a UDP
-    // socket on port 53 that joined 239.1.1.1.
+    // an input before), virtual time from kStartNs, the peer introduced by
+    // ARP, the stack's IPv6 (link-local) address through DAD, a listener on
+    // port 80, an established connection (peer port 40000, every option),
+    // one in SYN-SENT (to peer port 9000) and a dual-stack UDP socket on
+    // [::]:53 that joined 239.1.1.1.
     // digest: hash every byte transmitted from now on (tx_digest()).
     // false when the stack did not answer as it did the first time.
     bool restart(bool digest);
@@ -58,7 +59,8 @@ class FuzzWorld {
     uint64_t now = kStartNs;
     SockId listener = kNoSock;
     Conn est, syn_sent;
-    // A UDP socket bound to port kUdpPort and a member of kUdpGroup (issue 31).
+    // A UDP socket bound to [::]:kUdpPort, dual-stack (IPv4 and IPv6), and a
+    // member of kUdpGroup (issue 31).
     static constexpr uint16_t kUdpPort = 53;
     static constexpr uint32_t kUdpGroup = 0xef010101u; // 239.1.1.1
     SockId udp = kNoSock;
@@ -121,6 +123,7 @@ class FuzzWorld {
     SockId listener0_ = kNoSock;
     SockId udp0_ = kNoSock;
     bool open_udp(); // the UDP socket (udp), then a poll (its IGMP report)
+    void dad();      // the stack's IPv6 addresses through DAD (announce, a second on)
     Conn est0_, syn_sent0_;
     uint32_t syn_sent_iss0_ = 0;
     bool recorded_ = false;
