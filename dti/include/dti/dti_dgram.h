@@ -75,7 +75,10 @@ static inline uint32_t dti_dgram_record_size(uint32_t len, uint32_t flags)
  * datagrams too, as Linux's dual-stack socket; an address of the PPE's);
  * so do dti_dgram_connect6 and a first dti_dgram_sendto6 of an unbound one
  * (then ::, dual-stack). Its IPv4 datagrams keep IPv4 records; the names
- * read through dti_getsockname6/dti_getpeername6 (IPv4 ones v4-mapped). */
+ * read through dti_getsockname6/dti_getpeername6 (IPv4 ones v4-mapped). A
+ * socket that dti_bind (or dti_bind6 of a v4-mapped address) made an IPv4
+ * one answers the IPv6 calls -EAFNOSUPPORT, v4-mapped destinations too (as
+ * Linux's AF_INET socket takes no sockaddr_in6): use the IPv4 calls there. */
 int dti_dgram_socket(dti_ctx_t *c);
 /* The default peer (connected UDP: only its datagrams are received); NULL
  * dissolves it (AF_UNSPEC). Binds an ephemeral port when unbound. */
