@@ -155,43 +155,14 @@ int eta_udp6_connect(dti_ctx_t *c, struct eta_sock *s, const struct sockaddr *ad
     return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
 }
 
-/* The PPE's IPv6 address a datagram to ip leaves from: the port6 address
- * whose prefix holds it, else the first. */
-static bool source6(const uint8_t ip[16], uint8_t out[16])
-{
-    for (unsigned i = 0; i < eta_net.n_ports6; i++) {
-        const unsigned p = eta_net.port6[i].prefix, whole = p / 8, rest = p % 8;
-        if (memcmp(ip, eta_net.port6[i].ip, whole) == 0 &&
-            (rest == 0 || ((ip[whole] ^ eta_net.port6[i].ip[whole]) & (uint8_t)(0xff00 >> rest)) == 0)) {
-            memcpy(out, eta_net.port6[i].ip, 16);
-            return true;
-        }
-    }
-    if (!eta_net.n_ports6)
-        return false;
-    memcpy(out, eta_net.port6[0].ip, 16);
-    return true;
-}
-
 int eta_udp6_sockname(dti_ctx_t *c, const struct eta_sock *s, struct sockaddr *out, socklen_t *len)
 {
-    struct dti_addr6 a, peer;
+    struct dti_addr6 a;
     int rc = dti_getsockname6(c, s->h, &a);
     if (rc < 0)
         return rc;
-    /* Connected, its source is the one the route to the peer gives (Linux's
-     * ip6_datagram_connect fixes it; the engine keeps ::). */
-    static const uint8_t any[16], any4[16] = {[10] = 0xff, [11] = 0xff};
-    uint32_t ip4;
-    if ((memcmp(a.ip, any, 16) == 0 || memcmp(a.ip, any4, 16) == 0) && dti_getpeername6(c, s->h, &peer) >= 0) {
-        if (eta_udp6_unmap(peer.ip, &ip4)) {
-            const uint32_t src = eta_net_source(&eta_net, ip4);
-            if (src)
-                eta_udp6_map(src, a.ip);
-        } else {
-            (void)source6(peer.ip, a.ip);
-        }
-    }
+    /* (Connected, the engine names its source toward the peer, as Linux's
+     * ip6_datagram_connect fixes it.) */
     struct sockaddr_in6 in6 = eta_udp6_name(a.ip, a.port, 0);
     socklen_t n = *len < (socklen_t)sizeof in6 ? *len : (socklen_t)sizeof in6;
     memcpy(out, &in6, (size_t)n);

@@ -262,12 +262,23 @@ int UdpLayer::connect(SockId id, Endpoint remote)
     return connect4(*s, remote);
 }
 
+void UdpLayer::dissolve(UdpSock &s)
+{
+    s.remote = Endpoint{};
+    s.remote6 = false;
+    s.remote_ip6 = Ip6Addr{};
+    if (s.addr_by_connect) { // (Linux: unless bind chose the address, SOCK_BINDADDR_LOCK)
+        s.local.ip = 0;
+        s.local_ip6 = Ip6Addr{};
+        s.fam = s.fam_unfixed;
+        s.addr_by_connect = false;
+    }
+}
+
 int UdpLayer::connect4(UdpSock &s, Endpoint remote)
 {
     if (remote.ip == 0 && remote.port == 0) { // AF_UNSPEC: dissolve
-        s.remote = Endpoint{};
-        s.remote6 = false;
-        s.remote_ip6 = Ip6Addr{};
+        dissolve(s);
         return 0;
     }
     if (remote.ip == 0 || remote.port == 0) return -EINVAL;
@@ -276,6 +287,16 @@ int UdpLayer::connect4(UdpSock &s, Endpoint remote)
     if (s.v6 && !(s.fam & kFam4)) return -ENETUNREACH;
     if (!s.bound) {
         if (int rc = autobind(s, false); rc != 0) return rc;
+    }
+    // Our source toward the peer becomes the socket's address, in its name
+    // and for what it takes (a dual-stack one then takes IPv4 only), as
+    // Linux's ip4_datagram_connect fixes it; not for a group.
+    if (s.local.ip == 0 && !ipv4_multicast(remote.ip)) {
+        if (!s.addr_by_connect) s.fam_unfixed = s.fam;
+        s.addr_by_connect = true;
+        s.local.ip = e_.cfg.ip;
+        s.local_ip6 = Ip6Addr{};
+        s.fam = kFam4;
     }
     s.remote = remote;
     s.remote6 = false;

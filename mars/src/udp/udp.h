@@ -87,6 +87,11 @@ struct UdpSock {
     bool used = false, bound = false, reuse_port = false, reuse_addr = false;
     bool v6 = false, v6only = false; // an IPv6 socket (bind6/connect6/send_to6), IPV6_V6ONLY
     bool remote6 = false;            // connected to an IPv6 peer (remote_ip6; remote.ip 0)
+    // The local address was the wildcard and connect fixed it to our source
+    // toward the peer (Linux's ip4/ip6_datagram_connect); AF_UNSPEC gives
+    // back the wildcard and the families it had (fam_unfixed).
+    bool addr_by_connect = false;
+    uint8_t fam_unfixed = 0;
     uint8_t fam = 0;                 // bound: kFam4 | kFam6
     uint8_t tos = 0, tclass = 0;     // IP_TOS (IPv4 sends), IPV6_TCLASS (IPv6 sends)
     uint32_t gen = 0;
@@ -177,6 +182,8 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     int autobind(UdpSock &s, bool v6);
     // The IPv4 side of connect/send_to (also v4-mapped connect6/send_to6).
     int connect4(UdpSock &s, Endpoint remote);
+    // AF_UNSPEC: no peer; a local address connect fixed is the wildcard again.
+    static void dissolve(UdpSock &s);
     int64_t send4(UdpSock &s, Endpoint dst, const void *data, size_t len);
     // Receive: a datagram's addressing (either family) as match() scores it.
     struct Tuple {

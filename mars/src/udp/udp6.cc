@@ -58,9 +58,7 @@ int UdpLayer::connect6(SockId id, const Endpoint6 &remote)
     }
     const bool any = ip6::is_unspecified(remote.ip.b);
     if (any && remote.port == 0) { // AF_UNSPEC: dissolve
-        s->remote = Endpoint{};
-        s->remote6 = false;
-        s->remote_ip6 = Ip6Addr{};
+        dissolve(*s);
         return 0;
     }
     if (any || remote.port == 0) return -EINVAL;
@@ -73,6 +71,19 @@ int UdpLayer::connect6(SockId id, const Endpoint6 &remote)
         return -ENETUNREACH;
     if (!s->bound) {
         if (int rc = autobind(*s, true); rc != 0) return rc;
+    }
+    // The source toward the peer becomes the socket's address (IPv6 only
+    // then), as ip6_datagram_connect fixes it: the peer itself when it is
+    // ours, else neighbour discovery's choice (link-local for link-local).
+    if ((s->fam & kFam6) && ip6::is_unspecified(s->local_ip6.b)) {
+        const Ip6Addr *src = own >= 0 ? &remote.ip : e_.nd.source_for(remote.ip.b);
+        if (src) {
+            if (!s->addr_by_connect) s->fam_unfixed = s->fam;
+            s->addr_by_connect = true;
+            s->local_ip6 = *src;
+            s->local.ip = 0;
+            s->fam = kFam6;
+        }
     }
     s->remote = Endpoint{0, remote.port};
     s->remote6 = true;

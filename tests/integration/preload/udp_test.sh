@@ -18,7 +18,8 @@
 #   getsockname/getpeername, SO_RCVTIMEO and MSG_DONTWAIT (EAGAIN), poll and
 #   edge-triggered epoll waiting for a datagram,
 #   MSG_PEEK, recvmsg's MSG_TRUNC flag, MSG_TRUNC's real length, the sender's
-#   address, an empty datagram, connect;
+#   address, an empty datagram, connect; a socket connected through the PPE
+#   names the PPE's address (getsockname), as Linux names its source;
 # - exec: a UDP socket bound to the PPE's address, inherited across exec,
 #   answers a datagram in the new image;
 # - a hybrid (udp_hybrid.py, bound to INADDR_ANY): with its kernel half idle
@@ -168,6 +169,16 @@ np=$(tr -cd P <<< "$first" | wc -c) nk=$(tr -cd K <<< "$first" | wc -c)
 echo "    both halves full: the first $hy_n receives took $np of the PPE's, $nk of the kernel's"
 [ "$np" -ge $((hy_n / 4)) ] && [ "$nk" -ge $((hy_n / 4)) ] ||
     fail "a half starved while both were full: $np of the PPE's and $nk of the kernel's in the first $hy_n ($order)"
+
+note "connect, then getsockname: the PPE's address (the source toward the peer, as Linux fixes it)"
+got=$(ETA_LOG=accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(('$ETA_LAB_PEER_IP', 9))
+print(s.getsockname()[0])" 2>"$work/name.err") || fail "the connected socket: $(cat "$work/name.err")"
+[ "$got" = "$ETA_LAB_PPE_IP" ] || fail "getsockname after connect: '$got', not $ETA_LAB_PPE_IP (the kernel link names its source so)"
+[ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/name.err" ||
+    fail "the connected socket was not the PPE's: $(cat "$work/name.err")"
 
 note "eta-stat counts the datagrams"
 read -r in1 out1 noport1 kudp1 <<< "$(stat_udp)"

@@ -564,6 +564,59 @@ TEST_F(Udp6, ConnectFiltersByPeerAndSetsTheDefaultDestination)
     EXPECT_GE(in.local6.port, 32768);
 }
 
+// connect fixes a wildcard socket's address to its source toward the peer,
+// in its name and for what it takes (Linux's ip4/ip6_datagram_connect: the
+// "connect a UDP socket, read getsockname" way programs find their own
+// address); AF_UNSPEC gives the wildcard back, but not an address bind chose.
+TEST_F(Udp6, ConnectFixesTheSourceAndAfUnspecForgetsIt)
+{
+    make();
+    const SockId s = open6(5010); // [::], dual-stack
+    UdpInfo in{};
+    ASSERT_EQ(u().connect6(s, Endpoint6{kPeerIp, 7000}), 0);
+    ASSERT_EQ(u().info(s, &in), 0);
+    EXPECT_TRUE(same(in.local6.ip, kOurIp)) << "the IPv6 source toward the peer";
+    EXPECT_EQ(in.local6.port, 5010);
+    in4(D4{.sport = 7000, .dport = 5010, .data = "v4"}); // the peer's IPv4 address: not the IPv6 peer
+    in6(D6{.sport = 7000, .dport = 5010, .data = "v6"});
+    EXPECT_EQ(recv(s), "v6");
+    EXPECT_EQ(recv(s), "<" + std::to_string(-EAGAIN) + ">");
+    ASSERT_EQ(u().connect6(s, Endpoint6{Ip6Addr{}, 0}), 0); // AF_UNSPEC
+    ASSERT_EQ(u().info(s, &in), 0);
+    EXPECT_TRUE(same(in.local6.ip, Ip6Addr{})) << "the wildcard again";
+    in4(D4{.sport = 1, .dport = 5010, .data = "v4 again"});
+    EXPECT_EQ(recv(s), "v4 again") << "dual-stack again";
+    // A v4-mapped peer: the IPv4 source, v4-mapped in the IPv6 name.
+    ASSERT_EQ(u().connect6(s, Endpoint6{mapped(p().peer_ip), 7000}), 0);
+    ASSERT_EQ(u().info(s, &in), 0);
+    EXPECT_EQ(in.local.ip, p().stack_ip);
+    EXPECT_TRUE(same(in.local6.ip, mapped(p().stack_ip)));
+    ASSERT_EQ(u().connect6(s, Endpoint6{Ip6Addr{}, 0}), 0);
+    ASSERT_EQ(u().info(s, &in), 0);
+    EXPECT_EQ(in.local.ip, 0u);
+    EXPECT_TRUE(same(in.local6.ip, Ip6Addr{}));
+    // An IPv4 socket on 0.0.0.0, and one unbound (bound by connect).
+    const SockId s4 = open4(5011);
+    ASSERT_EQ(u().connect(s4, Endpoint{p().peer_ip, 7000}), 0);
+    ASSERT_EQ(u().info(s4, &in), 0);
+    EXPECT_EQ(in.local.ip, p().stack_ip);
+    ASSERT_EQ(u().connect(s4, Endpoint{0, 0}), 0);
+    ASSERT_EQ(u().info(s4, &in), 0);
+    EXPECT_EQ(in.local.ip, 0u);
+    const int64_t un = u().open(1);
+    ASSERT_GE(un, 0);
+    ASSERT_EQ(u().connect(SockId(un), Endpoint{p().peer_ip, 7000}), 0);
+    ASSERT_EQ(u().info(SockId(un), &in), 0);
+    EXPECT_EQ(in.local.ip, p().stack_ip);
+    EXPECT_NE(in.local.port, 0);
+    // Bound to our address by bind: kept through AF_UNSPEC.
+    const SockId b6 = open6(5012, kOurIp);
+    ASSERT_EQ(u().connect6(b6, Endpoint6{kPeerIp, 7000}), 0);
+    ASSERT_EQ(u().connect6(b6, Endpoint6{Ip6Addr{}, 0}), 0);
+    ASSERT_EQ(u().info(b6, &in), 0);
+    EXPECT_TRUE(same(in.local6.ip, kOurIp));
+}
+
 TEST_F(Udp6, DualStackTakesIpv4AsIpv4RecordsV6onlyAndIpv6AddressesDoNot)
 {
     make();
