@@ -125,7 +125,7 @@ static int claim_soon(int fd, struct eta_sock *s, bool *may_join)
 }
 
 /* A listener's address for the log: an AF_INET6 one's as its program bound
- * it ([::], IPv6 only or not; one of the PPE's IPv6 addresses). */
+ * it ([::], IPv6 only or not; one of the PPE's IPv6 addresses, IPv6 only by nature). */
 static void describe(const struct eta_sock *s, char *addr, size_t len)
 {
     uint8_t ip6[16];
@@ -135,7 +135,7 @@ static void describe(const struct eta_sock *s, char *addr, size_t len)
             inet_ntop(AF_INET6, ip6, text, sizeof text);
         else if (s->local6) /* ETA_LOCAL6_UNKNOWN */
             snprintf(text, sizeof text, "an IPv6 address not recorded");
-        snprintf(addr, len, "[%s]:%u%s", text, s->local.port, s->v6only ? ", IPv6 only" : "");
+        snprintf(addr, len, "[%s]:%u%s", text, s->local.port, s->v6only && !s->local6 ? ", IPv6 only" : "");
         return;
     }
     snprintf(addr, len, "%s%u.%u.%u.%u:%u", s->hybrid && !s->local.ip ? "INADDR_ANY " : "", s->local.ip >> 24,

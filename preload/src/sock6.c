@@ -140,14 +140,13 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     }
     s->local6 = local6_intern(in6.sin6_addr.s6_addr);
     s->local = (struct dti_addr){0, a6.port};
-    s->v6only = v6only != 0;
     /* Linux's bind to an IPv6 address (not v4-mapped) makes the socket
-     * IPv6-only (__inet6_bind): getsockopt(IPV6_V6ONLY) reads 1 from then
-     * on. The placeholder, unbound, takes it (UDP; a TCP listener here still
-     * reads what was set: preload_ip6_bind expects it). */
+     * IPv6-only (__inet6_bind), TCP and UDP alike: getsockopt(IPV6_V6ONLY)
+     * reads 1 from then on, and a listener's accepted connections inherit it
+     * (eta_inherit_options). The placeholder, unbound, takes it. */
+    s->v6only = true;
     int one = 1;
-    if (s->dgram)
-        (void)real_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    (void)real_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     in6.sin6_port = htons(a6.port);
     eta_count(ETA_R_NONE, fd, eta_fmt_any((const struct sockaddr *)&in6, buf, sizeof buf));
     return 0;

@@ -86,7 +86,8 @@ if [ "$shared" = False ]; then
     note "a listener on [$H6] only: its names, IPv6 clients, no IPv4 at $H4"
     port=$(free_port)
     serve spec "$work/spec" 1 "$H6,$port,-"
-    grep -q "^listening \[$H6\]:$port v6only=0$" "$work/spec" || fail "getsockname of the bound listener: $(cat "$work/spec")"
+    # (v6only=1: Linux's bind to an IPv6 address makes the socket IPv6-only)
+    grep -q "^listening \[$H6\]:$port v6only=1$" "$work/spec" || fail "getsockname and IPV6_V6ONLY of the bound listener: $(cat "$work/spec")"
     grep -qxF "fixed [$H6]:$port EINVAL" "$work/spec" ||
         fail "setsockopt(IPV6_V6ONLY) on the listener bound to [$H6] is not Linux's EINVAL: $(grep ^fixed "$work/spec")"
     got=$(ask "$H4" "$port")
