@@ -71,18 +71,19 @@ int32_t Commands::cmd_send_dgrams(Group &group, uint32_t si, const Command &c)
         if (!(h.flags & DTI_DGRAM_PAD) && !failed) {
             const uint8_t *payload = ring + off + sizeof h;
             const bool to = (h.flags & DTI_DGRAM_TO) != 0;
+            const int tos = (h.flags & DTI_DGRAM_TOS_SET) ? int((h.flags >> 8) & 0xff) : -1;
             int64_t r;
             if (ip6) {
                 Endpoint6 dst6;
                 std::memcpy(dst6.ip, payload + offsetof(dti_dgram6, dst), 16); // inside the record: size checked
                 dst6.port = h.dst_port;
                 payload += sizeof(dti_dgram6);
-                r = tr_.dgram_send6(s.sid, to ? &dst6 : nullptr, payload, h.len);
+                r = tr_.dgram_send6(s.sid, to ? &dst6 : nullptr, payload, h.len, tos);
             } else if (!to && s.ipv6) {
-                r = tr_.dgram_send6(s.sid, nullptr, payload, h.len);
+                r = tr_.dgram_send6(s.sid, nullptr, payload, h.len, tos);
             } else {
                 const Endpoint dst{h.dst_ip, h.dst_port};
-                r = tr_.dgram_send(s.sid, to ? &dst : nullptr, payload, h.len);
+                r = tr_.dgram_send(s.sid, to ? &dst : nullptr, payload, h.len, tos);
             }
             if (r < 0) {
                 // sendmmsg's rule: what was sent counts; the first failure

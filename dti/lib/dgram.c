@@ -138,7 +138,7 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
         if (m->iovcnt && !m->iov)
             return taken ? (int)taken : -EFAULT;
         size_t len = iov_total(m->iov, m->iovcnt);
-        const uint32_t fl = (!m->to && m->to6) ? DTI_DGRAM_IP6 | DTI_DGRAM_TO : m->to ? DTI_DGRAM_TO : 0u;
+        uint32_t fl = (!m->to && m->to6) ? DTI_DGRAM_IP6 | DTI_DGRAM_TO : m->to ? DTI_DGRAM_TO : 0u;
         if (len > ((fl & DTI_DGRAM_IP6) ? DTI_DGRAM6_MAX : DTI_DGRAM_MAX) ||
             dti_dgram_record_size((uint32_t)len, fl) > size / 2) {
             if (taken)
@@ -157,6 +157,8 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
             used += pad;
             off = 0;
         }
+        if (m->tos_set)
+            fl |= DTI_DGRAM_TOS_SET | (uint32_t)m->tos << 8;
         struct dti_dgram h = {.size = need, .len = (uint32_t)len, .flags = fl};
         uint8_t *dst = ring + off + sizeof h;
         if (m->to) {
@@ -192,7 +194,7 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
 ssize_t dti_dgram_sendto(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, const struct dti_addr *to)
 {
     struct dti_iov iov = {(void *)(uintptr_t)buf, len};
-    struct dti_dgram_msg m = {&iov, 1, to, NULL};
+    struct dti_dgram_msg m = {&iov, 1, to, NULL, 0, 0};
     int rc = dti_dgram_sendmmsg(c, s, &m, 1);
     return rc == 1 ? (ssize_t)len : (rc == 0 ? -EIO : rc);
 }
@@ -200,7 +202,7 @@ ssize_t dti_dgram_sendto(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len
 ssize_t dti_dgram_sendto6(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, const struct dti_addr6 *to)
 {
     struct dti_iov iov = {(void *)(uintptr_t)buf, len};
-    struct dti_dgram_msg m = {&iov, 1, NULL, to};
+    struct dti_dgram_msg m = {&iov, 1, NULL, to, 0, 0};
     int rc = dti_dgram_sendmmsg(c, s, &m, 1);
     return rc == 1 ? (ssize_t)len : (rc == 0 ? -EIO : rc);
 }

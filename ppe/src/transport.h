@@ -136,21 +136,22 @@ class MarsTransport final : public dti::engine::Transport {
     {
         return stack_->udp().connect6(s, endpoint6(r));
     }
-    int64_t dgram_send6(dti::engine::SockId s, const dti::engine::Endpoint6 *dst, const void *data,
-                        size_t len) override
+    int64_t dgram_send6(dti::engine::SockId s, const dti::engine::Endpoint6 *dst, const void *data, size_t len,
+                        int tos) override
     {
         const mars::Endpoint6 to = dst ? endpoint6(*dst) : mars::Endpoint6{};
-        return stack_->udp().send_to6(s, dst ? &to : nullptr, data, len);
+        return stack_->udp().send_to6(s, dst ? &to : nullptr, data, len, tos);
     }
     int dgram_rx_view(dti::engine::SockId s, dti::engine::RingSpan *out) override
     {
         return view(stack_->udp().rx_view(s, &span_), out);
     }
     int dgram_rx_consume(dti::engine::SockId s, uint32_t n) override { return stack_->udp().rx_consume(s, n); }
-    int64_t dgram_send(dti::engine::SockId s, const dti::engine::Endpoint *dst, const void *data, size_t len) override
+    int64_t dgram_send(dti::engine::SockId s, const dti::engine::Endpoint *dst, const void *data, size_t len,
+                       int tos) override
     {
         const mars::Endpoint to{dst ? dst->ip : 0, dst ? dst->port : uint16_t(0)};
-        return stack_->udp().send_to(s, dst ? &to : nullptr, data, len);
+        return stack_->udp().send_to(s, dst ? &to : nullptr, data, len, tos);
     }
     int dgram_membership(dti::engine::SockId s, uint32_t group, uint32_t source, bool join) override
     {

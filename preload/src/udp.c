@@ -518,7 +518,8 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
             to4 = s->local.ip != 0 || (c6 && dti_getpeername6(c6, s->h, &peer) >= 0 && eta_udp6_unmap(peer.ip, &ip4));
         }
     }
-    if (controllen && eta_udp_send_cmsgs(s, control, controllen, to4) != 0)
+    int tos = -1; /* IP_TOS / IPV6_TCLASS of this datagram (its control messages), -1 the socket's */
+    if (controllen && eta_udp_send_cmsgs(s, control, controllen, to4, &tos) != 0)
         return -1;
     /* A send never waits for ring space (the engine frees it before it answers). */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
@@ -555,7 +556,8 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
     uint32_t ip4 = 0;
     if (as4 && eta_udp6_unmap(dst6.ip, &ip4))
         dst = (struct dti_addr){ip4, dst6.port};
-    struct dti_dgram_msg m = {pieces, n, to && (!s->v6 || as4) ? &dst : NULL, to && s->v6 && !as4 ? &dst6 : NULL};
+    struct dti_dgram_msg m = {pieces, n, to && (!s->v6 || as4) ? &dst : NULL, to && s->v6 && !as4 ? &dst6 : NULL,
+                              (uint8_t)(tos >= 0 ? tos : 0), tos >= 0};
     take_turn(&s->dgram_tx_busy);
     int rc = dti_dgram_sendmmsg(c, s->h, &m, 1);
     end_turn(&s->dgram_tx_busy);
@@ -589,8 +591,9 @@ static int send_pktinfo6(const struct eta_sock *s, const uint8_t spec6[16], int 
     return 0;
 }
 
-int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4)
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos)
 {
+    *tos = -1;
     if (!controllen)
         return 0;
     uint8_t buf[1024];
@@ -602,11 +605,11 @@ int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controlle
     int ifindex = 0;
     if (s->v6 && !to4) {
         uint8_t spec6[16];
-        int e6 = eta_udp_read_send_cmsgs6(buf, controllen, spec6, &ifindex);
+        int e6 = eta_udp_read_send_cmsgs6(buf, controllen, spec6, &ifindex, tos);
         return e6 ? fail(e6) : send_pktinfo6(s, spec6, ifindex);
     }
-    int e = s->v6 ? eta_udp_read_send_cmsgs_mapped(buf, controllen, &spec, &ifindex)
-                  : eta_udp_read_send_cmsgs(buf, controllen, &spec, &ifindex);
+    int e = s->v6 ? eta_udp_read_send_cmsgs_mapped(buf, controllen, &spec, &ifindex, tos)
+                  : eta_udp_read_send_cmsgs(buf, controllen, &spec, &ifindex, tos);
     if (e)
         return fail(e);
     /* IP_PKTINFO: the source address. The socket's own address (or "any")

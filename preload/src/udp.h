@@ -32,8 +32,10 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
  * PPE honours them (IP_PKTINFO or IPV6_PKTINFO naming the socket's own
  * address, or none), else -1 with errno (udp_cmsg.h: EINVAL as Linux,
  * EOPNOTSUPP for what the PPE does not carry). to4: an IPv4 destination
- * (an AF_INET6 socket reads them as Linux does for its family). */
-int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4);
+ * (an AF_INET6 socket reads them as Linux does for its family). *tos: this
+ * datagram's TOS or traffic class (an IP_TOS or IPV6_TCLASS message), -1 the
+ * socket's. */
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos);
 /* setsockopt(level, name) is an option asking for ancillary data on receive. */
 bool eta_udp_cmsg_option(int level, int name);
 /* Reads back from the kernel socket fd which ancillary data s's receives

@@ -98,10 +98,11 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
 }
 
 /* ip_cmsg_send: allow6 is an AF_INET6 socket's (its IPV6_PKTINFO read, v4-mapped). */
-static int read_send4(const uint8_t *buf, size_t len, bool allow6, uint32_t *spec_dst, int *ifindex)
+static int read_send4(const uint8_t *buf, size_t len, bool allow6, uint32_t *spec_dst, int *ifindex, int *tos)
 {
     *spec_dst = 0;
     *ifindex = 0;
+    *tos = -1;
     size_t off = 0;
     /* for_each_cmsghdr: a message starts where a header fits; CMSG_OK: its
      * length covers its header and stays inside the buffer. */
@@ -141,8 +142,20 @@ static int read_send4(const uint8_t *buf, size_t len, bool allow6, uint32_t *spe
                 *spec_dst = ntohl(pi.ipi_spec_dst.s_addr);
                 break;
             }
+            case IP_TOS: { /* an int or a byte, 0..255 (ip_cmsg_send) */
+                int v;
+                if (h.cmsg_len == CMSG_LEN(sizeof(int)))
+                    memcpy(&v, data, sizeof v);
+                else if (h.cmsg_len == CMSG_LEN(1))
+                    v = data[0];
+                else
+                    return EINVAL;
+                if (v < 0 || v > 255)
+                    return EINVAL;
+                *tos = v;
+                break;
+            }
             case IP_TTL:
-            case IP_TOS:
             case IP_RETOPTS:
             case IP_PROTOCOL:
                 return EOPNOTSUPP; /* Linux takes them; the PPE does not carry them */
@@ -155,20 +168,21 @@ static int read_send4(const uint8_t *buf, size_t len, bool allow6, uint32_t *spe
     return 0;
 }
 
-int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex)
+int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex, int *tos)
 {
-    return read_send4(buf, len, false, spec_dst, ifindex);
+    return read_send4(buf, len, false, spec_dst, ifindex, tos);
 }
 
-int eta_udp_read_send_cmsgs_mapped(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex)
+int eta_udp_read_send_cmsgs_mapped(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex, int *tos)
 {
-    return read_send4(buf, len, true, spec_dst, ifindex);
+    return read_send4(buf, len, true, spec_dst, ifindex, tos);
 }
 
-int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], int *ifindex)
+int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], int *ifindex, int *tclass)
 {
     memset(spec6, 0, 16);
     *ifindex = 0;
+    *tclass = -1;
     size_t off = 0;
     while (off + sizeof(struct cmsghdr) <= len) {
         struct cmsghdr h;
@@ -194,9 +208,18 @@ int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], 
                 memcpy(spec6, pi6.ipi6_addr.s6_addr, 16);
                 break;
             }
+            case IPV6_TCLASS: { /* an int, -1 (the socket's) .. 255 (ip6_datagram_send_ctl) */
+                int v;
+                if (h.cmsg_len != CMSG_LEN(sizeof(int)))
+                    return EINVAL;
+                memcpy(&v, data, sizeof v);
+                if (v < -1 || v > 255)
+                    return EINVAL;
+                *tclass = v;
+                break;
+            }
             case IPV6_2292HOPLIMIT:
             case IPV6_HOPLIMIT:
-            case IPV6_TCLASS:
             case IPV6_DONTFRAG:
                 if (h.cmsg_len != CMSG_LEN(sizeof(int)))
                     return EINVAL; /* Linux checks their length first */

@@ -65,21 +65,23 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
  * interface (0: none); else the errno value: EINVAL for what Linux refuses
  * (a malformed message, an unknown IP_* type, IP_PKTINFO of the wrong
  * length), EOPNOTSUPP for what Linux takes and the PPE does not carry
- * (IP_TOS, IP_TTL, UDP_SEGMENT, SO_MARK, SO_TIMESTAMPING...: never dropped
- * silently). Levels other than SOL_SOCKET, SOL_IP and SOL_UDP are skipped,
+ * (IP_TTL, UDP_SEGMENT, SO_MARK, SO_TIMESTAMPING...: never dropped
+ * silently). *tos: IP_TOS's value (an int or a byte, 0..255), this
+ * datagram's TOS; -1 when none. Levels other than SOL_SOCKET, SOL_IP and SOL_UDP are skipped,
  * as Linux skips them on an IPv4 socket. */
-int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex);
+int eta_udp_read_send_cmsgs(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex, int *tos);
 /* The same for an IPv4 destination of an AF_INET6 socket (ip_cmsg_send
  * with allow_ipv6): IPV6_PKTINFO is read too, its address v4-mapped (else
  * EINVAL) into *spec_dst; SOL_IPV6's other types are skipped. */
-int eta_udp_read_send_cmsgs_mapped(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex);
+int eta_udp_read_send_cmsgs_mapped(const uint8_t *buf, size_t len, uint32_t *spec_dst, int *ifindex, int *tos);
 /* The control messages of a send to an IPv6 destination, as Linux's
  * ip6_datagram_send_ctl reads them: 0 with *spec6 the source IPV6_PKTINFO
  * (or IPV6_2292PKTINFO) asked for (:: none) and *ifindex its interface;
  * else EINVAL (malformed, an unknown IPV6_* or SOL_SOCKET type, IPV6_PKTINFO
- * too short), EOPNOTSUPP (IPV6_HOPLIMIT, IPV6_TCLASS, IPV6_DONTFRAG, the
- * extension headers, IPV6_FLOWINFO, UDP_SEGMENT, SO_MARK...). SOL_IP and
- * other levels are skipped. */
-int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], int *ifindex);
+ * too short, IPV6_TCLASS outside -1..255), EOPNOTSUPP (IPV6_HOPLIMIT,
+ * IPV6_DONTFRAG, the extension headers, IPV6_FLOWINFO, UDP_SEGMENT,
+ * SO_MARK...). *tclass: IPV6_TCLASS's value, this datagram's traffic class
+ * (-1: the socket's). SOL_IP and other levels are skipped. */
+int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], int *ifindex, int *tclass);
 
 #endif

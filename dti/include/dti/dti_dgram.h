@@ -42,6 +42,9 @@ struct dti_dgram {
 #define DTI_DGRAM_PAD 1u       /* no datagram: skip `size` bytes */
 #define DTI_DGRAM_MULTICAST 2u /* receive: sent to a group (dst_ip) */
 #define DTI_DGRAM_TO 4u        /* send: to dst_ip:dst_port, not the connected peer */
+#define DTI_DGRAM_TOS_SET 16u  /* send (ABI 12): bits 8..15 are this datagram's IPv4 TOS or IPv6
+                                * traffic class (an IP_TOS / IPV6_TCLASS control message), not the
+                                * socket's option */
 #define DTI_DGRAM_IP6 8u       /* an IPv6 datagram (ABI 12): a struct dti_dgram6 follows the
                                 * header (src_ip, dst_ip 0; send: dst_port and its dst, to an
                                 * IPv6 destination); TOS is the traffic class, TTL the hop limit */
@@ -96,6 +99,8 @@ struct dti_dgram_msg {
     unsigned iovcnt;
     const struct dti_addr *to; /* NULL: the connected peer (or to6) */
     const struct dti_addr6 *to6; /* an IPv6 destination (v4-mapped: IPv4), when `to` is NULL */
+    uint8_t tos;                 /* with tos_set: this datagram's TOS (IPv4) or traffic class (IPv6) */
+    uint8_t tos_set;             /* 0: the socket's (IP_TOS / IPV6_TCLASS option) */
 };
 /* One datagram to an IPv6 destination (v4-mapped: the IPv4 one): as
  * dti_dgram_sendto(); -ENETUNREACH also for an IPv4 one from a V6ONLY socket. */

@@ -499,7 +499,10 @@ class UdpSockets {
     // mtu - 28: never fragmented), -ENETUNREACH (no route), -ENOBUFS (no
     // frame), -EINVAL (port 0). A unicast frame waits for ARP as TCP's do;
     // to a group it goes to the group's MAC with TTL 1.
-    virtual int64_t send_to(SockId s, const Endpoint *dst, const void *data, size_t len) = 0;
+    // tos 0..255: this datagram's TOS (IPv4) or traffic class (IPv6)
+    // instead of the socket's kTos/kTclass (a control message's); -1: the
+    // socket's. (send_to6 the same.)
+    virtual int64_t send_to(SockId s, const Endpoint *dst, const void *data, size_t len, int tos = -1) = 0;
     // The oldest datagram: up to len bytes copied to data, its header to
     // *rec (may be nullptr). Returns the datagram's real length (larger than
     // len: MSG_TRUNC, the rest is gone), or -EAGAIN. peek: it stays. An IPv6
@@ -526,7 +529,7 @@ class UdpSockets {
     // fragmented), -ENETUNREACH (off-link: no IPv6 routes; an IPv4 one from
     // a v6only socket), -ENOBUFS, -EINVAL (port 0, ::). Binds :: dual-stack
     // first when unbound. The frame waits for neighbour discovery as TCP's.
-    virtual int64_t send_to6(SockId s, const Endpoint6 *dst, const void *data, size_t len) = 0;
+    virtual int64_t send_to6(SockId s, const Endpoint6 *dst, const void *data, size_t len, int tos = -1) = 0;
     // IP_ADD_MEMBERSHIP / IP_DROP_MEMBERSHIP (and the source variants).
     // -EINVAL: not a multicast group; -EADDRINUSE: joined already;
     // -ENOBUFS: kMaxGroups held; -EADDRNOTAVAIL: leave without a join.

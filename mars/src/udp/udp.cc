@@ -591,7 +591,7 @@ void UdpLayer::send_group_frame(PacketRef &f, uint32_t group)
     e_.link.queue(f);
 }
 
-int64_t UdpLayer::send_to(SockId id, const Endpoint *dst_in, const void *data, size_t len)
+int64_t UdpLayer::send_to(SockId id, const Endpoint *dst_in, const void *data, size_t len, int tos)
 {
     UdpSock *s = lookup(id);
     if (!s) return -EBADF;
@@ -600,13 +600,13 @@ int64_t UdpLayer::send_to(SockId id, const Endpoint *dst_in, const void *data, s
         dst = *dst_in;
     } else {
         if (!s->remote.port) return -EDESTADDRREQ;
-        if (s->remote6) return send_to6(id, nullptr, data, len); // connected over IPv6
+        if (s->remote6) return send_to6(id, nullptr, data, len, tos); // connected over IPv6
         dst = s->remote;
     }
-    return send4(*s, dst, data, len);
+    return send4(*s, dst, data, len, tos);
 }
 
-int64_t UdpLayer::send4(UdpSock &s, Endpoint dst, const void *data, size_t len)
+int64_t UdpLayer::send4(UdpSock &s, Endpoint dst, const void *data, size_t len, int tos)
 {
     if (s.v6 && !(s.fam & kFam4)) return -ENETUNREACH; // no IPv4 from this IPv6 socket (Linux)
     if (dst.ip == 0 || dst.port == 0 || dst.ip == 0xffffffffu) return -EINVAL;
@@ -625,7 +625,7 @@ int64_t UdpLayer::send4(UdpSock &s, Endpoint dst, const void *data, size_t len)
         return -EMSGSIZE;
     }
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(f.data + kEthLen);
-    *ip = Ipv4{0x45, s.tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : 64), kProtoUdp,
+    *ip = Ipv4{0x45, tos >= 0 ? uint8_t(tos) : s.tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : 64), kProtoUdp,
                0, be32(e_.cfg.ip), be32(dst.ip)};
     if (e_.offloads & kOffloadTxIpCsum)
         f.flags |= kTxIpCsum;

@@ -126,10 +126,10 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     int bind(SockId s, Endpoint local) override;
     int set_option(SockId s, SockOpt opt, int64_t value) override;
     int connect(SockId s, Endpoint remote) override;
-    int64_t send_to(SockId s, const Endpoint *dst, const void *data, size_t len) override;
+    int64_t send_to(SockId s, const Endpoint *dst, const void *data, size_t len, int tos = -1) override;
     int bind6(SockId s, const Endpoint6 &local, bool v6only) override;
     int connect6(SockId s, const Endpoint6 &remote) override;
-    int64_t send_to6(SockId s, const Endpoint6 *dst, const void *data, size_t len) override;
+    int64_t send_to6(SockId s, const Endpoint6 *dst, const void *data, size_t len, int tos = -1) override;
     int64_t recv_from(SockId s, void *data, size_t len, UdpRecord *rec, bool peek) override;
     int rx_view(SockId s, RingSpan *out) const override;
     int rx_consume(SockId s, uint32_t n) override;
@@ -184,7 +184,7 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     int connect4(UdpSock &s, Endpoint remote);
     // AF_UNSPEC: no peer; a local address connect fixed is the wildcard again.
     static void dissolve(UdpSock &s);
-    int64_t send4(UdpSock &s, Endpoint dst, const void *data, size_t len);
+    int64_t send4(UdpSock &s, Endpoint dst, const void *data, size_t len, int tos);
     // Receive: a datagram's addressing (either family) as match() scores it.
     struct Tuple {
         bool v6;

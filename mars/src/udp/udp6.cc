@@ -91,7 +91,7 @@ int UdpLayer::connect6(SockId id, const Endpoint6 &remote)
     return 0;
 }
 
-int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data, size_t len)
+int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data, size_t len, int tos)
 {
     UdpSock *s = lookup(id);
     if (!s) return -EBADF;
@@ -101,7 +101,7 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
         dst = *dst_in;
     } else {
         if (!s->remote.port) return -EDESTADDRREQ;
-        if (!s->remote6) return send4(*s, s->remote, data, len); // a v4-mapped peer
+        if (!s->remote6) return send4(*s, s->remote, data, len, tos); // a v4-mapped peer
         dst = Endpoint6{s->remote_ip6, s->remote.port};
     }
     uint32_t v4;
@@ -110,7 +110,7 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
         if (!s->bound) {
             if (int rc = autobind(*s, true); rc != 0) return rc;
         }
-        return send4(*s, Endpoint{v4, dst.port}, data, len);
+        return send4(*s, Endpoint{v4, dst.port}, data, len, tos);
     }
     if (ip6::is_unspecified(dst.ip.b) || dst.port == 0) return -EINVAL;
     if (s->bound && !(s->fam & kFam6)) return -EAFNOSUPPORT; // a v4-mapped source
@@ -144,7 +144,7 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     Ipv6 *ip = reinterpret_cast<Ipv6 *>(f.data + kEthLen);
     // Version 6, the traffic class (IPV6_TCLASS), flow label 0 (RFC 6437
     // allows it; a datagram socket has no flow of its own to label).
-    ip->vtf = be32(6u << 28 | uint32_t(s->tclass) << 20);
+    ip->vtf = be32(6u << 28 | uint32_t(tos >= 0 ? uint8_t(tos) : s->tclass) << 20);
     ip->payload_len = be16(uint16_t(ulen));
     ip->next = kProtoUdp;
     ip->hop_limit = group ? 1 : e_.cfg.hop_limit6; // IPV6_MULTICAST_HOPS 1, else the unicast hop limit

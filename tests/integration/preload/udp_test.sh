@@ -20,6 +20,8 @@
 #   MSG_PEEK, recvmsg's MSG_TRUNC flag, MSG_TRUNC's real length, the sender's
 #   address, an empty datagram, connect; a socket connected through the PPE
 #   names the PPE's address (getsockname), as Linux names its source;
+# - IP_TOS reaches the wire, the socket's option and one datagram's control
+#   message (the peer's IP_RECVTOS reads them);
 # - exec: a UDP socket bound to the PPE's address, inherited across exec,
 #   answers a datagram in the new image;
 # - a hybrid (udp_hybrid.py, bound to INADDR_ANY): with its kernel half idle
@@ -179,6 +181,31 @@ print(s.getsockname()[0])" 2>"$work/name.err") || fail "the connected socket: $(
 [ "$got" = "$ETA_LAB_PPE_IP" ] || fail "getsockname after connect: '$got', not $ETA_LAB_PPE_IP (the kernel link names its source so)"
 [ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/name.err" ||
     fail "the connected socket was not the PPE's: $(cat "$work/name.err")"
+
+note "IP_TOS under eta-run, the socket's and one datagram's (a control message): the peer's IP_RECVTOS"
+qport=$(free_port)
+start_bg tosrx peer timeout 30 "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+s.bind(('$ETA_LAB_PEER_IP', $qport)); s.settimeout(20)
+print('listening', flush=True)
+for _ in range(3):
+    d, anc, _, a = s.recvmsg(64, 64)
+    print('tos', d.decode(), [x[0] for l, t, x in anc if t == socket.IP_TOS], flush=True)" >"$work/tos.out" 2>&1
+wait_until 20 eval "grep -q listening '$work/tos.out' || ! kill -0 $tosrx_pid"
+ETA_LOG=fallback,accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x28)
+s.sendto(b'dscp', ('$ETA_LAB_PEER_IP', $qport))
+s.sendmsg([b'ce'], [(socket.IPPROTO_IP, socket.IP_TOS, bytes([3]))], 0, ('$ETA_LAB_PEER_IP', $qport))
+s.sendto(b'again', ('$ETA_LAB_PEER_IP', $qport))" 2>"$work/tos.err" || fail "the IP_TOS sender: $(cat "$work/tos.err")"
+wait "$tosrx_pid" || fail "the peer's receiver: $(cat "$work/tos.out")"
+[ "$(tr '\n' ' ' < "$work/tos.out")" = "listening tos dscp [40] tos ce [3] tos again [40] " ] ||
+    fail "the TOS bytes (the socket's, one datagram's control message, the socket's): $(cat "$work/tos.out")"
+[ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/tos.err" ||
+    fail "the IP_TOS sender's socket was not the PPE's: $(cat "$work/tos.err")"
 
 note "eta-stat counts the datagrams"
 read -r in1 out1 noport1 kudp1 <<< "$(stat_udp)"

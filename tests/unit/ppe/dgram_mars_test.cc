@@ -181,7 +181,7 @@ class DgramOverMars : public ::testing::Test {
     }
     // Writes one record into h's send ring (a pad first where it would
     // wrap); returns the position after it.
-    uint32_t put(uint32_t h, const std::string &data, const mars::Endpoint *to)
+    uint32_t put(uint32_t h, const std::string &data, const mars::Endpoint *to, int tos = -1)
     {
         const uint32_t need = dti_dgram_size(uint32_t(data.size()));
         uint32_t off = tx_tail_ & (kRing - 1);
@@ -201,6 +201,8 @@ class DgramOverMars : public ::testing::Test {
             r.dst_port = to->port;
             r.flags = DTI_DGRAM_TO;
         }
+        if (tos >= 0)
+            r.flags |= DTI_DGRAM_TOS_SET | uint32_t(tos) << 8;
         std::memcpy(app_.tx_ring(h) + off, &r, sizeof r);
         std::memcpy(app_.tx_ring(h) + off + sizeof r, data.data(), data.size());
         tx_tail_ += need;
@@ -208,7 +210,7 @@ class DgramOverMars : public ::testing::Test {
     }
     // The same for an IPv6 record (to: its destination; nullptr: the
     // connected peer, DTI_DGRAM_IP6 without DTI_DGRAM_TO).
-    uint32_t put6(uint32_t h, const std::string &data, const mars::Endpoint6 *to)
+    uint32_t put6(uint32_t h, const std::string &data, const mars::Endpoint6 *to, int tos = -1)
     {
         const uint32_t need = dti_dgram_record_size(uint32_t(data.size()), DTI_DGRAM_IP6);
         uint32_t off = tx_tail_ & (kRing - 1);
@@ -223,7 +225,7 @@ class DgramOverMars : public ::testing::Test {
         dti_dgram r{};
         r.size = need;
         r.len = uint32_t(data.size());
-        r.flags = DTI_DGRAM_IP6 | (to ? DTI_DGRAM_TO : 0u);
+        r.flags = DTI_DGRAM_IP6 | (to ? DTI_DGRAM_TO : 0u) | (tos >= 0 ? DTI_DGRAM_TOS_SET | uint32_t(tos) << 8 : 0u);
         dti_dgram6 a6{};
         if (to) {
             std::memcpy(a6.dst, to->ip.b, 16);
@@ -599,6 +601,44 @@ TEST_F(DgramOverMars, HostileIpv6RecordsRefused)
     EXPECT_EQ(engine_->stats().dgram_bad_records, before + 2);
     const mars::Endpoint6 to{addr6(2), 40012};
     EXPECT_EQ(send_dgrams(h, put6(h, "still here", &to)), 1);
+}
+
+// A record's own TOS (DTI_DGRAM_TOS_SET: an IP_TOS or IPV6_TCLASS control
+// message) goes on that datagram alone; the next one has the socket's.
+TEST_F(DgramOverMars, PerDatagramTosAndTrafficClass)
+{
+    settle(2 * kSec); // DAD
+    const uint32_t h4 = open_dgram(7200);
+    const mars::SockId p = peer_socket(40020);
+    const mars::Endpoint peer4 = net_.addr(1, 40020);
+    EXPECT_EQ(send_dgrams(h4, put(h4, "ce", &peer4, 0x2f)), 1);
+    EXPECT_EQ(send_dgrams(h4, put(h4, "plain", &peer4)), 1);
+    const uint32_t h6 = uint32_t(run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_DGRAM)).res);
+    ASSERT_EQ(run(cmd6(DTI_OP_BIND6, h6, mars::Ip6Addr{}, 7201)).res, 0);
+    tx_tail_ = 0; // (the fixture's send position is one socket's: h6's ring starts at 0)
+    const int64_t q = net_.stack(1).udp().open(79);
+    ASSERT_GE(q, 0);
+    ASSERT_EQ(net_.stack(1).udp().bind6(mars::SockId(q), mars::Endpoint6{mars::Ip6Addr{}, 40021}, true), 0);
+    const mars::Endpoint6 peer6{addr6(2), 40021};
+    EXPECT_EQ(send_dgrams(h6, put6(h6, "ect1", &peer6, 0x01)), 1);
+    EXPECT_EQ(send_dgrams(h6, put6(h6, "plain6", &peer6)), 1);
+    std::vector<mars::UdpRecord> r4, r6;
+    std::vector<std::string> d4, d6;
+    ASSERT_TRUE(net_.run_until(
+        [&] {
+            for (auto &x : peer_read(p, &r4))
+                d4.push_back(x);
+            for (auto &x : peer_read(mars::SockId(q), &r6))
+                d6.push_back(x);
+            return d4.size() >= 2 && d6.size() >= 2;
+        },
+        5 * kSec));
+    EXPECT_EQ(d4[0], "ce");
+    EXPECT_EQ(DTI_DGRAM_TOS(r4[0].flags), 0x2f);
+    EXPECT_EQ(DTI_DGRAM_TOS(r4[1].flags), 0) << "the next datagram: the socket's TOS";
+    EXPECT_EQ(d6[0], "ect1");
+    EXPECT_EQ(DTI_DGRAM_TOS(r6[0].flags), 0x01) << "the traffic class";
+    EXPECT_EQ(DTI_DGRAM_TOS(r6[1].flags), 0);
 }
 
 } // namespace

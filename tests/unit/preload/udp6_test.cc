@@ -217,47 +217,54 @@ std::vector<uint8_t> cmsg(int level, int type, const void *data, size_t len)
 TEST(Udp6Cmsg, SendToAnIpv6Destination)
 {
     uint8_t spec[16];
-    int ifx = -1;
+    int ifx = -1, tos = 0;
     in6_pktinfo pi{};
     inet_pton(AF_INET6, "2001:2:0:1::1", &pi.ipi6_addr);
     pi.ipi6_ifindex = 4;
     auto b = cmsg(SOL_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
-    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx), 0);
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), 0);
     EXPECT_EQ(text(spec), "2001:2:0:1::1");
     EXPECT_EQ(ifx, 4);
     b = cmsg(SOL_IPV6, IPV6_PKTINFO, &pi, 16); // short: Linux's EINVAL
-    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx), EINVAL);
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), EINVAL);
     const int hl = 5;
     b = cmsg(SOL_IPV6, IPV6_HOPLIMIT, &hl, sizeof hl); // Linux takes it; not carried
-    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx), EOPNOTSUPP);
-    b = cmsg(SOL_IPV6, IPV6_TCLASS, &hl, sizeof hl);
-    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx), EOPNOTSUPP);
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), EOPNOTSUPP);
+    b = cmsg(SOL_IPV6, IPV6_TCLASS, &hl, sizeof hl); // this datagram's traffic class
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), 0);
+    EXPECT_EQ(tos, 5);
+    const int dflt = -1, bad = 256;
+    b = cmsg(SOL_IPV6, IPV6_TCLASS, &dflt, sizeof dflt); // -1: the socket's
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), 0);
+    EXPECT_EQ(tos, -1);
+    b = cmsg(SOL_IPV6, IPV6_TCLASS, &bad, sizeof bad); // past 255: EINVAL
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), EINVAL);
     b = cmsg(SOL_IPV6, 200, &hl, sizeof hl); // unknown: ip6_datagram_send_ctl's EINVAL
-    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx), EINVAL);
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), EINVAL);
     b = cmsg(SOL_IP, 200, &hl, sizeof hl); // SOL_IP: skipped on an IPv6 send
-    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx), 0);
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec, &ifx, &tos), 0);
 }
 
 TEST(Udp6Cmsg, SendToAnIpv4DestinationOfAnInet6Socket)
 {
     uint32_t spec = 0;
-    int ifx = -1;
+    int ifx = -1, tos = 0;
     in6_pktinfo pi{};
     inet_pton(AF_INET6, "::ffff:198.18.1.1", &pi.ipi6_addr);
     auto b = cmsg(SOL_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
-    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx), 0);
+    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx, &tos), 0);
     EXPECT_EQ(spec, 0xc6120101u);
     memset(&pi.ipi6_addr, 0, sizeof pi.ipi6_addr); // :: is not v4-mapped: Linux's EINVAL
     b = cmsg(SOL_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
-    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx), EINVAL);
+    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
     const int hl = 5;
     b = cmsg(SOL_IPV6, IPV6_HOPLIMIT, &hl, sizeof hl); // skipped (ip_cmsg_send)
-    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx), 0);
+    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx, &tos), 0);
     b = cmsg(SOL_IP, 200, &hl, sizeof hl);
-    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx), EINVAL);
+    EXPECT_EQ(eta_udp_read_send_cmsgs_mapped(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
     // an AF_INET socket skips SOL_IPV6 altogether
     b = cmsg(SOL_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), 0);
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), 0);
 }
 
 TEST(Udp6Decide, WhichDestinationsThePpeTakes)

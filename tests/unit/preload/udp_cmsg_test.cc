@@ -173,35 +173,58 @@ TEST(UdpCmsg, SendPktinfoIsRead)
 {
     auto b = cmsgs({{IPPROTO_IP, IP_PKTINFO, pktinfo(0xc6120001, 3)}});
     uint32_t spec = 1;
-    int ifx = 1;
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), 0);
+    int ifx = 1, tos = 7;
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), 0);
+    EXPECT_EQ(tos, -1) << "no IP_TOS: the socket's";
     EXPECT_EQ(spec, 0xc6120001u);
     EXPECT_EQ(ifx, 3);
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), 0, &spec, &ifx), 0); // none
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), 0, &spec, &ifx, &tos), 0); // none
     EXPECT_EQ(spec, 0u);
     // other levels are skipped, as on Linux's IPv4 socket (an IPV6_PKTINFO)
     b = cmsgs({{IPPROTO_IPV6, IPV6_PKTINFO, std::vector<uint8_t>(20)}, {IPPROTO_IP, IP_PKTINFO, pktinfo(0, 0)}});
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), 0);
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), 0);
+}
+
+// IP_TOS: this datagram's TOS (ip_cmsg_send: an int or a byte, 0..255).
+TEST(UdpCmsg, SendTosIsRead)
+{
+    uint32_t spec;
+    int ifx, tos = -1;
+    const int v = 0x2e;
+    std::vector<uint8_t> iv(4);
+    memcpy(iv.data(), &v, 4);
+    auto b = cmsgs({{IPPROTO_IP, IP_TOS, iv}});
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), 0);
+    EXPECT_EQ(tos, 0x2e);
+    b = cmsgs({{IPPROTO_IP, IP_TOS, std::vector<uint8_t>{0x03}}}); // a byte (ECN CE)
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), 0);
+    EXPECT_EQ(tos, 3);
+    b = cmsgs({{IPPROTO_IP, IP_TOS, std::vector<uint8_t>(2)}}); // neither: EINVAL
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
+    const int big = 256;
+    memcpy(iv.data(), &big, 4);
+    b = cmsgs({{IPPROTO_IP, IP_TOS, iv}});
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
 }
 
 TEST(UdpCmsg, SendRefusesWhatItCannotCarry)
 {
     uint32_t spec;
-    int ifx;
+    int ifx, tos;
     auto b = cmsgs({{IPPROTO_IP, IP_PKTINFO, std::vector<uint8_t>(8)}}); // wrong length: Linux EINVAL
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), EINVAL);
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
     b = cmsgs({{IPPROTO_IP, 12345, std::vector<uint8_t>(4)}}); // an unknown IP_* type: EINVAL
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), EINVAL);
-    b = cmsgs({{IPPROTO_IP, IP_TOS, std::vector<uint8_t>(4)}}); // Linux's, not carried: never dropped silently
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), EOPNOTSUPP);
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
+    b = cmsgs({{IPPROTO_IP, IP_TTL, std::vector<uint8_t>(4)}}); // Linux's, not carried: never dropped silently
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EOPNOTSUPP);
     b = cmsgs({{SOL_UDP, UDP_SEGMENT, std::vector<uint8_t>(2)}});
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), EOPNOTSUPP);
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EOPNOTSUPP);
     b = cmsgs({{IPPROTO_IP, IP_PKTINFO, pktinfo(1, 0)}});
     cmsghdr h;
     memcpy(&h, b.data(), sizeof h);
     h.cmsg_len = b.size() + 8; // longer than the buffer: CMSG_OK fails
     memcpy(b.data(), &h, sizeof h);
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx), EINVAL);
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
 }
 
 } // namespace

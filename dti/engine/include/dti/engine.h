@@ -256,10 +256,12 @@ class Transport {
         return -EPROTONOSUPPORT;
     }
     // One datagram (dst nullptr: the connected peer), copied at once: len or
-    // a negative errno (mars::UdpSockets::send_to).
-    virtual int64_t dgram_send(SockId s, const Endpoint *dst, const void *data, size_t len)
+    // a negative errno (mars::UdpSockets::send_to). tos 0..255: this
+    // datagram's TOS (IPv4) or traffic class (IPv6) instead of the socket's
+    // (a control message's); -1: the socket's.
+    virtual int64_t dgram_send(SockId s, const Endpoint *dst, const void *data, size_t len, int tos)
     {
-        (void)s, (void)dst, (void)data, (void)len;
+        (void)s, (void)dst, (void)data, (void)len, (void)tos;
         return -EPROTONOSUPPORT;
     }
     // IPv6 (mars::UdpSockets::bind6, connect6, send_to6): the socket
@@ -275,9 +277,9 @@ class Transport {
         (void)s, (void)remote;
         return -EAFNOSUPPORT;
     }
-    virtual int64_t dgram_send6(SockId s, const Endpoint6 *dst, const void *data, size_t len)
+    virtual int64_t dgram_send6(SockId s, const Endpoint6 *dst, const void *data, size_t len, int tos)
     {
-        (void)s, (void)dst, (void)data, (void)len;
+        (void)s, (void)dst, (void)data, (void)len, (void)tos;
         return -EAFNOSUPPORT;
     }
     // IP_ADD_MEMBERSHIP (join) / IP_DROP_MEMBERSHIP; source 0: any source.
