@@ -97,6 +97,18 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
     return buf ? cap - p.left : 0;
 }
 
+/* The levels both families' sends read alike (sock_cmsg_send,
+ * udp_cmsg_send): SOL_SOCKET's SCM_RIGHTS/SCM_CREDENTIALS ignored on UDP,
+ * its other types not carried (SO_MARK, SO_TIMESTAMPING, SCM_TXTIME...:
+ * EOPNOTSUPP; Linux's EINVAL for the rest); SOL_UDP's UDP_SEGMENT not
+ * carried, its other types ignored. 0: accepted or skipped; else the errno. */
+static int socket_or_udp(const struct cmsghdr *h)
+{
+    if (h->cmsg_level == SOL_SOCKET)
+        return h->cmsg_type != SCM_RIGHTS && h->cmsg_type != SCM_CREDENTIALS ? EOPNOTSUPP : 0;
+    return h->cmsg_type == UDP_SEGMENT ? EOPNOTSUPP : 0; /* SOL_UDP */
+}
+
 /* ip_cmsg_send: allow6 is an AF_INET6 socket's (its IPV6_PKTINFO read, v4-mapped). */
 static int read_send4(const uint8_t *buf, size_t len, bool allow6, uint32_t *spec_dst, int *ifindex, int *tos)
 {
@@ -124,13 +136,10 @@ static int read_send4(const uint8_t *buf, size_t len, bool allow6, uint32_t *spe
             uint32_t n;
             memcpy(&n, &pi6.ipi6_addr.s6_addr[12], 4);
             *spec_dst = ntohl(n);
-        } else if (h.cmsg_level == SOL_SOCKET) {
-            if (h.cmsg_type != SCM_RIGHTS && h.cmsg_type != SCM_CREDENTIALS) /* both ignored on UDP */
-                return EOPNOTSUPP; /* SO_MARK, SO_TIMESTAMPING, SCM_TXTIME...; Linux's EINVAL for the rest */
-        } else if (h.cmsg_level == SOL_UDP) {
-            if (h.cmsg_type == UDP_SEGMENT)
-                return EOPNOTSUPP;
-            /* udp_cmsg_send ignores other SOL_UDP types */
+        } else if (h.cmsg_level == SOL_SOCKET || h.cmsg_level == SOL_UDP) {
+            const int e = socket_or_udp(&h);
+            if (e)
+                return e;
         } else if (h.cmsg_level == SOL_IP) {
             switch (h.cmsg_type) {
             case IP_PKTINFO: {
@@ -190,12 +199,10 @@ int eta_udp_read_send_cmsgs6(const uint8_t *buf, size_t len, uint8_t spec6[16], 
         if (h.cmsg_len < sizeof h || h.cmsg_len > len - off)
             return EINVAL;
         const uint8_t *data = buf + off + CMSG_LEN(0);
-        if (h.cmsg_level == SOL_SOCKET) {
-            if (h.cmsg_type != SCM_RIGHTS && h.cmsg_type != SCM_CREDENTIALS)
-                return EOPNOTSUPP; /* as the IPv4 reader (sock_cmsg_send's are the same) */
-        } else if (h.cmsg_level == SOL_UDP) {
-            if (h.cmsg_type == UDP_SEGMENT)
-                return EOPNOTSUPP;
+        if (h.cmsg_level == SOL_SOCKET || h.cmsg_level == SOL_UDP) {
+            const int e = socket_or_udp(&h);
+            if (e)
+                return e;
         } else if (h.cmsg_level == SOL_IPV6) {
             switch (h.cmsg_type) {
             case IPV6_PKTINFO:

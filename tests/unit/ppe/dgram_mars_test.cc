@@ -179,11 +179,10 @@ class DgramOverMars : public ::testing::Test {
         }
         return out;
     }
-    // Writes one record into h's send ring (a pad first where it would
-    // wrap); returns the position after it.
-    uint32_t put(uint32_t h, const std::string &data, const mars::Endpoint *to, int tos = -1)
+    // Room for a record of `need` bytes in h's send ring (a pad record first
+    // where it would wrap): where it goes; tx_tail_ moves past it.
+    uint8_t *reserve(uint32_t h, uint32_t need)
     {
-        const uint32_t need = dti_dgram_size(uint32_t(data.size()));
         uint32_t off = tx_tail_ & (kRing - 1);
         if (need > kRing - off) {
             dti_dgram pad{};
@@ -193,48 +192,44 @@ class DgramOverMars : public ::testing::Test {
             tx_tail_ += pad.size;
             off = 0;
         }
+        tx_tail_ += need;
+        return app_.tx_ring(h) + off;
+    }
+    static uint32_t tos_flags(int tos) { return tos >= 0 ? DTI_DGRAM_TOS_SET | uint32_t(tos) << 8 : 0u; }
+    // Writes one record into h's send ring; returns the position after it.
+    uint32_t put(uint32_t h, const std::string &data, const mars::Endpoint *to, int tos = -1)
+    {
         dti_dgram r{};
-        r.size = need;
+        r.size = dti_dgram_size(uint32_t(data.size()));
         r.len = uint32_t(data.size());
         if (to) {
             r.dst_ip = to->ip;
             r.dst_port = to->port;
             r.flags = DTI_DGRAM_TO;
         }
-        if (tos >= 0)
-            r.flags |= DTI_DGRAM_TOS_SET | uint32_t(tos) << 8;
-        std::memcpy(app_.tx_ring(h) + off, &r, sizeof r);
-        std::memcpy(app_.tx_ring(h) + off + sizeof r, data.data(), data.size());
-        tx_tail_ += need;
+        r.flags |= tos_flags(tos);
+        uint8_t *at = reserve(h, r.size);
+        std::memcpy(at, &r, sizeof r);
+        std::memcpy(at + sizeof r, data.data(), data.size());
         return tx_tail_;
     }
     // The same for an IPv6 record (to: its destination; nullptr: the
     // connected peer, DTI_DGRAM_IP6 without DTI_DGRAM_TO).
     uint32_t put6(uint32_t h, const std::string &data, const mars::Endpoint6 *to, int tos = -1)
     {
-        const uint32_t need = dti_dgram_record_size(uint32_t(data.size()), DTI_DGRAM_IP6);
-        uint32_t off = tx_tail_ & (kRing - 1);
-        if (need > kRing - off) {
-            dti_dgram pad{};
-            pad.size = kRing - off;
-            pad.flags = DTI_DGRAM_PAD;
-            std::memcpy(app_.tx_ring(h) + off, &pad, sizeof pad);
-            tx_tail_ += pad.size;
-            off = 0;
-        }
         dti_dgram r{};
-        r.size = need;
+        r.size = dti_dgram_record_size(uint32_t(data.size()), DTI_DGRAM_IP6);
         r.len = uint32_t(data.size());
-        r.flags = DTI_DGRAM_IP6 | (to ? DTI_DGRAM_TO : 0u) | (tos >= 0 ? DTI_DGRAM_TOS_SET | uint32_t(tos) << 8 : 0u);
+        r.flags = DTI_DGRAM_IP6 | (to ? DTI_DGRAM_TO : 0u) | tos_flags(tos);
         dti_dgram6 a6{};
         if (to) {
             std::memcpy(a6.dst, to->ip.b, 16);
             r.dst_port = to->port;
         }
-        std::memcpy(app_.tx_ring(h) + off, &r, sizeof r);
-        std::memcpy(app_.tx_ring(h) + off + sizeof r, &a6, sizeof a6);
-        std::memcpy(app_.tx_ring(h) + off + sizeof r + sizeof a6, data.data(), data.size());
-        tx_tail_ += need;
+        uint8_t *at = reserve(h, r.size);
+        std::memcpy(at, &r, sizeof r);
+        std::memcpy(at + sizeof r, &a6, sizeof a6);
+        std::memcpy(at + sizeof r + sizeof a6, data.data(), data.size());
         return tx_tail_;
     }
     static dti_cmd cmd6(uint16_t op, uint32_t sock, const mars::Ip6Addr &ip, uint16_t port, uint32_t flags = 0)
