@@ -77,6 +77,13 @@ __attribute__((always_inline)) inline bool predicted(const tcp::Hot &h, const Tc
            (h.flags & (kFastPathOff | kFHasRings)) == kFHasRings;
 }
 
+// The option layouts the fast path reads (tp: the TCP header, doff its data
+// offset, inside the segment): none, or exactly NOP NOP TS.
+__attribute__((always_inline)) inline bool fast_options(const uint8_t *tp, unsigned doff)
+{
+    return doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe));
+}
+
 // Every check the demux would make on a frame of connection h, done on the
 // frame's bytes as loaded, then header prediction proper.
 __attribute__((always_inline)) inline bool Receiver::predicts(const PacketRef &f, const tcp::Hot &h,

@@ -372,8 +372,7 @@ void Receiver::tcp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
     Sock *s = node ? tcp::Env::sock_of(node) : nullptr;
     if (s) {
         // Header prediction (seed 002): the common case costs a few compares.
-        if (predicted(*s, th) &&
-            (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe)))) {
+        if (predicted(*s, th) && fast_options(tp, doff)) {
             // (input_frame let every asynchronous copy land: the plain path)
             if (tcp_fast_path<false>(*s, f, th, doff, payload, plen, src)) {
                 env().stats_.fastpath_hits++;
@@ -483,8 +482,7 @@ bool Receiver::tcp6_input(PacketRef &f, const Ip6Rx &rx)
         // over the IPv6 pseudo-header already, so the fast path is told the
         // checksum holds and copies plainly. (input_frame let every
         // asynchronous copy land: the plain path.)
-        if (predicted(*s, th) &&
-            (doff == kTcpLen || (doff == kTcpLen + 12 && load32(tp + kTcpLen) == be32(kTsPrefixBe)))) {
+        if (predicted(*s, th) && fast_options(tp, doff)) {
             f.flags |= kRxL4CsumGood;
             if (tcp_fast_path<false>(*s, f, th, doff, tp + doff, rx.l4_len - doff, 0)) {
                 env().stats_.fastpath_hits++;
@@ -535,8 +533,7 @@ bool Receiver::tcp6_express(PacketRef &f)
     uint8_t *tp = f.data + kEthLen + kIp6Len;
     const Tcp *th = reinterpret_cast<const Tcp *>(tp);
     const unsigned doff = (th->doff >> 4) * 4u;
-    if (doff != kTcpLen && (doff != kTcpLen + 12 || load32(tp + kTcpLen) != be32(kTsPrefixBe))) return false;
-    if (doff > plen) return false;
+    if (doff > plen || !fast_options(tp, doff)) return false;
     FlowKey6 key;
     std::memcpy(key.local.b, ip->dst, 16);
     std::memcpy(key.remote.b, ip->src, 16);
