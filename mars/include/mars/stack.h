@@ -448,6 +448,14 @@ struct UdpGroup {
     uint32_t source = 0;
 };
 
+// An IPv6 membership (IPV6_JOIN_GROUP, MCAST_JOIN_GROUP; with a source
+// that is not ::, MCAST_JOIN_SOURCE_GROUP: datagrams from it only). Network
+// order, as Ip6Addr.
+struct UdpGroup6 {
+    Ip6Addr group;
+    Ip6Addr source; // :: any source
+};
+
 struct UdpInfo {
     Endpoint local, remote; // remote: the connected peer (0: not connected)
     bool reuse_port;
@@ -535,6 +543,12 @@ class UdpSockets {
     // -ENOBUFS: kMaxGroups held; -EADDRNOTAVAIL: leave without a join.
     virtual int join(SockId s, UdpGroup g) = 0;
     virtual int leave(SockId s, UdpGroup g) = 0;
+    // IPV6_JOIN_GROUP / IPV6_LEAVE_GROUP (and MCAST_(JOIN|LEAVE)_SOURCE_GROUP
+    // over IPv6): the socket's membership of an IPv6 group, MLDv2 (RFC 3810)
+    // reports from the stack. Errors as join()/leave(); -EINVAL: not a
+    // multicast address (ff00::/8).
+    virtual int join6(SockId s, const UdpGroup6 &g) = 0;
+    virtual int leave6(SockId s, const UdpGroup6 &g) = 0;
     // Frees the socket at once (memberships left, ring reclaimed); kEvClosed follows.
     virtual int close(SockId s) = 0;
     virtual int info(SockId s, UdpInfo *out) const = 0;

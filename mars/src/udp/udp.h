@@ -135,6 +135,8 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     int rx_consume(SockId s, uint32_t n) override;
     int join(SockId s, UdpGroup g) override;
     int leave(SockId s, UdpGroup g) override;
+    int join6(SockId s, const UdpGroup6 &g) override;
+    int leave6(SockId s, const UdpGroup6 &g) override;
     int close(SockId s) override;
     int info(SockId s, UdpInfo *out) const override;
 

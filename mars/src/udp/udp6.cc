@@ -205,4 +205,8 @@ bool UdpLayer::udp6_input(PacketRef &f, const Ip6Rx &rx)
     return true;
 }
 
+// IPv6 memberships: not yet (the MLD work replaces these).
+int UdpLayer::join6(SockId, const UdpGroup6 &) { return -EOPNOTSUPP; }
+int UdpLayer::leave6(SockId, const UdpGroup6 &) { return -EOPNOTSUPP; }
+
 } // namespace mars::udp
