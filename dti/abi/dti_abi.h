@@ -12,6 +12,7 @@
 #ifndef DTI_ABI_H
 #define DTI_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <dti/dti.h> /* DTI_STATE_*, DTI_POLL*: the readiness rule below */
@@ -185,6 +186,19 @@ static inline void dti_cmd_addr6_get(const struct dti_cmd *c, uint8_t ip[16])
 {
     __builtin_memcpy(ip, &c->value, 8);
     __builtin_memcpy(ip + 8, &c->offset, 8);
+}
+
+/* The source of an MCAST6 command (ABI 13; :: any source): the 16 bytes of
+ * the trace words (trace_submit, trace_read, trace_woken: contiguous, and
+ * read by the engine for SEND only), in network order. */
+#define DTI_CMD_SOURCE6_OFFSET 44u
+static inline void dti_cmd_source6_set(struct dti_cmd *c, const uint8_t ip[16])
+{
+    __builtin_memcpy((char *)c + DTI_CMD_SOURCE6_OFFSET, ip, 16);
+}
+static inline void dti_cmd_source6_get(const struct dti_cmd *c, uint8_t ip[16])
+{
+    __builtin_memcpy(ip, (const char *)c + DTI_CMD_SOURCE6_OFFSET, 16);
 }
 
 /* ---- socket table --------------------------------------------------------- */
@@ -366,6 +380,8 @@ static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
 static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
 static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
+static_assert(offsetof(struct dti_cmd, trace_submit) == DTI_CMD_SOURCE6_OFFSET &&
+                  offsetof(struct dti_cmd, trace_woken) == DTI_CMD_SOURCE6_OFFSET + 12, "MCAST6 source words");
 static_assert(sizeof(struct dti_ev) == 64, "ev layout");
 static_assert(sizeof(struct dti_sock_shared) == 2 * DTI_CACHELINE, "sock layout");
 static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");
@@ -374,6 +390,8 @@ _Static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
 _Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
 _Static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 _Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
+_Static_assert(offsetof(struct dti_cmd, trace_submit) == DTI_CMD_SOURCE6_OFFSET &&
+                   offsetof(struct dti_cmd, trace_woken) == DTI_CMD_SOURCE6_OFFSET + 12, "MCAST6 source words");
 _Static_assert(sizeof(struct dti_ev) == 64, "ev layout");
 _Static_assert(sizeof(struct dti_sock_shared) == 2 * DTI_CACHELINE, "sock layout");
 _Static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");

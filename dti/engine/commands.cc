@@ -230,6 +230,7 @@ void Commands::execute(Group &group, uint16_t ctx_index, const dti_cmd &raw)
         result = cmd_dgram_connect(group, slot_index, cmd);
         break;
     case DTI_OP_MCAST:
+    case DTI_OP_MCAST6:
         result = cmd_mcast(group, slot_index, cmd);
         break;
     case DTI_OP_DIGEST:

@@ -6,7 +6,7 @@
 // table is refreshed.
 //   commands.cc  the command loop, each command, digests, the refresh
 //   posted.cc    posted receives into the process's memory (RECV_POST)
-//   udp.cc       datagram sockets (DTI_SOCK_DGRAM: SEND_DGRAMS, DGRAM_CONNECT, MCAST)
+//   udp.cc       datagram sockets (DTI_SOCK_DGRAM: SEND_DGRAMS, DGRAM_CONNECT, MCAST, MCAST6)
 // execute() and the ring helpers are in the same translation unit as the
 // loop and inlined into it; nothing on the path is virtual.
 #pragma once
@@ -29,8 +29,9 @@ constexpr uint32_t kStreamOnlyOps = op_bit(DTI_OP_LISTEN) | op_bit(DTI_OP_ACCEPT
                                     op_bit(DTI_OP_SHUTDOWN) | op_bit(DTI_OP_RECV_INTO) | op_bit(DTI_OP_SEND_FROM) |
                                     op_bit(DTI_OP_SEND) | op_bit(DTI_OP_DIGEST) | op_bit(DTI_OP_RECV_POST) |
                                     op_bit(DTI_OP_RECV_CANCEL) | op_bit(DTI_OP_TX_GROW);
-constexpr uint32_t kDgramOnlyOps = op_bit(DTI_OP_SEND_DGRAMS) | op_bit(DTI_OP_DGRAM_CONNECT) | op_bit(DTI_OP_MCAST);
-static_assert(DTI_OP_MCAST < 32 && DTI_OP_TX_GROW < 32 && DTI_OP_CONNECT6 < 32,
+constexpr uint32_t kDgramOnlyOps = op_bit(DTI_OP_SEND_DGRAMS) | op_bit(DTI_OP_DGRAM_CONNECT) | op_bit(DTI_OP_MCAST) |
+                                   op_bit(DTI_OP_MCAST6);
+static_assert(DTI_OP_MCAST < 32 && DTI_OP_TX_GROW < 32 && DTI_OP_CONNECT6 < 32 && DTI_OP_MCAST6 < 32,
               "every opcode the decoder lets through has a bit");
 
 class Commands {

@@ -22,8 +22,8 @@ const char *reject_text(Reject r)
     case Reject::kBadPoolRange: return "offset + length is not inside the buffer pool";
     case Reject::kBadDigestFlags: return "digest flags other than TX, CHECK, CHAIN";
     case Reject::kBadAddress: return "posted address is 0 or address + length wraps";
-    case Reject::kBadMcast: return "multicast request is neither join (0) nor leave (1)";
-    case Reject::kBadAddress6: return "IPv6 flags unknown, or a multicast (or, to connect to, unspecified) address";
+    case Reject::kBadMcast: return "multicast request is neither join (0) nor leave (1), or its IPv6 group is not one";
+    case Reject::kBadAddress6: return "IPv6 flags unknown, or (to connect to) a multicast or unspecified address";
     }
     return "unknown reason";
 }

@@ -52,8 +52,8 @@ enum class Reject : uint8_t {
     kBadDigestFlags, // DIGEST with flags other than TX, CHECK, CHAIN
     kBadAddress,     // RECV_POST: address 0, or address + length past 2^64 (the process's
                      // memory is checked by the kernel when the engine writes: -EFAULT then)
-    kBadMcast,       // MCAST: neither join (0) nor leave (1)
-    kBadAddress6,    // BIND6: flags other than V6ONLY, or a multicast address;
+    kBadMcast,       // MCAST, MCAST6: neither join (0) nor leave (1); MCAST6: a group not in ff00::/8
+    kBadAddress6,    // BIND6: flags other than V6ONLY;
                      // CONNECT6: flags (none defined), the unspecified address (::) or a multicast one
 };
 
@@ -105,6 +105,20 @@ inline Endpoint6 endpoint6_of(const Command &c)
     __builtin_memcpy(e.ip + 8, &c.offset, 8);
     e.port = c.address.port;
     return e;
+}
+
+// The group and source of a decoded MCAST6: the group in the value and
+// offset words as endpoint6_of's address; the source (:: any) in the count,
+// length, least and option words (decoding::check_arguments), which MCAST6
+// has no other use for.
+inline void mcast6_of(const Command &c, uint8_t group[16], uint8_t source[16])
+{
+    __builtin_memcpy(group, &c.value, 8);
+    __builtin_memcpy(group + 8, &c.offset, 8);
+    __builtin_memcpy(source, &c.count, 4);
+    __builtin_memcpy(source + 4, &c.length, 4);
+    __builtin_memcpy(source + 8, &c.least, 4);
+    __builtin_memcpy(source + 12, &c.option, 4);
 }
 
 struct Decoded {
@@ -178,7 +192,9 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
         uint8_t any = 0;
         for (uint8_t b : ip)
             any |= b;
-        if (raw.arg0 & ~(connect ? 0u : DTI_BIND6_V6ONLY) || ip[0] == 0xff || (connect && any == 0))
+        // A group is a datagram socket's bind (it receives that group only:
+        // MARS refuses it for a stream socket); nobody connects to one.
+        if (raw.arg0 & ~(connect ? 0u : DTI_BIND6_V6ONLY) || (connect && (ip[0] == 0xff || any == 0)))
             return Reject::kBadAddress6;
         return Reject::kNone;
     }
@@ -253,6 +269,19 @@ inline Reject check_arguments(const dti_cmd &raw, const CommandBounds &b, Comman
         c->length = raw.arg1;               // the source (0: any)
         c->flags = uint32_t(raw.value);     // 1: leave
         return Reject::kNone;
+    case DTI_OP_MCAST6: {
+        uint8_t group[16], source[16];
+        dti_cmd_addr6_get(&raw, group);
+        dti_cmd_source6_get(&raw, source);
+        c->flags = raw.arg0; // 1: leave
+        c->value = raw.value;
+        c->offset = raw.offset;
+        __builtin_memcpy(&c->count, source, 4);
+        __builtin_memcpy(&c->length, source + 4, 4);
+        __builtin_memcpy(&c->least, source + 8, 4);
+        __builtin_memcpy(&c->option, source + 12, 4);
+        return (raw.arg0 == 0 || raw.arg0 == 1) && group[0] == 0xff ? Reject::kNone : Reject::kBadMcast;
+    }
     case DTI_OP_DIGEST:
         if (raw.arg0 & ~uint32_t(DTI_DIGEST_TX | DTI_DIGEST_CHECK | DTI_DIGEST_CHAIN))
             return Reject::kBadDigestFlags;

@@ -19,8 +19,13 @@ int32_t Commands::cmd_bind(Group &group, Member &m, uint32_t si, const Command &
         return -EACCES; // as the kernel: a privileged port needs CAP_NET_BIND_SERVICE
     int32_t result;
     if (c.op == DTI_OP_BIND6) {
+        const Endpoint6 local = endpoint6_of(c);
+        if (!s.dgram && local.ip[0] == 0xff) {
+            stats_.rejected_commands++; // a group is a datagram socket's bind; no stream has one
+            return -EINVAL;
+        }
         const bool v6only = (c.flags & DTI_BIND6_V6ONLY) != 0;
-        result = s.dgram ? tr_.dgram_bind6(s.sid, endpoint6_of(c), v6only) : tr_.bind6(s.sid, endpoint6_of(c), v6only);
+        result = s.dgram ? tr_.dgram_bind6(s.sid, local, v6only) : tr_.bind6(s.sid, local, v6only);
         if (result == 0) {
             s.v6only = v6only;
             if (s.dgram)

@@ -124,6 +124,11 @@ int32_t Commands::cmd_dgram_connect(Group &group, uint32_t si, const Command &c)
 int32_t Commands::cmd_mcast(Group &group, uint32_t si, const Command &c)
 {
     Slot &s = group.slots[si];
+    if (c.op == DTI_OP_MCAST6) {
+        uint8_t g[16], src[16];
+        mcast6_of(c, g, src);
+        return tr_.dgram_membership6(s.sid, g, src, c.flags == 0);
+    }
     return tr_.dgram_membership(s.sid, c.address.ip, c.length, c.flags == 0);
 }
 

@@ -85,6 +85,42 @@ int dti_dgram_leave(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source)
     return membership(c, s, group, source, 1);
 }
 
+static int prep_mcast6(dti_ctx_t *c, dti_sock_t s, const uint8_t *group, const uint8_t *source, int leave,
+                       uint64_t ud)
+{
+    static const uint8_t any[16];
+    c = dti__route(c, &s);
+    struct dti_cmd *cmd = NULL;
+    int rc = dti__cmd_prep(c, DTI_OP_MCAST6, s, ud, &cmd);
+    if (rc == 0) {
+        cmd->arg0 = (uint32_t)leave;
+        dti_cmd_addr6_set(cmd, group);
+        dti_cmd_source6_set(cmd, source ? source : any);
+        dti__cmd_commit(c);
+    }
+    return rc;
+}
+
+static int membership6(dti_ctx_t *c, dti_sock_t s, const uint8_t *group, const uint8_t *source, int leave)
+{
+    if (!group)
+        return -EFAULT;
+    uint64_t ud = dti__next_ud(c);
+    int prc;
+    DTI_SYNC_PREP(prc, c, prep_mcast6(c, s, group, source, leave, ud));
+    return dti__run_sync(c, prc, ud, NULL, -1);
+}
+
+int dti_dgram_join6(dti_ctx_t *c, dti_sock_t s, const uint8_t group[16], const uint8_t *source)
+{
+    return membership6(c, s, group, source, 0);
+}
+
+int dti_dgram_leave6(dti_ctx_t *c, dti_sock_t s, const uint8_t group[16], const uint8_t *source)
+{
+    return membership6(c, s, group, source, 1);
+}
+
 /* ---- send ------------------------------------------------------------------ */
 
 static int prep_send_dgrams(dti_ctx_t *c, dti_sock_t s, uint32_t end, uint64_t ud)

@@ -157,6 +157,13 @@ class MarsTransport final : public dti::engine::Transport {
     {
         return join ? stack_->udp().join(s, {group, source}) : stack_->udp().leave(s, {group, source});
     }
+    int dgram_membership6(dti::engine::SockId s, const uint8_t group[16], const uint8_t source[16], bool join) override
+    {
+        mars::UdpGroup6 g;
+        std::memcpy(g.group.b, group, 16);
+        std::memcpy(g.source.b, source, 16);
+        return join ? stack_->udp().join6(s, g) : stack_->udp().leave6(s, g);
+    }
     int dgram_close(dti::engine::SockId s) override { return stack_->udp().close(s); }
 
   private:

@@ -73,7 +73,7 @@ extern "C" {
  * (DTI_DGRAM_TOS/TTL). 11: IPv6 endpoints on the control path (DTI_OP_BIND6,
  * DTI_OP_CONNECT6; a socket's IPv6 names in dti_sock_shared.name6/local6/remote6). 12:
  * IPv6 datagram sockets (BIND6 and CONNECT6 on them; DTI_DGRAM_IP6 records). */
-#define DTI_ABI_VERSION 12u
+#define DTI_ABI_VERSION 13u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -423,7 +423,11 @@ enum dti_op {
     /* IPv6 (ABI 11; stream sockets): the address's 16 bytes in the command's
      * value and offset words (dti_abi.h), arg1 the port, arg0 flags */
     DTI_OP_BIND6 = 24,     /* arg0: DTI_BIND6_V6ONLY or 0 */
-    DTI_OP_CONNECT6 = 25   /* arg0: 0; completes as DTI_OP_CONNECT */
+    DTI_OP_CONNECT6 = 25,  /* arg0: 0; completes as DTI_OP_CONNECT */
+    /* IPv6 multicast (ABI 13; datagram sockets): joins (arg0 0) or leaves
+     * (arg0 1) the group in the value and offset words, from the source in
+     * the trace words (dti_cmd_source6_get/set; :: any source) */
+    DTI_OP_MCAST6 = 26
 };
 
 /* DTI_OP_BIND6's flag: IPV6_V6ONLY. Without it a socket bound to :: is one

@@ -131,6 +131,15 @@ int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s);
  * variants). Host order. */
 int dti_dgram_join(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source);
 int dti_dgram_leave(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source);
+/* IPV6_JOIN_GROUP / IPV6_LEAVE_GROUP (ABI 13; source not NULL and not ::
+ * the source-specific MCAST_JOIN_SOURCE_GROUP / MCAST_LEAVE_SOURCE_GROUP):
+ * the socket's membership of an IPv6 group (ff00::/8), 16 bytes each in
+ * network order; MLDv2 reports from the engine. 0, or -EINVAL (not a
+ * group), -EADDRINUSE (joined already), -EADDRNOTAVAIL (leave without a
+ * join), -ENOBUFS (20 memberships held), -EAFNOSUPPORT (an engine without
+ * IPv6), -EOPNOTSUPP (an engine that predates ABI 13). */
+int dti_dgram_join6(dti_ctx_t *c, dti_sock_t s, const uint8_t group[16], const uint8_t *source);
+int dti_dgram_leave6(dti_ctx_t *c, dti_sock_t s, const uint8_t group[16], const uint8_t *source);
 
 #ifdef __cplusplus
 }

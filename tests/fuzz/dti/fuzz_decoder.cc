@@ -77,13 +77,20 @@ Reject model(const dti_cmd &c, const CommandBounds &b)
     case DTI_OP_DGRAM_CONNECT:
         return c.arg1 <= 65535 && (c.arg1 != 0 || c.arg0 == 0) ? Reject::kNone : Reject::kBadPort;
     case DTI_OP_MCAST: return c.value == 0 || c.value == 1 ? Reject::kNone : Reject::kBadMcast;
+    case DTI_OP_MCAST6: {
+        // join (0) or leave (1), of a group: ff00::/8, the first byte of the
+        // value word in memory.
+        uint8_t first;
+        std::memcpy(&first, &c.value, 1);
+        return (c.arg0 == 0 || c.arg0 == 1) && first == 0xff ? Reject::kNone : Reject::kBadMcast;
+    }
     case DTI_OP_TX_GROW: return Reject::kNone; // the size is checked by the engine against the slot (cmd_tx_grow)
     case DTI_OP_BIND6:
     case DTI_OP_CONNECT6: {
         // The port first; then the flags (BIND6: V6ONLY only; CONNECT6:
-        // none) and the address, in the value and offset words: never
-        // multicast (ff00::/8, the first byte in memory), and a connect's
-        // never all zeros (::).
+        // none) and the address, in the value and offset words: a connect's
+        // never multicast (ff00::/8, the first byte in memory) nor all
+        // zeros (::); a bind's may be a group (a datagram socket's).
         const bool to = c.op == DTI_OP_CONNECT6;
         if (c.arg1 > 65535 || (to && c.arg1 == 0))
             return Reject::kBadPort;
@@ -92,7 +99,7 @@ Reject model(const dti_cmd &c, const CommandBounds &b)
         std::memcpy(ip + 8, &c.offset, 8);
         const bool unspecified = std::all_of(ip, ip + 16, [](uint8_t b) { return b == 0; });
         const bool flags_ok = to ? c.arg0 == 0 : (c.arg0 | DTI_BIND6_V6ONLY) == DTI_BIND6_V6ONLY;
-        return flags_ok && ip[0] != 0xff && !(to && unspecified) ? Reject::kNone : Reject::kBadAddress6;
+        return flags_ok && !(to && (unspecified || ip[0] == 0xff)) ? Reject::kNone : Reject::kBadAddress6;
     }
     default: return Reject::kUnknownOp;
     }
@@ -127,10 +134,18 @@ void check_accepted(const dti_cmd &c, const CommandBounds &b, const Decoded &d)
         uint8_t ip[16];
         std::memcpy(ip, &c.value, 8);
         std::memcpy(ip + 8, &c.offset, 8);
-        if (std::memcmp(e.ip, ip, 16) != 0 || e.port != c.arg1 || e.ip[0] == 0xff)
-            fail("IPv6 endpoint changed, or multicast accepted", c, d);
+        if (std::memcmp(e.ip, ip, 16) != 0 || e.port != c.arg1 || (k.op == DTI_OP_CONNECT6 && e.ip[0] == 0xff))
+            fail("IPv6 endpoint changed, or a connect to a group accepted", c, d);
         if (k.flags & ~uint32_t(DTI_BIND6_V6ONLY))
             fail("IPv6 flags the engine does not know accepted", c, d);
+    }
+    if (k.op == DTI_OP_MCAST6) {
+        uint8_t g[16], s[16], rg[16], rs[16];
+        engine::mcast6_of(k, g, s);
+        dti_cmd_addr6_get(&c, rg);
+        dti_cmd_source6_get(&c, rs);
+        if (std::memcmp(g, rg, 16) != 0 || std::memcmp(s, rs, 16) != 0 || g[0] != 0xff || k.flags > 1)
+            fail("MCAST6 group or source changed, a group that is none, or neither join nor leave", c, d);
     }
     if (k.op == DTI_OP_SHUTDOWN && !k.shut_rd && !k.shut_wr)
         fail("shutdown of nothing", c, d);

@@ -104,7 +104,7 @@ TEST(DtiDecoder, HandleSlotAndGeneration)
 
 TEST(DtiDecoder, UnknownOpcodeAfterTheHandle)
 {
-    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_CONNECT6 + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
+    for (uint16_t op : {uint16_t(0), uint16_t(DTI_OP_MCAST6 + 1), uint16_t(0x7fff), uint16_t(0xffff)}) {
         EXPECT_EQ(reject_of(cmd(op)), Reject::kUnknownOp) << op;
         EXPECT_EQ(reject_of(cmd(op, handle_of(kSockets))), Reject::kBadSocket) << op;
     }
@@ -160,7 +160,7 @@ TEST(DtiDecoder, Bind6AddressPortAndFlags)
     EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kIp6, 65536)), Reject::kBadPort);
     EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kIp6, 80, 2)), Reject::kBadAddress6);
     EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kIp6, 80, 0x80000001u)), Reject::kBadAddress6);
-    EXPECT_EQ(reject_of(cmd6(DTI_OP_BIND6, kMcast6, 80)), Reject::kBadAddress6);
+    EXPECT_TRUE(decode_command(cmd6(DTI_OP_BIND6, kMcast6, 80), kBounds).ok()) << "a group: a datagram socket's bind";
     // The handle is judged first, as for every command.
     dti_cmd bad = cmd6(DTI_OP_BIND6, kMcast6, 80);
     bad.sock = handle_of(kSockets);
@@ -178,6 +178,34 @@ TEST(DtiDecoder, Connect6RefusesPort0UnspecifiedMulticastAndFlags)
     EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kAny6, 443)), Reject::kBadAddress6);
     EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kMcast6, 443)), Reject::kBadAddress6);
     EXPECT_EQ(reject_of(cmd6(DTI_OP_CONNECT6, kIp6, 443, DTI_BIND6_V6ONLY)), Reject::kBadAddress6);
+}
+
+// MCAST6: join (arg0 0) or leave (1), the group in the value and offset
+// words, the source in the trace words; both come through unchanged.
+TEST(DtiDecoder, Mcast6GroupSourceAndJoinOrLeave)
+{
+    constexpr uint8_t kSrc6[16] = {0x20, 0x01, 0x00, 0x02, 0, 0, 0, 0x07, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0, 0x12, 0x34};
+    for (uint32_t leave : {0u, 1u}) {
+        dti_cmd c = cmd6(DTI_OP_MCAST6, kMcast6, 0, leave);
+        dti_cmd_source6_set(&c, kSrc6);
+        Decoded d = decode_command(c, kBounds);
+        ASSERT_TRUE(d.ok()) << leave;
+        uint8_t g[16], s[16];
+        dti::engine::mcast6_of(d.cmd, g, s);
+        EXPECT_EQ(std::memcmp(g, kMcast6, 16), 0);
+        EXPECT_EQ(std::memcmp(s, kSrc6, 16), 0);
+        EXPECT_EQ(d.cmd.flags, leave);
+        EXPECT_TRUE(d.cmd.signaled);
+    }
+    dti_cmd any = cmd6(DTI_OP_MCAST6, kMcast6, 0);
+    Decoded d = decode_command(any, kBounds);
+    ASSERT_TRUE(d.ok());
+    uint8_t g[16], s[16];
+    dti::engine::mcast6_of(d.cmd, g, s);
+    EXPECT_EQ(std::memcmp(s, kAny6, 16), 0) << ":: any source";
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_MCAST6, kMcast6, 0, 2)), Reject::kBadMcast) << "neither join nor leave";
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_MCAST6, kIp6, 0)), Reject::kBadMcast) << "a unicast address is no group";
+    EXPECT_EQ(reject_of(cmd6(DTI_OP_MCAST6, kAny6, 0)), Reject::kBadMcast);
 }
 
 TEST(DtiDecoder, ListenBacklogClampedTo65535)

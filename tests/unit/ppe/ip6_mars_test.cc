@@ -300,7 +300,8 @@ TEST_F(Ip6OverMars, DualStackListenerAcceptsBothFamilies)
     EXPECT_EQ(a_.engine->stats().rejected_commands, 0u);
 }
 
-// What the decoder refuses is answered -EINVAL and counted; what the stack
+// What the decoder refuses is answered -EINVAL and counted (so is a stream
+// socket's bind to a group, the engine's refusal); what the stack
 // refuses is the stack's answer; a datagram socket takes no IPv6 command.
 // The engine stays sound: a good connect after them comes up.
 TEST_F(Ip6OverMars, RefusedIpv6Commands)

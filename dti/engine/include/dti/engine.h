@@ -288,6 +288,13 @@ class Transport {
         (void)s, (void)group, (void)source, (void)join;
         return -EPROTONOSUPPORT;
     }
+    // IPV6_JOIN_GROUP (join) / IPV6_LEAVE_GROUP of the group's 16 bytes
+    // (network order); source :: any source, else the source-specific call.
+    virtual int dgram_membership6(SockId s, const uint8_t group[16], const uint8_t source[16], bool join)
+    {
+        (void)s, (void)group, (void)source, (void)join;
+        return -EAFNOSUPPORT;
+    }
     // Frees the socket at once (memberships left, ring reclaimed); kEvClosed
     // follows. A datagram socket has nothing to finish: close and abort are
     // this one call.
