@@ -28,6 +28,7 @@
 #include "sock6.h"
 #include "sockobj.h"
 #include "udp6.h"
+#include "udp_mcast.h"
 #include "udp_sock.h"
 #include "wait.h"
 
@@ -190,8 +191,8 @@ ETA_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     }
     enum eta_reason why;
     enum eta_bind_target t = eta_decide_bind(&eta_net, addr, len, &why);
-    if (s->dgram && t == ETA_BIND_BOTH) {
-        /* UDP on every address: a hybrid (udp_sock.c). */
+    if (s->dgram && (t == ETA_BIND_BOTH || eta_udp_bind_is_group(addr, len))) {
+        /* UDP on every address, or on a group: a hybrid (udp_sock.c). */
         rc = eta_udp_bind_any(fd, s, addr, len);
         eta_obj_put(&s->obj);
         return rc;

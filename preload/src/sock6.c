@@ -77,8 +77,8 @@ int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port)
         return dti_bind(c, s->h, &a);
     }
     struct dti_addr6 a6 = {.port = port}; /* [::], or the PPE's IPv6 address bind() named */
-    if (s->local6 && (!eta_local6_ip(s, a6.ip) || !listed6(a6.ip)))
-        return -EADDRNOTAVAIL; /* a new PPE without that address (or one never recorded) */
+    if (s->local6 && (!eta_local6_ip(s, a6.ip) || (!listed6(a6.ip) && a6.ip[0] != 0xff)))
+        return -EADDRNOTAVAIL; /* a new PPE without that address (or one never recorded); a group is every PPE's */
     int rc = dti_bind6(c, s->h, &a6, s->v6only ? DTI_BIND6_V6ONLY : 0);
     if (rc == -EAFNOSUPPORT && !s->local6 && !s->v6only) { /* an engine without IPv6: the IPv4 half, as before */
         struct dti_addr a = {0, port};

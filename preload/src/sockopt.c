@@ -24,6 +24,8 @@
 #include "sockobj.h"
 #include "ucopy.h"
 #include "udp.h"
+#include "mcast_req.h"
+#include "udp_mcast.h"
 
 /* Options carried to the PPE when a socket is accelerated; the index is the
  * option's ETA_OPT_* bit. */
@@ -444,35 +446,6 @@ static int timeo_ms(const void *val, socklen_t len)
     return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
-/* IP_ADD_MEMBERSHIP and friends on an accelerated UDP socket: the engine's
- * membership (IGMPv3 reports from MARS). ip_mreq or ip_mreqn (the group
- * first in both); the source variants take ip_mreq_source. */
-static int udp_membership(struct eta_sock *s, int name, const void *val, socklen_t len)
-{
-    uint32_t group, source = 0;
-    if (name == IP_ADD_SOURCE_MEMBERSHIP || name == IP_DROP_SOURCE_MEMBERSHIP) {
-        struct ip_mreq_source m;
-        if (!val || len < sizeof m)
-            return fail(EINVAL);
-        memcpy(&m, val, sizeof m);
-        group = ntohl(m.imr_multiaddr.s_addr);
-        source = ntohl(m.imr_sourceaddr.s_addr);
-    } else {
-        struct ip_mreq m;
-        if (!val || len < sizeof m)
-            return fail(EINVAL);
-        memcpy(&m, val, sizeof m);
-        group = ntohl(m.imr_multiaddr.s_addr);
-    }
-    int e = usable(s, ENETDOWN);
-    dti_ctx_t *c = e ? NULL : eta_ctx();
-    if (!c)
-        return fail(e ? e : ENETDOWN);
-    const bool join = name == IP_ADD_MEMBERSHIP || name == IP_ADD_SOURCE_MEMBERSHIP;
-    int r = join ? dti_dgram_join(c, s->h, group, source) : dti_dgram_leave(c, s->h, group, source);
-    return r < 0 ? fail(eta_errno_from_dti(r)) : 0;
-}
-
 /* IPV6_V6ONLY on an AF_INET6 socket the PPE holds (accelerated, or a
  * parent's, orphaned here): it has a port (bound, listening, connected or
  * accepted) and Linux answers EINVAL to a bound socket (ipv6_sockglue.c),
@@ -517,12 +490,15 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
             eta_obj_put(&s->obj);
         return real_setsockopt(fd, level, name, val, len);
     }
-    if (s->dgram && level == IPPROTO_IP && (name == IP_ADD_MEMBERSHIP || name == IP_DROP_MEMBERSHIP ||
-                                            name == IP_ADD_SOURCE_MEMBERSHIP || name == IP_DROP_SOURCE_MEMBERSHIP)) {
-        /* a hybrid (INADDR_ANY): the kernel half joins too (its answer first) */
-        int r = s->hybrid ? real_setsockopt(fd, level, name, val, len) : 0;
-        if (r == 0)
-            r = udp_membership(s, name, val, len);
+    if (s->dgram && (eta_mcast_membership_option(level, name) || eta_mcast_filter_option(level, name) ||
+                     (s->hybrid && eta_udp_mcast_send_option(level, name)))) {
+        /* Multicast (udp_mcast.c): memberships the engine's and the kernel
+         * half's by the interface they name; exclude-mode source filters
+         * are not carried (never a silent no-op); a hybrid sends to groups
+         * through its kernel half, which keeps the sending options. */
+        int r = eta_mcast_membership_option(level, name) ? eta_udp_membership(fd, s, level, name, val, len)
+                : eta_mcast_filter_option(level, name)   ? fail(EOPNOTSUPP)
+                                                         : real_setsockopt(fd, level, name, val, len);
         eta_obj_put(&s->obj);
         return r;
     }

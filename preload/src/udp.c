@@ -184,6 +184,26 @@ static int ifindex6_of(const uint8_t ip[16])
     return 0;
 }
 
+int eta_udp_ifindex4(uint32_t ip)
+{
+    ifindex_lookup();
+    return ifindex_of(ip);
+}
+
+bool eta_udp_ppe_ifindex(int ifindex)
+{
+    ifindex_lookup();
+    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2 || ifindex <= 0)
+        return false;
+    for (unsigned i = 0; i < ifx_n; i++)
+        if (ifx_index[i] == ifindex)
+            return true;
+    for (unsigned i = 0; i < ifx6_n; i++)
+        if (ifx6_index[i] == ifindex)
+            return true;
+    return false;
+}
+
 bool eta_udp_cmsg_option(int level, int name)
 {
     if (level == SOL_SOCKET)

@@ -38,6 +38,11 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
 int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos);
 /* setsockopt(level, name) is an option asking for ancillary data on receive. */
 bool eta_udp_cmsg_option(int level, int name);
+/* The kernel interface holding the PPE's address ip (host order; a port
+ * shared with the kernel has one), else 0; whether ifindex is such an
+ * interface. Looked up once per process (getifaddrs), off the data path. */
+int eta_udp_ifindex4(uint32_t ip);
+bool eta_udp_ppe_ifindex(int ifindex);
 /* Reads back from the kernel socket fd which ancillary data s's receives
  * carry (setsockopt kept them there; after exec too). Not the data path. */
 void eta_udp_cmsg_refresh(int fd, struct eta_sock *s);

@@ -61,8 +61,8 @@ int eta_udp6_bind(int fd, struct eta_sock *s, const struct sockaddr *addr, sockl
         to_kernel(fd, s, why == ETA_R_NONE ? ETA_R_INET6 : why, eta_fmt_any(addr, buf, sizeof buf));
         return real_bind(fd, addr, len);
     }
-    if (IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr))
-        return eta_udp_bind_any(fd, s, addr, len); /* a hybrid on [::] (udp_sock.c) */
+    if (IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr) || IN6_IS_ADDR_MULTICAST(&in6.sin6_addr))
+        return eta_udp_bind_any(fd, s, addr, len); /* a hybrid on [::] or a group (udp_sock.c) */
     if (eta_own_addr6((const struct sockaddr *)&in6, sizeof in6))
         return eta_bind_ppe6(fd, s, (const struct sockaddr *)&in6); /* the PPE's IPv6 address (sock6.c) */
     to_kernel(fd, s, IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr) ? ETA_R_LOOPBACK : ETA_R_INET6,

@@ -22,6 +22,7 @@
 #include "sock6.h"
 #include "udp.h"
 #include "udp6.h"
+#include "udp_mcast.h"
 #include "udp_sock.h"
 #include "wait.h"
 
@@ -84,16 +85,30 @@ int eta_udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, so
     int v6only = 0;
     l = sizeof v6only;
     s->v6only = s->v6 && real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &l) == 0 && v6only;
+    /* Bound to a group: both halves take that group's datagrams alone (an
+     * IPv6 one is IPv6 only, as Linux makes any bound address). */
+    const bool group = eta_udp_bind_is_group(addr, len);
+    if (group && s->v6) {
+        struct sockaddr_in6 g;
+        memcpy(&g, addr, 24); /* (its scope id, where it has one, is the kernel half's) */
+        s->local6 = eta_local6_of(g.sin6_addr.s6_addr);
+        s->v6only = true;
+    } else if (group) {
+        struct sockaddr_in g;
+        memcpy(&g, addr, sizeof g);
+        any.ip = ntohl(g.sin_addr.s_addr);
+        s->local = any; /* eta_bind_any binds it */
+    }
     dti_ctx_t *c = eta_ctx();
     int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
     if (!err) {
-        int r = eta_bind_any(c, s, any.port); /* 0.0.0.0, or [::] (sock6.c) */
+        int r = eta_bind_any(c, s, any.port); /* 0.0.0.0, [::] or the group (sock6.c) */
         if (r < 0) {
             eta_drop_ppe_half(c, s);
             err = eta_errno_from_dti(r);
         }
     }
-    char buf[80];
+    char buf[96];
     if (err) {
         snprintf(buf, sizeof buf, "the PPE cannot take UDP port %u: %s", any.port, strerror(err));
         to_kernel(fd, s, ETA_R_PPE_REFUSED, buf);
@@ -104,9 +119,14 @@ int eta_udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, so
     /* The kernel half is only ever polled by the shim (sockobj.h). */
     int fl = real_fcntl(fd, F_GETFL);
     real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
-    snprintf(buf, sizeof buf, s->v6 ? "UDP on [::]:%u on the PPE and the kernel%s"
-                                   : "UDP on 0.0.0.0:%u on the PPE and the kernel%s", any.port,
-             s->v6only ? ", IPv6 only" : "");
+    if (group) {
+        char a[64];
+        snprintf(buf, sizeof buf, "UDP on group %s on the PPE and the kernel", eta_fmt_any(addr, a, sizeof a));
+    } else {
+        snprintf(buf, sizeof buf, s->v6 ? "UDP on [::]:%u on the PPE and the kernel%s"
+                                       : "UDP on 0.0.0.0:%u on the PPE and the kernel%s", any.port,
+                 s->v6only ? ", IPv6 only" : "");
+    }
     eta_count(ETA_R_NONE, fd, buf);
     return 0;
 }

@@ -1,0 +1,140 @@
+/* Multicast of UDP sockets (udp_mcast.h). A hybrid (bound to INADDR_ANY,
+ * [::] or a group) has two halves, and a membership names an interface:
+ * the PPE's port (its address, or the index of the kernel interface a
+ * shared port has) is the engine's, another interface the kernel half's,
+ * none named (INADDR_ANY, index 0) both: the kernel half's join by its
+ * routes, the engine's on its port. A socket the PPE alone holds (bound to
+ * the PPE's address) takes no group datagrams, on Linux as here: its
+ * memberships are the engine's when they name the port or nothing, else
+ * the kernel placeholder's (whose answer checks the interface). */
+#include "udp_mcast.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "attach.h"
+#include "config.h"
+#include "decide.h"
+#include "mcast_req.h"
+#include "real.h"
+#include "sock.h"
+#include "sockobj.h"
+#include "ucopy.h"
+#include "udp.h"
+
+bool eta_udp_mcast_send_option(int level, int name)
+{
+    if (level == IPPROTO_IP)
+        return name == IP_MULTICAST_TTL || name == IP_MULTICAST_LOOP || name == IP_MULTICAST_IF;
+    return level == IPPROTO_IPV6 &&
+           (name == IPV6_MULTICAST_HOPS || name == IPV6_MULTICAST_LOOP || name == IPV6_MULTICAST_IF);
+}
+
+bool eta_udp_bind_is_group(const struct sockaddr *addr, socklen_t len)
+{
+    if (!addr)
+        return false;
+    if (addr->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+        struct sockaddr_in in;
+        memcpy(&in, addr, sizeof in);
+        return IN_MULTICAST(ntohl(in.sin_addr.s_addr));
+    }
+    if (addr->sa_family == AF_INET6 && len >= 24) { /* Linux's SIN6_LEN_RFC2133: no scope id */
+        struct sockaddr_in6 in6;
+        memcpy(&in6, addr, 24);
+        return IN6_IS_ADDR_MULTICAST(&in6.sin6_addr);
+    }
+    return false;
+}
+
+/* The leave that undoes a join (the same value). */
+static int undo_name(int name)
+{
+    switch (name) {
+    case IP_ADD_MEMBERSHIP: return IP_DROP_MEMBERSHIP;
+    case IP_ADD_SOURCE_MEMBERSHIP: return IP_DROP_SOURCE_MEMBERSHIP;
+    case IPV6_ADD_MEMBERSHIP: return IPV6_DROP_MEMBERSHIP;
+    case MCAST_JOIN_GROUP: return MCAST_LEAVE_GROUP;
+    default: return MCAST_LEAVE_SOURCE_GROUP; /* MCAST_JOIN_SOURCE_GROUP */
+    }
+}
+
+/* Which halves the request's interface names: *ppe the engine's port,
+ * *kernel a kernel interface (both when none is named). */
+static void halves(const struct eta_mcast_req *r, bool *ppe, bool *kernel)
+{
+    if (r->ifindex) {
+        *ppe = eta_udp_ppe_ifindex(r->ifindex); /* a shared port's interface */
+        *kernel = true;
+    } else if (!r->v6 && r->if_addr4) {
+        *ppe = eta_net_is_local(&eta_net, r->if_addr4);
+        *kernel = !*ppe || eta_udp_ifindex4(r->if_addr4) != 0; /* shared: the kernel holds it too */
+    } else {
+        *ppe = *kernel = true;
+    }
+}
+
+static int engine_membership(struct eta_sock *s, const struct eta_mcast_req *r)
+{
+    int e = usable(s, ENETDOWN);
+    dti_ctx_t *c = e ? NULL : eta_ctx();
+    if (!c)
+        return -(e ? e : ENETDOWN);
+    int rc;
+    if (r->v6)
+        rc = r->join ? dti_dgram_join6(c, s->h, r->group6, r->has_source ? r->source6 : NULL)
+                     : dti_dgram_leave6(c, s->h, r->group6, r->has_source ? r->source6 : NULL);
+    else
+        rc = r->join ? dti_dgram_join(c, s->h, r->group4, r->source4) : dti_dgram_leave(c, s->h, r->group4, r->source4);
+    return rc < 0 ? -eta_errno_from_dti(rc) : 0;
+}
+
+int eta_udp_membership(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len)
+{
+    if (level == IPPROTO_IPV6 && !s->v6)
+        return real_setsockopt(fd, level, name, val, len); /* an AF_INET socket: the kernel's ENOPROTOOPT */
+    struct group_source_req v; /* the largest of the values */
+    memset(&v, 0, sizeof v);
+    const size_t n = len > 0 ? ((size_t)len < sizeof v ? (size_t)len : sizeof v) : 0;
+    if (val && n && eta_ucopy(&v, val, n) != 0)
+        return fail(EFAULT);
+    struct eta_mcast_req r;
+    int e = eta_mcast_parse(level, name, val ? &v : NULL, len, s->v6, &r);
+    if (e)
+        return fail(e);
+    /* Linux checks the group before the interface (ip_mc_join_group,
+     * ipv6_sock_mc_join: EINVAL). */
+    if (r.v6 ? r.group6[0] != 0xff : !IN_MULTICAST(r.group4))
+        return fail(EINVAL);
+    bool ppe, kernel;
+    halves(&r, &ppe, &kernel);
+    if (!s->hybrid) {
+        if (!ppe)
+            return real_setsockopt(fd, level, name, val, len);
+        int rc = engine_membership(s, &r);
+        return rc < 0 ? fail(-rc) : 0;
+    }
+    /* A hybrid: the kernel half first (its answer is the program's where it
+     * alone is named); with no interface named, a kernel without a route
+     * for the group (ENODEV) leaves the engine's join standing alone. */
+    int krc = -1, kerr = 0;
+    if (kernel) {
+        krc = real_setsockopt(fd, level, name, val, len);
+        kerr = errno;
+        if (krc != 0 && (!ppe || (r.join && kerr != ENODEV && kerr != EADDRNOTAVAIL)))
+            return -1;
+    }
+    if (!ppe)
+        return krc;
+    int prc = engine_membership(s, &r);
+    if (r.join) {
+        if (prc < 0 && krc == 0)
+            (void)real_setsockopt(fd, level, undo_name(name), val, len); /* all or nothing */
+        return prc < 0 ? fail(-prc) : 0;
+    }
+    /* A leave: done where either half held it. */
+    if (prc == 0 || krc == 0)
+        return 0;
+    return fail(-prc);
+}

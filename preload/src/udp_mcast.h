@@ -1,0 +1,28 @@
+/* Multicast of UDP sockets under the shim (udp_mcast.c): memberships of an
+ * accelerated socket (both families), the multicast options that stay the
+ * kernel half's, and binding to a group. preload/README.md "UDP", the
+ * multicast item. Internal to preload/src. */
+#ifndef ETA_PRELOAD_UDP_MCAST_H
+#define ETA_PRELOAD_UDP_MCAST_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "shim.h"
+
+/* setsockopt() of a membership option (mcast_req.h) on an accelerated UDP
+ * socket: the engine's membership where the interface named is the PPE's
+ * (or none is named), the kernel half's where it is a kernel interface (or
+ * none is named, on a hybrid). 0, or -1 with errno. */
+int eta_udp_membership(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len);
+
+/* Whether (level, name) is a sending option of groups (IP_MULTICAST_TTL,
+ * _LOOP, _IF; IPV6_MULTICAST_HOPS, _LOOP, _IF): a hybrid sends to groups
+ * through its kernel half, which keeps them. */
+bool eta_udp_mcast_send_option(int level, int name);
+
+/* The group a UDP candidate's bind() names (AF_INET 224.0.0.0/4, or
+ * AF_INET6 ff00::/8, network order in group6): a hybrid bound to it. */
+bool eta_udp_bind_is_group(const struct sockaddr *addr, socklen_t len);
+
+#endif
