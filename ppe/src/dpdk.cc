@@ -431,6 +431,21 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     rte_ether_addr addr;
     rte_eth_macaddr_get(id, &addr);
     std::memcpy(mac.b, addr.addr_bytes, 6);
+    // Multicast: the groups UDP sockets join (IGMP, MLD) and IPv6's
+    // solicited-node groups reach the engine only past the NIC's filter.
+    // Every group is let in (MARS takes those joined and hands the rest to
+    // the kernel's interface where the port is shared); a port that cannot
+    // (ENOTSUP) and is not promiscuous (af_packet's is) still has its
+    // unicast and broadcast, and says so.
+    // An af_packet port sees what its kernel interface receives: on a veth
+    // every frame; on a NIC the groups the kernel's own filter passes
+    // (`ip link set DEV allmulticast on` passes every one).
+    rc = rte_eth_allmulticast_enable(id);
+    if (rc < 0 && rte_eth_allmulticast_get(id) != 1 && rte_eth_promiscuous_get(id) != 1 && !is_af_packet(pc))
+        log(LogLevel::kWarn,
+            "%s: cannot receive every multicast group (%s): joined groups and IPv6 neighbour discovery "
+            "reach eta only if the NIC passes them",
+            what.c_str(), rte_strerror(-rc));
     if (pc.flow_isolate) {
         const flow::PortTraffic t = flow::traffic_of(pc, queues);
         const std::vector<flow::Rule> rules = flow::rules_for(t);
