@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Multicast receivers under eta-run (issue 31): the lab's kernel peer sends
+# to a group, programs under eta-run --require receive through the PPE.
+#   mcast_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
+# - IPv4: two receivers on one port, each joining as real programs do (bound
+#   to 0.0.0.0 with ip_mreq naming the PPE's address as the interface, and
+#   bound to the group with ip_mreqn naming none), a third with RFC 3678's
+#   MCAST_JOIN_GROUP, a fourth source-specific (IP_ADD_SOURCE_MEMBERSHIP,
+#   the peer as the source): each gets every datagram, once, byte-exact, in
+#   order, from the peer's address; the engine counts them as multicast
+#   (udp_mcast_in) and sent IGMPv3 reports;
+# - IPv6: receivers bound to [::] (IPV6_JOIN_GROUP) and to the group
+#   (MCAST_JOIN_GROUP at SOL_IPV6) each get every datagram the peer sends to
+#   ff0e::db8:1, through the PPE; the engine sent MLDv2 reports;
+# - nothing fell back (eta-run --require; the shim's lines name each socket
+#   a hybrid of the PPE and the kernel);
+# - once the receivers are gone (close leaves the groups), the engine no
+#   longer takes the group's datagrams.
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../ppe/ppe_lib.sh"
+need_built "$ETA_PPE" eta-ppe
+need_built "$ETA_STAT" eta-stat
+export ETA_PRELOAD_LIB=$SHIM
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+
+ppe_lab6
+ppe_start "$work/ppe.toml"
+ppe_ping6 "$H6" "of eta-ppe's start"
+shared=
+[ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ] || shared=1
+
+# A stack counter summed over engines (eta-stat --json).
+counter() { ppe_json "sum(s.get('$1', 0) for e in d['engines'] for s in e['stacks'])"; }
+
+n=40
+peer_ifindex=$(peer cat "/sys/class/net/$ETA_LAB_PEER_IFACE/ifindex")
+
+# run_group GROUP PORT SEND_IFACE HOW...: one receiver per HOW under eta-run,
+# the peer's datagrams to GROUP:PORT, every receiver's digest the sender's.
+run_group() {
+    local group=$1 port=$2 iface=$3 i=0 how
+    shift 3
+    local names=()
+    for how in "$@"; do
+        local arg=
+        case $how in
+            any4) arg=$ETA_LAB_PPE_IP ;;
+            ssm4) arg=$ETA_LAB_PEER_IP ;;
+        esac
+        start_bg "rx$i" env ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+            "$py" "$here/mcast_recv.py" "$how" "$group" "$port" $arg >"$work/rx$i.out" 2>"$work/rx$i.err"
+        names+=("rx$i:$how")
+        i=$((i + 1))
+    done
+    local j
+    for ((j = 0; j < i; j++)); do
+        local pid_var="rx${j}_pid"
+        wait_until 30 eval "grep -q '^ready' '$work/rx$j.out' || ! kill -0 ${!pid_var}" || true
+        grep -q '^ready' "$work/rx$j.out" || fail "${names[j]} did not join $group: $(cat "$work/rx$j.out" "$work/rx$j.err")"
+        grep -qE "accelerated \(UDP on (group|0\.0\.0\.0|\[::\])" "$work/rx$j.err" ||
+            fail "${names[j]}'s socket is not the PPE's: $(cat "$work/rx$j.err")"
+        ! grep -qE "fd [0-9]+: (kernel|fallback)" "$work/rx$j.err" || fail "${names[j]}: a socket fell back: $(cat "$work/rx$j.err")"
+    done
+    peer timeout 60 "$py" "$here/mcast_send.py" "$group" "$port" "$n" "$iface" >"$work/tx.out" 2>&1 ||
+        fail "the peer's sender: $(cat "$work/tx.out")"
+    read -r _w sn sbytes ssha < "$work/tx.out"
+    for ((j = 0; j < i; j++)); do
+        local pid_var="rx${j}_pid"
+        wait "${!pid_var}" || fail "${names[j]} failed: $(cat "$work/rx$j.out" "$work/rx$j.err")"
+        read -r _w rn rbytes rsha rfrom < <(grep '^got' "$work/rx$j.out")
+        echo "    ${names[j]}: $rn datagrams, $rbytes bytes from $rfrom"
+        [ "$rn $rbytes $rsha" = "$sn $sbytes $ssha" ] ||
+            fail "${names[j]} got $rn datagrams ($rbytes bytes, $rsha), the peer sent $sn ($sbytes bytes, $ssha)"
+        case $rfrom in "$ETA_LAB_PEER_IP" | "$ETA_LAB_PEER_IP6" | "::ffff:$ETA_LAB_PEER_IP") ;;
+            *) fail "${names[j]}: sender $rfrom, not the peer" ;; esac
+    done
+}
+
+note "IPv4: four receivers of 239.18.1.1 under eta-run, joined four ways; the peer sends $n datagrams"
+m0=$(counter udp_mcast_in) igmp0=$(counter igmp_out)
+port=$(free_port)
+run_group 239.18.1.1 "$port" "$ETA_LAB_PEER_IP" any4 group4 mcast4 ssm4
+m1=$(counter udp_mcast_in) igmp1=$(counter igmp_out)
+echo "    engine: $((m1 - m0)) multicast datagrams taken, $((igmp1 - igmp0)) IGMPv3 reports sent"
+[ $((m1 - m0)) -ge $((n + 1)) ] || fail "the engine took $((m1 - m0)) of the group's datagrams (at least $((n + 1)))"
+[ $((igmp1 - igmp0)) -ge 2 ] || fail "the engine sent $((igmp1 - igmp0)) IGMPv3 reports for a join and a leave"
+
+note "IPv6: receivers of ff0e::db8:1 bound to [::] and to the group; the peer sends $n datagrams"
+mld0=$(counter mld_out)
+port=$(free_port)
+run_group ff0e::db8:1 "$port" "$peer_ifindex" any6 group6
+m2=$(counter udp_mcast_in) mld1=$(counter mld_out)
+echo "    engine: $((m2 - m1)) multicast datagrams taken, $((mld1 - mld0)) MLDv2 reports sent"
+[ $((m2 - m1)) -ge $((n + 1)) ] || fail "the engine took $((m2 - m1)) of the IPv6 group's datagrams (at least $((n + 1)))"
+[ $((mld1 - mld0)) -ge 2 ] || fail "the engine sent $((mld1 - mld0)) MLDv2 reports for a join and a leave"
+
+if [ -z "$shared" ]; then
+    note "the receivers gone: the group's datagrams are no longer the engine's"
+    d0=$(counter drop_not_ours)
+    peer timeout 60 "$py" "$here/mcast_send.py" 239.18.1.1 "$port" 5 "$ETA_LAB_PEER_IP" >/dev/null || fail "the peer's sender"
+    wait_until 30 ppe_true "sum(s.get('drop_not_ours', 0) for e in d['engines'] for s in e['stacks']) >= $((d0 + 8))" ||
+        fail "the engine did not see the 8 datagrams to the left group"
+    [ "$(counter udp_mcast_in)" = "$m2" ] || fail "the engine still took datagrams of a group nobody holds"
+fi
