@@ -81,6 +81,7 @@ struct eta_sock {
      * looked at, and whether that half is believed to hold one (relaxed; a
      * race costs one look more or less, never a datagram). */
     _Atomic uint8_t udp_turn, udp_kready;
+    _Atomic uint16_t udp_gso;         /* UDP_SEGMENT, the kernel socket's option read back (udp.c); 0: none */
     _Atomic uint32_t rx_cmsg; /* UDP: the ancillary data its receives carry (ETA_RX_*, udp_cmsg.h), read
                                * back from the kernel socket where the options change (udp.c) */
     bool bound_kernel;        /* the kernel socket is bound: bind(INADDR_ANY), or on a shared port the PPE address */

@@ -10,6 +10,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sched.h>
 #include <string.h>
@@ -211,6 +212,12 @@ bool eta_udp_cmsg_option(int level, int name)
                name == SO_TIMESTAMPNS_NEW;
     if (level == IPPROTO_IPV6)
         return name == IPV6_RECVPKTINFO || name == IPV6_RECVHOPLIMIT || name == IPV6_RECVTCLASS;
+    /* UDP_SEGMENT (read back for sends) and UDP_GRO: the kernel keeps them;
+     * datagrams through the PPE come one per receive, which UDP_GRO allows
+     * (Linux coalesces only what its GRO merged, and says so in a UDP_GRO
+     * control message: none here). */
+    if (level == SOL_UDP)
+        return name == UDP_SEGMENT || name == UDP_GRO;
     return level == IPPROTO_IP && (name == IP_PKTINFO || name == IP_RECVTOS || name == IP_RECVTTL);
 }
 
@@ -246,6 +253,11 @@ void eta_udp_cmsg_refresh(int fd, struct eta_sock *s)
         w |= ETA_RX_TS;
     else if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMP_NEW))
         w |= ETA_RX_TS | ETA_RX_TS_NEW;
+    int gso = 0;
+    socklen_t gl = sizeof gso;
+    if (real_getsockopt(fd, SOL_UDP, UDP_SEGMENT, &gso, &gl) != 0 || gso < 0 || gso > 0xffff)
+        gso = 0;
+    atomic_store_explicit(&s->udp_gso, (uint16_t)gso, memory_order_relaxed);
     errno = saved;
     if (w & (ETA_RX_PKTINFO | ETA_RX_PKTINFO6) || s->v6)
         ifindex_lookup(); /* an AF_INET6 socket's link-local senders need it too */
@@ -500,6 +512,60 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
     }
 }
 
+/* UDP_SEGMENT (Linux's UDP GSO, as QUIC servers send): one buffer of len
+ * bytes as datagrams of gso bytes each, the last one shorter, in one batch
+ * of records (dti_dgram_sendmmsg: a round trip per ring's worth). At most
+ * UDP_MAX_SEGMENTS segments (EINVAL, udp_send_skb; 128 since Linux 6.9, 64
+ * before: a program written for either fits); a segment larger than the
+ * path is the engine's EMSGSIZE (it never fragments). All segments sent:
+ * len; some: the bytes of those; none: the engine's error. */
+#define ETA_UDP_MAX_SEGMENTS 128u
+static ssize_t send_segments(dti_ctx_t *c, struct eta_sock *s, const struct dti_dgram_msg *m, size_t len, size_t gso)
+{
+    const size_t nseg = (len + gso - 1) / gso;
+    if (nseg > ETA_UDP_MAX_SEGMENTS)
+        return fail(EINVAL);
+    /* Each segment's pieces of the caller's iovec: a boundary splits at most
+     * one piece, so n + nseg pieces in all. */
+    struct dti_iov seg[m->iovcnt + nseg];
+    struct dti_dgram_msg msgs[nseg];
+    unsigned pi = 0, iv = 0;
+    size_t ioff = 0;
+    for (size_t k = 0; k < nseg; k++) {
+        size_t want = len - k * gso < gso ? len - k * gso : gso;
+        msgs[k] = *m;
+        msgs[k].iov = &seg[pi];
+        unsigned cnt = 0;
+        while (want) {
+            while (ioff == m->iov[iv].len) /* empty pieces and the ends of used ones */
+                iv++, ioff = 0;
+            size_t take = m->iov[iv].len - ioff < want ? m->iov[iv].len - ioff : want;
+            seg[pi++] = (struct dti_iov){(char *)m->iov[iv].base + ioff, take};
+            cnt++;
+            ioff += take;
+            want -= take;
+        }
+        msgs[k].iovcnt = cnt;
+    }
+    size_t sent = 0, done = 0;
+    int rc = 0;
+    take_turn(&s->dgram_tx_busy);
+    while (done < nseg) {
+        rc = dti_dgram_sendmmsg(c, s->h, msgs + done, (unsigned)(nseg - done));
+        if (rc <= 0)
+            break;
+        for (unsigned k = 0; k < (unsigned)rc; k++)
+            sent += gso < len - (done + k) * gso ? gso : len - (done + k) * gso;
+        done += (size_t)rc;
+    }
+    end_turn(&s->dgram_tx_busy);
+    if (sent) {
+        atomic_fetch_add_explicit(&s->tx_committed, sent, memory_order_relaxed);
+        return (ssize_t)sent;
+    }
+    return fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
+}
+
 ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
                      const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen)
 {
@@ -539,8 +605,11 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
         }
     }
     int tos = -1; /* IP_TOS / IPV6_TCLASS of this datagram (its control messages), -1 the socket's */
-    if (controllen && eta_udp_send_cmsgs(s, control, controllen, to4, &tos) != 0)
+    int gso = -1; /* UDP_SEGMENT of this send (a control message), -1 the socket's */
+    if (controllen && eta_udp_send_cmsgs(s, control, controllen, to4, &tos, &gso) != 0)
         return -1;
+    if (gso < 0)
+        gso = atomic_load_explicit(&s->udp_gso, memory_order_relaxed);
     /* A send never waits for ring space (the engine frees it before it answers). */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
         return fail(ECONNREFUSED);
@@ -578,6 +647,8 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
         dst = (struct dti_addr){ip4, dst6.port};
     struct dti_dgram_msg m = {pieces, n, to && (!s->v6 || as4) ? &dst : NULL, to && s->v6 && !as4 ? &dst6 : NULL,
                               (uint8_t)(tos >= 0 ? tos : 0), tos >= 0};
+    if (gso > 0 && len > (size_t)gso)
+        return send_segments(c, s, &m, len, (size_t)gso);
     take_turn(&s->dgram_tx_busy);
     int rc = dti_dgram_sendmmsg(c, s->h, &m, 1);
     end_turn(&s->dgram_tx_busy);
@@ -611,9 +682,10 @@ static int send_pktinfo6(const struct eta_sock *s, const uint8_t spec6[16], int 
     return 0;
 }
 
-int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos)
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos, int *gso)
 {
     *tos = -1;
+    *gso = -1;
     if (!controllen)
         return 0;
     uint8_t buf[1024];
@@ -626,12 +698,15 @@ int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controlle
     if (s->v6 && !to4) {
         uint8_t spec6[16];
         int e6 = eta_udp_read_send_cmsgs6(buf, controllen, spec6, &ifindex, tos);
+        if (!e6)
+            *gso = eta_udp_cmsg_gso(buf, controllen);
         return e6 ? fail(e6) : send_pktinfo6(s, spec6, ifindex);
     }
     int e = s->v6 ? eta_udp_read_send_cmsgs_mapped(buf, controllen, &spec, &ifindex, tos)
                   : eta_udp_read_send_cmsgs(buf, controllen, &spec, &ifindex, tos);
     if (e)
         return fail(e);
+    *gso = eta_udp_cmsg_gso(buf, controllen);
     /* IP_PKTINFO: the source address. The socket's own address (or "any")
      * is what it sends from anyway; another PPE address would need the
      * engine to choose it (not carried: EOPNOTSUPP, never a silent other

@@ -34,9 +34,10 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
  * EOPNOTSUPP for what the PPE does not carry). to4: an IPv4 destination
  * (an AF_INET6 socket reads them as Linux does for its family). *tos: this
  * datagram's TOS or traffic class (an IP_TOS or IPV6_TCLASS message), -1 the
- * socket's. */
-int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos);
-/* setsockopt(level, name) is an option asking for ancillary data on receive. */
+ * socket's; *gso: its UDP_SEGMENT size (a SOL_UDP message), -1 the socket's. */
+int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos, int *gso);
+/* setsockopt(level, name) is an option asking for ancillary data on receive,
+ * or UDP_SEGMENT/UDP_GRO: the kernel socket keeps it, the shim reads it back. */
 bool eta_udp_cmsg_option(int level, int name);
 /* The kernel interface holding the PPE's address ip (host order; a port
  * shared with the kernel has one), else 0; whether ifindex is such an

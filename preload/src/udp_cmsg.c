@@ -100,13 +100,34 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
 /* The levels both families' sends read alike (sock_cmsg_send,
  * udp_cmsg_send): SOL_SOCKET's SCM_RIGHTS/SCM_CREDENTIALS ignored on UDP,
  * its other types not carried (SO_MARK, SO_TIMESTAMPING, SCM_TXTIME...:
- * EOPNOTSUPP; Linux's EINVAL for the rest); SOL_UDP's UDP_SEGMENT not
- * carried, its other types ignored. 0: accepted or skipped; else the errno. */
+ * EOPNOTSUPP; Linux's EINVAL for the rest); SOL_UDP's UDP_SEGMENT a u16
+ * (EINVAL otherwise: __udp_cmsg_send; the size is read by
+ * eta_udp_cmsg_gso), its other types ignored. 0: accepted or skipped; else
+ * the errno. */
 static int socket_or_udp(const struct cmsghdr *h)
 {
     if (h->cmsg_level == SOL_SOCKET)
         return h->cmsg_type != SCM_RIGHTS && h->cmsg_type != SCM_CREDENTIALS ? EOPNOTSUPP : 0;
-    return h->cmsg_type == UDP_SEGMENT ? EOPNOTSUPP : 0; /* SOL_UDP */
+    return h->cmsg_type == UDP_SEGMENT && h->cmsg_len != CMSG_LEN(sizeof(uint16_t)) ? EINVAL : 0; /* SOL_UDP */
+}
+
+int eta_udp_cmsg_gso(const uint8_t *buf, size_t len)
+{
+    int gso = -1;
+    size_t off = 0;
+    while (off + sizeof(struct cmsghdr) <= len) {
+        struct cmsghdr h;
+        memcpy(&h, buf + off, sizeof h);
+        if (h.cmsg_len < sizeof h || h.cmsg_len > len - off)
+            break; /* the readers refused it already */
+        if (h.cmsg_level == SOL_UDP && h.cmsg_type == UDP_SEGMENT && h.cmsg_len == CMSG_LEN(sizeof(uint16_t))) {
+            uint16_t v;
+            memcpy(&v, buf + off + CMSG_LEN(0), sizeof v);
+            gso = v; /* the last one, as Linux reads them in order */
+        }
+        off += CMSG_ALIGN(h.cmsg_len);
+    }
+    return gso;
 }
 
 /* ip_cmsg_send: allow6 is an AF_INET6 socket's (its IPV6_PKTINFO read, v4-mapped). */

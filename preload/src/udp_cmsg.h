@@ -56,6 +56,12 @@ struct eta_udp_rx_meta {
  * does not fit is cut to what fits, or left out where not even its header
  * fits, and *msg_flags gets MSG_CTRUNC. Returns the bytes written: the
  * msg_controllen the program gets back. */
+/* The segment size a send's control messages set (SOL_UDP UDP_SEGMENT, a
+ * u16: Linux's GSO, one buffer sent as datagrams of that size), -1 when
+ * none does (the socket's UDP_SEGMENT option then). Read after the send
+ * readers accepted the messages. */
+int eta_udp_cmsg_gso(const uint8_t *buf, size_t len);
+
 size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct eta_udp_rx_meta *m,
                          int *msg_flags);
 

@@ -22,6 +22,9 @@
 #   names the PPE's address (getsockname), as Linux names its source;
 # - IP_TOS reaches the wire, the socket's option and one datagram's control
 #   message (the peer's IP_RECVTOS reads them);
+# - UDP_SEGMENT (GSO), the option and a control message: the peer gets the
+#   buffer as datagrams of the segment size (across an iovec's pieces, 128
+#   at most: Linux's EINVAL past it); UDP_GRO is accepted (udp_gso.py);
 # - exec: a UDP socket bound to the PPE's address, inherited across exec,
 #   answers a datagram in the new image;
 # - a hybrid (udp_hybrid.py, bound to INADDR_ANY): with its kernel half idle
@@ -206,6 +209,24 @@ wait "$tosrx_pid" || fail "the peer's receiver: $(cat "$work/tos.out")"
     fail "the TOS bytes (the socket's, one datagram's control message, the socket's): $(cat "$work/tos.out")"
 [ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/tos.err" ||
     fail "the IP_TOS sender's socket was not the PPE's: $(cat "$work/tos.err")"
+
+note "UDP_SEGMENT (GSO) under eta-run: one buffer sent as datagrams of the segment size; UDP_GRO accepted"
+gport=$(free_port)
+start_bg gsorx peer timeout 60 "$py" "$here/udp_gso.py" peer "$ETA_LAB_PEER_IP" "$gport" >"$work/gso.peer" 2>&1
+wait_until 20 eval "grep -q listening '$work/gso.peer' || ! kill -0 $gsorx_pid"
+ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp_gso.py" app "$ETA_LAB_PEER_IP" "$gport" >"$work/gso.out" 2>"$work/gso.err" ||
+    fail "udp_gso.py: $(cat "$work/gso.out" "$work/gso.err")"
+wait "$gsorx_pid" || fail "the GSO peer: $(cat "$work/gso.peer")"
+hundreds=$(printf '100 %.0s' $(seq 128))
+expect_peer="listening|sizes 1000 1000 1000 1000 1000 500|sizes 300 300 300 100|sizes 800|sizes 1000 1000 500|sizes ${hundreds% }|"
+[ "$(tr '\n' '|' < "$work/gso.peer")" = "$expect_peer" ] ||
+    fail "the peer's datagrams (socket option, control message, one short buffer, an iovec, 128 segments): $(cat "$work/gso.peer")"
+expect_app="opt 1000|sent 5500|sent 1000|sent 800|sent 2500|sent 12800|refused 100 12900 22|refused 2000 4000 90|gro 1|echo 700 []|"
+[ "$(tr '\n' '|' < "$work/gso.out")" = "$expect_app" ] ||
+    fail "udp_gso.py's answers (129 segments EINVAL, a segment past the MTU EMSGSIZE, UDP_GRO read back): $(cat "$work/gso.out")"
+[ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/gso.err" ||
+    fail "udp_gso.py's socket was not the PPE's: $(cat "$work/gso.err")"
 
 note "eta-stat counts the datagrams"
 read -r in1 out1 noport1 kudp1 <<< "$(stat_udp)"

@@ -207,6 +207,30 @@ TEST(UdpCmsg, SendTosIsRead)
     EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
 }
 
+// UDP_SEGMENT (GSO): a u16 the send splits its buffer by; the last one of
+// several counts (Linux reads them in order); none: -1, the socket's option.
+TEST(UdpCmsg, SendSegmentSizeIsRead)
+{
+    uint32_t spec;
+    int ifx, tos;
+    uint8_t spec6[16];
+    const uint16_t g = 1200, g2 = 1350;
+    std::vector<uint8_t> v(2), v2(2);
+    memcpy(v.data(), &g, 2);
+    memcpy(v2.data(), &g2, 2);
+    auto b = cmsgs({{SOL_UDP, UDP_SEGMENT, v}});
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), 0);
+    EXPECT_EQ(eta_udp_read_send_cmsgs6(b.data(), b.size(), spec6, &ifx, &tos), 0);
+    EXPECT_EQ(eta_udp_cmsg_gso(b.data(), b.size()), 1200);
+    b = cmsgs({{SOL_UDP, UDP_SEGMENT, v}, {IPPROTO_IP, IP_TOS, std::vector<uint8_t>{0x02}}, {SOL_UDP, UDP_SEGMENT, v2}});
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), 0);
+    EXPECT_EQ(eta_udp_cmsg_gso(b.data(), b.size()), 1350);
+    EXPECT_EQ(tos, 2);
+    b = cmsgs({{IPPROTO_IP, IP_TOS, std::vector<uint8_t>{0x02}}});
+    EXPECT_EQ(eta_udp_cmsg_gso(b.data(), b.size()), -1);
+    EXPECT_EQ(eta_udp_cmsg_gso(nullptr, 0), -1);
+}
+
 TEST(UdpCmsg, SendRefusesWhatItCannotCarry)
 {
     uint32_t spec;
@@ -217,8 +241,8 @@ TEST(UdpCmsg, SendRefusesWhatItCannotCarry)
     EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
     b = cmsgs({{IPPROTO_IP, IP_TTL, std::vector<uint8_t>(4)}}); // Linux's, not carried: never dropped silently
     EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EOPNOTSUPP);
-    b = cmsgs({{SOL_UDP, UDP_SEGMENT, std::vector<uint8_t>(2)}});
-    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EOPNOTSUPP);
+    b = cmsgs({{SOL_UDP, UDP_SEGMENT, std::vector<uint8_t>(4)}}); // not a u16: Linux's EINVAL
+    EXPECT_EQ(eta_udp_read_send_cmsgs(b.data(), b.size(), &spec, &ifx, &tos), EINVAL);
     b = cmsgs({{IPPROTO_IP, IP_PKTINFO, pktinfo(1, 0)}});
     cmsghdr h;
     memcpy(&h, b.data(), sizeof h);
