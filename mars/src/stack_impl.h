@@ -194,7 +194,9 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     // errors quoting our TCP reach their connection (UDP's: not yet).
     bool ip6_input(PacketRef &f, const Ip6Rx &rx) override
     {
-        if (rx.proto == wire::kProtoTcp) return tcp6_input(f, rx);
+        // A group a UDP socket joined reaches here too: TCP has nothing to
+        // do with a multicast destination (RFC 9293 3.10.7.2), not taken.
+        if (rx.proto == wire::kProtoTcp) return !ip6::is_multicast(rx.ip->dst) && tcp6_input(f, rx);
         return rx.proto == wire::kProtoUdp && udp_.udp6_input(f, rx);
     }
     void ip6_error(const Icmp6Error &e) override { tcp6_error(e); }

@@ -283,6 +283,31 @@ TEST_F(Mcast6, AGroupNobodyJoinedIsNotDeliveredNorAnswered)
     EXPECT_TRUE(empty(s));
 }
 
+// A group a UDP socket joined is taken by the IPv6 layer for every upper
+// protocol: TCP must still not answer it (a listener on [::] sees no SYN
+// to a group; RFC 9293 3.10.7.2).
+TEST_F(Mcast6, TcpToAJoinedGroupIsNotTaken)
+{
+    make();
+    Stack &st = p().stack();
+    const int64_t l = st.open(1);
+    ASSERT_GE(l, 0);
+    ASSERT_EQ(st.bind6(SockId(l), Endpoint6{{}, 8080}, false), 0);
+    ASSERT_EQ(st.listen(SockId(l), 8), 0);
+    SockId u6 = open6(7010);
+    ASSERT_EQ(u().join6(u6, UdpGroup6{kGroup, {}}), 0);
+    reports();
+    std::vector<uint8_t> t(20, 0);
+    put16(&t[0], 40000), put16(&t[2], 8080);
+    t[4] = 0x12, t[7] = 0x34; // sequence number
+    t[12] = 5 << 4, t[13] = 0x02, t[14] = 0xff, t[15] = 0xff; // SYN, window
+    put16(&t[16], ref_sum(kPeerIp, kGroup, 6, t.data(), t.size()));
+    p().inject(eth(ip6::multicast_mac(kGroup.b), packet6(kPeerIp, kGroup, 6, t)));
+    p().poll();
+    for (auto &f : p().take_raw()) EXPECT_FALSE(f.size() >= 54 && f[12] == 0x86 && (f[20] == 6 || f[20] == 58));
+    EXPECT_LT(st.accept(SockId(l), 2), 0);
+}
+
 TEST_F(Mcast6, BindToAGroupTakesThatGroupOnly)
 {
     make();
