@@ -265,7 +265,8 @@ void UdpLayer::mld_flush(MldReport &r)
     std::memcpy(m, &hdr, sizeof hdr);
     // The pseudo-header carries the final destination and ICMPv6 as next
     // header, whatever extension headers come between (RFC 8200 8.1).
-    const uint16_t c = csum_finish(pseudo_sum6(src.b, kAllMldv2Routers.b, kProtoIcmp6, icmp_len) + csum_add(0, m, icmp_len));
+    const uint16_t c =
+        csum_finish(pseudo_sum6(src.b, kAllMldv2Routers.b, kProtoIcmp6, icmp_len) + csum_add(0, m, icmp_len));
     std::memcpy(m + 2, &c, 2);
     r.f.len = uint16_t(kEthLen + kIp6Len + kHbhLen + icmp_len);
     e_.stats.mld_out++;
