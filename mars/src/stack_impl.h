@@ -194,10 +194,19 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     // errors quoting our TCP reach their connection (UDP's: not yet).
     bool ip6_input(PacketRef &f, const Ip6Rx &rx) override
     {
-        if (rx.proto == wire::kProtoTcp) return tcp6_input(f, rx);
+        // A group a UDP socket joined reaches here too: TCP has nothing to
+        // do with a multicast destination (RFC 9293 3.10.7.2), not taken.
+        if (rx.proto == wire::kProtoTcp) return !ip6::is_multicast(rx.ip->dst) && tcp6_input(f, rx);
         return rx.proto == wire::kProtoUdp && udp_.udp6_input(f, rx);
     }
     void ip6_error(const Icmp6Error &e) override { tcp6_error(e); }
+    // IPv6 multicast groups are UDP's memberships (udp/mld.cc).
+    bool ip6_group_joined(const uint8_t *group) const override { return udp_.group6_joined(group); }
+    bool ip6_group_mac(const uint8_t *mac) const override { return udp_.group6_mac(mac); }
+    void ip6_mld_query(const wire::Ipv6 *ip, const uint8_t *msg, unsigned len, bool router_alert) override
+    {
+        udp_.mld_query(ip, msg, len, router_alert);
+    }
     NeighborDiscovery nd_{cfg_, link_, stats_, &arp_}; // our own addresses: arp_'s local loop (issue 29)
     Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
     tcp6::Tcp6 tcp6_part_{cfg_, ip6_, link_, stats_}; // tcp::Env::tcp6_ points here

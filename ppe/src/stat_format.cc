@@ -48,6 +48,9 @@ namespace ppe::stats {
     X(udp_unreach_limited, "ICMP port unreachables not sent (rate limit)")                                      \
     X(udp_mcast_in, "multicast UDP datagrams taken")                                                            \
     X(igmp_in, "IGMP messages received") X(igmp_out, "IGMP reports sent")                                       \
+    X(mld_query_in, "MLD queries taken") X(mld_out, "MLD reports sent")                                         \
+    X(mld_report_in, "MLD reports of other hosts received (ignored)")                                           \
+    X(mld_drop, "MLD queries dropped: malformed, bad checksum, not link-local or not one hop")                  \
     X(local_conns, "local connections served in the engine: both ends in this stack (issue 29)")                \
     X(local_frames, "frames of local connections the stack sent to itself (no port)")                           \
     X(local_bytes, "bytes of those frames, Ethernet header included")                                          \

@@ -291,6 +291,12 @@ enum class SockOpt : uint16_t {
     // connection's TOS: a dual-stack socket keeps both, each for its family.
     // Inherited by accepted connections.
     kTclass,
+    // IP_MULTICAST_ALL / IPV6_MULTICAST_ALL (UDP; one flag for both
+    // families, as Linux keeps one): 1 (the default) a socket bound to the
+    // wildcard or to the group also takes the datagrams of groups it did
+    // not join itself, as long as another socket of the stack joined them;
+    // 0 only those of its own memberships (and their source filters).
+    kMulticastAll,
 };
 
 struct SockInfo {
@@ -387,9 +393,13 @@ struct StackStats {
     // (NoPorts), for a bad checksum (InCsumErrors), for a malformed header
     // (a length field shorter than 8 or longer than the IPv4 payload);
     // port unreachables not sent for the rate limit; multicast datagrams
-    // taken; IGMP messages received and reports sent.
+    // taken; IGMP messages received and reports sent. MLD (RFC 3810, IPv6
+    // memberships): queries taken, reports of other hosts received (and
+    // ignored), queries dropped (malformed, bad checksum, not from a
+    // link-local router one hop away), reports sent.
     uint64_t udp_in, udp_out, udp_rcvbuf_errors, udp_no_port, udp_csum_errors, udp_header_errors;
     uint64_t udp_unreach_limited, udp_mcast_in, igmp_in, igmp_out;
+    uint64_t mld_query_in, mld_report_in, mld_drop, mld_out;
     // Local connections (issue 29; mars/README.md "Local connections"):
     // frames the stack sent to its own address and took back in at its next
     // poll() (and their bytes, Ethernet header included), connections a
@@ -495,8 +505,9 @@ class UdpSockets {
     virtual int bind(SockId s, Endpoint local) = 0;
     // SockOpt::kReusePort, kReuseAddr (before bind: sockets that all set
     // it share a port, every owner; a unicast datagram goes to one of them,
-    // a multicast one to each member), kTos (IPv4 sends) and kTclass (IPv6
-    // sends: IPV6_TCLASS, -1 the default 0); others -ENOPROTOOPT.
+    // a multicast one to each member), kTos (IPv4 sends), kTclass (IPv6
+    // sends: IPV6_TCLASS, -1 the default 0) and kMulticastAll (0 or 1, any
+    // time; both families); others -ENOPROTOOPT.
     virtual int set_option(SockId s, SockOpt opt, int64_t value) = 0;
     // The default destination; from then on only datagrams from it are
     // received (Linux's connected UDP socket). Binds an ephemeral port when
@@ -526,8 +537,10 @@ class UdpSockets {
     // address and acts as the IPv4 call, the socket staying an IPv6 one.
     // bind6: :: (v6only false: IPv4 datagrams too, one socket for both
     // families, conflicting with IPv4 holders of the port as Linux's
-    // dual-stack socket does), or a usable address of ours (-EADDRNOTAVAIL
-    // otherwise); port 0 an ephemeral one; -EADDRINUSE as bind().
+    // dual-stack socket does), or a usable address of ours, or a multicast
+    // group (ff00::/8: IPv6 only, datagrams to that group only, as bind()
+    // to an IPv4 group; sends from it use the source a wildcard would),
+    // -EADDRNOTAVAIL otherwise; port 0 an ephemeral one; -EADDRINUSE as bind().
     virtual int bind6(SockId s, const Endpoint6 &local, bool v6only) = 0;
     // The default peer over IPv6 (binds :: dual-stack first when unbound);
     // :: with port 0 dissolves it. -EINVAL: port 0 to a real address.
@@ -546,7 +559,12 @@ class UdpSockets {
     // IPV6_JOIN_GROUP / IPV6_LEAVE_GROUP (and MCAST_(JOIN|LEAVE)_SOURCE_GROUP
     // over IPv6): the socket's membership of an IPv6 group, MLDv2 (RFC 3810)
     // reports from the stack. Errors as join()/leave(); -EINVAL: not a
-    // multicast address (ff00::/8).
+    // multicast address (ff00::/8). A socket holds up to kMaxGroups IPv6
+    // memberships beside its kMaxGroups IPv4 ones (UdpInfo::groups counts
+    // both). A multicast datagram goes to every socket of its port bound to
+    // :: or to the group (not connected elsewhere) whose memberships of the
+    // group let its source in, or that holds none of the group and keeps
+    // SockOpt::kMulticastAll (Linux's ip6_mc_sf_allow).
     virtual int join6(SockId s, const UdpGroup6 &g) = 0;
     virtual int leave6(SockId s, const UdpGroup6 &g) = 0;
     // Frees the socket at once (memberships left, ring reclaimed); kEvClosed follows.

@@ -1,6 +1,6 @@
 // icmp6.cc: ICMPv6 (RFC 4443) of the IPv6 layer: input (checksum with the
-// pseudo-header, echo, errors, ND to nd.cc), error generation with a rate
-// limit, the path MTU table (RFC 8201).
+// pseudo-header, echo, errors, ND to nd.cc, MLD queries to the upper
+// layer), error generation with a rate limit, the path MTU table (RFC 8201).
 #include "ip/icmp6.h"
 
 #include "base/checksum.h"
@@ -56,11 +56,12 @@ void PathMtu6::clear()
 
 // ---- input -------------------------------------------------------------------
 
-void Ipv6Layer::input_icmp(PacketRef &f, unsigned off, unsigned len, uint64_t now_ns)
+void Ipv6Layer::input_icmp(PacketRef &f, unsigned off, unsigned len, bool router_alert, uint64_t now_ns)
 {
     const Ipv6 *ip = reinterpret_cast<const Ipv6 *>(f.data + kEthLen);
     const uint8_t *msg = f.data + off;
     if (len < sizeof(Icmp6) || !csum_ok(pseudo_sum6(ip->src, ip->dst, kProtoIcmp6, len) + csum_add(0, msg, len))) {
+        if (len >= 1 && msg[0] == kMldQuery) stats_.mld_drop++; // the MLD counters see every query
         pass_or_drop(f, &stats_.icmp6_drop);
         return;
     }
@@ -103,8 +104,18 @@ void Ipv6Layer::input_icmp(PacketRef &f, unsigned off, unsigned len, uint64_t no
         stats_.icmp6_param_problem_in++;
         input_icmp_error(msg, len, now_ns);
         break;
+    case kMldQuery:
+        // Memberships are UDP's: the upper layer validates and answers.
+        // Sharing, the kernel answers for its own memberships too.
+        upper_.ip6_mld_query(ip, msg, len, router_alert);
+        break;
+    case kMldV1Report:
+    case kMldV1Done:
+    case kMldV2Report:
+        stats_.mld_report_in++; // other listeners': a host has nothing to do with them (RFC 3810 6.2, no suppression)
+        break;
     default:
-        break; // echo replies, router advertisements, MLD, ...: nothing to do here
+        break; // echo replies, router advertisements, ...: nothing to do here
     }
     // Sharing: the kernel gets it too (an error about one of its sockets).
     pass_or_drop(f, nullptr);

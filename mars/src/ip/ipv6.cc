@@ -30,10 +30,10 @@ bool Ipv6Layer::accepts_mac(const uint8_t *d) const
 {
     if (d[0] != 0x33 || d[1] != 0x33) return false;
     if (d[2] == 0 && d[3] == 0 && d[4] == 0 && d[5] == 1) return true; // all-nodes
-    if (d[2] != 0xff) return false;
-    for (int i = 0; i < nd_.n_addrs(); i++)
-        if (std::memcmp(nd_.addr(i).addr.b + 13, d + 3, 3) == 0) return true; // a solicited-node group of ours
-    return false;
+    if (d[2] == 0xff)
+        for (int i = 0; i < nd_.n_addrs(); i++)
+            if (std::memcmp(nd_.addr(i).addr.b + 13, d + 3, 3) == 0) return true; // a solicited-node group of ours
+    return upper_.ip6_group_mac(d); // a group a socket joined
 }
 
 void Ipv6Layer::pass_or_drop(PacketRef &f, uint64_t *counter)
@@ -58,7 +58,8 @@ void Ipv6Layer::input(PacketRef &f, uint64_t now_ns)
         return;
     }
     const bool ours = nd_.find_own(ip->dst) >= 0;
-    if (!ours && !nd_.is_our_solicited_node(ip->dst) && !ip6::eq(ip->dst, ip6::all_nodes().b)) {
+    const bool joined = ip6::is_multicast(ip->dst) && upper_.ip6_group_joined(ip->dst);
+    if (!ours && !joined && !nd_.is_our_solicited_node(ip->dst) && !ip6::eq(ip->dst, ip6::all_nodes().b)) {
         pass_or_drop(f, &stats_.ip6_drop_not_ours); // the other stack's addresses and groups, sharing
         return;
     }
@@ -66,14 +67,16 @@ void Ipv6Layer::input(PacketRef &f, uint64_t now_ns)
     uint8_t next = ip->next;
     unsigned off = kEthLen + kIp6Len, nh_ptr = 6;
     const unsigned end = kEthLen + kIp6Len + plen;
-    if (!walk_ext(f, &next, &off, end, &nh_ptr, now_ns)) return;
+    bool router_alert = false;
+    if (!walk_ext(f, &next, &off, end, &nh_ptr, &router_alert, now_ns)) return;
     if (next == kProtoIcmp6) {
-        input_icmp(f, off, end - off, now_ns);
+        input_icmp(f, off, end - off, router_alert, now_ns);
         return;
     }
     // Upper protocols only to an address of ours that is usable (RFC 4862
-    // 5.4: nothing but ND for a tentative one; no multicast groups yet).
-    const bool usable = nd_.is_ours(ip->dst);
+    // 5.4: nothing but ND for a tentative one) or to a group joined (no
+    // ICMPv6 error answers a group: send_error refuses, RFC 4443 2.4 (e)).
+    const bool usable = nd_.is_ours(ip->dst) || joined;
     if (usable && upper_.ip6_input(f, Ip6Rx{ip, off, end - off, next})) return;
     if (link_.pass_up(f, Unclaimed::kIpv6)) return; // TCP/UDP over IPv6 are the kernel's, sharing
     stats_.ip6_drop_proto++;
@@ -84,7 +87,8 @@ void Ipv6Layer::input(PacketRef &f, uint64_t now_ns)
     link_.release(f);
 }
 
-bool Ipv6Layer::walk_ext(PacketRef &f, uint8_t *next, unsigned *off, unsigned end, unsigned *nh_ptr, uint64_t now_ns)
+bool Ipv6Layer::walk_ext(PacketRef &f, uint8_t *next, unsigned *off, unsigned end, unsigned *nh_ptr, bool *router_alert,
+                         uint64_t now_ns)
 {
     const uint8_t *d = f.data;
     auto refuse = [&](uint8_t code, unsigned ptr, uint64_t *counter) {
@@ -120,7 +124,7 @@ bool Ipv6Layer::walk_ext(PacketRef &f, uint8_t *next, unsigned *off, unsigned en
             // processed here (type 0 is deprecated, RFC 5095): refused as
             // unrecognised, pointing at the type (RFC 8200 4.4).
             if (p[3] != 0) return refuse(kParamHeader, *off - kEthLen + 2, &stats_.ip6_drop_routing);
-        } else if (!options_ok(f, *off, hlen, end, now_ns)) {
+        } else if (!options_ok(f, *off, hlen, end, now_ns, h == kNextHopByHop ? router_alert : nullptr)) {
             return false;
         }
         *nh_ptr = *off - kEthLen;
@@ -133,7 +137,8 @@ bool Ipv6Layer::walk_ext(PacketRef &f, uint8_t *next, unsigned *off, unsigned en
 // any other option handled as unrecognised by its two high bits: 00 skip,
 // 01 discard, 10 discard and parameter problem, 11 the same unless the
 // destination is multicast.
-bool Ipv6Layer::options_ok(PacketRef &f, unsigned off, unsigned hlen, unsigned end, uint64_t now_ns)
+bool Ipv6Layer::options_ok(PacketRef &f, unsigned off, unsigned hlen, unsigned end, uint64_t now_ns,
+                           bool *router_alert)
 {
     const uint8_t *d = f.data;
     const unsigned stop = off + hlen;
@@ -149,7 +154,9 @@ bool Ipv6Layer::options_ok(PacketRef &f, unsigned off, unsigned hlen, unsigned e
             return false;
         }
         const unsigned olen = 2u + d[i + 1];
-        if (type != 1) { // not PadN: unrecognised
+        if (type == 5 && router_alert) { // Router Alert (RFC 2711): MLD's is value 0 (the MLD code checks it)
+            if (olen == 4 && d[i + 2] == 0 && d[i + 3] == 0) *router_alert = true;
+        } else if (type != 1) { // not PadN: unrecognised
             const unsigned action = type >> 6;
             if (action != 0) { // discard; 10, and 11 to a unicast destination, answer
                 if (link_.pass_up(f, Unclaimed::kIpv6)) return false;

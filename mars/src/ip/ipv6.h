@@ -1,17 +1,20 @@
 // ipv6.h: the IPv6 layer of one stack (RFC 8200), beside Ipv4Layer. Input
 // validates the header against the frame (version, payload length, source
-// not multicast, destination one of ours, our solicited-node group or
-// all-nodes), walks the extension headers (hop-by-hop only first; options
-// skipped when unknown-skippable, else as their action bits say; routing
-// with segments left 0 skipped, any routing header with segments left
-// refused with parameter problem (routing type 0 among them, RFC 5095);
+// not multicast, destination one of ours, our solicited-node group,
+// all-nodes or a group the stack joined, Ipv6Upper), walks the extension
+// headers (hop-by-hop only first; options skipped when unknown-skippable,
+// else as their action bits say; routing with segments left 0 skipped, any
+// routing header with segments left refused with parameter problem
+// (routing type 0 among them, RFC 5095);
 // fragments dropped and counted: nothing here reassembles) and hands the
 // upper protocol up through Ipv6Upper. ICMPv6 (icmp6.cc, RFC 4443): echo
 // answered, errors generated with a rate limit, received errors quoting a
 // packet of ours handed up, packet too big lowering the destination's path
-// MTU (RFC 8201), NS/NA to NeighborDiscovery (nd.h). Output finishes an IPv6
-// frame's Ethernet header for its next hop: on-link only (link-local and
-// our prefixes; no IPv6 routes yet), multicast to its 33:33 MAC.
+// MTU (RFC 8201), NS/NA to NeighborDiscovery (nd.h), MLD queries to the
+// upper layer (Ipv6Upper::ip6_mld_query; other hosts' reports counted).
+// Output finishes an IPv6 frame's Ethernet header for its next hop: on-link
+// only (link-local and our prefixes; no IPv6 routes yet), multicast to its
+// 33:33 MAC.
 //
 // Sharing the port (pass_unclaimed): the kernel has the same addresses. What
 // this stack does not claim goes on to PacketIo::unclaimed (Unclaimed::kIpv6):
@@ -58,6 +61,16 @@ class Ipv6Upper {
     // (sharing) or answers it as a lone host does (ICMPv6 unreachable).
     virtual bool ip6_input(PacketRef &f, const Ip6Rx &rx) = 0;
     virtual void ip6_error(const Icmp6Error &e) = 0;
+    // Multicast listening (UDP's memberships, MLD): kept above this layer,
+    // which only asks. A group some socket of the stack joined (16 bytes):
+    // its packets are taken as ours. A 33:33 MAC one of those groups maps
+    // to (the frame filter's question). An MLD query (type 130), its
+    // ICMPv6 checksum verified, len the message's bytes; router_alert: a
+    // hop-by-hop Router Alert option (RFC 2711, value 0: MLD) came with it.
+    // The message is read there and left to this layer.
+    virtual bool ip6_group_joined(const uint8_t *) const { return false; }
+    virtual bool ip6_group_mac(const uint8_t *) const { return false; }
+    virtual void ip6_mld_query(const wire::Ipv6 *, const uint8_t *, unsigned, bool) {}
 
   protected:
     ~Ipv6Upper() = default;
@@ -70,8 +83,8 @@ class Ipv6Layer {
     Ipv6Layer &operator=(const Ipv6Layer &) = delete;
 
     // An Ethernet destination a lone stack accepts for IPv6 beside its own
-    // MAC: all-nodes (33:33:00:00:00:01) and our solicited-node groups
-    // (33:33:ff:xx:xx:xx).
+    // MAC: all-nodes (33:33:00:00:00:01), our solicited-node groups
+    // (33:33:ff:xx:xx:xx) and the MACs of groups joined (Ipv6Upper).
     bool accepts_mac(const uint8_t *dst) const;
     // An IPv6 frame (EtherType checked, Ethernet header included); takes it.
     void input(PacketRef &f, uint64_t now_ns);
@@ -94,10 +107,14 @@ class Ipv6Layer {
     // to end; *nh_ptr: the offset in the packet of the next-header field
     // naming what follows (for parameter problem). False: the frame was
     // consumed (dropped, refused or passed on).
-    bool walk_ext(PacketRef &f, uint8_t *next, unsigned *off, unsigned end, unsigned *nh_ptr, uint64_t now_ns);
+    // *router_alert: as options_ok says of the hop-by-hop header.
+    bool walk_ext(PacketRef &f, uint8_t *next, unsigned *off, unsigned end, unsigned *nh_ptr, bool *router_alert,
+                  uint64_t now_ns);
     // Options of a hop-by-hop or destination options header at off (len bytes).
-    bool options_ok(PacketRef &f, unsigned off, unsigned len, unsigned end, uint64_t now_ns);
-    void input_icmp(PacketRef &f, unsigned off, unsigned len, uint64_t now_ns);
+    // *router_alert (hop-by-hop only; nullptr for destination options): set
+    // when a Router Alert option for MLD (RFC 2711 value 0) is among them.
+    bool options_ok(PacketRef &f, unsigned off, unsigned len, unsigned end, uint64_t now_ns, bool *router_alert);
+    void input_icmp(PacketRef &f, unsigned off, unsigned len, bool router_alert, uint64_t now_ns);
     void input_icmp_error(const uint8_t *msg, unsigned len, uint64_t now_ns);
     void echo_reply(const wire::Ipv6 *ip, const uint8_t *msg, unsigned len, uint64_t now_ns);
     // Consumes f: to the other stack when sharing, else dropped.

@@ -49,6 +49,9 @@ struct __attribute__((packed)) NdNeighbor {
 };
 constexpr uint32_t kNaRouter = 0x80000000u, kNaSolicited = 0x40000000u, kNaOverride = 0x20000000u;
 constexpr uint8_t kNdOptSourceLla = 1, kNdOptTargetLla = 2;
+// MLD (RFC 2710 3, RFC 3810 5): Multicast Listener Query, v1 Report and
+// Done, v2 Report.
+constexpr uint8_t kMldQuery = 130, kMldV1Report = 131, kMldV1Done = 132, kMldV2Report = 143;
 
 } // namespace mars::wire
 

@@ -77,6 +77,8 @@ class NeighborDiscovery {
     // ---- our addresses
     int n_addrs() const { return n_addrs_; }
     const OwnAddr6 &addr(int i) const { return addrs_[i]; }
+    // Our link-local address (always the first): MLD's source (RFC 3810 5).
+    const OwnAddr6 &link_local() const { return addrs_[0]; }
     // Index of our address a in any state, or -1.
     int find_own(const uint8_t *a) const;
     // a is ours and usable (PREFERRED).

@@ -1,7 +1,8 @@
-// udp/igmp.cc: multicast memberships of UDP sockets and the host side of
-// IGMPv3 (RFC 3376): a state-change report when the stack's filter for a
-// group changes (a first join, a last leave, sources added or dropped), and
-// current-state reports answering queries. The stack's filter for a group is
+// udp/igmp.cc: IPv4 multicast memberships of UDP sockets, which socket
+// takes a datagram to a group (mc_allow4: Linux's rule, mars/README.md
+// "UDP"), and the host side of IGMPv3 (RFC 3376): a state-change report
+// when the stack's filter for a group changes (a first join, a last leave,
+// sources added or dropped), and current-state reports answering queries. The stack's filter for a group is
 // the union of its sockets' (RFC 3376 3.2): any member without a source
 // filter makes it "exclude {}" (every source), else "include" the sources
 // asked for. Joins and leaves are not on the packet path: they walk the
@@ -53,6 +54,7 @@ int UdpLayer::join(SockId id, UdpGroup g)
         if (s->groups[i].group == g.group && s->groups[i].source == g.source) return -EADDRINUSE;
     if (s->n_groups == kMaxGroups) return -ENOBUFS;
     s->groups[s->n_groups++] = g;
+    joined4_count(g.group, 1);
     group_changed(g.group);
     return 0;
 }
@@ -64,10 +66,43 @@ int UdpLayer::leave(SockId id, UdpGroup g)
     for (int i = 0; i < s->n_groups; i++) {
         if (s->groups[i].group != g.group || s->groups[i].source != g.source) continue;
         s->groups[i] = s->groups[--s->n_groups];
+        joined4_count(g.group, -1);
         group_changed(g.group);
         return 0;
     }
     return -EADDRNOTAVAIL;
+}
+
+void UdpLayer::joined4_count(uint32_t group, int delta)
+{
+    for (size_t i = 0; i < joined4_.size(); i++) {
+        if (joined4_[i].group != group) continue;
+        joined4_[i].refs += uint32_t(delta);
+        if (joined4_[i].refs == 0) {
+            joined4_[i] = joined4_.back();
+            joined4_.pop_back();
+        }
+        return;
+    }
+    if (delta > 0) joined4_.push_back(Joined4{group, uint32_t(delta)});
+}
+
+bool UdpLayer::group4_joined(uint32_t group) const
+{
+    for (const Joined4 &j : joined4_)
+        if (j.group == group) return true;
+    return false;
+}
+
+bool UdpLayer::mc_allow4(const UdpSock &s, uint32_t group, uint32_t src)
+{
+    bool member = false;
+    for (int g = 0; g < s.n_groups; g++) {
+        if (s.groups[g].group != group) continue;
+        if (!s.groups[g].source || s.groups[g].source == src) return true;
+        member = true; // a source filter that leaves src out (unless another membership lets it in)
+    }
+    return !member && s.mc_all;
 }
 
 bool UdpLayer::group_filter(uint32_t group, bool *any, uint32_t *sources, int *n, int out_max) const

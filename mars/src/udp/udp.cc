@@ -46,6 +46,8 @@ void UdpLayer::release_all()
     free_.clear();
     event_list_.clear();
     closed_events_.clear();
+    joined4_.clear();
+    joined6_.clear();
     std::fill(std::begin(buckets_), std::end(buckets_), UINT32_MAX);
     init();
 }
@@ -250,6 +252,10 @@ int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
         if (v < -1 || v > 255) return -EINVAL;
         s->tclass = v < 0 ? 0 : uint8_t(v);
         return 0;
+    case SockOpt::kMulticastAll: // one flag for both families (Linux's inet->mc_all)
+        if (v != 0 && v != 1) return -EINVAL;
+        s->mc_all = v != 0;
+        return 0;
     default:
         return -ENOPROTOOPT;
     }
@@ -308,8 +314,9 @@ int UdpLayer::close(SockId id)
 {
     UdpSock *s = lookup(id);
     if (!s) return -EBADF;
-    // Memberships go first (IGMP leave reports for groups nobody holds now).
+    // Memberships go first (IGMP/MLD leave reports for groups nobody holds now).
     while (s->n_groups > 0) leave(id, s->groups[s->n_groups - 1]);
+    while (s->n_groups6 > 0) leave6(id, s->groups6[s->n_groups6 - 1]);
     if (s->bound) index_remove(*s);
     e_.buffers.reclaim(s->user, s->mem);
     closed_events_.push_back(SockEvent{id, kEvClosed, s->user});
@@ -327,7 +334,7 @@ int UdpLayer::info(SockId id, UdpInfo *out) const
     const UdpSock *s = lookup(id);
     if (!s) return -EBADF;
     *out = UdpInfo{s->local, s->remote, s->reuse_port, s->rx.used(), s->rx.datagrams, s->rx.size, s->drops,
-                   uint32_t(s->n_groups)};
+                   uint32_t(s->n_groups + s->n_groups6)};
     if (s->v6) {
         // The IPv6 names: an IPv4 one v4-mapped (::ffff:0.0.0.0 the IPv4
         // wildcard of a v4-mapped bind), :: the wildcard of a dual or
@@ -526,17 +533,16 @@ void UdpLayer::udp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
                   uint32_t(ip->tos) << kUdpRecTosShift | uint32_t(ip->ttl) << kUdpRecTtlShift, 0};
     if (ipv4_multicast(dst)) {
         hdr.flags |= kUdpRecMulticast;
-        // Every socket of the port that joined the group (from this source)
-        // and is bound to the wildcard or to the group gets its own copy.
+        // A group the stack joined: every socket of the port bound to the
+        // wildcard or to the group that mc_allow4 lets in gets its own copy
+        // (members by their source filters, the others by kMulticastAll).
         bool any = false;
-        for (uint32_t i = buckets_[bucket(dport)]; i != UINT32_MAX; i = socks_[i].next_in_port) {
+        for (uint32_t i = group4_joined(dst) ? buckets_[bucket(dport)] : UINT32_MAX; i != UINT32_MAX;
+             i = socks_[i].next_in_port) {
             UdpSock &s = socks_[i];
             if (s.local.port != dport || !(s.fam & kFam4) || (s.local.ip && s.local.ip != dst)) continue;
             if (s.remote.port && (s.remote6 || s.remote.ip != src || s.remote.port != sport)) continue;
-            bool member = false;
-            for (int g = 0; g < s.n_groups && !member; g++)
-                member = s.groups[g].group == dst && (!s.groups[g].source || s.groups[g].source == src);
-            if (!member) continue;
+            if (!mc_allow4(s, dst, src)) continue;
             any = true;
             deliver(s, hdr, nullptr, uh + 1, len);
         }

@@ -3,11 +3,14 @@
 //
 // UdpLayer owns everything UDP: its socket table (ids below 2^22, disjoint
 // from TCP's), the port index, SO_REUSEPORT groups, multicast memberships
-// and IGMPv3 (igmp.cc), its events. It sees the stack only through a narrow
-// environment (UdpEnv: config, clock, counters, ring memory, the link,
-// IPv4 and IPv6 layers and neighbour discovery below); the stack holds one,
+// with IGMPv3 (igmp.cc) and MLDv2 (mld.cc), its events. It sees the stack
+// only through a narrow environment (UdpEnv: config, clock, counters, ring
+// memory, the link, IPv4 and IPv6 layers and neighbour discovery below);
+// the stack holds one,
 // hands it UDP and IGMP through Ipv4Layer (Ipv4DatagramUpper), UDP over IPv6
-// from its Ipv6Upper (udp6_input) and drains its events beside TCP's.
+// and MLD queries from its Ipv6Upper (udp6_input, mld_query; the IPv6 layer
+// asks group6_joined/group6_mac which groups are ours) and drains its
+// events beside TCP's.
 //
 // Families (Linux's AF_INET6 UDP socket): a socket becomes an IPv6 one at
 // bind6, connect6 or send_to6. What it is bound to says which datagrams it
@@ -21,7 +24,8 @@
 // Receive: a datagram is checked (length field against the IPv4 payload,
 // checksum unless zero or verified by the NIC), matched to sockets (unicast:
 // the best match as Linux scores it, one member of a reuseport group by a
-// hash of the 4-tuple; multicast: every member socket of the port) and
+// hash of the 4-tuple; multicast: every socket of the port bound to the
+// wildcard or the group that mc_allow lets in, below) and
 // copied whole as one record into each socket's receive ring
 // (udp/dgram_ring.h). No socket: ICMP port unreachable (rate-limited) or, when
 // the address is shared, PacketIo::unclaimed().
@@ -104,8 +108,12 @@ struct UdpSock {
     uint64_t drops = 0;
     uint32_t ev_bits = 0;
     bool in_events = false;
-    int n_groups = 0;
+    // Memberships, kMaxGroups per family (Linux limits the families apart
+    // too: igmp_max_memberships, and for IPv6 only the socket's memory).
+    int n_groups = 0, n_groups6 = 0;
     UdpGroup groups[UdpSockets::kMaxGroups];
+    UdpGroup6 groups6[UdpSockets::kMaxGroups];
+    bool mc_all = true; // SockOpt::kMulticastAll (IP_MULTICAST_ALL / IPV6_MULTICAST_ALL)
 };
 
 class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
@@ -149,6 +157,12 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     // untouched: Ipv6Layer hands it on when sharing, else answers ICMPv6
     // port unreachable).
     bool udp6_input(PacketRef &f, const Ip6Rx &rx);
+    // For the stack's Ipv6Upper (mld.cc): a socket of the stack holds a
+    // membership of group (16 bytes); a joined group maps to this 33:33
+    // MAC; an MLD query (checksum verified by the IPv6 layer), answered.
+    bool group6_joined(const uint8_t *group) const;
+    bool group6_mac(const uint8_t *mac) const;
+    void mld_query(const wire::Ipv6 *ip, const uint8_t *msg, unsigned len, bool router_alert);
 
     // Events for Stack::events(): the sockets with bits, then closes.
     bool has_events() const { return !event_list_.empty() || !closed_events_.empty(); }
@@ -204,6 +218,25 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     bool deliver(UdpSock &s, UdpRecord hdr, const UdpRecord6 *a6, const void *payload, unsigned len);
     // ICMP port unreachable within the rate limit.
     void port_unreachable(const uint8_t *ip_packet, unsigned len);
+    // Linux's ip_mc_sf_allow / ip6_mc_sf_allow: s takes a datagram to
+    // group from src when one of its memberships of the group lets src in,
+    // or when it holds none of the group and keeps kMulticastAll (the
+    // caller knows the stack joined the group: someone did).
+    static bool mc_allow4(const UdpSock &s, uint32_t group, uint32_t src);
+    static bool mc_allow6(const UdpSock &s, const uint8_t *group, const uint8_t *src);
+    // The groups some socket joined, with their count of memberships (the
+    // receive path's "did the stack join it", without walking the sockets).
+    struct Joined4 {
+        uint32_t group;
+        uint32_t refs;
+    };
+    struct Joined6 {
+        Ip6Addr group;
+        uint32_t refs;
+    };
+    bool group4_joined(uint32_t group) const;
+    void joined4_count(uint32_t group, int delta);
+    void joined6_count(const Ip6Addr &group, int delta);
     // ---- igmp.cc: IGMPv3 (RFC 3376) host side ------------------------------
     // The group's filter on this stack changed (a join or leave): a
     // state-change report for it.
@@ -216,6 +249,32 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     bool group_filter(uint32_t group, bool *any, uint32_t *sources, int *n, int out_max) const;
     // Sends a frame to a multicast group (its MAC, no ARP).
     void send_group_frame(PacketRef &f, uint32_t group);
+    // ---- mld.cc: MLDv2 (RFC 3810) host side, igmp.cc's IPv6 twin -----------
+    // The stack's filter for one group (RFC 3810 4.2: the union of its
+    // sockets'): exclude {} when any member takes every source, else
+    // include the sources asked for (at most kMaxSources6 of them).
+    static constexpr int kMaxSources6 = 64;
+    struct Filter6 {
+        bool joined = false, exclude = false;
+        int n = 0;
+        Ip6Addr src[kMaxSources6];
+    };
+    void group6_filter(const Ip6Addr &group, Filter6 *out) const;
+    // A join or leave moved the stack's filter for group from before to
+    // after: the state-change report that says so (none when unchanged).
+    void group6_changed(const Ip6Addr &group, const Filter6 &before, const Filter6 &after);
+    // A report being built: one frame, records appended (a full frame goes
+    // and another starts), sent at flush.
+    struct MldReport {
+        PacketRef f;
+        unsigned len = 0; // bytes of records
+        uint16_t records = 0;
+        bool open = false;
+    };
+    void mld_add(MldReport &r, uint8_t type, const Ip6Addr &group, const Ip6Addr *src, int n);
+    void mld_flush(MldReport &r);
+    // The current-state record of a group (MODE_IS_EXCLUDE / MODE_IS_INCLUDE).
+    void mld_current(MldReport &r, const Ip6Addr &group);
 
     UdpEnv e_;
     std::vector<UdpSock> socks_;     // grows at open (never on the packet path)
@@ -223,6 +282,8 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     uint32_t buckets_[kBuckets];
     std::vector<uint32_t> event_list_;
     std::vector<SockEvent> closed_events_;
+    std::vector<Joined4> joined4_; // grow at join (control path)
+    std::vector<Joined6> joined6_;
     uint16_t next_ephemeral_ = 0;
     // ICMP rate limit: a token bucket as Linux's icmp_msgs_per_sec (1000)
     // and icmp_msgs_burst (50), in milli-tokens.

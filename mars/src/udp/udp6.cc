@@ -1,6 +1,7 @@
 // udp/udp6.cc: UDP over IPv6 (RFC 8200 8.1, RFC 768), the IPv6 half of
 // UdpLayer: bind6, connect6, send_to6 and udp6_input, as Linux's AF_INET6
-// UDP socket behaves. A v4-mapped address (::ffff:a.b.c.d) goes to the IPv4
+// UDP socket behaves (multicast delivery among them; memberships and MLD
+// are mld.cc's). A v4-mapped address (::ffff:a.b.c.d) goes to the IPv4
 // half (udp.cc), the socket staying an IPv6 one. Sockets, the port index,
 // the scoring and the records are udp.cc's, shared by both families.
 // Every length is checked against the frame before it is read.
@@ -33,8 +34,10 @@ int UdpLayer::bind6(SockId id, const Endpoint6 &local, bool v6only)
     }
     const bool any = ip6::is_unspecified(local.ip.b);
     // An address of ours that is usable (not tentative nor duplicate), as
-    // Linux without IPV6_FREEBIND; multicast groups are not joined here (no MLD).
-    if (!any && !e_.nd.is_ours(local.ip.b)) return -EADDRNOTAVAIL;
+    // Linux without IPV6_FREEBIND, or a group: the socket then takes that
+    // group's datagrams only (Linux allows it; joining is join6's), as an
+    // IPv4 bind to a group; port conflicts as for any specific address.
+    if (!any && !ip6::is_multicast(local.ip.b) && !e_.nd.is_ours(local.ip.b)) return -EADDRNOTAVAIL;
     s->v6 = true;
     // A specific IPv6 address takes no IPv4 (Linux sets ipv6only for it).
     s->v6only = v6only || !any;
@@ -118,11 +121,12 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     const int own = e_.nd.find_own(dst.ip.b);
     if (!group && (!e_.nd.on_link(dst.ip.b) || (own >= 0 && !e_.nd.is_ours(dst.ip.b)))) return -ENETUNREACH;
     if (len > size_t(e_.ip6.path_mtu(dst.ip, e_.now_ns)) - kIp6Len - kUdpLen) return -EMSGSIZE;
-    // The source: the bound address, else to one of ours the same address
+    // The source: the bound address (not a group: Linux keeps no source
+    // for a socket bound to one), else to one of ours the same address
     // (as Linux's loopback), else ND's choice for dst (link-local for a
     // link-local destination or a link-scoped group).
     Ip6Addr src;
-    if (s->bound && !ip6::is_unspecified(s->local_ip6.b)) {
+    if (s->bound && !ip6::is_unspecified(s->local_ip6.b) && !ip6::is_multicast(s->local_ip6.b)) {
         src = s->local_ip6;
     } else if (own >= 0) {
         src = dst.ip;
@@ -167,7 +171,8 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
 bool UdpLayer::udp6_input(PacketRef &f, const Ip6Rx &rx)
 {
     // rx: the IPv6 header and extension headers validated by Ipv6Layer,
-    // l4_off + l4_len within the frame, the destination a usable address of ours.
+    // l4_off + l4_len within the frame, the destination a usable address of
+    // ours or a group the stack joined (group6_joined).
     const Udp *uh = reinterpret_cast<const Udp *>(f.data + rx.l4_off);
     const unsigned ulen = rx.l4_len >= kUdpLen ? be16(uh->len) : 0;
     if (ulen < kUdpLen || ulen > rx.l4_len) { // bytes past ulen are padding (ignored)
@@ -186,27 +191,48 @@ bool UdpLayer::udp6_input(PacketRef &f, const Ip6Rx &rx)
         return true;
     }
     const uint16_t sport = be16(uh->sport), dport = be16(uh->dport);
+    // The traffic class and hop limit ride in the flags (IPV6_RECVTCLASS,
+    // IPV6_RECVHOPLIMIT), the addresses after the header (kUdpRecIp6).
+    const uint32_t tclass = (be32(rx.ip->vtf) >> 20) & 0xff;
+    UdpRecord hdr{0, 0, 0, 0, sport, dport,
+                  kUdpRecIp6 | tclass << kUdpRecTosShift | uint32_t(rx.ip->hop_limit) << kUdpRecTtlShift, 0};
+    UdpRecord6 a6;
+    std::memcpy(a6.src.b, rx.ip->src, 16);
+    std::memcpy(a6.dst.b, rx.ip->dst, 16);
+    if (ip6::is_multicast(rx.ip->dst)) {
+        // As IPv4's: every IPv6 socket of the port bound to :: or to the
+        // group, not connected elsewhere, that mc_allow6 lets in.
+        hdr.flags |= kUdpRecMulticast;
+        bool any = false;
+        for (uint32_t i = group6_joined(rx.ip->dst) ? buckets_[bucket(dport)] : UINT32_MAX; i != UINT32_MAX;
+             i = socks_[i].next_in_port) {
+            UdpSock &s = socks_[i];
+            if (s.local.port != dport || !(s.fam & kFam6)) continue;
+            if (!ip6::is_unspecified(s.local_ip6.b) && !ip6::eq(s.local_ip6.b, rx.ip->dst)) continue;
+            if (s.remote.port &&
+                (!s.remote6 || !ip6::eq(s.remote_ip6.b, rx.ip->src) || s.remote.port != sport))
+                continue;
+            if (!mc_allow6(s, rx.ip->dst, rx.ip->src)) continue;
+            any = true;
+            deliver(s, hdr, &a6, uh + 1, ulen - kUdpLen);
+        }
+        if (!any) { // nobody of the port: no ICMPv6 error answers a group (RFC 4443 2.4 (e))
+            if (!e_.link.pass_unclaimed) e_.stats.udp_no_port++;
+            return false;
+        }
+        e_.stats.udp_mcast_in++;
+        e_.link.release(f);
+        return true;
+    }
     UdpSock *s = match(Tuple{true, 0, 0, rx.ip->src, rx.ip->dst, sport, dport});
     if (!s) {
         // Ipv6Layer hands it on (sharing) or answers port unreachable.
         if (!e_.link.pass_unclaimed) e_.stats.udp_no_port++;
         return false;
     }
-    // The traffic class and hop limit ride in the flags (IPV6_RECVTCLASS,
-    // IPV6_RECVHOPLIMIT), the addresses after the header (kUdpRecIp6).
-    const uint32_t tclass = (be32(rx.ip->vtf) >> 20) & 0xff;
-    const UdpRecord hdr{0, 0, 0, 0, sport, dport,
-                        kUdpRecIp6 | tclass << kUdpRecTosShift | uint32_t(rx.ip->hop_limit) << kUdpRecTtlShift, 0};
-    UdpRecord6 a6;
-    std::memcpy(a6.src.b, rx.ip->src, 16);
-    std::memcpy(a6.dst.b, rx.ip->dst, 16);
     deliver(*s, hdr, &a6, uh + 1, ulen - kUdpLen);
     e_.link.release(f);
     return true;
 }
-
-// IPv6 memberships: not yet (the MLD work replaces these).
-int UdpLayer::join6(SockId, const UdpGroup6 &) { return -EOPNOTSUPP; }
-int UdpLayer::leave6(SockId, const UdpGroup6 &) { return -EOPNOTSUPP; }
 
 } // namespace mars::udp

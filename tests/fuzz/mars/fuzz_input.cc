@@ -467,6 +467,20 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
         one("ip6-udp-to-socket", kAppActs, ip6_frame(pm, sm.b, peer, ours, 17, 64, udp6(FuzzWorld::kUdpPort, 48), 0));
         one("ip6-udp-zero-csum", kAppActs, ip6_frame(pm, sm.b, peer, ours, 17, 64, udp6(FuzzWorld::kUdpPort, 16)));
         one("ip6-udp-no-port", 0, ip6_frame(pm, sm.b, peer, ours, 17, 64, udp6(5999, 10), 0));
+        // IPv6 multicast (udp/mld.cc): to the socket's group, and MLD
+        // queries (general to all-nodes, group-specific to the group) from
+        // the peer's link-local address with the hop-by-hop Router Alert.
+        const uint8_t *g6 = FuzzWorld::kUdpGroup6.b;
+        const uint8_t g6_mac[6] = {0x33, 0x33, g6[12], g6[13], g6[14], g6[15]};
+        one("ip6-udp-to-group", kAppActs, ip6_frame(pm, g6_mac, peer, g6, 17, 64, udp6(FuzzWorld::kUdpPort, 40), 0));
+        auto mld_query = [&](const uint8_t *grp) {
+            std::vector<uint8_t> q = {58, 0, 5, 2, 0, 0, 1, 0, 130, 0, 0, 0, 0x03, 0xe8, 0, 0};
+            q.insert(q.end(), grp, grp + 16);
+            q.insert(q.end(), {2, 125, 0, 0});
+            return q;
+        };
+        one("ip6-mld-general-query", 0, ip6_frame(pm, all_mac, peer, all, 0, 1, mld_query(unspec), 8));
+        one("ip6-mld-group-query", 0, ip6_frame(pm, g6_mac, peer, g6, 0, 1, mld_query(g6), 8));
     }
     // UDP (issue 31): to the world's socket (read and answered by the
     // application), to its group, to a port nobody holds (port unreachable),

@@ -179,7 +179,8 @@ bool FuzzWorld::open_udp()
     Stack &st = *stack_;
     const int64_t u = st.udp().open(88);
     if (u < 0 || st.udp().bind6(SockId(u), Endpoint6{Ip6Addr{}, kUdpPort}, false) != 0 ||
-        st.udp().join(SockId(u), UdpGroup{kUdpGroup, 0}) != 0)
+        st.udp().join(SockId(u), UdpGroup{kUdpGroup, 0}) != 0 ||
+        st.udp().join6(SockId(u), UdpGroup6{kUdpGroup6, {}}) != 0)
         return false;
     udp = SockId(u);
     poll();

@@ -60,9 +60,10 @@ class FuzzWorld {
     SockId listener = kNoSock;
     Conn est, syn_sent;
     // A UDP socket bound to [::]:kUdpPort, dual-stack (IPv4 and IPv6), and a
-    // member of kUdpGroup (issue 31).
+    // member of kUdpGroup (issue 31) and of kUdpGroup6 (MLDv2).
     static constexpr uint16_t kUdpPort = 53;
     static constexpr uint32_t kUdpGroup = 0xef010101u; // 239.1.1.1
+    static constexpr Ip6Addr kUdpGroup6{{0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1}}; // ff0e::1:1
     SockId udp = kNoSock;
     uint32_t syn_sent_iss = 0;
 

@@ -49,8 +49,22 @@ class Ip6Upper final : public Ipv6Upper {
         return false; // as the stack today: nobody over IPv6 yet
     }
     void ip6_error(const Icmp6Error &e) override { errors.push_back(e); }
+    // Multicast: one group may be "joined"; MLD queries recorded (length,
+    // Router Alert seen).
+    bool ip6_group_joined(const uint8_t *g) const override { return joined && std::memcmp(g, group.b, 16) == 0; }
+    bool ip6_group_mac(const uint8_t *m) const override
+    {
+        return joined && m[0] == 0x33 && m[1] == 0x33 && std::memcmp(m + 2, group.b + 12, 4) == 0;
+    }
+    void ip6_mld_query(const wire::Ipv6 *, const uint8_t *, unsigned len, bool ra) override
+    {
+        queries.emplace_back(len, ra);
+    }
     std::vector<uint8_t> inputs;
     std::vector<Icmp6Error> errors;
+    bool joined = false;
+    Ip6Addr group;
+    std::vector<std::pair<unsigned, bool>> queries;
 };
 
 inline StackConfig config(bool shared)

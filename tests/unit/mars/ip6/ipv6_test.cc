@@ -8,7 +8,8 @@
 // and TCP/UDP nobody takes answered with parameter problem / unreachable,
 // the error rate limit, errors quoting our packets handed up (packet too
 // big lowering the path MTU, never below 1280, never raised), time exceeded
-// generated, output on-link only, and shared mode passing everything on.
+// generated, output on-link only, and shared mode passing everything on;
+// multicast groups and MLD queries asked of / handed to the upper layer.
 #include "ip6_fixture.h"
 
 namespace {
@@ -143,6 +144,62 @@ std::vector<uint8_t> echo_behind(uint8_t first, const std::vector<uint8_t> &ext)
     const std::vector<uint8_t> m = icmp6(kPeerIp, kOurIp, wire::kIcmp6EchoRequest, 0, 0x12340001, {'x'});
     payload.insert(payload.end(), m.begin(), m.end());
     return packet6(kPeerIp, kOurIp, first, payload);
+}
+
+// Multicast listening is the upper layer's (Ipv6Upper): a group's MAC and
+// packets are taken once it says the group is joined (an upper protocol
+// the upper layer then refuses gets no ICMPv6 error: a group); an MLD
+// query goes up with whether a hop-by-hop Router Alert (value 0) came with
+// it, not one in destination options nor one of another value; a bad
+// checksum is counted as a dropped query; other listeners' reports counted.
+TEST(Ip6, MulticastGroupsAndMldQueriesAskTheUpperLayer)
+{
+    Ip6Rig r;
+    r.up();
+    Ip6Addr g;
+    g.b[0] = 0xff, g.b[1] = 0x0e, g.b[15] = 5;
+    const MacAddr gmac = ip6::multicast_mac(g.b);
+    std::vector<uint8_t> udp = {0x9c, 0x40, 0x1f, 0x90, 0, 9, 0, 0, 'x'};
+    EXPECT_FALSE(r.ip.accepts_mac(gmac.b));
+    r.rx(packet6(kPeerIp, g, wire::kProtoUdp, udp), gmac);
+    EXPECT_EQ(r.stats.ip6_drop_not_ours, 1u);
+    EXPECT_TRUE(r.upper.inputs.empty());
+    r.upper.joined = true;
+    r.upper.group = g;
+    EXPECT_TRUE(r.ip.accepts_mac(gmac.b));
+    r.rx(packet6(kPeerIp, g, wire::kProtoUdp, udp), gmac);
+    ASSERT_EQ(r.upper.inputs.size(), 1u);
+    EXPECT_EQ(r.upper.inputs[0], wire::kProtoUdp);
+    EXPECT_EQ(r.stats.ip6_drop_proto, 1u); // refused above: no ICMPv6 error to a group
+    EXPECT_TRUE(r.io.sent.empty());
+
+    const Ip6Addr all = ip6::all_nodes(), none{};
+    std::vector<uint8_t> body(none.b, none.b + 16);
+    body.insert(body.end(), {2, 125, 0, 0});
+    const std::vector<uint8_t> q = icmp6(kPeerIp, all, wire::kMldQuery, 0, 1000u << 16, body);
+    auto behind = [&](uint8_t first, std::vector<uint8_t> ext) {
+        ext.insert(ext.end(), q.begin(), q.end());
+        return packet6(kPeerIp, all, first, ext, 1);
+    };
+    const MacAddr amac = ip6::multicast_mac(all.b);
+    r.rx(behind(wire::kNextHopByHop, opts_header(wire::kProtoIcmp6, 5, {0, 0})), amac);
+    r.rx(packet6(kPeerIp, all, wire::kProtoIcmp6, q, 1), amac);
+    r.rx(behind(wire::kNextDestOpts, opts_header(wire::kProtoIcmp6, 5, {0, 0})), amac);
+    r.rx(behind(wire::kNextHopByHop, opts_header(wire::kProtoIcmp6, 5, {0, 1})), amac);
+    ASSERT_EQ(r.upper.queries.size(), 4u);
+    EXPECT_EQ(r.upper.queries[0], std::make_pair(28u, true));
+    EXPECT_EQ(r.upper.queries[1], std::make_pair(28u, false));
+    EXPECT_EQ(r.upper.queries[2], std::make_pair(28u, false));
+    EXPECT_EQ(r.upper.queries[3], std::make_pair(28u, false));
+    std::vector<uint8_t> bad = q;
+    bad[2] ^= 0x40;
+    r.rx(packet6(kPeerIp, all, wire::kProtoIcmp6, bad, 1), amac);
+    EXPECT_EQ(r.upper.queries.size(), 4u);
+    EXPECT_EQ(r.stats.mld_drop, 1u);
+    EXPECT_EQ(r.stats.icmp6_drop, 1u);
+    r.rx(packet6(kPeerIp, all, wire::kProtoIcmp6, icmp6(kPeerIp, all, wire::kMldV2Report, 0, 0, {}), 1), amac);
+    EXPECT_EQ(r.stats.mld_report_in, 1u);
+    EXPECT_TRUE(r.io.sent.empty());
 }
 
 class Ip6Ext : public ::testing::Test {

@@ -379,6 +379,7 @@ TEST_F(Udp, MulticastFansOutToEveryMemberAndDropsUnjoinedGroups)
     SockId a = open_bound(5353, 0, true), b = open_bound(5353, 0, true), c = open_bound(5353, grp, true);
     SockId nonmember = open_bound(5353, 0, true);
     SockId ssm = open_bound(5353, 0, true);
+    ASSERT_EQ(u().set_option(nonmember, SockOpt::kMulticastAll, 0), 0); // its own memberships only
     sent();
     ASSERT_EQ(u().join(a, UdpGroup{grp, 0}), 0);
     EXPECT_EQ(u().join(a, UdpGroup{grp, 0}), -EADDRINUSE);
@@ -405,12 +406,48 @@ TEST_F(Udp, MulticastFansOutToEveryMemberAndDropsUnjoinedGroups)
     inject(Dgram{.dst = other, .dport = 5353, .data = "nobody"});
     EXPECT_EQ(stats().drop_not_ours, not_ours + 1);
     EXPECT_TRUE(sent().empty());
-    // After leaving, a member gets nothing.
+    // After leaving, a member without kMulticastAll gets nothing.
     ASSERT_EQ(u().leave(a, UdpGroup{grp, 0}), 0);
     EXPECT_EQ(u().leave(a, UdpGroup{grp, 0}), -EADDRNOTAVAIL);
+    ASSERT_EQ(u().set_option(a, SockOpt::kMulticastAll, 0), 0);
     inject(Dgram{.dst = grp, .dport = 5353, .data = "later"});
     EXPECT_EQ(u().recv_from(a, nullptr, 0, nullptr, false), -EAGAIN);
     EXPECT_EQ(recv(b), "later");
+}
+
+// Linux's IP_MULTICAST_ALL (on by default): a socket bound to the wildcard
+// or to the group that holds no membership of the group still gets its
+// datagrams once another socket of the stack joined it; off, it gets only
+// its own memberships' (kMulticastAll 0). A source filter of its own
+// decides for a member whatever the flag.
+TEST_F(Udp, MulticastAllGivesJoinedGroupsToSocketsThatDidNotJoin)
+{
+    make();
+    const uint32_t grp = ipv4(239, 7, 7, 7);
+    SockId joiner = open_bound(5400, 0, true), wild = open_bound(5400, 0, true), at_grp = open_bound(5400, grp, true);
+    SockId off = open_bound(5400, 0, true), ssm = open_bound(5400, 0, true);
+    ASSERT_EQ(u().set_option(off, SockOpt::kMulticastAll, 0), 0);
+    EXPECT_EQ(u().set_option(off, SockOpt::kMulticastAll, -1), -EINVAL);
+    // Nobody joined yet: not ours, for nobody.
+    inject(Dgram{.dst = grp, .dport = 5400, .data = "early"});
+    for (SockId s : {joiner, wild, at_grp, off, ssm}) EXPECT_EQ(u().recv_from(s, nullptr, 0, nullptr, false), -EAGAIN);
+    ASSERT_EQ(u().join(joiner, UdpGroup{grp, 0}), 0);
+    ASSERT_EQ(u().join(ssm, UdpGroup{grp, ipv4(198, 18, 0, 50)}), 0);
+    ASSERT_EQ(u().set_option(ssm, SockOpt::kMulticastAll, 1), 0);
+    const uint64_t in0 = stats().udp_in;
+    inject(Dgram{.dst = grp, .dport = 5400, .data = "feed"});
+    for (SockId s : {joiner, wild, at_grp}) EXPECT_EQ(recv(s), "feed") << s;
+    EXPECT_EQ(u().recv_from(off, nullptr, 0, nullptr, false), -EAGAIN);
+    EXPECT_EQ(u().recv_from(ssm, nullptr, 0, nullptr, false), -EAGAIN); // its filter decides
+    EXPECT_EQ(stats().udp_in, in0 + 3);
+    EXPECT_EQ(stats().udp_mcast_in, 1u);
+    // The last member leaves: the group is nobody's again.
+    ASSERT_EQ(u().leave(joiner, UdpGroup{grp, 0}), 0);
+    ASSERT_EQ(u().leave(ssm, UdpGroup{grp, ipv4(198, 18, 0, 50)}), 0);
+    const uint64_t not_ours = stats().drop_not_ours;
+    inject(Dgram{.dst = grp, .dport = 5400, .data = "late"});
+    EXPECT_EQ(stats().drop_not_ours, not_ours + 1);
+    EXPECT_EQ(u().recv_from(wild, nullptr, 0, nullptr, false), -EAGAIN);
 }
 
 TEST_F(Udp, ReuseAddrSocketsShareAPortAndEachMemberGetsTheGroup)
