@@ -147,6 +147,7 @@ inline bool transport_option_of(uint32_t opt, Option *out)
     case DTI_SO_RCVLOWAT: *out = Option::kRcvLowat; return true;
     case DTI_SO_NOTSENT_LOWAT: *out = Option::kNotsentLowat; return true;
     case DTI_SO_TCLASS: *out = Option::kTclass; return true;
+    case DTI_SO_MCAST_ALL: *out = Option::kMulticastAll; return true;
     default: return false;
     }
 }

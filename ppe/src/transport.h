@@ -259,6 +259,7 @@ ETA_SAME_OPTION(kRcvLowat);
 ETA_SAME_OPTION(kRcvBuf);
 ETA_SAME_OPTION(kNotsentLowat);
 ETA_SAME_OPTION(kTclass);
+ETA_SAME_OPTION(kMulticastAll);
 #undef ETA_SAME_OPTION
 static_assert(sizeof(dti::engine::Option) == sizeof(mars::SockOpt), "DTI and MARS socket options have one width");
 

@@ -31,6 +31,27 @@ bool eta_udp_mcast_send_option(int level, int name)
            (name == IPV6_MULTICAST_HOPS || name == IPV6_MULTICAST_LOOP || name == IPV6_MULTICAST_IF);
 }
 
+bool eta_udp_mcast_all_option(int level, int name)
+{
+    return (level == IPPROTO_IP && name == IP_MULTICAST_ALL) || (level == IPPROTO_IPV6 && name == IPV6_MULTICAST_ALL);
+}
+
+int eta_udp_mcast_all(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len)
+{
+    if (real_setsockopt(fd, level, name, val, len) != 0)
+        return -1; /* the kernel checks the value (and the level for the family) */
+    int v = 0;
+    socklen_t l = sizeof v;
+    if (real_getsockopt(fd, level, name, &v, &l) != 0)
+        return -1;
+    int e = usable(s, ENETDOWN);
+    dti_ctx_t *c = e ? NULL : eta_ctx();
+    if (!c)
+        return fail(e ? e : ENETDOWN);
+    int rc = dti_setsockopt(c, s->h, DTI_SO_MCAST_ALL, v != 0);
+    return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
+}
+
 bool eta_udp_bind_is_group(const struct sockaddr *addr, socklen_t len)
 {
     if (!addr)

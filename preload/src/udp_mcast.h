@@ -21,6 +21,14 @@ int eta_udp_membership(int fd, struct eta_sock *s, int level, int name, const vo
  * through its kernel half, which keeps them. */
 bool eta_udp_mcast_send_option(int level, int name);
 
+/* IP_MULTICAST_ALL / IPV6_MULTICAST_ALL: whether a socket bound to the
+ * wildcard or a group gets the groups other sockets of the host joined
+ * (Linux's default, 1) or its own memberships' alone (0). The kernel half
+ * keeps it (and checks it), the engine's socket follows (DTI_SO_MCAST_ALL):
+ * 0, or -1 with errno. */
+bool eta_udp_mcast_all_option(int level, int name);
+int eta_udp_mcast_all(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len);
+
 /* The group a UDP candidate's bind() names (AF_INET 224.0.0.0/4, or
  * AF_INET6 ff00::/8, network order in group6): a hybrid bound to it. */
 bool eta_udp_bind_is_group(const struct sockaddr *addr, socklen_t len);

@@ -477,7 +477,11 @@ enum dti_sockopt {
                                  IPv6 connection's segments; DTI_SO_TOS is an IPv4 connection's, so a
                                  dual-stack socket keeps both, each for its family (the ECN bits are
                                  TCP's: not taken). Inherited by accepted connections. An engine that
-                                 predates it answers -ENOPROTOOPT (DTI_ABI_VERSION stays) */
+                                 predates it answers -ENOPROTOOPT (DTI_ABI_VERSION stays) */,
+    DTI_SO_MCAST_ALL = 18     /* IP_MULTICAST_ALL / IPV6_MULTICAST_ALL of a datagram socket, 0 or 1 (1, the
+                                 default: a socket bound to the wildcard or a group gets that group's
+                                 datagrams once any socket of the host joined it, as Linux; 0: only its
+                                 own memberships'). A stream socket answers -ENOPROTOOPT */
 };
 
 /* Readiness bits; equal to Linux's POLLIN/POLLOUT/POLLERR/POLLHUP/POLLRDHUP so

@@ -9,6 +9,8 @@ HOW (the ways real receivers join):
   group4   bind GROUP:PORT, ip_mreqn with no interface (index 0, INADDR_ANY)
   mcast4   bind 0.0.0.0:PORT, MCAST_JOIN_GROUP (RFC 3678), interface 0
   ssm4     bind 0.0.0.0:PORT, IP_ADD_SOURCE_MEMBERSHIP from SOURCE via IFACE 0.0.0.0
+  all4     bind 0.0.0.0:PORT, no membership: Linux's IP_MULTICAST_ALL (on by
+           default) gives it the groups other sockets of the host joined
   any6     bind [::]:PORT, IPV6_JOIN_GROUP, interface 0
   group6   bind [GROUP]:PORT, MCAST_JOIN_GROUP at SOL_IPV6, interface 0
 
@@ -53,6 +55,10 @@ elif how == 'ssm4':
     # struct ip_mreq_source: multiaddr, interface, sourceaddr
     s.setsockopt(socket.IPPROTO_IP, IP_ADD_SOURCE_MEMBERSHIP,
                  socket.inet_aton(group) + socket.inet_aton('0.0.0.0') + socket.inet_aton(extra))
+elif how == 'all4':
+    s.bind(('0.0.0.0', port))
+    IP_MULTICAST_ALL = 49
+    print('mcast_all', s.getsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL), flush=True)
 elif how == 'any6':
     s.bind(('::', port))
     s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,

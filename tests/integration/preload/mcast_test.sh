@@ -6,8 +6,10 @@
 #   to 0.0.0.0 with ip_mreq naming the PPE's address as the interface, and
 #   bound to the group with ip_mreqn naming none), a third with RFC 3678's
 #   MCAST_JOIN_GROUP, a fourth source-specific (IP_ADD_SOURCE_MEMBERSHIP,
-#   the peer as the source): each gets every datagram, once, byte-exact, in
-#   order, from the peer's address; the engine counts them as multicast
+#   the peer as the source), and a fifth on the port that joined nothing
+#   (Linux's IP_MULTICAST_ALL, on by default, gives it the host's groups):
+#   each gets every datagram, once, byte-exact, in order, from the peer's
+#   address; the engine counts them as multicast
 #   (udp_mcast_in) and sent IGMPv3 reports;
 # - IPv6: receivers bound to [::] (IPV6_JOIN_GROUP) and to the group
 #   (MCAST_JOIN_GROUP at SOL_IPV6) each get every datagram the peer sends to
@@ -70,6 +72,8 @@ run_group() {
         local pid_var="rx${j}_pid"
         wait "${!pid_var}" || fail "${names[j]} failed: $(cat "$work/rx$j.out" "$work/rx$j.err")"
         read -r _w rn rbytes rsha rfrom < <(grep '^got' "$work/rx$j.out")
+        ! grep -q '^mcast_all' "$work/rx$j.out" || grep -qx 'mcast_all 1' "$work/rx$j.out" ||
+            fail "${names[j]}: IP_MULTICAST_ALL reads $(grep '^mcast_all' "$work/rx$j.out"), not Linux's default 1"
         echo "    ${names[j]}: $rn datagrams, $rbytes bytes from $rfrom"
         [ "$rn $rbytes $rsha" = "$sn $sbytes $ssha" ] ||
             fail "${names[j]} got $rn datagrams ($rbytes bytes, $rsha), the peer sent $sn ($sbytes bytes, $ssha)"
@@ -78,10 +82,10 @@ run_group() {
     done
 }
 
-note "IPv4: four receivers of 239.18.1.1 under eta-run, joined four ways; the peer sends $n datagrams"
+note "IPv4: five receivers of 239.18.1.1 under eta-run, joined four ways and not at all; the peer sends $n datagrams"
 m0=$(counter udp_mcast_in) igmp0=$(counter igmp_out)
 port=$(free_port)
-run_group 239.18.1.1 "$port" "$ETA_LAB_PEER_IP" any4 group4 mcast4 ssm4
+run_group 239.18.1.1 "$port" "$ETA_LAB_PEER_IP" any4 group4 mcast4 ssm4 all4
 m1=$(counter udp_mcast_in) igmp1=$(counter igmp_out)
 echo "    engine: $((m1 - m0)) multicast datagrams taken, $((igmp1 - igmp0)) IGMPv3 reports sent"
 [ $((m1 - m0)) -ge $((n + 1)) ] || fail "the engine took $((m1 - m0)) of the group's datagrams (at least $((n + 1)))"

@@ -636,4 +636,73 @@ TEST_F(DgramOverMars, PerDatagramTosAndTrafficClass)
     EXPECT_EQ(DTI_DGRAM_TOS(r6[1].flags), 0);
 }
 
+// IPv6 multicast through the DTI (ABI 13): MCAST6 joins the group in the
+// value and offset words (the source in the trace words: :: any), the
+// peer's datagram to the group arrives as a multicast record, a leave ends
+// it; DTI_SO_MCAST_ALL is a datagram socket's option; what the decoder or
+// the stack refuses is refused.
+TEST_F(DgramOverMars, Ipv6MulticastJoinLeaveAndOption)
+{
+    settle(2 * kSec); // DAD: both addresses become usable
+    const dti_ev s = run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_DGRAM));
+    ASSERT_GE(s.res, 0);
+    const uint32_t h = uint32_t(s.res);
+    ASSERT_EQ(run(cmd6(DTI_OP_BIND6, h, mars::Ip6Addr{}, 7200)).res, 0);
+    mars::Ip6Addr group{};
+    group.b[0] = 0xff, group.b[1] = 0x0e, group.b[15] = 0x42; // ff0e::42
+    const uint8_t any[16] = {};
+    auto mcast6 = [&](uint32_t leave, const mars::Ip6Addr &g) {
+        dti_cmd c = cmd(DTI_OP_MCAST6, h, leave);
+        dti_cmd_addr6_set(&c, g.b);
+        dti_cmd_source6_set(&c, any);
+        return run(c).res;
+    };
+    EXPECT_EQ(mcast6(1, group), -EADDRNOTAVAIL) << "a leave without a join";
+    ASSERT_EQ(mcast6(0, group), 0);
+    EXPECT_EQ(mcast6(0, group), -EADDRINUSE) << "joined already";
+    EXPECT_EQ(mcast6(0, addr6(2)), -EINVAL) << "a unicast address is no group";
+    dti_cmd opt = cmd(DTI_OP_SETSOCKOPT, h, DTI_SO_MCAST_ALL);
+    opt.value = 0;
+    EXPECT_EQ(run(opt).res, 0);
+
+    const int64_t pid = net_.stack(1).udp().open(79);
+    ASSERT_GE(pid, 0);
+    const mars::SockId p = mars::SockId(pid);
+    const mars::Endpoint6 to{group, 7200};
+    const std::string d = pattern(900, 5);
+    ASSERT_EQ(net_.stack(1).udp().send_to6(p, &to, d.data(), d.size()), int64_t(d.size()));
+    std::vector<Got> got;
+    ASSERT_TRUE(net_.run_until(
+        [&] {
+            for (auto &g : read_all(h))
+                got.push_back(g);
+            return !got.empty();
+        },
+        5 * kSec));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].data, d);
+    EXPECT_TRUE(got[0].flags & DTI_DGRAM_IP6);
+    EXPECT_TRUE(got[0].flags & DTI_DGRAM_MULTICAST);
+    EXPECT_EQ(std::memcmp(got[0].a6.dst, group.b, 16), 0);
+    EXPECT_EQ(std::memcmp(got[0].a6.src, addr6(2).b, 16), 0);
+
+    // Left: the next datagram to the group is nobody's here.
+    ASSERT_EQ(mcast6(1, group), 0);
+    const uint64_t mc0 = stack_->stats().udp_mcast_in;
+    ASSERT_EQ(net_.stack(1).udp().send_to6(p, &to, d.data(), d.size()), int64_t(d.size()));
+    settle(kSec);
+    EXPECT_TRUE(read_all(h).empty());
+    EXPECT_EQ(stack_->stats().udp_mcast_in, mc0);
+
+    // A stream socket takes neither.
+    const dti_ev t = run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID, DTI_SOCK_STREAM));
+    ASSERT_GE(t.res, 0);
+    dti_cmd j = cmd(DTI_OP_MCAST6, uint32_t(t.res), 0);
+    dti_cmd_addr6_set(&j, group.b);
+    EXPECT_EQ(run(j).res, -EOPNOTSUPP);
+    dti_cmd topt = cmd(DTI_OP_SETSOCKOPT, uint32_t(t.res), DTI_SO_MCAST_ALL);
+    topt.value = 1;
+    EXPECT_EQ(run(topt).res, -ENOPROTOOPT);
+}
+
 } // namespace

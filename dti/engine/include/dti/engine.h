@@ -102,6 +102,7 @@ enum class Option : uint16_t {
     kRcvBuf, // the receive buffer (SO_RCVBUF set: the transport stops autotuning it)
     kNotsentLowat, // TCP_NOTSENT_LOWAT: ring_levels().writable stops at the mark (mars::SockOpt)
     kTclass,       // IPV6_TCLASS: an IPv6 connection's traffic class (kTos: an IPv4 one's TOS)
+    kMulticastAll, // IP_MULTICAST_ALL: a datagram socket's (mars::SockOpt::kMulticastAll)
 };
 
 struct SockInfo {
