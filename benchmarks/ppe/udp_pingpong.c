@@ -5,15 +5,18 @@
  *   udp_pingpong server ADDR PORT              echoes every datagram to its sender
  *   udp_pingpong pingpong ADDR PORT SIZE SECS  round trips for SECS seconds; prints
  *       "rtt/2 p50 X p99 Y us n N" (half the round trip, as sockperf reports it)
- *   udp_pingpong flood ADDR PORT SIZE SECS     sends as fast as it can for SECS
- *       seconds (the server echoes nothing back to a flood: it counts); prints
- *       "sent N datagrams/s R"
+ *   udp_pingpong flood ADDR PORT SIZE SECS [SEGS]  sends as fast as it can for
+ *       SECS seconds (the server echoes nothing back to a flood: it counts);
+ *       prints "sent N datagrams/s R". SEGS > 1: each send is SEGS datagrams
+ *       of SIZE bytes in one buffer (UDP_SEGMENT, Linux's GSO, as QUIC
+ *       servers send)
  * The server counts what it received and prints "received N" when it gets
  * SIGTERM or SIGINT. ADDR is an IPv4 or IPv6 literal. Exits 1 with a
  * message on any error, 2 on bad arguments. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,26 +117,33 @@ int main(int argc, char **argv)
         return 2;
     }
     long size = atol(argv[4]), secs = atol(argv[5]);
-    if (size < 1 || size > 65000 || secs < 1 || secs > 3600) {
-        fprintf(stderr, "udp_pingpong: SIZE 1..65000, SECS 1..3600\n");
+    const long segs = argc > 6 ? atol(argv[6]) : 1;
+    if (size < 1 || size > 65000 || secs < 1 || secs > 3600 || segs < 1 || segs > 128 || size * segs > 65000) {
+        fprintf(stderr, "udp_pingpong: SIZE 1..65000, SECS 1..3600, SEGS 1..128 (SIZE x SEGS at most 65000)\n");
         return 2;
+    }
+    if (segs > 1) {
+        int g = (int)size;
+        if (setsockopt(fd, SOL_UDP, UDP_SEGMENT, &g, sizeof g) != 0)
+            die("setsockopt UDP_SEGMENT");
     }
     if (connect(fd, (struct sockaddr *)&ss, sl) != 0)
         die("connect");
-    memset(buf, 'x', (size_t)size);
+    memset(buf, 'x', (size_t)(size * segs));
     const uint64_t end = now_ns() + (uint64_t)secs * 1000000000u;
     if (strcmp(argv[1], "flood") == 0) {
-        buf[0] = 'F'; /* not echoed */
+        for (long k = 0; k < segs; k++)
+            buf[k * size] = 'F'; /* not echoed (each datagram's first byte) */
         uint64_t sent = 0;
         const uint64_t t0 = now_ns();
         while (now_ns() < end) {
             for (int i = 0; i < 64; i++) {
-                if (send(fd, buf, (size_t)size, 0) < 0) {
+                if (send(fd, buf, (size_t)(size * segs), 0) < 0) {
                     if (errno == ENOBUFS || errno == EAGAIN)
                         continue;
                     die("send");
                 }
-                sent++;
+                sent += (uint64_t)segs;
             }
         }
         printf("sent %llu datagrams/s %.0f\n", (unsigned long long)sent, (double)sent * 1e9 / (double)(now_ns() - t0));
