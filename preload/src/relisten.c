@@ -26,6 +26,7 @@
 #include "shim.h"
 #include "sock6.h"
 #include "sockobj.h"
+#include "udp_mcast.h"
 #include "wait.h"
 
 
@@ -257,6 +258,7 @@ static bool rejoin_one(int fd, struct eta_sock *s, void *arg)
         return true;
     }
     use_handle(s, (dti_sock_t)h);
+    (void)eta_udp_mcast_replay(c, fd, s); /* its memberships as the program made them (each refusal logged) */
     if (eta_cfg.log_accel)
         eta_log("fd %d: UDP on %s:%u on the new PPE again", fd, s->v6 ? "[::]" : "0.0.0.0", any.port);
     return true;

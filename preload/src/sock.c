@@ -586,6 +586,8 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
 
 void eta_sock_release(struct eta_sock *s)
 {
+    if (s->dgram)
+        eta_udp_mcast_forget(s);
     uint32_t st0 = atomic_load(&s->state);
     if (st0 == ETA_SOCK_ORPHAN || (st0 == ETA_SOCK_ACCEL && s->generation != eta_generation)) {
         /* Of a PPE that went (or a parent's): nothing to tell the PPE, but

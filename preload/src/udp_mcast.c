@@ -11,11 +11,13 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attach.h"
 #include "config.h"
 #include "decide.h"
+#include "lock.h"
 #include "mcast_req.h"
 #include "real.h"
 #include "sock.h"
@@ -96,18 +98,114 @@ static void halves(const struct eta_mcast_req *r, bool *ppe, bool *kernel)
     }
 }
 
+/* The engine's memberships of a socket, as the program made them: a PPE
+ * that restarts forgets them, and the socket's PPE half joins them again
+ * when it comes back (eta_udp_mcast_replay). One list per socket that
+ * joined, allocated at its first join, in one process-wide chain under one
+ * lock (joins are rare and never on the data path; a socket's release
+ * looks only when the chain is not empty). */
+#define MCAST_MAX 40 /* 20 per family: the engine's own limit (UdpSockets::kMaxGroups) */
+struct eta_mcast_list {
+    struct eta_mcast_list *next;
+    const struct eta_sock *s;
+    unsigned n;
+    struct eta_mcast_req r[MCAST_MAX];
+};
+static struct eta_lock mcast_lock = ETA_LOCK_INIT;
+static struct eta_mcast_list *mcast_head; /* written under the lock; read bare only to see it empty */
+
+/* s's list (under the lock), its link in *prev; NULL when s has none. */
+static struct eta_mcast_list *list_of(const struct eta_sock *s, struct eta_mcast_list ***prev)
+{
+    struct eta_mcast_list **p = &mcast_head;
+    while (*p && (*p)->s != s)
+        p = &(*p)->next;
+    if (prev)
+        *prev = p;
+    return *p;
+}
+
+static bool same_membership(const struct eta_mcast_req *a, const struct eta_mcast_req *b)
+{
+    return a->v6 == b->v6 && a->has_source == b->has_source &&
+           (a->v6 ? memcmp(a->group6, b->group6, 16) == 0 && (!a->has_source || memcmp(a->source6, b->source6, 16) == 0)
+                  : a->group4 == b->group4 && a->source4 == b->source4);
+}
+
+/* Records a join the engine took, or drops the record of a leave. */
+static void remember(struct eta_sock *s, const struct eta_mcast_req *r)
+{
+    eta_lock(&mcast_lock);
+    struct eta_mcast_list *l = list_of(s, NULL);
+    unsigned i = 0;
+    while (l && i < l->n && !same_membership(&l->r[i], r))
+        i++;
+    if (!r->join) {
+        if (l && i < l->n)
+            l->r[i] = l->r[--l->n];
+    } else if (!l || i == l->n) {
+        if (!l && (l = calloc(1, sizeof *l)) != NULL) {
+            l->s = s;
+            l->next = mcast_head;
+            __atomic_store_n(&mcast_head, l, __ATOMIC_RELEASE);
+        }
+        if (l && l->n < MCAST_MAX)
+            l->r[l->n++] = *r;
+    }
+    eta_unlock(&mcast_lock);
+}
+
+void eta_udp_mcast_forget(struct eta_sock *s)
+{
+    if (!__atomic_load_n(&mcast_head, __ATOMIC_RELAXED))
+        return; /* no socket of this process ever joined: every close's case */
+    eta_lock(&mcast_lock);
+    struct eta_mcast_list **prev;
+    struct eta_mcast_list *l = list_of(s, &prev);
+    if (l)
+        __atomic_store_n(prev, l->next, __ATOMIC_RELAXED);
+    eta_unlock(&mcast_lock);
+    free(l);
+}
+
+static int join_on(dti_ctx_t *c, dti_sock_t h, const struct eta_mcast_req *r)
+{
+    if (r->v6)
+        return r->join ? dti_dgram_join6(c, h, r->group6, r->has_source ? r->source6 : NULL)
+                       : dti_dgram_leave6(c, h, r->group6, r->has_source ? r->source6 : NULL);
+    return r->join ? dti_dgram_join(c, h, r->group4, r->source4) : dti_dgram_leave(c, h, r->group4, r->source4);
+}
+
+unsigned eta_udp_mcast_replay(dti_ctx_t *c, int fd, struct eta_sock *s)
+{
+    struct eta_mcast_list copy;
+    eta_lock(&mcast_lock);
+    const struct eta_mcast_list *l = list_of(s, NULL);
+    copy.n = l ? l->n : 0;
+    if (copy.n)
+        memcpy(copy.r, l->r, sizeof copy.r[0] * copy.n);
+    eta_unlock(&mcast_lock);
+    unsigned refused = 0;
+    for (unsigned i = 0; i < copy.n; i++) {
+        int rc = join_on(c, s->h, &copy.r[i]);
+        if (rc < 0) {
+            refused++;
+            eta_log("fd %d: a multicast membership cannot come back on the new PPE: %s", fd,
+                    strerror(eta_errno_from_dti(rc)));
+        }
+    }
+    return refused;
+}
+
 static int engine_membership(struct eta_sock *s, const struct eta_mcast_req *r)
 {
     int e = usable(s, ENETDOWN);
     dti_ctx_t *c = e ? NULL : eta_ctx();
     if (!c)
         return -(e ? e : ENETDOWN);
-    int rc;
-    if (r->v6)
-        rc = r->join ? dti_dgram_join6(c, s->h, r->group6, r->has_source ? r->source6 : NULL)
-                     : dti_dgram_leave6(c, s->h, r->group6, r->has_source ? r->source6 : NULL);
-    else
-        rc = r->join ? dti_dgram_join(c, s->h, r->group4, r->source4) : dti_dgram_leave(c, s->h, r->group4, r->source4);
+    int rc = join_on(c, s->h, r);
+    if (rc == 0)
+        remember(s, r);
     return rc < 0 ? -eta_errno_from_dti(rc) : 0;
 }
 

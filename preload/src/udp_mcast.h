@@ -29,8 +29,16 @@ bool eta_udp_mcast_send_option(int level, int name);
 bool eta_udp_mcast_all_option(int level, int name);
 int eta_udp_mcast_all(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len);
 
-/* The group a UDP candidate's bind() names (AF_INET 224.0.0.0/4, or
- * AF_INET6 ff00::/8, network order in group6): a hybrid bound to it. */
+/* Whether a UDP candidate's bind() names a group (AF_INET 224.0.0.0/4, or
+ * AF_INET6 ff00::/8): a hybrid bound to it. */
 bool eta_udp_bind_is_group(const struct sockaddr *addr, socklen_t len);
+
+/* The engine's memberships of s again, on the PPE that replaced the one
+ * they were made on (relisten.c, after the PPE half came back): each one
+ * the program made and did not drop. Returns how many the new PPE refused
+ * (logged). */
+unsigned eta_udp_mcast_replay(dti_ctx_t *c, int fd, struct eta_sock *s);
+/* Frees s's record of memberships (the socket's release). */
+void eta_udp_mcast_forget(struct eta_sock *s);
 
 #endif

@@ -3,8 +3,10 @@
 kernel's, preload/README.md "Which sockets are accelerated"), for udp_test.sh.
 
   udp_hybrid.py N    (stdin: the test's "go" lines; ETA_SOCKET: eta-run's)
-  udp_hybrid.py echo (udp_restart_test.sh: prints "ready PORT", then echoes
-                     every datagram to its sender, for ever)
+  udp_hybrid.py echo [GROUP IFACE] (udp_restart_test.sh: prints "ready
+                     PORT", then echoes every datagram to its sender, for
+                     ever; with GROUP, a member of it on the interface whose
+                     address is IFACE, so datagrams to the group come too)
 
 Prints "ready PORT" once bound (port 0: the kernel's pick, the PPE's half at
 the same port), then for each "go" line on stdin:
@@ -53,6 +55,9 @@ def echo():
     ever (blocking, no timeout: it waits across the PPE going and coming)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", 0))
+    if len(sys.argv) > 3:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                     socket.inet_aton(sys.argv[2]) + socket.inet_aton(sys.argv[3]))
     print("ready", s.getsockname()[1], flush=True)
     while True:
         d, a = s.recvfrom(2048)

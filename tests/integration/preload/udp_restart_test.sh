@@ -9,7 +9,10 @@
 # - a new eta-ppe: the program re-attaches by itself (its blocked receive
 #   sleeps at most until the next try), its PPE half comes back (the shim's
 #   line), and it echoes the peer's datagram through the new PPE (its udp_in
-#   counts it). Before: the socket stayed the kernel's alone for good.
+#   counts it). Before: the socket stayed the kernel's alone for good;
+# - the socket is a member of a group (IP_ADD_MEMBERSHIP naming the PPE's
+#   address): the peer's datagram to the group is echoed through the first
+#   PPE and, the membership joined again by the shim, through the new one.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
 need_built "$ETA_STAT" eta-stat
@@ -32,7 +35,7 @@ udp_in_above() { ppe_true "sum(s['udp_in'] for e in d['engines'] for s in e['sta
 show() { cat "$work/echo.out" "$work/echo.err"; }
 
 ETA_LOG=fallback,accel timeout 300 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-    "$py" "$here/udp_hybrid.py" echo > "$work/echo.out" 2> "$work/echo.err" &
+    "$py" "$here/udp_hybrid.py" echo 239.18.7.7 "$ETA_LAB_PPE_IP" > "$work/echo.out" 2> "$work/echo.err" &
 _bg_pids+=($!)
 wait_until 30 grep -q '^ready ' "$work/echo.out" || { show; fail "udp_hybrid.py echo did not bind"; }
 port=$(awk '/^ready /{print $2}' "$work/echo.out")
@@ -43,6 +46,20 @@ note "the peer's datagram through the PPE"
 in0=$(udp_in)
 peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" "$port" || { show; fail "no echo through the PPE"; }
 wait_until 20 udp_in_above "$in0" || fail "the PPE did not carry the datagram (udp_in $in0 -> $(udp_in))"
+
+# The peer sends one datagram to the group and waits for the echo.
+group_echo() {
+    peer timeout 30 "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton('$ETA_LAB_PEER_IP'))
+s.settimeout(20)
+s.sendto(b'to the group', ('239.18.7.7', $port))
+d, a = s.recvfrom(100)
+assert d == b'to the group' and a[0] == '$ETA_LAB_PPE_IP', (d, a)"
+}
+note "the peer's datagram to the group the socket joined, through the PPE"
+group_echo || { show; fail "no echo of the group's datagram through the PPE"; }
 
 note "eta-ppe killed (-9): the kernel half alone answers 127.0.0.1"
 ppe_kill9
@@ -56,5 +73,7 @@ wait_until 60 grep -q "UDP on 0.0.0.0:$port on the new PPE again" "$work/echo.er
 in0=$(udp_in)
 peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" "$port" || { show; fail "no echo through the new PPE"; }
 wait_until 20 udp_in_above "$in0" || fail "the new PPE did not carry the datagram (udp_in $in0 -> $(udp_in))"
+note "the group's datagram through the new PPE (the membership joined again)"
+group_echo || { show; fail "no echo of the group's datagram through the new PPE: the membership did not come back"; }
 grep -c '^echoed' "$work/echo.out" | sed 's/^/    datagrams echoed: /'
 note "ok"
