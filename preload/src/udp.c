@@ -205,6 +205,15 @@ bool eta_udp_ppe_ifindex(int ifindex)
     return false;
 }
 
+bool eta_udp_kernel_option(int level, int name, bool hybrid)
+{
+    if (level == IPPROTO_IP)
+        return name == IP_MTU_DISCOVER || name == IP_FREEBIND || name == IP_BIND_ADDRESS_NO_PORT;
+    if (level == IPPROTO_IPV6)
+        return name == IPV6_MTU_DISCOVER || name == IPV6_DONTFRAG || name == IPV6_FREEBIND;
+    return hybrid && level == SOL_SOCKET && name == SO_BROADCAST;
+}
+
 bool eta_udp_cmsg_option(int level, int name)
 {
     if (level == SOL_SOCKET)

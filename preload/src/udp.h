@@ -36,6 +36,15 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
  * datagram's TOS or traffic class (an IP_TOS or IPV6_TCLASS message), -1 the
  * socket's; *gso: its UDP_SEGMENT size (a SOL_UDP message), -1 the socket's. */
 int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controllen, bool to4, int *tos, int *gso);
+/* Options of an accelerated UDP socket that the kernel socket keeps (it
+ * checks the value and answers getsockopt) and the engine needs not:
+ * path MTU discovery's modes (IP_MTU_DISCOVER, IPV6_MTU_DISCOVER,
+ * IPV6_DONTFRAG: the engine never fragments, whatever the mode: a datagram
+ * above the path MTU is EMSGSIZE), IP_FREEBIND and IP_BIND_ADDRESS_NO_PORT
+ * (they act at bind, which the socket is past), and on a hybrid
+ * SO_BROADCAST (its kernel half sends to broadcast addresses: the PPE
+ * routes none). */
+bool eta_udp_kernel_option(int level, int name, bool hybrid);
 /* setsockopt(level, name) is an option asking for ancillary data on receive,
  * or UDP_SEGMENT/UDP_GRO: the kernel socket keeps it, the shim reads it back. */
 bool eta_udp_cmsg_option(int level, int name);

@@ -503,8 +503,9 @@ class UdpSockets {
     // (StackConfig::owner_of); then datagrams spread over the group by a hash
     // of their 4-tuple, as Linux spreads them.
     virtual int bind(SockId s, Endpoint local) = 0;
-    // SockOpt::kReusePort, kReuseAddr (before bind: sockets that all set
-    // it share a port, every owner; a unicast datagram goes to one of them,
+    // SockOpt::kReusePort, kReuseAddr (sockets that all set it share a
+    // port, every owner; set after bind too, as Linux: it decides whether a
+    // later bind of the port conflicts; a unicast datagram goes to one of them,
     // a multicast one to each member), kTos (IPv4 sends), kTclass (IPv6
     // sends: IPV6_TCLASS, -1 the default 0) and kMulticastAll (0 or 1, any
     // time; both families); others -ENOPROTOOPT.

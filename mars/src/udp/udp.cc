@@ -236,12 +236,12 @@ int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
     UdpSock *s = lookup(id);
     if (!s) return -EBADF;
     switch (opt) {
+    // Both may change after bind, as on Linux (sk_reuse, sk_reuseport): they
+    // decide whether a later bind of the port conflicts with this socket.
     case SockOpt::kReusePort:
-        if (s->bound) return -EINVAL; // as Linux: the group is formed at bind
         s->reuse_port = v != 0;
         return 0;
     case SockOpt::kReuseAddr: // shares the port with other kReuseAddr sockets (multicast receivers)
-        if (s->bound) return -EINVAL;
         s->reuse_addr = v != 0;
         return 0;
     case SockOpt::kTos:

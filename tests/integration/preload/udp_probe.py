@@ -140,6 +140,21 @@ except OSError as e:
     out("send after SHUT_WR", errno.errorcode[e.errno])
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.bind((bind_ip, 7012))
+# options a bound socket takes as the kernel does (QUIC stacks set path MTU
+# discovery's mode after bind; SO_REUSEADDR after bind lets a later socket
+# share the port): each set, then read back
+IP_MTU_DISCOVER, IP_PMTUDISC_PROBE, IP_FREEBIND, IP_BIND_ADDRESS_NO_PORT = 10, 3, 15, 24
+for name, level, opt, v in (("IP_MTU_DISCOVER", socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_PROBE),
+                            ("IP_FREEBIND", socket.IPPROTO_IP, IP_FREEBIND, 1),
+                            ("IP_BIND_ADDRESS_NO_PORT", socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1),
+                            ("SO_REUSEADDR", socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)):
+    u.setsockopt(level, opt, v)
+    out("after bind", name, u.getsockopt(level, opt))
+u2 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u2.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+u2.bind((bind_ip, 7012))
+out("a second socket on the port, SO_REUSEADDR set after the first's bind:", u2.getsockname()[1])
+u2.close()
 try:
     u.shutdown(socket.SHUT_RDWR)
 except OSError as e:
