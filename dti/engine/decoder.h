@@ -148,6 +148,8 @@ inline bool transport_option_of(uint32_t opt, Option *out)
     case DTI_SO_NOTSENT_LOWAT: *out = Option::kNotsentLowat; return true;
     case DTI_SO_TCLASS: *out = Option::kTclass; return true;
     case DTI_SO_MCAST_ALL: *out = Option::kMulticastAll; return true;
+    case DTI_SO_TTL: *out = Option::kTtl; return true;
+    case DTI_SO_HOPLIMIT: *out = Option::kHopLimit; return true;
     default: return false;
     }
 }

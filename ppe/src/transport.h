@@ -260,6 +260,8 @@ ETA_SAME_OPTION(kRcvBuf);
 ETA_SAME_OPTION(kNotsentLowat);
 ETA_SAME_OPTION(kTclass);
 ETA_SAME_OPTION(kMulticastAll);
+ETA_SAME_OPTION(kTtl);
+ETA_SAME_OPTION(kHopLimit);
 #undef ETA_SAME_OPTION
 static_assert(sizeof(dti::engine::Option) == sizeof(mars::SockOpt), "DTI and MARS socket options have one width");
 

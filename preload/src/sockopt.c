@@ -490,8 +490,8 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
             eta_obj_put(&s->obj);
         return real_setsockopt(fd, level, name, val, len);
     }
-    if (s->dgram && eta_udp_mcast_all_option(level, name)) {
-        int r = eta_udp_mcast_all(fd, s, level, name, val, len);
+    if (s->dgram && eta_udp_engine_option(level, name)) {
+        int r = eta_udp_engine_set(fd, s, level, name, val, len);
         eta_obj_put(&s->obj);
         return r;
     }
@@ -642,7 +642,7 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
         }
     } else if (dti_option(level, name) || harmless_option(level, name) ||
                (level == SOL_SOCKET && (name == SO_TYPE || name == SO_DOMAIN || name == SO_PROTOCOL)) ||
-               (s->dgram && (eta_udp_mcast_all_option(level, name) || eta_udp_mcast_send_option(level, name) ||
+               (s->dgram && (eta_udp_engine_option(level, name) || eta_udp_mcast_send_option(level, name) ||
                              eta_udp_kernel_option(level, name, true)))) {
         rc = real_getsockopt(fd, level, name, val, len); /* the kernel keeps what was set */
     } else {

@@ -33,12 +33,16 @@ bool eta_udp_mcast_send_option(int level, int name)
            (name == IPV6_MULTICAST_HOPS || name == IPV6_MULTICAST_LOOP || name == IPV6_MULTICAST_IF);
 }
 
-bool eta_udp_mcast_all_option(int level, int name)
+int eta_udp_engine_option(int level, int name)
 {
-    return (level == IPPROTO_IP && name == IP_MULTICAST_ALL) || (level == IPPROTO_IPV6 && name == IPV6_MULTICAST_ALL);
+    if (level == IPPROTO_IP)
+        return name == IP_MULTICAST_ALL ? DTI_SO_MCAST_ALL : name == IP_TTL ? DTI_SO_TTL : 0;
+    if (level == IPPROTO_IPV6)
+        return name == IPV6_MULTICAST_ALL ? DTI_SO_MCAST_ALL : name == IPV6_UNICAST_HOPS ? DTI_SO_HOPLIMIT : 0;
+    return 0;
 }
 
-int eta_udp_mcast_all(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len)
+int eta_udp_engine_set(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len)
 {
     if (real_setsockopt(fd, level, name, val, len) != 0)
         return -1; /* the kernel checks the value (and the level for the family) */
@@ -50,7 +54,10 @@ int eta_udp_mcast_all(int fd, struct eta_sock *s, int level, int name, const voi
     dti_ctx_t *c = e ? NULL : eta_ctx();
     if (!c)
         return fail(e ? e : ENETDOWN);
-    int rc = dti_setsockopt(c, s->h, DTI_SO_MCAST_ALL, v != 0);
+    /* The kernel's value as it reads it back: IP_TTL -1 reads 64, the
+     * default; IP_MULTICAST_ALL any non-zero 1. */
+    const int opt = eta_udp_engine_option(level, name);
+    int rc = dti_setsockopt(c, s->h, opt, opt == DTI_SO_MCAST_ALL ? v != 0 : v);
     return rc < 0 ? fail(eta_errno_from_dti(rc)) : 0;
 }
 

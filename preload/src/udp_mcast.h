@@ -21,13 +21,17 @@ int eta_udp_membership(int fd, struct eta_sock *s, int level, int name, const vo
  * through its kernel half, which keeps them. */
 bool eta_udp_mcast_send_option(int level, int name);
 
-/* IP_MULTICAST_ALL / IPV6_MULTICAST_ALL: whether a socket bound to the
- * wildcard or a group gets the groups other sockets of the host joined
- * (Linux's default, 1) or its own memberships' alone (0). The kernel half
- * keeps it (and checks it), the engine's socket follows (DTI_SO_MCAST_ALL):
- * 0, or -1 with errno. */
-bool eta_udp_mcast_all_option(int level, int name);
-int eta_udp_mcast_all(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len);
+/* Options the kernel socket checks and keeps and the engine's socket
+ * follows: IP_MULTICAST_ALL / IPV6_MULTICAST_ALL (whether a socket bound to
+ * the wildcard or a group gets the groups other sockets of the host joined,
+ * Linux's default 1, or its own memberships' alone: DTI_SO_MCAST_ALL),
+ * IP_TTL and IPV6_UNICAST_HOPS (its unicast datagrams' TTL and hop limit:
+ * DTI_SO_TTL, DTI_SO_HOPLIMIT). eta_udp_engine_option: the DTI option of
+ * (level, name), 0 for none of them; eta_udp_engine_set: the kernel's
+ * setsockopt, then the value it reads back to the engine: 0, or -1 with
+ * errno. */
+int eta_udp_engine_option(int level, int name);
+int eta_udp_engine_set(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len);
 
 /* Whether a UDP candidate's bind() names a group (AF_INET 224.0.0.0/4, or
  * AF_INET6 ff00::/8): a hybrid bound to it. */

@@ -481,7 +481,10 @@ enum dti_sockopt {
     DTI_SO_MCAST_ALL = 18     /* IP_MULTICAST_ALL / IPV6_MULTICAST_ALL of a datagram socket, 0 or 1 (1, the
                                  default: a socket bound to the wildcard or a group gets that group's
                                  datagrams once any socket of the host joined it, as Linux; 0: only its
-                                 own memberships'). A stream socket answers -ENOPROTOOPT */
+                                 own memberships'). A stream socket answers -ENOPROTOOPT */,
+    DTI_SO_TTL = 19,          /* IP_TTL of a datagram socket's unicast IPv4 datagrams, 1..255, -1: the
+                                 default (64); a stream socket answers -ENOPROTOOPT */
+    DTI_SO_HOPLIMIT = 20      /* IPV6_UNICAST_HOPS of its unicast IPv6 datagrams, 0..255, -1: the default */
 };
 
 /* Readiness bits; equal to Linux's POLLIN/POLLOUT/POLLERR/POLLHUP/POLLRDHUP so

@@ -297,6 +297,12 @@ enum class SockOpt : uint16_t {
     // not join itself, as long as another socket of the stack joined them;
     // 0 only those of its own memberships (and their source filters).
     kMulticastAll,
+    // IP_TTL / IPV6_UNICAST_HOPS (UDP): the TTL of the socket's unicast IPv4
+    // datagrams and the hop limit of its unicast IPv6 ones, 1..255 (kTtl) or
+    // 0..255 (kHopLimit); -1 the default (64, StackConfig::hop_limit6).
+    // Datagrams to a group keep 1 (IP_MULTICAST_TTL's default).
+    kTtl,
+    kHopLimit,
 };
 
 struct SockInfo {

@@ -252,6 +252,14 @@ int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
         if (v < -1 || v > 255) return -EINVAL;
         s->tclass = v < 0 ? 0 : uint8_t(v);
         return 0;
+    case SockOpt::kTtl: // IP_TTL: 1..255 (Linux refuses 0), -1 the default
+        if (v != -1 && (v < 1 || v > 255)) return -EINVAL;
+        s->ttl = int16_t(v);
+        return 0;
+    case SockOpt::kHopLimit: // IPV6_UNICAST_HOPS: 0..255, -1 the default
+        if (v < -1 || v > 255) return -EINVAL;
+        s->hops = int16_t(v);
+        return 0;
     case SockOpt::kMulticastAll: // one flag for both families (Linux's inet->mc_all)
         if (v != 0 && v != 1) return -EINVAL;
         s->mc_all = v != 0;
@@ -631,7 +639,7 @@ int64_t UdpLayer::send4(UdpSock &s, Endpoint dst, const void *data, size_t len, 
         return -EMSGSIZE;
     }
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(f.data + kEthLen);
-    *ip = Ipv4{0x45, tos >= 0 ? uint8_t(tos) : s.tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : 64), kProtoUdp,
+    *ip = Ipv4{0x45, tos >= 0 ? uint8_t(tos) : s.tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : s.ttl >= 0 ? s.ttl : 64), kProtoUdp,
                0, be32(e_.cfg.ip), be32(dst.ip)};
     if (e_.offloads & kOffloadTxIpCsum)
         f.flags |= kTxIpCsum;

@@ -98,6 +98,7 @@ struct UdpSock {
     uint8_t fam_unfixed = 0;
     uint8_t fam = 0;                 // bound: kFam4 | kFam6
     uint8_t tos = 0, tclass = 0;     // IP_TOS (IPv4 sends), IPV6_TCLASS (IPv6 sends)
+    int16_t ttl = -1, hops = -1;     // IP_TTL, IPV6_UNICAST_HOPS of unicast sends (-1: the stack's)
     uint32_t gen = 0;
     uint64_t user = 0;
     Endpoint local, remote; // remote.port != 0: connected

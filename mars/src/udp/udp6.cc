@@ -151,7 +151,7 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     ip->vtf = be32(6u << 28 | uint32_t(tos >= 0 ? uint8_t(tos) : s->tclass) << 20);
     ip->payload_len = be16(uint16_t(ulen));
     ip->next = kProtoUdp;
-    ip->hop_limit = group ? 1 : e_.cfg.hop_limit6; // IPV6_MULTICAST_HOPS 1, else the unicast hop limit
+    ip->hop_limit = group ? 1 : s->hops >= 0 ? uint8_t(s->hops) : e_.cfg.hop_limit6; // IPV6_MULTICAST_HOPS 1, else IPV6_UNICAST_HOPS
     std::memcpy(ip->src, src.b, 16);
     std::memcpy(ip->dst, dst.ip.b, 16);
     Udp *uh = reinterpret_cast<Udp *>(ip + 1);

@@ -27,7 +27,8 @@
 #   reaching its own socket; a bind to ::ffff:<PPE IPv4> the PPE's over IPv4,
 #   senders v4-mapped;
 # - IPV6_TCLASS under eta-run reaches the wire, the socket's option and one
-#   datagram's control message (the peer's IPV6_RECVTCLASS reads them);
+#   datagram's control message (the peer's IPV6_RECVTCLASS reads them), and
+#   IPV6_UNICAST_HOPS (IPV6_RECVHOPLIMIT);
 # - exec, then kill -9 of eta-ppe and a new one: sockets on [PPE IPv6]:P1 and
 #   [::]:P2 (IPV6_V6ONLY) are the new image's with their names and option,
 #   answer through the PPE; the [::] one's PPE half comes back on the new PPE
@@ -185,17 +186,19 @@ grep -qx "client $H6 ok $n6" "$work/cli2.out" || fail "the connected client's ex
 [ -n "$shared" ] || grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli2.err" ||
     fail "the connected client's socket was not the PPE's: $(cat "$work/cli2.err")"
 
-note "IPV6_TCLASS under eta-run, the socket's and one datagram's (a control message): the peer's IPV6_RECVTCLASS"
+note "IPV6_TCLASS and IPV6_UNICAST_HOPS under eta-run, the socket's and one datagram's class (a control message): the peer's IPV6_RECVTCLASS, IPV6_RECVHOPLIMIT"
 qport=$(free_port)
 start_bg tcrx peer timeout 30 "$py" -c "
 import socket, sys
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
 s.bind(('$ETA_LAB_PEER_IP6', $qport)); s.settimeout(20)
 print('listening', flush=True)
-for _ in range(3):
-    d, anc, _, a = s.recvmsg(64, 64)
-    print('tclass', d.decode(), [int.from_bytes(x[:4], 'little') for l, t, x in anc if t == socket.IPV6_TCLASS], flush=True)" \
+for _ in range(4):
+    d, anc, _, a = s.recvmsg(64, 128)
+    print('tclass', d.decode(), [int.from_bytes(x[:4], 'little') for l, t, x in anc if t == socket.IPV6_TCLASS],
+          'hops', [int.from_bytes(x[:4], 'little') for l, t, x in anc if t == socket.IPV6_HOPLIMIT], flush=True)" \
     >"$work/tc.out" 2>&1
 wait_until 20 eval "grep -q listening '$work/tc.out' || ! kill -0 $tcrx_pid"
 ETA_LOG=fallback,accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
@@ -205,10 +208,13 @@ s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, 0x28)
 assert s.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS) == 0x28
 s.sendto(b'dscp', ('$ETA_LAB_PEER_IP6', $qport))
 s.sendmsg([b'ect1'], [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, (1).to_bytes(4, 'little'))], 0, ('$ETA_LAB_PEER_IP6', $qport))
-s.sendto(b'again', ('$ETA_LAB_PEER_IP6', $qport))" 2>"$work/tc.err" || fail "the IPV6_TCLASS sender: $(cat "$work/tc.err")"
+s.sendto(b'again', ('$ETA_LAB_PEER_IP6', $qport))
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 17)
+assert s.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS) == 17
+s.sendto(b'hops', ('$ETA_LAB_PEER_IP6', $qport))" 2>"$work/tc.err" || fail "the IPV6_TCLASS sender: $(cat "$work/tc.err")"
 wait "$tcrx_pid" || fail "the peer's receiver: $(cat "$work/tc.out")"
-[ "$(tr '\n' ' ' < "$work/tc.out")" = "listening tclass dscp [40] tclass ect1 [1] tclass again [40] " ] ||
-    fail "the traffic classes (the socket's, one datagram's control message, the socket's): $(cat "$work/tc.out")"
+[ "$(tr '\n' ' ' < "$work/tc.out")" = "listening tclass dscp [40] hops [64] tclass ect1 [1] hops [64] tclass again [40] hops [64] tclass hops [40] hops [17] " ] ||
+    fail "the traffic classes and hop limits (the socket's, one datagram's control message, the socket's; IPV6_UNICAST_HOPS 17): $(cat "$work/tc.out")"
 [ -n "$shared" ] || grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/tc.err" ||
     fail "the IPV6_TCLASS sender's socket was not the PPE's: $(cat "$work/tc.err")"
 

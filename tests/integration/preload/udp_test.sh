@@ -21,7 +21,7 @@
 #   address, an empty datagram, connect; a socket connected through the PPE
 #   names the PPE's address (getsockname), as Linux names its source;
 # - IP_TOS reaches the wire, the socket's option and one datagram's control
-#   message (the peer's IP_RECVTOS reads them);
+#   message (the peer's IP_RECVTOS reads them), and IP_TTL (IP_RECVTTL);
 # - UDP_SEGMENT (GSO), the option and a control message: the peer gets the
 #   buffer as datagrams of the segment size (across an iovec's pieces, 128
 #   at most: Linux's EINVAL past it); UDP_GRO is accepted (udp_gso.py);
@@ -185,17 +185,19 @@ print(s.getsockname()[0])" 2>"$work/name.err") || fail "the connected socket: $(
 [ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/name.err" ||
     fail "the connected socket was not the PPE's: $(cat "$work/name.err")"
 
-note "IP_TOS under eta-run, the socket's and one datagram's (a control message): the peer's IP_RECVTOS"
+note "IP_TOS and IP_TTL under eta-run, the socket's and one datagram's TOS (a control message): the peer's IP_RECVTOS, IP_RECVTTL"
 qport=$(free_port)
 start_bg tosrx peer timeout 30 "$py" -c "
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+s.setsockopt(socket.IPPROTO_IP, 12, 1)  # IP_RECVTTL (not in Python 3.11)
 s.bind(('$ETA_LAB_PEER_IP', $qport)); s.settimeout(20)
 print('listening', flush=True)
-for _ in range(3):
-    d, anc, _, a = s.recvmsg(64, 64)
-    print('tos', d.decode(), [x[0] for l, t, x in anc if t == socket.IP_TOS], flush=True)" >"$work/tos.out" 2>&1
+for _ in range(4):
+    d, anc, _, a = s.recvmsg(64, 128)
+    print('tos', d.decode(), [x[0] for l, t, x in anc if t == socket.IP_TOS],
+          'ttl', [int.from_bytes(x[:4], 'little') for l, t, x in anc if t == socket.IP_TTL], flush=True)" >"$work/tos.out" 2>&1
 wait_until 20 eval "grep -q listening '$work/tos.out' || ! kill -0 $tosrx_pid"
 ETA_LOG=fallback,accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
 import socket
@@ -203,10 +205,13 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x28)
 s.sendto(b'dscp', ('$ETA_LAB_PEER_IP', $qport))
 s.sendmsg([b'ce'], [(socket.IPPROTO_IP, socket.IP_TOS, bytes([3]))], 0, ('$ETA_LAB_PEER_IP', $qport))
-s.sendto(b'again', ('$ETA_LAB_PEER_IP', $qport))" 2>"$work/tos.err" || fail "the IP_TOS sender: $(cat "$work/tos.err")"
+s.sendto(b'again', ('$ETA_LAB_PEER_IP', $qport))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 33)
+assert s.getsockopt(socket.IPPROTO_IP, socket.IP_TTL) == 33
+s.sendto(b'ttl', ('$ETA_LAB_PEER_IP', $qport))" 2>"$work/tos.err" || fail "the IP_TOS sender: $(cat "$work/tos.err")"
 wait "$tosrx_pid" || fail "the peer's receiver: $(cat "$work/tos.out")"
-[ "$(tr '\n' ' ' < "$work/tos.out")" = "listening tos dscp [40] tos ce [3] tos again [40] " ] ||
-    fail "the TOS bytes (the socket's, one datagram's control message, the socket's): $(cat "$work/tos.out")"
+[ "$(tr '\n' ' ' < "$work/tos.out")" = "listening tos dscp [40] ttl [64] tos ce [3] ttl [64] tos again [40] ttl [64] tos ttl [40] ttl [33] " ] ||
+    fail "the TOS bytes and TTLs (the socket's, one datagram's control message, the socket's; IP_TTL 33): $(cat "$work/tos.out")"
 [ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/tos.err" ||
     fail "the IP_TOS sender's socket was not the PPE's: $(cat "$work/tos.err")"
 

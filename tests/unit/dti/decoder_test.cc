@@ -264,7 +264,8 @@ TEST(DtiDecoder, SocketOptions)
                  {DTI_SO_LINGER, Option::kLingerSec},        {DTI_SO_REUSEADDR, Option::kReuseAddr},
                  {DTI_SO_REUSEPORT, Option::kReusePort},     {DTI_SO_TOS, Option::kTos},
                  {DTI_SO_RCVLOWAT, Option::kRcvLowat},       {DTI_SO_NOTSENT_LOWAT, Option::kNotsentLowat},
-                 {DTI_SO_TCLASS, Option::kTclass}, {DTI_SO_MCAST_ALL, Option::kMulticastAll}};
+                 {DTI_SO_TCLASS, Option::kTclass}, {DTI_SO_MCAST_ALL, Option::kMulticastAll},
+                 {DTI_SO_TTL, Option::kTtl}, {DTI_SO_HOPLIMIT, Option::kHopLimit}};
     for (uint16_t op : {uint16_t(DTI_OP_SETSOCKOPT), uint16_t(DTI_OP_GETSOCKOPT)}) {
         for (auto &k : known) {
             dti_cmd c = cmd(op, handle_of(3), k.id);
@@ -282,7 +283,7 @@ TEST(DtiDecoder, SocketOptions)
             EXPECT_TRUE(d.cmd.ring_option);
             EXPECT_EQ(d.cmd.option, id);
         }
-        for (uint32_t id : {0u, uint32_t(DTI_SO_MCAST_ALL) + 1, 0xffffffffu})
+        for (uint32_t id : {0u, uint32_t(DTI_SO_HOPLIMIT) + 1, 0xffffffffu})
             EXPECT_EQ(reject_of(cmd(op, handle_of(3), id)), Reject::kUnknownOption) << id;
     }
 }

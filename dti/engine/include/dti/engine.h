@@ -103,6 +103,8 @@ enum class Option : uint16_t {
     kNotsentLowat, // TCP_NOTSENT_LOWAT: ring_levels().writable stops at the mark (mars::SockOpt)
     kTclass,       // IPV6_TCLASS: an IPv6 connection's traffic class (kTos: an IPv4 one's TOS)
     kMulticastAll, // IP_MULTICAST_ALL: a datagram socket's (mars::SockOpt::kMulticastAll)
+    kTtl,          // IP_TTL of a datagram socket's unicast IPv4 datagrams
+    kHopLimit,     // IPV6_UNICAST_HOPS of its unicast IPv6 ones
 };
 
 struct SockInfo {

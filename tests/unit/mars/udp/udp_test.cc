@@ -310,6 +310,38 @@ TEST_F(Udp, SendBuildsOneFrameWithAValidChecksum)
     EXPECT_EQ(u().send_to(s, &zero_port, "x", 1), -EINVAL);
 }
 
+// IP_TTL (kTtl) sets the TTL of the socket's unicast datagrams (Linux's
+// range, -1 the default 64); a group's keep 1. SO_REUSEADDR set after bind
+// lets a later socket share the port, as on Linux.
+TEST_F(Udp, TtlOfUnicastSendsAndReuseAddrAfterBind)
+{
+    make();
+    SockId s = open_bound(6100);
+    for (int64_t bad : {int64_t(0), int64_t(256), int64_t(-2)})
+        EXPECT_EQ(u().set_option(s, SockOpt::kTtl, bad), -EINVAL) << bad;
+    EXPECT_EQ(u().set_option(s, SockOpt::kHopLimit, 256), -EINVAL);
+    EXPECT_EQ(u().set_option(s, SockOpt::kHopLimit, 0), 0);
+    ASSERT_EQ(u().set_option(s, SockOpt::kTtl, 7), 0);
+    Endpoint dst{p().peer_ip, 9999}, group{ipv4(239, 1, 1, 1), 9999};
+    EXPECT_EQ(u().send_to(s, &dst, "t", 1), 1);
+    EXPECT_EQ(u().send_to(s, &group, "g", 1), 1);
+    ASSERT_EQ(u().set_option(s, SockOpt::kTtl, -1), 0);
+    EXPECT_EQ(u().send_to(s, &dst, "d", 1), 1);
+    p().poll();
+    auto out = sent();
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[0].ip()[8], 7);
+    EXPECT_EQ(out[1].ip()[8], 1) << "a group's TTL stays IP_MULTICAST_TTL's 1";
+    EXPECT_EQ(out[2].ip()[8], 64);
+
+    int64_t b = u().open(1);
+    ASSERT_GE(b, 0);
+    ASSERT_EQ(u().set_option(SockId(b), SockOpt::kReuseAddr, 1), 0);
+    EXPECT_EQ(u().bind(SockId(b), Endpoint{0, 6100}), -EADDRINUSE) << "the first socket has not set it";
+    ASSERT_EQ(u().set_option(s, SockOpt::kReuseAddr, 1), 0) << "after bind, as Linux";
+    EXPECT_EQ(u().bind(SockId(b), Endpoint{0, 6100}), 0);
+}
+
 TEST_F(Udp, BindRulesEphemeralAndReusePortOwners)
 {
     make();
