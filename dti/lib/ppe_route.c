@@ -301,6 +301,11 @@ int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
     bool known[N_INHERITED];
     for (size_t i = 0; i < N_INHERITED; i++)
         known[i] = getsockopt_now(c, s, kInherited[i], &value[i]) == 0;
+    /* The engine the socket lives on: an IPv6 one moved to DTI_IP6_ENGINE
+     * (dti__place_for_ip6) is there, not on its handle's engine, and a
+     * sibling beside it on the same port would be refused (EADDRINUSE). */
+    dti_sock_t home_local = s;
+    const uint32_t home = dti__route(c, &home_local)->d->engine;
     g = calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;
@@ -308,7 +313,7 @@ int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
     g->member[g->n++] = s;
     rc = set_alias(c, s, g);
     for (uint32_t e = 0; e < c->n_sub && rc == 0; e++) {
-        if (e == dti__engine_of(s))
+        if (e == home)
             continue;
         int sib = make_sibling(c, e, s, backlog, value, known);
         if (sib < 0) {
