@@ -95,6 +95,12 @@ static inline struct dti_group *dti__group_find(struct dti_ctx *c, dti_sock_t s)
     dti_sock_t local = s;
     struct dti_ctx *q = dti__route(c, &local);
     struct dti_group *g = dti__group_of(q->d, local);
+    const uint32_t e = dti__engine_of(s);
+    if (!g && e < c->n_sub && q->d->engine != e) {
+        /* A moved handle (an IPv6 listener on DTI_IP6_ENGINE): its group is
+         * kept in the handle's own slot, where dti__group_listen put it. */
+        g = dti__group_of(c->sub[e]->d, s & DTI_LOCAL_MASK);
+    }
     return g && g->app == s ? g : NULL; /* siblings are the group code's own */
 }
 

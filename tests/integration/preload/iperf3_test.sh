@@ -9,7 +9,8 @@
 #   (the shim's lines), and the engine counts the datagrams;
 # - server under eta (iperf3 -s on [::]: a dual-stack hybrid listener, its
 #   UDP data socket on [::] a hybrid too): the peer's kernel clients over
-#   IPv6 TCP and IPv6 UDP, and IPv4 UDP reversed.
+#   IPv6 TCP and IPv6 UDP, and IPv4 UDP reversed, each test on a listener
+#   made again (two engines: a listener group, moved or not).
 # Loss is reported, not judged: UDP over a busy machine may lose datagrams
 # as the kernel's does; what is asserted is the path and the accounting.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
@@ -21,7 +22,12 @@ command -v iperf3 >/dev/null || skip "iperf3 is not installed (tools/eta setup i
 export ETA_PRELOAD_LIB=$SHIM
 py=/usr/bin/python3
 
-ppe_lab6
+# Two engines: iperf3 -s closes its [::] listener after each test and
+# listens again, and a listener made on an engine other than the IPv6
+# sockets' (libdti's round robin) is a moved socket with a group of
+# siblings: each one must come back (before: the second one fell to the
+# kernel and its clients were refused).
+ppe_lab6 --engines 2
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of eta-ppe's start"
 P4=$ETA_LAB_PEER_IP P6=$ETA_LAB_PEER_IP6
