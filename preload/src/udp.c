@@ -524,8 +524,9 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
 /* UDP_SEGMENT (Linux's UDP GSO, as QUIC servers send): one buffer of len
  * bytes as datagrams of gso bytes each, the last one shorter, in one batch
  * of records (dti_dgram_sendmmsg: a round trip per ring's worth). At most
- * UDP_MAX_SEGMENTS segments (EINVAL, udp_send_skb; 128 since Linux 6.9, 64
- * before: a program written for either fits); a segment larger than the
+ * UDP_MAX_SEGMENTS segments (EINVAL, udp_send_skb; 128 on current kernels (this
+ * machine's 6.18), 64 on older ones such as Debian 12's 6.1: a program
+ * written for either fits); a segment larger than the
  * path is the engine's EMSGSIZE (it never fragments). All segments sent:
  * len; some: the bytes of those; none: the engine's error. */
 #define ETA_UDP_MAX_SEGMENTS 128u

@@ -70,7 +70,7 @@ data = buf(2500, 1000)
 print('sent', s.sendmsg([data[:10], data[10:1500], data[1500:]]), flush=True)
 end()
 s.setsockopt(SOL_UDP, UDP_SEGMENT, 0)
-# 128 segments go (Linux 6.9 on); more are Linux's EINVAL; a segment larger
+# 128 segments go (current kernels; 64 on older ones); more are Linux's EINVAL; a segment larger
 # than the path is EMSGSIZE under eta (never fragmented: the kernel's link
 # here would fragment it)
 for seg, total in ((100, 12800), (100, 12900), (2000, 4000)):
