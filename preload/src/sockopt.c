@@ -500,15 +500,12 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
         eta_obj_put(&s->obj);
         return r;
     }
-    if (s->dgram && (eta_mcast_membership_option(level, name) || eta_mcast_filter_option(level, name) ||
-                     (s->hybrid && eta_udp_mcast_send_option(level, name)))) {
+    if (s->dgram && (eta_mcast_membership_option(level, name) || eta_mcast_filter_option(level, name))) {
         /* Multicast (udp_mcast.c): memberships the engine's and the kernel
          * half's by the interface they name; exclude-mode source filters
-         * are not carried (never a silent no-op); a hybrid sends to groups
-         * through its kernel half, which keeps the sending options. */
+         * are not carried (never a silent no-op). */
         int r = eta_mcast_membership_option(level, name) ? eta_udp_membership(fd, s, level, name, val, len)
-                : eta_mcast_filter_option(level, name)   ? fail(EOPNOTSUPP)
-                                                         : real_setsockopt(fd, level, name, val, len);
+                                                         : fail(EOPNOTSUPP);
         eta_obj_put(&s->obj);
         return r;
     }
@@ -642,8 +639,7 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
         }
     } else if (dti_option(level, name) || harmless_option(level, name) ||
                (level == SOL_SOCKET && (name == SO_TYPE || name == SO_DOMAIN || name == SO_PROTOCOL)) ||
-               (s->dgram && (eta_udp_engine_option(level, name) || eta_udp_mcast_send_option(level, name) ||
-                             eta_udp_kernel_option(level, name, true)))) {
+               (s->dgram && (eta_udp_engine_option(level, name) || eta_udp_kernel_option(level, name, true)))) {
         rc = real_getsockopt(fd, level, name, val, len); /* the kernel keeps what was set */
     } else {
         rc = fail(ENOPROTOOPT);

@@ -208,9 +208,11 @@ bool eta_udp_ppe_ifindex(int ifindex)
 bool eta_udp_kernel_option(int level, int name, bool hybrid)
 {
     if (level == IPPROTO_IP)
-        return name == IP_MTU_DISCOVER || name == IP_FREEBIND || name == IP_BIND_ADDRESS_NO_PORT;
+        return name == IP_MTU_DISCOVER || name == IP_FREEBIND || name == IP_BIND_ADDRESS_NO_PORT ||
+               (hybrid && (name == IP_MULTICAST_TTL || name == IP_MULTICAST_LOOP || name == IP_MULTICAST_IF));
     if (level == IPPROTO_IPV6)
-        return name == IPV6_MTU_DISCOVER || name == IPV6_DONTFRAG || name == IPV6_FREEBIND;
+        return name == IPV6_MTU_DISCOVER || name == IPV6_DONTFRAG || name == IPV6_FREEBIND ||
+               (hybrid && (name == IPV6_MULTICAST_HOPS || name == IPV6_MULTICAST_LOOP || name == IPV6_MULTICAST_IF));
     return hybrid && level == SOL_SOCKET && name == SO_BROADCAST;
 }
 

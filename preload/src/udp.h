@@ -42,8 +42,9 @@ int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controlle
  * IPV6_DONTFRAG: the engine never fragments, whatever the mode: a datagram
  * above the path MTU is EMSGSIZE), IP_FREEBIND and IP_BIND_ADDRESS_NO_PORT
  * (they act at bind, which the socket is past), and on a hybrid
- * SO_BROADCAST (its kernel half sends to broadcast addresses: the PPE
- * routes none). */
+ * SO_BROADCAST and the sending options of groups (IP_MULTICAST_TTL, _LOOP,
+ * _IF; IPV6_MULTICAST_HOPS, _LOOP, _IF): its kernel half sends to broadcast
+ * addresses and groups (the PPE routes neither). */
 bool eta_udp_kernel_option(int level, int name, bool hybrid);
 /* setsockopt(level, name) is an option asking for ancillary data on receive,
  * or UDP_SEGMENT/UDP_GRO: the kernel socket keeps it, the shim reads it back. */

@@ -25,14 +25,6 @@
 #include "ucopy.h"
 #include "udp.h"
 
-bool eta_udp_mcast_send_option(int level, int name)
-{
-    if (level == IPPROTO_IP)
-        return name == IP_MULTICAST_TTL || name == IP_MULTICAST_LOOP || name == IP_MULTICAST_IF;
-    return level == IPPROTO_IPV6 &&
-           (name == IPV6_MULTICAST_HOPS || name == IPV6_MULTICAST_LOOP || name == IPV6_MULTICAST_IF);
-}
-
 int eta_udp_engine_option(int level, int name)
 {
     if (level == IPPROTO_IP)

@@ -16,11 +16,6 @@
  * none is named, on a hybrid). 0, or -1 with errno. */
 int eta_udp_membership(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len);
 
-/* Whether (level, name) is a sending option of groups (IP_MULTICAST_TTL,
- * _LOOP, _IF; IPV6_MULTICAST_HOPS, _LOOP, _IF): a hybrid sends to groups
- * through its kernel half, which keeps them. */
-bool eta_udp_mcast_send_option(int level, int name);
-
 /* Options the kernel socket checks and keeps and the engine's socket
  * follows: IP_MULTICAST_ALL / IPV6_MULTICAST_ALL (whether a socket bound to
  * the wildcard or a group gets the groups other sockets of the host joined,
