@@ -6,7 +6,7 @@
 // eta_perf_dti_server.cc (the dti server's event loop).
 //
 //   eta-perf server [--transport dti|kernel] [--port P] [--once] [--json]
-//   eta-perf client --connect IP [--port P] [--transport dti|kernel]
+//   eta-perf client --connect IP (IPv4 or IPv6) [--port P] [--transport dti|kernel]
 //            [--mode stream|rr|crr] [--direction send|recv] [--size N]
 //            [--duration S | --bytes N] [--verify [--digest app|engine]]
 //            [--recv posted|copy] [--json]
@@ -274,19 +274,39 @@ class DtiConn final : public Conn {
     bool watching_ = false;
 };
 
-std::unique_ptr<Conn> open_conn(const Options &o, uint32_t ip)
+// Where the client connects: --connect's address, either family (an IPv6
+// literal reaches eta through DTI_OP_CONNECT6 and the kernel through
+// AF_INET6, so the same exchange can be measured over both).
+struct Target {
+    bool v6 = false;
+    uint32_t ip = 0; // IPv4, host order
+    uint8_t ip6[16] = {};
+};
+
+std::unique_ptr<Conn> open_conn(const Options &o, const Target &t)
 {
     if (o.transport == "kernel") {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(o.port);
-        sa.sin_addr.s_addr = htonl(ip);
+        int fd = socket(t.v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_storage ss{};
+        socklen_t sl;
+        if (t.v6) {
+            auto *sa = reinterpret_cast<sockaddr_in6 *>(&ss);
+            sa->sin6_family = AF_INET6;
+            sa->sin6_port = htons(o.port);
+            std::memcpy(&sa->sin6_addr, t.ip6, 16);
+            sl = sizeof *sa;
+        } else {
+            auto *sa = reinterpret_cast<sockaddr_in *>(&ss);
+            sa->sin_family = AF_INET;
+            sa->sin_port = htons(o.port);
+            sa->sin_addr.s_addr = htonl(t.ip);
+            sl = sizeof *sa;
+        }
         int half = int(o.sndbuf / 2); // the kernel keeps twice what is set
         if (fd >= 0 && o.sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &half, sizeof half) != 0 &&
             setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof half) != 0)
             die(std::string("SO_SNDBUF: ") + std::strerror(errno));
-        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0)
+        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr *>(&ss), sl) != 0)
             die("connect " + o.connect + ": " + std::strerror(errno));
         return std::make_unique<KernelConn>(fd);
     }
@@ -297,8 +317,16 @@ std::unique_ptr<Conn> open_conn(const Options &o, uint32_t ip)
         int r = dti_setsockopt(c, dti_sock_t(s), DTI_SO_SNDBUF, o.sndbuf);
         if (r < 0) die(std::string("DTI_SO_SNDBUF: ") + dti_strerror(r));
     }
-    dti_addr a{ip, o.port};
-    int r = dti_connect(c, dti_sock_t(s), &a, 10'000);
+    int r;
+    if (t.v6) {
+        dti_addr6 a{};
+        std::memcpy(a.ip, t.ip6, 16);
+        a.port = o.port;
+        r = dti_connect6(c, dti_sock_t(s), &a, 10'000);
+    } else {
+        dti_addr a{t.ip, o.port};
+        r = dti_connect(c, dti_sock_t(s), &a, 10'000);
+    }
     if (r < 0) die("connect " + o.connect + ": " + dti_strerror(r));
     return std::make_unique<DtiConn>(c, dti_sock_t(s));
 }
@@ -322,9 +350,9 @@ volatile sig_atomic_t g_stop_early = 0;
 void on_stop_early(int) { g_stop_early = 1; }
 bool time_left(uint64_t deadline) { return !g_stop_early && now_ns() < deadline; }
 
-void client_stream(const Options &o, uint32_t ip, Result *res)
+void client_stream(const Options &o, const Target &t, Result *res)
 {
-    auto conn = open_conn(o, ip);
+    auto conn = open_conn(o, t);
     const bool send_side = o.direction == "send";
     Hello h{kHelloMagic, send_side ? kSink : kSource, {}, o.size, uint32_t(o.duration * 1000), o.bytes, now_ns()};
     if (conn->send(&h, sizeof h) < 0) die("send hello failed");
@@ -410,7 +438,7 @@ void client_stream(const Options &o, uint32_t ip, Result *res)
     res->mismatch = res->peer_bytes != res->bytes || (o.verify && res->peer_crc != crc);
 }
 
-void client_rr(const Options &o, uint32_t ip, bool crr, Result *res)
+void client_rr(const Options &o, const Target &t, bool crr, Result *res)
 {
     std::vector<uint8_t> req(o.size), rsp(o.size);
     Pattern pat(now_ns());
@@ -425,7 +453,7 @@ void client_rr(const Options &o, uint32_t ip, bool crr, Result *res)
     while (time_left(deadline) && (!o.bytes || res->transactions < o.bytes)) {
         const uint64_t s = now_ns();
         if (crr || !conn) {
-            conn = open_conn(o, ip);
+            conn = open_conn(o, t);
             hello(*conn);
         }
         pat.fill(off, req.data(), req.size());
@@ -453,17 +481,19 @@ double pct(std::vector<uint64_t> &v, double p)
 
 int run_client(const Options &o)
 {
+    Target t;
     in_addr a;
-    if (inet_pton(AF_INET, o.connect.c_str(), &a) != 1) die("--connect: \"" + o.connect + "\" is not an IPv4 address");
-    const uint32_t ip = ntohl(a.s_addr);
+    if (inet_pton(AF_INET, o.connect.c_str(), &a) == 1) t.ip = ntohl(a.s_addr);
+    else if (inet_pton(AF_INET6, o.connect.c_str(), t.ip6) == 1) t.v6 = true;
+    else die("--connect: \"" + o.connect + "\" is not an IPv4 or IPv6 address");
     struct sigaction sa{};
     sa.sa_handler = on_stop_early;
     sa.sa_flags = SA_RESTART; // a blocked send or recv goes on; the loop looks at the flag
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, nullptr);
     Result r;
-    if (o.mode == "stream") client_stream(o, ip, &r);
-    else client_rr(o, ip, o.mode == "crr", &r);
+    if (o.mode == "stream") client_stream(o, t, &r);
+    else client_rr(o, t, o.mode == "crr", &r);
     const double gbps = r.seconds > 0 ? double(r.bytes) * 8 / r.seconds / 1e9 : 0;
     const double gib = double(r.bytes) / double(1ull << 30);
     const double p50 = pct(r.lat_ns, 0.5), p99 = pct(r.lat_ns, 0.99);
@@ -552,13 +582,27 @@ void serve_kernel_conn(std::unique_ptr<Conn> conn, bool verbose)
 
 int run_kernel_server(const Options &o)
 {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
+    // [::] with IPV6_V6ONLY off: one listener for IPv4 and IPv6 clients (an
+    // IPv4-only kernel falls back to 0.0.0.0).
+    int l = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1, zero = 0;
+    sockaddr_storage ss{};
+    socklen_t sl;
+    if (l >= 0) {
+        setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        auto *sa = reinterpret_cast<sockaddr_in6 *>(&ss);
+        sa->sin6_family = AF_INET6;
+        sa->sin6_port = htons(o.port);
+        sl = sizeof *sa;
+    } else {
+        l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        auto *sa = reinterpret_cast<sockaddr_in *>(&ss);
+        sa->sin_family = AF_INET;
+        sa->sin_port = htons(o.port);
+        sl = sizeof *sa;
+    }
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(o.port);
-    if (bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 || listen(l, 4096) != 0)
+    if (bind(l, reinterpret_cast<sockaddr *>(&ss), sl) != 0 || listen(l, 4096) != 0)
         die("listen on port " + std::to_string(o.port) + ": " + std::strerror(errno));
     std::printf("listening on port %u (kernel)\n", o.port);
     std::fflush(stdout);
@@ -601,7 +645,7 @@ int main(int argc, char **argv)
     server->add_flag("--once", o.once, "exit after the first connection (after every accepted one is done, for dti)");
     CLI::App *client = app.add_subcommand("client", "run one test against a server");
     common(client);
-    client->add_option("-c,--connect", o.connect, "server IPv4 address")->required();
+    client->add_option("-c,--connect", o.connect, "server address (IPv4 or IPv6)")->required();
     client->add_option("-m,--mode", o.mode, "stream, rr (request/response) or crr (connect/request/response)")
         ->check(CLI::IsMember({"stream", "rr", "crr"}))
         ->capture_default_str();
