@@ -150,6 +150,10 @@ inline bool transport_option_of(uint32_t opt, Option *out)
     case DTI_SO_MCAST_ALL: *out = Option::kMulticastAll; return true;
     case DTI_SO_TTL: *out = Option::kTtl; return true;
     case DTI_SO_HOPLIMIT: *out = Option::kHopLimit; return true;
+    case DTI_SO_MCAST_TTL: *out = Option::kMulticastTtl; return true;
+    case DTI_SO_MCAST_HOPS: *out = Option::kMulticastHops; return true;
+    case DTI_SO_MCAST_LOOP: *out = Option::kMulticastLoop; return true;
+    case DTI_SO_MCAST_LOOP6: *out = Option::kMulticastLoop6; return true;
     default: return false;
     }
 }

@@ -262,6 +262,10 @@ ETA_SAME_OPTION(kTclass);
 ETA_SAME_OPTION(kMulticastAll);
 ETA_SAME_OPTION(kTtl);
 ETA_SAME_OPTION(kHopLimit);
+ETA_SAME_OPTION(kMulticastTtl);
+ETA_SAME_OPTION(kMulticastHops);
+ETA_SAME_OPTION(kMulticastLoop);
+ETA_SAME_OPTION(kMulticastLoop6);
 #undef ETA_SAME_OPTION
 static_assert(sizeof(dti::engine::Option) == sizeof(mars::SockOpt), "DTI and MARS socket options have one width");
 

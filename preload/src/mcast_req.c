@@ -131,3 +131,20 @@ int eta_mcast_parse(int level, int name, const void *val, socklen_t len, bool is
     out->ifindex = mn.imr_ifindex;
     return 0;
 }
+
+int eta_mcast_if_parse(const void *val, socklen_t len, uint32_t *addr4, int *ifindex)
+{
+    struct ip_mreqn mr;
+    memset(&mr, 0, sizeof mr);
+    if (len >= (socklen_t)sizeof(struct ip_mreqn))
+        memcpy(&mr, val, sizeof mr);
+    else if (len >= (socklen_t)sizeof(struct ip_mreq))
+        memcpy(&mr, val, sizeof(struct ip_mreq)); /* imr_interface lands on imr_address */
+    else if (len >= (socklen_t)sizeof(struct in_addr))
+        memcpy(&mr.imr_address, val, sizeof(struct in_addr));
+    else
+        return EINVAL;
+    *addr4 = ntohl(mr.imr_address.s_addr);
+    *ifindex = mr.imr_ifindex;
+    return 0;
+}

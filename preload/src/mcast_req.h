@@ -37,4 +37,10 @@ bool eta_mcast_filter_option(int level, int name);
 int eta_mcast_parse(int level, int name, const void *val, socklen_t len, bool is_v6_socket,
                     struct eta_mcast_req *out);
 
+/* Reads the value of IP_MULTICAST_IF as Linux reads it (by its length: an
+ * ip_mreqn, its address and interface index; an ip_mreq, its second
+ * address; an in_addr): *addr4 host order, *ifindex; EINVAL when shorter
+ * than an in_addr. */
+int eta_mcast_if_parse(const void *val, socklen_t len, uint32_t *addr4, int *ifindex);
+
 #endif

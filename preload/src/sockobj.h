@@ -46,6 +46,7 @@ static inline int eta_hybrid_file_flags(int fl, bool program_nonblock)
 #define ETA_OPT_MAXSEG (1u << 13)   /* TCP_MAXSEG: the MSS option of the SYN / SYN-ACK */
 #define ETA_OPT_NOTSENT_LOWAT (1u << 14) /* TCP_NOTSENT_LOWAT (0: the namespace's default) */
 #define ETA_OPT_SNDBUF (1u << 15)   /* SO_SNDBUF, SO_SNDBUFFORCE: sizes the send ring at connect */
+#define ETA_OPT_UDP (1u << 16)      /* a UDP option the engine follows (udp_mcast.h eta_udp_engine_option) */
 #define ETA_OPT_ALL 0xffffffffu     /* unknown history (a socket adopted across exec) */
 /* sockopt.c: the ETA_OPT_* bit of an option (0: not one the shim carries). */
 uint32_t eta_opt_bit(int level, int name);
@@ -76,6 +77,8 @@ struct eta_sock {
                                * IPv4 addresses are shown v4-mapped (::ffff:a.b.c.d) */
     bool dgram;               /* SOCK_DGRAM (UDP; AF_INET6 with v6: udp6.c): a DTI datagram socket once
                                * accelerated (udp.c) */
+    bool mc_if4_ours;         /* UDP: IP_MULTICAST_IF named the PPE's port and the kernel socket did not take
+                               * it (no kernel interface holds the address): getsockopt answers mc_if4 */
     _Atomic uint32_t dgram_rx_busy, dgram_tx_busy; /* one reader and one writer of its rings at a time (udp.c) */
     /* UDP hybrid (udp.c): PPE datagrams taken since its kernel half was last
      * looked at, and whether that half is believed to hold one (relaxed; a
@@ -97,6 +100,8 @@ struct eta_sock {
     struct dti_addr local;    /* host order; as bound */
     uint16_t kernel_port;     /* the kernel socket's port when bound_kernel */
     _Atomic uint32_t ev_seq;  /* bumped for every PPE event on this socket */
+    uint32_t mc_if4;          /* UDP: IP_MULTICAST_IF named the PPE's port, this address of it (host order);
+                               * 0: another or none. Its sends to IPv4 groups are the engine's (udp_mcast.c) */
     /* Totals for edge triggering: bytes (or connections) that ever arrived
      * = taken + still waiting; send space ever offered = committed + free. */
     _Atomic uint64_t rx_taken;

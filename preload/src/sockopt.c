@@ -61,6 +61,8 @@ uint32_t eta_opt_bit(int level, int name)
         return ETA_OPT_MAXSEG;
     if (level == IPPROTO_TCP && name == TCP_NOTSENT_LOWAT)
         return ETA_OPT_NOTSENT_LOWAT;
+    if (eta_udp_engine_option(level, name))
+        return ETA_OPT_UDP;
     return 0;
 }
 
@@ -165,6 +167,8 @@ void eta_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
     if ((set & ETA_OPT_MAXSEG) && real_getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) == 0 && mss > 0 &&
         (set != ETA_OPT_ALL || mss != 536))
         dti_prep_setsockopt(c, s->h, DTI_SO_MAXSEG, mss, 0);
+    if (s->dgram && (set & ETA_OPT_UDP))
+        eta_udp_carry_options(c, fd, s); /* udp_mcast.c: TTLs, hop limits, the multicast flags */
     dti_submit(c);
 }
 
@@ -485,6 +489,13 @@ ETA_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
         eta_obj_put(&s->obj);
         return rc;
     }
+    if (s && s->dgram && level == IPPROTO_IP && name == IP_MULTICAST_IF) {
+        /* Candidate or accelerated: naming the PPE's port sends to groups
+         * through the engine (udp_mcast.c). */
+        int r = eta_udp_mcast_if(fd, s, val, len);
+        eta_obj_put(&s->obj);
+        return r;
+    }
     if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL) {
         if (s)
             eta_obj_put(&s->obj);
@@ -577,6 +588,11 @@ static int put_int(void *val, socklen_t *len, int v)
 ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
     struct eta_sock *s = eta_sock_get(fd);
+    if (s && s->dgram && s->mc_if4_ours && level == IPPROTO_IP && name == IP_MULTICAST_IF) {
+        int r = eta_udp_mcast_if_get(s, val, len); /* the PPE's address, which the kernel socket could not take */
+        eta_obj_put(&s->obj);
+        return r;
+    }
     /* UDP's ancillary-data options: the kernel socket keeps them (setsockopt) */
     if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL || (s->dgram && eta_udp_cmsg_option(level, name))) {
         if (s)

@@ -208,11 +208,10 @@ bool eta_udp_ppe_ifindex(int ifindex)
 bool eta_udp_kernel_option(int level, int name, bool hybrid)
 {
     if (level == IPPROTO_IP)
-        return name == IP_MTU_DISCOVER || name == IP_FREEBIND || name == IP_BIND_ADDRESS_NO_PORT ||
-               (hybrid && (name == IP_MULTICAST_TTL || name == IP_MULTICAST_LOOP || name == IP_MULTICAST_IF));
-    if (level == IPPROTO_IPV6)
+        return name == IP_MTU_DISCOVER || name == IP_FREEBIND || name == IP_BIND_ADDRESS_NO_PORT;
+    if (level == IPPROTO_IPV6) /* (IP_MULTICAST_IF: udp_mcast.c, whatever the socket) */
         return name == IPV6_MTU_DISCOVER || name == IPV6_DONTFRAG || name == IPV6_FREEBIND ||
-               (hybrid && (name == IPV6_MULTICAST_HOPS || name == IPV6_MULTICAST_LOOP || name == IPV6_MULTICAST_IF));
+               (hybrid && name == IPV6_MULTICAST_IF);
     return hybrid && level == SOL_SOCKET && name == SO_BROADCAST;
 }
 
@@ -586,10 +585,13 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
      * engine is gone); the kernel's answers are the call's. */
     if (s->hybrid && fd >= 0 && to) {
         struct sockaddr_in in;
+        /* (a group: the PPE's half when IP_MULTICAST_IF named the PPE's port) */
         bool kernel = eta_hybrid_kernel_only(s) ||
                       (s->v6 ? !eta_udp6_ppe_routes(s, to, tolen) /* udp6.c */
                              : tolen < (socklen_t)sizeof in || eta_ucopy(&in, to, sizeof in) != 0 ||
-                                   in.sin_family != AF_INET || !eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)));
+                                   in.sin_family != AF_INET ||
+                                   !(eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)) ||
+                                     (s->mc_if4 && IN_MULTICAST(ntohl(in.sin_addr.s_addr)))));
         if (kernel) {
             struct msghdr mh = {.msg_name = (void *)(uintptr_t)to,
                                 .msg_namelen = tolen,

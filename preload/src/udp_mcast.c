@@ -25,13 +25,78 @@
 #include "ucopy.h"
 #include "udp.h"
 
+/* The options the engine follows, with the value the kernel reads back
+ * for a socket that never set them (the engine's default too). */
+static const struct {
+    int level, name, dti, dflt;
+} engine_opts[] = {
+    {IPPROTO_IP, IP_MULTICAST_ALL, DTI_SO_MCAST_ALL, 1},     {IPPROTO_IP, IP_TTL, DTI_SO_TTL, 64},
+    {IPPROTO_IP, IP_MULTICAST_TTL, DTI_SO_MCAST_TTL, 1},     {IPPROTO_IP, IP_MULTICAST_LOOP, DTI_SO_MCAST_LOOP, 1},
+    {IPPROTO_IPV6, IPV6_MULTICAST_ALL, DTI_SO_MCAST_ALL, 1}, {IPPROTO_IPV6, IPV6_UNICAST_HOPS, DTI_SO_HOPLIMIT, 64},
+    {IPPROTO_IPV6, IPV6_MULTICAST_HOPS, DTI_SO_MCAST_HOPS, 1},
+    {IPPROTO_IPV6, IPV6_MULTICAST_LOOP, DTI_SO_MCAST_LOOP6, 1},
+};
+
 int eta_udp_engine_option(int level, int name)
 {
-    if (level == IPPROTO_IP)
-        return name == IP_MULTICAST_ALL ? DTI_SO_MCAST_ALL : name == IP_TTL ? DTI_SO_TTL : 0;
-    if (level == IPPROTO_IPV6)
-        return name == IPV6_MULTICAST_ALL ? DTI_SO_MCAST_ALL : name == IPV6_UNICAST_HOPS ? DTI_SO_HOPLIMIT : 0;
+    for (size_t i = 0; i < sizeof engine_opts / sizeof engine_opts[0]; i++)
+        if (engine_opts[i].level == level && engine_opts[i].name == name)
+            return engine_opts[i].dti;
     return 0;
+}
+
+void eta_udp_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
+{
+    bool all_done = false; /* IP_MULTICAST_ALL and IPV6_MULTICAST_ALL are one flag (Linux's too) */
+    for (size_t i = 0; i < sizeof engine_opts / sizeof engine_opts[0]; i++) {
+        if (engine_opts[i].level == IPPROTO_IPV6 && !s->v6)
+            continue; /* an AF_INET socket has none of these */
+        if (engine_opts[i].dti == DTI_SO_MCAST_ALL && all_done)
+            continue;
+        int v = 0;
+        socklen_t l = sizeof v;
+        if (real_getsockopt(fd, engine_opts[i].level, engine_opts[i].name, &v, &l) != 0)
+            continue;
+        if (engine_opts[i].dti == DTI_SO_MCAST_ALL) {
+            all_done = true;
+            v = v != 0;
+        }
+        if (v != engine_opts[i].dflt)
+            dti_prep_setsockopt(c, s->h, engine_opts[i].dti, v, 0);
+    }
+}
+
+int eta_udp_mcast_if(int fd, struct eta_sock *s, const void *val, socklen_t len)
+{
+    struct ip_mreqn v;
+    memset(&v, 0, sizeof v);
+    const size_t n = len > 0 ? ((size_t)len < sizeof v ? (size_t)len : sizeof v) : 0;
+    uint32_t addr = 0;
+    int ifindex = 0;
+    const bool parsed = val && n && eta_ucopy(&v, val, n) == 0 && eta_mcast_if_parse(&v, len, &addr, &ifindex) == 0;
+    const bool ppe = parsed && (ifindex ? eta_udp_ppe_ifindex(ifindex) : addr && eta_net_is_local(&eta_net, addr));
+    const bool none = parsed && !addr && !ifindex;
+    if (parsed && !ppe && !none && atomic_load(&s->state) == ETA_SOCK_ACCEL && !s->hybrid)
+        return fail(EOPNOTSUPP); /* the PPE alone holds it: no kernel half to send through that interface */
+    const int rc = real_setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, val, len);
+    if (rc != 0 && !ppe)
+        return -1; /* the kernel's answer (a bad value, an interface it does not have) */
+    s->mc_if4 = ppe ? (addr ? addr : eta_net.port[0].ip) : 0;
+    s->mc_if4_ours = ppe && rc != 0;
+    return 0;
+}
+
+int eta_udp_mcast_if_get(struct eta_sock *s, void *val, socklen_t *len)
+{
+    socklen_t have = 0;
+    if (!len || eta_ucopy(&have, len, sizeof have) != 0)
+        return fail(EFAULT);
+    /* As Linux: the address as an in_addr, cut to the room given. */
+    struct in_addr a = {htonl(s->mc_if4)};
+    socklen_t n = have < (socklen_t)sizeof a ? have : (socklen_t)sizeof a;
+    if (n && (!val || eta_ucopy(val, &a, (size_t)n) != 0))
+        return fail(EFAULT);
+    return eta_ucopy(len, &n, sizeof n) != 0 ? fail(EFAULT) : 0;
 }
 
 int eta_udp_engine_set(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len)

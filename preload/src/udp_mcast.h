@@ -21,12 +21,31 @@ int eta_udp_membership(int fd, struct eta_sock *s, int level, int name, const vo
  * the wildcard or a group gets the groups other sockets of the host joined,
  * Linux's default 1, or its own memberships' alone: DTI_SO_MCAST_ALL),
  * IP_TTL and IPV6_UNICAST_HOPS (its unicast datagrams' TTL and hop limit:
- * DTI_SO_TTL, DTI_SO_HOPLIMIT). eta_udp_engine_option: the DTI option of
+ * DTI_SO_TTL, DTI_SO_HOPLIMIT), IP_MULTICAST_TTL, IPV6_MULTICAST_HOPS,
+ * IP_MULTICAST_LOOP, IPV6_MULTICAST_LOOP (its datagrams to groups:
+ * DTI_SO_MCAST_TTL/HOPS/LOOP/LOOP6). eta_udp_engine_option: the DTI option of
  * (level, name), 0 for none of them; eta_udp_engine_set: the kernel's
  * setsockopt, then the value it reads back to the engine: 0, or -1 with
  * errno. */
 int eta_udp_engine_option(int level, int name);
 int eta_udp_engine_set(int fd, struct eta_sock *s, int level, int name, const void *val, socklen_t len);
+/* The same options set before the socket was accelerated (or before its PPE
+ * half came back on a new PPE): each read back from the kernel socket and
+ * prepared for the engine where it is not the engine's default (the
+ * caller submits). */
+void eta_udp_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s);
+
+/* IP_MULTICAST_IF on a UDP candidate or accelerated socket. Naming the PPE's
+ * port (one of its addresses, or a shared port's interface index) makes the
+ * socket's IPv4 group sends the engine's: a candidate's first send to a
+ * group takes it to the PPE, a hybrid sends groups through its PPE half;
+ * the kernel socket takes the value too where it can (an unshared port's
+ * address it cannot: the shim then answers getsockopt). Another interface
+ * is the kernel socket's, as before, except on a socket the PPE alone holds
+ * (EOPNOTSUPP: it has no way out there). 0, or -1 with errno.
+ * eta_udp_mcast_if_get: getsockopt's answer when the kernel did not take it. */
+int eta_udp_mcast_if(int fd, struct eta_sock *s, const void *val, socklen_t len);
+int eta_udp_mcast_if_get(struct eta_sock *s, void *val, socklen_t *len);
 
 /* Whether a UDP candidate's bind() names a group (AF_INET 224.0.0.0/4, or
  * AF_INET6 ff00::/8): a hybrid bound to it. */

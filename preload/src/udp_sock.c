@@ -23,6 +23,7 @@
 #include "udp.h"
 #include "udp6.h"
 #include "udp_mcast.h"
+#include "ucopy.h"
 #include "udp_sock.h"
 #include "wait.h"
 
@@ -53,6 +54,11 @@ static int udp_take(int fd, struct eta_sock *s)
  * AF_INET6 socket's: udp6.c). */
 static enum eta_reason udp_decide(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
 {
+    /* An IPv4 group with IP_MULTICAST_IF on the PPE's port (udp_mcast.c): the engine's. */
+    struct sockaddr_in in;
+    if (!s->v6 && s->mc_if4 && addr && len >= (socklen_t)sizeof in && eta_ucopy(&in, addr, sizeof in) == 0 &&
+        in.sin_family == AF_INET && IN_MULTICAST(ntohl(in.sin_addr.s_addr)))
+        return ETA_R_NONE;
     return s->v6 ? eta_udp6_decide(fd, s, addr, len) : eta_decide_connect(&eta_net, addr, len);
 }
 

@@ -484,7 +484,15 @@ enum dti_sockopt {
                                  own memberships'). A stream socket answers -ENOPROTOOPT */,
     DTI_SO_TTL = 19,          /* IP_TTL of a datagram socket's unicast IPv4 datagrams, 1..255, -1: the
                                  default (64); a stream socket answers -ENOPROTOOPT */
-    DTI_SO_HOPLIMIT = 20      /* IPV6_UNICAST_HOPS of its unicast IPv6 datagrams, 0..255, -1: the default */
+    DTI_SO_HOPLIMIT = 20,     /* IPV6_UNICAST_HOPS of its unicast IPv6 datagrams, 0..255, -1: the default */
+    DTI_SO_MCAST_TTL = 21,    /* IP_MULTICAST_TTL of a datagram socket's IPv4 datagrams to groups, 0..255,
+                                 -1: the default (1); 0: looped back only, never on the wire */
+    DTI_SO_MCAST_HOPS = 22,   /* IPV6_MULTICAST_HOPS of its IPv6 datagrams to groups, as DTI_SO_MCAST_TTL */
+    DTI_SO_MCAST_LOOP = 23,   /* IP_MULTICAST_LOOP, 0 or 1 (1, the default: a datagram it sends to a group
+                                 also reaches the sockets of the engine's host that take the group, itself
+                                 included) */
+    DTI_SO_MCAST_LOOP6 = 24   /* IPV6_MULTICAST_LOOP, as DTI_SO_MCAST_LOOP for its IPv6 datagrams. An engine
+                                 that predates 21..24 answers -ENOPROTOOPT (DTI_ABI_VERSION stays) */
 };
 
 /* Readiness bits; equal to Linux's POLLIN/POLLOUT/POLLERR/POLLHUP/POLLRDHUP so

@@ -300,9 +300,21 @@ enum class SockOpt : uint16_t {
     // IP_TTL / IPV6_UNICAST_HOPS (UDP): the TTL of the socket's unicast IPv4
     // datagrams and the hop limit of its unicast IPv6 ones, 1..255 (kTtl) or
     // 0..255 (kHopLimit); -1 the default (64, StackConfig::hop_limit6).
-    // Datagrams to a group keep 1 (IP_MULTICAST_TTL's default).
+    // Datagrams to a group have their own (kMulticastTtl, kMulticastHops).
     kTtl,
     kHopLimit,
+    // IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS (UDP): the TTL of the socket's
+    // IPv4 datagrams to groups and the hop limit of its IPv6 ones, 0..255;
+    // -1 the default, 1 (Linux's). 0 keeps them on the host: not sent to
+    // the wire, looped back only (kMulticastLoop).
+    kMulticastTtl,
+    kMulticastHops,
+    // IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP (UDP; Linux keeps one per
+    // family): 1 (the default) a datagram the socket sends to a group is
+    // also delivered to the stack's sockets that take that group (as if
+    // received, the sender itself included when it is one); 0 it is not.
+    kMulticastLoop,
+    kMulticastLoop6,
 };
 
 struct SockInfo {

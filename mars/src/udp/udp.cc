@@ -264,6 +264,16 @@ int UdpLayer::set_option(SockId id, SockOpt opt, int64_t v)
         if (v != 0 && v != 1) return -EINVAL;
         s->mc_all = v != 0;
         return 0;
+    case SockOpt::kMulticastTtl: // IP_MULTICAST_TTL: 0..255, -1 the default (1)
+    case SockOpt::kMulticastHops: // IPV6_MULTICAST_HOPS: the same range
+        if (v < -1 || v > 255) return -EINVAL;
+        (opt == SockOpt::kMulticastTtl ? s->mc_ttl : s->mc_hops) = int16_t(v);
+        return 0;
+    case SockOpt::kMulticastLoop: // IP_MULTICAST_LOOP, IPV6_MULTICAST_LOOP: a flag per family
+    case SockOpt::kMulticastLoop6:
+        if (v != 0 && v != 1) return -EINVAL;
+        (opt == SockOpt::kMulticastLoop ? s->mc_loop : s->mc_loop6) = v != 0;
+        return 0;
     default:
         return -ENOPROTOOPT;
     }
@@ -516,6 +526,30 @@ bool UdpLayer::deliver(UdpSock &s, UdpRecord hdr, const UdpRecord6 *a6, const vo
     return true;
 }
 
+bool UdpLayer::deliver_group(const Tuple &t, const UdpRecord &hdr, const UdpRecord6 *a6, const void *payload,
+                             unsigned len)
+{
+    // Members by their source filters, the others by kMulticastAll.
+    const bool joined = t.v6 ? group6_joined(t.dst6) : group4_joined(t.dst4);
+    bool any = false;
+    for (uint32_t i = joined ? buckets_[bucket(t.dport)] : UINT32_MAX; i != UINT32_MAX; i = socks_[i].next_in_port) {
+        UdpSock &s = socks_[i];
+        if (s.local.port != t.dport) continue;
+        if (t.v6) {
+            if (!(s.fam & kFam6) || (!ip6::is_unspecified(s.local_ip6.b) && !ip6::eq(s.local_ip6.b, t.dst6))) continue;
+            if (s.remote.port && (!s.remote6 || !ip6::eq(s.remote_ip6.b, t.src6) || s.remote.port != t.sport)) continue;
+            if (!mc_allow6(s, t.dst6, t.src6)) continue;
+        } else {
+            if (!(s.fam & kFam4) || (s.local.ip && s.local.ip != t.dst4)) continue;
+            if (s.remote.port && (s.remote6 || s.remote.ip != t.src4 || s.remote.port != t.sport)) continue;
+            if (!mc_allow4(s, t.dst4, t.src4)) continue;
+        }
+        any = true;
+        deliver(s, hdr, a6, payload, len);
+    }
+    return any;
+}
+
 void UdpLayer::udp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned total)
 {
     const unsigned avail = total - ihl;
@@ -541,20 +575,7 @@ void UdpLayer::udp_input(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned to
                   uint32_t(ip->tos) << kUdpRecTosShift | uint32_t(ip->ttl) << kUdpRecTtlShift, 0};
     if (ipv4_multicast(dst)) {
         hdr.flags |= kUdpRecMulticast;
-        // A group the stack joined: every socket of the port bound to the
-        // wildcard or to the group that mc_allow4 lets in gets its own copy
-        // (members by their source filters, the others by kMulticastAll).
-        bool any = false;
-        for (uint32_t i = group4_joined(dst) ? buckets_[bucket(dport)] : UINT32_MAX; i != UINT32_MAX;
-             i = socks_[i].next_in_port) {
-            UdpSock &s = socks_[i];
-            if (s.local.port != dport || !(s.fam & kFam4) || (s.local.ip && s.local.ip != dst)) continue;
-            if (s.remote.port && (s.remote6 || s.remote.ip != src || s.remote.port != sport)) continue;
-            if (!mc_allow4(s, dst, src)) continue;
-            any = true;
-            deliver(s, hdr, nullptr, uh + 1, len);
-        }
-        if (any) {
+        if (deliver_group(Tuple{false, src, dst, nullptr, nullptr, sport, dport}, hdr, nullptr, uh + 1, len)) {
             e_.stats.udp_mcast_in++;
             e_.link.release(f);
             return;
@@ -639,8 +660,9 @@ int64_t UdpLayer::send4(UdpSock &s, Endpoint dst, const void *data, size_t len, 
         return -EMSGSIZE;
     }
     Ipv4 *ip = reinterpret_cast<Ipv4 *>(f.data + kEthLen);
-    *ip = Ipv4{0x45, tos >= 0 ? uint8_t(tos) : s.tos, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), uint8_t(group ? 1 : s.ttl >= 0 ? s.ttl : 64), kProtoUdp,
-               0, be32(e_.cfg.ip), be32(dst.ip)};
+    const uint8_t tos_v = tos >= 0 ? uint8_t(tos) : s.tos;
+    const uint8_t ttl = uint8_t(group ? (s.mc_ttl >= 0 ? s.mc_ttl : 1) : s.ttl >= 0 ? s.ttl : 64);
+    *ip = Ipv4{0x45, tos_v, be16(uint16_t(kIpLen + ulen)), 0, be16(kIpDf), ttl, kProtoUdp, 0, be32(e_.cfg.ip), be32(dst.ip)};
     if (e_.offloads & kOffloadTxIpCsum)
         f.flags |= kTxIpCsum;
     else
@@ -655,10 +677,24 @@ int64_t UdpLayer::send4(UdpSock &s, Endpoint dst, const void *data, size_t len, 
     uh->csum = c ? c : 0xffff; // RFC 768: a computed zero is sent as all ones
     f.len = uint16_t(kEthLen + kIpLen + ulen);
     e_.stats.udp_out++;
-    if (group)
-        send_group_frame(f, dst.ip);
-    else
+    if (!group) {
         e_.ip.send(f, hop, e_.now_ns);
+        return int64_t(len);
+    }
+    // IP_MULTICAST_LOOP: the host's members get it as if received (Linux's
+    // ip_mc_output loops a copy when the device joined the group).
+    if (s.mc_loop) {
+        const UdpRecord hdr{0, 0, e_.cfg.ip, dst.ip, s.local.port, dst.port,
+                            kUdpRecMulticast | uint32_t(tos_v) << kUdpRecTosShift | uint32_t(ttl) << kUdpRecTtlShift, 0};
+        if (deliver_group(Tuple{false, e_.cfg.ip, dst.ip, nullptr, nullptr, s.local.port, dst.port}, hdr, nullptr,
+                          uh + 1, unsigned(len)))
+            e_.stats.udp_mcast_in++;
+    }
+    if (ttl == 0) { // the host only (IP_MULTICAST_TTL 0)
+        e_.link.release(f);
+        return int64_t(len);
+    }
+    send_group_frame(f, dst.ip);
     return int64_t(len);
 }
 

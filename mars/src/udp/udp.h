@@ -115,6 +115,10 @@ struct UdpSock {
     UdpGroup groups[UdpSockets::kMaxGroups];
     UdpGroup6 groups6[UdpSockets::kMaxGroups];
     bool mc_all = true; // SockOpt::kMulticastAll (IP_MULTICAST_ALL / IPV6_MULTICAST_ALL)
+    // Sending to groups: IP_MULTICAST_TTL, IPV6_MULTICAST_HOPS (-1: 1) and
+    // IP_MULTICAST_LOOP, IPV6_MULTICAST_LOOP (SockOpt::kMulticast*).
+    int16_t mc_ttl = -1, mc_hops = -1;
+    bool mc_loop = true, mc_loop6 = true;
 };
 
 class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
@@ -213,6 +217,13 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     static int score(const UdpSock &s, const Tuple &t);
     // The socket a unicast datagram goes to (nullptr: none).
     UdpSock *match(const Tuple &t);
+    // A datagram to a group (IPv4: t.dst4; IPv6: t.dst6 with a6 filled for
+    // its records), received or looped back from a send of ours: a copy to
+    // every socket of the port that takes it (bound to the wildcard or the
+    // group, mc_allow4/6 letting it in; a connected one from its peer only),
+    // when some socket of the stack joined the group. False: none took it.
+    bool deliver_group(const Tuple &t, const UdpRecord &hdr, const UdpRecord6 *a6, const void *payload,
+                       unsigned len);
     // Copies the datagram into s's ring as one record: hdr (size filled
     // here), the addresses when a6 (an IPv6 record), the payload (false:
     // full, counted).

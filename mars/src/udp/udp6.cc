@@ -148,10 +148,12 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     Ipv6 *ip = reinterpret_cast<Ipv6 *>(f.data + kEthLen);
     // Version 6, the traffic class (IPV6_TCLASS), flow label 0 (RFC 6437
     // allows it; a datagram socket has no flow of its own to label).
-    ip->vtf = be32(6u << 28 | uint32_t(tos >= 0 ? uint8_t(tos) : s->tclass) << 20);
+    const uint8_t tclass = tos >= 0 ? uint8_t(tos) : s->tclass;
+    ip->vtf = be32(6u << 28 | uint32_t(tclass) << 20);
     ip->payload_len = be16(uint16_t(ulen));
     ip->next = kProtoUdp;
-    ip->hop_limit = group ? 1 : s->hops >= 0 ? uint8_t(s->hops) : e_.cfg.hop_limit6; // IPV6_MULTICAST_HOPS 1, else IPV6_UNICAST_HOPS
+    // IPV6_MULTICAST_HOPS (default 1) to a group, else IPV6_UNICAST_HOPS.
+    ip->hop_limit = group ? (s->mc_hops >= 0 ? uint8_t(s->mc_hops) : 1) : s->hops >= 0 ? uint8_t(s->hops) : e_.cfg.hop_limit6;
     std::memcpy(ip->src, src.b, 16);
     std::memcpy(ip->dst, dst.ip.b, 16);
     Udp *uh = reinterpret_cast<Udp *>(ip + 1);
@@ -164,6 +166,22 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     uh->csum = c ? c : 0xffff;
     f.len = uint16_t(kEthLen + kIp6Len + ulen);
     e_.stats.udp_out++;
+    if (group && s->mc_loop6) { // IPV6_MULTICAST_LOOP: as IPv4's (send4)
+        UdpRecord6 a6;
+        a6.src = src;
+        a6.dst = dst.ip;
+        const UdpRecord hdr{0, 0, 0, 0, s->local.port, dst.port,
+                            kUdpRecIp6 | kUdpRecMulticast | uint32_t(tclass) << kUdpRecTosShift |
+                                uint32_t(ip->hop_limit) << kUdpRecTtlShift,
+                            0};
+        if (deliver_group(Tuple{true, 0, 0, src.b, dst.ip.b, s->local.port, dst.port}, hdr, &a6, uh + 1,
+                          unsigned(len)))
+            e_.stats.udp_mcast_in++;
+    }
+    if (group && ip->hop_limit == 0) { // the host only (IPV6_MULTICAST_HOPS 0)
+        e_.link.release(f);
+        return int64_t(len);
+    }
     e_.ip6.send(f, e_.now_ns); // held by ND until the neighbour resolves
     return int64_t(len);
 }
@@ -200,22 +218,11 @@ bool UdpLayer::udp6_input(PacketRef &f, const Ip6Rx &rx)
     std::memcpy(a6.src.b, rx.ip->src, 16);
     std::memcpy(a6.dst.b, rx.ip->dst, 16);
     if (ip6::is_multicast(rx.ip->dst)) {
-        // As IPv4's: every IPv6 socket of the port bound to :: or to the
-        // group, not connected elsewhere, that mc_allow6 lets in.
+        // As IPv4's (deliver_group): every IPv6 socket of the port bound to
+        // :: or to the group, not connected elsewhere, that mc_allow6 lets in.
         hdr.flags |= kUdpRecMulticast;
-        bool any = false;
-        for (uint32_t i = group6_joined(rx.ip->dst) ? buckets_[bucket(dport)] : UINT32_MAX; i != UINT32_MAX;
-             i = socks_[i].next_in_port) {
-            UdpSock &s = socks_[i];
-            if (s.local.port != dport || !(s.fam & kFam6)) continue;
-            if (!ip6::is_unspecified(s.local_ip6.b) && !ip6::eq(s.local_ip6.b, rx.ip->dst)) continue;
-            if (s.remote.port &&
-                (!s.remote6 || !ip6::eq(s.remote_ip6.b, rx.ip->src) || s.remote.port != sport))
-                continue;
-            if (!mc_allow6(s, rx.ip->dst, rx.ip->src)) continue;
-            any = true;
-            deliver(s, hdr, &a6, uh + 1, ulen - kUdpLen);
-        }
+        const bool any =
+            deliver_group(Tuple{true, 0, 0, rx.ip->src, rx.ip->dst, sport, dport}, hdr, &a6, uh + 1, ulen - kUdpLen);
         if (!any) { // nobody of the port: no ICMPv6 error answers a group (RFC 4443 2.4 (e))
             if (!e_.link.pass_unclaimed) e_.stats.udp_no_port++;
             return false;

@@ -54,7 +54,7 @@ Reject model(const dti_cmd &c, const CommandBounds &b)
     case DTI_OP_SHUTDOWN: return c.arg0 <= DTI_SHUT_RDWR ? Reject::kNone : Reject::kBadShutdown;
     case DTI_OP_SETSOCKOPT:
     case DTI_OP_GETSOCKOPT:
-        return c.arg0 >= DTI_SO_NODELAY && c.arg0 <= DTI_SO_HOPLIMIT ? Reject::kNone : Reject::kUnknownOption;
+        return c.arg0 >= DTI_SO_NODELAY && c.arg0 <= DTI_SO_MCAST_LOOP6 ? Reject::kNone : Reject::kUnknownOption;
     case DTI_OP_RECV_INTO:
         if (!in_pool(b, c.offset, c.arg0))
             return Reject::kBadPoolRange;

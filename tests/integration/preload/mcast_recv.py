@@ -11,12 +11,13 @@ HOW (the ways real receivers join):
   ssm4     bind 0.0.0.0:PORT, IP_ADD_SOURCE_MEMBERSHIP from SOURCE via IFACE 0.0.0.0
   all4     bind 0.0.0.0:PORT, no membership: Linux's IP_MULTICAST_ALL (on by
            default) gives it the groups other sockets of the host joined
-  any6     bind [::]:PORT, IPV6_JOIN_GROUP, interface 0
+  any6     bind [::]:PORT, IPV6_JOIN_GROUP, interface IFACE_INDEX (0 when not given)
   group6   bind [GROUP]:PORT, MCAST_JOIN_GROUP at SOL_IPV6, interface 0
 
-Prints "ready" once joined, then "got N BYTES SHA256 SENDER" at END, where
-N counts the datagrams before END (a duplicate or a loss changes it) and the
-digest covers them in order."""
+Prints "ready" once joined, then at END "ttl T..." (the TTLs or hop limits
+the datagrams came with, IP_RECVTTL / IPV6_RECVHOPLIMIT, each once, sorted)
+and "got N BYTES SHA256 SENDER", where N counts the datagrams before END (a
+duplicate or a loss changes it) and the digest covers them in order."""
 import hashlib
 import socket
 import struct
@@ -29,6 +30,7 @@ s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 MCAST_JOIN_GROUP = 42
 IP_ADD_SOURCE_MEMBERSHIP = 39  # <linux/in.h> (not in Python 3.11's socket module)
+IP_RECVTTL = 12
 
 
 def group_req(family, addr, ifindex=0):
@@ -62,23 +64,32 @@ elif how == 'all4':
 elif how == 'any6':
     s.bind(('::', port))
     s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
-                 socket.inet_pton(socket.AF_INET6, group) + struct.pack('=I', 0))
+                 socket.inet_pton(socket.AF_INET6, group) + struct.pack('=I', int(extra or 0)))
 elif how == 'group6':
     s.bind((group, port))
     s.setsockopt(socket.IPPROTO_IPV6, MCAST_JOIN_GROUP, group_req(socket.AF_INET6, group))
 else:
     sys.exit('unknown HOW ' + how)
+if v6:
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
+else:
+    s.setsockopt(socket.IPPROTO_IP, IP_RECVTTL, 1)
 print('ready', flush=True)
 s.settimeout(60)
 h = hashlib.sha256()
 n = total = 0
 sender = None
+ttls = set()
 while True:
-    d, a = s.recvfrom(65536)
+    d, anc, _flags, a = s.recvmsg(65536, 64)
     if d == b'END':
         break
     n += 1
     total += len(d)
     h.update(d)
     sender = a[0]
+    for level, kind, data in anc:
+        if (level, kind) in ((socket.IPPROTO_IP, 2), (socket.IPPROTO_IPV6, socket.IPV6_HOPLIMIT)):  # IP_TTL
+            ttls.add(struct.unpack('=i', data[:4])[0])
+print('ttl', *sorted(ttls), flush=True)
 print('got', n, total, h.hexdigest(), sender, flush=True)

@@ -265,7 +265,9 @@ TEST(DtiDecoder, SocketOptions)
                  {DTI_SO_REUSEPORT, Option::kReusePort},     {DTI_SO_TOS, Option::kTos},
                  {DTI_SO_RCVLOWAT, Option::kRcvLowat},       {DTI_SO_NOTSENT_LOWAT, Option::kNotsentLowat},
                  {DTI_SO_TCLASS, Option::kTclass}, {DTI_SO_MCAST_ALL, Option::kMulticastAll},
-                 {DTI_SO_TTL, Option::kTtl}, {DTI_SO_HOPLIMIT, Option::kHopLimit}};
+                 {DTI_SO_TTL, Option::kTtl}, {DTI_SO_HOPLIMIT, Option::kHopLimit},
+                 {DTI_SO_MCAST_TTL, Option::kMulticastTtl}, {DTI_SO_MCAST_HOPS, Option::kMulticastHops},
+                 {DTI_SO_MCAST_LOOP, Option::kMulticastLoop}, {DTI_SO_MCAST_LOOP6, Option::kMulticastLoop6}};
     for (uint16_t op : {uint16_t(DTI_OP_SETSOCKOPT), uint16_t(DTI_OP_GETSOCKOPT)}) {
         for (auto &k : known) {
             dti_cmd c = cmd(op, handle_of(3), k.id);
@@ -283,7 +285,7 @@ TEST(DtiDecoder, SocketOptions)
             EXPECT_TRUE(d.cmd.ring_option);
             EXPECT_EQ(d.cmd.option, id);
         }
-        for (uint32_t id : {0u, uint32_t(DTI_SO_HOPLIMIT) + 1, 0xffffffffu})
+        for (uint32_t id : {0u, uint32_t(DTI_SO_MCAST_LOOP6) + 1, 0xffffffffu})
             EXPECT_EQ(reject_of(cmd(op, handle_of(3), id)), Reject::kUnknownOption) << id;
     }
 }

@@ -156,4 +156,31 @@ TEST(McastReq, ProtocolIndependent)
     EXPECT_EQ(r.source4, 0xc6120102u);
 }
 
+// IP_MULTICAST_IF's value by its length, as Linux's do_ip_setsockopt reads
+// it: an ip_mreqn (address and index), an ip_mreq (its second address), an
+// in_addr; shorter is refused.
+TEST(McastReq, MulticastIfReadByLength)
+{
+    uint32_t a = 1;
+    int idx = -1;
+    ip_mreqn n{};
+    n.imr_multiaddr.s_addr = htonl(0xef010101u);
+    n.imr_address.s_addr = htonl(0xc6120001u);
+    n.imr_ifindex = 7;
+    ASSERT_EQ(eta_mcast_if_parse(&n, sizeof n, &a, &idx), 0);
+    EXPECT_EQ(a, 0xc6120001u);
+    EXPECT_EQ(idx, 7);
+    ip_mreq m{};
+    m.imr_multiaddr.s_addr = htonl(0xef010101u);
+    m.imr_interface.s_addr = htonl(0xc6120002u);
+    ASSERT_EQ(eta_mcast_if_parse(&m, sizeof m, &a, &idx), 0);
+    EXPECT_EQ(a, 0xc6120002u) << "an ip_mreq's interface, not its group";
+    EXPECT_EQ(idx, 0);
+    in_addr in{htonl(0xc6120003u)};
+    ASSERT_EQ(eta_mcast_if_parse(&in, sizeof in, &a, &idx), 0);
+    EXPECT_EQ(a, 0xc6120003u);
+    EXPECT_EQ(idx, 0);
+    EXPECT_EQ(eta_mcast_if_parse(&in, sizeof in - 1, &a, &idx), EINVAL);
+}
+
 } // namespace

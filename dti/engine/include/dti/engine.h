@@ -105,6 +105,10 @@ enum class Option : uint16_t {
     kMulticastAll, // IP_MULTICAST_ALL: a datagram socket's (mars::SockOpt::kMulticastAll)
     kTtl,          // IP_TTL of a datagram socket's unicast IPv4 datagrams
     kHopLimit,     // IPV6_UNICAST_HOPS of its unicast IPv6 ones
+    kMulticastTtl,   // IP_MULTICAST_TTL of its IPv4 datagrams to groups
+    kMulticastHops,  // IPV6_MULTICAST_HOPS of its IPv6 ones
+    kMulticastLoop,  // IP_MULTICAST_LOOP: its group datagrams also to the host's members
+    kMulticastLoop6, // IPV6_MULTICAST_LOOP
 };
 
 struct SockInfo {

@@ -255,6 +255,52 @@ TEST_F(Mcast6, JoinedGroupGoesToEverySocketOfThePortItsRulesLetIn)
     for (SockId s : {b, at_group, all, none, ssm}) EXPECT_TRUE(empty(s)) << s;
 }
 
+// Sending to a group over IPv6 (IPV6_MULTICAST_HOPS, IPV6_MULTICAST_LOOP),
+// as IPv4's (udp_test.cc MulticastSendTtlLoopAndHostOnly): the hop limit
+// is kMulticastHops (default 1), the host's members get a looped copy
+// unless kMulticastLoop6 is 0, hop limit 0 stays on the host.
+TEST_F(Mcast6, SendHopsLoopAndHostOnly)
+{
+    make();
+    const uint16_t kP = 7100;
+    SockId member = open6(kP);
+    ASSERT_EQ(u().join6(member, UdpGroup6{kGroup, {}}), 0);
+    reports();
+    int64_t id = u().open(1);
+    ASSERT_GE(id, 0);
+    const SockId sender = SockId(id);
+    ASSERT_EQ(u().bind6(sender, Endpoint6{kOurIp, 7101}, true), 0);
+    EXPECT_EQ(u().set_option(sender, SockOpt::kMulticastHops, 256), -EINVAL);
+    EXPECT_EQ(u().set_option(sender, SockOpt::kMulticastLoop6, -1), -EINVAL);
+    auto wire = [&] { // the hop limits of the UDP datagrams sent since the last call
+        std::vector<int> hops;
+        p().poll();
+        for (auto &f : p().take_raw())
+            if (f.size() >= 62 && f[12] == 0x86 && f[13] == 0xdd && f[20] == 17) hops.push_back(f[21]);
+        p().take();
+        return hops;
+    };
+    const Endpoint6 to{kGroup, kP};
+    ASSERT_EQ(u().send_to6(sender, &to, "one", 3), 3);
+    EXPECT_EQ(wire(), std::vector<int>{1}) << "IPV6_MULTICAST_HOPS' default";
+    UdpRecord r{};
+    EXPECT_EQ(recv(member, &r), "one") << "looped back to the host's member";
+    EXPECT_TRUE(r.flags & kUdpRecIp6);
+    EXPECT_TRUE(r.flags & kUdpRecMulticast);
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastHops, 9), 0);
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastLoop6, 0), 0);
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastLoop, 1), 0) << "IPv4's flag is another";
+    ASSERT_EQ(u().send_to6(sender, &to, "two", 3), 3);
+    EXPECT_EQ(wire(), std::vector<int>{9});
+    EXPECT_TRUE(empty(member)) << "IPV6_MULTICAST_LOOP 0";
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastLoop6, 1), 0);
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastHops, 0), 0);
+    ASSERT_EQ(u().send_to6(sender, &to, "three", 5), 5);
+    EXPECT_TRUE(wire().empty()) << "hop limit 0: the host only";
+    EXPECT_EQ(recv(member), "three");
+    EXPECT_TRUE(empty(sender)) << "bound to a unicast address: takes no group";
+}
+
 TEST_F(Mcast6, AGroupNobodyJoinedIsNotDeliveredNorAnswered)
 {
     make();

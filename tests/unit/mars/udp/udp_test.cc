@@ -342,6 +342,68 @@ TEST_F(Udp, TtlOfUnicastSendsAndReuseAddrAfterBind)
     EXPECT_EQ(u().bind(SockId(b), Endpoint{0, 6100}), 0);
 }
 
+// Sending to a group (IP_MULTICAST_TTL, IP_MULTICAST_LOOP): the TTL is the
+// socket's kMulticastTtl (default 1); with kMulticastLoop (the default) the
+// stack's own members of the group get a copy as if received, the sender
+// too when it is one; TTL 0 keeps the datagram on the host (looped only);
+// a group nobody here joined goes to the wire only.
+TEST_F(Udp, MulticastSendTtlLoopAndHostOnly)
+{
+    make();
+    const uint32_t grp = ipv4(239, 1, 1, 2);
+    SockId member = open_bound(6200, 0, true);
+    ASSERT_EQ(u().join(member, UdpGroup{grp, 0}), 0);
+    sent(); // the IGMP report
+    SockId sender = open_bound(6201, p().stack_ip); // the port's own address: takes no group
+    for (int64_t bad : {int64_t(256), int64_t(-2)})
+        EXPECT_EQ(u().set_option(sender, SockOpt::kMulticastTtl, bad), -EINVAL) << bad;
+    EXPECT_EQ(u().set_option(sender, SockOpt::kMulticastLoop, 2), -EINVAL);
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastTtl, 5), 0);
+    Endpoint to{grp, 6200};
+    ASSERT_EQ(u().send_to(sender, &to, "one", 3), 3);
+    auto out = sent();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].ip()[8], 5) << "IP_MULTICAST_TTL";
+    EXPECT_EQ(out[0].b[0], 0x01) << "to the group's MAC";
+    EXPECT_EQ(get32(out[0].ip() + 16), grp);
+    UdpRecord rec{};
+    EXPECT_EQ(recv(member, &rec), "one") << "looped back to the host's member";
+    EXPECT_EQ(rec.src_ip, p().stack_ip);
+    EXPECT_EQ(rec.src_port, 6201);
+    EXPECT_EQ((rec.flags >> kUdpRecTtlShift) & 0xff, 5u);
+    EXPECT_TRUE(rec.flags & kUdpRecMulticast);
+    EXPECT_EQ(u().recv_from(sender, nullptr, 0, nullptr, false), -EAGAIN);
+
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastLoop, 0), 0);
+    ASSERT_EQ(u().send_to(sender, &to, "two", 3), 3);
+    EXPECT_EQ(sent().size(), 1u);
+    EXPECT_EQ(u().recv_from(member, nullptr, 0, nullptr, false), -EAGAIN) << "IP_MULTICAST_LOOP 0: not looped";
+
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastLoop, 1), 0);
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastTtl, 0), 0);
+    ASSERT_EQ(u().send_to(sender, &to, "three", 5), 5);
+    EXPECT_TRUE(sent().empty()) << "TTL 0: the host only";
+    EXPECT_EQ(recv(member), "three");
+
+    // A sender on the wildcard of the group's port is a member by
+    // IP_MULTICAST_ALL: it gets its own datagram back, as on Linux.
+    SockId self = open_bound(6200, 0, true);
+    ASSERT_EQ(u().set_option(sender, SockOpt::kMulticastTtl, -1), 0);
+    ASSERT_EQ(u().send_to(self, &to, "four", 4), 4);
+    out = sent();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].ip()[8], 1) << "the default IP_MULTICAST_TTL";
+    EXPECT_EQ(recv(member), "four");
+    EXPECT_EQ(recv(self), "four");
+
+    // A group nobody here joined: the wire only.
+    Endpoint other{ipv4(239, 1, 1, 3), 6200};
+    ASSERT_EQ(u().send_to(sender, &other, "five", 4), 4);
+    EXPECT_EQ(sent().size(), 1u);
+    EXPECT_EQ(u().recv_from(member, nullptr, 0, nullptr, false), -EAGAIN);
+    EXPECT_EQ(u().recv_from(self, nullptr, 0, nullptr, false), -EAGAIN);
+}
+
 TEST_F(Udp, BindRulesEphemeralAndReusePortOwners)
 {
     make();
