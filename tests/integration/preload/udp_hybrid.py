@@ -52,8 +52,11 @@ def take(s, want, expect_next):
 
 def echo():
     """udp_restart_test.sh's server: each datagram back to its sender, for
-    ever (blocking, no timeout: it waits across the PPE going and coming)."""
+    ever (blocking, no timeout: it waits across the PPE going and coming).
+    IP_TTL 9 set before bind: the PPE's half sends with it, on the first PPE
+    and on the next."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 9)
     s.bind(("0.0.0.0", 0))
     if len(sys.argv) > 3:
         s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,

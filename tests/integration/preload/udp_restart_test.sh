@@ -12,7 +12,8 @@
 #   counts it). Before: the socket stayed the kernel's alone for good;
 # - the socket is a member of a group (IP_ADD_MEMBERSHIP naming the PPE's
 #   address): the peer's datagram to the group is echoed through the first
-#   PPE and, the membership joined again by the shim, through the new one.
+#   PPE and, the membership joined again by the shim, through the new one,
+#   each time with the IP_TTL the program set before bind (carried to each PPE).
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
 need_built "$ETA_STAT" eta-stat
@@ -47,16 +48,21 @@ in0=$(udp_in)
 peer timeout 60 "$py" "$here/udp_peer.py" once "$ETA_LAB_PPE_IP" "$port" || { show; fail "no echo through the PPE"; }
 wait_until 20 udp_in_above "$in0" || fail "the PPE did not carry the datagram (udp_in $in0 -> $(udp_in))"
 
-# The peer sends one datagram to the group and waits for the echo.
+# The peer sends one datagram to the group and waits for the echo, which
+# comes with the TTL the program set before bind (IP_TTL 9, carried to the
+# PPE at bind and to the new PPE with the hybrid's half).
 group_echo() {
     peer timeout 30 "$py" -c "
-import socket
+import socket, struct
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton('$ETA_LAB_PEER_IP'))
+s.setsockopt(socket.IPPROTO_IP, 12, 1)  # IP_RECVTTL
 s.settimeout(20)
 s.sendto(b'to the group', ('239.18.7.7', $port))
-d, a = s.recvfrom(100)
-assert d == b'to the group' and a[0] == '$ETA_LAB_PPE_IP', (d, a)"
+d, anc, _f, a = s.recvmsg(100, 64)
+ttl = [struct.unpack('=i', c[2][:4])[0] for c in anc if c[:2] == (socket.IPPROTO_IP, 2)]
+assert d == b'to the group' and a[0] == '$ETA_LAB_PPE_IP', (d, a)
+assert ttl == [9], 'the echo came with TTL %s, not the IP_TTL 9 the program set' % ttl"
 }
 note "the peer's datagram to the group the socket joined, through the PPE"
 group_echo || { show; fail "no echo of the group's datagram through the PPE"; }
