@@ -21,12 +21,14 @@
 #include "accept.h"
 #include "attach.h"
 #include "config.h"
+#include "decide.h"
 #include "fdtable.h"
 #include "pass_fds.h"
 #include "real.h"
 #include "shim.h"
 #include "sock6.h"
 #include "sockobj.h"
+#include "udp.h"
 #include "wait.h"
 
 /* Calls fn(fd, arg) for each descriptor msg carries in SCM_RIGHTS; stops
@@ -134,16 +136,51 @@ void eta_pass_withdraw(const struct msghdr *msg)
 
 /* ---- the receiver --------------------------------------------------------- */
 
-/* A TCP socket of the kernel's: what a passed accelerated socket arrives as. */
-static bool is_inet_stream(int fd, int *domain)
+/* A TCP or UDP socket of the kernel's: what a passed accelerated socket
+ * arrives as (its placeholder). */
+static bool is_inet_socket(int fd, int *domain, bool *dgram)
 {
     struct stat st;
-    int type = 0;
-    socklen_t tl = sizeof type, dl = sizeof *domain;
-    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-           real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
-           real_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, domain, &dl) == 0 &&
-           (*domain == AF_INET || *domain == AF_INET6);
+    int type = 0, proto = 0;
+    socklen_t tl = sizeof type, dl = sizeof *domain, pl = sizeof proto;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 ||
+        real_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, domain, &dl) != 0 || (*domain != AF_INET && *domain != AF_INET6))
+        return false;
+    *dgram = type == SOCK_DGRAM && real_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pl) == 0 && proto == IPPROTO_UDP;
+    return type == SOCK_STREAM || *dgram;
+}
+
+/* A UDP socket received: what its shim kept privately, read back from the
+ * placeholder. Bound there to the wildcard or a group, it is a hybrid whose
+ * kernel half is that very file (on a shared port a socket the PPE alone
+ * holds has its placeholder bound to the PPE's address); the ancillary data
+ * its receives carry and UDP_SEGMENT are the kernel socket's options. */
+static void adopt_udp(int fd, struct eta_sock *s)
+{
+    struct sockaddr_in6 a; /* sin_port and sin6_port: the same place */
+    socklen_t l = sizeof a;
+    memset(&a, 0, sizeof a);
+    if (real_getsockname(fd, (struct sockaddr *)&a, &l) == 0 && a.sin6_port) {
+        s->bound_kernel = true;
+        s->kernel_port = ntohs(a.sin6_port);
+        if (a.sin6_family == AF_INET6)
+            s->hybrid = IN6_IS_ADDR_UNSPECIFIED(&a.sin6_addr) || IN6_IS_ADDR_MULTICAST(&a.sin6_addr);
+        else {
+            const uint32_t ip = ntohl(((struct sockaddr_in *)&a)->sin_addr.s_addr);
+            s->hybrid = ip == 0 || IN_MULTICAST(ip);
+        }
+    }
+    int on = 0;
+    socklen_t ol = sizeof on;
+    s->v6only = s->v6 && real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &ol) == 0 && on;
+    eta_udp_cmsg_refresh(fd, s);
+    /* IP_MULTICAST_IF naming the PPE's port, where the kernel socket took it
+     * (an unshared port's address it could not: that stays the sender's). */
+    struct in_addr mif = {0};
+    l = sizeof mif;
+    if (real_getsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, &l) == 0 && mif.s_addr &&
+        eta_net_is_local(&eta_net, ntohl(mif.s_addr)))
+        s->mc_if4 = ntohl(mif.s_addr);
 }
 
 /* An accelerated socket of the current attachment that a descriptor of
@@ -199,7 +236,7 @@ static void adopt_ip6(dti_ctx_t *c, int fd, dti_sock_t h, struct eta_sock *s)
 /* Descriptor fd, just received, names socket h from now on. What the
  * sender's shim kept privately is read back from the PPE and the kernel
  * placeholder (which shares the sender's file description). */
-static bool adopt_claimed(int fd, int domain, dti_sock_t h)
+static bool adopt_claimed(int fd, int domain, bool dgram, dti_sock_t h)
 {
     /* Passed to a process that has it already (to itself, or to a fork child
      * of the sender): one more name of the same socket, as after dup(). */
@@ -221,13 +258,16 @@ static bool adopt_claimed(int fd, int domain, dti_sock_t h)
     int fl = real_fcntl(fd, F_GETFL);
     s->h = h;
     s->generation = eta_generation;
-    s->listening = (info.state & DTI_STATE_LISTENING) != 0;
+    s->dgram = dgram;
+    s->listening = !dgram && (info.state & DTI_STATE_LISTENING) != 0;
     s->backlog = SOMAXCONN; /* only read to listen again on a new PPE */
     /* The kernel half of an INADDR_ANY listener listens on this very file. */
     s->hybrid = s->listening && real_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &al) == 0 && accepting;
     s->bound_kernel = s->hybrid;
     s->v6 = domain == AF_INET6;
-    s->connect_started = !s->listening;
+    if (dgram)
+        adopt_udp(fd, s);
+    s->connect_started = !s->listening && !dgram;
     s->connect_reported = true;
     /* A hybrid listener's kernel half is always O_NONBLOCK (the shim's); the
      * program's flag is the file's mark beside it (sockobj.h). */
@@ -238,9 +278,15 @@ static bool adopt_claimed(int fd, int domain, dti_sock_t h)
     struct dti_addr local = {0, 0};
     if (dti_getsockname(c, h, &local) == 0)
         s->local = local;
-    s->kernel_port = s->hybrid ? local.port : 0;
-    if (s->v6) /* as the sender bound it, for a re-listen (sock6.c) */
+    if (!dgram)
+        s->kernel_port = s->hybrid ? local.port : 0;
+    if (s->v6 && !dgram) /* as the sender bound it, for a re-listen (sock6.c) */
         adopt_ip6(c, fd, h, s);
+    else if (s->v6) { /* a UDP socket's IPv6 address, as udp6.c keeps it */
+        struct dti_addr6 a6;
+        if (dti_getsockname6(c, h, &a6) == 6)
+            s->local6 = eta_local6_of(a6.ip);
+    }
     if (s->listening)
         eta_listeners_shared = true;
     eta_hmap_put(h, s);
@@ -263,7 +309,8 @@ static bool claim_one(int fd, void *arg)
 {
     (void)arg;
     int domain = 0;
-    if (!eta_fd_in_range(fd) || eta_fd_peek(fd) || !is_inet_stream(fd, &domain))
+    bool dgram = false;
+    if (!eta_fd_in_range(fd) || eta_fd_peek(fd) || !is_inet_socket(fd, &domain, &dgram))
         return true;
     dti_t *d = eta_dti();
     if (!d || atomic_load(&eta_engine_dead))
@@ -283,7 +330,7 @@ static bool claim_one(int fd, void *arg)
         refuse_received(fd, rc, why);
         return true;
     }
-    if (!adopt_claimed(fd, domain, h))
+    if (!adopt_claimed(fd, domain, dgram, h))
         refuse_received(fd, -EIO, "its state could not be read from the PPE");
     else
         ETA_DEBUG("fd %d received from another process: accelerated socket %#x%s", fd, h,

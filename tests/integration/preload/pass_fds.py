@@ -9,6 +9,17 @@ both under eta-run:
                     listens on HOST:PORT, prints "listening", accepts one
                     connection and passes it to the receiver, closes its own
                     copy; then passes the listener itself and closes it
+  recv-udp UNIX_PATH
+                    binds UNIX_PATH, prints "ready", takes one descriptor (a
+                    UDP socket), says so on UNIX_PATH.got, and echoes each
+                    datagram to its sender until one says END; prints
+                    "echoed N"
+  send-udp UNIX_PATH HOST PORT
+                    binds a UDP socket to HOST:PORT, passes it to the
+                    receiver, closes its own copy, and exits once the
+                    receiver has it (UNIX_PATH.got; at most 30 s): the PPE
+                    keeps a socket in flight only while its sender's group
+                    lives (preload/README.md, "Passing sockets")
 """
 import socket
 import sys
@@ -62,8 +73,50 @@ def send(path, host, port):
     print("passed both", flush=True)
 
 
+def recv_udp(path):
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    u.bind(path)
+    print("ready", flush=True)
+    msg, fds, _, _ = socket.recv_fds(u, 64, 1)
+    if msg != b"udp" or len(fds) != 1:
+        sys.exit(f"FAIL got {msg!r} with {len(fds)} descriptors, wanted b'udp' with one")
+    s = socket.socket(fileno=fds[0])
+    if s.type != socket.SOCK_DGRAM:
+        sys.exit(f"FAIL the passed socket is {s.type}, not a datagram socket")
+    g = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    g.sendto(b"got", path + ".got")
+    n = 0
+    s.settimeout(60)
+    while True:
+        d, a = s.recvfrom(65536)
+        if d == b"END":
+            break
+        s.sendto(d, a)
+        n += 1
+    print("echoed", n, flush=True)
+
+
+def send_udp(path, host, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((host, port))
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    u.connect(path)
+    got = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    got.bind(path + ".got")
+    got.settimeout(30)
+    socket.send_fds(u, [b"udp"], [s.fileno()])
+    s.close()  # the receiver's copy keeps it open
+    if got.recv(16) != b"got":
+        sys.exit("FAIL the receiver did not say it has the socket")
+    print("passed", flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "recv":
         recv(sys.argv[2])
+    elif sys.argv[1] == "recv-udp":
+        recv_udp(sys.argv[2])
+    elif sys.argv[1] == "send-udp":
+        send_udp(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         send(sys.argv[2], sys.argv[3], int(sys.argv[4]))

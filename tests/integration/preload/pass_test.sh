@@ -12,7 +12,10 @@
 #     the sender has exited; the listener bound to the PPE's address, then to
 #     INADDR_ANY (a hybrid listener: the receiver's accept blocks as the
 #     program's listener does, not EAGAIN from the shim's non-blocking
-#     kernel half).
+#     kernel half);
+#   - python: a UDP socket, bound to the PPE's address and then to
+#     INADDR_ANY (a hybrid), passed to an unrelated process that echoes the
+#     peer's datagrams through the PPE after the sender has exited.
 #   pass_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
@@ -103,4 +106,35 @@ pass_python() {
 }
 pass_python "$H" 7140
 pass_python 0.0.0.0 "$(free_port)"   # its kernel half binds in the host namespace
+
+# A UDP socket passed to an unrelated process (issue 31): the receiver
+# echoes the peer's datagrams through the PPE (the engine's udp_in counts
+# them) after the sender has exited.
+udp_in() {
+    timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" --json |
+        "$PY" -c "import json,sys; d=json.load(sys.stdin); print(sum(s['udp_in'] for e in d['engines'] for s in e['stacks']))"
+}
+udp_in_reached() { [ "$(udp_in)" -ge "$1" ]; }
+pass_udp() {
+    local bind=$1 port=$2
+    note "python: a UDP socket (bound to $bind) passed to an unrelated process"
+    rm -f "$work/pass.sock" "$work/pass.sock.got"
+    bg receiver "$work/recv.log" "$PY" "$here/pass_fds.py" recv-udp "$work/pass.sock" >"$work/recv.out"
+    wait_until 20 grep -q ready "$work/recv.out" || { cat "$work/recv.log"; fail "the receiver did not start"; }
+    bg sender "$work/send.log" "$PY" "$here/pass_fds.py" send-udp "$work/pass.sock" "$bind" "$port" >"$work/send.out"
+    wait "$sender_pid" || { cat "$work/send.log"; fail "the sender failed"; }
+    grep -q passed "$work/send.out" || fail "the sender did not pass the UDP socket"
+    local in0
+    in0=$(udp_in)
+    peer timeout 60 "$PY" "$here/udp_peer.py" echo "$H" "$port" ||
+        { cat "$work/recv.log" "$work/recv.out"; fail "the passed UDP socket did not echo (bound to $bind)"; }
+    peer timeout 10 "$PY" -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'END', ('$H', $port))"
+    wait "$receiver_pid" || { cat "$work/recv.log" "$work/recv.out"; fail "the receiver failed"; }
+    grep -q '^echoed' "$work/recv.out" || fail "the receiver did not finish"
+    wait_until 20 udp_in_reached $((in0 + 33)) || fail "the PPE carried $(($(udp_in) - in0)) datagrams to the passed socket, not 33"
+    no_warning "$work/send.log" "the sender"
+    no_warning "$work/recv.log" "the receiver"
+}
+pass_udp "$H" "$(free_port)"
+pass_udp 0.0.0.0 "$(free_port)"   # a hybrid: its kernel half binds in the host namespace
 note "pass: all passed"
