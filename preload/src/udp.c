@@ -26,6 +26,7 @@
 #include "udp6.h"
 #include "udp6_addr.h"
 #include "udp_cmsg.h"
+#include "udp_gro.h"
 
 bool eta_udp_kind(int domain, int type, int protocol)
 {
@@ -222,10 +223,8 @@ bool eta_udp_cmsg_option(int level, int name)
                name == SO_TIMESTAMPNS_NEW;
     if (level == IPPROTO_IPV6)
         return name == IPV6_RECVPKTINFO || name == IPV6_RECVHOPLIMIT || name == IPV6_RECVTCLASS;
-    /* UDP_SEGMENT (read back for sends) and UDP_GRO: the kernel keeps them;
-     * datagrams through the PPE come one per receive, which UDP_GRO allows
-     * (Linux coalesces only what its GRO merged, and says so in a UDP_GRO
-     * control message: none here). */
+    /* UDP_SEGMENT (read back for sends) and UDP_GRO (read back for
+     * receives: udp_gro.c): the kernel keeps them. */
     if (level == SOL_UDP)
         return name == UDP_SEGMENT || name == UDP_GRO;
     return level == IPPROTO_IP && (name == IP_PKTINFO || name == IP_RECVTOS || name == IP_RECVTTL);
@@ -254,6 +253,8 @@ void eta_udp_cmsg_refresh(int fd, struct eta_sock *s)
         w |= ETA_RX_HOPLIMIT6;
     if (s->v6 && kernel_flag(fd, IPPROTO_IPV6, IPV6_RECVTCLASS))
         w |= ETA_RX_TCLASS6;
+    if (kernel_flag(fd, SOL_UDP, UDP_GRO))
+        w |= ETA_RX_GRO;
     /* The kernel's flags answer one of the four at most (sock_set_timestamp). */
     if (kernel_flag(fd, SOL_SOCKET, SO_TIMESTAMPNS_OLD))
         w |= ETA_RX_TSNS;
@@ -283,10 +284,10 @@ static uint64_t clock_of(clockid_t id)
 
 /* The control messages of datagram h into the program's control buffer. */
 static void put_cmsgs(struct eta_sock *s, unsigned want, const struct dti_dgram *h, const struct dti_dgram6 *a6,
-                      void *control, size_t *controllen, int *mf)
+                      void *control, size_t *controllen, int *mf, uint16_t gro_size)
 {
     struct eta_udp_rx_meta m = {.dst_ip = h->dst_ip, .tos = DTI_DGRAM_TOS(h->flags), .ttl = DTI_DGRAM_TTL(h->flags),
-                                .ip6 = (h->flags & DTI_DGRAM_IP6) != 0};
+                                .ip6 = (h->flags & DTI_DGRAM_IP6) != 0, .gro_size = gro_size};
     if (m.ip6) {
         memcpy(m.dst6, a6->dst, 16);
         want &= ~(unsigned)(ETA_RX_PKTINFO | ETA_RX_TTL | ETA_RX_TOS); /* IP_* options: IPv4 datagrams' */
@@ -469,25 +470,30 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
                 return fail(EFAULT); /* the datagram stays */
             }
             put_addr(s, &h, &a6, from, fromlen);
-            if (!(flags & MSG_PEEK))
+            const unsigned wantc = atomic_load_explicit(&s->rx_cmsg, memory_order_relaxed);
+            unsigned segs = 1;
+            size_t more = 0;
+            if (!(flags & MSG_PEEK)) {
                 (void)dti_dgram_consume(c, s->h);
+                if ((wantc & ETA_RX_GRO) && h.len && want > h.len) /* UDP_GRO: the flow's next ones too */
+                    more = eta_udp_gro_more(c, s, &h, &a6, iov, iovcnt, want, &segs);
+            }
             end_turn(&s->dgram_rx_busy);
             int mf = h.len > want ? MSG_TRUNC : 0;
             if (controllen) {
-                const unsigned wantc = atomic_load_explicit(&s->rx_cmsg, memory_order_relaxed);
                 *controllen = room;
                 if (wantc)
-                    put_cmsgs(s, wantc, &h, &a6, control, controllen, &mf);
+                    put_cmsgs(s, wantc, &h, &a6, control, controllen, &mf, segs > 1 ? (uint16_t)h.len : 0);
                 else
                     *controllen = 0;
             }
             if (msg_flags)
                 *msg_flags = mf;
-            atomic_fetch_add_explicit(&s->rx_taken, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&s->rx_taken, segs, memory_order_relaxed);
             if (hybrid && !(flags & MSG_PEEK))
                 ppe_taken(s);
             /* MSG_TRUNC asked: the datagram's real length, as Linux's UDP. */
-            return (flags & MSG_TRUNC) ? (ssize_t)h.len : (ssize_t)take;
+            return (flags & MSG_TRUNC) && segs == 1 ? (ssize_t)h.len : (ssize_t)(take + more);
         }
         end_turn(&s->dgram_rx_busy);
         if (hybrid && !kernel_tried && n == -EAGAIN) {

@@ -60,6 +60,10 @@ size_t eta_udp_put_cmsgs(uint8_t *buf, size_t cap, unsigned want, const struct e
         const int64_t tv[2] = {sec, nsec / 1000}; /* struct timeval, __kernel_sock_timeval */
         put_cmsg(&p, SOL_SOCKET, is_new ? SO_TIMESTAMP_NEW : SO_TIMESTAMP_OLD, tv, sizeof tv);
     }
+    if (m->gro_size) {
+        const int gso_size = m->gro_size;
+        put_cmsg(&p, SOL_UDP, UDP_GRO, &gso_size, sizeof gso_size);
+    }
     if (want & ETA_RX_PKTINFO6) {
         struct in6_pktinfo pi6 = {.ipi6_ifindex = (unsigned)m->ifindex};
         if (m->ip6) {

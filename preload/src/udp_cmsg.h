@@ -32,6 +32,7 @@
 #define ETA_RX_PKTINFO6 64u   /* IPV6_RECVPKTINFO (an AF_INET6 socket) */
 #define ETA_RX_HOPLIMIT6 128u /* IPV6_RECVHOPLIMIT */
 #define ETA_RX_TCLASS6 256u   /* IPV6_RECVTCLASS */
+#define ETA_RX_GRO 512u       /* UDP_GRO: datagrams of one flow merged into one receive (udp_gro.h) */
 
 struct eta_udp_rx_meta {
     uint64_t real_ns;  /* arrival, CLOCK_REALTIME nanoseconds */
@@ -41,6 +42,7 @@ struct eta_udp_rx_meta {
     uint8_t tos, ttl;  /* an IPv6 datagram's traffic class and hop limit */
     bool ip6;          /* an IPv6 datagram (dst6; dst_ip and spec_dst unused) */
     uint8_t dst6[16];  /* its destination (ipi6_addr), network order */
+    uint16_t gro_size; /* several datagrams merged (UDP_GRO): their segment size; 0: one datagram */
 };
 
 /* Room the largest set of messages takes: a caller's buffer of this size
@@ -49,7 +51,8 @@ struct eta_udp_rx_meta {
 
 /* Writes the control messages `want` asks for into buf, cap bytes of it
  * (the program's msg_controllen; 0 when msg_control is NULL), in Linux's
- * order: the timestamp, then IPV6_PKTINFO (an AF_INET6 socket's; an IPv4
+ * order: the timestamp, then UDP_GRO (the segment size of merged datagrams,
+ * an int, whenever gro_size is set: udp_cmsg_recv), then IPV6_PKTINFO (an AF_INET6 socket's; an IPv4
  * datagram's destination v4-mapped), then an IPv4 datagram's IP_PKTINFO,
  * IP_TTL, IP_TOS or an IPv6 one's IPV6_HOPLIMIT, IPV6_TCLASS (udpv6_recvmsg:
  * ip6_datagram_recv_common_ctl before ip_cmsg_recv_offset). A message that

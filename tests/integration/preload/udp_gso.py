@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
 """UDP GSO and GRO under eta-run (udp_test.sh): UDP_SEGMENT as a socket
 option and as a control message splits one buffer into datagrams as Linux
-does; Linux's refusals; UDP_GRO is accepted and datagrams still arrive.
+does; Linux's refusals; UDP_GRO merges what waits as Linux's GRO would.
 
     udp_gso.py peer ADDR PORT      (the lab's kernel peer: records sizes)
     udp_gso.py app PEER PORT       (under eta-run)
+    udp_gso.py gro-app ADDR PORT GO_FIFO   (under eta-run: UDP_GRO receives)
+    udp_gso.py burst ADDR PORT     (the peer: the datagrams gro-app reads)
 
 The peer prints each datagram's size as it comes, a line "sizes ..." per
-burst ended by a 1-byte datagram, and "gro" once a datagram came back."""
+burst ended by a 1-byte datagram, and "gro" once a datagram came back.
+
+gro-app binds ADDR:PORT with UDP_GRO on, prints "ready", and once a line
+comes on GO_FIFO (the test has seen the engine take the whole burst) reads
+into 64 KiB buffers until it has BURST's datagrams: a line "recv BYTES GSO"
+per receive (GSO: the UDP_GRO control message's segment size, 0 without
+one), then "sizes ..." cut by those segment sizes, each payload checked."""
 import socket
 import struct
 import sys
@@ -35,6 +43,41 @@ if mode == 'peer':
         sizes.append(len(d))
         if any(b != (i * 13) & 0xff for i, b in enumerate(d[:64])):
             print('bad payload', flush=True)
+    sys.exit(0)
+
+def pattern(n, seed):
+    return bytes((i * 7 + seed) & 0xff for i in range(n))
+
+
+BURST = [1000] * 20 + [300, 1200, 500]  # a shorter one ends a GRO packet; a longer one starts another
+
+if mode == 'burst':
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for i, n in enumerate(BURST):
+        s.sendto(pattern(n, i), (sys.argv[2], int(sys.argv[3])))
+    sys.exit(0)
+
+if mode == 'gro-app':
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((sys.argv[2], int(sys.argv[3])))
+    s.setsockopt(SOL_UDP, UDP_GRO, 1)
+    print('ready', flush=True)
+    with open(sys.argv[4]) as go:
+        go.readline()
+    s.settimeout(20)
+    sizes = []
+    while len(sizes) < len(BURST):
+        d, anc, flags, _ = s.recvmsg(65536, 256)
+        gso = [struct.unpack('=i', v[:4])[0] for lvl, t, v in anc if (lvl, t) == (SOL_UDP, UDP_GRO)]
+        g = gso[0] if gso else 0
+        print('recv', len(d), g, flush=True)
+        seg = g or len(d)
+        for off in range(0, len(d), seg):
+            piece = d[off:off + seg]
+            if piece != pattern(len(piece), len(sizes)):
+                print('bad payload of datagram', len(sizes), flush=True)
+            sizes.append(len(piece))
+    print('sizes', ' '.join(map(str, sizes)), flush=True)
     sys.exit(0)
 
 peer, port = sys.argv[2], int(sys.argv[3])

@@ -24,7 +24,8 @@
 #   message (the peer's IP_RECVTOS reads them), and IP_TTL (IP_RECVTTL);
 # - UDP_SEGMENT (GSO), the option and a control message: the peer gets the
 #   buffer as datagrams of the segment size (across an iovec's pieces, 128
-#   at most: Linux's EINVAL past it); UDP_GRO is accepted (udp_gso.py);
+#   at most: Linux's EINVAL past it); UDP_GRO: a burst waiting in the ring
+#   comes as receives of merged datagrams with their segment size (udp_gso.py);
 # - exec: a UDP socket bound to the PPE's address, inherited across exec,
 #   answers a datagram in the new image;
 # - a hybrid (udp_hybrid.py, bound to INADDR_ANY): with its kernel half idle
@@ -232,6 +233,25 @@ expect_app="opt 1000|sent 5500|sent 1000|sent 800|sent 2500|sent 12800|refused 1
     fail "udp_gso.py's answers (129 segments EINVAL, a segment past the MTU EMSGSIZE, UDP_GRO read back): $(cat "$work/gso.out")"
 [ "$kudp0" != - ] || grep -qE "fd [0-9]+: accelerated \(UDP\)" "$work/gso.err" ||
     fail "udp_gso.py's socket was not the PPE's: $(cat "$work/gso.err")"
+
+note "UDP_GRO under eta-run: datagrams of one flow waiting in the ring come as one receive with their segment size"
+gport=$(free_port)
+mkfifo "$work/gro.go"
+read -r gin0 _rest <<< "$(stat_udp)"
+start_bg groapp env ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$here/udp_gso.py" gro-app "$ETA_LAB_PPE_IP" "$gport" "$work/gro.go" >"$work/gro.out" 2>"$work/gro.err"
+wait_until 20 eval "grep -q ready '$work/gro.out' || ! kill -0 $groapp_pid" || true
+grep -q ready "$work/gro.out" || fail "udp_gso.py gro-app did not bind: $(cat "$work/gro.out" "$work/gro.err")"
+peer timeout 20 "$py" "$here/udp_gso.py" burst "$ETA_LAB_PPE_IP" "$gport" || fail "the peer's burst"
+# the whole burst in the socket's ring before the program reads
+gro_taken() { local i _r; read -r i _r <<< "$(stat_udp)"; [ $((i - gin0)) -ge 23 ]; }
+wait_until 20 gro_taken || fail "the engine did not take the peer's 23 datagrams"
+echo go > "$work/gro.go"
+wait "$groapp_pid" || fail "udp_gso.py gro-app: $(cat "$work/gro.out" "$work/gro.err")"
+twenties=$(printf '1000 %.0s' $(seq 20))
+expect_gro="ready|recv 20300 1000|recv 1700 1200|sizes ${twenties}300 1200 500|"
+[ "$(tr '\n' '|' < "$work/gro.out")" = "$expect_gro" ] ||
+    fail "UDP_GRO receives (20 of 1000 and a 300 as one, then 1200 and 500 as one): $(cat "$work/gro.out")"
 
 note "eta-stat counts the datagrams"
 read -r in1 out1 noport1 kudp1 <<< "$(stat_udp)"

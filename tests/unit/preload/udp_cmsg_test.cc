@@ -86,6 +86,31 @@ TEST(UdpCmsg, AllOfThemInLinuxOrder)
     EXPECT_EQ(p.data[3][0], 0xb8);
 }
 
+// Merged datagrams (UDP_GRO): their segment size as an int at SOL_UDP, after
+// the timestamp and before IP_PKTINFO (udp_recvmsg: udp_cmsg_recv before
+// ip_cmsg_recv_offset); none for a single datagram.
+TEST(UdpCmsg, GroSegmentSizeAfterTheTimestamp)
+{
+    uint8_t buf[ETA_UDP_CMSG_MAX];
+    int mf = 0;
+    auto m = meta();
+    m.gro_size = 1200;
+    size_t n = eta_udp_put_cmsgs(buf, sizeof buf, ETA_RX_TSNS | ETA_RX_PKTINFO | ETA_RX_GRO, &m, &mf);
+    auto p = parse(buf, n);
+    ASSERT_EQ(p.hdrs.size(), 3u);
+    EXPECT_EQ(p.hdrs[0].cmsg_type, SCM_TIMESTAMPNS);
+    EXPECT_EQ(p.hdrs[1].cmsg_level, SOL_UDP);
+    EXPECT_EQ(p.hdrs[1].cmsg_type, UDP_GRO);
+    int g = 0;
+    ASSERT_EQ(p.data[1].size(), sizeof g);
+    memcpy(&g, p.data[1].data(), sizeof g);
+    EXPECT_EQ(g, 1200);
+    EXPECT_EQ(p.hdrs[2].cmsg_type, IP_PKTINFO);
+    m.gro_size = 0;
+    n = eta_udp_put_cmsgs(buf, sizeof buf, ETA_RX_GRO, &m, &mf);
+    EXPECT_EQ(n, 0u) << "one datagram: no UDP_GRO message, as Linux";
+}
+
 TEST(UdpCmsg, TimevalForSoTimestamp)
 {
     uint8_t buf[64];
