@@ -189,7 +189,7 @@ fi
 
 if want sockperf; then
     p_sp=$(free_port)
-    note "sockperf server under eta-run: ping-pong and throughput from the peer"
+    note "sockperf server under eta-run: ping-pong and throughput from the peer (TCP)"
     bglog sp "$work/l7" sockperf server --tcp -p $p_sp
     wait_until 120 grep -q "0.0.0.0:$p_sp" "$work/l7" || { cat "$work/l7"; fail "sockperf server did not listen"; }
     before=$(opens passive)
@@ -213,6 +213,25 @@ if want sockperf; then
     carried_all() { [ $(($(stack_rx_bytes) - in0)) -ge $((msgs * 1024)) ]; }
     wait_until 10 carried_all ||
         fail "sockperf throughput: the PPE received $(($(stack_rx_bytes) - in0)) bytes, $msgs messages of 1024 were sent"
+
+    # UDP (sockperf's default): the same server binary on a UDP socket
+    # through the engine (issue 31), every ping answered.
+    p_spu=$(free_port)
+    note "sockperf UDP server under eta-run: ping-pong from the peer"
+    bglog spu "$work/l7u" sockperf server -i "$H" -p $p_spu
+    wait_until 120 grep -q "$H:$p_spu" "$work/l7u" || { cat "$work/l7u"; fail "sockperf UDP server did not bind"; }
+    accelerated "$work/l7u" "sockperf UDP server"
+    udp0=$(stat_py "sum(s['udp_in'] for e in d['engines'] for s in e['stacks'])")
+    peer timeout 60 sockperf ping-pong -i "$H" -p $p_spu -t 2 -m 64 > "$work/spu.out" || fail "sockperf UDP ping-pong failed"
+    grep -q "percentile 50.000" "$work/spu.out" || fail "sockperf UDP ping-pong reported no latency"
+    counts=$(sed -n 's/.*\[Valid Duration\].*SentMessages=\([0-9]*\); ReceivedMessages=\([0-9]*\).*/\1 \2/p' "$work/spu.out")
+    read -r sent recvd <<<"$counts"
+    at_least "sockperf UDP ping-pong messages answered" "${recvd:-none}" 1
+    [ "$recvd" -eq "$sent" ] || fail "sockperf UDP ping-pong: $recvd answers to $sent messages"
+    grep -q "# dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0" "$work/spu.out" ||
+        { cat "$work/spu.out"; fail "sockperf UDP ping-pong saw dropped, duplicated or reordered messages"; }
+    udp_grew() { [ $(($(stat_py "sum(s['udp_in'] for e in d['engines'] for s in e['stacks'])") - udp0)) -ge "$recvd" ]; }
+    wait_until 10 udp_grew || fail "sockperf UDP ping-pong: the engine took fewer datagrams than the $recvd answered"
 fi
 
 if want redis; then
