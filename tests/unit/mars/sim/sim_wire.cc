@@ -286,6 +286,8 @@ bool SimPort::segment(PacketRef &big)
         return false;
     }
     tso_frames++;
+    if (v6) tso_frames6++;
+    tso_seg_size = tx_seg_size(big);
     const uint32_t payload = big.len - hdr;
     const uint32_t seq = get32(th + 4);
     for (uint32_t off = 0; off < payload; off += tx_seg_size(big)) {
@@ -303,6 +305,7 @@ bool SimPort::segment(PacketRef &big)
         put16(fth + 16, pseudo_seed(fip, uint16_t(hdr - 14 - l3 + len), v6));
         f.len = uint16_t(hdr + len);
         f.flags = asks;
+        tso_segments++;
         deliver(f);
     }
     large_->put(big);
