@@ -141,10 +141,10 @@ class SimPort : public PacketIo {
     // with kOffloadTxTcpSeg in offloads, alloc_tso() takes buffers from
     // `large` and transmit() cuts each kTxTcpSeg frame into segments of
     // tx_seg_size() payload bytes from this port's pool (mars/checksum_offload.h:
-    // sequence numbers advanced, IPv4 length and checksums per segment,
-    // PSH/FIN on the last only), which then go on as ordinary frames with
-    // checksum offload. A TSO frame that breaks the contract is counted in
-    // tx_invalid and dropped.
+    // sequence numbers advanced, IPv4 length and checksums per segment, or
+    // IPv6 payload length and TCP checksum, PSH/FIN on the last only), which
+    // then go on as ordinary frames with checksum offload. A TSO frame that
+    // breaks the contract is counted in tx_invalid and dropped.
     void enable_tso(FramePool *large, uint32_t max_frame)
     {
         large_ = large;
