@@ -209,7 +209,7 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     }
     NeighborDiscovery nd_{cfg_, link_, stats_, &arp_}; // our own addresses: arp_'s local loop (issue 29)
     Ipv6Layer ip6_{cfg_, link_, nd_, stats_, *this};
-    tcp6::Tcp6 tcp6_part_{cfg_, ip6_, link_, stats_}; // tcp::Env::tcp6_ points here
+    tcp6::Tcp6 tcp6_part_{cfg_, ip6_, nd_, link_, stats_}; // tcp::Env::tcp6_ points here
     // UDP: its own component (sockets, ports, multicast, IGMP, IPv6);
     // Ipv4Layer hands it UDP and IGMP, ip6_input UDP over IPv6, events()
     // drains its events after TCP's.

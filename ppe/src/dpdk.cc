@@ -287,7 +287,10 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
         offloads |= mars::kOffloadTxTcpCsum;
     }
     // TCP segmentation offload where the device has it with both checksum
-    // offloads (a TSO frame always needs them). net_af_packet and net_af_xdp
+    // offloads (an IPv4 TSO frame always needs them; an IPv6 one the TCP
+    // checksum's: DPDK has one TCP_TSO capability for both families, and
+    // TCP_CKSUM covers TCP over IPv6 too, RTE_MBUF_F_TX_IPV6 with l3_len 40,
+    // mbuf_packets.h). net_af_packet and net_af_xdp
     // (DPDK 22.11) do not report it, so the lab's ports never take this.
     // MARS then hands over frames of several segments (mars/checksum_offload.h)
     // in large single-segment mbufs from a pool of their own (tso_pools).
@@ -584,23 +587,9 @@ uint16_t MbufIo::transmit(mars::PacketRef *frames, uint16_t n)
         mb->pkt_len = frames[i].len;
         if (frames[i].flags & mars::kTxExternal) mb->pkt_len += mb->next->data_len;
         mb->ol_flags = 0;
-        if (frames[i].flags & (mars::kTxIpCsum | mars::kTxTcpCsum)) {
-            // The fields are as DPDK wants them (mars/checksum_offload.h):
-            // only the offsets and flags are ours to set.
-            const uint8_t *ip = frames[i].data + mars::checksum_offload::kL2Len;
-            mb->l2_len = mars::checksum_offload::kL2Len;
-            mb->l3_len = uint16_t((ip[0] & 0x0f) * 4);
-            mb->ol_flags |= RTE_MBUF_F_TX_IPV4;
-            if (frames[i].flags & mars::kTxIpCsum) mb->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
-            if (frames[i].flags & mars::kTxTcpCsum) mb->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
-            if (frames[i].flags & mars::kTxTcpSeg) {
-                // TSO: the TCP checksum field holds the pseudo-header sum
-                // without the length, as DPDK wants for TCP_SEG.
-                mb->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
-                mb->l4_len = uint16_t((ip[mb->l3_len + 12] >> 4) * 4);
-                mb->tso_segsz = mars::tx_seg_size(frames[i]);
-            }
-        }
+        // The fields are as DPDK wants them (mars/checksum_offload.h):
+        // only the offsets and flags are ours to set, IPv4 or IPv6.
+        if (frames[i].flags & (mars::kTxIpCsum | mars::kTxTcpCsum)) mbuf_tx_offload(mb, frames[i]);
         m[i] = mb;
     }
     const uint16_t sent = rte_eth_tx_burst(port_, queue_, m, n);

@@ -5,6 +5,7 @@
 // burst on the packet path.
 #pragma once
 
+#include <mars/checksum_offload.h>
 #include <mars/packet.h>
 
 #include <rte_mbuf.h>
@@ -58,6 +59,36 @@ inline void free_packets(mars::PacketRef *frames, uint16_t n)
         rte_pktmbuf_free_bulk(m, k);
         frames += k;
         n = uint16_t(n - k);
+    }
+}
+
+// The mbuf's transmit offload fields for a frame that asks for checksum
+// offload or TSO (kTxIpCsum / kTxTcpCsum / kTxTcpSeg): the frame's fields
+// already hold what DPDK wants (mars/checksum_offload.h), so only the
+// lengths and flags are set. IPv4 or IPv6 by the IP version nibble (the
+// byte IPv4 reads for its IHL anyway): RTE_MBUF_F_TX_IPV6 with l3_len 40
+// (TCP right after the IPv6 header: MARS sends no extension header) and never
+// IP_CKSUM (IPv6 has none); IPv4 as before. Exposed for the unit tests
+// (tests/unit/ppe/tx_offload_test.cc).
+inline void mbuf_tx_offload(rte_mbuf *mb, const mars::PacketRef &f)
+{
+    const uint8_t *ip = f.data + mars::checksum_offload::kL2Len;
+    mb->l2_len = mars::checksum_offload::kL2Len;
+    if (__builtin_expect((ip[0] >> 4) == 6, 0)) {
+        mb->l3_len = mars::checksum_offload::kIp6Len;
+        mb->ol_flags |= RTE_MBUF_F_TX_IPV6;
+    } else {
+        mb->l3_len = uint16_t((ip[0] & 0x0f) * 4);
+        mb->ol_flags |= RTE_MBUF_F_TX_IPV4;
+        if (f.flags & mars::kTxIpCsum) mb->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+    }
+    if (f.flags & mars::kTxTcpCsum) mb->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+    if (f.flags & mars::kTxTcpSeg) {
+        // TSO: the TCP checksum field holds the pseudo-header sum without
+        // the length, as DPDK wants for TCP_SEG (either family).
+        mb->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+        mb->l4_len = uint16_t((ip[mb->l3_len + 12] >> 4) * 4);
+        mb->tso_segsz = mars::tx_seg_size(f);
     }
 }
 

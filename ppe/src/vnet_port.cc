@@ -200,8 +200,11 @@ uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h)
     std::memset(h, 0, sizeof *h);
     if (!(f.flags & (mars::kTxIpCsum | mars::kTxTcpCsum)) || f.len < kEth + 20) return 1;
     uint8_t *ip = f.data + kEth;
-    const uint32_t ihl = (ip[0] & 0x0fu) * 4u;
-    if (f.flags & mars::kTxIpCsum) {
+    // IPv6 (the version nibble): TCP right after the 40-byte header, no IP
+    // header checksum (mars/checksum_offload.h).
+    const bool v6 = (ip[0] >> 4) == 6;
+    const uint32_t ihl = v6 ? mars::checksum_offload::kIp6Len : (ip[0] & 0x0fu) * 4u;
+    if (!v6 && (f.flags & mars::kTxIpCsum)) {
         // The kernel takes the IPv4 header as it is (its GSO fills each
         // segment's, but the receiver checks the super-frame's too).
         ip[10] = ip[11] = 0;
@@ -217,7 +220,8 @@ uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h)
     if (!(f.flags & mars::kTxTcpSeg)) return 1;
     // TSO: MARS's seed is the pseudo-header sum without the TCP length (as
     // DPDK wants); the kernel's (CHECKSUM_PARTIAL, and its GSO, which swaps
-    // the whole length for each segment's) includes it.
+    // the whole length for each segment's) includes it. The same over IPv6
+    // (its pseudo-header's upper-layer length, below 64 KiB here).
     const uint32_t tcp_len = f.len - kEth - ihl;
     uint32_t sum = (uint32_t(tcp[16]) << 8 | tcp[17]) + tcp_len;
     sum = (sum & 0xffff) + (sum >> 16);
@@ -228,7 +232,7 @@ uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h)
     const uint32_t mss = mars::tx_seg_size(f);
     const uint32_t payload = f.len > hdr ? f.len - hdr : 0;
     if (mss == 0 || payload <= mss) return 1;
-    h->gso_type = VIRTIO_NET_HDR_GSO_TCPV4;
+    h->gso_type = v6 ? VIRTIO_NET_HDR_GSO_TCPV6 : VIRTIO_NET_HDR_GSO_TCPV4;
     h->gso_size = uint16_t(mss);
     h->hdr_len = uint16_t(hdr);
     return (payload + mss - 1) / mss;

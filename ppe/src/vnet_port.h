@@ -15,9 +15,11 @@
 //     leaves the check to MARS. The IPv4 header checksum is always MARS's
 //     (20 bytes).
 //   transmit: sendmmsg of whole frames; a kTxTcpSeg frame goes with gso_type
-//     TCPV4 and gso_size (the kernel, or the peer's receive path, cuts it),
-//     a checksum request with NEEDS_CSUM csum_start/csum_offset. The IPv4
-//     header checksum (kTxIpCsum) is filled here (the kernel does not).
+//     TCPV4 (TCPV6 for an IPv6 frame) and gso_size (the kernel, or the
+//     peer's receive path, cuts it), a checksum request with NEEDS_CSUM
+//     csum_start/csum_offset (34 for IPv4 without options, 54 for IPv6).
+//     The IPv4 header checksum (kTxIpCsum) is filled here (the kernel does
+//     not); IPv6 has none.
 // Why not a DPDK vdev PMD: Debian's DPDK 22.11 installs no driver SDK
 // headers (ethdev_driver.h), so a PMD of our own cannot be built cleanly
 // against it; the seam gives the engine the same offloads (ppe/README.md).
@@ -55,6 +57,7 @@ constexpr uint8_t VIRTIO_NET_HDR_F_NEEDS_CSUM = 1;
 constexpr uint8_t VIRTIO_NET_HDR_F_DATA_VALID = 2;
 constexpr uint8_t VIRTIO_NET_HDR_GSO_NONE = 0;
 constexpr uint8_t VIRTIO_NET_HDR_GSO_TCPV4 = 1;
+constexpr uint8_t VIRTIO_NET_HDR_GSO_TCPV6 = 4;
 constexpr uint8_t VIRTIO_NET_HDR_GSO_ECN = 0x80;
 
 // One queue's counters: written by its engine only, read (sums, torn reads

@@ -103,6 +103,11 @@ class ArpResolver {
     // Changes whenever a cached MAC changes or goes (a connection's prebuilt
     // header is good while the generation it was built with is current).
     uint32_t generation() const { return gen_; }
+    // The stack has one neighbour generation for both families: IPv6's
+    // neighbour discovery (nd.h) moves it when one of its neighbours' MAC
+    // changes or goes, or must be checked again (STALE), so the one test
+    // `Conn::arp_gen == generation()` covers either family's template.
+    void bump_generation() { gen_++; }
     size_t frames_waiting() const { return pending_.size(); }
     // Frames still waiting go back to their owner (the stack going away).
     void discard_waiting();

@@ -83,7 +83,16 @@ void NeighborDiscovery::clear()
     std::fill(cache_.begin(), cache_.end(), Neighbor6{});
     failed_.clear();
     next_due_ns_ = UINT64_MAX;
+    own_gen_ = 1; // a stack's: ArpResolver::clear()
     reset_addrs();
+}
+
+uint32_t NeighborDiscovery::generation() const { return local_ ? local_->generation() : own_gen_; }
+
+void NeighborDiscovery::bump()
+{
+    if (local_) local_->bump_generation();
+    else own_gen_++;
 }
 
 // ---- our addresses -----------------------------------------------------------
@@ -186,6 +195,7 @@ Neighbor6 *NeighborDiscovery::insert(const uint8_t *ip)
     // Full: the entry in the home slot goes (its waiting frames with it).
     Neighbor6 &e = cache_[h & (kSlots - 1)];
     release_waiting(e.ip, false);
+    bump();
     e = Neighbor6{};
     e.ip = ip6::from(ip);
     e.state = NudState::kFailed;
@@ -194,12 +204,17 @@ Neighbor6 *NeighborDiscovery::insert(const uint8_t *ip)
 
 void NeighborDiscovery::set_state(Neighbor6 &e, NudState s, uint64_t due_ns)
 {
+    if (s == NudState::kStale && e.state != NudState::kStale) bump(); // the next use goes through lookup()
     e.state = s;
     e.due_ns = due_ns;
     if (due_ns) next_due_ns_ = std::min(next_due_ns_, due_ns);
 }
 
-void NeighborDiscovery::set_mac(Neighbor6 &e, const uint8_t *mac) { std::memcpy(e.mac.b, mac, 6); }
+void NeighborDiscovery::set_mac(Neighbor6 &e, const uint8_t *mac)
+{
+    if (std::memcmp(e.mac.b, mac, 6) != 0) bump();
+    std::memcpy(e.mac.b, mac, 6);
+}
 
 // Frames waiting for hop: out now with its MAC (send), or dropped and counted.
 void NeighborDiscovery::release_waiting(const Ip6Addr &hop, bool send)
@@ -257,10 +272,11 @@ const MacAddr *NeighborDiscovery::lookup(const Ip6Addr &hop, uint64_t now_ns)
     }
 }
 
-void NeighborDiscovery::confirm(const Ip6Addr &hop, uint64_t now_ns)
+void NeighborDiscovery::confirm(const Ip6Addr &hop, uint64_t now_ns, const MacAddr *mac)
 {
     Neighbor6 *e = find(hop.b);
     if (!e || e->state == NudState::kIncomplete || e->state == NudState::kFailed) return;
+    if (mac && std::memcmp(e->mac.b, mac->b, 6) != 0) return; // the traffic went elsewhere: NUD decides
     e->probes = 0;
     set_state(*e, NudState::kReachable, now_ns + kReachableNs);
 }
@@ -289,6 +305,7 @@ void NeighborDiscovery::fail(Neighbor6 &e)
     e.state = NudState::kFailed;
     e.due_ns = 0;
     e.probes = 0;
+    bump(); // a PROBE entry's MAC was in use
     stats_.nd_failed++;
     release_waiting(e.ip, false);
     if (failed_.size() < failed_.capacity()) failed_.push_back(e.ip);
@@ -326,8 +343,7 @@ void NeighborDiscovery::expire(uint64_t now_ns)
                 send_ns(e.ip.b, ip6::solicited_node(e.ip.b).b, nullptr, false);
                 break;
             case NudState::kReachable:
-                e.state = NudState::kStale; // no timer: the next use moves it on
-                e.due_ns = 0;
+                set_state(e, NudState::kStale, 0); // no timer: the next use moves it on (through lookup)
                 continue;
             case NudState::kDelay:
                 e.state = NudState::kProbe;

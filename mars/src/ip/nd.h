@@ -23,6 +23,19 @@
 // is listed (failed_count()/failed_at()) for the upper layers, as ARP does.
 // At most arp_pending_frames frames wait for resolutions (nd_drop_queue_full).
 //
+// A generation for prebuilt headers (issue 31): an IPv6 connection's template
+// keeps its next hop's MAC while the stack's neighbour generation is the one
+// it was written under (Conn::arp_gen; ARP's counter, one for both families:
+// ArpResolver::bump_generation). It moves whenever a cached MAC changes,
+// an entry goes (FAILED, evicted) or becomes STALE (RFC 4861 7.3.3: its next
+// use must go through lookup(), STALE -> DELAY -> PROBE), so a template never
+// outlives what NUD would have told a frame sent through lookup(); DELAY,
+// PROBE and REACHABLE send to the cached MAC, as RFC 4861 7.3.3 says. TCP's
+// progress is the upper-layer confirmation of RFC 4861 7.3.1: confirm(hop,
+// mac) with the MAC the connection's segments went to (never a MAC learnt
+// since), so a connection that is moving data keeps its neighbour REACHABLE
+// without probes (tcp6.h, Tcp6::next_hop_mac).
+//
 // Our own addresses are never neighbours (issue 29, local connections over
 // IPv6): lookup() answers nullptr for one without a solicitation, hold()
 // hands its frame to the stack's local loop (ArpResolver::loop, local_loop.h:
@@ -115,7 +128,13 @@ class NeighborDiscovery {
     // The entry for hop, without side effects (nullptr: none).
     const Neighbor6 *peek(const Ip6Addr &hop) const;
     // Upper-layer reachability confirmation (TCP progress): REACHABLE.
-    void confirm(const Ip6Addr &hop, uint64_t now_ns);
+    // mac: the address the confirmed traffic went to; an entry that holds
+    // another one (learnt since) is left to NUD. Nothing for an entry
+    // without a MAC (INCOMPLETE, FAILED).
+    void confirm(const Ip6Addr &hop, uint64_t now_ns, const MacAddr *mac = nullptr);
+    // The neighbour generation prebuilt headers are checked against (the
+    // stack's: ARP's counter; a layer tested alone: its own).
+    uint32_t generation() const;
     // Takes an IPv6 frame (Ethernet source and type written) until hop
     // resolves; dropped and counted when the queue is full. For one of our
     // own addresses: to the local loop at once.
@@ -149,6 +168,7 @@ class NeighborDiscovery {
     Neighbor6 *insert(const uint8_t *ip);
     void set_state(Neighbor6 &e, NudState s, uint64_t due_ns);
     void set_mac(Neighbor6 &e, const uint8_t *mac);
+    void bump(); // prebuilt headers' MACs must be checked again
     void resolve(Neighbor6 &e, uint64_t now_ns); // INCOMPLETE: the first NS
     void fail(Neighbor6 &e);
     void release_waiting(const Ip6Addr &hop, bool send);
@@ -176,6 +196,7 @@ class NeighborDiscovery {
     std::vector<PendingFrame> pending_;
     std::vector<Ip6Addr> failed_; // capacity kSlots
     uint64_t next_due_ns_ = UINT64_MAX;
+    uint32_t own_gen_ = 1; // the generation without a stack's ArpResolver
 };
 
 } // namespace mars

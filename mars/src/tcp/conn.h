@@ -249,6 +249,9 @@ struct V6Part {
     FlowNode6 flow;
     Ip6Addr local, remote;
     alignas(8) uint8_t hdr[kHeaders6Len] = {};
+    // snd_una when hdr's MAC was last checked (Tcp6::next_hop_mac): an ACK
+    // beyond it is the connection's progress, RFC 4861 7.3.1's confirmation.
+    uint32_t nd_una = 0;
 };
 
 // The rest of the per-connection counters (the receive ones are Hot's).

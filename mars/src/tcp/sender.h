@@ -99,18 +99,11 @@ void push_pending(Env &e, Sock &s);
 // ---- tx_run.cc: transmit in runs -------------------------------------------
 // n full new segments from snd_nxt; returns how many went out.
 uint32_t send_run(Env &e, Sock &s, uint32_t n, uint8_t last_flags);
-// How many full segments one TSO frame may carry (0: no TSO here).
-uint32_t tso_per_frame(const Env &e, const Sock &s);
-// The start every software-segmented run shares.
-uint32_t run_start(Env &e, Sock &s, uint32_t n, PacketRef *fr, uint8_t *h, unsigned *hdr_len, uint32_t *pseudo);
-unsigned run_header(Env &e, Sock &s, uint8_t *h, uint32_t payload);
-void run_fill(Env &e, Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
-              uint32_t pseudo);
-bool run_fill_ref(Env &e, Sock &s, PacketRef &fr, const uint8_t *h, unsigned hdr_len, uint32_t seq, uint32_t len,
-                  uint32_t pseudo);
+// (The pieces of a run, run_header/run_fill/send_tso/..., are templates on
+// the family, kV6, local to tx_run.cc.) The bookkeeping once per run:
 void run_sent(Env &e, Sock &s, uint32_t seq, uint32_t sent);
-uint32_t send_tso(Env &e, Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame);
-uint32_t send_run_sw(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags);
+bool rtx_log_room(Env &e, Sock &s, uint32_t i, bool log_room);
+void rtx_run_sent(Env &e, Sock &s, uint32_t sent);
 // How many full segments from seq a retransmission run may take (0: send
 // one by one): runs on, no D-SACK waiting, the template's MAC current.
 uint32_t rtx_run_len(const Env &e, const Sock &s, uint32_t seq, uint32_t end, uint32_t budget);
@@ -123,13 +116,5 @@ uint32_t rtx_run_len(const Env &e, const Sock &s, uint32_t seq, uint32_t end, ui
 // Where the port offers TSO, the run leaves as TSO frames (the segments
 // the port cuts from them are those one by one would send).
 uint32_t send_rtx_run(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room);
-// The pieces of send_rtx_run: the run's segments from the done-th on as
-// TSO frames, or segmented here; each returns how many more went out
-// (*stop: RACK's log had no room, the run ends there).
-uint32_t send_rtx_tso(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_flags, bool log_room, uint32_t per_frame,
-                      bool *stop);
-uint32_t send_rtx_sw(Env &e, Sock &s, uint32_t seq, uint32_t n, uint32_t done, uint8_t last_flags, bool log_room);
-bool rtx_log_room(Env &e, Sock &s, uint32_t i, bool log_room);
-void rtx_run_sent(Env &e, Sock &s, uint32_t sent);
 
 } // namespace mars::tcp

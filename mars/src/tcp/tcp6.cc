@@ -139,6 +139,26 @@ void Tcp6::build_template(tcp::Conn &s) const
     h.hop_limit = cfg_.hop_limit6;
     h.flow_label = flow_label(h.src, h.dst, h.sport, h.dport, cfg_.isn_secret);
     write_headers(s.v6.hdr, cfg_.mac, h);
+    s.arp_gen = 0; // the destination MAC is zero: next_hop_mac() fills it
+    s.v6.nd_una = s.snd_una;
+}
+
+const MacAddr *Tcp6::next_hop_mac(tcp::Conn &s, uint64_t now_ns)
+{
+    uint8_t *dst = reinterpret_cast<Eth *>(s.v6.hdr)->dst;
+    if (s.arp_gen != 0 && seq_gt(s.snd_una, s.v6.nd_una) && now_ns - s.last_recv_ns < NeighborDiscovery::kReachableNs) {
+        MacAddr via;
+        std::memcpy(via.b, dst, 6);
+        nd_.confirm(s.v6.remote, now_ns, &via);
+    }
+    s.v6.nd_una = s.snd_una;
+    s.arp_gen = 0;
+    if (!nd_.on_link(s.v6.remote.b)) return nullptr; // send() drops it (no IPv6 routes)
+    const MacAddr *mac = nd_.lookup(s.v6.remote, now_ns);
+    if (!mac) return nullptr;
+    std::memcpy(dst, mac->b, 6);
+    s.arp_gen = nd_.generation(); // after the lookup: what it did is seen
+    return mac;
 }
 
 void Tcp6::send_raw(const Ip6Addr &src, const Ip6Addr &dst, uint16_t sport, uint16_t dport, uint32_t seq,

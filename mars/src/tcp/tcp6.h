@@ -20,6 +20,7 @@
 #include "tcp/conn.h"
 #include "ip/ipv6.h"
 #include "ip/ipv6_wire.h"
+#include "ip/nd.h"
 
 #include <mars/packet.h>
 #include <mars/stack.h>
@@ -69,8 +70,8 @@ bool csum_good(const wire::Ipv6 *ip, const uint8_t *l4, unsigned tcp_len);
 // TCP over IPv6 for one stack: what Ipv6Upper::ip6_input hands it.
 class Tcp6 {
   public:
-    Tcp6(const StackConfig &config, Ipv6Layer &ip6, Link &link, StackStats &stats)
-        : cfg_(config), ip6_(ip6), link_(link), stats_(stats)
+    Tcp6(const StackConfig &config, Ipv6Layer &ip6, NeighborDiscovery &nd, Link &link, StackStats &stats)
+        : cfg_(config), ip6_(ip6), nd_(nd), link_(link), stats_(stats)
     {
     }
     Tcp6(const Tcp6 &) = delete;
@@ -88,12 +89,22 @@ class Tcp6 {
     bool no_socket(PacketRef &f, const Ip6Rx &rx, uint64_t now_ns);
 
     // ---- a connection's IPv6 side (kFV6)
-    // The template: Ethernet (destination filled per frame by
-    // Ipv6Layer::send), IPv6 (traffic class app.tos, the flow's label,
-    // hop_limit6), TCP ports.
+    // The template: Ethernet (destination: the next hop's, filled by
+    // next_hop_mac), IPv6 (traffic class app.tclass, the flow's label,
+    // hop_limit6), TCP ports. Its MAC is not current (arp_gen 0).
     void build_template(tcp::Conn &s) const;
+    // The template's MAC is good while s.arp_gen is the stack's neighbour
+    // generation (nd.h). When it is not: the next hop's MAC from the
+    // neighbour cache (a lookup, so NUD's STALE -> DELAY happens), written
+    // into the template, s.arp_gen set; first, progress since the last
+    // check (an ACK beyond v6.nd_una, the last segment received within
+    // ReachableTime) confirms the neighbour at the MAC the segments went to
+    // (RFC 4861 7.3.1: no probe while TCP moves data). nullptr: unresolved,
+    // our own address or off-link: the frame goes through send().
+    const MacAddr *next_hop_mac(tcp::Conn &s, uint64_t now_ns);
     // A segment built on the template (tcp_len bytes from the TCP header):
-    // payload length set; the checksum is the caller's. Out through ND.
+    // payload length set; the checksum is the caller's. Out through ND
+    // (held until the next hop resolves, looped to ourselves).
     void send(PacketRef &frame, uint64_t now_ns) { ip6_.send(frame, now_ns); }
     uint32_t path_mtu(const Ip6Addr &dst, uint64_t now_ns) const { return ip6_.path_mtu(dst, now_ns); }
     // A segment outside any template: from src to dst (ports host order).
@@ -107,6 +118,7 @@ class Tcp6 {
 
     const StackConfig &cfg_;
     Ipv6Layer &ip6_;
+    NeighborDiscovery &nd_;
     Link &link_;
     StackStats &stats_;
 };

@@ -195,9 +195,10 @@ static unsigned syn_options(uint8_t *o, const StackConfig &c, const Sock &s, boo
 }
 
 // One segment from the template, for either family: kV6 picks the
-// template, the IP header's fields and checksum, and the way out (ARP's
-// generation-checked MAC for IPv4, Ipv6Layer::send through ND for IPv6).
-// The IPv4 instance is the code this was before IPv6 (the fast path's).
+// template, the IP header's fields and checksum, and the next hop's MAC
+// (ARP's for IPv4, neighbour discovery's for IPv6: either is the template's
+// while the stack's neighbour generation has not moved, arp.h/nd.h). The
+// IPv4 instance is the code this was before IPv6 (the fast path's).
 template <bool kV6>
 __attribute__((always_inline)) static inline bool send_segment_as(Env &e, Sock &s, uint32_t seq, uint32_t len,
                                                                    uint8_t flags, bool rtx)
@@ -259,9 +260,7 @@ __attribute__((always_inline)) static inline bool send_segment_as(Env &e, Sock &
         pseudo = pseudo_sum(e.cfg_.ip, s.app.remote.ip, kProtoTcp, uint16_t(hlen + len));
     }
     uint8_t *dst = o + optlen;
-    // (IPv6: the checksum in software; the offload contract,
-    // checksum_offload.h, describes IPv4 frames only)
-    if (!kV6 && (e.offloads_ & kOffloadTxTcpCsum)) {
+    if (e.offloads_ & kOffloadTxTcpCsum) {
         if (len) {
             const uint32_t off = (seq - s.iss - 1) & s.tx_mask;
             const uint32_t first = std::min(len, s.tx_mask + 1 - off);
@@ -306,10 +305,19 @@ __attribute__((always_inline)) static inline bool send_segment_as(Env &e, Sock &
     if (len && (s.flags & kFSackOk)) rack_sent(e, s, seq, len, rtx);
     s.last_send_ns = e.now_ns_;
     if constexpr (kV6) {
-        // Neighbour discovery finishes the Ethernet header (or holds the
-        // frame until the next hop resolves). No generation yet: every
-        // frame asks ND.
-        e.tcp6_->send(fr, e.now_ns_);
+        // The template's destination MAC is good while the neighbour
+        // generation has not moved; else the neighbour cache (NUD, progress
+        // confirmed) gives it, or ND holds the frame until the next hop
+        // resolves (our own address: the local loop).
+        if (s.arp_gen != e.arp_.generation()) {
+            const MacAddr *mac = e.tcp6_->next_hop_mac(s, e.now_ns_);
+            if (!mac) {
+                e.tcp6_->send(fr, e.now_ns_);
+                return true;
+            }
+            std::memcpy(reinterpret_cast<Eth *>(p)->dst, mac->b, 6);
+        }
+        e.link_.queue(fr);
         return true;
     }
     // The template's destination MAC is good while ARP has not changed.

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -120,6 +121,79 @@ TEST(VnetPort, TsoFrameOfOneSegmentIsSentPlain)
     EXPECT_EQ(h.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
     const uint16_t want = mars::checksum_offload::tcp_pseudo_header_seed(kSrc, kDst, 32 + 1000);
     EXPECT_EQ(uint16_t(f[34 + 16] << 8 | f[34 + 17]), want);
+}
+
+// Ethernet + IPv6 (40) + TCP with timestamps (32) + payload, as MARS hands
+// over an IPv6 frame with the offload flags (mars/checksum_offload.h): no IP
+// checksum, the TCP checksum field the IPv6 pseudo-header seed (without the
+// TCP length for TSO).
+const uint8_t kSrc6[16] = {0x20, 0x01, 0, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+const uint8_t kDst6[16] = {0x20, 0x01, 0, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+
+std::vector<uint8_t> frame6(uint32_t payload, bool tso)
+{
+    std::vector<uint8_t> f(14 + 40 + 32 + payload, 0);
+    f[12] = 0x86, f[13] = 0xdd;
+    uint8_t *ip = f.data() + 14;
+    ip[0] = 0x60;
+    const uint16_t plen = uint16_t(32 + payload);
+    ip[4] = uint8_t(plen >> 8);
+    ip[5] = uint8_t(plen);
+    ip[6] = 6;
+    ip[7] = 64;
+    std::memcpy(ip + 8, kSrc6, 16);
+    std::memcpy(ip + 24, kDst6, 16);
+    uint8_t *tcp = ip + 40;
+    tcp[12] = 8 << 4;
+    tcp[13] = 0x10;
+    const uint16_t seed = mars::checksum_offload::tcp6_pseudo_header_seed(kSrc6, kDst6, tso ? 0 : 32 + payload);
+    tcp[16] = uint8_t(seed >> 8);
+    tcp[17] = uint8_t(seed);
+    for (uint32_t i = 0; i < payload; i++) f[86 + i] = uint8_t(i * 7);
+    return f;
+}
+
+// IPv6: NEEDS_CSUM from the TCP header at 54, the IPv6 header untouched (no
+// checksum to fill: the bytes where IPv4's would be are the source address).
+TEST(VnetPort, Ipv6ChecksumRequestStartsAfterTheIpv6Header)
+{
+    std::vector<uint8_t> f = frame6(1428, false);
+    const std::vector<uint8_t> ip_before(f.begin() + 14, f.begin() + 54);
+    mars::PacketRef r{nullptr, f.data(), uint16_t(f.size()), 0, mars::kTxTcpCsum};
+    virtio_net_hdr h;
+    EXPECT_EQ(vnet_tx_prepare(r, &h), 1u);
+    EXPECT_EQ(h.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+    EXPECT_EQ(h.csum_start, 54);
+    EXPECT_EQ(h.csum_offset, 16);
+    EXPECT_EQ(h.gso_type, VIRTIO_NET_HDR_GSO_NONE);
+    EXPECT_TRUE(std::equal(ip_before.begin(), ip_before.end(), f.begin() + 14)) << "the IPv6 header changed";
+    // The kernel's completion (the sum from csum_start, inverted) holds over
+    // the IPv6 pseudo-header + segment (RFC 8200 8.1).
+    uint8_t *tcp = f.data() + 54;
+    const uint32_t len = uint32_t(f.size() - 54);
+    const uint16_t c = uint16_t(~fold(sum16(tcp, len)));
+    tcp[16] = uint8_t(c >> 8);
+    tcp[17] = uint8_t(c);
+    const uint32_t pseudo = sum16(kSrc6, 16, sum16(kDst6, 16)) + 6 + len;
+    EXPECT_EQ(fold(sum16(tcp, len, pseudo)), 0xffff);
+}
+
+TEST(VnetPort, Ipv6TsoFrameBecomesGsoTcpv6WithTheLengthInTheSeed)
+{
+    const uint32_t mss = 1428, payload = 45 * mss;
+    std::vector<uint8_t> f = frame6(payload, true);
+    mars::PacketRef r{nullptr, f.data(), uint16_t(f.size()), 0,
+                      mars::kTxTcpCsum | mars::kTxTcpSeg | mars::tx_seg_flags(uint16_t(mss))};
+    virtio_net_hdr h;
+    EXPECT_EQ(vnet_tx_prepare(r, &h), 45u);
+    EXPECT_EQ(h.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+    EXPECT_EQ(h.gso_type, VIRTIO_NET_HDR_GSO_TCPV6);
+    EXPECT_EQ(h.gso_size, mss);
+    EXPECT_EQ(h.hdr_len, 86);
+    EXPECT_EQ(h.csum_start, 54);
+    const uint16_t want = mars::checksum_offload::tcp6_pseudo_header_seed(kSrc6, kDst6, 32 + payload);
+    EXPECT_EQ(uint16_t(f[54 + 16] << 8 | f[54 + 17]), want)
+        << "the kernel's GSO wants the pseudo-header sum with the whole TCP length";
 }
 
 TEST(VnetPort, ReceiveVerdictsAndLroSegments)

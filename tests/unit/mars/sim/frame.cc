@@ -98,6 +98,19 @@ void fix_l4_checksum(uint8_t *f, size_t len)
 {
     if (len < kEthLen + 20) return;
     uint8_t *ip = f + kEthLen;
+    if (get16(f + 12) == 0x86dd) {
+        // TCP right after the IPv6 header (what MARS sends): over the IPv6
+        // pseudo-header (RFC 8200 8.1).
+        const size_t l4len = len >= kEthLen + 40 ? get16(ip + 4) : 0;
+        if (ip[6] != 6 || l4len < 20 || kEthLen + 40 + l4len > len) return;
+        uint8_t *l4 = ip + 40;
+        put16(l4 + 16, 0);
+        uint32_t s = csum_add(0, ip + 8, 32);
+        s += 6u + uint32_t(l4len);
+        s = csum_add(s, l4, l4len);
+        put16(l4 + 16, uint16_t(~csum_fold(s)));
+        return;
+    }
     size_t ihl = size_t(ip[0] & 0xf) * 4;
     size_t total = get16(ip + 2);
     if (ihl < 20 || total < ihl || kEthLen + total > len) return;

@@ -246,10 +246,16 @@ void put32(uint8_t *p, uint32_t v)
     for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (24 - 8 * i));
 }
 
-// The folded, uninverted IPv4 pseudo-header sum (mars/checksum_offload.h).
-uint16_t pseudo_seed(const uint8_t *ip, uint16_t tcp_len)
+// The folded, uninverted pseudo-header sum (mars/checksum_offload.h): IPv4's,
+// or IPv6's (v6: the 128-bit addresses, RFC 8200 8.1).
+uint16_t pseudo_seed(const uint8_t *ip, uint16_t tcp_len, bool v6 = false)
 {
-    uint32_t sum = get16(ip + 12) + get16(ip + 14) + get16(ip + 16) + get16(ip + 18) + 6u + tcp_len;
+    uint32_t sum = 6u + tcp_len;
+    if (v6) {
+        for (int i = 8; i < 40; i += 2) sum += get16(ip + i);
+    } else {
+        sum += get16(ip + 12) + get16(ip + 14) + get16(ip + 16) + get16(ip + 18);
+    }
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
     return uint16_t(sum);
@@ -261,21 +267,27 @@ uint16_t pseudo_seed(const uint8_t *ip, uint16_t tcp_len)
 // for checksum offload (so they look exactly like segments MARS built).
 bool SimPort::segment(PacketRef &big)
 {
-    constexpr uint32_t kNeeds = kOffloadTxTcpSeg | kOffloadTxIpCsum | kOffloadTxTcpCsum;
+    // IPv6 (EtherType 0x86dd, TCP right after the 40-byte header): no IP
+    // checksum to ask for, the payload length instead of the total length.
+    const bool v6 = big.len > 14 + 40 && get16(big.data + 12) == 0x86dd;
+    const uint32_t needs = kOffloadTxTcpSeg | kOffloadTxTcpCsum | (v6 ? 0u : uint32_t(kOffloadTxIpCsum));
+    const uint32_t asks = kTxTcpCsum | (v6 ? 0u : uint32_t(kTxIpCsum));
     const uint8_t *ip = big.data + 14;
-    bool ok = (offloads_ & kNeeds) == kNeeds && large_ && big.len > 14 + 20 && (ip[0] >> 4) == 4 && ip[9] == 6 &&
-              (big.flags & (kTxIpCsum | kTxTcpCsum)) == (kTxIpCsum | kTxTcpCsum) && tx_seg_size(big) > 0 &&
-              big.len <= tso_max_;
-    const uint32_t l3 = ok ? (ip[0] & 0x0f) * 4u : 0;
+    bool ok = (offloads_ & needs) == needs && large_ && big.len > 14 + 20 &&
+              (v6 ? (ip[0] >> 4) == 6 && ip[6] == 6 : (ip[0] >> 4) == 4 && ip[9] == 6) &&
+              (big.flags & (kTxIpCsum | kTxTcpCsum)) == asks && tx_seg_size(big) > 0 && big.len <= tso_max_;
+    const uint32_t l3 = !ok ? 0 : v6 ? 40u : (ip[0] & 0x0f) * 4u;
     const uint8_t *th = ip + l3;
     const uint32_t hdr = ok ? 14 + l3 + (th[12] >> 4) * 4u : 0;
-    ok = ok && hdr < big.len && get16(ip + 2) == big.len - 14 && get16(ip + 10) == 0 &&
-         get16(th + 16) == pseudo_seed(ip, 0);
+    ok = ok && hdr < big.len && get16(th + 16) == pseudo_seed(ip, 0, v6) &&
+         (v6 ? get16(ip + 4) == big.len - 14 - 40 : get16(ip + 2) == big.len - 14 && get16(ip + 10) == 0);
     if (!ok) {
         large_->put(big);
         return false;
     }
     tso_frames++;
+    if (v6) tso_frames6++;
+    tso_seg_size = tx_seg_size(big);
     const uint32_t payload = big.len - hdr;
     const uint32_t seq = get32(th + 4);
     for (uint32_t off = 0; off < payload; off += tx_seg_size(big)) {
@@ -286,12 +298,14 @@ bool SimPort::segment(PacketRef &big)
         std::memcpy(f.data, big.data, hdr);
         std::memcpy(f.data + hdr, big.data + hdr + off, len);
         uint8_t *fip = f.data + 14, *fth = fip + l3;
-        put16(fip + 2, uint16_t(hdr - 14 + len));
+        if (v6) put16(fip + 4, uint16_t(hdr - 14 - l3 + len));
+        else put16(fip + 2, uint16_t(hdr - 14 + len));
         put32(fth + 4, seq + off);
         if (!last) fth[13] &= uint8_t(~(0x08 | 0x01)); // PSH, FIN on the last segment only
-        put16(fth + 16, pseudo_seed(fip, uint16_t(hdr - 14 - l3 + len)));
+        put16(fth + 16, pseudo_seed(fip, uint16_t(hdr - 14 - l3 + len), v6));
         f.len = uint16_t(hdr + len);
-        f.flags = kTxIpCsum | kTxTcpCsum;
+        f.flags = asks;
+        tso_segments++;
         deliver(f);
     }
     large_->put(big);

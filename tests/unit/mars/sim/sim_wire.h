@@ -141,10 +141,10 @@ class SimPort : public PacketIo {
     // with kOffloadTxTcpSeg in offloads, alloc_tso() takes buffers from
     // `large` and transmit() cuts each kTxTcpSeg frame into segments of
     // tx_seg_size() payload bytes from this port's pool (mars/checksum_offload.h:
-    // sequence numbers advanced, IPv4 length and checksums per segment,
-    // PSH/FIN on the last only), which then go on as ordinary frames with
-    // checksum offload. A TSO frame that breaks the contract is counted in
-    // tx_invalid and dropped.
+    // sequence numbers advanced, IPv4 length and checksums per segment, or
+    // IPv6 payload length and TCP checksum, PSH/FIN on the last only), which
+    // then go on as ordinary frames with checksum offload. A TSO frame that
+    // breaks the contract is counted in tx_invalid and dropped.
     void enable_tso(FramePool *large, uint32_t max_frame)
     {
         large_ = large;
@@ -153,6 +153,9 @@ class SimPort : public PacketIo {
     uint32_t tso_max_frame() const override { return large_ ? tso_max_ : 0; }
     uint16_t alloc_tso(PacketRef *out, uint16_t n) override;
     uint64_t tso_frames = 0; // kTxTcpSeg frames taken
+    uint64_t tso_frames6 = 0; // ... of them IPv6 frames
+    uint64_t tso_segments = 0; // segments cut from them
+    uint32_t tso_seg_size = 0; // the segment size (tx_seg_size) of the last one
 
     // Transmit by reference (TEST FIXTURE): with kOffloadTxExternal in the
     // port's offloads (set before the stack is made: it reads them once). transmit() reads each attached payload into
