@@ -5,10 +5,10 @@
 // (DAD run, the peer's solicitation teaching its MAC, SYN, the SYN-ACK read
 // back, ACK), frames built here byte by byte; they are flagged
 // kRxL4CsumGood (no checksum, as the IPv4 driver's) and the port offers
-// transmit checksum offload. No receive coalescing over IPv6 yet: burst only
-// groups the input() calls.
+// transmit checksum offload. Receive coalescing (rx_coalesce6.cc) as
+// TcpConfig::rx_coalesce says (on by default; coalesce 0: one by one).
 //
-//   mars_fastpath6_driver N [timestamps 0|1] [burst]
+//   mars_fastpath6_driver N [timestamps 0|1] [burst] [coalesce 0|1]
 // Prints the fast-path hit count, "payload P", and fails unless every byte
 // was queued.
 #include "raw_peer.h"
@@ -118,12 +118,13 @@ int main(int argc, char **argv)
     using namespace mars;
     using namespace mars::bench;
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst] [coalesce 0|1]\n", argv[0]);
         return 2;
     }
     const uint32_t n = uint32_t(std::strtoul(argv[1], nullptr, 10));
     const bool ts = argc > 2 && std::atoi(argv[2]) != 0;
     const uint16_t burst = uint16_t(argc > 3 ? std::max(1, std::atoi(argv[3])) : 32);
+    const bool coalesce = argc <= 4 || std::atoi(argv[4]) != 0;
     const size_t payload = ts ? 1428 : 1440; // MSS over IPv6: 1500 - 60 (less 12 for timestamps)
     uint32_t ring = 1u << 16;
     while (ring < uint64_t(n + 1) * payload) ring <<= 1;
@@ -132,6 +133,7 @@ int main(int argc, char **argv)
     sim::RawPeer::Options o;
     o.stack.tcp.rcvbuf = o.stack.tcp.sndbuf = ring;
     o.stack.tcp.timestamps = ts;
+    o.stack.tcp.rx_coalesce = coalesce;
     o.stack.max_sockets = 64;
     o.stack.addr6[0] = Ip6Prefix{ours, 64};
     o.stack.n_addr6 = 1;
@@ -220,9 +222,11 @@ int main(int argc, char **argv)
     const StackStats &after = st.stats();
     SockInfo in{};
     st.info(SockId(c), &in);
-    std::printf("segments %u fastpath_hits %llu fastpath_misses %llu readable %u expected %zu\n", n,
+    std::printf("segments %u fastpath_hits %llu fastpath_misses %llu coalesced %llu in %llu groups readable %u expected %zu\n", n,
                 (unsigned long long)(after.fastpath_hits - before.fastpath_hits),
-                (unsigned long long)(after.fastpath_misses - before.fastpath_misses), in.rx_readable,
+                (unsigned long long)(after.fastpath_misses - before.fastpath_misses),
+                (unsigned long long)(after.rx_coalesce_segments - before.rx_coalesce_segments),
+                (unsigned long long)(after.rx_coalesce_groups - before.rx_coalesce_groups), in.rx_readable,
                 size_t(n) * payload);
     std::printf("payload %zu\n", payload);
     return in.rx_readable == n * payload ? 0 : 1;
