@@ -1,9 +1,11 @@
-// Receive coalescing over IPv6 (mars/src/rx/rx_coalesce6.cc, issue 31):
-// which segments of a burst are taken as one group (never across a gap, a
-// flag other than ACK/PSH, a header change, a bad checksum or another
-// connection's frame), and that the application gets the bytes and the peer
-// the frames (ACKs, SACK blocks, windows, timestamps) it gets with
-// coalescing off. The frames are built here byte by byte, the checksum with this
+// Receive coalescing over IPv6 (mars/src/rx/rx_coalesce6.cc, issue 31) and
+// LRO frames over IPv6: which segments of a burst are taken as one group
+// (never across a gap, a flag other than ACK/PSH, a header change, a bad
+// checksum or another connection's frame), that the application gets the
+// bytes and the peer the frames (ACKs, SACK blocks, windows, timestamps) it
+// gets with coalescing off, and that a segment longer than the MSS (a port's
+// super-frame) is taken on the fast path and acknowledged as the segments it
+// stands for. The frames are built here byte by byte, the checksum with this
 // file's own RFC 1071 sum.
 #include "ip6_fixture.h"
 #include "raw_peer.h"
@@ -527,6 +529,66 @@ TEST(Coalesce6, SameOutcomeThroughStrands)
 {
     const std::string on = mixed_run(true, 0, 8), off = mixed_run(false, 0, 1);
     EXPECT_EQ(on, off);
+}
+
+// ---- LRO frames over IPv6 -------------------------------------------------------
+
+// A port's super-frame (a GRO'd skb, the vnet port's GSO_TCPV6 frame): one
+// segment of 20 MSS (1,428 bytes with timestamps) is taken on the fast path
+// (express over IPv6), acknowledged at the burst's end as the 20 segments it
+// stands for would be (not after the delayed-ACK timer), byte exact; two in
+// one burst are one group; without the port's verdict it is summed, and a
+// bad one dropped.
+TEST(Lro6, SuperFrameTakenOnTheFastPathAndAckedAtOnce)
+{
+    for (const bool coalesce : {true, false}) {
+        SCOPED_TRACE(coalesce ? "coalescing" : "one by one");
+        Six b(coalesce);
+        // Past quick-ACK mode (at most 16 ACKs at once at the start), where
+        // a lone full segment waits for the delayed-ACK timer.
+        for (uint32_t k = 0; k < 20; k++) {
+            b.burst({b.data(0, 1000 + k, 1428)}, kNicChecked);
+            b.peer().poll();
+            b.read(0);
+        }
+        b.peer().poll();
+        b.sent();
+        const StackStats before = b.stats();
+        b.burst({b.data(0, 0, 20 * 1428)}, kNicChecked);
+        b.peer().poll(); // the burst's end: no time passes
+        EXPECT_EQ(b.stats().fastpath_hits - before.fastpath_hits, 1u);
+        EXPECT_EQ(b.stats().fastpath_misses - before.fastpath_misses, 0u);
+        const std::vector<uint32_t> acks = b.acks(0);
+        ASSERT_FALSE(acks.empty()) << "a frame of 20 segments waited for the delayed-ACK timer";
+        EXPECT_EQ(acks.back(), b.conn(0).peer_nxt);
+        EXPECT_EQ(b.read(0), bytes_of(b, 0, {0}, 20 * 1428));
+    }
+}
+
+TEST(Lro6, TwoSuperFramesAreOneGroup)
+{
+    Six b(true);
+    b.burst({b.data(0, 0, 20 * 1428), b.data(0, 1, 20 * 1428)}, kNicChecked);
+    b.peer().poll();
+    EXPECT_EQ(b.stats().rx_coalesce_groups, 1u);
+    EXPECT_EQ(b.stats().rx_coalesce_segments, 2u);
+    const std::vector<uint32_t> acks = b.acks(0);
+    ASSERT_FALSE(acks.empty());
+    EXPECT_EQ(acks.back(), b.conn(0).peer_nxt);
+    EXPECT_EQ(b.read(0), bytes_of(b, 0, {0, 1}, 20 * 1428));
+}
+
+TEST(Lro6, NotVouchedIsSummedAndABadOneDropped)
+{
+    for (const bool coalesce : {true, false}) {
+        SCOPED_TRACE(coalesce ? "coalescing" : "one by one");
+        Six b(coalesce);
+        b.burst({b.data(0, 0, 40 * 1428), b.data(0, 1, 40 * 1428, wire::kAck, [](Seg &s) { s.corrupt = true; })}, 0);
+        b.peer().poll();
+        EXPECT_EQ(b.stats().drop_tcp_csum, 1u);
+        EXPECT_EQ(b.read(0), bytes_of(b, 0, {0}, 40 * 1428));
+        EXPECT_EQ(b.acks(0).back(), b.conn(0).peer_nxt - 40 * 1428);
+    }
 }
 
 } // namespace
