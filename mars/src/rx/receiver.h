@@ -201,8 +201,9 @@ class Receiver : public Stack, protected Ipv4Upper {
     __attribute__((noinline)) bool gather_run(PacketRef *frames, uint16_t n);
     // ---- rx_coalesce6.cc: the same over IPv6 (coalesce_run() hands it a
     // burst input_run() refused whose first frame's EtherType is 86dd): TCP
-    // right after the IPv6 header, a connection of FlowTable6; consecutive
-    // frames only (no gathering). Returns what input_run() returns.
+    // right after the IPv6 header, a connection of FlowTable6; interleaved
+    // connections gathered as IPv4's (gather_misses_ bounds both). Returns
+    // what input_run() returns.
     uint16_t input_run6(PacketRef *frames, uint16_t n);
     template <bool kTs> uint16_t input_run6_as(PacketRef *frames, uint16_t n);
     // Looks by gather_run() that moved nothing, in this burst; at

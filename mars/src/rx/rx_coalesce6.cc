@@ -19,8 +19,9 @@
 // refused a burst (coalesce_run, tcp_in.cc), so that IPv4's group loop stays
 // the code that was measured: a test before or inside input_run() moved
 // its registers (benchmarks/README.md, "Receive coalescing over IPv6").
-// Interleaved IPv6 connections are not gathered (gather_run() looks for
-// IPv4 segments only): an IPv6 group is a run of consecutive frames.
+// Interleaved IPv6 connections are gathered as IPv4's (gather_flow6: the
+// segments of the first frame's connection brought next to it, frames of
+// other connections after them, within IPv4's bounds).
 #include "rx/fast_path.h"
 #include "rx/host.h"
 
@@ -203,6 +204,68 @@ __attribute__((always_inline)) inline Group6 copy_group6(const FirstHeader6<kTs>
     return Group6{f, seq_end - nxt, wire_bytes, dropped};
 }
 
+// Interleaved IPv6 connections (rx_coalesce.cc's gather_flow, for IPv6
+// frames): what a frame is to the connection of d0 (a TCP/IPv6 frame): a
+// TCP/IPv6 segment of it, one of another connection (addresses or ports
+// differ), or anything else, which may concern it (ICMPv6, an extension
+// header, a short frame) and ends the look.
+enum class Kin6 { kSame, kOther, kUnknown };
+inline Kin6 kin6_of(const PacketRef &f, const uint8_t *d0)
+{
+    constexpr unsigned kFlowFrom = kEthLen + 8, kFlowLen = 32 + 4; // addresses, then the ports
+    if (f.len < kFlowFrom + kFlowLen) return Kin6::kUnknown;
+    const uint8_t *d = f.data;
+    if (load16(d + 12) != kWireEtherIpv6 || d[kEthLen + 6] != kProtoTcp) return Kin6::kUnknown;
+    return std::memcmp(d + kFlowFrom, d0 + kFlowFrom, kFlowLen) == 0 ? Kin6::kSame : Kin6::kOther;
+}
+
+// The bounds of IPv4's look (rx_coalesce.cc): at most kGroMaxSkip6 frames of
+// other connections between two segments of the group's, all within the
+// first kGroWindow6 frames.
+constexpr unsigned kGroMaxSkip6 = 7;
+constexpr unsigned kGroWindow6 = 64;
+
+// frames[1] does not continue frames[0] (head: its header). If frames of
+// other connections come first and then one that may, brings the segments
+// of frames[0]'s connection that follow to frames[1..], in their order, and
+// the frames they passed after them, in theirs (a stable partition: only
+// frames of different connections change places). False: nothing moved.
+template <bool kTs> bool gather_flow6(PacketRef *frames, uint16_t n, const FirstHeader6<kTs> &head)
+{
+    constexpr unsigned min_len = kTs ? kCompare6TsLen : kCompare6Len;
+    const uint8_t *d0 = frames[0].data;
+    uint16_t j = 1;
+    for (unsigned run = 0; j < n && j <= kGroWindow6; j++) {
+        const Kin6 kin = kin6_of(frames[j], d0);
+        if (kin == Kin6::kSame) break;
+        if (kin == Kin6::kUnknown || ++run > kGroMaxSkip6) return false;
+    }
+    if (j == 1 || j == n || j > kGroWindow6 || frames[j].len < min_len || !head.matches(frames[j].data)) return false;
+    alignas(PacketRef) unsigned char buf[kGroWindow6 * sizeof(PacketRef)];
+    PacketRef *passed = reinterpret_cast<PacketRef *>(buf);
+    uint16_t others = 0;
+    while (others < j - 1) {
+        passed[others] = frames[others + 1];
+        others++;
+    }
+    frames[1] = frames[j];
+    uint16_t mine = 2;
+    for (unsigned run = 0; ++j < n && j <= kGroWindow6;) {
+        const PacketRef &f = frames[j];
+        const Kin6 kin = kin6_of(f, d0);
+        if (kin == Kin6::kOther) {
+            if (++run > kGroMaxSkip6) break;
+            passed[others++] = f;
+            continue;
+        }
+        if (kin == Kin6::kUnknown) break;
+        run = 0;
+        frames[mine++] = f; // mine <= j: an earlier place, or its own
+    }
+    for (uint16_t i = 0; i < others; i++) frames[mine + i] = passed[i];
+    return true;
+}
+
 } // namespace
 
 // input_run() for a burst whose first frame is IPv6: frames[0] and the
@@ -219,25 +282,34 @@ uint16_t Receiver::input_run6(PacketRef *frames, uint16_t n)
         (d[kTcp6Off + 13] & kPsh))
         return 0;
     const unsigned doff = (d[kTcp6Off + 12] >> 4) * 4u;
-    if (doff == kTcpLen) return frames[1].len >= kCompare6Len ? input_run6_as<false>(frames, n) : 0;
-    if (doff != kTcpLen + 12 || load32(d + kTcp6Off + kTcpLen) != kWireTsPrefix || first.len < kCompare6TsLen ||
-        frames[1].len < kCompare6TsLen)
+    if (doff == kTcpLen) return input_run6_as<false>(frames, n);
+    if (doff != kTcpLen + 12 || load32(d + kTcp6Off + kTcpLen) != kWireTsPrefix || first.len < kCompare6TsLen)
         return 0;
     return input_run6_as<true>(frames, n);
 }
 
-// kTs: the NOP NOP TS layout (the data offset 32), else none (20); both
-// frames[0] and frames[1] are long enough for FirstHeader6<kTs>.
+// kTs: the NOP NOP TS layout (the data offset 32), else none (20); frames[0]
+// is long enough for FirstHeader6<kTs>.
 template <bool kTs> uint16_t Receiver::input_run6_as(PacketRef *frames, uint16_t n)
 {
     constexpr unsigned doff = kTs ? kTcpLen + 12 : kTcpLen;
+    constexpr unsigned min_len = kTs ? kCompare6TsLen : kCompare6Len;
     tcp::Env &e = env();
     PacketRef &first = frames[0];
     const uint8_t *d = first.data;
     const unsigned plen = plen_of(d);
     if (plen <= doff || plen + kTcp6Off > first.len) return 0; // data, inside the frame
     const FirstHeader6<kTs> head(d);
-    if (!head.matches(frames[1].data)) return 0;
+    if (frames[1].len < min_len || !head.matches(frames[1].data)) {
+        // Perhaps only because another connection's frame follows: its
+        // segments after that are brought next to it (bounded per burst as
+        // IPv4's look: gather_misses_).
+        if (gather_misses_ >= kGatherMissesMax) return 0;
+        if (!gather_flow6<kTs>(frames, n, head)) {
+            gather_misses_++;
+            return 0;
+        }
+    }
     const Tcp *th0 = tcp6_of(first);
     FlowKey6 key;
     std::memcpy(key.local.b, d + kEthLen + 24, 16);

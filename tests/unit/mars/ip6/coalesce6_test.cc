@@ -412,9 +412,10 @@ TEST(Coalesce6, BadChecksumEndsTheGroupAndIsDropped)
     EXPECT_EQ(b.acks(0).back(), b.conn(0).peer_nxt);
 }
 
-TEST(Coalesce6, AnotherConnectionsFrameEndsTheRun)
+TEST(Coalesce6, InterleavedConnectionsAreGathered)
 {
-    // A A B B A A: three groups (consecutive frames of one connection).
+    // A A B B A A: three groups (a frame the next continues is taken with
+    // it at once, no look further: as IPv4's).
     {
         Six b(true, 2);
         b.burst({b.data(0, 0, 300), b.data(0, 1, 300), b.data(1, 0, 300), b.data(1, 1, 300), b.data(0, 2, 300),
@@ -425,12 +426,30 @@ TEST(Coalesce6, AnotherConnectionsFrameEndsTheRun)
         EXPECT_EQ(b.read(0), bytes_of(b, 0, {0, 1, 2, 3}, 300));
         EXPECT_EQ(b.read(1), bytes_of(b, 1, {0, 1}, 300));
     }
-    // A B A B: no group (IPv6 runs are not gathered across connections).
+    // A B C A B C A B C: three groups of three (round robin).
+    {
+        Six b(true, 3);
+        std::vector<std::vector<uint8_t>> f;
+        for (uint32_t k = 0; k < 3; k++)
+            for (int i = 0; i < 3; i++) f.push_back(b.data(i, k, 300));
+        b.burst(f, kNicChecked);
+        EXPECT_EQ(b.stats().rx_coalesce_groups, 3u);
+        EXPECT_EQ(b.stats().rx_coalesce_segments, 9u);
+        EXPECT_EQ(b.stats().fastpath_hits, 9u);
+        for (int i = 0; i < 3; i++) EXPECT_EQ(b.read(i), bytes_of(b, i, {0, 1, 2}, 300));
+    }
+    // An ICMPv6 message between (it may concern the connection: packet too
+    // big) ends the look: A B ICMPv6 A B gathers nothing past it.
     {
         Six b(true, 2);
-        b.burst({b.data(0, 0, 300), b.data(1, 0, 300), b.data(0, 1, 300), b.data(1, 1, 300)}, kNicChecked);
+        std::vector<std::vector<uint8_t>> f{b.data(0, 0, 300), b.data(1, 0, 300)};
+        f.push_back(eth6(b.peer().stack_mac, b.peer().peer_mac,
+                         packet6(kPeerIp, kOurIp, wire::kProtoIcmp6,
+                                 icmp6(kPeerIp, kOurIp, 128, 0, 0x12340001, std::vector<uint8_t>(8, 1)))));
+        f.push_back(b.data(0, 1, 300));
+        f.push_back(b.data(1, 1, 300));
+        b.burst(f, kNicChecked);
         EXPECT_EQ(b.stats().rx_coalesce_groups, 0u);
-        EXPECT_EQ(b.stats().fastpath_hits, 4u);
         EXPECT_EQ(b.read(0), bytes_of(b, 0, {0, 1}, 300));
         EXPECT_EQ(b.read(1), bytes_of(b, 1, {0, 1}, 300));
     }
@@ -507,6 +526,20 @@ std::string mixed_run(bool coalesce, uint32_t flags, uint32_t strands)
     for (uint32_t k = 19; k < 25; k++)
         f.push_back(b.data(0, k, 1000, wire::kAck, [&](Seg &s) { s.corrupt = k == 21; }));
     for (uint32_t k = 3; k < 9; k++) f.push_back(b.data(1, k, 600));
+    step(f);
+    // The two connections interleaved (gathered), one of them with a gap.
+    f.clear();
+    for (uint32_t k = 0; k < 6; k++) {
+        f.push_back(b.data(0, 25 + k, 1000));
+        if (k == 3) b.conn(1).peer_nxt += 600; // conn 1's segment 12 is missing
+        f.push_back(b.data(1, 9 + k, 600));
+    }
+    step(f);
+    f.clear();
+    const uint32_t end1 = b.conn(1).peer_nxt;
+    b.conn(1).peer_nxt -= 4 * 600; // the gap
+    f.push_back(b.data(1, 12, 600));
+    b.conn(1).peer_nxt = end1;
     step(f);
     // The FIN after data.
     f.clear();
