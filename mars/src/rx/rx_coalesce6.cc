@@ -275,8 +275,8 @@ uint16_t Receiver::input_run6(PacketRef *frames, uint16_t n)
 {
     const PacketRef &first = frames[0];
     const uint8_t *d = first.data;
-    // The first frame's layout (as tcp6_express reads it) and the frame
-    // after it long enough to be compared; the rest per option layout.
+    // The first frame's layout (as tcp6_express reads it), long enough for
+    // the header compare of its option layout; the rest per layout.
     if (first.len < kCompare6Len || load16(d + 12) != kWireEtherIpv6 || d[kEthLen + 6] != kProtoTcp ||
         (d[kEthLen] >> 4) != 6 || load32(d) != wire_mac_lo_ || load16(d + 4) != wire_mac_hi_ ||
         (d[kTcp6Off + 13] & kPsh))
