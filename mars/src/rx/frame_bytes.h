@@ -1,6 +1,6 @@
 // frame_bytes.h: reading a received frame's fixed fields as loaded from the
 // wire (unaligned, no byte swapping), shared by the fast path (fast_path.h)
-// and receive coalescing (rx_coalesce.cc).
+// and receive coalescing (rx_coalesce.cc, rx_coalesce6.cc).
 #pragma once
 
 #include "rx/host.h"
