@@ -143,14 +143,8 @@ class Receiver : public Stack, protected Ipv4Upper {
     template <bool kAsyncCopy> void input_prefetch_ahead(PacketRef *frames, uint16_t n);
     // The Ethernet demux (everything the express path did not take): IPv4
     // to the Env's Ipv4Layer, which hands TCP back (tcp_input), ARP to its
-    // ArpResolver, IPv6 to ip6() -- after tcp6_express unless try6 is false
-    // (the caller tried it: input_rest).
-    void input_frame(PacketRef &f, bool try6 = true);
-    // What the burst loops do with a frame IPv4's express path did not take:
-    // an IPv6 frame to our MAC tries the IPv6 express path first, without
-    // the demux's preamble (not with a copy engine: the demux lets the
-    // copies land first), then the demux.
-    template <bool kAsyncCopy> __attribute__((noinline)) void input_rest(PacketRef &f);
+    // ArpResolver, IPv6 to ip6() (after tcp6_express).
+    void input_frame(PacketRef &f);
     // Header prediction straight from the frame for the last flow seen;
     // false: not predicted, the frame goes through input_frame().
     template <bool kAsyncCopy> __attribute__((always_inline)) bool tcp_express(PacketRef &f);

@@ -76,7 +76,7 @@ void Receiver::rx_clear()
 // The full demux, for every frame the express path did not take: Ethernet
 // II here, then ARP (arp.cc), IPv4/ICMP (ipv4.cc), which hands TCP
 // segments back to tcp_input() below, or IPv6 (ipv6.cc).
-void Receiver::input_frame(PacketRef &f, bool try6)
+void Receiver::input_frame(PacketRef &f)
 {
     // The full path may read or write any receive ring: asynchronous copies
     // land first (mars/copy.h).
@@ -104,7 +104,7 @@ void Receiver::input_frame(PacketRef &f, bool try6)
         env().arp_.input(f, env().now_ns_);
         return;
     case kEtherIpv6:
-        if (try6 && tcp6_express(f)) return;
+        if (tcp6_express(f)) return;
         ip6().input(f, env().now_ns_);
         return;
     default:
@@ -114,20 +114,6 @@ void Receiver::input_frame(PacketRef &f, bool try6)
         env().release(f);
         return;
     }
-}
-
-template <bool kAsyncCopy>
-__attribute__((noinline)) void Receiver::input_rest(PacketRef &f)
-{
-    if constexpr (!kAsyncCopy) {
-        const uint8_t *d = f.data;
-        if (f.len >= kEthLen + kIp6Len + kTcpLen && load16(d + 12) == kWireEtherIpv6 && load32(d) == wire_mac_lo_ &&
-            load16(d + 4) == wire_mac_hi_) {
-            if (!tcp6_express(f)) input_frame(f, false);
-            return;
-        }
-    }
-    input_frame(f);
 }
 
 // The per-frame loops; kAsyncCopy: in-order payloads go to the copy engine.
@@ -166,14 +152,14 @@ __attribute__((always_inline)) inline void Receiver::input_burst(PacketRef *fram
                 }
                 PacketRef &f = frames[i++];
                 env().stats_.rx_bytes += f.len;
-                if (!tcp_express<kAsyncCopy>(f)) input_rest<kAsyncCopy>(f);
+                if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
             }
             return;
         }
         for (uint16_t i = 0; i < n; i++) {
             PacketRef &f = frames[i];
             env().stats_.rx_bytes += f.len;
-            if (!tcp_express<kAsyncCopy>(f)) input_rest<kAsyncCopy>(f);
+            if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
         }
     }
 }
@@ -307,7 +293,7 @@ void Receiver::input_strands(PacketRef *frames, uint16_t n)
                 }
                 return;
             }
-            st.template input_rest<kAsyncCopy>(f);
+            st.input_frame(f);
         }
     };
     Ops ops{*this, frames, n, strands_, env().prefetch_};
@@ -340,7 +326,7 @@ void Receiver::input_prefetch_ahead(PacketRef *frames, uint16_t n)
         }
         PacketRef &f = frames[i];
         env().stats_.rx_bytes += f.len;
-        if (!tcp_express<kAsyncCopy>(f)) input_rest<kAsyncCopy>(f);
+        if (!tcp_express<kAsyncCopy>(f)) input_frame(f);
     }
     env().stats_.prefetches += prefetches;
 }
