@@ -5,10 +5,13 @@
 // (DAD run, the peer's solicitation teaching its MAC, SYN, the SYN-ACK read
 // back, ACK), frames built here byte by byte; they are flagged
 // kRxL4CsumGood (no checksum, as the IPv4 driver's) and the port offers
-// transmit checksum offload. No receive coalescing over IPv6 yet: burst only
-// groups the input() calls.
+// transmit checksum offload. Receive coalescing (rx_coalesce6.cc) as
+// TcpConfig::rx_coalesce says (on by default; coalesce 0: one by one).
 //
-//   mars_fastpath6_driver N [timestamps 0|1] [burst]
+// flows F: F connections (ports 40000..), segment i on connection i mod F,
+// as the IPv4 driver's --flows.
+//
+//   mars_fastpath6_driver N [timestamps 0|1] [burst] [coalesce 0|1] [flows]
 // Prints the fast-path hit count, "payload P", and fails unless every byte
 // was queued.
 #include "raw_peer.h"
@@ -78,11 +81,12 @@ uint16_t csum6(const Ip6Addr &s, const Ip6Addr &d, uint8_t next, const std::vect
     return uint16_t(~sum);
 }
 
-// A TCP header (ports 40000 -> 80) with options, then payload bytes.
-std::vector<uint8_t> tcp(uint32_t seq, uint32_t ack, uint8_t flags, const std::vector<uint8_t> &opts, size_t payload)
+// A TCP header (ports sport -> 80) with options, then payload bytes.
+std::vector<uint8_t> tcp(uint16_t sport, uint32_t seq, uint32_t ack, uint8_t flags, const std::vector<uint8_t> &opts,
+                         size_t payload)
 {
     std::vector<uint8_t> t(20);
-    put16(&t[0], 40000);
+    put16(&t[0], sport);
     put16(&t[2], 80);
     put32(&t[4], seq);
     put32(&t[8], ack);
@@ -118,24 +122,27 @@ int main(int argc, char **argv)
     using namespace mars;
     using namespace mars::bench;
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s N [timestamps 0|1] [burst] [coalesce 0|1]\n", argv[0]);
         return 2;
     }
     const uint32_t n = uint32_t(std::strtoul(argv[1], nullptr, 10));
     const bool ts = argc > 2 && std::atoi(argv[2]) != 0;
     const uint16_t burst = uint16_t(argc > 3 ? std::max(1, std::atoi(argv[3])) : 32);
+    const bool coalesce = argc <= 4 || std::atoi(argv[4]) != 0;
+    const uint32_t flows = uint32_t(argc > 5 ? std::max(1, std::atoi(argv[5])) : 1);
     const size_t payload = ts ? 1428 : 1440; // MSS over IPv6: 1500 - 60 (less 12 for timestamps)
     uint32_t ring = 1u << 16;
-    while (ring < uint64_t(n + 1) * payload) ring <<= 1;
+    while (ring < uint64_t(n / flows + 1) * payload) ring <<= 1;
     const Ip6Addr ours = addr6(1), peer = addr6(2);
 
     sim::RawPeer::Options o;
     o.stack.tcp.rcvbuf = o.stack.tcp.sndbuf = ring;
     o.stack.tcp.timestamps = ts;
+    o.stack.tcp.rx_coalesce = coalesce;
     o.stack.max_sockets = 64;
     o.stack.addr6[0] = Ip6Prefix{ours, 64};
     o.stack.n_addr6 = 1;
-    o.ring_slots = 4;
+    o.ring_slots = flows + 4;
     o.pool_frames = n + 256;
     o.offloads = kOffloadRxCsum | kOffloadTxIpCsum | kOffloadTxTcpCsum;
     o.keep_raw = true;
@@ -170,42 +177,57 @@ int main(int argc, char **argv)
         syn_opts.insert(syn_opts.end(), t.begin(), t.end());
     }
     while (syn_opts.size() % 4) syn_opts.push_back(1);
-    p.inject(frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64, tcp(peer_isn, 0, 0x02, syn_opts, 0)), kRxL4CsumGood);
-    uint32_t stack_isn = 0, stack_ts = 0;
-    bool got = false;
-    for (auto &f : p.take_raw()) {
-        if (f.size() < 74 || f[12] != 0x86 || f[13] != 0xdd || f[20] != 6 || f[67] != 0x12) continue;
-        stack_isn = get32(&f[58]);
-        const unsigned doff = (f[66] >> 4) * 4u;
-        for (unsigned i = 74; i + 1 < 54 + doff && f[i] != 0;) {
-            if (f[i] == 1) {
-                i++;
+    struct Flow {
+        uint16_t port;
+        uint32_t stack_isn, stack_ts;
+        int64_t sock;
+    };
+    std::vector<Flow> conns;
+    for (uint32_t k = 0; k < flows; k++) {
+        Flow c{uint16_t(40000 + k), 0, 0, -1};
+        p.inject(frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64, tcp(c.port, peer_isn, 0, 0x02, syn_opts, 0)),
+                 kRxL4CsumGood);
+        bool got = false;
+        for (auto &f : p.take_raw()) {
+            if (f.size() < 74 || f[12] != 0x86 || f[13] != 0xdd || f[20] != 6 || f[67] != 0x12 ||
+                (uint32_t(f[56]) << 8 | f[57]) != c.port)
                 continue;
+            c.stack_isn = get32(&f[58]);
+            const unsigned doff = (f[66] >> 4) * 4u;
+            for (unsigned i = 74; i + 1 < 54 + doff && f[i] != 0;) {
+                if (f[i] == 1) {
+                    i++;
+                    continue;
+                }
+                if (f[i] == 8 && i + 10 <= 54 + doff) c.stack_ts = get32(&f[i + 2]);
+                i += std::max<unsigned>(2, f[i + 1]);
             }
-            if (f[i] == 8 && i + 10 <= 54 + doff) stack_ts = get32(&f[i + 2]);
-            i += std::max<unsigned>(2, f[i + 1]);
+            got = true;
         }
-        got = true;
-    }
-    if (!got) {
-        std::fprintf(stderr, "no SYN-ACK over IPv6\n");
-        return 1;
-    }
-    const std::vector<uint8_t> data_opts = ts ? ts_opt(tsval + 1, stack_ts) : std::vector<uint8_t>{};
-    p.inject(frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64, tcp(peer_isn + 1, stack_isn + 1, 0x10, data_opts, 0)),
-             kRxL4CsumGood);
-    const int64_t c = st.accept(SockId(l), 2);
-    if (c < 0) {
-        std::fprintf(stderr, "handshake failed\n");
-        return 1;
+        if (!got) {
+            std::fprintf(stderr, "no SYN-ACK over IPv6\n");
+            return 1;
+        }
+        const std::vector<uint8_t> ack_opts = ts ? ts_opt(tsval + 1, c.stack_ts) : std::vector<uint8_t>{};
+        p.inject(frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64,
+                        tcp(c.port, peer_isn + 1, c.stack_isn + 1, 0x10, ack_opts, 0)),
+                 kRxL4CsumGood);
+        c.sock = st.accept(SockId(l), 2);
+        if (c.sock < 0) {
+            std::fprintf(stderr, "handshake failed\n");
+            return 1;
+        }
+        conns.push_back(c);
     }
     p.take_raw();
     p.set_keep_raw(false);
     std::vector<PacketRef> frames(n);
     for (uint32_t i = 0; i < n; i++) {
-        const std::vector<uint8_t> f = frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64,
-                                              tcp(peer_isn + 1 + uint32_t(i * payload), stack_isn + 1, 0x10, data_opts,
-                                                  payload));
+        const Flow &c = conns[i % flows];
+        const std::vector<uint8_t> data_opts = ts ? ts_opt(tsval + 1, c.stack_ts) : std::vector<uint8_t>{};
+        const std::vector<uint8_t> f =
+            frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64,
+                   tcp(c.port, peer_isn + 1 + uint32_t(i / flows * payload), c.stack_isn + 1, 0x10, data_opts, payload));
         if (!p.pool().get(&frames[i])) {
             std::fprintf(stderr, "frame pool empty\n");
             return 1;
@@ -218,12 +240,18 @@ int main(int argc, char **argv)
     const StackStats before = st.stats();
     feed_segments(st, frames.data(), n, burst, p.now);
     const StackStats &after = st.stats();
-    SockInfo in{};
-    st.info(SockId(c), &in);
-    std::printf("segments %u fastpath_hits %llu fastpath_misses %llu readable %u expected %zu\n", n,
+    uint64_t readable = 0;
+    for (const Flow &c : conns) {
+        SockInfo in{};
+        st.info(SockId(c.sock), &in);
+        readable += in.rx_readable;
+    }
+    std::printf("segments %u fastpath_hits %llu fastpath_misses %llu coalesced %llu in %llu groups readable %u expected %zu\n", n,
                 (unsigned long long)(after.fastpath_hits - before.fastpath_hits),
-                (unsigned long long)(after.fastpath_misses - before.fastpath_misses), in.rx_readable,
+                (unsigned long long)(after.fastpath_misses - before.fastpath_misses),
+                (unsigned long long)(after.rx_coalesce_segments - before.rx_coalesce_segments),
+                (unsigned long long)(after.rx_coalesce_groups - before.rx_coalesce_groups), unsigned(readable),
                 size_t(n) * payload);
     std::printf("payload %zu\n", payload);
-    return in.rx_readable == n * payload ? 0 : 1;
+    return readable == uint64_t(n) * payload ? 0 : 1;
 }

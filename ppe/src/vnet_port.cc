@@ -244,9 +244,14 @@ uint32_t vnet_rx_flags(const virtio_net_hdr &h, const uint8_t *frame, uint32_t l
     uint32_t flags = 0;
     if (h.flags & (VIRTIO_NET_HDR_F_NEEDS_CSUM | VIRTIO_NET_HDR_F_DATA_VALID)) flags |= mars::kRxL4CsumGood;
     if ((h.gso_type & ~VIRTIO_NET_HDR_GSO_ECN) != VIRTIO_NET_HDR_GSO_NONE && h.gso_size && len >= kEth + 40) {
-        const uint32_t ihl = (frame[kEth] & 0x0fu) * 4u;
+        // The IP header's length: IPv4's IHL, or IPv6's 40 (GSO_TCPV6; an
+        // extension header before TCP, which Linux's TCP never sends, is
+        // counted as payload: the count is an upper bound then).
+        const bool v6 = frame[12] == 0x86 && frame[13] == 0xdd;
+        const uint32_t ihl = v6 ? 40u : (frame[kEth] & 0x0fu) * 4u;
+        const bool tcp = v6 ? frame[kEth + 6] == IPPROTO_TCP : true;
         if (len >= kEth + ihl + 20) {
-            const uint32_t hdr = kEth + ihl + (frame[kEth + ihl + 12] >> 4) * 4u;
+            const uint32_t hdr = kEth + ihl + (tcp ? (frame[kEth + ihl + 12] >> 4) * 4u : 0u);
             const uint32_t payload = len > hdr ? len - hdr : 0;
             *lro_segs = (payload + h.gso_size - 1) / h.gso_size;
         }

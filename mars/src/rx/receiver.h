@@ -12,6 +12,7 @@
 //                   tcp::Hot only (two cache lines) on the data path
 //   frame_bytes.h   a frame's fixed fields as loaded from the wire
 //   rx_coalesce.cc  receive coalescing (software GRO) and its gathering
+//   rx_coalesce6.cc the same over IPv6
 //   copy.cc         asynchronous receive copies (mars/copy.h) and their
 //                   in-order completion
 //   strands.h       the strand scheduler the burst loop runs on
@@ -142,7 +143,7 @@ class Receiver : public Stack, protected Ipv4Upper {
     template <bool kAsyncCopy> void input_prefetch_ahead(PacketRef *frames, uint16_t n);
     // The Ethernet demux (everything the express path did not take): IPv4
     // to the Env's Ipv4Layer, which hands TCP back (tcp_input), ARP to its
-    // ArpResolver, IPv6 to ip6().
+    // ArpResolver, IPv6 to ip6() (after tcp6_express).
     void input_frame(PacketRef &f);
     // Header prediction straight from the frame for the last flow seen;
     // false: not predicted, the frame goes through input_frame().
@@ -192,6 +193,13 @@ class Receiver : public Stack, protected Ipv4Upper {
     // connections, never within one. True: input_run() may try again.
     // (Called only below kGatherMissesMax.)
     __attribute__((noinline)) bool gather_run(PacketRef *frames, uint16_t n);
+    // ---- rx_coalesce6.cc: the same over IPv6 (coalesce_run() hands it a
+    // burst input_run() refused whose first frame's EtherType is 86dd): TCP
+    // right after the IPv6 header, a connection of FlowTable6; interleaved
+    // connections gathered as IPv4's (gather_misses_ bounds both). Returns
+    // what input_run() returns.
+    uint16_t input_run6(PacketRef *frames, uint16_t n);
+    template <bool kTs> uint16_t input_run6_as(PacketRef *frames, uint16_t n);
     // Looks by gather_run() that moved nothing, in this burst; at
     // kGatherMissesMax, no more looking.
     static constexpr uint8_t kGatherMissesMax = 2;

@@ -216,5 +216,36 @@ TEST(VnetPort, ReceiveVerdictsAndLroSegments)
     EXPECT_EQ(segs, 45u); // a partial last segment counts
 }
 
+// An IPv6 super-frame (the peer's TCP over IPv6: GSO_TCPV6): the same
+// verdicts, and its segments counted past the 40-byte IPv6 header (not an
+// IPv4 IHL read from the traffic class).
+TEST(VnetPort, ReceiveIpv6LroSegments)
+{
+    const uint32_t mss = 1428, payload = 45 * mss;
+    std::vector<uint8_t> f(14 + 40 + 32 + payload, 0);
+    f[12] = 0x86;
+    f[13] = 0xdd;
+    f[14] = 0x6f; // version 6, a traffic class whose high nibble an IHL would misread
+    f[15] = 0xf0;
+    f[18] = uint8_t((32 + payload) >> 8);
+    f[19] = uint8_t(32 + payload);
+    f[20] = 6;
+    f[21] = 64;
+    f[54 + 12] = 8 << 4;
+    f[54 + 13] = 0x10;
+    virtio_net_hdr h{};
+    h.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+    h.gso_type = 4; // VIRTIO_NET_HDR_GSO_TCPV6 (linux/virtio_net.h; vnet_port.h names what transmit uses)
+    h.gso_size = uint16_t(mss);
+    uint32_t segs = 0;
+    EXPECT_EQ(vnet_rx_flags(h, f.data(), uint32_t(f.size()), &segs), uint32_t(mars::kRxL4CsumGood));
+    EXPECT_EQ(segs, 45u);
+    h.flags = VIRTIO_NET_HDR_F_DATA_VALID;
+    EXPECT_EQ(vnet_rx_flags(h, f.data(), uint32_t(f.size()) - 1, &segs), uint32_t(mars::kRxL4CsumGood));
+    EXPECT_EQ(segs, 45u); // a partial last segment counts
+    h.flags = 0;
+    EXPECT_EQ(vnet_rx_flags(h, f.data(), uint32_t(f.size()), &segs), 0u) << "no flag: MARS must check";
+}
+
 } // namespace
 } // namespace ppe
