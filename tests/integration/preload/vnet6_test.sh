@@ -76,7 +76,7 @@ groups=$(($(sum rx_coalesce_groups) - groups_before)) merged=$(($(sum rx_coalesc
 [ "$groups" -gt 0 ] && [ "$merged" -ge $((2 * groups)) ] ||
     { ppe_stat --no-conns; fail "no IPv6 segments coalesced ($groups groups, $merged segments)"; }
 [ "$(sum drop_tcp_csum)" -eq 0 ] || fail "MARS dropped $(sum drop_tcp_csum) segments for their TCP checksum"
-ppe_stat --no-conns | grep -q '^vnet p0' || fail "eta-stat shows no vnet line"
+ppe_stat --no-conns | grep -c '^vnet p0' >/dev/null || fail "eta-stat shows no vnet line"
 ppe_stat --no-conns | grep -E '^vnet p0|coalesced'
 ppe_stop
 echo "preload_vnet6: $BYTES bytes over IPv6 through the vnet port twice, byte-exact (sha256 ${SUM:0:16}...); $lro IPv6 LRO frames ($lro_segs segments, $hits fast-path hits); then $groups groups of $merged segments coalesced - held"
