@@ -1,11 +1,11 @@
-// benchmarks/mars/bench_conn6.h: an established TCP connection over IPv6 for
-// the callgrind driver tx6_driver.cc (fastpath6_driver.cc has its own copy,
-// left as it is while IPv6 receive work changes it): made by hand
-// over a sim::RawPeer (DAD run, the peer's solicitation teaching its MAC,
-// SYN, the SYN-ACK read back, ACK), frames built here byte by byte (the
-// fixture's parser reads IPv4 only). The peer is 2001:2::2 port 40000, the
-// stack 2001:2::1 port 80; the peer's SYN offers MSS 1440, SACK, window
-// scale 7 and (ts) timestamps.
+// benchmarks/mars/bench_conn6.h: established TCP connections over IPv6 for
+// the callgrind drivers fastpath6_driver.cc and tx6_driver.cc: made by hand
+// over a sim::RawPeer (DAD run, the peer's solicitation teaching its MAC, a
+// listener on [::]:80, then per connection SYN, the SYN-ACK read back, ACK),
+// frames built here byte by byte (the fixture's parser reads IPv4 only).
+// The peer is 2001:2::2 (port 40000, or the one asked for), the stack
+// 2001:2::1 port 80; the peer's SYN offers MSS 1440, SACK, window scale 7
+// and (ts) timestamps.
 #pragma once
 
 #include "raw_peer.h"
@@ -74,11 +74,12 @@ inline uint16_t csum6(const Ip6Addr &s, const Ip6Addr &d, uint8_t next, const st
     return uint16_t(~sum);
 }
 
-// A TCP header (ports 40000 -> 80) with options, then payload bytes.
-inline std::vector<uint8_t> tcp(uint32_t seq, uint32_t ack, uint8_t flags, const std::vector<uint8_t> &opts, size_t payload)
+// A TCP header (ports sport -> 80) with options, then payload bytes.
+inline std::vector<uint8_t> tcp(uint16_t sport, uint32_t seq, uint32_t ack, uint8_t flags,
+                                 const std::vector<uint8_t> &opts, size_t payload)
 {
     std::vector<uint8_t> t(20);
-    put16(&t[0], 40000);
+    put16(&t[0], sport);
     put16(&t[2], 80);
     put32(&t[4], seq);
     put32(&t[8], ack);
@@ -98,10 +99,11 @@ inline std::vector<uint8_t> ts_opt(uint32_t val, uint32_t ecr)
     return o;
 }
 
-// What establish6() leaves: the accepted socket and the numbers the
+// What connect_one6() leaves: the accepted socket and the numbers the
 // driver's frames need.
 struct Conn6 {
     SockId sock = kNoSock;
+    uint16_t port = 40000; // the peer's
     uint32_t peer_isn = 1000, tsval = 5000, stack_isn = 0, stack_ts = 0;
 };
 
@@ -120,12 +122,12 @@ inline void options6(sim::RawPeer::Options &o)
     o.capture = false; // the fixture parses IPv4 only
 }
 
-// The handshake: false (and a word on stderr) when it did not complete.
-inline bool establish6(sim::RawPeer &p, bool ts, Conn6 *out)
+// DAD, the peer's solicitation (its MAC learnt) and the listener on
+// [::]:80: its id, or -1 (and a word on stderr).
+inline int64_t listen6(sim::RawPeer &p)
 {
     Stack &st = p.stack();
     const Ip6Addr ours = addr6(1), peer = addr6(2);
-    // DAD, then the peer's solicitation (its MAC learnt).
     st.announce(p.now);
     p.advance(1'000'000'000);
     {
@@ -143,20 +145,33 @@ inline bool establish6(sim::RawPeer &p, bool ts, Conn6 *out)
     const int64_t l = st.open(1);
     if (l < 0 || st.bind6(SockId(l), Endpoint6{Ip6Addr{}, 80}, false) != 0 || st.listen(SockId(l), 16) != 0) {
         std::fprintf(stderr, "listener failed\n");
-        return false;
+        return -1;
     }
     p.take_raw();
+    return l;
+}
+
+// One connection from the peer's port to listener l: false (and a word on
+// stderr) when the handshake did not complete.
+inline bool connect_one6(sim::RawPeer &p, int64_t l, bool ts, uint16_t port, Conn6 *out)
+{
+    Stack &st = p.stack();
+    const Ip6Addr ours = addr6(1), peer = addr6(2);
     Conn6 c;
+    c.port = port;
     std::vector<uint8_t> syn_opts{2, 4, 0x05, 0xa0, 4, 2, 1, 3, 3, 7}; // MSS 1440, SACK permitted, WS 7
     if (ts) {
         const std::vector<uint8_t> t = ts_opt(c.tsval, 0);
         syn_opts.insert(syn_opts.end(), t.begin(), t.end());
     }
     while (syn_opts.size() % 4) syn_opts.push_back(1);
-    p.inject(frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64, tcp(c.peer_isn, 0, 0x02, syn_opts, 0)), kRxL4CsumGood);
+    p.inject(frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64, tcp(port, c.peer_isn, 0, 0x02, syn_opts, 0)),
+             kRxL4CsumGood);
     bool got = false;
     for (auto &f : p.take_raw()) {
-        if (f.size() < 74 || f[12] != 0x86 || f[13] != 0xdd || f[20] != 6 || f[67] != 0x12) continue;
+        if (f.size() < 74 || f[12] != 0x86 || f[13] != 0xdd || f[20] != 6 || f[67] != 0x12 ||
+            (uint32_t(f[56]) << 8 | f[57]) != port)
+            continue;
         c.stack_isn = get32(&f[58]);
         const unsigned doff = (f[66] >> 4) * 4u;
         for (unsigned i = 74; i + 1 < 54 + doff && f[i] != 0;) {
@@ -174,7 +189,7 @@ inline bool establish6(sim::RawPeer &p, bool ts, Conn6 *out)
         return false;
     }
     p.inject(frame6(p.stack_mac, p.peer_mac, peer, ours, 6, 64,
-                    tcp(c.peer_isn + 1, c.stack_isn + 1, 0x10, ack_opts(ts, c), 0)),
+                    tcp(port, c.peer_isn + 1, c.stack_isn + 1, 0x10, ack_opts(ts, c), 0)),
              kRxL4CsumGood);
     const int64_t s = st.accept(SockId(l), 2);
     if (s < 0) {
@@ -182,8 +197,16 @@ inline bool establish6(sim::RawPeer &p, bool ts, Conn6 *out)
         return false;
     }
     c.sock = SockId(s);
-    p.take_raw();
     *out = c;
+    return true;
+}
+
+// The listener and one connection from port 40000 (tx6_driver.cc's).
+inline bool establish6(sim::RawPeer &p, bool ts, Conn6 *out)
+{
+    const int64_t l = listen6(p);
+    if (l < 0 || !connect_one6(p, l, ts, 40000, out)) return false;
+    p.take_raw();
     return true;
 }
 

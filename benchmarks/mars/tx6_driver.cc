@@ -89,7 +89,7 @@ int main(int argc, char **argv)
             const uint64_t step = ack_every ? std::min<uint64_t>(sent - acked, uint64_t(ack_every) * mss) : sent - acked;
             acked += step;
             const std::vector<uint8_t> bytes = frame6(peer.stack_mac, peer.peer_mac, them, ours, 6, 64,
-                                                      tcp(c.peer_isn + 1, base + uint32_t(acked), 0x10, opts, 0));
+                                                      tcp(c.port, c.peer_isn + 1, base + uint32_t(acked), 0x10, opts, 0));
             PacketRef f;
             if (!peer.pool().get(&f)) {
                 std::fprintf(stderr, "frame pool empty\n");
