@@ -264,7 +264,11 @@ bool Engine::setup(std::string *error)
         sc.engine = index_;
         if (n_engines_ > 1) {
             sc.steer = flow_owner_hook;
+            sc.steer6 = flow_owner6_hook;
             sc.steer_arg = const_cast<uint32_t *>(&n_engines_);
+            // Every engine sees each neighbour solicitation and advertisement
+            // (steer.h); the first answers them and does DAD, the others learn.
+            sc.nd_follower = index_ != 0;
         }
         sc.owner_of = owner_uid;
         sc.owner_arg = this;
@@ -296,6 +300,7 @@ bool Engine::setup(std::string *error)
     lim.engine_index = index_;
     lim.n_engines = n_engines_;
     lim.app_ip = ports_[0].config.ip;
+    if (!ports_[0].config.addr6.empty()) std::memcpy(lim.app_ip6, ports_[0].config.addr6[0].addr.b, 16);
     std::string derr;
     dti_ = dti::engine::Server::create(*transport_, lim, &derr);
     if (!dti_) {

@@ -5,7 +5,9 @@
 // one DUPLICATE), NS answered with NA (flags and options right, the sender
 // learnt), malformed ND refused, resolution with frames held and released,
 // NUD REACHABLE -> STALE -> DELAY -> PROBE -> FAILED with waiting frames
-// dropped and counted, the queue bound, shared mode learning without answering.
+// dropped and counted, the queue bound, shared mode learning without answering,
+// an engine that is not the first (nd_follower) learning and resolving its
+// own next hops without answering or probing for its addresses.
 #include "ip6_fixture.h"
 
 namespace {
@@ -295,6 +297,48 @@ TEST(Nd, SharedModeLearnsButNeitherAnswersNorProbes)
     r.rx(na(kOurIp, ip6::all_nodes(), kOurIp, wire::kNaOverride, kOurMac), ip6::multicast_mac(ip6::all_nodes().b));
     EXPECT_EQ(r.stats.nd_dad_duplicates, 0u);
     EXPECT_EQ(r.io.passed.size(), 2u);
+    EXPECT_EQ(r.io.outstanding, 0);
+}
+
+// Several engines on one port: every engine sees each NS and NA (ppe
+// steer.h), the first answers and does DAD; another learns from them and
+// resolves its own next hops, but answers nothing and probes for nothing
+// (one NA per solicitation on the wire, not one per engine).
+TEST(Nd, FollowerEngineLearnsAndResolvesButNeitherAnswersNorProbes)
+{
+    Ip6Rig r(false, true);
+    EXPECT_EQ(r.nd.addr(0).state, AddrState::kPreferred) << "the first engine does DAD";
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kPreferred);
+    r.nd.start(r.now);
+    r.link.flush();
+    EXPECT_TRUE(r.io.sent.empty()) << "no DAD on a follower";
+    const Ip6Addr sn = ip6::solicited_node(kOurIp.b);
+    r.rx(ns(kPeerIp, sn, kOurIp), ip6::multicast_mac(sn.b));
+    EXPECT_TRUE(r.io.sent.empty()) << "the first engine answers";
+    EXPECT_TRUE(r.io.passed.empty()) << "nothing for a kernel: the port is not shared";
+    ASSERT_NE(r.nd.peek(kPeerIp), nullptr) << "learnt from the solicitation";
+    EXPECT_EQ(r.nd.peek(kPeerIp)->state, NudState::kStale);
+    // A DAD probe for our address (from ::) is the first engine's to defend.
+    r.rx(ns(Ip6Addr{}, sn, kOurIp, false), ip6::multicast_mac(sn.b));
+    EXPECT_TRUE(r.io.sent.empty());
+    // The first engine's own announcement, as the wire shows it: no conflict.
+    r.rx(na(kOurIp, ip6::all_nodes(), kOurIp, wire::kNaOverride, kOurMac), ip6::multicast_mac(ip6::all_nodes().b));
+    EXPECT_EQ(r.stats.nd_dad_duplicates, 0u);
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kPreferred);
+    // Its own next hop: solicited by this engine, resolved by the NA the
+    // steering shares with it.
+    const Ip6Addr other = [] {
+        Ip6Addr a = kPeerIp;
+        a.b[15] ^= 0x40;
+        return a;
+    }();
+    r.rx(echo(other, kOurIp));
+    ASSERT_EQ(r.io.sent.size(), 1u);
+    EXPECT_EQ(Sent{r.io.sent[0]}.type(), wire::kNdNeighborSolicit);
+    r.io.sent.clear();
+    r.rx(na(other, kOurIp, other, wire::kNaSolicited | wire::kNaOverride));
+    ASSERT_EQ(r.io.sent.size(), 1u) << "the held echo reply leaves";
+    EXPECT_EQ(Sent{r.io.sent[0]}.type(), wire::kIcmp6EchoReply);
     EXPECT_EQ(r.io.outstanding, 0);
 }
 
