@@ -73,6 +73,7 @@ for i in $(seq 1 $N); do
     read -r _ sent _ got n _ <<<"$r"
     [ "$sent" = "$got" ] && [ "$n" -eq $BYTES ] || fail "IPv6 client $i: the echo differs: $r"
 done
+every_engine_took "$opens0" "$N IPv6 connections to [::]"
 for i in 1 2 3 4; do
     r=$(peer timeout 60 "$PY" "$TOOL" client "$ETA_LAB_PPE_IP" "$port" $BYTES "$i") || fail "IPv4 client $i failed: $r"
     read -r _ sent _ got _ <<<"$r"
@@ -81,7 +82,6 @@ done
 wait "$srv_pid" || fail "the server exited $?: $(cat "$work/srv.err")"
 [ "$(grep -c "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port$" "$work/srv.out")" -eq $N ] ||
     fail "the server did not accept $N IPv6 connections with their names: $(cat "$work/srv.out")"
-every_engine_took "$opens0" "$N IPv6 (and 4 IPv4) connections to [::]"
 
 if [ "$shared" = True ]; then
     note "shared port: IPv6 clients stay the kernel's (skipped)"
