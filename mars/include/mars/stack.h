@@ -158,9 +158,9 @@ struct StackConfig {
     // Another stack on the same port sees every neighbour solicitation and
     // advertisement too and answers them (in eta: the first engine's, when
     // several share a port). This one learns neighbours from them and
-    // resolves its own next hops, but answers no solicitation, does no DAD
-    // (its addresses are usable at once) and takes no advertisement for an
-    // address of its own as a conflict: as with pass_unclaimed.
+    // resolves its own next hops, and runs DAD's states and timer as the
+    // other does (so it uses no address the other may not yet, and sees the
+    // same conflicts), but sends no advertisement and no DAD solicitation.
     bool nd_follower = false;
     // Who owns a socket, from its user tag (in eta: the application's uid).
     // SO_REUSEPORT lets sockets share a port only when their owners match,

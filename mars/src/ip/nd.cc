@@ -48,8 +48,7 @@ bool find_lla(const uint8_t *opt, unsigned len, uint8_t want, const uint8_t **ma
 } // namespace
 
 NeighborDiscovery::NeighborDiscovery(const StackConfig &c, Link &link, StackStats &stats, ArpResolver *local)
-    : cfg_(c), others_answer_(c.pass_unclaimed || c.nd_follower), mac_(c.mac), max_pending_(c.arp_pending_frames),
-      probes_(c.arp_probes ? c.arp_probes : 1),
+    : cfg_(c), mac_(c.mac), max_pending_(c.arp_pending_frames), probes_(c.arp_probes ? c.arp_probes : 1),
       retrans_ns_(c.arp_retrans_ns ? c.arp_retrans_ns : 1'000'000'000ull), link_(link), stats_(stats), local_(local)
 {
     cache_.resize(kSlots);
@@ -62,8 +61,8 @@ NeighborDiscovery::~NeighborDiscovery() { discard_waiting(); }
 
 void NeighborDiscovery::reset_addrs()
 {
-    // Sharing, the kernel (or the first engine) does DAD for the same addresses.
-    const AddrState initial = others_answer_ ? AddrState::kPreferred : AddrState::kTentative;
+    // Sharing, the kernel has done DAD for the same addresses.
+    const AddrState initial = cfg_.pass_unclaimed ? AddrState::kPreferred : AddrState::kTentative;
     n_addrs_ = 0;
     addrs_[n_addrs_++] = OwnAddr6{ip6::link_local(mac_), 64, initial};
     for (int i = 0; i < cfg_.n_addr6 && i < StackConfig::kMaxAddr6; i++)
@@ -130,7 +129,7 @@ bool NeighborDiscovery::on_link(const uint8_t *dst) const
 
 void NeighborDiscovery::start(uint64_t now_ns)
 {
-    if (others_answer_) return; // the kernel (or the first engine) does DAD for the addresses it shares
+    if (cfg_.pass_unclaimed) return; // the kernel does DAD for the addresses it shares
     bool any = false;
     for (int i = 0; i < n_addrs_; i++) {
         if (addrs_[i].state != AddrState::kTentative) continue;
@@ -376,7 +375,7 @@ bool NeighborDiscovery::input_ns(const Ipv6 *ip, const uint8_t *msg, unsigned le
     if (a.state == AddrState::kTentative) {
         // Another node's DAD for our tentative address: it is duplicate
         // (RFC 4862 5.4.3); a solicitation from a real source is ignored.
-        if (from_dad && !others_answer_) duplicate(own);
+        if (from_dad && !cfg_.pass_unclaimed) duplicate(own);
         return true;
     }
     if (a.state == AddrState::kDuplicate) return true;
@@ -392,7 +391,7 @@ bool NeighborDiscovery::input_ns(const Ipv6 *ip, const uint8_t *msg, unsigned le
             if (!had_mac) release_waiting(e->ip, true);
         }
     }
-    if (others_answer_) return true; // the kernel (or the first engine) answers for the addresses it shares
+    if (cfg_.pass_unclaimed) return true; // the kernel answers for the addresses it shares
     if (from_dad) {
         // Someone probes an address we hold: defend it (RFC 4861 7.2.4).
         const Ip6Addr all = ip6::all_nodes();
@@ -425,7 +424,7 @@ bool NeighborDiscovery::input_na(const Ipv6 *ip, const uint8_t *msg, unsigned le
         // Someone else answers for an address of ours: while it is tentative
         // that is a DAD conflict (RFC 4862 5.4.4); afterwards it is counted as
         // one too, and the address kept (RFC 4862 5.4.4: no automatic action).
-        if (others_answer_) return true; // sharing: the kernel's (or the first engine's) own NA, seen on the wire
+        if (cfg_.pass_unclaimed) return true; // sharing: the kernel's own NA, seen on the wire
         if (addrs_[own].state == AddrState::kTentative) duplicate(own);
         else stats_.nd_dad_duplicates++;
         return true;
@@ -498,6 +497,9 @@ bool build_nd(Link &link, const MacAddr &our_mac, uint8_t type, const uint8_t *s
 
 bool NeighborDiscovery::send_ns(const uint8_t *target, const uint8_t *dst_ip, const MacAddr *dst_mac, bool dad)
 {
+    // Another engine on the port probes (StackConfig::nd_follower): this one
+    // runs DAD's timer and sees what conflicts, silently.
+    if (dad && cfg_.nd_follower) return true;
     static const uint8_t unspecified[16] = {};
     const uint8_t *src = unspecified;
     if (!dad) {
@@ -514,6 +516,9 @@ bool NeighborDiscovery::send_ns(const uint8_t *target, const uint8_t *dst_ip, co
 
 bool NeighborDiscovery::send_na(const uint8_t *target, const uint8_t *dst_ip, const MacAddr &dst_mac, uint32_t flags)
 {
+    // Every advertisement is an answer, a defence or an announcement: the
+    // first engine's alone (StackConfig::nd_follower), so one per solicitation.
+    if (cfg_.nd_follower) return false;
     if (!build_nd(link_, mac_, kNdNeighborAdvert, target, dst_ip, dst_mac, flags, target, kNdOptTargetLla))
         return false;
     stats_.nd_na_out++;

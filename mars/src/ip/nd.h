@@ -161,9 +161,6 @@ class NeighborDiscovery {
     void reset_addrs();
 
     const StackConfig &cfg_;
-    // Another stack on the port answers solicitations and does DAD: the
-    // kernel sharing it (pass_unclaimed) or another engine (nd_follower).
-    const bool others_answer_;
     const MacAddr mac_;
     const uint32_t max_pending_;
     const uint32_t probes_;

@@ -301,17 +301,23 @@ TEST(Nd, SharedModeLearnsButNeitherAnswersNorProbes)
 }
 
 // Several engines on one port: every engine sees each NS and NA (ppe
-// steer.h), the first answers and does DAD; another learns from them and
-// resolves its own next hops, but answers nothing and probes for nothing
-// (one NA per solicitation on the wire, not one per engine).
+// steer.h), the first answers and probes; another runs DAD's states and timer
+// silently (no address used before the first may use it, the same conflicts
+// seen), learns from what it sees and resolves its own next hops, but sends
+// no advertisement (one NA per solicitation on the wire, not one per engine).
 TEST(Nd, FollowerEngineLearnsAndResolvesButNeitherAnswersNorProbes)
 {
     Ip6Rig r(false, true);
-    EXPECT_EQ(r.nd.addr(0).state, AddrState::kPreferred) << "the first engine does DAD";
-    EXPECT_EQ(r.nd.addr(1).state, AddrState::kPreferred);
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kTentative);
     r.nd.start(r.now);
     r.link.flush();
-    EXPECT_TRUE(r.io.sent.empty()) << "no DAD on a follower";
+    EXPECT_TRUE(r.io.sent.empty()) << "no DAD solicitation from a follower";
+    r.rx(echo(kPeerIp, kOurIp));
+    EXPECT_TRUE(r.io.sent.empty()) << "tentative: no echo reply while the first engine probes";
+    r.advance(kSec);
+    EXPECT_EQ(r.nd.addr(0).state, AddrState::kPreferred);
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kPreferred);
+    EXPECT_TRUE(r.io.sent.empty()) << "no announcement from a follower";
     const Ip6Addr sn = ip6::solicited_node(kOurIp.b);
     r.rx(ns(kPeerIp, sn, kOurIp), ip6::multicast_mac(sn.b));
     EXPECT_TRUE(r.io.sent.empty()) << "the first engine answers";
@@ -321,10 +327,6 @@ TEST(Nd, FollowerEngineLearnsAndResolvesButNeitherAnswersNorProbes)
     // A DAD probe for our address (from ::) is the first engine's to defend.
     r.rx(ns(Ip6Addr{}, sn, kOurIp, false), ip6::multicast_mac(sn.b));
     EXPECT_TRUE(r.io.sent.empty());
-    // The first engine's own announcement, as the wire shows it: no conflict.
-    r.rx(na(kOurIp, ip6::all_nodes(), kOurIp, wire::kNaOverride, kOurMac), ip6::multicast_mac(ip6::all_nodes().b));
-    EXPECT_EQ(r.stats.nd_dad_duplicates, 0u);
-    EXPECT_EQ(r.nd.addr(1).state, AddrState::kPreferred);
     // Its own next hop: solicited by this engine, resolved by the NA the
     // steering shares with it.
     const Ip6Addr other = [] {
@@ -340,6 +342,20 @@ TEST(Nd, FollowerEngineLearnsAndResolvesButNeitherAnswersNorProbes)
     ASSERT_EQ(r.io.sent.size(), 1u) << "the held echo reply leaves";
     EXPECT_EQ(Sent{r.io.sent[0]}.type(), wire::kIcmp6EchoReply);
     EXPECT_EQ(r.io.outstanding, 0);
+}
+
+// A follower sees another node's DAD for a tentative address as the first
+// engine does: duplicate on both.
+TEST(Nd, FollowerSeesTheSameConflicts)
+{
+    Ip6Rig r(false, true);
+    r.nd.start(r.now);
+    const Ip6Addr sn = ip6::solicited_node(kOurIp.b);
+    r.rx(ns(Ip6Addr{}, sn, kOurIp, false), ip6::multicast_mac(sn.b));
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kDuplicate);
+    r.advance(kSec);
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kDuplicate);
+    EXPECT_TRUE(r.io.sent.empty());
 }
 
 } // namespace
