@@ -267,7 +267,8 @@ bool Engine::setup(std::string *error)
             sc.steer6 = flow_owner6_hook;
             sc.steer_arg = const_cast<uint32_t *>(&n_engines_);
             // Every engine sees each neighbour solicitation and advertisement
-            // (steer.h); the first answers them and does DAD, the others learn.
+            // (steer.h); the first answers them and probes for its addresses,
+            // the others learn from them and run DAD silently.
             sc.nd_follower = index_ != 0;
         }
         sc.owner_of = owner_uid;
