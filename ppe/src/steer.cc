@@ -18,11 +18,6 @@ constexpr uint16_t kEtherIpv4 = 0x0800, kEtherArp = 0x0806, kEtherIpv6 = 0x86dd;
 constexpr uint8_t kProtoTcp = 6;
 constexpr uint8_t kProtoUdp = 17;
 constexpr uint8_t kProtoIgmp = 2;
-
-} // namespace
-
-namespace {
-
 constexpr uint32_t kIp6Len = 40;
 constexpr uint8_t kProtoIcmp6 = 58;
 // ICMPv6 types (RFC 4443, RFC 4861).
