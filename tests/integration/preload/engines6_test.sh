@@ -4,6 +4,9 @@
 #   - neighbour discovery: the peer's solicitations for the port's IPv6
 #     address reach both engines' stacks (each keeps its own neighbour cache)
 #     and only the first answers (advertisements counted on engine 0 alone);
+#   - a native server (dti-echo-server --ip6 on the port's address: a
+#     V6ONLY listener group) serving 16 IPv6 connections of kernel clients
+#     in the peer, byte-exact, accepted on both engines;
 #   - python3 on [::] under eta-run --require (one listener group taking both
 #     families on every engine): 32 IPv6 connections from a kernel client in
 #     the peer, each echoed byte-exact, are accepted on both engines
@@ -22,12 +25,13 @@
 # With ETA_TEST_SHARED=1 the IPv6 client part is skipped (the shim leaves
 # IPv6 clients to the kernel on a shared port) and the advertisements are
 # the kernel's (engine 0 hands solicitations to it, once).
-#   engines6_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT DTI_ECHO_CLIENT
-ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4 CLIENT=$5
+#   engines6_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT DTI_ECHO_CLIENT DTI_ECHO_SERVER
+ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4 CLIENT=$5 SERVER=$6
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../ppe/ppe_lib.sh"
 need_built "$ETA_STAT" eta-stat
 need_built "$CLIENT" dti-echo-client
+need_built "$SERVER" dti-echo-server
 export ETA_PRELOAD_LIB=$SHIM
 TOOL=$(cd "$(dirname "$0")/../dti" && pwd)/ip6_echo.py
 PY=/usr/bin/python3
@@ -59,6 +63,20 @@ else
     wait_until 20 eval '[ "$(grew_on "$na0" "$(per_engine nd_na_out)")" = "0" ]' ||
         fail "advertisements not from engine 0 alone: $na0 -> $(per_engine nd_na_out)"
 fi
+
+note "dti-echo-server on [$H6] (native, V6ONLY): 16 IPv6 connections from the peer, accepted on both engines"
+port=$(free_port)
+opens0=$(engine_opens)
+start_bg dsrv timeout 300 "$SERVER" --socket "$ETA_LAB_SOCKET" --ip6 "$H6" --port "$port" --count 16 >"$work/dsrv.out" 2>&1
+wait_until 20 eval "grep -q 'listening on port $port' '$work/dsrv.out' || ! kill -0 $dsrv_pid"
+grep -q "listening on port $port" "$work/dsrv.out" || fail "dti-echo-server did not listen: $(cat "$work/dsrv.out")"
+for i in $(seq 1 16); do
+    r=$(peer timeout 60 "$PY" "$TOOL" client "$H6" "$port" $BYTES "$i") || fail "IPv6 client $i of dti-echo-server failed: $r"
+    read -r _ sent _ got n _ <<<"$r"
+    [ "$sent" = "$got" ] && [ "$n" -eq $BYTES ] || fail "IPv6 client $i of dti-echo-server: the echo differs: $r"
+done
+wait "$dsrv_pid" || fail "dti-echo-server exited $?: $(cat "$work/dsrv.out")"
+every_engine_took "$opens0" "16 IPv6 connections to dti-echo-server"
 
 note "python3 on [::] under eta-run: $N IPv6 connections from the peer, accepted on both engines"
 port=$(free_port)
