@@ -108,7 +108,9 @@ struct dti_region_header {
     uint32_t app_ip;       /* the IPv4 address application sockets use (host order; 0: unknown) */
     uint8_t app_ip6[16];   /* the IPv6 address a socket bound to :: connects from to a destination that is
                               not link-local (the port's first address6, network order; 0: none). ABI 14 */
-    uint8_t pad0[DTI_CACHELINE * 2 - 124];
+    uint8_t app_ll6[16];   /* and to a link-local one: the port's link-local address (fe80::/64 and the
+                              modified EUI-64 of its MAC; 0: unknown). ABI 14 */
+    uint8_t pad0[DTI_CACHELINE * 3 - 140];
     /* [eng] live state, own cache line */
     uint32_t engine_state;   /* enum dti_engine_state */
     int32_t broken_reason;   /* positive DTI_E_* / errno */
@@ -404,7 +406,7 @@ static inline uint32_t dti_flow_owner6(const uint8_t *ip_a, uint16_t port_a, con
 
 #ifdef __cplusplus
 static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
-static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
+static_assert(sizeof(struct dti_region_header) == 4 * DTI_CACHELINE, "header layout");
 static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 static_assert(offsetof(struct dti_cmd, trace_submit) == DTI_CMD_SOURCE6_OFFSET &&
@@ -414,7 +416,7 @@ static_assert(sizeof(struct dti_sock_shared) == 2 * DTI_CACHELINE, "sock layout"
 static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");
 #else
 _Static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
-_Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
+_Static_assert(sizeof(struct dti_region_header) == 4 * DTI_CACHELINE, "header layout");
 _Static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 _Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 _Static_assert(offsetof(struct dti_cmd, trace_submit) == DTI_CMD_SOURCE6_OFFSET &&

@@ -581,9 +581,8 @@ int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_add
 
 /* The IPv6 address a socket bound to `at` connects from to `remote`, as the
  * engine's stack chooses it (RFC 6724 as far as this side can know): its
- * bound address, or for :: the header's app_ip6 toward a destination that is
- * not link-local. false: not known here (a link-local destination: the
- * port's link-local address is the engine's to know). */
+ * bound address, or for :: the header's app_ll6 toward a link-local
+ * destination and app_ip6 toward any other. false: not known here. */
 static bool source6(const struct dti_attachment *d, const struct dti_addr6 *at, const struct dti_addr6 *remote,
                     uint8_t out[16])
 {
@@ -592,9 +591,11 @@ static bool source6(const struct dti_attachment *d, const struct dti_addr6 *at, 
         memcpy(out, at->ip, 16);
         return true;
     }
-    if ((remote->ip[0] == 0xfe && (remote->ip[1] & 0xc0) == 0x80) || memcmp(d->hdr->app_ip6, zero, 16) == 0)
+    const bool link_local = remote->ip[0] == 0xfe && (remote->ip[1] & 0xc0) == 0x80;
+    const uint8_t *src = link_local ? d->hdr->app_ll6 : d->hdr->app_ip6;
+    if (memcmp(src, zero, 16) == 0)
         return false;
-    memcpy(out, d->hdr->app_ip6, 16);
+    memcpy(out, src, 16);
     return true;
 }
 

@@ -21,7 +21,8 @@
 #     before its connect6, 16 times on 16 ports: libdti moves the socket to
 #     its flow's owner where that is not the engine it was made on
 #     (dti__place_for_connect6, the source from the region's app_ip6), so
-#     every exchange echoes and nothing is reset.
+#     every exchange echoes and nothing is reset; the same 12 times to the
+#     peer's link-local address (the source: the region's app_ll6).
 # With ETA_TEST_SHARED=1 the IPv6 client part is skipped (the shim leaves
 # IPv6 clients to the kernel on a shared port) and the advertisements are
 # the kernel's (engine 0 hands solicitations to it, once).
@@ -164,6 +165,33 @@ EOF
         fail "16 bound connects were not opened on both engines: $act0 -> $(per_engine tcp_active_opens)"
     ppe_true "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines']) == $rst0" ||
         fail "a segment of the bound connects was reset or found no socket on its engine"
+
+    # The peer's link-local address (fe80:: and its MAC's modified EUI-64).
+    pll=$(python3 -c "
+import ipaddress, sys
+m = bytes.fromhex(sys.argv[1].replace(':', ''))
+print(ipaddress.IPv6Address(b'\xfe\x80' + bytes(6) + bytes([m[0] ^ 2]) + m[1:3] + b'\xff\xfe' + m[3:]))" \
+        "$(peer cat "/sys/class/net/$ETA_LAB_PEER_IFACE/address")")
+    note "the same bound to [::]:P, 12 ports, to the peer's link-local address [$pll]"
+    lport=$(free_port)
+    start_bg lsrv peer timeout 300 "$PY" "$TOOL" server :: "$lport" 12 >"$work/lsrv.out" 2>&1
+    wait_until 20 eval "grep -q listening '$work/lsrv.out' || ! kill -0 $lsrv_pid"
+    grep -q listening "$work/lsrv.out" || fail "the peer's [::] server did not listen: $(cat "$work/lsrv.out")"
+    act0=$(per_engine tcp_active_opens)
+    for p in $(seq 42001 42012); do
+        out=$(timeout 60 "$CLIENT" --socket "$ETA_LAB_SOCKET" --ip6 "$pll" --port "$lport" --bind-port "$p" \
+            --messages 4 --size 10000 2>&1) || fail "dti-echo-client bound to [::]:$p, to [$pll]: $out"
+        [ "$out" = "ok: 4 messages, 40000 bytes echoed" ] || fail "dti-echo-client bound to [::]:$p, to [$pll]: $out"
+    done
+    wait "$lsrv_pid" || fail "the peer's [::] server exited $?: $(tail -5 "$work/lsrv.out")"
+    grep -c "^conn peer \[fe80:" "$work/lsrv.out" | grep -qx 12 ||
+        fail "the peer did not see 12 connections from a link-local address: $(cat "$work/lsrv.out")"
+    wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_active_opens'] for e in d['engines']) - sum(int(x) for x in '$act0'.split()) >= 12" ||
+        fail "active opens $act0 -> $(per_engine tcp_active_opens): not 12 more"
+    [ "$(grew_on "$act0" "$(per_engine tcp_active_opens)")" = "0 1" ] ||
+        fail "12 bound connects to a link-local address were not opened on both engines: $act0 -> $(per_engine tcp_active_opens)"
+    ppe_true "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines']) == $rst0" ||
+        fail "a segment of the link-local bound connects was reset or found no socket on its engine"
 fi
 ppe_stop
 echo "preload_engines6: IPv6 on 2 engines: $N connections in and $N out on both engines, echoed byte-exact; ND answered once - held"
