@@ -106,7 +106,11 @@ struct dti_region_header {
     uint64_t pool_offset;  /* region buffer pool (app-managed) */
     uint64_t pool_size;
     uint32_t app_ip;       /* the IPv4 address application sockets use (host order; 0: unknown) */
-    uint8_t pad0[DTI_CACHELINE * 2 - 108];
+    uint8_t app_ip6[16];   /* the IPv6 address a socket bound to :: connects from to a destination that is
+                              not link-local (the port's first address6, network order; 0: none). ABI 14 */
+    uint8_t app_ll6[16];   /* and to a link-local one: the port's link-local address (fe80::/64 and the
+                              modified EUI-64 of its MAC; 0: unknown). ABI 14 */
+    uint8_t pad0[DTI_CACHELINE * 3 - 140];
     /* [eng] live state, own cache line */
     uint32_t engine_state;   /* enum dti_engine_state */
     int32_t broken_reason;   /* positive DTI_E_* / errno */
@@ -338,18 +342,14 @@ static inline uint32_t dti_events_of(uint32_t state, int32_t err, uint32_t reada
  * That key repeats every 16 bits, so the 32-bit window of the key that an
  * input bit selects depends only on the bit's position modulo 16: the hash
  * of the 96-bit input equals the hash of its six 16-bit words XORed together
- * (dti_flow_fold). The fold is the same in both directions, so the hash is
- * symmetric, as the steering needs. Devices without RSS (net_af_packet
+ * (dti_flow_fold; IPv6's 36-byte input likewise: dti_flow_fold6). The fold
+ * is the same in both directions, so the hash is symmetric, as the steering
+ * needs. Devices without RSS (net_af_packet
  * spreads by the kernel's fanout hash, which no one outside the kernel can
  * compute) get their segments steered to the owner in software.
- * Host byte order throughout. */
+ * Host byte order throughout, but for IPv6 addresses (their 16 bytes as on
+ * the wire). */
 #define DTI_FLOW_RETA_SPAN 64u
-
-/* The engine that holds every IPv6 socket when the PPE runs several: the
- * PPE steers every IPv6 frame (TCP, neighbour discovery, ICMPv6) to it, and
- * libdti places an IPv6 socket there before its BIND6 or CONNECT6 (a listener
- * group's siblings on the other engines, bound alike, take only IPv4). */
-#define DTI_IP6_ENGINE 0u
 
 static inline uint16_t dti_flow_fold(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b)
 {
@@ -358,14 +358,18 @@ static inline uint16_t dti_flow_fold(uint32_t ip_a, uint16_t port_a, uint32_t ip
 
 /* Toeplitz with the 0x6d5a key over a folded input: each set bit j (from the
  * most significant) selects the key's 32 bits starting at bit j. */
-static inline uint32_t dti_flow_hash(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b)
+static inline uint32_t dti_flow_hash_of_fold(uint16_t v)
 {
     const uint64_t key48 = 0x6d5a6d5a6d5aull;
-    const uint32_t v = dti_flow_fold(ip_a, port_a, ip_b, port_b);
     uint32_t h = 0;
     for (unsigned j = 0; j < 16; j++)
         h ^= (uint32_t)(key48 >> (16 - j)) & (0u - ((v >> (15 - j)) & 1u));
     return h;
+}
+
+static inline uint32_t dti_flow_hash(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b)
+{
+    return dti_flow_hash_of_fold(dti_flow_fold(ip_a, port_a, ip_b, port_b));
 }
 
 static inline uint32_t dti_flow_owner(uint32_t ip_a, uint16_t port_a, uint32_t ip_b, uint16_t port_b,
@@ -375,9 +379,34 @@ static inline uint32_t dti_flow_owner(uint32_t ip_a, uint16_t port_a, uint32_t i
     return (dti_flow_hash(ip_a, port_a, ip_b, port_b) % DTI_FLOW_RETA_SPAN) % n_engines;
 }
 
+/* IPv6 TCP flows (ABI 14): the NIC's RSS input is (source address,
+ * destination address, source port, destination port), 36 bytes, and with
+ * the same 16-bit periodic key its hash is the hash of the XOR of its 18
+ * 16-bit words. Addresses in network order (16 bytes each), ports in host
+ * order. Symmetric, as dti_flow_owner. */
+static inline uint16_t dti_flow_fold6(const uint8_t *ip_a, uint16_t port_a, const uint8_t *ip_b, uint16_t port_b)
+{
+    uint16_t v = (uint16_t)(port_a ^ port_b);
+    for (unsigned i = 0; i < 16; i += 2)
+        v ^= (uint16_t)((ip_a[i] ^ ip_b[i]) << 8 | (ip_a[i + 1] ^ ip_b[i + 1]));
+    return v;
+}
+
+static inline uint32_t dti_flow_hash6(const uint8_t *ip_a, uint16_t port_a, const uint8_t *ip_b, uint16_t port_b)
+{
+    return dti_flow_hash_of_fold(dti_flow_fold6(ip_a, port_a, ip_b, port_b));
+}
+
+static inline uint32_t dti_flow_owner6(const uint8_t *ip_a, uint16_t port_a, const uint8_t *ip_b, uint16_t port_b,
+                                       uint32_t n_engines)
+{
+    if (n_engines <= 1) return 0;
+    return (dti_flow_hash6(ip_a, port_a, ip_b, port_b) % DTI_FLOW_RETA_SPAN) % n_engines;
+}
+
 #ifdef __cplusplus
 static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
-static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
+static_assert(sizeof(struct dti_region_header) == 4 * DTI_CACHELINE, "header layout");
 static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 static_assert(offsetof(struct dti_cmd, trace_submit) == DTI_CMD_SOURCE6_OFFSET &&
@@ -387,7 +416,7 @@ static_assert(sizeof(struct dti_sock_shared) == 2 * DTI_CACHELINE, "sock layout"
 static_assert(sizeof(struct dti_dgram) == DTI_DGRAM_ALIGN, "datagram record layout");
 #else
 _Static_assert(sizeof(struct dti_ctl_msg) == 128, "control message layout");
-_Static_assert(sizeof(struct dti_region_header) == 3 * DTI_CACHELINE, "header layout");
+_Static_assert(sizeof(struct dti_region_header) == 4 * DTI_CACHELINE, "header layout");
 _Static_assert(sizeof(struct dti_qp_header) == 6 * DTI_CACHELINE, "qp layout");
 _Static_assert(sizeof(struct dti_cmd) == 64, "cmd layout");
 _Static_assert(offsetof(struct dti_cmd, trace_submit) == DTI_CMD_SOURCE6_OFFSET &&

@@ -77,6 +77,8 @@ void layout_region_impl(void *region, const Limits &l, const Geometry &g)
     h->pool_offset = g.pool_offset;
     h->pool_size = l.pool_size;
     h->app_ip = l.app_ip;
+    std::memcpy(h->app_ip6, l.app_ip6, sizeof h->app_ip6);
+    std::memcpy(h->app_ll6, l.app_ll6, sizeof h->app_ll6);
     store_rel(&h->engine_state, uint32_t{DTI_ENGINE_ALIVE});
 }
 

@@ -3,7 +3,9 @@
  * offset words (queue.h: dti__cmd_addr6); the names are read from the
  * table entry (slots.c: dti_getsockname6, dti_getpeername6). A v4-mapped
  * address is the IPv4 call, routed as one. With several engines an IPv6
- * socket moves to DTI_IP6_ENGINE first (ppe_route.c: dti__place_for_ip6). */
+ * stream socket is placed as an IPv4 one: a bound socket connecting moves to
+ * its flow's owner (ppe_route.c: dti__place_for_connect6), a listener is a
+ * group (dti__group_listen); datagram sockets live on the first engine. */
 #include "api.h"
 
 #include <errno.h>
@@ -30,11 +32,6 @@ int dti_prep_bind6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *a, unsign
     struct dti_addr v4;
     if (v4_mapped(a, &v4))
         return (flags & DTI_BIND6_V6ONLY) ? -EINVAL : dti_prep_bind(c, s, &v4, ud); /* as Linux: no IPv4 on V6ONLY */
-    if (c->n_sub > 1) {
-        int rc = dti__place_for_ip6(c, s);
-        if (rc < 0)
-            return rc;
-    }
     return dti__cmd_addr6(c, DTI_OP_BIND6, s, a, flags, ud);
 }
 
@@ -46,7 +43,7 @@ int dti_prep_connect6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *a, uin
     if (v4_mapped(a, &v4))
         return dti_prep_connect(c, s, &v4, ud);
     if (c->n_sub > 1) {
-        int rc = dti__place_for_ip6(c, s);
+        int rc = dti__place_for_connect6(c, s, a);
         if (rc < 0)
             return rc;
     }

@@ -301,9 +301,10 @@ int dti__group_listen(struct dti_ctx *c, dti_sock_t s, int backlog, uint64_t ud)
     bool known[N_INHERITED];
     for (size_t i = 0; i < N_INHERITED; i++)
         known[i] = getsockopt_now(c, s, kInherited[i], &value[i]) == 0;
-    /* The engine the socket lives on: an IPv6 one moved to DTI_IP6_ENGINE
-     * (dti__place_for_ip6) is there, not on its handle's engine, and a
-     * sibling beside it on the same port would be refused (EADDRINUSE). */
+    /* The engine the socket lives on: a moved one (a bound socket whose
+     * connect moved it, then listening) is there, not on its handle's
+     * engine, and a sibling beside it on the same port would be refused
+     * (EADDRINUSE). */
     dti_sock_t home_local = s;
     const uint32_t home = dti__route(c, &home_local)->d->engine;
     g = calloc(1, sizeof *g);
@@ -578,19 +579,48 @@ int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_add
     return move_to(c, s, q, slot, local, owner, true);
 }
 
-/* IPv6 sockets live on engine DTI_IP6_ENGINE, which the PPE gives every
- * IPv6 frame (dti/README.md "IPv6"): a socket made elsewhere moves there
- * before its BIND6 or CONNECT6 (bound: at its address). */
-int dti__place_for_ip6(struct dti_ctx *c, dti_sock_t s)
+/* The IPv6 address a socket bound to `at` connects from to `remote`, as the
+ * engine's stack chooses it (RFC 6724 as far as this side can know): its
+ * bound address, or for :: the header's app_ll6 toward a link-local
+ * destination and app_ip6 toward any other. false: not known here. */
+static bool source6(const struct dti_attachment *d, const struct dti_addr6 *at, const struct dti_addr6 *remote,
+                    uint8_t out[16])
+{
+    static const uint8_t zero[16];
+    if (memcmp(at->ip, zero, 16) != 0) {
+        memcpy(out, at->ip, 16);
+        return true;
+    }
+    const bool link_local = remote->ip[0] == 0xfe && (remote->ip[1] & 0xc0) == 0x80;
+    const uint8_t *src = link_local ? d->hdr->app_ll6 : d->hdr->app_ip6;
+    if (memcmp(src, zero, 16) == 0)
+        return false;
+    memcpy(out, src, 16);
+    return true;
+}
+
+/* IPv6 as IPv4 above: a socket bound to a port before it connects moves to
+ * the owner of its flow (dti_flow_owner6); an unbound one stays, its
+ * engine picks a port it owns. */
+int dti__place_for_connect6(struct dti_ctx *c, dti_sock_t s, const struct dti_addr6 *remote)
 {
     dti_sock_t local = s;
     struct dti_ctx *q = dti__route(c, &local);
     uint32_t slot;
     struct dti_sock_shared *sh = dti__sock(q->d, local, &slot);
-    if (!sh || q->d->engine == DTI_IP6_ENGINE || dti__group_of(q->d, local) ||
-        DTI_LOAD(&sh->state) & (DTI_STATE_CONNECTING | DTI_STATE_CONNECTED | DTI_STATE_LISTENING | DTI_STATE_DGRAM))
-        return 0; /* the command itself says what is wrong */
-    return move_to(c, s, q, slot, local, DTI_IP6_ENGINE, (DTI_LOAD(&sh->state) & DTI_STATE_BOUND) != 0);
+    const uint32_t busy = DTI_STATE_CONNECTING | DTI_STATE_CONNECTED | DTI_STATE_LISTENING | DTI_STATE_DGRAM;
+    if (!sh || DTI_LOAD(&sh->state) & busy)
+        return 0; /* the CONNECT6 itself says what is wrong */
+    struct dti_addr6 at;
+    if (dti_getsockname6(c, s, &at) != 6 || at.port == 0)
+        return 0; /* unbound (or bound to IPv4: the engine refuses it) */
+    uint8_t ip[16];
+    if (!source6(q->d, &at, remote, ip))
+        return 0;
+    uint32_t owner = dti_flow_owner6(ip, at.port, remote->ip, remote->port, c->n_sub);
+    if (owner == q->d->engine)
+        return 0;
+    return move_to(c, s, q, slot, local, owner, true);
 }
 
 bool dti__is_moved(struct dti_ctx *c, dti_sock_t s)

@@ -56,8 +56,8 @@ int dti__group_status(struct dti_ctx *c, struct dti_group *g, struct dti_sock_in
  * engine owns moves there (a new socket with its options and address; the
  * application keeps its handle). 0 when nothing had to move. */
 int dti__place_for_connect(struct dti_ctx *c, dti_sock_t s, const struct dti_addr *remote);
-/* An IPv6 socket on several engines: moved to DTI_IP6_ENGINE (ip6.c). */
-int dti__place_for_ip6(struct dti_ctx *c, dti_sock_t s);
+/* The same for IPv6 (ip6.c): its flow's owner is dti_flow_owner6's. */
+int dti__place_for_connect6(struct dti_ctx *c, dti_sock_t s, const struct dti_addr6 *remote);
 /* Whether application handle s moved; forgetting where (it then names its
  * own slot again: the socket left there when it moved). */
 bool dti__is_moved(struct dti_ctx *c, dti_sock_t s);
@@ -97,8 +97,8 @@ static inline struct dti_group *dti__group_find(struct dti_ctx *c, dti_sock_t s)
     struct dti_group *g = dti__group_of(q->d, local);
     const uint32_t e = dti__engine_of(s);
     if (!g && e < c->n_sub && q->d->engine != e) {
-        /* A moved handle (an IPv6 listener on DTI_IP6_ENGINE): its group is
-         * kept in the handle's own slot, where dti__group_listen put it. */
+        /* A moved handle listening: its group is kept in the handle's own
+         * slot, where dti__group_listen put it. */
         g = dti__group_of(c->sub[e]->d, s & DTI_LOCAL_MASK);
     }
     return g && g->app == s ? g : NULL; /* siblings are the group code's own */

@@ -81,6 +81,9 @@ int StackImpl::pick_port6(Sock &s, const Ip6Addr &lip, const Ip6Addr &rip, uint1
     for (uint32_t tries = 0; tries < span; tries++) {
         const uint16_t p = next_ephemeral_;
         next_ephemeral_ = uint16_t(p >= cfg_.ephemeral_hi ? lo : p + 1);
+        // Several engines: only a port whose flow this engine owns (a bind's
+        // port, with no peer yet, is placed by libdti when it connects).
+        if (rport && cfg_.steer6 && cfg_.steer6(lip.b, p, rip.b, rport, cfg_.steer_arg) != cfg_.engine) continue;
         if (port_in_use6(any, true, p, nullptr)) continue; // a listener's port, either family
         if (rport && flows6_.lookup(FlowKey6{lip, rip, p, rport})) continue;
         s.app.local.port = p;

@@ -333,7 +333,11 @@ bool Port::open(const PortConfig &pc, const std::vector<EngineCore> &engines, ui
     // In isolated mode global RSS settings have no effect (rte_flow.h): the
     // tcp4 rule's RSS action carries the same key and spread instead.
     if (queues > 1 && !pc.flow_isolate) {
-        const uint64_t hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_IPV4);
+        // IPv6 TCP too (dti_flow_owner6: the same key over the 36-byte
+        // input), where the device hashes it; one that does not leaves IPv6
+        // to software steering.
+        const uint64_t hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_IPV4 |
+                                                           RTE_ETH_RSS_NONFRAG_IPV6_TCP | RTE_ETH_RSS_IPV6);
         if ((hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) && info.reta_size != 0) {
             // 0x6d5a repeated: the symmetric Toeplitz key (both directions
             // of a flow hash alike), of the length the device takes (40
@@ -611,9 +615,12 @@ void MbufIo::release(mars::PacketRef *frames, uint16_t n)
 void MbufIo::unclaimed(mars::PacketRef &frame, mars::Unclaimed why)
 {
     rte_mbuf *m = static_cast<rte_mbuf *>(frame.handle);
-    // Every engine's stack sees each ARP frame (steer.h shares them); one
-    // engine hands it on, or the kernel would get one copy per engine.
-    if (!kcount_ || (why == mars::Unclaimed::kArp && !kernel_arp_)) {
+    // Every engine's stack sees each ARP frame and IPv6 neighbour solicitation
+    // or advertisement (steer.h shares them); one engine hands it on, or the
+    // kernel would get one copy per engine.
+    const bool shared = why == mars::Unclaimed::kArp ||
+                        (why == mars::Unclaimed::kIpv6 && frame_for_every_engine(frame.data, frame.len));
+    if (!kcount_ || (shared && !kernel_arp_)) {
         rte_pktmbuf_free(m);
         return;
     }

@@ -264,7 +264,12 @@ bool Engine::setup(std::string *error)
         sc.engine = index_;
         if (n_engines_ > 1) {
             sc.steer = flow_owner_hook;
+            sc.steer6 = flow_owner6_hook;
             sc.steer_arg = const_cast<uint32_t *>(&n_engines_);
+            // Every engine sees each neighbour solicitation and advertisement
+            // (steer.h); the first answers them and probes for its addresses,
+            // the others learn from them and run DAD silently.
+            sc.nd_follower = index_ != 0;
         }
         sc.owner_of = owner_uid;
         sc.owner_arg = this;
@@ -296,6 +301,15 @@ bool Engine::setup(std::string *error)
     lim.engine_index = index_;
     lim.n_engines = n_engines_;
     lim.app_ip = ports_[0].config.ip;
+    if (!ports_[0].config.addr6.empty()) std::memcpy(lim.app_ip6, ports_[0].config.addr6[0].addr.b, 16);
+    {
+        // The port's link-local address, as MARS makes it (RFC 4291 2.5.1:
+        // fe80::/64, the MAC's modified EUI-64), for libdti's placement.
+        const uint8_t *m = ports_[0].mac.b;
+        const uint8_t ll[16] = {0xfe, 0x80, 0,    0,    0,    0,    0,    0,
+                                uint8_t(m[0] ^ 2), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
+        std::memcpy(lim.app_ll6, ll, 16);
+    }
     std::string derr;
     dti_ = dti::engine::Server::create(*transport_, lim, &derr);
     if (!dti_) {

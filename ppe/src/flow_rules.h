@@ -28,9 +28,11 @@
 //         next hops). ARP for the kernel's address, the replies to the
 //         kernel's requests and everything else stay the kernel's: each
 //         stack sees the ARP meant for it, nothing is needed twice.
-// Left to the kernel: IPv6 (MARS has no TCP over IPv6 yet, so a port's
-// address6 gets no rule), IPv4 fragments, multicast and broadcast IPv4,
-// every other protocol and address.
+// Left to the kernel: IPv6 (no rule for a port's address6 yet, so under
+// isolation MARS's IPv6 sockets see no traffic: a tcp6 rule would spread by
+// dti_flow_owner6 as tcp4 does by dti_flow_owner, and the address6's
+// neighbour discovery would need rules of its own), IPv4 fragments,
+// multicast and broadcast IPv4, every other protocol and address.
 #pragma once
 
 #include "config.h"

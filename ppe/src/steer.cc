@@ -18,6 +18,50 @@ constexpr uint16_t kEtherIpv4 = 0x0800, kEtherArp = 0x0806, kEtherIpv6 = 0x86dd;
 constexpr uint8_t kProtoTcp = 6;
 constexpr uint8_t kProtoUdp = 17;
 constexpr uint8_t kProtoIgmp = 2;
+constexpr uint32_t kIp6Len = 40;
+constexpr uint8_t kProtoIcmp6 = 58;
+// ICMPv6 types (RFC 4443, RFC 4861).
+constexpr uint8_t kIcmp6Unreach = 1, kIcmp6TooBig = 2, kIcmp6TimeExceeded = 3, kIcmp6ParamProblem = 4;
+constexpr uint8_t kIcmp6EchoRequest = 128, kIcmp6EchoReply = 129;
+constexpr uint8_t kNdSolicit = 135, kNdAdvert = 136;
+
+// The owner of the TCP flow whose IPv6 header is at ip (len bytes from
+// there), or `none` when it is no TCP segment with its ports.
+uint32_t tcp6_owner(const uint8_t *ip, uint32_t len, uint32_t n_engines, uint32_t none)
+{
+    if (len < kIp6Len + 4 || (ip[0] >> 4) != 6 || ip[6] != kProtoTcp) return none;
+    const uint8_t *tcp = ip + kIp6Len;
+    return dti_flow_owner6(ip + 8, load_be16(tcp), ip + 24, load_be16(tcp + 2), n_engines);
+}
+
+// IPv6 (Ethernet payload at ip, len bytes). TCP to its flow's owner, neighbour
+// solicitations and advertisements to every engine (each stack keeps its own
+// neighbour cache, as for ARP), an ICMPv6 error quoting a TCP segment to that
+// flow's owner, echo where received; the rest (UDP, MLD and anything behind an
+// extension header: no walk) to engine 0, which holds every datagram socket
+// and the multicast memberships.
+uint32_t ip6_owner(const uint8_t *ip, uint32_t len, uint32_t n_engines)
+{
+    if (len < kIp6Len || (ip[0] >> 4) != 6) return kUdpEngine;
+    if (ip[6] == kProtoTcp) return tcp6_owner(ip, len, n_engines, kUdpEngine);
+    if (ip[6] != kProtoIcmp6 || len < kIp6Len + 4) return kUdpEngine;
+    switch (ip[kIp6Len]) {
+    case kNdSolicit:
+    case kNdAdvert:
+        return kSteerEvery;
+    case kIcmp6EchoRequest:
+    case kIcmp6EchoReply:
+        return kSteerHere;
+    case kIcmp6Unreach:
+    case kIcmp6TooBig:
+    case kIcmp6TimeExceeded:
+    case kIcmp6ParamProblem:
+        // The invoking packet follows the 8-byte ICMPv6 header.
+        return tcp6_owner(ip + kIp6Len + 8, len >= kIp6Len + 8 ? len - kIp6Len - 8 : 0, n_engines, kUdpEngine);
+    default:
+        return kUdpEngine;
+    }
+}
 
 } // namespace
 
@@ -27,10 +71,7 @@ uint32_t frame_owner(const uint8_t *f, uint32_t len, uint32_t n_engines)
     const uint16_t type = load_be16(f + 12);
     if (type == kEtherArp) return n_engines > 1 ? kSteerEvery : kSteerHere;
     if (type != kEtherIpv4 || n_engines <= 1)
-        // Every IPv6 frame (TCP, neighbour discovery, ICMPv6) to the engine
-        // that holds every IPv6 socket and the port's neighbour cache
-        // (dti_abi.h DTI_IP6_ENGINE): IPv4's path above pays nothing for it.
-        return type == kEtherIpv6 && n_engines > 1 ? DTI_IP6_ENGINE : kSteerHere;
+        return type == kEtherIpv6 && n_engines > 1 ? ip6_owner(f + kEthLen, len - kEthLen, n_engines) : kSteerHere;
     const uint8_t *ip = f + kEthLen;
     if (len < kEthLen + 20) return kSteerHere;
     const uint32_t ihl = (ip[0] & 0x0f) * 4u;
@@ -48,6 +89,16 @@ uint32_t frame_owner(const uint8_t *f, uint32_t len, uint32_t n_engines)
     // Received direction: source = remote, destination = local. The owner
     // function is symmetric, so the order does not matter.
     return dti_flow_owner(load_be32(ip + 12), load_be16(tcp), load_be32(ip + 16), load_be16(tcp + 2), n_engines);
+}
+
+bool frame_for_every_engine(const uint8_t *f, uint32_t len)
+{
+    if (len < kEthLen) return false;
+    const uint16_t type = load_be16(f + 12);
+    if (type == kEtherArp) return true;
+    const uint8_t *ip = f + kEthLen;
+    return type == kEtherIpv6 && len >= kEthLen + kIp6Len + 1 && ip[6] == kProtoIcmp6 &&
+           (ip[kIp6Len] == kNdSolicit || ip[kIp6Len] == kNdAdvert);
 }
 
 void rss_fill_key(uint8_t *key, size_t len)
@@ -68,6 +119,11 @@ bool rss_table_matches_owner(uint32_t reta_size)
 uint32_t flow_owner_hook(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg)
 {
     return dti_flow_owner(lip, lport, rip, rport, *static_cast<const uint32_t *>(arg));
+}
+
+uint32_t flow_owner6_hook(const uint8_t *lip, uint16_t lport, const uint8_t *rip, uint16_t rport, void *arg)
+{
+    return dti_flow_owner6(lip, lport, rip, rport, *static_cast<const uint32_t *>(arg));
 }
 
 HelloRoute route_hello(const void *msg, size_t len, uint32_t n_engines)
@@ -204,8 +260,7 @@ uint16_t Steering::drain(mars::PacketRef *out, uint16_t max)
     next_drain_ = (next_drain_ + 1) % n_;
     for (uint16_t i = 0; i < got; i++) {
         out[i] = packet_of(m[i]);
-        const bool arp = out[i].len >= kEthLen && load_be16(out[i].data + 12) == kEtherArp;
-        (arp ? counters_.arp_in : counters_.in)++;
+        (frame_for_every_engine(out[i].data, out[i].len) ? counters_.arp_in : counters_.in)++;
     }
     return got;
 }

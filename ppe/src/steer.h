@@ -1,15 +1,18 @@
 // ppe/src/steer.h: software flow steering between engines.
 //
 // With N engines every TCP flow has one owner, dti_flow_owner(4-tuple, N)
-// (dti/abi/dti_abi.h): the engine whose stack holds the connection. The NIC
-// (or af_packet's fanout) may deliver a segment to any engine's queue, so
-// after each rx burst an engine keeps what it owns and hands the rest to the
-// owner through a single-producer single-consumer rte_ring per (from, to)
-// pair. ARP goes to every engine (each stack keeps its own neighbour table):
-// the same mbuf with its reference count raised, no copy. UDP and IGMP go to
-// engine 0, which holds every UDP socket; IPv6 (TCP, neighbour discovery,
-// ICMPv6) to DTI_IP6_ENGINE (0), which holds every IPv6 socket. ICMP and
-// anything else stay where they were received.
+// (dti/abi/dti_abi.h; over IPv6 dti_flow_owner6): the engine whose stack
+// holds the connection. The NIC (or af_packet's fanout) may deliver a
+// segment to any engine's queue, so after each rx burst an engine keeps what
+// it owns and hands the rest to the owner through a single-producer
+// single-consumer rte_ring per (from, to) pair. ARP and IPv6 neighbour
+// solicitations and advertisements go to every engine (each stack keeps its
+// own neighbour table; the first engine alone answers ND and hands such
+// frames to the kernel): the same mbuf with its reference count raised, no
+// copy. UDP and IGMP (and over IPv6: UDP, MLD, anything behind an extension
+// header) go to engine 0, which holds every datagram socket; an ICMPv6 error
+// quoting a TCP segment to that flow's owner. ICMP, ICMPv6 echo and anything
+// else stay where they were received.
 //
 // Nothing here locks, allocates or makes a syscall on the packet path; each
 // ring's producer and consumer indexes sit on their own cache lines (rte_ring
@@ -36,13 +39,18 @@ constexpr uint32_t kSteerEvery = 0xfffffffeu; // every engine (ARP)
 // The engine that holds every UDP socket (and IGMP membership).
 constexpr uint32_t kUdpEngine = 0;
 
-// The owner of a received Ethernet frame among n engines: an engine index
-// for a TCP/IPv4 segment (not a fragment), kUdpEngine for UDP/IPv4 and
-// IGMP, DTI_IP6_ENGINE for IPv6, kSteerEvery for ARP, kSteerHere for
-// anything else (ICMP, malformed frames: the receiving stack counts and
-// drops them). Reads only what the
-// length covers.
+// The owner of a received Ethernet frame among n engines: the flow's owner
+// for a TCP segment (IPv4 not a fragment; IPv6 with TCP as its next header)
+// and for an ICMPv6 error quoting one, kUdpEngine for UDP and IGMP and for
+// the rest of IPv6 (MLD, extension headers), kSteerEvery for ARP and IPv6
+// neighbour solicitations and advertisements, kSteerHere for anything else
+// (ICMP, ICMPv6 echo, malformed frames: the receiving stack counts and drops
+// them). Reads only what the length covers.
 uint32_t frame_owner(const uint8_t *frame, uint32_t len, uint32_t n_engines);
+
+// Whether frame_owner() gives the frame to every engine (ARP, IPv6 NS/NA):
+// the engine that hands frames on to a shared kernel passes one copy.
+bool frame_for_every_engine(const uint8_t *frame, uint32_t len);
 
 // RSS programmed so that the NIC's choice of queue is dti_flow_owner()'s
 // (dti_abi.h): the key is 0x6d5a repeated (len bytes: the device's key
@@ -59,6 +67,8 @@ bool rss_table_matches_owner(uint32_t reta_size);
 // (host byte order), `arg` points to the number of engines (a uint32_t that
 // outlives the stack). MARS then picks ephemeral ports its engine owns.
 uint32_t flow_owner_hook(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg);
+// mars::StackConfig::steer6: the same for IPv6 (dti_flow_owner6).
+uint32_t flow_owner6_hook(const uint8_t *lip, uint16_t lport, const uint8_t *rip, uint16_t rport, void *arg);
 
 // Where the control thread sends a new control connection, from the first
 // message it peeked (HELLO names the engine wanted).
@@ -104,8 +114,8 @@ class SteerMesh {
 struct SteerCounters {
     uint64_t out = 0;      // TCP segments handed to their owner
     uint64_t in = 0;       // TCP segments other engines handed to us
-    uint64_t arp_out = 0;  // ARP frames shared with the other engines (one per frame)
-    uint64_t arp_in = 0;   // ARP frames other engines shared with us
+    uint64_t arp_out = 0;  // ARP and IPv6 NS/NA frames shared with the other engines (one per frame)
+    uint64_t arp_in = 0;   // ARP and IPv6 NS/NA frames other engines shared with us
     uint64_t drops = 0;    // segments dropped because the owner's ring was full
 };
 

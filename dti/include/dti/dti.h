@@ -72,8 +72,10 @@ extern "C" {
  * and a received datagram record carries the IPv4 TOS and TTL in its flags
  * (DTI_DGRAM_TOS/TTL). 11: IPv6 endpoints on the control path (DTI_OP_BIND6,
  * DTI_OP_CONNECT6; a socket's IPv6 names in dti_sock_shared.name6/local6/remote6). 12:
- * IPv6 datagram sockets (BIND6 and CONNECT6 on them; DTI_DGRAM_IP6 records). */
-#define DTI_ABI_VERSION 13u
+ * IPv6 datagram sockets (BIND6 and CONNECT6 on them; DTI_DGRAM_IP6 records). 14:
+ * IPv6 stream sockets spread over the engines (dti_flow_owner6; before, every
+ * IPv6 socket lived on the first engine), the region header's app_ip6. */
+#define DTI_ABI_VERSION 14u
 
 /* Default control socket of the PPE; the environment variable ETA_SOCKET
  * overrides it. */
@@ -528,8 +530,9 @@ int dti_prep_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *remote, 
  * once neighbour discovery found the peer (EHOSTUNREACH when it does not).
  * The engine refuses (-EINVAL, counted) flags it does not know, a port
  * above 65535, and a connect to port 0, to :: or to a multicast address.
- * With several engines an IPv6 socket lives on engine 0, which receives
- * every IPv6 frame (dti/README.md "IPv6"). */
+ * With several engines IPv6 stream sockets are placed as IPv4 ones are (a
+ * listener on every engine, a connection on its flow's owner:
+ * dti_flow_owner6; dti/README.md "IPv6"). */
 int dti_prep_bind6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *local, unsigned flags, uint64_t user_data);
 int dti_prep_connect6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *remote, uint64_t user_data);
 int dti_prep_shutdown(dti_ctx_t *c, dti_sock_t s, int how, uint64_t user_data);

@@ -151,7 +151,17 @@ struct StackConfig {
     // steer(4-tuple) == engine. nullptr: any port.
     uint32_t engine = 0;
     uint32_t (*steer)(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, void *arg) = nullptr;
+    // The same for IPv6 active opens (addresses: 16 bytes, network order;
+    // ports host order); it gets steer_arg too. nullptr: any port.
+    uint32_t (*steer6)(const uint8_t *lip, uint16_t lport, const uint8_t *rip, uint16_t rport, void *arg) = nullptr;
     void *steer_arg = nullptr;
+    // Another stack on the same port sees every neighbour solicitation and
+    // advertisement too and answers them (in eta: the first engine's, when
+    // several share a port). This one learns neighbours from them and
+    // resolves its own next hops, and runs DAD's states and timer as the
+    // other does (so it uses no address the other may not yet, and sees the
+    // same conflicts), but sends no advertisement and no DAD solicitation.
+    bool nd_follower = false;
     // Who owns a socket, from its user tag (in eta: the application's uid).
     // SO_REUSEPORT lets sockets share a port only when their owners match,
     // as Linux requires of one effective uid. nullptr: one owner for all.

@@ -513,6 +513,9 @@ bool build_nd(Link &link, const MacAddr &our_mac, uint8_t type, const uint8_t *s
 
 bool NeighborDiscovery::send_ns(const uint8_t *target, const uint8_t *dst_ip, const MacAddr *dst_mac, bool dad)
 {
+    // Another engine on the port probes (StackConfig::nd_follower): this one
+    // runs DAD's timer and sees what conflicts, silently.
+    if (dad && cfg_.nd_follower) return true;
     static const uint8_t unspecified[16] = {};
     const uint8_t *src = unspecified;
     if (!dad) {
@@ -529,6 +532,9 @@ bool NeighborDiscovery::send_ns(const uint8_t *target, const uint8_t *dst_ip, co
 
 bool NeighborDiscovery::send_na(const uint8_t *target, const uint8_t *dst_ip, const MacAddr &dst_mac, uint32_t flags)
 {
+    // Every advertisement is an answer, a defence or an announcement: the
+    // first engine's alone (StackConfig::nd_follower), so one per solicitation.
+    if (cfg_.nd_follower) return false;
     if (!build_nd(link_, mac_, kNdNeighborAdvert, target, dst_ip, dst_mac, flags, target, kNdOptTargetLla))
         return false;
     stats_.nd_na_out++;

@@ -58,7 +58,11 @@ note "eta-stat: icmp6_echo_in $echo_in, icmp6_out $icmp6_out, nd_na_out $na_out,
 [ "$echo_in" -ge 9 ] || fail "eta-stat counts $echo_in ICMPv6 echo requests, the peer sent at least 9 that were answered"
 [ "$dup" -eq 0 ] || fail "eta-stat counts $dup duplicate addresses on a lab link nobody else holds"
 if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ]; then
-    [ "$icmp6_out" -ge "$echo_in" ] || fail "eta-stat counts $icmp6_out ICMPv6 messages sent for $echo_in echo requests"
+    # At least the 9 echo replies the peer got (the first ping answered, 5, 3).
+    # Not one per echo request: one that came during DAD is not answered
+    # (RFC 4862 5.4), and with several engines DAD's own messages, which
+    # made up for it, are the first engine's alone.
+    [ "$icmp6_out" -ge 9 ] || fail "eta-stat counts $icmp6_out ICMPv6 messages sent for the 9 echo replies the peer got"
     [ "$na_out" -ge 1 ] || fail "eta-stat counts no neighbour advertisement sent, yet the peer learned $mac"
     who=MARS
 else

@@ -3,7 +3,8 @@
 // its engine owns, hands the rest to the owner over that pair's ring in
 // order, shares ARP with every engine by reference count (no copy), keeps
 // ICMP and malformed frames where they arrived, and counts a full ring's
-// drops. Real mbufs from a real mempool: the EAL runs in-process without
+// drops; IPv6 alike (dti_flow_owner6, neighbour discovery shared like ARP).
+// Real mbufs from a real mempool: the EAL runs in-process without
 // hugepages, devices or shared files (no root needed).
 #include "steer.h"
 
@@ -87,6 +88,69 @@ rte_mbuf *frame(uint16_t ether, uint8_t proto, uint32_t src, uint16_t sport, uin
 rte_mbuf *tcp(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport) { return frame(0x0800, 6, src, sport, dst, dport); }
 rte_mbuf *arp() { return frame(0x0806, 0, 0, 0, 0, 0); }
 
+// IPv6: 2001:2::1 (the local address), 2001:2::<host> remote.
+struct Ip6 {
+    uint8_t b[16];
+};
+Ip6 ip6(uint16_t host)
+{
+    Ip6 a{};
+    a.b[0] = 0x20, a.b[1] = 0x01, a.b[3] = 0x02;
+    put16(a.b + 14, host);
+    return a;
+}
+const Ip6 kLocal6 = ip6(1), kRemote6 = ip6(2);
+
+// An IPv6 frame: next header `nh`, then l4 (the first bytes of what follows
+// the fixed header), len bytes of frame in all.
+rte_mbuf *frame6(uint8_t nh, const Ip6 &src, const Ip6 &dst, const std::vector<uint8_t> &l4, uint16_t len = 0)
+{
+    if (!len) len = uint16_t(14 + 40 + l4.size());
+    rte_mbuf *m = rte_pktmbuf_alloc(g_pool);
+    EXPECT_NE(m, nullptr);
+    uint8_t *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, len));
+    std::memset(f, 0, len);
+    put16(f + 12, 0x86dd);
+    if (len >= 54) {
+        f[14] = 0x60;
+        put16(f + 14 + 4, uint16_t(l4.size()));
+        f[14 + 6] = nh;
+        f[14 + 7] = 64;
+        std::memcpy(f + 14 + 8, src.b, 16);
+        std::memcpy(f + 14 + 24, dst.b, 16);
+        std::memcpy(f + 54, l4.data(), std::min<size_t>(l4.size(), len - 54));
+    }
+    return m;
+}
+std::vector<uint8_t> ports(uint16_t sport, uint16_t dport)
+{
+    return {uint8_t(sport >> 8), uint8_t(sport), uint8_t(dport >> 8), uint8_t(dport), 0, 0, 0, 0};
+}
+rte_mbuf *tcp6(const Ip6 &src, uint16_t sport, const Ip6 &dst, uint16_t dport)
+{
+    return frame6(6, src, dst, ports(sport, dport));
+}
+// ICMPv6 of `type`; for an error, `quoted` is the invoking packet's IPv6
+// header and its first bytes.
+rte_mbuf *icmp6(uint8_t type, const std::vector<uint8_t> &quoted = {})
+{
+    std::vector<uint8_t> m = {type, 0, 0, 0, 0, 0, 0, 0};
+    m.insert(m.end(), quoted.begin(), quoted.end());
+    return frame6(58, kRemote6, kLocal6, m);
+}
+// What an error quotes: our segment (or datagram) to the remote.
+std::vector<uint8_t> quote(uint8_t nh, uint16_t sport, uint16_t dport)
+{
+    std::vector<uint8_t> q(40);
+    q[0] = 0x60;
+    q[6] = nh;
+    std::memcpy(q.data() + 8, kLocal6.b, 16);
+    std::memcpy(q.data() + 24, kRemote6.b, 16);
+    const auto p = ports(sport, dport);
+    q.insert(q.end(), p.begin(), p.end());
+    return q;
+}
+
 uint32_t owner_of(rte_mbuf *m, uint32_t n) { return ppe::frame_owner(rte_pktmbuf_mtod(m, uint8_t *), m->data_len, n); }
 
 // A remote port whose flow to local port 80 the given engine owns.
@@ -161,9 +225,7 @@ TEST(SteerOwner, ClassifiesFrames)
         {"ICMP", frame(0x0800, 1, kRemote, 0, kLocal, 0), ppe::kSteerHere},
         {"UDP (engine 0 holds every UDP socket)", frame(0x0800, 17, kRemote, 1, kLocal, 2), ppe::kUdpEngine},
         {"IGMP (memberships are engine 0's)", frame(0x0800, 2, kRemote, 0, kLocal, 0), ppe::kUdpEngine},
-        {"IPv6 (engine 0 holds every IPv6 socket)", frame(0x86dd, 6, kRemote, 1, kLocal, 2), DTI_IP6_ENGINE},
-        {"IPv6 neighbour discovery (engine 0's neighbour cache)", frame(0x86dd, 58, 0, 0, 0, 0), DTI_IP6_ENGINE},
-        {"IPv6 runt", frame(0x86dd, 6, kRemote, 1, kLocal, 2, 0, 14), DTI_IP6_ENGINE},
+        {"IPv6 runt (no IPv6 header: engine 0)", frame(0x86dd, 6, kRemote, 1, kLocal, 2, 0, 14), ppe::kUdpEngine},
         {"TCP fragment (offset)", frame(0x0800, 6, kRemote, 1, kLocal, 2, 0x0010), ppe::kSteerHere},
         {"TCP fragment (MF)", frame(0x0800, 6, kRemote, 1, kLocal, 2, 0x2000), ppe::kSteerHere},
         {"TCP header cut before the ports", frame(0x0800, 6, kRemote, 1, kLocal, 2, 0, 36), ppe::kSteerHere},
@@ -177,6 +239,160 @@ TEST(SteerOwner, ClassifiesFrames)
     rte_mbuf *m = tcp(kRemote, 5555, kLocal, 80);
     EXPECT_EQ(owner_of(m, 2), dti_flow_owner(kLocal, 80, kRemote, 5555, 2)) << "DF set still steers";
     rte_pktmbuf_free(m);
+}
+
+// The RSS input of an IPv6 TCP segment (RFC: Microsoft RSS, "IPv6 TCP"):
+// source address, destination address, source port, destination port, 36
+// bytes, hashed bit by bit with the key 0x6d5a repeated. No fold: the plain
+// definition, which dti_flow_hash6's fold must equal.
+uint32_t toeplitz_bitwise(const uint8_t *in, size_t len)
+{
+    uint8_t key[52];
+    ppe::rss_fill_key(key, sizeof key);
+    auto key_bit = [&](size_t i) { return (key[i / 8] >> (7 - i % 8)) & 1u; };
+    uint32_t h = 0;
+    for (size_t bit = 0; bit < len * 8; bit++) {
+        if (!((in[bit / 8] >> (7 - bit % 8)) & 1u)) continue;
+        uint32_t window = 0;
+        for (size_t k = 0; k < 32; k++) window = window << 1 | key_bit(bit + k);
+        h ^= window;
+    }
+    return h;
+}
+
+TEST(SteerOwner, Ipv6FoldEqualsToeplitzOverTheWholeInput)
+{
+    std::mt19937 rng(13);
+    for (int i = 0; i < 20000; i++) {
+        uint8_t in[36];
+        for (auto &b : in) b = uint8_t(rng());
+        const uint16_t sport = uint16_t(in[32] << 8 | in[33]), dport = uint16_t(in[34] << 8 | in[35]);
+        const uint32_t h = dti_flow_hash6(in, sport, in + 16, dport);
+        ASSERT_EQ(h, toeplitz_bitwise(in, sizeof in)) << "input " << i;
+        ASSERT_EQ(h, dti_flow_hash6(in + 16, dport, in, sport)) << "not symmetric";
+        for (uint32_t n : {2u, 3u, 4u, 8u})
+            ASSERT_EQ(dti_flow_owner6(in, sport, in + 16, dport, n), (h % DTI_FLOW_RETA_SPAN) % n);
+    }
+    // And the IPv4 one likewise, over its 12 bytes.
+    for (int i = 0; i < 2000; i++) {
+        const uint32_t src = rng(), dst = rng();
+        const uint16_t sport = uint16_t(rng()), dport = uint16_t(rng());
+        uint8_t in[12];
+        put32(in, src), put32(in + 4, dst), put16(in + 8, sport), put16(in + 10, dport);
+        ASSERT_EQ(dti_flow_hash(src, sport, dst, dport), toeplitz_bitwise(in, sizeof in));
+    }
+}
+
+// An RSS NIC hashing IPv6 TCP (RTE_ETH_RSS_NONFRAG_IPV6_TCP, dpdk.cc) puts
+// each flow on its owner's queue, as for IPv4 (DPDK's software Toeplitz).
+TEST(SteerOwner, RssNicPutsEveryIpv6FlowOnItsOwnersQueue)
+{
+    uint8_t key[40];
+    ppe::rss_fill_key(key, sizeof key);
+    std::mt19937 rng(17);
+    for (int i = 0; i < 4000; i++) {
+        Ip6 src, dst;
+        for (auto &b : src.b) b = uint8_t(rng());
+        for (auto &b : dst.b) b = uint8_t(rng());
+        const uint16_t sport = uint16_t(rng()), dport = uint16_t(rng());
+        uint32_t words[9];
+        for (int w = 0; w < 4; w++) {
+            words[w] = uint32_t(src.b[4 * w]) << 24 | uint32_t(src.b[4 * w + 1]) << 16 |
+                       uint32_t(src.b[4 * w + 2]) << 8 | src.b[4 * w + 3];
+            words[4 + w] = uint32_t(dst.b[4 * w]) << 24 | uint32_t(dst.b[4 * w + 1]) << 16 |
+                           uint32_t(dst.b[4 * w + 2]) << 8 | dst.b[4 * w + 3];
+        }
+        words[8] = uint32_t(sport) << 16 | dport;
+        const uint32_t hash = rte_softrss(words, 9, key);
+        ASSERT_EQ(hash, dti_flow_hash6(src.b, sport, dst.b, dport));
+        for (uint16_t queues : {2, 3, 4, 8})
+            for (uint32_t reta_size : {64u, 512u})
+                ASSERT_EQ(ppe::rss_queue_of_entry(hash % reta_size, queues),
+                          dti_flow_owner6(src.b, sport, dst.b, dport, queues));
+    }
+}
+
+TEST(SteerOwner, ClassifiesIpv6Frames)
+{
+    const uint16_t sport = 40000;
+    const uint32_t owner = dti_flow_owner6(kLocal6.b, 80, kRemote6.b, sport, 2);
+    // A flow engine 1 owns and one engine 0 owns, so each case means something.
+    uint16_t p0 = 1024, p1 = 1024;
+    while (dti_flow_owner6(kRemote6.b, p0, kLocal6.b, 80, 2) != 0) p0++;
+    while (dti_flow_owner6(kRemote6.b, p1, kLocal6.b, 80, 2) != 1) p1++;
+    struct Case {
+        const char *what;
+        rte_mbuf *m;
+        uint32_t want;
+    } cases[] = {
+        {"TCP to engine 1's flow", tcp6(kRemote6, p1, kLocal6, 80), 1},
+        {"TCP to engine 0's flow", tcp6(kRemote6, p0, kLocal6, 80), 0},
+        {"TCP, other direction", tcp6(kLocal6, 80, kRemote6, p1), 1},
+        {"TCP cut before the ports", frame6(6, kRemote6, kLocal6, ports(p1, 80), 14 + 40 + 3), ppe::kUdpEngine},
+        {"UDP (engine 0 holds every datagram socket)", frame6(17, kRemote6, kLocal6, ports(p1, 80)), ppe::kUdpEngine},
+        {"hop-by-hop first (MLD; no extension header walk)", frame6(0, kRemote6, kLocal6, ports(p1, 80)),
+         ppe::kUdpEngine},
+        {"neighbour solicitation (every engine's neighbour cache)", icmp6(135), ppe::kSteerEvery},
+        {"neighbour advertisement", icmp6(136), ppe::kSteerEvery},
+        {"echo request (answered where received)", icmp6(128), ppe::kSteerHere},
+        {"echo reply", icmp6(129), ppe::kSteerHere},
+        {"MLD query", icmp6(130), ppe::kUdpEngine},
+        {"router advertisement", icmp6(134), ppe::kUdpEngine},
+        {"packet too big quoting engine 1's segment", icmp6(2, quote(6, 80, p1)), 1},
+        {"packet too big quoting engine 0's segment", icmp6(2, quote(6, 80, p0)), 0},
+        {"unreachable quoting engine 1's segment", icmp6(1, quote(6, 80, p1)), 1},
+        {"time exceeded quoting engine 1's segment", icmp6(3, quote(6, 80, p1)), 1},
+        {"error quoting a datagram", icmp6(1, quote(17, 80, p1)), ppe::kUdpEngine},
+        {"error quoting too little", icmp6(2, std::vector<uint8_t>(30)), ppe::kUdpEngine},
+        {"ICMPv6 cut before its type", frame6(58, kRemote6, kLocal6, {}, 14 + 40), ppe::kUdpEngine},
+    };
+    for (auto &c : cases) {
+        EXPECT_EQ(owner_of(c.m, 2), c.want) << c.what;
+        EXPECT_EQ(owner_of(c.m, 1), ppe::kSteerHere) << c.what << ": one engine handles everything";
+        const uint8_t *f = rte_pktmbuf_mtod(c.m, uint8_t *);
+        EXPECT_EQ(ppe::frame_for_every_engine(f, c.m->data_len), c.want == ppe::kSteerEvery) << c.what;
+        rte_pktmbuf_free(c.m);
+    }
+    rte_mbuf *m = tcp6(kRemote6, sport, kLocal6, 80);
+    EXPECT_EQ(owner_of(m, 2), owner);
+    rte_pktmbuf_free(m);
+    rte_mbuf *a = arp();
+    EXPECT_TRUE(ppe::frame_for_every_engine(rte_pktmbuf_mtod(a, uint8_t *), a->data_len));
+    rte_pktmbuf_free(a);
+}
+
+// Many connections of one IPv6 client spread over the engines (the point of
+// it all: an IPv6 server on N engines runs on N).
+TEST(SteerOwner, Ipv6FlowsSpread)
+{
+    uint32_t per_engine[4] = {};
+    for (uint16_t p = 32768; p < 32768 + 4000; p++) per_engine[dti_flow_owner6(kLocal6.b, 80, kRemote6.b, p, 4)]++;
+    for (uint32_t e = 0; e < 4; e++) EXPECT_GT(per_engine[e], 600u) << "engine " << e;
+}
+
+// Neighbour solicitations reach every engine by reference, as ARP does, and
+// count as such.
+TEST(Steering, NeighbourDiscoveryReachesEveryEngine)
+{
+    ppe::SteerMesh mesh;
+    std::string err;
+    ASSERT_TRUE(mesh.create(2, 64, &err)) << err;
+    ppe::Steering e0(mesh, 0), e1(mesh, 1);
+    const unsigned avail0 = rte_mempool_avail_count(g_pool);
+    rte_mbuf *ns = icmp6(135);
+    mars::PacketRef burst[1] = {ppe::packet_of(ns)};
+    ASSERT_EQ(e1.sort(burst, 1), 1) << "the receiver handles it too";
+    EXPECT_EQ(e1.flush(), 1u);
+    EXPECT_EQ(rte_mbuf_refcnt_read(ns), 2);
+    mars::PacketRef got[2];
+    ASSERT_EQ(e0.drain(got, 2), 1);
+    EXPECT_EQ(got[0].handle, ns);
+    EXPECT_EQ(e1.counters().arp_out, 1u);
+    EXPECT_EQ(e0.counters().arp_in, 1u);
+    EXPECT_EQ(e0.counters().in, 0u);
+    rte_pktmbuf_free(ns);
+    rte_pktmbuf_free(ns);
+    EXPECT_EQ(rte_mempool_avail_count(g_pool), avail0);
 }
 
 TEST(Steering, HandsSegmentsToTheirOwnerInOrder)
@@ -336,8 +552,11 @@ TEST(RouteHello, ByTheEngineItNames)
 TEST(SteerOwner, HookForMarsIsTheSameFunction)
 {
     uint32_t n = 2;
-    for (uint16_t p = 32768; p < 32868; p++)
+    for (uint16_t p = 32768; p < 32868; p++) {
         EXPECT_EQ(ppe::flow_owner_hook(kLocal, p, kRemote, 80, &n), dti_flow_owner(kRemote, 80, kLocal, p, 2));
+        EXPECT_EQ(ppe::flow_owner6_hook(kLocal6.b, p, kRemote6.b, 80, &n),
+                  dti_flow_owner6(kRemote6.b, 80, kLocal6.b, p, 2));
+    }
 }
 
 } // namespace

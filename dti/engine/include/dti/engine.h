@@ -347,6 +347,11 @@ struct Limits {
     // The address applications' sockets use (host order), told in the region
     // header: libdti computes flow owners with it (a bound socket connecting).
     uint32_t app_ip = 0;
+    // The IPv6 address a socket bound to :: connects from (to a destination
+    // that is not link-local; network order, all 0: none), likewise.
+    uint8_t app_ip6[16] = {};
+    // ... and to a link-local destination: the port's link-local address.
+    uint8_t app_ll6[16] = {};
     // Posted receives into the process's memory (DTI_OP_RECV_POST): false
     // answers every post -EOPNOTSUPP (counted as a fallback; libdti then
     // copies from the ring), as when the engine may not write into a process.

@@ -67,7 +67,7 @@ class Ip6Upper final : public Ipv6Upper {
     std::vector<std::pair<unsigned, bool>> queries;
 };
 
-inline StackConfig config(bool shared)
+inline StackConfig config(bool shared, bool follower = false)
 {
     StackConfig c;
     c.ip = 0xC6120001;
@@ -75,6 +75,7 @@ inline StackConfig config(bool shared)
     c.addr6[0] = Ip6Prefix{kOurIp, 64};
     c.n_addr6 = 1;
     c.pass_unclaimed = shared;
+    c.nd_follower = follower;
     return c;
 }
 
@@ -82,8 +83,8 @@ inline StackConfig config(bool shared)
 // rx(); what went out is in io.sent (flushed), what was handed on in io.passed.
 class Ip6Rig {
   public:
-    explicit Ip6Rig(bool shared = false)
-        : cfg(config(shared)), link(io, stats), nd(cfg, link, stats), ip(cfg, link, nd, stats, upper)
+    explicit Ip6Rig(bool shared = false, bool follower = false)
+        : cfg(config(shared, follower)), link(io, stats), nd(cfg, link, stats), ip(cfg, link, nd, stats, upper)
     {
         link.pass_unclaimed = shared;
     }

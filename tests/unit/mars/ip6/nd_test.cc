@@ -5,7 +5,9 @@
 // one DUPLICATE), NS answered with NA (flags and options right, the sender
 // learnt), malformed ND refused, resolution with frames held and released,
 // NUD REACHABLE -> STALE -> DELAY -> PROBE -> FAILED with waiting frames
-// dropped and counted, the queue bound, shared mode learning without answering.
+// dropped and counted, the queue bound, shared mode learning without answering,
+// an engine that is not the first (nd_follower) learning and resolving its
+// own next hops without answering or probing for its addresses.
 #include "ip6_fixture.h"
 
 namespace {
@@ -296,6 +298,64 @@ TEST(Nd, SharedModeLearnsButNeitherAnswersNorProbes)
     EXPECT_EQ(r.stats.nd_dad_duplicates, 0u);
     EXPECT_EQ(r.io.passed.size(), 2u);
     EXPECT_EQ(r.io.outstanding, 0);
+}
+
+// Several engines on one port: every engine sees each NS and NA (ppe
+// steer.h), the first answers and probes; another runs DAD's states and timer
+// silently (no address used before the first may use it, the same conflicts
+// seen), learns from what it sees and resolves its own next hops, but sends
+// no advertisement (one NA per solicitation on the wire, not one per engine).
+TEST(Nd, FollowerEngineLearnsAndResolvesButNeitherAnswersNorProbes)
+{
+    Ip6Rig r(false, true);
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kTentative);
+    r.nd.start(r.now);
+    r.link.flush();
+    EXPECT_TRUE(r.io.sent.empty()) << "no DAD solicitation from a follower";
+    r.rx(echo(kPeerIp, kOurIp));
+    EXPECT_TRUE(r.io.sent.empty()) << "tentative: no echo reply while the first engine probes";
+    r.advance(kSec);
+    EXPECT_EQ(r.nd.addr(0).state, AddrState::kPreferred);
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kPreferred);
+    EXPECT_TRUE(r.io.sent.empty()) << "no announcement from a follower";
+    const Ip6Addr sn = ip6::solicited_node(kOurIp.b);
+    r.rx(ns(kPeerIp, sn, kOurIp), ip6::multicast_mac(sn.b));
+    EXPECT_TRUE(r.io.sent.empty()) << "the first engine answers";
+    EXPECT_TRUE(r.io.passed.empty()) << "nothing for a kernel: the port is not shared";
+    ASSERT_NE(r.nd.peek(kPeerIp), nullptr) << "learnt from the solicitation";
+    EXPECT_EQ(r.nd.peek(kPeerIp)->state, NudState::kStale);
+    // A DAD probe for our address (from ::) is the first engine's to defend.
+    r.rx(ns(Ip6Addr{}, sn, kOurIp, false), ip6::multicast_mac(sn.b));
+    EXPECT_TRUE(r.io.sent.empty());
+    // Its own next hop: solicited by this engine, resolved by the NA the
+    // steering shares with it.
+    const Ip6Addr other = [] {
+        Ip6Addr a = kPeerIp;
+        a.b[15] ^= 0x40;
+        return a;
+    }();
+    r.rx(echo(other, kOurIp));
+    ASSERT_EQ(r.io.sent.size(), 1u);
+    EXPECT_EQ(Sent{r.io.sent[0]}.type(), wire::kNdNeighborSolicit);
+    r.io.sent.clear();
+    r.rx(na(other, kOurIp, other, wire::kNaSolicited | wire::kNaOverride));
+    ASSERT_EQ(r.io.sent.size(), 1u) << "the held echo reply leaves";
+    EXPECT_EQ(Sent{r.io.sent[0]}.type(), wire::kIcmp6EchoReply);
+    EXPECT_EQ(r.io.outstanding, 0);
+}
+
+// A follower sees another node's DAD for a tentative address as the first
+// engine does: duplicate on both.
+TEST(Nd, FollowerSeesTheSameConflicts)
+{
+    Ip6Rig r(false, true);
+    r.nd.start(r.now);
+    const Ip6Addr sn = ip6::solicited_node(kOurIp.b);
+    r.rx(ns(Ip6Addr{}, sn, kOurIp, false), ip6::multicast_mac(sn.b));
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kDuplicate);
+    r.advance(kSec);
+    EXPECT_EQ(r.nd.addr(1).state, AddrState::kDuplicate);
+    EXPECT_TRUE(r.io.sent.empty());
 }
 
 } // namespace

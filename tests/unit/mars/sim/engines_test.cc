@@ -1,5 +1,6 @@
-// MARS under several engines (StackConfig::steer, owner_of): an active open
-// takes only ephemeral ports whose flow its engine owns; a SO_REUSEPORT
+// MARS under several engines (StackConfig::steer, steer6, owner_of): an
+// active open, IPv4 or IPv6, takes only ephemeral ports whose flow its engine
+// owns; a SO_REUSEPORT
 // group spreads incoming connections over its members by a hash of the
 // 4-tuple (every member gets some, the same flow always the same member);
 // and only sockets of one owner (uid) may share a port.
@@ -21,6 +22,13 @@ uint32_t toy_owner(uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, v
 }
 
 uint32_t never_me(uint32_t, uint16_t, uint32_t, uint16_t, void *) { return 7; }
+
+// The same over IPv6 (StackConfig::steer6; the PPE's is dti_flow_owner6).
+uint32_t toy_owner6(const uint8_t *lip, uint16_t lport, const uint8_t *rip, uint16_t rport, void *arg)
+{
+    const uint32_t n = *static_cast<uint32_t *>(arg);
+    return ((lip[15] ^ rip[15]) + lport * 31u + rport) % n;
+}
 
 // user tag -> owner: the tag's high 32 bits (the test's "uid").
 uint32_t uid_of_tag(uint64_t user, void *) { return uint32_t(user >> 32); }
@@ -44,6 +52,38 @@ TEST(MarsEngines, EphemeralPortsAreOnesThisEngineOwns)
         EXPECT_EQ(toy_owner(peer.stack_ip, syns[0].sport, peer.peer_ip, 80, &n), 2u)
             << "port " << syns[0].sport << " belongs to another engine";
         ports.insert(syns[0].sport);
+    }
+    EXPECT_EQ(ports.size(), 40u) << "every connection its own port";
+}
+
+TEST(MarsEngines, Ipv6EphemeralPortsAreOnesThisEngineOwns)
+{
+    static uint32_t n = 3;
+    Ip6Addr ours{}, theirs{};
+    ours.b[0] = theirs.b[0] = 0x20, ours.b[1] = theirs.b[1] = 0x01, ours.b[3] = theirs.b[3] = 0x02;
+    ours.b[15] = 1, theirs.b[15] = 2;
+    RawPeer::Options o;
+    o.stack.engine = 2;
+    o.stack.steer = toy_owner;
+    o.stack.steer6 = toy_owner6;
+    o.stack.steer_arg = &n;
+    o.stack.addr6[0] = Ip6Prefix{ours, 64};
+    o.stack.n_addr6 = 1;
+    RawPeer peer(o);
+    peer.poll();
+    peer.stack().announce(peer.now); // DAD: a lone stack, preferred a second later
+    peer.advance(2'000'000'000ull);
+    std::set<uint16_t> ports;
+    for (int i = 0; i < 40; i++) {
+        const int64_t s = peer.stack().open(1);
+        ASSERT_GE(s, 0);
+        ASSERT_EQ(peer.stack().connect6(SockId(s), Endpoint6{theirs, 80}, peer.now), 0);
+        SockInfo si;
+        ASSERT_EQ(peer.stack().info(SockId(s), &si), 0);
+        ASSERT_TRUE(si.ipv6);
+        EXPECT_EQ(toy_owner6(ours.b, si.local6.port, theirs.b, 80, &n), 2u)
+            << "port " << si.local6.port << " belongs to another engine";
+        ports.insert(si.local6.port);
     }
     EXPECT_EQ(ports.size(), 40u) << "every connection its own port";
 }
