@@ -157,7 +157,7 @@ EOF
         [ "$out" = "ok: 4 messages, 40000 bytes echoed" ] || fail "dti-echo-client bound to [::]:$p: $out"
     done
     wait "$nsrv_pid" || fail "the peer's server exited $?: $(tail -5 "$work/nsrv.out")"
-    grep -c "^conn peer \[$H6\]:4[0-9]* " "$work/nsrv.out" | grep -qx 16 ||
+    [ "$(grep -c "^conn peer \[$H6\]:4[0-9]* " "$work/nsrv.out")" = 16 ] ||
         fail "the peer did not see 16 connections from [$H6] on the bound ports: $(cat "$work/nsrv.out")"
     wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_active_opens'] for e in d['engines']) - sum(int(x) for x in '$act0'.split()) >= 16" ||
         fail "active opens $act0 -> $(per_engine tcp_active_opens): not 16 more"
@@ -184,7 +184,7 @@ print(ipaddress.IPv6Address(b'\xfe\x80' + bytes(6) + bytes([m[0] ^ 2]) + m[1:3] 
         [ "$out" = "ok: 4 messages, 40000 bytes echoed" ] || fail "dti-echo-client bound to [::]:$p, to [$pll]: $out"
     done
     wait "$lsrv_pid" || fail "the peer's [::] server exited $?: $(tail -5 "$work/lsrv.out")"
-    grep -c "^conn peer \[fe80:" "$work/lsrv.out" | grep -qx 12 ||
+    [ "$(grep -c "^conn peer \[fe80:" "$work/lsrv.out")" = 12 ] ||
         fail "the peer did not see 12 connections from a link-local address: $(cat "$work/lsrv.out")"
     wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_active_opens'] for e in d['engines']) - sum(int(x) for x in '$act0'.split()) >= 12" ||
         fail "active opens $act0 -> $(per_engine tcp_active_opens): not 12 more"
