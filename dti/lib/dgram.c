@@ -51,7 +51,7 @@ int dti_dgram_connect(dti_ctx_t *c, dti_sock_t s, const struct dti_addr *peer)
  * dgram_connect6); :: with port 0 dissolves the association as AF_UNSPEC
  * does (DGRAM_CONNECT 0:0: CONNECT6 takes no ::). A v4-mapped peer goes as
  * it is: the transport connects the IPv6 socket to the IPv4 peer. Datagram
- * sockets are on the IPv6 engine already (the first). */
+ * sockets of both families live on the first engine (dti/README.md). */
 int dti_dgram_connect6(dti_ctx_t *c, dti_sock_t s, const struct dti_addr6 *peer)
 {
     if (!peer)
