@@ -68,6 +68,9 @@ void eta_udp_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s)
 
 int eta_udp_mcast_if(int fd, struct eta_sock *s, const void *val, socklen_t len)
 {
+    const uint32_t state = atomic_load(&s->state);
+    if (state != ETA_SOCK_CANDIDATE && state != ETA_SOCK_ACCEL)
+        return real_setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, val, len); /* the kernel's for good */
     struct ip_mreqn v;
     memset(&v, 0, sizeof v);
     const size_t n = len > 0 ? ((size_t)len < sizeof v ? (size_t)len : sizeof v) : 0;
@@ -76,7 +79,7 @@ int eta_udp_mcast_if(int fd, struct eta_sock *s, const void *val, socklen_t len)
     const bool parsed = val && n && eta_ucopy(&v, val, n) == 0 && eta_mcast_if_parse(&v, len, &addr, &ifindex) == 0;
     const bool ppe = parsed && (ifindex ? eta_udp_ppe_ifindex(ifindex) : addr && eta_net_is_local(&eta_net, addr));
     const bool none = parsed && !addr && !ifindex;
-    if (parsed && !ppe && !none && atomic_load(&s->state) == ETA_SOCK_ACCEL && !s->hybrid)
+    if (parsed && !ppe && !none && state == ETA_SOCK_ACCEL && !s->hybrid)
         return fail(EOPNOTSUPP); /* the PPE alone holds it: no kernel half to send through that interface */
     const int rc = real_setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, val, len);
     if (rc != 0 && !ppe)

@@ -42,7 +42,8 @@ void eta_udp_carry_options(dti_ctx_t *c, int fd, struct eta_sock *s);
  * the kernel socket takes the value too where it can (an unshared port's
  * address it cannot: the shim then answers getsockopt). Another interface
  * is the kernel socket's, as before, except on a socket the PPE alone holds
- * (EOPNOTSUPP: it has no way out there). 0, or -1 with errno.
+ * (EOPNOTSUPP: it has no way out there). A socket already the kernel's
+ * for good gets the kernel's answer alone. 0, or -1 with errno.
  * eta_udp_mcast_if_get: getsockopt's answer when the kernel did not take it. */
 int eta_udp_mcast_if(int fd, struct eta_sock *s, const void *val, socklen_t len);
 int eta_udp_mcast_if_get(struct eta_sock *s, void *val, socklen_t *len);
