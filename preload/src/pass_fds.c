@@ -163,10 +163,12 @@ static void adopt_udp(int fd, struct eta_sock *s)
     if (real_getsockname(fd, (struct sockaddr *)&a, &l) == 0 && a.sin6_port) {
         s->bound_kernel = true;
         s->kernel_port = ntohs(a.sin6_port);
-        if (a.sin6_family == AF_INET6)
+        if (a.sin6_family == AF_INET6) {
             s->hybrid = IN6_IS_ADDR_UNSPECIFIED(&a.sin6_addr) || IN6_IS_ADDR_MULTICAST(&a.sin6_addr);
-        else {
-            const uint32_t ip = ntohl(((struct sockaddr_in *)&a)->sin_addr.s_addr);
+        } else {
+            struct sockaddr_in in;
+            memcpy(&in, &a, sizeof in);
+            const uint32_t ip = ntohl(in.sin_addr.s_addr);
             s->hybrid = ip == 0 || IN_MULTICAST(ip);
         }
     }
