@@ -18,18 +18,10 @@
 // burst of its own. Prints "payload BYTES" (what was sent), the segments and
 // the runs, and fails unless every byte was sent and acknowledged.
 #include "bench_conn.h"
+#include "bench_tx.h"
 
 #include <cstdio>
 #include <cstdlib>
-
-namespace mars::bench {
-
-// The measured region: every call into the stack of the transfer (the
-// application's commit, poll, each ACK's input and what they send). Not
-// inlined, so callgrind can toggle collection on it.
-template <typename F> __attribute__((noinline)) void stack_call(F &&f) { f(); }
-
-} // namespace mars::bench
 
 int main(int argc, char **argv)
 {
@@ -62,7 +54,6 @@ int main(int argc, char **argv)
     c.window = 65535; // scaled by 128: 8 MiB, the window never limits
     peer.set_capture(false);
     Stack &st = peer.stack();
-    SockInfo si{};
     SockId conn = kNoSock; // establish() accepted it: the one established socket
 
     st.for_each_socket(
@@ -70,55 +61,14 @@ int main(int argc, char **argv)
             if (info.state == TcpState::kEstablished) *static_cast<SockId *>(arg) = id;
         },
         &conn);
-    if (conn == kNoSock || st.info(conn, &si) != 0) {
+    if (conn == kNoSock) {
         std::fprintf(stderr, "no connection\n");
         return 1;
     }
     const uint32_t base = c.stack_nxt;
-    uint64_t written = 0, acked = 0;
-    const uint32_t mss = si.snd_mss;
-    for (int round = 0; round < 1000000 && acked < total; round++) {
-        RingSpan span{};
-        if (written < total && st.tx_view(conn, &span) == 0 && span.total() > 0) {
-            const uint32_t n = uint32_t(std::min<uint64_t>(span.total(), total - written));
-            int rc = 0;
-            stack_call([&] {
-                rc = st.tx_commit(conn, n, false);
-                st.poll(peer.now); // sends what the window allows
-            });
-            if (rc != 0) return 1;
-            written += n;
-        }
-        st.info(conn, &si);
-        // The peer acknowledges what arrived, ack_every segments at a time,
-        // each ACK a burst of its own (built outside the measured region).
-        while (acked < si.bytes_out) {
-            const uint64_t sent = si.bytes_out;
-            const uint64_t step = ack_every ? std::min<uint64_t>(sent - acked, uint64_t(ack_every) * mss) : sent - acked;
-            acked += step;
-            c.stack_nxt = base + uint32_t(acked);
-            PacketRef f;
-            if (!prepare(peer.pool(), sim::build_tcp(peer.seg(c, sim::kAck)), c.peer_nxt, c.stack_nxt, false, 0, true,
-                         &f)) {
-                std::fprintf(stderr, "frame pool empty\n");
-                return 1;
-            }
-            stack_call([&] { st.input(&f, 1, peer.now); });
-            st.info(conn, &si);
-        }
-        peer.now += 1'000'000;
-        stack_call([&] { st.poll(peer.now); });
-    }
-    const StackStats &stats = st.stats();
-    std::printf("payload %llu\nsegments %llu\nrun segments %llu in %llu runs, %llu TSO frames, %llu by reference\n",
-                static_cast<unsigned long long>(acked), static_cast<unsigned long long>(si.segs_out),
-                static_cast<unsigned long long>(stats.tx_run_segments), static_cast<unsigned long long>(stats.tx_runs),
-                static_cast<unsigned long long>(stats.tx_tso_frames),
-                static_cast<unsigned long long>(stats.tx_ref_frames));
-    if (acked != total || si.total_retransmits != 0) {
-        std::fprintf(stderr, "sent %llu of %llu bytes, %llu retransmissions\n", static_cast<unsigned long long>(acked),
-                     static_cast<unsigned long long>(total), static_cast<unsigned long long>(si.total_retransmits));
-        return 1;
-    }
-    return 0;
+    // The peer's ACK of `acked` bytes (NIC-verified, as the fixture builds it).
+    return bulk_send(st, peer, conn, total, ack_every, [&](uint64_t acked, PacketRef *f) {
+        c.stack_nxt = base + uint32_t(acked);
+        return prepare(peer.pool(), sim::build_tcp(peer.seg(c, sim::kAck)), c.peer_nxt, c.stack_nxt, false, 0, true, f);
+    });
 }
