@@ -48,6 +48,18 @@ shared=$(ppe_json "d['ports'][0]['kernel'] is not None")
 per_engine() { ppe_json "' '.join(str(e['stacks'][0]['$1']) for e in d['engines'])"; }
 # grew_on BEFORE AFTER: which engines' numbers grew ("0 1", "0", ...).
 grew_on() { "$PY" -c "import sys; b, a = sys.argv[1].split(), sys.argv[2].split(); print(' '.join(str(i) for i, (x, y) in enumerate(zip(b, a)) if int(y) > int(x)))" "$1" "$2"; }
+# opened_on_both ACT0 N WHAT: N more active opens than ACT0 (per_engine's),
+# on both engines, and no segment of them reset or without its socket since
+# rst0 (published every 10 ms while the engines work: wait for all N).
+opened_on_both() {
+    local act0=$1 n=$2 what=$3
+    wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_active_opens'] for e in d['engines']) - sum(int(x) for x in '$act0'.split()) >= $n" ||
+        fail "active opens $act0 -> $(per_engine tcp_active_opens): not $n more"
+    [ "$(grew_on "$act0" "$(per_engine tcp_active_opens)")" = "0 1" ] ||
+        fail "$what were not opened on both engines: $act0 -> $(per_engine tcp_active_opens)"
+    ppe_true "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines']) == $rst0" ||
+        fail "a segment of $what was reset or found no socket on its engine: $(ppe_json "[(e['stacks'][0]['tcp_resets_in'], e['stacks'][0]['drop_tcp_no_socket']) for e in d['engines']]")"
+}
 
 note "neighbour discovery: solicitations reach both engines, engine 0 alone answers"
 ns0=$(per_engine nd_ns_in) na0=$(per_engine nd_na_out)
@@ -136,13 +148,7 @@ EOF
     wait "$psrv_pid" || fail "the peer's server exited $?: $(tail -5 "$work/psrv.out")"
     [ "$(grep -cE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/cli.err")" -eq $N ] ||
         fail "not every connect was the PPE's: $(head -5 "$work/cli.err")"
-    # Published every 10 ms while the engines work: wait for all N.
-    wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_active_opens'] for e in d['engines']) - sum(int(x) for x in '$act0'.split()) >= $N" ||
-        fail "active opens $act0 -> $(per_engine tcp_active_opens): not $N more"
-    [ "$(grew_on "$act0" "$(per_engine tcp_active_opens)")" = "0 1" ] ||
-        fail "the $N IPv6 connects were not opened on both engines: $act0 -> $(per_engine tcp_active_opens)"
-    ppe_true "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines']) == $rst0" ||
-        fail "a segment of the IPv6 connects was reset or found no socket on its engine: $(ppe_json "[(e['stacks'][0]['tcp_resets_in'], e['stacks'][0]['drop_tcp_no_socket']) for e in d['engines']]")"
+    opened_on_both "$act0" "$N" "the $N IPv6 connects"
     note "active opens per engine: $act0 -> $(per_engine tcp_active_opens)"
 
     note "a native client bound to [::]:P before connect6, 16 ports: placed on its flow's owner"
@@ -159,12 +165,7 @@ EOF
     wait "$nsrv_pid" || fail "the peer's server exited $?: $(tail -5 "$work/nsrv.out")"
     [ "$(grep -c "^conn peer \[$H6\]:4[0-9]* " "$work/nsrv.out")" = 16 ] ||
         fail "the peer did not see 16 connections from [$H6] on the bound ports: $(cat "$work/nsrv.out")"
-    wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_active_opens'] for e in d['engines']) - sum(int(x) for x in '$act0'.split()) >= 16" ||
-        fail "active opens $act0 -> $(per_engine tcp_active_opens): not 16 more"
-    [ "$(grew_on "$act0" "$(per_engine tcp_active_opens)")" = "0 1" ] ||
-        fail "16 bound connects were not opened on both engines: $act0 -> $(per_engine tcp_active_opens)"
-    ppe_true "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines']) == $rst0" ||
-        fail "a segment of the bound connects was reset or found no socket on its engine"
+    opened_on_both "$act0" 16 "16 bound connects"
 
     # The peer's link-local address (fe80:: and its MAC's modified EUI-64).
     pll=$(python3 -c "
@@ -186,12 +187,7 @@ print(ipaddress.IPv6Address(b'\xfe\x80' + bytes(6) + bytes([m[0] ^ 2]) + m[1:3] 
     wait "$lsrv_pid" || fail "the peer's [::] server exited $?: $(tail -5 "$work/lsrv.out")"
     [ "$(grep -c "^conn peer \[fe80:" "$work/lsrv.out")" = 12 ] ||
         fail "the peer did not see 12 connections from a link-local address: $(cat "$work/lsrv.out")"
-    wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_active_opens'] for e in d['engines']) - sum(int(x) for x in '$act0'.split()) >= 12" ||
-        fail "active opens $act0 -> $(per_engine tcp_active_opens): not 12 more"
-    [ "$(grew_on "$act0" "$(per_engine tcp_active_opens)")" = "0 1" ] ||
-        fail "12 bound connects to a link-local address were not opened on both engines: $act0 -> $(per_engine tcp_active_opens)"
-    ppe_true "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines']) == $rst0" ||
-        fail "a segment of the link-local bound connects was reset or found no socket on its engine"
+    opened_on_both "$act0" 12 "12 bound connects to a link-local address"
 fi
 ppe_stop
 echo "preload_engines6: IPv6 on 2 engines: $N connections in and $N out on both engines, echoed byte-exact; ND answered once - held"
