@@ -2,13 +2,17 @@
 both under eta-run:
 
   recv UNIX_PATH    binds UNIX_PATH, prints "ready", then takes two
-                    descriptors (socket.recv_fds): an accepted connection,
-                    echoed until EOF, then a listening socket, on which it
+                    descriptors (socket.recv_fds): an accepted connection
+                    (said on UNIX_PATH.got), echoed until EOF, then a listening socket, on which it
                     accepts and echoes two connections; prints "done"
   send UNIX_PATH HOST PORT
                     listens on HOST:PORT, prints "listening", accepts one
                     connection and passes it to the receiver, closes its own
-                    copy; then passes the listener itself and closes it
+                    copy; then passes the listener itself and closes it, and
+                    exits once the receiver holds the connection
+                    (UNIX_PATH.got: the PPE keeps a socket in flight only
+                    while its sender's group lives, and the receiver joins
+                    that group with its first claim)
   recv-udp UNIX_PATH
                     binds UNIX_PATH, prints "ready", takes one descriptor (a
                     UDP socket), says so on UNIX_PATH.got, and echoes each
@@ -44,6 +48,8 @@ def recv(path):
             sys.exit(f"FAIL got {msg!r} with {len(fds)} descriptors, wanted {want!r} with one")
         s = socket.socket(fileno=fds[0])
         if want == b"conn":
+            # Holding it now (and in the sender's group): the sender may go.
+            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"got", path + ".got")
             echo(s)
             print("echoed the passed connection", flush=True)
         else:
@@ -65,11 +71,16 @@ def send(path, host, port):
     print("listening", flush=True)
     u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     u.connect(path)  # Python 3.11's send_fds drops its address argument
+    got = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    got.bind(path + ".got")
+    got.settimeout(30)
     c, _ = lst.accept()
     socket.send_fds(u, [b"conn"], [c.fileno()])
     c.close()  # the receiver's copy keeps it open
     socket.send_fds(u, [b"listener"], [lst.fileno()])
     lst.close()
+    if got.recv(16) != b"got":
+        sys.exit("FAIL the receiver did not say it has the connection")
     print("passed both", flush=True)
 
 

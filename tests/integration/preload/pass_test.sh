@@ -86,7 +86,7 @@ fi
 pass_python() {
     local bind=$1 port=$2 before
     note "python: a connection and then the listener (bound to $bind) passed to an unrelated process"
-    rm -f "$work/pass.sock"
+    rm -f "$work/pass.sock" "$work/pass.sock.got"
     before=$(passive_opens)
     bg receiver "$work/recv.log" "$PY" "$here/pass_fds.py" recv "$work/pass.sock" >"$work/recv.out"
     wait_until 20 grep -q ready "$work/recv.out" || { cat "$work/recv.log"; fail "the receiver did not start"; }
