@@ -252,6 +252,24 @@ if want redis; then
         fail "eta-stat does not show redis-server under the shim with its sockets and 50+ accepts: $shown"
 fi
 
+# blob_or_report PORT LABEL: the blob over HTTP from the peer (curl, 120 s at
+# most) into $got as its sha256. A fetch still running after wait_until's 20
+# has stalled (64 MiB take 1-3 s here, beside a hog too): what the PPE (its
+# connections but those in TIME_WAIT, each program's waits) and the peer's kernel (ss) see is
+# printed while it stalls, so a failure says where the bytes stopped.
+blob_or_report() {
+    local out=$work/blob.$2 cp
+    rm -f "$out"
+    peer timeout 120 curl -sS -o "$out" "http://$H:$1/blob" &
+    cp=$!
+    if ! wait_until 20 eval "! kill -0 $cp"; then
+        echo "--- stalled: $(stat -c %s "$out" 2>/dev/null || echo no) bytes of $((64 << 20)) received; eta-stat and ss -tinm in the peer:"
+        timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" 2>&1 | grep -v TIME_WAIT
+        peer ss -tinm "( sport = :$1 or dport = :$1 )" 2>&1
+    fi
+    if wait "$cp"; then got=$(sha256sum < "$out" | cut -d' ' -f1); else got="curl failed"; fi
+}
+
 if want nginx; then
     note "nginx daemon mode, worker_processes 2, wrk keep-alive and Connection: close"
     mkdir -p "$work/nginx/logs" "$work/www"
@@ -279,8 +297,8 @@ CONF
     peer timeout 60 wrk -t 2 -c 20 -d 3 -H "Connection: close" "http://$H:$p_nginx/" > "$work/wrk2" || fail "wrk close failed"
     grep -q "Non-2xx\|Socket errors" "$work/wrk1" "$work/wrk2" && { cat "$work/wrk1" "$work/wrk2"; fail "wrk saw errors"; }
     [ "$(sort -u "$work/nginx/logs/workers.log" | wc -l)" -ge 2 ] || fail "not both nginx workers served"
-    got=$(peer timeout 30 curl -s "http://$H:$p_nginx/blob" | sha256sum | cut -d' ' -f1)
-    [ "$got" = "$sum" ] || fail "nginx: checksum differs"
+    blob_or_report "$p_nginx" first
+    [ "$got" = "$sum" ] || fail "nginx: the blob differs ($got)"
 
     # The binary upgrade: the master execs a new master that inherits the
     # listeners (its environment holds only NGINX= and TZ), the old workers
@@ -299,7 +317,7 @@ CONF
     wait_until 30 bash -c "! ps -o cmd= --ppid $old | grep -c 'worker process' >/dev/null" || fail "the old nginx workers did not leave"
     kill -QUIT "$old"
     wait_until 30 bash -c "! kill -0 $old 2>/dev/null" || fail "the old nginx master did not leave"
-    got=$(peer timeout 30 curl -sS "http://$H:$p_nginx/blob" | sha256sum | cut -d' ' -f1) || got="curl failed"
+    blob_or_report "$p_nginx" upgraded
     [ "$got" = "$sum" ] || { tail -5 "$work/nginx/logs/error.log"; fail "nginx after its binary upgrade: not served ($got)"; }
     peer timeout 60 wrk -t 2 -c 20 -d 1 "http://$H:$p_nginx/" > "$work/wrk3" || fail "wrk after the upgrade failed"
     grep -q "Non-2xx\|Socket errors" "$work/wrk3" && { cat "$work/wrk3"; fail "wrk saw errors after the upgrade"; }
