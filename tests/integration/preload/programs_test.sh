@@ -264,8 +264,8 @@ blob_or_report() {
     cp=$!
     if ! wait_until 20 eval "! kill -0 $cp"; then
         echo "--- stalled: $(stat -c %s "$out" 2>/dev/null || echo no) bytes of $((64 << 20)) received; eta-stat and ss -tinm in the peer:"
-        timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" 2>&1 | grep -v TIME_WAIT
-        peer ss -tinm "( sport = :$1 or dport = :$1 )" 2>&1
+        timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" 2>&1 | grep -v TIME_WAIT || true
+        peer ss -tinm "( sport = :$1 or dport = :$1 )" 2>&1 || true
     fi
     if wait "$cp"; then got=$(sha256sum < "$out" | cut -d' ' -f1); else got="curl failed"; fi
 }
@@ -318,7 +318,8 @@ CONF
     kill -QUIT "$old"
     wait_until 30 bash -c "! kill -0 $old 2>/dev/null" || fail "the old nginx master did not leave"
     blob_or_report "$p_nginx" upgraded
-    [ "$got" = "$sum" ] || { tail -5 "$work/nginx/logs/error.log"; fail "nginx after its binary upgrade: not served ($got)"; }
+    [ "$got" = "$sum" ] || { tail -5 "$work/nginx/logs/error.log"; grep "eta\[" "$work/nginx/logs/error.log" | tail -20 || true
+        fail "nginx after its binary upgrade: not served ($got)"; }
     peer timeout 60 wrk -t 2 -c 20 -d 1 "http://$H:$p_nginx/" > "$work/wrk3" || fail "wrk after the upgrade failed"
     grep -q "Non-2xx\|Socket errors" "$work/wrk3" && { cat "$work/wrk3"; fail "wrk saw errors after the upgrade"; }
     fi
