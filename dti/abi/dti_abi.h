@@ -280,7 +280,16 @@ struct dti_sock_shared {
     uint32_t name6;
     uint8_t local6[16];
     uint8_t remote6[16];
-    uint8_t pad_tx[DTI_CACHELINE - 48];
+    /* [eng] A datagram socket's asynchronous errors (ICMP or ICMPv6 about a
+     * datagram it sent, as Linux's sk_err; issue 31): err_last the latest
+     * (-errno), stored before err_seq (release), which counts them from 0
+     * when the rings come. A reader reports each new count once (libdti
+     * keeps the count it reported in its private slot state, shared with
+     * fork children as the kernel's sk_err is one per socket). An engine
+     * that predates them leaves both 0: no errors, as before. */
+    uint32_t err_seq;
+    int32_t err_last;
+    uint8_t pad_tx[DTI_CACHELINE - 56];
 };
 #define DTI_NAME6_IPV6 1u   /* the socket is an IPv6 one (bind6, connect6, or accepted over IPv6) */
 #define DTI_NAME6_V6ONLY 2u /* bound with DTI_BIND6_V6ONLY (a listener's siblings are bound alike) */

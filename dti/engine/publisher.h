@@ -151,6 +151,11 @@ inline void Publisher::notify(Group &group, uint32_t si)
     // socket without rings is not connected, so writable means nothing there.)
     uint32_t writable = s.tx_size - (s.tx_committed - s.tx_head);
     uint32_t mask = dti_events_of(s.state, s.error, readable, writable, s.embryos);
+    if (__builtin_expect(s.dgram_errors != s.last_dgram_errors, 0)) {
+        mask |= DTI_POLLERR; // an ICMP error came (server_impl.cc): the reader reports it (dti_abi.h err_seq)
+        s.last_mask &= ~DTI_POLLERR;
+        s.last_dgram_errors = s.dgram_errors;
+    }
     bool post = (s.interest & mask & ~s.last_mask) != 0;
     if ((s.interest & DTI_POLLIN) &&
         ((s.rx_tail != s.last_rx_tail && readable > 0) || s.embryos > s.last_accept))

@@ -129,6 +129,8 @@ bool Table::provide(uint64_t user, RingMemory *out)
     store_rlx(&group.socks[ri].tx_size, r.tx_size);
     store_rlx(&group.socks[ri].tx_want, 0u);
     store_rlx(&group.socks[ri].tx_grow_ack, 0u);
+    store_rlx(&group.socks[ri].err_seq, 0u); // a datagram socket's errors count from its rings (dti_abi.h)
+    store_rlx(&group.socks[ri].err_last, 0);
     group.rings_out++;
     *out = RingMemory{group.rx_ring(ri), r.rx_size, group.tx_ring(ri), r.tx_size};
     return true;

@@ -91,7 +91,17 @@ void ServerImpl::on_event(const TransportEvent &e)
         __atomic_store_n(&group.socks[si].trace, cmds_.trace.token, __ATOMIC_RELAXED);
     }
     uint32_t h = table_.handle(group, si);
-    if (e.bits & (kEvReset | kEvError)) {
+    if (s.dgram && (e.bits & kEvError)) {
+        // An ICMP error about a datagram it sent: pending until a reader
+        // reports it (dti_abi.h err_seq), the socket as usable as before.
+        SockInfo info;
+        if (tr_.dgram_info(s.sid, &info) == 0 && info.errors && info.error > 0) {
+            store_rlx(&group.socks[si].err_last, -info.error);
+            store_rel(&group.socks[si].err_seq, info.errors);
+            s.dgram_errors = info.errors; // news to its watchers (publisher.h notify)
+        }
+    }
+    if ((e.bits & kEvReset) || ((e.bits & kEvError) && !s.dgram)) {
         SockInfo info;
         const int r = s.dgram ? tr_.dgram_info(s.sid, &info) : tr_.info(s.sid, &info);
         int err = r == 0 && info.error ? info.error : ((e.bits & kEvReset) ? ECONNRESET : ETIMEDOUT);

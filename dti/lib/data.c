@@ -81,6 +81,8 @@ uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s)
     int32_t err = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
     if (__builtin_expect((state & ~DTI_STATE_BOUND) == DTI_STATE_CONNECTED && !err, 1))
         return (rd ? DTI_POLLIN : 0) | (wr ? DTI_POLLOUT : 0); /* dti_events_of()'s answer there */
+    if ((state & DTI_STATE_DGRAM) && !err)
+        err = dti__dgram_error(sh, (struct dti_sock_priv *)p, gen, 0);
     return dti_events_of(state, err, rd, wr, DTI_LOAD(&sh->accept_ready));
 }
 

@@ -160,6 +160,9 @@ int dti_dgram_sendmmsg(dti_ctx_t *c, dti_sock_t s, const struct dti_dgram_msg *m
         return -EOPNOTSUPP;
     uint32_t gen = dti__gen(local);
     struct dti_sock_priv *p = &d->priv[slot];
+    const int32_t err = dti__dgram_error(sh, p, gen, 1); /* a pending ICMP error first, as Linux's send */
+    if (__builtin_expect(err != 0, 0))
+        return err;
     if (p->tx_gen != gen)
         dti__tx_start(d, slot, gen);
     const uint32_t size = dti__tx_size(d, sh);
@@ -336,6 +339,9 @@ int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s)
 static ssize_t recv_any(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_dgram *h, struct dti_dgram6 *a6,
                         size_t *real_len, unsigned flags)
 {
+    const int err = dti_sock_take_error(c, s); /* a pending ICMP error first, as Linux's recv */
+    if (err < 0)
+        return err;
     const void *pl = NULL;
     ssize_t n = dti_dgram_borrow6(c, s, h, a6, &pl);
     if (n < 0)

@@ -23,7 +23,11 @@ struct dti_sock_priv {
     uint32_t rx_busy_gen;  /* a posted receive (RECV_INTO, RECV_POST) is in flight */
     uint32_t rx_owed;      /* consumed, not yet told to the engine (batched releases) */
     uint32_t trace_seen;   /* latency sampling: the last dti_sock_shared.trace a read saw */
-    uint8_t pad0[DTI_CACHELINE - 24];
+    /* A datagram socket's asynchronous errors: gen << 32 | the engine's
+     * err_seq last reported (queue.h dti__dgram_error): each error once,
+     * whichever thread or forked process reports it. */
+    uint64_t err_mark;
+    uint8_t pad0[DTI_CACHELINE - 32];
     uint32_t tx_gen;
     uint32_t tx_tail;      /* bytes written into the send ring */
     uint32_t wr_shut_gen;  /* shutdown(WR) submitted for this generation */

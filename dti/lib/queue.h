@@ -364,6 +364,28 @@ static inline uint32_t dti__release_batch(const struct dti_attachment *d, const 
     return (dti__rx_mask(d, sh) >> 2) + 1;
 }
 
+/* A datagram socket's pending asynchronous error (dti_abi.h err_seq: an
+ * ICMP error about a datagram it sent, as Linux's sk_err): -errno when the
+ * engine counted one this slot's generation has not reported, else 0.
+ * take: report it (SO_ERROR, the next receive or send, as Linux's
+ * sock_error()); a compare-and-swap on the mark makes it once across
+ * threads and forked processes. One load when the socket never had one. */
+static inline int32_t dti__dgram_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uint32_t gen, int take)
+{
+    const uint32_t seq = DTI_LOAD(&sh->err_seq); /* acquire: err_last is stored before it */
+    if (__builtin_expect(seq == 0, 1))
+        return 0;
+    uint64_t mark = __atomic_load_n(&p->err_mark, __ATOMIC_ACQUIRE);
+    const uint32_t seen = (uint32_t)(mark >> 32) == gen ? (uint32_t)mark : 0;
+    if (seq == seen)
+        return 0;
+    const int32_t e = DTI_LOAD_RELAXED(&sh->err_last);
+    if (take && !__atomic_compare_exchange_n(&p->err_mark, &mark, (uint64_t)gen << 32 | seq, 0, __ATOMIC_ACQ_REL,
+                                             __ATOMIC_ACQUIRE))
+        return 0; /* another reader reported it */
+    return e < 0 ? e : -EIO; /* a confused engine: still an error, never a success */
+}
+
 /* One socket's state from the table (no group). Inlined into the callers:
  * readiness checks are what poll/epoll loops make per member. */
 static inline __attribute__((always_inline)) int dti__sock_state(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out)
@@ -386,6 +408,8 @@ static inline __attribute__((always_inline)) int dti__sock_state(dti_ctx_t *c, d
     if (p->wr_shut_gen == gen)
         out->state |= DTI_STATE_WR_CLOSED;
     out->error = p->err_taken_gen == gen ? 0 : DTI_LOAD(&sh->error);
+    if (__builtin_expect(out->state & DTI_STATE_DGRAM, 0) && !out->error)
+        out->error = dti__dgram_error(sh, p, gen, 0);
     out->accept_ready = DTI_LOAD(&sh->accept_ready);
     out->events = dti_events_of(out->state, out->error, out->readable, out->writable, out->accept_ready);
     return 0;

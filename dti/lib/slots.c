@@ -27,6 +27,8 @@ int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s)
     if (!sh)
         return -DTI_E_BAD_HANDLE;
     struct dti_sock_priv *p = &c->d->priv[slot];
+    if (DTI_LOAD(&sh->state) & DTI_STATE_DGRAM)
+        return dti__dgram_error(sh, p, dti__gen(s), 1); /* one-shot, as Linux's sock_error() */
     if (p->err_taken_gen == dti__gen(s))
         return 0;
     int32_t e = DTI_LOAD(&sh->error);

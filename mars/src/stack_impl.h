@@ -199,7 +199,13 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
         if (rx.proto == wire::kProtoTcp) return !ip6::is_multicast(rx.ip->dst) && tcp6_input(f, rx);
         return rx.proto == wire::kProtoUdp && udp_.udp6_input(f, rx);
     }
-    void ip6_error(const Icmp6Error &e) override { tcp6_error(e); }
+    void ip6_error(const Icmp6Error &e) override
+    {
+        if (e.proto == wire::kProtoUdp)
+            udp_.udp6_icmp_error(e);
+        else
+            tcp6_error(e);
+    }
     // IPv6 multicast groups are UDP's memberships (udp/mld.cc).
     bool ip6_group_joined(const uint8_t *group) const override { return udp_.group6_joined(group); }
     bool ip6_group_mac(const uint8_t *mac) const override { return udp_.group6_mac(mac); }

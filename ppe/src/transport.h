@@ -118,7 +118,8 @@ class MarsTransport final : public dti::engine::Transport {
         mars::UdpInfo u;
         int r = stack_->udp().info(s, &u);
         if (r < 0) return r;
-        *out = {{u.local.ip, u.local.port}, {u.remote.ip, u.remote.port}, 0, false};
+        *out = {{u.local.ip, u.local.port}, {u.remote.ip, u.remote.port}, u.error, false};
+        out->errors = u.errors;
         out->ipv6 = u.ipv6;
         if (u.ipv6) {
             std::memcpy(out->local6.ip, u.local6.ip.b, 16);

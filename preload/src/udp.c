@@ -458,6 +458,11 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
                 return r;
             kernel_tried = true;
         }
+        /* An ICMP error about a datagram it sent (a connected socket's
+         * ECONNREFUSED...): answered first and once, as Linux's recv. */
+        const int perr = dti_sock_take_error(c, s->h);
+        if (perr < 0)
+            return fail(eta_errno_from_dti(perr));
         take_turn(&s->dgram_rx_busy);
         struct dti_dgram h;
         struct dti_dgram6 a6;

@@ -678,7 +678,12 @@ struct dti_sock_info {
 int dti_sock_status(dti_ctx_t *c, dti_sock_t s, struct dti_sock_info *out);
 /* DTI_POLL* ready now (0 for a bad handle: check dti_sock_status()). */
 uint32_t dti_sock_poll(dti_ctx_t *c, dti_sock_t s);
-/* Takes the pending error (SO_ERROR semantics: reading clears it locally). */
+/* Takes the pending error (SO_ERROR semantics: reading clears it locally).
+ * A datagram socket's is an ICMP error about a datagram it sent (a connected
+ * socket's port unreachable: -ECONNREFUSED...), reported once: by this call,
+ * or by the next dti_dgram_recv/recv6/sendmmsg, which answer it before
+ * anything else, as Linux's UDP does. dti_dgram_borrow/borrow6 leave it;
+ * dti_sock_poll() shows DTI_POLLERR while it waits. */
 int dti_sock_take_error(dti_ctx_t *c, dti_sock_t s);
 int dti_getsockname(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out);
 int dti_getpeername(dti_ctx_t *c, dti_sock_t s, struct dti_addr *out); /* -ENOTCONN */

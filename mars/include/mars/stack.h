@@ -509,12 +509,20 @@ struct UdpInfo {
     bool ipv6 = false;
     bool v6only = false;
     Endpoint6 local6, remote6;
+    // Asynchronous errors (ICMP or ICMPv6 about a datagram it sent, as
+    // Linux's sk_err; kEvError says one came): the latest (an errno, 0 none)
+    // and how many came since open (the reader compares counts to report
+    // each once).
+    int error = 0;
+    uint32_t errors = 0;
 };
 
 // The UDP sockets of one stack (Stack::udp()). Ids are SockIds below 2^22,
 // never a TCP socket's id, and appear in Stack::events() beside TCP's:
 // kEvReadable (datagrams arrived), kEvWritable (once, at open: a send never
-// waits for ring space), kEvClosed (after close()). Sends build one frame
+// waits for ring space), kEvError (an ICMP error about a datagram a
+// connected socket sent, as Linux reports it without IP_RECVERR: UdpInfo's
+// error), kEvClosed (after close()). Sends build one frame
 // from the caller's bytes at once (mars/README.md "UDP": why no send ring);
 // the frame leaves with the stack's next transmit burst.
 class UdpSockets {

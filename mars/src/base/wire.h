@@ -54,7 +54,7 @@ struct __attribute__((packed)) Icmp {
     uint16_t id_or_unused; // echo id, or unused / next-hop MTU pair below
     uint16_t seq_or_mtu;   // echo seq, or next-hop MTU (frag needed)
 };
-constexpr uint8_t kIcmpEchoReply = 0, kIcmpUnreach = 3, kIcmpEcho = 8;
+constexpr uint8_t kIcmpEchoReply = 0, kIcmpUnreach = 3, kIcmpEcho = 8, kIcmpParamProblem = 12;
 constexpr uint8_t kIcmpCodePort = 3, kIcmpCodeFragNeeded = 4;
 
 struct __attribute__((packed)) Tcp {

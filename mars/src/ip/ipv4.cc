@@ -181,15 +181,20 @@ void Ipv4Layer::input_icmp(PacketRef &f, const Ipv4 *ip, unsigned ihl, unsigned 
         link_.release(f);
         return;
     }
-    if (ic->type == kIcmpUnreach && len >= sizeof(Icmp) + kIpLen + 8) {
-        stats_.icmp_unreach_in++;
+    if ((ic->type == kIcmpUnreach || ic->type == kIcmpParamProblem) && len >= sizeof(Icmp) + kIpLen + 8) {
+        if (ic->type == kIcmpUnreach) stats_.icmp_unreach_in++;
         const Ipv4 *oip = reinterpret_cast<const Ipv4 *>(ic + 1);
         const unsigned oihl = (oip->ver_ihl & 0xf) * 4u;
-        if (oip->proto == kProtoTcp && oihl >= kIpLen && len >= sizeof(Icmp) + oihl + 8 &&
-            be32(oip->src) == ip_) {
-            const Tcp *th = reinterpret_cast<const Tcp *>(reinterpret_cast<const uint8_t *>(oip) + oihl);
+        const bool ours = oihl >= kIpLen && len >= sizeof(Icmp) + oihl + 8 && be32(oip->src) == ip_;
+        const uint8_t *l4 = reinterpret_cast<const uint8_t *>(oip) + oihl;
+        if (ours && oip->proto == kProtoTcp && ic->type == kIcmpUnreach) {
+            const Tcp *th = reinterpret_cast<const Tcp *>(l4);
             upper_.tcp_icmp_error(IcmpTcpError{be32(oip->dst), be16(th->sport), be16(th->dport),
                                                load_be32(&th->seq), ic->code, be16(ic->seq_or_mtu)});
+        } else if (ours && oip->proto == kProtoUdp && datagram_) {
+            const Udp *uh = reinterpret_cast<const Udp *>(l4);
+            datagram_->udp_icmp_error(
+                IcmpUdpError{ip_, be32(oip->dst), be16(uh->sport), be16(uh->dport), ic->type, ic->code});
         }
         // Sharing: the other stack gets it too (an error about one of its
         // connections; one about ours it finds no socket for and ignores).

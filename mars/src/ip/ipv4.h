@@ -5,7 +5,8 @@
 // our address or to a multicast group) to the UDP component
 // (Ipv4DatagramUpper, udp/udp.h); ICMP echo is answered
 // here, ICMP errors quoting a TCP segment of ours are handed up (the RFC 5927
-// checks need the connection). Output finishes an IPv4 frame's Ethernet
+// checks need the connection), and those quoting a UDP datagram of ours to
+// the UDP component (a connected socket's pending error). Output finishes an IPv4 frame's Ethernet
 // header for its next hop and queues it on the link, or holds it for ARP.
 #pragma once
 
@@ -30,6 +31,14 @@ struct IcmpTcpError {
     uint16_t next_hop_mtu;             // with kIcmpCodeFragNeeded; 0 from old routers
 };
 
+// An ICMP error (destination unreachable, parameter problem) quoting a UDP
+// datagram we sent: for the UDP component (udp/udp_error.cc).
+struct IcmpUdpError {
+    uint32_t local_ip, remote_ip;     // the quoted datagram's source (ours) and destination
+    uint16_t local_port, remote_port; // its source and destination ports
+    uint8_t type, code;               // ICMP type and code
+};
+
 // What the IPv4 layer hands up to: the stack's TCP.
 class Ipv4Upper {
   public:
@@ -51,6 +60,7 @@ class Ipv4DatagramUpper {
     // Takes the frame; total: the IPv4 total length, ihl its header's.
     virtual void udp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) = 0;
     virtual void igmp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) = 0;
+    virtual void udp_icmp_error(const IcmpUdpError &e) = 0;
 
   protected:
     ~Ipv4DatagramUpper() = default;

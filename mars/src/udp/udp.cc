@@ -353,6 +353,8 @@ int UdpLayer::info(SockId id, UdpInfo *out) const
     if (!s) return -EBADF;
     *out = UdpInfo{s->local, s->remote, s->reuse_port, s->rx.used(), s->rx.datagrams, s->rx.size, s->drops,
                    uint32_t(s->n_groups + s->n_groups6)};
+    out->error = s->error;
+    out->errors = s->errors;
     if (s->v6) {
         // The IPv6 names: an IPv4 one v4-mapped (::ffff:0.0.0.0 the IPv4
         // wildcard of a v4-mapped bind), :: the wildcard of a dual or

@@ -119,6 +119,10 @@ struct UdpSock {
     // IP_MULTICAST_LOOP, IPV6_MULTICAST_LOOP (SockOpt::kMulticast*).
     int16_t mc_ttl = -1, mc_hops = -1;
     bool mc_loop = true, mc_loop6 = true;
+    // The latest asynchronous error (udp_error.cc; errno, 0 none) and how
+    // many came since open (UdpInfo).
+    int error = 0;
+    uint32_t errors = 0;
 };
 
 class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
@@ -156,6 +160,13 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     // Ipv4DatagramUpper
     void udp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
     void igmp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
+    // ICMP and ICMPv6 errors quoting a datagram of ours (udp_error.cc):
+    // Linux's __udp4_lib_err/__udp6_lib_err without IP_RECVERR: a hard error
+    // (port unreachable, parameter problem, a packet too big...) becomes
+    // the pending error of the connected socket that sent it (kEvError);
+    // soft ones and unconnected sockets are left alone.
+    void udp_icmp_error(const IcmpUdpError &e) override;
+    void udp6_icmp_error(const Icmp6Error &e);
     // UDP over IPv6 from the stack's Ipv6Upper (udp6.cc), with Ipv6Upper's
     // contract: true when taken (delivered, or dropped and counted: the frame
     // is released here); false when no socket holds the port (the frame
@@ -228,6 +239,10 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     // here), the addresses when a6 (an IPv6 record), the payload (false:
     // full, counted).
     bool deliver(UdpSock &s, UdpRecord hdr, const UdpRecord6 *a6, const void *payload, unsigned len);
+    // The socket that sent the datagram an ICMP error quotes (t: the quoted
+    // datagram's addressing reversed, as a reply to it would arrive) takes
+    // err when hard and the socket is connected.
+    void take_error(const Tuple &t, int err, bool hard);
     // ICMP port unreachable within the rate limit.
     void port_unreachable(const uint8_t *ip_packet, unsigned len);
     // Linux's ip_mc_sf_allow / ip6_mc_sf_allow: s takes a datagram to

@@ -30,7 +30,7 @@ def err(f):
         f()
         return "ok"
     except OSError as e:
-        return errno.errorcode[e.errno]
+        return errno.errorcode.get(e.errno, type(e).__name__)
 
 
 def ifindex_of(ip):
@@ -123,4 +123,22 @@ out("send after SHUT_WR", err(lambda: s.send(b"after SHUT_WR")))
 u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 u.bind((bind_ip, 7022))
 out("shutdown unconnected", err(lambda: u.shutdown(socket.SHUT_RDWR)))
+# A connected socket's datagram to a port nobody holds: ICMPv6 port
+# unreachable, the socket's pending error as Linux keeps it (POLLERR,
+# ECONNREFUSED once from the next receive, then SO_ERROR once).
+r = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+r.bind((bind_ip, 7024))
+r.connect((peer_ip, 9177, 0, 0))
+out("send to a closed port", r.send(b"anyone?"))
+pl = select.poll()
+pl.register(r, select.POLLIN)
+out("poll, port unreachable on its way", [ev for _, ev in pl.poll(10000)])
+r.settimeout(10)
+out("recv after port unreachable", err(lambda: r.recv(100)))
+out("poll once it was reported", [ev for _, ev in pl.poll(0)])
+out("send again", r.send(b"again"))
+out("poll", [ev for _, ev in pl.poll(10000)])
+out("SO_ERROR", r.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR),
+    "then", r.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+r.close()
 out("done")

@@ -17,7 +17,8 @@
 #   triggered epoll, FIONREAD, MSG_PEEK, MSG_TRUNC both ways, IPV6_PKTINFO/
 #   IPV6_HOPLIMIT/IPV6_TCLASS and MSG_CTRUNC, an empty datagram, sends with
 #   IPV6_PKTINFO (its own address, ::, not ours) and an unknown type, an IPv4
-#   destination, connect, AF_UNSPEC, shutdown, IPV6_V6ONLY once bound;
+#   destination, connect, AF_UNSPEC, shutdown, IPV6_V6ONLY once bound, a
+#   connected socket's ICMPv6 port unreachable (POLLERR, ECONNREFUSED once, SO_ERROR);
 # - a client under eta-run (unbound, sendto the peer's IPv6 address, on-link
 #   of the port's prefix) is the PPE's (the shim's log) and gets a kernel echo
 #   server's answers byte-exact; connected (connect, send), its name is the

@@ -159,4 +159,27 @@ try:
     u.shutdown(socket.SHUT_RDWR)
 except OSError as e:
     out("shutdown unconnected", errno.errorcode[e.errno])
+# A connected socket's datagram to a port nobody holds: the peer's stack
+# answers ICMP port unreachable, which Linux (no IP_RECVERR) makes the
+# socket's pending error: poll shows POLLERR, the next receive answers
+# ECONNREFUSED, once; after another, SO_ERROR reads it, once; the socket
+# keeps sending.
+r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+r.bind((bind_ip, 7014))
+r.connect((peer_ip, 9177))
+out("send to a closed port", r.send(b"anyone?"))
+pl = select.poll()
+pl.register(r, select.POLLIN)
+out("poll, port unreachable on its way", [ev for _, ev in pl.poll(10000)])
+r.settimeout(10)
+try:
+    out("recv", r.recv(100))
+except OSError as e:
+    out("recv after port unreachable", errno.errorcode.get(e.errno, type(e).__name__))
+out("poll once it was reported", [ev for _, ev in pl.poll(0)])
+out("send again", r.send(b"again"))
+out("poll", [ev for _, ev in pl.poll(10000)])
+out("SO_ERROR", errno.errorcode.get(r.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR), 0),
+    "then", r.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+r.close()
 out("done")

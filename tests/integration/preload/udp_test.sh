@@ -15,6 +15,7 @@
 #   (ECONNREFUSED on its connected socket; MARS's, counted udp_no_port, or on
 #   a port shared with the kernel the kernel's, counted as handed to it);
 # - udp_probe.py answers the same on the kernel link and through the PPE:
+#   a connected socket's ICMP port unreachable (POLLERR, ECONNREFUSED once, SO_ERROR),
 #   getsockname/getpeername, SO_RCVTIMEO and MSG_DONTWAIT (EAGAIN), poll and
 #   edge-triggered epoll waiting for a datagram,
 #   MSG_PEEK, recvmsg's MSG_TRUNC flag, MSG_TRUNC's real length, the sender's

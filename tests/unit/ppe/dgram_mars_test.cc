@@ -478,6 +478,41 @@ TEST_F(DgramOverMars, WatchEventsAndClose)
         << "the closed socket still holds its port";
 }
 
+// An ICMP port unreachable about a datagram a connected socket sent (the
+// peer's lone stack answers a port nobody holds): the engine publishes it as
+// the socket's pending error (err_seq, err_last: libdti reports it once) and
+// tells the watcher (POLLERR); the socket keeps working, its state as it was.
+TEST_F(DgramOverMars, IcmpErrorIsPublishedAsThePendingError)
+{
+    const uint32_t h = open_dgram(7010);
+    const mars::Endpoint nobody = net_.addr(1, 40010);
+    EXPECT_EQ(run(cmd(DTI_OP_DGRAM_CONNECT, h, nobody.ip, nobody.port)).res, 0);
+    EXPECT_EQ(run(cmd(DTI_OP_WATCH, h, DTI_POLLIN)).res, 0);
+    dti_sock_shared *sh = app_.sock(h);
+    const uint32_t state = sh->state;
+    EXPECT_EQ(sh->err_seq, 0u);
+    events_.clear();
+    EXPECT_EQ(send_dgrams(h, put(h, "anyone?", nullptr)), 1);
+    ASSERT_TRUE(net_.run_until(
+        [&] {
+            for (auto &e : events_)
+                if (e.kind == DTI_CQE_EVENT && e.sock == h && (e.events & DTI_POLLERR))
+                    return true;
+            return false;
+        },
+        5 * kSec))
+        << "no POLLERR event for the port unreachable";
+    EXPECT_EQ(__atomic_load_n(&sh->err_seq, __ATOMIC_ACQUIRE), 1u);
+    EXPECT_EQ(sh->err_last, -ECONNREFUSED);
+    EXPECT_EQ(sh->state, state);
+    EXPECT_EQ(sh->error, 0);
+    // Another datagram, another error: the count moves, the socket still sends.
+    events_.clear();
+    EXPECT_EQ(send_dgrams(h, put(h, "still?", nullptr)), 1);
+    ASSERT_TRUE(net_.run_until([&] { return __atomic_load_n(&sh->err_seq, __ATOMIC_ACQUIRE) == 2u; }, 5 * kSec));
+    EXPECT_EQ(sh->state, state);
+}
+
 // UDP over IPv6 through the engine: a datagram socket bound to [::]
 // (dual-stack) takes an IPv6 peer's datagrams as IPv6 records (addresses,
 // hop limit) and an IPv4 peer's as IPv4 ones; IPv6 records it writes go out

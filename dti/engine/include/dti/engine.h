@@ -113,13 +113,17 @@ enum class Option : uint16_t {
 
 struct SockInfo {
     Endpoint local, remote;
-    int error = 0;          // positive errno, 0 if none
+    int error = 0;          // positive errno, 0 if none (a datagram socket: the latest asynchronous one)
     bool peer_closed = false;
     // An IPv6 socket (either kind): its addresses are local6/remote6 (an
     // IPv4 one v4-mapped; local/remote then carry only the ports that
     // matter). Transports without IPv6 leave it false.
     bool ipv6 = false;
     Endpoint6 local6, remote6;
+    // A datagram socket: its asynchronous errors (an ICMP error about a
+    // datagram it sent, reported with kEvError) since it was opened; error
+    // is the latest. The engine publishes both (dti_abi.h err_seq).
+    uint32_t errors = 0;
 };
 
 // The calls come in two families, one per kind of socket. The engine knows
