@@ -31,6 +31,14 @@ bool apply_rules(uint16_t port, const std::vector<Rule> &rules, const std::strin
 // Destroys the rules apply_rules made (before rte_eth_dev_stop).
 void remove_rules(uint16_t port, std::vector<rte_flow *> *made);
 
+// The rule as apply_rules builds it, in testpmd's flow syntax ("flow create
+// 0 ingress pattern eth / ipv6 dst is 2001:2::1 proto is 6 / tcp / end
+// actions rss ... / end"), read back from the rte_flow items and actions
+// themselves: tests check the builder with it, and an operator can try a
+// rule on a NIC by hand (testpmd's `flow validate`) before trusting
+// flow_isolate on it.
+std::string flow_command(uint16_t port, const Rule &r);
+
 // The kernel interface holding `ipv4` (host byte order), "" if none: with
 // flow_isolate the address is eta's, so the kernel should not hold it.
 std::string kernel_holder(uint32_t ipv4);
