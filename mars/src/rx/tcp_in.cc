@@ -236,8 +236,8 @@ bool Receiver::frame_flow6(const PacketRef &f, FlowKey6 *key) const
 // An IPv6 connection's lines from its flow node before the node is read: the
 // node sits in the connection's cold IPv6 part (tcp::V6Part) at a fixed
 // offset, so tcp::Hot's two lines are found without waiting for the node's
-// owner. The node itself (60 bytes: its owner may be on the next line) is
-// what the chain walk reads.
+// owner. The node itself (64 bytes, not line-aligned: its owner may be on
+// the next line) is what the chain walk reads.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 constexpr size_t kFlow6Offset = offsetof(tcp::Conn, v6) + offsetof(tcp::V6Part, flow);
