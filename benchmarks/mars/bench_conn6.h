@@ -122,28 +122,33 @@ inline void options6(sim::RawPeer::Options &o)
     o.capture = false; // the fixture parses IPv4 only
 }
 
+// A neighbour solicitation from peer (one of the peer's addresses) for our
+// address: the stack learns that address's MAC (the peer's) from it.
+inline void teach6(sim::RawPeer &p, const Ip6Addr &peer)
+{
+    const Ip6Addr ours = addr6(1);
+    Ip6Addr sn{};
+    sn.b[0] = 0xff, sn.b[1] = 0x02, sn.b[11] = 1, sn.b[12] = 0xff;
+    std::memcpy(sn.b + 13, ours.b + 13, 3);
+    std::vector<uint8_t> m{135, 0, 0, 0, 0, 0, 0, 0};
+    m.insert(m.end(), ours.b, ours.b + 16);
+    m.insert(m.end(), {1, 1});
+    m.insert(m.end(), p.peer_mac.b, p.peer_mac.b + 6);
+    put16(&m[2], csum6(peer, sn, 58, m));
+    const MacAddr mmac{{0x33, 0x33, 0xff, ours.b[13], ours.b[14], ours.b[15]}};
+    p.inject(frame6(mmac, p.peer_mac, peer, sn, 58, 255, m));
+}
+
 // DAD, the peer's solicitation (its MAC learnt) and the listener on
 // [::]:80: its id, or -1 (and a word on stderr).
-inline int64_t listen6(sim::RawPeer &p)
+inline int64_t listen6(sim::RawPeer &p, int backlog = 16)
 {
     Stack &st = p.stack();
-    const Ip6Addr ours = addr6(1), peer = addr6(2);
     st.announce(p.now);
     p.advance(1'000'000'000);
-    {
-        Ip6Addr sn{};
-        sn.b[0] = 0xff, sn.b[1] = 0x02, sn.b[11] = 1, sn.b[12] = 0xff;
-        std::memcpy(sn.b + 13, ours.b + 13, 3);
-        std::vector<uint8_t> m{135, 0, 0, 0, 0, 0, 0, 0};
-        m.insert(m.end(), ours.b, ours.b + 16);
-        m.insert(m.end(), {1, 1});
-        m.insert(m.end(), p.peer_mac.b, p.peer_mac.b + 6);
-        put16(&m[2], csum6(peer, sn, 58, m));
-        const MacAddr mmac{{0x33, 0x33, 0xff, ours.b[13], ours.b[14], ours.b[15]}};
-        p.inject(frame6(mmac, p.peer_mac, peer, sn, 58, 255, m));
-    }
+    teach6(p, addr6(2));
     const int64_t l = st.open(1);
-    if (l < 0 || st.bind6(SockId(l), Endpoint6{Ip6Addr{}, 80}, false) != 0 || st.listen(SockId(l), 16) != 0) {
+    if (l < 0 || st.bind6(SockId(l), Endpoint6{Ip6Addr{}, 80}, false) != 0 || st.listen(SockId(l), backlog) != 0) {
         std::fprintf(stderr, "listener failed\n");
         return -1;
     }
@@ -151,12 +156,13 @@ inline int64_t listen6(sim::RawPeer &p)
     return l;
 }
 
-// One connection from the peer's port to listener l: false (and a word on
-// stderr) when the handshake did not complete.
-inline bool connect_one6(sim::RawPeer &p, int64_t l, bool ts, uint16_t port, Conn6 *out)
+// One connection from the peer's port (on peer, 2001:2::2 unless said) to
+// listener l: false (and a word on stderr) when the handshake did not
+// complete.
+inline bool connect_one6(sim::RawPeer &p, int64_t l, bool ts, uint16_t port, Conn6 *out, const Ip6Addr &peer = addr6(2))
 {
     Stack &st = p.stack();
-    const Ip6Addr ours = addr6(1), peer = addr6(2);
+    const Ip6Addr ours = addr6(1);
     Conn6 c;
     c.port = port;
     std::vector<uint8_t> syn_opts{2, 4, 0x05, 0xa0, 4, 2, 1, 3, 3, 7}; // MSS 1440, SACK permitted, WS 7

@@ -23,6 +23,10 @@
 //   all         strands + prefetch, the core copying synchronously ("CPU
 //               copy": with no DMA engine, the deferral only costs; this is
 //               also what eta-ppe runs by default)
+// BM_RxAblation6/<config>/<connections>/<segment_bytes>: the same over IPv6
+// (issue 31: IPv6 frames through the strand stages and FlowTable6's split
+// lookup), rtc, prefetch, strands and all, 512-byte segments: connections
+// from 2001:2::2.. (64,512 ports per peer address) to [2001:2::1]:80.
 // Counters: ns_per_frame (the median time of one input() burst over its 32
 // frames: on a shared machine a burst the scheduler interrupted would
 // otherwise dominate the mean; Google Benchmark's own time columns cover the
@@ -38,6 +42,7 @@
 // Frames are prepared outside the timed region; after each burst, outside
 // it too, the application consumes what arrived (window updates go out).
 #include "bench_conn.h"
+#include "bench_conn6.h"
 #include "dma_copy.h"
 
 #include <mars/copy.h>
@@ -220,12 +225,15 @@ struct World {
 // One world at a time (the largest needs about a gigabyte): benchmarks are
 // registered connections-major, so each size is built once.
 std::unique_ptr<World> g_world;
+struct World6;
+std::unique_ptr<World6> g_world6;
 
 World *world(uint32_t conns, std::string *err)
 {
     std::unique_ptr<World> &w = g_world;
     if (!w || w->n != conns) {
         w.reset();
+        g_world6.reset();
         try {
             w = std::make_unique<World>(conns);
         } catch (const std::exception &e) {
@@ -235,7 +243,116 @@ World *world(uint32_t conns, std::string *err)
     return w.get();
 }
 
-void release_worlds() { g_world.reset(); }
+// The IPv6 world: connections over IPv6 (bench_conn6.h), 64,512 per peer
+// address, each address's MAC taught by a neighbour solicitation.
+struct World6 {
+    struct Flow {
+        Ip6Addr peer;
+        uint16_t port;
+        uint32_t seq, ack;
+        SockId sock;
+    };
+    std::unique_ptr<AblationRings> rings;
+    std::unique_ptr<RawPeer> peer;
+    std::vector<Flow> flows;
+    std::vector<uint8_t> tmpl; // 512-byte segments
+    uint32_t n = 0;
+
+    explicit World6(uint32_t conns) : n(conns)
+    {
+        const uint32_t ring_bytes = conns == 1 ? 65536 : 4096;
+        rings = std::make_unique<AblationRings>(std::min(conns, kMaxDistinctRings), ring_bytes);
+        RawPeer::Options o;
+        o.stack.max_sockets = conns + 16;
+        o.stack.tcp.rcvbuf = ring_bytes;
+        o.stack.tcp.sndbuf = 4096;
+        o.stack.tcp.timestamps = false;
+        o.stack.tcp.sack = false;
+        o.stack.tcp.syn_backlog = 64;
+        o.provider = rings.get();
+        o.pool_frames = 1024;
+        v6::options6(o);
+        peer = std::make_unique<RawPeer>(o);
+        const int64_t l = v6::listen6(*peer, 1024);
+        if (l < 0) throw std::runtime_error("IPv6 listener");
+        flows.reserve(conns);
+        for (uint32_t i = 0; i < conns; i++) {
+            const Ip6Addr from = v6::addr6(uint8_t(2 + i / 64512));
+            if (i % 64512 == 0 && i) v6::teach6(*peer, from);
+            const uint16_t port = uint16_t(1024 + i % 64512);
+            v6::Conn6 c;
+            if (!v6::connect_one6(*peer, l, false, port, &c, from))
+                throw std::runtime_error("IPv6 connection " + std::to_string(i));
+            flows.push_back(Flow{from, port, c.peer_isn + 1, c.stack_isn + 1, c.sock});
+            if (i % 4096 == 0) {
+                peer->take_raw();
+                peer->take_events();
+            }
+        }
+        tmpl = v6::frame6(peer->stack_mac, peer->peer_mac, v6::addr6(2), v6::addr6(1), 6, 64,
+                          v6::tcp(1024, 0, 0, 0x10, {}, 512));
+        peer->take_raw();
+        peer->take_events();
+        peer->set_keep_raw(false);
+        warm_up();
+    }
+
+    void warm_up()
+    {
+        Stack &st = peer->stack();
+        for (uint32_t at = 0; at < n; at += 32) {
+            PacketRef burst[32];
+            uint16_t k = 0;
+            for (uint32_t i = at; i < n && k < 32; i++, k++) {
+                if (!prepare(flows[i], &burst[k])) throw std::runtime_error("frame pool empty");
+                flows[i].seq += 512;
+            }
+            st.input(burst, k, peer->now);
+            for (uint32_t i = at; i < at + k; i++) {
+                RingSpan sp{};
+                if (st.rx_view(flows[i].sock, &sp) == 0 && sp.total()) st.rx_consume(flows[i].sock, sp.total());
+            }
+        }
+        st.poll(peer->now);
+    }
+
+    // The template with this flow's source address, port and numbers,
+    // flagged NIC-verified.
+    bool prepare(const Flow &f, PacketRef *out)
+    {
+        if (!peer->pool().get(out)) return false;
+        std::memcpy(out->data, tmpl.data(), tmpl.size());
+        out->len = uint16_t(tmpl.size());
+        out->room = 0;
+        std::memcpy(out->data + 22, f.peer.b, 16);
+        out->data[54] = uint8_t(f.port >> 8);
+        out->data[55] = uint8_t(f.port);
+        set_be32(out->data + 58, f.seq);
+        set_be32(out->data + 62, f.ack);
+        out->flags = kRxIpCsumGood | kRxL4CsumGood;
+        return true;
+    }
+};
+
+World6 *world6(uint32_t conns, std::string *err)
+{
+    if (!g_world6 || g_world6->n != conns) {
+        g_world6.reset();
+        g_world.reset(); // one world at a time (memory)
+        try {
+            g_world6 = std::make_unique<World6>(conns);
+        } catch (const std::exception &e) {
+            *err = e.what();
+        }
+    }
+    return g_world6.get();
+}
+
+void release_worlds()
+{
+    g_world.reset();
+    g_world6.reset();
+}
 
 struct Config {
     const char *name;
@@ -316,6 +433,66 @@ void BM_RxAblation(benchmark::State &state, Config cfg, uint32_t conns, uint32_t
     state.counters["strands"] = double(cfg.strands);
 }
 
+// BM_RxAblation's timed loop over IPv6 (no copy engine configurations).
+void BM_RxAblation6(benchmark::State &state, Config cfg, uint32_t conns)
+{
+    std::string err;
+    World6 *w = world6(conns, &err);
+    if (!w) {
+        state.SkipWithError(("could not open the connections: " + err).c_str());
+        return;
+    }
+    Stack &st = w->peer->stack();
+    if (st.set_receive_pipeline(cfg.strands, cfg.prefetch) != 0) {
+        state.SkipWithError("set_receive_pipeline refused the configuration");
+        return;
+    }
+    st.set_copy_engine(nullptr, kCopyThreshold);
+    std::mt19937 rng(11);
+    std::vector<uint32_t> order(size_t(std::min<uint32_t>(conns, 1u << 16)) * 4);
+    for (auto &x : order) x = uint32_t(rng() % conns);
+    for (size_t i = 1; conns > 1 && i < order.size(); i++)
+        if (order[i] == order[i - 1]) order[i] = (order[i] + 1) % conns;
+    size_t pos = 0;
+    const StackStats s0 = st.stats();
+    std::vector<double> burst_s;
+    burst_s.reserve(1u << 20);
+    uint64_t frames = 0;
+    for (auto _ : state) {
+        PacketRef burst[kBurst];
+        World6::Flow *fl[kBurst];
+        for (int i = 0; i < kBurst; i++) {
+            fl[i] = &w->flows[order[pos]];
+            pos = (pos + 1) % order.size();
+            if (!w->prepare(*fl[i], &burst[i])) {
+                state.SkipWithError("frame pool empty");
+                return;
+            }
+            fl[i]->seq += 512;
+        }
+        const auto t0 = Clock::now();
+        st.input(burst, kBurst, w->peer->now);
+        burst_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        frames += kBurst;
+        for (int i = 0; i < kBurst; i++) {
+            RingSpan sp{};
+            if (st.rx_view(fl[i]->sock, &sp) == 0 && sp.total()) st.rx_consume(fl[i]->sock, sp.total());
+        }
+    }
+    const StackStats &s1 = st.stats();
+    state.SetItemsProcessed(int64_t(frames));
+    state.SetBytesProcessed(int64_t(frames * 512));
+    double median = 0;
+    if (!burst_s.empty()) {
+        std::nth_element(burst_s.begin(), burst_s.begin() + long(burst_s.size() / 2), burst_s.end());
+        median = burst_s[burst_s.size() / 2];
+    }
+    state.counters["ns_per_frame"] = median * 1e9 / kBurst;
+    state.counters["fastpath_ratio"] = double(s1.fastpath_hits - s0.fastpath_hits) / double(frames ? frames : 1);
+    state.counters["strand_yields_per_frame"] = double(s1.strand_yields - s0.strand_yields) / double(frames ? frames : 1);
+    state.counters["strands"] = double(cfg.strands);
+}
+
 void register_all()
 {
     const uint32_t s = ablation_strands();
@@ -334,6 +511,13 @@ void register_all()
                 // the figure.
                 benchmark::RegisterBenchmark(name.c_str(), BM_RxAblation, c, conns, seg)->Unit(benchmark::kNanosecond);
             }
+        }
+    }
+    for (uint32_t conns : {1u, 10000u, 1000000u}) {
+        for (const Config &c : configs) {
+            if (c.async_copy) continue;
+            const std::string name = std::string("BM_RxAblation6/") + c.name + "/" + std::to_string(conns) + "/512";
+            benchmark::RegisterBenchmark(name.c_str(), BM_RxAblation6, c, conns)->Unit(benchmark::kNanosecond);
         }
     }
 }

@@ -63,6 +63,20 @@ class FlowTable6 {
     uint32_t size() const { return size_; }
     uint32_t bucket_count() const { return mask_ + 1; }
     uint64_t cache_hits = 0, cache_misses = 0;
+    const FlowNode6 *cached() const { return cache_; }
+
+    // The receive pipeline's split lookup (rx/strands.h), as FlowTable's:
+    // the bucket a hash falls in (to prefetch, then read its head; nullptr
+    // before init()), a chain walk from that head that leaves the cache and
+    // its counters alone, and making a node found that way the cached entry.
+    FlowNode6 *const *bucket(uint32_t hash) const { return buckets_ ? &buckets_[hash & mask_] : nullptr; }
+    static FlowNode6 *find_from(FlowNode6 *head, const FlowKey6 &key, uint32_t hash)
+    {
+        for (FlowNode6 *n = head; n; n = n->next)
+            if (n->hash == hash && n->key == key) return n;
+        return nullptr;
+    }
+    void remember(FlowNode6 *node) { cache_ = node; }
 
   private:
     std::unique_ptr<FlowNode6 *[]> buckets_;

@@ -160,6 +160,16 @@ class Receiver : public Stack, protected Ipv4Upper {
     // other frame (the demux decides what it is).
     bool frame_flow(const PacketRef &f, FlowKey *key) const;
     void prefetch_conn(const Sock &s);
+    // The same for the strands' IPv6 lookup: the 4-tuple of a TCP/IPv6 frame
+    // to our MAC with no extension header; false for any other frame.
+    bool frame_flow6(const PacketRef &f, FlowKey6 *key) const;
+    void prefetch_conn6(const FlowNode6 *node);
+    // input_frame() for a frame frame_flow6() took whose connection a
+    // strand found (found: as the chain walk left it; re-checked here).
+    void input_frame6(PacketRef &f, FlowNode6 *found);
+    // tcp6_express() with the connection found by a strand (kFound) or by
+    // the table's lookup.
+    template <bool kFound> __attribute__((always_inline)) bool tcp6_express_with(PacketRef &f, FlowNode6 *found);
     // Ipv4Upper: TCP segments, and ICMP errors about our segments.
     void tcp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;
     void tcp_icmp_error(const IcmpTcpError &e) override;

@@ -17,7 +17,9 @@
 #include "rx/strands.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <new>
 
 namespace mars::rx {
 
@@ -213,6 +215,43 @@ void Receiver::prefetch_conn(const Sock &s)
 }
 constexpr uint64_t kConnPrefetches = 3;
 
+bool Receiver::frame_flow6(const PacketRef &f, FlowKey6 *key) const
+{
+    const uint8_t *d = f.data;
+    // Our MAC too: then input_frame6() is input_frame() for it, with no
+    // other destination (multicast, broadcast) to sort out.
+    if (f.len < kEthLen + kIp6Len + kTcpLen || load32(d) != wire_mac_lo_ || load16(d + 4) != wire_mac_hi_ ||
+        load16(d + 12) != kWireEtherIpv6 || (d[kEthLen] >> 4) != 6)
+        return false;
+    const Ipv6 *ip = reinterpret_cast<const Ipv6 *>(d + kEthLen);
+    if (ip->next != kProtoTcp) return false;
+    const Tcp *th = reinterpret_cast<const Tcp *>(d + kEthLen + kIp6Len);
+    std::memcpy(key->local.b, ip->dst, 16);
+    std::memcpy(key->remote.b, ip->src, 16);
+    key->local_port = be16(th->dport);
+    key->remote_port = be16(th->sport);
+    return true;
+}
+
+// An IPv6 connection's lines from its flow node before the node is read: the
+// node sits in the connection's cold IPv6 part (tcp::V6Part) at a fixed
+// offset, so tcp::Hot's two lines are found without waiting for the node's
+// owner. The node itself (64 bytes, not line-aligned: its owner may be on
+// the next line) is what the chain walk reads.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+constexpr size_t kFlow6Offset = offsetof(tcp::Conn, v6) + offsetof(tcp::V6Part, flow);
+#pragma GCC diagnostic pop
+void Receiver::prefetch_conn6(const FlowNode6 *node)
+{
+    const char *p = reinterpret_cast<const char *>(node) - kFlow6Offset;
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(node);
+    __builtin_prefetch(&node->owner);
+}
+constexpr uint64_t kConn6Prefetches = 4;
+
 // Strands (strands.h): each frame is a strand of four stages, each ending
 // where the next would wait for memory:
 //   0  parse the frame's 4-tuple, hash it, prefetch the flow-table bucket
@@ -224,6 +263,8 @@ constexpr uint64_t kConnPrefetches = 3;
 // still be in the table, and the express path compares the frame's 4-tuple
 // and state against the connection itself, so an older frame of the burst
 // that closed or replaced it only sends this frame to the full path.
+// TCP/IPv6 frames take the same stages on FlowTable6 (frame_flow6, the
+// node's key re-checked at retirement: input_frame6).
 template <bool kAsyncCopy>
 void Receiver::input_strands(PacketRef *frames, uint16_t n)
 {
@@ -235,22 +276,42 @@ void Receiver::input_strands(PacketRef *frames, uint16_t n)
         bool prefetch;
         uint64_t prefetches = 0;
         struct State {
-            FlowKey key;
+            // One family's key: stage 0 sets v6 and the key it parsed.
+            union Key {
+                uint8_t raw[sizeof(FlowKey6)];
+                FlowKey v4;
+                FlowKey6 v6;
+                Key() : raw{} {}
+            } key;
             uint32_t hash;
+            bool v6;
             FlowNode *node;
+            FlowNode6 *node6;
         };
         bool step(uint16_t item, uint8_t stage, State &x)
         {
             switch (stage) {
             case 0: {
                 x.node = nullptr;
+                x.node6 = nullptr;
+                x.v6 = false;
                 // The frame `width` ahead is the next to start: bring its headers in.
                 if (prefetch && item + width < n) {
                     __builtin_prefetch(frames[item + width].data);
                     prefetches++;
                 }
-                if (!st.frame_flow(frames[item], &x.key)) return true;
-                x.hash = flow_hash(x.key);
+                if (!st.frame_flow(frames[item], &x.key.v4)) {
+                    new (&x.key.v6) FlowKey6;
+                    if (!st.frame_flow6(frames[item], &x.key.v6)) return true;
+                    x.v6 = true;
+                    x.hash = flow_hash6(x.key.v6);
+                    if (prefetch) {
+                        __builtin_prefetch(st.flows6().bucket(x.hash));
+                        prefetches++;
+                    }
+                    return false;
+                }
+                x.hash = flow_hash(x.key.v4);
                 if (prefetch) {
                     __builtin_prefetch(st.flows().bucket(x.hash));
                     prefetches++;
@@ -258,6 +319,15 @@ void Receiver::input_strands(PacketRef *frames, uint16_t n)
                 return false;
             }
             case 1:
+                if (x.v6) {
+                    x.node6 = *st.flows6().bucket(x.hash);
+                    if (!x.node6) return true;
+                    if (prefetch) {
+                        st.prefetch_conn6(x.node6);
+                        prefetches += kConn6Prefetches;
+                    }
+                    return false;
+                }
                 x.node = *st.flows().bucket(x.hash);
                 if (!x.node) return true;
                 if (prefetch) {
@@ -266,11 +336,18 @@ void Receiver::input_strands(PacketRef *frames, uint16_t n)
                 }
                 return false;
             case 2: {
-                x.node = FlowTable::find_from(x.node, x.key, x.hash);
-                if (!x.node) return true;
-                const Sock &s = *tcp::Env::sock_of(x.node);
-                if (!prefetch || !s.rx) return true;
-                __builtin_prefetch(s.rx + (s.rx_tail & s.rx_mask), 1);
+                const Sock *s;
+                if (x.v6) {
+                    x.node6 = FlowTable6::find_from(x.node6, x.key.v6, x.hash);
+                    if (!x.node6) return true;
+                    s = static_cast<const Sock *>(x.node6->owner);
+                } else {
+                    x.node = FlowTable::find_from(x.node, x.key.v4, x.hash);
+                    if (!x.node) return true;
+                    s = tcp::Env::sock_of(x.node);
+                }
+                if (!prefetch || !s->rx) return true;
+                __builtin_prefetch(s->rx + (s->rx_tail & s->rx_mask), 1);
                 prefetches++;
                 return false;
             }
@@ -282,6 +359,10 @@ void Receiver::input_strands(PacketRef *frames, uint16_t n)
         {
             PacketRef &f = frames[item];
             st.env().stats_.rx_bytes += f.len;
+            if (x.node6) {
+                st.input_frame6(f, x.node6);
+                return;
+            }
             FlowNode *node = x.node;
             if (node && node->linked && st.template tcp_express_on<kAsyncCopy>(f, *tcp::Env::sock_of(node))) {
                 // What the last-flow cache and the table would have counted.
@@ -316,9 +397,15 @@ void Receiver::input_prefetch_ahead(PacketRef *frames, uint16_t n)
             prefetches++;
         }
         FlowKey key;
-        if (i + 1 < n && frame_flow(frames[i + 1], &key)) {
-            __builtin_prefetch(flows().bucket(flow_hash(key)));
-            prefetches++;
+        FlowKey6 key6;
+        if (i + 1 < n) {
+            if (frame_flow(frames[i + 1], &key)) {
+                __builtin_prefetch(flows().bucket(flow_hash(key)));
+                prefetches++;
+            } else if (frame_flow6(frames[i + 1], &key6)) {
+                __builtin_prefetch(flows6().bucket(flow_hash6(key6)));
+                prefetches++;
+            }
         }
         if (const uint16_t k = coalesce_run<kAsyncCopy>(frames + i, uint16_t(n - i))) {
             i = uint16_t(i + k - 1);
@@ -533,7 +620,10 @@ bool Receiver::tcp6_input(PacketRef &f, const Ip6Rx &rx)
 // multicast), the checksum (where the NIC did not verify it), then header
 // prediction. Anything else, or any doubt, is the full path's, which checks
 // again and counts what it drops.
-bool Receiver::tcp6_express(PacketRef &f)
+bool Receiver::tcp6_express(PacketRef &f) { return tcp6_express_with<false>(f, nullptr); }
+
+template <bool kFound>
+__attribute__((always_inline)) inline bool Receiver::tcp6_express_with(PacketRef &f, FlowNode6 *found)
 {
     const uint8_t *d = f.data;
     if (f.len < kEthLen + kIp6Len + kTcpLen) return false;
@@ -550,7 +640,25 @@ bool Receiver::tcp6_express(PacketRef &f)
     std::memcpy(key.remote.b, ip->src, 16);
     key.local_port = be16(th->dport);
     key.remote_port = be16(th->sport);
-    FlowNode6 *node = flows6().lookup(key);
+    FlowNode6 *node;
+    if constexpr (kFound) {
+        // An older frame of the burst may have closed the connection, or its
+        // block may hold another since: the table decides then.
+        if (found->linked && found->key == key) {
+            // What the last-flow cache and the table would have counted.
+            if (found == flows6().cached()) {
+                flows6().cache_hits++;
+            } else {
+                flows6().cache_misses++;
+                flows6().remember(found);
+            }
+            node = found;
+        } else {
+            node = flows6().lookup(key);
+        }
+    } else {
+        node = flows6().lookup(key);
+    }
     if (!node) return false;
     Sock &s = *static_cast<Sock *>(node->owner);
     if (!predicted(s, th)) return false;
@@ -563,6 +671,15 @@ bool Receiver::tcp6_express(PacketRef &f)
     env().stats_.ip6_in++; // as Ipv6Layer::input would have counted it
     env().stats_.fastpath_hits++;
     return true;
+}
+
+// What input_frame() does for a frame to our MAC with EtherType 86dd, the
+// express path's lookup replaced by the strand's find.
+void Receiver::input_frame6(PacketRef &f, FlowNode6 *found)
+{
+    if (copies_in_flight()) reap_copies(true);
+    if (tcp6_express_with<true>(f, found)) return;
+    ip6().input(f, env().now_ns_);
 }
 
 void Receiver::tcp6_error(const Icmp6Error &err)

@@ -104,4 +104,39 @@ TEST(FlowTable6, CacheCountsAndForgetsRemoved)
     EXPECT_FALSE(t.init(0));
 }
 
+// The strands' split lookup (bucket, walk from its head, remember) finds what
+// lookup() finds, chains of several nodes included, and leaves the cache and
+// its counters alone until remember().
+TEST(FlowTable6, SplitLookupFindsWhatLookupFinds)
+{
+    std::mt19937_64 rng(5);
+    FlowTable6 t;
+    EXPECT_EQ(t.bucket(0), nullptr) << "no buckets before init()";
+    ASSERT_TRUE(t.init(4)); // 4 buckets for 64 nodes: chains of ~16
+    std::vector<std::unique_ptr<FlowNode6>> nodes;
+    for (int i = 0; i < 64; i++) {
+        nodes.push_back(std::make_unique<FlowNode6>());
+        nodes.back()->key = key_of(rng);
+        t.insert(nodes.back().get());
+    }
+    for (const auto &n : nodes) {
+        const uint32_t h = flow_hash6(n->key);
+        EXPECT_EQ(FlowTable6::find_from(*t.bucket(h), n->key, h), n.get());
+    }
+    const FlowKey6 absent = key_of(rng);
+    EXPECT_EQ(FlowTable6::find_from(*t.bucket(flow_hash6(absent)), absent, flow_hash6(absent)), nullptr);
+    EXPECT_EQ(t.cache_hits + t.cache_misses, 0u);
+    EXPECT_EQ(t.cached(), nullptr);
+    t.remember(nodes[7].get());
+    EXPECT_EQ(t.cached(), nodes[7].get());
+    EXPECT_EQ(t.lookup(nodes[7]->key), nodes[7].get());
+    EXPECT_EQ(t.cache_hits, 1u) << "a remembered node is the cache's";
+    t.remove(nodes[7].get());
+    EXPECT_EQ(t.cached(), nullptr);
+    const uint32_t h7 = flow_hash6(nodes[7]->key);
+    EXPECT_EQ(FlowTable6::find_from(*t.bucket(h7), nodes[7]->key, h7), nullptr) << "removed: not in its chain";
+    t.clear();
+    for (const auto &n : nodes) n->linked = false; // the owners' part of clear()
+}
+
 } // namespace
