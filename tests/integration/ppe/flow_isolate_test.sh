@@ -7,7 +7,8 @@
 # its pattern) and what to do instead; non-zero exit, no crash, no hang,
 # nothing left behind (socket, stats, DPDK runtime files, the tap).
 # The config's refusals (flow_isolate with kernel = "shared", on af_packet)
-# are checked through eta-ppe too.
+# are checked through eta-ppe too, and --check's listing of an address6's
+# IPv6 rules.
 #   flow_isolate_test.sh ETA_PPE
 ETA_PPE=$1
 . "$(dirname "$0")/../lib.sh"
@@ -72,6 +73,18 @@ note "net_null: no rte_flow at all, isolated mode refused"
 config net_null0 > "$work/null.toml"
 start null 'port "port0" (net_null0): flow_isolate = true, but the device cannot enter rte_flow isolated mode' \
     'use kernel = "shared"' 'two NICs'
+
+note "an address6: --check lists its IPv6 rules (tcp6, udp6, icmp6, nd6 at its solicited-node group)"
+config net_null0 'address6 = ["2001:2:0:fc::1/64"]' > "$work/null6.toml"
+out=$(timeout 30 "$ETA_PPE" --config "$work/null6.toml" --check 2>&1) || fail "address6: --check rejects it: $out"
+for want in 'flow rule tcp6: eth / ipv6 dst 2001:2:0:fc::1 proto tcp / tcp -> queue 0' \
+    'flow rule udp6: eth / ipv6 dst 2001:2:0:fc::1 proto udp / udp -> queue 0' \
+    'flow rule icmp6: eth / ipv6 dst 2001:2:0:fc::1 proto icmpv6 -> queue 0' \
+    'flow rule nd6: eth / ipv6 dst ff02::1:ff00:1 proto icmpv6 / icmpv6 type 135 -> queue 0' \
+    'the kernel must hold no address of its own in solicited-node group ff02::1:ff00:1'; do
+    grep -qF -- "$want" <<<"$out" || fail "address6: '$want' missing from --check: $out"
+done
+left_nothing null6
 
 note "net_tap: isolated mode taken, one of eta's rules refused, named with its pattern"
 config "net_tap0,iface=$tap" > "$work/tap.toml"
