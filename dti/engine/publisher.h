@@ -64,6 +64,7 @@ class Publisher {
     // way they asked about. Inline here, as publish(): the poll loop's table
     // pass runs them for every changed slot and group.
     [[gnu::always_inline]] inline void notify(Group &group, uint32_t si);
+    inline void notify_error(Group &group, uint32_t si);
     // Stamps the group's new entries into the event queues; wakes sleepers.
     [[gnu::always_inline]] inline void publish(Group &group);
 
@@ -151,11 +152,6 @@ inline void Publisher::notify(Group &group, uint32_t si)
     // socket without rings is not connected, so writable means nothing there.)
     uint32_t writable = s.tx_size - (s.tx_committed - s.tx_head);
     uint32_t mask = dti_events_of(s.state, s.error, readable, writable, s.embryos);
-    if (__builtin_expect(s.dgram_errors != s.last_dgram_errors, 0)) {
-        mask |= DTI_POLLERR; // an ICMP error came (server_impl.cc): the reader reports it (dti_abi.h err_seq)
-        s.last_mask &= ~DTI_POLLERR;
-        s.last_dgram_errors = s.dgram_errors;
-    }
     bool post = (s.interest & mask & ~s.last_mask) != 0;
     if ((s.interest & DTI_POLLIN) &&
         ((s.rx_tail != s.last_rx_tail && readable > 0) || s.embryos > s.last_accept))
@@ -175,6 +171,22 @@ inline void Publisher::notify(Group &group, uint32_t si)
     if (mask & DTI_POLLOUT)
         s.out_armed = false;
     uint32_t h = table_.handle(group, si);
+    for (uint64_t w = s.watchers; w; w &= w - 1)
+        post_event(group, uint16_t(__builtin_ctzll(w)), h, mask);
+}
+
+// A datagram socket's new asynchronous error (server_impl.cc; dti_abi.h
+// err_seq): news to every watcher at once (POLLERR with what else holds),
+// also while an older one waits unread. Here, on the error's own rare path,
+// so that notify() -- every event of every socket -- pays nothing for it.
+inline void Publisher::notify_error(Group &group, uint32_t si)
+{
+    Slot &s = group.slots[si];
+    if (!s.holders || s.watchers == 0)
+        return;
+    const uint32_t mask = dti_events_of(s.state, s.error, s.rx_tail - s.rx_consumed,
+                                        s.tx_size - (s.tx_committed - s.tx_head), s.embryos) | DTI_POLLERR;
+    const uint32_t h = table_.handle(group, si);
     for (uint64_t w = s.watchers; w; w &= w - 1)
         post_event(group, uint16_t(__builtin_ctzll(w)), h, mask);
 }

@@ -91,26 +91,26 @@ void ServerImpl::on_event(const TransportEvent &e)
         __atomic_store_n(&group.socks[si].trace, cmds_.trace.token, __ATOMIC_RELAXED);
     }
     uint32_t h = table_.handle(group, si);
-    if (s.dgram && (e.bits & kEvError)) {
-        // An ICMP error about a datagram it sent: pending until a reader
-        // reports it (dti_abi.h err_seq), the socket as usable as before.
+    if (e.bits & (kEvReset | kEvError)) {
         SockInfo info;
-        if (tr_.dgram_info(s.sid, &info) == 0 && info.errors && info.error > 0) {
-            store_rlx(&group.socks[si].err_last, -info.error);
-            store_rel(&group.socks[si].err_seq, info.errors);
-            s.dgram_errors = info.errors; // news to its watchers (publisher.h notify)
+        if (s.dgram) {
+            // An ICMP error about a datagram it sent: pending until a reader
+            // reports it (dti_abi.h err_seq), the socket as usable as before.
+            if (tr_.dgram_info(s.sid, &info) == 0 && info.errors && info.error > 0) {
+                store_rlx(&group.socks[si].err_last, -info.error);
+                store_rel(&group.socks[si].err_seq, info.errors);
+                pub_.notify_error(group, si); // news to its watchers, POLLERR (publisher.h)
+            }
+        } else {
+            const int r = tr_.info(s.sid, &info);
+            int err = r == 0 && info.error ? info.error : ((e.bits & kEvReset) ? ECONNRESET : ETIMEDOUT);
+            if ((s.state & DTI_STATE_CONNECTING) && (e.bits & kEvReset))
+                err = ECONNREFUSED;
+            s.error = -err;
+            s.state |= (e.bits & kEvReset) ? DTI_STATE_RESET : DTI_STATE_FAILED;
+            s.state &= ~DTI_STATE_CONNECTING;
+            pub_.finish_pending(group, s.connect, -err, h);
         }
-    }
-    if ((e.bits & kEvReset) || ((e.bits & kEvError) && !s.dgram)) {
-        SockInfo info;
-        const int r = s.dgram ? tr_.dgram_info(s.sid, &info) : tr_.info(s.sid, &info);
-        int err = r == 0 && info.error ? info.error : ((e.bits & kEvReset) ? ECONNRESET : ETIMEDOUT);
-        if ((s.state & DTI_STATE_CONNECTING) && (e.bits & kEvReset))
-            err = ECONNREFUSED;
-        s.error = -err;
-        s.state |= (e.bits & kEvReset) ? DTI_STATE_RESET : DTI_STATE_FAILED;
-        s.state &= ~DTI_STATE_CONNECTING;
-        pub_.finish_pending(group, s.connect, -err, h);
     }
     if (e.bits & kEvConnected) {
         s.state = (s.state & ~DTI_STATE_CONNECTING) | DTI_STATE_CONNECTED | DTI_STATE_BOUND;

@@ -80,10 +80,6 @@ struct Slot {
     uint32_t interest = 0;
     bool out_armed = false;
     uint32_t last_mask = 0, last_rx_tail = 0, last_accept = 0;
-    // A datagram socket's asynchronous errors (ICMP), as published in
-    // dti_sock_shared.err_seq, and the count its watchers last heard of:
-    // each new one is news (POLLERR) even while an older one waits unread.
-    uint32_t dgram_errors = 0, last_dgram_errors = 0;
     bool dirty = false;
     bool ends_final = false; // local and remote are the connection's: refresh() stops asking info()
     bool dgram = false;      // a datagram socket (udp.cc): record rings, its own commands
