@@ -123,6 +123,11 @@ void Engine::publish(uint64_t now, bool with_conns)
                 e.local_port = i.local.port;
                 e.remote_ip = i.remote.ip;
                 e.remote_port = i.remote.port;
+                if (i.ipv6) {
+                    e.ipv6 = 1;
+                    std::memcpy(e.local6, i.local6.ip.b, 16);
+                    std::memcpy(e.remote6, i.remote6.ip.b, 16);
+                }
                 e.rx_readable = i.rx_readable;
                 e.tx_unacked = i.tx_unacked;
                 e.tx_space = i.tx_space;

@@ -300,8 +300,8 @@ std::string text_view(const Snapshot &s, bool conns)
                 "cwnd     srtt-us  retrans  memory\n");
     for (const ConnEntry &c : s.conns)
         appendf(&out, "%6u %7d  %-12s %-22s %-22s %8u %11u %8u %8u %8" PRIu64 " %7u\n", c.sock, c.app_pid,
-                    tcp_state_name(c.state), (ip_string(c.local_ip) + ":" + std::to_string(c.local_port)).c_str(),
-                    (ip_string(c.remote_ip) + ":" + std::to_string(c.remote_port)).c_str(), c.rx_readable, c.tx_unacked,
+                    tcp_state_name(c.state), conn_end(c, true).c_str(), conn_end(c, false).c_str(), c.rx_readable,
+                    c.tx_unacked,
                     c.cwnd, c.srtt_us, c.retransmits, c.memory_bytes);
     return out;
 }

@@ -164,6 +164,15 @@ std::string ip_string(uint32_t ip)
     return b;
 }
 
+std::string conn_end(const ConnEntry &c, bool local)
+{
+    const uint16_t port = local ? c.local_port : c.remote_port;
+    if (!c.ipv6) return ip_string(local ? c.local_ip : c.remote_ip) + ":" + std::to_string(port);
+    char b[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, local ? c.local6 : c.remote6, b, sizeof b);
+    return std::string("[") + b + "]:" + std::to_string(port);
+}
+
 std::vector<std::string> port_addr6(const PortInfo &pi)
 {
     std::vector<std::string> out;
@@ -704,8 +713,8 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
             conns.push_back({{"sock", c.sock},
                              {"app_pid", c.app_pid},
                              {"state", tcp_state_name(c.state)},
-                             {"local", ip_string(c.local_ip) + ":" + std::to_string(c.local_port)},
-                             {"remote", ip_string(c.remote_ip) + ":" + std::to_string(c.remote_port)},
+                             {"local", conn_end(c, true)},
+                             {"remote", conn_end(c, false)},
                              {"rx_readable", c.rx_readable},
                              {"tx_unacked", c.tx_unacked},
                              {"tx_space", c.tx_space},

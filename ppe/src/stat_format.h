@@ -63,6 +63,9 @@ const char *kernel_reason_name(unsigned reason);
 const char *tcp_state_name(uint8_t state);
 const char *ppe_state_name(uint32_t state);
 std::string ip_string(uint32_t ip_host_order);
+// A connection's end as the table shows it: "a.b.c.d:port", or for an IPv6
+// connection "[addr]:port" (RFC 5952's text form, as ss prints it).
+std::string conn_end(const ConnEntry &c, bool local);
 // A port's IPv6 addresses ([[port]] address6) as "ADDR/PREFIX" texts.
 std::vector<std::string> port_addr6(const PortInfo &pi);
 

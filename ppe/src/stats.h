@@ -22,7 +22,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 18; // 18: MLD counters in mars::StackStats (mld_query_in, mld_report_in, mld_drop, mld_out); 17: rejected_commands per engine; 16: program-side latency stages (program_wake ... program_taken), prog_* counters and the slow-request log in Latency (issue 33); 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 19; // 19: IPv6 addresses in ConnEntry (ipv6, local6, remote6); 18: MLD counters in mars::StackStats (mld_query_in, mld_report_in, mld_drop, mld_out); 17: rejected_commands per engine; 16: program-side latency stages (program_wake ... program_taken), prog_* counters and the slow-request log in Latency (issue 33); 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -292,7 +292,8 @@ struct ConnEntry {
     int32_t app_pid;        // 0: not tied to an application (e.g. closing)
     uint32_t sock;
     uint8_t state;          // mars::TcpState
-    uint8_t pad_[3];
+    uint8_t ipv6;           // 1: an IPv6 connection, its addresses in local6/remote6 (local_ip/remote_ip 0)
+    uint8_t pad_[2];
     uint32_t local_ip, remote_ip;
     uint16_t local_port, remote_port;
     uint32_t rx_readable, tx_unacked, tx_space;
@@ -300,6 +301,7 @@ struct ConnEntry {
     uint32_t ooo_frames;
     uint32_t memory_bytes;  // its two rings
     uint64_t retransmits, bytes_in, bytes_out;
+    uint8_t local6[16], remote6[16]; // network byte order (version 19)
 };
 
 static_assert(sizeof(ConnEntry) % 8 == 0);

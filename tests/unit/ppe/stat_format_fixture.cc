@@ -105,7 +105,21 @@ void fill_fixture(Snapshot &s)
         c.bytes_in = next++;
         s.conns.push_back(c);
     }
-    s.conns_total = 3;
+    { // an IPv6 connection: its addresses in local6/remote6
+        ConnEntry c{};
+        c.app_pid = 100;
+        c.sock = uint32_t(s.conns.size());
+        c.state = 4;
+        c.ipv6 = 1;
+        const uint8_t local6[16] = {0x20, 0x01, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1};
+        const uint8_t remote6[16] = {0x20, 0x01, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2};
+        std::memcpy(c.local6, local6, 16);
+        std::memcpy(c.remote6, remote6, 16);
+        c.local_port = 443;
+        c.remote_port = 50000;
+        s.conns.push_back(c);
+    }
+    s.conns_total = 4;
     eta_preload_stats pr{}; // one program under the shim
     pr.magic = ETA_PRELOAD_STATS_MAGIC;
     pr.version = ETA_PRELOAD_STATS_VERSION;

@@ -160,8 +160,8 @@ class Prometheus(unittest.TestCase):
         info = self.sample("eta_ppe_info")
         self.assertEqual(info.labels["pid"], "4242")
         self.assertEqual(info.labels["state"], "running")
-        self.assertEqual(self.sample("eta_connections").value, 3)
-        self.assertEqual(self.sample("eta_connections_by_state", state="ESTABLISHED").value, 2)
+        self.assertEqual(self.sample("eta_connections").value, 4)
+        self.assertEqual(self.sample("eta_connections_by_state", state="ESTABLISHED").value, 3)
         self.assertEqual(self.sample("eta_connections_by_state", state="LISTEN").value, 1)
 
 
@@ -181,8 +181,11 @@ class Json(unittest.TestCase):
         self.assertEqual(d["ports"][0]["address6"], [])
         self.assertEqual(d["ports"][1]["address6"], ["2001:2:0:1::1/64", "fd00::2/128"])
         self.assertEqual([a["name"] for a in d["apps"]], ["redis-server", "nginx"])
-        self.assertEqual([c["state"] for c in d["connections"]], ["LISTEN", "ESTABLISHED", "ESTABLISHED"])
+        self.assertEqual([c["state"] for c in d["connections"]], ["LISTEN", "ESTABLISHED", "ESTABLISHED", "ESTABLISHED"])
         self.assertEqual(d["connections"][0]["local"], "198.18.0.1:6379")
+        # An IPv6 connection names its IPv6 addresses (version 19), bracketed as ss prints them.
+        self.assertEqual((d["connections"][3]["local"], d["connections"][3]["remote"]),
+                         ("[2001:2:0:1::1]:443", "[2001:2:0:1::2]:50000"))
         self.assertEqual([(p["pid"], p["name"], p["attached"]) for p in d["programs"]], [(300, "memcached", True)])
         self.assertEqual(sorted(d["programs"][0]["sockets"]), ["accelerated", "loopback"])
         # Each engine's port-0 stack names its own device; other ports copy with the core.
