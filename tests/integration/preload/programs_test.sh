@@ -260,7 +260,7 @@ fi
 blob_or_report() {
     local out=$work/blob.$2 cp
     rm -f "$out"
-    peer timeout 120 curl -sS -o "$out" "http://$H:$1/blob" &
+    peer timeout 120 curl -sS -o "$out" -w "%{time_total}" "http://$H:$1/blob" > "$out.time" &
     cp=$!
     if ! wait_until 20 eval "! kill -0 $cp"; then
         echo "--- stalled: $(stat -c %s "$out" 2>/dev/null || echo no) bytes of $((64 << 20)) received; eta-stat and ss -tinm in the peer:"
@@ -268,6 +268,7 @@ blob_or_report() {
         peer ss -tinm "( sport = :$1 or dport = :$1 )" 2>&1 || true
     fi
     if wait "$cp"; then got=$(sha256sum < "$out" | cut -d' ' -f1); else got="curl failed"; fi
+    echo "    blob ($2): $(cat "$out.time" 2>/dev/null || echo '?') s" # how long, for a run that comes near the bound
 }
 
 if want nginx; then
