@@ -24,7 +24,9 @@
 #    client inside the engine; an eta-run client reaches a plain kernel IPv6
 #    server (counted `local`), one to nobody is refused; EADDRINUSE both ways;
 #    an outgoing IPv6 connection's port is the kernel's pick, held there; the
-#    kernel still answers ping -6 and its own IPv6 server's clients.
+#    kernel still answers ping -6 and its own IPv6 server's clients; while the
+#    kernel checks the address for duplicates (DAD), an eta-run bind and
+#    connect there work, a plain bind gets EADDRNOTAVAIL.
 #   shared_local_test.sh ETA_PPE PRELOAD ETA_RUN ETA_STAT ETA_PERF
 ETA_PPE=$1 PRELOAD=$2 ETA_RUN=$3 ETA_STAT=$4 ETA_PERF=$5
 . "$(dirname "$0")/../lib.sh"
@@ -354,5 +356,38 @@ plain_bind6_refused "$port" "an eta-run IPv6 connection"
 touch "$work/o6/done"
 note "IPv6: the kernel still answers ping -6 to [$H6]"
 peer ping -6 -n -c 2 -W 2 "$H6" >/dev/null || fail "ping -6 $H6 from the peer is no longer answered"
+
+# The kernel's duplicate address detection, made to last (600 probes on the
+# tap alone) by adding the address again: a plain bind there is refused
+# while it is tentative, an eta-run bind and connect work (the placeholder's
+# IP_FREEBIND retry).
+note "IPv6: while the kernel checks [$H6] for duplicates, eta-run binds and connects there; a plain bind waits"
+TAP=$ETA_LAB_SHARED_IFACE
+[ -n "$TAP" ] || fail "eta-lab up printed no ETA_LAB_SHARED_IFACE"
+dad0=$(sysctl -n "net.ipv6.conf.$TAP.dad_transmits")
+on_exit "sysctl -qw net.ipv6.conf.$TAP.dad_transmits=$dad0 2>/dev/null || true"
+sysctl -qw "net.ipv6.conf.$TAP.dad_transmits=600" || fail "cannot set dad_transmits on $TAP"
+ip addr del "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" && ip addr add "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" ||
+    fail "cannot add $H6 to $TAP again"
+tentative() { ip -6 addr show dev "$TAP" | grep -F " $H6/" | grep -q tentative; }
+tentative || fail "$H6 on $TAP is not tentative after being added again: $(ip -6 addr show dev "$TAP")"
+out=$(python3 -c "
+import errno, socket, sys
+s = socket.socket(socket.AF_INET6)
+try:
+    s.bind(('$H6', 0))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRNOTAVAIL else 'answered %s' % errno.errorcode.get(e.errno))
+sys.exit('a plain bind to the tentative address worked: the check below proves nothing')" 2>&1) || fail "$out"
+out=$(eta python3 -c "
+import socket
+s = socket.socket(socket.AF_INET6)
+s.bind(('$H6', 0))
+s.listen(1)" 2>&1) || fail "eta-run bind([$H6]:0) while the kernel checks the address: $out"
+out=$(eta python3 "$HELPER" stream "$P6" 7402 1 2>&1) || fail "eta-run client to [$P6]:7402 while [$H6] is tentative: $out"
+tentative || fail "$H6 stopped being tentative during the check: it proves nothing"
+sysctl -qw "net.ipv6.conf.$TAP.dad_transmits=$dad0"
+ip addr del "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" && ip addr add "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" ||
+    fail "cannot add $H6 to $TAP again"
 ppe_stop
 echo "PASS"
