@@ -502,7 +502,11 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         }
         if (s->bound_kernel && s->kernel_port) {
             struct dti_addr local = {0, s->kernel_port};
-            int rc = native && s->local6 ? eta_bind_held6(c, s) : dti_bind(c, s->h, &local);
+            /* IPv6: where the placeholder holds it (a connect's hold), or
+             * [::] at the port bind() took (an IPv4 wildcard bind there
+             * made CONNECT6 EAFNOSUPPORT). */
+            int rc = !native ? dti_bind(c, s->h, &local)
+                     : s->local6 ? eta_bind_held6(c, s) : eta_bind_any(c, s, s->kernel_port);
             if (rc < 0) {
                 eta_obj_put(&s->obj);
                 return fail(eta_errno_from_dti(rc));

@@ -20,7 +20,8 @@
 #   listener reads 1, its listener's (session 47);
 # - an eta-run client on this host to the PPE's IPv6 address (curl -6 to the
 #   http.server above): a local connection inside the engine (`self local6`,
-#   issue 29), byte-exact, counted in eta-stat's local_conns.
+#   issue 29), byte-exact, counted in eta-stat's local_conns;
+# - a client bound to [::] (port 0) connects to the peer through the engine.
 # On a port shared with the kernel (ETA_TEST_SHARED=1; meson's
 # preload_ip6_shared) all of it runs too: the kernel placeholder binds the
 # PPE's IPv6 address first (one port space, issues 29 and 31), and the
@@ -117,6 +118,22 @@ grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/ps
     fail "the bound client's connection, as the peer saw it: $(cat "$work/psrv")"
 grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:[0-9]+\)" "$work/bcli.err" ||
     fail "the client's bind to [$H6] is not the PPE's: $(cat "$work/bcli.err")"
+
+note "a client bound to [::] (port 0) connects to the peer through the engine"
+# (Its PPE half binds [::] at the port the kernel gave: before, the IPv4
+# wildcard, and the engine refused its CONNECT6 with EAFNOSUPPORT.)
+pport=$(free_port)
+start_bg asrv peer timeout 60 "$py" "$TOOL" server peer 1 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/asrv" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/asrv' || ! kill -0 $asrv_pid"
+grep -q '^ready' "$work/asrv" || fail "the peer's server did not listen: $(cat "$work/asrv")"
+got=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" :: 2>"$work/acli.err")
+[ "$got" = "peer [$ETA_LAB_PEER_IP6]:$pport" ] || fail "the client bound to [::]: '$got' $(cat "$work/acli.err")"
+wait "$asrv_pid" || fail "the peer's server exited $?"
+grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/asrv" ||
+    fail "the [::]-bound client's connection, as the peer saw it: $(cat "$work/asrv")"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/acli.err" ||
+    fail "the [::]-bound client's connect is not the PPE's: $(cat "$work/acli.err")"
 
 note "[$ETA_LAB_KERNEL_IP6], not the PPE's: the kernel's"
 kport=$(free_port)
