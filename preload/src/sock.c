@@ -298,7 +298,10 @@ static int renew_ppe_half(dti_ctx_t *c, int fd, struct eta_sock *s)
     struct dti_addr local = s->local;
     if (!local.ip && !local.port && s->bound_kernel)
         local.port = s->kernel_port;
-    int rc = local.ip || local.port ? dti_bind(c, s->h, &local) : 0;
+    /* Bound to an IPv6 address of the PPE (or held there): that address
+     * again (eta_bind_any), not the IPv4 wildcard, which made the next
+     * CONNECT6 EAFNOSUPPORT. */
+    int rc = !local.ip && !local.port ? 0 : s->v6 && s->local6 ? eta_bind_any(c, s, local.port) : dti_bind(c, s->h, &local);
     return rc < 0 ? eta_errno_from_dti(rc) : 0;
 }
 
@@ -471,6 +474,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
      * reaches a kernel program's listener, or refuses as Linux does. */
     const bool local_try = eta_net.self_shared && eta_is_local_try(addr, len, native);
     dti_ctx_t *c = NULL;
+    bool renewed = false;
     if (st == ETA_SOCK_CANDIDATE) {
         enum eta_reason r = s->v6 && !via_mapped ? eta_decide_connect6(&eta_net, addr, len) : eta_decide_connect(&eta_net, addr, len);
         if (r != ETA_R_NONE) {
@@ -532,10 +536,15 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
                 eta_obj_put(&s->obj);
                 return fail(e);
             }
+            renewed = true;
         }
     }
-    /* eta_decide_connect6 took it, or bind() put it on the PPE's IPv6 address (sock6.c) */
-    const bool native6 = s->v6 && !via_mapped && (st == ETA_SOCK_CANDIDATE || eta_bound6_to(s, addr, len));
+    /* eta_decide_connect6 took it, or bind() put it on the PPE's IPv6 address
+     * (sock6.c), or a fresh PPE half of an unbound socket after a failed
+     * connect, decided as a candidate's */
+    const bool native6 = s->v6 && !via_mapped &&
+                         (st == ETA_SOCK_CANDIDATE || eta_bound6_to(s, addr, len) ||
+                          (renewed && !s->local.ip && eta_decide_connect6(&eta_net, addr, len) == ETA_R_NONE));
     if (!native6 && (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
                      (s->v6 && !via_mapped))) {
         eta_obj_put(&s->obj);

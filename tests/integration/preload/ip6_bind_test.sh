@@ -21,7 +21,9 @@
 # - an eta-run client on this host to the PPE's IPv6 address (curl -6 to the
 #   http.server above): a local connection inside the engine (`self local6`,
 #   issue 29), byte-exact, counted in eta-stat's local_conns;
-# - a client bound to [::] (port 0) connects to the peer through the engine.
+# - a client bound to [::] (port 0) connects to the peer through the engine;
+# - an IPv6 client whose first connect is refused connects again (bound to
+#   the PPE's IPv6 address, and unbound: on a shared port its port is held).
 # On a port shared with the kernel (ETA_TEST_SHARED=1; meson's
 # preload_ip6_shared) all of it runs too: the kernel placeholder binds the
 # PPE's IPv6 address first (one port space, issues 29 and 31), and the
@@ -134,6 +136,29 @@ grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/as
     fail "the [::]-bound client's connection, as the peer saw it: $(cat "$work/asrv")"
 grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/acli.err" ||
     fail "the [::]-bound client's connect is not the PPE's: $(cat "$work/acli.err")"
+
+note "an IPv6 client whose first connect is refused connects again (bound to [$H6], and unbound)"
+# (Linux lets a socket whose connect failed connect again; the shim gives it
+# a new PPE half bound where the first was: its IPv6 address.)
+rport=$(free_port) aport=$(free_port)
+start_bg rsrv peer timeout 60 "$py" "$TOOL" server again 2 "$ETA_LAB_PEER_IP6,$aport,-" >"$work/rsrv" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/rsrv' || ! kill -0 $rsrv_pid"
+grep -q '^ready' "$work/rsrv" || fail "the peer's server did not listen: $(cat "$work/rsrv")"
+out=$(timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import errno, socket, sys
+for bind in ('$H6', None):
+    s = socket.socket(socket.AF_INET6)
+    if bind:
+        s.bind((bind, 0))
+    e = s.connect_ex(('$ETA_LAB_PEER_IP6', $rport))
+    if e != errno.ECONNREFUSED:
+        sys.exit('%s: the first connect answered %s' % (bind, errno.errorcode.get(e, e)))
+    e = s.connect_ex(('$ETA_LAB_PEER_IP6', $aport))
+    if e:
+        sys.exit('%s: the second connect answered %s' % (bind, errno.errorcode.get(e, e)))
+    print(s.makefile().readline().strip())" 2>&1) || fail "a second IPv6 connect after a refused one: $out"
+[ "$(grep -c "^again \[$ETA_LAB_PEER_IP6\]:$aport$" <<<"$out")" = 2 ] || fail "the second connects' answers: $out"
+wait "$rsrv_pid" || fail "the peer's server exited $?"
 
 note "[$ETA_LAB_KERNEL_IP6], not the PPE's: the kernel's"
 kport=$(free_port)
