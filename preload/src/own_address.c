@@ -1,6 +1,7 @@
 /* The PPE's own addresses: what a socket may do with them. On a port shared
  * with the kernel (`self shared` in <socket>.net) the kernel holds each eta
- * socket's address and port too (its placeholder: one port space). A
+ * socket's address and port too (its placeholder: one port space; TCP over
+ * IPv4 and IPv6, the port's IPv6 addresses being on the kernel's tap too). A
  * connection to one of those addresses stays inside the engine where the PPE
  * carries it (`self local`: both ends in MARS), and goes through the kernel
  * where no eta listener takes it (shared port) or where the PPE is older;
