@@ -141,8 +141,9 @@ class Published {
         // With kernel = "shared" the kernel holds the address too: the shim
         // holds eta's ports in the kernel, and a local connect no eta
         // listener takes goes through it (preload/README.md); "self local6":
-        // to its IPv6 addresses too. Older shims read these as bad and
-        // accelerate nothing.
+        // to its IPv6 addresses too, shared or not (MARS's loop never hands
+        // its own frames to the kernel; the shim holds IPv6 ports there as
+        // IPv4's). Older shims read these as bad and accelerate nothing.
         if (port.kernel_shared) net += "self shared\n";
         net += "self local\nself local6\n";
         return write_file(net_path_, net, mode_, error);

@@ -253,6 +253,32 @@ static bool in_prefix6(const uint8_t *a, const uint8_t *b, unsigned prefix)
     return rest == 0 || ((a[whole] ^ b[whole]) & (uint8_t)(0xff00 >> rest)) == 0;
 }
 
+bool eta_net_is_local6(const struct eta_net *n, const uint8_t ip[16])
+{
+    for (unsigned i = 0; i < n->n_ports6; i++)
+        if (memcmp(ip, n->port6[i].ip, 16) == 0)
+            return true;
+    return false;
+}
+
+bool eta_net_source6(const struct eta_net *n, const uint8_t dest[16], uint8_t src[16])
+{
+    if (n->n_ports6 == 0)
+        return false;
+    unsigned pick = 0;
+    if (eta_net_is_local6(n, dest)) {
+        memcpy(src, dest, 16); /* a local connection: from the address it goes to, as Linux picks */
+        return true;
+    }
+    for (unsigned i = 0; i < n->n_ports6; i++)
+        if (in_prefix6(dest, n->port6[i].ip, n->port6[i].prefix)) {
+            pick = i;
+            break;
+        }
+    memcpy(src, n->port6[pick].ip, 16);
+    return true;
+}
+
 enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len)
 {
     if (!addr || len < (socklen_t)sizeof(struct sockaddr_in6) || addr->sa_family != AF_INET6)
@@ -262,16 +288,16 @@ enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockad
     const uint8_t *ip = in6.sin6_addr.s6_addr;
     if (IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr))
         return ETA_R_LOOPBACK;
-    /* Link-local (a scope), multicast, a port shared with the kernel (whose
-     * IPv6 port space the shim does not hold yet): the kernel's. The PPE's
-     * own addresses: a local connection inside the engine where it carries
-     * them (`self local6`), else the kernel's. */
+    /* Link-local (a scope), multicast: the kernel's. The PPE's own
+     * addresses: a local connection inside the engine where it carries them
+     * (`self local6`; on a shared port the shim turns a refusal into the
+     * kernel's try), else the kernel's (a shared port's kernel holds them:
+     * `local`, as IPv4's). */
     if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr) || IN6_IS_ADDR_MULTICAST(&in6.sin6_addr) ||
-        IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr) || n->self_shared)
+        IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr))
         return ETA_R_INET6;
-    for (unsigned i = 0; i < n->n_ports6; i++)
-        if (memcmp(ip, n->port6[i].ip, 16) == 0)
-            return n->self_local6 ? ETA_R_NONE : ETA_R_INET6;
+    if (eta_net_is_local6(n, ip))
+        return n->self_local6 ? ETA_R_NONE : n->self_shared ? ETA_R_LOCAL : ETA_R_INET6;
     for (unsigned i = 0; i < n->n_ports6; i++)
         if (in_prefix6(ip, n->port6[i].ip, n->port6[i].prefix))
             return ETA_R_NONE; /* on-link: what the engine reaches over IPv6 */
@@ -287,9 +313,10 @@ enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16])
         memcpy(&in.sin_addr, ip + 12, 4);
         return eta_decide_connect(n, (const struct sockaddr *)&in, sizeof in);
     }
-    for (unsigned i = 0; i < n->n_ports6; i++)
-        if (memcmp(ip, n->port6[i].ip, 16) == 0)
-            return ETA_R_INET6;
+    /* A shared port's IPv6 datagrams are the kernel's: the shim holds no
+     * IPv6 UDP port in the kernel (TCP's placeholders do: own_address.c). */
+    if (eta_net_is_local6(n, ip) || n->self_shared)
+        return ETA_R_INET6;
     return eta_decide_connect6(n, (const struct sockaddr *)&in6, sizeof in6);
 }
 
@@ -310,4 +337,18 @@ enum eta_bind_target eta_decide_bind(const struct eta_net *n, const struct socka
         return ETA_BIND_PPE;
     *why = (ip >> 24) == 127 ? ETA_R_LOOPBACK : ETA_R_KERNEL_ADDR;
     return ETA_BIND_KERNEL;
+}
+
+enum eta_bind_target eta_decide_bind6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,
+                                      bool dgram)
+{
+    struct sockaddr_in6 in6;
+    if (!addr || len < (socklen_t)sizeof in6 || addr->sa_family != AF_INET6)
+        return ETA_BIND_KERNEL;
+    memcpy(&in6, addr, sizeof in6);
+    if (in6.sin6_scope_id != 0 || !eta_net_is_local6(n, in6.sin6_addr.s6_addr))
+        return ETA_BIND_KERNEL;
+    /* Shared: TCP's placeholder binds the address too (one port space);
+     * UDP's IPv6 stays the kernel's there (eta_decide_udp6). */
+    return dgram && n->self_shared ? ETA_BIND_KERNEL : ETA_BIND_PPE;
 }

@@ -94,20 +94,31 @@ enum eta_reason eta_decide_socket(int domain, int type, int protocol);
 /* connect(): ETA_R_NONE to go through the PPE, else why not. On a shared
  * port one of the PPE's own addresses is ETA_R_LOCAL (the kernel's). */
 enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
+/* True when ip (16 bytes, network order) is one of the PPE's IPv6 addresses (`port6`). */
+bool eta_net_is_local6(const struct eta_net *n, const uint8_t ip[16]);
+/* The PPE IPv6 address a connect to dest leaves from, into src: dest itself
+ * when it is the PPE's, else the first port6 whose prefix holds dest, else
+ * the first port6. False when the PPE has no IPv6 address. */
+bool eta_net_source6(const struct eta_net *n, const uint8_t dest[16], uint8_t src[16]);
+
 /* connect() of an AF_INET6 socket to a native IPv6 address (issue 31):
- * ETA_R_NONE for an on-link destination of a port6 prefix (not the PPE's
- * own address, not link-local), ETA_R_LOOPBACK for ::1, ETA_R_NOT_ROUTED
- * off-link, ETA_R_INET6 for the rest (and on a port shared with the
- * kernel): the kernel's. */
+ * ETA_R_NONE for an on-link destination of a port6 prefix (not link-local),
+ * and for the PPE's own address where the engine carries local connections
+ * (`self local6`; without it ETA_R_LOCAL on a shared port, ETA_R_INET6 on
+ * one that is not), ETA_R_LOOPBACK for ::1, ETA_R_NOT_ROUTED off-link,
+ * ETA_R_INET6 for the rest (link-local, multicast, v4-mapped): the
+ * kernel's. On a shared port as on one that is not (issue 29: the shim
+ * holds the ports in the kernel). */
 enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
 
 /* connect() or the first send of an AF_INET6 UDP socket to ip (16 bytes,
  * network order; the caller read the address as Linux does: udp6_addr.h):
  * a v4-mapped one by the IPv4 rule (eta_decide_connect); an IPv6 one
  * ETA_R_NONE when on-link of a port6 prefix, the PPE's own addresses
- * ETA_R_INET6 (the engine does not carry datagrams to itself), otherwise as
- * eta_decide_connect6 (link-local, multicast, a shared port: ETA_R_INET6;
- * ::1 ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
+ * ETA_R_INET6 (the engine does not carry datagrams to itself), every IPv6
+ * one on a port shared with the kernel ETA_R_INET6, otherwise as
+ * eta_decide_connect6 (link-local, multicast: ETA_R_INET6; ::1
+ * ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
 enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16]);
 
 enum eta_bind_target {
@@ -119,6 +130,13 @@ enum eta_bind_target {
  * address that is not AF_INET is the kernel's (it will refuse it). */
 enum eta_bind_target eta_decide_bind(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,
                                      enum eta_reason *why);
+
+/* bind() of an AF_INET6 socket to a native IPv6 address: ETA_BIND_PPE for
+ * one of the PPE's IPv6 addresses without a scope (on a shared port TCP
+ * only: its kernel placeholder binds it too; a UDP socket's stays the
+ * kernel's there), else ETA_BIND_KERNEL. */
+enum eta_bind_target eta_decide_bind6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,
+                                      bool dgram);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* The PPE's own addresses: what a socket may do with them. On a port shared
  * with the kernel (`self shared` in <socket>.net) the kernel holds each eta
- * socket's address and port too (its placeholder: one port space). A
+ * socket's address and port too (its placeholder: one port space; TCP over
+ * IPv4 and IPv6, the port's IPv6 addresses being on the kernel's tap too). A
  * connection to one of those addresses stays inside the engine where the PPE
  * carries it (`self local`: both ends in MARS), and goes through the kernel
  * where no eta listener takes it (shared port) or where the PPE is older;
@@ -19,6 +20,7 @@
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
+#include "sock6.h"
 #include "sockobj.h"
 
 /* The kernel placeholder's port after a bind: 0 when it cannot be read. */
@@ -69,6 +71,22 @@ void eta_note_local(const char *addr)
                 addr);
 }
 
+bool eta_is_local_try(const struct sockaddr *addr, socklen_t len, bool native6)
+{
+    if (native6) {
+        struct sockaddr_in6 in6;
+        if (!eta_net.self_local6 || !addr || len < (socklen_t)sizeof in6 || addr->sa_family != AF_INET6)
+            return false;
+        memcpy(&in6, addr, sizeof in6);
+        return eta_net_is_local6(&eta_net, in6.sin6_addr.s6_addr);
+    }
+    struct sockaddr_in in;
+    if (!eta_net.self_local || !addr || len < (socklen_t)sizeof in || addr->sa_family != AF_INET)
+        return false;
+    memcpy(&in, addr, sizeof in);
+    return eta_net_is_local(&eta_net, ntohl(in.sin_addr.s_addr));
+}
+
 /* Binds s's kernel placeholder to the PPE address a connect to `dest` (host
  * order) leaves from, port 0, and keeps the port the kernel picked for the
  * PPE. Returns 0 or an errno value (no port left: EADDRNOTAVAIL, as Linux's
@@ -92,6 +110,49 @@ int eta_hold_ephemeral(int fd, struct eta_sock *s, uint32_t dest)
         return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
     s->bound_kernel = true;
     s->kernel_port = eta_placeholder_port(fd);
+    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+}
+
+int eta_placeholder_bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    int rc = real_bind(fd, addr, len);
+    if (rc == 0 || errno != EADDRNOTAVAIL || addr->sa_family != AF_INET6)
+        return rc;
+    /* The kernel refuses an IPv6 address it still checks for duplicates
+     * (DAD: tentative, about a second after eta-ppe added it to its
+     * interface, or after the interface came back up). It is the PPE's
+     * address, which the engine already serves: bound with IP_FREEBIND,
+     * which the program gets back as it had it. One retry, on that
+     * error only, so a bind that works costs nothing more. */
+    int was = 0, one = 1;
+    socklen_t l = sizeof was;
+    if (real_getsockopt(fd, SOL_IP, IP_FREEBIND, &was, &l) != 0 || was ||
+        real_setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one) != 0) {
+        errno = EADDRNOTAVAIL;
+        return -1;
+    }
+    rc = real_bind(fd, addr, len);
+    int saved = errno;
+    (void)real_setsockopt(fd, SOL_IP, IP_FREEBIND, &was, sizeof was);
+    errno = saved;
+    return rc;
+}
+
+int eta_hold_ephemeral6(int fd, struct eta_sock *s, const uint8_t dest[16])
+{
+    struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
+    if (!eta_net_source6(&eta_net, dest, in6.sin6_addr.s6_addr))
+        return EADDRNOTAVAIL;
+    if (eta_placeholder_bind(fd, (const struct sockaddr *)&in6, sizeof in6) != 0)
+        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
+    s->bound_kernel = true;
+    s->kernel_port = eta_placeholder_port(fd);
+    /* The address it holds: the engine's socket binds it (eta_bind_held6),
+     * and a new PPE or exec sees it as a bind() there. The kernel made the
+     * placeholder IPv6-only with that bind (as any specific address). */
+    s->local6 = eta_local6_of(in6.sin6_addr.s6_addr);
+    s->local = (struct dti_addr){0, s->kernel_port};
+    s->v6only = true;
     return s->kernel_port ? 0 : EADDRNOTAVAIL;
 }
 

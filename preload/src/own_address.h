@@ -19,11 +19,28 @@ bool eta_connects_to_ppe_itself(const struct sockaddr *addr, socklen_t len);
  * kernel: an address of a port shared with it (counted `local`). */
 void eta_note_local(const char *addr);
 
+/* Whether a connect to addr (native6: an AF_INET6 address, else AF_INET)
+ * goes to one of the PPE's own addresses that the engine carries (`self
+ * local`, `self local6`): on a shared port the shim then awaits the engine's
+ * answer and turns a refusal into the kernel's try. */
+bool eta_is_local_try(const struct sockaddr *addr, socklen_t len, bool native6);
+
 /* Shared port: binds s's placeholder to the PPE address a connect to `dest`
  * (host order) leaves from, port 0, and keeps the kernel's pick in
  * s->kernel_port for the PPE. Returns 0 or an errno value (EADDRNOTAVAIL
  * when no port is left, as Linux's connect answers). */
 int eta_hold_ephemeral(int fd, struct eta_sock *s, uint32_t dest);
+
+/* Binds kernel placeholder fd as bind() would (real_bind); an IPv6 address
+ * the kernel still checks for duplicates (DAD, EADDRNOTAVAIL) is bound again
+ * with IP_FREEBIND, which is then put back as it was. 0, or -1 with errno. */
+int eta_placeholder_bind(int fd, const struct sockaddr *addr, socklen_t len);
+
+/* eta_hold_ephemeral for a native IPv6 connect to dest (16 bytes, network
+ * order): the placeholder holds (the PPE IPv6 source address, the kernel's
+ * pick); s->local6 names that address, s->kernel_port the port. 0 or an errno
+ * value (EADDRNOTAVAIL when no port is left or the PPE has no IPv6 address). */
+int eta_hold_ephemeral6(int fd, struct eta_sock *s, const uint8_t dest[16]);
 
 /* Warns once per process when a socket of the kernel's that is not TCP is
  * aimed at a destination the PPE routes (UDP is the kernel's; the PPE's port

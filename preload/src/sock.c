@@ -152,7 +152,7 @@ static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, sockle
     struct sockaddr_in6 in6;
     bool any = addr && len >= (socklen_t)sizeof in6 && addr->sa_family == AF_INET6 &&
                (memcpy(&in6, addr, sizeof in6), IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr));
-    if (!any && eta_own_addr6(addr, len)) /* one of the PPE's IPv6 addresses (sock6.c) */
+    if (!any && eta_own_stream6(addr, len)) /* one of the PPE's IPv6 addresses (sock6.c) */
         return eta_bind_ppe6(fd, s, addr);
     if (!any) {
         to_kernel(fd, s, ETA_R_INET6, "an IPv6 address");
@@ -298,7 +298,10 @@ static int renew_ppe_half(dti_ctx_t *c, int fd, struct eta_sock *s)
     struct dti_addr local = s->local;
     if (!local.ip && !local.port && s->bound_kernel)
         local.port = s->kernel_port;
-    int rc = local.ip || local.port ? dti_bind(c, s->h, &local) : 0;
+    /* Bound to an IPv6 address of the PPE (or held there): that address
+     * again (eta_bind_any), not the IPv4 wildcard, which made the next
+     * CONNECT6 EAFNOSUPPORT. */
+    int rc = !local.ip && !local.port ? 0 : s->v6 && s->local6 ? eta_bind_any(c, s, local.port) : dti_bind(c, s->h, &local);
     return rc < 0 ? eta_errno_from_dti(rc) : 0;
 }
 
@@ -457,8 +460,9 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     /* A socket bound to a PPE address on a shared port (its placeholder
      * holds the address and port in the kernel) connecting to one of the
      * PPE's own addresses: the kernel's, as a candidate's would be. */
+    const bool native = s->v6 && !via_mapped;
     if (st == ETA_SOCK_ACCEL && s->bound_kernel && !s->listening && !s->connect_started && !s->hybrid &&
-        (!s->v6 || via_mapped) && eta_decide_connect(&eta_net, addr, len) == ETA_R_LOCAL &&
+        (native ? eta_decide_connect6(&eta_net, addr, len) : eta_decide_connect(&eta_net, addr, len)) == ETA_R_LOCAL &&
         s->generation == eta_generation && (c0 = eta_ctx())) {
         eta_drop_ppe_half(c0, s);
         st = ETA_SOCK_CANDIDATE; /* decided just below, as a candidate's */
@@ -468,10 +472,9 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
      * is awaited (no wire: an engine loop or two), and a refusal (no eta
      * listener there) becomes the kernel's try from the placeholder, which
      * reaches a kernel program's listener, or refuses as Linux does. */
-    const bool local_try = eta_net.self_local && eta_net.self_shared && (!s->v6 || via_mapped) &&
-                           addr && len >= (socklen_t)sizeof(struct sockaddr_in) && addr->sa_family == AF_INET &&
-                           eta_net_is_local(&eta_net, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
+    const bool local_try = eta_net.self_shared && eta_is_local_try(addr, len, native);
     dti_ctx_t *c = NULL;
+    bool renewed = false;
     if (st == ETA_SOCK_CANDIDATE) {
         enum eta_reason r = s->v6 && !via_mapped ? eta_decide_connect6(&eta_net, addr, len) : eta_decide_connect(&eta_net, addr, len);
         if (r != ETA_R_NONE) {
@@ -487,7 +490,8 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
          * so that no kernel connection can take the same one. Two system
          * calls (bind, getsockname), shared mode only. */
         if (eta_net.self_shared && !s->bound_kernel) {
-            int e = eta_hold_ephemeral(fd, s, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
+            int e = native ? eta_hold_ephemeral6(fd, s, ((const struct sockaddr_in6 *)addr)->sin6_addr.s6_addr)
+                           : eta_hold_ephemeral(fd, s, ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr));
             if (e) {
                 eta_obj_put(&s->obj);
                 return fail(e);
@@ -502,7 +506,11 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         }
         if (s->bound_kernel && s->kernel_port) {
             struct dti_addr local = {0, s->kernel_port};
-            int rc = dti_bind(c, s->h, &local);
+            /* IPv6: where the placeholder holds it (a connect's hold), or
+             * [::] at the port bind() took (an IPv4 wildcard bind there
+             * made CONNECT6 EAFNOSUPPORT). */
+            int rc = !native ? dti_bind(c, s->h, &local)
+                     : s->local6 ? eta_bind_held6(c, s) : eta_bind_any(c, s, s->kernel_port);
             if (rc < 0) {
                 eta_obj_put(&s->obj);
                 return fail(eta_errno_from_dti(rc));
@@ -528,10 +536,15 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
                 eta_obj_put(&s->obj);
                 return fail(e);
             }
+            renewed = true;
         }
     }
-    /* eta_decide_connect6 took it, or bind() put it on the PPE's IPv6 address (sock6.c) */
-    const bool native6 = s->v6 && !via_mapped && (st == ETA_SOCK_CANDIDATE || eta_bound6_to(s, addr, len));
+    /* eta_decide_connect6 took it, or bind() put it on the PPE's IPv6 address
+     * (sock6.c), or a fresh PPE half of an unbound socket after a failed
+     * connect, decided as a candidate's */
+    const bool native6 = s->v6 && !via_mapped &&
+                         (st == ETA_SOCK_CANDIDATE || eta_bound6_to(s, addr, len) ||
+                          (renewed && !s->local.ip && eta_decide_connect6(&eta_net, addr, len) == ETA_R_NONE));
     if (!native6 && (!addr || len < (socklen_t)sizeof(struct sockaddr_in) || addr->sa_family != AF_INET ||
                      (s->v6 && !via_mapped))) {
         eta_obj_put(&s->obj);

@@ -13,6 +13,7 @@
 #include "errno_util.h"
 #include "fdtable.h"
 #include "lock.h"
+#include "own_address.h"
 #include "real.h"
 #include "sock.h"
 #include "sockobj.h"
@@ -87,25 +88,14 @@ int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port)
     return rc;
 }
 
-/* 1 + the index of addr's IPv6 address in eta_net.port6, 0 when it is not
- * the PPE's (or the port is shared with the kernel, or it has a scope). */
-static unsigned own_index6(const struct sockaddr *addr, socklen_t len)
-{
-    struct sockaddr_in6 in6;
-    if (!addr || len < (socklen_t)sizeof in6 || addr->sa_family != AF_INET6 || eta_net.self_shared)
-        return 0;
-    memcpy(&in6, addr, sizeof in6);
-    if (in6.sin6_scope_id != 0)
-        return 0;
-    for (unsigned i = 0; i < eta_net.n_ports6; i++)
-        if (memcmp(in6.sin6_addr.s6_addr, eta_net.port6[i].ip, 16) == 0)
-            return i + 1;
-    return 0;
-}
-
 bool eta_own_addr6(const struct sockaddr *addr, socklen_t len)
 {
-    return own_index6(addr, len) != 0;
+    return eta_decide_bind6(&eta_net, addr, len, true) == ETA_BIND_PPE;
+}
+
+bool eta_own_stream6(const struct sockaddr *addr, socklen_t len)
+{
+    return eta_decide_bind6(&eta_net, addr, len, false) == ETA_BIND_PPE;
 }
 
 int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
@@ -119,16 +109,31 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     socklen_t ol = sizeof v6only;
     if (real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0)
         v6only = 0;
+    struct dti_addr6 a6 = {.port = ntohs(in6.sin6_port)};
+    /* A port shared with the kernel (TCP: UDP gets here only unshared): the
+     * placeholder binds the address and port first, so the kernel answers
+     * as for any of its addresses (EADDRINUSE where a kernel program holds
+     * the port) and holds it against kernel programs; port 0 is its pick,
+     * which the PPE binds too (as eta_bind_ppe4). */
+    const bool shared = eta_net.self_shared && !s->dgram;
+    if (shared) {
+        if (eta_placeholder_bind(fd, addr, sizeof in6) != 0)
+            return -1; /* still a candidate, unbound: the program may try another port */
+        s->bound_kernel = true;
+        if (a6.port == 0 && (a6.port = eta_placeholder_port(fd)) == 0)
+            return fail(EADDRNOTAVAIL);
+        s->kernel_port = a6.port;
+    }
     dti_ctx_t *c = eta_ctx();
     int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
     if (err) {
-        /* The kernel has no such address: Linux's answer for it. */
+        /* Not shared, the kernel has no such address: Linux's answer for
+         * it. Shared: the kernel socket is bound there, and works. */
         eta_count(ETA_R_PPE_REFUSED, fd, strerror(err));
         eta_sock_unaccel(s, ETA_SOCK_KERNEL); /* as bind_ppe (sock.c): the send fast word ended too */
         eta_fd_clear(fd);
-        return fail(EADDRNOTAVAIL);
+        return shared ? 0 : fail(EADDRNOTAVAIL);
     }
-    struct dti_addr6 a6 = {.port = ntohs(in6.sin6_port)};
     memcpy(a6.ip, in6.sin6_addr.s6_addr, 16);
     int rc = dti_bind6(c, s->h, &a6, v6only ? DTI_BIND6_V6ONLY : 0);
     if (rc < 0)
@@ -146,7 +151,8 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
      * (eta_inherit_options). The placeholder, unbound, takes it. */
     s->v6only = true;
     int one = 1;
-    (void)real_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (!shared) /* a bound placeholder's is the kernel's already, and fixed */
+        (void)real_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     in6.sin6_port = htons(a6.port);
     eta_count(ETA_R_NONE, fd, eta_fmt_any((const struct sockaddr *)&in6, buf, sizeof buf));
     return 0;
@@ -167,6 +173,14 @@ bool eta_local6_ip(const struct eta_sock *s, uint8_t ip[16])
         return false;
     memcpy(ip, local6_addr[s->local6 - 1], 16);
     return true;
+}
+
+int eta_bind_held6(dti_ctx_t *c, const struct eta_sock *s)
+{
+    struct dti_addr6 a6 = {.port = s->kernel_port};
+    if (!eta_local6_ip(s, a6.ip))
+        return -EADDRNOTAVAIL;
+    return dti_bind6(c, s->h, &a6, DTI_BIND6_V6ONLY);
 }
 
 bool eta_bound6_to(const struct eta_sock *s, const struct sockaddr *addr, socklen_t len)

@@ -21,17 +21,29 @@ struct eta_sock;
 int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port);
 
 /* Whether addr (AF_INET6, no scope) is one of the PPE's IPv6 addresses
- * (eta_net's port6; never on a port shared with the kernel, whose IPv6 port
- * space the shim does not hold). */
+ * (eta_net's port6) where a UDP socket binds it in the PPE (never on a port
+ * shared with the kernel, whose IPv6 UDP ports the shim does not hold:
+ * eta_decide_bind6). */
 bool eta_own_addr6(const struct sockaddr *addr, socklen_t len);
+/* The same for a TCP socket: on a shared port too (its kernel placeholder
+ * binds the address first: eta_bind_ppe6). */
+bool eta_own_stream6(const struct sockaddr *addr, socklen_t len);
 
 /* bind() of AF_INET6 candidate s to addr, one of the PPE's IPv6 addresses
- * (eta_own_addr6): the PPE's alone (DTI_BIND6_V6ONLY as IPV6_V6ONLY was set
- * on the kernel placeholder), its listener takes IPv6 connections to that
- * address only. 0, or -1 with errno (the engine's EADDRINUSE...;
- * EADDRNOTAVAIL when the PPE gives no socket: the kernel has no such
- * address). */
+ * (eta_own_addr6, eta_own_stream6): the PPE's (DTI_BIND6_V6ONLY as
+ * IPV6_V6ONLY was set on the kernel placeholder), its listener takes IPv6
+ * connections to that address only. On a port shared with the kernel the
+ * placeholder binds it first (the kernel's EADDRINUSE; port 0 its pick). 0,
+ * or -1 with errno (the kernel's or the engine's EADDRINUSE...;
+ * EADDRNOTAVAIL when the PPE gives no socket on a port not shared: the
+ * kernel has no such address; shared, the socket stays the kernel's,
+ * bound). */
 int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr);
+
+/* The PPE half of socket s whose placeholder holds (s->local6, the
+ * kernel's pick s->kernel_port) for a connect (eta_hold_ephemeral6): bound
+ * there in the engine too. dti_bind6's answer. */
+int eta_bind_held6(dti_ctx_t *c, const struct eta_sock *s);
 
 /* Whether accelerated socket s, bound to one of the PPE's IPv6 addresses
  * (eta_bind_ppe6), connects to addr over IPv6 (an AF_INET6 address): the

@@ -23,9 +23,9 @@
 #     (dti__place_for_connect6, the source from the region's app_ip6), so
 #     every exchange echoes and nothing is reset; the same 12 times to the
 #     peer's link-local address (the source: the region's app_ll6).
-# With ETA_TEST_SHARED=1 the IPv6 client part is skipped (the shim leaves
-# IPv6 clients to the kernel on a shared port) and the advertisements are
-# the kernel's (engine 0 hands solicitations to it, once).
+# With ETA_TEST_SHARED=1 the advertisements are the kernel's (engine 0 hands
+# solicitations to it, once); the IPv6 clients run there too (their ports
+# the kernel's picks, held by their placeholders: issues 29 and 31).
 #   engines6_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT DTI_ECHO_CLIENT DTI_ECHO_SERVER
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4 CLIENT=$5 SERVER=$6
 . "$(dirname "$0")/../lib.sh"
@@ -114,15 +114,12 @@ wait "$srv_pid" || fail "the server exited $?: $(cat "$work/srv.err")"
 [ "$(grep -c "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port$" "$work/srv.out")" -eq $N ] ||
     fail "the server did not accept $N IPv6 connections with their names: $(cat "$work/srv.out")"
 
-if [ "$shared" = True ]; then
-    note "shared port: IPv6 clients stay the kernel's (skipped)"
-else
-    note "a program under eta-run connecting out over IPv6 $N times: on both engines, each on a port its engine owns"
-    pport=$(free_port)
-    start_bg psrv peer timeout 300 "$PY" "$TOOL" server "$ETA_LAB_PEER_IP6" "$pport" $N >"$work/psrv.out" 2>&1
-    wait_until 20 eval "grep -q listening '$work/psrv.out' || ! kill -0 $psrv_pid"
-    grep -q listening "$work/psrv.out" || fail "the peer's server did not listen: $(cat "$work/psrv.out")"
-    cat >"$work/clients.py" <<'EOF'
+note "a program under eta-run connecting out over IPv6 $N times: on both engines, each on a port its engine owns"
+pport=$(free_port)
+start_bg psrv peer timeout 300 "$PY" "$TOOL" server "$ETA_LAB_PEER_IP6" "$pport" $N >"$work/psrv.out" 2>&1
+wait_until 20 eval "grep -q listening '$work/psrv.out' || ! kill -0 $psrv_pid"
+grep -q listening "$work/psrv.out" || fail "the peer's server did not listen: $(cat "$work/psrv.out")"
+cat >"$work/clients.py" <<'EOF'
 import random, socket, sys
 host, port, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 for i in range(n):
@@ -141,53 +138,52 @@ for i in range(n):
         sys.exit(f"connection {i}: {len(got)} bytes back, not the {size} sent")
 print(f"{n} connections echoed")
 EOF
-    act0=$(per_engine tcp_active_opens) rst0=$(ppe_json "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines'])")
-    out=$(ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-        "$PY" "$work/clients.py" "$ETA_LAB_PEER_IP6" "$pport" $N $BYTES 2>"$work/cli.err") ||
-        fail "the clients under eta-run failed: $out $(tail -5 "$work/cli.err")"
-    wait "$psrv_pid" || fail "the peer's server exited $?: $(tail -5 "$work/psrv.out")"
-    [ "$(grep -cE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/cli.err")" -eq $N ] ||
-        fail "not every connect was the PPE's: $(head -5 "$work/cli.err")"
-    opened_on_both "$act0" "$N" "the $N IPv6 connects"
-    note "active opens per engine: $act0 -> $(per_engine tcp_active_opens)"
+act0=$(per_engine tcp_active_opens) rst0=$(ppe_json "sum(e['stacks'][0]['tcp_resets_in'] + e['stacks'][0]['drop_tcp_no_socket'] for e in d['engines'])")
+out=$(ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$PY" "$work/clients.py" "$ETA_LAB_PEER_IP6" "$pport" $N $BYTES 2>"$work/cli.err") ||
+    fail "the clients under eta-run failed: $out $(tail -5 "$work/cli.err")"
+wait "$psrv_pid" || fail "the peer's server exited $?: $(tail -5 "$work/psrv.out")"
+[ "$(grep -cE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/cli.err")" -eq $N ] ||
+    fail "not every connect was the PPE's: $(head -5 "$work/cli.err")"
+opened_on_both "$act0" "$N" "the $N IPv6 connects"
+note "active opens per engine: $act0 -> $(per_engine tcp_active_opens)"
 
-    note "a native client bound to [::]:P before connect6, 16 ports: placed on its flow's owner"
-    nport=$(free_port)
-    start_bg nsrv peer timeout 300 "$PY" "$TOOL" server "$ETA_LAB_PEER_IP6" "$nport" 16 >"$work/nsrv.out" 2>&1
-    wait_until 20 eval "grep -q listening '$work/nsrv.out' || ! kill -0 $nsrv_pid"
-    grep -q listening "$work/nsrv.out" || fail "the peer's server did not listen: $(cat "$work/nsrv.out")"
-    act0=$(per_engine tcp_active_opens)
-    for p in $(seq 41001 41016); do
-        out=$(timeout 60 "$CLIENT" --socket "$ETA_LAB_SOCKET" --ip6 "$ETA_LAB_PEER_IP6" --port "$nport" --bind-port "$p" \
-            --messages 4 --size 10000 2>&1) || fail "dti-echo-client bound to [::]:$p: $out"
-        [ "$out" = "ok: 4 messages, 40000 bytes echoed" ] || fail "dti-echo-client bound to [::]:$p: $out"
-    done
-    wait "$nsrv_pid" || fail "the peer's server exited $?: $(tail -5 "$work/nsrv.out")"
-    [ "$(grep -c "^conn peer \[$H6\]:4[0-9]* " "$work/nsrv.out")" = 16 ] ||
-        fail "the peer did not see 16 connections from [$H6] on the bound ports: $(cat "$work/nsrv.out")"
-    opened_on_both "$act0" 16 "16 bound connects"
+note "a native client bound to [::]:P before connect6, 16 ports: placed on its flow's owner"
+nport=$(free_port)
+start_bg nsrv peer timeout 300 "$PY" "$TOOL" server "$ETA_LAB_PEER_IP6" "$nport" 16 >"$work/nsrv.out" 2>&1
+wait_until 20 eval "grep -q listening '$work/nsrv.out' || ! kill -0 $nsrv_pid"
+grep -q listening "$work/nsrv.out" || fail "the peer's server did not listen: $(cat "$work/nsrv.out")"
+act0=$(per_engine tcp_active_opens)
+for p in $(seq 41001 41016); do
+    out=$(timeout 60 "$CLIENT" --socket "$ETA_LAB_SOCKET" --ip6 "$ETA_LAB_PEER_IP6" --port "$nport" --bind-port "$p" \
+        --messages 4 --size 10000 2>&1) || fail "dti-echo-client bound to [::]:$p: $out"
+    [ "$out" = "ok: 4 messages, 40000 bytes echoed" ] || fail "dti-echo-client bound to [::]:$p: $out"
+done
+wait "$nsrv_pid" || fail "the peer's server exited $?: $(tail -5 "$work/nsrv.out")"
+[ "$(grep -c "^conn peer \[$H6\]:4[0-9]* " "$work/nsrv.out")" = 16 ] ||
+    fail "the peer did not see 16 connections from [$H6] on the bound ports: $(cat "$work/nsrv.out")"
+opened_on_both "$act0" 16 "16 bound connects"
 
-    # The peer's link-local address (fe80:: and its MAC's modified EUI-64).
-    pll=$(python3 -c "
+# The peer's link-local address (fe80:: and its MAC's modified EUI-64).
+pll=$(python3 -c "
 import ipaddress, sys
 m = bytes.fromhex(sys.argv[1].replace(':', ''))
 print(ipaddress.IPv6Address(b'\xfe\x80' + bytes(6) + bytes([m[0] ^ 2]) + m[1:3] + b'\xff\xfe' + m[3:]))" \
-        "$(peer cat "/sys/class/net/$ETA_LAB_PEER_IFACE/address")")
-    note "the same bound to [::]:P, 12 ports, to the peer's link-local address [$pll]"
-    lport=$(free_port)
-    start_bg lsrv peer timeout 300 "$PY" "$TOOL" server :: "$lport" 12 >"$work/lsrv.out" 2>&1
-    wait_until 20 eval "grep -q listening '$work/lsrv.out' || ! kill -0 $lsrv_pid"
-    grep -q listening "$work/lsrv.out" || fail "the peer's [::] server did not listen: $(cat "$work/lsrv.out")"
-    act0=$(per_engine tcp_active_opens)
-    for p in $(seq 42001 42012); do
-        out=$(timeout 60 "$CLIENT" --socket "$ETA_LAB_SOCKET" --ip6 "$pll" --port "$lport" --bind-port "$p" \
-            --messages 4 --size 10000 2>&1) || fail "dti-echo-client bound to [::]:$p, to [$pll]: $out"
-        [ "$out" = "ok: 4 messages, 40000 bytes echoed" ] || fail "dti-echo-client bound to [::]:$p, to [$pll]: $out"
-    done
-    wait "$lsrv_pid" || fail "the peer's [::] server exited $?: $(tail -5 "$work/lsrv.out")"
-    [ "$(grep -c "^conn peer \[fe80:" "$work/lsrv.out")" = 12 ] ||
-        fail "the peer did not see 12 connections from a link-local address: $(cat "$work/lsrv.out")"
-    opened_on_both "$act0" 12 "12 bound connects to a link-local address"
-fi
+    "$(peer cat "/sys/class/net/$ETA_LAB_PEER_IFACE/address")")
+note "the same bound to [::]:P, 12 ports, to the peer's link-local address [$pll]"
+lport=$(free_port)
+start_bg lsrv peer timeout 300 "$PY" "$TOOL" server :: "$lport" 12 >"$work/lsrv.out" 2>&1
+wait_until 20 eval "grep -q listening '$work/lsrv.out' || ! kill -0 $lsrv_pid"
+grep -q listening "$work/lsrv.out" || fail "the peer's [::] server did not listen: $(cat "$work/lsrv.out")"
+act0=$(per_engine tcp_active_opens)
+for p in $(seq 42001 42012); do
+    out=$(timeout 60 "$CLIENT" --socket "$ETA_LAB_SOCKET" --ip6 "$pll" --port "$lport" --bind-port "$p" \
+        --messages 4 --size 10000 2>&1) || fail "dti-echo-client bound to [::]:$p, to [$pll]: $out"
+    [ "$out" = "ok: 4 messages, 40000 bytes echoed" ] || fail "dti-echo-client bound to [::]:$p, to [$pll]: $out"
+done
+wait "$lsrv_pid" || fail "the peer's [::] server exited $?: $(tail -5 "$work/lsrv.out")"
+[ "$(grep -c "^conn peer \[fe80:" "$work/lsrv.out")" = 12 ] ||
+    fail "the peer did not see 12 connections from a link-local address: $(cat "$work/lsrv.out")"
+opened_on_both "$act0" 12 "12 bound connects to a link-local address"
 ppe_stop
 echo "preload_engines6: IPv6 on 2 engines: $N connections in and $N out on both engines, echoed byte-exact; ND answered once - held"

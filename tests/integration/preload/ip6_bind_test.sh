@@ -20,10 +20,14 @@
 #   listener reads 1, its listener's (session 47);
 # - an eta-run client on this host to the PPE's IPv6 address (curl -6 to the
 #   http.server above): a local connection inside the engine (`self local6`,
-#   issue 29), byte-exact, counted in eta-stat's local_conns.
-# On a port shared with the kernel (ETA_TEST_SHARED=1) a specific IPv6
-# address stays the kernel's (the shim does not hold IPv6 ports there yet):
-# that part is skipped, the rest runs.
+#   issue 29), byte-exact, counted in eta-stat's local_conns;
+# - a client bound to [::] (port 0) connects to the peer through the engine;
+# - an IPv6 client whose first connect is refused connects again (bound to
+#   the PPE's IPv6 address, and unbound: on a shared port its port is held).
+# On a port shared with the kernel (ETA_TEST_SHARED=1; meson's
+# preload_ip6_shared) all of it runs too: the kernel placeholder binds the
+# PPE's IPv6 address first (one port space, issues 29 and 31), and the
+# listeners there are hybrids.
 #   ip6_bind_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
@@ -37,7 +41,6 @@ py=/usr/bin/python3
 ppe_lab6
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of eta-ppe's start"
-shared=$(ppe_json "d['ports'][0]['kernel'] is not None")
 
 # serve NAME OUT N SPEC...: the tool's server under eta-run --require in the
 # background (pid in NAME_pid), waited for until it is ready (or failed).
@@ -54,73 +57,108 @@ serve() {
 ask() { peer timeout 60 "$py" "$TOOL" client "$1" "$2"; }
 accel_programs() { ppe_json "sum(1 for p in d['programs'] if p['accepted'] >= 1 and p['kernel_accepted'] == 0)"; }
 
-if [ "$shared" = False ]; then
-    note "python3 -m http.server --bind $H6 under eta-run --require; curl -6 from the peer"
-    mkdir "$work/www"
-    head -c 1000000 /dev/urandom >"$work/www/blob"
-    hport=$(free_port)
-    ETA_LOG=fallback,accel start_bg http timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-        "$py" -m http.server --bind "$H6" --directory "$work/www" "$hport" >"$work/http.out" 2>"$work/http.err"
-    wait_until 30 eval "grep -qE '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:$hport\)' '$work/http.err' || ! kill -0 $http_pid"
-    grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:$hport\)" "$work/http.err" ||
-        fail "http.server's bind to [$H6]:$hport is not the PPE's: $(cat "$work/http.out" "$work/http.err")"
-    wait_until 30 peer curl -6 -sS -g -o /dev/null "http://[$H6]:$hport/" ||
-        fail "curl -6 reaches no http.server at [$H6]:$hport: $(cat "$work/http.err")"
-    peer timeout 60 curl -6 -sS -g -o "$work/got" "http://[$H6]:$hport/blob" || fail "curl -6 of the file failed"
-    [ "$(sha256sum <"$work/got")" = "$(sha256sum <"$work/www/blob")" ] || fail "the file curl got over IPv6 differs"
-    wait_until 10 ppe_true "any(p['accepted'] >= 2 and p['kernel_accepted'] == 0 for p in d['programs'])" ||
-        fail "eta-stat does not count http.server's connections through the PPE: $(ppe_stat --json | head -c 2000)"
+note "python3 -m http.server --bind $H6 under eta-run --require; curl -6 from the peer"
+mkdir "$work/www"
+head -c 1000000 /dev/urandom >"$work/www/blob"
+hport=$(free_port)
+ETA_LOG=fallback,accel start_bg http timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" -m http.server --bind "$H6" --directory "$work/www" "$hport" >"$work/http.out" 2>"$work/http.err"
+wait_until 30 eval "grep -qE '^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:$hport\)' '$work/http.err' || ! kill -0 $http_pid"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:$hport\)" "$work/http.err" ||
+    fail "http.server's bind to [$H6]:$hport is not the PPE's: $(cat "$work/http.out" "$work/http.err")"
+wait_until 30 peer curl -6 -sS -g -o /dev/null "http://[$H6]:$hport/" ||
+    fail "curl -6 reaches no http.server at [$H6]:$hport: $(cat "$work/http.err")"
+peer timeout 60 curl -6 -sS -g -o "$work/got" "http://[$H6]:$hport/blob" || fail "curl -6 of the file failed"
+[ "$(sha256sum <"$work/got")" = "$(sha256sum <"$work/www/blob")" ] || fail "the file curl got over IPv6 differs"
+wait_until 10 ppe_true "any(p['accepted'] >= 2 and p['kernel_accepted'] == 0 for p in d['programs'])" ||
+    fail "eta-stat does not count http.server's connections through the PPE: $(ppe_stat --json | head -c 2000)"
 
-    note "curl -6 under eta-run on this host to the same server: a local connection inside the engine"
-    local_sum="sum(s['local_conns'] for e in d['engines'] for s in e['stacks'])"
-    l0=$(ppe_json "$local_sum")
-    ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-        curl -6 -sS -g -o "$work/got-local" "http://[$H6]:$hport/blob" 2>"$work/curl-local.err" ||
-        fail "curl -6 under eta-run to [$H6]:$hport on this host: $(cat "$work/curl-local.err")"
-    cmp -s "$work/got-local" "$work/www/blob" || fail "the file curl got over a local IPv6 connection differs"
-    wait_until 10 ppe_true "$local_sum >= $l0 + 1" ||
-        fail "eta-stat's local_conns stayed $(ppe_json "$local_sum") (was $l0): the connection to [$H6] was not the engine's: $(cat "$work/curl-local.err")"
-    kill "$http_pid"
-    wait "$http_pid" 2>/dev/null || true
+note "curl -6 under eta-run on this host to the same server: a local connection inside the engine"
+local_sum="sum(s['local_conns'] for e in d['engines'] for s in e['stacks'])"
+l0=$(ppe_json "$local_sum")
+ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    curl -6 -sS -g -o "$work/got-local" "http://[$H6]:$hport/blob" 2>"$work/curl-local.err" ||
+    fail "curl -6 under eta-run to [$H6]:$hport on this host: $(cat "$work/curl-local.err")"
+cmp -s "$work/got-local" "$work/www/blob" || fail "the file curl got over a local IPv6 connection differs"
+wait_until 10 ppe_true "$local_sum >= $l0 + 1" ||
+    fail "eta-stat's local_conns stayed $(ppe_json "$local_sum") (was $l0): the connection to [$H6] was not the engine's: $(cat "$work/curl-local.err")"
+kill "$http_pid"
+wait "$http_pid" 2>/dev/null || true
 
-    note "a listener on [$H6] only: its names, IPv6 clients, no IPv4 at $H4"
-    port=$(free_port)
-    serve spec "$work/spec" 1 "$H6,$port,-"
-    # (v6only=1: Linux's bind to an IPv6 address makes the socket IPv6-only)
-    grep -q "^listening \[$H6\]:$port v6only=1$" "$work/spec" || fail "getsockname and IPV6_V6ONLY of the bound listener: $(cat "$work/spec")"
-    grep -qxF "fixed [$H6]:$port EINVAL" "$work/spec" ||
-        fail "setsockopt(IPV6_V6ONLY) on the listener bound to [$H6] is not Linux's EINVAL: $(grep ^fixed "$work/spec")"
-    got=$(ask "$H4" "$port")
-    [ "$got" = "error ECONNREFUSED" ] || fail "an IPv4 client of a listener on [$H6]: '$got' (nothing listens at $H4:$port)"
-    got=$(ask "$H6" "$port")
-    [ "$got" = "spec [$H6]:$port" ] || fail "the IPv6 client of [$H6]:$port: '$got'"
-    wait "$spec_pid" || fail "the listener on [$H6] exited $?: $(cat "$work/spec.err")"
-    grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port on \[$H6\]:$port$" "$work/spec" ||
-        fail "accept()/getsockname() of the connection: $(cat "$work/spec")"
+note "a listener on [$H6] only: its names, IPv6 clients, no IPv4 at $H4"
+port=$(free_port)
+serve spec "$work/spec" 1 "$H6,$port,-"
+# (v6only=1: Linux's bind to an IPv6 address makes the socket IPv6-only)
+grep -q "^listening \[$H6\]:$port v6only=1$" "$work/spec" || fail "getsockname and IPV6_V6ONLY of the bound listener: $(cat "$work/spec")"
+grep -qxF "fixed [$H6]:$port EINVAL" "$work/spec" ||
+    fail "setsockopt(IPV6_V6ONLY) on the listener bound to [$H6] is not Linux's EINVAL: $(grep ^fixed "$work/spec")"
+got=$(ask "$H4" "$port")
+[ "$got" = "error ECONNREFUSED" ] || fail "an IPv4 client of a listener on [$H6]: '$got' (nothing listens at $H4:$port)"
+got=$(ask "$H6" "$port")
+[ "$got" = "spec [$H6]:$port" ] || fail "the IPv6 client of [$H6]:$port: '$got'"
+wait "$spec_pid" || fail "the listener on [$H6] exited $?: $(cat "$work/spec.err")"
+grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port on \[$H6\]:$port$" "$work/spec" ||
+    fail "accept()/getsockname() of the connection: $(cat "$work/spec")"
 
-    note "a listener on [$H6] port 0: the engine's pick, named"
-    serve zero "$work/zero" 1 "$H6,0,-"
-    zport=$(sed -n "s/^listening \[$H6\]:\([0-9]*\) .*/\1/p" "$work/zero")
-    [ -n "$zport" ] && [ "$zport" -ne 0 ] || fail "getsockname after bind to [$H6]:0: $(cat "$work/zero")"
-    got=$(ask "$H6" "$zport")
-    [ "$got" = "zero [$H6]:$zport" ] || fail "the client of [$H6]:$zport (port 0's pick): '$got'"
-    wait "$zero_pid" || fail "the port-0 listener exited $?"
+note "a listener on [$H6] port 0: the engine's pick, named"
+serve zero "$work/zero" 1 "$H6,0,-"
+zport=$(sed -n "s/^listening \[$H6\]:\([0-9]*\) .*/\1/p" "$work/zero")
+[ -n "$zport" ] && [ "$zport" -ne 0 ] || fail "getsockname after bind to [$H6]:0: $(cat "$work/zero")"
+got=$(ask "$H6" "$zport")
+[ "$got" = "zero [$H6]:$zport" ] || fail "the client of [$H6]:$zport (port 0's pick): '$got'"
+wait "$zero_pid" || fail "the port-0 listener exited $?"
 
-    note "a client bound to [$H6] (port 0) connects to a kernel server in the peer through the engine"
-    pport=$(free_port)
-    start_bg psrv peer timeout 60 "$py" "$TOOL" server peer 1 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/psrv" 2>&1
-    wait_until 20 eval "grep -q '^ready' '$work/psrv' || ! kill -0 $psrv_pid"
-    got=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-        "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" "$H6" 2>"$work/bcli.err")
-    [ "$got" = "peer [$ETA_LAB_PEER_IP6]:$pport" ] || fail "the client bound to [$H6]: '$got' $(cat "$work/bcli.err")"
-    wait "$psrv_pid" || fail "the peer's server exited $?"
-    grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/psrv" ||
-        fail "the bound client's connection, as the peer saw it: $(cat "$work/psrv")"
-    grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:[0-9]+\)" "$work/bcli.err" ||
-        fail "the client's bind to [$H6] is not the PPE's: $(cat "$work/bcli.err")"
-else
-    note "a port shared with the kernel: a specific IPv6 address stays the kernel's (skipped)"
-fi
+note "a client bound to [$H6] (port 0) connects to a kernel server in the peer through the engine"
+pport=$(free_port)
+start_bg psrv peer timeout 60 "$py" "$TOOL" server peer 1 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/psrv" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/psrv' || ! kill -0 $psrv_pid"
+got=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" "$H6" 2>"$work/bcli.err")
+[ "$got" = "peer [$ETA_LAB_PEER_IP6]:$pport" ] || fail "the client bound to [$H6]: '$got' $(cat "$work/bcli.err")"
+wait "$psrv_pid" || fail "the peer's server exited $?"
+grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/psrv" ||
+    fail "the bound client's connection, as the peer saw it: $(cat "$work/psrv")"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$H6\]:[0-9]+\)" "$work/bcli.err" ||
+    fail "the client's bind to [$H6] is not the PPE's: $(cat "$work/bcli.err")"
+
+note "a client bound to [::] (port 0) connects to the peer through the engine"
+# (Its PPE half binds [::] at the port the kernel gave: before, the IPv4
+# wildcard, and the engine refused its CONNECT6 with EAFNOSUPPORT.)
+pport=$(free_port)
+start_bg asrv peer timeout 60 "$py" "$TOOL" server peer 1 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/asrv" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/asrv' || ! kill -0 $asrv_pid"
+grep -q '^ready' "$work/asrv" || fail "the peer's server did not listen: $(cat "$work/asrv")"
+got=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+    "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" :: 2>"$work/acli.err")
+[ "$got" = "peer [$ETA_LAB_PEER_IP6]:$pport" ] || fail "the client bound to [::]: '$got' $(cat "$work/acli.err")"
+wait "$asrv_pid" || fail "the peer's server exited $?"
+grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/asrv" ||
+    fail "the [::]-bound client's connection, as the peer saw it: $(cat "$work/asrv")"
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/acli.err" ||
+    fail "the [::]-bound client's connect is not the PPE's: $(cat "$work/acli.err")"
+
+note "an IPv6 client whose first connect is refused connects again (bound to [$H6], and unbound)"
+# (Linux lets a socket whose connect failed connect again; the shim gives it
+# a new PPE half bound where the first was: its IPv6 address.)
+rport=$(free_port) aport=$(free_port)
+start_bg rsrv peer timeout 60 "$py" "$TOOL" server again 2 "$ETA_LAB_PEER_IP6,$aport,-" >"$work/rsrv" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/rsrv' || ! kill -0 $rsrv_pid"
+grep -q '^ready' "$work/rsrv" || fail "the peer's server did not listen: $(cat "$work/rsrv")"
+out=$(timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import errno, socket, sys
+for bind in ('$H6', None):
+    s = socket.socket(socket.AF_INET6)
+    if bind:
+        s.bind((bind, 0))
+    e = s.connect_ex(('$ETA_LAB_PEER_IP6', $rport))
+    if e != errno.ECONNREFUSED:
+        sys.exit('%s: the first connect answered %s' % (bind, errno.errorcode.get(e, e)))
+    e = s.connect_ex(('$ETA_LAB_PEER_IP6', $aport))
+    if e:
+        sys.exit('%s: the second connect answered %s' % (bind, errno.errorcode.get(e, e)))
+    print(s.makefile().readline().strip())" 2>&1) || fail "a second IPv6 connect after a refused one: $out"
+[ "$(grep -c "^again \[$ETA_LAB_PEER_IP6\]:$aport$" <<<"$out")" = 2 ] || fail "the second connects' answers: $out"
+wait "$rsrv_pid" || fail "the peer's server exited $?"
 
 note "[$ETA_LAB_KERNEL_IP6], not the PPE's: the kernel's"
 kport=$(free_port)

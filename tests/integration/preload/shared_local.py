@@ -10,6 +10,7 @@ under eta-run, so that each side of a local connection can be either.
                              port until DIR/done exists (at most 120 s)
   connect ADDR PORT DIR      connects to ADDR:PORT: writes "ok LOCALPORT" to
                              DIR/bound, holds the connection as `bind` does
+ADDR may be IPv6 (the socket is then AF_INET6).
 Exit status 0 and "ok ..." on stdout when it worked; otherwise a message.
 """
 import errno
@@ -30,8 +31,12 @@ def echo(c):
             c.sendall(d)
 
 
+def family(addr):
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
 def serve(addr, port):
-    s = socket.socket()
+    s = socket.socket(family(addr))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port))
     s.listen(64)
@@ -100,7 +105,7 @@ def hold(d, text):
 
 
 def bind(addr, port, d):
-    s = socket.socket()
+    s = socket.socket(family(addr))
     try:
         s.bind((addr, port))
         s.listen(8)

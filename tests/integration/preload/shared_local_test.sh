@@ -16,7 +16,17 @@
 #  - 3,000 short eta-run connections to the peer from ports the kernel picks
 #    (MARS's TIME-WAIT on a port the kernel hands out again is recycled);
 #  - eta-stat shows the eta-run listener in MARS, a local connection's both ends
-#    in MARS, and the kernel-bound clients' `local` sockets.
+#    in MARS, and the kernel-bound clients' `local` sockets;
+#  - IPv6 the same way (issues 29 and 31), on the PPE's IPv6 address: an
+#    eta-run server bound there (started before the kernel's duplicate address
+#    detection may have ended: IP_FREEBIND) is a hybrid listener, reached by the
+#    peer through MARS, by a plain client through the kernel and by an eta-run
+#    client inside the engine; an eta-run client reaches a plain kernel IPv6
+#    server (counted `local`), one to nobody is refused; EADDRINUSE both ways;
+#    an outgoing IPv6 connection's port is the kernel's pick, held there; the
+#    kernel still answers ping -6 and its own IPv6 server's clients; while the
+#    kernel checks the address for duplicates (DAD), an eta-run bind and
+#    connect there work, a plain bind gets EADDRNOTAVAIL.
 #   shared_local_test.sh ETA_PPE PRELOAD ETA_RUN ETA_STAT ETA_PERF
 ETA_PPE=$1 PRELOAD=$2 ETA_RUN=$3 ETA_STAT=$4 ETA_PERF=$5
 . "$(dirname "$0")/../lib.sh"
@@ -56,6 +66,17 @@ helper() { python3 "$HELPER" "$@"; }
 # it: beside other tests at load ~20 the test reached the eta-perf server at
 # 440 s, after a 300 s bound had ended it.
 start_bg esrv timeout 900 "$ETA_RUN" --require -- python3 "$HELPER" serve "$H" 7201
+# IPv6: the eta-run server binds the PPE's IPv6 address at once, while the
+# kernel may still be checking it for duplicates (its placeholder then binds
+# with IP_FREEBIND); the kernel's own server waits for the kernel's answer
+# to ping -6 (DAD over), as any kernel program must.
+[ -n "${ETA_LAB_PPE_IP6:-}" ] && [ -n "${ETA_LAB_PEER_IP6:-}" ] || fail "eta-lab up printed no IPv6 addresses"
+H6=$ETA_LAB_PPE_IP6 P6=$ETA_LAB_PEER_IP6
+ETA_LOG=accel,fallback start_bg esrv6 timeout 900 "$ETA_RUN" --require -- python3 "$HELPER" serve "$H6" 7202 \
+    2>"$work/esrv6.err"
+wait_until 60 peer ping -6 -n -c 1 -W 1 "$H6" || fail "ping -6 $H6 from the peer: no answer (the kernel answers it)"
+start_bg ksrv6 timeout 900 python3 "$HELPER" serve "$H6" 7102
+start_bg psrv6 timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$P6" 7402
 start_bg ksrv timeout 900 python3 "$HELPER" serve "$H" 7101
 start_bg psrv timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$HELPER" serve "$P" 7401
 start_bg pperf timeout 900 ip netns exec "$ETA_LAB_NS" "$ETA_PERF" server -t kernel -p 7701
@@ -252,5 +273,121 @@ ss -Htn "src $H:$port dst $H:7101" | grep -c ESTAB >/dev/null || fail "the conne
 wait_until 120 ppe_true "not any(c['local'] == '$H:$port' and c.get('remote') == '$H:7101' for c in d['connections'])" ||
     fail "the connection to the kernel server is in MARS too: $(ppe_stat | grep -F "$H:$port")"
 touch "$work/kloc/done"
+
+note "IPv6: the eta-run server on [$H6]:7202 is a hybrid listener (MARS and the kernel)"
+# (eta-stat names an IPv6 connection's addresses 0.0.0.0: its table is
+# IPv4's; the port says which.)
+wait_until 120 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':7202') for c in d['connections'])" ||
+    fail "the eta-run server on [$H6]:7202 does not listen in MARS: $(cat "$work/esrv6.err"; ppe_stat | tail -5)"
+grep -qF "accelerated ([$H6]:7202)" "$work/esrv6.err" || fail "the bind to [$H6]:7202 is not the PPE's: $(cat "$work/esrv6.err")"
+wait_until 120 sh -c "ss -Hltn 'src [$H6]:7202' | grep -c . >/dev/null" ||
+    fail "the eta-run server's kernel half does not listen on [$H6]:7202: $(ss -ltn)"
+wait_until 120 sh -c "ss -Hltn 'src [$H6]:7102' | grep -c . >/dev/null" || fail "the kernel IPv6 server did not listen"
+wait_until 120 peer sh -c "ss -Hltn 'sport = :7402' | grep -c . >/dev/null" || fail "the peer's IPv6 server did not listen"
+note "IPv6: the peer reaches the eta-run server through MARS, and the kernel's server through the kernel"
+opens0=$(ppe_json "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines'])")
+out=$(peer timeout 120 python3 "$HELPER" stream "$H6" 7202 8) || fail "the peer's stream to [$H6]:7202 failed: $out"
+wait_until 20 ppe_true "sum(e['stacks'][0]['tcp_passive_opens'] for e in d['engines']) > $opens0" ||
+    fail "the peer's connection to [$H6]:7202 did not go through MARS"
+out=$(peer timeout 120 python3 "$HELPER" stream "$H6" 7102 8) || fail "the peer's stream to the kernel's [$H6]:7102 failed: $out"
+note "IPv6: an eta-run client to the eta-run server, inside the engine"
+l0=$(local_in_engine)
+out=$(ETA_LOG=accel,fallback eta python3 "$HELPER" stream "$H6" 7202 16 2>"$work/c6.err") ||
+    { cat "$work/c6.err" >&2; fail "eta-run client -> eta-run server on [$H6]:7202: $out"; }
+grep -q "goes through the kernel" "$work/c6.err" && fail "the local IPv6 connection went through the kernel: $(cat "$work/c6.err")"
+grep -q "reason ipv6" "$work/c6.err" && fail "the IPv6 client was left to the kernel: $(cat "$work/c6.err")"
+local_now $((l0 + 1)) || fail "local_conns went from $l0 to $(local_in_engine) for one eta-run -> eta-run IPv6 connection"
+note "IPv6: a plain client to the eta-run server (its kernel half)"
+out=$(helper stream "$H6" 7202 16 2>&1) || fail "plain client -> eta-run server on [$H6]:7202: $out"
+note "IPv6: an eta-run client to the plain kernel server on [$H6]:7102: through the kernel"
+out=$(eta python3 "$HELPER" stream "$H6" 7102 16 2>"$work/c7.err") ||
+    { cat "$work/c7.err" >&2; fail "eta-run client -> kernel server on [$H6]:7102: $out"; }
+grep -q "goes through the kernel: no eta listener there" "$work/c7.err" ||
+    fail "the eta-run IPv6 client to a kernel server did not say it goes through the kernel: $(cat "$work/c7.err")"
+note "IPv6: an eta-run client to [$H6]:7999, where nobody listens: ECONNREFUSED"
+out=$(eta python3 -c "
+import errno, socket, sys
+s = socket.socket(socket.AF_INET6)
+e = s.connect_ex(('$H6', 7999))
+sys.exit(0 if e == errno.ECONNREFUSED else 'connect answered %s' % errno.errorcode.get(e, e))" 2>&1) ||
+    fail "eta-run connect to [$H6]:7999: $out"
+note "IPv6 EADDRINUSE: a plain program holds [$H6]:7502, eta-run cannot bind it"
+hold_run "$work/k6" python3 "$HELPER" bind "$H6" 7502 "$work/k6"
+[ "$r" = "ok 7502" ] || fail "the plain program could not bind [$H6]:7502: $r"
+out=$(eta python3 -c "
+import errno, socket, sys
+s = socket.socket(socket.AF_INET6)
+try:
+    s.bind(('$H6', 7502))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRINUSE else 'bind answered %s' % errno.errorcode.get(e.errno))
+sys.exit('bind to a port a kernel program holds succeeded')" 2>&1) || fail "eta-run bind([$H6]:7502): $out"
+touch "$work/k6/done"
+# plain_bind6_refused PORT WHAT: a plain bind to [$H6]:PORT and [::]:PORT gets EADDRINUSE.
+plain_bind6_refused() {
+    local out
+    out=$(python3 -c "
+import errno, socket, sys
+for a in ('$H6', '::'):
+    s = socket.socket(socket.AF_INET6)
+    try:
+        s.bind((a, $1))
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE: sys.exit('bind(%s) answered %s' % (a, errno.errorcode.get(e.errno)))
+        continue
+    sys.exit('a plain bind([%s]:$1) succeeded while $2 holds it' % a)" 2>&1) || fail "$out"
+}
+note "IPv6 EADDRINUSE: an eta-run program holds [$H6]:P (bound to port 0), a plain one cannot bind it"
+hold_run "$work/e6" "$ETA_RUN" --require -- python3 "$HELPER" bind "$H6" 0 "$work/e6"
+[[ "$r" =~ ^ok\ ([0-9]+)$ ]] || fail "the eta-run program could not bind [$H6]:0: $r"
+port=${BASH_REMATCH[1]}
+wait_until 120 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':$port') for c in d['connections'])" ||
+    fail "MARS does not listen on the kernel's pick [$H6]:$port"
+plain_bind6_refused "$port" "an eta-run IPv6 listener bound to port 0"
+touch "$work/e6/done"
+note "IPv6: an outgoing eta-run connection's local port is the kernel's pick, and held there"
+hold_run "$work/o6" "$ETA_RUN" --require -- python3 "$HELPER" connect "$P6" 7402 "$work/o6"
+[[ "$r" =~ ^ok\ ([0-9]+)$ ]] || fail "the eta-run client could not connect to [$P6]:7402: $r"
+port=${BASH_REMATCH[1]}
+wait_until 120 ppe_true "any(c['local'].endswith(':$port') and c['remote'].endswith(':7402') for c in d['connections'])" ||
+    fail "the outgoing IPv6 connection from port $port is not in MARS: $(ppe_stat | tail)"
+[ "$port" -ge "$lo" ] && [ "$port" -le "$hi" ] || fail "local port $port is outside the kernel's ephemeral range $lo-$hi"
+plain_bind6_refused "$port" "an eta-run IPv6 connection"
+touch "$work/o6/done"
+note "IPv6: the kernel still answers ping -6 to [$H6]"
+peer ping -6 -n -c 2 -W 2 "$H6" >/dev/null || fail "ping -6 $H6 from the peer is no longer answered"
+
+# The kernel's duplicate address detection, made to last (600 probes on the
+# tap alone) by adding the address again: a plain bind there is refused
+# while it is tentative, an eta-run bind and connect work (the placeholder's
+# IP_FREEBIND retry).
+note "IPv6: while the kernel checks [$H6] for duplicates, eta-run binds and connects there; a plain bind waits"
+TAP=$ETA_LAB_SHARED_IFACE
+[ -n "$TAP" ] || fail "eta-lab up printed no ETA_LAB_SHARED_IFACE"
+dad0=$(sysctl -n "net.ipv6.conf.$TAP.dad_transmits")
+on_exit "sysctl -qw net.ipv6.conf.$TAP.dad_transmits=$dad0 2>/dev/null || true"
+sysctl -qw "net.ipv6.conf.$TAP.dad_transmits=600" || fail "cannot set dad_transmits on $TAP"
+ip addr del "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" && ip addr add "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" ||
+    fail "cannot add $H6 to $TAP again"
+tentative() { ip -6 addr show dev "$TAP" | grep -F " $H6/" | grep -q tentative; }
+tentative || fail "$H6 on $TAP is not tentative after being added again: $(ip -6 addr show dev "$TAP")"
+out=$(python3 -c "
+import errno, socket, sys
+s = socket.socket(socket.AF_INET6)
+try:
+    s.bind(('$H6', 0))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRNOTAVAIL else 'answered %s' % errno.errorcode.get(e.errno))
+sys.exit('a plain bind to the tentative address worked: the check below proves nothing')" 2>&1) || fail "$out"
+out=$(eta python3 -c "
+import socket
+s = socket.socket(socket.AF_INET6)
+s.bind(('$H6', 0))
+s.listen(1)" 2>&1) || fail "eta-run bind([$H6]:0) while the kernel checks the address: $out"
+out=$(eta python3 "$HELPER" stream "$P6" 7402 1 2>&1) || fail "eta-run client to [$P6]:7402 while [$H6] is tentative: $out"
+tentative || fail "$H6 stopped being tentative during the check: it proves nothing"
+sysctl -qw "net.ipv6.conf.$TAP.dad_transmits=$dad0"
+ip addr del "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" && ip addr add "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" ||
+    fail "cannot add $H6 to $TAP again"
 ppe_stop
 echo "PASS"

@@ -87,12 +87,6 @@ TEST(Decide, Ipv6ConnectOnLinkOfAPort6Prefix)
     EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_NONE) << "the PPE's own address: inside the engine";
     EXPECT_EQ(connect6(n, "fd00::1"), ETA_R_NONE);
     EXPECT_EQ(connect6(n, "fe80::1"), ETA_R_INET6);
-    // A port shared with the kernel: its IPv6 stays the kernel's (for now),
-    // its own addresses too.
-    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself shared\nself local\nself local6\n", &n, why, sizeof why), 0)
-        << why;
-    EXPECT_EQ(connect6(n, "2001:2:0:2::2"), ETA_R_INET6);
-    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_INET6);
     // Bad lines are refused, naming what is wrong.
     EXPECT_NE(eta_net_parse("port6 198.18.0.1/24", &n, why, sizeof why), 0);
     EXPECT_NE(std::string(why).find("IPv6 address"), std::string::npos) << why;
@@ -155,6 +149,64 @@ TEST(Decide, NetSaysWhetherThePpeReachesItself)
     EXPECT_TRUE(n.self_unreachable);
     EXPECT_NE(eta_net_parse("self reachable", &n, why, sizeof why), 0);
     EXPECT_NE(eta_net_parse("self unreachable now", &n, why, sizeof why), 0);
+}
+
+// A port shared with the kernel, IPv6 (issues 29 and 31): TCP decides as on a
+// port that is not shared (the placeholder holds the port in the kernel),
+// the PPE's own IPv6 address is a local connection in the engine with
+// `self local6` and the kernel's (`local`) without it; UDP over IPv6 stays
+// the kernel's there; a bind to the PPE's IPv6 address is the PPE's for TCP
+// only.
+TEST(Decide, Ipv6OnASharedPort)
+{
+    eta_net n{};
+    char why[200];
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nport6 2001:2:0:2::1/64\nport6 fd00::1/120\nself shared\nself local\n"
+                            "self local6\n",
+                            &n, why, sizeof why),
+              0)
+        << why;
+    EXPECT_EQ(connect6(n, "2001:2:0:2::2"), ETA_R_NONE) << "on-link, shared: the engine's (its port held in the kernel)";
+    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_NONE) << "the PPE's own address: tried in the engine first";
+    EXPECT_EQ(connect6(n, "2001:2:0:3::2"), ETA_R_NOT_ROUTED);
+    EXPECT_EQ(connect6(n, "fe80::1"), ETA_R_INET6);
+    EXPECT_EQ(connect6(n, "::1"), ETA_R_LOOPBACK);
+    sockaddr_in6 own = in6("2001:2:0:2::1", 80), other = in6("2001:2:0:2::2", 80), any = in6("::", 80);
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, false), ETA_BIND_PPE) << "TCP: placeholder and PPE";
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, true), ETA_BIND_KERNEL) << "UDP stays the kernel's";
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&other, sizeof other, false), ETA_BIND_KERNEL);
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&any, sizeof any, false), ETA_BIND_KERNEL) << "[::] is listen()'s";
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own - 1, false), ETA_BIND_KERNEL);
+    own.sin6_scope_id = 2;
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, false), ETA_BIND_KERNEL) << "a scope: the kernel's";
+    uint8_t dest[16], src[16], want[16];
+    inet_pton(AF_INET6, "2001:2:0:2::1", dest);
+    ASSERT_TRUE(eta_net_source6(&n, dest, src));
+    EXPECT_EQ(memcmp(src, dest, 16), 0) << "a local connection leaves from the address it goes to";
+    inet_pton(AF_INET6, "fd00::7", dest);
+    inet_pton(AF_INET6, "fd00::1", want);
+    ASSERT_TRUE(eta_net_source6(&n, dest, src));
+    EXPECT_EQ(memcmp(src, want, 16), 0) << "from the port6 whose prefix holds the destination";
+    inet_pton(AF_INET6, "2001:db8::7", dest);
+    inet_pton(AF_INET6, "2001:2:0:2::1", want);
+    ASSERT_TRUE(eta_net_source6(&n, dest, src));
+    EXPECT_EQ(memcmp(src, want, 16), 0) << "else from the first";
+    uint8_t peer[16];
+    inet_pton(AF_INET6, "2001:2:0:2::2", peer);
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_INET6) << "UDP over IPv6 on a shared port: the kernel's";
+    // Without `self local6`: the PPE's own IPv6 address is the kernel's, which
+    // holds it on a shared port (`local`, as IPv4's).
+    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself shared\nself local\n", &n, why, sizeof why), 0) << why;
+    EXPECT_EQ(connect6(n, "2001:2:0:2::1"), ETA_R_LOCAL);
+    EXPECT_EQ(connect6(n, "2001:2:0:2::2"), ETA_R_NONE);
+    // Not shared: UDP's bind to the PPE's IPv6 address is the PPE's (as before).
+    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself local\n", &n, why, sizeof why), 0) << why;
+    own.sin6_scope_id = 0;
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, true), ETA_BIND_PPE);
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, false), ETA_BIND_PPE);
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_NONE);
+    eta_net none{};
+    EXPECT_FALSE(eta_net_source6(&none, dest, src)) << "no IPv6 address: no source";
 }
 
 // A port shared with the kernel (issue 29): the PPE's own addresses are the
