@@ -71,6 +71,12 @@ class StackImpl final : public rx::Receiver, private Ipv6Upper, private tcp::Env
     uint64_t next_deadline_ns() const override;
     uint16_t events(SockEvent *out, uint16_t max) override;
     void announce(uint64_t now_ns) override;
+    uint32_t addrs6_tentative() const override
+    {
+        uint32_t n = 0;
+        for (int i = 0; i < nd_.n_addrs(); i++) n += nd_.addr(i).state == AddrState::kTentative;
+        return n;
+    }
     int64_t open(uint64_t user) override;
     int bind(SockId s, Endpoint local) override;
     int listen(SockId s, int backlog) override;

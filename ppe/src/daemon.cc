@@ -141,9 +141,8 @@ class Published {
         // With kernel = "shared" the kernel holds the address too: the shim
         // holds eta's ports in the kernel, and a local connect no eta
         // listener takes goes through it (preload/README.md); "self local6":
-        // to its IPv6 addresses too, shared or not (MARS's loop never hands
-        // its own frames to the kernel; the shim holds IPv6 ports there as
-        // IPv4's). Older shims read these as bad and accelerate nothing.
+        // to its IPv6 addresses too, shared or not (the shim holds IPv6 ports
+        // there as IPv4's). Older shims read these as bad and accelerate nothing.
         if (port.kernel_shared) net += "self shared\n";
         net += "self local\nself local6\n";
         return write_file(net_path_, net, mode_, error);
@@ -760,15 +759,14 @@ int daemon_main(int argc, char **argv)
     log(LogLevel::kInfo, "serving on %s: %zu engine(s) on CPU %s, idle %s, memory %s, EAL prefix %s",
         config.socket.c_str(), engines.size(), cpus.c_str(), to_string(config.idle), use_huge ? "huge" : "no-huge",
         eal.prefix().c_str());
+    wait_addrs6_settled(running, config, 5000); // READY: the addresses usable (engine.h)
     if (!notify.ready(status_line(config, pub, engines.size(), ports.size()), &err)) log(LogLevel::kWarn, "%s", err.c_str());
     if (ready_fd >= 0) {
-        ssize_t r = write(ready_fd, "READY\n", 6);
-        (void)r;
+        [[maybe_unused]] ssize_t r = write(ready_fd, "READY\n", 6);
         ::close(ready_fd);
     }
     if (daemon_fd >= 0) {
-        ssize_t r = write(daemon_fd, "1", 1);
-        (void)r;
+        [[maybe_unused]] ssize_t r = write(daemon_fd, "1", 1);
         ::close(daemon_fd);
         int null = ::open("/dev/null", O_RDWR);
         if (null >= 0) {

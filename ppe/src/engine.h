@@ -114,7 +114,10 @@ class Engine {
     // [copy] engine = "dmadev": this engine's device (owned by the caller,
     // outlives the engine; used by this engine's thread only). Before start().
     void set_copy_engine(mars::CopyEngine *engine) { copy_engine_ = engine; }
-
+    // Its stacks' IPv6 addresses still in duplicate address detection, as
+    // last published (mars::Stack::addrs6_tentative; UINT32_MAX until the
+    // first publish). Any thread.
+    uint32_t addrs6_tentative() const { return addrs6_tentative_.load(std::memory_order_acquire); }
 
   private:
     void thread_main();
@@ -199,6 +202,7 @@ class Engine {
     uint64_t kick_buf_ = 0;
     bool kick_read_armed_ = false;
     std::atomic<uint32_t> sleeping_{0};
+    std::atomic<uint32_t> addrs6_tentative_{UINT32_MAX}; // publish() (addrs6_tentative())
     uint64_t nap_ns_ = 0; // current idle nap (0: not napping yet)
     CpuContention contention_; // adaptive: is this CPU shared? (sampled every 10 ms)
     // Sockets that turn readable when frames reach this engine's queues
@@ -217,5 +221,13 @@ class Engine {
 
     LatencySampler latency_; // the latency breakdown's sampled traces (latency_sampler.h)
 };
+
+// Before READY (daemon.cc): waits, at most max_ms, until no engine has an
+// IPv6 address of a port with address6 in duplicate address detection
+// (about a second after start: RFC 4862 5.4), so that READY means every
+// configured address is usable; a port without address6, or shared with
+// the kernel (no DAD in MARS there), does not wait. Logs when the bound
+// passes (and READY goes anyway).
+void wait_addrs6_settled(const std::vector<std::unique_ptr<Engine>> &engines, const Config &config, uint32_t max_ms);
 
 } // namespace ppe

@@ -4,11 +4,14 @@
 // every publish interval and when it naps; the loop that calls it is in
 // engine.cc. Nothing here runs per packet.
 #include "engine.h"
+#include "log.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <vector>
+
+#include <unistd.h>
 
 namespace ppe {
 
@@ -47,6 +50,9 @@ void Engine::publish_apps()
 void Engine::publish(uint64_t now, bool with_conns)
 {
     counters_.published_ns = now;
+    uint32_t tentative = 0;
+    for (auto &s : stacks_) tentative += s->addrs6_tentative();
+    addrs6_tentative_.store(tentative, std::memory_order_release);
     const dti::engine::Stats &ds = dti_->stats();
     counters_.doorbells = ds.doorbells_seen;
     counters_.commands = ds.commands;
@@ -156,6 +162,24 @@ void Engine::publish(uint64_t now, bool with_conns)
     stats::store_words(stats_.conn_header(index_), &th, sizeof th);
     stats::store_words(stats_.conns(index_), conn_scratch_.data(), count * sizeof(stats::ConnEntry));
     seq->store(s0 + 2, std::memory_order_release);
+}
+
+void wait_addrs6_settled(const std::vector<std::unique_ptr<Engine>> &engines, const Config &config, uint32_t max_ms)
+{
+    bool dad = false;
+    for (const PortConfig &p : config.ports) dad |= !p.addr6.empty() && !p.kernel_shared;
+    if (!dad) return;
+    for (uint32_t waited = 0;; waited += 10) {
+        uint32_t tentative = 0;
+        for (const auto &e : engines) tentative = std::max(tentative, e->addrs6_tentative());
+        if (tentative == 0) return;
+        if (waited >= max_ms) {
+            log(LogLevel::kWarn, "IPv6 addresses still in duplicate address detection after %u ms; ready without them",
+                max_ms);
+            return;
+        }
+        usleep(10'000); // the engines publish every 10 ms
+    }
 }
 
 } // namespace ppe

@@ -644,6 +644,12 @@ class Stack {
     virtual uint16_t events(SockEvent *out, uint16_t max) = 0;
     // Sends a gratuitous ARP for our address.
     virtual void announce(uint64_t now_ns) = 0;
+    // IPv6 addresses of ours still tentative (RFC 4862 5.4: duplicate
+    // address detection, a second from announce()): a source no datagram or
+    // connection may use yet; the link-local address counts too. 0 once
+    // each is preferred (or found duplicate, never used), and always when
+    // sharing (the kernel does DAD for what it shares).
+    virtual uint32_t addrs6_tentative() const { return 0; }
 
     // ---- sockets -----------------------------------------------------
     // Returns a new socket id, or -errno (-EMFILE when max_sockets are open).

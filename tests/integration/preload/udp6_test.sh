@@ -45,12 +45,25 @@ py=/usr/bin/python3
 
 ppe_lab6
 ppe_start "$work/ppe.toml"
-ppe_ping6 "$H6" "of eta-ppe's start"
-
 # On a port shared with the kernel (ETA_TEST_SHARED=1) the shim leaves a
 # specific IPv6 address and IPv6 destinations to the kernel (it does not
 # hold IPv6 ports there yet): those parts then check the answers only.
 if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ]; then shared=; else shared=1; fi
+# READY means the port's IPv6 addresses passed duplicate address detection
+# (a second after start): a client's first connect and send right after it
+# go from the PPE's address. Before, the address was still tentative there:
+# the connect named :: and the send failed EADDRNOTAVAIL (dig -6 timed out).
+if [ -z "$shared" ]; then # (shared: such a client is the kernel's, and the kernel has its own DAD)
+    note "right after READY, a connected IPv6 client under eta-run sends from [$H6]"
+    first=$(ETA_LOG=fallback timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.connect(('$ETA_LAB_PEER_IP6', 9177))
+s.send(b'first')
+print(s.getsockname()[0])" 2>&1) || fail "the first IPv6 send after READY: $first"
+    [ "$first" = "$H6" ] || fail "the first IPv6 client after READY named $first, not $H6"
+fi
+ppe_ping6 "$H6" "of eta-ppe's start"
 
 # The sockets of the program named $1 by where they went (eta-stat --json),
 # as "reason count" lines.

@@ -1,7 +1,8 @@
 // The IPv6 layer inside a whole stack (Stack::create, a sim::RawPeer port,
 // virtual time): input_frame's demux of EtherType 0x86dd and its multicast
-// MAC check, announce() starting DAD, poll() finishing it, and the stack
-// then answering NS and echo for its addresses (issue 31).
+// MAC check, announce() starting DAD, poll() finishing it (addrs6_tentative()
+// counting down to 0), and the stack then answering NS and echo for its
+// addresses (issue 31).
 #include "ip6_fixture.h"
 #include "raw_peer.h"
 
@@ -43,7 +44,9 @@ TEST(Ip6Stack, DadThenNeighbourSolicitationAndEchoAnswered)
     sim::RawPeer p(options());
     const MacAddr peer = p.peer_mac, ours = p.stack_mac;
     p.take_raw();
+    EXPECT_EQ(p.stack().addrs6_tentative(), 2u); // link-local and 2001:2::1, until DAD ends
     p.stack().announce(p.now);
+    EXPECT_EQ(p.stack().addrs6_tentative(), 2u);
     auto dad = ipv6_only(p.take_raw());
     ASSERT_EQ(dad.size(), 2u) << "one DAD solicitation per address";
     for (auto &f : dad) EXPECT_TRUE(ip6::is_unspecified(Sent{f}.ip()->src));
@@ -51,6 +54,7 @@ TEST(Ip6Stack, DadThenNeighbourSolicitationAndEchoAnswered)
     p.inject(eth6(ours, peer, echo(kPeerIp, kOurIp)));
     EXPECT_TRUE(ipv6_only(p.take_raw()).empty());
     p.advance(kSec);
+    EXPECT_EQ(p.stack().addrs6_tentative(), 0u) << "eta-ppe's READY waits for this";
     auto na_start = ipv6_only(p.take_raw());
     ASSERT_EQ(na_start.size(), 2u) << "unsolicited NAs once DAD is done";
     EXPECT_EQ(Sent{na_start[0]}.type(), wire::kNdNeighborAdvert);
@@ -84,6 +88,22 @@ TEST(Ip6Stack, DadThenNeighbourSolicitationAndEchoAnswered)
     EXPECT_EQ(st.nd_ns_in, 1u);
     EXPECT_EQ(st.nd_na_out, 3u);
     EXPECT_EQ(st.nd_ns_out, 2u);
+}
+
+TEST(Ip6Stack, TentativeCountWhenSharingOrWithoutAddress6)
+{
+    sim::RawPeer::Options o = options();
+    o.stack.pass_unclaimed = true; // the kernel does DAD for the address it shares
+    sim::RawPeer shared(o);
+    shared.stack().announce(shared.now);
+    EXPECT_EQ(shared.stack().addrs6_tentative(), 0u);
+    // No address6: the link-local address alone, tentative for DAD's second.
+    sim::RawPeer::Options v4;
+    sim::RawPeer plain(v4);
+    plain.stack().announce(plain.now);
+    EXPECT_EQ(plain.stack().addrs6_tentative(), 1u);
+    plain.advance(kSec);
+    EXPECT_EQ(plain.stack().addrs6_tentative(), 0u);
 }
 
 TEST(Ip6Stack, ResetStartsOver)
