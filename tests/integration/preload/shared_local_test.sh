@@ -369,7 +369,7 @@ on_exit "sysctl -qw net.ipv6.conf.$TAP.dad_transmits=$dad0 2>/dev/null || true"
 sysctl -qw "net.ipv6.conf.$TAP.dad_transmits=600" || fail "cannot set dad_transmits on $TAP"
 ip addr del "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" && ip addr add "$H6/${ETA_LAB_PREFIX6:-64}" dev "$TAP" ||
     fail "cannot add $H6 to $TAP again"
-tentative() { ip -6 addr show dev "$TAP" | grep -F " $H6/" | grep -q tentative; }
+tentative() { ip -6 addr show dev "$TAP" | grep -F " $H6/" | grep -c tentative >/dev/null; }
 tentative || fail "$H6 on $TAP is not tentative after being added again: $(ip -6 addr show dev "$TAP")"
 out=$(python3 -c "
 import errno, socket, sys
