@@ -11,7 +11,8 @@
 #    ETA_LAB_PPE_IP6); the peer pings it and a plain kernel TCP server on it
 #    echoes 2 MiB byte-exact; one on [::] echoes 2 MiB through the tap's
 #    link-local address; on the host an eta-run client reaches the kernel
-#    server on the IPv6 address (the shim leaves IPv6 to the kernel);
+#    server on the IPv6 address (a local connect in the engine first, then
+#    the kernel's try: no eta listener there);
 #  - a plain host program's outgoing TCP from the shared address to the peer;
 #  - eta-stat (table, JSON, Prometheus) counts what went to and came from the kernel;
 #  - eta-ppe killed (SIGKILL): its tap stays (persistent), with the address and
@@ -156,7 +157,7 @@ ll_port=$(free_port)
 start_bg ktcpll timeout 900 python3 "$work/echo.py" :: "$ll_port"
 wait_until 120 sh -c "ss -Hltn 'sport = :$ll_port' | grep -c . >/dev/null" || fail "the kernel TCP server on [::]:$ll_port did not listen"
 echo_from_peer "kernel server over IPv6 link-local" "$ll_port" "TCP6:[$ll%$ETA_LAB_PEER_IFACE]:$ll_port"
-note "IPv6 on the host: an eta-run client to the kernel server on [$H6]:7102 (the kernel's, locally)"
+note "IPv6 on the host: an eta-run client to the kernel server on [$H6]:7102 (the engine refuses, the kernel connects)"
 rm -f "$work/echoed6"
 timeout 60 "$ETA_RUN" --require -- socat -t 30 "TCP6:[$H6]:7102" STDIO < "$work/blob" > "$work/echoed6" 2>"$work/socat6.err" ||
     { cat "$work/socat6.err" >&2; fail "an eta-run client on the host cannot reach the kernel server on [$H6]:7102"; }
