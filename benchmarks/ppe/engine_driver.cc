@@ -23,6 +23,8 @@
 //
 //   ppe_engine_driver MODE N [offload 0|1|2 [LATENCY_SAMPLE]]
 //     MODE rr:        N request/response transactions of 64 B each way
+//     MODE rr6:       the same over IPv6 (both stacks with an address6, DAD
+//                     done before the first transaction; a [::] listener)
 //     MODE rx:        a stream from the peer, at least N data segments received
 //     MODE tx:        a stream to the peer, at least N data segments sent
 //                     (whole engine polls: the count printed is what they moved)
@@ -134,9 +136,15 @@ class Port final : public mars::PacketIo {
         return (offloads_ & mars::kOffloadTxTcpSeg) ? alloc(out, n) : 0;
     }
 
-    // TCP payload bytes of an IPv4 frame (0 for anything else).
+    // TCP payload bytes of an IPv4 or IPv6 frame (0 for anything else; an
+    // IPv6 one: no extension header, as MARS sends them).
     static uint32_t tcp_payload(const mars::PacketRef &f)
     {
+        if (f.len >= 14 + 40 + 20 && f.data[12] == 0x86 && f.data[13] == 0xdd && f.data[20] == 6) {
+            const uint32_t pl = uint32_t(f.data[18]) << 8 | f.data[19];
+            const uint32_t doff = (f.data[14 + 40 + 12] >> 4) * 4u;
+            return pl > doff ? pl - doff : 0;
+        }
         if (f.len < 14 + 20 + 20 || f.data[12] != 0x08 || f.data[13] != 0x00 || f.data[23] != 6) return 0;
         const uint32_t ihl = (f.data[14] & 0xfu) * 4u;
         const uint32_t ip_len = uint32_t(f.data[16]) << 8 | f.data[17];
@@ -169,6 +177,10 @@ uint32_t offload_bits(int offload)
 constexpr uint32_t kEngineIp = 0xc6120001u; // 198.18.0.1 (lab addresses, never on a real wire)
 constexpr uint32_t kPeerIp = 0xc6120002u;   // 198.18.0.2
 constexpr uint16_t kPort = 5000;
+// rr6: 2001:2::1 and ::2 (RFC 5180's benchmarking prefix), /64.
+constexpr mars::Ip6Addr kEngineIp6{{0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
+constexpr mars::Ip6Addr kPeerIp6{{0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}};
+bool g_ip6 = false; // rr6
 constexpr uint64_t kStepNs = 5'000; // virtual time per round
 constexpr uint64_t kRequestSeed = 21, kResponseSeed = 22, kStreamSeed = 23;
 
@@ -278,6 +290,10 @@ struct EngineSide {
         sc.tcp = config.tcp;
         sc.strands = config.strands;
         sc.prefetch = config.prefetch;
+        if (g_ip6) {
+            sc.addr6[0] = mars::Ip6Prefix{kEngineIp6, 64};
+            sc.n_addr6 = 1;
+        }
         std::string err;
         stack = mars::Stack::create(sc, port, rings, &err);
         if (!stack) fail("engine stack: " + err);
@@ -341,6 +357,10 @@ struct PeerSide {
     {
         mars::StackConfig c = mars::sim::test_stack_config(2);
         c.tcp.rcvbuf = c.tcp.sndbuf = 1 << 20;
+        if (g_ip6) {
+            c.addr6[0] = mars::Ip6Prefix{kPeerIp6, 64};
+            c.n_addr6 = 1;
+        }
         std::string err;
         stack = mars::Stack::create(c, port, rings, &err);
         if (!stack) fail("peer stack: " + err);
@@ -385,11 +405,29 @@ class Driver {
         const dti_ev s = run(cmd(DTI_OP_SOCKET, DTI_SOCK_INVALID));
         if (s.res < 0) fail("SOCKET failed");
         const uint32_t l = uint32_t(s.res);
-        if (run(cmd(DTI_OP_BIND, l, 0, kPort)).res != 0) fail("BIND failed");
+        if (g_ip6) {
+            // Both stacks' addresses through duplicate address detection
+            // (a second), as eta-ppe waits for before READY; then [::].
+            eng_.stack->announce(eng_.now);
+            peer_.stack->announce(eng_.now);
+            for (int i = 0; i < 4; i++) {
+                eng_.now += 500'000'000;
+                round_trip(false);
+            }
+            if (eng_.stack->addrs6_tentative() || peer_.stack->addrs6_tentative()) fail("DAD did not end");
+            dti_cmd b = cmd(DTI_OP_BIND6, l, 0, kPort);
+            const uint8_t any[16] = {};
+            dti_cmd_addr6_set(&b, any);
+            if (run(b).res != 0) fail("BIND6 failed");
+        } else if (run(cmd(DTI_OP_BIND, l, 0, kPort)).res != 0) {
+            fail("BIND failed");
+        }
         if (run(cmd(DTI_OP_LISTEN, l, 8, 0)).res != 0) fail("LISTEN failed");
         mars::Stack &p = *peer_.stack;
         const int64_t c = p.open(9);
-        if (c < 0 || p.connect(mars::SockId(c), {kEngineIp, kPort}, eng_.now) != 0) fail("the peer cannot connect");
+        if (c < 0 || (g_ip6 ? p.connect6(mars::SockId(c), {kEngineIp6, kPort}, eng_.now)
+                            : p.connect(mars::SockId(c), {kEngineIp, kPort}, eng_.now)) != 0)
+            fail("the peer cannot connect");
         peer_.sock = mars::SockId(c);
         const dti_ev a = run(cmd(DTI_OP_ACCEPT, l, 1, DTI_ACCEPT_WAIT));
         if (a.res != 1) fail("ACCEPT failed");
@@ -584,16 +622,18 @@ class Driver {
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s rr|rx|tx|idle N [offload 0|1|2 [LATENCY_SAMPLE]]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s rr|rr6|rx|tx|idle N [offload 0|1|2 [LATENCY_SAMPLE]]\n", argv[0]);
         return 2;
     }
     const std::string mode = argv[1];
+    g_ip6 = mode == "rr6";
     const long n = std::strtol(argv[2], nullptr, 10);
     if (n < 1 || n > 10'000'000) fail("N must be 1..10000000");
     const int offload = argc > 3 ? std::atoi(argv[3]) : 0;
     if (argc > 4) g_latency_sample = std::strtol(argv[4], nullptr, 10);
     if (argc > 4 && g_latency_sample < 0) fail("LATENCY_SAMPLE must be 0 (off) or more");
-    if (mode != "rr" && mode != "rx" && mode != "tx" && mode != "idle") fail("unknown mode '" + mode + "' (rr, rx, tx, idle)");
+    if (mode != "rr" && mode != "rr6" && mode != "rx" && mode != "tx" && mode != "idle")
+        fail("unknown mode '" + mode + "' (rr, rr6, rx, tx, idle)");
 
     Driver d(offload);
     d.connect();
@@ -612,7 +652,7 @@ int main(int argc, char **argv)
         out_all = out.sent - out_all;
     };
     uint64_t units = uint64_t(n);
-    if (mode == "rr") {
+    if (mode == "rr" || mode == "rr6") {
         constexpr uint64_t kWarm = 200;
         for (uint64_t i = 0; i < kWarm; i++) d.transaction(false, i);
         start();

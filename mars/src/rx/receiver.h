@@ -117,6 +117,11 @@ class Receiver : public Stack, protected Ipv4Upper {
     // with no extension header, of an IPv6 connection, that header
     // prediction takes. False: the full path's (nothing consumed).
     bool tcp6_express(PacketRef &f);
+    // The pipelines' run-to-completion head for IPv6 (input_burst): a TCP/IPv6
+    // frame of the connection in FlowTable6's last-flow cache (no memory wait
+    // to hide) through tcp6_express(); false for any other frame, which the
+    // pipeline then takes. One load and a branch while no IPv6 flow is cached.
+    bool express6_cached(PacketRef &f);
     // An ICMPv6 error quoting one of our IPv6 segments, for its connection.
     void tcp6_error(const Icmp6Error &e);
 

@@ -134,7 +134,8 @@ __attribute__((always_inline)) inline void Receiver::input_burst(PacketRef *fram
                 continue;
             }
             const uint16_t len = frames[i].len;
-            if (!tcp_express<kAsyncCopy>(frames[i])) break;
+            // (IPv6 only without a copy engine: tcp6_express is the plain path's.)
+            if (!tcp_express<kAsyncCopy>(frames[i]) && (kAsyncCopy || !express6_cached(frames[i]))) break;
             env().stats_.rx_bytes += len;
             i++;
         }
@@ -621,6 +622,15 @@ bool Receiver::tcp6_input(PacketRef &f, const Ip6Rx &rx)
 // prediction. Anything else, or any doubt, is the full path's, which checks
 // again and counts what it drops.
 bool Receiver::tcp6_express(PacketRef &f) { return tcp6_express_with<false>(f, nullptr); }
+
+bool Receiver::express6_cached(PacketRef &f)
+{
+    const FlowNode6 *c = flows6().cached();
+    if (!c) return false;
+    FlowKey6 key;
+    if (!frame_flow6(f, &key) || !(c->key == key)) return false;
+    return tcp6_express(f); // its lookup is the cache's hit
+}
 
 template <bool kFound>
 __attribute__((always_inline)) inline bool Receiver::tcp6_express_with(PacketRef &f, FlowNode6 *found)
