@@ -313,9 +313,10 @@ enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16])
         memcpy(&in.sin_addr, ip + 12, 4);
         return eta_decide_connect(n, (const struct sockaddr *)&in, sizeof in);
     }
-    /* A shared port's IPv6 datagrams are the kernel's: the shim holds no
-     * IPv6 UDP port in the kernel (TCP's placeholders do: own_address.c). */
-    if (eta_net_is_local6(n, ip) || n->self_shared)
+    /* The engine does not carry datagrams to itself. On a shared port the
+     * rest decides as on one that is not: the placeholder holds the port in
+     * the kernel (one port space, as TCP's: own_address.c). */
+    if (eta_net_is_local6(n, ip))
         return ETA_R_INET6;
     return eta_decide_connect6(n, (const struct sockaddr *)&in6, sizeof in6);
 }
@@ -348,7 +349,8 @@ enum eta_bind_target eta_decide_bind6(const struct eta_net *n, const struct sock
     memcpy(&in6, addr, sizeof in6);
     if (in6.sin6_scope_id != 0 || !eta_net_is_local6(n, in6.sin6_addr.s6_addr))
         return ETA_BIND_KERNEL;
-    /* Shared: TCP's placeholder binds the address too (one port space);
-     * UDP's IPv6 stays the kernel's there (eta_decide_udp6). */
-    return dgram && n->self_shared ? ETA_BIND_KERNEL : ETA_BIND_PPE;
+    /* Shared: the placeholder binds the address too (one port space), TCP
+     * and UDP alike. */
+    (void)dgram;
+    return ETA_BIND_PPE;
 }

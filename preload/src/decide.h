@@ -115,9 +115,9 @@ enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockad
  * network order; the caller read the address as Linux does: udp6_addr.h):
  * a v4-mapped one by the IPv4 rule (eta_decide_connect); an IPv6 one
  * ETA_R_NONE when on-link of a port6 prefix, the PPE's own addresses
- * ETA_R_INET6 (the engine does not carry datagrams to itself), every IPv6
- * one on a port shared with the kernel ETA_R_INET6, otherwise as
- * eta_decide_connect6 (link-local, multicast: ETA_R_INET6; ::1
+ * ETA_R_INET6 (the engine does not carry datagrams to itself), otherwise
+ * as eta_decide_connect6 (on a port shared with the kernel too: the shim
+ * holds the port in the kernel) (link-local, multicast: ETA_R_INET6; ::1
  * ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
 enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16]);
 
@@ -132,9 +132,9 @@ enum eta_bind_target eta_decide_bind(const struct eta_net *n, const struct socka
                                      enum eta_reason *why);
 
 /* bind() of an AF_INET6 socket to a native IPv6 address: ETA_BIND_PPE for
- * one of the PPE's IPv6 addresses without a scope (on a shared port TCP
- * only: its kernel placeholder binds it too; a UDP socket's stays the
- * kernel's there), else ETA_BIND_KERNEL. */
+ * one of the PPE's IPv6 addresses without a scope (on a shared port its
+ * kernel placeholder binds it too, TCP and UDP alike), else
+ * ETA_BIND_KERNEL. `dgram`: kept for the callers, no longer decisive. */
 enum eta_bind_target eta_decide_bind6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len,
                                       bool dgram);
 

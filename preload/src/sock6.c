@@ -110,12 +110,12 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
     if (real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0)
         v6only = 0;
     struct dti_addr6 a6 = {.port = ntohs(in6.sin6_port)};
-    /* A port shared with the kernel (TCP: UDP gets here only unshared): the
-     * placeholder binds the address and port first, so the kernel answers
-     * as for any of its addresses (EADDRINUSE where a kernel program holds
+    /* A port shared with the kernel (TCP and UDP): the placeholder binds
+     * the address and port first, so the kernel answers as for any of its
+     * addresses (EADDRINUSE where a kernel program holds
      * the port) and holds it against kernel programs; port 0 is its pick,
      * which the PPE binds too (as eta_bind_ppe4). */
-    const bool shared = eta_net.self_shared && !s->dgram;
+    const bool shared = eta_net.self_shared;
     if (shared) {
         if (eta_placeholder_bind(fd, addr, sizeof in6) != 0)
             return -1; /* still a candidate, unbound: the program may try another port */

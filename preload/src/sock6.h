@@ -21,12 +21,11 @@ struct eta_sock;
 int eta_bind_any(dti_ctx_t *c, const struct eta_sock *s, uint16_t port);
 
 /* Whether addr (AF_INET6, no scope) is one of the PPE's IPv6 addresses
- * (eta_net's port6) where a UDP socket binds it in the PPE (never on a port
- * shared with the kernel, whose IPv6 UDP ports the shim does not hold:
- * eta_decide_bind6). */
+ * (eta_net's port6) where a UDP socket binds it in the PPE (on a port
+ * shared with the kernel too: the placeholder binds it first,
+ * eta_bind_ppe6). */
 bool eta_own_addr6(const struct sockaddr *addr, socklen_t len);
-/* The same for a TCP socket: on a shared port too (its kernel placeholder
- * binds the address first: eta_bind_ppe6). */
+/* The same for a TCP socket. */
 bool eta_own_stream6(const struct sockaddr *addr, socklen_t len);
 
 /* bind() of AF_INET6 candidate s to addr, one of the PPE's IPv6 addresses

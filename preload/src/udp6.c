@@ -16,10 +16,12 @@
 #include "config.h"
 #include "decide.h"
 #include "io.h"
+#include "own_address.h"
 #include "real.h"
 #include "sock.h"
 #include "sock6.h"
 #include "sockobj.h"
+#include "ucopy.h"
 #include "udp6_addr.h"
 #include "udp_sock.h"
 
@@ -84,8 +86,35 @@ enum eta_reason eta_udp6_decide(int fd, struct eta_sock *s, const struct sockadd
     return eta_decide_udp6(&eta_net, a6.ip);
 }
 
+int eta_udp6_hold(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    if (!s->v6 || !eta_net.self_shared || s->bound_kernel)
+        return 0;
+    struct sockaddr_in6 copy;
+    memset(&copy, 0, sizeof copy);
+    const socklen_t n = len < (socklen_t)sizeof copy ? len : (socklen_t)sizeof copy;
+    struct dti_addr6 a6;
+    uint32_t ip4;
+    if (!addr || n < (socklen_t)sizeof(sa_family_t) || eta_ucopy(&copy, addr, (size_t)n) != 0 ||
+        eta_udp6_peer(&copy, len, s->v6only, &a6) != 0 || eta_udp6_unmap(a6.ip, &ip4))
+        return 0; /* IPv4 goes as an AF_INET socket's; a bad address was decided already */
+    /* [::] port 0, as Linux's autobind reserves it: the port on every
+     * address (IPv4 too unless IPV6_V6ONLY), the socket still unbound to an
+     * address (getsockname ::, IPv4 sends still allowed). A specific source
+     * (TCP's eta_hold_ephemeral6) would make the kernel socket IPv6-only. */
+    struct sockaddr_in6 any = {.sin6_family = AF_INET6};
+    if (real_bind(fd, (const struct sockaddr *)&any, sizeof any) != 0)
+        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
+    s->bound_kernel = true;
+    s->kernel_port = eta_placeholder_port(fd);
+    s->local = (struct dti_addr){0, s->kernel_port};
+    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+}
+
 int eta_udp6_taken(dti_ctx_t *c, struct eta_sock *s)
 {
+    if (s->v6 && s->bound_kernel) /* the placeholder's port (eta_udp6_hold): [::], v6only as the socket is */
+        return eta_bind_any(c, s, s->kernel_port);
     if (!s->v6 || !s->v6only)
         return 0;
     struct dti_addr6 any = {{0}, 0};

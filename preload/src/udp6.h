@@ -25,7 +25,17 @@ int eta_udp6_bind(int fd, struct eta_sock *s, const struct sockaddr *addr, sockl
  * kernel socket into s->v6only (a system call: never on the data path). */
 enum eta_reason eta_udp6_decide(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
 
-/* A UDP candidate the PPE just took (eta_make_accel): an IPV6_V6ONLY one
+/* A UDP candidate the PPE is about to take for a connect() or first send
+ * to addr, on a port shared with the kernel: a native IPv6 destination's
+ * port is the kernel's ephemeral pick, held by the placeholder bound to
+ * [::] port 0 (one port space, as TCP's; the wildcard as Linux's autobind).
+ * Nothing to do for IPv4 (v4-mapped, AF_INET: the engine picks outside the
+ * kernel's range, as for AF_INET sockets) or on a port not shared. 0 or an
+ * errno value (no port left: the socket stays the kernel's). */
+int eta_udp6_hold(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
+
+/* A UDP candidate the PPE just took (eta_make_accel): one whose port the
+ * placeholder holds is bound [::] there (eta_bind_any); an IPV6_V6ONLY one
  * is bound to [::] IPv6 only before its first connect or send (which would
  * bind it dual-stack). 0 or the negative error. */
 int eta_udp6_taken(dti_ctx_t *c, struct eta_sock *s);

@@ -27,14 +27,23 @@
 #include "udp_sock.h"
 #include "wait.h"
 
-/* A UDP candidate the PPE takes: the datagram socket, unbound (the engine
- * picks a port at its first send or connect; an IPV6_V6ONLY one is bound to
- * [::] IPv6 only first: udp6.c). 0 or an errno value; on a refusal the
- * socket is the kernel's. */
-static int udp_take(int fd, struct eta_sock *s)
+/* A UDP candidate the PPE takes for a connect() or first send to addr: the
+ * datagram socket, unbound (the engine picks a port at its first send or
+ * connect; an IPV6_V6ONLY one is bound to [::] IPv6 only first; on a shared
+ * port an IPv6 destination's port is the kernel's pick, held by the
+ * placeholder: udp6.c). 0 or an errno value; on a refusal the socket is
+ * the kernel's. */
+static int udp_take(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
 {
+    int err = eta_udp6_hold(fd, s, addr, len);
+    if (err) {
+        char buf[96];
+        snprintf(buf, sizeof buf, "no UDP port to hold in the kernel: %s", strerror(err));
+        to_kernel(fd, s, ETA_R_PPE_REFUSED, buf);
+        return err;
+    }
     dti_ctx_t *c = eta_ctx();
-    int err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
+    err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
     if (!err) {
         int r = eta_udp6_taken(c, s);
         if (r < 0) {
@@ -154,7 +163,7 @@ int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
                       udp_detail(addr, len, buf, sizeof buf, "connect"));
             return real_connect(fd, addr, len);
         }
-        if (udp_take(fd, s) != 0)
+        if (udp_take(fd, s, addr, len) != 0)
             return real_connect(fd, addr, len); /* refused by the PPE: the kernel's */
     }
     if (s->hybrid && !unspec) {
@@ -218,7 +227,7 @@ struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
         eta_obj_put(&s->obj);
         return NULL;
     }
-    if (udp_take(fd, s) != 0) {
+    if (udp_take(fd, s, to, len) != 0) {
         eta_obj_put(&s->obj);
         return NULL;
     }

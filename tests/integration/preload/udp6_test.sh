@@ -34,6 +34,10 @@
 #   [::]:P2 (IPV6_V6ONLY) are the new image's with their names and option,
 #   answer through the PPE; the [::] one's PPE half comes back on the new PPE
 #   IPv6 only (relisten.c) and answers again.
+# On a port shared with the kernel (preload_udp6_shared, ETA_TEST_SHARED=1)
+# the same sockets are the PPE's (the shim's log says so), their ports held
+# in the kernel by the placeholders: a plain program binding the UDP port an
+# eta IPv6 socket holds gets EADDRINUSE, and the other way.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../ppe/ppe_lib.sh"
@@ -45,24 +49,21 @@ py=/usr/bin/python3
 
 ppe_lab6
 ppe_start "$work/ppe.toml"
-# On a port shared with the kernel (ETA_TEST_SHARED=1) the shim leaves a
-# specific IPv6 address and IPv6 destinations to the kernel (it does not
-# hold IPv6 ports there yet): those parts then check the answers only.
+# On a port shared with the kernel (ETA_TEST_SHARED=1) the placeholders
+# hold the IPv6 UDP ports in the kernel too (one port space, checked below).
 if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = True ]; then shared=; else shared=1; fi
 # READY means the port's IPv6 addresses passed duplicate address detection
 # (a second after start): a client's first connect and send right after it
 # go from the PPE's address. Before, the address was still tentative there:
 # the connect named :: and the send failed EADDRNOTAVAIL (dig -6 timed out).
-if [ -z "$shared" ]; then # (shared: such a client is the kernel's, and the kernel has its own DAD)
-    note "right after READY, a connected IPv6 client under eta-run sends from [$H6]"
-    first=$(ETA_LOG=fallback timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+note "right after READY, a connected IPv6 client under eta-run sends from [$H6]"
+first=$(ETA_LOG=fallback timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
 import socket
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 s.connect(('$ETA_LAB_PEER_IP6', 9177))
 s.send(b'first')
 print(s.getsockname()[0])" 2>&1) || fail "the first IPv6 send after READY: $first"
-    [ "$first" = "$H6" ] || fail "the first IPv6 client after READY named $first, not $H6"
-fi
+[ "$first" = "$H6" ] || fail "the first IPv6 client after READY named $first, not $H6"
 ppe_ping6 "$H6" "of eta-ppe's start"
 
 # The sockets of the program named $1 by where they went (eta-stat --json),
@@ -124,21 +125,76 @@ probe() { # bind address, peer address, output file; then the run itself
 probe "$ETA_LAB_KERNEL_IP6" "$ETA_LAB_KERNEL_PEER_IP6" "$work/probe-kernel.out"
 probe "$H6" "$ETA_LAB_PEER_IP6" "$work/probe-eta.out" \
     env ETA_LOG=fallback,accel "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" --
-[ -n "$shared" ] || grep -qF "accelerated ([$H6]:7020)" "$work/probe-eta.out.err" ||
+grep -qF "accelerated ([$H6]:7020)" "$work/probe-eta.out.err" ||
     { cat "$work/probe-eta.out.err"; fail "the probe's socket was not accelerated"; }
 sed 's/^/    /' "$work/probe-eta.out"
 diff -u "$work/probe-kernel.out" "$work/probe-eta.out" ||
     fail "AF_INET6 UDP calls answered otherwise through the PPE than on the kernel (- kernel, + eta)"
 
-if [ -z "$shared" ]; then
-    note "bound to [$H6]:0: the engine's pick, named by getsockname and in the shim's line"
-    got=$(ETA_LOG=accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+note "bound to [$H6]:0: the engine's pick (shared: the kernel's), named by getsockname and in the shim's line"
+got=$(ETA_LOG=accel timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
 import socket
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 s.bind(('$H6', 0))
 print(s.getsockname()[1])" 2>"$work/port0.err") || fail "the bind to port 0: $(cat "$work/port0.err")"
-    [ "$got" -gt 0 ] 2>/dev/null && grep -qF "accelerated ([$H6]:$got)" "$work/port0.err" ||
-        fail "the bind to [$H6]:0: getsockname port '$got', the shim said: $(cat "$work/port0.err")"
+[ "$got" -gt 0 ] 2>/dev/null && grep -qF "accelerated ([$H6]:$got)" "$work/port0.err" ||
+    fail "the bind to [$H6]:0: getsockname port '$got', the shim said: $(cat "$work/port0.err")"
+
+if [ -n "$shared" ]; then
+    note "one port space: a plain program cannot bind the UDP port an eta IPv6 socket holds, nor eta a plain one's"
+    # (plain: a kernel program, no shim; it answers what its bind got)
+    plain_bind() { "$py" -c "
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+try:
+    s.bind((sys.argv[1], int(sys.argv[2]))); print('bound')
+except OSError as e:
+    print(e.strerror)" "$@"; }
+    start_bg hold env ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import os, socket, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind(('$H6', 0))
+c = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+c.sendto(b'x', ('$ETA_LAB_PEER_IP6', 9))
+print('ports', s.getsockname()[1], c.getsockname()[0], c.getsockname()[1], flush=True)
+while not os.path.exists('$work/hold.done'):
+    time.sleep(0.05)" >"$work/hold.out" 2>"$work/hold.err"
+    wait_until 30 eval "grep -q '^ports ' '$work/hold.out' || ! kill -0 $hold_pid"
+    read -r _ bp cname cp <"$work/hold.out" || fail "the eta holder: $(cat "$work/hold.out" "$work/hold.err")"
+    [ "$cname" = "::" ] || fail "an unbound client's name after its first send: [$cname]:$cp, not [::] (Linux's autobind)"
+    [ "$(grep -cE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \((\[$H6\]:$bp|UDP)\)" "$work/hold.err")" -eq 2 ] ||
+        fail "the holder's sockets are not both the PPE's: $(cat "$work/hold.err")"
+    for a in "$H6" "::"; do
+        for p in "$bp" "$cp"; do
+            r=$(plain_bind "$a" "$p")
+            [ "$r" = "Address already in use" ] || fail "a plain bind to [$a]:$p, which an eta socket holds: $r"
+        done
+    done
+    touch "$work/hold.done"
+    wait "$hold_pid" || fail "the eta holder exited $?: $(cat "$work/hold.err")"
+    r=$(plain_bind "$H6" "$bp")
+    [ "$r" = "bound" ] || fail "a plain bind to [$H6]:$bp once the eta socket closed: $r"
+    kp=$(free_port)
+    start_bg kern "$py" -c "
+import os, socket, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind(('$H6', $kp))
+print('bound', flush=True)
+while not os.path.exists('$work/kern.done'):
+    time.sleep(0.05)" >"$work/kern.out" 2>&1
+    wait_until 30 eval "grep -q '^bound' '$work/kern.out' || ! kill -0 $kern_pid"
+    grep -q '^bound' "$work/kern.out" || fail "the plain holder: $(cat "$work/kern.out")"
+    r=$(ETA_LOG=fallback timeout 30 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+try:
+    s.bind(('$H6', $kp)); print('bound')
+except OSError as e:
+    print(e.strerror)" 2>"$work/kbind.err")
+    touch "$work/kern.done"
+    wait "$kern_pid" || fail "the plain holder exited $?"
+    [ "$r" = "Address already in use" ] ||
+        fail "an eta bind to [$H6]:$kp, which a plain program holds: $r $(cat "$work/kbind.err")"
 fi
 
 note "[::] IPV6_V6ONLY beside 0.0.0.0 on one port in one program: each family reaches its socket"
@@ -182,7 +238,7 @@ ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET
     fail "the client under eta-run: $(cat "$work/cli.out" "$work/cli.err" "$work/echo.out")"
 wait "$pecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/echo.out")"
 grep -qx "client :: ok $n6" "$work/cli.out" || fail "the client's exchange: $(cat "$work/cli.out")"
-[ -n "$shared" ] || grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli.err" ||
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli.err" ||
     fail "the client's socket was not the PPE's: $(cat "$work/cli.err")"
 [ "$(grep -c "^echo $H6 " "$work/echo.out")" -eq "$n6" ] ||
     fail "the peer's echo server did not see every datagram from [$H6]: $(cat "$work/echo.out")"
@@ -197,7 +253,7 @@ ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET
 wait "$pecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/echo2.out")"
 # connected: its name is the PPE's IPv6 address, as Linux's route lookup gives it
 grep -qx "client $H6 ok $n6" "$work/cli2.out" || fail "the connected client's exchange: $(cat "$work/cli2.out")"
-[ -n "$shared" ] || grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli2.err" ||
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/cli2.err" ||
     fail "the connected client's socket was not the PPE's: $(cat "$work/cli2.err")"
 
 note "IPV6_TCLASS and IPV6_UNICAST_HOPS under eta-run, the socket's and one datagram's class (a control message): the peer's IPV6_RECVTCLASS, IPV6_RECVHOPLIMIT"
@@ -229,7 +285,7 @@ s.sendto(b'hops', ('$ETA_LAB_PEER_IP6', $qport))" 2>"$work/tc.err" || fail "the 
 wait "$tcrx_pid" || fail "the peer's receiver: $(cat "$work/tc.out")"
 [ "$(tr '\n' ' ' < "$work/tc.out")" = "listening tclass dscp [40] hops [64] tclass ect1 [1] hops [64] tclass again [40] hops [64] tclass hops [40] hops [17] " ] ||
     fail "the traffic classes and hop limits (the socket's, one datagram's control message, the socket's; IPV6_UNICAST_HOPS 17): $(cat "$work/tc.out")"
-[ -n "$shared" ] || grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/tc.err" ||
+grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(UDP\)" "$work/tc.err" ||
     fail "the IPV6_TCLASS sender's socket was not the PPE's: $(cat "$work/tc.err")"
 
 note "exec, then a PPE restart: sockets on [$H6]:P1 and [::]:P2 (IPV6_V6ONLY) kept as bound"
@@ -245,7 +301,7 @@ for p in "$p1" "$p2"; do
 done
 ppe_kill9
 # the socket on the PPE's address alone fails now (ECONNREFUSED, as an IPv4 one); the [::] one's kernel half serves
-[ -n "$shared" ] || wait_until 30 grep -q "^error 1 ECONNREFUSED" "$work/life.out" ||
+wait_until 30 grep -q "^error 1 ECONNREFUSED" "$work/life.out" ||
     fail "the socket on [$H6] once the PPE went: $(cat "$work/life.out" "$work/life.err")"
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of the new eta-ppe's start"

@@ -154,9 +154,10 @@ TEST(Decide, NetSaysWhetherThePpeReachesItself)
 // A port shared with the kernel, IPv6 (issues 29 and 31): TCP decides as on a
 // port that is not shared (the placeholder holds the port in the kernel),
 // the PPE's own IPv6 address is a local connection in the engine with
-// `self local6` and the kernel's (`local`) without it; UDP over IPv6 stays
-// the kernel's there; a bind to the PPE's IPv6 address is the PPE's for TCP
-// only.
+// `self local6` and the kernel's (`local`) without it; UDP over IPv6 is
+// the engine's there too (session 53: its placeholder holds the port), but
+// never to the PPE's own addresses; a bind to the PPE's IPv6 address is the
+// PPE's for TCP and UDP alike.
 TEST(Decide, Ipv6OnASharedPort)
 {
     eta_net n{};
@@ -173,7 +174,8 @@ TEST(Decide, Ipv6OnASharedPort)
     EXPECT_EQ(connect6(n, "::1"), ETA_R_LOOPBACK);
     sockaddr_in6 own = in6("2001:2:0:2::1", 80), other = in6("2001:2:0:2::2", 80), any = in6("::", 80);
     EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, false), ETA_BIND_PPE) << "TCP: placeholder and PPE";
-    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, true), ETA_BIND_KERNEL) << "UDP stays the kernel's";
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, true), ETA_BIND_PPE) << "UDP: placeholder and PPE";
+    EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&other, sizeof other, true), ETA_BIND_KERNEL) << "UDP, another address";
     EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&other, sizeof other, false), ETA_BIND_KERNEL);
     EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&any, sizeof any, false), ETA_BIND_KERNEL) << "[::] is listen()'s";
     EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own - 1, false), ETA_BIND_KERNEL);
@@ -193,7 +195,15 @@ TEST(Decide, Ipv6OnASharedPort)
     EXPECT_EQ(memcmp(src, want, 16), 0) << "else from the first";
     uint8_t peer[16];
     inet_pton(AF_INET6, "2001:2:0:2::2", peer);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_INET6) << "UDP over IPv6 on a shared port: the kernel's";
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_NONE) << "UDP over IPv6 on-link, shared: the engine's (port held)";
+    EXPECT_EQ(eta_decide_udp6(&n, dest), ETA_R_NOT_ROUTED) << "UDP over IPv6 off-link, shared";
+    inet_pton(AF_INET6, "2001:2:0:2::1", peer);
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_INET6) << "UDP to the PPE's own IPv6 address: the kernel's";
+    inet_pton(AF_INET6, "fe80::1", peer);
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_INET6) << "UDP link-local, shared: the kernel's";
+    inet_pton(AF_INET6, "::ffff:198.18.0.1", peer);
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_NONE) << "v4-mapped PPE address, `self local`: IPv4's rule";
+    inet_pton(AF_INET6, "2001:2:0:2::2", peer);
     // Without `self local6`: the PPE's own IPv6 address is the kernel's, which
     // holds it on a shared port (`local`, as IPv4's).
     ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself shared\nself local\n", &n, why, sizeof why), 0) << why;
