@@ -128,6 +128,41 @@ __attribute__((always_inline)) inline void fast_ack_rule(tcp::Env &e, tcp::Hot &
     }
 }
 
+// A coalesced group's commit to its connection (rx_coalesce.cc input_run,
+// rx_coalesce6.cc input_run6; the members' frames already released): what
+// one by one would have left. bytes in `taken` segments, the window and the
+// last member's sequence number read before the frames went back; tsval the
+// first member's. RFC 7323 4.3: TS.Recent from a segment at or below
+// Last.ACK.sent, as one by one. last_ack_sent is always an rcv_nxt we
+// acknowledged (send_segment, run_sent), so it is at most rcv_nxt and of a
+// group only the first member (seq == rcv_nxt) can be such a one. The
+// delayed-ACK rule counts segments (at least every second one, RFC 5681
+// 4.2; the ACK leaves at the end of the burst), LRO frames as the MSS
+// segments they hold: for the group as a whole (its bytes in MSS segments
+// where that is more than its frames), so the copy loop pays nothing per
+// frame for it.
+__attribute__((always_inline)) inline void commit_group(tcp::Env &e, tcp::Hot &s, uint32_t bytes, uint16_t taken,
+                                                        uint32_t win, uint32_t last_seq, bool ts, uint32_t tsval)
+{
+    if (ts && seq_le(s.rcv_nxt, s.last_ack_sent)) {
+        s.ts_recent = tsval;
+        s.ts_recent_ns = e.now_ns_;
+    }
+    s.snd_wl1 = last_seq;
+    s.snd_wnd = win;
+    s.rx_tail += bytes;
+    s.rcv_nxt += bytes;
+    s.bytes_in += bytes;
+    s.segs_in += taken;
+    s.last_recv_ns = e.now_ns_;
+    fast_ack_rule(e, s, bytes > taken * s.mss ? tcp::rx_segments(bytes, s.mss) : uint32_t(taken));
+    e.raise(s, kEvReadable);
+    if (taken >= 2) {
+        e.stats_.rx_coalesce_groups++;
+        e.stats_.rx_coalesce_segments += taken;
+    }
+}
+
 // The sender's side of an ACK for new data (ack in (snd_una, snd_max], the
 // prediction held: no SACK blocks to score, not in recovery, the window
 // not opened, established so no FIN of ours to acknowledge): the send ring

@@ -411,32 +411,7 @@ uint16_t Receiver::input_run(PacketRef *frames, uint16_t n)
     const uint32_t last_seq = be32(tcp_of(g.end[-1])->seq);
     // The group's frames back to their owner in one call (none is read after this).
     release_rx_run(frames, taken);
-    // RFC 7323 4.3: TS.Recent from a segment whose sequence number is at or
-    // below Last.ACK.sent, as one by one. last_ack_sent is always an rcv_nxt
-    // we acknowledged (send_segment, run_sent), so it is at most rcv_nxt and
-    // of a group only the first member (seq == rcv_nxt) can be such a one.
-    if (ts && seq_le(s.rcv_nxt, s.last_ack_sent)) {
-        s.ts_recent = tsval;
-        s.ts_recent_ns = e.now_ns_;
-    }
-    s.snd_wl1 = last_seq;
-    s.snd_wnd = win;
-    s.rx_tail += g.bytes;
-    s.rcv_nxt += g.bytes;
-    s.bytes_in += g.bytes;
-    s.segs_in += taken;
-    s.last_recv_ns = e.now_ns_;
-    // The delayed-ACK rule counts segments (at least every second one,
-    // RFC 5681 4.2); the ACK itself goes out at the end of the burst. LRO
-    // frames count as the MSS segments they hold: for the burst as a whole
-    // (its bytes in MSS segments where that is more than its frames), so
-    // the loop above pays nothing per frame for it.
-    fast_ack_rule(e, s, g.bytes > taken * s.mss ? tcp::rx_segments(g.bytes, s.mss) : uint32_t(taken));
-    e.raise(s, kEvReadable);
-    if (taken >= 2) {
-        e.stats_.rx_coalesce_groups++;
-        e.stats_.rx_coalesce_segments += taken;
-    }
+    commit_group(e, s, g.bytes, taken, win, last_seq, ts, tsval);
     return uint16_t(taken + g.dropped);
 }
 

@@ -361,27 +361,7 @@ template <bool kTs> uint16_t Receiver::input_run6_as(PacketRef *frames, uint16_t
     const uint32_t win = seg_window(s, th0);
     const uint32_t last_seq = be32(tcp6_of(g.end[-1])->seq);
     release_rx_run(frames, taken);
-    // RFC 7323 4.3, as input_run: only the first member can be at or below
-    // Last.ACK.sent.
-    if (kTs && seq_le(s.rcv_nxt, s.last_ack_sent)) {
-        s.ts_recent = tsval;
-        s.ts_recent_ns = e.now_ns_;
-    }
-    s.snd_wl1 = last_seq;
-    s.snd_wnd = win;
-    s.rx_tail += g.bytes;
-    s.rcv_nxt += g.bytes;
-    s.bytes_in += g.bytes;
-    s.segs_in += taken;
-    s.last_recv_ns = e.now_ns_;
-    // Segments for the delayed-ACK rule, LRO frames as the MSS segments
-    // they hold (as input_run).
-    fast_ack_rule(e, s, g.bytes > taken * s.mss ? tcp::rx_segments(g.bytes, s.mss) : uint32_t(taken));
-    e.raise(s, kEvReadable);
-    if (taken >= 2) {
-        e.stats_.rx_coalesce_groups++;
-        e.stats_.rx_coalesce_segments += taken;
-    }
+    commit_group(e, s, g.bytes, taken, win, last_seq, kTs, tsval); // as input_run
     return uint16_t(taken + g.dropped);
 }
 
