@@ -138,6 +138,23 @@ class AblationRings : public BufferProvider {
     alignas(64) uint8_t tx_[4096];
 };
 
+// The stack both worlds (IPv4, IPv6) receive with: one ring per
+// connection of ring_bytes (shared past kMaxDistinctRings), no timestamps
+// or SACK, room for every connection.
+RawPeer::Options world_options(uint32_t conns, uint32_t ring_bytes, AblationRings *rings)
+{
+    RawPeer::Options o;
+    o.stack.max_sockets = conns + 16;
+    o.stack.tcp.rcvbuf = ring_bytes;
+    o.stack.tcp.sndbuf = 4096;
+    o.stack.tcp.timestamps = false;
+    o.stack.tcp.sack = false;
+    o.stack.tcp.syn_backlog = 64;
+    o.provider = rings;
+    o.pool_frames = 1024;
+    return o;
+}
+
 struct World {
     struct Flow {
         uint32_t peer_ip;
@@ -156,15 +173,7 @@ struct World {
     {
         const uint32_t ring_bytes = conns == 1 ? 65536 : 4096;
         rings = std::make_unique<AblationRings>(std::min(conns, kMaxDistinctRings), ring_bytes);
-        RawPeer::Options o;
-        o.stack.max_sockets = conns + 16;
-        o.stack.tcp.rcvbuf = ring_bytes;
-        o.stack.tcp.sndbuf = 4096;
-        o.stack.tcp.timestamps = false;
-        o.stack.tcp.sack = false;
-        o.stack.tcp.syn_backlog = 64;
-        o.provider = rings.get();
-        o.pool_frames = 1024;
+        RawPeer::Options o = world_options(conns, ring_bytes, rings.get());
         peer = std::make_unique<RawPeer>(o);
         SockId l = peer->listen(80, 1024);
         sim::TcpOptions syn;
@@ -262,15 +271,7 @@ struct World6 {
     {
         const uint32_t ring_bytes = conns == 1 ? 65536 : 4096;
         rings = std::make_unique<AblationRings>(std::min(conns, kMaxDistinctRings), ring_bytes);
-        RawPeer::Options o;
-        o.stack.max_sockets = conns + 16;
-        o.stack.tcp.rcvbuf = ring_bytes;
-        o.stack.tcp.sndbuf = 4096;
-        o.stack.tcp.timestamps = false;
-        o.stack.tcp.sack = false;
-        o.stack.tcp.syn_backlog = 64;
-        o.provider = rings.get();
-        o.pool_frames = 1024;
+        RawPeer::Options o = world_options(conns, ring_bytes, rings.get());
         v6::options6(o);
         peer = std::make_unique<RawPeer>(o);
         const int64_t l = v6::listen6(*peer, 1024);
