@@ -60,11 +60,22 @@ inline uint32_t pseudo_sum(uint32_t src_ip, uint32_t dst_ip, uint8_t proto, uint
 
 // The IPv6 pseudo-header sum (RFC 8200 8.1): source and destination as in
 // packet memory (16 bytes each), the upper-layer length and next header.
+// The addresses' 32 bytes are four 64-bit words added inline in one carry
+// chain (checksum.cc explains why a 64-bit ones-complement sum folds to the
+// 16-bit one): every IPv6 segment in and out pays this, where two csum_add
+// calls cost ~3x the instructions.
 inline uint32_t pseudo_sum6(const void *src, const void *dst, uint8_t next, uint32_t l4_len) {
-    // Address sums are folded (at most 0xffff each); the length and next
-    // header go through pseudo_sum's host-to-memory-order conversion.
-    uint32_t sum = csum_add(0, src, 16) + csum_add(0, dst, 16) + pseudo_sum(0, l4_len, next, 0);
-    return csum_fold(sum);
+    uint64_t w[4];
+    __builtin_memcpy(&w[0], src, 16);
+    __builtin_memcpy(&w[2], dst, 16);
+    uint64_t acc = w[0], t;
+    for (int i = 1; i < 4; i++) acc = __builtin_add_overflow(acc, w[i], &t) ? t + 1 : t;
+    uint32_t lo = static_cast<uint32_t>(acc), hi = static_cast<uint32_t>(acc >> 32);
+    uint32_t sum = lo + hi;
+    sum += sum < hi; // end-around carry
+    // The length and next header go through pseudo_sum's host-to-memory-order
+    // conversion; both terms are at most 0xffff after folding.
+    return csum_fold(uint32_t(csum_fold(sum)) + pseudo_sum(0, l4_len, next, 0));
 }
 
 // True when a received header or segment (checksum field included in the
