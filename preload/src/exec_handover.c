@@ -142,7 +142,8 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
                (s->connect_reported ? ETA_EXEC_CONNECT_REPORTED : 0) |
                (atomic_load(&s->shut_wr) ? ETA_EXEC_SHUT_WR : 0) |
                (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0) |
-               (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0);
+               (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0) |
+               (s->v6 && s->v6only_read0 ? ETA_EXEC_V6ONLY_READ0 : 0);
     if (s->v6 && s->local6)
         eta_local6_ip(s, e->local6_ip); /* :: where it names none here: the next image refuses it too */
     e->backlog = s->backlog;
@@ -524,6 +525,7 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
     s->hybrid = e->flags & ETA_EXEC_HYBRID;
     s->v6 = e->flags & ETA_EXEC_V6;
     s->v6only = e->flags & ETA_EXEC_V6ONLY; /* a re-listen binds as the program bound (sock6.c) */
+    s->v6only_read0 = e->flags & ETA_EXEC_V6ONLY_READ0;
     if (e->flags & ETA_EXEC_LOCAL6) { /* the address, not the old image's index: ETA_NET may differ */
         uint8_t l6 = eta_local6_of(e->local6_ip);
         s->local6 = l6 ? l6 : ETA_LOCAL6_UNKNOWN;

@@ -65,9 +65,10 @@ static int check_entries(const struct eta_exec_head *h, const struct eta_exec_en
             if (v[j].kind == ETA_EXEC_SOCKET && v[j].fd == e->fd)
                 return bad(why, wl, "entry %u: descriptor %d is named twice", i, (int)e->fd);
         static const uint8_t zero[16];
-        if (h->version == 1 && (e->flags & (ETA_EXEC_V6ONLY | ETA_EXEC_LOCAL6)))
+        const uint32_t v6_flags = ETA_EXEC_V6ONLY | ETA_EXEC_LOCAL6 | ETA_EXEC_V6ONLY_READ0;
+        if (h->version == 1 && (e->flags & v6_flags))
             return bad(why, wl, "entry %u: version 2 flags in a version 1 handover", i);
-        if (!(e->flags & ETA_EXEC_V6) && ((e->flags & (ETA_EXEC_V6ONLY | ETA_EXEC_LOCAL6)) ||
+        if (!(e->flags & ETA_EXEC_V6) && ((e->flags & v6_flags) ||
                                           memcmp(e->local6_ip, zero, sizeof zero) != 0))
             return bad(why, wl, "entry %u: IPv6 fields on an IPv4 socket", i);
         if (e->rcvtimeo_ms < -1 || e->sndtimeo_ms < -1 || e->pending_error < 0 || e->pending_error > 4095)

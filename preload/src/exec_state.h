@@ -43,6 +43,8 @@ enum {
     ETA_EXEC_V6ONLY = 1u << 10, /* bound with DTI_BIND6_V6ONLY (sockobj.h v6only) */
     ETA_EXEC_LOCAL6 = 1u << 11, /* bound to the IPv6 address local6_ip (:: when the
                                  * writer could not name it: a new PPE refuses it) */
+    ETA_EXEC_V6ONLY_READ0 = 1u << 12, /* getsockopt(IPV6_V6ONLY) answers 0 (sockobj.h v6only_read0; a
+                                       * reader that predates it ignores it: reads the placeholder's 1) */
 };
 
 struct eta_exec_head {

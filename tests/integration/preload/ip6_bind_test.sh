@@ -22,6 +22,9 @@
 #   http.server above): a local connection inside the engine (`self local6`,
 #   issue 29), byte-exact, counted in eta-stat's local_conns;
 # - a client bound to [::] (port 0) connects to the peer through the engine;
+# - unbound IPv6 clients (IPV6_V6ONLY default, 0, 1 set before connect) read
+#   back after connect what a kernel socket reads for the same calls (on a
+#   shared port the connect's hold made the placeholder IPv6-only);
 # - an IPv6 client whose first connect is refused connects again (bound to
 #   the PPE's IPv6 address, and unbound: on a shared port its port is held).
 # On a port shared with the kernel (ETA_TEST_SHARED=1; meson's
@@ -136,6 +139,43 @@ grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/as
     fail "the [::]-bound client's connection, as the peer saw it: $(cat "$work/asrv")"
 grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/acli.err" ||
     fail "the [::]-bound client's connect is not the PPE's: $(cat "$work/acli.err")"
+
+note "unbound IPv6 clients: IPV6_V6ONLY after connect reads as on a kernel socket (default, 0, 1)"
+# (On a shared port the connect's hold binds the placeholder to [$H6], which
+# makes the kernel socket IPv6-only; Linux's autobind leaves the value the
+# program had. The reference: the same calls on a kernel socket to [::1].)
+pport=$(free_port)
+start_bg vsrv peer timeout 60 "$py" "$TOOL" server peer 3 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/vsrv" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/vsrv' || ! kill -0 $vsrv_pid"
+grep -q '^ready' "$work/vsrv" || fail "the peer's server did not listen: $(cat "$work/vsrv")"
+out=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+ref = socket.socket(socket.AF_INET6)
+ref.bind(('::1', 0))
+ref.listen(8)
+keep = []
+for v in (None, 0, 1):
+    got = []
+    for dest in (ref.getsockname()[:2], ('$ETA_LAB_PEER_IP6', $pport)):
+        s = socket.socket(socket.AF_INET6)
+        if v is not None:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, v)
+        s.connect(dest)
+        got.append(s.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY))
+        keep.append(s)
+    print('v6only', v, 'kernel', got[0], 'eta', got[1], flush=True)" 2>"$work/vcli.err") ||
+    fail "unbound IPv6 clients reading IPV6_V6ONLY: $out $(cat "$work/vcli.err")"
+[ "$(grep -cE "accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/vcli.err")" = 3 ] ||
+    fail "the clients' connects to the peer are not the PPE's: $(cat "$work/vcli.err")"
+[ "$(grep -c "reason loopback" "$work/vcli.err")" = 3 ] || fail "the reference connects to [::1] are not the kernel's: $(cat "$work/vcli.err")"
+for v in None 0 1; do
+    line=$(grep "^v6only $v " <<<"$out") || fail "no answer for IPV6_V6ONLY $v: $out"
+    read -r _ _ _ kv _ ev <<<"$line"
+    [ "$kv" = "$ev" ] || fail "getsockopt(IPV6_V6ONLY) after an unbound connect ($v set before): eta $ev, the kernel $kv"
+done
+[ "$(grep -c "kernel 1 eta 1$" <<<"$out")" -ge 1 ] && [ "$(grep -c "kernel 0 eta 0$" <<<"$out")" -ge 1 ] ||
+    fail "expected both values among the answers: $out"
+wait "$vsrv_pid" || fail "the peer's server exited $?"
 
 note "an IPv6 client whose first connect is refused connects again (bound to [$H6], and unbound)"
 # (Linux lets a socket whose connect failed connect again; the shim gives it

@@ -221,9 +221,20 @@ TEST(ExecState, CarriesIPv6ListenersV6OnlyAndAddress)
     EXPECT_EQ(h.read(), "");
 }
 
+// A client whose connect's hold made its placeholder IPv6-only while the
+// program had IPV6_V6ONLY 0: getsockopt's 0 comes through exec.
+TEST(ExecState, CarriesTheV6OnlyTheProgramHad)
+{
+    Handover h;
+    h.entries[1].flags |= ETA_EXEC_V6 | ETA_EXEC_V6ONLY | ETA_EXEC_LOCAL6 | ETA_EXEC_V6ONLY_READ0;
+    h.entries[1].local6_ip[0] = 0x20;
+    EXPECT_EQ(h.read(), "");
+}
+
 TEST(ExecState, RefusesIPv6FieldsOnAnIPv4Socket)
 {
-    for (uint32_t flag : {uint32_t(ETA_EXEC_V6ONLY), uint32_t(ETA_EXEC_LOCAL6), 0u}) {
+    for (uint32_t flag :
+         {uint32_t(ETA_EXEC_V6ONLY), uint32_t(ETA_EXEC_LOCAL6), uint32_t(ETA_EXEC_V6ONLY_READ0), 0u}) {
         Handover h;
         h.entries[1].flags |= flag;
         if (!flag)
