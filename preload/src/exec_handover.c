@@ -28,11 +28,13 @@
 #include "exec_handover.h"
 #include "exec_state.h"
 #include "fdtable.h"
+#include "mcast_req.h"
 #include "real.h"
 #include "shim.h"
 #include "sock6.h"
 #include "sockobj.h"
 #include "udp.h"
+#include "udp_mcast.h"
 #include "wait.h"
 
 extern char **environ;
@@ -143,7 +145,9 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
                (atomic_load(&s->shut_wr) ? ETA_EXEC_SHUT_WR : 0) |
                (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0) |
                (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0) |
-               (s->v6 && s->v6only_read0 ? ETA_EXEC_V6ONLY_READ0 : 0);
+               (s->v6 && s->v6only_read0 ? ETA_EXEC_V6ONLY_READ0 : 0) |
+               (s->dgram && s->mc_if4_ours && s->mc_if4 ? ETA_EXEC_MC_IF4_OURS : 0);
+    e->mc_if4 = s->dgram ? s->mc_if4 : 0;
     if (s->v6 && s->local6)
         eta_local6_ip(s, e->local6_ip); /* :: where it names none here: the next image refuses it too */
     e->backlog = s->backlog;
@@ -305,6 +309,44 @@ static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
     return v;
 }
 
+/* Version 3's memberships: each UDP entry's engine memberships (the shim's
+ * record, udp_mcast.c), in entry order, in a mmap'd array (*size_out bytes;
+ * NULL when there are none). */
+_Static_assert(ETA_MCAST_MAX == ETA_EXEC_MCAST_MAX, "the handover holds a socket's every membership");
+static struct eta_exec_mcast *collect_mcast(struct eta_exec_entry *v, uint32_t n, uint32_t *total, size_t *size_out)
+{
+    size_t cap = 0;
+    for (uint32_t i = 0; i < n; i++)
+        cap += v[i].kind == ETA_EXEC_SOCKET && (v[i].flags & ETA_EXEC_DGRAM) ? ETA_EXEC_MCAST_MAX : 0;
+    *total = 0;
+    *size_out = cap * sizeof(struct eta_exec_mcast);
+    struct eta_exec_mcast *m = cap ? mmap(NULL, *size_out, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                                   : NULL;
+    if (m == MAP_FAILED)
+        return NULL;
+    for (uint32_t i = 0; m && i < n; i++) {
+        struct eta_obj *o = v[i].kind == ETA_EXEC_SOCKET && (v[i].flags & ETA_EXEC_DGRAM) ? obj_at(v[i].fd) : NULL;
+        struct eta_mcast_req r[ETA_MCAST_MAX];
+        const unsigned k = o && o->kind == ETA_OBJ_SOCK ? eta_udp_mcast_export((struct eta_sock *)o, r, ETA_MCAST_MAX) : 0;
+        for (unsigned j = 0; j < k; j++)
+            m[(*total)++] = (struct eta_exec_mcast){.v6 = r[j].v6, .has_source = r[j].has_source,
+                                                    .group4 = r[j].v6 ? 0 : r[j].group4,
+                                                    .source4 = r[j].v6 ? 0 : r[j].source4,
+                                                    .if_addr4 = r[j].v6 ? 0 : r[j].if_addr4,
+                                                    .ifindex = r[j].ifindex > 0 ? r[j].ifindex : 0};
+        for (unsigned j = 0; j < k; j++) {
+            struct eta_exec_mcast *x = &m[*total - k + j];
+            if (r[j].v6) {
+                memcpy(x->group6, r[j].group6, 16);
+                if (r[j].has_source)
+                    memcpy(x->source6, r[j].source6, 16);
+            }
+        }
+        v[i].n_mcast = k;
+    }
+    return m;
+}
+
 static void undo(struct exec_prep *p)
 {
     if (!p->active)
@@ -387,6 +429,9 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
         rc = dti_exec_prepare(d, handles, n, &p->fds);
         munmap(handles, sizeof *handles * n);
     }
+    uint32_t n_mcast = 0;
+    size_t mcast_size = 0;
+    struct eta_exec_mcast *m = rc >= 0 ? collect_mcast(v, n, &n_mcast, &mcast_size) : NULL;
     if (rc >= 0) {
         p->active = true;
         p->state_fd = dti_fd_aside(memfd_create(ETA_EXEC_MEMFD, 0), 0); /* inherited by the new image */
@@ -399,6 +444,8 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
                                   .links_fd = p->fds.links_fd >= 0 ? p->fds.links_fd : 0};
         bool ok = p->state_fd >= 0 && pwrite(p->state_fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
                   pwrite(p->state_fd, v, sizeof *v * n, sizeof h) == (ssize_t)(sizeof *v * n) &&
+                  (!n_mcast || pwrite(p->state_fd, m, sizeof *m * n_mcast, sizeof h + sizeof *v * n) ==
+                                   (ssize_t)(sizeof *m * n_mcast)) &&
                   build_env(p, envp);
         if (!ok) {
             ETA_DEBUG("exec: cannot write the handover (%s): sockets arrive unconnected", strerror(errno));
@@ -415,6 +462,8 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
                     n == 1 ? "it arrives" : "they arrive");
     }
     munmap(v, size);
+    if (m)
+        munmap(m, mcast_size);
     return p->active ? p->envp : envp;
 }
 
@@ -508,7 +557,24 @@ ETA_EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- the new image: adopting ------------------------------------------- */
 
-static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
+/* A UDP socket's memberships from the handover (checked there: exec_state.c)
+ * into the shim's record, for a PPE restart to join them again. */
+static void adopt_mcast(struct eta_sock *s, const struct eta_exec_mcast *m, uint32_t n)
+{
+    struct eta_mcast_req r[ETA_MCAST_MAX];
+    unsigned k = 0;
+    for (uint32_t i = 0; i < n && k < ETA_MCAST_MAX; i++) {
+        r[k] = (struct eta_mcast_req){.v6 = m[i].v6, .join = true, .has_source = m[i].has_source,
+                                      .group4 = m[i].group4, .source4 = m[i].source4,
+                                      .if_addr4 = m[i].if_addr4, .ifindex = m[i].ifindex};
+        memcpy(r[k].group6, m[i].group6, 16);
+        memcpy(r[k].source6, m[i].source6, 16);
+        k++;
+    }
+    eta_udp_mcast_import(s, r, k);
+}
+
+static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e, const struct eta_exec_mcast *m)
 {
     struct stat st;
     struct dti_sock_info info;
@@ -531,8 +597,12 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
         s->local6 = l6 ? l6 : ETA_LOCAL6_UNKNOWN;
     }
     s->dgram = e->flags & ETA_EXEC_DGRAM;
-    if (s->dgram)
+    if (s->dgram) {
         eta_udp_cmsg_refresh(e->fd, s); /* IP_PKTINFO, SO_TIMESTAMP...: the kernel socket kept them */
+        s->mc_if4 = e->mc_if4;
+        s->mc_if4_ours = e->flags & ETA_EXEC_MC_IF4_OURS;
+        adopt_mcast(s, m, e->n_mcast);
+    }
     s->bound_kernel = e->flags & ETA_EXEC_BOUND_KERNEL;
     s->connect_started = e->flags & ETA_EXEC_CONNECT_STARTED;
     s->connect_reported = e->flags & ETA_EXEC_CONNECT_REPORTED;
@@ -562,16 +632,18 @@ static struct eta_sock *adopted_for(const struct eta_exec_entry *v, uint32_t upt
     return NULL;
 }
 
-static void adopt_entries(const struct eta_exec_entry *v, uint32_t n, unsigned *adopted, unsigned *refused)
+static void adopt_entries(const struct eta_exec_entry *v, const struct eta_exec_mcast *m, uint32_t n,
+                          unsigned *adopted, unsigned *refused)
 {
+    uint64_t at = 0; /* entry i's memberships: m[at] on (exec_state.h) */
     dti_ctx_t *c = eta_ctx();
     for (uint32_t i = 0; !c && i < n; i++)
         *refused += v[i].kind == ETA_EXEC_SOCKET; /* no context: none can be used */
-    for (uint32_t i = 0; c && i < n; i++) {
+    for (uint32_t i = 0; c && i < n; at += v[i].n_mcast, i++) {
         if (v[i].kind != ETA_EXEC_SOCKET)
             continue;
         struct eta_sock *s = adopted_for(v, i, v[i].handle);
-        if (!s && (s = adopt_one(c, &v[i])) != NULL)
+        if (!s && (s = adopt_one(c, &v[i], m ? m + at : NULL)) != NULL)
             ETA_STAT_ADD(accel_open, 1);
         if (s) {
             eta_fd_set(v[i].fd, &s->obj);
@@ -675,7 +747,8 @@ void eta_exec_adopt(void)
     }
     struct eta_exec_head h;
     struct eta_exec_entry *v = NULL;
-    int rc = eta_exec_state_read((int)fd, getpid(), ETA_FD_MAX, &h, &v, why, sizeof why);
+    struct eta_exec_mcast *m = NULL;
+    int rc = eta_exec_state_read((int)fd, getpid(), ETA_FD_MAX, &h, &v, &m, why, sizeof why);
     real_close((int)fd);
     if (rc < 0) {
         eta_log("warning: ignoring the handover from exec (%s): inherited sockets stay unconnected", why);
@@ -683,6 +756,7 @@ void eta_exec_adopt(void)
     }
     if (eta_cfg.disabled) {
         free(v);
+        free(m);
         return;
     }
     struct dti_exec_fds fds = {h.ctl_fd, h.region_fd, h.priv_fd, h.doorbell_fd,
@@ -692,14 +766,16 @@ void eta_exec_adopt(void)
     if (rc < 0) {
         eta_log("warning: cannot adopt the sockets handed over at exec (%s): they stay unconnected", why);
         free(v);
+        free(m);
         return;
     }
     eta_attach_adopted(d);
     if (h.flags & ETA_EXEC_LISTENERS_SHARED)
         eta_listeners_shared = true;
     unsigned adopted = 0, refused = 0;
-    adopt_entries(v, h.n, &adopted, &refused);
+    adopt_entries(v, m, h.n, &adopted, &refused);
     free(v);
+    free(m);
     if (adopted)
         std_streams_over_sockets();
     if (refused)

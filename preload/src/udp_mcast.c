@@ -171,7 +171,7 @@ static void halves(const struct eta_mcast_req *r, bool *ppe, bool *kernel)
  * joined, allocated at its first join, in one process-wide chain under one
  * lock (joins are rare and never on the data path; a socket's release
  * looks only when the chain is not empty). */
-#define MCAST_MAX 40 /* 20 per family: the engine's own limit (UdpSockets::kMaxGroups) */
+#define MCAST_MAX ETA_MCAST_MAX /* 20 per family: the engine's own limit (UdpSockets::kMaxGroups) */
 struct eta_mcast_list {
     struct eta_mcast_list *next;
     const struct eta_sock *s;
@@ -220,6 +220,28 @@ static void remember(struct eta_sock *s, const struct eta_mcast_req *r)
             l->r[l->n++] = *r;
     }
     eta_unlock(&mcast_lock);
+}
+
+unsigned eta_udp_mcast_export(const struct eta_sock *s, struct eta_mcast_req *out, unsigned max)
+{
+    if (!__atomic_load_n(&mcast_head, __ATOMIC_RELAXED))
+        return 0;
+    eta_lock(&mcast_lock);
+    const struct eta_mcast_list *l = list_of(s, NULL);
+    unsigned n = l ? (l->n < max ? l->n : max) : 0;
+    if (n)
+        memcpy(out, l->r, sizeof *out * n);
+    eta_unlock(&mcast_lock);
+    return n;
+}
+
+void eta_udp_mcast_import(struct eta_sock *s, const struct eta_mcast_req *r, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct eta_mcast_req j = r[i];
+        j.join = true;
+        remember(s, &j);
+    }
 }
 
 void eta_udp_mcast_forget(struct eta_sock *s)

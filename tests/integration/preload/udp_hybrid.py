@@ -7,6 +7,11 @@ kernel's, preload/README.md "Which sockets are accelerated"), for udp_test.sh.
                      PORT", then echoes every datagram to its sender, for
                      ever; with GROUP, a member of it on the interface whose
                      address is IFACE, so datagrams to the group come too)
+  udp_hybrid.py echo-exec GROUP IFACE  the same socket, a member of GROUP
+                     on IFACE and IP_MULTICAST_IF IFACE, handed through
+                     execve to this tool again (echo-fd FD), which prints
+                     "ready PORT mcast_if ADDR" (getsockopt(IP_MULTICAST_IF)
+                     in the new image) and echoes as echo does
 
 Prints "ready PORT" once bound (port 0: the kernel's pick, the PPE's half at
 the same port), then for each "go" line on stdin:
@@ -50,18 +55,24 @@ def take(s, want, expect_next):
     return "".join(order)
 
 
-def echo():
-    """udp_restart_test.sh's server: each datagram back to its sender, for
-    ever (blocking, no timeout: it waits across the PPE going and coming).
-    IP_TTL 9 set before bind: the PPE's half sends with it, on the first PPE
-    and on the next."""
+def echo_socket():
+    """IP_TTL 9 set before bind: the PPE's half sends with it, on the first
+    PPE and on the next."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 9)
     s.bind(("0.0.0.0", 0))
     if len(sys.argv) > 3:
         s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
                      socket.inet_aton(sys.argv[2]) + socket.inet_aton(sys.argv[3]))
-    print("ready", s.getsockname()[1], flush=True)
+    return s
+
+
+def echo(s=None):
+    """udp_restart_test.sh's server: each datagram back to its sender, for
+    ever (blocking, no timeout: it waits across the PPE going and coming)."""
+    if s is None:
+        s = echo_socket()
+        print("ready", s.getsockname()[1], flush=True)
     while True:
         d, a = s.recvfrom(2048)
         s.sendto(d, a)
@@ -71,6 +82,16 @@ def echo():
 def main():
     if sys.argv[1] == "echo":
         return echo()
+    if sys.argv[1] == "echo-exec":
+        s = echo_socket()
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(sys.argv[3]))
+        s.set_inheritable(True)
+        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), "echo-fd", str(s.fileno())])
+    if sys.argv[1] == "echo-fd":
+        s = socket.socket(fileno=int(sys.argv[2]))
+        mif = socket.inet_ntoa(s.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, 4))
+        print("ready", s.getsockname()[1], "mcast_if", mif, flush=True)
+        return echo(s)
     n = int(sys.argv[1])
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", 0))
