@@ -28,7 +28,6 @@
 #include "exec_handover.h"
 #include "exec_state.h"
 #include "fdtable.h"
-#include "mcast_req.h"
 #include "real.h"
 #include "shim.h"
 #include "sock6.h"
@@ -312,37 +311,21 @@ static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
 /* Version 3's memberships: each UDP entry's engine memberships (the shim's
  * record, udp_mcast.c), in entry order, in a mmap'd array (*size_out bytes;
  * NULL when there are none). */
-_Static_assert(ETA_MCAST_MAX == ETA_EXEC_MCAST_MAX, "the handover holds a socket's every membership");
-static struct eta_exec_mcast *collect_mcast(struct eta_exec_entry *v, uint32_t n, uint32_t *total, size_t *size_out)
+static struct eta_mcast_rec *collect_mcast(struct eta_exec_entry *v, uint32_t n, uint32_t *total, size_t *size_out)
 {
     size_t cap = 0;
     for (uint32_t i = 0; i < n; i++)
         cap += v[i].kind == ETA_EXEC_SOCKET && (v[i].flags & ETA_EXEC_DGRAM) ? ETA_EXEC_MCAST_MAX : 0;
     *total = 0;
-    *size_out = cap * sizeof(struct eta_exec_mcast);
-    struct eta_exec_mcast *m = cap ? mmap(NULL, *size_out, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    *size_out = cap * sizeof(struct eta_mcast_rec);
+    struct eta_mcast_rec *m = cap ? mmap(NULL, *size_out, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
                                    : NULL;
     if (m == MAP_FAILED)
         return NULL;
     for (uint32_t i = 0; m && i < n; i++) {
         struct eta_obj *o = v[i].kind == ETA_EXEC_SOCKET && (v[i].flags & ETA_EXEC_DGRAM) ? obj_at(v[i].fd) : NULL;
-        struct eta_mcast_req r[ETA_MCAST_MAX];
-        const unsigned k = o && o->kind == ETA_OBJ_SOCK ? eta_udp_mcast_export((struct eta_sock *)o, r, ETA_MCAST_MAX) : 0;
-        for (unsigned j = 0; j < k; j++)
-            m[(*total)++] = (struct eta_exec_mcast){.v6 = r[j].v6, .has_source = r[j].has_source,
-                                                    .group4 = r[j].v6 ? 0 : r[j].group4,
-                                                    .source4 = r[j].v6 ? 0 : r[j].source4,
-                                                    .if_addr4 = r[j].v6 ? 0 : r[j].if_addr4,
-                                                    .ifindex = r[j].ifindex > 0 ? r[j].ifindex : 0};
-        for (unsigned j = 0; j < k; j++) {
-            struct eta_exec_mcast *x = &m[*total - k + j];
-            if (r[j].v6) {
-                memcpy(x->group6, r[j].group6, 16);
-                if (r[j].has_source)
-                    memcpy(x->source6, r[j].source6, 16);
-            }
-        }
-        v[i].n_mcast = k;
+        v[i].n_mcast = o && o->kind == ETA_OBJ_SOCK ? eta_udp_mcast_export((struct eta_sock *)o, m + *total) : 0;
+        *total += v[i].n_mcast;
     }
     return m;
 }
@@ -431,7 +414,7 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
     }
     uint32_t n_mcast = 0;
     size_t mcast_size = 0;
-    struct eta_exec_mcast *m = rc >= 0 ? collect_mcast(v, n, &n_mcast, &mcast_size) : NULL;
+    struct eta_mcast_rec *m = rc >= 0 ? collect_mcast(v, n, &n_mcast, &mcast_size) : NULL;
     if (rc >= 0) {
         p->active = true;
         p->state_fd = dti_fd_aside(memfd_create(ETA_EXEC_MEMFD, 0), 0); /* inherited by the new image */
@@ -557,24 +540,7 @@ ETA_EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- the new image: adopting ------------------------------------------- */
 
-/* A UDP socket's memberships from the handover (checked there: exec_state.c)
- * into the shim's record, for a PPE restart to join them again. */
-static void adopt_mcast(struct eta_sock *s, const struct eta_exec_mcast *m, uint32_t n)
-{
-    struct eta_mcast_req r[ETA_MCAST_MAX];
-    unsigned k = 0;
-    for (uint32_t i = 0; i < n && k < ETA_MCAST_MAX; i++) {
-        r[k] = (struct eta_mcast_req){.v6 = m[i].v6, .join = true, .has_source = m[i].has_source,
-                                      .group4 = m[i].group4, .source4 = m[i].source4,
-                                      .if_addr4 = m[i].if_addr4, .ifindex = m[i].ifindex};
-        memcpy(r[k].group6, m[i].group6, 16);
-        memcpy(r[k].source6, m[i].source6, 16);
-        k++;
-    }
-    eta_udp_mcast_import(s, r, k);
-}
-
-static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e, const struct eta_exec_mcast *m)
+static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e, const struct eta_mcast_rec *m)
 {
     struct stat st;
     struct dti_sock_info info;
@@ -601,7 +567,7 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e, 
         eta_udp_cmsg_refresh(e->fd, s); /* IP_PKTINFO, SO_TIMESTAMP...: the kernel socket kept them */
         s->mc_if4 = e->mc_if4;
         s->mc_if4_ours = e->flags & ETA_EXEC_MC_IF4_OURS;
-        adopt_mcast(s, m, e->n_mcast);
+        eta_udp_mcast_import(s, m, e->n_mcast); /* checked: exec_state.c */
     }
     s->bound_kernel = e->flags & ETA_EXEC_BOUND_KERNEL;
     s->connect_started = e->flags & ETA_EXEC_CONNECT_STARTED;
@@ -632,7 +598,7 @@ static struct eta_sock *adopted_for(const struct eta_exec_entry *v, uint32_t upt
     return NULL;
 }
 
-static void adopt_entries(const struct eta_exec_entry *v, const struct eta_exec_mcast *m, uint32_t n,
+static void adopt_entries(const struct eta_exec_entry *v, const struct eta_mcast_rec *m, uint32_t n,
                           unsigned *adopted, unsigned *refused)
 {
     uint64_t at = 0; /* entry i's memberships: m[at] on (exec_state.h) */
@@ -747,7 +713,7 @@ void eta_exec_adopt(void)
     }
     struct eta_exec_head h;
     struct eta_exec_entry *v = NULL;
-    struct eta_exec_mcast *m = NULL;
+    struct eta_mcast_rec *m = NULL;
     int rc = eta_exec_state_read((int)fd, getpid(), ETA_FD_MAX, &h, &v, &m, why, sizeof why);
     real_close((int)fd);
     if (rc < 0) {

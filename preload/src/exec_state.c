@@ -15,7 +15,6 @@
 
 _Static_assert(offsetof(struct eta_exec_entry, local6_ip) == ETA_EXEC_ENTRY_V1_SIZE, "version 1's entry is a prefix");
 _Static_assert(offsetof(struct eta_exec_entry, mc_if4) == ETA_EXEC_ENTRY_V2_SIZE, "version 2's entry is a prefix");
-_Static_assert(sizeof(struct eta_exec_mcast) == 52, "the membership record's layout");
 
 static int bad(char *why, size_t wl, const char *fmt, ...)
 {
@@ -86,34 +85,27 @@ static int check_entries(const struct eta_exec_head *h, const struct eta_exec_en
     return 0;
 }
 
-/* Membership r of a socket whose entry is e: as the shim records them. */
-static int check_mcast(const struct eta_exec_entry *e, const struct eta_exec_mcast *r, uint32_t k, char *why,
+static int check_mcast(const struct eta_exec_entry *e, const struct eta_mcast_rec *r, uint32_t k, char *why,
                        size_t wl)
 {
-    static const uint8_t zero[16];
-    bool ok = r->v6 <= 1 && r->has_source <= 1 && r->zero == 0 && r->ifindex >= 0;
-    if (ok && r->v6)
-        ok = (e->flags & ETA_EXEC_V6) && r->group6[0] == 0xff && !r->group4 && !r->source4 && !r->if_addr4 &&
-             (r->has_source || memcmp(r->source6, zero, sizeof zero) == 0);
-    else if (ok)
-        ok = (r->group4 >> 28) == 14 && (r->has_source || !r->source4) && memcmp(r->group6, zero, sizeof zero) == 0 &&
-             memcmp(r->source6, zero, sizeof zero) == 0;
-    return ok ? 0 : bad(why, wl, "membership %u (of fd %d) is not one the shim makes", k, (int)e->fd);
+    return eta_mcast_rec_ok(e->flags & ETA_EXEC_V6, r) ? 0
+                                               : bad(why, wl, "membership %u (of fd %d) is not one the shim makes", k,
+                                                     (int)e->fd);
 }
 
 /* Version 3's memberships after the entries: their number is the sum of
  * the entries' n_mcast, each checked against its entry. */
 static int read_mcast(int fd, off_t at, off_t size, const struct eta_exec_head *h, const struct eta_exec_entry *v,
-                      struct eta_exec_mcast **out, char *why, size_t wl)
+                      struct eta_mcast_rec **out, char *why, size_t wl)
 {
     uint64_t total = 0;
     for (uint32_t i = 0; i < h->n; i++)
         total += v[i].n_mcast;
-    if ((uint64_t)size != (uint64_t)at + total * sizeof(struct eta_exec_mcast))
+    if ((uint64_t)size != (uint64_t)at + total * sizeof(struct eta_mcast_rec))
         return bad(why, wl, "%llu memberships do not fit its size %lld", (unsigned long long)total, (long long)size);
     if (!total)
         return 0;
-    struct eta_exec_mcast *m = calloc(total, sizeof *m);
+    struct eta_mcast_rec *m = calloc(total, sizeof *m);
     if (!m)
         return bad(why, wl, "out of memory");
     if (pread(fd, m, total * sizeof *m, at) != (ssize_t)(total * sizeof *m)) {
@@ -135,7 +127,7 @@ static int read_mcast(int fd, off_t at, off_t size, const struct eta_exec_head *
 }
 
 int eta_exec_state_read(int fd, pid_t pid, int max_fd, struct eta_exec_head *head,
-                        struct eta_exec_entry **entries, struct eta_exec_mcast **mcast, char *why, size_t wl)
+                        struct eta_exec_entry **entries, struct eta_mcast_rec **mcast, char *why, size_t wl)
 {
     *entries = NULL;
     if (mcast)

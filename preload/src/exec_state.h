@@ -8,12 +8,14 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "mcast_record.h"
+
 #define ETA_EXEC_ENV "ETA_EXEC_STATE"
 #define ETA_EXEC_MEMFD "eta-exec-state"
 #define ETA_EXEC_MAGIC 0x43584541u /* "AEXC" */
 /* 2: entries carry IPv6 listeners' IPV6_V6ONLY and address (issue 31).
  * 3: UDP sockets' engine memberships and IP_MULTICAST_IF (mc_if4, n_mcast;
- * the memberships follow the entries: struct eta_exec_mcast).
+ * the memberships follow the entries: struct eta_mcast_rec).
  * The reader takes 1 and 2 too (their fields zero: as before); an older
  * reader refuses a newer version by its number, and the sockets stay
  * unconnected, said so. */
@@ -21,7 +23,7 @@
 #define ETA_EXEC_ENTRY_V1_SIZE 44u /* version 1's entry: struct eta_exec_entry up to local6_ip */
 #define ETA_EXEC_ENTRY_V2_SIZE 60u /* version 2's: up to mc_if4 */
 #define ETA_EXEC_MAX_ENTRIES 65536u
-#define ETA_EXEC_MCAST_MAX 40u     /* memberships per socket: the shim's record's (udp_mcast.c) */
+#define ETA_EXEC_MCAST_MAX ETA_MCAST_REC_MAX /* memberships per socket */
 
 enum {
     ETA_EXEC_LISTENERS_SHARED = 1,
@@ -86,15 +88,7 @@ struct eta_exec_entry {
 };
 
 /* Version 3: after the entries, each UDP entry's n_mcast memberships in
- * entry order, as the program made them (struct eta_mcast_req's fields). */
-struct eta_exec_mcast {
-    uint8_t v6;            /* 0 or 1: an IPv6 group (an AF_INET6 socket's only) */
-    uint8_t has_source;    /* 0 or 1: source-specific */
-    uint16_t zero;
-    uint32_t group4, source4, if_addr4; /* IPv4, host order (0 for an IPv6 one) */
-    int32_t ifindex;       /* the interface by index, 0: none named */
-    uint8_t group6[16], source6[16];    /* IPv6, network order (0 for an IPv4 one) */
-};
+ * entry order (struct eta_mcast_rec, mcast_record.h). */
 
 /* Reads and checks the handover in memfd `fd` for process `pid`: sizes,
  * magic, version, pid, counts, descriptor numbers (distinct, in range,
@@ -108,6 +102,6 @@ struct eta_exec_mcast {
  * n_mcast after those of the entries before it; malloc'd, NULL when none),
  * or -1 with a reason in why. max_fd: descriptor numbers must be below it. */
 int eta_exec_state_read(int fd, pid_t pid, int max_fd, struct eta_exec_head *head,
-                        struct eta_exec_entry **entries, struct eta_exec_mcast **mcast, char *why, size_t why_len);
+                        struct eta_exec_entry **entries, struct eta_mcast_rec **mcast, char *why, size_t why_len);
 
 #endif

@@ -12,6 +12,11 @@ kernel's, preload/README.md "Which sockets are accelerated"), for udp_test.sh.
                      execve to this tool again (echo-fd FD), which prints
                      "ready PORT mcast_if ADDR" (getsockopt(IP_MULTICAST_IF)
                      in the new image) and echoes as echo does
+  udp_hybrid.py echo-pass GROUP IFACE  the same socket, passed over
+                     SCM_RIGHTS to a child this tool starts (echo-recv; its
+                     own process, exec'd with no sockets of its own), then
+                     closed here; the child prints the same "ready" line and
+                     echoes; this one waits for it (the child ends with it)
 
 Prints "ready PORT" once bound (port 0: the kernel's pick, the PPE's half at
 the same port), then for each "go" line on stdin:
@@ -24,9 +29,12 @@ the same port), then for each "go" line on stdin:
        "k<i>" to 127.0.0.1:PORT itself (the kernel half's, on loopback), reads
        all 2N and prints which half each came from in order ("order PK...").
 Every datagram must come once, in its half's order (exit 1 otherwise)."""
+import ctypes
 import os
+import signal
 import socket
 import struct
+import subprocess
 import sys
 
 LOOKS_AT = 240  # offsetof(struct eta_preload_stats, udp_kernel_looks)
@@ -87,6 +95,28 @@ def main():
         s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(sys.argv[3]))
         s.set_inheritable(True)
         os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), "echo-fd", str(s.fileno())])
+    if sys.argv[1] == "echo-pass":
+        s = echo_socket()
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(sys.argv[3]))
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "echo-recv", str(theirs.fileno())],
+                                 pass_fds=[theirs.fileno()])
+        theirs.close()
+        socket.send_fds(mine, [b"s"], [s.fileno()])
+        s.close()
+        mine.recv(1)  # the child has it (or ended)
+        return child.wait()
+    if sys.argv[1] == "echo-recv":
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: it ends with its parent
+        if os.getppid() == 1:
+            return 1
+        link = socket.socket(fileno=int(sys.argv[2]))
+        _msg, fds, _flags, _addr = socket.recv_fds(link, 1, 1)
+        s = socket.socket(fileno=fds[0])
+        link.send(b"k")
+        mif = socket.inet_ntoa(s.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, 4))
+        print("ready", s.getsockname()[1], "mcast_if", mif, flush=True)
+        return echo(s)
     if sys.argv[1] == "echo-fd":
         s = socket.socket(fileno=int(sys.argv[2]))
         mif = socket.inet_ntoa(s.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, 4))

@@ -22,7 +22,7 @@ constexpr int kMaxFd = 1 << 20;
 struct Handover {
     eta_exec_head head{};
     std::vector<eta_exec_entry> entries;
-    std::vector<eta_exec_mcast> mcast; // version 3: after the entries
+    std::vector<eta_mcast_rec> mcast; // version 3: after the entries
 
     Handover()
     {
@@ -62,7 +62,7 @@ struct Handover {
         std::string bytes(reinterpret_cast<const char *>(&head), sizeof head);
         for (const eta_exec_entry &e : entries)
             bytes.append(reinterpret_cast<const char *>(&e), esize);
-        for (const eta_exec_mcast &m : mcast)
+        for (const eta_mcast_rec &m : mcast)
             bytes.append(reinterpret_cast<const char *>(&m), sizeof m);
         bytes.resize(bytes.size() - trim);
         int fd = memfd_create(ETA_EXEC_MEMFD, MFD_CLOEXEC);
@@ -75,7 +75,7 @@ struct Handover {
         int fd = write(trim);
         eta_exec_head h{};
         eta_exec_entry *v = nullptr;
-        eta_exec_mcast *m = nullptr;
+        eta_mcast_rec *m = nullptr;
         char why[200] = "";
         int rc = eta_exec_state_read(fd, getpid(), kMaxFd, &h, &v, &m, why, sizeof why);
         close(fd);
@@ -256,18 +256,18 @@ TEST(ExecState, RefusesIPv6FieldsOnAnIPv4Socket)
 // Version 3: a UDP socket's engine memberships (IPv4 any-source and
 // source-specific, IPv6) and an IP_MULTICAST_IF the kernel did not take
 // come through as written, after the entries, each after its entry's.
-static eta_exec_mcast group4(uint32_t g, uint32_t src = 0)
+static eta_mcast_rec group4(uint32_t g, uint32_t src = 0)
 {
-    eta_exec_mcast m{};
+    eta_mcast_rec m{};
     m.group4 = g;
     m.source4 = src;
     m.has_source = src != 0;
     m.if_addr4 = 0xc6120201; // 198.18.2.1
     return m;
 }
-static eta_exec_mcast group6()
+static eta_mcast_rec group6()
 {
-    eta_exec_mcast m{};
+    eta_mcast_rec m{};
     m.v6 = 1;
     m.group6[0] = 0xff;
     m.group6[1] = 0x0e;
@@ -323,6 +323,80 @@ TEST(ExecState, RefusesMembershipsTheShimDoesNotMake)
         std::string why = h.read();
         EXPECT_NE(why.find(want), std::string::npos) << "want '" << want << "', got '" << why << "'";
     }
+}
+
+// A UDP socket passed over SCM_RIGHTS: the sender's record of its
+// memberships (eta_pass_mcast_read). What the shim writes is read back; a
+// corrupt or forged one is refused with its reason.
+struct PassRecord {
+    eta_pass_mcast_head head{ETA_PASS_MCAST_MAGIC, ETA_PASS_MCAST_VERSION, sizeof(eta_mcast_rec),
+                             ETA_PASS_MCAST_V6 | ETA_PASS_MCAST_IF4_OURS, 0xc6120201, 0};
+    std::vector<eta_mcast_rec> recs{group4(0xef120709), group6()};
+    std::string extra; // bytes appended
+    std::string read(bool v6_socket = true)
+    {
+        head.n = head.n ? head.n : uint32_t(recs.size());
+        std::string bytes(reinterpret_cast<const char *>(&head), sizeof head);
+        for (const eta_mcast_rec &m : recs)
+            bytes.append(reinterpret_cast<const char *>(&m), sizeof m);
+        bytes += extra;
+        int fd = memfd_create("pass-mcast", MFD_CLOEXEC);
+        EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), ssize_t(bytes.size()));
+        eta_pass_mcast_head h{};
+        eta_mcast_rec out[ETA_EXEC_MCAST_MAX];
+        char why[200] = "";
+        int rc = eta_pass_mcast_read(fd, v6_socket, &h, out, why, sizeof why);
+        close(fd);
+        if (rc == 0) {
+            EXPECT_EQ(std::memcmp(&h, &head, sizeof h), 0);
+            EXPECT_EQ(std::memcmp(out, recs.data(), recs.size() * sizeof out[0]), 0);
+            return "";
+        }
+        EXPECT_NE(why[0], 0);
+        return why;
+    }
+};
+
+TEST(PassMcast, ReadsWhatTheSenderWrites)
+{
+    EXPECT_EQ(PassRecord().read(), "");
+    PassRecord none; // IP_MULTICAST_IF alone, an IPv4 socket
+    none.recs.clear();
+    none.head.flags = ETA_PASS_MCAST_IF4_OURS;
+    EXPECT_EQ(none.read(false), "");
+}
+
+TEST(PassMcast, RefusesCorruptRecords)
+{
+    const std::vector<std::pair<const char *, void (*)(PassRecord &)>> cases = {
+        {"not a record of this shim", [](PassRecord &p) { p.head.magic ^= 1; }},
+        {"not a record of this shim", [](PassRecord &p) { p.head.version = 2; }},
+        {"not a record of this shim", [](PassRecord &p) { p.head.rec_size = 44; }},
+        {"do not fit its size", [](PassRecord &p) { p.extra = "x"; }},
+        {"do not fit its size", [](PassRecord &p) { p.head.n = 3; }},
+        {"do not fit its size", [](PassRecord &p) { p.recs.resize(41, group4(0xef000001)); }},
+        {"do not fit the socket", [](PassRecord &p) { p.head.flags |= 4; }},
+        {"do not fit the socket", [](PassRecord &p) { p.head.flags &= ~ETA_PASS_MCAST_V6; }},
+        {"do not fit the socket", [](PassRecord &p) { p.head.mc_if4 = 0; }},
+        {"not one the shim makes", [](PassRecord &p) { p.recs[1].group6[0] = 0x20; }},
+        {"not one the shim makes", [](PassRecord &p) { p.recs[0].has_source = 7; }},
+    };
+    for (const auto &[want, spoil] : cases) {
+        PassRecord p;
+        spoil(p);
+        std::string why = p.read();
+        EXPECT_NE(why.find(want), std::string::npos) << "want '" << want << "', got '" << why << "'";
+    }
+    PassRecord v4; // an IPv6 group on an AF_INET socket
+    v4.head.flags &= ~ETA_PASS_MCAST_V6;
+    EXPECT_NE(v4.read(false).find("not one the shim makes"), std::string::npos);
+    int fd = memfd_create("short", MFD_CLOEXEC); // empty
+    eta_pass_mcast_head h{};
+    eta_mcast_rec out[ETA_EXEC_MCAST_MAX];
+    char why[200] = "";
+    EXPECT_EQ(eta_pass_mcast_read(fd, 1, &h, out, why, sizeof why), -1);
+    EXPECT_NE(std::string(why).find("too short"), std::string::npos) << why;
+    close(fd);
 }
 
 // A version 2 handover (60-byte entries, no multicast fields) is read as
