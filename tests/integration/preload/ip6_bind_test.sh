@@ -26,7 +26,8 @@
 #   back after connect what a kernel socket reads for the same calls (on a
 #   shared port the connect's hold made the placeholder IPv6-only);
 # - an IPv6 client whose first connect is refused connects again (bound to
-#   the PPE's IPv6 address, and unbound: on a shared port its port is held).
+#   the PPE's IPv6 address, and unbound: on a shared port its port is held;
+#   and after a refused v4-mapped connect, to an IPv6 address).
 # On a port shared with the kernel (ETA_TEST_SHARED=1; meson's
 # preload_ip6_shared) all of it runs too: the kernel placeholder binds the
 # PPE's IPv6 address first (one port space, issues 29 and 31), and the
@@ -181,7 +182,7 @@ note "an IPv6 client whose first connect is refused connects again (bound to [$H
 # (Linux lets a socket whose connect failed connect again; the shim gives it
 # a new PPE half bound where the first was: its IPv6 address.)
 rport=$(free_port) aport=$(free_port)
-start_bg rsrv peer timeout 60 "$py" "$TOOL" server again 2 "$ETA_LAB_PEER_IP6,$aport,-" >"$work/rsrv" 2>&1
+start_bg rsrv peer timeout 60 "$py" "$TOOL" server again 3 "$ETA_LAB_PEER_IP6,$aport,-" >"$work/rsrv" 2>&1
 wait_until 20 eval "grep -q '^ready' '$work/rsrv' || ! kill -0 $rsrv_pid"
 grep -q '^ready' "$work/rsrv" || fail "the peer's server did not listen: $(cat "$work/rsrv")"
 out=$(timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
@@ -196,8 +197,27 @@ for bind in ('$H6', None):
     e = s.connect_ex(('$ETA_LAB_PEER_IP6', $aport))
     if e:
         sys.exit('%s: the second connect answered %s' % (bind, errno.errorcode.get(e, e)))
-    print(s.makefile().readline().strip())" 2>&1) || fail "a second IPv6 connect after a refused one: $out"
-[ "$(grep -c "^again \[$ETA_LAB_PEER_IP6\]:$aport$" <<<"$out")" = 2 ] || fail "the second connects' answers: $out"
+    print(s.makefile().readline().strip())
+# a first connect to a v4-mapped address (IPv4 through the PPE), refused;
+# then one to an IPv6 address from the same socket, as Linux lets it
+s = socket.socket(socket.AF_INET6)
+e = s.connect_ex(('::ffff:$ETA_LAB_PEER_IP', $rport))
+if e != errno.ECONNREFUSED:
+    sys.exit('v4-mapped: the first connect answered %s' % errno.errorcode.get(e, e))
+e = s.connect_ex(('$ETA_LAB_PEER_IP6', $aport))
+if e:
+    sys.exit('v4-mapped, then IPv6: the second connect answered %s' % errno.errorcode.get(e, e))
+print(s.makefile().readline().strip())
+if '${ETA_TEST_SHARED:-}':  # one port space: the kernel holds its IPv6 port too
+    k = socket.socket(socket.AF_INET6)
+    k.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    try:
+        k.bind(('::', s.getsockname()[1]))
+        sys.exit('v4-mapped, then IPv6: [::]:%d IPv6-only bound beside it' % s.getsockname()[1])
+    except OSError as x:
+        if x.errno != errno.EADDRINUSE:
+            raise" 2>&1) || fail "a second IPv6 connect after a refused one: $out"
+[ "$(grep -c "^again \[$ETA_LAB_PEER_IP6\]:$aport$" <<<"$out")" = 3 ] || fail "the second connects' answers: $out"
 wait "$rsrv_pid" || fail "the peer's server exited $?"
 
 note "[$ETA_LAB_KERNEL_IP6], not the PPE's: the kernel's"
