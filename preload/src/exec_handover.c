@@ -33,6 +33,7 @@
 #include "sock6.h"
 #include "sockobj.h"
 #include "udp.h"
+#include "udp_mcast.h"
 #include "wait.h"
 
 extern char **environ;
@@ -142,7 +143,10 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
                (s->connect_reported ? ETA_EXEC_CONNECT_REPORTED : 0) |
                (atomic_load(&s->shut_wr) ? ETA_EXEC_SHUT_WR : 0) |
                (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0) |
-               (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0);
+               (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0) |
+               (s->v6 && s->v6only_read0 ? ETA_EXEC_V6ONLY_READ0 : 0) |
+               (s->dgram && s->mc_if4_ours && s->mc_if4 ? ETA_EXEC_MC_IF4_OURS : 0);
+    e->mc_if4 = s->dgram ? s->mc_if4 : 0;
     if (s->v6 && s->local6)
         eta_local6_ip(s, e->local6_ip); /* :: where it names none here: the next image refuses it too */
     e->backlog = s->backlog;
@@ -304,6 +308,28 @@ static struct eta_exec_entry *collect(uint32_t *n_out, size_t *size_out)
     return v;
 }
 
+/* Version 3's memberships: each UDP entry's engine memberships (the shim's
+ * record, udp_mcast.c), in entry order, in a mmap'd array (*size_out bytes;
+ * NULL when there are none). */
+static struct eta_mcast_rec *collect_mcast(struct eta_exec_entry *v, uint32_t n, uint32_t *total, size_t *size_out)
+{
+    size_t cap = 0;
+    for (uint32_t i = 0; i < n; i++)
+        cap += v[i].kind == ETA_EXEC_SOCKET && (v[i].flags & ETA_EXEC_DGRAM) ? ETA_EXEC_MCAST_MAX : 0;
+    *total = 0;
+    *size_out = cap * sizeof(struct eta_mcast_rec);
+    struct eta_mcast_rec *m = cap ? mmap(NULL, *size_out, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                                   : NULL;
+    if (m == MAP_FAILED)
+        return NULL;
+    for (uint32_t i = 0; m && i < n; i++) {
+        struct eta_obj *o = v[i].kind == ETA_EXEC_SOCKET && (v[i].flags & ETA_EXEC_DGRAM) ? obj_at(v[i].fd) : NULL;
+        v[i].n_mcast = o && o->kind == ETA_OBJ_SOCK ? eta_udp_mcast_export((struct eta_sock *)o, m + *total) : 0;
+        *total += v[i].n_mcast;
+    }
+    return m;
+}
+
 static void undo(struct exec_prep *p)
 {
     if (!p->active)
@@ -386,6 +412,9 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
         rc = dti_exec_prepare(d, handles, n, &p->fds);
         munmap(handles, sizeof *handles * n);
     }
+    uint32_t n_mcast = 0;
+    size_t mcast_size = 0;
+    struct eta_mcast_rec *m = rc >= 0 ? collect_mcast(v, n, &n_mcast, &mcast_size) : NULL;
     if (rc >= 0) {
         p->active = true;
         p->state_fd = dti_fd_aside(memfd_create(ETA_EXEC_MEMFD, 0), 0); /* inherited by the new image */
@@ -398,6 +427,8 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
                                   .links_fd = p->fds.links_fd >= 0 ? p->fds.links_fd : 0};
         bool ok = p->state_fd >= 0 && pwrite(p->state_fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
                   pwrite(p->state_fd, v, sizeof *v * n, sizeof h) == (ssize_t)(sizeof *v * n) &&
+                  (!n_mcast || pwrite(p->state_fd, m, sizeof *m * n_mcast, sizeof h + sizeof *v * n) ==
+                                   (ssize_t)(sizeof *m * n_mcast)) &&
                   build_env(p, envp);
         if (!ok) {
             ETA_DEBUG("exec: cannot write the handover (%s): sockets arrive unconnected", strerror(errno));
@@ -414,6 +445,8 @@ static char *const *prepare(struct exec_prep *p, char *const envp[])
                     n == 1 ? "it arrives" : "they arrive");
     }
     munmap(v, size);
+    if (m)
+        munmap(m, mcast_size);
     return p->active ? p->envp : envp;
 }
 
@@ -507,7 +540,7 @@ ETA_EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- the new image: adopting ------------------------------------------- */
 
-static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
+static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e, const struct eta_mcast_rec *m)
 {
     struct stat st;
     struct dti_sock_info info;
@@ -524,13 +557,18 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
     s->hybrid = e->flags & ETA_EXEC_HYBRID;
     s->v6 = e->flags & ETA_EXEC_V6;
     s->v6only = e->flags & ETA_EXEC_V6ONLY; /* a re-listen binds as the program bound (sock6.c) */
+    s->v6only_read0 = e->flags & ETA_EXEC_V6ONLY_READ0;
     if (e->flags & ETA_EXEC_LOCAL6) { /* the address, not the old image's index: ETA_NET may differ */
         uint8_t l6 = eta_local6_of(e->local6_ip);
         s->local6 = l6 ? l6 : ETA_LOCAL6_UNKNOWN;
     }
     s->dgram = e->flags & ETA_EXEC_DGRAM;
-    if (s->dgram)
+    if (s->dgram) {
         eta_udp_cmsg_refresh(e->fd, s); /* IP_PKTINFO, SO_TIMESTAMP...: the kernel socket kept them */
+        s->mc_if4 = e->mc_if4;
+        s->mc_if4_ours = e->flags & ETA_EXEC_MC_IF4_OURS;
+        eta_udp_mcast_import(s, m, e->n_mcast); /* checked: exec_state.c */
+    }
     s->bound_kernel = e->flags & ETA_EXEC_BOUND_KERNEL;
     s->connect_started = e->flags & ETA_EXEC_CONNECT_STARTED;
     s->connect_reported = e->flags & ETA_EXEC_CONNECT_REPORTED;
@@ -560,16 +598,18 @@ static struct eta_sock *adopted_for(const struct eta_exec_entry *v, uint32_t upt
     return NULL;
 }
 
-static void adopt_entries(const struct eta_exec_entry *v, uint32_t n, unsigned *adopted, unsigned *refused)
+static void adopt_entries(const struct eta_exec_entry *v, const struct eta_mcast_rec *m, uint32_t n,
+                          unsigned *adopted, unsigned *refused)
 {
+    uint64_t at = 0; /* entry i's memberships: m[at] on (exec_state.h) */
     dti_ctx_t *c = eta_ctx();
     for (uint32_t i = 0; !c && i < n; i++)
         *refused += v[i].kind == ETA_EXEC_SOCKET; /* no context: none can be used */
-    for (uint32_t i = 0; c && i < n; i++) {
+    for (uint32_t i = 0; c && i < n; at += v[i].n_mcast, i++) {
         if (v[i].kind != ETA_EXEC_SOCKET)
             continue;
         struct eta_sock *s = adopted_for(v, i, v[i].handle);
-        if (!s && (s = adopt_one(c, &v[i])) != NULL)
+        if (!s && (s = adopt_one(c, &v[i], m ? m + at : NULL)) != NULL)
             ETA_STAT_ADD(accel_open, 1);
         if (s) {
             eta_fd_set(v[i].fd, &s->obj);
@@ -673,7 +713,8 @@ void eta_exec_adopt(void)
     }
     struct eta_exec_head h;
     struct eta_exec_entry *v = NULL;
-    int rc = eta_exec_state_read((int)fd, getpid(), ETA_FD_MAX, &h, &v, why, sizeof why);
+    struct eta_mcast_rec *m = NULL;
+    int rc = eta_exec_state_read((int)fd, getpid(), ETA_FD_MAX, &h, &v, &m, why, sizeof why);
     real_close((int)fd);
     if (rc < 0) {
         eta_log("warning: ignoring the handover from exec (%s): inherited sockets stay unconnected", why);
@@ -681,6 +722,7 @@ void eta_exec_adopt(void)
     }
     if (eta_cfg.disabled) {
         free(v);
+        free(m);
         return;
     }
     struct dti_exec_fds fds = {h.ctl_fd, h.region_fd, h.priv_fd, h.doorbell_fd,
@@ -690,14 +732,16 @@ void eta_exec_adopt(void)
     if (rc < 0) {
         eta_log("warning: cannot adopt the sockets handed over at exec (%s): they stay unconnected", why);
         free(v);
+        free(m);
         return;
     }
     eta_attach_adopted(d);
     if (h.flags & ETA_EXEC_LISTENERS_SHARED)
         eta_listeners_shared = true;
     unsigned adopted = 0, refused = 0;
-    adopt_entries(v, h.n, &adopted, &refused);
+    adopt_entries(v, m, h.n, &adopted, &refused);
     free(v);
+    free(m);
     if (adopted)
         std_streams_over_sockets();
     if (refused)

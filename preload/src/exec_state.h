@@ -8,15 +8,22 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "mcast_record.h"
+
 #define ETA_EXEC_ENV "ETA_EXEC_STATE"
 #define ETA_EXEC_MEMFD "eta-exec-state"
 #define ETA_EXEC_MAGIC 0x43584541u /* "AEXC" */
 /* 2: entries carry IPv6 listeners' IPV6_V6ONLY and address (issue 31).
- * The reader takes 1 too (no IPv6 fields: as before); a reader of 1 alone
- * refuses 2 by its version, and the sockets stay unconnected, said so. */
-#define ETA_EXEC_VERSION 2u
+ * 3: UDP sockets' engine memberships and IP_MULTICAST_IF (mc_if4, n_mcast;
+ * the memberships follow the entries: struct eta_mcast_rec).
+ * The reader takes 1 and 2 too (their fields zero: as before); an older
+ * reader refuses a newer version by its number, and the sockets stay
+ * unconnected, said so. */
+#define ETA_EXEC_VERSION 3u
 #define ETA_EXEC_ENTRY_V1_SIZE 44u /* version 1's entry: struct eta_exec_entry up to local6_ip */
+#define ETA_EXEC_ENTRY_V2_SIZE 60u /* version 2's: up to mc_if4 */
 #define ETA_EXEC_MAX_ENTRIES 65536u
+#define ETA_EXEC_MCAST_MAX ETA_MCAST_REC_MAX /* memberships per socket */
 
 enum {
     ETA_EXEC_LISTENERS_SHARED = 1,
@@ -43,6 +50,11 @@ enum {
     ETA_EXEC_V6ONLY = 1u << 10, /* bound with DTI_BIND6_V6ONLY (sockobj.h v6only) */
     ETA_EXEC_LOCAL6 = 1u << 11, /* bound to the IPv6 address local6_ip (:: when the
                                  * writer could not name it: a new PPE refuses it) */
+    ETA_EXEC_V6ONLY_READ0 = 1u << 12, /* getsockopt(IPV6_V6ONLY) answers 0 (sockobj.h v6only_read0; a
+                                       * reader that predates it ignores it: reads the placeholder's 1) */
+    /* version 3 (with ETA_EXEC_DGRAM only): */
+    ETA_EXEC_MC_IF4_OURS = 1u << 13, /* IP_MULTICAST_IF named mc_if4, which the kernel socket did not take
+                                      * (sockobj.h mc_if4_ours: getsockopt answers it) */
 };
 
 struct eta_exec_head {
@@ -70,16 +82,26 @@ struct eta_exec_entry {
     uint16_t kernel_port;
     /* version 2 */
     uint8_t local6_ip[16]; /* ETA_EXEC_LOCAL6: the PPE IPv6 address bound to, network order */
+    /* version 3 (UDP) */
+    uint32_t mc_if4;       /* IP_MULTICAST_IF naming the PPE's port: that address (host order); 0: none */
+    uint32_t n_mcast;      /* its engine memberships that follow (at most ETA_EXEC_MCAST_MAX) */
 };
+
+/* Version 3: after the entries, each UDP entry's n_mcast memberships in
+ * entry order (struct eta_mcast_rec, mcast_record.h). */
 
 /* Reads and checks the handover in memfd `fd` for process `pid`: sizes,
  * magic, version, pid, counts, descriptor numbers (distinct, in range,
  * libdti's apart from the sockets'), kinds, each stashed connection's
- * listener, IPv6 fields only on IPv6 sockets. A version 1 handover is
- * read into version 2's entries (no IPv6 fields). 0 with *head (its
- * version and entry_size as written) and *entries (malloc'd; free() it),
+ * listener, IPv6 fields only on IPv6 sockets, multicast fields only on UDP
+ * ones and each membership as the shim makes them (a group of the socket's
+ * family, flags 0 or 1, the other family's fields zero). A version 1 or 2
+ * handover is read into version 3's entries (later fields zero). 0 with
+ * *head (its version and entry_size as written), *entries (malloc'd; free()
+ * it) and, when mcast is not NULL, *mcast (the memberships, entry i's
+ * n_mcast after those of the entries before it; malloc'd, NULL when none),
  * or -1 with a reason in why. max_fd: descriptor numbers must be below it. */
 int eta_exec_state_read(int fd, pid_t pid, int max_fd, struct eta_exec_head *head,
-                        struct eta_exec_entry **entries, char *why, size_t why_len);
+                        struct eta_exec_entry **entries, struct eta_mcast_rec **mcast, char *why, size_t why_len);
 
 #endif

@@ -89,18 +89,17 @@ bool eta_is_local_try(const struct sockaddr *addr, socklen_t len, bool native6)
 
 /* Binds s's kernel placeholder to the PPE address a connect to `dest` (host
  * order) leaves from, port 0, and keeps the port the kernel picked for the
- * PPE. Returns 0 or an errno value (no port left: EADDRNOTAVAIL, as Linux's
- * connect answers). */
+ * PPE. An AF_INET6 socket (a v4-mapped destination, IPV6_V6ONLY off) holds
+ * [::] instead, both families, as Linux's autobind reserves the port: its
+ * next connect after a refusal may go to an IPv6 address (a v4-mapped bind
+ * would hold the port for IPv4 alone, and cannot be undone). Returns 0 or
+ * an errno value (no port left: EADDRNOTAVAIL, as Linux's connect answers). */
 int eta_hold_ephemeral(int fd, struct eta_sock *s, uint32_t dest)
 {
     uint32_t src = eta_net_source(&eta_net, dest);
     int rc;
     if (s->v6) {
         struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
-        in6.sin6_addr.s6_addr[10] = 0xff;
-        in6.sin6_addr.s6_addr[11] = 0xff;
-        uint32_t be = htonl(src);
-        memcpy(&in6.sin6_addr.s6_addr[12], &be, 4);
         rc = real_bind(fd, (const struct sockaddr *)&in6, sizeof in6);
     } else {
         struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(src)};
@@ -143,13 +142,22 @@ int eta_hold_ephemeral6(int fd, struct eta_sock *s, const uint8_t dest[16])
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
     if (!eta_net_source6(&eta_net, dest, in6.sin6_addr.s6_addr))
         return EADDRNOTAVAIL;
+    /* IPV6_V6ONLY as the program has it (its setsockopt, or
+     * net.ipv6.bindv6only): the bind below makes the placeholder's 1, where
+     * Linux's autobind at connect leaves it as it was. */
+    int was = 0;
+    socklen_t wl = sizeof was;
+    if (real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &was, &wl) != 0)
+        was = 1; /* unknown: the placeholder's answer, as before */
     if (eta_placeholder_bind(fd, (const struct sockaddr *)&in6, sizeof in6) != 0)
         return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
+    s->v6only_read0 = !was;
     s->bound_kernel = true;
     s->kernel_port = eta_placeholder_port(fd);
     /* The address it holds: the engine's socket binds it (eta_bind_held6),
      * and a new PPE or exec sees it as a bind() there. The kernel made the
-     * placeholder IPv6-only with that bind (as any specific address). */
+     * placeholder IPv6-only with that bind (as any specific address): the
+     * engine's socket binds so, getsockopt answers what the program had. */
     s->local6 = eta_local6_of(in6.sin6_addr.s6_addr);
     s->local = (struct dti_addr){0, s->kernel_port};
     s->v6only = true;

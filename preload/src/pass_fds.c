@@ -14,21 +14,25 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "accept.h"
 #include "attach.h"
 #include "config.h"
 #include "decide.h"
 #include "fdtable.h"
+#include "mcast_record.h"
 #include "pass_fds.h"
 #include "real.h"
 #include "shim.h"
 #include "sock6.h"
 #include "sockobj.h"
 #include "udp.h"
+#include "udp_mcast.h"
 #include "wait.h"
 
 /* Calls fn(fd, arg) for each descriptor msg carries in SCM_RIGHTS; stops
@@ -51,6 +55,88 @@ static void each_passed(const struct msghdr *msg, bool (*fn)(int fd, void *arg),
     }
 }
 
+/* ---- a UDP socket's memberships beside the pass ---------------------------- */
+
+/* The record of a passed UDP socket's placeholder fd (mcast_record.h
+ * eta_pass_mcast_head): <socket>.preload/mcast-<dev>-<ino>. False when the
+ * descriptor cannot be read. */
+static bool mcast_path(int fd, char *path, size_t len)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return false;
+    snprintf(path, len, "%s.preload/mcast-%llx-%llx", eta_cfg.socket_path, (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    return true;
+}
+
+/* The sender, before the pass: the socket's engine memberships and an
+ * IP_MULTICAST_IF only the shim holds, which the receiver cannot read from
+ * the PPE or the placeholder, written whole (a new file renamed over the
+ * name); none: no file (an older one of the same inode goes). Best effort:
+ * where it cannot be written, the receiver has no record, as before. */
+static void mcast_write(int fd, const struct eta_sock *s)
+{
+    char path[320], tmp[340];
+    if (!mcast_path(fd, path, sizeof path))
+        return;
+    struct {
+        struct eta_pass_mcast_head h;
+        struct eta_mcast_rec r[ETA_MCAST_REC_MAX];
+    } rec;
+    memset(&rec, 0, sizeof rec);
+    rec.h.n = eta_udp_mcast_export(s, rec.r);
+    const bool ours = s->mc_if4_ours && s->mc_if4;
+    if (!rec.h.n && !ours) {
+        (void)unlink(path);
+        return;
+    }
+    rec.h.magic = ETA_PASS_MCAST_MAGIC;
+    rec.h.version = ETA_PASS_MCAST_VERSION;
+    rec.h.rec_size = sizeof rec.r[0];
+    rec.h.flags = (s->v6 ? ETA_PASS_MCAST_V6 : 0) | (ours ? ETA_PASS_MCAST_IF4_OURS : 0);
+    rec.h.mc_if4 = s->mc_if4;
+    const size_t bytes = sizeof rec.h + rec.h.n * sizeof rec.r[0];
+    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+    int w = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool ok = w >= 0 && real_write(w, &rec, bytes) == (ssize_t)bytes;
+    if (w >= 0)
+        real_close(w);
+    if (!ok || rename(tmp, path) != 0) {
+        ETA_DEBUG("fd %d: cannot write %s (%s): its receiver will not join its memberships again after a PPE "
+                  "restart", fd, path, strerror(errno));
+        (void)unlink(tmp);
+    }
+}
+
+/* The receiver, once it holds the socket: the sender's record, checked
+ * (mcast_record.c), then removed. A bad one is said and ignored. */
+static void mcast_read(int fd, struct eta_sock *s)
+{
+    char path[320];
+    if (!mcast_path(fd, path, sizeof path))
+        return;
+    int r = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (r < 0)
+        return; /* none: no memberships, or a sender that could not write it */
+    struct eta_pass_mcast_head h;
+    struct eta_mcast_rec m[ETA_MCAST_REC_MAX];
+    char why[160] = "";
+    int rc = eta_pass_mcast_read(r, s->v6, &h, m, why, sizeof why);
+    real_close(r);
+    if (rc < 0) {
+        eta_log("warning: fd %d received: ignoring %s (%s): its multicast memberships are not joined again "
+                "after a PPE restart", fd, path, why);
+        return;
+    }
+    (void)unlink(path);
+    eta_udp_mcast_import(s, m, h.n);
+    if (h.flags & ETA_PASS_MCAST_IF4_OURS) {
+        s->mc_if4 = h.mc_if4;
+        s->mc_if4_ours = true;
+    }
+}
+
 /* ---- the sender ----------------------------------------------------------- */
 
 struct pass_run {
@@ -67,6 +153,8 @@ static bool register_one(int fd, void *arg)
     struct eta_sock *s = eta_sock_accel(fd);
     if (!s)
         return true;
+    if (s->dgram && p->d)
+        mcast_write(fd, s);
     int rc = p->d ? dti_pass(p->d, s->h, fd, p->why, sizeof p->why) : -ENETDOWN;
     if (rc == 0 && s->listening)
         eta_listeners_shared = true; /* two processes accept on it now: one connection at a time */
@@ -183,6 +271,7 @@ static void adopt_udp(int fd, struct eta_sock *s)
     if (real_getsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, &l) == 0 && mif.s_addr &&
         eta_net_is_local(&eta_net, ntohl(mif.s_addr)))
         s->mc_if4 = ntohl(mif.s_addr);
+    mcast_read(fd, s); /* the engine's memberships, an IP_MULTICAST_IF the kernel socket did not take */
 }
 
 /* An accelerated socket of the current attachment that a descriptor of
@@ -243,6 +332,9 @@ static bool adopt_claimed(int fd, int domain, bool dgram, dti_sock_t h)
     /* Passed to a process that has it already (to itself, or to a fork child
      * of the sender): one more name of the same socket, as after dup(). */
     struct eta_sock *same = own_socket(h);
+    char path[320];
+    if (same && dgram && mcast_path(fd, path, sizeof path))
+        (void)unlink(path); /* its record here is the one it has */
     if (same) {
         eta_fd_set(fd, &same->obj);
         eta_obj_put(&same->obj);

@@ -298,10 +298,11 @@ static int renew_ppe_half(dti_ctx_t *c, int fd, struct eta_sock *s)
     struct dti_addr local = s->local;
     if (!local.ip && !local.port && s->bound_kernel)
         local.port = s->kernel_port;
-    /* Bound to an IPv6 address of the PPE (or held there): that address
-     * again (eta_bind_any), not the IPv4 wildcard, which made the next
-     * CONNECT6 EAFNOSUPPORT. */
-    int rc = !local.ip && !local.port ? 0 : s->v6 && s->local6 ? eta_bind_any(c, s, local.port) : dti_bind(c, s->h, &local);
+    /* AF_INET6: bound to an IPv6 address of the PPE (or held there), that
+     * address again; on [::] (a bind there, or a v4-mapped connect's hold)
+     * [::] at that port, which connects to either family (eta_bind_any);
+     * not the IPv4 wildcard, which made the next CONNECT6 EAFNOSUPPORT. */
+    int rc = !local.ip && !local.port ? 0 : s->v6 ? eta_bind_any(c, s, local.port) : dti_bind(c, s->h, &local);
     return rc < 0 ? eta_errno_from_dti(rc) : 0;
 }
 

@@ -593,6 +593,18 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
         eta_obj_put(&s->obj);
         return r;
     }
+    if (s && s->v6only_read0 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY) {
+        /* A connect's hold made the placeholder IPv6-only (own_address.c):
+         * the kernel's checks of the pointers and the length, then 0, the
+         * value the program had, as Linux's autobind keeps it. */
+        int r = real_getsockopt(fd, level, name, val, len);
+        eta_obj_put(&s->obj);
+        socklen_t n = 0;
+        const int zero = 0;
+        if (r == 0 && eta_ucopy(&n, len, sizeof n) == 0 && n > 0 && n <= (socklen_t)sizeof zero)
+            (void)eta_ucopy(val, &zero, (size_t)n);
+        return r;
+    }
     /* UDP's ancillary-data options: the kernel socket keeps them (setsockopt) */
     if (!s || atomic_load(&s->state) != ETA_SOCK_ACCEL || (s->dgram && eta_udp_cmsg_option(level, name))) {
         if (s)

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "decide.h"
 #include "lock.h"
+#include "mcast_record.h"
 #include "mcast_req.h"
 #include "real.h"
 #include "sock.h"
@@ -171,7 +172,7 @@ static void halves(const struct eta_mcast_req *r, bool *ppe, bool *kernel)
  * joined, allocated at its first join, in one process-wide chain under one
  * lock (joins are rare and never on the data path; a socket's release
  * looks only when the chain is not empty). */
-#define MCAST_MAX 40 /* 20 per family: the engine's own limit (UdpSockets::kMaxGroups) */
+#define MCAST_MAX ETA_MCAST_MAX /* 20 per family: the engine's own limit (UdpSockets::kMaxGroups) */
 struct eta_mcast_list {
     struct eta_mcast_list *next;
     const struct eta_sock *s;
@@ -220,6 +221,45 @@ static void remember(struct eta_sock *s, const struct eta_mcast_req *r)
             l->r[l->n++] = *r;
     }
     eta_unlock(&mcast_lock);
+}
+
+_Static_assert(ETA_MCAST_MAX == ETA_MCAST_REC_MAX, "the records hold a socket's every membership");
+
+unsigned eta_udp_mcast_export(const struct eta_sock *s, struct eta_mcast_rec *out)
+{
+    if (!__atomic_load_n(&mcast_head, __ATOMIC_RELAXED))
+        return 0;
+    eta_lock(&mcast_lock);
+    const struct eta_mcast_list *l = list_of(s, NULL);
+    const unsigned n = l ? l->n : 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct eta_mcast_req *r = &l->r[i];
+        out[i] = (struct eta_mcast_rec){.v6 = r->v6, .has_source = r->has_source,
+                                         .ifindex = r->ifindex > 0 ? r->ifindex : 0};
+        if (r->v6) {
+            memcpy(out[i].group6, r->group6, 16);
+            if (r->has_source)
+                memcpy(out[i].source6, r->source6, 16);
+        } else {
+            out[i].group4 = r->group4;
+            out[i].source4 = r->has_source ? r->source4 : 0;
+            out[i].if_addr4 = r->if_addr4;
+        }
+    }
+    eta_unlock(&mcast_lock);
+    return n;
+}
+
+void eta_udp_mcast_import(struct eta_sock *s, const struct eta_mcast_rec *m, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct eta_mcast_req r = {.v6 = m[i].v6, .join = true, .has_source = m[i].has_source,
+                                  .group4 = m[i].group4, .source4 = m[i].source4, .if_addr4 = m[i].if_addr4,
+                                  .ifindex = m[i].ifindex};
+        memcpy(r.group6, m[i].group6, 16);
+        memcpy(r.source6, m[i].source6, 16);
+        remember(s, &r);
+    }
 }
 
 void eta_udp_mcast_forget(struct eta_sock *s)

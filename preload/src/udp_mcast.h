@@ -57,6 +57,17 @@ bool eta_udp_bind_is_group(const struct sockaddr *addr, socklen_t len);
  * the program made and did not drop. Returns how many the new PPE refused
  * (logged). */
 unsigned eta_udp_mcast_replay(dti_ctx_t *c, int fd, struct eta_sock *s);
+/* s's record of engine memberships, as the program made them, as the exec
+ * handover's and a passed socket's records (mcast_record.h; out holds
+ * ETA_MCAST_MAX): how many. No allocation (an exec's writer, in a vfork
+ * child too). */
+#define ETA_MCAST_MAX 40u
+struct eta_mcast_rec;
+unsigned eta_udp_mcast_export(const struct eta_sock *s, struct eta_mcast_rec *out);
+/* Records n memberships of s the engine holds already (a socket adopted
+ * after exec or received over SCM_RIGHTS; checked by mcast_record.c), for a
+ * PPE restart to join them again (eta_udp_mcast_replay). */
+void eta_udp_mcast_import(struct eta_sock *s, const struct eta_mcast_rec *m, unsigned n);
 /* Frees s's record of memberships (the socket's release). */
 void eta_udp_mcast_forget(struct eta_sock *s);
 

@@ -22,8 +22,12 @@
 #   http.server above): a local connection inside the engine (`self local6`,
 #   issue 29), byte-exact, counted in eta-stat's local_conns;
 # - a client bound to [::] (port 0) connects to the peer through the engine;
+# - unbound IPv6 clients (IPV6_V6ONLY default, 0, 1 set before connect) read
+#   back after connect what a kernel socket reads for the same calls (on a
+#   shared port the connect's hold made the placeholder IPv6-only);
 # - an IPv6 client whose first connect is refused connects again (bound to
-#   the PPE's IPv6 address, and unbound: on a shared port its port is held).
+#   the PPE's IPv6 address, and unbound: on a shared port its port is held;
+#   and after a refused v4-mapped connect, to an IPv6 address).
 # On a port shared with the kernel (ETA_TEST_SHARED=1; meson's
 # preload_ip6_shared) all of it runs too: the kernel placeholder binds the
 # PPE's IPv6 address first (one port space, issues 29 and 31), and the
@@ -137,11 +141,48 @@ grep -q "^conn peer \[$H6\]:[0-9]* local \[$ETA_LAB_PEER_IP6\]:$pport" "$work/as
 grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/acli.err" ||
     fail "the [::]-bound client's connect is not the PPE's: $(cat "$work/acli.err")"
 
+note "unbound IPv6 clients: IPV6_V6ONLY after connect reads as on a kernel socket (default, 0, 1)"
+# (On a shared port the connect's hold binds the placeholder to [$H6], which
+# makes the kernel socket IPv6-only; Linux's autobind leaves the value the
+# program had. The reference: the same calls on a kernel socket to [::1].)
+pport=$(free_port)
+start_bg vsrv peer timeout 60 "$py" "$TOOL" server peer 3 "$ETA_LAB_PEER_IP6,$pport,-" >"$work/vsrv" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/vsrv' || ! kill -0 $vsrv_pid"
+grep -q '^ready' "$work/vsrv" || fail "the peer's server did not listen: $(cat "$work/vsrv")"
+out=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+ref = socket.socket(socket.AF_INET6)
+ref.bind(('::1', 0))
+ref.listen(8)
+keep = []
+for v in (None, 0, 1):
+    got = []
+    for dest in (ref.getsockname()[:2], ('$ETA_LAB_PEER_IP6', $pport)):
+        s = socket.socket(socket.AF_INET6)
+        if v is not None:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, v)
+        s.connect(dest)
+        got.append(s.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY))
+        keep.append(s)
+    print('v6only', v, 'kernel', got[0], 'eta', got[1], flush=True)" 2>"$work/vcli.err") ||
+    fail "unbound IPv6 clients reading IPV6_V6ONLY: $out $(cat "$work/vcli.err")"
+[ "$(grep -cE "accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/vcli.err")" = 3 ] ||
+    fail "the clients' connects to the peer are not the PPE's: $(cat "$work/vcli.err")"
+[ "$(grep -c "reason loopback" "$work/vcli.err")" = 3 ] || fail "the reference connects to [::1] are not the kernel's: $(cat "$work/vcli.err")"
+for v in None 0 1; do
+    line=$(grep "^v6only $v " <<<"$out") || fail "no answer for IPV6_V6ONLY $v: $out"
+    read -r _ _ _ kv _ ev <<<"$line"
+    [ "$kv" = "$ev" ] || fail "getsockopt(IPV6_V6ONLY) after an unbound connect ($v set before): eta $ev, the kernel $kv"
+done
+[ "$(grep -c "kernel 1 eta 1$" <<<"$out")" -ge 1 ] && [ "$(grep -c "kernel 0 eta 0$" <<<"$out")" -ge 1 ] ||
+    fail "expected both values among the answers: $out"
+wait "$vsrv_pid" || fail "the peer's server exited $?"
+
 note "an IPv6 client whose first connect is refused connects again (bound to [$H6], and unbound)"
 # (Linux lets a socket whose connect failed connect again; the shim gives it
 # a new PPE half bound where the first was: its IPv6 address.)
 rport=$(free_port) aport=$(free_port)
-start_bg rsrv peer timeout 60 "$py" "$TOOL" server again 2 "$ETA_LAB_PEER_IP6,$aport,-" >"$work/rsrv" 2>&1
+start_bg rsrv peer timeout 60 "$py" "$TOOL" server again 3 "$ETA_LAB_PEER_IP6,$aport,-" >"$work/rsrv" 2>&1
 wait_until 20 eval "grep -q '^ready' '$work/rsrv' || ! kill -0 $rsrv_pid"
 grep -q '^ready' "$work/rsrv" || fail "the peer's server did not listen: $(cat "$work/rsrv")"
 out=$(timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
@@ -156,8 +197,27 @@ for bind in ('$H6', None):
     e = s.connect_ex(('$ETA_LAB_PEER_IP6', $aport))
     if e:
         sys.exit('%s: the second connect answered %s' % (bind, errno.errorcode.get(e, e)))
-    print(s.makefile().readline().strip())" 2>&1) || fail "a second IPv6 connect after a refused one: $out"
-[ "$(grep -c "^again \[$ETA_LAB_PEER_IP6\]:$aport$" <<<"$out")" = 2 ] || fail "the second connects' answers: $out"
+    print(s.makefile().readline().strip())
+# a first connect to a v4-mapped address (IPv4 through the PPE), refused;
+# then one to an IPv6 address from the same socket, as Linux lets it
+s = socket.socket(socket.AF_INET6)
+e = s.connect_ex(('::ffff:$ETA_LAB_PEER_IP', $rport))
+if e != errno.ECONNREFUSED:
+    sys.exit('v4-mapped: the first connect answered %s' % errno.errorcode.get(e, e))
+e = s.connect_ex(('$ETA_LAB_PEER_IP6', $aport))
+if e:
+    sys.exit('v4-mapped, then IPv6: the second connect answered %s' % errno.errorcode.get(e, e))
+print(s.makefile().readline().strip())
+if '${ETA_TEST_SHARED:-}':  # one port space: the kernel holds its IPv6 port too
+    k = socket.socket(socket.AF_INET6)
+    k.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    try:
+        k.bind(('::', s.getsockname()[1]))
+        sys.exit('v4-mapped, then IPv6: [::]:%d IPv6-only bound beside it' % s.getsockname()[1])
+    except OSError as x:
+        if x.errno != errno.EADDRINUSE:
+            raise" 2>&1) || fail "a second IPv6 connect after a refused one: $out"
+[ "$(grep -c "^again \[$ETA_LAB_PEER_IP6\]:$aport$" <<<"$out")" = 3 ] || fail "the second connects' answers: $out"
 wait "$rsrv_pid" || fail "the peer's server exited $?"
 
 note "[$ETA_LAB_KERNEL_IP6], not the PPE's: the kernel's"
