@@ -9,8 +9,10 @@
 #   - a SO_REUSEPORT group of 4 sockets receives connections on every member;
 #   - an eta-run client's 16 outgoing connections to a peer server are all
 #     opened without a reset or a "no socket" drop (each on its own engine),
-#     and 16 more from bound source ports (41000..41015: libdti places each
-#     on the engine that owns its flow).
+#     and 16 more from bound source ports (29000..29015: libdti places each
+#     on the engine that owns its flow; below the kernel's ephemeral range, so
+#     no connection or TIME-WAIT of another test in the host holds one: the
+#     shim's INADDR_ANY bind takes the port in the kernel too).
 # libdti attaches the program to every engine (one link each, a listener
 # group over both): a program found on one engine only fails the test.
 # ENGINES=1 runs the same program checks on a 1-engine lab (what can be
@@ -104,7 +106,7 @@ wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :7304' | grep -
 before=$(ppe_json "sum(s['tcp_resets_in'] + s['drop_tcp_no_socket'] for e in d['engines'] for s in e['stacks'])")
 est0=$(established)
 timeout 150 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-    python3 "$APP" client "$ETA_LAB_PEER_IP" 7304 16 65536 "$work/none" 41000 ||
+    python3 "$APP" client "$ETA_LAB_PEER_IP" 7304 16 65536 "$work/none" 29000 ||
     fail "the eta-run client's connections from bound ports failed"
 wait "$bsrv_pid" || fail "the peer's server (bound clients) failed"
 past_connections "$est0"
