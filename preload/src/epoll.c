@@ -336,6 +336,18 @@ static void rq_push_all(struct eta_epoll *e)
         rq_push(e, i);
 }
 
+/* After a sleep the watchdog ended (epoll_wait.c): every member is looked
+ * at again, not only the queued ones. A member waiting for send space left
+ * the queue once its one-shot POLLOUT watch was armed, and only the engine's
+ * answer queues it again: were that lost, the program would wait for ever
+ * (an nginx worker sending a response, say). The look arms the watch anew
+ * (wait.c eta_watch: the watchdog's turn makes it due), and the engine
+ * answers at once where the socket is writable. Lock held. */
+void eta_ep_requeue_all(struct eta_epoll *e)
+{
+    rq_push_all(e);
+}
+
 /* Removes entry idx; the last entry takes its place (index, queue, link). */
 static void remove_entry(struct eta_epoll *e, uint32_t idx)
 {

@@ -94,6 +94,8 @@ struct eta_epoll *eta_ep_get(int epfd);
 /* Ready accelerated members into out[0..max) from the ready queue (lock
  * held); see epoll.c. */
 int eta_ep_collect(struct eta_epoll *e, dti_ctx_t *c, struct epoll_event *out, int max);
+/* Queues every member for the next collect (after the watchdog; lock held). */
+void eta_ep_requeue_all(struct eta_epoll *e);
 /* Drops the shim's wake-ups from what the kernel's epoll_wait returned. */
 int eta_ep_drop_kicks(struct epoll_event *out, int n, bool *kicked);
 

@@ -186,6 +186,9 @@ static inline __attribute__((always_inline)) int spin_then_sleep(struct eta_epol
                 c = NULL;
             else if (rc == 0 && dog_sleep) {
                 eta_watchdog_expired(); /* look again (a lost wakeup is found there) */
+                set_lock(e);
+                eta_ep_requeue_all(e); /* every member, POLLOUT watches armed again */
+                set_unlock(e);
                 dog = true;
             }
         } else if (rc == 0 && capped) {

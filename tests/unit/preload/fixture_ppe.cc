@@ -11,6 +11,9 @@
 // SIGUSR2 toggles lost wakeups: while on, the engine posts events but never
 // wakes a sleeping program (a lost wakeup, every time; the shim's watchdog
 // must recover). Off at start; <SOCKET_PATH>.lose-wakeups exists while on.
+// SIGRTMIN toggles lost POLLOUTs: while on, the engine is never told that
+// send space came (only a new watch finds it). Off at start;
+// <SOCKET_PATH>.lose-writable exists while on.
 // Prints "READY" when it serves. SIGTERM/SIGINT: graceful stop and exit 0.
 // SIGUSR1: abrupt stop (as a PPE crash), then wait for SIGTERM.
 #include "loopback.h"
@@ -43,6 +46,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGUSR2);
+    sigaddset(&set, SIGRTMIN);
     pthread_sigmask(SIG_BLOCK, &set, nullptr); // the engine thread inherits it
     dti::fixture::TestPpe::Options opt;
     opt.limits.max_sockets = 4096;
@@ -56,12 +60,23 @@ int main(int argc, char **argv)
     }
     std::printf("READY\n");
     std::fflush(stdout);
-    bool lose = false;
+    bool lose = false, lose_writable = false;
     for (;;) {
         int sig = 0;
         sigwait(&set, &sig);
         if (sig == SIGUSR1) {
             ppe.crash();
+            continue;
+        }
+        if (sig == SIGRTMIN) {
+            // <SOCKET_PATH>.lose-writable: as .lose-wakeups below.
+            lose_writable = !lose_writable;
+            ppe.set_lose_writable(lose_writable);
+            const std::string marker = std::string(argv[1]) + ".lose-writable";
+            if (lose_writable)
+                std::fclose(std::fopen(marker.c_str(), "w"));
+            else
+                std::remove(marker.c_str());
             continue;
         }
         if (sig == SIGUSR2) {
