@@ -13,7 +13,8 @@
 #    link-local address; on the host an eta-run client reaches the kernel
 #    server on the IPv6 address (a local connect in the engine first, then
 #    the kernel's try: no eta listener there);
-#  - a plain host program's outgoing TCP from the shared address to the peer;
+#  - a plain host program's outgoing TCP and UDP from the shared address to
+#    the peer (the answers come in through the PPE's port and go to the kernel);
 #  - eta-stat (table, JSON, Prometheus) counts what went to and came from the kernel;
 #  - eta-ppe killed (SIGKILL): its tap stays (persistent), with the address and
 #    a route the host put through it; restarted: the tap is taken over as it
@@ -72,11 +73,13 @@ start_bg ktcp timeout 900 python3 "$work/echo.py" "$H" 7101
 start_bg etcp timeout 900 "$ETA_RUN" --require -- python3 "$work/echo.py" "$H" 7201
 start_bg kudp timeout 900 socat -T 60 "UDP-RECVFROM:7301,bind=$H,reuseaddr,fork" PIPE
 start_bg ptcp timeout 900 ip netns exec "$ETA_LAB_NS" python3 "$work/echo.py" "$P" 7401
+start_bg pudp timeout 900 ip netns exec "$ETA_LAB_NS" socat -T 60 "UDP-RECVFROM:7402,bind=$P,reuseaddr,fork" PIPE
 # Listening in MARS, not only attached: a SYN before that is the kernel's (which resets it).
 wait_until 120 ppe_true "any(c['state'] == 'LISTEN' and c['local'].endswith(':7201') for c in d['connections'])" ||
     fail "the eta-run server does not listen through the PPE: $(ppe_stat | tail -5)"
 wait_until 120 sh -c "ss -Hltn 'src $H:7101' | grep -c . >/dev/null" || fail "the kernel TCP server did not listen"
 wait_until 120 peer sh -c "ss -Hltn 'sport = :7401' | grep -c . >/dev/null" || fail "the peer's TCP server did not listen"
+wait_until 120 peer sh -c "ss -Hlun 'sport = :7402' | grep -c . >/dev/null" || fail "the peer's UDP echo did not bind"
 head -c $((2 << 20)) /dev/urandom > "$work/blob"
 
 # What the two stacks and the tap saw, for a failure's message.
@@ -123,6 +126,10 @@ rm -f "$work/echoed"
 timeout 60 socat -t 30 "TCP:$P:7401,bind=$H" STDIO < "$work/blob" > "$work/echoed" 2>"$work/socat.err" ||
     { cat "$work/socat.err" >&2; fail "the host's connection from $H to $P:7401 failed"; }
 cmp -s "$work/blob" "$work/echoed" || fail "the echo from the peer's server differs"
+
+note "a plain host program's outgoing UDP from $H to the peer"
+out=$(echo "udp out $$" | timeout 10 socat -t 3 - "UDP:$P:7402,bind=$H") || fail "the host's UDP exchange from $H with $P:7402 failed"
+[ "$out" = "udp out $$" ] || fail "the peer's UDP echo answered '$out' to the host's datagram from $H"
 
 note "IPv6: the peer pings the tap's link-local address"
 ll=$(ip -o -6 addr show dev "$TAP" scope link | awk '{print $4}' | cut -d/ -f1 | head -1)
