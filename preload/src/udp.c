@@ -601,7 +601,7 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
                       (s->v6 ? !eta_udp6_ppe_routes(s, to, tolen) /* udp6.c */
                              : tolen < (socklen_t)sizeof in || eta_ucopy(&in, to, sizeof in) != 0 ||
                                    in.sin_family != AF_INET ||
-                                   !(eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)) ||
+                                   !(eta_net_udp_routes(&eta_net, ntohl(in.sin_addr.s_addr)) ||
                                      (s->mc_if4 && IN_MULTICAST(ntohl(in.sin_addr.s_addr)))));
         if (kernel) {
             struct msghdr mh = {.msg_name = (void *)(uintptr_t)to,

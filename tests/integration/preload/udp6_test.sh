@@ -317,4 +317,122 @@ wait "$life_pid" || fail "the exec'd image exited $?: $(cat "$work/life.out" "$w
 [ "$(grep -c "^echoed 2 $ETA_LAB_PEER_IP6 " "$work/life.out")" -eq $((2 * n6)) ] &&
     [ "$(grep -c "^echoed 1 $ETA_LAB_PEER_IP6 " "$work/life.out")" -eq "$n6" ] ||
     fail "the exec'd image's echoes (an IPv4 datagram must not reach the IPv6-only socket): $(cat "$work/life.out")"
+# UDP to the host's own addresses (issues 29 and 31), both families, as on
+# Linux: eta-run and plain programs on this host exchange datagrams through
+# the PPE's address. Not shared: the engine carries them to itself (MARS's
+# local loop, eta-stat's local_frames), a port nobody holds answers ICMP port
+# unreachable (a connected sender's ECONNREFUSED). Shared: they go through
+# the kernel (an eta-run client's socket is the kernel's, `local`), which
+# loops them to whichever socket holds the port: a plain program's, or an
+# eta socket's placeholder, which the shim reads as a hybrid's kernel half.
+selfpy=$here/udp_self.py
+LOCAL_FRAMES="sum(s['local_frames'] for e in d['engines'] for s in e['stacks'])"
+UDP_IN="sum(s['udp_in'] for e in d['engines'] for s in e['stacks'])"
+# self_server NAME ADDR [plain]: udp_self.py's echo server on ADDR port 0
+# (under eta-run --require, or plain); sport: its port.
+self_server() {
+    local name=$1 addr=$2 pid
+    rm -f "$work/$name.ready"
+    if [ "${3:-}" = plain ]; then
+        start_bg "$name" timeout 200 "$py" "$selfpy" serve "$addr" 0 "$work/$name.ready" 2>"$work/$name.err"
+    else
+        start_bg "$name" env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+            "$py" "$selfpy" serve "$addr" 0 "$work/$name.ready" 2>"$work/$name.err"
+    fi
+    pid=$(eval echo "\$${name}_pid")
+    wait_until 30 eval "[ -f '$work/$name.ready' ] || ! kill -0 $pid"
+    sport=$(sed -n 's/^ready //p' "$work/$name.ready" 2>/dev/null || true)
+    [ -n "$sport" ] || fail "the $name server on $addr did not bind: $(cat "$work/$name.err")"
+}
+# self_client WHO ADDR PORT: udp_self.py clients (connected, unconnected) to
+# ADDR:PORT, under eta-run --require (WHO eta) or plain; byte-exact echoes.
+self_client() {
+    local who=$1 addr=$2 port=$3 mode out
+    for mode in connected unconnected; do
+        if [ "$who" = eta ]; then
+            out=$(ETA_LOG=fallback,accel timeout 90 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+                "$py" "$selfpy" client "$addr" "$port" "$mode" 24 2>&1) ||
+                fail "$who $mode client -> $addr:$port: $out"
+        elif [ "$who" = peer ]; then
+            out=$(peer timeout 90 "$py" "$selfpy" client "$addr" "$port" "$mode" 24 2>&1) ||
+                fail "$who $mode client -> $addr:$port: $out"
+        else
+            out=$(timeout 90 "$py" "$selfpy" client "$addr" "$port" "$mode" 24 2>&1) ||
+                fail "$who $mode client -> $addr:$port: $out"
+        fi
+        grep -q "^ok 24 from " <<<"$out" || fail "$who $mode client -> $addr:$port: $out"
+        if [ "$who" = eta ] && [ -n "$shared" ]; then
+            # a shared port: the kernel's socket, counted `local`
+            grep -c "kernel socket, reason local" <<<"$out" >/dev/null ||
+                fail "the eta-run client to $addr:$port on a shared port is not the kernel's ('local'): $out"
+        elif [ "$who" = eta ]; then
+            grep -c "accelerated (UDP)" <<<"$out" >/dev/null ||
+                fail "the eta-run client to $addr:$port is not the PPE's: $out"
+        fi
+    done
+}
+# self_quit ADDR PORT: ends a udp_self.py server (sent under eta-run: a port
+# not shared has no kernel route to the PPE's address)
+self_quit() { timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$selfpy" quit "$1" "$2"; }
+for fam in 4 6; do
+    if [ $fam = 4 ]; then A=$H4 W=0.0.0.0; else A=$H6 W=::; fi
+    note "IPv$fam: eta-run UDP client -> eta-run UDP server on [$A] (bound there, and on [$W])"
+    f0=$(ppe_json "$LOCAL_FRAMES")
+    self_server "es$fam" "$A"
+    aport=$sport
+    if [ -n "$shared" ]; then
+        grep -qF "UDP port $aport is shared with the kernel: its placeholder is read too" "$work/es$fam.err" ||
+            fail "the eta-run server on $A:$aport does not read its placeholder: $(cat "$work/es$fam.err")"
+    fi
+    self_client eta "$A" "$aport"
+    self_server "ew$fam" "$W"
+    wport=$sport
+    grep -qF "on the PPE and the kernel" "$work/ew$fam.err" ||
+        fail "the eta-run server on $W:$wport is not a hybrid: $(cat "$work/ew$fam.err")"
+    self_client eta "$A" "$wport"
+    if [ -z "$shared" ]; then
+        f1=$(ppe_json "$LOCAL_FRAMES")
+        # 4 clients x 24 datagrams each way, through the engine's local loop
+        [ "$f1" -ge $((f0 + 4 * 24 * 2)) ] ||
+            fail "IPv$fam: eta-stat's local_frames went from $f0 to $f1, not by 192 (the engine did not carry them)"
+    fi
+    note "IPv$fam: an eta-run connected UDP client to [$A]:P where nobody is: ECONNREFUSED"
+    nport=$(free_port)
+    out=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$selfpy" refused "$A" "$nport" 2>&1) || fail "IPv$fam refused: $out"
+    if [ -n "$shared" ]; then
+        note "IPv$fam shared: eta-run UDP client -> plain server on [$A]; plain client -> eta-run servers"
+        self_server "ks$fam" "$A" plain
+        self_client eta "$A" "$sport"
+        self_quit "$A" "$sport"
+        self_client plain "$A" "$aport"
+        self_client plain "$A" "$wport"
+    fi
+    note "IPv$fam: the peer still reaches both servers through the engine"
+    u0=$(ppe_json "$UDP_IN")
+    self_client peer "$A" "$aport"
+    self_client peer "$A" "$wport"
+    u1=$(ppe_json "$UDP_IN")
+    [ "$u1" -ge $((u0 + 4 * 24)) ] || fail "IPv$fam: the peer's datagrams to the servers did not go through MARS (udp_in $u0 -> $u1)"
+    self_quit "$A" "$aport"
+    self_quit "$A" "$wport"
+    for n in "es$fam" "ew$fam" ${shared:+"ks$fam"}; do
+        wait "$(eval echo "\$${n}_pid")" || fail "the $n server exited $?: $(cat "$work/$n.err")"
+    done
+done
+if [ -n "$shared" ]; then
+    note "shared: an unbound eta-run IPv6 socket's placeholder held on [::]: datagrams to ::1 and 127.0.0.1 at its port reach it"
+    rm -f "$work/held.ready"
+    start_bg held env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$selfpy" held "$ETA_LAB_PEER_IP6" "$(free_port)" "$work/held.ready" 2>"$work/held.err"
+    wait_until 30 eval "[ -f '$work/held.ready' ] || ! kill -0 $held_pid"
+    hport=$(sed -n 's/^ready //p' "$work/held.ready" 2>/dev/null || true)
+    [ -n "$hport" ] || fail "the held socket did not send: $(cat "$work/held.err")"
+    grep -qF "UDP port $hport is shared with the kernel: its placeholder is read too" "$work/held.err" ||
+        fail "the unbound socket's held placeholder is not read: $(cat "$work/held.err")"
+    out=$(timeout 60 "$py" "$selfpy" client ::1 "$hport" unconnected 8 2>&1) || fail "plain client -> [::1]:$hport: $out"
+    out=$(timeout 60 "$py" "$selfpy" client 127.0.0.1 "$hport" connected 8 2>&1) || fail "plain client -> 127.0.0.1:$hport: $out"
+    "$py" "$selfpy" quit ::1 "$hport"
+    wait "$held_pid" || fail "the held socket's program exited $?: $(cat "$work/held.err")"
+fi
 note "ok"
