@@ -175,8 +175,8 @@ static void adopt_udp(int fd, struct eta_sock *s)
          * eta_udp_read_placeholder: host-local senders reach it there). */
         struct sockaddr_in6 peer;
         socklen_t pl = sizeof peer;
-        if (eta_net.self_shared && real_getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
-            s->hybrid = true;
+        if (!s->hybrid && eta_net.self_shared && real_getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
+            s->hybrid = s->udp_kself = true;
     }
     int on = 0;
     socklen_t ol = sizeof on;

@@ -29,7 +29,7 @@
 
 void eta_udp_read_placeholder(int fd, struct eta_sock *s)
 {
-    s->hybrid = true;
+    s->hybrid = s->udp_kself = true;
     /* The kernel half is only ever polled by the shim (sockobj.h). */
     int fl = real_fcntl(fd, F_GETFL);
     if (fl >= 0)
