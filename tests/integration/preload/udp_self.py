@@ -4,7 +4,7 @@
   udp_self.py serve ADDR PORT READYFILE   echo server bound to ADDR:PORT (ADDR
         '0.0.0.0' or '::' for the wildcard; port 0: the kernel's pick); writes
         "ready PORT" to READYFILE once bound, answers each datagram with its
-        bytes until one says b'quit'
+        bytes until one says b'quit' (poll, then recvfrom: a socket timeout)
   udp_self.py client ADDR PORT MODE N     N datagrams (1..1400 bytes, random)
         to ADDR:PORT, each answered byte-exact within 20 s; MODE 'connected'
         (connect, send, recv) or 'unconnected' (sendto, recvfrom: the answer
@@ -13,7 +13,7 @@
         port nobody holds: ECONNREFUSED (ICMP port unreachable) within 20 s
   udp_self.py held PEER PEERPORT READYFILE  an unbound AF_INET6 socket sends one
         datagram to [PEER]:PEERPORT (the kernel holds its port on [::]), writes
-        "ready PORT", then echoes every datagram until b'quit'
+        "ready PORT", then echoes every datagram until b'quit' (blocking recvfrom)
   udp_self.py quit ADDR PORT              tells a server to end
 Every wait is bounded (socket timeouts); exit status 0 means success.
 """
@@ -44,6 +44,9 @@ def echo(s):
 
 def serve(addr, port, readyfile):
     s = socket.socket(family(addr), socket.SOCK_DGRAM)
+    # A timeout: Python polls before each receive (the shim's poll() of a
+    # placeholder read for host-local senders; `held` receives blocking).
+    s.settimeout(180)
     s.bind((addr, port))
     ready(readyfile, s.getsockname()[1])
     echo(s)
