@@ -33,11 +33,23 @@
 # - exec, then kill -9 of eta-ppe and a new one: sockets on [PPE IPv6]:P1 and
 #   [::]:P2 (IPV6_V6ONLY) are the new image's with their names and option,
 #   answer through the PPE; the [::] one's PPE half comes back on the new PPE
-#   IPv6 only (relisten.c) and answers again.
+#   IPv6 only (relisten.c) and answers again;
+# - UDP to the host's own addresses (issues 29 and 31), IPv4 and IPv6
+#   (udp_self.py): eta-run clients, connected and not, to eta-run servers on
+#   the PPE's address and on the wildcard, byte-exact, through the engine's
+#   local loop (eta-stat's local_frames); a connected one to a port nobody
+#   holds gets ECONNREFUSED; the peer still reaches both servers through MARS.
 # On a port shared with the kernel (preload_udp6_shared, ETA_TEST_SHARED=1)
 # the same sockets are the PPE's (the shim's log says so), their ports held
 # in the kernel by the placeholders: a plain program binding the UDP port an
-# eta IPv6 socket holds gets EADDRINUSE, and the other way.
+# eta IPv6 socket holds gets EADDRINUSE, and the other way; the socket on the
+# PPE's address is a hybrid there (its placeholder read), which serves while
+# the PPE is away and comes back with the new one; UDP to the host's own
+# addresses goes through the kernel (the eta-run clients' sockets `local`):
+# eta-run clients reach a plain server, plain clients the eta-run servers
+# (their placeholders read: the shim's line), and an unbound eta-run IPv6
+# socket whose port the kernel holds on [::] gets datagrams sent to ::1 and
+# 127.0.0.1 at that port, as on Linux.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../ppe/ppe_lib.sh"
