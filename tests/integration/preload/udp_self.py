@@ -7,8 +7,8 @@
         bytes until one says b'quit' (poll, then recvfrom: a socket timeout)
   udp_self.py client ADDR PORT MODE N     N datagrams (1..1400 bytes, random)
         to ADDR:PORT, each answered byte-exact within 20 s; MODE 'connected'
-        (connect, send, recv) or 'unconnected' (sendto, recvfrom: the answer
-        from ADDR:PORT)
+        (connect, send, recv), 'unconnected' (sendto, recvfrom: the answer
+        from ADDR:PORT) or 'bound' (bound to ADDR:0 first, then unconnected)
   udp_self.py refused ADDR PORT           a connected socket's datagram to a
         port nobody holds: ECONNREFUSED (ICMP port unreachable) within 20 s
   udp_self.py held PEER PEERPORT READYFILE  an unbound AF_INET6 socket sends one
@@ -55,6 +55,8 @@ def serve(addr, port, readyfile):
 def client(addr, port, mode, n):
     s = socket.socket(family(addr), socket.SOCK_DGRAM)
     s.settimeout(20)
+    if mode == 'bound':  # bound to the address itself first, then as unconnected
+        s.bind((addr, 0))
     if mode == 'connected':
         s.connect((addr, port))
     for i in range(n):
