@@ -142,7 +142,8 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
                (s->connect_reported ? ETA_EXEC_CONNECT_REPORTED : 0) |
                (atomic_load(&s->shut_wr) ? ETA_EXEC_SHUT_WR : 0) |
                (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0) |
-               (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0);
+               (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0) |
+               (s->hybrid && s->udp_kself ? ETA_EXEC_UDP_KSELF : 0);
     if (s->v6 && s->local6)
         eta_local6_ip(s, e->local6_ip); /* :: where it names none here: the next image refuses it too */
     e->backlog = s->backlog;
@@ -522,6 +523,7 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e)
     s->listening = e->flags & ETA_EXEC_LISTENING;
     s->backlog = e->backlog;
     s->hybrid = e->flags & ETA_EXEC_HYBRID;
+    s->udp_kself = s->hybrid && (e->flags & ETA_EXEC_UDP_KSELF);
     s->v6 = e->flags & ETA_EXEC_V6;
     s->v6only = e->flags & ETA_EXEC_V6ONLY; /* a re-listen binds as the program bound (sock6.c) */
     if (e->flags & ETA_EXEC_LOCAL6) { /* the address, not the old image's index: ETA_NET may differ */

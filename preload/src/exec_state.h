@@ -43,6 +43,9 @@ enum {
     ETA_EXEC_V6ONLY = 1u << 10, /* bound with DTI_BIND6_V6ONLY (sockobj.h v6only) */
     ETA_EXEC_LOCAL6 = 1u << 11, /* bound to the IPv6 address local6_ip (:: when the
                                  * writer could not name it: a new PPE refuses it) */
+    ETA_EXEC_UDP_KSELF = 1u << 12, /* with ETA_EXEC_HYBRID: a placeholder read for host-local
+                                    * senders alone (sockobj.h udp_kself); an older reader
+                                    * ignores it (an ordinary hybrid) */
 };
 
 struct eta_exec_head {
