@@ -352,8 +352,9 @@ wait "$life_pid" || fail "the exec'd image exited $?: $(cat "$work/life.out" "$w
 selfpy=$here/udp_self.py
 LOCAL_FRAMES="sum(s['local_frames'] for e in d['engines'] for s in e['stacks'])"
 UDP_IN="sum(s['udp_in'] for e in d['engines'] for s in e['stacks'])"
-# self_server NAME ADDR [plain]: udp_self.py's echo server on ADDR port 0
-# (under eta-run --require, or plain); sport: its port.
+# self_server NAME ADDR [plain|epoll]: udp_self.py's echo server on ADDR port
+# 0 (under eta-run --require, polling before each receive or with epoll; or
+# plain); sport: its port.
 self_server() {
     local name=$1 addr=$2 pid
     rm -f "$work/$name.ready"
@@ -361,7 +362,7 @@ self_server() {
         start_bg "$name" timeout 200 "$py" "$selfpy" serve "$addr" 0 "$work/$name.ready" 2>"$work/$name.err"
     else
         start_bg "$name" env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-            "$py" "$selfpy" serve "$addr" 0 "$work/$name.ready" 2>"$work/$name.err"
+            "$py" "$selfpy" serve "$addr" 0 "$work/$name.ready" ${3:-} 2>"$work/$name.err"
     fi
     pid=$(eval echo "\$${name}_pid")
     wait_until 30 eval "[ -f '$work/$name.ready' ] || ! kill -0 $pid"
@@ -407,7 +408,7 @@ self_client() {
 self_quit() { timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$selfpy" quit "$1" "$2"; }
 for fam in 4 6; do
     if [ $fam = 4 ]; then A=$H4 W=0.0.0.0; else A=$H6 W=::; fi
-    note "IPv$fam: eta-run UDP client -> eta-run UDP server on [$A] (bound there, and on [$W])"
+    note "IPv$fam: eta-run UDP client -> eta-run UDP servers on [$A] (bound there, polling or with epoll, and on [$W])"
     f0=$(ppe_json "$LOCAL_FRAMES")
     self_server "es$fam" "$A"
     aport=$sport
@@ -416,6 +417,9 @@ for fam in 4 6; do
             fail "the eta-run server on $A:$aport does not read its placeholder: $(cat "$work/es$fam.err")"
     fi
     self_client eta "$A" "$aport"
+    self_server "ee$fam" "$A" epoll
+    eport=$sport
+    self_client eta "$A" "$eport"
     self_server "ew$fam" "$W"
     wport=$sport
     grep -qF "on the PPE and the kernel" "$work/ew$fam.err" ||
@@ -437,6 +441,7 @@ for fam in 4 6; do
         self_client eta "$A" "$sport"
         self_quit "$A" "$sport"
         self_client plain "$A" "$aport"
+        self_client plain "$A" "$eport"
         self_client plain "$A" "$wport"
     fi
     note "IPv$fam: the peer still reaches both servers through the engine"
@@ -446,8 +451,9 @@ for fam in 4 6; do
     u1=$(ppe_json "$UDP_IN")
     [ "$u1" -ge $((u0 + 4 * 24)) ] || fail "IPv$fam: the peer's datagrams to the servers did not go through MARS (udp_in $u0 -> $u1)"
     self_quit "$A" "$aport"
+    self_quit "$A" "$eport"
     self_quit "$A" "$wport"
-    for n in "es$fam" "ew$fam" ${shared:+"ks$fam"}; do
+    for n in "es$fam" "ee$fam" "ew$fam" ${shared:+"ks$fam"}; do
         wait "$(eval echo "\$${n}_pid")" || fail "the $n server exited $?: $(cat "$work/$n.err")"
     done
 done

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """UDP to the host's own addresses (issues 29 and 31; udp6_test.sh runs it).
 
-  udp_self.py serve ADDR PORT READYFILE   echo server bound to ADDR:PORT (ADDR
+  udp_self.py serve ADDR PORT READYFILE [epoll]  echo server bound to ADDR:PORT (ADDR
         '0.0.0.0' or '::' for the wildcard; port 0: the kernel's pick); writes
         "ready PORT" to READYFILE once bound, answers each datagram with its
-        bytes until one says b'quit' (poll, then recvfrom: a socket timeout)
+        bytes until one says b'quit' (poll, then recvfrom: a socket timeout;
+        epoll: edge-triggered epoll, non-blocking recvfrom until EAGAIN)
   udp_self.py client ADDR PORT MODE N     N datagrams (1..1400 bytes, random)
         to ADDR:PORT, each answered byte-exact within 20 s; MODE 'connected'
         (connect, send, recv), 'unconnected' (sendto, recvfrom: the answer
@@ -19,6 +20,7 @@ Every wait is bounded (socket timeouts); exit status 0 means success.
 """
 import errno
 import os
+import select
 import socket
 import sys
 
@@ -42,14 +44,36 @@ def echo(s):
         s.sendto(data, who)
 
 
-def serve(addr, port, readyfile):
+def serve(addr, port, readyfile, how='poll'):
     s = socket.socket(family(addr), socket.SOCK_DGRAM)
+    s.bind((addr, port))
+    if how == 'epoll':
+        serve_epoll(s, readyfile)
+        return
     # A timeout: Python polls before each receive (the shim's poll() of a
     # placeholder read for host-local senders; `held` receives blocking).
     s.settimeout(180)
-    s.bind((addr, port))
     ready(readyfile, s.getsockname()[1])
     echo(s)
+
+
+def serve_epoll(s, readyfile):
+    """Edge-triggered epoll, non-blocking receives until EAGAIN."""
+    s.setblocking(False)
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)
+    ready(readyfile, s.getsockname()[1])
+    while True:
+        if not ep.poll(180):
+            sys.exit('serve epoll: nothing for 180 s')
+        while True:
+            try:
+                data, who = s.recvfrom(65535)
+            except BlockingIOError:
+                break
+            if data == b'quit':
+                return
+            s.sendto(data, who)
 
 
 def client(addr, port, mode, n):
@@ -106,7 +130,7 @@ def quit_(addr, port):
 def main():
     a = sys.argv[1:]
     if a[0] == 'serve':
-        serve(a[1], int(a[2]), a[3])
+        serve(a[1], int(a[2]), a[3], *a[4:5])
     elif a[0] == 'client':
         client(a[1], int(a[2]), a[3], int(a[4]))
     elif a[0] == 'refused':
