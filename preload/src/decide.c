@@ -304,6 +304,25 @@ enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockad
     return ETA_R_NOT_ROUTED;
 }
 
+bool eta_net_udp_routes(const struct eta_net *n, uint32_t ip)
+{
+    return eta_net_routes(n, ip) && !(n->self_shared && eta_net_is_local(n, ip));
+}
+
+enum eta_reason eta_decide_udp(const struct eta_net *n, const struct sockaddr *addr, socklen_t len)
+{
+    struct sockaddr_in in;
+    if (addr && len >= (socklen_t)sizeof in && addr->sa_family == AF_INET) {
+        memcpy(&in, addr, sizeof in);
+        /* The PPE's own address on a shared port: the kernel's (it loops
+         * the datagram to whichever socket holds the port there: a plain
+         * program's, or an eta socket's placeholder, which the shim reads). */
+        if (n->self_shared && eta_net_is_local(n, ntohl(in.sin_addr.s_addr)))
+            return ETA_R_LOCAL;
+    }
+    return eta_decide_connect(n, addr, len);
+}
+
 enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16])
 {
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
@@ -311,13 +330,15 @@ enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16])
     if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
         struct sockaddr_in in = {.sin_family = AF_INET};
         memcpy(&in.sin_addr, ip + 12, 4);
-        return eta_decide_connect(n, (const struct sockaddr *)&in, sizeof in);
+        return eta_decide_udp(n, (const struct sockaddr *)&in, sizeof in);
     }
-    /* The engine does not carry datagrams to itself. On a shared port the
-     * rest decides as on one that is not: the placeholder holds the port in
-     * the kernel (one port space, as TCP's: own_address.c). */
+    /* The PPE's own IPv6 addresses: the kernel's on a shared port (as
+     * IPv4's, eta_decide_udp), the engine's where it carries frames to
+     * itself (`self local6`: MARS's local loop), else the kernel's. The rest
+     * decides as a connect (on a shared port too: the placeholder holds the
+     * port in the kernel, one port space, as TCP's: own_address.c). */
     if (eta_net_is_local6(n, ip))
-        return ETA_R_INET6;
+        return n->self_shared ? ETA_R_LOCAL : n->self_local6 ? ETA_R_NONE : ETA_R_INET6;
     return eta_decide_connect6(n, (const struct sockaddr *)&in6, sizeof in6);
 }
 

@@ -111,14 +111,30 @@ bool eta_net_source6(const struct eta_net *n, const uint8_t dest[16], uint8_t sr
  * holds the ports in the kernel). */
 enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
 
+/* Whether a UDP datagram to ip (host order) from an accelerated socket goes
+ * through the engine: eta_net_routes, but the PPE's own addresses on a
+ * shared port are the kernel's (eta_decide_udp; udp.c sends them through
+ * the socket's kernel half). */
+bool eta_net_udp_routes(const struct eta_net *n, uint32_t ip);
+
+/* connect() or the first send of an AF_INET UDP socket to addr (issues 29
+ * and 31): as eta_decide_connect, but the PPE's own address on a port
+ * shared with the kernel is ETA_R_LOCAL even where the engine carries local
+ * connections (`self local`): the kernel holds every eta UDP socket's port
+ * there (its placeholder, which the shim reads) and a plain program's, so
+ * its loopback reaches both. Not shared, the engine carries it (MARS's
+ * local loop; ICMP port unreachable where no socket of it holds the port). */
+enum eta_reason eta_decide_udp(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
+
 /* connect() or the first send of an AF_INET6 UDP socket to ip (16 bytes,
  * network order; the caller read the address as Linux does: udp6_addr.h):
- * a v4-mapped one by the IPv4 rule (eta_decide_connect); an IPv6 one
- * ETA_R_NONE when on-link of a port6 prefix, the PPE's own addresses
- * ETA_R_INET6 (the engine does not carry datagrams to itself), otherwise
- * as eta_decide_connect6 (on a port shared with the kernel too: the shim
- * holds the port in the kernel) (link-local, multicast: ETA_R_INET6; ::1
- * ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
+ * a v4-mapped one by the IPv4 rule (eta_decide_udp); an IPv6 one
+ * ETA_R_NONE when on-link of a port6 prefix; the PPE's own addresses
+ * ETA_R_LOCAL on a shared port (the kernel's, as IPv4's), ETA_R_NONE where
+ * the engine carries frames to itself (`self local6`: its local loop),
+ * else ETA_R_INET6; otherwise as eta_decide_connect6 (on a port shared with
+ * the kernel too: the shim holds the port in the kernel) (link-local,
+ * multicast: ETA_R_INET6; ::1 ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
 enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16]);
 
 enum eta_bind_target {

@@ -192,6 +192,7 @@ static struct eta_epoll *shadow_create(int epfd)
         return NULL;
     }
     atomic_init(&e->n_kernel, 0);
+    atomic_init(&e->n_kself, 0);
     kick_register(e);
     eta_fd_set(epfd, &e->obj);
     /* Counted once the shadow is visible: a kernel descriptor another
@@ -495,6 +496,8 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         } else {
             if (s->hybrid)
                 atomic_fetch_add(&e->n_kernel, 1);
+            if (s->hybrid && s->udp_kself)
+                atomic_fetch_add(&e->n_kself, 1);
             if (e->n == e->cap && grow(e) != 0) {
                 set_unlock(e);
                 eta_obj_put(&e->obj);
@@ -522,8 +525,11 @@ ETA_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
             rq_push(e, (uint32_t)(ent - e->ents));
         }
     } else {
-        if (s->hybrid && real_epoll_ctl(epfd, op, fd, ev) == 0)
+        if (s->hybrid && real_epoll_ctl(epfd, op, fd, ev) == 0) {
             kernel_dec(e);
+            if (s->udp_kself)
+                atomic_fetch_sub(&e->n_kself, atomic_load(&e->n_kself) > 0 ? 1 : 0);
+        }
         remove_entry(e, (uint32_t)(ent - e->ents));
     }
     set_unlock(e);

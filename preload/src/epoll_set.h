@@ -55,6 +55,9 @@ struct eta_epoll {
     _Atomic int sleepers;   /* threads asleep in this epoll (either way) */
     _Atomic unsigned n_kernel; /* kernel descriptors in the program's epoll (never fewer than
                                 * there are; 0: a wait need not ask the kernel) */
+    _Atomic unsigned n_kself;  /* of those, UDP placeholders read for host-local senders alone
+                                * (sockobj.h udp_kself): all of them, a wait beside ready
+                                * accelerated members asks the kernel one time in 16 */
 };
 _Static_assert(sizeof(struct eta_epoll) <= 256, "epoll object outgrew its slot");
 

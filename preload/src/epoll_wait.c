@@ -70,6 +70,17 @@ static int prepare_sleep(struct eta_epoll *e, dti_ctx_t *c)
 }
 
 static ETA_TLS unsigned pump_skips;
+static ETA_TLS unsigned kself_looks;
+
+/* Whether a wait that found accelerated members ready asks the kernel too:
+ * where the set has kernel members; where they are all UDP placeholders read
+ * for host-local senders alone (n_kself), one wait in 16 (a datagram there
+ * is reported at the latest then, or by a wait that finds nothing else). */
+static inline bool kernel_beside(struct eta_epoll *e)
+{
+    unsigned nk = atomic_load_explicit(&e->n_kernel, memory_order_relaxed);
+    return nk != 0 && (nk != atomic_load_explicit(&e->n_kself, memory_order_relaxed) || (++kself_looks & 15) == 0);
+}
 
 /* *waited: when it started to wait (0: answered by the first look, the
  * clock never read). Inlined into its one caller: as a call (its sleep part
@@ -100,8 +111,7 @@ static inline __attribute__((always_inline)) int spin_then_sleep(struct eta_epol
          * with none ready, always: that look also takes our own wake-ups
          * (kicks), which would otherwise keep the sleep below from
          * sleeping. */
-        if (n < max && (n > 0 ? atomic_load_explicit(&e->n_kernel, memory_order_relaxed) != 0
-                              : iter == 0 || (iter & 63) == 0)) {
+        if (n < max && (n > 0 ? kernel_beside(e) : iter == 0 || (iter & 63) == 0)) {
             bool kicked = false;
             int k = eta_ep_drop_kicks(out + n, real_epoll_wait(e->epfd, out + n, max - n, 0), &kicked);
             if (k > 0)

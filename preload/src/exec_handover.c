@@ -145,7 +145,8 @@ static void fill_entry(struct eta_exec_entry *e, int fd, struct eta_sock *s)
                (atomic_load(&s->shut_rd) ? ETA_EXEC_SHUT_RD : 0) |
                (s->v6 && s->v6only ? ETA_EXEC_V6ONLY : 0) | (s->v6 && s->local6 ? ETA_EXEC_LOCAL6 : 0) |
                (s->v6 && s->v6only_read0 ? ETA_EXEC_V6ONLY_READ0 : 0) |
-               (s->dgram && s->mc_if4_ours && s->mc_if4 ? ETA_EXEC_MC_IF4_OURS : 0);
+               (s->dgram && s->mc_if4_ours && s->mc_if4 ? ETA_EXEC_MC_IF4_OURS : 0) |
+               (s->hybrid && s->udp_kself ? ETA_EXEC_UDP_KSELF : 0);
     e->mc_if4 = s->dgram ? s->mc_if4 : 0;
     if (s->v6 && s->local6)
         eta_local6_ip(s, e->local6_ip); /* :: where it names none here: the next image refuses it too */
@@ -555,6 +556,7 @@ static struct eta_sock *adopt_one(dti_ctx_t *c, const struct eta_exec_entry *e, 
     s->listening = e->flags & ETA_EXEC_LISTENING;
     s->backlog = e->backlog;
     s->hybrid = e->flags & ETA_EXEC_HYBRID;
+    s->udp_kself = s->hybrid && (e->flags & ETA_EXEC_UDP_KSELF);
     s->v6 = e->flags & ETA_EXEC_V6;
     s->v6only = e->flags & ETA_EXEC_V6ONLY; /* a re-listen binds as the program bound (sock6.c) */
     s->v6only_read0 = e->flags & ETA_EXEC_V6ONLY_READ0;

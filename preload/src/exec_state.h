@@ -55,6 +55,9 @@ enum {
     /* version 3 (with ETA_EXEC_DGRAM only): */
     ETA_EXEC_MC_IF4_OURS = 1u << 13, /* IP_MULTICAST_IF named mc_if4, which the kernel socket did not take
                                       * (sockobj.h mc_if4_ours: getsockopt answers it) */
+    ETA_EXEC_UDP_KSELF = 1u << 14, /* with ETA_EXEC_HYBRID: a placeholder read for host-local
+                                    * senders alone (sockobj.h udp_kself); an older reader
+                                    * ignores it (an ordinary hybrid) */
 };
 
 struct eta_exec_head {

@@ -179,8 +179,8 @@ void eta_warn_datagrams_to_ppe(int fd, const struct sockaddr *addr, socklen_t le
         return;
     struct sockaddr_in in;
     memcpy(&in, addr, sizeof in);
-    if (!eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)))
-        return;
+    if (!eta_net_udp_routes(&eta_net, ntohl(in.sin_addr.s_addr)))
+        return; /* (the PPE's own address on a shared port: the kernel holds it) */
     int type = 0;
     socklen_t tl = sizeof type;
     if (real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type == SOCK_STREAM)

@@ -259,6 +259,12 @@ static void adopt_udp(int fd, struct eta_sock *s)
             const uint32_t ip = ntohl(in.sin_addr.s_addr);
             s->hybrid = ip == 0 || IN_MULTICAST(ip);
         }
+        /* A shared port: any unconnected placeholder is read too (udp_sock.c
+         * eta_udp_read_placeholder: host-local senders reach it there). */
+        struct sockaddr_in6 peer;
+        socklen_t pl = sizeof peer;
+        if (!s->hybrid && eta_net.self_shared && real_getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
+            s->hybrid = s->udp_kself = true;
     }
     int on = 0;
     socklen_t ol = sizeof on;

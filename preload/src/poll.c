@@ -98,6 +98,7 @@ static short accel_revents(dti_ctx_t *c, struct eta_sock *s, short events)
 }
 
 static ETA_TLS unsigned pump_skips;
+static ETA_TLS unsigned kself_looks; /* poll_mixed: first looks of sets of placeholders alone */
 
 /* The first look at a set of accelerated sockets only (negative fds
  * allowed): one descriptor lookup each, no kernel poll, no clock. Returns
@@ -146,14 +147,21 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
      * listeners); kidx maps back. The accelerated entries are looked up each
      * round (references are taken per round, so a close meanwhile is safe). */
     nfds_t nk = 0;
+    /* Every kernel entry is a UDP placeholder read for host-local senders
+     * alone (sockobj.h udp_kself): rare, so a system call for them is rare
+     * too (below). */
+    bool kself_only = true;
     for (nfds_t i = 0; i < n; i++) {
         struct eta_sock *s;
         fds[i].revents = 0;
         if (fds[i].fd >= 0 && is_accel(fds[i].fd, &s)) {
-            bool hybrid = s->hybrid;
+            bool hybrid = s->hybrid, kself = s->udp_kself;
             eta_obj_put(&s->obj);
             if (!hybrid)
                 continue;
+            kself_only &= kself;
+        } else {
+            kself_only = false;
         }
         k[nk] = fds[i];
         k[nk].revents = 0;
@@ -166,6 +174,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
     uint64_t start = 0, deadline = 0, spin_end = 0;
     unsigned iter = 0;
     bool dog = false; /* the last sleep was ended by the watchdog (wait.h) */
+    bool slept = false;
     int result;
     for (;;) {
         /* Reap when something came (and now and then regardless, which is
@@ -184,7 +193,12 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
                 eta_obj_put(&s->obj);
             }
         }
-        bool check_kernel = nk && (iter == 0 || (iter & 63) == 0);
+        /* Placeholders alone (kself_only): at the first look of one call in
+         * 16 and after a sleep (which watched them), every 1,024 rounds while
+         * spinning; a datagram there waits at most that long, or until the
+         * spin ends in a sleep, which it wakes. */
+        bool check_kernel =
+            nk && (iter == 0 ? !kself_only || slept || (++kself_looks & 15) == 0 : (iter & (kself_only ? 1023 : 63)) == 0);
         if (check_kernel && real_poll(k, nk, 0) < 0) {
             result = -1;
             goto out;
@@ -277,6 +291,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const si
             c = eta_ctx(); /* the PPE is back: its sockets count again */
         }
         iter = 0;
+        slept = true;
         spin_end = 0; /* after a sleep, re-check once and sleep again */
     }
 out:;

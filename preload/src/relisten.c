@@ -251,16 +251,30 @@ static bool rejoin_one(int fd, struct eta_sock *s, void *arg)
             err = eta_errno_from_dti(rc);
         }
     }
+    /* Where it is bound: the wildcard, or (a shared port's placeholder
+     * read: udp_sock.c) the PPE's address. */
+    char where[INET6_ADDRSTRLEN + 2] = "0.0.0.0";
+    uint8_t ip6[16];
+    if (s->v6 && s->local6 && eta_local6_ip(s, ip6)) {
+        where[0] = '[';
+        inet_ntop(AF_INET6, ip6, where + 1, INET6_ADDRSTRLEN);
+        strcat(where, "]");
+    } else if (s->v6 && !s->local.ip) {
+        strcpy(where, "[::]");
+    } else if (s->local.ip) {
+        struct in_addr a = {htonl(s->local.ip)};
+        inet_ntop(AF_INET, &a, where, sizeof where);
+    }
     if (err) {
         r->failed++;
-        eta_log("fd %d: UDP on %s:%u cannot come back on the new PPE: %s; its kernel half goes on alone", fd,
-                s->v6 ? "[::]" : "0.0.0.0", any.port, strerror(err));
+        eta_log("fd %d: UDP on %s:%u cannot come back on the new PPE: %s; its kernel half goes on alone", fd, where,
+                any.port, strerror(err));
         return true;
     }
     use_handle(s, (dti_sock_t)h);
     (void)eta_udp_mcast_replay(c, fd, s); /* its memberships as the program made them (each refusal logged) */
     if (eta_cfg.log_accel)
-        eta_log("fd %d: UDP on %s:%u on the new PPE again", fd, s->v6 ? "[::]" : "0.0.0.0", any.port);
+        eta_log("fd %d: UDP on %s:%u on the new PPE again", fd, where, any.port);
     return true;
 }
 

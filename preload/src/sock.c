@@ -257,6 +257,8 @@ int eta_bind_ppe4(int fd, struct eta_sock *s, const struct sockaddr *addr, const
         return eta_bind_refused(c, s, rc);
     s->local = a;
     eta_count(ETA_R_NONE, fd, fmt_addr(addr, buf, sizeof buf));
+    if (shared && s->dgram)
+        eta_udp_read_placeholder(fd, s); /* host-local senders reach it there (udp_sock.c) */
     return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "real.h"
 #include "sock.h"
 #include "sockobj.h"
+#include "udp_sock.h"
 #include "wait.h"
 
 #include <arpa/inet.h>
@@ -155,6 +156,8 @@ int eta_bind_ppe6(int fd, struct eta_sock *s, const struct sockaddr *addr)
         (void)real_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     in6.sin6_port = htons(a6.port);
     eta_count(ETA_R_NONE, fd, eta_fmt_any((const struct sockaddr *)&in6, buf, sizeof buf));
+    if (shared && s->dgram)
+        eta_udp_read_placeholder(fd, s); /* host-local senders reach it there (udp_sock.c) */
     return 0;
 }
 

@@ -72,6 +72,9 @@ struct eta_sock {
     uint8_t local6;           /* AF_INET6 bound to one of the PPE's IPv6 addresses: 1 + its entry in the
                                * process's table of bound IPv6 addresses (sock6.c; in the padding, the
                                * object fills its slot); 0: :: */
+    bool udp_kself;           /* (in the padding) UDP hybrid whose kernel half is a shared port's placeholder read for
+                               * host-local senders alone (udp_sock.c eta_udp_read_placeholder): poll()
+                               * looks at it less often (poll.c) */
     int backlog;              /* listen()'s, to listen again on a new PPE */
     bool hybrid;              /* INADDR_ANY listener (or, on a shared port, one on a PPE address): the kernel socket listens too */
     bool v6;                  /* AF_INET6: a listener on [::] (both families, or IPv6 only) or on

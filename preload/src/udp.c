@@ -501,7 +501,11 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
             return (flags & MSG_TRUNC) && segs == 1 ? (ssize_t)h.len : (ssize_t)(take + more);
         }
         end_turn(&s->dgram_rx_busy);
-        if (hybrid && !kernel_tried && n == -EAGAIN) {
+        /* (A blocking receive on a placeholder read for host-local senders
+         * alone (udp_kself) leaves that look to its wait, which watches the
+         * placeholder: looked at once the wait woke for it, udp_kready.) */
+        if (hybrid && !kernel_tried && n == -EAGAIN &&
+            (!s->udp_kself || nonblock || atomic_load_explicit(&s->udp_kready, memory_order_relaxed))) {
             ssize_t r = kernel_look(fd, s, iov, iovcnt, flags, from, fromlen, msg_flags, control, controllen);
             if (r >= 0 || errno != EAGAIN)
                 return r;
@@ -515,7 +519,8 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
         if (!deadline && s->rcvtimeo_ms >= 0)
             deadline = deadline_after(s->rcvtimeo_ms);
         eta_watch(c, s, DTI_POLLIN);
-        int w = eta_wait(c, dgram_readable, s, deadline, hybrid ? fd : -1, &since);
+        int w = eta_wait(c, dgram_readable, s, deadline, hybrid ? fd | (s->udp_kself ? ETA_WAIT_KFD_RARE : 0) : -1,
+                         &since);
         if (w == -ETIMEDOUT)
             return fail(EAGAIN);
         if (w == -EINTR)
@@ -601,7 +606,7 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
                       (s->v6 ? !eta_udp6_ppe_routes(s, to, tolen) /* udp6.c */
                              : tolen < (socklen_t)sizeof in || eta_ucopy(&in, to, sizeof in) != 0 ||
                                    in.sin_family != AF_INET ||
-                                   !(eta_net_routes(&eta_net, ntohl(in.sin_addr.s_addr)) ||
+                                   !(eta_net_udp_routes(&eta_net, ntohl(in.sin_addr.s_addr)) ||
                                      (s->mc_if4 && IN_MULTICAST(ntohl(in.sin_addr.s_addr)))));
         if (kernel) {
             struct msghdr mh = {.msg_name = (void *)(uintptr_t)to,

@@ -132,7 +132,7 @@ bool eta_udp6_ppe_routes(const struct eta_sock *s, const struct sockaddr *to, so
         return false; /* the kernel half answers it */
     uint32_t ip4;
     if (eta_udp6_unmap(a6.ip, &ip4))
-        return eta_net_routes(&eta_net, ip4);
+        return eta_net_udp_routes(&eta_net, ip4);
     return eta_decide_udp6(&eta_net, a6.ip) == ETA_R_NONE;
 }
 

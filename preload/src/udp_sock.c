@@ -27,13 +27,25 @@
 #include "udp_sock.h"
 #include "wait.h"
 
+void eta_udp_read_placeholder(int fd, struct eta_sock *s)
+{
+    s->hybrid = s->udp_kself = true;
+    /* The kernel half is only ever polled by the shim (sockobj.h). */
+    int fl = real_fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, atomic_load(&s->nonblock)));
+    if (eta_cfg.log_accel)
+        eta_log("fd %d: UDP port %u is shared with the kernel: its placeholder is read too (host-local senders)", fd,
+                s->kernel_port);
+}
+
 /* A UDP candidate the PPE takes for a connect() or first send to addr: the
  * datagram socket, unbound (the engine picks a port at its first send or
  * connect; an IPV6_V6ONLY one is bound to [::] IPv6 only first; on a shared
  * port an IPv6 destination's port is the kernel's pick, held by the
  * placeholder: udp6.c). 0 or an errno value; on a refusal the socket is
  * the kernel's. */
-static int udp_take(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
+static int udp_take(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len, bool connecting)
 {
     int err = eta_udp6_hold(fd, s, addr, len);
     if (err) {
@@ -56,6 +68,19 @@ static int udp_take(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
         return err;
     }
     eta_count(ETA_R_NONE, fd, "UDP");
+    if (s->bound_kernel && eta_net.self_shared) {
+        /* Its placeholder holds the port on [::] (eta_udp6_hold): connected,
+         * the kernel connects it too, so it takes nothing (the peer's
+         * datagrams are the PPE's); unconnected, it is read too, as Linux's
+         * socket gets datagrams to the host's other addresses there. */
+        if (connecting) {
+            int saved = errno;
+            (void)real_connect(fd, addr, len);
+            errno = saved;
+        } else {
+            eta_udp_read_placeholder(fd, s);
+        }
+    }
     return 0;
 }
 
@@ -68,7 +93,7 @@ static enum eta_reason udp_decide(int fd, struct eta_sock *s, const struct socka
     if (!s->v6 && s->mc_if4 && addr && len >= (socklen_t)sizeof in && eta_ucopy(&in, addr, sizeof in) == 0 &&
         in.sin_family == AF_INET && IN_MULTICAST(ntohl(in.sin_addr.s_addr)))
         return ETA_R_NONE;
-    return s->v6 ? eta_udp6_decide(fd, s, addr, len) : eta_decide_connect(&eta_net, addr, len);
+    return s->v6 ? eta_udp6_decide(fd, s, addr, len) : eta_decide_udp(&eta_net, addr, len);
 }
 
 /* The log's detail of a decision about addr (an address when it is one). */
@@ -163,7 +188,7 @@ int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
                       udp_detail(addr, len, buf, sizeof buf, "connect"));
             return real_connect(fd, addr, len);
         }
-        if (udp_take(fd, s, addr, len) != 0)
+        if (udp_take(fd, s, addr, len, true) != 0)
             return real_connect(fd, addr, len); /* refused by the PPE: the kernel's */
     }
     if (s->hybrid && !unspec) {
@@ -227,7 +252,7 @@ struct eta_sock *eta_udp_adopt(int fd, const struct sockaddr *to, socklen_t len)
         eta_obj_put(&s->obj);
         return NULL;
     }
-    if (udp_take(fd, s, to, len) != 0) {
+    if (udp_take(fd, s, to, len, false) != 0) {
         eta_obj_put(&s->obj);
         return NULL;
     }

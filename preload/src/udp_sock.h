@@ -14,6 +14,12 @@
  * the port (counted). 0, or -1 with errno (the kernel's bind failed: still a
  * candidate). */
 int eta_udp_bind_any(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
+/* On a port shared with the kernel: s, accelerated, has its kernel
+ * placeholder bound to the PPE's address (or held on [::]) and unconnected;
+ * the kernel loops datagrams from this host's programs to that address and
+ * port there. The shim reads it as a hybrid's kernel half (udp.c: both
+ * halves received, datagrams to the PPE's own addresses sent through it). */
+void eta_udp_read_placeholder(int fd, struct eta_sock *s);
 /* connect() of a UDP socket (candidate or accelerated): 0 or -1 with errno. */
 int eta_udp_connect(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
 /* shutdown() of an accelerated UDP socket: 0 or -1 with errno. */

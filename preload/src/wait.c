@@ -327,6 +327,9 @@ static inline __attribute__((always_inline)) int spin_then_sleep(dti_ctx_t *c, b
                                                                   uint32_t wmask)
 {
     dti_t *d = dti_ctx_owner(c);
+    const unsigned kspin = kfd >= 0 && (kfd & ETA_WAIT_KFD_RARE) ? 1023 : 63; /* wait.h */
+    if (kfd >= 0)
+        kfd &= ~ETA_WAIT_KFD_RARE;
     uint64_t budget = dti_spin_begin(c); /* adaptive: see dti_ctx_set_spin() */
     uint64_t spin_end = start + budget;
     unsigned iter = 0;
@@ -356,7 +359,7 @@ static inline __attribute__((always_inline)) int spin_then_sleep(dti_ctx_t *c, b
                 return -ETIMEDOUT;
             if (now >= spin_end)
                 break;
-            if (kfd >= 0) {
+            if (kfd >= 0 && (iter & kspin) == 0) {
                 struct pollfd p = {kfd, POLLIN, 0};
                 if (real_poll(&p, 1, 0) > 0) {
                     ETA_STAT_ADD(spins, 1);

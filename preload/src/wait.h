@@ -47,6 +47,10 @@ bool eta_signals_restart(void);
  * Returns 0 when ready, -ETIMEDOUT, -EINTR, or -EPIPE when the PPE went. */
 int eta_wait(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,
              struct eta_sig_mark *since);
+/* kfd | ETA_WAIT_KFD_RARE: kfd is looked at every 1,024 turns of the spin,
+ * not every 64 (a UDP placeholder read for host-local senders alone,
+ * sockobj.h udp_kself); the sleep watches it as any kfd. */
+#define ETA_WAIT_KFD_RARE 0x40000000
 /* eta_wait() for a caller that watched `wmask` of socket ws before it: a
  * sleep the watchdog ends sends that watch again (its POLLOUT is one-shot). */
 int eta_wait_watch(dti_ctx_t *c, bool (*ready)(void *), void *arg, uint64_t deadline_ns, int kfd,

@@ -33,11 +33,23 @@
 # - exec, then kill -9 of eta-ppe and a new one: sockets on [PPE IPv6]:P1 and
 #   [::]:P2 (IPV6_V6ONLY) are the new image's with their names and option,
 #   answer through the PPE; the [::] one's PPE half comes back on the new PPE
-#   IPv6 only (relisten.c) and answers again.
+#   IPv6 only (relisten.c) and answers again;
+# - UDP to the host's own addresses (issues 29 and 31), IPv4 and IPv6
+#   (udp_self.py): eta-run clients, connected and not, to eta-run servers on
+#   the PPE's address and on the wildcard, byte-exact, through the engine's
+#   local loop (eta-stat's local_frames); a connected one to a port nobody
+#   holds gets ECONNREFUSED; the peer still reaches both servers through MARS.
 # On a port shared with the kernel (preload_udp6_shared, ETA_TEST_SHARED=1)
 # the same sockets are the PPE's (the shim's log says so), their ports held
 # in the kernel by the placeholders: a plain program binding the UDP port an
-# eta IPv6 socket holds gets EADDRINUSE, and the other way.
+# eta IPv6 socket holds gets EADDRINUSE, and the other way; the socket on the
+# PPE's address is a hybrid there (its placeholder read), which serves while
+# the PPE is away and comes back with the new one; UDP to the host's own
+# addresses goes through the kernel (the eta-run clients' sockets `local`):
+# eta-run clients reach a plain server, plain clients the eta-run servers
+# (their placeholders read: the shim's line), and an unbound eta-run IPv6
+# socket whose port the kernel holds on [::] gets datagrams sent to ::1 and
+# 127.0.0.1 at that port, as on Linux.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../ppe/ppe_lib.sh"
@@ -300,21 +312,164 @@ for p in "$p1" "$p2"; do
         fail "after exec, port $p: $(cat "$work/l$p.out" "$work/life.out" "$work/life.err")"
 done
 ppe_kill9
-# the socket on the PPE's address alone fails now (ECONNREFUSED, as an IPv4 one); the [::] one's kernel half serves
-wait_until 30 grep -q "^error 1 ECONNREFUSED" "$work/life.out" ||
-    fail "the socket on [$H6] once the PPE went: $(cat "$work/life.out" "$work/life.err")"
+# Not shared: the socket on the PPE's address alone fails now (ECONNREFUSED,
+# as an IPv4 one); the [::] one's kernel half serves. Shared: that socket is
+# a hybrid too (its placeholder read: host-local senders), whose kernel half
+# serves alone meanwhile and whose PPE half comes back, as the [::] one's.
+if [ -z "$shared" ]; then
+    wait_until 30 grep -q "^error 1 ECONNREFUSED" "$work/life.out" ||
+        fail "the socket on [$H6] once the PPE went: $(cat "$work/life.out" "$work/life.err")"
+fi
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of the new eta-ppe's start"
 wait_until 60 grep -qF "UDP on [::]:$p2 on the new PPE again" "$work/life.err" ||
     fail "the [::] socket's PPE half did not come back with the new PPE: $(cat "$work/life.err")"
 peer timeout 60 "$py" "$here/udp6.py" client "$H6" "$p2" 6 >"$work/l2.out" 2>&1 ||
     fail "after the restart, port $p2: $(cat "$work/l2.out" "$work/life.out" "$work/life.err")"
+if [ -n "$shared" ]; then
+    wait_until 60 grep -qF "UDP on [$H6]:$p1 on the new PPE again" "$work/life.err" ||
+        fail "the [$H6] socket's PPE half did not come back with the new PPE: $(cat "$work/life.err")"
+    grep -q "^error 1 " "$work/life.out" && fail "the [$H6] socket failed on a shared port: $(cat "$work/life.out")"
+    peer timeout 60 "$py" "$here/udp6.py" client "$H6" "$p1" 6 >"$work/l1.out" 2>&1 ||
+        fail "after the restart, port $p1: $(cat "$work/l1.out" "$work/life.out" "$work/life.err")"
+fi
 # IPv6 only on the new PPE too: an IPv4 datagram to the port finds no socket
 # there (the kernel half is not reachable at the PPE's address either)
 peer "$py" -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'v4', ('$H4', $p2))"
 peer "$py" "$here/udp6.py" quit "$H6" "$p2"
 wait "$life_pid" || fail "the exec'd image exited $?: $(cat "$work/life.out" "$work/life.err")"
 [ "$(grep -c "^echoed 2 $ETA_LAB_PEER_IP6 " "$work/life.out")" -eq $((2 * n6)) ] &&
-    [ "$(grep -c "^echoed 1 $ETA_LAB_PEER_IP6 " "$work/life.out")" -eq "$n6" ] ||
+    [ "$(grep -c "^echoed 1 $ETA_LAB_PEER_IP6 " "$work/life.out")" -eq $((${shared:+2 * }n6)) ] ||
     fail "the exec'd image's echoes (an IPv4 datagram must not reach the IPv6-only socket): $(cat "$work/life.out")"
+# UDP to the host's own addresses (issues 29 and 31), both families, as on
+# Linux: eta-run and plain programs on this host exchange datagrams through
+# the PPE's address. Not shared: the engine carries them to itself (MARS's
+# local loop, eta-stat's local_frames), a port nobody holds answers ICMP port
+# unreachable (a connected sender's ECONNREFUSED). Shared: they go through
+# the kernel (an eta-run client's socket is the kernel's, `local`), which
+# loops them to whichever socket holds the port: a plain program's, or an
+# eta socket's placeholder, which the shim reads as a hybrid's kernel half.
+selfpy=$here/udp_self.py
+LOCAL_FRAMES="sum(s['local_frames'] for e in d['engines'] for s in e['stacks'])"
+UDP_IN="sum(s['udp_in'] for e in d['engines'] for s in e['stacks'])"
+# self_server NAME ADDR [plain|epoll]: udp_self.py's echo server on ADDR port
+# 0 (under eta-run --require, polling before each receive or with epoll; or
+# plain); sport: its port.
+self_server() {
+    local name=$1 addr=$2 pid
+    rm -f "$work/$name.ready"
+    if [ "${3:-}" = plain ]; then
+        start_bg "$name" timeout 200 "$py" "$selfpy" serve "$addr" 0 "$work/$name.ready" 2>"$work/$name.err"
+    else
+        start_bg "$name" env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+            "$py" "$selfpy" serve "$addr" 0 "$work/$name.ready" ${3:-} 2>"$work/$name.err"
+    fi
+    pid=$(eval echo "\$${name}_pid")
+    wait_until 30 eval "[ -f '$work/$name.ready' ] || ! kill -0 $pid"
+    sport=$(sed -n 's/^ready //p' "$work/$name.ready" 2>/dev/null || true)
+    [ -n "$sport" ] || fail "the $name server on $addr did not bind: $(cat "$work/$name.err")"
+}
+# self_client WHO ADDR PORT: udp_self.py clients (connected, unconnected;
+# eta-run ones also bound to ADDR first) to ADDR:PORT, under eta-run
+# --require (WHO eta), plain or in the peer; byte-exact echoes.
+self_client() {
+    local who=$1 addr=$2 port=$3 mode out modes="connected unconnected"
+    [ "$who" != eta ] || modes="$modes bound"
+    for mode in $modes; do
+        if [ "$who" = eta ]; then
+            out=$(ETA_LOG=fallback,accel timeout 90 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+                "$py" "$selfpy" client "$addr" "$port" "$mode" 24 2>&1) ||
+                fail "$who $mode client -> $addr:$port: $out"
+        elif [ "$who" = peer ]; then
+            out=$(peer timeout 90 "$py" "$selfpy" client "$addr" "$port" "$mode" 24 2>&1) ||
+                fail "$who $mode client -> $addr:$port: $out"
+        else
+            out=$(timeout 90 "$py" "$selfpy" client "$addr" "$port" "$mode" 24 2>&1) ||
+                fail "$who $mode client -> $addr:$port: $out"
+        fi
+        grep -q "^ok 24 from " <<<"$out" || fail "$who $mode client -> $addr:$port: $out"
+        if [ "$who" = eta ] && [ "$mode" = bound ]; then
+            # bound to the PPE's address first: the PPE's (on a shared port a
+            # hybrid whose placeholder is read: the answers come there)
+            grep -c "accelerated ($addr:[0-9]*)\|accelerated (\[$addr\]:[0-9]*)" <<<"$out" >/dev/null ||
+                fail "the eta-run client bound to $addr is not the PPE's: $out"
+        elif [ "$who" = eta ] && [ -n "$shared" ]; then
+            # a shared port: the kernel's socket, counted `local`
+            grep -c "kernel socket, reason local" <<<"$out" >/dev/null ||
+                fail "the eta-run client to $addr:$port on a shared port is not the kernel's ('local'): $out"
+        elif [ "$who" = eta ]; then
+            grep -c "accelerated (UDP)" <<<"$out" >/dev/null ||
+                fail "the eta-run client to $addr:$port is not the PPE's: $out"
+        fi
+    done
+}
+# self_quit ADDR PORT: ends a udp_self.py server (sent under eta-run: a port
+# not shared has no kernel route to the PPE's address)
+self_quit() { timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" "$selfpy" quit "$1" "$2"; }
+for fam in 4 6; do
+    if [ $fam = 4 ]; then A=$H4 W=0.0.0.0; else A=$H6 W=::; fi
+    note "IPv$fam: eta-run UDP client -> eta-run UDP servers on [$A] (bound there, polling or with epoll, and on [$W])"
+    f0=$(ppe_json "$LOCAL_FRAMES")
+    self_server "es$fam" "$A"
+    aport=$sport
+    if [ -n "$shared" ]; then
+        grep -qF "UDP port $aport is shared with the kernel: its placeholder is read too" "$work/es$fam.err" ||
+            fail "the eta-run server on $A:$aport does not read its placeholder: $(cat "$work/es$fam.err")"
+    fi
+    self_client eta "$A" "$aport"
+    self_server "ee$fam" "$A" epoll
+    eport=$sport
+    self_client eta "$A" "$eport"
+    self_server "ew$fam" "$W"
+    wport=$sport
+    grep -qF "on the PPE and the kernel" "$work/ew$fam.err" ||
+        fail "the eta-run server on $W:$wport is not a hybrid: $(cat "$work/ew$fam.err")"
+    self_client eta "$A" "$wport"
+    if [ -z "$shared" ]; then
+        f1=$(ppe_json "$LOCAL_FRAMES")
+        # at least 4 clients x 24 datagrams each way, through the engine's local loop
+        [ "$f1" -ge $((f0 + 4 * 24 * 2)) ] ||
+            fail "IPv$fam: eta-stat's local_frames went from $f0 to $f1, by less than 192 (the engine did not carry them)"
+    fi
+    note "IPv$fam: an eta-run connected UDP client to [$A]:P where nobody is: ECONNREFUSED"
+    nport=$(free_port)
+    out=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$selfpy" refused "$A" "$nport" 2>&1) || fail "IPv$fam refused: $out"
+    if [ -n "$shared" ]; then
+        note "IPv$fam shared: eta-run UDP client -> plain server on [$A]; plain client -> eta-run servers"
+        self_server "ks$fam" "$A" plain
+        self_client eta "$A" "$sport"
+        self_quit "$A" "$sport"
+        self_client plain "$A" "$aport"
+        self_client plain "$A" "$eport"
+        self_client plain "$A" "$wport"
+    fi
+    note "IPv$fam: the peer still reaches both servers through the engine"
+    u0=$(ppe_json "$UDP_IN")
+    self_client peer "$A" "$aport"
+    self_client peer "$A" "$wport"
+    u1=$(ppe_json "$UDP_IN")
+    [ "$u1" -ge $((u0 + 4 * 24)) ] || fail "IPv$fam: the peer's datagrams to the servers did not go through MARS (udp_in $u0 -> $u1)"
+    self_quit "$A" "$aport"
+    self_quit "$A" "$eport"
+    self_quit "$A" "$wport"
+    for n in "es$fam" "ee$fam" "ew$fam" ${shared:+"ks$fam"}; do
+        wait "$(eval echo "\$${n}_pid")" || fail "the $n server exited $?: $(cat "$work/$n.err")"
+    done
+done
+if [ -n "$shared" ]; then
+    note "shared: an unbound eta-run IPv6 socket's placeholder held on [::]: datagrams to ::1 and 127.0.0.1 at its port reach it"
+    rm -f "$work/held.ready"
+    start_bg held env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$selfpy" held "$ETA_LAB_PEER_IP6" "$(free_port)" "$work/held.ready" 2>"$work/held.err"
+    wait_until 30 eval "[ -f '$work/held.ready' ] || ! kill -0 $held_pid"
+    hport=$(sed -n 's/^ready //p' "$work/held.ready" 2>/dev/null || true)
+    [ -n "$hport" ] || fail "the held socket did not send: $(cat "$work/held.err")"
+    grep -qF "UDP port $hport is shared with the kernel: its placeholder is read too" "$work/held.err" ||
+        fail "the unbound socket's held placeholder is not read: $(cat "$work/held.err")"
+    out=$(timeout 60 "$py" "$selfpy" client ::1 "$hport" unconnected 8 2>&1) || fail "plain client -> [::1]:$hport: $out"
+    out=$(timeout 60 "$py" "$selfpy" client 127.0.0.1 "$hport" connected 8 2>&1) || fail "plain client -> 127.0.0.1:$hport: $out"
+    "$py" "$selfpy" quit ::1 "$hport"
+    wait "$held_pid" || fail "the held socket's program exited $?: $(cat "$work/held.err")"
+fi
 note "ok"

@@ -156,8 +156,9 @@ TEST(Decide, NetSaysWhetherThePpeReachesItself)
 // the PPE's own IPv6 address is a local connection in the engine with
 // `self local6` and the kernel's (`local`) without it; UDP over IPv6 is
 // the engine's there too (session 53: its placeholder holds the port), but
-// never to the PPE's own addresses; a bind to the PPE's IPv6 address is the
-// PPE's for TCP and UDP alike.
+// UDP to the PPE's own addresses is the kernel's (`local`: it loops the
+// datagrams to whichever socket holds the port there); a bind to the PPE's
+// IPv6 address is the PPE's for TCP and UDP alike.
 TEST(Decide, Ipv6OnASharedPort)
 {
     eta_net n{};
@@ -198,11 +199,11 @@ TEST(Decide, Ipv6OnASharedPort)
     EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_NONE) << "UDP over IPv6 on-link, shared: the engine's (port held)";
     EXPECT_EQ(eta_decide_udp6(&n, dest), ETA_R_NOT_ROUTED) << "UDP over IPv6 off-link, shared";
     inet_pton(AF_INET6, "2001:2:0:2::1", peer);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_INET6) << "UDP to the PPE's own IPv6 address: the kernel's";
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_LOCAL) << "UDP to the PPE's own IPv6 address, shared: the kernel's (`local`)";
     inet_pton(AF_INET6, "fe80::1", peer);
     EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_INET6) << "UDP link-local, shared: the kernel's";
     inet_pton(AF_INET6, "::ffff:198.18.0.1", peer);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_NONE) << "v4-mapped PPE address, `self local`: IPv4's rule";
+    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_LOCAL) << "v4-mapped PPE address, shared: IPv4's UDP rule (the kernel's)";
     inet_pton(AF_INET6, "2001:2:0:2::2", peer);
     // Without `self local6`: the PPE's own IPv6 address is the kernel's, which
     // holds it on a shared port (`local`, as IPv4's).
@@ -297,6 +298,52 @@ TEST(Decide, ReasonNamesMatchThePublishedList)
     EXPECT_STREQ(eta_reason_name(ETA_R_FORK_CHILD), "fork-child");
     EXPECT_STREQ(eta_reason_name(ETA_R_COUNT), "unknown");
     static_assert(ETA_R_COUNT <= 16, "eta_preload_stats has 16 reason slots");
+}
+
+// UDP to the PPE's own addresses (issues 29 and 31): on a port shared with
+// the kernel the kernel's (`local`, both families: it loops them to a plain
+// program's socket or an eta socket's placeholder, which the shim reads),
+// even where the engine carries local TCP connections; on a port not shared
+// the engine's (its local loop), IPv6 only with `self local6`. Other
+// destinations decide as a connect's.
+TEST(Decide, UdpToThePpesOwnAddresses)
+{
+    eta_net n{};
+    char why[200];
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nport6 2001:2:0:2::1/64\nself shared\nself local\nself local6\n", &n, why,
+                            sizeof why),
+              0)
+        << why;
+    auto self = in4("198.18.0.1", 53), other = in4("198.18.0.2", 53), lo = in4("127.0.0.1", 53);
+    EXPECT_EQ(eta_decide_udp(&n, (sockaddr *)&self, sizeof self), ETA_R_LOCAL) << "shared: the kernel's";
+    EXPECT_EQ(eta_decide_connect(&n, (sockaddr *)&self, sizeof self), ETA_R_NONE) << "TCP: the engine's try first";
+    EXPECT_EQ(eta_decide_udp(&n, (sockaddr *)&other, sizeof other), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_udp(&n, (sockaddr *)&lo, sizeof lo), ETA_R_LOOPBACK);
+    EXPECT_EQ(eta_decide_udp(&n, (sockaddr *)&self, sizeof self - 1), ETA_R_NOT_INET);
+    EXPECT_EQ(eta_decide_udp(&n, nullptr, 0), ETA_R_NOT_INET);
+    EXPECT_FALSE(eta_net_udp_routes(&n, ntohl(self.sin_addr.s_addr))) << "a hybrid sends it through its kernel half";
+    EXPECT_TRUE(eta_net_udp_routes(&n, ntohl(other.sin_addr.s_addr)));
+    EXPECT_FALSE(eta_net_udp_routes(&n, 0x7f000001u));
+    uint8_t ip[16];
+    inet_pton(AF_INET6, "2001:2:0:2::1", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_LOCAL);
+    inet_pton(AF_INET6, "::ffff:198.18.0.1", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_LOCAL) << "v4-mapped: IPv4's UDP rule";
+    inet_pton(AF_INET6, "2001:2:0:2::2", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_NONE);
+    // Not shared: the engine carries them (MARS's local loop).
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nport6 2001:2:0:2::1/64\nself local\nself local6\n", &n, why, sizeof why), 0)
+        << why;
+    EXPECT_EQ(eta_decide_udp(&n, (sockaddr *)&self, sizeof self), ETA_R_NONE);
+    EXPECT_TRUE(eta_net_udp_routes(&n, ntohl(self.sin_addr.s_addr)));
+    inet_pton(AF_INET6, "2001:2:0:2::1", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_NONE);
+    inet_pton(AF_INET6, "::ffff:198.18.0.1", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_NONE);
+    // A PPE that does not loop IPv6 (no `self local6`): the kernel's, as before.
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nport6 2001:2:0:2::1/64\nself local\n", &n, why, sizeof why), 0) << why;
+    inet_pton(AF_INET6, "2001:2:0:2::1", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_INET6);
 }
 
 } // namespace

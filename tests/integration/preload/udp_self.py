@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""UDP to the host's own addresses (issues 29 and 31; udp6_test.sh runs it).
+
+  udp_self.py serve ADDR PORT READYFILE [epoll]  echo server bound to ADDR:PORT (ADDR
+        '0.0.0.0' or '::' for the wildcard; port 0: the kernel's pick); writes
+        "ready PORT" to READYFILE once bound, answers each datagram with its
+        bytes until one says b'quit' (poll, then recvfrom: a socket timeout;
+        epoll: edge-triggered epoll, non-blocking recvfrom until EAGAIN)
+  udp_self.py client ADDR PORT MODE N     N datagrams (1..1400 bytes, random)
+        to ADDR:PORT, each answered byte-exact within 20 s; MODE 'connected'
+        (connect, send, recv), 'unconnected' (sendto, recvfrom: the answer
+        from ADDR:PORT) or 'bound' (bound to ADDR:0 first, then unconnected)
+  udp_self.py refused ADDR PORT           a connected socket's datagram to a
+        port nobody holds: ECONNREFUSED (ICMP port unreachable) within 20 s
+  udp_self.py held PEER PEERPORT READYFILE  an unbound AF_INET6 socket sends one
+        datagram to [PEER]:PEERPORT (the kernel holds its port on [::]), writes
+        "ready PORT", then echoes every datagram until b'quit' (blocking recvfrom)
+  udp_self.py quit ADDR PORT              tells a server to end
+Every wait is bounded (socket timeouts); exit status 0 means success.
+"""
+import errno
+import os
+import select
+import socket
+import sys
+
+
+def family(addr):
+    return socket.AF_INET6 if ':' in addr else socket.AF_INET
+
+
+def ready(path, port):
+    tmp = path + '.tmp'
+    with open(tmp, 'w') as f:
+        f.write('ready %d\n' % port)
+    os.rename(tmp, path)
+
+
+def echo(s):
+    while True:
+        data, who = s.recvfrom(65535)
+        if data == b'quit':
+            return
+        s.sendto(data, who)
+
+
+def serve(addr, port, readyfile, how='poll'):
+    s = socket.socket(family(addr), socket.SOCK_DGRAM)
+    s.bind((addr, port))
+    if how == 'epoll':
+        serve_epoll(s, readyfile)
+        return
+    # A timeout: Python polls before each receive (the shim's poll() of a
+    # placeholder read for host-local senders; `held` receives blocking).
+    s.settimeout(180)
+    ready(readyfile, s.getsockname()[1])
+    echo(s)
+
+
+def serve_epoll(s, readyfile):
+    """Edge-triggered epoll, non-blocking receives until EAGAIN."""
+    s.setblocking(False)
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)
+    ready(readyfile, s.getsockname()[1])
+    while True:
+        if not ep.poll(180):
+            sys.exit('serve epoll: nothing for 180 s')
+        while True:
+            try:
+                data, who = s.recvfrom(65535)
+            except BlockingIOError:
+                break
+            if data == b'quit':
+                return
+            s.sendto(data, who)
+
+
+def client(addr, port, mode, n):
+    s = socket.socket(family(addr), socket.SOCK_DGRAM)
+    s.settimeout(20)
+    if mode == 'bound':  # bound to the address itself first, then as unconnected
+        s.bind((addr, 0))
+    if mode == 'connected':
+        s.connect((addr, port))
+    for i in range(n):
+        size = 1 + (i * 173) % 1400
+        data = os.urandom(size)
+        if mode == 'connected':
+            s.send(data)
+            got = s.recv(2048)
+            who = None
+        else:
+            s.sendto(data, (addr, port))
+            got, who = s.recvfrom(2048)
+        if got != data:
+            sys.exit('datagram %d (%d bytes): answered %d bytes, not the same' % (i, size, len(got)))
+        if who is not None and (socket.inet_pton(family(addr), who[0]) != socket.inet_pton(family(addr), addr)
+                                or who[1] != port):
+            sys.exit('datagram %d answered from %s:%d, not %s:%d' % (i, who[0], who[1], addr, port))
+    print('ok %d from %s' % (n, s.getsockname()[0]))
+
+
+def refused(addr, port):
+    s = socket.socket(family(addr), socket.SOCK_DGRAM)
+    s.settimeout(20)
+    s.connect((addr, port))
+    s.send(b'anyone?')
+    try:
+        s.recv(64)
+    except OSError as e:
+        if e.errno == errno.ECONNREFUSED:
+            print('ok refused')
+            return
+        sys.exit('recv answered %s, not ECONNREFUSED' % errno.errorcode.get(e.errno, e))
+    sys.exit('recv got an answer from a port nobody holds')
+
+
+def held(peer, peerport, readyfile):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.sendto(b'hello', (peer, peerport))
+    ready(readyfile, s.getsockname()[1])
+    echo(s)
+
+
+def quit_(addr, port):
+    socket.socket(family(addr), socket.SOCK_DGRAM).sendto(b'quit', (addr, port))
+
+
+def main():
+    a = sys.argv[1:]
+    if a[0] == 'serve':
+        serve(a[1], int(a[2]), a[3], *a[4:5])
+    elif a[0] == 'client':
+        client(a[1], int(a[2]), a[3], int(a[4]))
+    elif a[0] == 'refused':
+        refused(a[1], int(a[2]))
+    elif a[0] == 'held':
+        held(a[1], int(a[2]), a[3])
+    elif a[0] == 'quit':
+        quit_(a[1], int(a[2]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == '__main__':
+    main()
