@@ -66,9 +66,6 @@ struct eta_sock {
     _Atomic int nonblock;     /* the program's O_NONBLOCK (file description level) */
     bool listening;
     bool v6only;              /* AF_INET6 on the PPE: bound with DTI_BIND6_V6ONLY (IPV6_V6ONLY at bind/listen) */
-    bool v6only_read0;        /* AF_INET6 TCP whose placeholder a connect's hold bound to the PPE's IPv6
-                               * address (the kernel made it IPv6-only) while IPV6_V6ONLY was 0: getsockopt
-                               * answers 0, as Linux's autobind leaves it (sockopt.c) */
     uint8_t local6;           /* AF_INET6 bound to one of the PPE's IPv6 addresses: 1 + its entry in the
                                * process's table of bound IPv6 addresses (sock6.c; in the padding, the
                                * object fills its slot); 0: :: */
@@ -99,6 +96,9 @@ struct eta_sock {
     bool connect_closed;      /* its failure was reported by connect(): back in CLOSE (connect_state.c) */
     _Atomic bool shut_wr;
     _Atomic bool shut_rd;
+    bool v6only_read0;        /* (in the padding) AF_INET6 TCP whose placeholder a connect's hold bound to
+                               * the PPE's IPv6 address (the kernel made it IPv6-only) while IPV6_V6ONLY was
+                               * 0: getsockopt answers 0, as Linux's autobind leaves it (sockopt.c) */
     _Atomic int pending_error;/* SO_ERROR kept by the shim (positive errno) */
     _Atomic uint32_t opts_set;/* ETA_OPT_* of options the program set (what eta_carry_options() reads back) */
     int rcvtimeo_ms;          /* SO_RCVTIMEO, -1: none */
