@@ -12,7 +12,7 @@
 
 _Static_assert(sizeof(struct eta_mcast_rec) == 52, "the membership record's layout");
 
-static int bad(char *why, size_t wl, const char *fmt, ...)
+int eta_record_refused(char *why, size_t wl, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -39,27 +39,27 @@ int eta_pass_mcast_read(int fd, int v6_socket, struct eta_pass_mcast_head *h, st
 {
     struct stat st;
     if (fstat(fd, &st) < 0)
-        return bad(why, wl, "%s", strerror(errno));
+        return eta_record_refused(why, wl, "%s", strerror(errno));
     if (!S_ISREG(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0))
-        return bad(why, wl, "not a regular file of this user (uid %u)", (unsigned)st.st_uid);
+        return eta_record_refused(why, wl, "not a regular file of this user (uid %u)", (unsigned)st.st_uid);
     if (st.st_size < (off_t)sizeof *h || pread(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h)
-        return bad(why, wl, "too short (%lld bytes)", (long long)st.st_size);
+        return eta_record_refused(why, wl, "too short (%lld bytes)", (long long)st.st_size);
     if (h->magic != ETA_PASS_MCAST_MAGIC || h->version != ETA_PASS_MCAST_VERSION ||
         h->rec_size != sizeof(struct eta_mcast_rec))
-        return bad(why, wl, "not a record of this shim (magic %#x, version %u, records of %u bytes)", h->magic,
+        return eta_record_refused(why, wl, "not a record of this shim (magic %#x, version %u, records of %u bytes)", h->magic,
                    (unsigned)h->version, (unsigned)h->rec_size);
     if (h->n > ETA_MCAST_REC_MAX || (uint64_t)st.st_size != sizeof *h + (uint64_t)h->n * sizeof *out)
-        return bad(why, wl, "%u memberships (at most %u) do not fit its size %lld", h->n, ETA_MCAST_REC_MAX,
+        return eta_record_refused(why, wl, "%u memberships (at most %u) do not fit its size %lld", h->n, ETA_MCAST_REC_MAX,
                    (long long)st.st_size);
     if ((h->flags & ~(uint32_t)(ETA_PASS_MCAST_V6 | ETA_PASS_MCAST_IF4_OURS)) ||
         !(h->flags & ETA_PASS_MCAST_V6) != !v6_socket || ((h->flags & ETA_PASS_MCAST_IF4_OURS) && !h->mc_if4))
-        return bad(why, wl, "flags %#x (IP_MULTICAST_IF %#x) do not fit the socket received", h->flags, h->mc_if4);
+        return eta_record_refused(why, wl, "flags %#x (IP_MULTICAST_IF %#x) do not fit the socket received", h->flags, h->mc_if4);
     const size_t bytes = h->n * sizeof *out;
     if (bytes && pread(fd, out, bytes, sizeof *h) != (ssize_t)bytes)
-        return bad(why, wl, "cannot read its memberships");
+        return eta_record_refused(why, wl, "cannot read its memberships");
     for (uint32_t i = 0; i < h->n; i++)
         if (!eta_mcast_rec_ok(v6_socket, &out[i]))
-            return bad(why, wl, "membership %u is not one the shim makes", i);
+            return eta_record_refused(why, wl, "membership %u is not one the shim makes", i);
     return 0;
 }
 

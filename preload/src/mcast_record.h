@@ -10,6 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The reason a record (this file's, or exec's handover: exec_state.c) is
+ * refused, written into why (at most wl bytes, a printf format): -1, the
+ * readers' answer. */
+int eta_record_refused(char *why, size_t wl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #define ETA_MCAST_REC_MAX 40u /* memberships per socket: the shim's record's (udp_mcast.c) */
 
 struct eta_mcast_rec {
