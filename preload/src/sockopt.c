@@ -667,8 +667,11 @@ ETA_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
         }
     } else if (dti_option(level, name) || harmless_option(level, name) ||
                (level == SOL_SOCKET && (name == SO_TYPE || name == SO_DOMAIN || name == SO_PROTOCOL)) ||
-               (s->dgram && (eta_udp_engine_option(level, name) || eta_udp_kernel_option(level, name, true)))) {
-        rc = real_getsockopt(fd, level, name, val, len); /* the kernel keeps what was set */
+               (s->dgram && (eta_udp_engine_option(level, name) || eta_udp_kernel_option(level, name, true) ||
+                             (level == IPPROTO_IP && name == IP_MULTICAST_IF)))) {
+        /* the kernel keeps what was set (IP_MULTICAST_IF: where the kernel
+         * socket took it, a shared port's interface; mc_if4_ours above) */
+        rc = real_getsockopt(fd, level, name, val, len);
     } else {
         rc = fail(ENOPROTOOPT);
     }

@@ -15,6 +15,7 @@
 #include "decide.h"
 #include "epoll.h"
 #include "fdtable.h"
+#include "own_address.h"
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
@@ -39,15 +40,34 @@ void eta_udp_read_placeholder(int fd, struct eta_sock *s)
                 s->kernel_port);
 }
 
+/* An unbound AF_INET candidate on a port shared with the kernel: one port
+ * space, as an IPv6 socket's (eta_udp6_hold). Its placeholder binds
+ * 0.0.0.0 port 0, as Linux's autobind reserves the port on every address,
+ * and the PPE's socket binds 0.0.0.0 at that port (udp_take): a plain
+ * program cannot take the port, and host-local senders reach the socket
+ * through the placeholder, which is read. 0 or an errno value. */
+static int udp4_hold(int fd, struct eta_sock *s)
+{
+    if (s->v6 || !eta_net.self_shared || s->bound_kernel)
+        return 0;
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    if (real_bind(fd, (const struct sockaddr *)&any, sizeof any) != 0)
+        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
+    s->bound_kernel = true;
+    s->kernel_port = eta_placeholder_port(fd);
+    s->local = (struct dti_addr){0, s->kernel_port};
+    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+}
+
 /* A UDP candidate the PPE takes for a connect() or first send to addr: the
  * datagram socket, unbound (the engine picks a port at its first send or
  * connect; an IPV6_V6ONLY one is bound to [::] IPv6 only first; on a shared
- * port an IPv6 destination's port is the kernel's pick, held by the
- * placeholder: udp6.c). 0 or an errno value; on a refusal the socket is
- * the kernel's. */
+ * port the port is the kernel's pick, held by the placeholder on the
+ * wildcard: udp4_hold, udp6.c eta_udp6_hold). 0 or an errno value; on a
+ * refusal the socket is the kernel's. */
 static int udp_take(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len, bool connecting)
 {
-    int err = eta_udp6_hold(fd, s, addr, len);
+    int err = s->v6 ? eta_udp6_hold(fd, s, addr, len) : udp4_hold(fd, s);
     if (err) {
         char buf[96];
         snprintf(buf, sizeof buf, "no UDP port to hold in the kernel: %s", strerror(err));
@@ -57,7 +77,7 @@ static int udp_take(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
     dti_ctx_t *c = eta_ctx();
     err = c ? eta_make_accel(c, fd, s) : ENETDOWN;
     if (!err) {
-        int r = eta_udp6_taken(c, s);
+        int r = s->v6 ? eta_udp6_taken(c, s) : s->bound_kernel ? dti_bind(c, s->h, &s->local) : 0;
         if (r < 0) {
             eta_drop_ppe_half(c, s);
             err = eta_errno_from_dti(r);
@@ -69,7 +89,8 @@ static int udp_take(int fd, struct eta_sock *s, const struct sockaddr *addr, soc
     }
     eta_count(ETA_R_NONE, fd, "UDP");
     if (s->bound_kernel && eta_net.self_shared) {
-        /* Its placeholder holds the port on [::] (eta_udp6_hold): connected,
+        /* Its placeholder holds the port on the wildcard (udp4_hold,
+         * eta_udp6_hold): connected,
          * the kernel connects it too, so it takes nothing (the peer's
          * datagrams are the PPE's); unconnected, it is read too, as Linux's
          * socket gets datagrams to the host's other addresses there. */

@@ -471,5 +471,20 @@ if [ -n "$shared" ]; then
     out=$(timeout 60 "$py" "$selfpy" client 127.0.0.1 "$hport" connected 8 2>&1) || fail "plain client -> 127.0.0.1:$hport: $out"
     "$py" "$selfpy" quit ::1 "$hport"
     wait "$held_pid" || fail "the held socket's program exited $?: $(cat "$work/held.err")"
+    note "shared: an unbound eta-run IPv4 socket's port held on 0.0.0.0: a plain bind of it is EADDRINUSE, datagrams to 127.0.0.1 and $H4 at it reach the socket"
+    rm -f "$work/held4.ready"
+    start_bg held4 env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$selfpy" held "$ETA_LAB_PEER_IP" "$(free_port)" "$work/held4.ready" 2>"$work/held4.err"
+    wait_until 30 eval "[ -f '$work/held4.ready' ] || ! kill -0 $held4_pid"
+    hport=$(sed -n 's/^ready //p' "$work/held4.ready" 2>/dev/null || true)
+    [ -n "$hport" ] || fail "the held IPv4 socket did not send: $(cat "$work/held4.err")"
+    grep -qF "accelerated (UDP)" "$work/held4.err" || fail "the unbound IPv4 socket is not the PPE's: $(cat "$work/held4.err")"
+    grep -qF "UDP port $hport is shared with the kernel: its placeholder is read too" "$work/held4.err" ||
+        fail "the unbound IPv4 socket's port is not held and read in the kernel: $(cat "$work/held4.err")"
+    out=$("$py" "$selfpy" taken "$hport" 2>&1) || fail "a plain bind of the eta socket's port $hport: $out"
+    out=$(timeout 60 "$py" "$selfpy" client 127.0.0.1 "$hport" unconnected 8 2>&1) || fail "plain client -> 127.0.0.1:$hport: $out"
+    out=$(timeout 60 "$py" "$selfpy" client "$H4" "$hport" connected 8 2>&1) || fail "plain client -> $H4:$hport: $out"
+    "$py" "$selfpy" quit 127.0.0.1 "$hport"
+    wait "$held4_pid" || fail "the held IPv4 socket's program exited $?: $(cat "$work/held4.err")"
 fi
 note "ok"

@@ -12,9 +12,11 @@
         from ADDR:PORT) or 'bound' (bound to ADDR:0 first, then unconnected)
   udp_self.py refused ADDR PORT           a connected socket's datagram to a
         port nobody holds: ECONNREFUSED (ICMP port unreachable) within 20 s
-  udp_self.py held PEER PEERPORT READYFILE  an unbound AF_INET6 socket sends one
-        datagram to [PEER]:PEERPORT (the kernel holds its port on [::]), writes
-        "ready PORT", then echoes every datagram until b'quit' (blocking recvfrom)
+  udp_self.py held PEER PEERPORT READYFILE  an unbound socket of PEER's family
+        sends one datagram to PEER:PEERPORT (on a shared port the kernel holds
+        its port on the wildcard), writes "ready PORT", then echoes every
+        datagram until b'quit' (blocking recvfrom)
+  udp_self.py taken PORT                  binding 0.0.0.0:PORT answers EADDRINUSE
   udp_self.py quit ADDR PORT              tells a server to end
 Every wait is bounded (socket timeouts); exit status 0 means success.
 """
@@ -117,10 +119,22 @@ def refused(addr, port):
 
 
 def held(peer, peerport, readyfile):
-    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s = socket.socket(family(peer), socket.SOCK_DGRAM)
     s.sendto(b'hello', (peer, peerport))
     ready(readyfile, s.getsockname()[1])
     echo(s)
+
+
+def taken(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind(('0.0.0.0', port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            print('EADDRINUSE')
+            return
+        raise
+    sys.exit('0.0.0.0:%d was free: the kernel does not hold the port' % port)
 
 
 def quit_(addr, port):
@@ -137,6 +151,8 @@ def main():
         refused(a[1], int(a[2]))
     elif a[0] == 'held':
         held(a[1], int(a[2]), a[3])
+    elif a[0] == 'taken':
+        taken(int(a[1]))
     elif a[0] == 'quit':
         quit_(a[1], int(a[2]))
     else:
