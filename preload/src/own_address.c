@@ -35,6 +35,20 @@ uint16_t eta_placeholder_port(int fd)
     return ntohs(in.sin_port);
 }
 
+int eta_hold_wildcard(int fd, struct eta_sock *s)
+{
+    struct sockaddr_in6 any6 = {.sin6_family = AF_INET6};
+    struct sockaddr_in any4 = {.sin_family = AF_INET};
+    const int rc = s->v6 ? real_bind(fd, (const struct sockaddr *)&any6, sizeof any6)
+                         : real_bind(fd, (const struct sockaddr *)&any4, sizeof any4);
+    if (rc != 0)
+        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
+    s->bound_kernel = true;
+    s->kernel_port = eta_placeholder_port(fd);
+    s->local = (struct dti_addr){0, s->kernel_port};
+    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+}
+
 /* A connect to one of the PPE's own addresses, where the PPE says it cannot
  * carry one (`self unreachable` in <socket>.net: its SYN would wait for an
  * ARP answer nobody gives, and the connect for minutes; the kernel has no

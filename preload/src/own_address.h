@@ -10,6 +10,13 @@ struct eta_sock;
 /* The kernel placeholder's port after a bind: 0 when it cannot be read. */
 uint16_t eta_placeholder_port(int fd);
 
+/* Shared port, an unbound UDP socket taken by the PPE: its placeholder binds
+ * the wildcard of its family ([::] or 0.0.0.0) at port 0, as Linux's
+ * autobind reserves the port on every address (the socket still unbound to
+ * an address), and s->kernel_port/s->local keep the kernel's pick for the
+ * PPE's socket. Returns 0 or an errno value (EADDRNOTAVAIL: no port left). */
+int eta_hold_wildcard(int fd, struct eta_sock *s);
+
 /* True (and one warning per process) when a connect to `addr` must be
  * refused at once: it is an address of the PPE, which cannot carry a
  * connection to itself (`self unreachable`). */

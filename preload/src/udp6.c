@@ -98,17 +98,11 @@ int eta_udp6_hold(int fd, struct eta_sock *s, const struct sockaddr *addr, sockl
     if (!addr || n < (socklen_t)sizeof(sa_family_t) || eta_ucopy(&copy, addr, (size_t)n) != 0 ||
         eta_udp6_peer(&copy, len, s->v6only, &a6) != 0 || eta_udp6_unmap(a6.ip, &ip4))
         return 0; /* IPv4 goes as an AF_INET socket's; a bad address was decided already */
-    /* [::] port 0, as Linux's autobind reserves it: the port on every
-     * address (IPv4 too unless IPV6_V6ONLY), the socket still unbound to an
-     * address (getsockname ::, IPv4 sends still allowed). A specific source
-     * (TCP's eta_hold_ephemeral6) would make the kernel socket IPv6-only. */
-    struct sockaddr_in6 any = {.sin6_family = AF_INET6};
-    if (real_bind(fd, (const struct sockaddr *)&any, sizeof any) != 0)
-        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
-    s->bound_kernel = true;
-    s->kernel_port = eta_placeholder_port(fd);
-    s->local = (struct dti_addr){0, s->kernel_port};
-    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+    /* [::] port 0: the port on every address (IPv4 too unless
+     * IPV6_V6ONLY), getsockname ::, IPv4 sends still allowed. A specific
+     * source (TCP's eta_hold_ephemeral6) would make the kernel socket
+     * IPv6-only. */
+    return eta_hold_wildcard(fd, s);
 }
 
 int eta_udp6_taken(dti_ctx_t *c, struct eta_sock *s)

@@ -41,22 +41,14 @@ void eta_udp_read_placeholder(int fd, struct eta_sock *s)
 }
 
 /* An unbound AF_INET candidate on a port shared with the kernel: one port
- * space, as an IPv6 socket's (eta_udp6_hold). Its placeholder binds
- * 0.0.0.0 port 0, as Linux's autobind reserves the port on every address,
- * and the PPE's socket binds 0.0.0.0 at that port (udp_take): a plain
- * program cannot take the port, and host-local senders reach the socket
- * through the placeholder, which is read. 0 or an errno value. */
+ * space, as an IPv6 socket's (eta_udp6_hold). Its placeholder holds the
+ * port on 0.0.0.0 (eta_hold_wildcard) and the PPE's socket binds 0.0.0.0
+ * at that port (udp_take): a plain program cannot take the port, and
+ * host-local senders reach the socket through the placeholder, which is
+ * read. 0 or an errno value. */
 static int udp4_hold(int fd, struct eta_sock *s)
 {
-    if (s->v6 || !eta_net.self_shared || s->bound_kernel)
-        return 0;
-    struct sockaddr_in any = {.sin_family = AF_INET};
-    if (real_bind(fd, (const struct sockaddr *)&any, sizeof any) != 0)
-        return errno == EADDRINUSE ? EADDRNOTAVAIL : errno;
-    s->bound_kernel = true;
-    s->kernel_port = eta_placeholder_port(fd);
-    s->local = (struct dti_addr){0, s->kernel_port};
-    return s->kernel_port ? 0 : EADDRNOTAVAIL;
+    return s->v6 || !eta_net.self_shared || s->bound_kernel ? 0 : eta_hold_wildcard(fd, s);
 }
 
 /* A UDP candidate the PPE takes for a connect() or first send to addr: the

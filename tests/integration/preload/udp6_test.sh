@@ -472,30 +472,31 @@ for fam in ${shared:+4 6}; do
         wait "$(eval echo "\$${n}_pid")" || fail "the $n server exited $?: $(cat "$work/$n.err")"
     done
 done
+# held_start NAME PEER: udp_self.py's held socket under eta-run --require
+# (unbound, its first datagram to PEER at a free port); hport: its port, which
+# the shim's line says is held and read in the kernel.
+held_start() {
+    local name=$1 pid
+    rm -f "$work/$name.ready"
+    start_bg "$name" env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$py" "$selfpy" held "$2" "$(free_port)" "$work/$name.ready" 2>"$work/$name.err"
+    pid=$(eval echo "\$${name}_pid")
+    wait_until 30 eval "[ -f '$work/$name.ready' ] || ! kill -0 $pid"
+    hport=$(sed -n 's/^ready //p' "$work/$name.ready" 2>/dev/null || true)
+    [ -n "$hport" ] || fail "the $name socket did not send: $(cat "$work/$name.err")"
+    grep -qF "UDP port $hport is shared with the kernel: its placeholder is read too" "$work/$name.err" ||
+        fail "the unbound $name socket's port is not held and read in the kernel: $(cat "$work/$name.err")"
+}
 if [ -n "$shared" ]; then
     note "shared: an unbound eta-run IPv6 socket's placeholder held on [::]: datagrams to ::1 and 127.0.0.1 at its port reach it"
-    rm -f "$work/held.ready"
-    start_bg held env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-        "$py" "$selfpy" held "$ETA_LAB_PEER_IP6" "$(free_port)" "$work/held.ready" 2>"$work/held.err"
-    wait_until 30 eval "[ -f '$work/held.ready' ] || ! kill -0 $held_pid"
-    hport=$(sed -n 's/^ready //p' "$work/held.ready" 2>/dev/null || true)
-    [ -n "$hport" ] || fail "the held socket did not send: $(cat "$work/held.err")"
-    grep -qF "UDP port $hport is shared with the kernel: its placeholder is read too" "$work/held.err" ||
-        fail "the unbound socket's held placeholder is not read: $(cat "$work/held.err")"
+    held_start held "$ETA_LAB_PEER_IP6"
     out=$(timeout 60 "$py" "$selfpy" client ::1 "$hport" unconnected 8 2>&1) || fail "plain client -> [::1]:$hport: $out"
     out=$(timeout 60 "$py" "$selfpy" client 127.0.0.1 "$hport" connected 8 2>&1) || fail "plain client -> 127.0.0.1:$hport: $out"
     "$py" "$selfpy" quit ::1 "$hport"
     wait "$held_pid" || fail "the held socket's program exited $?: $(cat "$work/held.err")"
     note "shared: an unbound eta-run IPv4 socket's port held on 0.0.0.0: a plain bind of it is EADDRINUSE, datagrams to 127.0.0.1 and $H4 at it reach the socket"
-    rm -f "$work/held4.ready"
-    start_bg held4 env ETA_LOG=fallback,accel timeout 200 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
-        "$py" "$selfpy" held "$ETA_LAB_PEER_IP" "$(free_port)" "$work/held4.ready" 2>"$work/held4.err"
-    wait_until 30 eval "[ -f '$work/held4.ready' ] || ! kill -0 $held4_pid"
-    hport=$(sed -n 's/^ready //p' "$work/held4.ready" 2>/dev/null || true)
-    [ -n "$hport" ] || fail "the held IPv4 socket did not send: $(cat "$work/held4.err")"
+    held_start held4 "$ETA_LAB_PEER_IP"
     grep -qF "accelerated (UDP)" "$work/held4.err" || fail "the unbound IPv4 socket is not the PPE's: $(cat "$work/held4.err")"
-    grep -qF "UDP port $hport is shared with the kernel: its placeholder is read too" "$work/held4.err" ||
-        fail "the unbound IPv4 socket's port is not held and read in the kernel: $(cat "$work/held4.err")"
     out=$("$py" "$selfpy" taken "$hport" 2>&1) || fail "a plain bind of the eta socket's port $hport: $out"
     out=$(timeout 60 "$py" "$selfpy" client 127.0.0.1 "$hport" unconnected 8 2>&1) || fail "plain client -> 127.0.0.1:$hport: $out"
     out=$(timeout 60 "$py" "$selfpy" client "$H4" "$hport" connected 8 2>&1) || fail "plain client -> $H4:$hport: $out"
