@@ -108,9 +108,10 @@ static void ring_iov(uint8_t *ring, uint32_t size, uint32_t base, uint32_t pos, 
     iov[1] = (struct dti_iov){ring, n - first};
 }
 
-static ssize_t rx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uint32_t gen)
+/* Why nothing is readable, from the state `st` loaded before the tail that
+ * found the ring empty (see rx_span()). */
+static ssize_t rx_error(struct dti_sock_shared *sh, struct dti_sock_priv *p, uint32_t gen, uint32_t st)
 {
-    uint32_t st = DTI_LOAD(&sh->state);
     int32_t err = DTI_LOAD(&sh->error);
     if (err && p->err_taken_gen != gen) {
         p->err_taken_gen = gen;
@@ -170,8 +171,17 @@ static inline ssize_t rx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
         return -EBUSY;
     uint32_t n = readable(c->d, sh, p);
     if (n == 0) {
-        iov[0] = iov[1] = (struct dti_iov){NULL, 0};
-        return rx_error(sh, p, gen);
+        /* The engine publishes a socket's tail before its state (release,
+         * Table::write_shared), so the last bytes and the FIN after them can
+         * land between our load of the tail and one of the state: the state
+         * (acquire) first, then the tail again, or those bytes would read
+         * as an end of stream before them. */
+        uint32_t st = DTI_LOAD(&sh->state);
+        n = readable(c->d, sh, p);
+        if (n == 0) {
+            iov[0] = iov[1] = (struct dti_iov){NULL, 0};
+            return rx_error(sh, p, gen, st);
+        }
     }
     ring_iov(rx_ring(c->d, slot), dti__rx_mask(c->d, sh) + 1, DTI_LOAD_RELAXED(&sh->rx_base), p->rx_head, n, iov);
     if (__builtin_expect(DTI_LOAD_RELAXED(&sh->trace) != p->trace_seen, 0))

@@ -399,9 +399,11 @@ static inline __attribute__((always_inline)) int dti__sock_state(dti_ctx_t *c, d
     struct dti_sock_priv *p = &c->d->priv[slot];
     uint32_t rx_head = p->rx_gen == gen ? p->rx_head : 0;
     uint32_t tx_tail = p->tx_gen == gen ? p->tx_tail : 0;
+    /* The state before the tail: the engine publishes them the other way
+     * round (release), so a FIN is never seen without the bytes before it. */
+    out->state = DTI_LOAD(&sh->state);
     uint32_t rd = DTI_LOAD(&sh->rx_tail) - rx_head;
     uint32_t used = tx_tail - DTI_LOAD(&sh->tx_head);
-    out->state = DTI_LOAD(&sh->state);
     const uint32_t tx_size = dti__tx_size(c->d, sh);
     out->readable = rd > c->d->limits.rx_ring_size ? 0 : rd;
     out->writable = used > tx_size ? 0 : tx_size - used;
