@@ -334,6 +334,15 @@ int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s)
     return 0;
 }
 
+uint32_t dti_dgram_taken(dti_ctx_t *c, dti_sock_t s)
+{
+    c = dti__route(c, &s);
+    uint32_t slot;
+    if (!dti__sock(c->d, s, &slot))
+        return 0;
+    return dti__rx_side(c->d, slot, dti__gen(s))->rx_head;
+}
+
 /* Both receives: the oldest datagram copied (up to len bytes), its header
  * and an IPv6 one's addresses. */
 static ssize_t recv_any(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_dgram *h, struct dti_dgram6 *a6,

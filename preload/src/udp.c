@@ -48,6 +48,18 @@ static void take_turn(_Atomic uint32_t *busy)
 
 static void end_turn(_Atomic uint32_t *busy) { atomic_store_explicit(busy, 0, memory_order_release); }
 
+/* What a look at the receive ring took since position `from` (records and
+ * the pad records passed over, in ring bytes) goes into rx_taken: plus the
+ * readable ring bytes, a total each arrival raises and no receive lowers,
+ * which an edge-triggered epoll compares with its last report (epoll.c
+ * edge_marks). Counted in datagrams, a small datagram after a large one
+ * left the total lower than at the last report: never reported, its
+ * server asleep for good (the local loop's UDP stall, preload/README.md). */
+static void ring_taken(dti_ctx_t *c, struct eta_sock *s, uint32_t from)
+{
+    atomic_fetch_add_explicit(&s->rx_taken, dti_dgram_taken(c, s->h) - from, memory_order_relaxed);
+}
+
 static bool dgram_readable(void *arg)
 {
     struct eta_sock *s = arg;
@@ -464,6 +476,7 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
         if (perr < 0)
             return fail(eta_errno_from_dti(perr));
         take_turn(&s->dgram_rx_busy);
+        const uint32_t pos = dti_dgram_taken(c, s->h);
         struct dti_dgram h;
         struct dti_dgram6 a6;
         const void *payload = NULL;
@@ -471,6 +484,7 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
         if (n >= 0) {
             size_t take = want < h.len ? want : h.len;
             if (take && !eta_ucopy_iov(iov, iovcnt, 0, (void *)(uintptr_t)payload, take, true)) {
+                ring_taken(c, s, pos);
                 end_turn(&s->dgram_rx_busy);
                 return fail(EFAULT); /* the datagram stays */
             }
@@ -483,6 +497,7 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
                 if ((wantc & ETA_RX_GRO) && h.len && want > h.len) /* UDP_GRO: the flow's next ones too */
                     more = eta_udp_gro_more(c, s, &h, &a6, iov, iovcnt, want, &segs);
             }
+            ring_taken(c, s, pos);
             end_turn(&s->dgram_rx_busy);
             int mf = h.len > want ? MSG_TRUNC : 0;
             if (controllen) {
@@ -494,12 +509,12 @@ ssize_t eta_udp_recv(int fd, struct eta_sock *s, const struct iovec *iov, int io
             }
             if (msg_flags)
                 *msg_flags = mf;
-            atomic_fetch_add_explicit(&s->rx_taken, segs, memory_order_relaxed);
             if (hybrid && !(flags & MSG_PEEK))
                 ppe_taken(s);
             /* MSG_TRUNC asked: the datagram's real length, as Linux's UDP. */
             return (flags & MSG_TRUNC) && segs == 1 ? (ssize_t)h.len : (ssize_t)(take + more);
         }
+        ring_taken(c, s, pos);
         end_turn(&s->dgram_rx_busy);
         /* (A blocking receive on a placeholder read for host-local senders
          * alone (udp_kself) leaves that look to its wait, which watches the
@@ -761,7 +776,9 @@ int eta_udp_next_len(int fd, struct eta_sock *s)
         take_turn(&s->dgram_rx_busy);
         const void *payload = NULL;
         struct dti_dgram6 a6;
+        const uint32_t pos = dti_dgram_taken(c, s->h);
         n = s->v6 ? dti_dgram_borrow6(c, s->h, &h, &a6, &payload) : dti_dgram_borrow(c, s->h, &h, &payload);
+        ring_taken(c, s, pos); /* pad records passed over */
         end_turn(&s->dgram_rx_busy);
     }
     if (n >= 0)

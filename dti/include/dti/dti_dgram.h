@@ -127,6 +127,13 @@ ssize_t dti_dgram_borrow6(dti_ctx_t *c, dti_sock_t s, struct dti_dgram *hdr, str
 ssize_t dti_dgram_recv6(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, struct dti_addr6 *from,
                         size_t *real_len, unsigned flags);
 int dti_dgram_consume(dti_ctx_t *c, dti_sock_t s);
+/* The receive ring bytes this handle's reader has taken: a free-running
+ * position from 0, pad records included (whatever dti_dgram_borrow/recv/
+ * consume passed over). With dti_sock_status()'s `readable` (ring bytes,
+ * not datagrams) it sums to every ring byte the engine has offered the
+ * socket, a count each arrival raises and no receive lowers: what an
+ * edge-triggered poller compares (the shim's epoll). 0 for a bad handle. */
+uint32_t dti_dgram_taken(dti_ctx_t *c, dti_sock_t s);
 /* IP_ADD_MEMBERSHIP / IP_DROP_MEMBERSHIP (source != 0: the source-specific
  * variants). Host order. */
 int dti_dgram_join(dti_ctx_t *c, dti_sock_t s, uint32_t group, uint32_t source);

@@ -18,7 +18,15 @@
         datagram until b'quit' (blocking recvfrom)
   udp_self.py taken PORT                  binding 0.0.0.0:PORT answers EADDRINUSE
   udp_self.py quit ADDR PORT              tells a server to end
+  udp_self.py edge ADDR N                 edge-triggered epoll, N rounds on one
+        socket bound to ADDR: a large datagram (reported, read), then a small
+        one and a marker to a second socket; once the marker is there the
+        small one is too, and epoll must report it (Linux reports every
+        arrival to an edge-triggered member, whatever its size); 400 rounds
+        wrap a 256 KiB receive ring twice
 Every wait is bounded (socket timeouts); exit status 0 means success.
+UDP_SELF_TRACE set: the servers and clients say on stderr what they send and
+receive (udp6_test.sh shows the servers' last lines when a client fails).
 """
 import errno
 import os
@@ -38,12 +46,22 @@ def ready(path, port):
     os.rename(tmp, path)
 
 
+TRACE = os.environ.get('UDP_SELF_TRACE')
+
+
+def tr(*a):
+    if TRACE:
+        print(*a, file=sys.stderr, flush=True)
+
+
 def echo(s):
     while True:
         data, who = s.recvfrom(65535)
+        tr('got', len(data), who)
         if data == b'quit':
             return
         s.sendto(data, who)
+        tr('sent', len(data))
 
 
 def serve(addr, port, readyfile, how='poll'):
@@ -73,9 +91,12 @@ def serve_epoll(s, readyfile):
                 data, who = s.recvfrom(65535)
             except BlockingIOError:
                 break
+            tr('egot', len(data), who)
             if data == b'quit':
                 return
             s.sendto(data, who)
+            tr('esent', len(data))
+        tr('eagain')
 
 
 def client(addr, port, mode, n):
@@ -93,6 +114,7 @@ def client(addr, port, mode, n):
         # (twice at most) and counted, so a loss is reported ('resent'), not
         # taken for a path that does not work.
         for attempt in range(3):
+            tr('send', i, size, attempt)
             try:
                 if mode == 'connected':
                     s.send(data)
@@ -148,6 +170,46 @@ def taken(port):
     sys.exit('0.0.0.0:%d was free: the kernel does not hold the port' % port)
 
 
+def edge(addr, n):
+    fam = family(addr)
+    srv = socket.socket(fam, socket.SOCK_DGRAM)
+    srv.bind((addr, 0))
+    srv.setblocking(False)
+    mark = socket.socket(fam, socket.SOCK_DGRAM)
+    mark.bind((addr, 0))
+    mark.settimeout(20)
+    cli = socket.socket(fam, socket.SOCK_DGRAM)
+    ep = select.epoll()
+    ep.register(srv.fileno(), select.EPOLLIN | select.EPOLLET)
+    to, to_mark = srv.getsockname()[:2], mark.getsockname()[:2]
+
+    def reported(what):
+        # bounded: 20 s only when the edge was lost
+        if not ep.poll(20):
+            sys.exit('round %d: the %s datagram was never reported (edge-triggered epoll)' % (r, what))
+
+    for r in range(n):
+        big, small = os.urandom(1000 + r * 37 % 400), os.urandom(1 + r % 90)
+        cli.sendto(big, to)
+        reported('large')
+        if srv.recv(2048) != big:
+            sys.exit('round %d: not the large datagram' % r)
+        # the small one, then the marker: the engine delivers them in order
+        cli.sendto(small, to)
+        cli.sendto(b'mark', to_mark)
+        if mark.recv(64) != b'mark':
+            sys.exit('round %d: not the marker' % r)
+        reported('small')
+        if srv.recv(2048) != small:
+            sys.exit('round %d: not the small datagram' % r)
+        try:
+            srv.recv(2048)
+            sys.exit('round %d: a datagram nobody sent' % r)
+        except BlockingIOError:
+            pass
+    print('ok edge %d' % n)
+
+
 def quit_(addr, port):
     socket.socket(family(addr), socket.SOCK_DGRAM).sendto(b'quit', (addr, port))
 
@@ -164,6 +226,8 @@ def main():
         held(a[1], int(a[2]), a[3])
     elif a[0] == 'taken':
         taken(int(a[1]))
+    elif a[0] == 'edge':
+        edge(a[1], int(a[2]))
     elif a[0] == 'quit':
         quit_(a[1], int(a[2]))
     else:
