@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "port_ifindex.h"
 #include "decide.h"
 #include "real.h"
 
@@ -200,6 +201,7 @@ static int net_read(struct eta_net *out)
 void eta_net_load(void)
 {
     net_read(&eta_net);
+    eta_net_fill_link6(&eta_net); /* a shared port's interface, for link-local scopes */
 }
 
 void eta_net_reload(void)
@@ -212,6 +214,9 @@ void eta_net_reload(void)
         eta_log("re-attach: keeping the previous PPE's network description");
         return;
     }
+    fresh.link6_ifindex = eta_net.link6_ifindex; /* looked up once per process (port_ifindex.h) */
+    fresh.has_link6 = eta_net.has_link6;
+    memcpy(fresh.link6, eta_net.link6, sizeof fresh.link6);
     if (memcmp(&fresh, &eta_net, sizeof fresh) == 0)
         return;
     /* Readers take no lock: one that decides while this copy runs may decide

@@ -288,11 +288,14 @@ enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockad
     const uint8_t *ip = in6.sin6_addr.s6_addr;
     if (IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr))
         return ETA_R_LOOPBACK;
-    /* Link-local (a scope), multicast: the kernel's. The PPE's own
+    /* Link-local with another scope (or none), multicast: the kernel's. The PPE's own
      * addresses: a local connection inside the engine where it carries them
      * (`self local6`; on a shared port the shim turns a refusal into the
      * kernel's try), else the kernel's (a shared port's kernel holds them:
      * `local`, as IPv4's). */
+    if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr) && n->link6_ifindex > 0 && n->has_link6 &&
+        in6.sin6_scope_id == (uint32_t)n->link6_ifindex) /* the port's link (a shared port's tap) */
+        return memcmp(ip, n->link6, 16) == 0 ? ETA_R_LOCAL : ETA_R_NONE;
     if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr) || IN6_IS_ADDR_MULTICAST(&in6.sin6_addr) ||
         IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr))
         return ETA_R_INET6;
@@ -323,9 +326,9 @@ enum eta_reason eta_decide_udp(const struct eta_net *n, const struct sockaddr *a
     return eta_decide_connect(n, addr, len);
 }
 
-enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16])
+enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16], uint32_t scope)
 {
-    struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
+    struct sockaddr_in6 in6 = {.sin6_family = AF_INET6, .sin6_scope_id = scope};
     memcpy(in6.sin6_addr.s6_addr, ip, 16);
     if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
         struct sockaddr_in in = {.sin_family = AF_INET};

@@ -64,6 +64,13 @@ struct eta_net {
     bool self_local;       /* the engine carries connections to its own addresses (issue 29: both
                             * ends in MARS, no wire) */
     bool self_local6;      /* ... and to its own IPv6 addresses (`port6`) */
+    /* Not parsed: the shim fills them (port_ifindex.c, at attach, on a
+     * shared port only). The kernel interface naming the port for
+     * link-local addresses (a shared port's tap: a scope id a program
+     * gives; 0 none), and the PPE's link-local address it holds. */
+    int link6_ifindex;
+    bool has_link6;
+    uint8_t link6[16];
 };
 
 /* Parses the PPE's network description: lines (or ';'-separated items) of
@@ -102,11 +109,15 @@ bool eta_net_is_local6(const struct eta_net *n, const uint8_t ip[16]);
 bool eta_net_source6(const struct eta_net *n, const uint8_t dest[16], uint8_t src[16]);
 
 /* connect() of an AF_INET6 socket to a native IPv6 address (issue 31):
- * ETA_R_NONE for an on-link destination of a port6 prefix (not link-local),
+ * ETA_R_NONE for an on-link destination of a port6 prefix, and for a
+ * link-local one (fe80::/10) whose scope id is the port's interface
+ * (`link6_ifindex`, non-zero: a shared port's tap; the PPE's own link-local
+ * address there ETA_R_LOCAL, the kernel holds it too; any other scope, or
+ * none, ETA_R_INET6: the kernel's, which refuses scope 0 with EINVAL),
  * and for the PPE's own address where the engine carries local connections
  * (`self local6`; without it ETA_R_LOCAL on a shared port, ETA_R_INET6 on
  * one that is not), ETA_R_LOOPBACK for ::1, ETA_R_NOT_ROUTED off-link,
- * ETA_R_INET6 for the rest (link-local, multicast, v4-mapped): the
+ * ETA_R_INET6 for the rest (multicast, v4-mapped): the
  * kernel's. On a shared port as on one that is not (issue 29: the shim
  * holds the ports in the kernel). */
 enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
@@ -127,15 +138,16 @@ bool eta_net_udp_routes(const struct eta_net *n, uint32_t ip);
 enum eta_reason eta_decide_udp(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
 
 /* connect() or the first send of an AF_INET6 UDP socket to ip (16 bytes,
- * network order; the caller read the address as Linux does: udp6_addr.h):
+ * network order; the caller read the address as Linux does: udp6_addr.h)
+ * with scope id `scope` (a link-local destination's, as eta_decide_connect6):
  * a v4-mapped one by the IPv4 rule (eta_decide_udp); an IPv6 one
  * ETA_R_NONE when on-link of a port6 prefix; the PPE's own addresses
  * ETA_R_LOCAL on a shared port (the kernel's, as IPv4's), ETA_R_NONE where
  * the engine carries frames to itself (`self local6`: its local loop),
  * else ETA_R_INET6; otherwise as eta_decide_connect6 (on a port shared with
- * the kernel too: the shim holds the port in the kernel) (link-local,
- * multicast: ETA_R_INET6; ::1 ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
-enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16]);
+ * the kernel too: the shim holds the port in the kernel) (multicast:
+ * ETA_R_INET6; ::1 ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
+enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16], uint32_t scope);
 
 enum eta_bind_target {
     ETA_BIND_KERNEL, /* bind in the kernel only */

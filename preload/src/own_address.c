@@ -154,8 +154,16 @@ int eta_placeholder_bind(int fd, const struct sockaddr *addr, socklen_t len)
 int eta_hold_ephemeral6(int fd, struct eta_sock *s, const uint8_t dest[16])
 {
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
-    if (!eta_net_source6(&eta_net, dest, in6.sin6_addr.s6_addr))
+    if (dest[0] == 0xfe && (dest[1] & 0xc0) == 0x80) {
+        /* Link-local (the port's interface, eta_decide_connect6): from the
+         * PPE's link-local address there, which the tap holds too. */
+        if (!eta_net.has_link6)
+            return EADDRNOTAVAIL;
+        memcpy(in6.sin6_addr.s6_addr, eta_net.link6, 16);
+        in6.sin6_scope_id = (uint32_t)eta_net.link6_ifindex;
+    } else if (!eta_net_source6(&eta_net, dest, in6.sin6_addr.s6_addr)) {
         return EADDRNOTAVAIL;
+    }
     /* IPV6_V6ONLY as the program has it (its setsockopt, or
      * net.ipv6.bindv6only): the bind below makes the placeholder's 1, where
      * Linux's autobind at connect leaves it as it was. */

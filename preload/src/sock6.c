@@ -17,6 +17,7 @@
 #include "real.h"
 #include "sock.h"
 #include "sockobj.h"
+#include "udp6_addr.h"
 #include "udp_sock.h"
 #include "wait.h"
 
@@ -199,8 +200,9 @@ int eta_name6(dti_ctx_t *c, dti_sock_t h, bool peer, struct sockaddr *out, sockl
         return rc;
     if (!out || !len)
         return 0;
-    struct sockaddr_in6 in6 = {.sin6_family = AF_INET6, .sin6_port = htons(a.port)};
-    memcpy(in6.sin6_addr.s6_addr, a.ip, 16);
+    /* A link-local address (a connection on a shared port's link) names
+     * the port's interface as its scope, as Linux's ipv6_iface_scope_id. */
+    struct sockaddr_in6 in6 = eta_udp6_name(a.ip, a.port, (uint32_t)eta_net.link6_ifindex);
     socklen_t n = *len < (socklen_t)sizeof in6 ? *len : (socklen_t)sizeof in6;
     memcpy(out, &in6, (size_t)n);
     *len = sizeof in6;

@@ -7,8 +7,6 @@
  * EMSGSIZE, ENETUNREACH... are the call's). Blocking, MSG_DONTWAIT,
  * MSG_PEEK, MSG_TRUNC (in and out), SO_RCVTIMEO, as Linux's UDP. */
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -22,6 +20,7 @@
 #include "real.h"
 #include "signals.h"
 #include "sock6.h"
+#include "port_ifindex.h"
 #include "udp.h"
 #include "udp6.h"
 #include "udp6_addr.h"
@@ -67,8 +66,6 @@ static bool dgram_readable(void *arg)
     return !c || (eta_sock_events(c, s) & (POLLIN | POLLERR));
 }
 
-static int ifindex6_of(const uint8_t ip[16]);
-
 /* An AF_INET6 socket's sender: its IPv6 address (a link-local one with the
  * scope of the PPE port's interface, as Linux's ipv6_iface_scope_id), an
  * IPv4 one v4-mapped; sockaddr_in6, 28 bytes. */
@@ -80,7 +77,7 @@ static void put_addr6(const struct dti_dgram *h, const struct dti_dgram6 *a6, st
         memcpy(ip, a6->src, 16);
     else
         eta_udp6_map(h->src_ip, ip);
-    const uint32_t scope = (h->flags & DTI_DGRAM_IP6) && ip[0] == 0xfe ? (uint32_t)ifindex6_of(a6->dst) : 0;
+    const uint32_t scope = (h->flags & DTI_DGRAM_IP6) && ip[0] == 0xfe ? (uint32_t)eta_ifindex6_of(a6->dst) : 0;
     struct sockaddr_in6 in6 = eta_udp6_name(ip, h->src_port, scope);
     socklen_t cap = *fromlen;
     socklen_t n = cap < (socklen_t)sizeof in6 ? cap : (socklen_t)sizeof in6;
@@ -108,115 +105,6 @@ static void put_addr(const struct eta_sock *s, const struct dti_dgram *h, const 
 }
 
 /* ---- ancillary data --------------------------------------------------- */
-
-/* ipi_ifindex: the kernel interface holding the PPE address the datagram
- * came to (on a port shared with the kernel, the interface the PPE makes
- * for it: what the program sees in `ip link`), else 0 (no kernel interface
- * has the address: preload/README.md "UDP"). Looked up once per process
- * (getifaddrs), when a socket first asks for IP_PKTINFO: never on the data
- * path, which reads the table. */
-static _Atomic uint32_t ifx_state; /* 0 not looked up, 1 being filled, 2 ready */
-static unsigned ifx_n, ifx6_n;
-static uint32_t ifx_ip[ETA_NET_MAX_PORTS];
-static int ifx_index[ETA_NET_MAX_PORTS];
-static uint8_t ifx6_ip[ETA_NET_MAX_PORTS][16]; /* the port6 addresses a kernel interface holds */
-static int ifx6_index[ETA_NET_MAX_PORTS];
-
-/* The port6 addresses (IPV6_PKTINFO, a link-local sender's scope): as the
- * IPv4 ones. */
-static void ifindex6_fill(struct ifaddrs *all)
-{
-    for (unsigned i = 0; i < eta_net.n_ports6 && ifx6_n < ETA_NET_MAX_PORTS; i++) {
-        for (struct ifaddrs *a = all; a; a = a->ifa_next) {
-            struct sockaddr_in6 in6;
-            if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET6)
-                continue;
-            memcpy(&in6, a->ifa_addr, sizeof in6);
-            if (memcmp(in6.sin6_addr.s6_addr, eta_net.port6[i].ip, 16) != 0)
-                continue;
-            unsigned x = if_nametoindex(a->ifa_name);
-            if (x) {
-                memcpy(ifx6_ip[ifx6_n], eta_net.port6[i].ip, 16);
-                ifx6_index[ifx6_n++] = (int)x;
-                break;
-            }
-        }
-    }
-}
-
-static void ifindex_lookup(void)
-{
-    uint32_t st = 0;
-    if (!atomic_compare_exchange_strong(&ifx_state, &st, 1))
-        return;
-    struct ifaddrs *all = NULL;
-    int saved = errno;
-    if (getifaddrs(&all) == 0) {
-        for (unsigned i = 0; i < eta_net.n_ports && ifx_n < ETA_NET_MAX_PORTS; i++) {
-            for (struct ifaddrs *a = all; a; a = a->ifa_next) {
-                struct sockaddr_in in;
-                if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET)
-                    continue;
-                memcpy(&in, a->ifa_addr, sizeof in);
-                if (ntohl(in.sin_addr.s_addr) != eta_net.port[i].ip)
-                    continue;
-                unsigned x = if_nametoindex(a->ifa_name);
-                if (x) {
-                    ifx_ip[ifx_n] = eta_net.port[i].ip;
-                    ifx_index[ifx_n++] = (int)x;
-                    break;
-                }
-            }
-        }
-        ifindex6_fill(all);
-        freeifaddrs(all);
-    }
-    errno = saved;
-    atomic_store_explicit(&ifx_state, 2, memory_order_release);
-}
-
-static int ifindex_of(uint32_t ip)
-{
-    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2)
-        return 0;
-    for (unsigned i = 0; i < ifx_n; i++)
-        if (ifx_ip[i] == ip)
-            return ifx_index[i];
-    return 0;
-}
-
-/* ipi6_ifindex of an IPv6 datagram to ip, and a link-local sender's scope:
- * the interface holding the port6 address (a link-local destination: the
- * PPE port's, its first port6 address's), else 0. */
-static int ifindex6_of(const uint8_t ip[16])
-{
-    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2)
-        return 0;
-    for (unsigned i = 0; i < ifx6_n; i++)
-        if (memcmp(ifx6_ip[i], ip, 16) == 0 || (ip[0] == 0xfe && (ip[1] & 0xc0) == 0x80))
-            return ifx6_index[i];
-    return 0;
-}
-
-int eta_udp_ifindex4(uint32_t ip)
-{
-    ifindex_lookup();
-    return ifindex_of(ip);
-}
-
-bool eta_udp_ppe_ifindex(int ifindex)
-{
-    ifindex_lookup();
-    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2 || ifindex <= 0)
-        return false;
-    for (unsigned i = 0; i < ifx_n; i++)
-        if (ifx_index[i] == ifindex)
-            return true;
-    for (unsigned i = 0; i < ifx6_n; i++)
-        if (ifx6_index[i] == ifindex)
-            return true;
-    return false;
-}
 
 bool eta_udp_kernel_option(int level, int name, bool hybrid)
 {
@@ -283,7 +171,7 @@ void eta_udp_cmsg_refresh(int fd, struct eta_sock *s)
     atomic_store_explicit(&s->udp_gso, (uint16_t)gso, memory_order_relaxed);
     errno = saved;
     if (w & (ETA_RX_PKTINFO | ETA_RX_PKTINFO6) || s->v6)
-        ifindex_lookup(); /* an AF_INET6 socket's link-local senders need it too */
+        eta_ifindex_lookup(); /* an AF_INET6 socket's link-local senders need it too */
     atomic_store(&s->rx_cmsg, w);
 }
 
@@ -304,7 +192,7 @@ static void put_cmsgs(struct eta_sock *s, unsigned want, const struct dti_dgram 
         memcpy(m.dst6, a6->dst, 16);
         want &= ~(unsigned)(ETA_RX_PKTINFO | ETA_RX_TTL | ETA_RX_TOS); /* IP_* options: IPv4 datagrams' */
         if (want & ETA_RX_PKTINFO6)
-            m.ifindex = ifindex6_of(a6->dst);
+            m.ifindex = eta_ifindex6_of(a6->dst);
     } else if (!s->v6) {
         want &= ~(unsigned)(ETA_RX_PKTINFO6 | ETA_RX_HOPLIMIT6 | ETA_RX_TCLASS6);
     }
@@ -320,7 +208,7 @@ static void put_cmsgs(struct eta_sock *s, unsigned want, const struct dti_dgram 
         m.spec_dst = (h->flags & DTI_DGRAM_MULTICAST) ? (s->local.ip && !(s->local.ip >> 28 == 0xe)
                                                             ? s->local.ip : eta_net_source(&eta_net, h->src_ip))
                                                       : h->dst_ip;
-        m.ifindex = ifindex_of(m.spec_dst);
+        m.ifindex = eta_ifindex_of(m.spec_dst);
     }
     uint8_t buf[ETA_UDP_CMSG_MAX];
     const size_t cap = control ? (*controllen < sizeof buf ? *controllen : sizeof buf) : 0;
@@ -722,7 +610,7 @@ static int send_pktinfo6(const struct eta_sock *s, const uint8_t spec6[16], int 
             return fail(EOPNOTSUPP); /* another PPE address: the engine does not choose sources */
     }
     const bool named = memcmp(spec6, any, 16) != 0;
-    if (ifindex && ifindex != ifindex6_of(named ? spec6 : (bound6 ? own : eta_net.port6[0].ip)))
+    if (ifindex && ifindex != eta_ifindex6_of(named ? spec6 : (bound6 ? own : eta_net.port6[0].ip)))
         return fail(ENODEV);
     return 0;
 }
@@ -762,7 +650,7 @@ int eta_udp_send_cmsgs(struct eta_sock *s, const void *control, size_t controlle
         if (s->local.ip || eta_net.n_ports != 1) /* unbound, one PPE address: the one it sends from */
             return fail(EOPNOTSUPP);
     }
-    if (ifindex && ifindex != ifindex_of(spec ? spec : s->local.ip))
+    if (ifindex && ifindex != eta_ifindex_of(spec ? spec : s->local.ip))
         return fail(ENODEV); /* not the PPE port's interface (Linux: ENODEV for one that does not exist) */
     return 0;
 }

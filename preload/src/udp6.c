@@ -83,7 +83,7 @@ enum eta_reason eta_udp6_decide(int fd, struct eta_sock *s, const struct sockadd
     struct dti_addr6 a6;
     if (eta_udp6_peer(&copy, len, s->v6only, &a6) != 0)
         return ETA_R_NOT_INET; /* the kernel's answer (EINVAL, EAFNOSUPPORT, ENETUNREACH) */
-    return eta_decide_udp6(&eta_net, a6.ip);
+    return eta_decide_udp6(&eta_net, a6.ip, copy.sin6_scope_id);
 }
 
 int eta_udp6_hold(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
@@ -127,7 +127,7 @@ bool eta_udp6_ppe_routes(const struct eta_sock *s, const struct sockaddr *to, so
     uint32_t ip4;
     if (eta_udp6_unmap(a6.ip, &ip4))
         return eta_net_udp_routes(&eta_net, ip4);
-    return eta_decide_udp6(&eta_net, a6.ip) == ETA_R_NONE;
+    return eta_decide_udp6(&eta_net, a6.ip, copy.sin6_scope_id) == ETA_R_NONE;
 }
 
 int eta_udp6_send_dst(const struct eta_sock *s, const struct sockaddr *to, socklen_t tolen, struct dti_addr6 *dst,
@@ -186,7 +186,7 @@ int eta_udp6_sockname(dti_ctx_t *c, const struct eta_sock *s, struct sockaddr *o
         return rc;
     /* (Connected, the engine names its source toward the peer, as Linux's
      * ip6_datagram_connect fixes it.) */
-    struct sockaddr_in6 in6 = eta_udp6_name(a.ip, a.port, 0);
+    struct sockaddr_in6 in6 = eta_udp6_name(a.ip, a.port, (uint32_t)eta_net.link6_ifindex);
     socklen_t n = *len < (socklen_t)sizeof in6 ? *len : (socklen_t)sizeof in6;
     memcpy(out, &in6, (size_t)n);
     *len = sizeof in6;

@@ -271,5 +271,126 @@ got=$(ask "$H4" "$mport")
 wait "$mapped_pid" || fail "the v4-mapped listener exited $?"
 grep -q "^conn peer \[::ffff:$ETA_LAB_PEER_IP\]:[0-9]* local \[::ffff:$H4\]:$mport" "$work/mapped" ||
     fail "the v4-mapped connection's names: $(cat "$work/mapped")"
+# Link-local (issue 31): the scope id names a kernel interface. The peer's
+# fe80:: address on the lab's kernel link, scoped to this host's end of it,
+# stays the kernel's (counted ipv6) and works there; scope 0 is Linux's EINVAL.
+ll_of() { "$@" ip -6 -o addr show scope link | awk -v d="$LL_DEV" '$2 == d {sub(/\/.*/, "", $4); print $4; exit}'; }
+dev_of() { "$@" ip -6 -o addr show to "$LL_TO" | awk '{print $2; exit}'; }
+LL_TO=$ETA_LAB_KERNEL_IP6 kdev=$(dev_of)
+kidx=$(cat "/sys/class/net/$kdev/ifindex")
+LL_TO=$ETA_LAB_KERNEL_PEER_IP6 kpdev=$(dev_of peer)
+kpeer_ll=$(LL_DEV=$kpdev ll_of peer)
+[ -n "$kdev" ] && [ -n "$kpeer_ll" ] || fail "the lab's kernel link: no interface ($kdev) or peer link-local address ($kpeer_ll)"
+note "link-local to the peer's [$kpeer_ll%$kdev] (the kernel link): the kernel's; scope 0: EINVAL"
+llport=$(free_port)
+start_bg llk peer timeout 60 "$py" -c "
+import socket
+l = socket.socket(socket.AF_INET6)
+l.bind(('::', $llport))
+l.listen(2)
+print('ready', flush=True)
+c, a = l.accept()
+c.sendall(b'kernel-link')
+c.close()" >"$work/llk" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/llk' || ! kill -0 $llk_pid"
+out=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import errno, socket
+s = socket.socket(socket.AF_INET6)
+try:
+    s.connect(('$kpeer_ll', $llport, 0, 0))
+    print('scope0 connected')
+except OSError as e:
+    print('scope0', errno.errorcode.get(e.errno, e.errno))
+s = socket.socket(socket.AF_INET6)
+s.connect(('$kpeer_ll', $llport, 0, $kidx))
+print('kernel-link', s.recv(100).decode(), s.getsockname()[3], s.getpeername()[3])" 2>"$work/llk.err") ||
+    fail "link-local connects on the kernel link: $out $(cat "$work/llk.err")"
+grep -qx "scope0 EINVAL" <<<"$out" || fail "a link-local connect without a scope id is not Linux's EINVAL: $out"
+grep -qx "kernel-link kernel-link $kidx $kidx" <<<"$out" || fail "the link-local connection on the kernel link: $out"
+[ "$(grep -c "kernel socket, reason ipv6" "$work/llk.err")" = 2 ] ||
+    fail "the link-local connects on the kernel link are not the kernel's, counted ipv6: $(cat "$work/llk.err")"
+wait "$llk_pid" || fail "the peer's server exited $?: $(cat "$work/llk")"
+
+if [ -n "${ETA_TEST_SHARED:-}" ]; then
+    # The PPE's port has a kernel interface (its tap): fe80:: with its index
+    # is the engine's, both ways (connect, accept), named with that scope.
+    LL_TO=$H6 tap=$(dev_of)
+    tidx=$(cat "/sys/class/net/$tap/ifindex")
+    ppe_ll=$(LL_DEV=$tap ll_of)
+    LL_TO=$ETA_LAB_PEER_IP6 pdev=$(dev_of peer)
+    peer_ll=$(LL_DEV=$pdev ll_of peer)
+    [ -n "$ppe_ll" ] && [ -n "$peer_ll" ] || fail "no link-local address on $tap ($ppe_ll) or the peer's $pdev ($peer_ll)"
+    ppe_ping6 "$ppe_ll%$pdev" "(the PPE's link-local address)"
+    note "an eta-run client to the peer's [$peer_ll%$tap] (index $tidx): through the engine, byte-exact"
+    head -c 300000 /dev/urandom >"$work/llblob"
+    llport=$(free_port)
+    start_bg lls peer timeout 60 "$py" -c "
+import socket
+l = socket.socket(socket.AF_INET6)
+l.bind(('::', $llport))
+l.listen(2)
+print('ready', flush=True)
+c, a = l.accept()
+print('from', a[0], flush=True)
+got = b''
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    got += b
+c.sendall(got[::-1])
+c.close()" >"$work/lls" 2>&1
+    wait_until 20 eval "grep -q '^ready' '$work/lls' || ! kill -0 $lls_pid"
+    ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket, sys
+data = open('$work/llblob', 'rb').read()
+s = socket.socket(socket.AF_INET6)
+s.connect(('$peer_ll', $llport, 0, $tidx))
+print('names', s.getsockname()[0], s.getsockname()[3], s.getpeername()[0], s.getpeername()[1], s.getpeername()[3],
+      file=sys.stderr)
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+got = b''
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+open('$work/llgot', 'wb').write(got[::-1])" 2>"$work/llc.err" || fail "the link-local client: $(cat "$work/llc.err")"
+    wait "$lls_pid" || fail "the peer's server exited $?: $(cat "$work/lls")"
+    cmp -s "$work/llgot" "$work/llblob" || fail "the bytes over the link-local connection differ"
+    grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$peer_ll\]:$llport\)" "$work/llc.err" ||
+        fail "the link-local connect is not the engine's: $(cat "$work/llc.err")"
+    grep -qx "names $ppe_ll $tidx $peer_ll $llport $tidx" "$work/llc.err" ||
+        fail "getsockname/getpeername of the link-local connection (want $ppe_ll and $peer_ll, scope $tidx): $(cat "$work/llc.err")"
+    grep -qx "from $ppe_ll" "$work/lls" || fail "the peer saw the connection from another address: $(cat "$work/lls")"
+
+    note "a [::] listener under eta-run accepts the peer's link-local client: names scoped $tidx"
+    opens="sum(s['tcp_passive_opens'] for e in d['engines'] for s in e['stacks'])"
+    l0=$(ppe_json "$opens")
+    llport=$(free_port)
+    ETA_LOG=fallback,accel start_bg lla timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket
+l = socket.socket(socket.AF_INET6)
+l.bind(('::', $llport))
+l.listen(2)
+print('ready', flush=True)
+c, a = l.accept()
+print('accepted', a[0], a[3], c.getpeername()[0], c.getpeername()[3], c.getsockname()[0], c.getsockname()[3], flush=True)
+c.sendall(c.recv(100)[::-1])
+c.close()" >"$work/lla" 2>"$work/lla.err"
+    wait_until 30 eval "grep -q '^ready' '$work/lla' || ! kill -0 $lla_pid"
+    got=$(peer timeout 30 "$py" -c "
+import socket
+s = socket.create_connection(('$ppe_ll%$pdev', $llport))
+s.sendall(b'link-local')
+print(s.recv(100).decode())") || fail "the peer's link-local client: $got $(cat "$work/lla.err")"
+    [ "$got" = "lacol-knil" ] || fail "the peer's link-local client got '$got'"
+    wait "$lla_pid" || fail "the [::] listener exited $?: $(cat "$work/lla.err")"
+    grep -qx "accepted $peer_ll $tidx $peer_ll $tidx $ppe_ll $tidx" "$work/lla" ||
+        fail "accept()'s and the connection's names (want $peer_ll and $ppe_ll, scope $tidx): $(cat "$work/lla")"
+    wait_until 10 ppe_true "$opens >= $l0 + 1" ||
+        fail "the engine did not take the link-local connection (tcp_passive_opens $(ppe_json "$opens"), was $l0)"
+fi
 ppe_stop
 echo "preload_ip6_bind: [$H6] (http.server, curl -6), [::] IPV6_V6ONLY beside IPv4 (two programs, one), ::ffff:$H4 through the PPE; [$ETA_LAB_KERNEL_IP6] the kernel's - held"

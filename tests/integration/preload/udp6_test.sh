@@ -510,4 +510,56 @@ if [ -n "$shared" ]; then
     "$py" "$selfpy" quit 127.0.0.1 "$hport"
     wait "$held4_pid" || fail "the held IPv4 socket's program exited $?: $(cat "$work/held4.err")"
 fi
+if [ -n "$shared" ]; then
+    # Link-local (issue 31): the port's kernel interface (its tap) names the
+    # PPE's link; fe80:: with its index as scope id is the engine's.
+    tap=$(ip -6 -o addr show to "$H6" | awk '{print $2; exit}')
+    tidx=$(cat "/sys/class/net/$tap/ifindex")
+    ppe_ll=$(ip -6 -o addr show dev "$tap" scope link | awk '{sub(/\/.*/, "", $4); print $4; exit}')
+    pdev=$(peer ip -6 -o addr show to "$ETA_LAB_PEER_IP6" | awk '{print $2; exit}')
+    peer_ll=$(peer ip -6 -o addr show dev "$pdev" scope link | awk '{sub(/\/.*/, "", $4); print $4; exit}')
+    [ -n "$ppe_ll" ] && [ -n "$peer_ll" ] || fail "no link-local address on $tap ($ppe_ll) or the peer's $pdev ($peer_ll)"
+    note "shared: an eta-run UDP client to the peer's [$peer_ll%$tap] (index $tidx): the engine's, replies named with that scope"
+    lport=$(free_port)
+    start_bg llecho peer timeout 60 "$py" -c "
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind(('::', $lport))
+print('listening', flush=True)
+for i in range(4):
+    d, a = s.recvfrom(2000)
+    print('from', a[0], flush=True)
+    s.sendto(d[::-1], a)" >"$work/llecho.out" 2>&1
+    wait_until 20 eval "grep -q listening '$work/llecho.out' || ! kill -0 $llecho_pid"
+    ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import socket, sys
+to = ('$peer_ll', $lport, 0, $tidx)
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.settimeout(20)
+for i in range(2):
+    d = bytes([i + 1]) * 1200 + b'x'
+    s.sendto(d, to)
+    g, a = s.recvfrom(2000)
+    if g != d[::-1]:
+        sys.exit('the reply differs')
+    print('reply', a[0], a[1], a[3])
+c = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+c.settimeout(20)
+c.connect(to)
+for i in range(2):
+    d = bytes([i + 7]) * 900 + b'y'
+    c.send(d)
+    if c.recv(2000) != d[::-1]:
+        sys.exit('the connected reply differs')
+print('connected', c.getsockname()[0], c.getsockname()[3], c.getpeername()[0], c.getpeername()[3])" \
+        >"$work/llcli.out" 2>"$work/llcli.err" || fail "the link-local UDP client: $(cat "$work/llcli.out" "$work/llcli.err")"
+    wait "$llecho_pid" || fail "the peer's echo server exited $?: $(cat "$work/llecho.out")"
+    [ "$(grep -cx "reply $peer_ll $lport $tidx" "$work/llcli.out")" = 2 ] ||
+        fail "recvfrom's sender (want [$peer_ll]:$lport scope $tidx): $(cat "$work/llcli.out")"
+    grep -qx "connected $ppe_ll $tidx $peer_ll $tidx" "$work/llcli.out" ||
+        fail "the connected socket's names (want $ppe_ll and $peer_ll, scope $tidx): $(cat "$work/llcli.out")"
+    [ "$(grep -c "accelerated (UDP)" "$work/llcli.err")" = 2 ] && ! grep -c "kernel socket" "$work/llcli.err" >/dev/null ||
+        fail "the link-local UDP sockets are not the engine's: $(cat "$work/llcli.err")"
+    [ "$(grep -cx "from $ppe_ll" "$work/llecho.out")" = 4 ] || fail "the peer's echo server saw: $(cat "$work/llecho.out")"
+fi
 note "ok"

@@ -97,6 +97,41 @@ TEST(Decide, Ipv6ConnectOnLinkOfAPort6Prefix)
     EXPECT_EQ(n.port6[0].prefix, 128);
 }
 
+// Issue 31: a link-local destination whose scope id is the port's kernel
+// interface (a shared port's tap, which the shim looked up: link6_ifindex)
+// is the engine's; another interface's, or none, the kernel's (which refuses
+// scope 0 with EINVAL); the PPE's own link-local address the kernel's too.
+static enum eta_reason connect6_scoped(const eta_net &n, const char *ip, uint32_t scope)
+{
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(80);
+    a.sin6_scope_id = scope;
+    inet_pton(AF_INET6, ip, &a.sin6_addr);
+    return eta_decide_connect6(&n, (sockaddr *)&a, sizeof a);
+}
+
+TEST(Decide, LinkLocalOnThePortsInterface)
+{
+    eta_net n{};
+    char why[128];
+    ASSERT_EQ(eta_net_parse("port6 2001:2:0:2::1/64\nself shared\n", &n, why, sizeof why), 0) << why;
+    EXPECT_EQ(connect6_scoped(n, "fe80::2", 7), ETA_R_INET6) << "no interface known (not shared, or not looked up)";
+    n.link6_ifindex = 7;
+    n.has_link6 = true;
+    inet_pton(AF_INET6, "fe80::1", n.link6);
+    EXPECT_EQ(connect6_scoped(n, "fe80::2", 7), ETA_R_NONE) << "the port's link: the engine's";
+    EXPECT_EQ(connect6_scoped(n, "fe80::2", 3), ETA_R_INET6) << "another interface: the kernel's";
+    EXPECT_EQ(connect6_scoped(n, "fe80::2", 0), ETA_R_INET6) << "no scope: the kernel's (EINVAL)";
+    EXPECT_EQ(connect6_scoped(n, "fe80::1", 7), ETA_R_LOCAL) << "the PPE's own link-local: the kernel holds it";
+    EXPECT_EQ(connect6_scoped(n, "ff02::1", 7), ETA_R_INET6) << "multicast stays the kernel's";
+    uint8_t ip[16];
+    inet_pton(AF_INET6, "fe80::2", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 7), ETA_R_NONE) << "UDP: as connect";
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 3), ETA_R_INET6);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_INET6);
+}
+
 TEST(Decide, ConnectFollowsThePpeRoutes)
 {
     eta_net n = lab_net();
@@ -196,14 +231,14 @@ TEST(Decide, Ipv6OnASharedPort)
     EXPECT_EQ(memcmp(src, want, 16), 0) << "else from the first";
     uint8_t peer[16];
     inet_pton(AF_INET6, "2001:2:0:2::2", peer);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_NONE) << "UDP over IPv6 on-link, shared: the engine's (port held)";
-    EXPECT_EQ(eta_decide_udp6(&n, dest), ETA_R_NOT_ROUTED) << "UDP over IPv6 off-link, shared";
+    EXPECT_EQ(eta_decide_udp6(&n, peer, 0), ETA_R_NONE) << "UDP over IPv6 on-link, shared: the engine's (port held)";
+    EXPECT_EQ(eta_decide_udp6(&n, dest, 0), ETA_R_NOT_ROUTED) << "UDP over IPv6 off-link, shared";
     inet_pton(AF_INET6, "2001:2:0:2::1", peer);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_LOCAL) << "UDP to the PPE's own IPv6 address, shared: the kernel's (`local`)";
+    EXPECT_EQ(eta_decide_udp6(&n, peer, 0), ETA_R_LOCAL) << "UDP to the PPE's own IPv6 address, shared: the kernel's (`local`)";
     inet_pton(AF_INET6, "fe80::1", peer);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_INET6) << "UDP link-local, shared: the kernel's";
+    EXPECT_EQ(eta_decide_udp6(&n, peer, 0), ETA_R_INET6) << "UDP link-local, shared: the kernel's";
     inet_pton(AF_INET6, "::ffff:198.18.0.1", peer);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_LOCAL) << "v4-mapped PPE address, shared: IPv4's UDP rule (the kernel's)";
+    EXPECT_EQ(eta_decide_udp6(&n, peer, 0), ETA_R_LOCAL) << "v4-mapped PPE address, shared: IPv4's UDP rule (the kernel's)";
     inet_pton(AF_INET6, "2001:2:0:2::2", peer);
     // Without `self local6`: the PPE's own IPv6 address is the kernel's, which
     // holds it on a shared port (`local`, as IPv4's).
@@ -215,7 +250,7 @@ TEST(Decide, Ipv6OnASharedPort)
     own.sin6_scope_id = 0;
     EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, true), ETA_BIND_PPE);
     EXPECT_EQ(eta_decide_bind6(&n, (sockaddr *)&own, sizeof own, false), ETA_BIND_PPE);
-    EXPECT_EQ(eta_decide_udp6(&n, peer), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_udp6(&n, peer, 0), ETA_R_NONE);
     eta_net none{};
     EXPECT_FALSE(eta_net_source6(&none, dest, src)) << "no IPv6 address: no source";
 }
@@ -326,24 +361,24 @@ TEST(Decide, UdpToThePpesOwnAddresses)
     EXPECT_FALSE(eta_net_udp_routes(&n, 0x7f000001u));
     uint8_t ip[16];
     inet_pton(AF_INET6, "2001:2:0:2::1", ip);
-    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_LOCAL);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_LOCAL);
     inet_pton(AF_INET6, "::ffff:198.18.0.1", ip);
-    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_LOCAL) << "v4-mapped: IPv4's UDP rule";
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_LOCAL) << "v4-mapped: IPv4's UDP rule";
     inet_pton(AF_INET6, "2001:2:0:2::2", ip);
-    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_NONE);
     // Not shared: the engine carries them (MARS's local loop).
     ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nport6 2001:2:0:2::1/64\nself local\nself local6\n", &n, why, sizeof why), 0)
         << why;
     EXPECT_EQ(eta_decide_udp(&n, (sockaddr *)&self, sizeof self), ETA_R_NONE);
     EXPECT_TRUE(eta_net_udp_routes(&n, ntohl(self.sin_addr.s_addr)));
     inet_pton(AF_INET6, "2001:2:0:2::1", ip);
-    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_NONE);
     inet_pton(AF_INET6, "::ffff:198.18.0.1", ip);
-    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_NONE);
     // A PPE that does not loop IPv6 (no `self local6`): the kernel's, as before.
     ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nport6 2001:2:0:2::1/64\nself local\n", &n, why, sizeof why), 0) << why;
     inet_pton(AF_INET6, "2001:2:0:2::1", ip);
-    EXPECT_EQ(eta_decide_udp6(&n, ip), ETA_R_INET6);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_INET6);
 }
 
 } // namespace

@@ -277,22 +277,22 @@ TEST(Udp6Decide, WhichDestinationsThePpeTakes)
         s = in6(a, 0);
         return s.sin6_addr.s6_addr;
     };
-    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::2")), ETA_R_NONE);        // on-link
-    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::1")), ETA_R_INET6);       // the PPE's own
-    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:9::2")), ETA_R_NOT_ROUTED);  // off-link
-    EXPECT_EQ(eta_decide_udp6(&n, ip("fe80::2")), ETA_R_INET6);             // link-local: the kernel's
-    EXPECT_EQ(eta_decide_udp6(&n, ip("::1")), ETA_R_LOOPBACK);
-    EXPECT_EQ(eta_decide_udp6(&n, ip("ff02::1")), ETA_R_INET6);
-    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:198.18.1.2")), ETA_R_NONE);    // IPv4's rule
-    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:127.0.0.1")), ETA_R_LOOPBACK);
-    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:10.1.1.1")), ETA_R_NOT_ROUTED);
+    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::2"), 0), ETA_R_NONE);        // on-link
+    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::1"), 0), ETA_R_INET6);       // the PPE's own
+    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:9::2"), 0), ETA_R_NOT_ROUTED);  // off-link
+    EXPECT_EQ(eta_decide_udp6(&n, ip("fe80::2"), 0), ETA_R_INET6);             // link-local: the kernel's
+    EXPECT_EQ(eta_decide_udp6(&n, ip("::1"), 0), ETA_R_LOOPBACK);
+    EXPECT_EQ(eta_decide_udp6(&n, ip("ff02::1"), 0), ETA_R_INET6);
+    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:198.18.1.2"), 0), ETA_R_NONE);    // IPv4's rule
+    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:127.0.0.1"), 0), ETA_R_LOOPBACK);
+    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:10.1.1.1"), 0), ETA_R_NOT_ROUTED);
     ASSERT_EQ(eta_net_parse("port 198.18.1.1/24\nport6 2001:2:0:1::1/64\nself shared\n", &n, why, sizeof why), 0);
     // A shared port (session 53): the engine's too, its port held in the
     // kernel (udp6.c eta_udp6_hold); the PPE's own address the kernel's (`local`).
-    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::2")), ETA_R_NONE);
-    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::1")), ETA_R_LOCAL); // the kernel loops it (issue 29)
-    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:9::2")), ETA_R_NOT_ROUTED);
-    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:198.18.1.1")), ETA_R_LOCAL); // IPv4's rule: the kernel holds it
+    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::2"), 0), ETA_R_NONE);
+    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:1::1"), 0), ETA_R_LOCAL); // the kernel loops it (issue 29)
+    EXPECT_EQ(eta_decide_udp6(&n, ip("2001:2:0:9::2"), 0), ETA_R_NOT_ROUTED);
+    EXPECT_EQ(eta_decide_udp6(&n, ip("::ffff:198.18.1.1"), 0), ETA_R_LOCAL); // IPv4's rule: the kernel holds it
 }
 
 } // namespace
