@@ -28,6 +28,14 @@
 # - an IPv6 client whose first connect is refused connects again (bound to
 #   the PPE's IPv6 address, and unbound: on a shared port its port is held;
 #   and after a refused v4-mapped connect, to an IPv6 address).
+# - link-local (issue 31): the peer's fe80:: address on the lab's kernel
+#   link with that link's index as scope is the kernel's (counted ipv6) and
+#   works; scope 0 is Linux's EINVAL; on a shared port, fe80:: with the tap's
+#   index is the engine's: an eta-run client to the peer's link-local address
+#   (byte-exact both ways, getsockname/getpeername scoped to the tap, the
+#   peer sees the PPE's link-local address), a [::] listener accepting the
+#   peer's link-local client (accept's and the connection's names scoped,
+#   the engine's passive opens count it).
 # On a port shared with the kernel (ETA_TEST_SHARED=1; meson's
 # preload_ip6_shared) all of it runs too: the kernel placeholder binds the
 # PPE's IPv6 address first (one port space, issues 29 and 31), and the

@@ -54,6 +54,9 @@
 # (their placeholders read: the shim's line), and an unbound eta-run IPv6
 # socket whose port the kernel holds on [::] gets datagrams sent to ::1 and
 # 127.0.0.1 at that port, as on Linux.
+# Link-local there (issue 31): an eta-run socket's sendto the peer's fe80::
+# address with the tap's index as scope is the engine's (the shim's log), the
+# replies' senders scoped to the tap; a connected one's names scoped too.
 ETA_PPE=$1 SHIM=$2 ETA_RUN=$3 ETA_STAT=$4
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../ppe/ppe_lib.sh"
