@@ -373,6 +373,54 @@ open('$work/llgot', 'wb').write(got[::-1])" 2>"$work/llc.err" || fail "the link-
         fail "getsockname/getpeername of the link-local connection (want $ppe_ll and $peer_ll, scope $tidx): $(cat "$work/llc.err")"
     grep -qx "from $ppe_ll" "$work/lls" || fail "the peer saw the connection from another address: $(cat "$work/lls")"
 
+    note "a link-local connection through exec and SCM_RIGHTS: still the engine's, names scoped $tidx"
+    llport=$(free_port)
+    start_bg llx peer timeout 60 "$py" -c "
+import socket
+l = socket.socket(socket.AF_INET6)
+l.bind(('::', $llport))
+l.listen(2)
+print('ready', flush=True)
+for i in range(2):
+    c, a = l.accept()
+    c.sendall(c.recv(100)[::-1])
+    c.close()" >"$work/llx" 2>&1
+    wait_until 20 eval "grep -q '^ready' '$work/llx' || ! kill -0 $llx_pid"
+    ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import os, socket, sys
+def names(s):
+    return '%s %d %s %d' % (s.getsockname()[0], s.getsockname()[3], s.getpeername()[0], s.getpeername()[3])
+if len(sys.argv) > 1:  # the new image: the connection it was handed at exec
+    s = socket.socket(fileno=int(sys.argv[1]))
+    s.sendall(b'exec')
+    print('exec', s.recv(100).decode(), names(s), flush=True)
+    a, b = socket.socketpair(socket.AF_UNIX)
+    pid = os.fork()
+    if pid == 0:  # a process of its own receives the next one (SCM_RIGHTS)
+        _, fds, _, _ = socket.recv_fds(b, 1, 1)
+        u = socket.socket(fileno=fds[0])
+        u.sendall(b'passed')
+        print('passed', u.recv(100).decode(), names(u), flush=True)
+        os._exit(0)
+    t = socket.socket(socket.AF_INET6)
+    t.connect(('$peer_ll', $llport, 0, $tidx))
+    socket.send_fds(a, [b'x'], [t.fileno()])
+    t.close()
+    sys.exit(os.waitpid(pid, 0)[1])
+s = socket.socket(socket.AF_INET6)
+s.connect(('$peer_ll', $llport, 0, $tidx))
+s.set_inheritable(True)
+os.execv(sys.executable, [sys.executable, '-c', sys.argv[0] if False else open('/proc/self/cmdline').read().split(chr(0))[2], str(s.fileno())])
+" >"$work/llx.out" 2>"$work/llx.err" || fail "the link-local connection through exec (exit $?): $(cat "$work/llx.out" "$work/llx.err")"
+    wait "$llx_pid" || fail "the peer's server exited $?: $(cat "$work/llx")"
+    grep -qx "exec cexe $ppe_ll $tidx $peer_ll $tidx" "$work/llx.out" ||
+        fail "the link-local connection after exec: $(cat "$work/llx.out" "$work/llx.err")"
+    grep -qx "passed dessap $ppe_ll $tidx $peer_ll $tidx" "$work/llx.out" ||
+        fail "the link-local connection passed by SCM_RIGHTS: $(cat "$work/llx.out" "$work/llx.err")"
+    [ "$(grep -cE "accelerated \(\[$peer_ll\]:$llport\)" "$work/llx.err")" = 2 ] && ! grep -c "kernel socket" "$work/llx.err" >/dev/null ||
+        fail "the link-local connections through exec and SCM_RIGHTS are not the engine's: $(cat "$work/llx.err")"
+    grep -c "could not be adopted" "$work/llx.err" >/dev/null && fail "exec: $(cat "$work/llx.err")"
+
     note "a [::] listener under eta-run accepts the peer's link-local client: names scoped $tidx"
     opens="sum(s['tcp_passive_opens'] for e in d['engines'] for s in e['stacks'])"
     l0=$(ppe_json "$opens")
