@@ -17,8 +17,9 @@
  * came to (on a port shared with the kernel, the interface the PPE makes
  * for it: what the program sees in `ip link`), else 0 (no kernel interface
  * has the address: preload/README.md "UDP"). Looked up once per process
- * (getifaddrs), when a socket first asks for IP_PKTINFO: never on the data
- * path, which reads the table. */
+ * (getifaddrs): at attach on a shared port with IPv6 addresses
+ * (eta_net_fill_link6), else when a socket first asks for IP_PKTINFO or
+ * names an interface; never on the data path, which reads the table. */
 static _Atomic uint32_t ifx_state; /* 0 not looked up, 1 being filled, 2 ready */
 static unsigned ifx_n, ifx6_n;
 static uint32_t ifx_ip[ETA_NET_MAX_PORTS];

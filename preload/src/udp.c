@@ -17,10 +17,10 @@
 
 #include "config.h"
 #include "io.h"
+#include "port_ifindex.h"
 #include "real.h"
 #include "signals.h"
 #include "sock6.h"
-#include "port_ifindex.h"
 #include "udp.h"
 #include "udp6.h"
 #include "udp6_addr.h"
