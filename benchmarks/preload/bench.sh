@@ -69,6 +69,7 @@ for path in eta kernel; do
     txns=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' "$out/sp.$path" | head -1)
     p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
+    [ -z "$p50" ] || [ -z "$p99" ] || echo "$path $p50 $p99" >> "$out/latency"
     c0=$(cpu_s "$ip_server") e0=$(cpu_s "$engine")
     read -r posts0 pbytes0 < <(posted)
     peer timeout $((secs + 30)) iperf3 -c "$dst" -p 5201 -t "$secs" --json > "$out/ip.$path"
@@ -156,4 +157,8 @@ awk '$3 > 0 { c[$1] += $2; b[$1] += $3; p[$1] += $4; pb[$1] += $5 }
      END { if (b["eta"] && b["kernel"] && c["kernel"] > 0) {
                e = c["eta"] / (b["eta"] / 2^30); k = c["kernel"] / (b["kernel"] / 2^30)
                printf "blocking reader (python3 recv_into 1 MiB) CPU per GiB: eta/kernel = %.2fx  (eta %.3f s, kernel %.3f s; %d posts, %.0f%% of the bytes written by the engine)\n", e / k, e, k, p["eta"], 100 * pb["eta"] / b["eta"] } }' "$out/reader" 2>/dev/null || true
-
+# Issue 33's closing lines: sockperf's ping-pong latency, eta against the kernel (means over repetitions).
+awk '{ a[$1] += $2; b[$1] += $3; n[$1]++ }
+     END { if (n["eta"] && n["kernel"] && a["kernel"] > 0 && b["kernel"] > 0) {
+               printf "latency rr 64 B p50: eta/kernel = %.2fx  (sockperf ping-pong: eta %.2f us, kernel %.2f us)\n", (a["eta"] / n["eta"]) / (a["kernel"] / n["kernel"]), a["eta"] / n["eta"], a["kernel"] / n["kernel"]
+               printf "latency rr 64 B p99: eta/kernel = %.2fx  (sockperf ping-pong: eta %.2f us, kernel %.2f us)\n", (b["eta"] / n["eta"]) / (b["kernel"] / n["kernel"]), b["eta"] / n["eta"], b["kernel"] / n["kernel"] } }' "$out/latency" 2>/dev/null || true
