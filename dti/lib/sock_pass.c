@@ -270,6 +270,18 @@ int dti_claim(dti_t *d, int fd, int may_join, dti_sock_t *h, dti_t **joined, cha
         if (rc < 0) {
             unclaim(d, a, n);
             *h = DTI_SOCK_INVALID;
+            return rc;
+        }
+        /* This process may have closed the handle itself after the pass (a
+         * socket passed to itself, its first descriptor closed before the
+         * receive: Linux keeps the socket while it is in flight, and so does
+         * the PPE): it holds the socket again, so the handle is its own again. */
+        for (uint32_t e = 0; e < n; e++) {
+            struct dti_attachment *l = d->links[e];
+            const dti_sock_t local = a[e].h & DTI_LOCAL_MASK; /* (the engine's bits off) */
+            const uint32_t slot = dti__slot(local);
+            if (a[e].h != DTI_SOCK_INVALID && slot < l->limits.max_sockets && l->closed_gen[slot] == dti__gen(local))
+                l->closed_gen[slot] = 0;
         }
         return rc;
     }

@@ -18,6 +18,12 @@ both under eta-run:
                     UDP socket), says so on UNIX_PATH.got, and echoes each
                     datagram to its sender until one says END; prints
                     "echoed N"
+  self HOST PORT     listens on HOST:PORT, prints "listening", accepts one
+                    connection, passes it to itself over a socketpair of its
+                    own, closes the accepted descriptor before it receives
+                    the passed one (Linux keeps the socket while it is in
+                    flight), echoes on the received one until EOF; prints
+                    "done"
   send-udp UNIX_PATH HOST PORT
                     binds a UDP socket to HOST:PORT, passes it to the
                     receiver, closes its own copy, and exits once the
@@ -122,8 +128,26 @@ def send_udp(path, host, port):
     print("passed", flush=True)
 
 
+
+def to_self(host, port):
+    with socket.socket() as l:
+        l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        l.bind((host, port))
+        l.listen(1)
+        print("listening", flush=True)
+        c, _ = l.accept()
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with a, b:
+        socket.send_fds(a, [b"c"], [c.fileno()])
+        c.close()
+        _, fds, _, _ = socket.recv_fds(b, 16, 1)
+    echo(socket.socket(fileno=fds[0]))
+    print("done", flush=True)
+
 if __name__ == "__main__":
-    if sys.argv[1] == "recv":
+    if sys.argv[1] == "self":
+        to_self(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "recv":
         recv(sys.argv[2])
     elif sys.argv[1] == "recv-udp":
         recv_udp(sys.argv[2])

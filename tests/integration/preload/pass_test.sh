@@ -13,6 +13,8 @@
 #     INADDR_ANY (a hybrid listener: the receiver's accept blocks as the
 #     program's listener does, not EAGAIN from the shim's non-blocking
 #     kernel half);
+#   - python: a connection passed to its own process over a socketpair, its
+#     first descriptor closed before the receive: echoed on the received one;
 #   - python: a UDP socket, bound to the PPE's address and then to
 #     INADDR_ANY (a hybrid), passed to an unrelated process that echoes the
 #     peer's datagrams through the PPE after the sender has exited.
@@ -105,6 +107,19 @@ pass_python() {
     no_warning "$work/recv.log" "the receiver"
 }
 pass_python "$H" 7140
+# Passed to itself, its first descriptor closed before the receive: Linux
+# keeps an in-flight socket, and so does the PPE; the received descriptor
+# is the same accelerated connection (before: "cannot be used here", an
+# unconnected kernel socket, the peer reset).
+note "python: a connection passed to its own process, closed there before the receive"
+port=$(free_port)
+bg selfpass "$work/self.log" "$PY" "$here/pass_fds.py" self "$H" "$port" >"$work/self.out"
+wait_until 20 grep -q listening "$work/self.out" || { cat "$work/self.log"; fail "the self-passing process did not listen"; }
+peer timeout 60 "$PY" "$here/pass_peer.py" echo "$H" "$port" 1 100000 1 ||
+    { cat "$work/self.log"; fail "the connection passed to its own process"; }
+wait "$selfpass_pid" || { cat "$work/self.log" "$work/self.out"; fail "the self-passing process failed"; }
+grep -q done "$work/self.out" || fail "the self-passing process did not finish"
+no_warning "$work/self.log" "the self-passing process"
 pass_python 0.0.0.0 "$(free_port)"   # its kernel half binds in the host namespace
 
 # A UDP socket passed to an unrelated process (issue 31): the receiver

@@ -176,6 +176,32 @@ TEST_F(DtiPass, SenderClosedBeforeTheClaimKeepsItOpen)
     EXPECT_EQ(b, 'x');
 }
 
+// Passed to itself (a socketpair of its own), its handle closed before the
+// receive: Linux keeps the socket while it is in flight and the received
+// descriptor works; here the PPE keeps it, and the claim makes the handle
+// this process's again (it had marked it closed: dti__sock_of refused it).
+TEST_F(DtiPass, PassedToItselfAndClosedBeforeTheClaimIsUsableAgain)
+{
+    dti_sock_t client, server;
+    pair(&client, &server);
+    ASSERT_EQ(dti_pass(d_, server, placeholder_, nullptr, 0), 0);
+    ASSERT_EQ(dti_close(c_, server), 0);
+    struct dti_sock_info info;
+    EXPECT_EQ(dti_sock_status(c_, server, &info), -DTI_E_BAD_HANDLE) << "closed here";
+    ASSERT_EQ(dti_send_all(c_, client, "x", 1, 5000), 1);
+    dti_sock_t h = DTI_SOCK_INVALID;
+    ASSERT_EQ(claim(d_, placeholder_, false, &h), 0) << why_;
+    ASSERT_EQ(dti_sock_status(c_, h, &info), 0) << "the claimed handle is this process's again";
+    char b = 0;
+    ASSERT_EQ(dti_recv_wait(c_, h, &b, 1, 5000), 1);
+    EXPECT_EQ(b, 'x');
+    ASSERT_EQ(dti_send_all(c_, h, "y", 1, 5000), 1);
+    ASSERT_EQ(dti_recv_wait(c_, client, &b, 1, 5000), 1);
+    EXPECT_EQ(b, 'y');
+    ASSERT_EQ(dti_close(c_, h), 0); // the last hold: FIN
+    EXPECT_EQ(dti_recv_wait(c_, client, &b, 1, 5000), 0);
+}
+
 TEST_F(DtiPass, WrongFileIsRefused)
 {
     dti_sock_t client, server;
