@@ -185,6 +185,12 @@ void Control::claim_socket(Member &claimant, int fd, int join_fd)
         close(fd);
     if (!ident)
         return refuse(EBADF, "CLAIM needs a socket descriptor");
+    // What the claimant published first counts: a process that passed a
+    // socket to itself and closed it before the receive has that CLOSE in
+    // its queue, and its hold must go before the claim gives it one again
+    // (else the claim finds the hold still there and the CLOSE, taken after,
+    // ends the socket).
+    drain_member(table_.group_of(claimant), claimant);
     // A socket in flight first (one pass, one claim), then a standing offer
     // (a listener made again after a PPE restart, claimed by each process
     // that shares its descriptor).
