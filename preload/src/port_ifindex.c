@@ -46,28 +46,32 @@ static void link6_fill(struct ifaddrs *all, const char *name)
     }
 }
 
-/* The port6 addresses (IPV6_PKTINFO, a link-local sender's scope): as the
- * IPv4 ones. */
-static void ifindex6_fill(struct ifaddrs *all)
+/* The index of a kernel interface holding address ip (network order: 4
+ * bytes for AF_INET, 16 for AF_INET6) and, through *name, its name; 0: none. */
+static unsigned holder(struct ifaddrs *all, int family, const void *ip, const char **name)
 {
-    for (unsigned i = 0; i < eta_net.n_ports6 && ifx6_n < ETA_NET_MAX_PORTS; i++) {
-        for (struct ifaddrs *a = all; a; a = a->ifa_next) {
-            struct sockaddr_in6 in6;
-            if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET6)
-                continue;
+    for (struct ifaddrs *a = all; a; a = a->ifa_next) {
+        if (!a->ifa_addr || a->ifa_addr->sa_family != family)
+            continue;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+        const void *have;
+        if (family == AF_INET6) {
             memcpy(&in6, a->ifa_addr, sizeof in6);
-            if (memcmp(in6.sin6_addr.s6_addr, eta_net.port6[i].ip, 16) != 0)
-                continue;
-            unsigned x = if_nametoindex(a->ifa_name);
-            if (x) {
-                if (ifx6_n == 0)
-                    link6_fill(all, a->ifa_name);
-                memcpy(ifx6_ip[ifx6_n], eta_net.port6[i].ip, 16);
-                ifx6_index[ifx6_n++] = (int)x;
-                break;
-            }
+            have = in6.sin6_addr.s6_addr;
+        } else {
+            memcpy(&in, a->ifa_addr, sizeof in);
+            have = &in.sin_addr.s_addr;
+        }
+        if (memcmp(have, ip, family == AF_INET6 ? 16 : 4) != 0)
+            continue;
+        unsigned x = if_nametoindex(a->ifa_name);
+        if (x) {
+            *name = a->ifa_name;
+            return x;
         }
     }
+    return 0;
 }
 
 void eta_ifindex_lookup(void)
@@ -78,23 +82,26 @@ void eta_ifindex_lookup(void)
     struct ifaddrs *all = NULL;
     int saved = errno;
     if (getifaddrs(&all) == 0) {
+        const char *name = NULL;
         for (unsigned i = 0; i < eta_net.n_ports && ifx_n < ETA_NET_MAX_PORTS; i++) {
-            for (struct ifaddrs *a = all; a; a = a->ifa_next) {
-                struct sockaddr_in in;
-                if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET)
-                    continue;
-                memcpy(&in, a->ifa_addr, sizeof in);
-                if (ntohl(in.sin_addr.s_addr) != eta_net.port[i].ip)
-                    continue;
-                unsigned x = if_nametoindex(a->ifa_name);
-                if (x) {
-                    ifx_ip[ifx_n] = eta_net.port[i].ip;
-                    ifx_index[ifx_n++] = (int)x;
-                    break;
-                }
+            const uint32_t be = htonl(eta_net.port[i].ip);
+            unsigned x = holder(all, AF_INET, &be, &name);
+            if (x) {
+                ifx_ip[ifx_n] = eta_net.port[i].ip;
+                ifx_index[ifx_n++] = (int)x;
             }
         }
-        ifindex6_fill(all);
+        /* The port6 addresses (IPV6_PKTINFO, a link-local sender's scope),
+         * and the first one's interface's link-local address. */
+        for (unsigned i = 0; i < eta_net.n_ports6 && ifx6_n < ETA_NET_MAX_PORTS; i++) {
+            unsigned x = holder(all, AF_INET6, eta_net.port6[i].ip, &name);
+            if (x) {
+                if (ifx6_n == 0)
+                    link6_fill(all, name);
+                memcpy(ifx6_ip[ifx6_n], eta_net.port6[i].ip, 16);
+                ifx6_index[ifx6_n++] = (int)x;
+            }
+        }
         freeifaddrs(all);
     }
     errno = saved;
@@ -116,10 +123,12 @@ int eta_ifindex_of(uint32_t ip)
  * PPE port's, its first port6 address's), else 0. */
 int eta_ifindex6_of(const uint8_t ip[16])
 {
-    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2)
+    if (atomic_load_explicit(&ifx_state, memory_order_acquire) != 2 || ifx6_n == 0)
         return 0;
+    if (ip[0] == 0xfe && (ip[1] & 0xc0) == 0x80)
+        return ifx6_index[0]; /* link-local: the port's interface */
     for (unsigned i = 0; i < ifx6_n; i++)
-        if (memcmp(ifx6_ip[i], ip, 16) == 0 || (ip[0] == 0xfe && (ip[1] & 0xc0) == 0x80))
+        if (memcmp(ifx6_ip[i], ip, 16) == 0)
             return ifx6_index[i];
     return 0;
 }

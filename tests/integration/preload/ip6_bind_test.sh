@@ -284,6 +284,20 @@ grep -q "^conn peer \[::ffff:$ETA_LAB_PEER_IP\]:[0-9]* local \[::ffff:$H4\]:$mpo
 # stays the kernel's (counted ipv6) and works there; scope 0 is Linux's EINVAL.
 ll_of() { "$@" ip -6 -o addr show scope link | awk -v d="$LL_DEV" '$2 == d {sub(/\/.*/, "", $4); print $4; exit}'; }
 dev_of() { "$@" ip -6 -o addr show to "$LL_TO" | awk '{print $2; exit}'; }
+# peer_listen6 NAME PYTHON: a python3 server in the peer on [::]:$llport
+# (its output in $work/NAME), PYTHON run on the listener l once it listens;
+# returns once it says so (or has ended).
+peer_listen6() {
+    start_bg "$1" peer timeout 60 "$py" -c "import socket
+l = socket.socket(socket.AF_INET6)
+l.bind(('::', $llport))
+l.listen(2)
+print('ready', flush=True)
+$2" >"$work/$1" 2>&1
+    local pid
+    pid=$(eval echo "\$${1}_pid")
+    wait_until 20 eval "grep -q '^ready' '$work/$1' || ! kill -0 $pid"
+}
 LL_TO=$ETA_LAB_KERNEL_IP6 kdev=$(dev_of)
 kidx=$(cat "/sys/class/net/$kdev/ifindex")
 LL_TO=$ETA_LAB_KERNEL_PEER_IP6 kpdev=$(dev_of peer)
@@ -291,16 +305,9 @@ kpeer_ll=$(LL_DEV=$kpdev ll_of peer)
 [ -n "$kdev" ] && [ -n "$kpeer_ll" ] || fail "the lab's kernel link: no interface ($kdev) or peer link-local address ($kpeer_ll)"
 note "link-local to the peer's [$kpeer_ll%$kdev] (the kernel link): the kernel's; scope 0: EINVAL"
 llport=$(free_port)
-start_bg llk peer timeout 60 "$py" -c "
-import socket
-l = socket.socket(socket.AF_INET6)
-l.bind(('::', $llport))
-l.listen(2)
-print('ready', flush=True)
-c, a = l.accept()
+peer_listen6 llk "c, a = l.accept()
 c.sendall(b'kernel-link')
-c.close()" >"$work/llk" 2>&1
-wait_until 20 eval "grep -q '^ready' '$work/llk' || ! kill -0 $llk_pid"
+c.close()"
 out=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --socket "$ETA_LAB_SOCKET" -- "$py" -c "
 import errno, socket
 s = socket.socket(socket.AF_INET6)
@@ -332,13 +339,7 @@ if [ -n "${ETA_TEST_SHARED:-}" ]; then
     note "an eta-run client to the peer's [$peer_ll%$tap] (index $tidx): through the engine, byte-exact"
     head -c 300000 /dev/urandom >"$work/llblob"
     llport=$(free_port)
-    start_bg lls peer timeout 60 "$py" -c "
-import socket
-l = socket.socket(socket.AF_INET6)
-l.bind(('::', $llport))
-l.listen(2)
-print('ready', flush=True)
-c, a = l.accept()
+    peer_listen6 lls "c, a = l.accept()
 print('from', a[0], flush=True)
 got = b''
 while True:
@@ -347,8 +348,7 @@ while True:
         break
     got += b
 c.sendall(got[::-1])
-c.close()" >"$work/lls" 2>&1
-    wait_until 20 eval "grep -q '^ready' '$work/lls' || ! kill -0 $lls_pid"
+c.close()"
     ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
 import socket, sys
 data = open('$work/llblob', 'rb').read()
@@ -375,17 +375,10 @@ open('$work/llgot', 'wb').write(got[::-1])" 2>"$work/llc.err" || fail "the link-
 
     note "a link-local connection through exec and SCM_RIGHTS: still the engine's, names scoped $tidx"
     llport=$(free_port)
-    start_bg llx peer timeout 60 "$py" -c "
-import socket
-l = socket.socket(socket.AF_INET6)
-l.bind(('::', $llport))
-l.listen(2)
-print('ready', flush=True)
-for i in range(2):
+    peer_listen6 llx "for i in range(2):
     c, a = l.accept()
     c.sendall(c.recv(100)[::-1])
-    c.close()" >"$work/llx" 2>&1
-    wait_until 20 eval "grep -q '^ready' '$work/llx' || ! kill -0 $llx_pid"
+    c.close()"
     ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
 import os, socket, sys
 def names(s):
@@ -410,7 +403,7 @@ if len(sys.argv) > 1:  # the new image: the connection it was handed at exec
 s = socket.socket(socket.AF_INET6)
 s.connect(('$peer_ll', $llport, 0, $tidx))
 s.set_inheritable(True)
-os.execv(sys.executable, [sys.executable, '-c', sys.argv[0] if False else open('/proc/self/cmdline').read().split(chr(0))[2], str(s.fileno())])
+os.execv(sys.executable, [sys.executable, '-c', open('/proc/self/cmdline').read().split(chr(0))[2], str(s.fileno())])
 " >"$work/llx.out" 2>"$work/llx.err" || fail "the link-local connection through exec (exit $?): $(cat "$work/llx.out" "$work/llx.err")"
     wait "$llx_pid" || fail "the peer's server exited $?: $(cat "$work/llx")"
     grep -qx "exec cexe $ppe_ll $tidx $peer_ll $tidx" "$work/llx.out" ||
