@@ -459,10 +459,8 @@ static inline ssize_t tx_span(dti_ctx_t *c, dti_sock_t s, struct dti_iov iov[2],
     if (DTI_LOAD_RELAXED(&sh->tx_want) > dti__tx_size(c->d, sh) && (DTI_LOAD(&sh->state) & DTI_STATE_CONNECTED))
         tx_grow_start(c, s, slot, sh, p, gen);
     uint32_t n = writable(c->d, sh, p);
-    if (n == 0) {
-        c->tx_full_seen = true; /* the next wait is for room, not an answer (wake.c) */
+    if (n == 0)
         return -EAGAIN;
-    }
     const uint32_t size = dti__tx_size(c->d, sh);
     p->tx_res_size = size;
     ring_iov(tx_ring(c->d, slot), size, DTI_LOAD_RELAXED(&sh->tx_base), p->tx_tail, n, iov);
@@ -523,8 +521,6 @@ static __attribute__((noinline)) ssize_t send_general(dti_ctx_t *c, dti_sock_t s
     if (n <= 0 || len == 0)
         return n < 0 ? n : 0;
     uint32_t take = len < (size_t)n ? (uint32_t)len : (uint32_t)n;
-    if (take < len)
-        c->tx_full_seen = true; /* a stream's sender: see tx_span() */
     uint32_t first = take < iov[0].len ? take : (uint32_t)iov[0].len;
     memcpy(iov[0].base, buf, first);
     if (take > first)

@@ -53,13 +53,6 @@ struct dti_ctx {
     uint64_t spin_budget;  /* what the next wait spins: adaptive, <= spin_ns */
     uint32_t spin_skipped; /* waits without a spin since the budget fell to none */
     bool spin_fixed;       /* dti_ctx_set_spin_fixed(): always spin spin_ns */
-    /* Waits for an answer (wake.c, reply_wait()): their own budget, and
-     * what the last wait saw of this context's commands. */
-    bool spin_reply;        /* the wait under way (dti_spin_begin) is one */
-    bool tx_full_seen;      /* a send found its ring full since the last wait */
-    uint32_t spin_reply_skipped;
-    uint32_t prepared_at_wait; /* `prepared` when the last wait ended */
-    uint64_t reply_budget;  /* what the next wait for an answer spins, <= the reply limit */
     bool interruptible;    /* dti_ctx_set_interruptible(): a signal ends a sleep with -EINTR */
     uint64_t last_alive_check_ns;
     uint32_t empty_reaps;

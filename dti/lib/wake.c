@@ -8,114 +8,43 @@
 
 dti_t *dti_ctx_owner(const dti_ctx_t *c) { return c->d; }
 int dti_ctx_wait_fd(const dti_ctx_t *c) { return c->wait_fd; }
+void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns) { c->spin_ns = c->spin_budget = spin_ns; }
 void dti_ctx_set_interruptible(dti_ctx_t *c, int on) { c->interruptible = on != 0; }
 
 /* Adaptive spinning: a context spins only while spinning pays. A wait
- * answered within its limit (while spinning, or soon after it slept) sets
- * the full budget; one that took over kLongWait times the limit (an idle
- * peer, a program waiting for work) halves it, down to none below
- * kMinSpinNs; waits in between change nothing. Without a budget, one wait
- * in kProbeEvery spins the limit anyway, to notice answers that got fast.
- * So an idle program sleeps at once (about 0% CPU) and a busy
- * request/response loop makes no system call; dti_ctx_set_spin_fixed()
- * turns the adaptation off.
- *
- * Two kinds of wait, each with its own budget. A wait for an answer (the
- * context's last command was a SEND, made since its last wait, and no send
- * found its ring full since: a request went out, or a server's reply, and
- * the next message is what it waits for) may spin up to kReplySpinNs, as
- * long as a round trip takes; any other (a stream's reader between
- * segments, a sender waiting for room, a server with nothing sent) up to
- * spin_ns. A round trip of 35-60 us never fits the short limit, and a
- * wait that sleeps makes it longer still (the wake-up is in it), so with
- * one limit a request/response loop either spins long on every wait,
- * stream readers too, or sleeps on every request (benchmarks/README.md,
- * "rr's two states"). */
+ * answered within spin_ns (while spinning, or soon after it slept) sets the
+ * full budget; one that took over kLongWait times spin_ns (an idle peer, a
+ * program waiting for work) halves it, down to none below kMinSpinNs; waits
+ * in between change nothing. Without a budget, one wait in kProbeEvery spins
+ * spin_ns anyway, to notice answers that got fast. So an idle program sleeps
+ * at once (about 0% CPU) and a busy request/response loop makes no system
+ * call; dti_ctx_set_spin_fixed() turns the adaptation off. */
 enum { kProbeEvery = 32, kMinSpinNs = 1000, kLongWait = 4 };
-static const uint64_t kReplySpinNs = 100000;
-
-void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns)
-{
-    c->spin_ns = c->spin_budget = spin_ns;
-    c->reply_budget = spin_ns && spin_ns < kReplySpinNs ? kReplySpinNs : spin_ns;
-}
-
-static uint64_t reply_limit(const struct dti_ctx *c)
-{
-    return c->spin_ns && !c->spin_fixed && c->spin_ns < kReplySpinNs ? kReplySpinNs : c->spin_ns;
-}
 
 void dti_ctx_set_spin_fixed(dti_ctx_t *c, int fixed)
 {
     c->spin_fixed = fixed != 0;
     c->spin_budget = c->spin_ns;
-    c->reply_budget = reply_limit(c);
-}
-
-/* Whether the wait that begins now is one for an answer (above): over the
- * queue pairs of a context of several engines, any. The last command is
- * read where it lies (staged, or in the ring, which only the engine reads). */
-static bool reply_wait(struct dti_ctx *c)
-{
-    bool reply = false;
-    for (uint32_t i = 0, n = c->n_sub > 1 ? c->n_sub : 1; i < n; i++) {
-        struct dti_ctx *q = c->n_sub > 1 ? c->sub[i] : c;
-        if (q->prepared != q->prepared_at_wait && !q->tx_full_seen) {
-            uint32_t last = (q->prepared - 1) & q->cmd_mask;
-            const struct dti_cmd *cmd = q->prepared == q->published ? &q->cmds[last] : &q->staging[last];
-            if (DTI_LOAD_RELAXED(&cmd->op) == DTI_OP_SEND)
-                reply = true;
-        }
-    }
-    return reply;
-}
-
-/* The next wait starts afresh: what this one saw is spent. */
-static void waited(struct dti_ctx *c)
-{
-    for (uint32_t i = 0, n = c->n_sub > 1 ? c->n_sub : 1; i < n; i++) {
-        struct dti_ctx *q = c->n_sub > 1 ? c->sub[i] : c;
-        q->prepared_at_wait = q->prepared;
-        q->tx_full_seen = false;
-    }
-}
-
-static uint64_t budget_of(uint64_t budget, uint64_t limit, uint32_t *skipped)
-{
-    if (budget || !limit)
-        return budget;
-    if (++*skipped < kProbeEvery)
-        return 0;
-    *skipped = 0;
-    return limit;
-}
-
-static uint64_t learn(uint64_t budget, uint64_t limit, uint64_t waited_ns)
-{
-    if (waited_ns <= limit)
-        return limit;
-    if (waited_ns / kLongWait > limit)
-        return budget / 2 < kMinSpinNs ? 0 : budget / 2;
-    return budget;
 }
 
 uint64_t dti_spin_begin(dti_ctx_t *c)
 {
-    c->spin_reply = reply_wait(c);
     if (c->spin_fixed)
         return c->spin_ns;
-    if (c->spin_reply)
-        return budget_of(c->reply_budget, reply_limit(c), &c->spin_reply_skipped);
-    return budget_of(c->spin_budget, c->spin_ns, &c->spin_skipped);
+    if (c->spin_budget || !c->spin_ns)
+        return c->spin_budget;
+    if (++c->spin_skipped < kProbeEvery)
+        return 0;
+    c->spin_skipped = 0;
+    return c->spin_ns;
 }
 
 void dti_spin_end(dti_ctx_t *c, uint64_t waited_ns)
 {
-    if (c->spin_reply)
-        c->reply_budget = learn(c->reply_budget, reply_limit(c), waited_ns);
-    else
-        c->spin_budget = learn(c->spin_budget, c->spin_ns, waited_ns);
-    waited(c);
+    if (waited_ns <= c->spin_ns)
+        c->spin_budget = c->spin_ns;
+    else if (waited_ns / kLongWait > c->spin_ns)
+        c->spin_budget = c->spin_budget / 2 < kMinSpinNs ? 0 : c->spin_budget / 2;
 }
 
 uint64_t dti_ctx_spin_budget(const dti_ctx_t *c) { return c->spin_budget; }

@@ -371,10 +371,7 @@ void dti_ctx_set_interruptible(dti_ctx_t *c, int on);
  * wait answered within spin_ns, half after one that took over four times
  * spin_ns (none below 1 us; then one probing spin every 32 waits), unchanged
  * in between. An idle program sleeps at once; a busy request/response loop
- * spins and makes no system call. A wait for an answer (this context's last
- * command a SEND made since its last wait, and no send found its ring full
- * since) has its own budget, by the same rules, with a limit of at least
- * 100 us (spin_ns if larger; none when spin_ns is 0). */
+ * spins and makes no system call. */
 void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns);
 /* The same policy for waits an application makes itself (an event loop over
  * several sources): how long this wait may spin (0: sleep at once), and,
@@ -382,7 +379,7 @@ void dti_ctx_set_spin(dti_ctx_t *c, uint64_t spin_ns);
  * long it took. */
 uint64_t dti_spin_begin(dti_ctx_t *c);
 void dti_spin_end(dti_ctx_t *c, uint64_t waited_ns);
-/* fixed != 0: every wait spins the whole spin_ns (waits for an answer too), paid or not (a program
+/* fixed != 0: every wait spins the whole spin_ns, paid or not (a program
  * that owns its core and wants the lowest latency; also the ablation of the
  * adaptive policy). */
 void dti_ctx_set_spin_fixed(dti_ctx_t *c, int fixed);

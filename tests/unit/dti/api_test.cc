@@ -895,63 +895,6 @@ TEST_F(DtiApi, SpinningStopsWhenItDoesNotPayAndReturnsWhenItDoes)
     EXPECT_EQ(dti_spin_begin(c_), max);
 }
 
-// Two kinds of wait (wake.c): one that follows a SEND made since the last
-// wait (a request out, or a server's reply) waits for an answer and may spin
-// the reply limit (100 us, above a 20 us limit), with a budget of its own;
-// a wait with no send since the last one, after a reader's release, or
-// after a send that found its ring full (a stream's sender waiting for
-// room) spins the plain limit. With no spin (0) neither spins.
-TEST_F(DtiApi, AWaitAfterASendSpinsForTheAnswer)
-{
-    dti_sock_t cl, sv;
-    ASSERT_NO_FATAL_FAILURE(pair(&cl, &sv));
-    const uint64_t plain = 20'000, reply = 100'000;
-    dti_ctx_set_spin(c_, plain);
-    EXPECT_EQ(dti_spin_begin(c_), plain) << "nothing sent";
-    dti_spin_end(c_, 1'000);
-    ASSERT_EQ(dti_send(c_, cl, "ping", 4, 0), 4);
-    EXPECT_EQ(dti_spin_begin(c_), reply) << "a wait after a request";
-    dti_spin_end(c_, 50'000); // answered within the reply limit: its budget stays whole
-    EXPECT_EQ(dti_spin_begin(c_), plain) << "no send since the last wait";
-    dti_spin_end(c_, 50'000);
-    EXPECT_EQ(dti_ctx_spin_budget(c_), plain) << "a middling plain wait changes nothing";
-    // A reader's release is no request.
-    char buf[8];
-    ASSERT_EQ(dti_recv_wait(c_, sv, buf, sizeof buf, 5000), 4);
-    dti_ctx_set_spin(c_, plain); // whole budgets again, whatever that wait took
-    ASSERT_EQ(dti_recv_flush(c_, sv), 0);
-    EXPECT_EQ(dti_spin_begin(c_), plain) << "after a release";
-    dti_spin_end(c_, 1'000);
-    // The reply budget learns on its own: an answer that took over four
-    // times its limit halves it, and the plain budget keeps its own.
-    ASSERT_EQ(dti_send(c_, sv, "pong", 4, 0), 4);
-    EXPECT_EQ(dti_spin_begin(c_), reply);
-    dti_spin_end(c_, 5 * reply);
-    ASSERT_EQ(dti_send(c_, sv, "pong", 4, 0), 4);
-    EXPECT_EQ(dti_spin_begin(c_), reply / 2) << "a long wait for an answer halves its budget";
-    dti_spin_end(c_, 1'000);
-    EXPECT_EQ(dti_ctx_spin_budget(c_), plain);
-    // A sender that filled its ring waits for room: the plain limit.
-    static char block[65536];
-    ssize_t n = 0;
-    for (int i = 0; i < 4096 && (n = dti_send(c_, cl, block, sizeof block, 0)) > 0; i++) {
-    }
-    ASSERT_EQ(n, -EAGAIN) << "the send ring never filled";
-    EXPECT_EQ(dti_spin_begin(c_), plain) << "a sender waiting for room";
-    dti_spin_end(c_, 1'000);
-    // No spin at all: neither kind spins.
-    dti_ctx_set_spin(c_, 0);
-    ASSERT_EQ(dti_send(c_, sv, "pong", 4, 0), 4);
-    EXPECT_EQ(dti_spin_begin(c_), 0u);
-    dti_spin_end(c_, 1'000);
-    // Fixed: the limit set, for both kinds.
-    dti_ctx_set_spin(c_, plain);
-    dti_ctx_set_spin_fixed(c_, 1);
-    ASSERT_EQ(dti_send(c_, sv, "pong", 4, 0), 4);
-    EXPECT_EQ(dti_spin_begin(c_), plain);
-    dti_spin_end(c_, 1'000);
-}
-
 TEST_F(DtiApi, PollOutIsOneShotAndFiresWhenSpaceReturns)
 {
     dti_sock_t cl, sv;
