@@ -65,6 +65,18 @@ struct Route {
     uint32_t gateway = 0; // 0: on-link
 };
 
+// An IPv6 route (issue 31): destinations in dest/prefix go through gateway,
+// a neighbour on the port's link (its link-local address, as routers
+// advertise themselves, or a global one in one of the port's on-link
+// prefixes); gateway :: means the prefix is on-link. prefix 0 with dest ::
+// is the default route. The port's own prefixes (StackConfig::addr6) and
+// fe80::/64 are always on-link; the longest matching prefix wins.
+struct Route6 {
+    Ip6Addr dest;
+    uint8_t prefix = 0;
+    Ip6Addr gateway;
+};
+
 enum class CongestionControl : uint8_t { kCubic, kNewReno };
 
 struct TcpConfig {
@@ -134,6 +146,10 @@ struct StackConfig {
     static constexpr int kMaxRoutes = 16;
     Route routes[kMaxRoutes] = {};
     int n_routes = 0;           // the interface's own subnet is always on-link
+    // IPv6 routes (issue 31), as `routes` for IPv4: without any, only
+    // on-link IPv6 destinations are reachable (ip6_drop_no_route).
+    Route6 routes6[kMaxRoutes] = {};
+    int n_routes6 = 0;
     uint32_t max_sockets = 65536;
     uint32_t ooo_pool_frames = 4096;  // anonymous buffer pool for out-of-order data
     uint32_t ooo_frames_per_conn = 256; // one connection's share of that pool
