@@ -147,12 +147,12 @@ int StackImpl::connect6(SockId id, const Endpoint6 &remote, uint64_t now_ns)
     if ((s->flags & kFBound) && !(s->flags & kFV6)) return -EAFNOSUPPORT; // bound to an IPv4 address
     if (ip6::is_unspecified(remote.ip.b) || remote.port == 0) return -EINVAL;
     if (ip6::is_multicast(remote.ip.b)) return -ENETUNREACH;
-    // No IPv6 routes yet (on-link only). One of our own addresses is a local
-    // connection (issue 29: both ends here, its frames through the local
-    // loop, ip/local_loop.h) once the address is usable; a tentative or
+    // On-link, or through a route (routes6). One of our own addresses is a
+    // local connection (issue 29: both ends here, its frames through the
+    // local loop, ip/local_loop.h) once the address is usable; a tentative or
     // duplicate one of ours cannot answer (ENETUNREACH, as before).
     const int own = nd_.find_own(remote.ip.b);
-    if (!nd_.on_link(remote.ip.b) || (own >= 0 && nd_.addr(own).state != AddrState::kPreferred)) return -ENETUNREACH;
+    if (!ip6_.router().routes(remote.ip.b) || (own >= 0 && nd_.addr(own).state != AddrState::kPreferred)) return -ENETUNREACH;
     if (now_ns > now_ns_) now_ns_ = now_ns;
     Ip6Addr src;
     if ((s->flags & kFBound) && !ip6::is_unspecified(s->v6.local.b)) {

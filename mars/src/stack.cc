@@ -162,6 +162,22 @@ bool StackImpl::init(std::string *error)
                         "or multicast; the link-local address comes from the MAC)");
         if (c.addr6[i].prefix == 0 || c.addr6[i].prefix > 128) return fail("addr6: the prefix length must be 1..128");
     }
+    if (c.n_routes6 < 0 || c.n_routes6 > StackConfig::kMaxRoutes) return fail("n_routes6 must be 0..16");
+    for (int i = 0; i < c.n_routes6; i++) {
+        const Route6 &r = c.routes6[i];
+        if (r.prefix > 128) return fail("routes6: the prefix length must be 0..128");
+        if (ip6::is_multicast(r.dest.b)) return fail("routes6: a destination must not be multicast");
+        const uint8_t *g = r.gateway.b;
+        if (ip6::is_unspecified(g)) continue; // on-link
+        bool own = false, on_link = ip6::is_link_local(g);
+        for (int j = 0; j < c.n_addr6; j++) {
+            own |= std::memcmp(c.addr6[j].addr.b, g, 16) == 0;
+            on_link |= ip6::prefix_match(c.addr6[j].addr.b, g, c.addr6[j].prefix);
+        }
+        if (ip6::is_multicast(g) || own || !on_link)
+            return fail("routes6: a gateway must be a unicast neighbour on the port's link (link-local, or in one of "
+                        "its addr6 prefixes), not one of its own addresses");
+    }
     if (c.hop_limit6 == 0) return fail("hop_limit6 must be 1..255 (the hop limit of TCP over IPv6; Linux: 64)");
     if (c.strands == 0 || c.strands > StackConfig::kMaxStrands)
         return fail("strands must be 1..64 (1: run every frame to completion)");

@@ -16,7 +16,7 @@ constexpr int kMaxExtHeaders = 16; // a chain longer than this is refused (no le
 } // namespace
 
 Ipv6Layer::Ipv6Layer(const StackConfig &c, Link &link, NeighborDiscovery &nd, StackStats &stats, Ipv6Upper &upper)
-    : mac_(c.mac), link_(link), nd_(nd), stats_(stats), upper_(upper), pmtu_(c.mtu)
+    : mac_(c.mac), link_(link), nd_(nd), stats_(stats), upper_(upper), router_(c, nd), pmtu_(c.mtu)
 {
 }
 
@@ -184,13 +184,12 @@ bool Ipv6Layer::send(PacketRef &frame, uint64_t now_ns)
         link_.queue(frame);
         return true;
     }
-    if (!nd_.on_link(ip->dst)) {
-        // No IPv6 routes yet: on-link destinations only.
+    Ip6Addr hop;
+    if (!router_.next_hop(ip->dst, &hop)) {
         stats_.ip6_drop_no_route++;
         link_.release(frame);
         return false;
     }
-    const Ip6Addr hop = ip6::from(ip->dst);
     const MacAddr *mac = nd_.lookup(hop, now_ns);
     if (!mac) {
         nd_.hold(hop, frame);

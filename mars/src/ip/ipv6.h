@@ -12,9 +12,10 @@
 // packet of ours handed up, packet too big lowering the destination's path
 // MTU (RFC 8201), NS/NA to NeighborDiscovery (nd.h), MLD queries to the
 // upper layer (Ipv6Upper::ip6_mld_query; other hosts' reports counted).
-// Output finishes an IPv6 frame's Ethernet header for its next hop: on-link
-// only (link-local and our prefixes; no IPv6 routes yet), multicast to its
-// 33:33 MAC.
+// Output finishes an IPv6 frame's Ethernet header for its next hop (Router6,
+// route.h: on-link destinations directly, others through the gateway of the
+// longest matching route of StackConfig::routes6; none: dropped, counted in
+// ip6_drop_no_route), multicast to its 33:33 MAC.
 //
 // Sharing the port (pass_unclaimed): the kernel has the same addresses. What
 // this stack does not claim goes on to PacketIo::unclaimed (Unclaimed::kIpv6):
@@ -26,6 +27,7 @@
 #include "ip/ipv6_wire.h"
 #include "ip/link.h"
 #include "ip/nd.h"
+#include "ip/route.h"
 
 #include <mars/packet.h>
 #include <mars/stack.h>
@@ -90,8 +92,11 @@ class Ipv6Layer {
     void input(PacketRef &f, uint64_t now_ns);
     // Finishes the Ethernet header of an IPv6 frame (IPv6 header written) for
     // its destination's next hop and queues it (or holds it for ND). False:
-    // no route (off-link), dropped and counted. Takes the frame.
+    // no route, dropped and counted. Takes the frame.
     bool send(PacketRef &frame, uint64_t now_ns);
+    // The next-hop choice (the stack's IPv6 routes): for the upper layers'
+    // connects and templates.
+    const Router6 &router() const { return router_; }
     // An ICMPv6 error (type, code, param: MTU or pointer) to the sender of
     // orig (len bytes of IPv6 packet), rate-limited; never about an ICMPv6
     // error, a packet from :: or multicast, or (but for packet too big and
@@ -125,6 +130,7 @@ class Ipv6Layer {
     NeighborDiscovery &nd_;
     StackStats &stats_;
     Ipv6Upper &upper_;
+    const Router6 router_;
     PathMtu6 pmtu_;
     Icmp6RateLimit rate_;
 };

@@ -118,6 +118,13 @@ inline MacAddr multicast_mac(const uint8_t *group)
     std::memcpy(m.b + 2, group + 12, 4);
     return m;
 }
+// How many leading bits a and b share (0..128).
+inline unsigned common_prefix_len(const uint8_t *a, const uint8_t *b)
+{
+    for (unsigned i = 0; i < 16; i++)
+        if (const unsigned x = unsigned(a[i] ^ b[i]); x != 0) return i * 8 + unsigned(__builtin_clz(x)) - 24;
+    return 128;
+}
 // True when a and b agree on their first plen bits.
 inline bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned plen)
 {

@@ -119,13 +119,17 @@ const Ip6Addr *NeighborDiscovery::source_for(const uint8_t *dst) const
 {
     if (ip6::is_link_local(dst) || (ip6::is_multicast(dst) && (dst[1] & 0x0f) <= 2))
         return addrs_[0].state == AddrState::kPreferred ? &addrs_[0].addr : nullptr;
-    const Ip6Addr *any = nullptr;
+    // On dst's prefix; else (off-link, through a route) the one sharing the
+    // longest prefix with dst (RFC 6724 rule 8), the first on ties.
+    const Ip6Addr *best = nullptr;
+    unsigned best_len = 0;
     for (int i = 1; i < n_addrs_; i++) {
         if (addrs_[i].state != AddrState::kPreferred) continue;
         if (ip6::prefix_match(addrs_[i].addr.b, dst, addrs_[i].prefix)) return &addrs_[i].addr;
-        if (!any) any = &addrs_[i].addr;
+        const unsigned len = ip6::common_prefix_len(addrs_[i].addr.b, dst);
+        if (!best || len > best_len) best = &addrs_[i].addr, best_len = len;
     }
-    return any;
+    return best;
 }
 
 bool NeighborDiscovery::on_link(const uint8_t *dst) const

@@ -103,8 +103,9 @@ class NeighborDiscovery {
     // a is the solicited-node group of one of our addresses.
     bool is_our_solicited_node(const uint8_t *a) const;
     // A usable source address for dst: the link-local one for link-local
-    // destinations, else a global one on dst's prefix, else any global one;
-    // nullptr when none is usable.
+    // destinations, else a global one on dst's prefix, else (a destination
+    // through a route) the global one sharing the longest prefix with dst
+    // (RFC 6724 rule 8); nullptr when none is usable.
     const Ip6Addr *source_for(const uint8_t *dst) const;
     // dst is on-link: link-local or in one of our prefixes.
     bool on_link(const uint8_t *dst) const;

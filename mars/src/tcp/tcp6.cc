@@ -146,15 +146,20 @@ void Tcp6::build_template(tcp::Conn &s) const
 const MacAddr *Tcp6::next_hop_mac(tcp::Conn &s, uint64_t now_ns)
 {
     uint8_t *dst = reinterpret_cast<Eth *>(s.v6.hdr)->dst;
-    if (s.arp_gen != 0 && seq_gt(s.snd_una, s.v6.nd_una) && now_ns - s.last_recv_ns < NeighborDiscovery::kReachableNs) {
+    // The next hop: the peer when on-link, else its route's gateway (the
+    // routes are fixed for the stack's life: the same hop as at connect).
+    Ip6Addr hop;
+    const bool routed = ip6_.router().next_hop(s.v6.remote.b, &hop);
+    if (routed && s.arp_gen != 0 && seq_gt(s.snd_una, s.v6.nd_una) &&
+        now_ns - s.last_recv_ns < NeighborDiscovery::kReachableNs) {
         MacAddr via;
         std::memcpy(via.b, dst, 6);
-        nd_.confirm(s.v6.remote, now_ns, &via);
+        nd_.confirm(hop, now_ns, &via);
     }
     s.v6.nd_una = s.snd_una;
     s.arp_gen = 0;
-    if (!nd_.on_link(s.v6.remote.b)) return nullptr; // send() drops it (no IPv6 routes)
-    const MacAddr *mac = nd_.lookup(s.v6.remote, now_ns);
+    if (!routed) return nullptr; // send() drops it (no route)
+    const MacAddr *mac = nd_.lookup(hop, now_ns);
     if (!mac) return nullptr;
     std::memcpy(dst, mac->b, 6);
     s.arp_gen = nd_.generation(); // after the lookup: what it did is seen

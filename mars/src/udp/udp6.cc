@@ -66,11 +66,11 @@ int UdpLayer::connect6(SockId id, const Endpoint6 &remote)
     }
     if (any || remote.port == 0) return -EINVAL;
     if (s->bound && !(s->fam & kFam6)) return -EAFNOSUPPORT; // a v4-mapped source (Linux's ip6_dst_lookup_tail)
-    // No IPv6 routes: on-link peers and groups only; one of our own
-    // addresses must be usable to answer (as TCP's connect6).
+    // Groups, and peers on-link or through a route (routes6); one of our
+    // own addresses must be usable to answer (as TCP's connect6).
     const int own = e_.nd.find_own(remote.ip.b);
     if (!ip6::is_multicast(remote.ip.b) &&
-        (!e_.nd.on_link(remote.ip.b) || (own >= 0 && !e_.nd.is_ours(remote.ip.b))))
+        (!e_.ip6.router().routes(remote.ip.b) || (own >= 0 && !e_.nd.is_ours(remote.ip.b))))
         return -ENETUNREACH;
     if (!s->bound) {
         if (int rc = autobind(*s, true); rc != 0) return rc;
@@ -119,7 +119,7 @@ int64_t UdpLayer::send_to6(SockId id, const Endpoint6 *dst_in, const void *data,
     if (s->bound && !(s->fam & kFam6)) return -EAFNOSUPPORT; // a v4-mapped source
     const bool group = ip6::is_multicast(dst.ip.b);
     const int own = e_.nd.find_own(dst.ip.b);
-    if (!group && (!e_.nd.on_link(dst.ip.b) || (own >= 0 && !e_.nd.is_ours(dst.ip.b)))) return -ENETUNREACH;
+    if (!group && (!e_.ip6.router().routes(dst.ip.b) || (own >= 0 && !e_.nd.is_ours(dst.ip.b)))) return -ENETUNREACH;
     if (len > size_t(e_.ip6.path_mtu(dst.ip, e_.now_ns)) - kIp6Len - kUdpLen) return -EMSGSIZE;
     // The source: the bound address (not a group: Linux keeps no source
     // for a socket bound to one), else to one of ours the same address
