@@ -13,6 +13,8 @@
   With ETA_TEST_TCLASS and/or ETA_TEST_TOS set (integers), the client's
   socket, or the server's listener, sets IPV6_TCLASS (AF_INET6 sockets only)
   and IP_TOS before it connects or binds.
+  With ETA_TEST_SOURCE set (an address), the client binds to it (port 0)
+  before it connects.
 """
 import hashlib
 import os
@@ -35,6 +37,8 @@ def client(host, port, n, seed):
     family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     s = socket.socket(family, kind, proto)
     marks(s)
+    if "ETA_TEST_SOURCE" in os.environ:
+        s.bind((os.environ["ETA_TEST_SOURCE"], 0))
     s.settimeout(60)
     s.connect(addr)
     got = bytearray()
