@@ -251,6 +251,12 @@ bool Engine::setup(std::string *error)
         for (const RouteConfig &r : config_.routes)
             if (r.port == port.config.name && sc.n_routes < mars::StackConfig::kMaxRoutes)
                 sc.routes[sc.n_routes++] = mars::Route{r.dest, r.prefix, r.gateway};
+        // IPv6 (issue 31): gateway6 is the port's ::/0, then its [[route]]s
+        // (config.cc bounds them, and settles each route's port).
+        if (port.config.has_gateway6()) sc.routes6[sc.n_routes6++] = mars::Route6{{}, 0, port.config.gateway6};
+        for (const Route6Config &r : config_.routes6)
+            if (r.port == port.config.name && sc.n_routes6 < mars::StackConfig::kMaxRoutes)
+                sc.routes6[sc.n_routes6++] = mars::Route6{r.dest, r.prefix, r.gateway};
         sc.max_sockets = config_.max_sockets;
         sc.ooo_pool_frames = config_.ooo_pool_frames;
         sc.ooo_frames_per_conn = config_.ooo_frames_per_conn;
