@@ -254,6 +254,10 @@ std::string format_addresses(const PortConfig &p);
 // Whether two configs of a port agree on everything a reload cannot change
 // (name, device, addresses, gateway, gateway6, mtu, descriptor counts).
 bool same_port_setup(const PortConfig &a, const PortConfig &b);
+// The routes of port's MARS stacks, into sc->routes and sc->routes6: the
+// port's gateway (gateway6) as the default route, then the [[route]]s whose
+// port it is (parse_config bounds them and settles each route's port).
+void stack_routes(const Config &c, const PortConfig &port, mars::StackConfig *sc);
 // Whether two configs have the same [[route]]s, IPv4 and IPv6 (a reload
 // cannot change them).
 bool same_routes(const Config &a, const Config &b);

@@ -354,6 +354,19 @@ void check_routes(Section &root, Config *c)
 
 } // namespace config_net
 
+void stack_routes(const Config &c, const PortConfig &port, mars::StackConfig *sc)
+{
+    const int most = mars::StackConfig::kMaxRoutes;
+    if (port.gateway) sc->routes[sc->n_routes++] = mars::Route{0, 0, port.gateway};
+    for (const RouteConfig &r : c.routes)
+        if (r.port == port.name && sc->n_routes < most) sc->routes[sc->n_routes++] = mars::Route{r.dest, r.prefix, r.gateway};
+    // IPv6 (issue 31): gateway6 is the port's ::/0.
+    if (port.has_gateway6()) sc->routes6[sc->n_routes6++] = mars::Route6{{}, 0, port.gateway6};
+    for (const Route6Config &r : c.routes6)
+        if (r.port == port.name && sc->n_routes6 < most)
+            sc->routes6[sc->n_routes6++] = mars::Route6{r.dest, r.prefix, r.gateway};
+}
+
 bool same_routes(const Config &a, const Config &b)
 {
     if (a.routes.size() != b.routes.size() || a.routes6.size() != b.routes6.size()) return false;

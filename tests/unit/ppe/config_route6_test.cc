@@ -239,6 +239,39 @@ TEST(PpeConfigRoute6, ReloadSeesIpv6Routes)
     EXPECT_TRUE(ppe::same_routes(v4a, parse_ok(std::string(kPort6) + "[[route]]\ndest = \"10.0.0.0/8\"\ngateway = \"198.18.0.254\"\n")));
 }
 
+// What each engine's MARS stack for a port gets (engine.cc): the port's
+// gateway6 as ::/0 first, then the IPv6 routes whose port it is; IPv4 alike.
+TEST(PpeConfigRoute6, StacksGetTheirPortsRoutes)
+{
+    Config c = parse_ok(std::string(kTwoPorts6) + "gateway6 = \"fe80::9\"\ngateway = \"198.18.1.254\"\n" +
+                        route6("2001:db8::/32", "2001:2:0:1::fe") + route6("2001:db9::/48", "fe80::1", "b") +
+                        "[[route]]\ndest = \"10.0.0.0/8\"\ngateway = \"198.18.0.254\"\n");
+    mars::StackConfig a, b;
+    ppe::stack_routes(c, c.ports[0], &a);
+    ppe::stack_routes(c, c.ports[1], &b);
+    ASSERT_EQ(a.n_routes6, 1);
+    EXPECT_TRUE(same(a.routes6[0].dest, "2001:db8::"));
+    EXPECT_EQ(a.routes6[0].prefix, 32);
+    EXPECT_TRUE(same(a.routes6[0].gateway, "2001:2:0:1::fe"));
+    ASSERT_EQ(a.n_routes, 1);
+    EXPECT_EQ(a.routes[0].dest, 0x0a000000u);
+    EXPECT_EQ(a.routes[0].prefix, 8);
+    ASSERT_EQ(b.n_routes6, 2);
+    EXPECT_TRUE(same(b.routes6[0].dest, "::"));
+    EXPECT_EQ(b.routes6[0].prefix, 0) << "gateway6: the default route";
+    EXPECT_TRUE(same(b.routes6[0].gateway, "fe80::9"));
+    EXPECT_TRUE(same(b.routes6[1].dest, "2001:db9::"));
+    EXPECT_EQ(b.routes6[1].prefix, 48);
+    EXPECT_TRUE(same(b.routes6[1].gateway, "fe80::1"));
+    ASSERT_EQ(b.n_routes, 1);
+    EXPECT_EQ(b.routes[0].prefix, 0);
+    EXPECT_EQ(b.routes[0].gateway, 0xc61201feu);
+    mars::StackConfig none;
+    ppe::stack_routes(parse_ok(kPort6), parse_ok(kPort6).ports[0], &none);
+    EXPECT_EQ(none.n_routes6, 0) << "no gateway6, no IPv6 route: on-link only, as before";
+    EXPECT_EQ(none.n_routes, 0);
+}
+
 // `<socket>.net`: the first port's routes, IPv4 then IPv6 (route6 lines:
 // gateway6 as ::/0); another port's routes are not the shim's.
 TEST(PpeConfigRoute6, NetFileCarriesTheFirstPortsIpv6Routes)
