@@ -246,6 +246,7 @@ TEST(PpeConfigRoute6, StacksGetTheirPortsRoutes)
     Config c = parse_ok(std::string(kTwoPorts6) + "gateway6 = \"fe80::9\"\ngateway = \"198.18.1.254\"\n" +
                         route6("2001:db8::/32", "2001:2:0:1::fe") + route6("2001:db9::/48", "fe80::1", "b") +
                         "[[route]]\ndest = \"10.0.0.0/8\"\ngateway = \"198.18.0.254\"\n");
+    ASSERT_EQ(c.ports.size(), 2u);
     mars::StackConfig a, b;
     ppe::stack_routes(c, c.ports[0], &a);
     ppe::stack_routes(c, c.ports[1], &b);
@@ -267,7 +268,9 @@ TEST(PpeConfigRoute6, StacksGetTheirPortsRoutes)
     EXPECT_EQ(b.routes[0].prefix, 0);
     EXPECT_EQ(b.routes[0].gateway, 0xc61201feu);
     mars::StackConfig none;
-    ppe::stack_routes(parse_ok(kPort6), parse_ok(kPort6).ports[0], &none);
+    const Config plain = parse_ok(kPort6);
+    ASSERT_EQ(plain.ports.size(), 1u);
+    ppe::stack_routes(plain, plain.ports[0], &none);
     EXPECT_EQ(none.n_routes6, 0) << "no gateway6, no IPv6 route: on-link only, as before";
     EXPECT_EQ(none.n_routes, 0);
 }
@@ -280,6 +283,7 @@ TEST(PpeConfigRoute6, NetFileCarriesTheFirstPortsIpv6Routes)
                         route6("2001:db9::/48", "fe80::1", "b") + route6("fd01::/16", "fe80::2", "a") +
                         "[[route]]\ndest = \"10.0.0.0/8\"\ngateway = \"198.18.0.254\"\n");
     // gateway6 above belongs to port "b" (the last [[port]]).
+    ASSERT_EQ(c.ports.size(), 2u);
     EXPECT_EQ(ppe::net_file_text(c), "port 198.18.0.1/24\n"
                                      "port6 2001:2:0:1::1/64\n"
                                      "route 10.0.0.0/8 via 198.18.0.254\n"
@@ -287,13 +291,16 @@ TEST(PpeConfigRoute6, NetFileCarriesTheFirstPortsIpv6Routes)
                                      "route6 fd01::/16 via fe80::2\n"
                                      "self local\nself local6\n");
     Config g = parse_ok(std::string(kPort6) + "gateway6 = \"fe80::1\"\ngateway = \"198.18.0.254\"\nkernel = \"shared\"\n");
+    ASSERT_EQ(g.ports.size(), 1u);
     EXPECT_EQ(ppe::net_file_text(g), "port 198.18.0.1/24\n"
                                      "route 0.0.0.0/0 via 198.18.0.254\n"
                                      "port6 2001:2:0:1::1/64\n"
                                      "port6 fd00::1/120\n"
                                      "route6 ::/0 via fe80::1\n"
                                      "self shared\nself local\nself local6\n");
-    EXPECT_EQ(ppe::net_file_text(parse_ok(kPort6)).find("route6"), std::string::npos) << "no IPv6 route, no line";
+    const Config plain = parse_ok(kPort6);
+    ASSERT_EQ(plain.ports.size(), 1u);
+    EXPECT_EQ(ppe::net_file_text(plain).find("route6"), std::string::npos) << "no IPv6 route, no line";
 }
 
 } // namespace
