@@ -112,7 +112,8 @@ std::string port_names(const Config &c)
 // dest = "NETWORK/PREFIX" of an IPv6 route.
 void parse_dest6(Section &r, const std::string &dest, Route6Config *rt)
 {
-    const std::string example = "write NETWORK/PREFIX such as \"2001:db8::/32\", or \"::/0\" for the IPv6 default route";
+    const std::string example =
+        "write NETWORK/PREFIX such as \"2001:db8::/32\", or \"::/0\" for the IPv6 default route";
     const size_t slash = dest.find('/');
     if (slash == std::string::npos) r.fail("dest", "\"" + dest + "\" has no prefix length; " + example);
     const std::string a = dest.substr(0, slash), pl = dest.substr(slash + 1);
@@ -359,7 +360,8 @@ void stack_routes(const Config &c, const PortConfig &port, mars::StackConfig *sc
     const int most = mars::StackConfig::kMaxRoutes;
     if (port.gateway) sc->routes[sc->n_routes++] = mars::Route{0, 0, port.gateway};
     for (const RouteConfig &r : c.routes)
-        if (r.port == port.name && sc->n_routes < most) sc->routes[sc->n_routes++] = mars::Route{r.dest, r.prefix, r.gateway};
+        if (r.port == port.name && sc->n_routes < most)
+            sc->routes[sc->n_routes++] = mars::Route{r.dest, r.prefix, r.gateway};
     // IPv6 (issue 31): gateway6 is the port's ::/0.
     if (port.has_gateway6()) sc->routes6[sc->n_routes6++] = mars::Route6{{}, 0, port.gateway6};
     for (const Route6Config &r : c.routes6)
