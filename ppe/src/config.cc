@@ -1,5 +1,6 @@
 // ppe/src/config.cc: TOML → Config, with one clear message per error.
 #include "config.h"
+#include "config_net.h"
 #include "config_section.h"
 
 #include <toml++/toml.h>
@@ -111,7 +112,7 @@ bool same_port_setup(const PortConfig &a, const PortConfig &b)
 {
     if (a.name != b.name || a.device != b.device || a.ip != b.ip || a.prefix != b.prefix || a.gateway != b.gateway ||
         a.mtu != b.mtu || a.rx_desc != b.rx_desc || a.tx_desc != b.tx_desc || a.addr6.size() != b.addr6.size() ||
-        a.flow_isolate != b.flow_isolate)
+        a.flow_isolate != b.flow_isolate || std::memcmp(a.gateway6.b, b.gateway6.b, 16) != 0)
         return false;
     for (size_t j = 0; j < a.addr6.size(); j++)
         if (std::memcmp(a.addr6[j].addr.b, b.addr6[j].addr.b, 16) != 0 || a.addr6[j].prefix != b.addr6[j].prefix)
@@ -124,31 +125,13 @@ namespace {
 using config_section::ConfigError;
 using config_section::Section;
 using config_section::subtable;
-
-// "A.B.C.D/P"
-void parse_cidr(Section &s, const std::string &key, const std::string &text, uint32_t *ip, uint8_t *prefix)
-{
-    size_t slash = text.find('/');
-    std::string addr = slash == std::string::npos ? text : text.substr(0, slash);
-    if (slash == std::string::npos)
-        s.fail(key, "\"" + text + "\" has no prefix length; write ADDRESS/PREFIX such as \"198.18.0.1/24\"");
-    if (!parse_ipv4(addr, ip))
-        s.fail(key, "\"" + addr + "\" is not an IPv4 address; write ADDRESS/PREFIX such as \"198.18.0.1/24\"");
-    std::string p = text.substr(slash + 1);
-    char *end = nullptr;
-    errno = 0;
-    long v = std::strtol(p.c_str(), &end, 10);
-    if (p.empty() || *end != '\0' || errno || v < 0 || v > 32)
-        s.fail(key, "prefix length \"" + p + "\" is not allowed; allowed 0 to 32");
-    *prefix = uint8_t(v);
-}
-
-uint32_t netmask(uint8_t prefix) { return prefix == 0 ? 0 : ~0u << (32 - prefix); }
-
-bool is_unicast_host(uint32_t ip)
-{
-    return ip != 0 && ip != 0xffffffffu && (ip >> 28) != 0xe /* multicast */ && (ip >> 24) != 127;
-}
+using config_net::check_routes;
+using config_net::is_unicast_host;
+using config_net::netmask;
+using config_net::parse_address6;
+using config_net::parse_cidr;
+using config_net::parse_gateway6;
+using config_net::parse_route;
 
 void parse_engine(Section &e, Config *c)
 {
@@ -287,70 +270,6 @@ bool looks_like_pci(const std::string &s)
            t[6] >= '0' && t[6] <= '7';
 }
 
-// [[port]] address6 = ["ADDR[/PREFIX]", ...]: global or unique-local IPv6
-// addresses (issue 31). Link-local ones are the stack's own (derived from
-// the MAC), so never written here; nor multicast, ::, ::1, v4-mapped or
-// v4-compatible addresses, nor one address twice.
-void parse_address6(Section &p, PortConfig *port)
-{
-    const std::string key = "address6";
-    const toml::node *n = p.node(key);
-    if (!n) return;
-    if (n->is_string())
-        p.fail(key, "expected an array of strings, e.g. address6 = [\"" + *n->value<std::string>() +
-                        "\"] (one port may have several IPv6 addresses)");
-    bool present = false;
-    const auto list = p.strings(key, &present);
-    if (list.size() > size_t(mars::StackConfig::kMaxAddr6))
-        p.fail(key, std::to_string(list.size()) + " addresses; at most " +
-                        std::to_string(mars::StackConfig::kMaxAddr6) + " per port are allowed");
-    const std::string example = "write ADDRESS/PREFIX such as \"2001:2:0:1::1/64\"";
-    for (auto &[text, where] : list) {
-        auto bad = [&](const std::string &what) { p.fail_at(where, p.full(key), "\"" + text + "\" " + what); };
-        const size_t slash = text.find('/');
-        const std::string a = slash == std::string::npos ? text : text.substr(0, slash);
-        mars::Ip6Prefix e;
-        if (a.find('%') != std::string::npos)
-            bad("has a zone (%...); zones belong to link-local addresses, which are derived from the MAC and are "
-                "not configured; write a global address, " + example);
-        if (!parse_ipv6(a, &e.addr)) bad("is not an IPv6 address; " + example);
-        e.prefix = 64;
-        if (slash != std::string::npos) {
-            const std::string pl = text.substr(slash + 1);
-            char *end = nullptr;
-            errno = 0;
-            const long v = std::strtol(pl.c_str(), &end, 10);
-            if (pl.empty() || !std::isdigit(static_cast<unsigned char>(pl[0])) || *end != '\0' || errno || v < 1 ||
-                v > 128)
-                bad("has prefix length \"" + pl + "\"; allowed 1 to 128 (64 when omitted)");
-            e.prefix = uint8_t(v);
-        }
-        const uint8_t *b = e.addr.b;
-        bool zero12 = true;
-        for (int i = 0; i < 12; i++) zero12 &= b[i] == 0;
-        const bool mapped = zero12 ? false : [&] {
-            for (int i = 0; i < 10; i++)
-                if (b[i] != 0) return false;
-            return b[10] == 0xff && b[11] == 0xff;
-        }();
-        const uint32_t last = uint32_t(b[12]) << 24 | uint32_t(b[13]) << 16 | uint32_t(b[14]) << 8 | b[15];
-        if (zero12 && last == 0) bad("is the unspecified address (::); write one of the port's own addresses");
-        if (zero12 && last == 1) bad("is the loopback address (::1); write one of the port's own addresses");
-        if (zero12) bad("is an IPv4-compatible address (::/96, deprecated by RFC 4291); write a native IPv6 address");
-        if (mapped)
-            bad("is an IPv4-mapped address (::ffff:0:0/96), which names an IPv4 host; put the IPv4 address in "
-                "`address` and a native IPv6 address here");
-        if (b[0] == 0xff) bad("is a multicast address (ff00::/8); a port's address must be unicast");
-        if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-            bad("is link-local (fe80::/10); the port's link-local address is always derived from its MAC, so leave "
-                "it out and list only global or unique-local addresses");
-        for (const mars::Ip6Prefix &o : port->addr6)
-            if (std::memcmp(o.addr.b, e.addr.b, 16) == 0)
-                bad("is listed twice (as \"" + format_ipv6(o) + "\" before); list each address once");
-        port->addr6.push_back(e);
-    }
-}
-
 void parse_port(Section &p, size_t index, Config *c)
 {
     PortConfig port;
@@ -385,6 +304,7 @@ void parse_port(Section &p, size_t index, Config *c)
             p.fail("gateway", gw + " is not inside the port's subnet " + addr);
     }
     parse_address6(p, &port);
+    parse_gateway6(p, &port);
     port.mtu = uint16_t(p.integer("mtu", 1500, 576, 9600));
     port.rx_desc = uint16_t(p.integer("rx_desc", port.rx_desc, 64, 16384));
     port.tx_desc = uint16_t(p.integer("tx_desc", port.tx_desc, 64, 16384));
@@ -427,7 +347,7 @@ void parse_port(Section &p, size_t index, Config *c)
             p.fail("flow_isolate", "\"" + dev_name + "\" has no rte_flow isolated mode (DPDK 22.11)" + use +
                                        ", or use kernel = \"shared\" on this device");
     }
-    p.reject_unknown("name, device, address, address6, gateway, mtu, rx_desc, tx_desc, tso, tx_zerocopy, kernel, "
+    p.reject_unknown("name, device, address, address6, gateway, gateway6, mtu, rx_desc, tx_desc, tso, tx_zerocopy, kernel, "
                      "kernel_iface, flow_isolate");
     for (auto &other : c->ports) {
         if (other.name == port.name) p.fail("name", "\"" + port.name + "\" names two ports; names must differ");
@@ -442,28 +362,6 @@ void parse_port(Section &p, size_t index, Config *c)
             p.fail("kernel_iface", "\"" + port.kernel_iface + "\" names the kernel interface of two ports");
     }
     c->ports.push_back(port);
-}
-
-void parse_route(Section &r, Config *c)
-{
-    RouteConfig route;
-    std::string dest = r.string("dest", "", true);
-    if (dest == "default") {
-        route.dest = 0;
-        route.prefix = 0;
-    } else {
-        parse_cidr(r, "dest", dest, &route.dest, &route.prefix);
-        if ((route.dest & ~netmask(route.prefix)) != 0)
-            r.fail("dest", "\"" + dest + "\" has host bits set; write the network, e.g. \"" +
-                               format_ipv4(route.dest & netmask(route.prefix)) + "/" +
-                               std::to_string(route.prefix) + "\"");
-    }
-    std::string gw = r.string("gateway", "", true);
-    if (!parse_ipv4(gw, &route.gateway) || !is_unicast_host(route.gateway))
-        r.fail("gateway", "\"" + gw + "\" is not a unicast IPv4 address");
-    route.port = r.string("port", "");
-    r.reject_unknown("dest, gateway, port");
-    c->routes.push_back(route);
 }
 
 void parse_tcp(Section &t, Config *c)
@@ -608,25 +506,7 @@ void cross_check(Section &root, Config *c)
         root.fail_at(root.table().source(), "port",
                      "no [[port]] is configured; at least one is needed, e.g. [[port]] with "
                      "device = \"net_af_packet0,iface=eth1\" and address = \"198.18.0.1/24\"");
-    if (c->routes.size() > size_t(mars::StackConfig::kMaxRoutes))
-        root.fail("route", std::to_string(c->routes.size()) + " routes; at most " +
-                               std::to_string(mars::StackConfig::kMaxRoutes) + " are allowed");
-    for (size_t i = 0; i < c->routes.size(); i++) {
-        RouteConfig &r = c->routes[i];
-        const PortConfig *via = nullptr;
-        for (auto &p : c->ports) {
-            bool named = !r.port.empty() && p.name == r.port;
-            bool holds = (r.gateway & netmask(p.prefix)) == (p.ip & netmask(p.prefix));
-            if (named || (r.port.empty() && holds)) { via = &p; break; }
-        }
-        std::string key = "route[" + std::to_string(i) + "]";
-        if (!via && !r.port.empty()) root.fail("route", key + ".port: no port is named \"" + r.port + "\"");
-        if (!via) root.fail("route", key + ".gateway: " + format_ipv4(r.gateway) + " is on no port's subnet");
-        if ((r.gateway & netmask(via->prefix)) != (via->ip & netmask(via->prefix)))
-            root.fail("route", key + ".gateway: " + format_ipv4(r.gateway) + " is not on port \"" + via->name +
-                                   "\"'s subnet");
-        r.port = via->name;
-    }
+    check_routes(root, c);
 }
 
 void parse_document(const std::string &path, const toml::table &doc, Config *c)
@@ -658,8 +538,8 @@ void parse_document(const std::string &path, const toml::table &doc, Config *c)
             root.fail("route", "expected [[route]] tables (an array of tables)");
         size_t i = 0;
         for (const toml::node &e : *arr) {
-            Section s(path, *e.as_table(), "route[" + std::to_string(i++) + "]");
-            parse_route(s, c);
+            Section s(path, *e.as_table(), "route[" + std::to_string(i) + "]");
+            parse_route(s, uint32_t(i++), c);
         }
     }
     {

@@ -54,6 +54,16 @@ struct PortConfig {
     // the link-local one is always derived from the MAC and never listed.
     // With kernel = "shared" the kernel's interface gets them too.
     std::vector<mars::Ip6Prefix> addr6;
+    // gateway6 = "fe80::1" (issue 31): the port's IPv6 default route (::/0),
+    // as `gateway` is IPv4's: the router's link-local address, or a global
+    // one inside one of addr6's prefixes. :: (all zero): none.
+    mars::Ip6Addr gateway6;
+    bool has_gateway6() const
+    {
+        for (uint8_t b : gateway6.b)
+            if (b) return true;
+        return false;
+    }
     uint16_t mtu = 1500;
     uint16_t rx_desc = 1024, tx_desc = 1024;
     // TCP segmentation offload where the device offers it (ppe/src/dpdk.cc);
@@ -89,6 +99,19 @@ struct RouteConfig {
     uint8_t prefix = 0;
     uint32_t gateway = 0;
     std::string port; // which port it goes out of; empty: the one whose subnet holds the gateway
+    uint32_t index = 0; // its place among the [[route]] tables, for messages ("route[N]")
+};
+
+// An IPv6 [[route]] (issue 31): dest = "2001:db8::/32" or "::/0" with an
+// IPv6 gateway. The port it goes out of is always filled in by the parser:
+// the one named, else the one whose address6 prefix holds a global gateway,
+// else (a link-local gateway) the only port.
+struct Route6Config {
+    mars::Ip6Addr dest;
+    uint8_t prefix = 0;
+    mars::Ip6Addr gateway;
+    std::string port;
+    uint32_t index = 0; // its place among the [[route]] tables, for messages ("route[N]")
 };
 
 // [tcp] rcvbuf_max when the file does not say: receive-buffer autotuning on,
@@ -161,7 +184,8 @@ struct Config {
 
     // [[port]] and [[route]]
     std::vector<PortConfig> ports;
-    std::vector<RouteConfig> routes;
+    std::vector<RouteConfig> routes;   // IPv4 [[route]]s
+    std::vector<Route6Config> routes6; // IPv6 [[route]]s (issue 31)
 
     // [tcp], [stack]. rcvbuf_max not given: kDefaultRcvbufMax (config.cc).
     mars::TcpConfig tcp;
@@ -228,7 +252,14 @@ std::string format_ipv6(const mars::Ip6Prefix &p);
 // A port's addresses as the start log writes them: "A.B.C.D/P ADDR6/P ...".
 std::string format_addresses(const PortConfig &p);
 // Whether two configs of a port agree on everything a reload cannot change
-// (name, device, addresses, gateway, mtu, descriptor counts).
+// (name, device, addresses, gateway, gateway6, mtu, descriptor counts).
 bool same_port_setup(const PortConfig &a, const PortConfig &b);
+// The routes of port's MARS stacks, into sc->routes and sc->routes6: the
+// port's gateway (gateway6) as the default route, then the [[route]]s whose
+// port it is (parse_config bounds them and settles each route's port).
+void stack_routes(const Config &c, const PortConfig &port, mars::StackConfig *sc);
+// Whether two configs have the same [[route]]s, IPv4 and IPv6 (a reload
+// cannot change them).
+bool same_routes(const Config &a, const Config &b);
 
 } // namespace ppe

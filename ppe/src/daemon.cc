@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "flow_rules.h"
 #include "log.h"
+#include "net_file.h"
 #include "notify.h"
 #include "privilege.h"
 #include "starting.h"
@@ -126,26 +127,8 @@ class Published {
 
         // The engine CPUs, for eta-run: "1" or "2-3,6", one line.
         if (!write_file(cores_path_, cpus + "\n", mode_, error)) return false;
-        // The network applications reach through the PPE (the shim decides
-        // per destination): the first port carries application sockets.
-        const PortConfig &port = c.ports[0];
-        std::string net = "port " + format_ipv4(port.ip) + "/" + std::to_string(port.prefix) + "\n";
-        if (port.gateway) net += "route 0.0.0.0/0 via " + format_ipv4(port.gateway) + "\n";
-        // Its IPv6 addresses (issue 31: the shim connects on-link IPv6 through the PPE).
-        for (const mars::Ip6Prefix &a : port.addr6) net += "port6 " + format_ipv6(a) + "\n";
-        for (const RouteConfig &r : c.routes)
-            if (r.port == port.name)
-                net += "route " + format_ipv4(r.dest) + "/" + std::to_string(r.prefix) + " via " + format_ipv4(r.gateway) + "\n";
-        // A connection to the port's own address stays inside the engine
-        // (MARS loops it: mars/src/ip/local_loop.h, issue 29): "self local".
-        // With kernel = "shared" the kernel holds the address too: the shim
-        // holds eta's ports in the kernel, and a local connect no eta
-        // listener takes goes through it (preload/README.md); "self local6":
-        // to its IPv6 addresses too, shared or not (the shim holds IPv6 ports
-        // there as IPv4's). Older shims read these as bad and accelerate nothing.
-        if (port.kernel_shared) net += "self shared\n";
-        net += "self local\nself local6\n";
-        return write_file(net_path_, net, mode_, error);
+        // The network applications reach through the PPE: net_file.h.
+        return write_file(net_path_, net_file_text(c), mode_, error);
     }
 
     // Readable by whoever may connect to the control socket (published_mode).
@@ -282,11 +265,7 @@ void reload(Config &live, const std::string &path)
     for (size_t i = 0; ports_same && i < next.ports.size(); i++)
         ports_same = same_port_setup(next.ports[i], live.ports[i]);
     if (!ports_same) restart.push_back("[[port]]");
-    bool routes_same = next.routes.size() == live.routes.size();
-    for (size_t i = 0; routes_same && i < next.routes.size(); i++)
-        routes_same = next.routes[i].dest == live.routes[i].dest && next.routes[i].prefix == live.routes[i].prefix &&
-                      next.routes[i].gateway == live.routes[i].gateway && next.routes[i].port == live.routes[i].port;
-    if (!routes_same) restart.push_back("[[route]]");
+    if (!same_routes(next, live)) restart.push_back("[[route]]"); // IPv4 and IPv6
     if (std::memcmp(&next.tcp, &live.tcp, sizeof next.tcp) != 0 || next.max_sockets != live.max_sockets ||
         next.ooo_pool_frames != live.ooo_pool_frames || next.ooo_frames_per_conn != live.ooo_frames_per_conn ||
         next.arp_probes != live.arp_probes || next.arp_retrans_ms != live.arp_retrans_ms)

@@ -247,10 +247,7 @@ bool Engine::setup(std::string *error)
         for (const mars::Ip6Prefix &a : port.config.addr6)
             if (sc.n_addr6 < mars::StackConfig::kMaxAddr6) sc.addr6[sc.n_addr6++] = a; // (config.cc bounds it)
         sc.mtu = port.config.mtu;
-        if (port.config.gateway) sc.routes[sc.n_routes++] = mars::Route{0, 0, port.config.gateway};
-        for (const RouteConfig &r : config_.routes)
-            if (r.port == port.config.name && sc.n_routes < mars::StackConfig::kMaxRoutes)
-                sc.routes[sc.n_routes++] = mars::Route{r.dest, r.prefix, r.gateway};
+        stack_routes(config_, port.config, &sc); // IPv4 and IPv6 (config.h)
         sc.max_sockets = config_.max_sockets;
         sc.ooo_pool_frames = config_.ooo_pool_frames;
         sc.ooo_frames_per_conn = config_.ooo_frames_per_conn;

@@ -169,7 +169,7 @@ void eta_count(enum eta_reason r, int fd, const char *detail)
  * *out: 0, or -1 having said why (out zeroed where it was bad). */
 static int net_read(struct eta_net *out)
 {
-    char why[160];
+    char why[256]; /* the longest message, "unknown line ...", is about 190 */
     char text[4096];
     const char *src = eta_cfg.net_override;
     char path[300];
@@ -224,7 +224,7 @@ void eta_net_reload(void)
      * a working socket), never read past the arrays (the counts are bounded). */
     memcpy(&eta_net, &fresh, sizeof fresh);
     eta_log("re-attach: the new PPE's network description differs from the previous one's: %u IPv4 and %u IPv6 "
-            "addresses, %u routes%s", fresh.n_ports, fresh.n_ports6, fresh.n_routes,
+            "addresses, %u routes%s", fresh.n_ports, fresh.n_ports6, fresh.n_routes + fresh.n_routes6,
             fresh.self_shared ? ", shared with the kernel" : "");
 }
 

@@ -97,8 +97,8 @@ static int parse_prefix(const char *s, uint32_t *ip, uint8_t *prefix)
     return 0;
 }
 
-/* "port6 ADDR/P": an IPv6 address of the PPE's port and its on-link prefix. */
-static int parse_port6(const char *w, struct eta_net *out, char *why, size_t why_len)
+/* "ADDR/P" (P defaults to 128) into ip (network order) and *prefix. */
+static int parse_prefix6(const char *w, uint8_t ip[16], uint8_t *prefix)
 {
     char buf[64];
     size_t len = strcspn(w, "/");
@@ -117,7 +117,18 @@ static int parse_port6(const char *w, struct eta_net *out, char *why, size_t why
     } else if (ok) {
         ok = w[len] == 0;
     }
-    if (!ok) {
+    if (!ok)
+        return -1;
+    memcpy(ip, a.s6_addr, 16);
+    *prefix = (uint8_t)p;
+    return 0;
+}
+
+/* "port6 ADDR/P": an IPv6 address of the PPE's port and its on-link prefix. */
+static int parse_port6(const char *w, struct eta_net *out, char *why, size_t why_len)
+{
+    uint8_t ip[16], prefix;
+    if (parse_prefix6(w, ip, &prefix) != 0) {
         snprintf(why, why_len, "'port6' needs an IPv6 address ADDR/P, not '%s'", w);
         return -1;
     }
@@ -125,8 +136,34 @@ static int parse_port6(const char *w, struct eta_net *out, char *why, size_t why
         snprintf(why, why_len, "more than %d IPv6 addresses", ETA_NET_MAX_PORTS);
         return -1;
     }
-    memcpy(out->port6[out->n_ports6].ip, a.s6_addr, 16);
-    out->port6[out->n_ports6++].prefix = (uint8_t)p;
+    memcpy(out->port6[out->n_ports6].ip, ip, 16);
+    out->port6[out->n_ports6++].prefix = prefix;
+    return 0;
+}
+
+/* "route6 D/P" or "route6 D/P via G" (issue 31): an IPv6 destination prefix
+ * the PPE routes; the gateway is the PPE's business, but must be an address. */
+static int parse_route6(char **words, int n, struct eta_net *out, char *why, size_t why_len)
+{
+    uint8_t dest[16], prefix, gw[16];
+    if (n != 2 && !(n == 4 && strcmp(words[2], "via") == 0)) {
+        snprintf(why, why_len, "'route6' takes 'route6 ADDR/P' or 'route6 ADDR/P via GATEWAY'");
+        return -1;
+    }
+    if (parse_prefix6(words[1], dest, &prefix) != 0) {
+        snprintf(why, why_len, "'route6' needs an IPv6 prefix ADDR/P, not '%s'", words[1]);
+        return -1;
+    }
+    if (n == 4 && inet_pton(AF_INET6, words[3], gw) != 1) {
+        snprintf(why, why_len, "'route6 ... via' needs an IPv6 gateway address, not '%s'", words[3]);
+        return -1;
+    }
+    if (out->n_routes6 == ETA_NET_MAX_ROUTES) {
+        snprintf(why, why_len, "more than %d IPv6 routes", ETA_NET_MAX_ROUTES);
+        return -1;
+    }
+    memcpy(out->route6[out->n_routes6].dest, dest, 16);
+    out->route6[out->n_routes6++].prefix = prefix;
     return 0;
 }
 
@@ -164,6 +201,8 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
     }
     if (strcmp(words[0], "port6") == 0 && n == 2)
         return parse_port6(words[1], out, why, why_len);
+    if (strcmp(words[0], "route6") == 0)
+        return parse_route6(words, n, out, why, why_len);
     uint32_t ip;
     uint8_t prefix;
     if (n < 2 || parse_prefix(words[1], &ip, &prefix) != 0) {
@@ -189,7 +228,7 @@ static int parse_item(char *item, struct eta_net *out, char *why, size_t why_len
         out->route[out->n_routes++].prefix = prefix;
         return 0;
     }
-    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'port6 ADDR/P', 'route A.B.C.D/P [via G]', 'self unreachable', 'self shared', 'self local' and 'self local6'", words[0]);
+    snprintf(why, why_len, "unknown line '%s': allowed 'port A.B.C.D/P', 'port6 ADDR/P', 'route A.B.C.D/P [via G]', 'route6 ADDR/P [via G]', 'self unreachable', 'self shared', 'self local' and 'self local6'", words[0]);
     return -1;
 }
 
@@ -253,6 +292,17 @@ static bool in_prefix6(const uint8_t *a, const uint8_t *b, unsigned prefix)
     return rest == 0 || ((a[whole] ^ b[whole]) & (uint8_t)(0xff00 >> rest)) == 0;
 }
 
+/* How many leading bits a and b share (0 to 128). */
+static unsigned common_prefix6(const uint8_t *a, const uint8_t *b)
+{
+    unsigned i = 0;
+    while (i < 16 && a[i] == b[i])
+        i++;
+    if (i == 16)
+        return 128;
+    return i * 8 + (unsigned)__builtin_clz((unsigned)(a[i] ^ b[i]) << 24);
+}
+
 bool eta_net_is_local6(const struct eta_net *n, const uint8_t ip[16])
 {
     for (unsigned i = 0; i < n->n_ports6; i++)
@@ -272,11 +322,33 @@ bool eta_net_source6(const struct eta_net *n, const uint8_t dest[16], uint8_t sr
     }
     for (unsigned i = 0; i < n->n_ports6; i++)
         if (in_prefix6(dest, n->port6[i].ip, n->port6[i].prefix)) {
-            pick = i;
-            break;
+            memcpy(src, n->port6[i].ip, 16); /* on-link */
+            return true;
         }
+    /* Routed: the longest common prefix with dest, up to the address's own
+     * prefix length (RFC 6724 rule 8), the first of equals. */
+    unsigned best = 0;
+    for (unsigned i = 0; i < n->n_ports6; i++) {
+        unsigned len = common_prefix6(dest, n->port6[i].ip);
+        if (len > n->port6[i].prefix)
+            len = n->port6[i].prefix;
+        if (len > best) {
+            best = len;
+            pick = i;
+        }
+    }
     memcpy(src, n->port6[pick].ip, 16);
     return true;
+}
+
+bool eta_net_routes6(const struct eta_net *n, const uint8_t ip[16])
+{
+    if (n->n_ports6 == 0)
+        return false; /* no IPv6 address to send from */
+    for (unsigned i = 0; i < n->n_routes6; i++)
+        if (in_prefix6(ip, n->route6[i].dest, n->route6[i].prefix))
+            return true;
+    return false;
 }
 
 enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len)
@@ -304,7 +376,8 @@ enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockad
     for (unsigned i = 0; i < n->n_ports6; i++)
         if (in_prefix6(ip, n->port6[i].ip, n->port6[i].prefix))
             return ETA_R_NONE; /* on-link: what the engine reaches over IPv6 */
-    return ETA_R_NOT_ROUTED;
+    /* Off-link inside a `route6` prefix: the engine sends it to the gateway (issue 31). */
+    return eta_net_routes6(n, ip) ? ETA_R_NONE : ETA_R_NOT_ROUTED;
 }
 
 bool eta_net_udp_routes(const struct eta_net *n, uint32_t ip)

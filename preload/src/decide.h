@@ -58,6 +58,11 @@ struct eta_net {
         uint8_t ip[16];
         uint8_t prefix;
     } port6[ETA_NET_MAX_PORTS];
+    unsigned n_routes6;    /* IPv6 destination prefixes the PPE routes beyond the port6 prefixes (issue 31) */
+    struct {
+        uint8_t dest[16];  /* network order */
+        uint8_t prefix;
+    } route6[ETA_NET_MAX_ROUTES];
     bool self_unreachable; /* the PPE cannot carry a connection to its own addresses */
     bool self_shared;      /* the kernel holds the PPE's addresses too (kernel = "shared"): one port
                             * space; a local connection nobody in the engine takes goes through the kernel */
@@ -77,6 +82,7 @@ struct eta_net {
  *   port A.B.C.D/P        an address the PPE owns and the subnet behind it
  *   port6 ADDR/P          an IPv6 address the PPE owns and its on-link prefix
  *   route A.B.C.D/P       a destination prefix the PPE routes (via a gateway)
+ *   route6 ADDR/P         an IPv6 destination prefix the PPE routes (`via G` may follow, as `route`'s)
  *   self unreachable      a connection to one of its own addresses cannot work
  *   self shared           the kernel holds its addresses too (a port shared with the kernel)
  *   self local            the engine carries a connection to its own addresses itself
@@ -103,9 +109,15 @@ enum eta_reason eta_decide_socket(int domain, int type, int protocol);
 enum eta_reason eta_decide_connect(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
 /* True when ip (16 bytes, network order) is one of the PPE's IPv6 addresses (`port6`). */
 bool eta_net_is_local6(const struct eta_net *n, const uint8_t ip[16]);
+/* True when a global ip (16 bytes, network order) off every port6 prefix
+ * lies inside a `route6` prefix and the PPE has an IPv6 address to send
+ * from: the engine routes it through a gateway (issue 31). */
+bool eta_net_routes6(const struct eta_net *n, const uint8_t ip[16]);
 /* The PPE IPv6 address a connect to dest leaves from, into src: dest itself
- * when it is the PPE's, else the first port6 whose prefix holds dest, else
- * the first port6. False when the PPE has no IPv6 address. */
+ * when it is the PPE's, else the first port6 whose prefix holds dest (on
+ * link), else (routed) the port6 sharing the longest prefix with dest
+ * (RFC 6724 rule 8), the first of equals. False when the PPE has no IPv6
+ * address. */
 bool eta_net_source6(const struct eta_net *n, const uint8_t dest[16], uint8_t src[16]);
 
 /* connect() of an AF_INET6 socket to a native IPv6 address (issue 31):
@@ -116,8 +128,9 @@ bool eta_net_source6(const struct eta_net *n, const uint8_t dest[16], uint8_t sr
  * none, ETA_R_INET6: the kernel's, which refuses scope 0 with EINVAL),
  * and for the PPE's own address where the engine carries local connections
  * (`self local6`; without it ETA_R_LOCAL on a shared port, ETA_R_INET6 on
- * one that is not), ETA_R_LOOPBACK for ::1, ETA_R_NOT_ROUTED off-link,
- * ETA_R_INET6 for the rest (multicast, v4-mapped): the
+ * one that is not), ETA_R_LOOPBACK for ::1, ETA_R_NONE off-link inside a
+ * `route6` prefix (the engine routes it), ETA_R_NOT_ROUTED for the rest
+ * off-link, ETA_R_INET6 for the rest (multicast, v4-mapped): the
  * kernel's. On a shared port as on one that is not (issue 29: the shim
  * holds the ports in the kernel). */
 enum eta_reason eta_decide_connect6(const struct eta_net *n, const struct sockaddr *addr, socklen_t len);
@@ -146,7 +159,8 @@ enum eta_reason eta_decide_udp(const struct eta_net *n, const struct sockaddr *a
  * the engine carries frames to itself (`self local6`: its local loop),
  * else ETA_R_INET6; otherwise as eta_decide_connect6 (on a port shared with
  * the kernel too: the shim holds the port in the kernel) (multicast:
- * ETA_R_INET6; ::1 ETA_R_LOOPBACK; off-link ETA_R_NOT_ROUTED). */
+ * ETA_R_INET6; ::1 ETA_R_LOOPBACK; off-link ETA_R_NONE inside a `route6`
+ * prefix, else ETA_R_NOT_ROUTED). */
 enum eta_reason eta_decide_udp6(const struct eta_net *n, const uint8_t ip[16], uint32_t scope);
 
 enum eta_bind_target {

@@ -46,8 +46,8 @@ int eta_bind_held6(dti_ctx_t *c, const struct eta_sock *s);
 
 /* Whether accelerated socket s, bound to one of the PPE's IPv6 addresses
  * (eta_bind_ppe6), connects to addr over IPv6 (an AF_INET6 address): the
- * engine's CONNECT6 from that address (an off-link destination is its
- * ENETUNREACH). */
+ * engine's CONNECT6 from that address (a destination it neither has on
+ * link nor routes is its ENETUNREACH). */
 bool eta_bound6_to(const struct eta_sock *s, const struct sockaddr *addr, socklen_t len);
 
 /* getsockname (peer false) or getpeername (peer true) of accelerated

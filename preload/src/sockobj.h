@@ -75,7 +75,7 @@ struct eta_sock {
     int backlog;              /* listen()'s, to listen again on a new PPE */
     bool hybrid;              /* INADDR_ANY listener (or, on a shared port, one on a PPE address): the kernel socket listens too */
     bool v6;                  /* AF_INET6: a listener on [::] (both families, or IPv6 only) or on
-                               * one of the PPE's IPv6 addresses, a connect on-link (sock6.c); with
+                               * one of the PPE's IPv6 addresses, a connect it carries (sock6.c); with
                                * dgram every AF_INET6 UDP socket (udp6.c);
                                * IPv4 addresses are shown v4-mapped (::ffff:a.b.c.d) */
     bool dgram;               /* SOCK_DGRAM (UDP; AF_INET6 with v6: udp6.c): a DTI datagram socket once

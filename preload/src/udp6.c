@@ -2,11 +2,11 @@
  * as an AF_INET one's (udp_sock.c) with Linux's AF_INET6 rules on top:
  * v4-mapped addresses (and AF_INET ones, which Linux's UDPv6 takes too)
  * are IPv4 unless IPV6_V6ONLY is on; IPv6 destinations on-link of the PPE's
- * port6 prefixes go through the engine (dti_dgram_connect6, the records'
- * struct dti_dgram6); [::] is a hybrid of both halves, dual-stack or IPv6
- * only as the kernel socket's IPV6_V6ONLY says at bind. The data path is
- * udp.c's; the addresses are read as udpv6_sendmsg and ip6_datagram_connect
- * read them (udp6_addr.c). preload/README.md "UDP over IPv6". */
+ * port6 prefixes, or inside its route6 prefixes, go through the engine
+ * (dti_dgram_connect6, the records' struct dti_dgram6); [::] is a hybrid of
+ * both halves, dual-stack or IPv6 only as the kernel socket's IPV6_V6ONLY
+ * says at bind. The data path is udp.c's; the addresses are read as
+ * udpv6_sendmsg and ip6_datagram_connect read them (udp6_addr.c). preload/README.md "UDP over IPv6". */
 #include "udp6.h"
 
 #include <errno.h>

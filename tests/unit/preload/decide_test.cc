@@ -97,6 +97,91 @@ TEST(Decide, Ipv6ConnectOnLinkOfAPort6Prefix)
     EXPECT_EQ(n.port6[0].prefix, 128);
 }
 
+// IPv6 routes (issue 31): "route6 D/P [via G]" lines. A global destination
+// off every port6 prefix but inside a route6 prefix goes through the engine
+// (MARS sends it to the gateway), TCP and UDP alike; the rest off-link stays
+// the kernel's (`not-routed`), as it all did before route6 lines existed. A
+// routed destination leaves from the port6 address sharing the longest
+// prefix with it (RFC 6724 rule 8), the first of equals.
+TEST(Decide, Ipv6RoutesTakeOffLinkDestinationsToTheEngine)
+{
+    const char *const ports = "port 198.18.0.1/24\nport6 2001:2:0:1::1/64\nport6 2001:db8:0:1::1/64\nself local\n"
+                              "self local6\n";
+    eta_net n{};
+    char why[200];
+    ASSERT_EQ(eta_net_parse((std::string(ports) + "route6 2001:db8::/32 via fe80::1\nroute6 2001:3::/48\n").c_str(), &n,
+                            why, sizeof why),
+              0)
+        << why;
+    ASSERT_EQ(n.n_routes6, 2u);
+    EXPECT_EQ(n.route6[0].prefix, 32);
+    EXPECT_EQ(n.route6[1].prefix, 48);
+    EXPECT_EQ(connect6(n, "2001:db8:5::9"), ETA_R_NONE) << "inside 2001:db8::/32: routed";
+    EXPECT_EQ(connect6(n, "2001:3:0:7::9"), ETA_R_NONE) << "inside 2001:3::/48 (no via)";
+    EXPECT_EQ(connect6(n, "2001:3:1::9"), ETA_R_NOT_ROUTED) << "outside the /48";
+    EXPECT_EQ(connect6(n, "2001:4::9"), ETA_R_NOT_ROUTED) << "off-link, no route";
+    EXPECT_EQ(connect6(n, "2001:2:0:1::2"), ETA_R_NONE) << "on-link as before";
+    EXPECT_EQ(connect6(n, "fe80::1"), ETA_R_INET6) << "link-local without the port's scope: still the kernel's";
+    EXPECT_EQ(connect6(n, "ff0e::1"), ETA_R_INET6) << "multicast";
+    EXPECT_EQ(connect6(n, "::1"), ETA_R_LOOPBACK);
+    uint8_t ip[16], src[16], want[16];
+    inet_pton(AF_INET6, "2001:db8:5::9", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_NONE) << "UDP to a routed destination: the engine's, as TCP";
+    inet_pton(AF_INET6, "2001:4::9", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_NOT_ROUTED);
+    // The source: the longest common prefix, not the first port6.
+    inet_pton(AF_INET6, "2001:db8:5::9", ip);
+    inet_pton(AF_INET6, "2001:db8:0:1::1", want);
+    ASSERT_TRUE(eta_net_source6(&n, ip, src));
+    EXPECT_EQ(memcmp(src, want, 16), 0) << "2001:db8:0:1::1 shares 32+ bits with 2001:db8:5::9";
+    inet_pton(AF_INET6, "2001:3::9", ip);
+    inet_pton(AF_INET6, "2001:2:0:1::1", want);
+    ASSERT_TRUE(eta_net_source6(&n, ip, src));
+    EXPECT_EQ(memcmp(src, want, 16), 0) << "2001:2:: shares 31 bits with 2001:3::, 2001:db8:: 20";
+    inet_pton(AF_INET6, "3000::9", ip);
+    ASSERT_TRUE(eta_net_source6(&n, ip, src));
+    EXPECT_EQ(memcmp(src, want, 16), 0) << "a tie (3 bits each): the first";
+    inet_pton(AF_INET6, "2001:db8:0:1::7", ip);
+    inet_pton(AF_INET6, "2001:db8:0:1::1", want);
+    ASSERT_TRUE(eta_net_source6(&n, ip, src));
+    EXPECT_EQ(memcmp(src, want, 16), 0) << "on-link: the port6 whose prefix holds it";
+    // The IPv6 default route: every global destination.
+    ASSERT_EQ(eta_net_parse((std::string(ports) + "route6 ::/0 via fe80::1\n").c_str(), &n, why, sizeof why), 0) << why;
+    EXPECT_EQ(connect6(n, "2001:4::9"), ETA_R_NONE);
+    EXPECT_EQ(connect6(n, "fd12::9"), ETA_R_NONE);
+    EXPECT_EQ(connect6(n, "::ffff:198.19.0.2"), ETA_R_INET6) << "v4-mapped: not IPv6's route";
+    EXPECT_EQ(connect6(n, "fe80::9"), ETA_R_INET6);
+    // No route6 line: off-link IPv6 is the kernel's, as before issue 31's routes.
+    ASSERT_EQ(eta_net_parse(ports, &n, why, sizeof why), 0) << why;
+    EXPECT_EQ(n.n_routes6, 0u);
+    EXPECT_EQ(connect6(n, "2001:db8:5::9"), ETA_R_NOT_ROUTED);
+    inet_pton(AF_INET6, "2001:db8:5::9", ip);
+    EXPECT_EQ(eta_decide_udp6(&n, ip, 0), ETA_R_NOT_ROUTED);
+    EXPECT_EQ(connect6(n, "2001:2:0:1::2"), ETA_R_NONE);
+    // A route6 with no IPv6 address to send from routes nothing.
+    ASSERT_EQ(eta_net_parse("port 198.18.0.1/24\nroute6 ::/0 via fe80::1\n", &n, why, sizeof why), 0) << why;
+    EXPECT_EQ(connect6(n, "2001:4::9"), ETA_R_NOT_ROUTED);
+    // Bad lines, each with what to write.
+    EXPECT_NE(eta_net_parse("route6 2001:db8::/129", &n, why, sizeof why), 0);
+    EXPECT_NE(strstr(why, "'route6' needs an IPv6 prefix ADDR/P"), nullptr) << why;
+    EXPECT_NE(eta_net_parse("route6 198.18.0.0/16", &n, why, sizeof why), 0);
+    EXPECT_NE(strstr(why, "IPv6 prefix"), nullptr) << why;
+    EXPECT_NE(eta_net_parse("route6 2001:db8::/32 via 198.18.0.1", &n, why, sizeof why), 0);
+    EXPECT_NE(strstr(why, "IPv6 gateway"), nullptr) << why;
+    EXPECT_NE(eta_net_parse("route6 2001:db8::/32 through fe80::1", &n, why, sizeof why), 0);
+    EXPECT_NE(strstr(why, "'route6 ADDR/P via GATEWAY'"), nullptr) << why;
+    EXPECT_NE(eta_net_parse("route6", &n, why, sizeof why), 0);
+    std::string many = "port6 2001:2::1/64\n";
+    for (int i = 0; i < ETA_NET_MAX_ROUTES; i++) many += "route6 2001:db8:" + std::to_string(i) + "::/48\n";
+    ASSERT_EQ(eta_net_parse(many.c_str(), &n, why, sizeof why), 0) << why;
+    EXPECT_EQ(n.n_routes6, unsigned(ETA_NET_MAX_ROUTES));
+    many += "route6 2001:db9::/32\n";
+    EXPECT_NE(eta_net_parse(many.c_str(), &n, why, sizeof why), 0);
+    EXPECT_NE(strstr(why, "more than 32 IPv6 routes"), nullptr) << why;
+    EXPECT_NE(eta_net_parse("router6 10.0.0.0/8", &n, why, sizeof why), 0);
+    EXPECT_NE(strstr(why, "'route6 ADDR/P [via G]'"), nullptr) << why;
+}
+
 // Issue 31: a link-local destination whose scope id is the port's kernel
 // interface (a shared port's tap, which the shim looked up: link6_ifindex)
 // is the engine's; another interface's, or none, the kernel's (which refuses
