@@ -58,7 +58,9 @@ for url in "http://[$H6]:$port/blob" "http://$H4:$port/blob"; do
 done
 for url in "http://[$H6]:$port/" "http://$H4:$port/"; do
     peer timeout 60 wrk -t 2 -c 10 -d 1 "$url" > "$work/wrk.out" 2>&1 || fail "wrk $url failed: $(cat "$work/wrk.out")"
-    ! grep -c "Non-2xx\|Socket errors" "$work/wrk.out" >/dev/null || fail "wrk $url saw errors: $(cat "$work/wrk.out")"
+    # (A timeout, wrk's 2 s, says how busy the machine was, not what eta did: reported, not judged.)
+    ! grep -cE "Non-2xx|Socket errors: connect [1-9]|Socket errors: .*(read|write) [1-9]" "$work/wrk.out" >/dev/null ||
+        fail "wrk $url saw errors: $(cat "$work/wrk.out")"
     grep -qE "Requests/sec: +[0-9]" "$work/wrk.out" || fail "wrk $url: no rate: $(cat "$work/wrk.out")"
 done
 # nginx writes its access log as requests end: the lines are there once wrk returned.
