@@ -94,13 +94,16 @@ int StackImpl::pick_port6(Sock &s, const Ip6Addr &lip, const Ip6Addr &rip, uint1
 
 // Neighbour discovery gave up on next hops (nd.cc): connects over IPv6 whose
 // SYN waits on one fail with EHOSTUNREACH, as fail_unreachable() does for
-// ARP. (On-link destinations only: the next hop is the remote address.)
+// ARP. The next hop is the remote address when on-link, else its route's
+// gateway (a dead router fails every connect through it, as on Linux).
 void StackImpl::fail_unreachable6()
 {
     for (size_t i = 0; i < nd_.failed_count(); i++) {
         const Ip6Addr &hop = nd_.failed_at(i);
         for (Sock &s : socks_) {
-            if (!s.used || !(s.flags & kFV6) || s.state != TcpState::kSynSent || !same(s.v6.remote, hop)) continue;
+            if (!s.used || !(s.flags & kFV6) || s.state != TcpState::kSynSent) continue;
+            Ip6Addr via;
+            if (!ip6_.router().next_hop(s.v6.remote.b, &via) || !same(via, hop)) continue;
             stats_.tcp_connects_unreachable++;
             conn_drop(s, EHOSTUNREACH, kEvError);
         }

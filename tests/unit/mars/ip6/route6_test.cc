@@ -231,6 +231,28 @@ TEST(Route6, LongestPrefixWinsAndTheUnroutedAreRefused)
     EXPECT_EQ(a.udp().connect6(SockId(u), to), -ENETUNREACH);
 }
 
+// A gateway that never answers neighbour discovery fails a connect through
+// it with EHOSTUNREACH once its solicitations run out (as a neighbour that
+// never answers fails an on-link connect), not after the SYN's retries.
+TEST(Route6, DeadGatewayFailsTheConnectAsUnreachable)
+{
+    SimNetConfig cfg = routed_config();
+    cfg.a.stack.routes6[0] = route(Ip6Addr{}, 0, addr6(0, 3)); // nobody holds 2001:2::3
+    cfg.a.stack.n_routes6 = 1;
+    Net n(cfg);
+    Stack &a = n.net.stack(0);
+    const int64_t s = a.open(1);
+    ASSERT_GE(s, 0);
+    ASSERT_EQ(a.connect6(SockId(s), Endpoint6{kBehind, 80}, n.net.now()), 0);
+    ASSERT_TRUE(n.wait(0, SockId(s), kEvError | kEvReset, 10 * kSec)) << "still waiting after 10 s";
+    SockInfo in{};
+    ASSERT_EQ(a.info(SockId(s), &in), 0);
+    EXPECT_EQ(in.error, EHOSTUNREACH);
+    EXPECT_EQ(a.stats().tcp_connects_unreachable, 1u);
+    EXPECT_EQ(a.stats().nd_failed, 1u);
+    EXPECT_EQ(a.close(SockId(s)), 0);
+}
+
 // Through a route, the source is the address sharing the longest prefix
 // with the destination (RFC 6724 rule 8), the first one on ties.
 TEST(Route6, SourceSharesTheLongestPrefixWithTheDestination)
