@@ -26,6 +26,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "fdtable.h"
 #include "own_address.h"
 #include "real.h"
@@ -165,6 +166,8 @@ int eta_placeholder_renew(int fd, struct eta_sock *s, uint32_t dest)
     }
     put_on_copies(n, fd, s, &old);
     real_close(n);
+    ETA_DEBUG("fd %d: a fresh kernel placeholder for a v4-mapped connect (the old one held port %u, IPv6 only)", fd,
+              s->kernel_port);
     /* The old placeholder's hold is gone with it: a first connect's now. */
     s->bound_kernel = false;
     s->kernel_port = 0;
