@@ -22,6 +22,7 @@
 #include "exec_handover.h"
 #include "fdtable.h"
 #include "own_address.h"
+#include "placeholder.h"
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
@@ -116,7 +117,8 @@ ETA_EXPORT int socket(int domain, int type, int protocol)
  * IPV6_V6ONLY is off. False for anything else (and for a socket with
  * IPV6_V6ONLY on, where the kernel refuses it: bind EINVAL, connect
  * ENETUNREACH, its answers are the program's). */
-static bool v4mapped(int fd, const struct sockaddr *addr, socklen_t len, struct sockaddr_in *out)
+static bool v4mapped(int fd, const struct eta_sock *s, const struct sockaddr *addr, socklen_t len,
+                     struct sockaddr_in *out)
 {
     struct sockaddr_in6 in6;
     if (!addr || len < (socklen_t)sizeof in6 || addr->sa_family != AF_INET6)
@@ -124,9 +126,11 @@ static bool v4mapped(int fd, const struct sockaddr *addr, socklen_t len, struct 
     memcpy(&in6, addr, sizeof in6);
     if (!IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr))
         return false;
+    /* (A connect's hold made the placeholder IPv6-only where the program
+     * had 0: its value is the program's, placeholder.c.) */
     int v6only = 0;
     socklen_t ol = sizeof v6only;
-    if (real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0 || v6only)
+    if (!s->v6only_read0 && (real_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) != 0 || v6only))
         return false;
     *out = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = in6.sin6_port};
     memcpy(&out->sin_addr, &in6.sin6_addr.s6_addr[12], 4);
@@ -140,7 +144,7 @@ static bool v4mapped(int fd, const struct sockaddr *addr, socklen_t len, struct 
 static int bind6(int fd, struct eta_sock *s, const struct sockaddr *addr, socklen_t len)
 {
     struct sockaddr_in in;
-    if (v4mapped(fd, addr, len, &in)) {
+    if (v4mapped(fd, s, addr, len, &in)) {
         enum eta_reason why;
         char buf[32];
         if (eta_decide_bind(&eta_net, (const struct sockaddr *)&in, sizeof in, &why) == ETA_BIND_PPE)
@@ -292,7 +296,11 @@ static int renew_ppe_half(dti_ctx_t *c, int fd, struct eta_sock *s)
     eta_drop_ppe_half(c, s);
     s->connect_started = s->connect_reported = s->connect_closed = false;
     atomic_store(&s->pending_error, 0);
+    /* The program's O_NONBLOCK is the object's (FIONBIO sets only that on
+     * an accelerated socket), not the placeholder's file flags. */
+    const int nonblock = atomic_load(&s->nonblock);
     int err = eta_make_accel(c, fd, s);
+    atomic_store(&s->nonblock, nonblock);
     if (err) {
         eta_sock_unaccel(s, ETA_SOCK_ORPHAN);
         return err;
@@ -451,7 +459,7 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
     const socklen_t klen = len;
     struct sockaddr_in mapped;
     bool via_mapped = false;
-    if (s->v6 && v4mapped(fd, addr, len, &mapped)) {
+    if (s->v6 && v4mapped(fd, s, addr, len, &mapped)) {
         addr = (const struct sockaddr *)&mapped;
         len = sizeof mapped;
         via_mapped = true;
@@ -533,6 +541,10 @@ ETA_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr_arg, socklen_t len)
         }
         if (s->connect_started) {
             int e = eta_connect_again(c, s);
+            /* To IPv4 where a hold made the placeholder IPv6-only (shared
+             * port): a fresh one in its place, held for both (placeholder.c) */
+            if (!e && via_mapped && eta_placeholder_v6_held(s))
+                e = eta_placeholder_renew(fd, s, ntohl(mapped.sin_addr.s_addr));
             if (!e)
                 e = renew_ppe_half(c, fd, s); /* back in CLOSE: a new attempt */
             if (e) {

@@ -304,6 +304,8 @@ ETA_EXPORT int ioctl(int fd, unsigned long req, ...)
             int fl = real_fcntl(fd, F_GETFL);
             if (fl >= 0)
                 real_fcntl(fd, F_SETFL, eta_hybrid_file_flags(fl, on != 0));
+        } else { /* in the file too, as F_SETFL puts it (the placeholder's flags are the file's) */
+            (void)real_ioctl(fd, FIONBIO, &on);
         }
         atomic_store(&s->nonblock, on != 0);
     } else if (s->dgram) {

@@ -27,7 +27,10 @@
 #   shared port the connect's hold made the placeholder IPv6-only);
 # - an IPv6 client whose first connect is refused connects again (bound to
 #   the PPE's IPv6 address, and unbound: on a shared port its port is held;
-#   and after a refused v4-mapped connect, to an IPv6 address).
+#   and after a refused v4-mapped connect, to an IPv6 address); the reverse:
+#   refused at an IPv6 address of the peer, then to ::ffff:<peer IPv4>
+#   through the PPE, byte-exact, O_NONBLOCK, FD_CLOEXEC and options as set
+#   (on a shared port a fresh placeholder in the IPv6-held one's place).
 # - link-local (issue 31): the peer's fe80:: address on the lab's kernel
 #   link with that link's index as scope is the kernel's (counted ipv6) and
 #   works; scope 0 is Linux's EINVAL; on a shared port, fe80:: with the tap's
@@ -227,6 +230,111 @@ if '${ETA_TEST_SHARED:-}':  # one port space: the kernel holds its IPv6 port too
             raise" 2>&1) || fail "a second IPv6 connect after a refused one: $out"
 [ "$(grep -c "^again \[$ETA_LAB_PEER_IP6\]:$aport$" <<<"$out")" = 3 ] || fail "the second connects' answers: $out"
 wait "$rsrv_pid" || fail "the peer's server exited $?"
+
+note "the reverse: refused at [$ETA_LAB_PEER_IP6], then the same socket to ::ffff:$ETA_LAB_PEER_IP through the PPE"
+# (Linux tries it: its autobind left IPV6_V6ONLY 0. On a shared port the
+# first connect's hold bound the placeholder to [$H6], IPv6-only: a fresh
+# one takes its place on the descriptor, with its flags and options; before,
+# ENETUNREACH.)
+head -c 300000 /dev/urandom >"$work/rblob"
+r6port=$(free_port) r4port=$(free_port)
+start_bg rev4 peer timeout 60 "$py" -c "
+import socket
+l = socket.socket()
+l.bind(('$ETA_LAB_PEER_IP', $r4port))
+l.listen(2)
+print('ready', flush=True)
+for i in range(2):
+    c, a = l.accept()
+    print('from', a[0], flush=True)
+    got = b''
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        got += b
+    c.sendall(got[::-1])
+    c.close()" >"$work/rev4" 2>&1
+wait_until 20 eval "grep -q '^ready' '$work/rev4' || ! kill -0 $rev4_pid"
+grep -q '^ready' "$work/rev4" || fail "the peer's IPv4 server did not listen: $(cat "$work/rev4")"
+est="sum(s['tcp_established'] for e in d['engines'] for s in e['stacks'])"
+e0=$(ppe_json "$est")
+# Two sockets: O_NONBLOCK set before the first connect (the kernel socket's),
+# and set by FIONBIO after the refused blocking one (the PPE's by then).
+out=$(ETA_LOG=fallback,accel timeout 60 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- "$py" -c "
+import errno, fcntl, os, select, socket, sys
+def name(e):
+    return errno.errorcode.get(e, e)
+def kflags(fd):  # the kernel file's flags, as /proc shows them
+    for line in open('/proc/self/fdinfo/%d' % fd):
+        if line.startswith('flags:'):
+            return int(line.split()[1], 8)
+data = open('$work/rblob', 'rb').read()
+for mode in ('before', 'after'):
+    s = socket.socket(socket.AF_INET6)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, 5)
+    fd = s.fileno()
+    d = os.dup(fd)  # a copy: the same socket, before and after
+    if mode == 'before':
+        s.setblocking(False)
+        e = s.connect_ex(('$ETA_LAB_PEER_IP6', $r6port))
+        if e != errno.EINPROGRESS:
+            sys.exit('%s: the IPv6 connect answered %s' % (mode, name(e)))
+        select.select([], [s], [], 30)
+        e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if e != errno.ECONNREFUSED:
+            sys.exit('%s: the IPv6 connect ended with %s' % (mode, name(e)))
+        e = s.connect_ex(('::ffff:$ETA_LAB_PEER_IP', $r4port))
+        if e != errno.ECONNABORTED:  # Linux: the failure reported (SO_ERROR took it), then a new attempt
+            sys.exit('%s: the next connect answered %s' % (mode, name(e)))
+    else:
+        e = s.connect_ex(('$ETA_LAB_PEER_IP6', $r6port))
+        if e != errno.ECONNREFUSED:
+            sys.exit('%s: the IPv6 connect answered %s' % (mode, name(e)))
+        s.setblocking(False)
+    e = s.connect_ex(('::ffff:$ETA_LAB_PEER_IP', $r4port))
+    if e != errno.EINPROGRESS:
+        sys.exit('%s: the v4-mapped connect answered %s' % (mode, name(e)))
+    select.select([], [s], [], 30)
+    e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if e:
+        sys.exit('%s: the v4-mapped connect ended with %s' % (mode, name(e)))
+    print(mode, 'fd', s.fileno() == fd,
+          'nonblock', bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK), bool(kflags(fd) & os.O_NONBLOCK),
+          'cloexec', bool(fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC), bool(kflags(fd) & os.O_CLOEXEC),
+          'nodelay', s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+          'keepalive', s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+          'priority', s.getsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY),
+          'v6only', s.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY),
+          'dup', os.fstat(d).st_ino == os.fstat(fd).st_ino, flush=True)
+    os.close(d)
+    print(mode, 'names', s.getsockname()[0], s.getpeername()[0], s.getpeername()[1], flush=True)
+    s.setblocking(True)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    got = b''
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    print(mode, 'bytes', got[::-1] == data, flush=True)
+    s.close()" 2>"$work/rev.err") || fail "refused at IPv6, then v4-mapped: $out $(cat "$work/rev.err")"
+wait "$rev4_pid" || fail "the peer's IPv4 server exited $?: $(cat "$work/rev4")"
+for mode in before after; do
+    grep -qx "$mode fd True nonblock True True cloexec True True nodelay 1 keepalive 1 priority 5 v6only 0 dup True" <<<"$out" ||
+        fail "the socket's flags and options after the v4-mapped connect ($mode): $out"
+    grep -qx "$mode names ::ffff:$H4 ::ffff:$ETA_LAB_PEER_IP $r4port" <<<"$out" ||
+        fail "the v4-mapped connection's names ($mode): $out"
+    grep -qx "$mode bytes True" <<<"$out" || fail "the bytes over the v4-mapped connection differ ($mode): $out"
+done
+[ "$(grep -cx "from $H4" "$work/rev4")" = 2 ] || fail "the peer saw the connections from another address: $(cat "$work/rev4")"
+[ "$(grep -cE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$r6port\)" "$work/rev.err")" = 2 ] ||
+    fail "the IPv6 connects were not the PPE's: $(cat "$work/rev.err")"
+wait_until 10 ppe_true "$est >= $e0 + 2" ||
+    fail "the v4-mapped connections are not the engine's (tcp_established $(ppe_json "$est"), was $e0): $(cat "$work/rev.err")"
 
 note "[$ETA_LAB_KERNEL_IP6], not the PPE's: the kernel's"
 kport=$(free_port)
