@@ -273,7 +273,7 @@ void tcp6_seeds(std::vector<std::pair<std::string, std::vector<uint8_t>>> *seeds
     using namespace sim;
     FuzzWorld &w = world_for(false);
     if (!w.restart(false)) invariant_broken("fixture setup failed", 0, 0);
-    const FuzzWorld::Conn est6 = w.est6;
+    const FuzzWorld::Conn est6 = w.est6, tw6 = w.tw6;
     const Ip6Addr ours = w.stack_ip6(), peer = FuzzWorld::peer_ip6;
     const MacAddr sm = w.stack_mac(), pm = w.peer_mac;
     w.reset_stack();
@@ -384,6 +384,20 @@ void tcp6_seeds(std::vector<std::pair<std::string, std::vector<uint8_t>>> *seeds
         TcpSpec ra = seg(kRst | kAck, 0, 5555);
         ra.sport = 9000;
         one("ip6-tcp-synsent-rst-ack", fix | kAimSynSent, frame(ra));
+    }
+    {
+        // To the connection in TIME-WAIT (the listener's aim keeps the
+        // frame's source port, 40001, and its absolute numbers): the peer's
+        // FIN again (acknowledged again), a SYN above its sequence space
+        // with a newer timestamp (a new connection, RFC 6191), a reset.
+        const uint8_t lis = fix | kAimListener;
+        TcpSpec f = seg(kAck | kFin, 0, tw6.peer_nxt - 1, tw6.stack_nxt, 40001);
+        f.opts.ts = {1'000'000, 0};
+        one("ip6-tcp-timewait-fin-again", lis, frame(f));
+        TcpSpec syn = seg(kSyn, 0, tw6.peer_nxt + 100'000, 0, 40001);
+        syn.opts = RawPeer::full_syn_options(1'000'000);
+        one("ip6-tcp-timewait-syn-reopens", lis | kAppActs, frame(syn));
+        one("ip6-tcp-timewait-rst", lis, frame(seg(kRst, 0, tw6.peer_nxt, 0, 40001)));
     }
 }
 

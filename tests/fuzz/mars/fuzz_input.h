@@ -11,7 +11,9 @@
 // over IPv6 (issue 31) between the stack's 2001:2::1 (StackConfig::addr6)
 // and the peer's 2001:2::2: a listener on [2001:2::1]:80, a connection
 // from [2001:2::2]:40000 with every option, one in SYN-SENT to
-// [2001:2::2]:9000. The input is a list of records:
+// [2001:2::2]:9000, and one from [2001:2::2]:40001 in TIME-WAIT (the stack
+// closed first; 2 s, so an input's final timers end it). The input is a
+// list of records:
 //
 //   u8 ctl | u16 len (little endian) | len bytes of frame (cut at the input's end)
 //
@@ -88,7 +90,8 @@ void add_record(std::vector<uint8_t> *input, uint8_t ctl, const std::vector<uint
 // The seed corpus: named inputs covering every frame class the stack handles
 // (IPv6: ip6-*, to the stack's link-local address; ip6-tcp-est-*,
 // ip6-tcp-listener-*, ip6-tcp-synsent-*: TCP over IPv6 to the world's IPv6
-// sockets, aimed as above, checked by reach6_test.cc) and every malformed
+// sockets, aimed as above; ip6-tcp-timewait-*: listener-aimed from port
+// 40001 with the TIME-WAIT connection's numbers; checked by reach6_test.cc) and every malformed
 // class (see tests/fuzz/mars/corpus/).
 std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs();
 

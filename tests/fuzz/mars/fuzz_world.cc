@@ -15,7 +15,7 @@ namespace {
 
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-constexpr uint16_t kEstStackPort = 80, kEstPeerPort = 40000, kSynSentPeerPort = 9000;
+constexpr uint16_t kEstStackPort = 80, kEstPeerPort = 40000, kSynSentPeerPort = 9000, kTwPeerPort = 40001;
 const MacAddr kBroadcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 
 uint16_t get16(const uint8_t *p) { return uint16_t(p[0] << 8 | p[1]); }
@@ -413,11 +413,76 @@ bool FuzzWorld::first_setup6()
         }
     }
     captured_.clear();
-    if (syn_sent6.sock == kNoSock) return false;
+    if (syn_sent6.sock == kNoSock || !first_time_wait6(syn)) return false;
     listener60_ = listener6;
     est60_ = est6;
     syn_sent60_ = syn_sent6;
     syn_sent6_iss0_ = syn_sent6_iss;
+    return true;
+}
+
+// tw6: the peer's handshake from port 40001 (as est6's), the stack closes
+// first (its FIN), the peer acknowledges it with its own FIN: the stack
+// acknowledges that and the connection waits in TIME-WAIT.
+bool FuzzWorld::first_time_wait6(const sim::TcpSpec &syn0)
+{
+    using namespace sim;
+    Stack &st = *stack_;
+    TcpSpec syn = syn0;
+    syn.sport = kTwPeerPort;
+    syn.seq = 0x30000000u + kTwPeerPort * 7919u;
+    tw_syn_ = tcp6_frame(syn, peer_ip6, stack_ip6());
+    capturing_ = true;
+    captured_.clear();
+    input_one(tw_syn_.data(), tw_syn_.size());
+    poll();
+    Parsed sa;
+    bool got = false;
+    for (auto &f : captured_) got = got || (parse_tcp6(f.data(), f.size(), &sa) && sa.has(kSyn | kAck));
+    if (!got || sa.ack != syn.seq + 1 || !sa.opts.ts) return false;
+    TcpSpec ack = syn;
+    ack.seq = syn.seq + 1;
+    ack.ack = sa.seq + 1;
+    ack.flags = kAck;
+    ack.opts = TcpOptions{};
+    ack.opts.ts = {syn.opts.ts->first, sa.opts.ts->first};
+    tw_ack_ = tcp6_frame(ack, peer_ip6, stack_ip6());
+    input_one(tw_ack_.data(), tw_ack_.size());
+    poll();
+    const int64_t t = st.accept(listener6, 200 + kTwPeerPort);
+    captured_.clear();
+    if (t < 0 || st.close(SockId(t)) != 0) return false;
+    poll();
+    Parsed fin;
+    got = false;
+    for (auto &f : captured_) got = got || (parse_tcp6(f.data(), f.size(), &fin) && fin.has(kFin) && fin.dport == kTwPeerPort);
+    capturing_ = false;
+    captured_.clear();
+    if (!got || fin.seq != sa.seq + 1) return false;
+    ack.ack = fin.seq + 1;
+    ack.flags = kAck | kFin;
+    ack.opts.ts = {syn.opts.ts->first + 1, fin.opts.ts ? fin.opts.ts->first : 0};
+    tw_fin_ = tcp6_frame(ack, peer_ip6, stack_ip6());
+    input_one(tw_fin_.data(), tw_fin_.size());
+    poll();
+    tw6 = Conn{kTwPeerPort, kEstStackPort, ack.seq + 1, fin.seq + 1, kNoSock};
+    tw60_ = tw6;
+    return true;
+}
+
+bool FuzzWorld::replay_time_wait6()
+{
+    Stack &st = *stack_;
+    input_one(tw_syn_.data(), tw_syn_.size());
+    poll();
+    input_one(tw_ack_.data(), tw_ack_.size());
+    poll();
+    const int64_t t = st.accept(listener60_, 200 + kTwPeerPort);
+    if (t < 0 || st.close(SockId(t)) != 0) return false;
+    poll();
+    input_one(tw_fin_.data(), tw_fin_.size());
+    poll();
+    tw6 = tw60_;
     return true;
 }
 
@@ -435,6 +500,7 @@ bool FuzzWorld::replay_setup6()
     const int64_t s = st.open(78);
     if (e < 0 || s < 0 || st.connect6(SockId(s), Endpoint6{peer_ip6, kSynSentPeerPort}, now) != 0) return false;
     poll();
+    if (!replay_time_wait6()) return false;
     listener6 = listener60_;
     est6 = est60_;
     syn_sent6 = syn_sent60_;

@@ -56,7 +56,9 @@ class FuzzWorld {
     // socket on [::]:53 that joined 239.1.1.1, and the same three TCP
     // sockets over IPv6 between addr6[0] and peer_ip6 (listener6 on
     // [addr6[0]]:80, est6 from peer port 40000 with every option, syn_sent6
-    // to [peer_ip6]:9000; the peer's MAC learnt by ND).
+    // to [peer_ip6]:9000; the peer's MAC learnt by ND), and tw6: a second
+    // IPv6 connection (peer port 40001) the stack closed first, in
+    // TIME-WAIT for the fuzz configuration's 2 s.
     // digest: hash every byte transmitted from now on (tx_digest()).
     // false when the stack did not answer as it did the first time.
     bool restart(bool digest);
@@ -72,6 +74,7 @@ class FuzzWorld {
     SockId listener6 = kNoSock; // bound to [stack_ip6()]:80 (an IPv6 listener: no IPv4 SYN reaches it)
     Conn est6, syn_sent6;
     uint32_t syn_sent6_iss = 0;
+    Conn tw6; // in TIME-WAIT: its sock was closed (kNoSock); peer_nxt/stack_nxt after both FINs
     // A UDP socket bound to [::]:kUdpPort, dual-stack (IPv4 and IPv6), and a
     // member of kUdpGroup (issue 31) and of kUdpGroup6 (MLDv2).
     static constexpr uint16_t kUdpPort = 53;
@@ -135,7 +138,7 @@ class FuzzWorld {
     std::vector<std::vector<uint8_t>> captured_; // the stack's frames, during first_setup() only
     bool capturing_ = false;
     // The setup, recorded by first_setup().
-    std::vector<uint8_t> introduce_, syn_, ack_, syn6_, ack6_;
+    std::vector<uint8_t> introduce_, syn_, ack_, syn6_, ack6_, tw_syn_, tw_ack_, tw_fin_;
     uint64_t setup_digest_ = 0;
     SockId listener0_ = kNoSock;
     SockId udp0_ = kNoSock;
@@ -143,7 +146,9 @@ class FuzzWorld {
     void dad();      // the stack's IPv6 addresses through DAD (announce, a second on)
     bool first_setup6();
     bool replay_setup6();
-    Conn est0_, syn_sent0_, est60_, syn_sent60_;
+    bool first_time_wait6(const sim::TcpSpec &syn);
+    bool replay_time_wait6();
+    Conn est0_, syn_sent0_, est60_, syn_sent60_, tw60_;
     SockId listener60_ = kNoSock;
     uint32_t syn_sent_iss0_ = 0, syn_sent6_iss0_ = 0;
     bool recorded_ = false;

@@ -1,10 +1,10 @@
 // tests/fuzz/mars/reach6_test.cc: the fuzz world has its IPv6 TCP sockets
 // (an established connection with every option, a listener, one in
-// SYN-SENT: fuzz_world.h), and the ip6-tcp-* seeds reach TCP over IPv6's
+// SYN-SENT, one in TIME-WAIT: fuzz_world.h), and the ip6-tcp-* seeds reach TCP over IPv6's
 // paths through them: each seed, run as the fuzz target runs it, moves what
 // its path moves (the connection's bytes and state, the stack's counters:
 // header prediction, coalescing, out-of-order, SACK recovery, packet too big,
-// resets, SYN cookies) compared with an empty input on the same receive
+// resets, SYN cookies, TIME-WAIT) compared with an empty input on the same receive
 // path. The seeds are seed_inputs()'s; each must also be in the checked-in
 // corpus (argv[1], the directory) with the same bytes, so the corpus replay
 // runs what is checked here.
@@ -131,6 +131,18 @@ const std::map<std::string, Check> &checks()
          [](const Seen &base, const Seen &s) { EXPECT_GE(D(tcp_syncookies_sent), 1u); }},
         {"ip6-tcp-synsent-synack",
          [](const Seen &, const Seen &s) { EXPECT_EQ(s.syn_sent6.state, TcpState::kEstablished); }},
+        {"ip6-tcp-timewait-fin-again",
+         [](const Seen &base, const Seen &s) { // acknowledged from TIME-WAIT, not reset as for no socket
+             EXPECT_GE(D(tx_frames), 1u);
+             EXPECT_EQ(D(tcp_resets_out), 0u);
+             EXPECT_EQ(D(drop_tcp_no_socket), 0u);
+         }},
+        {"ip6-tcp-timewait-syn-reopens", [](const Seen &base, const Seen &s) { EXPECT_EQ(D(tcp_passive_opens), 1u); }},
+        {"ip6-tcp-timewait-rst",
+         [](const Seen &base, const Seen &s) {
+             EXPECT_EQ(D(drop_tcp_no_socket), 0u);
+             EXPECT_EQ(D(tcp_resets_in), 0u); // RFC 1337: TIME-WAIT ignores a reset
+         }},
         {"ip6-tcp-synsent-rst-ack",
          [](const Seen &base, const Seen &s) {
              EXPECT_EQ(s.syn_sent6.state, TcpState::kClosed);
