@@ -1,10 +1,12 @@
 // tests/fuzz/mars/fuzz_input.cc: see fuzz_input.h.
 #include "fuzz_input.h"
 
+#include "frame6.h"
 #include "fuzz_world.h"
 #include "malformed.h"
 #include "raw_peer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +36,8 @@ RawPeer::Options fuzz_options(uint32_t strands = 1)
     o.stack.tcp.sndbuf = 16384;
     o.stack.tcp.syn_backlog = 4;
     o.stack.tcp.time_wait_ns = 2'000'000'000ull;
+    o.stack.addr6[0] = Ip6Prefix{Ip6Addr{{0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, 64}; // 2001:2::1/64
+    o.stack.n_addr6 = 1;
     o.ring_slots = 16;
     o.pool_frames = 256;
     o.digest = true;
@@ -49,19 +53,30 @@ void put32(uint8_t *p, uint32_t v)
 }
 uint32_t get32(const uint8_t *p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3]; }
 
+bool is_ip6(const std::vector<uint8_t> &f) { return f.size() >= 14 && f[12] == 0x86 && f[13] == 0xdd; }
+
 // Rewrites addresses (and ports, and relative seq/ack) so the frame reaches
-// the chosen socket. Touches only bytes the frame has.
+// the chosen socket: an IPv6 frame (EtherType 0x86dd) the world's IPv6 one
+// (peer_ip6 -> addr6[0], TCP right after the 40-byte header), any other the
+// IPv4 one. Touches only bytes the frame has.
 void aim(std::vector<uint8_t> &f, const FuzzWorld &w, uint16_t peer_port, uint16_t stack_port, uint32_t seq_base,
          uint32_t ack_base)
 {
     if (f.size() < 12) return;
     std::memcpy(f.data(), w.stack_mac().b, 6);
     std::memcpy(f.data() + 6, w.peer_mac.b, 6);
-    if (f.size() < sim::kEthLen + 20) return;
-    put32(f.data() + sim::kEthLen + 12, w.peer_ip);
-    put32(f.data() + sim::kEthLen + 16, w.stack_ip());
-    size_t ihl = size_t(f[sim::kEthLen] & 0xf) * 4;
-    size_t t = sim::kEthLen + (ihl < 20 ? 20 : ihl);
+    size_t t = kIp6Tcp;
+    if (is_ip6(f)) {
+        if (f.size() < kIp6Tcp) return;
+        std::memcpy(f.data() + sim::kEthLen + 8, FuzzWorld::peer_ip6.b, 16);
+        std::memcpy(f.data() + sim::kEthLen + 24, w.stack_ip6().b, 16);
+    } else {
+        if (f.size() < sim::kEthLen + 20) return;
+        put32(f.data() + sim::kEthLen + 12, w.peer_ip);
+        put32(f.data() + sim::kEthLen + 16, w.stack_ip());
+        size_t ihl = size_t(f[sim::kEthLen] & 0xf) * 4;
+        t = sim::kEthLen + (ihl < 20 ? 20 : ihl);
+    }
     if (f.size() < t + 12) return;
     f[t] = uint8_t(peer_port >> 8);
     f[t + 1] = uint8_t(peer_port);
@@ -151,7 +166,7 @@ void discard_worlds()
 
 namespace {
 
-uint64_t run_input(const uint8_t *data, size_t size, bool digest)
+uint64_t run_input(const uint8_t *data, size_t size, bool digest, const std::function<void(FuzzWorld &)> *look = nullptr)
 {
     // Inputs of odd length run the strand pipeline: their frames go to the
     // stack in bursts of up to 8, cut at a record that advances time or lets
@@ -186,14 +201,27 @@ uint64_t run_input(const uint8_t *data, size_t size, bool digest)
             deliver();
             w.advance(250 * kMs);
         }
+        // The aim bits pick the IPv6 sockets for an IPv6 frame (fuzz_input.h).
+        const bool v6 = is_ip6(f);
+        const FuzzWorld::Conn &est = v6 ? w.est6 : w.est, &syn_sent = v6 ? w.syn_sent6 : w.syn_sent;
+        const bool aimed = ctl & (kAimEstablished | kAimSynSent | kAimListener);
         if (ctl & kAimEstablished) {
-            aim(f, w, w.est.peer_port, w.est.stack_port, w.est.peer_nxt, w.est.stack_nxt);
+            aim(f, w, est.peer_port, est.stack_port, est.peer_nxt, est.stack_nxt);
         } else if (ctl & kAimSynSent) {
-            aim(f, w, 9000, w.syn_sent.stack_port, 0, w.syn_sent_iss + 1);
+            aim(f, w, 9000, syn_sent.stack_port, 0, (v6 ? w.syn_sent6_iss : w.syn_sent_iss) + 1);
         } else if (ctl & kAimListener) {
-            aim(f, w, f.size() >= 36 ? uint16_t(f[34] << 8 | f[35]) : 1234, 80, 0, 0);
+            const size_t sp = v6 ? kIp6Tcp : 34; // the frame's own source port
+            aim(f, w, f.size() >= sp + 2 ? uint16_t(f[sp] << 8 | f[sp + 1]) : 1234, 80, 0, 0);
         }
-        if (ctl & kFixIpCsum) sim::fix_ip_checksum(f.data(), f.size());
+        if ((ctl & kFixIpCsum) && aimed && v6) {
+            if (f.size() >= kIp6Tcp) { // IPv6 has no header checksum: its payload length instead
+                const size_t plen = std::min<size_t>(f.size() - kIp6Tcp, 0xffff);
+                f[18] = uint8_t(plen >> 8);
+                f[19] = uint8_t(plen);
+            }
+        } else if (ctl & kFixIpCsum) {
+            sim::fix_ip_checksum(f.data(), f.size());
+        }
         if (ctl & kFixL4Csum) sim::fix_l4_checksum(f.data(), f.size());
         const uint32_t flags = (ctl & kMarkCsumGood) ? (kRxIpCsumGood | kRxL4CsumGood) : 0;
         if (burst_n != 0 && flags != burst_flags) deliver(); // one flag set per burst
@@ -211,6 +239,7 @@ uint64_t run_input(const uint8_t *data, size_t size, bool digest)
         const StackStats final_stats = w.stack().stats();
         result = mix(w.tx_digest(), &final_stats, sizeof final_stats);
     }
+    if (look) (*look)(w);
     w.reset_stack(); // as destroying it: every frame and ring must come back
     if (w.pool().in_use() != 0) invariant_broken("frames not returned after the stack was reset", w.pool().in_use(), 0);
     if (w.pool().bad_releases() != 0) invariant_broken("frames released twice or never given", w.pool().bad_releases(), 0);
@@ -223,6 +252,11 @@ uint64_t run_input(const uint8_t *data, size_t size, bool digest)
 
 uint64_t run_one_digest(const uint8_t *data, size_t size) { return run_input(data, size, true); }
 
+void run_one_then(const uint8_t *data, size_t size, const std::function<void(FuzzWorld &)> &look)
+{
+    run_input(data, size, false, &look);
+}
+
 int run_one(const uint8_t *data, size_t size)
 {
     run_input(data, size, false); // libFuzzer: no digest (the replayer checks determinism)
@@ -231,45 +265,140 @@ int run_one(const uint8_t *data, size_t size)
 
 namespace {
 
-// IPv6 seeds (issue 31): a frame from the peer's MAC to dst_mac carrying an
-// IPv6 packet (src, dst, next header, hop limit, payload); with icmp_at, the
-// payload holds from there an ICMPv6 message (or, next header 6, a TCP
-// segment; 17, a UDP datagram) whose checksum is filled in here.
-std::vector<uint8_t> ip6_frame(const MacAddr &src_mac, const uint8_t *dst_mac, const uint8_t *src, const uint8_t *dst,
-                               uint8_t next, uint8_t hop, std::vector<uint8_t> payload, size_t icmp_at = SIZE_MAX)
+// TCP over IPv6 (issue 31): segments aimed at the world's IPv6 sockets
+// (fuzz_input.h: the aim bits on an IPv6 frame), and errors quoting the IPv6
+// connection with its numbers after the setup (read from a FuzzWorld).
+void tcp6_seeds(std::vector<std::pair<std::string, std::vector<uint8_t>>> *seeds)
 {
-    if (icmp_at != SIZE_MAX && payload.size() >= icmp_at + 4) {
-        // RFC 8200 8.1 pseudo-header, then the message, as big-endian words.
-        const uint32_t len = uint32_t(payload.size() - icmp_at);
-        std::vector<uint8_t> all(src, src + 16);
-        all.insert(all.end(), dst, dst + 16);
-        const uint8_t proto = next == 6 || next == 17 ? next : 58;
-        const size_t cs = icmp_at + (proto == 6 ? 16 : proto == 17 ? 6 : 2); // the checksum field
-        const uint8_t tail[8] = {uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len), 0, 0, 0, proto};
-        all.insert(all.end(), tail, tail + 8);
-        payload[cs] = payload[cs + 1] = 0;
-        all.insert(all.end(), payload.begin() + long(icmp_at), payload.end());
-        if (all.size() & 1) all.push_back(0);
-        uint32_t sum = 0;
-        for (size_t i = 0; i < all.size(); i += 2) sum += uint32_t(all[i] << 8 | all[i + 1]);
-        while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-        payload[cs] = uint8_t(~sum >> 8);
-        payload[cs + 1] = uint8_t(~sum);
+    using namespace sim;
+    FuzzWorld &w = world_for(false);
+    if (!w.restart(false)) invariant_broken("fixture setup failed", 0, 0);
+    const FuzzWorld::Conn est6 = w.est6, tw6 = w.tw6;
+    const Ip6Addr ours = w.stack_ip6(), peer = FuzzWorld::peer_ip6;
+    const MacAddr sm = w.stack_mac(), pm = w.peer_mac;
+    w.reset_stack();
+    const uint8_t fix = kFixIpCsum | kFixL4Csum; // on an aimed IPv6 frame: payload length, TCP checksum
+    // seq/ack relative to what the aimed socket expects (0: exactly that).
+    auto seg = [&](uint8_t flags, size_t n, uint32_t dseq = 0, uint32_t dack = 0, uint16_t sport = 40000) {
+        TcpSpec t;
+        t.src_mac = pm;
+        t.dst_mac = sm;
+        t.sport = sport;
+        t.dport = 80;
+        t.seq = dseq;
+        t.ack = dack;
+        t.flags = flags;
+        t.payload.resize(n);
+        for (size_t i = 0; i < n; i++) t.payload[i] = uint8_t(i * 5 + dseq);
+        return t;
+    };
+    auto frame = [&](const TcpSpec &t) { return tcp6_frame(t, peer, ours); };
+    // Odd inputs take the strands and bursts, even ones one frame at a time
+    // (run_input): a byte past the last record (ignored) sets the parity.
+    auto push = [&](const std::string &name, std::vector<uint8_t> in, bool odd) {
+        if ((in.size() & 1) != size_t(odd)) in.push_back(0);
+        seeds->push_back({name, in});
+    };
+    auto one = [&](const std::string &name, uint8_t ctl, const std::vector<uint8_t> &f, bool odd = false) {
+        std::vector<uint8_t> in;
+        add_record(&in, ctl, f);
+        push(name, in, odd);
+    };
+    const uint8_t est = fix | kAimEstablished;
+    one("ip6-tcp-est-data", est | kAppActs, frame(seg(kAck | kPsh, 100)));
+    one("ip6-tcp-est-data-strands", est | kAppActs, frame(seg(kAck | kPsh, 100)), true);
+    one("ip6-tcp-est-data-csum-flagged-good", kAimEstablished | kFixIpCsum | kMarkCsumGood | kAppActs,
+        frame(seg(kAck | kPsh, 1400)));
+    {
+        // In-order segments in one burst: coalesced (input_run6), without
+        // options and with NOP NOP TS.
+        for (const bool ts : {false, true}) {
+            std::vector<uint8_t> in;
+            for (uint32_t k = 0; k < 6; k++) {
+                TcpSpec t = seg(kAck, 1000, 1000 * k);
+                if (ts) t.opts.ts = {1'000'000, 1};
+                add_record(&in, est | (k == 5 ? kAppActs : 0), frame(t));
+            }
+            push(ts ? "ip6-tcp-est-coalesced-ts" : "ip6-tcp-est-coalesced", in, true);
+        }
     }
-    std::vector<uint8_t> f(14 + 40);
-    std::memcpy(f.data(), dst_mac, 6);
-    std::memcpy(f.data() + 6, src_mac.b, 6);
-    f[12] = 0x86;
-    f[13] = 0xdd;
-    f[14] = 0x60;
-    f[18] = uint8_t(payload.size() >> 8);
-    f[19] = uint8_t(payload.size());
-    f[20] = next;
-    f[21] = hop;
-    std::memcpy(f.data() + 22, src, 16);
-    std::memcpy(f.data() + 38, dst, 16);
-    f.insert(f.end(), payload.begin(), payload.end());
-    return f;
+    {
+        std::vector<uint8_t> in;
+        add_record(&in, est, frame(seg(kAck, 500, 1000)));
+        add_record(&in, est, frame(seg(kAck, 500, 2000)));
+        add_record(&in, est | kAppActs, frame(seg(kAck, 1000, 0)));
+        push("ip6-tcp-est-out-of-order-then-fill", in, false);
+    }
+    {
+        // The application sends 3000 bytes (three segments from una); the
+        // peer then reports the last two by SACK in three duplicate ACKs
+        // (ack una: relative to what the stack sent, -3000), so the first
+        // is lost: fast retransmit, RACK.
+        const uint32_t una = est6.stack_nxt;
+        std::vector<uint8_t> in;
+        add_record(&in, est | kAppActs, frame(seg(kAck, 0)));
+        for (int i = 0; i < 3; i++) {
+            TcpSpec t = seg(kAck, 0, 0, uint32_t(-3000));
+            t.opts.sack = {{una + 1448, una + 3000}};
+            add_record(&in, est, frame(t));
+        }
+        push("ip6-tcp-est-sack-dup-acks", in, false);
+    }
+    one("ip6-tcp-est-fin", est | kAppActs, frame(seg(kAck | kFin, 0)));
+    one("ip6-tcp-est-fin-with-data", est, frame(seg(kAck | kFin | kPsh, 500)), true);
+    one("ip6-tcp-est-rst-exact", est, frame(seg(kRst, 0)));
+    one("ip6-tcp-est-rst-in-window", est, frame(seg(kRst, 0, 100)));
+    one("ip6-tcp-est-syn", est, frame(seg(kSyn, 0, 10)));
+    {
+        // Packet too big (MTU 1280) quoting the connection's first unacked
+        // byte, after the application sent data: the MSS drops, the data is
+        // sent again in smaller segments.
+        std::vector<uint8_t> in;
+        add_record(&in, est | kAppActs, frame(seg(kAck, 0)));
+        TcpSpec q = seg(kAck, 0, est6.stack_nxt, est6.peer_nxt);
+        q.sport = 80;
+        q.dport = 40000;
+        const std::vector<uint8_t> quoted = tcp6_frame(q, ours, peer);
+        std::vector<uint8_t> ptb = {2, 0, 0, 0, 0, 0, 0x05, 0x00};
+        ptb.insert(ptb.end(), quoted.begin() + long(sim::kEthLen), quoted.end());
+        add_record(&in, 0, ip6_frame(pm, sm.b, peer.b, ours.b, 58, 64, ptb, 0));
+        push("ip6-tcp-est-packet-too-big", in, false);
+    }
+    {
+        TcpSpec syn = seg(kSyn, 0, 1000, 0, 41000);
+        syn.opts = RawPeer::full_syn_options(1);
+        one("ip6-tcp-listener-syn", fix | kAimListener | kAppActs, frame(syn));
+        std::vector<uint8_t> flood;
+        for (uint16_t i = 0; i < 10; i++) {
+            syn.sport = uint16_t(41000 + i);
+            add_record(&flood, fix | kAimListener, frame(syn));
+        }
+        add_record(&flood, fix | kAimListener | kAppActs, frame(seg(kAck, 0, 1001, 0, 41000)));
+        push("ip6-tcp-listener-syn-flood-cookies", flood, false);
+    }
+    {
+        TcpSpec sa = seg(kSyn | kAck, 0, 5555);
+        sa.sport = 9000;
+        sa.opts = RawPeer::full_syn_options(10);
+        one("ip6-tcp-synsent-synack", fix | kAimSynSent | kAppActs, frame(sa));
+        TcpSpec ra = seg(kRst | kAck, 0, 5555);
+        ra.sport = 9000;
+        one("ip6-tcp-synsent-rst-ack", fix | kAimSynSent, frame(ra));
+    }
+    {
+        // To the connection in TIME-WAIT (the listener's aim keeps the
+        // frame's source port, 40001, and its absolute numbers): the peer's
+        // FIN again (acknowledged again), a SYN above its sequence space
+        // with a newer timestamp (a new connection, RFC 6191), a reset.
+        const uint8_t lis = fix | kAimListener;
+        TcpSpec f = seg(kAck | kFin, 0, tw6.peer_nxt - 1, tw6.stack_nxt, 40001);
+        f.opts.ts = {1'000'000, 0};
+        one("ip6-tcp-timewait-fin-again", lis, frame(f));
+        TcpSpec syn = seg(kSyn, 0, tw6.peer_nxt + 100'000, 0, 40001);
+        syn.opts = RawPeer::full_syn_options(1'000'000);
+        one("ip6-tcp-timewait-syn-reopens", lis | kAppActs, frame(syn));
+        one("ip6-tcp-timewait-rst", lis, frame(seg(kRst, 0, tw6.peer_nxt, 0, 40001)));
+    }
 }
 
 } // namespace
@@ -519,6 +648,7 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> seed_inputs()
         one("igmp-general-query", kFixIpCsum,
             ip_frame(ipv4(224, 0, 0, 1), MacAddr{{0x01, 0x00, 0x5e, 0, 0, 1}}, 2, q));
     }
+    tcp6_seeds(&seeds);
     // Every malformed class, raw (absolute numbers from this fixture).
     TcpSpec syn = w.peer.seg(w.est, kSyn);
     syn.sport = 41999;

@@ -15,11 +15,12 @@ namespace {
 
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-constexpr uint16_t kEstStackPort = 80, kEstPeerPort = 40000, kSynSentPeerPort = 9000;
+constexpr uint16_t kEstStackPort = 80, kEstPeerPort = 40000, kSynSentPeerPort = 9000, kTwPeerPort = 40001;
 const MacAddr kBroadcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 
 uint16_t get16(const uint8_t *p) { return uint16_t(p[0] << 8 | p[1]); }
 uint32_t get32(const uint8_t *p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+bool same6(const uint8_t *a, const Ip6Addr &b) { return std::memcmp(a, b.b, 16) == 0; }
 
 } // namespace
 
@@ -59,17 +60,33 @@ void FuzzWorld::on_transmit(const PacketRef &f)
         // A TCP segment on the established connection: its numbers.
         const uint8_t *ip = p + sim::kEthLen;
         const size_t ihl = size_t(ip[0] & 0xf) * 4, total = get16(ip + 2);
-        if ((ip[0] >> 4) == 4 && ihl >= 20 && total >= ihl && sim::kEthLen + total <= len && ip[9] == 6 && total - ihl >= 20) {
-            const uint8_t *tcp = ip + ihl;
-            const size_t doff = size_t(tcp[12] >> 4) * 4;
-            if (doff >= 20 && doff <= total - ihl && get16(tcp) == kEstStackPort && get16(tcp + 2) == kEstPeerPort) {
-                const uint8_t flags = tcp[13];
-                const uint32_t seg_len = uint32_t(total - ihl - doff) + ((flags & sim::kSyn) ? 1 : 0) + ((flags & sim::kFin) ? 1 : 0);
-                seen_.push_back(Seen{flags, get32(tcp + 4), get32(tcp + 8), seg_len});
+        if ((ip[0] >> 4) == 4 && ihl >= 20 && total >= ihl && sim::kEthLen + total <= len && ip[9] == 6 && total - ihl >= 20)
+            seen_tcp(&est, ip + ihl, total - ihl);
+    } else if (len >= kIp6Tcp && get16(p + 12) == 0x86dd) {
+        const uint8_t *ip = p + sim::kEthLen;
+        const size_t plen = get16(ip + 4);
+        if (kIp6Tcp + plen <= len) {
+            if (ip[6] == 58 && plen >= 24 && ip[40] == 135 && same6(ip + 48, peer_ip6) && !same6(ip + 8, Ip6Addr{})) {
+                // A neighbour solicitation for the peer's address: the peer answers.
+                MacAddr to;
+                std::memcpy(to.b, p + 6, 6);
+                arp_replies_.push_back(nd_advert(peer_mac, peer_ip6, to, ip + 8));
+            } else if (ip[6] == 6 && plen >= 20 && same6(ip + 8, stack_ip6()) && same6(ip + 24, peer_ip6)) {
+                seen_tcp(&est6, ip + 40, plen); // TCP on the IPv6 connection
             }
         }
     }
     pool_.put(f);
+}
+
+void FuzzWorld::seen_tcp(Conn *c, const uint8_t *tcp, size_t tcp_len)
+{
+    const size_t doff = size_t(tcp[12] >> 4) * 4;
+    if (doff >= 20 && doff <= tcp_len && get16(tcp) == kEstStackPort && get16(tcp + 2) == kEstPeerPort) {
+        const uint8_t flags = tcp[13];
+        const uint32_t seg_len = uint32_t(tcp_len - doff) + ((flags & sim::kSyn) ? 1 : 0) + ((flags & sim::kFin) ? 1 : 0);
+        seen_.push_back(Seen{c, flags, get32(tcp + 4), get32(tcp + 8), seg_len});
+    }
 }
 
 void FuzzWorld::input_one(const uint8_t *bytes, size_t len)
@@ -136,9 +153,10 @@ void FuzzWorld::advance(uint64_t ns)
 void FuzzWorld::observe()
 {
     for (const Seen &s : seen_) {
+        Conn &c = *s.conn;
         const uint32_t end = s.seq + s.seg_len;
-        if ((s.flags & sim::kSyn) || int32_t(end - est.stack_nxt) > 0) est.stack_nxt = end;
-        if (s.flags & sim::kAck) est.peer_nxt = s.ack;
+        if ((s.flags & sim::kSyn) || int32_t(end - c.stack_nxt) > 0) c.stack_nxt = end;
+        if (s.flags & sim::kAck) c.peer_nxt = s.ack;
     }
     seen_.clear();
 }
@@ -148,6 +166,11 @@ void FuzzWorld::app_acts()
     Stack &st = *stack_;
     for (int i = 0; i < 8; i++) {
         const int64_t a = st.accept(listener, 500 + uint64_t(i));
+        if (a < 0) break;
+        accepted_.push_back(SockId(a));
+    }
+    for (int i = 0; i < 8; i++) {
+        const int64_t a = st.accept(listener6, 600 + uint64_t(i));
         if (a < 0) break;
         accepted_.push_back(SockId(a));
     }
@@ -161,6 +184,8 @@ void FuzzWorld::app_acts()
     for (SockId s : accepted_) serve(s);
     serve(est.sock);
     serve(syn_sent.sock);
+    serve(est6.sock);
+    serve(syn_sent6.sock);
     UdpRecord rec;
     bool v6 = false;
     for (int i = 0; i < 8 && st.udp().recv_from(udp, buf, 100, &rec, false) >= 0; i++) v6 |= (rec.flags & kUdpRecIp6) != 0;
@@ -292,6 +317,7 @@ bool FuzzWorld::first_setup()
     if (syn_sent.sock == kNoSock) return false;
     if (!open_udp()) return false;
     udp0_ = udp;
+    if (!first_setup6()) return false;
     setup_digest_ = digest_;
     listener0_ = listener;
     est0_ = est;
@@ -319,12 +345,167 @@ bool FuzzWorld::replay_setup()
     const int64_t s = st.open(77);
     if (e < 0 || s < 0 || st.connect(SockId(s), Endpoint{peer_ip, kSynSentPeerPort}, now) != 0) return false;
     poll();
-    if (!open_udp() || udp != udp0_) return false;
+    if (!open_udp() || udp != udp0_ || !replay_setup6()) return false;
     listener = listener0_;
     est = est0_;
     syn_sent = syn_sent0_;
     syn_sent_iss = syn_sent_iss0_;
     return digest_ == setup_digest_ && SockId(l) == listener0_ && SockId(e) == est0_.sock && SockId(s) == syn_sent0_.sock;
+}
+
+// The IPv6 sockets, after the IPv4 ones (which are set up as before they
+// existed): a listener on [addr6[0]]:80, the peer's handshake to it with
+// every option (the stack resolves the peer by ND first: on_transmit
+// answers), the active open to [peer_ip6]:9000.
+bool FuzzWorld::first_setup6()
+{
+    using namespace sim;
+    Stack &st = *stack_;
+    const int64_t l = st.open(2);
+    if (l < 0 || st.bind6(SockId(l), Endpoint6{stack_ip6(), kEstStackPort}, true) != 0 || st.listen(SockId(l), 8) != 0)
+        return false;
+    listener6 = SockId(l);
+    TcpSpec syn;
+    syn.src_mac = peer_mac;
+    syn.dst_mac = config_.mac;
+    syn.sport = kEstPeerPort;
+    syn.dport = kEstStackPort;
+    syn.seq = 0x20000000u + kEstPeerPort * 7919u;
+    syn.flags = kSyn;
+    syn.window = 65535;
+    syn.opts = RawPeer::full_syn_options(0);
+    const uint32_t peer_tsval = 1000 + uint32_t(now / 1'000'000);
+    syn.opts.ts = {peer_tsval, 0};
+    syn6_ = tcp6_frame(syn, peer_ip6, stack_ip6());
+    capturing_ = true;
+    captured_.clear();
+    input_one(syn6_.data(), syn6_.size());
+    poll();
+    capturing_ = false;
+    Parsed sa;
+    bool got = false;
+    for (auto &f : captured_) got = got || (parse_tcp6(f.data(), f.size(), &sa) && sa.has(kSyn | kAck));
+    if (!got || sa.ack != syn.seq + 1 || !sa.opts.ts || !sa.opts.sack_permitted || !sa.opts.wscale) return false;
+    TcpSpec ack = syn;
+    ack.seq = syn.seq + 1;
+    ack.ack = sa.seq + 1;
+    ack.flags = kAck;
+    ack.opts = TcpOptions{};
+    ack.opts.ts = {peer_tsval, sa.opts.ts->first};
+    ack6_ = tcp6_frame(ack, peer_ip6, stack_ip6());
+    input_one(ack6_.data(), ack6_.size());
+    poll();
+    const int64_t e = st.accept(listener6, 200 + kEstPeerPort);
+    if (e < 0) return false;
+    est6 = Conn{kEstPeerPort, kEstStackPort, ack.seq, ack.ack, SockId(e)};
+    const int64_t s = st.open(78);
+    if (s < 0) return false;
+    capturing_ = true;
+    captured_.clear();
+    if (st.connect6(SockId(s), Endpoint6{peer_ip6, kSynSentPeerPort}, now) != 0) return false;
+    poll();
+    capturing_ = false;
+    for (auto &f : captured_) {
+        Parsed p;
+        if (parse_tcp6(f.data(), f.size(), &p) && p.flags == kSyn && p.dport == kSynSentPeerPort) {
+            syn_sent6 = Conn{kSynSentPeerPort, p.sport, 0, 0, SockId(s)};
+            syn_sent6_iss = p.seq;
+        }
+    }
+    captured_.clear();
+    if (syn_sent6.sock == kNoSock || !first_time_wait6(syn)) return false;
+    listener60_ = listener6;
+    est60_ = est6;
+    syn_sent60_ = syn_sent6;
+    syn_sent6_iss0_ = syn_sent6_iss;
+    return true;
+}
+
+// tw6: the peer's handshake from port 40001 (as est6's), the stack closes
+// first (its FIN), the peer acknowledges it with its own FIN: the stack
+// acknowledges that and the connection waits in TIME-WAIT.
+bool FuzzWorld::first_time_wait6(const sim::TcpSpec &syn0)
+{
+    using namespace sim;
+    Stack &st = *stack_;
+    TcpSpec syn = syn0;
+    syn.sport = kTwPeerPort;
+    syn.seq = 0x30000000u + kTwPeerPort * 7919u;
+    tw_syn_ = tcp6_frame(syn, peer_ip6, stack_ip6());
+    capturing_ = true;
+    captured_.clear();
+    input_one(tw_syn_.data(), tw_syn_.size());
+    poll();
+    Parsed sa;
+    bool got = false;
+    for (auto &f : captured_) got = got || (parse_tcp6(f.data(), f.size(), &sa) && sa.has(kSyn | kAck));
+    if (!got || sa.ack != syn.seq + 1 || !sa.opts.ts) return false;
+    TcpSpec ack = syn;
+    ack.seq = syn.seq + 1;
+    ack.ack = sa.seq + 1;
+    ack.flags = kAck;
+    ack.opts = TcpOptions{};
+    ack.opts.ts = {syn.opts.ts->first, sa.opts.ts->first};
+    tw_ack_ = tcp6_frame(ack, peer_ip6, stack_ip6());
+    input_one(tw_ack_.data(), tw_ack_.size());
+    poll();
+    const int64_t t = st.accept(listener6, 200 + kTwPeerPort);
+    captured_.clear();
+    if (t < 0 || st.close(SockId(t)) != 0) return false;
+    poll();
+    Parsed fin;
+    got = false;
+    for (auto &f : captured_) got = got || (parse_tcp6(f.data(), f.size(), &fin) && fin.has(kFin) && fin.dport == kTwPeerPort);
+    capturing_ = false;
+    captured_.clear();
+    if (!got || fin.seq != sa.seq + 1) return false;
+    ack.ack = fin.seq + 1;
+    ack.flags = kAck | kFin;
+    ack.opts.ts = {syn.opts.ts->first + 1, fin.opts.ts ? fin.opts.ts->first : 0};
+    tw_fin_ = tcp6_frame(ack, peer_ip6, stack_ip6());
+    input_one(tw_fin_.data(), tw_fin_.size());
+    poll();
+    tw6 = Conn{kTwPeerPort, kEstStackPort, ack.seq + 1, fin.seq + 1, kNoSock};
+    tw60_ = tw6;
+    return true;
+}
+
+bool FuzzWorld::replay_time_wait6()
+{
+    Stack &st = *stack_;
+    input_one(tw_syn_.data(), tw_syn_.size());
+    poll();
+    input_one(tw_ack_.data(), tw_ack_.size());
+    poll();
+    const int64_t t = st.accept(listener60_, 200 + kTwPeerPort);
+    if (t < 0 || st.close(SockId(t)) != 0) return false;
+    poll();
+    input_one(tw_fin_.data(), tw_fin_.size());
+    poll();
+    tw6 = tw60_;
+    return true;
+}
+
+bool FuzzWorld::replay_setup6()
+{
+    Stack &st = *stack_;
+    const int64_t l = st.open(2);
+    if (l < 0 || st.bind6(SockId(l), Endpoint6{stack_ip6(), kEstStackPort}, true) != 0 || st.listen(SockId(l), 8) != 0)
+        return false;
+    input_one(syn6_.data(), syn6_.size());
+    poll();
+    input_one(ack6_.data(), ack6_.size());
+    poll();
+    const int64_t e = st.accept(SockId(l), 200 + kEstPeerPort);
+    const int64_t s = st.open(78);
+    if (e < 0 || s < 0 || st.connect6(SockId(s), Endpoint6{peer_ip6, kSynSentPeerPort}, now) != 0) return false;
+    poll();
+    if (!replay_time_wait6()) return false;
+    listener6 = listener60_;
+    est6 = est60_;
+    syn_sent6 = syn_sent60_;
+    syn_sent6_iss = syn_sent6_iss0_;
+    return SockId(l) == listener60_ && SockId(e) == est60_.sock && SockId(s) == syn_sent60_.sock;
 }
 
 } // namespace mars::fuzz
