@@ -68,8 +68,9 @@ bool Tcp6::check(PacketRef &f, const Ip6Rx &rx)
 {
     const uint8_t *l4 = f.data + rx.l4_off;
     const Tcp *th = reinterpret_cast<const Tcp *>(l4);
-    const unsigned doff = unsigned(th->doff >> 4) * 4u;
-    if (rx.l4_len < kTcpLen || doff < kTcpLen || doff > rx.l4_len) {
+    // The data offset only once the packet holds a whole TCP header: a short
+    // one may end at the frame's end (found by the fuzz target).
+    if (rx.l4_len < kTcpLen || unsigned(th->doff >> 4) * 4u < kTcpLen || unsigned(th->doff >> 4) * 4u > rx.l4_len) {
         stats_.drop_tcp_header++;
         link_.release(f);
         return false;
