@@ -7,6 +7,7 @@
 // EHOSTUNREACH, and a dual-stack listener on :: taking one IPv4 and one IPv6
 // client. The frames a test builds itself are in tcp6_test.cc (SYN bytes,
 // corrupted segments, packet too big).
+#include "event_net.h"
 #include "sim_wire.h"
 #include "transfer_app.h"
 
@@ -45,26 +46,7 @@ SimNetConfig v6_config()
     return c;
 }
 
-struct Net {
-    explicit Net(const SimNetConfig &c) : net(c)
-    {
-        net.on_event = [this](int h, const SockEvent &e) { ev.push_back({h, e}); };
-        net.run_for(2 * kSec); // DAD: the addresses become preferred (SimNet announced them)
-    }
-    uint32_t bits(int h, SockId s) const
-    {
-        uint32_t b = 0;
-        for (auto &[host, e] : ev)
-            if (host == h && e.sock == s) b |= e.bits;
-        return b;
-    }
-    bool wait(int h, SockId s, uint32_t want, uint64_t budget = 30 * kSec)
-    {
-        return net.run_until([&] { return (bits(h, s) & want) != 0; }, budget);
-    }
-    SimNet net;
-    std::vector<std::pair<int, SockEvent>> ev;
-};
+using Net = EventNet;
 
 // A listener on host h at (ip6, port) (ip6 :: with v6only false: dual-stack).
 SockId listen6(Stack &st, const Ip6Addr &ip, uint16_t port, bool v6only)

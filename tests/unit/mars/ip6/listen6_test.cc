@@ -6,6 +6,7 @@
 // only and leaves the IPv4 port to an IPv4 listener, bound before or after
 // it, which gets the IPv4 clients. The port conflicts Linux has: a
 // dual-stack [::] against an IPv4 listener, [::] against a specific address.
+#include "event_net.h"
 #include "sim_wire.h"
 
 #include <gtest/gtest.h>
@@ -43,23 +44,8 @@ SimNetConfig v6_config()
     return c;
 }
 
-struct Net {
-    explicit Net(const SimNetConfig &c) : net(c)
-    {
-        net.on_event = [this](int h, const SockEvent &e) { ev.push_back({h, e}); };
-        net.run_for(2 * kSec); // DAD: the addresses become preferred
-    }
-    uint32_t bits(int h, SockId s) const
-    {
-        uint32_t b = 0;
-        for (auto &[host, e] : ev)
-            if (host == h && e.sock == s) b |= e.bits;
-        return b;
-    }
-    bool wait(int h, SockId s, uint32_t want, uint64_t budget = 30 * kSec)
-    {
-        return net.run_until([&] { return (bits(h, s) & want) != 0; }, budget);
-    }
+struct Net : EventNet {
+    using EventNet::EventNet;
     // The next connection listener l of host 1 accepts (its child's names in
     // *info), or -1 when none comes within the budget.
     int64_t accept_one(SockId l, uint64_t user, SockInfo *info)
@@ -70,8 +56,6 @@ struct Net {
         if (c >= 0) b.info(SockId(c), info);
         return c;
     }
-    SimNet net;
-    std::vector<std::pair<int, SockEvent>> ev;
 };
 
 int bind_listen6(Stack &st, const Ip6Addr &ip, uint16_t port, bool v6only, SockId *out)

@@ -9,6 +9,7 @@
 // the route, its SYN-ACK dropped and counted), the longest prefix winning,
 // the source address chosen by the longest common prefix (RFC 6724 rule 8),
 // and the stack refusing a gateway that is not a neighbour.
+#include "event_net.h"
 #include "sim_wire.h"
 
 #include "ip/ipv6_wire.h"
@@ -56,26 +57,7 @@ SimNetConfig routed_config()
     return c;
 }
 
-struct Net {
-    explicit Net(const SimNetConfig &c) : net(c)
-    {
-        net.on_event = [this](int h, const SockEvent &e) { ev.push_back({h, e}); };
-        net.run_for(2 * kSec); // DAD: the addresses become preferred
-    }
-    uint32_t bits(int h, SockId s) const
-    {
-        uint32_t b = 0;
-        for (auto &[host, e] : ev)
-            if (host == h && e.sock == s) b |= e.bits;
-        return b;
-    }
-    bool wait(int h, SockId s, uint32_t want, uint64_t budget = 30 * kSec)
-    {
-        return net.run_until([&] { return (bits(h, s) & want) != 0; }, budget);
-    }
-    SimNet net;
-    std::vector<std::pair<int, SockEvent>> ev;
-};
+using Net = EventNet;
 
 SockId listen6(Stack &st, uint16_t port)
 {
