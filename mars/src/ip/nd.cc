@@ -120,7 +120,9 @@ const Ip6Addr *NeighborDiscovery::source_for(const uint8_t *dst) const
     if (ip6::is_link_local(dst) || (ip6::is_multicast(dst) && (dst[1] & 0x0f) <= 2))
         return addrs_[0].state == AddrState::kPreferred ? &addrs_[0].addr : nullptr;
     // On dst's prefix; else (off-link, through a route) the one sharing the
-    // longest prefix with dst (RFC 6724 rule 8), the first on ties.
+    // longest prefix with dst (RFC 6724 rule 8; off-link, that is always
+    // shorter than the address's own prefix, the rule's bound), the first on
+    // ties, as the shim's eta_net_source6 picks.
     const Ip6Addr *best = nullptr;
     unsigned best_len = 0;
     for (int i = 1; i < n_addrs_; i++) {
