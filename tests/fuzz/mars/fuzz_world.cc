@@ -63,7 +63,7 @@ void FuzzWorld::on_transmit(const PacketRef &f)
         std::memcpy(sha.b, a + 8, 6);
         const uint32_t spa = get32(a + 14), tpa = get32(a + 24);
         if (get16(a + 6) == 1 && tpa != config_.ip)
-            arp_replies_.push_back(sim::build_arp(sim::ArpSpec{peer_mac, sha, 2, peer_mac, sha, tpa, spa}));
+            queue_reply(sim::build_arp(sim::ArpSpec{peer_mac, sha, 2, peer_mac, sha, tpa, spa}));
     } else if (len >= sim::kEthLen + 20 && get16(p + 12) == sim::kEtherIpv4) {
         // A TCP segment on the established connection: its numbers.
         const uint8_t *ip = p + sim::kEthLen;
@@ -76,15 +76,30 @@ void FuzzWorld::on_transmit(const PacketRef &f)
         if (kIp6Tcp + plen <= len) {
             if (ip[6] == 58 && plen >= 24 && ip[40] == 135 && same6(ip + 48, peer_ip6) && !same6(ip + 8, Ip6Addr{})) {
                 // A neighbour solicitation for the peer's address: the peer answers.
-                MacAddr to;
-                std::memcpy(to.b, p + 6, 6);
-                arp_replies_.push_back(nd_advert(peer_mac, peer_ip6, to, ip + 8));
+                // The same solicitation (from the same MAC and address) gets
+                // the advertisement built for it last time.
+                uint8_t key[22];
+                std::memcpy(key, p + 6, 6);
+                std::memcpy(key + 6, ip + 8, 16);
+                if (na_.empty() || std::memcmp(key, na_key_, sizeof key) != 0) {
+                    MacAddr to;
+                    std::memcpy(to.b, p + 6, 6);
+                    na_ = nd_advert(peer_mac, peer_ip6, to, ip + 8);
+                    std::memcpy(na_key_, key, sizeof key);
+                }
+                queue_reply(na_);
             } else if (ip[6] == 6 && plen >= 20 && same6(ip + 8, stack_ip6()) && same6(ip + 24, peer_ip6)) {
                 seen_tcp(&est6, ip + 40, plen); // TCP on the IPv6 connection
             }
         }
     }
     pool_.put(f);
+}
+
+void FuzzWorld::queue_reply(const std::vector<uint8_t> &f)
+{
+    if (n_replies_ == arp_replies_.size()) arp_replies_.emplace_back();
+    arp_replies_[n_replies_++].assign(f.begin(), f.end());
 }
 
 void FuzzWorld::seen_tcp(Conn *c, const uint8_t *tcp, size_t tcp_len)
@@ -129,11 +144,11 @@ void FuzzWorld::poll()
 {
     stack_->poll(now);
     // ARP replies queued while the stack was transmitting (never re-enter it).
-    for (int rounds = 0; !arp_replies_.empty() && rounds < 16; rounds++) {
-        arp_batch_.swap(arp_replies_);
-        arp_replies_.clear();
-        for (auto &f : arp_batch_) input_one(f.data(), f.size());
-        arp_batch_.clear();
+    for (int rounds = 0; n_replies_ != 0 && rounds < 16; rounds++) {
+        arp_batch_.swap(arp_replies_); // both keep their buffers
+        const size_t n = n_replies_;
+        n_replies_ = 0;
+        for (size_t i = 0; i < n; i++) input_one(arp_batch_[i].data(), arp_batch_[i].size());
         stack_->poll(now);
     }
     drain_events();
@@ -141,7 +156,7 @@ void FuzzWorld::poll()
 
 void FuzzWorld::settle()
 {
-    if (!arp_replies_.empty()) poll();
+    if (n_replies_ != 0) poll();
 }
 
 void FuzzWorld::advance(uint64_t ns)
@@ -245,7 +260,7 @@ void FuzzWorld::reset_stack()
 bool FuzzWorld::restart(bool digest)
 {
     now = kStartNs;
-    arp_replies_.clear();
+    n_replies_ = 0;
     seen_.clear();
     accepted_.clear();
     if (!stack_clean_) stack_->reset();

@@ -138,8 +138,14 @@ class FuzzWorld {
     bool hashing_ = true;
     uint64_t digest_ = 0;
     std::vector<Seen> seen_;
-    std::vector<std::vector<uint8_t>> arp_replies_; // ARP replies and NAs, to feed after the current call
+    // ARP replies and NAs to feed after the current call: the first
+    // n_replies_ of arp_replies_ (buffers reused, as arp_batch_'s).
+    std::vector<std::vector<uint8_t>> arp_replies_;
     std::vector<std::vector<uint8_t>> arp_batch_;
+    size_t n_replies_ = 0;
+    void queue_reply(const std::vector<uint8_t> &f);
+    std::vector<uint8_t> na_; // the last NA built, for the solicitation's source MAC and address na_key_
+    uint8_t na_key_[22] = {};
     std::vector<SockId> accepted_;
     std::vector<std::vector<uint8_t>> captured_; // the stack's frames, during first_setup() only
     bool capturing_ = false;
