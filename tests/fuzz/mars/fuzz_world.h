@@ -15,7 +15,8 @@
 //   - the setup (ARP, the peer's SYN and ACK, the active open) is built and
 //     checked once; after that each restart() resets the stack and feeds it
 //     the same frames, and checks that the stack answered with the same
-//     bytes as the first time (so the sockets are in the same state).
+//     bytes as the first time (so the sockets are in the same state): frame
+//     by frame against the ones it kept, not by hashing them again.
 #pragma once
 
 #include "frame.h"
@@ -95,6 +96,11 @@ class FuzzWorld {
     std::vector<uint8_t> current_record;
     // Stack::poll, then the peer's ARP replies, then the events drained.
     void poll();
+    // After a setup frame: poll() only when the peer has ARP replies or NAs
+    // to feed. Stack::input transmits its answers itself, and with virtual
+    // time standing still a poll fires nothing (the setup's frames and the
+    // replayer's digests are the same with or without it).
+    void settle();
     // Virtual time forward by ns, every timer fired at its due time.
     void advance(uint64_t ns);
     // Follows the established connections (est, est6) from what the stack
@@ -132,14 +138,25 @@ class FuzzWorld {
     bool hashing_ = true;
     uint64_t digest_ = 0;
     std::vector<Seen> seen_;
-    std::vector<std::vector<uint8_t>> arp_replies_; // ARP replies and NAs, to feed after the current call
+    // ARP replies and NAs to feed after the current call: the first
+    // n_replies_ of arp_replies_ (buffers reused, as arp_batch_'s).
+    std::vector<std::vector<uint8_t>> arp_replies_;
     std::vector<std::vector<uint8_t>> arp_batch_;
+    size_t n_replies_ = 0;
+    void queue_reply(const std::vector<uint8_t> &f);
+    std::vector<uint8_t> na_; // the last NA built, for the solicitation's source MAC and address na_key_
+    uint8_t na_key_[22] = {};
     std::vector<SockId> accepted_;
     std::vector<std::vector<uint8_t>> captured_; // the stack's frames, during first_setup() only
     bool capturing_ = false;
     // The setup, recorded by first_setup().
     std::vector<uint8_t> introduce_, syn_, ack_, syn6_, ack6_, tw_syn_, tw_ack_, tw_fin_;
     uint64_t setup_digest_ = 0;
+    // Every frame the stack transmitted during first_setup(), in order; a
+    // replayed setup must transmit exactly these (on_transmit compares).
+    std::vector<std::vector<uint8_t>> setup_tx_;
+    bool recording_setup_ = false, checking_setup_ = false, setup_same_ = true;
+    size_t setup_at_ = 0;
     SockId listener0_ = kNoSock;
     SockId udp0_ = kNoSock;
     bool open_udp(); // the UDP socket (udp), then a poll (its IGMP report)
