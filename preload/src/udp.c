@@ -496,9 +496,13 @@ static ssize_t send_segments(dti_ctx_t *c, struct eta_sock *s, const struct dti_
     return fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
 }
 
-int eta_udp_prepare(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
-                    const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen,
-                    dti_ctx_t **cp, struct dti_dgram_msg *m, struct eta_udp_dst *out, struct dti_iov *pieces)
+/* eta_udp_prepare() and eta_udp_commit() (udp.h), inlined into the plain
+ * send (eta_udp_send) so that it costs what it did as one function. */
+static inline __attribute__((always_inline)) int prepare(int fd, struct eta_sock *s, const struct iovec *iov,
+                                                         int iovcnt, int flags, const struct sockaddr *to,
+                                                         socklen_t tolen, const void *control, size_t controllen,
+                                                         dti_ctx_t **cp, struct dti_dgram_msg *m,
+                                                         struct eta_udp_dst *out, struct dti_iov *pieces)
 {
     /* A hybrid (bound to INADDR_ANY): through the PPE to destinations it
      * routes, through the kernel half to the rest (and all of it once the
@@ -517,10 +521,9 @@ int eta_udp_prepare(int fd, struct eta_sock *s, const struct iovec *iov, int iov
     }
     /* An AF_INET6 socket's destination (IPv6, or IPv4 v4-mapped), read as
      * Linux's udpv6_sendmsg reads it (udp6.c); its control messages by it. */
-    struct dti_addr6 dst6;
     bool to4 = !s->v6;
     if (s->v6) {
-        int d = eta_udp6_send_dst(s, to, tolen, &dst6, &to4);
+        int d = eta_udp6_send_dst(s, to, tolen, &out->dst6, &to4);
         if (d < 0)
             return -1;
         if (d == 1) {
@@ -567,50 +570,63 @@ int eta_udp_prepare(int fd, struct eta_sock *s, const struct iovec *iov, int iov
      * only: its destinations go as IPv4 ones. */
     const bool as4 = s->v6 && to && to4 && s->local.ip;
     uint32_t ip4 = 0;
-    if (as4 && eta_udp6_unmap(dst6.ip, &ip4))
-        out->dst = (struct dti_addr){ip4, dst6.port};
-    if (to && s->v6 && !as4)
-        out->dst6 = dst6;
+    if (as4 && eta_udp6_unmap(out->dst6.ip, &ip4))
+        out->dst = (struct dti_addr){ip4, out->dst6.port};
     *m = (struct dti_dgram_msg){pieces, n, to && (!s->v6 || as4) ? &out->dst : NULL,
                                 to && s->v6 && !as4 ? &out->dst6 : NULL, (uint8_t)(tos >= 0 ? tos : 0), tos >= 0};
     out->len = len;
-    out->gso = gso > 0 && len > (size_t)gso ? (size_t)gso : 0;
-    return out->gso ? ETA_UDP_SEGMENTS : ETA_UDP_READY;
+    if (gso > 0 && len > (size_t)gso) {
+        out->gso = (size_t)gso;
+        return ETA_UDP_SEGMENTS;
+    }
+    return ETA_UDP_READY;
+}
+
+static inline __attribute__((always_inline)) int commit(dti_ctx_t *c, struct eta_sock *s,
+                                                        const struct dti_dgram_msg *m, const struct eta_udp_dst *d,
+                                                        unsigned n)
+{
+    take_turn(&s->dgram_tx_busy);
+    int rc = dti_dgram_sendmmsg(c, s->h, m, n);
+    unsigned done = rc > 0 ? (unsigned)rc : 0;
+    /* Fewer than offered: the ring was full (the rest go next round), or
+     * the engine refused the next one (it goes again first: its error). */
+    while (rc > 0 && done < n) {
+        rc = dti_dgram_sendmmsg(c, s->h, m + done, n - done);
+        done += rc > 0 ? (unsigned)rc : 0;
+    }
+    end_turn(&s->dgram_tx_busy);
+    if (!done)
+        return (int)fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
+    size_t bytes = d[0].len;
+    for (unsigned i = 1; i < done && i < n; i++)
+        bytes += d[i].len;
+    atomic_fetch_add_explicit(&s->tx_committed, bytes, memory_order_relaxed);
+    return (int)done;
+}
+
+int eta_udp_prepare(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                    const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen,
+                    dti_ctx_t **cp, struct dti_dgram_msg *m, struct eta_udp_dst *d, struct dti_iov *pieces)
+{
+    return prepare(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, cp, m, d, pieces);
 }
 
 int eta_udp_commit(dti_ctx_t *c, struct eta_sock *s, const struct dti_dgram_msg *m, const struct eta_udp_dst *d,
                    unsigned n)
 {
-    unsigned done = 0;
-    size_t bytes = 0;
-    int rc = 0;
-    take_turn(&s->dgram_tx_busy);
-    while (done < n) {
-        /* Fewer than offered: the ring was full (the rest go next round), or
-         * the engine refused the next one (it goes again first: its error). */
-        rc = dti_dgram_sendmmsg(c, s->h, m + done, n - done);
-        if (rc <= 0)
-            break;
-        for (unsigned i = 0; i < (unsigned)rc; i++)
-            bytes += d[done + i].len;
-        done += (unsigned)rc;
-    }
-    end_turn(&s->dgram_tx_busy);
-    if (bytes)
-        atomic_fetch_add_explicit(&s->tx_committed, bytes, memory_order_relaxed);
-    if (done)
-        return (int)done;
-    return (int)fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
+    return commit(c, s, m, d, n);
 }
 
-ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
-                     const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen)
+static inline __attribute__((always_inline)) ssize_t send_one(int fd, struct eta_sock *s, const struct iovec *iov,
+                                                              int iovcnt, int flags, const struct sockaddr *to,
+                                                              socklen_t tolen, const void *control,
+                                                              size_t controllen, struct dti_iov *pieces)
 {
     dti_ctx_t *c = NULL;
     struct dti_dgram_msg m;
     struct eta_udp_dst d;
-    struct dti_iov pieces[iovcnt > 0 && iovcnt <= IOV_MAX ? iovcnt : 1];
-    int p = eta_udp_prepare(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, &c, &m, &d, pieces);
+    int p = prepare(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, &c, &m, &d, pieces);
     if (p < 0)
         return -1;
     if (p == ETA_UDP_KERNEL) {
@@ -624,7 +640,20 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
     }
     if (p == ETA_UDP_SEGMENTS)
         return send_segments(c, s, &m, d.len, d.gso);
-    return eta_udp_commit(c, s, &m, &d, 1) == 1 ? (ssize_t)d.len : -1;
+    return commit(c, s, &m, &d, 1) > 0 ? (ssize_t)d.len : -1;
+}
+
+ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                     const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen)
+{
+    /* The datagram's pieces: a fixed array for the usual few, else one as
+     * long as the iovec (IOV_MAX at most: more is prepare()'s EINVAL). */
+    if (ETA_LIKELY(iovcnt <= 8)) {
+        struct dti_iov few[8];
+        return send_one(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, few);
+    }
+    struct dti_iov many[iovcnt <= IOV_MAX ? iovcnt : 1];
+    return send_one(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, many);
 }
 
 /* IPV6_PKTINFO of a send to an IPv6 destination: as IP_PKTINFO's below,

@@ -6,6 +6,7 @@
  *                                      server at PEER on both ports (mmsg_peer.py)
  *   mmsg_probe flood FAM PEER PORT N    N datagrams of 64 B, sendmmsg with vlen 32
  *                                      (a sink at PEER:PORT); prints the rate
+ *   mmsg_probe sendto FAM PEER PORT N   N datagrams of 64 B, one sendto each
  *
  * The probe's lines name no address, so that both runs print the same:
  *   batch64 ret=64 lens=ok echo=64 ok       64 datagrams of 1..1472 (IPv6: 1452)
@@ -316,9 +317,29 @@ static void flood(const char *ip, int port, unsigned long n)
     close(s);
 }
 
+/* The same datagrams one sendto each, to a name (the instructions of a
+ * plain sendto: benchmarks/README.md). */
+static void plain(const char *ip, int port, unsigned long n)
+{
+    set_peer(&peer_a, ip, port);
+    int s = udp_socket();
+    unsigned char b[64];
+    memset(b, 7, sizeof b);
+    for (unsigned long k = 0; k < n; k++)
+        if (sendto(s, b, sizeof b, 0, (struct sockaddr *)&peer_a, peer_len) != (ssize_t)sizeof b)
+            die("sendto");
+    printf("sendto %lu datagrams\n", n);
+    close(s);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 6 && strcmp(argv[1], "sendto") == 0) {
+        fam = atoi(argv[2]);
+        plain(argv[3], atoi(argv[4]), strtoul(argv[5], NULL, 10));
+        return 0;
+    }
     if (argc == 6 && strcmp(argv[1], "flood") == 0) {
         fam = atoi(argv[2]);
         flood(argv[3], atoi(argv[4]), strtoul(argv[5], NULL, 10));
