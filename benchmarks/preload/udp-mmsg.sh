@@ -9,7 +9,8 @@
 # floods per path (default 3, alternating). Each SHIM (default BUILD_DIR's)
 # is also counted by callgrind: instructions inside sendto() per call (64 B
 # to a name; 2,000 calls less 1,000), whole and without libdti's wait for
-# the engine's answer (dti__run_sync, whose spins depend on the engine's pace).
+# the engine's answer (dti__run_sync, whose spins depend on the engine's pace);
+# and inside sendmmsg() per datagram (vlen 32; 6,400 datagrams less 3,200).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build}
@@ -46,10 +47,10 @@ for rep in $(seq 1 "${ETA_BENCH_REPEAT:-3}"); do
 done
 # callgrind's instructions inside sendto() for K calls: "total wait" (the
 # wait: libdti's dti__run_sync, inclusive).
-counted() { # SHIM K
+counted() { # SHIM K [CALL MODE]: CALL (default sendto) counted in mmsg-probe's MODE (default sendto)
     ETA_PRELOAD_LIB=$1 timeout 300 "$top/tools/eta-run" --require --socket "$ETA_LAB_SOCKET" -- \
-        valgrind --tool=callgrind --callgrind-out-file="$out/cg" --toggle-collect=sendto \
-        "$probe" sendto 4 "$ETA_LAB_PEER_IP" "$port" "$2" >/dev/null 2>&1 || fail "callgrind of sendto under $1"
+        valgrind --tool=callgrind --callgrind-out-file="$out/cg" --toggle-collect="${3:-sendto}" \
+        "$probe" "${4:-sendto}" 4 "$ETA_LAB_PEER_IP" "$port" "$2" >/dev/null 2>&1 || fail "callgrind of ${3:-sendto} under $1"
     callgrind_annotate --inclusive=yes "$out/cg" 2>/dev/null | python3 -c '
 import re, sys
 tot = wait = 0
@@ -70,6 +71,9 @@ for shim in "${shims[@]}"; do
     read -r t1 w1 <<<"$(counted "$shim" 1000)"
     read -r t2 w2 <<<"$(counted "$shim" 2000)"
     echo "$shim: sendto $(((t2 - t1) / 1000)) instructions per call, $(((t2 - w2 - t1 + w1) / 1000)) without the wait for the engine's answer"
+    read -r t1 w1 <<<"$(counted "$shim" 3200 sendmmsg flood)"
+    read -r t2 w2 <<<"$(counted "$shim" 6400 sendmmsg flood)"
+    echo "$shim: sendmmsg (vlen 32) $(((t2 - t1) / 3200)) instructions per datagram, $(((t2 - w2 - t1 + w1) / 3200)) without the wait"
 done
 ip netns exec "$ETA_LAB_NS" python3 -c "
 import socket

@@ -309,7 +309,7 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
     }
     if (s->dgram) { /* UDP: datagrams for the engine in batches (udp_mmsg.c) */
         int d = eta_udp_sendmmsg(fd, s, vec, vlen, flags);
-        eta_obj_put(&s->obj);
+        eta_obj_unref(&s->obj);
         return d;
     }
     int done = 0;
