@@ -7,6 +7,9 @@
  *   mmsg_probe flood FAM PEER PORT N    N datagrams of 64 B, sendmmsg with vlen 32
  *                                      (a sink at PEER:PORT); prints the rate
  *   mmsg_probe sendto FAM PEER PORT N   N datagrams of 64 B, one sendto each
+ *   mmsg_probe hybrid FAM PEER_A PEER_B PORT  bound to the wildcard: 16 datagrams
+ *                                      alternating between two peers in one call,
+ *                                      "hybrid ret=16 lens=ok echo A=8 B=8 ok"
  *
  * The probe's lines name no address, so that both runs print the same:
  *   batch64 ret=64 lens=ok echo=64 ok       64 datagrams of 1..1472 (IPv6: 1452)
@@ -283,6 +286,32 @@ static void probe(const char *ip, int pa, int pb)
     }
 }
 
+/* A socket bound to the wildcard (under eta-run the shim's hybrid): 16
+ * datagrams alternating between ip_a (the PPE's peer: through the engine)
+ * and ip_b (the kernel link's: the kernel half), one call; the echoes. */
+static void hybrid(const char *ip_a, const char *ip_b, int port)
+{
+    set_peer(&peer_a, ip_a, port);
+    set_peer(&peer_b, ip_b, port);
+    int s = udp_socket();
+    struct sockaddr_storage any;
+    memset(&any, 0, sizeof any);
+    any.ss_family = fam == 4 ? AF_INET : AF_INET6; /* the wildcard, port 0 */
+    if (bind(s, (struct sockaddr *)&any, peer_len) != 0)
+        die("bind to the wildcard");
+    const struct sockaddr_storage *names[MAXV];
+    for (unsigned k = 0; k < MAXV; k++)
+        names[k] = k % 2 ? &peer_b : &peer_a;
+    build(16, 6, names);
+    int r = sendmmsg(s, vec, 16, 0);
+    unsigned ga, gb;
+    printf("hybrid ret=%d lens=%s", r, lens_ok(0, r > 0 ? (unsigned)r : 0, 6) ? "ok" : "BAD");
+    if (!echoes(s, 16, 6, names, &ga, &gb))
+        exit(1);
+    printf(" echo A=%u B=%u ok\n", ga, gb);
+    close(s);
+}
+
 static void flood(const char *ip, int port, unsigned long n)
 {
     set_peer(&peer_a, ip, port);
@@ -335,6 +364,11 @@ static void plain(const char *ip, int port, unsigned long n)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 6 && strcmp(argv[1], "hybrid") == 0) {
+        fam = atoi(argv[2]);
+        hybrid(argv[3], argv[4], atoi(argv[5]));
+        return 0;
+    }
     if (argc == 6 && strcmp(argv[1], "sendto") == 0) {
         fam = atoi(argv[2]);
         plain(argv[3], atoi(argv[4]), strtoul(argv[5], NULL, 10));

@@ -9,7 +9,9 @@
 # call without names; a name too short in the middle of the vector (the
 # messages before it sent and counted, the retry from it its EINVAL, the
 # rest sent); on IPv6 an AF_INET name on an IPV6_V6ONLY socket in the middle
-# (ENETUNREACH on its retry). The same program without eta on the kernel
+# (ENETUNREACH on its retry); a socket on the wildcard (the shim's hybrid)
+# sending one call alternating between the PPE's peer (the engine) and the
+# kernel link's (its kernel half), all echoed. The same program without eta on the kernel
 # link prints the same lines (Linux's answers). The shim's log says every
 # socket was the PPE's, none fell back; the engine's udp_out counts at least
 # the datagrams the probe sent.
@@ -60,6 +62,18 @@ for fam in 4 6; do
     if grep -E 'kernel socket|fallback' "$work/eta$fam.err"; then
         fail "IPv$fam: a socket of the probe went to the kernel"
     fi
+    note "IPv$fam: a hybrid (bound to the wildcard): one call alternating the PPE's peer and the kernel link's"
+    u0=$(ppe_json "$UDP_OUT")
+    ETA_LOG=fallback,accel timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
+        "$PROBE" hybrid $fam "$via" "$kpeer" "$pa" >"$work/hyb$fam.out" 2>"$work/hyb$fam.err" ||
+        fail "mmsg-probe hybrid: $(cat "$work/hyb$fam.out" "$work/hyb$fam.err")"
+    u1=$(ppe_json "$UDP_OUT")
+    sed 's/^/    /' "$work/hyb$fam.out"
+    grep -cx "hybrid ret=16 lens=ok echo A=8 B=8 ok" "$work/hyb$fam.out" >/dev/null ||
+        fail "IPv$fam hybrid: $(cat "$work/hyb$fam.out")"
+    grep -c "on the PPE and the kernel" "$work/hyb$fam.err" >/dev/null ||
+        fail "IPv$fam: the wildcard socket is not a hybrid: $(cat "$work/hyb$fam.err")"
+    [ "$u1" -ge $((u0 + 8)) ] || fail "IPv$fam hybrid: the engine's udp_out went from $u0 to $u1, not by its 8"
 done
 note "one round trip per batch: 640 datagrams of 64 B in 20 calls (vlen 32), far fewer engine commands than datagrams"
 ps=$(free_port)
