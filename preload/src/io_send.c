@@ -301,16 +301,21 @@ ETA_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
                 eta_pass_withdraw(&vec[i].msg_hdr); /* not sent: not in flight (pass_fds.c) */
         return r;
     }
+    if (vlen > IOV_MAX)
+        vlen = IOV_MAX; /* UIO_MAXIOV: Linux's sendmmsg sends at most that many */
     if (vlen && !uptr_readable(vec, (size_t)vlen * sizeof *vec)) {
         eta_obj_put(&s->obj);
         return fail(EFAULT);
     }
+    if (s->dgram) { /* UDP: datagrams for the engine in batches (udp_mmsg.c) */
+        int d = eta_udp_sendmmsg(fd, s, vec, vlen, flags);
+        eta_obj_unref(&s->obj);
+        return d;
+    }
     int done = 0;
     for (unsigned i = 0; i < vlen; i++) {
         const struct msghdr *h = &vec[i].msg_hdr;
-        ssize_t r = !s->dgram ? eta_sock_send(s, h->msg_iov, (int)h->msg_iovlen, flags, -1, NULL, 0)
-                    : eta_udp_send(fd, s, h->msg_iov, (int)h->msg_iovlen, flags, h->msg_name, h->msg_namelen,
-                                   h->msg_control, h->msg_controllen);
+        ssize_t r = eta_sock_send(s, h->msg_iov, (int)h->msg_iovlen, flags, -1, NULL, 0);
         if (r < 0) {
             if (!done) {
                 eta_obj_put(&s->obj);

@@ -496,8 +496,13 @@ static ssize_t send_segments(dti_ctx_t *c, struct eta_sock *s, const struct dti_
     return fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
 }
 
-ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
-                     const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen)
+/* eta_udp_prepare() and eta_udp_commit() (udp.h), inlined into the plain
+ * send (eta_udp_send) so that it costs what it did as one function. */
+static inline __attribute__((always_inline)) int prepare(int fd, struct eta_sock *s, const struct iovec *iov,
+                                                         int iovcnt, int flags, const struct sockaddr *to,
+                                                         socklen_t tolen, const void *control, size_t controllen,
+                                                         dti_ctx_t **cp, struct dti_dgram_msg *m,
+                                                         struct eta_udp_dst *out, struct dti_iov *pieces)
 {
     /* A hybrid (bound to INADDR_ANY): through the PPE to destinations it
      * routes, through the kernel half to the rest (and all of it once the
@@ -511,22 +516,14 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
                                    in.sin_family != AF_INET ||
                                    !(eta_net_udp_routes(&eta_net, ntohl(in.sin_addr.s_addr)) ||
                                      (s->mc_if4 && IN_MULTICAST(ntohl(in.sin_addr.s_addr)))));
-        if (kernel) {
-            struct msghdr mh = {.msg_name = (void *)(uintptr_t)to,
-                                .msg_namelen = tolen,
-                                .msg_iov = (struct iovec *)(uintptr_t)iov,
-                                .msg_iovlen = iovcnt > 0 ? (size_t)iovcnt : 0,
-                                .msg_control = (void *)(uintptr_t)control,
-                                .msg_controllen = controllen};
-            return real_sendmsg(fd, &mh, flags);
-        }
+        if (kernel)
+            return ETA_UDP_KERNEL;
     }
     /* An AF_INET6 socket's destination (IPv6, or IPv4 v4-mapped), read as
      * Linux's udpv6_sendmsg reads it (udp6.c); its control messages by it. */
-    struct dti_addr6 dst6;
     bool to4 = !s->v6;
     if (s->v6) {
-        int d = eta_udp6_send_dst(s, to, tolen, &dst6, &to4);
+        int d = eta_udp6_send_dst(s, to, tolen, &out->dst6, &to4);
         if (d < 0)
             return -1;
         if (d == 1) {
@@ -545,30 +542,27 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
         gso = atomic_load_explicit(&s->udp_gso, memory_order_relaxed);
     /* A send never waits for ring space (the engine frees it before it answers). */
     if (eta_sock_orphaned(s) || atomic_load_explicit(&eta_engine_dead, memory_order_relaxed))
-        return fail(ECONNREFUSED);
+        return (int)fail(ECONNREFUSED);
     if (iovcnt > 0 && iovcnt <= IOV_MAX && iov_fault(iov, iovcnt))
-        return fail(EFAULT);
+        return (int)fail(EFAULT);
     bool bad;
     size_t len = iov_total(iov, iovcnt, &bad);
     if (bad)
-        return fail(EINVAL);
+        return (int)fail(EINVAL);
     if (atomic_load_explicit(&s->shut_wr, memory_order_relaxed))
-        return fail_pipe(flags); /* shutdown(SHUT_WR): EPIPE (and SIGPIPE), as Linux's UDP */
-    struct dti_addr dst;
+        return (int)fail_pipe(flags); /* shutdown(SHUT_WR): EPIPE (and SIGPIPE), as Linux's UDP */
     if (to && !s->v6) {
         if (tolen < sizeof(struct sockaddr_in) || !uptr_readable(to, sizeof(struct sockaddr_in)))
-            return fail(tolen < sizeof(struct sockaddr_in) ? EINVAL : EFAULT);
+            return (int)fail(tolen < sizeof(struct sockaddr_in) ? EINVAL : EFAULT);
         if (to->sa_family != AF_INET)
-            return fail(EAFNOSUPPORT);
-        dst = to_dti(to);
+            return (int)fail(EAFNOSUPPORT);
+        out->dst = to_dti(to);
     }
     if (len > (to4 ? DTI_DGRAM_MAX : DTI_DGRAM6_MAX))
-        return fail(EMSGSIZE);
-    dti_ctx_t *c = eta_ctx();
-    if (!c)
-        return fail(ENETDOWN);
+        return (int)fail(EMSGSIZE);
+    if (!(*cp = eta_ctx()))
+        return (int)fail(ENETDOWN);
     const unsigned n = iovcnt > 0 ? (unsigned)iovcnt : 0; /* at most IOV_MAX (iov_total) */
-    struct dti_iov pieces[n ? n : 1];
     for (unsigned i = 0; i < n; i++)
         pieces[i] = (struct dti_iov){iov[i].iov_base, iov[i].iov_len};
     /* An AF_INET6 socket bound to a v4-mapped address is an IPv4 socket in
@@ -576,20 +570,90 @@ ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int io
      * only: its destinations go as IPv4 ones. */
     const bool as4 = s->v6 && to && to4 && s->local.ip;
     uint32_t ip4 = 0;
-    if (as4 && eta_udp6_unmap(dst6.ip, &ip4))
-        dst = (struct dti_addr){ip4, dst6.port};
-    struct dti_dgram_msg m = {pieces, n, to && (!s->v6 || as4) ? &dst : NULL, to && s->v6 && !as4 ? &dst6 : NULL,
-                              (uint8_t)(tos >= 0 ? tos : 0), tos >= 0};
-    if (gso > 0 && len > (size_t)gso)
-        return send_segments(c, s, &m, len, (size_t)gso);
-    take_turn(&s->dgram_tx_busy);
-    int rc = dti_dgram_sendmmsg(c, s->h, &m, 1);
-    end_turn(&s->dgram_tx_busy);
-    if (rc == 1) {
-        atomic_fetch_add_explicit(&s->tx_committed, len, memory_order_relaxed);
-        return (ssize_t)len;
+    if (as4 && eta_udp6_unmap(out->dst6.ip, &ip4))
+        out->dst = (struct dti_addr){ip4, out->dst6.port};
+    *m = (struct dti_dgram_msg){pieces, n, to && (!s->v6 || as4) ? &out->dst : NULL,
+                                to && s->v6 && !as4 ? &out->dst6 : NULL, (uint8_t)(tos >= 0 ? tos : 0), tos >= 0};
+    out->len = len;
+    if (gso > 0 && len > (size_t)gso) {
+        out->gso = (size_t)gso;
+        return ETA_UDP_SEGMENTS;
     }
-    return fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
+    return ETA_UDP_READY;
+}
+
+static inline __attribute__((always_inline)) int commit(dti_ctx_t *c, struct eta_sock *s,
+                                                        const struct dti_dgram_msg *m, const struct eta_udp_dst *d,
+                                                        unsigned n)
+{
+    take_turn(&s->dgram_tx_busy);
+    int rc = dti_dgram_sendmmsg(c, s->h, m, n);
+    unsigned done = rc > 0 ? (unsigned)rc : 0;
+    /* Fewer than offered: the ring was full (the rest go next round), or
+     * the engine refused the next one (it goes again first: its error). */
+    while (rc > 0 && done < n) {
+        rc = dti_dgram_sendmmsg(c, s->h, m + done, n - done);
+        done += rc > 0 ? (unsigned)rc : 0;
+    }
+    end_turn(&s->dgram_tx_busy);
+    if (!done)
+        return (int)fail(rc == 0 ? EIO : eta_errno_from_dti(rc));
+    size_t bytes = d[0].len;
+    for (unsigned i = 1; i < done && i < n; i++)
+        bytes += d[i].len;
+    atomic_fetch_add_explicit(&s->tx_committed, bytes, memory_order_relaxed);
+    return (int)done;
+}
+
+int eta_udp_prepare(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                    const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen,
+                    dti_ctx_t **cp, struct dti_dgram_msg *m, struct eta_udp_dst *d, struct dti_iov *pieces)
+{
+    return prepare(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, cp, m, d, pieces);
+}
+
+int eta_udp_commit(dti_ctx_t *c, struct eta_sock *s, const struct dti_dgram_msg *m, const struct eta_udp_dst *d,
+                   unsigned n)
+{
+    return commit(c, s, m, d, n);
+}
+
+static inline __attribute__((always_inline)) ssize_t send_one(int fd, struct eta_sock *s, const struct iovec *iov,
+                                                              int iovcnt, int flags, const struct sockaddr *to,
+                                                              socklen_t tolen, const void *control,
+                                                              size_t controllen, struct dti_iov *pieces)
+{
+    dti_ctx_t *c = NULL;
+    struct dti_dgram_msg m;
+    struct eta_udp_dst d;
+    int p = prepare(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, &c, &m, &d, pieces);
+    if (p < 0)
+        return -1;
+    if (p == ETA_UDP_KERNEL) {
+        struct msghdr mh = {.msg_name = (void *)(uintptr_t)to,
+                            .msg_namelen = tolen,
+                            .msg_iov = (struct iovec *)(uintptr_t)iov,
+                            .msg_iovlen = iovcnt > 0 ? (size_t)iovcnt : 0,
+                            .msg_control = (void *)(uintptr_t)control,
+                            .msg_controllen = controllen};
+        return real_sendmsg(fd, &mh, flags);
+    }
+    if (p == ETA_UDP_SEGMENTS)
+        return send_segments(c, s, &m, d.len, d.gso);
+    return commit(c, s, &m, &d, 1) > 0 ? (ssize_t)d.len : -1;
+}
+
+ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                     const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen)
+{
+    /* The datagram's pieces: a fixed array for the usual few, else one as
+     * long as the iovec (IOV_MAX at most: more is prepare()'s EINVAL). */
+    if (ETA_LIKELY(iovcnt <= 8)) {
+        struct dti_iov few[8];
+        return send_one(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, few);
+    }
+    struct dti_iov many[iovcnt <= IOV_MAX ? iovcnt : 1];
+    return send_one(fd, s, iov, iovcnt, flags, to, tolen, control, controllen, many);
 }
 
 /* IPV6_PKTINFO of a send to an IPv6 destination: as IP_PKTINFO's below,

@@ -66,5 +66,29 @@ int eta_udp_next_len(int fd, struct eta_sock *s);
  * or -1 with errno. */
 ssize_t eta_udp_send(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
                      const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen);
+/* eta_udp_send() in two steps, for sendmmsg's batches (udp_mmsg.c):
+ * eta_udp_prepare() makes every check of one datagram that eta_udp_send()
+ * makes, in its order, and fills *m (its pieces in pieces[], room for
+ * iovcnt), *d (its destination, which *m points into, and length) and *cp
+ * (the thread's context). ETA_UDP_READY: for eta_udp_commit();
+ * ETA_UDP_KERNEL: a hybrid's kernel half sends it; ETA_UDP_SEGMENTS:
+ * UDP_SEGMENT splits it (d->gso); -1 with errno. eta_udp_commit() sends n
+ * prepared datagrams in order, a round trip per ring's worth (the socket's
+ * send turn held throughout, tx_committed raised by their bytes): how many
+ * went, or -1 with errno when none did (the engine's error for the first). */
+enum { ETA_UDP_READY = 0, ETA_UDP_KERNEL = 1, ETA_UDP_SEGMENTS = 2 };
+struct eta_udp_dst {
+    struct dti_addr dst;
+    struct dti_addr6 dst6;
+    size_t len, gso;
+};
+int eta_udp_prepare(int fd, struct eta_sock *s, const struct iovec *iov, int iovcnt, int flags,
+                    const struct sockaddr *to, socklen_t tolen, const void *control, size_t controllen,
+                    dti_ctx_t **cp, struct dti_dgram_msg *m, struct eta_udp_dst *d, struct dti_iov *pieces);
+int eta_udp_commit(dti_ctx_t *c, struct eta_sock *s, const struct dti_dgram_msg *m, const struct eta_udp_dst *d,
+                   unsigned n);
+/* sendmmsg on an accelerated UDP socket (udp_mmsg.c): consecutive datagrams
+ * for the engine in one batch, as Linux's sendmmsg answers. */
+int eta_udp_sendmmsg(int fd, struct eta_sock *s, struct mmsghdr *vec, unsigned vlen, int flags);
 
 #endif
