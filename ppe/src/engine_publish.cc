@@ -154,11 +154,46 @@ void Engine::publish(uint64_t now, bool with_conns)
             },
             &ctx);
     }
+    // Then the UDP sockets (issue 31: eta-stat shows every socket's family
+    // and protocol), after the TCP ones.
+    uint32_t udp_total = 0;
+    for (auto &s : stacks_) {
+        struct Ctx {
+            std::vector<stats::ConnEntry> *out;
+            uint32_t *total;
+            const std::vector<int32_t> *group_pid;
+        } ctx{&conn_scratch_, &udp_total, &group_pid};
+        s->udp().for_each_socket(
+            [](mars::SockId id, const mars::UdpInfo &i, uint64_t user, void *arg) {
+                auto *c = static_cast<Ctx *>(arg);
+                (*c->total)++;
+                stats::ConnEntry e{};
+                const size_t group = size_t((user >> 32) & 0xffff);
+                e.app_pid = user && group < c->group_pid->size() ? (*c->group_pid)[group] : 0;
+                e.sock = id;
+                e.proto = stats::kProtoUdp;
+                e.local_ip = i.local.ip;
+                e.local_port = i.local.port;
+                e.remote_ip = i.remote.ip;
+                e.remote_port = i.remote.port;
+                if (i.ipv6) {
+                    e.ipv6 = 1;
+                    std::memcpy(e.local6, i.local6.ip.b, 16);
+                    std::memcpy(e.remote6, i.remote6.ip.b, 16);
+                }
+                e.rx_readable = i.rx_used;
+                e.datagrams = i.rx_datagrams;
+                e.memory_bytes = i.rx_size;
+                e.drops = i.drops;
+                c->out->push_back(e);
+            },
+            &ctx);
+    }
     const stats::Header *h = stats_.header();
     const uint32_t count = uint32_t(std::min<size_t>(conn_scratch_.size(), h->conn_capacity));
     std::atomic<uint32_t> *seq = stats_.conn_seq(index_);
     const uint32_t s0 = seq->fetch_add(1, std::memory_order_acquire); // odd: readers retry
-    const stats::ConnTableHeader th{count, total, now};
+    const stats::ConnTableHeader th{count, total, udp_total, 0, now};
     stats::store_words(stats_.conn_header(index_), &th, sizeof th);
     stats::store_words(stats_.conns(index_), conn_scratch_.data(), count * sizeof(stats::ConnEntry));
     seq->store(s0 + 2, std::memory_order_release);

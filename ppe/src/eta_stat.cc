@@ -82,6 +82,7 @@ class Region {
         s->apps.clear();
         s->conns.clear();
         s->conns_total = 0;
+        s->udp_total = 0;
         bool ok = true;
         // Each block waits out a writer caught mid-copy (read_patiently: the
         // engine may be descheduled with its seqlock odd on a busy machine).
@@ -108,6 +109,7 @@ class Region {
                 if (v.conn_seq(e)->load(std::memory_order_relaxed) != s0) return false;
                 s->conns.insert(s->conns.end(), tmp.begin(), tmp.end());
                 s->conns_total += th.total;
+                s->udp_total += th.udp_total;
                 return true;
             });
         }
@@ -292,17 +294,36 @@ std::string text_view(const Snapshot &s, bool conns)
             appendf(&out, "%7d  lost wakeups %" PRIu64 " (each recovered by the shim's watchdog within 1 s)\n", pr.pid,
                     pr.lost_wakeups);
     }
+    size_t n_tcp = 0;
+    for (const ConnEntry &c : s.conns) n_tcp += c.proto == kProtoTcp;
     appendf(&out, "\nconnections: %u", s.conns_total);
-    if (s.conns_total > s.conns.size()) appendf(&out, " (%zu shown)", s.conns.size());
+    if (s.conns_total > n_tcp) appendf(&out, " (%zu shown)", n_tcp);
     appendf(&out, "\n");
-    if (!conns || s.conns.empty()) return out;
-    appendf(&out, "  sock     pid  state        local                  remote                 rx-queue  tx-unacked  "
-                "cwnd     srtt-us  retrans  memory\n");
-    for (const ConnEntry &c : s.conns)
-        appendf(&out, "%6u %7d  %-12s %-22s %-22s %8u %11u %8u %8u %8" PRIu64 " %7u\n", c.sock, c.app_pid,
-                    tcp_state_name(c.state), conn_end(c, true).c_str(), conn_end(c, false).c_str(), c.rx_readable,
-                    c.tx_unacked,
-                    c.cwnd, c.srtt_us, c.retransmits, c.memory_bytes);
+    if (conns && n_tcp) {
+        appendf(&out, "  sock     pid  state        fam local                  remote                 rx-queue  "
+                    "tx-unacked  cwnd     srtt-us  retrans  memory\n");
+        for (const ConnEntry &c : s.conns)
+            if (c.proto == kProtoTcp)
+                appendf(&out, "%6u %7d  %-12s tcp%c %-22s %-22s %8u %11u %8u %8u %8" PRIu64 " %7u\n", c.sock,
+                        c.app_pid, tcp_state_name(c.state), c.ipv6 ? '6' : '4', conn_end(c, true).c_str(),
+                        conn_end(c, false).c_str(), c.rx_readable, c.tx_unacked, c.cwnd, c.srtt_us, c.retransmits,
+                        c.memory_bytes);
+    }
+    // UDP sockets (issue 31): what each holds and what it lost.
+    const size_t n_udp = s.conns.size() - n_tcp;
+    appendf(&out, "udp sockets: %u", s.udp_total);
+    if (s.udp_total > n_udp) appendf(&out, " (%zu shown)", n_udp);
+    appendf(&out, "\n");
+    if (conns && n_udp) {
+        appendf(&out, "  sock     pid  fam  local                  peer                   rx-queue  datagrams  drops  "
+                    "memory\n");
+        for (const ConnEntry &c : s.conns)
+            if (c.proto == kProtoUdp)
+                appendf(&out, "%6u %7d  udp%c %-22s %-22s %8u %10u %6" PRIu64 " %7u\n", c.sock, c.app_pid,
+                        c.ipv6 ? '6' : '4', conn_end(c, true).c_str(),
+                        c.remote_port ? conn_end(c, false).c_str() : "-", c.rx_readable, c.datagrams, c.drops,
+                        c.memory_bytes);
+    }
     return out;
 }
 

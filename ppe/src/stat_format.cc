@@ -553,11 +553,13 @@ std::string to_prometheus(const Snapshot &s)
     apps_prometheus(s, x);
     programs_prometheus(s, x);
     x.gauge("connections", "TCP connections the engines hold now", {}, uint64_t(s.conns_total));
+    x.gauge("udp_sockets", "UDP sockets the engines hold now", {}, uint64_t(s.udp_total));
     std::map<std::string, uint64_t> by_state;
     for (const char *name : {"LISTEN", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT1", "FIN_WAIT2", "CLOSE_WAIT",
                              "CLOSING", "LAST_ACK", "TIME_WAIT"})
         by_state[name] = 0;
-    for (const ConnEntry &c : s.conns) by_state[tcp_state_name(c.state)]++;
+    for (const ConnEntry &c : s.conns)
+        if (c.proto == kProtoTcp) by_state[tcp_state_name(c.state)]++;
     for (const auto &[state, n] : by_state)
         x.gauge("connections_by_state", "connections in the published tables, by TCP state", {{"state", state}}, n);
     return x.text();
@@ -707,11 +709,27 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
     }
     out["programs"] = std::move(programs);
     out["connections_total"] = s.conns_total;
+    out["udp_sockets_total"] = s.udp_total;
     if (with_conns) {
-        json conns = json::array();
+        json conns = json::array(), udp = json::array();
         for (const ConnEntry &c : s.conns) {
+            if (c.proto == kProtoUdp) {
+                udp.push_back({{"sock", c.sock},
+                               {"app_pid", c.app_pid},
+                               {"proto", "udp"},
+                               {"family", c.ipv6 ? 6 : 4},
+                               {"local", conn_end(c, true)},
+                               {"remote", c.remote_port ? conn_end(c, false) : ""},
+                               {"rx_queued_bytes", c.rx_readable},
+                               {"rx_datagrams", c.datagrams},
+                               {"drops", c.drops},
+                               {"memory_bytes", c.memory_bytes}});
+                continue;
+            }
             conns.push_back({{"sock", c.sock},
                              {"app_pid", c.app_pid},
+                             {"proto", "tcp"},
+                             {"family", c.ipv6 ? 6 : 4},
                              {"state", tcp_state_name(c.state)},
                              {"local", conn_end(c, true)},
                              {"remote", conn_end(c, false)},
@@ -727,6 +745,7 @@ nlohmann::ordered_json to_json(const Snapshot &s, bool with_conns)
                              {"bytes_out", c.bytes_out}});
         }
         out["connections"] = std::move(conns);
+        out["udp_sockets"] = std::move(udp);
     }
     return out;
 }

@@ -31,8 +31,9 @@ struct Snapshot {
     std::vector<StackCounters> stacks; // [engine * n_ports + port]
     std::vector<PortInfo> ports;
     std::vector<AppCounters> apps;
-    std::vector<ConnEntry> conns;
-    uint32_t conns_total = 0;
+    std::vector<ConnEntry> conns; // TCP sockets, then UDP ones (ConnEntry::proto)
+    uint32_t conns_total = 0;     // TCP sockets the engines hold
+    uint32_t udp_total = 0;       // UDP sockets the engines hold
     // What each program under libeta-preload.so publishes beside the control
     // socket (<socket>.preload/<pid>): its sockets by where they went, accepts,
     // waits, calls refused. Read apart from the region (read_programs()).

@@ -22,7 +22,7 @@
 namespace ppe::stats {
 
 constexpr uint64_t kMagic = 0x31544154534d5445ull; // "ETMSTAT1"
-constexpr uint32_t kVersion = 19; // 19: IPv6 addresses in ConnEntry (ipv6, local6, remote6); 18: MLD counters in mars::StackStats (mld_query_in, mld_report_in, mld_drop, mld_out); 17: rejected_commands per engine; 16: program-side latency stages (program_wake ... program_taken), prog_* counters and the slow-request log in Latency (issue 33); 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
+constexpr uint32_t kVersion = 20; // 20: UDP sockets in the connection table (ConnEntry::proto); 19: IPv6 addresses in ConnEntry (ipv6, local6, remote6); 18: MLD counters in mars::StackStats (mld_query_in, mld_report_in, mld_drop, mld_out); 17: rejected_commands per engine; 16: program-side latency stages (program_wake ... program_taken), prog_* counters and the slow-request log in Latency (issue 33); 15: per-engine latency block (Latency: stage histograms of sampled requests, latency_off in Header; issue 33); 14: local connection counters in mars::StackStats (local_frames, local_bytes, local_conns, drop_local_full; issue 29); 13: IPv6 addresses in PortInfo (addr6, addr6_prefix, n_addr6), IPv6/ICMPv6/ND counters in mars::StackStats (ip6_*, icmp6_*, nd_*), UDP and IGMP counters in mars::StackStats (udp_in ... igmp_out); 12: vnet port counters in PortInfo, ARP failure counters in mars::StackStats (arp_failed, drop_arp_unresolved, tcp_connects_unreachable); 11: kernel (shared port) counters per stack; 10: contended_windows per engine; 9: transmit run / TSO counters in mars::StackStats; 8: posted receive counters per engine; 7: rx_wakes per engine; 6: receive coalescing counters in mars::StackStats; 2: mars::StackStats gained the receive pipeline counters; 3: steering counters per engine; 4: digest counters; 5: copy engine in the header, below-threshold/ring-wrap copy fallbacks
 constexpr uint32_t kMaxEngines = 64;
 constexpr uint32_t kMaxPorts = 8;
 
@@ -288,12 +288,16 @@ struct AppCounters {
     uint64_t bytes_in, bytes_out;
 };
 
+// ConnEntry::proto: what the entry is.
+constexpr uint8_t kProtoTcp = 0, kProtoUdp = 1;
+
 struct ConnEntry {
     int32_t app_pid;        // 0: not tied to an application (e.g. closing)
     uint32_t sock;
-    uint8_t state;          // mars::TcpState
-    uint8_t ipv6;           // 1: an IPv6 connection, its addresses in local6/remote6 (local_ip/remote_ip 0)
-    uint8_t pad_[2];
+    uint8_t state;          // mars::TcpState (TCP); UDP: kClosed, the entry's proto says what it is
+    uint8_t ipv6;           // 1: an IPv6 socket, its addresses in local6/remote6 (local_ip/remote_ip 0)
+    uint8_t proto;          // kProtoTcp or kProtoUdp (version 20)
+    uint8_t pad_;
     uint32_t local_ip, remote_ip;
     uint16_t local_port, remote_port;
     uint32_t rx_readable, tx_unacked, tx_space;
@@ -302,13 +306,20 @@ struct ConnEntry {
     uint32_t memory_bytes;  // its two rings
     uint64_t retransmits, bytes_in, bytes_out;
     uint8_t local6[16], remote6[16]; // network byte order (version 19)
+    // UDP (version 20): datagrams waiting in the receive ring (rx_readable:
+    // their ring bytes; memory_bytes: the ring), datagrams dropped for a full
+    // ring; a connected socket's peer in remote (port 0: not connected).
+    uint32_t datagrams, pad2_;
+    uint64_t drops;
 };
 
 static_assert(sizeof(ConnEntry) % 8 == 0);
 
 struct ConnTableHeader {
-    uint32_t count;         // valid entries that follow
-    uint32_t total;         // connections the engine has (may exceed capacity)
+    uint32_t count;         // valid entries that follow (TCP, then UDP)
+    uint32_t total;         // TCP sockets the engine has (may exceed capacity)
+    uint32_t udp_total;     // UDP sockets the engine has (version 20)
+    uint32_t pad_;
     uint64_t published_ns;
 };
 

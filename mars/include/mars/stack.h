@@ -623,6 +623,9 @@ class UdpSockets {
     // Frees the socket at once (memberships left, ring reclaimed); kEvClosed follows.
     virtual int close(SockId s) = 0;
     virtual int info(SockId s, UdpInfo *out) const = 0;
+    // Calls fn for every open socket with its id, what info() gives and its
+    // user tag, in index order (eta-stat's table; the control path).
+    virtual void for_each_socket(void (*fn)(SockId, const UdpInfo &, uint64_t user, void *arg), void *arg) const = 0;
 
   protected:
     ~UdpSockets() = default;

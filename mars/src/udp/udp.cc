@@ -368,6 +368,15 @@ int UdpLayer::info(SockId id, UdpInfo *out) const
     return 0;
 }
 
+void UdpLayer::for_each_socket(void (*fn)(SockId, const UdpInfo &, uint64_t user, void *arg), void *arg) const
+{
+    for (const UdpSock &s : socks_) {
+        if (!s.used) continue;
+        UdpInfo i;
+        if (info(id_of(s), &i) == 0) fn(id_of(s), i, s.user, arg);
+    }
+}
+
 // ---- receive: the application's side ---------------------------------------------
 
 int64_t UdpLayer::recv_from(SockId id, void *data, size_t len, UdpRecord *rec, bool peek)

@@ -156,6 +156,7 @@ class UdpLayer final : public UdpSockets, public Ipv4DatagramUpper {
     int leave6(SockId s, const UdpGroup6 &g) override;
     int close(SockId s) override;
     int info(SockId s, UdpInfo *out) const override;
+    void for_each_socket(void (*fn)(SockId, const UdpInfo &, uint64_t user, void *arg), void *arg) const override;
 
     // Ipv4DatagramUpper
     void udp_input(PacketRef &f, const wire::Ipv4 *ip, unsigned ihl, unsigned total) override;

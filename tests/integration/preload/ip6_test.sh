@@ -80,6 +80,9 @@ read -r _ sent _ got n _ <<<"$eta"
 # The program's own counters (eta-stat, while it runs): accepted through the PPE, not the kernel half.
 wait_until 10 ppe_true "any(p['accepted'] == 1 and p['kernel_accepted'] == 0 for p in d['programs'])" ||
     fail "eta-stat does not count the IPv6 connection accepted through the PPE: $(ppe_stat --json | head -c 2000)"
+# Its socket table names each socket's protocol and family: the listener TCP over IPv6 on [::].
+wait_until 10 ppe_true "any(c['proto'] == 'tcp' and c['family'] == 6 and c['state'] == 'LISTEN' and c['local'] == '[::]:$port' for c in d['connections'])" ||
+    fail "eta-stat's socket table does not list the listener on [::]:$port as TCP over IPv6: $(ppe_json "[(c['proto'], c['family'], c['state'], c['local']) for c in d['connections']]")"
 eta4=$(peer timeout 120 "$py" "$TOOL" client "$ETA_LAB_PPE_IP" "$port" 100000 7) || fail "the IPv4 client failed: $eta4"
 read -r _ s4 _ g4 _ <<<"$eta4"
 [ "$s4" = "$g4" ] || fail "IPv4 over the dual-stack listener: $eta4"

@@ -125,6 +125,11 @@ grep -q '^accelerated [1-9]' "$work/sockets" || fail "eta-stat does not list the
 if grep -v '^accelerated ' "$work/sockets" | grep -cv ' 0$' >/dev/null; then
     fail "eta-stat counts sockets of the server fallen back to the kernel: $(cat "$work/sockets")"
 fi
+# eta-stat's socket table names its protocol and family: UDP over IPv6 on [::]
+# (the engines publish it while they work and when they nap: a bounded wait).
+wait_until 10 ppe_true "any(u['proto'] == 'udp' and u['family'] == 6 and u['local'] == '[::]:$port' for u in d['udp_sockets'])" ||
+    fail "eta-stat's socket table does not list the server's UDP socket on [::]:$port: $(ppe_json "d.get('udp_sockets')")"
+ppe_stat | grep -E "^udp sockets|udp6 +\[::\]:$port " | sed 's/^/    eta-stat: /' || true
 peer "$py" "$here/udp6.py" quit "$H6" "$port"
 wait "$srv_pid" || fail "the server exited $?: $(cat "$work/srv.out" "$work/srv.err")"
 if grep -E 'fd [0-9]+: (kernel|fallback)' "$work/srv.err"; then fail "a socket of the server went to the kernel"; fi

@@ -120,6 +120,29 @@ void fill_fixture(Snapshot &s)
         s.conns.push_back(c);
     }
     s.conns_total = 4;
+    { // UDP sockets (version 20): a dual-stack one on [::]:53, a connected IPv4 one
+        ConnEntry u{};
+        u.app_pid = 101;
+        u.sock = 7;
+        u.proto = kProtoUdp;
+        u.ipv6 = 1;
+        u.local_port = 53;
+        u.rx_readable = 96;
+        u.datagrams = 3;
+        u.drops = 2;
+        u.memory_bytes = 262144;
+        s.conns.push_back(u);
+        ConnEntry v{};
+        v.app_pid = 101;
+        v.sock = 8;
+        v.proto = kProtoUdp;
+        v.local_ip = s.ports[0].ip;
+        v.local_port = 5000;
+        v.remote_ip = (198u << 24) | (18u << 16) | 9;
+        v.remote_port = 53;
+        s.conns.push_back(v);
+    }
+    s.udp_total = 2;
     eta_preload_stats pr{}; // one program under the shim
     pr.magic = ETA_PRELOAD_STATS_MAGIC;
     pr.version = ETA_PRELOAD_STATS_VERSION;

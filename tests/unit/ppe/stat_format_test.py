@@ -163,6 +163,9 @@ class Prometheus(unittest.TestCase):
         self.assertEqual(self.sample("eta_connections").value, 4)
         self.assertEqual(self.sample("eta_connections_by_state", state="ESTABLISHED").value, 3)
         self.assertEqual(self.sample("eta_connections_by_state", state="LISTEN").value, 1)
+        # UDP sockets (issue 31): counted apart, never in the TCP states.
+        self.assertEqual(self.sample("eta_udp_sockets").value, 2)
+        self.assertEqual(sum(s.value for s in self.families["eta_connections_by_state"].samples), 4)
 
 
 class Json(unittest.TestCase):
@@ -183,6 +186,14 @@ class Json(unittest.TestCase):
         self.assertEqual([a["name"] for a in d["apps"]], ["redis-server", "nginx"])
         self.assertEqual([c["state"] for c in d["connections"]], ["LISTEN", "ESTABLISHED", "ESTABLISHED", "ESTABLISHED"])
         self.assertEqual(d["connections"][0]["local"], "198.18.0.1:6379")
+        # Each socket's protocol and family (issue 31).
+        self.assertEqual([(c["proto"], c["family"]) for c in d["connections"]], [("tcp", 4)] * 3 + [("tcp", 6)])
+        self.assertEqual(d["udp_sockets_total"], 2)
+        self.assertEqual(d["udp_sockets"], [
+            {"sock": 7, "app_pid": 101, "proto": "udp", "family": 6, "local": "[::]:53", "remote": "",
+             "rx_queued_bytes": 96, "rx_datagrams": 3, "drops": 2, "memory_bytes": 262144},
+            {"sock": 8, "app_pid": 101, "proto": "udp", "family": 4, "local": "198.18.0.1:5000",
+             "remote": "198.18.0.9:53", "rx_queued_bytes": 0, "rx_datagrams": 0, "drops": 0, "memory_bytes": 0}])
         # An IPv6 connection names its IPv6 addresses (version 19), bracketed as ss prints them.
         self.assertEqual((d["connections"][3]["local"], d["connections"][3]["remote"]),
                          ("[2001:2:0:1::1]:443", "[2001:2:0:1::2]:50000"))
