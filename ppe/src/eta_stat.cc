@@ -300,7 +300,7 @@ std::string text_view(const Snapshot &s, bool conns)
     if (s.conns_total > n_tcp) appendf(&out, " (%zu shown)", n_tcp);
     appendf(&out, "\n");
     if (conns && n_tcp) {
-        appendf(&out, "  sock     pid  state        fam local                  remote                 rx-queue  "
+        appendf(&out, "  sock     pid  state        fam  local                  remote                 rx-queue  "
                     "tx-unacked  cwnd     srtt-us  retrans  memory\n");
         for (const ConnEntry &c : s.conns)
             if (c.proto == kProtoTcp)
