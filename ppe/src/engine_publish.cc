@@ -15,6 +15,31 @@
 
 namespace ppe {
 
+namespace {
+
+// What a TCP entry and a UDP entry of the connection table share: the id,
+// the owning process (a socket's user tag names its DTI group, bits
+// 32..47, whose first member is the process that attached) and the names.
+void fill_names(stats::ConnEntry *e, mars::SockId id, uint64_t user, const std::vector<int32_t> &group_pid,
+                const mars::Endpoint &local, const mars::Endpoint &remote, bool ipv6, const mars::Ip6Addr &local6,
+                const mars::Ip6Addr &remote6)
+{
+    const size_t group = size_t((user >> 32) & 0xffff);
+    e->app_pid = user && group < group_pid.size() ? group_pid[group] : 0;
+    e->sock = id;
+    e->local_ip = local.ip;
+    e->local_port = local.port;
+    e->remote_ip = remote.ip;
+    e->remote_port = remote.port;
+    if (ipv6) {
+        e->ipv6 = 1;
+        std::memcpy(e->local6, local6.b, 16);
+        std::memcpy(e->remote6, remote6.b, 16);
+    }
+}
+
+} // namespace
+
 void Engine::publish_apps()
 {
     if (!dti_) return;
@@ -121,19 +146,8 @@ void Engine::publish(uint64_t now, bool with_conns)
                 auto *c = static_cast<Ctx *>(arg);
                 (*c->total)++;
                 stats::ConnEntry e{};
-                const size_t group = size_t((user >> 32) & 0xffff);
-                e.app_pid = user && group < c->group_pid->size() ? (*c->group_pid)[group] : 0;
-                e.sock = id;
+                fill_names(&e, id, user, *c->group_pid, i.local, i.remote, i.ipv6, i.local6.ip, i.remote6.ip);
                 e.state = uint8_t(i.state);
-                e.local_ip = i.local.ip;
-                e.local_port = i.local.port;
-                e.remote_ip = i.remote.ip;
-                e.remote_port = i.remote.port;
-                if (i.ipv6) {
-                    e.ipv6 = 1;
-                    std::memcpy(e.local6, i.local6.ip.b, 16);
-                    std::memcpy(e.remote6, i.remote6.ip.b, 16);
-                }
                 e.rx_readable = i.rx_readable;
                 e.tx_unacked = i.tx_unacked;
                 e.tx_space = i.tx_space;
@@ -168,19 +182,8 @@ void Engine::publish(uint64_t now, bool with_conns)
                 auto *c = static_cast<Ctx *>(arg);
                 (*c->total)++;
                 stats::ConnEntry e{};
-                const size_t group = size_t((user >> 32) & 0xffff);
-                e.app_pid = user && group < c->group_pid->size() ? (*c->group_pid)[group] : 0;
-                e.sock = id;
+                fill_names(&e, id, user, *c->group_pid, i.local, i.remote, i.ipv6, i.local6.ip, i.remote6.ip);
                 e.proto = stats::kProtoUdp;
-                e.local_ip = i.local.ip;
-                e.local_port = i.local.port;
-                e.remote_ip = i.remote.ip;
-                e.remote_port = i.remote.port;
-                if (i.ipv6) {
-                    e.ipv6 = 1;
-                    std::memcpy(e.local6, i.local6.ip.b, 16);
-                    std::memcpy(e.remote6, i.remote6.ip.b, 16);
-                }
                 e.rx_readable = i.rx_used;
                 e.datagrams = i.rx_datagrams;
                 e.memory_bytes = i.rx_size;
