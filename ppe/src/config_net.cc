@@ -60,6 +60,25 @@ bool same6(const mars::Ip6Addr &a, const mars::Ip6Addr &b) { return std::memcmp(
 
 bool is_link_local6(const mars::Ip6Addr &a) { return a.b[0] == 0xfe && (a.b[1] & 0xc0) == 0x80; }
 
+// What kind of IPv6 address a is, for the checks of address6 and gateway6
+// (RFC 4291 2.4-2.5: ::, ::1, ::/96, ::ffff:0:0/96, ff00::/8, fe80::/10).
+enum class Kind6 { kUnspecified, kLoopback, kV4Compatible, kV4Mapped, kMulticast, kLinkLocal, kUnicast };
+
+Kind6 kind6(const mars::Ip6Addr &a)
+{
+    const uint8_t *b = a.b;
+    bool zero10 = true;
+    for (int i = 0; i < 10; i++) zero10 &= b[i] == 0;
+    if (zero10 && b[10] == 0 && b[11] == 0) {
+        const uint32_t last = uint32_t(b[12]) << 24 | uint32_t(b[13]) << 16 | uint32_t(b[14]) << 8 | b[15];
+        return last == 0 ? Kind6::kUnspecified : last == 1 ? Kind6::kLoopback : Kind6::kV4Compatible;
+    }
+    if (zero10 && b[10] == 0xff && b[11] == 0xff) return Kind6::kV4Mapped;
+    if (b[0] == 0xff) return Kind6::kMulticast;
+    if (is_link_local6(a)) return Kind6::kLinkLocal;
+    return Kind6::kUnicast;
+}
+
 // Inside one of the port's address6 prefixes (on its link).
 bool on_port6(const PortConfig &p, const mars::Ip6Addr &a)
 {
@@ -87,18 +106,17 @@ std::string gateway6_problem(const std::string &text, mars::Ip6Addr *gw)
         return "has a zone (%...); the port is the link: write the address alone, e.g. \"fe80::1\" (with "
                "port = \"NAME\" in a [[route]] where there are several ports)";
     if (!parse_ipv6(text, gw)) return "is not an IPv6 address; " + example;
-    const uint8_t *b = gw->b;
-    bool zero10 = true;
-    for (int i = 0; i < 10; i++) zero10 &= b[i] == 0;
-    const bool zero12 = zero10 && b[10] == 0 && b[11] == 0;
-    const uint32_t last = uint32_t(b[12]) << 24 | uint32_t(b[13]) << 16 | uint32_t(b[14]) << 8 | b[15];
-    if (zero12 && last == 0) return "is the unspecified address (::), not a router; " + example;
-    if (zero12 && last == 1) return "is the loopback address (::1), not a router; " + example;
-    if (zero12) return "is an IPv4-compatible address (::/96, deprecated by RFC 4291); " + example;
-    if (zero10 && b[10] == 0xff && b[11] == 0xff)
+    switch (kind6(*gw)) {
+    case Kind6::kUnspecified: return "is the unspecified address (::), not a router; " + example;
+    case Kind6::kLoopback: return "is the loopback address (::1), not a router; " + example;
+    case Kind6::kV4Compatible: return "is an IPv4-compatible address (::/96, deprecated by RFC 4291); " + example;
+    case Kind6::kV4Mapped:
         return "is an IPv4-mapped address (::ffff:0:0/96), which names an IPv4 host; an IPv4 gateway is written "
                "A.B.C.D (`gateway`, or an IPv4 [[route]]); for IPv6 " + example;
-    if (b[0] == 0xff) return "is a multicast address (ff00::/8), not one router; " + example;
+    case Kind6::kMulticast: return "is a multicast address (ff00::/8), not one router; " + example;
+    case Kind6::kLinkLocal:
+    case Kind6::kUnicast: break;
+    }
     return "";
 }
 
@@ -240,25 +258,25 @@ void parse_address6(Section &p, PortConfig *port)
                 bad("has prefix length \"" + pl + "\"; allowed 1 to 128 (64 when omitted)");
             e.prefix = uint8_t(v);
         }
-        const uint8_t *b = e.addr.b;
-        bool zero12 = true;
-        for (int i = 0; i < 12; i++) zero12 &= b[i] == 0;
-        const bool mapped = zero12 ? false : [&] {
-            for (int i = 0; i < 10; i++)
-                if (b[i] != 0) return false;
-            return b[10] == 0xff && b[11] == 0xff;
-        }();
-        const uint32_t last = uint32_t(b[12]) << 24 | uint32_t(b[13]) << 16 | uint32_t(b[14]) << 8 | b[15];
-        if (zero12 && last == 0) bad("is the unspecified address (::); write one of the port's own addresses");
-        if (zero12 && last == 1) bad("is the loopback address (::1); write one of the port's own addresses");
-        if (zero12) bad("is an IPv4-compatible address (::/96, deprecated by RFC 4291); write a native IPv6 address");
-        if (mapped)
-            bad("is an IPv4-mapped address (::ffff:0:0/96), which names an IPv4 host; put the IPv4 address in "
-                "`address` and a native IPv6 address here");
-        if (b[0] == 0xff) bad("is a multicast address (ff00::/8); a port's address must be unicast");
-        if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-            bad("is link-local (fe80::/10); the port's link-local address is always derived from its MAC, so leave "
-                "it out and list only global or unique-local addresses");
+        const char *why = nullptr;
+        switch (kind6(e.addr)) {
+        case Kind6::kUnspecified: why = "is the unspecified address (::); write one of the port's own addresses"; break;
+        case Kind6::kLoopback: why = "is the loopback address (::1); write one of the port's own addresses"; break;
+        case Kind6::kV4Compatible:
+            why = "is an IPv4-compatible address (::/96, deprecated by RFC 4291); write a native IPv6 address";
+            break;
+        case Kind6::kV4Mapped:
+            why = "is an IPv4-mapped address (::ffff:0:0/96), which names an IPv4 host; put the IPv4 address in "
+                  "`address` and a native IPv6 address here";
+            break;
+        case Kind6::kMulticast: why = "is a multicast address (ff00::/8); a port's address must be unicast"; break;
+        case Kind6::kLinkLocal:
+            why = "is link-local (fe80::/10); the port's link-local address is always derived from its MAC, so "
+                  "leave it out and list only global or unique-local addresses";
+            break;
+        case Kind6::kUnicast: break;
+        }
+        if (why) bad(why);
         for (const mars::Ip6Prefix &o : port->addr6)
             if (std::memcmp(o.addr.b, e.addr.b, 16) == 0)
                 bad("is listed twice (as \"" + format_ipv6(o) + "\" before); list each address once");
