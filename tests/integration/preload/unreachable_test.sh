@@ -5,7 +5,7 @@
 # after the SYN retries (~127 s, ETIMEDOUT).
 #   unreachable_test.sh ETA_PPE LIBETA_PRELOAD ETA_RUN ETA_STAT
 # unreachable_probe.py connects blocking (connect's errno) and non-blocking
-# (poll's bits, SO_ERROR), first on the kernel over the kernel link (to an
+# (poll reporting the error, SO_ERROR), first on the kernel over the kernel link (to an
 # unused address of its /24: the expected answers), then under eta-run through
 # the PPE (an unused address of the PPE's /24). The answers must be the same,
 # EHOSTUNREACH among them; eta-stat must count the failed resolutions and the
