@@ -206,12 +206,32 @@ static int cancel_post(dti_ctx_t *c, dti_sock_t s, uint64_t ud, struct dti_cqe *
     return w == 1 ? e->res : w;
 }
 
-ssize_t dti_recv_posted(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_t min, int timeout_ms)
+/* Copies from the ring until at least min bytes came, the stream ended or
+ * failed, or the deadline passed (bytes taken are returned before any of
+ * those; the end or the error is then answered by the next call). */
+static ssize_t recv_copy_min(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_t min, uint64_t deadline)
 {
-    if (len < DTI_RECV_POST_MIN || c->d->post_refused)
-        return dti_recv_wait(c, s, buf, len, timeout_ms);
-    if (len > (1u << 30))
-        len = 1u << 30;
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = dti_recv(c, s, (uint8_t *)buf + got, len - got);
+        if (n > 0) {
+            got += (size_t)n;
+            if (got >= min)
+                return (ssize_t)got;
+            continue;
+        }
+        if (n != -EAGAIN)
+            return got ? (ssize_t)got : n;
+        int rc = wait_ready(c, s, DTI_POLLIN, deadline);
+        if (rc < 0)
+            return got ? (ssize_t)got : rc;
+    }
+}
+
+/* Posts [buf, buf + len) for at least min bytes and waits for the answer
+ * (on timeout or interruption: cancels, and returns what landed). */
+static ssize_t post_and_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_t min, int timeout_ms)
+{
     uint64_t ud = dti__next_ud(c);
     int prc;
     DTI_SYNC_PREP(prc, c, dti_prep_recv_post(c, s, buf, (uint32_t)len, (uint32_t)(min < len ? min : len), ud));
@@ -234,9 +254,42 @@ ssize_t dti_recv_posted(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_
         return w;
     if (e.res == -EOPNOTSUPP) {
         c->d->post_refused = true; /* counted by the engine (post_fallbacks) */
-        return dti_recv_wait(c, s, buf, len, timeout_ms);
+        return recv_copy_min(c, s, buf, len, min, deadline_of(timeout_ms));
     }
     return e.res;
+}
+
+/* Posts what is still to come: the bytes the ring already holds are copied
+ * here first (a read of shared memory: no round trip, no wakeup), as the
+ * shim's reads do. A post for bytes that are already there made the engine
+ * write them with a system call on its own core and wake this thread for
+ * them: on a stream the program reads more slowly than it arrives, every
+ * read (dti/README.md "Posted receive into the program's memory"). */
+ssize_t dti_recv_posted(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_t min, int timeout_ms)
+{
+    if (len > (1u << 30))
+        len = 1u << 30;
+    if (min == 0)
+        min = 1;
+    if (min > len)
+        min = len;
+    if (len < DTI_RECV_POST_MIN || c->d->post_refused)
+        return recv_copy_min(c, s, buf, len, min, deadline_of(timeout_ms));
+    size_t got = 0;
+    ssize_t n = dti_recv(c, s, buf, len);
+    if (n > 0) {
+        got = (size_t)n;
+        if (got >= min)
+            return (ssize_t)got;
+    } else if (n != -EAGAIN) {
+        return n; /* end of stream, the socket's error, a post already out */
+    }
+    ssize_t r = len - got < DTI_RECV_POST_MIN /* the rest is too small to post */
+                    ? recv_copy_min(c, s, (uint8_t *)buf + got, len - got, min - got, deadline_of(timeout_ms))
+                    : post_and_wait(c, s, (uint8_t *)buf + got, len - got, min - got, timeout_ms);
+    if (r > 0)
+        return (ssize_t)got + r;
+    return got ? (ssize_t)got : r; /* bytes taken count; the end or the error is answered next time */
 }
 
 ssize_t dti_send_all(dti_ctx_t *c, dti_sock_t s, const void *buf, size_t len, int timeout_ms)

@@ -566,11 +566,15 @@ int dti_prep_recv_into(dti_ctx_t *c, dti_sock_t s, const struct dti_buf *buf, ui
  * completion is the one answer; no byte is lost or duplicated. */
 int dti_prep_recv_post(dti_ctx_t *c, dti_sock_t s, void *buf, uint32_t len, uint32_t min, uint64_t user_data);
 int dti_prep_recv_cancel(dti_ctx_t *c, dti_sock_t s);
-/* The blocking form: posts buf (when len >= the threshold and the engine
- * can write into this process; otherwise dti_recv_wait()), waits for the
- * completion (timeout_ms < 0: forever) and returns the bytes received (0:
- * EOF) or a negative error. On timeout it cancels: returns the bytes that
- * landed, or -ETIMEDOUT. */
+/* The blocking form: returns once at least `min` bytes are in buf (0 counts
+ * as 1; more than len as len), the stream ended or failed, or timeout_ms
+ * passed (< 0: forever). The bytes the ring already holds are copied by the
+ * caller (no round trip); the rest of buf is posted when it is at least the
+ * threshold and the engine can write into this process, else copied as the
+ * bytes come. Returns the bytes received (0: EOF) or a negative error; bytes
+ * taken before an end, an error or the timeout are returned first (the end
+ * or the error answers the next call). On timeout a post is cancelled: its
+ * landed bytes count, -ETIMEDOUT when none came. */
 ssize_t dti_recv_posted(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, size_t min, int timeout_ms);
 /* Posts below this many bytes are not worth a round trip through the engine
  * (measured: a post costs the program a wakeup, ~27 us on the 2-core lab VM,
