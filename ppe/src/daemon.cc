@@ -207,6 +207,7 @@ void publish_port(const stats::View &v, uint32_t i, const Port &p)
         info.ierrors = c.rx_dropped;
         info.oerrors = c.tx_errors;
         info.rx_nombuf = c.rx_nombuf;
+        info.imissed = p.vnet.socket_drops();
         info.rx_lro_frames = c.rx_lro_frames;
         info.rx_lro_segments = c.rx_lro_segments;
         info.rx_csum_valid = c.rx_csum_valid;

@@ -195,6 +195,16 @@ VnetCounters VnetPortState::sum() const
     return s;
 }
 
+uint64_t VnetPortState::socket_drops() const
+{
+    for (int fd : fds) {
+        tpacket_stats st{};
+        socklen_t len = sizeof st;
+        if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) socket_drops_ += st.tp_drops;
+    }
+    return socket_drops_;
+}
+
 uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h)
 {
     std::memset(h, 0, sizeof *h);

@@ -80,10 +80,17 @@ struct VnetPortState {
     std::vector<rte_mempool *> rx_pools;   // 64 KiB buffers, one pool per queue
     VnetCounters *counters = nullptr;      // one per queue (aligned array)
     uint32_t mtu = 0;                      // the interface's
+    mutable uint64_t socket_drops_ = 0;    // socket_drops()'s sum of what the kernel reset
     bool open(const PortConfig &pc, const std::vector<int> &numa_of_queue, uint32_t rx_buffers,
               uint8_t mac_out[6], std::string *error);
     void close();
     VnetCounters sum() const;
+    // Frames the kernel dropped at the queues' sockets because their receive
+    // buffers were full (the engine fell behind the peer): PACKET_STATISTICS'
+    // tp_drops, which the kernel resets at each read, summed over the reads
+    // here. The control thread's alone (the only reader, or counts would
+    // split between readers).
+    uint64_t socket_drops() const;
     // The interface's link, from sysfs: carrier, and speed in Mbit/s (0: unknown).
     void link(bool *up, uint64_t *speed_mbps) const;
     uint16_t queues() const { return uint16_t(fds.size()); }

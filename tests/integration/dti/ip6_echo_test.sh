@@ -7,7 +7,7 @@
 # went and of what came back are equal, and equal to the same exchange with
 # a kernel echo server on the kernel link's IPv6 address
 # (ETA_LAB_KERNEL_IP6): what eta does, Linux does. eta-stat counts the
-# segments as IPv6 packets of the engine's stack. Under ETA_TEST_SHARED=1
+# segments in the engine's IPv6 stack. Under ETA_TEST_SHARED=1
 # (the port shared with the kernel, issue 29) the eta socket's segments
 # stay in the engine and the kernel still answers ping -6.
 #   ip6_echo_test.sh ETA_PPE ETA_STAT DTI_ECHO_SERVER
@@ -22,8 +22,7 @@ ppe_lab6
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of eta-ppe's start"
 
-sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
-ip6_before=$(sum ip6_in)
+ip6_before=$(ppe_ip6_segments)
 
 note "dti-echo-server on [$H6] (the engine), a kernel client in the peer"
 port=$(free_port)
@@ -40,13 +39,13 @@ read -r _ sent _ got n _ <<<"$eta"
 
 # The engine publishes its counters every 10 ms while it works and when it
 # naps: the count may trail the exchange by a moment.
-ip6_grew() { [ $(($(sum ip6_in) - ip6_before)) -ge $((BYTES / 1500)) ]; }
+ip6_grew() { [ $(($(ppe_ip6_segments) - ip6_before)) -ge $((BYTES / 1500)) ]; }
 wait_until 20 ip6_grew || true
-ip6_after=$(sum ip6_in)
+ip6_after=$(ppe_ip6_segments)
 segs=$((ip6_after - ip6_before))
 # 4 MiB in segments of at most one MSS (1,440 bytes at MTU 1500): about 2,900.
 [ "$segs" -ge $((BYTES / 1500)) ] ||
-    fail "eta-stat counts $segs IPv6 packets in the engine's stack for $BYTES bytes received over IPv6"
+    fail "eta-stat counts $segs IPv6 segments in the engine's stack for $BYTES bytes received over IPv6"
 
 note "the same exchange with a kernel echo server on [$ETA_LAB_KERNEL_IP6] (the kernel link)"
 kport=$(free_port)
@@ -64,4 +63,4 @@ if [ "$(ppe_json "d['ports'][0]['kernel'] is None")" = False ]; then
     out=$(peer ping -6 -n -c 3 -i 0.2 -W 5 "$H6" 2>&1) || fail "ping -6 $H6 on the shared port: $out"
 fi
 ppe_stop
-echo "ip6_echo: $BYTES bytes each way over IPv6 through the engine (sha256 ${sent:0:16}...), as over the kernel link; $segs IPv6 packets in the engine - held"
+echo "ip6_echo: $BYTES bytes each way over IPv6 through the engine (sha256 ${sent:0:16}...), as over the kernel link; $segs IPv6 segments in the engine - held"

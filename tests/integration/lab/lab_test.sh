@@ -18,6 +18,9 @@ second_ip=$(sed -n 's/^ETA_LAB_PPE_IP=//p' <<<"$second")
 second_kip=$(sed -n 's/^ETA_LAB_KERNEL_IP=//p' <<<"$second")
 second_ns=$(sed -n 's/^ETA_LAB_NS=//p' <<<"$second")
 second_iface=$(sed -n 's/^ETA_LAB_PPE_IFACE=//p' <<<"$second")
+# The default port (no --driver): eta's vnet port (checked again below).
+grep -qx "device = \"vnet:$second_iface\"" "$(sed -n 's/^ETA_LAB_CONFIG=//p' <<<"$second")" ||
+    fail "a lab without --driver does not name device = \"vnet:$second_iface\" in its config"
 [ "$first_ip" != "$second_ip" ] && [ "$first_kip" != "$second_kip" ] && [ "$first_ns" != "$second_ns" ] ||
     fail "labs collide: $first_ip/$first_kip/$first_ns vs $second_ip/$second_kip/$second_ns"
 for ip in "$first_ip" "$second_ip" "$first_kip" "$second_kip"; do
@@ -122,7 +125,12 @@ ip netns exec "$vn_ns" ethtool -k "$vn_peer" | grep -cx "generic-segmentation-of
 "$ETA_LAB" down --name "t$$-vnet" || fail "down of the vnet lab failed"
 # The default driver, read from the second lab: it came up with no --driver
 # (the first came up through lab_up, which passes ETA_TEST_DRIVER).
-grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$second" || fail "a lab without --driver does not say ETA_LAB_DRIVER=af_packet"
+grep -qx "ETA_LAB_DRIVER=vnet" <<<"$second" || fail "a lab without --driver does not say ETA_LAB_DRIVER=vnet"
+# --shared without --driver: net_af_packet (the kernel cannot share a vnet port).
+sh_out=$("$ETA_LAB" up --name "t$$-shdef" --shared) || fail "eta-lab up --shared (no --driver) failed"
+on_exit "\"$ETA_LAB\" down --name t$$-shdef"
+grep -qx "ETA_LAB_DRIVER=af_packet" <<<"$sh_out" || fail "a --shared lab without --driver does not say ETA_LAB_DRIVER=af_packet"
+"$ETA_LAB" down --name "t$$-shdef" || fail "down of the --shared lab failed"
 
 note "kernel link: ping -6 both ways (no duplicate address detection to wait for)"
 peer timeout 20 ping -6 -c 2 -i 0.2 -W 2 "$ETA_LAB_KERNEL_IP6" >/dev/null || fail "the peer cannot ping6 $ETA_LAB_KERNEL_IP6"

@@ -88,6 +88,14 @@ ppe_stat() { timeout 10 "$ETA_STAT" --socket "$ETA_LAB_SOCKET" "$@"; }
 # Reads one value from eta-stat --json with a python expression over `d`.
 ppe_json() { ppe_stat --json | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
+# A python expression over `d` (eta-stat --json): the TCP segments over IPv6
+# the engines' stacks took since their start. Their IPv6 packets, and on a
+# port that delivers LRO frames (the vnet port, the lab's default) the further
+# segments each frame stood for (a port counts those for both families: only
+# a test whose IPv6 flows carry its bytes should compare the sum with them).
+PPE_IP6_SEGMENTS="(sum(s['ip6_in'] for e in d['engines'] for s in e['stacks']) + sum(p.get('rx_lro_segments', 0) - p.get('rx_lro_frames', 0) for p in d['ports']))"
+ppe_ip6_segments() { ppe_json "$PPE_IP6_SEGMENTS"; }
+
 # Succeeds when a python condition over `d` (eta-stat --json) holds; for
 # wait_until, which must re-read the counters on every try.
 ppe_true() { ppe_stat --json | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($1) else 1)"; }

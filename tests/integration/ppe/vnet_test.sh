@@ -12,6 +12,8 @@
 # out-of-order frames of 64 KiB held in MARS, retransmissions); then 32 MiB
 # received through 1% corruption: those frames come without the kernel's
 # checksum verdict, MARS checks and drops them, the stream stays verified.
+# Last, with the engine stopped, a UDP burst from the peer overflows the
+# queue's socket: the kernel's drops are counted as the port's imissed.
 #   vnet_test.sh ETA_PPE ETA_STAT ETA_PERF
 ETA_PPE=$1 ETA_STAT=$2 ETA_PERF=$3
 . "$(dirname "$0")/../lib.sh"
@@ -63,5 +65,19 @@ stream recv 33554432 "through 1% corruption"
 wait_until 10 ppe_true "d['ports'][0]['rx_csum_unknown'] > $unknown_before" ||
     fail "corrupted frames came with a checksum verdict: the engine would not check them"
 "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link both off
+# A stopped engine: what the peer sends fills the queue's socket and the
+# kernel drops the rest; the port counts those drops as imissed
+# (PACKET_STATISTICS) once the engine runs again.
+missed_before=$(ppe_json "d['ports'][0]['imissed']")
+kill -STOP "$PPE_REAL_PID"
+peer timeout 60 python3 -c "
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(60000): s.sendto(b'x' * 1400, (sys.argv[1], 9))
+" "$ETA_LAB_PPE_IP" || { kill -CONT "$PPE_REAL_PID"; fail "the peer's UDP burst failed"; }
+kill -CONT "$PPE_REAL_PID"
+wait_until 20 ppe_true "d['ports'][0]['imissed'] > $missed_before" ||
+    { ppe_stat --no-conns; fail "frames the kernel dropped at the stopped engine's socket were not counted (imissed)"; }
+echo "socket drops counted: $(ppe_json "d['ports'][0]['imissed']") frames"
 ppe_stop
 echo "PASS"

@@ -96,7 +96,7 @@ done
 wait "$usrv_pid" || fail "the peer's UDP echo server exited $?: $(cat "$work/usrv.out")"
 [ "$(grep -c "^echo $H6 " "$work/usrv.out")" = 32 ] || fail "the peer echoed other senders: $(cat "$work/usrv.out")"
 
-wait_until 10 ppe_true "sum(s['ip6_in'] for e in d['engines'] for s in e['stacks']) >= $((2 * BYTES / 1500))" || true
+wait_until 10 ppe_true "$PPE_IP6_SEGMENTS >= $((2 * BYTES / 1500))" || true
 no_route=$(sum ip6_drop_no_route)
 [ "$no_route" = 0 ] || fail "eta-stat counts $no_route IPv6 frames dropped for want of a route"
 ppe_stop

@@ -33,7 +33,6 @@ BYTES=$((4 << 20)) SEED=61
 ppe_lab6
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of eta-ppe's start"
-sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
 # The marks of what the PPE sends the peer, counted there (the lab's
 # namespace goes with the lab; the table is taken out first anyway).
 peer nft -f - <<EOF || fail "nftables counters in the peer namespace"
@@ -50,19 +49,20 @@ table inet eta_marks {
 }
 EOF
 on_exit "peer nft delete table inet eta_marks 2>/dev/null"
-# marked NAME: packets counted by counter NAME.
-marked() { peer nft list counter inet eta_marks "$1" | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
+# marked NAME: bytes counted by counter NAME (bytes, not packets: on the vnet
+# port the PPE's TSO frames reach the peer whole, a packet each).
+marked() { peer nft list counter inet eta_marks "$1" | sed -n 's/.*bytes \([0-9]*\).*/\1/p'; }
 # mark_rules PORT DIR "FAMILY saddr ADDR" NAME DSCP: what the PPE sends from
 # (DIR sport) or to (dport) PORT, counted in NAME_DSCP when marked DSCP, else NAME_other.
 mark_rules() {
     peer nft add rule inet eta_marks input $3 tcp "$2" "$1" "${3%% *}" dscp "$5" counter name "$4_$5" &&
         peer nft add rule inet eta_marks input $3 tcp "$2" "$1" "${3%% *}" dscp != "$5" counter name "$4_other"
 }
-ip6_before=$(sum ip6_in)
+ip6_before=$(ppe_ip6_segments)
 # ip6_grew BEFORE: the engines counted a segment's worth of IPv6 packets for
 # each 1500 of $BYTES since BEFORE; for wait_until (they publish their counters
 # every 10 ms while they work and when they nap: a count may trail the exchange).
-ip6_grew() { [ $(($(sum ip6_in) - $1)) -ge $((BYTES / 1500)) ]; }
+ip6_grew() { [ $(($(ppe_ip6_segments) - $1)) -ge $((BYTES / 1500)) ]; }
 
 note "python3 on [::] under eta-run --require; a kernel client in the peer to [$H6], then to $ETA_LAB_PPE_IP"
 port=$(free_port)
@@ -92,12 +92,12 @@ grep -q "^conn peer \[$ETA_LAB_PEER_IP6\]:[0-9]* local \[$H6\]:$port$" "$work/sr
 grep -q "^conn peer \[::ffff:$ETA_LAB_PEER_IP\]:[0-9]* local \[::ffff:$ETA_LAB_PPE_IP\]:$port$" "$work/srv.out" ||
     fail "accept()/getsockname() of the IPv4 connection (v4-mapped): $(cat "$work/srv.out")"
 wait_until 20 ip6_grew "$ip6_before" || true
-segs=$(( $(sum ip6_in) - ip6_before ))
-[ "$segs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $segs IPv6 packets in the engine for $BYTES bytes received over IPv6"
-[ "$(marked s6_ef)" -ge $((BYTES / 1500)) ] && [ "$(marked s6_other)" = 0 ] ||
-    fail "the listener's IPV6_TCLASS 0xb8: $(marked s6_ef) packets of its IPv6 connection marked EF, $(marked s6_other) not"
-[ "$(marked s4_af11)" -ge $((100000 / 1500)) ] && [ "$(marked s4_other)" = 0 ] ||
-    fail "the listener's IP_TOS 0x28: $(marked s4_af11) packets of its IPv4 connection marked AF11, $(marked s4_other) not"
+segs=$(( $(ppe_ip6_segments) - ip6_before ))
+[ "$segs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $segs IPv6 segments in the engine for $BYTES bytes received over IPv6"
+[ "$(marked s6_ef)" -ge "$BYTES" ] && [ "$(marked s6_other)" = 0 ] ||
+    fail "the listener's IPV6_TCLASS 0xb8: $(marked s6_ef) bytes of its IPv6 connection marked EF, $(marked s6_other) not"
+[ "$(marked s4_af11)" -ge 100000 ] && [ "$(marked s4_other)" = 0 ] ||
+    fail "the listener's IP_TOS 0x28: $(marked s4_af11) bytes of its IPv4 connection marked AF11, $(marked s4_other) not"
 
 note "an eta-run --require client to a kernel IPv6 server in the peer ([$ETA_LAB_PEER_IP6])"
 pport=$(free_port)
@@ -105,7 +105,7 @@ mark_rules "$pport" dport "ip6 saddr $H6" c6 ef || fail "nftables rules in the p
 start_bg psrv peer timeout 150 "$py" "$TOOL" server "$ETA_LAB_PEER_IP6" "$pport" >"$work/psrv.out" 2>&1
 wait_until 20 eval "grep -q listening '$work/psrv.out' || ! kill -0 $psrv_pid"
 grep -q listening "$work/psrv.out" || fail "the peer's server did not listen: $(cat "$work/psrv.out")"
-ip6_mid=$(sum ip6_in)
+ip6_mid=$(ppe_ip6_segments)
 cli=$(ETA_LOG=fallback,accel ETA_TEST_TCLASS=0xb8 ETA_TEST_TOS=0x28 timeout 120 "$ETA_RUN" --require --socket "$ETA_LAB_SOCKET" -- \
     "$py" "$TOOL" client "$ETA_LAB_PEER_IP6" "$pport" "$BYTES" "$SEED" 2>"$work/cli.err") ||
     fail "the client under eta-run failed: $cli $(cat "$work/cli.err")"
@@ -113,15 +113,15 @@ wait "$psrv_pid" || fail "the peer's server exited $?"
 read -r _ csent _ cgot cn _ <<<"$cli"
 [ "$csent" = "$sent" ] && [ "$cgot" = "$got" ] && [ "$cn" -eq "$BYTES" ] || fail "the client's exchange: '$cli' (the server's was '$eta')"
 [[ "$cli" == *"local [$H6]:"* ]] || fail "the client's address is not the PPE's IPv6 one: $cli"
-[ "$(marked c6_ef)" -ge $((BYTES / 1500)) ] && [ "$(marked c6_other)" = 0 ] ||
-    fail "the client's IPV6_TCLASS 0xb8 (its IP_TOS 0x28 is IPv4's): $(marked c6_ef) packets marked EF, $(marked c6_other) not"
+[ "$(marked c6_ef)" -ge "$BYTES" ] && [ "$(marked c6_other)" = 0 ] ||
+    fail "the client's IPV6_TCLASS 0xb8 (its IP_TOS 0x28 is IPv4's): $(marked c6_ef) bytes marked EF, $(marked c6_other) not"
 # (On a port shared with the kernel too, ETA_TEST_SHARED=1: its kernel
 # placeholder holds the port the kernel picked, issues 29 and 31.)
 grep -qE "^eta\[[0-9]+\]: fd [0-9]+: accelerated \(\[$ETA_LAB_PEER_IP6\]:$pport\)" "$work/cli.err" ||
     fail "the client's connect was not the PPE's: $(cat "$work/cli.err")"
 wait_until 20 ip6_grew "$ip6_mid" || true
-csegs=$(( $(sum ip6_in) - ip6_mid ))
-[ "$csegs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $csegs IPv6 packets in the engine for the client's $BYTES bytes"
+csegs=$(( $(ppe_ip6_segments) - ip6_mid ))
+[ "$csegs" -ge $((BYTES / 1500)) ] || fail "eta-stat counts $csegs IPv6 segments in the engine for the client's $BYTES bytes"
 
 note "the same exchange with the same server on the kernel link ([$ETA_LAB_KERNEL_IP6], no eta-run)"
 kport=$(free_port)
@@ -133,4 +133,4 @@ wait "$ksrv_pid" || fail "the kernel echo server exited $?"
 read -r _ ksent _ kgot _ <<<"$kern"
 [ "$ksent" = "$sent" ] && [ "$kgot" = "$got" ] || fail "the engine's exchange differs from the kernel's: '$eta' / '$kern'"
 ppe_stop
-echo "preload_ip6: [::] under eta-run served $BYTES bytes over IPv6 through the engine (as the kernel link), IPv4 too; a client under eta-run sent $BYTES to the peer over IPv6; $segs + $csegs IPv6 packets in the engine - held"
+echo "preload_ip6: [::] under eta-run served $BYTES bytes over IPv6 through the engine (as the kernel link), IPv4 too; a client under eta-run sent $BYTES to the peer over IPv6; $segs + $csegs IPv6 segments in the engine - held"

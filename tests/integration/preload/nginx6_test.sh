@@ -24,8 +24,7 @@ ppe_lab6
 chmod 755 "$work" # nginx's workers run as nobody and serve from here
 ppe_start "$work/ppe.toml"
 ppe_ping6 "$H6" "of eta-ppe's start"
-sum() { ppe_json "sum(s['$1'] for e in d['engines'] for s in e['stacks'])"; }
-ip6_before=$(sum ip6_in)
+ip6_before=$(ppe_ip6_segments)
 
 mkdir -p "$work/nginx/logs" "$work/www"
 head -c $((2 << 20)) /dev/urandom > "$work/www/blob"
@@ -74,8 +73,8 @@ others=$(grep -vc -e "^$ETA_LAB_PEER_IP6 $H6 " -e "^::ffff:$ETA_LAB_PEER_IP ::ff
 [ "$others" = 0 ] || fail "$others requests logged with other addresses: $(grep -v -e "^$ETA_LAB_PEER_IP6 $H6 " -e "^::ffff:$ETA_LAB_PEER_IP ::ffff:$H4 " "$work/nginx/logs/access.log" | head -5)"
 ! grep -cE "fd [0-9]+: (kernel|fallback)" "$work/nginx.err" "$work/nginx/logs/error.log" >/dev/null ||
     fail "a socket of nginx went to the kernel: $(grep -hE "fd [0-9]+: (kernel|fallback)" "$work/nginx.err" "$work/nginx/logs/error.log" | head -5)"
-segs=$(( $(sum ip6_in) - ip6_before ))
-[ "$segs" -ge $(((2 << 20) / 1500)) ] || fail "eta-stat counts $segs IPv6 packets in the engine for a 2 MiB request over IPv6"
+segs=$(( $(ppe_ip6_segments) - ip6_before ))
+[ "$segs" -ge $(((2 << 20) / 1500)) ] || fail "eta-stat counts $segs IPv6 segments in the engine for a 2 MiB request over IPv6"
 master=$(cat "$work/nginx/nginx.pid")
 kill -QUIT "$master"
 wait_until 30 eval "! kill -0 $master 2>/dev/null" || fail "nginx did not quit"
