@@ -93,7 +93,7 @@ int dti__ctx_create_one(struct dti_attachment *d, struct dti_ctx **out)
         return -ENOMEM;
     c->d = d;
     c->wake_fd = c->wait_fd = -1;
-    c->spin_ns = c->spin_budget = 20000;
+    c->spin_ns = c->spin_budget = 300000;
     int rc = open_queue_pair(d, &c->index, &c->wake_fd);
     if (rc < 0) {
         free(c);

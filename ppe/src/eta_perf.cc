@@ -283,7 +283,11 @@ struct Target {
     uint8_t ip6[16] = {};
 };
 
-std::unique_ptr<Conn> open_conn(const Options &o, const Target &t)
+// out_of_ports: a connect that found no local port free (EADDRNOTAVAIL:
+// every one held by the connections this run closed, TIME-WAIT's 60 s) sets
+// it and returns null instead of dying (crr, which makes connections faster
+// than TIME-WAIT frees their ports); null: die as for any other error.
+std::unique_ptr<Conn> open_conn(const Options &o, const Target &t, bool *out_of_ports = nullptr)
 {
     if (o.transport == "kernel") {
         int fd = socket(t.v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -306,8 +310,16 @@ std::unique_ptr<Conn> open_conn(const Options &o, const Target &t)
         if (fd >= 0 && o.sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &half, sizeof half) != 0 &&
             setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof half) != 0)
             die(std::string("SO_SNDBUF: ") + std::strerror(errno));
-        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr *>(&ss), sl) != 0)
-            die("connect " + o.connect + ": " + std::strerror(errno));
+        if (fd < 0) die("connect " + o.connect + ": " + std::strerror(errno));
+        if (::connect(fd, reinterpret_cast<sockaddr *>(&ss), sl) != 0) {
+            const int err = errno;
+            ::close(fd);
+            if (err == EADDRNOTAVAIL && out_of_ports) {
+                *out_of_ports = true;
+                return nullptr;
+            }
+            die("connect " + o.connect + ": " + std::strerror(err));
+        }
         return std::make_unique<KernelConn>(fd);
     }
     dti_ctx_t *c = dti_context();
@@ -327,7 +339,14 @@ std::unique_ptr<Conn> open_conn(const Options &o, const Target &t)
         dti_addr a{t.ip, o.port};
         r = dti_connect(c, dti_sock_t(s), &a, 10'000);
     }
-    if (r < 0) die("connect " + o.connect + ": " + dti_strerror(r));
+    if (r < 0) {
+        dti_close(c, dti_sock_t(s));
+        if (r == -EADDRNOTAVAIL && out_of_ports) {
+            *out_of_ports = true;
+            return nullptr;
+        }
+        die("connect " + o.connect + ": " + dti_strerror(r));
+    }
     return std::make_unique<DtiConn>(c, dti_sock_t(s));
 }
 
@@ -338,6 +357,7 @@ struct Result {
     double seconds = 0, cpu = 0;
     std::vector<uint64_t> lat_ns;
     bool verified = false, mismatch = false;
+    bool out_of_ports = false; // crr: stopped early, no local port free (open_conn)
     uint32_t crc = 0, peer_crc = 0;
     uint64_t peer_bytes = 0;
 };
@@ -453,7 +473,8 @@ void client_rr(const Options &o, const Target &t, bool crr, Result *res)
     while (time_left(deadline) && (!o.bytes || res->transactions < o.bytes)) {
         const uint64_t s = now_ns();
         if (crr || !conn) {
-            conn = open_conn(o, t);
+            conn = open_conn(o, t, crr ? &res->out_of_ports : nullptr);
+            if (!conn) break; // out of local ports: the rate is over the time before
             hello(*conn);
         }
         pat.fill(off, req.data(), req.size());
@@ -497,6 +518,11 @@ int run_client(const Options &o)
     const double gbps = r.seconds > 0 ? double(r.bytes) * 8 / r.seconds / 1e9 : 0;
     const double gib = double(r.bytes) / double(1ull << 30);
     const double p50 = pct(r.lat_ns, 0.5), p99 = pct(r.lat_ns, 0.99);
+    if (r.out_of_ports)
+        std::fprintf(stderr,
+                     "eta-perf: crr: no local port free after %" PRIu64 " connections in %.2f s (each closed one "
+                     "holds its port in TIME-WAIT for 60 s); the rate is over that time\n",
+                     r.transactions, r.seconds);
     if (o.json) {
         // The latency distribution at fixed quantiles (1.0: the slowest), for
         // CDF plots (benchmarks/report); pct() has sorted lat_ns above.
@@ -513,12 +539,12 @@ int run_client(const Options &o)
                     ",\"seconds\":%.3f,\"gbit_per_s\":%.3f,\"transactions\":%" PRIu64 ",\"tps\":%.1f,\"p50_us\":%.1f,"
                     "\"p99_us\":%.1f,\"cpu_s\":%.3f,\"cpu_s_per_gib\":%.4f,\"cpu_us_per_txn\":%.2f,\"verified\":%s,"
                     "\"ok\":%s,\"crc32c\":\"%08x\",\"peer_crc32c\":\"%08x\",\"peer_bytes\":%" PRIu64
-                    ",\"digest\":\"%s\"}\n",
+                    ",\"digest\":\"%s\",\"out_of_ports\":%s}\n",
                     o.transport.c_str(), o.mode.c_str(), o.direction.c_str(), o.size, r.bytes, r.seconds, gbps,
                     r.transactions, r.seconds > 0 ? double(r.transactions) / r.seconds : 0, p50, p99, r.cpu,
                     gib > 0 ? r.cpu / gib : 0, r.transactions ? r.cpu * 1e6 / double(r.transactions) : 0,
                     r.verified ? "true" : "false", r.mismatch ? "false" : "true", r.crc, r.peer_crc, r.peer_bytes,
-                    o.verify ? o.digest.c_str() : "none");
+                    o.verify ? o.digest.c_str() : "none", r.out_of_ports ? "true" : "false");
     } else if (o.mode == "stream") {
         std::printf("%s stream %s: %" PRIu64 " bytes in %.2f s = %.3f Gbit/s, app CPU %.3f s (%.3f s/GiB)%s\n",
                     o.transport.c_str(), o.direction.c_str(), r.bytes, r.seconds, gbps, r.cpu, gib > 0 ? r.cpu / gib : 0,

@@ -367,7 +367,7 @@ int dti_wait(dti_ctx_t *c, int timeout_ms);
  * goes back to sleep after the handler ran). */
 void dti_ctx_set_interruptible(dti_ctx_t *c, int on);
 /* The most dti_wait() and the blocking layer poll before sleeping (default
- * 20000 ns; 0: sleep at once). Adaptive per context: the full budget after a
+ * 300000 ns; 0: sleep at once). Adaptive per context: the full budget after a
  * wait answered within spin_ns, half after one that took over four times
  * spin_ns (none below 1 us; then one probing spin every 32 waits), unchanged
  * in between. An idle program sleeps at once; a busy request/response loop

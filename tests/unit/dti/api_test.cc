@@ -895,6 +895,14 @@ TEST_F(DtiApi, SpinningStopsWhenItDoesNotPayAndReturnsWhenItDoes)
     EXPECT_EQ(dti_spin_begin(c_), max);
 }
 
+// The default limit spans a round trip through the engine that a sleeping
+// program would see (dti/README.md "Adaptive spinning": a shorter one never
+// catches an answer, so the program keeps sleeping and paying wakeups).
+TEST_F(DtiApi, ANewContextSpinsUpTo300us)
+{
+    EXPECT_EQ(dti_ctx_spin_budget(c_), 300'000u);
+}
+
 TEST_F(DtiApi, PollOutIsOneShotAndFiresWhenSpaceReturns)
 {
     dti_sock_t cl, sv;
