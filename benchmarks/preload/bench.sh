@@ -15,6 +15,8 @@
 # ETA_BENCH_READER=0 leaves out the blocking reader's 512 MiB per path and
 # repetition (its line at the end; `tools/eta bench report --quick`, which
 # does not show it).
+# ETA_BENCH_LATENCY=FILE writes eta-stat --latency there after the first
+# sockperf run through eta (the stages of its sampled requests).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build}
@@ -70,6 +72,12 @@ for path in eta kernel; do
     p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out/sp.$path")
     [ -z "$p50" ] || [ -z "$p99" ] || echo "$path $p50 $p99" >> "$out/latency"
+    # ETA_BENCH_LATENCY=FILE: the engine's latency breakdown of the sampled
+    # requests (eta-stat --latency) once sockperf's first eta run is done.
+    if [ -n "${ETA_BENCH_LATENCY:-}" ] && [ $path = eta ] && [ "$rep" = 1 ]; then
+        sleep 0.3 # published every 250 ms (a report, not a test)
+        "$build/ppe/eta-stat" --socket "$ETA_LAB_SOCKET" --latency > "$ETA_BENCH_LATENCY" 2>&1 || true
+    fi
     c0=$(cpu_s "$ip_server") e0=$(cpu_s "$engine")
     read -r posts0 pbytes0 < <(posted)
     peer timeout $((secs + 30)) iperf3 -c "$dst" -p 5201 -t "$secs" --json > "$out/ip.$path"

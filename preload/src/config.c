@@ -66,7 +66,7 @@ void eta_config_read(void)
     eta_cfg.log_fallback = log_has(log, "fallback");
     eta_cfg.log_accel = log_has(log, "accel");
     eta_cfg.log_debug = log_has(log, "debug");
-    eta_cfg.spin_ns = 50000;
+    eta_cfg.spin_ns = 100000; /* 100 us: preload/README.md "Readiness and waiting" */
     const char *spin = getenv("ETA_SPIN_US");
     if (spin && *spin) {
         char *end;
