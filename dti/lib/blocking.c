@@ -177,35 +177,6 @@ static uint64_t deadline_of(int timeout_ms)
     return timeout_ms < 0 ? UINT64_MAX : dti__now_ns() + (uint64_t)timeout_ms * 1000000ull;
 }
 
-ssize_t dti_recv_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, int timeout_ms)
-{
-    uint64_t deadline = deadline_of(timeout_ms);
-    for (;;) {
-        ssize_t n = dti_recv(c, s, buf, len);
-        if (n != -EAGAIN)
-            return n;
-        int rc = wait_ready(c, s, DTI_POLLIN, deadline);
-        if (rc < 0)
-            return rc;
-    }
-}
-
-/* Ends a post early (timeout, interruption): the engine answers the post at
- * once with what landed. Returns that completion's result. */
-static int cancel_post(dti_ctx_t *c, dti_sock_t s, uint64_t ud, struct dti_cqe *e)
-{
-    /* No signal ends this wait: the answer says how many bytes landed, and
-     * it comes at once. */
-    bool intr = c->interruptible;
-    c->interruptible = false;
-    int prc;
-    DTI_SYNC_PREP(prc, c, dti_prep_recv_cancel(c, s));
-    dti_submit(c);
-    int w = dti_wait_cqe(c, ud, e, -1);
-    c->interruptible = intr;
-    return w == 1 ? e->res : w;
-}
-
 /* Copies from the ring until at least min bytes came, the stream ended or
  * failed, or the deadline passed (bytes taken are returned before any of
  * those; the end or the error is then answered by the next call). */
@@ -226,6 +197,27 @@ static ssize_t recv_copy_min(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, 
         if (rc < 0)
             return got ? (ssize_t)got : rc;
     }
+}
+
+ssize_t dti_recv_wait(dti_ctx_t *c, dti_sock_t s, void *buf, size_t len, int timeout_ms)
+{
+    return recv_copy_min(c, s, buf, len, 1, deadline_of(timeout_ms));
+}
+
+/* Ends a post early (timeout, interruption): the engine answers the post at
+ * once with what landed. Returns that completion's result. */
+static int cancel_post(dti_ctx_t *c, dti_sock_t s, uint64_t ud, struct dti_cqe *e)
+{
+    /* No signal ends this wait: the answer says how many bytes landed, and
+     * it comes at once. */
+    bool intr = c->interruptible;
+    c->interruptible = false;
+    int prc;
+    DTI_SYNC_PREP(prc, c, dti_prep_recv_cancel(c, s));
+    dti_submit(c);
+    int w = dti_wait_cqe(c, ud, e, -1);
+    c->interruptible = intr;
+    return w == 1 ? e->res : w;
 }
 
 /* Posts [buf, buf + len) for at least min bytes and waits for the answer
