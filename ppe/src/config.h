@@ -71,7 +71,9 @@ struct PortConfig {
     bool tso = true;
     // Transmit by reference where the device takes multi-segment frames
     // (ppe/src/dpdk.cc): a segment is a header mbuf chained to an mbuf that
-    // points into the application's send ring, not a copy of it.
+    // points into the application's send ring, not a copy of it; on a vnet
+    // port the payload goes into sendmmsg in place. Default: false, true on
+    // a vnet port (config.cc).
     bool tx_zerocopy = false;
     // kernel = "shared": the host's kernel stays a host on this port (same
     // MAC, same address) through a net_tap interface eta-ppe makes

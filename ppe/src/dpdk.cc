@@ -204,13 +204,11 @@ bool Port::open_vnet(const PortConfig &pc, const std::vector<EngineCore> &engine
     // received frame's checksum.
     offloads = mars::kOffloadRxCsum | mars::kOffloadTxIpCsum | mars::kOffloadTxTcpCsum;
     if (pc.tso) offloads |= mars::kOffloadTxTcpSeg;
-    // sendmmsg() copies every frame into the kernel's skb whatever the
-    // engine hands it, so frames are built whole (no kOffloadTxExternal).
-    if (pc.tx_zerocopy)
-        log(LogLevel::kWarn,
-            "%s: tx_zerocopy = true, but the vnet port's kernel copies each frame anyway: payloads are copied "
-            "into the frames (tx_zerocopy is for DPDK vdevs such as net_af_packet)",
-            what.c_str());
+    // Transmit by reference: sendmmsg() copies each frame into the kernel's
+    // skb, its payload straight from the application's send ring (two
+    // pieces of one message), instead of the engine building the frame
+    // first (vnet_port.h).
+    if (pc.tx_zerocopy) offloads |= mars::kOffloadTxExternal;
     const uint32_t room = uint32_t(pc.mtu) + 18u + 64u;
     for (uint16_t q = 0; q < queues; q++) {
         const int socket = engines[q].numa_node >= 0 ? engines[q].numa_node : SOCKET_ID_ANY;
@@ -508,42 +506,15 @@ uint16_t MbufIo::alloc_tso(mars::PacketRef *out, uint16_t n)
     return alloc_packets_each(tso_pool_, out, n);
 }
 
-namespace {
-
-void external_done(void *addr, void *refs)
-{
-    (void)addr;
-    --*static_cast<uint32_t *>(refs);
-}
-
-} // namespace
-
+// The IOVA without a lookup (rte_mem_virt2iova may read pagemap, a
+// syscall): in VA mode it is the address; otherwise the region is not
+// DMA-mapped (a PCI NIC would need rte_extmem_register() and
+// rte_dev_dma_map() of the application's region first, not done yet), so
+// the port was not offered by reference (Port::open).
 bool MbufIo::attach_external(mars::PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs)
 {
     if (!(offloads_ & mars::kOffloadTxExternal) || len == 0) return false;
-    rte_mbuf *ext = rte_pktmbuf_alloc(pool_);
-    if (!ext) return false;
-    // The shared info in ext's own data room: not touched by the attach,
-    // and ext goes back to the pool only after the callback has run.
-    auto *shinfo = reinterpret_cast<rte_mbuf_ext_shared_info *>(
-        RTE_PTR_ALIGN_CEIL(static_cast<uint8_t *>(ext->buf_addr), alignof(rte_mbuf_ext_shared_info)));
-    shinfo->free_cb = external_done;
-    shinfo->fcb_opaque = refs;
-    rte_mbuf_ext_refcnt_set(shinfo, 1);
-    // The IOVA without a lookup (rte_mem_virt2iova may read pagemap, a
-    // syscall): in VA mode it is the address; otherwise the region is not
-    // DMA-mapped (a PCI NIC would need rte_extmem_register() and
-    // rte_dev_dma_map() of the application's region first, not done yet), so
-    // the port was not offered by reference (Port::open).
-    void *addr = const_cast<uint8_t *>(payload);
-    rte_pktmbuf_attach_extbuf(ext, addr, rte_iova_t(uintptr_t(addr)), len, shinfo);
-    ext->data_len = len;
-    ext->pkt_len = len;
-    rte_mbuf *head = static_cast<rte_mbuf *>(frame.handle);
-    head->next = ext;
-    head->nb_segs = 2;
-    frame.flags |= mars::kTxExternal;
-    return true;
+    return attach_external_mbuf(pool_, frame, payload, len, refs);
 }
 
 uint16_t MbufIo::receive(mars::PacketRef *out, uint16_t n)

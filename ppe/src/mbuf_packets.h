@@ -62,6 +62,37 @@ inline void free_packets(mars::PacketRef *frames, uint16_t n)
     }
 }
 
+// Transmit by reference (PacketIo::attach_external): a second mbuf from
+// pool, attached to `len` bytes at `payload` (an application's send ring)
+// as an external buffer and chained after the frame's header mbuf. Its
+// shared info lives in that mbuf's own unused data room (untouched by the
+// attach; the mbuf goes back to the pool only after the callback ran). The
+// free callback, run where the chain is freed (the driver's transmit, or
+// the vnet port's after sendmmsg), counts *refs down by one. The IOVA is
+// the address (VA mode; a port whose device reads by DMA is not offered
+// this, see Port::open). False: no mbuf left (the caller copies).
+inline void external_done(void *, void *refs) { --*static_cast<uint32_t *>(refs); }
+inline bool attach_external_mbuf(rte_mempool *pool, mars::PacketRef &frame, const uint8_t *payload, uint16_t len,
+                                 uint32_t *refs)
+{
+    rte_mbuf *ext = rte_pktmbuf_alloc(pool);
+    if (!ext) return false;
+    auto *shinfo = reinterpret_cast<rte_mbuf_ext_shared_info *>(
+        RTE_PTR_ALIGN_CEIL(static_cast<uint8_t *>(ext->buf_addr), alignof(rte_mbuf_ext_shared_info)));
+    shinfo->free_cb = external_done;
+    shinfo->fcb_opaque = refs;
+    rte_mbuf_ext_refcnt_set(shinfo, 1);
+    void *addr = const_cast<uint8_t *>(payload);
+    rte_pktmbuf_attach_extbuf(ext, addr, rte_iova_t(uintptr_t(addr)), len, shinfo);
+    ext->data_len = len;
+    ext->pkt_len = len;
+    rte_mbuf *head = static_cast<rte_mbuf *>(frame.handle);
+    head->next = ext;
+    head->nb_segs = 2;
+    frame.flags |= mars::kTxExternal;
+    return true;
+}
+
 // The mbuf's transmit offload fields for a frame that asks for checksum
 // offload or TSO (kTxIpCsum / kTxTcpCsum / kTxTcpSeg): the frame's fields
 // already hold what DPDK wants (mars/checksum_offload.h), so only the

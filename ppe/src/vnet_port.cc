@@ -205,9 +205,10 @@ uint64_t VnetPortState::socket_drops() const
     return socket_drops_;
 }
 
-uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h)
+uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h, uint32_t ext_len)
 {
     std::memset(h, 0, sizeof *h);
+    const uint32_t frame_len = f.len + ext_len; // the headers (and payload) here, the rest attached
     if (!(f.flags & (mars::kTxIpCsum | mars::kTxTcpCsum)) || f.len < kEth + 20) return 1;
     uint8_t *ip = f.data + kEth;
     // IPv6 (the version nibble): TCP right after the 40-byte header, no IP
@@ -232,7 +233,7 @@ uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h)
     // DPDK wants); the kernel's (CHECKSUM_PARTIAL, and its GSO, which swaps
     // the whole length for each segment's) includes it. The same over IPv6
     // (its pseudo-header's upper-layer length, below 64 KiB here).
-    const uint32_t tcp_len = f.len - kEth - ihl;
+    const uint32_t tcp_len = frame_len - kEth - ihl;
     uint32_t sum = (uint32_t(tcp[16]) << 8 | tcp[17]) + tcp_len;
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
@@ -240,7 +241,7 @@ uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h)
     tcp[17] = uint8_t(sum);
     const uint32_t hdr = kEth + ihl + (tcp[12] >> 4) * 4u;
     const uint32_t mss = mars::tx_seg_size(f);
-    const uint32_t payload = f.len > hdr ? f.len - hdr : 0;
+    const uint32_t payload = frame_len > hdr ? frame_len - hdr : 0;
     if (mss == 0 || payload <= mss) return 1;
     h->gso_type = v6 ? VIRTIO_NET_HDR_GSO_TCPV6 : VIRTIO_NET_HDR_GSO_TCPV4;
     h->gso_size = uint16_t(mss);
@@ -282,7 +283,6 @@ VnetIo::VnetIo(int fd, rte_mempool *rx_pool, rte_mempool *tx_pool, rte_mempool *
         rx_msg_[i].msg_hdr.msg_iovlen = 2;
         tx_iov_[i][0] = iovec{&tx_hdr_[i], sizeof(virtio_net_hdr)};
         tx_msg_[i].msg_hdr.msg_iov = tx_iov_[i];
-        tx_msg_[i].msg_hdr.msg_iovlen = 2;
     }
     bounce_ = static_cast<uint8_t *>(std::malloc(UINT16_MAX + 1));
 }
@@ -393,16 +393,30 @@ uint16_t VnetIo::alloc_tso(mars::PacketRef *out, uint16_t n)
     return alloc_packets_each(tso_pool_, out, n);
 }
 
+// The attached payload is read once, by sendmmsg() in transmit(), which
+// frees the chain right after: the reference is dropped within the call.
+bool VnetIo::attach_external(mars::PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs)
+{
+    if (!(offloads_ & mars::kOffloadTxExternal) || len == 0) return false;
+    return attach_external_mbuf(tx_pool_, frame, payload, len, refs);
+}
+
 uint16_t VnetIo::transmit(mars::PacketRef *frames, uint16_t n)
 {
     uint16_t taken = 0;
     for (uint16_t done = 0; done < n;) {
         const uint16_t k = std::min<uint16_t>(uint16_t(n - done), kBurst);
-        uint32_t segs[kBurst];
+        uint32_t segs[kBurst], bytes[kBurst];
         for (uint16_t i = 0; i < k; i++) {
             const mars::PacketRef &f = frames[done + i];
-            segs[i] = vnet_tx_prepare(f, &tx_hdr_[i]);
+            const rte_mbuf *ext =
+                (f.flags & mars::kTxExternal) ? static_cast<const rte_mbuf *>(f.handle)->next : nullptr;
+            const uint32_t ext_len = ext ? ext->data_len : 0;
+            segs[i] = vnet_tx_prepare(f, &tx_hdr_[i], ext_len);
             tx_iov_[i][1] = iovec{f.data, f.len};
+            if (ext) tx_iov_[i][2] = iovec{rte_pktmbuf_mtod(ext, void *), ext_len};
+            tx_msg_[i].msg_hdr.msg_iovlen = ext ? 3 : 2;
+            bytes[i] = f.len + ext_len;
         }
         uint16_t sent = 0;
         while (sent < k) {
@@ -414,7 +428,7 @@ uint16_t VnetIo::transmit(mars::PacketRef *frames, uint16_t n)
         for (uint16_t i = 0; i < k; i++) {
             m[i] = static_cast<rte_mbuf *>(frames[done + i].handle);
             if (i < sent) {
-                c_->tx_bytes += frames[done + i].len;
+                c_->tx_bytes += bytes[i];
                 if (segs[i] > 1) {
                     c_->tx_tso_frames++;
                     c_->tx_tso_segments += segs[i];
@@ -424,7 +438,7 @@ uint16_t VnetIo::transmit(mars::PacketRef *frames, uint16_t n)
         c_->tx_frames += sent;
         c_->tx_errors += k - sent;
         tx_dropped += k - sent;
-        rte_pktmbuf_free_bulk(m, k); // the kernel copied what it took
+        rte_pktmbuf_free_bulk(m, k); // the kernel copied what it took (attached payloads' references dropped)
         taken = uint16_t(taken + sent);
         done = uint16_t(done + k);
     }

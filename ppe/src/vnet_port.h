@@ -14,7 +14,11 @@
 //     valid by the kernel's definition) become mars::kRxL4CsumGood, no flag
 //     leaves the check to MARS. The IPv4 header checksum is always MARS's
 //     (20 bytes).
-//   transmit: sendmmsg of whole frames; a kTxTcpSeg frame goes with gso_type
+//   transmit: sendmmsg of whole frames (with tx_zerocopy, kOffloadTxExternal:
+//     a frame's payload read in place from the application's send ring, its
+//     header mbuf and the payload two pieces of one message, which the
+//     kernel copies into its skb: one copy fewer per byte than building the
+//     frame first); a kTxTcpSeg frame goes with gso_type
 //     TCPV4 (TCPV6 for an IPv6 frame) and gso_size (the kernel, or the
 //     peer's receive path, cuts it), a checksum request with NEEDS_CSUM
 //     csum_start/csum_offset (34 for IPv4 without options, 54 for IPv6).
@@ -111,6 +115,7 @@ class VnetIo final : public PortIo {
     uint32_t offloads() const override { return offloads_; }
     uint32_t tso_max_frame() const override { return tso_pool_ ? UINT16_MAX - RTE_PKTMBUF_HEADROOM : 0; }
     uint16_t alloc_tso(mars::PacketRef *out, uint16_t n) override;
+    bool attach_external(mars::PacketRef &frame, const uint8_t *payload, uint16_t len, uint32_t *refs) override;
 
   private:
     static constexpr uint16_t kBurst = 64;
@@ -127,15 +132,17 @@ class VnetIo final : public PortIo {
     mmsghdr rx_msg_[kBurst];
     uint8_t *bounce_ = nullptr; // a 64 KiB buffer for when the pool is dry
     virtio_net_hdr tx_hdr_[kBurst];
-    iovec tx_iov_[kBurst][2];
+    iovec tx_iov_[kBurst][3]; // the header, the frame, its payload by reference
     mmsghdr tx_msg_[kBurst];
 };
 
 // Fills the virtio_net_hdr a frame MARS made is sent with, and the fields
 // the offloads leave to the port (IPv4 header checksum; for TSO the TCP
 // length in the pseudo-header sum, which the kernel's GSO wants). Returns
-// the TSO segment count (1 without TSO). Exposed for the unit tests.
-uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h);
+// the TSO segment count (1 without TSO). ext_len: the payload bytes attached
+// by reference after f's own (kTxExternal), part of the frame on the wire.
+// Exposed for the unit tests.
+uint32_t vnet_tx_prepare(const mars::PacketRef &f, virtio_net_hdr *h, uint32_t ext_len = 0);
 // What a received frame's virtio_net_hdr says, as PacketRef flags; *lro_segs:
 // the segments a GSO frame stands for (0: not one). Exposed for the unit tests.
 uint32_t vnet_rx_flags(const virtio_net_hdr &h, const uint8_t *frame, uint32_t len, uint32_t *lro_segs);

@@ -472,7 +472,10 @@ uint32_t send_rtx_tso(Env &e, Sock &s, uint32_t seq, uint32_t n, uint8_t last_fl
 
 // The run as TSO frames of up to per_frame segments each. A last piece of
 // one segment is an ordinary frame; where the port has no large buffer
-// left, the rest is segmented here.
+// left, the rest is segmented here. By reference (tx_zerocopy and the
+// port's kOffloadTxExternal) a frame's buffer holds its header only and
+// the payload is attached from the send ring in place (run_fill_ref: one
+// frame whose payload wraps around the ring's end is copied as before).
 template <bool kV6> uint32_t send_tso(Env &e, Sock &s, uint32_t n, uint8_t last_flags, uint32_t per_frame)
 {
     using F = Fam<kV6>;
@@ -480,6 +483,7 @@ template <bool kV6> uint32_t send_tso(Env &e, Sock &s, uint32_t n, uint8_t last_
     uint32_t sent = 0;
     alignas(8) uint8_t h[F::kMax] = {};
     unsigned hdr_len = 0;
+    const bool by_ref = e.cfg_.tcp.tx_zerocopy && (e.offloads_ & kOffloadTxExternal);
     while (n - sent >= 2) {
         const uint32_t k = std::min(per_frame, n - sent);
         PacketRef fr;
@@ -492,7 +496,9 @@ template <bool kV6> uint32_t send_tso(Env &e, Sock &s, uint32_t n, uint8_t last_
         Tcp *th = reinterpret_cast<Tcp *>(h + kEthLen + F::kNet);
         F::set_tso_len(h, hdr_len - kEthLen - F::kNet + k * mss);
         th->flags = sent + k == n ? last_flags : kAck;
-        run_fill<kV6>(e, s, fr, h, hdr_len, s.snd_nxt + sent * mss, k * mss, F::pseudo(e, s, 0));
+        const uint32_t seq = s.snd_nxt + sent * mss;
+        if (!(by_ref && run_fill_ref<kV6>(e, s, fr, h, hdr_len, seq, k * mss, F::pseudo(e, s, 0))))
+            run_fill<kV6>(e, s, fr, h, hdr_len, seq, k * mss, F::pseudo(e, s, 0));
         fr.flags |= kTxTcpSeg | F::kIpCsumFlag | kTxTcpCsum | tx_seg_flags(uint16_t(mss));
         e.link_.queue(fr, k, k * (hdr_len + mss));
         e.stats_.tx_tso_frames++;

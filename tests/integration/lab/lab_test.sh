@@ -146,6 +146,43 @@ timeout 30 socat -u "OPEN:$payload" "TCP:$ETA_LAB_KERNEL_PEER_IP:5001" || fail "
 wait "$sink_pid" || fail "socat server failed"
 cmp -s "$payload" "$received" || fail "bytes differ across the kernel link"
 
+note "congestion control: the lab's own at both ends, whatever the host's default"
+# Each side of one connection over the kernel link reads its socket's
+# TCP_CONGESTION (the peer's accepted socket, the host's connected one).
+conn_cc() {
+    local port=$1 out
+    out=$(mktemp)
+    start_bg ccsrv peer timeout 30 python3 -c 'import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); print("listening", flush=True)
+c, _ = s.accept(); print(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode(), flush=True)
+c.recv(1)' "$ETA_LAB_KERNEL_PEER_IP" "$port" > "$out"
+    wait_until 10 grep -qx listening "$out" || fail "the peer's python3 listener did not start"
+    local host_cc
+    host_cc=$(timeout 20 python3 -c 'import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+print(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()); c.send(b"x")' \
+        "$ETA_LAB_KERNEL_PEER_IP" "$port") || fail "cannot connect to the peer's listener on port $port"
+    wait "$ccsrv_pid" || fail "the peer's listener failed"
+    echo "$host_cc $(sed -n 2p "$out")"
+    rm -f "$out"
+}
+grep -qx "ETA_LAB_CC=cubic" <<<"$env_out" || fail "a lab without --cc does not say ETA_LAB_CC=cubic: $env_out"
+got=$(conn_cc 5002)
+[ "$got" = "cubic cubic" ] || fail "a connection over the kernel link does not run cubic at both ends (host, peer: $got)"
+for net in "198.18.$ETA_LAB_INDEX.0/24" "198.19.$ETA_LAB_INDEX.0/24"; do
+    peer ip route show "$net" | grep -c " congctl cubic" >/dev/null || fail "the peer's route to $net carries no congctl cubic"
+done
+# reno is always built in; a change holds for connections made from then on.
+"$ETA_LAB" cc --name "$first_name" reno || fail "eta-lab cc reno failed"
+got=$(conn_cc 5004)
+[ "$got" = "reno reno" ] || fail "after 'eta-lab cc reno' a new connection does not run reno at both ends (host, peer: $got)"
+"$ETA_LAB" env --name "$first_name" | grep -cx "ETA_LAB_CC=reno" >/dev/null || fail "env does not say ETA_LAB_CC=reno after the change"
+"$ETA_LAB" cc --name "$first_name" cubic || fail "eta-lab cc cubic failed"
+refused "an unknown congestion control" "is not available in this kernel" "$ETA_LAB" cc --name "$first_name" nosuchcc
+refused "a malformed congestion control" "bad congestion control" "$ETA_LAB" up --name "t$$-bad" --cc "a b"
+refused "cc without a name" "name one congestion control" "$ETA_LAB" cc --name "$first_name"
+
 note "kernel link: iperf3 (1 second)"
 start_bg iperf peer timeout 120 iperf3 -s -1 -B "$ETA_LAB_KERNEL_PEER_IP" -p 5201
 wait_until 10 peer bash -c "ss -ltn | grep -c ':5201' >/dev/null" || fail "iperf3 did not listen in the peer"

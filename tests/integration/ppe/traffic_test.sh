@@ -29,8 +29,10 @@ BYTES=$((${ETA_TEST_MIB:-256} << 20))
 netem_mib=${ETA_TEST_NETEM_MIB:-64}
 [ "$netem_mib" -le "${ETA_TEST_MIB:-256}" ] || netem_mib=${ETA_TEST_MIB:-256}
 
-# tx_zerocopy is net_af_packet's (chained frames; the vnet port's kernel
-# copies every frame anyway and says so), so that variant names its driver;
+# The tx_zerocopy variant counts segments by reference one per MSS, as
+# net_af_packet sends them (chained frames), so it names that driver (the
+# vnet port sends by reference by default, TSO frames of up to 45 segments:
+# ppe_vnet checks those);
 # so do the injected device faults, whose point (the device's Nth copy) and
 # checks (over 1,000 copies after it) count copies of MSS-sized segments (the
 # vnet port's LRO frames make a few thousand copies of up to 64 KiB).

@@ -2,7 +2,7 @@
 # eta-ppe on its vnet port (device = "vnet:<ifname>", ppe/src/vnet_port.h)
 # over the lab's veth with the kernel's offloads on (eta-lab up --driver
 # vnet): eta-perf's native client against the peer's kernel server, 256 MiB
-# received and 256 MiB sent, CRC32C-verified end to end; the port's counters
+# received and 256 MiB sent (payloads by reference, tx_zerocopy), CRC32C-verified end to end; the port's counters
 # show the offloads at work: the peer's GSO super-frames received as LRO
 # frames (standing for several segments each) with partial checksums (the
 # engine trusts them), and TSO frames sent, which the peer's kernel took whole
@@ -26,12 +26,12 @@ work=$(mktemp -d)
 on_exit "rm -rf $work"
 grep -q '^device = "vnet:' "$ETA_LAB_CONFIG" || fail "eta-lab up --driver vnet wrote no vnet port: $(grep '^device' "$ETA_LAB_CONFIG")"
 ppe_config
-# tx_zerocopy has no effect on the vnet port (the kernel copies each frame):
-# set, eta-ppe must say so at start rather than ignore it silently.
+# tx_zerocopy: the TSO frames' payloads go from the send ring into the
+# kernel's sendmmsg in place (vnet_port.h), checked below by the stack's
+# by-reference counters and the peer's CRC32C of every byte.
 sed -i '/^device = /a tx_zerocopy = true' "$work/ppe.toml"
 ppe_start "$work/ppe.toml"
-grep -q 'tx_zerocopy = true, but the vnet port' "$work/ppe.log" ||
-    fail "eta-ppe took tx_zerocopy on the vnet port without a word: $(cat "$work/ppe.log")"
+grep -q 'tx_zerocopy = true, but' "$work/ppe.log" && fail "eta-ppe refused tx_zerocopy on the vnet port: $(cat "$work/ppe.log")"
 start_bg srv ip netns exec "$ETA_LAB_NS" timeout 600 "$ETA_PERF" server --transport kernel --port 5633
 wait_until 10 sh -c "ip netns exec $ETA_LAB_NS ss -ltnH 'sport = :5633' | grep -c . >/dev/null" || fail "the peer's server did not listen"
 export ETA_SOCKET=$ETA_LAB_SOCKET
@@ -51,6 +51,9 @@ wait_until 10 ppe_true "d['ports'][0]['tx_tso_frames'] > 0 and d['ports'][0]['rx
 ppe_true "d['ports'][0]['rx_lro_segments'] >= 2 * d['ports'][0]['rx_lro_frames']" ||
     fail "the LRO frames stood for fewer than 2 segments each"
 ppe_true "d['ports'][0]['rx_csum_partial'] > 0" || fail "no frame came with the kernel's partial checksum"
+ppe_true "sum(s['tx_ref_frames'] for e in d['engines'] for s in e['stacks']) > 0 and
+          sum(s['tx_ref_bytes'] for e in d['engines'] for s in e['stacks']) >= 128 << 20" ||
+    { ppe_stat --no-conns; fail "the stream sent fewer than 128 MiB of its 256 by reference (tx_zerocopy)"; }
 ppe_stat --no-conns | grep '^vnet p0' || fail "eta-stat shows no vnet line"
 
 "$ETA_LAB" netem --name "$ETA_LAB_NAME" --link both delay 1ms reorder 25% 50% loss 1%

@@ -88,6 +88,13 @@ TEST(PpeConfig, EngineStrandsAndPrefetch)
 TEST(PpeConfig, PortTxZerocopy)
 {
     EXPECT_FALSE(parse_ok(kPort).ports[0].tx_zerocopy) << "copying is the default (benchmarks/README.md)";
+    // ... but on a vnet port (its kernel copies from the send ring in place).
+    std::string vnet = kPort;
+    const size_t at = vnet.find("device = ");
+    ASSERT_NE(at, std::string::npos);
+    vnet.replace(at, vnet.find('\n', at) - at, "device = \"vnet:eth1\"");
+    EXPECT_TRUE(parse_ok(vnet).ports[0].tx_zerocopy);
+    EXPECT_FALSE(parse_ok(vnet + "tx_zerocopy = false\n").ports[0].tx_zerocopy);
     EXPECT_TRUE(parse_ok(std::string(kPort) + "tx_zerocopy = true\n").ports[0].tx_zerocopy);
     const std::string e = parse_err(std::string(kPort) + "tx_zerocopy = \"yes\"\n");
     EXPECT_THAT(e, HasSubstr("tx_zerocopy"));

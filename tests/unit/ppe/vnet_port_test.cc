@@ -110,6 +110,25 @@ TEST(VnetPort, TsoFrameBecomesGsoTcpv4WithTheLengthInTheSeed)
         << "the kernel's GSO wants the pseudo-header sum with the whole TCP length";
 }
 
+TEST(VnetPort, TsoFrameWithItsPayloadByReferenceCountsTheAttachedBytes)
+{
+    // tx_zerocopy: the frame's own buffer holds the 66 header bytes, the
+    // payload rides attached (kTxExternal); the GSO fields and the seed's
+    // TCP length are those of the whole frame on the wire.
+    const uint32_t mss = 1448, payload = 45 * mss;
+    std::vector<uint8_t> f = frame(payload, true);
+    mars::PacketRef r{nullptr, f.data(), 66, 0,
+                      mars::kTxIpCsum | mars::kTxTcpCsum | mars::kTxTcpSeg | mars::kTxExternal |
+                          mars::tx_seg_flags(uint16_t(mss))};
+    virtio_net_hdr h;
+    EXPECT_EQ(vnet_tx_prepare(r, &h, payload), 45u);
+    EXPECT_EQ(h.gso_type, VIRTIO_NET_HDR_GSO_TCPV4);
+    EXPECT_EQ(h.gso_size, mss);
+    EXPECT_EQ(h.hdr_len, 66);
+    const uint16_t want = mars::checksum_offload::tcp_pseudo_header_seed(kSrc, kDst, uint16_t(32 + payload));
+    EXPECT_EQ(uint16_t(f[34 + 16] << 8 | f[34 + 17]), want);
+}
+
 TEST(VnetPort, TsoFrameOfOneSegmentIsSentPlain)
 {
     std::vector<uint8_t> f = frame(1000, true);
